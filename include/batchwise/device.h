@@ -1,0 +1,27 @@
+#pragma once
+/// Devices by name ("cpu", "cuda", "cuda:1", "auto") and the context block every report opens with.
+#include <string>
+
+#include "batchwise/report.h"
+
+namespace batchwise {
+
+/// A resolved device: "cpu", or "cuda" with an index.
+struct DeviceSpec {
+  std::string type = "cpu";
+  int index = 0;
+  /// "cpu" or "cuda:0".
+  std::string str() const;
+};
+
+/// Resolves "cpu", "cuda", "cuda:N" or "auto" (cuda:0 when a CUDA device is visible, else cpu).
+/// Throws DeviceError for cuda on a machine or build without it, ConfigError for other names.
+DeviceSpec resolve_device(const std::string& text);
+
+/// True when this build of batchwise compiled its CUDA code paths.
+bool built_with_cuda();
+
+/// The context block: versions, build commit, device name, threads, BLAS, date, warnings.
+Context make_context(const DeviceSpec& device);
+
+}  // namespace batchwise

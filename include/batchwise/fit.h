@@ -1,0 +1,70 @@
+#pragma once
+/// Fit: the largest batch whose peak memory stays within target x budget, found with real
+/// training trials (optimizer step included) and listed trial by trial.
+#include <torch/arg.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batchwise/trial.h"
+
+namespace batchwise {
+
+/// How fit searches. Power: double until a batch fails, answer the last that fitted (Lightning's
+/// "power"). Binsearch: the same doubling, then bisection to the exact maximum.
+enum class FitMode { Power, Binsearch };
+const char* to_string(FitMode mode);
+/// "power" or "binsearch"; ConfigError otherwise.
+FitMode parse_fit_mode(const std::string& text);
+
+/// The three ends of a fit: a batch, not even the minimum, or an error that stopped it.
+enum class FitOutcome { Fits, DoesNotFit, Error };
+const char* to_string(FitOutcome outcome);
+
+/// Called after every trial with the trial, its 0-based index and the planned count (-1: unknown).
+using TrialCallback = std::function<void(const Trial& trial, int index, int planned)>;
+
+/// Options of a fit.
+/// Example: `fit(workload, FitOptions().mode(FitMode::Binsearch).target(0.9).max(4096))`.
+struct FitOptions {
+  TORCH_ARG(FitMode, mode) = FitMode::Binsearch;
+  /// Memory the device may use, in bytes; 0: the device's default (CPU: 80 % of available RAM,
+  /// CUDA: the device's total). A trial that allocates beyond it is out of memory.
+  TORCH_ARG(int64_t, budget_bytes) = 0;
+  /// Fraction of the budget a fitting batch's peak may reach. REQUIRES: 0 < target <= 1.
+  TORCH_ARG(double, target) = 0.9;
+  TORCH_ARG(int64_t, min) = 1;
+  /// Largest batch tried. NOTE: a fit that stops here says so (FitResult::limited_by_max).
+  TORCH_ARG(int64_t, max) = 65536;
+  /// Every batch tried is a multiple of this.
+  TORCH_ARG(int64_t, multiple_of) = 1;
+  /// Training steps per trial: the first creates gradients and optimizer state, the second runs
+  /// with them in place, which is where the steady-state peak is. REQUIRES: >= 1.
+  TORCH_ARG(int, steps) = 2;
+  TORCH_ARG(double, trial_timeout_s) = 0;
+  TORCH_ARG(TrialCallback, on_trial);
+};
+
+/// What a fit found. `batch` is set only when outcome is Fits.
+struct FitResult {
+  FitMode mode = FitMode::Binsearch;
+  FitOutcome outcome = FitOutcome::Error;
+  std::optional<int64_t> batch;
+  std::vector<Trial> trials;      ///< in the order they ran
+  int64_t budget_bytes = 0;
+  double target = 0.9;
+  int64_t multiple_of = 1;
+  bool limited_by_max = false;    ///< the answer is --max, not the memory limit
+  std::string message;            ///< DoesNotFit / Error: why, in one sentence
+};
+
+/// The default memory budget of a device: 80 % of available RAM on CPU, the total on CUDA.
+int64_t default_budget_bytes(Workload& workload);
+
+/// Runs the search. The workload is bit-identical afterwards (every trial restores it).
+/// Throws ConfigError for impossible options (min above max, a budget below the model's own size).
+FitResult fit(Workload& workload, const FitOptions& options);
+
+}  // namespace batchwise

@@ -1,0 +1,29 @@
+#pragma once
+/// The built-in models: mlp, lenet, resnet18 (stem adapted to small inputs) and transformer (a
+/// small encoder classifier over token sequences).
+///
+/// To add a model: write a torch::nn module whose forward takes the batch's input tensor and
+/// returns logits [B, num_classes], build it in make_model, and add its name to model_names().
+#include <torch/nn/modules/container/any.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace batchwise {
+
+/// What a model is built for.
+struct ModelSpec {
+  std::vector<int64_t> input_shape;  ///< one sample: [C, H, W] for images, [L] for tokens
+  bool tokens = false;               ///< input is int64 token ids
+  int64_t vocab_size = 0;            ///< tokens only
+  int64_t num_classes = 10;
+};
+
+/// Builds a model by name. Throws ModelError for an unknown name or an input it cannot take.
+torch::nn::AnyModule make_model(const std::string& name, const ModelSpec& spec);
+
+/// "mlp", "lenet", "resnet18", "transformer".
+const std::vector<std::string>& model_names();
+
+}  // namespace batchwise

@@ -1,0 +1,50 @@
+#pragma once
+/// Reports read the measurement records and never change them (google/benchmark's reporters):
+/// one JSON document for programs, one console table for people, from the same Report.
+/// The JSON schema is documented in docs/report-schema.md.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batchwise/fit.h"
+#include "batchwise/sweep.h"
+#include "batchwise/trial.h"
+
+namespace batchwise {
+
+/// Where and with what the numbers were measured; opens every JSON report.
+struct Context {
+  std::string batchwise_version;
+  std::string build_commit;
+  std::string build_type;
+  std::string torch_version;
+  std::string device_type;   ///< "cpu" or "cuda"
+  std::string device_name;
+  int64_t device_total_bytes = 0;
+  std::string host;
+  std::string date;          ///< ISO 8601, UTC
+  int threads = 0;           ///< intra-op threads
+  int cores = 0;             ///< logical CPUs online
+  std::string blas;          ///< "mkl", "openblas", ...
+  std::vector<std::string> warnings;  ///< reasons to distrust the numbers (debug build, ...)
+};
+
+/// Everything one command measured.
+struct Report {
+  Context context;
+  WorkloadInfo workload;
+  int64_t budget_bytes = 0;
+  double target = 0.9;
+  std::optional<FitResult> fit;
+  std::optional<SweepResult> sweep;
+  std::optional<Recommendation> recommendation;
+};
+
+/// The JSON report (schema_version "1"), pretty-printed.
+std::string to_json(const Report& report);
+
+/// The console view: a header line, a table per fit and sweep, and the recommendation.
+std::string to_table(const Report& report);
+
+}  // namespace batchwise

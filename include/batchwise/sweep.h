@@ -1,0 +1,73 @@
+#pragma once
+/// Sweep: samples/s, step time and peak memory at each of a list of batch sizes, with
+/// repetitions interleaved across sizes, and the knee where a bigger batch stops paying.
+#include <torch/arg.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batchwise/fit.h"
+#include "batchwise/trial.h"
+
+namespace batchwise {
+
+/// Options of a sweep.
+/// Example: `sweep(workload, SweepOptions().batch_sizes({16, 64, 256}).repetitions(3))`.
+struct SweepOptions {
+  TORCH_ARG(std::vector<int64_t>, batch_sizes);
+  TORCH_ARG(int, warmup) = 2;
+  TORCH_ARG(int, steps) = 5;
+  /// Each repetition visits every batch size once; odd repetitions run the sizes in reverse, so
+  /// drift (thermal, other load) favours none.
+  TORCH_ARG(int, repetitions) = 3;
+  TORCH_ARG(int64_t, budget_bytes) = 0;
+  /// The knee is the smallest batch within this fraction of the best samples/s.
+  TORCH_ARG(double, knee_tolerance) = 0.05;
+  TORCH_ARG(double, trial_timeout_s) = 0;
+  TORCH_ARG(TrialCallback, on_trial);
+};
+
+/// One point per batch size, aggregated over repetitions (raw step times kept).
+struct SweepResult {
+  std::vector<Trial> points;
+  std::optional<int64_t> knee_batch;
+  int repetitions = 0;
+  double knee_tolerance = 0.05;
+  int64_t budget_bytes = 0;
+};
+
+/// The smallest batch whose samples/s is within `tolerance` of the best ok point; none if no point
+/// is ok.
+std::optional<int64_t> knee_batch(const std::vector<Trial>& points, double tolerance = 0.05);
+
+/// Runs the sweep. A batch that runs out of memory is listed with outcome oom, and larger batches
+/// are listed as oom without being run.
+SweepResult sweep(Workload& workload, const SweepOptions& options);
+
+/// The batch to train with, and one sentence citing the measured figures.
+struct Recommendation {
+  int64_t batch = 0;
+  std::string reason;
+};
+
+/// Options of tune: a fit, then a sweep over powers of two up to the fitted batch.
+struct TuneOptions {
+  TORCH_ARG(FitOptions, fit);
+  TORCH_ARG(SweepOptions, sweep);  ///< batch_sizes empty: powers of two from fit.min to the fit
+};
+
+struct TuneResult {
+  FitResult fit;
+  std::optional<SweepResult> sweep;   ///< absent when the fit found no batch
+  std::optional<Recommendation> recommendation;
+};
+
+/// The recommendation from whatever ran: the sweep's knee when a sweep ran (explained with its
+/// figures), else the fitted batch; none when neither found a batch.
+std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep);
+
+/// fit, sweep, recommend.
+TuneResult tune(Workload& workload, const TuneOptions& options);
+
+}  // namespace batchwise

@@ -1,0 +1,87 @@
+#pragma once
+/// A trial: warm-up steps, then measured full training steps (forward, loss, backward, optimizer
+/// step) at one batch size, with the step times, peak memory and outcome it produced.
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace batchwise {
+
+class Workload;
+
+/// How a trial ended. A trial that ran out of memory or timed out is a result, not an exception.
+enum class Outcome { Ok, Oom, Error, Timeout };
+
+/// "ok", "oom", "error", "timeout" (the JSON spelling).
+const char* to_string(Outcome outcome);
+
+/// What a workload is, for reports: names, shapes and sizes.
+struct WorkloadInfo {
+  std::string model;
+  std::string dataset;
+  std::string loss = "cross-entropy";
+  std::string optimizer;
+  double lr = 0;
+  std::string precision = "fp32";
+  std::vector<int64_t> input_shape;  ///< one sample, without the batch dimension
+  int64_t num_classes = 0;
+  int64_t dataset_size = 0;          ///< samples the batches are drawn from
+  int64_t parameter_count = 0;
+  int64_t parameter_bytes = 0;       ///< parameters and buffers, exactly
+};
+
+/// Options of one trial.
+/// Example: `run_trial(workload, TrialOptions(256).warmup(2).steps(5))`.
+struct TrialOptions {
+  explicit TrialOptions(int64_t batch) : batch_(batch) {}
+  /// Samples per step. REQUIRES: >= 1.
+  TORCH_ARG(int64_t, batch);
+  /// Unmeasured steps first (allocator, caches and lazily created optimizer state settle).
+  TORCH_ARG(int, warmup) = 2;
+  /// Measured steps. REQUIRES: >= 1: a trial that trains zero steps measures nothing.
+  TORCH_ARG(int, steps) = 5;
+  /// Device memory the trial may use; an allocation beyond it is an out-of-memory outcome.
+  /// 0: the device's own limit.
+  TORCH_ARG(int64_t, limit_bytes) = 0;
+  /// Wall-clock limit in seconds, checked between steps; 0: none.
+  TORCH_ARG(double, timeout_s) = 0;
+};
+
+/// What one trial (or, in a sweep, all repetitions at one batch size) measured.
+struct Trial {
+  int64_t batch = 0;
+  Outcome outcome = Outcome::Error;
+  int warmup_steps = 0;             ///< warm-up steps asked for (per repetition)
+  int steps = 0;                    ///< measured steps asked for (per repetition)
+  int repetitions = 1;
+  int steps_run = 0;                ///< full training steps that completed, warm-up included
+  /// Peak device memory: on CPU every accounted tensor byte, on CUDA the caching allocator's
+  /// reserved bytes. For an out-of-memory trial, the peak reached before the failing request.
+  int64_t peak_bytes = 0;
+  int64_t peak_allocated_bytes = 0; ///< CUDA: allocated (not reserved) peak; CPU: same as peak_bytes
+  std::vector<double> step_times_s; ///< raw, one per measured step, in the order they ran
+  double samples_per_s = 0;         ///< batch / median step time; 0 unless ok
+  double samples_per_s_min = 0;     ///< from the slowest step
+  double samples_per_s_max = 0;     ///< from the fastest step
+  double step_time_s_median = 0;
+  double step_time_s_stddev = 0;
+  double loss_first = 0;            ///< training loss of the first and last step run
+  double loss_last = 0;
+  double wall_s = 0;                ///< the whole trial: warm-up, steps, restore
+  std::optional<bool> within_target;///< set by fit: peak_bytes <= target x budget
+  std::string message;              ///< why, for oom / error / timeout
+};
+
+/// Fills the samples_per_s and step_time_s statistics of `trial` from its raw step times.
+void summarize_steps(Trial& trial);
+
+/// Runs one trial on `workload`. Every step is real training on real batches. Before it returns,
+/// parameters, buffers, gradients, optimizer state, training mode and the global RNG are restored
+/// bit-identically and, after an out-of-memory outcome, the device's cache is released.
+/// Throws only for unusable options (ConfigError); out of memory and step errors are outcomes.
+Trial run_trial(Workload& workload, const TrialOptions& options);
+
+}  // namespace batchwise

@@ -1,0 +1,26 @@
+#pragma once
+/// Parsing and printing of the quantities on the command line: byte sizes and batch-size lists.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace batchwise {
+
+/// Parses a byte size: "2GiB", "512MiB", "1.5GB", "4096", "2G" (binary for bare K/M/G/T).
+/// `what` names the input in the error message (e.g. "--memory-budget").
+/// REQUIRES: a positive size. Throws ConfigError otherwise.
+int64_t parse_bytes(const std::string& text, const std::string& what);
+
+/// Formats bytes in binary units with three significant digits: "1.50 GiB", "812 KiB", "12 B".
+std::string format_bytes(int64_t bytes);
+
+/// Parses a batch-size list "16,32,64" or a range "first-last*factor" / "first-last+step"
+/// (llama-bench syntax; "8-4096*2" is 8, 16, ..., 4096). Lists and ranges may be mixed with
+/// commas. The result is sorted and unique. Throws ConfigError naming `what` on malformed input.
+std::vector<int64_t> parse_batch_sizes(const std::string& text, const std::string& what);
+
+/// Powers of two from `first` (rounded up to a power of two) up to and including `last`; `last`
+/// itself is appended when it is not a power of two.
+std::vector<int64_t> powers_of_two(int64_t first, int64_t last);
+
+}  // namespace batchwise

@@ -1,0 +1,110 @@
+#pragma once
+/// A workload is what a trial trains: model + dataset + loss + optimizer (+ learning rate), on a
+/// device. Workload is the interface (implement it for your own training step); ModuleWorkload
+/// implements it for a torch::nn module and a torch::optim optimizer; make_workload builds the
+/// built-in ones by name.
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "batchwise/data.h"
+#include "batchwise/trial.h"
+
+namespace batchwise {
+
+/// One batch, on the workload's device.
+struct Batch {
+  at::Tensor input;
+  at::Tensor target;
+};
+
+/// An opaque copy of a workload's training state (see Workload::save_state).
+struct WorkloadState {
+  virtual ~WorkloadState() = default;
+};
+
+/// What a trial trains. Implementations must make train_step a full training step.
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual WorkloadInfo info() const = 0;
+  virtual c10::Device device() const = 0;
+  /// The next `batch` real samples, on device(). Part of the measured step, as in a user's loop.
+  virtual Batch next_batch(int64_t batch) = 0;
+  /// One full training step: zero gradients, forward, loss, backward, optimizer step.
+  /// Returns the loss (detached; reading it synchronises the device).
+  virtual at::Tensor train_step(const Batch& batch) = 0;
+  /// A copy of everything training changes: parameters, buffers, gradients, optimizer state,
+  /// training mode, the data order and the global RNG. Held in host memory, not counted.
+  virtual std::unique_ptr<WorkloadState> save_state() = 0;
+  /// Puts a saved state back, bit-identically and in place (parameters keep their storage).
+  virtual void restore_state(const WorkloadState& state) = 0;
+};
+
+/// A loss: (logits, targets) -> scalar.
+using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
+
+/// Workload for a torch::nn module trained by a torch::optim optimizer on an in-memory Dataset.
+class ModuleWorkload : public Workload {
+ public:
+  /// REQUIRES: `optimizer` optimises `model`'s parameters; `data` matches the model's input.
+  ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model, std::unique_ptr<torch::optim::Optimizer> optimizer,
+                 Dataset data, LossFn loss, c10::Device device, uint64_t seed);
+  ~ModuleWorkload() override;
+
+  WorkloadInfo info() const override { return info_; }
+  c10::Device device() const override { return device_; }
+  Batch next_batch(int64_t batch) override;
+  at::Tensor train_step(const Batch& batch) override;
+  std::unique_ptr<WorkloadState> save_state() override;
+  void restore_state(const WorkloadState& state) override;
+
+  torch::nn::Module& module() { return *model_.ptr(); }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  const Dataset& data() const { return data_; }
+
+ private:
+  struct Sampler;
+  WorkloadInfo info_;
+  torch::nn::AnyModule model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  Dataset data_;
+  LossFn loss_;
+  c10::Device device_;
+  std::unique_ptr<Sampler> sampler_;
+};
+
+/// How to build a built-in workload. Every name is also the CLI flag's name.
+/// Example: `make_workload(WorkloadOptions().model("resnet18").optimizer("adam").device("cpu"))`.
+struct WorkloadOptions {
+  TORCH_ARG(std::string, model) = "lenet";
+  TORCH_ARG(std::string, dataset) = "fashion-mnist";
+  /// Where the dataset's files are; empty: its default (/usr/share/datasets/fashion-mnist).
+  TORCH_ARG(std::string, data_dir) = "";
+  TORCH_ARG(std::string, optimizer) = "sgd";
+  /// Learning rate; 0: the optimizer's default (sgd 0.01, adam/adamw 0.001).
+  TORCH_ARG(double, lr) = 0;
+  /// "cpu", "cuda", "cuda:N" or "auto".
+  TORCH_ARG(std::string, device) = "auto";
+  /// Tokens per sample for the transformer on synthetic data.
+  TORCH_ARG(int64_t, seq_len) = 64;
+  /// Samples in the synthetic dataset.
+  TORCH_ARG(int64_t, synthetic_size) = 10000;
+  TORCH_ARG(uint64_t, seed) = 0;
+};
+
+/// Builds a built-in workload. On CPU, install CpuMemoryTracker first so the model is counted.
+/// Throws ConfigError / DataError / ModelError / DeviceError naming the bad input.
+std::unique_ptr<Workload> make_workload(const WorkloadOptions& options);
+
+/// "sgd", "adam", "adamw".
+const std::vector<std::string>& optimizer_names();
+/// "fashion-mnist", "synthetic".
+const std::vector<std::string>& dataset_names();
+
+}  // namespace batchwise

@@ -1,0 +1,66 @@
+// CUDA device memory through the caching allocator's own statistics. Compiled only when the
+// Torch found was built with CUDA; see device.cpp for the stand-ins of a CPU-only build.
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "check.h"
+#include "device_detail.h"
+
+namespace batchwise::detail {
+namespace {
+
+namespace alloc = c10::cuda::CUDACachingAllocator;
+constexpr size_t kAggregate = 0;  // StatType::AGGREGATE, whose namespace moved between releases
+
+class CudaMemory final : public DeviceMemory {
+ public:
+  explicit CudaMemory(int index) : index_(static_cast<c10::DeviceIndex>(index)) {}
+  int64_t current_bytes() override { return alloc::getDeviceStats(index_).reserved_bytes[kAggregate].current; }
+  int64_t allocated_bytes() override { return alloc::getDeviceStats(index_).allocated_bytes[kAggregate].current; }
+  void reset_peak() override { alloc::resetPeakStats(index_); }
+  int64_t peak_bytes() override { return alloc::getDeviceStats(index_).reserved_bytes[kAggregate].peak; }
+  int64_t peak_allocated_bytes() override {
+    return alloc::getDeviceStats(index_).allocated_bytes[kAggregate].peak;
+  }
+  void set_limit(int64_t bytes) override {
+    const double total = static_cast<double>(total_bytes());
+    const double fraction = bytes <= 0 ? 1.0 : std::min(1.0, static_cast<double>(bytes) / total);
+    alloc::setMemoryFraction(fraction, index_);
+  }
+  void release_cached() override { alloc::emptyCache(); }
+  void synchronize() override { c10::cuda::device_synchronize(); }
+  int64_t total_bytes() override {
+    c10::cuda::CUDAGuard guard(index_);
+    size_t free = 0, total = 0;
+    BATCHWISE_CHECK(cudaMemGetInfo(&free, &total) == cudaSuccess, DeviceError,
+                    "cuda:{}: cudaMemGetInfo failed; is the device usable (nvidia-smi)?", index_);
+    return static_cast<int64_t>(total);
+  }
+
+ private:
+  c10::DeviceIndex index_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceMemory> cuda_memory(int index) {
+  BATCHWISE_CHECK(index >= 0 && index < c10::cuda::device_count(), DeviceError,
+                  "--device cuda:{}: this machine has {} CUDA device(s); use --device cpu or auto", index,
+                  static_cast<int>(c10::cuda::device_count()));
+  return std::make_unique<CudaMemory>(index);
+}
+
+std::string cuda_device_name(int index) {
+  cudaDeviceProp props{};
+  BATCHWISE_CHECK(cudaGetDeviceProperties(&props, index) == cudaSuccess, DeviceError,
+                  "cuda:{}: cannot read the device's properties", index);
+  return props.name;
+}
+
+bool built_with_cuda() { return true; }
+
+}  // namespace batchwise::detail

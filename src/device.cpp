@@ -1,0 +1,115 @@
+#include "batchwise/device.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
+#include <torch/cuda.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "batchwise/version.h"
+#include "check.h"
+#include "compat.h"
+#include "device_detail.h"
+
+namespace batchwise {
+
+#ifndef BATCHWISE_WITH_CUDA
+namespace detail {
+const char* kNoCuda =
+    "this batchwise was built against a Torch without CUDA; rebuild it against PyPI's CUDA torch wheel to use "
+    "--device cuda";
+std::unique_ptr<DeviceMemory> cuda_memory(int) { throw DeviceError(kNoCuda); }
+std::string cuda_device_name(int) { throw DeviceError(kNoCuda); }
+bool built_with_cuda() { return false; }
+}  // namespace detail
+#endif
+
+bool built_with_cuda() { return detail::built_with_cuda(); }
+
+std::string DeviceSpec::str() const { return type == "cuda" ? fmt::format("cuda:{}", index) : type; }
+
+DeviceSpec resolve_device(const std::string& text) {
+  DeviceSpec d;
+  if (text == "cpu") return d;
+  if (text == "auto") {
+    if (built_with_cuda() && torch::cuda::is_available()) d.type = "cuda";
+    return d;
+  }
+  BATCHWISE_CHECK(text.rfind("cuda", 0) == 0, ConfigError, "--device {}: unknown device; use cpu, cuda, cuda:N or auto",
+                  text);
+  d.type = "cuda";
+  if (text.size() > 4) {
+    const std::string idx = text.substr(5);
+    BATCHWISE_CHECK(text[4] == ':' && !idx.empty() && idx.size() < 4 &&
+                        std::all_of(idx.begin(), idx.end(), [](unsigned char c) { return std::isdigit(c); }),
+                    ConfigError, "--device {}: write a CUDA device as cuda or cuda:N", text);
+    d.index = std::stoi(idx);
+  }
+  BATCHWISE_CHECK(built_with_cuda(), DeviceError, "--device {}: {}", text,
+                  "this batchwise was built against a Torch without CUDA; use --device cpu");
+  BATCHWISE_CHECK(torch::cuda::is_available(), DeviceError,
+                  "--device {}: no CUDA device is visible (no GPU, or no driver); use --device cpu or auto", text);
+  BATCHWISE_CHECK(static_cast<size_t>(d.index) < torch::cuda::device_count(), DeviceError,
+                  "--device {}: this machine has {} CUDA device(s)", text, torch::cuda::device_count());
+  return d;
+}
+
+namespace {
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown CPU";
+}
+
+// BLAS_INFO from torch's build configuration ("mkl", "open" for OpenBLAS, ...).
+std::string blas_name() {
+  const std::string config = at::show_config();
+  const auto pos = config.find("BLAS_INFO=");
+  if (pos == std::string::npos) return "unknown";
+  const auto start = pos + 10;
+  std::string name = config.substr(start, config.find_first_of(", \n", start) - start);
+  if (name == "open") return "openblas";
+  return name;
+}
+
+}  // namespace
+
+Context make_context(const DeviceSpec& device) {
+  Context c;
+  c.batchwise_version = BATCHWISE_VERSION;
+  c.build_commit = BATCHWISE_BUILD_COMMIT;
+  c.build_type = BATCHWISE_BUILD_TYPE;
+  c.torch_version = BATCHWISE_TORCH_VERSION_STRING;
+  c.device_type = device.type;
+  c.device_name = device.type == "cuda" ? detail::cuda_device_name(device.index) : cpu_model_name();
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) == 0) c.host = host;
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  c.date = date;
+  c.threads = at::get_num_threads();
+  c.cores = static_cast<int>(std::thread::hardware_concurrency());
+  c.blas = blas_name();
+  if (c.build_type != "Release" && c.build_type != "RelWithDebInfo")
+    c.warnings.push_back("batchwise was built as " + c.build_type + ": its own overhead may distort timings");
+  if (c.cores > 0 && c.threads > c.cores)
+    c.warnings.push_back(fmt::format("{} intra-op threads on {} cores: oversubscription distorts timings", c.threads,
+                                     c.cores));
+  return c;
+}
+
+}  // namespace batchwise

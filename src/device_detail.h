@@ -1,0 +1,20 @@
+#pragma once
+// The CUDA side of batchwise, behind a narrow, torch-free interface (tiny-cuda-nn style): only
+// cuda_memory.cpp sees CUDA headers, and it is compiled only against a Torch built with CUDA.
+#include <memory>
+#include <string>
+
+#include "batchwise/memory.h"
+
+namespace batchwise::detail {
+
+/// DeviceMemory of CUDA device `index`. Throws DeviceError in a build without CUDA.
+std::unique_ptr<DeviceMemory> cuda_memory(int index);
+
+/// "NVIDIA H100 80GB HBM3", or throws DeviceError in a build without CUDA.
+std::string cuda_device_name(int index);
+
+/// True when this build compiled its CUDA paths.
+bool built_with_cuda();
+
+}  // namespace batchwise::detail

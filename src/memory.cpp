@@ -1,0 +1,150 @@
+// CpuMemoryTracker: a c10 CPU allocator that counts every byte. Each block carries a 64-byte
+// header (so data stays 64-byte aligned, as c10 expects) recording its size and whether it was
+// counted, which makes frees exact without a lookup table.
+#include "batchwise/memory.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+
+#include "batchwise/units.h"
+#include "check.h"
+#include "compat.h"
+#include "device_detail.h"
+
+namespace batchwise {
+namespace {
+
+constexpr size_t kHeaderBytes = 64;
+constexpr uint64_t kCountedTag = 0x62617463685f3101ull;  // "batch_1" + counted
+constexpr uint64_t kUncountedTag = 0x62617463685f3100ull;
+
+struct Header {
+  uint64_t bytes;
+  uint64_t tag;
+};
+
+std::atomic<int64_t> g_current{0};
+std::atomic<int64_t> g_peak{0};
+std::atomic<int64_t> g_limit{0};
+std::atomic<int64_t> g_allocations{0};
+thread_local bool t_untracked = false;
+
+void raise_peak(int64_t now) {
+  int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+void tracked_delete(void* data) {
+  if (data == nullptr) return;
+  auto* base = static_cast<char*>(data) - kHeaderBytes;
+  Header header;
+  std::memcpy(&header, base, sizeof header);
+  if (header.tag == kCountedTag) g_current.fetch_sub(static_cast<int64_t>(header.bytes), std::memory_order_relaxed);
+  c10::free_cpu(base);
+}
+
+struct TrackingAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t n) BATCHWISE_ALLOCATE_CONST override {
+    const bool counted = !t_untracked;
+    if (counted) {
+      const int64_t bytes = static_cast<int64_t>(n);
+      const int64_t now = g_current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+      const int64_t limit = g_limit.load(std::memory_order_relaxed);
+      if (limit > 0 && now > limit) {
+        g_current.fetch_sub(bytes, std::memory_order_relaxed);
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU memory budget exceeded: tried to allocate ",
+                         format_bytes(bytes), " with ", format_bytes(now - bytes), " in use of a ",
+                         format_bytes(limit), " budget");
+      }
+      raise_peak(now);
+      g_allocations.fetch_add(1, std::memory_order_relaxed);
+    }
+    char* base = static_cast<char*>(c10::alloc_cpu(n + kHeaderBytes));
+    const Header header{static_cast<uint64_t>(n), counted ? kCountedTag : kUncountedTag};
+    std::memcpy(base, &header, sizeof header);
+    void* data = base + kHeaderBytes;
+    return {data, data, &tracked_delete, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &tracked_delete; }
+  // Not `override`: the base declares copy_data only from LibTorch 2.3 on.
+  void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
+};
+
+TrackingAllocator g_allocator;
+std::once_flag g_install_once;
+CpuMemoryTracker* g_tracker = nullptr;
+
+}  // namespace
+
+CpuMemoryTracker& CpuMemoryTracker::install() {
+  std::call_once(g_install_once, [] {
+    static CpuMemoryTracker tracker;
+    // Highest priority, so a later registration (MKLDNN, a profiler) cannot displace us.
+    c10::SetCPUAllocator(&g_allocator, /*priority=*/255);
+    g_tracker = &tracker;
+  });
+  return *g_tracker;
+}
+
+CpuMemoryTracker* CpuMemoryTracker::get() { return g_tracker; }
+int64_t CpuMemoryTracker::current_bytes() const { return g_current.load(); }
+int64_t CpuMemoryTracker::peak_bytes() const { return g_peak.load(); }
+void CpuMemoryTracker::reset_peak() { g_peak.store(g_current.load()); }
+void CpuMemoryTracker::set_limit(int64_t bytes) { g_limit.store(bytes < 0 ? 0 : bytes); }
+int64_t CpuMemoryTracker::limit_bytes() const { return g_limit.load(); }
+int64_t CpuMemoryTracker::allocations() const { return g_allocations.load(); }
+
+UntrackedScope::UntrackedScope() : previous_(t_untracked) { t_untracked = true; }
+UntrackedScope::~UntrackedScope() { t_untracked = previous_; }
+
+int64_t available_ram_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+namespace {
+
+class CpuMemory final : public DeviceMemory {
+ public:
+  explicit CpuMemory(CpuMemoryTracker& tracker) : tracker_(tracker) {}
+  int64_t current_bytes() override { return tracker_.current_bytes(); }
+  int64_t allocated_bytes() override { return tracker_.current_bytes(); }
+  void reset_peak() override { tracker_.reset_peak(); }
+  int64_t peak_bytes() override { return tracker_.peak_bytes(); }
+  int64_t peak_allocated_bytes() override { return tracker_.peak_bytes(); }
+  void set_limit(int64_t bytes) override { tracker_.set_limit(bytes); }
+  void release_cached() override {}
+  void synchronize() override {}
+  int64_t total_bytes() override { return available_ram_bytes() + tracker_.current_bytes(); }
+
+ private:
+  CpuMemoryTracker& tracker_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceMemory> device_memory(const std::string& device_type, int index) {
+  if (device_type == "cuda") return detail::cuda_memory(index);
+  BATCHWISE_CHECK(device_type == "cpu", DeviceError, "unknown device type '{}'; use cpu or cuda", device_type);
+  auto* tracker = CpuMemoryTracker::get();
+  BATCHWISE_CHECK(tracker != nullptr, ConfigError,
+                  "CPU memory is measured by batchwise's tracking allocator; call "
+                  "batchwise::CpuMemoryTracker::install() before building the model");
+  return std::make_unique<CpuMemory>(*tracker);
+}
+
+}  // namespace batchwise

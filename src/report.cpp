@@ -1,0 +1,183 @@
+// The JSON and console reporters. Both only read the records; the JSON keeps every raw sample.
+// To add a field: add it to the record, write it in trial_json/to_json, document it in
+// docs/report-schema.md, and update the golden files under tests/golden/.
+#include "batchwise/report.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+#include "batchwise/units.h"
+#include "check.h"
+
+namespace batchwise {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+ordered_json number_or_null(double v, bool present) { return present && std::isfinite(v) ? ordered_json(v) : ordered_json(); }
+
+ordered_json trial_json(const Trial& t) {
+  const bool ok = t.outcome == Outcome::Ok;
+  ordered_json j;
+  j["batch"] = t.batch;
+  j["outcome"] = to_string(t.outcome);
+  j["peak_bytes"] = t.peak_bytes;
+  j["peak_allocated_bytes"] = t.peak_allocated_bytes;
+  j["samples_per_s"] = number_or_null(t.samples_per_s, ok);
+  j["samples_per_s_min"] = number_or_null(t.samples_per_s_min, ok);
+  j["samples_per_s_max"] = number_or_null(t.samples_per_s_max, ok);
+  j["step_time_s_median"] = number_or_null(t.step_time_s_median, !t.step_times_s.empty());
+  j["step_time_s_stddev"] = number_or_null(t.step_time_s_stddev, !t.step_times_s.empty());
+  j["step_times_s"] = t.step_times_s;
+  j["warmup_steps"] = t.warmup_steps;
+  j["steps"] = t.steps;
+  j["repetitions"] = t.repetitions;
+  j["steps_run"] = t.steps_run;
+  j["loss_first"] = number_or_null(t.loss_first, t.steps_run > 0);
+  j["loss_last"] = number_or_null(t.loss_last, t.steps_run > 0);
+  j["wall_s"] = t.wall_s;
+  if (t.within_target) j["within_target"] = *t.within_target;
+  if (!ok || !t.message.empty()) j["message"] = t.message;
+  return j;
+}
+
+ordered_json trials_json(const std::vector<Trial>& trials) {
+  ordered_json a = ordered_json::array();
+  for (const auto& t : trials) a.push_back(trial_json(t));
+  return a;
+}
+
+// 12345.6 -> "12,346"
+std::string grouped(double v) {
+  std::string digits = fmt::format("{:.0f}", v);
+  std::string out;
+  const int n = static_cast<int>(digits.size());
+  for (int i = 0; i < n; ++i) {
+    out += digits[i];
+    if (digits[i] != '-' && (n - 1 - i) % 3 == 0 && i != n - 1) out += ',';
+  }
+  return out;
+}
+
+std::string percent_of(int64_t part, int64_t whole) {
+  return whole > 0 ? fmt::format("{:.1f} %", 100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "-";
+}
+
+}  // namespace
+
+std::string to_json(const Report& r) {
+  ordered_json j;
+  j["schema_version"] = "1";
+  const Context& c = r.context;
+  j["context"] = {{"batchwise_version", c.batchwise_version},
+                  {"build_commit", c.build_commit},
+                  {"build_type", c.build_type},
+                  {"torch_version", c.torch_version},
+                  {"device", {{"type", c.device_type}, {"name", c.device_name}, {"total_bytes", c.device_total_bytes}}},
+                  {"host", c.host},
+                  {"date", c.date},
+                  {"threads", c.threads},
+                  {"cores", c.cores},
+                  {"blas", c.blas},
+                  {"warnings", c.warnings}};
+  const WorkloadInfo& w = r.workload;
+  j["workload"] = {{"model", w.model},
+                   {"dataset", w.dataset},
+                   {"loss", w.loss},
+                   {"optimizer", w.optimizer},
+                   {"lr", w.lr},
+                   {"precision", w.precision},
+                   {"input_shape", w.input_shape},
+                   {"num_classes", w.num_classes},
+                   {"dataset_size", w.dataset_size},
+                   {"parameter_count", w.parameter_count},
+                   {"parameter_bytes", w.parameter_bytes}};
+  j["budget_bytes"] = r.budget_bytes;
+  j["target"] = r.target;
+  if (r.fit) {
+    const FitResult& f = *r.fit;
+    ordered_json fj;
+    fj["mode"] = to_string(f.mode);
+    fj["outcome"] = to_string(f.outcome);
+    fj["batch"] = f.batch ? ordered_json(*f.batch) : ordered_json();
+    fj["multiple_of"] = f.multiple_of;
+    fj["limited_by_max"] = f.limited_by_max;
+    if (!f.message.empty()) fj["message"] = f.message;
+    fj["trials"] = trials_json(f.trials);
+    j["fit"] = fj;
+  }
+  if (r.sweep) {
+    const SweepResult& s = *r.sweep;
+    ordered_json sj;
+    sj["points"] = trials_json(s.points);
+    sj["knee_batch"] = s.knee_batch ? ordered_json(*s.knee_batch) : ordered_json();
+    sj["knee_tolerance"] = s.knee_tolerance;
+    sj["repetitions"] = s.repetitions;
+    j["sweep"] = sj;
+  }
+  if (r.recommendation) j["recommendation"] = {{"batch", r.recommendation->batch}, {"reason", r.recommendation->reason}};
+  return j.dump(2) + "\n";
+}
+
+std::string to_table(const Report& r) {
+  const Context& c = r.context;
+  const WorkloadInfo& w = r.workload;
+  std::string out;
+  auto line = [&out](std::string s) {
+    s.erase(s.find_last_not_of(' ') + 1);
+    out += s + "\n";
+  };
+  line(fmt::format("batchwise {} ({}) | torch {} | {}: {} | {} threads | BLAS {}", c.batchwise_version,
+                   c.build_commit, c.torch_version, c.device_type, c.device_name, c.threads, c.blas));
+  line(fmt::format("workload: {} on {} ({} samples of {}), {} lr {:g}, {}, {} parameters ({})", w.model, w.dataset,
+                   grouped(static_cast<double>(w.dataset_size)), fmt::join(w.input_shape, "x"), w.optimizer, w.lr,
+                   w.precision, grouped(static_cast<double>(w.parameter_count)), format_bytes(w.parameter_bytes)));
+  line(fmt::format("budget: {}, target {:.0f} % ({})", format_bytes(r.budget_bytes), r.target * 100,
+                   format_bytes(static_cast<int64_t>(r.target * static_cast<double>(r.budget_bytes)))));
+  for (const auto& warning : c.warnings) line("warning: " + warning);
+
+  if (r.fit) {
+    const FitResult& f = *r.fit;
+    line("");
+    std::string verdict = f.outcome == FitOutcome::Fits
+                              ? fmt::format("batch {} fits{}", *f.batch, f.limited_by_max ? " (the --max searched)" : "")
+                              : (f.outcome == FitOutcome::DoesNotFit ? "no batch fits: " + f.message : "error: " + f.message);
+    line(fmt::format("fit ({}, {} trials): {}", to_string(f.mode), f.trials.size(), verdict));
+    line(fmt::format("{:>8}  {:<8}  {:>11}  {:>9}  {:>6}  {}", "batch", "outcome", "peak memory", "of budget",
+                     "target", "note"));
+    for (const auto& t : f.trials) {
+      line(fmt::format("{:>8}  {:<8}  {:>11}  {:>9}  {:>6}  {}", t.batch, to_string(t.outcome),
+                       format_bytes(t.peak_bytes), percent_of(t.peak_bytes, f.budget_bytes),
+                       t.within_target && *t.within_target ? "within" : "over", t.message));
+    }
+  }
+  if (r.sweep) {
+    const SweepResult& s = *r.sweep;
+    line("");
+    const int warmup = s.points.empty() ? 0 : s.points.front().warmup_steps;
+    const int steps = s.points.empty() ? 0 : s.points.front().steps;
+    line(fmt::format("sweep ({} repetition{} of {} warm-up + {} measured steps, interleaved)", s.repetitions,
+                     s.repetitions == 1 ? "" : "s", warmup, steps));
+    line(fmt::format("{:>8}  {:<8}  {:>10}  {:>7}  {:>10}  {:>11}  {}", "batch", "outcome", "samples/s", "spread",
+                     "step ms", "peak memory", "note"));
+    for (const auto& t : s.points) {
+      const bool ok = t.outcome == Outcome::Ok;
+      const std::string spread =
+          ok && t.step_time_s_median > 0 ? fmt::format("{:.1f} %", 100 * t.step_time_s_stddev / t.step_time_s_median) : "-";
+      std::string note = t.message;
+      if (s.knee_batch && *s.knee_batch == t.batch) note = "<- knee" + (note.empty() ? "" : "; " + note);
+      line(fmt::format("{:>8}  {:<8}  {:>10}  {:>7}  {:>10}  {:>11}  {}", t.batch, to_string(t.outcome),
+                       ok ? grouped(t.samples_per_s) : "-", spread,
+                       ok ? fmt::format("{:.2f}", t.step_time_s_median * 1e3) : "-", format_bytes(t.peak_bytes), note));
+    }
+  }
+  if (r.recommendation) {
+    line("");
+    line(fmt::format("recommendation: batch {}: {}", r.recommendation->batch, r.recommendation->reason));
+  }
+  return out;
+}
+
+}  // namespace batchwise

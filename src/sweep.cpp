@@ -1,0 +1,159 @@
+#include "batchwise/sweep.h"
+
+#include <algorithm>
+
+#include "batchwise/units.h"
+#include "batchwise/workload.h"
+#include "check.h"
+
+namespace batchwise {
+
+std::optional<int64_t> knee_batch(const std::vector<Trial>& points, double tolerance) {
+  double best = 0;
+  for (const auto& p : points)
+    if (p.outcome == Outcome::Ok) best = std::max(best, p.samples_per_s);
+  if (best <= 0) return std::nullopt;
+  std::optional<int64_t> knee;
+  for (const auto& p : points)
+    if (p.outcome == Outcome::Ok && p.samples_per_s >= (1.0 - tolerance) * best && (!knee || p.batch < *knee))
+      knee = p.batch;
+  return knee;
+}
+
+SweepResult sweep(Workload& workload, const SweepOptions& o) {
+  BATCHWISE_CHECK(!o.batch_sizes().empty(), ConfigError,
+                  "sweep: no batch sizes; pass --batch-sizes 16,32,64 or --range 8-4096*2");
+  BATCHWISE_CHECK(o.repetitions() >= 1, ConfigError, "--repetitions {}: must be at least 1", o.repetitions());
+  BATCHWISE_CHECK(o.knee_tolerance() >= 0 && o.knee_tolerance() < 1, ConfigError,
+                  "knee tolerance {}: must be a fraction in [0, 1)", o.knee_tolerance());
+  std::vector<int64_t> sizes = o.batch_sizes();
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  const int64_t budget = o.budget_bytes() > 0 ? o.budget_bytes() : default_budget_bytes(workload);
+
+  SweepResult r;
+  r.repetitions = o.repetitions();
+  r.budget_bytes = budget;
+  r.knee_tolerance = o.knee_tolerance();
+  r.points.resize(sizes.size());
+  std::optional<int64_t> smallest_failure;  // a batch at or above it is not run again
+  const int planned = static_cast<int>(sizes.size()) * o.repetitions();
+  int index = 0;
+
+  for (int rep = 0; rep < o.repetitions(); ++rep) {
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const size_t i = rep % 2 == 0 ? k : sizes.size() - 1 - k;  // A B C, C B A, ...
+      Trial& point = r.points[i];
+      if (smallest_failure && sizes[i] >= *smallest_failure) {
+        if (point.batch == 0) {
+          point.batch = sizes[i];
+          point.outcome = Outcome::Oom;
+          point.message = fmt::format("not run: batch {} already ran out of memory", *smallest_failure);
+        }
+        continue;
+      }
+      Trial t = run_trial(workload, TrialOptions(sizes[i])
+                                        .warmup(o.warmup())
+                                        .steps(o.steps())
+                                        .limit_bytes(budget)
+                                        .timeout_s(o.trial_timeout_s()));
+      if (o.on_trial()) o.on_trial()(t, index, planned);
+      ++index;
+      if (point.batch == 0) {
+        point = t;
+      } else {
+        point.step_times_s.insert(point.step_times_s.end(), t.step_times_s.begin(), t.step_times_s.end());
+        point.peak_bytes = std::max(point.peak_bytes, t.peak_bytes);
+        point.peak_allocated_bytes = std::max(point.peak_allocated_bytes, t.peak_allocated_bytes);
+        point.steps_run += t.steps_run;
+        point.wall_s += t.wall_s;
+        point.loss_last = t.loss_last;
+        point.repetitions += 1;
+        if (t.outcome != Outcome::Ok) {
+          point.outcome = t.outcome;
+          point.message = t.message;
+        }
+      }
+      if (t.outcome == Outcome::Oom) {
+        smallest_failure = smallest_failure ? std::min(*smallest_failure, sizes[i]) : sizes[i];
+      }
+    }
+  }
+  for (auto& p : r.points) summarize_steps(p);
+  r.knee_batch = knee_batch(r.points, o.knee_tolerance());
+  return r;
+}
+
+namespace {
+
+std::optional<Recommendation> recommend_fit(const FitResult& fit) {
+  if (fit.outcome != FitOutcome::Fits) return std::nullopt;
+  const Trial* at = nullptr;
+  for (const auto& t : fit.trials)
+    if (t.batch == *fit.batch && t.outcome == Outcome::Ok) at = &t;
+  BATCHWISE_ASSERT(at != nullptr);
+  Recommendation rec;
+  rec.batch = *fit.batch;
+  if (fit.limited_by_max) {
+    rec.reason = fmt::format("batch {} is the --max searched; its peak memory ({}) is within {:.0f} % of the {} "
+                             "budget, so larger batches may fit too",
+                             rec.batch, format_bytes(at->peak_bytes), fit.target * 100, format_bytes(fit.budget_bytes));
+  } else {
+    rec.reason = fmt::format("batch {} is the largest whose peak memory ({}) stays within {:.0f} % of the {} budget",
+                             rec.batch, format_bytes(at->peak_bytes), fit.target * 100, format_bytes(fit.budget_bytes));
+  }
+  return rec;
+}
+
+}  // namespace
+
+std::optional<Recommendation> recommend(const std::optional<FitResult>& fit_result,
+                                        const std::optional<SweepResult>& sweep_result) {
+  if (!sweep_result || !sweep_result->knee_batch) return fit_result ? recommend_fit(*fit_result) : std::nullopt;
+  const SweepResult& sweep = *sweep_result;
+  const FitResult empty_fit;
+  const FitResult& fit = fit_result ? *fit_result : empty_fit;
+  const Trial* knee = nullptr;
+  const Trial* best = nullptr;
+  for (const auto& p : sweep.points) {
+    if (p.outcome != Outcome::Ok) continue;
+    if (p.batch == *sweep.knee_batch) knee = &p;
+    if (!best || p.samples_per_s > best->samples_per_s) best = &p;
+  }
+  BATCHWISE_ASSERT(knee && best);
+  Recommendation rec;
+  rec.batch = knee->batch;
+  const int64_t budget = fit_result ? fit.budget_bytes : sweep.budget_bytes;
+  const double pct_budget = budget > 0 ? 100.0 * static_cast<double>(knee->peak_bytes) / static_cast<double>(budget) : 0;
+  std::string fit_part;
+  if (fit.batch) {
+    fit_part = fit.limited_by_max ? fmt::format("; batches up to {} fit (the --max searched)", *fit.batch)
+                                  : fmt::format("; the largest batch that fits is {}", *fit.batch);
+  }
+  if (knee == best) {
+    rec.reason = fmt::format("batch {} is the fastest measured at {:.0f} samples/s, peaking at {} ({:.1f} % of the "
+                             "budget){}",
+                             knee->batch, knee->samples_per_s, format_bytes(knee->peak_bytes), pct_budget, fit_part);
+  } else {
+    rec.reason = fmt::format(
+        "batch {} trains at {:.0f} samples/s, within {:.0f} % of the fastest ({:.0f} at batch {}), peaking at {} "
+        "({:.1f} % of the budget); bigger batches are not meaningfully faster{}",
+        knee->batch, knee->samples_per_s, sweep.knee_tolerance * 100, best->samples_per_s, best->batch,
+        format_bytes(knee->peak_bytes), pct_budget, fit_part);
+  }
+  return rec;
+}
+
+TuneResult tune(Workload& workload, const TuneOptions& o) {
+  TuneResult r;
+  r.fit = fit(workload, o.fit());
+  if (r.fit.outcome != FitOutcome::Fits) return r;
+  SweepOptions s = o.sweep();
+  if (s.batch_sizes().empty()) s.batch_sizes(powers_of_two(o.fit().min(), *r.fit.batch));
+  if (s.budget_bytes() == 0) s.budget_bytes(r.fit.budget_bytes);
+  r.sweep = sweep(workload, s);
+  r.recommendation = recommend(r.fit, r.sweep);
+  return r;
+}
+
+}  // namespace batchwise

@@ -1,0 +1,121 @@
+#include "batchwise/trial.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "batchwise/memory.h"
+#include "batchwise/workload.h"
+#include "check.h"
+
+namespace batchwise {
+
+const char* to_string(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::Ok: return "ok";
+    case Outcome::Oom: return "oom";
+    case Outcome::Error: return "error";
+    case Outcome::Timeout: return "timeout";
+  }
+  return "error";
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string first_line(const std::string& text) {
+  const auto end = text.find('\n');
+  return end == std::string::npos ? text : text.substr(0, end);
+}
+
+std::string device_type(const Workload& w) { return w.device().is_cuda() ? "cuda" : "cpu"; }
+
+}  // namespace
+
+void summarize_steps(Trial& t) {
+  const auto& s = t.step_times_s;
+  if (s.empty()) return;
+  t.step_time_s_median = median(s);
+  double mean = 0;
+  for (double x : s) mean += x;
+  mean /= static_cast<double>(s.size());
+  double var = 0;
+  for (double x : s) var += (x - mean) * (x - mean);
+  t.step_time_s_stddev = s.size() > 1 ? std::sqrt(var / static_cast<double>(s.size() - 1)) : 0.0;
+  const auto [fastest, slowest] = std::minmax_element(s.begin(), s.end());
+  const double b = static_cast<double>(t.batch);
+  t.samples_per_s = t.outcome == Outcome::Ok && t.step_time_s_median > 0 ? b / t.step_time_s_median : 0.0;
+  t.samples_per_s_min = t.outcome == Outcome::Ok ? b / *slowest : 0.0;
+  t.samples_per_s_max = t.outcome == Outcome::Ok ? b / *fastest : 0.0;
+}
+
+Trial run_trial(Workload& workload, const TrialOptions& o) {
+  BATCHWISE_CHECK(o.batch() >= 1, ConfigError, "batch size {}: must be at least 1", o.batch());
+  BATCHWISE_CHECK(o.steps() >= 1, ConfigError,
+                  "--steps {}: a trial must run at least one measured training step, or it measures nothing",
+                  o.steps());
+  BATCHWISE_CHECK(o.warmup() >= 0, ConfigError, "--warmup {}: cannot be negative", o.warmup());
+  using clock = std::chrono::steady_clock;
+  const auto trial_start = clock::now();
+  auto memory = device_memory(device_type(workload), workload.device().index() < 0 ? 0 : workload.device().index());
+
+  Trial t;
+  t.batch = o.batch();
+  t.warmup_steps = o.warmup();
+  t.steps = o.steps();
+  t.outcome = Outcome::Ok;
+  const auto saved = workload.save_state();
+
+  memory->synchronize();
+  memory->set_limit(o.limit_bytes());
+  memory->reset_peak();
+  try {
+    const int total = o.warmup() + o.steps();
+    for (int i = 0; i < total; ++i) {
+      const auto start = clock::now();
+      const Batch batch = workload.next_batch(o.batch());
+      BATCHWISE_ASSERT(batch.input.size(0) == o.batch());
+      const double loss = workload.train_step(batch).item<double>();  // item() waits for the device
+      memory->synchronize();
+      const auto end = clock::now();
+      if (i == 0) t.loss_first = loss;
+      t.loss_last = loss;
+      ++t.steps_run;
+      if (i >= o.warmup()) t.step_times_s.push_back(std::chrono::duration<double>(end - start).count());
+      const double elapsed = std::chrono::duration<double>(end - trial_start).count();
+      if (o.timeout_s() > 0 && elapsed > o.timeout_s() && i + 1 < total) {
+        t.outcome = Outcome::Timeout;
+        t.message = fmt::format("stopped after {} of {} steps: {:.1f} s exceeds the {:.1f} s trial timeout", i + 1,
+                                total, elapsed, o.timeout_s());
+        break;
+      }
+    }
+  } catch (const c10::OutOfMemoryError& e) {
+    t.outcome = Outcome::Oom;
+    t.message = first_line(e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    t.outcome = Outcome::Error;
+    t.message = first_line(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    t.outcome = Outcome::Error;
+    t.message = first_line(e.what());
+  }
+  memory->set_limit(0);
+  t.peak_bytes = memory->peak_bytes();
+  t.peak_allocated_bytes = memory->peak_allocated_bytes();
+
+  workload.restore_state(*saved);
+  if (t.outcome == Outcome::Oom) memory->release_cached();
+  summarize_steps(t);
+  t.wall_s = std::chrono::duration<double>(clock::now() - trial_start).count();
+  return t;
+}
+
+}  // namespace batchwise

@@ -1,0 +1,117 @@
+#include "batchwise/units.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "check.h"
+
+namespace batchwise {
+
+int64_t parse_bytes(const std::string& text, const std::string& what) {
+  const std::string hint = "use a number with an optional unit, like 2GiB, 512MiB or 1.5GB";
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    BATCHWISE_CHECK(false, ConfigError, "{}: '{}' is not a size; {}", what, text, hint);
+  }
+  std::string unit = text.substr(pos);
+  unit.erase(std::remove_if(unit.begin(), unit.end(), [](unsigned char c) { return std::isspace(c); }),
+             unit.end());
+  std::string lower;
+  for (char c : unit) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double scale = 0;
+  static const struct { const char* name; double scale; } kUnits[] = {
+      {"", 1},          {"b", 1},
+      {"k", 1024.0},    {"kib", 1024.0},    {"kb", 1e3},
+      {"m", 1048576.0}, {"mib", 1048576.0}, {"mb", 1e6},
+      {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},
+      {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12},
+  };
+  for (const auto& u : kUnits)
+    if (lower == u.name) scale = u.scale;
+  BATCHWISE_CHECK(scale > 0, ConfigError, "{}: unknown unit '{}' in '{}'; {}", what, unit, text, hint);
+  BATCHWISE_CHECK(std::isfinite(value) && value > 0, ConfigError, "{}: '{}' must be a positive size; {}",
+                  what, text, hint);
+  const double bytes = value * scale;
+  BATCHWISE_CHECK(bytes < 9.0e18, ConfigError, "{}: '{}' is too large", what, text);
+  return static_cast<int64_t>(std::llround(bytes));
+}
+
+std::string format_bytes(int64_t bytes) {
+  static const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int i = 0;
+  while (std::fabs(v) >= 1024.0 && i < 4) {
+    v /= 1024.0;
+    ++i;
+  }
+  if (i == 0) return fmt::format("{} B", bytes);
+  if (std::fabs(v) >= 100) return fmt::format("{:.0f} {}", v, kNames[i]);
+  if (std::fabs(v) >= 10) return fmt::format("{:.1f} {}", v, kNames[i]);
+  return fmt::format("{:.2f} {}", v, kNames[i]);
+}
+
+namespace {
+
+int64_t parse_count(const std::string& s, const std::string& what, const std::string& whole) {
+  const std::string hint = "use a list like 16,32,64 or a range like 8-4096*2";
+  BATCHWISE_CHECK(!s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); }),
+                  ConfigError, "{}: '{}' is not a batch size in '{}'; {}", what, s, whole, hint);
+  BATCHWISE_CHECK(s.size() <= 12, ConfigError, "{}: '{}' is too large", what, s);
+  const int64_t v = std::stoll(s);
+  BATCHWISE_CHECK(v >= 1, ConfigError, "{}: batch sizes start at 1, got '{}'", what, s);
+  return v;
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_batch_sizes(const std::string& text, const std::string& what) {
+  std::vector<int64_t> out;
+  BATCHWISE_CHECK(!text.empty(), ConfigError, "{}: empty list; use a list like 16,32,64 or a range like 8-4096*2",
+                  what);
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(start, comma - start);
+    const size_t dash = item.find('-');
+    if (dash == std::string::npos) {
+      out.push_back(parse_count(item, what, text));
+    } else {
+      const int64_t first = parse_count(item.substr(0, dash), what, text);
+      std::string rest = item.substr(dash + 1);
+      char op = '*';
+      int64_t step = 2;
+      const size_t op_pos = rest.find_first_of("*+");
+      if (op_pos != std::string::npos) {
+        op = rest[op_pos];
+        step = parse_count(rest.substr(op_pos + 1), what, text);
+        rest = rest.substr(0, op_pos);
+      }
+      const int64_t last = parse_count(rest, what, text);
+      BATCHWISE_CHECK(first <= last, ConfigError, "{}: range '{}' runs backwards; write it as {}-{}", what, item,
+                      last, first);
+      BATCHWISE_CHECK(op == '+' || step >= 2, ConfigError, "{}: range '{}' needs a factor of at least 2", what,
+                      item);
+      for (int64_t b = first; b <= last; b = (op == '*') ? b * step : b + step) out.push_back(b);
+    }
+    start = comma + 1;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int64_t> powers_of_two(int64_t first, int64_t last) {
+  std::vector<int64_t> out;
+  int64_t b = 1;
+  while (b < first) b *= 2;
+  for (; b <= last; b *= 2) out.push_back(b);
+  if (last >= first && (out.empty() || out.back() != last)) out.push_back(last);
+  return out;
+}
+
+}  // namespace batchwise

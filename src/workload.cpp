@@ -1,0 +1,247 @@
+#include "batchwise/workload.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim.h>
+#include <torch/serialize/archive.h>
+#include <torch/utils.h>
+
+#include <sstream>
+
+#include "batchwise/device.h"
+#include "batchwise/memory.h"
+#include "batchwise/models.h"
+#include "check.h"
+
+namespace batchwise {
+
+// Shuffles the dataset once per epoch with its own seeded generator (like a DataLoader's sampler)
+// and hands out index tensors; a batch larger than what is left of the epoch continues into the
+// next one. Its tensors are host-side loader state, not counted against the device.
+struct ModuleWorkload::Sampler {
+  Sampler(int64_t n, uint64_t seed) : size(n), generator(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
+  at::Tensor next(int64_t batch) {
+    std::vector<at::Tensor> parts;
+    while (batch > 0) {
+      if (!order.defined() || cursor == size) {
+        UntrackedScope untracked;
+        order = at::randperm(size, generator, at::TensorOptions().dtype(at::kLong));
+        cursor = 0;
+      }
+      const int64_t take = std::min(batch, size - cursor);
+      parts.push_back(order.narrow(0, cursor, take));
+      cursor += take;
+      batch -= take;
+    }
+    return parts.size() == 1 ? parts[0] : at::cat(parts);
+  }
+  int64_t size;
+  at::Generator generator;
+  at::Tensor order;
+  int64_t cursor = 0;
+};
+
+namespace {
+
+struct ModuleState final : WorkloadState {
+  std::vector<at::Tensor> parameters, buffers, grads;  // host copies; undefined grad: none was set
+  std::vector<bool> training;                          // per module, in modules() order
+  std::string optimizer;                               // torch::serialize archive
+  at::Tensor rng, device_rng, sampler_rng, sampler_order;
+  int64_t sampler_cursor = 0;
+};
+
+at::Tensor host_copy(const at::Tensor& t) {
+  return t.defined() ? t.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true) : at::Tensor();
+}
+
+at::Tensor get_rng(at::Generator g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
+  return g.get_state();
+}
+
+void set_rng(at::Generator g, const at::Tensor& state) {
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.set_state(state);
+}
+
+}  // namespace
+
+ModuleWorkload::ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model,
+                               std::unique_ptr<torch::optim::Optimizer> optimizer, Dataset data, LossFn loss,
+                               c10::Device device, uint64_t seed)
+    : info_(std::move(info)),
+      model_(std::move(model)),
+      optimizer_(std::move(optimizer)),
+      data_(std::move(data)),
+      loss_(std::move(loss)),
+      device_(device),
+      sampler_(std::make_unique<Sampler>(data_.size(), seed)) {
+  BATCHWISE_CHECK(data_.size() > 0, DataError, "{}: the dataset is empty", data_.name);
+}
+
+ModuleWorkload::~ModuleWorkload() = default;
+
+Batch ModuleWorkload::next_batch(int64_t batch) {
+  const at::Tensor index = sampler_->next(batch);
+  at::Tensor input = data_.inputs.index_select(0, index).to(device_);
+  if (input.scalar_type() == at::kByte) {
+    input = input.to(at::kFloat).div_(255.0).sub_(data_.mean).div_(data_.std);
+  }
+  return {input, data_.targets.index_select(0, index).to(device_)};
+}
+
+at::Tensor ModuleWorkload::train_step(const Batch& batch) {
+  // A model left in eval mode would train without dropout and with frozen BatchNorm statistics,
+  // which is not the step the user will run; restore_state puts the mode back afterwards.
+  if (!model_.ptr()->is_training()) model_.ptr()->train();
+  optimizer_->zero_grad();
+  const at::Tensor output = model_.forward(batch.input);
+  at::Tensor loss = loss_(output, batch.target);
+  loss.backward();
+  optimizer_->step();
+  return loss.detach();
+}
+
+std::unique_ptr<WorkloadState> ModuleWorkload::save_state() {
+  UntrackedScope untracked;  // the snapshot is batchwise's, not the training's
+  auto state = std::make_unique<ModuleState>();
+  for (const auto& p : module().parameters()) {
+    state->parameters.push_back(host_copy(p));
+    state->grads.push_back(host_copy(p.grad()));
+  }
+  for (const auto& b : module().buffers()) state->buffers.push_back(host_copy(b));
+  for (const auto& m : module().modules()) state->training.push_back(m->is_training());
+  torch::serialize::OutputArchive archive;
+  optimizer_->save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  state->optimizer = out.str();
+  state->rng = get_rng(at::detail::getDefaultCPUGenerator());
+  if (device_.is_cuda()) state->device_rng = get_rng(at::globalContext().defaultGenerator(device_));
+  state->sampler_rng = get_rng(sampler_->generator);
+  state->sampler_order = sampler_->order;
+  state->sampler_cursor = sampler_->cursor;
+  return state;
+}
+
+void ModuleWorkload::restore_state(const WorkloadState& saved) {
+  const auto* state = dynamic_cast<const ModuleState*>(&saved);
+  BATCHWISE_ASSERT(state != nullptr);
+  torch::NoGradGuard no_grad;
+  auto parameters = module().parameters();
+  auto buffers = module().buffers();
+  BATCHWISE_ASSERT(parameters.size() == state->parameters.size() && buffers.size() == state->buffers.size());
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    auto& p = parameters[i];
+    p.detach().copy_(state->parameters[i]);
+    const at::Tensor& g = state->grads[i];
+    if (!g.defined()) {
+      p.mutable_grad() = at::Tensor();
+    } else if (p.grad().defined()) {
+      p.mutable_grad().copy_(g);
+    } else {
+      p.mutable_grad() = g.to(p.device(), /*non_blocking=*/false, /*copy=*/true);
+    }
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].detach().copy_(state->buffers[i]);
+  auto modules = module().modules();
+  for (size_t i = 0; i < modules.size(); ++i) modules[i]->train(state->training[i]);
+
+  // The optimizer's state is replaced whole: states created since the snapshot must go.
+  optimizer_->state().clear();
+  std::istringstream in(state->optimizer);
+  torch::serialize::InputArchive archive;
+  archive.load_from(in, device_);
+  optimizer_->load(archive);
+
+  set_rng(at::detail::getDefaultCPUGenerator(), state->rng);
+  if (device_.is_cuda()) set_rng(at::globalContext().defaultGenerator(device_), state->device_rng);
+  set_rng(sampler_->generator, state->sampler_rng);
+  sampler_->order = state->sampler_order;
+  sampler_->cursor = state->sampler_cursor;
+}
+
+const std::vector<std::string>& optimizer_names() {
+  static const std::vector<std::string> kNames{"sgd", "adam", "adamw"};
+  return kNames;
+}
+
+const std::vector<std::string>& dataset_names() {
+  static const std::vector<std::string> kNames{"fashion-mnist", "synthetic"};
+  return kNames;
+}
+
+namespace {
+
+template <typename List>
+bool contains(const List& list, const std::string& name) {
+  return std::find(list.begin(), list.end(), name) != list.end();
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name, double lr,
+                                                        std::vector<at::Tensor> params) {
+  if (name == "sgd") return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr).momentum(0.9));
+  if (name == "adam") return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+  return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(lr).weight_decay(0.01));
+}
+
+}  // namespace
+
+std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
+  BATCHWISE_CHECK(contains(model_names(), o.model()), ConfigError, "--model {}: unknown model; choose one of {}",
+                  o.model(), fmt::join(model_names(), ", "));
+  BATCHWISE_CHECK(contains(dataset_names(), o.dataset()), ConfigError,
+                  "--dataset {}: unknown dataset; choose one of {}", o.dataset(), fmt::join(dataset_names(), ", "));
+  BATCHWISE_CHECK(contains(optimizer_names(), o.optimizer()), ConfigError,
+                  "--optimizer {}: unknown optimizer; choose one of {}", o.optimizer(),
+                  fmt::join(optimizer_names(), ", "));
+  BATCHWISE_CHECK(o.lr() >= 0 && std::isfinite(o.lr()), ConfigError, "--lr {}: must be a positive number", o.lr());
+  const DeviceSpec device = resolve_device(o.device());
+
+  Dataset data;
+  if (o.dataset() == "fashion-mnist") {
+    BATCHWISE_CHECK(o.model() != "transformer" || o.seq_len() == 64 || o.seq_len() == 28, ConfigError,
+                    "--seq-len {}: the transformer reads a Fashion-MNIST image as its 28 rows; drop --seq-len or "
+                    "use --dataset synthetic",
+                    o.seq_len());
+    data = load_fashion_mnist(o.data_dir().empty() ? kFashionMnistDir : o.data_dir(), /*train=*/true);
+  } else if (o.model() == "transformer") {
+    data = make_synthetic_tokens(o.seq_len(), /*vocab_size=*/256, /*num_classes=*/10, o.synthetic_size(), o.seed());
+  } else {
+    data = make_synthetic_images({1, 28, 28}, /*num_classes=*/10, o.synthetic_size(), o.seed());
+  }
+
+  torch::manual_seed(o.seed());
+  ModelSpec spec{data.sample_shape(), data.is_tokens(), data.vocab_size, data.num_classes};
+  torch::nn::AnyModule model = make_model(o.model(), spec);
+  const c10::Device torch_device = device.type == "cuda"
+                                       ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device.index))
+                                       : c10::Device(c10::DeviceType::CPU);
+  model.ptr()->to(torch_device);
+  model.ptr()->train();
+
+  WorkloadInfo info;
+  info.model = o.model();
+  info.dataset = data.name;
+  info.optimizer = o.optimizer();
+  info.lr = o.lr() > 0 ? o.lr() : (o.optimizer() == "sgd" ? 0.01 : 0.001);
+  info.input_shape = data.sample_shape();
+  info.num_classes = data.num_classes;
+  info.dataset_size = data.size();
+  for (const auto& p : model.ptr()->parameters()) {
+    info.parameter_count += p.numel();
+    info.parameter_bytes += static_cast<int64_t>(p.nbytes());
+  }
+  for (const auto& b : model.ptr()->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
+
+  auto optimizer = make_optimizer(o.optimizer(), info.lr, model.ptr()->parameters());
+  LossFn loss = [](const at::Tensor& output, const at::Tensor& target) {
+    return torch::nn::functional::cross_entropy(output, target);
+  };
+  return std::make_unique<ModuleWorkload>(std::move(info), std::move(model), std::move(optimizer), std::move(data),
+                                          std::move(loss), torch_device, o.seed());
+}
+
+}  // namespace batchwise

@@ -1,0 +1,164 @@
+// Golden tests pin both reporters for a fixed Report; a contract test checks the fields that
+// ../shared/REPORT_CONTRACT.md promises other programs. Regenerate the golden files with
+// BATCHWISE_UPDATE_GOLDEN=1 after an intended change, and review the diff.
+#include "batchwise/report.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+namespace batchwise {
+namespace {
+
+Trial trial(int64_t batch, Outcome outcome, int64_t peak, std::vector<double> steps, std::string message = "") {
+  Trial t;
+  t.batch = batch;
+  t.outcome = outcome;
+  t.peak_bytes = peak;
+  t.peak_allocated_bytes = peak;
+  t.step_times_s = std::move(steps);
+  t.warmup_steps = 2;
+  t.steps = static_cast<int>(t.step_times_s.size());
+  t.steps_run = outcome == Outcome::Ok ? t.steps + 2 : 1;
+  t.loss_first = 2.5;
+  t.loss_last = 2.25;
+  t.wall_s = 0.5;
+  t.message = std::move(message);
+  summarize_steps(t);
+  return t;
+}
+
+Report fixed_report() {
+  Report r;
+  r.context.batchwise_version = "0.1.0";
+  r.context.build_commit = "abc1234";
+  r.context.build_type = "Release";
+  r.context.torch_version = "2.15.0";
+  r.context.device_type = "cpu";
+  r.context.device_name = "Test CPU <8 cores> & \"quotes\"";
+  r.context.device_total_bytes = 8ll << 30;
+  r.context.host = "testhost";
+  r.context.date = "2026-11-21T12:00:00Z";
+  r.context.threads = 2;
+  r.context.cores = 2;
+  r.context.blas = "mkl";
+  r.workload.model = "lenet";
+  r.workload.dataset = "fashion-mnist";
+  r.workload.optimizer = "sgd";
+  r.workload.lr = 0.01;
+  r.workload.input_shape = {1, 28, 28};
+  r.workload.num_classes = 10;
+  r.workload.dataset_size = 60000;
+  r.workload.parameter_count = 61706;
+  r.workload.parameter_bytes = 246824;
+  r.budget_bytes = 64ll << 20;
+  r.target = 0.9;
+
+  FitResult fit;
+  fit.mode = FitMode::Binsearch;
+  fit.outcome = FitOutcome::Fits;
+  fit.batch = 192;
+  fit.budget_bytes = r.budget_bytes;
+  fit.trials = {trial(128, Outcome::Ok, 40ll << 20, {0.02, 0.021}),
+                trial(256, Outcome::Oom, 63ll << 20, {}, "CPU memory budget exceeded"),
+                trial(192, Outcome::Ok, 57ll << 20, {0.03, 0.031})};
+  fit.trials[0].within_target = true;
+  fit.trials[1].within_target = false;
+  fit.trials[2].within_target = true;
+  r.fit = fit;
+
+  SweepResult sweep;
+  sweep.repetitions = 2;
+  sweep.budget_bytes = r.budget_bytes;
+  sweep.points = {trial(64, Outcome::Ok, 20ll << 20, {0.01, 0.0125, 0.01, 0.0105}),
+                  trial(128, Outcome::Ok, 40ll << 20, {0.016, 0.016, 0.017, 0.0165}),
+                  trial(256, Outcome::Oom, 63ll << 20, {}, "not run: batch 256 already ran out of memory")};
+  sweep.knee_batch = knee_batch(sweep.points, 0.05);
+  r.sweep = sweep;
+  r.recommendation = recommend(r.fit, r.sweep);
+  return r;
+}
+
+std::string golden(const std::string& name, const std::string& actual) {
+  const std::string path = std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/" + name;
+  if (std::getenv("BATCHWISE_UPDATE_GOLDEN")) std::ofstream(path, std::ios::binary) << actual;
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(Report, JsonMatchesGolden) {
+  const std::string json = to_json(fixed_report());
+  EXPECT_EQ(json, golden("report.json", json));
+}
+
+TEST(Report, TableMatchesGolden) {
+  const std::string table = to_table(fixed_report());
+  EXPECT_EQ(table, golden("report.txt", table));
+}
+
+TEST(Report, KneeAndRecommendationFromTheFigures) {
+  const Report r = fixed_report();
+  EXPECT_EQ(*r.sweep->knee_batch, 128);  // 7,877 samples/s against 6,244 at 64
+  ASSERT_TRUE(r.recommendation.has_value());
+  EXPECT_EQ(r.recommendation->batch, 128);
+}
+
+// The fields ../shared/REPORT_CONTRACT.md fixes, with their types.
+TEST(Report, JsonKeepsTheContract) {
+  const auto j = nlohmann::json::parse(to_json(fixed_report()));
+  EXPECT_EQ(j.at("schema_version"), "1");
+  const auto& c = j.at("context");
+  for (const char* key : {"batchwise_version", "build_commit", "torch_version", "blas"})
+    EXPECT_TRUE(c.at(key).is_string()) << key;
+  EXPECT_TRUE(c.at("threads").is_number_integer());
+  EXPECT_TRUE(c.at("device").at("type") == "cpu" || c.at("device").at("type") == "cuda");
+  EXPECT_TRUE(c.at("device").at("name").is_string());
+  const auto& w = j.at("workload");
+  for (const char* key : {"model", "dataset", "optimizer", "precision"}) EXPECT_TRUE(w.at(key).is_string()) << key;
+  EXPECT_TRUE(w.at("lr").is_number());
+  EXPECT_TRUE(j.at("budget_bytes").is_number_integer());
+  EXPECT_TRUE(j.at("target").is_number());
+  const auto& fit = j.at("fit");
+  EXPECT_EQ(fit.at("mode"), "binsearch");
+  EXPECT_EQ(fit.at("outcome"), "fits");
+  EXPECT_EQ(fit.at("batch"), 192);
+  ASSERT_EQ(fit.at("trials").size(), 3u);
+  auto check_trial = [](const nlohmann::json& t) {
+    EXPECT_TRUE(t.at("batch").is_number_integer());
+    const std::string outcome = t.at("outcome");
+    EXPECT_TRUE(outcome == "ok" || outcome == "oom" || outcome == "error" || outcome == "timeout");
+    EXPECT_TRUE(t.at("peak_bytes").is_number_integer());
+    EXPECT_TRUE(t.at("step_times_s").is_array());
+    if (outcome == "ok") {
+      EXPECT_TRUE(t.at("samples_per_s").is_number());
+    } else {
+      EXPECT_TRUE(t.at("samples_per_s").is_null());
+      EXPECT_TRUE(t.at("message").is_string());
+    }
+  };
+  for (const auto& t : fit.at("trials")) check_trial(t);
+  for (const auto& t : j.at("sweep").at("points")) check_trial(t);
+  EXPECT_EQ(j.at("sweep").at("knee_batch"), 128);
+  EXPECT_EQ(j.at("sweep").at("points").at(2).at("outcome"), "oom");
+  EXPECT_EQ(j.at("recommendation").at("batch"), 128);
+  EXPECT_TRUE(j.at("recommendation").at("reason").is_string());
+}
+
+TEST(Report, NoFitMeansANullBatch) {
+  Report r = fixed_report();
+  r.fit->outcome = FitOutcome::DoesNotFit;
+  r.fit->batch.reset();
+  r.sweep.reset();
+  r.recommendation = recommend(r.fit, r.sweep);
+  EXPECT_FALSE(r.recommendation.has_value());
+  const auto j = nlohmann::json::parse(to_json(r));
+  EXPECT_TRUE(j.at("fit").at("batch").is_null());
+  EXPECT_EQ(j.at("fit").at("outcome"), "does_not_fit");
+  EXPECT_FALSE(j.contains("recommendation"));
+}
+
+}  // namespace
+}  // namespace batchwise

@@ -1,0 +1,64 @@
+#include "batchwise/units.h"
+
+#include <gtest/gtest.h>
+
+#include "batchwise/error.h"
+
+namespace batchwise {
+namespace {
+
+TEST(ParseBytes, BinaryAndDecimalUnits) {
+  EXPECT_EQ(parse_bytes("2GiB", "--memory-budget"), 2147483648LL);
+  EXPECT_EQ(parse_bytes("512MiB", "x"), 536870912LL);
+  EXPECT_EQ(parse_bytes("1.5GB", "x"), 1500000000LL);
+  EXPECT_EQ(parse_bytes("4096", "x"), 4096);
+  EXPECT_EQ(parse_bytes("2G", "x"), 2147483648LL);
+  EXPECT_EQ(parse_bytes("64 kib", "x"), 65536);
+}
+
+TEST(ParseBytes, MalformedSizeNamesTheFlagAndTheFix) {
+  try {
+    parse_bytes("2XB", "--memory-budget");
+    FAIL() << "2XB parsed";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "--memory-budget: unknown unit 'XB' in '2XB'; use a number with an optional unit, like "
+                           "2GiB, 512MiB or 1.5GB");
+  }
+  EXPECT_THROW(parse_bytes("GiB", "x"), ConfigError);
+  EXPECT_THROW(parse_bytes("-1GiB", "x"), ConfigError);
+  EXPECT_THROW(parse_bytes("0", "x"), ConfigError);
+}
+
+TEST(FormatBytes, ThreeSignificantDigits) {
+  EXPECT_EQ(format_bytes(12), "12 B");
+  EXPECT_EQ(format_bytes(4000000), "3.81 MiB");
+  EXPECT_EQ(format_bytes(1610612736), "1.50 GiB");
+  EXPECT_EQ(format_bytes(812 * 1024), "812 KiB");
+}
+
+TEST(ParseBatchSizes, ListsAndRanges) {
+  EXPECT_EQ(parse_batch_sizes("16,32,64", "x"), (std::vector<int64_t>{16, 32, 64}));
+  EXPECT_EQ(parse_batch_sizes("8-64*2", "x"), (std::vector<int64_t>{8, 16, 32, 64}));
+  EXPECT_EQ(parse_batch_sizes("8-4096*2", "x").size(), 10u);
+  EXPECT_EQ(parse_batch_sizes("10-40+10", "x"), (std::vector<int64_t>{10, 20, 30, 40}));
+  EXPECT_EQ(parse_batch_sizes("64,8-16*2,8", "x"), (std::vector<int64_t>{8, 16, 64}));
+  EXPECT_EQ(parse_batch_sizes("3-20*3", "x"), (std::vector<int64_t>{3, 9}));
+}
+
+TEST(ParseBatchSizes, MalformedInputIsAConfigError) {
+  EXPECT_THROW(parse_batch_sizes("", "--batch-sizes"), ConfigError);
+  EXPECT_THROW(parse_batch_sizes("16,,32", "--batch-sizes"), ConfigError);
+  EXPECT_THROW(parse_batch_sizes("0,4", "--batch-sizes"), ConfigError);
+  EXPECT_THROW(parse_batch_sizes("64-8*2", "--range"), ConfigError);
+  EXPECT_THROW(parse_batch_sizes("8-64*1", "--range"), ConfigError);
+  EXPECT_THROW(parse_batch_sizes("abc", "--range"), ConfigError);
+}
+
+TEST(PowersOfTwo, UpToAndIncludingTheLast) {
+  EXPECT_EQ(powers_of_two(1, 16), (std::vector<int64_t>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(powers_of_two(3, 20), (std::vector<int64_t>{4, 8, 16, 20}));
+  EXPECT_EQ(powers_of_two(5, 5), (std::vector<int64_t>{5}));
+}
+
+}  // namespace
+}  // namespace batchwise

@@ -1,0 +1,257 @@
+// The batchwise command line: parse flags, build options, call the library, choose reporters,
+// map errors to exit codes. The library never prints or exits; this file does both.
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/utils.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "batchwise/device.h"
+#include "batchwise/error.h"
+#include "batchwise/fit.h"
+#include "batchwise/memory.h"
+#include "batchwise/report.h"
+#include "batchwise/sweep.h"
+#include "batchwise/units.h"
+#include "batchwise/version.h"
+#include "batchwise/workload.h"
+
+namespace {
+
+using namespace batchwise;
+
+// Exit codes (documented in docs/cli.md).
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;      // a run that ended in an error (fit outcome "error", an unexpected failure)
+constexpr int kExitUsage = 2;       // bad flags or options
+constexpr int kExitData = 3;        // dataset missing or corrupt
+constexpr int kExitModel = 4;       // model cannot be built for this input
+constexpr int kExitDevice = 5;      // device absent or unusable
+constexpr int kExitDoesNotFit = 6;  // fit: not even the minimum batch fits
+
+struct Flags {
+  WorkloadOptions workload;
+  std::string memory_budget;
+  double target = 0.9;
+  int threads = 0;
+  std::string json;
+  bool quiet = false;
+  // fit
+  std::string mode = "binsearch";
+  int64_t min = 1, max = 0, multiple_of = 1;  // max 0: the default for the command and device
+  int fit_steps = 2;
+  // sweep
+  std::string batch_sizes, range;
+  int warmup = 2, steps = 5, repetitions = 3;
+  double trial_timeout_s = 0;
+};
+
+void add_workload_flags(CLI::App* cmd, Flags& f) {
+  auto& w = f.workload;
+  cmd->add_option("--model", w.model(), "mlp, lenet, resnet18 or transformer")->capture_default_str();
+  cmd->add_option("--dataset", w.dataset(), "fashion-mnist or synthetic")->capture_default_str();
+  cmd->add_option("--data-dir", w.data_dir(), "where the dataset's files are (default: /usr/share/datasets/fashion-mnist)");
+  cmd->add_option("--device", w.device(), "cpu, cuda, cuda:N or auto")->capture_default_str();
+  cmd->add_option("--optimizer", w.optimizer(), "sgd (momentum 0.9), adam or adamw")->capture_default_str();
+  cmd->add_option("--lr", w.lr(), "learning rate (default: sgd 0.01, adam/adamw 0.001)");
+  cmd->add_option("--seq-len", w.seq_len(), "tokens per sample, transformer on synthetic data")->capture_default_str();
+  cmd->add_option("--synthetic-size", w.synthetic_size(), "samples in the synthetic dataset")->capture_default_str();
+  cmd->add_option("--seed", w.seed(), "seed of initialisation, data order and synthetic data")->capture_default_str();
+  cmd->add_option("--memory-budget", f.memory_budget,
+                  "memory the device may use, e.g. 2GiB (default: CPU 80 % of available RAM, CUDA the device's total)");
+  cmd->add_option("--target", f.target, "fraction of the budget a fitting batch may peak at")->capture_default_str();
+  cmd->add_option("--threads", f.threads, "intra-op threads (default: torch's choice)");
+  cmd->add_option("--json", f.json, "write the JSON report to FILE");
+  cmd->add_option("--trial-timeout", f.trial_timeout_s, "seconds a trial may run, checked between steps (0: none)");
+  cmd->add_flag("--quiet,-q", f.quiet, "print no progress lines");
+}
+
+void add_fit_flags(CLI::App* cmd, Flags& f) {
+  cmd->add_option("--mode", f.mode, "binsearch (exact maximum) or power (doubling only)")->capture_default_str();
+  cmd->add_option("--min", f.min, "smallest batch tried")->capture_default_str();
+  cmd->add_option("--max", f.max, "largest batch tried (default 65536; tune on CPU: 4096)");
+  cmd->add_option("--multiple-of", f.multiple_of, "every batch tried is a multiple of this")->capture_default_str();
+}
+
+void add_sweep_flags(CLI::App* cmd, Flags& f) {
+  cmd->add_option("--batch-sizes", f.batch_sizes, "list or range of batch sizes: 16,32,64 or 8-4096*2");
+  cmd->add_option("--range", f.range, "range of batch sizes first-last*factor or first-last+step, e.g. 8-4096*2");
+  cmd->add_option("--warmup", f.warmup, "unmeasured steps per trial")->capture_default_str();
+  cmd->add_option("--repetitions", f.repetitions, "trials per batch size, interleaved")->capture_default_str();
+}
+
+FitOptions fit_options(const Flags& f, int64_t budget, const TrialCallback& progress) {
+  return FitOptions()
+      .mode(parse_fit_mode(f.mode))
+      .budget_bytes(budget)
+      .target(f.target)
+      .min(f.min)
+      .max(f.max)
+      .multiple_of(f.multiple_of)
+      .steps(f.fit_steps)
+      .trial_timeout_s(f.trial_timeout_s)
+      .on_trial(progress);
+}
+
+SweepOptions sweep_options(const Flags& f, int64_t budget, const TrialCallback& progress) {
+  std::vector<int64_t> sizes;
+  for (const auto& [text, flag] : {std::pair{f.batch_sizes, "--batch-sizes"}, std::pair{f.range, "--range"}}) {
+    if (text.empty()) continue;
+    const auto more = parse_batch_sizes(text, flag);
+    sizes.insert(sizes.end(), more.begin(), more.end());
+  }
+  return SweepOptions()
+      .batch_sizes(sizes)
+      .warmup(f.warmup)
+      .steps(f.steps)
+      .repetitions(f.repetitions)
+      .budget_bytes(budget)
+      .trial_timeout_s(f.trial_timeout_s)
+      .on_trial(progress);
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  // Write beside the target, then rename: a reader never sees half a report.
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw ConfigError(fmt::format("--json {}: cannot write there; check the folder exists and is writable", path));
+    out << text;
+    if (!out.flush()) throw ConfigError(fmt::format("--json {}: writing failed (disk full?)", path));
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+int run(const std::string& command, Flags& f) {
+  CpuMemoryTracker::install();  // before any model exists, so its tensors are counted
+  if (f.threads > 0) torch::set_num_threads(f.threads);
+  if (f.threads < 0) throw ConfigError(fmt::format("--threads {}: must be positive", f.threads));
+  const int64_t budget = f.memory_budget.empty() ? 0 : parse_bytes(f.memory_budget, "--memory-budget");
+  if (!f.batch_sizes.empty() || !f.range.empty()) (void)sweep_options(f, 0, {});  // validate before loading data
+  if (command == "sweep" && f.batch_sizes.empty() && f.range.empty())
+    throw ConfigError("sweep: no batch sizes; pass --batch-sizes 16,32,64 or --range 8-4096*2");
+
+  auto workload = make_workload(f.workload);
+  if (f.max == 0) {
+    // On CPU a step at 65536 samples takes seconds to minutes, and throughput has long flattened
+    // by then; tune's question is which batch to train with, so it stops at 4096 unless told.
+    f.max = command == "tune" && !workload->device().is_cuda() ? 4096 : 65536;
+  }
+  Report report;
+  report.context = make_context(resolve_device(f.workload.device()));
+  report.context.device_total_bytes = device_memory(report.context.device_type, workload->device().index() < 0 ? 0 : workload->device().index())->total_bytes();
+  report.workload = workload->info();
+  report.budget_bytes = budget > 0 ? budget : default_budget_bytes(*workload);
+  report.target = f.target;
+
+  const bool tty = isatty(fileno(stderr));
+  const auto start = std::chrono::steady_clock::now();
+  TrialCallback progress = [&](const Trial& t, int index, int planned) {
+    if (f.quiet) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
+    std::string what = t.outcome == Outcome::Ok && t.samples_per_s > 0 && t.warmup_steps > 0
+                           ? fmt::format("{:.0f} samples/s", t.samples_per_s)
+                           : to_string(t.outcome);
+    std::string eta;
+    if (planned > 0 && index + 1 < planned)
+      eta = fmt::format(", ~{:.0f} s left", elapsed / (index + 1) * (planned - index - 1));
+    fmt::print(stderr, "{}[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed{}){}", tty ? "" : "", of, t.batch, what,
+               format_bytes(t.peak_bytes), elapsed, eta, "\n");
+  };
+
+  int code = kExitOk;
+  if (command == "fit") {
+    report.fit = fit(*workload, fit_options(f, report.budget_bytes, progress));
+  } else if (command == "sweep") {
+    report.sweep = sweep(*workload, sweep_options(f, report.budget_bytes, progress));
+  } else {
+    TuneResult r = tune(*workload, TuneOptions()
+                                       .fit(fit_options(f, report.budget_bytes, progress))
+                                       .sweep(sweep_options(f, report.budget_bytes, progress)));
+    report.fit = r.fit;
+    report.sweep = r.sweep;
+  }
+  report.recommendation = recommend(report.fit, report.sweep);
+  if (report.fit && report.fit->outcome == FitOutcome::DoesNotFit) code = kExitDoesNotFit;
+  if (report.fit && report.fit->outcome == FitOutcome::Error) code = kExitFailed;
+
+  std::cout << to_table(report) << std::flush;
+  if (!f.json.empty()) write_file(f.json, to_json(report));
+  return code;
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"batchwise: which batch size should I train with on this hardware, and why?\n"
+               "Trains the real model on real data at candidate batch sizes and measures what happens."};
+  app.set_version_flag("--version", std::string("batchwise ") + BATCHWISE_VERSION + " (" + BATCHWISE_BUILD_COMMIT + ")");
+  app.require_subcommand(1);
+  app.footer("Exit codes: 0 ok, 1 run failed, 2 bad options, 3 bad dataset, 4 bad model, 5 bad device, "
+             "6 no batch fits.\nExample:\n  batchwise tune                       # lenet on Fashion-MNIST, best device\n"
+             "  batchwise fit --model resnet18 --memory-budget 4GiB --json fit.json");
+  Flags f;
+
+  auto* fit_cmd = app.add_subcommand("fit", "Find the largest batch whose peak memory stays within target x budget");
+  add_workload_flags(fit_cmd, f);
+  add_fit_flags(fit_cmd, f);
+  fit_cmd->add_option("--steps", f.fit_steps, "training steps per fit trial")->capture_default_str();
+  fit_cmd->footer("Example:\n  batchwise fit --model lenet --memory-budget 512MiB --mode binsearch --multiple-of 8 --json fit.json");
+
+  auto* sweep_cmd = app.add_subcommand("sweep", "Measure samples/s, step time and peak memory at each batch size");
+  add_workload_flags(sweep_cmd, f);
+  add_sweep_flags(sweep_cmd, f);
+  sweep_cmd->add_option("--steps", f.steps, "measured steps per trial")->capture_default_str();
+  sweep_cmd->footer("Example:\n  batchwise sweep --model mlp --range 16-1024*2 --repetitions 3 --json sweep.json");
+
+  auto* tune_cmd = app.add_subcommand("tune", "Fit, sweep powers of two up to the fit, and recommend a batch");
+  add_workload_flags(tune_cmd, f);
+  add_fit_flags(tune_cmd, f);
+  add_sweep_flags(tune_cmd, f);
+  tune_cmd->add_option("--steps", f.steps, "measured steps per sweep trial")->capture_default_str();
+  tune_cmd->add_option("--fit-steps", f.fit_steps, "training steps per fit trial")->capture_default_str();
+  tune_cmd->footer("Example:\n  batchwise tune                      # lenet on Fashion-MNIST on the best device\n"
+                   "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+
+  const std::string command = app.get_subcommands().front()->get_name();
+  try {
+    return run(command, f);
+  } catch (const ConfigError& e) {
+    fmt::print(stderr, "batchwise {}: {}\n", command, e.what());
+    return kExitUsage;
+  } catch (const DataError& e) {
+    fmt::print(stderr, "batchwise {}: {}\n", command, e.what());
+    return kExitData;
+  } catch (const ModelError& e) {
+    fmt::print(stderr, "batchwise {}: {}\n", command, e.what());
+    return kExitModel;
+  } catch (const DeviceError& e) {
+    fmt::print(stderr, "batchwise {}: {}\n", command, e.what());
+    return kExitDevice;
+  } catch (const Error& e) {
+    fmt::print(stderr, "batchwise {}: {}\n", command, e.what());
+    return kExitFailed;
+  } catch (const c10::Error& e) {
+    fmt::print(stderr, "batchwise {}: torch: {}\n", command, first_line(e.what_without_backtrace()));
+    return kExitFailed;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "batchwise {}: {}\n", command, first_line(e.what()));
+    return kExitFailed;
+  }
+}
