@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -148,20 +149,25 @@ int run(const std::string& command, Flags& f) {
   report.budget_bytes = budget > 0 ? budget : default_budget_bytes(*workload);
   report.target = f.target;
 
-  const bool tty = isatty(fileno(stderr));
+  // Progress: one line per trial on stderr. The estimate of time left uses the current phase's
+  // pace (a fit's trials and a sweep's are timed apart).
   const auto start = std::chrono::steady_clock::now();
+  auto phase_start = start;
   TrialCallback progress = [&](const Trial& t, int index, int planned) {
     if (f.quiet) return;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
-    std::string what = t.outcome == Outcome::Ok && t.samples_per_s > 0 && t.warmup_steps > 0
-                           ? fmt::format("{:.0f} samples/s", t.samples_per_s)
-                           : to_string(t.outcome);
+    const auto now = std::chrono::steady_clock::now();
+    if (index == 0) phase_start = now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                            std::chrono::duration<double>(t.wall_s));
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    const double phase = std::chrono::duration<double>(now - phase_start).count();
+    const std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
+    const std::string what = t.outcome == Outcome::Ok && t.samples_per_s > 0 && t.warmup_steps > 0
+                                 ? fmt::format("{:.0f} samples/s", t.samples_per_s)
+                                 : to_string(t.outcome);
     std::string eta;
-    if (planned > 0 && index + 1 < planned)
-      eta = fmt::format(", ~{:.0f} s left", elapsed / (index + 1) * (planned - index - 1));
-    fmt::print(stderr, "{}[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed{}){}", tty ? "" : "", of, t.batch, what,
-               format_bytes(t.peak_bytes), elapsed, eta, "\n");
+    if (planned > 0 && index + 1 < planned) eta = fmt::format(", ~{:.0f} s left", phase / (index + 1) * (planned - index - 1));
+    fmt::print(stderr, "[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed{})\n", of, t.batch, what,
+               format_bytes(t.peak_bytes), elapsed, eta);
   };
 
   int code = kExitOk;

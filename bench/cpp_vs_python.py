@@ -1,0 +1,73 @@
+"""batchwise's C++ training step against the plain Python loop, side by side in one run.
+
+For each model and batch size, runs the Python loop (bench/python_loop.py) and `batchwise sweep`
+with the same warm-up, steps and threads, alternating which goes first on each round (A B, B A)
+so drift favours neither. Each round pairs two runs adjacent in time; the ratio reported is the
+median of the per-round ratios (robust to the slow spells a shared 2-core VM has), with their range,
+beside the median samples/s of each side. Prints a markdown table for docs/benchmarks.md.
+
+    /opt/batchwise-venv/bin/python bench/cpp_vs_python.py --batchwise build/batchwise --rounds 3
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def python_side(model, batch, args):
+    out = subprocess.run([sys.executable, os.path.join(HERE, "python_loop.py"), "--model", model, "--batch",
+                          str(batch), "--warmup", str(args.warmup), "--steps", str(args.steps), "--threads",
+                          str(args.threads)], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["samples_per_s"]
+
+
+def cpp_side(model, batch, args):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        subprocess.run([args.batchwise, "sweep", "--model", model, "--dataset", "fashion-mnist", "--optimizer", "sgd",
+                        "--batch-sizes", str(batch), "--warmup", str(args.warmup), "--steps", str(args.steps),
+                        "--repetitions", "1", "--threads", str(args.threads), "--device", "cpu", "--quiet",
+                        "--json", f.name], check=True, capture_output=True, text=True)
+        return json.load(open(f.name))["sweep"]["points"][0]["samples_per_s"]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--batchwise", default="build/batchwise")
+    p.add_argument("--models", default="mlp,lenet")
+    p.add_argument("--batches", default="16,128,1024")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+    rows = []
+    for model in args.models.split(","):
+        for batch in map(int, args.batches.split(",")):
+            py, cpp = [], []
+            for r in range(args.rounds):
+                sides = [(py, python_side), (cpp, cpp_side)]
+                for bucket, fn in (sides if r % 2 == 0 else sides[::-1]):
+                    bucket.append(fn(model, batch, args))
+            ratios = [c / p for c, p in zip(cpp, py)]
+            rows.append((model, batch, statistics.median(py), statistics.median(cpp), statistics.median(ratios),
+                         min(ratios), max(ratios)))
+            print(f"{model} {batch}: python {py}, batchwise {cpp}", file=sys.stderr)
+    import torch
+    print(f"Measured {datetime.date.today()} on {platform.node()} ({os.cpu_count()} cores, "
+          f"{args.threads} threads), torch {torch.__version__}, {args.rounds} alternating rounds of "
+          f"{args.warmup} warm-up + {args.steps} measured steps each.\n")
+    print("| model | batch | Python loop samples/s | batchwise C++ samples/s | C++ / Python (median of rounds) | range over rounds |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for model, batch, py, cpp, ratio, lo, hi in rows:
+        print(f"| {model} | {batch} | {py:,.0f} | {cpp:,.0f} | **{ratio:.2f}** | {lo:.2f} to {hi:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
