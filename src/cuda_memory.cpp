@@ -32,7 +32,10 @@ class CudaMemory final : public DeviceMemory {
     alloc::setMemoryFraction(fraction, index_);
   }
   void release_cached() override { alloc::emptyCache(); }
-  void synchronize() override { c10::cuda::device_synchronize(); }
+  void synchronize() override {
+    c10::cuda::CUDAGuard guard(index_);
+    c10::cuda::device_synchronize();
+  }
   int64_t total_bytes() override {
     c10::cuda::CUDAGuard guard(index_);
     size_t free = 0, total = 0;

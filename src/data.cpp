@@ -17,6 +17,8 @@ const char* kInstallHint =
     "install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or point --data-dir at a "
     "folder holding the four IDX files";
 
+constexpr int64_t kMaxIdxBytes = int64_t{16} << 30;
+
 struct GzCloser {
   void operator()(gzFile_s* f) const { gzclose(f); }
 };
@@ -97,6 +99,10 @@ at::Tensor read_idx(const std::string& path, int expected_dims) {
     d = big_endian(b);
     BATCHWISE_CHECK(d > 0, DataError, "{}: header gives a zero dimension; the file is damaged: {}", path,
                     kInstallHint);
+    // IDX files of unsigned bytes beyond 16 GiB do not exist in practice; a header claiming more
+    // is damage, and must not become an allocation.
+    BATCHWISE_CHECK(d <= kMaxIdxBytes / total, DataError,
+                    "{}: header claims more than {} of data; the file is damaged: {}", path, "16 GiB", kInstallHint);
     total *= d;
   }
 

@@ -47,6 +47,7 @@ FitResult fit(Workload& workload, const FitOptions& o) {
                   o.max());
   BATCHWISE_CHECK(o.target() > 0 && o.target() <= 1, ConfigError,
                   "--target {}: must be a fraction of the budget in (0, 1], like 0.9", o.target());
+  BATCHWISE_CHECK(o.warmup() >= 0, ConfigError, "--warmup {}: cannot be negative", o.warmup());
   BATCHWISE_CHECK(o.steps() >= 1, ConfigError, "fit steps {}: a trial must run at least one training step",
                   o.steps());
   const int64_t first = (o.min() + m - 1) / m * m;
@@ -71,7 +72,7 @@ FitResult fit(Workload& workload, const FitOptions& o) {
   // try_batch: one trial; true when it ran every step and its peak is within target x budget.
   auto try_batch = [&](int64_t batch) {
     Trial t = run_trial(workload, TrialOptions(batch)
-                                      .warmup(0)
+                                      .warmup(o.warmup())
                                       .steps(o.steps())
                                       .limit_bytes(r.budget_bytes)
                                       .timeout_s(o.trial_timeout_s()));

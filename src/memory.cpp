@@ -21,7 +21,8 @@
 namespace batchwise {
 namespace {
 
-constexpr size_t kHeaderBytes = 64;
+constexpr size_t kHeaderBytes = 64;  // c10::gAlignment: data stays as aligned as c10 promises
+static_assert(kHeaderBytes >= c10::gAlignment, "the header must keep c10's alignment");
 constexpr uint64_t kCountedTag = 0x62617463685f3101ull;  // "batch_1" + counted
 constexpr uint64_t kUncountedTag = 0x62617463685f3100ull;
 
@@ -47,38 +48,64 @@ void tracked_delete(void* data) {
   auto* base = static_cast<char*>(data) - kHeaderBytes;
   Header header;
   std::memcpy(&header, base, sizeof header);
-  if (header.tag == kCountedTag) g_current.fetch_sub(static_cast<int64_t>(header.bytes), std::memory_order_relaxed);
+  if (header.tag == kCountedTag) {
+    g_current.fetch_sub(static_cast<int64_t>(header.bytes), std::memory_order_relaxed);
+  } else if (header.tag != kUncountedTag) {
+    // Not ours: a raw buffer (oneDNN's) allocated by c10's default allocator before install() and
+    // freed through raw_deleter() after it.
+    c10::free_cpu(data);
+    return;
+  }
   c10::free_cpu(base);
+}
+
+// Adds `bytes` to the count unless that would pass the limit; check and commit are one atomic step,
+// so concurrent allocations near the limit are judged exactly.
+bool try_count(int64_t bytes, int64_t& now) {
+  int64_t current = g_current.load(std::memory_order_relaxed);
+  do {
+    now = current + bytes;
+    const int64_t limit = g_limit.load(std::memory_order_relaxed);
+    if (limit > 0 && now > limit) return false;
+  } while (!g_current.compare_exchange_weak(current, now, std::memory_order_relaxed));
+  return true;
 }
 
 struct TrackingAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) BATCHWISE_ALLOCATE_CONST override {
     const bool counted = !t_untracked;
+    const int64_t bytes = static_cast<int64_t>(n);
     if (counted) {
-      const int64_t bytes = static_cast<int64_t>(n);
-      const int64_t now = g_current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-      const int64_t limit = g_limit.load(std::memory_order_relaxed);
-      if (limit > 0 && now > limit) {
-        g_current.fetch_sub(bytes, std::memory_order_relaxed);
+      int64_t now = 0;
+      if (!try_count(bytes, now)) {
         TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU memory budget exceeded: tried to allocate ",
                          format_bytes(bytes), " with ", format_bytes(now - bytes), " in use of a ",
-                         format_bytes(limit), " budget");
+                         format_bytes(g_limit.load()), " budget");
       }
       raise_peak(now);
       g_allocations.fetch_add(1, std::memory_order_relaxed);
     }
-    char* base = static_cast<char*>(c10::alloc_cpu(n + kHeaderBytes));
+    char* base = nullptr;
+    try {
+      base = static_cast<char*>(c10::alloc_cpu(n + kHeaderBytes));
+    } catch (const c10::Error& e) {
+      // The machine itself ran out: undo the count and report it as the out-of-memory it is.
+      if (counted) g_current.fetch_sub(bytes, std::memory_order_relaxed);
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "host out of memory allocating ", format_bytes(bytes), ": ",
+                       e.what_without_backtrace());
+    }
     const Header header{static_cast<uint64_t>(n), counted ? kCountedTag : kUncountedTag};
     std::memcpy(base, &header, sizeof header);
     void* data = base + kHeaderBytes;
     return {data, data, &tracked_delete, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &tracked_delete; }
-  // Not `override`: the base declares copy_data only from LibTorch 2.3 on.
+  // No `override` keyword: LibTorch 1.13 has no copy_data to override; from 2.3 on this overrides it.
   void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
 };
 
-TrackingAllocator g_allocator;
+// Never destroyed: tensors may be freed (and a late allocation made) during static destruction.
+TrackingAllocator* const g_allocator = new TrackingAllocator();
 std::once_flag g_install_once;
 CpuMemoryTracker* g_tracker = nullptr;
 
@@ -88,7 +115,7 @@ CpuMemoryTracker& CpuMemoryTracker::install() {
   std::call_once(g_install_once, [] {
     static CpuMemoryTracker tracker;
     // Highest priority, so a later registration (MKLDNN, a profiler) cannot displace us.
-    c10::SetCPUAllocator(&g_allocator, /*priority=*/255);
+    c10::SetCPUAllocator(g_allocator, /*priority=*/255);
     g_tracker = &tracker;
   });
   return *g_tracker;

@@ -118,7 +118,7 @@ std::string to_json(const Report& r) {
     j["sweep"] = sj;
   }
   if (r.recommendation) j["recommendation"] = {{"batch", r.recommendation->batch}, {"reason", r.recommendation->reason}};
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string to_table(const Report& r) {

@@ -149,7 +149,14 @@ TuneResult tune(Workload& workload, const TuneOptions& o) {
   r.fit = fit(workload, o.fit());
   if (r.fit.outcome != FitOutcome::Fits) return r;
   SweepOptions s = o.sweep();
-  if (s.batch_sizes().empty()) s.batch_sizes(powers_of_two(o.fit().min(), *r.fit.batch));
+  if (s.batch_sizes().empty()) {
+    // Powers of two times --multiple-of, from the smallest allowed batch up to the fit.
+    const int64_t m = o.fit().multiple_of();
+    std::vector<int64_t> sizes;
+    for (int64_t b = (o.fit().min() + m - 1) / m * m; b < *r.fit.batch; b *= 2) sizes.push_back(b);
+    sizes.push_back(*r.fit.batch);
+    s.batch_sizes(sizes);
+  }
   if (s.budget_bytes() == 0) s.budget_bytes(r.fit.budget_bytes);
   r.sweep = sweep(workload, s);
   r.recommendation = recommend(r.fit, r.sweep);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "batchwise/memory.h"
 #include "batchwise/workload.h"
@@ -36,6 +37,21 @@ std::string first_line(const std::string& text) {
 }
 
 std::string device_type(const Workload& w) { return w.device().is_cuda() ? "cuda" : "cpu"; }
+
+// cuDNN and cuBLAS report a failed workspace allocation as a plain c10::Error (no type exists for
+// it), so these are recognised by their status names; everything else stays an error.
+bool is_library_out_of_memory(const std::string& message) {
+  return message.find("CUDNN_STATUS_ALLOC_FAILED") != std::string::npos ||
+         message.find("CUBLAS_STATUS_ALLOC_FAILED") != std::string::npos ||
+         message.find("CUDA error: out of memory") != std::string::npos;
+}
+
+// Lifts the memory limit however the trial ends.
+struct LimitGuard {
+  LimitGuard(DeviceMemory& memory, int64_t bytes) : memory_(memory) { memory_.set_limit(bytes); }
+  ~LimitGuard() { memory_.set_limit(0); }
+  DeviceMemory& memory_;
+};
 
 }  // namespace
 
@@ -74,7 +90,10 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
   const auto saved = workload.save_state();
 
   memory->synchronize();
-  memory->set_limit(o.limit_bytes());
+  // Cached blocks of an earlier, larger trial would otherwise count towards this trial's peak
+  // (CUDA's reserved bytes); on CPU there is no cache.
+  memory->release_cached();
+  std::optional<LimitGuard> limit(std::in_place, *memory, o.limit_bytes());
   memory->reset_peak();
   try {
     const int total = o.warmup() + o.steps();
@@ -101,18 +120,24 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
     t.outcome = Outcome::Oom;
     t.message = first_line(e.what_without_backtrace());
   } catch (const c10::Error& e) {
-    t.outcome = Outcome::Error;
     t.message = first_line(e.what_without_backtrace());
+    t.outcome = is_library_out_of_memory(t.message) ? Outcome::Oom : Outcome::Error;
   } catch (const std::exception& e) {
     t.outcome = Outcome::Error;
     t.message = first_line(e.what());
   }
-  memory->set_limit(0);
+  limit.reset();
   t.peak_bytes = memory->peak_bytes();
   t.peak_allocated_bytes = memory->peak_allocated_bytes();
 
-  workload.restore_state(*saved);
-  if (t.outcome == Outcome::Oom) memory->release_cached();
+  try {
+    workload.restore_state(*saved);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("batch {}: the workload's state could not be restored after the trial, so the model "
+                            "can no longer be trusted: {}",
+                            o.batch(), first_line(e.what())));
+  }
+  memory->release_cached();
   summarize_steps(t);
   t.wall_s = std::chrono::duration<double>(clock::now() - trial_start).count();
   return t;

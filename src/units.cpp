@@ -96,7 +96,10 @@ std::vector<int64_t> parse_batch_sizes(const std::string& text, const std::strin
                       last, first);
       BATCHWISE_CHECK(op == '+' || step >= 2, ConfigError, "{}: range '{}' needs a factor of at least 2", what,
                       item);
-      for (int64_t b = first; b <= last; b = (op == '*') ? b * step : b + step) out.push_back(b);
+      for (int64_t b = first; b <= last; b = (op == '*') ? b * step : b + step) {
+        out.push_back(b);
+        if (op == '*' ? b > last / step : b > last - step) break;  // the next is past `last` (or would overflow)
+      }
     }
     start = comma + 1;
   }

@@ -197,7 +197,7 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
   BATCHWISE_CHECK(contains(optimizer_names(), o.optimizer()), ConfigError,
                   "--optimizer {}: unknown optimizer; choose one of {}", o.optimizer(),
                   fmt::join(optimizer_names(), ", "));
-  BATCHWISE_CHECK(o.lr() >= 0 && std::isfinite(o.lr()), ConfigError, "--lr {}: must be a positive number", o.lr());
+  BATCHWISE_CHECK(o.lr() >= 0 && std::isfinite(o.lr()), ConfigError, "--lr {}: must be a positive number (or 0 for the optimizer's default)", o.lr());
   const DeviceSpec device = resolve_device(o.device());
 
   Dataset data;

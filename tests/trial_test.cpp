@@ -3,6 +3,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize/archive.h>
+#include <torch/utils.h>
+
+#include <sstream>
 
 #include "batchwise/error.h"
 #include "batchwise/fit.h"
@@ -45,10 +50,11 @@ Copy copy_of(ModuleWorkload& w) {
   for (const auto& p : w.module().parameters()) {
     auto it = w.optimizer().state().find(p.unsafeGetTensorImpl());
     if (it == w.optimizer().state().end()) continue;
-    const auto& s = static_cast<const torch::optim::AdamParamState&>(*it->second);
-    c.adam.push_back(s.exp_avg().clone());
-    c.adam.push_back(s.exp_avg_sq().clone());
-    c.adam.push_back(at::scalar_tensor(static_cast<double>(s.step()), at::kDouble));
+    const auto* s = dynamic_cast<const torch::optim::AdamParamState*>(it->second.get());
+    if (s == nullptr) continue;  // other optimizers: compared through their serialized bytes
+    c.adam.push_back(s->exp_avg().clone());
+    c.adam.push_back(s->exp_avg_sq().clone());
+    c.adam.push_back(at::scalar_tensor(static_cast<double>(s->step()), at::kDouble));
   }
   return c;
 }
@@ -164,6 +170,54 @@ TEST(Fit, FreshOptimizerStaysFresh) {
   fit(*w, FitOptions().budget_bytes(40ll << 20).target(1.0).max(4096));
   EXPECT_TRUE(m.optimizer().state().empty());
   for (const auto& p : m.module().parameters()) EXPECT_FALSE(p.grad().defined());
+  EXPECT_EQ(CpuMemoryTracker::get()->current_bytes(), held);
+}
+
+// The optimizer's whole state (momentum buffers, step counts, learning rate) in its own bytes.
+std::string optimizer_bytes(ModuleWorkload& w) {
+  UntrackedScope untracked;
+  torch::serialize::OutputArchive archive;
+  w.optimizer().save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+TEST(Fit, SgdMomentumLearningRateDataOrderAndRngComeBack) {
+  auto w = small("mlp", "sgd");
+  auto twin = small("mlp", "sgd");
+  auto& m = as_module(*w);
+  for (auto* x : {w.get(), twin.get()})
+    for (int i = 0; i < 2; ++i) x->train_step(x->next_batch(16));
+  static_cast<torch::optim::SGDOptions&>(m.optimizer().param_groups()[0].options()).lr(0.123);
+  const std::string before = optimizer_bytes(m);
+  const Copy params = copy_of(m);
+  torch::manual_seed(42);
+  const at::Tensor rng_before = at::rand({4});
+  torch::manual_seed(42);
+  fit(*w, FitOptions().budget_bytes(40ll << 20).target(1.0));
+  EXPECT_TRUE(at::equal(at::rand({4}), rng_before)) << "the global RNG moved";
+  EXPECT_EQ(optimizer_bytes(m), before);
+  EXPECT_DOUBLE_EQ(static_cast<torch::optim::SGDOptions&>(m.optimizer().param_groups()[0].options()).lr(), 0.123);
+  expect_identical(params, copy_of(m));
+  // The data order continues where it was, as if no fit had run.
+  const Batch after = w->next_batch(32);
+  const Batch expected = twin->next_batch(32);
+  EXPECT_TRUE(at::equal(after.target, expected.target));
+  EXPECT_TRUE(at::equal(after.input, expected.input));
+}
+
+TEST(Fit, ConvolutionModelOutOfMemoryIsCleanToo) {
+  // lenet's convolutions run through oneDNN, whose buffers come from the same allocator.
+  auto w = small("lenet", "adam");
+  auto& m = as_module(*w);
+  w->train_step(w->next_batch(8));
+  const Copy before = copy_of(m);
+  const int64_t held = CpuMemoryTracker::get()->current_bytes();
+  const FitResult r = fit(*w, FitOptions().budget_bytes(24ll << 20).target(1.0));
+  ASSERT_EQ(r.outcome, FitOutcome::Fits) << r.message;
+  EXPECT_GE(count(r.trials, Outcome::Oom), 2);
+  expect_identical(before, copy_of(m));
   EXPECT_EQ(CpuMemoryTracker::get()->current_bytes(), held);
 }
 
@@ -297,6 +351,18 @@ TEST(Tune, FitsSweepsAndRecommends) {
   ASSERT_TRUE(r.recommendation.has_value());
   EXPECT_EQ(r.recommendation->batch, *r.sweep->knee_batch);
   EXPECT_NE(r.recommendation->reason.find("samples/s"), std::string::npos);
+}
+
+TEST(Tune, SweepsOnlyMultiplesOf) {
+  auto w = small();
+  const TuneResult r = tune(*w, TuneOptions()
+                                    .fit(FitOptions().budget_bytes(64 << 20).max(100).multiple_of(12))
+                                    .sweep(SweepOptions().warmup(0).steps(1).repetitions(1)));
+  ASSERT_EQ(r.fit.outcome, FitOutcome::Fits);
+  EXPECT_EQ(*r.fit.batch, 96);
+  std::vector<int64_t> swept;
+  for (const auto& p : r.sweep->points) swept.push_back(p.batch);
+  EXPECT_EQ(swept, (std::vector<int64_t>{12, 24, 48, 96}));
 }
 
 }  // namespace

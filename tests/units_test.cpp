@@ -43,6 +43,8 @@ TEST(ParseBatchSizes, ListsAndRanges) {
   EXPECT_EQ(parse_batch_sizes("10-40+10", "x"), (std::vector<int64_t>{10, 20, 30, 40}));
   EXPECT_EQ(parse_batch_sizes("64,8-16*2,8", "x"), (std::vector<int64_t>{8, 16, 64}));
   EXPECT_EQ(parse_batch_sizes("3-20*3", "x"), (std::vector<int64_t>{3, 9}));
+  EXPECT_EQ(parse_batch_sizes("1-999999999999*999999999", "x"), (std::vector<int64_t>{1, 999999999}));
+  EXPECT_EQ(parse_batch_sizes("5-999999999999+999999999990", "x"), (std::vector<int64_t>{5, 999999999995}));
 }
 
 TEST(ParseBatchSizes, MalformedInputIsAConfigError) {

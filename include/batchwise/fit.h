@@ -43,6 +43,8 @@ struct FitOptions {
   /// Training steps per trial: the first creates gradients and optimizer state, the second runs
   /// with them in place, which is where the steady-state peak is. REQUIRES: >= 1.
   TORCH_ARG(int, steps) = 2;
+  /// Extra steps before those; they count towards the peak too (memory has no warm-up to hide).
+  TORCH_ARG(int, warmup) = 0;
   TORCH_ARG(double, trial_timeout_s) = 0;
   TORCH_ARG(TrialCallback, on_trial);
 };

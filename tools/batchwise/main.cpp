@@ -44,7 +44,7 @@ struct Flags {
   // fit
   std::string mode = "binsearch";
   int64_t min = 1, max = 0, multiple_of = 1;  // max 0: the default for the command and device
-  int fit_steps = 2;
+  int fit_steps = 2, fit_warmup = 0;
   // sweep
   std::string batch_sizes, range;
   int warmup = 2, steps = 5, repetitions = 3;
@@ -94,6 +94,7 @@ FitOptions fit_options(const Flags& f, int64_t budget, const TrialCallback& prog
       .max(f.max)
       .multiple_of(f.multiple_of)
       .steps(f.fit_steps)
+      .warmup(f.fit_warmup)
       .trial_timeout_s(f.trial_timeout_s)
       .on_trial(progress);
 }
@@ -209,6 +210,8 @@ int main(int argc, char** argv) {
   add_workload_flags(fit_cmd, f);
   add_fit_flags(fit_cmd, f);
   fit_cmd->add_option("--steps", f.fit_steps, "training steps per fit trial")->capture_default_str();
+  fit_cmd->add_option("--warmup", f.fit_warmup, "extra steps before those (they count towards the peak too)")
+      ->capture_default_str();
   fit_cmd->footer("Example:\n  batchwise fit --model lenet --memory-budget 512MiB --mode binsearch --multiple-of 8 --json fit.json");
 
   auto* sweep_cmd = app.add_subcommand("sweep", "Measure samples/s, step time and peak memory at each batch size");
