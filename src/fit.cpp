@@ -25,16 +25,8 @@ const char* to_string(FitOutcome outcome) {
   return "error";
 }
 
-namespace {
-
-std::unique_ptr<DeviceMemory> memory_of(Workload& w) {
-  return device_memory(w.device().is_cuda() ? "cuda" : "cpu", w.device().index() < 0 ? 0 : w.device().index());
-}
-
-}  // namespace
-
 int64_t default_budget_bytes(Workload& workload) {
-  auto memory = memory_of(workload);
+  auto memory = device_memory(workload);
   const int64_t total = memory->total_bytes();
   return workload.device().is_cuda() ? total : total / 10 * 8;
 }
@@ -61,7 +53,7 @@ FitResult fit(Workload& workload, const FitOptions& o) {
   r.multiple_of = m;
   r.budget_bytes = o.budget_bytes() > 0 ? o.budget_bytes() : default_budget_bytes(workload);
   const WorkloadInfo info = workload.info();
-  const int64_t held = memory_of(workload)->current_bytes();
+  const int64_t held = device_memory(workload)->current_bytes();
   const int64_t allowed = static_cast<int64_t>(o.target() * static_cast<double>(r.budget_bytes));
   BATCHWISE_CHECK(std::max(info.parameter_bytes, held) < allowed, ConfigError,
                   "--memory-budget {} is below the model's own size: {} holds {} before training a single sample "

@@ -36,8 +36,6 @@ std::string first_line(const std::string& text) {
   return end == std::string::npos ? text : text.substr(0, end);
 }
 
-std::string device_type(const Workload& w) { return w.device().is_cuda() ? "cuda" : "cpu"; }
-
 // cuDNN and cuBLAS report a failed workspace allocation as a plain c10::Error (no type exists for
 // it), so these are recognised by their status names; everything else stays an error.
 bool is_library_out_of_memory(const std::string& message) {
@@ -80,7 +78,7 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
   BATCHWISE_CHECK(o.warmup() >= 0, ConfigError, "--warmup {}: cannot be negative", o.warmup());
   using clock = std::chrono::steady_clock;
   const auto trial_start = clock::now();
-  auto memory = device_memory(device_type(workload), workload.device().index() < 0 ? 0 : workload.device().index());
+  auto memory = device_memory(workload);
 
   Trial t;
   t.batch = o.batch();

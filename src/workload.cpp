@@ -163,6 +163,11 @@ void ModuleWorkload::restore_state(const WorkloadState& saved) {
   sampler_->cursor = state->sampler_cursor;
 }
 
+std::unique_ptr<DeviceMemory> device_memory(const Workload& workload) {
+  const c10::Device d = workload.device();
+  return device_memory(d.is_cuda() ? "cuda" : "cpu", d.has_index() ? d.index() : 0);
+}
+
 const std::vector<std::string>& optimizer_names() {
   static const std::vector<std::string> kNames{"sgd", "adam", "adamw"};
   return kNames;

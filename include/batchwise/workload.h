@@ -13,6 +13,7 @@
 #include <string>
 
 #include "batchwise/data.h"
+#include "batchwise/memory.h"
 #include "batchwise/trial.h"
 
 namespace batchwise {
@@ -45,6 +46,9 @@ class Workload {
   /// Puts a saved state back, bit-identically and in place (parameters keep their storage).
   virtual void restore_state(const WorkloadState& state) = 0;
 };
+
+/// The memory of the device `workload` trains on.
+std::unique_ptr<DeviceMemory> device_memory(const Workload& workload);
 
 /// A loss: (logits, targets) -> scalar.
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;

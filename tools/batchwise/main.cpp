@@ -145,7 +145,7 @@ int run(const std::string& command, Flags& f) {
   }
   Report report;
   report.context = make_context(resolve_device(f.workload.device()));
-  report.context.device_total_bytes = device_memory(report.context.device_type, workload->device().index() < 0 ? 0 : workload->device().index())->total_bytes();
+  report.context.device_total_bytes = device_memory(*workload)->total_bytes();
   report.workload = workload->info();
   report.budget_bytes = budget > 0 ? budget : default_budget_bytes(*workload);
   report.target = f.target;
