@@ -1,5 +1,8 @@
 #include "batchwise/fit.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "batchwise/memory.h"
 #include "batchwise/units.h"
 #include "batchwise/workload.h"
@@ -7,13 +10,52 @@
 
 namespace batchwise {
 
-const char* to_string(FitMode mode) { return mode == FitMode::Power ? "power" : "binsearch"; }
+const char* to_string(FitMode mode) {
+  switch (mode) {
+    case FitMode::Power: return "power";
+    case FitMode::Binsearch: return "binsearch";
+    case FitMode::Model: return "model";
+  }
+  return "model";
+}
 
 FitMode parse_fit_mode(const std::string& text) {
   if (text == "power") return FitMode::Power;
   if (text == "binsearch") return FitMode::Binsearch;
-  BATCHWISE_CHECK(false, ConfigError, "--mode {}: unknown fit mode; choose power or binsearch", text);
-  return FitMode::Binsearch;
+  if (text == "model") return FitMode::Model;
+  BATCHWISE_CHECK(false, ConfigError, "--mode {}: unknown fit mode; choose model, binsearch or power", text);
+  return FitMode::Model;
+}
+
+int64_t MemoryModel::predict(int64_t batch) const {
+  return static_cast<int64_t>(std::llround(fixed_bytes + per_sample_bytes * static_cast<double>(batch)));
+}
+
+std::optional<MemoryModel> fit_memory_model(const std::vector<Trial>& trials) {
+  // The two largest distinct batches that ran to the end: nearest the answer, and past the small
+  // batches whose peak is set by the optimizer step rather than by activations.
+  const Trial* a = nullptr;
+  const Trial* b = nullptr;
+  for (const auto& t : trials) {
+    if (t.outcome != Outcome::Ok) continue;
+    if (!b || t.batch > b->batch) {
+      if (!b || t.batch != b->batch) a = b;
+      b = &t;
+    } else if (t.batch < b->batch && (!a || t.batch > a->batch)) {
+      a = &t;
+    }
+  }
+  if (!a || !b) return std::nullopt;
+  MemoryModel m;
+  m.batch_a = a->batch;
+  m.batch_b = b->batch;
+  m.per_sample_bytes = static_cast<double>(b->peak_bytes - a->peak_bytes) / static_cast<double>(b->batch - a->batch);
+  m.fixed_bytes = static_cast<double>(b->peak_bytes) - m.per_sample_bytes * static_cast<double>(b->batch);
+  for (const auto& t : trials) {
+    if (t.outcome == Outcome::Ok && t.predicted_peak_bytes)
+      m.residual_bytes = std::max(m.residual_bytes, std::abs(t.peak_bytes - *t.predicted_peak_bytes));
+  }
+  return m;
 }
 
 const char* to_string(FitOutcome outcome) {
@@ -62,39 +104,80 @@ FitResult fit(Workload& workload, const FitOptions& o) {
                   format_bytes(static_cast<int64_t>(static_cast<double>(std::max(info.parameter_bytes, held)) / o.target())));
 
   // try_batch: one trial; true when it ran every step and its peak is within target x budget.
-  auto try_batch = [&](int64_t batch) {
+  // fits: the largest batch seen within target; fails: the smallest seen over it (or out of memory,
+  // or out of time). No batch at or above `fails` is ever tried.
+  std::optional<int64_t> fits, fails;
+  auto try_batch = [&](int64_t batch, std::optional<int64_t> predicted) -> const Trial& {
+    BATCHWISE_ASSERT(batch >= first && batch <= last && (!fails || batch < *fails) && (!fits || batch > *fits));
+    for (const auto& seen : r.trials) BATCHWISE_ASSERT(seen.batch != batch);
     Trial t = run_trial(workload, TrialOptions(batch)
                                       .warmup(o.warmup())
                                       .steps(o.steps())
                                       .limit_bytes(r.budget_bytes)
                                       .timeout_s(o.trial_timeout_s()));
     t.within_target = t.outcome == Outcome::Ok && t.peak_bytes <= allowed;
+    t.predicted_peak_bytes = predicted;
     r.trials.push_back(t);
     if (o.on_trial()) o.on_trial()(r.trials.back(), static_cast<int>(r.trials.size()) - 1, -1);
     return r.trials.back();
   };
 
-  std::optional<int64_t> fits, fails;
-  for (int64_t b = first;;) {
-    const Trial& t = try_batch(b);
-    if (t.outcome == Outcome::Error) {
-      r.outcome = FitOutcome::Error;
-      r.message = fmt::format("batch {} failed with an error, so no batch size is reported: {}", b, t.message);
-      return r;
+  auto error_out = [&](int64_t batch, const Trial& t) {
+    r.outcome = FitOutcome::Error;
+    r.message = fmt::format("batch {} failed with an error, so no batch size is reported: {}", batch, t.message);
+  };
+  auto record = [&](int64_t batch, const Trial& t) { (*t.within_target ? fits : fails) = batch; };
+
+  if (o.mode() == FitMode::Model) {
+    // Two probes give the first line: the minimum, and 64 times it (clamped to --max), far enough
+    // apart that the second is usually past the small batches whose peak the optimizer step sets.
+    std::optional<int64_t> next = first;
+    while (next) {
+      const int64_t b = *next;
+      const auto model = fit_memory_model(r.trials);
+      const Trial& t = try_batch(b, model ? std::optional<int64_t>(model->predict(b)) : std::nullopt);
+      if (t.outcome == Outcome::Error) return error_out(b, t), r;
+      record(b, t);
+      if (!fits) break;  // the minimum itself does not fit
+      if (*fits == last || (fails && *fails - *fits <= m)) break;
+      const int64_t hi = fails ? *fails - m : last;  // the largest batch still worth trying
+      const int64_t lo = *fits + m;
+      const auto bisect = [&] { return *fits + (*fails - *fits) / m / 2 * m; };
+      const auto line = fit_memory_model(r.trials);
+      int64_t candidate = 0;
+      if (!line || line->per_sample_bytes <= 0) {
+        candidate = fails ? bisect() : std::min(*fits * 64, hi);  // no usable line yet
+      } else {
+        const double room = static_cast<double>(allowed) - line->fixed_bytes;
+        candidate = static_cast<int64_t>(std::floor(room / line->per_sample_bytes)) / m * m;
+        if (candidate <= *fits) {
+          candidate = lo;  // the line puts the answer at what already fitted: the batch above settles it
+        } else if (fails && candidate >= *fails) {
+          candidate = bisect();  // contradicted by a failure
+        }
+      }
+      next = std::clamp(candidate, lo, hi);
     }
-    if (!*t.within_target) {
-      fails = b;
-      break;
+  } else {
+    for (int64_t b = first;;) {
+      const Trial& t = try_batch(b, std::nullopt);
+      if (t.outcome == Outcome::Error) return error_out(b, t), r;
+      record(b, t);
+      if (!*t.within_target || b == last) break;
+      b = std::min(b * 2, last);
     }
-    fits = b;
-    if (b == last) {
-      r.limited_by_max = true;
-      break;
+    if (fits && o.mode() == FitMode::Binsearch) {
+      while (fails && *fails - *fits > m) {
+        const int64_t mid = *fits + (*fails - *fits) / m / 2 * m;
+        const Trial& t = try_batch(mid, std::nullopt);
+        if (t.outcome == Outcome::Error) return error_out(mid, t), r;
+        record(mid, t);
+      }
     }
-    b = std::min(b * 2, last);
   }
+  r.memory_model = fit_memory_model(r.trials);
   if (!fits) {
-    const Trial& t = r.trials.back();
+    const Trial& t = r.trials.front();
     r.outcome = FitOutcome::DoesNotFit;
     r.message = t.outcome == Outcome::Ok
                     ? fmt::format("batch {} peaks at {}, above the target of {} ({:.0f} % of {})", first,
@@ -103,20 +186,24 @@ FitResult fit(Workload& workload, const FitOptions& o) {
                     : fmt::format("batch {} did not complete: {}", first, t.message);
     return r;
   }
-  if (o.mode() == FitMode::Binsearch && fails) {
-    while (*fails - *fits > m) {
-      const int64_t mid = *fits + (*fails - *fits) / m / 2 * m;
-      const Trial& t = try_batch(mid);
-      if (t.outcome == Outcome::Error) {
-        r.outcome = FitOutcome::Error;
-        r.message = fmt::format("batch {} failed with an error, so no batch size is reported: {}", mid, t.message);
-        return r;
-      }
-      (*t.within_target ? fits : fails) = mid;
+  r.limited_by_max = *fits == last && !fails;
+  if (r.memory_model) {
+    for (const auto& t : r.trials) {
+      if (t.batch != *fits || t.outcome != Outcome::Ok) continue;
+      MemoryBreakdown d;
+      d.batch = t.batch;
+      d.peak_bytes = t.peak_bytes;
+      d.parameter_bytes = t.state.parameter_bytes;
+      d.gradient_bytes = t.state.gradient_bytes;
+      d.optimizer_state_bytes = t.state.optimizer_state_bytes;
+      d.activation_bytes_per_sample = r.memory_model->per_sample_bytes;
+      d.rest_bytes = t.peak_bytes - d.parameter_bytes - d.gradient_bytes - d.optimizer_state_bytes -
+                     static_cast<int64_t>(std::llround(d.activation_bytes_per_sample * static_cast<double>(t.batch)));
+      r.breakdown = d;
     }
   }
   r.outcome = FitOutcome::Fits;
-  r.batch = fits;
+  r.batch = *fits;
   return r;
 }
 

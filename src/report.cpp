@@ -39,6 +39,11 @@ ordered_json trial_json(const Trial& t) {
   j["loss_last"] = number_or_null(t.loss_last, t.steps_run > 0);
   j["wall_s"] = t.wall_s;
   if (t.within_target) j["within_target"] = *t.within_target;
+  if (t.predicted_peak_bytes) j["predicted_peak_bytes"] = *t.predicted_peak_bytes;
+  if (t.steps_run > 0 && ok)
+    j["state"] = {{"parameter_bytes", t.state.parameter_bytes},
+                  {"gradient_bytes", t.state.gradient_bytes},
+                  {"optimizer_state_bytes", t.state.optimizer_state_bytes}};
   if (!ok || !t.message.empty()) j["message"] = t.message;
   return j;
 }
@@ -105,6 +110,24 @@ std::string to_json(const Report& r) {
     fj["multiple_of"] = f.multiple_of;
     fj["limited_by_max"] = f.limited_by_max;
     if (!f.message.empty()) fj["message"] = f.message;
+    if (f.memory_model) {
+      const MemoryModel& m = *f.memory_model;
+      fj["memory_model"] = {{"fixed_bytes", m.fixed_bytes},
+                            {"per_sample_bytes", m.per_sample_bytes},
+                            {"from_batches", {m.batch_a, m.batch_b}},
+                            {"residual_bytes", m.residual_bytes}};
+    }
+    if (f.breakdown) {
+      const MemoryBreakdown& d = *f.breakdown;
+      fj["breakdown"] = {{"batch", d.batch},
+                         {"peak_bytes", d.peak_bytes},
+                         {"parameter_bytes", d.parameter_bytes},
+                         {"gradient_bytes", d.gradient_bytes},
+                         {"optimizer_state_bytes", d.optimizer_state_bytes},
+                         {"activation_bytes_per_sample", d.activation_bytes_per_sample},
+                         {"activation_bytes", std::llround(d.activation_bytes_per_sample * static_cast<double>(d.batch))},
+                         {"rest_bytes", d.rest_bytes}};
+    }
     fj["trials"] = trials_json(f.trials);
     j["fit"] = fj;
   }
@@ -145,12 +168,29 @@ std::string to_table(const Report& r) {
                               ? fmt::format("batch {} fits{}", *f.batch, f.limited_by_max ? " (the --max searched)" : "")
                               : (f.outcome == FitOutcome::DoesNotFit ? "no batch fits: " + f.message : "error: " + f.message);
     line(fmt::format("fit ({}, {} trials): {}", to_string(f.mode), f.trials.size(), verdict));
-    line(fmt::format("{:>8}  {:<8}  {:>11}  {:>9}  {:>6}  {}", "batch", "outcome", "peak memory", "of budget",
-                     "target", "note"));
+    line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", "batch", "outcome", "peak memory",
+                     "predicted", "of budget", "target", "note"));
     for (const auto& t : f.trials) {
-      line(fmt::format("{:>8}  {:<8}  {:>11}  {:>9}  {:>6}  {}", t.batch, to_string(t.outcome),
-                       format_bytes(t.peak_bytes), percent_of(t.peak_bytes, f.budget_bytes),
+      line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", t.batch, to_string(t.outcome),
+                       format_bytes(t.peak_bytes), t.predicted_peak_bytes ? format_bytes(*t.predicted_peak_bytes) : "-",
+                       percent_of(t.peak_bytes, f.budget_bytes),
                        t.within_target && *t.within_target ? "within" : "over", t.message));
+    }
+    if (f.memory_model) {
+      const MemoryModel& m = *f.memory_model;
+      line(fmt::format("memory model: peak = {} + {} x batch (through batches {} and {}; largest prediction error {})",
+                       format_bytes(static_cast<int64_t>(m.fixed_bytes)),
+                       format_bytes(static_cast<int64_t>(m.per_sample_bytes)), m.batch_a, m.batch_b,
+                       format_bytes(m.residual_bytes)));
+    }
+    if (f.breakdown) {
+      const MemoryBreakdown& d = *f.breakdown;
+      line(fmt::format("at batch {}: parameters {}, gradients {}, optimizer state {}, activations {} ({} per "
+                       "sample), rest {}",
+                       d.batch, format_bytes(d.parameter_bytes), format_bytes(d.gradient_bytes),
+                       format_bytes(d.optimizer_state_bytes),
+                       format_bytes(std::llround(d.activation_bytes_per_sample * static_cast<double>(d.batch))),
+                       format_bytes(static_cast<int64_t>(d.activation_bytes_per_sample)), format_bytes(d.rest_bytes)));
     }
   }
   if (r.sweep) {

@@ -114,6 +114,7 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
         break;
       }
     }
+    t.state = workload.state_bytes();
   } catch (const c10::OutOfMemoryError& e) {
     t.outcome = Outcome::Oom;
     t.message = first_line(e.what_without_backtrace());

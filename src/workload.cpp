@@ -168,6 +168,28 @@ std::unique_ptr<DeviceMemory> device_memory(const Workload& workload) {
   return device_memory(d.is_cuda() ? "cuda" : "cpu", d.has_index() ? d.index() : 0);
 }
 
+StateBytes ModuleWorkload::state_bytes() const {
+  auto bytes = [](const at::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : int64_t{0}; };
+  StateBytes s;
+  const auto& module = *model_.ptr();
+  for (const auto& p : module.parameters()) {
+    s.parameter_bytes += bytes(p);
+    s.gradient_bytes += bytes(p.grad());
+  }
+  for (const auto& b : module.buffers()) s.parameter_bytes += bytes(b);
+  for (const auto& [key, state] : optimizer_->state()) {
+    if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state.get())) {
+      s.optimizer_state_bytes += bytes(sgd->momentum_buffer());
+    } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state.get())) {
+      s.optimizer_state_bytes += bytes(adam->exp_avg()) + bytes(adam->exp_avg_sq()) + bytes(adam->max_exp_avg_sq());
+    } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(state.get())) {
+      s.optimizer_state_bytes +=
+          bytes(adamw->exp_avg()) + bytes(adamw->exp_avg_sq()) + bytes(adamw->max_exp_avg_sq());
+    }
+  }
+  return s;
+}
+
 const std::vector<std::string>& optimizer_names() {
   static const std::vector<std::string> kNames{"sgd", "adam", "adamw"};
   return kNames;

@@ -68,6 +68,10 @@ Report fixed_report() {
   fit.trials[0].within_target = true;
   fit.trials[1].within_target = false;
   fit.trials[2].within_target = true;
+  fit.trials[2].predicted_peak_bytes = 58ll << 20;
+  for (auto& t : fit.trials) t.state = StateBytes{246824, 246824, 246824};
+  fit.memory_model = fit_memory_model(fit.trials);
+  fit.breakdown = MemoryBreakdown{192, 57ll << 20, 246824, 246824, 246824, 262144.0, 7651352};
   r.fit = fit;
 
   SweepResult sweep;

@@ -13,10 +13,13 @@
 namespace batchwise {
 
 /// How fit searches. Power: double until a batch fails, answer the last that fitted (Lightning's
-/// "power"). Binsearch: the same doubling, then bisection to the exact maximum.
-enum class FitMode { Power, Binsearch };
+/// "power"). Binsearch: the same doubling, then bisection to the exact maximum. Model: fit
+/// peak(B) = fixed + per_sample x B to two probe trials, predict the largest batch within the
+/// target, verify it with a trial, and refine from measured points (local secant, else bisection)
+/// to the same exact maximum, usually in four trials.
+enum class FitMode { Power, Binsearch, Model };
 const char* to_string(FitMode mode);
-/// "power" or "binsearch"; ConfigError otherwise.
+/// "power", "binsearch" or "model"; ConfigError otherwise.
 FitMode parse_fit_mode(const std::string& text);
 
 /// The three ends of a fit: a batch, not even the minimum, or an error that stopped it.
@@ -29,7 +32,7 @@ using TrialCallback = std::function<void(const Trial& trial, int index, int plan
 /// Options of a fit.
 /// Example: `fit(workload, FitOptions().mode(FitMode::Binsearch).target(0.9).max(4096))`.
 struct FitOptions {
-  TORCH_ARG(FitMode, mode) = FitMode::Binsearch;
+  TORCH_ARG(FitMode, mode) = FitMode::Model;
   /// Memory the device may use, in bytes; 0: the device's default (CPU: 80 % of available RAM,
   /// CUDA: the device's total). A trial that allocates beyond it is out of memory.
   TORCH_ARG(int64_t, budget_bytes) = 0;
@@ -49,9 +52,39 @@ struct FitOptions {
   TORCH_ARG(TrialCallback, on_trial);
 };
 
+/// peak(B) ~ fixed_bytes + per_sample_bytes x B, a line through the two largest batches that ran
+/// within their limit (local: where the line bends, the points nearest the answer count).
+struct MemoryModel {
+  double fixed_bytes = 0;
+  double per_sample_bytes = 0;
+  int64_t batch_a = 0, batch_b = 0;  ///< the measured batches the line goes through
+  /// Largest |measured - predicted| peak over the trials run after a prediction was made: the
+  /// model's observed error. 0 when every prediction was exact or none was tested.
+  int64_t residual_bytes = 0;
+  /// Predicted peak at `batch`.
+  int64_t predict(int64_t batch) const;
+};
+
+/// Where the memory of the fitted batch goes. Parameters, gradients and optimizer state are
+/// counted exactly from their tensors; activations are the memory model's per-sample slope; the
+/// rest (workspace, allocator, and minus whatever state is not alive at the peak moment, such as
+/// gradients freed by zero_grad) is what remains of the measured peak.
+struct MemoryBreakdown {
+  int64_t batch = 0;
+  int64_t peak_bytes = 0;
+  int64_t parameter_bytes = 0;
+  int64_t gradient_bytes = 0;
+  int64_t optimizer_state_bytes = 0;
+  double activation_bytes_per_sample = 0;
+  int64_t rest_bytes = 0;
+};
+
+/// The memory line through the two largest ok trials; none with fewer than two distinct batches.
+std::optional<MemoryModel> fit_memory_model(const std::vector<Trial>& trials);
+
 /// What a fit found. `batch` is set only when outcome is Fits.
 struct FitResult {
-  FitMode mode = FitMode::Binsearch;
+  FitMode mode = FitMode::Model;
   FitOutcome outcome = FitOutcome::Error;
   std::optional<int64_t> batch;
   std::vector<Trial> trials;      ///< in the order they ran
@@ -60,6 +93,8 @@ struct FitResult {
   int64_t multiple_of = 1;
   bool limited_by_max = false;    ///< the answer is --max, not the memory limit
   std::string message;            ///< DoesNotFit / Error: why, in one sentence
+  std::optional<MemoryModel> memory_model;    ///< from the trials (every mode), when two ran ok
+  std::optional<MemoryBreakdown> breakdown;   ///< at `batch`, when a memory model exists
 };
 
 /// The default memory budget of a device: 80 % of available RAM on CPU, the total on CUDA.

@@ -33,6 +33,13 @@ struct WorkloadInfo {
   int64_t parameter_bytes = 0;       ///< parameters and buffers, exactly
 };
 
+/// Bytes of the training state, counted exactly from its tensors.
+struct StateBytes {
+  int64_t parameter_bytes = 0;        ///< parameters and buffers
+  int64_t gradient_bytes = 0;         ///< gradients held after the step
+  int64_t optimizer_state_bytes = 0;  ///< e.g. SGD momentum: 1 x parameters; Adam: 2 x
+};
+
 /// Options of one trial.
 /// Example: `run_trial(workload, TrialOptions(256).warmup(2).steps(5))`.
 struct TrialOptions {
@@ -72,6 +79,9 @@ struct Trial {
   double loss_last = 0;
   double wall_s = 0;                ///< the whole trial: warm-up, steps, restore
   std::optional<bool> within_target;///< set by fit: peak_bytes <= target x budget
+  /// Set by fit --mode model: the peak its memory model predicted before the trial ran.
+  std::optional<int64_t> predicted_peak_bytes;
+  StateBytes state;                 ///< after the last step (zero if no step completed)
   std::string message;              ///< why, for oom / error / timeout
 };
 

@@ -45,6 +45,8 @@ class Workload {
   virtual std::unique_ptr<WorkloadState> save_state() = 0;
   /// Puts a saved state back, bit-identically and in place (parameters keep their storage).
   virtual void restore_state(const WorkloadState& state) = 0;
+  /// The training state's size, counted from its tensors; zeros when a workload cannot tell.
+  virtual StateBytes state_bytes() const { return {}; }
 };
 
 /// The memory of the device `workload` trains on.
@@ -67,6 +69,7 @@ class ModuleWorkload : public Workload {
   at::Tensor train_step(const Batch& batch) override;
   std::unique_ptr<WorkloadState> save_state() override;
   void restore_state(const WorkloadState& state) override;
+  StateBytes state_bytes() const override;
 
   torch::nn::Module& module() { return *model_.ptr(); }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }

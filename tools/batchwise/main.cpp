@@ -42,7 +42,7 @@ struct Flags {
   std::string json;
   bool quiet = false;
   // fit
-  std::string mode = "binsearch";
+  std::string mode = "model";
   int64_t min = 1, max = 0, multiple_of = 1;  // max 0: the default for the command and device
   int fit_steps = 2, fit_warmup = 0;
   // sweep
@@ -72,7 +72,7 @@ void add_workload_flags(CLI::App* cmd, Flags& f) {
 }
 
 void add_fit_flags(CLI::App* cmd, Flags& f) {
-  cmd->add_option("--mode", f.mode, "binsearch (exact maximum) or power (doubling only)")->capture_default_str();
+  cmd->add_option("--mode", f.mode, "model (predict, verify, refine: exact in few trials), binsearch (doubling, then bisection; exact) or power (doubling only)")->capture_default_str();
   cmd->add_option("--min", f.min, "smallest batch tried")->capture_default_str();
   cmd->add_option("--max", f.max, "largest batch tried (default 65536; tune on CPU: 4096)");
   cmd->add_option("--multiple-of", f.multiple_of, "every batch tried is a multiple of this")->capture_default_str();

@@ -1,0 +1,146 @@
+// fit --mode model: the same exact maximum as binsearch in fewer trials, honest predictions, an
+// exact breakdown of the training state, and never a batch at or above one that failed.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
+#include "batchwise/fit.h"
+#include "batchwise/memory.h"
+#include "batchwise/models.h"
+#include "batchwise/workload.h"
+
+namespace batchwise {
+namespace {
+
+struct Case {
+  std::string model, optimizer;
+  int64_t budget_mib;
+  bool simple;  // memory is linear from the first probes on: the answer takes at most 4 trials
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.model << "/" << c.optimizer; }
+
+std::unique_ptr<Workload> workload(const Case& c) {
+  CpuMemoryTracker::install();
+  return make_workload(WorkloadOptions()
+                           .model(c.model)
+                           .optimizer(c.optimizer)
+                           .dataset("synthetic")
+                           .synthetic_size(1024)
+                           .seq_len(16)
+                           .device("cpu"));
+}
+
+// Asserted from the trial list: once a batch failed, nothing at or above it ran.
+void expect_never_at_or_above_a_failure(const FitResult& r) {
+  std::optional<int64_t> failed;
+  for (const auto& t : r.trials) {
+    if (failed) EXPECT_LT(t.batch, *failed) << "batch " << t.batch << " tried after " << *failed << " failed";
+    if (!*t.within_target) failed = failed ? std::min(*failed, t.batch) : t.batch;
+  }
+}
+
+class ModelMode : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ModelMode, SameExactMaximumAsBinsearchInFewerTrials) {
+  const Case c = GetParam();
+  auto w = workload(c);
+  const auto options = FitOptions().budget_bytes(c.budget_mib << 20).multiple_of(4);
+  const FitResult binsearch = fit(*w, FitOptions(options).mode(FitMode::Binsearch));
+  const FitResult model = fit(*w, FitOptions(options).mode(FitMode::Model));
+  ASSERT_EQ(binsearch.outcome, FitOutcome::Fits) << binsearch.message;
+  ASSERT_EQ(model.outcome, FitOutcome::Fits) << model.message;
+  ASSERT_FALSE(binsearch.limited_by_max);
+  EXPECT_EQ(*model.batch, *binsearch.batch);
+  EXPECT_LT(model.trials.size(), binsearch.trials.size());
+  if (c.simple) EXPECT_LE(model.trials.size(), 4u);
+  expect_never_at_or_above_a_failure(model);
+  expect_never_at_or_above_a_failure(binsearch);
+
+  // Out of sample: the memory model of every other trial predicts the fitted batch's peak within 3 %.
+  std::vector<Trial> others;
+  const Trial* fitted = nullptr;
+  for (const auto& t : model.trials) {
+    if (t.batch == *model.batch) {
+      fitted = &t;
+    } else {
+      others.push_back(t);
+    }
+  }
+  ASSERT_NE(fitted, nullptr);
+  const auto line = fit_memory_model(others);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_NEAR(static_cast<double>(line->predict(fitted->batch)), static_cast<double>(fitted->peak_bytes),
+              0.03 * static_cast<double>(fitted->peak_bytes));
+  if (fitted->predicted_peak_bytes) {  // and so did the prediction made before its trial ran, if one was
+    EXPECT_NEAR(static_cast<double>(*fitted->predicted_peak_bytes), static_cast<double>(fitted->peak_bytes),
+                0.03 * static_cast<double>(fitted->peak_bytes));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EightWorkloads, ModelMode,
+                         ::testing::Values(Case{"mlp", "sgd", 48, false}, Case{"mlp", "adam", 48, false},
+                                           Case{"mlp", "adamw", 48, false}, Case{"lenet", "sgd", 48, true},
+                                           Case{"lenet", "adam", 48, true}, Case{"lenet", "adamw", 48, true},
+                                           Case{"transformer", "sgd", 48, false},
+                                           Case{"transformer", "adam", 48, false}),
+                         [](const auto& info) { return info.param.model + "_" + info.param.optimizer; });
+
+// mlp on 1x28x28: 784*512+512 + 512*256+256 + 256*10+10 = 535,818 fp32 parameters.
+constexpr int64_t kMlpParameterBytes = 535818 * 4;
+
+std::unique_ptr<Workload> mlp_with(std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)> make) {
+  CpuMemoryTracker::install();
+  Dataset data = make_synthetic_images({1, 28, 28}, 10, 512, 0);
+  auto model = make_model("mlp", ModelSpec{{1, 28, 28}, false, 0, 10});
+  auto optimizer = make(model.ptr()->parameters());
+  WorkloadInfo info;
+  info.model = "mlp";
+  return std::make_unique<ModuleWorkload>(
+      info, std::move(model), std::move(optimizer), std::move(data),
+      [](const at::Tensor& out, const at::Tensor& y) { return torch::nn::functional::cross_entropy(out, y); },
+      c10::Device(c10::DeviceType::CPU), 0);
+}
+
+void expect_breakdown(Workload& w, int64_t optimizer_state_bytes) {
+  const FitResult r = fit(w, FitOptions().budget_bytes(48 << 20));
+  ASSERT_EQ(r.outcome, FitOutcome::Fits) << r.message;
+  ASSERT_TRUE(r.breakdown.has_value());
+  EXPECT_EQ(r.breakdown->parameter_bytes, kMlpParameterBytes);
+  EXPECT_EQ(r.breakdown->gradient_bytes, kMlpParameterBytes);
+  EXPECT_EQ(r.breakdown->optimizer_state_bytes, optimizer_state_bytes);
+  EXPECT_GT(r.breakdown->activation_bytes_per_sample, 0);
+}
+
+TEST(Breakdown, PlainSgdKeepsNoState) {
+  auto w = mlp_with([](auto p) { return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(0.01)); });
+  expect_breakdown(*w, 0);
+}
+
+TEST(Breakdown, SgdWithMomentumKeepsOneBufferPerParameter) {
+  auto w = mlp_with(
+      [](auto p) { return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(0.01).momentum(0.9)); });
+  expect_breakdown(*w, kMlpParameterBytes);
+}
+
+TEST(Breakdown, AdamKeepsTwoStatesPerParameter) {
+  auto w = mlp_with([](auto p) { return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(1e-3)); });
+  expect_breakdown(*w, 2 * kMlpParameterBytes);
+}
+
+TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {
+  auto w = workload(Case{"mlp", "sgd", 0, false});
+  const FitResult capped = fit(*w, FitOptions().budget_bytes(256 << 20).max(100));
+  EXPECT_EQ(*capped.batch, 100);
+  EXPECT_TRUE(capped.limited_by_max);
+  EXPECT_LE(capped.trials.size(), 3u);  // the minimum, a probe, then --max
+  const FitResult none = fit(*w, FitOptions().budget_bytes(3 << 20));
+  EXPECT_EQ(none.outcome, FitOutcome::DoesNotFit);
+  EXPECT_FALSE(none.batch.has_value());
+  EXPECT_EQ(none.trials.size(), 1u);
+}
+
+}  // namespace
+}  // namespace batchwise
