@@ -67,6 +67,61 @@ const char* to_string(FitOutcome outcome) {
   return "error";
 }
 
+PlanDevice parse_plan_device(const std::string& text) {
+  static const struct { const char* name; int gib; } kPresets[] = {
+      {"t4", 16},         {"v100", 16},  {"l4", 24},        {"a10", 24},   {"rtx4090", 24}, {"a100-40gb", 40},
+      {"l40s", 48},       {"a6000", 48}, {"a100-80gb", 80}, {"h100", 80},  {"h200", 141},
+  };
+  for (const auto& p : kPresets)
+    if (text == p.name) return {p.name, int64_t{p.gib} << 30};
+  if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) {
+    const int64_t bytes = parse_bytes(text, "--plan-for");
+    return {format_bytes(bytes), bytes};
+  }
+  std::vector<std::string> names;
+  for (const auto& p : kPresets) names.push_back(p.name);
+  BATCHWISE_CHECK(false, ConfigError, "--plan-for {}: give a size like 24GiB or one of {}", text,
+                  fmt::join(names, ", "));
+  return {};
+}
+
+Plan plan_for(const FitResult& fit, const PlanDevice& device, double target, int64_t multiple_of,
+              const CudaAllowance& a) {
+  BATCHWISE_CHECK(fit.memory_model.has_value(), ConfigError,
+                  "--plan-for {}: needs a memory model, and this fit ran fewer than two trials to the end; raise "
+                  "--memory-budget or --max so the fit can measure two batches",
+                  device.name);
+  const MemoryModel& m = *fit.memory_model;
+  Plan p;
+  p.device = device;
+  p.allowance = a;
+  p.target = target;
+  const double usable = target * static_cast<double>(device.bytes - a.context_bytes);
+  auto peak = [&](int64_t b) {
+    return static_cast<int64_t>((1.0 + a.overhead_fraction) * static_cast<double>(m.predict(b))) + a.workspace_bytes;
+  };
+  if (m.per_sample_bytes > 0 && usable > 0) {
+    const double room = (usable - static_cast<double>(a.workspace_bytes)) / (1.0 + a.overhead_fraction) - m.fixed_bytes;
+    const int64_t b = static_cast<int64_t>(std::floor(room / m.per_sample_bytes)) / multiple_of * multiple_of;
+    if (b >= 1) {
+      p.batch = b;
+      p.predicted_peak_bytes = peak(b);
+    }
+  }
+  p.assumptions = {
+      fmt::format("the memory per sample measured here ({} per sample over batches {} to {}) holds on the "
+                  "target device, at the same precision (fp32) and input size",
+                  format_bytes(static_cast<int64_t>(m.per_sample_bytes)), m.batch_a, m.batch_b),
+      fmt::format("the line stays straight beyond the largest batch measured here ({})", m.batch_b),
+      fmt::format("the CUDA context and library handles take {} outside the caching allocator",
+                  format_bytes(a.context_bytes)),
+      fmt::format("allocator rounding and fragmentation add {:.0f} %, and cuBLAS/cuDNN workspaces {}",
+                  a.overhead_fraction * 100, format_bytes(a.workspace_bytes)),
+      "these allowances are defaults, not yet checked against a GPU: verify with `batchwise fit` on the device",
+  };
+  return p;
+}
+
 int64_t default_budget_bytes(Workload& workload) {
   auto memory = device_memory(workload);
   const int64_t total = memory->total_bytes();

@@ -38,6 +38,7 @@ ordered_json trial_json(const Trial& t) {
   j["loss_first"] = number_or_null(t.loss_first, t.steps_run > 0);
   j["loss_last"] = number_or_null(t.loss_last, t.steps_run > 0);
   j["wall_s"] = t.wall_s;
+  j["fragmentation_bytes"] = t.peak_bytes - t.peak_allocated_bytes;  // CUDA: reserved but not allocated
   if (t.within_target) j["within_target"] = *t.within_target;
   if (t.predicted_peak_bytes) j["predicted_peak_bytes"] = *t.predicted_peak_bytes;
   if (t.steps_run > 0 && ok)
@@ -141,6 +142,18 @@ std::string to_json(const Report& r) {
     j["sweep"] = sj;
   }
   if (r.recommendation) j["recommendation"] = {{"batch", r.recommendation->batch}, {"reason", r.recommendation->reason}};
+  if (r.plan) {
+    const Plan& p = *r.plan;
+    j["plan"] = {{"device", {{"name", p.device.name}, {"bytes", p.device.bytes}}},
+                 {"target", p.target},
+                 {"batch", p.batch ? ordered_json(*p.batch) : ordered_json()},
+                 {"predicted_peak_bytes", p.predicted_peak_bytes},
+                 {"allowance",
+                  {{"context_bytes", p.allowance.context_bytes},
+                   {"workspace_bytes", p.allowance.workspace_bytes},
+                   {"overhead_fraction", p.allowance.overhead_fraction}}},
+                 {"assumptions", p.assumptions}};
+  }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
@@ -216,6 +229,16 @@ std::string to_table(const Report& r) {
   if (r.recommendation) {
     line("");
     line(fmt::format("recommendation: batch {}: {}", r.recommendation->batch, r.recommendation->reason));
+  }
+  if (r.plan) {
+    const Plan& p = *r.plan;
+    line("");
+    line(p.batch ? fmt::format("plan for {} ({}): batch {} predicted to peak at {} ({:.0f} % target)", p.device.name,
+                               format_bytes(p.device.bytes), *p.batch, format_bytes(p.predicted_peak_bytes),
+                               p.target * 100)
+                 : fmt::format("plan for {} ({}): not even one sample is predicted to fit", p.device.name,
+                               format_bytes(p.device.bytes)));
+    for (const auto& a : p.assumptions) line("  assumes " + a);
   }
   return out;
 }

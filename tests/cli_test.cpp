@@ -67,6 +67,19 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("fit --model mlp --dataset synthetic --target 2", 2, "--target 2: must be a fraction");
 }
 
+TEST(Cli, PlanForWritesThePlan) {
+  expect_clean_error("fit --model mlp --dataset synthetic --plan-for tpu", 2, "--plan-for tpu: give a size like 24GiB");
+  const fs::path json = scratch() / "plan.json";
+  const Outcome r = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 32MiB "
+                              "--plan-for a100-40gb --quiet --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan for a100-40gb (40.0 GiB): batch "), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j.at("plan").at("device").at("bytes"), 40ll << 30);
+  EXPECT_GT(j.at("plan").at("batch").get<int64_t>(), j.at("fit").at("batch").get<int64_t>());
+  EXPECT_EQ(j.at("plan").at("assumptions").size(), 5u);
+}
+
 TEST(Cli, MissingDatasetNamesTheFix) {
   expect_clean_error("fit --data-dir /nonexistent/fmnist", 3,
                      "fashion-mnist: data directory /nonexistent/fmnist does not exist; install Debian's "

@@ -6,6 +6,7 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include "batchwise/error.h"
 #include "batchwise/fit.h"
 #include "batchwise/memory.h"
 #include "batchwise/models.h"
@@ -140,6 +141,40 @@ TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {
   EXPECT_EQ(none.outcome, FitOutcome::DoesNotFit);
   EXPECT_FALSE(none.batch.has_value());
   EXPECT_EQ(none.trials.size(), 1u);
+}
+
+}  // namespace
+}  // namespace batchwise
+
+namespace batchwise {
+namespace {
+
+TEST(PlanFor, PresetsAndSizes) {
+  EXPECT_EQ(parse_plan_device("h100").bytes, 80ll << 30);
+  EXPECT_EQ(parse_plan_device("h200").bytes, 141ll << 30);
+  EXPECT_EQ(parse_plan_device("t4").bytes, 16ll << 30);
+  EXPECT_EQ(parse_plan_device("24GiB").bytes, 24ll << 30);
+  EXPECT_EQ(parse_plan_device("24GiB").name, "24.0 GiB");
+  EXPECT_THROW(parse_plan_device("tpu"), ConfigError);
+}
+
+TEST(PlanFor, ArithmeticByHand) {
+  FitResult fit;
+  fit.memory_model = MemoryModel{};
+  fit.memory_model->fixed_bytes = 1ll << 30;         // 1 GiB
+  fit.memory_model->per_sample_bytes = 1ll << 20;    // 1 MiB per sample
+  const Plan p = plan_for(fit, parse_plan_device("24GiB"), 0.9, 8);
+  // usable = 0.9 x (24 GiB - 512 MiB) = 21.15 GiB; minus 64 MiB of workspace, over 1.1, minus 1 GiB:
+  // (22709869363.2 - 67108864) / 1.1 - 1073741824 = 19510949127.5 bytes = 18607.07 MiB -> 18600 (x8)
+  ASSERT_TRUE(p.batch.has_value());
+  EXPECT_EQ(*p.batch, 18600);
+  EXPECT_LE(p.predicted_peak_bytes, static_cast<int64_t>(0.9 * static_cast<double>((24ll << 30) - (512ll << 20))));
+  EXPECT_EQ(p.assumptions.size(), 5u);
+}
+
+TEST(PlanFor, NeedsAMemoryModel) {
+  FitResult fit;
+  EXPECT_THROW(plan_for(fit, parse_plan_device("h100"), 0.9), ConfigError);
 }
 
 }  // namespace

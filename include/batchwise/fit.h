@@ -82,6 +82,35 @@ struct MemoryBreakdown {
 /// The memory line through the two largest ok trials; none with fewer than two distinct batches.
 std::optional<MemoryModel> fit_memory_model(const std::vector<Trial>& trials);
 
+/// A device to plan for: its memory, and a name when it came from a preset.
+struct PlanDevice {
+  std::string name;  ///< "h100" or "24 GiB"
+  int64_t bytes = 0;
+};
+
+/// Parses --plan-for: a size ("24GiB") or a preset: t4, v100 (16 GiB), l4, a10, rtx4090 (24),
+/// a100-40gb (40), l40s, a6000 (48), a100-80gb, h100 (80), h200 (141). ConfigError otherwise.
+PlanDevice parse_plan_device(const std::string& text);
+
+/// What a CUDA device adds to the memory a CPU trial counts. Every figure is an assumption, stated
+/// in the report beside the prediction; none has been checked against a GPU yet.
+struct CudaAllowance {
+  int64_t context_bytes = int64_t{512} << 20;    ///< CUDA context and library handles, outside the allocator
+  int64_t workspace_bytes = int64_t{64} << 20;   ///< cuBLAS/cuDNN workspaces
+  double overhead_fraction = 0.10;               ///< caching-allocator rounding (2 MiB blocks) and fragmentation
+};
+
+/// The largest batch predicted to fit a device of `device.bytes` within `target`:
+/// 1 + overhead_fraction times the memory model's peak, plus workspaces, within target x (bytes - context).
+struct Plan {
+  PlanDevice device;
+  CudaAllowance allowance;
+  double target = 0.9;
+  std::optional<int64_t> batch;      ///< none when not even one sample is predicted to fit
+  int64_t predicted_peak_bytes = 0;  ///< at `batch`, allowance included
+  std::vector<std::string> assumptions;
+};
+
 /// What a fit found. `batch` is set only when outcome is Fits.
 struct FitResult {
   FitMode mode = FitMode::Model;
@@ -96,6 +125,10 @@ struct FitResult {
   std::optional<MemoryModel> memory_model;    ///< from the trials (every mode), when two ran ok
   std::optional<MemoryBreakdown> breakdown;   ///< at `batch`, when a memory model exists
 };
+
+/// Plans for `device` from a fit's memory model. REQUIRES: fit.memory_model (else ConfigError).
+Plan plan_for(const FitResult& fit, const PlanDevice& device, double target, int64_t multiple_of = 1,
+              const CudaAllowance& allowance = {});
 
 /// The default memory budget of a device: 80 % of available RAM on CPU, the total on CUDA.
 int64_t default_budget_bytes(Workload& workload);

@@ -39,6 +39,7 @@ struct Report {
   std::optional<FitResult> fit;
   std::optional<SweepResult> sweep;
   std::optional<Recommendation> recommendation;
+  std::optional<Plan> plan;  ///< --plan-for
 };
 
 /// The JSON report (schema_version "1"), pretty-printed.

@@ -45,6 +45,7 @@ struct Flags {
   std::string mode = "model";
   int64_t min = 1, max = 0, multiple_of = 1;  // max 0: the default for the command and device
   int fit_steps = 2, fit_warmup = 0;
+  std::string plan_for;
   // sweep
   std::string batch_sizes, range;
   int warmup = 2, steps = 5, repetitions = 3;
@@ -76,6 +77,9 @@ void add_fit_flags(CLI::App* cmd, Flags& f) {
   cmd->add_option("--min", f.min, "smallest batch tried")->capture_default_str();
   cmd->add_option("--max", f.max, "largest batch tried (default 65536; tune on CPU: 4096)");
   cmd->add_option("--multiple-of", f.multiple_of, "every batch tried is a multiple of this")->capture_default_str();
+  cmd->add_option("--plan-for", f.plan_for,
+                  "also predict the largest batch on a CUDA device of this memory: 24GiB, or t4, v100, l4, a10, "
+                  "rtx4090, a100-40gb, l40s, a6000, a100-80gb, h100, h200");
 }
 
 void add_sweep_flags(CLI::App* cmd, Flags& f) {
@@ -134,6 +138,8 @@ int run(const std::string& command, Flags& f) {
   if (f.threads < 0) throw ConfigError(fmt::format("--threads {}: must be positive", f.threads));
   const int64_t budget = f.memory_budget.empty() ? 0 : parse_bytes(f.memory_budget, "--memory-budget");
   if (!f.batch_sizes.empty() || !f.range.empty()) (void)sweep_options(f, 0, {});  // validate before loading data
+  const std::optional<PlanDevice> plan_device =
+      f.plan_for.empty() ? std::nullopt : std::optional<PlanDevice>(parse_plan_device(f.plan_for));
   if (command == "sweep" && f.batch_sizes.empty() && f.range.empty())
     throw ConfigError("sweep: no batch sizes; pass --batch-sizes 16,32,64 or --range 8-4096*2");
 
@@ -184,6 +190,7 @@ int run(const std::string& command, Flags& f) {
     report.sweep = r.sweep;
   }
   report.recommendation = recommend(report.fit, report.sweep);
+  if (plan_device && report.fit) report.plan = plan_for(*report.fit, *plan_device, f.target, f.multiple_of);
   if (report.fit && report.fit->outcome == FitOutcome::DoesNotFit) code = kExitDoesNotFit;
   if (report.fit && report.fit->outcome == FitOutcome::Error) code = kExitFailed;
 
