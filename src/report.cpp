@@ -96,6 +96,7 @@ std::string to_json(const Report& r) {
                    {"lr", w.lr},
                    {"precision", w.precision},
                    {"input_shape", w.input_shape},
+                   {"seq_len_range", w.seq_len_range.empty() ? ordered_json() : ordered_json(w.seq_len_range)},
                    {"num_classes", w.num_classes},
                    {"dataset_size", w.dataset_size},
                    {"parameter_count", w.parameter_count},
@@ -170,6 +171,9 @@ std::string to_table(const Report& r) {
   line(fmt::format("workload: {} on {} ({} samples of {}), {} lr {:g}, {}, {} parameters ({})", w.model, w.dataset,
                    grouped(static_cast<double>(w.dataset_size)), fmt::join(w.input_shape, "x"), w.optimizer, w.lr,
                    w.precision, grouped(static_cast<double>(w.parameter_count)), format_bytes(w.parameter_bytes)));
+  if (!w.seq_len_range.empty())
+    line(fmt::format("sequences of {} to {} tokens: every trial runs at {}, the worst case for memory", w.seq_len_range[0],
+                     w.seq_len_range[1], w.seq_len_range[1]));
   line(fmt::format("budget: {}, target {:.0f} % ({})", format_bytes(r.budget_bytes), r.target * 100,
                    format_bytes(static_cast<int64_t>(r.target * static_cast<double>(r.budget_bytes)))));
   for (const auto& warning : c.warnings) line("warning: " + warning);

@@ -225,6 +225,8 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
                   "--optimizer {}: unknown optimizer; choose one of {}", o.optimizer(),
                   fmt::join(optimizer_names(), ", "));
   BATCHWISE_CHECK(o.lr() >= 0 && std::isfinite(o.lr()), ConfigError, "--lr {}: must be a positive number (or 0 for the optimizer's default)", o.lr());
+  BATCHWISE_CHECK(o.seq_len_min() <= o.seq_len(), ConfigError, "--seq-len {}-{}: the range runs backwards",
+                  o.seq_len_min(), o.seq_len());
   const DeviceSpec device = resolve_device(o.device());
 
   Dataset data;
@@ -255,6 +257,8 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
   info.optimizer = o.optimizer();
   info.lr = o.lr() > 0 ? o.lr() : (o.optimizer() == "sgd" ? 0.01 : 0.001);
   info.input_shape = data.sample_shape();
+  if (data.is_tokens() && o.seq_len_min() > 0 && o.seq_len_min() < o.seq_len())
+    info.seq_len_range = {o.seq_len_min(), o.seq_len()};
   info.num_classes = data.num_classes;
   info.dataset_size = data.size();
   for (const auto& p : model.ptr()->parameters()) {

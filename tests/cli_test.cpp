@@ -80,6 +80,23 @@ TEST(Cli, PlanForWritesThePlan) {
   EXPECT_EQ(j.at("plan").at("assumptions").size(), 5u);
 }
 
+TEST(Cli, VariableLengthSequencesFitTheLongest) {
+  const fs::path range_json = scratch() / "range.json";
+  const fs::path longest_json = scratch() / "longest.json";
+  const std::string common = "fit --model transformer --dataset synthetic --synthetic-size 256 --memory-budget 48MiB "
+                             "--multiple-of 4 --quiet --json ";
+  const Outcome range = batchwise(common + range_json.string() + " --seq-len 8-32");
+  const Outcome longest = batchwise(common + longest_json.string() + " --seq-len 32");
+  ASSERT_EQ(range.code, 0) << range.err;
+  ASSERT_EQ(longest.code, 0) << longest.err;
+  const auto r = nlohmann::json::parse(slurp(range_json));
+  const auto l = nlohmann::json::parse(slurp(longest_json));
+  EXPECT_EQ(r.at("workload").at("seq_len_range"), nlohmann::json::array({8, 32}));
+  EXPECT_EQ(r.at("workload").at("input_shape"), nlohmann::json::array({32}));
+  EXPECT_EQ(r.at("fit").at("batch"), l.at("fit").at("batch"));  // the worst case decides
+  EXPECT_NE(range.out.find("sequences of 8 to 32 tokens: every trial runs at 32"), std::string::npos) << range.out;
+}
+
 TEST(Cli, MissingDatasetNamesTheFix) {
   expect_clean_error("fit --data-dir /nonexistent/fmnist", 3,
                      "fashion-mnist: data directory /nonexistent/fmnist does not exist; install Debian's "

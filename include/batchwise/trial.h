@@ -27,6 +27,9 @@ struct WorkloadInfo {
   double lr = 0;
   std::string precision = "fp32";
   std::vector<int64_t> input_shape;  ///< one sample, without the batch dimension
+  /// Token workloads whose lengths vary: the shortest and longest length. Trials run at the
+  /// longest (the worst case for memory), so a fitted batch cannot run out on its longest batch.
+  std::vector<int64_t> seq_len_range;
   int64_t num_classes = 0;
   int64_t dataset_size = 0;          ///< samples the batches are drawn from
   int64_t parameter_count = 0;

@@ -100,6 +100,9 @@ struct WorkloadOptions {
   TORCH_ARG(std::string, device) = "auto";
   /// Tokens per sample for the transformer on synthetic data.
   TORCH_ARG(int64_t, seq_len) = 64;
+  /// When > 0 and below seq_len: sequences vary from seq_len_min to seq_len tokens. Trials run at
+  /// seq_len, the longest, which is the worst case for memory.
+  TORCH_ARG(int64_t, seq_len_min) = 0;
   /// Samples in the synthetic dataset.
   TORCH_ARG(int64_t, synthetic_size) = 10000;
   TORCH_ARG(uint64_t, seed) = 0;

@@ -46,6 +46,7 @@ struct Flags {
   int64_t min = 1, max = 0, multiple_of = 1;  // max 0: the default for the command and device
   int fit_steps = 2, fit_warmup = 0;
   std::string plan_for;
+  std::string seq_len = "64";
   // sweep
   std::string batch_sizes, range;
   int warmup = 2, steps = 5, repetitions = 3;
@@ -60,7 +61,9 @@ void add_workload_flags(CLI::App* cmd, Flags& f) {
   cmd->add_option("--device", w.device(), "cpu, cuda, cuda:N or auto")->capture_default_str();
   cmd->add_option("--optimizer", w.optimizer(), "sgd (momentum 0.9), adam or adamw")->capture_default_str();
   cmd->add_option("--lr", w.lr(), "learning rate (default: sgd 0.01, adam/adamw 0.001)");
-  cmd->add_option("--seq-len", w.seq_len(), "tokens per sample, transformer on synthetic data")->capture_default_str();
+  cmd->add_option("--seq-len", f.seq_len,
+                  "tokens per sample, transformer on synthetic data; a range like 32-128 fits the longest")
+      ->capture_default_str();
   cmd->add_option("--synthetic-size", w.synthetic_size(), "samples in the synthetic dataset")->capture_default_str();
   cmd->add_option("--seed", w.seed(), "seed of initialisation, data order and synthetic data")->capture_default_str();
   cmd->add_option("--memory-budget", f.memory_budget,
@@ -136,6 +139,13 @@ int run(const std::string& command, Flags& f) {
   CpuMemoryTracker::install();  // before any model exists, so its tensors are counted
   if (f.threads > 0) torch::set_num_threads(f.threads);
   if (f.threads < 0) throw ConfigError(fmt::format("--threads {}: must be positive", f.threads));
+  {
+    const auto dash = f.seq_len.find('-');
+    const auto lengths = parse_batch_sizes(dash == std::string::npos ? f.seq_len : f.seq_len.substr(0, dash) + "," +
+                                                                                    f.seq_len.substr(dash + 1),
+                                           "--seq-len");
+    f.workload.seq_len(lengths.back()).seq_len_min(dash == std::string::npos ? 0 : lengths.front());
+  }
   const int64_t budget = f.memory_budget.empty() ? 0 : parse_bytes(f.memory_budget, "--memory-budget");
   if (!f.batch_sizes.empty() || !f.range.empty()) (void)sweep_options(f, 0, {});  // validate before loading data
   const std::optional<PlanDevice> plan_device =
