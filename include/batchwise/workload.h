@@ -72,6 +72,8 @@ class ModuleWorkload : public Workload {
   StateBytes state_bytes() const override;
 
   torch::nn::Module& module() { return *model_.ptr(); }
+  torch::nn::AnyModule& model() { return model_; }
+  const LossFn& loss() const { return loss_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const Dataset& data() const { return data_; }
 
