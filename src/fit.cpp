@@ -158,8 +158,8 @@ FitResult fit(Workload& workload, const FitOptions& o) {
                   format_bytes(r.budget_bytes), info.model, format_bytes(held), format_bytes(info.parameter_bytes),
                   format_bytes(static_cast<int64_t>(static_cast<double>(std::max(info.parameter_bytes, held)) / o.target())));
 
-  // try_batch: one trial; true when it ran every step and its peak is within target x budget.
-  // fits: the largest batch seen within target; fails: the smallest seen over it (or out of memory,
+  // try_batch runs one trial and marks it within_target when it ran every step and its peak is
+  // within target x budget. fits: the largest batch seen within target; fails: the smallest seen over it (or out of memory,
   // or out of time). No batch at or above `fails` is ever tried.
   std::optional<int64_t> fits, fails;
   auto try_batch = [&](int64_t batch, std::optional<int64_t> predicted) -> const Trial& {
@@ -181,52 +181,50 @@ FitResult fit(Workload& workload, const FitOptions& o) {
     r.outcome = FitOutcome::Error;
     r.message = fmt::format("batch {} failed with an error, so no batch size is reported: {}", batch, t.message);
   };
-  auto record = [&](int64_t batch, const Trial& t) { (*t.within_target ? fits : fails) = batch; };
+  auto record = [&](const Trial& t) { (*t.within_target ? fits : fails) = t.batch; };
+  auto midpoint = [&] { return *fits + (*fails - *fits) / m / 2 * m; };
 
   if (o.mode() == FitMode::Model) {
     // Two probes give the first line: the minimum, and 64 times it (clamped to --max), far enough
     // apart that the second is usually past the small batches whose peak the optimizer step sets.
-    std::optional<int64_t> next = first;
-    while (next) {
-      const int64_t b = *next;
-      const auto model = fit_memory_model(r.trials);
-      const Trial& t = try_batch(b, model ? std::optional<int64_t>(model->predict(b)) : std::nullopt);
+    std::optional<MemoryModel> line;  // from the trials so far; predicts the next trial's peak
+    for (int64_t b = first;;) {
+      const Trial& t = try_batch(b, line ? std::optional<int64_t>(line->predict(b)) : std::nullopt);
       if (t.outcome == Outcome::Error) return error_out(b, t), r;
-      record(b, t);
+      record(t);
       if (!fits) break;  // the minimum itself does not fit
       if (*fits == last || (fails && *fails - *fits <= m)) break;
       const int64_t hi = fails ? *fails - m : last;  // the largest batch still worth trying
       const int64_t lo = *fits + m;
-      const auto bisect = [&] { return *fits + (*fails - *fits) / m / 2 * m; };
-      const auto line = fit_memory_model(r.trials);
+      line = fit_memory_model(r.trials);
       int64_t candidate = 0;
       if (!line || line->per_sample_bytes <= 0) {
-        candidate = fails ? bisect() : std::min(*fits * 64, hi);  // no usable line yet
+        candidate = fails ? midpoint() : std::min(*fits * 64, hi);  // no usable line yet
       } else {
         const double room = static_cast<double>(allowed) - line->fixed_bytes;
         candidate = static_cast<int64_t>(std::floor(room / line->per_sample_bytes)) / m * m;
         if (candidate <= *fits) {
           candidate = lo;  // the line puts the answer at what already fitted: the batch above settles it
         } else if (fails && candidate >= *fails) {
-          candidate = bisect();  // contradicted by a failure
+          candidate = midpoint();  // contradicted by a failure
         }
       }
-      next = std::clamp(candidate, lo, hi);
+      b = std::clamp(candidate, lo, hi);
     }
   } else {
     for (int64_t b = first;;) {
       const Trial& t = try_batch(b, std::nullopt);
       if (t.outcome == Outcome::Error) return error_out(b, t), r;
-      record(b, t);
+      record(t);
       if (!*t.within_target || b == last) break;
       b = std::min(b * 2, last);
     }
     if (fits && o.mode() == FitMode::Binsearch) {
       while (fails && *fails - *fits > m) {
-        const int64_t mid = *fits + (*fails - *fits) / m / 2 * m;
+        const int64_t mid = midpoint();
         const Trial& t = try_batch(mid, std::nullopt);
         if (t.outcome == Outcome::Error) return error_out(mid, t), r;
-        record(mid, t);
+        record(t);
       }
     }
   }

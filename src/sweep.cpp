@@ -150,12 +150,9 @@ TuneResult tune(Workload& workload, const TuneOptions& o) {
   if (r.fit.outcome != FitOutcome::Fits) return r;
   SweepOptions s = o.sweep();
   if (s.batch_sizes().empty()) {
-    // Powers of two times --multiple-of, from the smallest allowed batch up to the fit.
+    // Doublings of the smallest allowed batch (a multiple of --multiple-of) up to the fit.
     const int64_t m = o.fit().multiple_of();
-    std::vector<int64_t> sizes;
-    for (int64_t b = (o.fit().min() + m - 1) / m * m; b < *r.fit.batch; b *= 2) sizes.push_back(b);
-    sizes.push_back(*r.fit.batch);
-    s.batch_sizes(sizes);
+    s.batch_sizes(doublings((o.fit().min() + m - 1) / m * m, *r.fit.batch));
   }
   if (s.budget_bytes() == 0) s.budget_bytes(r.fit.budget_bytes);
   r.sweep = sweep(workload, s);

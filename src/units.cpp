@@ -108,12 +108,10 @@ std::vector<int64_t> parse_batch_sizes(const std::string& text, const std::strin
   return out;
 }
 
-std::vector<int64_t> powers_of_two(int64_t first, int64_t last) {
+std::vector<int64_t> doublings(int64_t first, int64_t last) {
   std::vector<int64_t> out;
-  int64_t b = 1;
-  while (b < first) b *= 2;
-  for (; b <= last; b *= 2) out.push_back(b);
-  if (last >= first && (out.empty() || out.back() != last)) out.push_back(last);
+  for (int64_t b = first; b < last; b *= 2) out.push_back(b);
+  if (last >= first) out.push_back(last);
   return out;
 }
 

@@ -65,6 +65,8 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("sweep --batch-sizes 16,,32", 2, "--batch-sizes: '' is not a batch size");
   expect_clean_error("sweep --model mlp", 2, "no batch sizes; pass --batch-sizes");
   expect_clean_error("fit --model mlp --dataset synthetic --target 2", 2, "--target 2: must be a fraction");
+  expect_clean_error("fit --model transformer --dataset synthetic --seq-len 128-32", 2,
+                     "--seq-len: range '128-32' runs backwards");
 }
 
 TEST(Cli, PlanForWritesThePlan) {

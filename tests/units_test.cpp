@@ -56,10 +56,11 @@ TEST(ParseBatchSizes, MalformedInputIsAConfigError) {
   EXPECT_THROW(parse_batch_sizes("abc", "--range"), ConfigError);
 }
 
-TEST(PowersOfTwo, UpToAndIncludingTheLast) {
-  EXPECT_EQ(powers_of_two(1, 16), (std::vector<int64_t>{1, 2, 4, 8, 16}));
-  EXPECT_EQ(powers_of_two(3, 20), (std::vector<int64_t>{4, 8, 16, 20}));
-  EXPECT_EQ(powers_of_two(5, 5), (std::vector<int64_t>{5}));
+TEST(Doublings, UpToAndIncludingTheLast) {
+  EXPECT_EQ(doublings(1, 16), (std::vector<int64_t>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(doublings(3, 20), (std::vector<int64_t>{3, 6, 12, 20}));
+  EXPECT_EQ(doublings(12, 96), (std::vector<int64_t>{12, 24, 48, 96}));
+  EXPECT_EQ(doublings(5, 5), (std::vector<int64_t>{5}));
 }
 
 }  // namespace

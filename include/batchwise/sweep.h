@@ -51,10 +51,10 @@ struct Recommendation {
   std::string reason;
 };
 
-/// Options of tune: a fit, then a sweep over powers of two up to the fitted batch.
+/// Options of tune: a fit, then a sweep over doublings of the smallest batch up to the fitted one.
 struct TuneOptions {
   TORCH_ARG(FitOptions, fit);
-  TORCH_ARG(SweepOptions, sweep);  ///< batch_sizes empty: powers of two from fit.min to the fit
+  TORCH_ARG(SweepOptions, sweep);  ///< batch_sizes empty: doublings(fit.min rounded up to fit.multiple_of, the fit)
 };
 
 struct TuneResult {

@@ -19,8 +19,8 @@ std::string format_bytes(int64_t bytes);
 /// commas. The result is sorted and unique. Throws ConfigError naming `what` on malformed input.
 std::vector<int64_t> parse_batch_sizes(const std::string& text, const std::string& what);
 
-/// Powers of two from `first` (rounded up to a power of two) up to and including `last`; `last`
-/// itself is appended when it is not a power of two.
-std::vector<int64_t> powers_of_two(int64_t first, int64_t last);
+/// `first`, 2 x first, 4 x first, ... below `last`, then `last` itself: tune's sweep sizes (with
+/// `first` a multiple of --multiple-of, every size is one).
+std::vector<int64_t> doublings(int64_t first, int64_t last);
 
 }  // namespace batchwise

@@ -140,11 +140,9 @@ int run(const std::string& command, Flags& f) {
   if (f.threads > 0) torch::set_num_threads(f.threads);
   if (f.threads < 0) throw ConfigError(fmt::format("--threads {}: must be positive", f.threads));
   {
-    const auto dash = f.seq_len.find('-');
-    const auto lengths = parse_batch_sizes(dash == std::string::npos ? f.seq_len : f.seq_len.substr(0, dash) + "," +
-                                                                                    f.seq_len.substr(dash + 1),
-                                           "--seq-len");
-    f.workload.seq_len(lengths.back()).seq_len_min(dash == std::string::npos ? 0 : lengths.front());
+    // "64" or a range "32-128": only its shortest and longest length matter.
+    const auto lengths = parse_batch_sizes(f.seq_len, "--seq-len");
+    f.workload.seq_len(lengths.back()).seq_len_min(lengths.size() > 1 ? lengths.front() : 0);
   }
   const int64_t budget = f.memory_budget.empty() ? 0 : parse_bytes(f.memory_budget, "--memory-budget");
   if (!f.batch_sizes.empty() || !f.range.empty()) (void)sweep_options(f, 0, {});  // validate before loading data
@@ -237,7 +235,7 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--steps", f.steps, "measured steps per trial")->capture_default_str();
   sweep_cmd->footer("Example:\n  batchwise sweep --model mlp --range 16-1024*2 --repetitions 3 --json sweep.json");
 
-  auto* tune_cmd = app.add_subcommand("tune", "Fit, sweep powers of two up to the fit, and recommend a batch");
+  auto* tune_cmd = app.add_subcommand("tune", "Fit, sweep doublings of --min up to the fit, and recommend a batch");
   add_workload_flags(tune_cmd, f);
   add_fit_flags(tune_cmd, f);
   add_sweep_flags(tune_cmd, f);
