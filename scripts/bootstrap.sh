@@ -57,6 +57,14 @@ if "$python" -c 'import sys, torch; sys.exit(0 if torch.version.cuda else 1)'; t
   command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 fi
 
+# The tests export a torchvision ResNet-18 to TorchScript (a test-only dependency, never needed at
+# run time); torch stays at the version the build uses.
+if [ "$action" = test ] && ! "$python" -c "import torchvision" 2>/dev/null; then
+  torch_version="$("$python" -c 'import torch; print(torch.__version__.split("+")[0])')"
+  echo "bootstrap: installing torchvision for the tests (torch stays $torch_version)"
+  "$python" -m pip install -q torchvision "torch==$torch_version"
+fi
+
 # --- Build -------------------------------------------------------------------------------------
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)

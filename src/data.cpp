@@ -4,7 +4,13 @@
 #include <ATen/Functions.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <memory>
 
 #include "batchwise/memory.h"
@@ -16,6 +22,9 @@ namespace {
 const char* kInstallHint =
     "install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or point --data-dir at a "
     "folder holding the four IDX files";
+
+const char* kIdxHint =
+    "IDX files hold unsigned bytes after a big-endian header (MNIST's format); re-download or re-export the file";
 
 constexpr int64_t kMaxIdxBytes = int64_t{16} << 30;
 
@@ -73,36 +82,37 @@ std::vector<int64_t> Dataset::sample_shape() const {
   return sizes;
 }
 
-at::Tensor read_idx(const std::string& path, int expected_dims) {
-  BATCHWISE_CHECK(std::filesystem::exists(path), DataError, "{}: no such file; {}", path, kInstallHint);
+at::Tensor read_idx(const std::string& path, int expected_dims, const std::string& hint) {
+  const std::string fix = hint.empty() ? std::string(kIdxHint) : hint;
+  BATCHWISE_CHECK(std::filesystem::exists(path), DataError, "{}: no such file; {}", path, fix);
   GzFile file(gzopen(path.c_str(), "rb"));
   BATCHWISE_CHECK(file != nullptr, DataError, "{}: cannot be opened for reading; check its permissions", path);
   gzFile f = file.get();
 
   unsigned char head[4];
   BATCHWISE_CHECK(read_bytes(f, head, 4, path) == 4, DataError,
-                  "{}: truncated: the file ends inside its 4-byte IDX header; {}", path, kInstallHint);
+                  "{}: truncated: the file ends inside its 4-byte IDX header; {}", path, fix);
   const uint32_t magic = big_endian(head);
   const uint32_t expected = 0x800u + static_cast<uint32_t>(expected_dims);
   BATCHWISE_CHECK(magic == expected, DataError,
                   "{}: expected magic {} (unsigned bytes, {} dimension{}), found {}; this is not the IDX {} file "
                   "it should be: {}",
                   path, expected, expected_dims, expected_dims == 1 ? "" : "s", magic,
-                  expected_dims == 1 ? "label" : "image", kInstallHint);
+                  expected_dims == 1 ? "label" : "image", fix);
 
   std::vector<int64_t> dims(static_cast<size_t>(expected_dims));
   int64_t total = 1;
   for (auto& d : dims) {
     unsigned char b[4];
     BATCHWISE_CHECK(read_bytes(f, b, 4, path) == 4, DataError, "{}: truncated: the file ends inside its header; {}",
-                    path, kInstallHint);
+                    path, fix);
     d = big_endian(b);
     BATCHWISE_CHECK(d > 0, DataError, "{}: header gives a zero dimension; the file is damaged: {}", path,
-                    kInstallHint);
+                    fix);
     // IDX files of unsigned bytes beyond 16 GiB do not exist in practice; a header claiming more
     // is damage, and must not become an allocation.
     BATCHWISE_CHECK(d <= kMaxIdxBytes / total, DataError,
-                    "{}: header claims more than {} of data; the file is damaged: {}", path, "16 GiB", kInstallHint);
+                    "{}: header claims more than {} of data; the file is damaged: {}", path, "16 GiB", fix);
     total *= d;
   }
 
@@ -112,12 +122,12 @@ at::Tensor read_idx(const std::string& path, int expected_dims) {
   const std::string why = gz_error(f);
   BATCHWISE_CHECK(got == total, DataError,
                   "{}: truncated: its header promises {} bytes of data, the file holds {}{}; {}", path, total, got,
-                  why.empty() ? "" : " (" + why + ")", kInstallHint);
+                  why.empty() ? "" : " (" + why + ")", fix);
   unsigned char extra[64];
   const int64_t trailing = read_bytes(f, extra, sizeof extra, path);
   BATCHWISE_CHECK(trailing == 0, DataError,
                   "{}: holds more bytes than its header describes ({} dimensions {}); the file is damaged: {}", path,
-                  dims.size(), fmt::join(dims, "x"), kInstallHint);
+                  dims.size(), fmt::join(dims, "x"), fix);
   return data;
 }
 
@@ -125,8 +135,8 @@ Dataset load_fashion_mnist(const std::string& dir, bool train) {
   const std::string split = train ? "train" : "t10k";
   const std::string images_path = existing(dir, split + "-images-idx3-ubyte");
   const std::string labels_path = existing(dir, split + "-labels-idx1-ubyte");
-  at::Tensor images = read_idx(images_path, 3);
-  at::Tensor labels = read_idx(labels_path, 1);
+  at::Tensor images = read_idx(images_path, 3, kInstallHint);
+  at::Tensor labels = read_idx(labels_path, 1, kInstallHint);
   BATCHWISE_CHECK(images.size(1) == 28 && images.size(2) == 28, DataError,
                   "{}: expected 28x28 images, found {}x{}; Fashion-MNIST images are 28x28", images_path,
                   images.size(1), images.size(2));
@@ -146,6 +156,292 @@ Dataset load_fashion_mnist(const std::string& dir, bool train) {
   d.num_classes = 10;
   d.mean = 0.2860;  // of the training images, pixel / 255
   d.std = 0.3530;
+  return d;
+}
+
+namespace {
+
+int64_t file_size(const std::string& path) {
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(path, ec);
+  BATCHWISE_CHECK(!ec, DataError, "{}: cannot be read ({}); check the path", path, ec.message());
+  return static_cast<int64_t>(n);
+}
+
+std::string read_file(const std::string& path) {
+  BATCHWISE_CHECK(std::filesystem::is_regular_file(path), DataError, "{}: no such file; check the path", path);
+  std::ifstream in(path, std::ios::binary);
+  BATCHWISE_CHECK(in.good(), DataError, "{}: cannot be opened for reading; check its permissions", path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::string base_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+// Mean and standard deviation of pixel / 255 over (up to) the first 10000 samples, for normalising.
+void set_pixel_stats(Dataset& d) {
+  const at::Tensor sample = d.inputs.narrow(0, 0, std::min<int64_t>(d.size(), 10000)).to(at::kFloat).div_(255.0);
+  d.mean = sample.mean().item<double>();
+  d.std = std::max(sample.std().item<double>(), 1e-6);
+}
+
+// Class labels: integers in [0, C); C is the largest label + 1.
+void set_class_targets(Dataset& d, at::Tensor labels, const std::string& path) {
+  BATCHWISE_CHECK(!at::isFloatingType(labels.scalar_type()) && labels.scalar_type() != at::kBool, DataError,
+                  "{}: labels have dtype {}, but class labels must be integers (int64, int32, uint8); convert them "
+                  "(labels.astype('int64')), or pass --loss mse for regression targets",
+                  path, c10::toString(labels.scalar_type()));
+  if (labels.dim() == 2 && labels.size(1) == 1) labels = labels.squeeze(1);
+  BATCHWISE_CHECK(labels.dim() == 1, DataError,
+                  "{}: class labels must be one integer per sample ([N]), found shape [{}]; for one-hot labels pass "
+                  "their argmax",
+                  path, fmt::join(labels.sizes(), ", "));
+  d.targets = labels.to(at::kLong);
+  const int64_t lo = d.targets.min().item<int64_t>();
+  BATCHWISE_CHECK(lo >= 0, DataError, "{}: label {} is negative; class labels run from 0 to classes - 1", path, lo);
+  d.num_classes = std::max<int64_t>(d.targets.max().item<int64_t>() + 1, 2);
+}
+
+void set_targets(Dataset& d, at::Tensor labels, TargetKind kind, const std::string& path) {
+  BATCHWISE_CHECK(labels.size(0) == d.size(), DataError,
+                  "{}: count mismatch: {} labels for {} samples; features and labels must hold the same samples in "
+                  "the same order",
+                  path, labels.size(0), d.size());
+  if (kind == TargetKind::Classes) return set_class_targets(d, std::move(labels), path);
+  BATCHWISE_CHECK(labels.dim() <= 2, DataError, "{}: regression targets must be [N] or [N, K], found [{}]", path,
+                  fmt::join(labels.sizes(), ", "));
+  d.targets = labels.to(at::kFloat);
+  d.num_classes = 0;
+}
+
+}  // namespace
+
+Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path) {
+  at::Tensor images = read_idx(images_path, 3);
+  at::Tensor labels = read_idx(labels_path, 1);
+  UntrackedScope untracked;
+  Dataset d;
+  d.name = base_name(images_path);
+  d.inputs = images.unsqueeze(1);
+  set_targets(d, labels, TargetKind::Classes, labels_path);
+  set_pixel_stats(d);
+  return d;
+}
+
+Dataset load_cifar10(const std::string& dir, bool train) {
+  namespace fs = std::filesystem;
+  const char* fix = "download the binary version (cifar-10-binary.tar.gz) and point --data-dir at its "
+                    "cifar-10-batches-bin folder";
+  BATCHWISE_CHECK(fs::is_directory(dir), DataError, "cifar10: data directory {} does not exist; {}", dir, fix);
+  fs::path root(dir);
+  if (fs::is_directory(root / "cifar-10-batches-bin")) root /= "cifar-10-batches-bin";
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const std::string name = entry.path().filename().string();
+    const bool wanted = train ? name.rfind("data_batch_", 0) == 0 : name == "test_batch.bin";
+    if (wanted && entry.path().extension() == ".bin") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  BATCHWISE_CHECK(!files.empty(), DataError, "cifar10: {} holds no {}; {}", root.string(),
+                  train ? "data_batch_*.bin files" : "test_batch.bin", fix);
+  constexpr int64_t kRecord = 1 + 3 * 32 * 32;
+  int64_t records = 0;
+  for (const auto& f : files) {
+    const int64_t bytes = file_size(f);
+    BATCHWISE_CHECK(bytes > 0 && bytes % kRecord == 0, DataError,
+                    "{}: {} bytes is not a whole number of {}-byte records (1 label byte + 3x32x32 pixels); the file "
+                    "is truncated or not CIFAR-10's binary version: {}",
+                    f, bytes, kRecord, fix);
+    records += bytes / kRecord;
+  }
+  UntrackedScope untracked;
+  at::Tensor raw = at::empty({records, kRecord}, at::kByte);
+  int64_t at_record = 0;
+  for (const auto& f : files) {
+    const std::string bytes = read_file(f);
+    std::memcpy(raw[at_record].data_ptr(), bytes.data(), bytes.size());
+    at_record += static_cast<int64_t>(bytes.size()) / kRecord;
+  }
+  Dataset d;
+  d.name = "cifar10";
+  d.inputs = raw.narrow(1, 1, kRecord - 1).reshape({records, 3, 32, 32}).contiguous();
+  at::Tensor labels = raw.select(1, 0).to(at::kLong);
+  const int64_t max_label = labels.max().item<int64_t>();
+  BATCHWISE_CHECK(max_label < 10, DataError,
+                  "cifar10: label {} is out of range (CIFAR-10 labels are 0-9); {} is not CIFAR-10's binary "
+                  "version (CIFAR-100's has two label bytes): {}",
+                  max_label, root.string(), fix);
+  d.targets = labels;
+  d.num_classes = 10;
+  set_pixel_stats(d);
+  return d;
+}
+
+at::Tensor read_npy(const std::string& path) {
+  const std::string bytes = read_file(path);
+  const char* fix = "save it with numpy.save(path, array) from a numeric array";
+  BATCHWISE_CHECK(bytes.size() >= 10 && bytes.compare(0, 6, "\x93NUMPY") == 0, DataError,
+                  "{}: not a NumPy .npy file (no \\x93NUMPY magic); {}", path, fix);
+  const int major = static_cast<unsigned char>(bytes[6]);
+  BATCHWISE_CHECK(major >= 1 && major <= 3, DataError, "{}: .npy format version {} is not supported (1-3); {}", path,
+                  major, fix);
+  const size_t len_bytes = major == 1 ? 2 : 4;
+  BATCHWISE_CHECK(bytes.size() >= 8 + len_bytes, DataError, "{}: truncated inside its header; {}", path, fix);
+  size_t header_len = 0;
+  for (size_t i = 0; i < len_bytes; ++i) header_len |= size_t{static_cast<unsigned char>(bytes[8 + i])} << (8 * i);
+  const size_t data_start = 8 + len_bytes + header_len;
+  BATCHWISE_CHECK(bytes.size() >= data_start, DataError, "{}: truncated inside its header; {}", path, fix);
+  const std::string header = bytes.substr(8 + len_bytes, header_len);
+
+  std::smatch m;
+  BATCHWISE_CHECK(std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')")), DataError,
+                  "{}: header has no 'descr' (dtype); {}", path, fix);
+  const std::string descr = m[1];
+  BATCHWISE_CHECK(!std::regex_search(header, std::regex(R"('fortran_order'\s*:\s*True)")), DataError,
+                  "{}: stored in Fortran order; save a C-ordered copy (numpy.ascontiguousarray(array))", path);
+  BATCHWISE_CHECK(std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))")), DataError,
+                  "{}: header has no 'shape'; {}", path, fix);
+  std::vector<int64_t> shape;
+  {
+    std::stringstream dims(m[1].str());
+    std::string item;
+    while (std::getline(dims, item, ',')) {
+      item.erase(std::remove_if(item.begin(), item.end(), ::isspace), item.end());
+      if (item.empty()) continue;
+      BATCHWISE_CHECK(std::all_of(item.begin(), item.end(), ::isdigit), DataError, "{}: malformed shape ({}); {}", path,
+                      m[1].str(), fix);
+      shape.push_back(std::stoll(item));
+    }
+  }
+  static const struct { const char* descr; at::ScalarType type; } kTypes[] = {
+      {"|b1", at::kBool},  {"|u1", at::kByte},   {"|i1", at::kChar},   {"<i2", at::kShort}, {"<i4", at::kInt},
+      {"<i8", at::kLong},  {"<f2", at::kHalf},   {"<f4", at::kFloat},  {"<f8", at::kDouble},
+  };
+  const auto* type = std::find_if(std::begin(kTypes), std::end(kTypes), [&](const auto& t) { return descr == t.descr; });
+  BATCHWISE_CHECK(type != std::end(kTypes), DataError,
+                  "{}: dtype '{}' is not supported; batchwise reads bool, int8/16/32/64, uint8 and float16/32/64 in "
+                  "little-endian order (convert with array.astype('float32') or 'int64')",
+                  path, descr);
+  BATCHWISE_CHECK(!shape.empty(), DataError, "{}: holds a scalar, not an array of samples; {}", path, fix);
+  int64_t numel = 1;
+  for (auto dim : shape) numel *= dim;
+  const int64_t expected = numel * static_cast<int64_t>(c10::elementSize(type->type));
+  const int64_t held = static_cast<int64_t>(bytes.size() - data_start);
+  BATCHWISE_CHECK(held == expected, DataError,
+                  "{}: its header promises shape ({}) of {} = {} bytes of data, the file holds {}; the file is "
+                  "truncated or damaged",
+                  path, fmt::join(shape, ", "), descr, expected, held);
+  UntrackedScope untracked;
+  at::Tensor t = at::empty(shape, at::TensorOptions().dtype(type->type));
+  if (expected > 0) std::memcpy(t.data_ptr(), bytes.data() + data_start, static_cast<size_t>(expected));
+  return t;
+}
+
+Dataset load_npy(const std::string& features_path, const std::string& labels_path, TargetKind kind) {
+  at::Tensor features = read_npy(features_path);
+  at::Tensor labels = read_npy(labels_path);
+  BATCHWISE_CHECK(features.size(0) > 0, DataError, "{}: holds no samples", features_path);
+  BATCHWISE_CHECK(features.scalar_type() != at::kBool, DataError,
+                  "{}: features have dtype bool; convert them to numbers (array.astype('float32'))", features_path);
+  UntrackedScope untracked;
+  Dataset d;
+  d.name = base_name(features_path);
+  if (features.scalar_type() == at::kByte) {
+    d.inputs = features;  // pixels: normalised per batch like every image dataset
+    set_pixel_stats(d);
+  } else {
+    d.inputs = features.to(at::kFloat);
+  }
+  set_targets(d, labels, kind, labels_path);
+  return d;
+}
+
+Dataset load_csv(const std::string& path, const std::string& label_column, TargetKind kind) {
+  const std::string text = read_file(path);
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::stringstream in(line);
+    std::string cell;
+    while (std::getline(in, cell, ',')) {
+      const auto b = cell.find_first_not_of(" \t\r\"");
+      const auto e = cell.find_last_not_of(" \t\r\"");
+      cells.push_back(b == std::string::npos ? std::string() : cell.substr(b, e - b + 1));
+    }
+    if (!line.empty() && line.back() == ',') cells.emplace_back();
+    return cells;
+  };
+  auto number = [](const std::string& cell, double& out) {
+    if (cell.empty()) return false;
+    char* end = nullptr;
+    out = std::strtod(cell.c_str(), &end);
+    return end == cell.c_str() + cell.size() && std::isfinite(out);
+  };
+  std::vector<std::string> header;
+  std::vector<double> values;
+  size_t columns = 0;
+  int64_t rows = 0;
+  std::stringstream in(text);
+  std::string line;
+  for (int64_t line_no = 1; std::getline(in, line); ++line_no) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const auto cells = split(line);
+    double v = 0;
+    if (columns == 0) {
+      columns = cells.size();
+      // A first row with any non-numeric cell is the header.
+      if (!std::all_of(cells.begin(), cells.end(), [&](const std::string& c) { return number(c, v); })) {
+        header = cells;
+        continue;
+      }
+    }
+    BATCHWISE_CHECK(cells.size() == columns, DataError, "{} line {}: {} columns, but the first row has {}", path,
+                    line_no, cells.size(), columns);
+    for (size_t c = 0; c < cells.size(); ++c) {
+      BATCHWISE_CHECK(number(cells[c], v), DataError,
+                      "{} line {}, column {}{}: '{}' is not a number; every CSV column must be numeric (encode "
+                      "categories as integers, fill missing values)",
+                      path, line_no, c, header.empty() ? "" : " ('" + header[c] + "')", cells[c]);
+      values.push_back(v);
+    }
+    ++rows;
+  }
+  BATCHWISE_CHECK(rows > 0, DataError, "{}: holds no data rows", path);
+  BATCHWISE_CHECK(columns >= 2, DataError, "{}: needs at least two columns (features and a label), found {}", path,
+                  columns);
+  size_t label = columns - 1;
+  if (!label_column.empty()) {
+    const auto named = std::find(header.begin(), header.end(), label_column);
+    if (named != header.end()) {
+      label = static_cast<size_t>(named - header.begin());
+    } else {
+      double index = -1;
+      BATCHWISE_CHECK(number(label_column, index) && index >= 0 && index < static_cast<double>(columns) &&
+                          index == std::floor(index),
+                      ConfigError, "--label-column {}: {} has no such column; give a header name{} or an index 0-{}",
+                      label_column, path, header.empty() ? "" : " (" + fmt::format("{}", fmt::join(header, ", ")) + ")",
+                      columns - 1);
+      label = static_cast<size_t>(index);
+    }
+  }
+  UntrackedScope untracked;
+  at::Tensor all = at::from_blob(values.data(), {rows, static_cast<int64_t>(columns)}, at::kDouble);
+  std::vector<int64_t> keep;
+  for (size_t c = 0; c < columns; ++c)
+    if (c != label) keep.push_back(static_cast<int64_t>(c));
+  Dataset d;
+  d.name = base_name(path);
+  d.inputs = all.index_select(1, at::tensor(keep, at::kLong)).to(at::kFloat);
+  at::Tensor labels = all.select(1, static_cast<int64_t>(label)).clone();
+  if (kind == TargetKind::Classes) {
+    const bool whole = labels.eq(labels.floor()).all().item<bool>();
+    BATCHWISE_CHECK(whole, DataError,
+                    "{}: label column {} holds fractional values; class labels must be whole numbers (or pass --loss "
+                    "mse for regression)",
+                    path, header.empty() ? std::to_string(label) : header[label]);
+    labels = labels.to(at::kLong);
+  }
+  set_targets(d, labels, kind, path);
   return d;
 }
 

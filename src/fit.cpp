@@ -122,13 +122,14 @@ Plan plan_for(const FitResult& fit, const PlanDevice& device, double target, int
   return p;
 }
 
-int64_t default_budget_bytes(Workload& workload) {
-  auto memory = device_memory(workload);
-  const int64_t total = memory->total_bytes();
-  return workload.device().is_cuda() ? total : total / 10 * 8;
+int64_t default_budget_bytes(Workload& workload) { return WorkloadRunner(workload).default_budget_bytes(); }
+
+FitResult fit(Workload& workload, const FitOptions& options) {
+  WorkloadRunner runner(workload);
+  return fit(runner, options);
 }
 
-FitResult fit(Workload& workload, const FitOptions& o) {
+FitResult fit(TrialRunner& runner, const FitOptions& o) {
   const int64_t m = o.multiple_of();
   BATCHWISE_CHECK(m >= 1, ConfigError, "--multiple-of {}: must be at least 1", m);
   BATCHWISE_CHECK(o.min() >= 1, ConfigError, "--min {}: must be at least 1", o.min());
@@ -148,9 +149,9 @@ FitResult fit(Workload& workload, const FitOptions& o) {
   r.mode = o.mode();
   r.target = o.target();
   r.multiple_of = m;
-  r.budget_bytes = o.budget_bytes() > 0 ? o.budget_bytes() : default_budget_bytes(workload);
-  const WorkloadInfo info = workload.info();
-  const int64_t held = device_memory(workload)->current_bytes();
+  r.budget_bytes = o.budget_bytes() > 0 ? o.budget_bytes() : runner.default_budget_bytes();
+  const WorkloadInfo info = runner.info();
+  const int64_t held = runner.held_bytes();
   const int64_t allowed = static_cast<int64_t>(o.target() * static_cast<double>(r.budget_bytes));
   BATCHWISE_CHECK(std::max(info.parameter_bytes, held) < allowed, ConfigError,
                   "--memory-budget {} is below the model's own size: {} holds {} before training a single sample "
@@ -165,7 +166,7 @@ FitResult fit(Workload& workload, const FitOptions& o) {
   auto try_batch = [&](int64_t batch, std::optional<int64_t> predicted) -> const Trial& {
     BATCHWISE_ASSERT(batch >= first && batch <= last && (!fails || batch < *fails) && (!fits || batch > *fits));
     for (const auto& seen : r.trials) BATCHWISE_ASSERT(seen.batch != batch);
-    Trial t = run_trial(workload, TrialOptions(batch)
+    Trial t = runner.run(TrialOptions(batch)
                                       .warmup(o.warmup())
                                       .steps(o.steps())
                                       .limit_bytes(r.budget_bytes)
@@ -177,10 +178,16 @@ FitResult fit(Workload& workload, const FitOptions& o) {
     return r.trials.back();
   };
 
+  // An error before any batch fitted stops the fit: nothing is known. A later one (a training
+  // command that crashed at a large batch) is a result: that batch counts as not fitting, the
+  // trial keeps its message, and the search goes on below it.
   auto error_out = [&](int64_t batch, const Trial& t) {
     r.outcome = FitOutcome::Error;
     r.message = fmt::format("batch {} failed with an error, so no batch size is reported: {}", batch, t.message);
+    if (t.message.find("Expected more than 1 value per channel") != std::string::npos)
+      r.message += "; BatchNorm cannot train on a single sample per channel: pass --min 2 (or more)";
   };
+  auto stops = [&](const Trial& t) { return t.outcome == Outcome::Error && !fits; };
   auto record = [&](const Trial& t) { (*t.within_target ? fits : fails) = t.batch; };
   auto midpoint = [&] { return *fits + (*fails - *fits) / m / 2 * m; };
 
@@ -190,7 +197,7 @@ FitResult fit(Workload& workload, const FitOptions& o) {
     std::optional<MemoryModel> line;  // from the trials so far; predicts the next trial's peak
     for (int64_t b = first;;) {
       const Trial& t = try_batch(b, line ? std::optional<int64_t>(line->predict(b)) : std::nullopt);
-      if (t.outcome == Outcome::Error) return error_out(b, t), r;
+      if (stops(t)) return error_out(b, t), r;
       record(t);
       if (!fits) break;  // the minimum itself does not fit
       if (*fits == last || (fails && *fails - *fits <= m)) break;
@@ -214,7 +221,7 @@ FitResult fit(Workload& workload, const FitOptions& o) {
   } else {
     for (int64_t b = first;;) {
       const Trial& t = try_batch(b, std::nullopt);
-      if (t.outcome == Outcome::Error) return error_out(b, t), r;
+      if (stops(t)) return error_out(b, t), r;
       record(t);
       if (!*t.within_target || b == last) break;
       b = std::min(b * 2, last);
@@ -223,7 +230,7 @@ FitResult fit(Workload& workload, const FitOptions& o) {
       while (fails && *fails - *fits > m) {
         const int64_t mid = midpoint();
         const Trial& t = try_batch(mid, std::nullopt);
-        if (t.outcome == Outcome::Error) return error_out(mid, t), r;
+        if (stops(t)) return error_out(mid, t), r;
         record(t);
       }
     }
@@ -257,6 +264,12 @@ FitResult fit(Workload& workload, const FitOptions& o) {
   }
   r.outcome = FitOutcome::Fits;
   r.batch = *fits;
+  for (const auto& t : r.trials) {
+    if (t.outcome == Outcome::Error) {
+      r.message = fmt::format("batch {} failed with an error ({}); it counts as not fitting", t.batch, t.message);
+      break;
+    }
+  }
   return r;
 }
 

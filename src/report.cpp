@@ -182,7 +182,8 @@ std::string to_table(const Report& r) {
     const FitResult& f = *r.fit;
     line("");
     std::string verdict = f.outcome == FitOutcome::Fits
-                              ? fmt::format("batch {} fits{}", *f.batch, f.limited_by_max ? " (the --max searched)" : "")
+                              ? fmt::format("batch {} fits{}{}", *f.batch, f.limited_by_max ? " (the --max searched)" : "",
+                                            f.message.empty() ? "" : "; " + f.message)
                               : (f.outcome == FitOutcome::DoesNotFit ? "no batch fits: " + f.message : "error: " + f.message);
     line(fmt::format("fit ({}, {} trials): {}", to_string(f.mode), f.trials.size(), verdict));
     line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", "batch", "outcome", "peak memory",

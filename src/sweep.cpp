@@ -20,7 +20,12 @@ std::optional<int64_t> knee_batch(const std::vector<Trial>& points, double toler
   return knee;
 }
 
-SweepResult sweep(Workload& workload, const SweepOptions& o) {
+SweepResult sweep(Workload& workload, const SweepOptions& options) {
+  WorkloadRunner runner(workload);
+  return sweep(runner, options);
+}
+
+SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
   BATCHWISE_CHECK(!o.batch_sizes().empty(), ConfigError,
                   "sweep: no batch sizes; pass --batch-sizes 16,32,64 or --range 8-4096*2");
   BATCHWISE_CHECK(o.repetitions() >= 1, ConfigError, "--repetitions {}: must be at least 1", o.repetitions());
@@ -29,7 +34,7 @@ SweepResult sweep(Workload& workload, const SweepOptions& o) {
   std::vector<int64_t> sizes = o.batch_sizes();
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  const int64_t budget = o.budget_bytes() > 0 ? o.budget_bytes() : default_budget_bytes(workload);
+  const int64_t budget = o.budget_bytes() > 0 ? o.budget_bytes() : runner.default_budget_bytes();
 
   SweepResult r;
   r.repetitions = o.repetitions();
@@ -52,7 +57,7 @@ SweepResult sweep(Workload& workload, const SweepOptions& o) {
         }
         continue;
       }
-      Trial t = run_trial(workload, TrialOptions(sizes[i])
+      Trial t = runner.run(TrialOptions(sizes[i])
                                         .warmup(o.warmup())
                                         .steps(o.steps())
                                         .limit_bytes(budget)
@@ -144,9 +149,14 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit_resu
   return rec;
 }
 
-TuneResult tune(Workload& workload, const TuneOptions& o) {
+TuneResult tune(Workload& workload, const TuneOptions& options) {
+  WorkloadRunner runner(workload);
+  return tune(runner, options);
+}
+
+TuneResult tune(TrialRunner& runner, const TuneOptions& o) {
   TuneResult r;
-  r.fit = fit(workload, o.fit());
+  r.fit = fit(runner, o.fit());
   if (r.fit.outcome != FitOutcome::Fits) return r;
   SweepOptions s = o.sweep();
   if (s.batch_sizes().empty()) {
@@ -155,7 +165,7 @@ TuneResult tune(Workload& workload, const TuneOptions& o) {
     s.batch_sizes(doublings((o.fit().min() + m - 1) / m * m, *r.fit.batch));
   }
   if (s.budget_bytes() == 0) s.budget_bytes(r.fit.budget_bytes);
-  r.sweep = sweep(workload, s);
+  r.sweep = sweep(runner, s);
   r.recommendation = recommend(r.fit, r.sweep);
   return r;
 }

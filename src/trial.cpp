@@ -31,10 +31,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-std::string first_line(const std::string& text) {
-  const auto end = text.find('\n');
-  return end == std::string::npos ? text : text.substr(0, end);
-}
+std::string first_line(const std::string& text) { return detail::error_line(text); }
 
 // cuDNN and cuBLAS report a failed workspace allocation as a plain c10::Error (no type exists for
 // it), so these are recognised by their status names; everything else stays an error.
@@ -141,5 +138,14 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
   t.wall_s = std::chrono::duration<double>(clock::now() - trial_start).count();
   return t;
 }
+
+WorkloadInfo WorkloadRunner::info() const { return workload_.info(); }
+Trial WorkloadRunner::run(const TrialOptions& options) { return run_trial(workload_, options); }
+int64_t WorkloadRunner::held_bytes() { return device_memory(workload_)->current_bytes(); }
+int64_t WorkloadRunner::default_budget_bytes() {
+  const int64_t total = device_total_bytes();
+  return workload_.device().is_cuda() ? total : total / 10 * 8;
+}
+int64_t WorkloadRunner::device_total_bytes() { return device_memory(workload_)->total_bytes(); }
 
 }  // namespace batchwise

@@ -115,4 +115,20 @@ std::vector<int64_t> doublings(int64_t first, int64_t last) {
   return out;
 }
 
+std::vector<int64_t> parse_shape(const std::string& text, const std::string& what) {
+  std::vector<int64_t> shape;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find_first_of("x,", at), text.size());
+    const std::string part = text.substr(at, end - at);
+    char* stop = nullptr;
+    const long long d = part.empty() ? 0 : std::strtoll(part.c_str(), &stop, 10);
+    BATCHWISE_CHECK(!part.empty() && *stop == '\0' && d >= 1, ConfigError,
+                    "{} {}: expected dimensions like 3x32x32, each a whole number of at least 1", what, text);
+    shape.push_back(d);
+    at = end + 1;
+  }
+  return shape;
+}
+
 }  // namespace batchwise

@@ -83,13 +83,21 @@ ModuleWorkload::ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model,
 
 ModuleWorkload::~ModuleWorkload() = default;
 
+namespace {
+
+// What the model sees: pixels scaled and normalised, tokens and features as they are.
+at::Tensor model_input(const Dataset& data, const at::Tensor& rows, c10::Device device) {
+  at::Tensor input = rows.to(device);
+  if (input.scalar_type() == at::kByte) input = input.to(at::kFloat).div_(255.0).sub_(data.mean).div_(data.std);
+  return input;
+}
+
+}  // namespace
+
 Batch ModuleWorkload::next_batch(int64_t batch) {
   const at::Tensor index = sampler_->next(batch);
-  at::Tensor input = data_.inputs.index_select(0, index).to(device_);
-  if (input.scalar_type() == at::kByte) {
-    input = input.to(at::kFloat).div_(255.0).sub_(data_.mean).div_(data_.std);
-  }
-  return {input, data_.targets.index_select(0, index).to(device_)};
+  return {model_input(data_, data_.inputs.index_select(0, index), device_),
+          data_.targets.index_select(0, index).to(device_)};
 }
 
 at::Tensor ModuleWorkload::train_step(const Batch& batch) {
@@ -196,7 +204,12 @@ const std::vector<std::string>& optimizer_names() {
 }
 
 const std::vector<std::string>& dataset_names() {
-  static const std::vector<std::string> kNames{"fashion-mnist", "synthetic"};
+  static const std::vector<std::string> kNames{"fashion-mnist", "cifar10", "idx", "npy", "csv", "synthetic"};
+  return kNames;
+}
+
+const std::vector<std::string>& loss_names() {
+  static const std::vector<std::string> kNames{"cross-entropy", "mse"};
   return kNames;
 }
 
@@ -216,44 +229,162 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
 
 }  // namespace
 
+namespace {
+
+std::string require(const std::string& value, const char* flag, const std::string& dataset) {
+  BATCHWISE_CHECK(!value.empty(), ConfigError, "--dataset {}: needs {}", dataset, flag);
+  return value;
+}
+
+Dataset load_dataset(const WorkloadOptions& o, TargetKind kind) {
+  const std::string& name = o.dataset();
+  BATCHWISE_CHECK(kind == TargetKind::Classes || name == "npy" || name == "csv" || name == "synthetic" ||
+                      o.loss() == "mse",
+                  ConfigError, "--loss {}: not possible with --dataset {}", o.loss(), name);
+  if (name == "fashion-mnist") {
+    BATCHWISE_CHECK(o.model() != "transformer" || o.seq_len() == 64 || o.seq_len() == 28, ConfigError,
+                    "--seq-len {}: the transformer reads a Fashion-MNIST image as its 28 rows; drop --seq-len or "
+                    "use --dataset synthetic",
+                    o.seq_len());
+    return load_fashion_mnist(o.data_dir().empty() ? kFashionMnistDir : o.data_dir(), /*train=*/true);
+  }
+  if (name == "cifar10") return load_cifar10(require(o.data_dir(), "--data-dir DIR (the cifar-10-batches-bin folder)", name));
+  if (name == "idx")
+    return load_idx_pair(require(o.data_file(), "--data-file IMAGES (an idx3-ubyte file)", name),
+                         require(o.labels_file(), "--labels-file LABELS (an idx1-ubyte file)", name));
+  if (name == "npy")
+    return load_npy(require(o.data_file(), "--data-file FEATURES.npy", name),
+                    require(o.labels_file(), "--labels-file LABELS.npy", name), kind);
+  if (name == "csv") return load_csv(require(o.data_file(), "--data-file FILE.csv", name), o.label_column(), kind);
+  const int64_t classes = o.num_classes() > 0 ? o.num_classes() : 10;
+  if (o.model() == "transformer")
+    return make_synthetic_tokens(o.seq_len(), /*vocab_size=*/256, classes, o.synthetic_size(), o.seed());
+  Dataset d = make_synthetic_images(o.input_shape().empty() ? std::vector<int64_t>{1, 28, 28} : o.input_shape(),
+                                    classes, o.synthetic_size(), o.seed());
+  if (kind == TargetKind::Values) d.targets = at::one_hot(d.targets, classes).to(at::kFloat), d.num_classes = 0;
+  return d;
+}
+
+// --input-shape on a file dataset: the same samples, viewed in the shape the model takes.
+void apply_input_shape(Dataset& data, const std::vector<int64_t>& shape) {
+  if (shape.empty() || data.sample_shape() == shape) return;
+  int64_t want = 1;
+  for (auto d : shape) want *= d;
+  const int64_t have = data.inputs[0].numel();
+  BATCHWISE_CHECK(want == have, ConfigError,
+                  "--input-shape {}: {} elements per sample, but {}'s samples are {} ({} elements); give a shape "
+                  "with the same number of elements, or drop --input-shape",
+                  fmt::join(shape, "x"), want, data.name, fmt::join(data.sample_shape(), "x"), have);
+  UntrackedScope untracked;
+  std::vector<int64_t> full{data.size()};
+  full.insert(full.end(), shape.begin(), shape.end());
+  data.inputs = data.inputs.reshape(full);
+}
+
+LossFn make_loss(const std::string& name) {
+  if (name == "mse") {
+    return [](const at::Tensor& output, const at::Tensor& target) {
+      at::Tensor t = target;
+      if (t.scalar_type() == at::kLong) t = at::one_hot(t, output.size(-1)).to(output.scalar_type());
+      if (t.dim() == 1 && output.dim() == 2 && output.size(1) == 1) t = t.unsqueeze(1);
+      return torch::nn::functional::mse_loss(output, t);
+    };
+  }
+  return [](const at::Tensor& output, const at::Tensor& target) {
+    return torch::nn::functional::cross_entropy(output, target);
+  };
+}
+
+// A TorchScript model is only known by running it: one forward pass (eval mode, no gradients, so
+// no statistic or state changes) on two real samples, and the loss on its output.
+void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model, const Dataset& data,
+                          const LossFn& loss, c10::Device device) {
+  torch::NoGradGuard no_grad;
+  model.ptr()->eval();
+  const int64_t n = std::min<int64_t>(2, data.size());
+  const at::Tensor input = model_input(data, data.inputs.narrow(0, 0, n), device);
+  at::Tensor output;
+  try {
+    output = model.forward(input);
+  } catch (const c10::Error& e) {
+    std::string why = e.what_without_backtrace();
+    BATCHWISE_CHECK(false, ModelError,
+                    "--model {}: rejects a batch of shape [{}] (--input-shape {}): {}; pass the --input-shape the model "
+                    "was scripted or traced for",
+                    o.model(), fmt::join(input.sizes(), ", "), fmt::join(data.sample_shape(), "x"),
+                    detail::error_line(why));
+  }
+  if (data.num_classes > 0 && o.loss() == "cross-entropy") {
+    BATCHWISE_CHECK(output.dim() == 2 && output.size(1) >= data.num_classes, ModelError,
+                    "--model {}: returns shape [{}], but cross-entropy on {} classes needs logits [batch, {}]; check "
+                    "the model's head or --num-classes",
+                    o.model(), fmt::join(output.sizes(), ", "), data.num_classes, data.num_classes);
+  }
+  try {
+    (void)loss(output, data.targets.narrow(0, 0, n).to(device));
+  } catch (const c10::Error& e) {
+    std::string why = e.what_without_backtrace();
+    BATCHWISE_CHECK(false, ModelError, "--model {}: its output [{}] does not fit the --loss {} targets: {}", o.model(),
+                    fmt::join(output.sizes(), ", "), o.loss(), detail::error_line(why));
+  }
+  model.ptr()->train();
+}
+
+}  // namespace
+
 std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
-  BATCHWISE_CHECK(contains(model_names(), o.model()), ConfigError, "--model {}: unknown model; choose one of {}",
+  const bool scripted = is_model_path(o.model());
+  BATCHWISE_CHECK(scripted || contains(model_names(), o.model()), ConfigError,
+                  "--model {}: unknown model; choose one of {}, or give the path of a TorchScript file (model.pt)",
                   o.model(), fmt::join(model_names(), ", "));
   BATCHWISE_CHECK(contains(dataset_names(), o.dataset()), ConfigError,
                   "--dataset {}: unknown dataset; choose one of {}", o.dataset(), fmt::join(dataset_names(), ", "));
+  BATCHWISE_CHECK(contains(loss_names(), o.loss()), ConfigError, "--loss {}: unknown loss; choose one of {}", o.loss(),
+                  fmt::join(loss_names(), ", "));
   BATCHWISE_CHECK(contains(optimizer_names(), o.optimizer()), ConfigError,
                   "--optimizer {}: unknown optimizer; choose one of {}", o.optimizer(),
                   fmt::join(optimizer_names(), ", "));
   BATCHWISE_CHECK(o.lr() >= 0 && std::isfinite(o.lr()), ConfigError, "--lr {}: must be a positive number (or 0 for the optimizer's default)", o.lr());
   BATCHWISE_CHECK(o.seq_len_min() <= o.seq_len(), ConfigError, "--seq-len {}-{}: the range runs backwards",
                   o.seq_len_min(), o.seq_len());
+  BATCHWISE_CHECK(o.num_classes() >= 0 && o.num_classes() != 1, ConfigError,
+                  "--num-classes {}: needs at least 2 classes (or 0 to count them from the labels)", o.num_classes());
+  for (auto d : o.input_shape())
+    BATCHWISE_CHECK(d >= 1, ConfigError, "--input-shape {}: every dimension must be at least 1",
+                    fmt::join(o.input_shape(), "x"));
   const DeviceSpec device = resolve_device(o.device());
+  const TargetKind kind = o.loss() == "mse" ? TargetKind::Values : TargetKind::Classes;
 
-  Dataset data;
-  if (o.dataset() == "fashion-mnist") {
-    BATCHWISE_CHECK(o.model() != "transformer" || o.seq_len() == 64 || o.seq_len() == 28, ConfigError,
-                    "--seq-len {}: the transformer reads a Fashion-MNIST image as its 28 rows; drop --seq-len or "
-                    "use --dataset synthetic",
-                    o.seq_len());
-    data = load_fashion_mnist(o.data_dir().empty() ? kFashionMnistDir : o.data_dir(), /*train=*/true);
-  } else if (o.model() == "transformer") {
-    data = make_synthetic_tokens(o.seq_len(), /*vocab_size=*/256, /*num_classes=*/10, o.synthetic_size(), o.seed());
-  } else {
-    data = make_synthetic_images({1, 28, 28}, /*num_classes=*/10, o.synthetic_size(), o.seed());
+  Dataset data = load_dataset(o, kind);
+  if (o.dataset() != "synthetic") apply_input_shape(data, o.input_shape());
+  if (o.num_classes() > 0 && data.num_classes > 0) {
+    BATCHWISE_CHECK(o.num_classes() >= data.num_classes, ConfigError,
+                    "--num-classes {}: {} has labels up to {}; give at least {} classes", o.num_classes(), data.name,
+                    data.num_classes - 1, data.num_classes);
+    data.num_classes = o.num_classes();
   }
 
   torch::manual_seed(o.seed());
-  ModelSpec spec{data.sample_shape(), data.is_tokens(), data.vocab_size, data.num_classes};
-  torch::nn::AnyModule model = make_model(o.model(), spec);
   const c10::Device torch_device = device.type == "cuda"
                                        ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device.index))
                                        : c10::Device(c10::DeviceType::CPU);
+  LossFn loss = make_loss(o.loss());
+  torch::nn::AnyModule model;
+  if (scripted) {
+    model = load_torchscript(o.model());
+  } else {
+    // Regression targets [N] or [N, K] set the width of the model's output.
+    const int64_t outputs = data.num_classes > 0 ? data.num_classes : (data.targets.dim() == 1 ? 1 : data.targets.size(1));
+    model = make_model(o.model(), ModelSpec{data.sample_shape(), data.is_tokens(), data.vocab_size, outputs});
+  }
   model.ptr()->to(torch_device);
   model.ptr()->train();
+  if (scripted) probe_scripted_model(o, model, data, loss, torch_device);
 
   WorkloadInfo info;
   info.model = o.model();
   info.dataset = data.name;
+  info.loss = o.loss();
   info.optimizer = o.optimizer();
   info.lr = o.lr() > 0 ? o.lr() : (o.optimizer() == "sgd" ? 0.01 : 0.001);
   info.input_shape = data.sample_shape();
@@ -268,9 +399,6 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
   for (const auto& b : model.ptr()->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
 
   auto optimizer = make_optimizer(o.optimizer(), info.lr, model.ptr()->parameters());
-  LossFn loss = [](const at::Tensor& output, const at::Tensor& target) {
-    return torch::nn::functional::cross_entropy(output, target);
-  };
   return std::make_unique<ModuleWorkload>(std::move(info), std::move(model), std::move(optimizer), std::move(data),
                                           std::move(loss), torch_device, o.seed());
 }

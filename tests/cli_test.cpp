@@ -1,6 +1,8 @@
 // The command line as a user meets it: exit codes, one-line messages naming the input and the
 // fix, never a stack trace; and an end-to-end tune that writes its JSON report.
 #include <gtest/gtest.h>
+
+#include "cli_util.h"
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -12,50 +14,12 @@
 
 namespace {
 
-namespace fs = std::filesystem;
-
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-fs::path scratch() {
-  const fs::path dir = fs::temp_directory_path() / ("batchwise-cli-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
-
-Outcome batchwise(const std::string& args) {
-  const fs::path dir = scratch();
-  const std::string cmd = std::string(BATCHWISE_TEST_BINARY) + " " + args + " >" + (dir / "out").string() + " 2>" +
-                          (dir / "err").string() + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Outcome r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  return r;
-}
-
-// A bad input: the exit code, one line on stderr containing `message`, and no trace.
-void expect_clean_error(const std::string& args, int code, const std::string& message) {
-  const Outcome r = batchwise(args);
-  EXPECT_EQ(r.code, code) << args << "\n" << r.err;
-  EXPECT_NE(r.err.find(message), std::string::npos) << args << "\nstderr: " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "not one line: " << r.err;
-  for (const char* trace : {"terminate called", "Exception raised from", "frame #", "what():"})
-    EXPECT_EQ(r.err.find(trace), std::string::npos) << args << "\n" << r.err;
-}
+using namespace cli;
 
 TEST(Cli, UnknownNamesListTheChoices) {
   expect_clean_error("fit --model nope", 2,
                      "batchwise fit: --model nope: unknown model; choose one of mlp, lenet, resnet18, transformer");
-  expect_clean_error("fit --dataset imagenet", 2, "--dataset imagenet: unknown dataset; choose one of fashion-mnist, synthetic");
+  expect_clean_error("fit --dataset imagenet", 2, "--dataset imagenet: unknown dataset; choose one of fashion-mnist, cifar10, idx, npy, csv, synthetic");
   expect_clean_error("sweep --optimizer lion --batch-sizes 8", 2, "--optimizer lion: unknown optimizer; choose one of sgd, adam, adamw");
 }
 
@@ -167,6 +131,113 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
     EXPECT_EQ(p.at("steps_run"), 6);
   }
   EXPECT_EQ(j.at("recommendation").at("batch"), j.at("sweep").at("knee_batch"));
+}
+
+// Runs a Python script with the torch batchwise was built against; false (and the reason in `why`)
+// when it fails.
+bool python(const std::string& args, std::string& why) {
+  const fs::path log = scratch() / "python.log";
+  const std::string cmd = std::string(BATCHWISE_TEST_PYTHON) + " " + args + " >" + log.string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  why = slurp(log);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// TorchScript files exported from Python once per test binary run (atomically, as CTest runs tests
+// in parallel): a torchvision ResNet-18 through examples/export_torchscript.py, and a module with
+// no parameters.
+class TorchScriptModels : public ::testing::Test {
+ protected:
+  static fs::path dir() { return fs::temp_directory_path() / "batchwise-torchscript-models"; }
+  static std::string exported(const std::string& name, const std::string& script_args) {
+    const fs::path file = dir() / name;
+    if (fs::exists(file)) return file.string();
+    fs::create_directories(dir());
+    const fs::path tmp = dir() / (name + "." + std::to_string(::getpid()));
+    std::string why;
+    if (!python(script_args + " " + tmp.string(), why)) {
+      ADD_FAILURE() << "exporting " << name << " failed (bash scripts/bootstrap.sh test installs torchvision):\n"
+                    << why;
+      return {};
+    }
+    fs::rename(tmp, file);
+    return file.string();
+  }
+  static std::string resnet18() {
+    return exported("resnet18.pt", std::string(BATCHWISE_TEST_SOURCE_DIR) +
+                                       "/examples/export_torchscript.py --model resnet18 --num-classes 10 --out");
+  }
+};
+
+TEST_F(TorchScriptModels, TorchvisionResNet18IsFittedAndSweptWithABudget) {
+  const std::string model = resnet18();
+  ASSERT_FALSE(model.empty());
+  const fs::path fit_json = scratch() / "r18-fit.json";
+  const Outcome fit = batchwise("fit --model " + model + " --input-shape 3x32x32 --dataset synthetic --synthetic-size 512 "
+                                "--memory-budget 256MiB --min 2 --max 1024 --threads 2 -q --json " + fit_json.string());
+  ASSERT_EQ(fit.code, 0) << fit.err << fit.out;
+  const auto f = nlohmann::json::parse(slurp(fit_json));
+  EXPECT_EQ(f.at("workload").at("model"), model);
+  EXPECT_EQ(f.at("workload").at("parameter_count"), 11181642);  // torchvision's resnet18 with 10 classes
+  EXPECT_EQ(f.at("fit").at("outcome"), "fits");
+  const int64_t batch = f.at("fit").at("batch");
+  EXPECT_GT(batch, 2);
+  EXPECT_LT(batch, 1024);  // the budget, not --max, set it
+  bool above_failed = false;  // the batch above the answer was tried and did not fit
+  for (const auto& t : f.at("fit").at("trials")) {
+    if (t.at("batch") == batch) EXPECT_LE(t.at("peak_bytes").get<int64_t>(), static_cast<int64_t>(0.9 * (256 << 20)));
+    if (t.at("batch") == batch + 1) above_failed = t.at("within_target") == false;
+  }
+  EXPECT_TRUE(above_failed) << f.at("fit").dump();
+
+  const fs::path sweep_json = scratch() / "r18-sweep.json";
+  const Outcome sweep = batchwise("sweep --model " + model + " --input-shape 3x32x32 --dataset synthetic "
+                                  "--synthetic-size 512 --memory-budget 256MiB --batch-sizes 4,16 --repetitions 1 "
+                                  "--warmup 1 --steps 2 --threads 2 -q --json " + sweep_json.string());
+  ASSERT_EQ(sweep.code, 0) << sweep.err;
+  const auto s = nlohmann::json::parse(slurp(sweep_json));
+  ASSERT_EQ(s.at("sweep").at("points").size(), 2u);
+  for (const auto& p : s.at("sweep").at("points")) {
+    EXPECT_EQ(p.at("outcome"), "ok");
+    EXPECT_GT(p.at("samples_per_s").get<double>(), 0);
+    EXPECT_NE(p.at("loss_first").get<double>(), 0);
+  }
+}
+
+TEST_F(TorchScriptModels, BadModelFilesEachGetTheirOwnMessage) {
+  const fs::path not_script = scratch() / "weights.pt";
+  std::ofstream(not_script) << "this is a state_dict, honest";
+  expect_clean_error("fit --model " + not_script.string(), 4, "not a TorchScript file");
+  expect_clean_error("fit --model " + (scratch() / "missing.pt").string(), 4, "missing.pt: no such file");
+  const std::string empty = exported("no-parameters.pt", std::string(BATCHWISE_TEST_SOURCE_DIR) +
+                                                            "/tests/export_no_parameters.py");
+  ASSERT_FALSE(empty.empty());
+  expect_clean_error("fit --model " + empty + " --dataset synthetic", 4, "the module has no trainable parameters");
+  const std::string model = resnet18();
+  ASSERT_FALSE(model.empty());
+  expect_clean_error("fit --model " + model + " --dataset synthetic --input-shape 1x28x28", 4,
+                     "rejects a batch of shape [2, 1, 28, 28] (--input-shape 1x28x28): RuntimeError: Given groups=1");
+}
+
+TEST(Cli, FileDatasetsTrainAndTheirErrorsAreDataErrors) {
+  const fs::path csv = scratch() / "points.csv";
+  {
+    std::ofstream out(csv);
+    out << "x0,x1,x2,label\n";
+    for (int i = 0; i < 200; ++i) out << i % 7 << "," << i % 5 << "," << (i * 3) % 11 << "," << i % 3 << "\n";
+  }
+  const Outcome ok = batchwise("fit --model mlp --dataset csv --data-file " + csv.string() +
+                               " --label-column label --memory-budget 64MiB --max 64 -q");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("on points.csv (200 samples of 3)"), std::string::npos) << ok.out;
+  const fs::path bad = scratch() / "bad.csv";
+  std::ofstream(bad) << "1,2,0\n1,x,1\n";
+  expect_clean_error("fit --model mlp --dataset csv --data-file " + bad.string(), 3,
+                     "bad.csv line 2, column 1: 'x' is not a number");
+  expect_clean_error("fit --model mlp --dataset npy --data-file " + csv.string(), 2,
+                     "--dataset npy: needs --labels-file LABELS.npy");
+  expect_clean_error("fit --model lenet --dataset cifar10 --data-dir " + scratch().string(), 3,
+                     "holds no data_batch_*.bin files");
 }
 
 }  // namespace

@@ -178,5 +178,177 @@ TEST(Synthetic, SeededAndLearnable) {
   EXPECT_LT(t.inputs.max().item<int64_t>(), 256);
 }
 
+
+// Files of the other formats, written byte by byte, so each test knows exactly what is in them.
+class FileDatasets : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CpuMemoryTracker::install();
+    dir_ = fs::temp_directory_path() / ("batchwise-files-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // A .npy file (format 1.0) of `descr` with `shape` and raw little-endian `data`.
+  std::string npy(const std::string& name, const std::string& descr, const std::string& shape,
+                  const std::string& data) const {
+    std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + shape + "), }";
+    while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+    header += '\n';
+    std::string bytes = "\x93NUMPY";
+    bytes += '\x01';
+    bytes += '\x00';
+    bytes += static_cast<char>(header.size() & 0xff);
+    bytes += static_cast<char>(header.size() >> 8);
+    bytes += header + data;
+    write_raw(path(name), bytes);
+    return path(name);
+  }
+  template <typename T>
+  static std::string raw(const std::vector<T>& values) {
+    return {reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T)};
+  }
+  fs::path dir_;
+};
+
+TEST_F(FileDatasets, NpyFeaturesAndLabelsLoadExactly) {
+  const auto x = npy("x.npy", "<f4", "3, 2", raw(std::vector<float>{1, 2, 3, 4, 5, 6}));
+  const auto y = npy("y.npy", "<i8", "3,", raw(std::vector<int64_t>{0, 2, 1}));
+  const Dataset d = load_npy(x, y, TargetKind::Classes);
+  EXPECT_EQ(d.size(), 3);
+  EXPECT_EQ(d.sample_shape(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(d.inputs.scalar_type(), at::kFloat);
+  EXPECT_FLOAT_EQ(d.inputs[2][1].item<float>(), 6.0f);
+  EXPECT_EQ(d.targets[1].item<int64_t>(), 2);
+  EXPECT_EQ(d.num_classes, 3);
+}
+
+TEST_F(FileDatasets, NpyWrongDtypesEachSayWhatToDo) {
+  const auto x = npy("x.npy", "<f4", "2, 2", raw(std::vector<float>{1, 2, 3, 4}));
+  const auto float_labels = npy("yf.npy", "<f4", "2,", raw(std::vector<float>{0.5f, 1}));
+  try {
+    load_npy(x, float_labels, TargetKind::Classes);
+    FAIL() << "float labels accepted as classes";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("yf.npy: labels have dtype Float, but class labels must be integers"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("--loss mse"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(load_npy(x, float_labels, TargetKind::Values).targets.scalar_type(), at::kFloat);  // regression: fine
+  const auto strings = npy("s.npy", "<U3", "2,", std::string(24, 'a'));
+  try {
+    load_npy(strings, float_labels, TargetKind::Values);
+    FAIL() << "a string array accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("s.npy: dtype '<U3' is not supported"), std::string::npos) << e.what();
+  }
+  const auto big_endian = npy("b.npy", ">f4", "2, 2", std::string(16, '\0'));
+  EXPECT_THROW(read_npy(big_endian), DataError);
+}
+
+TEST_F(FileDatasets, NpyDamageAndMismatchesAreNamed) {
+  const auto short_x = npy("short.npy", "<f4", "4, 2", raw(std::vector<float>{1, 2, 3}));
+  try {
+    read_npy(short_x);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("short.npy: its header promises shape (4, 2) of <f4 = 32 bytes of data, the "
+                                         "file holds 12"),
+              std::string::npos)
+        << e.what();
+  }
+  write_raw(path("not.npy"), "just some text");
+  EXPECT_THROW(read_npy(path("not.npy")), DataError);
+  const auto x = npy("x.npy", "<f4", "2, 2", raw(std::vector<float>{1, 2, 3, 4}));
+  const auto y = npy("y.npy", "<i8", "3,", raw(std::vector<int64_t>{0, 1, 1}));
+  try {
+    load_npy(x, y, TargetKind::Classes);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("y.npy: count mismatch: 3 labels for 2 samples"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(FileDatasets, CifarRecordsBecomeImagesAndLabels) {
+  std::string bytes;
+  for (int record = 0; record < 2; ++record) {
+    bytes += static_cast<char>(record == 0 ? 3 : 9);
+    bytes += std::string(3 * 32 * 32, static_cast<char>(record * 100));
+  }
+  write_raw(path("data_batch_1.bin"), bytes);
+  const Dataset d = load_cifar10(dir_.string());
+  EXPECT_EQ(d.size(), 2);
+  EXPECT_EQ(d.sample_shape(), (std::vector<int64_t>{3, 32, 32}));
+  EXPECT_EQ(d.targets[0].item<int64_t>(), 3);
+  EXPECT_EQ(d.targets[1].item<int64_t>(), 9);
+  EXPECT_EQ(d.inputs[1][2][31][31].item<int64_t>(), 100);
+  EXPECT_EQ(d.num_classes, 10);
+}
+
+TEST_F(FileDatasets, CifarFileOfTheWrongSize) {
+  write_raw(path("data_batch_1.bin"), std::string(3073 + 100, '\0'));
+  try {
+    load_cifar10(dir_.string());
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("data_batch_1.bin: 3173 bytes is not a whole number of 3073-byte records"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove(path("data_batch_1.bin"));
+  try {
+    load_cifar10(dir_.string());
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds no data_batch_*.bin files"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(FileDatasets, CsvWithHeaderAndNamedLabelColumn) {
+  write_raw(path("iris.csv"), "sepal,label,petal\n1.5,0,2\n2.5,1,3\n\n3.5,2,-4e-1\n");
+  const Dataset d = load_csv(path("iris.csv"), "label", TargetKind::Classes);
+  EXPECT_EQ(d.size(), 3);
+  EXPECT_EQ(d.sample_shape(), (std::vector<int64_t>{2}));
+  EXPECT_FLOAT_EQ(d.inputs[2][1].item<float>(), -0.4f);
+  EXPECT_EQ(d.targets[2].item<int64_t>(), 2);
+  EXPECT_EQ(d.num_classes, 3);
+  const Dataset by_index = load_csv(path("iris.csv"), "1", TargetKind::Classes);
+  EXPECT_TRUE(by_index.targets.equal(d.targets));
+  EXPECT_THROW(load_csv(path("iris.csv"), "species", TargetKind::Classes), ConfigError);
+}
+
+TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {
+  write_raw(path("bad.csv"), "a,b,label\n1,2,0\n3,oops,1\n");
+  try {
+    load_csv(path("bad.csv"), "", TargetKind::Classes);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.csv line 3, column 1 ('b'): 'oops' is not a number"), std::string::npos)
+        << e.what();
+  }
+  write_raw(path("frac.csv"), "1,2,0.5\n3,4,1\n");
+  EXPECT_THROW(load_csv(path("frac.csv"), "", TargetKind::Classes), DataError);
+  EXPECT_EQ(load_csv(path("frac.csv"), "", TargetKind::Values).targets.scalar_type(), at::kFloat);
+  write_raw(path("ragged.csv"), "1,2,0\n3,1\n");
+  EXPECT_THROW(load_csv(path("ragged.csv"), "", TargetKind::Classes), DataError);
+}
+
+TEST(IdxPair, ReadsFashionMnistsTestSplitAsAnyIdxPair) {
+  CpuMemoryTracker::install();
+  const Dataset d = load_idx_pair(std::string(kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz",
+                                  std::string(kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz");
+  EXPECT_EQ(d.size(), 10000);
+  EXPECT_EQ(d.sample_shape(), (std::vector<int64_t>{1, 28, 28}));
+  EXPECT_EQ(d.num_classes, 10);
+  EXPECT_NEAR(d.mean, 0.286, 0.01);
+  EXPECT_THROW(load_idx_pair(std::string(kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz",
+                             std::string(kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz"),
+               DataError);
+}
+
 }  // namespace
 }  // namespace batchwise

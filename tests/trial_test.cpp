@@ -275,13 +275,29 @@ class Failing final : public Workload {
   std::unique_ptr<Workload> inner_;
 };
 
-TEST(Fit, AnErrorIsAnOutcomeAndNoBatchIsReported) {
+TEST(Fit, AnErrorBeforeAnyFitIsTheOutcomeAndNoBatchIsReported) {
   Failing w(small());
-  const FitResult r = fit(w, FitOptions().budget_bytes(256 << 20));
+  const FitResult r = fit(w, FitOptions().budget_bytes(256 << 20).min(64));
   EXPECT_EQ(r.outcome, FitOutcome::Error);
   EXPECT_FALSE(r.batch.has_value());
   EXPECT_EQ(r.trials.back().outcome, Outcome::Error);
   EXPECT_EQ(r.trials.back().message, "shape mismatch in the user's step");
+}
+
+// A crash at a larger batch (a training command that dies at 64) is a result: that batch counts
+// as not fitting, the search goes on below it, and the answer says so.
+TEST(Fit, AnErrorAfterAFitIsListedAndCountsAsNotFitting) {
+  Failing w(small());
+  const FitResult r = fit(w, FitOptions().budget_bytes(256 << 20).mode(FitMode::Binsearch));
+  ASSERT_EQ(r.outcome, FitOutcome::Fits);
+  EXPECT_EQ(r.batch, 63);
+  const auto failed = std::find_if(r.trials.begin(), r.trials.end(),
+                                   [](const Trial& t) { return t.outcome == Outcome::Error; });
+  ASSERT_NE(failed, r.trials.end());
+  EXPECT_EQ(failed->batch, 64);
+  EXPECT_NE(r.message.find("batch 64 failed with an error (shape mismatch in the user's step); it counts as not fitting"),
+            std::string::npos)
+      << r.message;
 }
 
 TEST(Sweep, InterleavesRepetitionsAndKeepsRawSamples) {

@@ -18,9 +18,12 @@ inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mni
 /// Samples and labels, in host memory (not counted against the device budget).
 struct Dataset {
   std::string name;
-  /// uint8 images [N, C, H, W] (normalised per batch with mean/std below), or int64 token ids [N, L].
+  /// uint8 images [N, C, H, W] (normalised per batch with mean/std below), int64 token ids [N, L],
+  /// or float32 features [N, ...] (used as they are).
   at::Tensor inputs;
-  at::Tensor targets;  ///< int64 [N], in [0, num_classes)
+  /// int64 [N] class labels in [0, num_classes), or float32 [N] / [N, K] regression targets
+  /// (num_classes 0).
+  at::Tensor targets;
   int64_t num_classes = 0;
   int64_t vocab_size = 0;  ///< token datasets only
   double mean = 0.0;       ///< of pixel/255, for normalisation
@@ -34,11 +37,37 @@ struct Dataset {
 /// Reads one IDX file, gzip-compressed or plain, as a uint8 tensor of the shape its header gives.
 /// Checks the magic number (0x0000080N: unsigned bytes, N dimensions) against `expected_dims`, and
 /// that the file holds exactly the bytes its header promises. Throws DataError naming the file.
-at::Tensor read_idx(const std::string& path, int expected_dims);
+/// `hint`: the fix named in every error (empty: a generic one).
+at::Tensor read_idx(const std::string& path, int expected_dims, const std::string& hint = "");
 
 /// Fashion-MNIST's training (60000) or test (10000) split from `dir`: 28x28 images, labels 0-9.
 /// Throws DataError naming the file and the fix (e.g. `apt-get install dataset-fashion-mnist`).
 Dataset load_fashion_mnist(const std::string& dir, bool train = true);
+
+/// Any pair of IDX files (MNIST and its relatives): images [N, H, W] (stored as [N, 1, H, W]) and
+/// labels [N], gzip-compressed or plain. Throws DataError naming the file on any mismatch.
+Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path);
+
+/// CIFAR-10's binary version: `dir` (or its cifar-10-batches-bin sub-folder) holding
+/// data_batch_1.bin ... data_batch_5.bin (train) or test_batch.bin, each a whole number of
+/// 3073-byte records (1 label byte, then 3x32x32 pixel bytes).
+Dataset load_cifar10(const std::string& dir, bool train = true);
+
+/// Reads a NumPy .npy file (format 1.0-3.0, little-endian, C order) into a CPU tensor of its dtype
+/// and shape: bool, int8/16/32/64, uint8, float16/32/64. Throws DataError naming the file otherwise.
+at::Tensor read_npy(const std::string& path);
+
+/// What the targets of a file dataset are: class labels (integers, for cross-entropy) or
+/// regression values (any number, for mse).
+enum class TargetKind { Classes, Values };
+
+/// Features from one .npy file ([N, ...]; uint8 is kept as images, other dtypes become float32) and
+/// targets from another ([N], or [N, K] for values).
+Dataset load_npy(const std::string& features_path, const std::string& labels_path, TargetKind kind);
+
+/// A CSV file of numeric columns, with or without a header row; `label_column` is a header name or
+/// a 0-based index ("": the last column). Every other column is a float32 feature.
+Dataset load_csv(const std::string& path, const std::string& label_column, TargetKind kind);
 
 /// `size` seeded random uint8 images of `shape` ([C, H, W]) whose labels come from a fixed random
 /// linear teacher, so a model can learn them.

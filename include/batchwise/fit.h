@@ -121,7 +121,7 @@ struct FitResult {
   double target = 0.9;
   int64_t multiple_of = 1;
   bool limited_by_max = false;    ///< the answer is --max, not the memory limit
-  std::string message;            ///< DoesNotFit / Error: why, in one sentence
+  std::string message;            ///< DoesNotFit / Error: why, in one sentence; Fits: a trial that failed with an error, if any
   std::optional<MemoryModel> memory_model;    ///< from the trials (every mode), when two ran ok
   std::optional<MemoryBreakdown> breakdown;   ///< at `batch`, when a memory model exists
 };
@@ -136,5 +136,7 @@ int64_t default_budget_bytes(Workload& workload);
 /// Runs the search. The workload is bit-identical afterwards (every trial restores it).
 /// Throws ConfigError for impossible options (min above max, a budget below the model's own size).
 FitResult fit(Workload& workload, const FitOptions& options);
+/// The same search over trials from any runner (a training command, another engine).
+FitResult fit(TrialRunner& runner, const FitOptions& options);
 
 }  // namespace batchwise

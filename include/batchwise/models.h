@@ -23,6 +23,16 @@ struct ModelSpec {
 /// Builds a model by name. Throws ModelError for an unknown name or an input it cannot take.
 torch::nn::AnyModule make_model(const std::string& name, const ModelSpec& spec);
 
+/// True when `name` names a file rather than a built-in model: it contains a '/' or ends in .pt,
+/// .pth or .ts.
+bool is_model_path(const std::string& name);
+
+/// Loads a TorchScript file (torch.jit.script or torch.jit.trace, saved with torch.jit.save) as a
+/// trainable module on the CPU; its forward takes the batch's input tensor. Its parameters and
+/// buffers are the file's own tensors, trained in place. Throws ModelError naming the file for a
+/// missing file, a file that is not TorchScript, or a module without trainable parameters.
+torch::nn::AnyModule load_torchscript(const std::string& path);
+
 /// "mlp", "lenet", "resnet18", "transformer".
 const std::vector<std::string>& model_names();
 

@@ -44,6 +44,7 @@ std::optional<int64_t> knee_batch(const std::vector<Trial>& points, double toler
 /// Runs the sweep. A batch that runs out of memory is listed with outcome oom, and larger batches
 /// are listed as oom without being run.
 SweepResult sweep(Workload& workload, const SweepOptions& options);
+SweepResult sweep(TrialRunner& runner, const SweepOptions& options);
 
 /// The batch to train with, and one sentence citing the measured figures.
 struct Recommendation {
@@ -69,5 +70,6 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
 
 /// fit, sweep, recommend.
 TuneResult tune(Workload& workload, const TuneOptions& options);
+TuneResult tune(TrialRunner& runner, const TuneOptions& options);
 
 }  // namespace batchwise

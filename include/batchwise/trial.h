@@ -91,6 +91,38 @@ struct Trial {
 /// Fills the samples_per_s and step_time_s statistics of `trial` from its raw step times.
 void summarize_steps(Trial& trial);
 
+/// What fit, sweep and tune run their trials on. WorkloadRunner runs them on a Workload in this
+/// process; CommandRunner (command_runner.h) runs a user's training command once per trial.
+/// Implement it to drive another training engine.
+class TrialRunner {
+ public:
+  virtual ~TrialRunner() = default;
+  virtual WorkloadInfo info() const = 0;
+  /// One trial. Out of memory, errors and timeouts are outcomes, not exceptions, and the training
+  /// state is as it was before (or, for a separate process, untouched).
+  virtual Trial run(const TrialOptions& options) = 0;
+  /// Memory held before training a single sample (the model's own), checked against the budget.
+  virtual int64_t held_bytes() = 0;
+  /// The budget when none is given: 80 % of available RAM on CPU, the device's total on CUDA.
+  virtual int64_t default_budget_bytes() = 0;
+  /// The total memory of the device the trials run on (for reports).
+  virtual int64_t device_total_bytes() = 0;
+};
+
+/// Runs trials on a Workload in this process with run_trial.
+class WorkloadRunner : public TrialRunner {
+ public:
+  explicit WorkloadRunner(Workload& workload) : workload_(workload) {}
+  WorkloadInfo info() const override;
+  Trial run(const TrialOptions& options) override;
+  int64_t held_bytes() override;
+  int64_t default_budget_bytes() override;
+  int64_t device_total_bytes() override;
+
+ private:
+  Workload& workload_;
+};
+
 /// Runs one trial on `workload`. Every step is real training on real batches. Before it returns,
 /// parameters, buffers, gradients, optimizer state, training mode and the global RNG are restored
 /// bit-identically and, after an out-of-memory outcome, the device's cache is released.

@@ -19,6 +19,10 @@ std::string format_bytes(int64_t bytes);
 /// commas. The result is sorted and unique. Throws ConfigError naming `what` on malformed input.
 std::vector<int64_t> parse_batch_sizes(const std::string& text, const std::string& what);
 
+/// Parses a shape "3x32x32" (or "784") into its dimensions, each at least 1. Throws ConfigError
+/// naming `what` otherwise.
+std::vector<int64_t> parse_shape(const std::string& text, const std::string& what);
+
 /// `first`, 2 x first, 4 x first, ... below `last`, then `last` itself: tune's sweep sizes (with
 /// `first` a multiple of --multiple-of, every size is one).
 std::vector<int64_t> doublings(int64_t first, int64_t last);

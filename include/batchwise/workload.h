@@ -91,10 +91,26 @@ class ModuleWorkload : public Workload {
 /// How to build a built-in workload. Every name is also the CLI flag's name.
 /// Example: `make_workload(WorkloadOptions().model("resnet18").optimizer("adam").device("cpu"))`.
 struct WorkloadOptions {
+  /// A built-in model (model_names()) or the path of a TorchScript file (see is_model_path).
   TORCH_ARG(std::string, model) = "lenet";
+  /// One of dataset_names(): fashion-mnist and cifar10 read data_dir; idx and npy read data_file
+  /// and labels_file; csv reads data_file and label_column; synthetic is generated.
   TORCH_ARG(std::string, dataset) = "fashion-mnist";
   /// Where the dataset's files are; empty: its default (/usr/share/datasets/fashion-mnist).
   TORCH_ARG(std::string, data_dir) = "";
+  TORCH_ARG(std::string, data_file) = "";
+  TORCH_ARG(std::string, labels_file) = "";
+  /// csv: the label column's header name or 0-based index; empty: the last column.
+  TORCH_ARG(std::string, label_column) = "";
+  /// "cross-entropy" (integer class labels) or "mse" (regression targets; class labels become
+  /// one-hot vectors).
+  TORCH_ARG(std::string, loss) = "cross-entropy";
+  /// Classes the model predicts; 0: the largest label + 1 (10 for synthetic data).
+  TORCH_ARG(int64_t, num_classes) = 0;
+  /// One sample's shape, without the batch dimension: what a TorchScript model takes, and the shape
+  /// of synthetic samples. A file dataset's samples are reshaped to it when the element counts agree.
+  /// Empty: the dataset's own (synthetic: 1x28x28).
+  TORCH_ARG(std::vector<int64_t>, input_shape) = {};
   TORCH_ARG(std::string, optimizer) = "sgd";
   /// Learning rate; 0: the optimizer's default (sgd 0.01, adam/adamw 0.001).
   TORCH_ARG(double, lr) = 0;
@@ -114,9 +130,11 @@ struct WorkloadOptions {
 /// Throws ConfigError / DataError / ModelError / DeviceError naming the bad input.
 std::unique_ptr<Workload> make_workload(const WorkloadOptions& options);
 
+/// "cross-entropy", "mse".
+const std::vector<std::string>& loss_names();
 /// "sgd", "adam", "adamw".
 const std::vector<std::string>& optimizer_names();
-/// "fashion-mnist", "synthetic".
+/// "fashion-mnist", "cifar10", "idx", "npy", "csv", "synthetic".
 const std::vector<std::string>& dataset_names();
 
 }  // namespace batchwise

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "batchwise/command_runner.h"
 #include "batchwise/device.h"
 #include "batchwise/error.h"
 #include "batchwise/fit.h"
@@ -47,6 +48,9 @@ struct Flags {
   int fit_steps = 2, fit_warmup = 0;
   std::string plan_for;
   std::string seq_len = "64";
+  std::string input_shape;
+  bool use_cmd = false;
+  std::vector<std::string> command;
   // sweep
   std::string batch_sizes, range;
   int warmup = 2, steps = 5, repetitions = 3;
@@ -55,9 +59,24 @@ struct Flags {
 
 void add_workload_flags(CLI::App* cmd, Flags& f) {
   auto& w = f.workload;
-  cmd->add_option("--model", w.model(), "mlp, lenet, resnet18 or transformer")->capture_default_str();
-  cmd->add_option("--dataset", w.dataset(), "fashion-mnist or synthetic")->capture_default_str();
-  cmd->add_option("--data-dir", w.data_dir(), "where the dataset's files are (default: /usr/share/datasets/fashion-mnist)");
+  cmd->add_option("--model", w.model(),
+                  "mlp, lenet, resnet18, transformer, or a TorchScript file (model.pt, saved with torch.jit.save)")
+      ->capture_default_str();
+  cmd->add_option("--dataset", w.dataset(),
+                  "fashion-mnist, cifar10 (--data-dir), idx or npy (--data-file, --labels-file), csv (--data-file, "
+                  "--label-column) or synthetic")
+      ->capture_default_str();
+  cmd->add_option("--data-dir", w.data_dir(),
+                  "fashion-mnist: the folder of its IDX files (default: /usr/share/datasets/fashion-mnist); cifar10: "
+                  "the cifar-10-batches-bin folder");
+  cmd->add_option("--data-file", w.data_file(), "idx: the images file; npy: the features .npy; csv: the .csv file");
+  cmd->add_option("--labels-file", w.labels_file(), "idx: the labels file; npy: the labels .npy");
+  cmd->add_option("--label-column", w.label_column(), "csv: the label column's header name or 0-based index (default: the last)");
+  cmd->add_option("--loss", w.loss(), "cross-entropy (class labels) or mse (regression targets)")->capture_default_str();
+  cmd->add_option("--num-classes", w.num_classes(), "classes the model predicts (default: largest label + 1; synthetic 10)");
+  cmd->add_option("--input-shape", f.input_shape,
+                  "one sample's shape without the batch, e.g. 3x32x32: what a TorchScript model takes, and the shape of "
+                  "synthetic samples (default: the dataset's)");
   cmd->add_option("--device", w.device(), "cpu, cuda, cuda:N or auto")->capture_default_str();
   cmd->add_option("--optimizer", w.optimizer(), "sgd (momentum 0.9), adam or adamw")->capture_default_str();
   cmd->add_option("--lr", w.lr(), "learning rate (default: sgd 0.01, adam/adamw 0.001)");
@@ -73,6 +92,11 @@ void add_workload_flags(CLI::App* cmd, Flags& f) {
   cmd->add_option("--json", f.json, "write the JSON report to FILE");
   cmd->add_option("--trial-timeout", f.trial_timeout_s, "seconds a trial may run, checked between steps (0: none)");
   cmd->add_flag("--quiet,-q", f.quiet, "print no progress lines");
+  cmd->add_flag("--cmd", f.use_cmd,
+                "train with your own command instead of a built-in workload; it follows --, with {batch} and {steps} "
+                "substituted (no shell), and prints `batchwise: step` lines (docs/cmd.md); --device cpu measures its "
+                "resident memory, cuda its device memory (NVML); --trial-timeout defaults to 600 s");
+  cmd->add_option("command", f.command, "with --cmd: the training command, after --");
 }
 
 void add_fit_flags(CLI::App* cmd, Flags& f) {
@@ -144,6 +168,7 @@ int run(const std::string& command, Flags& f) {
     const auto lengths = parse_batch_sizes(f.seq_len, "--seq-len");
     f.workload.seq_len(lengths.back()).seq_len_min(lengths.size() > 1 ? lengths.front() : 0);
   }
+  if (!f.input_shape.empty()) f.workload.input_shape(parse_shape(f.input_shape, "--input-shape"));
   const int64_t budget = f.memory_budget.empty() ? 0 : parse_bytes(f.memory_budget, "--memory-budget");
   if (!f.batch_sizes.empty() || !f.range.empty()) (void)sweep_options(f, 0, {});  // validate before loading data
   const std::optional<PlanDevice> plan_device =
@@ -151,17 +176,35 @@ int run(const std::string& command, Flags& f) {
   if (command == "sweep" && f.batch_sizes.empty() && f.range.empty())
     throw ConfigError("sweep: no batch sizes; pass --batch-sizes 16,32,64 or --range 8-4096*2");
 
-  auto workload = make_workload(f.workload);
+  if (!f.command.empty() && !f.use_cmd)
+    throw ConfigError(fmt::format("unexpected argument {}: to run a training command, put --cmd before -- {}",
+                                  f.command.front(), command_line(f.command)));
+  // The trials run either on a built-in (or TorchScript) workload in this process, or on the
+  // user's command, one child process per trial.
+  std::unique_ptr<Workload> workload;
+  std::unique_ptr<TrialRunner> runner;
+  bool cuda = false;
+  std::string device = f.workload.device();
+  if (f.use_cmd) {
+    if (device == "auto") device = resolve_device("auto").type == "cuda" ? "cuda" : "cpu";
+    runner = std::make_unique<CommandRunner>(f.command, device);
+    cuda = device != "cpu";
+    if (f.trial_timeout_s == 0) f.trial_timeout_s = 600;  // a hung command must not hang the run
+  } else {
+    workload = make_workload(f.workload);
+    runner = std::make_unique<WorkloadRunner>(*workload);
+    cuda = workload->device().is_cuda();
+  }
   if (f.max == 0) {
     // On CPU a step at 65536 samples takes seconds to minutes, and throughput has long flattened
     // by then; tune's question is which batch to train with, so it stops at 4096 unless told.
-    f.max = command == "tune" && !workload->device().is_cuda() ? 4096 : 65536;
+    f.max = command == "tune" && !cuda ? 4096 : 65536;
   }
   Report report;
-  report.context = make_context(resolve_device(f.workload.device()));
-  report.context.device_total_bytes = device_memory(*workload)->total_bytes();
-  report.workload = workload->info();
-  report.budget_bytes = budget > 0 ? budget : default_budget_bytes(*workload);
+  report.context = make_context(resolve_device(f.use_cmd && !cuda ? "cpu" : device));
+  report.context.device_total_bytes = runner->device_total_bytes();
+  report.workload = runner->info();
+  report.budget_bytes = budget > 0 ? budget : runner->default_budget_bytes();
   report.target = f.target;
 
   // Progress: one line per trial on stderr. The estimate of time left uses the current phase's
@@ -187,11 +230,11 @@ int run(const std::string& command, Flags& f) {
 
   int code = kExitOk;
   if (command == "fit") {
-    report.fit = fit(*workload, fit_options(f, report.budget_bytes, progress));
+    report.fit = fit(*runner, fit_options(f, report.budget_bytes, progress));
   } else if (command == "sweep") {
-    report.sweep = sweep(*workload, sweep_options(f, report.budget_bytes, progress));
+    report.sweep = sweep(*runner, sweep_options(f, report.budget_bytes, progress));
   } else {
-    TuneResult r = tune(*workload, TuneOptions()
+    TuneResult r = tune(*runner, TuneOptions()
                                        .fit(fit_options(f, report.budget_bytes, progress))
                                        .sweep(sweep_options(f, report.budget_bytes, progress)));
     report.fit = r.fit;

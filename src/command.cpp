@@ -1,0 +1,556 @@
+// run_command: fork + execve (never a shell), stdout and stderr read through pipes with poll() while
+// the child runs, its process group's resident memory sampled from /proc every 10 ms, NVML every
+// 50 ms, deadlines enforced with SIGTERM then SIGKILL to the whole group. classify() below turns the
+// raw CommandResult into an outcome and a sentence. To recognise another framework's out-of-memory
+// text, add it to kOomMarkers.
+#include "batchwise/command.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+#include "batchwise/units.h"
+#include "check.h"
+#include "nvml.h"
+#include "process_group.h"
+
+extern char** environ;  // copied into the child's environment
+
+namespace batchwise {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kSampleInterval = std::chrono::milliseconds(10);
+constexpr int kNvmlEvery = 5;                                  // samples between NVML queries
+constexpr auto kTermGrace = std::chrono::seconds(1);            // SIGTERM, then SIGKILL
+constexpr auto kDrainGrace = std::chrono::seconds(1);           // output after the child exited
+constexpr size_t kTailLines = 20;
+constexpr size_t kMaxLineBytes = 64 * 1024;
+constexpr size_t kTailLineBytes = 1000;
+
+// A child's exceptions reach us only as text, so here (unlike in-process trials, which catch
+// c10::OutOfMemoryError by type) out-of-memory is recognised by its message.
+constexpr const char* kOomMarkers[] = {
+    "DefaultCPUAllocator: can't allocate memory",  // PyTorch CPU
+    "CUDA out of memory",                          // PyTorch CUDA
+    "OutOfMemoryError",                            // torch.OutOfMemoryError, torch.cuda.OutOfMemoryError
+    "MemoryError",                                 // Python
+    "ResourceExhaustedError",                      // TensorFlow
+    "OOM when allocating",                         // TensorFlow
+    "RESOURCE_EXHAUSTED",                          // JAX / XLA
+    "std::bad_alloc",                              // C++
+    "Cannot allocate memory",                      // ENOMEM
+};
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string signal_text(int sig) {
+  static const std::map<int, const char*> kNames = {
+      {SIGHUP, "SIGHUP"}, {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+      {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+      {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
+      {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"}};
+  const auto it = kNames.find(sig);
+  return it == kNames.end() ? fmt::format("signal {}", sig) : fmt::format("signal {} ({})", sig, it->second);
+}
+
+// ---- the line protocol -------------------------------------------------------------------------
+
+// Reads `batchwise: step samples=256 loss=0.5` style lines into the result as they arrive.
+class ProtocolParser {
+ public:
+  ProtocolParser(CommandResult& result, Clock::time_point start) : r_(result), last_step_(start) {}
+
+  /// Returns true when the line was a step line.
+  bool line(const std::string& text, Clock::time_point at) {
+    static const std::string kPrefix = "batchwise:";
+    if (text.compare(0, kPrefix.size(), kPrefix) != 0) {
+      if (r_.oom_message.empty() && is_oom_message(text)) r_.oom_message = text.substr(0, 300);
+      return false;
+    }
+    ++r_.protocol_lines;
+    bool step = false;
+    int64_t samples = r_.batch;
+    size_t pos = kPrefix.size();
+    while (pos < text.size()) {
+      const size_t begin = text.find_first_not_of(" \t", pos);
+      if (begin == std::string::npos) break;
+      const size_t end = std::min(text.find_first_of(" \t", begin), text.size());
+      const std::string token = text.substr(begin, end - begin);
+      pos = end;
+      const size_t eq = token.find('=');
+      if (eq == std::string::npos) {
+        step = step || token == "step";
+        continue;
+      }
+      const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
+      if (key == "samples") integer(value, samples);
+      else if (key == "loss") real(value, r_.loss);
+      else if (key == "samples_per_s") real(value, r_.reported_samples_per_s);
+      else if (key == "peak_bytes") {
+        int64_t bytes = -1;
+        if (integer(value, bytes)) r_.reported_peak_bytes = std::max(bytes, r_.reported_peak_bytes.value_or(0));
+      }
+    }
+    if (!step) return false;
+    ++r_.steps_seen;
+    if (r_.steps_seen > r_.warmup) {
+      r_.step_times_s.push_back(seconds(at - last_step_));
+      r_.step_samples.push_back(samples);
+    }
+    last_step_ = at;
+    return true;
+  }
+
+ private:
+  // Malformed values are ignored: the output is the user's, and a typo must not stop a run.
+  static bool integer(const std::string& value, int64_t& out) {
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || errno != 0 || v < 0) return false;
+    out = v;
+    return true;
+  }
+  static void real(const std::string& value, std::optional<double>& out) {
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (!value.empty() && *end == '\0' && std::isfinite(v)) out = v;
+  }
+
+  CommandResult& r_;
+  Clock::time_point last_step_;
+};
+
+// Splits one stream into lines.
+struct LineStream {
+  int fd = -1;
+  std::string partial;
+};
+
+// ---- starting the child ------------------------------------------------------------------------
+
+// Moves fd above stderr, so that the child's dup2 onto 0, 1 and 2 cannot clobber another source.
+int above_stdio(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  close(fd);
+  return moved;
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
+std::vector<std::string> child_environment(const CommandOptions& options, int total_steps) {
+  std::vector<std::pair<std::string, std::string>> overrides = {
+      {"PYTHONUNBUFFERED", "1"},
+      {"BATCHWISE_BATCH", std::to_string(options.batch())},
+      {"BATCHWISE_STEPS", std::to_string(total_steps)}};
+  for (const auto& [key, value] : options.env()) {
+    BATCHWISE_CHECK(!key.empty() && key.find('=') == std::string::npos, ConfigError,
+                    "command environment: '{}' is not a variable name; use a name without '='", key);
+    overrides.emplace_back(key, value);
+  }
+  std::map<std::string, std::string> last;  // a later entry wins
+  for (const auto& [key, value] : overrides) last[key] = value;
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry = *e;
+    if (!last.count(entry.substr(0, entry.find('=')))) env.push_back(entry);
+  }
+  for (const auto& [key, value] : last) env.push_back(key + "=" + value);
+  return env;
+}
+
+std::string exec_failure(const std::string& program, int error) {
+  const bool on_path = program.find('/') == std::string::npos;
+  switch (error) {
+    case ENOENT:
+      return fmt::format("command: '{}' not found{}; give the program's full path or install it", program,
+                         on_path ? " on PATH" : "");
+    case EACCES:
+      return fmt::format("command: '{}' is not executable (permission denied); chmod +x it or run it through "
+                         "its interpreter, e.g. python3 {}", program, program);
+    case ENOEXEC:
+      return fmt::format("command: '{}' is not a program the system can run; add a #! line or run it through "
+                         "its interpreter, e.g. python3 {}", program, program);
+    default:
+      return fmt::format("command: cannot run '{}': {}", program, std::strerror(error));
+  }
+}
+
+// The file execve should run for `program`: as given when it holds a '/', else the first
+// executable match on the child's PATH (searched here, before fork, as execvp would). Throws Error.
+std::string resolve_program(const std::string& program, const std::vector<std::string>& env) {
+  if (program.find('/') != std::string::npos) return program;
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (const std::string& entry : env)
+    if (entry.compare(0, 5, "PATH=") == 0) path = entry.substr(5);
+  int error = ENOENT;
+  for (size_t begin = 0; begin <= path.size();) {
+    const size_t end = std::min(path.find(':', begin), path.size());
+    const std::string dir = end == begin ? "." : path.substr(begin, end - begin);
+    const std::string candidate = dir + "/" + program;
+    struct stat info {};
+    if (stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode)) {
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+      error = EACCES;
+    }
+    begin = end + 1;
+  }
+  throw Error(exec_failure(program, error));
+}
+
+}  // namespace
+
+const char* to_string(CommandOutcome outcome) {
+  switch (outcome) {
+    case CommandOutcome::Ok: return "ok";
+    case CommandOutcome::Oom: return "oom";
+    case CommandOutcome::Error: return "error";
+    case CommandOutcome::Timeout: return "timeout";
+  }
+  return "error";
+}
+
+bool is_oom_message(const std::string& line) {
+  return std::any_of(std::begin(kOomMarkers), std::end(kOomMarkers),
+                     [&](const char* marker) { return line.find(marker) != std::string::npos; });
+}
+
+std::vector<std::string> substitute(const std::vector<std::string>& argv, int64_t batch, int steps) {
+  BATCHWISE_CHECK(!argv.empty() && !argv[0].empty(), ConfigError,
+                  "command: no program given; pass the training command, e.g. python3 train.py --batch-size={{batch}}");
+  std::vector<std::string> out;
+  for (const std::string& arg : argv) {
+    std::string s;
+    for (size_t i = 0; i < arg.size(); ++i) {
+      const char c = arg[i];
+      if ((c == '{' || c == '}') && i + 1 < arg.size() && arg[i + 1] == c) {
+        s += c;
+        ++i;
+        continue;
+      }
+      if (c != '{') {
+        s += c;
+        continue;
+      }
+      size_t end = i + 1;  // a placeholder is {identifier}; any other brace is literal
+      while (end < arg.size() && (std::isalnum(static_cast<unsigned char>(arg[end])) || arg[end] == '_')) ++end;
+      if (end == i + 1 || end == arg.size() || arg[end] != '}') {
+        s += c;
+        continue;
+      }
+      const std::string name = arg.substr(i + 1, end - i - 1);
+      if (name == "batch") s += std::to_string(batch);
+      else if (name == "steps") s += std::to_string(steps);
+      else
+        BATCHWISE_CHECK(false, ConfigError,
+                        "command argument '{}': unknown placeholder '{{{}}}'; use {{batch}} or {{steps}} "
+                        "({{{{ and }}}} are literal braces)", arg, name);
+      i = end;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+CommandResult run_command(const CommandOptions& options) {
+  BATCHWISE_CHECK(options.batch() >= 1, ConfigError, "command: batch size {} is below 1", options.batch());
+  BATCHWISE_CHECK(options.steps() >= 1, ConfigError, "command: steps {} is below 1", options.steps());
+  BATCHWISE_CHECK(options.warmup() >= 0, ConfigError, "command: warm-up {} is below 0", options.warmup());
+  BATCHWISE_CHECK(options.timeout_s() >= 0, ConfigError, "command: timeout {} s is negative", options.timeout_s());
+  BATCHWISE_CHECK(options.memory_limit_bytes() >= 0, ConfigError, "command: memory limit {} is negative",
+                  options.memory_limit_bytes());
+  const int total_steps = options.warmup() + options.steps();
+
+  CommandResult r;
+  r.argv = substitute(options.argv(), options.batch(), total_steps);
+  r.batch = options.batch();
+  r.warmup = options.warmup();
+  r.steps = options.steps();
+  r.timeout_s = options.timeout_s();
+  r.memory_limit_bytes = options.memory_limit_bytes();
+
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  const std::vector<std::string> env = child_environment(options, total_steps);
+  const std::string program = resolve_program(r.argv[0], env);
+  std::vector<char*> argv_ptrs, env_ptrs;
+  for (const std::string& a : r.argv) argv_ptrs.push_back(const_cast<char*>(a.c_str()));
+  argv_ptrs.push_back(nullptr);
+  for (const std::string& e : env) env_ptrs.push_back(const_cast<char*>(e.c_str()));
+  env_ptrs.push_back(nullptr);
+
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, status_pipe[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(status_pipe, O_CLOEXEC) != 0)
+    throw Error(fmt::format("command: cannot create pipes: {}", std::strerror(errno)));
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  for (int* fd : {&out[0], &out[1], &err[0], &err[1], &status_pipe[0], &status_pipe[1], &devnull}) *fd = above_stdio(*fd);
+
+  const std::optional<int64_t> oom_kills_before = detail::read_oom_kill_count();
+  const pid_t parent = getpid();
+  const Clock::time_point start = Clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int error = errno;
+    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &status_pipe[0], &status_pipe[1], &devnull}) close_fd(*fd);
+    throw Error(fmt::format("command: cannot start '{}': fork failed: {}", r.argv[0], std::strerror(error)));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // batchwise dying must not leave a trainer behind
+    if (getppid() != parent) _exit(127);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);  // ignored signals survive exec
+    // execve, not execvp: execvp runs a file without a #! line through /bin/sh.
+    execve(program.c_str(), argv_ptrs.data(), env_ptrs.data());
+    const int error = errno;
+    ssize_t written = write(status_pipe[1], &error, sizeof(error));
+    (void)written;
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here, so killpg works before the child gets to it
+  for (int* fd : {&out[1], &err[1], &status_pipe[1], &devnull}) close_fd(*fd);
+  int exec_error = 0;
+  ssize_t got;
+  do got = read(status_pipe[0], &exec_error, sizeof(exec_error));
+  while (got < 0 && errno == EINTR);
+  close_fd(status_pipe[0]);
+  if (got == static_cast<ssize_t>(sizeof(exec_error))) {
+    waitpid(pid, nullptr, 0);
+    close_fd(out[0]);
+    close_fd(err[0]);
+    throw Error(exec_failure(r.argv[0], exec_error));
+  }
+
+  ProtocolParser parser(r, start);
+  std::deque<std::string> tail;
+  LineStream streams[2];
+  streams[0].fd = out[0];
+  streams[1].fd = err[0];
+  detail::GroupSampler sampler(pid);
+  const detail::Nvml& nvml = detail::shared_nvml();
+  int samples_taken = 0;
+  Clock::time_point next_sample = start;
+  std::optional<Clock::time_point> term_sent, exited_at;
+  bool kill_sent = false, stragglers_killed = false;
+
+  const auto stop = [&](Clock::time_point now) {
+    if (term_sent || kill_sent) return;
+    killpg(pid, SIGTERM);
+    term_sent = now;
+  };
+  const auto kill_group = [&] {
+    killpg(pid, SIGKILL);
+    kill_sent = true;
+  };
+  const auto on_line = [&](std::string line, Clock::time_point at) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (parser.line(line, at) && options.stop_after_steps() && r.steps_seen >= total_steps && !r.timed_out) {
+      r.stopped_after_steps = true;
+      stop(at);
+    }
+    if (line.size() > kTailLineBytes) line = line.substr(0, kTailLineBytes) + " ...";
+    tail.push_back(std::move(line));
+    if (tail.size() > kTailLines) tail.pop_front();
+  };
+
+  for (;;) {
+    Clock::time_point now = Clock::now();
+    if (!exited_at) {
+      if (options.timeout_s() > 0 && !term_sent && !kill_sent && seconds(now - start) >= options.timeout_s()) {
+        r.timed_out = true;
+        stop(now);
+      }
+      if (term_sent && !kill_sent && now - *term_sent >= kTermGrace) kill_group();
+      if (now >= next_sample) {
+        const int64_t rss = sampler.sample(now);
+        r.peak_rss_bytes = std::max(r.peak_rss_bytes, rss);
+        if (options.memory_limit_bytes() > 0 && rss > options.memory_limit_bytes() && !kill_sent) {
+          r.killed_over_memory_limit = true;
+          kill_group();
+        }
+        if (nvml.available() && samples_taken++ % kNvmlEvery == 0) {
+          const std::optional<int64_t> used = nvml.process_memory_bytes(sampler.members());
+          if (used && *used > 0) r.nvml_peak_bytes = std::max(*used, r.nvml_peak_bytes.value_or(0));
+        }
+        next_sample = now + kSampleInterval;
+      }
+    } else {
+      if (streams[0].fd < 0 && streams[1].fd < 0) break;
+      // Descendants still hold the pipes open: stop them, then give up on their output.
+      if (!stragglers_killed && now - *exited_at >= kDrainGrace) {
+        killpg(pid, SIGKILL);
+        stragglers_killed = true;
+      }
+      if (now - *exited_at >= 3 * kDrainGrace) break;
+    }
+
+    pollfd fds[2];
+    nfds_t count = 0;
+    for (const LineStream& s : streams)
+      if (s.fd >= 0) fds[count++] = pollfd{s.fd, POLLIN, 0};
+    const int wait_ms = exited_at ? 50 : static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             std::max(next_sample - now, Clock::duration::zero())).count());
+    if (count > 0) {
+      poll(fds, count, wait_ms);
+    } else if (!exited_at) {
+      usleep(static_cast<useconds_t>(wait_ms) * 1000);
+    }
+    now = Clock::now();
+    for (LineStream& s : streams) {
+      if (s.fd < 0) continue;
+      const auto it = std::find_if(fds, fds + count, [&](const pollfd& p) { return p.fd == s.fd; });
+      if (it == fds + count || !(it->revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[64 * 1024];
+      const ssize_t n = read(s.fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (!s.partial.empty()) on_line(std::move(s.partial), now);
+        s.partial.clear();
+        close_fd(s.fd);
+        continue;
+      }
+      s.partial.append(buf, static_cast<size_t>(n));
+      size_t begin = 0;
+      for (size_t nl; (nl = s.partial.find('\n', begin)) != std::string::npos; begin = nl + 1)
+        on_line(s.partial.substr(begin, nl - begin), now);
+      s.partial.erase(0, begin);
+      if (s.partial.size() > kMaxLineBytes) {  // a line without end: take it as it is
+        on_line(std::move(s.partial), now);
+        s.partial.clear();
+      }
+    }
+    if (!exited_at) {
+      siginfo_t info{};
+      // WNOWAIT: the zombie keeps the process group id reserved until we have killed what is left.
+      const int waited = waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+      if ((waited == 0 && info.si_pid == pid) || (waited < 0 && errno == ECHILD)) exited_at = Clock::now();
+    }
+  }
+  for (LineStream& s : streams) {
+    if (!s.partial.empty()) on_line(std::move(s.partial), Clock::now());
+    close_fd(s.fd);
+  }
+  // Whatever is left of the group goes, and is gone before we return: the next run must not
+  // find its memory still held. The leader, a zombie until reaped, keeps the group id reserved.
+  killpg(pid, SIGKILL);
+  for (const Clock::time_point give_up = Clock::now() + 2 * kTermGrace;
+       sampler.others_alive() && Clock::now() < give_up;)
+    usleep(5000);
+  int status = 0;
+  rusage usage{};
+  pid_t reaped;
+  do reaped = wait4(pid, &status, 0, &usage);
+  while (reaped < 0 && errno == EINTR);
+  r.wall_s = seconds(exited_at.value_or(Clock::now()) - start);
+  // reaped < 0: another thread's waitpid(-1) took the status; exit_status -1 and signal 0 say so.
+  if (reaped == pid && WIFEXITED(status)) r.exit_status = WEXITSTATUS(status);
+  if (reaped == pid && WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.peak_rss_bytes = std::max(r.peak_rss_bytes, sampler.leader_peak_bytes());
+  if (r.reported_peak_bytes || r.nvml_peak_bytes)
+    r.peak_device_bytes = std::max(r.reported_peak_bytes.value_or(0), r.nvml_peak_bytes.value_or(0));
+
+  const std::optional<int64_t> oom_kills_after = detail::read_oom_kill_count();
+  r.oom_killer_known = oom_kills_before && oom_kills_after;
+  if (r.oom_killer_known) r.oom_kills = std::max<int64_t>(0, *oom_kills_after - *oom_kills_before);
+  r.oom_killer = r.oom_kills > 0 && r.signal == SIGKILL && !kill_sent;
+  for (const std::string& line : tail) r.output_tail += line + "\n";
+  return r;
+}
+
+// ---- classify ----------------------------------------------------------------------------------
+
+CommandVerdict classify(const CommandResult& r) {
+  CommandVerdict v;
+  const int total = r.warmup + r.steps;
+  const std::string steps = fmt::format("after {} of {} steps", r.steps_seen, total);
+  const std::string ended = r.signal            ? "killed by " + signal_text(r.signal)
+                            : r.exit_status >= 0 ? fmt::format("exit status {}", r.exit_status)
+                                                 : "ended with an unknown status (reaped elsewhere in this process)";
+  std::string last_line;  // the last line with text, for the error message
+  std::istringstream lines(r.output_tail);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find_first_not_of(" \t") != std::string::npos && line.compare(0, 10, "batchwise:") != 0) last_line = line;
+  const bool clean_exit = r.exit_status == 0 && r.steps_seen >= total;
+
+  if (r.killed_over_memory_limit) {
+    v.outcome = CommandOutcome::Oom;
+    v.message = fmt::format("resident memory reached {}, over the {} budget: stopped by batchwise {}",
+                            format_bytes(r.peak_rss_bytes), format_bytes(r.memory_limit_bytes), steps);
+  } else if (r.oom_killer) {
+    v.outcome = CommandOutcome::Oom;
+    v.message = fmt::format("killed by the kernel's OOM killer (SIGKILL) {}; resident memory peaked at {}", steps,
+                            format_bytes(r.peak_rss_bytes));
+  } else if (!r.oom_message.empty() && !clean_exit) {
+    v.outcome = CommandOutcome::Oom;
+    const std::string how = r.timed_out ? fmt::format("stopped by batchwise at the {:g} s timeout", r.timeout_s) : ended;
+    v.message = fmt::format("{} {}, the child printed: {}", how, steps, r.oom_message);
+  } else if (r.timed_out) {
+    v.outcome = CommandOutcome::Timeout;
+    v.message = fmt::format("still running at the {:g} s timeout {}: stopped by batchwise ({})", r.timeout_s, steps,
+                            r.signal == SIGKILL ? "SIGTERM, then SIGKILL" : "SIGTERM");
+  } else if (r.stopped_after_steps || r.exit_status == 0) {
+    v.outcome = CommandOutcome::Ok;
+    const std::string how = r.stopped_after_steps ? "stopped by batchwise, as asked," : ended;
+    const double measured_s = std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0);
+    const int64_t measured = std::accumulate(r.step_samples.begin(), r.step_samples.end(), int64_t{0});
+    v.step_times_s = r.step_times_s;
+    if (r.reported_samples_per_s) {
+      v.samples_per_s = *r.reported_samples_per_s;
+      v.message = fmt::format("{} {}: {:.1f} samples/s as the child reported", how, steps, v.samples_per_s);
+    } else if (!r.step_times_s.empty() && measured_s > 0) {
+      v.samples_per_s = static_cast<double>(measured) / measured_s;
+      std::vector<double> sorted = r.step_times_s;
+      std::sort(sorted.begin(), sorted.end());
+      v.message = fmt::format("{} {}: {:.1f} samples/s (median step {:.3g} s over {} timed steps)", how, steps,
+                              v.samples_per_s, sorted[sorted.size() / 2], sorted.size());
+    } else {
+      const int ran = r.steps_seen > 0 ? r.steps_seen : total;
+      v.wall_timing = true;
+      v.step_times_s.assign(static_cast<size_t>(ran), r.wall_s / ran);
+      v.samples_per_s = r.wall_s > 0 ? static_cast<double>(r.batch) * ran / r.wall_s : 0;
+      v.message = fmt::format("{} {}: {:.1f} samples/s from wall time, a fallback ({:.3g} s for {} steps, start-up "
+                              "included; print 'batchwise: step' lines to time steps)", how,
+                              r.steps_seen > 0 ? steps : "without step lines", v.samples_per_s, r.wall_s, ran);
+    }
+  } else {
+    v.outcome = CommandOutcome::Error;
+    v.message = fmt::format("{} {}", ended, steps);
+    if (r.signal == SIGKILL)
+      v.message += r.oom_killer_known ? ", not by batchwise and not by the kernel's OOM killer"
+                                      : ", not by batchwise (the kernel's OOM kill count could not be read)";
+    else if (r.oom_kills > 0)
+      v.message += fmt::format("; the kernel's OOM killer killed {} process(es) in this cgroup meanwhile", r.oom_kills);
+    v.message += last_line.empty() ? "; no output" : "; last output: " + last_line;
+  }
+  return v;
+}
+
+}  // namespace batchwise

@@ -1,0 +1,94 @@
+#include "batchwise/command_runner.h"
+
+#include <fmt/format.h>
+
+#include "batchwise/memory.h"
+#include "check.h"
+#include "nvml.h"
+
+namespace batchwise {
+
+std::string command_line(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const auto& a : argv) {
+    if (!line.empty()) line += ' ';
+    line += a.find_first_of(" \t\"'") == std::string::npos && !a.empty() ? a : "'" + a + "'";
+  }
+  return line;
+}
+
+CommandRunner::CommandRunner(std::vector<std::string> argv, const std::string& device, CommandEnvironment env)
+    : argv_(std::move(argv)), env_(std::move(env)) {
+  BATCHWISE_CHECK(!argv_.empty(), ConfigError,
+                  "--cmd: no command; give it after --, e.g. --cmd -- python train.py --batch-size {{batch}}");
+  (void)substitute(argv_, 1, 1);  // an unknown {placeholder} is a ConfigError now, not at the first trial
+  if (device.rfind("cuda", 0) == 0) {
+    cuda_ = true;
+    cuda_index_ = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+    const auto& nvml = detail::shared_nvml();
+    BATCHWISE_CHECK(nvml.available() && cuda_index_ < nvml.device_count(), DeviceError,
+                    "--device {} with --cmd: the command's device memory is read through NVML, which {}; use "
+                    "--device cpu, or run where the NVIDIA driver is installed",
+                    device, nvml.available() ? fmt::format("finds {} device(s)", nvml.device_count()) : nvml.reason());
+  } else {
+    BATCHWISE_CHECK(device == "cpu", ConfigError, "--device {} with --cmd: choose cpu, cuda or cuda:N", device);
+  }
+}
+
+WorkloadInfo CommandRunner::info() const {
+  WorkloadInfo info;
+  info.model = command_line(argv_);
+  info.dataset = "(the command's)";
+  info.loss = "(the command's)";
+  info.optimizer = "(the command's)";
+  info.precision = "(the command's)";
+  return info;
+}
+
+int64_t CommandRunner::device_total_bytes() {
+  if (!cuda_) return available_ram_bytes();
+  const auto memory = detail::shared_nvml().memory_info(cuda_index_);
+  return memory ? memory->total_bytes : 0;
+}
+
+int64_t CommandRunner::default_budget_bytes() {
+  const int64_t total = device_total_bytes();
+  return cuda_ ? total : total / 10 * 8;
+}
+
+Trial CommandRunner::run(const TrialOptions& o) {
+  BATCHWISE_CHECK(o.batch() >= 1, ConfigError, "batch size {}: must be at least 1", o.batch());
+  BATCHWISE_CHECK(o.steps() >= 1, ConfigError, "--steps {}: a trial must run at least one measured step", o.steps());
+  const CommandResult result = run_command(CommandOptions(argv_, o.batch())
+                                               .steps(o.steps())
+                                               .warmup(o.warmup())
+                                               .timeout_s(o.timeout_s())
+                                               .memory_limit_bytes(cuda_ ? 0 : o.limit_bytes())
+                                               .env(env_));
+  const CommandVerdict verdict = classify(result);
+  Trial t;
+  t.batch = o.batch();
+  t.warmup_steps = o.warmup();
+  t.steps = o.steps();
+  switch (verdict.outcome) {
+    case CommandOutcome::Ok: t.outcome = Outcome::Ok; break;
+    case CommandOutcome::Oom: t.outcome = Outcome::Oom; break;
+    case CommandOutcome::Timeout: t.outcome = Outcome::Timeout; break;
+    case CommandOutcome::Error: t.outcome = Outcome::Error; break;
+  }
+  t.steps_run = result.steps_seen;
+  t.peak_bytes = cuda_ ? result.peak_device_bytes.value_or(0) : result.peak_rss_bytes;
+  t.peak_allocated_bytes = t.peak_bytes;
+  t.step_times_s = verdict.step_times_s;
+  summarize_steps(t);
+  if (t.outcome == Outcome::Ok && verdict.samples_per_s > 0) t.samples_per_s = verdict.samples_per_s;
+  if (result.loss) t.loss_first = t.loss_last = *result.loss;
+  t.wall_s = result.wall_s;
+  // An ok trial's note says only what a reader must know: that its timing is the wall-time fallback.
+  if (t.outcome != Outcome::Ok || verdict.wall_timing) t.message = verdict.message;
+  if (cuda_ && t.outcome == Outcome::Ok && !result.peak_device_bytes)
+    t.message = "no device memory figure: NVML saw none of the command's processes and it printed no peak_bytes line";
+  return t;
+}
+
+}  // namespace batchwise

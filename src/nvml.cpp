@@ -1,0 +1,148 @@
+#include "nvml.h"
+
+#include <dlfcn.h>
+
+#include <unordered_set>
+
+namespace batchwise::detail {
+
+namespace {
+
+// The slice of nvml.h that batchwise uses, declared to match NVML's ABI.
+using nvmlReturn_t = int;
+constexpr nvmlReturn_t kNvmlSuccess = 0;
+constexpr nvmlReturn_t kNvmlErrorInsufficientSize = 7;
+constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;
+struct nvmlDevice_st;
+using nvmlDevice_t = nvmlDevice_st*;
+
+struct nvmlProcessInfo_t {  // nvmlProcessInfo_v2_t / _v3 layout
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+
+struct nvmlMemory_t {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+}  // namespace
+
+struct Nvml::Api {
+  nvmlReturn_t (*init)() = nullptr;
+  nvmlReturn_t (*shutdown)() = nullptr;
+  const char* (*error_string)(nvmlReturn_t) = nullptr;
+  nvmlReturn_t (*device_count)(unsigned int*) = nullptr;
+  nvmlReturn_t (*handle_by_index)(unsigned int, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*compute_processes)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*) = nullptr;
+  nvmlReturn_t (*memory_info)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
+  bool initialized = false;  // nvmlShutdown only after a successful nvmlInit_v2
+
+  std::string describe(nvmlReturn_t code) const {
+    const char* text = error_string ? error_string(code) : nullptr;
+    return text ? std::string(text) : "NVML error " + std::to_string(code);
+  }
+};
+
+namespace {
+
+template <typename F>
+bool load(void* library, const char* name, F& fn) {
+  fn = reinterpret_cast<F>(dlsym(library, name));
+  return fn != nullptr;
+}
+
+}  // namespace
+
+Nvml::Nvml() {
+  library_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!library_) {
+    const char* error = dlerror();
+    reason_ = error ? error : "libnvidia-ml.so.1 could not be loaded";
+    reason_ += " (NVML ships with the NVIDIA driver)";
+    return;
+  }
+  api_ = new Api;
+  load(library_, "nvmlErrorString", api_->error_string);
+  // _v3 since driver 510; older drivers have _v2 with the same struct layout.
+  const bool have_processes = load(library_, "nvmlDeviceGetComputeRunningProcesses_v3", api_->compute_processes) ||
+                              load(library_, "nvmlDeviceGetComputeRunningProcesses_v2", api_->compute_processes);
+  const char* missing = nullptr;
+  if (!load(library_, "nvmlInit_v2", api_->init)) missing = "nvmlInit_v2";
+  else if (!load(library_, "nvmlShutdown", api_->shutdown)) missing = "nvmlShutdown";
+  else if (!load(library_, "nvmlDeviceGetCount_v2", api_->device_count)) missing = "nvmlDeviceGetCount_v2";
+  else if (!load(library_, "nvmlDeviceGetHandleByIndex_v2", api_->handle_by_index))
+    missing = "nvmlDeviceGetHandleByIndex_v2";
+  else if (!have_processes) missing = "nvmlDeviceGetComputeRunningProcesses_v3";
+  else if (!load(library_, "nvmlDeviceGetMemoryInfo", api_->memory_info)) missing = "nvmlDeviceGetMemoryInfo";
+  if (missing) {
+    reason_ = std::string("libnvidia-ml.so.1 has no ") + missing + " (driver too old?)";
+    return;
+  }
+  const nvmlReturn_t init = api_->init();
+  if (init != kNvmlSuccess) {
+    reason_ = "nvmlInit_v2 failed: " + api_->describe(init);
+    return;
+  }
+  api_->initialized = true;
+  unsigned int count = 0;
+  const nvmlReturn_t got = api_->device_count(&count);
+  if (got != kNvmlSuccess) {
+    reason_ = "nvmlDeviceGetCount_v2 failed: " + api_->describe(got);
+    return;
+  }
+  device_count_ = static_cast<int>(count);
+  available_ = true;
+}
+
+Nvml::~Nvml() {
+  if (api_ && api_->initialized) api_->shutdown();
+  delete api_;
+  if (library_) dlclose(library_);
+}
+
+std::optional<int64_t> Nvml::process_memory_bytes(const std::vector<int>& pids) const {
+  if (!available_) return std::nullopt;
+  const std::unordered_set<unsigned int> wanted(pids.begin(), pids.end());
+  bool any_device = false;
+  int64_t total = 0;
+  std::vector<nvmlProcessInfo_t> infos(64);
+  for (int index = 0; index < device_count_; ++index) {
+    nvmlDevice_t device = nullptr;
+    if (api_->handle_by_index(static_cast<unsigned int>(index), &device) != kNvmlSuccess) continue;
+    unsigned int count = static_cast<unsigned int>(infos.size());
+    nvmlReturn_t got = api_->compute_processes(device, &count, infos.data());
+    for (int attempt = 0; got == kNvmlErrorInsufficientSize && attempt < 3; ++attempt) {
+      infos.resize(count + 16);  // processes may start between the calls
+      count = static_cast<unsigned int>(infos.size());
+      got = api_->compute_processes(device, &count, infos.data());
+    }
+    if (got != kNvmlSuccess) continue;
+    any_device = true;
+    for (unsigned int i = 0; i < count && i < infos.size(); ++i) {
+      if (!wanted.count(infos[i].pid) || infos[i].usedGpuMemory == kNvmlValueNotAvailable) continue;
+      total += static_cast<int64_t>(infos[i].usedGpuMemory);
+    }
+  }
+  if (!any_device) return std::nullopt;
+  return total;
+}
+
+std::optional<Nvml::MemoryInfo> Nvml::memory_info(int index) const {
+  if (!available_ || index < 0 || index >= device_count_) return std::nullopt;
+  nvmlDevice_t device = nullptr;
+  if (api_->handle_by_index(static_cast<unsigned int>(index), &device) != kNvmlSuccess) return std::nullopt;
+  nvmlMemory_t memory{};
+  if (api_->memory_info(device, &memory) != kNvmlSuccess) return std::nullopt;
+  return MemoryInfo{static_cast<int64_t>(memory.total), static_cast<int64_t>(memory.used)};
+}
+
+const Nvml& shared_nvml() {
+  static const Nvml nvml;
+  return nvml;
+}
+
+}  // namespace batchwise::detail

@@ -1,0 +1,133 @@
+#include "process_group.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+namespace batchwise::detail {
+
+namespace {
+
+struct ProcStat {
+  char state = '?';  // 'Z': a zombie, whose memory is already freed
+  int pgrp = 0;
+  int64_t rss_pages = 0;
+};
+
+// The fields of /proc/<pid>/stat that batchwise reads, or nullopt (the process is gone). Plain
+// open/read: this runs for every process on the machine every 100 ms.
+std::optional<ProcStat> read_stat(int pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return std::nullopt;
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  if (!p) return std::nullopt;
+  // Fields after the name: state(3) ppid(4) pgrp(5) ... rss(24).
+  ProcStat stat;
+  int field = 3;
+  for (++p; *p && field <= 24; ++field) {
+    while (*p == ' ') ++p;
+    if (field == 3) stat.state = *p;
+    if (field == 5) stat.pgrp = static_cast<int>(std::strtol(p, nullptr, 10));
+    if (field == 24) stat.rss_pages = std::strtoll(p, nullptr, 10);
+    while (*p && *p != ' ') ++p;
+  }
+  if (field <= 24) return std::nullopt;
+  return stat;
+}
+
+}  // namespace
+
+GroupSampler::GroupSampler(int pgid, Clock::duration rescan_interval)
+    : pgid_(pgid), rescan_interval_(rescan_interval), page_bytes_(sysconf(_SC_PAGESIZE)) {}
+
+void GroupSampler::read_leader_peak() {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/status", pgid_);
+  std::FILE* f = std::fopen(path, "re");
+  if (!f) return;
+  char line[256];
+  while (std::fgets(line, sizeof(line), f)) {
+    long long kib = 0;
+    if (std::sscanf(line, "VmHWM: %lld kB", &kib) == 1) {
+      leader_peak_bytes_ = std::max<int64_t>(leader_peak_bytes_, kib * 1024);
+      break;
+    }
+  }
+  std::fclose(f);
+}
+
+int64_t GroupSampler::sample(Clock::time_point now) {
+  read_leader_peak();
+  if (members_.empty() || now - last_scan_ >= rescan_interval_) {
+    last_scan_ = now;
+    return rescan() * page_bytes_;
+  }
+  int64_t pages = 0;
+  for (const int pid : members_) {
+    const std::optional<ProcStat> stat = read_stat(pid);
+    if (stat && stat->pgrp == pgid_) pages += stat->rss_pages;  // pgrp: the pid may be reused
+  }
+  return pages * page_bytes_;
+}
+
+bool GroupSampler::others_alive() {
+  rescan();
+  return std::any_of(members_.begin(), members_.end(), [&](int pid) { return pid != pgid_; });
+}
+
+int64_t GroupSampler::rescan() {
+  members_.clear();
+  int64_t pages = 0;
+  DIR* dir = opendir("/proc");
+  if (!dir) return 0;
+  while (const dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+    const int pid = std::atoi(entry->d_name);
+    const std::optional<ProcStat> stat = read_stat(pid);
+    if (!stat || stat->pgrp != pgid_ || stat->state == 'Z' || stat->state == 'X') continue;
+    members_.push_back(pid);
+    pages += stat->rss_pages;
+  }
+  closedir(dir);
+  return pages;
+}
+
+std::optional<int64_t> read_oom_kill_count() {
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::vector<std::string> files;
+  for (std::string line; std::getline(cgroups, line);) {  // "id:controllers:path"
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (line.compare(0, a, "0") == 0 && controllers.empty()) {
+      files.push_back("/sys/fs/cgroup" + path + "/memory.events");
+      files.push_back("/sys/fs/cgroup/unified" + path + "/memory.events");
+    } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
+      files.push_back("/sys/fs/cgroup/memory" + path + "/memory.oom_control");
+    }
+  }
+  for (const std::string& file : files) {
+    std::ifstream in(file);
+    std::string key;
+    int64_t value = 0;
+    while (in >> key >> value)
+      if (key == "oom_kill") return value;
+  }
+  return std::nullopt;
+}
+
+}  // namespace batchwise::detail

@@ -1,0 +1,96 @@
+// `batchwise fit|sweep|tune --cmd -- ...`: a user's own training command, run once per trial.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+
+namespace {
+
+using namespace cli;
+
+const std::string kCmdDir = BATCHWISE_TEST_CMD_DIR;
+
+// A real PyTorch training script, fitted with the budget enforced on its resident memory: batches
+// found, every trial above the budget stopped as out of memory, throughput from its step lines.
+TEST(Cmd, PythonTorchScriptIsFittedAndSweptThroughItsCommand) {
+  const std::string script = std::string(BATCHWISE_TEST_PYTHON) + " " + kCmdDir + "/train_torch.py";
+  // The interpreter and torch alone take hundreds of MiB, which differ between machines; the budget
+  // is set above what batch 1 measures here, so that the activations decide.
+  const fs::path base_json = scratch() / "cmd-base.json";
+  const Outcome base = batchwise("sweep --cmd --batch-sizes 1 --repetitions 1 --warmup 1 --steps 1 -q --json " +
+                                 base_json.string() + " -- " + script + " --batch-size {batch} --steps {steps}");
+  ASSERT_EQ(base.code, 0) << base.err << base.out;
+  const int64_t floor = nlohmann::json::parse(slurp(base_json)).at("sweep").at("points").at(0).at("peak_bytes");
+  ASSERT_GT(floor, 50 << 20);  // a Python process with torch: the child's memory, not ours
+  const int64_t budget = floor + (160 << 20);
+
+  const fs::path fit_json = scratch() / "cmd-fit.json";
+  const Outcome fit = batchwise("fit --cmd --memory-budget " + std::to_string(budget) +
+                                " --target 1 --multiple-of 32 --max 8192 -q --json " + fit_json.string() + " -- " +
+                                script + " --batch-size {batch} --steps {steps}");
+  ASSERT_EQ(fit.code, 0) << fit.err << fit.out;
+  const auto f = nlohmann::json::parse(slurp(fit_json));
+  EXPECT_NE(f.at("workload").at("model").get<std::string>().find("train_torch.py --batch-size {batch}"),
+            std::string::npos);
+  ASSERT_EQ(f.at("fit").at("outcome"), "fits") << f.at("fit").dump(1);
+  const int64_t batch = f.at("fit").at("batch");
+  EXPECT_GE(batch, 32);
+  EXPECT_LT(batch, 8192);
+  int oom = 0;
+  for (const auto& t : f.at("fit").at("trials")) {
+    if (t.at("outcome") == "oom") {
+      ++oom;
+      EXPECT_GT(t.at("batch").get<int64_t>(), batch);
+      EXPECT_NE(t.at("message").get<std::string>().find("budget"), std::string::npos) << t.dump();
+    } else {
+      EXPECT_EQ(t.at("outcome"), "ok") << t.dump();
+      EXPECT_GT(t.at("peak_bytes").get<int64_t>(), floor / 2);
+    }
+  }
+  EXPECT_GE(oom, 1) << "no trial went over the budget: " << f.at("fit").dump(1);
+
+  const fs::path sweep_json = scratch() / "cmd-sweep.json";
+  const Outcome sweep = batchwise("sweep --cmd --batch-sizes 16,64 --repetitions 1 --warmup 1 --steps 3 -q --json " +
+                                  sweep_json.string() + " -- " + script + " --batch-size {batch} --steps {steps}");
+  ASSERT_EQ(sweep.code, 0) << sweep.err;
+  for (const auto& p : nlohmann::json::parse(slurp(sweep_json)).at("sweep").at("points")) {
+    EXPECT_EQ(p.at("outcome"), "ok") << p.dump();
+    EXPECT_EQ(p.at("step_times_s").size(), 3u);  // one per measured `batchwise: step` line
+    EXPECT_GT(p.at("samples_per_s").get<double>(), 0);
+    EXPECT_EQ(p.at("steps_run"), 4);
+    EXPECT_GT(p.at("loss_last").get<double>(), 0);
+  }
+}
+
+TEST(Cmd, KilledAndHungChildrenAreResultsAndTheRunGoesOn) {
+  const fs::path json = scratch() / "cmd-faults.json";
+  const Outcome r = batchwise("sweep --cmd --batch-sizes 8,16,32,64 --repetitions 1 --warmup 1 --steps 2 "
+                              "--trial-timeout 3 -q --json " + json.string() + " -- python3 " + kCmdDir +
+                              "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01 --kill-at 16 "
+                              "--hang-at 32");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto points = nlohmann::json::parse(slurp(json)).at("sweep").at("points");
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[0].at("outcome"), "ok");
+  EXPECT_EQ(points[1].at("outcome"), "error");
+  EXPECT_NE(points[1].at("message").get<std::string>().find("SIGKILL"), std::string::npos) << points[1].dump();
+  EXPECT_EQ(points[2].at("outcome"), "timeout");
+  EXPECT_LT(points[2].at("wall_s").get<double>(), 3 + 3);
+  EXPECT_EQ(points[3].at("outcome"), "ok");  // the run went on past both
+  EXPECT_GT(points[3].at("samples_per_s").get<double>(), 0);
+}
+
+TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
+  const fs::path pwned = scratch() / "pwned";
+  const fs::path json = scratch() / "cmd-shell.json";
+  const Outcome r = batchwise("sweep --cmd --batch-sizes 4 --repetitions 1 --warmup 0 --steps 1 -q --json " +
+                              json.string() + " -- python3 " + kCmdDir + "/echo_argv.py --bs={batch} '; touch " +
+                              pwned.string() + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(pwned));
+  expect_clean_error("sweep --cmd --batch-sizes 4 -- python3 train.py --lr={learning_rate}", 2, "{learning_rate}");
+  expect_clean_error("sweep --batch-sizes 4 -- python3 train.py", 2, "put --cmd before --");
+  expect_clean_error("sweep --cmd --batch-sizes 4 -- /nonexistent/train", 1, "/nonexistent/train");
+}
+
+}  // namespace

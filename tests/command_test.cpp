@@ -1,0 +1,377 @@
+// run_command against small Python (stdlib) scripts in tests/cmd/, each standing in for one way a
+// user's training command can behave. Debian's /usr/bin/python3 runs them when present.
+#include "batchwise/command.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <numeric>
+
+#include "batchwise/error.h"
+#include "nvml.h"
+
+#ifndef BATCHWISE_TEST_CMD_DIR
+#error "BATCHWISE_TEST_CMD_DIR must name tests/cmd"
+#endif
+
+namespace batchwise {
+namespace {
+
+std::string python() { return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3"; }
+
+std::string script(const std::string& name) { return std::string(BATCHWISE_TEST_CMD_DIR) + "/" + name; }
+
+CommandOptions options(const std::string& name, std::vector<std::string> args, int64_t batch = 16) {
+  std::vector<std::string> argv = {python(), script(name)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return CommandOptions(std::move(argv), batch);
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(Substitute, ReplacesPlaceholdersInsideArguments) {
+  EXPECT_EQ(substitute({"train", "--bs={batch}", "{steps}", "x{batch}y{batch}"}, 256, 7),
+            (std::vector<std::string>{"train", "--bs=256", "7", "x256y256"}));
+  EXPECT_EQ(substitute({"python3", "-c", "print({{'a': 1}}, {'b': 2}, '{{batch}}')", "{", "}", "{}", "{batch"}, 1, 1),
+            (std::vector<std::string>{"python3", "-c", "print({'a': 1}, {'b': 2}, '{batch}')", "{", "}", "{}", "{batch"}));
+}
+
+TEST(Substitute, UnknownPlaceholderIsAConfigErrorNamingIt) {
+  try {
+    substitute({"train", "--bs={batch_size}"}, 8, 5);
+    FAIL() << "{batch_size} was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "'{batch_size}'")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "{batch} or {steps}")) << e.what();
+  }
+  EXPECT_THROW(substitute({"train", "{Batch}"}, 8, 5), ConfigError);
+  EXPECT_THROW(substitute({}, 8, 5), ConfigError);
+  EXPECT_THROW(substitute({""}, 8, 5), ConfigError);
+}
+
+TEST(RunCommand, NoShellSoSeparatorsStayOneLiteralArgument) {
+  const std::string marker = "/tmp/batchwise-pwned-" + std::to_string(getpid());
+  unlink(marker.c_str());
+  const std::string evil = "; touch " + marker;
+  CommandOptions o = options("echo_argv.py", {evil, "$(touch " + marker + ")", "--steps={steps}"}, 64);
+  o.env({{"BATCHWISE_TEST_EXTRA", "a b;c"}});
+  const CommandResult r = run_command(o);
+  EXPECT_EQ(r.exit_status, 0) << r.output_tail;
+  EXPECT_TRUE(contains(r.output_tail, "arg: " + evil + "\n")) << r.output_tail;
+  EXPECT_TRUE(contains(r.output_tail, "arg: --steps=7\n")) << r.output_tail;  // warm-up 2 + steps 5
+  EXPECT_TRUE(contains(r.output_tail, "env: BATCHWISE_BATCH=64\n")) << r.output_tail;
+  EXPECT_TRUE(contains(r.output_tail, "env: BATCHWISE_STEPS=7\n")) << r.output_tail;
+  EXPECT_TRUE(contains(r.output_tail, "env: PYTHONUNBUFFERED=1\n")) << r.output_tail;
+  EXPECT_TRUE(contains(r.output_tail, "env: BATCHWISE_TEST_EXTRA=a b;c\n")) << r.output_tail;
+  EXPECT_TRUE(contains(r.output_tail, "stdin: ''\n")) << r.output_tail;  // /dev/null, never our terminal
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << marker << " was created: a shell ran";
+}
+
+TEST(RunCommand, StepLinesAreTimedAfterWarmup) {
+  const CommandResult r = run_command(
+      options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--step-s=0.05"}, 32).warmup(2).steps(3));
+  EXPECT_EQ(r.exit_status, 0) << r.output_tail;
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(r.steps_seen, 5);
+  EXPECT_EQ(r.protocol_lines, 5);
+  ASSERT_EQ(r.step_times_s.size(), 3u);
+  for (double t : r.step_times_s) {
+    EXPECT_GE(t, 0.045);
+    EXPECT_LE(t, 0.5);
+  }
+  EXPECT_EQ(r.step_samples, (std::vector<int64_t>{32, 32, 32}));
+  ASSERT_TRUE(r.loss.has_value());
+  EXPECT_DOUBLE_EQ(*r.loss, 0.2);  // 1 / 5, the last step's
+  EXPECT_FALSE(r.reported_samples_per_s.has_value());
+  EXPECT_FALSE(r.peak_device_bytes.has_value());
+  EXPECT_GT(r.peak_rss_bytes, 1 << 20);  // a Python interpreter
+  EXPECT_GE(r.wall_s, 0.25);
+
+  const CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, CommandOutcome::Ok) << v.message;
+  EXPECT_FALSE(v.wall_timing);
+  const double total_s = std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0);
+  EXPECT_NEAR(v.samples_per_s, 96 / total_s, 1e-9);
+  EXPECT_TRUE(contains(v.message, "after 5 of 5 steps")) << v.message;
+}
+
+TEST(RunCommand, ReportedThroughputAndPeakAreUsedFromStderrToo) {
+  const CommandResult r = run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--stderr",
+                                                                  "--samples-per-s=1234.5", "--peak-bytes=123456"}));
+  ASSERT_TRUE(r.reported_samples_per_s.has_value()) << r.output_tail;
+  EXPECT_DOUBLE_EQ(*r.reported_samples_per_s, 1234.5);
+  EXPECT_EQ(r.reported_peak_bytes, 123456);
+  EXPECT_EQ(r.peak_device_bytes, 123456);
+  const CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, CommandOutcome::Ok);
+  EXPECT_DOUBLE_EQ(v.samples_per_s, 1234.5);
+  EXPECT_TRUE(contains(v.message, "as the child reported")) << v.message;
+}
+
+TEST(RunCommand, MalformedProtocolLinesAreIgnored) {
+  const CommandResult r = run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--garbage"}, 8));
+  EXPECT_EQ(r.exit_status, 0) << r.output_tail;
+  EXPECT_EQ(r.steps_seen, 7);        // "step" is there; its bad samples= falls back to the batch
+  EXPECT_EQ(r.protocol_lines, 21);
+  EXPECT_EQ(r.step_samples, (std::vector<int64_t>(5, 8)));
+  EXPECT_FALSE(r.loss.has_value());
+  EXPECT_FALSE(r.reported_samples_per_s.has_value());
+  EXPECT_FALSE(r.reported_peak_bytes.has_value());
+}
+
+TEST(RunCommand, NoProtocolLinesFallsBackToWallTime) {
+  const CommandResult r = run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--quiet"}, 10));
+  EXPECT_EQ(r.protocol_lines, 0);
+  const CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, CommandOutcome::Ok);
+  EXPECT_TRUE(v.wall_timing);
+  EXPECT_EQ(v.step_times_s.size(), 7u);
+  EXPECT_NEAR(v.samples_per_s, 70 / r.wall_s, 1e-9);
+  EXPECT_TRUE(contains(v.message, "fallback")) << v.message;
+}
+
+TEST(RunCommand, MemoryLimitStopsTheGroupAndIsOutOfMemory) {
+  const int64_t limit = 100LL << 20;
+  const CommandResult big = run_command(
+      options("alloc.py", {"--batch-size={batch}", "--steps={steps}"}, 200).memory_limit_bytes(limit));
+  EXPECT_TRUE(big.killed_over_memory_limit) << big.output_tail;
+  EXPECT_EQ(big.signal, SIGKILL);
+  EXPECT_GT(big.peak_rss_bytes, limit);
+  const CommandVerdict v = classify(big);
+  EXPECT_EQ(v.outcome, CommandOutcome::Oom);
+  EXPECT_TRUE(contains(v.message, "over the 100 MiB budget: stopped by batchwise")) << v.message;
+
+  const CommandResult small = run_command(
+      options("alloc.py", {"--batch-size={batch}", "--steps={steps}"}, 20).memory_limit_bytes(limit));
+  EXPECT_FALSE(small.killed_over_memory_limit);
+  EXPECT_EQ(small.exit_status, 0) << small.output_tail;
+  EXPECT_GT(small.peak_rss_bytes, 20LL << 20);
+  EXPECT_LT(small.peak_rss_bytes, limit);
+  EXPECT_EQ(classify(small).outcome, CommandOutcome::Ok);
+}
+
+TEST(RunCommand, MemoryOfTheWholeProcessGroupCounts) {
+  // The parent stays small; a forked worker holds 150 MiB.
+  const CommandResult r = run_command(
+      options("alloc.py", {"--batch-size={batch}", "--steps={steps}", "--in-child"}, 150).memory_limit_bytes(100LL << 20));
+  EXPECT_TRUE(r.killed_over_memory_limit) << r.output_tail;
+  EXPECT_EQ(classify(r).outcome, CommandOutcome::Oom);
+}
+
+TEST(RunCommand, FrameworkOutOfMemoryMessageIsOutOfMemory) {
+  const CommandResult r = run_command(options("oom_message.py", {}));
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_TRUE(contains(r.oom_message, "RuntimeError: DefaultCPUAllocator: can't allocate memory")) << r.oom_message;
+  const CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, CommandOutcome::Oom);
+  EXPECT_TRUE(contains(v.message, "exit status 1 after 2 of 7 steps, the child printed: RuntimeError: "
+                                  "DefaultCPUAllocator")) << v.message;
+}
+
+TEST(IsOomMessage, KnowsTheFrameworks) {
+  for (const char* line : {"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+                           "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes",
+                           "MemoryError", "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
+                           "allocating tensor", "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory",
+                           "terminate called after throwing an instance of 'std::bad_alloc'",
+                           "OSError: [Errno 12] Cannot allocate memory"})
+    EXPECT_TRUE(is_oom_message(line)) << line;
+  for (const char* line : {"batchwise: step samples=8", "RuntimeError: shape mismatch", "memory: 12 GiB free"})
+    EXPECT_FALSE(is_oom_message(line)) << line;
+}
+
+TEST(RunCommand, SigkillFromNobodyWeKnowIsAnError) {
+  const CommandResult r = run_command(options("kill_self.py", {}));
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_EQ(r.exit_status, -1);
+  EXPECT_FALSE(r.killed_over_memory_limit);
+  EXPECT_FALSE(r.oom_killer);
+  const CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, CommandOutcome::Error);
+  EXPECT_TRUE(contains(v.message, "killed by signal 9 (SIGKILL) after 3 of 7 steps, not by batchwise")) << v.message;
+}
+
+TEST(RunCommand, HungChildTimesOutEvenIgnoringSigterm) {
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult r = run_command(options("hang.py", {"--ignore-term"}).timeout_s(1.0));
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took_s, 3.0);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_EQ(r.steps_seen, 1);
+  const CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, CommandOutcome::Timeout);
+  EXPECT_TRUE(contains(v.message, "still running at the 1 s timeout after 1 of 7 steps: stopped by batchwise "
+                                  "(SIGTERM, then SIGKILL)")) << v.message;
+}
+
+TEST(RunCommand, StopAfterStepsEndsATrainerThatNeverStops) {
+  const CommandResult r = run_command(
+      options("fake_trainer.py", {"--batch-size={batch}", "--steps=0", "--forever", "--step-s=0.01"})
+          .stop_after_steps(true).timeout_s(10));
+  EXPECT_TRUE(r.stopped_after_steps);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_GE(r.steps_seen, 7);
+  EXPECT_EQ(r.signal, SIGTERM);
+  EXPECT_EQ(classify(r).outcome, CommandOutcome::Ok) << classify(r).message;
+}
+
+TEST(RunCommand, MissingProgramIsAnErrorNamingIt) {
+  try {
+    run_command(CommandOptions({"batchwise-no-such-trainer", "--bs={batch}"}, 8));
+    FAIL() << "a missing program ran";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "'batchwise-no-such-trainer' not found on PATH")) << e.what();
+  }
+  const std::string path = "/tmp/batchwise-not-executable-" + std::to_string(getpid()) + ".py";
+  std::ofstream(path) << "print('hi')\n";
+  chmod(path.c_str(), 0644);
+  try {
+    run_command(CommandOptions({path}, 8));
+    FAIL() << "a non-executable file ran";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), path + "' is not executable")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "python3 " + path)) << e.what();
+  }
+  unlink(path.c_str());
+}
+
+TEST(RunCommand, ScriptWithoutInterpreterLineIsNotHandedToAShell) {
+  const std::string marker = "/tmp/batchwise-sh-ran-" + std::to_string(getpid());
+  const std::string path = "/tmp/batchwise-no-shebang-" + std::to_string(getpid());
+  std::ofstream(path) << "touch " << marker << "\n";
+  chmod(path.c_str(), 0755);
+  try {
+    run_command(CommandOptions({path}, 8));
+    FAIL() << "a script without #! ran";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "add a #! line")) << e.what();
+  }
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << "/bin/sh ran " << path;
+  unlink(path.c_str());
+}
+
+TEST(RunCommand, ProgramIsLookedUpOnTheChildsPath) {
+  try {
+    run_command(CommandOptions({"python3", "-c", "pass"}, 8).env({{"PATH", "/batchwise-nowhere"}}));
+    FAIL() << "python3 was found on an empty PATH";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "'python3' not found on PATH")) << e.what();
+  }
+}
+
+TEST(RunCommand, FailingCommandQuotesItsLastLine) {
+  const CommandResult r = run_command(CommandOptions({python(), "-c", "import sys; print('bad flag'); sys.exit(2)"}, 4));
+  const CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, CommandOutcome::Error);
+  EXPECT_EQ(v.message, "exit status 2 after 0 of 7 steps; last output: bad flag");
+}
+
+TEST(RunCommand, MegabytesOnBothPipesDoNotDeadlock) {
+  const CommandResult r = run_command(options("spew.py", {}).timeout_s(20));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_status, 0);
+  EXPECT_EQ(r.steps_seen, 3);
+  EXPECT_LT(r.wall_s, 10);
+}
+
+TEST(RunCommand, LeftoverDescendantsAreKilledAndNotWaitedFor) {
+  const CommandResult r = run_command(options("straggler.py", {}).timeout_s(20));
+  EXPECT_EQ(r.exit_status, 0) << r.output_tail;
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.steps_seen, 3);
+  EXPECT_LT(r.wall_s, 5);
+  const size_t at = r.output_tail.find("grandchild: ");
+  ASSERT_NE(at, std::string::npos) << r.output_tail;
+  const int grandchild = std::stoi(r.output_tail.substr(at + 12));
+  // Gone, or a zombie waiting for its new parent to reap it.
+  std::ifstream stat("/proc/" + std::to_string(grandchild) + "/stat");
+  std::string pid, name, state;
+  if (stat >> pid >> name >> state) {
+    EXPECT_EQ(state, "Z");
+  }
+}
+
+int open_fds() {
+  int count = 0;
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    while (readdir(dir)) ++count;
+    closedir(dir);
+  }
+  return count;
+}
+
+TEST(RunCommand, LeavesNoFileDescriptorsOrChildrenBehind) {
+  const int before = open_fds();
+  for (int i = 0; i < 3; ++i) run_command(CommandOptions({python(), "-c", "print('batchwise: step')"}, 1));
+  EXPECT_THROW(run_command(CommandOptions({"batchwise-no-such-trainer"}, 1)), Error);
+  EXPECT_EQ(open_fds(), before);
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);  // every child reaped
+  EXPECT_EQ(errno, ECHILD);
+}
+
+TEST(RunCommand, InvalidOptionsAreConfigErrors) {
+  EXPECT_THROW(run_command(CommandOptions({"true"}, 0)), ConfigError);
+  EXPECT_THROW(run_command(CommandOptions({"true"}, 1).steps(0)), ConfigError);
+  EXPECT_THROW(run_command(CommandOptions({"true"}, 1).warmup(-1)), ConfigError);
+  EXPECT_THROW(run_command(CommandOptions({"true"}, 1).env({{"A=B", "c"}})), ConfigError);
+}
+
+TEST(Classify, OomKillerIsOutOfMemory) {
+  CommandResult r;
+  r.warmup = 2;
+  r.steps = 5;
+  r.steps_seen = 3;
+  r.signal = SIGKILL;
+  r.oom_killer = true;
+  r.oom_killer_known = true;
+  r.oom_kills = 1;
+  r.peak_rss_bytes = 3LL << 30;
+  const CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, CommandOutcome::Oom);
+  EXPECT_EQ(v.message, "killed by the kernel's OOM killer (SIGKILL) after 3 of 7 steps; resident memory peaked at 3.00 GiB");
+}
+
+TEST(Classify, CleanExitAfterAllStepsIsOkDespiteAnOomWarning) {
+  CommandResult r;
+  r.batch = 4;
+  r.warmup = 0;
+  r.steps = 2;
+  r.exit_status = 0;
+  r.steps_seen = 2;
+  r.step_times_s = {0.5, 0.5};
+  r.step_samples = {4, 4};
+  r.oom_message = "warning: CUDA out of memory, retrying with a smaller chunk";
+  const CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, CommandOutcome::Ok) << v.message;
+  EXPECT_DOUBLE_EQ(v.samples_per_s, 8.0);
+  EXPECT_STREQ(to_string(v.outcome), "ok");
+}
+
+TEST(Nvml, ReportsUnavailableWithoutCrashing) {
+  const detail::Nvml& nvml = detail::shared_nvml();
+  if (nvml.available()) {
+    EXPECT_TRUE(nvml.reason().empty());
+    EXPECT_GE(nvml.device_count(), 0);
+    const std::optional<int64_t> mine = nvml.process_memory_bytes({getpid()});
+    if (mine) {
+      EXPECT_GE(*mine, 0);
+    }
+  } else {
+    EXPECT_FALSE(nvml.reason().empty());
+    EXPECT_EQ(nvml.device_count(), 0);
+    EXPECT_FALSE(nvml.process_memory_bytes({getpid()}).has_value());
+    EXPECT_FALSE(nvml.memory_info(0).has_value());
+  }
+  detail::Nvml second;  // a second session alongside the shared one
+  EXPECT_EQ(second.available(), nvml.available());
+}
+
+}  // namespace
+}  // namespace batchwise

@@ -1,0 +1,28 @@
+# Installs batchwise from the build tree into a scratch prefix, builds examples/consumer against the
+# installed package (find_package(batchwise)), and runs it: the package is known to work.
+# Run by CTest with -DBUILD=<build dir> -DSOURCE=<source dir> -DWORK=<scratch dir> -DTORCH_PREFIX=<...>.
+file(REMOVE_RECURSE "${WORK}")
+execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD}" --prefix "${WORK}/prefix" RESULT_VARIABLE rc OUTPUT_QUIET)
+if(rc)
+  message(FATAL_ERROR "cmake --install failed (${rc})")
+endif()
+set(launcher "")
+find_program(CCACHE ccache)
+if(CCACHE)
+  set(launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${CCACHE})
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE}/examples/consumer" -B "${WORK}/build" -G Ninja
+                        "-DCMAKE_PREFIX_PATH=${WORK}/prefix;${TORCH_PREFIX}" -DCMAKE_BUILD_TYPE=Release ${launcher}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc)
+  message(FATAL_ERROR "configuring the consumer against the installed package failed:\n${out}\n${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build "${WORK}/build" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc)
+  message(FATAL_ERROR "building the consumer failed:\n${out}\n${err}")
+endif()
+execute_process(COMMAND "${WORK}/build/consumer" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(rc OR NOT out MATCHES "consumer: batch [0-9]+ fits")
+  message(FATAL_ERROR "the consumer did not report a fitted batch (exit ${rc})")
+endif()
