@@ -24,7 +24,11 @@ CommandRunner::CommandRunner(std::vector<std::string> argv, const std::string& d
   (void)substitute(argv_, 1, 1);  // an unknown {placeholder} is a ConfigError now, not at the first trial
   if (device.rfind("cuda", 0) == 0) {
     cuda_ = true;
-    cuda_index_ = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+    const std::string index = device.size() > 5 && device[4] == ':' ? device.substr(5) : "";
+    BATCHWISE_CHECK(device == "cuda" || (!index.empty() && index.size() <= 3 &&
+                                         index.find_first_not_of("0123456789") == std::string::npos),
+                    ConfigError, "--device {} with --cmd: choose cpu, cuda or cuda:N", device);
+    cuda_index_ = index.empty() ? 0 : std::stoi(index);
     const auto& nvml = detail::shared_nvml();
     BATCHWISE_CHECK(nvml.available() && cuda_index_ < nvml.device_count(), DeviceError,
                     "--device {} with --cmd: the command's device memory is read through NVML, which {}; use "
@@ -81,13 +85,22 @@ Trial CommandRunner::run(const TrialOptions& o) {
   t.peak_allocated_bytes = t.peak_bytes;
   t.step_times_s = verdict.step_times_s;
   summarize_steps(t);
-  if (t.outcome == Outcome::Ok && verdict.samples_per_s > 0) t.samples_per_s = verdict.samples_per_s;
+  if (t.outcome == Outcome::Ok && verdict.samples_per_s > 0 && result.reported_samples_per_s) {
+    t.samples_per_s = verdict.samples_per_s;  // the command's own figure wins over our step timing
+    t.throughput_reported = true;
+  }
   if (result.loss) t.loss_first = t.loss_last = *result.loss;
   t.wall_s = result.wall_s;
   // An ok trial's note says only what a reader must know: that its timing is the wall-time fallback.
   if (t.outcome != Outcome::Ok || verdict.wall_timing) t.message = verdict.message;
-  if (cuda_ && t.outcome == Outcome::Ok && !result.peak_device_bytes)
-    t.message = "no device memory figure: NVML saw none of the command's processes and it printed no peak_bytes line";
+  if (cuda_ && t.outcome == Outcome::Ok && !result.peak_device_bytes) {
+    // Without a figure the trial says nothing about fitting; counting it as 0 bytes would let a
+    // fit climb to --max.
+    t.outcome = Outcome::Error;
+    t.message = "no device memory figure: NVML saw none of the command's processes (a container with its own pid "
+                "namespace?) and it printed no `batchwise: peak_bytes=` line; print torch.cuda.max_memory_reserved() "
+                "that way (docs/cmd.md)";
+  }
   return t;
 }
 

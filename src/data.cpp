@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <sstream>
 #include <memory>
@@ -40,15 +41,14 @@ std::string gz_error(gzFile f) {
 }
 
 // Reads up to `n` bytes; returns how many arrived. Throws on a zlib error other than a short file.
-int64_t read_bytes(gzFile f, void* out, int64_t n, const std::string& path) {
+int64_t read_bytes(gzFile f, void* out, int64_t n, const std::string& path, const std::string& fix) {
   int64_t done = 0;
   auto* p = static_cast<char*>(out);
   while (done < n) {
     const unsigned chunk = static_cast<unsigned>(std::min<int64_t>(n - done, 1 << 30));
     const int got = gzread(f, p + done, chunk);
     if (got < 0) {
-      BATCHWISE_CHECK(false, DataError, "{}: corrupt gzip data ({}); the file is damaged: {}", path, gz_error(f),
-                      kInstallHint);
+      BATCHWISE_CHECK(false, DataError, "{}: corrupt gzip data ({}); the file is damaged: {}", path, gz_error(f), fix);
     }
     if (got == 0) break;
     done += got;
@@ -90,7 +90,7 @@ at::Tensor read_idx(const std::string& path, int expected_dims, const std::strin
   gzFile f = file.get();
 
   unsigned char head[4];
-  BATCHWISE_CHECK(read_bytes(f, head, 4, path) == 4, DataError,
+  BATCHWISE_CHECK(read_bytes(f, head, 4, path, fix) == 4, DataError,
                   "{}: truncated: the file ends inside its 4-byte IDX header; {}", path, fix);
   const uint32_t magic = big_endian(head);
   const uint32_t expected = 0x800u + static_cast<uint32_t>(expected_dims);
@@ -104,7 +104,7 @@ at::Tensor read_idx(const std::string& path, int expected_dims, const std::strin
   int64_t total = 1;
   for (auto& d : dims) {
     unsigned char b[4];
-    BATCHWISE_CHECK(read_bytes(f, b, 4, path) == 4, DataError, "{}: truncated: the file ends inside its header; {}",
+    BATCHWISE_CHECK(read_bytes(f, b, 4, path, fix) == 4, DataError, "{}: truncated: the file ends inside its header; {}",
                     path, fix);
     d = big_endian(b);
     BATCHWISE_CHECK(d > 0, DataError, "{}: header gives a zero dimension; the file is damaged: {}", path,
@@ -118,13 +118,13 @@ at::Tensor read_idx(const std::string& path, int expected_dims, const std::strin
 
   UntrackedScope untracked;  // the dataset lives in host memory, not on the training device
   at::Tensor data = at::empty(dims, at::kByte);
-  const int64_t got = read_bytes(f, data.data_ptr(), total, path);
+  const int64_t got = read_bytes(f, data.data_ptr(), total, path, fix);
   const std::string why = gz_error(f);
   BATCHWISE_CHECK(got == total, DataError,
                   "{}: truncated: its header promises {} bytes of data, the file holds {}{}; {}", path, total, got,
                   why.empty() ? "" : " (" + why + ")", fix);
   unsigned char extra[64];
-  const int64_t trailing = read_bytes(f, extra, sizeof extra, path);
+  const int64_t trailing = read_bytes(f, extra, sizeof extra, path, fix);
   BATCHWISE_CHECK(trailing == 0, DataError,
                   "{}: holds more bytes than its header describes ({} dimensions {}); the file is damaged: {}", path,
                   dims.size(), fmt::join(dims, "x"), fix);
@@ -186,6 +186,8 @@ void set_pixel_stats(Dataset& d) {
   d.std = std::max(sample.std().item<double>(), 1e-6);
 }
 
+constexpr int64_t kMaxClasses = 100000;
+
 // Class labels: integers in [0, C); C is the largest label + 1.
 void set_class_targets(Dataset& d, at::Tensor labels, const std::string& path) {
   BATCHWISE_CHECK(!at::isFloatingType(labels.scalar_type()) && labels.scalar_type() != at::kBool, DataError,
@@ -200,7 +202,12 @@ void set_class_targets(Dataset& d, at::Tensor labels, const std::string& path) {
   d.targets = labels.to(at::kLong);
   const int64_t lo = d.targets.min().item<int64_t>();
   BATCHWISE_CHECK(lo >= 0, DataError, "{}: label {} is negative; class labels run from 0 to classes - 1", path, lo);
-  d.num_classes = std::max<int64_t>(d.targets.max().item<int64_t>() + 1, 2);
+  const int64_t hi = d.targets.max().item<int64_t>();
+  BATCHWISE_CHECK(hi < kMaxClasses, DataError,
+                  "{}: label {} would mean {} classes; is this the label column (--label-column), or are these "
+                  "regression targets (--loss mse)?",
+                  path, hi, hi + 1);
+  d.num_classes = std::max<int64_t>(hi + 1, 2);
 }
 
 void set_targets(Dataset& d, at::Tensor labels, TargetKind kind, const std::string& path) {
@@ -260,6 +267,9 @@ Dataset load_cifar10(const std::string& dir, bool train) {
   int64_t at_record = 0;
   for (const auto& f : files) {
     const std::string bytes = read_file(f);
+    BATCHWISE_CHECK(static_cast<int64_t>(bytes.size()) <= (records - at_record) * kRecord &&
+                        bytes.size() % kRecord == 0,
+                    DataError, "{}: changed size while it was read; read it again when nothing writes to it", f);
     std::memcpy(raw[at_record].data_ptr(), bytes.data(), bytes.size());
     at_record += static_cast<int64_t>(bytes.size()) / kRecord;
   }
@@ -290,6 +300,10 @@ at::Tensor read_npy(const std::string& path) {
   BATCHWISE_CHECK(bytes.size() >= 8 + len_bytes, DataError, "{}: truncated inside its header; {}", path, fix);
   size_t header_len = 0;
   for (size_t i = 0; i < len_bytes; ++i) header_len |= size_t{static_cast<unsigned char>(bytes[8 + i])} << (8 * i);
+  // NumPy itself refuses headers above 10000 bytes (max_header_size); a longer one is damage, and
+  // must not reach the regular expressions below.
+  BATCHWISE_CHECK(header_len <= 10000, DataError, "{}: its header claims {} bytes (NumPy writes at most 10000); the "
+                  "file is damaged: {}", path, header_len, fix);
   const size_t data_start = 8 + len_bytes + header_len;
   BATCHWISE_CHECK(bytes.size() >= data_start, DataError, "{}: truncated inside its header; {}", path, fix);
   const std::string header = bytes.substr(8 + len_bytes, header_len);
@@ -307,10 +321,12 @@ at::Tensor read_npy(const std::string& path) {
     std::stringstream dims(m[1].str());
     std::string item;
     while (std::getline(dims, item, ',')) {
-      item.erase(std::remove_if(item.begin(), item.end(), ::isspace), item.end());
+      item.erase(std::remove_if(item.begin(), item.end(), [](unsigned char c) { return std::isspace(c); }), item.end());
       if (item.empty()) continue;
-      BATCHWISE_CHECK(std::all_of(item.begin(), item.end(), ::isdigit), DataError, "{}: malformed shape ({}); {}", path,
-                      m[1].str(), fix);
+      const bool digits = item.size() <= 15 && std::all_of(item.begin(), item.end(), [](unsigned char c) {
+                            return std::isdigit(c);
+                          });
+      BATCHWISE_CHECK(digits, DataError, "{}: malformed shape ({}); {}", path, m[1].str(), fix);
       shape.push_back(std::stoll(item));
     }
   }
@@ -324,10 +340,11 @@ at::Tensor read_npy(const std::string& path) {
                   "little-endian order (convert with array.astype('float32') or 'int64')",
                   path, descr);
   BATCHWISE_CHECK(!shape.empty(), DataError, "{}: holds a scalar, not an array of samples; {}", path, fix);
-  int64_t numel = 1;
-  for (auto dim : shape) numel *= dim;
-  const int64_t expected = numel * static_cast<int64_t>(c10::elementSize(type->type));
+  // A shape whose byte count overflows cannot match any file: it saturates and fails the check.
   const int64_t held = static_cast<int64_t>(bytes.size() - data_start);
+  int64_t expected = static_cast<int64_t>(c10::elementSize(type->type));
+  for (auto dim : shape)
+    if (__builtin_mul_overflow(expected, dim, &expected)) expected = std::numeric_limits<int64_t>::max();
   BATCHWISE_CHECK(held == expected, DataError,
                   "{}: its header promises shape ({}) of {} = {} bytes of data, the file holds {}; the file is "
                   "truncated or damaged",
@@ -358,7 +375,8 @@ Dataset load_npy(const std::string& features_path, const std::string& labels_pat
 }
 
 Dataset load_csv(const std::string& path, const std::string& label_column, TargetKind kind) {
-  const std::string text = read_file(path);
+  std::string text = read_file(path);
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte-order mark
   auto split = [](const std::string& line) {
     std::vector<std::string> cells;
     std::stringstream in(line);
@@ -385,6 +403,10 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
   std::string line;
   for (int64_t line_no = 1; std::getline(in, line); ++line_no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    BATCHWISE_CHECK(line.find('"') == std::string::npos || columns == 0, DataError,
+                    "{} line {}: quoted fields are not supported (a quoted comma would split a cell); write plain "
+                    "numbers",
+                    path, line_no);
     const auto cells = split(line);
     double v = 0;
     if (columns == 0) {
@@ -434,6 +456,11 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
   d.inputs = all.index_select(1, at::tensor(keep, at::kLong)).to(at::kFloat);
   at::Tensor labels = all.select(1, static_cast<int64_t>(label)).clone();
   if (kind == TargetKind::Classes) {
+    BATCHWISE_CHECK(labels.abs().max().item<double>() < static_cast<double>(kMaxClasses), DataError,
+                    "{}: label column {} holds values up to {:g}; class labels run from 0 to classes - 1 (at most {}): "
+                    "is this the label column (--label-column), or are these regression targets (--loss mse)?",
+                    path, header.empty() ? std::to_string(label) : header[label], labels.abs().max().item<double>(),
+                    kMaxClasses - 1);
     const bool whole = labels.eq(labels.floor()).all().item<bool>();
     BATCHWISE_CHECK(whole, DataError,
                     "{}: label column {} holds fractional values; class labels must be whole numbers (or pass --loss "
@@ -458,7 +485,14 @@ Dataset make_synthetic_images(const std::vector<int64_t>& shape, int64_t num_cla
   d.inputs = at::randint(0, 256, full, gen, at::TensorOptions().dtype(at::kByte));
   const int64_t features = d.inputs[0].numel();
   at::Tensor teacher = at::randn({features, num_classes}, gen);
-  d.targets = d.inputs.reshape({size, features}).to(at::kFloat).div_(255.0).sub_(0.5).mm(teacher).argmax(1);
+  // In chunks: a float copy of all samples at once would be 4x the dataset (6 GB for 10000 3x224x224).
+  const at::Tensor flat = d.inputs.reshape({size, features});
+  std::vector<at::Tensor> labels;
+  for (int64_t row = 0; row < size; row += 1024) {
+    const int64_t n = std::min<int64_t>(1024, size - row);
+    labels.push_back(flat.narrow(0, row, n).to(at::kFloat).div_(255.0).sub_(0.5).mm(teacher).argmax(1));
+  }
+  d.targets = at::cat(labels);
   d.num_classes = num_classes;
   d.mean = 0.5;
   d.std = 0.2887;  // of uniform [0, 1]

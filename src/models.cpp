@@ -26,8 +26,8 @@ TORCH_MODULE(Net);
 
 void require_image(const std::string& name, const ModelSpec& spec) {
   BATCHWISE_CHECK(!spec.tokens && spec.input_shape.size() == 3, ModelError,
-                  "--model {}: needs image inputs [C, H, W], but the dataset gives {} {}; use an image dataset "
-                  "(fashion-mnist, or synthetic with an image model)",
+                  "--model {}: needs image inputs [C, H, W], but the dataset gives {} {}; use --model mlp for "
+                  "feature vectors, an --input-shape like 1x28x28 that views them as images, or an image dataset",
                   name, spec.tokens ? "token sequences" : "samples of shape", fmt::join(spec.input_shape, "x"));
 }
 
@@ -161,7 +161,7 @@ const std::vector<std::string>& model_names() {
 }
 
 torch::nn::AnyModule make_model(const std::string& name, const ModelSpec& spec) {
-  BATCHWISE_CHECK(spec.num_classes >= 2, ModelError, "--model {}: needs at least 2 classes", name);
+  BATCHWISE_CHECK(spec.num_classes >= 1, ModelError, "--model {}: needs at least one output", name);
   if (name == "mlp") return make_mlp(spec);
   if (name == "lenet") return make_lenet(spec);
   if (name == "resnet18") {

@@ -41,6 +41,7 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
   r.budget_bytes = budget;
   r.knee_tolerance = o.knee_tolerance();
   r.points.resize(sizes.size());
+  std::vector<std::vector<double>> reported(sizes.size());  // a runner's own samples/s, per repetition
   std::optional<int64_t> smallest_failure;  // a batch at or above it is not run again
   const int planned = static_cast<int>(sizes.size()) * o.repetitions();
   int index = 0;
@@ -64,6 +65,7 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
                                         .timeout_s(o.trial_timeout_s()));
       if (o.on_trial()) o.on_trial()(t, index, planned);
       ++index;
+      if (t.throughput_reported) reported[i].push_back(t.samples_per_s);
       if (point.batch == 0) {
         point = t;
       } else {
@@ -84,7 +86,16 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
       }
     }
   }
-  for (auto& p : r.points) summarize_steps(p);
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    Trial& p = r.points[i];
+    summarize_steps(p);
+    if (p.outcome == Outcome::Ok && !reported[i].empty() && static_cast<int>(reported[i].size()) == p.repetitions) {
+      auto& v = reported[i];
+      std::sort(v.begin(), v.end());
+      p.samples_per_s = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+      p.throughput_reported = true;
+    }
+  }
   r.knee_batch = knee_batch(r.points, o.knee_tolerance());
   return r;
 }

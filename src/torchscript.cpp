@@ -10,6 +10,7 @@
 
 #include "batchwise/models.h"
 #include "check.h"
+#include "torch_error.h"
 
 namespace batchwise {
 namespace {
@@ -59,8 +60,8 @@ torch::nn::AnyModule load_torchscript(const std::string& path) {
   torch::jit::Module module;
   try {
     module = torch::jit::load(path, c10::Device(c10::DeviceType::CPU));
-  } catch (const c10::Error& e) {
-    std::string why = e.what_without_backtrace();
+  } catch (const std::exception& e) {  // c10::Error, and the JIT's own exceptions (a scripted raise)
+    std::string why = detail::plain_what(e);
     why = why.find("PytorchStreamReader") != std::string::npos ? "torch cannot read it as a TorchScript archive"
                                                                  : detail::error_line(why);
     BATCHWISE_CHECK(false, ModelError,

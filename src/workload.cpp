@@ -13,6 +13,7 @@
 #include "batchwise/memory.h"
 #include "batchwise/models.h"
 #include "check.h"
+#include "torch_error.h"
 
 namespace batchwise {
 
@@ -306,8 +307,8 @@ void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model,
   at::Tensor output;
   try {
     output = model.forward(input);
-  } catch (const c10::Error& e) {
-    std::string why = e.what_without_backtrace();
+  } catch (const std::exception& e) {  // c10::Error, and the JIT's own exceptions (a scripted raise)
+    std::string why = detail::plain_what(e);
     BATCHWISE_CHECK(false, ModelError,
                     "--model {}: rejects a batch of shape [{}] (--input-shape {}): {}; pass the --input-shape the model "
                     "was scripted or traced for",
@@ -322,8 +323,8 @@ void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model,
   }
   try {
     (void)loss(output, data.targets.narrow(0, 0, n).to(device));
-  } catch (const c10::Error& e) {
-    std::string why = e.what_without_backtrace();
+  } catch (const std::exception& e) {  // c10::Error, and the JIT's own exceptions (a scripted raise)
+    std::string why = detail::plain_what(e);
     BATCHWISE_CHECK(false, ModelError, "--model {}: its output [{}] does not fit the --loss {} targets: {}", o.model(),
                     fmt::join(output.sizes(), ", "), o.loss(), detail::error_line(why));
   }

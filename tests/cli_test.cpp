@@ -230,6 +230,17 @@ TEST(Cli, FileDatasetsTrainAndTheirErrorsAreDataErrors) {
                                " --label-column label --memory-budget 64MiB --max 64 -q");
   EXPECT_EQ(ok.code, 0) << ok.err;
   EXPECT_NE(ok.out.find("on points.csv (200 samples of 3)"), std::string::npos) << ok.out;
+  // Regression: one float target per sample, mse, a model with one output.
+  const fs::path values = scratch() / "values.csv";
+  {
+    std::ofstream out(values);
+    for (int i = 0; i < 100; ++i) out << i % 7 << "," << i % 5 << "," << 0.25 * i << "\n";
+  }
+  const Outcome regression = batchwise("fit --model mlp --dataset csv --data-file " + values.string() +
+                                       " --loss mse --memory-budget 64MiB --max 32 -q");
+  EXPECT_EQ(regression.code, 0) << regression.err;
+  expect_clean_error("fit --model mlp --dataset csv --data-file " + values.string(), 3,
+                     "label column 2 holds fractional values");
   const fs::path bad = scratch() / "bad.csv";
   std::ofstream(bad) << "1,2,0\n1,x,1\n";
   expect_clean_error("fit --model mlp --dataset csv --data-file " + bad.string(), 3,

@@ -80,6 +80,20 @@ TEST(Cmd, KilledAndHungChildrenAreResultsAndTheRunGoesOn) {
   EXPECT_GT(points[3].at("samples_per_s").get<double>(), 0);
 }
 
+// A command that measures its own throughput: its figure is the point's samples/s, not ours.
+TEST(Cmd, TheCommandsOwnThroughputIsWhatTheSweepRanks) {
+  const fs::path json = scratch() / "cmd-reported.json";
+  const Outcome r = batchwise("sweep --cmd --batch-sizes 8,16 --repetitions 2 --warmup 1 --steps 2 -q --json " +
+                              json.string() + " -- python3 " + kCmdDir +
+                              "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01 --samples-per-s 4321");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const auto& p : nlohmann::json::parse(slurp(json)).at("sweep").at("points")) {
+    EXPECT_EQ(p.at("outcome"), "ok");
+    EXPECT_DOUBLE_EQ(p.at("samples_per_s").get<double>(), 4321.0);
+    EXPECT_EQ(p.at("step_times_s").size(), 4u);  // the raw step times are still ours
+  }
+}
+
 TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
   const fs::path pwned = scratch() / "pwned";
   const fs::path json = scratch() / "cmd-shell.json";
@@ -91,6 +105,8 @@ TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
   expect_clean_error("sweep --cmd --batch-sizes 4 -- python3 train.py --lr={learning_rate}", 2, "{learning_rate}");
   expect_clean_error("sweep --batch-sizes 4 -- python3 train.py", 2, "put --cmd before --");
   expect_clean_error("sweep --cmd --batch-sizes 4 -- /nonexistent/train", 1, "/nonexistent/train");
+  expect_clean_error("sweep --cmd --device cuda:x --batch-sizes 4 -- python3 train.py", 2,
+                     "--device cuda:x with --cmd: choose cpu, cuda or cuda:N");
 }
 
 }  // namespace

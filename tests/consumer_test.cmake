@@ -1,6 +1,7 @@
 # Installs batchwise from the build tree into a scratch prefix, builds examples/consumer against the
 # installed package (find_package(batchwise)), and runs it: the package is known to work.
-# Run by CTest with -DBUILD=<build dir> -DSOURCE=<source dir> -DWORK=<scratch dir> -DTORCH_PREFIX=<...>.
+# Run by CTest with -DBUILD=<build dir> -DSOURCE=<source dir> -DWORK=<scratch dir> -DTORCH_PREFIX=<...>
+# -DGENERATOR=<the build's CMake generator>.
 file(REMOVE_RECURSE "${WORK}")
 execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD}" --prefix "${WORK}/prefix" RESULT_VARIABLE rc OUTPUT_QUIET)
 if(rc)
@@ -11,7 +12,7 @@ find_program(CCACHE ccache)
 if(CCACHE)
   set(launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${CCACHE})
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE}/examples/consumer" -B "${WORK}/build" -G Ninja
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE}/examples/consumer" -B "${WORK}/build" -G "${GENERATOR}"
                         "-DCMAKE_PREFIX_PATH=${WORK}/prefix;${TORCH_PREFIX}" -DCMAKE_BUILD_TYPE=Release ${launcher}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(rc)
