@@ -74,14 +74,44 @@ int64_t GroupSampler::sample(Clock::time_point now) {
   read_leader_peak();
   if (members_.empty() || now - last_scan_ >= rescan_interval_) {
     last_scan_ = now;
-    return rescan() * page_bytes_;
+    const int64_t rss = rescan() * page_bytes_;
+    // Forked workers share the leader's pages copy-on-write, and RSS counts a shared page once per
+    // process: 8 DataLoader workers would read as 9 copies. With more than one member the group
+    // figure is the sum of proportional set sizes (each shared page divided among its sharers),
+    // read at this slower rescan pace, since smaps_rollup walks every mapping.
+    group_pss_bytes_ = members_.size() > 1 ? pss_bytes() : -1;
+    return group_pss_bytes_ >= 0 ? group_pss_bytes_ : rss;
   }
+  if (group_pss_bytes_ >= 0 && members_.size() > 1) return group_pss_bytes_;
   int64_t pages = 0;
   for (const int pid : members_) {
     const std::optional<ProcStat> stat = read_stat(pid);
     if (stat && stat->pgrp == pgid_) pages += stat->rss_pages;  // pgrp: the pid may be reused
   }
   return pages * page_bytes_;
+}
+
+int64_t GroupSampler::pss_bytes() const {
+  int64_t total = 0;
+  for (const int pid : members_) {
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", pid);
+    std::FILE* f = std::fopen(path, "re");
+    if (!f) return -1;  // no smaps_rollup (kernel < 4.14) or the process is gone: use RSS
+    char line[256];
+    bool found = false;
+    while (std::fgets(line, sizeof(line), f)) {
+      long long kib = 0;
+      if (std::sscanf(line, "Pss: %lld kB", &kib) == 1) {
+        total += kib * 1024;
+        found = true;
+        break;
+      }
+    }
+    std::fclose(f);
+    if (!found) return -1;
+  }
+  return total;
 }
 
 bool GroupSampler::others_alive() {

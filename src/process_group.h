@@ -8,9 +8,10 @@
 
 namespace batchwise::detail {
 
-/// Resident memory of every live process in one process group. Known members are read on every
-/// sample; /proc is rescanned for new members every `rescan_interval`.
-/// NOTE: sums RSS, so pages shared between members (forked workers) count once per member.
+/// Resident memory of one process group. A group of one process is its RSS, read on every sample;
+/// a group of several (forked data-loader workers) is the sum of their proportional set sizes
+/// (PSS: a page shared by k processes counts 1/k in each), read when /proc is rescanned for
+/// members, every `rescan_interval`.
 class GroupSampler {
  public:
   using Clock = std::chrono::steady_clock;
@@ -32,6 +33,7 @@ class GroupSampler {
 
  private:
   void read_leader_peak();
+  int64_t pss_bytes() const;  // of members_; -1 when unreadable
   int64_t rescan();  // finds the live members; returns their resident pages
 
   int pgid_;
@@ -40,6 +42,7 @@ class GroupSampler {
   std::vector<int> members_;
   Clock::time_point last_scan_;
   int64_t leader_peak_bytes_ = 0;
+  int64_t group_pss_bytes_ = -1;
 };
 
 /// The kernel's OOM kill counter of this process's cgroup (children inherit it): cgroup v2

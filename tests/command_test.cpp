@@ -164,6 +164,18 @@ TEST(RunCommand, MemoryOfTheWholeProcessGroupCounts) {
   EXPECT_EQ(classify(r).outcome, CommandOutcome::Oom);
 }
 
+// Forked workers reading the parent's 120 MiB share its pages: the group holds about 120 MiB, not
+// 4 x 120 (what summing RSS would say), so a 250 MiB limit is not crossed.
+TEST(RunCommand, PagesSharedWithForkedWorkersCountOnce) {
+  const CommandResult r = run_command(CommandOptions({python(), script("shared_workers.py"), "--mib=120",
+                                                      "--workers=3", "--steps={steps}"}, 1)
+                                          .warmup(0).steps(3).memory_limit_bytes(250LL << 20).timeout_s(20));
+  EXPECT_FALSE(r.killed_over_memory_limit) << r.peak_rss_bytes;
+  EXPECT_EQ(classify(r).outcome, CommandOutcome::Ok) << r.output_tail;
+  EXPECT_GT(r.peak_rss_bytes, 120LL << 20);
+  EXPECT_LT(r.peak_rss_bytes, 250LL << 20);
+}
+
 TEST(RunCommand, FrameworkOutOfMemoryMessageIsOutOfMemory) {
   const CommandResult r = run_command(options("oom_message.py", {}));
   EXPECT_EQ(r.exit_status, 1);

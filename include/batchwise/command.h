@@ -59,9 +59,9 @@ struct CommandOptions {
   /// Wall-clock limit in seconds: past it the process group gets SIGTERM, then SIGKILL one second
   /// later. 0: none.
   BATCHWISE_COMMAND_ARG(double, timeout_s) = 0;
-  /// Resident memory the child's process group may use, summed over its processes and sampled
-  /// every 10 ms; above it the group is killed (SIGKILL) and the run is out of memory. 0: none.
-  /// NOTE: pages shared between processes (forked data-loader workers) count once per process.
+  /// Resident memory the child's process group may use: its RSS sampled every 10 ms, or with
+  /// several processes (forked workers) their summed PSS every 100 ms, so shared pages count once;
+  /// above it the group is killed (SIGKILL) and the run is out of memory. 0: none.
   BATCHWISE_COMMAND_ARG(int64_t, memory_limit_bytes) = 0;
   /// Extra environment for the child, applied last. The child always gets PYTHONUNBUFFERED=1,
   /// BATCHWISE_BATCH=<batch> and BATCHWISE_STEPS=<warmup + steps>; entries here override them.
