@@ -52,11 +52,32 @@ std::optional<MemoryModel> fit_memory_model(const std::vector<Trial>& trials) {
   m.per_sample_bytes = static_cast<double>(b->peak_bytes - a->peak_bytes) / static_cast<double>(b->batch - a->batch);
   m.fixed_bytes = static_cast<double>(b->peak_bytes) - m.per_sample_bytes * static_cast<double>(b->batch);
   for (const auto& t : trials) {
-    if (t.outcome == Outcome::Ok && t.predicted_peak_bytes)
-      m.residual_bytes = std::max(m.residual_bytes, std::abs(t.peak_bytes - *t.predicted_peak_bytes));
+    if (t.outcome != Outcome::Ok || !t.predicted_peak_bytes) continue;
+    const int64_t error = std::abs(t.peak_bytes - *t.predicted_peak_bytes);
+    m.residual_bytes = std::max(m.residual_bytes, error);
   }
   return m;
 }
+
+namespace {
+
+// The line through one ok trial at `batch`, with the fixed part counted from its tensors:
+// parameters, buffers and optimizer state (gradients are not alive at the forward pass's peak).
+std::optional<MemoryModel> one_point_line(const std::vector<Trial>& trials, int64_t batch) {
+  for (const auto& t : trials) {
+    if (t.batch != batch || t.outcome != Outcome::Ok) continue;
+    const double fixed = static_cast<double>(t.state.parameter_bytes + t.state.optimizer_state_bytes);
+    if (fixed <= 0 || static_cast<double>(t.peak_bytes) <= fixed) return std::nullopt;  // nothing counted
+    MemoryModel m;
+    m.batch_a = m.batch_b = batch;
+    m.fixed_bytes = fixed;
+    m.per_sample_bytes = (static_cast<double>(t.peak_bytes) - fixed) / static_cast<double>(batch);
+    return m;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 const char* to_string(FitOutcome outcome) {
   switch (outcome) {
@@ -191,19 +212,34 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
   auto record = [&](const Trial& t) { (*t.within_target ? fits : fails) = t.batch; };
   auto midpoint = [&] { return *fits + (*fails - *fits) / m / 2 * m; };
 
+  std::vector<MemoryModel::Break> breaks;
   if (o.mode() == FitMode::Model) {
-    // Two probes give the first line: the minimum, and 64 times it (clamped to --max), far enough
-    // apart that the second is usually past the small batches whose peak the optimizer step sets.
+    // One probe starts it: 64 times the minimum (clamped to --max), far enough up that activations,
+    // not the optimizer step, set its peak. Its line takes the fixed part from the tensors counted
+    // after the trial (parameters, buffers and optimizer state; gradients are freed before the
+    // forward pass), so a second probe is not needed: the next trial is already a prediction.
+    // A probe that does not fit hands over to the minimum, which decides whether anything does.
     std::optional<MemoryModel> line;  // from the trials so far; predicts the next trial's peak
-    for (int64_t b = first;;) {
+    for (int64_t b = std::min(first * 64, last);;) {
       const Trial& t = try_batch(b, line ? std::optional<int64_t>(line->predict(b)) : std::nullopt);
       if (stops(t)) return error_out(b, t), r;
+      // A line through two measured batches that misses by more than the tolerance has met a break
+      // (the one-point first guess is not held to it: its fixed part is an estimate).
+      if (line && line->batch_a != line->batch_b && t.outcome == Outcome::Ok &&
+          static_cast<double>(std::abs(t.peak_bytes - *t.predicted_peak_bytes)) >
+              kLineBreakTolerance * static_cast<double>(*t.predicted_peak_bytes))
+        breaks.push_back({t.batch, *t.predicted_peak_bytes, t.peak_bytes});
       record(t);
-      if (!fits) break;  // the minimum itself does not fit
+      if (!fits) {
+        if (b == first) break;  // the minimum itself does not fit
+        b = first;
+        continue;
+      }
       if (*fits == last || (fails && *fails - *fits <= m)) break;
       const int64_t hi = fails ? *fails - m : last;  // the largest batch still worth trying
       const int64_t lo = *fits + m;
       line = fit_memory_model(r.trials);
+      if (!line) line = one_point_line(r.trials, *fits);
       int64_t candidate = 0;
       if (!line || line->per_sample_bytes <= 0) {
         candidate = fails ? midpoint() : std::min(*fits * 64, hi);  // no usable line yet
@@ -236,8 +272,9 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
     }
   }
   r.memory_model = fit_memory_model(r.trials);
+  if (r.memory_model) r.memory_model->breaks = breaks;
   if (!fits) {
-    const Trial& t = r.trials.front();
+    const Trial& t = r.trials.back();  // the minimum's: every mode ends a fit that found nothing there
     r.outcome = FitOutcome::DoesNotFit;
     r.message = t.outcome == Outcome::Ok
                     ? fmt::format("batch {} peaks at {}, above the target of {} ({:.0f} % of {})", first,

@@ -118,6 +118,10 @@ std::string to_json(const Report& r) {
                             {"per_sample_bytes", m.per_sample_bytes},
                             {"from_batches", {m.batch_a, m.batch_b}},
                             {"residual_bytes", m.residual_bytes}};
+      auto breaks = nlohmann::json::array();
+      for (const auto& b : m.breaks)
+        breaks.push_back({{"batch", b.batch}, {"predicted_bytes", b.predicted_bytes}, {"measured_bytes", b.measured_bytes}});
+      fj["memory_model"]["breaks"] = breaks;
     }
     if (f.breakdown) {
       const MemoryBreakdown& d = *f.breakdown;
@@ -200,6 +204,12 @@ std::string to_table(const Report& r) {
                        format_bytes(static_cast<int64_t>(m.fixed_bytes)),
                        format_bytes(static_cast<int64_t>(m.per_sample_bytes)), m.batch_a, m.batch_b,
                        format_bytes(m.residual_bytes)));
+      for (const auto& b : m.breaks)
+        line(fmt::format("the line breaks before batch {}: predicted {}, measured {} ({:+.1f} %); refitted through the "
+                         "batches nearest the answer",
+                         b.batch, format_bytes(b.predicted_bytes), format_bytes(b.measured_bytes),
+                         100.0 * static_cast<double>(b.measured_bytes - b.predicted_bytes) /
+                             static_cast<double>(b.predicted_bytes)));
     }
     if (f.breakdown) {
       const MemoryBreakdown& d = *f.breakdown;

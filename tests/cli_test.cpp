@@ -114,7 +114,7 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
       "--repetitions 2 --threads 1 --json " +
       json.string());
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("[trial 1] batch 1: ok"), std::string::npos) << r.err;  // progress, one line per trial
+  EXPECT_NE(r.err.find("[trial 1] batch 64: ok"), std::string::npos) << r.err;  // progress, one line per trial
   EXPECT_NE(r.out.find("recommendation: batch "), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(j.at("schema_version"), "1");

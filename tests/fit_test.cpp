@@ -131,16 +131,56 @@ TEST(Breakdown, AdamKeepsTwoStatesPerParameter) {
   expect_breakdown(*w, 2 * kMlpParameterBytes);
 }
 
+// A search-logic double: peak memory is a line that jumps by 6 MiB at batch 1000 (a workspace or
+// an algorithm switch), exactly as a trial would measure it.
+class SteppedMemory final : public TrialRunner {
+ public:
+  static int64_t peak(int64_t b) { return (8 << 20) + b * 10240 + (b >= 1000 ? 6 << 20 : 0); }
+  WorkloadInfo info() const override { return {}; }
+  Trial run(const TrialOptions& o) override {
+    Trial t;
+    t.batch = o.batch();
+    t.peak_bytes = std::min(peak(o.batch()), o.limit_bytes());
+    t.outcome = peak(o.batch()) > o.limit_bytes() ? Outcome::Oom : Outcome::Ok;
+    t.state.parameter_bytes = 4 << 20;
+    t.state.gradient_bytes = 4 << 20;
+    return t;
+  }
+  int64_t held_bytes() override { return 4 << 20; }
+  int64_t default_budget_bytes() override { return 64 << 20; }
+  int64_t device_total_bytes() override { return 64 << 20; }
+};
+
+TEST(ModelModeEdges, ALineThatBreaksIsDetectedAndRefittedLocally) {
+  SteppedMemory runner;
+  const auto options = FitOptions().budget_bytes(40 << 20).target(0.9);
+  const FitResult model = fit(runner, FitOptions(options).mode(FitMode::Model));
+  const FitResult binsearch = fit(runner, FitOptions(options).mode(FitMode::Binsearch));
+  ASSERT_EQ(model.outcome, FitOutcome::Fits);
+  EXPECT_EQ(model.batch, binsearch.batch);
+  EXPECT_GT(*model.batch, 1000);  // the answer lies past the jump
+  EXPECT_LE(SteppedMemory::peak(*model.batch), static_cast<int64_t>(0.9 * (40 << 20)));
+  EXPECT_GT(SteppedMemory::peak(*model.batch + 1), static_cast<int64_t>(0.9 * (40 << 20)));
+  ASSERT_TRUE(model.memory_model.has_value());
+  ASSERT_FALSE(model.memory_model->breaks.empty());
+  EXPECT_GE(model.memory_model->breaks.front().batch, 1000);  // where the prediction from below the jump missed
+  EXPECT_GE(model.memory_model->batch_a, 1000);  // the final line is the local one, past the jump
+  EXPECT_NEAR(model.memory_model->per_sample_bytes, 10240, 1);
+  expect_never_at_or_above_a_failure(model);
+}
+
 TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {
   auto w = workload(Case{"mlp", "sgd", 0, false});
   const FitResult capped = fit(*w, FitOptions().budget_bytes(256 << 20).max(100));
   EXPECT_EQ(*capped.batch, 100);
   EXPECT_TRUE(capped.limited_by_max);
-  EXPECT_LE(capped.trials.size(), 3u);  // the minimum, a probe, then --max
+  EXPECT_LE(capped.trials.size(), 2u);  // a probe at 64, then --max
   const FitResult none = fit(*w, FitOptions().budget_bytes(3 << 20));
   EXPECT_EQ(none.outcome, FitOutcome::DoesNotFit);
   EXPECT_FALSE(none.batch.has_value());
-  EXPECT_EQ(none.trials.size(), 1u);
+  ASSERT_EQ(none.trials.size(), 2u);  // the probe at 64, then the minimum
+  EXPECT_EQ(none.trials.back().batch, 1);
+  EXPECT_NE(none.message.find("batch 1 "), std::string::npos) << none.message;
 }
 
 }  // namespace

@@ -214,7 +214,7 @@ TEST(Fit, ConvolutionModelOutOfMemoryIsCleanToo) {
   w->train_step(w->next_batch(8));
   const Copy before = copy_of(m);
   const int64_t held = CpuMemoryTracker::get()->current_bytes();
-  const FitResult r = fit(*w, FitOptions().budget_bytes(24ll << 20).target(1.0));
+  const FitResult r = fit(*w, FitOptions().budget_bytes(24ll << 20).target(1.0).mode(FitMode::Binsearch));
   ASSERT_EQ(r.outcome, FitOutcome::Fits) << r.message;
   EXPECT_GE(count(r.trials, Outcome::Oom), 2);
   expect_identical(before, copy_of(m));
@@ -226,8 +226,9 @@ TEST(Fit, NothingFitsIsAnOutcomeWithoutABatch) {
   const FitResult r = fit(*w, FitOptions().budget_bytes(3ll << 20));
   EXPECT_EQ(r.outcome, FitOutcome::DoesNotFit);
   EXPECT_FALSE(r.batch.has_value());
-  ASSERT_EQ(r.trials.size(), 1u);
-  EXPECT_EQ(r.trials[0].outcome, Outcome::Oom);
+  ASSERT_EQ(r.trials.size(), 2u);  // the probe at 64, then the minimum
+  EXPECT_EQ(r.trials[1].batch, 1);
+  EXPECT_EQ(r.trials[1].outcome, Outcome::Oom);
   EXPECT_NE(r.message.find("batch 1 did not complete"), std::string::npos) << r.message;
 }
 

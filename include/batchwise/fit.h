@@ -13,10 +13,11 @@
 namespace batchwise {
 
 /// How fit searches. Power: double until a batch fails, answer the last that fitted (Lightning's
-/// "power"). Binsearch: the same doubling, then bisection to the exact maximum. Model: fit
-/// peak(B) = fixed + per_sample x B to two probe trials, predict the largest batch within the
-/// target, verify it with a trial, and refine from measured points (local secant, else bisection)
-/// to the same exact maximum, usually in four trials.
+/// "power"). Binsearch: the same doubling, then bisection to the exact maximum. Model: one probe
+/// trial at 64 x min gives a line peak(B) = fixed + per_sample x B (fixed counted from the tensors:
+/// parameters, buffers, optimizer state); predict the largest batch within the target, verify it
+/// with a trial, and refine from measured points (local secant through the two largest batches
+/// that fitted, else bisection) to the same exact maximum, usually in three or four trials.
 enum class FitMode { Power, Binsearch, Model };
 const char* to_string(FitMode mode);
 /// "power", "binsearch" or "model"; ConfigError otherwise.
@@ -52,6 +53,9 @@ struct FitOptions {
   TORCH_ARG(TrialCallback, on_trial);
 };
 
+/// A prediction missing the measured peak by more than this fraction marks a break in the line.
+inline constexpr double kLineBreakTolerance = 0.03;
+
 /// peak(B) ~ fixed_bytes + per_sample_bytes x B, a line through the two largest batches that ran
 /// within their limit (local: where the line bends, the points nearest the answer count).
 struct MemoryModel {
@@ -61,6 +65,16 @@ struct MemoryModel {
   /// Largest |measured - predicted| peak over the trials run after a prediction was made: the
   /// model's observed error. 0 when every prediction was exact or none was tested.
   int64_t residual_bytes = 0;
+  /// Where the line breaks (fit --mode model): trials whose measured peak missed the prediction
+  /// of a line through two measured batches by more than kLineBreakTolerance (allocator rounding, an algorithm switch, a workspace jump
+  /// between the measured points and that batch). The line above is then the local one, through
+  /// the two largest batches that fitted, nearest the answer.
+  struct Break {
+    int64_t batch = 0;
+    int64_t predicted_bytes = 0;
+    int64_t measured_bytes = 0;
+  };
+  std::vector<Break> breaks;
   /// Predicted peak at `batch`.
   int64_t predict(int64_t batch) const;
 };
