@@ -187,6 +187,9 @@ std::string exec_failure(const std::string& program, int error) {
   const bool on_path = program.find('/') == std::string::npos;
   switch (error) {
     case ENOENT:
+      if (!on_path && access(program.c_str(), F_OK) == 0)  // the file is there: its #! interpreter is not
+        return fmt::format("command: '{}' exists, but the interpreter its #! line names does not; fix the #! line "
+                           "or run it through its interpreter, e.g. python3 {}", program, program);
       return fmt::format("command: '{}' not found{}; give the program's full path or install it", program,
                          on_path ? " on PATH" : "");
     case EACCES:

@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include <filesystem>
+#include <unordered_set>
 
 #include "batchwise/models.h"
 #include "check.h"
@@ -20,12 +21,18 @@ class ScriptedModuleImpl : public torch::nn::Module {
   explicit ScriptedModuleImpl(torch::jit::Module module) : script_(std::move(module)) {
     // register_* names may not contain dots; the script module's names (layer1.0.conv1.weight) do.
     auto flat = [](std::string name) {
-      std::replace(name.begin(), name.end(), '.', '_');
-      return name;
+      std::string out;
+      for (char c : name) out += c == '.' ? std::string("__") : std::string(1, c);  // a.b and a_b stay apart
+      return out;
     };
+    // A tensor shared by two submodules (tied weights) is listed once per owner; registered twice,
+    // the optimizer would step it twice.
+    std::unordered_set<const void*> seen;
     for (const auto& p : script_.named_parameters(/*recurse=*/true))
-      register_parameter(flat(p.name), p.value, p.value.requires_grad());
-    for (const auto& b : script_.named_buffers(/*recurse=*/true)) register_buffer(flat(b.name), b.value);
+      if (seen.insert(p.value.unsafeGetTensorImpl()).second)
+        register_parameter(flat(p.name), p.value, p.value.requires_grad());
+    for (const auto& b : script_.named_buffers(/*recurse=*/true))
+      if (seen.insert(b.value.unsafeGetTensorImpl()).second) register_buffer(flat(b.name), b.value);
     torch::nn::Module::train(script_.is_training());
   }
   at::Tensor forward(const at::Tensor& input) {
