@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -279,6 +281,16 @@ std::vector<std::string> substitute(const std::vector<std::string>& argv, int64_
   return out;
 }
 
+namespace {
+// The process group of the command running now (0: none), for stop_running_command.
+std::atomic<pid_t> active_group{0};
+}  // namespace
+
+void stop_running_command() {
+  const pid_t group = active_group.load();
+  if (group > 0) killpg(group, SIGKILL);
+}
+
 CommandResult run_command(const CommandOptions& options) {
   BATCHWISE_CHECK(options.batch() >= 1, ConfigError, "command: batch size {} is below 1", options.batch());
   BATCHWISE_CHECK(options.steps() >= 1, ConfigError, "command: steps {} is below 1", options.steps());
@@ -339,6 +351,18 @@ CommandResult run_command(const CommandOptions& options) {
     _exit(127);
   }
   setpgid(pid, pid);  // also here, so killpg works before the child gets to it
+  active_group.store(pid);
+  // Unwinding from here on (an exception while reading) must not leave the child running.
+  struct ChildGuard {
+    pid_t pid;
+    bool armed = true;
+    ~ChildGuard() {
+      if (!armed) return;
+      killpg(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      active_group.store(0);
+    }
+  } child_guard{pid};
   for (int* fd : {&out[1], &err[1], &status_pipe[1], &devnull}) close_fd(*fd);
   int exec_error = 0;
   ssize_t got;
@@ -464,6 +488,7 @@ CommandResult run_command(const CommandOptions& options) {
   // Whatever is left of the group goes, and is gone before we return: the next run must not
   // find its memory still held. The leader, a zombie until reaped, keeps the group id reserved.
   killpg(pid, SIGKILL);
+  active_group.store(0);
   for (const Clock::time_point give_up = Clock::now() + 2 * kTermGrace;
        sampler.others_alive() && Clock::now() < give_up;)
     usleep(5000);
@@ -472,6 +497,7 @@ CommandResult run_command(const CommandOptions& options) {
   pid_t reaped;
   do reaped = wait4(pid, &status, 0, &usage);
   while (reaped < 0 && errno == EINTR);
+  child_guard.armed = false;
   r.wall_s = seconds(exited_at.value_or(Clock::now()) - start);
   // reaped < 0: another thread's waitpid(-1) took the status; exit_status -1 and signal 0 say so.
   if (reaped == pid && WIFEXITED(status)) r.exit_status = WEXITSTATUS(status);

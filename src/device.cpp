@@ -53,7 +53,7 @@ DeviceSpec resolve_device(const std::string& text) {
                   "this batchwise was built against a Torch without CUDA; use --device cpu");
   BATCHWISE_CHECK(torch::cuda::is_available(), DeviceError,
                   "--device {}: no CUDA device is visible (no GPU, or no driver); use --device cpu or auto", text);
-  BATCHWISE_CHECK(static_cast<size_t>(d.index) < torch::cuda::device_count(), DeviceError,
+  BATCHWISE_CHECK(static_cast<int64_t>(d.index) < static_cast<int64_t>(torch::cuda::device_count()), DeviceError,
                   "--device {}: this machine has {} CUDA device(s)", text, torch::cuda::device_count());
   return d;
 }

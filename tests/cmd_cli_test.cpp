@@ -94,6 +94,25 @@ TEST(Cmd, TheCommandsOwnThroughputIsWhatTheSweepRanks) {
   }
 }
 
+// Ctrl-C to batchwise: the running command (in its own process group, out of the terminal's
+// reach) is killed too, not left training.
+TEST(Cmd, InterruptingBatchwiseStopsTheRunningCommand) {
+  const fs::path pidfile = scratch() / "child.pid";
+  fs::remove(pidfile);
+  const std::string cmd = "timeout -s INT 3 " + std::string(BATCHWISE_TEST_BINARY) +
+                          " sweep --cmd --batch-sizes 4 --repetitions 1 -q -- python3 " + kCmdDir +
+                          "/pid_then_hang.py " + pidfile.string() + " >/dev/null 2>&1";
+  (void)std::system(cmd.c_str());
+  ASSERT_TRUE(fs::exists(pidfile)) << "the command never started";
+  const std::string pid = slurp(pidfile);
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = !fs::exists("/proc/" + pid) || slurp("/proc/" + pid + "/stat").find(") Z ") != std::string::npos;
+    if (!gone) ::usleep(20000);
+  }
+  EXPECT_TRUE(gone) << "pid " << pid << " still runs after batchwise was interrupted";
+}
+
 TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
   const fs::path pwned = scratch() / "pwned";
   const fs::path json = scratch() / "cmd-shell.json";

@@ -156,6 +156,11 @@ bool is_oom_message(const std::string& line);
 /// NOTE: the calling thread blocks; stdout and stderr are read while the child runs.
 CommandResult run_command(const CommandOptions& options);
 
+/// Kills the process group of the command run_command is running now, if any. Async-signal-safe:
+/// call it from a SIGINT/SIGTERM handler, so that an interrupted batchwise leaves no trainer (or
+/// its workers) behind; the child's own group does not get the terminal's Ctrl-C.
+void stop_running_command();
+
 }  // namespace batchwise
 
 #undef BATCHWISE_COMMAND_ARG

@@ -6,6 +6,7 @@
 #include <torch/utils.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -297,6 +298,17 @@ int main(int argc, char** argv) {
   }
 
   const std::string command = app.get_subcommands().front()->get_name();
+  // Ctrl-C or a kill: a running --cmd trial's process group (its own, out of the terminal's
+  // reach) goes too, then batchwise ends as the signal says.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction action {};
+    action.sa_handler = [](int signo) {
+      stop_running_command();
+      signal(signo, SIG_DFL);
+      raise(signo);
+    };
+    sigaction(sig, &action, nullptr);
+  }
   try {
     return run(command, f);
   } catch (const ConfigError& e) {
