@@ -99,12 +99,51 @@ TEST(Cli, NothingFitsExitsSixWithANullBatch) {
 }
 
 TEST(Cli, EverySubcommandHasHelpWithAnExample) {
-  for (const char* sub : {"fit", "sweep", "tune"}) {
+  for (const char* sub : {"fit", "sweep", "tune", "compare"}) {
     const Outcome r = batchwise(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("Example:"), std::string::npos) << sub << r.out;
-    EXPECT_NE(r.out.find("--memory-budget"), std::string::npos) << sub;
+    if (std::string(sub) != "compare") EXPECT_NE(r.out.find("--memory-budget"), std::string::npos) << sub;
   }
+}
+
+// Two reports of the same workload, B twice as fast at batch 32 and 64 MiB lighter at batch 64,
+// on a different device and torch: ratios per batch, the differences, and a missing side.
+TEST(Cli, CompareShowsPerBatchRatiosAndWhatDiffers) {
+  auto a = nlohmann::json::parse(slurp(std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json"));
+  auto b = a;
+  b["context"]["device"]["name"] = "Other CPU";
+  b["context"]["torch_version"] = "2.16.0";
+  auto& points = b["sweep"]["points"];
+  ASSERT_GE(points.size(), 2u);
+  const int64_t first = points[0]["batch"], second = points[1]["batch"];
+  points[0]["samples_per_s"] = points[0]["samples_per_s"].get<double>() * 2;
+  points[1]["peak_bytes"] = points[1]["peak_bytes"].get<int64_t>() / 2;
+  points.erase(points.size() - 1);  // B did not measure its largest batch
+  const fs::path pa = scratch() / "a.json", pb = scratch() / "b.json", out = scratch() / "cmp.json";
+  std::ofstream(pa) << a.dump();
+  std::ofstream(pb) << b.dump();
+
+  const Outcome r = batchwise("compare " + pa.string() + " " + pb.string() + " --json " + out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("torch          A 2.15.0  |  B 2.16.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2.00x"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0.50x"), std::string::npos) << r.out;
+  const auto c = nlohmann::json::parse(slurp(out));
+  ASSERT_EQ(c.at("points").size(), a["sweep"]["points"].size());
+  for (const auto& p : c.at("points")) {
+    if (p.at("batch") == first) EXPECT_DOUBLE_EQ(p.at("speed_ratio").get<double>(), 2.0);
+    if (p.at("batch") == second) EXPECT_DOUBLE_EQ(p.at("speed_ratio").get<double>(), 1.0);
+  }
+  EXPECT_TRUE(c.at("points").back().at("samples_per_s").at("b").is_null());
+  EXPECT_EQ(c.at("differences").size(), 2u);
+
+  std::ofstream(scratch() / "not.json") << "{\"hello\": 1}";
+  expect_clean_error("compare " + pa.string() + " " + (scratch() / "not.json").string(), 3,
+                     "not.json: not a batchwise report");
+  expect_clean_error("compare " + pa.string() + " " + (scratch() / "missing.json").string(), 3,
+                     "missing.json: cannot be read");
+  EXPECT_EQ(batchwise("compare " + pa.string()).code, 2);  // CLI11's usage message: one file is not two
 }
 
 TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {

@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "batchwise/command_runner.h"
+#include "batchwise/compare.h"
 #include "batchwise/device.h"
 #include "batchwise/error.h"
 #include "batchwise/fit.h"
@@ -52,6 +53,7 @@ struct Flags {
   std::string input_shape;
   bool use_cmd = false;
   std::vector<std::string> command;
+  std::vector<std::string> compare_files;
   // sweep
   std::string batch_sizes, range;
   int warmup = 2, steps = 5, repetitions = 3;
@@ -160,7 +162,15 @@ void write_file(const std::string& path, const std::string& text) {
   std::filesystem::rename(tmp, path);
 }
 
+int run_compare(const Flags& f) {
+  const Comparison c = compare_reports(f.compare_files.at(0), f.compare_files.at(1));
+  std::cout << to_table(c) << std::flush;
+  if (!f.json.empty()) write_file(f.json, to_json(c));
+  return kExitOk;
+}
+
 int run(const std::string& command, Flags& f) {
+  if (command == "compare") return run_compare(f);
   CpuMemoryTracker::install();  // before any model exists, so its tensors are counted
   if (f.threads > 0) torch::set_num_threads(f.threads);
   if (f.threads < 0) throw ConfigError(fmt::format("--threads {}: must be positive", f.threads));
@@ -287,6 +297,15 @@ int main(int argc, char** argv) {
   tune_cmd->add_option("--fit-steps", f.fit_steps, "training steps per fit trial")->capture_default_str();
   tune_cmd->footer("Example:\n  batchwise tune                      # lenet on Fashion-MNIST on the best device\n"
                    "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json");
+
+  auto* compare_cmd = app.add_subcommand("compare", "Two reports side by side, batch by batch, with ratios");
+  compare_cmd->add_option("reports", f.compare_files, "two JSON reports written with --json: A, then B")
+      ->required()
+      ->expected(2);
+  compare_cmd->add_option("--json", f.json, "write the comparison as JSON to FILE");
+  compare_cmd->footer("Example:\n  batchwise tune --json laptop.json   # on one machine\n"
+                      "  batchwise tune --json server.json   # on another\n"
+                      "  batchwise compare laptop.json server.json");
 
   try {
     app.parse(argc, argv);

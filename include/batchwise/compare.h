@@ -1,0 +1,45 @@
+#pragma once
+/// Two reports of the same workload side by side (two machines, versions or settings), batch by
+/// batch with ratios, in the spirit of google/benchmark's compare.py: `batchwise compare a.json b.json`.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace batchwise {
+
+/// One batch size as each report measured it; a side is empty when that report has no such point.
+struct ComparedPoint {
+  int64_t batch = 0;
+  std::string outcome_a, outcome_b;  ///< "" when the report has no point at this batch
+  std::optional<double> samples_per_s_a, samples_per_s_b;  ///< set for "ok" points
+  std::optional<int64_t> peak_bytes_a, peak_bytes_b;
+  /// samples_per_s_b / samples_per_s_a, when both ran ok; above 1: B is faster.
+  std::optional<double> speed_ratio() const;
+};
+
+/// A context or workload field that differs between the reports (model, device, torch, threads...).
+struct ComparedField {
+  std::string name, a, b;
+};
+
+struct Comparison {
+  std::string name_a, name_b;  ///< the files
+  std::vector<ComparedField> differences;  ///< only the fields that differ
+  std::optional<int64_t> fit_batch_a, fit_batch_b;
+  std::optional<int64_t> recommended_a, recommended_b;
+  std::vector<ComparedPoint> points;  ///< every batch either sweep measured, ascending
+  /// Geometric mean of speed_ratio() over the batches both ran ok; none without such a batch.
+  std::optional<double> geomean_speed_ratio;
+};
+
+/// Reads two JSON reports (schema "1") and compares them. Throws DataError naming the file that is
+/// missing, not JSON, or not a batchwise report.
+Comparison compare_reports(const std::string& path_a, const std::string& path_b);
+
+/// The comparison as a table for people.
+std::string to_table(const Comparison& comparison);
+/// The comparison as JSON for programs (documented in docs/report-schema.md).
+std::string to_json(const Comparison& comparison);
+
+}  // namespace batchwise
