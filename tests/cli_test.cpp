@@ -4,6 +4,8 @@
 
 #include "cli_util.h"
 #include <nlohmann/json.hpp>
+
+#include <set>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -170,6 +172,28 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
     EXPECT_EQ(p.at("steps_run"), 6);
   }
   EXPECT_EQ(j.at("recommendation").at("batch"), j.at("sweep").at("knee_batch"));
+}
+
+// --trace: a Chrome trace of one step at the recommended batch, with the step's operators in it.
+TEST(Cli, TraceWritesAChromeTraceOfOneStep) {
+  const fs::path trace = scratch() / "step.trace.json";
+  const Outcome r = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 64MiB --max 32 "
+                              "-q --trace " + trace.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto events = nlohmann::json::parse(slurp(trace));
+  ASSERT_TRUE(events.is_array());
+  std::set<std::string> names;
+  for (const auto& e : events) {
+    EXPECT_TRUE(e.contains("ph") && e.contains("ts")) << e.dump();
+    names.insert(e.value("name", ""));
+  }
+  for (const char* op : {"aten::addmm", "aten::relu"})  // the mlp's forward pass
+    EXPECT_TRUE(names.count(op)) << op << " missing from the trace";
+  bool backward = false;
+  for (const auto& n : names) backward = backward || n.find("Backward") != std::string::npos;
+  EXPECT_TRUE(backward) << "no backward operator in the trace";
+  expect_clean_error("fit --model mlp --dataset synthetic --max 8 --trace /nonexistent/dir/t.json", 2,
+                     "--trace /nonexistent/dir/t.json: cannot write there");
 }
 
 // Runs a Python script with the torch batchwise was built against; false (and the reason in `why`)

@@ -20,6 +20,7 @@
 #include "batchwise/memory.h"
 #include "batchwise/report.h"
 #include "batchwise/sweep.h"
+#include "batchwise/trace.h"
 #include "batchwise/units.h"
 #include "batchwise/version.h"
 #include "batchwise/workload.h"
@@ -54,6 +55,7 @@ struct Flags {
   bool use_cmd = false;
   std::vector<std::string> command;
   std::vector<std::string> compare_files;
+  std::string trace;
   // sweep
   std::string batch_sizes, range;
   int warmup = 2, steps = 5, repetitions = 3;
@@ -93,6 +95,9 @@ void add_workload_flags(CLI::App* cmd, Flags& f) {
   cmd->add_option("--target", f.target, "fraction of the budget a fitting batch may peak at")->capture_default_str();
   cmd->add_option("--threads", f.threads, "intra-op threads (default: torch's choice)");
   cmd->add_option("--json", f.json, "write the JSON report to FILE");
+  cmd->add_option("--trace", f.trace,
+                  "write a Chrome trace (Perfetto, chrome://tracing) of one training step at the recommended batch to "
+                  "FILE");
   cmd->add_option("--trial-timeout", f.trial_timeout_s, "seconds a trial may run, checked between steps (0: none)");
   cmd->add_flag("--quiet,-q", f.quiet, "print no progress lines");
   cmd->add_flag("--cmd", f.use_cmd,
@@ -187,6 +192,8 @@ int run(const std::string& command, Flags& f) {
   if (command == "sweep" && f.batch_sizes.empty() && f.range.empty())
     throw ConfigError("sweep: no batch sizes; pass --batch-sizes 16,32,64 or --range 8-4096*2");
 
+  if (!f.trace.empty() && !std::ofstream(f.trace, std::ios::app))  // before the run, not after it
+    throw ConfigError(fmt::format("--trace {}: cannot write there; check the folder exists and is writable", f.trace));
   if (!f.command.empty() && !f.use_cmd)
     throw ConfigError(fmt::format("unexpected argument {}: to run a training command, put --cmd before -- {}",
                                   f.command.front(), command_line(f.command)));
@@ -258,6 +265,17 @@ int run(const std::string& command, Flags& f) {
 
   std::cout << to_table(report) << std::flush;
   if (!f.json.empty()) write_file(f.json, to_json(report));
+  if (!f.trace.empty()) {
+    if (!workload) throw ConfigError("--trace profiles batchwise's own training step; with --cmd, profile inside your command");
+    if (!report.recommendation) {
+      fmt::print(stderr, "batchwise {}: --trace {}: no batch was recommended, so no step was traced\n", command, f.trace);
+    } else {
+      const int64_t events = write_step_trace(*workload, report.recommendation->batch, f.trace);
+      if (!f.quiet)
+        fmt::print(stderr, "trace of one step at batch {}: {} ({} events; open in https://ui.perfetto.dev)\n",
+                   report.recommendation->batch, f.trace, events);
+    }
+  }
   return code;
 }
 
