@@ -101,11 +101,11 @@ TEST(Cli, NothingFitsExitsSixWithANullBatch) {
 }
 
 TEST(Cli, EverySubcommandHasHelpWithAnExample) {
-  for (const char* sub : {"fit", "sweep", "tune", "compare"}) {
+  for (const char* sub : {"fit", "sweep", "tune", "compare", "history"}) {
     const Outcome r = batchwise(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("Example:"), std::string::npos) << sub << r.out;
-    if (std::string(sub) != "compare") EXPECT_NE(r.out.find("--memory-budget"), std::string::npos) << sub;
+    if (std::string(sub) != "compare" && std::string(sub) != "history") EXPECT_NE(r.out.find("--memory-budget"), std::string::npos) << sub;
   }
 }
 
@@ -172,6 +172,37 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
     EXPECT_EQ(p.at("steps_run"), 6);
   }
   EXPECT_EQ(j.at("recommendation").at("batch"), j.at("sweep").at("knee_batch"));
+}
+
+// Every run lands in the history; tune --reuse takes a matching fit from it instead of fitting.
+TEST(Cli, RunsAreStoredAndTuneReusesAMatchingFit) {
+  const fs::path db = scratch() / "runs.sqlite";
+  fs::remove(db);
+  const std::string workload = "--model mlp --dataset synthetic --synthetic-size 256 --memory-budget 64MiB --max 32 "
+                               "--warmup 1 --steps 1 --repetitions 1 -q --history " + db.string();
+  const Outcome first = batchwise("tune " + workload);
+  ASSERT_EQ(first.code, 0) << first.err;
+  const fs::path json = scratch() / "reused.json";
+  const Outcome second = batchwise("tune --reuse " + workload + " --json " + json.string());
+  ASSERT_EQ(second.code, 0) << second.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j.at("fit").at("batch"), 32);
+  EXPECT_TRUE(j.at("fit").at("trials").empty());
+  EXPECT_NE(j.at("fit").at("message").get<std::string>().find("reused from run 1"), std::string::npos);
+  EXPECT_FALSE(j.at("sweep").at("points").empty());
+  const Outcome other = batchwise("tune --reuse --target 0.8 " + workload + " --json " + json.string());
+  EXPECT_FALSE(nlohmann::json::parse(slurp(json)).at("fit").at("trials").empty());  // another target: fitted anew
+  const Outcome list = batchwise("history --json --history " + db.string());
+  ASSERT_EQ(list.code, 0) << list.err;
+  const auto runs = nlohmann::json::parse(list.out);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].at("id"), 3);
+  EXPECT_EQ(runs[2].at("fit_batch"), 32);
+  EXPECT_NE(runs[2].at("workload").get<std::string>().find("mlp on synthetic"), std::string::npos);
+  const Outcome table = batchwise("history --history " + db.string());
+  EXPECT_NE(table.out.find("(3 shown, newest first)"), std::string::npos) << table.out;
+  std::ofstream(scratch() / "garbage.sqlite") << "not a database at all, just words";
+  expect_clean_error("history --history " + (scratch() / "garbage.sqlite").string(), 2, "not a usable batchwise history");
 }
 
 // --trace: a Chrome trace of one step at the recommended batch, with the step's operators in it.

@@ -33,7 +33,9 @@ inline fs::path scratch() {
 
 inline Outcome batchwise(const std::string& args) {
   const fs::path dir = scratch();
-  const std::string cmd = std::string(BATCHWISE_TEST_BINARY) + " " + args + " >" + (dir / "out").string() + " 2>" +
+  // The run history goes to the scratch folder, not the user's data directory.
+  const std::string cmd = "XDG_DATA_HOME=" + (dir / "xdg").string() + " " + std::string(BATCHWISE_TEST_BINARY) + " " +
+                          args + " >" + (dir / "out").string() + " 2>" +
                           (dir / "err").string() + " </dev/null";
   const int status = std::system(cmd.c_str());
   Outcome r;

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <torch/utils.h>
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "batchwise/device.h"
 #include "batchwise/error.h"
 #include "batchwise/fit.h"
+#include "batchwise/history.h"
 #include "batchwise/memory.h"
 #include "batchwise/report.h"
 #include "batchwise/sweep.h"
@@ -56,6 +58,10 @@ struct Flags {
   std::vector<std::string> command;
   std::vector<std::string> compare_files;
   std::string trace;
+  std::string history;  // empty: the default path
+  bool no_history = false, reuse = false, history_json = false;
+  double reuse_max_age_h = 168;
+  int history_limit = 20;
   // sweep
   std::string batch_sizes, range;
   int warmup = 2, steps = 5, repetitions = 3;
@@ -95,6 +101,9 @@ void add_workload_flags(CLI::App* cmd, Flags& f) {
   cmd->add_option("--target", f.target, "fraction of the budget a fitting batch may peak at")->capture_default_str();
   cmd->add_option("--threads", f.threads, "intra-op threads (default: torch's choice)");
   cmd->add_option("--json", f.json, "write the JSON report to FILE");
+  cmd->add_option("--history", f.history,
+                  "the run history to store this run in (default: $XDG_DATA_HOME/batchwise/history.sqlite)");
+  cmd->add_flag("--no-history", f.no_history, "do not store this run");
   cmd->add_option("--trace", f.trace,
                   "write a Chrome trace (Perfetto, chrome://tracing) of one training step at the recommended batch to "
                   "FILE");
@@ -174,8 +183,34 @@ int run_compare(const Flags& f) {
   return kExitOk;
 }
 
+std::string history_path(const Flags& f) { return f.history.empty() ? default_history_path() : f.history; }
+
+int run_history(const Flags& f) {
+  History h(history_path(f));
+  const auto runs = h.list(f.history_limit);
+  if (f.history_json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : runs)
+      j.push_back({{"id", r.id}, {"date", r.date}, {"command", r.command}, {"workload", r.workload},
+                   {"device", r.device}, {"versions", r.versions}, {"budget_bytes", r.budget_bytes},
+                   {"fit_batch", r.fit_batch ? nlohmann::json(*r.fit_batch) : nlohmann::json(nullptr)},
+                   {"recommended_batch",
+                    r.recommended_batch ? nlohmann::json(*r.recommended_batch) : nlohmann::json(nullptr)}});
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  fmt::print("{} ({} shown, newest first)\n", history_path(f), runs.size());
+  fmt::print("{:>5}  {:<20}  {:<5}  {:>7}  {:>7}  {}\n", "id", "date", "cmd", "fit", "batch", "workload | device | versions");
+  for (const auto& r : runs)
+    fmt::print("{:>5}  {:<20}  {:<5}  {:>7}  {:>7}  {} | {} | {}\n", r.id, r.date, r.command,
+               r.fit_batch ? std::to_string(*r.fit_batch) : "-",
+               r.recommended_batch ? std::to_string(*r.recommended_batch) : "-", r.workload, r.device, r.versions);
+  return kExitOk;
+}
+
 int run(const std::string& command, Flags& f) {
   if (command == "compare") return run_compare(f);
+  if (command == "history") return run_history(f);
   CpuMemoryTracker::install();  // before any model exists, so its tensors are counted
   if (f.threads > 0) torch::set_num_threads(f.threads);
   if (f.threads < 0) throw ConfigError(fmt::format("--threads {}: must be positive", f.threads));
@@ -247,7 +282,33 @@ int run(const std::string& command, Flags& f) {
   };
 
   int code = kExitOk;
-  if (command == "fit") {
+  std::unique_ptr<History> history;
+  if (!f.no_history || f.reuse) history = std::make_unique<History>(history_path(f));
+  std::optional<HistoryEntry> reused;
+  if (f.reuse) {
+    if (f.use_cmd) throw ConfigError("--reuse: a command's fit is not stored by workload; drop --reuse with --cmd");
+    reused = history->find_fit(to_json(report), f.reuse_max_age_h * 3600);
+    if (!f.quiet)
+      fmt::print(stderr, "{}\n", reused ? fmt::format("reusing the fit of run {} ({}): batch {}", reused->id,
+                                                        reused->date, *reused->fit_batch)
+                                         : std::string("--reuse: no matching fit in the history; fitting"));
+  }
+  if (reused) {
+    FitResult r;
+    r.mode = parse_fit_mode(f.mode);
+    r.outcome = FitOutcome::Fits;
+    r.batch = *reused->fit_batch;
+    r.budget_bytes = report.budget_bytes;
+    r.target = f.target;
+    r.multiple_of = f.multiple_of;
+    r.message = fmt::format("reused from run {} of {} in {} (--reuse): no fit trials ran", reused->id, reused->date,
+                            history_path(f));
+    report.fit = r;
+    SweepOptions s = sweep_options(f, report.budget_bytes, progress);
+    if (s.batch_sizes().empty())
+      s.batch_sizes(doublings((f.min + f.multiple_of - 1) / f.multiple_of * f.multiple_of, *r.batch));
+    report.sweep = sweep(*runner, s);
+  } else if (command == "fit") {
     report.fit = fit(*runner, fit_options(f, report.budget_bytes, progress));
   } else if (command == "sweep") {
     report.sweep = sweep(*runner, sweep_options(f, report.budget_bytes, progress));
@@ -265,6 +326,13 @@ int run(const std::string& command, Flags& f) {
 
   std::cout << to_table(report) << std::flush;
   if (!f.json.empty()) write_file(f.json, to_json(report));
+  if (!f.no_history) {
+    try {
+      history->add(command, to_json(report));
+    } catch (const Error& e) {  // the run itself succeeded; losing its record is worth a warning, not a failure
+      fmt::print(stderr, "batchwise {}: warning: the run was not stored in the history: {}\n", command, e.what());
+    }
+  }
   if (!f.trace.empty()) {
     if (!workload) throw ConfigError("--trace profiles batchwise's own training step; with --cmd, profile inside your command");
     if (!report.recommendation) {
@@ -313,8 +381,18 @@ int main(int argc, char** argv) {
   add_sweep_flags(tune_cmd, f);
   tune_cmd->add_option("--steps", f.steps, "measured steps per sweep trial")->capture_default_str();
   tune_cmd->add_option("--fit-steps", f.fit_steps, "training steps per fit trial")->capture_default_str();
+  tune_cmd->add_flag("--reuse", f.reuse,
+                     "skip the fit when the history holds one for the same workload, device, versions, budget and "
+                     "target, no older than --reuse-max-age");
+  tune_cmd->add_option("--reuse-max-age", f.reuse_max_age_h, "hours a stored fit stays reusable")->capture_default_str();
   tune_cmd->footer("Example:\n  batchwise tune                      # lenet on Fashion-MNIST on the best device\n"
                    "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json");
+
+  auto* history_cmd = app.add_subcommand("history", "List the runs stored in the history, newest first");
+  history_cmd->add_option("--history", f.history, "the history database (default: $XDG_DATA_HOME/batchwise/history.sqlite)");
+  history_cmd->add_option("--limit", f.history_limit, "runs to list")->capture_default_str();
+  history_cmd->add_flag("--json", f.history_json, "print the runs as JSON");
+  history_cmd->footer("Example:\n  batchwise history --limit 5\n  batchwise tune --reuse   # reuses a matching fit from it");
 
   auto* compare_cmd = app.add_subcommand("compare", "Two reports side by side, batch by batch, with ratios");
   compare_cmd->add_option("reports", f.compare_files, "two JSON reports written with --json: A, then B")

@@ -1,0 +1,57 @@
+#pragma once
+/// A history of runs in a SQLite database: every fit, sweep and tune report, keyed by workload,
+/// device and software versions, so runs can be listed, compared and a recent fit reused.
+/// Writes are transactions in WAL mode: a writer killed mid-write loses only its own run, the
+/// database stays readable, and concurrent writers wait for each other (busy timeout) and all land.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+
+namespace batchwise {
+
+/// One stored run.
+struct HistoryEntry {
+  int64_t id = 0;
+  std::string date;          ///< the report's context.date (UTC, ISO 8601)
+  std::string command;       ///< "fit", "sweep", "tune"
+  std::string workload;      ///< "lenet on fashion-mnist, sgd lr 0.01, fp32 ..." (the key, readable)
+  std::string device;        ///< "cpu: Intel(R) Xeon(R) ... on host"
+  std::string versions;      ///< "batchwise 0.1.0 (abc1234), torch 2.15.0"
+  int64_t budget_bytes = 0;
+  double target = 0;
+  std::optional<int64_t> fit_batch;
+  std::optional<int64_t> recommended_batch;
+  std::string report_json;   ///< the whole report, as written with --json
+};
+
+/// $XDG_DATA_HOME/batchwise/history.sqlite, else ~/.local/share/batchwise/history.sqlite.
+std::string default_history_path();
+
+class History {
+ public:
+  /// Opens the database at `path`, creating it (and its folder) if needed. Throws ConfigError
+  /// naming the path when it cannot be opened or is not a batchwise history.
+  explicit History(const std::string& path);
+  ~History();
+  History(const History&) = delete;
+  History& operator=(const History&) = delete;
+
+  /// Stores a report (the JSON to_json writes) in one transaction; returns its id. Throws Error
+  /// when the write fails (disk full, the database locked for longer than the busy timeout).
+  int64_t add(const std::string& command, const std::string& report_json);
+  /// The newest runs first.
+  std::vector<HistoryEntry> list(int limit = 50) const;
+  /// The newest run no older than `max_age_s` with a fitted batch for the same workload, device,
+  /// versions, budget and target as `report_json` (a report of the run about to start).
+  std::optional<HistoryEntry> find_fit(const std::string& report_json, double max_age_s) const;
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+}  // namespace batchwise

@@ -1,0 +1,226 @@
+#include "batchwise/history.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "check.h"
+
+namespace batchwise {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kBusyTimeoutMs = 30000;  // concurrent writers wait for each other this long
+
+std::string text(const json& j, const char* pointer) {
+  const json::json_pointer p(pointer);
+  if (!j.contains(p) || j.at(p).is_null()) return "";
+  return j.at(p).is_string() ? j.at(p).get<std::string>() : j.at(p).dump();
+}
+
+struct Keys {
+  std::string workload, device, versions;
+};
+
+Keys keys_of(const json& r) {
+  Keys k;
+  k.workload = fmt::format("{} on {}, {} lr {}, {}, loss {}, input {}", text(r, "/workload/model"),
+                           text(r, "/workload/dataset"), text(r, "/workload/optimizer"), text(r, "/workload/lr"),
+                           text(r, "/workload/precision"), text(r, "/workload/loss"), text(r, "/workload/input_shape"));
+  // Not the device's total bytes: on CPU that is the RAM available at the moment, which moves.
+  k.device = fmt::format("{}: {} on {}", text(r, "/context/device/type"), text(r, "/context/device/name"),
+                         text(r, "/context/host"));
+  k.versions = fmt::format("batchwise {} ({}), torch {}", text(r, "/context/batchwise_version"),
+                           text(r, "/context/build_commit"), text(r, "/context/torch_version"));
+  return k;
+}
+
+json parse_report(const std::string& report_json) {
+  json r = json::parse(report_json, nullptr, /*allow_exceptions=*/false);
+  BATCHWISE_CHECK(r.is_object() && r.contains("context"), Error, "history: not a report; nothing stored");
+  return r;
+}
+
+// A prepared statement that finalizes itself.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    BATCHWISE_CHECK(sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK, Error, "history: {}",
+                    sqlite3_errmsg(db));
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement& bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Statement& bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
+  Statement& bind(int i, std::optional<int64_t> v) {
+    if (v) return bind(i, *v);
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    BATCHWISE_CHECK(rc == SQLITE_ROW || rc == SQLITE_DONE, Error, "history: {}", sqlite3_errmsg(db_));
+    return rc == SQLITE_ROW;
+  }
+  std::string column_text(int i) const {
+    const auto* t = sqlite3_column_text(stmt_, i);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+  std::optional<int64_t> column_int(int i) const {
+    if (sqlite3_column_type(stmt_, i) == SQLITE_NULL) return std::nullopt;
+    return sqlite3_column_int64(stmt_, i);
+  }
+  double column_double(int i) const { return sqlite3_column_double(stmt_, i); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+void exec(sqlite3* db, const char* sql, const std::string& path) {
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &error);
+  const std::string why = error ? error : sqlite3_errstr(rc);
+  sqlite3_free(error);
+  BATCHWISE_CHECK(rc == SQLITE_OK, Error, "history {}: {}", path, why);
+}
+
+constexpr const char* kColumns =
+    "id, date, command, workload, device, versions, budget_bytes, target, fit_batch, recommended_batch, report";
+
+HistoryEntry entry_of(const Statement& s) {
+  HistoryEntry e;
+  e.id = s.column_int(0).value_or(0);
+  e.date = s.column_text(1);
+  e.command = s.column_text(2);
+  e.workload = s.column_text(3);
+  e.device = s.column_text(4);
+  e.versions = s.column_text(5);
+  e.budget_bytes = s.column_int(6).value_or(0);
+  e.target = s.column_double(7);
+  e.fit_batch = s.column_int(8);
+  e.recommended_batch = s.column_int(9);
+  e.report_json = s.column_text(10);
+  return e;
+}
+
+int64_t now_unix() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::string default_history_path() {
+  const char* xdg = std::getenv("XDG_DATA_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string base = xdg && *xdg ? xdg : std::string(home && *home ? home : ".") + "/.local/share";
+  return base + "/batchwise/history.sqlite";
+}
+
+History::History(const std::string& path) : path_(path) {
+  const auto folder = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+  const int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    BATCHWISE_CHECK(false, ConfigError, "--history {}: cannot open it ({}); give a writable path", path, why);
+  }
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  try {
+    exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", path);
+    exec(db_,
+         "CREATE TABLE IF NOT EXISTS runs ("
+         " id INTEGER PRIMARY KEY AUTOINCREMENT, created_unix INTEGER NOT NULL, date TEXT, command TEXT,"
+         " workload TEXT, device TEXT, versions TEXT, budget_bytes INTEGER, target REAL,"
+         " fit_batch INTEGER, recommended_batch INTEGER, report TEXT NOT NULL);"
+         "CREATE INDEX IF NOT EXISTS runs_key ON runs (workload, device, versions);",
+         path);
+  } catch (const Error& e) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    BATCHWISE_CHECK(false, ConfigError, "--history {}: not a usable batchwise history ({}); give another path",
+                    path, e.what());
+  }
+}
+
+History::~History() { sqlite3_close(db_); }
+
+int64_t History::add(const std::string& command, const std::string& report_json) {
+  const json r = parse_report(report_json);
+  const Keys k = keys_of(r);
+  auto batch = [&](const char* pointer) -> std::optional<int64_t> {
+    const json::json_pointer p(pointer);
+    if (!r.contains(p) || !r.at(p).is_number_integer()) return std::nullopt;
+    return r.at(p).get<int64_t>();
+  };
+  // BEGIN IMMEDIATE takes the write lock up front (waiting up to the busy timeout), so two
+  // writers queue instead of failing on a lock upgrade.
+  exec(db_, "BEGIN IMMEDIATE", path_);
+  try {
+    Statement insert(db_,
+                     "INSERT INTO runs (created_unix, date, command, workload, device, versions, budget_bytes, target,"
+                     " fit_batch, recommended_batch, report) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
+    insert.bind(1, now_unix())
+        .bind(2, text(r, "/context/date"))
+        .bind(3, command)
+        .bind(4, k.workload)
+        .bind(5, k.device)
+        .bind(6, k.versions)
+        .bind(7, batch("/budget_bytes").value_or(0))
+        .bind(8, r.value("target", 0.0))
+        .bind(9, batch("/fit/batch"))
+        .bind(10, batch("/recommendation/batch"))
+        .bind(11, report_json);
+    insert.step();
+    exec(db_, "COMMIT", path_);
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  return sqlite3_last_insert_rowid(db_);
+}
+
+std::vector<HistoryEntry> History::list(int limit) const {
+  Statement s(db_, fmt::format("SELECT {} FROM runs ORDER BY id DESC LIMIT ?", kColumns).c_str());
+  s.bind(1, static_cast<int64_t>(limit));
+  std::vector<HistoryEntry> out;
+  while (s.step()) out.push_back(entry_of(s));
+  return out;
+}
+
+std::optional<HistoryEntry> History::find_fit(const std::string& report_json, double max_age_s) const {
+  const json r = parse_report(report_json);
+  const Keys k = keys_of(r);
+  Statement s(db_, fmt::format("SELECT {} FROM runs WHERE workload = ? AND device = ? AND versions = ? AND "
+                               "budget_bytes = ? AND target = ? AND fit_batch IS NOT NULL AND created_unix >= ? "
+                               "ORDER BY id DESC LIMIT 1",
+                               kColumns)
+                       .c_str());
+  s.bind(1, k.workload)
+      .bind(2, k.device)
+      .bind(3, k.versions)
+      .bind(4, r.value("budget_bytes", int64_t{0}))
+      .bind(5, r.value("target", 0.0))
+      .bind(6, now_unix() - static_cast<int64_t>(max_age_s));
+  if (!s.step()) return std::nullopt;
+  return entry_of(s);
+}
+
+}  // namespace batchwise

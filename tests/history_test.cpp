@@ -1,0 +1,126 @@
+// The run history: transactions that survive a writer killed mid-write, and concurrent writers.
+#include "batchwise/history.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "batchwise/error.h"
+
+namespace batchwise {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch_db() {
+  const fs::path dir = fs::temp_directory_path() / ("batchwise-history-" + std::to_string(::getpid()) + "-" +
+                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir / "history.sqlite";
+}
+
+// A report as to_json writes it, with `padding` bytes of raw step times to make writes long.
+std::string report(int64_t fit_batch, size_t padding = 0, const std::string& model = "lenet") {
+  nlohmann::json r = {
+      {"schema_version", "1"},
+      {"context",
+       {{"batchwise_version", "0.1.0"}, {"build_commit", "abc1234"}, {"torch_version", "2.15.0"},
+        {"date", "2026-11-21T12:00:00Z"}, {"host", "testhost"},
+        {"device", {{"type", "cpu"}, {"name", "Test CPU"}, {"total_bytes", 1 << 30}}}}},
+      {"workload", {{"model", model}, {"dataset", "fashion-mnist"}, {"optimizer", "sgd"}, {"lr", 0.01}}},
+      {"budget_bytes", 64 << 20},
+      {"target", 0.9},
+      {"fit", {{"outcome", "fits"}, {"batch", fit_batch}}},
+      {"padding", std::string(padding, 'x')}};
+  return r.dump();
+}
+
+TEST(History, StoresListsAndFindsARecentFitForTheSameKeys) {
+  const fs::path db = scratch_db();
+  History h(db.string());
+  const int64_t first = h.add("fit", report(512));
+  const int64_t second = h.add("tune", report(600, 0, "mlp"));
+  EXPECT_LT(first, second);
+  const auto runs = h.list();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].id, second);  // newest first
+  EXPECT_EQ(runs[0].command, "tune");
+  EXPECT_EQ(runs[1].fit_batch, 512);
+  EXPECT_NE(runs[1].workload.find("lenet on fashion-mnist"), std::string::npos) << runs[1].workload;
+  const auto found = h.find_fit(report(0), 3600);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->id, first);  // the lenet one, not the newer mlp one
+  EXPECT_FALSE(h.find_fit(report(0, 0, "resnet18"), 3600).has_value());
+}
+
+TEST(History, AWriterKilledMidWriteLeavesEveryEarlierRunIntact) {
+  const fs::path db = scratch_db();
+  { History(db.string()).add("fit", report(1)); }
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // writes large runs until killed
+    History h(db.string());
+    for (int64_t i = 2;; ++i) h.add("fit", report(i, 1 << 20));
+  }
+  ::usleep(400000);
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  History h(db.string());
+  const auto runs = h.list(100000);
+  ASSERT_GE(runs.size(), 2u) << "the writer stored nothing before it was killed";
+  // Every stored run is whole (its report parses) and the ids run without gaps from 1: the run
+  // being written when the kill came is either all there or not there at all.
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].id, static_cast<int64_t>(runs.size() - i));
+    EXPECT_EQ(runs[i].fit_batch, runs[i].id);
+    EXPECT_TRUE(nlohmann::json::accept(runs[i].report_json)) << "run " << runs[i].id << " is not whole";
+  }
+  EXPECT_NO_THROW(h.add("fit", report(7)));  // and it takes new writes
+}
+
+TEST(History, TwoConcurrentWritersBothLand) {
+  const fs::path db = scratch_db();
+  { History init(db.string()); }
+  pid_t writers[2];
+  for (int w = 0; w < 2; ++w) {
+    writers[w] = fork();
+    ASSERT_GE(writers[w], 0);
+    if (writers[w] == 0) {
+      try {
+        History h(db.string());
+        for (int i = 0; i < 50; ++i) h.add(w == 0 ? "fit" : "sweep", report(1000 * (w + 1) + i, 4096));
+      } catch (...) {
+        _exit(1);
+      }
+      _exit(0);
+    }
+  }
+  for (pid_t p : writers) {
+    int status = 0;
+    waitpid(p, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  const auto runs = History(db.string()).list(1000);
+  EXPECT_EQ(runs.size(), 100u);
+  int fits = 0;
+  for (const auto& r : runs) fits += r.command == "fit";
+  EXPECT_EQ(fits, 50);
+}
+
+TEST(History, AFileThatIsNotADatabaseIsAConfigError) {
+  const fs::path db = scratch_db();
+  std::ofstream(db) << "this is not sqlite, it is a note to self";
+  EXPECT_THROW(History h(db.string()), ConfigError);
+}
+
+}  // namespace
+}  // namespace batchwise
