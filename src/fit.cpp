@@ -187,6 +187,7 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
   auto try_batch = [&](int64_t batch, std::optional<int64_t> predicted) -> const Trial& {
     BATCHWISE_ASSERT(batch >= first && batch <= last && (!fails || batch < *fails) && (!fits || batch > *fits));
     for (const auto& seen : r.trials) BATCHWISE_ASSERT(seen.batch != batch);
+    if (o.on_trial_start()) o.on_trial_start()(batch, static_cast<int>(r.trials.size()), -1);
     Trial t = runner.run(TrialOptions(batch)
                                       .warmup(o.warmup())
                                       .steps(o.steps())

@@ -58,6 +58,7 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
         }
         continue;
       }
+      if (o.on_trial_start()) o.on_trial_start()(sizes[i], index, planned);
       Trial t = runner.run(TrialOptions(sizes[i])
                                         .warmup(o.warmup())
                                         .steps(o.steps())

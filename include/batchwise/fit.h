@@ -29,6 +29,8 @@ const char* to_string(FitOutcome outcome);
 
 /// Called after every trial with the trial, its 0-based index and the planned count (-1: unknown).
 using TrialCallback = std::function<void(const Trial& trial, int index, int planned)>;
+/// Called as a trial starts, with its batch, its 0-based index and the planned count (-1: unknown).
+using TrialStartCallback = std::function<void(int64_t batch, int index, int planned)>;
 
 /// Options of a fit.
 /// Example: `fit(workload, FitOptions().mode(FitMode::Binsearch).target(0.9).max(4096))`.
@@ -51,6 +53,7 @@ struct FitOptions {
   TORCH_ARG(int, warmup) = 0;
   TORCH_ARG(double, trial_timeout_s) = 0;
   TORCH_ARG(TrialCallback, on_trial);
+  TORCH_ARG(TrialStartCallback, on_trial_start);
 };
 
 /// A prediction missing the measured peak by more than this fraction marks a break in the line.

@@ -26,6 +26,7 @@ struct SweepOptions {
   TORCH_ARG(double, knee_tolerance) = 0.05;
   TORCH_ARG(double, trial_timeout_s) = 0;
   TORCH_ARG(TrialCallback, on_trial);
+  TORCH_ARG(TrialStartCallback, on_trial_start);
 };
 
 /// One point per batch size, aggregated over repetitions (raw step times kept).

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/utils.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -133,7 +135,8 @@ void add_sweep_flags(CLI::App* cmd, Flags& f) {
   cmd->add_option("--repetitions", f.repetitions, "trials per batch size, interleaved")->capture_default_str();
 }
 
-FitOptions fit_options(const Flags& f, int64_t budget, const TrialCallback& progress) {
+FitOptions fit_options(const Flags& f, int64_t budget, const TrialCallback& progress,
+                       const TrialStartCallback& started = {}) {
   return FitOptions()
       .mode(parse_fit_mode(f.mode))
       .budget_bytes(budget)
@@ -144,10 +147,12 @@ FitOptions fit_options(const Flags& f, int64_t budget, const TrialCallback& prog
       .steps(f.fit_steps)
       .warmup(f.fit_warmup)
       .trial_timeout_s(f.trial_timeout_s)
-      .on_trial(progress);
+      .on_trial(progress)
+      .on_trial_start(started);
 }
 
-SweepOptions sweep_options(const Flags& f, int64_t budget, const TrialCallback& progress) {
+SweepOptions sweep_options(const Flags& f, int64_t budget, const TrialCallback& progress,
+                           const TrialStartCallback& started = {}) {
   std::vector<int64_t> sizes;
   for (const auto& [text, flag] : {std::pair{f.batch_sizes, "--batch-sizes"}, std::pair{f.range, "--range"}}) {
     if (text.empty()) continue;
@@ -161,7 +166,8 @@ SweepOptions sweep_options(const Flags& f, int64_t budget, const TrialCallback& 
       .repetitions(f.repetitions)
       .budget_bytes(budget)
       .trial_timeout_s(f.trial_timeout_s)
-      .on_trial(progress);
+      .on_trial(progress)
+      .on_trial_start(started);
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -264,6 +270,7 @@ int run(const std::string& command, Flags& f) {
   // pace (a fit's trials and a sweep's are timed apart).
   const auto start = std::chrono::steady_clock::now();
   auto phase_start = start;
+  const bool live = isatty(STDERR_FILENO) != 0;
   TrialCallback progress = [&](const Trial& t, int index, int planned) {
     if (f.quiet) return;
     const auto now = std::chrono::steady_clock::now();
@@ -277,8 +284,22 @@ int run(const std::string& command, Flags& f) {
                                  : to_string(t.outcome);
     std::string eta;
     if (planned > 0 && index + 1 < planned) eta = fmt::format(", ~{:.0f} s left", phase / (index + 1) * (planned - index - 1));
-    fmt::print(stderr, "[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed{})\n", of, t.batch, what,
-               format_bytes(t.peak_bytes), elapsed, eta);
+    // On a terminal the finished line replaces the live one; elsewhere (a log, a pipe) it is
+    // simply the next line.
+    fmt::print(stderr, "{}[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed{})\n", live ? "\r\033[K" : "", of,
+               t.batch, what, format_bytes(t.peak_bytes), elapsed, eta);
+  };
+  // On a terminal: a live line for the trial now running (which batch, time so far, time left).
+  TrialStartCallback started = [&](int64_t batch, int index, int planned) {
+    if (f.quiet || !live) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    const double phase = std::chrono::duration<double>(now - phase_start).count();
+    const std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
+    std::string eta;
+    if (planned > 0 && index > 0) eta = fmt::format(", ~{:.0f} s left", phase / index * (planned - index));
+    fmt::print(stderr, "\r\033[K[trial {}] batch {}: training... ({:.1f} s elapsed{})", of, batch, elapsed, eta);
+    std::fflush(stderr);
   };
 
   int code = kExitOk;
@@ -304,18 +325,18 @@ int run(const std::string& command, Flags& f) {
     r.message = fmt::format("reused from run {} of {} in {} (--reuse): no fit trials ran", reused->id, reused->date,
                             history_path(f));
     report.fit = r;
-    SweepOptions s = sweep_options(f, report.budget_bytes, progress);
+    SweepOptions s = sweep_options(f, report.budget_bytes, progress, started);
     if (s.batch_sizes().empty())
       s.batch_sizes(doublings((f.min + f.multiple_of - 1) / f.multiple_of * f.multiple_of, *r.batch));
     report.sweep = sweep(*runner, s);
   } else if (command == "fit") {
-    report.fit = fit(*runner, fit_options(f, report.budget_bytes, progress));
+    report.fit = fit(*runner, fit_options(f, report.budget_bytes, progress, started));
   } else if (command == "sweep") {
-    report.sweep = sweep(*runner, sweep_options(f, report.budget_bytes, progress));
+    report.sweep = sweep(*runner, sweep_options(f, report.budget_bytes, progress, started));
   } else {
     TuneResult r = tune(*runner, TuneOptions()
-                                       .fit(fit_options(f, report.budget_bytes, progress))
-                                       .sweep(sweep_options(f, report.budget_bytes, progress)));
+                                       .fit(fit_options(f, report.budget_bytes, progress, started))
+                                       .sweep(sweep_options(f, report.budget_bytes, progress, started)));
     report.fit = r.fit;
     report.sweep = r.sweep;
   }
