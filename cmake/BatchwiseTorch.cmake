@@ -21,9 +21,15 @@ if(NOT Torch_FOUND)
   find_package(Torch)
 endif()
 if(NOT Torch_FOUND)
-  message(FATAL_ERROR "batchwise needs LibTorch. Install PyPI's torch into a virtual environment and pass "
+  set(_bw_no_torch "batchwise needs LibTorch. Install PyPI's torch into a virtual environment and pass "
     "-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)'), "
     "or run scripts/bootstrap.sh, which does both.")
+  if(BATCHWISE_TORCH_FROM_PACKAGE)  # find_package(batchwise): fail the find, softly under QUIET
+    string(CONCAT batchwise_NOT_FOUND_MESSAGE ${_bw_no_torch})
+    set(batchwise_FOUND FALSE)
+    return()
+  endif()
+  message(FATAL_ERROR ${_bw_no_torch})
 endif()
 
 add_library(batchwise_torch INTERFACE)
