@@ -24,9 +24,8 @@ struct ProcStat {
 // The fields of /proc/<pid>/stat that batchwise reads, or nullopt (the process is gone). Plain
 // open/read: this runs for every process on the machine every 100 ms.
 std::optional<ProcStat> read_stat(int pid) {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   char buf[1024];
   const ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -55,9 +54,8 @@ GroupSampler::GroupSampler(int pgid, Clock::duration rescan_interval)
     : pgid_(pgid), rescan_interval_(rescan_interval), page_bytes_(sysconf(_SC_PAGESIZE)) {}
 
 void GroupSampler::read_leader_peak() {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/status", pgid_);
-  std::FILE* f = std::fopen(path, "re");
+  const std::string path = "/proc/" + std::to_string(pgid_) + "/status";
+  std::FILE* f = std::fopen(path.c_str(), "re");
   if (!f) return;
   char line[256];
   while (std::fgets(line, sizeof(line), f)) {
@@ -94,9 +92,8 @@ int64_t GroupSampler::sample(Clock::time_point now) {
 int64_t GroupSampler::pss_bytes() const {
   int64_t total = 0;
   for (const int pid : members_) {
-    char path[64];
-    std::snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", pid);
-    std::FILE* f = std::fopen(path, "re");
+    const std::string path = "/proc/" + std::to_string(pid) + "/smaps_rollup";
+    std::FILE* f = std::fopen(path.c_str(), "re");
     if (!f) return -1;  // no smaps_rollup (kernel < 4.14) or the process is gone: use RSS
     char line[256];
     bool found = false;
