@@ -166,9 +166,11 @@ TuneResult tune(Workload& workload, const TuneOptions& options) {
   return tune(runner, options);
 }
 
-TuneResult tune(TrialRunner& runner, const TuneOptions& o) {
+TuneResult tune(TrialRunner& runner, const TuneOptions& o) { return tune(runner, o, fit(runner, o.fit())); }
+
+TuneResult tune(TrialRunner& runner, const TuneOptions& o, FitResult fitted) {
   TuneResult r;
-  r.fit = fit(runner, o.fit());
+  r.fit = std::move(fitted);
   if (r.fit.outcome != FitOutcome::Fits) return r;
   SweepOptions s = o.sweep();
   if (s.batch_sizes().empty()) {

@@ -72,5 +72,8 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
 /// fit, sweep, recommend.
 TuneResult tune(Workload& workload, const TuneOptions& options);
 TuneResult tune(TrialRunner& runner, const TuneOptions& options);
+/// The sweep and recommendation of tune after a fit that is already known (tune --reuse takes it
+/// from the run history); options.fit() still gives --min and --multiple-of for the sweep sizes.
+TuneResult tune(TrialRunner& runner, const TuneOptions& options, FitResult fit);
 
 }  // namespace batchwise

@@ -271,19 +271,25 @@ int run(const std::string& command, Flags& f) {
   const auto start = std::chrono::steady_clock::now();
   auto phase_start = start;
   const bool live = isatty(STDERR_FILENO) != 0;
+  // "3/14" and ", ~12 s left" for trial `index` of `planned`, `done` trials of this phase finished.
+  auto position = [&](int index, int planned, int done, std::chrono::steady_clock::time_point now) {
+    const std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
+    const double phase = std::chrono::duration<double>(now - phase_start).count();
+    const std::string eta = planned > 0 && done > 0 && done < planned
+                                ? fmt::format(", ~{:.0f} s left", phase / done * (planned - done))
+                                : std::string();
+    return std::pair{of, eta};
+  };
   TrialCallback progress = [&](const Trial& t, int index, int planned) {
     if (f.quiet) return;
     const auto now = std::chrono::steady_clock::now();
     if (index == 0) phase_start = now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                             std::chrono::duration<double>(t.wall_s));
     const double elapsed = std::chrono::duration<double>(now - start).count();
-    const double phase = std::chrono::duration<double>(now - phase_start).count();
-    const std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
+    const auto [of, eta] = position(index, planned, index + 1, now);
     const std::string what = t.outcome == Outcome::Ok && t.samples_per_s > 0 && t.warmup_steps > 0
                                  ? fmt::format("{:.0f} samples/s", t.samples_per_s)
                                  : to_string(t.outcome);
-    std::string eta;
-    if (planned > 0 && index + 1 < planned) eta = fmt::format(", ~{:.0f} s left", phase / (index + 1) * (planned - index - 1));
     // On a terminal the finished line replaces the live one; elsewhere (a log, a pipe) it is
     // simply the next line.
     fmt::print(stderr, "{}[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed{})\n", live ? "\r\033[K" : "", of,
@@ -294,10 +300,7 @@ int run(const std::string& command, Flags& f) {
     if (f.quiet || !live) return;
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - start).count();
-    const double phase = std::chrono::duration<double>(now - phase_start).count();
-    const std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
-    std::string eta;
-    if (planned > 0 && index > 0) eta = fmt::format(", ~{:.0f} s left", phase / index * (planned - index));
+    const auto [of, eta] = position(index, planned, index, now);
     fmt::print(stderr, "\r\033[K[trial {}] batch {}: training... ({:.1f} s elapsed{})", of, batch, elapsed, eta);
     std::fflush(stderr);
   };
@@ -324,11 +327,13 @@ int run(const std::string& command, Flags& f) {
     r.multiple_of = f.multiple_of;
     r.message = fmt::format("reused from run {} of {} in {} (--reuse): no fit trials ran", reused->id, reused->date,
                             history_path(f));
-    report.fit = r;
-    SweepOptions s = sweep_options(f, report.budget_bytes, progress, started);
-    if (s.batch_sizes().empty())
-      s.batch_sizes(doublings((f.min + f.multiple_of - 1) / f.multiple_of * f.multiple_of, *r.batch));
-    report.sweep = sweep(*runner, s);
+    TuneResult t = tune(*runner,
+                        TuneOptions()
+                            .fit(fit_options(f, report.budget_bytes, progress, started))
+                            .sweep(sweep_options(f, report.budget_bytes, progress, started)),
+                        r);
+    report.fit = t.fit;
+    report.sweep = t.sweep;
   } else if (command == "fit") {
     report.fit = fit(*runner, fit_options(f, report.budget_bytes, progress, started));
   } else if (command == "sweep") {
