@@ -10,6 +10,7 @@
 
 #include "batchwise/units.h"
 #include "check.h"
+#include "report_file.h"
 
 namespace batchwise {
 
@@ -21,24 +22,6 @@ std::optional<double> ComparedPoint::speed_ratio() const {
 namespace {
 
 using nlohmann::json;
-
-json read_report(const std::string& path) {
-  std::ifstream in(path);
-  BATCHWISE_CHECK(in.good(), DataError, "{}: cannot be read; give the path of a report written with --json", path);
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    BATCHWISE_CHECK(false, DataError, "{}: not JSON ({}); give a report written with --json", path, e.what());
-  }
-  BATCHWISE_CHECK(j.is_object() && j.contains("schema_version") && j.contains("context"), DataError,
-                  "{}: not a batchwise report (no schema_version and context); give a report written with --json",
-                  path);
-  BATCHWISE_CHECK(j["schema_version"] == "1", DataError,
-                  "{}: report schema {} is not one this batchwise reads (1); compare it with the batchwise that wrote it",
-                  path, j["schema_version"].dump());
-  return j;
-}
 
 // A field as text, "" when absent; `pointer` is a JSON pointer like /context/device/name.
 std::string field(const json& j, const std::string& pointer) {
@@ -66,7 +49,7 @@ std::optional<int64_t> batch_at(const json& j, const char* section) {
 }  // namespace
 
 Comparison compare_reports(const std::string& path_a, const std::string& path_b) {
-  const json a = read_report(path_a), b = read_report(path_b);
+  const json a = detail::read_report(path_a), b = detail::read_report(path_b);
   Comparison c;
   c.name_a = path_a;
   c.name_b = path_b;

@@ -101,11 +101,11 @@ TEST(Cli, NothingFitsExitsSixWithANullBatch) {
 }
 
 TEST(Cli, EverySubcommandHasHelpWithAnExample) {
-  for (const char* sub : {"fit", "sweep", "tune", "compare", "history"}) {
+  for (const char* sub : {"fit", "sweep", "tune", "compare", "history", "report"}) {
     const Outcome r = batchwise(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("Example:"), std::string::npos) << sub << r.out;
-    if (std::string(sub) != "compare" && std::string(sub) != "history") EXPECT_NE(r.out.find("--memory-budget"), std::string::npos) << sub;
+    if (std::string(sub) == "fit" || std::string(sub) == "sweep" || std::string(sub) == "tune") EXPECT_NE(r.out.find("--memory-budget"), std::string::npos) << sub;
   }
 }
 
@@ -149,11 +149,11 @@ TEST(Cli, CompareShowsPerBatchRatiosAndWhatDiffers) {
 }
 
 TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
-  const fs::path json = scratch() / "tune.json";
+  const fs::path json = scratch() / "tune.json", html = scratch() / "tune.html";
   const Outcome r = batchwise(
       "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
       "--repetitions 2 --threads 1 --json " +
-      json.string());
+      json.string() + " --html " + html.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("[trial 1] batch 64: ok"), std::string::npos) << r.err;  // progress, one line per trial
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << "stderr is not a terminal here: plain lines, no live line";
@@ -174,6 +174,34 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
     EXPECT_EQ(p.at("steps_run"), 6);
   }
   EXPECT_EQ(j.at("recommendation").at("batch"), j.at("sweep").at("knee_batch"));
+
+  // The HTML report of the same run: its throughput chart has the sweep's 7 points, and
+  // `batchwise report` draws the same page from the JSON.
+  const std::string page = slurp(html);
+  for (const char* section : {"id=\"recommendation\"", "id=\"throughput\"", "id=\"memory\"", "id=\"fit-trials\""})
+    EXPECT_NE(page.find(section), std::string::npos) << section;
+  EXPECT_NE(page.find("<b id=\"recommended-batch\">" + std::to_string(j.at("recommendation").at("batch").get<int>()) + "</b>"),
+            std::string::npos);
+  const std::string opening = "data-chart=\"throughput\">";
+  const size_t chart = page.find(opening) + opening.size();
+  ASSERT_GT(chart, opening.size());
+  const auto config = nlohmann::json::parse(page.substr(chart, page.find("</script>", chart) - chart));
+  EXPECT_EQ(config.at("data").at("datasets").at(0).at("data").size(), 7u);
+  const fs::path again = scratch() / "again.html";
+  const Outcome report = batchwise("report " + json.string() + " -o " + again.string());
+  ASSERT_EQ(report.code, 0) << report.err;
+  EXPECT_EQ(slurp(again), page);
+}
+
+TEST(Cli, ReportErrorsNameTheInput) {
+  expect_clean_error("report /nonexistent/run.json", 3, "/nonexistent/run.json: cannot be read");
+  std::ofstream(scratch() / "garbage.json") << "<html>";
+  expect_clean_error("report " + (scratch() / "garbage.json").string(), 3, "garbage.json: not JSON");
+  const std::string golden = std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json";
+  expect_clean_error("report " + golden + " -o " + golden, 2, "that is the JSON report itself");
+  expect_clean_error("report " + golden + " -o /nonexistent/dir/r.html", 2, "-o /nonexistent/dir/r.html: cannot write there");
+  expect_clean_error("fit --model mlp --dataset synthetic --max 8 --html /nonexistent/dir/r.html", 2,
+                     "--html /nonexistent/dir/r.html: cannot write there");
 }
 
 // Every run lands in the history; tune --reuse takes a matching fit from it instead of fitting.

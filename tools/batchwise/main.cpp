@@ -21,6 +21,7 @@
 #include "batchwise/error.h"
 #include "batchwise/fit.h"
 #include "batchwise/history.h"
+#include "batchwise/html.h"
 #include "batchwise/memory.h"
 #include "batchwise/report.h"
 #include "batchwise/sweep.h"
@@ -60,6 +61,8 @@ struct Flags {
   std::vector<std::string> command;
   std::vector<std::string> compare_files;
   std::string trace;
+  std::string html;
+  std::string report_file;
   std::string history;  // empty: the default path
   bool no_history = false, reuse = false, history_json = false;
   double reuse_max_age_h = 168;
@@ -103,6 +106,7 @@ void add_workload_flags(CLI::App* cmd, Flags& f) {
   cmd->add_option("--target", f.target, "fraction of the budget a fitting batch may peak at")->capture_default_str();
   cmd->add_option("--threads", f.threads, "intra-op threads (default: torch's choice)");
   cmd->add_option("--json", f.json, "write the JSON report to FILE");
+  cmd->add_option("--html", f.html, "write the HTML report (charts, self-contained, opens offline) to FILE");
   cmd->add_option("--history", f.history,
                   "the run history to store this run in (default: $XDG_DATA_HOME/batchwise/history.sqlite)");
   cmd->add_flag("--no-history", f.no_history, "do not store this run");
@@ -170,16 +174,33 @@ SweepOptions sweep_options(const Flags& f, int64_t budget, const TrialCallback& 
       .on_trial_start(started);
 }
 
-void write_file(const std::string& path, const std::string& text) {
+void write_file(const std::string& path, const std::string& text, const char* flag = "--json") {
   // Write beside the target, then rename: a reader never sees half a report.
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw ConfigError(fmt::format("--json {}: cannot write there; check the folder exists and is writable", path));
+    if (!out) throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));
     out << text;
-    if (!out.flush()) throw ConfigError(fmt::format("--json {}: writing failed (disk full?)", path));
+    if (!out.flush()) throw ConfigError(fmt::format("{} {}: writing failed (disk full?)", flag, path));
   }
   std::filesystem::rename(tmp, path);
+}
+
+// Fails before a run, not after it, when an output file cannot be written.
+void check_writable(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  const bool existed = std::filesystem::exists(path);
+  if (!std::ofstream(path, std::ios::app))
+    throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));
+  if (!existed) std::filesystem::remove(path);
+}
+
+int run_report(const Flags& f) {
+  const std::string out = f.html.empty() ? std::filesystem::path(f.report_file).replace_extension(".html").string() : f.html;
+  if (out == f.report_file) throw ConfigError(fmt::format("-o {}: that is the JSON report itself; give another file", out));
+  write_file(out, html_from_file(f.report_file), "-o");
+  fmt::print("{}\n", out);
+  return kExitOk;
 }
 
 int run_compare(const Flags& f) {
@@ -217,6 +238,7 @@ int run_history(const Flags& f) {
 int run(const std::string& command, Flags& f) {
   if (command == "compare") return run_compare(f);
   if (command == "history") return run_history(f);
+  if (command == "report") return run_report(f);
   CpuMemoryTracker::install();  // before any model exists, so its tensors are counted
   if (f.threads > 0) torch::set_num_threads(f.threads);
   if (f.threads < 0) throw ConfigError(fmt::format("--threads {}: must be positive", f.threads));
@@ -233,8 +255,11 @@ int run(const std::string& command, Flags& f) {
   if (command == "sweep" && f.batch_sizes.empty() && f.range.empty())
     throw ConfigError("sweep: no batch sizes; pass --batch-sizes 16,32,64 or --range 8-4096*2");
 
-  if (!f.trace.empty() && !std::ofstream(f.trace, std::ios::app))  // before the run, not after it
-    throw ConfigError(fmt::format("--trace {}: cannot write there; check the folder exists and is writable", f.trace));
+  check_writable(f.trace, "--trace");
+  check_writable(f.json, "--json");
+  check_writable(f.html, "--html");
+  if (!f.html.empty() && chartjs_version().empty())
+    (void)to_html("", "--html");  // built without Chart.js: say so before the run
   if (!f.command.empty() && !f.use_cmd)
     throw ConfigError(fmt::format("unexpected argument {}: to run a training command, put --cmd before -- {}",
                                   f.command.front(), command_line(f.command)));
@@ -352,6 +377,10 @@ int run(const std::string& command, Flags& f) {
 
   std::cout << to_table(report) << std::flush;
   if (!f.json.empty()) write_file(f.json, to_json(report));
+  if (!f.html.empty()) {
+    write_file(f.html, to_html(to_json(report), "this run's report"), "--html");
+    if (!f.quiet) fmt::print(stderr, "HTML report: {}\n", f.html);
+  }
   if (!f.no_history) {
     try {
       history->add(command, to_json(report));
@@ -428,6 +457,11 @@ int main(int argc, char** argv) {
   compare_cmd->footer("Example:\n  batchwise tune --json laptop.json   # on one machine\n"
                       "  batchwise tune --json server.json   # on another\n"
                       "  batchwise compare laptop.json server.json");
+
+  auto* report_cmd = app.add_subcommand("report", "Draw a JSON report as a self-contained HTML page with charts");
+  report_cmd->add_option("report", f.report_file, "a JSON report written with --json")->required();
+  report_cmd->add_option("-o,--output", f.html, "the HTML file to write (default: the report's name with .html)");
+  report_cmd->footer("Example:\n  batchwise tune --json run.json\n  batchwise report run.json -o report.html   # open it in a browser");
 
   try {
     app.parse(argc, argv);
