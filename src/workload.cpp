@@ -113,6 +113,25 @@ at::Tensor ModuleWorkload::train_step(const Batch& batch) {
   return loss.detach();
 }
 
+void ModuleWorkload::zero_grad() { optimizer_->zero_grad(); }
+
+at::Tensor ModuleWorkload::backward(const Batch& batch, double weight) {
+  if (!model_.ptr()->is_training()) model_.ptr()->train();
+  const at::Tensor output = model_.forward(batch.input);
+  const at::Tensor loss = loss_(output, batch.target);
+  (weight == 1.0 ? loss : loss * weight).backward();
+  return loss.detach();
+}
+
+void ModuleWorkload::optimizer_step() { optimizer_->step(); }
+
+std::vector<at::Tensor> ModuleWorkload::gradients() {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : module().parameters())
+    if (p.requires_grad()) grads.push_back(p.grad());
+  return grads;
+}
+
 std::unique_ptr<WorkloadState> ModuleWorkload::save_state() {
   UntrackedScope untracked;  // the snapshot is batchwise's, not the training's
   auto state = std::make_unique<ModuleState>();
@@ -170,6 +189,42 @@ void ModuleWorkload::restore_state(const WorkloadState& saved) {
   set_rng(sampler_->generator, state->sampler_rng);
   sampler_->order = state->sampler_order;
   sampler_->cursor = state->sampler_cursor;
+}
+
+namespace {
+[[noreturn]] void no_gradients(const Workload& w) {
+  throw ConfigError(fmt::format("{}: this workload does not expose its gradients (Workload::zero_grad, backward, "
+                                "optimizer_step, gradients); gradient accumulation and the noise scale need them",
+                                w.info().model));
+}
+}  // namespace
+
+void Workload::zero_grad() { no_gradients(*this); }
+at::Tensor Workload::backward(const Batch&, double) { no_gradients(*this); }
+void Workload::optimizer_step() { no_gradients(*this); }
+std::vector<at::Tensor> Workload::gradients() { no_gradients(*this); }
+
+at::Tensor accumulate_gradients(Workload& workload, const Batch& batch, int64_t micro_batches) {
+  const int64_t n = batch.input.size(0);
+  BATCHWISE_CHECK(micro_batches >= 1 && micro_batches <= n, ConfigError,
+                  "{} micro-batches of a {}-sample batch: need between 1 and {}", micro_batches, n, n);
+  workload.zero_grad();
+  at::Tensor total;
+  for (int64_t i = 0, start = 0; i < micro_batches; ++i) {
+    // Slices as equal as possible: the first n % k get one sample more.
+    const int64_t len = n / micro_batches + (i < n % micro_batches ? 1 : 0);
+    const double share = static_cast<double>(len) / static_cast<double>(n);
+    const at::Tensor loss = workload.backward({batch.input.narrow(0, start, len), batch.target.narrow(0, start, len)}, share);
+    total = total.defined() ? total + loss * share : loss * share;
+    start += len;
+  }
+  return total;
+}
+
+at::Tensor train_step_accumulated(Workload& workload, const Batch& batch, int64_t micro_batches) {
+  at::Tensor loss = accumulate_gradients(workload, batch, micro_batches);
+  workload.optimizer_step();
+  return loss;
 }
 
 std::unique_ptr<DeviceMemory> device_memory(const Workload& workload) {

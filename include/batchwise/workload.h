@@ -47,7 +47,30 @@ class Workload {
   virtual void restore_state(const WorkloadState& state) = 0;
   /// The training state's size, counted from its tensors; zeros when a workload cannot tell.
   virtual StateBytes state_bytes() const { return {}; }
+
+  // Gradient primitives, for gradient accumulation and the noise scale (accumulate_gradients,
+  // measure_noise_scale). ModuleWorkload has them; a workload without them still fits, sweeps and
+  // tunes, and those two throw ConfigError saying what is missing.
+  /// Sets every gradient to zero (or none).
+  virtual void zero_grad();
+  /// Forward, loss x `weight`, backward: gradients accumulate. Returns the unweighted loss, detached.
+  virtual at::Tensor backward(const Batch& batch, double weight);
+  /// The optimizer step on the gradients as they are.
+  virtual void optimizer_step();
+  /// The gradients, one per trainable parameter in a fixed order; undefined where there is none.
+  virtual std::vector<at::Tensor> gradients();
 };
+
+/// The whole batch's gradient by accumulation: zero_grad, then backward on `micro_batches`
+/// consecutive slices (as equal as possible), each weighted by its share of the batch. For a loss
+/// that averages over samples (both built-in losses) this equals one backward pass over the whole
+/// batch up to floating-point rounding, unless the model mixes samples: BatchNorm in training mode
+/// normalises each slice by its own statistics. Returns the batch's mean loss.
+/// REQUIRES: 1 <= micro_batches <= the batch's samples.
+at::Tensor accumulate_gradients(Workload& workload, const Batch& batch, int64_t micro_batches);
+
+/// accumulate_gradients, then the optimizer step: one training step of the whole batch.
+at::Tensor train_step_accumulated(Workload& workload, const Batch& batch, int64_t micro_batches);
 
 /// The memory of the device `workload` trains on.
 std::unique_ptr<DeviceMemory> device_memory(const Workload& workload);
@@ -70,6 +93,10 @@ class ModuleWorkload : public Workload {
   std::unique_ptr<WorkloadState> save_state() override;
   void restore_state(const WorkloadState& state) override;
   StateBytes state_bytes() const override;
+  void zero_grad() override;
+  at::Tensor backward(const Batch& batch, double weight) override;
+  void optimizer_step() override;
+  std::vector<at::Tensor> gradients() override;
 
   torch::nn::Module& module() { return *model_.ptr(); }
   torch::nn::AnyModule& model() { return model_; }

@@ -1,0 +1,236 @@
+// Learning-rate scaling, accumulation plans and goodput: arithmetic on measured figures, no torch.
+// (The noise scale, which trains, is in noise.cpp.)
+#include "batchwise/convergence.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "check.h"
+
+namespace batchwise {
+
+ScaledLr scale_lr(const std::string& optimizer, int64_t base_batch, double base_lr, int64_t batch) {
+  BATCHWISE_CHECK(base_batch >= 1 && batch >= 1, ConfigError,
+                  "learning-rate scaling: batch sizes must be at least 1 (base {}, target {})", base_batch, batch);
+  BATCHWISE_CHECK(base_lr > 0 && std::isfinite(base_lr), ConfigError,
+                  "learning-rate scaling: the base learning rate must be positive, not {}", base_lr);
+  ScaledLr s;
+  s.base_batch = base_batch;
+  s.base_lr = base_lr;
+  s.batch = batch;
+  const double ratio = static_cast<double>(batch) / static_cast<double>(base_batch);
+  if (optimizer == "sgd") {
+    s.rule = "linear";
+    s.factor = ratio;
+    s.warmup_epochs = batch > base_batch ? 5 : 0;
+    s.advice = fmt::format("SGD: linear scaling, lr {:g} x {}/{} = {:g} (Goyal et al. 2017){}", base_lr, batch,
+                           base_batch, base_lr * ratio,
+                           s.warmup_epochs ? fmt::format(", warmed up linearly from {:g} over the first {} epochs",
+                                                         base_lr, s.warmup_epochs)
+                                           : "");
+  } else if (optimizer == "adam" || optimizer == "adamw") {
+    s.rule = "sqrt";
+    s.factor = std::sqrt(ratio);
+    s.advice = fmt::format("{}: square-root scaling, lr {:g} x sqrt({}/{}) = {:.4g} (Malladi et al. 2022)",
+                           optimizer == "adam" ? "Adam" : "AdamW", base_lr, batch, base_batch, base_lr * s.factor);
+  } else {
+    BATCHWISE_CHECK(false, ConfigError,
+                    "learning-rate scaling: no rule for optimizer '{}'; the rules cover sgd (linear) and adam, adamw "
+                    "(square root)",
+                    optimizer);
+  }
+  s.lr = base_lr * s.factor;
+  return s;
+}
+
+const char* to_string(LastBatch policy) {
+  switch (policy) {
+    case LastBatch::Drop: return "drop";
+    case LastBatch::Pad: return "pad";
+    case LastBatch::Keep: return "keep";
+  }
+  return "?";
+}
+
+LastBatch parse_last_batch(const std::string& text, const std::string& what) {
+  if (text == "drop") return LastBatch::Drop;
+  if (text == "pad") return LastBatch::Pad;
+  if (text == "keep") return LastBatch::Keep;
+  BATCHWISE_CHECK(false, ConfigError, "{} '{}': choose drop (drop_last), pad or keep", what, text);
+  return LastBatch::Drop;
+}
+
+namespace {
+
+struct Split {
+  int64_t micro = 0, steps = 0;
+};
+
+// The split of `global` with the fewest accumulation steps, if there is one.
+std::optional<Split> split(int64_t global, const PlanRequest& r) {
+  if (global < 1 || global % r.world_size() != 0) return std::nullopt;
+  const int64_t per_device = global / r.world_size();
+  for (int64_t k = (per_device + r.max_micro_batch() - 1) / r.max_micro_batch(); k <= per_device; ++k) {
+    if (per_device % k != 0) continue;
+    const int64_t micro = per_device / k;
+    if (micro <= r.max_micro_batch() && micro % r.multiple_of() == 0) return Split{micro, k};
+  }
+  return std::nullopt;
+}
+
+void plan_epoch(AccumulationPlan& p, const PlanRequest& r) {
+  const int64_t n = p.dataset_size, g = p.global_batch, w = p.world_size;
+  if (n <= 0) return;
+  const int64_t full = n / g, rest = n % g;
+  switch (r.last_batch()) {
+    case LastBatch::Drop:
+      p.steps_per_epoch = full;
+      p.dropped_samples = rest;
+      p.last_step_samples = full > 0 ? g : 0;
+      p.last_batch_note =
+          rest == 0 ? fmt::format("drop_last: {} = {} x {}, every epoch ends on a full step", n, full, g)
+                    : fmt::format("drop_last: {} = {} x {} + {}; the last {} samples are dropped each epoch (different "
+                                  "ones each epoch when shuffled)",
+                                  n, full, g, rest, rest);
+      if (full == 0)
+        p.warnings.push_back(fmt::format("the dataset ({} samples) is smaller than one global batch ({}): with "
+                                         "drop_last no step ever runs; use --last-batch pad or a smaller batch",
+                                         n, g));
+      break;
+    case LastBatch::Pad:
+      p.steps_per_epoch = full + (rest > 0);
+      p.padded_samples = rest > 0 ? g - rest : 0;
+      p.last_step_samples = g;
+      p.last_batch_note =
+          rest == 0 ? fmt::format("pad: {} = {} x {}, nothing to pad", n, full, g)
+                    : fmt::format("pad: {} = {} x {} + {}; the last step is topped up with {} repeated samples", n,
+                                  full, g, rest, g - rest);
+      break;
+    case LastBatch::Keep: {
+      p.steps_per_epoch = full + (rest > 0);
+      p.last_step_samples = rest > 0 ? rest : (full > 0 ? g : 0);
+      if (rest == 0) {
+        p.last_batch_note = fmt::format("keep: {} = {} x {}, every epoch ends on a full step", n, full, g);
+        break;
+      }
+      const int64_t fewest = rest / w, most = fewest + (rest % w != 0);
+      p.last_batch_note = fmt::format("keep: {} = {} x {} + {}; the last step trains on {} samples ({} per device)", n,
+                                      full, g, rest, rest, fewest == most ? std::to_string(fewest)
+                                                                          : fmt::format("{} to {}", fewest, most));
+      if (fewest == 0)
+        p.warnings.push_back(fmt::format("the last step's {} samples leave {} of {} devices with an empty batch: a "
+                                         "rank with no batch stalls the gradient all-reduce; use drop or pad",
+                                         rest, w - rest, w));
+      if (r.batchnorm()) {
+        // A device's last micro-batch is what is left after its full micro-batches.
+        bool single = false;
+        for (int64_t samples : {fewest, most})
+          if (p.micro_batch > 1 && samples % p.micro_batch == 1)
+            single = true;
+        if (single)
+          p.warnings.push_back(
+              "BatchNorm sees a single-sample micro-batch in the last step: in training mode its batch variance is "
+              "undefined (PyTorch stops with \"Expected more than 1 value per channel\"); use drop or pad");
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+AccumulationPlan plan_accumulation(const PlanRequest& r) {
+  BATCHWISE_CHECK(r.global_batch() >= 1, ConfigError, "--global-batch {}: must be at least 1", r.global_batch());
+  BATCHWISE_CHECK(r.world_size() >= 1, ConfigError, "--world-size {}: must be at least 1", r.world_size());
+  BATCHWISE_CHECK(r.multiple_of() >= 1, ConfigError, "--multiple-of {}: must be at least 1", r.multiple_of());
+  BATCHWISE_CHECK(r.max_micro_batch() >= r.multiple_of(), ConfigError,
+                  "the largest micro-batch ({}) is below --multiple-of {}: no micro-batch can be formed",
+                  r.max_micro_batch(), r.multiple_of());
+  BATCHWISE_CHECK(r.dataset_size() >= 0, ConfigError, "dataset size {}: must not be negative", r.dataset_size());
+  AccumulationPlan p;
+  p.global_batch_asked = r.global_batch();
+  p.world_size = r.world_size();
+  p.dataset_size = r.dataset_size();
+  p.last_batch = r.last_batch();
+  const std::string devices = r.world_size() > 1 ? fmt::format(" x {} devices", r.world_size()) : "";
+
+  std::optional<Split> s = split(r.global_batch(), r);
+  if (s) {
+    p.exact = true;
+    p.global_batch = r.global_batch();
+    p.reason = s->steps == 1
+                   ? fmt::format("{} = {}{}: no accumulation needed, {} samples per device fit (at most {})",
+                                 p.global_batch, s->micro, devices, s->micro, r.max_micro_batch())
+                   : fmt::format("{} = {} x {} accumulation steps{}: the fewest steps whose micro-batch fits (at "
+                                 "most {}{})",
+                                 p.global_batch, s->micro, s->steps, devices, r.max_micro_batch(),
+                                 r.multiple_of() > 1 ? fmt::format(", a multiple of {}", r.multiple_of()) : "");
+  } else {
+    // The nearest global batch that splits; a multiple of world_size x multiple_of always does.
+    std::string why =
+        r.global_batch() % r.world_size() != 0
+            ? fmt::format("{} samples do not divide evenly over {} devices", r.global_batch(), r.world_size())
+            : fmt::format("{} per device has no factor that is at most {}{}", r.global_batch() / r.world_size(),
+                          r.max_micro_batch(),
+                          r.multiple_of() > 1 ? fmt::format(" and a multiple of {}", r.multiple_of()) : "");
+    for (int64_t delta = 1; !s; ++delta) {
+      for (int64_t candidate : {r.global_batch() - delta, r.global_batch() + delta}) {
+        if ((s = split(candidate, r))) {
+          p.global_batch = candidate;
+          break;
+        }
+      }
+    }
+    p.reason = fmt::format("{} cannot be kept exactly: {}; the nearest that can is {} = {} x {} accumulation "
+                           "step{}{} ({:+d} samples per step)",
+                           r.global_batch(), why, p.global_batch, s->micro, s->steps, s->steps == 1 ? "" : "s",
+                           devices, p.global_batch - r.global_batch());
+  }
+  p.micro_batch = s->micro;
+  p.accumulation_steps = s->steps;
+  p.per_device_batch = s->micro * s->steps;
+  if (r.batchnorm() && p.micro_batch == 1)
+    p.warnings.push_back("BatchNorm with 1 sample per micro-batch: its batch variance is undefined in training mode; "
+                         "a larger micro-batch or GroupNorm is needed");
+  else if (r.batchnorm() && p.micro_batch < p.global_batch)
+    p.warnings.push_back(fmt::format(
+        "BatchNorm normalises each micro-batch of {} samples on its own device, not the global batch of {}: the "
+        "accumulated gradient is not exactly a {}-sample step (SyncBatchNorm or GroupNorm make it one)",
+        p.micro_batch, p.global_batch, p.global_batch));
+  plan_epoch(p, r);
+  return p;
+}
+
+double statistical_efficiency(double b_simple, int64_t base_batch, int64_t batch) {
+  const double b = std::max(b_simple, 0.0);
+  return (b + static_cast<double>(base_batch)) / (b + static_cast<double>(batch));
+}
+
+Goodput goodput(const std::vector<Trial>& sweep_points, double b_simple) {
+  Goodput g;
+  g.b_simple = b_simple;
+  for (const auto& t : sweep_points)
+    if (t.outcome == Outcome::Ok && (g.base_batch == 0 || t.batch < g.base_batch)) g.base_batch = t.batch;
+  if (g.base_batch == 0) return g;
+  double best = 0;
+  for (const auto& t : sweep_points) {
+    if (t.outcome != Outcome::Ok) continue;
+    GoodputPoint p;
+    p.batch = t.batch;
+    p.samples_per_s = t.samples_per_s;
+    p.efficiency = statistical_efficiency(b_simple, g.base_batch, t.batch);
+    p.goodput = p.samples_per_s * p.efficiency;
+    if (p.goodput > best) {
+      best = p.goodput;
+      g.best_batch = p.batch;
+    }
+    g.points.push_back(p);
+  }
+  for (const auto& p : g.points)
+    if (p.goodput >= 0.95 * best) g.within_5_percent.push_back(p.batch);
+  return g;
+}
+
+}  // namespace batchwise

@@ -1,0 +1,146 @@
+// The gradient noise scale (McCandlish et al. 2018, appendix A.1), measured during real training.
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "batchwise/convergence.h"
+#include "batchwise/workload.h"
+#include "check.h"
+
+namespace batchwise {
+
+namespace {
+
+// All gradients as one flat fp32 vector. A parameter the forward pass does not use has none, and
+// has none in every slice, so the vectors of one step line up.
+at::Tensor flat_gradients(Workload& workload) {
+  std::vector<at::Tensor> parts;
+  for (const auto& g : workload.gradients())
+    if (g.defined()) parts.push_back(g.detach().reshape(-1).to(at::kFloat));
+  BATCHWISE_CHECK(!parts.empty(), ConfigError, "noise scale: {} has no gradients after a backward pass",
+                  workload.info().model);
+  return at::cat(parts);
+}
+
+double squared_norm(const at::Tensor& t) { return t.to(at::kDouble).pow(2).sum().item<double>(); }
+
+// Puts the workload back however the measurement ends.
+struct Restore {
+  Workload& workload;
+  std::unique_ptr<WorkloadState> state;
+  ~Restore() {
+    try {
+      workload.restore_state(*state);
+    } catch (...) {  // a destructor must not throw; the exception in flight says what went wrong
+    }
+  }
+};
+
+}  // namespace
+
+NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
+  BATCHWISE_CHECK(o.micro_batch() >= 1 && o.micro_batch() < o.batch() && o.batch() % o.micro_batch() == 0, ConfigError,
+                  "noise scale: --micro-batch {} must be below --batch {} and divide it", o.micro_batch(), o.batch());
+  BATCHWISE_CHECK(o.steps() >= 2, ConfigError, "noise scale: --steps {}: at least 2 steps are needed", o.steps());
+  BATCHWISE_CHECK(o.smoothing() >= 0 && o.smoothing() < 1, ConfigError,
+                  "noise scale: smoothing {} must be in [0, 1)", o.smoothing());
+  const auto start = std::chrono::steady_clock::now();
+  Restore restore{workload, workload.save_state()};
+
+  const int64_t k = o.batch() / o.micro_batch();
+  const double big = static_cast<double>(o.batch()), small = static_cast<double>(o.micro_batch());
+  NoiseResult r;
+  r.batch = o.batch();
+  r.micro_batch = o.micro_batch();
+  r.steps = o.steps();
+
+  double ema_g2 = 0, ema_trace = 0, decay = 1;
+  for (int step = 1; step <= o.steps(); ++step) {
+    const Batch batch = workload.next_batch(o.batch());
+    workload.zero_grad();
+    // The accumulated gradient after slice i is the mean of the first i slices' gradients over k;
+    // each slice's own gradient is k x the difference.
+    at::Tensor previous, current;
+    double sum_small = 0, loss = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      const Batch slice{batch.input.narrow(0, i * o.micro_batch(), o.micro_batch()),
+                        batch.target.narrow(0, i * o.micro_batch(), o.micro_batch())};
+      loss += workload.backward(slice, 1.0 / static_cast<double>(k)).item<double>() / static_cast<double>(k);
+      current = flat_gradients(workload);
+      BATCHWISE_CHECK(!previous.defined() || previous.numel() == current.numel(), ConfigError,
+                      "noise scale: {} uses different parameters for different samples; its gradients cannot be "
+                      "compared slice by slice", workload.info().model);
+      sum_small += squared_norm(previous.defined() ? (current - previous) * static_cast<double>(k)
+                                                   : current * static_cast<double>(k));
+      previous = current;
+    }
+    NoiseStep s;
+    s.step = step;
+    s.loss = loss;
+    s.g2_small = sum_small / static_cast<double>(k);
+    s.g2_big = squared_norm(current);
+    s.g2 = (big * s.g2_big - small * s.g2_small) / (big - small);
+    s.trace = (s.g2_small - s.g2_big) / (1.0 / small - 1.0 / big);
+    // Each smoothed on its own, bias-corrected (the averages start at zero).
+    ema_g2 = o.smoothing() * ema_g2 + (1 - o.smoothing()) * s.g2;
+    ema_trace = o.smoothing() * ema_trace + (1 - o.smoothing()) * s.trace;
+    decay *= o.smoothing();
+    const double g2_hat = ema_g2 / (1 - decay), trace_hat = ema_trace / (1 - decay);
+    if (g2_hat > 0) s.b_simple_smoothed = trace_hat / g2_hat;
+    r.timeline.push_back(s);
+    if (o.train()) workload.optimizer_step();
+  }
+
+  const double n = static_cast<double>(r.timeline.size());
+  double sum_g2 = 0, sum_trace = 0;
+  for (const auto& s : r.timeline) {
+    sum_g2 += s.g2;
+    sum_trace += s.trace;
+  }
+  r.g2 = sum_g2 / n;
+  r.trace = sum_trace / n;
+  if (r.g2 <= 0) {
+    r.message = fmt::format(
+        "|G|^2 came out {:.3g}: at batch {} the gradient is indistinguishable from its noise, so the noise scale is "
+        "far above {}; measure with a larger --batch or more --steps",
+        r.g2, o.batch(), o.batch());
+  } else {
+    r.b_simple = r.trace / r.g2;
+    // Jackknife over steps: leave one step out, recompute the ratio of means.
+    std::vector<double> leave_one_out;
+    for (const auto& s : r.timeline)
+      if (sum_g2 - s.g2 > 0) leave_one_out.push_back((sum_trace - s.trace) / (sum_g2 - s.g2));
+    if (leave_one_out.size() == r.timeline.size()) {
+      const double mean = std::accumulate(leave_one_out.begin(), leave_one_out.end(), 0.0) / n;
+      double var = 0;
+      for (double b : leave_one_out) var += (b - mean) * (b - mean);
+      r.b_simple_stderr = std::sqrt(var * (n - 1) / n);
+    } else {
+      r.b_simple_stderr = INFINITY;
+    }
+    r.b_simple_low = std::max(0.0, *r.b_simple - 2 * r.b_simple_stderr);
+    r.b_simple_high = *r.b_simple + 2 * r.b_simple_stderr;
+  }
+  // Drift: the smoothed estimate over the last quarter against the first quarter.
+  const size_t quarter = r.timeline.size() / 4;
+  if (quarter >= 1) {
+    auto mean_of = [&](size_t from, size_t to) -> std::optional<double> {
+      double sum = 0;
+      int count = 0;
+      for (size_t i = from; i < to; ++i)
+        if (r.timeline[i].b_simple_smoothed) {
+          sum += *r.timeline[i].b_simple_smoothed;
+          ++count;
+        }
+      return count ? std::optional<double>(sum / count) : std::nullopt;
+    };
+    const auto first = mean_of(0, quarter), last = mean_of(r.timeline.size() - quarter, r.timeline.size());
+    if (first && last && *first > 0) r.drift = *last / *first;
+  }
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace batchwise

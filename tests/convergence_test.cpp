@@ -1,0 +1,248 @@
+// Convergence-aware advice: the learning-rate rules at documented values, accumulation plans that
+// keep the global batch, accumulated gradients equal to the full batch's, and the gradient noise
+// scale against its closed form for linear regression with Gaussian inputs.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+
+#include "batchwise/convergence.h"
+#include "batchwise/error.h"
+#include "batchwise/memory.h"
+#include "batchwise/workload.h"
+
+namespace batchwise {
+namespace {
+
+// ---- learning rate ------------------------------------------------------------------------------
+
+TEST(LrScaling, SgdIsLinearWithWarmUpWhenGrowing) {
+  EXPECT_DOUBLE_EQ(scale_lr("sgd", 128, 0.1, 256).lr, 0.2);
+  EXPECT_DOUBLE_EQ(scale_lr("sgd", 128, 0.1, 512).lr, 0.4);
+  EXPECT_DOUBLE_EQ(scale_lr("sgd", 128, 0.1, 64).lr, 0.05);
+  EXPECT_EQ(scale_lr("sgd", 128, 0.1, 512).warmup_epochs, 5);
+  EXPECT_EQ(scale_lr("sgd", 128, 0.1, 64).warmup_epochs, 0);
+  EXPECT_EQ(scale_lr("sgd", 128, 0.1, 256).rule, "linear");
+  EXPECT_NE(scale_lr("sgd", 128, 0.1, 512).advice.find("first 5 epochs"), std::string::npos);
+}
+
+TEST(LrScaling, AdamFamilyIsSquareRoot) {
+  for (const char* opt : {"adam", "adamw"}) {
+    EXPECT_DOUBLE_EQ(scale_lr(opt, 128, 1e-3, 256).lr, 1e-3 * std::sqrt(2.0)) << opt;
+    EXPECT_DOUBLE_EQ(scale_lr(opt, 128, 1e-3, 512).lr, 2e-3) << opt;
+    EXPECT_DOUBLE_EQ(scale_lr(opt, 128, 1e-3, 64).lr, 1e-3 / std::sqrt(2.0)) << opt;
+    EXPECT_EQ(scale_lr(opt, 128, 1e-3, 512).rule, "sqrt");
+    EXPECT_EQ(scale_lr(opt, 128, 1e-3, 512).warmup_epochs, 0);
+  }
+}
+
+TEST(LrScaling, BadInputsAreConfigErrors) {
+  EXPECT_THROW(scale_lr("lamb", 128, 0.1, 256), ConfigError);
+  EXPECT_THROW(scale_lr("sgd", 0, 0.1, 256), ConfigError);
+  EXPECT_THROW(scale_lr("sgd", 128, 0, 256), ConfigError);
+}
+
+// ---- accumulation plans -------------------------------------------------------------------------
+
+TEST(Plan, KeepsTheGlobalBatchExactWithTheFewestSteps) {
+  struct Case {
+    int64_t global, max_micro, world, multiple_of, micro, steps;
+  } cases[] = {
+      {4096, 256, 1, 1, 256, 16}, {4096, 300, 1, 1, 256, 16}, {4096, 256, 2, 1, 256, 8}, {4096, 8192, 4, 1, 1024, 1},
+      {1000, 64, 1, 8, 40, 25},   {96, 32, 3, 1, 32, 1},      {4097, 256, 1, 1, 241, 17},
+  };
+  for (const auto& c : cases) {
+    const auto p = plan_accumulation(PlanRequest(c.global, c.max_micro).world_size(c.world).multiple_of(c.multiple_of));
+    EXPECT_TRUE(p.exact) << c.global;
+    EXPECT_EQ(p.global_batch, c.global);
+    EXPECT_EQ(p.micro_batch, c.micro) << c.global << " over " << c.world;
+    EXPECT_EQ(p.accumulation_steps, c.steps) << c.global;
+    EXPECT_EQ(p.micro_batch * p.accumulation_steps * p.world_size, p.global_batch);
+    EXPECT_LE(p.micro_batch, c.max_micro);
+    EXPECT_EQ(p.micro_batch % c.multiple_of, 0);
+  }
+}
+
+TEST(Plan, SaysWhyWhenTheGlobalBatchCannotBeKept) {
+  // 1000 does not divide over 3 devices: 999 (333 each, 3 x 111) is nearest.
+  auto p = plan_accumulation(PlanRequest(1000, 256).world_size(3));
+  EXPECT_FALSE(p.exact);
+  EXPECT_EQ(p.global_batch, 999);
+  EXPECT_EQ(p.micro_batch * p.accumulation_steps * 3, 999);
+  EXPECT_NE(p.reason.find("1000 samples do not divide evenly over 3 devices"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find("nearest that can is 999"), std::string::npos) << p.reason;
+  // Micro-batches must be multiples of 16: 1000 is not, 992 and 1008 are equally near; the smaller.
+  p = plan_accumulation(PlanRequest(1000, 256).multiple_of(16));
+  EXPECT_FALSE(p.exact);
+  EXPECT_EQ(p.global_batch, 992);
+  EXPECT_EQ(p.micro_batch % 16, 0);
+  EXPECT_NE(p.reason.find("a multiple of 16"), std::string::npos) << p.reason;
+  EXPECT_THROW(plan_accumulation(PlanRequest(1000, 8).multiple_of(16)), ConfigError);
+  EXPECT_THROW(plan_accumulation(PlanRequest(0, 8)), ConfigError);
+}
+
+TEST(Plan, StatesTheLastBatchPolicyWithItsNumbers) {
+  // Fashion-MNIST's 60,000 samples at a global batch of 4096: 14 full steps and 2656 left over.
+  auto drop = plan_accumulation(PlanRequest(4096, 256).world_size(2).dataset_size(60000));
+  EXPECT_EQ(drop.steps_per_epoch, 14);
+  EXPECT_EQ(drop.dropped_samples, 2656);
+  EXPECT_NE(drop.last_batch_note.find("the last 2656 samples are dropped"), std::string::npos) << drop.last_batch_note;
+  auto pad = plan_accumulation(PlanRequest(4096, 256).world_size(2).dataset_size(60000).last_batch(LastBatch::Pad));
+  EXPECT_EQ(pad.steps_per_epoch, 15);
+  EXPECT_EQ(pad.padded_samples, 1440);
+  EXPECT_NE(pad.last_batch_note.find("topped up with 1440 repeated samples"), std::string::npos);
+  auto keep = plan_accumulation(PlanRequest(4096, 256).world_size(2).dataset_size(60000).last_batch(LastBatch::Keep));
+  EXPECT_EQ(keep.last_step_samples, 2656);
+  EXPECT_NE(keep.last_batch_note.find("1328 per device"), std::string::npos) << keep.last_batch_note;
+  EXPECT_TRUE(keep.warnings.empty());
+  // One sample left for two devices: one of them gets nothing.
+  auto empty = plan_accumulation(PlanRequest(4096, 256).world_size(2).dataset_size(4097).last_batch(LastBatch::Keep));
+  ASSERT_FALSE(empty.warnings.empty());
+  EXPECT_NE(empty.warnings[0].find("1 of 2 devices with an empty batch"), std::string::npos) << empty.warnings[0];
+  // BatchNorm: a last micro-batch of one sample; and micro-batches smaller than the global batch.
+  auto bn = plan_accumulation(
+      PlanRequest(512, 256).dataset_size(512 * 3 + 257).last_batch(LastBatch::Keep).batchnorm(true));
+  bool single = false;
+  for (const auto& w : bn.warnings) single |= w.find("single-sample micro-batch") != std::string::npos;
+  EXPECT_TRUE(single);
+  EXPECT_NE(bn.warnings[0].find("BatchNorm normalises each micro-batch of 256"), std::string::npos);
+  EXPECT_NE(plan_accumulation(PlanRequest(5000, 256).dataset_size(4000)).warnings.at(0).find("no step ever runs"),
+            std::string::npos);
+}
+
+// ---- gradient accumulation ----------------------------------------------------------------------
+
+std::unique_ptr<Workload> small(const std::string& model) {
+  CpuMemoryTracker::install();
+  return make_workload(
+      WorkloadOptions().model(model).dataset("synthetic").synthetic_size(512).lr(0.05).device("cpu"));
+}
+
+std::vector<at::Tensor> copies(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> out;
+  for (const auto& t : ts) out.push_back(t.clone());
+  return out;
+}
+
+TEST(Accumulation, MicroBatchGradientsEqualTheFullBatchGradient) {
+  for (const char* model : {"mlp", "lenet"}) {
+    auto w = small(model);
+    const Batch batch = w->next_batch(48);
+    accumulate_gradients(*w, batch, 1);
+    const auto full = copies(w->gradients());
+    for (int64_t k : {4, 5, 48}) {  // equal slices, unequal slices (10,10,10,9,9), single samples
+      accumulate_gradients(*w, batch, k);
+      const auto acc = w->gradients();
+      ASSERT_EQ(acc.size(), full.size());
+      for (size_t i = 0; i < acc.size(); ++i)
+        EXPECT_TRUE(at::allclose(acc[i], full[i], 1e-4, 1e-6))
+            << model << " k=" << k << " parameter " << i << " max diff " << (acc[i] - full[i]).abs().max().item<float>();
+    }
+  }
+}
+
+TEST(Accumulation, AnAccumulatedStepTrainsLikeTheFullStep) {
+  auto a = small("mlp"), b = small("mlp");
+  for (int step = 0; step < 3; ++step) {
+    a->train_step(a->next_batch(64));
+    train_step_accumulated(*b, b->next_batch(64), 8);
+  }
+  const auto pa = dynamic_cast<ModuleWorkload&>(*a).module().parameters();
+  const auto pb = dynamic_cast<ModuleWorkload&>(*b).module().parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::allclose(pa[i], pb[i], 1e-4, 1e-6)) << i;
+}
+
+// ---- gradient noise scale -----------------------------------------------------------------------
+
+// y = x.w* + sigma.eps with x ~ N(0, I_d), trained with the mean squared error at fixed weights
+// w = w* + delta. Per sample the gradient is 2x(x.delta - sigma.eps), so
+//   G = 2 delta,  E[g g^T] = 4((|delta|^2 + sigma^2) I + 2 delta delta^T),
+//   tr(Sigma) = 4(d(|delta|^2 + sigma^2) + |delta|^2),  B_simple = d(1 + sigma^2/|delta|^2) + 1.
+struct LinearRegression {
+  static constexpr int64_t d = 16;
+  static constexpr double sigma = 1.0;
+  std::unique_ptr<ModuleWorkload> workload;
+  double delta2 = 0;
+
+  explicit LinearRegression(double delta_norm) {
+    at::manual_seed(7);
+    const int64_t n = 100000;
+    const at::Tensor w_star = at::randn({d});
+    const at::Tensor x = at::randn({n, d});
+    const at::Tensor y = (x.matmul(w_star) + sigma * at::randn({n})).unsqueeze(1);
+    at::Tensor delta = at::randn({d});
+    delta = delta / delta.norm() * delta_norm;
+    delta2 = delta.pow(2).sum().item<double>();
+    torch::nn::Linear linear(torch::nn::LinearOptions(d, 1).bias(false));
+    {
+      at::NoGradGuard no_grad;
+      linear->weight.copy_((w_star + delta).unsqueeze(0));
+    }
+    auto optimizer = std::make_unique<torch::optim::SGD>(linear->parameters(), torch::optim::SGDOptions(0.01));
+    Dataset data;
+    data.name = "gaussian-regression";
+    data.inputs = x;
+    data.targets = y;
+    WorkloadInfo info;
+    info.model = "linear";
+    info.dataset = data.name;
+    info.loss = "mse";
+    info.optimizer = "sgd";
+    workload = std::make_unique<ModuleWorkload>(
+        info, torch::nn::AnyModule(linear), std::move(optimizer), data,
+        [](const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); },
+        c10::Device(c10::kCPU), 1);
+  }
+  double b_simple() const { return d * (1 + sigma * sigma / delta2) + 1; }
+};
+
+TEST(NoiseScale, MatchesTheClosedFormForLinearRegression) {
+  for (double delta_norm : {1.0, 0.5}) {  // B_simple 33 and 81
+    LinearRegression problem(delta_norm);
+    const NoiseResult r =
+        measure_noise_scale(*problem.workload, NoiseOptions().batch(512).micro_batch(32).steps(200).train(false));
+    ASSERT_TRUE(r.b_simple.has_value()) << r.message;
+    const double truth = problem.b_simple();
+    EXPECT_NEAR(*r.b_simple, truth, 0.15 * truth) << "|delta| " << delta_norm;
+    EXPECT_NEAR(r.g2, 4 * problem.delta2, 0.15 * 4 * problem.delta2);
+    EXPECT_LE(r.b_simple_low, truth);  // the band holds the truth
+    EXPECT_GE(r.b_simple_high, truth);
+    EXPECT_EQ(r.timeline.size(), 200u);
+    ASSERT_TRUE(r.timeline.back().b_simple_smoothed.has_value());
+  }
+}
+
+TEST(NoiseScale, TrainingRunRestoresTheWorkloadAndReportsDrift) {
+  auto w = small("mlp");
+  auto& m = dynamic_cast<ModuleWorkload&>(*w);
+  const auto before = copies(m.module().parameters());
+  const NoiseResult r = measure_noise_scale(*w, NoiseOptions().batch(64).micro_batch(8).steps(12));
+  EXPECT_EQ(r.timeline.size(), 12u);
+  EXPECT_TRUE(r.drift.has_value());
+  for (const auto& s : r.timeline) EXPECT_GE(s.g2_small, s.g2_big);  // a mean's norm is at most the mean norm
+  const auto after = m.module().parameters();
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(at::equal(before[i], after[i])) << i;
+  EXPECT_THROW(measure_noise_scale(*w, NoiseOptions().batch(64).micro_batch(24)), ConfigError);
+}
+
+TEST(Goodput, EfficiencyFollowsPollux) {
+  EXPECT_DOUBLE_EQ(statistical_efficiency(100, 32, 32), 1.0);
+  EXPECT_DOUBLE_EQ(statistical_efficiency(100, 32, 100), 132.0 / 200.0);
+  std::vector<Trial> points(3);
+  const double speeds[] = {1000, 1900, 2200};
+  for (int i = 0; i < 3; ++i) {
+    points[i].batch = 32 << i;
+    points[i].outcome = Outcome::Ok;
+    points[i].samples_per_s = speeds[i];
+  }
+  const Goodput g = goodput(points, 100);
+  ASSERT_EQ(g.points.size(), 3u);
+  EXPECT_EQ(g.base_batch, 32);
+  EXPECT_DOUBLE_EQ(g.points[2].goodput, 2200 * 132.0 / 228.0);
+  EXPECT_EQ(*g.best_batch, 64);  // 1900 x 0.8049 = 1529 beats 2200 x 0.5789 = 1274
+}
+
+}  // namespace
+}  // namespace batchwise
