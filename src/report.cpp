@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "batchwise/units.h"
@@ -159,6 +160,59 @@ std::string to_json(const Report& r) {
                    {"overhead_fraction", p.allowance.overhead_fraction}}},
                  {"assumptions", p.assumptions}};
   }
+  if (r.lr) {
+    const ScaledLr& l = *r.lr;
+    j["lr"] = {{"batch", l.batch},           {"lr", l.lr},       {"rule", l.rule},
+               {"base_batch", l.base_batch}, {"base_lr", l.base_lr}, {"factor", l.factor},
+               {"warmup_epochs", l.warmup_epochs}, {"advice", l.advice}};
+  }
+  if (r.accumulation) {
+    const AccumulationPlan& a = *r.accumulation;
+    ordered_json aj = {{"global_batch_asked", a.global_batch_asked},
+                       {"global_batch", a.global_batch},
+                       {"exact", a.exact},
+                       {"world_size", a.world_size},
+                       {"per_device_batch", a.per_device_batch},
+                       {"micro_batch", a.micro_batch},
+                       {"accumulation_steps", a.accumulation_steps},
+                       {"reason", a.reason}};
+    if (a.dataset_size > 0) {
+      aj["epoch"] = {{"dataset_size", a.dataset_size},
+                     {"last_batch", to_string(a.last_batch)},
+                     {"steps", a.steps_per_epoch},
+                     {"dropped_samples", a.dropped_samples},
+                     {"padded_samples", a.padded_samples},
+                     {"last_step_samples", a.last_step_samples},
+                     {"note", a.last_batch_note}};
+    }
+    aj["warnings"] = a.warnings;
+    j["accumulation_plan"] = aj;
+  }
+  if (r.noise) {
+    const NoiseResult& n = *r.noise;
+    auto optional = [](const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(); };
+    ordered_json timeline = ordered_json::array();
+    for (const auto& s : n.timeline)
+      timeline.push_back({{"step", s.step},
+                          {"loss", s.loss},
+                          {"g2_small", s.g2_small},
+                          {"g2_big", s.g2_big},
+                          {"g2", s.g2},
+                          {"trace", s.trace},
+                          {"b_simple_smoothed", optional(s.b_simple_smoothed)}});
+    j["noise_scale"] = {{"batch", n.batch},
+                        {"micro_batch", n.micro_batch},
+                        {"steps", n.steps},
+                        {"g2", n.g2},
+                        {"trace", n.trace},
+                        {"b_simple", optional(n.b_simple)},
+                        {"b_simple_stderr", n.b_simple ? ordered_json(n.b_simple_stderr) : ordered_json()},
+                        {"b_simple_band", n.b_simple ? ordered_json({n.b_simple_low, n.b_simple_high}) : ordered_json()},
+                        {"drift", optional(n.drift)},
+                        {"message", n.message},
+                        {"wall_s", n.wall_s},
+                        {"timeline", timeline}};
+  }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
@@ -241,10 +295,46 @@ std::string to_table(const Report& r) {
                        ok ? fmt::format("{:.2f}", t.step_time_s_median * 1e3) : "-", format_bytes(t.peak_bytes), note));
     }
   }
+  if (r.noise) {
+    const NoiseResult& n = *r.noise;
+    line("");
+    line(fmt::format("gradient noise scale ({} steps at batch {} in micro-batches of {}, {:.1f} s):", n.steps, n.batch,
+                     n.micro_batch, n.wall_s));
+    line(fmt::format("{:>6}  {:>9}  {:>12}  {:>12}  {:>12}", "step", "loss", "|G|^2", "tr(Sigma)", "B_simple"));
+    const size_t every = std::max<size_t>(1, n.timeline.size() / 10);
+    for (size_t i = 0; i < n.timeline.size(); ++i) {
+      if (i % every != every - 1 && i + 1 != n.timeline.size()) continue;
+      const NoiseStep& s = n.timeline[i];
+      line(fmt::format("{:>6}  {:>9.4f}  {:>12.4g}  {:>12.4g}  {:>12}", s.step, s.loss, s.g2, s.trace,
+                       s.b_simple_smoothed ? fmt::format("{:.1f}", *s.b_simple_smoothed) : "-"));
+    }
+    if (n.b_simple) {
+      line(fmt::format("B_simple = tr(Sigma) / |G|^2 = {:.1f} (band {:.1f} to {:.1f}, 2 standard errors){}",
+                       *n.b_simple, n.b_simple_low, n.b_simple_high,
+                       n.drift ? fmt::format("; it drifted {:.2f}x from the first to the last quarter", *n.drift) : ""));
+      line(fmt::format("critical batch ~ {:.0f}: below it a bigger batch cuts the steps to a target almost "
+                       "proportionally; above it, each doubling buys less (McCandlish et al. 2018)",
+                       *n.b_simple));
+    } else {
+      line("B_simple: not measured: " + n.message);
+    }
+  }
+  if (r.accumulation) {
+    const AccumulationPlan& a = *r.accumulation;
+    line("");
+    line(fmt::format("plan: global batch {} = micro-batch {} x {} accumulation step{} x {} device{}{}", a.global_batch,
+                     a.micro_batch, a.accumulation_steps, a.accumulation_steps == 1 ? "" : "s", a.world_size,
+                     a.world_size == 1 ? "" : "s", a.exact ? " (exact)" : fmt::format(" (asked {})", a.global_batch_asked)));
+    line("  " + a.reason);
+    if (!a.last_batch_note.empty())
+      line(fmt::format("  epoch: {} optimizer steps; {}", a.steps_per_epoch, a.last_batch_note));
+    for (const auto& warning : a.warnings) line("  warning: " + warning);
+  }
   if (r.recommendation) {
     line("");
     line(fmt::format("recommendation: batch {}: {}", r.recommendation->batch, r.recommendation->reason));
   }
+  if (r.lr) line(fmt::format("learning rate at batch {}: {:.4g} ({})", r.lr->batch, r.lr->lr, r.lr->advice));
   if (r.plan) {
     const Plan& p = *r.plan;
     line("");

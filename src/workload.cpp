@@ -221,6 +221,18 @@ at::Tensor accumulate_gradients(Workload& workload, const Batch& batch, int64_t 
   return total;
 }
 
+bool uses_batchnorm(Workload& workload) {
+  auto* m = dynamic_cast<ModuleWorkload*>(&workload);
+  if (!m) return false;
+  for (const auto& module : m->module().modules())
+    if (module->name().find("BatchNorm") != std::string::npos) return true;
+  for (const auto& buffer : m->module().named_buffers()) {
+    const std::string& key = buffer.key();
+    if (key.size() >= 12 && key.compare(key.size() - 12, 12, "running_mean") == 0) return true;
+  }
+  return false;
+}
+
 at::Tensor train_step_accumulated(Workload& workload, const Batch& batch, int64_t micro_batches) {
   at::Tensor loss = accumulate_gradients(workload, batch, micro_batches);
   workload.optimizer_step();

@@ -101,11 +101,11 @@ TEST(Cli, NothingFitsExitsSixWithANullBatch) {
 }
 
 TEST(Cli, EverySubcommandHasHelpWithAnExample) {
-  for (const char* sub : {"fit", "sweep", "tune", "compare", "history", "report"}) {
+  for (const char* sub : {"fit", "sweep", "tune", "compare", "history", "report", "plan", "noise"}) {
     const Outcome r = batchwise(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("Example:"), std::string::npos) << sub << r.out;
-    if (std::string(sub) == "fit" || std::string(sub) == "sweep" || std::string(sub) == "tune") EXPECT_NE(r.out.find("--memory-budget"), std::string::npos) << sub;
+    if (std::string(sub) == "fit" || std::string(sub) == "sweep" || std::string(sub) == "tune" || std::string(sub) == "plan") EXPECT_NE(r.out.find("--memory-budget"), std::string::npos) << sub;
   }
 }
 
@@ -191,6 +191,61 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   const Outcome report = batchwise("report " + json.string() + " -o " + again.string());
   ASSERT_EQ(report.code, 0) << report.err;
   EXPECT_EQ(slurp(again), page);
+}
+
+// plan: the global batch kept exact over devices and micro-batches, the epoch's last batch, and the
+// learning rate for it; or the nearest global batch, with the reason.
+TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
+  const fs::path json = scratch() / "plan.json";
+  const std::string base = "plan --model mlp --dataset synthetic --synthetic-size 1000 --no-history ";
+  Outcome r = batchwise(base + "--global-batch 96 --world-size 2 --max-micro-batch 16 --lr 0.1 --base-batch 32 --json " +
+                        json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan: global batch 96 = micro-batch 16 x 3 accumulation steps x 2 devices (exact)"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the last 40 samples are dropped"), std::string::npos) << r.out;  // 1000 = 10 x 96 + 40
+  auto j = nlohmann::json::parse(slurp(json));
+  const auto& a = j.at("accumulation_plan");
+  EXPECT_EQ(a.at("micro_batch").get<int>() * a.at("accumulation_steps").get<int>() * a.at("world_size").get<int>(), 96);
+  EXPECT_EQ(a.at("epoch").at("dropped_samples"), 40);
+  EXPECT_EQ(a.at("epoch").at("steps"), 10);
+  EXPECT_DOUBLE_EQ(j.at("lr").at("lr").get<double>(), 0.3);  // linear: 0.1 x 96/32
+  EXPECT_FALSE(j.contains("fit"));  // --max-micro-batch given: nothing to fit
+
+  r = batchwise(base + "--global-batch 100 --world-size 3 --max-micro-batch 16 --last-batch pad --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(slurp(json));
+  EXPECT_FALSE(j.at("accumulation_plan").at("exact").get<bool>());
+  EXPECT_EQ(j.at("accumulation_plan").at("global_batch"), 99);
+  EXPECT_NE(r.out.find("100 samples do not divide evenly over 3 devices"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("topped up with 89 repeated samples"), std::string::npos) << r.out;  // 1000 = 10 x 99 + 10
+
+  // Without --max-micro-batch the largest micro-batch is fitted first.
+  r = batchwise(base + "--global-batch 64 --memory-budget 64MiB --max 32 --fit-steps 1 -q --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j.at("fit").at("batch"), 32);
+  EXPECT_EQ(j.at("accumulation_plan").at("micro_batch"), 32);
+  EXPECT_EQ(j.at("accumulation_plan").at("accumulation_steps"), 2);
+  expect_clean_error(base + "--global-batch 64 --max-micro-batch 8 --last-batch sometimes", 2,
+                     "--last-batch 'sometimes': choose drop (drop_last), pad or keep");
+}
+
+TEST(Cli, NoiseReportsTheNoiseScaleWithItsTimeline) {
+  const fs::path json = scratch() / "noise.json";
+  const Outcome r = batchwise("noise --model mlp --dataset synthetic --synthetic-size 512 --batch 64 --micro-batch 8 "
+                              "--steps 8 --no-history --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("B_simple = tr(Sigma) / |G|^2 = "), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(json));
+  const auto& n = j.at("noise_scale");
+  EXPECT_EQ(n.at("timeline").size(), 8u);
+  EXPECT_TRUE(n.at("b_simple").is_number());
+  EXPECT_LE(n.at("b_simple_band").at(0).get<double>(), n.at("b_simple").get<double>());
+  EXPECT_FALSE(j.contains("recommendation"));
+  expect_clean_error("noise --model mlp --dataset synthetic --batch 64 --micro-batch 24", 2,
+                     "--micro-batch 24 must be below --batch 64 and divide it");
+  expect_clean_error("noise --cmd -- true", 2, "it cannot be measured through --cmd");
 }
 
 TEST(Cli, ReportErrorsNameTheInput) {

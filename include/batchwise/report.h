@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "batchwise/convergence.h"
 #include "batchwise/fit.h"
 #include "batchwise/sweep.h"
 #include "batchwise/trial.h"
@@ -40,6 +41,10 @@ struct Report {
   std::optional<SweepResult> sweep;
   std::optional<Recommendation> recommendation;
   std::optional<Plan> plan;  ///< --plan-for
+  /// The learning rate for the recommended (tune) or planned (plan) batch.
+  std::optional<ScaledLr> lr;
+  std::optional<AccumulationPlan> accumulation;  ///< batchwise plan
+  std::optional<NoiseResult> noise;              ///< batchwise noise
 };
 
 /// The JSON report (schema_version "1"), pretty-printed.

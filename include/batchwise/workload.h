@@ -69,6 +69,10 @@ class Workload {
 /// REQUIRES: 1 <= micro_batches <= the batch's samples.
 at::Tensor accumulate_gradients(Workload& workload, const Batch& batch, int64_t micro_batches);
 
+/// Whether the model normalises with BatchNorm (a BatchNorm module, or running_mean buffers in a
+/// TorchScript model); false for workloads that are not ModuleWorkloads.
+bool uses_batchnorm(Workload& workload);
+
 /// accumulate_gradients, then the optimizer step: one training step of the whole batch.
 at::Tensor train_step_accumulated(Workload& workload, const Batch& batch, int64_t micro_batches);
 

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -17,6 +18,7 @@
 
 #include "batchwise/command_runner.h"
 #include "batchwise/compare.h"
+#include "batchwise/convergence.h"
 #include "batchwise/device.h"
 #include "batchwise/error.h"
 #include "batchwise/fit.h"
@@ -71,6 +73,12 @@ struct Flags {
   std::string batch_sizes, range;
   int warmup = 2, steps = 5, repetitions = 3;
   double trial_timeout_s = 0;
+  // plan, noise, learning rate
+  int64_t global_batch = 0, world_size = 1, max_micro_batch = 0, base_batch = 32;
+  std::string last_batch = "drop";
+  int64_t noise_batch = 256, noise_micro_batch = 32;
+  int noise_steps = 50;
+  bool fixed_weights = false;
 };
 
 void add_workload_flags(CLI::App* cmd, Flags& f) {
@@ -255,6 +263,15 @@ int run(const std::string& command, Flags& f) {
   if (command == "sweep" && f.batch_sizes.empty() && f.range.empty())
     throw ConfigError("sweep: no batch sizes; pass --batch-sizes 16,32,64 or --range 8-4096*2");
 
+  if (command == "plan") (void)parse_last_batch(f.last_batch, "--last-batch");
+  if (command == "noise" && f.use_cmd)
+    throw ConfigError("noise: the noise scale needs the gradients of batchwise's own training step; it cannot be "
+                      "measured through --cmd");
+  if (command == "noise" && (f.noise_micro_batch < 1 || f.noise_micro_batch >= f.noise_batch ||
+                             f.noise_batch % f.noise_micro_batch != 0))  // before the data is loaded
+    throw ConfigError(fmt::format("noise scale: --micro-batch {} must be below --batch {} and divide it",
+                                  f.noise_micro_batch, f.noise_batch));
+  if (f.base_batch < 1) throw ConfigError(fmt::format("--base-batch {}: must be at least 1", f.base_batch));
   check_writable(f.trace, "--trace");
   check_writable(f.json, "--json");
   check_writable(f.html, "--html");
@@ -359,6 +376,29 @@ int run(const std::string& command, Flags& f) {
                         r);
     report.fit = t.fit;
     report.sweep = t.sweep;
+  } else if (command == "noise") {
+    if (!f.quiet)
+      fmt::print(stderr, "measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}\n",
+                 f.noise_steps, f.noise_batch, f.noise_micro_batch);
+    report.noise = measure_noise_scale(*workload, NoiseOptions()
+                                                      .batch(f.noise_batch)
+                                                      .micro_batch(f.noise_micro_batch)
+                                                      .steps(f.noise_steps)
+                                                      .train(!f.fixed_weights));
+  } else if (command == "plan") {
+    int64_t max_micro = f.max_micro_batch;
+    if (max_micro == 0) {  // the largest micro-batch is what fits: measure it
+      report.fit = fit(*runner, fit_options(f, report.budget_bytes, progress, started));
+      if (report.fit->batch) max_micro = *report.fit->batch;
+    }
+    if (max_micro > 0) {
+      report.accumulation = plan_accumulation(PlanRequest(f.global_batch, max_micro)
+                                                  .world_size(f.world_size)
+                                                  .multiple_of(f.multiple_of)
+                                                  .dataset_size(report.workload.dataset_size)
+                                                  .last_batch(parse_last_batch(f.last_batch, "--last-batch"))
+                                                  .batchnorm(workload && uses_batchnorm(*workload)));
+    }
   } else if (command == "fit") {
     report.fit = fit(*runner, fit_options(f, report.budget_bytes, progress, started));
   } else if (command == "sweep") {
@@ -370,7 +410,15 @@ int run(const std::string& command, Flags& f) {
     report.fit = r.fit;
     report.sweep = r.sweep;
   }
-  report.recommendation = recommend(report.fit, report.sweep);
+  if (command != "plan" && command != "noise") report.recommendation = recommend(report.fit, report.sweep);
+  // The learning rate next to the batch to train with, scaled from the base the user's --lr is for.
+  const std::optional<int64_t> lr_batch =
+      report.accumulation ? std::optional<int64_t>(report.accumulation->global_batch)
+                          : (report.recommendation ? std::optional<int64_t>(report.recommendation->batch) : std::nullopt);
+  const auto& optimizers = optimizer_names();
+  if (lr_batch && report.workload.lr > 0 &&
+      std::find(optimizers.begin(), optimizers.end(), report.workload.optimizer) != optimizers.end())
+    report.lr = scale_lr(report.workload.optimizer, f.base_batch, report.workload.lr, *lr_batch);
   if (plan_device && report.fit) report.plan = plan_for(*report.fit, *plan_device, f.target, f.multiple_of);
   if (report.fit && report.fit->outcome == FitOutcome::DoesNotFit) code = kExitDoesNotFit;
   if (report.fit && report.fit->outcome == FitOutcome::Error) code = kExitFailed;
@@ -442,6 +490,33 @@ int main(int argc, char** argv) {
   tune_cmd->add_option("--reuse-max-age", f.reuse_max_age_h, "hours a stored fit stays reusable")->capture_default_str();
   tune_cmd->footer("Example:\n  batchwise tune                      # lenet on Fashion-MNIST on the best device\n"
                    "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json");
+
+  tune_cmd->add_option("--base-batch", f.base_batch,
+                       "the batch --lr is meant for; the recommended batch's learning rate is scaled from it")
+      ->capture_default_str();
+
+  auto* plan_cmd = app.add_subcommand(
+      "plan", "Micro-batch x accumulation steps x devices that keep a global batch exact, with its learning rate");
+  add_workload_flags(plan_cmd, f);
+  add_fit_flags(plan_cmd, f);
+  plan_cmd->add_option("--global-batch", f.global_batch, "samples per optimizer step over all devices")->required();
+  plan_cmd->add_option("--world-size", f.world_size, "devices (data-parallel ranks)")->capture_default_str();
+  plan_cmd->add_option("--max-micro-batch", f.max_micro_batch,
+                       "the largest batch one device runs (default: fit it now, with the fit flags)");
+  plan_cmd->add_option("--last-batch", f.last_batch, "an epoch's short last batch: drop (drop_last), pad or keep")
+      ->capture_default_str();
+  plan_cmd->add_option("--base-batch", f.base_batch, "the batch --lr is meant for")->capture_default_str();
+  plan_cmd->add_option("--fit-steps", f.fit_steps, "training steps per fit trial")->capture_default_str();
+  plan_cmd->footer("Example:\n  batchwise plan --global-batch 4096 --world-size 2 --memory-budget 2GiB\n"
+                   "  batchwise plan --global-batch 1000 --max-micro-batch 96 --multiple-of 8 --last-batch pad");
+
+  auto* noise_cmd = app.add_subcommand("noise", "Measure the gradient noise scale (critical batch) during real training");
+  add_workload_flags(noise_cmd, f);
+  noise_cmd->add_option("--batch", f.noise_batch, "B: samples per training step")->capture_default_str();
+  noise_cmd->add_option("--micro-batch", f.noise_micro_batch, "b: the small batch; divides --batch")->capture_default_str();
+  noise_cmd->add_option("--steps", f.noise_steps, "training steps measured")->capture_default_str();
+  noise_cmd->add_flag("--fixed-weights", f.fixed_weights, "measure without optimizer steps (at the initial weights)");
+  noise_cmd->footer("Example:\n  batchwise noise --model lenet --batch 512 --micro-batch 32 --steps 100 --json noise.json");
 
   auto* history_cmd = app.add_subcommand("history", "List the runs stored in the history, newest first");
   history_cmd->add_option("--history", f.history, "the history database (default: $XDG_DATA_HOME/batchwise/history.sqlite)");
