@@ -298,6 +298,104 @@ std::string memory_section(const json& r) {
          chart_block("memory", config, "peak memory against batch size") + "</section>\n";
 }
 
+std::string goodput_section(const json& r) {
+  const json* g = at(r, "goodput");
+  if (!g || array(*g, "points").empty()) return "";
+  json good = json::array(), speed = json::array(), best = json::array();
+  const std::optional<int64_t> best_batch = integer(*g, "best_batch");
+  for (const auto& p : array(*g, "points")) {
+    const double goodput = num(p, "goodput").value_or(0), efficiency = num(p, "efficiency").value_or(0);
+    const json point = {{"x", p.value("batch", int64_t{0})}, {"y", goodput},
+                        {"note", fmt::format("batch {}: {} samples/s x {:.1f} % efficiency = {} useful samples/s",
+                                             str(p, "batch"), grouped(num(p, "samples_per_s").value_or(0)),
+                                             efficiency * 100, grouped(goodput))}};
+    good.push_back(point);
+    speed.push_back({{"x", p.value("batch", int64_t{0})}, {"y", num(p, "samples_per_s").value_or(0)}});
+    if (best_batch && integer(p, "batch") == best_batch) best.push_back(point);
+  }
+  json datasets = json::array();
+  json g_set = dataset("goodput (useful samples/s)", good, Palette::green);
+  g_set["showLine"] = true;
+  datasets.push_back(g_set);
+  if (!best.empty()) {
+    json b = dataset("best goodput", best, Palette::red);
+    b["pointRadius"] = 9;
+    b["pointStyle"] = "triangle";
+    datasets.push_back(b);
+  }
+  json s_set = dataset("samples/s (throughput)", speed, Palette::blue);
+  s_set["showLine"] = true;
+  s_set["borderDash"] = {6, 4};
+  s_set["pointRadius"] = 2;
+  datasets.push_back(s_set);
+  const json config = {{"type", "line"}, {"data", {{"datasets", datasets}}},
+                       {"options", {{"scales", batch_axes("samples/s")}}}};
+  const std::string caption = fmt::format(
+      "Goodput = samples/s x statistical efficiency (Pollux), with efficiency = (B_simple + {0}) / (B_simple + batch) "
+      "at the measured noise scale B_simple {1:.0f}: past it, a bigger batch adds samples whose gradients mostly "
+      "repeat each other.",
+      str(*g, "base_batch"), num(*g, "b_simple").value_or(0));
+  return "<section id=\"goodput\">\n<h2>Goodput</h2>\n<p class=\"caption\">" + esc(caption) + "</p>\n" +
+         chart_block("goodput", config, "goodput against batch size") + "</section>\n";
+}
+
+std::string noise_section(const json& r) {
+  const json* n = at(r, "noise_scale");
+  if (!n) return "";
+  json smoothed = json::array();
+  for (const auto& s : array(*n, "timeline"))
+    if (auto b = num(s, "b_simple_smoothed")) smoothed.push_back({{"x", s.value("step", 0)}, {"y", *b}});
+  std::string summary;
+  if (auto b = num(*n, "b_simple")) {
+    const json& band = array(*n, "b_simple_band");
+    summary = fmt::format("B_simple = tr(Sigma) / |G|^2 = {:.1f}", *b);
+    if (band.size() == 2 && band[0].is_number() && band[1].is_number())
+      summary += fmt::format(" (band {:.1f} to {:.1f}, 2 standard errors)", band[0].get<double>(), band[1].get<double>());
+    if (auto d = num(*n, "drift")) summary += fmt::format("; it drifted {:.2f}x from the first to the last quarter", *d);
+    summary += ".";
+  } else {
+    summary = "B_simple could not be measured: " + str(*n, "message");
+  }
+  std::string out = fmt::format(
+      "<section id=\"noise\">\n<h2>Gradient noise scale</h2>\n<p class=\"caption\">{} training steps at batch {} in "
+      "micro-batches of {}. {} Near B_simple is the critical batch: below it a bigger batch cuts the steps to a target "
+      "almost proportionally, above it each doubling buys less (McCandlish et al. 2018).</p>\n",
+      esc(str(*n, "steps")), esc(str(*n, "batch")), esc(str(*n, "micro_batch")), esc(summary));
+  if (!smoothed.empty()) {
+    json line_set = dataset("B_simple (smoothed)", smoothed, Palette::purple);
+    line_set["showLine"] = true;
+    line_set["pointRadius"] = 2;
+    const json config = {
+        {"type", "line"},
+        {"data", {{"datasets", json::array({line_set})}}},
+        {"options", {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "training step"}}}}},
+                                 {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", "B_simple"}}}}}}}}}};
+    out += chart_block("noise", config, "gradient noise scale over the run");
+  }
+  return out + "</section>\n";
+}
+
+std::string advice_section(const json& r) {
+  const json* lr = at(r, "lr");
+  const json* a = at(r, "accumulation_plan");
+  if (!lr && !a) return "";
+  std::string out = "<section id=\"advice\">\n<h2>Learning rate and accumulation</h2>\n<ul>\n";
+  if (lr)
+    out += fmt::format("<li>Learning rate at batch {}: <b>{:.4g}</b>. {}</li>\n", esc(str(*lr, "batch")),
+                       num(*lr, "lr").value_or(0), esc(str(*lr, "advice")));
+  if (a) {
+    out += fmt::format("<li>Global batch {} = micro-batch {} x {} accumulation steps x {} devices{}. {}</li>\n",
+                       esc(str(*a, "global_batch")), esc(str(*a, "micro_batch")), esc(str(*a, "accumulation_steps")),
+                       esc(str(*a, "world_size")),
+                       at(*a, "exact") && (*a)["exact"] == true ? " (exact)" : " (not the one asked)",
+                       esc(str(*a, "reason")));
+    if (const json* e = at(*a, "epoch")) out += fmt::format("<li>Epoch: {}</li>\n", esc(str(*e, "note")));
+    for (const auto& w : array(*a, "warnings"))
+      out += fmt::format("<li class=\"bad\">Warning: {}</li>\n", esc(w.is_string() ? w.get<std::string>() : w.dump()));
+  }
+  return out + "</ul>\n</section>\n";
+}
+
 std::string breakdown_section(const json& r) {
   const json* fit = at(r, "fit");
   const json* d = fit ? at(*fit, "breakdown") : nullptr;
@@ -479,7 +577,10 @@ std::string render(const json& r) {
       esc("torch " + str(c, "torch_version")), esc(str(c, "date")));
   html += recommendation_section(r);
   html += warnings_section(r);
+  html += advice_section(r);
   html += throughput_section(r);
+  html += goodput_section(r);
+  html += noise_section(r);
   html += memory_section(r);
   html += breakdown_section(r);
   html += plan_section(r);

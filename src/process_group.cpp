@@ -90,25 +90,27 @@ int64_t GroupSampler::sample(Clock::time_point now) {
 }
 
 int64_t GroupSampler::pss_bytes() const {
+  // A member that exited since the rescan has no smaps_rollup (or, as a zombie, an empty one): it
+  // holds no memory any more and is skipped. Only when no member can be read (no smaps_rollup
+  // before Linux 4.14) is the answer "unknown", and the caller uses RSS.
   int64_t total = 0;
+  bool any = false;
   for (const int pid : members_) {
     const std::string path = "/proc/" + std::to_string(pid) + "/smaps_rollup";
     std::FILE* f = std::fopen(path.c_str(), "re");
-    if (!f) return -1;  // no smaps_rollup (kernel < 4.14) or the process is gone: use RSS
+    if (!f) continue;
     char line[256];
-    bool found = false;
     while (std::fgets(line, sizeof(line), f)) {
       long long kib = 0;
       if (std::sscanf(line, "Pss: %lld kB", &kib) == 1) {
         total += kib * 1024;
-        found = true;
+        any = true;
         break;
       }
     }
     std::fclose(f);
-    if (!found) return -1;
   }
-  return total;
+  return any ? total : -1;
 }
 
 bool GroupSampler::others_alive() {

@@ -213,6 +213,20 @@ std::string to_json(const Report& r) {
                         {"wall_s", n.wall_s},
                         {"timeline", timeline}};
   }
+  if (r.goodput) {
+    const Goodput& g = *r.goodput;
+    ordered_json points = ordered_json::array();
+    for (const auto& p : g.points)
+      points.push_back({{"batch", p.batch},
+                        {"samples_per_s", p.samples_per_s},
+                        {"efficiency", p.efficiency},
+                        {"goodput", p.goodput}});
+    j["goodput"] = {{"b_simple", g.b_simple},
+                    {"base_batch", g.base_batch},
+                    {"best_batch", g.best_batch ? ordered_json(*g.best_batch) : ordered_json()},
+                    {"within_5_percent", g.within_5_percent},
+                    {"points", points}};
+  }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
@@ -318,6 +332,18 @@ std::string to_table(const Report& r) {
     } else {
       line("B_simple: not measured: " + n.message);
     }
+  }
+  if (r.goodput && !r.goodput->points.empty()) {
+    const Goodput& g = *r.goodput;
+    line("");
+    line(fmt::format("goodput at B_simple {:.0f} (Pollux: efficiency = (B_simple + {}) / (B_simple + batch)):", g.b_simple,
+                     g.base_batch));
+    line(fmt::format("{:>8}  {:>10}  {:>10}  {:>10}  {}", "batch", "samples/s", "efficiency", "goodput", "note"));
+    for (const auto& p : g.points)
+      line(fmt::format("{:>8}  {:>10}  {:>9.1f}%  {:>10}  {}", p.batch, grouped(p.samples_per_s), p.efficiency * 100,
+                       grouped(p.goodput), g.best_batch && *g.best_batch == p.batch ? "<- best" : ""));
+    if (g.within_5_percent.size() > 1)
+      line(fmt::format("within 5 % of the best goodput: batches {}", fmt::join(g.within_5_percent, ", ")));
   }
   if (r.accumulation) {
     const AccumulationPlan& a = *r.accumulation;

@@ -148,15 +148,15 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit_resu
                                   : fmt::format("; the largest batch that fits is {}", *fit.batch);
   }
   if (knee == best) {
-    rec.reason = fmt::format("batch {} is the fastest measured at {:.0f} samples/s, peaking at {} ({:.1f} % of the "
+    rec.reason = fmt::format("batch {} is the fastest measured at {:.0f} samples/s, peaking at {} ({} of the "
                              "budget){}",
-                             knee->batch, knee->samples_per_s, format_bytes(knee->peak_bytes), pct_budget, fit_part);
+                             knee->batch, knee->samples_per_s, format_bytes(knee->peak_bytes), format_percent(pct_budget), fit_part);
   } else {
     rec.reason = fmt::format(
         "batch {} trains at {:.0f} samples/s, within {:.0f} % of the fastest ({:.0f} at batch {}), peaking at {} "
-        "({:.1f} % of the budget); bigger batches are not meaningfully faster{}",
+        "({} of the budget); bigger batches are not meaningfully faster{}",
         knee->batch, knee->samples_per_s, sweep.knee_tolerance * 100, best->samples_per_s, best->batch,
-        format_bytes(knee->peak_bytes), pct_budget, fit_part);
+        format_bytes(knee->peak_bytes), format_percent(pct_budget), fit_part);
   }
   return rec;
 }

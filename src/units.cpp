@@ -40,6 +40,11 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   return static_cast<int64_t>(std::llround(bytes));
 }
 
+std::string format_percent(double percent) {
+  if (percent > 0 && percent < 0.05) return "< 0.1 %";
+  return fmt::format("{:.1f} %", percent);
+}
+
 std::string format_bytes(int64_t bytes) {
   static const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

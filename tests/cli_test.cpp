@@ -173,7 +173,15 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
     EXPECT_EQ(p.at("step_times_s").size(), 4u);  // 2 steps x 2 repetitions, raw
     EXPECT_EQ(p.at("steps_run"), 6);
   }
-  EXPECT_EQ(j.at("recommendation").at("batch"), j.at("sweep").at("knee_batch"));
+  // The noise scale measured at the largest batch swept, goodput for every swept batch, and the
+  // recommendation at the goodput optimum.
+  EXPECT_EQ(j.at("noise_scale").at("batch"), 64);
+  EXPECT_EQ(j.at("noise_scale").at("micro_batch"), 8);
+  ASSERT_TRUE(j.at("noise_scale").at("b_simple").is_number()) << j.at("noise_scale").dump();
+  EXPECT_EQ(j.at("goodput").at("points").size(), 7u);
+  EXPECT_EQ(j.at("recommendation").at("batch"), j.at("goodput").at("best_batch"));
+  EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("statistical efficiency"), std::string::npos);
+  EXPECT_EQ(j.at("lr").at("batch"), j.at("recommendation").at("batch"));
 
   // The HTML report of the same run: its throughput chart has the sweep's 7 points, and
   // `batchwise report` draws the same page from the JSON.

@@ -242,6 +242,23 @@ TEST(Goodput, EfficiencyFollowsPollux) {
   EXPECT_EQ(g.base_batch, 32);
   EXPECT_DOUBLE_EQ(g.points[2].goodput, 2200 * 132.0 / 228.0);
   EXPECT_EQ(*g.best_batch, 64);  // 1900 x 0.8049 = 1529 beats 2200 x 0.5789 = 1274
+
+  // The recommendation moves from the throughput knee (128) to the goodput optimum, and says why.
+  SweepResult sweep;
+  sweep.points = points;
+  sweep.knee_batch = 128;
+  sweep.budget_bytes = 1 << 30;
+  NoiseResult noise;
+  noise.b_simple = 100;
+  noise.b_simple_low = 80;
+  noise.b_simple_high = 120;
+  const auto rec = recommend(std::nullopt, sweep, noise, g);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->batch, 64);
+  EXPECT_NE(rec->reason.find("1900 samples/s x 80 % statistical efficiency"), std::string::npos) << rec->reason;
+  EXPECT_NE(rec->reason.find("the throughput knee is batch 128"), std::string::npos) << rec->reason;
+  // Without a noise scale: the knee, as before.
+  EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt)->batch, 128);
 }
 
 }  // namespace

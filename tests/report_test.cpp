@@ -88,7 +88,34 @@ Report fixed_report() {
                   trial(256, Outcome::Oom, 63ll << 20, {}, "not run: batch 256 already ran out of memory")};
   sweep.knee_batch = knee_batch(sweep.points, 0.05);
   r.sweep = sweep;
-  r.recommendation = recommend(r.fit, r.sweep);
+
+  NoiseResult noise;
+  noise.batch = 128;
+  noise.micro_batch = 16;
+  noise.steps = 4;
+  for (int i = 1; i <= 4; ++i) {
+    NoiseStep s;
+    s.step = i;
+    s.loss = 2.5 - 0.1 * i;
+    s.g2_small = 3.0;
+    s.g2_big = 1.0 + 0.5 * i;
+    s.g2 = 0.25;
+    s.trace = 250 + 25 * i;
+    if (i > 1) s.b_simple_smoothed = 1000.0 + 100 * i;
+    noise.timeline.push_back(s);
+  }
+  noise.g2 = 0.25;
+  noise.trace = 312.5;
+  noise.b_simple = 1250;
+  noise.b_simple_stderr = 100;
+  noise.b_simple_low = 1050;
+  noise.b_simple_high = 1450;
+  noise.drift = 1.25;
+  noise.wall_s = 0.75;
+  r.noise = noise;
+  r.goodput = goodput(r.sweep->points, *noise.b_simple);
+  r.recommendation = recommend(r.fit, r.sweep, r.noise, r.goodput);
+  r.lr = scale_lr("sgd", 32, 0.01, r.recommendation->batch);
   return r;
 }
 
@@ -220,7 +247,7 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
 
   const auto j = nlohmann::json::parse(json);
   const auto charts = chart_configs(html);
-  ASSERT_EQ(charts.size(), 3u);
+  ASSERT_EQ(charts.size(), 5u);
   // Throughput: one point per sweep batch that ran, at its measured median samples/s.
   std::vector<std::pair<int64_t, double>> ran;
   for (const auto& p : j.at("sweep").at("points"))
@@ -235,6 +262,11 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
   EXPECT_EQ(xy(dataset_labelled(charts.at("memory"), "out of memory")).at(0).first, 256);
   EXPECT_DOUBLE_EQ(xy(dataset_labelled(charts.at("memory"), "budget")).at(0).second, 64.0);
   EXPECT_DOUBLE_EQ(xy(dataset_labelled(charts.at("memory"), "target")).at(0).second, 57.6);
+  // Goodput: one point per goodput point; the noise scale: one per step with a smoothed estimate.
+  std::vector<std::pair<int64_t, double>> good;
+  for (const auto& p : j.at("goodput").at("points")) good.emplace_back(p.at("batch"), p.at("goodput"));
+  EXPECT_EQ(xy(dataset_labelled(charts.at("goodput"), "goodput")), good);
+  EXPECT_EQ(xy(dataset_labelled(charts.at("noise"), "B_simple")).size(), 3u);
   // The recommendation opens the page, with its reason.
   EXPECT_LT(html.find("id=\"recommendation\""), html.find("id=\"throughput\""));
   EXPECT_NE(html.find("<b id=\"recommended-batch\">128</b>"), std::string::npos);
@@ -248,11 +280,15 @@ TEST(Html, SectionsAppearOnlyWithTheirData) {
   Report r = fixed_report();
   r.sweep.reset();
   r.fit->breakdown.reset();
+  r.noise.reset();
+  r.goodput.reset();
   r.recommendation = recommend(r.fit, r.sweep);
   const std::string html = to_html(to_json(r));
   EXPECT_EQ(html.find("id=\"throughput\""), std::string::npos);
   EXPECT_EQ(html.find("id=\"sweep-points\""), std::string::npos);
   EXPECT_EQ(html.find("id=\"breakdown\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"goodput\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"noise\""), std::string::npos);
   EXPECT_NE(html.find("id=\"memory\""), std::string::npos);
   EXPECT_EQ(chart_configs(html).size(), 1u);
   // Nothing fits: the top of the page says so.

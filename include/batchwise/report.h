@@ -44,7 +44,8 @@ struct Report {
   /// The learning rate for the recommended (tune) or planned (plan) batch.
   std::optional<ScaledLr> lr;
   std::optional<AccumulationPlan> accumulation;  ///< batchwise plan
-  std::optional<NoiseResult> noise;              ///< batchwise noise
+  std::optional<NoiseResult> noise;              ///< batchwise noise; tune
+  std::optional<Goodput> goodput;                ///< tune, from the sweep and the noise scale
 };
 
 /// The JSON report (schema_version "1"), pretty-printed.

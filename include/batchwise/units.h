@@ -14,6 +14,9 @@ int64_t parse_bytes(const std::string& text, const std::string& what);
 /// Formats bytes in binary units with three significant digits: "1.50 GiB", "812 KiB", "12 B".
 std::string format_bytes(int64_t bytes);
 
+/// A percentage with one decimal, "62.5 %"; below 0.1 (but above 0) "< 0.1 %", not a misleading 0.0.
+std::string format_percent(double percent);
+
 /// Parses a batch-size list "16,32,64" or a range "first-last*factor" / "first-last+step"
 /// (llama-bench syntax; "8-4096*2" is 8, 16, ..., 4096). Lists and ranges may be mixed with
 /// commas. The result is sorted and unique. Throws ConfigError naming `what` on malformed input.

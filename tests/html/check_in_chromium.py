@@ -152,6 +152,15 @@ def expected_points(report):
         expected["chart-memory"] = memory
     if fit.get("breakdown"):
         expected["chart-breakdown"] = {"MiB": 5}
+    goodput = (report.get("goodput") or {}).get("points") or []
+    if goodput:
+        expected["chart-goodput"] = {"goodput": len(goodput), "samples/s": len(goodput)}
+        if (report.get("goodput") or {}).get("best_batch") is not None:
+            expected["chart-goodput"]["best goodput"] = 1
+    timeline = (report.get("noise_scale") or {}).get("timeline") or []
+    smoothed = [s for s in timeline if s.get("b_simple_smoothed") is not None]
+    if smoothed:
+        expected["chart-noise"] = {"B_simple": len(smoothed)}
     return expected
 
 

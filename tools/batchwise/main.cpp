@@ -79,6 +79,8 @@ struct Flags {
   int64_t noise_batch = 256, noise_micro_batch = 32;
   int noise_steps = 50;
   bool fixed_weights = false;
+  bool no_noise = false;
+  int tune_noise_steps = 20;
 };
 
 void add_workload_flags(CLI::App* cmd, Flags& f) {
@@ -267,6 +269,7 @@ int run(const std::string& command, Flags& f) {
   if (command == "noise" && f.use_cmd)
     throw ConfigError("noise: the noise scale needs the gradients of batchwise's own training step; it cannot be "
                       "measured through --cmd");
+  if (f.tune_noise_steps < 2) throw ConfigError(fmt::format("--noise-steps {}: at least 2", f.tune_noise_steps));
   if (command == "noise" && (f.noise_micro_batch < 1 || f.noise_micro_batch >= f.noise_batch ||
                              f.noise_batch % f.noise_micro_batch != 0))  // before the data is loaded
     throw ConfigError(fmt::format("noise scale: --micro-batch {} must be below --batch {} and divide it",
@@ -410,7 +413,24 @@ int run(const std::string& command, Flags& f) {
     report.fit = r.fit;
     report.sweep = r.sweep;
   }
-  if (command != "plan" && command != "noise") report.recommendation = recommend(report.fit, report.sweep);
+  if (command == "tune" && workload && !f.no_noise && report.sweep) {
+    // The noise scale at the largest batch swept (at most 1024), in micro-batches of about an
+    // eighth of it: those fit, being smaller than a batch that ran.
+    int64_t b = 0;
+    for (const auto& p : report.sweep->points)
+      if (p.outcome == Outcome::Ok && p.batch <= 1024) b = std::max(b, p.batch);
+    if (b >= 2) {
+      int64_t micro = std::max<int64_t>(1, b / 8);
+      while (b % micro != 0) --micro;
+      if (!f.quiet)
+        fmt::print(stderr, "measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}\n",
+                   f.tune_noise_steps, b, micro);
+      report.noise = measure_noise_scale(*workload, NoiseOptions().batch(b).micro_batch(micro).steps(f.tune_noise_steps));
+      if (report.noise->b_simple) report.goodput = goodput(report.sweep->points, *report.noise->b_simple);
+    }
+  }
+  if (command != "plan" && command != "noise")
+    report.recommendation = recommend(report.fit, report.sweep, report.noise, report.goodput);
   // The learning rate next to the batch to train with, scaled from the base the user's --lr is for.
   const std::optional<int64_t> lr_batch =
       report.accumulation ? std::optional<int64_t>(report.accumulation->global_batch)
@@ -491,6 +511,10 @@ int main(int argc, char** argv) {
   tune_cmd->footer("Example:\n  batchwise tune                      # lenet on Fashion-MNIST on the best device\n"
                    "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json");
 
+  tune_cmd->add_flag("--no-noise", f.no_noise,
+                     "skip the gradient noise scale, and with it goodput: recommend the throughput knee");
+  tune_cmd->add_option("--noise-steps", f.tune_noise_steps, "training steps measuring the noise scale")
+      ->capture_default_str();
   tune_cmd->add_option("--base-batch", f.base_batch,
                        "the batch --lr is meant for; the recommended batch's learning rate is scaled from it")
       ->capture_default_str();
