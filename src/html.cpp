@@ -375,6 +375,53 @@ std::string noise_section(const json& r) {
   return out + "</section>\n";
 }
 
+std::string validation_section(const json& r) {
+  const json* v = at(r, "validation");
+  if (!v) return "";
+  static const char* const kColors[] = {Palette::blue, Palette::orange, Palette::green, Palette::red, Palette::purple,
+                                        Palette::grey};
+  json datasets = json::array();
+  std::string rows;
+  const std::optional<int64_t> fastest = integer(*v, "fastest_batch");
+  size_t i = 0;
+  bool accuracy = false;
+  for (const auto& run : array(*v, "runs")) {
+    json points = json::array();
+    for (const auto& p : array(run, "curve")) {
+      const auto acc = num(p, "accuracy");
+      accuracy |= acc.has_value();
+      points.push_back({{"x", num(p, "train_s").value_or(0)}, {"y", acc ? *acc : num(p, "loss").value_or(0)}});
+    }
+    json d = dataset(fmt::format("batch {} (lr {:.4g})", str(run, "batch"), num(run, "lr").value_or(0)), points,
+                     kColors[i++ % 6]);
+    d["showLine"] = true;
+    d["pointRadius"] = 2;
+    datasets.push_back(d);
+    const bool soonest = fastest && integer(run, "batch") == fastest;
+    rows += fmt::format(
+        "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{:.1f}</td>"
+        "<td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+        run.value("reached", false) ? "ok" : "bad", esc(str(run, "batch")), num(run, "lr").value_or(0),
+        run.value("reached", false) ? "yes" : "no", num(run, "train_s").value_or(0), esc(str(run, "steps")),
+        num(run, "epochs").value_or(0),
+        num(run, "accuracy") ? fmt::format("{:.4f}", *num(run, "accuracy")) : fmt::format("loss {:.4f}", num(run, "loss").value_or(0)),
+        soonest ? "soonest" : esc(str(run, "message")));
+  }
+  const json config = {
+      {"type", "line"},
+      {"data", {{"datasets", datasets}}},
+      {"options",
+       {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "training time (s)"}}}}},
+                    {"y", {{"title", {{"display", true}, {"text", accuracy ? "test accuracy" : "test loss"}}}}}}}}}};
+  return fmt::format(
+      "<section id=\"validation\">\n<h2>Time to {}</h2>\n<p class=\"caption\">Each candidate trained from the same "
+      "weights with its scaled learning rate, evaluated on the {} (evaluation time excluded).</p>\n{}"
+      "<table>\n<tr><th>batch</th><th>lr</th><th>reached</th><th>train s</th><th>steps</th><th>epochs</th>"
+      "<th>last</th><th>note</th></tr>\n{}</table>\n</section>\n",
+      esc(str(*v, "target")), esc(str(*v, "held_out")), chart_block("validation", config, "held-out metric over training time"),
+      rows);
+}
+
 std::string advice_section(const json& r) {
   const json* lr = at(r, "lr");
   const json* a = at(r, "accumulation_plan");
@@ -581,6 +628,7 @@ std::string render(const json& r) {
   html += throughput_section(r);
   html += goodput_section(r);
   html += noise_section(r);
+  html += validation_section(r);
   html += memory_section(r);
   html += breakdown_section(r);
   html += plan_section(r);

@@ -213,6 +213,36 @@ std::string to_json(const Report& r) {
                         {"wall_s", n.wall_s},
                         {"timeline", timeline}};
   }
+  if (r.validation) {
+    const ValidationResult& v = *r.validation;
+    ordered_json runs = ordered_json::array();
+    for (const auto& run : v.runs) {
+      ordered_json curve = ordered_json::array();
+      for (const auto& p : run.curve)
+        curve.push_back({{"samples", p.samples},
+                         {"steps", p.steps},
+                         {"train_s", p.train_s},
+                         {"loss", p.loss},
+                         {"accuracy", p.accuracy ? ordered_json(*p.accuracy) : ordered_json()}});
+      runs.push_back({{"batch", run.batch},
+                      {"lr", run.lr.lr},
+                      {"lr_rule", run.lr.rule},
+                      {"warmup_epochs", run.warmup_epochs},
+                      {"reached", run.reached},
+                      {"train_s", run.train_s},
+                      {"steps", run.steps},
+                      {"epochs", run.epochs},
+                      {"eval_s", run.eval_s},
+                      {"loss", run.last.loss},
+                      {"accuracy", run.last.accuracy ? ordered_json(*run.last.accuracy) : ordered_json()},
+                      {"message", run.message},
+                      {"curve", curve}});
+    }
+    j["validation"] = {{"target", v.target},
+                       {"held_out", v.held_out},
+                       {"fastest_batch", v.fastest_batch ? ordered_json(*v.fastest_batch) : ordered_json()},
+                       {"runs", runs}};
+  }
   if (r.goodput) {
     const Goodput& g = *r.goodput;
     ordered_json points = ordered_json::array();
@@ -344,6 +374,18 @@ std::string to_table(const Report& r) {
                        grouped(p.goodput), g.best_batch && *g.best_batch == p.batch ? "<- best" : ""));
     if (g.within_5_percent.size() > 1)
       line(fmt::format("within 5 % of the best goodput: batches {}", fmt::join(g.within_5_percent, ", ")));
+  }
+  if (r.validation) {
+    const ValidationResult& v = *r.validation;
+    line("");
+    line(fmt::format("validation: time to {} on the {}", v.target, v.held_out));
+    line(fmt::format("{:>8}  {:>9}  {:>8}  {:>10}  {:>7}  {:>7}  {:>9}  {:>7}  {}", "batch", "lr", "reached",
+                     "train s", "steps", "epochs", "accuracy", "loss", "note"));
+    for (const auto& run : v.runs)
+      line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10.1f}  {:>7}  {:>7.2f}  {:>9}  {:>7.4f}  {}", run.batch, run.lr.lr,
+                       run.reached ? "yes" : "no", run.train_s, run.steps, run.epochs,
+                       run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : "-", run.last.loss,
+                       v.fastest_batch && *v.fastest_batch == run.batch ? "<- soonest" : run.message));
   }
   if (r.accumulation) {
     const AccumulationPlan& a = *r.accumulation;

@@ -113,6 +113,33 @@ at::Tensor ModuleWorkload::train_step(const Batch& batch) {
   return loss.detach();
 }
 
+void ModuleWorkload::set_lr(double lr) {
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+}
+
+std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset& data, int64_t batch) {
+  std::vector<bool> modes;
+  for (const auto& m : module().modules()) modes.push_back(m->is_training());
+  module().eval();
+  at::NoGradGuard no_grad;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  const bool classes = data.targets.scalar_type() == at::kLong;
+  const int64_t n = data.size();
+  for (int64_t start = 0; start < n; start += batch) {
+    const int64_t len = std::min(batch, n - start);
+    const at::Tensor input = model_input(data_, data.inputs.narrow(0, start, len), device_);
+    const at::Tensor target = data.targets.narrow(0, start, len).to(device_);
+    const at::Tensor output = model_.forward(input);
+    loss_sum += loss_(output, target).item<double>() * static_cast<double>(len);
+    if (classes) correct += output.argmax(1).eq(target).sum().item<int64_t>();
+  }
+  size_t i = 0;
+  for (const auto& m : module().modules()) m->train(modes[i++]);
+  return {loss_sum / static_cast<double>(n),
+          classes ? std::optional<double>(static_cast<double>(correct) / static_cast<double>(n)) : std::nullopt};
+}
+
 void ModuleWorkload::zero_grad() { optimizer_->zero_grad(); }
 
 at::Tensor ModuleWorkload::backward(const Batch& batch, double weight) {
@@ -399,6 +426,24 @@ void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model,
 }
 
 }  // namespace
+
+Dataset load_test_split(const WorkloadOptions& o) {
+  Dataset d;
+  if (o.dataset() == "fashion-mnist") {
+    d = load_fashion_mnist(o.data_dir().empty() ? kFashionMnistDir : o.data_dir(), /*train=*/false);
+  } else if (o.dataset() == "cifar10") {
+    d = load_cifar10(require(o.data_dir(), "--data-dir DIR (the cifar-10-batches-bin folder)", o.dataset()),
+                     /*train=*/false);
+  } else {
+    BATCHWISE_CHECK(false, ConfigError,
+                    "--dataset {}: validation needs a held-out test split, and only fashion-mnist (t10k) and cifar10 "
+                    "(test_batch.bin) have one",
+                    o.dataset());
+  }
+  if (o.loss() == "mse") d.targets = at::one_hot(d.targets, d.num_classes).to(at::kFloat), d.num_classes = 0;
+  apply_input_shape(d, o.input_shape());
+  return d;
+}
 
 std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
   const bool scripted = is_model_path(o.model());

@@ -101,7 +101,7 @@ TEST(Cli, NothingFitsExitsSixWithANullBatch) {
 }
 
 TEST(Cli, EverySubcommandHasHelpWithAnExample) {
-  for (const char* sub : {"fit", "sweep", "tune", "compare", "history", "report", "plan", "noise"}) {
+  for (const char* sub : {"fit", "sweep", "tune", "compare", "history", "report", "plan", "noise", "validate"}) {
     const Outcome r = batchwise(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("Example:"), std::string::npos) << sub << r.out;
@@ -254,6 +254,63 @@ TEST(Cli, NoiseReportsTheNoiseScaleWithItsTimeline) {
   expect_clean_error("noise --model mlp --dataset synthetic --batch 64 --micro-batch 24", 2,
                      "--micro-batch 24 must be below --batch 64 and divide it");
   expect_clean_error("noise --cmd -- true", 2, "it cannot be measured through --cmd");
+}
+
+// validate: real training on Fashion-MNIST to a test accuracy at each candidate, each with its
+// scaled learning rate; the soonest is recommended.
+TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
+  const fs::path json = scratch() / "validate.json";
+  const Outcome r = batchwise("validate --model mlp --batch-sizes 64,256 --target-accuracy 0.75 --max-epochs 1 "
+                              "--threads 2 --no-history -q --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  const auto& v = j.at("validation");
+  EXPECT_EQ(v.at("target"), "test accuracy >= 0.75");
+  EXPECT_NE(v.at("held_out").get<std::string>().find("10000 samples"), std::string::npos);
+  ASSERT_EQ(v.at("runs").size(), 2u);
+  for (const auto& run : v.at("runs")) {
+    EXPECT_TRUE(run.at("reached").get<bool>()) << run.dump();
+    EXPECT_GE(run.at("accuracy").get<double>(), 0.75);
+    EXPECT_GT(run.at("train_s").get<double>(), 0);
+    EXPECT_EQ(run.at("curve").back().at("accuracy"), run.at("accuracy"));
+    // 1/20 of an epoch between evaluations: the target was not yet reached one evaluation earlier.
+    if (run.at("curve").size() > 1) EXPECT_LT(run.at("curve").at(run.at("curve").size() - 2).at("accuracy").get<double>(), 0.75);
+  }
+  EXPECT_DOUBLE_EQ(v.at("runs").at(0).at("lr").get<double>(), 0.02);  // 0.01 x 64/32
+  EXPECT_DOUBLE_EQ(v.at("runs").at(1).at("lr").get<double>(), 0.08);
+  EXPECT_EQ(j.at("recommendation").at("batch"), v.at("fastest_batch"));
+  EXPECT_NE(r.out.find("<- soonest"), std::string::npos) << r.out;
+
+  const Outcome never = batchwise("validate --model mlp --batch-sizes 64 --target-accuracy 0.99 --max-epochs 0.05 "
+                                  "--no-history -q --json " + json.string());
+  ASSERT_EQ(never.code, 0) << never.err;
+  const auto n = nlohmann::json::parse(slurp(json));
+  EXPECT_FALSE(n.at("validation").at("runs").at(0).at("reached").get<bool>());
+  EXPECT_EQ(n.at("validation").at("runs").at(0).at("message"), "not reached within --max-epochs 0.05");
+  EXPECT_TRUE(n.at("validation").at("fastest_batch").is_null());
+  EXPECT_FALSE(n.contains("recommendation"));
+  expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 64", 2,
+                     "--dataset synthetic: validation needs a held-out test split");
+}
+
+TEST(Cli, TuneValidateConfirmsOrCorrectsTheRecommendation) {
+  const fs::path json = scratch() / "tune-validate.json";
+  const Outcome r = batchwise("tune --model mlp --min 32 --max 128 --fit-steps 1 --steps 2 --repetitions 1 --no-noise "
+                              "--validate --target-accuracy 0.7 --max-epochs 0.5 --threads 2 --no-history -q --json " +
+                              json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  const auto& v = j.at("validation");
+  ASSERT_GE(v.at("runs").size(), 2u);
+  const std::string reason = j.at("recommendation").at("reason");
+  if (v.at("fastest_batch").is_null()) {
+    EXPECT_NE(reason.find("not validated"), std::string::npos) << reason;
+  } else {
+    EXPECT_EQ(j.at("recommendation").at("batch"), v.at("fastest_batch"));
+    EXPECT_TRUE(reason.find("validated: it reached test accuracy >= 0.7 soonest") != std::string::npos ||
+                reason.find("soonest, in ") != std::string::npos)
+        << reason;
+  }
 }
 
 TEST(Cli, ReportErrorsNameTheInput) {

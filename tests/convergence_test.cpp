@@ -11,6 +11,7 @@
 #include "batchwise/convergence.h"
 #include "batchwise/error.h"
 #include "batchwise/memory.h"
+#include "batchwise/validate.h"
 #include "batchwise/workload.h"
 
 namespace batchwise {
@@ -259,6 +260,43 @@ TEST(Goodput, EfficiencyFollowsPollux) {
   EXPECT_NE(rec->reason.find("the throughput knee is batch 128"), std::string::npos) << rec->reason;
   // Without a noise scale: the knee, as before.
   EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt)->batch, 128);
+}
+
+// ---- validation ---------------------------------------------------------------------------------
+
+ValidationRun run_at(int64_t batch, bool reached, double seconds) {
+  ValidationRun r;
+  r.batch = batch;
+  r.reached = reached;
+  r.train_s = seconds;
+  r.steps = 100;
+  r.epochs = 0.5;
+  r.lr = scale_lr("sgd", 32, 0.01, batch);
+  r.message = reached ? "" : "not reached within --max-epochs 1";
+  return r;
+}
+
+TEST(Validation, ConfirmsCorrectsOrSaysItCouldNot) {
+  const Recommendation rec{128, "batch 128 makes the most training progress per second"};
+  ValidationResult v;
+  v.target = "test accuracy >= 0.85";
+  v.runs = {run_at(64, true, 5.0), run_at(128, true, 4.0), run_at(256, false, 9.0)};
+  v.fastest_batch = 128;
+  Recommendation out = confirm(rec, v);
+  EXPECT_EQ(out.batch, 128);
+  EXPECT_NE(out.reason.find("validated: it reached test accuracy >= 0.85 soonest, in 4.0 s of training"),
+            std::string::npos) << out.reason;
+  v.runs[0].train_s = 3.0;
+  v.fastest_batch = 64;
+  out = confirm(rec, v);
+  EXPECT_EQ(out.batch, 64);
+  EXPECT_NE(out.reason.find("batch 64 reached test accuracy >= 0.85 soonest, in 3.0 s"), std::string::npos) << out.reason;
+  EXPECT_NE(out.reason.find("the predicted batch 128 took 4.0 s"), std::string::npos) << out.reason;
+  v.fastest_batch.reset();
+  for (auto& r : v.runs) r.reached = false;
+  out = confirm(rec, v);
+  EXPECT_EQ(out.batch, 128);
+  EXPECT_NE(out.reason.find("not validated: no candidate reached"), std::string::npos) << out.reason;
 }
 
 }  // namespace

@@ -115,6 +115,29 @@ Report fixed_report() {
   r.noise = noise;
   r.goodput = goodput(r.sweep->points, *noise.b_simple);
   r.recommendation = recommend(r.fit, r.sweep, r.noise, r.goodput);
+
+  ValidationResult v;
+  v.target = "test accuracy >= 0.85";
+  v.held_out = "fashion-mnist test split, 10000 samples";
+  for (int64_t batch : {64, 128}) {
+    ValidationRun run;
+    run.batch = batch;
+    run.lr = scale_lr("sgd", 32, 0.01, batch);
+    run.warmup_epochs = 0.75;
+    for (int i = 1; i <= 3; ++i) {
+      run.curve.push_back({3000 * i, 3000 * i / batch, (batch == 64 ? 1.5 : 1.0) * i, 0.6 - 0.05 * i, 0.75 + 0.035 * i});
+    }
+    run.reached = true;
+    run.last = run.curve.back();
+    run.train_s = run.last.train_s;
+    run.steps = run.last.steps;
+    run.epochs = 0.15;
+    run.eval_s = 0.9;
+    v.runs.push_back(run);
+  }
+  v.fastest_batch = 128;
+  r.validation = v;
+  r.recommendation = confirm(*r.recommendation, v);
   r.lr = scale_lr("sgd", 32, 0.01, r.recommendation->batch);
   return r;
 }
@@ -247,7 +270,7 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
 
   const auto j = nlohmann::json::parse(json);
   const auto charts = chart_configs(html);
-  ASSERT_EQ(charts.size(), 5u);
+  ASSERT_EQ(charts.size(), 6u);
   // Throughput: one point per sweep batch that ran, at its measured median samples/s.
   std::vector<std::pair<int64_t, double>> ran;
   for (const auto& p : j.at("sweep").at("points"))
@@ -267,6 +290,10 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
   for (const auto& p : j.at("goodput").at("points")) good.emplace_back(p.at("batch"), p.at("goodput"));
   EXPECT_EQ(xy(dataset_labelled(charts.at("goodput"), "goodput")), good);
   EXPECT_EQ(xy(dataset_labelled(charts.at("noise"), "B_simple")).size(), 3u);
+  // Validation: one line per candidate, one point per evaluation.
+  for (const auto& run : j.at("validation").at("runs"))
+    EXPECT_EQ(dataset_labelled(charts.at("validation"), "batch " + std::to_string(run.at("batch").get<int>()) + " ")
+                  .at("data").size(), run.at("curve").size());
   // The recommendation opens the page, with its reason.
   EXPECT_LT(html.find("id=\"recommendation\""), html.find("id=\"throughput\""));
   EXPECT_NE(html.find("<b id=\"recommended-batch\">128</b>"), std::string::npos);
@@ -282,6 +309,7 @@ TEST(Html, SectionsAppearOnlyWithTheirData) {
   r.fit->breakdown.reset();
   r.noise.reset();
   r.goodput.reset();
+  r.validation.reset();
   r.recommendation = recommend(r.fit, r.sweep);
   const std::string html = to_html(to_json(r));
   EXPECT_EQ(html.find("id=\"throughput\""), std::string::npos);

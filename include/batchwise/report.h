@@ -11,6 +11,7 @@
 #include "batchwise/fit.h"
 #include "batchwise/sweep.h"
 #include "batchwise/trial.h"
+#include "batchwise/validate.h"
 
 namespace batchwise {
 
@@ -46,6 +47,7 @@ struct Report {
   std::optional<AccumulationPlan> accumulation;  ///< batchwise plan
   std::optional<NoiseResult> noise;              ///< batchwise noise; tune
   std::optional<Goodput> goodput;                ///< tune, from the sweep and the noise scale
+  std::optional<ValidationResult> validation;    ///< batchwise validate; tune --validate
 };
 
 /// The JSON report (schema_version "1"), pretty-printed.

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <string>
 
 #include "batchwise/data.h"
@@ -102,6 +104,13 @@ class ModuleWorkload : public Workload {
   void optimizer_step() override;
   std::vector<at::Tensor> gradients() override;
 
+  /// Sets the learning rate of every parameter group.
+  void set_lr(double lr);
+  /// The model's mean loss on `data` and, for class labels, its accuracy; inputs are normalised like
+  /// the training data's. Runs in eval mode without gradients, `batch` samples at a time, and puts
+  /// the training mode back.
+  std::pair<double, std::optional<double>> evaluate(const Dataset& data, int64_t batch = 1024);
+
   torch::nn::Module& module() { return *model_.ptr(); }
   torch::nn::AnyModule& model() { return model_; }
   const LossFn& loss() const { return loss_; }
@@ -160,6 +169,10 @@ struct WorkloadOptions {
 /// Builds a built-in workload. On CPU, install CpuMemoryTracker first so the model is counted.
 /// Throws ConfigError / DataError / ModelError / DeviceError naming the bad input.
 std::unique_ptr<Workload> make_workload(const WorkloadOptions& options);
+
+/// The held-out test split of the dataset `options` names (fashion-mnist: t10k; cifar10:
+/// test_batch.bin), shaped like the training data. Throws ConfigError for a dataset without one.
+Dataset load_test_split(const WorkloadOptions& options);
 
 /// "cross-entropy", "mse".
 const std::vector<std::string>& loss_names();

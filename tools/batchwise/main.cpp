@@ -28,6 +28,7 @@
 #include "batchwise/report.h"
 #include "batchwise/sweep.h"
 #include "batchwise/trace.h"
+#include "batchwise/validate.h"
 #include "batchwise/units.h"
 #include "batchwise/version.h"
 #include "batchwise/workload.h"
@@ -80,6 +81,10 @@ struct Flags {
   int noise_steps = 50;
   bool fixed_weights = false;
   bool no_noise = false;
+  // validate, tune --validate
+  bool validate = false;
+  double target_accuracy = 0, target_loss = 0, max_epochs = 3, max_seconds = 600;
+  int64_t eval_every = 0;
   int tune_noise_steps = 20;
 };
 
@@ -205,6 +210,25 @@ void check_writable(const std::string& path, const char* flag) {
   if (!existed) std::filesystem::remove(path);
 }
 
+ValidateOptions validate_options(const Flags& f, std::vector<int64_t> candidates) {
+  return ValidateOptions(std::move(candidates))
+      .target_accuracy(f.target_accuracy)
+      .target_loss(f.target_loss)
+      .max_epochs(f.max_epochs)
+      .max_seconds(f.max_seconds)
+      .eval_every_samples(f.eval_every)
+      .base_batch(f.base_batch);
+}
+
+void add_validate_flags(CLI::App* cmd, Flags& f) {
+  cmd->add_option("--target-accuracy", f.target_accuracy, "stop at this test accuracy (default 0.85 when no target)");
+  cmd->add_option("--target-loss", f.target_loss, "stop at this test loss");
+  cmd->add_option("--max-epochs", f.max_epochs, "give up after this many epochs per candidate")->capture_default_str();
+  cmd->add_option("--max-seconds", f.max_seconds, "give up after this much training time per candidate (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--eval-every", f.eval_every, "evaluate every this many training samples (default: 1/20 epoch)");
+}
+
 int run_report(const Flags& f) {
   const std::string out = f.html.empty() ? std::filesystem::path(f.report_file).replace_extension(".html").string() : f.html;
   if (out == f.report_file) throw ConfigError(fmt::format("-o {}: that is the JSON report itself; give another file", out));
@@ -269,6 +293,11 @@ int run(const std::string& command, Flags& f) {
   if (command == "noise" && f.use_cmd)
     throw ConfigError("noise: the noise scale needs the gradients of batchwise's own training step; it cannot be "
                       "measured through --cmd");
+  if (command == "validate" && f.batch_sizes.empty())
+    throw ConfigError("validate: no candidates; pass --batch-sizes 32,128,512");
+  if ((command == "validate" || f.validate) && f.use_cmd)
+    throw ConfigError("validate: time-to-accuracy needs batchwise's own training loop; it cannot run through --cmd");
+  if ((command == "validate" || f.validate) && f.target_accuracy == 0 && f.target_loss == 0) f.target_accuracy = 0.85;
   if (f.tune_noise_steps < 2) throw ConfigError(fmt::format("--noise-steps {}: at least 2", f.tune_noise_steps));
   if (command == "noise" && (f.noise_micro_batch < 1 || f.noise_micro_batch >= f.noise_batch ||
                              f.noise_batch % f.noise_micro_batch != 0))  // before the data is loaded
@@ -287,6 +316,7 @@ int run(const std::string& command, Flags& f) {
   // user's command, one child process per trial.
   std::unique_ptr<Workload> workload;
   std::unique_ptr<TrialRunner> runner;
+  Dataset held_out;
   bool cuda = false;
   std::string device = f.workload.device();
   if (f.use_cmd) {
@@ -297,6 +327,7 @@ int run(const std::string& command, Flags& f) {
   } else {
     workload = make_workload(f.workload);
     runner = std::make_unique<WorkloadRunner>(*workload);
+    if (command == "validate" || f.validate) held_out = load_test_split(f.workload);  // before a long run
     cuda = workload->device().is_cuda();
   }
   if (f.max == 0) {
@@ -388,6 +419,17 @@ int run(const std::string& command, Flags& f) {
                                                       .micro_batch(f.noise_micro_batch)
                                                       .steps(f.noise_steps)
                                                       .train(!f.fixed_weights));
+  } else if (command == "validate") {
+    if (!f.quiet) fmt::print(stderr, "validating: training to the target at each of {}\n", f.batch_sizes);
+    report.validation = validate(*workload, held_out, validate_options(f, parse_batch_sizes(f.batch_sizes, "--batch-sizes")));
+    if (report.validation->fastest_batch) {
+      for (const auto& run : report.validation->runs)
+        if (run.batch == *report.validation->fastest_batch)
+          report.recommendation = Recommendation{
+              run.batch, fmt::format("batch {} reached {} soonest: {:.1f} s of training ({} steps, {:.2f} epochs, lr "
+                                     "{:.4g})",
+                                     run.batch, report.validation->target, run.train_s, run.steps, run.epochs, run.lr.lr)};
+    }
   } else if (command == "plan") {
     int64_t max_micro = f.max_micro_batch;
     if (max_micro == 0) {  // the largest micro-batch is what fits: measure it
@@ -429,8 +471,22 @@ int run(const std::string& command, Flags& f) {
       if (report.noise->b_simple) report.goodput = goodput(report.sweep->points, *report.noise->b_simple);
     }
   }
-  if (command != "plan" && command != "noise")
+  if (command != "plan" && command != "noise" && command != "validate")
     report.recommendation = recommend(report.fit, report.sweep, report.noise, report.goodput);
+  if (command == "tune" && f.validate && report.recommendation) {
+    // Candidates: the recommendation, the throughput knee, and half and twice the recommendation
+    // (within the fit).
+    const int64_t rec = report.recommendation->batch;
+    std::vector<int64_t> candidates{rec};
+    if (report.sweep && report.sweep->knee_batch) candidates.push_back(*report.sweep->knee_batch);
+    if (rec / 2 >= std::max<int64_t>(1, f.min)) candidates.push_back(rec / 2);
+    if (!report.fit || !report.fit->batch || rec * 2 <= *report.fit->batch) candidates.push_back(rec * 2);
+    std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    if (!f.quiet) fmt::print(stderr, "validating: training to the target at each of {}\n", candidates);
+    report.validation = validate(*workload, held_out, validate_options(f, candidates));
+    report.recommendation = confirm(*report.recommendation, *report.validation);
+  }
   // The learning rate next to the batch to train with, scaled from the base the user's --lr is for.
   const std::optional<int64_t> lr_batch =
       report.accumulation ? std::optional<int64_t>(report.accumulation->global_batch)
@@ -518,6 +574,20 @@ int main(int argc, char** argv) {
   tune_cmd->add_option("--base-batch", f.base_batch,
                        "the batch --lr is meant for; the recommended batch's learning rate is scaled from it")
       ->capture_default_str();
+
+  tune_cmd->add_flag("--validate", f.validate,
+                     "train to a target (--target-accuracy, default 0.85) at the recommended batch, the knee, and half "
+                     "and twice the recommendation; recommend the one that got there soonest");
+  add_validate_flags(tune_cmd, f);
+
+  auto* validate_cmd = app.add_subcommand(
+      "validate", "Train to a target test accuracy or loss at each batch size, with its scaled learning rate");
+  add_workload_flags(validate_cmd, f);
+  validate_cmd->add_option("--batch-sizes", f.batch_sizes, "the candidates: a list or range, e.g. 32,128,512")->required();
+  add_validate_flags(validate_cmd, f);
+  validate_cmd->add_option("--base-batch", f.base_batch, "the batch --lr is meant for")->capture_default_str();
+  validate_cmd->footer("Example:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
+                       "--json validate.json");
 
   auto* plan_cmd = app.add_subcommand(
       "plan", "Micro-batch x accumulation steps x devices that keep a global batch exact, with its learning rate");

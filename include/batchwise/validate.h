@@ -1,0 +1,81 @@
+#pragma once
+/// Time-to-accuracy validation: train the real model from the same starting state at each candidate
+/// batch size, each with its scaled learning rate, until a held-out metric reaches a target, and
+/// measure the training time, steps and epochs it took. This is what the goodput model predicts; the
+/// validation checks it.
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batchwise/convergence.h"
+#include "batchwise/data.h"
+
+namespace batchwise {
+
+class Workload;
+
+/// Example: `validate(workload, test_set, ValidateOptions({64, 256}).target_accuracy(0.85))`.
+struct ValidateOptions {
+  explicit ValidateOptions(std::vector<int64_t> batch_sizes) : batch_sizes_(std::move(batch_sizes)) {}
+  TORCH_ARG(std::vector<int64_t>, batch_sizes);
+  /// Stop when held-out accuracy reaches this (classification); 0: not a target.
+  TORCH_ARG(double, target_accuracy) = 0;
+  /// Stop when held-out loss falls to this; 0: not a target. One of the two targets is required.
+  TORCH_ARG(double, target_loss) = 0;
+  /// Give up after this many epochs of training data.
+  TORCH_ARG(double, max_epochs) = 3;
+  /// Give up after this much training time (seconds) per candidate; 0: no limit.
+  TORCH_ARG(double, max_seconds) = 600;
+  /// Evaluate after every this many training samples; 0: every 1/20 of an epoch.
+  TORCH_ARG(int64_t, eval_every_samples) = 0;
+  /// The learning rate is scaled from (base_batch, base_lr) with scale_lr; base_lr 0: the workload's.
+  TORCH_ARG(int64_t, base_batch) = 32;
+  TORCH_ARG(double, base_lr) = 0;
+};
+
+/// One evaluation on the held-out set.
+struct ValidationPoint {
+  int64_t samples = 0;   ///< training samples seen so far
+  int64_t steps = 0;
+  double train_s = 0;    ///< training time so far (evaluations excluded)
+  double loss = 0;
+  std::optional<double> accuracy;
+};
+
+/// One candidate batch size.
+struct ValidationRun {
+  int64_t batch = 0;
+  ScaledLr lr;
+  double warmup_epochs = 0;      ///< linear warm-up actually applied (capped at a quarter of max_epochs)
+  bool reached = false;
+  double train_s = 0;            ///< to the target, or until it gave up
+  int64_t steps = 0;
+  double epochs = 0;
+  double eval_s = 0;             ///< time spent evaluating (not in train_s)
+  ValidationPoint last;          ///< the last evaluation
+  std::vector<ValidationPoint> curve;
+  std::string message;           ///< why it stopped without reaching the target; or an error
+};
+
+struct ValidationResult {
+  std::string target;            ///< "test accuracy >= 0.85" or "test loss <= 0.4"
+  std::string held_out;          ///< the held-out set's name and size
+  std::vector<ValidationRun> runs;
+  /// The candidate that reached the target in the least training time; none if none did.
+  std::optional<int64_t> fastest_batch;
+};
+
+/// Trains `workload` from its current state at each candidate batch (restoring the state before
+/// each and after the last), evaluating on `held_out` (eval mode, no gradients). Throws ConfigError
+/// for a workload that is not a ModuleWorkload, no target, or no candidates.
+ValidationResult validate(Workload& workload, const Dataset& held_out, const ValidateOptions& options);
+
+/// The recommendation after validation: confirmed when the recommended batch reached the target in
+/// the least training time, corrected to the batch that did otherwise, and unchanged (saying so)
+/// when no candidate reached it. The reason cites the measured times.
+Recommendation confirm(const Recommendation& recommendation, const ValidationResult& validation);
+
+}  // namespace batchwise
