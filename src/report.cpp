@@ -36,6 +36,7 @@ ordered_json trial_json(const Trial& t) {
   j["steps"] = t.steps;
   j["repetitions"] = t.repetitions;
   j["steps_run"] = t.steps_run;
+  if (t.accumulation_steps > 1) j["accumulation_steps"] = t.accumulation_steps;
   j["loss_first"] = number_or_null(t.loss_first, t.steps_run > 0);
   j["loss_last"] = number_or_null(t.loss_last, t.steps_run > 0);
   j["wall_s"] = t.wall_s;

@@ -84,6 +84,8 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
   t.outcome = Outcome::Ok;
   const auto saved = workload.save_state();
 
+  const int64_t accumulation = std::min(o.accumulation_steps(), o.batch());
+  t.accumulation_steps = accumulation;
   memory->synchronize();
   // Cached blocks of an earlier, larger trial would otherwise count towards this trial's peak
   // (CUDA's reserved bytes); on CPU there is no cache.
@@ -96,7 +98,9 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
       const auto start = clock::now();
       const Batch batch = workload.next_batch(o.batch());
       BATCHWISE_ASSERT(batch.input.size(0) == o.batch());
-      const double loss = workload.train_step(batch).item<double>();  // item() waits for the device
+      const double loss = (accumulation > 1 ? train_step_accumulated(workload, batch, accumulation)
+                                            : workload.train_step(batch))
+                              .item<double>();  // item() waits for the device
       memory->synchronize();
       const auto end = clock::now();
       if (i == 0) t.loss_first = loss;

@@ -11,6 +11,7 @@
 #include "batchwise/convergence.h"
 #include "batchwise/error.h"
 #include "batchwise/memory.h"
+#include "batchwise/trial.h"
 #include "batchwise/validate.h"
 #include "batchwise/workload.h"
 
@@ -153,6 +154,19 @@ TEST(Accumulation, AnAccumulatedStepTrainsLikeTheFullStep) {
   const auto pa = dynamic_cast<ModuleWorkload&>(*a).module().parameters();
   const auto pb = dynamic_cast<ModuleWorkload&>(*b).module().parameters();
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::allclose(pa[i], pb[i], 1e-4, 1e-6)) << i;
+}
+
+// A trial can train its batch the way an accumulation plan does: same samples per step, the
+// activations of one micro-batch at a time.
+TEST(Accumulation, TrialsTrainTheBatchInMicroBatches) {
+  auto w = small("lenet");
+  const Trial plain = run_trial(*w, TrialOptions(256).warmup(1).steps(1));
+  const Trial accumulated = run_trial(*w, TrialOptions(256).warmup(1).steps(1).accumulation_steps(8));
+  ASSERT_EQ(plain.outcome, Outcome::Ok) << plain.message;
+  ASSERT_EQ(accumulated.outcome, Outcome::Ok) << accumulated.message;
+  EXPECT_EQ(accumulated.accumulation_steps, 8);
+  EXPECT_EQ(accumulated.steps_run, 2);
+  EXPECT_LT(accumulated.peak_bytes, plain.peak_bytes * 3 / 4) << accumulated.peak_bytes << " vs " << plain.peak_bytes;
 }
 
 // ---- gradient noise scale -----------------------------------------------------------------------

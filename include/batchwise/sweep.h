@@ -25,6 +25,8 @@ struct SweepOptions {
   /// The knee is the smallest batch within this fraction of the best samples/s.
   TORCH_ARG(double, knee_tolerance) = 0.05;
   TORCH_ARG(double, trial_timeout_s) = 0;
+  /// Micro-batches per step (TrialOptions::accumulation_steps).
+  TORCH_ARG(int64_t, accumulation_steps) = 1;
   TORCH_ARG(TrialCallback, on_trial);
   TORCH_ARG(TrialStartCallback, on_trial_start);
 };

@@ -58,6 +58,10 @@ struct TrialOptions {
   TORCH_ARG(int64_t, limit_bytes) = 0;
   /// Wall-clock limit in seconds, checked between steps; 0: none.
   TORCH_ARG(double, timeout_s) = 0;
+  /// Each step accumulates gradients over this many micro-batches of the batch (as equal as
+  /// possible; at most one per sample) before the optimizer step: the batch trained the way an
+  /// accumulation plan trains it. 1: a plain step.
+  TORCH_ARG(int64_t, accumulation_steps) = 1;
 };
 
 /// What one trial (or, in a sweep, all repetitions at one batch size) measured.
@@ -67,6 +71,7 @@ struct Trial {
   int warmup_steps = 0;             ///< warm-up steps asked for (per repetition)
   int steps = 0;                    ///< measured steps asked for (per repetition)
   int repetitions = 1;
+  int64_t accumulation_steps = 1;   ///< micro-batches per step (TrialOptions::accumulation_steps)
   int steps_run = 0;                ///< full training steps that completed, warm-up included
   /// Peak device memory: on CPU every accounted tensor byte, on CUDA the caching allocator's
   /// reserved bytes. For an out-of-memory trial, the peak reached before the failing request.

@@ -81,6 +81,7 @@ struct Flags {
   int noise_steps = 50;
   bool fixed_weights = false;
   bool no_noise = false;
+  int64_t accumulation_steps = 1;
   // validate, tune --validate
   bool validate = false;
   double target_accuracy = 0, target_loss = 0, max_epochs = 3, max_seconds = 600;
@@ -184,6 +185,7 @@ SweepOptions sweep_options(const Flags& f, int64_t budget, const TrialCallback& 
       .steps(f.steps)
       .repetitions(f.repetitions)
       .budget_bytes(budget)
+      .accumulation_steps(f.accumulation_steps)
       .trial_timeout_s(f.trial_timeout_s)
       .on_trial(progress)
       .on_trial_start(started);
@@ -293,6 +295,11 @@ int run(const std::string& command, Flags& f) {
   if (command == "noise" && f.use_cmd)
     throw ConfigError("noise: the noise scale needs the gradients of batchwise's own training step; it cannot be "
                       "measured through --cmd");
+  if (f.accumulation_steps < 1)
+    throw ConfigError(fmt::format("--accumulation-steps {}: must be at least 1", f.accumulation_steps));
+  if (f.accumulation_steps > 1 && f.use_cmd)
+    throw ConfigError("--accumulation-steps: batchwise accumulates in its own training step; with --cmd, accumulate "
+                      "inside your command");
   if (command == "validate" && f.batch_sizes.empty())
     throw ConfigError("validate: no candidates; pass --batch-sizes 32,128,512");
   if ((command == "validate" || f.validate) && f.use_cmd)
@@ -552,6 +559,9 @@ int main(int argc, char** argv) {
   add_workload_flags(sweep_cmd, f);
   add_sweep_flags(sweep_cmd, f);
   sweep_cmd->add_option("--steps", f.steps, "measured steps per trial")->capture_default_str();
+  sweep_cmd->add_option("--accumulation-steps", f.accumulation_steps,
+                        "train each batch as this many accumulated micro-batches (as `plan` would)")
+      ->capture_default_str();
   sweep_cmd->footer("Example:\n  batchwise sweep --model mlp --range 16-1024*2 --repetitions 3 --json sweep.json");
 
   auto* tune_cmd = app.add_subcommand("tune", "Fit, sweep doublings of --min up to the fit, and recommend a batch");
