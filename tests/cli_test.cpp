@@ -101,7 +101,7 @@ TEST(Cli, NothingFitsExitsSixWithANullBatch) {
 }
 
 TEST(Cli, EverySubcommandHasHelpWithAnExample) {
-  for (const char* sub : {"fit", "sweep", "tune", "compare", "history", "report", "plan", "noise", "validate"}) {
+  for (const char* sub : {"fit", "sweep", "tune", "compare", "history", "report", "plan", "noise", "validate", "doctor"}) {
     const Outcome r = batchwise(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("Example:"), std::string::npos) << sub << r.out;
@@ -311,6 +311,47 @@ TEST(Cli, TuneValidateConfirmsOrCorrectsTheRecommendation) {
                 reason.find("soonest, in ") != std::string::npos)
         << reason;
   }
+}
+
+// doctor: run alone (CTest RUN_SERIAL), since another test on the other core would slow the GEMM.
+TEST(Doctor, DefaultSettingsShowNoGemmShortfall) {
+  const fs::path json = scratch() / "doctor.json";
+  const Outcome r = batchwise("doctor --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_GT(j.at("gemm_gflops").get<double>(), 0);
+  EXPECT_GT(j.at("cpu").at("peak_gflops").get<double>(), 0);
+  for (const auto& f : j.at("findings")) {
+    EXPECT_NE(f.at("status"), "warning") << f.dump();
+    if (f.at("check") == "gemm") EXPECT_EQ(f.at("status"), "ok") << f.dump();
+  }
+  EXPECT_NE(r.out.find("no problems found"), std::string::npos) << r.out;
+  EXPECT_FALSE(j.at("reference_blas").get<bool>());
+}
+
+TEST(Doctor, OneThreadOnTwoCoresIsAShortfallWithItsFix) {
+  const fs::path json = scratch() / "doctor1.json";
+  const Outcome probe = batchwise("doctor --json " + json.string());
+  ASSERT_EQ(probe.code, 0) << probe.err;
+  const int cores = nlohmann::json::parse(slurp(json)).at("cpu").at("physical_cores");
+  if (cores < 2) GTEST_SKIP() << "one core: one thread is all of it";
+  const Outcome r = batchwise("doctor --threads 1 --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  bool gemm = false, threads = false;
+  for (const auto& f : j.at("findings")) {
+    if (f.at("check") == "gemm") {
+      gemm = true;
+      EXPECT_EQ(f.at("status"), "warning") << f.dump();
+      EXPECT_NE(f.at("fix").get<std::string>().find("OMP_NUM_THREADS=" + std::to_string(cores)), std::string::npos);
+    }
+    if (f.at("check") == "threads") {
+      threads = true;
+      EXPECT_EQ(f.at("status"), "warning") << f.dump();
+    }
+  }
+  EXPECT_TRUE(gemm && threads) << j.at("findings").dump();
+  EXPECT_LT(j.at("gemm_fraction_of_peak").get<double>(), 0.5);
 }
 
 TEST(Cli, ReportErrorsNameTheInput) {

@@ -20,6 +20,7 @@
 #include "batchwise/compare.h"
 #include "batchwise/convergence.h"
 #include "batchwise/device.h"
+#include "batchwise/doctor.h"
 #include "batchwise/error.h"
 #include "batchwise/fit.h"
 #include "batchwise/history.h"
@@ -231,6 +232,15 @@ void add_validate_flags(CLI::App* cmd, Flags& f) {
   cmd->add_option("--eval-every", f.eval_every, "evaluate every this many training samples (default: 1/20 epoch)");
 }
 
+int run_doctor_command(const Flags& f) {
+  if (f.threads < 0) throw ConfigError(fmt::format("--threads {}: must be positive", f.threads));
+  if (f.threads > 0) torch::set_num_threads(f.threads);
+  const DoctorReport d = run_doctor();
+  std::cout << to_table(d) << std::flush;
+  if (!f.json.empty()) write_file(f.json, to_json(d));
+  return kExitOk;
+}
+
 int run_report(const Flags& f) {
   const std::string out = f.html.empty() ? std::filesystem::path(f.report_file).replace_extension(".html").string() : f.html;
   if (out == f.report_file) throw ConfigError(fmt::format("-o {}: that is the JSON report itself; give another file", out));
@@ -275,6 +285,7 @@ int run(const std::string& command, Flags& f) {
   if (command == "compare") return run_compare(f);
   if (command == "history") return run_history(f);
   if (command == "report") return run_report(f);
+  if (command == "doctor") return run_doctor_command(f);
   CpuMemoryTracker::install();  // before any model exists, so its tensors are counted
   if (f.threads > 0) torch::set_num_threads(f.threads);
   if (f.threads < 0) throw ConfigError(fmt::format("--threads {}: must be positive", f.threads));
@@ -344,6 +355,13 @@ int run(const std::string& command, Flags& f) {
   }
   Report report;
   report.context = make_context(resolve_device(f.use_cmd && !cuda ? "cpu" : device));
+  if (command == "tune" && workload) {
+    // The doctor's warnings first: a slow BLAS or too few threads distort every figure that follows.
+    for (const auto& w : run_doctor(DoctorOptions().gemm(!cuda)).warnings()) {
+      if (!f.quiet) fmt::print(stderr, "doctor: warning: {}\n  fix: {}\n", w.detail, w.fix);
+      report.context.warnings.push_back(fmt::format("doctor: {} (fix: {})", w.detail, w.fix));
+    }
+  }
   report.context.device_total_bytes = runner->device_total_bytes();
   report.workload = runner->info();
   report.budget_bytes = budget > 0 ? budget : runner->default_budget_bytes();
@@ -598,6 +616,12 @@ int main(int argc, char** argv) {
   validate_cmd->add_option("--base-batch", f.base_batch, "the batch --lr is meant for")->capture_default_str();
   validate_cmd->footer("Example:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
                        "--json validate.json");
+
+  auto* doctor_cmd = app.add_subcommand(
+      "doctor", "Check the set-up: LibTorch build, BLAS, a GEMM rate against the CPU's peak, threads, CUDA");
+  doctor_cmd->add_option("--threads", f.threads, "intra-op threads (default: torch's choice)");
+  doctor_cmd->add_option("--json", f.json, "write the findings as JSON to FILE");
+  doctor_cmd->footer("Example:\n  batchwise doctor\n  batchwise doctor --threads 1   # see what one thread costs");
 
   auto* plan_cmd = app.add_subcommand(
       "plan", "Micro-batch x accumulation steps x devices that keep a global batch exact, with its learning rate");

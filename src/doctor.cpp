@@ -1,0 +1,290 @@
+// batchwise doctor: the machine's training set-up, checked, with fixes.
+#include "batchwise/doctor.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sched.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "batchwise/device.h"
+#include "compat.h"
+#include "nvml.h"
+
+namespace batchwise {
+
+std::vector<Finding> DoctorReport::warnings() const {
+  std::vector<Finding> out;
+  for (const auto& f : findings)
+    if (f.status == "warning") out.push_back(f);
+  return out;
+}
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+CpuPeak cpu_peak() {
+  CpuPeak p;
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  const bool have_mask = sched_getaffinity(0, sizeof(mask), &mask) == 0;
+  p.logical_cpus = have_mask ? CPU_COUNT(&mask) : 1;
+  std::ifstream in("/proc/cpuinfo");
+  std::set<std::pair<int, int>> cores;  // (physical id, core id) of the CPUs this process may use
+  int processor = -1, physical = 0;
+  std::string flags;
+  for (std::string line; std::getline(in, line);) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "processor") processor = std::atoi(value.c_str());
+    else if (key == "physical id") physical = std::atoi(value.c_str());
+    else if (key == "core id" && (!have_mask || (processor >= 0 && CPU_ISSET(processor, &mask))))
+      cores.insert({physical, std::atoi(value.c_str())});
+    else if (key == "model name" && p.model.empty()) p.model = value;
+    else if (key == "cpu MHz" && p.ghz == 0) p.ghz = std::atof(value.c_str()) / 1000.0;
+    else if (key == "flags" && flags.empty()) flags = " " + value + " ";
+  }
+  p.physical_cores = cores.empty() ? p.logical_cpus : std::min<int>(static_cast<int>(cores.size()), p.logical_cpus);
+  auto has = [&](const char* flag) { return flags.find(std::string(" ") + flag + " ") != std::string::npos; };
+  // fp32 FLOP per cycle per core: 2 (a fused multiply-add) x vector lanes x 2 FMA units, the
+  // server-class count; with one unit the real peak is half, so this estimate errs high.
+  if (has("avx512f")) p.flops_per_cycle = 64, p.isa = "AVX-512";
+  else if (has("avx2") && has("fma")) p.flops_per_cycle = 32, p.isa = "AVX2+FMA";
+  else if (has("avx")) p.flops_per_cycle = 16, p.isa = "AVX";
+  else p.flops_per_cycle = 8, p.isa = "SSE";
+  p.gflops = p.physical_cores * p.flops_per_cycle * p.ghz;
+  return p;
+}
+
+// The BLAS shared library this process has loaded, if any (PyPI's torch links MKL statically).
+std::string loaded_blas() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    if (path.find("libblas.so") != std::string::npos || path.find("libopenblas") != std::string::npos ||
+        path.find("libmkl_rt") != std::string::npos || path.find("libblis") != std::string::npos)
+      return path;
+  }
+  return "";
+}
+
+std::string build_blas(const std::string& config) {
+  const auto pos = config.find("BLAS_INFO=");
+  if (pos == std::string::npos) return "unknown";
+  std::string name = config.substr(pos + 10, config.find_first_of(", \n", pos + 10) - pos - 10);
+  return name == "open" ? "openblas" : name;
+}
+
+double gemm_gflops(const DoctorOptions& o) {
+  const int64_t n = o.gemm_size();
+  const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
+  at::Tensor c = at::empty({n, n});
+  for (int i = 0; i < 2; ++i) at::mm_out(c, a, b);
+  double best = 0;
+  for (int i = 0; i < o.gemm_repetitions(); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    at::mm_out(c, a, b);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / s / 1e9);
+  }
+  return best;
+}
+
+}  // namespace
+
+DoctorReport run_doctor(const DoctorOptions& o) {
+  DoctorReport r;
+  r.torch_version = BATCHWISE_TORCH_VERSION_STRING;
+  r.build_config = at::show_config();
+  r.blas = build_blas(r.build_config);
+  r.blas_library = loaded_blas();
+  r.reference_blas = r.blas_library.find("/blas/libblas.so") != std::string::npos;
+  r.intra_op_threads = at::get_num_threads();
+  r.inter_op_threads = static_cast<int>(at::get_num_interop_threads());
+  r.omp_num_threads = env("OMP_NUM_THREADS");
+  r.mkl_num_threads = env("MKL_NUM_THREADS");
+  r.mkl_enable_instructions = env("MKL_ENABLE_INSTRUCTIONS");
+  r.cpu = cpu_peak();
+  auto add = [&](std::string check, std::string status, std::string detail, std::string fix = "") {
+    r.findings.push_back({std::move(check), std::move(status), std::move(detail), std::move(fix)});
+  };
+
+  add("torch", "ok", fmt::format("LibTorch {}, BLAS {}{}", r.torch_version, r.blas,
+                                 r.blas_library.empty() ? " (linked in)" : " (" + r.blas_library + ")"));
+  if (r.reference_blas)
+    add("blas", "warning",
+        fmt::format("libblas.so.3 resolves to the netlib reference BLAS ({}): unoptimised, measured ~28x slower than "
+                    "OpenBLAS for training on this kind of machine",
+                    r.blas_library),
+        "apt-get install libopenblas0-pthread (update-alternatives then points libblas.so.3 at OpenBLAS)");
+  else
+    add("blas", "ok", r.blas_library.empty() ? fmt::format("{} is linked into LibTorch", r.blas)
+                                             : fmt::format("an optimised BLAS is loaded: {}", r.blas_library));
+
+  // Threads against cores.
+  const std::string threads_env =
+      r.omp_num_threads.empty() ? "OMP_NUM_THREADS unset" : "OMP_NUM_THREADS=" + r.omp_num_threads;
+  if (r.intra_op_threads < r.cpu.physical_cores)
+    add("threads", "warning",
+        fmt::format("{} intra-op thread{} on {} cores ({}): matrix kernels use only part of the CPU",
+                    r.intra_op_threads, r.intra_op_threads == 1 ? "" : "s", r.cpu.physical_cores, threads_env),
+        fmt::format("use all {} cores: drop --threads (or pass --threads {}), or set OMP_NUM_THREADS={}",
+                    r.cpu.physical_cores, r.cpu.physical_cores, r.cpu.physical_cores));
+  else if (r.intra_op_threads > r.cpu.logical_cpus)
+    add("threads", "warning",
+        fmt::format("{} intra-op threads on {} logical CPUs ({}): oversubscribed threads wait for each other",
+                    r.intra_op_threads, r.cpu.logical_cpus, threads_env),
+        fmt::format("set --threads {} (or OMP_NUM_THREADS={})", r.cpu.physical_cores, r.cpu.physical_cores));
+  else
+    add("threads", "ok",
+        fmt::format("{} intra-op threads, {} inter-op, on {} cores / {} logical CPUs ({})", r.intra_op_threads,
+                    r.inter_op_threads, r.cpu.physical_cores, r.cpu.logical_cpus, threads_env));
+
+  if (o.gemm()) {
+    r.gemm_gflops = gemm_gflops(o);
+    const std::string basis = fmt::format("{} cores x {} fp32 FLOP/cycle ({}) x {:.2f} GHz = {:.0f} GFLOP/s",
+                                          r.cpu.physical_cores, r.cpu.flops_per_cycle, r.cpu.isa, r.cpu.ghz,
+                                          r.cpu.gflops);
+    if (r.cpu.gflops <= 0) {
+      add("gemm", "info", fmt::format("fp32 GEMM {}x{}: {:.0f} GFLOP/s; the CPU clock is unknown, so there is no "
+                                      "peak to compare with", o.gemm_size(), o.gemm_size(), *r.gemm_gflops));
+    } else {
+      r.gemm_fraction = *r.gemm_gflops / r.cpu.gflops;
+      const std::string detail = fmt::format("fp32 GEMM {}x{} at {} thread{}: {:.0f} GFLOP/s, {:.0f} % of the {}",
+                                             o.gemm_size(), o.gemm_size(), r.intra_op_threads,
+                                             r.intra_op_threads == 1 ? "" : "s", *r.gemm_gflops,
+                                             100 * *r.gemm_fraction, "estimated peak (" + basis + ")");
+      if (*r.gemm_fraction >= kGemmShortfall) {
+        add("gemm", "ok", detail);
+      } else {
+        std::string fix;
+        if (r.reference_blas) fix = "install an optimised BLAS: apt-get install libopenblas0-pthread";
+        else if (r.intra_op_threads < r.cpu.physical_cores)
+          fix = fmt::format("give the math library every core: drop --threads, or set OMP_NUM_THREADS={}",
+                            r.cpu.physical_cores);
+        else if (!r.mkl_enable_instructions.empty())
+          fix = fmt::format("unset MKL_ENABLE_INSTRUCTIONS (={}): it keeps MKL from this CPU's {} kernels",
+                            r.mkl_enable_instructions, r.cpu.isa);
+        else
+          fix = "something else is using the CPU, or it is throttled: check top for other processes and the CPU "
+                "frequency governor";
+        add("gemm", "warning", detail + fmt::format(": below {:.0f} % is a shortfall", 100 * kGemmShortfall), fix);
+      }
+    }
+  }
+  if (!r.mkl_enable_instructions.empty() && r.blas == "mkl")
+    add("mkl", "warning",
+        fmt::format("MKL_ENABLE_INSTRUCTIONS={} limits MKL's instruction set on this {} CPU", r.mkl_enable_instructions,
+                    r.cpu.isa),
+        "unset MKL_ENABLE_INSTRUCTIONS");
+
+  // CUDA.
+  r.cuda_built = built_with_cuda();
+  r.cuda_available = r.cuda_built && torch::cuda::is_available();
+  r.cuda_devices = r.cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
+  const detail::Nvml& nvml = detail::shared_nvml();
+  r.nvml = nvml.available();
+  r.nvml_reason = nvml.reason();
+  if (!r.cuda_built) {
+    add("cuda", "info", "this batchwise was built without CUDA: CPU only");
+  } else if (!r.cuda_available) {
+    add("cuda", "info", fmt::format("built with CUDA, but no CUDA device is visible{}",
+                                    r.nvml ? "" : " (NVML: " + r.nvml_reason + ")"),
+        "on a GPU machine: check nvidia-smi, the driver, and CUDA_VISIBLE_DEVICES");
+  } else {
+    try {
+      if (at::Context::hasCuDNN()) r.cudnn_version = std::to_string(at::Context::versionCuDNN());
+    } catch (const c10::Error&) {
+    }
+    r.tf32_matmul = at::globalContext().float32MatmulPrecision() != at::Float32MatmulPrecision::HIGHEST;
+    r.cudnn_benchmark = at::globalContext().benchmarkCuDNN();
+    add("cuda", "ok", fmt::format("{} CUDA device{}, cuDNN {}, NVML {}", r.cuda_devices, r.cuda_devices == 1 ? "" : "s",
+                                  r.cudnn_version.empty() ? "absent" : r.cudnn_version,
+                                  r.nvml ? "loaded" : "unavailable (" + r.nvml_reason + ")"));
+    if (!r.nvml)
+      add("nvml", "warning", "NVML could not be loaded: no utilisation or per-process GPU memory for --cmd",
+          "install the NVIDIA driver's libnvidia-ml.so.1 (it comes with the driver)");
+    add("tf32", "info",
+        r.tf32_matmul ? "fp32 matmuls may use TF32 tensor cores (faster, 10-bit mantissa)"
+                      : "fp32 matmuls run in full fp32 (TF32 off): on Ampere and later, up to several times slower",
+        r.tf32_matmul ? "" : "if TF32's precision suits the model: torch.backends.cuda.matmul.allow_tf32 = True "
+                             "(C++: at::globalContext().setFloat32MatmulPrecision(\"high\"))");
+    add("cudnn-benchmark", "info",
+        r.cudnn_benchmark ? "cuDNN benchmark mode is on: convolution algorithms are tuned per shape"
+                          : "cuDNN benchmark mode is off: fixed-shape convolution nets often run faster with it on",
+        r.cudnn_benchmark ? "" : "torch.backends.cudnn.benchmark = True for fixed input shapes");
+  }
+  return r;
+}
+
+std::string to_table(const DoctorReport& r) {
+  std::string out = fmt::format("batchwise doctor: LibTorch {} | {} | {} cores ({} logical) | {}\n", r.torch_version,
+                                r.cpu.model.empty() ? "unknown CPU" : r.cpu.model, r.cpu.physical_cores,
+                                r.cpu.logical_cpus, r.cpu.isa);
+  for (const auto& f : r.findings) {
+    out += fmt::format("{:<8} {:<16} {}\n", f.status == "ok" ? "ok" : f.status, f.check, f.detail);
+    if (!f.fix.empty()) out += fmt::format("{:<8} {:<16} fix: {}\n", "", "", f.fix);
+  }
+  const size_t warnings = r.warnings().size();
+  out += warnings == 0 ? "no problems found\n" : fmt::format("{} warning{}\n", warnings, warnings == 1 ? "" : "s");
+  return out;
+}
+
+std::string to_json(const DoctorReport& r) {
+  using nlohmann::ordered_json;
+  ordered_json findings = ordered_json::array();
+  for (const auto& f : r.findings)
+    findings.push_back({{"check", f.check}, {"status", f.status}, {"detail", f.detail}, {"fix", f.fix}});
+  auto optional = [](const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(); };
+  const ordered_json j = {
+      {"torch_version", r.torch_version},
+      {"blas", r.blas},
+      {"blas_library", r.blas_library},
+      {"reference_blas", r.reference_blas},
+      {"threads", {{"intra_op", r.intra_op_threads}, {"inter_op", r.inter_op_threads}}},
+      {"environment",
+       {{"OMP_NUM_THREADS", r.omp_num_threads},
+        {"MKL_NUM_THREADS", r.mkl_num_threads},
+        {"MKL_ENABLE_INSTRUCTIONS", r.mkl_enable_instructions}}},
+      {"cpu",
+       {{"model", r.cpu.model},
+        {"logical_cpus", r.cpu.logical_cpus},
+        {"physical_cores", r.cpu.physical_cores},
+        {"ghz", r.cpu.ghz},
+        {"isa", r.cpu.isa},
+        {"flops_per_cycle", r.cpu.flops_per_cycle},
+        {"peak_gflops", r.cpu.gflops}}},
+      {"gemm_gflops", optional(r.gemm_gflops)},
+      {"gemm_fraction_of_peak", optional(r.gemm_fraction)},
+      {"cuda",
+       {{"built", r.cuda_built},
+        {"available", r.cuda_available},
+        {"devices", r.cuda_devices},
+        {"cudnn_version", r.cudnn_version},
+        {"nvml", r.nvml},
+        {"tf32_matmul", r.tf32_matmul},
+        {"cudnn_benchmark", r.cudnn_benchmark}}},
+      {"findings", findings},
+      {"build_config", r.build_config}};
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace batchwise
