@@ -298,6 +298,37 @@ std::string memory_section(const json& r) {
          chart_block("memory", config, "peak memory against batch size") + "</section>\n";
 }
 
+std::string profile_section(const json& r) {
+  const json& profiles = array(r, "step_profile");
+  if (profiles.empty()) return "";
+  static const std::pair<const char*, const char*> kPhases[] = {{"data", "data_s"},
+                                                               {"to device", "h2d_s"},
+                                                               {"forward", "forward_s"},
+                                                               {"backward", "backward_s"},
+                                                               {"optimizer", "optimizer_s"}};
+  static const char* const kColors[] = {Palette::grey, Palette::orange, Palette::blue, Palette::purple, Palette::green};
+  json labels = json::array(), datasets = json::array();
+  for (const auto& p : profiles) labels.push_back("batch " + str(p, "batch"));
+  size_t i = 0;
+  for (const auto& [label, key] : kPhases) {
+    json values = json::array();
+    for (const auto& p : profiles) {
+      const double total = num(p, "total_s").value_or(0);
+      values.push_back(total > 0 ? std::round(1000 * 100 * num(p, key).value_or(0) / total) / 1000 : 0.0);
+    }
+    datasets.push_back({{"label", label}, {"data", values}, {"backgroundColor", kColors[i++]}});
+  }
+  const json config = {
+      {"type", "bar"},
+      {"data", {{"labels", labels}, {"datasets", datasets}}},
+      {"options", {{"scales", {{"x", {{"stacked", true}}},
+                               {"y", {{"stacked", true}, {"max", 100}, {"title", {{"display", true}, {"text", "% of the step"}}}}}}}}}};
+  return "<section id=\"profile\">\n<h2>Where the step's time goes</h2>\n<p class=\"caption\">A separate pass, the "
+         "device synchronised after each phase (so its steps run a little slower than the sweep's): each phase's "
+         "share of the step. A large data share means the step waits for its input.</p>\n" +
+         chart_block("profile", config, "step time by phase") + "</section>\n";
+}
+
 std::string goodput_section(const json& r) {
   const json* g = at(r, "goodput");
   if (!g || array(*g, "points").empty()) return "";
@@ -626,6 +657,7 @@ std::string render(const json& r) {
   html += warnings_section(r);
   html += advice_section(r);
   html += throughput_section(r);
+  html += profile_section(r);
   html += goodput_section(r);
   html += noise_section(r);
   html += validation_section(r);

@@ -214,6 +214,20 @@ std::string to_json(const Report& r) {
                         {"wall_s", n.wall_s},
                         {"timeline", timeline}};
   }
+  if (!r.step_profile.empty()) {
+    ordered_json profiles = ordered_json::array();
+    for (const auto& p : r.step_profile)
+      profiles.push_back({{"batch", p.batch},
+                          {"steps", p.steps},
+                          {"data_s", p.mean.data_s},
+                          {"h2d_s", p.mean.h2d_s},
+                          {"forward_s", p.mean.forward_s},
+                          {"backward_s", p.mean.backward_s},
+                          {"optimizer_s", p.mean.optimizer_s},
+                          {"total_s", p.mean.total_s},
+                          {"coverage", p.coverage}});
+    j["step_profile"] = profiles;
+  }
   if (r.validation) {
     const ValidationResult& v = *r.validation;
     ordered_json runs = ordered_json::array();
@@ -338,6 +352,20 @@ std::string to_table(const Report& r) {
       line(fmt::format("{:>8}  {:<8}  {:>10}  {:>7}  {:>10}  {:>11}  {}", t.batch, to_string(t.outcome),
                        ok ? grouped(t.samples_per_s) : "-", spread,
                        ok ? fmt::format("{:.2f}", t.step_time_s_median * 1e3) : "-", format_bytes(t.peak_bytes), note));
+    }
+  }
+  if (!r.step_profile.empty()) {
+    line("");
+    line("step profile (a separate pass, the device synchronised after each phase; mean ms per step, share of the step):");
+    line(fmt::format("{:>8}  {:>13}  {:>13}  {:>13}  {:>13}  {:>13}  {:>9}", "batch", "data", "to device", "forward",
+                     "backward", "optimizer", "step"));
+    for (const auto& p : r.step_profile) {
+      const StepPhases& m = p.mean;
+      auto cell = [&](double s) {
+        return fmt::format("{:.2f} {:>3.0f}%", s * 1e3, m.total_s > 0 ? 100 * s / m.total_s : 0.0);
+      };
+      line(fmt::format("{:>8}  {:>13}  {:>13}  {:>13}  {:>13}  {:>13}  {:>9.2f}", p.batch, cell(m.data_s), cell(m.h2d_s),
+                       cell(m.forward_s), cell(m.backward_s), cell(m.optimizer_s), m.total_s * 1e3));
     }
   }
   if (r.noise) {

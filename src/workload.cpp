@@ -3,10 +3,12 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/cuda.h>
 #include <torch/optim.h>
 #include <torch/serialize/archive.h>
 #include <torch/utils.h>
 
+#include <chrono>
 #include <sstream>
 
 #include "batchwise/device.h"
@@ -111,6 +113,78 @@ at::Tensor ModuleWorkload::train_step(const Batch& batch) {
   loss.backward();
   optimizer_->step();
   return loss.detach();
+}
+
+std::optional<StepPhases> ModuleWorkload::profiled_step(int64_t batch) {
+  using clock = std::chrono::steady_clock;
+  auto sync = [&] {
+    if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+  };
+  auto seconds = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  if (!model_.ptr()->is_training()) model_.ptr()->train();
+  StepPhases p;
+  sync();
+  const auto t0 = clock::now();
+  const at::Tensor index = sampler_->next(batch);
+  const at::Tensor rows = data_.inputs.index_select(0, index);
+  const at::Tensor target_rows = data_.targets.index_select(0, index);
+  const auto t1 = clock::now();
+  const at::Tensor input = model_input(data_, rows, device_);
+  const at::Tensor target = target_rows.to(device_);
+  sync();
+  const auto t2 = clock::now();
+  const at::Tensor output = model_.forward(input);
+  const at::Tensor loss = loss_(output, target);
+  sync();
+  const auto t3 = clock::now();
+  optimizer_->zero_grad();
+  loss.backward();
+  sync();
+  const auto t4 = clock::now();
+  optimizer_->step();
+  (void)loss.item<double>();  // as train_step's caller does
+  sync();
+  const auto t5 = clock::now();
+  p.data_s = seconds(t0, t1);
+  p.h2d_s = seconds(t1, t2);
+  p.forward_s = seconds(t2, t3);
+  p.backward_s = seconds(t3, t4);
+  p.optimizer_s = seconds(t4, t5);
+  p.total_s = seconds(t0, t5);
+  return p;
+}
+
+std::optional<StepProfile> profile_steps(Workload& workload, int64_t batch, int warmup, int steps) {
+  BATCHWISE_CHECK(steps >= 1 && warmup >= 0, ConfigError, "profile: {} steps after {} warm-up: need at least one",
+                  steps, warmup);
+  const auto saved = workload.save_state();
+  struct Restore {
+    Workload& w;
+    const WorkloadState& s;
+    ~Restore() {
+      try {
+        w.restore_state(s);
+      } catch (...) {
+      }
+    }
+  } restore{workload, *saved};
+  StepProfile profile;
+  profile.batch = batch;
+  profile.steps = steps;
+  for (int i = 0; i < warmup + steps; ++i) {
+    const std::optional<StepPhases> p = workload.profiled_step(batch);
+    if (!p) return std::nullopt;
+    if (i < warmup) continue;
+    profile.mean.data_s += p->data_s / steps;
+    profile.mean.h2d_s += p->h2d_s / steps;
+    profile.mean.forward_s += p->forward_s / steps;
+    profile.mean.backward_s += p->backward_s / steps;
+    profile.mean.optimizer_s += p->optimizer_s / steps;
+    profile.mean.total_s += p->total_s / steps;
+  }
+  const StepPhases& m = profile.mean;
+  profile.coverage = m.total_s > 0 ? (m.data_s + m.h2d_s + m.forward_s + m.backward_s + m.optimizer_s) / m.total_s : 0;
+  return profile;
 }
 
 void ModuleWorkload::set_lr(double lr) {

@@ -354,6 +354,21 @@ TEST(Doctor, OneThreadOnTwoCoresIsAShortfallWithItsFix) {
   EXPECT_LT(j.at("gemm_fraction_of_peak").get<double>(), 0.5);
 }
 
+TEST(Cli, SweepProfileTimesEachPhase) {
+  const fs::path json = scratch() / "profile.json";
+  const Outcome r = batchwise("sweep --model mlp --dataset synthetic --synthetic-size 512 --batch-sizes 16,64 "
+                              "--repetitions 1 --steps 2 --profile --no-history -q --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("step profile (a separate pass"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(j.at("step_profile").size(), 2u);
+  for (const auto& p : j.at("step_profile")) {
+    EXPECT_GE(p.at("coverage").get<double>(), 0.9);
+    EXPECT_GT(p.at("forward_s").get<double>(), 0);
+  }
+  expect_clean_error("sweep --batch-sizes 8 --profile --cmd -- true", 2, "--profile: batchwise profiles its own");
+}
+
 TEST(Cli, ReportErrorsNameTheInput) {
   expect_clean_error("report /nonexistent/run.json", 3, "/nonexistent/run.json: cannot be read");
   std::ofstream(scratch() / "garbage.json") << "<html>";

@@ -169,6 +169,23 @@ TEST(Accumulation, TrialsTrainTheBatchInMicroBatches) {
   EXPECT_LT(accumulated.peak_bytes, plain.peak_bytes * 3 / 4) << accumulated.peak_bytes << " vs " << plain.peak_bytes;
 }
 
+// The step profile's phases account for the step measured end to end in the same pass.
+TEST(StepProfile, PhasesAddUpToTheStep) {
+  for (const char* model : {"mlp", "lenet"}) {
+    auto w = small(model);
+    const auto before = copies(dynamic_cast<ModuleWorkload&>(*w).module().parameters());
+    const auto p = profile_steps(*w, 128, 1, 3);
+    ASSERT_TRUE(p.has_value());
+    EXPECT_GT(p->mean.forward_s, 0);
+    EXPECT_GT(p->mean.backward_s, 0);
+    EXPECT_GT(p->mean.optimizer_s, 0);
+    EXPECT_GE(p->coverage, 0.9) << model;
+    EXPECT_LE(p->coverage, 1.0 + 1e-9) << model;
+    const auto after = dynamic_cast<ModuleWorkload&>(*w).module().parameters();
+    for (size_t i = 0; i < after.size(); ++i) EXPECT_TRUE(at::equal(before[i], after[i]));  // state restored
+  }
+}
+
 // ---- gradient noise scale -----------------------------------------------------------------------
 
 // y = x.w* + sigma.eps with x ~ N(0, I_d), trained with the mean squared error at fixed weights

@@ -139,6 +139,15 @@ Report fixed_report() {
   r.validation = v;
   r.recommendation = confirm(*r.recommendation, v);
   r.lr = scale_lr("sgd", 32, 0.01, r.recommendation->batch);
+  for (int64_t batch : {64, 128}) {
+    StepProfile p;
+    p.batch = batch;
+    p.steps = 3;
+    const double k = batch / 64.0;
+    p.mean = StepPhases{0.0005 * k, 0.0003 * k, 0.004 * k, 0.005 * k, 0.0007, 0.0106 * k};
+    p.coverage = (p.mean.data_s + p.mean.h2d_s + p.mean.forward_s + p.mean.backward_s + p.mean.optimizer_s) / p.mean.total_s;
+    r.step_profile.push_back(p);
+  }
   return r;
 }
 
@@ -270,7 +279,10 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
 
   const auto j = nlohmann::json::parse(json);
   const auto charts = chart_configs(html);
-  ASSERT_EQ(charts.size(), 6u);
+  ASSERT_EQ(charts.size(), 7u);
+  // Step profile: one bar per profiled batch in every phase.
+  for (const auto& d : charts.at("profile").at("data").at("datasets"))
+    EXPECT_EQ(d.at("data").size(), j.at("step_profile").size()) << d.at("label");
   // Throughput: one point per sweep batch that ran, at its measured median samples/s.
   std::vector<std::pair<int64_t, double>> ran;
   for (const auto& p : j.at("sweep").at("points"))
@@ -310,6 +322,7 @@ TEST(Html, SectionsAppearOnlyWithTheirData) {
   r.noise.reset();
   r.goodput.reset();
   r.validation.reset();
+  r.step_profile.clear();
   r.recommendation = recommend(r.fit, r.sweep);
   const std::string html = to_html(to_json(r));
   EXPECT_EQ(html.find("id=\"throughput\""), std::string::npos);

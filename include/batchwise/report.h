@@ -48,6 +48,7 @@ struct Report {
   std::optional<NoiseResult> noise;              ///< batchwise noise; tune
   std::optional<Goodput> goodput;                ///< tune, from the sweep and the noise scale
   std::optional<ValidationResult> validation;    ///< batchwise validate; tune --validate
+  std::vector<StepProfile> step_profile;         ///< --profile: one per batch size that ran
 };
 
 /// The JSON report (schema_version "1"), pretty-printed.

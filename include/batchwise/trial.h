@@ -43,6 +43,27 @@ struct StateBytes {
   int64_t optimizer_state_bytes = 0;  ///< e.g. SGD momentum: 1 x parameters; Adam: 2 x
 };
 
+/// The phases of one training step, each ended by a device synchronisation: the profile pass's
+/// figures (a synchronisation after every phase would distort the throughput a sweep ranks, so
+/// sweeps never use it).
+struct StepPhases {
+  double data_s = 0;       ///< assembling the batch on the host
+  double h2d_s = 0;        ///< copying it to the device (and normalising it there)
+  double forward_s = 0;    ///< forward pass and loss
+  double backward_s = 0;   ///< zeroing gradients and the backward pass
+  double optimizer_s = 0;  ///< the optimizer step
+  double total_s = 0;      ///< the whole step, end to end, in the same pass
+};
+
+/// The step profile at one batch size: mean phase times over `steps` profiled steps.
+struct StepProfile {
+  int64_t batch = 0;
+  int steps = 0;
+  StepPhases mean;
+  /// data + h2d + forward + backward + optimizer over total: 1 when the phases account for the step.
+  double coverage = 0;
+};
+
 /// Options of one trial.
 /// Example: `run_trial(workload, TrialOptions(256).warmup(2).steps(5))`.
 struct TrialOptions {

@@ -61,7 +61,14 @@ class Workload {
   virtual void optimizer_step();
   /// The gradients, one per trainable parameter in a fixed order; undefined where there is none.
   virtual std::vector<at::Tensor> gradients();
+  /// One full training step of `batch` samples, timed phase by phase; none for a workload that
+  /// cannot split its step (profile_steps then says so).
+  virtual std::optional<StepPhases> profiled_step(int64_t batch) { return std::nullopt; }
 };
+
+/// `warmup` unprofiled steps, then `steps` profiled ones; the workload's state is restored
+/// afterwards. None when the workload cannot split its step.
+std::optional<StepProfile> profile_steps(Workload& workload, int64_t batch, int warmup = 1, int steps = 3);
 
 /// The whole batch's gradient by accumulation: zero_grad, then backward on `micro_batches`
 /// consecutive slices (as equal as possible), each weighted by its share of the batch. For a loss
@@ -103,6 +110,7 @@ class ModuleWorkload : public Workload {
   at::Tensor backward(const Batch& batch, double weight) override;
   void optimizer_step() override;
   std::vector<at::Tensor> gradients() override;
+  std::optional<StepPhases> profiled_step(int64_t batch) override;
 
   /// Sets the learning rate of every parameter group.
   void set_lr(double lr);

@@ -161,6 +161,10 @@ def expected_points(report):
     smoothed = [s for s in timeline if s.get("b_simple_smoothed") is not None]
     if smoothed:
         expected["chart-noise"] = {"B_simple": len(smoothed)}
+    profiles = report.get("step_profile") or []
+    if profiles:
+        expected["chart-profile"] = {phase: len(profiles) for phase in ("data", "to device", "forward", "backward",
+                                                                         "optimizer")}
     runs = (report.get("validation") or {}).get("runs") or []
     if runs:
         expected["chart-validation"] = {f"batch {run['batch']} ": len(run.get("curve") or []) for run in runs}

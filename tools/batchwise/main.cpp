@@ -83,6 +83,7 @@ struct Flags {
   bool fixed_weights = false;
   bool no_noise = false;
   int64_t accumulation_steps = 1;
+  bool profile = false;
   // validate, tune --validate
   bool validate = false;
   double target_accuracy = 0, target_loss = 0, max_epochs = 3, max_seconds = 600;
@@ -150,6 +151,9 @@ void add_fit_flags(CLI::App* cmd, Flags& f) {
 }
 
 void add_sweep_flags(CLI::App* cmd, Flags& f) {
+  cmd->add_flag("--profile", f.profile,
+                "after the sweep, time each batch's step phase by phase (data, to device, forward, backward, "
+                "optimizer) in a separate pass");
   cmd->add_option("--batch-sizes", f.batch_sizes, "list or range of batch sizes: 16,32,64 or 8-4096*2");
   cmd->add_option("--range", f.range, "range of batch sizes first-last*factor or first-last+step, e.g. 8-4096*2");
   cmd->add_option("--warmup", f.warmup, "unmeasured steps per trial")->capture_default_str();
@@ -308,6 +312,8 @@ int run(const std::string& command, Flags& f) {
                       "measured through --cmd");
   if (f.accumulation_steps < 1)
     throw ConfigError(fmt::format("--accumulation-steps {}: must be at least 1", f.accumulation_steps));
+  if (f.profile && f.use_cmd)
+    throw ConfigError("--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
   if (f.accumulation_steps > 1 && f.use_cmd)
     throw ConfigError("--accumulation-steps: batchwise accumulates in its own training step; with --cmd, accumulate "
                       "inside your command");
@@ -479,6 +485,13 @@ int run(const std::string& command, Flags& f) {
                                        .sweep(sweep_options(f, report.budget_bytes, progress, started)));
     report.fit = r.fit;
     report.sweep = r.sweep;
+  }
+  if (f.profile) {
+    if (!workload) throw ConfigError("--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
+    for (const auto& p : report.sweep ? report.sweep->points : std::vector<Trial>{}) {
+      if (p.outcome != Outcome::Ok) continue;
+      if (auto profile = profile_steps(*workload, p.batch)) report.step_profile.push_back(*profile);
+    }
   }
   if (command == "tune" && workload && !f.no_noise && report.sweep) {
     // The noise scale at the largest batch swept (at most 1024), in micro-batches of about an
