@@ -15,3 +15,57 @@
       TORCH_VERSION_PATCH)
 #define BATCHWISE_STR(x) BATCHWISE_STR_(x)
 #define BATCHWISE_STR_(x) #x
+
+// Autocast (mixed precision) per device type: one API from 2.4, per-device functions before.
+#include <ATen/autocast_mode.h>
+
+namespace batchwise::compat {
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+inline bool autocast_enabled(c10::DeviceType t) { return at::autocast::is_autocast_enabled(t); }
+inline void set_autocast_enabled(c10::DeviceType t, bool on) { at::autocast::set_autocast_enabled(t, on); }
+inline at::ScalarType autocast_dtype(c10::DeviceType t) { return at::autocast::get_autocast_dtype(t); }
+inline void set_autocast_dtype(c10::DeviceType t, at::ScalarType d) { at::autocast::set_autocast_dtype(t, d); }
+#else
+inline bool autocast_enabled(c10::DeviceType t) {
+  return t == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+}
+inline void set_autocast_enabled(c10::DeviceType t, bool on) {
+  t == c10::DeviceType::CUDA ? at::autocast::set_enabled(on) : at::autocast::set_cpu_enabled(on);
+}
+inline at::ScalarType autocast_dtype(c10::DeviceType t) {
+  return t == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+}
+inline void set_autocast_dtype(c10::DeviceType t, at::ScalarType d) {
+  t == c10::DeviceType::CUDA ? at::autocast::set_autocast_gpu_dtype(d) : at::autocast::set_autocast_cpu_dtype(d);
+}
+#endif
+
+/// Autocast on `device` to `dtype` for a scope (Python's torch.autocast); Undefined: nothing.
+class AutocastScope {
+ public:
+  AutocastScope(c10::DeviceType device, at::ScalarType dtype) : device_(device), active_(dtype != at::ScalarType::Undefined) {
+    if (!active_) return;
+    was_enabled_ = autocast_enabled(device_);
+    was_dtype_ = autocast_dtype(device_);
+    set_autocast_enabled(device_, true);
+    set_autocast_dtype(device_, dtype);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (!active_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    set_autocast_enabled(device_, was_enabled_);
+    set_autocast_dtype(device_, was_dtype_);
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  c10::DeviceType device_;
+  bool active_;
+  bool was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::ScalarType::Undefined;
+};
+
+}  // namespace batchwise::compat

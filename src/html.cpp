@@ -329,6 +329,36 @@ std::string profile_section(const json& r) {
          chart_block("profile", config, "step time by phase") + "</section>\n";
 }
 
+std::string precision_section(const json& r) {
+  const json& points = array(r, "precision_comparison");
+  if (points.empty()) return "";
+  json labels = json::array(), speed = json::array(), colors = json::array();
+  std::string rows;
+  for (const auto& p : points) {
+    labels.push_back(str(p, "precision"));
+    speed.push_back(num(p, "samples_per_s").value_or(0));
+    rows += fmt::format("<tr><td>{}</td><td class=\"n\">{}{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+                        "<td class=\"n\">{:.2f}x</td><td class=\"n\">{:.2f}x</td><td>{}</td></tr>\n",
+                        esc(str(p, "precision")), esc(or_dash(str(p, "fit_batch"))),
+                        at(p, "fit_limited_by_max") && p["fit_limited_by_max"] == true ? "+" : "",
+                        grouped(num(p, "samples_per_s").value_or(0)), esc(bytes_text(num(p, "peak_bytes"))),
+                        num(p, "speed_ratio").value_or(0), num(p, "memory_ratio").value_or(0), esc(str(p, "verdict")));
+  }
+  const json config = {
+      {"type", "bar"},
+      {"data", {{"labels", labels},
+                {"datasets", json::array({{{"label", fmt::format("samples/s at batch {}", str(points[0], "batch"))},
+                                           {"data", speed},
+                                           {"backgroundColor", Palette::blue}}})}}},
+      {"options", {{"scales", {{"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", "samples/s"}}}}}}}}}};
+  return fmt::format(
+      "<section id=\"precision\">\n<h2>Precision</h2>\n<p class=\"caption\">Each precision's own fit, and its "
+      "throughput and peak memory at the same batch (+: the fit stopped at --max).</p>\n{}<table>\n<tr><th>precision"
+      "</th><th>fit batch</th><th>samples/s</th><th>peak memory</th><th>speed</th><th>memory</th><th>verdict</th></tr>"
+      "\n{}</table>\n</section>\n",
+      chart_block("precision", config, "samples per second by precision"), rows);
+}
+
 std::string goodput_section(const json& r) {
   const json* g = at(r, "goodput");
   if (!g || array(*g, "points").empty()) return "";
@@ -657,6 +687,7 @@ std::string render(const json& r) {
   html += warnings_section(r);
   html += advice_section(r);
   html += throughput_section(r);
+  html += precision_section(r);
   html += profile_section(r);
   html += goodput_section(r);
   html += noise_section(r);

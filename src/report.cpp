@@ -214,6 +214,20 @@ std::string to_json(const Report& r) {
                         {"wall_s", n.wall_s},
                         {"timeline", timeline}};
   }
+  if (!r.precisions.empty()) {
+    ordered_json points = ordered_json::array();
+    for (const auto& p : r.precisions)
+      points.push_back({{"precision", p.precision},
+                        {"fit_batch", p.fit_batch ? ordered_json(*p.fit_batch) : ordered_json()},
+                        {"fit_limited_by_max", p.fit_limited_by_max},
+                        {"batch", p.batch},
+                        {"samples_per_s", p.samples_per_s},
+                        {"peak_bytes", p.peak_bytes},
+                        {"speed_ratio", p.speed_ratio},
+                        {"memory_ratio", p.memory_ratio},
+                        {"verdict", p.verdict}});
+    j["precision_comparison"] = points;
+  }
   if (!r.step_profile.empty()) {
     ordered_json profiles = ordered_json::array();
     for (const auto& p : r.step_profile)
@@ -353,6 +367,16 @@ std::string to_table(const Report& r) {
                        ok ? grouped(t.samples_per_s) : "-", spread,
                        ok ? fmt::format("{:.2f}", t.step_time_s_median * 1e3) : "-", format_bytes(t.peak_bytes), note));
     }
+  }
+  if (!r.precisions.empty()) {
+    line("");
+    line(fmt::format("precision comparison (throughput at batch {}):", r.precisions.front().batch));
+    line(fmt::format("{:<9}  {:>9}  {:>10}  {:>11}  {:>7}  {:>7}  {}", "precision", "fit batch", "samples/s",
+                     "peak memory", "speed", "memory", "verdict"));
+    for (const auto& p : r.precisions)
+      line(fmt::format("{:<9}  {:>9}  {:>10}  {:>11}  {:>6.2f}x  {:>6.2f}x  {}", p.precision,
+                       p.fit_batch ? std::to_string(*p.fit_batch) + (p.fit_limited_by_max ? "+" : "") : "-",
+                       grouped(p.samples_per_s), format_bytes(p.peak_bytes), p.speed_ratio, p.memory_ratio, p.verdict));
   }
   if (!r.step_profile.empty()) {
     line("");

@@ -15,6 +15,7 @@
 #include "batchwise/memory.h"
 #include "batchwise/models.h"
 #include "check.h"
+#include "compat.h"
 #include "torch_error.h"
 
 namespace batchwise {
@@ -53,6 +54,8 @@ struct ModuleState final : WorkloadState {
   std::string optimizer;                               // torch::serialize archive
   at::Tensor rng, device_rng, sampler_rng, sampler_order;
   int64_t sampler_cursor = 0;
+  double loss_scale = 0;
+  int good_steps = 0;
 };
 
 at::Tensor host_copy(const at::Tensor& t) {
@@ -103,15 +106,48 @@ Batch ModuleWorkload::next_batch(int64_t batch) {
           data_.targets.index_select(0, index).to(device_)};
 }
 
+namespace {
+at::ScalarType autocast_type(const std::string& precision) {
+  if (precision == "bf16") return at::kBFloat16;
+  if (precision == "fp16") return at::kHalf;
+  return at::ScalarType::Undefined;
+}
+}  // namespace
+
+at::Tensor ModuleWorkload::forward_loss(const at::Tensor& input, const at::Tensor& target, at::Tensor* output) {
+  compat::AutocastScope autocast(device_.type(), autocast_type(info_.precision));
+  const at::Tensor out = model_.forward(input);
+  if (output) *output = out;
+  return loss_(out, target);
+}
+
 at::Tensor ModuleWorkload::train_step(const Batch& batch) {
   // A model left in eval mode would train without dropout and with frozen BatchNorm statistics,
   // which is not the step the user will run; restore_state puts the mode back afterwards.
   if (!model_.ptr()->is_training()) model_.ptr()->train();
   optimizer_->zero_grad();
-  const at::Tensor output = model_.forward(batch.input);
-  at::Tensor loss = loss_(output, batch.target);
-  loss.backward();
-  optimizer_->step();
+  at::Tensor loss = forward_loss(batch.input, batch.target);
+  if (!fp16()) {
+    loss.backward();
+    optimizer_->step();
+    return loss.detach();
+  }
+  // fp16: the loss scaled up so that small gradients survive in half precision; unscaled, checked
+  // for inf/NaN (then the step is skipped and the scale halves), doubled after 2000 good steps:
+  // GradScaler's policy, with the same ATen kernels.
+  (loss * loss_scale_).backward();
+  std::vector<at::Tensor> grads;
+  for (const auto& p : module().parameters())
+    if (p.grad().defined()) grads.push_back(p.grad());
+  at::Tensor found_inf = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device_));
+  const at::Tensor inv_scale = at::full({1}, 1.0 / loss_scale_, at::TensorOptions().dtype(at::kFloat).device(device_));
+  at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
+  if (found_inf.item<float>() == 0) {
+    optimizer_->step();
+    if (++good_steps_ == 2000) loss_scale_ *= 2, good_steps_ = 0;
+  } else {
+    loss_scale_ *= 0.5, good_steps_ = 0;
+  }
   return loss.detach();
 }
 
@@ -133,8 +169,7 @@ std::optional<StepPhases> ModuleWorkload::profiled_step(int64_t batch) {
   const at::Tensor target = target_rows.to(device_);
   sync();
   const auto t2 = clock::now();
-  const at::Tensor output = model_.forward(input);
-  const at::Tensor loss = loss_(output, target);
+  const at::Tensor loss = forward_loss(input, target);
   sync();
   const auto t3 = clock::now();
   optimizer_->zero_grad();
@@ -204,8 +239,8 @@ std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset&
     const int64_t len = std::min(batch, n - start);
     const at::Tensor input = model_input(data_, data.inputs.narrow(0, start, len), device_);
     const at::Tensor target = data.targets.narrow(0, start, len).to(device_);
-    const at::Tensor output = model_.forward(input);
-    loss_sum += loss_(output, target).item<double>() * static_cast<double>(len);
+    at::Tensor output;
+    loss_sum += forward_loss(input, target, &output).item<double>() * static_cast<double>(len);
     if (classes) correct += output.argmax(1).eq(target).sum().item<int64_t>();
   }
   size_t i = 0;
@@ -217,9 +252,12 @@ std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset&
 void ModuleWorkload::zero_grad() { optimizer_->zero_grad(); }
 
 at::Tensor ModuleWorkload::backward(const Batch& batch, double weight) {
+  BATCHWISE_CHECK(!fp16(), ConfigError,
+                  "{}: gradient accumulation and the noise scale do not support fp16 (its loss scaling) yet; use bf16 "
+                  "or fp32",
+                  info_.model);
   if (!model_.ptr()->is_training()) model_.ptr()->train();
-  const at::Tensor output = model_.forward(batch.input);
-  const at::Tensor loss = loss_(output, batch.target);
+  const at::Tensor loss = forward_loss(batch.input, batch.target);
   (weight == 1.0 ? loss : loss * weight).backward();
   return loss.detach();
 }
@@ -252,6 +290,8 @@ std::unique_ptr<WorkloadState> ModuleWorkload::save_state() {
   state->sampler_rng = get_rng(sampler_->generator);
   state->sampler_order = sampler_->order;
   state->sampler_cursor = sampler_->cursor;
+  state->loss_scale = loss_scale_;
+  state->good_steps = good_steps_;
   return state;
 }
 
@@ -290,6 +330,8 @@ void ModuleWorkload::restore_state(const WorkloadState& saved) {
   set_rng(sampler_->generator, state->sampler_rng);
   sampler_->order = state->sampler_order;
   sampler_->cursor = state->sampler_cursor;
+  loss_scale_ = state->loss_scale;
+  good_steps_ = state->good_steps;
 }
 
 namespace {
@@ -369,6 +411,11 @@ StateBytes ModuleWorkload::state_bytes() const {
 
 const std::vector<std::string>& optimizer_names() {
   static const std::vector<std::string> kNames{"sgd", "adam", "adamw"};
+  return kNames;
+}
+
+const std::vector<std::string>& precision_names() {
+  static const std::vector<std::string> kNames{"fp32", "bf16", "fp16"};
   return kNames;
 }
 
@@ -540,6 +587,13 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
     BATCHWISE_CHECK(d >= 1, ConfigError, "--input-shape {}: every dimension must be at least 1",
                     fmt::join(o.input_shape(), "x"));
   const DeviceSpec device = resolve_device(o.device());
+  {
+    const auto& names = precision_names();
+    BATCHWISE_CHECK(std::find(names.begin(), names.end(), o.precision()) != names.end(), ConfigError,
+                    "--precision '{}': choose fp32, bf16 or fp16", o.precision());
+    BATCHWISE_CHECK(o.precision() != "fp16" || device.type == "cuda", ConfigError,
+                    "--precision fp16 needs a CUDA device (its loss scaling is CUDA's); on CPU use --precision bf16");
+  }
   const TargetKind kind = o.loss() == "mse" ? TargetKind::Values : TargetKind::Classes;
 
   Dataset data = load_dataset(o, kind);
@@ -573,6 +627,7 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
   info.dataset = data.name;
   info.loss = o.loss();
   info.optimizer = o.optimizer();
+  info.precision = o.precision();
   info.lr = o.lr() > 0 ? o.lr() : (o.optimizer() == "sgd" ? 0.01 : 0.001);
   info.input_shape = data.sample_shape();
   if (data.is_tokens() && o.seq_len_min() > 0 && o.seq_len_min() < o.seq_len())

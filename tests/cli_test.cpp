@@ -369,6 +369,26 @@ TEST(Cli, SweepProfileTimesEachPhase) {
   expect_clean_error("sweep --batch-sizes 8 --profile --cmd -- true", 2, "--profile: batchwise profiles its own");
 }
 
+TEST(Cli, ComparePrecisionPutsBf16BesideFp32) {
+  const fs::path json = scratch() / "precision.json";
+  const Outcome r = batchwise("tune --model lenet --dataset synthetic --synthetic-size 512 --memory-budget 256MiB "
+                              "--min 16 --max 64 --repetitions 1 --steps 2 --fit-steps 1 --no-noise --compare-precision "
+                              "--no-history -q --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  const auto& p = j.at("precision_comparison");
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p.at(0).at("precision"), "fp32");
+  EXPECT_EQ(p.at(1).at("precision"), "bf16");
+  for (const auto& e : p) {
+    EXPECT_GT(e.at("samples_per_s").get<double>(), 0) << e.dump();
+    EXPECT_GT(e.at("peak_bytes").get<int64_t>(), 0) << e.dump();
+    EXPECT_EQ(e.at("batch"), j.at("recommendation").at("batch"));
+  }
+  EXPECT_LT(p.at(1).at("peak_bytes").get<int64_t>(), p.at(0).at("peak_bytes").get<int64_t>());
+  EXPECT_NE(r.out.find("precision comparison (throughput at batch"), std::string::npos) << r.out;
+}
+
 TEST(Cli, ReportErrorsNameTheInput) {
   expect_clean_error("report /nonexistent/run.json", 3, "/nonexistent/run.json: cannot be read");
   std::ofstream(scratch() / "garbage.json") << "<html>";

@@ -186,6 +186,28 @@ TEST(StepProfile, PhasesAddUpToTheStep) {
   }
 }
 
+// bf16 on CPU: the step runs under autocast to bfloat16, the model learns, and its memory falls.
+TEST(Precision, Bf16TrainsOnCpu) {
+  CpuMemoryTracker::install();
+  auto options = WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(2048).lr(0.05).device("cpu");
+  auto fp32 = make_workload(options);
+  auto bf16 = make_workload(WorkloadOptions(options).precision("bf16"));
+  EXPECT_EQ(bf16->info().precision, "bf16");
+  const Trial a = run_trial(*fp32, TrialOptions(256).warmup(1).steps(2));
+  const Trial b = run_trial(*bf16, TrialOptions(256).warmup(1).steps(2));
+  ASSERT_EQ(b.outcome, Outcome::Ok) << b.message;
+  EXPECT_LT(b.peak_bytes, a.peak_bytes) << "bf16 activations take half the bytes";
+  double first = 0, last = 0;
+  for (int i = 0; i < 30; ++i) {
+    const double loss = bf16->train_step(bf16->next_batch(64)).item<double>();
+    if (i == 0) first = loss;
+    last = loss;
+  }
+  EXPECT_LT(last, first);
+  EXPECT_THROW(make_workload(WorkloadOptions(options).precision("fp8")), ConfigError);
+  EXPECT_THROW(make_workload(WorkloadOptions(options).precision("fp16")), ConfigError);  // CUDA only
+}
+
 // ---- gradient noise scale -----------------------------------------------------------------------
 
 // y = x.w* + sigma.eps with x ~ N(0, I_d), trained with the mean squared error at fixed weights

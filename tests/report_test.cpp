@@ -139,6 +139,9 @@ Report fixed_report() {
   r.validation = v;
   r.recommendation = confirm(*r.recommendation, v);
   r.lr = scale_lr("sgd", 32, 0.01, r.recommendation->batch);
+  r.precisions = {PrecisionPoint{"fp32", 192, false, 128, 7877, 40ll << 20, 1.0, 1.0, "the run's own precision"},
+                  PrecisionPoint{"bf16", 320, false, 128, 6500, 26ll << 20, 6500.0 / 7877, 0.65,
+                                 "slower (0.83x) but fits batch 320 against 192: pays only where memory is the limit"}};
   for (int64_t batch : {64, 128}) {
     StepProfile p;
     p.batch = batch;
@@ -279,7 +282,8 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
 
   const auto j = nlohmann::json::parse(json);
   const auto charts = chart_configs(html);
-  ASSERT_EQ(charts.size(), 7u);
+  ASSERT_EQ(charts.size(), 8u);
+  EXPECT_EQ(charts.at("precision").at("data").at("datasets").at(0).at("data").size(), 2u);
   // Step profile: one bar per profiled batch in every phase.
   for (const auto& d : charts.at("profile").at("data").at("datasets"))
     EXPECT_EQ(d.at("data").size(), j.at("step_profile").size()) << d.at("label");
@@ -323,6 +327,7 @@ TEST(Html, SectionsAppearOnlyWithTheirData) {
   r.goodput.reset();
   r.validation.reset();
   r.step_profile.clear();
+  r.precisions.clear();
   r.recommendation = recommend(r.fit, r.sweep);
   const std::string html = to_html(to_json(r));
   EXPECT_EQ(html.find("id=\"throughput\""), std::string::npos);

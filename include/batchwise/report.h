@@ -32,6 +32,19 @@ struct Context {
   std::vector<std::string> warnings;  ///< reasons to distrust the numbers (debug build, ...)
 };
 
+/// One precision in tune --compare-precision.
+struct PrecisionPoint {
+  std::string precision;            ///< "fp32", "bf16", "fp16"
+  std::optional<int64_t> fit_batch; ///< its largest fitting batch
+  bool fit_limited_by_max = false;
+  int64_t batch = 0;                ///< the batch its throughput was measured at (the same for all)
+  double samples_per_s = 0;
+  int64_t peak_bytes = 0;           ///< at `batch`
+  double speed_ratio = 1;           ///< samples_per_s over the run's own precision's
+  double memory_ratio = 1;          ///< peak_bytes over the run's own precision's
+  std::string verdict;              ///< whether it pays here, in one sentence
+};
+
 /// Everything one command measured.
 struct Report {
   Context context;
@@ -49,6 +62,7 @@ struct Report {
   std::optional<Goodput> goodput;                ///< tune, from the sweep and the noise scale
   std::optional<ValidationResult> validation;    ///< batchwise validate; tune --validate
   std::vector<StepProfile> step_profile;         ///< --profile: one per batch size that ran
+  std::vector<PrecisionPoint> precisions;        ///< tune --compare-precision; the run's own first
 };
 
 /// The JSON report (schema_version "1"), pretty-printed.

@@ -127,7 +127,12 @@ class ModuleWorkload : public Workload {
 
  private:
   struct Sampler;
+  // Forward and loss, under autocast when the precision asks for it.
+  at::Tensor forward_loss(const at::Tensor& input, const at::Tensor& target, at::Tensor* output = nullptr);
+  bool fp16() const { return info_.precision == "fp16"; }
   WorkloadInfo info_;
+  double loss_scale_ = 65536.0;  // fp16: dynamic loss scaling, as torch.cuda.amp.GradScaler
+  int good_steps_ = 0;
   torch::nn::AnyModule model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   Dataset data_;
@@ -160,6 +165,9 @@ struct WorkloadOptions {
   /// Empty: the dataset's own (synthetic: 1x28x28).
   TORCH_ARG(std::vector<int64_t>, input_shape) = {};
   TORCH_ARG(std::string, optimizer) = "sgd";
+  /// "fp32"; "bf16" (autocast to bfloat16, CPU or CUDA); "fp16" (autocast to float16 with dynamic
+  /// loss scaling, CUDA only).
+  TORCH_ARG(std::string, precision) = "fp32";
   /// Learning rate; 0: the optimizer's default (sgd 0.01, adam/adamw 0.001).
   TORCH_ARG(double, lr) = 0;
   /// "cpu", "cuda", "cuda:N" or "auto".
@@ -184,6 +192,8 @@ Dataset load_test_split(const WorkloadOptions& options);
 
 /// "cross-entropy", "mse".
 const std::vector<std::string>& loss_names();
+/// "fp32", "bf16", "fp16".
+const std::vector<std::string>& precision_names();
 /// "sgd", "adam", "adamw".
 const std::vector<std::string>& optimizer_names();
 /// "fashion-mnist", "cifar10", "idx", "npy", "csv", "synthetic".

@@ -161,6 +161,9 @@ def expected_points(report):
     smoothed = [s for s in timeline if s.get("b_simple_smoothed") is not None]
     if smoothed:
         expected["chart-noise"] = {"B_simple": len(smoothed)}
+    precisions = report.get("precision_comparison") or []
+    if precisions:
+        expected["chart-precision"] = {"samples/s at batch": len(precisions)}
     profiles = report.get("step_profile") or []
     if profiles:
         expected["chart-profile"] = {phase: len(profiles) for phase in ("data", "to device", "forward", "backward",

@@ -84,6 +84,7 @@ struct Flags {
   bool no_noise = false;
   int64_t accumulation_steps = 1;
   bool profile = false;
+  bool compare_precision = false;
   // validate, tune --validate
   bool validate = false;
   double target_accuracy = 0, target_loss = 0, max_epochs = 3, max_seconds = 600;
@@ -113,6 +114,9 @@ void add_workload_flags(CLI::App* cmd, Flags& f) {
                   "synthetic samples (default: the dataset's)");
   cmd->add_option("--device", w.device(), "cpu, cuda, cuda:N or auto")->capture_default_str();
   cmd->add_option("--optimizer", w.optimizer(), "sgd (momentum 0.9), adam or adamw")->capture_default_str();
+  cmd->add_option("--precision", w.precision(),
+                  "fp32, bf16 (autocast to bfloat16, CPU or CUDA) or fp16 (autocast with loss scaling, CUDA)")
+      ->capture_default_str();
   cmd->add_option("--lr", w.lr(), "learning rate (default: sgd 0.01, adam/adamw 0.001)");
   cmd->add_option("--seq-len", f.seq_len,
                   "tokens per sample, transformer on synthetic data; a range like 32-128 fits the longest")
@@ -312,6 +316,9 @@ int run(const std::string& command, Flags& f) {
                       "measured through --cmd");
   if (f.accumulation_steps < 1)
     throw ConfigError(fmt::format("--accumulation-steps {}: must be at least 1", f.accumulation_steps));
+  if (f.compare_precision && f.use_cmd)
+    throw ConfigError("--compare-precision: batchwise sets the precision of its own training step; with --cmd, run "
+                      "your command once per precision and compare the reports");
   if (f.profile && f.use_cmd)
     throw ConfigError("--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
   if (f.accumulation_steps > 1 && f.use_cmd)
@@ -511,6 +518,54 @@ int run(const std::string& command, Flags& f) {
   }
   if (command != "plan" && command != "noise" && command != "validate")
     report.recommendation = recommend(report.fit, report.sweep, report.noise, report.goodput);
+  if (command == "tune" && f.compare_precision && report.recommendation && report.sweep) {
+    // Every precision this device can train in: its own fit, and its throughput at the batch just
+    // recommended (the same batch for all, so the figures compare).
+    const int64_t at = report.recommendation->batch;
+    PrecisionPoint own;
+    own.precision = report.workload.precision;
+    own.fit_batch = report.fit ? report.fit->batch : std::nullopt;
+    own.fit_limited_by_max = report.fit && report.fit->limited_by_max;
+    own.batch = at;
+    for (const auto& p : report.sweep->points)
+      if (p.batch == at) own.samples_per_s = p.samples_per_s, own.peak_bytes = p.peak_bytes;
+    own.verdict = "the run's own precision";
+    report.precisions.push_back(own);
+    for (const std::string precision : {"fp32", "bf16", "fp16"}) {
+      if (precision == own.precision || (precision == "fp16" && !cuda)) continue;
+      if (!f.quiet) fmt::print(stderr, "precision {}: fit, then batch {}\n", precision, at);
+      WorkloadOptions options = f.workload;
+      auto other = make_workload(options.precision(precision));
+      WorkloadRunner other_runner(*other);
+      const FitResult other_fit = fit(other_runner, fit_options(f, report.budget_bytes, progress, started));
+      SweepOptions one = sweep_options(f, report.budget_bytes, progress, started);
+      const SweepResult other_sweep = sweep(other_runner, one.batch_sizes({at}));
+      PrecisionPoint p;
+      p.precision = precision;
+      p.fit_batch = other_fit.batch;
+      p.fit_limited_by_max = other_fit.limited_by_max;
+      p.batch = at;
+      if (!other_sweep.points.empty() && other_sweep.points.front().outcome == Outcome::Ok) {
+        p.samples_per_s = other_sweep.points.front().samples_per_s;
+        p.peak_bytes = other_sweep.points.front().peak_bytes;
+      }
+      p.speed_ratio = own.samples_per_s > 0 ? p.samples_per_s / own.samples_per_s : 0;
+      p.memory_ratio = own.peak_bytes > 0 ? static_cast<double>(p.peak_bytes) / static_cast<double>(own.peak_bytes) : 0;
+      const bool bigger = p.fit_batch && own.fit_batch && *p.fit_batch > *own.fit_batch;
+      if (p.samples_per_s <= 0)
+        p.verdict = "did not run at this batch";
+      else if (p.speed_ratio >= 1.05)
+        p.verdict = fmt::format("pays: {:.2f}x the samples/s at {:.0f} % of the memory", p.speed_ratio, 100 * p.memory_ratio);
+      else if (bigger)
+        p.verdict = fmt::format("slower ({:.2f}x) but fits batch {} against {}: pays only where memory is the limit",
+                                p.speed_ratio, *p.fit_batch, *own.fit_batch);
+      else
+        p.verdict = fmt::format("does not pay on this device: {:.2f}x the samples/s{}", p.speed_ratio,
+                                p.memory_ratio < 0.95 ? fmt::format(", though {:.0f} % of the memory", 100 * p.memory_ratio)
+                                                      : "");
+      report.precisions.push_back(p);
+    }
+  }
   if (command == "tune" && f.validate && report.recommendation) {
     // Candidates: the recommendation, the throughput knee, and half and twice the recommendation
     // (within the fit).
@@ -616,6 +671,8 @@ int main(int argc, char** argv) {
                        "the batch --lr is meant for; the recommended batch's learning rate is scaled from it")
       ->capture_default_str();
 
+  tune_cmd->add_flag("--compare-precision", f.compare_precision,
+                     "also fit and measure bf16 (and fp16 on CUDA) at the recommended batch, and say whether it pays");
   tune_cmd->add_flag("--validate", f.validate,
                      "train to a target (--target-accuracy, default 0.85) at the recommended batch, the knee, and half "
                      "and twice the recommendation; recommend the one that got there soonest");
