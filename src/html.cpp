@@ -359,6 +359,52 @@ std::string precision_section(const json& r) {
       chart_block("precision", config, "samples per second by precision"), rows);
 }
 
+// The utilisation timeline of the trial at the recommended batch (the sweep's point, else the fit's).
+std::string utilisation_section(const json& r) {
+  const json* rec = at(r, "recommendation");
+  const std::optional<int64_t> batch = rec ? integer(*rec, "batch") : std::nullopt;
+  const json* trial = nullptr;
+  for (const char* section : {"fit", "sweep"}) {
+    const json* s = at(r, section);
+    if (!s) continue;
+    for (const auto& t : array(*s, std::string(section) == "fit" ? "trials" : "points"))
+      if (at(t, "utilisation") && ok(t) && (!batch || integer(t, "batch") == batch)) trial = &t;
+  }
+  if (!trial) return "";
+  const json& u = (*trial)["utilisation"];
+  json cpu = json::array(), gpu = json::array();
+  for (const auto& x : array(u, "timeline")) {
+    cpu.push_back({{"x", num(x, "t_s").value_or(0)}, {"y", num(x, "cpu_percent").value_or(0)}});
+    if (auto sm = num(x, "gpu_sm_percent")) gpu.push_back({{"x", num(x, "t_s").value_or(0)}, {"y", *sm}});
+  }
+  if (cpu.empty()) return "";
+  json datasets = json::array();
+  json c = dataset("CPU busy % (mean over cores)", cpu, Palette::blue);
+  c["showLine"] = true;
+  c["pointRadius"] = 2;
+  datasets.push_back(c);
+  if (!gpu.empty()) {
+    json g = dataset("GPU SM %", gpu, Palette::green);
+    g["showLine"] = true;
+    g["pointRadius"] = 2;
+    datasets.push_back(g);
+  }
+  const json config = {
+      {"type", "line"},
+      {"data", {{"datasets", datasets}}},
+      {"options", {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "seconds into the trial"}}}}},
+                               {"y", {{"min", 0}, {"max", 100}, {"title", {{"display", true}, {"text", "%"}}}}}}}}}};
+  const json cpu_stat = u.value("cpu_percent", json::object());
+  const std::string caption = fmt::format(
+      "Sampled every {:g} s during the trial at batch {}: CPU busy {:.0f} % on average (min {:.0f}, max {:.0f}), "
+      "resident memory up to {}; the monitor itself used {:.2f} % of one core.",
+      num(u, "interval_s").value_or(0), str(*trial, "batch"), num(cpu_stat, "mean").value_or(0),
+      num(cpu_stat, "min").value_or(0), num(cpu_stat, "max").value_or(0), bytes_text(num(u, "rss_bytes_max")),
+      num(u, "overhead_percent").value_or(0));
+  return "<section id=\"utilisation\">\n<h2>Utilisation</h2>\n<p class=\"caption\">" + esc(caption) + "</p>\n" +
+         chart_block("utilisation", config, "utilisation over the trial") + "</section>\n";
+}
+
 std::string goodput_section(const json& r) {
   const json* g = at(r, "goodput");
   if (!g || array(*g, "points").empty()) return "";
@@ -689,6 +735,7 @@ std::string render(const json& r) {
   html += throughput_section(r);
   html += precision_section(r);
   html += profile_section(r);
+  html += utilisation_section(r);
   html += goodput_section(r);
   html += noise_section(r);
   html += validation_section(r);

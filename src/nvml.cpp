@@ -29,6 +29,11 @@ struct nvmlMemory_t {
   unsigned long long used;
 };
 
+struct nvmlUtilization_t {
+  unsigned int gpu;
+  unsigned int memory;
+};
+
 }  // namespace
 
 struct Nvml::Api {
@@ -39,6 +44,11 @@ struct Nvml::Api {
   nvmlReturn_t (*handle_by_index)(unsigned int, nvmlDevice_t*) = nullptr;
   nvmlReturn_t (*compute_processes)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*) = nullptr;
   nvmlReturn_t (*memory_info)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
+  // Optional: the utilisation monitor's fields (absent from old drivers: that field stays empty).
+  nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
+  nvmlReturn_t (*power)(nvmlDevice_t, unsigned int*) = nullptr;                 // milliwatts
+  nvmlReturn_t (*clock)(nvmlDevice_t, int /*nvmlClockType_t*/, unsigned int*) = nullptr;
+  nvmlReturn_t (*temperature)(nvmlDevice_t, int /*nvmlTemperatureSensors_t*/, unsigned int*) = nullptr;
   bool initialized = false;  // nvmlShutdown only after a successful nvmlInit_v2
 
   std::string describe(nvmlReturn_t code) const {
@@ -78,6 +88,10 @@ Nvml::Nvml() {
     missing = "nvmlDeviceGetHandleByIndex_v2";
   else if (!have_processes) missing = "nvmlDeviceGetComputeRunningProcesses_v3";
   else if (!load(library_, "nvmlDeviceGetMemoryInfo", api_->memory_info)) missing = "nvmlDeviceGetMemoryInfo";
+  load(library_, "nvmlDeviceGetUtilizationRates", api_->utilization);
+  load(library_, "nvmlDeviceGetPowerUsage", api_->power);
+  load(library_, "nvmlDeviceGetClockInfo", api_->clock);
+  load(library_, "nvmlDeviceGetTemperature", api_->temperature);
   if (missing) {
     reason_ = std::string("libnvidia-ml.so.1 has no ") + missing + " (driver too old?)";
     return;
@@ -138,6 +152,24 @@ std::optional<Nvml::MemoryInfo> Nvml::memory_info(int index) const {
   nvmlMemory_t memory{};
   if (api_->memory_info(device, &memory) != kNvmlSuccess) return std::nullopt;
   return MemoryInfo{static_cast<int64_t>(memory.total), static_cast<int64_t>(memory.used)};
+}
+
+std::optional<Nvml::Sample> Nvml::sample(int index) const {
+  if (!available_ || index < 0 || index >= device_count_) return std::nullopt;
+  nvmlDevice_t device = nullptr;
+  if (api_->handle_by_index(static_cast<unsigned int>(index), &device) != kNvmlSuccess) return std::nullopt;
+  Sample s;
+  nvmlUtilization_t u{};
+  if (api_->utilization && api_->utilization(device, &u) == kNvmlSuccess) s.sm_percent = u.gpu, s.memory_percent = u.memory;
+  nvmlMemory_t memory{};
+  if (api_->memory_info(device, &memory) == kNvmlSuccess) s.memory_used_bytes = static_cast<int64_t>(memory.used);
+  unsigned int value = 0;
+  if (api_->power && api_->power(device, &value) == kNvmlSuccess) s.power_w = value / 1000.0;
+  constexpr int kClockSm = 1, kTemperatureGpu = 0;
+  if (api_->clock && api_->clock(device, kClockSm, &value) == kNvmlSuccess) s.sm_clock_mhz = static_cast<int>(value);
+  if (api_->temperature && api_->temperature(device, kTemperatureGpu, &value) == kNvmlSuccess)
+    s.temperature_c = static_cast<int>(value);
+  return s;
 }
 
 const Nvml& shared_nvml() {

@@ -39,6 +39,16 @@ class Nvml {
   };
   std::optional<MemoryInfo> memory_info(int index) const;
 
+  /// The `nvidia-smi dmon -s u` view of device `index` now; a field NVML cannot give is nullopt.
+  struct Sample {
+    std::optional<double> sm_percent, memory_percent;  ///< utilisation over NVML's last sample period
+    std::optional<int64_t> memory_used_bytes;
+    std::optional<double> power_w;
+    std::optional<int> sm_clock_mhz;
+    std::optional<int> temperature_c;
+  };
+  std::optional<Sample> sample(int index) const;
+
  private:
   struct Api;
   Api* api_ = nullptr;

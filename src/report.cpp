@@ -37,6 +37,35 @@ ordered_json trial_json(const Trial& t) {
   j["repetitions"] = t.repetitions;
   j["steps_run"] = t.steps_run;
   if (t.accumulation_steps > 1) j["accumulation_steps"] = t.accumulation_steps;
+  if (t.utilisation) {
+    const UtilisationSummary& u = *t.utilisation;
+    auto stat = [](const UtilisationStat& s) { return ordered_json{{"mean", s.mean}, {"min", s.min}, {"max", s.max}}; };
+    auto opt_stat = [&](const std::optional<UtilisationStat>& s) { return s ? stat(*s) : ordered_json(); };
+    ordered_json timeline = ordered_json::array();
+    for (const auto& s : u.timeline) {
+      ordered_json x = {{"t_s", s.t_s}, {"cpu_percent", s.cpu_percent}, {"core_percent", s.core_percent},
+                        {"rss_bytes", s.rss_bytes}};
+      if (s.gpu_sm_percent) x["gpu_sm_percent"] = *s.gpu_sm_percent;
+      if (s.gpu_memory_percent) x["gpu_memory_percent"] = *s.gpu_memory_percent;
+      if (s.gpu_memory_used_bytes) x["gpu_memory_used_bytes"] = *s.gpu_memory_used_bytes;
+      if (s.gpu_power_w) x["gpu_power_w"] = *s.gpu_power_w;
+      if (s.gpu_sm_clock_mhz) x["gpu_sm_clock_mhz"] = *s.gpu_sm_clock_mhz;
+      if (s.gpu_temperature_c) x["gpu_temperature_c"] = *s.gpu_temperature_c;
+      timeline.push_back(x);
+    }
+    j["utilisation"] = {{"interval_s", u.interval_s},
+                        {"samples", u.samples},
+                        {"cpu_percent", stat(u.cpu_percent)},
+                        {"core_percent_mean", u.core_percent_mean},
+                        {"rss_bytes_max", u.rss_bytes_max},
+                        {"gpu_sm_percent", opt_stat(u.gpu_sm_percent)},
+                        {"gpu_memory_percent", opt_stat(u.gpu_memory_percent)},
+                        {"gpu_power_w", opt_stat(u.gpu_power_w)},
+                        {"gpu_memory_used_bytes_max",
+                         u.gpu_memory_used_bytes_max ? ordered_json(*u.gpu_memory_used_bytes_max) : ordered_json()},
+                        {"overhead_percent", u.overhead_percent},
+                        {"timeline", timeline}};
+  }
   j["loss_first"] = number_or_null(t.loss_first, t.steps_run > 0);
   j["loss_last"] = number_or_null(t.loss_last, t.steps_run > 0);
   j["wall_s"] = t.wall_s;

@@ -92,6 +92,8 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
   memory->release_cached();
   std::optional<LimitGuard> limit(std::in_place, *memory, o.limit_bytes());
   memory->reset_peak();
+  std::optional<UtilisationMonitor> monitor;
+  if (o.monitor()) monitor.emplace(0.1, workload.device().is_cuda() ? workload.device().index() : -1);
   try {
     const int total = o.warmup() + o.steps();
     for (int i = 0; i < total; ++i) {
@@ -126,6 +128,7 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
     t.outcome = Outcome::Error;
     t.message = first_line(e.what());
   }
+  if (monitor) t.utilisation = monitor->finish();
   limit.reset();
   t.peak_bytes = memory->peak_bytes();
   t.peak_allocated_bytes = memory->peak_allocated_bytes();

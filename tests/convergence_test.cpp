@@ -6,6 +6,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <sched.h>
+
 #include <cmath>
 
 #include "batchwise/convergence.h"
@@ -206,6 +208,28 @@ TEST(Precision, Bf16TrainsOnCpu) {
   EXPECT_LT(last, first);
   EXPECT_THROW(make_workload(WorkloadOptions(options).precision("fp8")), ConfigError);
   EXPECT_THROW(make_workload(WorkloadOptions(options).precision("fp16")), ConfigError);  // CUDA only
+}
+
+// The utilisation monitor samples during every in-process trial: CPU per core, resident memory,
+// its own cost.
+TEST(Utilisation, EveryTrialIsMonitored) {
+  auto w = small("lenet");
+  const Trial t = run_trial(*w, TrialOptions(512).warmup(1).steps(6));
+  ASSERT_EQ(t.outcome, Outcome::Ok) << t.message;
+  ASSERT_TRUE(t.utilisation.has_value());
+  const UtilisationSummary& u = *t.utilisation;
+  EXPECT_GE(u.samples, 1);
+  EXPECT_EQ(static_cast<size_t>(u.samples), u.timeline.size());
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
+  EXPECT_EQ(u.core_percent_mean.size(), static_cast<size_t>(CPU_COUNT(&mask)));
+  EXPECT_GT(u.cpu_percent.max, 0);  // training kept a CPU busy
+  EXPECT_LE(u.cpu_percent.max, 100);
+  EXPECT_LE(u.cpu_percent.min, u.cpu_percent.mean);
+  EXPECT_GT(u.rss_bytes_max, 0);
+  EXPECT_GE(u.overhead_percent, 0);
+  EXPECT_FALSE(u.gpu_sm_percent.has_value());  // a CPU trial has no GPU fields
+  EXPECT_FALSE(run_trial(*w, TrialOptions(64).warmup(0).steps(1).monitor(false)).utilisation.has_value());
 }
 
 // ---- gradient noise scale -----------------------------------------------------------------------

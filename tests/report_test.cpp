@@ -87,6 +87,22 @@ Report fixed_report() {
                   trial(128, Outcome::Ok, 40ll << 20, {0.016, 0.016, 0.017, 0.0165}),
                   trial(256, Outcome::Oom, 63ll << 20, {}, "not run: batch 256 already ran out of memory")};
   sweep.knee_batch = knee_batch(sweep.points, 0.05);
+  UtilisationSummary u;
+  u.interval_s = 0.1;
+  for (int i = 1; i <= 3; ++i) {
+    UtilisationSample x;
+    x.t_s = 0.1 * i;
+    x.core_percent = {90.0 + i, 80.0 + i};
+    x.cpu_percent = 85.0 + i;
+    x.rss_bytes = (300ll + i) << 20;
+    u.timeline.push_back(x);
+  }
+  u.samples = 3;
+  u.cpu_percent = UtilisationStat{87, 86, 88};
+  u.core_percent_mean = {92, 82};
+  u.rss_bytes_max = 303ll << 20;
+  u.overhead_percent = 0.25;
+  sweep.points[1].utilisation = u;  // batch 128, the recommendation
   r.sweep = sweep;
 
   NoiseResult noise;
@@ -282,7 +298,8 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
 
   const auto j = nlohmann::json::parse(json);
   const auto charts = chart_configs(html);
-  ASSERT_EQ(charts.size(), 8u);
+  ASSERT_EQ(charts.size(), 9u);
+  EXPECT_EQ(dataset_labelled(charts.at("utilisation"), "CPU busy").at("data").size(), 3u);
   EXPECT_EQ(charts.at("precision").at("data").at("datasets").at(0).at("data").size(), 2u);
   // Step profile: one bar per profiled batch in every phase.
   for (const auto& d : charts.at("profile").at("data").at("datasets"))

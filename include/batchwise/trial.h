@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "batchwise/utilisation.h"
+
 namespace batchwise {
 
 class Workload;
@@ -83,6 +85,8 @@ struct TrialOptions {
   /// possible; at most one per sample) before the optimizer step: the batch trained the way an
   /// accumulation plan trains it. 1: a plain step.
   TORCH_ARG(int64_t, accumulation_steps) = 1;
+  /// Run the utilisation monitor (CPU per core, resident memory, NVML on GPU) during the steps.
+  TORCH_ARG(bool, monitor) = true;
 };
 
 /// What one trial (or, in a sweep, all repetitions at one batch size) measured.
@@ -114,6 +118,8 @@ struct Trial {
   /// Set by fit --mode model: the peak its memory model predicted before the trial ran.
   std::optional<int64_t> predicted_peak_bytes;
   StateBytes state;                 ///< after the last step (zero if no step completed)
+  /// The utilisation monitor's record of the steps (in a sweep: the first repetition's).
+  std::optional<UtilisationSummary> utilisation;
   std::string message;              ///< why, for oom / error / timeout
 };
 

@@ -164,6 +164,11 @@ def expected_points(report):
     precisions = report.get("precision_comparison") or []
     if precisions:
         expected["chart-precision"] = {"samples/s at batch": len(precisions)}
+    rec = (report.get("recommendation") or {}).get("batch")
+    monitored = [t for t in fit_trials + points if t.get("outcome") == "ok" and t.get("utilisation")
+                 and (rec is None or t.get("batch") == rec)]
+    if monitored:
+        expected["chart-utilisation"] = {"CPU busy": len(monitored[-1]["utilisation"].get("timeline") or [])}
     profiles = report.get("step_profile") or []
     if profiles:
         expected["chart-profile"] = {phase: len(profiles) for phase in ("data", "to device", "forward", "backward",

@@ -1,0 +1,186 @@
+#include "batchwise/utilisation.h"
+
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "nvml.h"
+
+namespace batchwise {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct CpuTimes {
+  int cpu = 0;
+  unsigned long long busy = 0, total = 0;
+};
+
+// The jiffies of each CPU in `mask`, from /proc/stat.
+std::vector<CpuTimes> read_cpu_times(const cpu_set_t& mask) {
+  std::vector<CpuTimes> out;
+  std::FILE* f = std::fopen("/proc/stat", "re");
+  if (!f) return out;
+  char line[512];
+  while (std::fgets(line, sizeof(line), f)) {
+    if (std::strncmp(line, "cpu", 3) != 0) break;
+    int cpu = -1;
+    unsigned long long v[8] = {};
+    if (std::sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1], &v[2], &v[3], &v[4],
+                    &v[5], &v[6], &v[7]) < 5)
+      continue;  // the aggregate "cpu " line
+    if (!CPU_ISSET(cpu, &mask)) continue;
+    CpuTimes t;
+    t.cpu = cpu;
+    for (auto x : v) t.total += x;
+    t.busy = t.total - v[3] - v[4];  // idle, iowait
+    out.push_back(t);
+  }
+  std::fclose(f);
+  return out;
+}
+
+int64_t rss_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "re");
+  if (!f) return 0;
+  long long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? resident * sysconf(_SC_PAGESIZE) : 0;
+}
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+template <typename Get>
+std::optional<UtilisationStat> stat_of(const std::vector<UtilisationSample>& samples, Get get) {
+  UtilisationStat s;
+  int n = 0;
+  for (const auto& x : samples) {
+    const std::optional<double> v = get(x);
+    if (!v) continue;
+    s.min = n == 0 ? *v : std::min(s.min, *v);
+    s.max = n == 0 ? *v : std::max(s.max, *v);
+    s.mean += *v;
+    ++n;
+  }
+  if (n == 0) return std::nullopt;
+  s.mean /= n;
+  return s;
+}
+
+}  // namespace
+
+struct UtilisationMonitor::State {
+  double interval_s;
+  int gpu_index;
+  cpu_set_t mask;
+  Clock::time_point start = Clock::now();
+  std::vector<CpuTimes> last;
+  std::vector<UtilisationSample> samples;
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stop = false;
+  double sampler_cpu_s = 0;
+  std::thread thread;
+
+  void sample() {
+    UtilisationSample s;
+    s.t_s = std::chrono::duration<double>(Clock::now() - start).count();
+    const std::vector<CpuTimes> now = read_cpu_times(mask);
+    double sum = 0;
+    for (size_t i = 0; i < now.size() && i < last.size(); ++i) {
+      const unsigned long long total = now[i].total - last[i].total, busy = now[i].busy - last[i].busy;
+      const double percent = total > 0 ? 100.0 * static_cast<double>(busy) / static_cast<double>(total) : 0.0;
+      s.core_percent.push_back(percent);
+      sum += percent;
+    }
+    s.cpu_percent = s.core_percent.empty() ? 0 : sum / static_cast<double>(s.core_percent.size());
+    last = now;
+    s.rss_bytes = rss_bytes();
+    if (gpu_index >= 0) {
+      if (const auto g = detail::shared_nvml().sample(gpu_index)) {
+        s.gpu_sm_percent = g->sm_percent;
+        s.gpu_memory_percent = g->memory_percent;
+        s.gpu_memory_used_bytes = g->memory_used_bytes;
+        s.gpu_power_w = g->power_w;
+        s.gpu_sm_clock_mhz = g->sm_clock_mhz;
+        s.gpu_temperature_c = g->temperature_c;
+      }
+    }
+    samples.push_back(std::move(s));
+  }
+
+  void run() {
+    const double cpu_start = thread_cpu_s();
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stop) {
+      wake.wait_for(lock, std::chrono::duration<double>(interval_s), [&] { return stop; });
+      sample();  // one more after stop: the run's last stretch
+    }
+    sampler_cpu_s = thread_cpu_s() - cpu_start;
+  }
+};
+
+UtilisationMonitor::UtilisationMonitor(double interval_s, int gpu_index) : state_(std::make_unique<State>()) {
+  state_->interval_s = interval_s;
+  state_->gpu_index = gpu_index;
+  CPU_ZERO(&state_->mask);
+  if (sched_getaffinity(0, sizeof(state_->mask), &state_->mask) != 0)
+    for (int i = 0; i < CPU_SETSIZE; ++i) CPU_SET(i, &state_->mask);
+  state_->last = read_cpu_times(state_->mask);
+  state_->thread = std::thread([s = state_.get()] { s->run(); });
+}
+
+UtilisationMonitor::~UtilisationMonitor() {
+  if (state_ && state_->thread.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->stop = true;
+    }
+    state_->wake.notify_all();
+    state_->thread.join();
+  }
+}
+
+UtilisationSummary UtilisationMonitor::finish() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->stop = true;
+  }
+  state_->wake.notify_all();
+  if (state_->thread.joinable()) state_->thread.join();
+  const double wall = std::chrono::duration<double>(Clock::now() - state_->start).count();
+  UtilisationSummary u;
+  u.interval_s = state_->interval_s;
+  u.timeline = std::move(state_->samples);
+  u.samples = static_cast<int>(u.timeline.size());
+  u.cpu_percent = stat_of(u.timeline, [](const UtilisationSample& s) { return std::optional<double>(s.cpu_percent); })
+                      .value_or(UtilisationStat{});
+  for (const auto& s : u.timeline) {
+    u.rss_bytes_max = std::max(u.rss_bytes_max, s.rss_bytes);
+    if (u.core_percent_mean.size() < s.core_percent.size()) u.core_percent_mean.resize(s.core_percent.size());
+    for (size_t i = 0; i < s.core_percent.size(); ++i) u.core_percent_mean[i] += s.core_percent[i] / u.samples;
+    if (s.gpu_memory_used_bytes)
+      u.gpu_memory_used_bytes_max = std::max(u.gpu_memory_used_bytes_max.value_or(0), *s.gpu_memory_used_bytes);
+  }
+  u.gpu_sm_percent = stat_of(u.timeline, [](const UtilisationSample& s) { return s.gpu_sm_percent; });
+  u.gpu_memory_percent = stat_of(u.timeline, [](const UtilisationSample& s) { return s.gpu_memory_percent; });
+  u.gpu_power_w = stat_of(u.timeline, [](const UtilisationSample& s) { return s.gpu_power_w; });
+  u.overhead_percent = wall > 0 ? 100.0 * state_->sampler_cpu_s / wall : 0;
+  return u;
+}
+
+}  // namespace batchwise
