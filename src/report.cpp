@@ -37,6 +37,8 @@ ordered_json trial_json(const Trial& t) {
   j["repetitions"] = t.repetitions;
   j["steps_run"] = t.steps_run;
   if (t.accumulation_steps > 1) j["accumulation_steps"] = t.accumulation_steps;
+  j["data_wait_share"] = t.data_wait_share;
+  j["input_bound"] = t.input_bound;
   if (t.utilisation) {
     const UtilisationSummary& u = *t.utilisation;
     auto stat = [](const UtilisationStat& s) { return ordered_json{{"mean", s.mean}, {"min", s.min}, {"max", s.max}}; };
@@ -243,6 +245,21 @@ std::string to_json(const Report& r) {
                         {"wall_s", n.wall_s},
                         {"timeline", timeline}};
   }
+  if (r.loader) {
+    auto trial = [](const LoaderTrial& t) {
+      return ordered_json{{"workers", t.workers},         {"prefetch", t.prefetch},
+                          {"outcome", to_string(t.outcome)}, {"samples_per_s", t.samples_per_s},
+                          {"data_wait_share", t.data_wait_share}, {"input_bound", t.input_bound},
+                          {"message", t.message}};
+    };
+    ordered_json trials = ordered_json::array();
+    for (const auto& t : r.loader->trials) trials.push_back(trial(t));
+    j["loader"] = {{"batch", r.loader->batch},
+                   {"before", trial(r.loader->before)},
+                   {"after", r.loader->after ? trial(*r.loader->after) : ordered_json()},
+                   {"advice", r.loader->advice},
+                   {"trials", trials}};
+  }
   if (!r.precisions.empty()) {
     ordered_json points = ordered_json::array();
     for (const auto& p : r.precisions)
@@ -396,6 +413,25 @@ std::string to_table(const Report& r) {
                        ok ? grouped(t.samples_per_s) : "-", spread,
                        ok ? fmt::format("{:.2f}", t.step_time_s_median * 1e3) : "-", format_bytes(t.peak_bytes), note));
     }
+  }
+  if (r.loader) {
+    const LoaderSearch& l = *r.loader;
+    line("");
+    line(fmt::format("input pipeline at batch {} (a trial per setting; input-bound: over {:.0f} % of the step waiting "
+                     "for data):",
+                     l.batch, 100 * kInputBoundShare));
+    line(fmt::format("{:>8}  {:>8}  {:>10}  {:>9}  {}", "workers", "prefetch", "samples/s", "data wait", "note"));
+    auto row = [&](const LoaderTrial& t, const std::string& note) {
+      line(fmt::format("{:>8}  {:>8}  {:>10}  {:>8.1f}%  {}", t.workers, t.prefetch,
+                       t.outcome == Outcome::Ok ? grouped(t.samples_per_s) : to_string(t.outcome),
+                       100 * t.data_wait_share, note));
+    };
+    row(l.before, l.before.input_bound ? "given; input-bound" : "given");
+    for (const auto& t : l.trials) {
+      const bool chosen = l.after && t.workers == l.after->workers && t.prefetch == l.after->prefetch;
+      row(t, std::string(t.input_bound ? "input-bound" : "") + (chosen ? (t.input_bound ? "; " : "") + std::string("<- use") : ""));
+    }
+    line("  " + l.advice);
   }
   if (!r.precisions.empty()) {
     line("");

@@ -77,6 +77,8 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
         point.steps_run += t.steps_run;
         point.wall_s += t.wall_s;
         point.loss_last = t.loss_last;
+        point.data_wait_share = (point.data_wait_share * point.repetitions + t.data_wait_share) / (point.repetitions + 1);
+        point.input_bound = point.outcome == Outcome::Ok && point.data_wait_share > kInputBoundShare;
         point.repetitions += 1;
         if (t.outcome != Outcome::Ok) {
           point.outcome = t.outcome;

@@ -92,6 +92,7 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
   memory->release_cached();
   std::optional<LimitGuard> limit(std::in_place, *memory, o.limit_bytes());
   memory->reset_peak();
+  double data_wait_s = 0;
   std::optional<UtilisationMonitor> monitor;
   if (o.monitor()) monitor.emplace(0.1, workload.device().is_cuda() ? workload.device().index() : -1);
   try {
@@ -99,6 +100,7 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
     for (int i = 0; i < total; ++i) {
       const auto start = clock::now();
       const Batch batch = workload.next_batch(o.batch());
+      const auto got = clock::now();
       BATCHWISE_ASSERT(batch.input.size(0) == o.batch());
       const double loss = (accumulation > 1 ? train_step_accumulated(workload, batch, accumulation)
                                             : workload.train_step(batch))
@@ -108,7 +110,10 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
       if (i == 0) t.loss_first = loss;
       t.loss_last = loss;
       ++t.steps_run;
-      if (i >= o.warmup()) t.step_times_s.push_back(std::chrono::duration<double>(end - start).count());
+      if (i >= o.warmup()) {
+        t.step_times_s.push_back(std::chrono::duration<double>(end - start).count());
+        data_wait_s += std::chrono::duration<double>(got - start).count();
+      }
       const double elapsed = std::chrono::duration<double>(end - trial_start).count();
       if (o.timeout_s() > 0 && elapsed > o.timeout_s() && i + 1 < total) {
         t.outcome = Outcome::Timeout;
@@ -142,6 +147,10 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
   }
   memory->release_cached();
   summarize_steps(t);
+  double stepped = 0;
+  for (double s : t.step_times_s) stepped += s;
+  t.data_wait_share = stepped > 0 ? data_wait_s / stepped : 0;
+  t.input_bound = t.outcome == Outcome::Ok && t.data_wait_share > kInputBoundShare;
   t.wall_s = std::chrono::duration<double>(clock::now() - trial_start).count();
   return t;
 }

@@ -10,6 +10,11 @@
 
 #include <chrono>
 #include <sstream>
+#include <thread>
+#include <mutex>
+#include <map>
+#include <deque>
+#include <condition_variable>
 
 #include "batchwise/device.h"
 #include "batchwise/memory.h"
@@ -87,7 +92,6 @@ ModuleWorkload::ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model,
   BATCHWISE_CHECK(data_.size() > 0, DataError, "{}: the dataset is empty", data_.name);
 }
 
-ModuleWorkload::~ModuleWorkload() = default;
 
 namespace {
 
@@ -100,7 +104,231 @@ at::Tensor model_input(const Dataset& data, const at::Tensor& rows, c10::Device 
 
 }  // namespace
 
+
+// The input pipeline: the training thread draws each batch's indices from the sampler in order;
+// `workers` threads assemble and transform them ahead, up to workers x prefetch batches; batches are
+// handed out in order. The sampler is snapshot when the pipeline starts and the batches handed out
+// are counted, so stopping it (before a state is saved or restored) rewinds the sampler to exactly
+// where the training consumed it: prefetching never skips or repeats a sample.
+struct ModuleWorkload::Loader {
+  Loader(ModuleWorkload& w, int workers, int prefetch, bool augment, int64_t latency_us)
+      : w(w), workers(workers), prefetch(prefetch), augment(augment), latency_us(latency_us) {}
+  ~Loader() { stop(); }
+
+  ModuleWorkload& w;
+  const int workers, prefetch;
+  const bool augment;
+  const int64_t latency_us;
+
+  std::vector<std::thread> threads;
+  std::mutex mutex;
+  std::condition_variable work, ready_cv;
+  bool stopping = false, running = false;
+  int64_t batch = 0, drawn = 0, consumed = 0;
+  std::deque<std::pair<int64_t, at::Tensor>> todo;
+  std::map<int64_t, Batch> ready;
+  std::exception_ptr error;
+  at::Tensor snap_rng, snap_order;
+  int64_t snap_cursor = 0;
+  uint64_t seed_base = 0;
+
+  Batch produce(const at::Tensor& index, int64_t k) {
+    if (latency_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(latency_us * index.numel()));
+    Batch b = w.host_batch(index, seed_base + static_cast<uint64_t>(k));
+    if (w.device_.is_cuda()) b.input = b.input.pin_memory(), b.target = b.target.pin_memory();
+    return b;
+  }
+
+  void worker() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (true) {
+      work.wait(lock, [&] { return stopping || !todo.empty(); });
+      if (stopping) return;
+      auto [k, index] = todo.front();
+      todo.pop_front();
+      lock.unlock();
+      Batch b;
+      std::exception_ptr failed;
+      try {
+        b = produce(index, k);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      lock.lock();
+      if (failed && !error) error = failed;
+      if (!failed) ready.emplace(k, std::move(b));
+      ready_cv.notify_all();
+    }
+  }
+
+  void start(int64_t size) {
+    batch = size;
+    drawn = consumed = 0;
+    snap_rng = get_rng(w.sampler_->generator);
+    snap_order = w.sampler_->order;
+    snap_cursor = w.sampler_->cursor;
+    seed_base = static_cast<uint64_t>(at::detail::getDefaultCPUGenerator().current_seed()) * 1000003u + 17u;
+    stopping = false;
+    running = true;
+    for (int i = 0; i < workers; ++i) threads.emplace_back([this] { worker(); });
+  }
+
+  void stop() {
+    if (!running) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    work.notify_all();
+    for (auto& t : threads) t.join();
+    threads.clear();
+    todo.clear();
+    ready.clear();
+    error = nullptr;
+    running = false;
+    // Back to where the training consumed the sampler.
+    set_rng(w.sampler_->generator, snap_rng);
+    w.sampler_->order = snap_order;
+    w.sampler_->cursor = snap_cursor;
+    for (int64_t i = 0; i < consumed; ++i) (void)w.sampler_->next(batch);
+  }
+
+  Batch next(int64_t size) {
+    if (!running || size != batch) {
+      stop();
+      start(size);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      while (drawn - consumed < static_cast<int64_t>(workers) * prefetch) todo.emplace_back(drawn++, w.sampler_->next(batch));
+    }
+    work.notify_all();
+    Batch b;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      ready_cv.wait(lock, [&] { return error || ready.count(consumed) > 0; });
+      if (error) {
+        const std::exception_ptr e = error;
+        lock.unlock();
+        stop();
+        std::rethrow_exception(e);
+      }
+      b = std::move(ready.at(consumed));
+      ready.erase(consumed);
+      ++consumed;
+    }
+    const bool async = w.device_.is_cuda();
+    return {b.input.to(w.device_, /*non_blocking=*/async), b.target.to(w.device_, /*non_blocking=*/async)};
+  }
+};
+
+ModuleWorkload::~ModuleWorkload() = default;
+
+void ModuleWorkload::set_pipeline(int workers, int prefetch, bool augment, int64_t io_latency_us) {
+  BATCHWISE_CHECK(workers >= 0 && prefetch >= 1 && io_latency_us >= 0, ConfigError,
+                  "--workers {}, --prefetch {}, --io-latency-us {}: workers and latency must not be negative, prefetch "
+                  "at least 1",
+                  workers, prefetch, io_latency_us);
+  BATCHWISE_CHECK(!augment || (data_.inputs.dim() == 4 && !data_.is_tokens()), ConfigError,
+                  "--augment: random crops and flips are for image datasets ([N, C, H, W]); {} is not one", data_.name);
+  if (loader_) loader_->stop();
+  loader_.reset();
+  if (workers > 0 || augment || io_latency_us > 0)
+    loader_ = std::make_unique<Loader>(*this, std::max(workers, 0), prefetch, augment, io_latency_us);
+}
+
+std::tuple<int, int, bool, int64_t> ModuleWorkload::pipeline() const {
+  if (!loader_) return {0, 2, false, 0};
+  return {loader_->workers, loader_->prefetch, loader_->augment, loader_->latency_us};
+}
+
+LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, int steps, std::vector<int> workers,
+                           std::vector<int> prefetch) {
+  if (workers.empty()) workers = {0, 1, 2, 4, 8};
+  if (prefetch.empty()) prefetch = {2, 4};
+  const auto [own_workers, own_prefetch, augment, latency] = workload.pipeline();
+  LoaderSearch search;
+  search.batch = batch;
+  auto measure = [&](int w, int p) {
+    workload.set_pipeline(w, p, augment, latency);
+    const Trial t = run_trial(workload, TrialOptions(batch).warmup(warmup).steps(steps).monitor(false));
+    LoaderTrial l;
+    l.workers = w;
+    l.prefetch = p;
+    l.outcome = t.outcome;
+    l.samples_per_s = t.samples_per_s;
+    l.data_wait_share = t.data_wait_share;
+    l.input_bound = t.input_bound;
+    l.message = t.message;
+    return l;
+  };
+  search.before = measure(own_workers, own_prefetch);
+  double best = search.before.outcome == Outcome::Ok ? search.before.samples_per_s : 0;
+  for (int w : workers)
+    for (int p : prefetch) {
+      if (w == 0 && p != prefetch.front()) continue;  // no workers: prefetch means nothing
+      search.trials.push_back(measure(w, p));
+      if (search.trials.back().outcome == Outcome::Ok) best = std::max(best, search.trials.back().samples_per_s);
+    }
+  workload.set_pipeline(own_workers, own_prefetch, augment, latency);
+  for (const auto& t : search.trials)  // in order: fewest workers, then least prefetch
+    if (t.outcome == Outcome::Ok && !t.input_bound && t.samples_per_s >= 0.95 * best) {
+      search.after = t;
+      break;
+    }
+  const LoaderTrial& b = search.before;
+  if (!search.after) {
+    search.advice = fmt::format("no setting tried removes the stall at batch {}: the input pipeline itself is too slow "
+                                "(a cheaper transform, faster storage, or a GPU-side transform would help)",
+                                batch);
+  } else if (search.after->workers == b.workers && search.after->prefetch == b.prefetch) {
+    search.advice = fmt::format("the current setting ({} workers, prefetch {}) already keeps the step fed at batch {} "
+                                "({:.0f} % of it waiting for data)",
+                                b.workers, b.prefetch, batch, 100 * b.data_wait_share);
+  } else {
+    const LoaderTrial& a = *search.after;
+    search.advice = fmt::format(
+        "--workers {} --prefetch {}: {:.0f} samples/s with {:.0f} % of the step waiting for data, against {:.0f} "
+        "samples/s and {:.0f} % with {} workers (prefetch {}){}",
+        a.workers, a.prefetch, a.samples_per_s, 100 * a.data_wait_share, b.samples_per_s, 100 * b.data_wait_share,
+        b.workers, b.prefetch, b.input_bound ? ": the stall is gone" : "");
+  }
+  return search;
+}
+
+Batch ModuleWorkload::host_batch(const at::Tensor& index, uint64_t augment_seed) const {
+  at::Tensor input = data_.inputs.index_select(0, index);
+  if (input.scalar_type() == at::kByte) input = input.to(at::kFloat).div_(255.0).sub_(data_.mean).div_(data_.std);
+  if (loader_ && loader_->augment) {
+    // Random crop with 4 pixels of zero padding, and a horizontal flip with probability 1/2.
+    const int64_t n = input.size(0), h = input.size(2), wd = input.size(3);
+    const at::Tensor padded = at::constant_pad_nd(input, {4, 4, 4, 4});
+    at::Generator g = at::make_generator<at::CPUGeneratorImpl>(augment_seed);
+    const at::Tensor offsets = at::randint(0, 9, {n, 2}, g, at::TensorOptions().dtype(at::kLong));
+    const at::Tensor flips = at::randint(0, 2, {n}, g, at::TensorOptions().dtype(at::kLong));
+    at::Tensor out = at::empty_like(input);
+    const auto o = offsets.accessor<int64_t, 2>();
+    const auto f = flips.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < n; ++i) {
+      at::Tensor crop = padded[i].narrow(1, o[i][0], h).narrow(2, o[i][1], wd);
+      out[i].copy_(f[i] ? crop.flip({2}) : crop);
+    }
+    input = out;
+  }
+  return {input, data_.targets.index_select(0, index)};
+}
+
 Batch ModuleWorkload::next_batch(int64_t batch) {
+  if (loader_) {
+    if (loader_->workers == 0) {  // transforms in the training thread
+      const at::Tensor index = sampler_->next(batch);
+      if (loader_->latency_us > 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(loader_->latency_us * index.numel()));
+      Batch b = host_batch(index, static_cast<uint64_t>(sampler_->cursor) * 7919u);
+      return {b.input.to(device_), b.target.to(device_)};
+    }
+    return loader_->next(batch);
+  }
   const at::Tensor index = sampler_->next(batch);
   return {model_input(data_, data_.inputs.index_select(0, index), device_),
           data_.targets.index_select(0, index).to(device_)};
@@ -272,6 +500,7 @@ std::vector<at::Tensor> ModuleWorkload::gradients() {
 }
 
 std::unique_ptr<WorkloadState> ModuleWorkload::save_state() {
+  if (loader_) loader_->stop();  // the sampler back where the training consumed it
   UntrackedScope untracked;  // the snapshot is batchwise's, not the training's
   auto state = std::make_unique<ModuleState>();
   for (const auto& p : module().parameters()) {
@@ -296,6 +525,7 @@ std::unique_ptr<WorkloadState> ModuleWorkload::save_state() {
 }
 
 void ModuleWorkload::restore_state(const WorkloadState& saved) {
+  if (loader_) loader_->stop();  // prefetched batches belong to the state being left
   const auto* state = dynamic_cast<const ModuleState*>(&saved);
   BATCHWISE_ASSERT(state != nullptr);
   torch::NoGradGuard no_grad;
@@ -641,8 +871,10 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
   for (const auto& b : model.ptr()->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
 
   auto optimizer = make_optimizer(o.optimizer(), info.lr, model.ptr()->parameters());
-  return std::make_unique<ModuleWorkload>(std::move(info), std::move(model), std::move(optimizer), std::move(data),
-                                          std::move(loss), torch_device, o.seed());
+  auto workload = std::make_unique<ModuleWorkload>(std::move(info), std::move(model), std::move(optimizer),
+                                                   std::move(data), std::move(loss), torch_device, o.seed());
+  workload->set_pipeline(o.workers(), o.prefetch(), o.augment(), o.io_latency_us());
+  return workload;
 }
 
 }  // namespace batchwise

@@ -101,7 +101,7 @@ TEST(Cli, NothingFitsExitsSixWithANullBatch) {
 }
 
 TEST(Cli, EverySubcommandHasHelpWithAnExample) {
-  for (const char* sub : {"fit", "sweep", "tune", "compare", "history", "report", "plan", "noise", "validate", "doctor"}) {
+  for (const char* sub : {"fit", "sweep", "tune", "compare", "history", "report", "plan", "noise", "validate", "doctor", "loader"}) {
     const Outcome r = batchwise(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("Example:"), std::string::npos) << sub << r.out;
@@ -387,6 +387,21 @@ TEST(Cli, ComparePrecisionPutsBf16BesideFp32) {
   }
   EXPECT_LT(p.at(1).at("peak_bytes").get<int64_t>(), p.at(0).at("peak_bytes").get<int64_t>());
   EXPECT_NE(r.out.find("precision comparison (throughput at batch"), std::string::npos) << r.out;
+}
+
+TEST(Cli, LoaderFindsTheSettingThatRemovesTheStall) {
+  const fs::path json = scratch() / "loader.json";
+  const Outcome r = batchwise("loader --model mlp --dataset synthetic --synthetic-size 1000 --io-latency-us 100 "
+                              "--batch 64 --steps 4 --no-history -q --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  const auto& l = j.at("loader");
+  EXPECT_TRUE(l.at("before").at("input_bound").get<bool>()) << l.dump();
+  ASSERT_FALSE(l.at("after").is_null()) << l.at("advice");
+  EXPECT_GE(l.at("after").at("workers").get<int>(), 2);
+  EXPECT_FALSE(l.at("after").at("input_bound").get<bool>());
+  EXPECT_GT(l.at("after").at("samples_per_s").get<double>(), l.at("before").at("samples_per_s").get<double>());
+  EXPECT_NE(r.out.find("<- use"), std::string::npos) << r.out;
 }
 
 TEST(Cli, ReportErrorsNameTheInput) {

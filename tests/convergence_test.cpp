@@ -232,6 +232,71 @@ TEST(Utilisation, EveryTrialIsMonitored) {
   EXPECT_FALSE(run_trial(*w, TrialOptions(64).warmup(0).steps(1).monitor(false)).utilisation.has_value());
 }
 
+// ---- input pipeline -----------------------------------------------------------------------------
+
+std::unique_ptr<Workload> piped(int workers, int64_t latency_us = 0, bool augment = false) {
+  CpuMemoryTracker::install();
+  return make_workload(WorkloadOptions()
+                           .model("mlp")
+                           .dataset("synthetic")
+                           .synthetic_size(1000)
+                           .device("cpu")
+                           .workers(workers)
+                           .io_latency_us(latency_us)
+                           .augment(augment));
+}
+
+// Prefetching workers hand out exactly the batches the training thread would have drawn, in order,
+// and saving or restoring the state never skips or repeats a prefetched batch.
+TEST(Loader, WorkersHandOutTheSameBatchesAndStatesStayExact) {
+  auto plain = piped(0), workers = piped(3);
+  for (int i = 0; i < 6; ++i) {
+    const Batch a = plain->next_batch(64), b = workers->next_batch(64);
+    EXPECT_TRUE(at::equal(a.target, b.target)) << "batch " << i;
+    EXPECT_TRUE(at::allclose(a.input, b.input)) << "batch " << i;
+  }
+  const auto saved = workers->save_state();  // 3 x 2 batches were prefetched ahead: none may be lost
+  const Batch next = workers->next_batch(64);
+  EXPECT_TRUE(at::equal(next.target, plain->next_batch(64).target));
+  (void)workers->next_batch(64);
+  workers->restore_state(*saved);
+  EXPECT_TRUE(at::equal(workers->next_batch(64).target, next.target));
+}
+
+TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
+  auto one = piped(1, 100), eight = piped(8, 100);  // 6.4 ms of latency per batch of 64
+  const Trial slow = run_trial(*one, TrialOptions(64).warmup(2).steps(8));
+  const Trial fed = run_trial(*eight, TrialOptions(64).warmup(2).steps(8));
+  ASSERT_EQ(slow.outcome, Outcome::Ok) << slow.message;
+  ASSERT_EQ(fed.outcome, Outcome::Ok) << fed.message;
+  EXPECT_TRUE(slow.input_bound) << slow.data_wait_share;
+  EXPECT_FALSE(fed.input_bound) << fed.data_wait_share;
+  EXPECT_GT(fed.samples_per_s, slow.samples_per_s);
+  const LoaderSearch search = search_loader(dynamic_cast<ModuleWorkload&>(*one), 64, 2, 6, {1, 8}, {2});
+  EXPECT_TRUE(search.before.input_bound);
+  ASSERT_TRUE(search.after.has_value()) << search.advice;
+  EXPECT_EQ(search.after->workers, 8);
+  EXPECT_NE(search.advice.find("--workers 8"), std::string::npos) << search.advice;
+  EXPECT_EQ(std::get<0>(dynamic_cast<ModuleWorkload&>(*one).pipeline()), 1);  // put back
+}
+
+TEST(Loader, AugmentationCropsAndFlipsImages) {
+  CpuMemoryTracker::install();
+  auto options = WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(256).device("cpu");
+  auto plain = make_workload(options), augmented = make_workload(WorkloadOptions(options).augment(true).workers(2));
+  const Batch a = plain->next_batch(32), b = augmented->next_batch(32);
+  EXPECT_EQ(a.input.sizes(), b.input.sizes());
+  EXPECT_TRUE(at::equal(a.target, b.target));
+  EXPECT_FALSE(at::allclose(a.input, b.input));  // shifted and flipped copies of the same images
+  try {
+    make_workload(WorkloadOptions(options).model("transformer").augment(true));  // tokens: nothing to crop
+    ADD_FAILURE() << "augmenting tokens was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--augment: random crops and flips are for image datasets"), std::string::npos)
+        << e.what();
+  }
+}
+
 // ---- gradient noise scale -----------------------------------------------------------------------
 
 // y = x.w* + sigma.eps with x ~ N(0, I_d), trained with the mean squared error at fixed weights

@@ -63,6 +63,7 @@ struct Report {
   std::optional<ValidationResult> validation;    ///< batchwise validate; tune --validate
   std::vector<StepProfile> step_profile;         ///< --profile: one per batch size that ran
   std::vector<PrecisionPoint> precisions;        ///< tune --compare-precision; the run's own first
+  std::optional<LoaderSearch> loader;            ///< batchwise loader; tune when input-bound
 };
 
 /// The JSON report (schema_version "1"), pretty-printed.

@@ -66,6 +66,28 @@ struct StepProfile {
   double coverage = 0;
 };
 
+/// One input-pipeline setting, measured (batchwise loader).
+struct LoaderTrial {
+  int workers = 0, prefetch = 0;
+  Outcome outcome = Outcome::Error;
+  double samples_per_s = 0;
+  double data_wait_share = 0;
+  bool input_bound = false;
+  std::string message;
+};
+
+/// The input-pipeline search at one batch size.
+struct LoaderSearch {
+  int64_t batch = 0;
+  LoaderTrial before;                ///< the setting the run was given
+  std::vector<LoaderTrial> trials;   ///< every setting tried, in order
+  std::optional<LoaderTrial> after;  ///< the fewest workers (then prefetch) not input-bound, within 5 % of the best
+  std::string advice;                ///< one sentence: the setting and what it changes
+};
+
+/// A trial that waits for its batches longer than this share of its step time is input-bound.
+constexpr double kInputBoundShare = 0.2;
+
 /// Options of one trial.
 /// Example: `run_trial(workload, TrialOptions(256).warmup(2).steps(5))`.
 struct TrialOptions {
@@ -118,6 +140,11 @@ struct Trial {
   /// Set by fit --mode model: the peak its memory model predicted before the trial ran.
   std::optional<int64_t> predicted_peak_bytes;
   StateBytes state;                 ///< after the last step (zero if no step completed)
+  /// Of the measured steps' time, the share spent waiting for the next batch (next_batch).
+  double data_wait_share = 0;
+  /// data_wait_share above kInputBoundShare: the step waits for its input; more loader workers,
+  /// prefetching or a cheaper transform would speed it up (batchwise loader finds the setting).
+  bool input_bound = false;
   /// The utilisation monitor's record of the steps (in a sweep: the first repetition's).
   std::optional<UtilisationSummary> utilisation;
   std::string message;              ///< why, for oom / error / timeout

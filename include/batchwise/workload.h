@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <string>
 
@@ -97,6 +98,10 @@ class ModuleWorkload : public Workload {
   /// REQUIRES: `optimizer` optimises `model`'s parameters; `data` matches the model's input.
   ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model, std::unique_ptr<torch::optim::Optimizer> optimizer,
                  Dataset data, LossFn loss, c10::Device device, uint64_t seed);
+  /// The input pipeline (see WorkloadOptions::workers). REQUIRES: workers >= 0, prefetch >= 1.
+  void set_pipeline(int workers, int prefetch, bool augment, int64_t io_latency_us);
+  /// The pipeline's settings: workers, prefetch, augment, io_latency_us.
+  std::tuple<int, int, bool, int64_t> pipeline() const;
   ~ModuleWorkload() override;
 
   WorkloadInfo info() const override { return info_; }
@@ -127,6 +132,10 @@ class ModuleWorkload : public Workload {
 
  private:
   struct Sampler;
+  struct Loader;
+  friend struct Loader;
+  // The batch of `index` assembled and transformed on the host (the pipeline's work).
+  Batch host_batch(const at::Tensor& index, uint64_t augment_seed) const;
   // Forward and loss, under autocast when the precision asks for it.
   at::Tensor forward_loss(const at::Tensor& input, const at::Tensor& target, at::Tensor* output = nullptr);
   bool fp16() const { return info_.precision == "fp16"; }
@@ -139,6 +148,7 @@ class ModuleWorkload : public Workload {
   LossFn loss_;
   c10::Device device_;
   std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<Loader> loader_;  // when the pipeline is not the plain in-thread path
 };
 
 /// How to build a built-in workload. Every name is also the CLI flag's name.
@@ -177,6 +187,17 @@ struct WorkloadOptions {
   /// When > 0 and below seq_len: sequences vary from seq_len_min to seq_len tokens. Trials run at
   /// seq_len, the longest, which is the worst case for memory.
   TORCH_ARG(int64_t, seq_len_min) = 0;
+  /// Input pipeline: worker threads that assemble, transform (and on CUDA pin) batches ahead of
+  /// the training step; 0: in the training thread, as before. Datasets are always held in RAM.
+  TORCH_ARG(int, workers) = 0;
+  /// Batches each worker may have ready ahead of the step (PyTorch's prefetch_factor).
+  TORCH_ARG(int, prefetch) = 2;
+  /// Image augmentation in the pipeline: random crop with 4 pixels of padding and a horizontal
+  /// flip (p = 0.5), after normalisation.
+  TORCH_ARG(bool, augment) = false;
+  /// A per-sample delay in the pipeline, in microseconds, emulating storage or decoding latency
+  /// (it sleeps; it does not use the CPU): to see what a slow input pipeline does to a trial.
+  TORCH_ARG(int64_t, io_latency_us) = 0;
   /// Samples in the synthetic dataset.
   TORCH_ARG(int64_t, synthetic_size) = 10000;
   TORCH_ARG(uint64_t, seed) = 0;
@@ -192,6 +213,12 @@ Dataset load_test_split(const WorkloadOptions& options);
 
 /// "cross-entropy", "mse".
 const std::vector<std::string>& loss_names();
+/// Tries input-pipeline settings (workers x prefetch) at `batch` with real trials, starting with the
+/// workload's own, and says which removes the stall. The workload's pipeline is put back afterwards.
+/// `workers` empty: 0, 1, 2, 4, 8; `prefetch` empty: 2, 4.
+LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, int steps,
+                           std::vector<int> workers = {}, std::vector<int> prefetch = {});
+
 /// "fp32", "bf16", "fp16".
 const std::vector<std::string>& precision_names();
 /// "sgd", "adam", "adamw".

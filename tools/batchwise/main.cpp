@@ -85,6 +85,7 @@ struct Flags {
   int64_t accumulation_steps = 1;
   bool profile = false;
   bool compare_precision = false;
+  int64_t loader_batch = 256;
   // validate, tune --validate
   bool validate = false;
   double target_accuracy = 0, target_loss = 0, max_epochs = 3, max_seconds = 600;
@@ -120,6 +121,13 @@ void add_workload_flags(CLI::App* cmd, Flags& f) {
   cmd->add_option("--lr", w.lr(), "learning rate (default: sgd 0.01, adam/adamw 0.001)");
   cmd->add_option("--seq-len", f.seq_len,
                   "tokens per sample, transformer on synthetic data; a range like 32-128 fits the longest")
+      ->capture_default_str();
+  cmd->add_option("--workers", w.workers(), "input pipeline threads that prepare batches ahead (0: in the training thread)")
+      ->capture_default_str();
+  cmd->add_option("--prefetch", w.prefetch(), "batches each worker may have ready ahead")->capture_default_str();
+  cmd->add_flag("--augment", w.augment(), "random crop (padding 4) and horizontal flip in the input pipeline (images)");
+  cmd->add_option("--io-latency-us", w.io_latency_us(),
+                  "emulate a slow input: a per-sample delay (sleep) in the pipeline, in microseconds")
       ->capture_default_str();
   cmd->add_option("--synthetic-size", w.synthetic_size(), "samples in the synthetic dataset")->capture_default_str();
   cmd->add_option("--seed", w.seed(), "seed of initialisation, data order and synthetic data")->capture_default_str();
@@ -316,6 +324,9 @@ int run(const std::string& command, Flags& f) {
                       "measured through --cmd");
   if (f.accumulation_steps < 1)
     throw ConfigError(fmt::format("--accumulation-steps {}: must be at least 1", f.accumulation_steps));
+  if (command == "loader" && f.use_cmd)
+    throw ConfigError("loader: batchwise tunes its own input pipeline; with --cmd, tune your DataLoader's num_workers "
+                      "inside your command");
   if (f.compare_precision && f.use_cmd)
     throw ConfigError("--compare-precision: batchwise sets the precision of its own training step; with --cmd, run "
                       "your command once per precision and compare the reports");
@@ -457,6 +468,9 @@ int run(const std::string& command, Flags& f) {
                                                       .micro_batch(f.noise_micro_batch)
                                                       .steps(f.noise_steps)
                                                       .train(!f.fixed_weights));
+  } else if (command == "loader") {
+    if (!f.quiet) fmt::print(stderr, "trying input-pipeline settings at batch {}\n", f.loader_batch);
+    report.loader = search_loader(dynamic_cast<ModuleWorkload&>(*workload), f.loader_batch, f.warmup, f.steps);
   } else if (command == "validate") {
     if (!f.quiet) fmt::print(stderr, "validating: training to the target at each of {}\n", f.batch_sizes);
     report.validation = validate(*workload, held_out, validate_options(f, parse_batch_sizes(f.batch_sizes, "--batch-sizes")));
@@ -518,6 +532,18 @@ int run(const std::string& command, Flags& f) {
   }
   if (command != "plan" && command != "noise" && command != "validate")
     report.recommendation = recommend(report.fit, report.sweep, report.noise, report.goodput);
+  if (command == "tune" && workload && report.recommendation && report.sweep) {
+    // The recommended batch waits for its input: find the pipeline setting that feeds it.
+    for (const auto& p : report.sweep->points)
+      if (p.batch == report.recommendation->batch && p.input_bound) {
+        if (!f.quiet)
+          fmt::print(stderr, "batch {} is input-bound ({:.0f} % of the step waits for data): trying loader settings\n",
+                     p.batch, 100 * p.data_wait_share);
+        report.loader = search_loader(dynamic_cast<ModuleWorkload&>(*workload), p.batch, f.warmup, f.steps);
+        report.context.warnings.push_back(fmt::format("batch {} is input-bound: {:.0f} % of its step waits for data; {}",
+                                                      p.batch, 100 * p.data_wait_share, report.loader->advice));
+      }
+  }
   if (command == "tune" && f.compare_precision && report.recommendation && report.sweep) {
     // Every precision this device can train in: its own fit, and its throughput at the batch just
     // recommended (the same batch for all, so the figures compare).
@@ -686,6 +712,15 @@ int main(int argc, char** argv) {
   validate_cmd->add_option("--base-batch", f.base_batch, "the batch --lr is meant for")->capture_default_str();
   validate_cmd->footer("Example:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
                        "--json validate.json");
+
+  auto* loader_cmd = app.add_subcommand(
+      "loader", "Find the input-pipeline setting (workers, prefetch) that keeps the training step fed");
+  add_workload_flags(loader_cmd, f);
+  loader_cmd->add_option("--batch", f.loader_batch, "the batch size to feed")->capture_default_str();
+  loader_cmd->add_option("--warmup", f.warmup, "unmeasured steps per setting")->capture_default_str();
+  loader_cmd->add_option("--steps", f.steps, "measured steps per setting")->capture_default_str();
+  loader_cmd->footer("Example:\n  batchwise loader --model resnet18 --dataset cifar10 --data-dir cifar-10-batches-bin "
+                     "--augment --batch 128");
 
   auto* doctor_cmd = app.add_subcommand(
       "doctor", "Check the set-up: LibTorch build, BLAS, a GEMM rate against the CPU's peak, threads, CUDA");
