@@ -73,7 +73,8 @@ struct Split {
 std::optional<Split> split(int64_t global, const PlanRequest& r) {
   if (global < 1 || global % r.world_size() != 0) return std::nullopt;
   const int64_t per_device = global / r.world_size();
-  for (int64_t k = (per_device + r.max_micro_batch() - 1) / r.max_micro_batch(); k <= per_device; ++k) {
+  const int64_t fewest = per_device / r.max_micro_batch() + (per_device % r.max_micro_batch() != 0);
+  for (int64_t k = std::max<int64_t>(1, fewest); k <= per_device; ++k) {
     if (per_device % k != 0) continue;
     const int64_t micro = per_device / k;
     if (micro <= r.max_micro_batch() && micro % r.multiple_of() == 0) return Split{micro, k};
@@ -143,9 +144,13 @@ void plan_epoch(AccumulationPlan& p, const PlanRequest& r) {
 }  // namespace
 
 AccumulationPlan plan_accumulation(const PlanRequest& r) {
-  BATCHWISE_CHECK(r.global_batch() >= 1, ConfigError, "--global-batch {}: must be at least 1", r.global_batch());
-  BATCHWISE_CHECK(r.world_size() >= 1, ConfigError, "--world-size {}: must be at least 1", r.world_size());
-  BATCHWISE_CHECK(r.multiple_of() >= 1, ConfigError, "--multiple-of {}: must be at least 1", r.multiple_of());
+  // Bounds that keep the search (linear in the per-device batch) to milliseconds.
+  BATCHWISE_CHECK(r.global_batch() >= 1 && r.global_batch() <= (int64_t{1} << 24), ConfigError,
+                  "--global-batch {}: must be between 1 and {}", r.global_batch(), int64_t{1} << 24);
+  BATCHWISE_CHECK(r.world_size() >= 1 && r.world_size() <= 65536, ConfigError,
+                  "--world-size {}: must be between 1 and 65536", r.world_size());
+  BATCHWISE_CHECK(r.multiple_of() >= 1 && r.multiple_of() <= 65536, ConfigError,
+                  "--multiple-of {}: must be between 1 and 65536", r.multiple_of());
   BATCHWISE_CHECK(r.max_micro_batch() >= r.multiple_of(), ConfigError,
                   "the largest micro-batch ({}) is below --multiple-of {}: no micro-batch can be formed",
                   r.max_micro_batch(), r.multiple_of());

@@ -78,12 +78,12 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
         point.wall_s += t.wall_s;
         point.loss_last = t.loss_last;
         point.data_wait_share = (point.data_wait_share * point.repetitions + t.data_wait_share) / (point.repetitions + 1);
-        point.input_bound = point.outcome == Outcome::Ok && point.data_wait_share > kInputBoundShare;
         point.repetitions += 1;
         if (t.outcome != Outcome::Ok) {
           point.outcome = t.outcome;
           point.message = t.message;
         }
+        point.input_bound = point.outcome == Outcome::Ok && point.data_wait_share > kInputBoundShare;
       }
       if (t.outcome == Outcome::Oom) {
         smallest_failure = smallest_failure ? std::min(*smallest_failure, sizes[i]) : sizes[i];

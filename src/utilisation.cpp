@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -33,6 +34,7 @@ std::vector<CpuTimes> read_cpu_times(const cpu_set_t& mask) {
   char line[512];
   while (std::fgets(line, sizeof(line), f)) {
     if (std::strncmp(line, "cpu", 3) != 0) break;
+    if (!std::isdigit(static_cast<unsigned char>(line[3]))) continue;  // the aggregate "cpu " line
     int cpu = -1;
     unsigned long long v[8] = {};
     if (std::sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1], &v[2], &v[3], &v[4],

@@ -103,7 +103,18 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   const double lr_before = w->info().lr;
   for (const int64_t batch : o.batch_sizes()) {
     workload.restore_state(*initial);  // every candidate starts from the same weights and data order
-    result.runs.push_back(run_one(*w, held_out, o, batch));
+    try {
+      result.runs.push_back(run_one(*w, held_out, o, batch));
+    } catch (const ConfigError&) {
+      throw;  // a setting that no candidate can run with
+    } catch (const std::exception& e) {  // out of memory at this batch, or a failing step: a result
+      ValidationRun failed;
+      failed.batch = batch;
+      failed.lr = scale_lr(w->info().optimizer, o.base_batch(), o.base_lr() > 0 ? o.base_lr() : lr_before, batch);
+      const std::string what = e.what();
+      failed.message = "failed: " + what.substr(0, what.find('\n'));
+      result.runs.push_back(failed);
+    }
   }
   workload.restore_state(*initial);
   w->set_lr(lr_before);

@@ -389,13 +389,22 @@ std::optional<StepPhases> ModuleWorkload::profiled_step(int64_t batch) {
   StepPhases p;
   sync();
   const auto t0 = clock::now();
-  const at::Tensor index = sampler_->next(batch);
-  const at::Tensor rows = data_.inputs.index_select(0, index);
-  const at::Tensor target_rows = data_.targets.index_select(0, index);
-  const auto t1 = clock::now();
-  const at::Tensor input = model_input(data_, rows, device_);
-  const at::Tensor target = target_rows.to(device_);
-  sync();
+  at::Tensor input, target;
+  auto t1 = t0;
+  if (loader_) {  // the configured pipeline hands out batches already on the device: all "data"
+    const Batch b = next_batch(batch);
+    input = b.input, target = b.target;
+    sync();
+    t1 = clock::now();
+  } else {
+    const at::Tensor index = sampler_->next(batch);
+    const at::Tensor rows = data_.inputs.index_select(0, index);
+    const at::Tensor target_rows = data_.targets.index_select(0, index);
+    t1 = clock::now();
+    input = model_input(data_, rows, device_);
+    target = target_rows.to(device_);
+    sync();
+  }
   const auto t2 = clock::now();
   const at::Tensor loss = forward_loss(input, target);
   sync();
@@ -455,8 +464,15 @@ void ModuleWorkload::set_lr(double lr) {
 }
 
 std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset& data, int64_t batch) {
-  std::vector<bool> modes;
-  for (const auto& m : module().modules()) modes.push_back(m->is_training());
+  struct Modes {  // the training mode of every module, put back however evaluation ends
+    torch::nn::Module& root;
+    std::vector<bool> modes;
+    ~Modes() {
+      size_t i = 0;
+      for (const auto& m : root.modules()) m->train(modes[i++]);
+    }
+  } restore{module(), {}};
+  for (const auto& m : module().modules()) restore.modes.push_back(m->is_training());
   module().eval();
   at::NoGradGuard no_grad;
   double loss_sum = 0;
@@ -471,8 +487,6 @@ std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset&
     loss_sum += forward_loss(input, target, &output).item<double>() * static_cast<double>(len);
     if (classes) correct += output.argmax(1).eq(target).sum().item<int64_t>();
   }
-  size_t i = 0;
-  for (const auto& m : module().modules()) m->train(modes[i++]);
   return {loss_sum / static_cast<double>(n),
           classes ? std::optional<double>(static_cast<double>(correct) / static_cast<double>(n)) : std::nullopt};
 }

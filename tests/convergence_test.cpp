@@ -228,6 +228,11 @@ TEST(Utilisation, EveryTrialIsMonitored) {
   EXPECT_LE(u.cpu_percent.min, u.cpu_percent.mean);
   EXPECT_GT(u.rss_bytes_max, 0);
   EXPECT_GE(u.overhead_percent, 0);
+  // Timestamped, in order, and covering the trial: the last sample comes after every measured step.
+  for (size_t i = 1; i < u.timeline.size(); ++i) EXPECT_GT(u.timeline[i].t_s, u.timeline[i - 1].t_s);
+  double steps_s = 0;
+  for (double s : t.step_times_s) steps_s += s;
+  EXPECT_GE(u.timeline.back().t_s, steps_s);
   EXPECT_FALSE(u.gpu_sm_percent.has_value());  // a CPU trial has no GPU fields
   EXPECT_FALSE(run_trial(*w, TrialOptions(64).warmup(0).steps(1).monitor(false)).utilisation.has_value());
 }
@@ -264,19 +269,21 @@ TEST(Loader, WorkersHandOutTheSameBatchesAndStatesStayExact) {
 }
 
 TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
-  auto one = piped(1, 100), eight = piped(8, 100);  // 6.4 ms of latency per batch of 64
+  // 30 ms of latency per batch of 64, some 10 to 20 mlp steps: one worker leaves the step waiting
+  // most of the time, 32 workers (sleeping, not computing) never, even beside another test.
+  auto one = piped(1, 470), many = piped(32, 470);
   const Trial slow = run_trial(*one, TrialOptions(64).warmup(2).steps(8));
-  const Trial fed = run_trial(*eight, TrialOptions(64).warmup(2).steps(8));
+  const Trial fed = run_trial(*many, TrialOptions(64).warmup(34).steps(8));  // the first 64 batches fill the queue
   ASSERT_EQ(slow.outcome, Outcome::Ok) << slow.message;
   ASSERT_EQ(fed.outcome, Outcome::Ok) << fed.message;
   EXPECT_TRUE(slow.input_bound) << slow.data_wait_share;
   EXPECT_FALSE(fed.input_bound) << fed.data_wait_share;
   EXPECT_GT(fed.samples_per_s, slow.samples_per_s);
-  const LoaderSearch search = search_loader(dynamic_cast<ModuleWorkload&>(*one), 64, 2, 6, {1, 8}, {2});
-  EXPECT_TRUE(search.before.input_bound);
+  const LoaderSearch search = search_loader(dynamic_cast<ModuleWorkload&>(*one), 64, 34, 6, {1, 32}, {2});
+  EXPECT_TRUE(search.before.input_bound) << search.before.data_wait_share;
   ASSERT_TRUE(search.after.has_value()) << search.advice;
-  EXPECT_EQ(search.after->workers, 8);
-  EXPECT_NE(search.advice.find("--workers 8"), std::string::npos) << search.advice;
+  EXPECT_EQ(search.after->workers, 32);
+  EXPECT_NE(search.advice.find("--workers 32"), std::string::npos) << search.advice;
   EXPECT_EQ(std::get<0>(dynamic_cast<ModuleWorkload&>(*one).pipeline()), 1);  // put back
 }
 

@@ -327,6 +327,21 @@ int run(const std::string& command, Flags& f) {
   if (command == "loader" && f.use_cmd)
     throw ConfigError("loader: batchwise tunes its own input pipeline; with --cmd, tune your DataLoader's num_workers "
                       "inside your command");
+  if (f.workload.precision() == "fp16" && f.accumulation_steps > 1)
+    throw ConfigError("--accumulation-steps with --precision fp16: accumulation does not support fp16's loss scaling "
+                      "yet; use bf16 or fp32");
+  if (f.workload.precision() == "fp16" && command == "noise")
+    throw ConfigError("noise with --precision fp16: the noise scale does not support fp16's loss scaling yet; use bf16 "
+                      "or fp32");
+  if (f.profile && f.accumulation_steps > 1)
+    throw ConfigError("--profile with --accumulation-steps: the profile times plain steps; profile without accumulation");
+  if ((command == "validate" || f.validate) && f.workload.loss() == "mse" && f.target_loss == 0)
+    throw ConfigError("validate with --loss mse: there is no accuracy to reach; give --target-loss");
+  if ((command == "validate" || f.validate) && (f.target_accuracy > 1 || f.target_accuracy < 0 || f.target_loss < 0))
+    throw ConfigError(fmt::format("--target-accuracy {} / --target-loss {}: accuracy is between 0 and 1, loss positive",
+                                  f.target_accuracy, f.target_loss));
+  if ((command == "validate" || f.validate) && f.max_epochs <= 0)
+    throw ConfigError(fmt::format("--max-epochs {}: must be positive", f.max_epochs));
   if (f.compare_precision && f.use_cmd)
     throw ConfigError("--compare-precision: batchwise sets the precision of its own training step; with --cmd, run "
                       "your command once per precision and compare the reports");
@@ -511,10 +526,19 @@ int run(const std::string& command, Flags& f) {
     if (!workload) throw ConfigError("--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
     for (const auto& p : report.sweep ? report.sweep->points : std::vector<Trial>{}) {
       if (p.outcome != Outcome::Ok) continue;
-      if (auto profile = profile_steps(*workload, p.batch)) report.step_profile.push_back(*profile);
+      try {
+        if (auto profile = profile_steps(*workload, p.batch)) report.step_profile.push_back(*profile);
+      } catch (const std::exception& e) {  // the sweep's results stand; this batch has no profile
+        report.context.warnings.push_back(
+            fmt::format("--profile: batch {} could not be profiled: {}", p.batch,
+                        std::string(e.what()).substr(0, std::string(e.what()).find('\n'))));
+      }
     }
   }
-  if (command == "tune" && workload && !f.no_noise && report.sweep) {
+  if (command == "tune" && workload && !f.no_noise && report.sweep && f.workload.precision() == "fp16") {
+    report.context.warnings.push_back("no noise scale or goodput with --precision fp16 (its loss scaling is not "
+                                      "supported there yet): the recommendation is the throughput knee");
+  } else if (command == "tune" && workload && !f.no_noise && report.sweep) {
     // The noise scale at the largest batch swept (at most 1024), in micro-batches of about an
     // eighth of it: those fit, being smaller than a batch that ran.
     int64_t b = 0;
