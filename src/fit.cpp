@@ -192,7 +192,8 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
                                       .warmup(o.warmup())
                                       .steps(o.steps())
                                       .limit_bytes(r.budget_bytes)
-                                      .timeout_s(o.trial_timeout_s()));
+                                      .timeout_s(o.trial_timeout_s())
+                                      .monitor(o.monitor()));
     t.within_target = t.outcome == Outcome::Ok && t.peak_bytes <= allowed;
     t.predicted_peak_bytes = predicted;
     r.trials.push_back(t);

@@ -258,6 +258,8 @@ std::string to_json(const Report& r) {
                    {"before", trial(r.loader->before)},
                    {"after", r.loader->after ? trial(*r.loader->after) : ordered_json()},
                    {"advice", r.loader->advice},
+                   {"pipeline_samples_per_s", r.loader->pipeline_samples_per_s},
+                   {"step_consumes_samples_per_s", r.loader->step_consumes_samples_per_s},
                    {"trials", trials}};
   }
   if (!r.precisions.empty()) {
@@ -431,6 +433,9 @@ std::string to_table(const Report& r) {
       const bool chosen = l.after && t.workers == l.after->workers && t.prefetch == l.after->prefetch;
       row(t, std::string(t.input_bound ? "input-bound" : "") + (chosen ? (t.input_bound ? "; " : "") + std::string("<- use") : ""));
     }
+    line(fmt::format("  the pipeline alone (given setting) delivers {} samples/s; the step consumes {} samples/s{}",
+                     grouped(l.pipeline_samples_per_s), grouped(l.step_consumes_samples_per_s),
+                     l.pipeline_samples_per_s >= l.step_consumes_samples_per_s ? "" : ": the pipeline is the bottleneck"));
     line("  " + l.advice);
   }
   if (!r.precisions.empty()) {

@@ -64,7 +64,8 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
                                         .steps(o.steps())
                                         .limit_bytes(budget)
                                         .timeout_s(o.trial_timeout_s())
-                                        .accumulation_steps(o.accumulation_steps()));
+                                        .accumulation_steps(o.accumulation_steps())
+                                        .monitor(o.monitor()));
       if (o.on_trial()) o.on_trial()(t, index, planned);
       ++index;
       if (t.throughput_reported) reported[i].push_back(t.samples_per_s);

@@ -263,7 +263,24 @@ LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, 
     return l;
   };
   search.before = measure(own_workers, own_prefetch);
-  double best = search.before.outcome == Outcome::Ok ? search.before.samples_per_s : 0;
+  {
+    // The pipeline alone: fetch batches without training (after a warm-up that fills its queue).
+    workload.set_pipeline(own_workers, own_prefetch, augment, latency);
+    const auto saved = workload.save_state();
+    const int fetches = std::max(8, 2 * own_workers * own_prefetch);
+    for (int i = 0; i < own_workers * own_prefetch; ++i) (void)workload.next_batch(batch);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < fetches; ++i) (void)workload.next_batch(batch);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    workload.restore_state(*saved);
+    search.pipeline_samples_per_s = s > 0 ? fetches * static_cast<double>(batch) / s : 0;
+    if (search.before.outcome == Outcome::Ok && search.before.samples_per_s > 0) {
+      const double step_s = static_cast<double>(batch) / search.before.samples_per_s;
+      const double compute_s = step_s * (1 - search.before.data_wait_share);
+      search.step_consumes_samples_per_s = compute_s > 0 ? static_cast<double>(batch) / compute_s : 0;
+    }
+  }
+  double best = 0;
   for (int w : workers)
     for (int p : prefetch) {
       if (w == 0 && p != prefetch.front()) continue;  // no workers: prefetch means nothing
@@ -271,11 +288,15 @@ LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, 
       if (search.trials.back().outcome == Outcome::Ok) best = std::max(best, search.trials.back().samples_per_s);
     }
   workload.set_pipeline(own_workers, own_prefetch, augment, latency);
-  for (const auto& t : search.trials)  // in order: fewest workers, then least prefetch
-    if (t.outcome == Outcome::Ok && !t.input_bound && t.samples_per_s >= 0.95 * best) {
-      search.after = t;
-      break;
-    }
+  if (search.before.outcome == Outcome::Ok && !search.before.input_bound) {
+    search.after = search.before;  // nothing to remove
+  } else {
+    for (const auto& t : search.trials)  // in order: fewest workers, then least prefetch
+      if (t.outcome == Outcome::Ok && !t.input_bound && t.samples_per_s >= 0.95 * best) {
+        search.after = t;
+        break;
+      }
+  }
   const LoaderTrial& b = search.before;
   if (!search.after) {
     search.advice = fmt::format("no setting tried removes the stall at batch {}: the input pipeline itself is too slow "

@@ -391,8 +391,10 @@ TEST(Cli, ComparePrecisionPutsBf16BesideFp32) {
 
 TEST(Cli, LoaderFindsTheSettingThatRemovesTheStall) {
   const fs::path json = scratch() / "loader.json";
-  const Outcome r = batchwise("loader --model mlp --dataset synthetic --synthetic-size 1000 --io-latency-us 100 "
-                              "--batch 64 --steps 4 --no-history -q --json " + json.string());
+  // 8 ms of latency per batch of 64: more than an mlp step needs even beside another test, so one
+  // worker cannot keep up; eight can (1 ms per batch).
+  const Outcome r = batchwise("loader --model mlp --dataset synthetic --synthetic-size 1000 --io-latency-us 125 "
+                              "--batch 64 --steps 6 --no-history -q --json " + json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(json));
   const auto& l = j.at("loader");
@@ -402,6 +404,8 @@ TEST(Cli, LoaderFindsTheSettingThatRemovesTheStall) {
   EXPECT_FALSE(l.at("after").at("input_bound").get<bool>());
   EXPECT_GT(l.at("after").at("samples_per_s").get<double>(), l.at("before").at("samples_per_s").get<double>());
   EXPECT_NE(r.out.find("<- use"), std::string::npos) << r.out;
+  EXPECT_GT(l.at("pipeline_samples_per_s").get<double>(), 0);
+  EXPECT_GT(l.at("step_consumes_samples_per_s").get<double>(), 0);
 }
 
 TEST(Cli, ReportErrorsNameTheInput) {

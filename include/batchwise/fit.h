@@ -52,6 +52,8 @@ struct FitOptions {
   /// Extra steps before those; they count towards the peak too (memory has no warm-up to hide).
   TORCH_ARG(int, warmup) = 0;
   TORCH_ARG(double, trial_timeout_s) = 0;
+  /// Run the utilisation monitor during each trial (TrialOptions::monitor).
+  TORCH_ARG(bool, monitor) = true;
   TORCH_ARG(TrialCallback, on_trial);
   TORCH_ARG(TrialStartCallback, on_trial_start);
 };

@@ -27,6 +27,8 @@ struct SweepOptions {
   TORCH_ARG(double, trial_timeout_s) = 0;
   /// Micro-batches per step (TrialOptions::accumulation_steps).
   TORCH_ARG(int64_t, accumulation_steps) = 1;
+  /// Run the utilisation monitor during each trial (TrialOptions::monitor).
+  TORCH_ARG(bool, monitor) = true;
   TORCH_ARG(TrialCallback, on_trial);
   TORCH_ARG(TrialStartCallback, on_trial_start);
 };

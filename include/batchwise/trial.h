@@ -82,6 +82,10 @@ struct LoaderSearch {
   LoaderTrial before;                ///< the setting the run was given
   std::vector<LoaderTrial> trials;   ///< every setting tried, in order
   std::optional<LoaderTrial> after;  ///< the fewest workers (then prefetch) not input-bound, within 5 % of the best
+  /// The pipeline alone at the given setting (batches fetched, no training): what it can deliver,
+  /// and the step's own consumption (batch / (step time - data wait)) at that setting.
+  double pipeline_samples_per_s = 0;
+  double step_consumes_samples_per_s = 0;
   std::string advice;                ///< one sentence: the setting and what it changes
 };
 

@@ -86,6 +86,7 @@ struct Flags {
   bool profile = false;
   bool compare_precision = false;
   int64_t loader_batch = 256;
+  bool no_monitor = false;
   // validate, tune --validate
   bool validate = false;
   double target_accuracy = 0, target_loss = 0, max_epochs = 3, max_seconds = 600;
@@ -145,6 +146,7 @@ void add_workload_flags(CLI::App* cmd, Flags& f) {
                   "FILE");
   cmd->add_option("--trial-timeout", f.trial_timeout_s, "seconds a trial may run, checked between steps (0: none)");
   cmd->add_flag("--quiet,-q", f.quiet, "print no progress lines");
+  cmd->add_flag("--no-monitor", f.no_monitor, "do not sample CPU/GPU utilisation during trials");
   cmd->add_flag("--cmd", f.use_cmd,
                 "train with your own command instead of a built-in workload; it follows --, with {batch} and {steps} "
                 "substituted (no shell), and prints `batchwise: step` lines (docs/cmd.md); --device cpu measures its "
@@ -184,6 +186,7 @@ FitOptions fit_options(const Flags& f, int64_t budget, const TrialCallback& prog
       .steps(f.fit_steps)
       .warmup(f.fit_warmup)
       .trial_timeout_s(f.trial_timeout_s)
+      .monitor(!f.no_monitor)
       .on_trial(progress)
       .on_trial_start(started);
 }
@@ -203,6 +206,7 @@ SweepOptions sweep_options(const Flags& f, int64_t budget, const TrialCallback& 
       .repetitions(f.repetitions)
       .budget_bytes(budget)
       .accumulation_steps(f.accumulation_steps)
+      .monitor(!f.no_monitor)
       .trial_timeout_s(f.trial_timeout_s)
       .on_trial(progress)
       .on_trial_start(started);
