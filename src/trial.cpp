@@ -94,7 +94,7 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
   memory->reset_peak();
   double data_wait_s = 0;
   std::optional<UtilisationMonitor> monitor;
-  if (o.monitor()) monitor.emplace(0.1, workload.device().is_cuda() ? workload.device().index() : -1);
+  if (o.monitor()) monitor.emplace(0.25, workload.device().is_cuda() ? workload.device().index() : -1);
   try {
     const int total = o.warmup() + o.steps();
     for (int i = 0; i < total; ++i) {

@@ -267,7 +267,7 @@ LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, 
     // The pipeline alone: fetch batches without training (after a warm-up that fills its queue).
     workload.set_pipeline(own_workers, own_prefetch, augment, latency);
     const auto saved = workload.save_state();
-    const int fetches = std::max(8, 2 * own_workers * own_prefetch);
+    const int fetches = std::max(64, 4 * own_workers * own_prefetch);
     for (int i = 0; i < own_workers * own_prefetch; ++i) (void)workload.next_batch(batch);
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < fetches; ++i) (void)workload.next_batch(batch);
