@@ -72,8 +72,9 @@ std::string cpu_model_name() {
   return "unknown CPU";
 }
 
-// BLAS_INFO from torch's build configuration ("mkl", "open" for OpenBLAS, ...).
-std::string blas_name() {
+}  // namespace
+
+std::string detail::blas_name() {
   const std::string config = at::show_config();
   const auto pos = config.find("BLAS_INFO=");
   if (pos == std::string::npos) return "unknown";
@@ -82,8 +83,6 @@ std::string blas_name() {
   if (name == "open") return "openblas";
   return name;
 }
-
-}  // namespace
 
 Context make_context(const DeviceSpec& device) {
   Context c;
@@ -103,7 +102,7 @@ Context make_context(const DeviceSpec& device) {
   c.date = date;
   c.threads = at::get_num_threads();
   c.cores = static_cast<int>(std::thread::hardware_concurrency());
-  c.blas = blas_name();
+  c.blas = detail::blas_name();
   if (c.build_type != "Release" && c.build_type != "RelWithDebInfo")
     c.warnings.push_back("batchwise was built as " + c.build_type + ": its own overhead may distort timings");
   if (c.cores > 0 && c.threads > c.cores)

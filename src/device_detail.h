@@ -14,6 +14,9 @@ std::unique_ptr<DeviceMemory> cuda_memory(int index);
 /// "NVIDIA H100 80GB HBM3", or throws DeviceError in a build without CUDA.
 std::string cuda_device_name(int index);
 
+/// BLAS_INFO from torch's build configuration: "mkl", "openblas", ...; "unknown" without one.
+std::string blas_name();
+
 /// True when this build compiled its CUDA paths.
 bool built_with_cuda();
 

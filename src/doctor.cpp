@@ -18,6 +18,7 @@
 
 #include "batchwise/device.h"
 #include "compat.h"
+#include "device_detail.h"
 #include "nvml.h"
 
 namespace batchwise {
@@ -86,13 +87,6 @@ std::string loaded_blas() {
   return "";
 }
 
-std::string build_blas(const std::string& config) {
-  const auto pos = config.find("BLAS_INFO=");
-  if (pos == std::string::npos) return "unknown";
-  std::string name = config.substr(pos + 10, config.find_first_of(", \n", pos + 10) - pos - 10);
-  return name == "open" ? "openblas" : name;
-}
-
 double gemm_gflops(const DoctorOptions& o) {
   const int64_t n = o.gemm_size();
   const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
@@ -114,7 +108,7 @@ DoctorReport run_doctor(const DoctorOptions& o) {
   DoctorReport r;
   r.torch_version = BATCHWISE_TORCH_VERSION_STRING;
   r.build_config = at::show_config();
-  r.blas = build_blas(r.build_config);
+  r.blas = detail::blas_name();
   r.blas_library = loaded_blas();
   r.reference_blas = r.blas_library.find("/blas/libblas.so") != std::string::npos;
   r.intra_op_threads = at::get_num_threads();

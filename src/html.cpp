@@ -87,14 +87,7 @@ const json& array(const json& j, const char* key) {
   return v && v->is_array() ? *v : empty;
 }
 
-std::string grouped(double value) {  // 12,345
-  std::string digits = fmt::format("{:.0f}", std::abs(value)), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return (value < 0 ? "-" : "") + out;
-}
+std::string grouped(double value) { return format_grouped(value); }
 std::string bytes_text(std::optional<double> bytes) {
   return bytes ? format_bytes(static_cast<int64_t>(std::llround(*bytes))) : "-";
 }

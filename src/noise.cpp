@@ -26,18 +26,6 @@ at::Tensor flat_gradients(Workload& workload) {
 
 double squared_norm(const at::Tensor& t) { return t.to(at::kDouble).pow(2).sum().item<double>(); }
 
-// Puts the workload back however the measurement ends.
-struct Restore {
-  Workload& workload;
-  std::unique_ptr<WorkloadState> state;
-  ~Restore() {
-    try {
-      workload.restore_state(*state);
-    } catch (...) {  // a destructor must not throw; the exception in flight says what went wrong
-    }
-  }
-};
-
 }  // namespace
 
 NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
@@ -47,7 +35,7 @@ NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
   BATCHWISE_CHECK(o.smoothing() >= 0 && o.smoothing() < 1, ConfigError,
                   "noise scale: smoothing {} must be in [0, 1)", o.smoothing());
   const auto start = std::chrono::steady_clock::now();
-  Restore restore{workload, workload.save_state()};
+  const StateGuard restore(workload);
 
   const int64_t k = o.batch() / o.micro_batch();
   const double big = static_cast<double>(o.batch()), small = static_cast<double>(o.micro_batch());

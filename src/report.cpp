@@ -88,17 +88,7 @@ ordered_json trials_json(const std::vector<Trial>& trials) {
   return a;
 }
 
-// 12345.6 -> "12,346"
-std::string grouped(double v) {
-  std::string digits = fmt::format("{:.0f}", v);
-  std::string out;
-  const int n = static_cast<int>(digits.size());
-  for (int i = 0; i < n; ++i) {
-    out += digits[i];
-    if (digits[i] != '-' && (n - 1 - i) % 3 == 0 && i != n - 1) out += ',';
-  }
-  return out;
-}
+std::string grouped(double v) { return format_grouped(v); }
 
 std::string percent_of(int64_t part, int64_t whole) {
   return whole > 0 ? fmt::format("{:.1f} %", 100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "-";

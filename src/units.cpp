@@ -40,6 +40,16 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   return static_cast<int64_t>(std::llround(bytes));
 }
 
+std::string format_grouped(double value) {
+  const std::string digits = fmt::format("{:.0f}", std::abs(value));
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (value < 0 && digits != "0" ? "-" : "") + out;
+}
+
 std::string format_percent(double percent) {
   if (percent > 0 && percent < 0.05) return "< 0.1 %";
   return fmt::format("{:.1f} %", percent);

@@ -450,17 +450,7 @@ std::optional<StepPhases> ModuleWorkload::profiled_step(int64_t batch) {
 std::optional<StepProfile> profile_steps(Workload& workload, int64_t batch, int warmup, int steps) {
   BATCHWISE_CHECK(steps >= 1 && warmup >= 0, ConfigError, "profile: {} steps after {} warm-up: need at least one",
                   steps, warmup);
-  const auto saved = workload.save_state();
-  struct Restore {
-    Workload& w;
-    const WorkloadState& s;
-    ~Restore() {
-      try {
-        w.restore_state(s);
-      } catch (...) {
-      }
-    }
-  } restore{workload, *saved};
+  const StateGuard restore(workload);
   StepProfile profile;
   profile.batch = batch;
   profile.steps = steps;

@@ -14,6 +14,9 @@ int64_t parse_bytes(const std::string& text, const std::string& what);
 /// Formats bytes in binary units with three significant digits: "1.50 GiB", "812 KiB", "12 B".
 std::string format_bytes(int64_t bytes);
 
+/// A number rounded to an integer with thousands separators: 12345.6 -> "12,346".
+std::string format_grouped(double value);
+
 /// A percentage with one decimal, "62.5 %"; below 0.1 (but above 0) "< 0.1 %", not a misleading 0.0.
 std::string format_percent(double percent);
 

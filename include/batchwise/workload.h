@@ -86,6 +86,25 @@ bool uses_batchnorm(Workload& workload);
 /// accumulate_gradients, then the optimizer step: one training step of the whole batch.
 at::Tensor train_step_accumulated(Workload& workload, const Batch& batch, int64_t micro_batches);
 
+/// Saves the workload's state now and restores it when the scope ends, however it ends (a pass
+/// that trains, like the noise scale or the step profile, must leave the model as it found it).
+class StateGuard {
+ public:
+  explicit StateGuard(Workload& workload) : workload_(workload), state_(workload.save_state()) {}
+  ~StateGuard() {
+    try {
+      workload_.restore_state(*state_);
+    } catch (...) {  // a destructor must not throw; an exception in flight says what went wrong
+    }
+  }
+  StateGuard(const StateGuard&) = delete;
+  StateGuard& operator=(const StateGuard&) = delete;
+
+ private:
+  Workload& workload_;
+  std::unique_ptr<WorkloadState> state_;
+};
+
 /// The memory of the device `workload` trains on.
 std::unique_ptr<DeviceMemory> device_memory(const Workload& workload);
 

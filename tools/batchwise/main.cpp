@@ -647,14 +647,15 @@ int run(const std::string& command, Flags& f) {
   if (report.fit && report.fit->outcome == FitOutcome::Error) code = kExitFailed;
 
   std::cout << to_table(report) << std::flush;
-  if (!f.json.empty()) write_file(f.json, to_json(report));
+  const std::string json = to_json(report);
+  if (!f.json.empty()) write_file(f.json, json);
   if (!f.html.empty()) {
-    write_file(f.html, to_html(to_json(report), "this run's report"), "--html");
+    write_file(f.html, to_html(json, "this run's report"), "--html");
     if (!f.quiet) fmt::print(stderr, "HTML report: {}\n", f.html);
   }
   if (!f.no_history) {
     try {
-      history->add(command, to_json(report));
+      history->add(command, json);
     } catch (const Error& e) {  // the run itself succeeded; losing its record is worth a warning, not a failure
       fmt::print(stderr, "batchwise {}: warning: the run was not stored in the history: {}\n", command, e.what());
     }
