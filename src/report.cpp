@@ -68,6 +68,21 @@ ordered_json trial_json(const Trial& t) {
                         {"overhead_percent", u.overhead_percent},
                         {"timeline", timeline}};
   }
+  if (t.distributed) {
+    const DistributedTrial& d = *t.distributed;
+    j["distributed"] = {{"world_size", d.world_size},
+                        {"backend", d.backend},
+                        {"global_batch", d.global_batch},
+                        {"rank_step_time_s", d.rank_step_time_s},
+                        {"rank_peak_bytes", d.rank_peak_bytes},
+                        {"rank_outcomes", d.rank_outcomes},
+                        {"allreduce_share", d.allreduce_share},
+                        {"single_process_samples_per_s", d.single_process_samples_per_s
+                                                             ? ordered_json(*d.single_process_samples_per_s)
+                                                             : ordered_json()},
+                        {"scaling_efficiency",
+                         d.scaling_efficiency ? ordered_json(*d.scaling_efficiency) : ordered_json()}};
+  }
   j["loss_first"] = number_or_null(t.loss_first, t.steps_run > 0);
   j["loss_last"] = number_or_null(t.loss_last, t.steps_run > 0);
   j["wall_s"] = t.wall_s;
@@ -126,6 +141,11 @@ std::string to_json(const Report& r) {
                    {"parameter_bytes", w.parameter_bytes}};
   j["budget_bytes"] = r.budget_bytes;
   j["target"] = r.target;
+  if (r.distributed)
+    j["distributed"] = {{"world_size", r.distributed->world_size},
+                        {"backend", r.distributed->backend},
+                        {"rank_budget_bytes", r.distributed->rank_budget_bytes},
+                        {"timeout_s", r.distributed->timeout_s}};
   if (r.fit) {
     const FitResult& f = *r.fit;
     ordered_json fj;
@@ -345,6 +365,14 @@ std::string to_table(const Report& r) {
                      w.seq_len_range[1], w.seq_len_range[1]));
   line(fmt::format("budget: {}, target {:.0f} % ({})", format_bytes(r.budget_bytes), r.target * 100,
                    format_bytes(static_cast<int64_t>(r.target * static_cast<double>(r.budget_bytes)))));
+  if (r.distributed) {
+    std::vector<std::string> budgets;
+    for (const int64_t b : r.distributed->rank_budget_bytes) budgets.push_back(format_bytes(b));
+    line(fmt::format("data-parallel: {} ranks ({}); batches are per device (global batch = batch x {}), samples/s "
+                     "counts every rank; rank budgets {}",
+                     r.distributed->world_size, r.distributed->backend, r.distributed->world_size,
+                     fmt::join(budgets, ", ")));
+  }
   for (const auto& warning : c.warnings) line("warning: " + warning);
 
   if (r.fit) {
@@ -401,6 +429,14 @@ std::string to_table(const Report& r) {
           ok && t.step_time_s_median > 0 ? fmt::format("{:.1f} %", 100 * t.step_time_s_stddev / t.step_time_s_median) : "-";
       std::string note = t.message;
       if (s.knee_batch && *s.knee_batch == t.batch) note = "<- knee" + (note.empty() ? "" : "; " + note);
+      if (ok && t.distributed) {
+        const DistributedTrial& d = *t.distributed;
+        std::string dp = fmt::format("all-reduce {:.0f} % of the step", 100 * d.allreduce_share);
+        if (d.scaling_efficiency)
+          dp += fmt::format(", scaling {:.2f} (1 process: {} samples/s)", *d.scaling_efficiency,
+                            grouped(*d.single_process_samples_per_s));
+        note = dp + (note.empty() ? "" : "; " + note);
+      }
       line(fmt::format("{:>8}  {:<8}  {:>10}  {:>7}  {:>10}  {:>11}  {}", t.batch, to_string(t.outcome),
                        ok ? grouped(t.samples_per_s) : "-", spread,
                        ok ? fmt::format("{:.2f}", t.step_time_s_median * 1e3) : "-", format_bytes(t.peak_bytes), note));

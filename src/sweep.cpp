@@ -42,6 +42,7 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
   r.knee_tolerance = o.knee_tolerance();
   r.points.resize(sizes.size());
   std::vector<std::vector<double>> reported(sizes.size());  // a runner's own samples/s, per repetition
+  std::vector<std::vector<double>> alone(sizes.size());     // data-parallel: one process's samples/s, per repetition
   std::optional<int64_t> smallest_failure;  // a batch at or above it is not run again
   const int planned = static_cast<int>(sizes.size()) * o.repetitions();
   int index = 0;
@@ -69,6 +70,8 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
       if (o.on_trial()) o.on_trial()(t, index, planned);
       ++index;
       if (t.throughput_reported) reported[i].push_back(t.samples_per_s);
+      if (t.distributed && t.distributed->single_process_samples_per_s)
+        alone[i].push_back(*t.distributed->single_process_samples_per_s);
       if (point.batch == 0) {
         point = t;
       } else {
@@ -85,6 +88,10 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
           point.message = t.message;
         }
         point.input_bound = point.outcome == Outcome::Ok && point.data_wait_share > kInputBoundShare;
+        if (point.distributed && t.distributed)  // the mean over repetitions, like the data wait
+          point.distributed->allreduce_share =
+              (point.distributed->allreduce_share * (point.repetitions - 1) + t.distributed->allreduce_share) /
+              point.repetitions;
       }
       if (t.outcome == Outcome::Oom) {
         smallest_failure = smallest_failure ? std::min(*smallest_failure, sizes[i]) : sizes[i];
@@ -99,6 +106,15 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
       std::sort(v.begin(), v.end());
       p.samples_per_s = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
       p.throughput_reported = true;
+    }
+    if (p.distributed && !alone[i].empty()) {  // the median of one process's figures, against the median here
+      auto& v = alone[i];
+      std::sort(v.begin(), v.end());
+      const double solo = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+      p.distributed->single_process_samples_per_s = solo;
+      p.distributed->scaling_efficiency =
+          p.outcome == Outcome::Ok ? std::optional<double>(p.samples_per_s / (p.distributed->world_size * solo))
+                                   : std::nullopt;
     }
   }
   r.knee_batch = knee_batch(r.points, o.knee_tolerance());

@@ -61,7 +61,8 @@ void summarize_steps(Trial& t) {
   for (double x : s) var += (x - mean) * (x - mean);
   t.step_time_s_stddev = s.size() > 1 ? std::sqrt(var / static_cast<double>(s.size() - 1)) : 0.0;
   const auto [fastest, slowest] = std::minmax_element(s.begin(), s.end());
-  const double b = static_cast<double>(t.batch);
+  // A data-parallel step trains the batch on every rank.
+  const double b = static_cast<double>(t.batch) * (t.distributed ? t.distributed->world_size : 1);
   t.samples_per_s = t.outcome == Outcome::Ok && t.step_time_s_median > 0 ? b / t.step_time_s_median : 0.0;
   t.samples_per_s_min = t.outcome == Outcome::Ok ? b / *slowest : 0.0;
   t.samples_per_s_max = t.outcome == Outcome::Ok ? b / *fastest : 0.0;

@@ -28,9 +28,16 @@ namespace batchwise {
 // Shuffles the dataset once per epoch with its own seeded generator (like a DataLoader's sampler)
 // and hands out index tensors; a batch larger than what is left of the epoch continues into the
 // next one. Its tensors are host-side loader state, not counted against the device.
+// Sharded (data-parallel), every rank draws the same global batch of world x batch indices from
+// the same permutation and keeps its own slice, rank r the r-th: as DistributedSampler, no sample
+// is seen twice in an epoch, and the ranks' batches concatenated are one process's global batch.
 struct ModuleWorkload::Sampler {
   Sampler(int64_t n, uint64_t seed) : size(n), generator(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
   at::Tensor next(int64_t batch) {
+    if (world == 1) return draw(batch);
+    return draw(batch * world).narrow(0, rank * batch, batch);
+  }
+  at::Tensor draw(int64_t batch) {
     std::vector<at::Tensor> parts;
     while (batch > 0) {
       if (!order.defined() || cursor == size) {
@@ -49,6 +56,7 @@ struct ModuleWorkload::Sampler {
   at::Generator generator;
   at::Tensor order;
   int64_t cursor = 0;
+  int64_t rank = 0, world = 1;
 };
 
 namespace {
@@ -500,6 +508,14 @@ std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset&
   }
   return {loss_sum / static_cast<double>(n),
           classes ? std::optional<double>(static_cast<double>(correct) / static_cast<double>(n)) : std::nullopt};
+}
+
+void ModuleWorkload::set_shard(int rank, int world_size) {
+  BATCHWISE_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, ConfigError,
+                  "shard {} of {}: the rank must be in [0, world size)", rank, world_size);
+  if (loader_) loader_->stop();
+  sampler_->rank = rank;
+  sampler_->world = world_size;
 }
 
 void ModuleWorkload::zero_grad() { optimizer_->zero_grad(); }

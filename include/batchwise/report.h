@@ -45,6 +45,14 @@ struct PrecisionPoint {
   std::string verdict;              ///< whether it pays here, in one sentence
 };
 
+/// A data-parallel run (--nproc, or torchrun's environment): who took part, with what budget.
+struct DistributedRun {
+  int world_size = 1;
+  std::string backend;                  ///< "gloo" or "nccl"
+  std::vector<int64_t> rank_budget_bytes;  ///< each rank's own budget; the run's budget is the smallest
+  double timeout_s = 0;                 ///< a collective waiting longer than this ends the run
+};
+
 /// Everything one command measured.
 struct Report {
   Context context;
@@ -64,6 +72,7 @@ struct Report {
   std::vector<StepProfile> step_profile;         ///< --profile: one per batch size that ran
   std::vector<PrecisionPoint> precisions;        ///< tune --compare-precision; the run's own first
   std::optional<LoaderSearch> loader;            ///< batchwise loader; tune when input-bound
+  std::optional<DistributedRun> distributed;     ///< data-parallel runs: trials' batches are per device
 };
 
 /// The JSON report (schema_version "1"), pretty-printed.

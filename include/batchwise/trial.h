@@ -89,6 +89,24 @@ struct LoaderSearch {
   std::string advice;                ///< one sentence: the setting and what it changes
 };
 
+/// A data-parallel trial (DistributedRunner), rank by rank. Trial::batch is the per-device batch;
+/// Trial::samples_per_s counts every rank's samples.
+struct DistributedTrial {
+  int world_size = 1;
+  std::string backend;
+  int64_t global_batch = 0;                 ///< batch x world_size
+  std::vector<double> rank_step_time_s;     ///< each rank's median step time
+  std::vector<int64_t> rank_peak_bytes;     ///< each rank's peak memory
+  std::vector<std::string> rank_outcomes;   ///< "ok", "oom", ...: what happened on each rank
+  /// Of the measured steps' time, the share spent in the gradient all-reduce (waiting for the
+  /// slowest rank included), averaged over the ranks.
+  double allreduce_share = 0;
+  /// Rank 0 alone, at the same per-device batch (DistributedRunner's measure_scaling); and the
+  /// global samples/s over world_size x that: 1 is perfect scaling.
+  std::optional<double> single_process_samples_per_s;
+  std::optional<double> scaling_efficiency;
+};
+
 /// A trial that waits for its batches longer than this share of its step time is input-bound.
 constexpr double kInputBoundShare = 0.2;
 
@@ -151,6 +169,8 @@ struct Trial {
   bool input_bound = false;
   /// The utilisation monitor's record of the steps (in a sweep: the first repetition's).
   std::optional<UtilisationSummary> utilisation;
+  /// Set for data-parallel trials: what every rank measured.
+  std::optional<DistributedTrial> distributed;
   std::string message;              ///< why, for oom / error / timeout
 };
 

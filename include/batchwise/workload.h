@@ -136,6 +136,9 @@ class ModuleWorkload : public Workload {
   std::vector<at::Tensor> gradients() override;
   std::optional<StepPhases> profiled_step(int64_t batch) override;
 
+  /// Data-parallel sharding: each batch of `b` samples becomes rank `rank`'s slice of a global batch
+  /// of world_size x b drawn from the same permutation on every rank (see DataParallelWorkload).
+  void set_shard(int rank, int world_size);
   /// Sets the learning rate of every parameter group.
   void set_lr(double lr);
   /// The model's mean loss on `data` and, for class labels, its accuracy; inputs are normalised like

@@ -20,6 +20,7 @@
 #include "batchwise/compare.h"
 #include "batchwise/convergence.h"
 #include "batchwise/device.h"
+#include "batchwise/distributed.h"
 #include "batchwise/doctor.h"
 #include "batchwise/error.h"
 #include "batchwise/fit.h"
@@ -33,6 +34,7 @@
 #include "batchwise/units.h"
 #include "batchwise/version.h"
 #include "batchwise/workload.h"
+#include "launch.h"
 
 namespace {
 
@@ -46,6 +48,7 @@ constexpr int kExitData = 3;        // dataset missing or corrupt
 constexpr int kExitModel = 4;       // model cannot be built for this input
 constexpr int kExitDevice = 5;      // device absent or unusable
 constexpr int kExitDoesNotFit = 6;  // fit: not even the minimum batch fits
+constexpr int kExitDistributed = 7; // a data-parallel rank died, hung past --dist-timeout, or the group did not form
 
 struct Flags {
   WorkloadOptions workload;
@@ -92,7 +95,17 @@ struct Flags {
   double target_accuracy = 0, target_loss = 0, max_epochs = 3, max_seconds = 600;
   int64_t eval_every = 0;
   int tune_noise_steps = 20;
+  // data-parallel
+  int nproc = 0;
+  double dist_timeout_s = 300;
+  std::string dist_backend = "auto";
 };
+
+// This process's rank in a data-parallel run (0 otherwise), for its messages.
+int env_rank() {
+  const char* rank = std::getenv("RANK");
+  return rank && std::getenv("WORLD_SIZE") ? std::atoi(rank) : 0;
+}
 
 void add_workload_flags(CLI::App* cmd, Flags& f) {
   auto& w = f.workload;
@@ -162,6 +175,17 @@ void add_fit_flags(CLI::App* cmd, Flags& f) {
   cmd->add_option("--plan-for", f.plan_for,
                   "also predict the largest batch on a CUDA device of this memory: 24GiB, or t4, v100, l4, a10, "
                   "rtx4090, a100-40gb, l40s, a6000, a100-80gb, h100, h200");
+}
+
+void add_distributed_flags(CLI::App* cmd, Flags& f) {
+  cmd->add_option("--nproc", f.nproc,
+                  "train data-parallel in N local processes (torch.distributed; gloo on CPU, nccl on CUDA): batches "
+                  "are per device. Under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) every process "
+                  "joins that group instead");
+  cmd->add_option("--dist-timeout", f.dist_timeout_s,
+                  "seconds a rank waits for the others in a collective before the run ends with exit code 7")
+      ->capture_default_str();
+  cmd->add_option("--dist-backend", f.dist_backend, "gloo, nccl or auto")->capture_default_str();
 }
 
 void add_sweep_flags(CLI::App* cmd, Flags& f) {
@@ -315,7 +339,7 @@ int run(const std::string& command, Flags& f) {
     f.workload.seq_len(lengths.back()).seq_len_min(lengths.size() > 1 ? lengths.front() : 0);
   }
   if (!f.input_shape.empty()) f.workload.input_shape(parse_shape(f.input_shape, "--input-shape"));
-  const int64_t budget = f.memory_budget.empty() ? 0 : parse_bytes(f.memory_budget, "--memory-budget");
+  int64_t budget = f.memory_budget.empty() ? 0 : parse_bytes(f.memory_budget, "--memory-budget");
   if (!f.batch_sizes.empty() || !f.range.empty()) (void)sweep_options(f, 0, {});  // validate before loading data
   const std::optional<PlanDevice> plan_device =
       f.plan_for.empty() ? std::nullopt : std::optional<PlanDevice>(parse_plan_device(f.plan_for));
@@ -373,6 +397,40 @@ int run(const std::string& command, Flags& f) {
   if (!f.command.empty() && !f.use_cmd)
     throw ConfigError(fmt::format("unexpected argument {}: to run a training command, put --cmd before -- {}",
                                   f.command.front(), command_line(f.command)));
+  // Data-parallel: the ranks --nproc started, or a group torchrun's environment describes.
+  const std::optional<GroupAddress> address = group_address_from_env();
+  const bool data_parallel = address && address->world_size > 1;
+  if (data_parallel) {
+    if (command != "fit" && command != "sweep" && command != "tune" && command != "plan")
+      throw ConfigError(fmt::format("{} runs in one process, but WORLD_SIZE={} asks for a data-parallel run; data-parallel "
+                                    "trials are for fit, sweep, tune and plan",
+                                    command, address->world_size));
+    const char* unsupported = f.use_cmd                ? "--cmd (run your own command under torchrun instead)"
+                              : f.profile              ? "--profile"
+                              : f.compare_precision    ? "--compare-precision"
+                              : f.validate             ? "--validate"
+                              : !f.trace.empty()       ? "--trace"
+                              : f.reuse                ? "--reuse"
+                                                       : nullptr;
+    if (unsupported)
+      throw ConfigError(fmt::format("{} is not supported in a data-parallel run ({} ranks); run it in one process",
+                                    unsupported, address->world_size));
+    if (f.dist_timeout_s <= 0)
+      throw ConfigError(fmt::format("--dist-timeout {}: must be a positive number of seconds", f.dist_timeout_s));
+    if (f.workload.device() == "cuda" || (f.workload.device() == "auto" && resolve_device("auto").type == "cuda"))
+      f.workload.device(fmt::format("cuda:{}", address->local_rank));  // one device per local rank
+    if (command == "plan") f.world_size = address->world_size;
+  }
+  const bool lead = !data_parallel || address->rank == 0;  // the rank that reports
+  if (!lead) {  // rank 0 writes the report, the history and the table
+    f.json.clear();
+    f.html.clear();
+    f.no_history = true;
+  }
+  std::shared_ptr<Group> group;
+  std::unique_ptr<DataParallelWorkload> dp_workload;
+  std::vector<int64_t> rank_budgets;
+
   // The trials run either on a built-in (or TorchScript) workload in this process, or on the
   // user's command, one child process per trial.
   std::unique_ptr<Workload> workload;
@@ -388,6 +446,22 @@ int run(const std::string& command, Flags& f) {
   } else {
     workload = make_workload(f.workload);
     runner = std::make_unique<WorkloadRunner>(*workload);
+    if (data_parallel) {
+      group = Group::join(*address, workload->device(),
+                          std::chrono::milliseconds(static_cast<int64_t>(f.dist_timeout_s * 1000)), f.dist_backend);
+      dp_workload = std::make_unique<DataParallelWorkload>(dynamic_cast<ModuleWorkload&>(*workload), group);
+      // Each rank enforces its own budget; the decisions use the smallest, which every rank can honour.
+      // Without a budget, the ranks on one host share its RAM (a CUDA rank has its device to itself).
+      const int64_t own_budget = budget > 0 ? budget
+                                 : workload->device().is_cuda()
+                                     ? runner->default_budget_bytes()
+                                     : runner->default_budget_bytes() / address->local_world_size;
+      auto distributed = std::make_unique<DistributedRunner>(*dp_workload, own_budget,
+                                                             /*measure_scaling=*/command == "sweep" || command == "tune");
+      rank_budgets = distributed->gather(own_budget, "agreeing on the memory budget");
+      budget = *std::min_element(rank_budgets.begin(), rank_budgets.end());
+      runner = std::move(distributed);
+    }
     if (command == "validate" || f.validate) held_out = load_test_split(f.workload);  // before a long run
     cuda = workload->device().is_cuda();
   }
@@ -398,7 +472,9 @@ int run(const std::string& command, Flags& f) {
   }
   Report report;
   report.context = make_context(resolve_device(f.use_cmd && !cuda ? "cpu" : device));
-  if (command == "tune" && workload) {
+  if (group)
+    report.distributed = DistributedRun{group->size(), group->backend(), rank_budgets, f.dist_timeout_s};
+  if (command == "tune" && workload && lead) {
     // The doctor's warnings first: a slow BLAS or too few threads distort every figure that follows.
     for (const auto& w : run_doctor(DoctorOptions().gemm(!cuda)).warnings()) {
       if (!f.quiet) fmt::print(stderr, "doctor: warning: {}\n  fix: {}\n", w.detail, w.fix);
@@ -425,7 +501,7 @@ int run(const std::string& command, Flags& f) {
     return std::pair{of, eta};
   };
   TrialCallback progress = [&](const Trial& t, int index, int planned) {
-    if (f.quiet) return;
+    if (f.quiet || !lead) return;
     const auto now = std::chrono::steady_clock::now();
     if (index == 0) phase_start = now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                             std::chrono::duration<double>(t.wall_s));
@@ -441,7 +517,7 @@ int run(const std::string& command, Flags& f) {
   };
   // On a terminal: a live line for the trial now running (which batch, time so far, time left).
   TrialStartCallback started = [&](int64_t batch, int index, int planned) {
-    if (f.quiet || !live) return;
+    if (f.quiet || !live || !lead) return;
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     const auto [of, eta] = position(index, planned, index, now);
@@ -539,7 +615,11 @@ int run(const std::string& command, Flags& f) {
       }
     }
   }
-  if (command == "tune" && workload && !f.no_noise && report.sweep && f.workload.precision() == "fp16") {
+  if (command == "tune" && data_parallel && !f.no_noise && report.sweep) {
+    report.context.warnings.push_back("no noise scale or goodput in a data-parallel run (the noise scale is the model's "
+                                      "and the data's, not the devices'): measure it in one process with `batchwise "
+                                      "noise`; the recommendation is the throughput knee");
+  } else if (command == "tune" && workload && !f.no_noise && report.sweep && f.workload.precision() == "fp16") {
     report.context.warnings.push_back("no noise scale or goodput with --precision fp16 (its loss scaling is not "
                                       "supported there yet): the recommendation is the throughput knee");
   } else if (command == "tune" && workload && !f.no_noise && report.sweep) {
@@ -567,6 +647,13 @@ int run(const std::string& command, Flags& f) {
         if (!f.quiet)
           fmt::print(stderr, "batch {} is input-bound ({:.0f} % of the step waits for data): trying loader settings\n",
                      p.batch, 100 * p.data_wait_share);
+        if (data_parallel) {  // each rank's pipeline is its own; tune it in one process
+          report.context.warnings.push_back(fmt::format(
+              "batch {} is input-bound: {:.0f} % of its step waits for data; find the loader setting in one process "
+              "with `batchwise loader --batch {}`",
+              p.batch, 100 * p.data_wait_share, p.batch));
+          continue;
+        }
         report.loader = search_loader(dynamic_cast<ModuleWorkload&>(*workload), p.batch, f.warmup, f.steps);
         report.context.warnings.push_back(fmt::format("batch {} is input-bound: {:.0f} % of its step waits for data; {}",
                                                       p.batch, 100 * p.data_wait_share, report.loader->advice));
@@ -637,7 +724,9 @@ int run(const std::string& command, Flags& f) {
   // The learning rate next to the batch to train with, scaled from the base the user's --lr is for.
   const std::optional<int64_t> lr_batch =
       report.accumulation ? std::optional<int64_t>(report.accumulation->global_batch)
-                          : (report.recommendation ? std::optional<int64_t>(report.recommendation->batch) : std::nullopt);
+                          : (report.recommendation ? std::optional<int64_t>(report.recommendation->batch *
+                                                                            (group ? group->size() : 1))
+                                                   : std::nullopt);
   const auto& optimizers = optimizer_names();
   if (lr_batch && report.workload.lr > 0 &&
       std::find(optimizers.begin(), optimizers.end(), report.workload.optimizer) != optimizers.end())
@@ -646,6 +735,19 @@ int run(const std::string& command, Flags& f) {
   if (report.fit && report.fit->outcome == FitOutcome::DoesNotFit) code = kExitDoesNotFit;
   if (report.fit && report.fit->outcome == FitOutcome::Error) code = kExitFailed;
 
+  if (group) (void)group->all_gather({0}, "ending the run together");  // rank 0 hosts the store: it leaves last
+  if (!lead) {
+    if (!f.quiet) {
+      const std::string fitted = report.fit && report.fit->batch ? fmt::format("fit batch {} per device", *report.fit->batch)
+                                                                 : std::string();
+      const std::string rec = report.recommendation ? fmt::format("recommended batch {} per device", report.recommendation->batch)
+                                                    : std::string();
+      fmt::print(stderr, "batchwise {} (rank {} of {}): done, as agreed with every rank{}{}{}\n", command, address->rank,
+                 address->world_size, fitted.empty() && rec.empty() ? "" : ": ", fitted,
+                 !fitted.empty() && !rec.empty() ? ", " + rec : rec);
+    }
+    return code;
+  }
   std::cout << to_table(report) << std::flush;
   const std::string json = to_json(report);
   if (!f.json.empty()) write_file(f.json, json);
@@ -684,31 +786,36 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("batchwise ") + BATCHWISE_VERSION + " (" + BATCHWISE_BUILD_COMMIT + ")");
   app.require_subcommand(1);
   app.footer("Exit codes: 0 ok, 1 run failed, 2 bad options, 3 bad dataset, 4 bad model, 5 bad device, "
-             "6 no batch fits.\nExample:\n  batchwise tune                       # lenet on Fashion-MNIST, best device\n"
+             "6 no batch fits, 7 a data-parallel rank died or hung.\nExample:\n  batchwise tune                       # lenet on Fashion-MNIST, best device\n"
              "  batchwise fit --model resnet18 --memory-budget 4GiB --json fit.json");
   Flags f;
 
   auto* fit_cmd = app.add_subcommand("fit", "Find the largest batch whose peak memory stays within target x budget");
   add_workload_flags(fit_cmd, f);
   add_fit_flags(fit_cmd, f);
+  add_distributed_flags(fit_cmd, f);
   fit_cmd->add_option("--steps", f.fit_steps, "training steps per fit trial")->capture_default_str();
   fit_cmd->add_option("--warmup", f.fit_warmup, "extra steps before those (they count towards the peak too)")
       ->capture_default_str();
-  fit_cmd->footer("Example:\n  batchwise fit --model lenet --memory-budget 512MiB --mode binsearch --multiple-of 8 --json fit.json");
+  fit_cmd->footer("Example:\n  batchwise fit --model lenet --memory-budget 512MiB --mode binsearch --multiple-of 8 --json fit.json\n"
+                  "  batchwise fit --model mlp --nproc 2 --memory-budget 1GiB   # the per-device batch, data-parallel");
 
   auto* sweep_cmd = app.add_subcommand("sweep", "Measure samples/s, step time and peak memory at each batch size");
   add_workload_flags(sweep_cmd, f);
   add_sweep_flags(sweep_cmd, f);
+  add_distributed_flags(sweep_cmd, f);
   sweep_cmd->add_option("--steps", f.steps, "measured steps per trial")->capture_default_str();
   sweep_cmd->add_option("--accumulation-steps", f.accumulation_steps,
                         "train each batch as this many accumulated micro-batches (as `plan` would)")
       ->capture_default_str();
-  sweep_cmd->footer("Example:\n  batchwise sweep --model mlp --range 16-1024*2 --repetitions 3 --json sweep.json");
+  sweep_cmd->footer("Example:\n  batchwise sweep --model mlp --range 16-1024*2 --repetitions 3 --json sweep.json\n"
+                    "  batchwise sweep --model lenet --nproc 2 --batch-sizes 32,128,512   # scaling and all-reduce share");
 
   auto* tune_cmd = app.add_subcommand("tune", "Fit, sweep doublings of --min up to the fit, and recommend a batch");
   add_workload_flags(tune_cmd, f);
   add_fit_flags(tune_cmd, f);
   add_sweep_flags(tune_cmd, f);
+  add_distributed_flags(tune_cmd, f);
   tune_cmd->add_option("--steps", f.steps, "measured steps per sweep trial")->capture_default_str();
   tune_cmd->add_option("--fit-steps", f.fit_steps, "training steps per fit trial")->capture_default_str();
   tune_cmd->add_flag("--reuse", f.reuse,
@@ -761,6 +868,7 @@ int main(int argc, char** argv) {
       "plan", "Micro-batch x accumulation steps x devices that keep a global batch exact, with its learning rate");
   add_workload_flags(plan_cmd, f);
   add_fit_flags(plan_cmd, f);
+  add_distributed_flags(plan_cmd, f);
   plan_cmd->add_option("--global-batch", f.global_batch, "samples per optimizer step over all devices")->required();
   plan_cmd->add_option("--world-size", f.world_size, "devices (data-parallel ranks)")->capture_default_str();
   plan_cmd->add_option("--max-micro-batch", f.max_micro_batch,
@@ -810,6 +918,19 @@ int main(int argc, char** argv) {
   }
 
   const std::string command = app.get_subcommands().front()->get_name();
+  if (f.nproc < 0 || f.nproc > 1024) {
+    fmt::print(stderr, "batchwise {}: --nproc {}: give the number of local processes, 1 or more\n", command, f.nproc);
+    return kExitUsage;
+  }
+  if (f.nproc > 1 && !cli::launched_rank())
+    return cli::launch_ranks(f.nproc, argc, argv, f.dist_timeout_s + 10, kExitDistributed);
+  // A rank other than 0 of a data-parallel run: input errors are every rank's alike and rank 0
+  // says them; the rest are prefixed with the rank.
+  const int rank = env_rank();
+  const std::string who = rank > 0 ? fmt::format("batchwise {} (rank {})", command, rank) : "batchwise " + command;
+  auto say = [&](const std::string& text, bool input_error) {
+    if (!(input_error && rank > 0 && cli::launched_rank())) fmt::print(stderr, "{}: {}\n", who, text);
+  };
   // Ctrl-C or a kill: a running --cmd trial's process group (its own, out of the terminal's
   // reach) goes too, then batchwise ends as the signal says.
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
@@ -824,25 +945,28 @@ int main(int argc, char** argv) {
   try {
     return run(command, f);
   } catch (const ConfigError& e) {
-    fmt::print(stderr, "batchwise {}: {}\n", command, e.what());
+    say(e.what(), true);
     return kExitUsage;
   } catch (const DataError& e) {
-    fmt::print(stderr, "batchwise {}: {}\n", command, e.what());
+    say(e.what(), true);
     return kExitData;
   } catch (const ModelError& e) {
-    fmt::print(stderr, "batchwise {}: {}\n", command, e.what());
+    say(e.what(), true);
     return kExitModel;
   } catch (const DeviceError& e) {
-    fmt::print(stderr, "batchwise {}: {}\n", command, e.what());
+    say(e.what(), true);
     return kExitDevice;
+  } catch (const DistributedError& e) {
+    say(e.what(), false);
+    return kExitDistributed;
   } catch (const Error& e) {
-    fmt::print(stderr, "batchwise {}: {}\n", command, e.what());
+    say(e.what(), false);
     return kExitFailed;
   } catch (const c10::Error& e) {
-    fmt::print(stderr, "batchwise {}: torch: {}\n", command, first_line(e.what_without_backtrace()));
+    say("torch: " + first_line(e.what_without_backtrace()), false);
     return kExitFailed;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "batchwise {}: {}\n", command, first_line(e.what()));
+    say(first_line(e.what()), false);
     return kExitFailed;
   }
 }

@@ -1,0 +1,285 @@
+// Data-parallel trials between real processes on this machine, over c10d's Gloo: the library's
+// ranks (this test binary re-run as a worker) and the CLI's (--nproc, and torchrun's variables).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "batchwise/distributed.h"
+#include "batchwise/workload.h"
+#include "cli_util.h"
+
+namespace {
+
+using namespace batchwise;
+using Clock = std::chrono::steady_clock;
+
+std::unique_ptr<Workload> small_workload(const std::string& model) {
+  return make_workload(
+      WorkloadOptions().model(model).dataset("synthetic").synthetic_size(600).device("cpu").lr(0.05).seed(7));
+}
+
+// A port for a test's group: different per test process, so parallel tests do not collide.
+int test_port(int offset) { return 20000 + (static_cast<int>(::getpid()) * 7 + offset) % 30000; }
+
+// Starts `command` (argv) with torchrun's variables for `rank` of `world`; returns the pid.
+pid_t start_rank(const std::vector<std::string>& command, int rank, int world, int port,
+                 const std::vector<std::pair<std::string, std::string>>& env = {}, const std::string& err_file = "") {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    for (const auto& [k, v] : env) v.empty() ? unsetenv(k.c_str()) : setenv(k.c_str(), v.c_str(), 1);
+    if (!err_file.empty()) {
+      if (!std::freopen(err_file.c_str(), "w", stderr)) _exit(126);
+      if (!std::freopen((err_file + ".out").c_str(), "w", stdout)) _exit(126);
+    }
+    std::vector<char*> argv;
+    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+}  // namespace
+
+// Not a test on its own: one rank of DataParallel.StepsEqualOneProcessOnTheConcatenatedBatches,
+// run in a child process with torchrun's variables. It trains `BW_STEPS` data-parallel steps of
+// `BW_BATCH` samples per rank and saves rank 0's parameters to `BW_OUT`.
+TEST(DataParallel, DISABLED_Worker) {
+  const auto address = group_address_from_env();
+  ASSERT_TRUE(address.has_value());
+  auto workload = small_workload(std::getenv("BW_MODEL"));
+  auto group = Group::join(*address, workload->device(), std::chrono::seconds(30));
+  DataParallelWorkload dp(dynamic_cast<ModuleWorkload&>(*workload), group);
+  const int steps = std::atoi(std::getenv("BW_STEPS"));
+  const int64_t batch = std::atoll(std::getenv("BW_BATCH"));
+  const int64_t micro = std::atoll(std::getenv("BW_MICRO"));
+  for (int i = 0; i < steps; ++i) {
+    const Batch b = dp.next_batch(batch);
+    if (micro > 1)
+      (void)train_step_accumulated(dp, b, micro);
+    else
+      (void)dp.train_step(b);
+  }
+  std::vector<at::Tensor> params;
+  for (const auto& p : dp.inner().module().parameters()) params.push_back(p.detach().clone());
+  if (group->rank() == 0) torch::save(params, std::getenv("BW_OUT"));
+}
+
+TEST(DataParallel, StepsEqualOneProcessOnTheConcatenatedBatches) {
+  const std::string out = (cli::scratch() / "dp_params.pt").string();
+  constexpr int kSteps = 4;
+  constexpr int64_t kBatch = 24;  // per rank; 600 samples: the third global batch of 48 crosses no epoch
+  int offset = 0;
+  for (const std::string model : {"mlp", "lenet"}) {
+    for (const int64_t micro : {1, 3}) {
+      SCOPED_TRACE(model + ", micro-batches " + std::to_string(micro));
+      std::remove(out.c_str());
+      const int port = test_port(++offset);
+      const std::vector<std::string> worker{self_exe(), "--gtest_also_run_disabled_tests",
+                                            "--gtest_filter=DataParallel.DISABLED_Worker"};
+      const std::vector<std::pair<std::string, std::string>> env{{"BW_MODEL", model},
+                                                                 {"BW_STEPS", std::to_string(kSteps)},
+                                                                 {"BW_BATCH", std::to_string(kBatch)},
+                                                                 {"BW_MICRO", std::to_string(micro)},
+                                                                 {"BW_OUT", out}};
+      const pid_t r0 = start_rank(worker, 0, 2, port, env, out + ".0.log");
+      const pid_t r1 = start_rank(worker, 1, 2, port, env, out + ".1.log");
+      ASSERT_EQ(wait_exit(r0), 0) << cli::slurp(out + ".0.log.out") << cli::slurp(out + ".0.log");
+      ASSERT_EQ(wait_exit(r1), 0) << cli::slurp(out + ".1.log.out") << cli::slurp(out + ".1.log");
+      std::vector<at::Tensor> distributed;
+      torch::load(distributed, out);
+
+      // One process, the same seed, the two ranks' batches as one: batch 2 x kBatch.
+      auto one = small_workload(model);
+      auto& module = dynamic_cast<ModuleWorkload&>(*one).module();
+      std::vector<at::Tensor> initial;
+      for (const auto& p : module.parameters()) initial.push_back(p.detach().clone());
+      for (int i = 0; i < kSteps; ++i) (void)one->train_step(one->next_batch(2 * kBatch));
+      const auto params = module.parameters();
+      ASSERT_EQ(params.size(), distributed.size());
+      double moved = 0;
+      for (size_t i = 0; i < params.size(); ++i) {
+        EXPECT_TRUE(at::allclose(distributed[i], params[i].detach(), 1e-4, 1e-6))
+            << "parameter " << i << ": largest difference "
+            << (distributed[i] - params[i].detach()).abs().max().item<double>();
+        moved = std::max(moved, (params[i].detach() - initial[i]).abs().max().item<double>());
+      }
+      EXPECT_GT(moved, 1e-3) << "the steps did not train";
+    }
+  }
+}
+
+TEST(DataParallel, OutOfMemoryOnOneRankFailsTheBatchForEveryRank) {
+  // torchrun's way: each rank its own command line, here with its own budget.
+  const cli::fs::path dir = cli::scratch();
+  const int port = test_port(101);
+  auto command = [&](const std::string& budget, const std::string& json) {
+    return std::vector<std::string>{BATCHWISE_TEST_BINARY, "fit", "--model", "mlp", "--dataset", "synthetic",
+                                    "--memory-budget", budget, "--no-history", "--json", json};
+  };
+  const std::string j0 = (dir / "oom0.json").string(), j1 = (dir / "oom1.json").string();
+  const pid_t r0 = start_rank(command("512MiB", j0), 0, 2, port, {}, (dir / "oom0.err").string());
+  const pid_t r1 = start_rank(command("96MiB", j1), 1, 2, port, {}, (dir / "oom1.err").string());
+  const int c0 = wait_exit(r0), c1 = wait_exit(r1);
+  const std::string e0 = cli::slurp(dir / "oom0.err"), e1 = cli::slurp(dir / "oom1.err");
+  ASSERT_EQ(c0, 0) << e0;
+  ASSERT_EQ(c1, 0) << e1;
+  const auto report = nlohmann::json::parse(cli::slurp(j0));
+  EXPECT_FALSE(cli::fs::exists(j1)) << "only rank 0 writes the report";
+  EXPECT_EQ(report["budget_bytes"], 96 << 20) << "the smallest rank budget decides";
+  EXPECT_EQ(report["distributed"]["rank_budget_bytes"], nlohmann::json::array({512 << 20, 96 << 20}));
+  const int64_t fitted = report["fit"]["batch"];
+  // The same answer on both ranks: rank 1 says it in its last line.
+  EXPECT_NE(e1.find("rank 1 of 2): done, as agreed with every rank: fit batch " + std::to_string(fitted) + " per device"),
+            std::string::npos)
+      << e1;
+  // Some trial ran out of memory on rank 1 only, and failed for both.
+  bool one_rank_oom = false;
+  int64_t smallest_failure = INT64_MAX;
+  for (const auto& t : report["fit"]["trials"]) {
+    const int64_t batch = t["batch"];
+    EXPECT_LT(batch, smallest_failure) << "a batch at or above one that failed was tried";
+    if (t["outcome"] == "oom") {
+      smallest_failure = std::min(smallest_failure, batch);
+      EXPECT_EQ(t["distributed"]["rank_outcomes"], nlohmann::json::array({"ok", "oom"}));
+      EXPECT_NE(t["message"].get<std::string>().find("out of memory on rank 1 of 2: CPU memory budget exceeded"),
+                std::string::npos)
+          << t["message"];
+      one_rank_oom = true;
+    }
+  }
+  EXPECT_TRUE(one_rank_oom) << report["fit"]["trials"].dump();
+  EXPECT_LT(fitted, smallest_failure);
+}
+
+namespace {
+
+// `batchwise sweep --nproc 2` until its first trial is done, then `signal` to rank 1. Returns the
+// launcher's exit code, its stderr and the seconds from the signal to its end.
+std::tuple<int, std::string, double> sweep_then_signal_rank_1(int signal, const std::string& timeout_s) {
+  const cli::fs::path dir = cli::scratch();
+  const std::string err = (dir / ("fault" + std::to_string(signal) + ".err")).string();
+  const pid_t launcher = start_rank({BATCHWISE_TEST_BINARY, "sweep", "--model", "lenet", "--dataset", "synthetic",
+                                     "--nproc", "2", "--batch-sizes", "32,64,128", "--steps", "30", "--repetitions",
+                                     "3", "--no-history", "--dist-timeout", timeout_s},
+                                    0, 1, 0, {{"WORLD_SIZE", ""}, {"RANK", ""}, {"OMP_NUM_THREADS", ""}}, err);
+  // Until the first trial is reported, every rank is known to be in the trials.
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (cli::slurp(err).find("[trial 1/") == std::string::npos && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::string children = cli::slurp("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
+  int rank0 = 0, rank1 = 0;
+  std::sscanf(children.c_str(), "%d %d", &rank0, &rank1);
+  EXPECT_GT(rank1, 0) << "no rank 1 among the launcher's children: '" << children << "'\n" << cli::slurp(err);
+  if (rank1 > 0) kill(rank1, signal);
+  const auto signalled = Clock::now();
+  const int code = wait_exit(launcher);
+  const double seconds = std::chrono::duration<double>(Clock::now() - signalled).count();
+  if (rank1 > 0) kill(rank1, SIGKILL);  // a stopped rank the launcher has not ended yet
+  return {code, cli::slurp(err), seconds};
+}
+
+}  // namespace
+
+TEST(DataParallel, AKilledRankEndsTheOthersWithAClearError) {
+  const auto [code, err, seconds] = sweep_then_signal_rank_1(SIGKILL, "20");
+  EXPECT_EQ(code, 7) << err;
+  EXPECT_LT(seconds, 20) << "the other rank should notice the broken connection at once, not at the timeout";
+  EXPECT_NE(err.find("rank 1 of 2 (pid"), std::string::npos) << err;
+  EXPECT_NE(err.find("was killed by signal 9"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 0 of 2: "), std::string::npos) << err;
+  EXPECT_NE(err.find("another rank died"), std::string::npos) << err;
+  for (const char* trace : {"terminate called", "Exception raised from", "frame #"})
+    EXPECT_EQ(err.find(trace), std::string::npos) << err;
+}
+
+TEST(DataParallel, AHungRankEndsTheOthersAtTheTimeout) {
+  const auto [code, err, seconds] = sweep_then_signal_rank_1(SIGSTOP, "3");
+  EXPECT_EQ(code, 7) << err;
+  EXPECT_LT(seconds, 3 + 10) << "the run must end soon after the 3 s timeout";
+  EXPECT_NE(err.find("did not answer within the 3 s timeout"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 1 of 2"), std::string::npos) << err;
+}
+
+TEST(DataParallel, NprocSweepReportsScalingAndTheAllReduceShare) {
+  const cli::fs::path dir = cli::scratch();
+  const auto r = cli::batchwise("sweep --model mlp --dataset synthetic --nproc 2 --batch-sizes 16,64 --steps 3 "
+                                "--repetitions 2 --no-history --json " + (dir / "dp_sweep.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto report = nlohmann::json::parse(cli::slurp(dir / "dp_sweep.json"));
+  EXPECT_EQ(report["distributed"]["world_size"], 2);
+  EXPECT_EQ(report["distributed"]["backend"], "gloo");
+  for (const auto& p : report["sweep"]["points"]) {
+    ASSERT_EQ(p["outcome"], "ok") << p.dump();
+    const auto& d = p["distributed"];
+    EXPECT_EQ(d["global_batch"], 2 * p["batch"].get<int64_t>());
+    EXPECT_EQ(d["rank_step_time_s"].size(), 2u);
+    EXPECT_GT(d["allreduce_share"].get<double>(), 0);
+    EXPECT_LT(d["allreduce_share"].get<double>(), 1);
+    // samples/s counts both ranks: 2 x batch over the (slowest rank's) median step.
+    EXPECT_NEAR(p["samples_per_s"].get<double>(), 2.0 * p["batch"].get<double>() / p["step_time_s_median"].get<double>(),
+                1e-6 * p["samples_per_s"].get<double>());
+    const double eff = d["scaling_efficiency"];
+    EXPECT_NEAR(eff, p["samples_per_s"].get<double>() / (2 * d["single_process_samples_per_s"].get<double>()), 1e-9);
+  }
+  EXPECT_NE(r.out.find("data-parallel: 2 ranks (gloo)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("all-reduce"), std::string::npos) << r.out;
+}
+
+TEST(DataParallel, PlanUsesTheRanksAndStatesTheLastBatch) {
+  // 10000 samples, global batch 1536: 6 full steps, and 784 samples dropped (or 752 padded).
+  const auto r = cli::batchwise("plan --model mlp --dataset synthetic --nproc 2 --global-batch 1536 "
+                                "--memory-budget 64MiB --no-history --json " + (cli::scratch() / "dp_plan.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto report = nlohmann::json::parse(cli::slurp(cli::scratch() / "dp_plan.json"));
+  const auto& a = report["accumulation_plan"];
+  EXPECT_EQ(a["world_size"], 2);
+  EXPECT_EQ(a["global_batch"], 1536);
+  EXPECT_EQ(a["per_device_batch"].get<int64_t>() * 2, 1536);
+  EXPECT_EQ(a["micro_batch"].get<int64_t>() * a["accumulation_steps"].get<int64_t>(), 768);
+  EXPECT_LE(a["micro_batch"].get<int64_t>(), report["fit"]["batch"].get<int64_t>());
+  EXPECT_NE(r.out.find("the last 784 samples are dropped"), std::string::npos) << r.out;
+}
+
+TEST(DataParallel, BadGroupEnvironmentIsAClearError) {
+  cli::expect_clean_error("fit --model mlp --dataset synthetic --nproc -1", 2, "--nproc -1");
+  const auto r = cli::batchwise("--version");
+  ASSERT_EQ(r.code, 0);
+  // RANK beyond WORLD_SIZE, as a launcher would set it wrongly.
+  const std::string bad = "WORLD_SIZE=2 RANK=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 " +
+                          std::string(BATCHWISE_TEST_BINARY) + " fit --model mlp --dataset synthetic --no-history 2>&1";
+  FILE* p = popen(bad.c_str(), "r");
+  std::string text;
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), p)) text += buf;
+  const int status = pclose(p);
+  EXPECT_EQ(WEXITSTATUS(status), 2) << text;
+  EXPECT_NE(text.find("RANK=2 with WORLD_SIZE=2: the rank must be below the world size"), std::string::npos) << text;
+}
