@@ -15,22 +15,28 @@ epochs="${2:-5}"
 out="$root/bench-results"
 mkdir -p "$out"
 
-"$batchwise" tune --model lenet --no-history -q --json "$out/time_to_accuracy.tune.json" >/dev/null
-read -r recommended fitted < <(python3 -c "
+# tune's recommendation twice: from its measurements alone (the goodput optimum), and after
+# tune --validate has trained the recommendation, the knee, half and twice it to the same target.
+"$batchwise" tune --model lenet --no-history -q --validate --target-accuracy "$target" --max-epochs "$epochs" \
+  --eval-every 6000 --json "$out/time_to_accuracy.tune.json" >/dev/null
+read -r predicted recommended fitted < <(python3 -c "
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(r['recommendation']['batch'], r['fit']['batch'])" "$out/time_to_accuracy.tune.json")
-echo "tune recommends batch $recommended; the largest batch that fits (within --max) is $fitted"
+g = r.get('goodput') or {}
+print(g.get('best_batch') or r['recommendation']['batch'], r['recommendation']['batch'], r['fit']['batch'])" \
+  "$out/time_to_accuracy.tune.json")
+echo "tune recommends batch $predicted from its measurements, batch $recommended after --validate;" \
+     "the largest batch that fits (within --max) is $fitted"
 candidates="$(python3 -c "
 import sys
-print(','.join(str(b) for b in sorted({16, 32, 64, 128, 256, 512, 2048, int(sys.argv[1]), int(sys.argv[2])})))" \
-  "$recommended" "$fitted")"
+print(','.join(str(b) for b in sorted({16, 32, 64, 128, 256, 512, 2048, *map(int, sys.argv[1:])})))" \
+  "$predicted" "$recommended" "$fitted")"
 "$batchwise" validate --model lenet --batch-sizes "$candidates" --target-accuracy "$target" --max-epochs "$epochs" \
   --eval-every 6000 --no-history -q --json "$out/time_to_accuracy.validate.json" | sed -n '/^validation:/,/^$/p'
-python3 - "$out/time_to_accuracy.validate.json" "$recommended" "$fitted" <<'PY'
+python3 - "$out/time_to_accuracy.validate.json" "$recommended" "$fitted" "$predicted" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1]))["validation"]
-rec, fit = int(sys.argv[2]), int(sys.argv[3])
+rec, fit, pred = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 runs = {r["batch"]: r for r in v["runs"]}
 reached = {b: r["train_s"] for b, r in runs.items() if r["reached"]}
 best = min(reached.values()) if reached else None
@@ -40,7 +46,8 @@ def show(name, b):
     ratio = f", {r['train_s'] / best:.2f}x the grid's best" if r["reached"] and best else ""
     print(f"{name} (batch {b}): {t}{ratio}")
 print(f"grid's best: batch {min(reached, key=reached.get)} in {best:.1f} s" if best else "no candidate reached the target")
-show("recommended", rec)
+show("recommended from measurements (goodput)", pred)
+show("recommended after tune --validate", rec)
 show("largest that fits", fit)
 show("32", 32)
 PY

@@ -20,6 +20,7 @@
 #endif
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
 #include "batchwise/error.h"
@@ -54,6 +55,9 @@ inline c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d
 inline c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
                                                    std::chrono::milliseconds timeout) {
 #ifdef BATCHWISE_WITH_NCCL
+  // A blocking wait: a rank that hangs surfaces as an exception in wait() at the timeout, not as
+  // the watchdog's abort of the whole process. (Untested here: no GPU on the development machine.)
+  setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, options);

@@ -82,6 +82,7 @@ struct Group::Impl {
   std::chrono::milliseconds timeout{0};
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> pg;
+  c10::Device device = c10::Device(c10::kCPU);  // NCCL's collectives take tensors on it
 
   [[noreturn]] void fail(const std::string& what, const std::exception& e) const {
     const std::string problem = peer_problem(detail::plain_what(e));
@@ -111,6 +112,7 @@ std::shared_ptr<Group> Group::join(const GroupAddress& address, c10::Device devi
   impl->rank = address.rank;
   impl->size = address.world_size;
   impl->timeout = timeout;
+  impl->device = device;
   impl->backend = backend == "auto" ? (device.is_cuda() && compat::kHaveNccl ? "nccl" : "gloo") : backend;
   BATCHWISE_CHECK(impl->backend != "nccl" || compat::kHaveNccl, ConfigError,
                   "--dist-backend nccl: this batchwise was built without NCCL (a CPU-only LibTorch); use gloo");
@@ -174,7 +176,13 @@ std::vector<std::vector<double>> Group::all_gather(const std::vector<double>& ro
   UntrackedScope untracked;  // batchwise's bookkeeping, not the training's memory
   at::Tensor table = at::zeros({impl_->size, k}, at::TensorOptions().dtype(at::kDouble));
   if (k > 0) std::memcpy(table[impl_->rank].data_ptr<double>(), row.data(), sizeof(double) * static_cast<size_t>(k));
-  all_reduce_sum(table, what);
+  if (impl_->backend == "nccl") {  // NCCL reduces device tensors only
+    at::Tensor on_device = table.to(impl_->device);
+    all_reduce_sum(on_device, what);
+    table = on_device.to(at::kCPU);
+  } else {
+    all_reduce_sum(table, what);
+  }
   std::vector<std::vector<double>> rows(static_cast<size_t>(impl_->size));
   for (int r = 0; r < impl_->size; ++r) {
     const double* p = table[r].data_ptr<double>();
@@ -272,6 +280,7 @@ DataParallelWorkload::~DataParallelWorkload() = default;
 
 void DataParallelWorkload::begin_trial(const std::string& label, double timeout_s) {
   label_ = label;
+  collective_error_ = nullptr;
   local_failure_.reset();
   own_failure_.reset();
   failure_.reset();
@@ -313,6 +322,7 @@ at::Tensor DataParallelWorkload::backward(const Batch& batch, double weight) {
       record_local_failure(outcome, message);
     }
   }
+  UntrackedScope untracked;  // a placeholder loss, not the training's memory
   return at::zeros({}, at::TensorOptions().dtype(at::kFloat));
 }
 
@@ -334,7 +344,7 @@ void DataParallelWorkload::optimizer_step() {
   BATCHWISE_CHECK(!params.empty(), ModelError, "{}: the model has no trainable parameters to all-reduce",
                   inner_.info().model);
   if (!local_failure_ && has_deadline_ && std::chrono::steady_clock::now() > deadline_)
-    local_failure_ = std::make_pair(Outcome::Timeout, std::string("the trial timeout passed"));
+    record_local_failure(Outcome::Timeout, "the trial timeout passed");
 
   // One buffer: the gradients, flattened (as DDP's buckets), then one status slot per rank.
   const auto options = at::TensorOptions().dtype(params.front().scalar_type()).device(inner_.device());
@@ -359,10 +369,20 @@ void DataParallelWorkload::optimizer_step() {
     flat[n + rank] = local_failure_ ? status_of(local_failure_->first) : double{kOk};
   }
   const auto start = std::chrono::steady_clock::now();
-  group_->all_reduce_sum(flat, fmt::format("the gradient all-reduce of {}, step {}", label_, allreduce_s_.size() + 1));
+  try {
+    group_->all_reduce_sum(flat, fmt::format("the gradient all-reduce of {}, step {}", label_, allreduce_s_.size() + 1));
+  } catch (const DistributedError&) {
+    // The group is broken: not a trial outcome. run_trial records it as an error, and
+    // DistributedRunner rethrows it before any other collective.
+    collective_error_ = std::current_exception();
+    throw;
+  }
+  at::Tensor slots;
+  {
+    UntrackedScope untracked;  // batchwise's read-back, not the training's memory
+    slots = flat.narrow(0, n, world).to(at::kCPU, at::kDouble);  // waits for the device (NCCL is asynchronous)
+  }
   allreduce_s_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-
-  const at::Tensor slots = flat.narrow(0, n, world).to(at::kCPU, at::kDouble);
   std::vector<int> statuses(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) statuses[static_cast<size_t>(r)] = static_cast<int>(std::lround(slots[r].item<double>()));
   const auto [status, ranks] = worst(statuses);
@@ -380,7 +400,13 @@ void DataParallelWorkload::optimizer_step() {
     flat.narrow(0, 0, n).div_(static_cast<double>(world));
     int64_t at = 0;
     for (auto& p : params) {
-      if (p.grad().defined()) p.mutable_grad().copy_(flat.narrow(0, at, p.numel()).view_as(p));
+      const at::Tensor mean = flat.narrow(0, at, p.numel()).view_as(p);
+      // A parameter another rank used and this one did not gets the average too, as in DDP:
+      // otherwise the ranks' weights would drift apart.
+      if (p.grad().defined())
+        p.mutable_grad().copy_(mean);
+      else if (mean.abs().max().item<double>() > 0)
+        p.mutable_grad() = mean.clone();
       at += p.numel();
     }
   }
@@ -433,6 +459,7 @@ Trial DistributedRunner::run(const TrialOptions& options) {
   local.timeout_s(0);  // agreed at each all-reduce instead
   if (options.limit_bytes() > 0 && local_limit_bytes_ > 0) local.limit_bytes(local_limit_bytes_);
   Trial t = run_trial(workload_, local);
+  if (workload_.collective_error()) std::rethrow_exception(workload_.collective_error());
 
   // This rank's own status: a failure it had (reported at an all-reduce or still pending after
   // the last step), or one run_trial met outside the data-parallel step.
@@ -506,7 +533,11 @@ Trial DistributedRunner::run(const TrialOptions& options) {
     // Rank 0 alone at the same per-device batch, the others waiting: what one process does here.
     double solo = 0;
     if (rank == 0) {
-      const Trial alone = run_trial(workload_.inner(), local);
+      // Within the others' patience: they wait in a collective meanwhile.
+      TrialOptions solo_options = local;
+      const double patience = 0.8 * static_cast<double>(group.timeout().count()) / 1000.0;
+      solo_options.timeout_s(options.timeout_s() > 0 ? std::min(options.timeout_s(), patience) : patience);
+      const Trial alone = run_trial(workload_.inner(), solo_options);
       solo = alone.outcome == Outcome::Ok ? alone.samples_per_s : 0;
     }
     solo = group.all_gather({solo}, fmt::format("sharing rank 0's single-process run of {}", label))[0][0];

@@ -283,3 +283,15 @@ TEST(DataParallel, BadGroupEnvironmentIsAClearError) {
   EXPECT_EQ(WEXITSTATUS(status), 2) << text;
   EXPECT_NE(text.find("RANK=2 with WORLD_SIZE=2: the rank must be below the world size"), std::string::npos) << text;
 }
+
+TEST(DataParallel, ATrialTimeoutIsAgreedAsATimeout) {
+  // Each rank's clock would stop it at its own step; the deadline is agreed at the all-reduce.
+  const cli::fs::path json = cli::scratch() / "dp_timeout.json";
+  const auto r = cli::batchwise("sweep --model lenet --dataset synthetic --nproc 2 --batch-sizes 64 --steps 50 "
+                                "--repetitions 1 --trial-timeout 0.3 --no-history --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto p = nlohmann::json::parse(cli::slurp(json))["sweep"]["points"][0];
+  EXPECT_EQ(p["outcome"], "timeout") << p.dump();
+  EXPECT_EQ(p["distributed"]["rank_outcomes"], nlohmann::json::array({"timeout", "timeout"}));
+  EXPECT_NE(p["message"].get<std::string>().find("timed out on rank"), std::string::npos) << p["message"];
+}

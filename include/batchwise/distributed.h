@@ -13,6 +13,7 @@
 ///     DistributedRunner runner(dp, my_budget_bytes);
 ///     FitResult r = fit(runner, FitOptions().budget_bytes(agreed_budget));  // the same on every rank
 #include <chrono>
+#include <exception>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -126,6 +127,8 @@ class DataParallelWorkload : public Workload {
   /// Starts a trial: clears the failure and the all-reduce timings; `timeout_s` > 0 is a deadline
   /// the ranks agree on at each all-reduce (a local clock would let ranks stop at different steps).
   void begin_trial(const std::string& label, double timeout_s);
+  /// The collective failure (DistributedError) of this trial, if one happened: the group is broken.
+  std::exception_ptr collective_error() const { return collective_error_; }
   /// Seconds each all-reduce of this trial took (waiting for the slowest rank included), in order.
   const std::vector<double>& allreduce_s() const { return allreduce_s_; }
 
@@ -139,6 +142,7 @@ class DataParallelWorkload : public Workload {
   std::optional<std::pair<Outcome, std::string>> local_failure_;  // awaiting the next all-reduce
   std::optional<std::pair<Outcome, std::string>> own_failure_;
   std::optional<Failure> failure_;
+  std::exception_ptr collective_error_;
   std::vector<double> allreduce_s_;
   std::string label_;
   std::chrono::steady_clock::time_point deadline_;

@@ -23,7 +23,8 @@ namespace batchwise::cli {
 
 namespace {
 
-std::vector<pid_t> g_children;  // for the signal handler
+std::vector<pid_t> g_children;  // for the signal handler: reserved before any fork, never reallocated
+volatile sig_atomic_t g_signal = 0;
 
 // A port the kernel considers free now (bound to port 0, read back, released).
 int free_port() {
@@ -58,14 +59,32 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
   const std::string threads = std::to_string(std::max(1L, cores / nproc));
   std::vector<char*> args(argv, argv + argc);
   args.push_back(nullptr);
+  g_children.reserve(static_cast<size_t>(nproc));
+  // A signal to the launcher (Ctrl-C, a scheduler's SIGTERM) goes to every rank; the launcher ends
+  // the same way once they have. Blocked while forking, so none is missed or half-handled.
+  sigset_t forwarded, previous;
+  sigemptyset(&forwarded);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&forwarded, sig);
+  sigprocmask(SIG_BLOCK, &forwarded, &previous);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction action {};
+    action.sa_handler = [](int signo) {
+      g_signal = signo;
+      for (const pid_t child : g_children) kill(child, signo);
+    };
+    sigaction(sig, &action, nullptr);
+  }
   for (int rank = 0; rank < nproc; ++rank) {
     const pid_t pid = fork();
     if (pid < 0) {
       fmt::print(stderr, "batchwise: could not start rank {}: {}\n", rank, std::strerror(errno));
       for (const pid_t child : g_children) kill(child, SIGKILL);
+      sigprocmask(SIG_SETMASK, &previous, nullptr);
       return failed_code;
     }
     if (pid == 0) {
+      for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
+      sigprocmask(SIG_SETMASK, &previous, nullptr);
       setenv("RANK", std::to_string(rank).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
@@ -80,16 +99,7 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
     }
     g_children.push_back(pid);
   }
-  // A signal to the launcher (Ctrl-C, a scheduler's SIGTERM) goes to every rank, then ends it.
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    struct sigaction action {};
-    action.sa_handler = [](int signo) {
-      for (const pid_t child : g_children) kill(child, signo);
-      signal(signo, SIG_DFL);
-      raise(signo);
-    };
-    sigaction(sig, &action, nullptr);
-  }
+  sigprocmask(SIG_SETMASK, &previous, nullptr);
 
   std::vector<int> status(static_cast<size_t>(nproc), -1);
   int running = nproc;
@@ -97,7 +107,7 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
   while (running > 0) {
     int st = 0;
     const pid_t pid = waitpid(-1, &st, give_up ? WNOHANG : 0);
-    if (pid < 0 && errno == EINTR) continue;
+    if (pid < 0 && errno == EINTR) continue;  // a forwarded signal: the ranks end, then so does this
     if (pid < 0) break;
     if (pid == 0) {  // a rank failed earlier: the others get until give_up to end on their own
       if (std::chrono::steady_clock::now() < *give_up) {
@@ -106,8 +116,7 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
       }
       for (int r = 0; r < nproc; ++r)
         if (status[static_cast<size_t>(r)] < 0) {
-          fmt::print(stderr, "batchwise: rank {} of {} did not end {:.0f} s after another rank failed; killing it\n", r,
-                     nproc, grace_s);
+          fmt::print(stderr, "batchwise: rank {} of {} did not end after another rank failed; killing it\n", r, nproc);
           kill(g_children[static_cast<size_t>(r)], SIGKILL);
         }
       give_up = std::chrono::steady_clock::now() + std::chrono::hours(1);
@@ -119,21 +128,33 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
     status[static_cast<size_t>(rank)] = st;
     --running;
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;
-    if (WIFSIGNALED(st) || rank != 0)
-      fmt::print(stderr, "batchwise: rank {} of {} (pid {}) {}\n", rank, nproc, pid, describe(st));
     if (!give_up) {
-      // Usage and input errors end every rank alike and at once; otherwise the others first see
-      // the failure through their collectives (a broken connection at once, a hang at the timeout).
-      // A rank that saw a collective fail (failed_code) leaves the others dead or hung.
-      const bool input_error = WIFEXITED(st) && ((WEXITSTATUS(st) >= 2 && WEXITSTATUS(st) <= 5) ||
-                                                 WEXITSTATUS(st) == failed_code);
+      // Usage and input errors, and a rank that saw a collective fail (failed_code), leave the
+      // others failing alike, dead or hung: they get a moment. Otherwise they first see the
+      // failure through their collectives (a broken connection at once, a hang at the timeout).
+      const bool quick = WIFEXITED(st) && ((WEXITSTATUS(st) >= 2 && WEXITSTATUS(st) <= 5) ||
+                                           WEXITSTATUS(st) == failed_code);
       give_up = std::chrono::steady_clock::now() +
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                    std::chrono::duration<double>(input_error ? 2.0 : grace_s));
+                    std::chrono::duration<double>(quick ? 3.0 : grace_s));
     }
   }
+  // Each rank that ended otherwise than rank 0 did (rank 0 speaks for itself).
   const int zero = status[0];
+  for (int r = 0; r < nproc; ++r) {
+    const int st = status[static_cast<size_t>(r)];
+    const bool failed = st >= 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (failed && (r > 0 || WIFSIGNALED(st)) && !(r > 0 && zero >= 0 && st == zero))
+      fmt::print(stderr, "batchwise: rank {} of {} (pid {}) {}\n", r, nproc, g_children[static_cast<size_t>(r)],
+                 describe(st));
+  }
+  if (g_signal != 0) {
+    signal(g_signal, SIG_DFL);
+    raise(g_signal);
+  }
   if (zero >= 0 && WIFEXITED(zero) && WEXITSTATUS(zero) != 0) return WEXITSTATUS(zero);
+  for (const int st : status)  // rank 0 was killed or succeeded: the first rank's own failure code
+    if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != failed_code) return WEXITSTATUS(st);
   for (const int st : status)
     if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return failed_code;
   return 0;

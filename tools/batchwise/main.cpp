@@ -924,13 +924,10 @@ int main(int argc, char** argv) {
   }
   if (f.nproc > 1 && !cli::launched_rank())
     return cli::launch_ranks(f.nproc, argc, argv, f.dist_timeout_s + 10, kExitDistributed);
-  // A rank other than 0 of a data-parallel run: input errors are every rank's alike and rank 0
-  // says them; the rest are prefixed with the rank.
+  // A rank other than 0 of a data-parallel run says which it is (its input may differ: its device).
   const int rank = env_rank();
   const std::string who = rank > 0 ? fmt::format("batchwise {} (rank {})", command, rank) : "batchwise " + command;
-  auto say = [&](const std::string& text, bool input_error) {
-    if (!(input_error && rank > 0 && cli::launched_rank())) fmt::print(stderr, "{}: {}\n", who, text);
-  };
+  auto say = [&](const std::string& text, bool /*input_error*/) { fmt::print(stderr, "{}: {}\n", who, text); };
   // Ctrl-C or a kill: a running --cmd trial's process group (its own, out of the terminal's
   // reach) goes too, then batchwise ends as the signal says.
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
