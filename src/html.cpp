@@ -164,7 +164,8 @@ std::string recommendation_section(const json& r) {
 }
 
 std::string warnings_section(const json& r) {
-  const json& warnings = array(r.value("context", json::object()), "warnings");
+  const json context = r.value("context", json::object());  // a copy: array() returns a reference into it
+  const json& warnings = array(context, "warnings");
   if (warnings.empty()) return "";
   std::string out = "<section id=\"warnings\" class=\"warn\">\n<h2>Warnings</h2>\n<ul>\n";
   for (const auto& w : warnings) out += fmt::format("<li>{}</li>\n", esc(w.is_string() ? w.get<std::string>() : w.dump()));
@@ -650,6 +651,40 @@ std::string sweep_section(const json& r) {
   return out + "</table>\n</section>\n";
 }
 
+// Data-parallel runs: who took part, and per batch what the ranks measured.
+std::string distributed_section(const json& r) {
+  const json* d = at(r, "distributed");
+  if (!d) return "";
+  std::vector<std::string> budgets;
+  for (const auto& b : array(*d, "rank_budget_bytes")) budgets.push_back(bytes_text(b.is_number() ? std::optional<double>(b.get<double>()) : std::nullopt));
+  std::string out = fmt::format(
+      "<section id=\"distributed\">\n<h2>Data-parallel</h2>\n<p>{} ranks ({}). Batches are per device; the global "
+      "batch is batch &times; {}, and samples/s counts every rank's samples over the slowest rank's step. Rank "
+      "budgets: {}.</p>\n",
+      esc(str(*d, "world_size")), esc(str(*d, "backend")), esc(str(*d, "world_size")), esc(fmt::format("{}", fmt::join(budgets, ", "))));
+  const json* sweep = at(r, "sweep");
+  if (!sweep) return out + "</section>\n";
+  out += "<table>\n<tr><th>batch</th><th>global batch</th><th>samples/s</th><th>1 process</th><th>scaling</th>"
+         "<th>all-reduce</th><th>rank step ms</th><th>rank outcomes</th></tr>\n";
+  for (const auto& p : array(*sweep, "points")) {
+    const json* pd = at(p, "distributed");
+    if (!pd) continue;
+    std::vector<std::string> steps, outcomes;
+    for (const auto& t : array(*pd, "rank_step_time_s")) steps.push_back(t.is_number() ? fmt::format("{:.2f}", t.get<double>() * 1e3) : "-");
+    for (const auto& o : array(*pd, "rank_outcomes")) outcomes.push_back(o.is_string() ? o.get<std::string>() : "-");
+    const auto sps = num(p, "samples_per_s"), solo = num(*pd, "single_process_samples_per_s"),
+               eff = num(*pd, "scaling_efficiency"), share = num(*pd, "allreduce_share");
+    out += fmt::format(
+        "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+        ok(p) ? "ok" : "bad", esc(str(p, "batch")), esc(str(*pd, "global_batch")), sps && ok(p) ? grouped(*sps) : "-",
+        solo ? grouped(*solo) : "-", eff ? fmt::format("{:.2f}", *eff) : "-",
+        share && ok(p) ? fmt::format("{:.0f} %", *share * 100) : "-", esc(fmt::format("{}", fmt::join(steps, " / "))),
+        esc(fmt::format("{}", fmt::join(outcomes, " / "))));
+  }
+  return out + "</table>\n</section>\n";
+}
+
 std::string context_section(const json& r) {
   const json c = r.value("context", json::object()), w = r.value("workload", json::object());
   const json device = c.value("device", json::object());
@@ -725,6 +760,7 @@ std::string render(const json& r) {
   html += recommendation_section(r);
   html += warnings_section(r);
   html += advice_section(r);
+  html += distributed_section(r);
   html += throughput_section(r);
   html += precision_section(r);
   html += profile_section(r);

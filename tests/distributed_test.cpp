@@ -231,7 +231,8 @@ TEST(DataParallel, AHungRankEndsTheOthersAtTheTimeout) {
 TEST(DataParallel, NprocSweepReportsScalingAndTheAllReduceShare) {
   const cli::fs::path dir = cli::scratch();
   const auto r = cli::batchwise("sweep --model mlp --dataset synthetic --nproc 2 --batch-sizes 16,64 --steps 3 "
-                                "--repetitions 2 --no-history --json " + (dir / "dp_sweep.json").string());
+                                "--repetitions 2 --no-history --json " + (dir / "dp_sweep.json").string() + " --html " +
+                                (dir / "dp_sweep.html").string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto report = nlohmann::json::parse(cli::slurp(dir / "dp_sweep.json"));
   EXPECT_EQ(report["distributed"]["world_size"], 2);
@@ -251,6 +252,9 @@ TEST(DataParallel, NprocSweepReportsScalingAndTheAllReduceShare) {
   }
   EXPECT_NE(r.out.find("data-parallel: 2 ranks (gloo)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("all-reduce"), std::string::npos) << r.out;
+  const std::string html = cli::slurp(dir / "dp_sweep.html");
+  EXPECT_NE(html.find("<h2>Data-parallel</h2>"), std::string::npos);
+  EXPECT_NE(html.find("ok / ok"), std::string::npos) << "each rank's outcome, per batch";
 }
 
 TEST(DataParallel, PlanUsesTheRanksAndStatesTheLastBatch) {

@@ -354,6 +354,10 @@ TEST(Html, SectionsAppearOnlyWithTheirData) {
   EXPECT_EQ(html.find("id=\"noise\""), std::string::npos);
   EXPECT_NE(html.find("id=\"memory\""), std::string::npos);
   EXPECT_EQ(chart_configs(html).size(), 1u);
+  EXPECT_EQ(html.find("id=\"distributed\""), std::string::npos);
+  // The context's warnings are listed (they were once read through a dangling reference).
+  r.context.warnings = {"doctor: the reference BLAS is in use"};
+  EXPECT_NE(to_html(to_json(r)).find("<li>doctor: the reference BLAS is in use</li>"), std::string::npos);
   // Nothing fits: the top of the page says so.
   r.fit->outcome = FitOutcome::DoesNotFit;
   r.fit->batch.reset();

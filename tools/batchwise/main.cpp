@@ -474,8 +474,8 @@ int run(const std::string& command, Flags& f) {
   report.context = make_context(resolve_device(f.use_cmd && !cuda ? "cpu" : device));
   if (group)
     report.distributed = DistributedRun{group->size(), group->backend(), rank_budgets, f.dist_timeout_s};
-  if (command == "tune" && workload && lead) {
-    // The doctor's warnings first: a slow BLAS or too few threads distort every figure that follows.
+  if (command == "tune" && workload && !data_parallel) {
+    // The doctor's warnings first (in one process: data-parallel ranks share the cores by design): a slow BLAS or too few threads distort every figure that follows.
     for (const auto& w : run_doctor(DoctorOptions().gemm(!cuda)).warnings()) {
       if (!f.quiet) fmt::print(stderr, "doctor: warning: {}\n  fix: {}\n", w.detail, w.fix);
       report.context.warnings.push_back(fmt::format("doctor: {} (fix: {})", w.detail, w.fix));
@@ -640,6 +640,9 @@ int run(const std::string& command, Flags& f) {
   }
   if (command != "plan" && command != "noise" && command != "validate")
     report.recommendation = recommend(report.fit, report.sweep, report.noise, report.goodput);
+  if (group && report.recommendation)
+    report.recommendation->reason += fmt::format("; batches are per device: the global batch is {} over {} ranks",
+                                                 report.recommendation->batch * group->size(), group->size());
   if (command == "tune" && workload && report.recommendation && report.sweep) {
     // The recommended batch waits for its input: find the pipeline setting that feeds it.
     for (const auto& p : report.sweep->points)
