@@ -69,3 +69,35 @@ class AutocastScope {
 };
 
 }  // namespace batchwise::compat
+
+// Timing events on a device stream (c10::Event with its elapsed time, from 2.5): the step profile
+// on CUDA marks its phases with events and synchronises once, instead of after every phase.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+#define BATCHWISE_HAVE_DEVICE_EVENTS 1
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <memory>
+#include <vector>
+
+namespace batchwise::compat {
+
+// Events recorded in order on `device`'s current stream; seconds between consecutive ones once
+// the device has finished them.
+class StreamMarks {
+ public:
+  explicit StreamMarks(c10::Device device) : device_(device) {}
+  void mark() {
+    marks_.push_back(std::make_unique<c10::Event>(device_.type(), c10::EventFlag::BACKEND_DEFAULT));
+    marks_.back()->record(c10::impl::VirtualGuardImpl(device_.type()).getStream(device_));
+  }
+  // REQUIRES: the device has been synchronised after the last mark.
+  double seconds(size_t from, size_t to) const { return marks_[from]->elapsedTime(*marks_[to]) / 1000.0; }
+
+ private:
+  c10::Device device_;
+  std::vector<std::unique_ptr<c10::Event>> marks_;
+};
+
+}  // namespace batchwise::compat
+#endif

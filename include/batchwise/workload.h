@@ -158,6 +158,8 @@ class ModuleWorkload : public Workload {
   friend struct Loader;
   // The batch of `index` assembled and transformed on the host (the pipeline's work).
   Batch host_batch(const at::Tensor& index, uint64_t augment_seed) const;
+  // profiled_step on CUDA, phases timed by events on the stream (compat::StreamMarks).
+  std::optional<StepPhases> profiled_step_events(int64_t batch);
   // Forward and loss, under autocast when the precision asks for it.
   at::Tensor forward_loss(const at::Tensor& input, const at::Tensor& target, at::Tensor* output = nullptr);
   bool fp16() const { return info_.precision == "fp16"; }
