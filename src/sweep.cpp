@@ -8,6 +8,15 @@
 
 namespace batchwise {
 
+namespace {
+// REQUIRES: v is not empty.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
 std::optional<int64_t> knee_batch(const std::vector<Trial>& points, double tolerance) {
   double best = 0;
   for (const auto& p : points)
@@ -102,15 +111,11 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
     Trial& p = r.points[i];
     summarize_steps(p);
     if (p.outcome == Outcome::Ok && !reported[i].empty() && static_cast<int>(reported[i].size()) == p.repetitions) {
-      auto& v = reported[i];
-      std::sort(v.begin(), v.end());
-      p.samples_per_s = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+      p.samples_per_s = median(reported[i]);
       p.throughput_reported = true;
     }
     if (p.distributed && !alone[i].empty()) {  // the median of one process's figures, against the median here
-      auto& v = alone[i];
-      std::sort(v.begin(), v.end());
-      const double solo = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+      const double solo = median(alone[i]);
       p.distributed->single_process_samples_per_s = solo;
       p.distributed->scaling_efficiency =
           p.outcome == Outcome::Ok ? std::optional<double>(p.samples_per_s / (p.distributed->world_size * solo))

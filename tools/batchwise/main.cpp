@@ -475,7 +475,8 @@ int run(const std::string& command, Flags& f) {
   if (group)
     report.distributed = DistributedRun{group->size(), group->backend(), rank_budgets, f.dist_timeout_s};
   if (command == "tune" && workload && !data_parallel) {
-    // The doctor's warnings first (in one process: data-parallel ranks share the cores by design): a slow BLAS or too few threads distort every figure that follows.
+    // The doctor's warnings first: a slow BLAS or too few threads distort every figure that follows.
+    // Not for data-parallel ranks, which share the cores by design.
     for (const auto& w : run_doctor(DoctorOptions().gemm(!cuda)).warnings()) {
       if (!f.quiet) fmt::print(stderr, "doctor: warning: {}\n  fix: {}\n", w.detail, w.fix);
       report.context.warnings.push_back(fmt::format("doctor: {} (fix: {})", w.detail, w.fix));
@@ -930,7 +931,7 @@ int main(int argc, char** argv) {
   // A rank other than 0 of a data-parallel run says which it is (its input may differ: its device).
   const int rank = env_rank();
   const std::string who = rank > 0 ? fmt::format("batchwise {} (rank {})", command, rank) : "batchwise " + command;
-  auto say = [&](const std::string& text, bool /*input_error*/) { fmt::print(stderr, "{}: {}\n", who, text); };
+  auto say = [&](const std::string& text) { fmt::print(stderr, "{}: {}\n", who, text); };
   // Ctrl-C or a kill: a running --cmd trial's process group (its own, out of the terminal's
   // reach) goes too, then batchwise ends as the signal says.
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
@@ -945,28 +946,28 @@ int main(int argc, char** argv) {
   try {
     return run(command, f);
   } catch (const ConfigError& e) {
-    say(e.what(), true);
+    say(e.what());
     return kExitUsage;
   } catch (const DataError& e) {
-    say(e.what(), true);
+    say(e.what());
     return kExitData;
   } catch (const ModelError& e) {
-    say(e.what(), true);
+    say(e.what());
     return kExitModel;
   } catch (const DeviceError& e) {
-    say(e.what(), true);
+    say(e.what());
     return kExitDevice;
   } catch (const DistributedError& e) {
-    say(e.what(), false);
+    say(e.what());
     return kExitDistributed;
   } catch (const Error& e) {
-    say(e.what(), false);
+    say(e.what());
     return kExitFailed;
   } catch (const c10::Error& e) {
-    say("torch: " + first_line(e.what_without_backtrace()), false);
+    say("torch: " + first_line(e.what_without_backtrace()));
     return kExitFailed;
   } catch (const std::exception& e) {
-    say(first_line(e.what()), false);
+    say(first_line(e.what()));
     return kExitFailed;
   }
 }
