@@ -15,20 +15,11 @@
 #include <random>
 #include <vector>
 
+#include "batchwise/units.h"
 #include "batchwise/utilisation.h"
 #include "batchwise/workload.h"
 
 using namespace batchwise;
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   const int pairs = argc > 1 ? std::atoi(argv[1]) : 40;

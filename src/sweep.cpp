@@ -8,15 +8,6 @@
 
 namespace batchwise {
 
-namespace {
-// REQUIRES: v is not empty.
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-}  // namespace
-
 std::optional<int64_t> knee_batch(const std::vector<Trial>& points, double tolerance) {
   double best = 0;
   for (const auto& p : points)

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "batchwise/memory.h"
+#include "batchwise/units.h"
 #include "batchwise/workload.h"
 #include "check.h"
 
@@ -24,12 +25,6 @@ const char* to_string(Outcome outcome) {
 }
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::string first_line(const std::string& text) { return detail::error_line(text); }
 

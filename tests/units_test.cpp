@@ -65,3 +65,9 @@ TEST(Doublings, UpToAndIncludingTheLast) {
 
 }  // namespace
 }  // namespace batchwise
+
+TEST(Units, MedianOfOddAndEvenCounts) {
+  EXPECT_DOUBLE_EQ(batchwise::median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(batchwise::median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(batchwise::median({7}), 7);
+}

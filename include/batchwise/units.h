@@ -33,4 +33,7 @@ std::vector<int64_t> parse_shape(const std::string& text, const std::string& wha
 /// `first` a multiple of --multiple-of, every size is one).
 std::vector<int64_t> doublings(int64_t first, int64_t last);
 
+/// The median of `values` (the mean of the middle two for an even count). REQUIRES: not empty.
+double median(std::vector<double> values);
+
 }  // namespace batchwise
