@@ -57,6 +57,7 @@ ordered_json trial_json(const Trial& t) {
     }
     j["utilisation"] = {{"interval_s", u.interval_s},
                         {"samples", u.samples},
+                        {"samples_between_steps", u.samples_between_steps},
                         {"cpu_percent", stat(u.cpu_percent)},
                         {"core_percent_mean", u.core_percent_mean},
                         {"rss_bytes_max", u.rss_bytes_max},

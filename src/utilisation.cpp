@@ -95,12 +95,17 @@ struct UtilisationMonitor::State {
   std::mutex mutex;
   std::condition_variable wake;
   bool stop = false;
+  bool between_steps = false;             // CPU: samples are taken at step boundaries when due
+  Clock::time_point last_sample = start;  // when the latest sample was taken
+  int samples_between_steps = 0;
+  double between_steps_s = 0;             // wall time spent sampling at step boundaries
   double sampler_cpu_s = 0;
   std::thread thread;
 
   void sample() {
     UtilisationSample s;
-    s.t_s = std::chrono::duration<double>(Clock::now() - start).count();
+    last_sample = Clock::now();
+    s.t_s = std::chrono::duration<double>(last_sample - start).count();
     const std::vector<CpuTimes> now = read_cpu_times(mask);
     double sum = 0;
     for (size_t i = 0; i < now.size() && i < last.size(); ++i) {
@@ -128,10 +133,16 @@ struct UtilisationMonitor::State {
   void run() {
     const double cpu_start = thread_cpu_s();
     std::unique_lock<std::mutex> lock(mutex);
+    // Between steps, the training thread takes the due samples; this thread steps in for steps
+    // longer than 1.5 intervals. Otherwise it samples every interval.
+    const auto every = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(between_steps ? 1.5 * interval_s : interval_s));
     while (!stop) {
-      wake.wait_for(lock, std::chrono::duration<double>(interval_s), [&] { return stop; });
-      sample();  // one more after stop: the run's last stretch
+      const Clock::time_point due = last_sample + every;
+      if (wake.wait_until(lock, due, [&] { return stop; })) break;
+      if (Clock::now() >= last_sample + every) sample();
     }
+    sample();  // one more at the end: the run's last stretch
     sampler_cpu_s = thread_cpu_s() - cpu_start;
   }
 };
@@ -143,6 +154,7 @@ UtilisationMonitor::UtilisationMonitor(double interval_s, int gpu_index) : state
   if (sched_getaffinity(0, sizeof(state_->mask), &state_->mask) != 0)
     for (int i = 0; i < CPU_SETSIZE; ++i) CPU_SET(i, &state_->mask);
   state_->last = read_cpu_times(state_->mask);
+  state_->between_steps = gpu_index < 0;
   state_->thread = std::thread([s = state_.get()] { s->run(); });
 }
 
@@ -155,6 +167,17 @@ UtilisationMonitor::~UtilisationMonitor() {
     state_->wake.notify_all();
     state_->thread.join();
   }
+}
+
+void UtilisationMonitor::step_boundary() {
+  State& s = *state_;
+  if (!s.between_steps) return;
+  const Clock::time_point now = Clock::now();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.stop || now - s.last_sample < std::chrono::duration<double>(s.interval_s)) return;
+  s.sample();
+  ++s.samples_between_steps;
+  s.between_steps_s += std::chrono::duration<double>(Clock::now() - now).count();
 }
 
 UtilisationSummary UtilisationMonitor::finish() {
@@ -181,7 +204,8 @@ UtilisationSummary UtilisationMonitor::finish() {
   u.gpu_sm_percent = stat_of(u.timeline, [](const UtilisationSample& s) { return s.gpu_sm_percent; });
   u.gpu_memory_percent = stat_of(u.timeline, [](const UtilisationSample& s) { return s.gpu_memory_percent; });
   u.gpu_power_w = stat_of(u.timeline, [](const UtilisationSample& s) { return s.gpu_power_w; });
-  u.overhead_percent = wall > 0 ? 100.0 * state_->sampler_cpu_s / wall : 0;
+  u.samples_between_steps = state_->samples_between_steps;
+  u.overhead_percent = wall > 0 ? 100.0 * (state_->sampler_cpu_s + state_->between_steps_s) / wall : 0;
   return u;
 }
 

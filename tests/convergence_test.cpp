@@ -8,7 +8,9 @@
 
 #include <sched.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "batchwise/convergence.h"
 #include "batchwise/error.h"
@@ -235,6 +237,29 @@ TEST(Utilisation, EveryTrialIsMonitored) {
   EXPECT_GE(u.timeline.back().t_s, steps_s);
   EXPECT_FALSE(u.gpu_sm_percent.has_value());  // a CPU trial has no GPU fields
   EXPECT_FALSE(run_trial(*w, TrialOptions(64).warmup(0).steps(1).monitor(false)).utilisation.has_value());
+}
+
+TEST(Utilisation, OnCpuTheSamplesAreTakenBetweenSteps) {
+  // Step boundaries every 5 ms: the due samples are taken there, by the caller, not by a background
+  // thread waking inside a step (one stray is allowed for a loaded machine; the last sample, taken by
+  // finish(), is the background thread's).
+  UtilisationMonitor between(0.1, -1);
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(600)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    between.step_boundary();
+  }
+  const UtilisationSummary a = between.finish();
+  EXPECT_GE(a.samples_between_steps, 4);
+  EXPECT_LE(a.samples - a.samples_between_steps, 2);
+  EXPECT_GT(a.overhead_percent, 0);
+  // A step longer than 1.5 intervals: the background thread samples during it.
+  UtilisationMonitor long_step(0.05, -1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const UtilisationSummary b = long_step.finish();
+  EXPECT_EQ(b.samples_between_steps, 0);
+  EXPECT_GE(b.samples, 4);
+  for (size_t i = 1; i < b.timeline.size(); ++i) EXPECT_GT(b.timeline[i].t_s, b.timeline[i - 1].t_s);
 }
 
 // ---- input pipeline -----------------------------------------------------------------------------

@@ -98,6 +98,7 @@ Report fixed_report() {
     u.timeline.push_back(x);
   }
   u.samples = 3;
+  u.samples_between_steps = 2;
   u.cpu_percent = UtilisationStat{87, 86, 88};
   u.core_percent_mean = {92, 82};
   u.rss_bytes_max = 303ll << 20;
