@@ -509,6 +509,10 @@ Trial DistributedRunner::run(const TrialOptions& options) {
   }
   d.allreduce_share = share;
   const auto [status, ranks] = worst(statuses);
+  // The deadline is one for all ranks: whichever rank's clock saw it pass first, every rank's time ran out.
+  if (status == kTimeout)
+    for (auto& o : d.rank_outcomes)
+      if (o == to_string(Outcome::Ok)) o = to_string(Outcome::Timeout);
   if (status == kOk) {
     // The step is as slow as its slowest rank: step by step, the largest time.
     const size_t measured = static_cast<size_t>(rows[0][5]);
