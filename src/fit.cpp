@@ -216,23 +216,35 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
 
   std::vector<MemoryModel::Break> breaks;
   if (o.mode() == FitMode::Model) {
-    // One probe starts it: 64 times the minimum (clamped to --max), far enough up that activations,
-    // not the optimizer step, set its peak. Its line takes the fixed part from the tensors counted
-    // after the trial (parameters, buffers and optimizer state; gradients are freed before the
-    // forward pass), so a second probe is not needed: the next trial is already a prediction.
-    // A probe that does not fit hands over to the minimum, which decides whether anything does.
+    // Probes first, cheap ones: from 32 times --min, each up to 4 times the last, while the
+    // answer is still uncertain. Peak memory against batch is convex (the largest of lines: the
+    // optimizer step's at small batches, the activations' beyond), so two lines bracket the answer:
+    // the secant through the two largest fitting batches under-predicts the peak beyond them (its
+    // answer is too high or exact), and the line through the largest one and the fixed part counted
+    // from its tensors (parameters, buffers, optimizer state: alive at every peak) over-predicts it
+    // (its answer is too low or exact). When the two agree, the line is straight up to the answer
+    // and the next trial is its prediction; until then the next probe is at most half the low
+    // answer, so probing never costs more than half a trial at the answer. A probe that does not
+    // fit hands over to the minimum, which decides whether anything does.
     std::optional<MemoryModel> line;  // from the trials so far; predicts the next trial's peak
-    for (int64_t b = std::min(first * 64, last);;) {
+    bool probing = true;
+    auto answer_of = [&](const std::optional<MemoryModel>& l) -> std::optional<int64_t> {
+      if (!l || l->per_sample_bytes <= 0) return std::nullopt;
+      return static_cast<int64_t>(std::floor((static_cast<double>(allowed) - l->fixed_bytes) / l->per_sample_bytes)) /
+             m * m;
+    };
+    for (int64_t b = std::min((32 * o.min() + m - 1) / m * m, last);;) {
       const Trial& t = try_batch(b, line ? std::optional<int64_t>(line->predict(b)) : std::nullopt);
       if (stops(t)) return error_out(b, t), r;
       // A line through two measured batches that misses by more than the tolerance has met a break
-      // (the one-point first guess is not held to it: its fixed part is an estimate).
+      // (the one-point line is not held to it: its fixed part is a lower bound).
       if (line && line->batch_a != line->batch_b && t.outcome == Outcome::Ok &&
           static_cast<double>(std::abs(t.peak_bytes - *t.predicted_peak_bytes)) >
               kLineBreakTolerance * static_cast<double>(*t.predicted_peak_bytes))
         breaks.push_back({t.batch, *t.predicted_peak_bytes, t.peak_bytes});
       record(t);
       if (!fits) {
+        probing = false;
         if (b == first) break;  // the minimum itself does not fit
         b = first;
         continue;
@@ -240,14 +252,24 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
       if (*fits == last || (fails && *fails - *fits <= m)) break;
       const int64_t hi = fails ? *fails - m : last;  // the largest batch still worth trying
       const int64_t lo = *fits + m;
-      line = fit_memory_model(r.trials);
-      if (!line) line = one_point_line(r.trials, *fits);
+      const std::optional<MemoryModel> secant = fit_memory_model(r.trials), bound = one_point_line(r.trials, *fits);
+      line = secant ? secant : bound;
+      if (probing) {
+        const std::optional<int64_t> low = answer_of(bound), high = answer_of(secant);
+        const bool agree = low && high &&
+                           static_cast<double>(*high) <= static_cast<double>(*low) * (1 + kProbeAgreement) + m;
+        const int64_t next = low ? std::min(*fits * 4, *low / 2 / m * m) : 0;
+        if (!agree && next >= *fits + *fits / 2 && next <= hi) {
+          b = next;
+          continue;
+        }
+        probing = false;
+      }
       int64_t candidate = 0;
       if (!line || line->per_sample_bytes <= 0) {
         candidate = fails ? midpoint() : std::min(*fits * 64, hi);  // no usable line yet
       } else {
-        const double room = static_cast<double>(allowed) - line->fixed_bytes;
-        candidate = static_cast<int64_t>(std::floor(room / line->per_sample_bytes)) / m * m;
+        candidate = *answer_of(line);
         if (candidate <= *fits) {
           candidate = lo;  // the line puts the answer at what already fitted: the batch above settles it
         } else if (fails && candidate >= *fails) {

@@ -155,7 +155,7 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
       "--repetitions 2 --threads 1 --json " +
       json.string() + " --html " + html.string());
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("[trial 1] batch 64: ok"), std::string::npos) << r.err;  // progress, one line per trial
+  EXPECT_NE(r.err.find("[trial 1] batch 32: ok"), std::string::npos) << r.err;  // progress, one line per trial
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << "stderr is not a terminal here: plain lines, no live line";
   EXPECT_NE(r.err.find("[trial 14/14] batch 1: "), std::string::npos) << r.err;  // the sweep's i of n (2 x 7, serpentine)
   EXPECT_NE(r.out.find("recommendation: batch "), std::string::npos) << r.out;

@@ -141,8 +141,12 @@ TEST(DataParallel, OutOfMemoryOnOneRankFailsTheBatchForEveryRank) {
   const cli::fs::path dir = cli::scratch();
   const int port = test_port(101);
   auto command = [&](const std::string& budget, const std::string& json) {
-    return std::vector<std::string>{BATCHWISE_TEST_BINARY, "fit", "--model", "mlp", "--dataset", "synthetic",
-                                    "--memory-budget", budget, "--no-history", "--json", json};
+    // binsearch doubles past the answer (model mode's probes may never fail); --multiple-of keeps
+    // the bisection short.
+    return std::vector<std::string>{BATCHWISE_TEST_BINARY, "fit",        "--model",         "mlp",
+                                    "--dataset",           "synthetic",  "--mode",          "binsearch",
+                                    "--multiple-of",       "512",        "--memory-budget", budget,
+                                    "--no-history",        "--json",     json};
   };
   const std::string j0 = (dir / "oom0.json").string(), j1 = (dir / "oom1.json").string();
   const pid_t r0 = start_rank(command("512MiB", j0), 0, 2, port, {}, (dir / "oom0.err").string());

@@ -174,11 +174,11 @@ TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {
   const FitResult capped = fit(*w, FitOptions().budget_bytes(256 << 20).max(100));
   EXPECT_EQ(*capped.batch, 100);
   EXPECT_TRUE(capped.limited_by_max);
-  EXPECT_LE(capped.trials.size(), 2u);  // a probe at 64, then --max
+  EXPECT_LE(capped.trials.size(), 2u);  // a probe at 32, then --max
   const FitResult none = fit(*w, FitOptions().budget_bytes(3 << 20));
   EXPECT_EQ(none.outcome, FitOutcome::DoesNotFit);
   EXPECT_FALSE(none.batch.has_value());
-  ASSERT_EQ(none.trials.size(), 2u);  // the probe at 64, then the minimum
+  ASSERT_EQ(none.trials.size(), 2u);  // the probe at 32, then the minimum
   EXPECT_EQ(none.trials.back().batch, 1);
   EXPECT_NE(none.message.find("batch 1 "), std::string::npos) << none.message;
 }

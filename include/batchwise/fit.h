@@ -13,11 +13,13 @@
 namespace batchwise {
 
 /// How fit searches. Power: double until a batch fails, answer the last that fitted (Lightning's
-/// "power"). Binsearch: the same doubling, then bisection to the exact maximum. Model: one probe
-/// trial at 64 x min gives a line peak(B) = fixed + per_sample x B (fixed counted from the tensors:
-/// parameters, buffers, optimizer state); predict the largest batch within the target, verify it
-/// with a trial, and refine from measured points (local secant through the two largest batches
-/// that fitted, else bisection) to the same exact maximum, usually in three or four trials.
+/// "power"). Binsearch: the same doubling, then bisection to the exact maximum. Model: cheap probe
+/// trials from 32 x min, each up to 4 times the last and at most half the answer, until two lines
+/// that bracket the answer agree (the secant through the two largest fitting batches, and the line
+/// through the largest one and the fixed part counted from the tensors: parameters, buffers,
+/// optimizer state); then predict the largest batch within the target, verify it with a trial, and
+/// refine from measured points (local secant, else bisection) to the same exact maximum: usually
+/// the answer and the batch above it are the only trials near the answer.
 enum class FitMode { Power, Binsearch, Model };
 const char* to_string(FitMode mode);
 /// "power", "binsearch" or "model"; ConfigError otherwise.
@@ -60,6 +62,11 @@ struct FitOptions {
 
 /// A prediction missing the measured peak by more than this fraction marks a break in the line.
 inline constexpr double kLineBreakTolerance = 0.03;
+
+/// fit --mode model probes until the answers of its two bounding lines (the secant through the two
+/// largest fitting batches, and the line through the largest one and the counted fixed part) are
+/// within this fraction of each other.
+inline constexpr double kProbeAgreement = 0.03;
 
 /// peak(B) ~ fixed_bytes + per_sample_bytes x B, a line through the two largest batches that ran
 /// within their limit (local: where the line bends, the points nearest the answer count).
