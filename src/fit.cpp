@@ -52,7 +52,9 @@ std::optional<MemoryModel> fit_memory_model(const std::vector<Trial>& trials) {
   m.per_sample_bytes = static_cast<double>(b->peak_bytes - a->peak_bytes) / static_cast<double>(b->batch - a->batch);
   m.fixed_bytes = static_cast<double>(b->peak_bytes) - m.per_sample_bytes * static_cast<double>(b->batch);
   for (const auto& t : trials) {
-    if (t.outcome != Outcome::Ok || !t.predicted_peak_bytes) continue;
+    // Near the answer: the probes below the line's batches were predicted by the lines that
+    // bracketed it while probing (one of them a deliberate over-estimate), not by this one.
+    if (t.outcome != Outcome::Ok || !t.predicted_peak_bytes || t.batch < m.batch_a) continue;
     const int64_t error = std::abs(t.peak_bytes - *t.predicted_peak_bytes);
     m.residual_bytes = std::max(m.residual_bytes, error);
   }

@@ -74,8 +74,9 @@ struct MemoryModel {
   double fixed_bytes = 0;
   double per_sample_bytes = 0;
   int64_t batch_a = 0, batch_b = 0;  ///< the measured batches the line goes through
-  /// Largest |measured - predicted| peak over the trials run after a prediction was made: the
-  /// model's observed error. 0 when every prediction was exact or none was tested.
+  /// Largest |measured - predicted| peak over the trials at or above batch_a whose peak was
+  /// predicted before they ran: the model's observed error near the answer (the probes below were
+  /// predicted by the lines that bracketed it). 0 when every such prediction was exact or none was made.
   int64_t residual_bytes = 0;
   /// Where the line breaks (fit --mode model): trials whose measured peak missed the prediction
   /// of a line through two measured batches by more than kLineBreakTolerance (allocator rounding, an algorithm switch, a workspace jump
