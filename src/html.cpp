@@ -571,9 +571,14 @@ std::string breakdown_section(const json& r) {
   return fmt::format(
       "<section id=\"breakdown\">\n<h2>Where the memory goes at batch {}</h2>\n<p class=\"caption\">Parameters, "
       "gradients and optimizer state are counted from the tensors; activations are the per-sample slope ({} per "
-      "sample) times the batch; the rest is workspace and allocator overhead.</p>\n<div class=\"split\">\n"
+      "sample) times the batch; the rest is workspace and allocator overhead{}.</p>\n<div class=\"split\">\n"
       "<table class=\"breakdown\">\n{}</table>\n{}</div>\n</section>\n",
-      esc(str(*d, "batch")), esc(bytes_text(num(*d, "activation_bytes_per_sample"))), rows,
+      esc(str(*d, "batch")), esc(bytes_text(num(*d, "activation_bytes_per_sample"))),
+      num(*d, "rest_bytes").value_or(0) < 0
+          ? " (negative here: not all of the gradients and optimizer state are alive at the peak, which comes while "
+            "the backward pass is still making gradients and freeing activations)"
+          : "",
+      rows,
       chart_block("breakdown", config, "memory breakdown"));
 }
 

@@ -412,7 +412,10 @@ std::string to_table(const Report& r) {
                        d.batch, format_bytes(d.parameter_bytes), format_bytes(d.gradient_bytes),
                        format_bytes(d.optimizer_state_bytes),
                        format_bytes(std::llround(d.activation_bytes_per_sample * static_cast<double>(d.batch))),
-                       format_bytes(static_cast<int64_t>(d.activation_bytes_per_sample)), format_bytes(d.rest_bytes)));
+                       format_bytes(static_cast<int64_t>(d.activation_bytes_per_sample)), format_bytes(d.rest_bytes)) +
+           (d.rest_bytes < 0 ? " (negative: not all of the gradients and optimizer state are alive at the peak, "
+                               "which comes while the backward pass is still making gradients and freeing activations)"
+                             : ""));
     }
   }
   if (r.sweep) {
