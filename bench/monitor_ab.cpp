@@ -45,8 +45,9 @@ int main(int argc, char** argv) {
       const UtilisationSummary u = monitor->finish();
       samples += u.samples;
       between += u.samples_between_steps;
-      cost_s += u.overhead_percent / 100 * std::chrono::duration<double>(clock::now() - block_start).count();
-      monitored_s += std::chrono::duration<double>(clock::now() - block_start).count();
+      const double block_s = std::chrono::duration<double>(clock::now() - block_start).count();
+      cost_s += u.overhead_percent / 100 * block_s;
+      monitored_s += block_s;
     }
     return median(times);
   };

@@ -500,7 +500,6 @@ Trial DistributedRunner::run(const TrialOptions& options) {
   double share = 0;
   for (const auto& r : rows) {
     statuses.push_back(static_cast<int>(std::lround(r[0])));
-    d.rank_outcomes.push_back(to_string(outcome_of_status(statuses.back())));
     d.rank_peak_bytes.push_back(static_cast<int64_t>(r[1]));
     d.rank_step_time_s.push_back(r[3]);
     share += r[4] / world;
@@ -509,10 +508,11 @@ Trial DistributedRunner::run(const TrialOptions& options) {
   }
   d.allreduce_share = share;
   const auto [status, ranks] = worst(statuses);
-  // The deadline is one for all ranks: whichever rank's clock saw it pass first, every rank's time ran out.
-  if (status == kTimeout)
-    for (auto& o : d.rank_outcomes)
-      if (o == to_string(Outcome::Ok)) o = to_string(Outcome::Timeout);
+  // The deadline is one for all ranks: whichever rank's clock saw it pass first, every rank's time
+  // ran out, so a rank that was fine is timed out too.
+  for (const int own_status : statuses)
+    d.rank_outcomes.push_back(
+        to_string(outcome_of_status(status == kTimeout && own_status == kOk ? kTimeout : own_status)));
   if (status == kOk) {
     // The step is as slow as its slowest rank: step by step, the largest time.
     const size_t measured = static_cast<size_t>(rows[0][5]);
