@@ -765,6 +765,20 @@ std::string require(const std::string& value, const char* flag, const std::strin
   return value;
 }
 
+// The synthetic task's held-out split: a fifth of the training set's size (at least 1000), the
+// same teacher.
+int64_t synthetic_held_out(const WorkloadOptions& o) { return std::max<int64_t>(1000, o.synthetic_size() / 5); }
+
+Dataset synthetic(const WorkloadOptions& o, TargetKind kind, int64_t held_out) {
+  const int64_t classes = o.num_classes() > 0 ? o.num_classes() : 10;
+  if (o.model() == "transformer")
+    return make_synthetic_tokens(o.seq_len(), /*vocab_size=*/256, classes, o.synthetic_size(), o.seed(), held_out);
+  Dataset d = make_synthetic_images(o.input_shape().empty() ? std::vector<int64_t>{1, 28, 28} : o.input_shape(),
+                                    classes, o.synthetic_size(), o.seed(), held_out);
+  if (kind == TargetKind::Values) d.targets = at::one_hot(d.targets, classes).to(at::kFloat), d.num_classes = 0;
+  return d;
+}
+
 Dataset load_dataset(const WorkloadOptions& o, TargetKind kind) {
   const std::string& name = o.dataset();
   BATCHWISE_CHECK(kind == TargetKind::Classes || name == "npy" || name == "csv" || name == "synthetic" ||
@@ -785,13 +799,7 @@ Dataset load_dataset(const WorkloadOptions& o, TargetKind kind) {
     return load_npy(require(o.data_file(), "--data-file FEATURES.npy", name),
                     require(o.labels_file(), "--labels-file LABELS.npy", name), kind);
   if (name == "csv") return load_csv(require(o.data_file(), "--data-file FILE.csv", name), o.label_column(), kind);
-  const int64_t classes = o.num_classes() > 0 ? o.num_classes() : 10;
-  if (o.model() == "transformer")
-    return make_synthetic_tokens(o.seq_len(), /*vocab_size=*/256, classes, o.synthetic_size(), o.seed());
-  Dataset d = make_synthetic_images(o.input_shape().empty() ? std::vector<int64_t>{1, 28, 28} : o.input_shape(),
-                                    classes, o.synthetic_size(), o.seed());
-  if (kind == TargetKind::Values) d.targets = at::one_hot(d.targets, classes).to(at::kFloat), d.num_classes = 0;
-  return d;
+  return synthetic(o, kind, /*held_out=*/0);
 }
 
 // --input-shape on a file dataset: the same samples, viewed in the shape the model takes.
@@ -868,14 +876,29 @@ Dataset load_test_split(const WorkloadOptions& o) {
   } else if (o.dataset() == "cifar10") {
     d = load_cifar10(require(o.data_dir(), "--data-dir DIR (the cifar-10-batches-bin folder)", o.dataset()),
                      /*train=*/false);
+  } else if (o.dataset() == "synthetic") {
+    return synthetic(o, o.loss() == "mse" ? TargetKind::Values : TargetKind::Classes, synthetic_held_out(o));
   } else {
     BATCHWISE_CHECK(false, ConfigError,
-                    "--dataset {}: validation needs a held-out test split, and only fashion-mnist (t10k) and cifar10 "
-                    "(test_batch.bin) have one",
+                    "--dataset {}: validation needs a held-out test split, and only fashion-mnist (t10k), cifar10 "
+                    "(test_batch.bin) and synthetic (further samples of the same task) have one",
                     o.dataset());
   }
   if (o.loss() == "mse") d.targets = at::one_hot(d.targets, d.num_classes).to(at::kFloat), d.num_classes = 0;
   apply_input_shape(d, o.input_shape());
+  return d;
+}
+
+Dataset held_out_or_training_sample(const WorkloadOptions& o, const Dataset& training, int64_t samples) {
+  if (o.dataset() == "fashion-mnist" || o.dataset() == "cifar10" || o.dataset() == "synthetic") return load_test_split(o);
+  UntrackedScope untracked;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed() + 1);
+  const at::Tensor index =
+      at::randperm(training.size(), gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, std::min(samples, training.size()));
+  Dataset d = training;
+  d.name = fmt::format("{} (training samples: it has no test split)", training.name);
+  d.inputs = training.inputs.index_select(0, index);
+  d.targets = training.targets.index_select(0, index);
   return d;
 }
 

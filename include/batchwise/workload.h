@@ -232,8 +232,13 @@ struct WorkloadOptions {
 std::unique_ptr<Workload> make_workload(const WorkloadOptions& options);
 
 /// The held-out test split of the dataset `options` names (fashion-mnist: t10k; cifar10:
-/// test_batch.bin), shaped like the training data. Throws ConfigError for a dataset without one.
+/// test_batch.bin; synthetic: max(1000, synthetic_size / 5) further samples labelled by the same
+/// teacher), shaped like the training data. Throws ConfigError for a dataset without one.
 Dataset load_test_split(const WorkloadOptions& options);
+
+/// The test split when the dataset has one; otherwise `samples` samples of `training` in a seeded
+/// order (named so: the model trains on them too, so their loss flatters it slightly).
+Dataset held_out_or_training_sample(const WorkloadOptions& options, const Dataset& training, int64_t samples = 2048);
 
 /// "cross-entropy", "mse".
 const std::vector<std::string>& loss_names();
