@@ -523,6 +523,79 @@ std::string validation_section(const json& r) {
       rows);
 }
 
+std::string race_section(const json& r) {
+  const json* race = at(r, "race");
+  if (!race) return "";
+  static const char* const kColors[] = {Palette::blue, Palette::orange, Palette::green, Palette::red, Palette::purple,
+                                        Palette::grey};
+  json datasets = json::array();
+  std::string rows;
+  const std::optional<int64_t> best = integer(*race, "best_batch");
+  size_t i = 0;
+  for (const auto& e : array(*race, "entries")) {
+    json points = json::array();
+    for (const auto& p : array(e, "curve"))
+      points.push_back({{"x", num(p, "train_s").value_or(0)}, {"y", num(p, "loss").value_or(0)}});
+    const json lr = e.value("lr", json::object());
+    json d = dataset(fmt::format("batch {} (lr {:.4g})", str(e, "batch"), num(lr, "lr").value_or(0)), points,
+                     kColors[i++ % 6]);
+    d["showLine"] = true;
+    d["pointRadius"] = 2;
+    datasets.push_back(d);
+    const bool winner = best && integer(e, "batch") == best;
+    const auto ratio = num(e, "time_ratio");
+    rows += fmt::format(
+        "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td>"
+        "<td class=\"n\">{}</td><td class=\"n\">{:.1f}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+        str(e, "message").empty() ? "ok" : "bad", esc(str(e, "batch")), esc(grouped(num(e, "samples_per_s").value_or(0))),
+        num(lr, "lr").value_or(0), lr.value("capped", false) ? fmt::format("capped ({:.4g})", num(lr, "rule_lr").value_or(0)) : "rule",
+        esc(str(e, "rungs")), num(e, "train_s").value_or(0),
+        num(e, "loss_at_horizon") ? fmt::format("{:.4f}", *num(e, "loss_at_horizon")) : "-",
+        ratio ? fmt::format("{:.2f}x", *ratio) : "-", winner ? "best" : esc(str(e, "message")));
+  }
+  std::string notes;
+  for (const auto& n : array(*race, "notes")) notes += fmt::format("<li>{}</li>\n", esc(n.is_string() ? n.get<std::string>() : n.dump()));
+  const json config = {
+      {"type", "line"},
+      {"data", {{"datasets", datasets}}},
+      {"options",
+       {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "training time (s, at the sweep's samples/s)"}}}}},
+                    {"y", {{"title", {{"display", true}, {"text", "held-out loss"}}}}}}}}}};
+  return fmt::format(
+      "<section id=\"race\">\n<h2>Batch race</h2>\n<p class=\"caption\">Every candidate trained from your initial "
+      "weights at its own advised learning rate, judged on held-out loss ({}) at equal training time; the better half "
+      "went on at each rung (successive halving). Time to best: how much longer than the winner each needed to reach "
+      "the winner's loss, from the slope of its last evaluations.</p>\n{}"
+      "<table>\n<tr><th>batch</th><th>samples/s</th><th>lr</th><th>rate</th><th>rungs</th><th>train s</th>"
+      "<th>loss</th><th>time to best</th><th>note</th></tr>\n{}</table>\n{}</section>\n",
+      esc(str(*race, "held_out")), chart_block("race", config, "held-out loss over training time"), rows,
+      notes.empty() ? "" : "<ul>\n" + notes + "</ul>\n");
+}
+
+std::string run_plan_section(const json& r) {
+  const json* p = at(r, "run_plan");
+  if (!p) return "";
+  std::string rows;
+  for (const auto& row : array(*p, "rows")) {
+    const json lr = row.value("lr", json::object());
+    const auto warmup = integer(lr, "warmup_steps").value_or(0);
+    rows += fmt::format(
+        "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+        esc(str(row, "batch")), esc(str(row, "label")), num(lr, "lr").value_or(0),
+        warmup > 0                              ? fmt::format("{} steps from {:.4g}", warmup, num(lr, "warmup_from_lr").value_or(0))
+        : num(lr, "warmup_epochs").value_or(0) > 0 ? fmt::format("{:g} epochs from {:.4g}", *num(lr, "warmup_epochs"),
+                                                                num(lr, "warmup_from_lr").value_or(0))
+                                                  : "none",
+        esc(str(row, "steps_per_epoch")), esc(str(row, "optimizer_settings")));
+  }
+  std::string notes;
+  for (const auto& n : array(*p, "notes")) notes += fmt::format("<li>{}</li>\n", esc(n.is_string() ? n.get<std::string>() : n.dump()));
+  return fmt::format(
+      "<section id=\"run-plan\">\n<h2>The same run at another batch</h2>\n<table>\n<tr><th>batch</th><th>for</th>"
+      "<th>lr</th><th>warm-up</th><th>steps/epoch</th><th>optimizer</th></tr>\n{}</table>\n{}</section>\n",
+      rows, notes.empty() ? "" : "<ul>\n" + notes + "</ul>\n");
+}
+
 std::string advice_section(const json& r) {
   const json* lr = at(r, "lr");
   const json* a = at(r, "accumulation_plan");
@@ -765,6 +838,7 @@ std::string render(const json& r) {
   html += recommendation_section(r);
   html += warnings_section(r);
   html += advice_section(r);
+  html += run_plan_section(r);
   html += distributed_section(r);
   html += throughput_section(r);
   html += precision_section(r);
@@ -772,6 +846,7 @@ std::string render(const json& r) {
   html += utilisation_section(r);
   html += goodput_section(r);
   html += noise_section(r);
+  html += race_section(r);
   html += validation_section(r);
   html += memory_section(r);
   html += breakdown_section(r);

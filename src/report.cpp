@@ -19,6 +19,41 @@ using nlohmann::ordered_json;
 
 ordered_json number_or_null(double v, bool present) { return present && std::isfinite(v) ? ordered_json(v) : ordered_json(); }
 
+template <typename T>
+ordered_json optional_json(const std::optional<T>& v) {
+  if constexpr (std::is_floating_point_v<T>) return number_or_null(v.value_or(0), v.has_value());
+  return v ? ordered_json(*v) : ordered_json();
+}
+
+ordered_json lr_json(const LrAdvice& l) {
+  ordered_json j = {{"batch", l.scaled.batch},
+                    {"lr", l.lr},
+                    {"rule", l.scaled.rule},
+                    {"base_batch", l.scaled.base_batch},
+                    {"base_lr", l.scaled.base_lr},
+                    {"factor", l.scaled.factor},
+                    {"rule_lr", l.scaled.lr},
+                    {"capped", l.capped},
+                    {"cap_lr", optional_json(l.cap_lr)},
+                    {"stable_lr", l.range ? optional_json(l.range->stable_lr) : ordered_json()},
+                    {"warmup_steps", l.warmup_steps},
+                    {"warmup_from_lr", l.warmup_from_lr},
+                    {"warmup_epochs", l.warmup_epochs},
+                    {"advice", l.advice}};
+  if (l.range) {
+    ordered_json points = ordered_json::array();
+    for (const auto& p : l.range->points)
+      points.push_back({{"lr", p.lr}, {"loss", number_or_null(p.loss, true)}, {"smoothed", p.smoothed}});
+    j["range_test"] = {{"batch", l.range->batch},
+                       {"lr_low", l.range->lr_low},
+                       {"lr_high", l.range->lr_high},
+                       {"min_loss_lr", optional_json(l.range->min_loss_lr)},
+                       {"diverged_lr", optional_json(l.range->diverged_lr)},
+                       {"points", points}};
+  }
+  return j;
+}
+
 ordered_json trial_json(const Trial& t) {
   const bool ok = t.outcome == Outcome::Ok;
   ordered_json j;
@@ -188,6 +223,10 @@ std::string to_json(const Report& r) {
     sj["knee_batch"] = s.knee_batch ? ordered_json(*s.knee_batch) : ordered_json();
     sj["knee_tolerance"] = s.knee_tolerance;
     sj["repetitions"] = s.repetitions;
+    if (!s.not_run.empty()) {
+      sj["not_run"] = s.not_run;
+      sj["not_run_reason"] = s.not_run_reason;
+    }
     j["sweep"] = sj;
   }
   if (r.recommendation) j["recommendation"] = {{"batch", r.recommendation->batch}, {"reason", r.recommendation->reason}};
@@ -203,11 +242,56 @@ std::string to_json(const Report& r) {
                    {"overhead_fraction", p.allowance.overhead_fraction}}},
                  {"assumptions", p.assumptions}};
   }
-  if (r.lr) {
-    const ScaledLr& l = *r.lr;
-    j["lr"] = {{"batch", l.batch},           {"lr", l.lr},       {"rule", l.rule},
-               {"base_batch", l.base_batch}, {"base_lr", l.base_lr}, {"factor", l.factor},
-               {"warmup_epochs", l.warmup_epochs}, {"advice", l.advice}};
+  if (r.lr) j["lr"] = lr_json(*r.lr);
+  if (r.race) {
+    const BatchRace& race = *r.race;
+    ordered_json entries = ordered_json::array();
+    for (const auto& e : race.entries) {
+      ordered_json curve = ordered_json::array();
+      for (const auto& p : e.curve)
+        curve.push_back({{"train_s", p.train_s}, {"loss", p.loss}, {"accuracy", optional_json(p.accuracy)}});
+      entries.push_back({{"batch", e.batch},
+                         {"samples_per_s", e.samples_per_s},
+                         {"lr", lr_json(e.lr)},
+                         {"rungs", e.rungs},
+                         {"steps", e.steps},
+                         {"samples", e.samples},
+                         {"train_s", e.train_s},
+                         {"loss_at_horizon", optional_json(e.loss_at_horizon)},
+                         {"time_ratio", optional_json(e.time_ratio)},
+                         {"message", e.message},
+                         {"curve", curve}});
+    }
+    j["race"] = {{"loss_before", race.loss_before},
+                 {"accuracy_before", optional_json(race.accuracy_before)},
+                 {"horizons_s", race.horizons_s},
+                 {"held_out", race.held_out},
+                 {"best_batch", optional_json(race.best_batch)},
+                 {"within_5_percent", race.within_5_percent},
+                 {"left_out", race.left_out},
+                 {"notes", race.notes},
+                 {"entries", entries},
+                 {"wall_s", race.wall_s}};
+  }
+  if (r.run_plan) {
+    const RunPlan& p = *r.run_plan;
+    ordered_json rows = ordered_json::array();
+    for (const auto& row : p.rows)
+      rows.push_back({{"label", row.label},
+                      {"batch", row.batch},
+                      {"lr", lr_json(row.lr)},
+                      {"steps_per_epoch", row.steps_per_epoch},
+                      {"optimizer_settings", row.optimizer_settings}});
+    j["run_plan"] = {{"optimizer",
+                      {{"name", p.optimizer.name},
+                       {"momentum", p.optimizer.momentum},
+                       {"beta1", p.optimizer.beta1},
+                       {"beta2", p.optimizer.beta2},
+                       {"eps", p.optimizer.eps},
+                       {"weight_decay", p.optimizer.weight_decay}}},
+                     {"dataset_size", p.dataset_size},
+                     {"rows", rows},
+                     {"notes", p.notes}};
   }
   if (r.accumulation) {
     const AccumulationPlan& a = *r.accumulation;
@@ -314,7 +398,9 @@ std::string to_json(const Report& r) {
                          {"accuracy", p.accuracy ? ordered_json(*p.accuracy) : ordered_json()}});
       runs.push_back({{"batch", run.batch},
                       {"lr", run.lr.lr},
-                      {"lr_rule", run.lr.rule},
+                      {"lr_rule", run.lr.scaled.rule},
+                      {"lr_capped", run.lr.capped},
+                      {"warmup_steps", run.warmup_steps},
                       {"warmup_epochs", run.warmup_epochs},
                       {"reached", run.reached},
                       {"train_s", run.train_s},
@@ -445,6 +531,7 @@ std::string to_table(const Report& r) {
                        ok ? grouped(t.samples_per_s) : "-", spread,
                        ok ? fmt::format("{:.2f}", t.step_time_s_median * 1e3) : "-", format_bytes(t.peak_bytes), note));
     }
+    if (!s.not_run.empty()) line(fmt::format("batches {}: {}", fmt::join(s.not_run, ", "), s.not_run_reason));
   }
   if (r.loader) {
     const LoaderSearch& l = *r.loader;
@@ -528,6 +615,32 @@ std::string to_table(const Report& r) {
     if (g.within_5_percent.size() > 1)
       line(fmt::format("within 5 % of the best goodput: batches {}", fmt::join(g.within_5_percent, ", ")));
   }
+  if (r.race) {
+    const BatchRace& race = *r.race;
+    line("");
+    std::vector<std::string> horizons;
+    for (double h : race.horizons_s) horizons.push_back(fmt::format("{:.1f}", h));
+    line(fmt::format("batch race (successive halving on held-out loss, {}): every batch trains from your initial "
+                     "weights at its own learning rate; rungs end at {} s of training",
+                     race.held_out, fmt::join(horizons, ", ")));
+    line(fmt::format("{:>8}  {:>10}  {:>9}  {:>6}  {:>6}  {:>10}  {:>9}  {:>8}  {}", "batch", "samples/s", "lr", "rungs",
+                     "epochs", "train s", "loss", "to best", "note"));
+    const int64_t epoch = r.workload.dataset_size > 0 ? r.workload.dataset_size : 1;
+    for (const auto& e : race.entries) {
+      std::string note = e.message;
+      if (note.empty() && e.lr.capped) note = fmt::format("lr capped (rule {:.4g})", e.lr.scaled.lr);
+      if (race.best_batch && *race.best_batch == e.batch) note = "<- best";
+      line(fmt::format("{:>8}  {:>10}  {:>9.4g}  {:>6}  {:>6.2f}  {:>10.2f}  {:>9}  {:>8}  {}", e.batch,
+                       grouped(e.samples_per_s), e.lr.lr, e.rungs,
+                       static_cast<double>(e.samples) / static_cast<double>(epoch), e.train_s,
+                       e.loss_at_horizon ? fmt::format("{:.4f}", *e.loss_at_horizon) : "-",
+                       e.time_ratio ? fmt::format("{:.2f}x", *e.time_ratio) : "-", note));
+    }
+    for (const auto& note : race.notes) line("  " + note);
+    if (race.within_5_percent.size() > 1)
+      line(fmt::format("within 5 % of the best's time at their last rung: batches {}",
+                       fmt::join(race.within_5_percent, ", ")));
+  }
   if (r.validation) {
     const ValidationResult& v = *r.validation;
     line("");
@@ -555,7 +668,29 @@ std::string to_table(const Report& r) {
     line("");
     line(fmt::format("recommendation: batch {}: {}", r.recommendation->batch, r.recommendation->reason));
   }
-  if (r.lr) line(fmt::format("learning rate at batch {}: {:.4g} ({})", r.lr->batch, r.lr->lr, r.lr->advice));
+  if (r.lr) line(fmt::format("learning rate at batch {}: {:.4g} ({})", r.lr->scaled.batch, r.lr->lr, r.lr->advice));
+  if (r.run_plan && !r.run_plan->rows.empty()) {
+    const RunPlan& p = *r.run_plan;
+    line("");
+    line(fmt::format("run plan: the same run at each batch ({}, {} samples per epoch)", p.optimizer.name,
+                     grouped(static_cast<double>(p.dataset_size))));
+    line(fmt::format("{:>8}  {:<12}  {:>9}  {:<22}  {:<24}  {:>11}  {}", "batch", "for", "lr", "rate from", "warm-up",
+                     "steps/epoch", "optimizer"));
+    for (const auto& row : p.rows) {
+      const LrAdvice& l = row.lr;
+      const std::string from =
+          l.scaled.factor == 1 ? "the base --lr"
+          : l.capped           ? fmt::format("capped (rule {:.4g})", l.scaled.lr)
+                               : fmt::format("{} x{:.3g}", l.scaled.rule, l.scaled.factor);
+      const std::string warmup =
+          l.warmup_steps > 0    ? fmt::format("{} steps from {:.4g}", l.warmup_steps, l.warmup_from_lr)
+          : l.warmup_epochs > 0 ? fmt::format("{:g} epochs from {:.4g}", l.warmup_epochs, l.warmup_from_lr)
+                                : "none";
+      line(fmt::format("{:>8}  {:<12}  {:>9.4g}  {:<22}  {:<24}  {:>11}  {}", row.batch, row.label, l.lr, from, warmup,
+                       grouped(static_cast<double>(row.steps_per_epoch)), row.optimizer_settings));
+    }
+    for (const auto& note : p.notes) line("  " + note);
+  }
   if (r.plan) {
     const Plan& p = *r.plan;
     line("");

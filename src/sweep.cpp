@@ -44,8 +44,10 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
   std::vector<std::vector<double>> reported(sizes.size());  // a runner's own samples/s, per repetition
   std::vector<std::vector<double>> alone(sizes.size());     // data-parallel: one process's samples/s, per repetition
   std::optional<int64_t> smallest_failure;  // a batch at or above it is not run again
-  const int planned = static_cast<int>(sizes.size()) * o.repetitions();
+  int planned = static_cast<int>(sizes.size()) * o.repetitions();
   int index = 0;
+  double best_rate = 0;  // stop_after_flat: the best samples/s of the first repetition so far
+  int flat = 0;
 
   for (int rep = 0; rep < o.repetitions(); ++rep) {
     for (size_t k = 0; k < sizes.size(); ++k) {
@@ -95,6 +97,23 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
       }
       if (t.outcome == Outcome::Oom) {
         smallest_failure = smallest_failure ? std::min(*smallest_failure, sizes[i]) : sizes[i];
+      }
+      if (rep == 0 && o.stop_after_flat() > 0 && t.outcome == Outcome::Ok) {
+        flat = t.samples_per_s > (1 + o.knee_tolerance()) * best_rate ? 0 : flat + 1;
+        best_rate = std::max(best_rate, t.samples_per_s);
+        if (flat >= o.stop_after_flat() && i + 1 < sizes.size()) {
+          r.not_run.assign(sizes.begin() + static_cast<std::ptrdiff_t>(i) + 1, sizes.end());
+          r.not_run_reason = fmt::format(
+              "not swept: samples/s did not rise {:.0f} % above its best ({:.0f} samples/s) over the {} batches up to "
+              "{}, so larger batches only cost time",
+              o.knee_tolerance() * 100, best_rate, o.stop_after_flat(), sizes[i]);
+          sizes.resize(i + 1);
+          r.points.resize(i + 1);
+          reported.resize(i + 1);
+          alone.resize(i + 1);
+          planned = index + static_cast<int>(sizes.size()) * (o.repetitions() - 1);
+          break;
+        }
       }
     }
   }
@@ -195,6 +214,7 @@ TuneResult tune(TrialRunner& runner, const TuneOptions& o, FitResult fitted) {
     s.batch_sizes(doublings((o.fit().min() + m - 1) / m * m, *r.fit.batch));
   }
   if (s.budget_bytes() == 0) s.budget_bytes(r.fit.budget_bytes);
+  if (s.stop_after_flat() == 0) s.stop_after_flat(3);  // < 0: never
   r.sweep = sweep(runner, s);
   r.recommendation = recommend(r.fit, r.sweep);
   return r;

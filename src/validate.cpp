@@ -21,24 +21,61 @@ bool reached(const ValidateOptions& o, const ValidationPoint& p) {
   return o.target_loss() > 0 && p.loss <= o.target_loss();
 }
 
-ValidationRun run_one(ModuleWorkload& w, const Dataset& held_out, const ValidateOptions& o, int64_t batch) {
+// The rate and warm-up a candidate trains with: advised as tune advises it, or the rule alone.
+LrAdvice candidate_lr(ModuleWorkload& w, const ValidateOptions& o, double base_lr, int64_t batch) {
+  if (o.measure_lr()) return advise_lr(w, batch, LrAdviceOptions(o.base_batch(), base_lr));
+  LrAdvice a = unmeasured_lr(w.info().optimizer, o.base_batch(), base_lr, batch);
+  // The rule's warm-up (5 epochs for linear scaling), capped so that a short validation still
+  // trains most of its budget at the scaled rate.
+  const double epochs = std::min<double>(a.scaled.warmup_epochs, o.max_epochs() / 4);
+  a.warmup_steps = static_cast<int64_t>(std::ceil(epochs * static_cast<double>(w.data().size()) / batch));
+  a.warmup_from_lr = base_lr;
+  a.warmup_epochs = epochs;
+  return a;
+}
+
+// Training time to the target from the last two evaluations' trend; none when not improving.
+std::optional<double> target_left(const ValidateOptions& o, const std::vector<ValidationPoint>& curve) {
+  if (curve.size() < 2) return std::nullopt;
+  const ValidationPoint& a = curve[curve.size() - 2];
+  const ValidationPoint& b = curve.back();
+  const double dt = b.train_s - a.train_s;
+  if (dt <= 0) return std::nullopt;
+  std::optional<double> left;
+  if (o.target_accuracy() > 0 && a.accuracy && b.accuracy && *b.accuracy > *a.accuracy)
+    left = (o.target_accuracy() - *b.accuracy) / ((*b.accuracy - *a.accuracy) / dt);
+  if (o.target_loss() > 0 && b.loss < a.loss) {
+    const double by_loss = (b.loss - o.target_loss()) / ((a.loss - b.loss) / dt);
+    left = left ? std::min(*left, by_loss) : by_loss;
+  }
+  if (left) left = std::max(0.0, *left);
+  return left;
+}
+
+struct Race {  // what the candidates before this one achieved, for stop_slower_than and progress
+  int index = 0, count = 0;
+  std::optional<double> fastest_s;
+  Clock::time_point start;
+};
+
+ValidationRun run_one(ModuleWorkload& w, const Dataset& held_out, const ValidateOptions& o, int64_t batch,
+                      const Race& race) {
   ValidationRun run;
   run.batch = batch;
   const double base_lr = o.base_lr() > 0 ? o.base_lr() : w.info().lr;
-  run.lr = scale_lr(w.info().optimizer, o.base_batch(), base_lr, batch);
-  // The rule's warm-up (5 epochs for linear scaling), capped so that a short validation still
-  // trains most of its budget at the scaled rate.
-  run.warmup_epochs = std::min<double>(run.lr.warmup_epochs, o.max_epochs() / 4);
+  run.lr = candidate_lr(w, o, base_lr, batch);
+  run.warmup_steps = run.lr.warmup_steps;
   const int64_t epoch = w.data().size();
-  const double warmup_samples = run.warmup_epochs * static_cast<double>(epoch);
+  run.warmup_epochs = static_cast<double>(run.warmup_steps * batch) / static_cast<double>(epoch);
   const int64_t eval_every = o.eval_every_samples() > 0 ? o.eval_every_samples() : std::max<int64_t>(1, epoch / 20);
   const int64_t max_samples = static_cast<int64_t>(std::ceil(o.max_epochs() * static_cast<double>(epoch)));
+  const double slower_limit =
+      o.stop_slower_than() > 0 && race.fastest_s ? o.stop_slower_than() * *race.fastest_s : INFINITY;
 
   int64_t samples = 0, next_eval = eval_every;
   double train_s = 0;
   while (true) {
-    const double fraction = warmup_samples > 0 ? std::min(1.0, static_cast<double>(samples) / warmup_samples) : 1.0;
-    w.set_lr(run.lr.base_lr + (run.lr.lr - run.lr.base_lr) * fraction);
+    w.set_lr(lr_at_step(run.lr, run.steps));
     const auto start = Clock::now();
     const Batch b = w.next_batch(batch);
     const double loss = w.train_step(b).item<double>();  // reading it waits for the device
@@ -60,6 +97,22 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& held_out, const Validate
         run.reached = true;
         break;
       }
+      if (o.on_progress()) {
+        ValidateProgress p;
+        p.batch = batch;
+        p.index = race.index;
+        p.count = race.count;
+        p.epochs = static_cast<double>(samples) / static_cast<double>(epoch);
+        p.train_s = train_s;
+        p.loss = held_loss;
+        p.accuracy = accuracy;
+        const double by_epochs = train_s / static_cast<double>(samples) * static_cast<double>(max_samples - samples);
+        p.limit_left_s = std::max(0.0, std::min({by_epochs, o.max_seconds() > 0 ? o.max_seconds() - train_s : INFINITY,
+                                                 slower_limit - train_s}));
+        p.target_left_s = target_left(o, run.curve);
+        p.elapsed_s = since(race.start);
+        o.on_progress()(p);
+      }
     }
     if (samples >= max_samples) {
       run.message = fmt::format("not reached within --max-epochs {:g}", o.max_epochs());
@@ -67,6 +120,11 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& held_out, const Validate
     }
     if (o.max_seconds() > 0 && train_s >= o.max_seconds()) {
       run.message = fmt::format("not reached within --max-seconds {:g}", o.max_seconds());
+      break;
+    }
+    if (train_s >= slower_limit) {
+      run.message = fmt::format("stopped at {:.1f} s: {:g}x the fastest so far ({:.1f} s), it cannot come within it",
+                                train_s, o.stop_slower_than(), *race.fastest_s);
       break;
     }
   }
@@ -94,26 +152,42 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   BATCHWISE_CHECK(o.max_epochs() > 0, ConfigError, "--max-epochs {}: must be positive", o.max_epochs());
   BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);
 
+  BATCHWISE_CHECK(o.held_out_samples() >= 0, ConfigError, "--held-out-samples {}: must not be negative",
+                  o.held_out_samples());
+  BATCHWISE_CHECK(o.stop_slower_than() == 0 || o.stop_slower_than() >= 1, ConfigError,
+                  "--stop-slower-than {:g}: a multiple of the fastest time, at least 1 (or 0: never)",
+                  o.stop_slower_than());
+  const Dataset probe = head(held_out, o.held_out_samples());
   ValidationResult result;
   result.target = o.target_accuracy() > 0 ? fmt::format("test accuracy >= {:g}", o.target_accuracy())
                                           : fmt::format("test loss <= {:g}", o.target_loss());
   if (o.target_accuracy() > 0 && o.target_loss() > 0) result.target += fmt::format(" or test loss <= {:g}", o.target_loss());
-  result.held_out = fmt::format("{} test split, {} samples", held_out.name, held_out.size());
+  result.held_out = probe.size() == held_out.size()
+                        ? fmt::format("{} test split, {} samples", held_out.name, held_out.size())
+                        : fmt::format("{} test split, its first {} of {} samples", held_out.name, probe.size(),
+                                      held_out.size());
   const std::unique_ptr<WorkloadState> initial = workload.save_state();
   const double lr_before = w->info().lr;
+  Race race;
+  race.count = static_cast<int>(o.batch_sizes().size());
+  race.start = Clock::now();
   for (const int64_t batch : o.batch_sizes()) {
     workload.restore_state(*initial);  // every candidate starts from the same weights and data order
     try {
-      result.runs.push_back(run_one(*w, held_out, o, batch));
+      result.runs.push_back(run_one(*w, probe, o, batch, race));
+      const ValidationRun& done = result.runs.back();
+      if (done.reached && (!race.fastest_s || done.train_s < *race.fastest_s)) race.fastest_s = done.train_s;
+      ++race.index;
     } catch (const ConfigError&) {
       throw;  // a setting that no candidate can run with
     } catch (const std::exception& e) {  // out of memory at this batch, or a failing step: a result
       ValidationRun failed;
       failed.batch = batch;
-      failed.lr = scale_lr(w->info().optimizer, o.base_batch(), o.base_lr() > 0 ? o.base_lr() : lr_before, batch);
+      failed.lr = unmeasured_lr(w->info().optimizer, o.base_batch(), o.base_lr() > 0 ? o.base_lr() : lr_before, batch);
       const std::string what = e.what();
       failed.message = "failed: " + what.substr(0, what.find('\n'));
       result.runs.push_back(failed);
+      ++race.index;
     }
   }
   workload.restore_state(*initial);

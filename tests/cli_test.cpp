@@ -152,7 +152,7 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   const fs::path json = scratch() / "tune.json", html = scratch() / "tune.html";
   const Outcome r = batchwise(
       "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
-      "--repetitions 2 --threads 1 --json " +
+      "--repetitions 2 --threads 1 --advice-budget 1 --json " +
       json.string() + " --html " + html.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("[trial 1] batch 32: ok"), std::string::npos) << r.err;  // progress, one line per trial
@@ -174,14 +174,31 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
     EXPECT_EQ(p.at("steps_run"), 6);
   }
   // The noise scale measured at the largest batch swept, goodput for every swept batch, and the
-  // recommendation at the goodput optimum.
+  // recommendation from the batch race: the sweep's fast batches trained from the same weights at
+  // equal time, its winner recommended with its measured learning rate.
   EXPECT_EQ(j.at("noise_scale").at("batch"), 64);
   EXPECT_EQ(j.at("noise_scale").at("micro_batch"), 8);
   ASSERT_TRUE(j.at("noise_scale").at("b_simple").is_number()) << j.at("noise_scale").dump();
   EXPECT_EQ(j.at("goodput").at("points").size(), 7u);
-  EXPECT_EQ(j.at("recommendation").at("batch"), j.at("goodput").at("best_batch"));
-  EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("statistical efficiency"), std::string::npos);
+  const auto& race = j.at("race");
+  ASSERT_GE(race.at("entries").size(), 2u) << race.dump();
+  EXPECT_NE(r.err.find("batch race over"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[race rung 1/"), std::string::npos) << r.err;  // progress while it trains
+  EXPECT_EQ(j.at("recommendation").at("batch"), race.at("best_batch"));
+  EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("lowest held-out loss"), std::string::npos);
   EXPECT_EQ(j.at("lr").at("batch"), j.at("recommendation").at("batch"));
+  ASSERT_TRUE(j.contains("run_plan")) << j.dump();
+  EXPECT_EQ(j.at("run_plan").at("rows").at(0).at("batch"), 32);  // the base batch first, then the recommended one
+  EXPECT_EQ(j.at("run_plan").at("rows").back().at("batch"), j.at("recommendation").at("batch"));
+  // Without the race, the goodput optimum as before.
+  const Outcome plain = batchwise(
+      "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
+      "--repetitions 2 --threads 1 --no-race --no-history -q --json " + (scratch() / "plain.json").string());
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const auto p = nlohmann::json::parse(slurp(scratch() / "plain.json"));
+  EXPECT_FALSE(p.contains("race"));
+  EXPECT_EQ(p.at("recommendation").at("batch"), p.at("goodput").at("best_batch"));
+  EXPECT_NE(p.at("recommendation").at("reason").get<std::string>().find("statistical efficiency"), std::string::npos);
 
   // The HTML report of the same run: its throughput chart has the sweep's 7 points, and
   // `batchwise report` draws the same page from the JSON.
@@ -276,8 +293,15 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
     // 1/20 of an epoch between evaluations: the target was not yet reached one evaluation earlier.
     if (run.at("curve").size() > 1) EXPECT_LT(run.at("curve").at(run.at("curve").size() - 2).at("accuracy").get<double>(), 0.75);
   }
-  EXPECT_DOUBLE_EQ(v.at("runs").at(0).at("lr").get<double>(), 0.02);  // 0.01 x 64/32
-  EXPECT_DOUBLE_EQ(v.at("runs").at(1).at("lr").get<double>(), 0.08);
+  // Each batch at its scaled rate (0.01 x 64/32, 0.01 x 256/32), capped where a range test from
+  // the same weights saw the loss run away too close above it, with a warm-up from the base rate.
+  for (const auto& run : v.at("runs")) {
+    const double rule = 0.01 * run.at("batch").get<double>() / 32;
+    EXPECT_LE(run.at("lr").get<double>(), rule + 1e-12) << run.dump();
+    EXPECT_GE(run.at("lr").get<double>(), 0.01) << run.dump();
+    EXPECT_EQ(run.at("lr_capped").get<bool>(), run.at("lr").get<double>() < rule - 1e-12) << run.dump();
+    EXPECT_GT(run.at("warmup_steps").get<int>(), 0) << run.dump();
+  }
   EXPECT_EQ(j.at("recommendation").at("batch"), v.at("fastest_batch"));
   EXPECT_NE(r.out.find("<- soonest"), std::string::npos) << r.out;
 
@@ -289,8 +313,8 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   EXPECT_EQ(n.at("validation").at("runs").at(0).at("message"), "not reached within --max-epochs 0.05");
   EXPECT_TRUE(n.at("validation").at("fastest_batch").is_null());
   EXPECT_FALSE(n.contains("recommendation"));
-  expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 64", 2,
-                     "--dataset synthetic: validation needs a held-out test split");
+  expect_clean_error("validate --model mlp --dataset csv --data-file " + (scratch() / "none.csv").string() +
+                         " --batch-sizes 64", 2, "--dataset csv: validation needs a held-out test split");
 }
 
 TEST(Cli, TuneValidateConfirmsOrCorrectsTheRecommendation) {

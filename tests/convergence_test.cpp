@@ -447,7 +447,7 @@ ValidationRun run_at(int64_t batch, bool reached, double seconds) {
   r.train_s = seconds;
   r.steps = 100;
   r.epochs = 0.5;
-  r.lr = scale_lr("sgd", 32, 0.01, batch);
+  r.lr = unmeasured_lr("sgd", 32, 0.01, batch);
   r.message = reached ? "" : "not reached within --max-epochs 1";
   return r;
 }

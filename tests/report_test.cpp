@@ -139,7 +139,7 @@ Report fixed_report() {
   for (int64_t batch : {64, 128}) {
     ValidationRun run;
     run.batch = batch;
-    run.lr = scale_lr("sgd", 32, 0.01, batch);
+    run.lr = unmeasured_lr("sgd", 32, 0.01, batch);
     run.warmup_epochs = 0.75;
     for (int i = 1; i <= 3; ++i) {
       run.curve.push_back({3000 * i, 3000 * i / batch, (batch == 64 ? 1.5 : 1.0) * i, 0.6 - 0.05 * i, 0.75 + 0.035 * i});
@@ -155,7 +155,7 @@ Report fixed_report() {
   v.fastest_batch = 128;
   r.validation = v;
   r.recommendation = confirm(*r.recommendation, v);
-  r.lr = scale_lr("sgd", 32, 0.01, r.recommendation->batch);
+  r.lr = unmeasured_lr("sgd", 32, 0.01, r.recommendation->batch);
   r.precisions = {PrecisionPoint{"fp32", 192, false, 128, 7877, 40ll << 20, 1.0, 1.0, "the run's own precision"},
                   PrecisionPoint{"bf16", 320, false, 128, 6500, 26ll << 20, 6500.0 / 7877, 0.65,
                                  "slower (0.83x) but fits batch 320 against 192: pays only where memory is the limit"}};
@@ -168,6 +168,34 @@ Report fixed_report() {
     p.coverage = (p.mean.data_s + p.mean.h2d_s + p.mean.forward_s + p.mean.backward_s + p.mean.optimizer_s) / p.mean.total_s;
     r.step_profile.push_back(p);
   }
+  // A race of two candidates: 128 wins the second rung; 64 is dropped after the first.
+  BatchRace race;
+  race.loss_before = 2.3;
+  race.accuracy_before = 0.1;
+  race.horizons_s = {2.0, 6.0};
+  race.held_out = "2048 samples of fashion-mnist test";
+  for (int64_t batch : {64, 128}) {
+    RaceEntry e;
+    e.batch = batch;
+    e.samples_per_s = batch == 64 ? 7000 : 7877;
+    e.lr = unmeasured_lr("sgd", 32, 0.01, batch);
+    e.rungs = batch == 64 ? 1 : 2;
+    e.train_s = race.horizons_s[e.rungs - 1];
+    e.samples = static_cast<int64_t>(e.train_s * e.samples_per_s);
+    e.steps = e.samples / batch;
+    e.curve = {{0, 2.3, 0.1}, {e.train_s / 2, 1.0, 0.62}, {e.train_s, batch == 64 ? 0.8 : 0.6, 0.7}};
+    e.loss_at_horizon = batch == 64 ? 0.8 : 0.6;
+    e.time_ratio = batch == 64 ? 1.25 : 1.0;
+    race.entries.push_back(e);
+  }
+  race.left_out = {256};
+  race.notes = {"batch 256 left out: 6 steps fit the first rung's 1.00 s, below the 8 a comparison needs"};
+  race.best_batch = 128;
+  race.within_5_percent = {128};
+  race.wall_s = 9.5;
+  r.race = race;
+  r.run_plan = plan_run(optimizer_settings("sgd"), 60000,
+                        {{"base", unmeasured_lr("sgd", 32, 0.01, 32)}, {"recommended", r.race->entries[1].lr}});
   return r;
 }
 
@@ -299,7 +327,11 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
 
   const auto j = nlohmann::json::parse(json);
   const auto charts = chart_configs(html);
-  ASSERT_EQ(charts.size(), 9u);
+  ASSERT_EQ(charts.size(), 10u);
+  // The race: one loss curve per entry, the initial weights' evaluation first.
+  for (const auto& e : j.at("race").at("entries"))
+    EXPECT_EQ(dataset_labelled(charts.at("race"), "batch " + std::to_string(e.at("batch").get<int>())).at("data").size(),
+              e.at("curve").size());
   EXPECT_EQ(dataset_labelled(charts.at("utilisation"), "CPU busy").at("data").size(), 3u);
   EXPECT_EQ(charts.at("precision").at("data").at("datasets").at(0).at("data").size(), 2u);
   // Step profile: one bar per profiled batch in every phase.
@@ -346,8 +378,12 @@ TEST(Html, SectionsAppearOnlyWithTheirData) {
   r.validation.reset();
   r.step_profile.clear();
   r.precisions.clear();
+  r.race.reset();
+  r.run_plan.reset();
   r.recommendation = recommend(r.fit, r.sweep);
   const std::string html = to_html(to_json(r));
+  EXPECT_EQ(html.find("id=\"race\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"run-plan\""), std::string::npos);
   EXPECT_EQ(html.find("id=\"throughput\""), std::string::npos);
   EXPECT_EQ(html.find("id=\"sweep-points\""), std::string::npos);
   EXPECT_EQ(html.find("id=\"breakdown\""), std::string::npos);

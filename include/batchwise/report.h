@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "batchwise/advice.h"
 #include "batchwise/convergence.h"
 #include "batchwise/fit.h"
 #include "batchwise/sweep.h"
@@ -64,7 +65,9 @@ struct Report {
   std::optional<Recommendation> recommendation;
   std::optional<Plan> plan;  ///< --plan-for
   /// The learning rate for the recommended (tune) or planned (plan) batch.
-  std::optional<ScaledLr> lr;
+  std::optional<LrAdvice> lr;
+  std::optional<BatchRace> race;                 ///< tune: the race that chose the batch
+  std::optional<RunPlan> run_plan;               ///< tune, plan: the run at each batch that matters
   std::optional<AccumulationPlan> accumulation;  ///< batchwise plan
   std::optional<NoiseResult> noise;              ///< batchwise noise; tune
   std::optional<Goodput> goodput;                ///< tune, from the sweep and the noise scale

@@ -29,6 +29,11 @@ struct SweepOptions {
   TORCH_ARG(int64_t, accumulation_steps) = 1;
   /// Run the utilisation monitor during each trial (TrialOptions::monitor).
   TORCH_ARG(bool, monitor) = true;
+  /// When > 0: the first repetition (ascending) stops going up once this many batches in a row
+  /// fail to beat the best samples/s so far by the knee tolerance; larger batches are not run (a
+  /// batch past the knee only costs time, and a large one on a slow model costs minutes). tune uses 3
+  /// when this is 0; < 0: never, in tune too.
+  TORCH_ARG(int, stop_after_flat) = 0;
   TORCH_ARG(TrialCallback, on_trial);
   TORCH_ARG(TrialStartCallback, on_trial_start);
 };
@@ -36,6 +41,9 @@ struct SweepOptions {
 /// One point per batch size, aggregated over repetitions (raw step times kept).
 struct SweepResult {
   std::vector<Trial> points;
+  /// Batches left out by stop_after_flat, and why.
+  std::vector<int64_t> not_run;
+  std::string not_run_reason;
   std::optional<int64_t> knee_batch;
   int repetitions = 0;
   double knee_tolerance = 0.05;

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+
+#include "batchwise/advice.h"
 #include "batchwise/convergence.h"
 #include "batchwise/data.h"
 
@@ -34,6 +37,34 @@ struct ValidateOptions {
   /// The learning rate is scaled from (base_batch, base_lr) with scale_lr; base_lr 0: the workload's.
   TORCH_ARG(int64_t, base_batch) = 32;
   TORCH_ARG(double, base_lr) = 0;
+  /// Each candidate's rate is advised as tune advises it (advise_lr from the same starting weights:
+  /// the rule capped by a range test at that batch, warmed up over an epoch). false: the rule alone,
+  /// with its own warm-up (linear: 5 epochs, capped at a quarter of max_epochs).
+  TORCH_ARG(bool, measure_lr) = true;
+  /// Evaluate on the first this many held-out samples; 0: all of them.
+  TORCH_ARG(int64_t, held_out_samples) = 0;
+  /// Stop a candidate once its training time passes this multiple of the fastest time to the target
+  /// so far: it can no longer come within it. 0: never (every candidate runs to its target or limit).
+  TORCH_ARG(double, stop_slower_than) = 0;
+  /// Called after every evaluation.
+  TORCH_ARG(std::function<void(const struct ValidateProgress&)>, on_progress);
+};
+
+/// Where a validation stands, after an evaluation.
+struct ValidateProgress {
+  int64_t batch = 0;
+  int index = 0, count = 0;  ///< the candidate's place, and how many there are
+  double epochs = 0;
+  double train_s = 0;        ///< this candidate's training time so far
+  double loss = 0;
+  std::optional<double> accuracy;
+  /// Training time this candidate may still take: to its --max-seconds or --max-epochs, or the
+  /// stop_slower_than limit, whichever is nearest.
+  double limit_left_s = 0;
+  /// Training time to the target, extrapolated from the last two evaluations; none when the metric
+  /// is not improving.
+  std::optional<double> target_left_s;
+  double elapsed_s = 0;      ///< wall time since the validation began, evaluations included
 };
 
 /// One evaluation on the held-out set.
@@ -48,8 +79,9 @@ struct ValidationPoint {
 /// One candidate batch size.
 struct ValidationRun {
   int64_t batch = 0;
-  ScaledLr lr;
-  double warmup_epochs = 0;      ///< linear warm-up actually applied (capped at a quarter of max_epochs)
+  LrAdvice lr;                   ///< the rate and warm-up trained with
+  int64_t warmup_steps = 0;      ///< linear warm-up actually applied, in optimizer steps
+  double warmup_epochs = 0;      ///< the same in epochs
   bool reached = false;
   double train_s = 0;            ///< to the target, or until it gave up
   int64_t steps = 0;

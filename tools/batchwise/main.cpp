@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "batchwise/advice.h"
 #include "batchwise/command_runner.h"
 #include "batchwise/compare.h"
 #include "batchwise/convergence.h"
@@ -94,6 +95,12 @@ struct Flags {
   bool validate = false;
   double target_accuracy = 0, target_loss = 0, max_epochs = 3, max_seconds = 600;
   int64_t eval_every = 0;
+  int64_t held_out_samples = 0;
+  double stop_slower_than = 0;
+  bool rule_lr = false;
+  // tune's batch race
+  bool no_race = false;
+  double advice_budget_s = 0;
   int tune_noise_steps = 20;
   // data-parallel
   int nproc = 0;
@@ -264,7 +271,10 @@ ValidateOptions validate_options(const Flags& f, std::vector<int64_t> candidates
       .max_epochs(f.max_epochs)
       .max_seconds(f.max_seconds)
       .eval_every_samples(f.eval_every)
-      .base_batch(f.base_batch);
+      .base_batch(f.base_batch)
+      .held_out_samples(f.held_out_samples)
+      .stop_slower_than(f.stop_slower_than)
+      .measure_lr(!f.rule_lr);
 }
 
 void add_validate_flags(CLI::App* cmd, Flags& f) {
@@ -274,6 +284,14 @@ void add_validate_flags(CLI::App* cmd, Flags& f) {
   cmd->add_option("--max-seconds", f.max_seconds, "give up after this much training time per candidate (0: none)")
       ->capture_default_str();
   cmd->add_option("--eval-every", f.eval_every, "evaluate every this many training samples (default: 1/20 epoch)");
+  cmd->add_option("--held-out-samples", f.held_out_samples,
+                  "evaluate on the first N held-out samples (default: all; fewer evaluate faster, less precisely)");
+  cmd->add_option("--stop-slower-than", f.stop_slower_than,
+                  "stop a candidate once its training time passes this multiple of the fastest so far (e.g. 1.5; "
+                  "default 0: never)");
+  cmd->add_flag("--rule-lr", f.rule_lr,
+                "train each candidate at the scaling rule's rate alone (Goyal's epochs of warm-up), not the rate "
+                "tune advises (the rule capped by a range test at that batch)");
 }
 
 int run_doctor_command(const Flags& f) {
@@ -444,6 +462,7 @@ int run(const std::string& command, Flags& f) {
     cuda = device != "cpu";
     if (f.trial_timeout_s == 0) f.trial_timeout_s = 600;  // a hung command must not hang the run
   } else {
+    if (command == "validate" || f.validate) held_out = load_test_split(f.workload);  // before a long run
     workload = make_workload(f.workload);
     runner = std::make_unique<WorkloadRunner>(*workload);
     if (data_parallel) {
@@ -462,7 +481,6 @@ int run(const std::string& command, Flags& f) {
       budget = *std::min_element(rank_budgets.begin(), rank_budgets.end());
       runner = std::move(distributed);
     }
-    if (command == "validate" || f.validate) held_out = load_test_split(f.workload);  // before a long run
     cuda = workload->device().is_cuda();
   }
   if (f.max == 0) {
@@ -526,6 +544,51 @@ int run(const std::string& command, Flags& f) {
     std::fflush(stderr);
   };
 
+  // Long training passes (validate, the batch race): a live line on a terminal, a line every 10 s
+  // elsewhere, so a log shows the run is alive and how far it is.
+  auto last_line = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  auto training_line = [&](const std::string& text, bool final) {
+    if (f.quiet || !lead) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (live) {
+      fmt::print(stderr, "\r\033[K{}{}", text, final ? "\n" : "");
+      std::fflush(stderr);
+    } else if (final || now - last_line >= std::chrono::seconds(10)) {
+      fmt::print(stderr, "{}\n", text);
+      last_line = now;
+    }
+  };
+  auto metric_text = [](double loss, const std::optional<double>& accuracy) {
+    return accuracy ? fmt::format("accuracy {:.3f}, loss {:.3f}", *accuracy, loss) : fmt::format("loss {:.3f}", loss);
+  };
+  auto on_validate = [&](const ValidateProgress& p) {
+    const std::string target = p.target_left_s ? fmt::format("~{:.0f} s to the target, ", *p.target_left_s) : "";
+    training_line(fmt::format("[validate {}/{}] batch {}: epoch {:.2f}, {}, {:.1f} s trained ({}at most {:.0f} s "
+                              "left; {:.0f} s elapsed)",
+                              p.index + 1, p.count, p.batch, p.epochs, metric_text(p.loss, p.accuracy), p.train_s,
+                              target, p.limit_left_s, p.elapsed_s),
+                  false);
+  };
+  auto on_race = [&](const RaceProgress& p) {
+    training_line(fmt::format("[race rung {}/{}, {}/{}] batch {}: epoch {:.2f}, held-out {} ({:.0f} s elapsed, ~{:.0f} s "
+                              "left)",
+                              p.rung, p.rungs, p.index, p.count, p.batch, p.epochs, metric_text(p.loss, p.accuracy),
+                              p.elapsed_s, p.left_s),
+                  false);
+  };
+  auto validate_with_progress = [&](const std::vector<int64_t>& candidates) {
+    ValidateOptions options = validate_options(f, candidates).on_progress(on_validate);
+    ValidationResult v = validate(*workload, held_out, options);
+    if (live && !f.quiet && lead) fmt::print(stderr, "\r\033[K");
+    for (const auto& run : v.runs)
+      if (!f.quiet && lead)
+        fmt::print(stderr, "[validate] batch {} (lr {:.4g}): {}\n", run.batch, run.lr.lr,
+                   run.reached ? fmt::format("reached {} in {:.1f} s of training ({:.2f} epochs)", v.target, run.train_s,
+                                             run.epochs)
+                               : run.message);
+    return v;
+  };
+
   int code = kExitOk;
   std::unique_ptr<History> history;
   if (!f.no_history || f.reuse) history = std::make_unique<History>(history_path(f));
@@ -569,7 +632,7 @@ int run(const std::string& command, Flags& f) {
     report.loader = search_loader(dynamic_cast<ModuleWorkload&>(*workload), f.loader_batch, f.warmup, f.steps);
   } else if (command == "validate") {
     if (!f.quiet) fmt::print(stderr, "validating: training to the target at each of {}\n", f.batch_sizes);
-    report.validation = validate(*workload, held_out, validate_options(f, parse_batch_sizes(f.batch_sizes, "--batch-sizes")));
+    report.validation = validate_with_progress(parse_batch_sizes(f.batch_sizes, "--batch-sizes"));
     if (report.validation->fastest_batch) {
       for (const auto& run : report.validation->runs)
         if (run.batch == *report.validation->fastest_batch)
@@ -639,8 +702,39 @@ int run(const std::string& command, Flags& f) {
       if (report.noise->b_simple) report.goodput = goodput(report.sweep->points, *report.noise->b_simple);
     }
   }
+  auto* module_workload = dynamic_cast<ModuleWorkload*>(workload.get());
+  if (command == "tune" && module_workload && !data_parallel && !f.no_race && report.sweep &&
+      f.workload.precision() != "fp16") {
+    // The batch race: successive halving over the sweep's fast batches, each from the user's weights
+    // at its own advised rate, on held-out loss at equal training time.
+    const std::vector<int64_t> candidates = race_candidates(report.sweep->points);
+    if (candidates.size() > 1) {
+      std::vector<double> rates;
+      for (int64_t b : candidates)
+        for (const auto& p : report.sweep->points)
+          if (p.batch == b) rates.push_back(p.samples_per_s);
+      if (held_out.size() == 0) held_out = held_out_or_training_sample(f.workload, module_workload->data());
+      // Budget: twice what the fit and sweep took, but at least 30 s (a shorter race sees only the
+      // first moments of training, where small batches always lead), and at most 4 epochs at the best
+      // measured speed (a small dataset is raced over a few epochs, not for 30 s).
+      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double epochs_s = 4.0 * static_cast<double>(module_workload->data().size()) /
+                              *std::max_element(rates.begin(), rates.end());
+      const double budget = f.advice_budget_s > 0 ? f.advice_budget_s : std::min(epochs_s, std::max(30.0, 2 * spent));
+      if (!f.quiet)
+        fmt::print(stderr, "batch race over {}: {:.0f} s of training in rungs of successive halving\n", candidates,
+                   budget);
+      report.race = race_batches(*module_workload, head(held_out, 2048),
+                                 BatchRaceOptions(candidates, rates, LrAdviceOptions(f.base_batch, report.workload.lr))
+                                     .budget_s(budget)
+                                     .on_progress(on_race));
+      if (live && !f.quiet) fmt::print(stderr, "\r\033[K");
+    }
+  }
   if (command != "plan" && command != "noise" && command != "validate")
-    report.recommendation = recommend(report.fit, report.sweep, report.noise, report.goodput);
+    report.recommendation = report.race && report.race->best_batch
+                                ? recommend(report.fit, report.sweep, *report.race)
+                                : recommend(report.fit, report.sweep, report.noise, report.goodput);
   if (group && report.recommendation)
     report.recommendation->reason += fmt::format("; batches are per device: the global batch is {} over {} ranks",
                                                  report.recommendation->batch * group->size(), group->size());
@@ -722,7 +816,7 @@ int run(const std::string& command, Flags& f) {
     std::sort(candidates.begin(), candidates.end());
     candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
     if (!f.quiet) fmt::print(stderr, "validating: training to the target at each of {}\n", candidates);
-    report.validation = validate(*workload, held_out, validate_options(f, candidates));
+    report.validation = validate_with_progress(candidates);
     report.recommendation = confirm(*report.recommendation, *report.validation);
   }
   // The learning rate next to the batch to train with, scaled from the base the user's --lr is for.
@@ -733,8 +827,39 @@ int run(const std::string& command, Flags& f) {
                                                    : std::nullopt);
   const auto& optimizers = optimizer_names();
   if (lr_batch && report.workload.lr > 0 &&
-      std::find(optimizers.begin(), optimizers.end(), report.workload.optimizer) != optimizers.end())
-    report.lr = scale_lr(report.workload.optimizer, f.base_batch, report.workload.lr, *lr_batch);
+      std::find(optimizers.begin(), optimizers.end(), report.workload.optimizer) != optimizers.end()) {
+    // Measured where batchwise trains the model itself (a range test from the user's weights), the
+    // rule alone for a command.
+    // plan: measured when the global batch is one plain step on this device (no accumulation, one
+    // rank); an accumulated or multi-device step is not range-tested here.
+    const bool one_step = report.accumulation && report.accumulation->accumulation_steps == 1 &&
+                          report.accumulation->world_size == 1;
+    if ((command == "tune" || (command == "plan" && one_step)) && module_workload && !data_parallel &&
+        f.workload.precision() != "fp16") {
+      if (report.race)
+        for (const auto& e : report.race->entries)
+          if (e.batch == *lr_batch && e.rungs > 0) report.lr = e.lr;
+      if (!report.lr) report.lr = advise_lr(*module_workload, *lr_batch, LrAdviceOptions(f.base_batch, report.workload.lr));
+    } else {
+      report.lr = unmeasured_lr(report.workload.optimizer, f.base_batch, report.workload.lr, *lr_batch);
+    }
+  }
+  if (report.lr && (command == "tune" || command == "plan")) {
+    // The run plan: the base setting, the batch to train with, and the others as good as it.
+    std::vector<std::pair<std::string, LrAdvice>> rows{
+        {"base", unmeasured_lr(report.workload.optimizer, f.base_batch, report.workload.lr, f.base_batch)}};
+    if (report.lr->scaled.batch != f.base_batch)
+      rows.emplace_back(command == "tune" ? "recommended" : "planned", *report.lr);
+    if (report.race)
+      for (const auto& e : report.race->entries)
+        if (e.batch != f.base_batch && e.batch != report.lr->scaled.batch && e.rungs > 0 && e.time_ratio &&
+            *e.time_ratio <= 1.05)
+          rows.emplace_back("within 5 %", e.lr);
+    std::sort(rows.begin() + 1, rows.end(),
+              [](const auto& a, const auto& b) { return a.second.scaled.batch < b.second.scaled.batch; });
+    report.run_plan = plan_run(optimizer_settings(report.workload.optimizer, module_workload),
+                               report.workload.dataset_size, rows);
+  }
   if (plan_device && report.fit) report.plan = plan_for(*report.fit, *plan_device, f.target, f.multiple_of);
   if (report.fit && report.fit->outcome == FitOutcome::DoesNotFit) code = kExitDoesNotFit;
   if (report.fit && report.fit->outcome == FitOutcome::Error) code = kExitFailed;
@@ -837,6 +962,11 @@ int main(int argc, char** argv) {
                        "the batch --lr is meant for; the recommended batch's learning rate is scaled from it")
       ->capture_default_str();
 
+  tune_cmd->add_flag("--no-race", f.no_race,
+                     "skip the batch race (branched runs from a warm start): recommend from the noise scale's goodput");
+  tune_cmd->add_option("--advice-budget", f.advice_budget_s,
+                       "seconds of training the batch race may take (default: twice the fit and sweep's time, at least "
+                       "30 s, at most 4 epochs at the best samples/s)");
   tune_cmd->add_flag("--compare-precision", f.compare_precision,
                      "also fit and measure bf16 (and fp16 on CUDA) at the recommended batch, and say whether it pays");
   tune_cmd->add_flag("--validate", f.validate,

@@ -1,0 +1,249 @@
+#pragma once
+/// Advice that trains instead of guessing: the learning rate a batch can take, capped by a stability
+/// limit measured at that batch (a short learning-rate range test, Smith 2017), and the batch that
+/// reaches the lowest held-out loss in the same training time, found by successive halving over the
+/// candidates (each at its own advised rate) instead of a proxy for it.
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batchwise/convergence.h"
+#include "batchwise/data.h"
+
+namespace batchwise {
+
+class ModuleWorkload;
+
+// ---- learning-rate stability --------------------------------------------------------------------
+
+/// A learning-rate range test (Smith 2017): `steps` real training steps at `batch`, the rate rising
+/// geometrically from lr_low to lr_high, the training loss of each step recorded before its update.
+/// Example: `lr_range_test(workload, LrRangeOptions(256).lr_low(1e-3).lr_high(1))`.
+struct LrRangeOptions {
+  explicit LrRangeOptions(int64_t batch) : batch_(batch) {}
+  TORCH_ARG(int64_t, batch);
+  TORCH_ARG(double, lr_low) = 1e-4;
+  TORCH_ARG(double, lr_high) = 1;
+  /// Training steps in the ramp. REQUIRES: >= 4.
+  TORCH_ARG(int, steps) = 24;
+  /// Moving-average factor of the loss (bias-corrected), so one noisy batch does not end the ramp.
+  TORCH_ARG(double, smoothing) = 0.6;
+  /// The ramp stops once the smoothed loss rises past this multiple of its lowest value, or a loss
+  /// is not finite: the rate has left the stable range.
+  TORCH_ARG(double, divergence) = 2;
+};
+
+struct LrRangePoint {
+  int step = 0;
+  double lr = 0;
+  double loss = 0;      ///< this step's training loss, before its update
+  double smoothed = 0;  ///< the bias-corrected moving average up to this step
+};
+
+struct LrRange {
+  int64_t batch = 0;
+  double lr_low = 0, lr_high = 0;
+  std::vector<LrRangePoint> points;
+  /// The rate at the lowest smoothed loss (Smith's "the loss stops falling"); none when the loss never
+  /// fell below where it started.
+  std::optional<double> min_loss_lr;
+  /// The rate at which the ramp stopped because the smoothed loss ran away (past divergence x its
+  /// lowest) or a loss was not finite; none when it stayed under control up to lr_high.
+  std::optional<double> diverged_lr;
+  /// The largest rate the loss stayed under control at: the step before diverged_lr.
+  std::optional<double> stable_lr;
+  double wall_s = 0;
+};
+
+/// Runs the range test from the workload's current state and restores it afterwards (weights,
+/// optimizer state, data order, learning rate). Throws ConfigError for rates that are not positive
+/// and increasing.
+LrRange lr_range_test(ModuleWorkload& workload, const LrRangeOptions& options);
+
+/// The stability limit is the largest rate a ramp of a few steps survived; a run holds a rate for
+/// thousands of steps, so the advised rate stays this factor below it.
+constexpr double kLrSafety = 3.0;
+
+/// The learning rate to train a batch with: the scaling rule's rate, capped by the stability limit
+/// measured at that batch, with the warm-up that reaches it.
+struct LrAdvice {
+  ScaledLr scaled;               ///< the rule: linear (SGD) or square root (Adam family) from the base
+  std::optional<LrRange> range;  ///< the range test at this batch, when one ran (the rule scales up)
+  std::optional<double> cap_lr;  ///< the range test's stable_lr / safety; none without a measured limit
+  bool capped = false;           ///< the cap is below the rule's rate and set lr
+  double lr = 0;                 ///< the rate to train with: min(rule, cap), never below the base rate
+  /// Linear warm-up from warmup_from_lr (the base rate) to lr over the first warmup_steps optimizer
+  /// steps when lr is above the base rate (Goyal et al. 2017 warm up over 5 of 90 epochs; here one
+  /// epoch of samples, or LrAdviceOptions::warmup_samples).
+  int64_t warmup_steps = 0;
+  double warmup_from_lr = 0;
+  double warmup_epochs = 0;      ///< the warm-up in epochs of the workload's data (the rule's own when unmeasured)
+  std::string advice;            ///< one sentence: the rule, the cap and its measurement, the warm-up
+};
+
+/// advise_lr's settings. Example: `advise_lr(workload, 1024, LrAdviceOptions(32, 0.01))`.
+struct LrAdviceOptions {
+  LrAdviceOptions(int64_t base_batch, double base_lr) : base_batch_(base_batch), base_lr_(base_lr) {}
+  /// The batch the base rate is meant for, and that rate: the user's own setting. REQUIRES: positive.
+  TORCH_ARG(int64_t, base_batch);
+  TORCH_ARG(double, base_lr);
+  /// The range test (for a batch whose rule rate is above the base rate): from the base rate to
+  /// rule x high_factor, in `steps` steps.
+  TORCH_ARG(double, high_factor) = 8;
+  TORCH_ARG(int, steps) = 24;
+  TORCH_ARG(double, safety) = kLrSafety;
+  /// Samples of linear warm-up when the rate is above the base; 0: one epoch of the workload's data.
+  TORCH_ARG(int64_t, warmup_samples) = 0;
+};
+
+/// The rule's rate for the workload's optimizer at `batch`. When it is above the base rate (which
+/// the user's setting trains at), a range test at `batch` from the workload's current state (the
+/// weights training starts from; restored afterwards) caps it at stable_lr / safety, and the rate
+/// is warmed up. A rate at or below the base needs neither.
+LrAdvice advise_lr(ModuleWorkload& workload, int64_t batch, const LrAdviceOptions& options);
+
+/// The rule's rate alone, for workloads that cannot be range-tested (a --cmd command): no cap, and
+/// the rule's own warm-up advice (scaled.warmup_epochs).
+LrAdvice unmeasured_lr(const std::string& optimizer, int64_t base_batch, double base_lr, int64_t batch);
+
+/// The rate at optimizer step `step` (0-based) of a run that follows `advice`: the warm-up, then lr.
+double lr_at_step(const LrAdvice& advice, int64_t step);
+
+// ---- the batch race -----------------------------------------------------------------------------
+
+/// One candidate of the race: trained from the user's weights at its batch and advised rate.
+struct RaceEntry {
+  int64_t batch = 0;
+  double samples_per_s = 0;  ///< the sweep's figure: the time axis (what the user's loop will see)
+  LrAdvice lr;
+  int rungs = 0;             ///< rungs it ran; it was dropped after the last unless it won
+  int64_t steps = 0;         ///< optimizer steps trained, all rungs together
+  int64_t samples = 0;
+  double train_s = 0;        ///< samples / samples_per_s
+  struct Point {
+    double train_s = 0;      ///< on the sweep's time axis
+    double loss = 0;
+    std::optional<double> accuracy;
+  };
+  std::vector<Point> curve;  ///< held-out evaluations, the initial weights' first
+  /// The held-out loss at its last rung's horizon, from a line through the latest evaluations (one
+  /// noisy evaluation does not decide a rung).
+  std::optional<double> loss_at_horizon;
+  /// At its last rung: predicted training time to that rung's best loss, over the rung's horizon (1
+  /// for the rung's best); none when its loss was not falling.
+  std::optional<double> time_ratio;
+  std::string message;       ///< why it has no result: diverged, out of memory, ...
+};
+
+/// Progress of a race, for the caller to show.
+struct RaceProgress {
+  int rung = 0, rungs = 0;
+  int64_t batch = 0;
+  int index = 0, count = 0;  ///< the entry's place in this rung, and the rung's entries
+  double epochs = 0;         ///< this entry's training so far
+  double loss = 0;           ///< the latest held-out loss
+  std::optional<double> accuracy;
+  double elapsed_s = 0;      ///< wall time since the race began
+  double left_s = 0;         ///< estimated wall time to its end
+};
+
+/// Example: `race_batches(workload, test_set, BatchRaceOptions({64, 128, 256}, {9000, 9500, 10500}, lr))`.
+struct BatchRaceOptions {
+  BatchRaceOptions(std::vector<int64_t> batches, std::vector<double> samples_per_s, LrAdviceOptions lr)
+      : batches_(std::move(batches)), samples_per_s_(std::move(samples_per_s)), lr_(std::move(lr)) {}
+  /// The candidates, and each one's measured samples/s (a sweep's): REQUIRES the same length.
+  TORCH_ARG(std::vector<int64_t>, batches);
+  TORCH_ARG(std::vector<double>, samples_per_s);
+  /// How each candidate's rate is advised.
+  TORCH_ARG(LrAdviceOptions, lr);
+  /// Training time of the whole race in seconds, on the sweep's time axis: every rung of every entry.
+  /// Range tests and evaluations come on top.
+  TORCH_ARG(double, budget_s) = 20;
+  /// Held-out evaluations per entry per rung.
+  TORCH_ARG(int, evaluations) = 3;
+  /// An entry trains at least this many optimizer steps in the first rung; a candidate whose steps
+  /// do not fit is left out, and the race's notes say so.
+  TORCH_ARG(int, min_steps) = 8;
+  TORCH_ARG(std::function<void(const RaceProgress&)>, on_progress);
+};
+
+struct BatchRace {
+  double loss_before = 0;               ///< held-out loss at the user's weights
+  std::optional<double> accuracy_before;
+  std::vector<double> horizons_s;       ///< each rung's horizon: training time since the start
+  std::vector<RaceEntry> entries;       ///< in batch order
+  std::vector<int64_t> left_out;        ///< candidates without an entry (see `notes`)
+  std::vector<std::string> notes;
+  std::optional<int64_t> best_batch;
+  /// Batches whose predicted time to their last rung's best loss is within 5 % of that rung's
+  /// horizon: how flat the optimum is.
+  std::vector<int64_t> within_5_percent;
+  std::string held_out;                 ///< what the evaluations ran on
+  double wall_s = 0;
+};
+
+/// Successive halving over batch sizes on held-out loss (Jamieson and Talwalkar 2016): every
+/// candidate trains from the workload's current weights at its advised rate for the same training
+/// time; the better half by held-out loss trains on for twice as long, and so on until one is left.
+/// Each entry keeps its own state between rungs and all see the same data order. Restores the
+/// workload's state afterwards. Out of memory or divergence ends an entry, not the race. Throws
+/// ConfigError for mismatched options or none.
+BatchRace race_batches(ModuleWorkload& workload, const Dataset& held_out, const BatchRaceOptions& options);
+
+/// The race's candidates from a sweep: ok points with at least half the best samples/s, at most
+/// `count`, dropping from whichever end is slower.
+std::vector<int64_t> race_candidates(const std::vector<Trial>& sweep_points, int count = 6);
+
+/// The recommendation from a race: its best batch, explained with the race's figures, the flat range,
+/// the throughput knee and the fit. None when the race has no winner.
+std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
+                                        const BatchRace& race);
+
+// ---- the run plan -------------------------------------------------------------------------------
+
+/// The optimizer's settings that a change of batch may call for changing.
+struct OptimizerSettings {
+  std::string name;         ///< "sgd", "adam", "adamw"
+  double momentum = 0;      ///< sgd
+  double beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;  ///< adam, adamw
+};
+
+/// The workload's optimizer settings (read from its optimizer); for a workload batchwise does not
+/// train itself, the defaults of its built-in optimizer of that name.
+OptimizerSettings optimizer_settings(const std::string& optimizer, ModuleWorkload* workload = nullptr);
+
+/// One batch of the run plan.
+struct RunPlanRow {
+  std::string label;            ///< "base", "recommended", "within 5 %", "planned", ...
+  int64_t batch = 0;            ///< global batch
+  LrAdvice lr;
+  int64_t steps_per_epoch = 0;  ///< optimizer steps per epoch (the last, short one counted)
+  /// What the momentum or the betas and epsilon should be at this batch (measured as they are).
+  std::string optimizer_settings;
+};
+
+/// How the run changes as the batch changes, in one table, so that a new batch does not silently
+/// change the run: learning rate and why, warm-up, steps per epoch, optimizer settings.
+struct RunPlan {
+  OptimizerSettings optimizer;
+  int64_t dataset_size = 0;
+  std::vector<RunPlanRow> rows;
+  std::vector<std::string> notes;  ///< step-based schedules, the Adam scaling rule, weight decay
+};
+
+/// The plan for `rows` (label, advice) in the order given. The Adam family keeps its betas and
+/// epsilon (that is how batchwise measured every rate), and the notes give the SDE scaling rule's
+/// values beside them (Malladi et al. 2022: 1 - beta -> k(1 - beta), eps -> eps / sqrt(k) for
+/// k = batch / base); SGD keeps its momentum (Goyal et al. 2017).
+RunPlan plan_run(const OptimizerSettings& optimizer, int64_t dataset_size,
+                 const std::vector<std::pair<std::string, LrAdvice>>& rows);
+
+/// `data`'s first `samples` samples (all when fewer), sharing its storage.
+Dataset head(const Dataset& data, int64_t samples);
+
+}  // namespace batchwise

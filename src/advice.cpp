@@ -1,0 +1,522 @@
+// The learning-rate range test, the learning-rate advice built on it, and the batch race: short
+// branched runs from one warm-started checkpoint, each candidate at its own rate, judged by held-out
+// loss at equal training time.
+#include "batchwise/advice.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "batchwise/units.h"
+#include "batchwise/workload.h"
+#include "check.h"
+
+namespace batchwise {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double current_lr(ModuleWorkload& w) {
+  auto& groups = w.optimizer().param_groups();
+  return groups.empty() ? w.info().lr : groups.front().options().get_lr();
+}
+
+// Puts the workload's state and learning rate back however the scope ends.
+class Restore {
+ public:
+  explicit Restore(ModuleWorkload& w) : w_(w), state_(w.save_state()), lr_(current_lr(w)) {}
+  ~Restore() {
+    try {
+      w_.restore_state(*state_);
+      w_.set_lr(lr_);
+    } catch (...) {  // a destructor must not throw; an exception in flight says what went wrong
+    }
+  }
+  Restore(const Restore&) = delete;
+  Restore& operator=(const Restore&) = delete;
+
+ private:
+  ModuleWorkload& w_;
+  std::unique_ptr<WorkloadState> state_;
+  double lr_;
+};
+
+}  // namespace
+
+Dataset head(const Dataset& data, int64_t samples) {
+  if (samples <= 0 || samples >= data.size()) return data;
+  Dataset d = data;
+  d.inputs = data.inputs.narrow(0, 0, samples);
+  d.targets = data.targets.narrow(0, 0, samples);
+  return d;
+}
+
+// ---- learning-rate stability --------------------------------------------------------------------
+
+LrRange lr_range_test(ModuleWorkload& w, const LrRangeOptions& o) {
+  BATCHWISE_CHECK(o.lr_low() > 0 && o.lr_high() > o.lr_low() && std::isfinite(o.lr_high()), ConfigError,
+                  "learning-rate range test: the rates must rise from a positive start ({:g} to {:g})", o.lr_low(),
+                  o.lr_high());
+  BATCHWISE_CHECK(o.steps() >= 4, ConfigError, "learning-rate range test: {} steps; at least 4", o.steps());
+  BATCHWISE_CHECK(o.batch() >= 1, ConfigError, "learning-rate range test: batch {}", o.batch());
+  const auto start = Clock::now();
+  const Restore restore(w);
+  LrRange r;
+  r.batch = o.batch();
+  r.lr_low = o.lr_low();
+  r.lr_high = o.lr_high();
+  const double growth = std::pow(o.lr_high() / o.lr_low(), 1.0 / (o.steps() - 1));
+  double ema = 0, decay = 1, lowest = INFINITY;
+  size_t lowest_at = 0;
+  int above = 0;  // consecutive steps above the run-away line: one noisy batch is not a run-away
+  for (int i = 0; i < o.steps(); ++i) {
+    const double lr = o.lr_low() * std::pow(growth, i);
+    w.set_lr(lr);
+    const double loss = w.train_step(w.next_batch(o.batch())).item<double>();
+    if (!std::isfinite(loss)) {
+      r.diverged_lr = lr;
+      break;
+    }
+    ema = o.smoothing() * ema + (1 - o.smoothing()) * loss;
+    decay *= o.smoothing();
+    const double smoothed = ema / (1 - decay);
+    r.points.push_back({i, lr, loss, smoothed});
+    if (smoothed < lowest) lowest = smoothed, lowest_at = r.points.size() - 1;
+    above = i >= 2 && smoothed > o.divergence() * lowest ? above + 1 : 0;
+    if (above == 2) {
+      r.diverged_lr = r.points[r.points.size() - 2].lr;  // where it first crossed the line
+      break;
+    }
+  }
+  // Fell at all: the lowest smoothed loss is below the first step's loss by more than one step's
+  // noise would explain (a tenth of a percent).
+  if (!r.points.empty() && lowest < r.points.front().loss * 0.999 && lowest_at > 0)
+    r.min_loss_lr = r.points[lowest_at].lr;
+  if (r.diverged_lr) {
+    // The last rate before the one that ran away (the run-away step itself may not be in points).
+    double stable = 0;
+    for (const auto& p : r.points)
+      if (p.lr < *r.diverged_lr) stable = p.lr;
+    if (stable > 0) r.stable_lr = stable;
+    else r.stable_lr = o.lr_low() / growth;  // unstable from the first step
+  }
+  r.wall_s = since(start);
+  return r;
+}
+
+namespace {
+
+std::string describe(const LrAdvice& a) {
+  std::string text = a.scaled.rule == "linear"
+                         ? fmt::format("SGD, linear scaling: {:g} x {}/{} = {:.4g} (Goyal et al. 2017)", a.scaled.base_lr,
+                                       a.scaled.batch, a.scaled.base_batch, a.scaled.lr)
+                         : fmt::format("square-root scaling: {:g} x sqrt({}/{}) = {:.4g} (Malladi et al. 2022)",
+                                       a.scaled.base_lr, a.scaled.batch, a.scaled.base_batch, a.scaled.lr);
+  if (a.range && a.range->stable_lr) {
+    const double safety = *a.range->stable_lr / *a.cap_lr;
+    text += fmt::format(fmt::runtime(a.capped ? "; capped at {:.4g}: a learning-rate range test at batch {} saw the "
+                                                "loss run away above {:.4g}, and the rate stays {:g}x below that "
+                                                "(Smith 2017)"
+                                              : "; within the cap {:.4g} (a learning-rate range test at batch {} saw "
+                                                "the loss run away above {:.4g}; the rate stays {:g}x below that)"),
+                        *a.cap_lr, a.range->batch, *a.range->stable_lr, safety);
+  } else if (a.range) {
+    text += fmt::format("; a learning-rate range test at batch {} kept the loss under control up to {:.4g}, so no "
+                        "cap applies",
+                        a.range->batch, a.range->lr_high);
+  }
+  if (a.warmup_steps > 0)
+    text += fmt::format("; warm up linearly from {:.4g} over the first {} steps", a.warmup_from_lr, a.warmup_steps);
+  return text;
+}
+
+struct Probe {
+  double loss = 0;
+  std::optional<double> accuracy;
+};
+
+Probe probe(ModuleWorkload& w, const Dataset& held_out) {
+  if (held_out.size() == 0) return {};
+  const auto [loss, accuracy] = w.evaluate(held_out);
+  return {loss, accuracy};
+}
+
+}  // namespace
+
+LrAdvice unmeasured_lr(const std::string& optimizer, int64_t base_batch, double base_lr, int64_t batch) {
+  LrAdvice a;
+  a.scaled = scale_lr(optimizer, base_batch, base_lr, batch);
+  a.lr = a.scaled.lr;
+  a.warmup_epochs = a.scaled.warmup_epochs;
+  if (a.warmup_epochs > 0) a.warmup_from_lr = base_lr;
+  a.advice = a.scaled.advice;
+  return a;
+}
+
+double lr_at_step(const LrAdvice& a, int64_t step) {
+  if (a.warmup_steps <= 0 || step >= a.warmup_steps) return a.lr;
+  const double f = static_cast<double>(step + 1) / static_cast<double>(a.warmup_steps);
+  return a.warmup_from_lr + (a.lr - a.warmup_from_lr) * f;
+}
+
+LrAdvice advise_lr(ModuleWorkload& w, int64_t batch, const LrAdviceOptions& o) {
+  BATCHWISE_CHECK(o.base_batch() >= 1 && o.base_lr() > 0 && std::isfinite(o.base_lr()), ConfigError,
+                  "learning-rate advice: the base batch ({}) and rate ({:g}) must be positive", o.base_batch(),
+                  o.base_lr());
+  BATCHWISE_CHECK(o.high_factor() > 1 && o.safety() >= 1 && o.steps() >= 4 && o.warmup_samples() >= 0, ConfigError,
+                  "learning-rate advice: the ramp's factor must exceed 1, the safety factor be at least 1, the ramp "
+                  "at least 4 steps and the warm-up not negative");
+  LrAdvice a;
+  a.scaled = scale_lr(w.info().optimizer, o.base_batch(), o.base_lr(), batch);
+  a.lr = a.scaled.lr;
+  if (a.scaled.lr > o.base_lr() * (1 + 1e-9)) {  // scaling up: is the rule's rate stable at this batch?
+    a.range = lr_range_test(
+        w, LrRangeOptions(batch).lr_low(o.base_lr()).lr_high(a.scaled.lr * o.high_factor()).steps(o.steps()));
+    if (a.range->stable_lr) {
+      a.cap_lr = *a.range->stable_lr / o.safety();
+      if (*a.cap_lr < a.lr) a.lr = std::max(*a.cap_lr, o.base_lr()), a.capped = true;
+    }
+  }
+  if (a.lr > o.base_lr() * (1 + 1e-9)) {
+    const int64_t samples = o.warmup_samples() > 0 ? o.warmup_samples() : w.data().size();
+    a.warmup_from_lr = o.base_lr();
+    a.warmup_steps = std::max<int64_t>(1, samples / batch);
+    a.warmup_epochs = static_cast<double>(a.warmup_steps * batch) / static_cast<double>(std::max<int64_t>(1, w.data().size()));
+  }
+  a.advice = describe(a);
+  return a;
+}
+
+// ---- the batch race -----------------------------------------------------------------------------
+
+std::vector<int64_t> race_candidates(const std::vector<Trial>& points, int count) {
+  double best = 0;
+  for (const auto& p : points)
+    if (p.outcome == Outcome::Ok) best = std::max(best, p.samples_per_s);
+  std::vector<const Trial*> kept;
+  for (const auto& p : points)
+    if (p.outcome == Outcome::Ok && p.samples_per_s >= 0.5 * best) kept.push_back(&p);
+  std::sort(kept.begin(), kept.end(), [](const Trial* a, const Trial* b) { return a->batch < b->batch; });
+  while (static_cast<int>(kept.size()) > std::max(1, count)) {
+    if (kept.front()->samples_per_s < kept.back()->samples_per_s)
+      kept.erase(kept.begin());
+    else
+      kept.pop_back();
+  }
+  std::vector<int64_t> batches;
+  for (const Trial* p : kept) batches.push_back(p->batch);
+  return batches;
+}
+
+namespace {
+
+// The least-squares line (intercept, slope) through the latest evaluations of `curve`: its last
+// `points` (at least 2), so a rung is judged on where an entry is heading, not one noisy point.
+std::pair<double, double> late_line(const std::vector<RaceEntry::Point>& curve, size_t points) {
+  const size_t n = curve.size();
+  const size_t from = n - std::min(n, std::max<size_t>(2, points));
+  double st = 0, sl = 0, stt = 0, stl = 0;
+  const double k = static_cast<double>(n - from);
+  for (size_t i = from; i < n; ++i) {
+    st += curve[i].train_s;
+    sl += curve[i].loss;
+    stt += curve[i].train_s * curve[i].train_s;
+    stl += curve[i].train_s * curve[i].loss;
+  }
+  const double denominator = k * stt - st * st;
+  const double slope = denominator > 0 ? (k * stl - st * sl) / denominator : 0;
+  return {(sl - slope * st) / k, slope};
+}
+
+// The entries per rung of successive halving: halve (rounding up) until one is left; a rung of two
+// decides the winner.
+std::vector<int> rung_sizes(int candidates) {
+  std::vector<int> sizes;
+  for (int n = candidates; n > 1; n = (n + 1) / 2) sizes.push_back(n);
+  if (sizes.empty()) sizes.push_back(1);
+  return sizes;
+}
+
+}  // namespace
+
+BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o) {
+  BATCHWISE_CHECK(!o.batches().empty() && o.batches().size() == o.samples_per_s().size(), ConfigError,
+                  "batch race: {} candidates with {} throughput figures; give one figure per candidate",
+                  o.batches().size(), o.samples_per_s().size());
+  BATCHWISE_CHECK(o.budget_s() > 0, ConfigError, "batch race: a budget of {:g} s; it must be positive", o.budget_s());
+  BATCHWISE_CHECK(o.evaluations() >= 1 && o.min_steps() >= 1, ConfigError,
+                  "batch race: at least 1 evaluation and 1 step per entry and rung");
+  BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);
+  for (size_t i = 0; i < o.batches().size(); ++i)
+    BATCHWISE_CHECK(o.batches()[i] >= 1 && o.samples_per_s()[i] > 0, ConfigError,
+                    "batch race: batch {} at {:g} samples/s; both must be positive", o.batches()[i],
+                    o.samples_per_s()[i]);
+  const auto start = Clock::now();
+  const Restore restore(w);
+  const std::unique_ptr<WorkloadState> initial = w.save_state();
+  const int64_t epoch = w.data().size();
+  BatchRace race;
+  race.held_out = fmt::format("{} samples of {}", held_out.size(), held_out.name);
+  const Probe before = probe(w, held_out);
+  race.loss_before = before.loss;
+  race.accuracy_before = before.accuracy;
+
+  std::vector<std::pair<int64_t, double>> candidates;
+  for (size_t i = 0; i < o.batches().size(); ++i) candidates.emplace_back(o.batches()[i], o.samples_per_s()[i]);
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end(),
+                               [](const auto& a, const auto& b) { return a.first == b.first; }),
+                   candidates.end());
+  // The first rung's time per entry, from the budget: rung r gives each of its entries 2^r times it.
+  std::vector<int> sizes = rung_sizes(static_cast<int>(candidates.size()));
+  double units = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) units += sizes[r] * std::pow(2.0, static_cast<double>(r));
+  const double first = o.budget_s() / units;
+  // A candidate whose steps do not fit the first rung is left out; the rungs are planned without it.
+  std::vector<std::pair<int64_t, double>> kept;
+  for (const auto& [batch, rate] : candidates) {
+    const int64_t steps = static_cast<int64_t>(first * rate / static_cast<double>(batch));
+    if (steps >= o.min_steps()) {
+      kept.emplace_back(batch, rate);
+      continue;
+    }
+    race.left_out.push_back(batch);
+    race.notes.push_back(fmt::format("batch {} left out: {} steps fit the first rung's {:.2f} s, below the {} a "
+                                     "comparison needs (a larger --advice-budget includes it)",
+                                     batch, steps, first, o.min_steps()));
+  }
+  if (kept.empty()) {
+    race.wall_s = since(start);
+    return race;
+  }
+  sizes = rung_sizes(static_cast<int>(kept.size()));
+
+  struct Live {
+    RaceEntry entry;
+    std::unique_ptr<WorkloadState> state;
+    bool failed = false;
+  };
+  std::vector<Live> entries(kept.size());
+  for (size_t i = 0; i < kept.size(); ++i) {
+    entries[i].entry.batch = kept[i].first;
+    entries[i].entry.samples_per_s = kept[i].second;
+    entries[i].entry.curve.push_back({0, before.loss, before.accuracy});
+  }
+  std::vector<size_t> alive(kept.size());
+  for (size_t i = 0; i < alive.size(); ++i) alive[i] = i;
+  double horizon = 0, wall_per_train_s = 0, planned_left = o.budget_s();
+  for (size_t rung = 0; rung < sizes.size() && !alive.empty(); ++rung) {
+    const double slice = first * std::pow(2.0, static_cast<double>(rung));
+    horizon += slice;
+    race.horizons_s.push_back(horizon);
+    int index = 0;
+    for (size_t i : alive) {
+      Live& live = entries[i];
+      RaceEntry& e = live.entry;
+      ++index;
+      const auto entry_start = Clock::now();
+      try {
+        if (rung == 0) {
+          w.restore_state(*initial);
+          e.lr = advise_lr(w, e.batch, o.lr());
+        } else {
+          w.restore_state(*live.state);
+        }
+        const int64_t steps = std::max<int64_t>(1, std::llround(slice * e.samples_per_s / static_cast<double>(e.batch)));
+        int next = 1;
+        for (int64_t step = 0; step < steps; ++step) {
+          w.set_lr(lr_at_step(e.lr, e.steps));
+          const double loss = w.train_step(w.next_batch(e.batch)).item<double>();
+          ++e.steps;
+          e.samples += e.batch;
+          if (!std::isfinite(loss))
+            throw std::runtime_error(fmt::format("diverged: the training loss became {} at step {}", loss, e.steps));
+          if ((step + 1) * o.evaluations() < next * steps) continue;
+          ++next;
+          const Probe p = probe(w, held_out);
+          e.train_s = static_cast<double>(e.samples) / e.samples_per_s;
+          e.curve.push_back({e.train_s, p.loss, p.accuracy});
+          if (o.on_progress()) {
+            RaceProgress progress;
+            progress.rung = static_cast<int>(rung) + 1;
+            progress.rungs = static_cast<int>(sizes.size());
+            progress.batch = e.batch;
+            progress.index = index;
+            progress.count = static_cast<int>(alive.size());
+            progress.epochs = static_cast<double>(e.samples) / static_cast<double>(epoch);
+            progress.loss = p.loss;
+            progress.accuracy = p.accuracy;
+            progress.elapsed_s = since(start);
+            const double done = slice * static_cast<double>(step + 1) / static_cast<double>(steps);
+            const double pace = wall_per_train_s > 0 ? wall_per_train_s : since(entry_start) / done;
+            progress.left_s = std::max(0.0, planned_left - done) * pace;
+            o.on_progress()(progress);
+          }
+        }
+        e.rungs = static_cast<int>(rung) + 1;
+        live.state = w.save_state();
+        const auto [intercept, slope] = late_line(e.curve, static_cast<size_t>(o.evaluations()) + 1);
+        e.loss_at_horizon = intercept + slope * horizon;
+        if (!std::isfinite(*e.loss_at_horizon)) throw std::runtime_error("diverged: the held-out loss is not finite");
+      } catch (const ConfigError&) {
+        throw;
+      } catch (const std::exception& ex) {  // out of memory, a failing step, divergence: this entry ends
+        const std::string what = ex.what();
+        e.message = what.substr(0, what.find('\n'));
+        e.rungs = static_cast<int>(rung) + 1;
+        e.loss_at_horizon.reset();
+        live.failed = true;
+        live.state.reset();
+      }
+      planned_left -= slice;
+      const double wall = since(entry_start);
+      wall_per_train_s = wall_per_train_s > 0 ? 0.5 * (wall_per_train_s + wall / slice) : wall / slice;
+    }
+    // Rank this rung's entries by held-out loss at the horizon; the better half goes on.
+    std::vector<size_t> ranked;
+    for (size_t i : alive)
+      if (!entries[i].failed) ranked.push_back(i);
+    std::sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
+      return *entries[a].entry.loss_at_horizon < *entries[b].entry.loss_at_horizon;
+    });
+    if (!ranked.empty()) {
+      const double level = *entries[ranked.front()].entry.loss_at_horizon;
+      for (size_t i : ranked) {
+        RaceEntry& e = entries[i].entry;
+        const auto [intercept, slope] = late_line(e.curve, static_cast<size_t>(o.evaluations()) + 1);
+        if (i == ranked.front()) e.time_ratio = 1;
+        else if (slope < 0) e.time_ratio = (level - intercept) / slope / horizon;
+        else e.time_ratio.reset();
+      }
+    }
+    const size_t keep = rung + 1 < sizes.size() ? static_cast<size_t>(sizes[rung + 1]) : 1;
+    alive.assign(ranked.begin(), ranked.begin() + std::min(keep, ranked.size()));
+    for (size_t i = 0; i < entries.size(); ++i)  // the dropped keep their last figures
+      if (std::find(alive.begin(), alive.end(), i) == alive.end()) entries[i].state.reset();
+  }
+  if (!alive.empty()) race.best_batch = entries[alive.front()].entry.batch;
+  for (auto& live : entries) {
+    if (live.entry.time_ratio && *live.entry.time_ratio <= 1.05) race.within_5_percent.push_back(live.entry.batch);
+    race.entries.push_back(std::move(live.entry));
+  }
+  race.wall_s = since(start);
+  return race;
+}
+
+std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
+                                        const BatchRace& race) {
+  if (!race.best_batch || race.horizons_s.empty()) return std::nullopt;
+  const RaceEntry* best = nullptr;
+  for (const auto& e : race.entries)
+    if (e.batch == *race.best_batch) best = &e;
+  if (!best || !best->loss_at_horizon) return std::nullopt;
+  std::string flat;
+  if (race.within_5_percent.size() > 1)
+    flat = fmt::format("; batches {} came within 5 % of the time of the best at their last rung, so the optimum is "
+                       "flat across them",
+                       fmt::join(race.within_5_percent, ", "));
+  std::vector<std::string> dropped;
+  for (const auto& e : race.entries)
+    if (e.batch != best->batch)
+      dropped.push_back(e.message.empty() ? fmt::format("{} after {:.1f} s", e.batch, race.horizons_s[e.rungs - 1])
+                                          : fmt::format("{} ({})", e.batch, e.message));
+  std::string knee;
+  if (sweep && sweep->knee_batch && *sweep->knee_batch != best->batch)
+    knee = fmt::format("; the throughput knee is batch {}", *sweep->knee_batch);
+  const std::string fitted = fit && fit->batch ? fmt::format("; the largest batch that fits is {}", *fit->batch) : "";
+  Recommendation rec;
+  rec.batch = best->batch;
+  rec.reason = fmt::format(
+      "batch {} reached the lowest held-out loss ({:.4f}{}) after {:.1f} s of training from your initial weights "
+      "({} samples/s, lr {:.4g}), racing {} candidates at equal training time, each at its own advised learning rate, "
+      "the better half going on at each rung (dropped: {}){}{}{}",
+      best->batch, *best->loss_at_horizon,
+      best->curve.back().accuracy ? fmt::format(", accuracy {:.3f}", *best->curve.back().accuracy) : "",
+      race.horizons_s.back(), format_grouped(best->samples_per_s), best->lr.lr, race.entries.size(),
+      dropped.empty() ? "none" : fmt::format("{}", fmt::join(dropped, ", ")), flat, knee, fitted);
+  return rec;
+}
+
+// ---- the run plan -------------------------------------------------------------------------------
+
+OptimizerSettings optimizer_settings(const std::string& optimizer, ModuleWorkload* w) {
+  OptimizerSettings s;
+  s.name = optimizer;
+  if (optimizer == "sgd") s.momentum = 0.9;
+  if (optimizer == "adam" || optimizer == "adamw") s.beta1 = 0.9, s.beta2 = 0.999, s.eps = 1e-8;
+  if (optimizer == "adamw") s.weight_decay = 0.01;
+  if (!w || w->optimizer().param_groups().empty()) return s;
+  auto& options = w->optimizer().param_groups().front().options();
+  if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
+    s.momentum = sgd->momentum();
+  } else if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {
+    std::tie(s.beta1, s.beta2) = adamw->betas();
+    s.eps = adamw->eps();
+    s.weight_decay = adamw->weight_decay();
+  } else if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&options)) {
+    std::tie(s.beta1, s.beta2) = adam->betas();
+    s.eps = adam->eps();
+    s.weight_decay = adam->weight_decay();
+  }
+  return s;
+}
+
+RunPlan plan_run(const OptimizerSettings& o, int64_t dataset_size,
+                 const std::vector<std::pair<std::string, LrAdvice>>& rows) {
+  RunPlan plan;
+  plan.optimizer = o;
+  plan.dataset_size = dataset_size;
+  const bool adam = o.name == "adam" || o.name == "adamw";
+  for (const auto& [label, lr] : rows) {
+    RunPlanRow row;
+    row.label = label;
+    row.batch = lr.scaled.batch;
+    row.lr = lr;
+    row.steps_per_epoch = dataset_size > 0 ? (dataset_size + row.batch - 1) / row.batch : 0;
+    row.optimizer_settings = adam ? fmt::format("betas ({:g}, {:g}), eps {:g}: as they are", o.beta1, o.beta2, o.eps)
+                             : o.name == "sgd" ? fmt::format("momentum {:g}: as it is", o.momentum)
+                                               : "as they are";
+    plan.rows.push_back(row);
+  }
+  if (rows.empty()) return plan;
+  const LrAdvice& base = rows.front().second;
+  plan.notes.push_back(fmt::format(
+      "the same epochs keep the same samples seen; anything scheduled in steps (decay milestones, the end of a "
+      "cosine, evaluation intervals) scales by {} / batch: a milestone at step S at batch {} is at step S x {} / B at "
+      "batch B",
+      base.scaled.base_batch, base.scaled.base_batch, base.scaled.base_batch));
+  if (adam) {
+    for (const auto& [label, lr] : rows) {
+      const double k = static_cast<double>(lr.scaled.batch) / static_cast<double>(lr.scaled.base_batch);
+      if (k <= 1) continue;
+      const double b1 = 1 - k * (1 - o.beta1), b2 = 1 - k * (1 - o.beta2);
+      plan.notes.push_back(
+          b1 > 0 ? fmt::format("{} batch {}: the SDE scaling rule (Malladi et al. 2022) would also set betas ({:.3g}, "
+                               "{:.4g}) and eps {:.3g} for k = {:g}; batchwise measured every rate with the betas and "
+                               "eps as they are, which is what most large-batch Adam practice keeps",
+                               label, lr.scaled.batch, b1, b2, o.eps / std::sqrt(k), k)
+                 : fmt::format("{} batch {}: at k = {:g} times the base batch the SDE scaling rule (Malladi et al. "
+                               "2022) no longer applies to beta1 (it would fall below 0); keep the betas and eps as "
+                               "they are, as batchwise measured",
+                               label, lr.scaled.batch, k));
+    }
+    if (o.weight_decay > 0)
+      plan.notes.push_back(fmt::format(
+          "{} decays the weights by lr x {:g} each step: with fewer, larger steps per epoch the decay per epoch "
+          "changes by sqrt(base / batch); keep weight_decay as it is unless regularisation was tuned to the epoch",
+          o.name == "adamw" ? "AdamW" : "Adam", o.weight_decay));
+  } else if (o.name == "sgd") {
+    plan.notes.push_back("SGD keeps its momentum across batch sizes with the linear rule (Goyal et al. 2017)");
+  }
+  return plan;
+}
+
+}  // namespace batchwise

@@ -1,0 +1,198 @@
+// The advice on a problem whose answers are known in closed form: linear regression with Gaussian
+// inputs trained by plain SGD. One step at rate lr on a batch of B moves delta = w - w* to
+//   E|delta'|^2 = a |delta|^2 + c,   a = 1 - 4 lr + 4 lr^2 (1 + (d + 1) / B),   c = 4 lr^2 d sigma^2 / B
+// (the gradient of the mean squared error is 2x(x.delta - sigma.eps); its noise adds the 1/B terms).
+// So the mean square runs away exactly when lr > B / (B + d + 1), the noise-free limit 2 / lambda = 1
+// lowered by the gradient noise at small batches, and the held-out loss is |delta|^2 + sigma^2.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+#include <map>
+
+#include "batchwise/advice.h"
+#include "batchwise/error.h"
+#include "batchwise/memory.h"
+#include "batchwise/validate.h"
+#include "batchwise/workload.h"
+
+namespace batchwise {
+namespace {
+
+constexpr int64_t kDim = 16;
+constexpr double kSigma = 1.0;
+
+// The largest rate at which the expected squared error does not grow, at batch B.
+double stability_limit(int64_t batch) { return static_cast<double>(batch) / (batch + kDim + 1.0); }
+
+struct Regression {
+  std::unique_ptr<ModuleWorkload> workload;
+  Dataset held_out;
+  double delta2 = 0;  ///< |w - w*|^2 at the start
+
+  Regression(double delta_norm, double lr) {
+    at::manual_seed(11);
+    const at::Tensor w_star = at::randn({kDim});
+    auto draw = [&](int64_t n) {
+      Dataset d;
+      d.name = "gaussian-regression";
+      d.inputs = at::randn({n, kDim});
+      d.targets = (d.inputs.matmul(w_star) + kSigma * at::randn({n})).unsqueeze(1);
+      return d;
+    };
+    Dataset train = draw(200000);
+    held_out = draw(4096);
+    at::Tensor delta = at::randn({kDim});
+    delta = delta / delta.norm() * delta_norm;
+    delta2 = delta.pow(2).sum().item<double>();
+    torch::nn::Linear linear(torch::nn::LinearOptions(kDim, 1).bias(false));
+    {
+      at::NoGradGuard no_grad;
+      linear->weight.copy_((w_star + delta).unsqueeze(0));
+    }
+    auto optimizer = std::make_unique<torch::optim::SGD>(linear->parameters(), torch::optim::SGDOptions(lr));
+    WorkloadInfo info;
+    info.model = "linear";
+    info.dataset = train.name;
+    info.loss = "mse";
+    info.optimizer = "sgd";
+    info.lr = lr;
+    workload = std::make_unique<ModuleWorkload>(
+        info, torch::nn::AnyModule(linear), std::move(optimizer), train,
+        [](const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); },
+        c10::Device(c10::kCPU), 3);
+  }
+
+  // The expected held-out loss after `steps` steps at `batch` following `advice`, from the start.
+  double expected_loss(const LrAdvice& advice, int64_t batch, int64_t steps) const {
+    double x = delta2;
+    const double b = static_cast<double>(batch);
+    for (int64_t k = 0; k < steps; ++k) {
+      const double lr = lr_at_step(advice, k);
+      x = (1 - 4 * lr + 4 * lr * lr * (1 + (kDim + 1) / b)) * x + 4 * lr * lr * kDim * kSigma * kSigma / b;
+    }
+    return x + kSigma * kSigma;
+  }
+};
+
+// The range test's last rate before the loss ran away brackets the closed-form limit at every
+// batch: within a factor of two below it (at batch 4 one batch's loss is noisy enough to cross the
+// line early) and not far above it (the run-away takes a few steps to show).
+TEST(LrRangeTest, FindsTheClosedFormStabilityLimit) {
+  for (int64_t batch : {4, 32, 512}) {
+    Regression problem(1.0, 0.01);
+    const LrRange r = lr_range_test(*problem.workload, LrRangeOptions(batch).lr_low(0.01).lr_high(10).steps(48));
+    ASSERT_TRUE(r.diverged_lr.has_value()) << batch;
+    ASSERT_TRUE(r.stable_lr.has_value()) << batch;
+    const double limit = stability_limit(batch);
+    EXPECT_GE(*r.stable_lr, 0.5 * limit) << "batch " << batch;
+    EXPECT_LE(*r.stable_lr, 2.5 * limit) << "batch " << batch;
+    EXPECT_GT(*r.diverged_lr, *r.stable_lr);
+  }
+}
+
+// The rule's rate is capped below the limit where it would run away, and the capped rate trains;
+// where the rule stays at or below the base rate nothing is measured or capped.
+TEST(LrAdvice, CapsTheRuleBelowTheClosedFormLimit) {
+  Regression problem(1.0, 0.2);
+  const auto options = LrAdviceOptions(32, 0.2).warmup_samples(4096);
+  const LrAdvice big = advise_lr(*problem.workload, 1024, options);  // the rule says 6.4
+  EXPECT_DOUBLE_EQ(big.scaled.lr, 6.4);
+  ASSERT_TRUE(big.capped) << big.advice;
+  EXPECT_LT(big.lr, stability_limit(1024));
+  EXPECT_GT(big.lr, stability_limit(1024) / 4);
+  EXPECT_EQ(big.warmup_steps, 4);  // 4096 samples of warm-up at 1024
+  EXPECT_NE(big.advice.find("capped at"), std::string::npos) << big.advice;
+  EXPECT_LT(problem.expected_loss(big, 1024, 200), 1.05);  // trains to the noise floor
+  const LrAdvice small = advise_lr(*problem.workload, 16, options);
+  EXPECT_DOUBLE_EQ(small.lr, 0.1);
+  EXPECT_FALSE(small.range.has_value());
+  EXPECT_FALSE(small.capped);
+  EXPECT_EQ(small.warmup_steps, 0);
+}
+
+// The rate schedule: a linear warm-up from the base rate, then the advised rate.
+TEST(LrAdvice, WarmsUpLinearlyFromTheBaseRate) {
+  LrAdvice a;
+  a.lr = 0.4;
+  a.warmup_from_lr = 0.1;
+  a.warmup_steps = 3;
+  EXPECT_DOUBLE_EQ(lr_at_step(a, 0), 0.2);
+  EXPECT_DOUBLE_EQ(lr_at_step(a, 1), 0.3);
+  EXPECT_DOUBLE_EQ(lr_at_step(a, 2), 0.4);
+  EXPECT_DOUBLE_EQ(lr_at_step(a, 50), 0.4);
+}
+
+// The race ranks by held-out loss at equal training time on the injected samples/s: its winner is
+// the batch with the lowest closed-form expected loss at the final horizon (or within 2 % of it),
+// and the workload comes back as it was.
+TEST(BatchRace, PicksTheClosedFormBestBatch) {
+  Regression problem(5.0, 0.1);
+  const std::vector<int64_t> batches{4, 16, 64, 256, 1024};
+  std::vector<double> rates;  // a step costs 1 ms plus 10 us a sample
+  for (int64_t b : batches) rates.push_back(static_cast<double>(b) / (1e-3 + 1e-5 * static_cast<double>(b)));
+  const auto before = problem.workload->module().parameters()[0].clone();
+  const BatchRace race = race_batches(
+      *problem.workload, problem.held_out,
+      BatchRaceOptions(batches, rates, LrAdviceOptions(32, 0.1).warmup_samples(2048)).budget_s(2).evaluations(4));
+  EXPECT_TRUE(at::equal(before, problem.workload->module().parameters()[0]));
+  ASSERT_TRUE(race.best_batch.has_value());
+  ASSERT_EQ(race.entries.size(), batches.size());
+  const double horizon = race.horizons_s.back();
+  std::map<int64_t, double> expected;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const RaceEntry& e = race.entries[i];
+    ASSERT_EQ(e.batch, batches[i]);
+    EXPECT_TRUE(e.message.empty()) << e.batch << ": " << e.message;
+    const auto steps = static_cast<int64_t>(horizon * rates[i] / static_cast<double>(batches[i]));
+    expected[e.batch] = problem.expected_loss(e.lr, e.batch, steps);
+  }
+  double lowest = 1e300;
+  int64_t best = 0;
+  for (const auto& [batch, loss] : expected)
+    if (loss < lowest) lowest = loss, best = batch;
+  std::string table;
+  for (const auto& [batch, loss] : expected) table += fmt::format(" {}:{:.4f}", batch, loss);
+  EXPECT_LE(expected.at(*race.best_batch), 1.02 * lowest)
+      << "the race picked " << *race.best_batch << ", the closed form " << best << " (expected losses" << table << ")";
+  // Rungs double: every horizon is the previous one plus twice the previous rung's time.
+  ASSERT_GE(race.horizons_s.size(), 2u);
+  EXPECT_NEAR(race.horizons_s[1], 3 * race.horizons_s[0], 1e-9);
+}
+
+// A candidate that diverges is a result of the race, not an error, and the others go on.
+TEST(BatchRace, ADivergingCandidateEndsAloneWithItsReason) {
+  // The base setting itself (batch 64, rate 1.5) is past the limit (0.79); batch 8's rule, 0.19, is not.
+  Regression problem(1.0, 1.5);
+  const BatchRace race = race_batches(
+      *problem.workload, problem.held_out,
+      BatchRaceOptions({8, 64}, {1e4, 5e4}, LrAdviceOptions(64, 1.5).warmup_samples(512)).budget_s(0.3));
+  ASSERT_EQ(race.entries.size(), 2u);
+  EXPECT_TRUE(race.entries[0].message.empty()) << race.entries[0].message;
+  EXPECT_NE(race.entries[1].message.find("diverged"), std::string::npos) << race.entries[1].message;
+  EXPECT_EQ(race.best_batch, 8);
+  EXPECT_THROW(race_batches(*problem.workload, problem.held_out,
+                            BatchRaceOptions({8, 64}, {1e4}, LrAdviceOptions(64, 0.1))),
+               ConfigError);
+}
+
+// Candidates from a sweep: the fast ones, at most `count`, dropping the slower end.
+TEST(BatchRace, CandidatesAreTheSweepsFastBatches) {
+  std::vector<Trial> points;
+  const double speeds[] = {100, 400, 900, 1000, 980, 700, 450};
+  for (int i = 0; i < 7; ++i) {
+    Trial t;
+    t.batch = int64_t{1} << (i + 2);
+    t.outcome = Outcome::Ok;
+    t.samples_per_s = speeds[i];
+    points.push_back(t);
+  }
+  points[5].outcome = Outcome::Oom;
+  EXPECT_EQ(race_candidates(points, 6), (std::vector<int64_t>{16, 32, 64}));
+  EXPECT_EQ(race_candidates(points, 2), (std::vector<int64_t>{32, 64}));
+}
+
+}  // namespace
+}  // namespace batchwise
