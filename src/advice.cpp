@@ -314,6 +314,14 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   for (size_t i = 0; i < alive.size(); ++i) alive[i] = i;
   double horizon = 0, wall_per_train_s = 0, planned_left = o.budget_s();
   for (size_t rung = 0; rung < sizes.size() && !alive.empty(); ++rung) {
+    if (rung > 0 && o.max_wall_s() > 0 && since(start) > o.max_wall_s()) {
+      race.notes.push_back(fmt::format(
+          "the race stopped after rung {} of {}: it had taken {:.0f} s of wall time, past its limit of {:.0f} s (the "
+          "machine trained slower than the sweep measured); the best of that rung wins",
+          rung, sizes.size(), since(start), o.max_wall_s()));
+      alive.resize(1);
+      break;
+    }
     const double slice = first * std::pow(2.0, static_cast<double>(rung));
     horizon += slice;
     race.horizons_s.push_back(horizon);

@@ -132,6 +132,17 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
                                    : std::nullopt;
     }
   }
+  // A batch that ran out of memory in any repetition bounds them all: a larger one that ran in
+  // another repetition is above a batch that did not fit, and is never recommended.
+  if (smallest_failure)
+    for (Trial& p : r.points)
+      if (p.batch > *smallest_failure && p.outcome == Outcome::Ok) {
+        p.outcome = Outcome::Oom;
+        p.input_bound = false;
+        p.message = fmt::format("treated as out of memory: it ran, but batch {} (smaller) ran out of memory in "
+                                "another repetition, so memory at this size is not reliable",
+                                *smallest_failure);
+      }
   r.knee_batch = knee_batch(r.points, o.knee_tolerance());
   return r;
 }
@@ -143,10 +154,13 @@ std::optional<Recommendation> recommend_fit(const FitResult& fit) {
   const Trial* at = nullptr;
   for (const auto& t : fit.trials)
     if (t.batch == *fit.batch && t.outcome == Outcome::Ok) at = &t;
-  BATCHWISE_ASSERT(at != nullptr);
   Recommendation rec;
   rec.batch = *fit.batch;
-  if (fit.limited_by_max) {
+  if (!at) {  // a fit reused from the history keeps its answer, not its trials
+    rec.reason = fmt::format("batch {} is the largest that fit the {} budget{} (no batch of the sweep ran, so this is "
+                             "the fit's answer alone)",
+                             rec.batch, format_bytes(fit.budget_bytes), fit.limited_by_max ? " up to the --max searched" : "");
+  } else if (fit.limited_by_max) {
     rec.reason = fmt::format("batch {} is the --max searched; its peak memory ({}) is within {:.0f} % of the {} "
                              "budget, so larger batches may fit too",
                              rec.batch, format_bytes(at->peak_bytes), fit.target * 100, format_bytes(fit.budget_bytes));

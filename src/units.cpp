@@ -111,11 +111,20 @@ std::vector<int64_t> parse_batch_sizes(const std::string& text, const std::strin
                       last, first);
       BATCHWISE_CHECK(op == '+' || step >= 2, ConfigError, "{}: range '{}' needs a factor of at least 2", what,
                       item);
+      // Count before expanding: a range of 10^12 sizes is a typo, not a list to build.
+      if (op == '+') {
+        const int64_t count = (last - first) / step + 1;
+        BATCHWISE_CHECK(count <= kMaxBatchSizes - static_cast<int64_t>(out.size()), ConfigError,
+                        "{}: range '{}' is {} batch sizes, each a trial; at most {} in all (use a factor: {}-{}*2)",
+                        what, item, count, kMaxBatchSizes, first, last);
+      }
       for (int64_t b = first; b <= last; b = (op == '*') ? b * step : b + step) {
         out.push_back(b);
         if (op == '*' ? b > last / step : b > last - step) break;  // the next is past `last` (or would overflow)
       }
     }
+    BATCHWISE_CHECK(static_cast<int64_t>(out.size()) <= kMaxBatchSizes, ConfigError,
+                    "{}: '{}' lists more than {} batch sizes, each a trial; give fewer", what, text, kMaxBatchSizes);
     start = comma + 1;
   }
   std::sort(out.begin(), out.end());

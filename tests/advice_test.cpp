@@ -162,6 +162,27 @@ TEST(BatchRace, PicksTheClosedFormBestBatch) {
   EXPECT_NEAR(race.horizons_s[1], 3 * race.horizons_s[0], 1e-9);
 }
 
+// The budget is training time at the sweep's speed; a machine that became slower stops the race at
+// its wall-clock limit after the first rung, with the best of that rung and a note saying why.
+TEST(BatchRace, AWallClockLimitEndsTheRaceAfterARung) {
+  Regression problem(5.0, 0.1);
+  const BatchRace race = race_batches(*problem.workload, problem.held_out,
+                                      BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1))
+                                          .budget_s(1)
+                                          .max_wall_s(1e-6));
+  EXPECT_EQ(race.horizons_s.size(), 1u);
+  ASSERT_TRUE(race.best_batch.has_value());
+  ASSERT_EQ(race.notes.size(), 1u);
+  EXPECT_NE(race.notes[0].find("the race stopped after rung 1 of 2"), std::string::npos) << race.notes[0];
+  double best_loss = 0;
+  for (const auto& e : race.entries)
+    if (e.batch == *race.best_batch) best_loss = *e.loss_at_horizon;
+  for (const auto& e : race.entries) {
+    EXPECT_EQ(e.rungs, 1);
+    EXPECT_GE(*e.loss_at_horizon, best_loss);
+  }
+}
+
 // A candidate that diverges is a result of the race, not an error, and the others go on.
 TEST(BatchRace, ADivergingCandidateEndsAloneWithItsReason) {
   // The base setting itself (batch 64, rate 1.5) is past the limit (0.79); batch 8's rule, 0.19, is not.

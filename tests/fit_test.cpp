@@ -6,10 +6,13 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <map>
+
 #include "batchwise/error.h"
 #include "batchwise/fit.h"
 #include "batchwise/memory.h"
 #include "batchwise/models.h"
+#include "batchwise/sweep.h"
 #include "batchwise/workload.h"
 
 namespace batchwise {
@@ -167,6 +170,62 @@ TEST(ModelModeEdges, ALineThatBreaksIsDetectedAndRefittedLocally) {
   EXPECT_GE(model.memory_model->batch_a, 1000);  // the final line is the local one, past the jump
   EXPECT_NEAR(model.memory_model->per_sample_bytes, 10240, 1);
   expect_never_at_or_above_a_failure(model);
+}
+
+// Out of memory in one repetition only (the allocator's state differs between passes): batch 64
+// runs out of memory in the second, reversed pass, after 128 ran in the first.
+class FlakyMemory final : public TrialRunner {
+ public:
+  WorkloadInfo info() const override { return {}; }
+  Trial run(const TrialOptions& o) override {
+    Trial t;
+    t.batch = o.batch();
+    t.repetitions = 1;
+    t.samples_per_s = 100.0 * static_cast<double>(o.batch());
+    t.step_times_s = {static_cast<double>(o.batch()) / t.samples_per_s};
+    t.peak_bytes = o.batch() << 10;
+    const int pass = ++runs_[o.batch()];
+    t.outcome = o.batch() == 64 && pass == 2 ? Outcome::Oom : Outcome::Ok;
+    return t;
+  }
+  int64_t held_bytes() override { return 0; }
+  int64_t default_budget_bytes() override { return 64 << 20; }
+  int64_t device_total_bytes() override { return 64 << 20; }
+
+ private:
+  std::map<int64_t, int> runs_;
+};
+
+TEST(SweepEdges, NothingAboveABatchThatRanOutOfMemoryIsRecommended) {
+  FlakyMemory runner;
+  const SweepResult s = sweep(runner, SweepOptions().batch_sizes({16, 32, 64, 128}).repetitions(2).budget_bytes(64 << 20));
+  ASSERT_EQ(s.points.size(), 4u);
+  EXPECT_EQ(s.points[2].outcome, Outcome::Oom);
+  EXPECT_EQ(s.points[3].outcome, Outcome::Oom) << "128 ran in the first pass, but 64 ran out of memory";
+  EXPECT_NE(s.points[3].message.find("batch 64 (smaller) ran out of memory"), std::string::npos) << s.points[3].message;
+  ASSERT_TRUE(s.knee_batch.has_value());
+  EXPECT_LE(*s.knee_batch, 32);
+  const auto rec = recommend(std::nullopt, s);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_LE(rec->batch, 32);
+}
+
+// A fit reused from the history has its answer but no trials; with a sweep that has no ok point the
+// recommendation is the fit's answer, said so, and no internal assertion.
+TEST(SweepEdges, AReusedFitWithoutTrialsStillRecommends) {
+  FitResult reused;
+  reused.outcome = FitOutcome::Fits;
+  reused.batch = 256;
+  reused.budget_bytes = 1 << 30;
+  SweepResult failed;
+  Trial t;
+  t.batch = 256;
+  t.outcome = Outcome::Error;
+  failed.points = {t};
+  const auto rec = recommend(reused, failed);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->batch, 256);
+  EXPECT_NE(rec->reason.find("the fit's answer alone"), std::string::npos) << rec->reason;
 }
 
 TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {

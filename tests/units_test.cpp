@@ -56,6 +56,20 @@ TEST(ParseBatchSizes, MalformedInputIsAConfigError) {
   EXPECT_THROW(parse_batch_sizes("abc", "--range"), ConfigError);
 }
 
+// A range is counted before it is expanded: 10^12 sizes is a message, not std::bad_alloc.
+TEST(ParseBatchSizes, AHugeRangeIsRefusedBeforeItIsExpanded) {
+  try {
+    parse_batch_sizes("1-999999999999+1", "--batch-sizes");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--batch-sizes: range '1-999999999999+1' is 999999999999 batch sizes"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(parse_batch_sizes("1-2000+1", "--batch-sizes"), ConfigError);
+  EXPECT_EQ(parse_batch_sizes("1-1024+1", "--batch-sizes").size(), 1024u);
+}
+
 TEST(Doublings, UpToAndIncludingTheLast) {
   EXPECT_EQ(doublings(1, 16), (std::vector<int64_t>{1, 2, 4, 8, 16}));
   EXPECT_EQ(doublings(3, 20), (std::vector<int64_t>{3, 6, 12, 20}));

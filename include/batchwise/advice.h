@@ -169,6 +169,10 @@ struct BatchRaceOptions {
   /// An entry trains at least this many optimizer steps in the first rung; a candidate whose steps
   /// do not fit is left out, and the race's notes say so.
   TORCH_ARG(int, min_steps) = 8;
+  /// Wall-clock seconds after which no further rung starts (0: no limit): the budget is training
+  /// time at the sweep's speed, and a machine that became slower must not stretch the race without
+  /// end. The best of the last finished rung wins, and the notes say so.
+  TORCH_ARG(double, max_wall_s) = 0;
   TORCH_ARG(std::function<void(const RaceProgress&)>, on_progress);
 };
 

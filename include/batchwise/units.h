@@ -22,7 +22,9 @@ std::string format_percent(double percent);
 
 /// Parses a batch-size list "16,32,64" or a range "first-last*factor" / "first-last+step"
 /// (llama-bench syntax; "8-4096*2" is 8, 16, ..., 4096). Lists and ranges may be mixed with
-/// commas. The result is sorted and unique. Throws ConfigError naming `what` on malformed input.
+/// commas. The result is sorted and unique. Throws ConfigError naming `what` on malformed input and
+/// on more than kMaxBatchSizes sizes (counted before a range is expanded).
+constexpr int64_t kMaxBatchSizes = 1024;
 std::vector<int64_t> parse_batch_sizes(const std::string& text, const std::string& what);
 
 /// Parses a shape "3x32x32" (or "784") into its dimensions, each at least 1. Throws ConfigError

@@ -727,6 +727,7 @@ int run(const std::string& command, Flags& f) {
       report.race = race_batches(*module_workload, head(held_out, 2048),
                                  BatchRaceOptions(candidates, rates, LrAdviceOptions(f.base_batch, report.workload.lr))
                                      .budget_s(budget)
+                                     .max_wall_s(3 * budget + 30)
                                      .on_progress(on_race));
       if (live && !f.quiet) fmt::print(stderr, "\r\033[K");
     }
@@ -1052,8 +1053,17 @@ int main(int argc, char** argv) {
   }
 
   const std::string command = app.get_subcommands().front()->get_name();
-  if (f.nproc < 0 || f.nproc > 1024) {
-    fmt::print(stderr, "batchwise {}: --nproc {}: give the number of local processes, 1 or more\n", command, f.nproc);
+  // 0 is each flag's "not given"; given, it must make sense.
+  if (const CLI::Option* o = app.get_subcommands().front()->get_option_no_throw("--nproc");
+      o && o->count() > 0 && (f.nproc < 1 || f.nproc > 1024)) {
+    fmt::print(stderr, "batchwise {}: --nproc {}: give the number of local processes, 1 to 1024\n", command, f.nproc);
+    return kExitUsage;
+  }
+  if (const CLI::Option* o = app.get_subcommands().front()->get_option_no_throw("--num-classes");
+      o && o->count() > 0 && f.workload.num_classes() < 2) {
+    fmt::print(stderr, "batchwise {}: --num-classes {}: a classifier needs at least 2 classes (leave it out to use the "
+                       "largest label + 1)\n",
+               command, f.workload.num_classes());
     return kExitUsage;
   }
   if (f.nproc > 1 && !cli::launched_rank())
