@@ -758,54 +758,6 @@ int run(const std::string& command, Flags& f) {
                                                       p.batch, 100 * p.data_wait_share, report.loader->advice));
       }
   }
-  if (command == "tune" && f.compare_precision && report.recommendation && report.sweep) {
-    // Every precision this device can train in: its own fit, and its throughput at the batch just
-    // recommended (the same batch for all, so the figures compare).
-    const int64_t at = report.recommendation->batch;
-    PrecisionPoint own;
-    own.precision = report.workload.precision;
-    own.fit_batch = report.fit ? report.fit->batch : std::nullopt;
-    own.fit_limited_by_max = report.fit && report.fit->limited_by_max;
-    own.batch = at;
-    for (const auto& p : report.sweep->points)
-      if (p.batch == at) own.samples_per_s = p.samples_per_s, own.peak_bytes = p.peak_bytes;
-    own.verdict = "the run's own precision";
-    report.precisions.push_back(own);
-    for (const std::string precision : {"fp32", "bf16", "fp16"}) {
-      if (precision == own.precision || (precision == "fp16" && !cuda)) continue;
-      if (!f.quiet) fmt::print(stderr, "precision {}: fit, then batch {}\n", precision, at);
-      WorkloadOptions options = f.workload;
-      auto other = make_workload(options.precision(precision));
-      WorkloadRunner other_runner(*other);
-      const FitResult other_fit = fit(other_runner, fit_options(f, report.budget_bytes, progress, started));
-      SweepOptions one = sweep_options(f, report.budget_bytes, progress, started);
-      const SweepResult other_sweep = sweep(other_runner, one.batch_sizes({at}));
-      PrecisionPoint p;
-      p.precision = precision;
-      p.fit_batch = other_fit.batch;
-      p.fit_limited_by_max = other_fit.limited_by_max;
-      p.batch = at;
-      if (!other_sweep.points.empty() && other_sweep.points.front().outcome == Outcome::Ok) {
-        p.samples_per_s = other_sweep.points.front().samples_per_s;
-        p.peak_bytes = other_sweep.points.front().peak_bytes;
-      }
-      p.speed_ratio = own.samples_per_s > 0 ? p.samples_per_s / own.samples_per_s : 0;
-      p.memory_ratio = own.peak_bytes > 0 ? static_cast<double>(p.peak_bytes) / static_cast<double>(own.peak_bytes) : 0;
-      const bool bigger = p.fit_batch && own.fit_batch && *p.fit_batch > *own.fit_batch;
-      if (p.samples_per_s <= 0)
-        p.verdict = "did not run at this batch";
-      else if (p.speed_ratio >= 1.05)
-        p.verdict = fmt::format("pays: {:.2f}x the samples/s at {:.0f} % of the memory", p.speed_ratio, 100 * p.memory_ratio);
-      else if (bigger)
-        p.verdict = fmt::format("slower ({:.2f}x) but fits batch {} against {}: pays only where memory is the limit",
-                                p.speed_ratio, *p.fit_batch, *own.fit_batch);
-      else
-        p.verdict = fmt::format("does not pay on this device: {:.2f}x the samples/s{}", p.speed_ratio,
-                                p.memory_ratio < 0.95 ? fmt::format(", though {:.0f} % of the memory", 100 * p.memory_ratio)
-                                                      : "");
-      report.precisions.push_back(p);
-    }
-  }
   if (command == "tune" && f.validate && report.recommendation) {
     // Candidates: the recommendation, the throughput knee, and half and twice the recommendation
     // (within the fit).
@@ -861,6 +813,73 @@ int run(const std::string& command, Flags& f) {
     report.run_plan = plan_run(optimizer_settings(report.workload.optimizer, module_workload),
                                report.workload.dataset_size, rows);
   }
+  if (!f.trace.empty()) {
+    if (!workload) throw ConfigError("--trace profiles batchwise's own training step; with --cmd, profile inside your command");
+    if (!report.recommendation) {
+      fmt::print(stderr, "batchwise {}: --trace {}: no batch was recommended, so no step was traced\n", command, f.trace);
+    } else {
+      const int64_t events = write_step_trace(*workload, report.recommendation->batch, f.trace);
+      if (!f.quiet)
+        fmt::print(stderr, "trace of one step at batch {}: {} ({} events; open in https://ui.perfetto.dev)\n",
+                   report.recommendation->batch, f.trace, events);
+    }
+  }
+  if (command == "tune" && f.compare_precision && report.recommendation && report.sweep) {
+    // Every precision this device can train in: its own fit, and its throughput at the batch just
+    // recommended (the same batch for all, so the figures compare).
+    const int64_t at = report.recommendation->batch;
+    PrecisionPoint own;
+    own.precision = report.workload.precision;
+    own.fit_batch = report.fit ? report.fit->batch : std::nullopt;
+    own.fit_limited_by_max = report.fit && report.fit->limited_by_max;
+    own.batch = at;
+    for (const auto& p : report.sweep->points)
+      if (p.batch == at) own.samples_per_s = p.samples_per_s, own.peak_bytes = p.peak_bytes;
+    own.verdict = "the run's own precision";
+    report.precisions.push_back(own);
+    // The fits below measure peaks of the whole process: release this precision's model, optimizer
+    // and data first, or every other precision's peaks would include them.
+    if (!data_parallel) {
+      module_workload = nullptr;
+      runner.reset();
+      workload.reset();
+      held_out = Dataset{};
+    }
+    for (const std::string precision : {"fp32", "bf16", "fp16"}) {
+      if (precision == own.precision || (precision == "fp16" && !cuda)) continue;
+      if (!f.quiet) fmt::print(stderr, "precision {}: fit, then batch {}\n", precision, at);
+      WorkloadOptions options = f.workload;
+      auto other = make_workload(options.precision(precision));
+      WorkloadRunner other_runner(*other);
+      const FitResult other_fit = fit(other_runner, fit_options(f, report.budget_bytes, progress, started));
+      SweepOptions one = sweep_options(f, report.budget_bytes, progress, started);
+      const SweepResult other_sweep = sweep(other_runner, one.batch_sizes({at}));
+      PrecisionPoint p;
+      p.precision = precision;
+      p.fit_batch = other_fit.batch;
+      p.fit_limited_by_max = other_fit.limited_by_max;
+      p.batch = at;
+      if (!other_sweep.points.empty() && other_sweep.points.front().outcome == Outcome::Ok) {
+        p.samples_per_s = other_sweep.points.front().samples_per_s;
+        p.peak_bytes = other_sweep.points.front().peak_bytes;
+      }
+      p.speed_ratio = own.samples_per_s > 0 ? p.samples_per_s / own.samples_per_s : 0;
+      p.memory_ratio = own.peak_bytes > 0 ? static_cast<double>(p.peak_bytes) / static_cast<double>(own.peak_bytes) : 0;
+      const bool bigger = p.fit_batch && own.fit_batch && *p.fit_batch > *own.fit_batch;
+      if (p.samples_per_s <= 0)
+        p.verdict = "did not run at this batch";
+      else if (p.speed_ratio >= 1.05)
+        p.verdict = fmt::format("pays: {:.2f}x the samples/s at {:.0f} % of the memory", p.speed_ratio, 100 * p.memory_ratio);
+      else if (bigger)
+        p.verdict = fmt::format("slower ({:.2f}x) but fits batch {} against {}: pays only where memory is the limit",
+                                p.speed_ratio, *p.fit_batch, *own.fit_batch);
+      else
+        p.verdict = fmt::format("does not pay on this device: {:.2f}x the samples/s{}", p.speed_ratio,
+                                p.memory_ratio < 0.95 ? fmt::format(", though {:.0f} % of the memory", 100 * p.memory_ratio)
+                                                      : "");
+      report.precisions.push_back(p);
+    }
+  }
   if (plan_device && report.fit) report.plan = plan_for(*report.fit, *plan_device, f.target, f.multiple_of);
   if (report.fit && report.fit->outcome == FitOutcome::DoesNotFit) code = kExitDoesNotFit;
   if (report.fit && report.fit->outcome == FitOutcome::Error) code = kExitFailed;
@@ -890,17 +909,6 @@ int run(const std::string& command, Flags& f) {
       history->add(command, json);
     } catch (const Error& e) {  // the run itself succeeded; losing its record is worth a warning, not a failure
       fmt::print(stderr, "batchwise {}: warning: the run was not stored in the history: {}\n", command, e.what());
-    }
-  }
-  if (!f.trace.empty()) {
-    if (!workload) throw ConfigError("--trace profiles batchwise's own training step; with --cmd, profile inside your command");
-    if (!report.recommendation) {
-      fmt::print(stderr, "batchwise {}: --trace {}: no batch was recommended, so no step was traced\n", command, f.trace);
-    } else {
-      const int64_t events = write_step_trace(*workload, report.recommendation->batch, f.trace);
-      if (!f.quiet)
-        fmt::print(stderr, "trace of one step at batch {}: {} ({} events; open in https://ui.perfetto.dev)\n",
-                   report.recommendation->batch, f.trace, events);
     }
   }
   return code;
