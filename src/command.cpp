@@ -1,6 +1,7 @@
 // run_command: fork + execve (never a shell), stdout and stderr read through pipes with poll() while
-// the child runs, its process group's resident memory sampled from /proc every 10 ms, NVML every
-// 50 ms, deadlines enforced with SIGTERM then SIGKILL to the whole group. classify() below turns the
+// the child runs, its process tree's resident memory sampled from /proc every 10 ms (the tree: its
+// process group and every descendant, those in sessions of their own included), NVML every 50 ms,
+// deadlines enforced with SIGTERM then SIGKILL to the whole tree. classify() below turns the
 // raw CommandResult into an outcome and a sentence. To recognise another framework's out-of-memory
 // text, add it to kOomMarkers.
 #include "batchwise/command.h"
@@ -282,13 +283,29 @@ std::vector<std::string> substitute(const std::vector<std::string>& argv, int64_
 }
 
 namespace {
-// The process group of the command running now (0: none), for stop_running_command.
+// The process group of the command running now (0: none), and the members of its tree outside
+// that group as last scanned, for stop_running_command (a signal handler: no /proc walk there).
 std::atomic<pid_t> active_group{0};
+constexpr size_t kMaxPublished = 256;
+std::atomic<pid_t> active_members[kMaxPublished];
+
+void publish_members(const std::vector<int>& members) {
+  const pid_t group = active_group.load();
+  size_t n = 0;
+  for (const int pid : members)
+    if (pid != group && n < kMaxPublished) active_members[n++].store(pid);
+  for (; n < kMaxPublished && active_members[n].load() != 0; ++n) active_members[n].store(0);
+}
 }  // namespace
 
 void stop_running_command() {
   const pid_t group = active_group.load();
-  if (group > 0) killpg(group, SIGKILL);
+  if (group <= 0) return;
+  killpg(group, SIGKILL);
+  for (auto& member : active_members) {  // NOTE: as of the last scan, at most 100 ms old
+    const pid_t pid = member.load();
+    if (pid > 0) kill(pid, SIGKILL);
+  }
 }
 
 CommandResult run_command(const CommandOptions& options) {
@@ -381,7 +398,7 @@ CommandResult run_command(const CommandOptions& options) {
   LineStream streams[2];
   streams[0].fd = out[0];
   streams[1].fd = err[0];
-  detail::GroupSampler sampler(pid);
+  detail::ProcessTree tree(pid);
   const detail::Nvml& nvml = detail::shared_nvml();
   int samples_taken = 0;
   Clock::time_point next_sample = start;
@@ -390,11 +407,11 @@ CommandResult run_command(const CommandOptions& options) {
 
   const auto stop = [&](Clock::time_point now) {
     if (term_sent || kill_sent) return;
-    killpg(pid, SIGTERM);
+    tree.signal_all(SIGTERM);
     term_sent = now;
   };
-  const auto kill_group = [&] {
-    killpg(pid, SIGKILL);
+  const auto kill_tree = [&] {
+    tree.signal_all(SIGKILL);
     kill_sent = true;
   };
   const auto on_line = [&](std::string line, Clock::time_point at) {
@@ -415,16 +432,17 @@ CommandResult run_command(const CommandOptions& options) {
         r.timed_out = true;
         stop(now);
       }
-      if (term_sent && !kill_sent && now - *term_sent >= kTermGrace) kill_group();
+      if (term_sent && !kill_sent && now - *term_sent >= kTermGrace) kill_tree();
       if (now >= next_sample) {
-        const int64_t rss = sampler.sample(now);
+        const int64_t rss = tree.sample(now);
+        publish_members(tree.members());
         r.peak_rss_bytes = std::max(r.peak_rss_bytes, rss);
         if (options.memory_limit_bytes() > 0 && rss > options.memory_limit_bytes() && !kill_sent) {
           r.killed_over_memory_limit = true;
-          kill_group();
+          kill_tree();
         }
         if (nvml.available() && samples_taken++ % kNvmlEvery == 0) {
-          const std::optional<int64_t> used = nvml.process_memory_bytes(sampler.members());
+          const std::optional<int64_t> used = nvml.process_memory_bytes(tree.members());
           if (used && *used > 0) r.nvml_peak_bytes = std::max(*used, r.nvml_peak_bytes.value_or(0));
         }
         next_sample = now + kSampleInterval;
@@ -433,7 +451,7 @@ CommandResult run_command(const CommandOptions& options) {
       if (streams[0].fd < 0 && streams[1].fd < 0) break;
       // Descendants still hold the pipes open: stop them, then give up on their output.
       if (!stragglers_killed && now - *exited_at >= kDrainGrace) {
-        killpg(pid, SIGKILL);
+        tree.signal_all(SIGKILL);
         stragglers_killed = true;
       }
       if (now - *exited_at >= 3 * kDrainGrace) break;
@@ -485,13 +503,16 @@ CommandResult run_command(const CommandOptions& options) {
     if (!s.partial.empty()) on_line(std::move(s.partial), Clock::now());
     close_fd(s.fd);
   }
-  // Whatever is left of the group goes, and is gone before we return: the next run must not
-  // find its memory still held. The leader, a zombie until reaped, keeps the group id reserved.
-  killpg(pid, SIGKILL);
-  active_group.store(0);
+  // Whatever is left of the tree goes, and is gone before we return: the next run must not find
+  // its memory still held. The leader, a zombie until reaped, keeps the group id reserved.
+  tree.signal_all(SIGKILL);
   for (const Clock::time_point give_up = Clock::now() + 2 * kTermGrace;
-       sampler.others_alive() && Clock::now() < give_up;)
+       tree.others_alive() && Clock::now() < give_up;) {
+    tree.signal_all(SIGKILL);  // and what they started meanwhile
     usleep(5000);
+  }
+  active_group.store(0);
+  publish_members({});
   int status = 0;
   rusage usage{};
   pid_t reaped;
@@ -502,7 +523,7 @@ CommandResult run_command(const CommandOptions& options) {
   // reaped < 0: another thread's waitpid(-1) took the status; exit_status -1 and signal 0 say so.
   if (reaped == pid && WIFEXITED(status)) r.exit_status = WEXITSTATUS(status);
   if (reaped == pid && WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  r.peak_rss_bytes = std::max(r.peak_rss_bytes, sampler.leader_peak_bytes());
+  r.peak_rss_bytes = std::max(r.peak_rss_bytes, tree.leader_peak_bytes());
   if (r.reported_peak_bytes || r.nvml_peak_bytes)
     r.peak_device_bytes = std::max(r.reported_peak_bytes.value_or(0), r.nvml_peak_bytes.value_or(0));
 

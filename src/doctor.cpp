@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "batchwise/device.h"
+#include "check.h"
 #include "compat.h"
 #include "device_detail.h"
 #include "nvml.h"
@@ -154,35 +155,8 @@ DoctorReport run_doctor(const DoctorOptions& o) {
 
   if (o.gemm()) {
     r.gemm_gflops = gemm_gflops(o);
-    const std::string basis = fmt::format("{} cores x {} fp32 FLOP/cycle ({}) x {:.2f} GHz = {:.0f} GFLOP/s",
-                                          r.cpu.physical_cores, r.cpu.flops_per_cycle, r.cpu.isa, r.cpu.ghz,
-                                          r.cpu.gflops);
-    if (r.cpu.gflops <= 0) {
-      add("gemm", "info", fmt::format("fp32 GEMM {}x{}: {:.0f} GFLOP/s; the CPU clock is unknown, so there is no "
-                                      "peak to compare with", o.gemm_size(), o.gemm_size(), *r.gemm_gflops));
-    } else {
-      r.gemm_fraction = *r.gemm_gflops / r.cpu.gflops;
-      const std::string detail = fmt::format("fp32 GEMM {}x{} at {} thread{}: {:.0f} GFLOP/s, {:.0f} % of the {}",
-                                             o.gemm_size(), o.gemm_size(), r.intra_op_threads,
-                                             r.intra_op_threads == 1 ? "" : "s", *r.gemm_gflops,
-                                             100 * *r.gemm_fraction, "estimated peak (" + basis + ")");
-      if (*r.gemm_fraction >= kGemmShortfall) {
-        add("gemm", "ok", detail);
-      } else {
-        std::string fix;
-        if (r.reference_blas) fix = "install an optimised BLAS: apt-get install libopenblas0-pthread";
-        else if (r.intra_op_threads < r.cpu.physical_cores)
-          fix = fmt::format("give the math library every core: drop --threads, or set OMP_NUM_THREADS={}",
-                            r.cpu.physical_cores);
-        else if (!r.mkl_enable_instructions.empty())
-          fix = fmt::format("unset MKL_ENABLE_INSTRUCTIONS (={}): it keeps MKL from this CPU's {} kernels",
-                            r.mkl_enable_instructions, r.cpu.isa);
-        else
-          fix = "something else is using the CPU, or it is throttled: check top for other processes and the CPU "
-                "frequency governor";
-        add("gemm", "warning", detail + fmt::format(": below {:.0f} % is a shortfall", 100 * kGemmShortfall), fix);
-      }
-    }
+    if (r.cpu.gflops > 0) r.gemm_fraction = *r.gemm_gflops / r.cpu.gflops;
+    r.findings.push_back(judge_gemm(r, *r.gemm_gflops, o.gemm_size()));
   }
   if (!r.mkl_enable_instructions.empty() && r.blas == "mkl")
     add("mkl", "warning",
@@ -227,6 +201,37 @@ DoctorReport run_doctor(const DoctorOptions& o) {
         r.cudnn_benchmark ? "" : "torch.backends.cudnn.benchmark = True for fixed input shapes");
   }
   return r;
+}
+
+Finding judge_gemm(const DoctorReport& r, double gemm_gflops, int64_t gemm_size) {
+  BATCHWISE_CHECK(gemm_gflops > 0 && gemm_size >= 1, ConfigError,
+                  "judge_gemm: a rate of {} GFLOP/s at size {}: give the measured rate (> 0) and the GEMM's size (>= 1)",
+                  gemm_gflops, gemm_size);
+  const std::string size = fmt::format("fp32 GEMM {}x{}", gemm_size, gemm_size);
+  if (r.cpu.gflops <= 0)
+    return {"gemm", "info",
+            fmt::format("{}: {:.0f} GFLOP/s; the CPU clock is unknown, so there is no peak to compare with", size,
+                        gemm_gflops),
+            ""};
+  const double fraction = gemm_gflops / r.cpu.gflops;
+  const std::string basis = fmt::format("{} cores x {} fp32 FLOP/cycle ({}) x {:.2f} GHz = {:.0f} GFLOP/s",
+                                        r.cpu.physical_cores, r.cpu.flops_per_cycle, r.cpu.isa, r.cpu.ghz, r.cpu.gflops);
+  const std::string detail = fmt::format("{} at {} thread{}: {:.0f} GFLOP/s, {:.0f} % of the estimated peak ({})", size,
+                                         r.intra_op_threads, r.intra_op_threads == 1 ? "" : "s", gemm_gflops,
+                                         100 * fraction, basis);
+  if (fraction >= kGemmShortfall) return {"gemm", "ok", detail, ""};
+  std::string fix;
+  if (r.reference_blas) fix = "install an optimised BLAS: apt-get install libopenblas0-pthread";
+  else if (r.intra_op_threads < r.cpu.physical_cores)
+    fix = fmt::format("give the math library every core: drop --threads, or set OMP_NUM_THREADS={}",
+                      r.cpu.physical_cores);
+  else if (!r.mkl_enable_instructions.empty())
+    fix = fmt::format("unset MKL_ENABLE_INSTRUCTIONS (={}): it keeps MKL from this CPU's {} kernels",
+                      r.mkl_enable_instructions, r.cpu.isa);
+  else
+    fix = "something else is using the CPU, or it is throttled: check top for other processes and the CPU "
+          "frequency governor";
+  return {"gemm", "warning", detail + fmt::format(": below {:.0f} % is a shortfall", 100 * kGemmShortfall), fix};
 }
 
 std::string to_table(const DoctorReport& r) {

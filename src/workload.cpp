@@ -288,14 +288,21 @@ LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, 
       search.step_consumes_samples_per_s = compute_s > 0 ? static_cast<double>(batch) / compute_s : 0;
     }
   }
-  double best = 0;
   for (int w : workers)
     for (int p : prefetch) {
       if (w == 0 && p != prefetch.front()) continue;  // no workers: prefetch means nothing
       search.trials.push_back(measure(w, p));
-      if (search.trials.back().outcome == Outcome::Ok) best = std::max(best, search.trials.back().samples_per_s);
     }
   workload.set_pipeline(own_workers, own_prefetch, augment, latency);
+  decide_loader(search);
+  return search;
+}
+
+void decide_loader(LoaderSearch& search) {
+  double best = 0;
+  for (const auto& t : search.trials)
+    if (t.outcome == Outcome::Ok) best = std::max(best, t.samples_per_s);
+  search.after.reset();
   if (search.before.outcome == Outcome::Ok && !search.before.input_bound) {
     search.after = search.before;  // nothing to remove
   } else {
@@ -309,11 +316,11 @@ LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, 
   if (!search.after) {
     search.advice = fmt::format("no setting tried removes the stall at batch {}: the input pipeline itself is too slow "
                                 "(a cheaper transform, faster storage, or a GPU-side transform would help)",
-                                batch);
+                                search.batch);
   } else if (search.after->workers == b.workers && search.after->prefetch == b.prefetch) {
     search.advice = fmt::format("the current setting ({} workers, prefetch {}) already keeps the step fed at batch {} "
                                 "({:.0f} % of it waiting for data)",
-                                b.workers, b.prefetch, batch, 100 * b.data_wait_share);
+                                b.workers, b.prefetch, search.batch, 100 * b.data_wait_share);
   } else {
     const LoaderTrial& a = *search.after;
     search.advice = fmt::format(
@@ -322,7 +329,6 @@ LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, 
         a.workers, a.prefetch, a.samples_per_s, 100 * a.data_wait_share, b.samples_per_s, 100 * b.data_wait_share,
         b.workers, b.prefetch, b.input_bound ? ": the stall is gone" : "");
   }
-  return search;
 }
 
 Batch ModuleWorkload::host_batch(const at::Tensor& index, uint64_t augment_seed) const {

@@ -342,23 +342,41 @@ TEST(Cli, TuneValidateConfirmsOrCorrectsTheRecommendation) {
   }
 }
 
-// doctor: run alone (CTest RUN_SERIAL), since another test on the other core would slow the GEMM.
-TEST(Doctor, DefaultSettingsShowNoGemmShortfall) {
+// doctor: the verdicts follow from the figures the report gives (the GEMM's speed is this machine's,
+// so only the decision is asserted; judge_gemm's own tests use known rates).
+nlohmann::json gemm_finding(const nlohmann::json& report) {
+  for (const auto& f : report.at("findings"))
+    if (f.at("check") == "gemm") return f;
+  ADD_FAILURE() << "no gemm finding: " << report.at("findings").dump();
+  return {};
+}
+
+void expect_gemm_verdict_follows_the_rate(const nlohmann::json& j) {
+  EXPECT_GT(j.at("gemm_gflops").get<double>(), 0);
+  EXPECT_GT(j.at("cpu").at("peak_gflops").get<double>(), 0);
+  const double fraction = j.at("gemm_fraction_of_peak").get<double>();
+  EXPECT_NEAR(fraction, j.at("gemm_gflops").get<double>() / j.at("cpu").at("peak_gflops").get<double>(), 1e-9);
+  const nlohmann::json f = gemm_finding(j);
+  EXPECT_EQ(f.at("status"), fraction >= 0.5 ? "ok" : "warning") << f.dump();
+  EXPECT_EQ(f.at("fix").get<std::string>().empty(), fraction >= 0.5) << f.dump();
+}
+
+TEST(Doctor, DefaultSettingsUseEveryCoreAndJudgeTheGemmByItsRate) {
   const fs::path json = scratch() / "doctor.json";
   const Outcome r = batchwise("doctor --json " + json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(json));
-  EXPECT_GT(j.at("gemm_gflops").get<double>(), 0);
-  EXPECT_GT(j.at("cpu").at("peak_gflops").get<double>(), 0);
+  expect_gemm_verdict_follows_the_rate(j);
+  size_t warnings = 0;
   for (const auto& f : j.at("findings")) {
-    EXPECT_NE(f.at("status"), "warning") << f.dump();
-    if (f.at("check") == "gemm") EXPECT_EQ(f.at("status"), "ok") << f.dump();
+    if (f.at("status") == "warning") ++warnings;
+    if (f.at("check") != "gemm") EXPECT_NE(f.at("status"), "warning") << f.dump();
   }
-  EXPECT_NE(r.out.find("no problems found"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("no problems found") != std::string::npos, warnings == 0) << r.out;
   EXPECT_FALSE(j.at("reference_blas").get<bool>());
 }
 
-TEST(Doctor, OneThreadOnTwoCoresIsAShortfallWithItsFix) {
+TEST(Doctor, OneThreadOnTwoCoresIsAThreadsWarningWithItsFix) {
   const fs::path json = scratch() / "doctor1.json";
   const Outcome probe = batchwise("doctor --json " + json.string());
   ASSERT_EQ(probe.code, 0) << probe.err;
@@ -367,20 +385,19 @@ TEST(Doctor, OneThreadOnTwoCoresIsAShortfallWithItsFix) {
   const Outcome r = batchwise("doctor --threads 1 --json " + json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(json));
-  bool gemm = false, threads = false;
-  for (const auto& f : j.at("findings")) {
-    if (f.at("check") == "gemm") {
-      gemm = true;
-      EXPECT_EQ(f.at("status"), "warning") << f.dump();
-      EXPECT_NE(f.at("fix").get<std::string>().find("OMP_NUM_THREADS=" + std::to_string(cores)), std::string::npos);
-    }
+  EXPECT_EQ(j.at("threads").at("intra_op"), 1);
+  bool threads = false;
+  for (const auto& f : j.at("findings"))
     if (f.at("check") == "threads") {
       threads = true;
       EXPECT_EQ(f.at("status"), "warning") << f.dump();
+      EXPECT_NE(f.at("fix").get<std::string>().find("OMP_NUM_THREADS=" + std::to_string(cores)), std::string::npos);
     }
-  }
-  EXPECT_TRUE(gemm && threads) << j.at("findings").dump();
-  EXPECT_LT(j.at("gemm_fraction_of_peak").get<double>(), 0.5);
+  EXPECT_TRUE(threads) << j.at("findings").dump();
+  expect_gemm_verdict_follows_the_rate(j);
+  const nlohmann::json gemm = gemm_finding(j);
+  if (gemm.at("status") == "warning")  // a shortfall with too few threads names them
+    EXPECT_NE(gemm.at("fix").get<std::string>().find("OMP_NUM_THREADS=" + std::to_string(cores)), std::string::npos);
 }
 
 TEST(Cli, SweepProfileTimesEachPhase) {
@@ -431,21 +448,54 @@ TEST(Cli, ComparePrecisionPutsBf16BesideFp32) {
   EXPECT_EQ(c.at(1).at("fit_batch"), nlohmann::json::parse(slurp(scratch() / "bf16.json")).at("fit").at("batch"));
 }
 
-TEST(Cli, LoaderFindsTheSettingThatRemovesTheStall) {
+// loader: the decision follows from the figures the report gives for each setting (which setting
+// removes the stall depends on this machine's speed; decide_loader's own tests use known figures).
+TEST(Cli, LoaderReportsEverySettingAndChoosesByItsFigures) {
   const fs::path json = scratch() / "loader.json";
-  // 8 ms of latency per batch of 64: more than an mlp step needs even beside another test, so one
-  // worker cannot keep up; eight can (1 ms per batch).
   const Outcome r = batchwise("loader --model mlp --dataset synthetic --synthetic-size 1000 --io-latency-us 125 "
                               "--batch 64 --steps 6 --no-history -q --json " + json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(json));
   const auto& l = j.at("loader");
-  EXPECT_TRUE(l.at("before").at("input_bound").get<bool>()) << l.dump();
-  ASSERT_FALSE(l.at("after").is_null()) << l.at("advice");
-  EXPECT_GE(l.at("after").at("workers").get<int>(), 2);
-  EXPECT_FALSE(l.at("after").at("input_bound").get<bool>());
-  EXPECT_GT(l.at("after").at("samples_per_s").get<double>(), l.at("before").at("samples_per_s").get<double>());
-  EXPECT_NE(r.out.find("<- use"), std::string::npos) << r.out;
+  EXPECT_EQ(l.at("batch"), 64);
+  auto input_bound_follows_the_wait = [](const nlohmann::json& t) {
+    EXPECT_EQ(t.at("input_bound").get<bool>(), t.at("data_wait_share").get<double>() > 0.2) << t.dump();
+  };
+  input_bound_follows_the_wait(l.at("before"));
+  EXPECT_EQ(l.at("before").at("workers"), 0);
+  // Workers 0, 1, 2, 4, 8 at prefetch 2 and 4 (no workers: prefetch 2 only).
+  std::vector<std::pair<int, int>> tried;
+  double best = 0;
+  for (const auto& t : l.at("trials")) {
+    tried.emplace_back(t.at("workers"), t.at("prefetch"));
+    input_bound_follows_the_wait(t);
+    if (t.at("outcome") == "ok") best = std::max(best, t.at("samples_per_s").get<double>());
+  }
+  EXPECT_EQ(tried, (std::vector<std::pair<int, int>>{{0, 2}, {1, 2}, {1, 4}, {2, 2}, {2, 4}, {4, 2}, {4, 4}, {8, 2}, {8, 4}}));
+  const nlohmann::json* expected = nullptr;  // decide_loader's rule, applied to the reported figures
+  if (!l.at("before").at("input_bound").get<bool>()) {
+    expected = &l.at("before");
+  } else {
+    for (const auto& t : l.at("trials"))
+      if (t.at("outcome") == "ok" && !t.at("input_bound").get<bool>() && t.at("samples_per_s").get<double>() >= 0.95 * best) {
+        expected = &t;
+        break;
+      }
+  }
+  if (!expected) {
+    EXPECT_TRUE(l.at("after").is_null()) << l.dump();
+    EXPECT_NE(l.at("advice").get<std::string>().find("no setting tried removes the stall"), std::string::npos);
+  } else {
+    ASSERT_FALSE(l.at("after").is_null()) << l.at("advice");
+    EXPECT_EQ(l.at("after").at("workers"), expected->at("workers")) << l.dump();
+    EXPECT_EQ(l.at("after").at("prefetch"), expected->at("prefetch")) << l.dump();
+    if (expected != &l.at("before")) {
+      EXPECT_NE(r.out.find("<- use"), std::string::npos) << r.out;
+      const std::string setting = "--workers " + std::to_string(expected->at("workers").get<int>()) + " --prefetch " +
+                                  std::to_string(expected->at("prefetch").get<int>());
+      EXPECT_NE(l.at("advice").get<std::string>().find(setting), std::string::npos) << l.at("advice");
+    }
+  }
   EXPECT_GT(l.at("pipeline_samples_per_s").get<double>(), 0);
   EXPECT_GT(l.at("step_consumes_samples_per_s").get<double>(), 0);
 }

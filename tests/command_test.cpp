@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 
@@ -22,6 +23,8 @@
 
 namespace batchwise {
 namespace {
+
+namespace fs = std::filesystem;
 
 std::string python() { return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3"; }
 
@@ -308,6 +311,78 @@ TEST(RunCommand, LeftoverDescendantsAreKilledAndNotWaitedFor) {
   if (stat >> pid >> name >> state) {
     EXPECT_EQ(state, "Z");
   }
+}
+
+// Gone, or a zombie waiting for its new parent to reap it.
+bool gone(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string id, name, state;
+  return !(stat >> id >> name >> state) || state == "Z";
+}
+
+int read_pid(const std::string& path) {
+  std::ifstream in(path);
+  int pid = 0;
+  in >> pid;
+  return pid;
+}
+
+std::string scratch_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("batchwise-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+// A descendant in a session of its own (setsid, as torchrun starts its workers) is still the run's:
+// its memory counts, a memory limit stops it, and it is gone when the run is over.
+TEST(RunCommand, DescendantsInSessionsOfTheirOwnAreMeasuredAndKilled) {
+  const std::string dir = scratch_dir("setsid");
+  const CommandResult r = run_command(
+      options("setsid_grandchild.py", {"--mib=150", "--pid-file=" + dir + "/grandchild", "--steps={steps}"}, 1)
+          .warmup(0).steps(8).timeout_s(30));
+  const int grandchild = read_pid(dir + "/grandchild");
+  ASSERT_GT(grandchild, 0) << r.output_tail;
+  EXPECT_EQ(classify(r).outcome, CommandOutcome::Ok) << r.output_tail;
+  EXPECT_GT(r.peak_rss_bytes, 150LL << 20);  // the parent alone holds some 10 MiB
+  EXPECT_TRUE(gone(grandchild)) << "pid " << grandchild << " outlived the run";
+  kill(grandchild, SIGKILL);  // in case it did not
+
+  const CommandResult limited = run_command(
+      options("setsid_grandchild.py", {"--mib=150", "--pid-file=" + dir + "/limited", "--steps={steps}"}, 1)
+          .warmup(0).steps(8).timeout_s(30).memory_limit_bytes(100LL << 20));
+  const int held = read_pid(dir + "/limited");
+  EXPECT_TRUE(limited.killed_over_memory_limit) << limited.peak_rss_bytes << "\n" << limited.output_tail;
+  EXPECT_EQ(classify(limited).outcome, CommandOutcome::Oom);
+  if (held > 0) {
+    EXPECT_TRUE(gone(held)) << "pid " << held << " outlived the run";
+    kill(held, SIGKILL);
+  }
+  fs::remove_all(dir);
+}
+
+// Real torchrun: two CPU ranks (gloo), each in a session of its own, each holding 400 MiB; stopped
+// after its steps, every rank is counted and none is left.
+TEST(RunCommand, TorchrunRanksAreMeasuredAndStopped) {
+  const std::string torchrun = fs::path(BATCHWISE_TEST_PYTHON).parent_path() / "torchrun";
+  if (access(torchrun.c_str(), X_OK) != 0) GTEST_SKIP() << torchrun << " is absent: no torch install beside the tests' Python";
+  const std::string dir = scratch_dir("torchrun");
+  const CommandResult r = run_command(
+      CommandOptions({torchrun, "--nproc-per-node", "2", "--standalone", script("torchrun_worker.py"), "--mib=400",
+                      "--pid-dir=" + dir, "--steps={steps}"}, 4)
+          .warmup(1).steps(3).stop_after_steps(true).timeout_s(60)
+          .env({{"OMP_NUM_THREADS", "1"}}));
+  EXPECT_EQ(classify(r).outcome, CommandOutcome::Ok) << classify(r).message << "\n" << r.output_tail;
+  EXPECT_TRUE(r.stopped_after_steps);
+  EXPECT_GT(r.peak_rss_bytes, 800LL << 20);  // both ranks' 400 MiB: torchrun alone peaks near 550 MiB
+  for (const char* rank : {"rank0", "rank1"}) {
+    const int pid = read_pid(dir + "/" + rank);
+    EXPECT_GT(pid, 0) << rank << " never started:\n" << r.output_tail;
+    if (pid <= 0) continue;
+    EXPECT_TRUE(gone(pid)) << rank << " (pid " << pid << ") outlived the run";
+    kill(pid, SIGKILL);
+  }
+  fs::remove_all(dir);
 }
 
 int open_fds() {

@@ -314,6 +314,58 @@ TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
   EXPECT_EQ(std::get<0>(dynamic_cast<ModuleWorkload&>(*one).pipeline()), 1);  // put back
 }
 
+// The search's decision on known figures per setting (what run_trial measured is injected): the
+// fewest workers, then least prefetch, that are not input-bound and within 5 % of the best.
+LoaderTrial loader_trial(int workers, int prefetch, double samples_per_s, double data_wait_share) {
+  LoaderTrial t;
+  t.workers = workers;
+  t.prefetch = prefetch;
+  t.outcome = Outcome::Ok;
+  t.samples_per_s = samples_per_s;
+  t.data_wait_share = data_wait_share;
+  t.input_bound = data_wait_share > kInputBoundShare;
+  return t;
+}
+
+TEST(Loader, DecisionTakesTheFewestWorkersThatFeedTheStepWithinFivePercentOfTheBest) {
+  LoaderSearch s;
+  s.batch = 64;
+  s.before = loader_trial(0, 2, 1000, 0.8);
+  s.trials = {loader_trial(0, 2, 1000, 0.8), loader_trial(1, 2, 2500, 0.5), loader_trial(1, 4, 2600, 0.45),
+              loader_trial(2, 2, 3720, 0.1),  loader_trial(2, 4, 3800, 0.1), loader_trial(4, 2, 3900, 0.02),
+              loader_trial(8, 2, 3850, 0.01)};
+  decide_loader(s);
+  ASSERT_TRUE(s.after.has_value()) << s.advice;
+  EXPECT_EQ(s.after->workers, 2);  // 3720 >= 0.95 x 3900 = 3705; one worker is still input-bound
+  EXPECT_EQ(s.after->prefetch, 2);
+  EXPECT_EQ(s.advice, "--workers 2 --prefetch 2: 3720 samples/s with 10 % of the step waiting for data, against 1000 "
+                      "samples/s and 80 % with 0 workers (prefetch 2): the stall is gone");
+  // Two workers 6 % below the best: four it is.
+  s.trials[3].samples_per_s = s.trials[4].samples_per_s = 3660;
+  decide_loader(s);
+  ASSERT_TRUE(s.after.has_value());
+  EXPECT_EQ(s.after->workers, 4);
+}
+
+TEST(Loader, DecisionKeepsAFedSettingAndSaysWhenNothingHelps) {
+  LoaderSearch s;
+  s.batch = 32;
+  s.before = loader_trial(2, 2, 5000, 0.05);
+  s.trials = {loader_trial(0, 2, 2000, 0.6), loader_trial(4, 2, 5200, 0.01)};
+  decide_loader(s);
+  ASSERT_TRUE(s.after.has_value());
+  EXPECT_EQ(s.after->workers, 2);  // not input-bound as given: nothing to remove
+  EXPECT_EQ(s.advice, "the current setting (2 workers, prefetch 2) already keeps the step fed at batch 32 (5 % of it "
+                      "waiting for data)");
+  s.before = loader_trial(0, 2, 1000, 0.9);
+  s.trials = {loader_trial(0, 2, 1000, 0.9), loader_trial(8, 2, 1100, 0.7)};
+  s.trials.push_back(loader_trial(16, 2, 0, 0));
+  s.trials.back().outcome = Outcome::Oom;  // not input-bound, but not a run either
+  decide_loader(s);
+  EXPECT_FALSE(s.after.has_value()) << s.after->workers;
+  EXPECT_NE(s.advice.find("no setting tried removes the stall at batch 32"), std::string::npos) << s.advice;
+}
+
 TEST(Loader, AugmentationCropsAndFlipsImages) {
   CpuMemoryTracker::install();
   auto options = WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(256).device("cpu");

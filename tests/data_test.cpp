@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <clocale>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -249,6 +253,40 @@ TEST_F(FileDatasets, NpyWrongDtypesEachSayWhatToDo) {
   EXPECT_THROW(read_npy(big_endian), DataError);
 }
 
+// The process's resident memory from /proc/self/status ("VmRSS", "VmHWM"), in bytes; -1 unknown.
+int64_t status_bytes(const char* key) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.compare(0, std::strlen(key), key) == 0 && line[std::strlen(key)] == ':')
+      return std::atoll(line.c_str() + std::strlen(key) + 1) * 1024;
+  return -1;
+}
+
+// Loading reads the data straight into the tensor: the process's peak resident memory grows by the
+// file's size (plus a little), not by the 2-3 times a whole-file buffer and its copies took.
+TEST_F(FileDatasets, NpyLoadsInOneCopy) {
+  constexpr int64_t kFloats = int64_t{16} << 20;  // 64 MiB of float32
+  {
+    std::vector<float> values(static_cast<size_t>(kFloats), 0.5f);
+    npy("big.npy", "<f4", std::to_string(kFloats / 1024) + ", 1024", raw(values));
+  }
+  const auto file_bytes = static_cast<int64_t>(fs::file_size(path("big.npy")));
+  // Reset the high-water mark to the current resident memory (Linux 4.0+).
+  bool reset = false;
+  if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    reset = std::fputs("5", f) >= 0;
+    reset = std::fclose(f) == 0 && reset;
+  }
+  const int64_t before = status_bytes("VmRSS");
+  if (!reset || before < 0 || status_bytes("VmHWM") < 0)
+    GTEST_SKIP() << "this kernel cannot reset the peak resident memory (/proc/self/clear_refs)";
+  const at::Tensor t = read_npy(path("big.npy"));
+  const int64_t grown = status_bytes("VmHWM") - before;
+  EXPECT_EQ(t.numel(), kFloats);
+  EXPECT_FLOAT_EQ(t[kFloats / 1024 - 1][1023].item<float>(), 0.5f);
+  EXPECT_LE(grown, file_bytes * 13 / 10) << "reading a " << file_bytes << "-byte .npy grew the peak by " << grown;
+}
+
 TEST_F(FileDatasets, NpyDamageAndMismatchesAreNamed) {
   const auto short_x = npy("short.npy", "<f4", "4, 2", raw(std::vector<float>{1, 2, 3}));
   try {
@@ -335,6 +373,82 @@ TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {
   EXPECT_EQ(load_csv(path("frac.csv"), "", TargetKind::Values).targets.scalar_type(), at::kFloat);
   write_raw(path("ragged.csv"), "1,2,0\n3,1\n");
   EXPECT_THROW(load_csv(path("ragged.csv"), "", TargetKind::Classes), DataError);
+}
+
+TEST_F(FileDatasets, CsvQuotedFieldsFollowRfc4180) {
+  // Quoted names with a comma, an escaped quote and a line break; quoted numbers; CRLF line ends.
+  write_raw(path("quoted.csv"), "\"width, cm\",\"the \"\"label\"\"\",\"note\r\nline\"\r\n"
+                                "\"1.5\",0,2\r\n"
+                                " \"2.5\" ,\"1\",3\r\n"
+                                "3.5,2,\"-4e-1\"");
+  const Dataset d = load_csv(path("quoted.csv"), "the \"label\"", TargetKind::Classes);
+  EXPECT_EQ(d.size(), 3);
+  EXPECT_EQ(d.sample_shape(), (std::vector<int64_t>{2}));
+  EXPECT_FLOAT_EQ(d.inputs[0][0].item<float>(), 1.5f);
+  EXPECT_FLOAT_EQ(d.inputs[1][0].item<float>(), 2.5f);
+  EXPECT_FLOAT_EQ(d.inputs[2][1].item<float>(), -0.4f);
+  EXPECT_EQ(d.targets[1].item<int64_t>(), 1);
+  EXPECT_EQ(load_csv(path("quoted.csv"), "width, cm", TargetKind::Values).targets[2].item<float>(), 3.5f);
+  EXPECT_EQ(load_csv(path("quoted.csv"), "note\r\nline", TargetKind::Values).targets[0].item<float>(), 2.0f);
+}
+
+TEST_F(FileDatasets, CsvMalformedQuotesNameLineAndColumn) {
+  auto error = [&](const std::string& name, const std::string& text) {
+    write_raw(path(name), text);
+    try {
+      load_csv(path(name), "", TargetKind::Values);
+    } catch (const DataError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  std::string e = error("open.csv", "a,b\n1,2\n3,\"4\n5,6\n");
+  EXPECT_NE(e.find("open.csv line 3, column 1 (character 3): a quoted field opens here and is never closed"),
+            std::string::npos) << e;
+  e = error("after.csv", "a,b\r\n1,\"2\"x\r\n");
+  EXPECT_NE(e.find("after.csv line 2, column 1 (character 6): 'x' after the closing quote"), std::string::npos) << e;
+  e = error("inside.csv", "a,b,c\n1,2\"3,4\n");
+  EXPECT_NE(e.find("inside.csv line 2, column 1 (character 4): a quote inside an unquoted field"), std::string::npos)
+      << e;
+  // A line break inside quotes: the record after it is on line 4.
+  e = error("later.csv", "\"a\nb\",c\n1,2\n3,x\n");
+  EXPECT_NE(e.find("later.csv line 4, column 1 ('c'): 'x' is not a number"), std::string::npos) << e;
+}
+
+// A comma-decimal locale (de_DE: strtod reads "1,5" and stops at "1.5"'s point) changes nothing:
+// numbers are read in one format.
+TEST_F(FileDatasets, CsvNumbersIgnoreTheLocale) {
+  write_raw(path("dots.csv"), "x,y,label\n1.5,-2.25e1,0\n0.125,3,1\n");
+  const char* name = "de_DE.UTF-8";
+  const std::string saved = std::setlocale(LC_NUMERIC, nullptr);
+  const char* old_locpath = std::getenv("LOCPATH");
+  const std::string saved_locpath = old_locpath ? old_locpath : "";
+  if (!std::setlocale(LC_NUMERIC, name)) {
+    // Not installed: compile it into the test's folder (glibc's localedef, from its own sources).
+    const std::string command = "localedef -i de_DE -f UTF-8 " + path(name) + " >/dev/null 2>&1";
+    if (std::system(command.c_str()) == 0) {
+      setenv("LOCPATH", dir_.c_str(), 1);
+      std::setlocale(LC_NUMERIC, name);
+    }
+  }
+  const bool comma_decimal = std::strtod("1.5", nullptr) == 1.0;
+  Dataset d;
+  std::string failure;
+  if (comma_decimal) {
+    try {
+      d = load_csv(path("dots.csv"), "", TargetKind::Classes);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  std::setlocale(LC_NUMERIC, saved.c_str());
+  if (old_locpath) setenv("LOCPATH", saved_locpath.c_str(), 1);
+  else unsetenv("LOCPATH");
+  if (!comma_decimal) GTEST_SKIP() << "no comma-decimal locale: " << name << " is not installed and localedef could not build it";
+  ASSERT_TRUE(failure.empty()) << failure;
+  EXPECT_DOUBLE_EQ(d.inputs[0][0].item<float>(), 1.5);
+  EXPECT_DOUBLE_EQ(d.inputs[0][1].item<float>(), -22.5);
+  EXPECT_DOUBLE_EQ(d.inputs[1][0].item<float>(), 0.125);
 }
 
 TEST(IdxPair, ReadsFashionMnistsTestSplitAsAnyIdxPair) {

@@ -56,12 +56,13 @@ struct CommandOptions {
   /// Step lines not timed first (start-up, allocator and caches settle). REQUIRES: >= 0.
   /// NOTE: with 0, the first step is timed from the child's start, start-up included.
   BATCHWISE_COMMAND_ARG(int, warmup) = 2;
-  /// Wall-clock limit in seconds: past it the process group gets SIGTERM, then SIGKILL one second
+  /// Wall-clock limit in seconds: past it the process tree gets SIGTERM, then SIGKILL one second
   /// later. 0: none.
   BATCHWISE_COMMAND_ARG(double, timeout_s) = 0;
-  /// Resident memory the child's process group may use: its RSS sampled every 10 ms, or with
-  /// several processes (forked workers) their summed PSS every 100 ms, so shared pages count once;
-  /// above it the group is killed (SIGKILL) and the run is out of memory. 0: none.
+  /// Resident memory the child's process tree may use (its process group and every descendant, those
+  /// that called setsid included): its RSS sampled every 10 ms, or with several processes (forked
+  /// workers, torchrun's ranks) their summed PSS every 100 ms, so shared pages count once; above it
+  /// the tree is killed (SIGKILL) and the run is out of memory. 0: none.
   BATCHWISE_COMMAND_ARG(int64_t, memory_limit_bytes) = 0;
   /// Extra environment for the child, applied last. The child always gets PYTHONUNBUFFERED=1,
   /// BATCHWISE_BATCH=<batch> and BATCHWISE_STEPS=<warmup + steps>; entries here override them.
@@ -92,7 +93,7 @@ struct CommandResult {
   int64_t oom_kills = 0;           ///< the counter's rise: OOM kills anywhere in our cgroup meanwhile
   std::string oom_message;         ///< first output line that reads as out of memory; empty if none
 
-  /// Peak resident memory: the larger of the sampled process-group sum and the child's own
+  /// Peak resident memory: the larger of the sampled process-tree sum and the child's own
   /// high-water mark (VmHWM) as last sampled.
   int64_t peak_rss_bytes = 0;
   std::optional<int64_t> reported_peak_bytes;  ///< from `batchwise: peak_bytes=`
@@ -149,14 +150,15 @@ std::vector<std::string> substitute(const std::vector<std::string>& argv, int64_
 /// Python MemoryError, TensorFlow, JAX, std::bad_alloc, ENOMEM).
 bool is_oom_message(const std::string& line);
 
-/// Runs the command once and waits for it (and kills what is left of its process group).
+/// Runs the command once and waits for it (and kills what is left of its process tree).
 /// Runs, out-of-memory runs, crashes and time-outs are results, not exceptions.
 /// Throws ConfigError for invalid options, Error when the program cannot be started at all
 /// (not found, not executable): the message names argv[0] and the fix.
 /// NOTE: the calling thread blocks; stdout and stderr are read while the child runs.
 CommandResult run_command(const CommandOptions& options);
 
-/// Kills the process group of the command run_command is running now, if any. Async-signal-safe:
+/// Kills the process group of the command run_command is running now, if any, and the descendants
+/// outside it found by the last scan (at most 100 ms old). Async-signal-safe:
 /// call it from a SIGINT/SIGTERM handler, so that an interrupted batchwise leaves no trainer (or
 /// its workers) behind; the child's own group does not get the terminal's Ctrl-C.
 void stop_running_command();

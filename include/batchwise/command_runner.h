@@ -10,7 +10,7 @@
 
 namespace batchwise {
 
-/// Where a command's memory is measured: "cpu" (the resident memory of its process group) or
+/// Where a command's memory is measured: "cpu" (the resident memory of its process tree) or
 /// "cuda" / "cuda:N" (its device memory through NVML, or its own `batchwise: peak_bytes=` lines).
 /// Example: `CommandRunner({"python3", "train.py", "--batch-size", "{batch}"}, "cpu")`.
 class CommandRunner : public TrialRunner {
@@ -22,7 +22,7 @@ class CommandRunner : public TrialRunner {
   /// model: the command line; dataset and optimizer: "(the command's)"; no parameter counts.
   WorkloadInfo info() const override;
   /// Runs the command at options.batch() with {steps} = warmup + steps. On CPU the budget
-  /// (options.limit_bytes()) is enforced on the process group's resident memory; on CUDA it
+  /// (options.limit_bytes()) is enforced on the process tree's resident memory; on CUDA it
   /// cannot be imposed on another process, so out of memory there is the framework's own.
   Trial run(const TrialOptions& options) override;
   int64_t held_bytes() override { return 0; }  ///< nothing is held before the child starts

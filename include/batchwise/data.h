@@ -54,7 +54,8 @@ Dataset load_idx_pair(const std::string& images_path, const std::string& labels_
 Dataset load_cifar10(const std::string& dir, bool train = true);
 
 /// Reads a NumPy .npy file (format 1.0-3.0, little-endian, C order) into a CPU tensor of its dtype
-/// and shape: bool, int8/16/32/64, uint8, float16/32/64. Throws DataError naming the file otherwise.
+/// and shape: bool, int8/16/32/64, uint8, float16/32/64, straight from the file into the tensor (the
+/// file's size in memory, once). Throws DataError naming the file otherwise.
 at::Tensor read_npy(const std::string& path);
 
 /// What the targets of a file dataset are: class labels (integers, for cross-entropy) or
@@ -66,7 +67,9 @@ enum class TargetKind { Classes, Values };
 Dataset load_npy(const std::string& features_path, const std::string& labels_path, TargetKind kind);
 
 /// A CSV file of numeric columns, with or without a header row; `label_column` is a header name or
-/// a 0-based index ("": the last column). Every other column is a float32 feature.
+/// a 0-based index ("": the last column). Every other column is a float32 feature. Read per RFC 4180
+/// (quoted fields with commas, line breaks and "" inside; CRLF or LF), numbers in one format whatever
+/// the locale ("1.5"). Throws DataError naming the file, line and column of a malformed field.
 Dataset load_csv(const std::string& path, const std::string& label_column, TargetKind kind);
 
 /// `size` seeded random uint8 images of `shape` ([C, H, W]) whose labels come from a fixed random
