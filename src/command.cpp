@@ -31,6 +31,7 @@
 #include "batchwise/units.h"
 #include "check.h"
 #include "nvml.h"
+#include "parse_number.h"
 #include "process_group.h"
 
 extern char** environ;  // copied into the child's environment
@@ -135,9 +136,8 @@ class ProtocolParser {
     return true;
   }
   static void real(const std::string& value, std::optional<double>& out) {
-    char* end = nullptr;
-    const double v = std::strtod(value.c_str(), &end);
-    if (!value.empty() && *end == '\0' && std::isfinite(v)) out = v;
+    double v = 0;
+    if (detail::parse_double(value, v)) out = v;  // locale-free: "1.5" under a comma-decimal locale too
   }
 
   CommandResult& r_;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "batchwise/memory.h"
+#include "batchwise/units.h"
 #include "check.h"
 #include "nvml.h"
 
@@ -85,6 +86,15 @@ Trial CommandRunner::run(const TrialOptions& o) {
   t.peak_allocated_bytes = t.peak_bytes;
   t.step_times_s = verdict.step_times_s;
   summarize_steps(t);
+  if (t.outcome == Outcome::Ok && !verdict.wall_timing && !result.step_samples.empty() && t.samples_per_s > 0) {
+    // Step lines that count their samples (`samples=`: an accumulated optimizer step, a ragged last
+    // batch) rescale the figure from the batch to the samples a median step trains.
+    std::vector<double> samples(result.step_samples.begin(), result.step_samples.end());
+    const double scale = median(samples) / static_cast<double>(t.batch);
+    t.samples_per_s *= scale;
+    t.samples_per_s_min *= scale;
+    t.samples_per_s_max *= scale;
+  }
   if (t.outcome == Outcome::Ok && verdict.samples_per_s > 0 && result.reported_samples_per_s) {
     t.samples_per_s = verdict.samples_per_s;  // the command's own figure wins over our step timing
     t.throughput_reported = true;

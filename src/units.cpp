@@ -5,18 +5,18 @@
 #include <cmath>
 
 #include "check.h"
+#include "parse_number.h"
 
 namespace batchwise {
 
 int64_t parse_bytes(const std::string& text, const std::string& what) {
   const std::string hint = "use a number with an optional unit, like 2GiB, 512MiB or 1.5GB";
-  size_t pos = 0;
+  // The number is the longest prefix of digits, sign, point and exponent that parses (locale-free).
+  size_t pos = text.find_first_not_of("0123456789.+-eE");
+  if (pos == std::string::npos) pos = text.size();
   double value = 0;
-  try {
-    value = std::stod(text, &pos);
-  } catch (const std::exception&) {
-    BATCHWISE_CHECK(false, ConfigError, "{}: '{}' is not a size; {}", what, text, hint);
-  }
+  while (pos > 0 && !detail::parse_double(std::string_view(text).substr(0, pos), value)) --pos;
+  BATCHWISE_CHECK(pos > 0, ConfigError, "{}: '{}' is not a size; {}", what, text, hint);
   std::string unit = text.substr(pos);
   unit.erase(std::remove_if(unit.begin(), unit.end(), [](unsigned char c) { return std::isspace(c); }),
              unit.end());

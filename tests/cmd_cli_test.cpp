@@ -94,6 +94,21 @@ TEST(Cmd, TheCommandsOwnThroughputIsWhatTheSweepRanks) {
   }
 }
 
+// Step lines that count their samples (an optimizer step over 4 accumulated batches of 8) set the
+// samples/s: 32 samples per 0.05 s step, not the batch of 8 (it once reported a quarter).
+TEST(Cmd, StepLinesSamplesSetTheThroughput) {
+  const fs::path json = scratch() / "cmd-accumulated.json";
+  const Outcome r = batchwise("sweep --cmd --batch-sizes 8 --repetitions 1 --warmup 1 --steps 4 -q --json " +
+                              json.string() + " -- python3 " + kCmdDir +
+                              "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.05 --accumulate 4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto& p = nlohmann::json::parse(slurp(json)).at("sweep").at("points").at(0);
+  ASSERT_EQ(p.at("outcome"), "ok") << p.dump();
+  const double median_step = p.at("step_time_s_median").get<double>();
+  ASSERT_GT(median_step, 0.04);
+  EXPECT_NEAR(p.at("samples_per_s").get<double>(), 32 / median_step, 1e-6 * 32 / median_step);
+}
+
 // Ctrl-C to batchwise: the running command (in its own process group, out of the terminal's
 // reach) is killed too, not left training.
 TEST(Cmd, InterruptingBatchwiseStopsTheRunningCommand) {
