@@ -51,14 +51,15 @@ def main():
 
     torch.manual_seed(0)
     config = GPT2Config(n_layer=2, n_head=4, n_embd=args.n_embd, n_positions=args.seq_len,
-                        vocab_size=args.vocab_size)
+                        vocab_size=args.vocab_size, bos_token_id=args.vocab_size - 1, eos_token_id=args.vocab_size - 1)
     model = GPT2LMHeadModel(config)
     data = CountingSequences(100_000, args.seq_len, args.vocab_size)
     with tempfile.TemporaryDirectory() as out:
         training = TrainingArguments(
             output_dir=out, per_device_train_batch_size=args.batch_size, gradient_accumulation_steps=args.accumulate,
             max_steps=args.max_steps, learning_rate=1e-3, logging_steps=args.logging_steps, save_strategy="no",
-            report_to="none", disable_tqdm=args.quiet, seed=0, dataloader_num_workers=0)
+            report_to="none", disable_tqdm=args.quiet, seed=0, dataloader_num_workers=0,
+            dataloader_pin_memory=torch.cuda.is_available())
         trainer = Trainer(model=model, args=training, train_dataset=data,
                           callbacks=[] if args.without_batchwise else [BatchwiseCallback()])
         result = trainer.train()
