@@ -128,7 +128,10 @@ def check_fit(opts, spec):
     check(peaks[b] - peaks[a] >= 32 << 20,
           f"peaks {peaks[a] >> 20} MiB at batch {a} and {peaks[b] >> 20} MiB at {b} are too close for a budget between them")
     budget = int((peaks[a] + peaks[b]) / 2 / TARGET)  # the target line halfway between the two peaks
+    # The fit's trials run the sweep's steps, so that their peaks are the sweep's (fewer steps can
+    # peak lower: a DataLoader's next batch, a third step's allocations).
     report, console = batchwise(opts, "fit", ["--mode", "power", "--min", str(a), "--max", str(b),
+                                              "--warmup", str(WARMUP), "--steps", str(STEPS),
                                               "--memory-budget", str(budget)], spec)
     fit = report["fit"]
     check(fit["outcome"] == "fits" and fit["batch"] == a,
