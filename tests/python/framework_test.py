@@ -35,6 +35,11 @@ SKIP = 77
 # extra environment, the two batch sizes of the sweep and the fit (the second twice the first, far
 # enough apart in memory that a budget between them is not a matter of noise), and the arguments
 # of a full run for `unchanged` (the example's own sizes, few steps, quiet) with the steps it makes.
+# The sweep and the fit run with the frameworks' progress bars and logs on (Keras's bar rewrites a
+# line of stdout with \r and backspaces, never ending it; the Trainer's tqdm bar does so on stderr
+# and it logs its loss every step, which the callback passes on as `batchwise: loss=` lines;
+# Lightning prints its model summary and, off a terminal, its Rich bar once): the protocol lines
+# must be read through them.
 FRAMEWORKS = {
     "lightning": dict(
         module="lightning.pytorch", script="examples/lightning_fashion_mnist.py", args=[], env={},
@@ -42,7 +47,7 @@ FRAMEWORKS = {
         accumulation=True),
     "transformers": dict(
         module="transformers", script="examples/transformers_gpt2.py",
-        args=["--seq-len", "64", "--n-embd", "64", "--vocab-size", "1024", "--quiet"], env={},
+        args=["--seq-len", "128", "--n-embd", "32", "--vocab-size", "2048", "--logging-steps", "1"], env={},
         batches=(64, 128), unchanged_args=["--batch-size", "4", "--max-steps", "6", "--logging-steps", "2",
                                            "--seq-len", "32", "--n-embd", "32", "--quiet"], steps=6,
         accumulation=True),
