@@ -115,10 +115,11 @@ def test_plain_loop(binary):
         with open(report) as f:
             points = json.load(f)["sweep"]["points"]
     for p in points:
-        times = p["step_times_s"]
+        times = sorted(p["step_times_s"])
+        # batchwise ranks by the median step (the wall-time fallback would carry a message instead)
         case(f"plain loop, batch {p['batch']}: ok, 4 step lines, samples/s from them (not the wall-time fallback)",
              p["outcome"] == "ok" and "message" not in p and p["steps_run"] == 4 and len(times) == 3 and
-             abs(p["samples_per_s"] - p["batch"] * 3 / sum(times)) <= 1e-6 * p["samples_per_s"], p)
+             abs(p["samples_per_s"] - p["batch"] / times[1]) <= 1e-6 * p["samples_per_s"], p)
     return 0
 
 
