@@ -20,7 +20,9 @@ def main():
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+    # Steps of some milliseconds: batchwise times a step line when it reads it, and lines that
+    # arrive in one read (sub-millisecond steps) would share a time.
+    model = nn.Sequential(nn.Linear(64, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     steps = batchwise.steps(args.steps)
     for step in itertools.count(1):
