@@ -66,6 +66,16 @@ if [ "$action" = test ] && ! "$python" -c "import torchvision" 2>/dev/null; then
   echo "bootstrap: installing torchvision for the tests (torch stays $torch_version)"
   "$python" -m pip install -q torchvision "torch==$torch_version"
 fi
+# The Python callbacks (python/) are tested with the real frameworks, pinned to the versions they
+# were tested with (test-only, like torchvision: batchwise and its Python package need none of them).
+python_frameworks=(lightning==2.6.6 transformers==5.23.0 keras==3.15.1)
+if [ "$action" = test ] && ! "$python" -c "
+import importlib.metadata as m, sys
+sys.exit(any(m.version(p.split('==')[0]) != p.split('==')[1] for p in sys.argv[1:]))" "${python_frameworks[@]}" 2>/dev/null; then
+  torch_version="$("$python" -c 'import torch; print(torch.__version__.split("+")[0])')"
+  echo "bootstrap: installing ${python_frameworks[*]} for the tests (torch stays $torch_version)"
+  "$python" -m pip install -q "${python_frameworks[@]}" "torch==$torch_version"
+fi
 
 # --- Build -------------------------------------------------------------------------------------
 launcher=()

@@ -1,0 +1,214 @@
+"""batchwise's `--cmd` line protocol for Python training scripts (docs/cmd.md, docs/python.md).
+
+Under `batchwise fit|sweep|tune --cmd -- python train.py --batch-size {batch}`, batchwise runs the
+script once per batch size with BATCHWISE_BATCH (the batch size) and BATCHWISE_STEPS (the step
+lines it wants) in the environment, and reads `batchwise:` lines from its output. This module reads
+those variables, prints one `batchwise: step samples=N loss=X` line per optimizer step, prints the
+device's memory peak, and says when the steps asked for are done, so the script can stop. Run
+without batchwise (neither variable set), every call here prints nothing and changes nothing.
+
+The framework callbacks are one line each; each module imports its framework, so import only the
+one you use:
+
+    batchwise.lightning.BatchwiseCallback          Lightning (`lightning.pytorch`)
+    batchwise.pytorch_lightning.BatchwiseCallback  the `pytorch_lightning` package
+    batchwise.transformers.BatchwiseCallback       Hugging Face Trainer
+    batchwise.keras.BatchwiseCallback              Keras 3 model.fit (torch, TensorFlow or JAX backend)
+
+A plain PyTorch or Accelerate loop calls step() after each optimizer step:
+
+    import batchwise
+    batch = batchwise.batch_size(default=64)       # BATCHWISE_BATCH, or your default
+    for x, y in loader:
+        ...
+        optimizer.step()
+        if batchwise.step(samples=len(x), loss=loss):  # True once the steps asked for are done
+            break
+    batchwise.peak()                                # CUDA's peak, where there is one
+
+Standard library only: the frameworks are imported by the callback modules, never here (torch,
+TensorFlow and JAX are only looked at when the script has imported them already).
+"""
+import os
+import sys
+
+__version__ = "0.1.0"
+
+#: The batch size of the trial (an integer >= 1), set by batchwise for the child command.
+BATCH_VARIABLE = "BATCHWISE_BATCH"
+#: The number of step lines batchwise wants (warm-up + measured steps), set with BATCH_VARIABLE.
+STEPS_VARIABLE = "BATCHWISE_STEPS"
+
+__all__ = ["BATCH_VARIABLE", "STEPS_VARIABLE", "BatchwiseError", "Reporter", "active", "batch_size",
+           "device_peak_bytes", "done", "peak", "step", "steps"]
+
+
+class BatchwiseError(ValueError):
+    """A BATCHWISE_ variable holds something batchwise never writes there (not a whole number >= 1)."""
+
+
+def _positive_int(name):
+    """The variable's value as an int >= 1; None when it is not set. Raises BatchwiseError."""
+    text = os.environ.get(name)
+    if text is None:
+        return None
+    stripped = text.strip()
+    if not stripped.isdigit() or not stripped.isascii() or int(stripped) < 1:
+        raise BatchwiseError(
+            f"{name}={text!r}: expected a whole number of at least 1 (batchwise sets it for each trial "
+            f"of `--cmd`); unset {name} to train with the script's own value")
+    return int(stripped)
+
+
+def active():
+    """Whether the script runs under batchwise (BATCHWISE_BATCH or BATCHWISE_STEPS is set)."""
+    return BATCH_VARIABLE in os.environ or STEPS_VARIABLE in os.environ
+
+
+def batch_size(default=None):
+    """The batch size batchwise is trying (BATCHWISE_BATCH), or `default` when not run by batchwise.
+
+    Raises BatchwiseError when the variable is set to anything but a whole number >= 1."""
+    value = _positive_int(BATCH_VARIABLE)
+    return default if value is None else value
+
+
+def steps(default=None):
+    """The optimizer steps batchwise wants (BATCHWISE_STEPS: warm-up + measured), or `default`.
+
+    Raises BatchwiseError when the variable is set to anything but a whole number >= 1."""
+    value = _positive_int(STEPS_VARIABLE)
+    return default if value is None else value
+
+
+def _rank_zero():
+    # torchrun, Accelerate and Lightning's launchers set RANK; a single process has none.
+    text = os.environ.get("RANK", "0").strip()
+    return not text.isdigit() or int(text) == 0
+
+
+def _synchronize():
+    """Waits for the CUDA device, so a step line marks the end of the step's work, not of its launch."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def device_peak_bytes():
+    """The largest device memory this process has held, in bytes, or None where nothing says.
+
+    torch (CUDA): torch.cuda.max_memory_reserved(), the caching allocator's peak (what the process
+    took from the device: allocated tensors plus the cache, so fragmentation counts), largest over
+    the devices this process used. TensorFlow: get_memory_info()["peak"] of its GPUs. JAX: its GPU
+    devices' peak_bytes_in_use. Only frameworks the script has imported already are asked; a CPU
+    run gives None (batchwise measures the process's resident memory itself)."""
+    peaks = []
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        peaks += [torch.cuda.max_memory_reserved(i) for i in range(torch.cuda.device_count())]
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        try:
+            for device in tf.config.list_logical_devices("GPU"):
+                peaks.append(tf.config.experimental.get_memory_info(device.name)["peak"])
+        except (AttributeError, ValueError, RuntimeError):  # an old TensorFlow, or no memory info
+            pass
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        try:
+            for device in jax.local_devices():
+                stats = device.memory_stats() if device.platform == "gpu" else None
+                if stats and "peak_bytes_in_use" in stats:
+                    peaks.append(stats["peak_bytes_in_use"])
+        except (AttributeError, RuntimeError):
+            pass
+    peaks = [int(p) for p in peaks if p]
+    return max(peaks) if peaks else None
+
+
+def _write(text):
+    """Prints one protocol line on stdout, in one write() of the file descriptor.
+
+    The line starts on a fresh line: a progress bar (tqdm writes `\\r` updates without a newline)
+    may have left a partial line, and batchwise reads only lines that begin with `batchwise:`.
+    Written to fd 1 directly, after flushing sys.stdout, so nothing can split it."""
+    try:
+        sys.stdout.flush()
+    except (AttributeError, ValueError, OSError):
+        pass
+    data = ("\nbatchwise: " + text + "\n").encode()
+    while data:
+        data = data[os.write(1, data):]
+
+
+class Reporter:
+    """Step lines for one training run: counts optimizer steps and says when to stop.
+
+    `main_process`: whether this process prints step lines (default: RANK is unset or 0); in a
+    data-parallel run only rank 0 prints them, with the global batch as `samples`, and every rank
+    counts steps so all stop together. Every process prints its own peak (batchwise keeps the
+    largest). Reads and checks BATCHWISE_BATCH and BATCHWISE_STEPS when made (BatchwiseError)."""
+
+    def __init__(self, main_process=None):
+        self.active = active()
+        self.batch = batch_size()    # None when not run by batchwise
+        self.steps = steps()         # None: no limit
+        self.main_process = _rank_zero() if main_process is None else bool(main_process)
+        self.steps_done = 0
+
+    def step(self, samples=None, loss=None):
+        """Reports one optimizer step: `samples` in it (default: the batch size) and its `loss`
+        (a number or a tensor; optional). Returns True once the steps batchwise asked for are done,
+        and always False when not run by batchwise, where it prints nothing."""
+        if not self.active:
+            return False
+        self.steps_done += 1
+        if self.main_process:
+            _synchronize()
+            words = ["step"]
+            if samples is not None:
+                words.append(f"samples={int(samples)}")
+            if loss is not None:
+                words.append(f"loss={float(loss):.6g}")  # float() of a device tensor waits for it too
+            _write(" ".join(words))
+        return self.done()
+
+    def done(self):
+        """Whether the steps batchwise asked for are done (False when not run by batchwise)."""
+        return self.active and self.steps is not None and self.steps_done >= self.steps
+
+    def peak(self):
+        """Prints `batchwise: peak_bytes=N` (device_peak_bytes()) when run by batchwise and there is
+        a figure; nothing on CPU."""
+        if not self.active:
+            return
+        value = device_peak_bytes()
+        if value is not None:
+            _write(f"peak_bytes={value}")
+
+
+_default = None
+
+
+def _reporter():
+    global _default
+    if _default is None:
+        _default = Reporter()
+    return _default
+
+
+def step(samples=None, loss=None):
+    """Reports one optimizer step of this process's loop (see Reporter.step); True once the steps
+    batchwise asked for are done: break out of the loop then."""
+    return _reporter().step(samples, loss)
+
+
+def done():
+    """Whether this process's loop has reported the steps batchwise asked for."""
+    return _reporter().done()
+
+
+def peak():
+    """Prints this process's device-memory peak for batchwise (see Reporter.peak); call it once,
+    after the loop."""
+    _reporter().peak()

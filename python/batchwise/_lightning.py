@@ -1,0 +1,74 @@
+"""The Lightning callback's body, shared by batchwise.lightning (`lightning.pytorch`) and
+batchwise.pytorch_lightning (the `pytorch_lightning` package): a Trainer accepts only callbacks
+derived from its own package's Callback class. Imports no framework."""
+from collections.abc import Mapping
+
+from . import Reporter
+
+
+def batch_samples(batch):
+    """Samples in a batch as a DataLoader yields it: the first dimension of its first tensor (a
+    tensor, or one inside a tuple, list or dict, searched in order); None when it has none."""
+    shape = getattr(batch, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) > 0 else None
+    if isinstance(batch, Mapping):
+        batch = list(batch.values())
+    if isinstance(batch, (list, tuple)):
+        for item in batch:
+            samples = batch_samples(item)
+            if samples is not None:
+                return samples
+    return None
+
+
+def step_loss(outputs):
+    """The loss a training_step returned: the tensor itself, or a dict's "loss"; None otherwise."""
+    if isinstance(outputs, Mapping):
+        return outputs.get("loss")
+    return outputs if hasattr(outputs, "item") else None
+
+
+class LightningReporting:
+    """One `batchwise: step` line per optimizer step of a Lightning Trainer, stop after the steps
+    batchwise asks for, the CUDA peak at the end. Mixed into each package's Callback class."""
+
+    def __init__(self):
+        super().__init__()
+        self._reporter = Reporter()  # checks BATCHWISE_BATCH and BATCHWISE_STEPS now
+        self._last_global_step = 0
+        self._samples = 0
+        self._loss = None
+
+    def on_train_start(self, trainer, pl_module):
+        self._reporter.main_process = trainer.is_global_zero
+        self._last_global_step = trainer.global_step
+        self._samples = 0
+        self._loss = None
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if not self._reporter.active:
+            return
+        samples = batch_samples(batch)
+        self._samples += samples if samples is not None else (self._reporter.batch or 0)
+        # Lightning hands each batch's loss divided by accumulate_grad_batches: their sum is the
+        # optimizer step's mean loss. Added as tensors, so only the step line waits for the device.
+        loss = step_loss(outputs)
+        if loss is not None:
+            loss = loss.detach() if hasattr(loss, "detach") else loss
+            self._loss = loss if self._loss is None else self._loss + loss
+        # With accumulate_grad_batches = k, the optimizer steps (and global_step rises) every k
+        # batches: the step line waits for it and counts all k batches' samples, on every rank.
+        if trainer.global_step == self._last_global_step:
+            return
+        self._last_global_step = trainer.global_step
+        total = self._samples * trainer.world_size if self._samples else None
+        loss, self._samples, self._loss = self._loss, 0, None
+        if self._reporter.step(total, loss):
+            self._reporter.peak()
+            # Stops after this batch (Lightning still runs validation when it is due, and whatever
+            # follows fit() in the script); min_steps / min_epochs, if set, can delay the stop.
+            trainer.should_stop = True
+
+    def on_train_end(self, trainer, pl_module):
+        self._reporter.peak()
