@@ -88,12 +88,16 @@ Trial CommandRunner::run(const TrialOptions& o) {
   summarize_steps(t);
   if (t.outcome == Outcome::Ok && !verdict.wall_timing && !result.step_samples.empty() && t.samples_per_s > 0) {
     // Step lines that count their samples (`samples=`: an accumulated optimizer step, a ragged last
-    // batch) rescale the figure from the batch to the samples a median step trains.
+    // batch) rescale the figure from the batch to the samples a median step trains: the command's
+    // own count, so a sweep aggregates this figure rather than batch / median step.
     std::vector<double> samples(result.step_samples.begin(), result.step_samples.end());
     const double scale = median(samples) / static_cast<double>(t.batch);
-    t.samples_per_s *= scale;
-    t.samples_per_s_min *= scale;
-    t.samples_per_s_max *= scale;
+    if (scale != 1) {
+      t.samples_per_s *= scale;
+      t.samples_per_s_min *= scale;
+      t.samples_per_s_max *= scale;
+      t.throughput_reported = true;
+    }
   }
   if (t.outcome == Outcome::Ok && verdict.samples_per_s > 0 && result.reported_samples_per_s) {
     t.samples_per_s = verdict.samples_per_s;  // the command's own figure wins over our step timing

@@ -102,7 +102,8 @@ TEST(Cmd, StepLinesSamplesSetTheThroughput) {
                               json.string() + " -- python3 " + kCmdDir +
                               "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.05 --accumulate 4");
   ASSERT_EQ(r.code, 0) << r.err;
-  const auto& p = nlohmann::json::parse(slurp(json)).at("sweep").at("points").at(0);
+  const auto j = nlohmann::json::parse(slurp(json));
+  const auto& p = j.at("sweep").at("points").at(0);
   ASSERT_EQ(p.at("outcome"), "ok") << p.dump();
   const double median_step = p.at("step_time_s_median").get<double>();
   ASSERT_GT(median_step, 0.04);

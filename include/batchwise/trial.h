@@ -150,8 +150,9 @@ struct Trial {
   double samples_per_s = 0;         ///< batch / median step time; 0 unless ok
   double samples_per_s_min = 0;     ///< from the slowest step
   double samples_per_s_max = 0;     ///< from the fastest step
-  /// samples_per_s is the trained program's own figure (a command's `samples_per_s=` line), not
-  /// batch / median step time; a sweep then aggregates those figures (median over repetitions).
+  /// samples_per_s is the trained program's own figure (a command's `samples_per_s=` line, or its
+  /// step lines' `samples=` over the median step), not batch / median step time; a sweep then
+  /// aggregates those figures (median over repetitions).
   bool throughput_reported = false;
   double step_time_s_median = 0;
   double step_time_s_stddev = 0;
