@@ -201,10 +201,19 @@ std::vector<int64_t> race_candidates(const std::vector<Trial>& points, int count
   double best = 0;
   for (const auto& p : points)
     if (p.outcome == Outcome::Ok) best = std::max(best, p.samples_per_s);
-  std::vector<const Trial*> kept;
+  std::vector<const Trial*> ok;
   for (const auto& p : points)
-    if (p.outcome == Outcome::Ok && p.samples_per_s >= 0.5 * best) kept.push_back(&p);
-  std::sort(kept.begin(), kept.end(), [](const Trial* a, const Trial* b) { return a->batch < b->batch; });
+    if (p.outcome == Outcome::Ok) ok.push_back(&p);
+  std::sort(ok.begin(), ok.end(), [](const Trial* a, const Trial* b) { return a->batch < b->batch; });
+  // A batch more than 5 % slower than a smaller one is dominated: at equal time it trains fewer
+  // samples, and a sample in a bigger batch moves the loss no more than one in a smaller batch
+  // (McCandlish et al. 2018). Of the rest, those with at least 40 % of the best samples/s.
+  std::vector<const Trial*> kept;
+  double fastest_below = 0;
+  for (const Trial* p : ok) {
+    if (p->samples_per_s >= 0.4 * best && p->samples_per_s >= 0.95 * fastest_below) kept.push_back(p);
+    fastest_below = std::max(fastest_below, p->samples_per_s);
+  }
   while (static_cast<int>(kept.size()) > std::max(1, count)) {
     if (kept.front()->samples_per_s < kept.back()->samples_per_s)
       kept.erase(kept.begin());
@@ -279,7 +288,7 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   std::vector<int> sizes = rung_sizes(static_cast<int>(candidates.size()));
   double units = 0;
   for (size_t r = 0; r < sizes.size(); ++r) units += sizes[r] * std::pow(2.0, static_cast<double>(r));
-  const double first = o.budget_s() / units;
+  double first = o.budget_s() / units;
   // A candidate whose steps do not fit the first rung is left out; the rungs are planned without it.
   std::vector<std::pair<int64_t, double>> kept;
   for (const auto& [batch, rate] : candidates) {
@@ -298,6 +307,11 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
     return race;
   }
   sizes = rung_sizes(static_cast<int>(kept.size()));
+  if (kept.size() < candidates.size()) {  // the whole budget for those that run
+    units = 0;
+    for (size_t r = 0; r < sizes.size(); ++r) units += sizes[r] * std::pow(2.0, static_cast<double>(r));
+    first = o.budget_s() / units;
+  }
 
   struct Live {
     RaceEntry entry;
@@ -411,8 +425,17 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
       if (std::find(alive.begin(), alive.end(), i) == alive.end()) entries[i].state.reset();
   }
   if (!alive.empty()) race.best_batch = entries[alive.front()].entry.batch;
+  // Within 5 %: those predicted within 1.05 of their rung's best, and every entry between them (time
+  // to a target is unimodal in the batch: if 32 and 128 are as good as the best, so is 64).
+  std::optional<int64_t> low, high;
+  for (const auto& live : entries)
+    if (!live.failed && live.entry.time_ratio && *live.entry.time_ratio <= 1.05) {
+      low = std::min(low.value_or(live.entry.batch), live.entry.batch);
+      high = std::max(high.value_or(live.entry.batch), live.entry.batch);
+    }
   for (auto& live : entries) {
-    if (live.entry.time_ratio && *live.entry.time_ratio <= 1.05) race.within_5_percent.push_back(live.entry.batch);
+    if (low && live.entry.batch >= *low && live.entry.batch <= *high && !live.failed)
+      race.within_5_percent.push_back(live.entry.batch);
     race.entries.push_back(std::move(live.entry));
   }
   race.wall_s = since(start);

@@ -185,7 +185,7 @@ struct BatchRace {
   std::vector<std::string> notes;
   std::optional<int64_t> best_batch;
   /// Batches whose predicted time to their last rung's best loss is within 5 % of that rung's
-  /// horizon: how flat the optimum is.
+  /// horizon, and those between them: how flat the optimum is.
   std::vector<int64_t> within_5_percent;
   std::string held_out;                 ///< what the evaluations ran on
   double wall_s = 0;
@@ -199,8 +199,9 @@ struct BatchRace {
 /// ConfigError for mismatched options or none.
 BatchRace race_batches(ModuleWorkload& workload, const Dataset& held_out, const BatchRaceOptions& options);
 
-/// The race's candidates from a sweep: ok points with at least half the best samples/s, at most
-/// `count`, dropping from whichever end is slower.
+/// The race's candidates from a sweep: ok points with at least 40 % of the best samples/s and not
+/// more than 5 % slower than a smaller batch (dominated), at most `count`, dropping from whichever
+/// end is slower.
 std::vector<int64_t> race_candidates(const std::vector<Trial>& sweep_points, int count = 6);
 
 /// The recommendation from a race: its best batch, explained with the race's figures, the flat range,
