@@ -322,6 +322,26 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
                          " --batch-sizes 64", 2, "--dataset csv: validation needs a held-out test split");
 }
 
+// The linear rule hands lenet 0.64 at 2048 and 1.28 at 4096, rates at which it never left chance
+// accuracy; the rates validate trains with (the rule capped by a range test from the same
+// weights) leave it, and the recommended rate is the one the winner trained with.
+TEST(Cli, LargeBatchesTrainAtTheirCappedRates) {
+  const fs::path json = scratch() / "large.json";
+  const Outcome r = batchwise("validate --model lenet --batch-sizes 2048,4096 --target-accuracy 0.3 --max-epochs 1 "
+                              "--held-out-samples 2000 --eval-every 4096 --no-history -q --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  for (const auto& run : j.at("validation").at("runs")) {
+    EXPECT_TRUE(run.at("reached").get<bool>()) << run.dump();
+    EXPECT_TRUE(run.at("lr_capped").get<bool>()) << run.dump();
+    EXPECT_LT(run.at("lr").get<double>(), 0.01 * run.at("batch").get<double>() / 32);
+  }
+  const int64_t soonest = j.at("validation").at("fastest_batch");
+  for (const auto& run : j.at("validation").at("runs"))
+    if (run.at("batch") == soonest) EXPECT_DOUBLE_EQ(j.at("lr").at("lr").get<double>(), run.at("lr").get<double>());
+  EXPECT_TRUE(j.at("lr").at("capped").get<bool>()) << j.at("lr").dump();
+}
+
 TEST(Cli, TuneValidateConfirmsOrCorrectsTheRecommendation) {
   const fs::path json = scratch() / "tune-validate.json";
   const Outcome r = batchwise("tune --model mlp --min 32 --max 128 --fit-steps 1 --steps 2 --repetitions 1 --no-noise "

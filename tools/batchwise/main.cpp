@@ -787,8 +787,14 @@ int run(const std::string& command, Flags& f) {
     // rank); an accumulated or multi-device step is not range-tested here.
     const bool one_step = report.accumulation && report.accumulation->accumulation_steps == 1 &&
                           report.accumulation->world_size == 1;
-    if ((command == "tune" || (command == "plan" && one_step)) && module_workload && !data_parallel &&
-        f.workload.precision() != "fp16") {
+    std::optional<LrAdvice> validated;  // the rate a validation trained this batch with
+    if (report.validation)
+      for (const auto& run : report.validation->runs)
+        if (run.batch == *lr_batch) validated = run.lr;
+    if (validated) {
+      report.lr = *validated;
+    } else if ((command == "tune" || (command == "plan" && one_step)) && module_workload && !data_parallel &&
+               f.workload.precision() != "fp16") {
       if (report.race)
         for (const auto& e : report.race->entries)
           if (e.batch == *lr_batch && e.rungs > 0) report.lr = e.lr;
