@@ -534,6 +534,11 @@ std::string race_section(const json& r) {
   size_t i = 0;
   for (const auto& e : array(*race, "entries")) {
     json points = json::array();
+    if (array(e, "curve").empty()) {  // left out before its first rung: a table row, no line
+      rows += fmt::format("<tr class=\"bad\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td colspan=\"7\">{}</td></tr>\n",
+                          esc(str(e, "batch")), esc(grouped(num(e, "samples_per_s").value_or(0))), esc(str(e, "message")));
+      continue;
+    }
     for (const auto& p : array(e, "curve"))
       points.push_back({{"x", num(p, "train_s").value_or(0)}, {"y", num(p, "loss").value_or(0)}});
     const json lr = e.value("lr", json::object());

@@ -173,6 +173,9 @@ def expected_points(report):
     if profiles:
         expected["chart-profile"] = {phase: len(profiles) for phase in ("data", "to device", "forward", "backward",
                                                                          "optimizer")}
+    raced = [e for e in (report.get("race") or {}).get("entries") or [] if e.get("curve")]
+    if raced:
+        expected["chart-race"] = {f"batch {e['batch']} (": len(e["curve"]) for e in raced}
     runs = (report.get("validation") or {}).get("runs") or []
     if runs:
         expected["chart-validation"] = {f"batch {run['batch']} ": len(run.get("curve") or []) for run in runs}
