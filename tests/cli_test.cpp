@@ -31,11 +31,11 @@ TEST(Cli, MalformedOptions) {
   // Counted before expanded (it once ended in std::bad_alloc); zero classes or processes are refused.
   expect_clean_error("sweep --model mlp --dataset synthetic --batch-sizes 1-999999999999+1", 2,
                      "--batch-sizes: range '1-999999999999+1' is 999999999999 batch sizes, each a trial; at most 1024");
-  expect_clean_error("fit --model mlp --dataset synthetic --num-classes 0", 2, "--num-classes 0: a classifier needs at least 2 classes");
-  expect_clean_error("fit --model mlp --dataset synthetic --nproc 0", 2, "--nproc 0: give the number of local processes, 1 to 1024");
+  expect_clean_error("fit --model mlp --dataset synthetic --num-classes 0", 2, "--num-classes: 0: must be at least 2 (a classifier needs at least 2 classes");
+  expect_clean_error("fit --model mlp --dataset synthetic --nproc 0", 2, "--nproc: 0: must be at least 1 (the number of local processes)");
   expect_clean_error("sweep --batch-sizes 16,,32", 2, "--batch-sizes: '' is not a batch size");
   expect_clean_error("sweep --model mlp", 2, "no batch sizes; pass --batch-sizes");
-  expect_clean_error("fit --model mlp --dataset synthetic --target 2", 2, "--target 2: must be a fraction");
+  expect_clean_error("fit --model mlp --dataset synthetic --target 2", 2, "--target: 2: must be at most 1 (a fraction of the budget)");
   expect_clean_error("fit --model transformer --dataset synthetic --seq-len 128-32", 2,
                      "--seq-len: range '128-32' runs backwards");
 }

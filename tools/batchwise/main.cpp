@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -107,6 +108,56 @@ struct Flags {
   double dist_timeout_s = 300;
   std::string dist_backend = "auto";
 };
+
+// What each numeric flag accepts, wherever a subcommand declares it: CLI11 checks the value as it
+// parses, before anything runs, and the message names the flag ("--steps: 0: must be at least 1").
+// Non-numbers, NaN and infinities are refused too, and the upper bounds keep a typo from asking for
+// 10^12 of anything. Omitting a flag keeps its default (often "0: none" or "the device's").
+struct Bound {
+  const char* flag;
+  double low;
+  bool low_open;  // the value must be above `low`, not merely at least it
+  double high;
+  const char* why = nullptr;  // said after the bound
+};
+constexpr double kMaxBatch = 1 << 30, kMaxCount = 1e7, kMaxSeconds = 1e7;
+constexpr Bound kBounds[] = {
+    {"--min", 1, false, kMaxBatch}, {"--max", 1, false, kMaxBatch}, {"--multiple-of", 1, false, kMaxBatch},
+    {"--batch", 1, false, kMaxBatch}, {"--micro-batch", 1, false, kMaxBatch}, {"--base-batch", 1, false, kMaxBatch},
+    {"--global-batch", 1, false, kMaxBatch}, {"--max-micro-batch", 1, false, kMaxBatch},
+    {"--steps", 1, false, kMaxCount}, {"--fit-steps", 1, false, kMaxCount}, {"--noise-steps", 2, false, kMaxCount},
+    {"--warmup", 0, false, kMaxCount}, {"--repetitions", 1, false, 1000}, {"--accumulation-steps", 1, false, 65536},
+    {"--limit", 1, false, kMaxCount}, {"--prefetch", 1, false, 1024}, {"--workers", 0, false, 256},
+    {"--threads", 1, false, 4096, "leave it out for torch's choice"},
+    {"--nproc", 1, false, 1024, "the number of local processes"}, {"--world-size", 1, false, 1 << 20},
+    {"--num-classes", 2, false, kMaxCount, "a classifier needs at least 2 classes; leave it out to use the largest label + 1"}, {"--synthetic-size", 1, false, 1e9}, {"--io-latency-us", 0, false, 1e7},
+    {"--seed", 0, false, 18446744073709551615.0}, {"--held-out-samples", 1, false, 1e9},
+    {"--eval-every", 1, false, 1e12}, {"--lr", 0, true, 1e6}, {"--target", 0, true, 1, "a fraction of the budget"},
+    {"--target-accuracy", 0, true, 1}, {"--target-loss", 0, true, 1e9}, {"--max-epochs", 0, true, 1e6},
+    {"--max-seconds", 0, false, kMaxSeconds}, {"--trial-timeout", 0, false, kMaxSeconds},
+    {"--dist-timeout", 0, true, kMaxSeconds}, {"--advice-budget", 0, true, kMaxSeconds},
+    {"--reuse-max-age", 0, false, 1e7}, {"--stop-slower-than", 1, false, 1e6},
+};
+
+CLI::Validator in_range(const Bound& b) {
+  return CLI::Validator(
+      [b](std::string& value) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(value, v) || !std::isfinite(v)) return fmt::format("{}: not a finite number", value);
+        const std::string why = b.why ? fmt::format(" ({})", b.why) : "";
+        if (b.low_open ? v <= b.low : v < b.low)
+          return fmt::format("{}: must be {} {:.15g}{}", value, b.low_open ? "above" : "at least", b.low, why);
+        if (v > b.high) return fmt::format("{}: must be at most {:.15g}{}", value, b.high, why);
+        return "";
+      },
+      "", "range");
+}
+
+void bound_numeric_flags(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    for (const Bound& b : kBounds)
+      if (CLI::Option* option = sub->get_option_no_throw(b.flag)) option->check(in_range(b));
+}
 
 // This process's rank in a data-parallel run (0 otherwise), for its messages.
 int env_rank() {
@@ -288,14 +339,13 @@ void add_validate_flags(CLI::App* cmd, Flags& f) {
                   "evaluate on the first N held-out samples (default: all; fewer evaluate faster, less precisely)");
   cmd->add_option("--stop-slower-than", f.stop_slower_than,
                   "stop a candidate once its training time passes this multiple of the fastest so far (e.g. 1.5; "
-                  "default 0: never)");
+                  "default: never)");
   cmd->add_flag("--rule-lr", f.rule_lr,
                 "train each candidate at the scaling rule's rate alone (Goyal's epochs of warm-up), not the rate "
                 "tune advises (the rule capped by a range test at that batch)");
 }
 
 int run_doctor_command(const Flags& f) {
-  if (f.threads < 0) throw ConfigError(fmt::format("--threads {}: must be positive", f.threads));
   if (f.threads > 0) torch::set_num_threads(f.threads);
   const DoctorReport d = run_doctor();
   std::cout << to_table(d) << std::flush;
@@ -350,7 +400,6 @@ int run(const std::string& command, Flags& f) {
   if (command == "doctor") return run_doctor_command(f);
   CpuMemoryTracker::install();  // before any model exists, so its tensors are counted
   if (f.threads > 0) torch::set_num_threads(f.threads);
-  if (f.threads < 0) throw ConfigError(fmt::format("--threads {}: must be positive", f.threads));
   {
     // "64" or a range "32-128": only its shortest and longest length matter.
     const auto lengths = parse_batch_sizes(f.seq_len, "--seq-len");
@@ -1057,29 +1106,20 @@ int main(int argc, char** argv) {
   report_cmd->add_option("-o,--output", f.html, "the HTML file to write (default: the report's name with .html)");
   report_cmd->footer("Example:\n  batchwise tune --json run.json\n  batchwise report run.json -o report.html   # open it in a browser");
 
+  bound_numeric_flags(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
+  } catch (const CLI::ParseError& e) {  // one line, as every other usage error
+    const auto parsed = app.get_subcommands();
+    const std::string name = parsed.empty() ? "" : " " + parsed.front()->get_name();
+    fmt::print(stderr, "batchwise{}: {}; see batchwise{} --help\n", name, e.what(), name);
     return kExitUsage;
   }
 
   const std::string command = app.get_subcommands().front()->get_name();
-  // 0 is each flag's "not given"; given, it must make sense.
-  if (const CLI::Option* o = app.get_subcommands().front()->get_option_no_throw("--nproc");
-      o && o->count() > 0 && (f.nproc < 1 || f.nproc > 1024)) {
-    fmt::print(stderr, "batchwise {}: --nproc {}: give the number of local processes, 1 to 1024\n", command, f.nproc);
-    return kExitUsage;
-  }
-  if (const CLI::Option* o = app.get_subcommands().front()->get_option_no_throw("--num-classes");
-      o && o->count() > 0 && f.workload.num_classes() < 2) {
-    fmt::print(stderr, "batchwise {}: --num-classes {}: a classifier needs at least 2 classes (leave it out to use the "
-                       "largest label + 1)\n",
-               command, f.workload.num_classes());
-    return kExitUsage;
-  }
   if (f.nproc > 1 && !cli::launched_rank())
     return cli::launch_ranks(f.nproc, argc, argv, f.dist_timeout_s + 10, kExitDistributed);
   // A rank other than 0 of a data-parallel run says which it is (its input may differ: its device).
