@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "batchwise/memory.h"
 #include "batchwise/units.h"
 #include "check.h"
@@ -23,21 +25,36 @@ CommandRunner::CommandRunner(std::vector<std::string> argv, const std::string& d
   BATCHWISE_CHECK(!argv_.empty(), ConfigError,
                   "--cmd: no command; give it after --, e.g. --cmd -- python train.py --batch-size {{batch}}");
   (void)substitute(argv_, 1, 1);  // an unknown {placeholder} is a ConfigError now, not at the first trial
-  if (device.rfind("cuda", 0) == 0) {
+  const auto& nvml = detail::shared_nvml();
+  const bool any_gpu = nvml.available() && nvml.index_of_cuda_device(0).has_value();
+  const std::string wanted = device == "auto" ? (any_gpu ? "cuda" : "cpu") : device;
+  if (wanted.rfind("cuda", 0) == 0) {
     cuda_ = true;
-    const std::string index = device.size() > 5 && device[4] == ':' ? device.substr(5) : "";
-    BATCHWISE_CHECK(device == "cuda" || (!index.empty() && index.size() <= 3 &&
+    const std::string index = wanted.size() > 5 && wanted[4] == ':' ? wanted.substr(5) : "";
+    BATCHWISE_CHECK(wanted == "cuda" || (!index.empty() && index.size() <= 3 &&
                                          index.find_first_not_of("0123456789") == std::string::npos),
-                    ConfigError, "--device {} with --cmd: choose cpu, cuda or cuda:N", device);
+                    ConfigError, "--device {} with --cmd: choose cpu, cuda, cuda:N or auto", device);
     cuda_index_ = index.empty() ? 0 : std::stoi(index);
-    const auto& nvml = detail::shared_nvml();
-    BATCHWISE_CHECK(nvml.available() && cuda_index_ < nvml.device_count(), DeviceError,
+    BATCHWISE_CHECK(nvml.available() && nvml.device_count() > 0, DeviceError,
                     "--device {} with --cmd: the command's device memory is read through NVML, which {}; use "
                     "--device cpu, or run where the NVIDIA driver is installed",
                     device, nvml.available() ? fmt::format("finds {} device(s)", nvml.device_count()) : nvml.reason());
+    const std::optional<int> mapped = nvml.index_of_cuda_device(cuda_index_);
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    BATCHWISE_CHECK(mapped.has_value(), DeviceError,
+                    "--device {} with --cmd: NVML finds {} device(s), none of them the command's CUDA device {}{}; "
+                    "give an index the command can see",
+                    device, nvml.device_count(), cuda_index_,
+                    visible ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : std::string());
+    nvml_index_ = *mapped;
   } else {
-    BATCHWISE_CHECK(device == "cpu", ConfigError, "--device {} with --cmd: choose cpu, cuda or cuda:N", device);
+    BATCHWISE_CHECK(wanted == "cpu", ConfigError, "--device {} with --cmd: choose cpu, cuda, cuda:N or auto", device);
   }
+}
+
+std::string CommandRunner::device_name() const {
+  if (!cuda_) return "cpu";
+  return detail::shared_nvml().name(nvml_index_).value_or(fmt::format("CUDA device {}", cuda_index_));
 }
 
 WorkloadInfo CommandRunner::info() const {
@@ -52,7 +69,7 @@ WorkloadInfo CommandRunner::info() const {
 
 int64_t CommandRunner::device_total_bytes() {
   if (!cuda_) return available_ram_bytes();
-  const auto memory = detail::shared_nvml().memory_info(cuda_index_);
+  const auto memory = detail::shared_nvml().memory_info(nvml_index_);
   return memory ? memory->total_bytes : 0;
 }
 

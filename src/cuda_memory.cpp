@@ -64,6 +64,13 @@ std::string cuda_device_name(int index) {
   return props.name;
 }
 
+std::optional<PciLocation> cuda_pci_location(int index) {
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, index) != cudaSuccess) return std::nullopt;
+  return PciLocation{static_cast<unsigned>(props.pciDomainID), static_cast<unsigned>(props.pciBusID),
+                     static_cast<unsigned>(props.pciDeviceID)};
+}
+
 bool built_with_cuda() { return true; }
 
 }  // namespace batchwise::detail

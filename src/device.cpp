@@ -24,6 +24,7 @@ const char* kNoCuda =
     "--device cuda";
 std::unique_ptr<DeviceMemory> cuda_memory(int) { throw DeviceError(kNoCuda); }
 std::string cuda_device_name(int) { throw DeviceError(kNoCuda); }
+std::optional<PciLocation> cuda_pci_location(int) { return std::nullopt; }
 bool built_with_cuda() { return false; }
 }  // namespace detail
 #endif

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <unordered_set>
 
 namespace batchwise::detail {
@@ -29,6 +31,16 @@ struct nvmlMemory_t {
   unsigned long long used;
 };
 
+struct nvmlPciInfo_t {  // nvmlPciInfo_v3 layout
+  char busIdLegacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[32];
+};
+
 struct nvmlUtilization_t {
   unsigned int gpu;
   unsigned int memory;
@@ -49,6 +61,9 @@ struct Nvml::Api {
   nvmlReturn_t (*power)(nvmlDevice_t, unsigned int*) = nullptr;                 // milliwatts
   nvmlReturn_t (*clock)(nvmlDevice_t, int /*nvmlClockType_t*/, unsigned int*) = nullptr;
   nvmlReturn_t (*temperature)(nvmlDevice_t, int /*nvmlTemperatureSensors_t*/, unsigned int*) = nullptr;
+  nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*uuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*pci_info)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
   bool initialized = false;  // nvmlShutdown only after a successful nvmlInit_v2
 
   std::string describe(nvmlReturn_t code) const {
@@ -92,6 +107,9 @@ Nvml::Nvml() {
   load(library_, "nvmlDeviceGetPowerUsage", api_->power);
   load(library_, "nvmlDeviceGetClockInfo", api_->clock);
   load(library_, "nvmlDeviceGetTemperature", api_->temperature);
+  load(library_, "nvmlDeviceGetName", api_->name);
+  load(library_, "nvmlDeviceGetUUID", api_->uuid);
+  load(library_, "nvmlDeviceGetPciInfo_v3", api_->pci_info);
   if (missing) {
     reason_ = std::string("libnvidia-ml.so.1 has no ") + missing + " (driver too old?)";
     return;
@@ -170,6 +188,81 @@ std::optional<Nvml::Sample> Nvml::sample(int index) const {
   if (api_->temperature && api_->temperature(device, kTemperatureGpu, &value) == kNvmlSuccess)
     s.temperature_c = static_cast<int>(value);
   return s;
+}
+
+std::optional<std::string> Nvml::name(int index) const {
+  if (!available_ || !api_->name || index < 0 || index >= device_count_) return std::nullopt;
+  nvmlDevice_t device = nullptr;
+  char text[96] = {0};
+  if (api_->handle_by_index(static_cast<unsigned int>(index), &device) != kNvmlSuccess ||
+      api_->name(device, text, sizeof text) != kNvmlSuccess)
+    return std::nullopt;
+  return std::string(text);
+}
+
+std::vector<NvmlDeviceId> Nvml::ids() const {
+  std::vector<NvmlDeviceId> ids(available_ ? static_cast<size_t>(device_count_) : 0);
+  for (int index = 0; index < static_cast<int>(ids.size()); ++index) {
+    nvmlDevice_t device = nullptr;
+    if (api_->handle_by_index(static_cast<unsigned int>(index), &device) != kNvmlSuccess) continue;
+    char uuid[96] = {0};
+    if (api_->uuid && api_->uuid(device, uuid, sizeof uuid) == kNvmlSuccess) ids[index].uuid = uuid;
+    nvmlPciInfo_t pci{};
+    if (api_->pci_info && api_->pci_info(device, &pci) == kNvmlSuccess)
+      ids[index].pci = PciLocation{pci.domain, pci.bus, pci.device};
+  }
+  return ids;
+}
+
+std::optional<int> Nvml::index_of_cuda_device(int cuda_index) const {
+  if (!available_) return std::nullopt;
+  std::optional<PciLocation> pci;
+  try {
+    if (built_with_cuda()) pci = cuda_pci_location(cuda_index);
+  } catch (const std::exception&) {
+  }
+  return nvml_index_for_cuda(cuda_index, std::getenv("CUDA_VISIBLE_DEVICES"), ids(), pci);
+}
+
+std::optional<int> nvml_index_for_cuda(int cuda_index, const char* visible, const std::vector<NvmlDeviceId>& devices,
+                                       const std::optional<PciLocation>& cuda_pci) {
+  const int count = static_cast<int>(devices.size());
+  if (cuda_index < 0) return std::nullopt;
+  if (cuda_pci) {
+    for (int i = 0; i < count; ++i)
+      if (devices[i].pci && *devices[i].pci == *cuda_pci) return i;
+    return std::nullopt;
+  }
+  if (!visible) return cuda_index < count ? std::optional<int>(cuda_index) : std::nullopt;
+  // CUDA reads the list up to its first invalid entry; the CUDA index picks one of those read.
+  std::vector<std::string> entries;
+  std::string list(visible);
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    std::string entry = list.substr(start, comma - start);
+    entry.erase(0, entry.find_first_not_of(" \t"));
+    entry.erase(entry.find_last_not_of(" \t") + 1);
+    if (entry.empty()) break;
+    entries.push_back(entry);
+    start = comma + 1;
+  }
+  if (cuda_index >= static_cast<int>(entries.size())) return std::nullopt;
+  const std::string& entry = entries[static_cast<size_t>(cuda_index)];
+  if (entry.find_first_not_of("0123456789") == std::string::npos) {
+    const long index = entry.size() < 6 ? std::stol(entry) : -1;
+    return index >= 0 && index < count ? std::optional<int>(static_cast<int>(index)) : std::nullopt;
+  }
+  std::optional<int> found;
+  for (int i = 0; i < count; ++i) {
+    const std::string& uuid = devices[i].uuid;
+    if (uuid.empty()) continue;
+    // "GPU-5f3c..." or its prefix; NVML's UUIDs carry the "GPU-", CUDA_VISIBLE_DEVICES may leave it out.
+    const bool match = uuid.rfind(entry, 0) == 0 || uuid.rfind("GPU-" + entry, 0) == 0;
+    if (!match) continue;
+    if (found) return std::nullopt;  // an ambiguous prefix: CUDA refuses it too
+    found = i;
+  }
+  return found;
 }
 
 const Nvml& shared_nvml() {

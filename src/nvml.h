@@ -7,7 +7,24 @@
 #include <string>
 #include <vector>
 
+#include "device_detail.h"
+
 namespace batchwise::detail {
+
+/// What identifies an NVML device: its UUID ("GPU-5f3c...") and PCI location.
+struct NvmlDeviceId {
+  std::string uuid;
+  std::optional<PciLocation> pci;
+};
+
+/// NVML's index of the device this process's CUDA numbers `cuda_index`. NVML counts every GPU in
+/// PCI order; CUDA counts those CUDA_VISIBLE_DEVICES leaves, in its own order. Matched by the
+/// device's PCI location where CUDA can give it (`cuda_pci`, a LibTorch with CUDA); otherwise by
+/// the CUDA_VISIBLE_DEVICES entry (`visible`, null when unset): an NVML index or a UUID (or a
+/// unique prefix of one), read up to the first invalid entry as CUDA does; unset, the index itself.
+/// nullopt when no device matches (a MIG instance, an index past the list).
+std::optional<int> nvml_index_for_cuda(int cuda_index, const char* visible, const std::vector<NvmlDeviceId>& devices,
+                                       const std::optional<PciLocation>& cuda_pci);
 
 /// One NVML session: nvmlInit_v2 in the constructor, nvmlShutdown in the destructor.
 /// NOTE: NVML calls are thread-safe; share one instance (shared_nvml()) rather than initialising
@@ -48,6 +65,14 @@ class Nvml {
     std::optional<int> temperature_c;
   };
   std::optional<Sample> sample(int index) const;
+
+  /// "NVIDIA H100 80GB HBM3", or nullopt.
+  std::optional<std::string> name(int index) const;
+  /// UUID and PCI location of every device, in NVML's order (fields NVML cannot give stay empty).
+  std::vector<NvmlDeviceId> ids() const;
+  /// nvml_index_for_cuda for this process: its CUDA_VISIBLE_DEVICES and, where LibTorch has CUDA, the
+  /// device's PCI location.
+  std::optional<int> index_of_cuda_device(int cuda_index) const;
 
  private:
   struct Api;

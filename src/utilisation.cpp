@@ -149,7 +149,8 @@ struct UtilisationMonitor::State {
 
 UtilisationMonitor::UtilisationMonitor(double interval_s, int gpu_index) : state_(std::make_unique<State>()) {
   state_->interval_s = interval_s;
-  state_->gpu_index = gpu_index;
+  // NVML counts every GPU in PCI order, CUDA those CUDA_VISIBLE_DEVICES leaves: map by PCI location or UUID.
+  state_->gpu_index = gpu_index >= 0 ? detail::shared_nvml().index_of_cuda_device(gpu_index).value_or(-1) : -1;
   CPU_ZERO(&state_->mask);
   if (sched_getaffinity(0, sizeof(state_->mask), &state_->mask) != 0)
     for (int i = 0; i < CPU_SETSIZE; ++i) CPU_SET(i, &state_->mask);

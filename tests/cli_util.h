@@ -31,10 +31,11 @@ inline fs::path scratch() {
   return dir;
 }
 
-inline Outcome batchwise(const std::string& args) {
+// `env`: more VAR=value assignments for batchwise's environment ("CUDA_VISIBLE_DEVICES=1").
+inline Outcome batchwise(const std::string& args, const std::string& env = "") {
   const fs::path dir = scratch();
   // The run history goes to the scratch folder, not the user's data directory.
-  const std::string cmd = "XDG_DATA_HOME=" + (dir / "xdg").string() + " " + std::string(BATCHWISE_TEST_BINARY) + " " +
+  const std::string cmd = env + " XDG_DATA_HOME=" + (dir / "xdg").string() + " " + std::string(BATCHWISE_TEST_BINARY) + " " +
                           args + " >" + (dir / "out").string() + " 2>" +
                           (dir / "err").string() + " </dev/null";
   const int status = std::system(cmd.c_str());

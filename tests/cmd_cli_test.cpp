@@ -1,5 +1,6 @@
 // `batchwise fit|sweep|tune --cmd -- ...`: a user's own training command, run once per trial.
 #include <gtest/gtest.h>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -141,7 +142,41 @@ TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
   expect_clean_error("sweep --batch-sizes 4 -- python3 train.py", 2, "put --cmd before --");
   expect_clean_error("sweep --cmd --batch-sizes 4 -- /nonexistent/train", 1, "/nonexistent/train");
   expect_clean_error("sweep --cmd --device cuda:x --batch-sizes 4 -- python3 train.py", 2,
-                     "--device cuda:x with --cmd: choose cpu, cuda or cuda:N");
+                     "--device cuda:x with --cmd: choose cpu, cuda, cuda:N or auto");
+}
+
+// The command's GPU is not LibTorch's: with a CPU-only LibTorch, --cmd --device cuda:N measures the
+// command's N-th CUDA device through NVML (here a stand-in with two GPUs, 8 and 24 GiB), found by
+// the UUIDs in CUDA_VISIBLE_DEVICES, not by NVML's own order. (It once failed in resolve_device:
+// "built against a Torch without CUDA".)
+TEST(Cmd, AGpuCommandIsMeasuredThroughNvmlOnTheDeviceItSees) {
+  const std::string env = std::string("LD_LIBRARY_PATH=") + BATCHWISE_TEST_FAKE_NVML_DIR +
+                          " CUDA_VISIBLE_DEVICES=GPU-bbbb2222,GPU-aaaa1111";
+  const std::string script = std::string("python3 ") + kCmdDir + "/alloc.py --batch-size {batch} --steps {steps}";
+  for (const auto& [device, name, total] : {std::tuple<std::string, std::string, int64_t>{"cuda:1", "Fake GPU A 8GB", 8LL << 30},
+                                            {"cuda", "Fake GPU B 24GB", 24LL << 30},
+                                            {"auto", "Fake GPU B 24GB", 24LL << 30}}) {
+    const fs::path json = scratch() / "nvml-cmd.json";
+    fs::remove(json);
+    const Outcome r = batchwise("sweep --cmd --device " + device + " --batch-sizes 4 --repetitions 1 --warmup 1 --steps 2 "
+                                "--no-history -q --json " + json.string() + " -- " + script, env);
+    ASSERT_EQ(r.code, 0) << device << "\n" << r.err << r.out;
+    const auto report = nlohmann::json::parse(slurp(json));
+    EXPECT_EQ(report.at("context").at("device").at("type"), "cuda") << device;
+    EXPECT_EQ(report.at("context").at("device").at("name"), name) << device;
+    EXPECT_EQ(report.at("context").at("device").at("total_bytes"), total) << device;
+    const int64_t budget = report.at("budget_bytes");
+    EXPECT_GT(budget, total / 2) << device;
+    EXPECT_LE(budget, total) << device;
+  }
+  const Outcome past = batchwise("sweep --cmd --device cuda:2 --batch-sizes 4 -- " + script, env);
+  EXPECT_EQ(past.code, 5) << past.err;
+  EXPECT_NE(past.err.find("NVML finds 2 device(s), none of them the command's CUDA device 2"), std::string::npos)
+      << past.err;
+  const Outcome hidden = batchwise("sweep --cmd --device cuda --batch-sizes 4 -- " + script,
+                                   std::string("LD_LIBRARY_PATH=") + BATCHWISE_TEST_FAKE_NVML_DIR + " CUDA_VISIBLE_DEVICES=7");
+  EXPECT_EQ(hidden.code, 5) << hidden.err;
+  EXPECT_NE(hidden.err.find("(CUDA_VISIBLE_DEVICES=7)"), std::string::npos) << hidden.err;
 }
 
 }  // namespace

@@ -16,7 +16,9 @@ namespace batchwise {
 class CommandRunner : public TrialRunner {
  public:
   /// Throws ConfigError for an empty command or an unknown {placeholder}, DeviceError for "cuda"
-  /// where NVML finds no device.
+  /// where NVML finds no device. The command's GPU is not LibTorch's: "cuda:N" is the command's
+  /// N-th CUDA device (after CUDA_VISIBLE_DEVICES), found in NVML by PCI location or UUID, and
+  /// "auto" is cuda when NVML finds a device, so a CPU-only LibTorch measures a GPU command.
   CommandRunner(std::vector<std::string> argv, const std::string& device = "cpu", CommandEnvironment env = {});
 
   /// model: the command line; dataset and optimizer: "(the command's)"; no parameter counts.
@@ -29,12 +31,15 @@ class CommandRunner : public TrialRunner {
   int64_t default_budget_bytes() override;
   int64_t device_total_bytes() override;
   bool is_cuda() const { return cuda_; }
+  /// The command's device as the report's context names it: NVML's name of the GPU, or "cpu".
+  std::string device_name() const;
 
  private:
   std::vector<std::string> argv_;
   CommandEnvironment env_;
   bool cuda_ = false;
-  int cuda_index_ = 0;
+  int cuda_index_ = 0;  // the command's CUDA numbering
+  int nvml_index_ = 0;  // NVML's numbering of the same device
 };
 
 /// "python3 train.py --batch-size {batch}": argv joined with spaces, arguments with spaces quoted.

@@ -50,7 +50,8 @@ struct UtilisationSummary {
 /// Samples from construction until finish(). Library code: never prints.
 class UtilisationMonitor {
  public:
-  /// Starts the sampler thread; `gpu_index` < 0: no GPU fields (and sampling between steps).
+  /// Starts the sampler thread; `gpu_index` (CUDA's numbering in this process, mapped to NVML's)
+  /// < 0: no GPU fields (and sampling between steps).
   explicit UtilisationMonitor(double interval_s = 0.1, int gpu_index = -1);
   ~UtilisationMonitor();
   UtilisationMonitor(const UtilisationMonitor&) = delete;

@@ -13,7 +13,7 @@ set(_bw_py_tests ${CMAKE_CURRENT_LIST_DIR})
 add_test(NAME Python.PackagePrintsTheProtocolAndAPlainLoopSweeps
   COMMAND ${BATCHWISE_TEST_PYTHON} ${_bw_py_tests}/protocol_test.py --batchwise $<TARGET_FILE:batchwise_cli>)
 set_tests_properties(Python.PackagePrintsTheProtocolAndAPlainLoopSweeps
-  PROPERTIES LABELS cpu TIMEOUT 120 SKIP_RETURN_CODE 77)
+  PROPERTIES LABELS cpu TIMEOUT 180 SKIP_RETURN_CODE 77)
 
 # Per framework (framework_test.py's argument, then the test name's part), its checks:
 #   sweep         samples/s from the callback's step lines at two batch sizes; its sweep.json

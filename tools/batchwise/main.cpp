@@ -505,10 +505,10 @@ int run(const std::string& command, Flags& f) {
   Dataset held_out;
   bool cuda = false;
   std::string device = f.workload.device();
-  if (f.use_cmd) {
-    if (device == "auto") device = resolve_device("auto").type == "cuda" ? "cuda" : "cpu";
-    runner = std::make_unique<CommandRunner>(f.command, device);
-    cuda = device != "cpu";
+  if (f.use_cmd) {  // the command's GPU is not LibTorch's: CommandRunner finds it through NVML
+    auto command_runner = std::make_unique<CommandRunner>(f.command, device);
+    cuda = command_runner->is_cuda();
+    runner = std::move(command_runner);
     if (f.trial_timeout_s == 0) f.trial_timeout_s = 600;  // a hung command must not hang the run
   } else {
     if (command == "validate" || f.validate) held_out = load_test_split(f.workload);  // before a long run
@@ -538,7 +538,15 @@ int run(const std::string& command, Flags& f) {
     f.max = command == "tune" && !cuda ? 4096 : 65536;
   }
   Report report;
-  report.context = make_context(resolve_device(f.use_cmd && !cuda ? "cpu" : device));
+  if (f.use_cmd) {
+    report.context = make_context(DeviceSpec{});
+    if (cuda) {
+      report.context.device_type = "cuda";
+      report.context.device_name = static_cast<const CommandRunner&>(*runner).device_name();
+    }
+  } else {
+    report.context = make_context(workload->device().is_cuda() ? resolve_device(workload->device().str()) : DeviceSpec{});
+  }
   if (group)
     report.distributed = DistributedRun{group->size(), group->backend(), rank_budgets, f.dist_timeout_s};
   if (command == "tune" && workload && !data_parallel) {
