@@ -245,6 +245,22 @@ std::pair<double, double> late_line(const std::vector<RaceEntry::Point>& curve, 
   return {(sl - slope * st) / k, slope};
 }
 
+// The scatter (standard deviation) of the latest `points` evaluations (at least 4) about their
+// least-squares line, as a share of the horizon in time: how far a noisy evaluation moves the
+// entry's predicted time to a loss. nullopt when the loss is not falling.
+std::optional<double> late_time_scatter(const std::vector<RaceEntry::Point>& curve, size_t points, double horizon) {
+  const size_t n = curve.size();
+  const size_t from = n - std::min(n, std::max<size_t>(4, points));
+  if (n - from < 3 || horizon <= 0) return std::nullopt;
+  std::vector<RaceEntry::Point> late(curve.begin() + static_cast<std::ptrdiff_t>(from), curve.end());
+  const auto [intercept, slope] = late_line(late, late.size());
+  if (slope >= 0) return std::nullopt;
+  double squares = 0;
+  for (const auto& p : late) squares += std::pow(p.loss - (intercept + slope * p.train_s), 2);
+  const double sd = std::sqrt(squares / static_cast<double>(late.size() - 2));
+  return sd / -slope / horizon;
+}
+
 // The entries per rung of successive halving: halve (rounding up) until one is left; a rung of two
 // decides the winner.
 std::vector<int> rung_sizes(int candidates) {
@@ -411,12 +427,18 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
     });
     if (!ranked.empty()) {
       const double level = *entries[ranked.front()].entry.loss_at_horizon;
+      const std::optional<double> best_scatter =
+          late_time_scatter(entries[ranked.front()].entry.curve, static_cast<size_t>(o.evaluations()) + 1, horizon);
       for (size_t i : ranked) {
         RaceEntry& e = entries[i].entry;
         const auto [intercept, slope] = late_line(e.curve, static_cast<size_t>(o.evaluations()) + 1);
         if (i == ranked.front()) e.time_ratio = 1;
         else if (slope < 0) e.time_ratio = (level - intercept) / slope / horizon;
         else e.time_ratio.reset();
+        // The best's scatter counts where its loss still falls (a converged best adds none).
+        const std::optional<double> own = late_time_scatter(e.curve, static_cast<size_t>(o.evaluations()) + 1, horizon);
+        if (own) e.time_ratio_sd = std::hypot(*own, i == ranked.front() ? 0.0 : best_scatter.value_or(0));
+        else e.time_ratio_sd.reset();
       }
     }
     const size_t keep = rung + 1 < sizes.size() ? static_cast<size_t>(sizes[rung + 1]) : 1;
@@ -425,11 +447,15 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
       if (std::find(alive.begin(), alive.end(), i) == alive.end()) entries[i].state.reset();
   }
   if (!alive.empty()) race.best_batch = entries[alive.front()].entry.batch;
-  // Within 5 %: those predicted within 1.05 of their rung's best, and every entry between them (time
-  // to a target is unimodal in the batch: if 32 and 128 are as good as the best, so is 64).
+  // Within 5 %: those predicted within 1.05 of their rung's best, or that the race cannot tell from
+  // it (within two standard deviations of its resolution more), and every entry between them (time
+  // to a target is unimodal in the batch: if 32 and 128 are as good as the best, so is 64). A race
+  // of seconds resolves tens of percent at best: a range narrower than that would be false
+  // precision, and the pick would move out of it between seeds.
   std::optional<int64_t> low, high;
   for (const auto& live : entries)
-    if (!live.failed && live.entry.time_ratio && *live.entry.time_ratio <= 1.05) {
+    if (!live.failed && live.entry.time_ratio &&
+        *live.entry.time_ratio <= 1.05 + 2 * live.entry.time_ratio_sd.value_or(0)) {
       low = std::min(low.value_or(live.entry.batch), live.entry.batch);
       high = std::max(high.value_or(live.entry.batch), live.entry.batch);
     }
@@ -451,8 +477,8 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
   if (!best || !best->loss_at_horizon) return std::nullopt;
   std::string flat;
   if (race.within_5_percent.size() > 1)
-    flat = fmt::format("; batches {} came within 5 % of the time of the best at their last rung, so the optimum is "
-                       "flat across them",
+    flat = fmt::format("; batches {} came within 5 % of the time of the best at their last rung, or closer than the "
+                       "race can resolve, so the optimum is flat across them",
                        fmt::join(race.within_5_percent, ", "));
   std::vector<std::string> dropped;
   for (const auto& e : race.entries)

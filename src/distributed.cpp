@@ -421,6 +421,17 @@ void DataParallelWorkload::optimizer_step() {
 
 // --- DistributedRunner ---------------------------------------------------------------------------
 
+std::optional<std::pair<int, int>> plan_single_process_run(int warmup, int steps, double step_s, double patience_s) {
+  const int wanted = warmup + steps;
+  if (step_s <= 0) return std::make_pair(warmup, steps);
+  // Room for one step half again as slow as measured, past the planned ones.
+  const int fit = static_cast<int>(std::floor(patience_s / step_s - 1.5));
+  if (fit >= wanted) return std::make_pair(warmup, steps);
+  if (fit < 2) return std::nullopt;  // one warm-up and one measured step at least
+  const int w = std::min(warmup, 1);
+  return std::make_pair(w, fit - w);
+}
+
 DistributedRunner::DistributedRunner(DataParallelWorkload& workload, int64_t local_limit_bytes, bool measure_scaling)
     : workload_(workload), local_limit_bytes_(local_limit_bytes), measure_scaling_(measure_scaling) {}
 
@@ -537,17 +548,33 @@ Trial DistributedRunner::run(const TrialOptions& options) {
     // Rank 0 alone at the same per-device batch, the others waiting: what one process does here.
     double solo = 0;
     if (rank == 0) {
-      // Within the others' patience: they wait in a collective meanwhile.
-      TrialOptions solo_options = local;
+      // Within the others' patience: they wait in a collective meanwhile, and the time limit is
+      // checked only between steps. So the run is planned from the step time just measured (a solo
+      // step at this per-device batch is that, less the all-reduce), with room for a slower step.
       const double patience = 0.8 * static_cast<double>(group.timeout().count()) / 1000.0;
-      solo_options.timeout_s(options.timeout_s() > 0 ? std::min(options.timeout_s(), patience) : patience);
-      const Trial alone = run_trial(workload_.inner(), solo_options);
-      solo = alone.outcome == Outcome::Ok ? alone.samples_per_s : 0;
+      const auto plan = plan_single_process_run(local.warmup(), local.steps(), t.step_time_s_median, patience);
+      if (plan) {
+        TrialOptions solo_options = local;
+        solo_options.warmup(plan->first).steps(plan->second);
+        solo_options.timeout_s(options.timeout_s() > 0 ? std::min(options.timeout_s(), patience) : patience);
+        const Trial alone = run_trial(workload_.inner(), solo_options);
+        solo = alone.outcome == Outcome::Ok ? alone.samples_per_s : 0;
+        if (alone.outcome != Outcome::Ok) solo = -1;
+      } else {
+        solo = -2;
+      }
     }
     solo = group.all_gather({solo}, fmt::format("sharing rank 0's single-process run of {}", label))[0][0];
     if (solo > 0) {
       t.distributed->single_process_samples_per_s = solo;
       t.distributed->scaling_efficiency = t.samples_per_s / (world * solo);
+    } else {
+      t.distributed->single_process_note =
+          solo == -2 ? fmt::format("not run: a step takes {:.1f} s, and rank 0's run alone must end within the other "
+                                   "ranks' patience ({:.1f} s, 0.8 x --dist-timeout) with room for a slower step; a "
+                                   "longer --dist-timeout measures it",
+                                   t.step_time_s_median, 0.8 * static_cast<double>(group.timeout().count()) / 1000.0)
+                     : "rank 0's run alone did not end ok (out of memory, a failure, or its time limit)";
     }
   }
   return t;

@@ -117,7 +117,8 @@ ordered_json trial_json(const Trial& t) {
                                                              ? ordered_json(*d.single_process_samples_per_s)
                                                              : ordered_json()},
                         {"scaling_efficiency",
-                         d.scaling_efficiency ? ordered_json(*d.scaling_efficiency) : ordered_json()}};
+                         d.scaling_efficiency ? ordered_json(*d.scaling_efficiency) : ordered_json()},
+                        {"single_process_note", d.single_process_note}};
   }
   j["loss_first"] = number_or_null(t.loss_first, t.steps_run > 0);
   j["loss_last"] = number_or_null(t.loss_last, t.steps_run > 0);
@@ -259,6 +260,7 @@ std::string to_json(const Report& r) {
                          {"train_s", e.train_s},
                          {"loss_at_horizon", optional_json(e.loss_at_horizon)},
                          {"time_ratio", optional_json(e.time_ratio)},
+                         {"time_ratio_sd", optional_json(e.time_ratio_sd)},
                          {"message", e.message},
                          {"curve", curve}});
     }

@@ -390,15 +390,24 @@ at::Tensor ModuleWorkload::train_step(const Batch& batch) {
   if (!model_.ptr()->is_training()) model_.ptr()->train();
   optimizer_->zero_grad();
   at::Tensor loss = forward_loss(batch.input, batch.target);
+  step_backward(loss);
+  step_optimizer();
+  return loss.detach();
+}
+
+// fp16: the loss scaled up so that small gradients survive in half precision (see step_optimizer).
+void ModuleWorkload::step_backward(const at::Tensor& loss) {
+  if (fp16()) (loss * loss_scale_).backward();
+  else loss.backward();
+}
+
+// fp16: the gradients unscaled and checked for inf/NaN (then the step is skipped and the scale
+// halves); the scale doubles after 2000 good steps: GradScaler's policy, with the same ATen kernels.
+void ModuleWorkload::step_optimizer() {
   if (!fp16()) {
-    loss.backward();
     optimizer_->step();
-    return loss.detach();
+    return;
   }
-  // fp16: the loss scaled up so that small gradients survive in half precision; unscaled, checked
-  // for inf/NaN (then the step is skipped and the scale halves), doubled after 2000 good steps:
-  // GradScaler's policy, with the same ATen kernels.
-  (loss * loss_scale_).backward();
   std::vector<at::Tensor> grads;
   for (const auto& p : module().parameters())
     if (p.grad().defined()) grads.push_back(p.grad());
@@ -411,7 +420,6 @@ at::Tensor ModuleWorkload::train_step(const Batch& batch) {
   } else {
     loss_scale_ *= 0.5, good_steps_ = 0;
   }
-  return loss.detach();
 }
 
 std::optional<StepPhases> ModuleWorkload::profiled_step(int64_t batch) {
@@ -448,10 +456,10 @@ std::optional<StepPhases> ModuleWorkload::profiled_step(int64_t batch) {
   sync();
   const auto t3 = clock::now();
   optimizer_->zero_grad();
-  loss.backward();
+  step_backward(loss);  // train_step's own backward and optimizer step (fp16: scaled, unscaled)
   sync();
   const auto t4 = clock::now();
-  optimizer_->step();
+  step_optimizer();
   (void)loss.item<double>();  // as train_step's caller does
   sync();
   const auto t5 = clock::now();
@@ -485,9 +493,9 @@ std::optional<StepPhases> ModuleWorkload::profiled_step_events(int64_t batch) {
   const at::Tensor loss = forward_loss(input, target);
   marks.mark();  // 2: forward and loss
   optimizer_->zero_grad();
-  loss.backward();
+  step_backward(loss);
   marks.mark();  // 3: backward
-  optimizer_->step();
+  step_optimizer();
   marks.mark();  // 4: optimizer step
   (void)loss.item<double>();
   torch::cuda::synchronize(device_.index());

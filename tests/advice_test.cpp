@@ -6,6 +6,8 @@
 // lowered by the gradient noise at small batches, and the held-out loss is |delta|^2 + sigma^2.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
@@ -160,6 +162,22 @@ TEST(BatchRace, PicksTheClosedFormBestBatch) {
   // Rungs double: every horizon is the previous one plus twice the previous rung's time.
   ASSERT_GE(race.horizons_s.size(), 2u);
   EXPECT_NEAR(race.horizons_s[1], 3 * race.horizons_s[0], 1e-9);
+  // The flat range: the best, and those within 5 % or within two of the race's measured resolution
+  // (the scatter of the late evaluations), and nothing that the race told apart.
+  ASSERT_FALSE(race.within_5_percent.empty());
+  EXPECT_NE(std::find(race.within_5_percent.begin(), race.within_5_percent.end(), *race.best_batch),
+            race.within_5_percent.end());
+  for (const RaceEntry& e : race.entries) {
+    const bool listed = std::find(race.within_5_percent.begin(), race.within_5_percent.end(), e.batch) !=
+                        race.within_5_percent.end();
+    if (e.time_ratio_sd) EXPECT_GE(*e.time_ratio_sd, 0) << e.batch;
+    const bool close = e.time_ratio && *e.time_ratio <= 1.05 + 2 * e.time_ratio_sd.value_or(0);
+    if (close) EXPECT_TRUE(listed) << e.batch;
+    if (listed && !close) {  // only between two that are close
+      EXPECT_GT(e.batch, race.within_5_percent.front());
+      EXPECT_LT(e.batch, race.within_5_percent.back());
+    }
+  }
 }
 
 // The budget is training time at the sweep's speed; a machine that became slower stops the race at

@@ -41,5 +41,26 @@ TEST(Cuda, TrialMeasuresReservedAndAllocatedPeaks) {
   EXPECT_GT(t.peak_allocated_bytes, w->info().parameter_bytes);
 }
 
+// The fp16 step profile times the real fp16 step: its loss scaled, its gradients unscaled and
+// checked before the optimizer steps (once it skipped both, so its phases were another step's). From
+// the same state and data order, profiled steps and training steps leave the same weights, the
+// steps the scaler skipped included.
+TEST(Cuda, Fp16ProfiledStepsTrainAsTheRealStep) {
+  REQUIRE_CUDA();
+  auto make = [] {
+    auto w = make_workload(WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(1024).device("cuda").precision("fp16"));
+    return std::unique_ptr<ModuleWorkload>(dynamic_cast<ModuleWorkload*>(w.release()));
+  };
+  auto trained = make(), profiled = make();
+  for (int i = 0; i < 6; ++i) {
+    trained->train_step(trained->next_batch(64));
+    ASSERT_TRUE(profiled->profiled_step(64).has_value());
+  }
+  torch::cuda::synchronize();
+  const auto a = trained->module().parameters(), b = profiled->module().parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::allclose(a[i], b[i], 1e-4, 1e-5)) << "parameter " << i;
+}
+
 }  // namespace
 }  // namespace batchwise

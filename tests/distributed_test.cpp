@@ -261,6 +261,29 @@ TEST(DataParallel, NprocSweepReportsScalingAndTheAllReduceShare) {
   EXPECT_NE(html.find("ok / ok"), std::string::npos) << "each rank's outcome, per batch";
 }
 
+// Rank 0's run alone is checked for time only between steps, while the other ranks wait in a
+// collective: it is planned from the measured step time to end within their patience (0.8 x
+// --dist-timeout) with room for one slower step, shortened, or left out with a note.
+TEST(DataParallel, TheSingleProcessRunIsPlannedWithinTheOtherRanksPatience) {
+  EXPECT_EQ(plan_single_process_run(2, 5, 0.1, 8.0), std::make_pair(2, 5));   // 7 steps of 0.1 s: room to spare
+  EXPECT_EQ(plan_single_process_run(2, 5, 1.0, 6.0), std::make_pair(1, 3));   // 4 fit beside a slower one
+  EXPECT_EQ(plan_single_process_run(2, 5, 1.0, 3.4), std::nullopt);           // 1 step: nothing to measure
+  EXPECT_EQ(plan_single_process_run(0, 3, 0.0, 1.0), std::make_pair(0, 3));   // no step time: as asked
+  // Steps of ~2 s and a 3 s --dist-timeout: alone, 3 steps would take 6 s while rank 1 waits at
+  // most 3 s, and the run once ended there with exit 7. Now the sweep ends ok and says why.
+  const cli::fs::path dir = cli::scratch();
+  const auto r = cli::batchwise("sweep --model mlp --dataset synthetic --synthetic-size 256 --nproc 2 --batch-sizes 8 "
+                                "--io-latency-us 250000 --warmup 1 --steps 2 --repetitions 1 --dist-timeout 3 "
+                                "--no-history -q --json " + (dir / "dp_patience.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto report = nlohmann::json::parse(cli::slurp(dir / "dp_patience.json"));
+  const auto& p = report["sweep"]["points"][0];
+  ASSERT_EQ(p["outcome"], "ok") << p.dump();
+  EXPECT_TRUE(p["distributed"]["single_process_samples_per_s"].is_null());
+  EXPECT_NE(p["distributed"]["single_process_note"].get<std::string>().find("patience"), std::string::npos)
+      << p["distributed"].dump();
+}
+
 TEST(DataParallel, PlanUsesTheRanksAndStatesTheLastBatch) {
   // 10000 samples, global batch 1536: 6 full steps, and 784 samples dropped (or 752 padded).
   const auto r = cli::batchwise("plan --model mlp --dataset synthetic --nproc 2 --global-batch 1536 "

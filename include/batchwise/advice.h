@@ -137,6 +137,10 @@ struct RaceEntry {
   /// At its last rung: predicted training time to that rung's best loss, over the rung's horizon (1
   /// for the rung's best); none when its loss was not falling.
   std::optional<double> time_ratio;
+  /// The race's resolution at that rung: the standard deviation of time_ratio from the scatter of
+  /// this entry's and the rung's best's latest evaluations about their lines (time = loss scatter
+  /// over the slope, over the horizon).
+  std::optional<double> time_ratio_sd;
   std::string message;       ///< why it has no result: diverged, out of memory, ...
 };
 

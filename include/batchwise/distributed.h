@@ -150,6 +150,12 @@ class DataParallelWorkload : public Workload {
   int64_t steps_ = 0;
 };
 
+/// Rank 0's run alone (the scaling figure), planned to end within `patience_s` though its time
+/// limit is checked only between steps: {warm-up, measured} steps of about `step_s` each, with
+/// room for one step half again as slow; shortened (one warm-up) when all do not fit, nullopt
+/// when not even a warm-up and a measured step fit. `step_s` 0: as asked.
+std::optional<std::pair<int, int>> plan_single_process_run(int warmup, int steps, double step_s, double patience_s);
+
 /// Runs trials data-parallel, with one outcome for all ranks: the trial fits only if it fits on
 /// every rank; its peak is the largest rank's; its step times are the slowest rank's, step by
 /// step; samples/s counts every rank's samples. Each trial's Trial::distributed says per rank what

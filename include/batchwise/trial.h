@@ -105,6 +105,9 @@ struct DistributedTrial {
   /// global samples/s over world_size x that: 1 is perfect scaling.
   std::optional<double> single_process_samples_per_s;
   std::optional<double> scaling_efficiency;
+  /// Why single_process_samples_per_s is null (the run alone would outlast the other ranks'
+  /// patience, or did not end ok); empty otherwise.
+  std::string single_process_note;
 };
 
 /// A trial that waits for its batches longer than this share of its step time is input-bound.

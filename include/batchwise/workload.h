@@ -163,6 +163,10 @@ class ModuleWorkload : public Workload {
   // Forward and loss, under autocast when the precision asks for it.
   at::Tensor forward_loss(const at::Tensor& input, const at::Tensor& target, at::Tensor* output = nullptr);
   bool fp16() const { return info_.precision == "fp16"; }
+  // The training step's backward and optimizer step, shared by train_step and the profiled step:
+  // fp16 scales the loss, then unscales and checks the gradients before stepping.
+  void step_backward(const at::Tensor& loss);
+  void step_optimizer();
   WorkloadInfo info_;
   double loss_scale_ = 65536.0;  // fp16: dynamic loss scaling, as torch.cuda.amp.GradScaler
   int good_steps_ = 0;
