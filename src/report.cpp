@@ -640,7 +640,7 @@ std::string to_table(const Report& r) {
     }
     for (const auto& note : race.notes) line("  " + note);
     if (race.within_5_percent.size() > 1)
-      line(fmt::format("within 5 % of the best's time at their last rung: batches {}",
+      line(fmt::format("within 5 % of the best's time at their last rung, or closer than the race resolves: batches {}",
                        fmt::join(race.within_5_percent, ", ")));
   }
   if (r.validation) {

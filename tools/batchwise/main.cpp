@@ -867,9 +867,9 @@ int run(const std::string& command, Flags& f) {
     if (report.lr->scaled.batch != f.base_batch)
       rows.emplace_back(command == "tune" ? "recommended" : "planned", *report.lr);
     if (report.race)
-      for (const auto& e : report.race->entries)
-        if (e.batch != f.base_batch && e.batch != report.lr->scaled.batch && e.rungs > 0 && e.time_ratio &&
-            *e.time_ratio <= 1.05)
+      for (const auto& e : report.race->entries)  // the race's flat range, as the recommendation states it
+        if (e.batch != f.base_batch && e.batch != report.lr->scaled.batch && e.rungs > 0 &&
+            std::count(report.race->within_5_percent.begin(), report.race->within_5_percent.end(), e.batch) > 0)
           rows.emplace_back("within 5 %", e.lr);
     std::sort(rows.begin() + 1, rows.end(),
               [](const auto& a, const auto& b) { return a.second.scaled.batch < b.second.scaled.batch; });
