@@ -300,7 +300,7 @@ TEST(DataParallel, PlanUsesTheRanksAndStatesTheLastBatch) {
 }
 
 TEST(DataParallel, BadGroupEnvironmentIsAClearError) {
-  cli::expect_clean_error("fit --model mlp --dataset synthetic --nproc -1", 2, "--nproc -1: give the number of local processes, 1 to 1024");
+  cli::expect_clean_error("fit --model mlp --dataset synthetic --nproc -1", 2, "--nproc: -1: must be at least 1 (the number of local processes)");
   const auto r = cli::batchwise("--version");
   ASSERT_EQ(r.code, 0);
   // RANK beyond WORLD_SIZE, as a launcher would set it wrongly.
