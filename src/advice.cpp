@@ -24,30 +24,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-double current_lr(ModuleWorkload& w) {
-  auto& groups = w.optimizer().param_groups();
-  return groups.empty() ? w.info().lr : groups.front().options().get_lr();
-}
-
-// Puts the workload's state and learning rate back however the scope ends.
-class Restore {
- public:
-  explicit Restore(ModuleWorkload& w) : w_(w), state_(w.save_state()), lr_(current_lr(w)) {}
-  ~Restore() {
-    try {
-      w_.restore_state(*state_);
-      w_.set_lr(lr_);
-    } catch (...) {  // a destructor must not throw; an exception in flight says what went wrong
-    }
-  }
-  Restore(const Restore&) = delete;
-  Restore& operator=(const Restore&) = delete;
-
- private:
-  ModuleWorkload& w_;
-  std::unique_ptr<WorkloadState> state_;
-  double lr_;
-};
 
 }  // namespace
 
@@ -68,7 +44,7 @@ LrRange lr_range_test(ModuleWorkload& w, const LrRangeOptions& o) {
   BATCHWISE_CHECK(o.steps() >= 4, ConfigError, "learning-rate range test: {} steps; at least 4", o.steps());
   BATCHWISE_CHECK(o.batch() >= 1, ConfigError, "learning-rate range test: batch {}", o.batch());
   const auto start = Clock::now();
-  const Restore restore(w);
+  const StateGuard restore(w);  // weights, optimizer (its learning rate too), data order
   LrRange r;
   r.batch = o.batch();
   r.lr_low = o.lr_low();
@@ -285,7 +261,7 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
                     "batch race: batch {} at {:g} samples/s; both must be positive", o.batches()[i],
                     o.samples_per_s()[i]);
   const auto start = Clock::now();
-  const Restore restore(w);
+  const StateGuard restore(w);  // weights, optimizer (its learning rate too), data order
   const std::unique_ptr<WorkloadState> initial = w.save_state();
   const int64_t epoch = w.data().size();
   BatchRace race;

@@ -421,6 +421,11 @@ void DataParallelWorkload::optimizer_step() {
 
 // --- DistributedRunner ---------------------------------------------------------------------------
 
+namespace {
+// What rank 0 shares in place of its single-process samples/s when it has none.
+constexpr double kSoloFailed = -1, kSoloSkipped = -2;
+}  // namespace
+
 std::optional<std::pair<int, int>> plan_single_process_run(int warmup, int steps, double step_s, double patience_s) {
   const int wanted = warmup + steps;
   if (step_s <= 0) return std::make_pair(warmup, steps);
@@ -558,23 +563,24 @@ Trial DistributedRunner::run(const TrialOptions& options) {
         solo_options.warmup(plan->first).steps(plan->second);
         solo_options.timeout_s(options.timeout_s() > 0 ? std::min(options.timeout_s(), patience) : patience);
         const Trial alone = run_trial(workload_.inner(), solo_options);
-        solo = alone.outcome == Outcome::Ok ? alone.samples_per_s : 0;
-        if (alone.outcome != Outcome::Ok) solo = -1;
+        solo = alone.outcome == Outcome::Ok ? alone.samples_per_s : kSoloFailed;
       } else {
-        solo = -2;
+        solo = kSoloSkipped;
       }
     }
+    // One figure for every rank: samples/s, or why there is none (rank 0 alone decided).
     solo = group.all_gather({solo}, fmt::format("sharing rank 0's single-process run of {}", label))[0][0];
     if (solo > 0) {
       t.distributed->single_process_samples_per_s = solo;
       t.distributed->scaling_efficiency = t.samples_per_s / (world * solo);
     } else {
       t.distributed->single_process_note =
-          solo == -2 ? fmt::format("not run: a step takes {:.1f} s, and rank 0's run alone must end within the other "
-                                   "ranks' patience ({:.1f} s, 0.8 x --dist-timeout) with room for a slower step; a "
-                                   "longer --dist-timeout measures it",
-                                   t.step_time_s_median, 0.8 * static_cast<double>(group.timeout().count()) / 1000.0)
-                     : "rank 0's run alone did not end ok (out of memory, a failure, or its time limit)";
+          solo == kSoloSkipped
+              ? fmt::format("not run: a step takes {:.1f} s, and rank 0's run alone must end within the other "
+                            "ranks' patience ({:.1f} s, 0.8 x --dist-timeout) with room for a slower step; a "
+                            "longer --dist-timeout measures it",
+                            t.step_time_s_median, 0.8 * static_cast<double>(group.timeout().count()) / 1000.0)
+              : "rank 0's run alone did not end ok (out of memory, a failure, or its time limit)";
     }
   }
   return t;

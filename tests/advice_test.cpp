@@ -136,10 +136,12 @@ TEST(BatchRace, PicksTheClosedFormBestBatch) {
   std::vector<double> rates;  // a step costs 1 ms plus 10 us a sample
   for (int64_t b : batches) rates.push_back(static_cast<double>(b) / (1e-3 + 1e-5 * static_cast<double>(b)));
   const auto before = problem.workload->module().parameters()[0].clone();
+  const double lr_before = problem.workload->optimizer().param_groups()[0].options().get_lr();
   const BatchRace race = race_batches(
       *problem.workload, problem.held_out,
       BatchRaceOptions(batches, rates, LrAdviceOptions(32, 0.1).warmup_samples(2048)).budget_s(2).evaluations(4));
   EXPECT_TRUE(at::equal(before, problem.workload->module().parameters()[0]));
+  EXPECT_EQ(problem.workload->optimizer().param_groups()[0].options().get_lr(), lr_before);  // the entries set others
   ASSERT_TRUE(race.best_batch.has_value());
   ASSERT_EQ(race.entries.size(), batches.size());
   const double horizon = race.horizons_s.back();
