@@ -222,13 +222,14 @@ TuneResult tune(TrialRunner& runner, const TuneOptions& o, FitResult fitted) {
   r.fit = std::move(fitted);
   if (r.fit.outcome != FitOutcome::Fits) return r;
   SweepOptions s = o.sweep();
+  // The batches the caller named are all swept; doublings tune chose stop where samples/s flattens.
+  if (s.stop_after_flat() == 0) s.stop_after_flat(s.batch_sizes().empty() ? 3 : -1);  // < 0: never
   if (s.batch_sizes().empty()) {
     // Doublings of the smallest allowed batch (a multiple of --multiple-of) up to the fit.
     const int64_t m = o.fit().multiple_of();
     s.batch_sizes(doublings((o.fit().min() + m - 1) / m * m, *r.fit.batch));
   }
   if (s.budget_bytes() == 0) s.budget_bytes(r.fit.budget_bytes);
-  if (s.stop_after_flat() == 0) s.stop_after_flat(3);  // < 0: never
   r.sweep = sweep(runner, s);
   r.recommendation = recommend(r.fit, r.sweep);
   return r;

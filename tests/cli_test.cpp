@@ -157,7 +157,7 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   const fs::path json = scratch() / "tune.json", html = scratch() / "tune.html";
   const Outcome r = batchwise(
       "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
-      "--repetitions 2 --threads 1 --advice-budget 1 --json " +
+      "--repetitions 2 --threads 1 --advice-budget 1 --sweep-all --json " +
       json.string() + " --html " + html.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("[trial 1] batch 32: ok"), std::string::npos) << r.err;  // progress, one line per trial
@@ -198,10 +198,11 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   // Without the race, the goodput optimum as before.
   const Outcome plain = batchwise(
       "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
-      "--repetitions 2 --threads 1 --no-race --no-history -q --json " + (scratch() / "plain.json").string());
+      "--repetitions 2 --threads 1 --no-race --no-history -q --batch-sizes 1-64*2 --json " + (scratch() / "plain.json").string());
   ASSERT_EQ(plain.code, 0) << plain.err;
   const auto p = nlohmann::json::parse(slurp(scratch() / "plain.json"));
   EXPECT_FALSE(p.contains("race"));
+  EXPECT_EQ(p.at("sweep").at("points").size(), 7u);  // batches given are all swept, flat or not
   EXPECT_EQ(p.at("recommendation").at("batch"), p.at("goodput").at("best_batch"));
   EXPECT_NE(p.at("recommendation").at("reason").get<std::string>().find("statistical efficiency"), std::string::npos);
 

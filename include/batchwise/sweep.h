@@ -32,7 +32,8 @@ struct SweepOptions {
   /// When > 0: the first repetition (ascending) stops going up once this many batches in a row
   /// fail to beat the best samples/s so far by the knee tolerance; larger batches are not run (a
   /// batch past the knee only costs time, and a large one on a slow model costs minutes). tune uses 3
-  /// when this is 0; < 0: never, in tune too.
+  /// when this is 0 and it chose the batches (doublings up to the fit); batches given are all swept;
+  /// < 0: never, in tune too.
   TORCH_ARG(int, stop_after_flat) = 0;
   TORCH_ARG(TrialCallback, on_trial);
   TORCH_ARG(TrialStartCallback, on_trial_start);

@@ -101,6 +101,7 @@ struct Flags {
   bool rule_lr = false;
   // tune's batch race
   bool no_race = false;
+  bool sweep_all = false;
   double advice_budget_s = 0;
   int tune_noise_steps = 20;
   // data-parallel
@@ -288,6 +289,7 @@ SweepOptions sweep_options(const Flags& f, int64_t budget, const TrialCallback& 
       .repetitions(f.repetitions)
       .budget_bytes(budget)
       .accumulation_steps(f.accumulation_steps)
+      .stop_after_flat(f.sweep_all ? -1 : 0)  // 0: tune's default
       .monitor(!f.no_monitor)
       .trial_timeout_s(f.trial_timeout_s)
       .on_trial(progress)
@@ -1023,6 +1025,9 @@ int main(int argc, char** argv) {
                      "skip the fit when the history holds one for the same workload, device, versions, budget and "
                      "target, no older than --reuse-max-age");
   tune_cmd->add_option("--reuse-max-age", f.reuse_max_age_h, "hours a stored fit stays reusable")->capture_default_str();
+  tune_cmd->add_flag("--sweep-all", f.sweep_all,
+                     "sweep every doubling up to the fit (default: stop once 3 in a row do not raise samples/s by the "
+                     "knee tolerance; --batch-sizes are always all swept)");
   tune_cmd->footer("Example:\n  batchwise tune                      # lenet on Fashion-MNIST on the best device\n"
                    "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json");
 
