@@ -4,12 +4,29 @@
 
 #include <exception>
 #include <string>
+#include <utility>
+
+#include "batchwise/trial.h"
+#include "check.h"
 
 namespace batchwise::detail {
 
 inline std::string plain_what(const std::exception& e) {
   if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
   return e.what();
+}
+
+/// What a failure inside a training step was, with its first line: out of memory when torch says so
+/// by type (c10::OutOfMemoryError), or when cuDNN or cuBLAS report a failed workspace allocation
+/// (a plain c10::Error; no type exists for it, so their status names are recognised); anything
+/// else is an error. The one classifier of in-process trials, single-process and data-parallel.
+inline std::pair<Outcome, std::string> classify_failure(const std::exception& e) {
+  std::string message = error_line(plain_what(e));
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return {Outcome::Oom, std::move(message)};
+  const bool library_oom = message.find("CUDNN_STATUS_ALLOC_FAILED") != std::string::npos ||
+                           message.find("CUBLAS_STATUS_ALLOC_FAILED") != std::string::npos ||
+                           message.find("CUDA error: out of memory") != std::string::npos;
+  return {library_oom ? Outcome::Oom : Outcome::Error, std::move(message)};
 }
 
 }  // namespace batchwise::detail

@@ -14,6 +14,7 @@
 
 #include "batchwise/convergence.h"
 #include "batchwise/error.h"
+#include "batchwise/loader.h"
 #include "batchwise/memory.h"
 #include "batchwise/trial.h"
 #include "batchwise/validate.h"

@@ -1,10 +1,7 @@
 // Fits the largest batch of a training step that batchwise does not know: a user's own Workload.
 // Here it is a linear regression trained with hand-written SGD on data generated on the fly; any
 // training step fits the same interface (see include/batchwise/workload.h).
-#include <batchwise/fit.h>
-#include <batchwise/memory.h>
-#include <batchwise/units.h>
-#include <batchwise/workload.h>
+#include <batchwise/batchwise.h>  // the whole API; batchwise/fit.h alone would do here
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

@@ -2,7 +2,7 @@
 /// Devices by name ("cpu", "cuda", "cuda:1", "auto") and the context block every report opens with.
 #include <string>
 
-#include "batchwise/report.h"
+#include "batchwise/context.h"
 
 namespace batchwise {
 

@@ -66,29 +66,6 @@ struct StepProfile {
   double coverage = 0;
 };
 
-/// One input-pipeline setting, measured (batchwise loader).
-struct LoaderTrial {
-  int workers = 0, prefetch = 0;
-  Outcome outcome = Outcome::Error;
-  double samples_per_s = 0;
-  double data_wait_share = 0;
-  bool input_bound = false;
-  std::string message;
-};
-
-/// The input-pipeline search at one batch size.
-struct LoaderSearch {
-  int64_t batch = 0;
-  LoaderTrial before;                ///< the setting the run was given
-  std::vector<LoaderTrial> trials;   ///< every setting tried, in order
-  std::optional<LoaderTrial> after;  ///< the fewest workers (then prefetch) not input-bound, within 5 % of the best
-  /// The pipeline alone at the given setting (batches fetched, no training): what it can deliver,
-  /// and the step's own consumption (batch / (step time - data wait)) at that setting.
-  double pipeline_samples_per_s = 0;
-  double step_consumes_samples_per_s = 0;
-  std::string advice;                ///< one sentence: the setting and what it changes
-};
-
 /// A data-parallel trial (DistributedRunner), rank by rank. Trial::batch is the per-device batch;
 /// Trial::samples_per_s counts every rank's samples.
 struct DistributedTrial {

@@ -246,17 +246,6 @@ Dataset held_out_or_training_sample(const WorkloadOptions& options, const Datase
 
 /// "cross-entropy", "mse".
 const std::vector<std::string>& loss_names();
-/// Tries input-pipeline settings (workers x prefetch) at `batch` with real trials, starting with the
-/// workload's own, and says which removes the stall. The workload's pipeline is put back afterwards.
-/// `workers` empty: 0, 1, 2, 4, 8; `prefetch` empty: 2, 4.
-LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, int steps,
-                           std::vector<int> workers = {}, std::vector<int> prefetch = {});
-/// The loader search's decision on measured settings, apart from the measuring (search_loader calls it;
-/// tests give it known figures): from `search.before` and `search.trials` (in the order tried), sets
-/// `search.after` to `before` when that is not input-bound, else to the first Ok trial that is not
-/// input-bound and within 5 % of the best Ok trial's samples/s (none: nullopt), and `search.advice`.
-void decide_loader(LoaderSearch& search);
-
 /// "fp32", "bf16", "fp16".
 const std::vector<std::string>& precision_names();
 /// "sgd", "adam", "adamw".

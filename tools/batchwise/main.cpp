@@ -28,6 +28,7 @@
 #include "batchwise/fit.h"
 #include "batchwise/history.h"
 #include "batchwise/html.h"
+#include "batchwise/loader.h"
 #include "batchwise/memory.h"
 #include "batchwise/report.h"
 #include "batchwise/sweep.h"

@@ -11,6 +11,7 @@
 #include "batchwise/units.h"
 #include "batchwise/workload.h"
 #include "check.h"
+#include "torch_error.h"
 
 namespace batchwise {
 
@@ -27,14 +28,6 @@ const char* to_string(Outcome outcome) {
 namespace {
 
 std::string first_line(const std::string& text) { return detail::error_line(text); }
-
-// cuDNN and cuBLAS report a failed workspace allocation as a plain c10::Error (no type exists for
-// it), so these are recognised by their status names; everything else stays an error.
-bool is_library_out_of_memory(const std::string& message) {
-  return message.find("CUDNN_STATUS_ALLOC_FAILED") != std::string::npos ||
-         message.find("CUBLAS_STATUS_ALLOC_FAILED") != std::string::npos ||
-         message.find("CUDA error: out of memory") != std::string::npos;
-}
 
 // Lifts the memory limit however the trial ends.
 struct LimitGuard {
@@ -120,15 +113,8 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
       }
     }
     t.state = workload.state_bytes();
-  } catch (const c10::OutOfMemoryError& e) {
-    t.outcome = Outcome::Oom;
-    t.message = first_line(e.what_without_backtrace());
-  } catch (const c10::Error& e) {
-    t.message = first_line(e.what_without_backtrace());
-    t.outcome = is_library_out_of_memory(t.message) ? Outcome::Oom : Outcome::Error;
   } catch (const std::exception& e) {
-    t.outcome = Outcome::Error;
-    t.message = first_line(e.what());
+    std::tie(t.outcome, t.message) = detail::classify_failure(e);
   }
   if (monitor) t.utilisation = monitor->finish();
   limit.reset();

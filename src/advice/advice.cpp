@@ -110,7 +110,10 @@ std::string describe(const LrAdvice& a) {
                         a.range->batch, a.range->lr_high);
   }
   if (a.warmup_steps > 0)
-    text += fmt::format("; warm up linearly from {:.4g} over the first {} steps", a.warmup_from_lr, a.warmup_steps);
+    text += fmt::format(fmt::runtime(a.warmup_measured ? "; warm up linearly from {:.4g} over the first {} steps (the range "
+                                                         "test's ramp passed the rate after as many steps)"
+                                                       : "; warm up linearly from {:.4g} over the first {} steps"),
+                        a.warmup_from_lr, a.warmup_steps);
   return text;
 }
 
@@ -162,9 +165,18 @@ LrAdvice advise_lr(ModuleWorkload& w, int64_t batch, const LrAdviceOptions& o) {
     }
   }
   if (a.lr > o.base_lr() * (1 + 1e-9)) {
-    const int64_t samples = o.warmup_samples() > 0 ? o.warmup_samples() : w.data().size();
     a.warmup_from_lr = o.base_lr();
-    a.warmup_steps = std::max<int64_t>(1, samples / batch);
+    if (o.warmup_samples() > 0) {
+      a.warmup_steps = std::max<int64_t>(1, o.warmup_samples() / batch);
+    } else {
+      // The ramp the range test survived: it trained from these weights at this batch with the rate
+      // rising from the base rate, and passed this rate after ramp_steps steps with the loss still
+      // under control. A warm-up of as many steps is measured, where a fixed epoch (Goyal et al.
+      // warm up over 5 of 90) is a guess that, on a short run, costs a large batch much of its time.
+      const double growth = std::pow(a.range->lr_high / a.range->lr_low, 1.0 / (o.steps() - 1));
+      a.warmup_steps = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(std::log(a.lr / o.base_lr()) / std::log(growth) - 1e-9)));
+      a.warmup_measured = true;
+    }
     a.warmup_epochs = static_cast<double>(a.warmup_steps * batch) / static_cast<double>(std::max<int64_t>(1, w.data().size()));
   }
   a.advice = describe(a);
@@ -203,11 +215,20 @@ std::vector<int64_t> race_candidates(const std::vector<Trial>& points, int count
 
 namespace {
 
+// The first evaluation a line may use: the initial one (training time 0, shared by every entry)
+// only when nothing else is there. The loss falls fastest at the start, so a line through it
+// predicts a loss far below the entry's last evaluations and rewards whoever dropped most in the
+// first evaluation interval: the entry with the most steps there, the smallest batch.
+size_t first_trained(const std::vector<RaceEntry::Point>& curve, size_t from) {
+  return curve.size() > 2 && curve.front().train_s <= 0 ? std::max<size_t>(from, 1) : from;
+}
+
 // The least-squares line (intercept, slope) through the latest evaluations of `curve`: its last
-// `points` (at least 2), so a rung is judged on where an entry is heading, not one noisy point.
+// `points` (at least 2) after the initial one, so a rung is judged on where an entry is heading, not
+// on one noisy point.
 std::pair<double, double> late_line(const std::vector<RaceEntry::Point>& curve, size_t points) {
   const size_t n = curve.size();
-  const size_t from = n - std::min(n, std::max<size_t>(2, points));
+  const size_t from = first_trained(curve, n - std::min(n, std::max<size_t>(2, points)));
   double st = 0, sl = 0, stt = 0, stl = 0;
   const double k = static_cast<double>(n - from);
   for (size_t i = from; i < n; ++i) {
@@ -226,7 +247,7 @@ std::pair<double, double> late_line(const std::vector<RaceEntry::Point>& curve, 
 // entry's predicted time to a loss. nullopt when the loss is not falling.
 std::optional<double> late_time_scatter(const std::vector<RaceEntry::Point>& curve, size_t points, double horizon) {
   const size_t n = curve.size();
-  const size_t from = n - std::min(n, std::max<size_t>(4, points));
+  const size_t from = first_trained(curve, n - std::min(n, std::max<size_t>(4, points)));
   if (n - from < 3 || horizon <= 0) return std::nullopt;
   std::vector<RaceEntry::Point> late(curve.begin() + static_cast<std::ptrdiff_t>(from), curve.end());
   const auto [intercept, slope] = late_line(late, late.size());

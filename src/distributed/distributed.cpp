@@ -238,15 +238,8 @@ std::pair<int, std::vector<int>> worst(const std::vector<int>& statuses) {
   return {status, ranks};
 }
 
-// What a failure in a step is: the same classification as run_trial's.
-std::pair<Outcome, std::string> classify(const std::exception& e) {
-  const std::string message = detail::error_line(detail::plain_what(e));
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return {Outcome::Oom, message};
-  const bool library_oom = message.find("CUDNN_STATUS_ALLOC_FAILED") != std::string::npos ||
-                           message.find("CUBLAS_STATUS_ALLOC_FAILED") != std::string::npos ||
-                           message.find("CUDA error: out of memory") != std::string::npos;
-  return {library_oom ? Outcome::Oom : Outcome::Error, message};
-}
+// What a failure in a step is: run_trial's classification.
+std::pair<Outcome, std::string> classify(const std::exception& e) { return detail::classify_failure(e); }
 
 // A batch of `n` rows that holds no memory, for a rank that already failed: it still walks the
 // trial's steps with the others, and trains nothing.

@@ -1,0 +1,94 @@
+// The input-pipeline search: the workload's own setting, the pipeline alone, then workers x
+// prefetch, each a real trial; and the decision on the figures.
+#include "batchwise/loader.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "batchwise/workload.h"
+#include "check.h"
+
+namespace batchwise {
+
+LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, int steps, std::vector<int> workers,
+                           std::vector<int> prefetch) {
+  if (workers.empty()) workers = {0, 1, 2, 4, 8};
+  if (prefetch.empty()) prefetch = {2, 4};
+  const auto [own_workers, own_prefetch, augment, latency] = workload.pipeline();
+  LoaderSearch search;
+  search.batch = batch;
+  auto measure = [&](int w, int p) {
+    workload.set_pipeline(w, p, augment, latency);
+    const Trial t = run_trial(workload, TrialOptions(batch).warmup(warmup).steps(steps).monitor(false));
+    LoaderTrial l;
+    l.workers = w;
+    l.prefetch = p;
+    l.outcome = t.outcome;
+    l.samples_per_s = t.samples_per_s;
+    l.data_wait_share = t.data_wait_share;
+    l.input_bound = t.input_bound;
+    l.message = t.message;
+    return l;
+  };
+  search.before = measure(own_workers, own_prefetch);
+  {
+    // The pipeline alone: fetch batches without training (after a warm-up that fills its queue).
+    workload.set_pipeline(own_workers, own_prefetch, augment, latency);
+    const auto saved = workload.save_state();
+    const int fetches = std::max(64, 4 * own_workers * own_prefetch);
+    for (int i = 0; i < own_workers * own_prefetch; ++i) (void)workload.next_batch(batch);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < fetches; ++i) (void)workload.next_batch(batch);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    workload.restore_state(*saved);
+    search.pipeline_samples_per_s = s > 0 ? fetches * static_cast<double>(batch) / s : 0;
+    if (search.before.outcome == Outcome::Ok && search.before.samples_per_s > 0) {
+      const double step_s = static_cast<double>(batch) / search.before.samples_per_s;
+      const double compute_s = step_s * (1 - search.before.data_wait_share);
+      search.step_consumes_samples_per_s = compute_s > 0 ? static_cast<double>(batch) / compute_s : 0;
+    }
+  }
+  for (int w : workers)
+    for (int p : prefetch) {
+      if (w == 0 && p != prefetch.front()) continue;  // no workers: prefetch means nothing
+      search.trials.push_back(measure(w, p));
+    }
+  workload.set_pipeline(own_workers, own_prefetch, augment, latency);
+  decide_loader(search);
+  return search;
+}
+
+void decide_loader(LoaderSearch& search) {
+  double best = 0;
+  for (const auto& t : search.trials)
+    if (t.outcome == Outcome::Ok) best = std::max(best, t.samples_per_s);
+  search.after.reset();
+  if (search.before.outcome == Outcome::Ok && !search.before.input_bound) {
+    search.after = search.before;  // nothing to remove
+  } else {
+    for (const auto& t : search.trials)  // in order: fewest workers, then least prefetch
+      if (t.outcome == Outcome::Ok && !t.input_bound && t.samples_per_s >= 0.95 * best) {
+        search.after = t;
+        break;
+      }
+  }
+  const LoaderTrial& b = search.before;
+  if (!search.after) {
+    search.advice = fmt::format("no setting tried removes the stall at batch {}: the input pipeline itself is too slow "
+                                "(a cheaper transform, faster storage, or a GPU-side transform would help)",
+                                search.batch);
+  } else if (search.after->workers == b.workers && search.after->prefetch == b.prefetch) {
+    search.advice = fmt::format("the current setting ({} workers, prefetch {}) already keeps the step fed at batch {} "
+                                "({:.0f} % of it waiting for data)",
+                                b.workers, b.prefetch, search.batch, 100 * b.data_wait_share);
+  } else {
+    const LoaderTrial& a = *search.after;
+    search.advice = fmt::format(
+        "--workers {} --prefetch {}: {:.0f} samples/s with {:.0f} % of the step waiting for data, against {:.0f} "
+        "samples/s and {:.0f} % with {} workers (prefetch {}){}",
+        a.workers, a.prefetch, a.samples_per_s, 100 * a.data_wait_share, b.samples_per_s, 100 * b.data_wait_share,
+        b.workers, b.prefetch, b.input_bound ? ": the stall is gone" : "");
+  }
+}
+
+}  // namespace batchwise
