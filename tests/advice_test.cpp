@@ -115,23 +115,16 @@ TEST(LrAdvice, CapsTheRuleBelowTheClosedFormLimit) {
   EXPECT_EQ(small.warmup_steps, 0);
 }
 
-// Without a set warm-up, the warm-up is the range test's own ramp: as many steps as the test took to
-// pass the advised rate, rising from the base rate with the loss under control. Here (rates 0.2 to
-// 51.2 in 24 steps, x1.27 a step) that is a handful of steps, and the schedule trains.
-TEST(LrAdvice, WarmsUpOverTheRangeTestsRampToTheRate) {
+// Without a set warm-up, one epoch of the workload's data (200,000 samples: 195 steps at 1024).
+// The range test's own ramp (a handful of steps here) is not enough on real networks.
+TEST(LrAdvice, WarmsUpOverOneEpochByDefault) {
   Regression problem(1.0, 0.2);
   const LrAdvice big = advise_lr(*problem.workload, 1024, LrAdviceOptions(32, 0.2));
-  ASSERT_TRUE(big.range.has_value());
-  ASSERT_TRUE(big.warmup_measured) << big.advice;
-  const double growth = std::pow(51.2 / 0.2, 1.0 / 23);
-  EXPECT_EQ(big.warmup_steps, static_cast<int64_t>(std::ceil(std::log(big.lr / 0.2) / std::log(growth) - 1e-9)));
-  ASSERT_LT(static_cast<size_t>(big.warmup_steps), big.range->points.size()) << "the test went past the rate";
-  EXPECT_GE(big.range->points[big.warmup_steps].lr, big.lr * (1 - 1e-9));  // the ramp's step that passed it
-  EXPECT_LT(big.range->points[big.warmup_steps].lr, *big.range->diverged_lr);
-  EXPECT_LE(big.warmup_steps, 8);
-  EXPECT_DOUBLE_EQ(big.warmup_epochs, big.warmup_steps * 1024.0 / 200000);
-  EXPECT_NE(big.advice.find("the range test's ramp passed the rate after as many steps"), std::string::npos) << big.advice;
-  EXPECT_LT(problem.expected_loss(big, 1024, 200), 1.05);  // trains to the noise floor
+  ASSERT_GT(big.lr, 0.2) << big.advice;
+  EXPECT_EQ(big.warmup_steps, 200000 / 1024);
+  EXPECT_DOUBLE_EQ(big.warmup_epochs, 195 * 1024.0 / 200000);
+  EXPECT_NE(big.advice.find("over the first 195 steps"), std::string::npos) << big.advice;
+  EXPECT_LT(problem.expected_loss(big, 1024, 400), 1.05);  // trains to the noise floor
 }
 
 // The rate schedule: a linear warm-up from the base rate, then the advised rate.

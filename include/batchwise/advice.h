@@ -78,12 +78,10 @@ struct LrAdvice {
   bool capped = false;           ///< the cap is below the rule's rate and set lr
   double lr = 0;                 ///< the rate to train with: min(rule, cap), never below the base rate
   /// Linear warm-up from warmup_from_lr (the base rate) to lr over the first warmup_steps optimizer
-  /// steps when lr is above the base rate: the steps the range test's ramp took to pass lr from the
-  /// base rate with the loss under control (warmup_measured), or LrAdviceOptions::warmup_samples.
-  /// Goyal et al. 2017 warm up over 5 of 90 epochs; a fixed share is a guess, and on a short run
-  /// it keeps a large batch at a low rate for much of its time.
+  /// steps when lr is above the base rate (Goyal et al. 2017 warm up over 5 of 90 epochs; here one
+  /// epoch of samples, or LrAdviceOptions::warmup_samples; the range test's own ramp is too short,
+  /// docs/advice.md).
   int64_t warmup_steps = 0;
-  bool warmup_measured = false;  ///< warmup_steps is the range test's ramp to lr
   double warmup_from_lr = 0;
   double warmup_epochs = 0;      ///< the warm-up in epochs of the workload's data (the rule's own when unmeasured)
   std::string advice;            ///< one sentence: the rule, the cap and its measurement, the warm-up
@@ -100,8 +98,7 @@ struct LrAdviceOptions {
   TORCH_ARG(double, high_factor) = 8;
   TORCH_ARG(int, steps) = 24;
   TORCH_ARG(double, safety) = kLrSafety;
-  /// Samples of linear warm-up when the rate is above the base; 0: the steps the range test's ramp
-  /// took to pass the advised rate.
+  /// Samples of linear warm-up when the rate is above the base; 0: one epoch of the workload's data.
   TORCH_ARG(int64_t, warmup_samples) = 0;
 };
 

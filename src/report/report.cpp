@@ -39,7 +39,6 @@ ordered_json lr_json(const LrAdvice& l) {
                     {"warmup_steps", l.warmup_steps},
                     {"warmup_from_lr", l.warmup_from_lr},
                     {"warmup_epochs", l.warmup_epochs},
-                    {"warmup_measured", l.warmup_measured},
                     {"advice", l.advice}};
   if (l.range) {
     ordered_json points = ordered_json::array();
