@@ -97,7 +97,7 @@ TEST(RunCommand, StepLinesAreTimedAfterWarmup) {
   EXPECT_GE(r.wall_s, 0.25);
 
   const CommandVerdict v = classify(r);
-  EXPECT_EQ(v.outcome, CommandOutcome::Ok) << v.message;
+  EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
   EXPECT_FALSE(v.wall_timing);
   const double total_s = std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0);
   EXPECT_NEAR(v.samples_per_s, 96 / total_s, 1e-9);
@@ -112,7 +112,7 @@ TEST(RunCommand, ReportedThroughputAndPeakAreUsedFromStderrToo) {
   EXPECT_EQ(r.reported_peak_bytes, 123456);
   EXPECT_EQ(r.peak_device_bytes, 123456);
   const CommandVerdict v = classify(r);
-  EXPECT_EQ(v.outcome, CommandOutcome::Ok);
+  EXPECT_EQ(v.outcome, Outcome::Ok);
   EXPECT_DOUBLE_EQ(v.samples_per_s, 1234.5);
   EXPECT_TRUE(contains(v.message, "as the child reported")) << v.message;
 }
@@ -132,7 +132,7 @@ TEST(RunCommand, NoProtocolLinesFallsBackToWallTime) {
   const CommandResult r = run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--quiet"}, 10));
   EXPECT_EQ(r.protocol_lines, 0);
   const CommandVerdict v = classify(r);
-  EXPECT_EQ(v.outcome, CommandOutcome::Ok);
+  EXPECT_EQ(v.outcome, Outcome::Ok);
   EXPECT_TRUE(v.wall_timing);
   EXPECT_EQ(v.step_times_s.size(), 7u);
   EXPECT_NEAR(v.samples_per_s, 70 / r.wall_s, 1e-9);
@@ -147,7 +147,7 @@ TEST(RunCommand, MemoryLimitStopsTheGroupAndIsOutOfMemory) {
   EXPECT_EQ(big.signal, SIGKILL);
   EXPECT_GT(big.peak_rss_bytes, limit);
   const CommandVerdict v = classify(big);
-  EXPECT_EQ(v.outcome, CommandOutcome::Oom);
+  EXPECT_EQ(v.outcome, Outcome::Oom);
   EXPECT_TRUE(contains(v.message, "over the 100 MiB budget: stopped by batchwise")) << v.message;
 
   const CommandResult small = run_command(
@@ -156,7 +156,7 @@ TEST(RunCommand, MemoryLimitStopsTheGroupAndIsOutOfMemory) {
   EXPECT_EQ(small.exit_status, 0) << small.output_tail;
   EXPECT_GT(small.peak_rss_bytes, 20LL << 20);
   EXPECT_LT(small.peak_rss_bytes, limit);
-  EXPECT_EQ(classify(small).outcome, CommandOutcome::Ok);
+  EXPECT_EQ(classify(small).outcome, Outcome::Ok);
 }
 
 TEST(RunCommand, MemoryOfTheWholeProcessGroupCounts) {
@@ -164,7 +164,7 @@ TEST(RunCommand, MemoryOfTheWholeProcessGroupCounts) {
   const CommandResult r = run_command(
       options("alloc.py", {"--batch-size={batch}", "--steps={steps}", "--in-child"}, 150).memory_limit_bytes(100LL << 20));
   EXPECT_TRUE(r.killed_over_memory_limit) << r.output_tail;
-  EXPECT_EQ(classify(r).outcome, CommandOutcome::Oom);
+  EXPECT_EQ(classify(r).outcome, Outcome::Oom);
 }
 
 // Forked workers reading the parent's 120 MiB share its pages: the group holds about 120 MiB, not
@@ -174,7 +174,7 @@ TEST(RunCommand, PagesSharedWithForkedWorkersCountOnce) {
                                                       "--workers=3", "--steps={steps}"}, 1)
                                           .warmup(0).steps(3).memory_limit_bytes(250LL << 20).timeout_s(20));
   EXPECT_FALSE(r.killed_over_memory_limit) << r.peak_rss_bytes;
-  EXPECT_EQ(classify(r).outcome, CommandOutcome::Ok) << r.output_tail;
+  EXPECT_EQ(classify(r).outcome, Outcome::Ok) << r.output_tail;
   EXPECT_GT(r.peak_rss_bytes, 120LL << 20);
   EXPECT_LT(r.peak_rss_bytes, 250LL << 20);
 }
@@ -184,7 +184,7 @@ TEST(RunCommand, FrameworkOutOfMemoryMessageIsOutOfMemory) {
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_TRUE(contains(r.oom_message, "RuntimeError: DefaultCPUAllocator: can't allocate memory")) << r.oom_message;
   const CommandVerdict v = classify(r);
-  EXPECT_EQ(v.outcome, CommandOutcome::Oom);
+  EXPECT_EQ(v.outcome, Outcome::Oom);
   EXPECT_TRUE(contains(v.message, "exit status 1 after 2 of 7 steps, the child printed: RuntimeError: "
                                   "DefaultCPUAllocator")) << v.message;
 }
@@ -208,7 +208,7 @@ TEST(RunCommand, SigkillFromNobodyWeKnowIsAnError) {
   EXPECT_FALSE(r.killed_over_memory_limit);
   EXPECT_FALSE(r.oom_killer);
   const CommandVerdict v = classify(r);
-  EXPECT_EQ(v.outcome, CommandOutcome::Error);
+  EXPECT_EQ(v.outcome, Outcome::Error);
   EXPECT_TRUE(contains(v.message, "killed by signal 9 (SIGKILL) after 3 of 7 steps, not by batchwise")) << v.message;
 }
 
@@ -221,7 +221,7 @@ TEST(RunCommand, HungChildTimesOutEvenIgnoringSigterm) {
   EXPECT_EQ(r.signal, SIGKILL);
   EXPECT_EQ(r.steps_seen, 1);
   const CommandVerdict v = classify(r);
-  EXPECT_EQ(v.outcome, CommandOutcome::Timeout);
+  EXPECT_EQ(v.outcome, Outcome::Timeout);
   EXPECT_TRUE(contains(v.message, "still running at the 1 s timeout after 1 of 7 steps: stopped by batchwise "
                                   "(SIGTERM, then SIGKILL)")) << v.message;
 }
@@ -234,7 +234,7 @@ TEST(RunCommand, StopAfterStepsEndsATrainerThatNeverStops) {
   EXPECT_FALSE(r.timed_out);
   EXPECT_GE(r.steps_seen, 7);
   EXPECT_EQ(r.signal, SIGTERM);
-  EXPECT_EQ(classify(r).outcome, CommandOutcome::Ok) << classify(r).message;
+  EXPECT_EQ(classify(r).outcome, Outcome::Ok) << classify(r).message;
 }
 
 TEST(RunCommand, MissingProgramIsAnErrorNamingIt) {
@@ -284,7 +284,7 @@ TEST(RunCommand, ProgramIsLookedUpOnTheChildsPath) {
 TEST(RunCommand, FailingCommandQuotesItsLastLine) {
   const CommandResult r = run_command(CommandOptions({python(), "-c", "import sys; print('bad flag'); sys.exit(2)"}, 4));
   const CommandVerdict v = classify(r);
-  EXPECT_EQ(v.outcome, CommandOutcome::Error);
+  EXPECT_EQ(v.outcome, Outcome::Error);
   EXPECT_EQ(v.message, "exit status 2 after 0 of 7 steps; last output: bad flag");
 }
 
@@ -343,7 +343,7 @@ TEST(RunCommand, DescendantsInSessionsOfTheirOwnAreMeasuredAndKilled) {
           .warmup(0).steps(8).timeout_s(30));
   const int grandchild = read_pid(dir + "/grandchild");
   ASSERT_GT(grandchild, 0) << r.output_tail;
-  EXPECT_EQ(classify(r).outcome, CommandOutcome::Ok) << r.output_tail;
+  EXPECT_EQ(classify(r).outcome, Outcome::Ok) << r.output_tail;
   EXPECT_GT(r.peak_rss_bytes, 150LL << 20);  // the parent alone holds some 10 MiB
   EXPECT_TRUE(gone(grandchild)) << "pid " << grandchild << " outlived the run";
   kill(grandchild, SIGKILL);  // in case it did not
@@ -353,7 +353,7 @@ TEST(RunCommand, DescendantsInSessionsOfTheirOwnAreMeasuredAndKilled) {
           .warmup(0).steps(8).timeout_s(30).memory_limit_bytes(100LL << 20));
   const int held = read_pid(dir + "/limited");
   EXPECT_TRUE(limited.killed_over_memory_limit) << limited.peak_rss_bytes << "\n" << limited.output_tail;
-  EXPECT_EQ(classify(limited).outcome, CommandOutcome::Oom);
+  EXPECT_EQ(classify(limited).outcome, Outcome::Oom);
   if (held > 0) {
     EXPECT_TRUE(gone(held)) << "pid " << held << " outlived the run";
     kill(held, SIGKILL);
@@ -372,7 +372,7 @@ TEST(RunCommand, TorchrunRanksAreMeasuredAndStopped) {
                       "--pid-dir=" + dir, "--steps={steps}"}, 4)
           .warmup(1).steps(3).stop_after_steps(true).timeout_s(60)
           .env({{"OMP_NUM_THREADS", "1"}}));
-  EXPECT_EQ(classify(r).outcome, CommandOutcome::Ok) << classify(r).message << "\n" << r.output_tail;
+  EXPECT_EQ(classify(r).outcome, Outcome::Ok) << classify(r).message << "\n" << r.output_tail;
   EXPECT_TRUE(r.stopped_after_steps);
   EXPECT_GT(r.peak_rss_bytes, 800LL << 20);  // both ranks' 400 MiB: torchrun alone peaks near 550 MiB
   for (const char* rank : {"rank0", "rank1"}) {
@@ -421,7 +421,7 @@ TEST(Classify, OomKillerIsOutOfMemory) {
   r.oom_kills = 1;
   r.peak_rss_bytes = 3LL << 30;
   const CommandVerdict v = classify(r);
-  EXPECT_EQ(v.outcome, CommandOutcome::Oom);
+  EXPECT_EQ(v.outcome, Outcome::Oom);
   EXPECT_EQ(v.message, "killed by the kernel's OOM killer (SIGKILL) after 3 of 7 steps; resident memory peaked at 3.00 GiB");
 }
 
@@ -436,7 +436,7 @@ TEST(Classify, CleanExitAfterAllStepsIsOkDespiteAnOomWarning) {
   r.step_samples = {4, 4};
   r.oom_message = "warning: CUDA out of memory, retrying with a smaller chunk";
   const CommandVerdict v = classify(r);
-  EXPECT_EQ(v.outcome, CommandOutcome::Ok) << v.message;
+  EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
   EXPECT_DOUBLE_EQ(v.samples_per_s, 8.0);
   EXPECT_STREQ(to_string(v.outcome), "ok");
 }

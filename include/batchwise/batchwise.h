@@ -12,6 +12,7 @@
 #include "batchwise/error.h"
 #include "batchwise/memory.h"
 #include "batchwise/models.h"
+#include "batchwise/outcome.h"
 #include "batchwise/trial.h"
 #include "batchwise/units.h"
 #include "batchwise/utilisation.h"

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "batchwise/outcome.h"
+
 // Fluent option like torch's TORCH_ARG, written here so that this header stays torch-free.
 #define BATCHWISE_COMMAND_ARG(T, name)                              \
  public:                                                            \
@@ -114,16 +116,10 @@ struct CommandResult {
   std::string output_tail;         ///< last 20 lines of stdout and stderr, interleaved as read
 };
 
-/// How a run ended.
-enum class CommandOutcome { Ok, Oom, Error, Timeout };
-
-/// "ok", "oom", "error", "timeout".
-const char* to_string(CommandOutcome outcome);
-
 /// A CommandResult judged: the outcome, one sentence that says exactly what happened, and the
 /// throughput used to rank batch sizes.
 struct CommandVerdict {
-  CommandOutcome outcome = CommandOutcome::Error;
+  Outcome outcome = Outcome::Error;
   std::string message;
   /// Ok only: the child's samples_per_s when reported, else measured samples / measured time,
   /// else (no usable step lines) batch x (warmup + steps) / wall_s. 0 otherwise.

@@ -8,17 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "batchwise/outcome.h"
 #include "batchwise/utilisation.h"
 
 namespace batchwise {
 
 class Workload;
-
-/// How a trial ended. A trial that ran out of memory or timed out is a result, not an exception.
-enum class Outcome { Ok, Oom, Error, Timeout };
-
-/// "ok", "oom", "error", "timeout" (the JSON spelling).
-const char* to_string(Outcome outcome);
 
 /// What a workload is, for reports: names, shapes and sizes.
 struct WorkloadInfo {

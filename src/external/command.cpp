@@ -230,16 +230,6 @@ std::string resolve_program(const std::string& program, const std::vector<std::s
 
 }  // namespace
 
-const char* to_string(CommandOutcome outcome) {
-  switch (outcome) {
-    case CommandOutcome::Ok: return "ok";
-    case CommandOutcome::Oom: return "oom";
-    case CommandOutcome::Error: return "error";
-    case CommandOutcome::Timeout: return "timeout";
-  }
-  return "error";
-}
-
 bool is_oom_message(const std::string& line) {
   return std::any_of(std::begin(kOomMarkers), std::end(kOomMarkers),
                      [&](const char* marker) { return line.find(marker) != std::string::npos; });
@@ -551,23 +541,23 @@ CommandVerdict classify(const CommandResult& r) {
   const bool clean_exit = r.exit_status == 0 && r.steps_seen >= total;
 
   if (r.killed_over_memory_limit) {
-    v.outcome = CommandOutcome::Oom;
+    v.outcome = Outcome::Oom;
     v.message = fmt::format("resident memory reached {}, over the {} budget: stopped by batchwise {}",
                             format_bytes(r.peak_rss_bytes), format_bytes(r.memory_limit_bytes), steps);
   } else if (r.oom_killer) {
-    v.outcome = CommandOutcome::Oom;
+    v.outcome = Outcome::Oom;
     v.message = fmt::format("killed by the kernel's OOM killer (SIGKILL) {}; resident memory peaked at {}", steps,
                             format_bytes(r.peak_rss_bytes));
   } else if (!r.oom_message.empty() && !clean_exit) {
-    v.outcome = CommandOutcome::Oom;
+    v.outcome = Outcome::Oom;
     const std::string how = r.timed_out ? fmt::format("stopped by batchwise at the {:g} s timeout", r.timeout_s) : ended;
     v.message = fmt::format("{} {}, the child printed: {}", how, steps, r.oom_message);
   } else if (r.timed_out) {
-    v.outcome = CommandOutcome::Timeout;
+    v.outcome = Outcome::Timeout;
     v.message = fmt::format("still running at the {:g} s timeout {}: stopped by batchwise ({})", r.timeout_s, steps,
                             r.signal == SIGKILL ? "SIGTERM, then SIGKILL" : "SIGTERM");
   } else if (r.stopped_after_steps || r.exit_status == 0) {
-    v.outcome = CommandOutcome::Ok;
+    v.outcome = Outcome::Ok;
     const std::string how = r.stopped_after_steps ? "stopped by batchwise, as asked," : ended;
     const double measured_s = std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0);
     const int64_t measured = std::accumulate(r.step_samples.begin(), r.step_samples.end(), int64_t{0});
@@ -591,7 +581,7 @@ CommandVerdict classify(const CommandResult& r) {
                               r.steps_seen > 0 ? steps : "without step lines", v.samples_per_s, r.wall_s, ran);
     }
   } else {
-    v.outcome = CommandOutcome::Error;
+    v.outcome = Outcome::Error;
     v.message = fmt::format("{} {}", ended, steps);
     if (r.signal == SIGKILL)
       v.message += r.oom_killer_known ? ", not by batchwise and not by the kernel's OOM killer"

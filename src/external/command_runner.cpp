@@ -92,12 +92,7 @@ Trial CommandRunner::run(const TrialOptions& o) {
   t.batch = o.batch();
   t.warmup_steps = o.warmup();
   t.steps = o.steps();
-  switch (verdict.outcome) {
-    case CommandOutcome::Ok: t.outcome = Outcome::Ok; break;
-    case CommandOutcome::Oom: t.outcome = Outcome::Oom; break;
-    case CommandOutcome::Timeout: t.outcome = Outcome::Timeout; break;
-    case CommandOutcome::Error: t.outcome = Outcome::Error; break;
-  }
+  t.outcome = verdict.outcome;  // one Outcome: a command ends as a trial does
   t.steps_run = result.steps_seen;
   t.peak_bytes = cuda_ ? result.peak_device_bytes.value_or(0) : result.peak_rss_bytes;
   t.peak_allocated_bytes = t.peak_bytes;

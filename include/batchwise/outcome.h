@@ -1,0 +1,12 @@
+#pragma once
+/// How a trial ended, whoever ran it: this process (run_trial), a user's command (CommandRunner) or
+/// every rank of a data-parallel group (DistributedRunner). Out of memory and a timeout are
+/// results, not exceptions.
+namespace batchwise {
+
+enum class Outcome { Ok, Oom, Error, Timeout };
+
+/// "ok", "oom", "error", "timeout" (the JSON spelling).
+const char* to_string(Outcome outcome);
+
+}  // namespace batchwise
