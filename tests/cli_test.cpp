@@ -8,6 +8,7 @@
 #include <set>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -193,8 +194,24 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("lowest held-out loss"), std::string::npos);
   EXPECT_EQ(j.at("lr").at("batch"), j.at("recommendation").at("batch"));
   ASSERT_TRUE(j.contains("run_plan")) << j.dump();
-  EXPECT_EQ(j.at("run_plan").at("rows").at(0).at("batch"), 32);  // the base batch first, then the recommended one
-  EXPECT_EQ(j.at("run_plan").at("rows").back().at("batch"), j.at("recommendation").at("batch"));
+  // The plan: the base batch first, then the recommended one and the rest of the race's flat
+  // range, by batch.
+  const auto& rows = j.at("run_plan").at("rows");
+  EXPECT_EQ(rows.at(0).at("batch"), 32);
+  EXPECT_EQ(rows.at(0).at("label"), "base");
+  const auto& flat = race.at("within_5_percent");
+  bool recommended = j.at("recommendation").at("batch") == 32;  // then the base row is the recommendation
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (rows.at(i).at("label") == "recommended") {
+      EXPECT_EQ(rows.at(i).at("batch"), j.at("recommendation").at("batch"));
+      recommended = true;
+    } else {
+      EXPECT_EQ(rows.at(i).at("label"), "within 5 %") << rows.dump();
+      EXPECT_NE(std::find(flat.begin(), flat.end(), rows.at(i).at("batch")), flat.end()) << rows.dump();
+    }
+    if (i > 1) EXPECT_LT(rows.at(i - 1).at("batch").get<int>(), rows.at(i).at("batch").get<int>());
+  }
+  EXPECT_TRUE(recommended) << rows.dump();
   // Without the race, the goodput optimum as before.
   const Outcome plain = batchwise(
       "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
