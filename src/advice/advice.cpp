@@ -1,6 +1,6 @@
 // The learning-rate range test, the learning-rate advice built on it, and the batch race: short
-// branched runs from one warm-started checkpoint, each candidate at its own rate, judged by held-out
-// loss at equal training time.
+// branched runs from the user's weights, each candidate at its own rate, judged by held-out loss at
+// equal training time (successive halving).
 #include "batchwise/advice.h"
 
 #include <ATen/ATen.h>
@@ -23,7 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 
 }  // namespace
 
