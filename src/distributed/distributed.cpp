@@ -238,9 +238,6 @@ std::pair<int, std::vector<int>> worst(const std::vector<int>& statuses) {
   return {status, ranks};
 }
 
-// What a failure in a step is: run_trial's classification.
-std::pair<Outcome, std::string> classify(const std::exception& e) { return detail::classify_failure(e); }
-
 // A batch of `n` rows that holds no memory, for a rank that already failed: it still walks the
 // trial's steps with the others, and trains nothing.
 Batch placeholder(int64_t n, c10::Device device) {
@@ -295,7 +292,7 @@ Batch DataParallelWorkload::next_batch(int64_t batch) {
     try {
       return inner_.next_batch(batch);
     } catch (const std::exception& e) {
-      const auto [outcome, message] = classify(e);
+      const auto [outcome, message] = detail::classify_failure(e);
       record_local_failure(outcome, message);
     }
   }
@@ -311,7 +308,7 @@ at::Tensor DataParallelWorkload::backward(const Batch& batch, double weight) {
     try {
       return inner_.backward(batch, weight);
     } catch (const std::exception& e) {
-      const auto [outcome, message] = classify(e);
+      const auto [outcome, message] = detail::classify_failure(e);
       record_local_failure(outcome, message);
     }
   }
@@ -345,7 +342,7 @@ void DataParallelWorkload::optimizer_step() {
   try {
     flat = at::zeros({n + world}, options);
   } catch (const std::exception& e) {  // the buffer itself does not fit: still take part, then fail
-    const auto [outcome, message] = classify(e);
+    const auto [outcome, message] = detail::classify_failure(e);
     record_local_failure(outcome, message);
     UntrackedScope untracked;
     flat = at::zeros({n + world}, options);
@@ -407,7 +404,7 @@ void DataParallelWorkload::optimizer_step() {
   try {
     inner_.optimizer_step();
   } catch (const std::exception& e) {  // told to the others at the next all-reduce, or at the trial's end
-    const auto [outcome, message] = classify(e);
+    const auto [outcome, message] = detail::classify_failure(e);
     record_local_failure(outcome, message);
   }
 }
