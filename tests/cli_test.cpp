@@ -301,8 +301,13 @@ TEST(Cli, NoiseReportsTheNoiseScaleWithItsTimeline) {
 TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   const fs::path json = scratch() / "validate.json";
   const Outcome r = batchwise("validate --model mlp --batch-sizes 64,256 --target-accuracy 0.75 --max-epochs 1 "
-                              "--threads 2 --no-history -q --json " + json.string());
+                              "--threads 2 --no-history --json " + json.string());
   ASSERT_EQ(r.code, 0) << r.err;
+  // Progress while each candidate trains (epoch, held-out metric, time so far and left), then its end.
+  EXPECT_NE(r.err.find("[validate 1/2] batch 64: epoch "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[validate 2/2] batch 256: epoch "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" s left; "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[validate] batch 64 (lr "), std::string::npos) << r.err;
   const auto j = nlohmann::json::parse(slurp(json));
   const auto& v = j.at("validation");
   EXPECT_EQ(v.at("target"), "test accuracy >= 0.75");

@@ -607,15 +607,17 @@ int run(const std::string& command, Flags& f) {
   // Long training passes (validate, the batch race): a live line on a terminal, a line every 10 s
   // elsewhere, so a log shows the run is alive and how far it is.
   auto last_line = std::chrono::steady_clock::now() - std::chrono::hours(1);
-  auto training_line = [&](const std::string& text, bool final) {
+  std::string last_candidate;  // not a terminal: a line when a candidate starts, then one every 10 s
+  auto training_line = [&](const std::string& text, const std::string& candidate) {
     if (f.quiet || !lead) return;
     const auto now = std::chrono::steady_clock::now();
     if (live) {
-      fmt::print(stderr, "\r\033[K{}{}", text, final ? "\n" : "");
+      fmt::print(stderr, "\r\033[K{}", text);
       std::fflush(stderr);
-    } else if (final || now - last_line >= std::chrono::seconds(10)) {
+    } else if (candidate != last_candidate || now - last_line >= std::chrono::seconds(10)) {
       fmt::print(stderr, "{}\n", text);
       last_line = now;
+      last_candidate = candidate;
     }
   };
   auto metric_text = [](double loss, const std::optional<double>& accuracy) {
@@ -627,14 +629,14 @@ int run(const std::string& command, Flags& f) {
                               "left; {:.0f} s elapsed)",
                               p.index + 1, p.count, p.batch, p.epochs, metric_text(p.loss, p.accuracy), p.train_s,
                               target, p.limit_left_s, p.elapsed_s),
-                  false);
+                  fmt::format("validate {}", p.index));
   };
   auto on_race = [&](const RaceProgress& p) {
     training_line(fmt::format("[race rung {}/{}, {}/{}] batch {}: epoch {:.2f}, held-out {} ({:.0f} s elapsed, ~{:.0f} s "
                               "left)",
                               p.rung, p.rungs, p.index, p.count, p.batch, p.epochs, metric_text(p.loss, p.accuracy),
                               p.elapsed_s, p.left_s),
-                  false);
+                  fmt::format("race {} {}", p.rung, p.index));
   };
   auto validate_with_progress = [&](const std::vector<int64_t>& candidates) {
     ValidateOptions options = validate_options(f, candidates).on_progress(on_validate);
