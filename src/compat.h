@@ -10,6 +10,14 @@
 #define BATCHWISE_ALLOCATE_CONST
 #endif
 
+// fp16 on CPU: autocast to float16 and GradScaler's unscale-and-check kernel on CPU tensors
+// (torch.amp.GradScaler("cpu")) arrived in 2.3.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define BATCHWISE_HAVE_CPU_FP16 1
+#else
+#define BATCHWISE_HAVE_CPU_FP16 0
+#endif
+
 #define BATCHWISE_TORCH_VERSION_STRING                                                     \
   BATCHWISE_STR(TORCH_VERSION_MAJOR) "." BATCHWISE_STR(TORCH_VERSION_MINOR) "." BATCHWISE_STR( \
       TORCH_VERSION_PATCH)

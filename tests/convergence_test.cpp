@@ -210,7 +210,61 @@ TEST(Precision, Bf16TrainsOnCpu) {
   }
   EXPECT_LT(last, first);
   EXPECT_THROW(make_workload(WorkloadOptions(options).precision("fp8")), ConfigError);
-  EXPECT_THROW(make_workload(WorkloadOptions(options).precision("fp16")), ConfigError);  // CUDA only
+}
+
+// fp16 on CPU (PyTorch's GradScaler("cpu")): the loss is scaled; a step whose scaled gradients
+// overflow is skipped and halves the scale, and the others train.
+TEST(Precision, Fp16OnCpuScalesTheLossAndSkipsOverflowingSteps) {
+  CpuMemoryTracker::install();
+  auto w = make_workload(
+      WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).lr(0.05).device("cpu").precision("fp16"));
+  auto& m = dynamic_cast<ModuleWorkload&>(*w);
+  EXPECT_EQ(w->info().precision, "fp16");
+  EXPECT_EQ(m.loss_scale(), 65536);
+  m.set_loss_scale(std::ldexp(1.0, 40));  // far past half precision's 65504: the first steps overflow
+  int skipped = 0, trained = 0;
+  for (int i = 0; i < 40; ++i) {
+    const auto before = copies(m.module().parameters());
+    const double scale = m.loss_scale();
+    w->train_step(w->next_batch(16));
+    bool same = true;
+    for (size_t k = 0; k < before.size(); ++k) same = same && at::equal(before[k], m.module().parameters()[k]);
+    if (same) {
+      ++skipped;
+      EXPECT_EQ(m.loss_scale(), scale / 2) << "step " << i;
+    } else {
+      ++trained;
+      EXPECT_EQ(m.loss_scale(), scale) << "step " << i;
+    }
+  }
+  EXPECT_GE(skipped, 10);  // 2^40 halves past 2^30 before a step fits
+  EXPECT_GE(trained, 5);
+  EXPECT_THROW(m.set_loss_scale(0), ConfigError);
+}
+
+// The fp16 step profile times the real fp16 step: its loss scaled, its gradients unscaled and
+// checked before the optimizer steps (once it skipped both, so its phases were another step's). From
+// the same state and data order, profiled steps and training steps leave the same weights and the
+// same scale, the steps the scaler skipped included. tests/cuda_test.cpp runs the same on a GPU.
+TEST(Precision, Fp16ProfiledStepsTrainAsTheRealStep) {
+  CpuMemoryTracker::install();
+  auto make = [] {
+    auto w = make_workload(
+        WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).device("cpu").precision("fp16"));
+    auto m = std::unique_ptr<ModuleWorkload>(dynamic_cast<ModuleWorkload*>(w.release()));
+    m->set_loss_scale(std::ldexp(1.0, 36));  // the first steps overflow and are skipped
+    return m;
+  };
+  auto trained = make(), profiled = make();
+  for (int i = 0; i < 30; ++i) {
+    trained->train_step(trained->next_batch(16));
+    ASSERT_TRUE(profiled->profiled_step(16).has_value());
+  }
+  EXPECT_LT(trained->loss_scale(), std::ldexp(1.0, 36));
+  EXPECT_EQ(profiled->loss_scale(), trained->loss_scale());
+  const auto a = trained->module().parameters(), b = profiled->module().parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::allclose(a[i], b[i], 1e-4, 1e-5)) << "parameter " << i;
 }
 
 // The utilisation monitor samples during every in-process trial: CPU per core, resident memory,

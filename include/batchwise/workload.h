@@ -141,6 +141,11 @@ class ModuleWorkload : public Workload {
   void set_shard(int rank, int world_size);
   /// Sets the learning rate of every parameter group.
   void set_lr(double lr);
+  /// fp16's dynamic loss scale (GradScaler's get_scale and update(new_scale)): the factor the loss is
+  /// multiplied by before backward; halved when a step's gradients overflow (the step is skipped),
+  /// doubled after 2000 good steps. Starts at 65536. REQUIRES: positive.
+  double loss_scale() const { return loss_scale_; }
+  void set_loss_scale(double scale);
   /// The model's mean loss on `data` and, for class labels, its accuracy; inputs are normalised like
   /// the training data's. Runs in eval mode without gradients, `batch` samples at a time, and puts
   /// the training mode back.
@@ -204,7 +209,7 @@ struct WorkloadOptions {
   TORCH_ARG(std::vector<int64_t>, input_shape) = {};
   TORCH_ARG(std::string, optimizer) = "sgd";
   /// "fp32"; "bf16" (autocast to bfloat16, CPU or CUDA); "fp16" (autocast to float16 with dynamic
-  /// loss scaling, CUDA only).
+  /// loss scaling; on CPU with LibTorch 2.3 or later, as PyTorch's GradScaler("cpu")).
   TORCH_ARG(std::string, precision) = "fp32";
   /// Learning rate; 0: the optimizer's default (sgd 0.01, adam/adamw 0.001).
   TORCH_ARG(double, lr) = 0;

@@ -341,6 +341,12 @@ void ModuleWorkload::step_optimizer() {
   }
 }
 
+void ModuleWorkload::set_loss_scale(double scale) {
+  BATCHWISE_CHECK(scale > 0 && std::isfinite(scale), ConfigError, "loss scale {:g}: must be a positive number", scale);
+  loss_scale_ = scale;
+  good_steps_ = 0;
+}
+
 std::optional<StepPhases> ModuleWorkload::profiled_step(int64_t batch) {
   using clock = std::chrono::steady_clock;
 #ifdef BATCHWISE_HAVE_DEVICE_EVENTS
@@ -860,8 +866,12 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
     const auto& names = precision_names();
     BATCHWISE_CHECK(std::find(names.begin(), names.end(), o.precision()) != names.end(), ConfigError,
                     "--precision '{}': choose fp32, bf16 or fp16", o.precision());
-    BATCHWISE_CHECK(o.precision() != "fp16" || device.type == "cuda", ConfigError,
-                    "--precision fp16 needs a CUDA device (its loss scaling is CUDA's); on CPU use --precision bf16");
+    // fp16 on CPU: autocast to float16 with the same loss scaling (PyTorch's GradScaler("cpu")); it
+    // pays only where the CPU has half-precision units (AMX-FP16, AVX512-FP16), and is what CI tests
+    // the fp16 step with.
+    BATCHWISE_CHECK(o.precision() != "fp16" || device.type == "cuda" || BATCHWISE_HAVE_CPU_FP16, ConfigError,
+                    "--precision fp16 on CPU needs LibTorch 2.3 or later (this is {}); use --precision bf16",
+                    BATCHWISE_TORCH_VERSION_STRING);
   }
   const TargetKind kind = o.loss() == "mse" ? TargetKind::Values : TargetKind::Classes;
 

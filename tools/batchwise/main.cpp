@@ -190,7 +190,7 @@ void add_workload_flags(CLI::App* cmd, Flags& f) {
   cmd->add_option("--device", w.device(), "cpu, cuda, cuda:N or auto")->capture_default_str();
   cmd->add_option("--optimizer", w.optimizer(), "sgd (momentum 0.9), adam or adamw")->capture_default_str();
   cmd->add_option("--precision", w.precision(),
-                  "fp32, bf16 (autocast to bfloat16, CPU or CUDA) or fp16 (autocast with loss scaling, CUDA)")
+                  "fp32, bf16 (autocast to bfloat16) or fp16 (autocast to float16 with loss scaling; on a CPU it pays only with half-precision units)")
       ->capture_default_str();
   cmd->add_option("--lr", w.lr(), "learning rate (default: sgd 0.01, adam/adamw 0.001)");
   cmd->add_option("--seq-len", f.seq_len,
