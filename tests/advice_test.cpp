@@ -236,6 +236,43 @@ TEST(BatchRace, ADivergingCandidateEndsAloneWithItsReason) {
                ConfigError);
 }
 
+// The last rung decides between batches the race can resolve by their loss, and otherwise for the
+// larger: it is at least as fast over a run longer than the race (the critical batch grows).
+TEST(BatchRace, TheLastRungPicksTheLargerOfBatchesItCannotTellApart) {
+  auto entry = [](int64_t batch, double loss, std::optional<double> ratio, std::optional<double> sd) {
+    RaceEntry e;
+    e.batch = batch;
+    e.loss_at_horizon = loss;
+    e.time_ratio = ratio;
+    e.time_ratio_sd = sd;
+    return e;
+  };
+  const RaceEntry lead = entry(256, 0.400, 1.0, 0.05);
+  // 512 needs 1.08x the time to 256's loss, and the race resolves +/- 0.19: a tie.
+  const RaceEntry tied = entry(512, 0.409, 1.08, 0.19);
+  LastRungPick pick = pick_last_rung({&lead, &tied});
+  EXPECT_EQ(pick.batch, 512);
+  EXPECT_EQ(pick.lead_batch, 256);
+  EXPECT_NE(pick.reason.find("batch 512 finished the last rung at 1.08x the time batch 256 took"), std::string::npos)
+      << pick.reason;
+  EXPECT_NE(pick.reason.find("McCandlish"), std::string::npos) << pick.reason;
+  // Told apart: 1.30x against a resolution of 0.10.
+  const RaceEntry slower = entry(512, 0.450, 1.30, 0.10);
+  pick = pick_last_rung({&slower, &lead});
+  EXPECT_EQ(pick.batch, 256);
+  EXPECT_TRUE(pick.reason.empty());
+  // A smaller batch within the resolution does not move the pick down, and a loss that is not falling
+  // (no time ratio) cannot tie.
+  const RaceEntry smaller = entry(128, 0.401, 1.01, 0.2);
+  const RaceEntry flat = entry(1024, 0.402, std::nullopt, std::nullopt);
+  pick = pick_last_rung({&smaller, &lead, &flat});
+  EXPECT_EQ(pick.batch, 256);
+  // Of several ties, the largest.
+  const RaceEntry tied_too = entry(1024, 0.41, 1.1, 0.12);
+  EXPECT_EQ(pick_last_rung({&lead, &tied, &tied_too}).batch, 1024);
+  EXPECT_EQ(pick_last_rung({}).batch, 0);
+}
+
 // Candidates from a sweep: the fast ones, at most `count`, dropping the slower end.
 TEST(BatchRace, CandidatesAreTheSweepsFastBatches) {
   std::vector<Trial> points;

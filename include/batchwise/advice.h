@@ -188,7 +188,13 @@ struct BatchRace {
   std::vector<RaceEntry> entries;       ///< in batch order
   std::vector<int64_t> left_out;        ///< candidates without an entry (see `notes`)
   std::vector<std::string> notes;
+  /// The recommendation: of the last rung's entries that the race cannot tell from the lead (see
+  /// pick_last_rung), the largest batch.
   std::optional<int64_t> best_batch;
+  /// The last rung's lowest held-out loss at the horizon; best_batch unless a larger batch tied it.
+  std::optional<int64_t> lead_batch;
+  /// Why best_batch is not lead_batch (empty when it is).
+  std::string pick_reason;
   /// Batches whose predicted time to their last rung's best loss is within 5 % of that rung's
   /// horizon, and those between them: how flat the optimum is.
   std::vector<int64_t> within_5_percent;
@@ -196,9 +202,24 @@ struct BatchRace {
   double wall_s = 0;
 };
 
+/// The race's pick from its last rung's entries (each with loss_at_horizon, and time_ratio and
+/// time_ratio_sd as the rung set them): the lead (lowest loss at the horizon), unless a larger batch
+/// came within one standard deviation of the race's resolution of it (time_ratio <= 1 +
+/// time_ratio_sd); then the largest such batch. The race cannot tell those apart at its horizon, and
+/// the batch that reaches a loss soonest grows as training goes on (the critical batch grows as the
+/// loss falls: McCandlish et al. 2018; Merrill et al. 2025), so over a real run, longer than the
+/// race, the larger one is at least as fast. batch is 0 when no entry has a loss.
+struct LastRungPick {
+  int64_t batch = 0;
+  int64_t lead_batch = 0;
+  std::string reason;  ///< why batch is not lead_batch; empty when it is
+};
+LastRungPick pick_last_rung(const std::vector<const RaceEntry*>& last_rung);
+
 /// Successive halving over batch sizes on held-out loss (Jamieson and Talwalkar 2016): every
 /// candidate trains from the workload's current weights at its advised rate for the same training
-/// time; the better half by held-out loss trains on for twice as long, and so on until one is left.
+/// time; the better half by held-out loss trains on for twice as long, and so on until two are left,
+/// whose last rung decides (pick_last_rung).
 /// Each entry keeps its own state between rungs and all see the same data order. Restores the
 /// workload's state afterwards. Out of memory or divergence ends an entry, not the race. Throws
 /// ConfigError for mismatched options or none.

@@ -258,7 +258,166 @@ std::vector<int> rung_sizes(int candidates) {
   return sizes;
 }
 
+// The first rung's training time per entry, so that the rungs spend the budget: rung r gives each
+// of its entries 2^r times it.
+double first_slice(double budget_s, const std::vector<int>& sizes) {
+  double units = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) units += sizes[r] * std::pow(2.0, static_cast<double>(r));
+  return budget_s / units;
+}
+
+struct Candidate {
+  int64_t batch = 0;
+  double samples_per_s = 0;
+};
+
+// The candidates (sorted, once each) whose steps fit the first rung; those that do not are left out
+// with a note, and the rungs are planned for the rest.
+std::vector<Candidate> plan_candidates(const BatchRaceOptions& o, BatchRace& race) {
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < o.batches().size(); ++i) candidates.push_back({o.batches()[i], o.samples_per_s()[i]});
+  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
+  candidates.erase(std::unique(candidates.begin(), candidates.end(),
+                               [](const auto& a, const auto& b) { return a.batch == b.batch; }),
+                   candidates.end());
+  const double first = first_slice(o.budget_s(), rung_sizes(static_cast<int>(candidates.size())));
+  std::vector<Candidate> kept;
+  for (const Candidate& c : candidates) {
+    const int64_t steps = static_cast<int64_t>(first * c.samples_per_s / static_cast<double>(c.batch));
+    if (steps >= o.min_steps()) {
+      kept.push_back(c);
+      continue;
+    }
+    race.left_out.push_back(c.batch);
+    race.notes.push_back(fmt::format("batch {} left out: {} steps fit the first rung's {:.2f} s, below the {} a "
+                                     "comparison needs (a larger --advice-budget includes it)",
+                                     c.batch, steps, first, o.min_steps()));
+  }
+  return kept;
+}
+
+struct Live {
+  RaceEntry entry;
+  std::unique_ptr<WorkloadState> state;
+  bool failed = false;
+};
+
+// Where the race stands, for its progress reports.
+struct RaceClock {
+  Clock::time_point start;
+  int rung = 0, rungs = 0, index = 0, count = 0;
+  double slice = 0, planned_left = 0, wall_per_train_s = 0;
+  int64_t epoch = 0;
+};
+
+// Trains entry `e` for one rung's slice of training time (from the workload's current state) at its
+// advised rate, evaluating `evaluations` times; throws when the training loss is not finite.
+void train_slice(ModuleWorkload& w, const Dataset& held_out, RaceEntry& e, int evaluations, const RaceClock& clock,
+                 const BatchRaceOptions& o) {
+  const auto entry_start = Clock::now();
+  const int64_t steps = std::max<int64_t>(1, std::llround(clock.slice * e.samples_per_s / static_cast<double>(e.batch)));
+  int next = 1;
+  for (int64_t step = 0; step < steps; ++step) {
+    w.set_lr(lr_at_step(e.lr, e.steps));
+    const double loss = w.train_step(w.next_batch(e.batch)).item<double>();
+    ++e.steps;
+    e.samples += e.batch;
+    if (!std::isfinite(loss))
+      throw std::runtime_error(fmt::format("diverged: the training loss became {} at step {}", loss, e.steps));
+    if ((step + 1) * evaluations < next * steps) continue;
+    ++next;
+    const Probe p = probe(w, held_out);
+    e.train_s = static_cast<double>(e.samples) / e.samples_per_s;
+    e.curve.push_back({e.train_s, p.loss, p.accuracy});
+    if (!o.on_progress()) continue;
+    RaceProgress progress;
+    progress.rung = clock.rung;
+    progress.rungs = clock.rungs;
+    progress.batch = e.batch;
+    progress.index = clock.index;
+    progress.count = clock.count;
+    progress.epochs = static_cast<double>(e.samples) / static_cast<double>(clock.epoch);
+    progress.loss = p.loss;
+    progress.accuracy = p.accuracy;
+    progress.elapsed_s = since(clock.start);
+    const double done = clock.slice * static_cast<double>(step + 1) / static_cast<double>(steps);
+    const double pace = clock.wall_per_train_s > 0 ? clock.wall_per_train_s : since(entry_start) / done;
+    progress.left_s = std::max(0.0, clock.planned_left - done) * pace;
+    o.on_progress()(progress);
+  }
+}
+
+// Ranks a rung's entries that did not fail by held-out loss at the horizon, and sets each one's
+// predicted time to the best's loss (time_ratio) and the race's resolution there (time_ratio_sd).
+std::vector<size_t> rank_rung(std::vector<Live>& entries, const std::vector<size_t>& alive, double horizon,
+                              size_t points) {
+  std::vector<size_t> ranked;
+  for (size_t i : alive)
+    if (!entries[i].failed) ranked.push_back(i);
+  std::sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
+    return *entries[a].entry.loss_at_horizon < *entries[b].entry.loss_at_horizon;
+  });
+  if (ranked.empty()) return ranked;
+  const double level = *entries[ranked.front()].entry.loss_at_horizon;
+  const std::optional<double> best_scatter = late_time_scatter(entries[ranked.front()].entry.curve, points, horizon);
+  for (size_t i : ranked) {
+    RaceEntry& e = entries[i].entry;
+    const auto [intercept, slope] = late_line(e.curve, points);
+    if (i == ranked.front()) e.time_ratio = 1;
+    else if (slope < 0) e.time_ratio = (level - intercept) / slope / horizon;
+    else e.time_ratio.reset();
+    // The best's scatter counts where its loss still falls (a converged best adds none).
+    const std::optional<double> own = late_time_scatter(e.curve, points, horizon);
+    if (own) e.time_ratio_sd = std::hypot(*own, i == ranked.front() ? 0.0 : best_scatter.value_or(0));
+    else e.time_ratio_sd.reset();
+  }
+  return ranked;
+}
+
+// Within 5 %: those predicted within 1.05 of their rung's best, or that the race cannot tell from
+// it (within two standard deviations of its resolution more), and every entry between them (time
+// to a target is unimodal in the batch: if 32 and 128 are as good as the best, so is 64). A race
+// of seconds resolves tens of percent at best: a range narrower than that would be false
+// precision, and the pick would move out of it between seeds.
+std::vector<int64_t> flat_range(const std::vector<Live>& entries) {
+  std::optional<int64_t> low, high;
+  for (const auto& live : entries)
+    if (!live.failed && live.entry.time_ratio &&
+        *live.entry.time_ratio <= 1.05 + 2 * live.entry.time_ratio_sd.value_or(0)) {
+      low = std::min(low.value_or(live.entry.batch), live.entry.batch);
+      high = std::max(high.value_or(live.entry.batch), live.entry.batch);
+    }
+  std::vector<int64_t> batches;
+  for (const auto& live : entries)
+    if (low && live.entry.batch >= *low && live.entry.batch <= *high && !live.failed)
+      batches.push_back(live.entry.batch);
+  return batches;
+}
+
 }  // namespace
+
+LastRungPick pick_last_rung(const std::vector<const RaceEntry*>& last_rung) {
+  LastRungPick pick;
+  const RaceEntry* lead = nullptr;
+  for (const RaceEntry* e : last_rung)
+    if (e->loss_at_horizon && (!lead || *e->loss_at_horizon < *lead->loss_at_horizon)) lead = e;
+  if (!lead) return pick;
+  pick.lead_batch = pick.batch = lead->batch;
+  const RaceEntry* chosen = lead;
+  for (const RaceEntry* e : last_rung)
+    if (e->batch > chosen->batch && e->loss_at_horizon && e->time_ratio &&
+        *e->time_ratio <= 1 + e->time_ratio_sd.value_or(0))
+      chosen = e;
+  if (chosen == lead) return pick;
+  pick.batch = chosen->batch;
+  pick.reason = fmt::format(
+      "batch {} finished the last rung at {:.2f}x the time batch {} took to its loss, within the race's resolution "
+      "(+/- {:.2f}), so the race cannot tell them apart; the larger is recommended because the batch that reaches a "
+      "loss soonest grows as training goes on (the critical batch grows as the loss falls: McCandlish et al. 2018; "
+      "Merrill et al. 2025), and a real run trains longer than the race",
+      chosen->batch, *chosen->time_ratio, lead->batch, chosen->time_ratio_sd.value_or(0));
+  return pick;
+}
 
 BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o) {
   BATCHWISE_CHECK(!o.batches().empty() && o.batches().size() == o.samples_per_s().size(), ConfigError,
@@ -272,82 +431,57 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
     BATCHWISE_CHECK(o.batches()[i] >= 1 && o.samples_per_s()[i] > 0, ConfigError,
                     "batch race: batch {} at {:g} samples/s; both must be positive", o.batches()[i],
                     o.samples_per_s()[i]);
-  const auto start = Clock::now();
+  RaceClock clock;
+  clock.start = Clock::now();
+  clock.epoch = w.data().size();
   const StateGuard restore(w);  // weights, optimizer (its learning rate too), data order
   const std::unique_ptr<WorkloadState> initial = w.save_state();
-  const int64_t epoch = w.data().size();
   BatchRace race;
   race.held_out = fmt::format("{} samples of {}", held_out.size(), held_out.name);
   const Probe before = probe(w, held_out);
   race.loss_before = before.loss;
   race.accuracy_before = before.accuracy;
-
-  std::vector<std::pair<int64_t, double>> candidates;
-  for (size_t i = 0; i < o.batches().size(); ++i) candidates.emplace_back(o.batches()[i], o.samples_per_s()[i]);
-  std::sort(candidates.begin(), candidates.end());
-  candidates.erase(std::unique(candidates.begin(), candidates.end(),
-                               [](const auto& a, const auto& b) { return a.first == b.first; }),
-                   candidates.end());
-  // The first rung's time per entry, from the budget: rung r gives each of its entries 2^r times it.
-  std::vector<int> sizes = rung_sizes(static_cast<int>(candidates.size()));
-  double units = 0;
-  for (size_t r = 0; r < sizes.size(); ++r) units += sizes[r] * std::pow(2.0, static_cast<double>(r));
-  double first = o.budget_s() / units;
-  // A candidate whose steps do not fit the first rung is left out; the rungs are planned without it.
-  std::vector<std::pair<int64_t, double>> kept;
-  for (const auto& [batch, rate] : candidates) {
-    const int64_t steps = static_cast<int64_t>(first * rate / static_cast<double>(batch));
-    if (steps >= o.min_steps()) {
-      kept.emplace_back(batch, rate);
-      continue;
-    }
-    race.left_out.push_back(batch);
-    race.notes.push_back(fmt::format("batch {} left out: {} steps fit the first rung's {:.2f} s, below the {} a "
-                                     "comparison needs (a larger --advice-budget includes it)",
-                                     batch, steps, first, o.min_steps()));
-  }
+  const std::vector<Candidate> kept = plan_candidates(o, race);
   if (kept.empty()) {
-    race.wall_s = since(start);
+    race.wall_s = since(clock.start);
     return race;
   }
-  sizes = rung_sizes(static_cast<int>(kept.size()));
-  if (kept.size() < candidates.size()) {  // the whole budget for those that run
-    units = 0;
-    for (size_t r = 0; r < sizes.size(); ++r) units += sizes[r] * std::pow(2.0, static_cast<double>(r));
-    first = o.budget_s() / units;
-  }
+  const std::vector<int> sizes = rung_sizes(static_cast<int>(kept.size()));
+  const double first = first_slice(o.budget_s(), sizes);  // the whole budget for those that run
+  const size_t points = static_cast<size_t>(o.evaluations()) + 1;
 
-  struct Live {
-    RaceEntry entry;
-    std::unique_ptr<WorkloadState> state;
-    bool failed = false;
-  };
   std::vector<Live> entries(kept.size());
   for (size_t i = 0; i < kept.size(); ++i) {
-    entries[i].entry.batch = kept[i].first;
-    entries[i].entry.samples_per_s = kept[i].second;
+    entries[i].entry.batch = kept[i].batch;
+    entries[i].entry.samples_per_s = kept[i].samples_per_s;
     entries[i].entry.curve.push_back({0, before.loss, before.accuracy});
   }
   std::vector<size_t> alive(kept.size());
   for (size_t i = 0; i < alive.size(); ++i) alive[i] = i;
-  double horizon = 0, wall_per_train_s = 0, planned_left = o.budget_s();
+  double horizon = 0;
+  clock.planned_left = o.budget_s();
+  clock.rungs = static_cast<int>(sizes.size());
+  bool cut_short = false;
   for (size_t rung = 0; rung < sizes.size() && !alive.empty(); ++rung) {
-    if (rung > 0 && o.max_wall_s() > 0 && since(start) > o.max_wall_s()) {
+    if (rung > 0 && o.max_wall_s() > 0 && since(clock.start) > o.max_wall_s()) {
       race.notes.push_back(fmt::format(
           "the race stopped after rung {} of {}: it had taken {:.0f} s of wall time, past its limit of {:.0f} s (the "
           "machine trained slower than the sweep measured); the best of that rung wins",
-          rung, sizes.size(), since(start), o.max_wall_s()));
+          rung, sizes.size(), since(clock.start), o.max_wall_s()));
       alive.resize(1);
+      cut_short = true;
       break;
     }
-    const double slice = first * std::pow(2.0, static_cast<double>(rung));
-    horizon += slice;
+    clock.slice = first * std::pow(2.0, static_cast<double>(rung));
+    clock.rung = static_cast<int>(rung) + 1;
+    clock.count = static_cast<int>(alive.size());
+    horizon += clock.slice;
     race.horizons_s.push_back(horizon);
-    int index = 0;
+    clock.index = 0;
     for (size_t i : alive) {
       Live& live = entries[i];
       RaceEntry& e = live.entry;
-      ++index;
+      ++clock.index;
       const auto entry_start = Clock::now();
       try {
         if (rung == 0) {
@@ -356,40 +490,10 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
         } else {
           w.restore_state(*live.state);
         }
-        const int64_t steps = std::max<int64_t>(1, std::llround(slice * e.samples_per_s / static_cast<double>(e.batch)));
-        int next = 1;
-        for (int64_t step = 0; step < steps; ++step) {
-          w.set_lr(lr_at_step(e.lr, e.steps));
-          const double loss = w.train_step(w.next_batch(e.batch)).item<double>();
-          ++e.steps;
-          e.samples += e.batch;
-          if (!std::isfinite(loss))
-            throw std::runtime_error(fmt::format("diverged: the training loss became {} at step {}", loss, e.steps));
-          if ((step + 1) * o.evaluations() < next * steps) continue;
-          ++next;
-          const Probe p = probe(w, held_out);
-          e.train_s = static_cast<double>(e.samples) / e.samples_per_s;
-          e.curve.push_back({e.train_s, p.loss, p.accuracy});
-          if (o.on_progress()) {
-            RaceProgress progress;
-            progress.rung = static_cast<int>(rung) + 1;
-            progress.rungs = static_cast<int>(sizes.size());
-            progress.batch = e.batch;
-            progress.index = index;
-            progress.count = static_cast<int>(alive.size());
-            progress.epochs = static_cast<double>(e.samples) / static_cast<double>(epoch);
-            progress.loss = p.loss;
-            progress.accuracy = p.accuracy;
-            progress.elapsed_s = since(start);
-            const double done = slice * static_cast<double>(step + 1) / static_cast<double>(steps);
-            const double pace = wall_per_train_s > 0 ? wall_per_train_s : since(entry_start) / done;
-            progress.left_s = std::max(0.0, planned_left - done) * pace;
-            o.on_progress()(progress);
-          }
-        }
-        e.rungs = static_cast<int>(rung) + 1;
+        train_slice(w, held_out, e, o.evaluations(), clock, o);
+        e.rungs = clock.rung;
         live.state = w.save_state();
-        const auto [intercept, slope] = late_line(e.curve, static_cast<size_t>(o.evaluations()) + 1);
+        const auto [intercept, slope] = late_line(e.curve, points);
         e.loss_at_horizon = intercept + slope * horizon;
         if (!std::isfinite(*e.loss_at_horizon)) throw std::runtime_error("diverged: the held-out loss is not finite");
       } catch (const ConfigError&) {
@@ -397,62 +501,37 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
       } catch (const std::exception& ex) {  // out of memory, a failing step, divergence: this entry ends
         const std::string what = ex.what();
         e.message = what.substr(0, what.find('\n'));
-        e.rungs = static_cast<int>(rung) + 1;
+        e.rungs = clock.rung;
         e.loss_at_horizon.reset();
         live.failed = true;
         live.state.reset();
       }
-      planned_left -= slice;
-      const double wall = since(entry_start);
-      wall_per_train_s = wall_per_train_s > 0 ? 0.5 * (wall_per_train_s + wall / slice) : wall / slice;
+      clock.planned_left -= clock.slice;
+      const double wall = since(entry_start) / clock.slice;
+      clock.wall_per_train_s = clock.wall_per_train_s > 0 ? 0.5 * (clock.wall_per_train_s + wall) : wall;
     }
     // Rank this rung's entries by held-out loss at the horizon; the better half goes on.
-    std::vector<size_t> ranked;
-    for (size_t i : alive)
-      if (!entries[i].failed) ranked.push_back(i);
-    std::sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
-      return *entries[a].entry.loss_at_horizon < *entries[b].entry.loss_at_horizon;
-    });
-    if (!ranked.empty()) {
-      const double level = *entries[ranked.front()].entry.loss_at_horizon;
-      const std::optional<double> best_scatter =
-          late_time_scatter(entries[ranked.front()].entry.curve, static_cast<size_t>(o.evaluations()) + 1, horizon);
-      for (size_t i : ranked) {
-        RaceEntry& e = entries[i].entry;
-        const auto [intercept, slope] = late_line(e.curve, static_cast<size_t>(o.evaluations()) + 1);
-        if (i == ranked.front()) e.time_ratio = 1;
-        else if (slope < 0) e.time_ratio = (level - intercept) / slope / horizon;
-        else e.time_ratio.reset();
-        // The best's scatter counts where its loss still falls (a converged best adds none).
-        const std::optional<double> own = late_time_scatter(e.curve, static_cast<size_t>(o.evaluations()) + 1, horizon);
-        if (own) e.time_ratio_sd = std::hypot(*own, i == ranked.front() ? 0.0 : best_scatter.value_or(0));
-        else e.time_ratio_sd.reset();
-      }
-    }
-    const size_t keep = rung + 1 < sizes.size() ? static_cast<size_t>(sizes[rung + 1]) : 1;
+    const std::vector<size_t> ranked = rank_rung(entries, alive, horizon, points);
+    const size_t keep = rung + 1 < sizes.size() ? static_cast<size_t>(sizes[rung + 1]) : ranked.size();
     alive.assign(ranked.begin(), ranked.begin() + std::min(keep, ranked.size()));
     for (size_t i = 0; i < entries.size(); ++i)  // the dropped keep their last figures
       if (std::find(alive.begin(), alive.end(), i) == alive.end()) entries[i].state.reset();
   }
-  if (!alive.empty()) race.best_batch = entries[alive.front()].entry.batch;
-  // Within 5 %: those predicted within 1.05 of their rung's best, or that the race cannot tell from
-  // it (within two standard deviations of its resolution more), and every entry between them (time
-  // to a target is unimodal in the batch: if 32 and 128 are as good as the best, so is 64). A race
-  // of seconds resolves tens of percent at best: a range narrower than that would be false
-  // precision, and the pick would move out of it between seeds.
-  std::optional<int64_t> low, high;
-  for (const auto& live : entries)
-    if (!live.failed && live.entry.time_ratio &&
-        *live.entry.time_ratio <= 1.05 + 2 * live.entry.time_ratio_sd.value_or(0)) {
-      low = std::min(low.value_or(live.entry.batch), live.entry.batch);
-      high = std::max(high.value_or(live.entry.batch), live.entry.batch);
+  if (!alive.empty()) {
+    // The last rung's entries decide; a race cut short by its wall-clock limit takes its lead.
+    std::vector<const RaceEntry*> last;
+    for (size_t i : alive) last.push_back(&entries[i].entry);
+    if (cut_short) last.resize(1);
+    const LastRungPick pick = pick_last_rung(last);
+    if (pick.batch > 0) {
+      race.best_batch = pick.batch;
+      race.lead_batch = pick.lead_batch;
+      race.pick_reason = pick.reason;
     }
-  for (auto& live : entries) {
-    if (low && live.entry.batch >= *low && live.entry.batch <= *high && !live.failed)
-      race.within_5_percent.push_back(live.entry.batch);
-    race.entries.push_back(std::move(live.entry));
   }
-  race.wall_s = since(start);
+  race.within_5_percent = flat_range(entries);
+  for (auto& live : entries) race.entries.push_back(std::move(live.entry));
+  race.wall_s = since(clock.start);
   return race;
 }
 
@@ -470,9 +549,16 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
                        fmt::join(race.within_5_percent, ", "));
   std::vector<std::string> dropped;
   for (const auto& e : race.entries)
-    if (e.batch != best->batch)
+    if (e.batch != best->batch && e.rungs < static_cast<int>(race.horizons_s.size()))
       dropped.push_back(e.message.empty() ? fmt::format("{} after {:.1f} s", e.batch, race.horizons_s[e.rungs - 1])
                                           : fmt::format("{} ({})", e.batch, e.message));
+  std::string finalists;
+  for (const auto& e : race.entries)
+    if (e.batch != best->batch && e.rungs == static_cast<int>(race.horizons_s.size()))
+      finalists += e.message.empty() ? fmt::format("; in the last rung against batch {} ({:.4f})", e.batch,
+                                                   e.loss_at_horizon.value_or(NAN))
+                                     : fmt::format("; batch {} ended in the last rung ({})", e.batch, e.message);
+  const std::string lead = race.pick_reason.empty() ? "reached the lowest held-out loss" : "reached a held-out loss";
   std::string knee;
   if (sweep && sweep->knee_batch && *sweep->knee_batch != best->batch)
     knee = fmt::format("; the throughput knee is batch {}", *sweep->knee_batch);
@@ -480,13 +566,14 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
   Recommendation rec;
   rec.batch = best->batch;
   rec.reason = fmt::format(
-      "batch {} reached the lowest held-out loss ({:.4f}{}) after {:.1f} s of training from your initial weights "
-      "({} samples/s, lr {:.4g}), racing {} candidates at equal training time, each at its own advised learning rate, "
-      "the better half going on at each rung (dropped: {}){}{}{}",
-      best->batch, *best->loss_at_horizon,
+      "batch {} {} ({:.4f}{}) after {:.1f} s of training from your initial weights ({} samples/s, lr {:.4g}), racing "
+      "{} candidates at equal training time, each at its own advised learning rate, the better half going on at each "
+      "rung (dropped: {}){}{}{}{}{}",
+      best->batch, lead, *best->loss_at_horizon,
       best->curve.back().accuracy ? fmt::format(", accuracy {:.3f}", *best->curve.back().accuracy) : "",
       race.horizons_s.back(), format_grouped(best->samples_per_s), best->lr.lr, race.entries.size(),
-      dropped.empty() ? "none" : fmt::format("{}", fmt::join(dropped, ", ")), flat, knee, fitted);
+      dropped.empty() ? "none" : fmt::format("{}", fmt::join(dropped, ", ")), finalists,
+      race.pick_reason.empty() ? "" : "; " + race.pick_reason, flat, knee, fitted);
   return rec;
 }
 

@@ -560,6 +560,7 @@ std::string race_section(const json& r) {
   }
   std::string notes;
   for (const auto& n : array(*race, "notes")) notes += fmt::format("<li>{}</li>\n", esc(n.is_string() ? n.get<std::string>() : n.dump()));
+  if (!str(*race, "pick_reason").empty()) notes += fmt::format("<li>{}</li>\n", esc(str(*race, "pick_reason")));
   const json config = {
       {"type", "line"},
       {"data", {{"datasets", datasets}}},

@@ -269,6 +269,8 @@ std::string to_json(const Report& r) {
                  {"horizons_s", race.horizons_s},
                  {"held_out", race.held_out},
                  {"best_batch", optional_json(race.best_batch)},
+                 {"lead_batch", optional_json(race.lead_batch)},
+                 {"pick_reason", race.pick_reason},
                  {"within_5_percent", race.within_5_percent},
                  {"left_out", race.left_out},
                  {"notes", race.notes},
@@ -632,6 +634,7 @@ std::string to_table(const Report& r) {
       std::string note = e.message;
       if (note.empty() && e.lr.capped) note = fmt::format("lr capped (rule {:.4g})", e.lr.scaled.lr);
       if (race.best_batch && *race.best_batch == e.batch) note = "<- best";
+      else if (race.lead_batch && *race.lead_batch == e.batch && race.best_batch) note = "lowest loss; tied with the best";
       line(fmt::format("{:>8}  {:>10}  {:>9.4g}  {:>6}  {:>6.2f}  {:>10.2f}  {:>9}  {:>8}  {}", e.batch,
                        grouped(e.samples_per_s), e.lr.lr, e.rungs,
                        static_cast<double>(e.samples) / static_cast<double>(epoch), e.train_s,
@@ -639,6 +642,7 @@ std::string to_table(const Report& r) {
                        e.time_ratio ? fmt::format("{:.2f}x", *e.time_ratio) : "-", note));
     }
     for (const auto& note : race.notes) line("  " + note);
+    if (!race.pick_reason.empty()) line("  " + race.pick_reason);
     if (race.within_5_percent.size() > 1)
       line(fmt::format("within 5 % of the best's time at their last rung, or closer than the race resolves: batches {}",
                        fmt::join(race.within_5_percent, ", ")));
