@@ -16,6 +16,7 @@
 #include "batchwise/error.h"
 #include "batchwise/loader.h"
 #include "batchwise/memory.h"
+#include "batchwise/recommend.h"
 #include "batchwise/trial.h"
 #include "batchwise/validate.h"
 #include "batchwise/workload.h"

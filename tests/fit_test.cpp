@@ -11,6 +11,7 @@
 #include "batchwise/error.h"
 #include "batchwise/fit.h"
 #include "batchwise/memory.h"
+#include "batchwise/recommend.h"
 #include "batchwise/models.h"
 #include "batchwise/sweep.h"
 #include "batchwise/workload.h"

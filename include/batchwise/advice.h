@@ -230,11 +230,6 @@ BatchRace race_batches(ModuleWorkload& workload, const Dataset& held_out, const 
 /// end is slower.
 std::vector<int64_t> race_candidates(const std::vector<Trial>& sweep_points, int count = 6);
 
-/// The recommendation from a race: its best batch, explained with the race's figures, the flat range,
-/// the throughput knee and the fit. None when the race has no winner.
-std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
-                                        const BatchRace& race);
-
 // ---- the run plan -------------------------------------------------------------------------------
 
 /// The optimizer's settings that a change of batch may call for changing.

@@ -3,7 +3,8 @@
 /// memory, devices, data, models), the searches over it (fit, sweep, tune), the advice (noise scale,
 /// goodput, learning rate, the batch race, validation, the doctor, the input-pipeline search), the
 /// other trial runners (a user's command, data-parallel ranks), and the reports that read them all.
-/// Example: `#include <batchwise/batchwise.h>` then `batchwise::tune(*workload, batchwise::TuneOptions())`.
+/// Example: `#include <batchwise/batchwise.h>` then
+/// `batchwise::tune(batchwise::TuneSubject(*workload), batchwise::TuneOptions())`.
 
 // engine
 #include "batchwise/context.h"
@@ -25,7 +26,11 @@
 #include "batchwise/convergence.h"
 #include "batchwise/doctor.h"
 #include "batchwise/loader.h"
+#include "batchwise/recommend.h"
 #include "batchwise/validate.h"
+// the whole tune, and the record it returns
+#include "batchwise/record.h"
+#include "batchwise/tune.h"
 // other runners
 #include "batchwise/command.h"
 #include "batchwise/command_runner.h"

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "batchwise/sweep.h"
 #include "batchwise/trial.h"
 
 namespace batchwise {
@@ -169,12 +168,5 @@ struct Goodput {
 
 /// Goodput of every ok sweep point; the base batch is the smallest measured.
 Goodput goodput(const std::vector<Trial>& sweep_points, double b_simple);
-
-/// The recommendation once the noise scale is known: the goodput-optimal batch (the one that makes
-/// the most training progress per second at the noise scale measured), explained with its
-/// throughput, statistical efficiency, the knee and the fit. Without a noise scale: recommend(fit,
-/// sweep), the throughput knee.
-std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
-                                        const std::optional<NoiseResult>& noise, const std::optional<Goodput>& goodput);
 
 }  // namespace batchwise

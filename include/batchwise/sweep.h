@@ -60,33 +60,8 @@ std::optional<int64_t> knee_batch(const std::vector<Trial>& points, double toler
 SweepResult sweep(Workload& workload, const SweepOptions& options);
 SweepResult sweep(TrialRunner& runner, const SweepOptions& options);
 
-/// The batch to train with, and one sentence citing the measured figures.
-struct Recommendation {
-  int64_t batch = 0;
-  std::string reason;
-};
-
-/// Options of tune: a fit, then a sweep over doublings of the smallest batch up to the fitted one.
-struct TuneOptions {
-  TORCH_ARG(FitOptions, fit);
-  TORCH_ARG(SweepOptions, sweep);  ///< batch_sizes empty: doublings(fit.min rounded up to fit.multiple_of, the fit)
-};
-
-struct TuneResult {
-  FitResult fit;
-  std::optional<SweepResult> sweep;   ///< absent when the fit found no batch
-  std::optional<Recommendation> recommendation;
-};
-
-/// The recommendation from whatever ran: the sweep's knee when a sweep ran (explained with its
-/// figures), else the fitted batch; none when neither found a batch.
-std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep);
-
-/// fit, sweep, recommend.
-TuneResult tune(Workload& workload, const TuneOptions& options);
-TuneResult tune(TrialRunner& runner, const TuneOptions& options);
-/// The sweep and recommendation of tune after a fit that is already known (tune --reuse takes it
-/// from the run history); options.fit() still gives --min and --multiple-of for the sweep sizes.
-TuneResult tune(TrialRunner& runner, const TuneOptions& options, FitResult fit);
+/// The step profile (profile_steps) at each ok point of a sweep; a batch that cannot be profiled keeps
+/// its sweep figures and adds a line to `warnings`.
+std::vector<StepProfile> profile_sweep(Workload& workload, const SweepResult& sweep, std::vector<std::string>& warnings);
 
 }  // namespace batchwise

@@ -105,9 +105,4 @@ struct ValidationResult {
 /// for a workload that is not a ModuleWorkload, no target, or no candidates.
 ValidationResult validate(Workload& workload, const Dataset& held_out, const ValidateOptions& options);
 
-/// The recommendation after validation: confirmed when the recommended batch reached the target in
-/// the least training time, corrected to the batch that did otherwise, and unchanged (saying so)
-/// when no candidate reached it. The reason cites the measured times.
-Recommendation confirm(const Recommendation& recommendation, const ValidationResult& validation);
-
 }  // namespace batchwise

@@ -535,47 +535,6 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   return race;
 }
 
-std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
-                                        const BatchRace& race) {
-  if (!race.best_batch || race.horizons_s.empty()) return std::nullopt;
-  const RaceEntry* best = nullptr;
-  for (const auto& e : race.entries)
-    if (e.batch == *race.best_batch) best = &e;
-  if (!best || !best->loss_at_horizon) return std::nullopt;
-  std::string flat;
-  if (race.within_5_percent.size() > 1)
-    flat = fmt::format("; batches {} came within 5 % of the time of the best at their last rung, or closer than the "
-                       "race can resolve, so the optimum is flat across them",
-                       fmt::join(race.within_5_percent, ", "));
-  std::vector<std::string> dropped;
-  for (const auto& e : race.entries)
-    if (e.batch != best->batch && e.rungs < static_cast<int>(race.horizons_s.size()))
-      dropped.push_back(e.message.empty() ? fmt::format("{} after {:.1f} s", e.batch, race.horizons_s[e.rungs - 1])
-                                          : fmt::format("{} ({})", e.batch, e.message));
-  std::string finalists;
-  for (const auto& e : race.entries)
-    if (e.batch != best->batch && e.rungs == static_cast<int>(race.horizons_s.size()))
-      finalists += e.message.empty() ? fmt::format("; in the last rung against batch {} ({:.4f})", e.batch,
-                                                   e.loss_at_horizon.value_or(NAN))
-                                     : fmt::format("; batch {} ended in the last rung ({})", e.batch, e.message);
-  const std::string lead = race.pick_reason.empty() ? "reached the lowest held-out loss" : "reached a held-out loss";
-  std::string knee;
-  if (sweep && sweep->knee_batch && *sweep->knee_batch != best->batch)
-    knee = fmt::format("; the throughput knee is batch {}", *sweep->knee_batch);
-  const std::string fitted = fit && fit->batch ? fmt::format("; the largest batch that fits is {}", *fit->batch) : "";
-  Recommendation rec;
-  rec.batch = best->batch;
-  rec.reason = fmt::format(
-      "batch {} {} ({:.4f}{}) after {:.1f} s of training from your initial weights ({} samples/s, lr {:.4g}), racing "
-      "{} candidates at equal training time, each at its own advised learning rate, the better half going on at each "
-      "rung (dropped: {}){}{}{}{}{}",
-      best->batch, lead, *best->loss_at_horizon,
-      best->curve.back().accuracy ? fmt::format(", accuracy {:.3f}", *best->curve.back().accuracy) : "",
-      race.horizons_s.back(), format_grouped(best->samples_per_s), best->lr.lr, race.entries.size(),
-      dropped.empty() ? "none" : fmt::format("{}", fmt::join(dropped, ", ")), finalists,
-      race.pick_reason.empty() ? "" : "; " + race.pick_reason, flat, knee, fitted);
-  return rec;
-}
 
 // ---- the run plan -------------------------------------------------------------------------------
 

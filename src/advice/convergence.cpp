@@ -239,45 +239,5 @@ Goodput goodput(const std::vector<Trial>& sweep_points, double b_simple) {
   return g;
 }
 
-std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
-                                        const std::optional<NoiseResult>& noise, const std::optional<Goodput>& good) {
-  if (!sweep || !noise || !noise->b_simple || !good || !good->best_batch || !sweep->knee_batch)
-    return recommend(fit, sweep);
-  const GoodputPoint* best = nullptr;
-  for (const auto& p : good->points)
-    if (p.batch == *good->best_batch) best = &p;
-  const Trial* at = nullptr;
-  const Trial* knee = nullptr;
-  for (const auto& t : sweep->points) {
-    if (t.outcome != Outcome::Ok) continue;
-    if (t.batch == *good->best_batch) at = &t;
-    if (t.batch == *sweep->knee_batch) knee = &t;
-  }
-  if (!best || !at || !knee) return recommend(fit, sweep);
-  const int64_t budget = fit ? fit->budget_bytes : sweep->budget_bytes;
-  const std::string memory =
-      budget > 0 ? fmt::format("peaking at {} ({} of the budget)", format_bytes(at->peak_bytes),
-                               format_percent(100.0 * static_cast<double>(at->peak_bytes) / static_cast<double>(budget)))
-                 : fmt::format("peaking at {}", format_bytes(at->peak_bytes));
-  const std::string knee_part =
-      knee->batch == at->batch
-          ? "it is also the throughput knee"
-          : fmt::format("the throughput knee is batch {} ({:.0f} samples/s{})", knee->batch, knee->samples_per_s,
-                        knee->batch > at->batch ? ", but its extra samples per step mostly repeat what the gradient "
-                                                  "already knows"
-                                                : "")
-  ;
-  const std::string fit_part =
-      fit && fit->batch ? fmt::format("; the largest batch that fits is {}", *fit->batch) : std::string();
-  Recommendation rec;
-  rec.batch = at->batch;
-  rec.reason = fmt::format(
-      "batch {} makes the most training progress per second: {:.0f} samples/s x {:.0f} % statistical efficiency at "
-      "the gradient noise scale measured now (B_simple {:.0f}, band {:.0f} to {:.0f}) = {:.0f} useful samples/s, {}; "
-      "{}{}",
-      at->batch, best->samples_per_s, best->efficiency * 100, *noise->b_simple, noise->b_simple_low,
-      noise->b_simple_high, best->goodput, memory, knee_part, fit_part);
-  return rec;
-}
 
 }  // namespace batchwise

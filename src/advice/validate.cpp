@@ -199,33 +199,5 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   return result;
 }
 
-Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
-  const ValidationRun* predicted = nullptr;
-  const ValidationRun* fastest = nullptr;
-  for (const auto& r : v.runs) {
-    if (r.batch == rec.batch) predicted = &r;
-    if (v.fastest_batch && r.batch == *v.fastest_batch) fastest = &r;
-  }
-  auto took = [&](const ValidationRun& r) {
-    return fmt::format("{:.1f} s of training ({} steps, {:.2f} epochs, lr {:.4g})", r.train_s, r.steps, r.epochs,
-                       r.lr.lr);
-  };
-  Recommendation out = rec;
-  if (!fastest) {
-    out.reason = fmt::format("{}; not validated: no candidate reached {} ({})", rec.reason, v.target,
-                             v.runs.empty() ? "none ran" : v.runs.front().message);
-  } else if (fastest->batch == rec.batch) {
-    out.reason = fmt::format("{}; validated: it reached {} soonest, in {}", rec.reason, v.target, took(*fastest));
-  } else {
-    out.batch = fastest->batch;
-    out.reason = fmt::format(
-        "batch {} reached {} soonest, in {}, where the predicted batch {} {}; the prediction was: {}", fastest->batch,
-        v.target, took(*fastest), rec.batch,
-        predicted ? (predicted->reached ? "took " + took(*predicted) : "did not reach it (" + predicted->message + ")")
-                  : "was not run",
-        rec.reason);
-  }
-  return out;
-}
 
 }  // namespace batchwise

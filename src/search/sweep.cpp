@@ -147,92 +147,19 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
   return r;
 }
 
-namespace {
-
-std::optional<Recommendation> recommend_fit(const FitResult& fit) {
-  if (fit.outcome != FitOutcome::Fits) return std::nullopt;
-  const Trial* at = nullptr;
-  for (const auto& t : fit.trials)
-    if (t.batch == *fit.batch && t.outcome == Outcome::Ok) at = &t;
-  Recommendation rec;
-  rec.batch = *fit.batch;
-  if (!at) {  // a fit reused from the history keeps its answer, not its trials
-    rec.reason = fmt::format("batch {} is the largest that fit the {} budget{} (no batch of the sweep ran, so this is "
-                             "the fit's answer alone)",
-                             rec.batch, format_bytes(fit.budget_bytes), fit.limited_by_max ? " up to the --max searched" : "");
-  } else if (fit.limited_by_max) {
-    rec.reason = fmt::format("batch {} is the --max searched; its peak memory ({}) is within {:.0f} % of the {} "
-                             "budget, so larger batches may fit too",
-                             rec.batch, format_bytes(at->peak_bytes), fit.target * 100, format_bytes(fit.budget_bytes));
-  } else {
-    rec.reason = fmt::format("batch {} is the largest whose peak memory ({}) stays within {:.0f} % of the {} budget",
-                             rec.batch, format_bytes(at->peak_bytes), fit.target * 100, format_bytes(fit.budget_bytes));
-  }
-  return rec;
-}
-
-}  // namespace
-
-std::optional<Recommendation> recommend(const std::optional<FitResult>& fit_result,
-                                        const std::optional<SweepResult>& sweep_result) {
-  if (!sweep_result || !sweep_result->knee_batch) return fit_result ? recommend_fit(*fit_result) : std::nullopt;
-  const SweepResult& sweep = *sweep_result;
-  const FitResult empty_fit;
-  const FitResult& fit = fit_result ? *fit_result : empty_fit;
-  const Trial* knee = nullptr;
-  const Trial* best = nullptr;
+std::vector<StepProfile> profile_sweep(Workload& workload, const SweepResult& sweep, std::vector<std::string>& warnings) {
+  std::vector<StepProfile> profiles;
   for (const auto& p : sweep.points) {
     if (p.outcome != Outcome::Ok) continue;
-    if (p.batch == *sweep.knee_batch) knee = &p;
-    if (!best || p.samples_per_s > best->samples_per_s) best = &p;
+    try {
+      if (auto profile = profile_steps(workload, p.batch)) profiles.push_back(*profile);
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      warnings.push_back(
+          fmt::format("--profile: batch {} could not be profiled: {}", p.batch, what.substr(0, what.find('\n'))));
+    }
   }
-  BATCHWISE_ASSERT(knee && best);
-  Recommendation rec;
-  rec.batch = knee->batch;
-  const int64_t budget = fit_result ? fit.budget_bytes : sweep.budget_bytes;
-  const double pct_budget = budget > 0 ? 100.0 * static_cast<double>(knee->peak_bytes) / static_cast<double>(budget) : 0;
-  std::string fit_part;
-  if (fit.batch) {
-    fit_part = fit.limited_by_max ? fmt::format("; batches up to {} fit (the --max searched)", *fit.batch)
-                                  : fmt::format("; the largest batch that fits is {}", *fit.batch);
-  }
-  if (knee == best) {
-    rec.reason = fmt::format("batch {} is the fastest measured at {:.0f} samples/s, peaking at {} ({} of the "
-                             "budget){}",
-                             knee->batch, knee->samples_per_s, format_bytes(knee->peak_bytes), format_percent(pct_budget), fit_part);
-  } else {
-    rec.reason = fmt::format(
-        "batch {} trains at {:.0f} samples/s, within {:.0f} % of the fastest ({:.0f} at batch {}), peaking at {} "
-        "({} of the budget); bigger batches are not meaningfully faster{}",
-        knee->batch, knee->samples_per_s, sweep.knee_tolerance * 100, best->samples_per_s, best->batch,
-        format_bytes(knee->peak_bytes), format_percent(pct_budget), fit_part);
-  }
-  return rec;
-}
-
-TuneResult tune(Workload& workload, const TuneOptions& options) {
-  WorkloadRunner runner(workload);
-  return tune(runner, options);
-}
-
-TuneResult tune(TrialRunner& runner, const TuneOptions& o) { return tune(runner, o, fit(runner, o.fit())); }
-
-TuneResult tune(TrialRunner& runner, const TuneOptions& o, FitResult fitted) {
-  TuneResult r;
-  r.fit = std::move(fitted);
-  if (r.fit.outcome != FitOutcome::Fits) return r;
-  SweepOptions s = o.sweep();
-  // The batches the caller named are all swept; doublings tune chose stop where samples/s flattens.
-  if (s.stop_after_flat() == 0) s.stop_after_flat(s.batch_sizes().empty() ? 3 : -1);  // < 0: never
-  if (s.batch_sizes().empty()) {
-    // Doublings of the smallest allowed batch (a multiple of --multiple-of) up to the fit.
-    const int64_t m = o.fit().multiple_of();
-    s.batch_sizes(doublings((o.fit().min() + m - 1) / m * m, *r.fit.batch));
-  }
-  if (s.budget_bytes() == 0) s.budget_bytes(r.fit.budget_bytes);
-  r.sweep = sweep(runner, s);
-  r.recommendation = recommend(r.fit, r.sweep);
-  return r;
+  return profiles;
 }
 
 }  // namespace batchwise

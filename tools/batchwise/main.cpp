@@ -33,6 +33,7 @@
 #include "batchwise/report.h"
 #include "batchwise/sweep.h"
 #include "batchwise/trace.h"
+#include "batchwise/tune.h"
 #include "batchwise/validate.h"
 #include "batchwise/units.h"
 #include "batchwise/version.h"
@@ -396,6 +397,28 @@ int run_history(const Flags& f) {
   return kExitOk;
 }
 
+bool known_optimizer(const WorkloadInfo& w) {
+  const auto& optimizers = optimizer_names();
+  return w.lr > 0 && std::find(optimizers.begin(), optimizers.end(), w.optimizer) != optimizers.end();
+}
+
+// plan: the learning rate at the global batch, measured when it is one plain step on this device (no
+// accumulation, one rank; an accumulated or multi-device step is not range-tested here), else the
+// rule's; and the run plan from the base batch to it.
+void plan_learning_rate(const Flags& f, Report& report, ModuleWorkload* workload, bool data_parallel) {
+  if (!report.accumulation || !known_optimizer(report.workload)) return;
+  const int64_t batch = report.accumulation->global_batch;
+  const bool one_step = report.accumulation->accumulation_steps == 1 && report.accumulation->world_size == 1;
+  if (one_step && workload && !data_parallel && f.workload.precision() != "fp16")
+    report.lr = advise_lr(*workload, batch, LrAdviceOptions(f.base_batch, report.workload.lr));
+  else
+    report.lr = unmeasured_lr(report.workload.optimizer, f.base_batch, report.workload.lr, batch);
+  std::vector<std::pair<std::string, LrAdvice>> rows{
+      {"base", unmeasured_lr(report.workload.optimizer, f.base_batch, report.workload.lr, f.base_batch)}};
+  if (batch != f.base_batch) rows.emplace_back("planned", *report.lr);
+  report.run_plan = plan_run(optimizer_settings(report.workload.optimizer, workload), report.workload.dataset_size, rows);
+}
+
 int run(const std::string& command, Flags& f) {
   if (command == "compare") return run_compare(f);
   if (command == "history") return run_history(f);
@@ -552,14 +575,6 @@ int run(const std::string& command, Flags& f) {
   }
   if (group)
     report.distributed = DistributedRun{group->size(), group->backend(), rank_budgets, f.dist_timeout_s};
-  if (command == "tune" && workload && !data_parallel) {
-    // The doctor's warnings first: a slow BLAS or too few threads distort every figure that follows.
-    // Not for data-parallel ranks, which share the cores by design.
-    for (const auto& w : run_doctor(DoctorOptions().gemm(!cuda)).warnings()) {
-      if (!f.quiet) fmt::print(stderr, "doctor: warning: {}\n  fix: {}\n", w.detail, w.fix);
-      report.context.warnings.push_back(fmt::format("doctor: {} (fix: {})", w.detail, w.fix));
-    }
-  }
   report.context.device_total_bytes = runner->device_total_bytes();
   report.workload = runner->info();
   report.budget_bytes = budget > 0 ? budget : runner->default_budget_bytes();
@@ -638,9 +653,7 @@ int run(const std::string& command, Flags& f) {
                               p.elapsed_s, p.left_s),
                   fmt::format("race {} {}", p.rung, p.index));
   };
-  auto validate_with_progress = [&](const std::vector<int64_t>& candidates) {
-    ValidateOptions options = validate_options(f, candidates).on_progress(on_validate);
-    ValidationResult v = validate(*workload, held_out, options);
+  auto print_validation = [&](const ValidationResult& v) {
     if (live && !f.quiet && lead) fmt::print(stderr, "\r\033[K");
     for (const auto& run : v.runs)
       if (!f.quiet && lead)
@@ -648,38 +661,72 @@ int run(const std::string& command, Flags& f) {
                    run.reached ? fmt::format("reached {} in {:.1f} s of training ({:.2f} epochs)", v.target, run.train_s,
                                              run.epochs)
                                : run.message);
+  };
+  auto validate_with_progress = [&](const std::vector<int64_t>& candidates) {
+    ValidationResult v = validate(*workload, held_out, validate_options(f, candidates).on_progress(on_validate));
+    print_validation(v);
     return v;
   };
 
   int code = kExitOk;
   std::unique_ptr<History> history;
   if (!f.no_history || f.reuse) history = std::make_unique<History>(history_path(f));
-  std::optional<HistoryEntry> reused;
+  std::optional<FitResult> reused;
   if (f.reuse) {
     if (f.use_cmd) throw ConfigError("--reuse: a command's fit is not stored by workload; drop --reuse with --cmd");
-    reused = history->find_fit(to_json(report), f.reuse_max_age_h * 3600);
+    const std::optional<HistoryEntry> entry = history->find_fit(to_json(report), f.reuse_max_age_h * 3600);
     if (!f.quiet)
-      fmt::print(stderr, "{}\n", reused ? fmt::format("reusing the fit of run {} ({}): batch {}", reused->id,
-                                                        reused->date, *reused->fit_batch)
-                                         : std::string("--reuse: no matching fit in the history; fitting"));
+      fmt::print(stderr, "{}\n", entry ? fmt::format("reusing the fit of run {} ({}): batch {}", entry->id,
+                                                       entry->date, *entry->fit_batch)
+                                        : std::string("--reuse: no matching fit in the history; fitting"));
+    if (entry) {
+      FitResult r;
+      r.mode = parse_fit_mode(f.mode);
+      r.outcome = FitOutcome::Fits;
+      r.batch = *entry->fit_batch;
+      r.budget_bytes = report.budget_bytes;
+      r.target = f.target;
+      r.multiple_of = f.multiple_of;
+      r.message = fmt::format("reused from run {} of {} in {} (--reuse): no fit trials ran", entry->id, entry->date,
+                              history_path(f));
+      reused = r;
+    }
   }
-  if (reused) {
-    FitResult r;
-    r.mode = parse_fit_mode(f.mode);
-    r.outcome = FitOutcome::Fits;
-    r.batch = *reused->fit_batch;
-    r.budget_bytes = report.budget_bytes;
-    r.target = f.target;
-    r.multiple_of = f.multiple_of;
-    r.message = fmt::format("reused from run {} of {} in {} (--reuse): no fit trials ran", reused->id, reused->date,
-                            history_path(f));
-    TuneResult t = tune(*runner,
-                        TuneOptions()
-                            .fit(fit_options(f, report.budget_bytes, progress, started))
-                            .sweep(sweep_options(f, report.budget_bytes, progress, started)),
-                        r);
-    report.fit = t.fit;
-    report.sweep = t.sweep;
+  auto* module_workload = dynamic_cast<ModuleWorkload*>(workload.get());
+  if (command == "tune") {
+    TuneSubject subject(*runner, workload.get());
+    if (!f.use_cmd) subject.options = f.workload;
+    subject.world_size = group ? group->size() : 1;
+    subject.held_out = [&]() {
+      if (held_out.size() == 0) held_out = held_out_or_training_sample(f.workload, module_workload->data());
+      return held_out;
+    };
+    if (!data_parallel)
+      subject.release = [&] {  // --compare-precision fits the other precisions without this one's model
+        module_workload = nullptr;
+        runner.reset();
+        workload.reset();
+        held_out = Dataset{};
+      };
+    TuneOptions options = TuneOptions()
+                              .fit(fit_options(f, report.budget_bytes, progress, started))
+                              .sweep(sweep_options(f, report.budget_bytes, progress, started))
+                              .reuse_fit(reused)
+                              .profile(f.profile)
+                              .noise(!f.no_noise)
+                              .noise_steps(f.tune_noise_steps)
+                              .race(!f.no_race)
+                              .race_budget_s(f.advice_budget_s)
+                              .base_batch(f.base_batch)
+                              .compare_precision(f.compare_precision)
+                              .on_stage([&](const TuneStage& s) {
+                                if (!f.quiet && lead) fmt::print(stderr, "{}{}\n", live ? "\r\033[K" : "", s.what);
+                              })
+                              .on_race(on_race);
+    if (f.validate) options.validate(validate_options(f, {}).on_progress(on_validate));
+    report = tune(subject, options, report);
+    if (live && !f.quiet && lead) fmt::print(stderr, "\r\033[K");
+    if (report.validation && !f.quiet && lead) print_validation(*report.validation);
   } else if (command == "noise") {
     if (!f.quiet)
       fmt::print(stderr, "measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}\n",
@@ -698,7 +745,7 @@ int run(const std::string& command, Flags& f) {
     if (report.validation->fastest_batch) {
       for (const auto& run : report.validation->runs)
         if (run.batch == *report.validation->fastest_batch)
-          report.recommendation = Recommendation{
+          report.lr = run.lr, report.recommendation = Recommendation{
               run.batch, fmt::format("batch {} reached {} soonest: {:.1f} s of training ({} steps, {:.2f} epochs, lr "
                                      "{:.4g})",
                                      run.batch, report.validation->target, run.train_s, run.steps, run.epochs, run.lr.lr)};
@@ -717,170 +764,21 @@ int run(const std::string& command, Flags& f) {
                                                   .last_batch(parse_last_batch(f.last_batch, "--last-batch"))
                                                   .batchnorm(workload && uses_batchnorm(*workload)));
     }
+    plan_learning_rate(f, report, module_workload, data_parallel);
   } else if (command == "fit") {
     report.fit = fit(*runner, fit_options(f, report.budget_bytes, progress, started));
+    report.recommendation = recommend(report.fit, std::nullopt);
   } else if (command == "sweep") {
     report.sweep = sweep(*runner, sweep_options(f, report.budget_bytes, progress, started));
-  } else {
-    TuneResult r = tune(*runner, TuneOptions()
-                                       .fit(fit_options(f, report.budget_bytes, progress, started))
-                                       .sweep(sweep_options(f, report.budget_bytes, progress, started)));
-    report.fit = r.fit;
-    report.sweep = r.sweep;
-  }
-  if (f.profile) {
-    if (!workload) throw ConfigError("--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
-    for (const auto& p : report.sweep ? report.sweep->points : std::vector<Trial>{}) {
-      if (p.outcome != Outcome::Ok) continue;
-      try {
-        if (auto profile = profile_steps(*workload, p.batch)) report.step_profile.push_back(*profile);
-      } catch (const std::exception& e) {  // the sweep's results stand; this batch has no profile
-        report.context.warnings.push_back(
-            fmt::format("--profile: batch {} could not be profiled: {}", p.batch,
-                        std::string(e.what()).substr(0, std::string(e.what()).find('\n'))));
-      }
+    report.recommendation = recommend(std::nullopt, report.sweep);
+    if (f.profile) {
+      if (!workload) throw ConfigError("--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
+      report.step_profile = profile_sweep(*workload, *report.sweep, report.context.warnings);
     }
   }
-  if (command == "tune" && data_parallel && !f.no_noise && report.sweep) {
-    report.context.warnings.push_back("no noise scale or goodput in a data-parallel run (the noise scale is the model's "
-                                      "and the data's, not the devices'): measure it in one process with `batchwise "
-                                      "noise`; the recommendation is the throughput knee");
-  } else if (command == "tune" && workload && !f.no_noise && report.sweep && f.workload.precision() == "fp16") {
-    report.context.warnings.push_back("no noise scale or goodput with --precision fp16 (its loss scaling is not "
-                                      "supported there yet): the recommendation is the throughput knee");
-  } else if (command == "tune" && workload && !f.no_noise && report.sweep) {
-    // The noise scale at the largest batch swept (at most 1024), in micro-batches of about an
-    // eighth of it: those fit, being smaller than a batch that ran.
-    int64_t b = 0;
-    for (const auto& p : report.sweep->points)
-      if (p.outcome == Outcome::Ok && p.batch <= 1024) b = std::max(b, p.batch);
-    if (b >= 2) {
-      int64_t micro = std::max<int64_t>(1, b / 8);
-      while (b % micro != 0) --micro;
-      if (!f.quiet)
-        fmt::print(stderr, "measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}\n",
-                   f.tune_noise_steps, b, micro);
-      report.noise = measure_noise_scale(*workload, NoiseOptions().batch(b).micro_batch(micro).steps(f.tune_noise_steps));
-      if (report.noise->b_simple) report.goodput = goodput(report.sweep->points, *report.noise->b_simple);
-    }
-  }
-  auto* module_workload = dynamic_cast<ModuleWorkload*>(workload.get());
-  if (command == "tune" && module_workload && !data_parallel && !f.no_race && report.sweep &&
-      f.workload.precision() != "fp16") {
-    // The batch race: successive halving over the sweep's fast batches, each from the user's weights
-    // at its own advised rate, on held-out loss at equal training time.
-    const std::vector<int64_t> candidates = race_candidates(report.sweep->points);
-    if (candidates.size() > 1) {
-      std::vector<double> rates;
-      for (int64_t b : candidates)
-        for (const auto& p : report.sweep->points)
-          if (p.batch == b) rates.push_back(p.samples_per_s);
-      if (held_out.size() == 0) held_out = held_out_or_training_sample(f.workload, module_workload->data());
-      // Budget: twice what the fit and sweep took, but at least 30 s (a shorter race sees only the
-      // first moments of training, where small batches always lead), and at most 4 epochs at the best
-      // measured speed (a small dataset is raced over a few epochs, not for 30 s).
-      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double epochs_s = 4.0 * static_cast<double>(module_workload->data().size()) /
-                              *std::max_element(rates.begin(), rates.end());
-      const double budget = f.advice_budget_s > 0 ? f.advice_budget_s : std::min(epochs_s, std::max(30.0, 2 * spent));
-      if (!f.quiet)
-        fmt::print(stderr, "batch race over {}: {:.0f} s of training in rungs of successive halving\n", candidates,
-                   budget);
-      report.race = race_batches(*module_workload, head(held_out, 2048),
-                                 BatchRaceOptions(candidates, rates, LrAdviceOptions(f.base_batch, report.workload.lr))
-                                     .budget_s(budget)
-                                     .max_wall_s(3 * budget + 30)
-                                     .on_progress(on_race));
-      if (live && !f.quiet) fmt::print(stderr, "\r\033[K");
-    }
-  }
-  if (command != "plan" && command != "noise" && command != "validate")
-    report.recommendation = report.race && report.race->best_batch
-                                ? recommend(report.fit, report.sweep, *report.race)
-                                : recommend(report.fit, report.sweep, report.noise, report.goodput);
-  if (group && report.recommendation)
-    report.recommendation->reason += fmt::format("; batches are per device: the global batch is {} over {} ranks",
-                                                 report.recommendation->batch * group->size(), group->size());
-  if (command == "tune" && workload && report.recommendation && report.sweep) {
-    // The recommended batch waits for its input: find the pipeline setting that feeds it.
-    for (const auto& p : report.sweep->points)
-      if (p.batch == report.recommendation->batch && p.input_bound) {
-        if (!f.quiet)
-          fmt::print(stderr, "batch {} is input-bound ({:.0f} % of the step waits for data): trying loader settings\n",
-                     p.batch, 100 * p.data_wait_share);
-        if (data_parallel) {  // each rank's pipeline is its own; tune it in one process
-          report.context.warnings.push_back(fmt::format(
-              "batch {} is input-bound: {:.0f} % of its step waits for data; find the loader setting in one process "
-              "with `batchwise loader --batch {}`",
-              p.batch, 100 * p.data_wait_share, p.batch));
-          continue;
-        }
-        report.loader = search_loader(dynamic_cast<ModuleWorkload&>(*workload), p.batch, f.warmup, f.steps);
-        report.context.warnings.push_back(fmt::format("batch {} is input-bound: {:.0f} % of its step waits for data; {}",
-                                                      p.batch, 100 * p.data_wait_share, report.loader->advice));
-      }
-  }
-  if (command == "tune" && f.validate && report.recommendation) {
-    // Candidates: the recommendation, the throughput knee, and half and twice the recommendation
-    // (within the fit).
-    const int64_t rec = report.recommendation->batch;
-    std::vector<int64_t> candidates{rec};
-    if (report.sweep && report.sweep->knee_batch) candidates.push_back(*report.sweep->knee_batch);
-    if (rec / 2 >= std::max<int64_t>(1, f.min)) candidates.push_back(rec / 2);
-    if (!report.fit || !report.fit->batch || rec * 2 <= *report.fit->batch) candidates.push_back(rec * 2);
-    std::sort(candidates.begin(), candidates.end());
-    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-    if (!f.quiet) fmt::print(stderr, "validating: training to the target at each of {}\n", candidates);
-    report.validation = validate_with_progress(candidates);
-    report.recommendation = confirm(*report.recommendation, *report.validation);
-  }
-  // The learning rate next to the batch to train with, scaled from the base the user's --lr is for.
-  const std::optional<int64_t> lr_batch =
-      report.accumulation ? std::optional<int64_t>(report.accumulation->global_batch)
-                          : (report.recommendation ? std::optional<int64_t>(report.recommendation->batch *
-                                                                            (group ? group->size() : 1))
-                                                   : std::nullopt);
-  const auto& optimizers = optimizer_names();
-  if (lr_batch && report.workload.lr > 0 &&
-      std::find(optimizers.begin(), optimizers.end(), report.workload.optimizer) != optimizers.end()) {
-    // Measured where batchwise trains the model itself (a range test from the user's weights), the
-    // rule alone for a command.
-    // plan: measured when the global batch is one plain step on this device (no accumulation, one
-    // rank); an accumulated or multi-device step is not range-tested here.
-    const bool one_step = report.accumulation && report.accumulation->accumulation_steps == 1 &&
-                          report.accumulation->world_size == 1;
-    std::optional<LrAdvice> validated;  // the rate a validation trained this batch with
-    if (report.validation)
-      for (const auto& run : report.validation->runs)
-        if (run.batch == *lr_batch) validated = run.lr;
-    if (validated) {
-      report.lr = *validated;
-    } else if ((command == "tune" || (command == "plan" && one_step)) && module_workload && !data_parallel &&
-               f.workload.precision() != "fp16") {
-      if (report.race)
-        for (const auto& e : report.race->entries)
-          if (e.batch == *lr_batch && e.rungs > 0) report.lr = e.lr;
-      if (!report.lr) report.lr = advise_lr(*module_workload, *lr_batch, LrAdviceOptions(f.base_batch, report.workload.lr));
-    } else {
-      report.lr = unmeasured_lr(report.workload.optimizer, f.base_batch, report.workload.lr, *lr_batch);
-    }
-  }
-  if (report.lr && (command == "tune" || command == "plan")) {
-    // The run plan: the base setting, the batch to train with, and the others as good as it.
-    std::vector<std::pair<std::string, LrAdvice>> rows{
-        {"base", unmeasured_lr(report.workload.optimizer, f.base_batch, report.workload.lr, f.base_batch)}};
-    if (report.lr->scaled.batch != f.base_batch)
-      rows.emplace_back(command == "tune" ? "recommended" : "planned", *report.lr);
-    if (report.race)
-      for (const auto& e : report.race->entries)  // the race's flat range, as the recommendation states it
-        if (e.batch != f.base_batch && e.batch != report.lr->scaled.batch && e.rungs > 0 &&
-            std::count(report.race->within_5_percent.begin(), report.race->within_5_percent.end(), e.batch) > 0)
-          rows.emplace_back("within 5 %", e.lr);
-    std::sort(rows.begin() + 1, rows.end(),
-              [](const auto& a, const auto& b) { return a.second.scaled.batch < b.second.scaled.batch; });
-    report.run_plan = plan_run(optimizer_settings(report.workload.optimizer, module_workload),
-                               report.workload.dataset_size, rows);
-  }
+  if ((command == "fit" || command == "sweep") && report.recommendation && known_optimizer(report.workload))
+    report.lr = unmeasured_lr(report.workload.optimizer, f.base_batch, report.workload.lr,
+                              report.recommendation->batch * (group ? group->size() : 1));
   if (!f.trace.empty()) {
     if (!workload) throw ConfigError("--trace profiles batchwise's own training step; with --cmd, profile inside your command");
     if (!report.recommendation) {
@@ -890,62 +788,6 @@ int run(const std::string& command, Flags& f) {
       if (!f.quiet)
         fmt::print(stderr, "trace of one step at batch {}: {} ({} events; open in https://ui.perfetto.dev)\n",
                    report.recommendation->batch, f.trace, events);
-    }
-  }
-  if (command == "tune" && f.compare_precision && report.recommendation && report.sweep) {
-    // Every precision this device can train in: its own fit, and its throughput at the batch just
-    // recommended (the same batch for all, so the figures compare).
-    const int64_t at = report.recommendation->batch;
-    PrecisionPoint own;
-    own.precision = report.workload.precision;
-    own.fit_batch = report.fit ? report.fit->batch : std::nullopt;
-    own.fit_limited_by_max = report.fit && report.fit->limited_by_max;
-    own.batch = at;
-    for (const auto& p : report.sweep->points)
-      if (p.batch == at) own.samples_per_s = p.samples_per_s, own.peak_bytes = p.peak_bytes;
-    own.verdict = "the run's own precision";
-    report.precisions.push_back(own);
-    // The fits below measure peaks of the whole process: release this precision's model, optimizer
-    // and data first, or every other precision's peaks would include them.
-    if (!data_parallel) {
-      module_workload = nullptr;
-      runner.reset();
-      workload.reset();
-      held_out = Dataset{};
-    }
-    for (const std::string precision : {"fp32", "bf16", "fp16"}) {
-      if (precision == own.precision || (precision == "fp16" && !cuda)) continue;
-      if (!f.quiet) fmt::print(stderr, "precision {}: fit, then batch {}\n", precision, at);
-      WorkloadOptions options = f.workload;
-      auto other = make_workload(options.precision(precision));
-      WorkloadRunner other_runner(*other);
-      const FitResult other_fit = fit(other_runner, fit_options(f, report.budget_bytes, progress, started));
-      SweepOptions one = sweep_options(f, report.budget_bytes, progress, started);
-      const SweepResult other_sweep = sweep(other_runner, one.batch_sizes({at}));
-      PrecisionPoint p;
-      p.precision = precision;
-      p.fit_batch = other_fit.batch;
-      p.fit_limited_by_max = other_fit.limited_by_max;
-      p.batch = at;
-      if (!other_sweep.points.empty() && other_sweep.points.front().outcome == Outcome::Ok) {
-        p.samples_per_s = other_sweep.points.front().samples_per_s;
-        p.peak_bytes = other_sweep.points.front().peak_bytes;
-      }
-      p.speed_ratio = own.samples_per_s > 0 ? p.samples_per_s / own.samples_per_s : 0;
-      p.memory_ratio = own.peak_bytes > 0 ? static_cast<double>(p.peak_bytes) / static_cast<double>(own.peak_bytes) : 0;
-      const bool bigger = p.fit_batch && own.fit_batch && *p.fit_batch > *own.fit_batch;
-      if (p.samples_per_s <= 0)
-        p.verdict = "did not run at this batch";
-      else if (p.speed_ratio >= 1.05)
-        p.verdict = fmt::format("pays: {:.2f}x the samples/s at {:.0f} % of the memory", p.speed_ratio, 100 * p.memory_ratio);
-      else if (bigger)
-        p.verdict = fmt::format("slower ({:.2f}x) but fits batch {} against {}: pays only where memory is the limit",
-                                p.speed_ratio, *p.fit_batch, *own.fit_batch);
-      else
-        p.verdict = fmt::format("does not pay on this device: {:.2f}x the samples/s{}", p.speed_ratio,
-                                p.memory_ratio < 0.95 ? fmt::format(", though {:.0f} % of the memory", 100 * p.memory_ratio)
-                                                      : "");
-      report.precisions.push_back(p);
     }
   }
   if (plan_device && report.fit) report.plan = plan_for(*report.fit, *plan_device, f.target, f.multiple_of);

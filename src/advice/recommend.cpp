@@ -1,0 +1,189 @@
+// The recommendation, from the fit alone up to a validation: one unit for every way tune decides.
+#include "batchwise/recommend.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+#include "batchwise/units.h"
+#include "check.h"
+
+namespace batchwise {
+
+namespace {
+
+std::optional<Recommendation> recommend_fit(const FitResult& fit) {
+  if (fit.outcome != FitOutcome::Fits) return std::nullopt;
+  const Trial* at = nullptr;
+  for (const auto& t : fit.trials)
+    if (t.batch == *fit.batch && t.outcome == Outcome::Ok) at = &t;
+  Recommendation rec;
+  rec.batch = *fit.batch;
+  if (!at) {  // a fit reused from the history keeps its answer, not its trials
+    rec.reason = fmt::format("batch {} is the largest that fit the {} budget{} (no batch of the sweep ran, so this is "
+                             "the fit's answer alone)",
+                             rec.batch, format_bytes(fit.budget_bytes), fit.limited_by_max ? " up to the --max searched" : "");
+  } else if (fit.limited_by_max) {
+    rec.reason = fmt::format("batch {} is the --max searched; its peak memory ({}) is within {:.0f} % of the {} "
+                             "budget, so larger batches may fit too",
+                             rec.batch, format_bytes(at->peak_bytes), fit.target * 100, format_bytes(fit.budget_bytes));
+  } else {
+    rec.reason = fmt::format("batch {} is the largest whose peak memory ({}) stays within {:.0f} % of the {} budget",
+                             rec.batch, format_bytes(at->peak_bytes), fit.target * 100, format_bytes(fit.budget_bytes));
+  }
+  return rec;
+}
+
+}  // namespace
+
+std::optional<Recommendation> recommend(const std::optional<FitResult>& fit_result,
+                                        const std::optional<SweepResult>& sweep_result) {
+  if (!sweep_result || !sweep_result->knee_batch) return fit_result ? recommend_fit(*fit_result) : std::nullopt;
+  const SweepResult& sweep = *sweep_result;
+  const FitResult empty_fit;
+  const FitResult& fit = fit_result ? *fit_result : empty_fit;
+  const Trial* knee = nullptr;
+  const Trial* best = nullptr;
+  for (const auto& p : sweep.points) {
+    if (p.outcome != Outcome::Ok) continue;
+    if (p.batch == *sweep.knee_batch) knee = &p;
+    if (!best || p.samples_per_s > best->samples_per_s) best = &p;
+  }
+  BATCHWISE_ASSERT(knee && best);
+  Recommendation rec;
+  rec.batch = knee->batch;
+  const int64_t budget = fit_result ? fit.budget_bytes : sweep.budget_bytes;
+  const double pct_budget = budget > 0 ? 100.0 * static_cast<double>(knee->peak_bytes) / static_cast<double>(budget) : 0;
+  std::string fit_part;
+  if (fit.batch) {
+    fit_part = fit.limited_by_max ? fmt::format("; batches up to {} fit (the --max searched)", *fit.batch)
+                                  : fmt::format("; the largest batch that fits is {}", *fit.batch);
+  }
+  if (knee == best) {
+    rec.reason = fmt::format("batch {} is the fastest measured at {:.0f} samples/s, peaking at {} ({} of the "
+                             "budget){}",
+                             knee->batch, knee->samples_per_s, format_bytes(knee->peak_bytes), format_percent(pct_budget), fit_part);
+  } else {
+    rec.reason = fmt::format(
+        "batch {} trains at {:.0f} samples/s, within {:.0f} % of the fastest ({:.0f} at batch {}), peaking at {} "
+        "({} of the budget); bigger batches are not meaningfully faster{}",
+        knee->batch, knee->samples_per_s, sweep.knee_tolerance * 100, best->samples_per_s, best->batch,
+        format_bytes(knee->peak_bytes), format_percent(pct_budget), fit_part);
+  }
+  return rec;
+}
+
+std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
+                                        const std::optional<NoiseResult>& noise, const std::optional<Goodput>& good) {
+  if (!sweep || !noise || !noise->b_simple || !good || !good->best_batch || !sweep->knee_batch)
+    return recommend(fit, sweep);
+  const GoodputPoint* best = nullptr;
+  for (const auto& p : good->points)
+    if (p.batch == *good->best_batch) best = &p;
+  const Trial* at = nullptr;
+  const Trial* knee = nullptr;
+  for (const auto& t : sweep->points) {
+    if (t.outcome != Outcome::Ok) continue;
+    if (t.batch == *good->best_batch) at = &t;
+    if (t.batch == *sweep->knee_batch) knee = &t;
+  }
+  if (!best || !at || !knee) return recommend(fit, sweep);
+  const int64_t budget = fit ? fit->budget_bytes : sweep->budget_bytes;
+  const std::string memory =
+      budget > 0 ? fmt::format("peaking at {} ({} of the budget)", format_bytes(at->peak_bytes),
+                               format_percent(100.0 * static_cast<double>(at->peak_bytes) / static_cast<double>(budget)))
+                 : fmt::format("peaking at {}", format_bytes(at->peak_bytes));
+  const std::string knee_part =
+      knee->batch == at->batch
+          ? "it is also the throughput knee"
+          : fmt::format("the throughput knee is batch {} ({:.0f} samples/s{})", knee->batch, knee->samples_per_s,
+                        knee->batch > at->batch ? ", but its extra samples per step mostly repeat what the gradient "
+                                                  "already knows"
+                                                : "")
+  ;
+  const std::string fit_part =
+      fit && fit->batch ? fmt::format("; the largest batch that fits is {}", *fit->batch) : std::string();
+  Recommendation rec;
+  rec.batch = at->batch;
+  rec.reason = fmt::format(
+      "batch {} makes the most training progress per second: {:.0f} samples/s x {:.0f} % statistical efficiency at "
+      "the gradient noise scale measured now (B_simple {:.0f}, band {:.0f} to {:.0f}) = {:.0f} useful samples/s, {}; "
+      "{}{}",
+      at->batch, best->samples_per_s, best->efficiency * 100, *noise->b_simple, noise->b_simple_low,
+      noise->b_simple_high, best->goodput, memory, knee_part, fit_part);
+  return rec;
+}
+
+std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
+                                        const BatchRace& race) {
+  if (!race.best_batch || race.horizons_s.empty()) return std::nullopt;
+  const RaceEntry* best = nullptr;
+  for (const auto& e : race.entries)
+    if (e.batch == *race.best_batch) best = &e;
+  if (!best || !best->loss_at_horizon) return std::nullopt;
+  std::string flat;
+  if (race.within_5_percent.size() > 1)
+    flat = fmt::format("; batches {} came within 5 % of the time of the best at their last rung, or closer than the "
+                       "race can resolve, so the optimum is flat across them",
+                       fmt::join(race.within_5_percent, ", "));
+  std::vector<std::string> dropped;
+  for (const auto& e : race.entries)
+    if (e.batch != best->batch && e.rungs < static_cast<int>(race.horizons_s.size()))
+      dropped.push_back(e.message.empty() ? fmt::format("{} after {:.1f} s", e.batch, race.horizons_s[e.rungs - 1])
+                                          : fmt::format("{} ({})", e.batch, e.message));
+  std::string finalists;
+  for (const auto& e : race.entries)
+    if (e.batch != best->batch && e.rungs == static_cast<int>(race.horizons_s.size()))
+      finalists += e.message.empty() ? fmt::format("; in the last rung against batch {} ({:.4f})", e.batch,
+                                                   e.loss_at_horizon.value_or(NAN))
+                                     : fmt::format("; batch {} ended in the last rung ({})", e.batch, e.message);
+  const std::string lead = race.pick_reason.empty() ? "reached the lowest held-out loss" : "reached a held-out loss";
+  std::string knee;
+  if (sweep && sweep->knee_batch && *sweep->knee_batch != best->batch)
+    knee = fmt::format("; the throughput knee is batch {}", *sweep->knee_batch);
+  const std::string fitted = fit && fit->batch ? fmt::format("; the largest batch that fits is {}", *fit->batch) : "";
+  Recommendation rec;
+  rec.batch = best->batch;
+  rec.reason = fmt::format(
+      "batch {} {} ({:.4f}{}) after {:.1f} s of training from your initial weights ({} samples/s, lr {:.4g}), racing "
+      "{} candidates at equal training time, each at its own advised learning rate, the better half going on at each "
+      "rung (dropped: {}){}{}{}{}{}",
+      best->batch, lead, *best->loss_at_horizon,
+      best->curve.back().accuracy ? fmt::format(", accuracy {:.3f}", *best->curve.back().accuracy) : "",
+      race.horizons_s.back(), format_grouped(best->samples_per_s), best->lr.lr, race.entries.size(),
+      dropped.empty() ? "none" : fmt::format("{}", fmt::join(dropped, ", ")), finalists,
+      race.pick_reason.empty() ? "" : "; " + race.pick_reason, flat, knee, fitted);
+  return rec;
+}
+
+Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
+  const ValidationRun* predicted = nullptr;
+  const ValidationRun* fastest = nullptr;
+  for (const auto& r : v.runs) {
+    if (r.batch == rec.batch) predicted = &r;
+    if (v.fastest_batch && r.batch == *v.fastest_batch) fastest = &r;
+  }
+  auto took = [&](const ValidationRun& r) {
+    return fmt::format("{:.1f} s of training ({} steps, {:.2f} epochs, lr {:.4g})", r.train_s, r.steps, r.epochs,
+                       r.lr.lr);
+  };
+  Recommendation out = rec;
+  if (!fastest) {
+    out.reason = fmt::format("{}; not validated: no candidate reached {} ({})", rec.reason, v.target,
+                             v.runs.empty() ? "none ran" : v.runs.front().message);
+  } else if (fastest->batch == rec.batch) {
+    out.reason = fmt::format("{}; validated: it reached {} soonest, in {}", rec.reason, v.target, took(*fastest));
+  } else {
+    out.batch = fastest->batch;
+    out.reason = fmt::format(
+        "batch {} reached {} soonest, in {}, where the predicted batch {} {}; the prediction was: {}", fastest->batch,
+        v.target, took(*fastest), rec.batch,
+        predicted ? (predicted->reached ? "took " + took(*predicted) : "did not reach it (" + predicted->message + ")")
+                  : "was not run",
+        rec.reason);
+  }
+  return out;
+}
+
+}  // namespace batchwise

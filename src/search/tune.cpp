@@ -1,0 +1,309 @@
+// tune: fit, sweep, noise scale, goodput, the batch race, the learning rate and run plan, and the
+// follow-ups (validation, precision comparison, loader search), in the order `batchwise tune` prints
+// them. Each stage is a function here; tune() only sequences them. To add a stage: a function that
+// reads what the report already holds and adds its own record, called from tune().
+#include "batchwise/tune.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "batchwise/device.h"
+#include "batchwise/doctor.h"
+#include "batchwise/loader.h"
+#include "batchwise/recommend.h"
+#include "batchwise/units.h"
+#include "check.h"
+
+namespace batchwise {
+
+TuneSubject::TuneSubject(Workload& w) : workload(&w), own_runner(std::make_shared<WorkloadRunner>(w)) {
+  runner = own_runner.get();
+}
+
+TuneSubject::TuneSubject(TrialRunner& r, Workload* w) : runner(&r), workload(w) {}
+
+double default_race_budget_s(double spent_s, int64_t dataset_size, double best_samples_per_s) {
+  const double epochs_s = best_samples_per_s > 0 ? 4.0 * static_cast<double>(dataset_size) / best_samples_per_s : 0;
+  const double budget = std::max(30.0, 2 * spent_s);
+  return epochs_s > 0 ? std::min(epochs_s, budget) : budget;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void stage(const TuneOptions& o, std::string what) {
+  if (o.on_stage()) o.on_stage()(TuneStage{std::move(what)});
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+ModuleWorkload* module_of(const TuneSubject& s) { return dynamic_cast<ModuleWorkload*>(s.workload); }
+
+bool fp16(const TuneSubject& s) { return s.workload && s.workload->info().precision == "fp16"; }
+
+// The fit (or the one reused), then a sweep of doublings up to it, and the knee's recommendation.
+void fit_and_sweep(TrialRunner& runner, const TuneOptions& o, Report& report) {
+  report.fit = o.reuse_fit() ? *o.reuse_fit() : fit(runner, o.fit());
+  if (report.fit->outcome != FitOutcome::Fits) return;
+  SweepOptions s = o.sweep();
+  // The batches the caller named are all swept; doublings tune chose stop where samples/s flattens.
+  if (s.stop_after_flat() == 0) s.stop_after_flat(s.batch_sizes().empty() ? 3 : -1);  // < 0: never
+  if (s.batch_sizes().empty()) {
+    // Doublings of the smallest allowed batch (a multiple of --multiple-of) up to the fit.
+    const int64_t m = o.fit().multiple_of();
+    s.batch_sizes(doublings((o.fit().min() + m - 1) / m * m, *report.fit->batch));
+  }
+  if (s.budget_bytes() == 0) s.budget_bytes(report.fit->budget_bytes);
+  report.sweep = sweep(runner, s);
+  report.recommendation = recommend(report.fit, report.sweep);
+}
+
+// The noise scale at the largest batch swept (at most 1024), in micro-batches of about an eighth
+// of it (those fit, being smaller than a batch that ran), and goodput from it.
+void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report& report) {
+  if (subject.world_size > 1) {
+    report.context.warnings.push_back(
+        "no noise scale or goodput in a data-parallel run (the noise scale is the model's and the data's, not the "
+        "devices'): measure it in one process with `batchwise noise`; the recommendation is the throughput knee");
+    return;
+  }
+  if (fp16(subject)) {
+    report.context.warnings.push_back("no noise scale or goodput with --precision fp16 (its loss scaling is not "
+                                      "supported there yet): the recommendation is the throughput knee");
+    return;
+  }
+  int64_t b = 0;
+  for (const auto& p : report.sweep->points)
+    if (p.outcome == Outcome::Ok && p.batch <= 1024) b = std::max(b, p.batch);
+  if (b < 2) return;
+  int64_t micro = std::max<int64_t>(1, b / 8);
+  while (b % micro != 0) --micro;
+  stage(o, fmt::format("measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}",
+                       o.noise_steps(), b, micro));
+  report.noise = measure_noise_scale(*subject.workload, NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()));
+  if (report.noise->b_simple) report.goodput = goodput(report.sweep->points, *report.noise->b_simple);
+}
+
+Dataset held_out(const TuneSubject& subject, ModuleWorkload& workload) {
+  if (subject.held_out) return subject.held_out();
+  return subject.options ? held_out_or_training_sample(*subject.options, workload.data())
+                         : held_out_or_training_sample(WorkloadOptions().dataset("none"), workload.data());
+}
+
+// The batch race: successive halving over the sweep's fast batches, each from the user's weights at
+// its own advised rate, on held-out loss at equal training time.
+void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Report& report) {
+  ModuleWorkload* w = module_of(subject);
+  const std::vector<int64_t> candidates = race_candidates(report.sweep->points);
+  if (candidates.size() < 2) return;
+  std::vector<double> rates;
+  for (int64_t b : candidates)
+    for (const auto& p : report.sweep->points)
+      if (p.batch == b) rates.push_back(p.samples_per_s);
+  const double budget =
+      o.race_budget_s() > 0 ? o.race_budget_s()
+                            : default_race_budget_s(spent_s, w->data().size(), *std::max_element(rates.begin(), rates.end()));
+  stage(o, fmt::format("batch race over {}: {:.0f} s of training in rungs of successive halving", candidates, budget));
+  report.race = race_batches(*w, head(held_out(subject, *w), 2048),
+                             BatchRaceOptions(candidates, rates, LrAdviceOptions(o.base_batch(), report.workload.lr))
+                                 .budget_s(budget)
+                                 .max_wall_s(3 * budget + 30)
+                                 .on_progress(o.on_race()));
+}
+
+// The recommended batch waits for its input: find the pipeline setting that feeds it.
+void follow_loader(const TuneSubject& subject, const TuneOptions& o, Report& report) {
+  for (const auto& p : report.sweep->points) {
+    if (p.batch != report.recommendation->batch || !p.input_bound) continue;
+    if (subject.world_size > 1) {  // each rank's pipeline is its own; tune it in one process
+      report.context.warnings.push_back(fmt::format(
+          "batch {} is input-bound: {:.0f} % of its step waits for data; find the loader setting in one process "
+          "with `batchwise loader --batch {}`",
+          p.batch, 100 * p.data_wait_share, p.batch));
+      continue;
+    }
+    stage(o, fmt::format("batch {} is input-bound ({:.0f} % of the step waits for data): trying loader settings",
+                         p.batch, 100 * p.data_wait_share));
+    report.loader = search_loader(*module_of(subject), p.batch, o.sweep().warmup(), o.sweep().steps());
+    report.context.warnings.push_back(fmt::format("batch {} is input-bound: {:.0f} % of its step waits for data; {}",
+                                                  p.batch, 100 * p.data_wait_share, report.loader->advice));
+  }
+}
+
+// Candidates: the recommendation, the throughput knee, and half and twice the recommendation (within
+// the fit), each trained to the target; the one that got there soonest is recommended.
+void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& report) {
+  const int64_t rec = report.recommendation->batch;
+  std::vector<int64_t> candidates{rec};
+  if (report.sweep && report.sweep->knee_batch) candidates.push_back(*report.sweep->knee_batch);
+  if (rec / 2 >= std::max<int64_t>(1, o.fit().min())) candidates.push_back(rec / 2);
+  if (!report.fit || !report.fit->batch || rec * 2 <= *report.fit->batch) candidates.push_back(rec * 2);
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  stage(o, fmt::format("validating: training to the target at each of {}", candidates));
+  ValidateOptions v = *o.validate();
+  report.validation = validate(*subject.workload, held_out(subject, *module_of(subject)),
+                               v.batch_sizes(candidates).base_batch(o.base_batch()));
+  report.recommendation = confirm(*report.recommendation, *report.validation);
+}
+
+// The learning rate at the recommended batch (its global batch across ranks): the rate a validation
+// or the race trained it with, else advised from a range test, else the rule alone.
+void learning_rate(const TuneSubject& subject, const TuneOptions& o, Report& report) {
+  const auto& optimizers = optimizer_names();
+  if (!report.recommendation || report.workload.lr <= 0 ||
+      std::find(optimizers.begin(), optimizers.end(), report.workload.optimizer) == optimizers.end())
+    return;
+  const int64_t batch = report.recommendation->batch * subject.world_size;
+  if (report.validation)
+    for (const auto& run : report.validation->runs)
+      if (run.batch == batch) report.lr = run.lr;
+  if (report.race && !report.lr)
+    for (const auto& e : report.race->entries)
+      if (e.batch == batch && e.rungs > 0) report.lr = e.lr;
+  if (report.lr) return;
+  ModuleWorkload* w = module_of(subject);
+  if (w && subject.world_size == 1 && !fp16(subject))
+    report.lr = advise_lr(*w, batch, LrAdviceOptions(o.base_batch(), report.workload.lr));
+  else
+    report.lr = unmeasured_lr(report.workload.optimizer, o.base_batch(), report.workload.lr, batch);
+}
+
+// The run plan: the base setting, the batch to train with, and the others as good as it.
+void plan_the_run(const TuneSubject& subject, const TuneOptions& o, Report& report) {
+  if (!report.lr) return;
+  std::vector<std::pair<std::string, LrAdvice>> rows{
+      {"base", unmeasured_lr(report.workload.optimizer, o.base_batch(), report.workload.lr, o.base_batch())}};
+  if (report.lr->scaled.batch != o.base_batch()) rows.emplace_back("recommended", *report.lr);
+  if (report.race)
+    for (const auto& e : report.race->entries)  // the race's flat range, as the recommendation states it
+      if (e.batch != o.base_batch() && e.batch != report.lr->scaled.batch && e.rungs > 0 &&
+          std::count(report.race->within_5_percent.begin(), report.race->within_5_percent.end(), e.batch) > 0)
+        rows.emplace_back("within 5 %", e.lr);
+  std::sort(rows.begin() + 1, rows.end(),
+            [](const auto& a, const auto& b) { return a.second.scaled.batch < b.second.scaled.batch; });
+  report.run_plan = plan_run(optimizer_settings(report.workload.optimizer, module_of(subject)),
+                             report.workload.dataset_size, rows);
+}
+
+// One other precision at the recommended batch: its own fit, its throughput there, and a verdict
+// against the run's own precision.
+PrecisionPoint measure_precision(const std::string& precision, const WorkloadOptions& options, const TuneOptions& o,
+                                 const PrecisionPoint& own, int64_t budget) {
+  WorkloadOptions other_options = options;
+  auto other = make_workload(other_options.precision(precision));
+  WorkloadRunner runner(*other);
+  FitOptions f = o.fit();
+  const FitResult other_fit = fit(runner, f.budget_bytes(budget));
+  SweepOptions one = o.sweep();
+  const SweepResult other_sweep = sweep(runner, one.batch_sizes({own.batch}).budget_bytes(budget));
+  PrecisionPoint p;
+  p.precision = precision;
+  p.fit_batch = other_fit.batch;
+  p.fit_limited_by_max = other_fit.limited_by_max;
+  p.batch = own.batch;
+  if (!other_sweep.points.empty() && other_sweep.points.front().outcome == Outcome::Ok) {
+    p.samples_per_s = other_sweep.points.front().samples_per_s;
+    p.peak_bytes = other_sweep.points.front().peak_bytes;
+  }
+  p.speed_ratio = own.samples_per_s > 0 ? p.samples_per_s / own.samples_per_s : 0;
+  p.memory_ratio = own.peak_bytes > 0 ? static_cast<double>(p.peak_bytes) / static_cast<double>(own.peak_bytes) : 0;
+  const bool bigger = p.fit_batch && own.fit_batch && *p.fit_batch > *own.fit_batch;
+  if (p.samples_per_s <= 0)
+    p.verdict = "did not run at this batch";
+  else if (p.speed_ratio >= 1.05)
+    p.verdict = fmt::format("pays: {:.2f}x the samples/s at {:.0f} % of the memory", p.speed_ratio, 100 * p.memory_ratio);
+  else if (bigger)
+    p.verdict = fmt::format("slower ({:.2f}x) but fits batch {} against {}: pays only where memory is the limit",
+                            p.speed_ratio, *p.fit_batch, *own.fit_batch);
+  else
+    p.verdict = fmt::format("does not pay on this device: {:.2f}x the samples/s{}", p.speed_ratio,
+                            p.memory_ratio < 0.95 ? fmt::format(", though {:.0f} % of the memory", 100 * p.memory_ratio)
+                                                  : "");
+  return p;
+}
+
+// Every precision this device trains in, at the batch just recommended (the same batch for all, so
+// the figures compare). fp16 on a CPU only as the run's own: few CPUs have half-precision units.
+void compare_precisions(TuneSubject& subject, const TuneOptions& o, Report& report) {
+  PrecisionPoint own;
+  own.precision = report.workload.precision;
+  own.fit_batch = report.fit ? report.fit->batch : std::nullopt;
+  own.fit_limited_by_max = report.fit && report.fit->limited_by_max;
+  own.batch = report.recommendation->batch;
+  for (const auto& p : report.sweep->points)
+    if (p.batch == own.batch) own.samples_per_s = p.samples_per_s, own.peak_bytes = p.peak_bytes;
+  own.verdict = "the run's own precision";
+  report.precisions.push_back(own);
+  const bool cuda = report.context.device_type == "cuda";
+  const WorkloadOptions options = *subject.options;
+  // The fits below measure peaks of the whole process: this precision's model goes first.
+  subject.release();
+  subject.own_runner.reset();
+  subject.runner = nullptr;
+  subject.workload = nullptr;
+  for (const std::string precision : {"fp32", "bf16", "fp16"}) {
+    if (precision == own.precision || (precision == "fp16" && !cuda)) continue;
+    stage(o, fmt::format("precision {}: fit, then batch {}", precision, own.batch));
+    report.precisions.push_back(measure_precision(precision, options, o, own, report.budget_bytes));
+  }
+}
+
+// The context, workload and budget the caller left empty.
+void fill_context(const TuneSubject& subject, const TuneOptions& o, Report& report) {
+  if (report.context.batchwise_version.empty())
+    report.context = make_context(subject.workload && subject.workload->device().is_cuda()
+                                      ? resolve_device(subject.workload->device().str())
+                                      : DeviceSpec{});
+  if (report.context.device_total_bytes == 0) report.context.device_total_bytes = subject.runner->device_total_bytes();
+  if (report.workload.model.empty()) report.workload = subject.runner->info();
+  if (report.budget_bytes == 0)
+    report.budget_bytes = o.fit().budget_bytes() > 0 ? o.fit().budget_bytes() : subject.runner->default_budget_bytes();
+  report.target = o.fit().target();
+}
+
+}  // namespace
+
+Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
+  BATCHWISE_CHECK(subject.runner != nullptr, ConfigError, "tune: no trial runner");
+  const auto start = Clock::now();
+  fill_context(subject, o, report);
+  const bool own_step = subject.workload != nullptr;  // batchwise trains the model itself
+  if (o.doctor() && own_step && subject.world_size == 1) {
+    // The doctor's warnings first: a slow BLAS or too few threads distort every figure that follows.
+    // Not for data-parallel ranks, which share the cores by design.
+    for (const auto& w : run_doctor(DoctorOptions().gemm(report.context.device_type != "cuda")).warnings()) {
+      stage(o, fmt::format("doctor: warning: {}\n  fix: {}", w.detail, w.fix));
+      report.context.warnings.push_back(fmt::format("doctor: {} (fix: {})", w.detail, w.fix));
+    }
+  }
+  FitOptions f = o.fit();
+  TuneOptions options = o;
+  options.fit(f.budget_bytes(report.budget_bytes));
+  fit_and_sweep(*subject.runner, options, report);
+  if (!report.sweep) return report;
+  if (o.profile() && own_step) report.step_profile = profile_sweep(*subject.workload, *report.sweep, report.context.warnings);
+  if (o.noise() && own_step) noise_and_goodput(subject, options, report);
+  if (o.race() && module_of(subject) && subject.world_size == 1 && !fp16(subject))
+    race(subject, options, std::chrono::duration<double>(Clock::now() - start).count(), report);
+  report.recommendation = report.race && report.race->best_batch
+                              ? recommend(report.fit, report.sweep, *report.race)
+                              : recommend(report.fit, report.sweep, report.noise, report.goodput);
+  if (!report.recommendation) return report;
+  if (subject.world_size > 1)
+    report.recommendation->reason += fmt::format("; batches are per device: the global batch is {} over {} ranks",
+                                                 report.recommendation->batch * subject.world_size, subject.world_size);
+  if (o.loader_search() && module_of(subject)) follow_loader(subject, options, report);
+  if (o.validate() && module_of(subject)) validate_around(subject, options, report);
+  learning_rate(subject, options, report);
+  plan_the_run(subject, options, report);
+  if (o.compare_precision() && subject.options && subject.release && subject.world_size == 1)
+    compare_precisions(subject, options, report);
+  return report;
+}
+
+}  // namespace batchwise
