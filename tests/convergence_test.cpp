@@ -12,6 +12,7 @@
 #include <cmath>
 #include <thread>
 
+#include "batchwise/advice.h"
 #include "batchwise/convergence.h"
 #include "batchwise/error.h"
 #include "batchwise/loader.h"
@@ -27,29 +28,32 @@ namespace {
 // ---- learning rate ------------------------------------------------------------------------------
 
 TEST(LrScaling, SgdIsLinearWithWarmUpWhenGrowing) {
-  EXPECT_DOUBLE_EQ(scale_lr("sgd", 128, 0.1, 256).lr, 0.2);
-  EXPECT_DOUBLE_EQ(scale_lr("sgd", 128, 0.1, 512).lr, 0.4);
-  EXPECT_DOUBLE_EQ(scale_lr("sgd", 128, 0.1, 64).lr, 0.05);
-  EXPECT_EQ(scale_lr("sgd", 128, 0.1, 512).warmup_epochs, 5);
-  EXPECT_EQ(scale_lr("sgd", 128, 0.1, 64).warmup_epochs, 0);
-  EXPECT_EQ(scale_lr("sgd", 128, 0.1, 256).rule, "linear");
-  EXPECT_NE(scale_lr("sgd", 128, 0.1, 512).advice.find("first 5 epochs"), std::string::npos);
+  EXPECT_DOUBLE_EQ(scale_lr(Optimizer::Sgd, 128, 0.1, 256).lr, 0.2);
+  EXPECT_DOUBLE_EQ(scale_lr(Optimizer::Sgd, 128, 0.1, 512).lr, 0.4);
+  EXPECT_DOUBLE_EQ(scale_lr(Optimizer::Sgd, 128, 0.1, 64).lr, 0.05);
+  EXPECT_EQ(scale_lr(Optimizer::Sgd, 128, 0.1, 512).warmup_epochs, 5);
+  EXPECT_EQ(scale_lr(Optimizer::Sgd, 128, 0.1, 64).warmup_epochs, 0);
+  EXPECT_EQ(scale_lr(Optimizer::Sgd, 128, 0.1, 256).rule, "linear");
+  EXPECT_NE(scale_lr(Optimizer::Sgd, 128, 0.1, 512).advice.find("first 5 epochs"), std::string::npos);
 }
 
 TEST(LrScaling, AdamFamilyIsSquareRoot) {
-  for (const char* opt : {"adam", "adamw"}) {
-    EXPECT_DOUBLE_EQ(scale_lr(opt, 128, 1e-3, 256).lr, 1e-3 * std::sqrt(2.0)) << opt;
-    EXPECT_DOUBLE_EQ(scale_lr(opt, 128, 1e-3, 512).lr, 2e-3) << opt;
-    EXPECT_DOUBLE_EQ(scale_lr(opt, 128, 1e-3, 64).lr, 1e-3 / std::sqrt(2.0)) << opt;
+  for (const Optimizer opt : {Optimizer::Adam, Optimizer::AdamW}) {
+    EXPECT_DOUBLE_EQ(scale_lr(opt, 128, 1e-3, 256).lr, 1e-3 * std::sqrt(2.0)) << to_string(opt);
+    EXPECT_DOUBLE_EQ(scale_lr(opt, 128, 1e-3, 512).lr, 2e-3) << to_string(opt);
+    EXPECT_DOUBLE_EQ(scale_lr(opt, 128, 1e-3, 64).lr, 1e-3 / std::sqrt(2.0)) << to_string(opt);
     EXPECT_EQ(scale_lr(opt, 128, 1e-3, 512).rule, "sqrt");
     EXPECT_EQ(scale_lr(opt, 128, 1e-3, 512).warmup_epochs, 0);
   }
 }
 
 TEST(LrScaling, BadInputsAreConfigErrors) {
-  EXPECT_THROW(scale_lr("lamb", 128, 0.1, 256), ConfigError);
-  EXPECT_THROW(scale_lr("sgd", 0, 0.1, 256), ConfigError);
-  EXPECT_THROW(scale_lr("sgd", 128, 0, 256), ConfigError);
+  WorkloadInfo lamb;
+  lamb.optimizer = "lamb";  // a Workload of the user's may train with anything; the rules cover three
+  EXPECT_THROW(rule_optimizer(lamb), ConfigError);
+  EXPECT_THROW(parse_optimizer("lamb"), ConfigError);
+  EXPECT_THROW(scale_lr(Optimizer::Sgd, 0, 0.1, 256), ConfigError);
+  EXPECT_THROW(scale_lr(Optimizer::Sgd, 128, 0, 256), ConfigError);
 }
 
 // ---- accumulation plans -------------------------------------------------------------------------
@@ -197,7 +201,7 @@ TEST(Precision, Bf16TrainsOnCpu) {
   CpuMemoryTracker::install();
   auto options = WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(2048).lr(0.05).device("cpu");
   auto fp32 = make_workload(options);
-  auto bf16 = make_workload(WorkloadOptions(options).precision("bf16"));
+  auto bf16 = make_workload(WorkloadOptions(options).precision(Precision::Bf16));
   EXPECT_EQ(bf16->info().precision, "bf16");
   const Trial a = run_trial(*fp32, TrialOptions(256).warmup(1).steps(2));
   const Trial b = run_trial(*bf16, TrialOptions(256).warmup(1).steps(2));
@@ -210,7 +214,7 @@ TEST(Precision, Bf16TrainsOnCpu) {
     last = loss;
   }
   EXPECT_LT(last, first);
-  EXPECT_THROW(make_workload(WorkloadOptions(options).precision("fp8")), ConfigError);
+  EXPECT_THROW(parse_precision("fp8"), ConfigError);
 }
 
 // fp16 on CPU (PyTorch's GradScaler("cpu")): the loss is scaled; a step whose scaled gradients
@@ -218,7 +222,7 @@ TEST(Precision, Bf16TrainsOnCpu) {
 TEST(Precision, Fp16OnCpuScalesTheLossAndSkipsOverflowingSteps) {
   CpuMemoryTracker::install();
   auto w = make_workload(
-      WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).lr(0.05).device("cpu").precision("fp16"));
+      WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).lr(0.05).device("cpu").precision(Precision::Fp16));
   auto& m = dynamic_cast<ModuleWorkload&>(*w);
   EXPECT_EQ(w->info().precision, "fp16");
   EXPECT_EQ(m.loss_scale(), 65536);
@@ -251,7 +255,7 @@ TEST(Precision, Fp16ProfiledStepsTrainAsTheRealStep) {
   CpuMemoryTracker::install();
   auto make = [] {
     auto w = make_workload(
-        WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).device("cpu").precision("fp16"));
+        WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).device("cpu").precision(Precision::Fp16));
     auto m = std::unique_ptr<ModuleWorkload>(dynamic_cast<ModuleWorkload*>(w.release()));
     m->set_loss_scale(std::ldexp(1.0, 36));  // the first steps overflow and are skipped
     return m;
@@ -555,7 +559,7 @@ ValidationRun run_at(int64_t batch, bool reached, double seconds) {
   r.train_s = seconds;
   r.steps = 100;
   r.epochs = 0.5;
-  r.lr = unmeasured_lr("sgd", 32, 0.01, batch);
+  r.lr = unmeasured_lr(Optimizer::Sgd, 32, 0.01, batch);
   r.message = reached ? "" : "not reached within --max-epochs 1";
   return r;
 }

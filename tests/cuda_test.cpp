@@ -50,7 +50,7 @@ TEST(Cuda, TrialMeasuresReservedAndAllocatedPeaks) {
 TEST(Cuda, Fp16ProfiledStepsTrainAsTheRealStep) {
   REQUIRE_CUDA();
   auto make = [] {
-    auto w = make_workload(WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(1024).device("cuda").precision("fp16"));
+    auto w = make_workload(WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(1024).device("cuda").precision(Precision::Fp16));
     auto m = std::unique_ptr<ModuleWorkload>(dynamic_cast<ModuleWorkload*>(w.release()));
     m->set_loss_scale(std::ldexp(1.0, 36));  // the first steps overflow and are skipped
     return m;

@@ -31,7 +31,7 @@ std::unique_ptr<Workload> workload(const Case& c) {
   CpuMemoryTracker::install();
   return make_workload(WorkloadOptions()
                            .model(c.model)
-                           .optimizer(c.optimizer)
+                           .optimizer(parse_optimizer(c.optimizer))
                            .dataset("synthetic")
                            .synthetic_size(1024)
                            .seq_len(16)

@@ -139,7 +139,7 @@ Report fixed_report() {
   for (int64_t batch : {64, 128}) {
     ValidationRun run;
     run.batch = batch;
-    run.lr = unmeasured_lr("sgd", 32, 0.01, batch);
+    run.lr = unmeasured_lr(Optimizer::Sgd, 32, 0.01, batch);
     run.warmup_epochs = 0.75;
     for (int i = 1; i <= 3; ++i) {
       run.curve.push_back({3000 * i, 3000 * i / batch, (batch == 64 ? 1.5 : 1.0) * i, 0.6 - 0.05 * i, 0.75 + 0.035 * i});
@@ -155,9 +155,9 @@ Report fixed_report() {
   v.fastest_batch = 128;
   r.validation = v;
   r.recommendation = confirm(*r.recommendation, v);
-  r.lr = unmeasured_lr("sgd", 32, 0.01, r.recommendation->batch);
-  r.precisions = {PrecisionPoint{"fp32", 192, false, 128, 7877, 40ll << 20, 1.0, 1.0, "the run's own precision"},
-                  PrecisionPoint{"bf16", 320, false, 128, 6500, 26ll << 20, 6500.0 / 7877, 0.65,
+  r.lr = unmeasured_lr(Optimizer::Sgd, 32, 0.01, r.recommendation->batch);
+  r.precisions = {PrecisionPoint{Precision::Fp32, 192, false, 128, 7877, 40ll << 20, 1.0, 1.0, "the run's own precision"},
+                  PrecisionPoint{Precision::Bf16, 320, false, 128, 6500, 26ll << 20, 6500.0 / 7877, 0.65,
                                  "slower (0.83x) but fits batch 320 against 192: pays only where memory is the limit"}};
   for (int64_t batch : {64, 128}) {
     StepProfile p;
@@ -178,7 +178,7 @@ Report fixed_report() {
     RaceEntry e;
     e.batch = batch;
     e.samples_per_s = batch == 64 ? 7000 : 7877;
-    e.lr = unmeasured_lr("sgd", 32, 0.01, batch);
+    e.lr = unmeasured_lr(Optimizer::Sgd, 32, 0.01, batch);
     e.rungs = batch == 64 ? 1 : 2;
     e.train_s = race.horizons_s[e.rungs - 1];
     e.samples = static_cast<int64_t>(e.train_s * e.samples_per_s);
@@ -195,8 +195,8 @@ Report fixed_report() {
   race.within_5_percent = {128};
   race.wall_s = 9.5;
   r.race = race;
-  r.run_plan = plan_run(optimizer_settings("sgd"), 60000,
-                        {{"base", unmeasured_lr("sgd", 32, 0.01, 32)}, {"recommended", r.race->entries[1].lr}});
+  r.run_plan = plan_run(optimizer_settings(Optimizer::Sgd), 60000,
+                        {{"base", unmeasured_lr(Optimizer::Sgd, 32, 0.01, 32)}, {"recommended", r.race->entries[1].lr}});
   return r;
 }
 

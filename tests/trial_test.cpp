@@ -26,7 +26,7 @@ std::unique_ptr<Workload> small(const std::string& model = "mlp", const std::str
                            .dataset("synthetic")
                            .synthetic_size(1024)
                            .seq_len(16)
-                           .optimizer(optimizer)
+                           .optimizer(parse_optimizer(optimizer))
                            .device("cpu"));
 }
 

@@ -89,6 +89,19 @@ int main() {
     }
     std::cout << "consumer: batch " << *r.batch << " fits in " << batchwise::format_bytes(r.budget_bytes) << " ("
               << r.trials.size() << " trials, peak " << batchwise::format_bytes(r.trials.back().peak_bytes) << ")\n";
+    // What `batchwise tune` does, on the same workload: fit, sweep, and the recommendation (no noise
+    // scale or race here: this workload has neither the gradient primitives nor a held-out set).
+    const batchwise::Report report = batchwise::tune(
+        batchwise::TuneSubject(workload),
+        batchwise::TuneOptions()
+            .fit(batchwise::FitOptions().budget_bytes(int64_t{64} << 20).max(4096))
+            .sweep(batchwise::SweepOptions().warmup(1).steps(2).repetitions(1)));
+    if (!report.recommendation) {
+      std::cerr << "consumer: tune recommended nothing\n";
+      return 1;
+    }
+    std::cout << "consumer: tune recommends batch " << report.recommendation->batch << ": "
+              << report.recommendation->reason << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "consumer: " << e.what() << "\n";

@@ -110,7 +110,11 @@ LrAdvice advise_lr(ModuleWorkload& workload, int64_t batch, const LrAdviceOption
 
 /// The rule's rate alone, for workloads that cannot be range-tested (a --cmd command): no cap, and
 /// the rule's own warm-up advice (scaled.warmup_epochs).
-LrAdvice unmeasured_lr(const std::string& optimizer, int64_t base_batch, double base_lr, int64_t batch);
+LrAdvice unmeasured_lr(Optimizer optimizer, int64_t base_batch, double base_lr, int64_t batch);
+
+/// The built-in optimizer `workload` trains with; ConfigError naming it where it is none of them (a
+/// Workload of the user's may train with any optimizer; the rules cover sgd, adam and adamw).
+Optimizer rule_optimizer(const WorkloadInfo& workload);
 
 /// The rate at optimizer step `step` (0-based) of a run that follows `advice`: the warm-up, then lr.
 double lr_at_step(const LrAdvice& advice, int64_t step);
@@ -234,14 +238,14 @@ std::vector<int64_t> race_candidates(const std::vector<Trial>& sweep_points, int
 
 /// The optimizer's settings that a change of batch may call for changing.
 struct OptimizerSettings {
-  std::string name;         ///< "sgd", "adam", "adamw"
+  Optimizer optimizer = Optimizer::Sgd;
   double momentum = 0;      ///< sgd
   double beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;  ///< adam, adamw
 };
 
 /// The workload's optimizer settings (read from its optimizer); for a workload batchwise does not
 /// train itself, the defaults of its built-in optimizer of that name.
-OptimizerSettings optimizer_settings(const std::string& optimizer, ModuleWorkload* workload = nullptr);
+OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* workload = nullptr);
 
 /// One batch of the run plan.
 struct RunPlanRow {

@@ -7,6 +7,7 @@
 /// `batchwise::tune(batchwise::TuneSubject(*workload), batchwise::TuneOptions())`.
 
 // engine
+#include "batchwise/choices.h"
 #include "batchwise/context.h"
 #include "batchwise/data.h"
 #include "batchwise/device.h"

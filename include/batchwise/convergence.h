@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "batchwise/choices.h"
 #include "batchwise/trial.h"
 
 namespace batchwise {
@@ -31,8 +32,8 @@ struct ScaledLr {
 
 /// sgd: linear, lr x batch/base_batch, with 5 epochs of linear warm-up from base_lr when the batch
 /// grows (Goyal et al. 2017); adam, adamw: square root, lr x sqrt(batch/base_batch) (Malladi et al.
-/// 2022). Throws ConfigError for an unknown optimizer or a non-positive batch or learning rate.
-ScaledLr scale_lr(const std::string& optimizer, int64_t base_batch, double base_lr, int64_t batch);
+/// 2022). Throws ConfigError for a non-positive batch or learning rate.
+ScaledLr scale_lr(Optimizer optimizer, int64_t base_batch, double base_lr, int64_t batch);
 
 // ---- gradient-accumulation plans ----------------------------------------------------------------
 

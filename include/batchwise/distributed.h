@@ -53,17 +53,17 @@ std::optional<GroupAddress> group_address_from_env();
 class Group {
  public:
   /// Joins the group at `address`: rank 0 hosts the TCPStore, every rank waits up to `timeout` for
-  /// the others. `backend`: "gloo", "nccl", or "auto" (nccl for a CUDA device, gloo otherwise).
-  /// Throws DistributedError when the group does not form, ConfigError for an unknown backend.
+  /// the others. `backend`: Auto is nccl for a CUDA device (where LibTorch has it), gloo otherwise.
+  /// Throws DistributedError when the group does not form, ConfigError for nccl where it cannot run.
   static std::shared_ptr<Group> join(const GroupAddress& address, c10::Device device,
-                                     std::chrono::milliseconds timeout, const std::string& backend = "auto");
+                                     std::chrono::milliseconds timeout, Backend backend = Backend::Auto);
   ~Group();
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
 
   int rank() const;
   int size() const;
-  const std::string& backend() const;
+  Backend backend() const;
   std::chrono::milliseconds timeout() const;
 
   /// Sums `tensor` over the ranks, in place. `what`: what the collective is for, for errors.

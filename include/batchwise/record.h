@@ -22,7 +22,7 @@ namespace batchwise {
 
 /// One precision in tune --compare-precision.
 struct PrecisionPoint {
-  std::string precision;            ///< "fp32", "bf16", "fp16"
+  Precision precision = Precision::Fp32;
   std::optional<int64_t> fit_batch; ///< its largest fitting batch
   bool fit_limited_by_max = false;
   int64_t batch = 0;                ///< the batch its throughput was measured at (the same for all)
@@ -36,7 +36,7 @@ struct PrecisionPoint {
 /// A data-parallel run (--nproc, or torchrun's environment): who took part, with what budget.
 struct DistributedRun {
   int world_size = 1;
-  std::string backend;                  ///< "gloo" or "nccl"
+  Backend backend = Backend::Gloo;
   std::vector<int64_t> rank_budget_bytes;  ///< each rank's own budget; the run's budget is the smallest
   double timeout_s = 0;                 ///< a collective waiting longer than this ends the run
 };

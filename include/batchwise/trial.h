@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "batchwise/choices.h"
 #include "batchwise/outcome.h"
 #include "batchwise/utilisation.h"
 
@@ -65,11 +66,11 @@ struct StepProfile {
 /// Trial::samples_per_s counts every rank's samples.
 struct DistributedTrial {
   int world_size = 1;
-  std::string backend;
+  Backend backend = Backend::Gloo;
   int64_t global_batch = 0;                 ///< batch x world_size
   std::vector<double> rank_step_time_s;     ///< each rank's median step time
   std::vector<int64_t> rank_peak_bytes;     ///< each rank's peak memory
-  std::vector<std::string> rank_outcomes;   ///< "ok", "oom", ...: what happened on each rank
+  std::vector<Outcome> rank_outcomes;       ///< what happened on each rank
   /// Of the measured steps' time, the share spent in the gradient all-reduce (waiting for the
   /// slowest rank included), averaged over the ranks.
   double allreduce_share = 0;

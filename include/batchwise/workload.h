@@ -15,6 +15,7 @@
 #include <utility>
 #include <string>
 
+#include "batchwise/choices.h"
 #include "batchwise/data.h"
 #include "batchwise/memory.h"
 #include "batchwise/trial.h"
@@ -167,7 +168,7 @@ class ModuleWorkload : public Workload {
   std::optional<StepPhases> profiled_step_events(int64_t batch);
   // Forward and loss, under autocast when the precision asks for it.
   at::Tensor forward_loss(const at::Tensor& input, const at::Tensor& target, at::Tensor* output = nullptr);
-  bool fp16() const { return info_.precision == "fp16"; }
+  bool fp16() const { return known_precision(info_.precision) == Precision::Fp16; }
   // The training step's backward and optimizer step, shared by train_step and the profiled step:
   // fp16 scales the loss, then unscales and checks the gradients before stepping.
   void step_backward(const at::Tensor& loss);
@@ -185,7 +186,7 @@ class ModuleWorkload : public Workload {
 };
 
 /// How to build a built-in workload. Every name is also the CLI flag's name.
-/// Example: `make_workload(WorkloadOptions().model("resnet18").optimizer("adam").device("cpu"))`.
+/// Example: `make_workload(WorkloadOptions().model("resnet18").optimizer(Optimizer::Adam).device("cpu"))`.
 struct WorkloadOptions {
   /// A built-in model (model_names()) or the path of a TorchScript file (see is_model_path).
   TORCH_ARG(std::string, model) = "lenet";
@@ -198,19 +199,19 @@ struct WorkloadOptions {
   TORCH_ARG(std::string, labels_file) = "";
   /// csv: the label column's header name or 0-based index; empty: the last column.
   TORCH_ARG(std::string, label_column) = "";
-  /// "cross-entropy" (integer class labels) or "mse" (regression targets; class labels become
-  /// one-hot vectors).
-  TORCH_ARG(std::string, loss) = "cross-entropy";
+  /// Cross-entropy (integer class labels) or mean squared error (regression targets; class labels
+  /// become one-hot vectors).
+  TORCH_ARG(Loss, loss) = Loss::CrossEntropy;
   /// Classes the model predicts; 0: the largest label + 1 (10 for synthetic data).
   TORCH_ARG(int64_t, num_classes) = 0;
   /// One sample's shape, without the batch dimension: what a TorchScript model takes, and the shape
   /// of synthetic samples. A file dataset's samples are reshaped to it when the element counts agree.
   /// Empty: the dataset's own (synthetic: 1x28x28).
   TORCH_ARG(std::vector<int64_t>, input_shape) = {};
-  TORCH_ARG(std::string, optimizer) = "sgd";
+  TORCH_ARG(Optimizer, optimizer) = Optimizer::Sgd;
   /// "fp32"; "bf16" (autocast to bfloat16, CPU or CUDA); "fp16" (autocast to float16 with dynamic
   /// loss scaling; on CPU with LibTorch 2.3 or later, as PyTorch's GradScaler("cpu")).
-  TORCH_ARG(std::string, precision) = "fp32";
+  TORCH_ARG(Precision, precision) = Precision::Fp32;
   /// Learning rate; 0: the optimizer's default (sgd 0.01, adam/adamw 0.001).
   TORCH_ARG(double, lr) = 0;
   /// "cpu", "cuda", "cuda:N" or "auto".
@@ -249,12 +250,6 @@ Dataset load_test_split(const WorkloadOptions& options);
 /// order (named so: the model trains on them too, so their loss flatters it slightly).
 Dataset held_out_or_training_sample(const WorkloadOptions& options, const Dataset& training, int64_t samples = 2048);
 
-/// "cross-entropy", "mse".
-const std::vector<std::string>& loss_names();
-/// "fp32", "bf16", "fp16".
-const std::vector<std::string>& precision_names();
-/// "sgd", "adam", "adamw".
-const std::vector<std::string>& optimizer_names();
 /// "fashion-mnist", "cifar10", "idx", "npy", "csv", "synthetic".
 const std::vector<std::string>& dataset_names();
 

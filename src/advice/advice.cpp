@@ -126,7 +126,16 @@ Probe probe(ModuleWorkload& w, const Dataset& held_out) {
 
 }  // namespace
 
-LrAdvice unmeasured_lr(const std::string& optimizer, int64_t base_batch, double base_lr, int64_t batch) {
+Optimizer rule_optimizer(const WorkloadInfo& w) {
+  const std::optional<Optimizer> known = known_optimizer(w.optimizer);
+  BATCHWISE_CHECK(known.has_value(), ConfigError,
+                  "learning-rate scaling: no rule for optimizer '{}'; the rules cover sgd (linear) and adam, adamw "
+                  "(square root)",
+                  w.optimizer);
+  return *known;
+}
+
+LrAdvice unmeasured_lr(Optimizer optimizer, int64_t base_batch, double base_lr, int64_t batch) {
   LrAdvice a;
   a.scaled = scale_lr(optimizer, base_batch, base_lr, batch);
   a.lr = a.scaled.lr;
@@ -150,7 +159,7 @@ LrAdvice advise_lr(ModuleWorkload& w, int64_t batch, const LrAdviceOptions& o) {
                   "learning-rate advice: the ramp's factor must exceed 1, the safety factor be at least 1, the ramp "
                   "at least 4 steps and the warm-up not negative");
   LrAdvice a;
-  a.scaled = scale_lr(w.info().optimizer, o.base_batch(), o.base_lr(), batch);
+  a.scaled = scale_lr(rule_optimizer(w.info()), o.base_batch(), o.base_lr(), batch);
   a.lr = a.scaled.lr;
   if (a.scaled.lr > o.base_lr() * (1 + 1e-9)) {  // scaling up: is the rule's rate stable at this batch?
     a.range = lr_range_test(
@@ -538,12 +547,12 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
 
 // ---- the run plan -------------------------------------------------------------------------------
 
-OptimizerSettings optimizer_settings(const std::string& optimizer, ModuleWorkload* w) {
+OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* w) {
   OptimizerSettings s;
-  s.name = optimizer;
-  if (optimizer == "sgd") s.momentum = 0.9;
-  if (optimizer == "adam" || optimizer == "adamw") s.beta1 = 0.9, s.beta2 = 0.999, s.eps = 1e-8;
-  if (optimizer == "adamw") s.weight_decay = 0.01;
+  s.optimizer = optimizer;
+  if (optimizer == Optimizer::Sgd) s.momentum = 0.9;
+  if (adam_family(optimizer)) s.beta1 = 0.9, s.beta2 = 0.999, s.eps = 1e-8;
+  if (optimizer == Optimizer::AdamW) s.weight_decay = 0.01;
   if (!w || w->optimizer().param_groups().empty()) return s;
   auto& options = w->optimizer().param_groups().front().options();
   if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
@@ -565,7 +574,7 @@ RunPlan plan_run(const OptimizerSettings& o, int64_t dataset_size,
   RunPlan plan;
   plan.optimizer = o;
   plan.dataset_size = dataset_size;
-  const bool adam = o.name == "adam" || o.name == "adamw";
+  const bool adam = adam_family(o.optimizer);
   for (const auto& [label, lr] : rows) {
     RunPlanRow row;
     row.label = label;
@@ -573,7 +582,7 @@ RunPlan plan_run(const OptimizerSettings& o, int64_t dataset_size,
     row.lr = lr;
     row.steps_per_epoch = dataset_size > 0 ? (dataset_size + row.batch - 1) / row.batch : 0;
     row.optimizer_settings = adam ? fmt::format("betas ({:g}, {:g}), eps {:g}: as they are", o.beta1, o.beta2, o.eps)
-                             : o.name == "sgd" ? fmt::format("momentum {:g}: as it is", o.momentum)
+                             : o.optimizer == Optimizer::Sgd ? fmt::format("momentum {:g}: as it is", o.momentum)
                                                : "as they are";
     plan.rows.push_back(row);
   }
@@ -603,8 +612,8 @@ RunPlan plan_run(const OptimizerSettings& o, int64_t dataset_size,
       plan.notes.push_back(fmt::format(
           "{} decays the weights by lr x {:g} each step: with fewer, larger steps per epoch the decay per epoch "
           "changes by sqrt(base / batch); keep weight_decay as it is unless regularisation was tuned to the epoch",
-          o.name == "adamw" ? "AdamW" : "Adam", o.weight_decay));
-  } else if (o.name == "sgd") {
+          o.optimizer == Optimizer::AdamW ? "AdamW" : "Adam", o.weight_decay));
+  } else if (o.optimizer == Optimizer::Sgd) {
     plan.notes.push_back("SGD keeps its momentum across batch sizes with the linear rule (Goyal et al. 2017)");
   }
   return plan;

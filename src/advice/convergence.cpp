@@ -12,7 +12,7 @@
 
 namespace batchwise {
 
-ScaledLr scale_lr(const std::string& optimizer, int64_t base_batch, double base_lr, int64_t batch) {
+ScaledLr scale_lr(Optimizer optimizer, int64_t base_batch, double base_lr, int64_t batch) {
   BATCHWISE_CHECK(base_batch >= 1 && batch >= 1, ConfigError,
                   "learning-rate scaling: batch sizes must be at least 1 (base {}, target {})", base_batch, batch);
   BATCHWISE_CHECK(base_lr > 0 && std::isfinite(base_lr), ConfigError,
@@ -22,7 +22,7 @@ ScaledLr scale_lr(const std::string& optimizer, int64_t base_batch, double base_
   s.base_lr = base_lr;
   s.batch = batch;
   const double ratio = static_cast<double>(batch) / static_cast<double>(base_batch);
-  if (optimizer == "sgd") {
+  if (optimizer == Optimizer::Sgd) {
     s.rule = "linear";
     s.factor = ratio;
     s.warmup_epochs = batch > base_batch ? 5 : 0;
@@ -31,16 +31,12 @@ ScaledLr scale_lr(const std::string& optimizer, int64_t base_batch, double base_
                            s.warmup_epochs ? fmt::format(", warmed up linearly from {:g} over the first {} epochs",
                                                          base_lr, s.warmup_epochs)
                                            : "");
-  } else if (optimizer == "adam" || optimizer == "adamw") {
+  } else {  // the Adam family
     s.rule = "sqrt";
     s.factor = std::sqrt(ratio);
     s.advice = fmt::format("{}: square-root scaling, lr {:g} x sqrt({}/{}) = {:.4g} (Malladi et al. 2022)",
-                           optimizer == "adam" ? "Adam" : "AdamW", base_lr, batch, base_batch, base_lr * s.factor);
-  } else {
-    BATCHWISE_CHECK(false, ConfigError,
-                    "learning-rate scaling: no rule for optimizer '{}'; the rules cover sgd (linear) and adam, adamw "
-                    "(square root)",
-                    optimizer);
+                           optimizer == Optimizer::Adam ? "Adam" : "AdamW", base_lr, batch, base_batch,
+                           base_lr * s.factor);
   }
   s.lr = base_lr * s.factor;
   return s;

@@ -24,7 +24,7 @@ bool reached(const ValidateOptions& o, const ValidationPoint& p) {
 // The rate and warm-up a candidate trains with: advised as tune advises it, or the rule alone.
 LrAdvice candidate_lr(ModuleWorkload& w, const ValidateOptions& o, double base_lr, int64_t batch) {
   if (o.measure_lr()) return advise_lr(w, batch, LrAdviceOptions(o.base_batch(), base_lr));
-  LrAdvice a = unmeasured_lr(w.info().optimizer, o.base_batch(), base_lr, batch);
+  LrAdvice a = unmeasured_lr(rule_optimizer(w.info()), o.base_batch(), base_lr, batch);
   // The rule's warm-up (5 epochs for linear scaling), capped so that a short validation still
   // trains most of its budget at the scaled rate.
   const double epochs = std::min<double>(a.scaled.warmup_epochs, o.max_epochs() / 4);
@@ -183,7 +183,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
     } catch (const std::exception& e) {  // out of memory at this batch, or a failing step: a result
       ValidationRun failed;
       failed.batch = batch;
-      failed.lr = unmeasured_lr(w->info().optimizer, o.base_batch(), o.base_lr() > 0 ? o.base_lr() : lr_before, batch);
+      failed.lr = unmeasured_lr(rule_optimizer(w->info()), o.base_batch(), o.base_lr() > 0 ? o.base_lr() : lr_before, batch);
       const std::string what = e.what();
       failed.message = "failed: " + what.substr(0, what.find('\n'));
       result.runs.push_back(failed);

@@ -78,7 +78,7 @@ std::optional<GroupAddress> group_address_from_env() {
 
 struct Group::Impl {
   int rank = 0, size = 1;
-  std::string backend;
+  Backend backend = Backend::Gloo;
   std::chrono::milliseconds timeout{0};
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> pg;
@@ -104,19 +104,17 @@ Group::Group(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Group::~Group() = default;
 
 std::shared_ptr<Group> Group::join(const GroupAddress& address, c10::Device device, std::chrono::milliseconds timeout,
-                                   const std::string& backend) {
-  BATCHWISE_CHECK(backend == "auto" || backend == "gloo" || backend == "nccl", ConfigError,
-                  "--dist-backend {}: use gloo, nccl or auto", backend);
+                                   Backend backend) {
   BATCHWISE_CHECK(timeout.count() > 0, ConfigError, "--dist-timeout: must be positive");
   auto impl = std::make_unique<Impl>();
   impl->rank = address.rank;
   impl->size = address.world_size;
   impl->timeout = timeout;
   impl->device = device;
-  impl->backend = backend == "auto" ? (device.is_cuda() && compat::kHaveNccl ? "nccl" : "gloo") : backend;
-  BATCHWISE_CHECK(impl->backend != "nccl" || compat::kHaveNccl, ConfigError,
+  impl->backend = backend == Backend::Auto ? (device.is_cuda() && compat::kHaveNccl ? Backend::Nccl : Backend::Gloo) : backend;
+  BATCHWISE_CHECK(impl->backend != Backend::Nccl || compat::kHaveNccl, ConfigError,
                   "--dist-backend nccl: this batchwise was built without NCCL (a CPU-only LibTorch); use gloo");
-  BATCHWISE_CHECK(impl->backend != "nccl" || device.is_cuda(), ConfigError,
+  BATCHWISE_CHECK(impl->backend != Backend::Nccl || device.is_cuda(), ConfigError,
                   "--dist-backend nccl: NCCL all-reduces CUDA tensors; this run trains on {}, use gloo",
                   device.str());
   const std::string where = fmt::format("{}:{}", address.master_addr, address.master_port);
@@ -131,21 +129,21 @@ std::shared_ptr<Group> Group::join(const GroupAddress& address, c10::Device devi
         peer_problem(detail::plain_what(e)), timeout.count() / 1000.0));
   }
   try {
-    impl->pg = impl->backend == "nccl"
+    impl->pg = impl->backend == Backend::Nccl
                    ? compat::make_nccl(impl->store, address.rank, address.world_size, timeout)
                    : compat::make_gloo(impl->store, address.rank, address.world_size, timeout,
                                        is_loopback(address.master_addr) ? "127.0.0.1" : "");
   } catch (const DistributedError&) {
     throw;
   } catch (const std::exception& e) {
-    impl->fail(fmt::format("joining the {} group at {}", impl->backend, where), e);
+    impl->fail(fmt::format("joining the {} group at {}", to_string(impl->backend), where), e);
   }
   return std::shared_ptr<Group>(new Group(std::move(impl)));
 }
 
 int Group::rank() const { return impl_->rank; }
 int Group::size() const { return impl_->size; }
-const std::string& Group::backend() const { return impl_->backend; }
+Backend Group::backend() const { return impl_->backend; }
 std::chrono::milliseconds Group::timeout() const { return impl_->timeout; }
 
 void Group::all_reduce_sum(at::Tensor& tensor, const std::string& what) {
@@ -176,7 +174,7 @@ std::vector<std::vector<double>> Group::all_gather(const std::vector<double>& ro
   UntrackedScope untracked;  // batchwise's bookkeeping, not the training's memory
   at::Tensor table = at::zeros({impl_->size, k}, at::TensorOptions().dtype(at::kDouble));
   if (k > 0) std::memcpy(table[impl_->rank].data_ptr<double>(), row.data(), sizeof(double) * static_cast<size_t>(k));
-  if (impl_->backend == "nccl") {  // NCCL reduces device tensors only
+  if (impl_->backend == Backend::Nccl) {  // NCCL reduces device tensors only
     at::Tensor on_device = table.to(impl_->device);
     all_reduce_sum(on_device, what);
     table = on_device.to(at::kCPU);
@@ -250,7 +248,7 @@ Batch placeholder(int64_t n, c10::Device device) {
 
 DataParallelWorkload::DataParallelWorkload(ModuleWorkload& inner, std::shared_ptr<Group> group)
     : inner_(inner), group_(std::move(group)) {
-  BATCHWISE_CHECK(inner_.info().precision != "fp16", ConfigError,
+  BATCHWISE_CHECK(known_precision(inner_.info().precision) != Precision::Fp16, ConfigError,
                   "--precision fp16 with more than one process: fp16's loss scaling is not agreed across ranks yet; "
                   "use bf16 or fp32");
   inner_.set_shard(group_->rank(), group_->size());
@@ -517,8 +515,7 @@ Trial DistributedRunner::run(const TrialOptions& options) {
   // The deadline is one for all ranks: whichever rank's clock saw it pass first, every rank's time
   // ran out, so a rank that was fine is timed out too.
   for (const int own_status : statuses)
-    d.rank_outcomes.push_back(
-        to_string(outcome_of_status(status == kTimeout && own_status == kOk ? kTimeout : own_status)));
+    d.rank_outcomes.push_back(outcome_of_status(status == kTimeout && own_status == kOk ? kTimeout : own_status));
   if (status == kOk) {
     // The step is as slow as its slowest rank: step by step, the largest time.
     const size_t measured = static_cast<size_t>(rows[0][5]);

@@ -290,8 +290,9 @@ Batch ModuleWorkload::next_batch(int64_t batch) {
 
 namespace {
 at::ScalarType autocast_type(const std::string& precision) {
-  if (precision == "bf16") return at::kBFloat16;
-  if (precision == "fp16") return at::kHalf;
+  const std::optional<Precision> p = known_precision(precision);
+  if (p == Precision::Bf16) return at::kBFloat16;
+  if (p == Precision::Fp16) return at::kHalf;
   return at::ScalarType::Undefined;
 }
 }  // namespace
@@ -661,23 +662,8 @@ StateBytes ModuleWorkload::state_bytes() const {
   return s;
 }
 
-const std::vector<std::string>& optimizer_names() {
-  static const std::vector<std::string> kNames{"sgd", "adam", "adamw"};
-  return kNames;
-}
-
-const std::vector<std::string>& precision_names() {
-  static const std::vector<std::string> kNames{"fp32", "bf16", "fp16"};
-  return kNames;
-}
-
 const std::vector<std::string>& dataset_names() {
   static const std::vector<std::string> kNames{"fashion-mnist", "cifar10", "idx", "npy", "csv", "synthetic"};
-  return kNames;
-}
-
-const std::vector<std::string>& loss_names() {
-  static const std::vector<std::string> kNames{"cross-entropy", "mse"};
   return kNames;
 }
 
@@ -688,10 +674,12 @@ bool contains(const List& list, const std::string& name) {
   return std::find(list.begin(), list.end(), name) != list.end();
 }
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name, double lr,
-                                                        std::vector<at::Tensor> params) {
-  if (name == "sgd") return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr).momentum(0.9));
-  if (name == "adam") return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(Optimizer optimizer, double lr, std::vector<at::Tensor> params) {
+  switch (optimizer) {
+    case Optimizer::Sgd: return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr).momentum(0.9));
+    case Optimizer::Adam: return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+    case Optimizer::AdamW: break;
+  }
   return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(lr).weight_decay(0.01));
 }
 
@@ -721,8 +709,8 @@ Dataset synthetic(const WorkloadOptions& o, TargetKind kind, int64_t held_out) {
 Dataset load_dataset(const WorkloadOptions& o, TargetKind kind) {
   const std::string& name = o.dataset();
   BATCHWISE_CHECK(kind == TargetKind::Classes || name == "npy" || name == "csv" || name == "synthetic" ||
-                      o.loss() == "mse",
-                  ConfigError, "--loss {}: not possible with --dataset {}", o.loss(), name);
+                      o.loss() == Loss::Mse,
+                  ConfigError, "--loss {}: not possible with --dataset {}", to_string(o.loss()), name);
   if (name == "fashion-mnist") {
     BATCHWISE_CHECK(o.model() != "transformer" || o.seq_len() == 64 || o.seq_len() == 28, ConfigError,
                     "--seq-len {}: the transformer reads a Fashion-MNIST image as its 28 rows; drop --seq-len or "
@@ -757,8 +745,8 @@ void apply_input_shape(Dataset& data, const std::vector<int64_t>& shape) {
   data.inputs = data.inputs.reshape(full);
 }
 
-LossFn make_loss(const std::string& name) {
-  if (name == "mse") {
+LossFn make_loss(Loss loss) {
+  if (loss == Loss::Mse) {
     return [](const at::Tensor& output, const at::Tensor& target) {
       at::Tensor t = target;
       if (t.scalar_type() == at::kLong) t = at::one_hot(t, output.size(-1)).to(output.scalar_type());
@@ -790,7 +778,7 @@ void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model,
                     o.model(), fmt::join(input.sizes(), ", "), fmt::join(data.sample_shape(), "x"),
                     detail::error_line(why));
   }
-  if (data.num_classes > 0 && o.loss() == "cross-entropy") {
+  if (data.num_classes > 0 && o.loss() == Loss::CrossEntropy) {
     BATCHWISE_CHECK(output.dim() == 2 && output.size(1) >= data.num_classes, ModelError,
                     "--model {}: returns shape [{}], but cross-entropy on {} classes needs logits [batch, {}]; check "
                     "the model's head or --num-classes",
@@ -801,7 +789,7 @@ void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model,
   } catch (const std::exception& e) {  // c10::Error, and the JIT's own exceptions (a scripted raise)
     std::string why = detail::plain_what(e);
     BATCHWISE_CHECK(false, ModelError, "--model {}: its output [{}] does not fit the --loss {} targets: {}", o.model(),
-                    fmt::join(output.sizes(), ", "), o.loss(), detail::error_line(why));
+                    fmt::join(output.sizes(), ", "), to_string(o.loss()), detail::error_line(why));
   }
   model.ptr()->train();
 }
@@ -816,14 +804,14 @@ Dataset load_test_split(const WorkloadOptions& o) {
     d = load_cifar10(require(o.data_dir(), "--data-dir DIR (the cifar-10-batches-bin folder)", o.dataset()),
                      /*train=*/false);
   } else if (o.dataset() == "synthetic") {
-    return synthetic(o, o.loss() == "mse" ? TargetKind::Values : TargetKind::Classes, synthetic_held_out(o));
+    return synthetic(o, o.loss() == Loss::Mse ? TargetKind::Values : TargetKind::Classes, synthetic_held_out(o));
   } else {
     BATCHWISE_CHECK(false, ConfigError,
                     "--dataset {}: validation needs a held-out test split, and only fashion-mnist (t10k), cifar10 "
                     "(test_batch.bin) and synthetic (further samples of the same task) have one",
                     o.dataset());
   }
-  if (o.loss() == "mse") d.targets = at::one_hot(d.targets, d.num_classes).to(at::kFloat), d.num_classes = 0;
+  if (o.loss() == Loss::Mse) d.targets = at::one_hot(d.targets, d.num_classes).to(at::kFloat), d.num_classes = 0;
   apply_input_shape(d, o.input_shape());
   return d;
 }
@@ -848,11 +836,6 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
                   o.model(), fmt::join(model_names(), ", "));
   BATCHWISE_CHECK(contains(dataset_names(), o.dataset()), ConfigError,
                   "--dataset {}: unknown dataset; choose one of {}", o.dataset(), fmt::join(dataset_names(), ", "));
-  BATCHWISE_CHECK(contains(loss_names(), o.loss()), ConfigError, "--loss {}: unknown loss; choose one of {}", o.loss(),
-                  fmt::join(loss_names(), ", "));
-  BATCHWISE_CHECK(contains(optimizer_names(), o.optimizer()), ConfigError,
-                  "--optimizer {}: unknown optimizer; choose one of {}", o.optimizer(),
-                  fmt::join(optimizer_names(), ", "));
   BATCHWISE_CHECK(o.lr() >= 0 && std::isfinite(o.lr()), ConfigError, "--lr {}: must be a positive number (or 0 for the optimizer's default)", o.lr());
   BATCHWISE_CHECK(o.seq_len_min() <= o.seq_len(), ConfigError, "--seq-len {}-{}: the range runs backwards",
                   o.seq_len_min(), o.seq_len());
@@ -862,18 +845,13 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
     BATCHWISE_CHECK(d >= 1, ConfigError, "--input-shape {}: every dimension must be at least 1",
                     fmt::join(o.input_shape(), "x"));
   const DeviceSpec device = resolve_device(o.device());
-  {
-    const auto& names = precision_names();
-    BATCHWISE_CHECK(std::find(names.begin(), names.end(), o.precision()) != names.end(), ConfigError,
-                    "--precision '{}': choose fp32, bf16 or fp16", o.precision());
-    // fp16 on CPU: autocast to float16 with the same loss scaling (PyTorch's GradScaler("cpu")); it
-    // pays only where the CPU has half-precision units (AMX-FP16, AVX512-FP16), and is what CI tests
-    // the fp16 step with.
-    BATCHWISE_CHECK(o.precision() != "fp16" || device.type == "cuda" || BATCHWISE_HAVE_CPU_FP16, ConfigError,
-                    "--precision fp16 on CPU needs LibTorch 2.3 or later (this is {}); use --precision bf16",
-                    BATCHWISE_TORCH_VERSION_STRING);
-  }
-  const TargetKind kind = o.loss() == "mse" ? TargetKind::Values : TargetKind::Classes;
+  // fp16 on CPU: autocast to float16 with the same loss scaling (PyTorch's GradScaler("cpu")); it
+  // pays only where the CPU has half-precision units (AMX-FP16, AVX512-FP16), and is what CI tests
+  // the fp16 step with.
+  BATCHWISE_CHECK(o.precision() != Precision::Fp16 || device.type == "cuda" || BATCHWISE_HAVE_CPU_FP16, ConfigError,
+                  "--precision fp16 on CPU needs LibTorch 2.3 or later (this is {}); use --precision bf16",
+                  BATCHWISE_TORCH_VERSION_STRING);
+  const TargetKind kind = o.loss() == Loss::Mse ? TargetKind::Values : TargetKind::Classes;
 
   Dataset data = load_dataset(o, kind);
   if (o.dataset() != "synthetic") apply_input_shape(data, o.input_shape());
@@ -904,10 +882,10 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
   WorkloadInfo info;
   info.model = o.model();
   info.dataset = data.name;
-  info.loss = o.loss();
-  info.optimizer = o.optimizer();
-  info.precision = o.precision();
-  info.lr = o.lr() > 0 ? o.lr() : (o.optimizer() == "sgd" ? 0.01 : 0.001);
+  info.loss = to_string(o.loss());
+  info.optimizer = to_string(o.optimizer());
+  info.precision = to_string(o.precision());
+  info.lr = o.lr() > 0 ? o.lr() : (o.optimizer() == Optimizer::Sgd ? 0.01 : 0.001);
   info.input_shape = data.sample_shape();
   if (data.is_tokens() && o.seq_len_min() > 0 && o.seq_len_min() < o.seq_len())
     info.seq_len_range = {o.seq_len_min(), o.seq_len()};

@@ -54,6 +54,12 @@ ordered_json lr_json(const LrAdvice& l) {
   return j;
 }
 
+std::vector<std::string> outcome_names(const std::vector<Outcome>& outcomes) {
+  std::vector<std::string> names;
+  for (Outcome o : outcomes) names.push_back(to_string(o));
+  return names;
+}
+
 ordered_json trial_json(const Trial& t) {
   const bool ok = t.outcome == Outcome::Ok;
   ordered_json j;
@@ -107,11 +113,11 @@ ordered_json trial_json(const Trial& t) {
   if (t.distributed) {
     const DistributedTrial& d = *t.distributed;
     j["distributed"] = {{"world_size", d.world_size},
-                        {"backend", d.backend},
+                        {"backend", to_string(d.backend)},
                         {"global_batch", d.global_batch},
                         {"rank_step_time_s", d.rank_step_time_s},
                         {"rank_peak_bytes", d.rank_peak_bytes},
-                        {"rank_outcomes", d.rank_outcomes},
+                        {"rank_outcomes", outcome_names(d.rank_outcomes)},
                         {"allreduce_share", d.allreduce_share},
                         {"single_process_samples_per_s", d.single_process_samples_per_s
                                                              ? ordered_json(*d.single_process_samples_per_s)
@@ -180,7 +186,7 @@ std::string to_json(const Report& r) {
   j["target"] = r.target;
   if (r.distributed)
     j["distributed"] = {{"world_size", r.distributed->world_size},
-                        {"backend", r.distributed->backend},
+                        {"backend", to_string(r.distributed->backend)},
                         {"rank_budget_bytes", r.distributed->rank_budget_bytes},
                         {"timeout_s", r.distributed->timeout_s}};
   if (r.fit) {
@@ -287,7 +293,7 @@ std::string to_json(const Report& r) {
                       {"steps_per_epoch", row.steps_per_epoch},
                       {"optimizer_settings", row.optimizer_settings}});
     j["run_plan"] = {{"optimizer",
-                      {{"name", p.optimizer.name},
+                      {{"name", to_string(p.optimizer.optimizer)},
                        {"momentum", p.optimizer.momentum},
                        {"beta1", p.optimizer.beta1},
                        {"beta2", p.optimizer.beta2},
@@ -364,7 +370,7 @@ std::string to_json(const Report& r) {
   if (!r.precisions.empty()) {
     ordered_json points = ordered_json::array();
     for (const auto& p : r.precisions)
-      points.push_back({{"precision", p.precision},
+      points.push_back({{"precision", to_string(p.precision)},
                         {"fit_batch", p.fit_batch ? ordered_json(*p.fit_batch) : ordered_json()},
                         {"fit_limited_by_max", p.fit_limited_by_max},
                         {"batch", p.batch},
@@ -461,7 +467,7 @@ std::string to_table(const Report& r) {
     for (const int64_t b : r.distributed->rank_budget_bytes) budgets.push_back(format_bytes(b));
     line(fmt::format("data-parallel: {} ranks ({}); batches are per device (global batch = batch x {}), samples/s "
                      "counts every rank; rank budgets {}",
-                     r.distributed->world_size, r.distributed->backend, r.distributed->world_size,
+                     r.distributed->world_size, to_string(r.distributed->backend), r.distributed->world_size,
                      fmt::join(budgets, ", ")));
   }
   for (const auto& warning : c.warnings) line("warning: " + warning);
@@ -565,7 +571,7 @@ std::string to_table(const Report& r) {
     line(fmt::format("{:<9}  {:>9}  {:>10}  {:>11}  {:>7}  {:>7}  {}", "precision", "fit batch", "samples/s",
                      "peak memory", "speed", "memory", "verdict"));
     for (const auto& p : r.precisions)
-      line(fmt::format("{:<9}  {:>9}  {:>10}  {:>11}  {:>6.2f}x  {:>6.2f}x  {}", p.precision,
+      line(fmt::format("{:<9}  {:>9}  {:>10}  {:>11}  {:>6.2f}x  {:>6.2f}x  {}", to_string(p.precision),
                        p.fit_batch ? std::to_string(*p.fit_batch) + (p.fit_limited_by_max ? "+" : "") : "-",
                        grouped(p.samples_per_s), format_bytes(p.peak_bytes), p.speed_ratio, p.memory_ratio, p.verdict));
   }
@@ -678,7 +684,7 @@ std::string to_table(const Report& r) {
   if (r.run_plan && !r.run_plan->rows.empty()) {
     const RunPlan& p = *r.run_plan;
     line("");
-    line(fmt::format("run plan: the same run at each batch ({}, {} samples per epoch)", p.optimizer.name,
+    line(fmt::format("run plan: the same run at each batch ({}, {} samples per epoch)", to_string(p.optimizer.optimizer),
                      grouped(static_cast<double>(p.dataset_size))));
     line(fmt::format("{:>8}  {:<12}  {:>9}  {:<22}  {:<24}  {:>11}  {}", "batch", "for", "lr", "rate from", "warm-up",
                      "steps/epoch", "optimizer"));

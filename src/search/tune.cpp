@@ -43,7 +43,9 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 
 ModuleWorkload* module_of(const TuneSubject& s) { return dynamic_cast<ModuleWorkload*>(s.workload); }
 
-bool fp16(const TuneSubject& s) { return s.workload && s.workload->info().precision == "fp16"; }
+bool fp16(const TuneSubject& s) {
+  return s.workload && known_precision(s.workload->info().precision) == Precision::Fp16;
+}
 
 // The fit (or the one reused), then a sweep of doublings up to it, and the knee's recommendation.
 void fit_and_sweep(TrialRunner& runner, const TuneOptions& o, Report& report) {
@@ -84,7 +86,12 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
   while (b % micro != 0) --micro;
   stage(o, fmt::format("measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}",
                        o.noise_steps(), b, micro));
-  report.noise = measure_noise_scale(*subject.workload, NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()));
+  try {
+    report.noise = measure_noise_scale(*subject.workload, NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()));
+  } catch (const ConfigError& e) {  // a Workload of the user's without the gradient primitives
+    report.context.warnings.push_back(fmt::format("no noise scale or goodput: {}", first_line(e.what())));
+    return;
+  }
   if (report.noise->b_simple) report.goodput = goodput(report.sweep->points, *report.noise->b_simple);
 }
 
@@ -154,10 +161,8 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
 // The learning rate at the recommended batch (its global batch across ranks): the rate a validation
 // or the race trained it with, else advised from a range test, else the rule alone.
 void learning_rate(const TuneSubject& subject, const TuneOptions& o, Report& report) {
-  const auto& optimizers = optimizer_names();
-  if (!report.recommendation || report.workload.lr <= 0 ||
-      std::find(optimizers.begin(), optimizers.end(), report.workload.optimizer) == optimizers.end())
-    return;
+  const std::optional<Optimizer> optimizer = known_optimizer(report.workload.optimizer);
+  if (!report.recommendation || report.workload.lr <= 0 || !optimizer) return;
   const int64_t batch = report.recommendation->batch * subject.world_size;
   if (report.validation)
     for (const auto& run : report.validation->runs)
@@ -170,14 +175,15 @@ void learning_rate(const TuneSubject& subject, const TuneOptions& o, Report& rep
   if (w && subject.world_size == 1 && !fp16(subject))
     report.lr = advise_lr(*w, batch, LrAdviceOptions(o.base_batch(), report.workload.lr));
   else
-    report.lr = unmeasured_lr(report.workload.optimizer, o.base_batch(), report.workload.lr, batch);
+    report.lr = unmeasured_lr(*optimizer, o.base_batch(), report.workload.lr, batch);
 }
 
 // The run plan: the base setting, the batch to train with, and the others as good as it.
 void plan_the_run(const TuneSubject& subject, const TuneOptions& o, Report& report) {
   if (!report.lr) return;
+  const Optimizer optimizer = rule_optimizer(report.workload);
   std::vector<std::pair<std::string, LrAdvice>> rows{
-      {"base", unmeasured_lr(report.workload.optimizer, o.base_batch(), report.workload.lr, o.base_batch())}};
+      {"base", unmeasured_lr(optimizer, o.base_batch(), report.workload.lr, o.base_batch())}};
   if (report.lr->scaled.batch != o.base_batch()) rows.emplace_back("recommended", *report.lr);
   if (report.race)
     for (const auto& e : report.race->entries)  // the race's flat range, as the recommendation states it
@@ -186,13 +192,13 @@ void plan_the_run(const TuneSubject& subject, const TuneOptions& o, Report& repo
         rows.emplace_back("within 5 %", e.lr);
   std::sort(rows.begin() + 1, rows.end(),
             [](const auto& a, const auto& b) { return a.second.scaled.batch < b.second.scaled.batch; });
-  report.run_plan = plan_run(optimizer_settings(report.workload.optimizer, module_of(subject)),
+  report.run_plan = plan_run(optimizer_settings(optimizer, module_of(subject)),
                              report.workload.dataset_size, rows);
 }
 
 // One other precision at the recommended batch: its own fit, its throughput there, and a verdict
 // against the run's own precision.
-PrecisionPoint measure_precision(const std::string& precision, const WorkloadOptions& options, const TuneOptions& o,
+PrecisionPoint measure_precision(Precision precision, const WorkloadOptions& options, const TuneOptions& o,
                                  const PrecisionPoint& own, int64_t budget) {
   WorkloadOptions other_options = options;
   auto other = make_workload(other_options.precision(precision));
@@ -231,7 +237,7 @@ PrecisionPoint measure_precision(const std::string& precision, const WorkloadOpt
 // the figures compare). fp16 on a CPU only as the run's own: few CPUs have half-precision units.
 void compare_precisions(TuneSubject& subject, const TuneOptions& o, Report& report) {
   PrecisionPoint own;
-  own.precision = report.workload.precision;
+  own.precision = subject.options->precision();
   own.fit_batch = report.fit ? report.fit->batch : std::nullopt;
   own.fit_limited_by_max = report.fit && report.fit->limited_by_max;
   own.batch = report.recommendation->batch;
@@ -246,9 +252,9 @@ void compare_precisions(TuneSubject& subject, const TuneOptions& o, Report& repo
   subject.own_runner.reset();
   subject.runner = nullptr;
   subject.workload = nullptr;
-  for (const std::string precision : {"fp32", "bf16", "fp16"}) {
-    if (precision == own.precision || (precision == "fp16" && !cuda)) continue;
-    stage(o, fmt::format("precision {}: fit, then batch {}", precision, own.batch));
+  for (const Precision precision : {Precision::Fp32, Precision::Bf16, Precision::Fp16}) {
+    if (precision == own.precision || (precision == Precision::Fp16 && !cuda)) continue;
+    stage(o, fmt::format("precision {}: fit, then batch {}", to_string(precision), own.batch));
     report.precisions.push_back(measure_precision(precision, options, o, own, report.budget_bytes));
   }
 }

@@ -1,0 +1,60 @@
+#pragma once
+/// The choices a workload is made of, as types: each enum has its spelling (the CLI flag's value and
+/// the JSON's) through to_string, and a parser whose error names the flag and the choices, as
+/// FitMode has (fit.h). Comparing these is comparing enums; the spellings live in choices.cpp only.
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace batchwise {
+
+/// What the forward pass and the loss run in.
+enum class Precision {
+  Fp32,  ///< "fp32"
+  Bf16,  ///< "bf16": autocast to bfloat16
+  Fp16,  ///< "fp16": autocast to float16 with dynamic loss scaling
+};
+enum class Optimizer {
+  Sgd,    ///< "sgd" (batchwise's: momentum 0.9)
+  Adam,   ///< "adam"
+  AdamW,  ///< "adamw"
+};
+enum class Loss {
+  CrossEntropy,  ///< "cross-entropy": integer class labels
+  Mse,           ///< "mse": regression targets
+};
+/// The c10d backend of a data-parallel group.
+enum class Backend {
+  Auto,  ///< "auto": nccl for a CUDA device where LibTorch has it, gloo otherwise
+  Gloo,  ///< "gloo"
+  Nccl,  ///< "nccl"
+};
+
+const char* to_string(Precision precision);
+const char* to_string(Optimizer optimizer);
+const char* to_string(Loss loss);
+const char* to_string(Backend backend);
+
+/// Parsers: ConfigError "--precision fp8: unknown precision; choose one of fp32, bf16, fp16".
+Precision parse_precision(const std::string& text);
+Optimizer parse_optimizer(const std::string& text);
+Loss parse_loss(const std::string& text);
+Backend parse_backend(const std::string& text);
+
+/// The built-in optimizer a workload's optimizer name (WorkloadInfo::optimizer) is, if it is one: a
+/// Workload of the user's may train with any optimizer, and batchwise advises rates only for these.
+std::optional<Optimizer> known_optimizer(const std::string& name);
+
+/// The precision a workload's precision name (WorkloadInfo::precision) is, if it is one (a command's
+/// is not known to batchwise).
+std::optional<Precision> known_precision(const std::string& name);
+
+/// Adam and AdamW: square-root learning-rate scaling, betas and epsilon.
+bool adam_family(Optimizer optimizer);
+
+/// Every spelling, in declaration order (for help texts and documentation).
+const std::vector<std::string>& precision_names();
+const std::vector<std::string>& optimizer_names();
+const std::vector<std::string>& loss_names();
+
+}  // namespace batchwise

@@ -1,0 +1,301 @@
+// The flag groups and the numeric bounds the subcommands share, and file output.
+#include "cli.h"
+
+#include <fmt/format.h>
+#include <torch/utils.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "batchwise/command.h"
+#include "batchwise/command_runner.h"
+#include "batchwise/distributed.h"
+#include "batchwise/error.h"
+#include "batchwise/history.h"
+#include "batchwise/html.h"
+#include "batchwise/units.h"
+
+namespace batchwise::cli {
+
+namespace {
+
+// What each numeric flag accepts, wherever a subcommand declares it: CLI11 checks the value as it
+// parses, before anything runs, and the message names the flag ("--steps: 0: must be at least 1").
+// Non-numbers, NaN and infinities are refused too, and the upper bounds keep a typo from asking for
+// 10^12 of anything. Omitting a flag keeps its default (often "0: none" or "the device's").
+struct Bound {
+  const char* flag;
+  double low;
+  bool low_open;  // the value must be above `low`, not merely at least it
+  double high;
+  const char* why = nullptr;  // said after the bound
+};
+constexpr double kMaxBatch = 1 << 30, kMaxCount = 1e7, kMaxSeconds = 1e7;
+constexpr Bound kBounds[] = {
+    {"--min", 1, false, kMaxBatch}, {"--max", 1, false, kMaxBatch}, {"--multiple-of", 1, false, kMaxBatch},
+    {"--batch", 1, false, kMaxBatch}, {"--micro-batch", 1, false, kMaxBatch}, {"--base-batch", 1, false, kMaxBatch},
+    {"--global-batch", 1, false, kMaxBatch}, {"--max-micro-batch", 1, false, kMaxBatch},
+    {"--steps", 1, false, kMaxCount}, {"--fit-steps", 1, false, kMaxCount}, {"--noise-steps", 2, false, kMaxCount},
+    {"--warmup", 0, false, kMaxCount}, {"--repetitions", 1, false, 1000}, {"--accumulation-steps", 1, false, 65536},
+    {"--limit", 1, false, kMaxCount}, {"--prefetch", 1, false, 1024}, {"--workers", 0, false, 256},
+    {"--threads", 1, false, 4096, "leave it out for torch's choice"},
+    {"--nproc", 1, false, 1024, "the number of local processes"}, {"--world-size", 1, false, 1 << 20},
+    {"--num-classes", 2, false, kMaxCount, "a classifier needs at least 2 classes; leave it out to use the largest label + 1"},
+    {"--synthetic-size", 1, false, 1e9}, {"--io-latency-us", 0, false, 1e7},
+    {"--seed", 0, false, 18446744073709551615.0}, {"--held-out-samples", 1, false, 1e9},
+    {"--eval-every", 1, false, 1e12}, {"--lr", 0, true, 1e6}, {"--target", 0, true, 1, "a fraction of the budget"},
+    {"--target-accuracy", 0, true, 1}, {"--target-loss", 0, true, 1e9}, {"--max-epochs", 0, true, 1e6},
+    {"--max-seconds", 0, false, kMaxSeconds}, {"--trial-timeout", 0, false, kMaxSeconds},
+    {"--dist-timeout", 0, true, kMaxSeconds}, {"--advice-budget", 0, true, kMaxSeconds},
+    {"--reuse-max-age", 0, false, 1e7}, {"--stop-slower-than", 1, false, 1e6},
+};
+
+CLI::Validator in_range(const Bound& b) {
+  return CLI::Validator(
+      [b](std::string& value) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(value, v) || !std::isfinite(v)) return fmt::format("{}: not a finite number", value);
+        const std::string why = b.why ? fmt::format(" ({})", b.why) : "";
+        if (b.low_open ? v <= b.low : v < b.low)
+          return fmt::format("{}: must be {} {:.15g}{}", value, b.low_open ? "above" : "at least", b.low, why);
+        if (v > b.high) return fmt::format("{}: must be at most {:.15g}{}", value, b.high, why);
+        return "";
+      },
+      "", "range");
+}
+
+}  // namespace
+
+void bound_numeric_flags(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    for (const Bound& b : kBounds)
+      if (CLI::Option* option = sub->get_option_no_throw(b.flag)) option->check(in_range(b));
+}
+
+// ---- flag groups ----------------------------------------------------------------------------------
+
+void WorkloadFlags::add(CLI::App* cmd) {
+  auto& w = workload;
+  cmd->add_option("--model", w.model(),
+                  "mlp, lenet, resnet18, transformer, or a TorchScript file (model.pt, saved with torch.jit.save)")
+      ->capture_default_str();
+  cmd->add_option("--dataset", w.dataset(),
+                  "fashion-mnist, cifar10 (--data-dir), idx or npy (--data-file, --labels-file), csv (--data-file, "
+                  "--label-column) or synthetic")
+      ->capture_default_str();
+  cmd->add_option("--data-dir", w.data_dir(),
+                  "fashion-mnist: the folder of its IDX files (default: /usr/share/datasets/fashion-mnist); cifar10: "
+                  "the cifar-10-batches-bin folder");
+  cmd->add_option("--data-file", w.data_file(), "idx: the images file; npy: the features .npy; csv: the .csv file");
+  cmd->add_option("--labels-file", w.labels_file(), "idx: the labels file; npy: the labels .npy");
+  cmd->add_option("--label-column", w.label_column(), "csv: the label column's header name or 0-based index (default: the last)");
+  cmd->add_option("--loss", loss, "cross-entropy (class labels) or mse (regression targets)")->capture_default_str();
+  cmd->add_option("--num-classes", w.num_classes(), "classes the model predicts (default: largest label + 1; synthetic 10)");
+  cmd->add_option("--input-shape", input_shape,
+                  "one sample's shape without the batch, e.g. 3x32x32: what a TorchScript model takes, and the shape of "
+                  "synthetic samples (default: the dataset's)");
+  cmd->add_option("--device", w.device(), "cpu, cuda, cuda:N or auto")->capture_default_str();
+  cmd->add_option("--optimizer", optimizer, "sgd (momentum 0.9), adam or adamw")->capture_default_str();
+  cmd->add_option("--precision", precision,
+                  "fp32, bf16 (autocast to bfloat16) or fp16 (autocast to float16 with loss scaling; on a CPU it pays "
+                  "only with half-precision units)")
+      ->capture_default_str();
+  cmd->add_option("--lr", w.lr(), "learning rate (default: sgd 0.01, adam/adamw 0.001)");
+  cmd->add_option("--seq-len", seq_len, "tokens per sample, transformer on synthetic data; a range like 32-128 fits the longest")
+      ->capture_default_str();
+  cmd->add_option("--workers", w.workers(), "input pipeline threads that prepare batches ahead (0: in the training thread)")
+      ->capture_default_str();
+  cmd->add_option("--prefetch", w.prefetch(), "batches each worker may have ready ahead")->capture_default_str();
+  cmd->add_flag("--augment", w.augment(), "random crop (padding 4) and horizontal flip in the input pipeline (images)");
+  cmd->add_option("--io-latency-us", w.io_latency_us(),
+                  "emulate a slow input: a per-sample delay (sleep) in the pipeline, in microseconds")
+      ->capture_default_str();
+  cmd->add_option("--synthetic-size", w.synthetic_size(), "samples in the synthetic dataset")->capture_default_str();
+  cmd->add_option("--seed", w.seed(), "seed of initialisation, data order and synthetic data")->capture_default_str();
+  cmd->add_option("--memory-budget", memory_budget,
+                  "memory the device may use, e.g. 2GiB (default: CPU 80 % of available RAM, CUDA the device's total)");
+  cmd->add_option("--target", target, "fraction of the budget a fitting batch may peak at")->capture_default_str();
+  cmd->add_option("--threads", threads, "intra-op threads (default: torch's choice)");
+  cmd->add_option("--json", json, "write the JSON report to FILE");
+  cmd->add_option("--html", html, "write the HTML report (charts, self-contained, opens offline) to FILE");
+  cmd->add_option("--history", history, "the run history to store this run in (default: $XDG_DATA_HOME/batchwise/history.sqlite)");
+  cmd->add_flag("--no-history", no_history, "do not store this run");
+  cmd->add_option("--trace", trace,
+                  "write a Chrome trace (Perfetto, chrome://tracing) of one training step at the recommended batch to "
+                  "FILE");
+  cmd->add_option("--trial-timeout", trial_timeout_s, "seconds a trial may run, checked between steps (0: none)");
+  cmd->add_flag("--quiet,-q", quiet, "print no progress lines");
+  cmd->add_flag("--no-monitor", no_monitor, "do not sample CPU/GPU utilisation during trials");
+  cmd->add_flag("--cmd", use_cmd,
+                "train with your own command instead of a built-in workload; it follows --, with {batch} and {steps} "
+                "substituted (no shell), and prints `batchwise: step` lines (docs/cmd.md); --device cpu measures its "
+                "resident memory, cuda its device memory (NVML); --trial-timeout defaults to 600 s");
+  cmd->add_option("command", command, "with --cmd: the training command, after --");
+}
+
+void WorkloadFlags::resolve() {
+  workload.optimizer(parse_optimizer(optimizer)).precision(parse_precision(precision)).loss(parse_loss(loss));
+  if (threads > 0) torch::set_num_threads(threads);
+  // "64" or a range "32-128": only its shortest and longest length matter.
+  const auto lengths = parse_batch_sizes(seq_len, "--seq-len");
+  workload.seq_len(lengths.back()).seq_len_min(lengths.size() > 1 ? lengths.front() : 0);
+  if (!input_shape.empty()) workload.input_shape(parse_shape(input_shape, "--input-shape"));
+}
+
+int64_t WorkloadFlags::budget_bytes() const {
+  return memory_budget.empty() ? 0 : parse_bytes(memory_budget, "--memory-budget");
+}
+
+void WorkloadFlags::check(const std::string& name) const {
+  (void)budget_bytes();
+  check_writable(trace, "--trace");
+  check_writable(json, "--json");
+  check_writable(html, "--html");
+  if (!html.empty() && chartjs_version().empty()) (void)to_html("", "--html");  // built without Chart.js: say so now
+  if (!command.empty() && !use_cmd)
+    throw ConfigError(fmt::format("unexpected argument {}: to run a training command, put --cmd before -- {}",
+                                  command.front(), command_line(command)));
+  (void)name;
+}
+
+void FitFlags::add(CLI::App* cmd) {
+  cmd->add_option("--mode", mode,
+                  "model (predict, verify, refine: exact in few trials), binsearch (doubling, then bisection; exact) or "
+                  "power (doubling only)")
+      ->capture_default_str();
+  cmd->add_option("--min", min, "smallest batch tried")->capture_default_str();
+  cmd->add_option("--max", max, "largest batch tried (default 65536; tune on CPU: 4096)");
+  cmd->add_option("--multiple-of", multiple_of, "every batch tried is a multiple of this")->capture_default_str();
+  cmd->add_option("--plan-for", plan_for,
+                  "also predict the largest batch on a CUDA device of this memory: 24GiB, or t4, v100, l4, a10, "
+                  "rtx4090, a100-40gb, l40s, a6000, a100-80gb, h100, h200");
+}
+
+FitOptions FitFlags::options(const WorkloadFlags& w, int64_t budget) const {
+  return FitOptions()
+      .mode(parse_fit_mode(mode))
+      .budget_bytes(budget)
+      .target(w.target)
+      .min(min)
+      .max(max)
+      .multiple_of(multiple_of)
+      .steps(steps)
+      .warmup(warmup)
+      .trial_timeout_s(w.trial_timeout_s)
+      .monitor(!w.no_monitor);
+}
+
+void SweepFlags::add(CLI::App* cmd) {
+  cmd->add_flag("--profile", profile,
+                "after the sweep, time each batch's step phase by phase (data, to device, forward, backward, "
+                "optimizer) in a separate pass");
+  cmd->add_option("--batch-sizes", batch_sizes, "list or range of batch sizes: 16,32,64 or 8-4096*2");
+  cmd->add_option("--range", range, "range of batch sizes first-last*factor or first-last+step, e.g. 8-4096*2");
+  cmd->add_option("--warmup", warmup, "unmeasured steps per trial")->capture_default_str();
+  cmd->add_option("--repetitions", repetitions, "trials per batch size, interleaved")->capture_default_str();
+}
+
+SweepOptions SweepFlags::options(const WorkloadFlags& w, int64_t budget) const {
+  std::vector<int64_t> sizes;
+  for (const auto& [text, flag] : {std::pair{batch_sizes, "--batch-sizes"}, std::pair{range, "--range"}}) {
+    if (text.empty()) continue;
+    const auto more = parse_batch_sizes(text, flag);
+    sizes.insert(sizes.end(), more.begin(), more.end());
+  }
+  return SweepOptions()
+      .batch_sizes(sizes)
+      .warmup(warmup)
+      .steps(steps)
+      .repetitions(repetitions)
+      .budget_bytes(budget)
+      .accumulation_steps(accumulation_steps)
+      .stop_after_flat(sweep_all ? -1 : 0)  // 0: tune's default
+      .monitor(!w.no_monitor)
+      .trial_timeout_s(w.trial_timeout_s);
+}
+
+void DistFlags::add(CLI::App* cmd) {
+  cmd->add_option("--nproc", nproc,
+                  "train data-parallel in N local processes (torch.distributed; gloo on CPU, nccl on CUDA): batches "
+                  "are per device. Under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) every process "
+                  "joins that group instead");
+  cmd->add_option("--dist-timeout", timeout_s,
+                  "seconds a rank waits for the others in a collective before the run ends with exit code 7")
+      ->capture_default_str();
+  cmd->add_option("--dist-backend", backend, "gloo, nccl or auto")->capture_default_str();
+}
+
+void ValidateFlags::add(CLI::App* cmd) {
+  cmd->add_option("--target-accuracy", target_accuracy, "stop at this test accuracy (default 0.85 when no target)");
+  cmd->add_option("--target-loss", target_loss, "stop at this test loss");
+  cmd->add_option("--max-epochs", max_epochs, "give up after this many epochs per candidate")->capture_default_str();
+  cmd->add_option("--max-seconds", max_seconds, "give up after this much training time per candidate (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--eval-every", eval_every, "evaluate every this many training samples (default: 1/20 epoch)");
+  cmd->add_option("--held-out-samples", held_out_samples,
+                  "evaluate on the first N held-out samples (default: all; fewer evaluate faster, less precisely)");
+  cmd->add_option("--stop-slower-than", stop_slower_than,
+                  "stop a candidate once its training time passes this multiple of the fastest so far (e.g. 1.5; "
+                  "default: never)");
+  cmd->add_flag("--rule-lr", rule_lr,
+                "train each candidate at the scaling rule's rate alone (Goyal's epochs of warm-up), not the rate "
+                "tune advises (the rule capped by a range test at that batch)");
+}
+
+void ValidateFlags::check(const WorkloadFlags& w) {
+  if (w.workload.loss() == Loss::Mse && target_loss == 0)
+    throw ConfigError("validate with --loss mse: there is no accuracy to reach; give --target-loss");
+  if (target_accuracy > 1 || target_accuracy < 0 || target_loss < 0)
+    throw ConfigError(fmt::format("--target-accuracy {} / --target-loss {}: accuracy is between 0 and 1, loss positive",
+                                  target_accuracy, target_loss));
+  if (max_epochs <= 0) throw ConfigError(fmt::format("--max-epochs {}: must be positive", max_epochs));
+  if (w.use_cmd)
+    throw ConfigError("validate: time-to-accuracy needs batchwise's own training loop; it cannot run through --cmd");
+  if (target_accuracy == 0 && target_loss == 0) target_accuracy = 0.85;
+}
+
+ValidateOptions ValidateFlags::options(std::vector<int64_t> candidates, int64_t base_batch) const {
+  return ValidateOptions(std::move(candidates))
+      .target_accuracy(target_accuracy)
+      .target_loss(target_loss)
+      .max_epochs(max_epochs)
+      .max_seconds(max_seconds)
+      .eval_every_samples(eval_every)
+      .base_batch(base_batch)
+      .held_out_samples(held_out_samples)
+      .stop_slower_than(stop_slower_than)
+      .measure_lr(!rule_lr);
+}
+
+void refuse_data_parallel(const char* flag) {
+  const std::optional<GroupAddress> address = group_address_from_env();
+  if (address && address->world_size > 1)
+    throw ConfigError(fmt::format("{} is not supported in a data-parallel run ({} ranks); run it in one process", flag,
+                                  address->world_size));
+}
+
+// ---- output ---------------------------------------------------------------------------------------
+
+void write_file(const std::string& path, const std::string& text, const char* flag) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));
+    out << text;
+    if (!out.flush()) throw ConfigError(fmt::format("{} {}: writing failed (disk full?)", flag, path));
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+void check_writable(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  const bool existed = std::filesystem::exists(path);
+  if (!std::ofstream(path, std::ios::app))
+    throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));
+  if (!existed) std::filesystem::remove(path);
+}
+
+std::string history_path(const std::string& flag) { return flag.empty() ? default_history_path() : flag; }
+
+}  // namespace batchwise::cli

@@ -1,0 +1,155 @@
+#pragma once
+// What the subcommands share: exit codes, the numeric bounds every flag is checked against, the flag
+// groups several subcommands declare (each flag once, here), and file output. A subcommand's own
+// flags live in its file under commands/; to add one, edit that file only.
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batchwise/fit.h"
+#include "batchwise/sweep.h"
+#include "batchwise/validate.h"
+#include "batchwise/workload.h"
+
+namespace batchwise::cli {
+
+// Exit codes (documented in docs/cli.md).
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;       // a run that ended in an error (fit outcome "error", an unexpected failure)
+constexpr int kExitUsage = 2;        // bad flags or options
+constexpr int kExitData = 3;         // dataset missing or corrupt
+constexpr int kExitModel = 4;        // model cannot be built for this input
+constexpr int kExitDevice = 5;       // device absent or unusable
+constexpr int kExitDoesNotFit = 6;   // fit: not even the minimum batch fits
+constexpr int kExitDistributed = 7;  // a data-parallel rank died, hung past --dist-timeout, or the group did not form
+
+/// The batch a --lr is meant for, where a subcommand has no --base-batch.
+constexpr int64_t kDefaultBaseBatch = 32;
+
+/// One subcommand: it declares itself and its flags, checks them, and runs.
+class Command {
+ public:
+  virtual ~Command() = default;
+  /// Adds the subcommand to `app`, with its flags bound to this object's options.
+  virtual CLI::App* add(CLI::App& app) = 0;
+  /// Runs the parsed subcommand; returns the exit code. Errors are thrown (main maps them).
+  virtual int run() = 0;
+  /// --nproc N: the ranks main starts (0 or 1: none), and how long they may wait for each other.
+  virtual int nproc() const { return 0; }
+  virtual double dist_timeout_s() const { return 300; }
+};
+
+std::unique_ptr<Command> fit_command();
+std::unique_ptr<Command> sweep_command();
+std::unique_ptr<Command> tune_command();
+std::unique_ptr<Command> plan_command();
+std::unique_ptr<Command> noise_command();
+std::unique_ptr<Command> validate_command();
+std::unique_ptr<Command> loader_command();
+std::unique_ptr<Command> doctor_command();
+std::unique_ptr<Command> history_command();
+std::unique_ptr<Command> compare_command();
+std::unique_ptr<Command> report_command();
+
+/// Every numeric flag any subcommand declares is checked against one table as CLI11 parses it, so
+/// the message names the flag ("--steps: 0: must be at least 1"); call after every subcommand is
+/// added.
+void bound_numeric_flags(CLI::App& app);
+
+// ---- flag groups ----------------------------------------------------------------------------------
+
+/// The workload and where it trains: every subcommand that trains (fit, sweep, tune, plan, noise,
+/// validate, loader).
+struct WorkloadFlags {
+  WorkloadOptions workload;
+  std::string optimizer = "sgd", precision = "fp32", loss = "cross-entropy";  ///< parsed by resolve()
+  std::string seq_len = "64";  ///< "64", or a range "32-128" whose longest is fitted
+  std::string input_shape;
+  std::string memory_budget;
+  double target = 0.9;
+  int threads = 0;
+  double trial_timeout_s = 0;
+  bool no_monitor = false;
+  bool use_cmd = false;  ///< --cmd: the trials run the user's command
+  std::vector<std::string> command;
+  /// Output: the JSON and HTML reports, the run history, the step trace, progress lines.
+  std::string json, html, history, trace;
+  bool no_history = false, quiet = false;
+
+  void add(CLI::App* cmd);
+  /// The flags that need parsing (--optimizer, --precision, --loss, --seq-len, --input-shape) into
+  /// `workload`; threads set. Throws ConfigError naming the flag.
+  void resolve();
+  /// The budget --memory-budget gives; 0: the device's default.
+  int64_t budget_bytes() const;
+  /// The checks every training subcommand shares (--cmd's companions, outputs writable).
+  void check(const std::string& command) const;
+};
+
+/// The fit's flags: fit, tune and plan.
+struct FitFlags {
+  std::string mode = "model";
+  int64_t min = 1, max = 0, multiple_of = 1;  // max 0: the default for the command and device
+  int steps = 2, warmup = 0;
+  std::string plan_for;
+
+  /// --mode, --min, --max, --multiple-of, --plan-for (each subcommand names its own --steps).
+  void add(CLI::App* cmd);
+  FitOptions options(const WorkloadFlags& w, int64_t budget) const;
+};
+
+/// The sweep's flags: sweep and tune.
+struct SweepFlags {
+  std::string batch_sizes, range;
+  int warmup = 2, steps = 5, repetitions = 3;
+  bool profile = false;
+  int64_t accumulation_steps = 1;
+  bool sweep_all = false;
+
+  /// --profile, --batch-sizes, --range, --warmup, --repetitions (each subcommand names its own --steps).
+  void add(CLI::App* cmd);
+  SweepOptions options(const WorkloadFlags& w, int64_t budget) const;
+};
+
+/// Data-parallel ranks: fit, sweep, tune and plan.
+struct DistFlags {
+  int nproc = 0;
+  double timeout_s = 300;
+  std::string backend = "auto";
+  void add(CLI::App* cmd);
+};
+
+/// The target a validation trains to: validate, tune --validate.
+struct ValidateFlags {
+  double target_accuracy = 0, target_loss = 0, max_epochs = 3, max_seconds = 600;
+  int64_t eval_every = 0, held_out_samples = 0;
+  double stop_slower_than = 0;
+  bool rule_lr = false;
+
+  void add(CLI::App* cmd);
+  /// Throws ConfigError for a target that cannot be reached; defaults the target to accuracy 0.85.
+  void check(const WorkloadFlags& w);
+  ValidateOptions options(std::vector<int64_t> candidates, int64_t base_batch) const;
+};
+
+/// Throws ConfigError when the environment asks for a data-parallel run, naming `flag` as one that
+/// runs in one process only.
+void refuse_data_parallel(const char* flag);
+
+// ---- output ---------------------------------------------------------------------------------------
+
+/// Writes beside `path`, then renames: a reader never sees half a file. `flag` names the flag in errors.
+void write_file(const std::string& path, const std::string& text, const char* flag = "--json");
+
+/// Throws ConfigError naming `flag` when `path` cannot be written (before a run, not after it).
+void check_writable(const std::string& path, const char* flag);
+
+/// The run history's path: --history, else the default.
+std::string history_path(const std::string& flag);
+
+}  // namespace batchwise::cli

@@ -1,0 +1,42 @@
+// batchwise doctor: the set-up's findings (LibTorch build, BLAS, a GEMM against the CPU's peak,
+// threads, CUDA), as a table and JSON.
+#include <torch/utils.h>
+
+#include <iostream>
+
+#include "../cli.h"
+#include "batchwise/doctor.h"
+
+namespace batchwise::cli {
+namespace {
+
+class Doctor : public Command {
+ public:
+  CLI::App* add(CLI::App& app) override {
+    auto* cmd = app.add_subcommand(
+        "doctor", "Check the set-up: LibTorch build, BLAS, a GEMM rate against the CPU's peak, threads, CUDA");
+    cmd->add_option("--threads", threads_, "intra-op threads (default: torch's choice)");
+    cmd->add_option("--json", json_, "write the findings as JSON to FILE");
+    cmd->footer("Example:\n  batchwise doctor\n  batchwise doctor --threads 1   # see what one thread costs");
+    return cmd;
+  }
+
+  int run() override {
+    check_writable(json_, "--json");
+    if (threads_ > 0) torch::set_num_threads(threads_);
+    const DoctorReport d = run_doctor();
+    std::cout << to_table(d) << std::flush;
+    if (!json_.empty()) write_file(json_, to_json(d));
+    return kExitOk;
+  }
+
+ private:
+  int threads_ = 0;
+  std::string json_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> doctor_command() { return std::make_unique<Doctor>(); }
+
+}  // namespace batchwise::cli

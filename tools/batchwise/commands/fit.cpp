@@ -1,0 +1,50 @@
+// batchwise fit: the largest batch whose peak memory stays within target x budget.
+#include "../cli.h"
+#include "../session.h"
+#include "batchwise/recommend.h"
+
+namespace batchwise::cli {
+
+namespace {
+
+class Fit : public Command {
+ public:
+  CLI::App* add(CLI::App& app) override {
+    auto* cmd = app.add_subcommand("fit", "Find the largest batch whose peak memory stays within target x budget");
+    w_.add(cmd);
+    fit_.add(cmd);
+    dist_.add(cmd);
+    cmd->add_option("--steps", fit_.steps, "training steps per fit trial")->capture_default_str();
+    cmd->add_option("--warmup", fit_.warmup, "extra steps before those (they count towards the peak too)")
+        ->capture_default_str();
+    cmd->footer("Example:\n  batchwise fit --model lenet --memory-budget 512MiB --mode binsearch --multiple-of 8 --json fit.json\n"
+                "  batchwise fit --model mlp --nproc 2 --memory-budget 1GiB   # the per-device batch, data-parallel");
+    return cmd;
+  }
+  int nproc() const override { return dist_.nproc; }
+  double dist_timeout_s() const override { return dist_.timeout_s; }
+
+  int run() override {
+    w_.resolve();
+    w_.check("fit");
+    if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
+    Session s("fit", w_, &dist_);
+    if (fit_.max == 0) fit_.max = 65536;
+    s.report.fit = fit(s.runner(), s.with_progress(fit_.options(w_, s.report.budget_bytes)));
+    s.report.recommendation = recommend(s.report.fit, std::nullopt);
+    rule_learning_rate(s, kDefaultBaseBatch);
+    plan_for_device(fit_, w_, s.report);
+    return s.finish();
+  }
+
+ private:
+  WorkloadFlags w_;
+  FitFlags fit_;
+  DistFlags dist_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> fit_command() { return std::make_unique<Fit>(); }
+
+}  // namespace batchwise::cli

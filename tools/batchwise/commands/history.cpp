@@ -1,0 +1,58 @@
+// batchwise history: the runs stored in the history, newest first, as a table or JSON.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "../cli.h"
+#include "batchwise/history.h"
+
+namespace batchwise::cli {
+namespace {
+
+class HistoryList : public Command {
+ public:
+  CLI::App* add(CLI::App& app) override {
+    auto* cmd = app.add_subcommand("history", "List the runs stored in the history, newest first");
+    cmd->add_option("--history", history_, "the history database (default: $XDG_DATA_HOME/batchwise/history.sqlite)");
+    cmd->add_option("--limit", limit_, "runs to list")->capture_default_str();
+    cmd->add_flag("--json", json_, "print the runs as JSON");
+    cmd->footer("Example:\n  batchwise history --limit 5\n  batchwise tune --reuse   # reuses a matching fit from it");
+    return cmd;
+  }
+
+  int run() override {
+    History h(history_path(history_));
+    const auto runs = h.list(limit_);
+    if (json_) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& r : runs)
+        j.push_back({{"id", r.id}, {"date", r.date}, {"command", r.command}, {"workload", r.workload},
+                     {"device", r.device}, {"versions", r.versions}, {"budget_bytes", r.budget_bytes},
+                     {"fit_batch", r.fit_batch ? nlohmann::json(*r.fit_batch) : nlohmann::json(nullptr)},
+                     {"recommended_batch",
+                      r.recommended_batch ? nlohmann::json(*r.recommended_batch) : nlohmann::json(nullptr)}});
+      std::cout << j.dump(2) << "\n";
+      return kExitOk;
+    }
+    fmt::print("{} ({} shown, newest first)\n", history_path(history_), runs.size());
+    fmt::print("{:>5}  {:<20}  {:<5}  {:>7}  {:>7}  {}\n", "id", "date", "cmd", "fit", "batch",
+               "workload | device | versions");
+    for (const auto& r : runs)
+      fmt::print("{:>5}  {:<20}  {:<5}  {:>7}  {:>7}  {} | {} | {}\n", r.id, r.date, r.command,
+                 r.fit_batch ? std::to_string(*r.fit_batch) : "-",
+                 r.recommended_batch ? std::to_string(*r.recommended_batch) : "-", r.workload, r.device, r.versions);
+    return kExitOk;
+  }
+
+ private:
+  std::string history_;
+  int limit_ = 20;
+  bool json_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> history_command() { return std::make_unique<HistoryList>(); }
+
+}  // namespace batchwise::cli

@@ -1,0 +1,47 @@
+// batchwise loader: the input-pipeline setting (workers, prefetch) that keeps the step fed.
+#include <fmt/format.h>
+
+#include "../cli.h"
+#include "../session.h"
+#include "batchwise/error.h"
+#include "batchwise/loader.h"
+
+namespace batchwise::cli {
+namespace {
+
+class Loader : public Command {
+ public:
+  CLI::App* add(CLI::App& app) override {
+    auto* cmd = app.add_subcommand("loader", "Find the input-pipeline setting (workers, prefetch) that keeps the training step fed");
+    w_.add(cmd);
+    cmd->add_option("--batch", batch_, "the batch size to feed")->capture_default_str();
+    cmd->add_option("--warmup", warmup_, "unmeasured steps per setting")->capture_default_str();
+    cmd->add_option("--steps", steps_, "measured steps per setting")->capture_default_str();
+    cmd->footer("Example:\n  batchwise loader --model resnet18 --dataset cifar10 --data-dir cifar-10-batches-bin "
+                "--augment --batch 128");
+    return cmd;
+  }
+
+  int run() override {
+    w_.resolve();
+    w_.check("loader");
+    if (w_.use_cmd)
+      throw ConfigError("loader: batchwise tunes its own input pipeline; with --cmd, tune your DataLoader's "
+                        "num_workers inside your command");
+    Session s("loader", w_, nullptr);
+    s.stage(fmt::format("trying input-pipeline settings at batch {}", batch_));
+    s.report.loader = search_loader(*s.module(), batch_, warmup_, steps_);
+    return s.finish();
+  }
+
+ private:
+  WorkloadFlags w_;
+  int64_t batch_ = 256;
+  int warmup_ = 2, steps_ = 5;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> loader_command() { return std::make_unique<Loader>(); }
+
+}  // namespace batchwise::cli

@@ -1,0 +1,56 @@
+// batchwise noise: the gradient noise scale (critical batch) along a stretch of real training.
+#include <fmt/format.h>
+
+#include "../cli.h"
+#include "../session.h"
+#include "batchwise/convergence.h"
+#include "batchwise/error.h"
+
+namespace batchwise::cli {
+namespace {
+
+class Noise : public Command {
+ public:
+  CLI::App* add(CLI::App& app) override {
+    auto* cmd = app.add_subcommand("noise", "Measure the gradient noise scale (critical batch) during real training");
+    w_.add(cmd);
+    cmd->add_option("--batch", batch_, "B: samples per training step")->capture_default_str();
+    cmd->add_option("--micro-batch", micro_batch_, "b: the small batch; divides --batch")->capture_default_str();
+    cmd->add_option("--steps", steps_, "training steps measured")->capture_default_str();
+    cmd->add_flag("--fixed-weights", fixed_weights_, "measure without optimizer steps (at the initial weights)");
+    cmd->footer("Example:\n  batchwise noise --model lenet --batch 512 --micro-batch 32 --steps 100 --json noise.json");
+    return cmd;
+  }
+
+  int run() override {
+    w_.resolve();
+    w_.check("noise");
+    if (w_.use_cmd)
+      throw ConfigError("noise: the noise scale needs the gradients of batchwise's own training step; it cannot be "
+                        "measured through --cmd");
+    if (w_.workload.precision() == Precision::Fp16)
+      throw ConfigError("noise with --precision fp16: the noise scale does not support fp16's loss scaling yet; use "
+                        "bf16 or fp32");
+    if (micro_batch_ < 1 || micro_batch_ >= batch_ || batch_ % micro_batch_ != 0)  // before the data is loaded
+      throw ConfigError(fmt::format("noise scale: --micro-batch {} must be below --batch {} and divide it", micro_batch_,
+                                    batch_));
+    Session s("noise", w_, nullptr);
+    s.stage(fmt::format("measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}",
+                        steps_, batch_, micro_batch_));
+    s.report.noise = measure_noise_scale(
+        *s.workload(), NoiseOptions().batch(batch_).micro_batch(micro_batch_).steps(steps_).train(!fixed_weights_));
+    return s.finish();
+  }
+
+ private:
+  WorkloadFlags w_;
+  int64_t batch_ = 256, micro_batch_ = 32;
+  int steps_ = 50;
+  bool fixed_weights_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> noise_command() { return std::make_unique<Noise>(); }
+
+}  // namespace batchwise::cli

@@ -1,0 +1,91 @@
+// batchwise plan: micro-batch x accumulation steps x devices that keep a global batch exact, with
+// its learning rate and the run plan.
+#include <algorithm>
+
+#include "../cli.h"
+#include "../session.h"
+#include "batchwise/convergence.h"
+
+namespace batchwise::cli {
+namespace {
+
+class Plan : public Command {
+ public:
+  CLI::App* add(CLI::App& app) override {
+    auto* cmd = app.add_subcommand(
+        "plan", "Micro-batch x accumulation steps x devices that keep a global batch exact, with its learning rate");
+    w_.add(cmd);
+    fit_.add(cmd);
+    dist_.add(cmd);
+    cmd->add_option("--global-batch", global_batch_, "samples per optimizer step over all devices")->required();
+    cmd->add_option("--world-size", world_size_, "devices (data-parallel ranks)")->capture_default_str();
+    cmd->add_option("--max-micro-batch", max_micro_batch_,
+                    "the largest batch one device runs (default: fit it now, with the fit flags)");
+    cmd->add_option("--last-batch", last_batch_, "an epoch's short last batch: drop (drop_last), pad or keep")
+        ->capture_default_str();
+    cmd->add_option("--base-batch", base_batch_, "the batch --lr is meant for")->capture_default_str();
+    cmd->add_option("--fit-steps", fit_.steps, "training steps per fit trial")->capture_default_str();
+    cmd->footer("Example:\n  batchwise plan --global-batch 4096 --world-size 2 --memory-budget 2GiB\n"
+                "  batchwise plan --global-batch 1000 --max-micro-batch 96 --multiple-of 8 --last-batch pad");
+    return cmd;
+  }
+  int nproc() const override { return dist_.nproc; }
+  double dist_timeout_s() const override { return dist_.timeout_s; }
+
+  int run() override {
+    w_.resolve();
+    w_.check("plan");
+    (void)parse_last_batch(last_batch_, "--last-batch");
+    if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
+    Session s("plan", w_, &dist_);
+    if (s.data_parallel()) world_size_ = s.world_size();
+    if (fit_.max == 0) fit_.max = 65536;
+    int64_t max_micro = max_micro_batch_;
+    if (max_micro == 0) {  // the largest micro-batch is what fits: measure it
+      s.report.fit = fit(s.runner(), s.with_progress(fit_.options(w_, s.report.budget_bytes)));
+      if (s.report.fit->batch) max_micro = *s.report.fit->batch;
+    }
+    if (max_micro > 0)
+      s.report.accumulation = plan_accumulation(PlanRequest(global_batch_, max_micro)
+                                                    .world_size(world_size_)
+                                                    .multiple_of(fit_.multiple_of)
+                                                    .dataset_size(s.report.workload.dataset_size)
+                                                    .last_batch(parse_last_batch(last_batch_, "--last-batch"))
+                                                    .batchnorm(s.workload() && uses_batchnorm(*s.workload())));
+    learning_rate(s);
+    plan_for_device(fit_, w_, s.report);
+    return s.finish();
+  }
+
+ private:
+  // The learning rate at the global batch, measured when it is one plain step on this device (no
+  // accumulation, one rank; an accumulated or multi-device step is not range-tested here), else the
+  // rule's; and the run plan from the base batch to it.
+  void learning_rate(Session& s) const {
+    Report& r = s.report;
+    const std::optional<Optimizer> optimizer = known_optimizer(r.workload.optimizer);
+    if (!r.accumulation || r.workload.lr <= 0 || !optimizer) return;
+    const int64_t batch = r.accumulation->global_batch;
+    const bool one_step = r.accumulation->accumulation_steps == 1 && r.accumulation->world_size == 1;
+    if (one_step && s.module() && !s.data_parallel() && w_.workload.precision() != Precision::Fp16)
+      r.lr = advise_lr(*s.module(), batch, LrAdviceOptions(base_batch_, r.workload.lr));
+    else
+      r.lr = unmeasured_lr(*optimizer, base_batch_, r.workload.lr, batch);
+    std::vector<std::pair<std::string, LrAdvice>> rows{
+        {"base", unmeasured_lr(*optimizer, base_batch_, r.workload.lr, base_batch_)}};
+    if (batch != base_batch_) rows.emplace_back("planned", *r.lr);
+    r.run_plan = plan_run(optimizer_settings(*optimizer, s.module()), r.workload.dataset_size, rows);
+  }
+
+  WorkloadFlags w_;
+  FitFlags fit_;
+  DistFlags dist_;
+  int64_t global_batch_ = 0, world_size_ = 1, max_micro_batch_ = 0, base_batch_ = kDefaultBaseBatch;
+  std::string last_batch_ = "drop";
+};
+
+}  // namespace
+
+std::unique_ptr<Command> plan_command() { return std::make_unique<Plan>(); }
+
+}  // namespace batchwise::cli

@@ -1,0 +1,39 @@
+// batchwise report: a saved JSON report drawn as the self-contained HTML page.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "../cli.h"
+#include "batchwise/error.h"
+#include "batchwise/html.h"
+
+namespace batchwise::cli {
+namespace {
+
+class ReportPage : public Command {
+ public:
+  CLI::App* add(CLI::App& app) override {
+    auto* cmd = app.add_subcommand("report", "Draw a JSON report as a self-contained HTML page with charts");
+    cmd->add_option("report", report_, "a JSON report written with --json")->required();
+    cmd->add_option("-o,--output", html_, "the HTML file to write (default: the report's name with .html)");
+    cmd->footer("Example:\n  batchwise tune --json run.json\n  batchwise report run.json -o report.html   # open it in a browser");
+    return cmd;
+  }
+
+  int run() override {
+    const std::string out = html_.empty() ? std::filesystem::path(report_).replace_extension(".html").string() : html_;
+    if (out == report_) throw ConfigError(fmt::format("-o {}: that is the JSON report itself; give another file", out));
+    write_file(out, html_from_file(report_), "-o");
+    fmt::print("{}\n", out);
+    return kExitOk;
+  }
+
+ private:
+  std::string report_, html_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> report_command() { return std::make_unique<ReportPage>(); }
+
+}  // namespace batchwise::cli

@@ -1,0 +1,140 @@
+// batchwise tune: the library's tune (fit, sweep, noise scale, goodput, the batch race, the learning
+// rate and run plan, and the follow-ups) with the CLI's progress lines, --reuse from the history,
+// and the report.
+#include <fmt/format.h>
+
+#include "../cli.h"
+#include "../session.h"
+#include "batchwise/error.h"
+#include "batchwise/history.h"
+#include "batchwise/report.h"
+#include "batchwise/tune.h"
+
+namespace batchwise::cli {
+namespace {
+
+class Tune : public Command {
+ public:
+  CLI::App* add(CLI::App& app) override {
+    auto* cmd = app.add_subcommand("tune", "Fit, sweep doublings of --min up to the fit, and recommend a batch");
+    w_.add(cmd);
+    fit_.add(cmd);
+    sweep_.add(cmd);
+    dist_.add(cmd);
+    cmd->add_option("--steps", sweep_.steps, "measured steps per sweep trial")->capture_default_str();
+    cmd->add_option("--fit-steps", fit_.steps, "training steps per fit trial")->capture_default_str();
+    cmd->add_flag("--reuse", reuse_,
+                  "skip the fit when the history holds one for the same workload, device, versions, budget and "
+                  "target, no older than --reuse-max-age");
+    cmd->add_option("--reuse-max-age", reuse_max_age_h_, "hours a stored fit stays reusable")->capture_default_str();
+    cmd->add_flag("--sweep-all", sweep_.sweep_all,
+                  "sweep every doubling up to the fit (default: stop once 3 in a row do not raise samples/s by the "
+                  "knee tolerance; --batch-sizes are always all swept)");
+    cmd->footer("Example:\n  batchwise tune                      # lenet on Fashion-MNIST on the best device\n"
+                "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json");
+    cmd->add_flag("--no-noise", no_noise_, "skip the gradient noise scale, and with it goodput: recommend the throughput knee");
+    cmd->add_option("--noise-steps", noise_steps_, "training steps measuring the noise scale")->capture_default_str();
+    cmd->add_option("--base-batch", base_batch_,
+                    "the batch --lr is meant for; the recommended batch's learning rate is scaled from it")
+        ->capture_default_str();
+    cmd->add_flag("--no-race", no_race_,
+                  "skip the batch race (branched runs from the same weights): recommend from the noise scale's goodput");
+    cmd->add_option("--advice-budget", race_budget_s_,
+                    "seconds of training the batch race may take (default: twice the fit and sweep's time, at least "
+                    "30 s, at most 4 epochs at the best samples/s)");
+    cmd->add_flag("--compare-precision", compare_precision_,
+                  "also fit and measure bf16 (and fp16 on CUDA) at the recommended batch, and say whether it pays");
+    cmd->add_flag("--validate", validate_,
+                  "train to a target (--target-accuracy, default 0.85) at the recommended batch, the knee, and half "
+                  "and twice the recommendation; recommend the one that got there soonest");
+    v_.add(cmd);
+    return cmd;
+  }
+  int nproc() const override { return dist_.nproc; }
+  double dist_timeout_s() const override { return dist_.timeout_s; }
+
+  int run() override {
+    check();
+    Session s("tune", w_, &dist_, /*test_split=*/validate_);
+    if (fit_.max == 0) fit_.max = s.cuda() ? 65536 : 4096;  // on CPU throughput has long flattened by 4096
+    const std::optional<FitResult> reused = reuse_ ? reused_fit(s) : std::nullopt;
+    TuneSubject subject(s.runner(), s.workload());
+    if (!w_.use_cmd) subject.options = w_.workload;
+    subject.world_size = s.world_size();
+    subject.held_out = [&] { return s.held_out(); };
+    if (!s.data_parallel()) subject.release = [&] { s.release(); };
+    TuneOptions options = TuneOptions()
+                              .fit(s.with_progress(fit_.options(w_, s.report.budget_bytes)))
+                              .sweep(s.with_progress(sweep_.options(w_, s.report.budget_bytes)))
+                              .reuse_fit(reused)
+                              .profile(sweep_.profile)
+                              .noise(!no_noise_)
+                              .noise_steps(noise_steps_)
+                              .race(!no_race_)
+                              .race_budget_s(race_budget_s_)
+                              .base_batch(base_batch_)
+                              .compare_precision(compare_precision_)
+                              .on_stage([&](const TuneStage& t) { s.stage(t.what); })
+                              .on_race([&](const RaceProgress& p) { s.on_race(p); });
+    if (validate_)
+      options.validate(v_.options({}, base_batch_).on_progress([&](const ValidateProgress& p) { s.on_validate(p); }));
+    s.report = tune(subject, options, s.report);
+    s.clear_line();
+    if (s.report.validation) s.print_validation(*s.report.validation);
+    plan_for_device(fit_, w_, s.report);
+    return s.finish();
+  }
+
+ private:
+  void check() {
+    w_.resolve();
+    w_.check("tune");
+    (void)sweep_.options(w_, 0);  // the batch sizes are checked before the data is loaded
+    if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
+    if (validate_) v_.check(w_);
+    if (compare_precision_ && w_.use_cmd)
+      throw ConfigError("--compare-precision: batchwise sets the precision of its own training step; with --cmd, run "
+                        "your command once per precision and compare the reports");
+    if (sweep_.profile && w_.use_cmd)
+      throw ConfigError("--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
+    if (reuse_ && w_.use_cmd) throw ConfigError("--reuse: a command's fit is not stored by workload; drop --reuse with --cmd");
+    for (const auto& [on, flag] : {std::pair{sweep_.profile, "--profile"}, std::pair{compare_precision_, "--compare-precision"},
+                                  std::pair{validate_, "--validate"}, std::pair{reuse_, "--reuse"}})
+      if (on) refuse_data_parallel(flag);
+  }
+
+  // --reuse: the fit of a matching run in the history (same workload, device, versions, budget and
+  // target, young enough), as a fit result without trials.
+  std::optional<FitResult> reused_fit(Session& s) {
+    const std::optional<HistoryEntry> entry = s.history().find_fit(to_json(s.report), reuse_max_age_h_ * 3600);
+    s.stage(entry ? fmt::format("reusing the fit of run {} ({}): batch {}", entry->id, entry->date, *entry->fit_batch)
+                  : std::string("--reuse: no matching fit in the history; fitting"));
+    if (!entry) return std::nullopt;
+    FitResult r;
+    r.mode = parse_fit_mode(fit_.mode);
+    r.outcome = FitOutcome::Fits;
+    r.batch = *entry->fit_batch;
+    r.budget_bytes = s.report.budget_bytes;
+    r.target = w_.target;
+    r.multiple_of = fit_.multiple_of;
+    r.message = fmt::format("reused from run {} of {} in {} (--reuse): no fit trials ran", entry->id, entry->date,
+                            history_path(w_.history));
+    return r;
+  }
+
+  WorkloadFlags w_;
+  FitFlags fit_;
+  SweepFlags sweep_;
+  DistFlags dist_;
+  ValidateFlags v_;
+  bool reuse_ = false, no_noise_ = false, no_race_ = false, compare_precision_ = false, validate_ = false;
+  double reuse_max_age_h_ = 168, race_budget_s_ = 0;
+  int noise_steps_ = 20;
+  int64_t base_batch_ = kDefaultBaseBatch;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> tune_command() { return std::make_unique<Tune>(); }
+
+}  // namespace batchwise::cli

@@ -1,0 +1,62 @@
+// batchwise validate: real time to a held-out target at each candidate batch, each at its advised
+// learning rate.
+#include <fmt/format.h>
+
+#include "../cli.h"
+#include "../session.h"
+#include "batchwise/error.h"
+#include "batchwise/units.h"
+
+namespace batchwise::cli {
+namespace {
+
+class Validate : public Command {
+ public:
+  CLI::App* add(CLI::App& app) override {
+    auto* cmd = app.add_subcommand(
+        "validate", "Train to a target test accuracy or loss at each batch size, with its scaled learning rate");
+    w_.add(cmd);
+    cmd->add_option("--batch-sizes", batch_sizes_, "the candidates: a list or range, e.g. 32,128,512")->required();
+    v_.add(cmd);
+    cmd->add_option("--base-batch", base_batch_, "the batch --lr is meant for")->capture_default_str();
+    cmd->footer("Example:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
+                "--json validate.json");
+    return cmd;
+  }
+
+  int run() override {
+    w_.resolve();
+    w_.check("validate");
+    const std::vector<int64_t> candidates = parse_batch_sizes(batch_sizes_, "--batch-sizes");
+    v_.check(w_);
+    Session s("validate", w_, nullptr, /*test_split=*/true);
+    s.stage(fmt::format("validating: training to the target at each of {}", batch_sizes_));
+    s.report.validation = validate(*s.workload(), s.held_out(),
+                                   v_.options(candidates, base_batch_).on_progress([&](const ValidateProgress& p) {
+                                     s.on_validate(p);
+                                   }));
+    s.print_validation(*s.report.validation);
+    const ValidationResult& v = *s.report.validation;
+    for (const auto& run : v.runs)
+      if (v.fastest_batch && run.batch == *v.fastest_batch) {
+        s.report.lr = run.lr;
+        s.report.recommendation = Recommendation{
+            run.batch, fmt::format("batch {} reached {} soonest: {:.1f} s of training ({} steps, {:.2f} epochs, lr "
+                                   "{:.4g})",
+                                   run.batch, v.target, run.train_s, run.steps, run.epochs, run.lr.lr)};
+      }
+    return s.finish();
+  }
+
+ private:
+  WorkloadFlags w_;
+  ValidateFlags v_;
+  std::string batch_sizes_;
+  int64_t base_batch_ = kDefaultBaseBatch;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> validate_command() { return std::make_unique<Validate>(); }
+
+}  // namespace batchwise::cli

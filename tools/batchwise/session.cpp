@@ -1,0 +1,298 @@
+// A training subcommand's run: its set-up (group, workload, runner, context, budget), its progress
+// lines, and its output (table, JSON, HTML, history, step trace).
+#include "session.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "batchwise/command_runner.h"
+#include "batchwise/device.h"
+#include "batchwise/error.h"
+#include "batchwise/html.h"
+#include "batchwise/memory.h"
+#include "batchwise/report.h"
+#include "batchwise/trace.h"
+#include "batchwise/units.h"
+
+namespace batchwise::cli {
+
+Session::Session(std::string name, WorkloadFlags& f, const DistFlags* distributed, bool test_split)
+    : command(std::move(name)), flags(f), dist_(distributed), live_(isatty(STDERR_FILENO) != 0) {
+  CpuMemoryTracker::install();  // before any model exists, so its tensors are counted
+  last_line_ = Clock::now() - std::chrono::hours(1);
+  join_group(distributed);
+  make_runner(test_split);
+  if (f.use_cmd) {
+    report.context = make_context(DeviceSpec{});
+    if (cuda_) {
+      report.context.device_type = "cuda";
+      report.context.device_name = static_cast<const CommandRunner&>(*runner_).device_name();
+    }
+  } else {
+    report.context = make_context(workload_->device().is_cuda() ? resolve_device(workload_->device().str()) : DeviceSpec{});
+  }
+  if (group_) report.distributed = DistributedRun{group_->size(), group_->backend(), rank_budgets_, distributed->timeout_s};
+  report.context.device_total_bytes = runner_->device_total_bytes();
+  report.workload = runner_->info();
+  if (report.budget_bytes == 0) report.budget_bytes = runner_->default_budget_bytes();
+  report.target = f.target;
+  if (!f.no_history) (void)history();  // a history that cannot be opened fails now, not after the run
+}
+
+Session::~Session() = default;
+
+// Data-parallel: the ranks --nproc started, or a group torchrun's environment describes.
+void Session::join_group(const DistFlags* distributed) {
+  address_ = group_address_from_env();
+  if (!address_ || address_->world_size <= 1) {
+    address_.reset();
+    return;
+  }
+  if (!distributed)
+    throw ConfigError(fmt::format("{} runs in one process, but WORLD_SIZE={} asks for a data-parallel run; data-parallel "
+                                  "trials are for fit, sweep, tune and plan",
+                                  command, address_->world_size));
+  const char* unsupported = flags.use_cmd            ? "--cmd (run your own command under torchrun instead)"
+                            : !flags.trace.empty()   ? "--trace"
+                                                     : nullptr;
+  if (unsupported)
+    throw ConfigError(fmt::format("{} is not supported in a data-parallel run ({} ranks); run it in one process",
+                                  unsupported, address_->world_size));
+  if (distributed->timeout_s <= 0)
+    throw ConfigError(fmt::format("--dist-timeout {}: must be a positive number of seconds", distributed->timeout_s));
+  auto& w = flags.workload;
+  if (w.device() == "cuda" || (w.device() == "auto" && resolve_device("auto").type == "cuda"))
+    w.device(fmt::format("cuda:{}", address_->local_rank));  // one device per local rank
+  lead_ = address_->rank == 0;
+  if (!lead_) {  // rank 0 writes the report, the history and the table
+    flags.json.clear();
+    flags.html.clear();
+    flags.no_history = true;
+  }
+}
+
+// The trials run either on a built-in (or TorchScript) workload in this process, or on the user's
+// command, one child process per trial; data-parallel ranks wrap the workload.
+void Session::make_runner(bool test_split) {
+  int64_t budget = flags.budget_bytes();
+  if (flags.use_cmd) {  // the command's GPU is not LibTorch's: CommandRunner finds it through NVML
+    auto command_runner = std::make_unique<CommandRunner>(flags.command, flags.workload.device());
+    cuda_ = command_runner->is_cuda();
+    runner_ = std::move(command_runner);
+    if (flags.trial_timeout_s == 0) flags.trial_timeout_s = 600;  // a hung command must not hang the run
+    report.budget_bytes = budget;
+    return;
+  }
+  if (test_split) held_out_ = load_test_split(flags.workload);  // before a long run
+  workload_ = make_workload(flags.workload);
+  runner_ = std::make_unique<WorkloadRunner>(*workload_);
+  cuda_ = workload_->device().is_cuda();
+  if (address_) {
+    group_ = Group::join(*address_, workload_->device(),
+                         std::chrono::milliseconds(static_cast<int64_t>(dist_->timeout_s * 1000)),
+                         parse_backend(dist_->backend));
+    dp_workload_ = std::make_unique<DataParallelWorkload>(dynamic_cast<ModuleWorkload&>(*workload_), group_);
+    // Each rank enforces its own budget; the decisions use the smallest, which every rank can honour.
+    // Without a budget, the ranks on one host share its RAM (a CUDA rank has its device to itself).
+    const int64_t own_budget = budget > 0                         ? budget
+                               : workload_->device().is_cuda()     ? runner_->default_budget_bytes()
+                                                                   : runner_->default_budget_bytes() / address_->local_world_size;
+    auto distributed = std::make_unique<DistributedRunner>(*dp_workload_, own_budget,
+                                                           /*measure_scaling=*/command == "sweep" || command == "tune");
+    rank_budgets_ = distributed->gather(own_budget, "agreeing on the memory budget");
+    budget = *std::min_element(rank_budgets_.begin(), rank_budgets_.end());
+    runner_ = std::move(distributed);
+  }
+  report.budget_bytes = budget;
+}
+
+History& Session::history() {
+  if (!history_) history_ = std::make_unique<History>(history_path(flags.history));
+  return *history_;
+}
+
+int Session::world_size() const { return group_ ? group_->size() : 1; }
+
+const Dataset& Session::held_out() {
+  if (held_out_.size() == 0 && module()) held_out_ = held_out_or_training_sample(flags.workload, module()->data());
+  return held_out_;
+}
+
+void Session::release() {
+  dp_workload_.reset();
+  runner_.reset();
+  workload_.reset();
+  held_out_ = Dataset{};
+}
+
+// ---- progress -------------------------------------------------------------------------------------
+
+// "3/14" and ", ~12 s left" for trial `index` of `planned`, `done` trials of this phase finished.
+std::pair<std::string, std::string> Session::position(int index, int planned, int done) const {
+  const std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
+  const double phase = std::chrono::duration<double>(Clock::now() - phase_start_).count();
+  const std::string eta = planned > 0 && done > 0 && done < planned
+                              ? fmt::format(", ~{:.0f} s left", phase / done * (planned - done))
+                              : std::string();
+  return {of, eta};
+}
+
+// One line per trial; the estimate of time left uses the current phase's pace (a fit's trials and a
+// sweep's are timed apart). On a terminal the finished line replaces the live one; elsewhere (a log,
+// a pipe) it is simply the next line.
+void Session::trial_line(const Trial& t, int index, int planned) {
+  if (flags.quiet || !lead_) return;
+  const auto now = Clock::now();
+  if (index == 0)
+    phase_start_ = now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t.wall_s));
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const auto [of, eta] = position(index, planned, index + 1);
+  const std::string what = t.outcome == Outcome::Ok && t.samples_per_s > 0 && t.warmup_steps > 0
+                               ? fmt::format("{:.0f} samples/s", t.samples_per_s)
+                               : to_string(t.outcome);
+  fmt::print(stderr, "{}[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed{})\n", live_ ? "\r\033[K" : "", of, t.batch,
+             what, format_bytes(t.peak_bytes), elapsed, eta);
+}
+
+// On a terminal: a live line for the trial now running (which batch, time so far, time left).
+void Session::start_line(int64_t batch, int index, int planned) {
+  if (flags.quiet || !live_ || !lead_) return;
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+  const auto [of, eta] = position(index, planned, index);
+  fmt::print(stderr, "\r\033[K[trial {}] batch {}: training... ({:.1f} s elapsed{})", of, batch, elapsed, eta);
+  std::fflush(stderr);
+}
+
+FitOptions Session::with_progress(FitOptions options) {
+  return options.on_trial([this](const Trial& t, int i, int n) { trial_line(t, i, n); })
+      .on_trial_start([this](int64_t b, int i, int n) { start_line(b, i, n); });
+}
+
+SweepOptions Session::with_progress(SweepOptions options) {
+  return options.on_trial([this](const Trial& t, int i, int n) { trial_line(t, i, n); })
+      .on_trial_start([this](int64_t b, int i, int n) { start_line(b, i, n); });
+}
+
+// Long training passes (validate, the batch race): a live line on a terminal; elsewhere a line when
+// a candidate starts, then one every 10 s, so a log shows the run is alive and how far it is.
+void Session::training_line(const std::string& text, const std::string& candidate) {
+  if (flags.quiet || !lead_) return;
+  const auto now = Clock::now();
+  if (live_) {
+    fmt::print(stderr, "\r\033[K{}", text);
+    std::fflush(stderr);
+  } else if (candidate != last_candidate_ || now - last_line_ >= std::chrono::seconds(10)) {
+    fmt::print(stderr, "{}\n", text);
+    last_line_ = now;
+    last_candidate_ = candidate;
+  }
+}
+
+namespace {
+std::string metric_text(double loss, const std::optional<double>& accuracy) {
+  return accuracy ? fmt::format("accuracy {:.3f}, loss {:.3f}", *accuracy, loss) : fmt::format("loss {:.3f}", loss);
+}
+}  // namespace
+
+void Session::on_validate(const ValidateProgress& p) {
+  const std::string target = p.target_left_s ? fmt::format("~{:.0f} s to the target, ", *p.target_left_s) : "";
+  training_line(fmt::format("[validate {}/{}] batch {}: epoch {:.2f}, {}, {:.1f} s trained ({}at most {:.0f} s left; "
+                            "{:.0f} s elapsed)",
+                            p.index + 1, p.count, p.batch, p.epochs, metric_text(p.loss, p.accuracy), p.train_s,
+                            target, p.limit_left_s, p.elapsed_s),
+                fmt::format("validate {}", p.index));
+}
+
+void Session::on_race(const RaceProgress& p) {
+  training_line(fmt::format("[race rung {}/{}, {}/{}] batch {}: epoch {:.2f}, held-out {} ({:.0f} s elapsed, ~{:.0f} s "
+                            "left)",
+                            p.rung, p.rungs, p.index, p.count, p.batch, p.epochs, metric_text(p.loss, p.accuracy),
+                            p.elapsed_s, p.left_s),
+                fmt::format("race {} {}", p.rung, p.index));
+}
+
+void Session::clear_line() {
+  if (live_ && !flags.quiet && lead_) fmt::print(stderr, "\r\033[K");
+}
+
+void Session::stage(const std::string& text) {
+  if (flags.quiet || !lead_) return;
+  clear_line();
+  fmt::print(stderr, "{}\n", text);
+}
+
+void Session::print_validation(const ValidationResult& v) {
+  clear_line();
+  if (flags.quiet || !lead_) return;
+  for (const auto& run : v.runs)
+    fmt::print(stderr, "[validate] batch {} (lr {:.4g}): {}\n", run.batch, run.lr.lr,
+               run.reached ? fmt::format("reached {} in {:.1f} s of training ({:.2f} epochs)", v.target, run.train_s,
+                                         run.epochs)
+                           : run.message);
+}
+
+// ---- output ---------------------------------------------------------------------------------------
+
+int Session::finish(int code) {
+  if (!flags.trace.empty()) {
+    if (!workload_) throw ConfigError("--trace profiles batchwise's own training step; with --cmd, profile inside your command");
+    if (!report.recommendation) {
+      fmt::print(stderr, "batchwise {}: --trace {}: no batch was recommended, so no step was traced\n", command, flags.trace);
+    } else {
+      const int64_t events = write_step_trace(*workload_, report.recommendation->batch, flags.trace);
+      if (!flags.quiet)
+        fmt::print(stderr, "trace of one step at batch {}: {} ({} events; open in https://ui.perfetto.dev)\n",
+                   report.recommendation->batch, flags.trace, events);
+    }
+  }
+  if (report.fit && report.fit->outcome == FitOutcome::DoesNotFit) code = kExitDoesNotFit;
+  if (report.fit && report.fit->outcome == FitOutcome::Error) code = kExitFailed;
+  if (group_) (void)group_->all_gather({0}, "ending the run together");  // rank 0 hosts the store: it leaves last
+  if (!lead_) {
+    if (!flags.quiet) {
+      const std::string fitted = report.fit && report.fit->batch ? fmt::format("fit batch {} per device", *report.fit->batch)
+                                                                 : std::string();
+      const std::string rec = report.recommendation
+                                  ? fmt::format("recommended batch {} per device", report.recommendation->batch)
+                                  : std::string();
+      fmt::print(stderr, "batchwise {} (rank {} of {}): done, as agreed with every rank{}{}{}\n", command, address_->rank,
+                 address_->world_size, fitted.empty() && rec.empty() ? "" : ": ", fitted,
+                 !fitted.empty() && !rec.empty() ? ", " + rec : rec);
+    }
+    return code;
+  }
+  std::cout << to_table(report) << std::flush;
+  const std::string json = to_json(report);
+  if (!flags.json.empty()) write_file(flags.json, json);
+  if (!flags.html.empty()) {
+    write_file(flags.html, to_html(json, "this run's report"), "--html");
+    if (!flags.quiet) fmt::print(stderr, "HTML report: {}\n", flags.html);
+  }
+  if (!flags.no_history) {
+    try {
+      history().add(command, json);
+    } catch (const Error& e) {  // the run itself succeeded; losing its record is worth a warning, not a failure
+      fmt::print(stderr, "batchwise {}: warning: the run was not stored in the history: {}\n", command, e.what());
+    }
+  }
+  return code;
+}
+
+void plan_for_device(const FitFlags& fit, const WorkloadFlags& w, Report& report) {
+  if (fit.plan_for.empty() || !report.fit) return;
+  report.plan = plan_for(*report.fit, parse_plan_device(fit.plan_for), w.target, fit.multiple_of);
+}
+
+void rule_learning_rate(Session& s, int64_t base_batch) {
+  const auto& w = s.report.workload;
+  const std::optional<Optimizer> optimizer = known_optimizer(w.optimizer);
+  if (!s.report.recommendation || w.lr <= 0 || !optimizer) return;
+  s.report.lr = unmeasured_lr(*optimizer, base_batch, w.lr, s.report.recommendation->batch * s.world_size());
+}
+
+}  // namespace batchwise::cli
