@@ -298,25 +298,19 @@ void stop_running_command() {
   }
 }
 
-CommandResult run_command(const CommandOptions& options) {
-  BATCHWISE_CHECK(options.batch() >= 1, ConfigError, "command: batch size {} is below 1", options.batch());
-  BATCHWISE_CHECK(options.steps() >= 1, ConfigError, "command: steps {} is below 1", options.steps());
-  BATCHWISE_CHECK(options.warmup() >= 0, ConfigError, "command: warm-up {} is below 0", options.warmup());
-  BATCHWISE_CHECK(options.timeout_s() >= 0, ConfigError, "command: timeout {} s is negative", options.timeout_s());
-  BATCHWISE_CHECK(options.memory_limit_bytes() >= 0, ConfigError, "command: memory limit {} is negative",
-                  options.memory_limit_bytes());
-  const int total_steps = options.warmup() + options.steps();
+namespace {
 
-  CommandResult r;
-  r.argv = substitute(options.argv(), options.batch(), total_steps);
-  r.batch = options.batch();
-  r.warmup = options.warmup();
-  r.steps = options.steps();
-  r.timeout_s = options.timeout_s();
-  r.memory_limit_bytes = options.memory_limit_bytes();
+// The command's process, started: its pid (the leader of a process group of its own) and the read
+// ends of its stdout and stderr.
+struct Child {
+  pid_t pid = -1;
+  int out = -1, err = -1;
+};
 
+// Forks and execs the command (execve, never a shell) with stdin from /dev/null, in a process group
+// of its own that dies with batchwise. Throws Error when it cannot start, naming why.
+Child start_child(const CommandResult& r, const std::vector<std::string>& env) {
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-  const std::vector<std::string> env = child_environment(options, total_steps);
   const std::string program = resolve_program(r.argv[0], env);
   std::vector<char*> argv_ptrs, env_ptrs;
   for (const std::string& a : r.argv) argv_ptrs.push_back(const_cast<char*>(a.c_str()));
@@ -329,10 +323,7 @@ CommandResult run_command(const CommandOptions& options) {
     throw Error(fmt::format("command: cannot create pipes: {}", std::strerror(errno)));
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   for (int* fd : {&out[0], &out[1], &err[0], &err[1], &status_pipe[0], &status_pipe[1], &devnull}) *fd = above_stdio(*fd);
-
-  const std::optional<int64_t> oom_kills_before = detail::read_oom_kill_count();
   const pid_t parent = getpid();
-  const Clock::time_point start = Clock::now();
   const pid_t pid = fork();
   if (pid < 0) {
     const int error = errno;
@@ -359,17 +350,6 @@ CommandResult run_command(const CommandOptions& options) {
   }
   setpgid(pid, pid);  // also here, so killpg works before the child gets to it
   active_group.store(pid);
-  // Unwinding from here on (an exception while reading) must not leave the child running.
-  struct ChildGuard {
-    pid_t pid;
-    bool armed = true;
-    ~ChildGuard() {
-      if (!armed) return;
-      killpg(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      active_group.store(0);
-    }
-  } child_guard{pid};
   for (int* fd : {&out[1], &err[1], &status_pipe[1], &devnull}) close_fd(*fd);
   int exec_error = 0;
   ssize_t got;
@@ -378,88 +358,129 @@ CommandResult run_command(const CommandOptions& options) {
   close_fd(status_pipe[0]);
   if (got == static_cast<ssize_t>(sizeof(exec_error))) {
     waitpid(pid, nullptr, 0);
+    active_group.store(0);
     close_fd(out[0]);
     close_fd(err[0]);
     throw Error(exec_failure(r.argv[0], exec_error));
   }
+  return {pid, out[0], err[0]};
+}
 
-  ProtocolParser parser(r, start);
-  std::deque<std::string> tail;
-  LineStream streams[2];
-  streams[0].fd = out[0];
-  streams[1].fd = err[0];
-  detail::ProcessTree tree(pid);
-  const detail::Nvml& nvml = detail::shared_nvml();
-  int samples_taken = 0;
-  Clock::time_point next_sample = start;
-  std::optional<Clock::time_point> term_sent, exited_at;
-  bool kill_sent = false, stragglers_killed = false;
+// The running command, watched until it and its output are done: its lines go to the protocol
+// parser and the tail; its process tree is sampled for memory (/proc every 10 ms, NVML every 50 ms);
+// a deadline, the memory limit or enough steps stop it (SIGTERM, then SIGKILL to the whole tree).
+class Watch {
+ public:
+  Watch(const CommandOptions& o, CommandResult& r, const Child& child, Clock::time_point start, int total_steps)
+      : o_(o), r_(r), pid_(child.pid), start_(start), total_steps_(total_steps), parser_(r, start), tree_(child.pid),
+        nvml_(detail::shared_nvml()), next_sample_(start) {
+    streams_[0].fd = child.out;
+    streams_[1].fd = child.err;
+  }
 
-  const auto stop = [&](Clock::time_point now) {
-    if (term_sent || kill_sent) return;
-    tree.signal_all(SIGTERM);
-    term_sent = now;
-  };
-  const auto kill_tree = [&] {
-    tree.signal_all(SIGKILL);
-    kill_sent = true;
-  };
-  const auto on_line = [&](std::string line, Clock::time_point at) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (parser.line(line, at) && options.stop_after_steps() && r.steps_seen >= total_steps && !r.timed_out) {
-      r.stopped_after_steps = true;
-      stop(at);
-    }
-    if (line.size() > kTailLineBytes) line = line.substr(0, kTailLineBytes) + " ...";
-    tail.push_back(std::move(line));
-    if (tail.size() > kTailLines) tail.pop_front();
-  };
-
-  for (;;) {
-    Clock::time_point now = Clock::now();
-    if (!exited_at) {
-      if (options.timeout_s() > 0 && !term_sent && !kill_sent && seconds(now - start) >= options.timeout_s()) {
-        r.timed_out = true;
-        stop(now);
-      }
-      if (term_sent && !kill_sent && now - *term_sent >= kTermGrace) kill_tree();
-      if (now >= next_sample) {
-        const int64_t rss = tree.sample(now);
-        publish_members(tree.members());
-        r.peak_rss_bytes = std::max(r.peak_rss_bytes, rss);
-        if (options.memory_limit_bytes() > 0 && rss > options.memory_limit_bytes() && !kill_sent) {
-          r.killed_over_memory_limit = true;
-          kill_tree();
+  // Until the child has exited and its output is read (or given up on).
+  void run() {
+    for (;;) {
+      Clock::time_point now = Clock::now();
+      if (!exited_at_) {
+        supervise(now);
+      } else {
+        if (streams_[0].fd < 0 && streams_[1].fd < 0) break;
+        // Descendants still hold the pipes open: stop them, then give up on their output.
+        if (!stragglers_killed_ && now - *exited_at_ >= kDrainGrace) {
+          tree_.signal_all(SIGKILL);
+          stragglers_killed_ = true;
         }
-        if (nvml.available() && samples_taken++ % kNvmlEvery == 0) {
-          const std::optional<int64_t> used = nvml.process_memory_bytes(tree.members());
-          if (used && *used > 0) r.nvml_peak_bytes = std::max(*used, r.nvml_peak_bytes.value_or(0));
-        }
-        next_sample = now + kSampleInterval;
+        if (now - *exited_at_ >= 3 * kDrainGrace) break;
       }
-    } else {
-      if (streams[0].fd < 0 && streams[1].fd < 0) break;
-      // Descendants still hold the pipes open: stop them, then give up on their output.
-      if (!stragglers_killed && now - *exited_at >= kDrainGrace) {
-        tree.signal_all(SIGKILL);
-        stragglers_killed = true;
+      read_ready(now);
+      if (!exited_at_) {
+        siginfo_t info{};
+        // WNOWAIT: the zombie keeps the process group id reserved until we have killed what is left.
+        const int waited = waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT);
+        if ((waited == 0 && info.si_pid == pid_) || (waited < 0 && errno == ECHILD)) exited_at_ = Clock::now();
       }
-      if (now - *exited_at >= 3 * kDrainGrace) break;
     }
+    for (LineStream& s : streams_) {
+      if (!s.partial.empty()) on_line(std::move(s.partial), Clock::now());
+      close_fd(s.fd);
+    }
+  }
 
+  // Whatever is left of the tree goes, and is gone before we return: the next run must not find its
+  // memory still held. The leader, a zombie until reaped, keeps the group id reserved. Then the exit
+  // status, the peaks and the tail.
+  void finish() {
+    tree_.signal_all(SIGKILL);
+    for (const Clock::time_point give_up = Clock::now() + 2 * kTermGrace;
+         tree_.others_alive() && Clock::now() < give_up;) {
+      tree_.signal_all(SIGKILL);  // and what they started meanwhile
+      usleep(5000);
+    }
+    active_group.store(0);
+    publish_members({});
+    int status = 0;
+    rusage usage{};
+    pid_t reaped;
+    do reaped = wait4(pid_, &status, 0, &usage);
+    while (reaped < 0 && errno == EINTR);
+    r_.wall_s = seconds(exited_at_.value_or(Clock::now()) - start_);
+    // reaped < 0: another thread's waitpid(-1) took the status; exit_status -1 and signal 0 say so.
+    if (reaped == pid_ && WIFEXITED(status)) r_.exit_status = WEXITSTATUS(status);
+    if (reaped == pid_ && WIFSIGNALED(status)) r_.signal = WTERMSIG(status);
+    r_.peak_rss_bytes = std::max(r_.peak_rss_bytes, tree_.leader_peak_bytes());
+    if (r_.reported_peak_bytes || r_.nvml_peak_bytes)
+      r_.peak_device_bytes = std::max(r_.reported_peak_bytes.value_or(0), r_.nvml_peak_bytes.value_or(0));
+    for (const std::string& line : tail_) r_.output_tail += line + "\n";
+  }
+
+  bool kill_sent() const { return kill_sent_; }
+
+ private:
+  void stop(Clock::time_point now) {
+    if (term_sent_ || kill_sent_) return;
+    tree_.signal_all(SIGTERM);
+    term_sent_ = now;
+  }
+  void kill_tree() {
+    tree_.signal_all(SIGKILL);
+    kill_sent_ = true;
+  }
+
+  // While it runs: the deadline, SIGKILL after SIGTERM's grace, and a memory sample when one is due.
+  void supervise(Clock::time_point now) {
+    if (o_.timeout_s() > 0 && !term_sent_ && !kill_sent_ && seconds(now - start_) >= o_.timeout_s()) {
+      r_.timed_out = true;
+      stop(now);
+    }
+    if (term_sent_ && !kill_sent_ && now - *term_sent_ >= kTermGrace) kill_tree();
+    if (now < next_sample_) return;
+    const int64_t rss = tree_.sample(now);
+    publish_members(tree_.members());
+    r_.peak_rss_bytes = std::max(r_.peak_rss_bytes, rss);
+    if (o_.memory_limit_bytes() > 0 && rss > o_.memory_limit_bytes() && !kill_sent_) {
+      r_.killed_over_memory_limit = true;
+      kill_tree();
+    }
+    if (nvml_.available() && samples_taken_++ % kNvmlEvery == 0) {
+      const std::optional<int64_t> used = nvml_.process_memory_bytes(tree_.members());
+      if (used && *used > 0) r_.nvml_peak_bytes = std::max(*used, r_.nvml_peak_bytes.value_or(0));
+    }
+    next_sample_ = now + kSampleInterval;
+  }
+
+  // Waits for output until the next sample is due, and splits what arrived into lines.
+  void read_ready(Clock::time_point now) {
     pollfd fds[2];
     nfds_t count = 0;
-    for (const LineStream& s : streams)
+    for (const LineStream& s : streams_)
       if (s.fd >= 0) fds[count++] = pollfd{s.fd, POLLIN, 0};
-    const int wait_ms = exited_at ? 50 : static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                             std::max(next_sample - now, Clock::duration::zero())).count());
-    if (count > 0) {
-      poll(fds, count, wait_ms);
-    } else if (!exited_at) {
-      usleep(static_cast<useconds_t>(wait_ms) * 1000);
-    }
+    const int wait_ms = exited_at_ ? 50 : static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              std::max(next_sample_ - now, Clock::duration::zero())).count());
+    if (count > 0) poll(fds, count, wait_ms);
+    else if (!exited_at_) usleep(static_cast<useconds_t>(wait_ms) * 1000);
     now = Clock::now();
-    for (LineStream& s : streams) {
+    for (LineStream& s : streams_) {
       if (s.fd < 0) continue;
       const auto it = std::find_if(fds, fds + count, [&](const pollfd& p) { return p.fd == s.fd; });
       if (it == fds + count || !(it->revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -482,46 +503,77 @@ CommandResult run_command(const CommandOptions& options) {
         s.partial.clear();
       }
     }
-    if (!exited_at) {
-      siginfo_t info{};
-      // WNOWAIT: the zombie keeps the process group id reserved until we have killed what is left.
-      const int waited = waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
-      if ((waited == 0 && info.si_pid == pid) || (waited < 0 && errno == ECHILD)) exited_at = Clock::now();
+  }
+
+  void on_line(std::string line, Clock::time_point at) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (parser_.line(line, at) && o_.stop_after_steps() && r_.steps_seen >= total_steps_ && !r_.timed_out) {
+      r_.stopped_after_steps = true;
+      stop(at);
     }
+    if (line.size() > kTailLineBytes) line = line.substr(0, kTailLineBytes) + " ...";
+    tail_.push_back(std::move(line));
+    if (tail_.size() > kTailLines) tail_.pop_front();
   }
-  for (LineStream& s : streams) {
-    if (!s.partial.empty()) on_line(std::move(s.partial), Clock::now());
-    close_fd(s.fd);
-  }
-  // Whatever is left of the tree goes, and is gone before we return: the next run must not find
-  // its memory still held. The leader, a zombie until reaped, keeps the group id reserved.
-  tree.signal_all(SIGKILL);
-  for (const Clock::time_point give_up = Clock::now() + 2 * kTermGrace;
-       tree.others_alive() && Clock::now() < give_up;) {
-    tree.signal_all(SIGKILL);  // and what they started meanwhile
-    usleep(5000);
-  }
-  active_group.store(0);
-  publish_members({});
-  int status = 0;
-  rusage usage{};
-  pid_t reaped;
-  do reaped = wait4(pid, &status, 0, &usage);
-  while (reaped < 0 && errno == EINTR);
+
+  const CommandOptions& o_;
+  CommandResult& r_;
+  const pid_t pid_;
+  const Clock::time_point start_;
+  const int total_steps_;
+  ProtocolParser parser_;
+  std::deque<std::string> tail_;
+  LineStream streams_[2];
+  detail::ProcessTree tree_;
+  const detail::Nvml& nvml_;
+  int samples_taken_ = 0;
+  Clock::time_point next_sample_;
+  std::optional<Clock::time_point> term_sent_, exited_at_;
+  bool kill_sent_ = false, stragglers_killed_ = false;
+};
+
+}  // namespace
+
+CommandResult run_command(const CommandOptions& options) {
+  BATCHWISE_CHECK(options.batch() >= 1, ConfigError, "command: batch size {} is below 1", options.batch());
+  BATCHWISE_CHECK(options.steps() >= 1, ConfigError, "command: steps {} is below 1", options.steps());
+  BATCHWISE_CHECK(options.warmup() >= 0, ConfigError, "command: warm-up {} is below 0", options.warmup());
+  BATCHWISE_CHECK(options.timeout_s() >= 0, ConfigError, "command: timeout {} s is negative", options.timeout_s());
+  BATCHWISE_CHECK(options.memory_limit_bytes() >= 0, ConfigError, "command: memory limit {} is negative",
+                  options.memory_limit_bytes());
+  const int total_steps = options.warmup() + options.steps();
+
+  CommandResult r;
+  r.argv = substitute(options.argv(), options.batch(), total_steps);
+  r.batch = options.batch();
+  r.warmup = options.warmup();
+  r.steps = options.steps();
+  r.timeout_s = options.timeout_s();
+  r.memory_limit_bytes = options.memory_limit_bytes();
+
+  const std::optional<int64_t> oom_kills_before = detail::read_oom_kill_count();
+  const Clock::time_point start = Clock::now();
+  const Child child = start_child(r, child_environment(options, total_steps));
+  // Unwinding from here on (an exception while reading) must not leave the child running.
+  struct ChildGuard {
+    pid_t pid;
+    bool armed = true;
+    ~ChildGuard() {
+      if (!armed) return;
+      killpg(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      active_group.store(0);
+    }
+  } child_guard{child.pid};
+  Watch watch(options, r, child, start, total_steps);
+  watch.run();
+  watch.finish();
   child_guard.armed = false;
-  r.wall_s = seconds(exited_at.value_or(Clock::now()) - start);
-  // reaped < 0: another thread's waitpid(-1) took the status; exit_status -1 and signal 0 say so.
-  if (reaped == pid && WIFEXITED(status)) r.exit_status = WEXITSTATUS(status);
-  if (reaped == pid && WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  r.peak_rss_bytes = std::max(r.peak_rss_bytes, tree.leader_peak_bytes());
-  if (r.reported_peak_bytes || r.nvml_peak_bytes)
-    r.peak_device_bytes = std::max(r.reported_peak_bytes.value_or(0), r.nvml_peak_bytes.value_or(0));
 
   const std::optional<int64_t> oom_kills_after = detail::read_oom_kill_count();
   r.oom_killer_known = oom_kills_before && oom_kills_after;
   if (r.oom_killer_known) r.oom_kills = std::max<int64_t>(0, *oom_kills_after - *oom_kills_before);
-  r.oom_killer = r.oom_kills > 0 && r.signal == SIGKILL && !kill_sent;
-  for (const std::string& line : tail) r.output_tail += line + "\n";
+  r.oom_killer = r.oom_kills > 0 && r.signal == SIGKILL && !watch.kill_sent();
   return r;
 }
 

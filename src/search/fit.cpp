@@ -152,6 +152,196 @@ FitResult fit(Workload& workload, const FitOptions& options) {
   return fit(runner, options);
 }
 
+namespace {
+
+// One fit's search: the trials so far, and what they settle. `fits` is the largest batch seen within
+// target x budget; `fails` the smallest seen over it (or out of memory, or out of time). No batch at
+// or above `fails` is ever tried.
+class Search {
+ public:
+  Search(TrialRunner& runner, const FitOptions& o, FitResult& r, int64_t first, int64_t last, int64_t allowed)
+      : runner_(runner), o_(o), r_(r), m_(o.multiple_of()), first_(first), last_(last), allowed_(allowed) {}
+
+  /// --mode power and binsearch: doublings from the first batch until one does not fit, then (binsearch)
+  /// bisection between the last that fitted and the first that did not. False: an error stopped it.
+  bool doublings() {
+    for (int64_t b = first_;;) {
+      const Trial& t = try_batch(b, std::nullopt);
+      if (stops(t)) return error_out(b, t), false;
+      record(t);
+      if (!*t.within_target || b == last_) break;
+      b = std::min(b * 2, last_);
+    }
+    if (fits_ && o_.mode() == FitMode::Binsearch) {
+      while (fails_ && *fails_ - *fits_ > m_) {
+        const int64_t mid = midpoint();
+        const Trial& t = try_batch(mid, std::nullopt);
+        if (stops(t)) return error_out(mid, t), false;
+        record(t);
+      }
+    }
+    return true;
+  }
+
+  /// --mode model. Probes first, cheap ones: from 32 times --min, each up to 4 times the last, while
+  /// the answer is still uncertain. Peak memory against batch is convex (the largest of lines: the
+  /// optimizer step's at small batches, the activations' beyond), so two lines bracket the answer:
+  /// the secant through the two largest fitting batches under-predicts the peak beyond them (its
+  /// answer is too high or exact), and the line through the largest one and the fixed part counted
+  /// from its tensors (parameters, buffers, optimizer state: alive at every peak) over-predicts it
+  /// (its answer is too low or exact). When the two agree, the line is straight up to the answer and
+  /// the next trial is its prediction; until then the next probe is at most half the low answer, so
+  /// probing never costs more than half a trial at the answer. A probe that does not fit hands over
+  /// to the minimum, which decides whether anything does. False: an error stopped it.
+  bool model() {
+    for (int64_t b = std::min((32 * o_.min() + m_ - 1) / m_ * m_, last_);;) {
+      const Trial& t = try_batch(b, line_ ? std::optional<int64_t>(line_->predict(b)) : std::nullopt);
+      if (stops(t)) return error_out(b, t), false;
+      // A line through two measured batches that misses by more than the tolerance has met a break
+      // (the one-point line is not held to it: its fixed part is a lower bound).
+      if (line_ && line_->batch_a != line_->batch_b && t.outcome == Outcome::Ok &&
+          static_cast<double>(std::abs(t.peak_bytes - *t.predicted_peak_bytes)) >
+              kLineBreakTolerance * static_cast<double>(*t.predicted_peak_bytes))
+        breaks_.push_back({t.batch, *t.predicted_peak_bytes, t.peak_bytes});
+      record(t);
+      if (!fits_) {
+        probing_ = false;
+        if (b == first_) break;  // the minimum itself does not fit
+        b = first_;
+        continue;
+      }
+      if (*fits_ == last_ || (fails_ && *fails_ - *fits_ <= m_)) break;
+      b = next_model_batch();
+    }
+    return true;
+  }
+
+  /// The memory model, the outcome, the breakdown at the answer, and a note of a later error.
+  void finish() {
+    r_.memory_model = fit_memory_model(r_.trials);
+    if (r_.memory_model) r_.memory_model->breaks = breaks_;
+    if (!fits_) {
+      const Trial& t = r_.trials.back();  // the minimum's: every mode ends a fit that found nothing there
+      r_.outcome = FitOutcome::DoesNotFit;
+      r_.message = t.outcome == Outcome::Ok
+                       ? fmt::format("batch {} peaks at {}, above the target of {} ({:.0f} % of {})", first_,
+                                     format_bytes(t.peak_bytes), format_bytes(allowed_), o_.target() * 100,
+                                     format_bytes(r_.budget_bytes))
+                       : fmt::format("batch {} did not complete: {}", first_, t.message);
+      return;
+    }
+    r_.limited_by_max = *fits_ == last_ && !fails_;
+    if (r_.memory_model) r_.breakdown = breakdown();
+    r_.outcome = FitOutcome::Fits;
+    r_.batch = *fits_;
+    for (const auto& t : r_.trials) {
+      if (t.outcome == Outcome::Error) {
+        r_.message = fmt::format("batch {} failed with an error ({}); it counts as not fitting", t.batch, t.message);
+        break;
+      }
+    }
+  }
+
+ private:
+  // One trial, marked within_target when it ran every step and its peak is within target x budget.
+  const Trial& try_batch(int64_t batch, std::optional<int64_t> predicted) {
+    BATCHWISE_ASSERT(batch >= first_ && batch <= last_ && (!fails_ || batch < *fails_) && (!fits_ || batch > *fits_));
+    for (const auto& seen : r_.trials) BATCHWISE_ASSERT(seen.batch != batch);
+    if (o_.on_trial_start()) o_.on_trial_start()(batch, static_cast<int>(r_.trials.size()), -1);
+    Trial t = runner_.run(TrialOptions(batch)
+                              .warmup(o_.warmup())
+                              .steps(o_.steps())
+                              .limit_bytes(r_.budget_bytes)
+                              .timeout_s(o_.trial_timeout_s())
+                              .monitor(o_.monitor()));
+    t.within_target = t.outcome == Outcome::Ok && t.peak_bytes <= allowed_;
+    t.predicted_peak_bytes = predicted;
+    r_.trials.push_back(t);
+    if (o_.on_trial()) o_.on_trial()(r_.trials.back(), static_cast<int>(r_.trials.size()) - 1, -1);
+    return r_.trials.back();
+  }
+
+  // An error before any batch fitted stops the fit: nothing is known. A later one (a training
+  // command that crashed at a large batch) is a result: that batch counts as not fitting, the trial
+  // keeps its message, and the search goes on below it.
+  bool stops(const Trial& t) const { return t.outcome == Outcome::Error && !fits_; }
+  void error_out(int64_t batch, const Trial& t) {
+    r_.outcome = FitOutcome::Error;
+    r_.message = fmt::format("batch {} failed with an error, so no batch size is reported: {}", batch, t.message);
+    if (t.message.find("Expected more than 1 value per channel") != std::string::npos)
+      r_.message += "; BatchNorm cannot train on a single sample per channel: pass --min 2 (or more)";
+  }
+  void record(const Trial& t) { (*t.within_target ? fits_ : fails_) = t.batch; }
+  int64_t midpoint() const { return *fits_ + (*fails_ - *fits_) / m_ / 2 * m_; }
+
+  std::optional<int64_t> answer_of(const std::optional<MemoryModel>& l) const {
+    if (!l || l->per_sample_bytes <= 0) return std::nullopt;
+    return static_cast<int64_t>(std::floor((static_cast<double>(allowed_) - l->fixed_bytes) / l->per_sample_bytes)) /
+           m_ * m_;
+  }
+
+  // Model mode's next batch after a fitting one: a further probe while the two lines disagree, then
+  // the line's answer (the batch above the last fit when the line puts it there, the midpoint when a
+  // failure contradicts it).
+  int64_t next_model_batch() {
+    const int64_t hi = fails_ ? *fails_ - m_ : last_;  // the largest batch still worth trying
+    const int64_t lo = *fits_ + m_;
+    const std::optional<MemoryModel> secant = fit_memory_model(r_.trials), bound = one_point_line(r_.trials, *fits_);
+    line_ = secant ? secant : bound;
+    if (probing_) {
+      const std::optional<int64_t> low = answer_of(bound), high = answer_of(secant);
+      const bool agree =
+          low && high && static_cast<double>(*high) <= static_cast<double>(*low) * (1 + kProbeAgreement) + m_;
+      const int64_t next = low ? std::min(*fits_ * 4, *low / 2 / m_ * m_) : 0;
+      if (!agree && next >= *fits_ + *fits_ / 2 && next <= hi) return next;
+      probing_ = false;
+    }
+    int64_t candidate = 0;
+    if (!line_ || line_->per_sample_bytes <= 0) {
+      candidate = fails_ ? midpoint() : std::min(*fits_ * 64, hi);  // no usable line yet
+    } else {
+      candidate = *answer_of(line_);
+      if (candidate <= *fits_) {
+        candidate = lo;  // the line puts the answer at what already fitted: the batch above settles it
+      } else if (fails_ && candidate >= *fails_) {
+        candidate = midpoint();  // contradicted by a failure
+      }
+    }
+    return std::clamp(candidate, lo, hi);
+  }
+
+  // Where the memory goes at the answer: the state counted from its tensors, the activations from
+  // the line's slope, and the rest.
+  std::optional<MemoryBreakdown> breakdown() const {
+    std::optional<MemoryBreakdown> out;
+    for (const auto& t : r_.trials) {
+      if (t.batch != *fits_ || t.outcome != Outcome::Ok) continue;
+      MemoryBreakdown d;
+      d.batch = t.batch;
+      d.peak_bytes = t.peak_bytes;
+      d.parameter_bytes = t.state.parameter_bytes;
+      d.gradient_bytes = t.state.gradient_bytes;
+      d.optimizer_state_bytes = t.state.optimizer_state_bytes;
+      d.activation_bytes_per_sample = r_.memory_model->per_sample_bytes;
+      d.rest_bytes = t.peak_bytes - d.parameter_bytes - d.gradient_bytes - d.optimizer_state_bytes -
+                     static_cast<int64_t>(std::llround(d.activation_bytes_per_sample * static_cast<double>(t.batch)));
+      out = d;
+    }
+    return out;
+  }
+
+  TrialRunner& runner_;
+  const FitOptions& o_;
+  FitResult& r_;
+  const int64_t m_, first_, last_, allowed_;
+  std::optional<int64_t> fits_, fails_;
+  std::optional<MemoryModel> line_;  // model mode: from the trials so far; predicts the next trial's peak
+  bool probing_ = true;
+  std::vector<MemoryModel::Break> breaks_;
+};
+
+}  // namespace
+
 FitResult fit(TrialRunner& runner, const FitOptions& o) {
   const int64_t m = o.multiple_of();
   BATCHWISE_CHECK(m >= 1, ConfigError, "--multiple-of {}: must be at least 1", m);
@@ -181,158 +371,8 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
                   "({} of parameters and buffers); raise --memory-budget above {}",
                   format_bytes(r.budget_bytes), info.model, format_bytes(held), format_bytes(info.parameter_bytes),
                   format_bytes(static_cast<int64_t>(static_cast<double>(std::max(info.parameter_bytes, held)) / o.target())));
-
-  // try_batch runs one trial and marks it within_target when it ran every step and its peak is
-  // within target x budget. fits: the largest batch seen within target; fails: the smallest seen over it (or out of memory,
-  // or out of time). No batch at or above `fails` is ever tried.
-  std::optional<int64_t> fits, fails;
-  auto try_batch = [&](int64_t batch, std::optional<int64_t> predicted) -> const Trial& {
-    BATCHWISE_ASSERT(batch >= first && batch <= last && (!fails || batch < *fails) && (!fits || batch > *fits));
-    for (const auto& seen : r.trials) BATCHWISE_ASSERT(seen.batch != batch);
-    if (o.on_trial_start()) o.on_trial_start()(batch, static_cast<int>(r.trials.size()), -1);
-    Trial t = runner.run(TrialOptions(batch)
-                                      .warmup(o.warmup())
-                                      .steps(o.steps())
-                                      .limit_bytes(r.budget_bytes)
-                                      .timeout_s(o.trial_timeout_s())
-                                      .monitor(o.monitor()));
-    t.within_target = t.outcome == Outcome::Ok && t.peak_bytes <= allowed;
-    t.predicted_peak_bytes = predicted;
-    r.trials.push_back(t);
-    if (o.on_trial()) o.on_trial()(r.trials.back(), static_cast<int>(r.trials.size()) - 1, -1);
-    return r.trials.back();
-  };
-
-  // An error before any batch fitted stops the fit: nothing is known. A later one (a training
-  // command that crashed at a large batch) is a result: that batch counts as not fitting, the
-  // trial keeps its message, and the search goes on below it.
-  auto error_out = [&](int64_t batch, const Trial& t) {
-    r.outcome = FitOutcome::Error;
-    r.message = fmt::format("batch {} failed with an error, so no batch size is reported: {}", batch, t.message);
-    if (t.message.find("Expected more than 1 value per channel") != std::string::npos)
-      r.message += "; BatchNorm cannot train on a single sample per channel: pass --min 2 (or more)";
-  };
-  auto stops = [&](const Trial& t) { return t.outcome == Outcome::Error && !fits; };
-  auto record = [&](const Trial& t) { (*t.within_target ? fits : fails) = t.batch; };
-  auto midpoint = [&] { return *fits + (*fails - *fits) / m / 2 * m; };
-
-  std::vector<MemoryModel::Break> breaks;
-  if (o.mode() == FitMode::Model) {
-    // Probes first, cheap ones: from 32 times --min, each up to 4 times the last, while the
-    // answer is still uncertain. Peak memory against batch is convex (the largest of lines: the
-    // optimizer step's at small batches, the activations' beyond), so two lines bracket the answer:
-    // the secant through the two largest fitting batches under-predicts the peak beyond them (its
-    // answer is too high or exact), and the line through the largest one and the fixed part counted
-    // from its tensors (parameters, buffers, optimizer state: alive at every peak) over-predicts it
-    // (its answer is too low or exact). When the two agree, the line is straight up to the answer
-    // and the next trial is its prediction; until then the next probe is at most half the low
-    // answer, so probing never costs more than half a trial at the answer. A probe that does not
-    // fit hands over to the minimum, which decides whether anything does.
-    std::optional<MemoryModel> line;  // from the trials so far; predicts the next trial's peak
-    bool probing = true;
-    auto answer_of = [&](const std::optional<MemoryModel>& l) -> std::optional<int64_t> {
-      if (!l || l->per_sample_bytes <= 0) return std::nullopt;
-      return static_cast<int64_t>(std::floor((static_cast<double>(allowed) - l->fixed_bytes) / l->per_sample_bytes)) /
-             m * m;
-    };
-    for (int64_t b = std::min((32 * o.min() + m - 1) / m * m, last);;) {
-      const Trial& t = try_batch(b, line ? std::optional<int64_t>(line->predict(b)) : std::nullopt);
-      if (stops(t)) return error_out(b, t), r;
-      // A line through two measured batches that misses by more than the tolerance has met a break
-      // (the one-point line is not held to it: its fixed part is a lower bound).
-      if (line && line->batch_a != line->batch_b && t.outcome == Outcome::Ok &&
-          static_cast<double>(std::abs(t.peak_bytes - *t.predicted_peak_bytes)) >
-              kLineBreakTolerance * static_cast<double>(*t.predicted_peak_bytes))
-        breaks.push_back({t.batch, *t.predicted_peak_bytes, t.peak_bytes});
-      record(t);
-      if (!fits) {
-        probing = false;
-        if (b == first) break;  // the minimum itself does not fit
-        b = first;
-        continue;
-      }
-      if (*fits == last || (fails && *fails - *fits <= m)) break;
-      const int64_t hi = fails ? *fails - m : last;  // the largest batch still worth trying
-      const int64_t lo = *fits + m;
-      const std::optional<MemoryModel> secant = fit_memory_model(r.trials), bound = one_point_line(r.trials, *fits);
-      line = secant ? secant : bound;
-      if (probing) {
-        const std::optional<int64_t> low = answer_of(bound), high = answer_of(secant);
-        const bool agree = low && high &&
-                           static_cast<double>(*high) <= static_cast<double>(*low) * (1 + kProbeAgreement) + m;
-        const int64_t next = low ? std::min(*fits * 4, *low / 2 / m * m) : 0;
-        if (!agree && next >= *fits + *fits / 2 && next <= hi) {
-          b = next;
-          continue;
-        }
-        probing = false;
-      }
-      int64_t candidate = 0;
-      if (!line || line->per_sample_bytes <= 0) {
-        candidate = fails ? midpoint() : std::min(*fits * 64, hi);  // no usable line yet
-      } else {
-        candidate = *answer_of(line);
-        if (candidate <= *fits) {
-          candidate = lo;  // the line puts the answer at what already fitted: the batch above settles it
-        } else if (fails && candidate >= *fails) {
-          candidate = midpoint();  // contradicted by a failure
-        }
-      }
-      b = std::clamp(candidate, lo, hi);
-    }
-  } else {
-    for (int64_t b = first;;) {
-      const Trial& t = try_batch(b, std::nullopt);
-      if (stops(t)) return error_out(b, t), r;
-      record(t);
-      if (!*t.within_target || b == last) break;
-      b = std::min(b * 2, last);
-    }
-    if (fits && o.mode() == FitMode::Binsearch) {
-      while (fails && *fails - *fits > m) {
-        const int64_t mid = midpoint();
-        const Trial& t = try_batch(mid, std::nullopt);
-        if (stops(t)) return error_out(mid, t), r;
-        record(t);
-      }
-    }
-  }
-  r.memory_model = fit_memory_model(r.trials);
-  if (r.memory_model) r.memory_model->breaks = breaks;
-  if (!fits) {
-    const Trial& t = r.trials.back();  // the minimum's: every mode ends a fit that found nothing there
-    r.outcome = FitOutcome::DoesNotFit;
-    r.message = t.outcome == Outcome::Ok
-                    ? fmt::format("batch {} peaks at {}, above the target of {} ({:.0f} % of {})", first,
-                                  format_bytes(t.peak_bytes), format_bytes(allowed), o.target() * 100,
-                                  format_bytes(r.budget_bytes))
-                    : fmt::format("batch {} did not complete: {}", first, t.message);
-    return r;
-  }
-  r.limited_by_max = *fits == last && !fails;
-  if (r.memory_model) {
-    for (const auto& t : r.trials) {
-      if (t.batch != *fits || t.outcome != Outcome::Ok) continue;
-      MemoryBreakdown d;
-      d.batch = t.batch;
-      d.peak_bytes = t.peak_bytes;
-      d.parameter_bytes = t.state.parameter_bytes;
-      d.gradient_bytes = t.state.gradient_bytes;
-      d.optimizer_state_bytes = t.state.optimizer_state_bytes;
-      d.activation_bytes_per_sample = r.memory_model->per_sample_bytes;
-      d.rest_bytes = t.peak_bytes - d.parameter_bytes - d.gradient_bytes - d.optimizer_state_bytes -
-                     static_cast<int64_t>(std::llround(d.activation_bytes_per_sample * static_cast<double>(t.batch)));
-      r.breakdown = d;
-    }
-  }
-  r.outcome = FitOutcome::Fits;
-  r.batch = *fits;
-  for (const auto& t : r.trials) {
-    if (t.outcome == Outcome::Error) {
-      r.message = fmt::format("batch {} failed with an error ({}); it counts as not fitting", t.batch, t.message);
-      break;
-    }
-  }
+  Search search(runner, o, r, first, last, allowed);
+  if (o.mode() == FitMode::Model ? search.model() : search.doublings()) search.finish();
   return r;
 }
 

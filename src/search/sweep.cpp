@@ -20,6 +20,67 @@ std::optional<int64_t> knee_batch(const std::vector<Trial>& points, double toler
   return knee;
 }
 
+namespace {
+
+// A further repetition of the same batch joins its point: step times pooled, peaks the largest, the
+// data wait and the all-reduce share their means, a failure the point's outcome.
+void merge_repetition(Trial& point, const Trial& t) {
+  point.step_times_s.insert(point.step_times_s.end(), t.step_times_s.begin(), t.step_times_s.end());
+  point.peak_bytes = std::max(point.peak_bytes, t.peak_bytes);
+  point.peak_allocated_bytes = std::max(point.peak_allocated_bytes, t.peak_allocated_bytes);
+  point.steps_run += t.steps_run;
+  point.wall_s += t.wall_s;
+  point.loss_last = t.loss_last;
+  point.data_wait_share = (point.data_wait_share * point.repetitions + t.data_wait_share) / (point.repetitions + 1);
+  point.repetitions += 1;
+  if (t.outcome != Outcome::Ok) {
+    point.outcome = t.outcome;
+    point.message = t.message;
+  }
+  point.input_bound = point.outcome == Outcome::Ok && point.data_wait_share > kInputBoundShare;
+  if (point.distributed && t.distributed)  // the mean over repetitions, like the data wait
+    point.distributed->allreduce_share =
+        (point.distributed->allreduce_share * (point.repetitions - 1) + t.distributed->allreduce_share) /
+        point.repetitions;
+}
+
+// Each point's figures from its pooled repetitions: step statistics; a runner's own samples/s (a
+// command's step lines) when every repetition reported one; data-parallel scaling against one
+// process's median.
+void summarize_points(SweepResult& r, const std::vector<std::vector<double>>& reported,
+                      const std::vector<std::vector<double>>& alone) {
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    Trial& p = r.points[i];
+    summarize_steps(p);
+    if (p.outcome == Outcome::Ok && !reported[i].empty() && static_cast<int>(reported[i].size()) == p.repetitions) {
+      p.samples_per_s = median(reported[i]);
+      p.throughput_reported = true;
+    }
+    if (p.distributed && !alone[i].empty()) {  // the median of one process's figures, against the median here
+      const double solo = median(alone[i]);
+      p.distributed->single_process_samples_per_s = solo;
+      p.distributed->scaling_efficiency =
+          p.outcome == Outcome::Ok ? std::optional<double>(p.samples_per_s / (p.distributed->world_size * solo))
+                                   : std::nullopt;
+    }
+  }
+}
+
+// A batch that ran out of memory in any repetition bounds them all: a larger one that ran in another
+// repetition is above a batch that did not fit, and is never recommended.
+void bound_by_failure(SweepResult& r, int64_t smallest_failure) {
+  for (Trial& p : r.points)
+    if (p.batch > smallest_failure && p.outcome == Outcome::Ok) {
+      p.outcome = Outcome::Oom;
+      p.input_bound = false;
+      p.message = fmt::format("treated as out of memory: it ran, but batch {} (smaller) ran out of memory in "
+                              "another repetition, so memory at this size is not reliable",
+                              smallest_failure);
+    }
+}
+
+}  // namespace
+
 SweepResult sweep(Workload& workload, const SweepOptions& options) {
   WorkloadRunner runner(workload);
   return sweep(runner, options);
@@ -74,27 +135,8 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
       if (t.throughput_reported) reported[i].push_back(t.samples_per_s);
       if (t.distributed && t.distributed->single_process_samples_per_s)
         alone[i].push_back(*t.distributed->single_process_samples_per_s);
-      if (point.batch == 0) {
-        point = t;
-      } else {
-        point.step_times_s.insert(point.step_times_s.end(), t.step_times_s.begin(), t.step_times_s.end());
-        point.peak_bytes = std::max(point.peak_bytes, t.peak_bytes);
-        point.peak_allocated_bytes = std::max(point.peak_allocated_bytes, t.peak_allocated_bytes);
-        point.steps_run += t.steps_run;
-        point.wall_s += t.wall_s;
-        point.loss_last = t.loss_last;
-        point.data_wait_share = (point.data_wait_share * point.repetitions + t.data_wait_share) / (point.repetitions + 1);
-        point.repetitions += 1;
-        if (t.outcome != Outcome::Ok) {
-          point.outcome = t.outcome;
-          point.message = t.message;
-        }
-        point.input_bound = point.outcome == Outcome::Ok && point.data_wait_share > kInputBoundShare;
-        if (point.distributed && t.distributed)  // the mean over repetitions, like the data wait
-          point.distributed->allreduce_share =
-              (point.distributed->allreduce_share * (point.repetitions - 1) + t.distributed->allreduce_share) /
-              point.repetitions;
-      }
+      if (point.batch == 0) point = t;
+      else merge_repetition(point, t);
       if (t.outcome == Outcome::Oom) {
         smallest_failure = smallest_failure ? std::min(*smallest_failure, sizes[i]) : sizes[i];
       }
@@ -117,32 +159,8 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
       }
     }
   }
-  for (size_t i = 0; i < r.points.size(); ++i) {
-    Trial& p = r.points[i];
-    summarize_steps(p);
-    if (p.outcome == Outcome::Ok && !reported[i].empty() && static_cast<int>(reported[i].size()) == p.repetitions) {
-      p.samples_per_s = median(reported[i]);
-      p.throughput_reported = true;
-    }
-    if (p.distributed && !alone[i].empty()) {  // the median of one process's figures, against the median here
-      const double solo = median(alone[i]);
-      p.distributed->single_process_samples_per_s = solo;
-      p.distributed->scaling_efficiency =
-          p.outcome == Outcome::Ok ? std::optional<double>(p.samples_per_s / (p.distributed->world_size * solo))
-                                   : std::nullopt;
-    }
-  }
-  // A batch that ran out of memory in any repetition bounds them all: a larger one that ran in
-  // another repetition is above a batch that did not fit, and is never recommended.
-  if (smallest_failure)
-    for (Trial& p : r.points)
-      if (p.batch > *smallest_failure && p.outcome == Outcome::Ok) {
-        p.outcome = Outcome::Oom;
-        p.input_bound = false;
-        p.message = fmt::format("treated as out of memory: it ran, but batch {} (smaller) ran out of memory in "
-                                "another repetition, so memory at this size is not reliable",
-                                *smallest_failure);
-      }
+  summarize_points(r, reported, alone);
+  if (smallest_failure) bound_by_failure(r, *smallest_failure);
   r.knee_batch = knee_batch(r.points, o.knee_tolerance());
   return r;
 }
