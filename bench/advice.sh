@@ -2,8 +2,9 @@
 # Is tune's advice right on its own? For each workload of the benchmark set: plain `batchwise tune`
 # (no --validate) picks a batch and learning rate; `batchwise validate` then trains a grid of batch
 # sizes (16 ... 1024, and the pick) from the same weights to a held-out target, each at the rate tune
-# would advise for it, once per seed. The table: the pick, the grid's best, the ratio of their mean
-# times to the target, and what the advice cost against the grid.
+# would advise for it, once per seed; a grid candidate stops at 1.6x the pick's (or the fastest
+# so far's) training time. The table: the picks, the grid's best, the ratio of their mean times to
+# the target on validate's clock and on the sweep's, and what the advice cost against the grid.
 #
 #   bash bench/advice.sh                      # every workload below (hours on a 2-core CPU)
 #   bash bench/advice.sh lenet-sgd mlp-adamw  # some of them
@@ -72,8 +73,8 @@ print(f\"--max-seconds {1.6 * r['train_s']:.1f}\" if r['reached'] else '')" "$ou
     rest=$("$python" -c "import sys; print(','.join(b for b in sys.argv[1].split(',') if b != sys.argv[2]))" \
       "$grid" "${picks[0]}")
     # shellcheck disable=SC2086
-    "$batchwise" validate $flags $target $limit --seed "$seed" --batch-sizes "$rest" --no-history -q \
-      --json "$out/$name.grid.$seed.json" >/dev/null
+    "$batchwise" validate $flags $target $limit --stop-slower-than 1.6 --seed "$seed" --batch-sizes "$rest" \
+      --no-history -q --json "$out/$name.grid.$seed.json" >/dev/null
     echo "$(echo "$(date +%s.%N) - $start" | bc)" >"$out/$name.grid.$seed.wall"
     echo "grid (seed $seed) done"
   done

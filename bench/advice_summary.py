@@ -1,5 +1,16 @@
 #!/usr/bin/env python3
-"""Summarises bench/advice.sh's results as a markdown table (one row per workload)."""
+"""Summarises bench/advice.sh's results: for each workload, tune's picks (one per tune seed) against
+the grid's time to the target, on two clocks, as markdown.
+
+  python3 bench/advice_summary.py bench-results/advice
+
+Reads NAME.tune.SEED.json (plain `batchwise tune`) and NAME.grid.SEED.json (+ NAME.pick.SEED.json)
+(`batchwise validate`). A run's time to the target is read from its curve: the first evaluation at
+or past the target, on validate's clock (training seconds in validate's loop) and on the sweep's
+clock (the samples it took at the samples/s tune's interleaved sweep measured for that batch, every
+batch on one time axis). A batch that missed the target in a grid seed (or was stopped at 1.6x the
+fastest) has no mean; the ratio is the pick's mean time over the grid's best mean time.
+"""
 import glob
 import json
 import os
@@ -12,52 +23,114 @@ def load(path):
         return json.load(f)
 
 
-def times(runs):
-    """batch -> training seconds to the target, for the runs that reached it."""
-    return {r["batch"]: r["train_s"] for r in runs if r["reached"]}
+def reached_at(run, target):
+    """(samples, validate seconds) at the first evaluation that reached the target, or None."""
+    kind, value = target
+    for p in run.get("curve", []):
+        if kind == "accuracy" and p.get("accuracy") is not None and p["accuracy"] >= value:
+            return p["samples"], p["train_s"]
+        if kind == "loss" and p["loss"] <= value:
+            return p["samples"], p["train_s"]
+    return None
+
+
+def target_of(validation):
+    text = validation["target"]  # "test accuracy >= 0.88" or "test loss <= 1"
+    value = float(text.split()[-1])
+    return ("accuracy", value) if "accuracy" in text else ("loss", value)
+
+
+def grid_times(out, name, rates):
+    """Per grid seed: batch -> (validate seconds, sweep seconds) to the target."""
+    seeds = []
+    for grid in sorted(glob.glob(os.path.join(out, f"{name}.grid.*.json"))):
+        runs = load(grid)["validation"]["runs"]
+        pick = grid.replace(".grid.", ".pick.")
+        if os.path.exists(pick):
+            runs = runs + load(pick)["validation"]["runs"]
+        validation = load(grid)["validation"]
+        target = target_of(validation)
+        times = {}
+        for run in runs:
+            hit = reached_at(run, target)
+            if hit and run["batch"] in rates:
+                times[run["batch"]] = (hit[1], hit[0] / rates[run["batch"]])
+        seeds.append(times)
+    return seeds, validation["target"] if seeds else ""
+
+
+def mean_over_seeds(seeds, clock):
+    batches = set.intersection(*(set(s) for s in seeds)) if seeds else set()
+    return {b: statistics.mean(s[b][clock] for s in seeds) for b in batches}
+
+
+def summarise(out, name):
+    tunes = sorted(glob.glob(os.path.join(out, f"{name}.tune.*.json")), key=lambda p: int(p.split(".")[-2]))
+    if not tunes:
+        return None
+    reports = [load(t) for t in tunes]
+    # The sweep's clock: seed 0's sweep (every batch measured side by side in one interleaved sweep).
+    rates = {p["batch"]: p["samples_per_s"] for p in reports[0]["sweep"]["points"] if p["outcome"] == "ok"}
+    seeds, target = grid_times(out, name, rates)
+    if not seeds:
+        return None
+    validate_mean, sweep_mean = mean_over_seeds(seeds, 0), mean_over_seeds(seeds, 1)
+    if not validate_mean:
+        return {"name": name, "target": target, "note": "no batch reached the target in every grid seed"}
+    best_v = min(validate_mean, key=validate_mean.get)
+    best_s = min(sweep_mean, key=sweep_mean.get)
+    picks = [r["recommendation"]["batch"] for r in reports]
+    ranges = [(r.get("race") or {}).get("within_5_percent") or [r["recommendation"]["batch"]] for r in reports]
+
+    def ratio(means, best, pick):
+        return means[pick] / means[best] if pick in means else None
+
+    walls = []
+    for t in tunes:
+        wall = t.replace(".json", ".wall")
+        walls.append(float(open(wall).read()) if os.path.exists(wall) else float("nan"))
+    grid_wall = sum(float(open(w).read()) for w in glob.glob(os.path.join(out, f"{name}.grid.*.wall")))
+    return {
+        "name": name, "target": target, "picks": picks, "ranges": ranges,
+        "lr": (reports[0].get("lr") or {}).get("lr"),
+        "ratios_v": [ratio(validate_mean, best_v, p) for p in picks],
+        "ratios_s": [ratio(sweep_mean, best_s, p) for p in picks],
+        "best_v": (best_v, validate_mean[best_v]), "best_s": (best_s, sweep_mean[best_s]),
+        "stable": all(p in r for p in picks for r in ranges),
+        "tune_s": walls, "race_s": [(r.get("race") or {}).get("wall_s", 0) for r in reports],
+        "grid_s": grid_wall, "grid_seeds": len(seeds), "validate_mean": validate_mean, "sweep_mean": sweep_mean,
+        "commit": reports[0]["context"]["build_commit"],
+    }
+
+
+def fmt_ratio(r):
+    return "not reached" if r is None else f"{r:.2f}"
 
 
 def main(out):
     names = sorted({os.path.basename(p).split(".tune.")[0] for p in glob.glob(os.path.join(out, "*.tune.*.json"))})
-    print("| workload | target | tune's pick (flat range) | lr | grid's best | pick / best | runner-up | tune s (race s) | grid s | tune's build |")
-    print("|---|---|---|---|---|---:|---|---:|---:|---|")
-    for name in names:
-        tunes = sorted(glob.glob(os.path.join(out, f"{name}.tune.*.json")))
-        t0 = load(tunes[0])
-        pick = t0["recommendation"]["batch"]
-        picks = [load(p)["recommendation"]["batch"] for p in tunes]
-        race = t0.get("race") or {}
-        flat = race.get("within_5_percent") or [pick]
-        tune_wall = float(open(tunes[0].replace(".json", ".wall")).read())
-        per_seed = []
-        grid_wall = 0.0
-        target = ""
-        for grid in sorted(glob.glob(os.path.join(out, f"{name}.grid.*.json"))):
-            seed = grid.split(".grid.")[1].split(".json")[0]
-            pick_run = load(grid.replace(".grid.", ".pick."))["validation"]
-            v = load(grid)["validation"]
-            target = v["target"]
-            t = times(v["runs"])
-            t.update(times(pick_run["runs"]))
-            per_seed.append(t)
-            grid_wall += float(open(grid.replace(".json", ".wall")).read())
-        if not per_seed:
+    rows = [s for s in (summarise(out, n) for n in names) if s]
+    print("| workload | target | picks, tune seeds 0.. (flat range of seed 0) | lr (seed 0) | grid's best: validate's clock / sweep's clock | pick / best, validate's clock | pick / best, sweep's clock | every pick in every range | tune s (race s) | grid s (seeds) | build |")
+    print("|---|---|---|---:|---|---|---|---|---|---|---|")
+    for s in rows:
+        if "note" in s:
+            print(f"| {s['name']} | {s['target']} | | | {s['note']} | | | | | | |")
             continue
-        batches = sorted(set.intersection(*(set(t) for t in per_seed)))
-        mean = {b: statistics.mean(t[b] for t in per_seed) for b in batches}
-        if not mean:
-            print(f"| {name} | {target} | {pick} | | no batch reached the target in every seed | | | | | |")
+        lr = f"{s['lr']:.4g}" if s["lr"] else "-"
+        tune = ", ".join(f"{w:.0f} ({r:.0f})" for w, r in zip(s["tune_s"], s["race_s"]))
+        print(f"| {s['name']} | {s['target']} | {', '.join(map(str, s['picks']))} ({', '.join(map(str, s['ranges'][0]))}) "
+              f"| {lr} | {s['best_v'][0]} ({s['best_v'][1]:.1f} s) / {s['best_s'][0]} ({s['best_s'][1]:.1f} s) "
+              f"| {', '.join(fmt_ratio(r) for r in s['ratios_v'])} | {', '.join(fmt_ratio(r) for r in s['ratios_s'])} "
+              f"| {'yes' if s['stable'] else 'no'} | {tune} | {s['grid_s']:.0f} ({s['grid_seeds']}) | {s['commit']} |")
+    print()
+    print("Seconds of training to the target per grid batch (mean over grid seeds; validate's clock / the sweep's):")
+    print()
+    for s in rows:
+        if "note" in s:
             continue
-        best = min(mean, key=mean.get)
-        ranked = sorted(mean, key=mean.get)
-        runner = ranked[1] if len(ranked) > 1 else None
-        ratio = f"{mean[pick] / mean[best]:.2f}" if pick in mean else "not reached"
-        lr = t0.get("lr", {}).get("lr")
-        picks_text = "" if len(set(picks)) == 1 and len(picks) == 1 else f"; seeds: {', '.join(map(str, picks))}"
-        print(f"| {name} | {target} | {pick} ({', '.join(map(str, flat))}){picks_text} | {lr:.4g} | {best} "
-              f"({mean[best]:.1f} s) | {ratio} | {runner} ({mean[runner] / mean[best]:.2f}x) | {tune_wall:.0f} "
-              f"({race.get('wall_s', 0):.0f}) | {grid_wall:.0f} | {t0['context']['build_commit']} |")
+        cells = [f"{b}: {s['validate_mean'][b]:.1f} / {s['sweep_mean'][b]:.1f}" for b in sorted(s["validate_mean"])]
+        print(f"- {s['name']}: " + "; ".join(cells))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1] if len(sys.argv) > 1 else "bench-results/advice")
