@@ -73,6 +73,10 @@ void bound_numeric_flags(CLI::App& app) {
       if (CLI::Option* option = sub->get_option_no_throw(b.flag)) option->check(in_range(b));
 }
 
+CLI::Option* bound(CLI::Option* option, double low, double high, bool low_open, const char* why) {
+  return option->check(in_range(Bound{"", low, low_open, high, why}));
+}
+
 // ---- flag groups ----------------------------------------------------------------------------------
 
 void WorkloadFlags::add(CLI::App* cmd) {

@@ -56,10 +56,13 @@ std::unique_ptr<Command> history_command();
 std::unique_ptr<Command> compare_command();
 std::unique_ptr<Command> report_command();
 
-/// Every numeric flag any subcommand declares is checked against one table as CLI11 parses it, so
-/// the message names the flag ("--steps: 0: must be at least 1"); call after every subcommand is
-/// added.
+/// Every numeric flag the subcommands share is checked against one table as CLI11 parses it, so the
+/// message names the flag ("--steps: 0: must be at least 1"); call after every subcommand is added.
 void bound_numeric_flags(CLI::App& app);
+
+/// A subcommand's own numeric flag, bounded where it is declared, with the same checks and message
+/// as the table's: `bound(cmd->add_option("--smoothing", x, "..."), 0, 1, /*low_open=*/false)`.
+CLI::Option* bound(CLI::Option* option, double low, double high, bool low_open = false, const char* why = nullptr);
 
 // ---- flag groups ----------------------------------------------------------------------------------
 
