@@ -18,6 +18,11 @@ class Noise : public Command {
     cmd->add_option("--micro-batch", micro_batch_, "b: the small batch; divides --batch")->capture_default_str();
     cmd->add_option("--steps", steps_, "training steps measured")->capture_default_str();
     cmd->add_flag("--fixed-weights", fixed_weights_, "measure without optimizer steps (at the initial weights)");
+    bound(cmd->add_option("--smoothing", smoothing_,
+                          "moving-average factor of |G|^2 and tr(Sigma), each smoothed on its own (0: none; nearer 1: "
+                          "steadier, slower to follow the noise scale as it grows)")
+              ->capture_default_str(),
+          0, 0.999);
     cmd->footer("Example:\n  batchwise noise --model lenet --batch 512 --micro-batch 32 --steps 100 --json noise.json");
     return cmd;
   }
@@ -38,7 +43,8 @@ class Noise : public Command {
     s.stage(fmt::format("measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}",
                         steps_, batch_, micro_batch_));
     s.report.noise = measure_noise_scale(
-        *s.workload(), NoiseOptions().batch(batch_).micro_batch(micro_batch_).steps(steps_).train(!fixed_weights_));
+        *s.workload(),
+        NoiseOptions().batch(batch_).micro_batch(micro_batch_).steps(steps_).train(!fixed_weights_).smoothing(smoothing_));
     return s.finish();
   }
 
@@ -47,6 +53,7 @@ class Noise : public Command {
   int64_t batch_ = 256, micro_batch_ = 32;
   int steps_ = 50;
   bool fixed_weights_ = false;
+  double smoothing_ = 0.9;
 };
 
 }  // namespace
