@@ -67,8 +67,9 @@ if [ "$action" = test ] && ! "$python" -c "import torchvision" 2>/dev/null; then
   "$python" -m pip install -q torchvision "torch==$torch_version"
 fi
 # The Python callbacks (python/) are tested with the real frameworks, pinned to the versions they
-# were tested with (test-only, like torchvision: batchwise and its Python package need none of them).
-python_frameworks=(lightning==2.6.6 transformers==5.23.0 keras==3.15.1)
+# were tested with (test-only, like torchvision: batchwise and its Python package need none of them;
+# transformers' Trainer needs accelerate).
+python_frameworks=(lightning==2.6.6 transformers==5.23.0 accelerate==1.15.0 keras==3.15.1)
 if [ "$action" = test ] && ! "$python" -c "
 import importlib.metadata as m, sys
 sys.exit(any(m.version(p.split('==')[0]) != p.split('==')[1] for p in sys.argv[1:]))" "${python_frameworks[@]}" 2>/dev/null; then
