@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "batchwise/error.h"
 
@@ -57,6 +58,27 @@ TEST(History, StoresListsAndFindsARecentFitForTheSameKeys) {
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(found->id, first);  // the lenet one, not the newer mlp one
   EXPECT_FALSE(h.find_fit(report(0, 0, "resnet18"), 3600).has_value());
+}
+
+// The keys a run is stored under are what --reuse matches on: a run stored by an earlier version must
+// keep matching, so they are pinned here for the golden report.
+TEST(History, KeysOfAReportAreStable) {
+  std::ifstream in(std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json", std::ios::binary);
+  const std::string golden{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  History h(scratch_db().string());
+  h.add("tune", golden);
+  const auto runs = h.list();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].workload, "lenet on fashion-mnist, sgd lr 0.01, fp32, loss cross-entropy, input [1,28,28]");
+  EXPECT_EQ(runs[0].device, "cpu: Test CPU <8 cores> & \"quotes\" on testhost");
+  EXPECT_EQ(runs[0].versions, "batchwise 0.1.0 (abc1234), torch 2.15.0");
+  EXPECT_EQ(runs[0].date, "2026-11-21T12:00:00Z");
+  EXPECT_EQ(runs[0].budget_bytes, 64 << 20);
+  EXPECT_DOUBLE_EQ(runs[0].target, 0.9);
+  EXPECT_EQ(runs[0].fit_batch, 192);
+  EXPECT_EQ(runs[0].recommended_batch, 128);
+  EXPECT_EQ(runs[0].report_json, golden);
+  EXPECT_TRUE(h.find_fit(golden, 3600).has_value());
 }
 
 TEST(History, AWriterKilledMidWriteLeavesEveryEarlierRunIntact) {

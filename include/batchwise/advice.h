@@ -14,6 +14,7 @@
 
 #include "batchwise/convergence.h"
 #include "batchwise/data.h"
+#include "batchwise/fields.h"
 
 namespace batchwise {
 
@@ -45,6 +46,14 @@ struct LrRangePoint {
   double smoothed = 0;  ///< the bias-corrected moving average up to this step
 };
 
+/// The JSON fields of an LrRangePoint, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, LrRangePoint> = 0>
+void fields(V& v, T& p) {
+  v("lr", p.lr);
+  v("loss", p.loss);
+  v("smoothed", p.smoothed);
+}
+
 struct LrRange {
   int64_t batch = 0;
   double lr_low = 0, lr_high = 0;
@@ -59,6 +68,17 @@ struct LrRange {
   std::optional<double> stable_lr;
   double wall_s = 0;
 };
+
+/// The JSON fields of an LrRange, in JSON order (fields.h); its stable_lr is written beside the cap it sets.
+template <class V, class T, IfRecord<T, LrRange> = 0>
+void fields(V& v, T& r) {
+  v("batch", r.batch);
+  v("lr_low", r.lr_low);
+  v("lr_high", r.lr_high);
+  v("min_loss_lr", r.min_loss_lr);
+  v("diverged_lr", r.diverged_lr);
+  v("points", r.points);
+}
 
 /// Runs the range test from the workload's current state and restores it afterwards (weights,
 /// optimizer state, data order, learning rate). Throws ConfigError for rates that are not positive
@@ -86,6 +106,31 @@ struct LrAdvice {
   double warmup_epochs = 0;      ///< the warm-up in epochs of the workload's data (the rule's own when unmeasured)
   std::string advice;            ///< one sentence: the rule, the cap and its measurement, the warm-up
 };
+
+/// The JSON fields of an LrAdvice, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, LrAdvice> = 0>
+void fields(V& v, T& l) {
+  v("batch", l.scaled.batch);
+  v("lr", l.lr);
+  v("rule", l.scaled.rule);
+  v("base_batch", l.scaled.base_batch);
+  v("base_lr", l.scaled.base_lr);
+  v("factor", l.scaled.factor);
+  v("rule_lr", l.scaled.lr);
+  v("capped", l.capped);
+  v("cap_lr", l.cap_lr);
+  // The range test's stable rate, beside the cap it sets (range_test, below, has the rest of the test).
+  v.property("stable_lr", l, [](const auto& advice) { return advice.range ? advice.range->stable_lr : std::nullopt; },
+             [](auto& advice, const std::optional<double>& stable_lr) {
+               if (!advice.range) advice.range.emplace();
+               advice.range->stable_lr = stable_lr;
+             });
+  v("warmup_steps", l.warmup_steps);
+  v("warmup_from_lr", l.warmup_from_lr);
+  v("warmup_epochs", l.warmup_epochs);
+  v("advice", l.advice);
+  v("range_test", l.range, When{l.range.has_value()});
+}
 
 /// advise_lr's settings. Example: `advise_lr(workload, 1024, LrAdviceOptions(32, 0.01))`.
 struct LrAdviceOptions {
@@ -149,6 +194,31 @@ struct RaceEntry {
   std::string message;       ///< why it has no result: diverged, out of memory, ...
 };
 
+/// The JSON fields of a RaceEntry::Point, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, RaceEntry::Point> = 0>
+void fields(V& v, T& p) {
+  v("train_s", p.train_s);
+  v("loss", p.loss);
+  v("accuracy", p.accuracy);
+}
+
+/// The JSON fields of a RaceEntry, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, RaceEntry> = 0>
+void fields(V& v, T& e) {
+  v("batch", e.batch);
+  v("samples_per_s", e.samples_per_s);
+  v("lr", e.lr);
+  v("rungs", e.rungs);
+  v("steps", e.steps);
+  v("samples", e.samples);
+  v("train_s", e.train_s);
+  v("loss_at_horizon", e.loss_at_horizon);
+  v("time_ratio", e.time_ratio);
+  v("time_ratio_sd", e.time_ratio_sd);
+  v("message", e.message);
+  v("curve", e.curve);
+}
+
 /// Progress of a race, for the caller to show.
 struct RaceProgress {
   int rung = 0, rungs = 0;
@@ -206,6 +276,23 @@ struct BatchRace {
   double wall_s = 0;
 };
 
+/// The JSON fields of a BatchRace, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, BatchRace> = 0>
+void fields(V& v, T& r) {
+  v("loss_before", r.loss_before);
+  v("accuracy_before", r.accuracy_before);
+  v("horizons_s", r.horizons_s);
+  v("held_out", r.held_out);
+  v("best_batch", r.best_batch);
+  v("lead_batch", r.lead_batch);
+  v("pick_reason", r.pick_reason);
+  v("within_5_percent", r.within_5_percent);
+  v("left_out", r.left_out);
+  v("notes", r.notes);
+  v("entries", r.entries);
+  v("wall_s", r.wall_s);
+}
+
 /// The race's pick from its last rung's entries (each with loss_at_horizon, and time_ratio and
 /// time_ratio_sd as the rung set them): the lead (lowest loss at the horizon), unless a larger batch
 /// came within one standard deviation of the race's resolution of it (time_ratio <= 1 +
@@ -243,6 +330,17 @@ struct OptimizerSettings {
   double beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;  ///< adam, adamw
 };
 
+/// The JSON fields of an OptimizerSettings, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, OptimizerSettings> = 0>
+void fields(V& v, T& s) {
+  v("name", s.optimizer);
+  v("momentum", s.momentum);
+  v("beta1", s.beta1);
+  v("beta2", s.beta2);
+  v("eps", s.eps);
+  v("weight_decay", s.weight_decay);
+}
+
 /// The workload's optimizer settings (read from its optimizer); for a workload batchwise does not
 /// train itself, the defaults of its built-in optimizer of that name.
 OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* workload = nullptr);
@@ -257,6 +355,16 @@ struct RunPlanRow {
   std::string optimizer_settings;
 };
 
+/// The JSON fields of a RunPlanRow, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, RunPlanRow> = 0>
+void fields(V& v, T& r) {
+  v("label", r.label);
+  v("batch", r.batch);
+  v("lr", r.lr);
+  v("steps_per_epoch", r.steps_per_epoch);
+  v("optimizer_settings", r.optimizer_settings);
+}
+
 /// How the run changes as the batch changes, in one table, so that a new batch does not silently
 /// change the run: learning rate and why, warm-up, steps per epoch, optimizer settings.
 struct RunPlan {
@@ -265,6 +373,15 @@ struct RunPlan {
   std::vector<RunPlanRow> rows;
   std::vector<std::string> notes;  ///< step-based schedules, the Adam scaling rule, weight decay
 };
+
+/// The JSON fields of a RunPlan, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, RunPlan> = 0>
+void fields(V& v, T& p) {
+  v("optimizer", p.optimizer);
+  v("dataset_size", p.dataset_size);
+  v("rows", p.rows);
+  v("notes", p.notes);
+}
 
 /// The plan for `rows` (label, advice) in the order given. The Adam family keeps its betas and
 /// epsilon (that is how batchwise measured every rate), and the notes give the SDE scaling rule's

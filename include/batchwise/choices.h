@@ -2,6 +2,7 @@
 /// The choices a workload is made of, as types: each enum has its spelling (the CLI flag's value and
 /// the JSON's) through to_string, and a parser whose error names the flag and the choices, as
 /// FitMode has (fit.h). Comparing these is comparing enums; the spellings live in choices.cpp only.
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,16 @@ const char* to_string(Precision precision);
 const char* to_string(Optimizer optimizer);
 const char* to_string(Loss loss);
 const char* to_string(Backend backend);
+
+/// Every value of each enum, for readers that parse the spelling back (the report reader).
+constexpr std::array<Precision, 3> enum_values(Precision) {
+  return {Precision::Fp32, Precision::Bf16, Precision::Fp16};
+}
+constexpr std::array<Optimizer, 3> enum_values(Optimizer) {
+  return {Optimizer::Sgd, Optimizer::Adam, Optimizer::AdamW};
+}
+constexpr std::array<Loss, 2> enum_values(Loss) { return {Loss::CrossEntropy, Loss::Mse}; }
+constexpr std::array<Backend, 3> enum_values(Backend) { return {Backend::Auto, Backend::Gloo, Backend::Nccl}; }
 
 /// Parsers: ConfigError "--precision fp8: unknown precision; choose one of fp32, bf16, fp16".
 Precision parse_precision(const std::string& text);

@@ -33,8 +33,8 @@ struct Comparison {
   std::optional<double> geomean_speed_ratio;
 };
 
-/// Reads two JSON reports (schema "1") and compares them. Throws DataError naming the file that is
-/// missing, not JSON, or not a batchwise report.
+/// Reads two JSON reports (schema "1", through report_from_json) and compares them. Throws DataError
+/// naming the file that is missing, not JSON, not a batchwise report, or has a field of the wrong type.
 Comparison compare_reports(const std::string& path_a, const std::string& path_b);
 
 /// The comparison as a table for people.

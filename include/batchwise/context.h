@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "batchwise/fields.h"
+
 namespace batchwise {
 
 /// Where and with what the numbers were measured; opens every JSON report.
@@ -23,5 +25,25 @@ struct Context {
   std::string blas;          ///< "mkl", "openblas", ...
   std::vector<std::string> warnings;  ///< reasons to distrust the numbers (debug build, ...)
 };
+
+/// The JSON fields of a Context, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, Context> = 0>
+void fields(V& v, T& c) {
+  v("batchwise_version", c.batchwise_version);
+  v("build_commit", c.build_commit);
+  v("build_type", c.build_type);
+  v("torch_version", c.torch_version);
+  v.object("device", [&](auto& d) {
+    d("type", c.device_type);
+    d("name", c.device_name);
+    d("total_bytes", c.device_total_bytes);
+  });
+  v("host", c.host);
+  v("date", c.date);
+  v("threads", c.threads);
+  v("cores", c.cores);
+  v("blas", c.blas);
+  v("warnings", c.warnings);
+}
 
 }  // namespace batchwise

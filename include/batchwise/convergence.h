@@ -4,12 +4,14 @@
 /// short real training run, and goodput (Pollux, OSDI '21) from it and a throughput curve.
 #include <torch/arg.h>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "batchwise/choices.h"
+#include "batchwise/fields.h"
 #include "batchwise/trial.h"
 
 namespace batchwise {
@@ -44,6 +46,7 @@ enum class LastBatch {
   Keep,  ///< a short final step with the remainder, split over the ranks
 };
 const char* to_string(LastBatch policy);
+constexpr std::array<LastBatch, 3> enum_values(LastBatch) { return {LastBatch::Drop, LastBatch::Pad, LastBatch::Keep}; }
 /// "drop", "pad", "keep"; throws ConfigError naming `what` otherwise.
 LastBatch parse_last_batch(const std::string& text, const std::string& what);
 
@@ -87,6 +90,29 @@ struct AccumulationPlan {
   std::vector<std::string> warnings;  ///< empty or single-sample batches (BatchNorm), ...
 };
 
+/// The JSON fields of an AccumulationPlan, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, AccumulationPlan> = 0>
+void fields(V& v, T& a) {
+  v("global_batch_asked", a.global_batch_asked);
+  v("global_batch", a.global_batch);
+  v("exact", a.exact);
+  v("world_size", a.world_size);
+  v("per_device_batch", a.per_device_batch);
+  v("micro_batch", a.micro_batch);
+  v("accumulation_steps", a.accumulation_steps);
+  v("reason", a.reason);
+  v.object("epoch", When{a.dataset_size > 0}, [&](auto& e) {
+    e("dataset_size", a.dataset_size);
+    e("last_batch", a.last_batch);
+    e("steps", a.steps_per_epoch);
+    e("dropped_samples", a.dropped_samples);
+    e("padded_samples", a.padded_samples);
+    e("last_step_samples", a.last_step_samples);
+    e("note", a.last_batch_note);
+  });
+  v("warnings", a.warnings);
+}
+
 /// The split of the global batch with the fewest accumulation steps whose micro-batch fits
 /// (<= max_micro_batch, a multiple of multiple_of) and divides evenly over the devices; when none
 /// exists, the nearest achievable global batch (ties: the smaller), with the reason. Throws
@@ -121,6 +147,18 @@ struct NoiseStep {
   std::optional<double> b_simple_smoothed;  ///< smoothed tr(Sigma) / smoothed |G|^2 so far
 };
 
+/// The JSON fields of a NoiseStep, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, NoiseStep> = 0>
+void fields(V& v, T& s) {
+  v("step", s.step);
+  v("loss", s.loss);
+  v("g2_small", s.g2_small);
+  v("g2_big", s.g2_big);
+  v("g2", s.g2);
+  v("trace", s.trace);
+  v("b_simple_smoothed", s.b_simple_smoothed);
+}
+
 struct NoiseResult {
   int64_t batch = 0, micro_batch = 0;
   int steps = 0;
@@ -137,6 +175,31 @@ struct NoiseResult {
   std::string message;  ///< why b_simple is missing, when it is
   double wall_s = 0;
 };
+
+/// The JSON fields of a NoiseResult, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, NoiseResult> = 0>
+void fields(V& v, T& n) {
+  const bool measured = n.b_simple.has_value();
+  v("batch", n.batch);
+  v("micro_batch", n.micro_batch);
+  v("steps", n.steps);
+  v("g2", n.g2);
+  v("trace", n.trace);
+  v("b_simple", n.b_simple);
+  v("b_simple_stderr", n.b_simple_stderr, NullUnless{measured});
+  v.property("b_simple_band", n,
+             [](const auto& noise) { return std::vector<double>{noise.b_simple_low, noise.b_simple_high}; },
+             [](auto& noise, const std::vector<double>& band) {
+               if (band.size() != 2) return;
+               noise.b_simple_low = band[0];
+               noise.b_simple_high = band[1];
+             },
+             NullUnless{measured});
+  v("drift", n.drift);
+  v("message", n.message);
+  v("wall_s", n.wall_s);
+  v("timeline", n.timeline);
+}
 
 /// A short real training run at `batch`, split into micro-batches: each step's micro-batch
 /// gradients give |G_b|^2 and their mean |G_B|^2, from which the two-batch estimators give |G|^2 and
@@ -158,6 +221,15 @@ struct GoodputPoint {
   double goodput = 0;  ///< samples_per_s x efficiency: useful samples per second
 };
 
+/// The JSON fields of a GoodputPoint, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, GoodputPoint> = 0>
+void fields(V& v, T& p) {
+  v("batch", p.batch);
+  v("samples_per_s", p.samples_per_s);
+  v("efficiency", p.efficiency);
+  v("goodput", p.goodput);
+}
+
 struct Goodput {
   double b_simple = 0;
   int64_t base_batch = 0;
@@ -166,6 +238,16 @@ struct Goodput {
   /// Batches whose goodput is within 5 % of the best: how flat the optimum is.
   std::vector<int64_t> within_5_percent;
 };
+
+/// The JSON fields of a Goodput, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, Goodput> = 0>
+void fields(V& v, T& g) {
+  v("b_simple", g.b_simple);
+  v("base_batch", g.base_batch);
+  v("best_batch", g.best_batch);
+  v("within_5_percent", g.within_5_percent);
+  v("points", g.points);
+}
 
 /// Goodput of every ok sweep point; the base batch is the smallest measured.
 Goodput goodput(const std::vector<Trial>& sweep_points, double b_simple);

@@ -3,11 +3,14 @@
 /// training trials (optimizer step included) and listed trial by trial.
 #include <torch/arg.h>
 
+#include <array>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "batchwise/fields.h"
 #include "batchwise/trial.h"
 
 namespace batchwise {
@@ -22,12 +25,16 @@ namespace batchwise {
 /// the answer and the batch above it are the only trials near the answer.
 enum class FitMode { Power, Binsearch, Model };
 const char* to_string(FitMode mode);
+constexpr std::array<FitMode, 3> enum_values(FitMode) { return {FitMode::Power, FitMode::Binsearch, FitMode::Model}; }
 /// "power", "binsearch" or "model"; ConfigError otherwise.
 FitMode parse_fit_mode(const std::string& text);
 
 /// The three ends of a fit: a batch, not even the minimum, or an error that stopped it.
 enum class FitOutcome { Fits, DoesNotFit, Error };
 const char* to_string(FitOutcome outcome);
+constexpr std::array<FitOutcome, 3> enum_values(FitOutcome) {
+  return {FitOutcome::Fits, FitOutcome::DoesNotFit, FitOutcome::Error};
+}
 
 /// Called after every trial with the trial, its 0-based index and the planned count (-1: unknown).
 using TrialCallback = std::function<void(const Trial& trial, int index, int planned)>;
@@ -92,6 +99,30 @@ struct MemoryModel {
   int64_t predict(int64_t batch) const;
 };
 
+/// The JSON fields of a MemoryModel::Break, in JSON order (fields.h; alphabetical, as reports have
+/// always had them).
+template <class V, class T, IfRecord<T, MemoryModel::Break> = 0>
+void fields(V& v, T& b) {
+  v("batch", b.batch);
+  v("measured_bytes", b.measured_bytes);
+  v("predicted_bytes", b.predicted_bytes);
+}
+
+/// The JSON fields of a MemoryModel, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, MemoryModel> = 0>
+void fields(V& v, T& m) {
+  v("fixed_bytes", m.fixed_bytes);
+  v("per_sample_bytes", m.per_sample_bytes);
+  v.property("from_batches", m, [](const auto& model) { return std::vector<int64_t>{model.batch_a, model.batch_b}; },
+             [](auto& model, const std::vector<int64_t>& batches) {
+               if (batches.size() != 2) return;
+               model.batch_a = batches[0];
+               model.batch_b = batches[1];
+             });
+  v("residual_bytes", m.residual_bytes);
+  v("breaks", m.breaks);
+}
+
 /// Where the memory of the fitted batch goes. Parameters, gradients and optimizer state are
 /// counted exactly from their tensors; activations are the memory model's per-sample slope; the
 /// rest (workspace, allocator, and minus whatever state is not alive at the peak moment, such as
@@ -104,7 +135,22 @@ struct MemoryBreakdown {
   int64_t optimizer_state_bytes = 0;
   double activation_bytes_per_sample = 0;
   int64_t rest_bytes = 0;
+  /// The activations at `batch`: the per-sample slope times the batch.
+  int64_t activation_bytes() const { return std::llround(activation_bytes_per_sample * static_cast<double>(batch)); }
 };
+
+/// The JSON fields of a MemoryBreakdown, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, MemoryBreakdown> = 0>
+void fields(V& v, T& d) {
+  v("batch", d.batch);
+  v("peak_bytes", d.peak_bytes);
+  v("parameter_bytes", d.parameter_bytes);
+  v("gradient_bytes", d.gradient_bytes);
+  v("optimizer_state_bytes", d.optimizer_state_bytes);
+  v("activation_bytes_per_sample", d.activation_bytes_per_sample);
+  v.computed("activation_bytes", d.activation_bytes());
+  v("rest_bytes", d.rest_bytes);
+}
 
 /// The memory line through the two largest ok trials; none with fewer than two distinct batches.
 std::optional<MemoryModel> fit_memory_model(const std::vector<Trial>& trials);
@@ -114,6 +160,13 @@ struct PlanDevice {
   std::string name;  ///< "h100" or "24 GiB"
   int64_t bytes = 0;
 };
+
+/// The JSON fields of a PlanDevice, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, PlanDevice> = 0>
+void fields(V& v, T& d) {
+  v("name", d.name);
+  v("bytes", d.bytes);
+}
 
 /// Parses --plan-for: a size ("24GiB") or a preset: t4, v100 (16 GiB), l4, a10, rtx4090 (24),
 /// a100-40gb (40), l40s, a6000 (48), a100-80gb, h100 (80), h200 (141). ConfigError otherwise.
@@ -127,6 +180,14 @@ struct CudaAllowance {
   double overhead_fraction = 0.10;               ///< caching-allocator rounding (2 MiB blocks) and fragmentation
 };
 
+/// The JSON fields of a CudaAllowance, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, CudaAllowance> = 0>
+void fields(V& v, T& a) {
+  v("context_bytes", a.context_bytes);
+  v("workspace_bytes", a.workspace_bytes);
+  v("overhead_fraction", a.overhead_fraction);
+}
+
 /// The largest batch predicted to fit a device of `device.bytes` within `target`:
 /// 1 + overhead_fraction times the memory model's peak, plus workspaces, within target x (bytes - context).
 struct Plan {
@@ -137,6 +198,17 @@ struct Plan {
   int64_t predicted_peak_bytes = 0;  ///< at `batch`, allowance included
   std::vector<std::string> assumptions;
 };
+
+/// The JSON fields of a Plan, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, Plan> = 0>
+void fields(V& v, T& p) {
+  v("device", p.device);
+  v("target", p.target);
+  v("batch", p.batch);
+  v("predicted_peak_bytes", p.predicted_peak_bytes);
+  v("allowance", p.allowance);
+  v("assumptions", p.assumptions);
+}
 
 /// What a fit found. `batch` is set only when outcome is Fits.
 struct FitResult {
@@ -152,6 +224,20 @@ struct FitResult {
   std::optional<MemoryModel> memory_model;    ///< from the trials (every mode), when two ran ok
   std::optional<MemoryBreakdown> breakdown;   ///< at `batch`, when a memory model exists
 };
+
+/// The JSON fields of a FitResult, in JSON order (fields.h); its budget and target are the report's.
+template <class V, class T, IfRecord<T, FitResult> = 0>
+void fields(V& v, T& f) {
+  v("mode", f.mode);
+  v("outcome", f.outcome);
+  v("batch", f.batch);
+  v("multiple_of", f.multiple_of);
+  v("limited_by_max", f.limited_by_max);
+  v("message", f.message, When{!f.message.empty()});
+  v("memory_model", f.memory_model, When{f.memory_model.has_value()});
+  v("breakdown", f.breakdown, When{f.breakdown.has_value()});
+  v("trials", f.trials);
+}
 
 /// Plans for `device` from a fit's memory model. REQUIRES: fit.memory_model (else ConfigError).
 Plan plan_for(const FitResult& fit, const PlanDevice& device, double target, int64_t multiple_of = 1,

@@ -12,9 +12,10 @@ namespace batchwise {
 /// The version of Chart.js inlined into reports, "" when this batchwise was built without it.
 std::string chartjs_version();
 
-/// Renders a JSON report (schema "1", as to_json writes it) as an HTML page. `source` names the
-/// report in error messages. Throws DataError when the text is not a batchwise report, ConfigError
-/// when this batchwise was built without Chart.js (saying what to install).
+/// Renders a JSON report (schema "1", as to_json writes it) as an HTML page, from the record
+/// report_from_json reads. `source` names the report in error messages. Throws DataError when the
+/// text is not a batchwise report or a field has the wrong type, ConfigError when this batchwise was
+/// built without Chart.js (saying what to install).
 std::string to_html(const std::string& report_json, const std::string& source = "the report");
 
 /// Reads a JSON report from `path` and renders it; DataError names the file when it is missing,

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "batchwise/fields.h"
 #include "batchwise/trial.h"
 
 namespace batchwise {
@@ -22,6 +23,18 @@ struct LoaderTrial {
   std::string message;
 };
 
+/// The JSON fields of a LoaderTrial, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, LoaderTrial> = 0>
+void fields(V& v, T& t) {
+  v("workers", t.workers);
+  v("prefetch", t.prefetch);
+  v("outcome", t.outcome);
+  v("samples_per_s", t.samples_per_s);
+  v("data_wait_share", t.data_wait_share);
+  v("input_bound", t.input_bound);
+  v("message", t.message);
+}
+
 /// The input-pipeline search at one batch size.
 struct LoaderSearch {
   int64_t batch = 0;
@@ -34,6 +47,18 @@ struct LoaderSearch {
   double step_consumes_samples_per_s = 0;
   std::string advice;                ///< one sentence: the setting and what it changes
 };
+
+/// The JSON fields of a LoaderSearch, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, LoaderSearch> = 0>
+void fields(V& v, T& s) {
+  v("batch", s.batch);
+  v("before", s.before);
+  v("after", s.after);
+  v("advice", s.advice);
+  v("pipeline_samples_per_s", s.pipeline_samples_per_s);
+  v("step_consumes_samples_per_s", s.step_consumes_samples_per_s);
+  v("trials", s.trials);
+}
 
 /// Tries input-pipeline settings (workers x prefetch) at `batch` with real trials, starting with the
 /// workload's own, and says which removes the stall. The workload's pipeline is put back afterwards.

@@ -9,6 +9,7 @@
 
 #include "batchwise/advice.h"
 #include "batchwise/convergence.h"
+#include "batchwise/fields.h"
 #include "batchwise/fit.h"
 #include "batchwise/sweep.h"
 #include "batchwise/validate.h"
@@ -20,6 +21,13 @@ struct Recommendation {
   int64_t batch = 0;
   std::string reason;
 };
+
+/// The JSON fields of a Recommendation, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, Recommendation> = 0>
+void fields(V& v, T& r) {
+  v("batch", r.batch);
+  v("reason", r.reason);
+}
 
 /// From a fit and a sweep: the sweep's knee when a sweep ran (explained with its figures), else the
 /// fitted batch; none when neither found a batch.

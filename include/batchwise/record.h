@@ -1,8 +1,9 @@
 #pragma once
 /// The report record: everything one command measured, as plain data (google/benchmark's Run).
 /// Library calls fill it (tune returns one); reports only read it (report.h: JSON and the console
-/// table; html.h, compare.h and history.h read it back from JSON through report_from_json). Adding
-/// a field: declare it here, write and read it in report.cpp, document it in docs/report-schema.md.
+/// table; html.h, compare.h and history.h read it back from JSON through report_from_json). Each
+/// record's JSON fields are listed once, beside its struct (fields.h says how); adding a field: the
+/// member, its line in the field list, and its line in docs/report-schema.md.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "batchwise/advice.h"
 #include "batchwise/context.h"
 #include "batchwise/convergence.h"
+#include "batchwise/fields.h"
 #include "batchwise/fit.h"
 #include "batchwise/loader.h"
 #include "batchwise/recommend.h"
@@ -33,6 +35,20 @@ struct PrecisionPoint {
   std::string verdict;              ///< whether it pays here, in one sentence
 };
 
+/// The JSON fields of a PrecisionPoint, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, PrecisionPoint> = 0>
+void fields(V& v, T& p) {
+  v("precision", p.precision);
+  v("fit_batch", p.fit_batch);
+  v("fit_limited_by_max", p.fit_limited_by_max);
+  v("batch", p.batch);
+  v("samples_per_s", p.samples_per_s);
+  v("peak_bytes", p.peak_bytes);
+  v("speed_ratio", p.speed_ratio);
+  v("memory_ratio", p.memory_ratio);
+  v("verdict", p.verdict);
+}
+
 /// A data-parallel run (--nproc, or torchrun's environment): who took part, with what budget.
 struct DistributedRun {
   int world_size = 1;
@@ -40,6 +56,15 @@ struct DistributedRun {
   std::vector<int64_t> rank_budget_bytes;  ///< each rank's own budget; the run's budget is the smallest
   double timeout_s = 0;                 ///< a collective waiting longer than this ends the run
 };
+
+/// The JSON fields of a DistributedRun, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, DistributedRun> = 0>
+void fields(V& v, T& d) {
+  v("world_size", d.world_size);
+  v("backend", d.backend);
+  v("rank_budget_bytes", d.rank_budget_bytes);
+  v("timeout_s", d.timeout_s);
+}
 
 /// Everything one command measured.
 struct Report {
@@ -64,5 +89,30 @@ struct Report {
   std::optional<LoaderSearch> loader;            ///< batchwise loader; tune when input-bound
   std::optional<DistributedRun> distributed;     ///< data-parallel runs: trials' batches are per device
 };
+
+/// The JSON report's fields, in JSON order (fields.h; docs/report-schema.md documents each).
+template <class V, class T, IfRecord<T, Report> = 0>
+void fields(V& v, T& r) {
+  v.computed("schema_version", "1");
+  v("context", r.context);
+  v("workload", r.workload);
+  v("budget_bytes", r.budget_bytes);
+  v("target", r.target);
+  v("distributed", r.distributed, When{r.distributed.has_value()});
+  v("fit", r.fit, When{r.fit.has_value()});
+  v("sweep", r.sweep, When{r.sweep.has_value()});
+  v("recommendation", r.recommendation, When{r.recommendation.has_value()});
+  v("plan", r.plan, When{r.plan.has_value()});
+  v("lr", r.lr, When{r.lr.has_value()});
+  v("race", r.race, When{r.race.has_value()});
+  v("run_plan", r.run_plan, When{r.run_plan.has_value()});
+  v("accumulation_plan", r.accumulation, When{r.accumulation.has_value()});
+  v("noise_scale", r.noise, When{r.noise.has_value()});
+  v("loader", r.loader, When{r.loader.has_value()});
+  v("precision_comparison", r.precisions, When{!r.precisions.empty()});
+  v("step_profile", r.step_profile, When{!r.step_profile.empty()});
+  v("validation", r.validation, When{r.validation.has_value()});
+  v("goodput", r.goodput, When{r.goodput.has_value()});
+}
 
 }  // namespace batchwise

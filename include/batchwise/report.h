@@ -1,7 +1,8 @@
 #pragma once
 /// Reports read the measurement records and never change them (google/benchmark's reporters):
-/// one JSON document for programs, one console table for people, from the same Report.
-/// The JSON schema is documented in docs/report-schema.md.
+/// one JSON document for programs, one console table for people, from the same Report. The JSON
+/// schema is declared once, as the field lists beside the records (fields.h), and documented in
+/// docs/report-schema.md.
 #include <string>
 
 #include "batchwise/record.h"
@@ -10,6 +11,14 @@ namespace batchwise {
 
 /// The JSON report (schema_version "1"), pretty-printed.
 std::string to_json(const Report& report);
+
+/// The inverse of to_json: the record a JSON report holds, for the readers of reports (the HTML page,
+/// compare, the history). Lenient about what is missing (a field absent or null keeps its default, so
+/// reports from older versions load); members the JSON does not hold keep their defaults, except the
+/// fit's and the sweep's budget and target, which are the report's. Throws DataError naming `name`
+/// when the text is not JSON, not a batchwise report of schema "1", or has a field of the wrong type
+/// (naming the field: "fit.trials[2].batch: expected an integer").
+Report report_from_json(const std::string& text, const std::string& name);
 
 /// The console view: a header line, a table per fit and sweep, and the recommendation.
 std::string to_table(const Report& report);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "batchwise/fields.h"
 #include "batchwise/fit.h"
 #include "batchwise/trial.h"
 
@@ -50,6 +51,17 @@ struct SweepResult {
   double knee_tolerance = 0.05;
   int64_t budget_bytes = 0;
 };
+
+/// The JSON fields of a SweepResult, in JSON order (fields.h); its budget is the report's.
+template <class V, class T, IfRecord<T, SweepResult> = 0>
+void fields(V& v, T& s) {
+  v("points", s.points);
+  v("knee_batch", s.knee_batch);
+  v("knee_tolerance", s.knee_tolerance);
+  v("repetitions", s.repetitions);
+  v("not_run", s.not_run, When{!s.not_run.empty()});
+  v("not_run_reason", s.not_run_reason, When{!s.not_run.empty()});
+}
 
 /// The smallest batch whose samples/s is within `tolerance` of the best ok point; none if no point
 /// is ok.

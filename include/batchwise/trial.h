@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "batchwise/choices.h"
+#include "batchwise/fields.h"
 #include "batchwise/outcome.h"
 #include "batchwise/utilisation.h"
 
@@ -34,12 +35,37 @@ struct WorkloadInfo {
   int64_t parameter_bytes = 0;       ///< parameters and buffers, exactly
 };
 
+/// The JSON fields of a WorkloadInfo, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, WorkloadInfo> = 0>
+void fields(V& v, T& w) {
+  v("model", w.model);
+  v("dataset", w.dataset);
+  v("loss", w.loss);
+  v("optimizer", w.optimizer);
+  v("lr", w.lr);
+  v("precision", w.precision);
+  v("input_shape", w.input_shape);
+  v("seq_len_range", w.seq_len_range, NullUnless{!w.seq_len_range.empty()});
+  v("num_classes", w.num_classes);
+  v("dataset_size", w.dataset_size);
+  v("parameter_count", w.parameter_count);
+  v("parameter_bytes", w.parameter_bytes);
+}
+
 /// Bytes of the training state, counted exactly from its tensors.
 struct StateBytes {
   int64_t parameter_bytes = 0;        ///< parameters and buffers
   int64_t gradient_bytes = 0;         ///< gradients held after the step
   int64_t optimizer_state_bytes = 0;  ///< e.g. SGD momentum: 1 x parameters; Adam: 2 x
 };
+
+/// The JSON fields of a StateBytes, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, StateBytes> = 0>
+void fields(V& v, T& s) {
+  v("parameter_bytes", s.parameter_bytes);
+  v("gradient_bytes", s.gradient_bytes);
+  v("optimizer_state_bytes", s.optimizer_state_bytes);
+}
 
 /// The phases of one training step, each ended by a device synchronisation: the profile pass's
 /// figures (a synchronisation after every phase would distort the throughput a sweep ranks, so
@@ -62,6 +88,20 @@ struct StepProfile {
   double coverage = 0;
 };
 
+/// The JSON fields of a StepProfile, in JSON order (fields.h): the phases sit beside batch and steps.
+template <class V, class T, IfRecord<T, StepProfile> = 0>
+void fields(V& v, T& p) {
+  v("batch", p.batch);
+  v("steps", p.steps);
+  v("data_s", p.mean.data_s);
+  v("h2d_s", p.mean.h2d_s);
+  v("forward_s", p.mean.forward_s);
+  v("backward_s", p.mean.backward_s);
+  v("optimizer_s", p.mean.optimizer_s);
+  v("total_s", p.mean.total_s);
+  v("coverage", p.coverage);
+}
+
 /// A data-parallel trial (DistributedRunner), rank by rank. Trial::batch is the per-device batch;
 /// Trial::samples_per_s counts every rank's samples.
 struct DistributedTrial {
@@ -82,6 +122,21 @@ struct DistributedTrial {
   /// patience, or did not end ok); empty otherwise.
   std::string single_process_note;
 };
+
+/// The JSON fields of a DistributedTrial, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, DistributedTrial> = 0>
+void fields(V& v, T& d) {
+  v("world_size", d.world_size);
+  v("backend", d.backend);
+  v("global_batch", d.global_batch);
+  v("rank_step_time_s", d.rank_step_time_s);
+  v("rank_peak_bytes", d.rank_peak_bytes);
+  v("rank_outcomes", d.rank_outcomes);
+  v("allreduce_share", d.allreduce_share);
+  v("single_process_samples_per_s", d.single_process_samples_per_s);
+  v("scaling_efficiency", d.scaling_efficiency);
+  v("single_process_note", d.single_process_note);
+}
 
 /// A trial that waits for its batches longer than this share of its step time is input-bound.
 constexpr double kInputBoundShare = 0.2;
@@ -150,6 +205,40 @@ struct Trial {
   std::optional<DistributedTrial> distributed;
   std::string message;              ///< why, for oom / error / timeout
 };
+
+/// The JSON fields of a Trial, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, Trial> = 0>
+void fields(V& v, T& t) {
+  const bool ok = t.outcome == Outcome::Ok;
+  const bool measured = !t.step_times_s.empty(), ran = t.steps_run > 0;
+  v("batch", t.batch);
+  v("outcome", t.outcome);
+  v("peak_bytes", t.peak_bytes);
+  v("peak_allocated_bytes", t.peak_allocated_bytes);
+  v("samples_per_s", t.samples_per_s, NullUnless{ok});
+  v("samples_per_s_min", t.samples_per_s_min, NullUnless{ok});
+  v("samples_per_s_max", t.samples_per_s_max, NullUnless{ok});
+  v("step_time_s_median", t.step_time_s_median, NullUnless{measured});
+  v("step_time_s_stddev", t.step_time_s_stddev, NullUnless{measured});
+  v("step_times_s", t.step_times_s);
+  v("warmup_steps", t.warmup_steps);
+  v("steps", t.steps);
+  v("repetitions", t.repetitions);
+  v("steps_run", t.steps_run);
+  v("accumulation_steps", t.accumulation_steps, When{t.accumulation_steps > 1});
+  v("data_wait_share", t.data_wait_share);
+  v("input_bound", t.input_bound);
+  v("utilisation", t.utilisation, When{t.utilisation.has_value()});
+  v("distributed", t.distributed, When{t.distributed.has_value()});
+  v("loss_first", t.loss_first, NullUnless{ran});
+  v("loss_last", t.loss_last, NullUnless{ran});
+  v("wall_s", t.wall_s);
+  v.computed("fragmentation_bytes", t.peak_bytes - t.peak_allocated_bytes);  // CUDA: reserved, not allocated
+  v("within_target", t.within_target, When{t.within_target.has_value()});
+  v("predicted_peak_bytes", t.predicted_peak_bytes, When{t.predicted_peak_bytes.has_value()});
+  v("state", t.state, When{ran && ok});
+  v("message", t.message, When{!ok || !t.message.empty()});
+}
 
 /// Fills the samples_per_s and step_time_s statistics of `trial` from its raw step times.
 void summarize_steps(Trial& trial);

@@ -15,6 +15,8 @@
 #include <optional>
 #include <vector>
 
+#include "batchwise/fields.h"
+
 namespace batchwise {
 
 struct UtilisationSample {
@@ -27,9 +29,33 @@ struct UtilisationSample {
   std::optional<int> gpu_sm_clock_mhz, gpu_temperature_c;
 };
 
+/// The JSON fields of a UtilisationSample, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, UtilisationSample> = 0>
+void fields(V& v, T& s) {
+  v("t_s", s.t_s);
+  v("cpu_percent", s.cpu_percent);
+  v("core_percent", s.core_percent);
+  v("rss_bytes", s.rss_bytes);
+  // NVML's fields, where it gives them
+  v("gpu_sm_percent", s.gpu_sm_percent, When{s.gpu_sm_percent.has_value()});
+  v("gpu_memory_percent", s.gpu_memory_percent, When{s.gpu_memory_percent.has_value()});
+  v("gpu_memory_used_bytes", s.gpu_memory_used_bytes, When{s.gpu_memory_used_bytes.has_value()});
+  v("gpu_power_w", s.gpu_power_w, When{s.gpu_power_w.has_value()});
+  v("gpu_sm_clock_mhz", s.gpu_sm_clock_mhz, When{s.gpu_sm_clock_mhz.has_value()});
+  v("gpu_temperature_c", s.gpu_temperature_c, When{s.gpu_temperature_c.has_value()});
+}
+
 struct UtilisationStat {
   double mean = 0, min = 0, max = 0;
 };
+
+/// The JSON fields of a UtilisationStat, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, UtilisationStat> = 0>
+void fields(V& v, T& s) {
+  v("mean", s.mean);
+  v("min", s.min);
+  v("max", s.max);
+}
 
 struct UtilisationSummary {
   double interval_s = 0;
@@ -46,6 +72,23 @@ struct UtilisationSummary {
   double overhead_percent = 0;
   std::vector<UtilisationSample> timeline;
 };
+
+/// The JSON fields of a UtilisationSummary, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, UtilisationSummary> = 0>
+void fields(V& v, T& u) {
+  v("interval_s", u.interval_s);
+  v("samples", u.samples);
+  v("samples_between_steps", u.samples_between_steps);
+  v("cpu_percent", u.cpu_percent);
+  v("core_percent_mean", u.core_percent_mean);
+  v("rss_bytes_max", u.rss_bytes_max);
+  v("gpu_sm_percent", u.gpu_sm_percent);
+  v("gpu_memory_percent", u.gpu_memory_percent);
+  v("gpu_power_w", u.gpu_power_w);
+  v("gpu_memory_used_bytes_max", u.gpu_memory_used_bytes_max);
+  v("overhead_percent", u.overhead_percent);
+  v("timeline", u.timeline);
+}
 
 /// Samples from construction until finish(). Library code: never prints.
 class UtilisationMonitor {

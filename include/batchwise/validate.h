@@ -15,6 +15,7 @@
 #include "batchwise/advice.h"
 #include "batchwise/convergence.h"
 #include "batchwise/data.h"
+#include "batchwise/fields.h"
 
 namespace batchwise {
 
@@ -76,6 +77,16 @@ struct ValidationPoint {
   std::optional<double> accuracy;
 };
 
+/// The JSON fields of a ValidationPoint, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, ValidationPoint> = 0>
+void fields(V& v, T& p) {
+  v("samples", p.samples);
+  v("steps", p.steps);
+  v("train_s", p.train_s);
+  v("loss", p.loss);
+  v("accuracy", p.accuracy);
+}
+
 /// One candidate batch size.
 struct ValidationRun {
   int64_t batch = 0;
@@ -92,6 +103,26 @@ struct ValidationRun {
   std::string message;           ///< why it stopped without reaching the target; or an error
 };
 
+/// The JSON fields of a ValidationRun, in JSON order (fields.h): of its advice, the rate, rule and cap.
+template <class V, class T, IfRecord<T, ValidationRun> = 0>
+void fields(V& v, T& r) {
+  v("batch", r.batch);
+  v("lr", r.lr.lr);
+  v("lr_rule", r.lr.scaled.rule);
+  v("lr_capped", r.lr.capped);
+  v("warmup_steps", r.warmup_steps);
+  v("warmup_epochs", r.warmup_epochs);
+  v("reached", r.reached);
+  v("train_s", r.train_s);
+  v("steps", r.steps);
+  v("epochs", r.epochs);
+  v("eval_s", r.eval_s);
+  v("loss", r.last.loss);
+  v("accuracy", r.last.accuracy);
+  v("message", r.message);
+  v("curve", r.curve);
+}
+
 struct ValidationResult {
   std::string target;            ///< "test accuracy >= 0.85" or "test loss <= 0.4"
   std::string held_out;          ///< the held-out set's name and size
@@ -99,6 +130,15 @@ struct ValidationResult {
   /// The candidate that reached the target in the least training time; none if none did.
   std::optional<int64_t> fastest_batch;
 };
+
+/// The JSON fields of a ValidationResult, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, ValidationResult> = 0>
+void fields(V& v, T& r) {
+  v("target", r.target);
+  v("held_out", r.held_out);
+  v("fastest_batch", r.fastest_batch);
+  v("runs", r.runs);
+}
 
 /// Trains `workload` from its current state at each candidate batch (restoring the state before
 /// each and after the last), evaluating on `held_out` (eval mode, no gradients). Throws ConfigError

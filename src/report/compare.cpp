@@ -4,10 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <sstream>
 
+#include "batchwise/report.h"
 #include "batchwise/units.h"
 #include "check.h"
 #include "report_file.h"
@@ -23,74 +23,65 @@ namespace {
 
 using nlohmann::json;
 
-// A field as text, "" when absent; `pointer` is a JSON pointer like /context/device/name.
-std::string field(const json& j, const std::string& pointer) {
-  const json::json_pointer p(pointer);
-  if (!j.contains(p) || j.at(p).is_null()) return "";
-  const json& v = j.at(p);
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_array()) {
-    std::string out;
-    for (const auto& x : v) {
-      if (!out.empty()) out += 'x';
-      out += x.dump();
-    }
-    return out;
-  }
-  return v.dump();
+// A figure as the JSON report writes it (0.9, 1.0, 2147483648), as a comparison of reports shows it.
+template <class T>
+std::string json_text(T value) {
+  return json(value).dump();
 }
 
-std::optional<int64_t> batch_at(const json& j, const char* section) {
-  if (!j.contains(section) || !j[section].is_object() || !j[section].contains("batch") || j[section]["batch"].is_null())
-    return std::nullopt;
-  return j[section]["batch"].get<int64_t>();
+// The context and workload fields a comparison lists when they differ.
+struct ComparedText {
+  const char* name;
+  std::string (*text)(const Report&);
+};
+const ComparedText kCompared[] = {
+    {"build commit", [](const Report& r) { return r.context.build_commit; }},
+    {"torch", [](const Report& r) { return r.context.torch_version; }},
+    {"device", [](const Report& r) { return r.context.device_name; }},
+    {"device type", [](const Report& r) { return r.context.device_type; }},
+    {"host", [](const Report& r) { return r.context.host; }},
+    {"threads", [](const Report& r) { return json_text(r.context.threads); }},
+    {"blas", [](const Report& r) { return r.context.blas; }},
+    {"model", [](const Report& r) { return r.workload.model; }},
+    {"dataset", [](const Report& r) { return r.workload.dataset; }},
+    {"optimizer", [](const Report& r) { return r.workload.optimizer; }},
+    {"precision", [](const Report& r) { return r.workload.precision; }},
+    {"input shape", [](const Report& r) { return fmt::format("{}", fmt::join(r.workload.input_shape, "x")); }},
+    {"budget bytes", [](const Report& r) { return json_text(r.budget_bytes); }},
+    {"target", [](const Report& r) { return json_text(r.target); }},
+};
+
+void add_points(const Report& report, bool is_a, std::map<int64_t, ComparedPoint>& points) {
+  if (!report.sweep) return;
+  for (const Trial& p : report.sweep->points) {
+    ComparedPoint& cp = points[p.batch];
+    cp.batch = p.batch;
+    (is_a ? cp.outcome_a : cp.outcome_b) = to_string(p.outcome);
+    if (p.outcome == Outcome::Ok) (is_a ? cp.samples_per_s_a : cp.samples_per_s_b) = p.samples_per_s;
+    (is_a ? cp.peak_bytes_a : cp.peak_bytes_b) = p.peak_bytes;
+  }
 }
 
 }  // namespace
 
 Comparison compare_reports(const std::string& path_a, const std::string& path_b) {
-  const json a = detail::read_report(path_a), b = detail::read_report(path_b);
+  const Report a = report_from_json(detail::read_text(path_a), path_a);
+  const Report b = report_from_json(detail::read_text(path_b), path_b);
   Comparison c;
   c.name_a = path_a;
   c.name_b = path_b;
-  static const std::pair<const char*, const char*> kFields[] = {
-      {"build commit", "/context/build_commit"}, {"torch", "/context/torch_version"},
-      {"device", "/context/device/name"},        {"device type", "/context/device/type"},
-      {"host", "/context/host"},                 {"threads", "/context/threads"},
-      {"blas", "/context/blas"},                 {"model", "/workload/model"},
-      {"dataset", "/workload/dataset"},          {"optimizer", "/workload/optimizer"},
-      {"precision", "/workload/precision"},      {"input shape", "/workload/input_shape"},
-      {"budget bytes", "/budget_bytes"},         {"target", "/target"},
-  };
-  for (const auto& [name, pointer] : kFields) {
-    const std::string fa = field(a, pointer), fb = field(b, pointer);
+  for (const auto& [name, text] : kCompared) {
+    const std::string fa = text(a), fb = text(b);
     if (fa != fb) c.differences.push_back({name, fa, fb});
   }
-  c.fit_batch_a = batch_at(a, "fit");
-  c.fit_batch_b = batch_at(b, "fit");
-  c.recommended_a = batch_at(a, "recommendation");
-  c.recommended_b = batch_at(b, "recommendation");
+  c.fit_batch_a = a.fit ? a.fit->batch : std::nullopt;
+  c.fit_batch_b = b.fit ? b.fit->batch : std::nullopt;
+  c.recommended_a = a.recommendation ? std::optional<int64_t>(a.recommendation->batch) : std::nullopt;
+  c.recommended_b = b.recommendation ? std::optional<int64_t>(b.recommendation->batch) : std::nullopt;
 
   std::map<int64_t, ComparedPoint> points;
-  auto add = [&](const json& report, bool is_a) {
-    if (!report.contains("sweep") || !report["sweep"].is_object()) return;
-    for (const auto& p : report["sweep"].value("points", json::array())) {
-      ComparedPoint& cp = points[p.at("batch").get<int64_t>()];
-      cp.batch = p.at("batch").get<int64_t>();
-      const std::string outcome = p.value("outcome", "");
-      const bool ok = outcome == "ok" && p.contains("samples_per_s") && p["samples_per_s"].is_number();
-      (is_a ? cp.outcome_a : cp.outcome_b) = outcome;
-      if (ok) (is_a ? cp.samples_per_s_a : cp.samples_per_s_b) = p["samples_per_s"].get<double>();
-      if (p.contains("peak_bytes") && p["peak_bytes"].is_number())
-        (is_a ? cp.peak_bytes_a : cp.peak_bytes_b) = p["peak_bytes"].get<int64_t>();
-    }
-  };
-  try {
-    add(a, true);
-    add(b, false);
-  } catch (const json::exception& e) {
-    BATCHWISE_CHECK(false, DataError, "{} / {}: a sweep point is malformed ({})", path_a, path_b, e.what());
-  }
+  add_points(a, true, points);
+  add_points(b, false, points);
   double log_sum = 0;
   int n = 0;
   for (auto& [batch, p] : points) {

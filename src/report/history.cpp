@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "batchwise/report.h"
 #include "check.h"
 
 namespace batchwise {
@@ -17,34 +18,30 @@ using nlohmann::json;
 
 constexpr int kBusyTimeoutMs = 30000;  // concurrent writers wait for each other this long
 
-std::string text(const json& j, const char* pointer) {
-  const json::json_pointer p(pointer);
-  if (!j.contains(p) || j.at(p).is_null()) return "";
-  return j.at(p).is_string() ? j.at(p).get<std::string>() : j.at(p).dump();
+// A figure as the JSON report writes it (0.01, [1,28,28]): the keys stored by earlier versions used
+// the JSON's text, so a run stored then still matches one stored now.
+template <class T>
+std::string json_text(const T& value) {
+  return json(value).dump();
 }
 
 struct Keys {
   std::string workload, device, versions;
 };
 
-Keys keys_of(const json& r) {
+Keys keys_of(const Report& r) {
+  const WorkloadInfo& w = r.workload;
+  const Context& c = r.context;
   Keys k;
-  k.workload = fmt::format("{} on {}, {} lr {}, {}, loss {}, input {}", text(r, "/workload/model"),
-                           text(r, "/workload/dataset"), text(r, "/workload/optimizer"), text(r, "/workload/lr"),
-                           text(r, "/workload/precision"), text(r, "/workload/loss"), text(r, "/workload/input_shape"));
+  k.workload = fmt::format("{} on {}, {} lr {}, {}, loss {}, input {}", w.model, w.dataset, w.optimizer,
+                           json_text(w.lr), w.precision, w.loss, json_text(w.input_shape));
   // Not the device's total bytes: on CPU that is the RAM available at the moment, which moves.
-  k.device = fmt::format("{}: {} on {}", text(r, "/context/device/type"), text(r, "/context/device/name"),
-                         text(r, "/context/host"));
-  k.versions = fmt::format("batchwise {} ({}), torch {}", text(r, "/context/batchwise_version"),
-                           text(r, "/context/build_commit"), text(r, "/context/torch_version"));
+  k.device = fmt::format("{}: {} on {}", c.device_type, c.device_name, c.host);
+  k.versions = fmt::format("batchwise {} ({}), torch {}", c.batchwise_version, c.build_commit, c.torch_version);
   return k;
 }
 
-json parse_report(const std::string& report_json) {
-  json r = json::parse(report_json, nullptr, /*allow_exceptions=*/false);
-  BATCHWISE_CHECK(r.is_object() && r.contains("context"), Error, "history: not a report; nothing stored");
-  return r;
-}
+Report parse_report(const std::string& report_json) { return report_from_json(report_json, "history: the report"); }
 
 // A prepared statement that finalizes itself.
 class Statement {
@@ -163,13 +160,8 @@ History::History(const std::string& path) : path_(path) {
 History::~History() { sqlite3_close(db_); }
 
 int64_t History::add(const std::string& command, const std::string& report_json) {
-  const json r = parse_report(report_json);
+  const Report r = parse_report(report_json);
   const Keys k = keys_of(r);
-  auto batch = [&](const char* pointer) -> std::optional<int64_t> {
-    const json::json_pointer p(pointer);
-    if (!r.contains(p) || !r.at(p).is_number_integer()) return std::nullopt;
-    return r.at(p).get<int64_t>();
-  };
   // BEGIN IMMEDIATE takes the write lock up front (waiting up to the busy timeout), so two
   // writers queue instead of failing on a lock upgrade.
   exec(db_, "BEGIN IMMEDIATE", path_);
@@ -178,15 +170,15 @@ int64_t History::add(const std::string& command, const std::string& report_json)
                      "INSERT INTO runs (created_unix, date, command, workload, device, versions, budget_bytes, target,"
                      " fit_batch, recommended_batch, report) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
     insert.bind(1, now_unix())
-        .bind(2, text(r, "/context/date"))
+        .bind(2, r.context.date)
         .bind(3, command)
         .bind(4, k.workload)
         .bind(5, k.device)
         .bind(6, k.versions)
-        .bind(7, batch("/budget_bytes").value_or(0))
-        .bind(8, r.value("target", 0.0))
-        .bind(9, batch("/fit/batch"))
-        .bind(10, batch("/recommendation/batch"))
+        .bind(7, r.budget_bytes)
+        .bind(8, r.target)
+        .bind(9, r.fit ? r.fit->batch : std::nullopt)
+        .bind(10, r.recommendation ? std::optional<int64_t>(r.recommendation->batch) : std::nullopt)
         .bind(11, report_json);
     insert.step();
     exec(db_, "COMMIT", path_);
@@ -206,7 +198,7 @@ std::vector<HistoryEntry> History::list(int limit) const {
 }
 
 std::optional<HistoryEntry> History::find_fit(const std::string& report_json, double max_age_s) const {
-  const json r = parse_report(report_json);
+  const Report r = parse_report(report_json);
   const Keys k = keys_of(r);
   Statement s(db_, fmt::format("SELECT {} FROM runs WHERE workload = ? AND device = ? AND versions = ? AND "
                                "budget_bytes = ? AND target = ? AND fit_batch IS NOT NULL AND created_unix >= ? "
@@ -216,8 +208,8 @@ std::optional<HistoryEntry> History::find_fit(const std::string& report_json, do
   s.bind(1, k.workload)
       .bind(2, k.device)
       .bind(3, k.versions)
-      .bind(4, r.value("budget_bytes", int64_t{0}))
-      .bind(5, r.value("target", 0.0))
+      .bind(4, r.budget_bytes)
+      .bind(5, r.target)
       .bind(6, now_unix() - static_cast<int64_t>(max_age_s));
   if (!s.step()) return std::nullopt;
   return entry_of(s);
