@@ -2,7 +2,7 @@
 // fix, never a stack trace; and an end-to-end tune that writes its JSON report.
 #include <gtest/gtest.h>
 
-#include "cli_util.h"
+#include "support/cli_util.h"
 #include <nlohmann/json.hpp>
 
 #include <set>
