@@ -1,12 +1,32 @@
-// The recommendation and its confirmation by a validation run.
+// The recommendation from a fit and a sweep, and its confirmation by a validation run.
 #include <gtest/gtest.h>
 
 #include "batchwise/advice.h"
+#include "batchwise/fit.h"
 #include "batchwise/recommend.h"
+#include "batchwise/sweep.h"
 #include "batchwise/validate.h"
 
 namespace batchwise {
 namespace {
+
+// A fit reused from the history has its answer but no trials; with a sweep that has no ok point the
+// recommendation is the fit's answer, said so, and no internal assertion.
+TEST(Recommend, AReusedFitWithoutTrialsStillRecommends) {
+  FitResult reused;
+  reused.outcome = FitOutcome::Fits;
+  reused.batch = 256;
+  reused.budget_bytes = 1 << 30;
+  SweepResult failed;
+  Trial t;
+  t.batch = 256;
+  t.outcome = Outcome::Error;
+  failed.points = {t};
+  const auto rec = recommend(reused, failed);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->batch, 256);
+  EXPECT_NE(rec->reason.find("the fit's answer alone"), std::string::npos) << rec->reason;
+}
 
 ValidationRun run_at(int64_t batch, bool reached, double seconds) {
   ValidationRun r;

@@ -109,23 +109,5 @@ TEST(SweepEdges, NothingAboveABatchThatRanOutOfMemoryIsRecommended) {
   EXPECT_LE(rec->batch, 32);
 }
 
-// A fit reused from the history has its answer but no trials; with a sweep that has no ok point the
-// recommendation is the fit's answer, said so, and no internal assertion.
-TEST(SweepEdges, AReusedFitWithoutTrialsStillRecommends) {
-  FitResult reused;
-  reused.outcome = FitOutcome::Fits;
-  reused.batch = 256;
-  reused.budget_bytes = 1 << 30;
-  SweepResult failed;
-  Trial t;
-  t.batch = 256;
-  t.outcome = Outcome::Error;
-  failed.points = {t};
-  const auto rec = recommend(reused, failed);
-  ASSERT_TRUE(rec.has_value());
-  EXPECT_EQ(rec->batch, 256);
-  EXPECT_NE(rec->reason.find("the fit's answer alone"), std::string::npos) << rec->reason;
-}
-
 }  // namespace
 }  // namespace batchwise
