@@ -1,11 +1,14 @@
 // The doctor's GEMM verdict on known rates: the decision, never this machine's speed (the real
-// measurement is bench/doctor_loader.sh's).
+// measurement is bench/doctor_loader.sh's); and `batchwise doctor` on this machine, whose verdicts
+// must follow from the figures its report gives.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 
 #include "batchwise/doctor.h"
 #include "batchwise/error.h"
+#include "support/cli_util.h"
 
 namespace batchwise {
 namespace {
@@ -69,3 +72,68 @@ TEST(DoctorGemm, AnUnknownPeakIsInformation) {
 
 }  // namespace
 }  // namespace batchwise
+
+namespace {
+
+using namespace cli;
+using cli::batchwise;  // the binary, where doctor.h's namespace batchwise is also in scope
+
+// doctor: the verdicts follow from the figures the report gives (the GEMM's speed is this machine's,
+// so only the decision is asserted; judge_gemm's own tests use known rates).
+nlohmann::json gemm_finding(const nlohmann::json& report) {
+  for (const auto& f : report.at("findings"))
+    if (f.at("check") == "gemm") return f;
+  ADD_FAILURE() << "no gemm finding: " << report.at("findings").dump();
+  return {};
+}
+
+void expect_gemm_verdict_follows_the_rate(const nlohmann::json& j) {
+  EXPECT_GT(j.at("gemm_gflops").get<double>(), 0);
+  EXPECT_GT(j.at("cpu").at("peak_gflops").get<double>(), 0);
+  const double fraction = j.at("gemm_fraction_of_peak").get<double>();
+  EXPECT_NEAR(fraction, j.at("gemm_gflops").get<double>() / j.at("cpu").at("peak_gflops").get<double>(), 1e-9);
+  const nlohmann::json f = gemm_finding(j);
+  EXPECT_EQ(f.at("status"), fraction >= 0.5 ? "ok" : "warning") << f.dump();
+  EXPECT_EQ(f.at("fix").get<std::string>().empty(), fraction >= 0.5) << f.dump();
+}
+
+TEST(Doctor, DefaultSettingsUseEveryCoreAndJudgeTheGemmByItsRate) {
+  const fs::path json = scratch() / "doctor.json";
+  const Outcome r = batchwise("doctor --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  expect_gemm_verdict_follows_the_rate(j);
+  size_t warnings = 0;
+  for (const auto& f : j.at("findings")) {
+    if (f.at("status") == "warning") ++warnings;
+    if (f.at("check") != "gemm") EXPECT_NE(f.at("status"), "warning") << f.dump();
+  }
+  EXPECT_EQ(r.out.find("no problems found") != std::string::npos, warnings == 0) << r.out;
+  EXPECT_FALSE(j.at("reference_blas").get<bool>());
+}
+
+TEST(Doctor, OneThreadOnTwoCoresIsAThreadsWarningWithItsFix) {
+  const fs::path json = scratch() / "doctor1.json";
+  const Outcome probe = batchwise("doctor --json " + json.string());
+  ASSERT_EQ(probe.code, 0) << probe.err;
+  const int cores = nlohmann::json::parse(slurp(json)).at("cpu").at("physical_cores");
+  if (cores < 2) GTEST_SKIP() << "one core: one thread is all of it";
+  const Outcome r = batchwise("doctor --threads 1 --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j.at("threads").at("intra_op"), 1);
+  bool threads = false;
+  for (const auto& f : j.at("findings"))
+    if (f.at("check") == "threads") {
+      threads = true;
+      EXPECT_EQ(f.at("status"), "warning") << f.dump();
+      EXPECT_NE(f.at("fix").get<std::string>().find("OMP_NUM_THREADS=" + std::to_string(cores)), std::string::npos);
+    }
+  EXPECT_TRUE(threads) << j.at("findings").dump();
+  expect_gemm_verdict_follows_the_rate(j);
+  const nlohmann::json gemm = gemm_finding(j);
+  if (gemm.at("status") == "warning")  // a shortfall with too few threads names them
+    EXPECT_NE(gemm.at("fix").get<std::string>().find("OMP_NUM_THREADS=" + std::to_string(cores)), std::string::npos);
+}
+
+}  // namespace
