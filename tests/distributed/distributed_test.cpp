@@ -15,7 +15,7 @@
 
 #include "batchwise/distributed.h"
 #include "batchwise/workload.h"
-#include "cli_util.h"
+#include "support/cli_util.h"
 
 namespace {
 

@@ -1,23 +1,213 @@
-// fit --mode model: the same exact maximum as binsearch in fewer trials, honest predictions, an
-// exact breakdown of the training state, and never a batch at or above one that failed.
+// fit on real (small) workloads and on search-logic doubles: the exact maximum by binsearch, by
+// doublings and by the memory model (the same answer in fewer trials, honest predictions, never a
+// batch at or above one that failed), state and memory that come back bit-identical after out of
+// memory, an exact breakdown of the training state, and the plan for another device.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
+#include <torch/serialize/archive.h>
+#include <torch/utils.h>
 
-#include <map>
+#include <algorithm>
+#include <sstream>
 
 #include "batchwise/error.h"
 #include "batchwise/fit.h"
 #include "batchwise/memory.h"
-#include "batchwise/recommend.h"
 #include "batchwise/models.h"
-#include "batchwise/sweep.h"
 #include "batchwise/workload.h"
+#include "support/workloads.h"
 
 namespace batchwise {
 namespace {
+
+using namespace test;
+
+TEST(Fit, BinsearchFindsTheExactMaximum) {
+  auto w = small();
+  const int64_t budget = 48ll << 20;
+  const FitResult r = fit(*w, FitOptions().mode(FitMode::Binsearch).budget_bytes(budget).target(0.9).multiple_of(8));
+  ASSERT_EQ(r.outcome, FitOutcome::Fits) << r.message;
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_EQ(*r.batch % 8, 0);
+  EXPECT_FALSE(r.limited_by_max);
+  const double allowed = 0.9 * static_cast<double>(budget);
+  const auto found = std::find_if(r.trials.begin(), r.trials.end(), [&](const Trial& t) { return t.batch == *r.batch; });
+  ASSERT_NE(found, r.trials.end());
+  EXPECT_LE(static_cast<double>(found->peak_bytes), allowed);
+  // One multiple further goes over: the answer is exact.
+  const Trial next = run_trial(*w, TrialOptions(*r.batch + 8).warmup(0).steps(2).limit_bytes(budget));
+  EXPECT_TRUE(next.outcome == Outcome::Oom || static_cast<double>(next.peak_bytes) > allowed)
+      << "batch " << *r.batch + 8 << " peaks at " << next.peak_bytes;
+}
+
+TEST(Fit, PowerModeStopsAtTheLastDoublingThatFitted) {
+  auto w = small();
+  const FitResult r = fit(*w, FitOptions().mode(FitMode::Power).budget_bytes(48ll << 20));
+  ASSERT_EQ(r.outcome, FitOutcome::Fits) << r.message;
+  EXPECT_EQ(*r.batch & (*r.batch - 1), 0) << "a power of two";
+  EXPECT_FALSE(*r.trials.back().within_target);
+  EXPECT_EQ(r.trials.back().batch, *r.batch * 2);
+}
+
+TEST(Fit, StateAndMemoryComeBackAfterOutOfMemory) {
+  auto w = small("mlp", "adam");
+  auto& m = as_module(*w);
+  // Give the optimizer state and the parameters gradients, so there is something to keep.
+  for (int i = 0; i < 2; ++i) w->train_step(w->next_batch(32));
+  auto& tracker = *CpuMemoryTracker::get();
+  const Copy before = copy_of(m);
+  const int64_t held = tracker.current_bytes();
+  // Target 1.0: every batch that does not fit fails by running out of memory; binsearch meets
+  // several of them.
+  const FitResult r = fit(*w, FitOptions().mode(FitMode::Binsearch).budget_bytes(40ll << 20).target(1.0));
+  ASSERT_EQ(r.outcome, FitOutcome::Fits) << r.message;
+  EXPECT_GE(count(r.trials, Outcome::Oom), 2);
+  expect_identical(before, copy_of(m));
+  EXPECT_EQ(tracker.current_bytes(), held);
+}
+
+TEST(Fit, FreshOptimizerStaysFresh) {
+  auto w = small("mlp", "adam");
+  auto& m = as_module(*w);
+  const int64_t held = CpuMemoryTracker::get()->current_bytes();
+  fit(*w, FitOptions().budget_bytes(40ll << 20).target(1.0).max(4096));
+  EXPECT_TRUE(m.optimizer().state().empty());
+  for (const auto& p : m.module().parameters()) EXPECT_FALSE(p.grad().defined());
+  EXPECT_EQ(CpuMemoryTracker::get()->current_bytes(), held);
+}
+
+// The optimizer's whole state (momentum buffers, step counts, learning rate) in its own bytes.
+std::string optimizer_bytes(ModuleWorkload& w) {
+  UntrackedScope untracked;
+  torch::serialize::OutputArchive archive;
+  w.optimizer().save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+TEST(Fit, SgdMomentumLearningRateDataOrderAndRngComeBack) {
+  auto w = small("mlp", "sgd");
+  auto twin = small("mlp", "sgd");
+  auto& m = as_module(*w);
+  for (auto* x : {w.get(), twin.get()})
+    for (int i = 0; i < 2; ++i) x->train_step(x->next_batch(16));
+  static_cast<torch::optim::SGDOptions&>(m.optimizer().param_groups()[0].options()).lr(0.123);
+  const std::string before = optimizer_bytes(m);
+  const Copy params = copy_of(m);
+  torch::manual_seed(42);
+  const at::Tensor rng_before = at::rand({4});
+  torch::manual_seed(42);
+  fit(*w, FitOptions().budget_bytes(40ll << 20).target(1.0));
+  EXPECT_TRUE(at::equal(at::rand({4}), rng_before)) << "the global RNG moved";
+  EXPECT_EQ(optimizer_bytes(m), before);
+  EXPECT_DOUBLE_EQ(static_cast<torch::optim::SGDOptions&>(m.optimizer().param_groups()[0].options()).lr(), 0.123);
+  expect_identical(params, copy_of(m));
+  // The data order continues where it was, as if no fit had run.
+  const Batch after = w->next_batch(32);
+  const Batch expected = twin->next_batch(32);
+  EXPECT_TRUE(at::equal(after.target, expected.target));
+  EXPECT_TRUE(at::equal(after.input, expected.input));
+}
+
+TEST(Fit, ConvolutionModelOutOfMemoryIsCleanToo) {
+  // lenet's convolutions run through oneDNN, whose buffers come from the same allocator.
+  auto w = small("lenet", "adam");
+  auto& m = as_module(*w);
+  w->train_step(w->next_batch(8));
+  const Copy before = copy_of(m);
+  const int64_t held = CpuMemoryTracker::get()->current_bytes();
+  const FitResult r = fit(*w, FitOptions().budget_bytes(24ll << 20).target(1.0).mode(FitMode::Binsearch));
+  ASSERT_EQ(r.outcome, FitOutcome::Fits) << r.message;
+  EXPECT_GE(count(r.trials, Outcome::Oom), 2);
+  expect_identical(before, copy_of(m));
+  EXPECT_EQ(CpuMemoryTracker::get()->current_bytes(), held);
+}
+
+TEST(Fit, NothingFitsIsAnOutcomeWithoutABatch) {
+  auto w = small();
+  const FitResult r = fit(*w, FitOptions().budget_bytes(3ll << 20));
+  EXPECT_EQ(r.outcome, FitOutcome::DoesNotFit);
+  EXPECT_FALSE(r.batch.has_value());
+  ASSERT_EQ(r.trials.size(), 2u);  // the probe at 32, then the minimum
+  EXPECT_EQ(r.trials[1].batch, 1);
+  EXPECT_EQ(r.trials[1].outcome, Outcome::Oom);
+  EXPECT_NE(r.message.find("batch 1 did not complete"), std::string::npos) << r.message;
+}
+
+TEST(Fit, BudgetBelowTheModelIsAConfigError) {
+  auto w = small("resnet18");
+  try {
+    fit(*w, FitOptions().budget_bytes(1 << 20));
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("is below the model's own size"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Fit, ImpossibleOptions) {
+  auto w = small();
+  EXPECT_THROW(fit(*w, FitOptions().budget_bytes(64 << 20).min(100).max(10)), ConfigError);
+  EXPECT_THROW(fit(*w, FitOptions().budget_bytes(64 << 20).min(100).max(120).multiple_of(64)), ConfigError);
+  EXPECT_THROW(fit(*w, FitOptions().budget_bytes(64 << 20).target(1.5)), ConfigError);
+}
+
+TEST(Fit, StopsAtMaxAndSaysSo) {
+  auto w = small();
+  const FitResult r = fit(*w, FitOptions().budget_bytes(256 << 20).max(48));
+  ASSERT_EQ(r.outcome, FitOutcome::Fits);
+  EXPECT_EQ(*r.batch, 48);
+  EXPECT_TRUE(r.limited_by_max);
+  EXPECT_EQ(r.trials.back().batch, 48);
+}
+
+// A workload whose step fails (not out of memory) from batch 64 on.
+class Failing final : public Workload {
+ public:
+  explicit Failing(std::unique_ptr<Workload> inner) : inner_(std::move(inner)) {}
+  WorkloadInfo info() const override { return inner_->info(); }
+  c10::Device device() const override { return inner_->device(); }
+  Batch next_batch(int64_t b) override { return inner_->next_batch(b); }
+  at::Tensor train_step(const Batch& b) override {
+    if (b.input.size(0) >= 64) throw std::runtime_error("shape mismatch in the user's step");
+    return inner_->train_step(b);
+  }
+  std::unique_ptr<WorkloadState> save_state() override { return inner_->save_state(); }
+  void restore_state(const WorkloadState& s) override { inner_->restore_state(s); }
+
+ private:
+  std::unique_ptr<Workload> inner_;
+};
+
+TEST(Fit, AnErrorBeforeAnyFitIsTheOutcomeAndNoBatchIsReported) {
+  Failing w(small());
+  const FitResult r = fit(w, FitOptions().budget_bytes(256 << 20).min(64));
+  EXPECT_EQ(r.outcome, FitOutcome::Error);
+  EXPECT_FALSE(r.batch.has_value());
+  EXPECT_EQ(r.trials.back().outcome, Outcome::Error);
+  EXPECT_EQ(r.trials.back().message, "shape mismatch in the user's step");
+}
+
+// A crash at a larger batch (a training command that dies at 64) is a result: that batch counts
+// as not fitting, the search goes on below it, and the answer says so.
+TEST(Fit, AnErrorAfterAFitIsListedAndCountsAsNotFitting) {
+  Failing w(small());
+  const FitResult r = fit(w, FitOptions().budget_bytes(256 << 20).mode(FitMode::Binsearch));
+  ASSERT_EQ(r.outcome, FitOutcome::Fits);
+  EXPECT_EQ(r.batch, 63);
+  const auto failed = std::find_if(r.trials.begin(), r.trials.end(),
+                                   [](const Trial& t) { return t.outcome == Outcome::Error; });
+  ASSERT_NE(failed, r.trials.end());
+  EXPECT_EQ(failed->batch, 64);
+  EXPECT_NE(r.message.find("batch 64 failed with an error (shape mismatch in the user's step); it counts as not fitting"),
+            std::string::npos)
+      << r.message;
+}
+
+// ---- model mode ---------------------------------------------------------------------------------
 
 struct Case {
   std::string model, optimizer;
@@ -27,16 +217,7 @@ struct Case {
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.model << "/" << c.optimizer; }
 
-std::unique_ptr<Workload> workload(const Case& c) {
-  CpuMemoryTracker::install();
-  return make_workload(WorkloadOptions()
-                           .model(c.model)
-                           .optimizer(parse_optimizer(c.optimizer))
-                           .dataset("synthetic")
-                           .synthetic_size(1024)
-                           .seq_len(16)
-                           .device("cpu"));
-}
+std::unique_ptr<Workload> workload(const Case& c) { return small(c.model, c.optimizer); }
 
 // Asserted from the trial list: once a batch failed, nothing at or above it ran.
 void expect_never_at_or_above_a_failure(const FitResult& r) {
@@ -172,63 +353,6 @@ TEST(ModelModeEdges, ALineThatBreaksIsDetectedAndRefittedLocally) {
   EXPECT_NEAR(model.memory_model->per_sample_bytes, 10240, 1);
   expect_never_at_or_above_a_failure(model);
 }
-
-// Out of memory in one repetition only (the allocator's state differs between passes): batch 64
-// runs out of memory in the second, reversed pass, after 128 ran in the first.
-class FlakyMemory final : public TrialRunner {
- public:
-  WorkloadInfo info() const override { return {}; }
-  Trial run(const TrialOptions& o) override {
-    Trial t;
-    t.batch = o.batch();
-    t.repetitions = 1;
-    t.samples_per_s = 100.0 * static_cast<double>(o.batch());
-    t.step_times_s = {static_cast<double>(o.batch()) / t.samples_per_s};
-    t.peak_bytes = o.batch() << 10;
-    const int pass = ++runs_[o.batch()];
-    t.outcome = o.batch() == 64 && pass == 2 ? Outcome::Oom : Outcome::Ok;
-    return t;
-  }
-  int64_t held_bytes() override { return 0; }
-  int64_t default_budget_bytes() override { return 64 << 20; }
-  int64_t device_total_bytes() override { return 64 << 20; }
-
- private:
-  std::map<int64_t, int> runs_;
-};
-
-TEST(SweepEdges, NothingAboveABatchThatRanOutOfMemoryIsRecommended) {
-  FlakyMemory runner;
-  const SweepResult s = sweep(runner, SweepOptions().batch_sizes({16, 32, 64, 128}).repetitions(2).budget_bytes(64 << 20));
-  ASSERT_EQ(s.points.size(), 4u);
-  EXPECT_EQ(s.points[2].outcome, Outcome::Oom);
-  EXPECT_EQ(s.points[3].outcome, Outcome::Oom) << "128 ran in the first pass, but 64 ran out of memory";
-  EXPECT_NE(s.points[3].message.find("batch 64 (smaller) ran out of memory"), std::string::npos) << s.points[3].message;
-  ASSERT_TRUE(s.knee_batch.has_value());
-  EXPECT_LE(*s.knee_batch, 32);
-  const auto rec = recommend(std::nullopt, s);
-  ASSERT_TRUE(rec.has_value());
-  EXPECT_LE(rec->batch, 32);
-}
-
-// A fit reused from the history has its answer but no trials; with a sweep that has no ok point the
-// recommendation is the fit's answer, said so, and no internal assertion.
-TEST(SweepEdges, AReusedFitWithoutTrialsStillRecommends) {
-  FitResult reused;
-  reused.outcome = FitOutcome::Fits;
-  reused.batch = 256;
-  reused.budget_bytes = 1 << 30;
-  SweepResult failed;
-  Trial t;
-  t.batch = 256;
-  t.outcome = Outcome::Error;
-  failed.points = {t};
-  const auto rec = recommend(reused, failed);
-  ASSERT_TRUE(rec.has_value());
-  EXPECT_EQ(rec->batch, 256);
-  EXPECT_NE(rec->reason.find("the fit's answer alone"), std::string::npos) << rec->reason;
-}
-
 TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {
   auto w = workload(Case{"mlp", "sgd", 0, false});
   const FitResult capped = fit(*w, FitOptions().budget_bytes(256 << 20).max(100));
@@ -243,11 +367,7 @@ TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {
   EXPECT_NE(none.message.find("batch 1 "), std::string::npos) << none.message;
 }
 
-}  // namespace
-}  // namespace batchwise
-
-namespace batchwise {
-namespace {
+// ---- planning for another device ----------------------------------------------------------------
 
 TEST(PlanFor, PresetsAndSizes) {
   EXPECT_EQ(parse_plan_device("h100").bytes, 80ll << 30);

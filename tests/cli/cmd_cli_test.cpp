@@ -3,7 +3,7 @@
 #include <tuple>
 #include <nlohmann/json.hpp>
 
-#include "cli_util.h"
+#include "support/cli_util.h"
 
 namespace {
 

@@ -1,0 +1,154 @@
+// Convergence-aware rules: the learning-rate rules at documented values, accumulation plans that
+// keep the global batch, and goodput (Pollux's statistical efficiency) with the recommendation it
+// moves.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "batchwise/advice.h"
+#include "batchwise/convergence.h"
+#include "batchwise/error.h"
+#include "batchwise/recommend.h"
+#include "batchwise/sweep.h"
+#include "batchwise/workload.h"
+
+namespace batchwise {
+namespace {
+
+// ---- learning rate ------------------------------------------------------------------------------
+
+TEST(LrScaling, SgdIsLinearWithWarmUpWhenGrowing) {
+  EXPECT_DOUBLE_EQ(scale_lr(Optimizer::Sgd, 128, 0.1, 256).lr, 0.2);
+  EXPECT_DOUBLE_EQ(scale_lr(Optimizer::Sgd, 128, 0.1, 512).lr, 0.4);
+  EXPECT_DOUBLE_EQ(scale_lr(Optimizer::Sgd, 128, 0.1, 64).lr, 0.05);
+  EXPECT_EQ(scale_lr(Optimizer::Sgd, 128, 0.1, 512).warmup_epochs, 5);
+  EXPECT_EQ(scale_lr(Optimizer::Sgd, 128, 0.1, 64).warmup_epochs, 0);
+  EXPECT_EQ(scale_lr(Optimizer::Sgd, 128, 0.1, 256).rule, "linear");
+  EXPECT_NE(scale_lr(Optimizer::Sgd, 128, 0.1, 512).advice.find("first 5 epochs"), std::string::npos);
+}
+
+TEST(LrScaling, AdamFamilyIsSquareRoot) {
+  for (const Optimizer opt : {Optimizer::Adam, Optimizer::AdamW}) {
+    EXPECT_DOUBLE_EQ(scale_lr(opt, 128, 1e-3, 256).lr, 1e-3 * std::sqrt(2.0)) << to_string(opt);
+    EXPECT_DOUBLE_EQ(scale_lr(opt, 128, 1e-3, 512).lr, 2e-3) << to_string(opt);
+    EXPECT_DOUBLE_EQ(scale_lr(opt, 128, 1e-3, 64).lr, 1e-3 / std::sqrt(2.0)) << to_string(opt);
+    EXPECT_EQ(scale_lr(opt, 128, 1e-3, 512).rule, "sqrt");
+    EXPECT_EQ(scale_lr(opt, 128, 1e-3, 512).warmup_epochs, 0);
+  }
+}
+
+TEST(LrScaling, BadInputsAreConfigErrors) {
+  WorkloadInfo lamb;
+  lamb.optimizer = "lamb";  // a Workload of the user's may train with anything; the rules cover three
+  EXPECT_THROW(rule_optimizer(lamb), ConfigError);
+  EXPECT_THROW(parse_optimizer("lamb"), ConfigError);
+  EXPECT_THROW(scale_lr(Optimizer::Sgd, 0, 0.1, 256), ConfigError);
+  EXPECT_THROW(scale_lr(Optimizer::Sgd, 128, 0, 256), ConfigError);
+}
+
+// ---- accumulation plans -------------------------------------------------------------------------
+
+TEST(Plan, KeepsTheGlobalBatchExactWithTheFewestSteps) {
+  struct Case {
+    int64_t global, max_micro, world, multiple_of, micro, steps;
+  } cases[] = {
+      {4096, 256, 1, 1, 256, 16}, {4096, 300, 1, 1, 256, 16}, {4096, 256, 2, 1, 256, 8}, {4096, 8192, 4, 1, 1024, 1},
+      {1000, 64, 1, 8, 40, 25},   {96, 32, 3, 1, 32, 1},      {4097, 256, 1, 1, 241, 17},
+  };
+  for (const auto& c : cases) {
+    const auto p = plan_accumulation(PlanRequest(c.global, c.max_micro).world_size(c.world).multiple_of(c.multiple_of));
+    EXPECT_TRUE(p.exact) << c.global;
+    EXPECT_EQ(p.global_batch, c.global);
+    EXPECT_EQ(p.micro_batch, c.micro) << c.global << " over " << c.world;
+    EXPECT_EQ(p.accumulation_steps, c.steps) << c.global;
+    EXPECT_EQ(p.micro_batch * p.accumulation_steps * p.world_size, p.global_batch);
+    EXPECT_LE(p.micro_batch, c.max_micro);
+    EXPECT_EQ(p.micro_batch % c.multiple_of, 0);
+  }
+}
+
+TEST(Plan, SaysWhyWhenTheGlobalBatchCannotBeKept) {
+  // 1000 does not divide over 3 devices: 999 (333 each, 3 x 111) is nearest.
+  auto p = plan_accumulation(PlanRequest(1000, 256).world_size(3));
+  EXPECT_FALSE(p.exact);
+  EXPECT_EQ(p.global_batch, 999);
+  EXPECT_EQ(p.micro_batch * p.accumulation_steps * 3, 999);
+  EXPECT_NE(p.reason.find("1000 samples do not divide evenly over 3 devices"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find("nearest that can is 999"), std::string::npos) << p.reason;
+  // Micro-batches must be multiples of 16: 1000 is not, 992 and 1008 are equally near; the smaller.
+  p = plan_accumulation(PlanRequest(1000, 256).multiple_of(16));
+  EXPECT_FALSE(p.exact);
+  EXPECT_EQ(p.global_batch, 992);
+  EXPECT_EQ(p.micro_batch % 16, 0);
+  EXPECT_NE(p.reason.find("a multiple of 16"), std::string::npos) << p.reason;
+  EXPECT_THROW(plan_accumulation(PlanRequest(1000, 8).multiple_of(16)), ConfigError);
+  EXPECT_THROW(plan_accumulation(PlanRequest(0, 8)), ConfigError);
+}
+
+TEST(Plan, StatesTheLastBatchPolicyWithItsNumbers) {
+  // Fashion-MNIST's 60,000 samples at a global batch of 4096: 14 full steps and 2656 left over.
+  auto drop = plan_accumulation(PlanRequest(4096, 256).world_size(2).dataset_size(60000));
+  EXPECT_EQ(drop.steps_per_epoch, 14);
+  EXPECT_EQ(drop.dropped_samples, 2656);
+  EXPECT_NE(drop.last_batch_note.find("the last 2656 samples are dropped"), std::string::npos) << drop.last_batch_note;
+  auto pad = plan_accumulation(PlanRequest(4096, 256).world_size(2).dataset_size(60000).last_batch(LastBatch::Pad));
+  EXPECT_EQ(pad.steps_per_epoch, 15);
+  EXPECT_EQ(pad.padded_samples, 1440);
+  EXPECT_NE(pad.last_batch_note.find("topped up with 1440 repeated samples"), std::string::npos);
+  auto keep = plan_accumulation(PlanRequest(4096, 256).world_size(2).dataset_size(60000).last_batch(LastBatch::Keep));
+  EXPECT_EQ(keep.last_step_samples, 2656);
+  EXPECT_NE(keep.last_batch_note.find("1328 per device"), std::string::npos) << keep.last_batch_note;
+  EXPECT_TRUE(keep.warnings.empty());
+  // One sample left for two devices: one of them gets nothing.
+  auto empty = plan_accumulation(PlanRequest(4096, 256).world_size(2).dataset_size(4097).last_batch(LastBatch::Keep));
+  ASSERT_FALSE(empty.warnings.empty());
+  EXPECT_NE(empty.warnings[0].find("1 of 2 devices with an empty batch"), std::string::npos) << empty.warnings[0];
+  // BatchNorm: a last micro-batch of one sample; and micro-batches smaller than the global batch.
+  auto bn = plan_accumulation(
+      PlanRequest(512, 256).dataset_size(512 * 3 + 257).last_batch(LastBatch::Keep).batchnorm(true));
+  bool single = false;
+  for (const auto& w : bn.warnings) single |= w.find("single-sample micro-batch") != std::string::npos;
+  EXPECT_TRUE(single);
+  EXPECT_NE(bn.warnings[0].find("BatchNorm normalises each micro-batch of 256"), std::string::npos);
+  EXPECT_NE(plan_accumulation(PlanRequest(5000, 256).dataset_size(4000)).warnings.at(0).find("no step ever runs"),
+            std::string::npos);
+}
+
+// ---- goodput ------------------------------------------------------------------------------------
+
+TEST(Goodput, EfficiencyFollowsPollux) {
+  EXPECT_DOUBLE_EQ(statistical_efficiency(100, 32, 32), 1.0);
+  EXPECT_DOUBLE_EQ(statistical_efficiency(100, 32, 100), 132.0 / 200.0);
+  std::vector<Trial> points(3);
+  const double speeds[] = {1000, 1900, 2200};
+  for (int i = 0; i < 3; ++i) {
+    points[i].batch = 32 << i;
+    points[i].outcome = Outcome::Ok;
+    points[i].samples_per_s = speeds[i];
+  }
+  const Goodput g = goodput(points, 100);
+  ASSERT_EQ(g.points.size(), 3u);
+  EXPECT_EQ(g.base_batch, 32);
+  EXPECT_DOUBLE_EQ(g.points[2].goodput, 2200 * 132.0 / 228.0);
+  EXPECT_EQ(*g.best_batch, 64);  // 1900 x 0.8049 = 1529 beats 2200 x 0.5789 = 1274
+
+  // The recommendation moves from the throughput knee (128) to the goodput optimum, and says why.
+  SweepResult sweep;
+  sweep.points = points;
+  sweep.knee_batch = 128;
+  sweep.budget_bytes = 1 << 30;
+  NoiseResult noise;
+  noise.b_simple = 100;
+  noise.b_simple_low = 80;
+  noise.b_simple_high = 120;
+  const auto rec = recommend(std::nullopt, sweep, noise, g);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->batch, 64);
+  EXPECT_NE(rec->reason.find("1900 samples/s x 80 % statistical efficiency"), std::string::npos) << rec->reason;
+  EXPECT_NE(rec->reason.find("the throughput knee is batch 128"), std::string::npos) << rec->reason;
+  // Without a noise scale: the knee, as before.
+  EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt)->batch, 128);
+}
+
+}  // namespace
+}  // namespace batchwise

@@ -1,0 +1,139 @@
+// The doctor's GEMM verdict on known rates: the decision, never this machine's speed (the real
+// measurement is bench/doctor_loader.sh's); and `batchwise doctor` on this machine, whose verdicts
+// must follow from the figures its report gives.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "batchwise/doctor.h"
+#include "batchwise/error.h"
+#include "support/cli_util.h"
+
+namespace batchwise {
+namespace {
+
+// Two AVX-512 cores at 2.0 GHz: 2 x 64 x 2.0 = 256 GFLOP/s estimated peak.
+DoctorReport two_core_machine() {
+  DoctorReport r;
+  r.cpu.model = "test CPU";
+  r.cpu.logical_cpus = 2;
+  r.cpu.physical_cores = 2;
+  r.cpu.ghz = 2.0;
+  r.cpu.flops_per_cycle = 64;
+  r.cpu.isa = "AVX-512";
+  r.cpu.gflops = 256;
+  r.intra_op_threads = 2;
+  return r;
+}
+
+TEST(DoctorGemm, EightyPercentOfThePeakIsOk) {
+  const Finding f = judge_gemm(two_core_machine(), 0.8 * 256, 1024);
+  EXPECT_EQ(f.check, "gemm");
+  EXPECT_EQ(f.status, "ok") << f.detail;
+  EXPECT_TRUE(f.fix.empty()) << f.fix;
+  EXPECT_NE(f.detail.find("fp32 GEMM 1024x1024 at 2 threads: 205 GFLOP/s, 80 % of the estimated peak (2 cores x 64 "
+                          "fp32 FLOP/cycle (AVX-512) x 2.00 GHz = 256 GFLOP/s)"),
+            std::string::npos)
+      << f.detail;
+  EXPECT_EQ(judge_gemm(two_core_machine(), 0.5 * 256, 1024).status, "ok");  // the threshold itself
+}
+
+TEST(DoctorGemm, TenPercentWithOneThreadOnTwoCoresNamesTheThreads) {
+  DoctorReport r = two_core_machine();
+  r.intra_op_threads = 1;
+  const Finding f = judge_gemm(r, 0.1 * 256, 1024);
+  EXPECT_EQ(f.status, "warning");
+  EXPECT_NE(f.detail.find("10 % of the estimated peak"), std::string::npos) << f.detail;
+  EXPECT_NE(f.detail.find("below 50 % is a shortfall"), std::string::npos) << f.detail;
+  EXPECT_EQ(f.fix, "give the math library every core: drop --threads, or set OMP_NUM_THREADS=2");
+}
+
+TEST(DoctorGemm, AShortfallNamesItsLikeliestCause) {
+  DoctorReport r = two_core_machine();
+  EXPECT_NE(judge_gemm(r, 25, 512).fix.find("something else is using the CPU, or it is throttled"), std::string::npos);
+  r.mkl_enable_instructions = "AVX2";
+  EXPECT_EQ(judge_gemm(r, 25, 512).fix, "unset MKL_ENABLE_INSTRUCTIONS (=AVX2): it keeps MKL from this CPU's AVX-512 kernels");
+  r.intra_op_threads = 1;  // too few threads comes before the instruction set
+  EXPECT_NE(judge_gemm(r, 25, 512).fix.find("OMP_NUM_THREADS=2"), std::string::npos);
+  r.reference_blas = true;  // and the reference BLAS before everything
+  EXPECT_EQ(judge_gemm(r, 25, 512).fix, "install an optimised BLAS: apt-get install libopenblas0-pthread");
+}
+
+TEST(DoctorGemm, AnUnknownPeakIsInformation) {
+  DoctorReport r = two_core_machine();
+  r.cpu.ghz = 0;
+  r.cpu.gflops = 0;
+  const Finding f = judge_gemm(r, 40, 1024);
+  EXPECT_EQ(f.status, "info");
+  EXPECT_NE(f.detail.find("40 GFLOP/s; the CPU clock is unknown"), std::string::npos) << f.detail;
+  EXPECT_THROW(judge_gemm(r, 0, 1024), ConfigError);
+}
+
+}  // namespace
+}  // namespace batchwise
+
+namespace {
+
+using namespace cli;
+using cli::batchwise;  // the binary, where doctor.h's namespace batchwise is also in scope
+
+// doctor: the verdicts follow from the figures the report gives (the GEMM's speed is this machine's,
+// so only the decision is asserted; judge_gemm's own tests use known rates).
+nlohmann::json gemm_finding(const nlohmann::json& report) {
+  for (const auto& f : report.at("findings"))
+    if (f.at("check") == "gemm") return f;
+  ADD_FAILURE() << "no gemm finding: " << report.at("findings").dump();
+  return {};
+}
+
+void expect_gemm_verdict_follows_the_rate(const nlohmann::json& j) {
+  EXPECT_GT(j.at("gemm_gflops").get<double>(), 0);
+  EXPECT_GT(j.at("cpu").at("peak_gflops").get<double>(), 0);
+  const double fraction = j.at("gemm_fraction_of_peak").get<double>();
+  EXPECT_NEAR(fraction, j.at("gemm_gflops").get<double>() / j.at("cpu").at("peak_gflops").get<double>(), 1e-9);
+  const nlohmann::json f = gemm_finding(j);
+  EXPECT_EQ(f.at("status"), fraction >= 0.5 ? "ok" : "warning") << f.dump();
+  EXPECT_EQ(f.at("fix").get<std::string>().empty(), fraction >= 0.5) << f.dump();
+}
+
+TEST(Doctor, DefaultSettingsUseEveryCoreAndJudgeTheGemmByItsRate) {
+  const fs::path json = scratch() / "doctor.json";
+  const Outcome r = batchwise("doctor --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  expect_gemm_verdict_follows_the_rate(j);
+  size_t warnings = 0;
+  for (const auto& f : j.at("findings")) {
+    if (f.at("status") == "warning") ++warnings;
+    if (f.at("check") != "gemm") EXPECT_NE(f.at("status"), "warning") << f.dump();
+  }
+  EXPECT_EQ(r.out.find("no problems found") != std::string::npos, warnings == 0) << r.out;
+  EXPECT_FALSE(j.at("reference_blas").get<bool>());
+}
+
+TEST(Doctor, OneThreadOnTwoCoresIsAThreadsWarningWithItsFix) {
+  const fs::path json = scratch() / "doctor1.json";
+  const Outcome probe = batchwise("doctor --json " + json.string());
+  ASSERT_EQ(probe.code, 0) << probe.err;
+  const int cores = nlohmann::json::parse(slurp(json)).at("cpu").at("physical_cores");
+  if (cores < 2) GTEST_SKIP() << "one core: one thread is all of it";
+  const Outcome r = batchwise("doctor --threads 1 --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j.at("threads").at("intra_op"), 1);
+  bool threads = false;
+  for (const auto& f : j.at("findings"))
+    if (f.at("check") == "threads") {
+      threads = true;
+      EXPECT_EQ(f.at("status"), "warning") << f.dump();
+      EXPECT_NE(f.at("fix").get<std::string>().find("OMP_NUM_THREADS=" + std::to_string(cores)), std::string::npos);
+    }
+  EXPECT_TRUE(threads) << j.at("findings").dump();
+  expect_gemm_verdict_follows_the_rate(j);
+  const nlohmann::json gemm = gemm_finding(j);
+  if (gemm.at("status") == "warning")  // a shortfall with too few threads names them
+    EXPECT_NE(gemm.at("fix").get<std::string>().find("OMP_NUM_THREADS=" + std::to_string(cores)), std::string::npos);
+}
+
+}  // namespace

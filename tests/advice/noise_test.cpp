@@ -1,0 +1,91 @@
+// The gradient noise scale against its closed form for linear regression with Gaussian inputs, and
+// a measuring run that puts the workload back.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include "batchwise/convergence.h"
+#include "batchwise/data.h"
+#include "batchwise/error.h"
+#include "batchwise/workload.h"
+#include "support/workloads.h"
+
+namespace batchwise {
+namespace {
+
+using namespace test;
+
+// y = x.w* + sigma.eps with x ~ N(0, I_d), trained with the mean squared error at fixed weights
+// w = w* + delta. Per sample the gradient is 2x(x.delta - sigma.eps), so
+//   G = 2 delta,  E[g g^T] = 4((|delta|^2 + sigma^2) I + 2 delta delta^T),
+//   tr(Sigma) = 4(d(|delta|^2 + sigma^2) + |delta|^2),  B_simple = d(1 + sigma^2/|delta|^2) + 1.
+struct LinearRegression {
+  static constexpr int64_t d = 16;
+  static constexpr double sigma = 1.0;
+  std::unique_ptr<ModuleWorkload> workload;
+  double delta2 = 0;
+
+  explicit LinearRegression(double delta_norm) {
+    at::manual_seed(7);
+    const int64_t n = 100000;
+    const at::Tensor w_star = at::randn({d});
+    const at::Tensor x = at::randn({n, d});
+    const at::Tensor y = (x.matmul(w_star) + sigma * at::randn({n})).unsqueeze(1);
+    at::Tensor delta = at::randn({d});
+    delta = delta / delta.norm() * delta_norm;
+    delta2 = delta.pow(2).sum().item<double>();
+    torch::nn::Linear linear(torch::nn::LinearOptions(d, 1).bias(false));
+    {
+      at::NoGradGuard no_grad;
+      linear->weight.copy_((w_star + delta).unsqueeze(0));
+    }
+    auto optimizer = std::make_unique<torch::optim::SGD>(linear->parameters(), torch::optim::SGDOptions(0.01));
+    Dataset data;
+    data.name = "gaussian-regression";
+    data.inputs = x;
+    data.targets = y;
+    WorkloadInfo info;
+    info.model = "linear";
+    info.dataset = data.name;
+    info.loss = "mse";
+    info.optimizer = "sgd";
+    workload = std::make_unique<ModuleWorkload>(
+        info, torch::nn::AnyModule(linear), std::move(optimizer), data,
+        [](const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); },
+        c10::Device(c10::kCPU), 1);
+  }
+  double b_simple() const { return d * (1 + sigma * sigma / delta2) + 1; }
+};
+
+TEST(NoiseScale, MatchesTheClosedFormForLinearRegression) {
+  for (double delta_norm : {1.0, 0.5}) {  // B_simple 33 and 81
+    LinearRegression problem(delta_norm);
+    const NoiseResult r =
+        measure_noise_scale(*problem.workload, NoiseOptions().batch(512).micro_batch(32).steps(200).train(false));
+    ASSERT_TRUE(r.b_simple.has_value()) << r.message;
+    const double truth = problem.b_simple();
+    EXPECT_NEAR(*r.b_simple, truth, 0.15 * truth) << "|delta| " << delta_norm;
+    EXPECT_NEAR(r.g2, 4 * problem.delta2, 0.15 * 4 * problem.delta2);
+    EXPECT_LE(r.b_simple_low, truth);  // the band holds the truth
+    EXPECT_GE(r.b_simple_high, truth);
+    EXPECT_EQ(r.timeline.size(), 200u);
+    ASSERT_TRUE(r.timeline.back().b_simple_smoothed.has_value());
+  }
+}
+
+TEST(NoiseScale, TrainingRunRestoresTheWorkloadAndReportsDrift) {
+  auto w = tiny("mlp");
+  auto& m = dynamic_cast<ModuleWorkload&>(*w);
+  const auto before = copies(m.module().parameters());
+  const NoiseResult r = measure_noise_scale(*w, NoiseOptions().batch(64).micro_batch(8).steps(12));
+  EXPECT_EQ(r.timeline.size(), 12u);
+  EXPECT_TRUE(r.drift.has_value());
+  for (const auto& s : r.timeline) EXPECT_GE(s.g2_small, s.g2_big);  // a mean's norm is at most the mean norm
+  const auto after = m.module().parameters();
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(at::equal(before[i], after[i])) << i;
+  EXPECT_THROW(measure_noise_scale(*w, NoiseOptions().batch(64).micro_batch(24)), ConfigError);
+}
+
+}  // namespace
+}  // namespace batchwise

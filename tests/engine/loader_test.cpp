@@ -1,0 +1,137 @@
+// The input pipeline: prefetching workers hand out the batches the training thread would have
+// drawn, slow input is flagged, and the loader search's decision on known figures.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "batchwise/error.h"
+#include "batchwise/loader.h"
+#include "batchwise/memory.h"
+#include "batchwise/trial.h"
+#include "batchwise/workload.h"
+
+namespace batchwise {
+namespace {
+
+// The mlp on 1000 synthetic samples, fed by `workers` loader threads with `latency_us` of simulated
+// I/O per batch.
+std::unique_ptr<Workload> piped(int workers, int64_t latency_us = 0, bool augment = false) {
+  CpuMemoryTracker::install();
+  return make_workload(WorkloadOptions()
+                           .model("mlp")
+                           .dataset("synthetic")
+                           .synthetic_size(1000)
+                           .device("cpu")
+                           .workers(workers)
+                           .io_latency_us(latency_us)
+                           .augment(augment));
+}
+
+// Prefetching workers hand out exactly the batches the training thread would have drawn, in order,
+// and saving or restoring the state never skips or repeats a prefetched batch.
+TEST(Loader, WorkersHandOutTheSameBatchesAndStatesStayExact) {
+  auto plain = piped(0), workers = piped(3);
+  for (int i = 0; i < 6; ++i) {
+    const Batch a = plain->next_batch(64), b = workers->next_batch(64);
+    EXPECT_TRUE(at::equal(a.target, b.target)) << "batch " << i;
+    EXPECT_TRUE(at::allclose(a.input, b.input)) << "batch " << i;
+  }
+  const auto saved = workers->save_state();  // 3 x 2 batches were prefetched ahead: none may be lost
+  const Batch next = workers->next_batch(64);
+  EXPECT_TRUE(at::equal(next.target, plain->next_batch(64).target));
+  (void)workers->next_batch(64);
+  workers->restore_state(*saved);
+  EXPECT_TRUE(at::equal(workers->next_batch(64).target, next.target));
+}
+
+TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
+  // 30 ms of latency per batch of 64, some 10 to 20 mlp steps: one worker leaves the step waiting
+  // most of the time, 32 workers (sleeping, not computing) never, even beside another test.
+  auto one = piped(1, 470), many = piped(32, 470);
+  const Trial slow = run_trial(*one, TrialOptions(64).warmup(2).steps(8));
+  const Trial fed = run_trial(*many, TrialOptions(64).warmup(34).steps(8));  // the first 64 batches fill the queue
+  ASSERT_EQ(slow.outcome, Outcome::Ok) << slow.message;
+  ASSERT_EQ(fed.outcome, Outcome::Ok) << fed.message;
+  EXPECT_TRUE(slow.input_bound) << slow.data_wait_share;
+  EXPECT_FALSE(fed.input_bound) << fed.data_wait_share;
+  EXPECT_GT(fed.samples_per_s, slow.samples_per_s);
+  const LoaderSearch search = search_loader(dynamic_cast<ModuleWorkload&>(*one), 64, 34, 6, {1, 32}, {2});
+  EXPECT_TRUE(search.before.input_bound) << search.before.data_wait_share;
+  ASSERT_TRUE(search.after.has_value()) << search.advice;
+  EXPECT_EQ(search.after->workers, 32);
+  EXPECT_NE(search.advice.find("--workers 32"), std::string::npos) << search.advice;
+  EXPECT_EQ(std::get<0>(dynamic_cast<ModuleWorkload&>(*one).pipeline()), 1);  // put back
+}
+
+// The search's decision on known figures per setting (what run_trial measured is injected): the
+// fewest workers, then least prefetch, that are not input-bound and within 5 % of the best.
+LoaderTrial loader_trial(int workers, int prefetch, double samples_per_s, double data_wait_share) {
+  LoaderTrial t;
+  t.workers = workers;
+  t.prefetch = prefetch;
+  t.outcome = Outcome::Ok;
+  t.samples_per_s = samples_per_s;
+  t.data_wait_share = data_wait_share;
+  t.input_bound = data_wait_share > kInputBoundShare;
+  return t;
+}
+
+TEST(Loader, DecisionTakesTheFewestWorkersThatFeedTheStepWithinFivePercentOfTheBest) {
+  LoaderSearch s;
+  s.batch = 64;
+  s.before = loader_trial(0, 2, 1000, 0.8);
+  s.trials = {loader_trial(0, 2, 1000, 0.8), loader_trial(1, 2, 2500, 0.5), loader_trial(1, 4, 2600, 0.45),
+              loader_trial(2, 2, 3720, 0.1),  loader_trial(2, 4, 3800, 0.1), loader_trial(4, 2, 3900, 0.02),
+              loader_trial(8, 2, 3850, 0.01)};
+  decide_loader(s);
+  ASSERT_TRUE(s.after.has_value()) << s.advice;
+  EXPECT_EQ(s.after->workers, 2);  // 3720 >= 0.95 x 3900 = 3705; one worker is still input-bound
+  EXPECT_EQ(s.after->prefetch, 2);
+  EXPECT_EQ(s.advice, "--workers 2 --prefetch 2: 3720 samples/s with 10 % of the step waiting for data, against 1000 "
+                      "samples/s and 80 % with 0 workers (prefetch 2): the stall is gone");
+  // Two workers 6 % below the best: four it is.
+  s.trials[3].samples_per_s = s.trials[4].samples_per_s = 3660;
+  decide_loader(s);
+  ASSERT_TRUE(s.after.has_value());
+  EXPECT_EQ(s.after->workers, 4);
+}
+
+TEST(Loader, DecisionKeepsAFedSettingAndSaysWhenNothingHelps) {
+  LoaderSearch s;
+  s.batch = 32;
+  s.before = loader_trial(2, 2, 5000, 0.05);
+  s.trials = {loader_trial(0, 2, 2000, 0.6), loader_trial(4, 2, 5200, 0.01)};
+  decide_loader(s);
+  ASSERT_TRUE(s.after.has_value());
+  EXPECT_EQ(s.after->workers, 2);  // not input-bound as given: nothing to remove
+  EXPECT_EQ(s.advice, "the current setting (2 workers, prefetch 2) already keeps the step fed at batch 32 (5 % of it "
+                      "waiting for data)");
+  s.before = loader_trial(0, 2, 1000, 0.9);
+  s.trials = {loader_trial(0, 2, 1000, 0.9), loader_trial(8, 2, 1100, 0.7)};
+  s.trials.push_back(loader_trial(16, 2, 0, 0));
+  s.trials.back().outcome = Outcome::Oom;  // not input-bound, but not a run either
+  decide_loader(s);
+  EXPECT_FALSE(s.after.has_value()) << s.after->workers;
+  EXPECT_NE(s.advice.find("no setting tried removes the stall at batch 32"), std::string::npos) << s.advice;
+}
+
+TEST(Loader, AugmentationCropsAndFlipsImages) {
+  CpuMemoryTracker::install();
+  auto options = WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(256).device("cpu");
+  auto plain = make_workload(options), augmented = make_workload(WorkloadOptions(options).augment(true).workers(2));
+  const Batch a = plain->next_batch(32), b = augmented->next_batch(32);
+  EXPECT_EQ(a.input.sizes(), b.input.sizes());
+  EXPECT_TRUE(at::equal(a.target, b.target));
+  EXPECT_FALSE(at::allclose(a.input, b.input));  // shifted and flipped copies of the same images
+  try {
+    make_workload(WorkloadOptions(options).model("transformer").augment(true));  // tokens: nothing to crop
+    ADD_FAILURE() << "augmenting tokens was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--augment: random crops and flips are for image datasets"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace batchwise

@@ -1,0 +1,106 @@
+// TorchScript models exported from Python (src/engine/torchscript.cpp), loaded by the batchwise
+// binary as a user's --model FILE.pt: a torchvision ResNet-18 fitted and swept within a budget, and
+// each kind of bad model file with its own message.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "support/cli_util.h"
+
+namespace {
+
+using namespace cli;
+
+// Runs a Python script with the torch batchwise was built against; false (and the reason in `why`)
+// when it fails.
+bool python(const std::string& args, std::string& why) {
+  const fs::path log = scratch() / "python.log";
+  const std::string cmd = std::string(BATCHWISE_TEST_PYTHON) + " " + args + " >" + log.string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  why = slurp(log);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// TorchScript files exported from Python once per test binary run (atomically, as CTest runs tests
+// in parallel): a torchvision ResNet-18 through examples/export_torchscript.py, and a module with
+// no parameters.
+class TorchScriptModels : public ::testing::Test {
+ protected:
+  static fs::path dir() { return fs::temp_directory_path() / "batchwise-torchscript-models"; }
+  static std::string exported(const std::string& name, const std::string& script_args) {
+    const fs::path file = dir() / name;
+    if (fs::exists(file)) return file.string();
+    fs::create_directories(dir());
+    const fs::path tmp = dir() / (name + "." + std::to_string(::getpid()));
+    std::string why;
+    if (!python(script_args + " " + tmp.string(), why)) {
+      ADD_FAILURE() << "exporting " << name << " failed (bash scripts/bootstrap.sh test installs torchvision):\n"
+                    << why;
+      return {};
+    }
+    fs::rename(tmp, file);
+    return file.string();
+  }
+  static std::string resnet18() {
+    return exported("resnet18.pt", std::string(BATCHWISE_TEST_SOURCE_DIR) +
+                                       "/examples/export_torchscript.py --model resnet18 --num-classes 10 --out");
+  }
+};
+
+TEST_F(TorchScriptModels, TorchvisionResNet18IsFittedAndSweptWithABudget) {
+  const std::string model = resnet18();
+  ASSERT_FALSE(model.empty());
+  const fs::path fit_json = scratch() / "r18-fit.json";
+  const Outcome fit = batchwise("fit --model " + model + " --input-shape 3x32x32 --dataset synthetic --synthetic-size 512 "
+                                "--memory-budget 256MiB --min 2 --max 1024 --threads 2 -q --json " + fit_json.string());
+  ASSERT_EQ(fit.code, 0) << fit.err << fit.out;
+  const auto f = nlohmann::json::parse(slurp(fit_json));
+  EXPECT_EQ(f.at("workload").at("model"), model);
+  EXPECT_EQ(f.at("workload").at("parameter_count"), 11181642);  // torchvision's resnet18 with 10 classes
+  EXPECT_EQ(f.at("fit").at("outcome"), "fits");
+  const int64_t batch = f.at("fit").at("batch");
+  EXPECT_GT(batch, 2);
+  EXPECT_LT(batch, 1024);  // the budget, not --max, set it
+  bool above_failed = false;  // the batch above the answer was tried and did not fit
+  for (const auto& t : f.at("fit").at("trials")) {
+    if (t.at("batch") == batch) EXPECT_LE(t.at("peak_bytes").get<int64_t>(), static_cast<int64_t>(0.9 * (256 << 20)));
+    if (t.at("batch") == batch + 1) above_failed = t.at("within_target") == false;
+  }
+  EXPECT_TRUE(above_failed) << f.at("fit").dump();
+
+  const fs::path sweep_json = scratch() / "r18-sweep.json";
+  const Outcome sweep = batchwise("sweep --model " + model + " --input-shape 3x32x32 --dataset synthetic "
+                                  "--synthetic-size 512 --memory-budget 256MiB --batch-sizes 4,16 --repetitions 1 "
+                                  "--warmup 1 --steps 2 --threads 2 -q --json " + sweep_json.string());
+  ASSERT_EQ(sweep.code, 0) << sweep.err;
+  const auto s = nlohmann::json::parse(slurp(sweep_json));
+  ASSERT_EQ(s.at("sweep").at("points").size(), 2u);
+  for (const auto& p : s.at("sweep").at("points")) {
+    EXPECT_EQ(p.at("outcome"), "ok");
+    EXPECT_GT(p.at("samples_per_s").get<double>(), 0);
+    EXPECT_NE(p.at("loss_first").get<double>(), 0);
+  }
+}
+
+TEST_F(TorchScriptModels, BadModelFilesEachGetTheirOwnMessage) {
+  const fs::path not_script = scratch() / "weights.pt";
+  std::ofstream(not_script) << "this is a state_dict, honest";
+  expect_clean_error("fit --model " + not_script.string(), 4, "not a TorchScript file");
+  expect_clean_error("fit --model " + (scratch() / "missing.pt").string(), 4, "missing.pt: no such file");
+  const std::string empty = exported("no-parameters.pt", std::string(BATCHWISE_TEST_SOURCE_DIR) +
+                                                            "/tests/export_no_parameters.py");
+  ASSERT_FALSE(empty.empty());
+  expect_clean_error("fit --model " + empty + " --dataset synthetic", 4, "the module has no trainable parameters");
+  const std::string model = resnet18();
+  ASSERT_FALSE(model.empty());
+  expect_clean_error("fit --model " + model + " --dataset synthetic --input-shape 1x28x28", 4,
+                     "rejects a batch of shape [2, 1, 28, 28] (--input-shape 1x28x28): RuntimeError: Given groups=1");
+}
+
+}  // namespace

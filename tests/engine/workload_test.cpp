@@ -1,0 +1,157 @@
+// The training step of a ModuleWorkload: accumulated gradients equal to the full batch's, the step
+// profile's phases, and bf16 and fp16 steps on the CPU (autocast, loss scaling).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "batchwise/choices.h"
+#include "batchwise/error.h"
+#include "batchwise/memory.h"
+#include "batchwise/trial.h"
+#include "batchwise/workload.h"
+#include "support/workloads.h"
+
+namespace batchwise {
+namespace {
+
+using namespace test;
+
+// ---- gradient accumulation ----------------------------------------------------------------------
+
+TEST(Accumulation, MicroBatchGradientsEqualTheFullBatchGradient) {
+  for (const char* model : {"mlp", "lenet"}) {
+    auto w = tiny(model);
+    const Batch batch = w->next_batch(48);
+    accumulate_gradients(*w, batch, 1);
+    const auto full = copies(w->gradients());
+    for (int64_t k : {4, 5, 48}) {  // equal slices, unequal slices (10,10,10,9,9), single samples
+      accumulate_gradients(*w, batch, k);
+      const auto acc = w->gradients();
+      ASSERT_EQ(acc.size(), full.size());
+      for (size_t i = 0; i < acc.size(); ++i)
+        EXPECT_TRUE(at::allclose(acc[i], full[i], 1e-4, 1e-6))
+            << model << " k=" << k << " parameter " << i << " max diff " << (acc[i] - full[i]).abs().max().item<float>();
+    }
+  }
+}
+
+TEST(Accumulation, AnAccumulatedStepTrainsLikeTheFullStep) {
+  auto a = tiny("mlp"), b = tiny("mlp");
+  for (int step = 0; step < 3; ++step) {
+    a->train_step(a->next_batch(64));
+    train_step_accumulated(*b, b->next_batch(64), 8);
+  }
+  const auto pa = dynamic_cast<ModuleWorkload&>(*a).module().parameters();
+  const auto pb = dynamic_cast<ModuleWorkload&>(*b).module().parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::allclose(pa[i], pb[i], 1e-4, 1e-6)) << i;
+}
+
+// A trial can train its batch the way an accumulation plan does: same samples per step, the
+// activations of one micro-batch at a time.
+TEST(Accumulation, TrialsTrainTheBatchInMicroBatches) {
+  auto w = tiny("lenet");
+  const Trial plain = run_trial(*w, TrialOptions(256).warmup(1).steps(1));
+  const Trial accumulated = run_trial(*w, TrialOptions(256).warmup(1).steps(1).accumulation_steps(8));
+  ASSERT_EQ(plain.outcome, Outcome::Ok) << plain.message;
+  ASSERT_EQ(accumulated.outcome, Outcome::Ok) << accumulated.message;
+  EXPECT_EQ(accumulated.accumulation_steps, 8);
+  EXPECT_EQ(accumulated.steps_run, 2);
+  EXPECT_LT(accumulated.peak_bytes, plain.peak_bytes * 3 / 4) << accumulated.peak_bytes << " vs " << plain.peak_bytes;
+}
+
+// The step profile's phases account for the step measured end to end in the same pass.
+TEST(StepProfile, PhasesAddUpToTheStep) {
+  for (const char* model : {"mlp", "lenet"}) {
+    auto w = tiny(model);
+    const auto before = copies(dynamic_cast<ModuleWorkload&>(*w).module().parameters());
+    const auto p = profile_steps(*w, 128, 1, 3);
+    ASSERT_TRUE(p.has_value());
+    EXPECT_GT(p->mean.forward_s, 0);
+    EXPECT_GT(p->mean.backward_s, 0);
+    EXPECT_GT(p->mean.optimizer_s, 0);
+    EXPECT_GE(p->coverage, 0.9) << model;
+    EXPECT_LE(p->coverage, 1.0 + 1e-9) << model;
+    const auto after = dynamic_cast<ModuleWorkload&>(*w).module().parameters();
+    for (size_t i = 0; i < after.size(); ++i) EXPECT_TRUE(at::equal(before[i], after[i]));  // state restored
+  }
+}
+
+// bf16 on CPU: the step runs under autocast to bfloat16, the model learns, and its memory falls.
+TEST(Precision, Bf16TrainsOnCpu) {
+  CpuMemoryTracker::install();
+  auto options = WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(2048).lr(0.05).device("cpu");
+  auto fp32 = make_workload(options);
+  auto bf16 = make_workload(WorkloadOptions(options).precision(Precision::Bf16));
+  EXPECT_EQ(bf16->info().precision, "bf16");
+  const Trial a = run_trial(*fp32, TrialOptions(256).warmup(1).steps(2));
+  const Trial b = run_trial(*bf16, TrialOptions(256).warmup(1).steps(2));
+  ASSERT_EQ(b.outcome, Outcome::Ok) << b.message;
+  EXPECT_LT(b.peak_bytes, a.peak_bytes) << "bf16 activations take half the bytes";
+  double first = 0, last = 0;
+  for (int i = 0; i < 30; ++i) {
+    const double loss = bf16->train_step(bf16->next_batch(64)).item<double>();
+    if (i == 0) first = loss;
+    last = loss;
+  }
+  EXPECT_LT(last, first);
+  EXPECT_THROW(parse_precision("fp8"), ConfigError);
+}
+
+// fp16 on CPU (PyTorch's GradScaler("cpu")): the loss is scaled; a step whose scaled gradients
+// overflow is skipped and halves the scale, and the others train.
+TEST(Precision, Fp16OnCpuScalesTheLossAndSkipsOverflowingSteps) {
+  CpuMemoryTracker::install();
+  auto w = make_workload(
+      WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).lr(0.05).device("cpu").precision(Precision::Fp16));
+  auto& m = dynamic_cast<ModuleWorkload&>(*w);
+  EXPECT_EQ(w->info().precision, "fp16");
+  EXPECT_EQ(m.loss_scale(), 65536);
+  m.set_loss_scale(std::ldexp(1.0, 40));  // far past half precision's 65504: the first steps overflow
+  int skipped = 0, trained = 0;
+  for (int i = 0; i < 40; ++i) {
+    const auto before = copies(m.module().parameters());
+    const double scale = m.loss_scale();
+    w->train_step(w->next_batch(16));
+    bool same = true;
+    for (size_t k = 0; k < before.size(); ++k) same = same && at::equal(before[k], m.module().parameters()[k]);
+    if (same) {
+      ++skipped;
+      EXPECT_EQ(m.loss_scale(), scale / 2) << "step " << i;
+    } else {
+      ++trained;
+      EXPECT_EQ(m.loss_scale(), scale) << "step " << i;
+    }
+  }
+  EXPECT_GE(skipped, 10);  // 2^40 halves past 2^30 before a step fits
+  EXPECT_GE(trained, 5);
+  EXPECT_THROW(m.set_loss_scale(0), ConfigError);
+}
+
+// The fp16 step profile times the real fp16 step: its loss scaled, its gradients unscaled and
+// checked before the optimizer steps (once it skipped both, so its phases were another step's). From
+// the same state and data order, profiled steps and training steps leave the same weights and the
+// same scale, the steps the scaler skipped included. tests/cuda_test.cpp runs the same on a GPU.
+TEST(Precision, Fp16ProfiledStepsTrainAsTheRealStep) {
+  CpuMemoryTracker::install();
+  auto make = [] {
+    auto w = make_workload(
+        WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).device("cpu").precision(Precision::Fp16));
+    auto m = std::unique_ptr<ModuleWorkload>(dynamic_cast<ModuleWorkload*>(w.release()));
+    m->set_loss_scale(std::ldexp(1.0, 36));  // the first steps overflow and are skipped
+    return m;
+  };
+  auto trained = make(), profiled = make();
+  for (int i = 0; i < 30; ++i) {
+    trained->train_step(trained->next_batch(16));
+    ASSERT_TRUE(profiled->profiled_step(16).has_value());
+  }
+  EXPECT_LT(trained->loss_scale(), std::ldexp(1.0, 36));
+  EXPECT_EQ(profiled->loss_scale(), trained->loss_scale());
+  const auto a = trained->module().parameters(), b = profiled->module().parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::allclose(a[i], b[i], 1e-4, 1e-5)) << "parameter " << i;
+}
+
+}  // namespace
+}  // namespace batchwise
