@@ -1,0 +1,186 @@
+// The HTML report (html.cpp): its outline against a golden file, each chart carrying every trial,
+// sections only with their data, user strings escaped.
+#include "batchwise/report.h"
+#include "batchwise/error.h"
+#include "batchwise/html.h"
+
+#include <map>
+#include <regex>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/reports.h"
+
+namespace batchwise {
+namespace {
+
+
+// The charts' configurations, by chart id, as the page hands them to Chart.js.
+std::map<std::string, nlohmann::json> chart_configs(const std::string& html) {
+  static const std::regex block(R"re(<script type="application/json" class="chart-config" data-chart="([a-z-]+)">([^<]*)</script>)re");
+  std::map<std::string, nlohmann::json> charts;
+  for (std::sregex_iterator it(html.begin(), html.end(), block), end; it != end; ++it)
+    charts[(*it)[1]] = nlohmann::json::parse((*it)[2].str());
+  return charts;
+}
+
+// The page's skeleton: its sections and headings, and each chart's datasets with their point counts.
+std::string outline(const std::string& html) {
+  std::string out;
+  static const std::regex tag(R"re(<section id="([a-z-]+)"|<h[12]>([^<]*)</h[12]>|data-chart="([a-z-]+)">)re");
+  const auto charts = chart_configs(html);
+  for (std::sregex_iterator it(html.begin(), html.end(), tag), end; it != end; ++it) {
+    if ((*it)[1].matched) out += "section " + (*it)[1].str() + "\n";
+    if ((*it)[2].matched) out += "  heading " + (*it)[2].str() + "\n";
+    if ((*it)[3].matched) {
+      const auto& config = charts.at((*it)[3].str());
+      out += "  chart " + (*it)[3].str() + " (" + config.at("type").get<std::string>() + ")\n";
+      for (const auto& d : config.at("data").at("datasets"))
+        out += "    " + d.at("label").get<std::string>() + ": " + std::to_string(d.at("data").size()) + " points\n";
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<int64_t, double>> xy(const nlohmann::json& dataset) {
+  std::vector<std::pair<int64_t, double>> points;
+  for (const auto& p : dataset.at("data")) points.emplace_back(p.at("x").get<int64_t>(), p.at("y").get<double>());
+  return points;
+}
+
+const nlohmann::json& dataset_labelled(const nlohmann::json& config, const std::string& start) {
+  for (const auto& d : config.at("data").at("datasets"))
+    if (d.at("label").get<std::string>().rfind(start, 0) == 0) return d;
+  throw std::runtime_error("no dataset labelled " + start);
+}
+
+TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
+  if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
+  const std::string json = to_json(fixed_report());
+  const std::string html = to_html(json);
+  EXPECT_EQ(outline(html), golden("report.html.outline", outline(html)));
+
+  const auto j = nlohmann::json::parse(json);
+  const auto charts = chart_configs(html);
+  ASSERT_EQ(charts.size(), 10u);
+  // The race: one loss curve per entry, the initial weights' evaluation first.
+  for (const auto& e : j.at("race").at("entries"))
+    EXPECT_EQ(dataset_labelled(charts.at("race"), "batch " + std::to_string(e.at("batch").get<int>())).at("data").size(),
+              e.at("curve").size());
+  EXPECT_EQ(dataset_labelled(charts.at("utilisation"), "CPU busy").at("data").size(), 3u);
+  EXPECT_EQ(charts.at("precision").at("data").at("datasets").at(0).at("data").size(), 2u);
+  // Step profile: one bar per profiled batch in every phase.
+  for (const auto& d : charts.at("profile").at("data").at("datasets"))
+    EXPECT_EQ(d.at("data").size(), j.at("step_profile").size()) << d.at("label");
+  // Throughput: one point per sweep batch that ran, at its measured median samples/s.
+  std::vector<std::pair<int64_t, double>> ran;
+  for (const auto& p : j.at("sweep").at("points"))
+    if (p.at("outcome") == "ok") ran.emplace_back(p.at("batch"), p.at("samples_per_s"));
+  EXPECT_EQ(xy(dataset_labelled(charts.at("throughput"), "samples/s")), ran);
+  EXPECT_EQ(xy(dataset_labelled(charts.at("throughput"), "knee")).at(0).first, j.at("sweep").at("knee_batch"));
+  // Memory: one point per fit trial that ran, at its peak in MiB; the budget and target lines.
+  std::vector<std::pair<int64_t, double>> fitted;
+  for (const auto& t : j.at("fit").at("trials"))
+    if (t.at("outcome") == "ok") fitted.emplace_back(t.at("batch"), t.at("peak_bytes").get<double>() / (1 << 20));
+  EXPECT_EQ(xy(dataset_labelled(charts.at("memory"), "fit trials")), fitted);
+  EXPECT_EQ(xy(dataset_labelled(charts.at("memory"), "out of memory")).at(0).first, 256);
+  EXPECT_DOUBLE_EQ(xy(dataset_labelled(charts.at("memory"), "budget")).at(0).second, 64.0);
+  EXPECT_DOUBLE_EQ(xy(dataset_labelled(charts.at("memory"), "target")).at(0).second, 57.6);
+  // Goodput: one point per goodput point; the noise scale: one per step with a smoothed estimate.
+  std::vector<std::pair<int64_t, double>> good;
+  for (const auto& p : j.at("goodput").at("points")) good.emplace_back(p.at("batch"), p.at("goodput"));
+  EXPECT_EQ(xy(dataset_labelled(charts.at("goodput"), "goodput")), good);
+  EXPECT_EQ(xy(dataset_labelled(charts.at("noise"), "B_simple")).size(), 3u);
+  // Validation: one line per candidate, one point per evaluation.
+  for (const auto& run : j.at("validation").at("runs"))
+    EXPECT_EQ(dataset_labelled(charts.at("validation"), "batch " + std::to_string(run.at("batch").get<int>()) + " ")
+                  .at("data").size(), run.at("curve").size());
+  // The recommendation opens the page, with its reason.
+  EXPECT_LT(html.find("id=\"recommendation\""), html.find("id=\"throughput\""));
+  EXPECT_NE(html.find("<b id=\"recommended-batch\">128</b>"), std::string::npos);
+  EXPECT_NE(html.find("Chart.js " + chartjs_version() + " (MIT licence"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), html.find("http://cdn"));  // no CDN: nothing is fetched
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);
+}
+
+TEST(Html, SectionsAppearOnlyWithTheirData) {
+  if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
+  Report r = fixed_report();
+  r.sweep.reset();
+  r.fit->breakdown.reset();
+  r.noise.reset();
+  r.goodput.reset();
+  r.validation.reset();
+  r.step_profile.clear();
+  r.precisions.clear();
+  r.race.reset();
+  r.run_plan.reset();
+  r.recommendation = recommend(r.fit, r.sweep);
+  const std::string html = to_html(to_json(r));
+  EXPECT_EQ(html.find("id=\"race\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"run-plan\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"throughput\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"sweep-points\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"breakdown\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"goodput\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"noise\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"memory\""), std::string::npos);
+  EXPECT_EQ(chart_configs(html).size(), 1u);
+  EXPECT_EQ(html.find("id=\"distributed\""), std::string::npos);
+  // The context's warnings are listed (they were once read through a dangling reference).
+  r.context.warnings = {"doctor: the reference BLAS is in use"};
+  EXPECT_NE(to_html(to_json(r)).find("<li>doctor: the reference BLAS is in use</li>"), std::string::npos);
+  // Nothing fits: the top of the page says so.
+  r.fit->outcome = FitOutcome::DoesNotFit;
+  r.fit->batch.reset();
+  r.fit->message = "batch 1 peaks at 70 MiB, over the target";
+  r.recommendation.reset();
+  const std::string none = to_html(to_json(r));
+  EXPECT_NE(none.find("No batch fits within the target"), std::string::npos);
+  EXPECT_NE(none.find("batch 1 peaks at 70 MiB, over the target"), std::string::npos);
+}
+
+// User-supplied strings (a model name, a device name, a failure message) cannot inject markup or
+// script: in text they are entities, in the charts' JSON they are \u escapes.
+TEST(Html, UserStringsAreEscaped) {
+  if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
+  Report r = fixed_report();
+  r.workload.model = "<script>alert('model')</script>";
+  r.context.device_name = "</script><script>alert(1)</script>";
+  r.fit->trials[1].message = "<img src=x onerror=alert(2)>";
+  r.sweep->points[2].message = "</script><!--";
+  const std::string html = to_html(to_json(r));
+  EXPECT_NE(html.find("&lt;script&gt;alert(&#39;model&#39;)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(html.find("&lt;img src=x onerror=alert(2)&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("<script>alert"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  // Every <script in the page is one of ours: a chart configuration, Chart.js, or the drawing code.
+  size_t scripts = 0;
+  for (size_t at = html.find("<script"); at != std::string::npos; at = html.find("<script", at + 1)) ++scripts;
+  EXPECT_EQ(scripts, chart_configs(html).size() + 2);
+  EXPECT_NE(html.find("\\u003c/script\\u003e\\u003c!--"), std::string::npos);  // the message, inside a tooltip note
+}
+
+TEST(Html, NotAReportIsADataErrorNamingIt) {
+  if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
+  EXPECT_THROW(
+      {
+        try {
+          to_html(R"({"hello": 1})", "x.json");
+        } catch (const DataError& e) {
+          EXPECT_NE(std::string(e.what()).find("x.json: not a batchwise report"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      DataError);
+  EXPECT_THROW(to_html("{not json", "x.json"), DataError);
+  auto j = nlohmann::json::parse(to_json(fixed_report()));
+  j["sweep"]["points"][0]["batch"] = "sixty-four";  // a field of the wrong type: an error, not a crash
+  EXPECT_THROW(to_html(j.dump(), "x.json"), DataError);
+  EXPECT_THROW(html_from_file("/nonexistent/report.json"), DataError);
+}
+
+}  // namespace
+}  // namespace batchwise

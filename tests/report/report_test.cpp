@@ -1,0 +1,86 @@
+// Golden tests pin both reporters for a fixed Report; a contract test checks the fields that
+// ../shared/REPORT_CONTRACT.md promises other programs. Regenerate the golden files with
+// BATCHWISE_UPDATE_GOLDEN=1 after an intended change, and review the diff.
+#include "batchwise/report.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/reports.h"
+
+namespace batchwise {
+namespace {
+
+TEST(Report, JsonMatchesGolden) {
+  const std::string json = to_json(fixed_report());
+  EXPECT_EQ(json, golden("report.json", json));
+}
+
+TEST(Report, TableMatchesGolden) {
+  const std::string table = to_table(fixed_report());
+  EXPECT_EQ(table, golden("report.txt", table));
+}
+
+TEST(Report, KneeAndRecommendationFromTheFigures) {
+  const Report r = fixed_report();
+  EXPECT_EQ(*r.sweep->knee_batch, 128);  // 7,877 samples/s against 6,244 at 64
+  ASSERT_TRUE(r.recommendation.has_value());
+  EXPECT_EQ(r.recommendation->batch, 128);
+}
+
+// The fields ../shared/REPORT_CONTRACT.md fixes, with their types.
+TEST(Report, JsonKeepsTheContract) {
+  const auto j = nlohmann::json::parse(to_json(fixed_report()));
+  EXPECT_EQ(j.at("schema_version"), "1");
+  const auto& c = j.at("context");
+  for (const char* key : {"batchwise_version", "build_commit", "torch_version", "blas"})
+    EXPECT_TRUE(c.at(key).is_string()) << key;
+  EXPECT_TRUE(c.at("threads").is_number_integer());
+  EXPECT_TRUE(c.at("device").at("type") == "cpu" || c.at("device").at("type") == "cuda");
+  EXPECT_TRUE(c.at("device").at("name").is_string());
+  const auto& w = j.at("workload");
+  for (const char* key : {"model", "dataset", "optimizer", "precision"}) EXPECT_TRUE(w.at(key).is_string()) << key;
+  EXPECT_TRUE(w.at("lr").is_number());
+  EXPECT_TRUE(j.at("budget_bytes").is_number_integer());
+  EXPECT_TRUE(j.at("target").is_number());
+  const auto& fit = j.at("fit");
+  EXPECT_EQ(fit.at("mode"), "binsearch");
+  EXPECT_EQ(fit.at("outcome"), "fits");
+  EXPECT_EQ(fit.at("batch"), 192);
+  ASSERT_EQ(fit.at("trials").size(), 3u);
+  auto check_trial = [](const nlohmann::json& t) {
+    EXPECT_TRUE(t.at("batch").is_number_integer());
+    const std::string outcome = t.at("outcome");
+    EXPECT_TRUE(outcome == "ok" || outcome == "oom" || outcome == "error" || outcome == "timeout");
+    EXPECT_TRUE(t.at("peak_bytes").is_number_integer());
+    EXPECT_TRUE(t.at("step_times_s").is_array());
+    if (outcome == "ok") {
+      EXPECT_TRUE(t.at("samples_per_s").is_number());
+    } else {
+      EXPECT_TRUE(t.at("samples_per_s").is_null());
+      EXPECT_TRUE(t.at("message").is_string());
+    }
+  };
+  for (const auto& t : fit.at("trials")) check_trial(t);
+  for (const auto& t : j.at("sweep").at("points")) check_trial(t);
+  EXPECT_EQ(j.at("sweep").at("knee_batch"), 128);
+  EXPECT_EQ(j.at("sweep").at("points").at(2).at("outcome"), "oom");
+  EXPECT_EQ(j.at("recommendation").at("batch"), 128);
+  EXPECT_TRUE(j.at("recommendation").at("reason").is_string());
+}
+
+TEST(Report, NoFitMeansANullBatch) {
+  Report r = fixed_report();
+  r.fit->outcome = FitOutcome::DoesNotFit;
+  r.fit->batch.reset();
+  r.sweep.reset();
+  r.recommendation = recommend(r.fit, r.sweep);
+  EXPECT_FALSE(r.recommendation.has_value());
+  const auto j = nlohmann::json::parse(to_json(r));
+  EXPECT_TRUE(j.at("fit").at("batch").is_null());
+  EXPECT_EQ(j.at("fit").at("outcome"), "does_not_fit");
+  EXPECT_FALSE(j.contains("recommendation"));
+}
+
+}  // namespace
+}  // namespace batchwise

@@ -1,0 +1,119 @@
+// report_from_json (schema.cpp) reads every field to_json writes back, lenient about missing fields and
+// strict about types, with a DataError naming the report and the field.
+#include "batchwise/report.h"
+#include "batchwise/error.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/reports.h"
+
+namespace batchwise {
+namespace {
+
+
+// Every record with every optional part set, so each field list is walked both ways.
+Report full_report() {
+  Report r = fixed_report();
+  r.workload.seq_len_range = {8, 32};
+  r.context.warnings = {"debug build"};
+  r.distributed = DistributedRun{2, Backend::Gloo, {64ll << 20, 60ll << 20}, 120};
+  Trial& point = r.sweep->points[0];
+  point.accumulation_steps = 4;
+  point.distributed = DistributedTrial{2, Backend::Nccl, 128, {0.01, 0.011}, {20ll << 20, 21ll << 20},
+                                       {Outcome::Ok, Outcome::Ok}, 0.25, 6000.0, 0.9, ""};
+  UtilisationSample gpu;
+  gpu.t_s = 0.4;
+  gpu.gpu_sm_percent = 75;
+  gpu.gpu_memory_percent = 30;
+  gpu.gpu_memory_used_bytes = 3ll << 30;
+  gpu.gpu_power_w = 250;
+  gpu.gpu_sm_clock_mhz = 1800;
+  gpu.gpu_temperature_c = 60;
+  r.sweep->points[1].utilisation->timeline.push_back(gpu);
+  r.sweep->points[1].utilisation->gpu_sm_percent = UtilisationStat{75, 70, 80};
+  r.sweep->points[1].utilisation->gpu_memory_used_bytes_max = 3ll << 30;
+  r.sweep->not_run = {512, 1024};
+  r.sweep->not_run_reason = "samples/s stopped rising";
+  r.fit->message = "batch 320 failed with an error";
+  r.fit->memory_model->breaks = {{256, 60ll << 20, 63ll << 20}};
+  r.precisions[1].fit_batch.reset();
+  r.plan = plan_for(*r.fit, parse_plan_device("h100"), 0.9);
+  LrRange range;
+  range.batch = 128;
+  range.lr_low = 0.01;
+  range.lr_high = 0.32;
+  range.points = {{0, 0.01, 2.3, 2.3}, {1, 0.04, 2.0, 2.1}, {2, 0.32, 9.0, 5.0}};
+  range.min_loss_lr = 0.04;
+  range.diverged_lr = 0.32;
+  range.stable_lr = 0.04;
+  r.lr->range = range;
+  r.lr->cap_lr = 0.04 / kLrSafety;
+  r.accumulation = plan_accumulation(PlanRequest(100, 16).world_size(3).dataset_size(1000).last_batch(LastBatch::Pad));
+  LoaderSearch loader;
+  loader.batch = 64;
+  loader.before = LoaderTrial{0, 2, Outcome::Ok, 3000, 0.5, true, ""};
+  loader.trials = {loader.before, LoaderTrial{2, 2, Outcome::Ok, 6000, 0.05, false, ""},
+                   LoaderTrial{8, 4, Outcome::Error, 0, 0, false, "worker died"}};
+  loader.after = loader.trials[1];
+  loader.pipeline_samples_per_s = 3100;
+  loader.step_consumes_samples_per_s = 6400;
+  loader.advice = "use 2 workers";
+  r.loader = loader;
+  return r;
+}
+
+TEST(Report, JsonReadsBackToTheSameJson) {
+  const std::string json = to_json(fixed_report());
+  EXPECT_EQ(to_json(report_from_json(json, "golden")), json);
+  const std::string full = to_json(full_report());
+  EXPECT_EQ(to_json(report_from_json(full, "full")), full);
+  for (const char* section : {"\"distributed\"", "\"plan\"", "\"range_test\"", "\"accumulation_plan\"", "\"epoch\"",
+                              "\"loader\"", "\"accumulation_steps\"", "\"gpu_temperature_c\"", "\"breaks\"", "\"not_run\""})
+    EXPECT_NE(full.find(section), std::string::npos) << section;
+  // The memory model's breaks have always been written with their keys in alphabetical order.
+  const auto breaks = nlohmann::ordered_json::parse(full).at("fit").at("memory_model").at("breaks").at(0);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : breaks.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"batch", "measured_bytes", "predicted_bytes"}));
+  // What the table shows from a report read back is what it shows from the record (the fit's budget
+  // and target, which the JSON keeps once, at the top, included).
+  EXPECT_EQ(to_table(report_from_json(json, "golden")), to_table(fixed_report()));
+}
+
+TEST(Report, ReadingIsLenientAboutMissingFieldsAndStrictAboutTypes) {
+  const Report sparse = report_from_json(R"({"schema_version": "1", "context": {}, "fit": {"batch": 64},
+                                            "a_field_of_a_later_version": [1, 2]})",
+                                         "old.json");
+  ASSERT_TRUE(sparse.fit.has_value());
+  EXPECT_EQ(sparse.fit->batch, 64);
+  EXPECT_EQ(sparse.fit->outcome, FitOutcome::Error);  // the default: absent fields keep theirs
+  EXPECT_DOUBLE_EQ(sparse.target, 0.9);
+  EXPECT_FALSE(sparse.sweep.has_value());
+
+  auto expect_data_error = [](const std::string& text, const std::string& message) {
+    try {
+      report_from_json(text, "x.json");
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  auto j = nlohmann::json::parse(to_json(fixed_report()));
+  j["fit"]["trials"][2]["batch"] = "sixty-four";
+  expect_data_error(j.dump(), "x.json: fit.trials[2].batch: expected an integer, found \"sixty-four\"");
+  j = nlohmann::json::parse(to_json(fixed_report()));
+  j["sweep"]["points"][0]["outcome"] = "exploded";
+  expect_data_error(j.dump(), "x.json: sweep.points[0].outcome: expected one of ok, oom, error, timeout");
+  j = nlohmann::json::parse(to_json(fixed_report()));
+  j["context"]["device"] = "cpu";
+  expect_data_error(j.dump(), "x.json: context.device: expected an object");
+  j["context"] = {{"threads", 1e12}};
+  expect_data_error(j.dump(), "x.json: context.threads: expected an integer");
+  expect_data_error("{not json", "x.json: not JSON");
+  expect_data_error("[1, 2, 3]", "x.json: not a batchwise report");
+  expect_data_error(R"({"schema_version": "2", "context": {}})", "x.json: report schema \"2\" is not one this batchwise reads");
+}
+
+}  // namespace
+}  // namespace batchwise
