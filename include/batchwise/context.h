@@ -19,6 +19,7 @@ struct Context {
   std::string device_name;
   int64_t device_total_bytes = 0;
   std::string host;
+  std::string os;            ///< operating system, kernel release and machine: "Linux 6.1.0-18-amd64 x86_64"
   std::string date;          ///< ISO 8601, UTC
   int threads = 0;           ///< intra-op threads
   int cores = 0;             ///< logical CPUs online
@@ -39,6 +40,7 @@ void fields(V& v, T& c) {
     d("total_bytes", c.device_total_bytes);
   });
   v("host", c.host);
+  v("os", c.os);
   v("date", c.date);
   v("threads", c.threads);
   v("cores", c.cores);

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
 #include <torch/cuda.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,6 +96,7 @@ Context make_context(const DeviceSpec& device) {
   c.device_name = device.type == "cuda" ? detail::cuda_device_name(device.index) : cpu_model_name();
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) == 0) c.host = host;
+  if (utsname u{}; uname(&u) == 0) c.os = std::string(u.sysname) + " " + u.release + " " + u.machine;
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
   gmtime_r(&now, &utc);
