@@ -36,7 +36,7 @@ workloads=(
   "mlp-sgd|--model mlp --optimizer sgd||--target-accuracy 0.87 --max-epochs 5 --eval-every 1500"
   "mlp-adamw|--model mlp --optimizer adamw||--target-accuracy 0.87 --max-epochs 5 --eval-every 1500"
   "transformer-sgd|--model transformer --dataset synthetic --optimizer sgd||--target-loss 1.0 --max-epochs 20 --eval-every 2000"
-  "transformer-adamw|--model transformer --dataset synthetic --optimizer adamw||--target-loss 0.5 --max-epochs 20 --eval-every 2000"
+  "transformer-adamw|--model transformer --dataset synthetic --optimizer adamw||--target-loss 0.8 --max-epochs 20 --eval-every 2000"
   "mobilenet-sgd|--model $mobilenet --optimizer sgd|--max 1024|--target-accuracy 0.80 --max-epochs 4 --eval-every 3000 --held-out-samples 2000"
   "mobilenet-adamw|--model $mobilenet --optimizer adamw|--max 1024|--target-accuracy 0.82 --max-epochs 4 --eval-every 3000 --held-out-samples 2000"
   "resnet18-sgd|--model resnet18 --optimizer sgd|--max 1024|--target-accuracy 0.82 --max-epochs 1 --eval-every 1000 --held-out-samples 1000"
