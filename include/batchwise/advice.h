@@ -250,7 +250,8 @@ struct BatchRaceOptions {
   TORCH_ARG(int, min_steps) = 8;
   /// Wall-clock seconds after which no further rung starts (0: no limit): the budget is training
   /// time at the sweep's speed, and a machine that became slower must not stretch the race without
-  /// end. The best of the last finished rung wins, and the notes say so.
+  /// end. The best of the last finished rung wins, and the notes say so. Training added over a
+  /// plateau (see race_batches) raises the limit in proportion.
   TORCH_ARG(double, max_wall_s) = 0;
   TORCH_ARG(std::function<void(const RaceProgress&)>, on_progress);
 };
@@ -311,6 +312,10 @@ LastRungPick pick_last_rung(const std::vector<const RaceEntry*>& last_rung);
 /// candidate trains from the workload's current weights at its advised rate for the same training
 /// time; the better half by held-out loss trains on for twice as long, and so on until two are left,
 /// whose last rung decides (pick_last_rung).
+/// A rung none of whose entries has brought the held-out loss 2 % below where all began (the
+/// plateau at the start of training) ranks nothing: it trains on, doubling its time, while an
+/// extension budget of one more `budget_s` lasts. When no entry has left the start by the end, the
+/// race recommends none (best_batch empty) and its notes say why.
 /// Each entry keeps its own state between rungs and all see the same data order. Restores the
 /// workload's state afterwards. Out of memory or divergence ends an entry, not the race. Throws
 /// ConfigError for mismatched options or none.

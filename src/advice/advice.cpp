@@ -428,6 +428,51 @@ LastRungPick pick_last_rung(const std::vector<const RaceEntry*>& last_rung) {
   return pick;
 }
 
+namespace {
+
+// An entry has left the start when one of its held-out evaluations after the start is 2 % below the
+// loss every entry began at. Until one has, the entries sit on the initial plateau (mobilenet from
+// scratch holds chance-level loss for most of an epoch), and a ranking would be by noise.
+constexpr double kLeftTheStart = 0.98;
+
+bool left_the_start(const RaceEntry& e, double loss_before) {
+  for (const auto& p : e.curve)
+    if (p.train_s > 0 && p.loss < kLeftTheStart * loss_before) return true;
+  return false;
+}
+
+// Trains one entry for the clock's slice, from the initial weights in the first rung (where its rate
+// is advised) and from its own state after; a failure ends the entry, not the race.
+void run_entry(ModuleWorkload& w, const Dataset& held_out, Live& live, const WorkloadState& initial, bool first,
+               double horizon, const RaceClock& clock, const BatchRaceOptions& o) {
+  RaceEntry& e = live.entry;
+  try {
+    if (first) {
+      w.restore_state(initial);
+      e.lr = advise_lr(w, e.batch, o.lr());
+    } else {
+      w.restore_state(*live.state);
+    }
+    train_slice(w, held_out, e, o.evaluations(), clock, o);
+    e.rungs = clock.rung;
+    live.state = w.save_state();
+    const auto [intercept, slope] = late_line(e.curve, static_cast<size_t>(o.evaluations()) + 1);
+    e.loss_at_horizon = intercept + slope * horizon;
+    if (!std::isfinite(*e.loss_at_horizon)) throw std::runtime_error("diverged: the held-out loss is not finite");
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& ex) {  // out of memory, a failing step, divergence: this entry ends
+    const std::string what = ex.what();
+    e.message = what.substr(0, what.find('\n'));
+    e.rungs = clock.rung;
+    e.loss_at_horizon.reset();
+    live.failed = true;
+    live.state.reset();
+  }
+}
+
+}  // namespace
+
 BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o) {
   BATCHWISE_CHECK(!o.batches().empty() && o.batches().size() == o.samples_per_s().size(), ConfigError,
                   "batch race: {} candidates with {} throughput figures; give one figure per candidate",
@@ -468,57 +513,62 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   std::vector<size_t> alive(kept.size());
   for (size_t i = 0; i < alive.size(); ++i) alive[i] = i;
   double horizon = 0;
+  double extension_left = o.budget_s();  // a plateau may lengthen the race to twice its budget
+  double wall_limit = o.max_wall_s();
   clock.planned_left = o.budget_s();
   clock.rungs = static_cast<int>(sizes.size());
   bool cut_short = false;
+  const auto anyone_left_the_start = [&] {
+    for (size_t i : alive)
+      if (!entries[i].failed && left_the_start(entries[i].entry, race.loss_before)) return true;
+    return false;
+  };
   for (size_t rung = 0; rung < sizes.size() && !alive.empty(); ++rung) {
-    if (rung > 0 && o.max_wall_s() > 0 && since(clock.start) > o.max_wall_s()) {
+    if (rung > 0 && wall_limit > 0 && since(clock.start) > wall_limit) {
       race.notes.push_back(fmt::format(
           "the race stopped after rung {} of {}: it had taken {:.0f} s of wall time, past its limit of {:.0f} s (the "
           "machine trained slower than the sweep measured); the best of that rung wins",
-          rung, sizes.size(), since(clock.start), o.max_wall_s()));
+          rung, sizes.size(), since(clock.start), wall_limit));
       alive.resize(1);
       cut_short = true;
       break;
     }
-    clock.slice = first * std::pow(2.0, static_cast<double>(rung));
+    const double planned_slice = first * std::pow(2.0, static_cast<double>(rung));
+    clock.slice = planned_slice;
     clock.rung = static_cast<int>(rung) + 1;
     clock.count = static_cast<int>(alive.size());
-    horizon += clock.slice;
-    race.horizons_s.push_back(horizon);
-    clock.index = 0;
-    for (size_t i : alive) {
-      Live& live = entries[i];
-      RaceEntry& e = live.entry;
-      ++clock.index;
-      const auto entry_start = Clock::now();
-      try {
-        if (rung == 0) {
-          w.restore_state(*initial);
-          e.lr = advise_lr(w, e.batch, o.lr());
-        } else {
-          w.restore_state(*live.state);
-        }
-        train_slice(w, held_out, e, o.evaluations(), clock, o);
-        e.rungs = clock.rung;
-        live.state = w.save_state();
-        const auto [intercept, slope] = late_line(e.curve, points);
-        e.loss_at_horizon = intercept + slope * horizon;
-        if (!std::isfinite(*e.loss_at_horizon)) throw std::runtime_error("diverged: the held-out loss is not finite");
-      } catch (const ConfigError&) {
-        throw;
-      } catch (const std::exception& ex) {  // out of memory, a failing step, divergence: this entry ends
-        const std::string what = ex.what();
-        e.message = what.substr(0, what.find('\n'));
-        e.rungs = clock.rung;
-        e.loss_at_horizon.reset();
-        live.failed = true;
-        live.state.reset();
+    const double rung_start = horizon;
+    for (bool extended = false;; extended = true) {
+      horizon += clock.slice;
+      clock.index = 0;
+      for (size_t i : alive) {
+        ++clock.index;
+        if (entries[i].failed) continue;
+        const auto entry_start = Clock::now();
+        run_entry(w, held_out, entries[i], *initial, rung == 0 && !extended, horizon, clock, o);
+        clock.planned_left -= clock.slice;
+        const double wall = since(entry_start) / clock.slice;
+        clock.wall_per_train_s = clock.wall_per_train_s > 0 ? 0.5 * (clock.wall_per_train_s + wall) : wall;
       }
-      clock.planned_left -= clock.slice;
-      const double wall = since(entry_start) / clock.slice;
-      clock.wall_per_train_s = clock.wall_per_train_s > 0 ? 0.5 * (clock.wall_per_train_s + wall) : wall;
+      // On the plateau no ranking means anything: the rung goes on, doubling its training, while
+      // the extension's budget lasts (the race then trains at most twice its budget).
+      const auto live_count = static_cast<double>(std::count_if(
+          alive.begin(), alive.end(), [&](size_t i) { return !entries[i].failed; }));
+      if (anyone_left_the_start() || live_count == 0) break;
+      const double more = std::min(horizon - rung_start, extension_left / live_count);
+      if (more < 0.999 * planned_slice || (wall_limit > 0 && since(clock.start) > wall_limit)) break;
+      extension_left -= more * live_count;
+      wall_limit += o.max_wall_s() * more * live_count / o.budget_s();  // the limit grows with the training
+      clock.slice = more;
+      clock.planned_left += more * live_count;
     }
+    if (horizon - rung_start > planned_slice * 1.000001)
+      race.notes.push_back(fmt::format(
+          "rung {} trained {:.1f} s instead of {:.1f} s: no candidate's held-out loss had fallen 2 % below where all "
+          "began ({:.3f}), the plateau at the start of training, where a ranking would be by noise; {}",
+          rung + 1, horizon - rung_start, planned_slice, race.loss_before,
+          anyone_left_the_start() ? "then one did" : "none had when the extension's budget ran out"));
+    race.horizons_s.push_back(horizon);
     // Rank this rung's entries by held-out loss at the horizon; the better half goes on.
     const std::vector<size_t> ranked = rank_rung(entries, alive, horizon, points);
     const size_t keep = rung + 1 < sizes.size() ? static_cast<size_t>(sizes[rung + 1]) : ranked.size();
@@ -526,7 +576,15 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
     for (size_t i = 0; i < entries.size(); ++i)  // the dropped keep their last figures
       if (std::find(alive.begin(), alive.end(), i) == alive.end()) entries[i].state.reset();
   }
-  if (!alive.empty()) {
+  const bool learned = std::any_of(entries.begin(), entries.end(), [&](const Live& live) {
+    return !live.failed && left_the_start(live.entry, race.loss_before);
+  });
+  if (!alive.empty() && !learned) {
+    race.notes.push_back(fmt::format(
+        "no candidate's held-out loss fell 2 % below where all began ({:.3f}) in {:.1f} s of training each: the race "
+        "cannot rank them and recommends none (a larger --advice-budget trains longer)",
+        race.loss_before, horizon));
+  } else if (!alive.empty()) {
     // The last rung's entries decide; a race cut short by its wall-clock limit takes its lead.
     std::vector<const RaceEntry*> last;
     for (size_t i : alive) last.push_back(&entries[i].entry);
@@ -538,7 +596,7 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
       race.pick_reason = pick.reason;
     }
   }
-  race.within_5_percent = flat_range(entries);
+  if (race.best_batch) race.within_5_percent = flat_range(entries);
   for (auto& live : entries) race.entries.push_back(std::move(live.entry));
   race.wall_s = since(clock.start);
   return race;

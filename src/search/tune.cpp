@@ -120,6 +120,10 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                                  .budget_s(budget)
                                  .max_wall_s(3 * budget + 30)
                                  .on_progress(o.on_race()));
+  if (!report.race->best_batch && !report.race->entries.empty())
+    report.context.warnings.push_back(
+        "the batch race recommends no batch (its notes say why); the recommendation falls back to the noise scale's "
+        "goodput and the throughput knee");
 }
 
 // The recommended batch waits for its input: find the pipeline setting that feeds it.
