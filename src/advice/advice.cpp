@@ -471,6 +471,32 @@ void run_entry(ModuleWorkload& w, const Dataset& held_out, Live& live, const Wor
   }
 }
 
+// The race's recommendation from its last rung (`alive`): none when no entry ever left the start;
+// a race cut short by its wall-clock limit takes its lead.
+void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector<size_t>& alive, bool cut_short,
+            double horizon) {
+  const bool learned = std::any_of(entries.begin(), entries.end(), [&](const Live& live) {
+    return !live.failed && left_the_start(live.entry, race.loss_before);
+  });
+  if (alive.empty()) return;
+  if (!learned) {
+    race.notes.push_back(fmt::format(
+        "no candidate's held-out loss fell 2 % below where all began ({:.3f}) in {:.1f} s of training each: the race "
+        "cannot rank them and recommends none (a larger --advice-budget trains longer)",
+        race.loss_before, horizon));
+    return;
+  }
+  std::vector<const RaceEntry*> last;
+  for (size_t i : alive) last.push_back(&entries[i].entry);
+  if (cut_short) last.resize(1);
+  const LastRungPick pick = pick_last_rung(last);
+  if (pick.batch == 0) return;
+  race.best_batch = pick.batch;
+  race.lead_batch = pick.lead_batch;
+  race.pick_reason = pick.reason;
+  race.within_5_percent = flat_range(entries);
+}
+
 }  // namespace
 
 BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o) {
@@ -576,27 +602,7 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
     for (size_t i = 0; i < entries.size(); ++i)  // the dropped keep their last figures
       if (std::find(alive.begin(), alive.end(), i) == alive.end()) entries[i].state.reset();
   }
-  const bool learned = std::any_of(entries.begin(), entries.end(), [&](const Live& live) {
-    return !live.failed && left_the_start(live.entry, race.loss_before);
-  });
-  if (!alive.empty() && !learned) {
-    race.notes.push_back(fmt::format(
-        "no candidate's held-out loss fell 2 % below where all began ({:.3f}) in {:.1f} s of training each: the race "
-        "cannot rank them and recommends none (a larger --advice-budget trains longer)",
-        race.loss_before, horizon));
-  } else if (!alive.empty()) {
-    // The last rung's entries decide; a race cut short by its wall-clock limit takes its lead.
-    std::vector<const RaceEntry*> last;
-    for (size_t i : alive) last.push_back(&entries[i].entry);
-    if (cut_short) last.resize(1);
-    const LastRungPick pick = pick_last_rung(last);
-    if (pick.batch > 0) {
-      race.best_batch = pick.batch;
-      race.lead_batch = pick.lead_batch;
-      race.pick_reason = pick.reason;
-    }
-  }
-  if (race.best_batch) race.within_5_percent = flat_range(entries);
+  decide(race, entries, alive, cut_short, horizon);
   for (auto& live : entries) race.entries.push_back(std::move(live.entry));
   race.wall_s = since(clock.start);
   return race;
