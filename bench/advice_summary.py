@@ -13,11 +13,11 @@ clock (the samples it took at the samples/s tune's interleaved sweep measured fo
 batch on one time axis). A batch that missed the target in a grid seed (or was stopped at 1.6x the
 fastest) has no mean; the ratio is the pick's mean time over the grid's best mean time.
 """
+import argparse
 import glob
 import json
 import os
 import statistics
-import sys
 
 
 def load(path):
@@ -137,12 +137,16 @@ def main(out, override=None):
         print(f"- {s['name']}: " + "; ".join(cells))
 
 
+def target_arg(text):
+    kind, _, value = text.partition("=")
+    if kind not in ("accuracy", "loss"):
+        raise argparse.ArgumentTypeError(f"--target {text}: give accuracy=VALUE or loss=VALUE")
+    return kind, float(value)
+
+
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    override = None
-    if "--target" in args:
-        i = args.index("--target")
-        kind, value = args[i + 1].split("=")
-        override = (kind, float(value))
-        del args[i:i + 2]
-    main(args[0] if args else "bench-results/advice", override)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", nargs="?", default="bench-results/advice", help="bench/advice.sh's result folder")
+    parser.add_argument("--target", type=target_arg, help="read the grids' curves at this target: accuracy=0.88")
+    args = parser.parse_args()
+    main(args.out, args.target)

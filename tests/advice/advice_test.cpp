@@ -32,6 +32,31 @@ constexpr double kSigma = 1.0;
 // The largest rate at which the expected squared error does not grow, at batch B.
 double stability_limit(int64_t batch) { return static_cast<double>(batch) / (batch + kDim + 1.0); }
 
+// n samples y = w* . x + sigma eps, x and eps standard Gaussian.
+Dataset gaussian_regression(const at::Tensor& w_star, int64_t n, double sigma) {
+  Dataset d;
+  d.name = "gaussian-regression";
+  d.inputs = at::randn({n, kDim});
+  d.targets = (d.inputs.matmul(w_star) + sigma * at::randn({n})).unsqueeze(1);
+  return d;
+}
+
+// `module` trained by plain SGD at `lr` on the mean squared error, on the CPU.
+template <class Module>
+std::unique_ptr<ModuleWorkload> sgd_mse_workload(const char* model, Module module, double lr, const Dataset& train) {
+  WorkloadInfo info;
+  info.model = model;
+  info.dataset = train.name;
+  info.loss = "mse";
+  info.optimizer = "sgd";
+  info.lr = lr;
+  auto optimizer = std::make_unique<torch::optim::SGD>(module->parameters(), torch::optim::SGDOptions(lr));
+  return std::make_unique<ModuleWorkload>(
+      info, torch::nn::AnyModule(module), std::move(optimizer), train,
+      [](const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); },
+      c10::Device(c10::kCPU), 3);
+}
+
 struct Regression {
   std::unique_ptr<ModuleWorkload> workload;
   Dataset held_out;
@@ -40,15 +65,8 @@ struct Regression {
   Regression(double delta_norm, double lr) {
     at::manual_seed(11);
     const at::Tensor w_star = at::randn({kDim});
-    auto draw = [&](int64_t n) {
-      Dataset d;
-      d.name = "gaussian-regression";
-      d.inputs = at::randn({n, kDim});
-      d.targets = (d.inputs.matmul(w_star) + kSigma * at::randn({n})).unsqueeze(1);
-      return d;
-    };
-    Dataset train = draw(200000);
-    held_out = draw(4096);
+    const Dataset train = gaussian_regression(w_star, 200000, kSigma);
+    held_out = gaussian_regression(w_star, 4096, kSigma);
     at::Tensor delta = at::randn({kDim});
     delta = delta / delta.norm() * delta_norm;
     delta2 = delta.pow(2).sum().item<double>();
@@ -57,17 +75,7 @@ struct Regression {
       at::NoGradGuard no_grad;
       linear->weight.copy_((w_star + delta).unsqueeze(0));
     }
-    auto optimizer = std::make_unique<torch::optim::SGD>(linear->parameters(), torch::optim::SGDOptions(lr));
-    WorkloadInfo info;
-    info.model = "linear";
-    info.dataset = train.name;
-    info.loss = "mse";
-    info.optimizer = "sgd";
-    info.lr = lr;
-    workload = std::make_unique<ModuleWorkload>(
-        info, torch::nn::AnyModule(linear), std::move(optimizer), train,
-        [](const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); },
-        c10::Device(c10::kCPU), 3);
+    workload = sgd_mse_workload("linear", linear, lr, train);
   }
 
   // The expected held-out loss after `steps` steps at `batch` following `advice`, from the start.
@@ -352,36 +360,20 @@ TORCH_MODULE(Saddle);
 TEST(BatchRace, APlateauAtTheStartLengthensTheFirstRungUntilOneLeavesIt) {
   at::manual_seed(5);
   const at::Tensor w_star = at::randn({kDim});
-  auto draw = [&](int64_t n) {
-    Dataset d;
-    d.name = "saddle-regression";
-    d.inputs = at::randn({n, kDim});
-    d.targets = (d.inputs.matmul(w_star) + 0.1 * at::randn({n})).unsqueeze(1);
-    return d;
-  };
-  Dataset train = draw(100000);
-  const Dataset held_out = draw(2048);
+  const Dataset train = gaussian_regression(w_star, 100000, 0.1);
+  const Dataset held_out = gaussian_regression(w_star, 2048, 0.1);
   Saddle net;
   {
     at::NoGradGuard no_grad;
     net->v->weight.copy_((1e-4 * w_star / w_star.norm()).unsqueeze(0));
     net->u->weight.fill_(1e-4);
   }
-  WorkloadInfo info;
-  info.model = "saddle";
-  info.dataset = train.name;
-  info.loss = "mse";
-  info.optimizer = "sgd";
-  info.lr = 0.01;
-  ModuleWorkload w(info, torch::nn::AnyModule(net),
-                   std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.01)), train,
-                   [](const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); },
-                   c10::Device(c10::kCPU), 3);
+  const std::unique_ptr<ModuleWorkload> w = sgd_mse_workload("saddle", net, 0.01, train);
   // u and s = v . w*/|w*| grow by (1 + 2 lr |w*|) a step: at rate 0.01 (batch 32) the loss is 2 %
   // down after about 100 steps, at 0.02 (batch 64, the linear rule) after about 50; the first rung
   // (0.075 s) gives each 47 steps, its extension 94.
   const BatchRace race = race_batches(
-      w, held_out, BatchRaceOptions({32, 64}, {2e4, 4e4}, LrAdviceOptions(32, 0.01).warmup_samples(1)).budget_s(0.15));
+      *w, held_out, BatchRaceOptions({32, 64}, {2e4, 4e4}, LrAdviceOptions(32, 0.01).warmup_samples(1)).budget_s(0.15));
   std::string notes;
   for (const auto& n : race.notes) notes += n + "\n";
   EXPECT_NE(notes.find("rung 1 trained"), std::string::npos) << notes;
