@@ -256,10 +256,34 @@ struct BatchRaceOptions {
   TORCH_ARG(std::function<void(const RaceProgress&)>, on_progress);
 };
 
+/// The entry with the lowest held-out loss at one rung's horizon. The lead changes between rungs when
+/// the best batch for a run of that length does: the critical batch grows as the loss falls
+/// (McCandlish et al. 2018), so a run much shorter than the race favours an earlier rung's lead.
+struct RungLead {
+  int rung = 0;            ///< 1-based
+  double horizon_s = 0;    ///< training time since the start, on the sweep's time axis
+  double epochs = 0;       ///< the lead's samples by then, in epochs of the workload's data
+  int64_t batch = 0;
+  double loss = 0;         ///< its held-out loss at the horizon (the line through its last evaluations)
+  std::optional<double> accuracy;  ///< its last evaluation's accuracy, when the task has one
+};
+
+/// The JSON fields of a RungLead, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, RungLead> = 0>
+void fields(V& v, T& l) {
+  v("rung", l.rung);
+  v("horizon_s", l.horizon_s);
+  v("epochs", l.epochs);
+  v("batch", l.batch);
+  v("loss", l.loss);
+  v("accuracy", l.accuracy);
+}
+
 struct BatchRace {
   double loss_before = 0;               ///< held-out loss at the user's weights
   std::optional<double> accuracy_before;
   std::vector<double> horizons_s;       ///< each rung's horizon: training time since the start
+  std::vector<RungLead> rung_leads;     ///< each ranked rung's lead, in rung order
   std::vector<RaceEntry> entries;       ///< in batch order
   std::vector<int64_t> left_out;        ///< candidates without an entry (see `notes`)
   std::vector<std::string> notes;
@@ -283,6 +307,7 @@ void fields(V& v, T& r) {
   v("loss_before", r.loss_before);
   v("accuracy_before", r.accuracy_before);
   v("horizons_s", r.horizons_s);
+  v("rung_leads", r.rung_leads);
   v("held_out", r.held_out);
   v("best_batch", r.best_batch);
   v("lead_batch", r.lead_batch);

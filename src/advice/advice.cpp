@@ -383,6 +383,12 @@ std::vector<size_t> rank_rung(std::vector<Live>& entries, const std::vector<size
   return ranked;
 }
 
+RungLead rung_lead(const RaceEntry& e, size_t rung, double horizon, int64_t epoch) {
+  return RungLead{static_cast<int>(rung) + 1, horizon,
+                  epoch > 0 ? horizon * e.samples_per_s / static_cast<double>(epoch) : 0, e.batch,
+                  *e.loss_at_horizon, e.curve.back().accuracy};
+}
+
 // Within 5 %: those predicted within 1.05 of their rung's best, or that the race cannot tell from
 // it (within two standard deviations of its resolution more), and every entry between them (time
 // to a target is unimodal in the batch: if 32 and 128 are as good as the best, so is 64). A race
@@ -597,6 +603,7 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
     race.horizons_s.push_back(horizon);
     // Rank this rung's entries by held-out loss at the horizon; the better half goes on.
     const std::vector<size_t> ranked = rank_rung(entries, alive, horizon, points);
+    if (!ranked.empty()) race.rung_leads.push_back(rung_lead(entries[ranked.front()].entry, rung, horizon, clock.epoch));
     const size_t keep = rung + 1 < sizes.size() ? static_cast<size_t>(sizes[rung + 1]) : ranked.size();
     alive.assign(ranked.begin(), ranked.begin() + std::min(keep, ranked.size()));
     for (size_t i = 0; i < entries.size(); ++i)  // the dropped keep their last figures

@@ -35,6 +35,27 @@ std::optional<Recommendation> recommend_fit(const FitResult& fit) {
   return rec;
 }
 
+// The rungs' leads when they changed: the best batch for a run depends on its length.
+std::string lead_history(const BatchRace& race) {
+  std::vector<std::string> leads;
+  bool changed = false;
+  for (const auto& l : race.rung_leads) {
+    changed = changed || l.batch != race.rung_leads.front().batch;
+    leads.push_back(fmt::format("{} at {:.1f} s ({:.2g} epochs)", l.batch, l.horizon_s, l.epochs));
+  }
+  if (!changed) return "";
+  if (race.rung_leads.back().batch > race.rung_leads.front().batch)
+    return fmt::format(
+        "; the lead grew as training went on ({}), as the critical batch grows when the loss falls: a run that stops "
+        "near an earlier horizon is likely faster with that rung's lead, and one far longer than the race may be "
+        "faster with a batch larger than the pick",
+        fmt::join(leads, ", "));
+  return fmt::format(
+      "; the lead changed between rungs ({}): the ranking depends on how long the candidates train, so a run much "
+      "shorter than the race may favour an earlier rung's lead",
+      fmt::join(leads, ", "));
+}
+
 }  // namespace
 
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit_result,
@@ -148,12 +169,12 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
   rec.reason = fmt::format(
       "batch {} {} ({:.4f}{}) after {:.1f} s of training from your initial weights ({} samples/s, lr {:.4g}), racing "
       "{} candidates at equal training time, each at its own advised learning rate, the better half going on at each "
-      "rung (dropped: {}){}{}{}{}{}",
+      "rung (dropped: {}){}{}{}{}{}{}",
       best->batch, lead, *best->loss_at_horizon,
       best->curve.back().accuracy ? fmt::format(", accuracy {:.3f}", *best->curve.back().accuracy) : "",
       race.horizons_s.back(), format_grouped(best->samples_per_s), best->lr.lr, race.entries.size(),
       dropped.empty() ? "none" : fmt::format("{}", fmt::join(dropped, ", ")), finalists,
-      race.pick_reason.empty() ? "" : "; " + race.pick_reason, flat, knee, fitted);
+      race.pick_reason.empty() ? "" : "; " + race.pick_reason, lead_history(race), flat, knee, fitted);
   return rec;
 }
 

@@ -192,6 +192,21 @@ TEST(BatchRace, PicksTheClosedFormBestBatch) {
   // Rungs double: every horizon is the previous one plus twice the previous rung's time.
   ASSERT_GE(race.horizons_s.size(), 2u);
   EXPECT_NEAR(race.horizons_s[1], 3 * race.horizons_s[0], 1e-9);
+  // Each rung's lead: the entry with the lowest loss at that rung's horizon, its samples in epochs;
+  // the last rung's is the race's lead.
+  ASSERT_EQ(race.rung_leads.size(), race.horizons_s.size());
+  for (size_t r = 0; r < race.rung_leads.size(); ++r) {
+    const RungLead& lead = race.rung_leads[r];
+    EXPECT_EQ(lead.rung, static_cast<int>(r) + 1);
+    EXPECT_EQ(lead.horizon_s, race.horizons_s[r]);
+    const size_t i = std::find(batches.begin(), batches.end(), lead.batch) - batches.begin();
+    ASSERT_LT(i, batches.size());
+    EXPECT_NEAR(lead.epochs, lead.horizon_s * rates[i] / static_cast<double>(problem.workload->data().size()), 1e-9);
+    EXPECT_GE(race.entries[i].rungs, lead.rung) << "a rung's lead goes on to the next rung";
+  }
+  EXPECT_EQ(race.rung_leads.back().batch, *race.lead_batch);
+  EXPECT_EQ(race.rung_leads.back().loss, *race.entries[std::find(batches.begin(), batches.end(), *race.lead_batch) -
+                                                       batches.begin()].loss_at_horizon);
   // The flat range: the best, and those within 5 % or within two of the race's measured resolution
   // (the scatter of the late evaluations), and nothing that the race told apart.
   ASSERT_FALSE(race.within_5_percent.empty());

@@ -28,6 +28,37 @@ TEST(Recommend, AReusedFitWithoutTrialsStillRecommends) {
   EXPECT_NE(rec->reason.find("the fit's answer alone"), std::string::npos) << rec->reason;
 }
 
+// A race whose lead grew between rungs says so, with each rung's lead and horizon: the pick is for a
+// run as long as the race, and the user learns which batch led at the shorter horizons.
+TEST(Recommend, ARaceWhoseLeadGrewSaysWhichBatchLedWhen) {
+  BatchRace race;
+  race.loss_before = 2.3;
+  race.horizons_s = {10, 30};
+  for (int64_t batch : {32, 64}) {
+    RaceEntry e;
+    e.batch = batch;
+    e.samples_per_s = 1000;
+    e.lr = unmeasured_lr(Optimizer::Sgd, 32, 0.01, batch);
+    e.rungs = 2;
+    e.curve = {{0, 2.3, std::nullopt}, {30, batch == 64 ? 0.5 : 0.55, std::nullopt}};
+    e.loss_at_horizon = batch == 64 ? 0.5 : 0.55;
+    race.entries.push_back(e);
+  }
+  race.best_batch = race.lead_batch = 64;
+  race.rung_leads = {{1, 10, 10.0 * 1000 / 60000, 32, 0.9, std::nullopt}, {2, 30, 0.5, 64, 0.5, std::nullopt}};
+  auto rec = recommend(std::nullopt, std::nullopt, race);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->batch, 64);
+  EXPECT_NE(rec->reason.find("the lead grew as training went on (32 at 10.0 s (0.17 epochs), 64 at 30.0 s (0.5 "
+                             "epochs))"),
+            std::string::npos)
+      << rec->reason;
+  // A lead that did not change adds nothing.
+  race.rung_leads[0].batch = 64;
+  rec = recommend(std::nullopt, std::nullopt, race);
+  EXPECT_EQ(rec->reason.find("the lead"), std::string::npos) << rec->reason;
+}
+
 ValidationRun run_at(int64_t batch, bool reached, double seconds) {
   ValidationRun r;
   r.batch = batch;
