@@ -283,7 +283,7 @@ struct BatchRace {
   double loss_before = 0;               ///< held-out loss at the user's weights
   std::optional<double> accuracy_before;
   std::vector<double> horizons_s;       ///< each rung's horizon: training time since the start
-  std::vector<RungLead> rung_leads;     ///< each ranked rung's lead, in rung order
+  std::vector<RungLead> rung_leads;     ///< each rung's lead, in rung order; none for a rung ranked on the plateau
   std::vector<RaceEntry> entries;       ///< in batch order
   std::vector<int64_t> left_out;        ///< candidates without an entry (see `notes`)
   std::vector<std::string> notes;

@@ -603,7 +603,8 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
     race.horizons_s.push_back(horizon);
     // Rank this rung's entries by held-out loss at the horizon; the better half goes on.
     const std::vector<size_t> ranked = rank_rung(entries, alive, horizon, points);
-    if (!ranked.empty()) race.rung_leads.push_back(rung_lead(entries[ranked.front()].entry, rung, horizon, clock.epoch));
+    if (!ranked.empty() && anyone_left_the_start())  // a lead on the plateau would be noise
+      race.rung_leads.push_back(rung_lead(entries[ranked.front()].entry, rung, horizon, clock.epoch));
     const size_t keep = rung + 1 < sizes.size() ? static_cast<size_t>(sizes[rung + 1]) : ranked.size();
     alive.assign(ranked.begin(), ranked.begin() + std::min(keep, ranked.size()));
     for (size_t i = 0; i < entries.size(); ++i)  // the dropped keep their last figures

@@ -342,6 +342,7 @@ TEST(BatchRace, OnAPlateauItTrainsOnAndRanksNoNoise) {
                                       BatchRaceOptions(batches, rates, LrAdviceOptions(32, 0.1)).budget_s(budget));
   EXPECT_FALSE(race.best_batch.has_value());
   EXPECT_TRUE(race.within_5_percent.empty());
+  EXPECT_TRUE(race.rung_leads.empty()) << "a rung ranked on the plateau has no lead";
   const double first = budget / (3 + 2 * 2);  // rungs of 3 and 2 entries, the second twice as long
   ASSERT_FALSE(race.horizons_s.empty());
   // Doubled once (0.1 s more each), then the rest of the extension's budget: 0.7 s over 3 entries.
