@@ -257,8 +257,9 @@ struct BatchRaceOptions {
 };
 
 /// The entry with the lowest held-out loss at one rung's horizon. The lead changes between rungs when
-/// the best batch for a run of that length does: the critical batch grows as the loss falls
-/// (McCandlish et al. 2018), so a run much shorter than the race favours an earlier rung's lead.
+/// the best batch for a run of that length does (the critical batch grows as the loss falls:
+/// McCandlish et al. 2018), and also when leads differ by less than the race resolves; a rung's lead
+/// carries no resolution of its own, so a change is a hint about shorter runs, not a measurement.
 struct RungLead {
   int rung = 0;            ///< 1-based
   double horizon_s = 0;    ///< training time since the start, on the sweep's time axis
