@@ -10,6 +10,7 @@
 #   bash bench/advice.sh lenet-sgd mlp-adamw  # some of them
 #   SEEDS="0 1 2" bash bench/advice.sh        # grid seeds (default "0 1"); tune runs with seed 0
 #   TUNE_SEEDS="0 1 2 3 4" bash bench/advice.sh lenet-sgd   # the pick's stability over seeds
+#   TUNE_TARGET=1 OUT=bench-results/advice-target bash bench/advice.sh   # tune is told the target too
 #
 # Writes bench-results/advice/NAME.{tune.SEED,grid.SEED}.json and bench-results/advice/summary.md.
 set -euo pipefail
@@ -19,6 +20,7 @@ python="${BATCHWISE_PYTHON:-/opt/batchwise-venv/bin/python}"
 out="${OUT:-$root/bench-results/advice}"
 seeds="${SEEDS:-0 1}"
 tune_seeds="${TUNE_SEEDS:-0}"
+tune_target="${TUNE_TARGET:-}"
 grid="16,32,64,128,256,512,1024"
 mkdir -p "$out"
 
@@ -48,10 +50,12 @@ for spec in "${workloads[@]}"; do
   if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " == *" $name "* ]]; then continue; fi
   echo "== $name"
   picks=()
+  told=""  # with TUNE_TARGET: the grid's target, for the race to measure where it reaches it
+  if [ -n "$tune_target" ]; then told=$(grep -oE -- '--target-(accuracy|loss) [0-9.]+' <<<"$target"); fi
   for seed in $tune_seeds; do
     start=$(date +%s.%N)
     # shellcheck disable=SC2086
-    "$batchwise" tune $flags $tune_flags --seed "$seed" --no-history -q --json "$out/$name.tune.$seed.json" >/dev/null
+    "$batchwise" tune $flags $tune_flags $told --seed "$seed" --no-history -q --json "$out/$name.tune.$seed.json" >/dev/null
     wall=$(echo "$(date +%s.%N) - $start" | bc)
     pick=$("$python" -c "import json,sys; print(json.load(open(sys.argv[1]))['recommendation']['batch'])" \
       "$out/$name.tune.$seed.json")

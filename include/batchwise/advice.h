@@ -191,6 +191,10 @@ struct RaceEntry {
   /// this entry's and the rung's best's latest evaluations about their lines (time = loss scatter
   /// over the slope, over the horizon).
   std::optional<double> time_ratio_sd;
+  /// With a target (BatchRaceOptions::target_accuracy, target_loss): the training time at which its
+  /// held-out evaluations first reached it, interpolated between the evaluation before and the one
+  /// at or past it; none when they did not.
+  std::optional<double> target_s;
   std::string message;       ///< why it has no result: diverged, out of memory, ...
 };
 
@@ -215,6 +219,7 @@ void fields(V& v, T& e) {
   v("loss_at_horizon", e.loss_at_horizon);
   v("time_ratio", e.time_ratio);
   v("time_ratio_sd", e.time_ratio_sd);
+  v("target_s", e.target_s);
   v("message", e.message);
   v("curve", e.curve);
 }
@@ -253,6 +258,14 @@ struct BatchRaceOptions {
   /// end. The best of the last finished rung wins, and the notes say so. Training added over a
   /// plateau (see race_batches) raises the limit in proportion.
   TORCH_ARG(double, max_wall_s) = 0;
+  /// The user's held-out target (0: none), a test accuracy (class labels) or loss, or both (either
+  /// reached counts). An entry records when its evaluations reach it (RaceEntry::target_s), and a rung
+  /// in which one has is the race's last: the first there wins, as no entry of that rung can get there
+  /// sooner (each trained to the rung's horizon, past that time, without). Time to the target is then
+  /// measured, not predicted from a horizon that may lie far beyond it. The race never trains longer
+  /// for a target; one the initial weights already meet is ignored, with a note.
+  TORCH_ARG(double, target_accuracy) = 0;
+  TORCH_ARG(double, target_loss) = 0;
   TORCH_ARG(std::function<void(const RaceProgress&)>, on_progress);
 };
 
@@ -299,6 +312,9 @@ struct BatchRace {
   /// horizon, and those between them: how flat the optimum is.
   std::vector<int64_t> within_5_percent;
   std::string held_out;                 ///< what the evaluations ran on
+  /// The target the race ranked by where an entry reached it ("test accuracy >= 0.8"); empty without
+  /// one, or when the initial weights met it.
+  std::string target;
   double wall_s = 0;
 };
 
@@ -310,6 +326,7 @@ void fields(V& v, T& r) {
   v("horizons_s", r.horizons_s);
   v("rung_leads", r.rung_leads);
   v("held_out", r.held_out);
+  v("target", r.target);
   v("best_batch", r.best_batch);
   v("lead_batch", r.lead_batch);
   v("pick_reason", r.pick_reason);
@@ -321,8 +338,10 @@ void fields(V& v, T& r) {
 }
 
 /// The race's pick from its last rung's entries (each with loss_at_horizon, and time_ratio and
-/// time_ratio_sd as the rung set them): the lead (lowest loss at the horizon), unless a larger batch
-/// came within one standard deviation of the race's resolution of it (time_ratio <= 1 +
+/// time_ratio_sd as the rung set them). When one reached the race's target (target_s), the first there
+/// is the lead and the pick: the race measured the time to the user's target, and no tie rule about
+/// longer runs applies. Otherwise the lead has the lowest loss at the horizon, and is the pick unless a
+/// larger batch came within one standard deviation of the race's resolution of it (time_ratio <= 1 +
 /// time_ratio_sd); then the largest such batch. The race cannot tell those apart at its horizon, and
 /// the batch that reaches a loss soonest grows as training goes on (the critical batch grows as the
 /// loss falls: McCandlish et al. 2018; Merrill et al. 2025), so over a real run, longer than the
@@ -341,10 +360,12 @@ LastRungPick pick_last_rung(const std::vector<const RaceEntry*>& last_rung);
 /// A rung none of whose entries has brought the held-out loss 2 % below where all began (the
 /// plateau at the start of training) ranks nothing: it trains on, doubling its time, while an
 /// extension budget of one more `budget_s` lasts. When no entry has left the start by the end, the
-/// race recommends none (best_batch empty) and its notes say why.
+/// race recommends none (best_batch empty) and its notes say why. With a target, the first rung in
+/// which an entry reaches it is the last (BatchRaceOptions::target_accuracy).
 /// Each entry keeps its own state between rungs and all see the same data order. Restores the
 /// workload's state afterwards. Out of memory or divergence ends an entry, not the race. Throws
-/// ConfigError for mismatched options or none.
+/// ConfigError for mismatched options or none, a target accuracy outside (0, 1] or one on a held-out
+/// set without class labels, or a negative target loss.
 BatchRace race_batches(ModuleWorkload& workload, const Dataset& held_out, const BatchRaceOptions& options);
 
 /// The race's candidates from a sweep: ok points with at least 40 % of the best samples/s and not

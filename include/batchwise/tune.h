@@ -81,6 +81,10 @@ struct TuneOptions {
   /// Training seconds of the race; 0: twice the fit and sweep's time, at least 30 s, at most 4
   /// epochs at the best samples/s.
   TORCH_ARG(double, race_budget_s) = 0;
+  /// The user's held-out target for the race (0: none; BatchRaceOptions::target_accuracy): where a
+  /// candidate reaches it within the race's budget, the race measures the time to it and stops.
+  TORCH_ARG(double, target_accuracy) = 0;
+  TORCH_ARG(double, target_loss) = 0;
   /// The batch the workload's learning rate is meant for: rates scale from it.
   TORCH_ARG(int64_t, base_batch) = 32;
   /// Train the recommendation, the knee, and half and twice the recommendation to a target, and

@@ -356,17 +356,72 @@ void train_slice(ModuleWorkload& w, const Dataset& held_out, RaceEntry& e, int e
   }
 }
 
-// Ranks a rung's entries that did not fail by held-out loss at the horizon, and sets each one's
-// predicted time to the best's loss (time_ratio) and the race's resolution there (time_ratio_sd).
+// The user's held-out target (none when both are 0): an accuracy, a loss, or either.
+struct RaceTarget {
+  double accuracy = 0, loss = 0;
+  explicit operator bool() const { return accuracy > 0 || loss > 0; }
+  bool met(const RaceEntry::Point& p) const {
+    return (accuracy > 0 && p.accuracy && *p.accuracy >= accuracy) || (loss > 0 && p.loss <= loss);
+  }
+  std::string text() const {
+    if (accuracy > 0 && loss > 0) return fmt::format("held-out accuracy >= {:g} or loss <= {:g}", accuracy, loss);
+    return accuracy > 0 ? fmt::format("held-out accuracy >= {:g}", accuracy) : fmt::format("held-out loss <= {:g}", loss);
+  }
+};
+
+// Where a curve first met the target after its start: between the evaluation before and the first at
+// or past it, interpolated in training time (on whichever measure got there first), with that
+// interval's width, within which the crossing lies.
+struct Crossing {
+  double train_s = 0, interval_s = 0;
+};
+std::optional<Crossing> first_crossing(const std::vector<RaceEntry::Point>& curve, const RaceTarget& target) {
+  for (size_t i = 1; i < curve.size(); ++i) {
+    const RaceEntry::Point &a = curve[i - 1], &b = curve[i];
+    if (!target.met(b)) continue;
+    double share = 1;
+    if (target.accuracy > 0 && a.accuracy && b.accuracy && *b.accuracy >= target.accuracy && *b.accuracy > *a.accuracy)
+      share = (target.accuracy - *a.accuracy) / (*b.accuracy - *a.accuracy);
+    if (target.loss > 0 && b.loss <= target.loss && b.loss < a.loss)
+      share = std::min(share, (a.loss - target.loss) / (a.loss - b.loss));
+    share = std::clamp(share, 0.0, 1.0);
+    return Crossing{a.train_s + share * (b.train_s - a.train_s), b.train_s - a.train_s};
+  }
+  return std::nullopt;
+}
+
+// Ranks a rung's entries that did not fail: those that reached the target first, by when, then the
+// rest by held-out loss at the horizon. Sets each one's time to the best's target or predicted time
+// to the best's loss (time_ratio) and the race's resolution there (time_ratio_sd): for a crossing,
+// its evaluation interval (a crossing lies anywhere within it: a uniform spread, width / sqrt 12).
 std::vector<size_t> rank_rung(std::vector<Live>& entries, const std::vector<size_t>& alive, double horizon,
-                              size_t points) {
+                              size_t points, const RaceTarget& target) {
   std::vector<size_t> ranked;
-  for (size_t i : alive)
-    if (!entries[i].failed) ranked.push_back(i);
+  std::vector<double> interval(entries.size(), 0);
+  for (size_t i : alive) {
+    if (entries[i].failed) continue;
+    ranked.push_back(i);
+    const std::optional<Crossing> c = target ? first_crossing(entries[i].entry.curve, target) : std::nullopt;
+    entries[i].entry.target_s = c ? std::optional<double>(c->train_s) : std::nullopt;
+    if (c) interval[i] = c->interval_s;
+  }
   std::sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
-    return *entries[a].entry.loss_at_horizon < *entries[b].entry.loss_at_horizon;
+    const RaceEntry &x = entries[a].entry, &y = entries[b].entry;
+    if (x.target_s || y.target_s) return x.target_s && (!y.target_s || *x.target_s < *y.target_s);
+    return *x.loss_at_horizon < *y.loss_at_horizon;
   });
   if (ranked.empty()) return ranked;
+  if (const std::optional<double> first = entries[ranked.front()].entry.target_s) {
+    for (size_t i : ranked) {
+      RaceEntry& e = entries[i].entry;
+      e.time_ratio = e.target_s ? std::optional<double>(*e.target_s / *first) : std::nullopt;
+      e.time_ratio_sd.reset();
+      if (e.target_s)
+        e.time_ratio_sd = std::hypot(interval[i], i == ranked.front() ? 0.0 : interval[ranked.front()]) /
+                          std::sqrt(12.0) / *first;
+    }
+    return ranked;
+  }
   const double level = *entries[ranked.front()].entry.loss_at_horizon;
   const std::optional<double> best_scatter = late_time_scatter(entries[ranked.front()].entry.curve, points, horizon);
   for (size_t i : ranked) {
@@ -413,6 +468,13 @@ std::vector<int64_t> flat_range(const std::vector<Live>& entries) {
 
 LastRungPick pick_last_rung(const std::vector<const RaceEntry*>& last_rung) {
   LastRungPick pick;
+  const RaceEntry* first = nullptr;  // to the target
+  for (const RaceEntry* e : last_rung)
+    if (e->target_s && (!first || *e->target_s < *first->target_s)) first = e;
+  if (first) {
+    pick.lead_batch = pick.batch = first->batch;
+    return pick;
+  }
   const RaceEntry* lead = nullptr;
   for (const RaceEntry* e : last_rung)
     if (e->loss_at_horizon && (!lead || *e->loss_at_horizon < *lead->loss_at_horizon)) lead = e;
@@ -513,6 +575,13 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   BATCHWISE_CHECK(o.evaluations() >= 1 && o.min_steps() >= 1, ConfigError,
                   "batch race: at least 1 evaluation and 1 step per entry and rung");
   BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);
+  BATCHWISE_CHECK(o.target_accuracy() >= 0 && o.target_accuracy() <= 1 && o.target_loss() >= 0, ConfigError,
+                  "batch race: a target accuracy of {:g} and loss of {:g}; an accuracy lies in (0, 1], a loss above 0 "
+                  "(0: no target)",
+                  o.target_accuracy(), o.target_loss());
+  BATCHWISE_CHECK(o.target_accuracy() == 0 || held_out.targets.scalar_type() == at::kLong, ConfigError,
+                  "{}: a target accuracy needs class labels, and its targets are not; give a target loss instead",
+                  held_out.name);
   for (size_t i = 0; i < o.batches().size(); ++i)
     BATCHWISE_CHECK(o.batches()[i] >= 1 && o.samples_per_s()[i] > 0, ConfigError,
                     "batch race: batch {} at {:g} samples/s; both must be positive", o.batches()[i],
@@ -527,6 +596,15 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   const Probe before = probe(w, held_out);
   race.loss_before = before.loss;
   race.accuracy_before = before.accuracy;
+  RaceTarget target{o.target_accuracy(), o.target_loss()};
+  if (target && target.met({0, before.loss, before.accuracy})) {
+    race.notes.push_back(fmt::format(
+        "the target ({}) is met by the initial weights already (held-out loss {:.4g}{}): the race ranks by held-out "
+        "loss at its horizons, as without one",
+        target.text(), before.loss, before.accuracy ? fmt::format(", accuracy {:.3f}", *before.accuracy) : ""));
+    target = {};
+  }
+  if (target) race.target = target.text();
   const std::vector<Candidate> kept = plan_candidates(o, race);
   if (kept.empty()) {
     race.wall_s = since(clock.start);
@@ -601,10 +679,21 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
           rung + 1, horizon - rung_start, planned_slice, race.loss_before,
           anyone_left_the_start() ? "then one did" : "none had when the extension's budget ran out"));
     race.horizons_s.push_back(horizon);
-    // Rank this rung's entries by held-out loss at the horizon; the better half goes on.
-    const std::vector<size_t> ranked = rank_rung(entries, alive, horizon, points);
+    // Rank this rung's entries (by the time to the target where one reached it, else by held-out
+    // loss at the horizon); the better half goes on.
+    const std::vector<size_t> ranked = rank_rung(entries, alive, horizon, points, target);
     if (!ranked.empty() && anyone_left_the_start())  // a lead on the plateau would be noise
       race.rung_leads.push_back(rung_lead(entries[ranked.front()].entry, rung, horizon, clock.epoch));
+    if (!ranked.empty() && entries[ranked.front()].entry.target_s) {  // measured: nothing left to predict
+      const RaceEntry& first = entries[ranked.front()].entry;
+      if (rung + 1 < sizes.size())
+        race.notes.push_back(fmt::format(
+            "the race ended after rung {} of {}: batch {} reached the target ({}) after {:.1f} s of training, and no "
+            "other entry of the rung got there sooner (each trained to {:.1f} s); the rest would train past it",
+            rung + 1, sizes.size(), first.batch, race.target, *first.target_s, horizon));
+      alive = ranked;
+      break;
+    }
     const size_t keep = rung + 1 < sizes.size() ? static_cast<size_t>(sizes[rung + 1]) : ranked.size();
     alive.assign(ranked.begin(), ranked.begin() + std::min(keep, ranked.size()));
     for (size_t i = 0; i < entries.size(); ++i)  // the dropped keep their last figures

@@ -153,13 +153,31 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
     if (e.batch != best->batch && e.rungs < static_cast<int>(race.horizons_s.size()))
       dropped.push_back(e.message.empty() ? fmt::format("{} after {:.1f} s", e.batch, race.horizons_s[e.rungs - 1])
                                           : fmt::format("{} ({})", e.batch, e.message));
+  const double horizon = race.horizons_s.back();
   std::string finalists;
-  for (const auto& e : race.entries)
-    if (e.batch != best->batch && e.rungs == static_cast<int>(race.horizons_s.size()))
-      finalists += e.message.empty() ? fmt::format("; in the last rung against batch {} ({:.4f})", e.batch,
-                                                   e.loss_at_horizon.value_or(NAN))
-                                     : fmt::format("; batch {} ended in the last rung ({})", e.batch, e.message);
-  const std::string lead = race.pick_reason.empty() ? "reached the lowest held-out loss" : "reached a held-out loss";
+  std::vector<int64_t> short_of_target;
+  for (const auto& e : race.entries) {
+    if (e.batch == best->batch || e.rungs != static_cast<int>(race.horizons_s.size())) continue;
+    if (!e.message.empty())
+      finalists += fmt::format("; batch {} ended in the last rung ({})", e.batch, e.message);
+    else if (best->target_s && e.target_s)
+      finalists += fmt::format("; batch {} reached it after {:.1f} s", e.batch, *e.target_s);
+    else if (best->target_s)
+      short_of_target.push_back(e.batch);
+    else
+      finalists += fmt::format("; in the last rung against batch {} ({:.4f})", e.batch, e.loss_at_horizon.value_or(NAN));
+  }
+  if (!short_of_target.empty())
+    finalists += fmt::format("; {} {} had not reached it by {:.1f} s", short_of_target.size() > 1 ? "batches" : "batch",
+                             fmt::join(short_of_target, ", "), horizon);
+  const std::string accuracy =
+      best->curve.back().accuracy ? fmt::format(", accuracy {:.3f}", *best->curve.back().accuracy) : "";
+  const std::string headline =
+      best->target_s
+          ? fmt::format("reached the target ({}) first, after {:.1f} s of training", race.target, *best->target_s)
+          : fmt::format("{} ({:.4f}{}) after {:.1f} s of training",
+                        race.pick_reason.empty() ? "reached the lowest held-out loss" : "reached a held-out loss",
+                        *best->loss_at_horizon, accuracy, horizon);
   std::string knee;
   if (sweep && sweep->knee_batch && *sweep->knee_batch != best->batch)
     knee = fmt::format("; the throughput knee is batch {}", *sweep->knee_batch);
@@ -167,12 +185,9 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
   Recommendation rec;
   rec.batch = best->batch;
   rec.reason = fmt::format(
-      "batch {} {} ({:.4f}{}) after {:.1f} s of training from your initial weights ({} samples/s, lr {:.4g}), racing "
-      "{} candidates at equal training time, each at its own advised learning rate, the better half going on at each "
-      "rung (dropped: {}){}{}{}{}{}{}",
-      best->batch, lead, *best->loss_at_horizon,
-      best->curve.back().accuracy ? fmt::format(", accuracy {:.3f}", *best->curve.back().accuracy) : "",
-      race.horizons_s.back(), format_grouped(best->samples_per_s), best->lr.lr, race.entries.size(),
+      "batch {} {} from your initial weights ({} samples/s, lr {:.4g}), racing {} candidates at equal training time, "
+      "each at its own advised learning rate, the better half going on at each rung (dropped: {}){}{}{}{}{}{}",
+      best->batch, headline, format_grouped(best->samples_per_s), best->lr.lr, race.entries.size(),
       dropped.empty() ? "none" : fmt::format("{}", fmt::join(dropped, ", ")), finalists,
       race.pick_reason.empty() ? "" : "; " + race.pick_reason, lead_history(race), flat, knee, fitted);
   return rec;

@@ -119,6 +119,8 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                              BatchRaceOptions(candidates, rates, LrAdviceOptions(o.base_batch(), report.workload.lr))
                                  .budget_s(budget)
                                  .max_wall_s(3 * budget + 30)
+                                 .target_accuracy(o.target_accuracy())
+                                 .target_loss(o.target_loss())
                                  .on_progress(o.on_race()));
   if (!report.race->best_batch && !report.race->entries.empty())
     report.context.warnings.push_back(
@@ -300,6 +302,10 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   if (o.noise() && own_step) noise_and_goodput(subject, options, report);
   if (o.race() && module_of(subject) && subject.world_size == 1 && !fp16(subject))
     race(subject, options, std::chrono::duration<double>(Clock::now() - start).count(), report);
+  if ((o.target_accuracy() > 0 || o.target_loss() > 0) && !report.race && !o.validate())
+    report.context.warnings.push_back(
+        "the target was not used: without --validate only the batch race uses it, and no race ran (--no-race, a "
+        "training command, data-parallel ranks, fp16, or fewer than 2 candidates)");
   report.recommendation = report.race && report.race->best_batch
                               ? recommend(report.fit, report.sweep, *report.race)
                               : recommend(report.fit, report.sweep, report.noise, report.goodput);

@@ -20,6 +20,7 @@
 #include "batchwise/advice.h"
 #include "batchwise/error.h"
 #include "batchwise/memory.h"
+#include "batchwise/recommend.h"
 #include "batchwise/validate.h"
 #include "batchwise/workload.h"
 
@@ -225,6 +226,79 @@ TEST(BatchRace, PicksTheClosedFormBestBatch) {
   }
 }
 
+// With the user's target within the race's reach, the race measures the time to it instead of
+// predicting from its horizon: the rung in which an entry first gets there is the last (every other
+// entry of that rung trained past that time without), the first there is the pick with no tie rule
+// (the run ends at the target), each crossing is interpolated between the evaluations around it, and
+// the race trains less than it would without the target.
+TEST(BatchRace, ATargetWithinReachIsMeasuredAndEndsTheRace) {
+  Regression problem(5.0, 0.1);
+  const std::vector<int64_t> batches{4, 16, 64, 256, 1024};
+  std::vector<double> rates;  // as above: a step costs 1 ms plus 10 us a sample
+  for (int64_t b : batches) rates.push_back(static_cast<double>(b) / (1e-3 + 1e-5 * static_cast<double>(b)));
+  const auto options =
+      BatchRaceOptions(batches, rates, LrAdviceOptions(32, 0.1).warmup_samples(2048)).budget_s(2).evaluations(4);
+  const BatchRace plain = race_batches(*problem.workload, problem.held_out, options);
+  const double target = 1.5;  // the loss starts at 26, the noise floor is 1
+  const BatchRace race = race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).target_loss(target));
+  EXPECT_TRUE(plain.target.empty());
+  EXPECT_EQ(race.target, "held-out loss <= 1.5");
+  ASSERT_TRUE(race.best_batch.has_value());
+  ASSERT_LT(race.horizons_s.size(), plain.horizons_s.size()) << "the race ends at the rung where the target is reached";
+  const auto rungs = static_cast<int>(race.horizons_s.size());
+  EXPECT_NE(race.notes.back().find(fmt::format("the race ended after rung {} of {}: batch {} reached the target", rungs,
+                                               plain.horizons_s.size(), *race.best_batch)),
+            std::string::npos)
+      << race.notes.back();
+  const RaceEntry* first = nullptr;
+  for (const RaceEntry& e : race.entries) {
+    if (e.rungs < rungs) {
+      EXPECT_FALSE(e.target_s) << e.batch << ": a dropped entry had not reached the target";
+      continue;
+    }
+    if (!e.target_s) {  // it trained to the horizon without getting there
+      for (const auto& p : e.curve) EXPECT_GT(p.loss, target) << e.batch;
+      continue;
+    }
+    size_t i = 1;
+    while (e.curve[i].loss > target) ++i;
+    const RaceEntry::Point &a = e.curve[i - 1], &b = e.curve[i];
+    EXPECT_NEAR(*e.target_s, a.train_s + (a.loss - target) / (a.loss - b.loss) * (b.train_s - a.train_s), 1e-9)
+        << e.batch;
+    if (!first || *e.target_s < *first->target_s) first = &e;
+  }
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(*race.best_batch, first->batch);
+  EXPECT_EQ(*race.lead_batch, first->batch);
+  EXPECT_TRUE(race.pick_reason.empty()) << race.pick_reason;
+  EXPECT_EQ(*first->time_ratio, 1.0);
+  for (const RaceEntry& e : race.entries)
+    if (e.rungs == rungs && e.target_s) EXPECT_DOUBLE_EQ(*e.time_ratio, *e.target_s / *first->target_s) << e.batch;
+  const std::optional<Recommendation> rec = recommend(std::nullopt, std::nullopt, race);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_NE(rec->reason.find(fmt::format("batch {} reached the target (held-out loss <= 1.5) first, after {:.1f} s",
+                                         first->batch, *first->target_s)),
+            std::string::npos)
+      << rec->reason;
+
+  // A target the initial weights meet says nothing about batches: the race runs as without one.
+  const BatchRace met = race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).target_loss(30));
+  EXPECT_TRUE(met.target.empty());
+  EXPECT_EQ(met.horizons_s.size(), plain.horizons_s.size());
+  ASSERT_FALSE(met.notes.empty());
+  EXPECT_NE(met.notes.front().find("the target (held-out loss <= 30) is met by the initial weights already"),
+            std::string::npos)
+      << met.notes.front();
+  // An accuracy needs class labels.
+  try {
+    race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).target_accuracy(0.9));
+    FAIL() << "an accuracy target on regression targets";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("gaussian-regression: a target accuracy needs class labels"), std::string::npos)
+        << e.what();
+  }
+}
+
 // The budget is training time at the sweep's speed; a machine that became slower stops the race at
 // its wall-clock limit after the first rung, with the best of that rung and a note saying why.
 TEST(BatchRace, AWallClockLimitEndsTheRaceAfterARung) {
@@ -327,6 +401,15 @@ TEST(BatchRace, TheLastRungPicksTheLargerOfBatchesItCannotTellApart) {
   const RaceEntry tied_too = entry(1024, 0.41, 1.1, 0.12);
   EXPECT_EQ(pick_last_rung({&lead, &tied, &tied_too}).batch, 1024);
   EXPECT_EQ(pick_last_rung({}).batch, 0);
+  // The first to the user's target wins, whatever the losses at the horizon: the race measured the
+  // time to where the run ends, and a longer run is not the question.
+  RaceEntry first = entry(256, 0.400, 1.0, 0.05), second = entry(512, 0.390, 1.02, 0.2);
+  first.target_s = 3.0;
+  second.target_s = 3.1;
+  pick = pick_last_rung({&second, &first, &tied_too});
+  EXPECT_EQ(pick.batch, 256);
+  EXPECT_EQ(pick.lead_batch, 256);
+  EXPECT_TRUE(pick.reason.empty()) << pick.reason;
 }
 
 // Where training cannot lower the held-out loss (the weights start at the optimum, and the loss is

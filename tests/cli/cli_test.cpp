@@ -41,6 +41,16 @@ TEST(Cli, MalformedOptions) {
                      "--seq-len: range '128-32' runs backwards");
 }
 
+// tune's target goes to the race; one it cannot use is refused up front, not ignored.
+TEST(Cli, TuneRefusesATargetItCannotUse) {
+  expect_clean_error("tune --model mlp --dataset synthetic --target-accuracy 1.5", 2,
+                     "--target-accuracy: 1.5: must be at most 1");
+  expect_clean_error("tune --model mlp --dataset synthetic --loss mse --target-accuracy 0.9", 2,
+                     "--loss mse: there is no accuracy to reach; give --target-loss");
+  expect_clean_error("tune --cmd --device cpu --target-accuracy 0.9 -- python3 train.py", 2,
+                     "the batch race that measures the time to a target trains batchwise's own loop");
+}
+
 TEST(Cli, PlanForWritesThePlan) {
   expect_clean_error("fit --model mlp --dataset synthetic --plan-for tpu", 2, "--plan-for tpu: give a size like 24GiB");
   const fs::path json = scratch() / "plan.json";
@@ -158,7 +168,7 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   const fs::path json = scratch() / "tune.json", html = scratch() / "tune.html";
   const Outcome r = batchwise(
       "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
-      "--repetitions 2 --threads 1 --advice-budget 1 --sweep-all --json " +
+      "--repetitions 2 --threads 1 --advice-budget 1 --sweep-all --target-loss 100 --json " +
       json.string() + " --html " + html.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("[trial 1] batch 32: ok"), std::string::npos) << r.err;  // progress, one line per trial
@@ -192,6 +202,11 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   EXPECT_NE(r.err.find("[race rung 1/"), std::string::npos) << r.err;  // progress while it trains
   EXPECT_EQ(j.at("recommendation").at("batch"), race.at("best_batch"));
   EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("lowest held-out loss"), std::string::npos);
+  // --target-loss reaches the race; the initial weights already meet this one, so it ranks as without.
+  EXPECT_EQ(race.at("target"), "");
+  EXPECT_NE(race.at("notes").dump().find("the target (held-out loss <= 100) is met by the initial weights already"),
+            std::string::npos)
+      << race.at("notes").dump();
   EXPECT_EQ(j.at("lr").at("batch"), j.at("recommendation").at("batch"));
   ASSERT_TRUE(j.contains("run_plan")) << j.dump();
   // The plan: the base batch first, then the recommended one and the rest of the race's flat

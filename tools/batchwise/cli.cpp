@@ -249,7 +249,7 @@ void ValidateFlags::add(CLI::App* cmd) {
 
 void ValidateFlags::check(const WorkloadFlags& w) {
   if (w.workload.loss() == Loss::Mse && target_loss == 0)
-    throw ConfigError("validate with --loss mse: there is no accuracy to reach; give --target-loss");
+    throw ConfigError("--loss mse: there is no accuracy to reach; give --target-loss");
   if (target_accuracy > 1 || target_accuracy < 0 || target_loss < 0)
     throw ConfigError(fmt::format("--target-accuracy {} / --target-loss {}: accuracy is between 0 and 1, loss positive",
                                   target_accuracy, target_loss));

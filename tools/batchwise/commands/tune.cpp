@@ -48,6 +48,12 @@ class Tune : public Command {
                   "train to a target (--target-accuracy, default 0.85) at the recommended batch, the knee, and half "
                   "and twice the recommendation; recommend the one that got there soonest");
     v_.add(cmd);
+    cmd->get_option("--target-accuracy")
+        ->description("your run's held-out accuracy target: the batch race measures the time to it where a candidate "
+                      "gets there within the race (and stops there; it never trains longer for it); --validate trains "
+                      "to it (default 0.85)");
+    cmd->get_option("--target-loss")
+        ->description("your run's held-out loss target, as --target-accuracy (either reached counts when both are given)");
     return cmd;
   }
   int nproc() const override { return dist_.nproc; }
@@ -55,7 +61,7 @@ class Tune : public Command {
 
   int run() override {
     check();
-    Session s("tune", w_, &dist_, /*test_split=*/validate_);
+    Session s("tune", w_, &dist_, /*test_split=*/validate_ || race_target_);
     if (fit_.max == 0) fit_.max = s.cuda() ? 65536 : 4096;  // on CPU throughput has long flattened by 4096
     const std::optional<FitResult> reused = reuse_ ? reused_fit(s) : std::nullopt;
     TuneSubject subject(s.runner(), s.workload());
@@ -72,6 +78,8 @@ class Tune : public Command {
                               .noise_steps(noise_steps_)
                               .race(!no_race_)
                               .race_budget_s(race_budget_s_)
+                              .target_accuracy(race_target_ ? v_.target_accuracy : 0)
+                              .target_loss(race_target_ ? v_.target_loss : 0)
                               .base_batch(base_batch_)
                               .compare_precision(compare_precision_)
                               .on_stage([&](const TuneStage& t) { s.stage(t.what); })
@@ -91,7 +99,11 @@ class Tune : public Command {
     w_.check("tune");
     (void)sweep_.options(w_, 0);  // the batch sizes are checked before the data is loaded
     if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
-    if (validate_) v_.check(w_);
+    race_target_ = v_.target_accuracy != 0 || v_.target_loss != 0;  // before check() sets validate's default
+    if (race_target_ && w_.use_cmd)
+      throw ConfigError("--target-accuracy/--target-loss: the batch race that measures the time to a target trains "
+                        "batchwise's own loop, not a command; drop the target with --cmd");
+    if (validate_ || race_target_) v_.check(w_);
     if (compare_precision_ && w_.use_cmd)
       throw ConfigError("--compare-precision: batchwise sets the precision of its own training step; with --cmd, run "
                         "your command once per precision and compare the reports");
@@ -99,7 +111,8 @@ class Tune : public Command {
       throw ConfigError("--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
     if (reuse_ && w_.use_cmd) throw ConfigError("--reuse: a command's fit is not stored by workload; drop --reuse with --cmd");
     for (const auto& [on, flag] : {std::pair{sweep_.profile, "--profile"}, std::pair{compare_precision_, "--compare-precision"},
-                                  std::pair{validate_, "--validate"}, std::pair{reuse_, "--reuse"}})
+                                  std::pair{validate_, "--validate"}, std::pair{reuse_, "--reuse"},
+                                  std::pair{race_target_, "--target-accuracy/--target-loss"}})
       if (on) refuse_data_parallel(flag);
   }
 
@@ -128,6 +141,7 @@ class Tune : public Command {
   DistFlags dist_;
   ValidateFlags v_;
   bool reuse_ = false, no_noise_ = false, no_race_ = false, compare_precision_ = false, validate_ = false;
+  bool race_target_ = false;  // --target-accuracy or --target-loss given: the race ranks by it
   double reuse_max_age_h_ = 168, race_budget_s_ = 0;
   int noise_steps_ = 20;
   int64_t base_batch_ = kDefaultBaseBatch;
