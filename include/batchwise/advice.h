@@ -312,7 +312,7 @@ struct BatchRace {
   /// horizon, and those between them: how flat the optimum is.
   std::vector<int64_t> within_5_percent;
   std::string held_out;                 ///< what the evaluations ran on
-  /// The target the race ranked by where an entry reached it ("test accuracy >= 0.8"); empty without
+  /// The target the race ranked by where an entry reached it ("held-out accuracy >= 0.8"); empty without
   /// one, or when the initial weights met it.
   std::string target;
   double wall_s = 0;

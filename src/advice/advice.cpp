@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "batchwise/units.h"
+#include "advice/target.h"
 #include "batchwise/workload.h"
 #include "check.h"
 
@@ -356,29 +357,16 @@ void train_slice(ModuleWorkload& w, const Dataset& held_out, RaceEntry& e, int e
   }
 }
 
-// The user's held-out target (none when both are 0): an accuracy, a loss, or either.
-struct RaceTarget {
-  double accuracy = 0, loss = 0;
-  explicit operator bool() const { return accuracy > 0 || loss > 0; }
-  bool met(const RaceEntry::Point& p) const {
-    return (accuracy > 0 && p.accuracy && *p.accuracy >= accuracy) || (loss > 0 && p.loss <= loss);
-  }
-  std::string text() const {
-    if (accuracy > 0 && loss > 0) return fmt::format("held-out accuracy >= {:g} or loss <= {:g}", accuracy, loss);
-    return accuracy > 0 ? fmt::format("held-out accuracy >= {:g}", accuracy) : fmt::format("held-out loss <= {:g}", loss);
-  }
-};
-
 // Where a curve first met the target after its start: between the evaluation before and the first at
 // or past it, interpolated in training time (on whichever measure got there first), with that
 // interval's width, within which the crossing lies.
 struct Crossing {
   double train_s = 0, interval_s = 0;
 };
-std::optional<Crossing> first_crossing(const std::vector<RaceEntry::Point>& curve, const RaceTarget& target) {
+std::optional<Crossing> first_crossing(const std::vector<RaceEntry::Point>& curve, const HeldOutTarget& target) {
   for (size_t i = 1; i < curve.size(); ++i) {
     const RaceEntry::Point &a = curve[i - 1], &b = curve[i];
-    if (!target.met(b)) continue;
+    if (!target.met(b.loss, b.accuracy)) continue;
     double share = 1;
     if (target.accuracy > 0 && a.accuracy && b.accuracy && *b.accuracy >= target.accuracy && *b.accuracy > *a.accuracy)
       share = (target.accuracy - *a.accuracy) / (*b.accuracy - *a.accuracy);
@@ -395,7 +383,7 @@ std::optional<Crossing> first_crossing(const std::vector<RaceEntry::Point>& curv
 // to the best's loss (time_ratio) and the race's resolution there (time_ratio_sd): for a crossing,
 // its evaluation interval (a crossing lies anywhere within it: a uniform spread, width / sqrt 12).
 std::vector<size_t> rank_rung(std::vector<Live>& entries, const std::vector<size_t>& alive, double horizon,
-                              size_t points, const RaceTarget& target) {
+                              size_t points, const HeldOutTarget& target) {
   std::vector<size_t> ranked;
   std::vector<double> interval(entries.size(), 0);
   for (size_t i : alive) {
@@ -596,15 +584,15 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   const Probe before = probe(w, held_out);
   race.loss_before = before.loss;
   race.accuracy_before = before.accuracy;
-  RaceTarget target{o.target_accuracy(), o.target_loss()};
-  if (target && target.met({0, before.loss, before.accuracy})) {
+  HeldOutTarget target{o.target_accuracy(), o.target_loss()};
+  if (target && target.met(before.loss, before.accuracy)) {
     race.notes.push_back(fmt::format(
         "the target ({}) is met by the initial weights already (held-out loss {:.4g}{}): the race ranks by held-out "
         "loss at its horizons, as without one",
-        target.text(), before.loss, before.accuracy ? fmt::format(", accuracy {:.3f}", *before.accuracy) : ""));
+        target.text("held-out"), before.loss, before.accuracy ? fmt::format(", accuracy {:.3f}", *before.accuracy) : ""));
     target = {};
   }
-  if (target) race.target = target.text();
+  if (target) race.target = target.text("held-out");
   const std::vector<Candidate> kept = plan_candidates(o, race);
   if (kept.empty()) {
     race.wall_s = since(clock.start);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "advice/target.h"
 #include "batchwise/workload.h"
 #include "check.h"
 
@@ -17,8 +18,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 bool reached(const ValidateOptions& o, const ValidationPoint& p) {
-  if (o.target_accuracy() > 0 && p.accuracy && *p.accuracy >= o.target_accuracy()) return true;
-  return o.target_loss() > 0 && p.loss <= o.target_loss();
+  return HeldOutTarget{o.target_accuracy(), o.target_loss()}.met(p.loss, p.accuracy);
 }
 
 // The rate and warm-up a candidate trains with: advised as tune advises it, or the rule alone.
@@ -159,9 +159,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
                   o.stop_slower_than());
   const Dataset probe = head(held_out, o.held_out_samples());
   ValidationResult result;
-  result.target = o.target_accuracy() > 0 ? fmt::format("test accuracy >= {:g}", o.target_accuracy())
-                                          : fmt::format("test loss <= {:g}", o.target_loss());
-  if (o.target_accuracy() > 0 && o.target_loss() > 0) result.target += fmt::format(" or test loss <= {:g}", o.target_loss());
+  result.target = HeldOutTarget{o.target_accuracy(), o.target_loss()}.text("test");
   result.held_out = probe.size() == held_out.size()
                         ? fmt::format("{} test split, {} samples", held_out.name, held_out.size())
                         : fmt::format("{} test split, its first {} of {} samples", held_out.name, probe.size(),
