@@ -190,6 +190,9 @@ namespace {
 std::tuple<int, std::string, double> sweep_then_signal_rank_1(int signal, const std::string& timeout_s) {
   const cli::fs::path dir = cli::scratch();
   const std::string err = (dir / ("fault" + std::to_string(signal) + ".err")).string();
+  // A file left by an earlier process with the same pid (the scratch folder is named by pid) would
+  // show its "[trial 1/" before this launcher has forked, and rank 1 would not be found.
+  cli::fs::remove(err);
   const pid_t launcher = start_rank({BATCHWISE_TEST_BINARY, "sweep", "--model", "lenet", "--dataset", "synthetic",
                                      "--nproc", "2", "--batch-sizes", "32,64,128", "--steps", "30", "--repetitions",
                                      "3", "--no-history", "--dist-timeout", timeout_s},
