@@ -14,6 +14,7 @@
 #include <cmath>
 #include <optional>
 
+#include "batchwise/choices.h"
 #include "batchwise/fit.h"
 #include "batchwise/memory.h"
 #include "batchwise/workload.h"
@@ -106,7 +107,7 @@ int main(int argc, char** argv) {
   for (const auto& [model, optimizer] : workloads) {
     auto w = make_workload(WorkloadOptions()
                                .model(model)
-                               .optimizer(optimizer)
+                               .optimizer(*known_optimizer(optimizer))
                                .dataset("synthetic")
                                .synthetic_size(1024)
                                .seq_len(16)

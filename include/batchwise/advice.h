@@ -266,6 +266,14 @@ struct BatchRaceOptions {
   /// for a target; one the initial weights already meet is ignored, with a note.
   TORCH_ARG(double, target_accuracy) = 0;
   TORCH_ARG(double, target_loss) = 0;
+  /// Batches held back (a sweep's slower, smaller ones: race_reserve), and each one's samples/s:
+  /// REQUIRES the same length. They join the first rung, from the same weights and for as long as the
+  /// candidates trained, only when no candidate has left the plateau at the start by the end of its
+  /// extension. On a plateau the number of steps can matter more than the samples (mobilenet with
+  /// AdamW: batch 32 leaves it after about 30 s of training, 64 to 1024 not in 86 s), and a smaller
+  /// batch takes more steps in the same time.
+  TORCH_ARG(std::vector<int64_t>, reserve);
+  TORCH_ARG(std::vector<double>, reserve_samples_per_s);
   TORCH_ARG(std::function<void(const RaceProgress&)>, on_progress);
 };
 
@@ -359,8 +367,9 @@ LastRungPick pick_last_rung(const std::vector<const RaceEntry*>& last_rung);
 /// whose last rung decides (pick_last_rung).
 /// A rung none of whose entries has brought the held-out loss 2 % below where all began (the
 /// plateau at the start of training) ranks nothing: it trains on, doubling its time, while an
-/// extension budget of one more `budget_s` lasts. When no entry has left the start by the end, the
-/// race recommends none (best_batch empty) and its notes say why. With a target, the first rung in
+/// extension budget of one more `budget_s` lasts. When no entry has left the start by then, the
+/// reserve (BatchRaceOptions::reserve) joins the first rung, trained as long; when none of those has
+/// either, the race recommends none (best_batch empty) and its notes say why. With a target, the first rung in
 /// which an entry reaches it is the last (BatchRaceOptions::target_accuracy).
 /// Each entry keeps its own state between rungs and all see the same data order. Restores the
 /// workload's state afterwards. Out of memory or divergence ends an entry, not the race. Throws
@@ -372,6 +381,15 @@ BatchRace race_batches(ModuleWorkload& workload, const Dataset& held_out, const 
 /// more than 5 % slower than a smaller batch (dominated), at most `count`, dropping from whichever
 /// end is slower.
 std::vector<int64_t> race_candidates(const std::vector<Trial>& sweep_points, int count = 6);
+
+/// Each of `batches`' samples/s in the sweep (its ok point's), in the same order: the figures
+/// BatchRaceOptions takes beside the candidates and the reserve.
+std::vector<double> race_rates(const std::vector<Trial>& sweep_points, const std::vector<int64_t>& batches);
+
+/// The race's reserve from a sweep: the `count` largest ok batches below the smallest candidate
+/// (race_candidates), in batch order; empty without candidates.
+std::vector<int64_t> race_reserve(const std::vector<Trial>& sweep_points, const std::vector<int64_t>& candidates,
+                                  int count = 2);
 
 // ---- the run plan -------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@
 #include "batchwise/advice.h"
 
 #include <ATen/ATen.h>
+#include <fmt/ranges.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
@@ -212,6 +213,27 @@ std::vector<int64_t> race_candidates(const std::vector<Trial>& points, int count
   std::vector<int64_t> batches;
   for (const Trial* p : kept) batches.push_back(p->batch);
   return batches;
+}
+
+std::vector<double> race_rates(const std::vector<Trial>& points, const std::vector<int64_t>& batches) {
+  std::vector<double> rates;
+  for (int64_t b : batches)
+    for (const auto& p : points)
+      if (p.batch == b && p.outcome == Outcome::Ok) rates.push_back(p.samples_per_s);
+  return rates;
+}
+
+std::vector<int64_t> race_reserve(const std::vector<Trial>& points, const std::vector<int64_t>& candidates, int count) {
+  if (candidates.empty()) return {};
+  const int64_t smallest = *std::min_element(candidates.begin(), candidates.end());
+  std::vector<int64_t> below;
+  for (const auto& p : points)
+    if (p.outcome == Outcome::Ok && p.batch < smallest) below.push_back(p.batch);
+  std::sort(below.begin(), below.end());
+  below.erase(std::unique(below.begin(), below.end()), below.end());
+  if (static_cast<int>(below.size()) > std::max(0, count))
+    below.erase(below.begin(), below.end() - std::max(0, count));
+  return below;
 }
 
 namespace {
@@ -553,6 +575,66 @@ void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector
   race.within_5_percent = flat_range(entries);
 }
 
+// No candidate left the start in the first rung: the reserve's batches (not among the entries) join
+// it, each trained from the initial weights to the rung's horizon, and the entries are put back in
+// batch order (`alive` follows them).
+void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadState& initial,
+                  const BatchRaceOptions& o, double horizon, RaceClock& clock, BatchRace& race,
+                  std::vector<Live>& entries, std::vector<size_t>& alive) {
+  std::vector<Candidate> joining;
+  for (size_t i = 0; i < o.reserve().size(); ++i) {
+    const int64_t b = o.reserve()[i];
+    const bool known = std::any_of(entries.begin(), entries.end(), [&](const Live& l) { return l.entry.batch == b; }) ||
+                       std::any_of(joining.begin(), joining.end(), [&](const Candidate& c) { return c.batch == b; }) ||
+                       std::count(race.left_out.begin(), race.left_out.end(), b) > 0;
+    if (known) continue;
+    const int64_t steps = static_cast<int64_t>(horizon * o.reserve_samples_per_s()[i] / static_cast<double>(b));
+    if (steps < o.min_steps()) {
+      race.left_out.push_back(b);
+      race.notes.push_back(fmt::format("reserve batch {} left out: {} steps fit the first rung's {:.2f} s, below the "
+                                       "{} a comparison needs",
+                                       b, steps, horizon, o.min_steps()));
+      continue;
+    }
+    joining.push_back({b, o.reserve_samples_per_s()[i]});
+  }
+  if (joining.empty()) return;
+  std::sort(joining.begin(), joining.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
+  std::vector<int64_t> batches;
+  for (const Candidate& c : joining) batches.push_back(c.batch);
+  clock.slice = horizon;
+  clock.count += static_cast<int>(joining.size());
+  clock.planned_left += horizon * static_cast<double>(joining.size());
+  for (const Candidate& c : joining) {
+    Live live;
+    live.entry.batch = c.batch;
+    live.entry.samples_per_s = c.samples_per_s;
+    live.entry.curve.push_back({0, race.loss_before, race.accuracy_before});
+    ++clock.index;
+    run_entry(w, held_out, live, initial, true, horizon, clock, o);
+    clock.planned_left -= horizon;
+    entries.push_back(std::move(live));
+    alive.push_back(entries.size() - 1);
+  }
+  const bool learned = std::any_of(entries.end() - static_cast<std::ptrdiff_t>(joining.size()), entries.end(),
+                                   [&](const Live& l) { return !l.failed && left_the_start(l.entry, race.loss_before); });
+  race.notes.push_back(fmt::format(
+      "no candidate had left the start after {:.1f} s of training each, so the reserve {} (smaller batches, more "
+      "steps in the same training time) joined rung 1 and trained as long from the same weights: {}",
+      horizon, batches, learned ? "one of them left it" : "none of them left it either"));
+  // Back into batch order, the live indices with them.
+  std::vector<size_t> order(entries.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return entries[a].entry.batch < entries[b].entry.batch; });
+  std::vector<size_t> where(entries.size());
+  std::vector<Live> sorted;
+  for (size_t i = 0; i < order.size(); ++i) where[order[i]] = i, sorted.push_back(std::move(entries[order[i]]));
+  entries = std::move(sorted);
+  for (size_t& i : alive) i = where[i];
+  std::sort(alive.begin(), alive.end());
+}
+
 }  // namespace
 
 BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o) {
@@ -570,10 +652,17 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   BATCHWISE_CHECK(o.target_accuracy() == 0 || held_out.targets.scalar_type() == at::kLong, ConfigError,
                   "{}: a target accuracy needs class labels, and its targets are not; give a target loss instead",
                   held_out.name);
+  BATCHWISE_CHECK(o.reserve().size() == o.reserve_samples_per_s().size(), ConfigError,
+                  "batch race: {} reserve batches with {} throughput figures; give one figure per batch",
+                  o.reserve().size(), o.reserve_samples_per_s().size());
   for (size_t i = 0; i < o.batches().size(); ++i)
     BATCHWISE_CHECK(o.batches()[i] >= 1 && o.samples_per_s()[i] > 0, ConfigError,
                     "batch race: batch {} at {:g} samples/s; both must be positive", o.batches()[i],
                     o.samples_per_s()[i]);
+  for (size_t i = 0; i < o.reserve().size(); ++i)
+    BATCHWISE_CHECK(o.reserve()[i] >= 1 && o.reserve_samples_per_s()[i] > 0, ConfigError,
+                    "batch race: reserve batch {} at {:g} samples/s; both must be positive", o.reserve()[i],
+                    o.reserve_samples_per_s()[i]);
   RaceClock clock;
   clock.start = Clock::now();
   clock.epoch = w.data().size();
@@ -666,6 +755,11 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
           "began ({:.3f}), the plateau at the start of training, where a ranking would be by noise; {}",
           rung + 1, horizon - rung_start, planned_slice, race.loss_before,
           anyone_left_the_start() ? "then one did" : "none had when the extension's budget ran out"));
+    if (rung == 0 && !anyone_left_the_start() && !o.reserve().empty()) {
+      const size_t before_join = entries.size();
+      join_reserve(w, held_out, *initial, o, horizon, clock, race, entries, alive);
+      wall_limit += o.max_wall_s() * horizon * static_cast<double>(entries.size() - before_join) / o.budget_s();
+    }
     race.horizons_s.push_back(horizon);
     // Rank this rung's entries (by the time to the target where one reached it, else by held-out
     // loss at the horizon); the better half goes on.

@@ -107,10 +107,10 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   ModuleWorkload* w = module_of(subject);
   const std::vector<int64_t> candidates = race_candidates(report.sweep->points);
   if (candidates.size() < 2) return;
-  std::vector<double> rates;
-  for (int64_t b : candidates)
-    for (const auto& p : report.sweep->points)
-      if (p.batch == b) rates.push_back(p.samples_per_s);
+  const std::vector<double> rates = race_rates(report.sweep->points, candidates);
+  // Held back: the two largest batches below the candidates, which race only when none of these
+  // leaves the plateau at the start.
+  const std::vector<int64_t> reserve = race_reserve(report.sweep->points, candidates);
   const double budget =
       o.race_budget_s() > 0 ? o.race_budget_s()
                             : default_race_budget_s(spent_s, w->data().size(), *std::max_element(rates.begin(), rates.end()));
@@ -121,6 +121,8 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                                  .max_wall_s(3 * budget + 30)
                                  .target_accuracy(o.target_accuracy())
                                  .target_loss(o.target_loss())
+                                 .reserve(reserve)
+                                 .reserve_samples_per_s(race_rates(report.sweep->points, reserve))
                                  .on_progress(o.on_race()));
   if (!report.race->best_batch && !report.race->entries.empty())
     report.context.warnings.push_back(

@@ -11,6 +11,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
 #include <cmath>
@@ -485,6 +486,73 @@ TEST(BatchRace, APlateauAtTheStartLengthensTheFirstRungUntilOneLeavesIt) {
     }
 }
 
+// A plateau that only steps get off: the saddle of the test above trained by Adam, whose steps move
+// each weight by about its rate whatever the gradient's size. Square-root scaling from a base batch
+// of 1024 gives batch B the rate 0.0025 sqrt(B / 1024), so at equal samples/s a training second
+// moves a batch-16 entry sqrt(64) = 8 times as far as batch 1024 and sqrt(32) times as far as 512.
+// The candidates 512 and 1024 stay on the plateau through the first rung and its extension; the
+// reserve, 16, joins that rung and leaves it; 8 takes too few steps to join. With a longer budget the
+// candidates leave the plateau and the reserve stays out.
+TEST(BatchRace, AReserveOfSmallerBatchesJoinsWhenNoCandidateLeavesTheStart) {
+  at::manual_seed(5);
+  const at::Tensor w_star = at::randn({kDim});
+  const Dataset train = gaussian_regression(w_star, 100000, 0.1);
+  const Dataset held_out = gaussian_regression(w_star, 2048, 0.1);
+  const auto race_with = [&](double budget) {
+    Saddle net;
+    {
+      at::NoGradGuard no_grad;
+      net->v->weight.copy_((1e-4 * w_star / w_star.norm()).unsqueeze(0));
+      net->u->weight.fill_(1e-4);
+    }
+    WorkloadInfo info;
+    info.model = "saddle";
+    info.dataset = train.name;
+    info.loss = "mse";
+    info.optimizer = "adam";
+    info.lr = 0.0025;
+    auto optimizer = std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(0.0025));
+    ModuleWorkload w(info, torch::nn::AnyModule(net), std::move(optimizer), train,
+                     [](const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); },
+                     c10::Device(c10::kCPU), 3);
+    return race_batches(w, held_out,
+                        BatchRaceOptions({512, 1024}, {1e5, 1e5}, LrAdviceOptions(1024, 0.0025))
+                            .budget_s(budget)
+                            .reserve({8, 16})
+                            .reserve_samples_per_s({100, 1e5}));
+  };
+  const BatchRace stuck = race_with(0.17);
+  std::string notes;
+  for (const auto& n : stuck.notes) notes += n + "\n";
+  for (const RaceEntry& e : stuck.entries) {
+    notes += fmt::format("{}:", e.batch);
+    for (const auto& p : e.curve) notes += fmt::format(" ({:.3f} s, {:.3f})", p.train_s, p.loss);
+    notes += "\n";
+  }
+  EXPECT_NE(notes.find("none had when the extension's budget ran out"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("so the reserve [16] (smaller batches, more steps in the same training time) joined rung 1 and "
+                       "trained as long from the same weights: one of them left it"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("reserve batch 8 left out: 2 steps fit"), std::string::npos) << notes;
+  EXPECT_EQ(stuck.left_out, (std::vector<int64_t>{8})) << notes;
+  ASSERT_EQ(stuck.entries.size(), 3u) << notes;
+  EXPECT_EQ(stuck.entries[0].batch, 16) << "entries stay in batch order";
+  EXPECT_EQ(stuck.entries[1].batch, 512);
+  EXPECT_NEAR(stuck.entries[0].train_s, stuck.entries[1].train_s, 0.05 * stuck.entries[1].train_s)
+      << "the reserve trains as long as the candidates did";
+  for (const RaceEntry& e : stuck.entries)
+    if (e.batch != 16)
+      for (const auto& p : e.curve) EXPECT_GE(p.loss, 0.98 * stuck.loss_before) << e.batch << "\n" << notes;
+  ASSERT_TRUE(stuck.best_batch.has_value()) << notes;
+  EXPECT_EQ(*stuck.best_batch, 16) << notes;
+
+  const BatchRace moving = race_with(0.7);
+  ASSERT_EQ(moving.entries.size(), 2u) << "the reserve joins only a race stuck on the plateau";
+  EXPECT_TRUE(moving.left_out.empty());
+  EXPECT_TRUE(moving.best_batch.has_value());
+}
+
 // Candidates from a sweep: the fast ones, at most `count`, dropping the slower end.
 TEST(BatchRace, CandidatesAreTheSweepsFastBatches) {
   std::vector<Trial> points;
@@ -500,6 +568,14 @@ TEST(BatchRace, CandidatesAreTheSweepsFastBatches) {
   // 4 is below 40 % of the best; 256 is slower than 32 (dominated); 64 is within 5 % of 32.
   EXPECT_EQ(race_candidates(points, 6), (std::vector<int64_t>{8, 16, 32, 64}));
   EXPECT_EQ(race_candidates(points, 2), (std::vector<int64_t>{32, 64}));
+  // The reserve: the largest ok batches below the smallest candidate.
+  EXPECT_EQ(race_reserve(points, {32, 64}), (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(race_reserve(points, {8, 16, 32, 64}), (std::vector<int64_t>{4}));
+  EXPECT_EQ(race_reserve(points, {32, 64}, 3), (std::vector<int64_t>{4, 8, 16}));
+  EXPECT_TRUE(race_reserve(points, {}).empty());
+  // Their figures, in the order asked; none for a batch that did not run.
+  EXPECT_EQ(race_rates(points, {32, 8}), (std::vector<double>{1000, 400}));
+  EXPECT_TRUE(race_rates(points, {128}).empty());
 }
 
 }  // namespace

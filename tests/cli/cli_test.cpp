@@ -227,13 +227,18 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
     if (i > 1) EXPECT_LT(rows.at(i - 1).at("batch").get<int>(), rows.at(i).at("batch").get<int>());
   }
   EXPECT_TRUE(recommended) << rows.dump();
-  // Without the race, the goodput optimum as before.
+  // Without the race, the goodput optimum as before; a target nothing used is reported.
   const Outcome plain = batchwise(
       "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
-      "--repetitions 2 --threads 1 --no-race --no-history -q --batch-sizes 1-64*2 --json " + (scratch() / "plain.json").string());
+      "--repetitions 2 --threads 1 --no-race --no-history -q --batch-sizes 1-64*2 --target-accuracy 0.8 --json " +
+      (scratch() / "plain.json").string());
   ASSERT_EQ(plain.code, 0) << plain.err;
   const auto p = nlohmann::json::parse(slurp(scratch() / "plain.json"));
   EXPECT_FALSE(p.contains("race"));
+  EXPECT_NE(p.at("context").at("warnings").dump().find("the target was not used: without --validate only the batch "
+                                                       "race uses it, and no race ran (--no-race"),
+            std::string::npos)
+      << p.at("context").dump();
   EXPECT_EQ(p.at("sweep").at("points").size(), 7u);  // batches given are all swept, flat or not
   EXPECT_EQ(p.at("recommendation").at("batch"), p.at("goodput").at("best_batch"));
   EXPECT_NE(p.at("recommendation").at("reason").get<std::string>().find("statistical efficiency"), std::string::npos);
