@@ -55,9 +55,14 @@ int main(int argc, char** argv) try {
                        .reserve_samples_per_s(rates(reserve)));
   for (const auto& n : race.notes) fmt::print("note: {}\n", n);
   for (const RaceEntry& e : race.entries)
-    fmt::print("batch {:>5}: {} rungs, {:.1f} s of training, held-out loss {:.3f}, accuracy {:.3f}{}\n", e.batch,
-               e.rungs, e.train_s, e.curve.back().loss, e.curve.back().accuracy.value_or(0),
+  {
+    fmt::print("batch {:>5}: {} rungs, {:.1f} s of training at lr {:.4g}, held-out loss {:.3f}, accuracy {:.3f}{}\n",
+               e.batch, e.rungs, e.train_s, e.lr.lr, e.curve.back().loss, e.curve.back().accuracy.value_or(0),
                e.target_s ? fmt::format(", target at {:.1f} s", *e.target_s) : "");
+    std::string curve;
+    for (const auto& p : e.curve) curve += fmt::format(" ({:.3f} s, {:.4f})", p.train_s, p.loss);
+    fmt::print("  curve:{}\n", curve);
+  }
   fmt::print("pick: {} (wall {:.0f} s)\n", race.best_batch ? std::to_string(*race.best_batch) : "none", race.wall_s);
   return 0;
 } catch (const std::exception& e) {

@@ -62,8 +62,7 @@ struct ValidateProgress {
   /// Training time this candidate may still take: to its --max-seconds or --max-epochs, or the
   /// stop_slower_than limit, whichever is nearest.
   double limit_left_s = 0;
-  /// Training time to the target, extrapolated from the last two evaluations; none when the metric
-  /// is not improving.
+  /// Training time to the target (time_to_target); none when the metric is not improving.
   std::optional<double> target_left_s;
   double elapsed_s = 0;      ///< wall time since the validation began, evaluations included
 };
@@ -76,6 +75,14 @@ struct ValidationPoint {
   double loss = 0;
   std::optional<double> accuracy;
 };
+
+/// Training time a run still needs to reach a target accuracy or loss (0: none), the sooner of the
+/// two: each measure as a line in the log of training time (learning curves flatten: a line in time
+/// itself put lenet's 2-3 s still to go at 0.2-0.6 s), fitted by least squares through the
+/// evaluations of the latest half of the training time (at least the last two), so that one noisy
+/// evaluation does not swing it; none when neither measure moves towards its target along its line.
+std::optional<double> time_to_target(const std::vector<ValidationPoint>& curve, double target_accuracy,
+                                     double target_loss);
 
 /// The JSON fields of a ValidationPoint, in JSON order (fields.h).
 template <class V, class T, IfRecord<T, ValidationPoint> = 0>

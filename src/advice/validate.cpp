@@ -34,24 +34,6 @@ LrAdvice candidate_lr(ModuleWorkload& w, const ValidateOptions& o, double base_l
   return a;
 }
 
-// Training time to the target from the last two evaluations' trend; none when not improving.
-std::optional<double> target_left(const ValidateOptions& o, const std::vector<ValidationPoint>& curve) {
-  if (curve.size() < 2) return std::nullopt;
-  const ValidationPoint& a = curve[curve.size() - 2];
-  const ValidationPoint& b = curve.back();
-  const double dt = b.train_s - a.train_s;
-  if (dt <= 0) return std::nullopt;
-  std::optional<double> left;
-  if (o.target_accuracy() > 0 && a.accuracy && b.accuracy && *b.accuracy > *a.accuracy)
-    left = (o.target_accuracy() - *b.accuracy) / ((*b.accuracy - *a.accuracy) / dt);
-  if (o.target_loss() > 0 && b.loss < a.loss) {
-    const double by_loss = (b.loss - o.target_loss()) / ((a.loss - b.loss) / dt);
-    left = left ? std::min(*left, by_loss) : by_loss;
-  }
-  if (left) left = std::max(0.0, *left);
-  return left;
-}
-
 struct Race {  // what the candidates before this one achieved, for stop_slower_than and progress
   int index = 0, count = 0;
   std::optional<double> fastest_s;
@@ -109,7 +91,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& held_out, const Validate
         const double by_epochs = train_s / static_cast<double>(samples) * static_cast<double>(max_samples - samples);
         p.limit_left_s = std::max(0.0, std::min({by_epochs, o.max_seconds() > 0 ? o.max_seconds() - train_s : INFINITY,
                                                  slower_limit - train_s}));
-        p.target_left_s = target_left(o, run.curve);
+        p.target_left_s = time_to_target(run.curve, o.target_accuracy(), o.target_loss());
         p.elapsed_s = since(race.start);
         o.on_progress()(p);
       }
@@ -197,5 +179,47 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   return result;
 }
 
+
+std::optional<double> time_to_target(const std::vector<ValidationPoint>& curve, double target_accuracy,
+                                     double target_loss) {
+  if (curve.empty() || curve.back().train_s <= 0) return std::nullopt;
+  const double now = curve.back().train_s;
+  // The evaluations of the latest half of the training time, at least the last two (after the start).
+  std::vector<const ValidationPoint*> late;
+  for (const auto& p : curve)
+    if (p.train_s > 0 && p.train_s >= now / 2) late.push_back(&p);
+  if (late.size() < 2) {
+    late.clear();
+    for (size_t i = curve.size(); i-- > 0 && late.size() < 2;)
+      if (curve[i].train_s > 0) late.insert(late.begin(), &curve[i]);
+  }
+  if (late.size() < 2) return std::nullopt;
+  // value = a + b ln t through them; the target is reached at t = exp((target - a) / b), if b moves
+  // the value towards it (`sign` +1: a rising accuracy, -1: a falling loss).
+  const auto left = [&](const auto& value, double target, double sign) -> std::optional<double> {
+    double sx = 0, sv = 0, sxx = 0, sxv = 0;
+    const auto k = static_cast<double>(late.size());
+    for (const ValidationPoint* p : late) {
+      const std::optional<double> v = value(*p);
+      if (!v) return std::nullopt;
+      const double x = std::log(p->train_s);
+      sx += x, sv += *v, sxx += x * x, sxv += x * *v;
+    }
+    const double denominator = k * sxx - sx * sx;
+    if (denominator <= 0) return std::nullopt;
+    const double b = (k * sxv - sx * sv) / denominator;
+    if (sign * b <= 0) return std::nullopt;
+    const double at = std::exp((target - (sv - b * sx) / k) / b);
+    if (!std::isfinite(at)) return std::nullopt;
+    return std::max(0.0, at - now);
+  };
+  std::optional<double> by_accuracy, by_loss;
+  if (target_accuracy > 0)
+    by_accuracy = left([](const ValidationPoint& p) { return p.accuracy; }, target_accuracy, 1);
+  if (target_loss > 0)
+    by_loss = left([](const ValidationPoint& p) { return std::optional<double>(p.loss); }, target_loss, -1);
+  if (by_accuracy && by_loss) return std::min(*by_accuracy, *by_loss);
+  return by_accuracy ? by_accuracy : by_loss;
+}
 
 }  // namespace batchwise
