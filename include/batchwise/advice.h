@@ -195,6 +195,11 @@ struct RaceEntry {
   /// held-out evaluations first reached it, interpolated between the evaluation before and the one
   /// at or past it; none when they did not.
   std::optional<double> target_s;
+  /// At its last rung, ranked by loss: its held-out loss was not falling there (so no time_ratio), but
+  /// its loss at the horizon lay within two standard deviations of the best's (the scatter of both
+  /// entries' latest evaluations about their lines): the race cannot tell it from the best, and it
+  /// belongs to the flat range.
+  bool within_noise = false;
   std::string message;       ///< why it has no result: diverged, out of memory, ...
 };
 
@@ -220,6 +225,7 @@ void fields(V& v, T& e) {
   v("time_ratio", e.time_ratio);
   v("time_ratio_sd", e.time_ratio_sd);
   v("target_s", e.target_s);
+  v("within_noise", e.within_noise);
   v("message", e.message);
   v("curve", e.curve);
 }

@@ -266,19 +266,24 @@ std::pair<double, double> late_line(const std::vector<RaceEntry::Point>& curve, 
 }
 
 // The scatter (standard deviation) of the latest `points` evaluations (at least 4) about their
-// least-squares line, as a share of the horizon in time: how far a noisy evaluation moves the
-// entry's predicted time to a loss. nullopt when the loss is not falling.
-std::optional<double> late_time_scatter(const std::vector<RaceEntry::Point>& curve, size_t points, double horizon) {
+// least-squares line, in loss, and that line's slope; nullopt with fewer than 3 of them.
+std::optional<std::pair<double, double>> late_scatter(const std::vector<RaceEntry::Point>& curve, size_t points) {
   const size_t n = curve.size();
   const size_t from = first_trained(curve, n - std::min(n, std::max<size_t>(4, points)));
-  if (n - from < 3 || horizon <= 0) return std::nullopt;
+  if (n - from < 3) return std::nullopt;
   std::vector<RaceEntry::Point> late(curve.begin() + static_cast<std::ptrdiff_t>(from), curve.end());
   const auto [intercept, slope] = late_line(late, late.size());
-  if (slope >= 0) return std::nullopt;
   double squares = 0;
   for (const auto& p : late) squares += std::pow(p.loss - (intercept + slope * p.train_s), 2);
-  const double sd = std::sqrt(squares / static_cast<double>(late.size() - 2));
-  return sd / -slope / horizon;
+  return std::make_pair(std::sqrt(squares / static_cast<double>(late.size() - 2)), slope);
+}
+
+// The same scatter as a share of the horizon in time: how far a noisy evaluation moves the entry's
+// predicted time to a loss. nullopt when the loss is not falling.
+std::optional<double> late_time_scatter(const std::vector<RaceEntry::Point>& curve, size_t points, double horizon) {
+  const auto scatter = late_scatter(curve, points);
+  if (!scatter || scatter->second >= 0 || horizon <= 0) return std::nullopt;
+  return scatter->first / -scatter->second / horizon;
 }
 
 // The entries per rung of successive halving: halve (rounding up) until one is left; a rung of two
@@ -413,6 +418,7 @@ std::vector<size_t> rank_rung(std::vector<Live>& entries, const std::vector<size
     ranked.push_back(i);
     const std::optional<Crossing> c = target ? first_crossing(entries[i].entry.curve, target) : std::nullopt;
     entries[i].entry.target_s = c ? std::optional<double>(c->train_s) : std::nullopt;
+    entries[i].entry.within_noise = false;
     if (c) interval[i] = c->interval_s;
   }
   std::sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
@@ -434,12 +440,19 @@ std::vector<size_t> rank_rung(std::vector<Live>& entries, const std::vector<size
   }
   const double level = *entries[ranked.front()].entry.loss_at_horizon;
   const std::optional<double> best_scatter = late_time_scatter(entries[ranked.front()].entry.curve, points, horizon);
+  const auto best_loss_scatter = late_scatter(entries[ranked.front()].entry.curve, points);
   for (size_t i : ranked) {
     RaceEntry& e = entries[i].entry;
     const auto [intercept, slope] = late_line(e.curve, points);
+    e.within_noise = false;
     if (i == ranked.front()) e.time_ratio = 1;
     else if (slope < 0) e.time_ratio = (level - intercept) / slope / horizon;
     else e.time_ratio.reset();
+    if (i != ranked.front() && slope >= 0 && best_loss_scatter) {  // no time to the best's loss: compare losses
+      const auto own = late_scatter(e.curve, points);
+      const double sd = std::hypot(best_loss_scatter->first, own ? own->first : 0.0);
+      e.within_noise = *e.loss_at_horizon - level <= 2 * sd;
+    }
     // The best's scatter counts where its loss still falls (a converged best adds none).
     const std::optional<double> own = late_time_scatter(e.curve, points, horizon);
     if (own) e.time_ratio_sd = std::hypot(*own, i == ranked.front() ? 0.0 : best_scatter.value_or(0));
@@ -455,15 +468,17 @@ RungLead rung_lead(const RaceEntry& e, size_t rung, double horizon, int64_t epoc
 }
 
 // Within 5 %: those predicted within 1.05 of their rung's best, or that the race cannot tell from
-// it (within two standard deviations of its resolution more), and every entry between them (time
+// it (within two standard deviations of its resolution more, or a loss no longer falling but within
+// the evaluations' noise of the best's: RaceEntry::within_noise), and every entry between them (time
 // to a target is unimodal in the batch: if 32 and 128 are as good as the best, so is 64). A race
 // of seconds resolves tens of percent at best: a range narrower than that would be false
 // precision, and the pick would move out of it between seeds.
 std::vector<int64_t> flat_range(const std::vector<Live>& entries) {
   std::optional<int64_t> low, high;
   for (const auto& live : entries)
-    if (!live.failed && live.entry.time_ratio &&
-        *live.entry.time_ratio <= 1.05 + 2 * live.entry.time_ratio_sd.value_or(0)) {
+    if (!live.failed && ((live.entry.time_ratio &&
+                          *live.entry.time_ratio <= 1.05 + 2 * live.entry.time_ratio_sd.value_or(0)) ||
+                         live.entry.within_noise)) {
       low = std::min(low.value_or(live.entry.batch), live.entry.batch);
       high = std::max(high.value_or(live.entry.batch), live.entry.batch);
     }

@@ -486,6 +486,43 @@ TEST(BatchRace, APlateauAtTheStartLengthensTheFirstRungUntilOneLeavesIt) {
     }
 }
 
+// At the noise floor a finalist's loss can stop falling (a line through its last evaluations rises)
+// while it sits within the evaluations' noise of the best: it has no time_ratio, and the race cannot
+// tell it from the best, so it is in the flat range (RaceEntry::within_noise). The regression starts
+// 2 from the optimum and every candidate reaches the floor (sigma^2 = 1) in its first rung.
+TEST(BatchRace, AFinalistAtTheNoiseFloorIsInTheFlatRange) {
+  Regression problem(2.0, 0.1);
+  const std::vector<int64_t> batches{8, 16, 32, 64};
+  const std::vector<double> rates{2e4, 4e4, 8e4, 1.6e5};
+  const BatchRace race = race_batches(*problem.workload, problem.held_out,
+                                      BatchRaceOptions(batches, rates, LrAdviceOptions(32, 0.05)).budget_s(1.0));
+  std::string table;
+  for (const RaceEntry& e : race.entries)
+    table += fmt::format("{}: rungs {} loss {:.4f} ratio {} within_noise {}\n", e.batch, e.rungs,
+                         e.loss_at_horizon.value_or(-1), e.time_ratio ? fmt::format("{:.3f}", *e.time_ratio) : "-",
+                         e.within_noise);
+  table += fmt::format("range {}\n", race.within_5_percent);
+  ASSERT_TRUE(race.best_batch.has_value()) << table;
+  const int last = race.entries.empty() ? 0 : std::max_element(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) {
+                                                 return a.rungs < b.rungs;
+                                               })->rungs;
+  double best_loss = 0;
+  for (const RaceEntry& e : race.entries)
+    if (e.batch == race.lead_batch) best_loss = *e.loss_at_horizon;
+  int flat_finalists = 0;
+  for (const RaceEntry& e : race.entries) {
+    const bool in_range = std::count(race.within_5_percent.begin(), race.within_5_percent.end(), e.batch) > 0;
+    if (e.within_noise) {
+      EXPECT_FALSE(e.time_ratio.has_value()) << e.batch << "\n" << table;
+      EXPECT_GE(*e.loss_at_horizon, best_loss) << e.batch << "\n" << table;
+      EXPECT_TRUE(in_range) << e.batch << "\n" << table;
+      flat_finalists += e.rungs == last;
+    }
+    if (e.time_ratio) EXPECT_FALSE(e.within_noise) << e.batch << ": its loss was falling\n" << table;
+  }
+  EXPECT_GE(flat_finalists, 1) << "no finalist at the floor without a time ratio: the case is not exercised\n" << table;
+}
+
 // A plateau that only steps get off: the saddle of the test above trained by Adam, whose steps move
 // each weight by about its rate whatever the gradient's size. Square-root scaling from a base batch
 // of 1024 gives batch B the rate 0.0025 sqrt(B / 1024), so at equal samples/s a training second
