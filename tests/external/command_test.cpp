@@ -82,11 +82,11 @@ TEST(RunCommand, StepLinesAreTimedAfterWarmup) {
   EXPECT_EQ(r.signal, 0);
   EXPECT_EQ(r.steps_seen, 5);
   EXPECT_EQ(r.protocol_lines, 5);
+  // Timed between the step lines' arrival, after the 2 warm-up steps: 3 intervals, within the run's
+  // wall time. Their lengths are not asserted: a loaded machine delivers lines in bursts.
   ASSERT_EQ(r.step_times_s.size(), 3u);
-  for (double t : r.step_times_s) {
-    EXPECT_GE(t, 0.045);
-    EXPECT_LE(t, 0.5);
-  }
+  for (double t : r.step_times_s) EXPECT_GE(t, 0);
+  EXPECT_LE(std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0), r.wall_s);
   EXPECT_EQ(r.step_samples, (std::vector<int64_t>{32, 32, 32}));
   ASSERT_TRUE(r.loss.has_value());
   EXPECT_DOUBLE_EQ(*r.loss, 0.2);  // 1 / 5, the last step's
