@@ -42,11 +42,12 @@ int main(int argc, char** argv) try {
   auto workload = make_workload(options);
   auto& w = dynamic_cast<ModuleWorkload&>(*workload);
   const double budget = std::stod(argv[3]);
+  const int64_t base_batch = report.lr ? report.lr->scaled.base_batch : 32;  // tune's --base-batch
   fmt::print("candidates {} at {::.0f} samples/s, reserve {}; budget {:g} s\n", candidates, rates(candidates), reserve,
              budget);
   const BatchRace race =
       race_batches(w, head(load_test_split(options), 2048),
-                   BatchRaceOptions(candidates, rates(candidates), LrAdviceOptions(32, report.workload.lr))
+                   BatchRaceOptions(candidates, rates(candidates), LrAdviceOptions(base_batch, report.workload.lr))
                        .budget_s(budget)
                        .max_wall_s(3 * budget + 30)
                        .target_accuracy(argc > 4 ? std::stod(argv[4]) : 0)

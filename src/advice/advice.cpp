@@ -405,12 +405,23 @@ std::optional<Crossing> first_crossing(const std::vector<RaceEntry::Point>& curv
   return std::nullopt;
 }
 
+// An entry has left the start when one of its held-out evaluations after the start is 2 % below the
+// loss every entry began at. Until one has, the entries sit on the initial plateau (mobilenet from
+// scratch holds chance-level loss for most of an epoch), and a ranking would be by noise.
+constexpr double kLeftTheStart = 0.98;
+
+bool left_the_start(const RaceEntry& e, double loss_before) {
+  for (const auto& p : e.curve)
+    if (p.train_s > 0 && p.loss < kLeftTheStart * loss_before) return true;
+  return false;
+}
+
 // Ranks a rung's entries that did not fail: those that reached the target first, by when, then the
 // rest by held-out loss at the horizon. Sets each one's time to the best's target or predicted time
 // to the best's loss (time_ratio) and the race's resolution there (time_ratio_sd): for a crossing,
 // its evaluation interval (a crossing lies anywhere within it: a uniform spread, width / sqrt 12).
 std::vector<size_t> rank_rung(std::vector<Live>& entries, const std::vector<size_t>& alive, double horizon,
-                              size_t points, const HeldOutTarget& target) {
+                              size_t points, const HeldOutTarget& target, double loss_before) {
   std::vector<size_t> ranked;
   std::vector<double> interval(entries.size(), 0);
   for (size_t i : alive) {
@@ -448,7 +459,9 @@ std::vector<size_t> rank_rung(std::vector<Live>& entries, const std::vector<size
     if (i == ranked.front()) e.time_ratio = 1;
     else if (slope < 0) e.time_ratio = (level - intercept) / slope / horizon;
     else e.time_ratio.reset();
-    if (i != ranked.front() && slope >= 0 && best_loss_scatter) {  // no time to the best's loss: compare losses
+    // No time to the best's loss: compare losses, for an entry that has learned (on the plateau at
+    // the start every line is flat and within the noise).
+    if (i != ranked.front() && slope >= 0 && best_loss_scatter && left_the_start(e, loss_before)) {
       const auto own = late_scatter(e.curve, points);
       const double sd = std::hypot(best_loss_scatter->first, own ? own->first : 0.0);
       e.within_noise = *e.loss_at_horizon - level <= 2 * sd;
@@ -523,21 +536,10 @@ LastRungPick pick_last_rung(const std::vector<const RaceEntry*>& last_rung) {
 
 namespace {
 
-// An entry has left the start when one of its held-out evaluations after the start is 2 % below the
-// loss every entry began at. Until one has, the entries sit on the initial plateau (mobilenet from
-// scratch holds chance-level loss for most of an epoch), and a ranking would be by noise.
-constexpr double kLeftTheStart = 0.98;
-
-bool left_the_start(const RaceEntry& e, double loss_before) {
-  for (const auto& p : e.curve)
-    if (p.train_s > 0 && p.loss < kLeftTheStart * loss_before) return true;
-  return false;
-}
-
 // Trains one entry for the clock's slice, from the initial weights in the first rung (where its rate
 // is advised) and from its own state after; a failure ends the entry, not the race.
 void run_entry(ModuleWorkload& w, const Dataset& held_out, Live& live, const WorkloadState& initial, bool first,
-               double horizon, const RaceClock& clock, const BatchRaceOptions& o) {
+               double horizon, const RaceClock& clock, const BatchRaceOptions& o, int evaluations = 0) {
   RaceEntry& e = live.entry;
   try {
     if (first) {
@@ -546,7 +548,7 @@ void run_entry(ModuleWorkload& w, const Dataset& held_out, Live& live, const Wor
     } else {
       w.restore_state(*live.state);
     }
-    train_slice(w, held_out, e, o.evaluations(), clock, o);
+    train_slice(w, held_out, e, evaluations > 0 ? evaluations : o.evaluations(), clock, o);
     e.rungs = clock.rung;
     live.state = w.save_state();
     const auto [intercept, slope] = late_line(e.curve, static_cast<size_t>(o.evaluations()) + 1);
@@ -617,6 +619,12 @@ void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadStat
   std::sort(joining.begin(), joining.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
   std::vector<int64_t> batches;
   for (const Candidate& c : joining) batches.push_back(c.batch);
+  // As many evaluations as a candidate had by the horizon, so that the line a rung reads through the
+  // latest of them spans as late a stretch as the candidates' does.
+  int evaluations = o.evaluations();
+  bool any_candidate = false;
+  for (const Live& l : entries)
+    if (!l.failed) evaluations = std::max(evaluations, static_cast<int>(l.entry.curve.size()) - 1), any_candidate = true;
   clock.slice = horizon;
   clock.count += static_cast<int>(joining.size());
   clock.planned_left += horizon * static_cast<double>(joining.size());
@@ -626,7 +634,7 @@ void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadStat
     live.entry.samples_per_s = c.samples_per_s;
     live.entry.curve.push_back({0, race.loss_before, race.accuracy_before});
     ++clock.index;
-    run_entry(w, held_out, live, initial, true, horizon, clock, o);
+    run_entry(w, held_out, live, initial, true, horizon, clock, o, evaluations);
     clock.planned_left -= horizon;
     entries.push_back(std::move(live));
     alive.push_back(entries.size() - 1);
@@ -634,9 +642,10 @@ void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadStat
   const bool learned = std::any_of(entries.end() - static_cast<std::ptrdiff_t>(joining.size()), entries.end(),
                                    [&](const Live& l) { return !l.failed && left_the_start(l.entry, race.loss_before); });
   race.notes.push_back(fmt::format(
-      "no candidate had left the start after {:.1f} s of training each, so the reserve {} (smaller batches, more "
-      "steps in the same training time) joined rung 1 and trained as long from the same weights: {}",
-      horizon, batches, learned ? "one of them left it" : "none of them left it either"));
+      "{} after {:.1f} s of training each, so the reserve {} (smaller batches, more steps in the same training "
+      "time) joined rung 1 and trained as long from the same weights: {}",
+      any_candidate ? "no candidate had left the start" : "every candidate had failed", horizon, batches,
+      learned ? "one of them left it" : "none of them left it"));
   // Back into batch order, the live indices with them.
   std::vector<size_t> order(entries.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -770,7 +779,12 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
           "began ({:.3f}), the plateau at the start of training, where a ranking would be by noise; {}",
           rung + 1, horizon - rung_start, planned_slice, race.loss_before,
           anyone_left_the_start() ? "then one did" : "none had when the extension's budget ran out"));
-    if (rung == 0 && !anyone_left_the_start() && !o.reserve().empty()) {
+    if (rung == 0 && !anyone_left_the_start() && !o.reserve().empty() && wall_limit > 0 &&
+        since(clock.start) > wall_limit) {
+      race.notes.push_back(fmt::format("the reserve {} did not join: the race had taken {:.0f} s of wall time, past "
+                                       "its limit of {:.0f} s",
+                                       o.reserve(), since(clock.start), wall_limit));
+    } else if (rung == 0 && !anyone_left_the_start() && !o.reserve().empty()) {
       const size_t before_join = entries.size();
       join_reserve(w, held_out, *initial, o, horizon, clock, race, entries, alive);
       wall_limit += o.max_wall_s() * horizon * static_cast<double>(entries.size() - before_join) / o.budget_s();
@@ -778,7 +792,7 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
     race.horizons_s.push_back(horizon);
     // Rank this rung's entries (by the time to the target where one reached it, else by held-out
     // loss at the horizon); the better half goes on.
-    const std::vector<size_t> ranked = rank_rung(entries, alive, horizon, points, target);
+    const std::vector<size_t> ranked = rank_rung(entries, alive, horizon, points, target, race.loss_before);
     if (!ranked.empty() && anyone_left_the_start())  // a lead on the plateau would be noise
       race.rung_leads.push_back(rung_lead(entries[ranked.front()].entry, rung, horizon, clock.epoch));
     if (!ranked.empty() && entries[ranked.front()].entry.target_s) {  // measured: nothing left to predict
