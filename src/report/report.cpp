@@ -295,6 +295,24 @@ void plan_table(Lines& line, const Plan& p) {
   for (const auto& a : p.assumptions) line("  assumes " + a);
 }
 
+// The reason's clauses (it joins them with "; "), one per line: a reason runs to several hundred
+// characters, and a line each reads. A "; " inside parentheses stays within its clause.
+std::vector<std::string> clauses(const std::string& reason) {
+  std::vector<std::string> out(1);
+  int depth = 0;
+  for (size_t i = 0; i < reason.size(); ++i) {
+    const char c = reason[i];
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (c == ';' && depth <= 0 && i + 1 < reason.size() && reason[i + 1] == ' ') {
+      out.emplace_back();
+      ++i;
+      continue;
+    }
+    out.back() += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string to_table(const Report& r) {
@@ -312,7 +330,8 @@ std::string to_table(const Report& r) {
   if (r.accumulation) accumulation_table(line, *r.accumulation);
   if (r.recommendation) {
     line("");
-    line(fmt::format("recommendation: batch {}: {}", r.recommendation->batch, r.recommendation->reason));
+    line(fmt::format("recommendation: batch {}", r.recommendation->batch));
+    for (const std::string& clause : clauses(r.recommendation->reason)) line("  " + clause);
   }
   if (r.lr) line(fmt::format("learning rate at batch {}: {:.4g} ({})", r.lr->scaled.batch, r.lr->lr, r.lr->advice));
   if (r.run_plan && !r.run_plan->rows.empty()) run_plan_table(line, *r.run_plan);
