@@ -8,14 +8,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "batchwise/advice.h"
 #include "batchwise/choices.h"
 #include "batchwise/error.h"
 #include "batchwise/report.h"
 #include "batchwise/workload.h"
+#include "report_file.h"
 
 using namespace batchwise;
 
@@ -24,10 +22,7 @@ int main(int argc, char** argv) try {
     fmt::print(stderr, "usage: {} REPORT.json SEED BUDGET_S [TARGET_ACCURACY [EVALUATIONS]]\n", argv[0]);
     return 2;
   }
-  std::ifstream in(argv[1]);
-  std::stringstream text;
-  text << in.rdbuf();
-  const Report report = report_from_json(text.str(), argv[1]);
+  const Report report = report_from_json(batchwise::detail::read_text(argv[1]), argv[1]);
   if (!report.sweep) throw ConfigError(fmt::format("{}: no sweep to replay the race from", argv[1]));
   const auto rates = [&](const std::vector<int64_t>& batches) { return race_rates(report.sweep->points, batches); };
   const std::vector<int64_t> candidates = race_candidates(report.sweep->points);

@@ -278,10 +278,9 @@ std::optional<std::pair<double, double>> late_scatter(const std::vector<RaceEntr
   return std::make_pair(std::sqrt(squares / static_cast<double>(late.size() - 2)), slope);
 }
 
-// The same scatter as a share of the horizon in time: how far a noisy evaluation moves the entry's
+// That scatter as a share of the horizon in time: how far a noisy evaluation moves the entry's
 // predicted time to a loss. nullopt when the loss is not falling.
-std::optional<double> late_time_scatter(const std::vector<RaceEntry::Point>& curve, size_t points, double horizon) {
-  const auto scatter = late_scatter(curve, points);
+std::optional<double> time_scatter(const std::optional<std::pair<double, double>>& scatter, double horizon) {
   if (!scatter || scatter->second >= 0 || horizon <= 0) return std::nullopt;
   return scatter->first / -scatter->second / horizon;
 }
@@ -450,11 +449,12 @@ std::vector<size_t> rank_rung(std::vector<Live>& entries, const std::vector<size
     return ranked;
   }
   const double level = *entries[ranked.front()].entry.loss_at_horizon;
-  const std::optional<double> best_scatter = late_time_scatter(entries[ranked.front()].entry.curve, points, horizon);
   const auto best_loss_scatter = late_scatter(entries[ranked.front()].entry.curve, points);
+  const std::optional<double> best_scatter = time_scatter(best_loss_scatter, horizon);
   for (size_t i : ranked) {
     RaceEntry& e = entries[i].entry;
     const auto [intercept, slope] = late_line(e.curve, points);
+    const auto own_loss_scatter = late_scatter(e.curve, points);
     e.within_noise = false;
     if (i == ranked.front()) e.time_ratio = 1;
     else if (slope < 0) e.time_ratio = (level - intercept) / slope / horizon;
@@ -462,12 +462,11 @@ std::vector<size_t> rank_rung(std::vector<Live>& entries, const std::vector<size
     // No time to the best's loss: compare losses, for an entry that has learned (on the plateau at
     // the start every line is flat and within the noise).
     if (i != ranked.front() && slope >= 0 && best_loss_scatter && left_the_start(e, loss_before)) {
-      const auto own = late_scatter(e.curve, points);
-      const double sd = std::hypot(best_loss_scatter->first, own ? own->first : 0.0);
+      const double sd = std::hypot(best_loss_scatter->first, own_loss_scatter ? own_loss_scatter->first : 0.0);
       e.within_noise = *e.loss_at_horizon - level <= 2 * sd;
     }
     // The best's scatter counts where its loss still falls (a converged best adds none).
-    const std::optional<double> own = late_time_scatter(e.curve, points, horizon);
+    const std::optional<double> own = time_scatter(own_loss_scatter, horizon);
     if (own) e.time_ratio_sd = std::hypot(*own, i == ranked.front() ? 0.0 : best_scatter.value_or(0));
     else e.time_ratio_sd.reset();
   }
@@ -499,6 +498,7 @@ std::vector<int64_t> flat_range(const std::vector<Live>& entries) {
   for (const auto& live : entries)
     if (low && live.entry.batch >= *low && live.entry.batch <= *high && !live.failed)
       batches.push_back(live.entry.batch);
+  std::sort(batches.begin(), batches.end());  // a reserve joins after the candidates
   return batches;
 }
 
@@ -593,8 +593,8 @@ void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector
 }
 
 // No candidate left the start in the first rung: the reserve's batches (not among the entries) join
-// it, each trained from the initial weights to the rung's horizon, and the entries are put back in
-// batch order (`alive` follows them).
+// it, each trained from the initial weights to the rung's horizon, appended to the entries and to
+// `alive` (the race's entries are put in batch order at its end).
 void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadState& initial,
                   const BatchRaceOptions& o, double horizon, RaceClock& clock, BatchRace& race,
                   std::vector<Live>& entries, std::vector<size_t>& alive) {
@@ -646,17 +646,6 @@ void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadStat
       "time) joined rung 1 and trained as long from the same weights: {}",
       any_candidate ? "no candidate had left the start" : "every candidate had failed", horizon, batches,
       learned ? "one of them left it" : "none of them left it"));
-  // Back into batch order, the live indices with them.
-  std::vector<size_t> order(entries.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return entries[a].entry.batch < entries[b].entry.batch; });
-  std::vector<size_t> where(entries.size());
-  std::vector<Live> sorted;
-  for (size_t i = 0; i < order.size(); ++i) where[order[i]] = i, sorted.push_back(std::move(entries[order[i]]));
-  entries = std::move(sorted);
-  for (size_t& i : alive) i = where[i];
-  std::sort(alive.begin(), alive.end());
 }
 
 }  // namespace
@@ -812,6 +801,7 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   }
   decide(race, entries, alive, cut_short, horizon);
   for (auto& live : entries) race.entries.push_back(std::move(live.entry));
+  std::sort(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
   race.wall_s = since(clock.start);
   return race;
 }

@@ -43,16 +43,21 @@ Dataset gaussian_regression(const at::Tensor& w_star, int64_t n, double sigma) {
   return d;
 }
 
-// `module` trained by plain SGD at `lr` on the mean squared error, on the CPU.
+// `module` trained by plain SGD (or Adam) at `lr` on the mean squared error, on the CPU.
 template <class Module>
-std::unique_ptr<ModuleWorkload> sgd_mse_workload(const char* model, Module module, double lr, const Dataset& train) {
+std::unique_ptr<ModuleWorkload> mse_workload(const char* model, Module module, double lr, const Dataset& train,
+                                                 bool adam = false) {
   WorkloadInfo info;
   info.model = model;
   info.dataset = train.name;
   info.loss = "mse";
-  info.optimizer = "sgd";
+  info.optimizer = adam ? "adam" : "sgd";
   info.lr = lr;
-  auto optimizer = std::make_unique<torch::optim::SGD>(module->parameters(), torch::optim::SGDOptions(lr));
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (adam)
+    optimizer = std::make_unique<torch::optim::Adam>(module->parameters(), torch::optim::AdamOptions(lr));
+  else
+    optimizer = std::make_unique<torch::optim::SGD>(module->parameters(), torch::optim::SGDOptions(lr));
   return std::make_unique<ModuleWorkload>(
       info, torch::nn::AnyModule(module), std::move(optimizer), train,
       [](const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); },
@@ -77,7 +82,7 @@ struct Regression {
       at::NoGradGuard no_grad;
       linear->weight.copy_((w_star + delta).unsqueeze(0));
     }
-    workload = sgd_mse_workload("linear", linear, lr, train);
+    workload = mse_workload("linear", linear, lr, train);
   }
 
   // The expected held-out loss after `steps` steps at `batch` following `advice`, from the start.
@@ -468,7 +473,7 @@ TEST(BatchRace, APlateauAtTheStartLengthensTheFirstRungUntilOneLeavesIt) {
     net->v->weight.copy_((1e-4 * w_star / w_star.norm()).unsqueeze(0));
     net->u->weight.fill_(1e-4);
   }
-  const std::unique_ptr<ModuleWorkload> w = sgd_mse_workload("saddle", net, 0.01, train);
+  const std::unique_ptr<ModuleWorkload> w = mse_workload("saddle", net, 0.01, train);
   // u and s = v . w*/|w*| grow by (1 + 2 lr |w*|) a step: at rate 0.01 (batch 32) the loss is 2 %
   // down after about 100 steps, at 0.02 (batch 64, the linear rule) after about 50; the first rung
   // (0.075 s) gives each 47 steps, its extension 94.
@@ -543,17 +548,8 @@ TEST(BatchRace, AReserveOfSmallerBatchesJoinsWhenNoCandidateLeavesTheStart) {
       net->v->weight.copy_((1e-4 * w_star / w_star.norm()).unsqueeze(0));
       net->u->weight.fill_(1e-4);
     }
-    WorkloadInfo info;
-    info.model = "saddle";
-    info.dataset = train.name;
-    info.loss = "mse";
-    info.optimizer = "adam";
-    info.lr = 0.0025;
-    auto optimizer = std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(0.0025));
-    ModuleWorkload w(info, torch::nn::AnyModule(net), std::move(optimizer), train,
-                     [](const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); },
-                     c10::Device(c10::kCPU), 3);
-    return race_batches(w, held_out,
+    const std::unique_ptr<ModuleWorkload> w = mse_workload("saddle", net, 0.0025, train, /*adam=*/true);
+    return race_batches(*w, held_out,
                         BatchRaceOptions({512, 1024}, {1e5, 1e5}, LrAdviceOptions(1024, 0.0025))
                             .budget_s(budget)
                             .reserve({8, 16})
