@@ -21,6 +21,10 @@ DeviceSpec resolve_device(const std::string& text);
 /// True when this build of batchwise compiled its CUDA code paths.
 bool built_with_cuda();
 
+/// CUDA devices this process can use: 0 without a CUDA build, driver or device, or when
+/// CUDA_VISIBLE_DEVICES hides them all.
+int visible_cuda_devices();
+
 /// The context block: versions, build commit, device name, threads, BLAS, date, warnings.
 Context make_context(const DeviceSpec& device);
 

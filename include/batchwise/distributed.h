@@ -48,6 +48,13 @@ struct GroupAddress {
 /// missing, malformed or out of range (RANK 2 with WORLD_SIZE 2).
 std::optional<GroupAddress> group_address_from_env();
 
+/// The device a data-parallel rank trains on, from the `--device` asked for (cpu, cuda, cuda:N or
+/// auto): CUDA ranks take one device each, cuda:LOCAL_RANK, as torchrun and DistributedDataParallel
+/// do (NCCL runs one rank per device); "cpu", and "auto" on a host without CUDA, stay "cpu".
+/// `cuda_devices`: the CUDA devices this host shows. Throws ConfigError, naming the fix, when the
+/// host has fewer CUDA devices than local ranks, or for cuda:N with several ranks on the host.
+std::string rank_device(const std::string& requested, const GroupAddress& address, int cuda_devices);
+
 /// A c10d process group. Every collective throws DistributedError, naming what it was for, when a
 /// peer does not take part within the timeout (a hung rank) or its connection breaks (a dead one).
 class Group {
@@ -126,10 +133,13 @@ class DataParallelWorkload : public Workload {
   const std::optional<std::pair<Outcome, std::string>>& own_failure() const { return own_failure_; }
   /// Starts a trial: clears the failure and the all-reduce timings; `timeout_s` > 0 is a deadline
   /// the ranks agree on at each all-reduce (a local clock would let ranks stop at different steps).
-  void begin_trial(const std::string& label, double timeout_s);
+  /// `limit_bytes`: the trial's memory limit on this rank (TrialOptions::limit_bytes), lifted only to
+  /// take part in an all-reduce after this rank ran out of memory (see optimizer_step).
+  void begin_trial(const std::string& label, double timeout_s, int64_t limit_bytes = 0);
   /// The collective failure (DistributedError) of this trial, if one happened: the group is broken.
   std::exception_ptr collective_error() const { return collective_error_; }
   /// Seconds each all-reduce of this trial took (waiting for the slowest rank included), in order.
+  /// On CUDA the clock starts once the step's backward kernels have run, so it times the collective.
   const std::vector<double>& allreduce_s() const { return allreduce_s_; }
 
   Group& group() { return *group_; }
@@ -137,6 +147,8 @@ class DataParallelWorkload : public Workload {
 
  private:
   void record_local_failure(Outcome outcome, const std::string& message);
+  // The step's all-reduce buffer of `numel` elements; see optimizer_step.
+  at::Tensor flat_buffer(int64_t numel, const at::TensorOptions& options);
   ModuleWorkload& inner_;
   std::shared_ptr<Group> group_;
   std::optional<std::pair<Outcome, std::string>> local_failure_;  // awaiting the next all-reduce
@@ -147,6 +159,7 @@ class DataParallelWorkload : public Workload {
   std::string label_;
   std::chrono::steady_clock::time_point deadline_;
   bool has_deadline_ = false;
+  int64_t limit_bytes_ = 0;
   int64_t steps_ = 0;
 };
 

@@ -2,6 +2,7 @@
 // c10d's headers; their differences between LibTorch releases are in compat_c10d.h.
 #include "batchwise/distributed.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -10,8 +11,10 @@
 #include <cstring>
 
 #include "batchwise/memory.h"
+#include "batchwise/units.h"
 #include "check.h"
 #include "compat_c10d.h"
+#include "distributed_detail.h"
 #include "torch_error.h"
 
 namespace batchwise {
@@ -83,8 +86,10 @@ struct Group::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> pg;
   c10::Device device = c10::Device(c10::kCPU);  // NCCL's collectives take tensors on it
+  mutable bool broken = false;                  // a collective failed: the group is aborted, not shut down
 
   [[noreturn]] void fail(const std::string& what, const std::exception& e) const {
+    broken = true;
     const std::string problem = peer_problem(detail::plain_what(e));
     std::string lower = problem;
     std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -100,8 +105,39 @@ struct Group::Impl {
   }
 };
 
+std::string rank_device(const std::string& requested, const GroupAddress& address, int cuda_devices) {
+  if (requested == "cpu" || (requested == "auto" && cuda_devices == 0)) return "cpu";
+  const int ranks = address.local_world_size;
+  if (requested != "cuda" && requested != "auto") {  // cuda:N
+    BATCHWISE_CHECK(ranks == 1, ConfigError,
+                    "--device {} with {} ranks on this host: each rank trains on its own GPU (cuda:LOCAL_RANK); pass "
+                    "--device cuda",
+                    requested, ranks);
+    return requested;
+  }
+  BATCHWISE_CHECK(ranks <= cuda_devices, ConfigError,
+                  "{} ranks on this host, but it has {} CUDA device(s): each data-parallel rank needs a GPU of its own "
+                  "(NCCL runs one rank per device); use --nproc {} or fewer, or --device cpu to train the ranks on the "
+                  "CPU over Gloo",
+                  ranks, cuda_devices, std::max(cuda_devices, 1));
+  return fmt::format("cuda:{}", address.local_rank);
+}
+
 Group::Group(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Group::~Group() = default;
+
+// NCCL's communicators are shut down (or, after a failed collective, aborted) before the process
+// ends, as torch.distributed.destroy_process_group does; otherwise NCCL warns of leaked resources
+// and an abort at exit can hang. Gloo's group needs nothing.
+Group::~Group() {
+  if (!impl_ || !impl_->pg || impl_->backend != Backend::Nccl) return;
+  try {
+    if (impl_->broken)
+      impl_->pg->abort();
+    else
+      impl_->pg->shutdown();
+  } catch (const std::exception&) {  // a destructor: the run's outcome is already decided
+  }
+}
 
 std::shared_ptr<Group> Group::join(const GroupAddress& address, c10::Device device, std::chrono::milliseconds timeout,
                                    Backend backend) {
@@ -117,6 +153,8 @@ std::shared_ptr<Group> Group::join(const GroupAddress& address, c10::Device devi
   BATCHWISE_CHECK(impl->backend != Backend::Nccl || device.is_cuda(), ConfigError,
                   "--dist-backend nccl: NCCL all-reduces CUDA tensors; this run trains on {}, use gloo",
                   device.str());
+  // NCCL, and any CUDA work of this rank, use the current device: the rank's own.
+  if (device.is_cuda()) c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
   const std::string where = fmt::format("{}:{}", address.master_addr, address.master_port);
   try {
     impl->store = compat::make_tcp_store(address.master_addr, address.master_port, address.rank == 0,
@@ -266,8 +304,9 @@ DataParallelWorkload::DataParallelWorkload(ModuleWorkload& inner, std::shared_pt
 
 DataParallelWorkload::~DataParallelWorkload() = default;
 
-void DataParallelWorkload::begin_trial(const std::string& label, double timeout_s) {
+void DataParallelWorkload::begin_trial(const std::string& label, double timeout_s, int64_t limit_bytes) {
   label_ = label;
+  limit_bytes_ = limit_bytes;
   collective_error_ = nullptr;
   local_failure_.reset();
   own_failure_.reset();
@@ -283,6 +322,52 @@ void DataParallelWorkload::record_local_failure(Outcome outcome, const std::stri
   if (!own_failure_) own_failure_ = std::make_pair(outcome, message);
   // The failed step's tensors go now, so the ranks still to agree do not hold them.
   inner_.zero_grad();
+}
+
+namespace {
+int g_failing_buffers = 0;  // detail::fail_flat_buffers: allocations still to fail
+}  // namespace
+
+void detail::fail_flat_buffers(int count) { g_failing_buffers = count; }
+
+// A rank must take part in every step's all-reduce, or the others wait in it until --dist-timeout
+// (NCCL ranks fall out of step). So a buffer that does not fit is this rank's out-of-memory
+// outcome, told to the others through its status slot, and the buffer is made anyway: with this
+// rank's gradients dropped (record_local_failure), the cache handed back, and the trial's limit
+// lifted for the one allocation. UntrackedScope alone would not do: it lifts the CPU budget, while
+// on CUDA the limit is the caching allocator's memory fraction.
+at::Tensor DataParallelWorkload::flat_buffer(int64_t numel, const at::TensorOptions& options) {
+  auto take_one = [&] {
+    if (g_failing_buffers > 0) {
+      --g_failing_buffers;
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "the all-reduce buffer did not fit (injected by a test)");
+    }
+    return at::zeros({numel}, options);
+  };
+  try {
+    return take_one();
+  } catch (const std::exception& e) {
+    const auto [outcome, message] = detail::classify_failure(e);
+    record_local_failure(outcome, message);
+  }
+  auto memory = device_memory(inner_);
+  memory->release_cached();
+  memory->set_limit(0);
+  try {
+    UntrackedScope untracked;  // the failed trial's peak stays the one it reached
+    at::Tensor flat = take_one();
+    memory->set_limit(limit_bytes_);
+    return flat;
+  } catch (const std::exception& e) {
+    memory->set_limit(limit_bytes_);
+    collective_error_ = std::make_exception_ptr(DistributedError(fmt::format(
+        "rank {} of {}: {}: the all-reduce buffer ({}) does not fit even with this rank's gradients freed and "
+        "its memory limit lifted, so it cannot take part in the all-reduce and the others stop at --dist-timeout; "
+        "the device is full: free it, or fit a smaller model ({})",
+        group_->rank(), group_->size(), label_, format_bytes(numel * static_cast<int64_t>(options.dtype().itemsize())),
+        detail::error_line(e.what()))));
+    std::rethrow_exception(collective_error_);
+  }
 }
 
 Batch DataParallelWorkload::next_batch(int64_t batch) {
@@ -336,15 +421,7 @@ void DataParallelWorkload::optimizer_step() {
 
   // One buffer: the gradients, flattened (as DDP's buckets), then one status slot per rank.
   const auto options = at::TensorOptions().dtype(params.front().scalar_type()).device(inner_.device());
-  at::Tensor flat;
-  try {
-    flat = at::zeros({n + world}, options);
-  } catch (const std::exception& e) {  // the buffer itself does not fit: still take part, then fail
-    const auto [outcome, message] = detail::classify_failure(e);
-    record_local_failure(outcome, message);
-    UntrackedScope untracked;
-    flat = at::zeros({n + world}, options);
-  }
+  at::Tensor flat = flat_buffer(n + world, options);
   {
     torch::NoGradGuard no_grad;
     if (!local_failure_) {
@@ -356,6 +433,10 @@ void DataParallelWorkload::optimizer_step() {
     }
     flat[n + rank] = local_failure_ ? status_of(local_failure_->first) : double{kOk};
   }
+  // On CUDA the backward kernels may still be queued: the clock starts once they have run, so it
+  // times the collective (and the wait for the slowest rank), not this rank's backward. NCCL could
+  // not start before them anyway, so the sync costs only the collective's launch.
+  if (inner_.device().is_cuda()) device_memory(inner_)->synchronize();
   const auto start = std::chrono::steady_clock::now();
   try {
     group_->all_reduce_sum(flat, fmt::format("the gradient all-reduce of {}, step {}", label_, allreduce_s_.size() + 1));
@@ -458,10 +539,10 @@ Trial DistributedRunner::run(const TrialOptions& options) {
   const int world = group.size(), rank = group.rank();
   const int trial_index = ++trials_;
   const std::string label = fmt::format("batch {}'s trial", options.batch());
-  workload_.begin_trial(label, options.timeout_s());
   TrialOptions local = options;
   local.timeout_s(0);  // agreed at each all-reduce instead
   if (options.limit_bytes() > 0 && local_limit_bytes_ > 0) local.limit_bytes(local_limit_bytes_);
+  workload_.begin_trial(label, options.timeout_s(), local.limit_bytes());
   Trial t = run_trial(workload_, local);
   if (workload_.collective_error()) std::rethrow_exception(workload_.collective_error());
 

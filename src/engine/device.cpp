@@ -32,6 +32,10 @@ bool built_with_cuda() { return false; }
 
 bool built_with_cuda() { return detail::built_with_cuda(); }
 
+int visible_cuda_devices() {
+  return built_with_cuda() && torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+}
+
 std::string DeviceSpec::str() const { return type == "cuda" ? fmt::format("cuda:{}", index) : type; }
 
 DeviceSpec resolve_device(const std::string& text) {

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "batchwise/distributed.h"
+#include "batchwise/memory.h"
 #include "batchwise/workload.h"
+#include "distributed_detail.h"
 #include "support/cli_util.h"
 
 namespace {
@@ -328,4 +330,96 @@ TEST(DataParallel, ATrialTimeoutIsAgreedAsATimeout) {
   EXPECT_EQ(p["outcome"], "timeout") << p.dump();
   EXPECT_EQ(p["distributed"]["rank_outcomes"], nlohmann::json::array({"timeout", "timeout"}));
   EXPECT_NE(p["message"].get<std::string>().find("timed out on rank"), std::string::npos) << p["message"];
+}
+
+// Not a test on its own: one rank of DataParallel.ARankWhoseAllReduceBufferDoesNotFitStillTakesPart.
+// Rank 1's next BW_FAIL all-reduce buffers fail as out of memory; each rank prints what it saw.
+TEST(DataParallel, DISABLED_BufferWorker) {
+  const auto address = group_address_from_env();
+  ASSERT_TRUE(address.has_value());
+  CpuMemoryTracker::install();  // trials measure memory through it
+  auto workload = small_workload("mlp");
+  auto group = Group::join(*address, workload->device(), std::chrono::seconds(std::atoi(std::getenv("BW_TIMEOUT_S"))));
+  DataParallelWorkload dp(dynamic_cast<ModuleWorkload&>(*workload), group);
+  DistributedRunner runner(dp, 0, /*measure_scaling=*/false);
+  if (group->rank() == 1) batchwise::detail::fail_flat_buffers(std::atoi(std::getenv("BW_FAIL")));
+  try {
+    const Trial t = runner.run(TrialOptions(16).warmup(0).steps(2));
+    std::printf("first: %s [%s, %s] %s\n", to_string(t.outcome), to_string(t.distributed->rank_outcomes.at(0)),
+                to_string(t.distributed->rank_outcomes.at(1)), t.message.c_str());
+    const Trial u = runner.run(TrialOptions(16).warmup(0).steps(2));  // the ranks are still in step
+    std::printf("second: %s\n", to_string(u.outcome));
+  } catch (const DistributedError& e) {
+    std::printf("distributed error: %s\n", e.what());
+  }
+}
+
+// A rank whose all-reduce buffer does not fit must still take part in the all-reduce, or the
+// others wait in it until the timeout (on CUDA the retry once hit the same memory cap). Its
+// out-of-memory is the trial's outcome for every rank, and the next trial runs in step. Where not
+// even the retry fits, that rank says why, and the other ends at once instead of waiting.
+TEST(DataParallel, ARankWhoseAllReduceBufferDoesNotFitStillTakesPart) {
+  const cli::fs::path dir = cli::scratch();
+  const std::vector<std::string> worker{self_exe(), "--gtest_also_run_disabled_tests",
+                                        "--gtest_filter=DataParallel.DISABLED_BufferWorker"};
+  for (const int failing : {1, 2}) {
+    SCOPED_TRACE("failing allocations: " + std::to_string(failing));
+    const int port = test_port(200 + failing);
+    const std::vector<std::pair<std::string, std::string>> env{{"BW_FAIL", std::to_string(failing)},
+                                                               {"BW_TIMEOUT_S", "60"}};
+    const std::string log0 = (dir / ("buffer0_" + std::to_string(failing))).string();
+    const std::string log1 = (dir / ("buffer1_" + std::to_string(failing))).string();
+    const auto start = Clock::now();
+    const pid_t r0 = start_rank(worker, 0, 2, port, env, log0);
+    const pid_t r1 = start_rank(worker, 1, 2, port, env, log1);
+    EXPECT_EQ(wait_exit(r0), 0) << cli::slurp(log0);
+    EXPECT_EQ(wait_exit(r1), 0) << cli::slurp(log1);
+    const double took_s = std::chrono::duration<double>(Clock::now() - start).count();
+    EXPECT_LT(took_s, 50) << "a rank waited for the other until the timeout";
+    const std::string out0 = cli::slurp(log0 + ".out"), out1 = cli::slurp(log1 + ".out");
+    if (failing == 1) {
+      for (const std::string& out : {out0, out1}) {
+        EXPECT_NE(out.find("first: oom [ok, oom] out of memory on rank 1 of 2: the all-reduce buffer did not fit"),
+                  std::string::npos)
+            << out;
+        EXPECT_NE(out.find("second: ok"), std::string::npos) << out;
+      }
+    } else {
+      EXPECT_NE(out1.find("distributed error: rank 1 of 2: batch 16's trial: the all-reduce buffer (")
+                , std::string::npos) << out1;
+      EXPECT_NE(out1.find("does not fit even with this rank's gradients freed and its memory limit lifted"),
+                std::string::npos)
+          << out1;
+      EXPECT_NE(out0.find("distributed error: rank 0 of 2:"), std::string::npos) << out0;
+    }
+  }
+}
+
+// --nproc N with CUDA: one GPU per rank (cuda:LOCAL_RANK); a host with fewer GPUs than ranks is
+// refused with the reason and the fix, instead of rank 1 failing on a cuda:1 that does not exist.
+TEST(DataParallel, EachCudaRankTakesItsOwnDeviceOrTheRunIsRefused) {
+  GroupAddress a;
+  a.world_size = a.local_world_size = 2;
+  a.local_rank = 1;
+  EXPECT_EQ(rank_device("cpu", a, 2), "cpu");
+  EXPECT_EQ(rank_device("auto", a, 0), "cpu");
+  EXPECT_EQ(rank_device("auto", a, 2), "cuda:1");
+  EXPECT_EQ(rank_device("cuda", a, 4), "cuda:1");
+  for (const std::string device : {"cuda", "auto"}) {
+    try {
+      (void)rank_device(device, a, 1);
+      ADD_FAILURE() << device << ": two ranks on one GPU were accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "2 ranks on this host, but it has 1 CUDA device(s): each data-parallel rank needs a GPU of its own "
+                "(NCCL runs one rank per device); use --nproc 1 or fewer, or --device cpu to train the ranks on the "
+                "CPU over Gloo");
+    }
+  }
+  EXPECT_THROW((void)rank_device("cuda:1", a, 2), ConfigError);  // every rank on one device
+  a.local_world_size = 1;  // one rank per host (torchrun across machines): the device asked for
+  EXPECT_EQ(rank_device("cuda:1", a, 2), "cuda:1");
+  // The CLI refuses before it starts any rank: one line, the usage exit code.
+  cli::expect_clean_error("fit --model mlp --dataset synthetic --nproc 2 --device cuda --no-history", 2,
+                          "batchwise fit: 2 ranks on this host, but it has 0 CUDA device(s)");
 }

@@ -42,6 +42,8 @@ class Command {
   /// --nproc N: the ranks main starts (0 or 1: none), and how long they may wait for each other.
   virtual int nproc() const { return 0; }
   virtual double dist_timeout_s() const { return 300; }
+  /// --device as given (the ranks' devices are checked against it before they start).
+  virtual std::string device() const { return "cpu"; }
 };
 
 std::unique_ptr<Command> fit_command();

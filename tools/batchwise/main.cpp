@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "batchwise/command.h"
+#include "batchwise/device.h"
 #include "batchwise/distributed.h"
 #include "batchwise/error.h"
 #include "batchwise/version.h"
@@ -109,8 +110,18 @@ int main(int argc, char** argv) {
   for (const auto& [sub, c] : by_app)
     if (sub == parsed) command = c;
   const std::string name = parsed->get_name();
-  if (command->nproc() > 1 && !launched_rank())
+  if (command->nproc() > 1 && !launched_rank()) {
+    // Refused once, before any rank starts, what every rank would refuse: too few GPUs for the ranks.
+    GroupAddress host;
+    host.world_size = host.local_world_size = command->nproc();
+    try {
+      if (command->device() != "cpu") (void)rank_device(command->device(), host, visible_cuda_devices());
+    } catch (const ConfigError& e) {
+      fmt::print(stderr, "batchwise {}: {}\n", name, e.what());
+      return kExitUsage;
+    }
     return launch_ranks(command->nproc(), argc, argv, command->dist_timeout_s() + 10, kExitDistributed);
+  }
   // A rank other than 0 of a data-parallel run says which it is (its input may differ: its device).
   const int rank = env_rank();
   forward_signals_to_the_command();

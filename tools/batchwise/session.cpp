@@ -66,8 +66,7 @@ void Session::join_group(const DistFlags* distributed) {
   if (distributed->timeout_s <= 0)
     throw ConfigError(fmt::format("--dist-timeout {}: must be a positive number of seconds", distributed->timeout_s));
   auto& w = flags.workload;
-  if (w.device() == "cuda" || (w.device() == "auto" && resolve_device("auto").type == "cuda"))
-    w.device(fmt::format("cuda:{}", address_->local_rank));  // one device per local rank
+  w.device(rank_device(w.device(), *address_, visible_cuda_devices()));  // one device per local rank
   lead_ = address_->rank == 0;
   if (!lead_) {  // rank 0 writes the report, the history and the table
     flags.json.clear();

@@ -24,6 +24,7 @@ class Sweep : public Command {
     return cmd;
   }
   int nproc() const override { return dist_.nproc; }
+  std::string device() const override { return w_.workload.device(); }
   double dist_timeout_s() const override { return dist_.timeout_s; }
 
   int run() override {
