@@ -71,13 +71,20 @@ std::string format_bytes(int64_t bytes) {
 
 namespace {
 
+// --seq-len takes the same lists and ranges as the batch sizes; its messages speak of lengths.
+bool lengths(const std::string& what) { return what == "--seq-len"; }
+std::string list_hint(const std::string& what) {
+  return lengths(what) ? "use a length like 64 or a range like 32-128" : "use a list like 16,32,64 or a range like 8-4096*2";
+}
+
 int64_t parse_count(const std::string& s, const std::string& what, const std::string& whole) {
-  const std::string hint = "use a list like 16,32,64 or a range like 8-4096*2";
+  const char* noun = lengths(what) ? "a sequence length" : "a batch size";
   BATCHWISE_CHECK(!s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); }),
-                  ConfigError, "{}: '{}' is not a batch size in '{}'; {}", what, s, whole, hint);
+                  ConfigError, "{}: '{}' is not {} in '{}'; {}", what, s, noun, whole, list_hint(what));
   BATCHWISE_CHECK(s.size() <= 12, ConfigError, "{}: '{}' is too large", what, s);
   const int64_t v = std::stoll(s);
-  BATCHWISE_CHECK(v >= 1, ConfigError, "{}: batch sizes start at 1, got '{}'", what, s);
+  BATCHWISE_CHECK(v >= 1, ConfigError, "{}: {} start at 1, got '{}'", what,
+                  lengths(what) ? "sequence lengths" : "batch sizes", s);
   return v;
 }
 
@@ -85,14 +92,15 @@ int64_t parse_count(const std::string& s, const std::string& what, const std::st
 
 std::vector<int64_t> parse_batch_sizes(const std::string& text, const std::string& what) {
   std::vector<int64_t> out;
-  BATCHWISE_CHECK(!text.empty(), ConfigError, "{}: empty list; use a list like 16,32,64 or a range like 8-4096*2",
-                  what);
+  BATCHWISE_CHECK(!text.empty(), ConfigError, "{}: empty list; {}", what, list_hint(what));
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
     if (comma == std::string::npos) comma = text.size();
     const std::string item = text.substr(start, comma - start);
     const size_t dash = item.find('-');
+    BATCHWISE_CHECK(dash != 0, ConfigError, "{}: '{}' is negative: {} start at 1; {}", what, item,
+                    lengths(what) ? "sequence lengths" : "batch sizes", list_hint(what));
     if (dash == std::string::npos) {
       out.push_back(parse_count(item, what, text));
     } else {

@@ -40,6 +40,7 @@ const ComparedText kCompared[] = {
     {"device", [](const Report& r) { return r.context.device_name; }},
     {"device type", [](const Report& r) { return r.context.device_type; }},
     {"host", [](const Report& r) { return r.context.host; }},
+    {"os", [](const Report& r) { return r.context.os; }},
     {"threads", [](const Report& r) { return json_text(r.context.threads); }},
     {"blas", [](const Report& r) { return r.context.blas; }},
     {"model", [](const Report& r) { return r.workload.model; }},

@@ -39,6 +39,9 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("fit --model mlp --dataset synthetic --target 2", 2, "--target: 2: must be at most 1 (a fraction of the budget)");
   expect_clean_error("fit --model transformer --dataset synthetic --seq-len 128-32", 2,
                      "--seq-len: range '128-32' runs backwards");
+  expect_clean_error("fit --model transformer --dataset synthetic --seq-len -4", 2,
+                     "--seq-len: '-4' is negative: sequence lengths start at 1");
+  expect_clean_error("bogus", 2, "batchwise: 'bogus' is not a subcommand; use one of fit, sweep, tune, ");
 }
 
 // tune's target goes to the race; one it cannot use is refused up front, not ignored.
@@ -49,6 +52,10 @@ TEST(Cli, TuneRefusesATargetItCannotUse) {
                      "--loss mse: there is no accuracy to reach; give --target-loss");
   expect_clean_error("tune --cmd --device cpu --target-accuracy 0.9 -- python3 train.py", 2,
                      "the batch race that measures the time to a target trains batchwise's own loop");
+  // Both targets: refused, not one of them used silently.
+  for (const char* command : {"tune", "validate --batch-sizes 32"})
+    expect_clean_error(std::string(command) + " --model mlp --dataset synthetic --target-accuracy 0.5 --target-loss 0.1",
+                       2, "--target-accuracy 0.5 and --target-loss 0.1: one target at a time; give one of them");
 }
 
 TEST(Cli, PlanForWritesThePlan) {
@@ -126,12 +133,13 @@ TEST(Cli, EverySubcommandHasHelpWithAnExample) {
 }
 
 // Two reports of the same workload, B twice as fast at batch 32 and 64 MiB lighter at batch 64,
-// on a different device and torch: ratios per batch, the differences, and a missing side.
+// on a different device, torch and OS: ratios per batch, the differences, and a missing side.
 TEST(Cli, CompareShowsPerBatchRatiosAndWhatDiffers) {
   auto a = nlohmann::json::parse(slurp(std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json"));
   auto b = a;
   b["context"]["device"]["name"] = "Other CPU";
   b["context"]["torch_version"] = "2.16.0";
+  b["context"]["os"] = "Linux 6.12.0 x86_64";
   auto& points = b["sweep"]["points"];
   ASSERT_GE(points.size(), 2u);
   const int64_t first = points[0]["batch"], second = points[1]["batch"];
@@ -154,7 +162,8 @@ TEST(Cli, CompareShowsPerBatchRatiosAndWhatDiffers) {
     if (p.at("batch") == second) EXPECT_DOUBLE_EQ(p.at("speed_ratio").get<double>(), 1.0);
   }
   EXPECT_TRUE(c.at("points").back().at("samples_per_s").at("b").is_null());
-  EXPECT_EQ(c.at("differences").size(), 2u);
+  EXPECT_EQ(c.at("differences").size(), 3u);
+  EXPECT_NE(r.out.find("B Linux 6.12.0 x86_64"), std::string::npos) << "the operating system differs: " << r.out;
 
   std::ofstream(scratch() / "not.json") << "{\"hello\": 1}";
   expect_clean_error("compare " + pa.string() + " " + (scratch() / "not.json").string(), 3,

@@ -57,6 +57,26 @@ TEST(ParseBatchSizes, MalformedInputIsAConfigError) {
 }
 
 // A range is counted before it is expanded: 10^12 sizes is a message, not std::bad_alloc.
+// A negative size says so (it once read "'' is not a batch size in '-4'"), and --seq-len's
+// messages speak of lengths.
+TEST(ParseBatchSizes, ANegativeSizeOrLengthSaysSo) {
+  auto message = [](const std::string& text, const std::string& what) {
+    try {
+      (void)parse_batch_sizes(text, what);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message("-4", "--seq-len"),
+            "--seq-len: '-4' is negative: sequence lengths start at 1; use a length like 64 or a range like 32-128");
+  EXPECT_EQ(message("16,-8", "--batch-sizes"),
+            "--batch-sizes: '-8' is negative: batch sizes start at 1; use a list like 16,32,64 or a range like 8-4096*2");
+  EXPECT_EQ(message("abc", "--seq-len"),
+            "--seq-len: 'abc' is not a sequence length in 'abc'; use a length like 64 or a range like 32-128");
+  EXPECT_EQ(message("0", "--seq-len"), "--seq-len: sequence lengths start at 1, got '0'");
+}
+
 TEST(ParseBatchSizes, AHugeRangeIsRefusedBeforeItIsExpanded) {
   try {
     parse_batch_sizes("1-999999999999+1", "--batch-sizes");

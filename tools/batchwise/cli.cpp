@@ -253,6 +253,9 @@ void ValidateFlags::check(const WorkloadFlags& w) {
   if (target_accuracy > 1 || target_accuracy < 0 || target_loss < 0)
     throw ConfigError(fmt::format("--target-accuracy {} / --target-loss {}: accuracy is between 0 and 1, loss positive",
                                   target_accuracy, target_loss));
+  if (target_accuracy > 0 && target_loss > 0)
+    throw ConfigError(fmt::format("--target-accuracy {} and --target-loss {}: one target at a time; give one of them",
+                                  target_accuracy, target_loss));
   if (max_epochs <= 0) throw ConfigError(fmt::format("--max-epochs {}: must be positive", max_epochs));
   if (w.use_cmd)
     throw ConfigError("validate: time-to-accuracy needs batchwise's own training loop; it cannot run through --cmd");

@@ -101,6 +101,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {  // one line, as every other usage error
     const auto parsed = app.get_subcommands();
     const std::string name = parsed.empty() ? "" : " " + parsed.front()->get_name();
+    if (parsed.empty() && argc > 1 && argv[1][0] != '-') {  // CLI11 says only "A subcommand is required"
+      std::vector<std::string> names;
+      for (const auto& [sub, c] : by_app) names.push_back(sub->get_name());
+      fmt::print(stderr, "batchwise: '{}' is not a subcommand; use one of {}; see batchwise --help\n", argv[1],
+                 fmt::join(names, ", "));
+      return kExitUsage;
+    }
     fmt::print(stderr, "batchwise{}: {}; see batchwise{} --help\n", name, e.what(), name);
     return kExitUsage;
   }
