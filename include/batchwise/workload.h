@@ -100,6 +100,8 @@ class StateGuard {
   }
   StateGuard(const StateGuard&) = delete;
   StateGuard& operator=(const StateGuard&) = delete;
+  /// The state saved at construction (to start several passes from it).
+  const WorkloadState& state() const { return *state_; }
 
  private:
   Workload& workload_;

@@ -146,13 +146,15 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
                         ? fmt::format("{} test split, {} samples", held_out.name, held_out.size())
                         : fmt::format("{} test split, its first {} of {} samples", held_out.name, probe.size(),
                                       held_out.size());
-  const std::unique_ptr<WorkloadState> initial = workload.save_state();
+  // However validate ends (a setting no candidate can run with is thrown mid-grid), the weights,
+  // the optimizer (its rate too) and the data order are as they were.
+  const StateGuard initial(workload);
   const double lr_before = w->info().lr;
   Race race;
   race.count = static_cast<int>(o.batch_sizes().size());
   race.start = Clock::now();
   for (const int64_t batch : o.batch_sizes()) {
-    workload.restore_state(*initial);  // every candidate starts from the same weights and data order
+    workload.restore_state(initial.state());  // every candidate starts from the same weights and data order
     try {
       result.runs.push_back(run_one(*w, probe, o, batch, race));
       const ValidationRun& done = result.runs.back();
@@ -170,8 +172,6 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
       ++race.index;
     }
   }
-  workload.restore_state(*initial);
-  w->set_lr(lr_before);
   const ValidationRun* fastest = nullptr;
   for (const auto& r : result.runs)
     if (r.reached && (!fastest || r.train_s < fastest->train_s)) fastest = &r;
