@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
+#include <vector>
 
 #include "batchwise/device.h"
 #include "batchwise/fit.h"
@@ -16,12 +19,22 @@ namespace {
 #define REQUIRE_CUDA()                                                                         \
   if (!built_with_cuda() || !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device"
 
+// After a fit that ran out of memory, the device holds what it held before. The baseline is taken
+// after a real training step (on another copy of the workload) and release_cached: a first step
+// leaves cuBLAS/cuBLASLt workspaces behind (one per handle and stream), so a baseline taken before
+// any step would miss what the fit's first step creates, whoever frees it.
 TEST(Cuda, OutOfMemoryIsCaughtByTypeAndMemoryComesBack) {
   REQUIRE_CUDA();
   CpuMemoryTracker::install();
-  auto w = make_workload(WorkloadOptions().model("resnet18").dataset("synthetic").synthetic_size(2048).device("cuda"));
+  const auto options = WorkloadOptions().model("resnet18").dataset("synthetic").synthetic_size(2048).device("cuda");
+  auto w = make_workload(options);
   auto memory = device_memory("cuda", 0);
+  {
+    auto warm = make_workload(options);
+    (void)warm->train_step(warm->next_batch(8)).item<double>();
+  }
   memory->synchronize();
+  memory->release_cached();  // as every trial ends
   const int64_t allocated = memory->allocated_bytes();
   const int64_t budget = 2ll << 30;
   const FitResult r = fit(*w, FitOptions().budget_bytes(budget).target(1.0).max(16384));
@@ -31,6 +44,28 @@ TEST(Cuda, OutOfMemoryIsCaughtByTypeAndMemoryComesBack) {
   EXPECT_GE(ooms, 1);
   memory->synchronize();
   EXPECT_EQ(memory->allocated_bytes(), allocated);
+}
+
+// The README's "no memory stays held" on CUDA: the workspaces cuBLAS and cuBLASLt keep per handle
+// and stream after a matmul (fp32, fp16, and addmm with a bias, which ATen may send to cuBLASLt)
+// are allocated bytes, not cache, and release_cached frees them with the cache.
+TEST(Cuda, ReleasingTheCacheFreesTheCublasWorkspaces) {
+  REQUIRE_CUDA();
+  auto memory = device_memory("cuda", 0);
+  memory->synchronize();
+  memory->release_cached();  // workspaces an earlier test in this process left
+  const int64_t before = memory->allocated_bytes();
+  {
+    const auto on_device = at::TensorOptions().device(at::kCUDA, 0);
+    const at::Tensor a = at::randn({256, 256}, on_device), bias = at::randn({256}, on_device);
+    const at::Tensor half = a.to(at::kHalf);
+    const at::Tensor outputs[] = {at::mm(a, a), at::addmm(bias, a, a), at::mm(half, half),
+                                  at::addmm(bias.to(at::kHalf), half, half)};
+    for (const auto& out : outputs) EXPECT_TRUE(at::isfinite(out).all().item<bool>());
+  }
+  memory->synchronize();
+  memory->release_cached();
+  EXPECT_EQ(memory->allocated_bytes(), before);
 }
 
 TEST(Cuda, TrialMeasuresReservedAndAllocatedPeaks) {
