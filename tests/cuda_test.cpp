@@ -80,27 +80,50 @@ TEST(Cuda, TrialMeasuresReservedAndAllocatedPeaks) {
 
 // The fp16 step profile times the real fp16 step: its loss scaled, its gradients unscaled and
 // checked before the optimizer steps (once it skipped both, so its phases were another step's). From
-// the same state and data order, profiled steps and training steps leave the same weights, the
-// steps the scaler skipped included.
+// the same state and data order, profiled steps and training steps leave the same weights and the
+// same scale. It starts at GradScaler's 2^16, where lenet's steps train (the weights move), and
+// the growth interval is shortened from 2000 so that the scale's growth happens within the test.
+constexpr int kGrowthInterval = 8;
+
 TEST(Cuda, Fp16ProfiledStepsTrainAsTheRealStep) {
   REQUIRE_CUDA();
+  // cuDNN's fastest backward kernels may sum in any order; deterministic ones keep the two copies'
+  // weights comparable, and their overflow checks alike.
+  struct DeterministicCudnn {
+    const bool was = at::globalContext().deterministicCuDNN();
+    DeterministicCudnn() { at::globalContext().setDeterministicCuDNN(true); }
+    ~DeterministicCudnn() { at::globalContext().setDeterministicCuDNN(was); }
+  } deterministic;
   auto make = [] {
-    auto w = make_workload(WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(1024).device("cuda").precision(Precision::Fp16));
+    auto w = make_workload(WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(4096).device("cuda").precision(Precision::Fp16));
     auto m = std::unique_ptr<ModuleWorkload>(dynamic_cast<ModuleWorkload*>(w.release()));
-    m->set_loss_scale(std::ldexp(1.0, 36));  // the first steps overflow and are skipped
+    m->set_loss_scale_growth_interval(kGrowthInterval);
     return m;
   };
   auto trained = make(), profiled = make();
-  for (int i = 0; i < 6; ++i) {
-    trained->train_step(trained->next_batch(64));
+  const double initial_scale = std::ldexp(1.0, 16);
+  ASSERT_EQ(trained->loss_scale(), initial_scale);
+  std::vector<at::Tensor> initial;
+  for (const auto& p : trained->module().parameters()) initial.push_back(p.detach().clone());
+  constexpr int kSteps = 5 * kGrowthInterval;
+  double largest_scale = 0;
+  for (int i = 0; i < kSteps; ++i) {
+    (void)trained->train_step(trained->next_batch(64)).item<double>();
     ASSERT_TRUE(profiled->profiled_step(64).has_value());
+    largest_scale = std::max(largest_scale, trained->loss_scale());
   }
   torch::cuda::synchronize();
-  EXPECT_LT(trained->loss_scale(), std::ldexp(1.0, 36));
+  EXPECT_GT(largest_scale, initial_scale) << "the scale never grew: no " << kGrowthInterval << " good steps in a row";
+  EXPECT_LT(trained->skipped_steps(), kSteps / 2);
+  EXPECT_EQ(profiled->skipped_steps(), trained->skipped_steps());
   EXPECT_EQ(profiled->loss_scale(), trained->loss_scale());
   const auto a = trained->module().parameters(), b = profiled->module().parameters();
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::allclose(a[i], b[i], 1e-4, 1e-5)) << "parameter " << i;
+  ASSERT_EQ(a.size(), initial.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_FALSE(at::equal(a[i], initial[i])) << "parameter " << i << " did not train";
+    EXPECT_TRUE(at::allclose(a[i], b[i], 1e-4, 1e-5)) << "parameter " << i;
+  }
 }
 
 }  // namespace
