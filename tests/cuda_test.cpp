@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
+#include <vector>
 
 #include "batchwise/device.h"
 #include "batchwise/fit.h"
@@ -16,12 +19,22 @@ namespace {
 #define REQUIRE_CUDA()                                                                         \
   if (!built_with_cuda() || !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device"
 
+// After a fit that ran out of memory, the device holds what it held before. The baseline is taken
+// after a real training step (on another copy of the workload) and release_cached: a first step
+// leaves cuBLAS/cuBLASLt workspaces behind (one per handle and stream), so a baseline taken before
+// any step would miss what the fit's first step creates, whoever frees it.
 TEST(Cuda, OutOfMemoryIsCaughtByTypeAndMemoryComesBack) {
   REQUIRE_CUDA();
   CpuMemoryTracker::install();
-  auto w = make_workload(WorkloadOptions().model("resnet18").dataset("synthetic").synthetic_size(2048).device("cuda"));
+  const auto options = WorkloadOptions().model("resnet18").dataset("synthetic").synthetic_size(2048).device("cuda");
+  auto w = make_workload(options);
   auto memory = device_memory("cuda", 0);
+  {
+    auto warm = make_workload(options);
+    (void)warm->train_step(warm->next_batch(8)).item<double>();
+  }
   memory->synchronize();
+  memory->release_cached();  // as every trial ends
   const int64_t allocated = memory->allocated_bytes();
   const int64_t budget = 2ll << 30;
   const FitResult r = fit(*w, FitOptions().budget_bytes(budget).target(1.0).max(16384));
@@ -31,6 +44,28 @@ TEST(Cuda, OutOfMemoryIsCaughtByTypeAndMemoryComesBack) {
   EXPECT_GE(ooms, 1);
   memory->synchronize();
   EXPECT_EQ(memory->allocated_bytes(), allocated);
+}
+
+// The README's "no memory stays held" on CUDA: the workspaces cuBLAS and cuBLASLt keep per handle
+// and stream after a matmul (fp32, fp16, and addmm with a bias, which ATen may send to cuBLASLt)
+// are allocated bytes, not cache, and release_cached frees them with the cache.
+TEST(Cuda, ReleasingTheCacheFreesTheCublasWorkspaces) {
+  REQUIRE_CUDA();
+  auto memory = device_memory("cuda", 0);
+  memory->synchronize();
+  memory->release_cached();  // workspaces an earlier test in this process left
+  const int64_t before = memory->allocated_bytes();
+  {
+    const auto on_device = at::TensorOptions().device(at::kCUDA, 0);
+    const at::Tensor a = at::randn({256, 256}, on_device), bias = at::randn({256}, on_device);
+    const at::Tensor half = a.to(at::kHalf);
+    const at::Tensor outputs[] = {at::mm(a, a), at::addmm(bias, a, a), at::mm(half, half),
+                                  at::addmm(bias.to(at::kHalf), half, half)};
+    for (const auto& out : outputs) EXPECT_TRUE(at::isfinite(out).all().item<bool>());
+  }
+  memory->synchronize();
+  memory->release_cached();
+  EXPECT_EQ(memory->allocated_bytes(), before);
 }
 
 TEST(Cuda, TrialMeasuresReservedAndAllocatedPeaks) {
@@ -45,27 +80,50 @@ TEST(Cuda, TrialMeasuresReservedAndAllocatedPeaks) {
 
 // The fp16 step profile times the real fp16 step: its loss scaled, its gradients unscaled and
 // checked before the optimizer steps (once it skipped both, so its phases were another step's). From
-// the same state and data order, profiled steps and training steps leave the same weights, the
-// steps the scaler skipped included.
+// the same state and data order, profiled steps and training steps leave the same weights and the
+// same scale. It starts at GradScaler's 2^16, where lenet's steps train (the weights move), and
+// the growth interval is shortened from 2000 so that the scale's growth happens within the test.
+constexpr int kGrowthInterval = 8;
+
 TEST(Cuda, Fp16ProfiledStepsTrainAsTheRealStep) {
   REQUIRE_CUDA();
+  // cuDNN's fastest backward kernels may sum in any order; deterministic ones keep the two copies'
+  // weights comparable, and their overflow checks alike.
+  struct DeterministicCudnn {
+    const bool was = at::globalContext().deterministicCuDNN();
+    DeterministicCudnn() { at::globalContext().setDeterministicCuDNN(true); }
+    ~DeterministicCudnn() { at::globalContext().setDeterministicCuDNN(was); }
+  } deterministic;
   auto make = [] {
-    auto w = make_workload(WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(1024).device("cuda").precision(Precision::Fp16));
+    auto w = make_workload(WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(4096).device("cuda").precision(Precision::Fp16));
     auto m = std::unique_ptr<ModuleWorkload>(dynamic_cast<ModuleWorkload*>(w.release()));
-    m->set_loss_scale(std::ldexp(1.0, 36));  // the first steps overflow and are skipped
+    m->set_loss_scale_growth_interval(kGrowthInterval);
     return m;
   };
   auto trained = make(), profiled = make();
-  for (int i = 0; i < 6; ++i) {
-    trained->train_step(trained->next_batch(64));
+  const double initial_scale = std::ldexp(1.0, 16);
+  ASSERT_EQ(trained->loss_scale(), initial_scale);
+  std::vector<at::Tensor> initial;
+  for (const auto& p : trained->module().parameters()) initial.push_back(p.detach().clone());
+  constexpr int kSteps = 5 * kGrowthInterval;
+  double largest_scale = 0;
+  for (int i = 0; i < kSteps; ++i) {
+    (void)trained->train_step(trained->next_batch(64)).item<double>();
     ASSERT_TRUE(profiled->profiled_step(64).has_value());
+    largest_scale = std::max(largest_scale, trained->loss_scale());
   }
   torch::cuda::synchronize();
-  EXPECT_LT(trained->loss_scale(), std::ldexp(1.0, 36));
+  EXPECT_GT(largest_scale, initial_scale) << "the scale never grew: no " << kGrowthInterval << " good steps in a row";
+  EXPECT_LT(trained->skipped_steps(), kSteps / 2);
+  EXPECT_EQ(profiled->skipped_steps(), trained->skipped_steps());
   EXPECT_EQ(profiled->loss_scale(), trained->loss_scale());
   const auto a = trained->module().parameters(), b = profiled->module().parameters();
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::allclose(a[i], b[i], 1e-4, 1e-5)) << "parameter " << i;
+  ASSERT_EQ(a.size(), initial.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_FALSE(at::equal(a[i], initial[i])) << "parameter " << i << " did not train";
+    EXPECT_TRUE(at::allclose(a[i], b[i], 1e-4, 1e-5)) << "parameter " << i;
+  }
 }
 
 }  // namespace

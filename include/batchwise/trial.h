@@ -173,6 +173,10 @@ struct Trial {
   int repetitions = 1;
   int64_t accumulation_steps = 1;   ///< micro-batches per step (TrialOptions::accumulation_steps)
   int steps_run = 0;                ///< full training steps that completed, warm-up included
+  /// fp16: of steps_run, those whose gradients overflowed, so their optimizer step was skipped
+  /// (Workload::skipped_steps). A skipped step times fast and, with Adam, creates no optimizer
+  /// state: a trial that skipped steps understates a trained step's time and peak memory.
+  int skipped_steps = 0;
   /// Peak device memory: on CPU every accounted tensor byte, on CUDA the caching allocator's
   /// reserved bytes. For an out-of-memory trial, the peak reached before the failing request.
   int64_t peak_bytes = 0;
@@ -225,6 +229,7 @@ void fields(V& v, T& t) {
   v("steps", t.steps);
   v("repetitions", t.repetitions);
   v("steps_run", t.steps_run);
+  v("skipped_steps", t.skipped_steps, When{t.skipped_steps > 0});
   v("accumulation_steps", t.accumulation_steps, When{t.accumulation_steps > 1});
   v("data_wait_share", t.data_wait_share);
   v("input_bound", t.input_bound);
@@ -261,7 +266,11 @@ class TrialRunner {
   virtual int64_t device_total_bytes() = 0;
 };
 
-/// Runs trials on a Workload in this process with run_trial.
+/// Runs trials on a Workload in this process with run_trial. A trial that skipped some of its steps
+/// (fp16 gradients that overflowed while the loss scale settled; the settled scale carries over, see
+/// ModuleWorkload::loss_scale) runs once more, from the settled scale, and reports that run, with a
+/// note of the first in its message and both runs' time in wall_s. One whose every step was skipped
+/// did not settle the scale, so it is reported as it is.
 class WorkloadRunner : public TrialRunner {
  public:
   explicit WorkloadRunner(Workload& workload) : workload_(workload) {}
@@ -277,7 +286,8 @@ class WorkloadRunner : public TrialRunner {
 
 /// Runs one trial on `workload`. Every step is real training on real batches. Before it returns,
 /// parameters, buffers, gradients, optimizer state, training mode and the global RNG are restored
-/// bit-identically and, after an out-of-memory outcome, the device's cache is released.
+/// bit-identically (fp16's loss scale, batchwise's own, may stay settled: ModuleWorkload::loss_scale)
+/// and the device's cache is released (on CUDA with the cuBLAS workspaces).
 /// Throws only for unusable options (ConfigError); out of memory and step errors are outcomes.
 Trial run_trial(Workload& workload, const TrialOptions& options);
 

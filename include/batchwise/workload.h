@@ -48,9 +48,15 @@ class Workload {
   /// training mode, the data order and the global RNG. Held in host memory, not counted.
   virtual std::unique_ptr<WorkloadState> save_state() = 0;
   /// Puts a saved state back, bit-identically and in place (parameters keep their storage).
+  /// NOTE: bookkeeping of batchwise's own that is not the user's training may carry over instead:
+  /// ModuleWorkload's fp16 loss scale (see ModuleWorkload::loss_scale) and skipped_steps().
   virtual void restore_state(const WorkloadState& state) = 0;
   /// The training state's size, counted from its tensors; zeros when a workload cannot tell.
   virtual StateBytes state_bytes() const { return {}; }
+  /// Optimizer steps skipped so far because their gradients overflowed (fp16's dynamic loss
+  /// scaling): a running count that restore_state leaves alone, so run_trial reports a trial's share
+  /// as the difference. 0 for a workload that never skips a step.
+  virtual int64_t skipped_steps() const { return 0; }
 
   // Gradient primitives, for gradient accumulation and the noise scale (accumulate_gradients,
   // measure_noise_scale). ModuleWorkload has them; a workload without them still fits, sweeps and
@@ -146,9 +152,24 @@ class ModuleWorkload : public Workload {
   void set_lr(double lr);
   /// fp16's dynamic loss scale (GradScaler's get_scale and update(new_scale)): the factor the loss is
   /// multiplied by before backward; halved when a step's gradients overflow (the step is skipped),
-  /// doubled after 2000 good steps. Starts at 65536. REQUIRES: positive.
+  /// doubled after loss_scale_growth_interval() good steps in a row. Starts at 65536.
+  /// NOTE: this scaler is batchwise's own, like a GradScaler the tool owns (the user's training
+  /// keeps its own), so restore_state does not put it back with the model, optimizer and RNGs: once
+  /// a step since the snapshot was good, the scale and its count of good steps stay as the last good
+  /// step left them. The next trial then starts from a settled scale instead of overflowing its first
+  /// steps again from 65536: a skipped step times fast and, with Adam, creates no optimizer state,
+  /// so such a trial understates a trained step's time and peak. When no step since the snapshot was
+  /// good (every one overflowed: a trial whose training diverged), the snapshot's scale comes back,
+  /// so a collapsed scale is never kept.
   double loss_scale() const { return loss_scale_; }
+  /// Sets the scale (and restarts its count of good steps), as GradScaler's update(new_scale).
+  /// REQUIRES: positive and finite.
   void set_loss_scale(double scale);
+  /// Good steps in a row after which the scale doubles (GradScaler's growth_interval, 2000).
+  /// REQUIRES: >= 1.
+  int loss_scale_growth_interval() const { return growth_interval_; }
+  void set_loss_scale_growth_interval(int steps);
+  int64_t skipped_steps() const override { return skipped_total_; }
   /// The model's mean loss on `data` and, for class labels, its accuracy; inputs are normalised like
   /// the training data's. Runs in eval mode without gradients, `batch` samples at a time, and puts
   /// the training mode back.
@@ -176,8 +197,15 @@ class ModuleWorkload : public Workload {
   void step_backward(const at::Tensor& loss);
   void step_optimizer();
   WorkloadInfo info_;
-  double loss_scale_ = 65536.0;  // fp16: dynamic loss scaling, as torch.cuda.amp.GradScaler
+  // fp16: dynamic loss scaling, as torch.amp.GradScaler: the scale, the good steps since it last
+  // changed and the interval at which it grows; the same pair as the last good step left it (what
+  // restore_state keeps); and running counts of good and skipped steps.
+  double loss_scale_ = 65536.0;
   int good_steps_ = 0;
+  int growth_interval_ = 2000;
+  double settled_scale_ = 65536.0;
+  int settled_good_steps_ = 0;
+  int64_t good_total_ = 0, skipped_total_ = 0;
   torch::nn::AnyModule model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   Dataset data_;

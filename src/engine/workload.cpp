@@ -67,8 +67,9 @@ struct ModuleState final : WorkloadState {
   std::string optimizer;                               // torch::serialize archive
   at::Tensor rng, device_rng, sampler_rng, sampler_order;
   int64_t sampler_cursor = 0;
-  double loss_scale = 0;
+  double loss_scale = 0;  // fp16's scaler, put back only when no step since was good
   int good_steps = 0;
+  int64_t good_total = 0;
 };
 
 at::Tensor host_copy(const at::Tensor& t) {
@@ -322,7 +323,8 @@ void ModuleWorkload::step_backward(const at::Tensor& loss) {
 }
 
 // fp16: the gradients unscaled and checked for inf/NaN (then the step is skipped and the scale
-// halves); the scale doubles after 2000 good steps: GradScaler's policy, with the same ATen kernels.
+// halves); the scale doubles after growth_interval_ good steps: GradScaler's policy, with the same
+// ATen kernels. A good step records the scaler as it left it: what restore_state keeps.
 void ModuleWorkload::step_optimizer() {
   if (!fp16()) {
     optimizer_->step();
@@ -336,16 +338,24 @@ void ModuleWorkload::step_optimizer() {
   at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
   if (found_inf.item<float>() == 0) {
     optimizer_->step();
-    if (++good_steps_ == 2000) loss_scale_ *= 2, good_steps_ = 0;
+    if (++good_steps_ >= growth_interval_) loss_scale_ *= 2, good_steps_ = 0;
+    ++good_total_;
+    settled_scale_ = loss_scale_, settled_good_steps_ = good_steps_;
   } else {
     loss_scale_ *= 0.5, good_steps_ = 0;
+    ++skipped_total_;
   }
 }
 
 void ModuleWorkload::set_loss_scale(double scale) {
   BATCHWISE_CHECK(scale > 0 && std::isfinite(scale), ConfigError, "loss scale {:g}: must be a positive number", scale);
-  loss_scale_ = scale;
-  good_steps_ = 0;
+  loss_scale_ = settled_scale_ = scale;
+  good_steps_ = settled_good_steps_ = 0;
+}
+
+void ModuleWorkload::set_loss_scale_growth_interval(int steps) {
+  BATCHWISE_CHECK(steps >= 1, ConfigError, "loss scale growth interval {}: must be at least 1 step", steps);
+  growth_interval_ = steps;
 }
 
 std::optional<StepPhases> ModuleWorkload::profiled_step(int64_t batch) {
@@ -544,6 +554,7 @@ std::unique_ptr<WorkloadState> ModuleWorkload::save_state() {
   state->sampler_cursor = sampler_->cursor;
   state->loss_scale = loss_scale_;
   state->good_steps = good_steps_;
+  state->good_total = good_total_;
   return state;
 }
 
@@ -583,8 +594,13 @@ void ModuleWorkload::restore_state(const WorkloadState& saved) {
   set_rng(sampler_->generator, state->sampler_rng);
   sampler_->order = state->sampler_order;
   sampler_->cursor = state->sampler_cursor;
-  loss_scale_ = state->loss_scale;
-  good_steps_ = state->good_steps;
+  // fp16's scaler is batchwise's, not the training's (see loss_scale()): a scale that a good step
+  // has settled since the snapshot carries over; after only overflows, the snapshot's comes back.
+  if (good_total_ > state->good_total) {
+    loss_scale_ = settled_scale_, good_steps_ = settled_good_steps_;
+  } else {
+    loss_scale_ = state->loss_scale, good_steps_ = state->good_steps;
+  }
 }
 
 namespace {

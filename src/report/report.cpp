@@ -20,6 +20,15 @@ std::string percent_of(int64_t part, int64_t whole) {
   return whole > 0 ? fmt::format("{:.1f} %", 100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "-";
 }
 
+// A trial's note: its message, after a flag when fp16 skipped some of its steps (their times and
+// peak understate a trained step's).
+std::string trial_note(const Trial& t) {
+  if (t.skipped_steps == 0) return t.message;
+  const std::string flag =
+      fmt::format("{} of {} steps skipped (fp16 overflow)", t.skipped_steps, t.steps_run);
+  return t.message.empty() ? flag : flag + "; " + t.message;
+}
+
 // The table's lines, trailing spaces trimmed (an empty note column leaves none).
 class Lines {
  public:
@@ -70,7 +79,7 @@ void fit_table(Lines& line, const FitResult& f) {
     line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", t.batch, to_string(t.outcome),
                      format_bytes(t.peak_bytes), t.predicted_peak_bytes ? format_bytes(*t.predicted_peak_bytes) : "-",
                      percent_of(t.peak_bytes, f.budget_bytes),
-                     t.within_target && *t.within_target ? "within" : "over", t.message));
+                     t.within_target && *t.within_target ? "within" : "over", trial_note(t)));
   }
   if (f.memory_model) {
     const MemoryModel& m = *f.memory_model;
@@ -111,7 +120,7 @@ void sweep_table(Lines& line, const SweepResult& s) {
     const bool ok = t.outcome == Outcome::Ok;
     const std::string spread =
         ok && t.step_time_s_median > 0 ? fmt::format("{:.1f} %", 100 * t.step_time_s_stddev / t.step_time_s_median) : "-";
-    std::string note = t.message;
+    std::string note = trial_note(t);
     if (s.knee_batch && *s.knee_batch == t.batch) note = "<- knee" + (note.empty() ? "" : "; " + note);
     if (ok && t.distributed) {
       const DistributedTrial& d = *t.distributed;

@@ -240,6 +240,17 @@ class Search {
         break;
       }
     }
+    // A skipped step makes no optimizer state (Adam's), so the answer's peak may be short of a
+    // trained step's. The runner has already run such a trial again from a settled scale where it
+    // could; steps still skipped overflowed whatever the scale.
+    for (const auto& t : r_.trials) {
+      if (t.batch != *fits_ || t.skipped_steps == 0) continue;
+      const std::string note = fmt::format(
+          "batch {} skipped {} of its {} steps (fp16 gradients overflowed), so its peak may miss the optimizer "
+          "state of a trained step: check it in training",
+          t.batch, t.skipped_steps, t.steps_run);
+      r_.message = r_.message.empty() ? note : r_.message + "; " + note;
+    }
   }
 
  private:

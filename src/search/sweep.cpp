@@ -29,6 +29,7 @@ void merge_repetition(Trial& point, const Trial& t) {
   point.peak_bytes = std::max(point.peak_bytes, t.peak_bytes);
   point.peak_allocated_bytes = std::max(point.peak_allocated_bytes, t.peak_allocated_bytes);
   point.steps_run += t.steps_run;
+  point.skipped_steps += t.skipped_steps;
   point.wall_s += t.wall_s;
   point.loss_last = t.loss_last;
   point.data_wait_share = (point.data_wait_share * point.repetitions + t.data_wait_share) / (point.repetitions + 1);

@@ -1,9 +1,12 @@
 // run_trial on real (small) workloads: real training steps that lower the loss, on every built-in
-// model, refused options, and a model in eval mode trained and put back bit-identical.
+// model, refused options, a model in eval mode trained and put back bit-identical, and fp16's
+// skipped steps: reported, settled once, and run again by the runner.
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 #include "batchwise/error.h"
 #include "batchwise/memory.h"
@@ -56,6 +59,82 @@ TEST(Trial, TrainsAnEvalModeModelAndPutsTheModeBack) {
   ASSERT_EQ(t.outcome, Outcome::Ok) << t.message;
   expect_identical(before, copy_of(as_module(*w)));
   EXPECT_FALSE(as_module(*w).module().is_training());
+}
+
+// fp16 on the CPU (autocast to float16, GradScaler's policy): the mlp with Adam from a loss scale
+// so large that its first steps overflow, after two steps that gave Adam its state.
+constexpr int kHugeScaleExponent = 40;
+constexpr int kSteps = 24;  // enough for 2^40 to settle: the mlp's steps fit from 2^30 or so
+
+std::unique_ptr<Workload> fp16_mlp() {
+  CpuMemoryTracker::install();
+  auto w = make_workload(WorkloadOptions()
+                             .model("mlp")
+                             .dataset("synthetic")
+                             .synthetic_size(512)
+                             .optimizer(Optimizer::Adam)
+                             .precision(Precision::Fp16)
+                             .device("cpu"));
+  for (int i = 0; i < 2; ++i) w->train_step(w->next_batch(16));
+  as_module(*w).set_loss_scale(std::ldexp(1.0, kHugeScaleExponent));
+  return w;
+}
+
+// The trial reports the steps it skipped; the scale they settled carries over (the scaler is
+// batchwise's, see ModuleWorkload::loss_scale), so the next trial skips none; the model, Adam's
+// state, the global RNG and the data order come back bit-identical all the same.
+TEST(Trial, Fp16SkippedStepsAreReportedAndTheSettledScaleCarriesOver) {
+  auto w = fp16_mlp(), twin = fp16_mlp();
+  auto& m = as_module(*w);
+  const Copy before = copy_of(m);
+  ASSERT_FALSE(before.adam.empty());
+  const at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
+  const Trial first = run_trial(*w, TrialOptions(16).warmup(2).steps(kSteps));
+  ASSERT_EQ(first.outcome, Outcome::Ok) << first.message;
+  EXPECT_GT(first.skipped_steps, 2);  // 2^40 halves past 2^30 before a step fits
+  EXPECT_LT(first.skipped_steps, first.steps_run);
+  // Each skipped step halved the scale; no growth in so few steps.
+  const double settled = m.loss_scale();
+  EXPECT_EQ(settled, std::ldexp(1.0, kHugeScaleExponent - first.skipped_steps));
+  EXPECT_EQ(m.skipped_steps(), first.skipped_steps);
+  expect_identical(before, copy_of(m));
+  EXPECT_TRUE(at::equal(at::detail::getDefaultCPUGenerator().get_state(), rng)) << "the global RNG moved";
+  EXPECT_TRUE(at::equal(w->next_batch(16).input, twin->next_batch(16).input)) << "the data order moved";
+
+  const Trial second = run_trial(*w, TrialOptions(16).warmup(2).steps(4));
+  ASSERT_EQ(second.outcome, Outcome::Ok) << second.message;
+  EXPECT_EQ(second.skipped_steps, 0);
+  EXPECT_EQ(m.loss_scale(), settled);
+}
+
+// A trial whose every step overflowed settled nothing: the scale it halved to is not kept (a
+// diverging trial would otherwise leave a collapsed scale behind), and the runner does not run it
+// again (it would skip the same steps).
+TEST(Trial, Fp16TrialThatOnlyOverflowedKeepsTheScaleItStartedFrom) {
+  auto w = fp16_mlp();
+  const Trial t = WorkloadRunner(*w).run(TrialOptions(16).warmup(0).steps(2));
+  ASSERT_EQ(t.outcome, Outcome::Ok) << t.message;
+  EXPECT_EQ(t.skipped_steps, 2);
+  EXPECT_EQ(t.steps_run, 2);
+  EXPECT_EQ(t.message, "");
+  EXPECT_EQ(as_module(*w).loss_scale(), std::ldexp(1.0, kHugeScaleExponent));
+}
+
+// fit, sweep and tune run their trials through the runner: a trial that skipped steps while the
+// scale settled runs again from the settled scale, and the report shows that run with a note. (The
+// settled scale sits just below overflow, as GradScaler's does, so a later step of the second run
+// may still overflow once as training moves on: then the run is flagged, and not run a third time.)
+TEST(Trial, RunnerRunsAgainATrialWhoseStepsWereSkippedWhileTheScaleSettled) {
+  auto w = fp16_mlp();
+  const Trial t = WorkloadRunner(*w).run(TrialOptions(16).warmup(2).steps(kSteps));
+  ASSERT_EQ(t.outcome, Outcome::Ok) << t.message;
+  EXPECT_EQ(t.steps_run, kSteps + 2);
+  const int64_t first = as_module(*w).skipped_steps() - t.skipped_steps;
+  EXPECT_GT(first, 2);
+  EXPECT_LT(t.skipped_steps, first);
+  EXPECT_EQ(t.message, fmt::format("ran twice: the first run skipped {} of its {} steps while fp16's loss scale "
+                                   "settled",
+                                   first, kSteps + 2));
 }
 
 }  // namespace

@@ -69,6 +69,22 @@ TEST(Report, JsonKeepsTheContract) {
   EXPECT_TRUE(j.at("recommendation").at("reason").is_string());
 }
 
+// fp16 steps skipped for overflow: in the JSON only where there were some, and flagged in the
+// tables' notes (such a trial's times and peak understate a trained step's).
+TEST(Report, SkippedStepsAreWrittenAndFlaggedWhereThereWereSome) {
+  Report r = fixed_report();
+  r.fit->trials[0].skipped_steps = 2;
+  r.sweep->points[0].skipped_steps = 1;
+  const auto j = nlohmann::json::parse(to_json(r));
+  EXPECT_EQ(j.at("fit").at("trials").at(0).at("skipped_steps"), 2);
+  EXPECT_FALSE(j.at("fit").at("trials").at(2).contains("skipped_steps"));
+  EXPECT_EQ(j.at("sweep").at("points").at(0).at("skipped_steps"), 1);
+  const std::string table = to_table(r);
+  EXPECT_NE(table.find("within  2 of 4 steps skipped (fp16 overflow)\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("1 of 6 steps skipped (fp16 overflow)"), std::string::npos) << table;
+  EXPECT_EQ(to_table(fixed_report()).find("skipped"), std::string::npos);
+}
+
 TEST(Report, NoFitMeansANullBatch) {
   Report r = fixed_report();
   r.fit->outcome = FitOutcome::DoesNotFit;

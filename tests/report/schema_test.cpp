@@ -20,6 +20,7 @@ Report full_report() {
   r.distributed = DistributedRun{2, Backend::Gloo, {64ll << 20, 60ll << 20}, 120};
   Trial& point = r.sweep->points[0];
   point.accumulation_steps = 4;
+  point.skipped_steps = 3;
   point.distributed = DistributedTrial{2, Backend::Nccl, 128, {0.01, 0.011}, {20ll << 20, 21ll << 20},
                                        {Outcome::Ok, Outcome::Ok}, 0.25, 6000.0, 0.9, ""};
   UtilisationSample gpu;
@@ -69,7 +70,7 @@ TEST(Report, JsonReadsBackToTheSameJson) {
   const std::string full = to_json(full_report());
   EXPECT_EQ(to_json(report_from_json(full, "full")), full);
   for (const char* section : {"\"distributed\"", "\"plan\"", "\"range_test\"", "\"accumulation_plan\"", "\"epoch\"",
-                              "\"loader\"", "\"accumulation_steps\"", "\"gpu_temperature_c\"", "\"breaks\"", "\"not_run\""})
+                              "\"loader\"", "\"accumulation_steps\"", "\"skipped_steps\"", "\"gpu_temperature_c\"", "\"breaks\"", "\"not_run\""})
     EXPECT_NE(full.find(section), std::string::npos) << section;
   // The memory model's breaks have always been written with their keys in alphabetical order.
   const auto breaks = nlohmann::ordered_json::parse(full).at("fit").at("memory_model").at("breaks").at(0);

@@ -3,6 +3,7 @@
 // batch at or above one that failed), state and memory that come back bit-identical after out of
 // memory, an exact breakdown of the training state, and the plan for another device.
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
@@ -353,6 +354,36 @@ TEST(ModelModeEdges, ALineThatBreaksIsDetectedAndRefittedLocally) {
   EXPECT_NEAR(model.memory_model->per_sample_bytes, 10240, 1);
   expect_never_at_or_above_a_failure(model);
 }
+// A runner whose trials skipped fp16 steps (still, after the runner's own second run): the memory
+// is SteppedMemory's line, and every trial skipped 2 of its 4 steps.
+class SkippingSteps final : public TrialRunner {
+ public:
+  WorkloadInfo info() const override { return {}; }
+  Trial run(const TrialOptions& o) override {
+    Trial t = stepped_.run(o);
+    t.steps_run = 4;
+    t.skipped_steps = t.outcome == Outcome::Ok ? 2 : 0;
+    return t;
+  }
+  int64_t held_bytes() override { return 4 << 20; }
+  int64_t default_budget_bytes() override { return 64 << 20; }
+  int64_t device_total_bytes() override { return 64 << 20; }
+
+ private:
+  SteppedMemory stepped_;
+};
+
+// A skipped step creates no optimizer state (Adam's), so the answer's peak may be short of a
+// trained step's: the fit says so.
+TEST(Fit, AnAnswerWhoseStepsWereSkippedSaysItsPeakMayBeShort) {
+  SkippingSteps runner;
+  const FitResult r = fit(runner, FitOptions().budget_bytes(16 << 20).target(0.9).mode(FitMode::Binsearch));
+  ASSERT_EQ(r.outcome, FitOutcome::Fits) << r.message;
+  EXPECT_EQ(r.message, fmt::format("batch {} skipped 2 of its 4 steps (fp16 gradients overflowed), so its peak may "
+                                   "miss the optimizer state of a trained step: check it in training",
+                                   *r.batch));
+}
+
 TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {
   auto w = workload(Case{"mlp", "sgd", 0, false});
   const FitResult capped = fit(*w, FitOptions().budget_bytes(256 << 20).max(100));
