@@ -3,11 +3,16 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 
 #include "batchwise/device.h"
 #include "batchwise/fit.h"
 #include "batchwise/memory.h"
+#include "batchwise/trace.h"
 #include "batchwise/workload.h"
 
 namespace batchwise {
@@ -66,6 +71,31 @@ TEST(Cuda, Fp16ProfiledStepsTrainAsTheRealStep) {
   const auto a = trained->module().parameters(), b = profiled->module().parameters();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::allclose(a[i], b[i], 1e-4, 1e-5)) << "parameter " << i;
+}
+
+// --trace on CUDA: Kineto records the step's kernels with their device time, not only the host's
+// dispatch of each operator (what the legacy profiler gave).
+TEST(Cuda, TraceHoldsTheStepsKernels) {
+  REQUIRE_CUDA();
+  auto w = make_workload(WorkloadOptions().model("lenet").dataset("synthetic").device("cuda"));
+  const std::string path = ::testing::TempDir() + "cuda_step.trace.json";
+  const StepTrace t = write_step_trace(*w, 64, path);
+  const auto doc = nlohmann::json::parse(std::ifstream(path));
+  int64_t kernels = 0, operators = 0;
+  for (const auto& e : doc.at("traceEvents")) {
+    const std::string cat = e.value("cat", "");
+    if (cat == "kernel") {
+      ++kernels;
+      EXPECT_GE(e.value("dur", -1.0), 0) << e.dump();
+    }
+    operators += cat == "cpu_op";
+  }
+  EXPECT_GT(kernels, 0) << t.note;
+  EXPECT_EQ(t.kernel_events, kernels);
+  EXPECT_EQ(t.events, static_cast<int64_t>(doc.at("traceEvents").size()));
+  EXPECT_GT(operators, 0);
+  EXPECT_TRUE(t.note.empty()) << t.note;
+  std::remove(path.c_str());
 }
 
 }  // namespace
