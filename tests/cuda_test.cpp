@@ -5,14 +5,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <thread>
 
 #include "batchwise/device.h"
 #include "batchwise/fit.h"
 #include "batchwise/memory.h"
 #include "batchwise/trace.h"
+#include "batchwise/utilisation.h"
 #include "batchwise/workload.h"
 
 namespace batchwise {
@@ -96,6 +99,38 @@ TEST(Cuda, TraceHoldsTheStepsKernels) {
   EXPECT_GT(operators, 0);
   EXPECT_TRUE(t.note.empty()) << t.note;
   std::remove(path.c_str());
+}
+
+// The summary's GPU utilisation is the trial's own: busy for a trial that keeps the GPU busy for
+// 3 s; for a trial shorter than the driver's shortest sample period (1/6 s) no figure, and a note.
+TEST(Cuda, UtilisationFiguresAreTheTrialsOwnOrLeftOut) {
+  REQUIRE_CUDA();
+  using clock = std::chrono::steady_clock;
+  const at::Tensor a = at::randn({4096, 4096}, at::kCUDA), b = at::randn({4096, 4096}, at::kCUDA);
+  auto busy_for = [&](double seconds) {
+    const auto start = clock::now();
+    while (std::chrono::duration<double>(clock::now() - start).count() < seconds) (void)at::mm(a, b);
+    torch::cuda::synchronize();
+  };
+  busy_for(0.5);  // idle before the first monitor would not matter, but warm the kernels
+  {
+    UtilisationMonitor monitor(0.25, 0);
+    busy_for(3.0);
+    const UtilisationSummary u = monitor.finish();
+    ASSERT_TRUE(u.gpu_sm_percent.has_value()) << u.gpu_percent_note;
+    EXPECT_GT(u.gpu_sm_percent->mean, 50) << u.gpu_percent_note;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the driver's periods go idle
+  const auto start = clock::now();
+  UtilisationMonitor monitor(0.25, 0);
+  busy_for(0.02);
+  const UtilisationSummary u = monitor.finish();
+  const double window_s = std::chrono::duration<double>(clock::now() - start).count();
+  if (!u.gpu_sm_percent) EXPECT_FALSE(u.gpu_percent_note.empty());
+  if (window_s < 1.0 / 6) {
+    EXPECT_FALSE(u.gpu_sm_percent.has_value()) << "a " << window_s << " s window, mean " << u.gpu_sm_percent->mean;
+    EXPECT_FALSE(u.gpu_percent_note.empty());
+  }
 }
 
 }  // namespace
