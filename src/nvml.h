@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "batchwise/utilisation.h"
 #include "device_detail.h"
 
 namespace batchwise::detail {
@@ -31,8 +32,9 @@ std::optional<int> nvml_index_for_cuda(int cuda_index, const char* visible, cons
 /// per query, which takes tens of milliseconds on a GPU machine.
 class Nvml {
  public:
-  /// Loads and initialises NVML; never throws. available() says whether it worked.
-  Nvml();
+  /// Loads `library` (the driver's by default; the tests load a stand-in by its path) and initialises
+  /// NVML; never throws. available() says whether it worked.
+  explicit Nvml(const char* library = "libnvidia-ml.so.1");
   ~Nvml();
   Nvml(const Nvml&) = delete;
   Nvml& operator=(const Nvml&) = delete;
@@ -66,6 +68,20 @@ class Nvml {
   };
   std::optional<Sample> sample(int index) const;
 
+  /// One of the driver's own utilisation samples (nvmlDeviceGetSamples): the percent of the time
+  /// since its previous sample that the device was busy. The driver samples every 1/6 s to 1 s,
+  /// depending on the GPU, and keeps the latest in a ring buffer.
+  struct Reading {
+    uint64_t timestamp_us = 0;  ///< when the sample period ended: wall clock, microseconds since the epoch
+    double percent = 0;
+  };
+  /// Which utilisation: SM (a kernel was running) or memory (device memory was read or written).
+  enum class Utilisation { Sm = 1, Memory = 2 };  // NVML_GPU_UTILIZATION_SAMPLES, NVML_MEMORY_UTILIZATION_SAMPLES
+  /// The driver's buffered samples of `kind` on device `index` taken after `after_us` (0: all it
+  /// holds), oldest first; empty when it has none that new. nullopt when it cannot give them (a
+  /// driver without nvmlDeviceGetSamples, or a device that does not support the query).
+  std::optional<std::vector<Reading>> utilisation_samples(int index, Utilisation kind, uint64_t after_us) const;
+
   /// "NVIDIA H100 80GB HBM3", or nullopt.
   std::optional<std::string> name(int index) const;
   /// UUID and PCI location of every device, in NVML's order (fields NVML cannot give stay empty).
@@ -85,5 +101,49 @@ class Nvml {
 
 /// The process-wide NVML session, created on first use.
 const Nvml& shared_nvml();
+
+/// The statistics of the driver's utilisation samples whose sample period lies inside the window
+/// [start_us, end_us]: a sample covers the time since the one before it, so the first sample of
+/// `readings` (sorted by time) only bounds the next one's period, and a sample counts when the one
+/// before it was taken at or after start_us and it was taken by end_us. The mean weighs each sample
+/// by its period. nullopt when no sample lies inside (a window shorter than the driver's period).
+std::optional<UtilisationStat> window_stat(const std::vector<Nvml::Reading>& readings, uint64_t start_us,
+                                           uint64_t end_us);
+
+/// The driver's SM and memory utilisation samples over a window of wall-clock time (a trial's
+/// steps) on one device: a figure for exactly the window, where a reading of the current utilisation
+/// (nvmlDeviceGetUtilizationRates) covers the driver's last period, up to 1 s that may lie before the
+/// window. Not thread-safe: one thread calls poll() and finish().
+class UtilisationWindow {
+ public:
+  /// Opens the window at `start_us` (wall clock, microseconds since the epoch: NVML's timestamps)
+  /// and reads the samples the driver holds, so the first sample inside the window has the one
+  /// before it.
+  UtilisationWindow(const Nvml& nvml, int index, uint64_t start_us);
+  /// Reads the samples taken since the last read. Call at least every few seconds: the driver's
+  /// buffer holds its latest samples only.
+  void poll();
+  struct Result {
+    /// window_stat of each kind; nullopt when no sample lies in the window or none can be read.
+    std::optional<UtilisationStat> sm_percent, memory_percent;
+    /// Whether the driver gave samples of each kind (false: nvmlDeviceGetSamples is missing or unsupported).
+    bool sm_supported = false, memory_supported = false;
+  };
+  /// Closes the window at `end_us` after a last read.
+  Result finish(uint64_t end_us);
+
+ private:
+  struct Series {
+    explicit Series(Nvml::Utilisation k) : kind(k) {}
+    Nvml::Utilisation kind;
+    bool supported = false;
+    std::vector<Nvml::Reading> readings;
+    void read(const Nvml& nvml, int index, uint64_t start_us);
+  };
+  const Nvml& nvml_;
+  int index_;
+  uint64_t start_us_;
+  Series sm_{Nvml::Utilisation::Sm}, memory_{Nvml::Utilisation::Memory};
+};
 
 }  // namespace batchwise::detail

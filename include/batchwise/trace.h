@@ -1,7 +1,8 @@
 #pragma once
 /// A profile of one measured training step, as a Chrome trace (open it in https://ui.perfetto.dev
-/// or chrome://tracing): every operator of the forward pass, loss, backward pass and optimizer step
-/// with its duration, from LibTorch's profiler.
+/// or chrome://tracing), from LibTorch's Kineto profiler: every operator of the forward pass, loss,
+/// backward pass and optimizer step with its duration on the host and, on CUDA, the kernels and
+/// copies each launched with their durations on the device (CUPTI's activity records).
 #include <cstdint>
 #include <string>
 
@@ -9,10 +10,18 @@ namespace batchwise {
 
 class Workload;
 
+/// What write_step_trace wrote.
+struct StepTrace {
+  int64_t events = 0;          ///< events in the trace (its "traceEvents")
+  int64_t kernel_events = 0;   ///< of which GPU kernels (Kineto's category "kernel"); 0 on CPU
+  /// On CUDA when the trace holds no kernel: why it shows the host's dispatch only. Empty otherwise.
+  std::string note;
+};
+
 /// Trains `warmup` unmeasured steps and then one profiled step at `batch`, writes the trace to
-/// `path`, and restores the workload (bit-identically, as every trial does). Returns the number of
-/// events in the trace. Throws ConfigError when `path` cannot be written, Error when the step
-/// fails (out of memory included: trace a batch that fits).
-int64_t write_step_trace(Workload& workload, int64_t batch, const std::string& path, int warmup = 2);
+/// `path`, and restores the workload (bit-identically, as every trial does). Throws ConfigError when
+/// `path` cannot be written, Error when the step fails (out of memory included: trace a batch that
+/// fits) or the profiler wrote no events.
+StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string& path, int warmup = 2);
 
 }  // namespace batchwise

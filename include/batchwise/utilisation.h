@@ -10,9 +10,15 @@
 /// that). On GPU the host threads mostly wait for the device, so the background thread samples.
 /// Its own cost is measured: the sampler's CPU time and the time spent sampling between steps, over
 /// the wall time.
+///
+/// A reading of NVML's utilisation covers the driver's last sample period (1/6 s to 1 s), so the
+/// timeline's first readings describe the time before the trial. The summary's SM and memory
+/// utilisation come instead from the driver's own samples (nvmlDeviceGetSamples) whose periods lie
+/// inside the trial, read at every sample.
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "batchwise/fields.h"
@@ -63,8 +69,17 @@ struct UtilisationSummary {
   UtilisationStat cpu_percent;
   std::vector<double> core_percent_mean;
   int64_t rss_bytes_max = 0;
-  std::optional<UtilisationStat> gpu_sm_percent, gpu_memory_percent, gpu_power_w;
+  /// SM and memory utilisation over the trial, from the driver's own samples whose sample periods
+  /// lie inside it (nvmlDeviceGetSamples); null when none does (a trial shorter than the driver's
+  /// period, 1/6 s to 1 s) or NVML gives none, and then gpu_percent_note says why.
+  std::optional<UtilisationStat> gpu_sm_percent, gpu_memory_percent;
+  /// From the timeline's readings. NOTE: on Ampere and later (GA100 excepted) NVML's power reading
+  /// is its average over the last second, so in a trial shorter than that it reaches back before it.
+  std::optional<UtilisationStat> gpu_power_w;
   std::optional<int64_t> gpu_memory_used_bytes_max;
+  /// Why gpu_sm_percent or gpu_memory_percent is null, or where they come from when NVML cannot give
+  /// its samples. Empty otherwise (and on CPU).
+  std::string gpu_percent_note;
   /// The samples taken between steps (step_boundary), in the training thread.
   int samples_between_steps = 0;
   /// The monitor's cost over the wall time it ran, in percent of one core: the background thread's
@@ -84,6 +99,7 @@ void fields(V& v, T& u) {
   v("rss_bytes_max", u.rss_bytes_max);
   v("gpu_sm_percent", u.gpu_sm_percent);
   v("gpu_memory_percent", u.gpu_memory_percent);
+  v("gpu_percent_note", u.gpu_percent_note, When{!u.gpu_percent_note.empty()});
   v("gpu_power_w", u.gpu_power_w);
   v("gpu_memory_used_bytes_max", u.gpu_memory_used_bytes_max);
   v("overhead_percent", u.overhead_percent);

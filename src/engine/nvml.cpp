@@ -46,6 +46,33 @@ struct nvmlUtilization_t {
   unsigned int memory;
 };
 
+constexpr nvmlReturn_t kNvmlErrorNotFound = 6;  // nvmlDeviceGetSamples: no sample newer than asked for
+
+union nvmlValue_t {
+  double dVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+};
+
+struct nvmlSample_t {
+  unsigned long long timeStamp;  // microseconds since the epoch
+  nvmlValue_t sampleValue;
+};
+
+// nvmlValueType_t: how nvmlDeviceGetSamples filled sampleValue (utilisation: unsigned int).
+double value_of(int type, const nvmlValue_t& v) {
+  switch (type) {
+    case 0: return v.dVal;
+    case 1: return v.uiVal;
+    case 2: return static_cast<double>(v.ulVal);
+    case 3: return static_cast<double>(v.ullVal);
+    case 4: return static_cast<double>(v.sllVal);
+    default: return static_cast<double>(v.uiVal);  // later types (signed int, unsigned short) are narrower
+  }
+}
+
 }  // namespace
 
 struct Nvml::Api {
@@ -64,6 +91,8 @@ struct Nvml::Api {
   nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned int) = nullptr;
   nvmlReturn_t (*uuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
   nvmlReturn_t (*pci_info)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
+  nvmlReturn_t (*samples)(nvmlDevice_t, int /*nvmlSamplingType_t*/, unsigned long long, int* /*nvmlValueType_t*/,
+                          unsigned int*, nvmlSample_t*) = nullptr;
   bool initialized = false;  // nvmlShutdown only after a successful nvmlInit_v2
 
   std::string describe(nvmlReturn_t code) const {
@@ -82,11 +111,11 @@ bool load(void* library, const char* name, F& fn) {
 
 }  // namespace
 
-Nvml::Nvml() {
-  library_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+Nvml::Nvml(const char* library) {
+  library_ = dlopen(library, RTLD_NOW | RTLD_LOCAL);
   if (!library_) {
     const char* error = dlerror();
-    reason_ = error ? error : "libnvidia-ml.so.1 could not be loaded";
+    reason_ = error ? error : std::string(library) + " could not be loaded";
     reason_ += " (NVML ships with the NVIDIA driver)";
     return;
   }
@@ -110,6 +139,7 @@ Nvml::Nvml() {
   load(library_, "nvmlDeviceGetName", api_->name);
   load(library_, "nvmlDeviceGetUUID", api_->uuid);
   load(library_, "nvmlDeviceGetPciInfo_v3", api_->pci_info);
+  load(library_, "nvmlDeviceGetSamples", api_->samples);
   if (missing) {
     reason_ = std::string("libnvidia-ml.so.1 has no ") + missing + " (driver too old?)";
     return;
@@ -190,6 +220,28 @@ std::optional<Nvml::Sample> Nvml::sample(int index) const {
   return s;
 }
 
+std::optional<std::vector<Nvml::Reading>> Nvml::utilisation_samples(int index, Utilisation kind,
+                                                                     uint64_t after_us) const {
+  if (!available_ || !api_->samples || index < 0 || index >= device_count_) return std::nullopt;
+  nvmlDevice_t device = nullptr;
+  if (api_->handle_by_index(static_cast<unsigned int>(index), &device) != kNvmlSuccess) return std::nullopt;
+  const int type = static_cast<int>(kind);
+  int value_type = 1;
+  unsigned int count = 0;  // first the size of the driver's buffer, then the samples themselves
+  nvmlReturn_t got = api_->samples(device, type, after_us, &value_type, &count, nullptr);
+  if (got == kNvmlErrorNotFound) return std::vector<Reading>{};
+  if (got != kNvmlSuccess) return std::nullopt;
+  std::vector<nvmlSample_t> raw(count);
+  if (count > 0) got = api_->samples(device, type, after_us, &value_type, &count, raw.data());
+  if (got == kNvmlErrorNotFound) return std::vector<Reading>{};
+  if (got != kNvmlSuccess) return std::nullopt;
+  std::vector<Reading> out;
+  for (unsigned int i = 0; i < count && i < raw.size(); ++i)
+    if (raw[i].timeStamp > after_us) out.push_back({raw[i].timeStamp, value_of(value_type, raw[i].sampleValue)});
+  std::sort(out.begin(), out.end(), [](const Reading& a, const Reading& b) { return a.timestamp_us < b.timestamp_us; });
+  return out;
+}
+
 std::optional<std::string> Nvml::name(int index) const {
   if (!available_ || !api_->name || index < 0 || index >= device_count_) return std::nullopt;
   nvmlDevice_t device = nullptr;
@@ -268,6 +320,56 @@ std::optional<int> nvml_index_for_cuda(int cuda_index, const char* visible, cons
 const Nvml& shared_nvml() {
   static const Nvml nvml;
   return nvml;
+}
+
+std::optional<UtilisationStat> window_stat(const std::vector<Nvml::Reading>& readings, uint64_t start_us,
+                                           uint64_t end_us) {
+  UtilisationStat s;
+  double weighted = 0, covered_us = 0;
+  for (size_t i = 1; i < readings.size(); ++i) {
+    const uint64_t from = readings[i - 1].timestamp_us, to = readings[i].timestamp_us;
+    if (from < start_us || to > end_us || to <= from) continue;
+    const double v = readings[i].percent;
+    s.min = covered_us == 0 ? v : std::min(s.min, v);
+    s.max = covered_us == 0 ? v : std::max(s.max, v);
+    weighted += v * static_cast<double>(to - from);
+    covered_us += static_cast<double>(to - from);
+  }
+  if (covered_us == 0) return std::nullopt;
+  s.mean = weighted / covered_us;
+  return s;
+}
+
+void UtilisationWindow::Series::read(const Nvml& nvml, int index, uint64_t start_us) {
+  const uint64_t after = readings.empty() ? 0 : readings.back().timestamp_us;
+  const auto got = nvml.utilisation_samples(index, kind, after);
+  if (!got) return;
+  supported = true;
+  readings.insert(readings.end(), got->begin(), got->end());
+  // Of the samples before the window only the last is needed: it opens the first period inside.
+  const auto first_inside =
+      std::find_if(readings.begin(), readings.end(), [&](const Nvml::Reading& r) { return r.timestamp_us >= start_us; });
+  if (first_inside - readings.begin() > 1) readings.erase(readings.begin(), first_inside - 1);
+}
+
+UtilisationWindow::UtilisationWindow(const Nvml& nvml, int index, uint64_t start_us)
+    : nvml_(nvml), index_(index), start_us_(start_us) {
+  poll();
+}
+
+void UtilisationWindow::poll() {
+  sm_.read(nvml_, index_, start_us_);
+  memory_.read(nvml_, index_, start_us_);
+}
+
+UtilisationWindow::Result UtilisationWindow::finish(uint64_t end_us) {
+  poll();
+  Result r;
+  r.sm_supported = sm_.supported;
+  r.memory_supported = memory_.supported;
+  r.sm_percent = window_stat(sm_.readings, start_us_, end_us);
+  r.memory_percent = window_stat(memory_.readings, start_us_, end_us);
+  return r;
 }
 
 }  // namespace batchwise::detail

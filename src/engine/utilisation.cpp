@@ -11,9 +11,13 @@
 #include <cctype>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "nvml.h"
+#include "utilisation_detail.h"
 
 namespace batchwise {
 
@@ -66,6 +70,15 @@ double thread_cpu_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+// Microseconds since the epoch on the wall clock. Only to place the trial on NVML's timeline: the
+// driver stamps its utilisation samples with the wall clock, so the window they are matched against
+// must be in it too. Durations are still measured on steady_clock.
+uint64_t wall_clock_us() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
 template <typename Get>
 std::optional<UtilisationStat> stat_of(const std::vector<UtilisationSample>& samples, Get get) {
   UtilisationStat s;
@@ -100,6 +113,8 @@ struct UtilisationMonitor::State {
   int samples_between_steps = 0;
   double between_steps_s = 0;             // wall time spent sampling at step boundaries
   double sampler_cpu_s = 0;
+  // GPU: the driver's own utilisation samples over the monitor's lifetime, read at every sample.
+  std::optional<detail::UtilisationWindow> window;
   std::thread thread;
 
   void sample() {
@@ -126,6 +141,7 @@ struct UtilisationMonitor::State {
         s.gpu_sm_clock_mhz = g->sm_clock_mhz;
         s.gpu_temperature_c = g->temperature_c;
       }
+      if (window) window->poll();
     }
     samples.push_back(std::move(s));
   }
@@ -147,6 +163,49 @@ struct UtilisationMonitor::State {
   }
 };
 
+namespace detail {
+
+void summarise_gpu_percent(UtilisationSummary& u, const UtilisationWindow::Result& window, double wall_s) {
+  const double settled_s = 2 * kNvmlLongestPeriod_s;
+  std::vector<UtilisationSample> settled;
+  for (const auto& s : u.timeline)
+    if (s.t_s >= settled_s) settled.push_back(s);
+  // What became of each figure: the driver's samples, the settled readings, or nothing.
+  auto figure = [&](bool supported, const std::optional<UtilisationStat>& sampled,
+                    std::optional<double> UtilisationSample::*member, std::optional<UtilisationStat>& out) {
+    out = supported ? sampled : stat_of(settled, [&](const UtilisationSample& s) { return s.*member; });
+    if (out) return supported ? std::string() : std::string("readings");
+    return std::string(supported ? "no sample" : "no reading");
+  };
+  const std::string sm = figure(window.sm_supported, window.sm_percent, &UtilisationSample::gpu_sm_percent,
+                                u.gpu_sm_percent);
+  const std::string memory = figure(window.memory_supported, window.memory_percent,
+                                    &UtilisationSample::gpu_memory_percent, u.gpu_memory_percent);
+  auto sentence = [&](const std::string& what, const std::string& fate) -> std::string {
+    if (fate == "no sample")
+      return fmt::format("the trial's {:.2f} s held no NVML {} sample (the driver samples every 1/6 s to 1 s): no "
+                         "figure, as a reading would describe the time before the trial",
+                         wall_s, what);
+    const std::string missing = fmt::format("NVML gives no {} samples here (nvmlDeviceGetSamples)", what);
+    if (fate == "readings")
+      return fmt::format("{}: the figure is the mean of the readings taken {:g} s or more into the trial, whose "
+                         "sample periods lie inside it",
+                         missing, settled_s);
+    if (fate == "no reading")
+      return fmt::format("{}, and the trial's {:.2f} s are too short for a reading whose sample period lies inside "
+                         "it (one taken {:g} s or more in): no figure",
+                         missing, wall_s, settled_s);
+    return "";
+  };
+  if (sm == memory)
+    u.gpu_percent_note = sentence("SM and memory utilisation", sm);
+  else
+    for (const std::string& part : {sentence("SM utilisation", sm), sentence("memory utilisation", memory)})
+      if (!part.empty()) u.gpu_percent_note += (u.gpu_percent_note.empty() ? "" : "; ") + part;
+}
+
+}  // namespace detail
+
 UtilisationMonitor::UtilisationMonitor(double interval_s, int gpu_index) : state_(std::make_unique<State>()) {
   state_->interval_s = interval_s;
   // NVML counts every GPU in PCI order, CUDA those CUDA_VISIBLE_DEVICES leaves: map by PCI location or UUID.
@@ -156,6 +215,7 @@ UtilisationMonitor::UtilisationMonitor(double interval_s, int gpu_index) : state
     for (int i = 0; i < CPU_SETSIZE; ++i) CPU_SET(i, &state_->mask);
   state_->last = read_cpu_times(state_->mask);
   state_->between_steps = gpu_index < 0;
+  if (state_->gpu_index >= 0) state_->window.emplace(detail::shared_nvml(), state_->gpu_index, wall_clock_us());
   state_->thread = std::thread([s = state_.get()] { s->run(); });
 }
 
@@ -202,8 +262,10 @@ UtilisationSummary UtilisationMonitor::finish() {
     if (s.gpu_memory_used_bytes)
       u.gpu_memory_used_bytes_max = std::max(u.gpu_memory_used_bytes_max.value_or(0), *s.gpu_memory_used_bytes);
   }
-  u.gpu_sm_percent = stat_of(u.timeline, [](const UtilisationSample& s) { return s.gpu_sm_percent; });
-  u.gpu_memory_percent = stat_of(u.timeline, [](const UtilisationSample& s) { return s.gpu_memory_percent; });
+  if (state_->window) {
+    const detail::UtilisationWindow::Result r = state_->window->finish(wall_clock_us());
+    detail::summarise_gpu_percent(u, r, wall);
+  }
   u.gpu_power_w = stat_of(u.timeline, [](const UtilisationSample& s) { return s.gpu_power_w; });
   u.samples_between_steps = state_->samples_between_steps;
   u.overhead_percent = wall > 0 ? 100.0 * (state_->sampler_cpu_s + state_->between_steps_s) / wall : 0;

@@ -371,11 +371,16 @@ std::string utilisation_section(const Report& r) {
       {"data", {{"datasets", datasets}}},
       {"options", {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "seconds into the trial"}}}}},
                                {"y", {{"min", 0}, {"max", 100}, {"title", {{"display", true}, {"text", "%"}}}}}}}}}};
-  const std::string caption = fmt::format(
+  std::string caption = fmt::format(
       "Sampled every {:g} s during the trial at batch {}: CPU busy {:.0f} % on average (min {:.0f}, max {:.0f}), "
       "resident memory up to {}; the monitor itself used {:.2f} % of one core.",
       u.interval_s, trial->batch, u.cpu_percent.mean, u.cpu_percent.min, u.cpu_percent.max,
       format_bytes(u.rss_bytes_max), u.overhead_percent);
+  // The GPU line plots NVML's readings, each of the driver's last period; the figure is the trial's own.
+  if (u.gpu_sm_percent)
+    caption += fmt::format(" GPU SM busy {:.0f} % over the trial (min {:.0f}, max {:.0f}).", u.gpu_sm_percent->mean,
+                           u.gpu_sm_percent->min, u.gpu_sm_percent->max);
+  if (!u.gpu_percent_note.empty()) caption += " GPU: " + u.gpu_percent_note + ".";
   return "<section id=\"utilisation\">\n<h2>Utilisation</h2>\n<p class=\"caption\">" + esc(caption) + "</p>\n" +
          chart_block("utilisation", config, "utilisation over the trial") + "</section>\n";
 }

@@ -11,6 +11,7 @@
 #include "batchwise/utilisation.h"
 #include "batchwise/workload.h"
 #include "support/workloads.h"
+#include "utilisation_detail.h"
 
 namespace batchwise {
 namespace {
@@ -41,6 +42,7 @@ TEST(Utilisation, EveryTrialIsMonitored) {
   for (double s : t.step_times_s) steps_s += s;
   EXPECT_GE(u.timeline.back().t_s, steps_s);
   EXPECT_FALSE(u.gpu_sm_percent.has_value());  // a CPU trial has no GPU fields
+  EXPECT_TRUE(u.gpu_percent_note.empty());
   EXPECT_FALSE(run_trial(*w, TrialOptions(64).warmup(0).steps(1).monitor(false)).utilisation.has_value());
 }
 
@@ -67,6 +69,74 @@ TEST(Utilisation, OnCpuTheSamplesAreTakenBetweenSteps) {
   EXPECT_EQ(b.samples_between_steps, 0);
   EXPECT_GE(b.samples, 4);
   for (size_t i = 1; i < b.timeline.size(); ++i) EXPECT_GT(b.timeline[i].t_s, b.timeline[i - 1].t_s);
+}
+
+// A timeline of NVML readings every 0.25 s over `wall_s`: SM `before` % in the first 2 s (periods
+// that may reach back before the trial), `during` % after.
+UtilisationSummary gpu_timeline(double wall_s, double before, double during) {
+  UtilisationSummary u;
+  for (double t = 0.25; t <= wall_s + 1e-9; t += 0.25) {
+    UtilisationSample s;
+    s.t_s = t;
+    s.gpu_sm_percent = t < 2 ? before : during;
+    s.gpu_memory_percent = s.gpu_sm_percent;
+    u.timeline.push_back(s);
+  }
+  return u;
+}
+
+// The summary's GPU utilisation is the driver's samples over the trial; a trial too short to hold
+// one has no figure and a note saying why, not a reading of the time before it.
+TEST(Utilisation, GpuFiguresComeFromSamplesInsideTheTrialOrAreLeftOutWithANote) {
+  detail::UtilisationWindow::Result window;
+  window.sm_supported = window.memory_supported = true;
+  window.sm_percent = UtilisationStat{75, 70, 80};
+  window.memory_percent = UtilisationStat{40, 30, 50};
+  UtilisationSummary sampled = gpu_timeline(1.0, 3, 3);  // the readings saw the idle time before
+  detail::summarise_gpu_percent(sampled, window, 1.0);
+  ASSERT_TRUE(sampled.gpu_sm_percent.has_value());
+  EXPECT_EQ(sampled.gpu_sm_percent->mean, 75);
+  EXPECT_EQ(sampled.gpu_memory_percent->max, 50);
+  EXPECT_TRUE(sampled.gpu_percent_note.empty()) << sampled.gpu_percent_note;
+
+  // 40 ms: the one reading, 7 %, describes the driver's last period before the trial.
+  window.sm_percent = window.memory_percent = std::nullopt;
+  UtilisationSummary short_trial;
+  short_trial.timeline.push_back(UtilisationSample{});
+  short_trial.timeline.back().t_s = 0.04;
+  short_trial.timeline.back().gpu_sm_percent = 7;
+  detail::summarise_gpu_percent(short_trial, window, 0.04);
+  EXPECT_FALSE(short_trial.gpu_sm_percent.has_value());
+  EXPECT_FALSE(short_trial.gpu_memory_percent.has_value());
+  EXPECT_NE(short_trial.gpu_percent_note.find("the trial's 0.04 s held no NVML SM and memory utilisation sample"),
+            std::string::npos)
+      << short_trial.gpu_percent_note;
+
+  // No samples from this driver: the readings taken 2 s or more in (90 %), whose periods lie inside
+  // the trial, and a note that says so; a trial shorter than that has none.
+  window.sm_supported = window.memory_supported = false;
+  UtilisationSummary readings = gpu_timeline(3.0, 10, 90);
+  detail::summarise_gpu_percent(readings, window, 3.0);
+  ASSERT_TRUE(readings.gpu_sm_percent.has_value());
+  EXPECT_EQ(readings.gpu_sm_percent->mean, 90);
+  EXPECT_EQ(readings.gpu_sm_percent->min, 90);
+  EXPECT_NE(readings.gpu_percent_note.find("the mean of the readings taken 2 s or more into the trial"),
+            std::string::npos)
+      << readings.gpu_percent_note;
+  UtilisationSummary brief = gpu_timeline(1.5, 10, 90);
+  detail::summarise_gpu_percent(brief, window, 1.5);
+  EXPECT_FALSE(brief.gpu_sm_percent.has_value());
+  EXPECT_NE(brief.gpu_percent_note.find("1.50 s are too short"), std::string::npos) << brief.gpu_percent_note;
+
+  // Samples of SM utilisation but not of memory: each figure says its own.
+  window.sm_supported = true;
+  window.sm_percent = UtilisationStat{75, 70, 80};
+  UtilisationSummary mixed = gpu_timeline(1.0, 10, 90);
+  detail::summarise_gpu_percent(mixed, window, 1.0);
+  EXPECT_TRUE(mixed.gpu_sm_percent.has_value());
+  EXPECT_FALSE(mixed.gpu_memory_percent.has_value());
+  EXPECT_EQ(mixed.gpu_percent_note.find("SM"), std::string::npos) << mixed.gpu_percent_note;
+  EXPECT_NE(mixed.gpu_percent_note.find("no memory utilisation samples"), std::string::npos) << mixed.gpu_percent_note;
 }
 
 }  // namespace

@@ -142,6 +142,21 @@ TEST(Html, SectionsAppearOnlyWithTheirData) {
   EXPECT_NE(none.find("batch 1 peaks at 70 MiB, over the target"), std::string::npos);
 }
 
+// A GPU trial's utilisation caption gives the trial's own SM figure, or, when it has none, the note
+// saying why (through the JSON, so the note's field is read back).
+TEST(Html, UtilisationCaptionGivesTheGpuFigureOrWhyThereIsNone) {
+  if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
+  Report r = fixed_report();
+  UtilisationSummary& u = *r.sweep->points[1].utilisation;
+  u.gpu_sm_percent = UtilisationStat{62, 40, 90};
+  EXPECT_NE(to_html(to_json(r)).find("GPU SM busy 62 % over the trial (min 40, max 90)."), std::string::npos);
+  u.gpu_sm_percent.reset();
+  u.gpu_percent_note = "no NVML SM and memory utilisation sample inside the trial";
+  const std::string html = to_html(to_json(r));
+  EXPECT_NE(html.find("GPU: no NVML SM and memory utilisation sample inside the trial."), std::string::npos);
+  EXPECT_EQ(html.find("GPU SM busy"), std::string::npos);
+}
+
 // User-supplied strings (a model name, a device name, a failure message) cannot inject markup or
 // script: in text they are entities, in the charts' JSON they are \u escapes.
 TEST(Html, UserStringsAreEscaped) {

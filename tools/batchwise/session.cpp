@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "batchwise/command_runner.h"
@@ -243,10 +244,17 @@ int Session::finish(int code) {
     if (!report.recommendation) {
       fmt::print(stderr, "batchwise {}: --trace {}: no batch was recommended, so no step was traced\n", command, flags.trace);
     } else {
-      const int64_t events = write_step_trace(*workload_, report.recommendation->batch, flags.trace);
-      if (!flags.quiet)
-        fmt::print(stderr, "trace of one step at batch {}: {} ({} events; open in https://ui.perfetto.dev)\n",
-                   report.recommendation->batch, flags.trace, events);
+      // Kineto logs its stages (and, on a machine without a GPU driver, an error about it) to stderr;
+      // the line below says what was traced. A KINETO_LOG_LEVEL the user set is kept.
+      setenv("KINETO_LOG_LEVEL", "6", /*overwrite=*/0);
+      const StepTrace trace = write_step_trace(*workload_, report.recommendation->batch, flags.trace);
+      if (!flags.quiet) {
+        const std::string kernels =
+            workload_->device().is_cuda() ? fmt::format(", {} GPU kernels", trace.kernel_events) : std::string();
+        fmt::print(stderr, "trace of one step at batch {}: {} ({} events{}; open in https://ui.perfetto.dev)\n",
+                   report.recommendation->batch, flags.trace, trace.events, kernels);
+      }
+      if (!trace.note.empty()) fmt::print(stderr, "batchwise {}: warning: --trace: {}\n", command, trace.note);
     }
   }
   if (report.fit && report.fit->outcome == FitOutcome::DoesNotFit) code = kExitDoesNotFit;
