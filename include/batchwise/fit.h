@@ -168,8 +168,10 @@ void fields(V& v, T& d) {
   v("bytes", d.bytes);
 }
 
-/// Parses --plan-for: a size ("24GiB") or a preset: t4, v100 (16 GiB), l4, a10, rtx4090 (24),
-/// a100-40gb (40), l40s, a6000 (48), a100-80gb, h100 (80), h200 (141). ConfigError otherwise.
+/// Parses --plan-for: a size ("24GiB": the device's total as CUDA reports it) or a preset: t4, v100,
+/// l4, a10, rtx4090, a100-40gb, l40s, a6000, a100-80gb, h100, h200, each with the bytes CUDA reports
+/// as that GPU's total (an "80 GB" H100: 85,017,755,648 bytes, 79.2 GiB; fit.cpp lists each figure
+/// and its source). ConfigError otherwise.
 PlanDevice parse_plan_device(const std::string& text);
 
 /// What a CUDA device adds to the memory a CPU trial counts. Every figure is an assumption, stated

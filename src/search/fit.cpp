@@ -90,23 +90,74 @@ const char* to_string(FitOutcome outcome) {
   return "error";
 }
 
+namespace {
+
+// --plan-for's presets: each GPU's memory as CUDA reports it on the device (cudaMemGetInfo's total,
+// which is cudaDeviceProp::totalGlobalMem and torch.cuda.get_device_properties().total_memory), in
+// bytes: the figure a fit on that device takes as its budget. Not the marketed "80 GB" (decimal, and
+// before ECC and the driver's own reservations), nor nvidia-smi's total (NVML counts differently:
+// 81,559 MiB on an H100 where CUDA reports 81,079). With ECC as shipped: on for the data-centre cards
+// with GDDR (T4, A10, L4, L40S lose 1/16 of their memory to it), off for RTX A6000 and RTX 4090.
+// Every figure comes from a public printout of that device's totalGlobalMem (CUDA's deviceQuery, or
+// torch), the newest driver found where printouts differ; drivers move it by up to about 0.5 %.
+// `observed`: the exact bytes were printed; false: derived from a figure in whole MiB (rounded down).
+// docs/cli.md lists the same table; tests/search/fit_test.cpp pins each figure.
+struct PlanPreset {
+  const char* name;
+  int64_t bytes;
+  bool observed;
+  const char* source;
+};
+constexpr PlanPreset kPlanPresets[] = {
+    {"t4", 15'843'721'216, true, "Tesla T4, deviceQuery with CUDA driver 11.2"},
+    {"v100", 16'945'512'448, true, "Tesla V100-SXM2-16GB, deviceQuery with CUDA driver 10.2"},
+    {"l4", 23'612'293'120, true, "NVIDIA L4, deviceQuery with CUDA driver 12.0"},
+    {"a10", 23'696'375'808, true, "NVIDIA A10, deviceQuery with CUDA driver 12.8"},
+    {"rtx4090", 25'250'627'584, true, "GeForce RTX 4090 on Linux, deviceQuery with CUDA driver 13.0"},
+    {"a100-40gb", 42'298'834'944, true, "A100-PCIE-40GB, deviceQuery with CUDA driver 12.2"},
+    {"l40s", 47'576'711'168, true, "NVIDIA L40S, deviceQuery with CUDA driver 12.4"},
+    {"a6000", 51'160'023'040, true, "RTX A6000, deviceQuery with CUDA driver 12.7"},
+    {"a100-80gb", 85'100'068'864, true, "A100-SXM4-80GB, deviceQuery with CUDA driver 12.5"},
+    {"h100", 85'017'755'648, true, "H100 80GB HBM3 SXM, deviceQuery with CUDA driver 13.0"},
+    {"h200", 150'109'945'856, false, "H200, torch's total_memory of 143,156 MiB in whole MiB, exact bytes not found"},
+};
+
+const PlanPreset* find_preset(const std::string& name) {
+  for (const auto& p : kPlanPresets)
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
 PlanDevice parse_plan_device(const std::string& text) {
-  static const struct { const char* name; int gib; } kPresets[] = {
-      {"t4", 16},         {"v100", 16},  {"l4", 24},        {"a10", 24},   {"rtx4090", 24}, {"a100-40gb", 40},
-      {"l40s", 48},       {"a6000", 48}, {"a100-80gb", 80}, {"h100", 80},  {"h200", 141},
-  };
-  for (const auto& p : kPresets)
-    if (text == p.name) return {p.name, int64_t{p.gib} << 30};
+  if (const PlanPreset* p = find_preset(text)) return {p->name, p->bytes};
   if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) {
     const int64_t bytes = parse_bytes(text, "--plan-for");
     return {format_bytes(bytes), bytes};
   }
   std::vector<std::string> names;
-  for (const auto& p : kPresets) names.push_back(p.name);
+  for (const auto& p : kPlanPresets) names.push_back(p.name);
   BATCHWISE_CHECK(false, ConfigError, "--plan-for {}: give a size like 24GiB or one of {}", text,
                   fmt::join(names, ", "));
   return {};
 }
+
+namespace {
+
+// What the device's bytes are, and for a preset where the figure comes from.
+std::string device_assumption(const PlanDevice& device) {
+  const PlanPreset* preset = find_preset(device.name);
+  return preset ? fmt::format("the {} preset's {} bytes ({}) are the device's total as CUDA reports it ({}{}); drivers "
+                              "move it by up to about 0.5 %",
+                              device.name, format_grouped(static_cast<double>(device.bytes)), format_bytes(device.bytes),
+                              preset->source, preset->observed ? "" : "; derived, not observed")
+                : fmt::format("the device has {} as CUDA reports its total (torch.cuda.get_device_properties()"
+                              ".total_memory), not its marketed size in GB",
+                              device.name);
+}
+
+}  // namespace
 
 Plan plan_for(const FitResult& fit, const PlanDevice& device, double target, int64_t multiple_of,
               const CudaAllowance& a) {
@@ -136,6 +187,7 @@ Plan plan_for(const FitResult& fit, const PlanDevice& device, double target, int
                   "target device, at the same precision (fp32) and input size",
                   format_bytes(static_cast<int64_t>(m.per_sample_bytes)), m.batch_a, m.batch_b),
       fmt::format("the line stays straight beyond the largest batch measured here ({})", m.batch_b),
+      device_assumption(device),
       fmt::format("the CUDA context and library handles take {} outside the caching allocator",
                   format_bytes(a.context_bytes)),
       fmt::format("allocator rounding and fragmentation add {:.0f} %, and cuBLAS/cuDNN workspaces {}",

@@ -369,10 +369,22 @@ TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {
 
 // ---- planning for another device ----------------------------------------------------------------
 
-TEST(PlanFor, PresetsAndSizes) {
-  EXPECT_EQ(parse_plan_device("h100").bytes, 80ll << 30);
-  EXPECT_EQ(parse_plan_device("h200").bytes, 141ll << 30);
-  EXPECT_EQ(parse_plan_device("t4").bytes, 16ll << 30);
+// Each preset is the GPU's total as CUDA reports it (cudaMemGetInfo, torch's total_memory), in
+// bytes, from the public printouts fit.cpp names; not the marketed GB read as GiB.
+TEST(PlanFor, PresetsAreTheBytesCudaReports) {
+  const std::pair<const char*, int64_t> expected[] = {
+      {"t4", 15843721216},        {"v100", 16945512448},  {"l4", 23612293120},
+      {"a10", 23696375808},       {"rtx4090", 25250627584}, {"a100-40gb", 42298834944},
+      {"l40s", 47576711168},      {"a6000", 51160023040}, {"a100-80gb", 85100068864},
+      {"h100", 85017755648},      {"h200", 143156ll << 20},  // torch's 143,156 MiB: derived, not observed
+  };
+  for (const auto& [name, bytes] : expected) {
+    const PlanDevice d = parse_plan_device(name);
+    EXPECT_EQ(d.name, name);
+    EXPECT_EQ(d.bytes, bytes) << name;
+  }
+  EXPECT_EQ(parse_plan_device("h100").bytes, 81079ll * 1048576 + 262144);  // deviceQuery: 81,079 MiB
+  EXPECT_LT(parse_plan_device("h100").bytes, 80ll << 30);  // below the "80 GB" read as GiB: 79.18 GiB
   EXPECT_EQ(parse_plan_device("24GiB").bytes, 24ll << 30);
   EXPECT_EQ(parse_plan_device("24GiB").name, "24.0 GiB");
   EXPECT_THROW(parse_plan_device("tpu"), ConfigError);
@@ -385,11 +397,13 @@ TEST(PlanFor, ArithmeticByHand) {
   fit.memory_model->per_sample_bytes = 1ll << 20;    // 1 MiB per sample
   const Plan p = plan_for(fit, parse_plan_device("24GiB"), 0.9, 8);
   // usable = 0.9 x (24 GiB - 512 MiB) = 21.15 GiB; minus 64 MiB of workspace, over 1.1, minus 1 GiB:
-  // (22709869363.2 - 67108864) / 1.1 - 1073741824 = 19510949127.5 bytes = 18607.07 MiB -> 18600 (x8)
+  // (22709639577.6 - 67108864) / 1.1 - 1073741824 = 19510377006.5 bytes = 18606.5 MiB -> 18600 (x8)
   ASSERT_TRUE(p.batch.has_value());
   EXPECT_EQ(*p.batch, 18600);
   EXPECT_LE(p.predicted_peak_bytes, static_cast<int64_t>(0.9 * static_cast<double>((24ll << 30) - (512ll << 20))));
-  EXPECT_EQ(p.assumptions.size(), 5u);
+  EXPECT_EQ(p.assumptions.size(), 6u);
+  EXPECT_EQ(p.assumptions[2], "the device has 24.0 GiB as CUDA reports its total "
+                              "(torch.cuda.get_device_properties().total_memory), not its marketed size in GB");
 }
 
 TEST(PlanFor, NeedsAMemoryModel) {
