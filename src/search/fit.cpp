@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "batchwise/choices.h"
 #include "batchwise/memory.h"
 #include "batchwise/units.h"
 #include "batchwise/workload.h"
@@ -143,29 +144,67 @@ PlanDevice parse_plan_device(const std::string& text) {
   return {};
 }
 
+CudaAllowance plan_allowance(const PlanSource& source, const CudaAllowance& defaults) {
+  CudaAllowance a = defaults;
+  // ATen takes its cuBLAS, cuBLASLt and cuDNN workspaces from the caching allocator (kept per handle
+  // and stream, or taken per operation: releases differ, and a trial's peak holds them either way),
+  // and reserved bytes are the allocator's segments, rounding and fragmentation included. The context
+  // and the libraries' own handles are allocated outside it: that allowance stays.
+  if (source.device_type == "cuda") {
+    a.workspace_bytes = 0;
+    a.overhead_fraction = 0;
+  }
+  return a;
+}
+
 namespace {
 
-// What the device's bytes are, and for a preset where the figure comes from.
-std::string device_assumption(const PlanDevice& device) {
+// The plan's assumptions, in words: what the prediction rests on, and which allowances it added.
+std::vector<std::string> plan_assumptions(const MemoryModel& m, const PlanSource& source, const PlanDevice& device,
+                                          const CudaAllowance& a) {
+  const std::optional<Precision> precision = known_precision(source.precision);
+  std::vector<std::string> out;
+  out.push_back(fmt::format(
+      "the memory per sample measured here ({} per sample over batches {} to {}) holds on the target device, at "
+      "the same precision ({}) and input size",
+      format_bytes(static_cast<int64_t>(m.per_sample_bytes)), m.batch_a, m.batch_b,
+      precision ? source.precision : std::string("as measured here")));
+  out.push_back(fmt::format("the line stays straight beyond the largest batch measured here ({})", m.batch_b));
   const PlanPreset* preset = find_preset(device.name);
-  return preset ? fmt::format("the {} preset's {} bytes ({}) are the device's total as CUDA reports it ({}{}); drivers "
-                              "move it by up to about 0.5 %",
-                              device.name, format_grouped(static_cast<double>(device.bytes)), format_bytes(device.bytes),
-                              preset->source, preset->observed ? "" : "; derived, not observed")
-                : fmt::format("the device has {} as CUDA reports its total (torch.cuda.get_device_properties()"
-                              ".total_memory), not its marketed size in GB",
-                              device.name);
+  out.push_back(preset ? fmt::format("the {} preset's {} bytes ({}) are the device's total as CUDA reports it "
+                                     "({}{}); drivers move it by up to about 0.5 %",
+                                     device.name, format_grouped(static_cast<double>(device.bytes)),
+                                     format_bytes(device.bytes), preset->source,
+                                     preset->observed ? "" : "; derived, not observed")
+                       : fmt::format("the device has {} as CUDA reports its total (torch.cuda.get_device_properties()"
+                                     ".total_memory), not its marketed size in GB",
+                                     device.name));
+  const bool cuda = source.device_type == "cuda";
+  const std::string context = fmt::format(
+      "the allowance{} added cover{} what this {} measurement lacks: {} for the CUDA context and library handles "
+      "(outside the caching allocator)",
+      cuda ? "" : "s", cuda ? "s" : "", cuda ? "CUDA" : "CPU", format_bytes(a.context_bytes));
+  out.push_back(cuda ? context + "; nothing is added for cuBLAS/cuDNN workspaces or the allocator's rounding and "
+                                 "fragmentation, which the reserved bytes measured here already hold (the target's "
+                                 "libraries may choose other algorithms, with other workspaces)"
+                     : context + fmt::format(", {} for cuBLAS/cuDNN workspaces and {:.0f} % for the allocator's "
+                                             "rounding and fragmentation",
+                                             format_bytes(a.workspace_bytes), a.overhead_fraction * 100));
+  out.push_back("these allowances are defaults, not yet checked against a GPU: verify with `batchwise fit` on the "
+                "device");
+  return out;
 }
 
 }  // namespace
 
-Plan plan_for(const FitResult& fit, const PlanDevice& device, double target, int64_t multiple_of,
-              const CudaAllowance& a) {
+Plan plan_for(const FitResult& fit, const PlanSource& source, const PlanDevice& device, double target,
+              int64_t multiple_of, const CudaAllowance& defaults) {
   BATCHWISE_CHECK(fit.memory_model.has_value(), ConfigError,
                   "--plan-for {}: needs a memory model, and this fit ran fewer than two trials to the end; raise "
                   "--memory-budget or --max so the fit can measure two batches",
                   device.name);
   const MemoryModel& m = *fit.memory_model;
+  const CudaAllowance a = plan_allowance(source, defaults);
   Plan p;
   p.device = device;
   p.allowance = a;
@@ -182,18 +221,7 @@ Plan plan_for(const FitResult& fit, const PlanDevice& device, double target, int
       p.predicted_peak_bytes = peak(b);
     }
   }
-  p.assumptions = {
-      fmt::format("the memory per sample measured here ({} per sample over batches {} to {}) holds on the "
-                  "target device, at the same precision (fp32) and input size",
-                  format_bytes(static_cast<int64_t>(m.per_sample_bytes)), m.batch_a, m.batch_b),
-      fmt::format("the line stays straight beyond the largest batch measured here ({})", m.batch_b),
-      device_assumption(device),
-      fmt::format("the CUDA context and library handles take {} outside the caching allocator",
-                  format_bytes(a.context_bytes)),
-      fmt::format("allocator rounding and fragmentation add {:.0f} %, and cuBLAS/cuDNN workspaces {}",
-                  a.overhead_fraction * 100, format_bytes(a.workspace_bytes)),
-      "these allowances are defaults, not yet checked against a GPU: verify with `batchwise fit` on the device",
-  };
+  p.assumptions = plan_assumptions(m, source, device, a);
   return p;
 }
 

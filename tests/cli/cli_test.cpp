@@ -62,7 +62,15 @@ TEST(Cli, PlanForWritesThePlan) {
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(j.at("plan").at("device").at("bytes"), 42298834944ll);
   EXPECT_GT(j.at("plan").at("batch").get<int64_t>(), j.at("fit").at("batch").get<int64_t>());
-  EXPECT_EQ(j.at("plan").at("assumptions").size(), 6u);
+  EXPECT_EQ(j.at("plan").at("assumptions").size(), 5u);
+  // Measured on CPU: every allowance is added, and the text names the fit's precision.
+  EXPECT_EQ(j.at("plan").at("allowance").at("workspace_bytes"), 64ll << 20);
+  EXPECT_NE(r.out.find("at the same precision (fp32)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the allowances added cover what this CPU measurement lacks"), std::string::npos) << r.out;
+  const Outcome bf16 = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 32MiB "
+                                 "--steps 1 --precision bf16 --plan-for l4 --quiet");
+  ASSERT_EQ(bf16.code, 0) << bf16.err;
+  EXPECT_NE(bf16.out.find("at the same precision (bf16)"), std::string::npos) << bf16.out;
 }
 
 TEST(Cli, VariableLengthSequencesFitTheLongest) {
