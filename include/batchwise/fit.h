@@ -168,12 +168,23 @@ void fields(V& v, T& d) {
   v("bytes", d.bytes);
 }
 
-/// Parses --plan-for: a size ("24GiB") or a preset: t4, v100 (16 GiB), l4, a10, rtx4090 (24),
-/// a100-40gb (40), l40s, a6000 (48), a100-80gb, h100 (80), h200 (141). ConfigError otherwise.
+/// Parses --plan-for: a size ("24GiB": the device's total as CUDA reports it) or a preset: t4, v100,
+/// l4, a10, rtx4090, a100-40gb, l40s, a6000, a100-80gb, h100, h200, each with the bytes CUDA reports
+/// as that GPU's total (an "80 GB" H100: 85,017,755,648 bytes, 79.2 GiB; fit.cpp lists each figure
+/// and its source). ConfigError otherwise.
 PlanDevice parse_plan_device(const std::string& text);
 
+/// Where the fit that a plan starts from measured its trials.
+/// Example: PlanSource{"cuda", "bf16"}: reserved bytes on a GPU, under bf16 autocast.
+struct PlanSource {
+  std::string device_type = "cpu";  ///< Context::device_type: "cpu" (counted tensor bytes) or "cuda" (reserved bytes)
+  std::string precision = "fp32";   ///< WorkloadInfo::precision: fp32, bf16 or fp16 (anything else: "as measured")
+};
+
 /// What a CUDA device adds to the memory a CPU trial counts. Every figure is an assumption, stated
-/// in the report beside the prediction; none has been checked against a GPU yet.
+/// in the report beside the prediction; none has been checked against a GPU yet. A trial measured on
+/// CUDA holds the workspaces and the allocator's overhead in its reserved bytes (plan_allowance), but
+/// not the context: the CUDA context lives outside the caching allocator.
 struct CudaAllowance {
   int64_t context_bytes = int64_t{512} << 20;    ///< CUDA context and library handles, outside the allocator
   int64_t workspace_bytes = int64_t{64} << 20;   ///< cuBLAS/cuDNN workspaces
@@ -188,11 +199,17 @@ void fields(V& v, T& a) {
   v("overhead_fraction", a.overhead_fraction);
 }
 
+/// The allowances a plan adds to a fit measured on `source`: all of `defaults` for a CPU fit; for a
+/// CUDA fit only the context (workspace_bytes and overhead_fraction 0: ATen takes the cuBLAS and
+/// cuDNN workspaces from the caching allocator, and its reserved bytes include its rounding and
+/// fragmentation).
+CudaAllowance plan_allowance(const PlanSource& source, const CudaAllowance& defaults = {});
+
 /// The largest batch predicted to fit a device of `device.bytes` within `target`:
 /// 1 + overhead_fraction times the memory model's peak, plus workspaces, within target x (bytes - context).
 struct Plan {
   PlanDevice device;
-  CudaAllowance allowance;
+  CudaAllowance allowance;  ///< the allowances added (plan_allowance), not the defaults
   double target = 0.9;
   std::optional<int64_t> batch;      ///< none when not even one sample is predicted to fit
   int64_t predicted_peak_bytes = 0;  ///< at `batch`, allowance included
@@ -239,9 +256,11 @@ void fields(V& v, T& f) {
   v("trials", f.trials);
 }
 
-/// Plans for `device` from a fit's memory model. REQUIRES: fit.memory_model (else ConfigError).
-Plan plan_for(const FitResult& fit, const PlanDevice& device, double target, int64_t multiple_of = 1,
-              const CudaAllowance& allowance = {});
+/// Plans for `device` from a fit's memory model, measured on `source`: adds plan_allowance(source,
+/// allowance), and says in the assumptions which allowances it added and at what precision the fit
+/// ran. REQUIRES: fit.memory_model (else ConfigError).
+Plan plan_for(const FitResult& fit, const PlanSource& source, const PlanDevice& device, double target,
+              int64_t multiple_of = 1, const CudaAllowance& allowance = {});
 
 /// The default memory budget of a device: 80 % of available RAM on CPU, the total on CUDA.
 int64_t default_budget_bytes(Workload& workload);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "batchwise/choices.h"
 #include "batchwise/memory.h"
 #include "batchwise/units.h"
 #include "batchwise/workload.h"
@@ -90,31 +91,120 @@ const char* to_string(FitOutcome outcome) {
   return "error";
 }
 
+namespace {
+
+// --plan-for's presets: each GPU's memory as CUDA reports it on the device (cudaMemGetInfo's total,
+// which is cudaDeviceProp::totalGlobalMem and torch.cuda.get_device_properties().total_memory), in
+// bytes: the figure a fit on that device takes as its budget. Not the marketed "80 GB" (decimal, and
+// before ECC and the driver's own reservations), nor nvidia-smi's total (NVML counts differently:
+// 81,559 MiB on an H100 where CUDA reports 81,079). With ECC as shipped: on for the data-centre cards
+// with GDDR (T4, A10, L4, L40S lose 1/16 of their memory to it), off for RTX A6000 and RTX 4090.
+// Every figure comes from a public printout of that device's totalGlobalMem (CUDA's deviceQuery, or
+// torch), the newest driver found where printouts differ; drivers move it by up to about 0.5 %.
+// `observed`: the exact bytes were printed; false: derived from a figure in whole MiB (rounded down).
+// docs/cli.md lists the same table; tests/search/fit_test.cpp pins each figure.
+struct PlanPreset {
+  const char* name;
+  int64_t bytes;
+  bool observed;
+  const char* source;
+};
+constexpr PlanPreset kPlanPresets[] = {
+    {"t4", 15'843'721'216, true, "Tesla T4, deviceQuery with CUDA driver 11.2"},
+    {"v100", 16'945'512'448, true, "Tesla V100-SXM2-16GB, deviceQuery with CUDA driver 10.2"},
+    {"l4", 23'612'293'120, true, "NVIDIA L4, deviceQuery with CUDA driver 12.0"},
+    {"a10", 23'696'375'808, true, "NVIDIA A10, deviceQuery with CUDA driver 12.8"},
+    {"rtx4090", 25'250'627'584, true, "GeForce RTX 4090 on Linux, deviceQuery with CUDA driver 13.0"},
+    {"a100-40gb", 42'298'834'944, true, "A100-PCIE-40GB, deviceQuery with CUDA driver 12.2"},
+    {"l40s", 47'576'711'168, true, "NVIDIA L40S, deviceQuery with CUDA driver 12.4"},
+    {"a6000", 51'160'023'040, true, "RTX A6000, deviceQuery with CUDA driver 12.7"},
+    {"a100-80gb", 85'100'068'864, true, "A100-SXM4-80GB, deviceQuery with CUDA driver 12.5"},
+    {"h100", 85'017'755'648, true, "H100 80GB HBM3 SXM, deviceQuery with CUDA driver 13.0"},
+    {"h200", 150'109'945'856, false, "H200, torch's total_memory of 143,156 MiB in whole MiB, exact bytes not found"},
+};
+
+const PlanPreset* find_preset(const std::string& name) {
+  for (const auto& p : kPlanPresets)
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
 PlanDevice parse_plan_device(const std::string& text) {
-  static const struct { const char* name; int gib; } kPresets[] = {
-      {"t4", 16},         {"v100", 16},  {"l4", 24},        {"a10", 24},   {"rtx4090", 24}, {"a100-40gb", 40},
-      {"l40s", 48},       {"a6000", 48}, {"a100-80gb", 80}, {"h100", 80},  {"h200", 141},
-  };
-  for (const auto& p : kPresets)
-    if (text == p.name) return {p.name, int64_t{p.gib} << 30};
+  if (const PlanPreset* p = find_preset(text)) return {p->name, p->bytes};
   if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) {
     const int64_t bytes = parse_bytes(text, "--plan-for");
     return {format_bytes(bytes), bytes};
   }
   std::vector<std::string> names;
-  for (const auto& p : kPresets) names.push_back(p.name);
+  for (const auto& p : kPlanPresets) names.push_back(p.name);
   BATCHWISE_CHECK(false, ConfigError, "--plan-for {}: give a size like 24GiB or one of {}", text,
                   fmt::join(names, ", "));
   return {};
 }
 
-Plan plan_for(const FitResult& fit, const PlanDevice& device, double target, int64_t multiple_of,
-              const CudaAllowance& a) {
+CudaAllowance plan_allowance(const PlanSource& source, const CudaAllowance& defaults) {
+  CudaAllowance a = defaults;
+  // ATen takes its cuBLAS, cuBLASLt and cuDNN workspaces from the caching allocator (kept per handle
+  // and stream, or taken per operation: releases differ, and a trial's peak holds them either way),
+  // and reserved bytes are the allocator's segments, rounding and fragmentation included. The context
+  // and the libraries' own handles are allocated outside it: that allowance stays.
+  if (source.device_type == "cuda") {
+    a.workspace_bytes = 0;
+    a.overhead_fraction = 0;
+  }
+  return a;
+}
+
+namespace {
+
+// The plan's assumptions, in words: what the prediction rests on, and which allowances it added.
+std::vector<std::string> plan_assumptions(const MemoryModel& m, const PlanSource& source, const PlanDevice& device,
+                                          const CudaAllowance& a) {
+  const std::optional<Precision> precision = known_precision(source.precision);
+  std::vector<std::string> out;
+  out.push_back(fmt::format(
+      "the memory per sample measured here ({} per sample over batches {} to {}) holds on the target device, at "
+      "the same precision ({}) and input size",
+      format_bytes(static_cast<int64_t>(m.per_sample_bytes)), m.batch_a, m.batch_b,
+      precision ? source.precision : std::string("as measured here")));
+  out.push_back(fmt::format("the line stays straight beyond the largest batch measured here ({})", m.batch_b));
+  const PlanPreset* preset = find_preset(device.name);
+  out.push_back(preset ? fmt::format("the {} preset's {} bytes ({}) are the device's total as CUDA reports it "
+                                     "({}{}); drivers move it by up to about 0.5 %",
+                                     device.name, format_grouped(static_cast<double>(device.bytes)),
+                                     format_bytes(device.bytes), preset->source,
+                                     preset->observed ? "" : "; derived, not observed")
+                       : fmt::format("the device has {} as CUDA reports its total (torch.cuda.get_device_properties()"
+                                     ".total_memory), not its marketed size in GB",
+                                     device.name));
+  const bool cuda = source.device_type == "cuda";
+  const std::string context = fmt::format(
+      "the allowance{} added cover{} what this {} measurement lacks: {} for the CUDA context and library handles "
+      "(outside the caching allocator)",
+      cuda ? "" : "s", cuda ? "s" : "", cuda ? "CUDA" : "CPU", format_bytes(a.context_bytes));
+  out.push_back(cuda ? context + "; nothing is added for cuBLAS/cuDNN workspaces or the allocator's rounding and "
+                                 "fragmentation, which the reserved bytes measured here already hold (the target's "
+                                 "libraries may choose other algorithms, with other workspaces)"
+                     : context + fmt::format(", {} for cuBLAS/cuDNN workspaces and {:.0f} % for the allocator's "
+                                             "rounding and fragmentation",
+                                             format_bytes(a.workspace_bytes), a.overhead_fraction * 100));
+  out.push_back("these allowances are defaults, not yet checked against a GPU: verify with `batchwise fit` on the "
+                "device");
+  return out;
+}
+
+}  // namespace
+
+Plan plan_for(const FitResult& fit, const PlanSource& source, const PlanDevice& device, double target,
+              int64_t multiple_of, const CudaAllowance& defaults) {
   BATCHWISE_CHECK(fit.memory_model.has_value(), ConfigError,
                   "--plan-for {}: needs a memory model, and this fit ran fewer than two trials to the end; raise "
                   "--memory-budget or --max so the fit can measure two batches",
                   device.name);
   const MemoryModel& m = *fit.memory_model;
+  const CudaAllowance a = plan_allowance(source, defaults);
   Plan p;
   p.device = device;
   p.allowance = a;
@@ -131,17 +221,7 @@ Plan plan_for(const FitResult& fit, const PlanDevice& device, double target, int
       p.predicted_peak_bytes = peak(b);
     }
   }
-  p.assumptions = {
-      fmt::format("the memory per sample measured here ({} per sample over batches {} to {}) holds on the "
-                  "target device, at the same precision (fp32) and input size",
-                  format_bytes(static_cast<int64_t>(m.per_sample_bytes)), m.batch_a, m.batch_b),
-      fmt::format("the line stays straight beyond the largest batch measured here ({})", m.batch_b),
-      fmt::format("the CUDA context and library handles take {} outside the caching allocator",
-                  format_bytes(a.context_bytes)),
-      fmt::format("allocator rounding and fragmentation add {:.0f} %, and cuBLAS/cuDNN workspaces {}",
-                  a.overhead_fraction * 100, format_bytes(a.workspace_bytes)),
-      "these allowances are defaults, not yet checked against a GPU: verify with `batchwise fit` on the device",
-  };
+  p.assumptions = plan_assumptions(m, source, device, a);
   return p;
 }
 

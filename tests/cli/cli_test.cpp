@@ -64,11 +64,20 @@ TEST(Cli, PlanForWritesThePlan) {
   const Outcome r = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 32MiB "
                               "--plan-for a100-40gb --quiet --json " + json.string());
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("plan for a100-40gb (40.0 GiB): batch "), std::string::npos) << r.out;
+  // 42,298,834,944 bytes: what CUDA reports on an "A100 40GB", not 40 GiB.
+  EXPECT_NE(r.out.find("plan for a100-40gb (39.4 GiB): batch "), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(json));
-  EXPECT_EQ(j.at("plan").at("device").at("bytes"), 40ll << 30);
+  EXPECT_EQ(j.at("plan").at("device").at("bytes"), 42298834944ll);
   EXPECT_GT(j.at("plan").at("batch").get<int64_t>(), j.at("fit").at("batch").get<int64_t>());
   EXPECT_EQ(j.at("plan").at("assumptions").size(), 5u);
+  // Measured on CPU: every allowance is added, and the text names the fit's precision.
+  EXPECT_EQ(j.at("plan").at("allowance").at("workspace_bytes"), 64ll << 20);
+  EXPECT_NE(r.out.find("at the same precision (fp32)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the allowances added cover what this CPU measurement lacks"), std::string::npos) << r.out;
+  const Outcome bf16 = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 32MiB "
+                                 "--steps 1 --precision bf16 --plan-for l4 --quiet");
+  ASSERT_EQ(bf16.code, 0) << bf16.err;
+  EXPECT_NE(bf16.out.find("at the same precision (bf16)"), std::string::npos) << bf16.out;
 }
 
 TEST(Cli, VariableLengthSequencesFitTheLongest) {

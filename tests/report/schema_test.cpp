@@ -39,7 +39,7 @@ Report full_report() {
   r.fit->message = "batch 320 failed with an error";
   r.fit->memory_model->breaks = {{256, 60ll << 20, 63ll << 20}};
   r.precisions[1].fit_batch.reset();
-  r.plan = plan_for(*r.fit, parse_plan_device("h100"), 0.9);
+  r.plan = plan_for(*r.fit, PlanSource{}, parse_plan_device("h100"), 0.9);
   LrRange range;
   range.batch = 128;
   range.lr_low = 0.01;

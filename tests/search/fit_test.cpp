@@ -400,32 +400,112 @@ TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {
 
 // ---- planning for another device ----------------------------------------------------------------
 
-TEST(PlanFor, PresetsAndSizes) {
-  EXPECT_EQ(parse_plan_device("h100").bytes, 80ll << 30);
-  EXPECT_EQ(parse_plan_device("h200").bytes, 141ll << 30);
-  EXPECT_EQ(parse_plan_device("t4").bytes, 16ll << 30);
+// Each preset is the GPU's total as CUDA reports it (cudaMemGetInfo, torch's total_memory), in
+// bytes, from the public printouts fit.cpp names; not the marketed GB read as GiB.
+TEST(PlanFor, PresetsAreTheBytesCudaReports) {
+  const std::pair<const char*, int64_t> expected[] = {
+      {"t4", 15843721216},        {"v100", 16945512448},  {"l4", 23612293120},
+      {"a10", 23696375808},       {"rtx4090", 25250627584}, {"a100-40gb", 42298834944},
+      {"l40s", 47576711168},      {"a6000", 51160023040}, {"a100-80gb", 85100068864},
+      {"h100", 85017755648},      {"h200", 143156ll << 20},  // torch's 143,156 MiB: derived, not observed
+  };
+  for (const auto& [name, bytes] : expected) {
+    const PlanDevice d = parse_plan_device(name);
+    EXPECT_EQ(d.name, name);
+    EXPECT_EQ(d.bytes, bytes) << name;
+  }
+  EXPECT_EQ(parse_plan_device("h100").bytes, 81079ll * 1048576 + 262144);  // deviceQuery: 81,079 MiB
+  EXPECT_LT(parse_plan_device("h100").bytes, 80ll << 30);  // below the "80 GB" read as GiB: 79.18 GiB
   EXPECT_EQ(parse_plan_device("24GiB").bytes, 24ll << 30);
   EXPECT_EQ(parse_plan_device("24GiB").name, "24.0 GiB");
   EXPECT_THROW(parse_plan_device("tpu"), ConfigError);
 }
 
-TEST(PlanFor, ArithmeticByHand) {
+FitResult line_fit(double fixed_bytes, double per_sample_bytes) {
   FitResult fit;
   fit.memory_model = MemoryModel{};
-  fit.memory_model->fixed_bytes = 1ll << 30;         // 1 GiB
-  fit.memory_model->per_sample_bytes = 1ll << 20;    // 1 MiB per sample
-  const Plan p = plan_for(fit, parse_plan_device("24GiB"), 0.9, 8);
+  fit.memory_model->batch_a = 64;
+  fit.memory_model->batch_b = 128;
+  fit.memory_model->fixed_bytes = fixed_bytes;
+  fit.memory_model->per_sample_bytes = per_sample_bytes;
+  return fit;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  return all;
+}
+
+TEST(PlanFor, ArithmeticByHandFromACpuFit) {
+  const FitResult fit = line_fit(1ll << 30, 1ll << 20);  // 1 GiB, and 1 MiB per sample
+  const Plan p = plan_for(fit, PlanSource{"cpu", "fp32"}, parse_plan_device("24GiB"), 0.9, 8);
   // usable = 0.9 x (24 GiB - 512 MiB) = 21.15 GiB; minus 64 MiB of workspace, over 1.1, minus 1 GiB:
-  // (22709869363.2 - 67108864) / 1.1 - 1073741824 = 19510949127.5 bytes = 18607.07 MiB -> 18600 (x8)
+  // (22709639577.6 - 67108864) / 1.1 - 1073741824 = 19510377006.5 bytes = 18606.5 MiB -> 18600 (x8)
   ASSERT_TRUE(p.batch.has_value());
   EXPECT_EQ(*p.batch, 18600);
+  EXPECT_EQ(p.allowance.context_bytes, 512ll << 20);
+  EXPECT_EQ(p.allowance.workspace_bytes, 64ll << 20);
+  EXPECT_DOUBLE_EQ(p.allowance.overhead_fraction, 0.10);
+  // 1.1 x (1 GiB + 18600 MiB) + 64 MiB = 1.1 x 20577255424 + 67108864
+  EXPECT_EQ(p.predicted_peak_bytes, static_cast<int64_t>(1.1 * 20577255424.0) + 67108864);
   EXPECT_LE(p.predicted_peak_bytes, static_cast<int64_t>(0.9 * static_cast<double>((24ll << 30) - (512ll << 20))));
-  EXPECT_EQ(p.assumptions.size(), 5u);
+  ASSERT_EQ(p.assumptions.size(), 5u);
+  const std::string all = joined(p.assumptions);
+  EXPECT_NE(all.find("the allowances added cover what this CPU measurement lacks: 512 MiB for the CUDA context and "
+                     "library handles (outside the caching allocator), 64.0 MiB for cuBLAS/cuDNN workspaces and 10 % "
+                     "for the allocator's rounding and fragmentation\n"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("the device has 24.0 GiB as CUDA reports its total"), std::string::npos) << all;
+}
+
+// Reserved bytes on CUDA already hold the workspaces (cuBLAS and cuDNN allocate them through the
+// caching allocator) and the allocator's rounding and fragmentation, but not the CUDA context.
+TEST(PlanFor, ACudaFitAddsOnlyTheContext) {
+  const FitResult fit = line_fit(1ll << 30, 1ll << 20);
+  const Plan p = plan_for(fit, PlanSource{"cuda", "fp32"}, parse_plan_device("24GiB"), 0.9, 8);
+  // (0.9 x (24 GiB - 512 MiB) - 1 GiB) / 1 MiB = (22709639577.6 - 1073741824) / 1048576 = 20633.6 -> 20632 (x8)
+  ASSERT_TRUE(p.batch.has_value());
+  EXPECT_EQ(*p.batch, 20632);
+  EXPECT_EQ(p.predicted_peak_bytes, (1ll << 30) + (20632ll << 20));
+  EXPECT_EQ(p.allowance.context_bytes, 512ll << 20);
+  EXPECT_EQ(p.allowance.workspace_bytes, 0);
+  EXPECT_EQ(p.allowance.overhead_fraction, 0.0);
+  const std::string all = joined(p.assumptions);
+  EXPECT_NE(all.find("the allowance added covers what this CUDA measurement lacks: 512 MiB for the CUDA context and "
+                     "library handles (outside the caching allocator); nothing is added for cuBLAS/cuDNN workspaces "
+                     "or the allocator's rounding and fragmentation, which the reserved bytes measured here already "
+                     "hold"),
+            std::string::npos)
+      << all;
+  // The same fit measured on CPU plans a smaller batch: 18600 (above).
+  EXPECT_GT(*p.batch, *plan_for(fit, PlanSource{"cpu", "fp32"}, parse_plan_device("24GiB"), 0.9, 8).batch);
+  EXPECT_EQ(plan_allowance(PlanSource{"cpu", "bf16"}).workspace_bytes, 64ll << 20);
+  EXPECT_EQ(plan_allowance(PlanSource{"cuda", "bf16"}).workspace_bytes, 0);
+}
+
+TEST(PlanFor, TextNamesThePrecisionAndThePresetsSource) {
+  const FitResult fit = line_fit(1ll << 30, 1ll << 20);
+  const std::string bf16 = joined(plan_for(fit, PlanSource{"cpu", "bf16"}, parse_plan_device("h100"), 0.9).assumptions);
+  EXPECT_NE(bf16.find("at the same precision (bf16) and input size"), std::string::npos) << bf16;
+  EXPECT_EQ(bf16.find("fp32"), std::string::npos) << bf16;
+  EXPECT_NE(bf16.find("the h100 preset's 85,017,755,648 bytes (79.2 GiB) are the device's total as CUDA reports it "
+                      "(H100 80GB HBM3 SXM, deviceQuery with CUDA driver 13.0)"),
+            std::string::npos)
+      << bf16;
+  const std::string fp16 = joined(plan_for(fit, PlanSource{"cuda", "fp16"}, parse_plan_device("l4"), 0.9).assumptions);
+  EXPECT_NE(fp16.find("at the same precision (fp16)"), std::string::npos) << fp16;
+  const std::string h200 = joined(plan_for(fit, PlanSource{}, parse_plan_device("h200"), 0.9).assumptions);
+  EXPECT_NE(h200.find("at the same precision (fp32)"), std::string::npos) << h200;
+  EXPECT_NE(h200.find("exact bytes not found; derived, not observed"), std::string::npos) << h200;
+  const std::string command = joined(plan_for(fit, PlanSource{"cuda", "(the command's)"}, parse_plan_device("t4"), 0.9).assumptions);
+  EXPECT_NE(command.find("at the same precision (as measured here)"), std::string::npos) << command;
 }
 
 TEST(PlanFor, NeedsAMemoryModel) {
   FitResult fit;
-  EXPECT_THROW(plan_for(fit, parse_plan_device("h100"), 0.9), ConfigError);
+  EXPECT_THROW(plan_for(fit, PlanSource{}, parse_plan_device("h100"), 0.9), ConfigError);
 }
 
 }  // namespace

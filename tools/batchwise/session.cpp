@@ -292,7 +292,8 @@ int Session::finish(int code) {
 
 void plan_for_device(const FitFlags& fit, const WorkloadFlags& w, Report& report) {
   if (fit.plan_for.empty() || !report.fit) return;
-  report.plan = plan_for(*report.fit, parse_plan_device(fit.plan_for), w.target, fit.multiple_of);
+  const PlanSource source{report.context.device_type, report.workload.precision};
+  report.plan = plan_for(*report.fit, source, parse_plan_device(fit.plan_for), w.target, fit.multiple_of);
 }
 
 void rule_learning_rate(Session& s, int64_t base_batch) {
