@@ -7,7 +7,7 @@
 # The GPU image has nvcc, CMake, ninja and a python3 with torch, torchvision, Lightning, Accelerate
 # and Transformers, and no package registry. DIR gets, from this Debian machine's packages:
 #   prefix/           a relocatable install prefix laid out like /usr: CLI11, nlohmann-json, Gloo's
-#                     headers, GoogleTest (static, with its CMake package), SQLite and zlib (static),
+#                     headers, GoogleTest and GoogleMock (static, with their CMake package), SQLite and zlib (static),
 #                     Chart.js for the HTML report; scripts/gpu-check.sh points CMake at it
 #   fashion-mnist/    the dataset's four IDX files (the default dataset and the tests read them)
 #   wheels/           Python test packages the image lacks (Keras 3 and the two of its needs missing
@@ -30,7 +30,7 @@ limit=$((64 << 20))
 # --- What to take, and where it is here ---------------------------------------------------------
 arch="$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)"
 [ "$arch" = x86_64-linux-gnu ] || { echo "gpu-pack: this machine is $arch; the GPU machine is x86-64" >&2; exit 1; }
-packages=(libcli11-dev nlohmann-json3-dev libgtest-dev libsqlite3-dev zlib1g-dev libgloo-dev libjs-chart.js
+packages=(libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libsqlite3-dev zlib1g-dev libgloo-dev libjs-chart.js
           dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
@@ -46,6 +46,7 @@ usr_paths=(
   include/CLI share/cmake/CLI11
   include/nlohmann share/cmake/nlohmann_json
   include/gtest "lib/$arch/libgtest.a" "lib/$arch/libgtest_main.a" "lib/$arch/cmake/GTest"
+  include/gmock "lib/$arch/libgmock.a" "lib/$arch/libgmock_main.a"  # GTest's package imports GMock's targets too
   include/sqlite3.h include/sqlite3ext.h "lib/$arch/libsqlite3.a"
   include/zlib.h include/zconf.h "lib/$arch/libz.a"
   include/gloo
