@@ -24,21 +24,27 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def run(argv):
+    """argv's stdout; its stderr in the error when it fails (a child's traceback is the diagnosis)."""
+    out = subprocess.run(argv, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(argv)}: exit {out.returncode}\n{out.stderr.strip()}")
+    return out.stdout
+
+
 def python_side(model, batch, args):
-    out = subprocess.run([sys.executable, os.path.join(HERE, "python_loop.py"), "--model", model, "--batch",
-                          str(batch), "--warmup", str(args.warmup), "--steps", str(args.steps), "--threads",
-                          str(args.threads), "--device", args.device, "--data-dir", args.data_dir],
-                         check=True, capture_output=True, text=True).stdout
+    out = run([sys.executable, os.path.join(HERE, "python_loop.py"), "--model", model, "--batch", str(batch),
+               "--warmup", str(args.warmup), "--steps", str(args.steps), "--threads", str(args.threads), "--device",
+               args.device, "--data-dir", args.data_dir])
     return json.loads(out)["samples_per_s"]
 
 
 def cpp_side(model, batch, args):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        subprocess.run([args.batchwise, "sweep", "--model", model, "--dataset", "fashion-mnist", "--data-dir",
-                        args.data_dir, "--optimizer", "sgd", "--batch-sizes", str(batch), "--warmup", str(args.warmup),
-                        "--steps", str(args.steps), "--repetitions", "1", "--threads", str(args.threads), "--device",
-                        args.device, "--quiet", "--no-history", "--json", f.name],
-                       check=True, capture_output=True, text=True)
+        run([args.batchwise, "sweep", "--model", model, "--dataset", "fashion-mnist", "--data-dir", args.data_dir,
+             "--optimizer", "sgd", "--batch-sizes", str(batch), "--warmup", str(args.warmup), "--steps",
+             str(args.steps), "--repetitions", "1", "--threads", str(args.threads), "--device", args.device, "--quiet",
+             "--no-history", "--json", f.name])
         return json.load(open(f.name))["sweep"]["points"][0]["samples_per_s"]
 
 
