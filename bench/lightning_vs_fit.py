@@ -222,7 +222,9 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--start", type=int, default=32768, help="Accelerate's starting_batch_size")
     p.add_argument("--epoch-samples", type=int, default=0, help="train this many samples for the epoch check (0: all)")
-    p.add_argument("--no-epoch", action="store_true", help="skip the epoch check")
+    p.add_argument("--epoch-for", default="all", help="finders whose answer trains the epoch: all, none, or keys "
+                   "such as lightning-power,accelerate,batchwise-model")
+    p.add_argument("--lightning-modes", default="power,binsearch")
     p.add_argument("--json-out", default="")
     p.add_argument("--side", default="", help=argparse.SUPPRESS)
     p.add_argument("--mode", default="binsearch", help=argparse.SUPPRESS)
@@ -233,7 +235,7 @@ def main():
         print(json.dumps(sides[args.side](args)))
         return
     rows = []  # (name, key, result)
-    for mode in ("power", "binsearch"):
+    for mode in args.lightning_modes.split(","):
         rows.append((f"Lightning Tuner.scale_batch_size ({mode})", f"lightning-{mode}",
                      child(args, "lightning", "--mode", mode)))
     rows.append((f"Accelerate find_executable_batch_size (from {args.start})", "accelerate", child(args, "accelerate")))
@@ -243,8 +245,8 @@ def main():
         except subprocess.CalledProcessError as e:
             result = {"error": (e.stderr or b"").decode().strip()[-200:]}
         rows.append((f"batchwise fit --mode {mode}", f"batchwise-{mode}", result))
-    for _, _, r in rows:
-        if not args.no_epoch and isinstance(r.get("batch"), int):
+    for _, key, r in rows:
+        if (args.epoch_for == "all" or key in args.epoch_for.split(",")) and isinstance(r.get("batch"), int):
             r["epoch"] = child(args, "epoch", "--batch", str(r["batch"]))
     budget = "an address-space limit" if args.device == "cpu" else "the caching allocator's limit"
     print(f"{args.model} on Fashion-MNIST, SGD, budget {args.budget_mib} MiB ({budget}), {args.device}, "
