@@ -202,7 +202,14 @@ if has_stage test; then
         continue
       fi
       rm -f "$state/ctest-$label.xml"
-      timeout "$(left)" ctest "${args[@]}" >"$log" 2>&1
+      if [ $label = cpu ]; then
+        # The CPU suite as CI runs it: with the GPU hidden (tests such as Cli.CudaWithoutAGpuIsADeviceError
+        # and every --device auto expect none).
+        note="${note:+$note; }GPU hidden (CUDA_VISIBLE_DEVICES='')"
+        CUDA_VISIBLE_DEVICES="" timeout "$(left)" ctest "${args[@]}" >"$log" 2>&1
+      else
+        timeout "$(left)" ctest "${args[@]}" >"$log" 2>&1
+      fi
       rc=$?
       extra=()
       [ $label = cuda ] && [ $dry = 0 ] && extra=(--require-run)
