@@ -210,13 +210,13 @@ class Run:
                                 "--synthetic-size", "8192"],
                 }[model]
 
-    def fit_flags(self, model):
+    def fit_flags(self, model, dry_max=64):
         """fit and tune's own: BatchNorm needs two samples; a dry run's --max keeps every trial small
         (TorchScript's executor profiles each new batch shape before it runs fast: about 30 s a trial
         on 2 busy cores, so the dry run tries only 4 and 8)."""
         if self.dry and model == "torchscript":
             return ["--min", "4", "--max", "8"]
-        return (["--min", "2"] if model != "transformer" else []) + (["--max", "64"] if self.dry else [])
+        return (["--min", "2"] if model != "transformer" else []) + (["--max", str(dry_max)] if self.dry else [])
 
     def torchscript(self):
         return os.path.join(self.state, "mobilenet_v3_small.pt")
@@ -420,7 +420,7 @@ def tune(run, model):
     name = f"tune.{model}"
     if run.dry:
         # --max 16: the noise scale trains each step in micro-batches of an eighth of the largest batch
-        flags = [*run.workload(model), *run.fit_flags(model), "--max", "16", *DRY_SWEEP, "--advice-budget", "2",
+        flags = [*run.workload(model), *run.fit_flags(model, dry_max=16), *DRY_SWEEP, "--advice-budget", "2",
                  "--noise-steps", "2"]
     else:
         flags = ["--model", model] + (["--data-dir", run.args.data_dir] if model == "resnet18" else [])
