@@ -499,7 +499,8 @@ NOTES = [
     "finders: bench/lightning_vs_fit.py; on CUDA every finder's budget is the caching allocator's limit "
     "(set_per_process_memory_fraction), which batchwise's --memory-budget also sets; batchwise stays within "
     "--target 0.9 of it, the others use all of it. The epoch check trains each answer in a plain loop under the "
-    "same budget.",
+    "same budget. On a CPU (a dry run) the budget is an address-space limit (RLIMIT_AS) for the Python "
+    "sides and tensor bytes for batchwise, not the same quantity, so an epoch there that runs out says little.",
     "features: one `tune --compare-precision --profile --no-race --no-noise`; monitor is the largest swept "
     "batch's utilisation record (NVML on a GPU).",
     "tune: `batchwise tune --model M` with every default (Fashion-MNIST), as a user runs it first.",
