@@ -3,8 +3,12 @@
 Same models, data, sampler, optimizer and loss as batchwise's built-in workloads (mlp, lenet on
 Fashion-MNIST, SGD momentum 0.9, lr 0.01, cross-entropy). Batches are gathered by tensor indexing
 (the fast path a careful user writes), not a per-sample DataLoader. Prints one JSON object.
+On CUDA the images stay in host memory, as batchwise keeps them: each batch is gathered there,
+copied to the device and normalised there, and `loss.item()` ends every step (the synchronisation a
+loop that logs its loss has).
 
     python bench/python_loop.py --model lenet --batch 128 --warmup 5 --steps 30 --threads 2
+    python bench/python_loop.py --model lenet --batch 4096 --device cuda
 """
 import argparse
 import gzip
@@ -49,12 +53,15 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--data-dir", default=DATA, help="Fashion-MNIST's IDX files")
     a = p.parse_args()
+    device = torch.device(a.device)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    images = read_idx(f"{DATA}/train-images-idx3-ubyte.gz").unsqueeze(1)
-    labels = read_idx(f"{DATA}/train-labels-idx1-ubyte.gz").long()
-    model = make_model(a.model)
+    images = read_idx(f"{a.data_dir}/train-images-idx3-ubyte.gz").unsqueeze(1)
+    labels = read_idx(f"{a.data_dir}/train-labels-idx1-ubyte.gz").long()
+    model = make_model(a.model).to(device)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     gen = torch.Generator().manual_seed(a.seed)
@@ -67,8 +74,8 @@ def main():
             order, cursor = torch.randperm(n, generator=gen), 0
         idx = order[cursor:cursor + a.batch]
         cursor += a.batch
-        x = images.index_select(0, idx).float().div_(255.0).sub_(0.2860).div_(0.3530)
-        y = labels.index_select(0, idx)
+        x = images.index_select(0, idx).to(device).float().div_(255.0).sub_(0.2860).div_(0.3530)
+        y = labels.index_select(0, idx).to(device)
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
@@ -78,7 +85,8 @@ def main():
             times.append(time.perf_counter() - start)
     median = statistics.median(times)
     print(json.dumps({"model": a.model, "batch": a.batch, "samples_per_s": a.batch / median,
-                      "step_times_s": times, "torch_version": torch.__version__, "threads": torch.get_num_threads()}))
+                      "step_times_s": times, "torch_version": torch.__version__, "threads": torch.get_num_threads(),
+                      "device": str(device)}))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 # the text changes, so a rebuild after a new commit restamps reports without rebuilding the rest.
 execute_process(COMMAND git rev-parse --short=7 HEAD WORKING_DIRECTORY "${SRC}"
                 OUTPUT_VARIABLE BATCHWISE_BUILD_COMMIT OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-if(NOT BATCHWISE_BUILD_COMMIT)
+if(NOT BATCHWISE_BUILD_COMMIT AND NOT "$ENV{BATCHWISE_BUILD_COMMIT}" STREQUAL "")
+  # A copy of the tree without .git (scripts/gpu-check.sh on a lent machine) says its commit here.
+  set(BATCHWISE_BUILD_COMMIT "$ENV{BATCHWISE_BUILD_COMMIT}")
+elseif(NOT BATCHWISE_BUILD_COMMIT)
   set(BATCHWISE_BUILD_COMMIT "unknown")
 else()
   execute_process(COMMAND git status --porcelain --untracked-files=no WORKING_DIRECTORY "${SRC}"
