@@ -423,7 +423,7 @@ def tune(run, model):
         flags = [*run.workload(model), *run.fit_flags(model, dry_max=16), *DRY_SWEEP, "--advice-budget", "2",
                  "--noise-steps", "2"]
     else:
-        flags = ["--model", model] + (["--data-dir", run.args.data_dir] if model == "resnet18" else [])
+        flags = ["--model", model, "--data-dir", run.args.data_dir]  # Fashion-MNIST, wherever it is
     report, wall = run.batchwise(name, "tune", flags, os.path.join(run.json, f"tune.{model}.json"))
     if report is None:
         return
