@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "batchwise/error.h"
+#include "batchwise/memory.h"
 #include "batchwise/trial.h"
 #include "batchwise/workload.h"
 
@@ -149,8 +150,12 @@ class DataParallelWorkload : public Workload {
   void record_local_failure(Outcome outcome, const std::string& message);
   // The step's all-reduce buffer of `numel` elements; see optimizer_step.
   at::Tensor flat_buffer(int64_t numel, const at::TensorOptions& options);
+  // The rank's device memory, made once (not in every step) and only where used: on CPU it needs
+  // the tracker, which a caller that runs no trial may not have installed.
+  DeviceMemory& memory();
   ModuleWorkload& inner_;
   std::shared_ptr<Group> group_;
+  std::unique_ptr<DeviceMemory> memory_;  // the rank's device, made when first needed (see memory())
   std::optional<std::pair<Outcome, std::string>> local_failure_;  // awaiting the next all-reduce
   std::optional<std::pair<Outcome, std::string>> own_failure_;
   std::optional<Failure> failure_;

@@ -330,6 +330,11 @@ int g_failing_buffers = 0;  // detail::fail_flat_buffers: allocations still to f
 
 void detail::fail_flat_buffers(int count) { g_failing_buffers = count; }
 
+DeviceMemory& DataParallelWorkload::memory() {
+  if (!memory_) memory_ = device_memory(inner_);
+  return *memory_;
+}
+
 // A rank must take part in every step's all-reduce, or the others wait in it until --dist-timeout
 // (NCCL ranks fall out of step). So a buffer that does not fit is this rank's out-of-memory
 // outcome, told to the others through its status slot, and the buffer is made anyway: with this
@@ -350,16 +355,15 @@ at::Tensor DataParallelWorkload::flat_buffer(int64_t numel, const at::TensorOpti
     const auto [outcome, message] = detail::classify_failure(e);
     record_local_failure(outcome, message);
   }
-  auto memory = device_memory(inner_);
-  memory->release_cached();
-  memory->set_limit(0);
+  memory().release_cached();
+  memory().set_limit(0);
   try {
     UntrackedScope untracked;  // the failed trial's peak stays the one it reached
     at::Tensor flat = take_one();
-    memory->set_limit(limit_bytes_);
+    memory().set_limit(limit_bytes_);
     return flat;
   } catch (const std::exception& e) {
-    memory->set_limit(limit_bytes_);
+    memory().set_limit(limit_bytes_);
     collective_error_ = std::make_exception_ptr(DistributedError(fmt::format(
         "rank {} of {}: {}: the all-reduce buffer ({}) does not fit even with this rank's gradients freed and "
         "its memory limit lifted, so it cannot take part in the all-reduce and the others stop at --dist-timeout; "
@@ -436,7 +440,7 @@ void DataParallelWorkload::optimizer_step() {
   // On CUDA the backward kernels may still be queued: the clock starts once they have run, so it
   // times the collective (and the wait for the slowest rank), not this rank's backward. NCCL could
   // not start before them anyway, so the sync costs only the collective's launch.
-  if (inner_.device().is_cuda()) device_memory(inner_)->synchronize();
+  if (inner_.device().is_cuda()) memory().synchronize();
   const auto start = std::chrono::steady_clock::now();
   try {
     group_->all_reduce_sum(flat, fmt::format("the gradient all-reduce of {}, step {}", label_, allreduce_s_.size() + 1));
