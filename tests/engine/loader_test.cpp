@@ -1,8 +1,10 @@
 // The input pipeline: prefetching workers hand out the batches the training thread would have
 // drawn, slow input is flagged, and the loader search's decision on known figures.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <tuple>
 
 #include "batchwise/error.h"
@@ -14,12 +16,13 @@
 namespace batchwise {
 namespace {
 
-// The mlp on 1000 synthetic samples, fed by `workers` loader threads with `latency_us` of simulated
-// I/O per batch.
-std::unique_ptr<Workload> piped(int workers, int64_t latency_us = 0, bool augment = false) {
+// `model` on 1000 synthetic samples, fed by `workers` loader threads with `latency_us` of simulated
+// I/O per sample.
+std::unique_ptr<Workload> piped(int workers, int64_t latency_us = 0, bool augment = false,
+                                const std::string& model = "mlp") {
   CpuMemoryTracker::install();
   return make_workload(WorkloadOptions()
-                           .model("mlp")
+                           .model(model)
                            .dataset("synthetic")
                            .synthetic_size(1000)
                            .device("cpu")
@@ -46,22 +49,28 @@ TEST(Loader, WorkersHandOutTheSameBatchesAndStatesStayExact) {
 }
 
 TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
-  // 30 ms of latency per batch of 64, some 10 to 20 mlp steps: one worker leaves the step waiting
-  // most of the time, 32 workers (sleeping, not computing) never, even beside another test.
-  auto one = piped(1, 470), many = piped(32, 470);
-  const Trial slow = run_trial(*one, TrialOptions(64).warmup(2).steps(8));
-  const Trial fed = run_trial(*many, TrialOptions(64).warmup(34).steps(8));  // the first 64 batches fill the queue
+  // 100 ms of sleep per batch of 128 against a lenet step on one thread (no thread barrier for
+  // another process to stretch) of some 12 ms here and 30 ms beside three busy processes: one worker
+  // leaves the step waiting most of the time, however loaded the machine; 64 workers (sleeping, not
+  // computing) hand out 64 batches per 100 ms, which the step takes far longer to train on, so what
+  // the step still waits is the scheduler's latency in handing a ready batch over (some 3 ms loaded).
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  auto one = piped(1, 780, false, "lenet"), many = piped(64, 780, false, "lenet");
+  const Trial slow = run_trial(*one, TrialOptions(128).warmup(2).steps(6));
+  const Trial fed = run_trial(*many, TrialOptions(128).warmup(2).steps(6));
   ASSERT_EQ(slow.outcome, Outcome::Ok) << slow.message;
   ASSERT_EQ(fed.outcome, Outcome::Ok) << fed.message;
   EXPECT_TRUE(slow.input_bound) << slow.data_wait_share;
   EXPECT_FALSE(fed.input_bound) << fed.data_wait_share;
   EXPECT_GT(fed.samples_per_s, slow.samples_per_s);
-  const LoaderSearch search = search_loader(dynamic_cast<ModuleWorkload&>(*one), 64, 34, 6, {1, 32}, {2});
+  const LoaderSearch search = search_loader(dynamic_cast<ModuleWorkload&>(*one), 128, 2, 6, {1, 64}, {2});
   EXPECT_TRUE(search.before.input_bound) << search.before.data_wait_share;
   ASSERT_TRUE(search.after.has_value()) << search.advice;
-  EXPECT_EQ(search.after->workers, 32);
-  EXPECT_NE(search.advice.find("--workers 32"), std::string::npos) << search.advice;
+  EXPECT_EQ(search.after->workers, 64);
+  EXPECT_NE(search.advice.find("--workers 64"), std::string::npos) << search.advice;
   EXPECT_EQ(std::get<0>(dynamic_cast<ModuleWorkload&>(*one).pipeline()), 1);  // put back
+  at::set_num_threads(threads);
 }
 
 // The search's decision on known figures per setting (what run_trial measured is injected): the
