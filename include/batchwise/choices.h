@@ -24,6 +24,12 @@ enum class Loss {
   CrossEntropy,  ///< "cross-entropy": integer class labels
   Mse,           ///< "mse": regression targets
 };
+/// The shape of the learning rate over a run of known length, after the advised warm-up.
+enum class LrSchedule {
+  Constant,  ///< "constant": the advised rate to the end
+  Cosine,    ///< "cosine": half a cosine from the advised rate to 0 at the last step
+  Step,      ///< "step": the advised rate, x0.1 from half the run, x0.01 from three quarters
+};
 /// The c10d backend of a data-parallel group.
 enum class Backend {
   Auto,  ///< "auto": nccl for a CUDA device where LibTorch has it, gloo otherwise
@@ -35,6 +41,7 @@ const char* to_string(Precision precision);
 const char* to_string(Optimizer optimizer);
 const char* to_string(Loss loss);
 const char* to_string(Backend backend);
+const char* to_string(LrSchedule schedule);
 
 /// Every value of each enum, for readers that parse the spelling back (the report reader).
 constexpr std::array<Precision, 3> enum_values(Precision) {
@@ -45,12 +52,16 @@ constexpr std::array<Optimizer, 3> enum_values(Optimizer) {
 }
 constexpr std::array<Loss, 2> enum_values(Loss) { return {Loss::CrossEntropy, Loss::Mse}; }
 constexpr std::array<Backend, 3> enum_values(Backend) { return {Backend::Auto, Backend::Gloo, Backend::Nccl}; }
+constexpr std::array<LrSchedule, 3> enum_values(LrSchedule) {
+  return {LrSchedule::Constant, LrSchedule::Cosine, LrSchedule::Step};
+}
 
 /// Parsers: ConfigError "--precision fp8: unknown precision; choose one of fp32, bf16, fp16".
 Precision parse_precision(const std::string& text);
 Optimizer parse_optimizer(const std::string& text);
 Loss parse_loss(const std::string& text);
 Backend parse_backend(const std::string& text);
+LrSchedule parse_lr_schedule(const std::string& text);
 
 /// The built-in optimizer a workload's optimizer name (WorkloadInfo::optimizer) is, if it is one: a
 /// Workload of the user's may train with any optimizer, and batchwise advises rates only for these.
@@ -67,5 +78,6 @@ bool adam_family(Optimizer optimizer);
 const std::vector<std::string>& precision_names();
 const std::vector<std::string>& optimizer_names();
 const std::vector<std::string>& loss_names();
+const std::vector<std::string>& lr_schedule_names();
 
 }  // namespace batchwise

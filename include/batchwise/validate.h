@@ -1,8 +1,8 @@
 #pragma once
-/// Time-to-accuracy validation: train the real model from the same starting state at each candidate
-/// batch size, each with its scaled learning rate, until a held-out metric reaches a target, and
-/// measure the training time, steps and epochs it took. This is what the goodput model predicts; the
-/// validation checks it.
+/// Validation by real training from the same starting state at each candidate batch size, each with
+/// its scaled learning rate. Two modes: time to a target (train until a held-out metric reaches it:
+/// what the goodput model predicts), and full runs (train a given number of epochs with a warm-up
+/// and a decaying rate, as the user's run will, and compare final held-out quality and time).
 #include <torch/arg.h>
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <functional>
 
 #include "batchwise/advice.h"
+#include "batchwise/choices.h"
 #include "batchwise/convergence.h"
 #include "batchwise/data.h"
 #include "batchwise/fields.h"
@@ -27,8 +28,14 @@ struct ValidateOptions {
   TORCH_ARG(std::vector<int64_t>, batch_sizes);
   /// Stop when held-out accuracy reaches this (classification); 0: not a target.
   TORCH_ARG(double, target_accuracy) = 0;
-  /// Stop when held-out loss falls to this; 0: not a target. One of the two targets is required.
+  /// Stop when held-out loss falls to this; 0: not a target. One of the two targets is required,
+  /// unless `epochs` is set.
   TORCH_ARG(double, target_loss) = 0;
+  /// Full runs: train every candidate exactly this many epochs with `lr_schedule` (no target), and
+  /// compare final held-out quality and training time. 0: the target mode.
+  TORCH_ARG(double, epochs) = 0;
+  /// The rate's shape over a full run after the advised warm-up (schedule.h); only with `epochs`.
+  TORCH_ARG(LrSchedule, lr_schedule) = LrSchedule::Constant;
   /// Give up after this many epochs of training data.
   TORCH_ARG(double, max_epochs) = 3;
   /// Give up after this much training time (seconds) per candidate; 0: no limit.
@@ -108,6 +115,10 @@ struct ValidationRun {
   ValidationPoint last;          ///< the last evaluation
   std::vector<ValidationPoint> curve;
   std::string message;           ///< why it stopped without reaching the target; or an error
+  /// Full runs: the held-out loss and accuracy after the last step, on the whole held-out set.
+  std::optional<double> final_loss, final_accuracy;
+  /// Full runs: final quality within the noise of the best run's (ValidationResult::good_batches).
+  bool good = false;
 };
 
 /// The JSON fields of a ValidationRun, in JSON order (fields.h): of its advice, the rate, rule and cap.
@@ -127,6 +138,9 @@ void fields(V& v, T& r) {
   v("loss", r.last.loss);
   v("accuracy", r.last.accuracy);
   v("message", r.message);
+  v("final_loss", r.final_loss, When{r.final_loss.has_value()});
+  v("final_accuracy", r.final_accuracy, When{r.final_accuracy.has_value()});
+  v("good", r.good, When{r.final_loss.has_value()});
   v("curve", r.curve);
 }
 
@@ -134,8 +148,17 @@ struct ValidationResult {
   std::string target;            ///< "test accuracy >= 0.85" or "test loss <= 0.4"
   std::string held_out;          ///< the held-out set's name and size
   std::vector<ValidationRun> runs;
-  /// The candidate that reached the target in the least training time; none if none did.
+  /// The candidate that reached the target in the least training time; none if none did. Full runs:
+  /// the good batch that trained in the least time.
   std::optional<int64_t> fastest_batch;
+  /// Full runs: their length and the rate's shape; 0 and "" in the target mode.
+  double epochs = 0;
+  std::string lr_schedule;
+  /// Full runs: the best final quality (accuracy for class labels, else loss), and the batches whose
+  /// final quality is within the held-out set's noise of it: accuracy within max(0.005, two standard
+  /// errors of a proportion over the held-out set), loss within 2 % (no per-sample spread is kept).
+  std::optional<int64_t> best_batch;
+  std::vector<int64_t> good_batches;
 };
 
 /// The JSON fields of a ValidationResult, in JSON order (fields.h).
@@ -144,12 +167,16 @@ void fields(V& v, T& r) {
   v("target", r.target);
   v("held_out", r.held_out);
   v("fastest_batch", r.fastest_batch);
+  v("epochs", r.epochs, When{r.epochs > 0});
+  v("lr_schedule", r.lr_schedule, When{r.epochs > 0});
+  v("best_batch", r.best_batch, When{r.epochs > 0});
+  v("good_batches", r.good_batches, When{r.epochs > 0});
   v("runs", r.runs);
 }
 
 /// Trains `workload` from its current state at each candidate batch (restoring the state before
 /// each and after the last), evaluating on `held_out` (eval mode, no gradients). Throws ConfigError
-/// for a workload that is not a ModuleWorkload, no target, or no candidates.
+/// for a workload that is not a ModuleWorkload, no target and no epochs (or both), or no candidates.
 ValidationResult validate(Workload& workload, const Dataset& held_out, const ValidateOptions& options);
 
 }  // namespace batchwise

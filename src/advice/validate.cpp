@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <tuple>
 
 #include "advice/target.h"
+#include "batchwise/schedule.h"
 #include "batchwise/workload.h"
 #include "check.h"
 
@@ -27,7 +29,7 @@ LrAdvice candidate_lr(ModuleWorkload& w, const ValidateOptions& o, double base_l
   LrAdvice a = unmeasured_lr(rule_optimizer(w.info()), o.base_batch(), base_lr, batch);
   // The rule's warm-up (5 epochs for linear scaling), capped so that a short validation still
   // trains most of its budget at the scaled rate.
-  const double epochs = std::min<double>(a.scaled.warmup_epochs, o.max_epochs() / 4);
+  const double epochs = std::min<double>(a.scaled.warmup_epochs, (o.epochs() > 0 ? o.epochs() : o.max_epochs()) / 4);
   a.warmup_steps = static_cast<int64_t>(std::ceil(epochs * static_cast<double>(w.data().size()) / batch));
   a.warmup_from_lr = base_lr;
   a.warmup_epochs = epochs;
@@ -40,24 +42,61 @@ struct Race {  // what the candidates before this one achieved, for stop_slower_
   Clock::time_point start;
 };
 
-ValidationRun run_one(ModuleWorkload& w, const Dataset& held_out, const ValidateOptions& o, int64_t batch,
-                      const Race& race) {
+// Where a candidate's training stops: a full run's last step, or the target mode's limits.
+struct Limits {
+  int64_t max_samples = 0;
+  int64_t total_steps = 0;  ///< full runs: the run's length in steps; 0: the target mode
+  double slower_s = INFINITY;
+};
+
+// The progress report after an evaluation.
+ValidateProgress progress(const ValidateOptions& o, const ValidationRun& run, const Race& race, const Limits& limits,
+                          int64_t samples, int64_t epoch, double train_s) {
+  ValidateProgress p;
+  p.batch = run.batch;
+  p.index = race.index;
+  p.count = race.count;
+  p.epochs = static_cast<double>(samples) / static_cast<double>(epoch);
+  p.train_s = train_s;
+  p.loss = run.curve.back().loss;
+  p.accuracy = run.curve.back().accuracy;
+  const double by_epochs = train_s / static_cast<double>(samples) * static_cast<double>(limits.max_samples - samples);
+  const bool full = limits.total_steps > 0;
+  p.limit_left_s = std::max(0.0, std::min({by_epochs, !full && o.max_seconds() > 0 ? o.max_seconds() - train_s : INFINITY,
+                                           limits.slower_s - train_s}));
+  if (!full) p.target_left_s = time_to_target(run.curve, o.target_accuracy(), o.target_loss());
+  p.elapsed_s = since(race.start);
+  return p;
+}
+
+ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& held_out, const ValidateOptions& o,
+                      int64_t batch, const Race& race) {
   ValidationRun run;
   run.batch = batch;
   const double base_lr = o.base_lr() > 0 ? o.base_lr() : w.info().lr;
   run.lr = candidate_lr(w, o, base_lr, batch);
-  run.warmup_steps = run.lr.warmup_steps;
   const int64_t epoch = w.data().size();
+  const bool full = o.epochs() > 0;
+  Limits limits;
+  if (full) {
+    limits.total_steps = std::max<int64_t>(
+        1, static_cast<int64_t>(std::ceil(o.epochs() * static_cast<double>(epoch) / static_cast<double>(batch))));
+    limits.max_samples = limits.total_steps * batch;
+    run.warmup_steps = run_warmup_steps(run.lr, limits.total_steps);
+  } else {
+    limits.max_samples = static_cast<int64_t>(std::ceil(o.max_epochs() * static_cast<double>(epoch)));
+    run.warmup_steps = run.lr.warmup_steps;
+    if (o.stop_slower_than() > 0 && race.fastest_s) limits.slower_s = o.stop_slower_than() * *race.fastest_s;
+  }
   run.warmup_epochs = static_cast<double>(run.warmup_steps * batch) / static_cast<double>(epoch);
-  const int64_t eval_every = o.eval_every_samples() > 0 ? o.eval_every_samples() : std::max<int64_t>(1, epoch / 20);
-  const int64_t max_samples = static_cast<int64_t>(std::ceil(o.max_epochs() * static_cast<double>(epoch)));
-  const double slower_limit =
-      o.stop_slower_than() > 0 && race.fastest_s ? o.stop_slower_than() * *race.fastest_s : INFINITY;
+  const int64_t eval_every = o.eval_every_samples() > 0 ? o.eval_every_samples()
+                             : full                     ? std::max<int64_t>(1, limits.max_samples / 10)
+                                                        : std::max<int64_t>(1, epoch / 20);
 
   int64_t samples = 0, next_eval = eval_every;
   double train_s = 0;
   while (true) {
-    w.set_lr(lr_at_step(run.lr, run.steps));
+    w.set_lr(full ? scheduled_lr(run.lr, o.lr_schedule(), run.steps, limits.total_steps) : lr_at_step(run.lr, run.steps));
     const auto start = Clock::now();
     const Batch b = w.next_batch(batch);
     const double loss = w.train_step(b).item<double>();  // reading it waits for the device
@@ -69,42 +108,27 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& held_out, const Validate
                                 loss, run.steps, run.lr.lr);
       break;
     }
-    if (samples >= next_eval || samples >= max_samples) {
+    if (samples >= next_eval || samples >= limits.max_samples) {
       next_eval = samples + eval_every;
       const auto eval_start = Clock::now();
-      const auto [held_loss, accuracy] = w.evaluate(held_out);
+      const auto [held_loss, accuracy] = w.evaluate(probe);
       run.eval_s += since(eval_start);
       run.curve.push_back({samples, run.steps, train_s, held_loss, accuracy});
-      if (reached(o, run.curve.back())) {
+      if (!full && reached(o, run.curve.back())) {
         run.reached = true;
         break;
       }
-      if (o.on_progress()) {
-        ValidateProgress p;
-        p.batch = batch;
-        p.index = race.index;
-        p.count = race.count;
-        p.epochs = static_cast<double>(samples) / static_cast<double>(epoch);
-        p.train_s = train_s;
-        p.loss = held_loss;
-        p.accuracy = accuracy;
-        const double by_epochs = train_s / static_cast<double>(samples) * static_cast<double>(max_samples - samples);
-        p.limit_left_s = std::max(0.0, std::min({by_epochs, o.max_seconds() > 0 ? o.max_seconds() - train_s : INFINITY,
-                                                 slower_limit - train_s}));
-        p.target_left_s = time_to_target(run.curve, o.target_accuracy(), o.target_loss());
-        p.elapsed_s = since(race.start);
-        o.on_progress()(p);
-      }
+      if (o.on_progress()) o.on_progress()(progress(o, run, race, limits, samples, epoch, train_s));
     }
-    if (samples >= max_samples) {
-      run.message = fmt::format("not reached within --max-epochs {:g}", o.max_epochs());
+    if (samples >= limits.max_samples) {
+      if (!full) run.message = fmt::format("not reached within --max-epochs {:g}", o.max_epochs());
       break;
     }
-    if (o.max_seconds() > 0 && train_s >= o.max_seconds()) {
+    if (!full && o.max_seconds() > 0 && train_s >= o.max_seconds()) {
       run.message = fmt::format("not reached within --max-seconds {:g}", o.max_seconds());
       break;
     }
-    if (train_s >= slower_limit) {
+    if (train_s >= limits.slower_s) {
       run.message = fmt::format("stopped at {:.1f} s: {:g}x the fastest so far ({:.1f} s), it cannot come within it",
                                 train_s, o.stop_slower_than(), *race.fastest_s);
       break;
@@ -113,7 +137,40 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& held_out, const Validate
   run.train_s = train_s;
   run.epochs = static_cast<double>(samples) / static_cast<double>(epoch);
   if (!run.curve.empty()) run.last = run.curve.back();
+  if (full && run.message.empty()) {  // the final quality, on the whole held-out set
+    const auto eval_start = Clock::now();
+    std::tie(run.final_loss, run.final_accuracy) = w.evaluate(held_out);
+    run.eval_s += since(eval_start);
+  }
   return run;
+}
+
+// Full runs: the best final quality (accuracy where there are class labels, else loss), and the
+// runs within the held-out set's noise of it; the fastest of those.
+void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
+  const ValidationRun* best = nullptr;
+  const auto better = [](const ValidationRun& a, const ValidationRun& b) {
+    return a.final_accuracy ? *a.final_accuracy > *b.final_accuracy : *a.final_loss < *b.final_loss;
+  };
+  for (const auto& r : result.runs)
+    if (r.final_loss && (!best || better(r, *best))) best = &r;
+  if (!best) return;
+  result.best_batch = best->batch;
+  const ValidationRun* fastest = nullptr;
+  for (auto& r : result.runs) {
+    if (!r.final_loss) continue;
+    if (best->final_accuracy) {
+      const double a = *best->final_accuracy;
+      const double tolerance = std::max(0.005, 2 * std::sqrt(a * (1 - a) / static_cast<double>(held_out_size)));
+      r.good = r.final_accuracy && *r.final_accuracy >= a - tolerance;
+    } else {
+      r.good = *r.final_loss <= *best->final_loss * 1.02;
+    }
+    if (!r.good) continue;
+    result.good_batches.push_back(r.batch);
+    if (!fastest || r.train_s < fastest->train_s) fastest = &r;
+  }
+  result.fastest_batch = fastest->batch;
 }
 
 }  // namespace
@@ -124,8 +181,21 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
                   "validate: {} is not a torch::nn module workload; time-to-accuracy needs batchwise's own training "
                   "loop and evaluation",
                   workload.info().model);
-  BATCHWISE_CHECK(o.target_accuracy() > 0 || o.target_loss() > 0, ConfigError,
-                  "validate: no target; give --target-accuracy (e.g. 0.85) or --target-loss (e.g. 0.4)");
+  const bool full = o.epochs() > 0;
+  BATCHWISE_CHECK(o.epochs() >= 0 && std::isfinite(o.epochs()), ConfigError, "--epochs {:g}: must be positive",
+                  o.epochs());
+  BATCHWISE_CHECK(full || o.target_accuracy() > 0 || o.target_loss() > 0, ConfigError,
+                  "validate: no target and no run length; give --target-accuracy (e.g. 0.85) or --target-loss (e.g. "
+                  "0.4) to time each batch to a target, or --epochs N to train full runs and compare their final "
+                  "quality");
+  BATCHWISE_CHECK(!full || (o.target_accuracy() == 0 && o.target_loss() == 0), ConfigError,
+                  "validate: --epochs {:g} trains full runs and compares their final quality, a target stops each run "
+                  "when it is met; give one of them",
+                  o.epochs());
+  BATCHWISE_CHECK(full || o.lr_schedule() == LrSchedule::Constant, ConfigError,
+                  "--lr-schedule {}: a decaying rate decays over a run of known length; give --epochs N (or "
+                  "--lr-schedule constant with a target)",
+                  to_string(o.lr_schedule()));
   BATCHWISE_CHECK(o.target_accuracy() <= 1, ConfigError, "--target-accuracy {}: must be at most 1",
                   o.target_accuracy());
   BATCHWISE_CHECK(o.target_accuracy() == 0 || held_out.targets.scalar_type() == at::kLong, ConfigError,
@@ -141,7 +211,13 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
                   o.stop_slower_than());
   const Dataset probe = head(held_out, o.held_out_samples());
   ValidationResult result;
-  result.target = HeldOutTarget{o.target_accuracy(), o.target_loss()}.text("test");
+  if (full) {
+    result.target = fmt::format("full runs of {:g} epochs, {} rate", o.epochs(), to_string(o.lr_schedule()));
+    result.epochs = o.epochs();
+    result.lr_schedule = to_string(o.lr_schedule());
+  } else {
+    result.target = HeldOutTarget{o.target_accuracy(), o.target_loss()}.text("test");
+  }
   result.held_out = probe.size() == held_out.size()
                         ? fmt::format("{} test split, {} samples", held_out.name, held_out.size())
                         : fmt::format("{} test split, its first {} of {} samples", held_out.name, probe.size(),
@@ -156,7 +232,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   for (const int64_t batch : o.batch_sizes()) {
     workload.restore_state(initial.state());  // every candidate starts from the same weights and data order
     try {
-      result.runs.push_back(run_one(*w, probe, o, batch, race));
+      result.runs.push_back(run_one(*w, probe, held_out, o, batch, race));
       const ValidationRun& done = result.runs.back();
       if (done.reached && (!race.fastest_s || done.train_s < *race.fastest_s)) race.fastest_s = done.train_s;
       ++race.index;
@@ -171,6 +247,10 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
       result.runs.push_back(failed);
       ++race.index;
     }
+  }
+  if (full) {
+    judge_full_runs(result, held_out.size());
+    return result;
   }
   const ValidationRun* fastest = nullptr;
   for (const auto& r : result.runs)

@@ -30,6 +30,7 @@ constexpr const char* kPrecisions[] = {"fp32", "bf16", "fp16"};
 constexpr const char* kOptimizers[] = {"sgd", "adam", "adamw"};
 constexpr const char* kLosses[] = {"cross-entropy", "mse"};
 constexpr const char* kBackends[] = {"auto", "gloo", "nccl"};
+constexpr const char* kLrSchedules[] = {"constant", "cosine", "step"};
 
 }  // namespace
 
@@ -37,6 +38,7 @@ const char* to_string(Precision p) { return kPrecisions[static_cast<int>(p)]; }
 const char* to_string(Optimizer o) { return kOptimizers[static_cast<int>(o)]; }
 const char* to_string(Loss l) { return kLosses[static_cast<int>(l)]; }
 const char* to_string(Backend b) { return kBackends[static_cast<int>(b)]; }
+const char* to_string(LrSchedule s) { return kLrSchedules[static_cast<int>(s)]; }
 
 Precision parse_precision(const std::string& text) {
   return parse<Precision>(text, kPrecisions, "--precision", "precision");
@@ -47,6 +49,10 @@ Optimizer parse_optimizer(const std::string& text) {
 Loss parse_loss(const std::string& text) { return parse<Loss>(text, kLosses, "--loss", "loss"); }
 Backend parse_backend(const std::string& text) {
   return parse<Backend>(text, kBackends, "--dist-backend", "backend");
+}
+
+LrSchedule parse_lr_schedule(const std::string& text) {
+  return parse<LrSchedule>(text, kLrSchedules, "--lr-schedule", "learning-rate schedule");
 }
 
 std::optional<Optimizer> known_optimizer(const std::string& name) {
@@ -73,6 +79,10 @@ const std::vector<std::string>& optimizer_names() {
 }
 const std::vector<std::string>& loss_names() {
   static const std::vector<std::string> names = all(kLosses);
+  return names;
+}
+const std::vector<std::string>& lr_schedule_names() {
+  static const std::vector<std::string> names = all(kLrSchedules);
   return names;
 }
 

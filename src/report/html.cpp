@@ -479,6 +479,18 @@ std::string validation_section(const Report& r) {
     d["pointRadius"] = 2;
     datasets.push_back(d);
     const bool soonest = v.fastest_batch == run.batch;
+    if (v.epochs > 0) {  // full runs: final quality and time
+      const std::string last = run.final_accuracy ? fmt::format("{:.4f}", *run.final_accuracy)
+                               : run.final_loss   ? fmt::format("loss {:.4f}", *run.final_loss)
+                                                  : "-";
+      rows += fmt::format(
+          "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{:.1f}</td>"
+          "<td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+          run.good ? "ok" : "bad", run.batch, run.lr.lr, run.good ? "within noise of the best" : "no", run.train_s,
+          run.steps, run.epochs, last,
+          soonest ? "fastest within noise" : v.best_batch == run.batch ? "best" : esc(run.message));
+      continue;
+    }
     rows += fmt::format(
         "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{:.1f}</td>"
         "<td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
@@ -493,6 +505,14 @@ std::string validation_section(const Report& r) {
       {"options",
        {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "training time (s)"}}}}},
                     {"y", {{"title", {{"display", true}, {"text", accuracy ? "test accuracy" : "test loss"}}}}}}}}}};
+  if (v.epochs > 0)
+    return fmt::format(
+        "<section id=\"validation\">\n<h2>Validation: {}</h2>\n<p class=\"caption\">Each candidate trained the same "
+        "epochs from the same weights with its scaled learning rate and the schedule, evaluated on the {} (the last "
+        "column after the run, on the whole set; evaluation time excluded).</p>\n{}"
+        "<table>\n<tr><th>batch</th><th>lr</th><th>final quality</th><th>train s</th><th>steps</th><th>epochs</th>"
+        "<th>final</th><th>note</th></tr>\n{}</table>\n</section>\n",
+        esc(v.target), esc(v.held_out), chart_block("validation", config, "held-out metric over training time"), rows);
   return fmt::format(
       "<section id=\"validation\">\n<h2>Time to {}</h2>\n<p class=\"caption\">Each candidate trained from the same "
       "weights with its scaled learning rate, evaluated on the {} (evaluation time excluded).</p>\n{}"

@@ -249,7 +249,28 @@ void race_table(Lines& line, const BatchRace& race, int64_t dataset_size) {
                      fmt::join(race.within_5_percent, ", ")));
 }
 
+// Full runs: each batch's final quality after the same epochs and schedule, and its time.
+void full_runs_table(Lines& line, const ValidationResult& v) {
+  line("");
+  line(fmt::format("validation: {} on the {}", v.target, v.held_out));
+  line(fmt::format("{:>8}  {:>9}  {:>8}  {:>10}  {:>7}  {:>9}  {:>10}  {}", "batch", "lr", "warm-up", "train s",
+                   "steps", "accuracy", "final loss", "note"));
+  for (const auto& run : v.runs) {
+    std::string note = run.message;
+    if (run.final_loss)
+      note = v.fastest_batch && *v.fastest_batch == run.batch ? "<- fastest within noise of the best"
+             : v.best_batch && *v.best_batch == run.batch     ? "best"
+             : run.good                                        ? "within noise of the best"
+                                                               : "";
+    line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10.1f}  {:>7}  {:>9}  {:>10}  {}", run.batch, run.lr.lr,
+                     run.warmup_steps, run.train_s, run.steps,
+                     run.final_accuracy ? fmt::format("{:.4f}", *run.final_accuracy) : "-",
+                     run.final_loss ? fmt::format("{:.4f}", *run.final_loss) : "-", note));
+  }
+}
+
 void validation_table(Lines& line, const ValidationResult& v) {
+  if (v.epochs > 0) return full_runs_table(line, v);
   line("");
   line(fmt::format("validation: time to {} on the {}", v.target, v.held_out));
   line(fmt::format("{:>8}  {:>9}  {:>8}  {:>10}  {:>7}  {:>7}  {:>9}  {:>7}  {}", "batch", "lr", "reached",

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/utils.h>
 
 #include <cmath>
@@ -247,7 +248,31 @@ void ValidateFlags::add(CLI::App* cmd) {
                 "tune advises (the rule capped by a range test at that batch)");
 }
 
+void ValidateFlags::add_run(CLI::App* cmd) {
+  cmd->add_option("--epochs", epochs,
+                  "train full runs of this many epochs (warm-up, then --lr-schedule) and compare their final test "
+                  "quality and training time, instead of timing each batch to a target");
+  cmd->add_option("--lr-schedule", lr_schedule,
+                  fmt::format("the rate after the warm-up over an --epochs run: {} (step: x0.1 at half the run, "
+                              "x0.01 at three quarters)",
+                              fmt::join(lr_schedule_names(), ", ")))
+      ->capture_default_str();
+}
+
 void ValidateFlags::check(const WorkloadFlags& w) {
+  const LrSchedule schedule = parse_lr_schedule(lr_schedule);
+  if (epochs < 0 || !std::isfinite(epochs)) throw ConfigError(fmt::format("--epochs {}: must be positive", epochs));
+  if (epochs > 0 && (target_accuracy > 0 || target_loss > 0))
+    throw ConfigError(fmt::format("--epochs {} and --target-{} {}: --epochs trains full runs and compares their final "
+                                  "quality, a target stops each run when it is met; give one of them",
+                                  epochs, target_accuracy > 0 ? "accuracy" : "loss",
+                                  target_accuracy > 0 ? target_accuracy : target_loss));
+  if (epochs == 0 && schedule != LrSchedule::Constant)
+    throw ConfigError(fmt::format("--lr-schedule {}: a decaying rate decays over a run of known length; give --epochs N",
+                                  lr_schedule));
+  if (w.use_cmd)
+    throw ConfigError("validate: time-to-accuracy needs batchwise's own training loop; it cannot run through --cmd");
+  if (epochs > 0) return;
   if (w.workload.loss() == Loss::Mse && target_loss == 0)
     throw ConfigError("--loss mse: there is no accuracy to reach; give --target-loss");
   if (target_accuracy > 1 || target_accuracy < 0 || target_loss < 0)
@@ -257,8 +282,6 @@ void ValidateFlags::check(const WorkloadFlags& w) {
     throw ConfigError(fmt::format("--target-accuracy {} and --target-loss {}: one target at a time; give one of them",
                                   target_accuracy, target_loss));
   if (max_epochs <= 0) throw ConfigError(fmt::format("--max-epochs {}: must be positive", max_epochs));
-  if (w.use_cmd)
-    throw ConfigError("validate: time-to-accuracy needs batchwise's own training loop; it cannot run through --cmd");
   if (target_accuracy == 0 && target_loss == 0) target_accuracy = 0.85;
 }
 
@@ -272,7 +295,9 @@ ValidateOptions ValidateFlags::options(std::vector<int64_t> candidates, int64_t 
       .base_batch(base_batch)
       .held_out_samples(held_out_samples)
       .stop_slower_than(stop_slower_than)
-      .measure_lr(!rule_lr);
+      .measure_lr(!rule_lr)
+      .epochs(epochs)
+      .lr_schedule(parse_lr_schedule(lr_schedule));
 }
 
 void refuse_data_parallel(const char* flag) {

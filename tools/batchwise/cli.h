@@ -129,15 +129,21 @@ struct DistFlags {
   void add(CLI::App* cmd);
 };
 
-/// The target a validation trains to: validate, tune --validate.
+/// The target a validation trains to, or the full run it trains: validate, tune --validate.
 struct ValidateFlags {
   double target_accuracy = 0, target_loss = 0, max_epochs = 3, max_seconds = 600;
+  /// Full runs (--epochs, --lr-schedule): added to a command by add_run.
+  double epochs = 0;
+  std::string lr_schedule = "constant";
   int64_t eval_every = 0, held_out_samples = 0;
   double stop_slower_than = 0;
   bool rule_lr = false;
 
   void add(CLI::App* cmd);
-  /// Throws ConfigError for a target that cannot be reached; defaults the target to accuracy 0.85.
+  /// --epochs and --lr-schedule: the run the user will do.
+  void add_run(CLI::App* cmd);
+  /// Throws ConfigError for a target that cannot be reached, or a target beside --epochs; without
+  /// --epochs, defaults the target to accuracy 0.85.
   void check(const WorkloadFlags& w);
   ValidateOptions options(std::vector<int64_t> candidates, int64_t base_batch) const;
 };

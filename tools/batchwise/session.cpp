@@ -229,11 +229,19 @@ void Session::stage(const std::string& text) {
 void Session::print_validation(const ValidationResult& v) {
   clear_line();
   if (flags.quiet || !lead_) return;
-  for (const auto& run : v.runs)
-    fmt::print(stderr, "[validate] batch {} (lr {:.4g}): {}\n", run.batch, run.lr.lr,
-               run.reached ? fmt::format("reached {} in {:.1f} s of training ({:.2f} epochs)", v.target, run.train_s,
-                                         run.epochs)
-                           : run.message);
+  for (const auto& run : v.runs) {
+    std::string outcome;
+    if (run.final_loss)
+      outcome = fmt::format("{:g} epochs in {:.1f} s of training: test loss {:.4g}{}{}", v.epochs, run.train_s,
+                            *run.final_loss,
+                            run.final_accuracy ? fmt::format(", accuracy {:.4f}", *run.final_accuracy) : std::string(),
+                            run.good ? " (within noise of the best)" : "");
+    else if (run.reached)
+      outcome = fmt::format("reached {} in {:.1f} s of training ({:.2f} epochs)", v.target, run.train_s, run.epochs);
+    else
+      outcome = run.message;
+    fmt::print(stderr, "[validate] batch {} (lr {:.4g}): {}\n", run.batch, run.lr.lr, outcome);
+  }
 }
 
 // ---- output ---------------------------------------------------------------------------------------

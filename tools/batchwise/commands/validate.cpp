@@ -1,5 +1,5 @@
-// batchwise validate: real time to a held-out target at each candidate batch, each at its advised
-// learning rate.
+// batchwise validate: real time to a held-out target at each candidate batch, or full runs of the
+// user's length and schedule compared on final quality and time, each at its advised learning rate.
 #include <fmt/format.h>
 
 #include "../cli.h"
@@ -10,17 +10,37 @@
 namespace batchwise::cli {
 namespace {
 
+// Why the fastest good full run is the answer: its time, and its quality beside the best's.
+std::string full_run_reason(const ValidationResult& v, const ValidationRun& run) {
+  const ValidationRun* best = nullptr;
+  for (const auto& r : v.runs)
+    if (v.best_batch && r.batch == *v.best_batch) best = &r;
+  const auto quality = [](const ValidationRun& r) {
+    return r.final_accuracy ? fmt::format("test accuracy {:.4f}", *r.final_accuracy)
+                            : fmt::format("test loss {:.4g}", *r.final_loss);
+  };
+  return fmt::format("batch {} trained {:g} epochs ({} rate, lr {:.4g}) in the least time, {:.1f} s, to {}{}", run.batch,
+                     v.epochs, v.lr_schedule, run.lr.lr, run.train_s, quality(run),
+                     best && best != &run ? fmt::format(", within the test set's noise of the best, batch {}'s {}",
+                                                        best->batch, quality(*best))
+                                          : std::string(", the best of the runs"));
+}
+
 class Validate : public Command {
  public:
   CLI::App* add(CLI::App& app) override {
     auto* cmd = app.add_subcommand(
-        "validate", "Train to a target test accuracy or loss at each batch size, with its scaled learning rate");
+        "validate",
+        "Train to a target test accuracy or loss at each batch size, or full runs of --epochs, with its scaled "
+        "learning rate");
     w_.add(cmd);
     cmd->add_option("--batch-sizes", batch_sizes_, "the candidates: a list or range, e.g. 32,128,512")->required();
     v_.add(cmd);
+    v_.add_run(cmd);
     cmd->add_option("--base-batch", base_batch_, "the batch --lr is meant for")->capture_default_str();
-    cmd->footer("Example:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
-                "--json validate.json");
+    cmd->footer("Examples:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
+                "--json validate.json\n  batchwise validate --model lenet --batch-sizes 32,128,512 --epochs 5 "
+                "--lr-schedule cosine");
     return cmd;
   }
 
@@ -30,7 +50,9 @@ class Validate : public Command {
     const std::vector<int64_t> candidates = parse_batch_sizes(batch_sizes_, "--batch-sizes");
     v_.check(w_);
     Session s("validate", w_, nullptr, /*test_split=*/true);
-    s.stage(fmt::format("validating: training to the target at each of {}", batch_sizes_));
+    s.stage(v_.epochs > 0 ? fmt::format("validating: full runs of {:g} epochs ({} rate) at each of {}", v_.epochs,
+                                        v_.lr_schedule, batch_sizes_)
+                          : fmt::format("validating: training to the target at each of {}", batch_sizes_));
     s.report.validation = validate(*s.workload(), s.held_out(),
                                    v_.options(candidates, base_batch_).on_progress([&](const ValidateProgress& p) {
                                      s.on_validate(p);
@@ -41,9 +63,10 @@ class Validate : public Command {
       if (v.fastest_batch && run.batch == *v.fastest_batch) {
         s.report.lr = run.lr;
         s.report.recommendation = Recommendation{
-            run.batch, fmt::format("batch {} reached {} soonest: {:.1f} s of training ({} steps, {:.2f} epochs, lr "
-                                   "{:.4g})",
-                                   run.batch, v.target, run.train_s, run.steps, run.epochs, run.lr.lr)};
+            run.batch, v.epochs > 0 ? full_run_reason(v, run)
+                                    : fmt::format("batch {} reached {} soonest: {:.1f} s of training ({} steps, {:.2f} "
+                                                  "epochs, lr {:.4g})",
+                                                  run.batch, v.target, run.train_s, run.steps, run.epochs, run.lr.lr)};
       }
     return s.finish();
   }
