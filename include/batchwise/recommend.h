@@ -11,6 +11,7 @@
 #include "batchwise/convergence.h"
 #include "batchwise/fields.h"
 #include "batchwise/fit.h"
+#include "batchwise/run_race.h"
 #include "batchwise/sweep.h"
 #include "batchwise/validate.h"
 
@@ -43,6 +44,10 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
 /// range, the throughput knee and the fit. None when the race has no pick.
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
                                         const BatchRace& race);
+
+/// From the run race (tune --epochs): its pick, the fastest full run without a worse model, with
+/// the race's reason and the batches it judged as good. None when the race has no pick.
+std::optional<Recommendation> recommend(const RunRace& race);
 
 /// After a validation: confirmed when the recommended batch reached the target in the least
 /// training time, corrected to the batch that did otherwise, and unchanged (saying so) when no

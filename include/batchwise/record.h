@@ -16,6 +16,7 @@
 #include "batchwise/fit.h"
 #include "batchwise/loader.h"
 #include "batchwise/recommend.h"
+#include "batchwise/run_race.h"
 #include "batchwise/sweep.h"
 #include "batchwise/trial.h"
 #include "batchwise/validate.h"
@@ -79,6 +80,7 @@ struct Report {
   /// The learning rate for the recommended (tune) or planned (plan) batch.
   std::optional<LrAdvice> lr;
   std::optional<BatchRace> race;                 ///< tune: the race that chose the batch
+  std::optional<RunRace> run_race;               ///< tune --epochs: the compressed runs that chose it
   std::optional<RunPlan> run_plan;               ///< tune, plan: the run at each batch that matters
   std::optional<AccumulationPlan> accumulation;  ///< batchwise plan
   std::optional<NoiseResult> noise;              ///< batchwise noise; tune
@@ -105,6 +107,7 @@ void fields(V& v, T& r) {
   v("plan", r.plan, When{r.plan.has_value()});
   v("lr", r.lr, When{r.lr.has_value()});
   v("race", r.race, When{r.race.has_value()});
+  v("run_race", r.run_race, When{r.run_race.has_value()});
   v("run_plan", r.run_plan, When{r.run_plan.has_value()});
   v("accumulation_plan", r.accumulation, When{r.accumulation.has_value()});
   v("noise_scale", r.noise, When{r.noise.has_value()});

@@ -19,6 +19,7 @@
 
 #include "batchwise/advice.h"
 #include "batchwise/fit.h"
+#include "batchwise/run_race.h"
 #include "batchwise/record.h"
 #include "batchwise/sweep.h"
 #include "batchwise/validate.h"
@@ -85,6 +86,13 @@ struct TuneOptions {
   /// candidate reaches it within the race's budget, the race measures the time to it and stops.
   TORCH_ARG(double, target_accuracy) = 0;
   TORCH_ARG(double, target_loss) = 0;
+  /// The user's run (`tune --epochs N --lr-schedule cosine`): when set, the run race (run_race.h)
+  /// replaces the batch race: the answer is the batch that finishes these epochs soonest without a
+  /// worse final model. 0: the batch race, which answers for its own horizon (its rung leads say how
+  /// the answer moved as it trained longer).
+  TORCH_ARG(double, epochs) = 0;
+  TORCH_ARG(LrSchedule, lr_schedule) = LrSchedule::Constant;
+  TORCH_ARG(std::function<void(const std::string&)>, on_run_race);
   /// The batch the workload's learning rate is meant for: rates scale from it.
   TORCH_ARG(int64_t, base_batch) = 32;
   /// Train the recommendation, the knee, and half and twice the recommendation to a target, and

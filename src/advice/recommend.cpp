@@ -205,6 +205,31 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
                        r.lr.lr);
   };
   Recommendation out = rec;
+  if (v.epochs > 0) {  // full runs: the fastest whose final quality is within noise of the best
+    const auto quality = [](const ValidationRun& r) {
+      return r.final_accuracy ? fmt::format("test accuracy {:.4f}", *r.final_accuracy)
+             : r.final_loss   ? fmt::format("test loss {:.4g}", *r.final_loss)
+                              : "no final quality (" + r.message + ")";
+    };
+    if (!fastest)
+      out.reason = fmt::format("{}; not validated: no full run of {:g} epochs finished", rec.reason, v.epochs);
+    else if (fastest->batch == rec.batch)
+      out.reason = fmt::format("{}; validated by full runs of {:g} epochs ({} rate): the fastest within noise of the "
+                               "best final quality, {:.1f} s to {}",
+                               rec.reason, v.epochs, v.lr_schedule, fastest->train_s, quality(*fastest));
+    else {
+      out.batch = fastest->batch;
+      out.reason = fmt::format(
+          "batch {} trained the {:g}-epoch run soonest without a worse model, {:.1f} s to {}, where the predicted "
+          "batch {} {}; the prediction was: {}",
+          fastest->batch, v.epochs, fastest->train_s, quality(*fastest), rec.batch,
+          predicted ? fmt::format("took {:.1f} s to {}{}", predicted->train_s, quality(*predicted),
+                                  predicted->good ? "" : ", worse than the best beyond noise")
+                    : "was not run",
+          rec.reason);
+    }
+    return out;
+  }
   if (!fastest) {
     out.reason = fmt::format("{}; not validated: no candidate reached {} ({})", rec.reason, v.target,
                              v.runs.empty() ? "none ran" : v.runs.front().message);
@@ -220,6 +245,16 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
         rec.reason);
   }
   return out;
+}
+
+std::optional<Recommendation> recommend(const RunRace& race) {
+  if (!race.best_batch) return std::nullopt;
+  std::vector<int64_t> good;
+  for (const auto& e : race.entries)
+    if (e.good) good.push_back(e.batch);
+  std::string reason = race.pick_reason;
+  if (good.size() > 1) reason += fmt::format("; no worse a model either: batches {}", fmt::join(good, ", "));
+  return Recommendation{*race.best_batch, reason};
 }
 
 }  // namespace batchwise

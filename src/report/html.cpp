@@ -534,6 +534,34 @@ std::string race_row(const RaceEntry& e, bool winner) {
       e.time_ratio ? fmt::format("{:.2f}x", *e.time_ratio) : "-", winner ? "best" : esc(e.message));
 }
 
+// The run race (tune --epochs): per batch, the share of its samples that count and how far behind.
+std::string run_race_section(const Report& r) {
+  if (!r.run_race) return "";
+  const RunRace& race = *r.run_race;
+  const bool accuracy = race.measure == "accuracy";
+  const auto amount = [&](const std::optional<double>& g) {
+    return g ? (accuracy ? fmt::format("{:.2f} pt", 100 * *g) : fmt::format("{:.1f} %", 100 * *g)) : "-";
+  };
+  std::string rows;
+  for (const RunRaceEntry& e : race.entries)
+    rows += fmt::format(
+        "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.0f}</td><td class=\"n\">{:.4g}</td>"
+        "<td class=\"n\">{:.0f}</td><td class=\"n\">{:.0f} %</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+        e.good ? "ok" : "bad", e.batch, e.samples_per_s, e.lr.lr, e.full_run_s, 100 * e.share,
+        amount(e.predicted_gap),
+        !e.message.empty() ? esc(e.message) : race.best_batch == e.batch ? "soonest without a worse model" : "");
+  std::string notes = list_items(race.notes);
+  if (!race.pick_reason.empty()) notes += list_items({race.pick_reason});
+  return fmt::format(
+      "<section id=\"run-race\">\n<h2>Run race: your {:g}-epoch {} run</h2>\n<p class=\"caption\">Batch {} trained "
+      "your schedule compressed to {} epochs; the noise scale along it says which share of each batch's samples "
+      "count, and the gain a doubling bought what the rest costs ({} on the {}; within {} is noise).</p>\n<table>\n"
+      "<tr><th>batch</th><th>samples/s</th><th>lr</th><th>full run s</th><th>samples that count</th><th>behind</th>"
+      "<th>note</th></tr>\n{}</table>\n<ul>{}</ul>\n</section>\n",
+      race.epochs, esc(race.lr_schedule), race.reference_batch, fmt::format("{:.3g}", fmt::join(race.lengths_epochs, " and ")),
+      esc(race.measure), esc(race.held_out), amount(race.tolerance), rows, notes);
+}
+
 std::string race_section(const Report& r) {
   if (!r.race) return "";
   const BatchRace& race = *r.race;
@@ -815,7 +843,7 @@ std::string render(const Report& r) {
       esc("torch " + c.torch_version), esc(c.date));
   for (auto section : {recommendation_section, warnings_section, advice_section, run_plan_section, distributed_section,
                        throughput_section, precision_section, profile_section, utilisation_section, goodput_section,
-                       noise_section, race_section, validation_section, memory_section, breakdown_section, plan_section,
+                       noise_section, race_section, run_race_section, validation_section, memory_section, breakdown_section, plan_section,
                        fit_section, sweep_section, context_section})
     html += section(r);
   html += fmt::format(

@@ -221,6 +221,35 @@ void goodput_table(Lines& line, const Goodput& g) {
     line(fmt::format("within 5 % of the best goodput: batches {}", fmt::join(g.within_5_percent, ", ")));
 }
 
+// The run race: the reference's compressed runs, then per batch the share of its samples that
+// count and the quality it ends behind.
+void run_race_table(Lines& line, const RunRace& race) {
+  line("");
+  const bool accuracy = race.measure == "accuracy";
+  const auto amount = [&](const std::optional<double>& g) {
+    return g ? (accuracy ? fmt::format("{:.2f} pt", 100 * *g) : fmt::format("{:.1f} %", 100 * *g)) : "-";
+  };
+  line(fmt::format("run race (your {:g}-epoch {} run; batch {} trained it compressed to {:.3g} epochs; final {} on "
+                   "the {})",
+                   race.epochs, race.lr_schedule, race.reference_batch, fmt::join(race.lengths_epochs, " and "),
+                   race.measure, race.held_out));
+  line(fmt::format("{:>8}  {:>10}  {:>9}  {:>10}  {:>10}  {:>9}  {}", "batch", "samples/s", "lr", "full run s",
+                   "counts", "behind", "note"));
+  for (const auto& e : race.entries) {
+    std::string note = e.message;
+    if (note.empty())
+      note = race.best_batch && *race.best_batch == e.batch ? "<- soonest without a worse model"
+             : e.good                                       ? "no worse a model"
+                                                            : "worse";
+    if (e.cap_factor < 1) note += fmt::format(" (rate capped: {:.0f} % of the rule's)", 100 * e.cap_factor);
+    line(fmt::format("{:>8}  {:>10.0f}  {:>9.4g}  {:>10.0f}  {:>9.0f}%  {:>9}  {}", e.batch, e.samples_per_s, e.lr.lr,
+                     e.full_run_s, 100 * e.share, amount(e.predicted_gap), note));
+  }
+  line(fmt::format("  within {} is within the held-out noise", amount(race.tolerance)));
+  for (const auto& note : race.notes) line("  " + note);
+  if (!race.pick_reason.empty()) line("  " + race.pick_reason);
+}
+
 void race_table(Lines& line, const BatchRace& race, int64_t dataset_size) {
   line("");
   std::vector<std::string> horizons;
@@ -356,6 +385,7 @@ std::string to_table(const Report& r) {
   if (r.noise) noise_table(line, *r.noise);
   if (r.goodput && !r.goodput->points.empty()) goodput_table(line, *r.goodput);
   if (r.race) race_table(line, *r.race, r.workload.dataset_size);
+  if (r.run_race) run_race_table(line, *r.run_race);
   if (r.validation) validation_table(line, *r.validation);
   if (r.accumulation) accumulation_table(line, *r.accumulation);
   if (r.recommendation) {

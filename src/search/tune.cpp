@@ -130,6 +130,34 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
         "goodput and the throughput knee");
 }
 
+// The run race (--epochs): the user's schedule compressed to two fractions of the run for each of
+// the sweep's fast batches, final held-out quality compared and carried to the full run. The same
+// candidates and budget as the batch race.
+void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent_s, Report& report) {
+  ModuleWorkload* w = module_of(subject);
+  const std::vector<int64_t> candidates = race_candidates(report.sweep->points);
+  if (candidates.size() < 2) return;
+  const std::vector<double> rates = race_rates(report.sweep->points, candidates);
+  const double budget =
+      o.race_budget_s() > 0 ? o.race_budget_s()
+                            : default_race_budget_s(spent_s, w->data().size(), *std::max_element(rates.begin(), rates.end()));
+  stage(o, fmt::format("run race over {}: your {:g}-epoch {} run compressed twice at batch {}, {:.0f} s of training",
+                       candidates, o.epochs(), to_string(o.lr_schedule()), candidates.front(), budget));
+  std::optional<double> noise_at_start;
+  if (report.noise && report.noise->b_simple) noise_at_start = *report.noise->b_simple;
+  report.run_race = race_runs(*w, held_out(subject, *w),
+                              RunRaceOptions(candidates, rates, LrAdviceOptions(o.base_batch(), report.workload.lr))
+                                  .epochs(o.epochs())
+                                  .lr_schedule(o.lr_schedule())
+                                  .budget_s(budget)
+                                  .noise_at_start(noise_at_start)
+                                  .on_progress(o.on_run_race()));
+  if (!report.run_race->best_batch)
+    report.context.warnings.push_back(
+        "the run race recommends no batch (its notes say why); the recommendation falls back to the noise scale's "
+        "goodput and the throughput knee");
+}
+
 // The recommended batch waits for its input: find the pipeline setting that feeds it.
 void follow_loader(const TuneSubject& subject, const TuneOptions& o, Report& report) {
   for (const auto& p : report.sweep->points) {
@@ -159,7 +187,9 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   if (!report.fit || !report.fit->batch || rec * 2 <= *report.fit->batch) candidates.push_back(rec * 2);
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  stage(o, fmt::format("validating: training to the target at each of {}", candidates));
+  stage(o, o.validate()->epochs() > 0 ? fmt::format("validating: full runs of {:g} epochs at each of {}",
+                                                    o.validate()->epochs(), candidates)
+                                      : fmt::format("validating: training to the target at each of {}", candidates));
   ValidateOptions v = *o.validate();
   report.validation = validate(*subject.workload, held_out(subject, *module_of(subject)),
                                v.batch_sizes(candidates).base_batch(o.base_batch()));
@@ -178,6 +208,9 @@ void learning_rate(const TuneSubject& subject, const TuneOptions& o, Report& rep
   if (report.race && !report.lr)
     for (const auto& e : report.race->entries)
       if (e.batch == batch && e.rungs > 0) report.lr = e.lr;
+  if (report.run_race && !report.lr)
+    for (const auto& e : report.run_race->entries)
+      if (e.batch == batch && e.lr.lr > 0) report.lr = e.lr;
   if (report.lr) return;
   ModuleWorkload* w = module_of(subject);
   if (w && subject.world_size == 1 && !fp16(subject))
@@ -302,15 +335,24 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   if (!report.sweep) return report;
   if (o.profile() && own_step) report.step_profile = profile_sweep(*subject.workload, *report.sweep, report.context.warnings);
   if (o.noise() && own_step) noise_and_goodput(subject, options, report);
-  if (o.race() && module_of(subject) && subject.world_size == 1 && !fp16(subject))
-    race(subject, options, std::chrono::duration<double>(Clock::now() - start).count(), report);
+  const bool raced = o.race() && module_of(subject) && subject.world_size == 1 && !fp16(subject);
+  const double spent_s = std::chrono::duration<double>(Clock::now() - start).count();
+  if (raced && o.epochs() > 0)
+    race_the_run(subject, options, spent_s, report);
+  else if (raced)
+    race(subject, options, spent_s, report);
+  if (o.epochs() > 0 && !report.run_race)
+    report.context.warnings.push_back(
+        "--epochs was not used: only the run race uses it, and none ran (--no-race, a training command, data-parallel "
+        "ranks, fp16, or fewer than 2 candidates)");
   if ((o.target_accuracy() > 0 || o.target_loss() > 0) && !report.race && !o.validate())
     report.context.warnings.push_back(
         "the target was not used: without --validate only the batch race uses it, and no race ran (--no-race, a "
         "training command, data-parallel ranks, fp16, or fewer than 2 candidates)");
-  report.recommendation = report.race && report.race->best_batch
-                              ? recommend(report.fit, report.sweep, *report.race)
-                              : recommend(report.fit, report.sweep, report.noise, report.goodput);
+  report.recommendation = report.run_race && report.run_race->best_batch ? recommend(*report.run_race)
+                           : report.race && report.race->best_batch
+                               ? recommend(report.fit, report.sweep, *report.race)
+                               : recommend(report.fit, report.sweep, report.noise, report.goodput);
   if (!report.recommendation) return report;
   if (subject.world_size > 1)
     report.recommendation->reason += fmt::format("; batches are per device: the global batch is {} over {} ranks",

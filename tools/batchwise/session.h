@@ -53,6 +53,7 @@ class Session {
   SweepOptions with_progress(SweepOptions options);
   void on_validate(const ValidateProgress& p);
   void on_race(const RaceProgress& p);
+  void on_run_race(const std::string& text) { training_line(text, text); }
   void stage(const std::string& text);
   void print_validation(const ValidationResult& v);
   /// A live line is left on the terminal: clear it before the next output.

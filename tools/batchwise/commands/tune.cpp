@@ -31,6 +31,7 @@ class Tune : public Command {
                   "sweep every doubling up to the fit (default: stop once 3 in a row do not raise samples/s by the "
                   "knee tolerance; --batch-sizes are always all swept)");
     cmd->footer("Example:\n  batchwise tune                      # lenet on Fashion-MNIST on the best device\n"
+                "  batchwise tune --epochs 10 --lr-schedule cosine   # the answer for a 10-epoch cosine run\n"
                 "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json");
     cmd->add_flag("--no-noise", no_noise_, "skip the gradient noise scale, and with it goodput: recommend the throughput knee");
     cmd->add_option("--noise-steps", noise_steps_, "training steps measuring the noise scale")->capture_default_str();
@@ -48,6 +49,11 @@ class Tune : public Command {
                   "train to a target (--target-accuracy, default 0.85) at the recommended batch, the knee, and half "
                   "and twice the recommendation; recommend the one that got there soonest");
     v_.add(cmd);
+    v_.add_run(cmd);
+    cmd->get_option("--epochs")
+        ->description("the epochs your run will train: the answer is the batch that finishes them soonest without a "
+                      "worse final model (the run race: your --lr-schedule compressed to two fractions of the run per "
+                      "batch); with --validate, full runs of this length check it");
     cmd->get_option("--target-accuracy")
         ->description("your run's held-out accuracy target: the batch race measures the time to it where a candidate "
                       "gets there within the race (and stops there; it never trains longer for it); --validate trains "
@@ -62,7 +68,7 @@ class Tune : public Command {
 
   int run() override {
     check();
-    Session s("tune", w_, &dist_, /*test_split=*/validate_ || race_target_);
+    Session s("tune", w_, &dist_, /*test_split=*/validate_ || race_target_ || v_.epochs > 0);
     if (fit_.max == 0) fit_.max = s.cuda() ? 65536 : 4096;  // on CPU throughput has long flattened by 4096
     const std::optional<FitResult> reused = reuse_ ? reused_fit(s) : std::nullopt;
     TuneSubject subject(s.runner(), s.workload());
@@ -82,6 +88,9 @@ class Tune : public Command {
                               .target_accuracy(race_target_ ? v_.target_accuracy : 0)
                               .target_loss(race_target_ ? v_.target_loss : 0)
                               .base_batch(base_batch_)
+                              .epochs(v_.epochs)
+                              .lr_schedule(parse_lr_schedule(v_.lr_schedule))
+                              .on_run_race([&](const std::string& text) { s.on_run_race(text); })
                               .compare_precision(compare_precision_)
                               .on_stage([&](const TuneStage& t) { s.stage(t.what); })
                               .on_race([&](const RaceProgress& p) { s.on_race(p); });
@@ -104,7 +113,9 @@ class Tune : public Command {
     if (race_target_ && w_.use_cmd)
       throw ConfigError("--target-accuracy/--target-loss: the batch race that measures the time to a target trains "
                         "batchwise's own loop, not a command; drop the target with --cmd");
-    if (validate_ || race_target_) v_.check(w_);
+    if (v_.epochs != 0 && w_.use_cmd)
+      throw ConfigError("--epochs: the run race trains batchwise's own loop, not a command; drop --epochs with --cmd");
+    if (validate_ || race_target_ || v_.epochs != 0 || v_.lr_schedule != "constant") v_.check(w_);
     if (compare_precision_ && w_.use_cmd)
       throw ConfigError("--compare-precision: batchwise sets the precision of its own training step; with --cmd, run "
                         "your command once per precision and compare the reports");
@@ -113,7 +124,8 @@ class Tune : public Command {
     if (reuse_ && w_.use_cmd) throw ConfigError("--reuse: a command's fit is not stored by workload; drop --reuse with --cmd");
     for (const auto& [on, flag] : {std::pair{sweep_.profile, "--profile"}, std::pair{compare_precision_, "--compare-precision"},
                                   std::pair{validate_, "--validate"}, std::pair{reuse_, "--reuse"},
-                                  std::pair{race_target_, "--target-accuracy/--target-loss"}})
+                                  std::pair{race_target_, "--target-accuracy/--target-loss"},
+                                  std::pair{v_.epochs != 0, "--epochs"}})
       if (on) refuse_data_parallel(flag);
   }
 

@@ -1,0 +1,201 @@
+#pragma once
+/// The answer for the run the user will do (`tune --epochs N --lr-schedule cosine`): which batch
+/// finishes N epochs soonest without a worse model, from measurements along a shortened run rather
+/// than a whole one. The reference batch (the smallest candidate) trains the user's schedule
+/// squeezed into three fractions of the run, each twice the one before: the final held-out quality
+/// of each is a learning curve in the run's length, carried to the full run as a power law, and the
+/// gradient noise scale at the start and at the end of each shows how the critical batch grows as
+/// training goes on (McCandlish et al. 2018). A batch B trains the run as efficiently as the
+/// reference where B is small against the noise scale: over the run, (1 + b0/B_noise) / (1 +
+/// B/B_noise) of the samples count, and a rate the range test capped below the rule's counts for
+/// proportionally less; the learning curve says what a run of only the samples that count ends at.
+/// Each other candidate trains the longest of the three compressed runs itself: where it lags the
+/// reference more than the noise scale explains (a rate that suits it less, too few steps), the
+/// share of its samples that count is the measured one, grown to the run's end as the noise scale
+/// says (docs/advice.md, "The run's answer").
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batchwise/advice.h"
+#include "batchwise/choices.h"
+#include "batchwise/data.h"
+#include "batchwise/fields.h"
+
+namespace batchwise {
+
+class ModuleWorkload;
+
+/// race_runs' settings. Example:
+/// `race_runs(w, test, RunRaceOptions({64, 256, 1024}, rates, LrAdviceOptions(32, 0.01)).epochs(10))`.
+struct RunRaceOptions {
+  RunRaceOptions(std::vector<int64_t> batches, std::vector<double> samples_per_s, LrAdviceOptions lr)
+      : batches_(std::move(batches)), samples_per_s_(std::move(samples_per_s)), lr_(std::move(lr)) {}
+  /// The candidates, and each one's measured samples/s (the sweep's): the full run's time, and how
+  /// long each compressed run takes, follow from them.
+  TORCH_ARG(std::vector<int64_t>, batches);
+  TORCH_ARG(std::vector<double>, samples_per_s);
+  /// Each candidate's rate is advised as tune advises it (advise_lr at that batch).
+  TORCH_ARG(LrAdviceOptions, lr);
+  /// The user's run: its length in epochs and the rate's shape after the warm-up.
+  TORCH_ARG(double, epochs) = 0;
+  TORCH_ARG(LrSchedule, lr_schedule) = LrSchedule::Cosine;
+  /// Training seconds of the compressed runs together (predicted from the samples_per_s): the
+  /// reference's three and every other candidate's longest. At most a quarter, half and the whole
+  /// run.
+  TORCH_ARG(double, budget_s) = 30;
+  /// The noise scale at the start (tune measured it already); unset: measured here.
+  TORCH_ARG(std::optional<double>, noise_at_start);
+  /// Training steps of each noise-scale measurement.
+  TORCH_ARG(int, noise_steps) = 20;
+  /// Called before each compressed run: the batch, which run of how many.
+  TORCH_ARG(std::function<void(const std::string&)>, on_progress);
+};
+
+/// One compressed run of the reference batch, and the noise scale at its end.
+struct CompressedRun {
+  double epochs = 0;        ///< its length
+  int64_t steps = 0;
+  int64_t warmup_steps = 0; ///< the same share of the run as the full run's warm-up
+  double train_s = 0;       ///< measured training time (evaluation excluded)
+  std::optional<double> loss, accuracy;  ///< held-out, after the last step; none when it diverged
+  std::optional<double> b_simple;        ///< the noise scale at its end; none: indistinguishable from noise
+};
+
+/// The JSON fields of a CompressedRun, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, CompressedRun> = 0>
+void fields(V& v, T& r) {
+  v("epochs", r.epochs);
+  v("steps", r.steps);
+  v("warmup_steps", r.warmup_steps);
+  v("train_s", r.train_s);
+  v("loss", r.loss);
+  v("accuracy", r.accuracy);
+  v("b_simple", r.b_simple);
+}
+
+/// One candidate.
+struct RunRaceEntry {
+  int64_t batch = 0;
+  LrAdvice lr;
+  double samples_per_s = 0;
+  double full_run_s = 0;     ///< the user's run at the measured samples/s: epochs x samples / samples_per_s
+  /// The share of the run's samples that count against the reference's: run_efficiency, times the
+  /// advised rate over the rule's (relative to the reference's) where a range test capped it.
+  double efficiency = 1;
+  double cap_factor = 1;
+  /// Its own run of the longest compressed length (not the reference's), and the share of samples
+  /// that counted there, read off the reference's learning curve (1: as good as the reference).
+  std::optional<CompressedRun> run;
+  std::optional<double> measured_efficiency;
+  /// The share of the full run's samples taken to count: efficiency x cap_factor, lowered by the
+  /// measured share where that is below what the noise scale predicts at the compressed length.
+  double share = 1;
+  /// The quality behind the reference's at the run's end: the learning curve at the full run's
+  /// samples times `share`, against it at the full run's samples, in accuracy points
+  /// (class labels) or a share of the loss.
+  std::optional<double> predicted_gap;
+  bool good = false;         ///< predicted_gap within the tolerance: no worse model than the reference's
+  std::string message;       ///< why it failed; empty otherwise
+};
+
+/// The JSON fields of a RunRaceEntry, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, RunRaceEntry> = 0>
+void fields(V& v, T& e) {
+  v("batch", e.batch);
+  v("lr", e.lr.lr);
+  v("lr_capped", e.lr.capped);
+  v("samples_per_s", e.samples_per_s);
+  v("full_run_s", e.full_run_s);
+  v("efficiency", e.efficiency);
+  v("cap_factor", e.cap_factor);
+  v("run", e.run);
+  v("measured_efficiency", e.measured_efficiency);
+  v("share", e.share);
+  v("predicted_gap", e.predicted_gap);
+  v("good", e.good);
+  v("message", e.message);
+}
+
+struct RunRace {
+  double epochs = 0;             ///< the user's run
+  std::string lr_schedule;
+  int64_t reference_batch = 0;   ///< the smallest candidate: the one that trains
+  std::vector<double> lengths_epochs;  ///< its three compressed runs' lengths
+  std::vector<CompressedRun> runs;     ///< in that order
+  std::optional<double> noise_at_start;
+  /// The learning curve: the error (1 - accuracy, or the loss) fell by gains[0] from the first run
+  /// to the second and gains[1] from the second to the third. Where the second gain is smaller and
+  /// positive, the error above its floor is a power of the samples, S^-curve_exponent, carried to
+  /// the run's end; otherwise each doubling is taken to buy the last gain (no exponent).
+  std::vector<double> gains;
+  std::optional<double> curve_exponent;
+  /// What the quality is ("accuracy" with class labels, else "loss"), and the gap a good candidate
+  /// may have: max(0.005, two standard errors of a proportion over the held-out set), or 2 %.
+  std::string measure;
+  double tolerance = 0;
+  std::string held_out;          ///< the held-out set's name and size
+  std::vector<RunRaceEntry> entries;  ///< in batch order
+  /// The fastest full run among the good candidates; none when the reference did not train.
+  std::optional<int64_t> best_batch;
+  std::string pick_reason;
+  std::vector<std::string> notes;
+  double wall_s = 0;             ///< the whole race: range tests, training, noise scales, evaluations
+};
+
+/// The JSON fields of a RunRace, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, RunRace> = 0>
+void fields(V& v, T& r) {
+  v("epochs", r.epochs);
+  v("lr_schedule", r.lr_schedule);
+  v("reference_batch", r.reference_batch);
+  v("lengths_epochs", r.lengths_epochs);
+  v("runs", r.runs);
+  v("noise_at_start", r.noise_at_start);
+  v("gains", r.gains);
+  v("curve_exponent", r.curve_exponent);
+  v("measure", r.measure);
+  v("tolerance", r.tolerance);
+  v("held_out", r.held_out);
+  v("entries", r.entries);
+  v("best_batch", r.best_batch);
+  v("pick_reason", r.pick_reason);
+  v("notes", r.notes);
+  v("wall_s", r.wall_s);
+}
+
+/// Runs the reference's compressed runs and noise scales from the workload's current state
+/// (restored before each and after the last; its rate too), and judges every candidate. Throws
+/// ConfigError for fewer than two candidates, mismatched rates, or no run length.
+RunRace race_runs(ModuleWorkload& workload, const Dataset& held_out, const RunRaceOptions& options);
+
+/// How far behind a run of `efficiency` x `run_samples` ends against one of `run_samples`, on the
+/// learning curve through `errors` after `samples` (three runs, each twice the one before): the
+/// error above its floor as A S^-alpha where the gains shrink, else the last gain per doubling.
+double deficit(const std::vector<double>& samples, const std::vector<double>& errors, double run_samples,
+               double efficiency);
+
+/// The samples at which the learning curve through `errors` (as deficit reads it) reaches `error`,
+/// as a share of samples.back(), at most 1: how much of a run of that length counted for a batch
+/// that ended at `error`. 0 where the curve is flat and `error` is above its last point by more
+/// than `tolerance`; 1 where it is within it.
+double measured_share(const std::vector<double>& samples, const std::vector<double>& errors, double error,
+                      double tolerance);
+
+/// The noise scale after `samples` of training through `noise` ((samples trained, B_simple) points
+/// in order, the first at 0 samples): linear between the first two, a power of the samples between
+/// each later pair, and the last pair's power (between 0 and 1: a noisy measurement's steeper
+/// growth, or a fall, is not carried on) beyond the last.
+double noise_at(const std::vector<std::pair<double, double>>& noise, double samples);
+
+/// The share of a run's samples at `batch` that count against the same run at `reference`: the
+/// mean over the run's `run_samples` of (1 + reference / B_noise(S)) / (1 + batch / B_noise(S)),
+/// with B_noise(S) = noise_at(noise, S).
+double run_efficiency(const std::vector<std::pair<double, double>>& noise, double run_samples, int64_t reference,
+                      int64_t batch);
+
+}  // namespace batchwise

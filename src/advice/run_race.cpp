@@ -1,0 +1,294 @@
+// The answer for the user's run: the reference batch trains the schedule squeezed into two
+// fractions of the run; the gain a doubling of training buys and the noise scale along the way say
+// what a larger batch's run loses against it.
+#include "batchwise/run_race.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include "batchwise/convergence.h"
+#include "batchwise/schedule.h"
+#include "batchwise/workload.h"
+#include "check.h"
+
+namespace batchwise {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A noise scale the measurement could not tell from infinite (|G|^2 not above its noise): every
+// batch of the run is far below it.
+constexpr double kNoiseUnbounded = 1e12;
+// The noise scale's growth with the samples trained is carried on as a power of them, at most
+// linear: a steeper growth between two noisy measurements is not extrapolated over the run.
+constexpr double kMostNoiseGrowth = 1.0;
+// Points of the mean over the run in run_efficiency.
+constexpr int kEfficiencyPoints = 256;
+
+int64_t steps_for(double epochs, int64_t dataset, int64_t batch) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(epochs * static_cast<double>(dataset) /
+                                                              static_cast<double>(batch))));
+}
+
+// One compressed run of the reference from the workload's current state: `epochs` of the schedule,
+// the warm-up the same share of it as of the full run; then the held-out quality.
+CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o,
+                             const RunRaceEntry& entry, double epochs) {
+  const int64_t dataset = w.data().size();
+  const int64_t full_steps = steps_for(o.epochs(), dataset, entry.batch);
+  const double warmup_share =
+      static_cast<double>(run_warmup_steps(entry.lr, full_steps)) / static_cast<double>(full_steps);
+  CompressedRun run;
+  run.epochs = epochs;
+  run.steps = steps_for(epochs, dataset, entry.batch);
+  run.warmup_steps = static_cast<int64_t>(std::lround(warmup_share * static_cast<double>(run.steps)));
+  LrAdvice lr = entry.lr;
+  lr.warmup_steps = run.warmup_steps;
+  for (int64_t k = 0; k < run.steps; ++k) {
+    w.set_lr(scheduled_lr(lr, o.lr_schedule(), k, run.steps));
+    const auto start = Clock::now();
+    const Batch b = w.next_batch(entry.batch);
+    const double loss = w.train_step(b).item<double>();  // reading it waits for the device
+    run.train_s += since(start);
+    if (!std::isfinite(loss)) return run;  // no quality: the caller says why
+  }
+  std::tie(run.loss, run.accuracy) = w.evaluate(held_out);
+  return run;
+}
+
+// The noise scale at the workload's current weights, in micro-batches of an eighth of `batch`;
+// kNoiseUnbounded where the gradient cannot be told from its noise.
+double noise_scale(ModuleWorkload& w, int64_t batch, int steps) {
+  int64_t micro = std::max<int64_t>(1, batch / 8);
+  while (batch % micro != 0) --micro;
+  const NoiseResult r = measure_noise_scale(w, NoiseOptions().batch(batch).micro_batch(micro).steps(steps));
+  return r.b_simple ? *r.b_simple : kNoiseUnbounded;
+}
+
+std::string noise_text(double b) { return b >= kNoiseUnbounded ? "beyond measure" : fmt::format("{:.0f}", b); }
+
+// Why the pick is the answer, how the noise scale moved, and the learning curve.
+void explain(RunRace& race, const RunRaceEntry* pick, double noise_end) {
+  const bool accuracy = race.measure == "accuracy";
+  const auto amount = [&](double g) {
+    return accuracy ? fmt::format("{:.2f} accuracy points", 100 * g) : fmt::format("{:.1f} % of the loss", 100 * g);
+  };
+  std::vector<std::string> along;
+  for (size_t l = 0; l < race.runs.size(); ++l)
+    along.push_back(fmt::format("{} after {:.3g} epochs", noise_text(*race.runs[l].b_simple), race.lengths_epochs[l]));
+  race.notes.push_back(fmt::format("the noise scale (critical batch) grew from {} at the start to {}; carried on, {} "
+                                   "at the run's end",
+                                   noise_text(*race.noise_at_start), fmt::join(along, ", "), noise_text(noise_end)));
+  race.notes.push_back(fmt::format(
+      "batch {}'s held-out {} {} as its run doubled, then {}: {}", race.reference_batch,
+      accuracy ? "error fell by" : "loss fell by", accuracy ? fmt::format("{:.2f} points", 100 * race.gains[0])
+                                                            : fmt::format("{:.4g}", race.gains[0]),
+      accuracy ? fmt::format("{:.2f}", 100 * race.gains[1]) : fmt::format("{:.4g}", race.gains[1]),
+      race.curve_exponent ? fmt::format("a power law in the samples, S^-{:.2f}, carried to the run's end",
+                                        *race.curve_exponent)
+      : race.gains[1] <= 0 ? std::string("the last doubling bought nothing, so fewer samples cost nothing either")
+                           : std::string("not flattening yet, so every doubling is taken to buy the last gain")));
+  if (!pick) return;
+  race.pick_reason = fmt::format(
+      "batch {} finishes the {:g}-epoch run soonest ({:.0f} s at {:.0f} samples/s) without a worse model: "
+      "{:.0f} % of its samples count against batch {}'s, so it ends {} behind, within the held-out noise of {}",
+      pick->batch, race.epochs, pick->full_run_s, pick->samples_per_s, 100 * pick->share,
+      race.reference_batch, amount(*pick->predicted_gap), amount(race.tolerance));
+}
+
+}  // namespace
+
+double noise_at(const std::vector<std::pair<double, double>>& noise, double s) {
+  if (noise.size() == 1) return noise[0].second;
+  const auto& [s0, b0] = noise[0];
+  const auto& [s1, b1] = noise[1];
+  if (s <= s1) return b0 + (b1 - b0) * (s - s0) / std::max(s1 - s0, 1e-12);
+  if (noise.size() == 2) return b1;
+  for (size_t i = 2; i < noise.size(); ++i) {
+    const auto& [sa, ba] = noise[i - 1];
+    const auto& [sb, bb] = noise[i];
+    const double k = std::log(bb / ba) / std::log(sb / sa);  // a power of the samples through the two
+    if (s <= sb) return ba * std::pow(s / sa, k);
+    if (i + 1 == noise.size()) return bb * std::pow(s / sb, std::clamp(k, 0.0, kMostNoiseGrowth));
+  }
+  return noise.back().second;
+}
+
+double deficit(const std::vector<double>& samples, const std::vector<double>& errors, double run_samples,
+               double efficiency) {
+  if (samples.size() != 3 || errors.size() != 3 || efficiency >= 1) return 0;
+  const double d1 = errors[0] - errors[1], d2 = errors[1] - errors[2];
+  if (d2 <= 0) return 0;  // the last doubling bought nothing: fewer samples cost nothing either
+  if (d2 >= d1) return d2 * std::log2(1 / efficiency);  // not yet flattening: every doubling buys d2
+  const double r = d2 / d1;  // = 2^-alpha
+  const double alpha = -std::log2(r);
+  // Error above the floor: e(S) = e1 (S / S1)^-alpha, with e1 - e2 = d1: e1 = d1 / (1 - r).
+  const double e_run = d1 / (1 - r) * std::pow(run_samples / samples[0], -alpha);
+  return e_run * (std::pow(efficiency, -alpha) - 1);
+}
+
+double measured_share(const std::vector<double>& samples, const std::vector<double>& errors, double error,
+                      double tolerance) {
+  if (samples.size() != 3 || errors.size() != 3 || error <= errors[2]) return 1;
+  const double d1 = errors[0] - errors[1], d2 = errors[1] - errors[2];
+  if (d2 <= 0) return error <= errors[2] + tolerance ? 1 : 0;
+  double at = 0;
+  if (d2 >= d1) {  // every doubling buys d2
+    at = samples[2] * std::pow(2.0, -(error - errors[2]) / d2);
+  } else {
+    const double r = d2 / d1, alpha = -std::log2(r);
+    const double scale = d1 / (1 - r), floor = errors[0] - scale;
+    if (error <= floor) return 1;
+    at = samples[0] * std::pow((error - floor) / scale, -1 / alpha);
+  }
+  return std::clamp(at / samples[2], 0.0, 1.0);
+}
+
+double run_efficiency(const std::vector<std::pair<double, double>>& noise, double run_samples, int64_t reference,
+                      int64_t batch) {
+  if (noise.empty() || run_samples <= 0) return 1;
+  const auto b_noise = [&](double s) { return noise_at(noise, s); };
+  double sum = 0;
+  for (int i = 0; i < kEfficiencyPoints; ++i) {
+    const double b = b_noise(run_samples * (i + 0.5) / kEfficiencyPoints);
+    sum += (1 + static_cast<double>(reference) / b) / (1 + static_cast<double>(batch) / b);
+  }
+  return sum / kEfficiencyPoints;
+}
+
+RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
+  BATCHWISE_CHECK(o.batches().size() >= 2 && o.samples_per_s().size() == o.batches().size(), ConfigError,
+                  "the run race needs two or more candidates, each with its samples/s ({} and {} given)",
+                  o.batches().size(), o.samples_per_s().size());
+  BATCHWISE_CHECK(o.epochs() > 0 && std::isfinite(o.epochs()), ConfigError,
+                  "--epochs {:g}: the run race needs the run's length in epochs", o.epochs());
+  BATCHWISE_CHECK(o.budget_s() > 0 && o.noise_steps() >= 2, ConfigError,
+                  "the run race's budget ({:g} s) and noise-scale steps ({}) must be positive", o.budget_s(),
+                  o.noise_steps());
+  BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);
+  const auto start = Clock::now();
+  const int64_t dataset = w.data().size();
+  const bool accuracy = held_out.targets.scalar_type() == at::kLong;
+  RunRace race;
+  race.epochs = o.epochs();
+  race.lr_schedule = to_string(o.lr_schedule());
+  race.measure = accuracy ? "accuracy" : "loss";
+  race.held_out = fmt::format("{}, {} samples", held_out.name, held_out.size());
+  for (size_t i = 0; i < o.batches().size(); ++i) {
+    RunRaceEntry e;
+    e.batch = o.batches()[i];
+    e.samples_per_s = o.samples_per_s()[i];
+    BATCHWISE_CHECK(e.batch >= 1 && e.samples_per_s > 0, ConfigError,
+                    "the run race: batch {} with {:g} samples/s; both must be positive", e.batch, e.samples_per_s);
+    e.full_run_s = o.epochs() * static_cast<double>(dataset) / e.samples_per_s;
+    race.entries.push_back(e);
+  }
+  std::sort(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
+  RunRaceEntry& ref = race.entries.front();
+  race.reference_batch = ref.batch;
+  // The lengths: a fraction f of the run, twice and four times it, the three taking the budget at
+  // the reference's samples/s; at most a quarter, half and the whole run.
+  double others_s = 0;
+  for (size_t i = 1; i < race.entries.size(); ++i) others_s += race.entries[i].full_run_s;
+  const double f = std::min(0.25, o.budget_s() / (7 * ref.full_run_s + 4 * others_s));
+  race.lengths_epochs = {f * o.epochs(), 2 * f * o.epochs(), 4 * f * o.epochs()};
+  int64_t noise_batch = 0;  // the largest candidate up to 1024, as tune measures it
+  for (const auto& e : race.entries)
+    if (e.batch <= 1024) noise_batch = std::max(noise_batch, e.batch);
+
+  // However it ends, the weights, the optimizer (its rate too) and the data order are as they were.
+  const StateGuard initial(w);
+  for (auto& e : race.entries) {
+    w.restore_state(initial.state());
+    e.lr = advise_lr(w, e.batch, o.lr());
+  }
+  const auto cap = [](const RunRaceEntry& e) { return e.lr.scaled.lr > 0 ? std::min(1.0, e.lr.lr / e.lr.scaled.lr) : 1.0; };
+  w.restore_state(initial.state());
+  race.noise_at_start = o.noise_at_start() ? *o.noise_at_start() : noise_scale(w, noise_batch, o.noise_steps());
+  for (const double epochs : race.lengths_epochs) {
+    if (o.on_progress())
+      o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", ref.batch,
+                                  o.epochs(), epochs));
+    w.restore_state(initial.state());
+    race.runs.push_back(run_compressed(w, held_out, o, ref, epochs));
+    if (!race.runs.back().loss) {
+      ref.message = fmt::format("the training loss stopped being finite in its {:.3g}-epoch run at lr {:.4g}", epochs,
+                                ref.lr.lr);
+      race.notes.push_back(fmt::format("batch {} (the reference) did not train: {}; the run race recommends no batch",
+                                       ref.batch, ref.message));
+      race.wall_s = since(start);
+      return race;
+    }
+    race.runs.back().b_simple = noise_scale(w, noise_batch, o.noise_steps());
+  }
+  for (size_t i = 1; i < race.entries.size(); ++i) {
+    RunRaceEntry& e = race.entries[i];
+    if (o.on_progress())
+      o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", e.batch,
+                                  o.epochs(), race.lengths_epochs.back()));
+    w.restore_state(initial.state());
+    try {
+      e.run = run_compressed(w, held_out, o, e, race.lengths_epochs.back());
+      if (!e.run->loss)
+        e.message = fmt::format("the training loss stopped being finite in its {:.3g}-epoch run at lr {:.4g}",
+                                race.lengths_epochs.back(), e.lr.lr);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const std::exception& failure) {  // out of memory at this batch, or a failing step
+      const std::string what = failure.what();
+      e.message = "failed: " + what.substr(0, what.find('\n'));
+    }
+  }
+  w.restore_state(initial.state());
+
+  std::vector<double> samples, errors;
+  for (size_t l = 0; l < race.runs.size(); ++l) {
+    samples.push_back(race.lengths_epochs[l] * static_cast<double>(dataset));
+    errors.push_back(accuracy ? 1 - *race.runs[l].accuracy : *race.runs[l].loss);
+  }
+  race.gains = {errors[0] - errors[1], errors[1] - errors[2]};
+  if (race.gains[1] > 0 && race.gains[1] < race.gains[0]) race.curve_exponent = -std::log2(race.gains[1] / race.gains[0]);
+  race.tolerance = 0.02;
+  if (accuracy) {
+    const double a = *race.runs.back().accuracy;
+    race.tolerance = std::max(0.005, 2 * std::sqrt(a * (1 - a) / static_cast<double>(held_out.size())));
+  }
+  const double run_samples = o.epochs() * static_cast<double>(dataset);
+  std::vector<std::pair<double, double>> noise{{0.0, *race.noise_at_start}};
+  for (size_t l = 0; l < race.runs.size(); ++l) noise.emplace_back(samples[l], *race.runs[l].b_simple);
+  const double ref_cap = cap(ref);
+  const RunRaceEntry* pick = nullptr;
+  for (auto& e : race.entries) {
+    if (!e.message.empty()) continue;
+    e.efficiency = run_efficiency(noise, run_samples, ref.batch, e.batch);
+    e.cap_factor = std::min(1.0, cap(e) / ref_cap);
+    double share = e.efficiency * e.cap_factor;
+    if (e.run) {  // what counted in its own run, grown to the run's end as the noise scale says
+      e.measured_efficiency = measured_share(
+          samples, errors, accuracy ? 1 - *e.run->accuracy : *e.run->loss, accuracy ? race.tolerance : 0.02 * errors[2]);
+      const double modelled = run_efficiency(noise, samples.back(), ref.batch, e.batch) * e.cap_factor;
+      if (*e.measured_efficiency < modelled)
+        share = modelled > 0 ? std::min(1.0, share * *e.measured_efficiency / modelled) : 0;
+    }
+    e.share = share;
+    e.predicted_gap = share > 0 ? deficit(samples, errors, run_samples, share) : 1.0;
+    if (!accuracy) *e.predicted_gap /= std::max(errors.back(), 1e-12);  // a share of the loss
+    e.good = *e.predicted_gap <= race.tolerance;
+    if (e.good && (!pick || e.full_run_s < pick->full_run_s)) pick = &e;
+  }
+  if (pick) race.best_batch = pick->batch;
+  explain(race, pick, std::min(kNoiseUnbounded, noise_at(noise, run_samples)));
+  race.wall_s = since(start);
+  return race;
+}
+
+}  // namespace batchwise

@@ -1,0 +1,188 @@
+// The run race on a problem whose full-run answer is known in closed form: linear regression with
+// Gaussian inputs of spread-out variances (a condition number of 100) trained by plain SGD under a
+// cosine rate. A step at rate lr on a batch of B moves the expected squared error m_i along each
+// input direction i (variance l_i) to
+//   m_i' = m_i (1 - 4 lr l_i + 4 lr^2 l_i^2 (1 + 1/B)) + (4 lr^2 / B) l_i (sum_j l_j m_j + sigma^2)
+// (the gradient 2 x (x.delta - sigma eps) and its noise), and the held-out loss is
+// sum_i l_i m_i + sigma^2. The rule's rate grows with the batch until the range test caps it: past
+// the cap a larger batch takes fewer steps at the same rate, and the slow directions are left
+// further from the optimum at the run's end. The fastest batch without a worse model follows.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "batchwise/error.h"
+#include "batchwise/run_race.h"
+#include "batchwise/schedule.h"
+#include "batchwise/workload.h"
+
+namespace batchwise {
+namespace {
+
+constexpr int64_t kDim = 16;
+constexpr double kSigma2 = 0.1;
+constexpr int64_t kSamples = 50000;
+
+// Variances log-spaced from 1 down to 0.01.
+std::vector<double> variances() {
+  std::vector<double> l;
+  for (int64_t i = 0; i < kDim; ++i) l.push_back(std::pow(0.01, static_cast<double>(i) / (kDim - 1)));
+  return l;
+}
+
+Dataset regression(const at::Tensor& w_star, int64_t n) {
+  std::vector<float> scale;
+  for (double l : variances()) scale.push_back(static_cast<float>(std::sqrt(l)));
+  Dataset d;
+  d.name = "ill-conditioned-regression";
+  d.inputs = at::randn({n, kDim}) * at::tensor(scale);
+  d.targets = (d.inputs.matmul(w_star) + std::sqrt(kSigma2) * at::randn({n})).unsqueeze(1);
+  return d;
+}
+
+struct Problem {
+  std::unique_ptr<ModuleWorkload> workload;
+  Dataset held_out;
+
+  Problem() {
+    at::manual_seed(5);
+    const at::Tensor w_star = at::randn({kDim});
+    const Dataset train = regression(w_star, kSamples);
+    held_out = regression(w_star, 8192);
+    torch::nn::Linear linear(torch::nn::LinearOptions(kDim, 1).bias(false));
+    {
+      at::NoGradGuard no_grad;
+      linear->weight.copy_((w_star + 1).unsqueeze(0));  // one unit off along every direction
+    }
+    WorkloadInfo info;
+    info.model = "linear";
+    info.dataset = train.name;
+    info.loss = "mse";
+    info.optimizer = "sgd";
+    info.lr = 0.05;
+    workload = std::make_unique<ModuleWorkload>(
+        info, torch::nn::AnyModule(linear),
+        std::make_unique<torch::optim::SGD>(linear->parameters(), torch::optim::SGDOptions(0.05)), train,
+        [](const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); },
+        c10::Device(c10::kCPU), 3);
+  }
+};
+
+// The expected held-out loss after a full run of `epochs` at `batch` under the cosine schedule,
+// with the rate the race advised for it.
+double expected_loss(const LrAdvice& advice, int64_t batch, double epochs) {
+  const std::vector<double> l = variances();
+  std::vector<double> m(kDim, 1.0);
+  const int64_t steps = static_cast<int64_t>(std::ceil(epochs * kSamples / static_cast<double>(batch)));
+  const double b = static_cast<double>(batch);
+  for (int64_t k = 0; k < steps; ++k) {
+    const double lr = scheduled_lr(advice, LrSchedule::Cosine, k, steps);
+    double excess = 0;
+    for (int64_t i = 0; i < kDim; ++i) excess += l[i] * m[i];
+    for (int64_t i = 0; i < kDim; ++i)
+      m[i] = m[i] * (1 - 4 * lr * l[i] + 4 * lr * lr * l[i] * l[i] * (1 + 1 / b)) +
+             4 * lr * lr / b * l[i] * (excess + kSigma2);
+  }
+  double loss = kSigma2;
+  for (int64_t i = 0; i < kDim; ++i) loss += l[i] * m[i];
+  return loss;
+}
+
+// The race's pick is the closed form's fastest batch whose full-run loss is within 2 % of the
+// best's, within one power-of-two step; no candidate trained the whole run; the workload comes
+// back as it was.
+TEST(RunRace, PicksTheClosedFormFastestBatchWithoutAWorseModel) {
+  Problem problem;
+  const std::vector<int64_t> batches{32, 64, 128, 256, 512, 1024};
+  std::vector<double> rates;  // a step costs 1 ms plus 10 us a sample
+  for (int64_t b : batches) rates.push_back(static_cast<double>(b) / (1e-3 + 1e-5 * static_cast<double>(b)));
+  const auto before = problem.workload->module().parameters()[0].clone();
+  const double epochs = 2;
+  const RunRace race = race_runs(*problem.workload, problem.held_out,
+                                 RunRaceOptions(batches, rates, LrAdviceOptions(32, 0.05))
+                                     .epochs(epochs)
+                                     .lr_schedule(LrSchedule::Cosine)
+                                     .budget_s(2));
+  EXPECT_TRUE(at::equal(before, problem.workload->module().parameters()[0]));
+  EXPECT_EQ(problem.workload->optimizer().param_groups()[0].options().get_lr(), 0.05);
+  EXPECT_EQ(race.measure, "loss");
+  ASSERT_EQ(race.lengths_epochs.size(), 3u);
+  EXPECT_NEAR(race.lengths_epochs[1], 2 * race.lengths_epochs[0], 1e-12);
+  EXPECT_NEAR(race.lengths_epochs[2], 4 * race.lengths_epochs[0], 1e-12);
+  EXPECT_LT(race.lengths_epochs[2], epochs / 2);
+  ASSERT_TRUE(race.best_batch.has_value()) << fmt::format("{}", fmt::join(race.notes, "; "));
+
+  ASSERT_EQ(race.runs.size(), 3u);
+  EXPECT_EQ(race.reference_batch, 32);
+  EXPECT_LT(race.runs[2].steps * 32, epochs * kSamples / 2);  // a fraction of the run, never all of it
+  std::map<int64_t, double> expected;
+  double lowest = 1e300;
+  for (const RunRaceEntry& e : race.entries) {
+    ASSERT_TRUE(e.message.empty()) << e.batch << ": " << e.message;
+    expected[e.batch] = expected_loss(e.lr, e.batch, epochs);
+    lowest = std::min(lowest, expected[e.batch]);
+  }
+  int64_t answer = 0;  // the fastest good batch: the rates grow with the batch
+  for (const auto& [batch, loss] : expected)
+    if (loss <= 1.02 * lowest) answer = batch;
+  std::string table;
+  for (const auto& [batch, loss] : expected) table += fmt::format(" {}:{:.4f}", batch, loss);
+  EXPECT_GE(*race.best_batch, answer / 2) << "closed form " << answer << " (expected losses" << table << ")";
+  EXPECT_LE(*race.best_batch, answer * 2) << "closed form " << answer << " (expected losses" << table << ")";
+  EXPECT_LT(answer, 1024) << "the problem must make the largest batch worse, or the test shows nothing:" << table;
+  EXPECT_FALSE(race.pick_reason.empty());
+}
+
+// The share of samples that count: 1 at the reference, (1 + b0/Bn) / (1 + B/Bn) under a constant
+// noise scale, closer to 1 where the noise scale grows over the run, and 1 for a noise scale that
+// cannot be told from infinite.
+TEST(RunRace, SamplesCountAsTheNoiseScaleSays) {
+  const std::vector<std::pair<double, double>> flat{{0, 100}, {1000, 100}, {2000, 100}};
+  EXPECT_NEAR(run_efficiency(flat, 10000, 32, 32), 1, 1e-12);
+  EXPECT_NEAR(run_efficiency(flat, 10000, 32, 300), (1 + 0.32) / (1 + 3.0), 1e-12);
+  const std::vector<std::pair<double, double>> growing{{0, 100}, {1000, 200}, {2000, 400}};  // linear in samples
+  const double grown = run_efficiency(growing, 10000, 32, 300);
+  EXPECT_GT(grown, (1 + 0.32) / (1 + 3.0));
+  // By hand: Bn(S) = 100 + S/10 to 1000 samples, then 200 S/1000; the mean of the ratio over 10000.
+  double sum = 0;
+  for (int i = 0; i < 256; ++i) {
+    const double s = 10000 * (i + 0.5) / 256, b = s <= 1000 ? 100 + s / 10 : 200 * s / 1000;
+    sum += (1 + 32 / b) / (1 + 300 / b);
+  }
+  EXPECT_NEAR(grown, sum / 256, 1e-12);
+  EXPECT_NEAR(run_efficiency({{0, 1e12}, {1000, 1e12}, {2000, 1e12}}, 10000, 32, 1024), 1, 1e-6);
+}
+
+// What a run of fewer samples that count ends behind: on a power law where the gains shrink, by
+// the law; where they do not, every doubling lost costs the last gain; nothing where the last
+// doubling bought nothing.
+TEST(RunRace, ADeficitFollowsTheLearningCurve) {
+  const std::vector<double> samples{1000, 2000, 4000};
+  // error = 0.1 + S^-0.5: gains shrink by 2^-0.5 per doubling.
+  std::vector<double> errors;
+  for (double s : samples) errors.push_back(0.1 + std::pow(s, -0.5));
+  EXPECT_NEAR(deficit(samples, errors, 64000, 0.5), std::pow(32000, -0.5) - std::pow(64000, -0.5), 1e-12);
+  EXPECT_DOUBLE_EQ(deficit(samples, errors, 64000, 1), 0);
+  EXPECT_DOUBLE_EQ(deficit(samples, {0.3, 0.2, 0.1}, 64000, 0.25), 0.1 * 2);  // not flattening: 2 doublings
+  EXPECT_DOUBLE_EQ(deficit(samples, {0.3, 0.2, 0.21}, 64000, 0.25), 0);
+}
+
+TEST(RunRace, RefusesWhatItCannotRace) {
+  Problem problem;
+  EXPECT_THROW(race_runs(*problem.workload, problem.held_out, RunRaceOptions({32}, {1000}, LrAdviceOptions(32, 0.05)).epochs(1)),
+               ConfigError);
+  EXPECT_THROW(race_runs(*problem.workload, problem.held_out,
+                         RunRaceOptions({32, 64}, {1000, 2000}, LrAdviceOptions(32, 0.05))),
+               ConfigError);  // no epochs
+}
+
+}  // namespace
+}  // namespace batchwise
