@@ -1,20 +1,16 @@
-// The learning-rate range test, the learning-rate advice built on it, and the batch race: short
-// branched runs from the user's weights, each candidate at its own rate, judged by held-out loss at
-// equal training time (successive halving).
-#include "batchwise/advice.h"
+// The batch race: its candidates and reserve from a sweep, and the race itself, short branched runs
+// from the user's weights, each candidate at its own rate, judged by held-out loss at equal training
+// time (successive halving).
+#include "batchwise/race.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/optimizer.h>
-#include <torch/optim/sgd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
-#include "batchwise/units.h"
 #include "advice/target.h"
 #include "batchwise/workload.h"
 #include "check.h"
@@ -25,95 +21,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-}  // namespace
-
-Dataset head(const Dataset& data, int64_t samples) {
-  if (samples <= 0 || samples >= data.size()) return data;
-  Dataset d = data;
-  d.inputs = data.inputs.narrow(0, 0, samples);
-  d.targets = data.targets.narrow(0, 0, samples);
-  return d;
-}
-
-// ---- learning-rate stability --------------------------------------------------------------------
-
-LrRange lr_range_test(ModuleWorkload& w, const LrRangeOptions& o) {
-  BATCHWISE_CHECK(o.lr_low() > 0 && o.lr_high() > o.lr_low() && std::isfinite(o.lr_high()), ConfigError,
-                  "learning-rate range test: the rates must rise from a positive start ({:g} to {:g})", o.lr_low(),
-                  o.lr_high());
-  BATCHWISE_CHECK(o.steps() >= 4, ConfigError, "learning-rate range test: {} steps; at least 4", o.steps());
-  BATCHWISE_CHECK(o.batch() >= 1, ConfigError, "learning-rate range test: batch {}", o.batch());
-  const auto start = Clock::now();
-  const StateGuard restore(w);  // weights, optimizer (its learning rate too), data order
-  LrRange r;
-  r.batch = o.batch();
-  r.lr_low = o.lr_low();
-  r.lr_high = o.lr_high();
-  const double growth = std::pow(o.lr_high() / o.lr_low(), 1.0 / (o.steps() - 1));
-  double ema = 0, decay = 1, lowest = INFINITY;
-  size_t lowest_at = 0;
-  int above = 0;  // consecutive steps above the run-away line: one noisy batch is not a run-away
-  for (int i = 0; i < o.steps(); ++i) {
-    const double lr = o.lr_low() * std::pow(growth, i);
-    w.set_lr(lr);
-    const double loss = w.train_step(w.next_batch(o.batch())).item<double>();
-    if (!std::isfinite(loss)) {
-      r.diverged_lr = lr;
-      break;
-    }
-    ema = o.smoothing() * ema + (1 - o.smoothing()) * loss;
-    decay *= o.smoothing();
-    const double smoothed = ema / (1 - decay);
-    r.points.push_back({i, lr, loss, smoothed});
-    if (smoothed < lowest) lowest = smoothed, lowest_at = r.points.size() - 1;
-    above = i >= 2 && smoothed > o.divergence() * lowest ? above + 1 : 0;
-    if (above == 2) {
-      r.diverged_lr = r.points[r.points.size() - 2].lr;  // where it first crossed the line
-      break;
-    }
-  }
-  // Fell at all: the lowest smoothed loss is below the first step's loss by more than one step's
-  // noise would explain (a tenth of a percent).
-  if (!r.points.empty() && lowest < r.points.front().loss * 0.999 && lowest_at > 0)
-    r.min_loss_lr = r.points[lowest_at].lr;
-  if (r.diverged_lr) {
-    // The last rate before the one that ran away (the run-away step itself may not be in points).
-    double stable = 0;
-    for (const auto& p : r.points)
-      if (p.lr < *r.diverged_lr) stable = p.lr;
-    if (stable > 0) r.stable_lr = stable;
-    else r.stable_lr = o.lr_low() / growth;  // unstable from the first step
-  }
-  r.wall_s = since(start);
-  return r;
-}
-
-namespace {
-
-std::string describe(const LrAdvice& a) {
-  std::string text = a.scaled.rule == "linear"
-                         ? fmt::format("SGD, linear scaling: {:g} x {}/{} = {:.4g} (Goyal et al. 2017)", a.scaled.base_lr,
-                                       a.scaled.batch, a.scaled.base_batch, a.scaled.lr)
-                         : fmt::format("square-root scaling: {:g} x sqrt({}/{}) = {:.4g} (Malladi et al. 2022)",
-                                       a.scaled.base_lr, a.scaled.batch, a.scaled.base_batch, a.scaled.lr);
-  if (a.range && a.range->stable_lr) {
-    const double safety = *a.range->stable_lr / *a.cap_lr;
-    text += fmt::format(fmt::runtime(a.capped ? "; capped at {:.4g}: a learning-rate range test at batch {} saw the "
-                                                "loss run away above {:.4g}, and the rate stays {:g}x below that "
-                                                "(Smith 2017)"
-                                              : "; within the cap {:.4g} (a learning-rate range test at batch {} saw "
-                                                "the loss run away above {:.4g}; the rate stays {:g}x below that)"),
-                        *a.cap_lr, a.range->batch, *a.range->stable_lr, safety);
-  } else if (a.range) {
-    text += fmt::format("; a learning-rate range test at batch {} kept the loss under control up to {:.4g}, so no "
-                        "cap applies",
-                        a.range->batch, a.range->lr_high);
-  }
-  if (a.warmup_steps > 0)
-    text += fmt::format("; warm up linearly from {:.4g} over the first {} steps", a.warmup_from_lr, a.warmup_steps);
-  return text;
-}
 
 struct Probe {
   double loss = 0;
@@ -127,65 +34,6 @@ Probe probe(ModuleWorkload& w, const Dataset& held_out) {
 }
 
 }  // namespace
-
-Optimizer rule_optimizer(const WorkloadInfo& w) {
-  const std::optional<Optimizer> known = known_optimizer(w.optimizer);
-  BATCHWISE_CHECK(known.has_value(), ConfigError,
-                  "learning-rate scaling: no rule for optimizer '{}'; the rules cover sgd (linear) and adam, adamw "
-                  "(square root)",
-                  w.optimizer);
-  return *known;
-}
-
-LrAdvice unmeasured_lr(Optimizer optimizer, int64_t base_batch, double base_lr, int64_t batch) {
-  LrAdvice a;
-  a.scaled = scale_lr(optimizer, base_batch, base_lr, batch);
-  a.lr = a.scaled.lr;
-  a.warmup_epochs = a.scaled.warmup_epochs;
-  if (a.warmup_epochs > 0) a.warmup_from_lr = base_lr;
-  a.advice = a.scaled.advice;
-  return a;
-}
-
-double lr_at_step(const LrAdvice& a, int64_t step) {
-  if (a.warmup_steps <= 0 || step >= a.warmup_steps) return a.lr;
-  const double f = static_cast<double>(step + 1) / static_cast<double>(a.warmup_steps);
-  return a.warmup_from_lr + (a.lr - a.warmup_from_lr) * f;
-}
-
-LrAdvice advise_lr(ModuleWorkload& w, int64_t batch, const LrAdviceOptions& o) {
-  BATCHWISE_CHECK(o.base_batch() >= 1 && o.base_lr() > 0 && std::isfinite(o.base_lr()), ConfigError,
-                  "learning-rate advice: the base batch ({}) and rate ({:g}) must be positive", o.base_batch(),
-                  o.base_lr());
-  BATCHWISE_CHECK(o.high_factor() > 1 && o.safety() >= 1 && o.steps() >= 4 && o.warmup_samples() >= 0, ConfigError,
-                  "learning-rate advice: the ramp's factor must exceed 1, the safety factor be at least 1, the ramp "
-                  "at least 4 steps and the warm-up not negative");
-  LrAdvice a;
-  a.scaled = scale_lr(rule_optimizer(w.info()), o.base_batch(), o.base_lr(), batch);
-  a.lr = a.scaled.lr;
-  if (a.scaled.lr > o.base_lr() * (1 + 1e-9)) {  // scaling up: is the rule's rate stable at this batch?
-    a.range = lr_range_test(
-        w, LrRangeOptions(batch).lr_low(o.base_lr()).lr_high(a.scaled.lr * o.high_factor()).steps(o.steps()));
-    if (a.range->stable_lr) {
-      a.cap_lr = *a.range->stable_lr / o.safety();
-      if (*a.cap_lr < a.lr) a.lr = std::max(*a.cap_lr, o.base_lr()), a.capped = true;
-    }
-  }
-  if (a.lr > o.base_lr() * (1 + 1e-9)) {
-    // One epoch, not the range test's ramp: a warm-up of only the steps the 24-step test took to
-    // pass the rate trained mlp's large batches faster, but left lenet at batch 512 (SGD, 0.149)
-    // dead at chance accuracy after 13 warm-up steps, where one epoch trained it; the test does
-    // not see that failure (docs/advice.md).
-    const int64_t samples = o.warmup_samples() > 0 ? o.warmup_samples() : w.data().size();
-    a.warmup_from_lr = o.base_lr();
-    a.warmup_steps = std::max<int64_t>(1, samples / batch);
-    a.warmup_epochs = static_cast<double>(a.warmup_steps * batch) / static_cast<double>(std::max<int64_t>(1, w.data().size()));
-  }
-  a.advice = describe(a);
-  return a;
-}
-
-// ---- the batch race -----------------------------------------------------------------------------
 
 std::vector<int64_t> race_candidates(const std::vector<Trial>& points, int count) {
   double best = 0;
@@ -804,81 +652,6 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   std::sort(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
   race.wall_s = since(clock.start);
   return race;
-}
-
-
-// ---- the run plan -------------------------------------------------------------------------------
-
-OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* w) {
-  OptimizerSettings s;
-  s.optimizer = optimizer;
-  if (optimizer == Optimizer::Sgd) s.momentum = 0.9;
-  if (adam_family(optimizer)) s.beta1 = 0.9, s.beta2 = 0.999, s.eps = 1e-8;
-  if (optimizer == Optimizer::AdamW) s.weight_decay = 0.01;
-  if (!w || w->optimizer().param_groups().empty()) return s;
-  auto& options = w->optimizer().param_groups().front().options();
-  if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
-    s.momentum = sgd->momentum();
-  } else if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {
-    std::tie(s.beta1, s.beta2) = adamw->betas();
-    s.eps = adamw->eps();
-    s.weight_decay = adamw->weight_decay();
-  } else if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&options)) {
-    std::tie(s.beta1, s.beta2) = adam->betas();
-    s.eps = adam->eps();
-    s.weight_decay = adam->weight_decay();
-  }
-  return s;
-}
-
-RunPlan plan_run(const OptimizerSettings& o, int64_t dataset_size,
-                 const std::vector<std::pair<std::string, LrAdvice>>& rows) {
-  RunPlan plan;
-  plan.optimizer = o;
-  plan.dataset_size = dataset_size;
-  const bool adam = adam_family(o.optimizer);
-  for (const auto& [label, lr] : rows) {
-    RunPlanRow row;
-    row.label = label;
-    row.batch = lr.scaled.batch;
-    row.lr = lr;
-    row.steps_per_epoch = dataset_size > 0 ? (dataset_size + row.batch - 1) / row.batch : 0;
-    row.optimizer_settings = adam ? fmt::format("betas ({:g}, {:g}), eps {:g}: as they are", o.beta1, o.beta2, o.eps)
-                             : o.optimizer == Optimizer::Sgd ? fmt::format("momentum {:g}: as it is", o.momentum)
-                                               : "as they are";
-    plan.rows.push_back(row);
-  }
-  if (rows.empty()) return plan;
-  const LrAdvice& base = rows.front().second;
-  plan.notes.push_back(fmt::format(
-      "the same epochs keep the same samples seen; anything scheduled in steps (decay milestones, the end of a "
-      "cosine, evaluation intervals) scales by {} / batch: a milestone at step S at batch {} is at step S x {} / B at "
-      "batch B",
-      base.scaled.base_batch, base.scaled.base_batch, base.scaled.base_batch));
-  if (adam) {
-    for (const auto& [label, lr] : rows) {
-      const double k = static_cast<double>(lr.scaled.batch) / static_cast<double>(lr.scaled.base_batch);
-      if (k <= 1) continue;
-      const double b1 = 1 - k * (1 - o.beta1), b2 = 1 - k * (1 - o.beta2);
-      plan.notes.push_back(
-          b1 > 0 ? fmt::format("{} batch {}: the SDE scaling rule (Malladi et al. 2022) would also set betas ({:.3g}, "
-                               "{:.4g}) and eps {:.3g} for k = {:g}; batchwise measured every rate with the betas and "
-                               "eps as they are, which is what most large-batch Adam practice keeps",
-                               label, lr.scaled.batch, b1, b2, o.eps / std::sqrt(k), k)
-                 : fmt::format("{} batch {}: at k = {:g} times the base batch the SDE scaling rule (Malladi et al. "
-                               "2022) no longer applies to beta1 (it would fall below 0); keep the betas and eps as "
-                               "they are, as batchwise measured",
-                               label, lr.scaled.batch, k));
-    }
-    if (o.weight_decay > 0)
-      plan.notes.push_back(fmt::format(
-          "{} decays the weights by lr x {:g} each step: with fewer, larger steps per epoch the decay per epoch "
-          "changes by sqrt(base / batch); keep weight_decay as it is unless regularisation was tuned to the epoch",
-          o.optimizer == Optimizer::AdamW ? "AdamW" : "Adam", o.weight_decay));
-  } else if (o.optimizer == Optimizer::Sgd) {
-    plan.notes.push_back("SGD keeps its momentum across batch sizes with the linear rule (Goyal et al. 2017)");
-  }
-  return plan;
 }
 
 }  // namespace batchwise
