@@ -1,6 +1,6 @@
 // The batch race: its candidates and reserve from a sweep, and the race itself, short branched runs
 // from the user's weights, each candidate at its own rate, judged by held-out loss at equal training
-// time (successive halving).
+// time (successive halving); the ranking is race_rank.cpp's.
 #include "batchwise/race.h"
 
 #include <ATen/ATen.h>
@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <numeric>
 
+#include "advice/race_rank.h"
 #include "advice/target.h"
 #include "batchwise/workload.h"
 #include "check.h"
@@ -19,19 +22,12 @@ namespace batchwise {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-struct Probe {
-  double loss = 0;
-  std::optional<double> accuracy;
-};
-
-Probe probe(ModuleWorkload& w, const Dataset& held_out) {
-  if (held_out.size() == 0) return {};
-  const auto [loss, accuracy] = w.evaluate(held_out);
-  return {loss, accuracy};
-}
+// A batch more than 5 % slower than a smaller one is dominated: at equal time it trains fewer
+// samples, and a sample in a bigger batch moves the loss no more than one in a smaller batch
+// (McCandlish et al. 2018).
+constexpr double kDominated = 0.95;
+// Of the rest, the candidates are those with at least 40 % of the best samples/s.
+constexpr double kShareOfFastest = 0.4;
 
 }  // namespace
 
@@ -43,13 +39,10 @@ std::vector<int64_t> race_candidates(const std::vector<Trial>& points, int count
   for (const auto& p : points)
     if (p.outcome == Outcome::Ok) ok.push_back(&p);
   std::sort(ok.begin(), ok.end(), [](const Trial* a, const Trial* b) { return a->batch < b->batch; });
-  // A batch more than 5 % slower than a smaller one is dominated: at equal time it trains fewer
-  // samples, and a sample in a bigger batch moves the loss no more than one in a smaller batch
-  // (McCandlish et al. 2018). Of the rest, those with at least 40 % of the best samples/s.
   std::vector<const Trial*> kept;
   double fastest_below = 0;
   for (const Trial* p : ok) {
-    if (p->samples_per_s >= 0.4 * best && p->samples_per_s >= 0.95 * fastest_below) kept.push_back(p);
+    if (p->samples_per_s >= kShareOfFastest * best && p->samples_per_s >= kDominated * fastest_below) kept.push_back(p);
     fastest_below = std::max(fastest_below, p->samples_per_s);
   }
   while (static_cast<int>(kept.size()) > std::max(1, count)) {
@@ -86,51 +79,21 @@ std::vector<int64_t> race_reserve(const std::vector<Trial>& points, const std::v
 
 namespace {
 
-// The first evaluation a line may use: the initial one (training time 0, shared by every entry)
-// only when nothing else is there. The loss falls fastest at the start, so a line through it
-// predicts a loss far below the entry's last evaluations and rewards whoever dropped most in the
-// first evaluation interval: the entry with the most steps there, the smallest batch.
-size_t first_trained(const std::vector<RaceEntry::Point>& curve, size_t from) {
-  return curve.size() > 2 && curve.front().train_s <= 0 ? std::max<size_t>(from, 1) : from;
-}
+using detail::late_line;
+using detail::left_the_start;
 
-// The least-squares line (intercept, slope) through the latest evaluations of `curve`: its last
-// `points` (at least 2) after the initial one, so a rung is judged on where an entry is heading, not
-// on one noisy point.
-std::pair<double, double> late_line(const std::vector<RaceEntry::Point>& curve, size_t points) {
-  const size_t n = curve.size();
-  const size_t from = first_trained(curve, n - std::min(n, std::max<size_t>(2, points)));
-  double st = 0, sl = 0, stt = 0, stl = 0;
-  const double k = static_cast<double>(n - from);
-  for (size_t i = from; i < n; ++i) {
-    st += curve[i].train_s;
-    sl += curve[i].loss;
-    stt += curve[i].train_s * curve[i].train_s;
-    stl += curve[i].train_s * curve[i].loss;
-  }
-  const double denominator = k * stt - st * st;
-  const double slope = denominator > 0 ? (k * stl - st * sl) / denominator : 0;
-  return {(sl - slope * st) / k, slope};
-}
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The scatter (standard deviation) of the latest `points` evaluations (at least 4) about their
-// least-squares line, in loss, and that line's slope; nullopt with fewer than 3 of them.
-std::optional<std::pair<double, double>> late_scatter(const std::vector<RaceEntry::Point>& curve, size_t points) {
-  const size_t n = curve.size();
-  const size_t from = first_trained(curve, n - std::min(n, std::max<size_t>(4, points)));
-  if (n - from < 3) return std::nullopt;
-  std::vector<RaceEntry::Point> late(curve.begin() + static_cast<std::ptrdiff_t>(from), curve.end());
-  const auto [intercept, slope] = late_line(late, late.size());
-  double squares = 0;
-  for (const auto& p : late) squares += std::pow(p.loss - (intercept + slope * p.train_s), 2);
-  return std::make_pair(std::sqrt(squares / static_cast<double>(late.size() - 2)), slope);
-}
+struct Probe {
+  double loss = 0;
+  std::optional<double> accuracy;
+};
 
-// That scatter as a share of the horizon in time: how far a noisy evaluation moves the entry's
-// predicted time to a loss. nullopt when the loss is not falling.
-std::optional<double> time_scatter(const std::optional<std::pair<double, double>>& scatter, double horizon) {
-  if (!scatter || scatter->second >= 0 || horizon <= 0) return std::nullopt;
-  return scatter->first / -scatter->second / horizon;
+Probe probe(ModuleWorkload& w, const Dataset& held_out) {
+  if (held_out.size() == 0) return {};
+  const auto [loss, accuracy] = w.evaluate(held_out);
+  return {loss, accuracy};
 }
 
 // The entries per rung of successive halving: halve (rounding up) until one is left; a rung of two
@@ -231,159 +194,6 @@ void train_slice(ModuleWorkload& w, const Dataset& held_out, RaceEntry& e, int e
   }
 }
 
-// Where a curve first met the target after its start: between the evaluation before and the first at
-// or past it, interpolated in training time (on whichever measure got there first), with that
-// interval's width, within which the crossing lies.
-struct Crossing {
-  double train_s = 0, interval_s = 0;
-};
-std::optional<Crossing> first_crossing(const std::vector<RaceEntry::Point>& curve, const HeldOutTarget& target) {
-  for (size_t i = 1; i < curve.size(); ++i) {
-    const RaceEntry::Point &a = curve[i - 1], &b = curve[i];
-    if (!target.met(b.loss, b.accuracy)) continue;
-    double share = 1;
-    if (target.accuracy > 0 && a.accuracy && b.accuracy && *b.accuracy >= target.accuracy && *b.accuracy > *a.accuracy)
-      share = (target.accuracy - *a.accuracy) / (*b.accuracy - *a.accuracy);
-    if (target.loss > 0 && b.loss <= target.loss && b.loss < a.loss)
-      share = std::min(share, (a.loss - target.loss) / (a.loss - b.loss));
-    share = std::clamp(share, 0.0, 1.0);
-    return Crossing{a.train_s + share * (b.train_s - a.train_s), b.train_s - a.train_s};
-  }
-  return std::nullopt;
-}
-
-// An entry has left the start when one of its held-out evaluations after the start is 2 % below the
-// loss every entry began at. Until one has, the entries sit on the initial plateau (mobilenet from
-// scratch holds chance-level loss for most of an epoch), and a ranking would be by noise.
-constexpr double kLeftTheStart = 0.98;
-
-bool left_the_start(const RaceEntry& e, double loss_before) {
-  for (const auto& p : e.curve)
-    if (p.train_s > 0 && p.loss < kLeftTheStart * loss_before) return true;
-  return false;
-}
-
-// Ranks a rung's entries that did not fail: those that reached the target first, by when, then the
-// rest by held-out loss at the horizon. Sets each one's time to the best's target or predicted time
-// to the best's loss (time_ratio) and the race's resolution there (time_ratio_sd): for a crossing,
-// its evaluation interval (a crossing lies anywhere within it: a uniform spread, width / sqrt 12).
-std::vector<size_t> rank_rung(std::vector<Live>& entries, const std::vector<size_t>& alive, double horizon,
-                              size_t points, const HeldOutTarget& target, double loss_before) {
-  std::vector<size_t> ranked;
-  std::vector<double> interval(entries.size(), 0);
-  for (size_t i : alive) {
-    if (entries[i].failed) continue;
-    ranked.push_back(i);
-    const std::optional<Crossing> c = target ? first_crossing(entries[i].entry.curve, target) : std::nullopt;
-    entries[i].entry.target_s = c ? std::optional<double>(c->train_s) : std::nullopt;
-    entries[i].entry.within_noise = false;
-    if (c) interval[i] = c->interval_s;
-  }
-  std::sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
-    const RaceEntry &x = entries[a].entry, &y = entries[b].entry;
-    if (x.target_s || y.target_s) return x.target_s && (!y.target_s || *x.target_s < *y.target_s);
-    return *x.loss_at_horizon < *y.loss_at_horizon;
-  });
-  if (ranked.empty()) return ranked;
-  if (const std::optional<double> first = entries[ranked.front()].entry.target_s) {
-    for (size_t i : ranked) {
-      RaceEntry& e = entries[i].entry;
-      e.time_ratio = e.target_s ? std::optional<double>(*e.target_s / *first) : std::nullopt;
-      e.time_ratio_sd.reset();
-      if (e.target_s)
-        e.time_ratio_sd = std::hypot(interval[i], i == ranked.front() ? 0.0 : interval[ranked.front()]) /
-                          std::sqrt(12.0) / *first;
-    }
-    return ranked;
-  }
-  const double level = *entries[ranked.front()].entry.loss_at_horizon;
-  const auto best_loss_scatter = late_scatter(entries[ranked.front()].entry.curve, points);
-  const std::optional<double> best_scatter = time_scatter(best_loss_scatter, horizon);
-  for (size_t i : ranked) {
-    RaceEntry& e = entries[i].entry;
-    const auto [intercept, slope] = late_line(e.curve, points);
-    const auto own_loss_scatter = late_scatter(e.curve, points);
-    e.within_noise = false;
-    if (i == ranked.front()) e.time_ratio = 1;
-    else if (slope < 0) e.time_ratio = (level - intercept) / slope / horizon;
-    else e.time_ratio.reset();
-    // No time to the best's loss: compare losses, for an entry that has learned (on the plateau at
-    // the start every line is flat and within the noise).
-    if (i != ranked.front() && slope >= 0 && best_loss_scatter && left_the_start(e, loss_before)) {
-      const double sd = std::hypot(best_loss_scatter->first, own_loss_scatter ? own_loss_scatter->first : 0.0);
-      e.within_noise = *e.loss_at_horizon - level <= 2 * sd;
-    }
-    // The best's scatter counts where its loss still falls (a converged best adds none).
-    const std::optional<double> own = time_scatter(own_loss_scatter, horizon);
-    if (own) e.time_ratio_sd = std::hypot(*own, i == ranked.front() ? 0.0 : best_scatter.value_or(0));
-    else e.time_ratio_sd.reset();
-  }
-  return ranked;
-}
-
-RungLead rung_lead(const RaceEntry& e, size_t rung, double horizon, int64_t epoch) {
-  return RungLead{static_cast<int>(rung) + 1, horizon,
-                  epoch > 0 ? horizon * e.samples_per_s / static_cast<double>(epoch) : 0, e.batch,
-                  *e.loss_at_horizon, e.curve.back().accuracy};
-}
-
-// Within 5 %: those predicted within 1.05 of their rung's best, or that the race cannot tell from
-// it (within two standard deviations of its resolution more, or a loss no longer falling but within
-// the evaluations' noise of the best's: RaceEntry::within_noise), and every entry between them (time
-// to a target is unimodal in the batch: if 32 and 128 are as good as the best, so is 64). A race
-// of seconds resolves tens of percent at best: a range narrower than that would be false
-// precision, and the pick would move out of it between seeds.
-std::vector<int64_t> flat_range(const std::vector<Live>& entries) {
-  std::optional<int64_t> low, high;
-  for (const auto& live : entries)
-    if (!live.failed && ((live.entry.time_ratio &&
-                          *live.entry.time_ratio <= 1.05 + 2 * live.entry.time_ratio_sd.value_or(0)) ||
-                         live.entry.within_noise)) {
-      low = std::min(low.value_or(live.entry.batch), live.entry.batch);
-      high = std::max(high.value_or(live.entry.batch), live.entry.batch);
-    }
-  std::vector<int64_t> batches;
-  for (const auto& live : entries)
-    if (low && live.entry.batch >= *low && live.entry.batch <= *high && !live.failed)
-      batches.push_back(live.entry.batch);
-  std::sort(batches.begin(), batches.end());  // a reserve joins after the candidates
-  return batches;
-}
-
-}  // namespace
-
-LastRungPick pick_last_rung(const std::vector<const RaceEntry*>& last_rung) {
-  LastRungPick pick;
-  const RaceEntry* first = nullptr;  // to the target
-  for (const RaceEntry* e : last_rung)
-    if (e->target_s && (!first || *e->target_s < *first->target_s)) first = e;
-  if (first) {
-    pick.lead_batch = pick.batch = first->batch;
-    return pick;
-  }
-  const RaceEntry* lead = nullptr;
-  for (const RaceEntry* e : last_rung)
-    if (e->loss_at_horizon && (!lead || *e->loss_at_horizon < *lead->loss_at_horizon)) lead = e;
-  if (!lead) return pick;
-  pick.lead_batch = pick.batch = lead->batch;
-  const RaceEntry* chosen = lead;
-  for (const RaceEntry* e : last_rung)
-    if (e->batch > chosen->batch && e->loss_at_horizon && e->time_ratio &&
-        *e->time_ratio <= 1 + e->time_ratio_sd.value_or(0))
-      chosen = e;
-  if (chosen == lead) return pick;
-  pick.batch = chosen->batch;
-  pick.reason = fmt::format(
-      "batch {} finished the last rung at {:.2f}x the time batch {} took to its loss, within the race's resolution "
-      "(+/- {:.2f}), so the race cannot tell them apart; the larger is recommended because the batch that reaches a "
-      "loss soonest grows as training goes on (the critical batch grows as the loss falls: McCandlish et al. 2018; "
-      "Merrill et al. 2025), and a real run trains longer than the race",
-      chosen->batch, *chosen->time_ratio, lead->batch, chosen->time_ratio_sd.value_or(0));
-  return pick;
-}
-
-namespace {
-
 // Trains one entry for the clock's slice, from the initial weights in the first rung (where its rate
 // is advised) and from its own state after; a failure ends the entry, not the race.
 void run_entry(ModuleWorkload& w, const Dataset& held_out, Live& live, const WorkloadState& initial, bool first,
@@ -437,7 +247,10 @@ void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector
   race.best_batch = pick.batch;
   race.lead_batch = pick.lead_batch;
   race.pick_reason = pick.reason;
-  race.within_5_percent = flat_range(entries);
+  std::vector<const RaceEntry*> trained;
+  for (const Live& live : entries)
+    if (!live.failed) trained.push_back(&live.entry);
+  race.within_5_percent = detail::flat_range(trained);
 }
 
 // No candidate left the start in the first rung: the reserve's batches (not among the entries) join
@@ -496,9 +309,8 @@ void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadStat
       learned ? "one of them left it" : "none of them left it"));
 }
 
-}  // namespace
-
-BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o) {
+// The options' checks: a message for each that names what was wrong.
+void check_options(const Dataset& held_out, const BatchRaceOptions& o) {
   BATCHWISE_CHECK(!o.batches().empty() && o.batches().size() == o.samples_per_s().size(), ConfigError,
                   "batch race: {} candidates with {} throughput figures; give one figure per candidate",
                   o.batches().size(), o.samples_per_s().size());
@@ -524,6 +336,181 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
     BATCHWISE_CHECK(o.reserve()[i] >= 1 && o.reserve_samples_per_s()[i] > 0, ConfigError,
                     "batch race: reserve batch {} at {:g} samples/s; both must be positive", o.reserve()[i],
                     o.reserve_samples_per_s()[i]);
+}
+
+// The target the race ranks by: the options', or none when the initial weights (race.loss_before,
+// accuracy_before) meet it already, with a note.
+HeldOutTarget race_target(const BatchRaceOptions& o, BatchRace& race) {
+  HeldOutTarget target{o.target_accuracy(), o.target_loss()};
+  if (target && target.met(race.loss_before, race.accuracy_before)) {
+    race.notes.push_back(fmt::format(
+        "the target ({}) is met by the initial weights already (held-out loss {:.4g}{}): the race ranks by held-out "
+        "loss at its horizons, as without one",
+        target.text("held-out"), race.loss_before,
+        race.accuracy_before ? fmt::format(", accuracy {:.3f}", *race.accuracy_before) : ""));
+    target = {};
+  }
+  if (target) race.target = target.text("held-out");
+  return target;
+}
+
+// One race under way: its entries (the candidates, then any reserve), those still in it, and where
+// its rungs stand. race_batches runs the rungs in turn: train (and extend on the plateau), rank, halve.
+struct RaceRun {
+  ModuleWorkload& w;
+  const Dataset& held_out;
+  const BatchRaceOptions& o;
+  const WorkloadState& initial;
+  RaceClock& clock;
+  BatchRace& race;
+  const HeldOutTarget target;
+  const std::vector<int> sizes;  // entries per rung
+  const double first;            // the first rung's training time per entry: the whole budget for those that run
+  const size_t points;           // the evaluations a rung's lines read
+  std::vector<Live> entries;
+  std::vector<size_t> alive;     // indices into entries of those still racing
+  double horizon = 0;
+  double extension_left;         // a plateau may lengthen the race to twice its budget
+  double wall_limit;
+  bool cut_short = false;
+
+  // `kept` (plan_candidates) all in the race, from the same weights and the initial held-out loss.
+  RaceRun(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o, const WorkloadState& initial,
+          RaceClock& clock, BatchRace& race, HeldOutTarget target, const std::vector<Candidate>& kept)
+      : w(w), held_out(held_out), o(o), initial(initial), clock(clock), race(race), target(target),
+        sizes(rung_sizes(static_cast<int>(kept.size()))), first(first_slice(o.budget_s(), sizes)),
+        points(static_cast<size_t>(o.evaluations()) + 1), entries(kept.size()), alive(kept.size()),
+        extension_left(o.budget_s()), wall_limit(o.max_wall_s()) {
+    for (size_t i = 0; i < kept.size(); ++i) {
+      entries[i].entry.batch = kept[i].batch;
+      entries[i].entry.samples_per_s = kept[i].samples_per_s;
+      entries[i].entry.curve.push_back({0, race.loss_before, race.accuracy_before});
+    }
+    std::iota(alive.begin(), alive.end(), size_t{0});
+    clock.planned_left = o.budget_s();
+    clock.rungs = static_cast<int>(sizes.size());
+  }
+
+  bool anyone_left_the_start() const {
+    for (size_t i : alive)
+      if (!entries[i].failed && left_the_start(entries[i].entry, race.loss_before)) return true;
+    return false;
+  }
+
+  // Past the wall-clock limit before rung `rung` (0-based) starts: the race stops, and the best of the
+  // last finished rung wins.
+  bool out_of_wall_time(size_t rung) {
+    if (wall_limit <= 0 || since(clock.start) <= wall_limit) return false;
+    race.notes.push_back(fmt::format(
+        "the race stopped after rung {} of {}: it had taken {:.0f} s of wall time, past its limit of {:.0f} s (the "
+        "machine trained slower than the sweep measured); the best of that rung wins",
+        rung, sizes.size(), since(clock.start), wall_limit));
+    alive.resize(1);
+    cut_short = true;
+    return true;
+  }
+
+  // Trains the rung's entries to its horizon, and on over the plateau at the start (extend); after the
+  // first rung, the reserve joins where no candidate has left the start.
+  void train_rung(size_t rung) {
+    const double planned_slice = first * std::pow(2.0, static_cast<double>(rung));
+    clock.slice = planned_slice;
+    clock.rung = static_cast<int>(rung) + 1;
+    clock.count = static_cast<int>(alive.size());
+    const double rung_start = horizon;
+    for (bool extended = false;; extended = true) {
+      horizon += clock.slice;
+      train_alive(rung == 0 && !extended);
+      if (!extend(rung_start, planned_slice)) break;
+    }
+    if (horizon - rung_start > planned_slice * 1.000001)
+      race.notes.push_back(fmt::format(
+          "rung {} trained {:.1f} s instead of {:.1f} s: no candidate's held-out loss had fallen 2 % below where all "
+          "began ({:.3f}), the plateau at the start of training, where a ranking would be by noise; {}",
+          rung + 1, horizon - rung_start, planned_slice, race.loss_before,
+          anyone_left_the_start() ? "then one did" : "none had when the extension's budget ran out"));
+    if (rung == 0) join_reserve_if_stuck();
+  }
+
+  // Each entry still in the race trains the clock's slice: from the initial weights (its rate advised
+  // then) when `from_initial`, else from its own state.
+  void train_alive(bool from_initial) {
+    clock.index = 0;
+    for (size_t i : alive) {
+      ++clock.index;
+      if (entries[i].failed) continue;
+      const auto entry_start = Clock::now();
+      run_entry(w, held_out, entries[i], initial, from_initial, horizon, clock, o);
+      clock.planned_left -= clock.slice;
+      const double wall = since(entry_start) / clock.slice;
+      clock.wall_per_train_s = clock.wall_per_train_s > 0 ? 0.5 * (clock.wall_per_train_s + wall) : wall;
+    }
+  }
+
+  // On the plateau no ranking means anything: the rung goes on, doubling its training, while the
+  // extension's budget lasts (the race then trains at most twice its budget). Sets the next slice and
+  // returns true to train on.
+  bool extend(double rung_start, double planned_slice) {
+    const auto live_count = static_cast<double>(
+        std::count_if(alive.begin(), alive.end(), [&](size_t i) { return !entries[i].failed; }));
+    if (anyone_left_the_start() || live_count == 0) return false;
+    const double more = std::min(horizon - rung_start, extension_left / live_count);
+    if (more < 0.999 * planned_slice || (wall_limit > 0 && since(clock.start) > wall_limit)) return false;
+    extension_left -= more * live_count;
+    wall_limit += o.max_wall_s() * more * live_count / o.budget_s();  // the limit grows with the training
+    clock.slice = more;
+    clock.planned_left += more * live_count;
+    return true;
+  }
+
+  void join_reserve_if_stuck() {
+    if (anyone_left_the_start() || o.reserve().empty()) return;
+    if (wall_limit > 0 && since(clock.start) > wall_limit) {
+      race.notes.push_back(fmt::format("the reserve {} did not join: the race had taken {:.0f} s of wall time, past "
+                                       "its limit of {:.0f} s",
+                                       o.reserve(), since(clock.start), wall_limit));
+      return;
+    }
+    const size_t before_join = entries.size();
+    join_reserve(w, held_out, initial, o, horizon, clock, race, entries, alive);
+    wall_limit += o.max_wall_s() * horizon * static_cast<double>(entries.size() - before_join) / o.budget_s();
+  }
+
+  // Ranks the rung's entries (by the time to the target where one reached it, else by held-out loss
+  // at the horizon) and keeps the better half; returns true when the race ends here (an entry
+  // reached the target: nothing left to predict).
+  bool rank(size_t rung) {
+    std::vector<size_t> trained;
+    std::vector<RaceEntry*> rung_entries;
+    for (size_t i : alive)
+      if (!entries[i].failed) trained.push_back(i), rung_entries.push_back(&entries[i].entry);
+    std::vector<size_t> ranked;
+    for (size_t k : detail::rank_rung(rung_entries, horizon, points, target, race.loss_before))
+      ranked.push_back(trained[k]);
+    if (!ranked.empty() && anyone_left_the_start())  // a lead on the plateau would be noise
+      race.rung_leads.push_back(detail::rung_lead(entries[ranked.front()].entry, rung, horizon, clock.epoch));
+    if (!ranked.empty() && entries[ranked.front()].entry.target_s) {
+      const RaceEntry& lead = entries[ranked.front()].entry;
+      if (rung + 1 < sizes.size())
+        race.notes.push_back(fmt::format(
+            "the race ended after rung {} of {}: batch {} reached the target ({}) after {:.1f} s of training, and no "
+            "other entry of the rung got there sooner (each trained to {:.1f} s); the rest would train past it",
+            rung + 1, sizes.size(), lead.batch, race.target, *lead.target_s, horizon));
+      alive = ranked;
+      return true;
+    }
+    const size_t keep = rung + 1 < sizes.size() ? static_cast<size_t>(sizes[rung + 1]) : ranked.size();
+    alive.assign(ranked.begin(), ranked.begin() + std::min(keep, ranked.size()));
+    for (size_t i = 0; i < entries.size(); ++i)  // the dropped keep their last figures
+      if (std::find(alive.begin(), alive.end(), i) == alive.end()) entries[i].state.reset();
+    return false;
+  }
+};
+
+}  // namespace
+
+BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o) {
+  check_options(held_out, o);
   RaceClock clock;
   clock.start = Clock::now();
   clock.epoch = w.data().size();
@@ -534,121 +521,21 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   const Probe before = probe(w, held_out);
   race.loss_before = before.loss;
   race.accuracy_before = before.accuracy;
-  HeldOutTarget target{o.target_accuracy(), o.target_loss()};
-  if (target && target.met(before.loss, before.accuracy)) {
-    race.notes.push_back(fmt::format(
-        "the target ({}) is met by the initial weights already (held-out loss {:.4g}{}): the race ranks by held-out "
-        "loss at its horizons, as without one",
-        target.text("held-out"), before.loss, before.accuracy ? fmt::format(", accuracy {:.3f}", *before.accuracy) : ""));
-    target = {};
-  }
-  if (target) race.target = target.text("held-out");
+  const HeldOutTarget target = race_target(o, race);
   const std::vector<Candidate> kept = plan_candidates(o, race);
   if (kept.empty()) {
     race.wall_s = since(clock.start);
     return race;
   }
-  const std::vector<int> sizes = rung_sizes(static_cast<int>(kept.size()));
-  const double first = first_slice(o.budget_s(), sizes);  // the whole budget for those that run
-  const size_t points = static_cast<size_t>(o.evaluations()) + 1;
-
-  std::vector<Live> entries(kept.size());
-  for (size_t i = 0; i < kept.size(); ++i) {
-    entries[i].entry.batch = kept[i].batch;
-    entries[i].entry.samples_per_s = kept[i].samples_per_s;
-    entries[i].entry.curve.push_back({0, before.loss, before.accuracy});
+  RaceRun run(w, held_out, o, *initial, clock, race, target, kept);
+  for (size_t rung = 0; rung < run.sizes.size() && !run.alive.empty(); ++rung) {
+    if (rung > 0 && run.out_of_wall_time(rung)) break;
+    run.train_rung(rung);
+    race.horizons_s.push_back(run.horizon);
+    if (run.rank(rung)) break;
   }
-  std::vector<size_t> alive(kept.size());
-  for (size_t i = 0; i < alive.size(); ++i) alive[i] = i;
-  double horizon = 0;
-  double extension_left = o.budget_s();  // a plateau may lengthen the race to twice its budget
-  double wall_limit = o.max_wall_s();
-  clock.planned_left = o.budget_s();
-  clock.rungs = static_cast<int>(sizes.size());
-  bool cut_short = false;
-  const auto anyone_left_the_start = [&] {
-    for (size_t i : alive)
-      if (!entries[i].failed && left_the_start(entries[i].entry, race.loss_before)) return true;
-    return false;
-  };
-  for (size_t rung = 0; rung < sizes.size() && !alive.empty(); ++rung) {
-    if (rung > 0 && wall_limit > 0 && since(clock.start) > wall_limit) {
-      race.notes.push_back(fmt::format(
-          "the race stopped after rung {} of {}: it had taken {:.0f} s of wall time, past its limit of {:.0f} s (the "
-          "machine trained slower than the sweep measured); the best of that rung wins",
-          rung, sizes.size(), since(clock.start), wall_limit));
-      alive.resize(1);
-      cut_short = true;
-      break;
-    }
-    const double planned_slice = first * std::pow(2.0, static_cast<double>(rung));
-    clock.slice = planned_slice;
-    clock.rung = static_cast<int>(rung) + 1;
-    clock.count = static_cast<int>(alive.size());
-    const double rung_start = horizon;
-    for (bool extended = false;; extended = true) {
-      horizon += clock.slice;
-      clock.index = 0;
-      for (size_t i : alive) {
-        ++clock.index;
-        if (entries[i].failed) continue;
-        const auto entry_start = Clock::now();
-        run_entry(w, held_out, entries[i], *initial, rung == 0 && !extended, horizon, clock, o);
-        clock.planned_left -= clock.slice;
-        const double wall = since(entry_start) / clock.slice;
-        clock.wall_per_train_s = clock.wall_per_train_s > 0 ? 0.5 * (clock.wall_per_train_s + wall) : wall;
-      }
-      // On the plateau no ranking means anything: the rung goes on, doubling its training, while
-      // the extension's budget lasts (the race then trains at most twice its budget).
-      const auto live_count = static_cast<double>(std::count_if(
-          alive.begin(), alive.end(), [&](size_t i) { return !entries[i].failed; }));
-      if (anyone_left_the_start() || live_count == 0) break;
-      const double more = std::min(horizon - rung_start, extension_left / live_count);
-      if (more < 0.999 * planned_slice || (wall_limit > 0 && since(clock.start) > wall_limit)) break;
-      extension_left -= more * live_count;
-      wall_limit += o.max_wall_s() * more * live_count / o.budget_s();  // the limit grows with the training
-      clock.slice = more;
-      clock.planned_left += more * live_count;
-    }
-    if (horizon - rung_start > planned_slice * 1.000001)
-      race.notes.push_back(fmt::format(
-          "rung {} trained {:.1f} s instead of {:.1f} s: no candidate's held-out loss had fallen 2 % below where all "
-          "began ({:.3f}), the plateau at the start of training, where a ranking would be by noise; {}",
-          rung + 1, horizon - rung_start, planned_slice, race.loss_before,
-          anyone_left_the_start() ? "then one did" : "none had when the extension's budget ran out"));
-    if (rung == 0 && !anyone_left_the_start() && !o.reserve().empty() && wall_limit > 0 &&
-        since(clock.start) > wall_limit) {
-      race.notes.push_back(fmt::format("the reserve {} did not join: the race had taken {:.0f} s of wall time, past "
-                                       "its limit of {:.0f} s",
-                                       o.reserve(), since(clock.start), wall_limit));
-    } else if (rung == 0 && !anyone_left_the_start() && !o.reserve().empty()) {
-      const size_t before_join = entries.size();
-      join_reserve(w, held_out, *initial, o, horizon, clock, race, entries, alive);
-      wall_limit += o.max_wall_s() * horizon * static_cast<double>(entries.size() - before_join) / o.budget_s();
-    }
-    race.horizons_s.push_back(horizon);
-    // Rank this rung's entries (by the time to the target where one reached it, else by held-out
-    // loss at the horizon); the better half goes on.
-    const std::vector<size_t> ranked = rank_rung(entries, alive, horizon, points, target, race.loss_before);
-    if (!ranked.empty() && anyone_left_the_start())  // a lead on the plateau would be noise
-      race.rung_leads.push_back(rung_lead(entries[ranked.front()].entry, rung, horizon, clock.epoch));
-    if (!ranked.empty() && entries[ranked.front()].entry.target_s) {  // measured: nothing left to predict
-      const RaceEntry& first = entries[ranked.front()].entry;
-      if (rung + 1 < sizes.size())
-        race.notes.push_back(fmt::format(
-            "the race ended after rung {} of {}: batch {} reached the target ({}) after {:.1f} s of training, and no "
-            "other entry of the rung got there sooner (each trained to {:.1f} s); the rest would train past it",
-            rung + 1, sizes.size(), first.batch, race.target, *first.target_s, horizon));
-      alive = ranked;
-      break;
-    }
-    const size_t keep = rung + 1 < sizes.size() ? static_cast<size_t>(sizes[rung + 1]) : ranked.size();
-    alive.assign(ranked.begin(), ranked.begin() + std::min(keep, ranked.size()));
-    for (size_t i = 0; i < entries.size(); ++i)  // the dropped keep their last figures
-      if (std::find(alive.begin(), alive.end(), i) == alive.end()) entries[i].state.reset();
-  }
-  decide(race, entries, alive, cut_short, horizon);
-  for (auto& live : entries) race.entries.push_back(std::move(live.entry));
+  decide(race, run.entries, run.alive, run.cut_short, run.horizon);
+  for (auto& live : run.entries) race.entries.push_back(std::move(live.entry));
   std::sort(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
   race.wall_s = since(clock.start);
   return race;
