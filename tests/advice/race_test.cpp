@@ -1,6 +1,6 @@
 // The batch race on the closed-form regression (support/regression.h): its pick against the closed
 // form, targets, wall-clock limits, divergence, the plateau at the start and its reserve, and its
-// candidates from a sweep.
+// candidates from a sweep. Its ranking alone, without training, is in race_rank_test.cpp.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
