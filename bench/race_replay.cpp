@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "batchwise/advice.h"
 #include "batchwise/choices.h"
 #include "batchwise/error.h"
+#include "batchwise/race.h"
 #include "batchwise/report.h"
 #include "batchwise/workload.h"
 #include "report_file.h"

@@ -34,6 +34,9 @@ struct Dataset {
   std::vector<int64_t> sample_shape() const;
 };
 
+/// `data`'s first `samples` samples (all when fewer), sharing its storage.
+Dataset head(const Dataset& data, int64_t samples);
+
 /// Reads one IDX file, gzip-compressed or plain, as a uint8 tensor of the shape its header gives.
 /// Checks the magic number (0x0000080N: unsigned bytes, N dimensions) against `expected_dims`, and
 /// that the file holds exactly the bytes its header promises. Throws DataError naming the file.

@@ -7,10 +7,10 @@
 #include <optional>
 #include <string>
 
-#include "batchwise/advice.h"
 #include "batchwise/convergence.h"
 #include "batchwise/fields.h"
 #include "batchwise/fit.h"
+#include "batchwise/race.h"
 #include "batchwise/run_race.h"
 #include "batchwise/sweep.h"
 #include "batchwise/validate.h"

@@ -9,12 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "batchwise/advice.h"
 #include "batchwise/context.h"
 #include "batchwise/convergence.h"
 #include "batchwise/fields.h"
 #include "batchwise/fit.h"
 #include "batchwise/loader.h"
+#include "batchwise/lr.h"
+#include "batchwise/plan.h"
+#include "batchwise/race.h"
 #include "batchwise/recommend.h"
 #include "batchwise/run_race.h"
 #include "batchwise/sweep.h"

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "batchwise/advice.h"
+#include "batchwise/lr.h"
 #include "batchwise/choices.h"
 #include "batchwise/data.h"
 #include "batchwise/fields.h"

@@ -4,7 +4,7 @@
 /// trains to compare batches is the run they will do).
 #include <cstdint>
 
-#include "batchwise/advice.h"
+#include "batchwise/lr.h"
 #include "batchwise/choices.h"
 
 namespace batchwise {

@@ -17,8 +17,8 @@
 #include <optional>
 #include <string>
 
-#include "batchwise/advice.h"
 #include "batchwise/fit.h"
+#include "batchwise/race.h"
 #include "batchwise/run_race.h"
 #include "batchwise/record.h"
 #include "batchwise/sweep.h"
@@ -76,7 +76,7 @@ struct TuneOptions {
   /// The gradient noise scale and goodput after the sweep.
   TORCH_ARG(bool, noise) = true;
   TORCH_ARG(int, noise_steps) = 20;
-  /// The batch race (advice.h): the batch and learning rate that reach the lowest held-out loss in
+  /// The batch race (race.h): the batch and learning rate that reach the lowest held-out loss in
   /// equal training time. false: goodput's optimum, or the knee without a noise scale.
   TORCH_ARG(bool, race) = true;
   /// Training seconds of the race; 0: twice the fit and sweep's time, at least 30 s, at most 4

@@ -84,6 +84,14 @@ std::vector<int64_t> Dataset::sample_shape() const {
   return sizes;
 }
 
+Dataset head(const Dataset& data, int64_t samples) {
+  if (samples <= 0 || samples >= data.size()) return data;
+  Dataset d = data;
+  d.inputs = data.inputs.narrow(0, 0, samples);
+  d.targets = data.targets.narrow(0, 0, samples);
+  return d;
+}
+
 at::Tensor read_idx(const std::string& path, int expected_dims, const std::string& hint) {
   const std::string fix = hint.empty() ? std::string(kIdxHint) : hint;
   BATCHWISE_CHECK(std::filesystem::exists(path), DataError, "{}: no such file; {}", path, fix);

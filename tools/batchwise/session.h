@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "batchwise/advice.h"
 #include "batchwise/distributed.h"
 #include "batchwise/history.h"
+#include "batchwise/race.h"
 #include "batchwise/record.h"
 #include "batchwise/trial.h"
 #include "batchwise/validate.h"

@@ -38,7 +38,7 @@ class Validate : public Command {
     v_.add(cmd);
     v_.add_run(cmd);
     cmd->add_option("--base-batch", base_batch_, "the batch --lr is meant for")->capture_default_str();
-    cmd->footer("Examples:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
+    cmd->footer("Example:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
                 "--json validate.json\n  batchwise validate --model lenet --batch-sizes 32,128,512 --epochs 5 "
                 "--lr-schedule cosine");
     return cmd;

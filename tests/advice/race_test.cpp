@@ -1,161 +1,34 @@
-// The advice on a problem whose answers are known in closed form: linear regression with Gaussian
-// inputs trained by plain SGD. One step at rate lr on a batch of B moves delta = w - w* to
-//   E|delta'|^2 = a |delta|^2 + c,   a = 1 - 4 lr + 4 lr^2 (1 + (d + 1) / B),   c = 4 lr^2 d sigma^2 / B
-// (the gradient of the mean squared error is 2x(x.delta - sigma.eps); its noise adds the 1/B terms).
-// So the mean square runs away exactly when lr > B / (B + d + 1), the noise-free limit 2 / lambda = 1
-// lowered by the gradient noise at small batches, and the held-out loss is |delta|^2 + sigma^2.
+// The batch race on the closed-form regression (support/regression.h): its pick against the closed
+// form, targets, wall-clock limits, divergence, the plateau at the start and its reserve, and its
+// candidates from a sweep. Its ranking alone, without training, is in race_rank_test.cpp.
 #include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
 
 #include <algorithm>
-#include <torch/nn/module.h>
-#include <torch/nn/pimpl.h>
-#include <torch/nn/modules/linear.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/sgd.h>
-
 #include <cmath>
 #include <limits>
 #include <map>
 
-#include "batchwise/advice.h"
 #include "batchwise/error.h"
-#include "batchwise/memory.h"
+#include "batchwise/race.h"
 #include "batchwise/recommend.h"
-#include "batchwise/validate.h"
 #include "batchwise/workload.h"
+#include "support/regression.h"
 
 namespace batchwise {
 namespace {
 
-constexpr int64_t kDim = 16;
-constexpr double kSigma = 1.0;
-
-// The largest rate at which the expected squared error does not grow, at batch B.
-double stability_limit(int64_t batch) { return static_cast<double>(batch) / (batch + kDim + 1.0); }
-
-// n samples y = w* . x + sigma eps, x and eps standard Gaussian.
-Dataset gaussian_regression(const at::Tensor& w_star, int64_t n, double sigma) {
-  Dataset d;
-  d.name = "gaussian-regression";
-  d.inputs = at::randn({n, kDim});
-  d.targets = (d.inputs.matmul(w_star) + sigma * at::randn({n})).unsqueeze(1);
-  return d;
-}
-
-// `module` trained by plain SGD (or Adam) at `lr` on the mean squared error, on the CPU.
-template <class Module>
-std::unique_ptr<ModuleWorkload> mse_workload(const char* model, Module module, double lr, const Dataset& train,
-                                                 bool adam = false) {
-  WorkloadInfo info;
-  info.model = model;
-  info.dataset = train.name;
-  info.loss = "mse";
-  info.optimizer = adam ? "adam" : "sgd";
-  info.lr = lr;
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (adam)
-    optimizer = std::make_unique<torch::optim::Adam>(module->parameters(), torch::optim::AdamOptions(lr));
-  else
-    optimizer = std::make_unique<torch::optim::SGD>(module->parameters(), torch::optim::SGDOptions(lr));
-  return std::make_unique<ModuleWorkload>(
-      info, torch::nn::AnyModule(module), std::move(optimizer), train,
-      [](const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); },
-      c10::Device(c10::kCPU), 3);
-}
-
-struct Regression {
-  std::unique_ptr<ModuleWorkload> workload;
-  Dataset held_out;
-  double delta2 = 0;  ///< |w - w*|^2 at the start
-
-  Regression(double delta_norm, double lr) {
-    at::manual_seed(11);
-    const at::Tensor w_star = at::randn({kDim});
-    const Dataset train = gaussian_regression(w_star, 200000, kSigma);
-    held_out = gaussian_regression(w_star, 4096, kSigma);
-    at::Tensor delta = at::randn({kDim});
-    delta = delta / delta.norm() * delta_norm;
-    delta2 = delta.pow(2).sum().item<double>();
-    torch::nn::Linear linear(torch::nn::LinearOptions(kDim, 1).bias(false));
-    {
-      at::NoGradGuard no_grad;
-      linear->weight.copy_((w_star + delta).unsqueeze(0));
-    }
-    workload = mse_workload("linear", linear, lr, train);
-  }
-
-  // The expected held-out loss after `steps` steps at `batch` following `advice`, from the start.
-  double expected_loss(const LrAdvice& advice, int64_t batch, int64_t steps) const {
-    double x = delta2;
-    const double b = static_cast<double>(batch);
-    for (int64_t k = 0; k < steps; ++k) {
-      const double lr = lr_at_step(advice, k);
-      x = (1 - 4 * lr + 4 * lr * lr * (1 + (kDim + 1) / b)) * x + 4 * lr * lr * kDim * kSigma * kSigma / b;
-    }
-    return x + kSigma * kSigma;
-  }
-};
-
-// The range test's last rate before the loss ran away brackets the closed-form limit at every
-// batch: within a factor of two below it (at batch 4 one batch's loss is noisy enough to cross the
-// line early) and not far above it (the run-away takes a few steps to show).
-TEST(LrRangeTest, FindsTheClosedFormStabilityLimit) {
-  for (int64_t batch : {4, 32, 512}) {
-    Regression problem(1.0, 0.01);
-    const LrRange r = lr_range_test(*problem.workload, LrRangeOptions(batch).lr_low(0.01).lr_high(10).steps(48));
-    ASSERT_TRUE(r.diverged_lr.has_value()) << batch;
-    ASSERT_TRUE(r.stable_lr.has_value()) << batch;
-    const double limit = stability_limit(batch);
-    EXPECT_GE(*r.stable_lr, 0.5 * limit) << "batch " << batch;
-    EXPECT_LE(*r.stable_lr, 2.5 * limit) << "batch " << batch;
-    EXPECT_GT(*r.diverged_lr, *r.stable_lr);
-  }
-}
-
-// The rule's rate is capped below the limit where it would run away, and the capped rate trains;
-// where the rule stays at or below the base rate nothing is measured or capped.
-TEST(LrAdvice, CapsTheRuleBelowTheClosedFormLimit) {
-  Regression problem(1.0, 0.2);
-  const auto options = LrAdviceOptions(32, 0.2).warmup_samples(4096);
-  const LrAdvice big = advise_lr(*problem.workload, 1024, options);  // the rule says 6.4
-  EXPECT_DOUBLE_EQ(big.scaled.lr, 6.4);
-  ASSERT_TRUE(big.capped) << big.advice;
-  EXPECT_LT(big.lr, stability_limit(1024));
-  EXPECT_GT(big.lr, stability_limit(1024) / 4);
-  EXPECT_EQ(big.warmup_steps, 4);  // 4096 samples of warm-up at 1024
-  EXPECT_NE(big.advice.find("capped at"), std::string::npos) << big.advice;
-  EXPECT_LT(problem.expected_loss(big, 1024, 200), 1.05);  // trains to the noise floor
-  const LrAdvice small = advise_lr(*problem.workload, 16, options);
-  EXPECT_DOUBLE_EQ(small.lr, 0.1);
-  EXPECT_FALSE(small.range.has_value());
-  EXPECT_FALSE(small.capped);
-  EXPECT_EQ(small.warmup_steps, 0);
-}
-
-// Without a set warm-up, one epoch of the workload's data (200,000 samples: 195 steps at 1024).
-// The range test's own ramp (a handful of steps here) is not enough on real networks.
-TEST(LrAdvice, WarmsUpOverOneEpochByDefault) {
-  Regression problem(1.0, 0.2);
-  const LrAdvice big = advise_lr(*problem.workload, 1024, LrAdviceOptions(32, 0.2));
-  ASSERT_GT(big.lr, 0.2) << big.advice;
-  EXPECT_EQ(big.warmup_steps, 200000 / 1024);
-  EXPECT_DOUBLE_EQ(big.warmup_epochs, 195 * 1024.0 / 200000);
-  EXPECT_NE(big.advice.find("over the first 195 steps"), std::string::npos) << big.advice;
-  EXPECT_LT(problem.expected_loss(big, 1024, 400), 1.05);  // trains to the noise floor
-}
-
-// The rate schedule: a linear warm-up from the base rate, then the advised rate.
-TEST(LrAdvice, WarmsUpLinearlyFromTheBaseRate) {
-  LrAdvice a;
-  a.lr = 0.4;
-  a.warmup_from_lr = 0.1;
-  a.warmup_steps = 3;
-  EXPECT_DOUBLE_EQ(lr_at_step(a, 0), 0.2);
-  EXPECT_DOUBLE_EQ(lr_at_step(a, 1), 0.3);
-  EXPECT_DOUBLE_EQ(lr_at_step(a, 2), 0.4);
-  EXPECT_DOUBLE_EQ(lr_at_step(a, 50), 0.4);
-}
+using test::gaussian_regression;
+using test::kDim;
+using test::kSigma;
+using test::mse_workload;
+using test::Regression;
+using test::stability_limit;
 
 // The race ranks by held-out loss at equal training time on the injected samples/s: its winner is
 // the batch with the lowest closed-form expected loss at the final horizon (or within 2 % of it),
@@ -343,10 +216,10 @@ TEST(BatchRace, ADivergingCandidateEndsAloneWithItsReason) {
 }
 
 // The premise of the last rung's tie rule, in closed form: the batch that reaches a loss soonest
-// grows as the loss to reach falls. For the regression above, each batch at its advised rate (the
-// linear rule from 0.1 at 32, capped at a third of the stability limit, as advise_lr caps it), on a
-// step costing 1 ms plus 10 us a sample: the time-optimal batch for each target, from far above the
-// noise floor down to near it, never moves to a smaller batch.
+// grows as the loss to reach falls. For the regression (support/regression.h), each batch at its
+// advised rate (the linear rule from 0.1 at 32, capped at a third of the stability limit, as
+// advise_lr caps it), on a step costing 1 ms plus 10 us a sample: the time-optimal batch for each
+// target, from far above the noise floor down to near it, never moves to a smaller batch.
 TEST(BatchRace, TheFastestBatchToALossGrowsAsTheLossFalls) {
   const std::vector<int64_t> batches{4, 16, 64, 256, 1024};
   auto time_to = [&](int64_t batch, double target) {
@@ -588,39 +461,6 @@ TEST(BatchRace, AReserveOfSmallerBatchesJoinsWhenNoCandidateLeavesTheStart) {
   ASSERT_EQ(moving.entries.size(), 2u) << "the reserve joins only a race stuck on the plateau";
   EXPECT_TRUE(moving.left_out.empty());
   EXPECT_TRUE(moving.best_batch.has_value());
-}
-
-// validate's "~N s to the target": each measure as a line in the log of training time, through the
-// evaluations of the latest half of it, so one noisy evaluation does not swing it.
-TEST(Validate, TimeToTargetFollowsTheCurveThroughTheLatestEvaluations) {
-  const auto curve = [](std::vector<std::pair<double, double>> loss, std::vector<double> accuracy = {}) {
-    std::vector<ValidationPoint> c;
-    for (size_t i = 0; i < loss.size(); ++i) {
-      ValidationPoint p;
-      p.train_s = loss[i].first;
-      p.loss = loss[i].second;
-      if (i < accuracy.size()) p.accuracy = accuracy[i];
-      c.push_back(p);
-    }
-    return c;
-  };
-  // loss = 1 - 0.1 log2 t: 0.7 at t = 8, 0.5 at t = 32: 24 s to go. The evaluations before t = 4
-  // (half of 8) do not count, the wild one at 0.5 s included.
-  EXPECT_NEAR(*time_to_target(curve({{0.5, 9.0}, {1, 1.0}, {2, 0.9}, {4, 0.8}, {8, 0.7}}), 0, 0.5), 24.0, 1e-9);
-  // A last evaluation that rose above the one before still leaves a falling line through the latest
-  // half (a two-point estimate read it as not improving).
-  const auto noisy = time_to_target(curve({{4, 0.8}, {5, 0.76}, {6, 0.72}, {7, 0.70}, {8, 0.72}}), 0, 0.5);
-  ASSERT_TRUE(noisy.has_value());
-  EXPECT_GT(*noisy, 0);
-  // accuracy = 0.5 + 0.1 log2 t: 0.8 at t = 8, 4 s after t = 4; with a loss target as well (loss =
-  // 1 - 0.1 log2 t reaches 0.75 at t = 2^2.5) the sooner counts.
-  const auto both = curve({{2, 0.9}, {4, 0.8}}, {0.6, 0.7});
-  EXPECT_NEAR(*time_to_target(both, 0.8, 0), 4.0, 1e-9);
-  EXPECT_NEAR(*time_to_target(both, 0.8, 0.75), std::pow(2.0, 2.5) - 4, 1e-9);
-  EXPECT_NEAR(*time_to_target(both, 0.65, 0), 0.0, 1e-9) << "met already: nothing left";
-  EXPECT_FALSE(time_to_target(curve({{1, 0.8}, {2, 0.8}}), 0, 0.5).has_value()) << "not improving";
-  EXPECT_FALSE(time_to_target(curve({{0, 2.3}, {1, 0.8}}), 0, 0.5).has_value()) << "one evaluation after the start";
-  EXPECT_FALSE(time_to_target(curve({{1, 0.8}, {2, 0.7}}), 0.9, 0).has_value()) << "no accuracy to follow";
 }
 
 // Candidates from a sweep: the fast ones, at most `count`, dropping the slower end.

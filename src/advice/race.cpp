@@ -1,0 +1,544 @@
+// The batch race: its candidates and reserve from a sweep, and the race itself, short branched runs
+// from the user's weights, each candidate at its own rate, judged by held-out loss at equal training
+// time (successive halving); the ranking is race_rank.cpp's.
+#include "batchwise/race.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <numeric>
+
+#include "advice/race_rank.h"
+#include "advice/target.h"
+#include "batchwise/workload.h"
+#include "check.h"
+
+namespace batchwise {
+
+namespace {
+
+// A batch more than 5 % slower than a smaller one is dominated: at equal time it trains fewer
+// samples, and a sample in a bigger batch moves the loss no more than one in a smaller batch
+// (McCandlish et al. 2018).
+constexpr double kDominated = 0.95;
+// Of the rest, the candidates are those with at least 40 % of the best samples/s.
+constexpr double kShareOfFastest = 0.4;
+
+}  // namespace
+
+std::vector<int64_t> race_candidates(const std::vector<Trial>& points, int count) {
+  double best = 0;
+  for (const auto& p : points)
+    if (p.outcome == Outcome::Ok) best = std::max(best, p.samples_per_s);
+  std::vector<const Trial*> ok;
+  for (const auto& p : points)
+    if (p.outcome == Outcome::Ok) ok.push_back(&p);
+  std::sort(ok.begin(), ok.end(), [](const Trial* a, const Trial* b) { return a->batch < b->batch; });
+  std::vector<const Trial*> kept;
+  double fastest_below = 0;
+  for (const Trial* p : ok) {
+    if (p->samples_per_s >= kShareOfFastest * best && p->samples_per_s >= kDominated * fastest_below) kept.push_back(p);
+    fastest_below = std::max(fastest_below, p->samples_per_s);
+  }
+  while (static_cast<int>(kept.size()) > std::max(1, count)) {
+    if (kept.front()->samples_per_s < kept.back()->samples_per_s)
+      kept.erase(kept.begin());
+    else
+      kept.pop_back();
+  }
+  std::vector<int64_t> batches;
+  for (const Trial* p : kept) batches.push_back(p->batch);
+  return batches;
+}
+
+std::vector<double> race_rates(const std::vector<Trial>& points, const std::vector<int64_t>& batches) {
+  std::vector<double> rates;
+  for (int64_t b : batches)
+    for (const auto& p : points)
+      if (p.batch == b && p.outcome == Outcome::Ok) rates.push_back(p.samples_per_s);
+  return rates;
+}
+
+std::vector<int64_t> race_reserve(const std::vector<Trial>& points, const std::vector<int64_t>& candidates, int count) {
+  if (candidates.empty()) return {};
+  const int64_t smallest = *std::min_element(candidates.begin(), candidates.end());
+  std::vector<int64_t> below;
+  for (const auto& p : points)
+    if (p.outcome == Outcome::Ok && p.batch < smallest) below.push_back(p.batch);
+  std::sort(below.begin(), below.end());
+  below.erase(std::unique(below.begin(), below.end()), below.end());
+  if (static_cast<int>(below.size()) > std::max(0, count))
+    below.erase(below.begin(), below.end() - std::max(0, count));
+  return below;
+}
+
+namespace {
+
+using detail::late_line;
+using detail::left_the_start;
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Probe {
+  double loss = 0;
+  std::optional<double> accuracy;
+};
+
+Probe probe(ModuleWorkload& w, const Dataset& held_out) {
+  if (held_out.size() == 0) return {};
+  const auto [loss, accuracy] = w.evaluate(held_out);
+  return {loss, accuracy};
+}
+
+// The entries per rung of successive halving: halve (rounding up) until one is left; a rung of two
+// decides the winner.
+std::vector<int> rung_sizes(int candidates) {
+  std::vector<int> sizes;
+  for (int n = candidates; n > 1; n = (n + 1) / 2) sizes.push_back(n);
+  if (sizes.empty()) sizes.push_back(1);
+  return sizes;
+}
+
+// The first rung's training time per entry, so that the rungs spend the budget: rung r gives each
+// of its entries 2^r times it.
+double first_slice(double budget_s, const std::vector<int>& sizes) {
+  double units = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) units += sizes[r] * std::pow(2.0, static_cast<double>(r));
+  return budget_s / units;
+}
+
+struct Candidate {
+  int64_t batch = 0;
+  double samples_per_s = 0;
+};
+
+// The candidates (sorted, once each) whose steps fit the first rung; those that do not are left out
+// with a note, and the rungs are planned for the rest.
+std::vector<Candidate> plan_candidates(const BatchRaceOptions& o, BatchRace& race) {
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < o.batches().size(); ++i) candidates.push_back({o.batches()[i], o.samples_per_s()[i]});
+  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
+  candidates.erase(std::unique(candidates.begin(), candidates.end(),
+                               [](const auto& a, const auto& b) { return a.batch == b.batch; }),
+                   candidates.end());
+  const double first = first_slice(o.budget_s(), rung_sizes(static_cast<int>(candidates.size())));
+  std::vector<Candidate> kept;
+  for (const Candidate& c : candidates) {
+    const int64_t steps = static_cast<int64_t>(first * c.samples_per_s / static_cast<double>(c.batch));
+    if (steps >= o.min_steps()) {
+      kept.push_back(c);
+      continue;
+    }
+    race.left_out.push_back(c.batch);
+    race.notes.push_back(fmt::format("batch {} left out: {} steps fit the first rung's {:.2f} s, below the {} a "
+                                     "comparison needs (a larger --advice-budget includes it)",
+                                     c.batch, steps, first, o.min_steps()));
+  }
+  return kept;
+}
+
+struct Live {
+  RaceEntry entry;
+  std::unique_ptr<WorkloadState> state;
+  bool failed = false;
+};
+
+// Where the race stands, for its progress reports.
+struct RaceClock {
+  Clock::time_point start;
+  int rung = 0, rungs = 0, index = 0, count = 0;
+  double slice = 0, planned_left = 0, wall_per_train_s = 0;
+  int64_t epoch = 0;
+};
+
+// Trains entry `e` for one rung's slice of training time (from the workload's current state) at its
+// advised rate, evaluating `evaluations` times; throws when the training loss is not finite.
+void train_slice(ModuleWorkload& w, const Dataset& held_out, RaceEntry& e, int evaluations, const RaceClock& clock,
+                 const BatchRaceOptions& o) {
+  const auto entry_start = Clock::now();
+  const int64_t steps = std::max<int64_t>(1, std::llround(clock.slice * e.samples_per_s / static_cast<double>(e.batch)));
+  int next = 1;
+  for (int64_t step = 0; step < steps; ++step) {
+    w.set_lr(lr_at_step(e.lr, e.steps));
+    const double loss = w.train_step(w.next_batch(e.batch)).item<double>();
+    ++e.steps;
+    e.samples += e.batch;
+    if (!std::isfinite(loss))
+      throw std::runtime_error(fmt::format("diverged: the training loss became {} at step {}", loss, e.steps));
+    if ((step + 1) * evaluations < next * steps) continue;
+    ++next;
+    const Probe p = probe(w, held_out);
+    e.train_s = static_cast<double>(e.samples) / e.samples_per_s;
+    e.curve.push_back({e.train_s, p.loss, p.accuracy});
+    if (!o.on_progress()) continue;
+    RaceProgress progress;
+    progress.rung = clock.rung;
+    progress.rungs = clock.rungs;
+    progress.batch = e.batch;
+    progress.index = clock.index;
+    progress.count = clock.count;
+    progress.epochs = static_cast<double>(e.samples) / static_cast<double>(clock.epoch);
+    progress.loss = p.loss;
+    progress.accuracy = p.accuracy;
+    progress.elapsed_s = since(clock.start);
+    const double done = clock.slice * static_cast<double>(step + 1) / static_cast<double>(steps);
+    const double pace = clock.wall_per_train_s > 0 ? clock.wall_per_train_s : since(entry_start) / done;
+    progress.left_s = std::max(0.0, clock.planned_left - done) * pace;
+    o.on_progress()(progress);
+  }
+}
+
+// Trains one entry for the clock's slice, from the initial weights in the first rung (where its rate
+// is advised) and from its own state after; a failure ends the entry, not the race.
+void run_entry(ModuleWorkload& w, const Dataset& held_out, Live& live, const WorkloadState& initial, bool first,
+               double horizon, const RaceClock& clock, const BatchRaceOptions& o, int evaluations = 0) {
+  RaceEntry& e = live.entry;
+  try {
+    if (first) {
+      w.restore_state(initial);
+      e.lr = advise_lr(w, e.batch, o.lr());
+    } else {
+      w.restore_state(*live.state);
+    }
+    train_slice(w, held_out, e, evaluations > 0 ? evaluations : o.evaluations(), clock, o);
+    e.rungs = clock.rung;
+    live.state = w.save_state();
+    const auto [intercept, slope] = late_line(e.curve, static_cast<size_t>(o.evaluations()) + 1);
+    e.loss_at_horizon = intercept + slope * horizon;
+    if (!std::isfinite(*e.loss_at_horizon)) throw std::runtime_error("diverged: the held-out loss is not finite");
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& ex) {  // out of memory, a failing step, divergence: this entry ends
+    const std::string what = ex.what();
+    e.message = what.substr(0, what.find('\n'));
+    e.rungs = clock.rung;
+    e.loss_at_horizon.reset();
+    live.failed = true;
+    live.state.reset();
+  }
+}
+
+// The race's recommendation from its last rung (`alive`): none when no entry ever left the start;
+// a race cut short by its wall-clock limit takes its lead.
+void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector<size_t>& alive, bool cut_short,
+            double horizon) {
+  if (alive.empty()) return;
+  const bool learned = std::any_of(entries.begin(), entries.end(), [&](const Live& live) {
+    return !live.failed && left_the_start(live.entry, race.loss_before);
+  });
+  if (!learned) {
+    race.notes.push_back(fmt::format(
+        "no candidate's held-out loss fell 2 % below where all began ({:.3f}) in {:.1f} s of training each: the race "
+        "cannot rank them and recommends none (a larger --advice-budget trains longer)",
+        race.loss_before, horizon));
+    return;
+  }
+  std::vector<const RaceEntry*> last;
+  for (size_t i : alive) last.push_back(&entries[i].entry);
+  if (cut_short) last.resize(1);
+  const LastRungPick pick = pick_last_rung(last);
+  if (pick.batch == 0) return;
+  race.best_batch = pick.batch;
+  race.lead_batch = pick.lead_batch;
+  race.pick_reason = pick.reason;
+  std::vector<const RaceEntry*> trained;
+  for (const Live& live : entries)
+    if (!live.failed) trained.push_back(&live.entry);
+  race.within_5_percent = detail::flat_range(trained);
+}
+
+// No candidate left the start in the first rung: the reserve's batches (not among the entries) join
+// it, each trained from the initial weights to the rung's horizon, appended to the entries and to
+// `alive` (the race's entries are put in batch order at its end).
+void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadState& initial,
+                  const BatchRaceOptions& o, double horizon, RaceClock& clock, BatchRace& race,
+                  std::vector<Live>& entries, std::vector<size_t>& alive) {
+  std::vector<Candidate> joining;
+  for (size_t i = 0; i < o.reserve().size(); ++i) {
+    const int64_t b = o.reserve()[i];
+    const bool known = std::any_of(entries.begin(), entries.end(), [&](const Live& l) { return l.entry.batch == b; }) ||
+                       std::any_of(joining.begin(), joining.end(), [&](const Candidate& c) { return c.batch == b; }) ||
+                       std::count(race.left_out.begin(), race.left_out.end(), b) > 0;
+    if (known) continue;
+    const int64_t steps = static_cast<int64_t>(horizon * o.reserve_samples_per_s()[i] / static_cast<double>(b));
+    if (steps < o.min_steps()) {
+      race.left_out.push_back(b);
+      race.notes.push_back(fmt::format("reserve batch {} left out: {} steps fit the first rung's {:.2f} s, below the "
+                                       "{} a comparison needs",
+                                       b, steps, horizon, o.min_steps()));
+      continue;
+    }
+    joining.push_back({b, o.reserve_samples_per_s()[i]});
+  }
+  if (joining.empty()) return;
+  std::sort(joining.begin(), joining.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
+  std::vector<int64_t> batches;
+  for (const Candidate& c : joining) batches.push_back(c.batch);
+  // As many evaluations as a candidate had by the horizon, so that the line a rung reads through the
+  // latest of them spans as late a stretch as the candidates' does.
+  int evaluations = o.evaluations();
+  bool any_candidate = false;
+  for (const Live& l : entries)
+    if (!l.failed) evaluations = std::max(evaluations, static_cast<int>(l.entry.curve.size()) - 1), any_candidate = true;
+  clock.slice = horizon;
+  clock.count += static_cast<int>(joining.size());
+  clock.planned_left += horizon * static_cast<double>(joining.size());
+  for (const Candidate& c : joining) {
+    Live live;
+    live.entry.batch = c.batch;
+    live.entry.samples_per_s = c.samples_per_s;
+    live.entry.curve.push_back({0, race.loss_before, race.accuracy_before});
+    ++clock.index;
+    run_entry(w, held_out, live, initial, true, horizon, clock, o, evaluations);
+    clock.planned_left -= horizon;
+    entries.push_back(std::move(live));
+    alive.push_back(entries.size() - 1);
+  }
+  const bool learned = std::any_of(entries.end() - static_cast<std::ptrdiff_t>(joining.size()), entries.end(),
+                                   [&](const Live& l) { return !l.failed && left_the_start(l.entry, race.loss_before); });
+  race.notes.push_back(fmt::format(
+      "{} after {:.1f} s of training each, so the reserve {} (smaller batches, more steps in the same training "
+      "time) joined rung 1 and trained as long from the same weights: {}",
+      any_candidate ? "no candidate had left the start" : "every candidate had failed", horizon, batches,
+      learned ? "one of them left it" : "none of them left it"));
+}
+
+// The options' checks: a message for each that names what was wrong.
+void check_options(const Dataset& held_out, const BatchRaceOptions& o) {
+  BATCHWISE_CHECK(!o.batches().empty() && o.batches().size() == o.samples_per_s().size(), ConfigError,
+                  "batch race: {} candidates with {} throughput figures; give one figure per candidate",
+                  o.batches().size(), o.samples_per_s().size());
+  BATCHWISE_CHECK(o.budget_s() > 0, ConfigError, "batch race: a budget of {:g} s; it must be positive", o.budget_s());
+  BATCHWISE_CHECK(o.evaluations() >= 1 && o.min_steps() >= 1, ConfigError,
+                  "batch race: at least 1 evaluation and 1 step per entry and rung");
+  BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);
+  BATCHWISE_CHECK(o.target_accuracy() >= 0 && o.target_accuracy() <= 1 && o.target_loss() >= 0, ConfigError,
+                  "batch race: a target accuracy of {:g} and loss of {:g}; an accuracy lies in (0, 1], a loss above 0 "
+                  "(0: no target)",
+                  o.target_accuracy(), o.target_loss());
+  BATCHWISE_CHECK(o.target_accuracy() == 0 || held_out.targets.scalar_type() == at::kLong, ConfigError,
+                  "{}: a target accuracy needs class labels, and its targets are not; give a target loss instead",
+                  held_out.name);
+  BATCHWISE_CHECK(o.reserve().size() == o.reserve_samples_per_s().size(), ConfigError,
+                  "batch race: {} reserve batches with {} throughput figures; give one figure per batch",
+                  o.reserve().size(), o.reserve_samples_per_s().size());
+  for (size_t i = 0; i < o.batches().size(); ++i)
+    BATCHWISE_CHECK(o.batches()[i] >= 1 && o.samples_per_s()[i] > 0, ConfigError,
+                    "batch race: batch {} at {:g} samples/s; both must be positive", o.batches()[i],
+                    o.samples_per_s()[i]);
+  for (size_t i = 0; i < o.reserve().size(); ++i)
+    BATCHWISE_CHECK(o.reserve()[i] >= 1 && o.reserve_samples_per_s()[i] > 0, ConfigError,
+                    "batch race: reserve batch {} at {:g} samples/s; both must be positive", o.reserve()[i],
+                    o.reserve_samples_per_s()[i]);
+}
+
+// The target the race ranks by: the options', or none when the initial weights (race.loss_before,
+// accuracy_before) meet it already, with a note.
+HeldOutTarget race_target(const BatchRaceOptions& o, BatchRace& race) {
+  HeldOutTarget target{o.target_accuracy(), o.target_loss()};
+  if (target && target.met(race.loss_before, race.accuracy_before)) {
+    race.notes.push_back(fmt::format(
+        "the target ({}) is met by the initial weights already (held-out loss {:.4g}{}): the race ranks by held-out "
+        "loss at its horizons, as without one",
+        target.text("held-out"), race.loss_before,
+        race.accuracy_before ? fmt::format(", accuracy {:.3f}", *race.accuracy_before) : ""));
+    target = {};
+  }
+  if (target) race.target = target.text("held-out");
+  return target;
+}
+
+// One race under way: its entries (the candidates, then any reserve), those still in it, and where
+// its rungs stand. race_batches runs the rungs in turn: train (and extend on the plateau), rank, halve.
+struct RaceRun {
+  ModuleWorkload& w;
+  const Dataset& held_out;
+  const BatchRaceOptions& o;
+  const WorkloadState& initial;
+  RaceClock& clock;
+  BatchRace& race;
+  const HeldOutTarget target;
+  const std::vector<int> sizes;  // entries per rung
+  const double first;            // the first rung's training time per entry: the whole budget for those that run
+  const size_t points;           // the evaluations a rung's lines read
+  std::vector<Live> entries;
+  std::vector<size_t> alive;     // indices into entries of those still racing
+  double horizon = 0;
+  double extension_left;         // a plateau may lengthen the race to twice its budget
+  double wall_limit;
+  bool cut_short = false;
+
+  // `kept` (plan_candidates) all in the race, from the same weights and the initial held-out loss.
+  RaceRun(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o, const WorkloadState& initial,
+          RaceClock& clock, BatchRace& race, HeldOutTarget target, const std::vector<Candidate>& kept)
+      : w(w), held_out(held_out), o(o), initial(initial), clock(clock), race(race), target(target),
+        sizes(rung_sizes(static_cast<int>(kept.size()))), first(first_slice(o.budget_s(), sizes)),
+        points(static_cast<size_t>(o.evaluations()) + 1), entries(kept.size()), alive(kept.size()),
+        extension_left(o.budget_s()), wall_limit(o.max_wall_s()) {
+    for (size_t i = 0; i < kept.size(); ++i) {
+      entries[i].entry.batch = kept[i].batch;
+      entries[i].entry.samples_per_s = kept[i].samples_per_s;
+      entries[i].entry.curve.push_back({0, race.loss_before, race.accuracy_before});
+    }
+    std::iota(alive.begin(), alive.end(), size_t{0});
+    clock.planned_left = o.budget_s();
+    clock.rungs = static_cast<int>(sizes.size());
+  }
+
+  bool anyone_left_the_start() const {
+    for (size_t i : alive)
+      if (!entries[i].failed && left_the_start(entries[i].entry, race.loss_before)) return true;
+    return false;
+  }
+
+  // Past the wall-clock limit before rung `rung` (0-based) starts: the race stops, and the best of the
+  // last finished rung wins.
+  bool out_of_wall_time(size_t rung) {
+    if (wall_limit <= 0 || since(clock.start) <= wall_limit) return false;
+    race.notes.push_back(fmt::format(
+        "the race stopped after rung {} of {}: it had taken {:.0f} s of wall time, past its limit of {:.0f} s (the "
+        "machine trained slower than the sweep measured); the best of that rung wins",
+        rung, sizes.size(), since(clock.start), wall_limit));
+    alive.resize(1);
+    cut_short = true;
+    return true;
+  }
+
+  // Trains the rung's entries to its horizon, and on over the plateau at the start (extend); after the
+  // first rung, the reserve joins where no candidate has left the start.
+  void train_rung(size_t rung) {
+    const double planned_slice = first * std::pow(2.0, static_cast<double>(rung));
+    clock.slice = planned_slice;
+    clock.rung = static_cast<int>(rung) + 1;
+    clock.count = static_cast<int>(alive.size());
+    const double rung_start = horizon;
+    for (bool extended = false;; extended = true) {
+      horizon += clock.slice;
+      train_alive(rung == 0 && !extended);
+      if (!extend(rung_start, planned_slice)) break;
+    }
+    if (horizon - rung_start > planned_slice * 1.000001)
+      race.notes.push_back(fmt::format(
+          "rung {} trained {:.1f} s instead of {:.1f} s: no candidate's held-out loss had fallen 2 % below where all "
+          "began ({:.3f}), the plateau at the start of training, where a ranking would be by noise; {}",
+          rung + 1, horizon - rung_start, planned_slice, race.loss_before,
+          anyone_left_the_start() ? "then one did" : "none had when the extension's budget ran out"));
+    if (rung == 0) join_reserve_if_stuck();
+  }
+
+  // Each entry still in the race trains the clock's slice: from the initial weights (its rate advised
+  // then) when `from_initial`, else from its own state.
+  void train_alive(bool from_initial) {
+    clock.index = 0;
+    for (size_t i : alive) {
+      ++clock.index;
+      if (entries[i].failed) continue;
+      const auto entry_start = Clock::now();
+      run_entry(w, held_out, entries[i], initial, from_initial, horizon, clock, o);
+      clock.planned_left -= clock.slice;
+      const double wall = since(entry_start) / clock.slice;
+      clock.wall_per_train_s = clock.wall_per_train_s > 0 ? 0.5 * (clock.wall_per_train_s + wall) : wall;
+    }
+  }
+
+  // On the plateau no ranking means anything: the rung goes on, doubling its training, while the
+  // extension's budget lasts (the race then trains at most twice its budget). Sets the next slice and
+  // returns true to train on.
+  bool extend(double rung_start, double planned_slice) {
+    const auto live_count = static_cast<double>(
+        std::count_if(alive.begin(), alive.end(), [&](size_t i) { return !entries[i].failed; }));
+    if (anyone_left_the_start() || live_count == 0) return false;
+    const double more = std::min(horizon - rung_start, extension_left / live_count);
+    if (more < 0.999 * planned_slice || (wall_limit > 0 && since(clock.start) > wall_limit)) return false;
+    extension_left -= more * live_count;
+    wall_limit += o.max_wall_s() * more * live_count / o.budget_s();  // the limit grows with the training
+    clock.slice = more;
+    clock.planned_left += more * live_count;
+    return true;
+  }
+
+  void join_reserve_if_stuck() {
+    if (anyone_left_the_start() || o.reserve().empty()) return;
+    if (wall_limit > 0 && since(clock.start) > wall_limit) {
+      race.notes.push_back(fmt::format("the reserve {} did not join: the race had taken {:.0f} s of wall time, past "
+                                       "its limit of {:.0f} s",
+                                       o.reserve(), since(clock.start), wall_limit));
+      return;
+    }
+    const size_t before_join = entries.size();
+    join_reserve(w, held_out, initial, o, horizon, clock, race, entries, alive);
+    wall_limit += o.max_wall_s() * horizon * static_cast<double>(entries.size() - before_join) / o.budget_s();
+  }
+
+  // Ranks the rung's entries (by the time to the target where one reached it, else by held-out loss
+  // at the horizon) and keeps the better half; returns true when the race ends here (an entry
+  // reached the target: nothing left to predict).
+  bool rank(size_t rung) {
+    std::vector<size_t> trained;
+    std::vector<RaceEntry*> rung_entries;
+    for (size_t i : alive)
+      if (!entries[i].failed) trained.push_back(i), rung_entries.push_back(&entries[i].entry);
+    std::vector<size_t> ranked;
+    for (size_t k : detail::rank_rung(rung_entries, horizon, points, target, race.loss_before))
+      ranked.push_back(trained[k]);
+    if (!ranked.empty() && anyone_left_the_start())  // a lead on the plateau would be noise
+      race.rung_leads.push_back(detail::rung_lead(entries[ranked.front()].entry, rung, horizon, clock.epoch));
+    if (!ranked.empty() && entries[ranked.front()].entry.target_s) {
+      const RaceEntry& lead = entries[ranked.front()].entry;
+      if (rung + 1 < sizes.size())
+        race.notes.push_back(fmt::format(
+            "the race ended after rung {} of {}: batch {} reached the target ({}) after {:.1f} s of training, and no "
+            "other entry of the rung got there sooner (each trained to {:.1f} s); the rest would train past it",
+            rung + 1, sizes.size(), lead.batch, race.target, *lead.target_s, horizon));
+      alive = ranked;
+      return true;
+    }
+    const size_t keep = rung + 1 < sizes.size() ? static_cast<size_t>(sizes[rung + 1]) : ranked.size();
+    alive.assign(ranked.begin(), ranked.begin() + std::min(keep, ranked.size()));
+    for (size_t i = 0; i < entries.size(); ++i)  // the dropped keep their last figures
+      if (std::find(alive.begin(), alive.end(), i) == alive.end()) entries[i].state.reset();
+    return false;
+  }
+};
+
+}  // namespace
+
+BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o) {
+  check_options(held_out, o);
+  RaceClock clock;
+  clock.start = Clock::now();
+  clock.epoch = w.data().size();
+  const StateGuard restore(w);  // weights, optimizer (its learning rate too), data order
+  const std::unique_ptr<WorkloadState> initial = w.save_state();
+  BatchRace race;
+  race.held_out = fmt::format("{} samples of {}", held_out.size(), held_out.name);
+  const Probe before = probe(w, held_out);
+  race.loss_before = before.loss;
+  race.accuracy_before = before.accuracy;
+  const HeldOutTarget target = race_target(o, race);
+  const std::vector<Candidate> kept = plan_candidates(o, race);
+  if (kept.empty()) {
+    race.wall_s = since(clock.start);
+    return race;
+  }
+  RaceRun run(w, held_out, o, *initial, clock, race, target, kept);
+  for (size_t rung = 0; rung < run.sizes.size() && !run.alive.empty(); ++rung) {
+    if (rung > 0 && run.out_of_wall_time(rung)) break;
+    run.train_rung(rung);
+    race.horizons_s.push_back(run.horizon);
+    if (run.rank(rung)) break;
+  }
+  decide(race, run.entries, run.alive, run.cut_short, run.horizon);
+  for (auto& live : run.entries) race.entries.push_back(std::move(live.entry));
+  std::sort(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
+  race.wall_s = since(clock.start);
+  return race;
+}
+
+}  // namespace batchwise

@@ -1,0 +1,123 @@
+// validate's time to a target from the curve so far, on curves given point by point; and its full
+// runs: every candidate trains the same epochs under the schedule and is judged on its final
+// held-out quality, then its time.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "batchwise/error.h"
+#include "batchwise/memory.h"
+#include "batchwise/report.h"
+#include "batchwise/validate.h"
+#include "batchwise/workload.h"
+
+namespace batchwise {
+namespace {
+
+// validate's "~N s to the target": each measure as a line in the log of training time, through the
+// evaluations of the latest half of it, so one noisy evaluation does not swing it.
+TEST(Validate, TimeToTargetFollowsTheCurveThroughTheLatestEvaluations) {
+  const auto curve = [](std::vector<std::pair<double, double>> loss, std::vector<double> accuracy = {}) {
+    std::vector<ValidationPoint> c;
+    for (size_t i = 0; i < loss.size(); ++i) {
+      ValidationPoint p;
+      p.train_s = loss[i].first;
+      p.loss = loss[i].second;
+      if (i < accuracy.size()) p.accuracy = accuracy[i];
+      c.push_back(p);
+    }
+    return c;
+  };
+  // loss = 1 - 0.1 log2 t: 0.7 at t = 8, 0.5 at t = 32: 24 s to go. The evaluations before t = 4
+  // (half of 8) do not count, the wild one at 0.5 s included.
+  EXPECT_NEAR(*time_to_target(curve({{0.5, 9.0}, {1, 1.0}, {2, 0.9}, {4, 0.8}, {8, 0.7}}), 0, 0.5), 24.0, 1e-9);
+  // A last evaluation that rose above the one before still leaves a falling line through the latest
+  // half (a two-point estimate read it as not improving).
+  const auto noisy = time_to_target(curve({{4, 0.8}, {5, 0.76}, {6, 0.72}, {7, 0.70}, {8, 0.72}}), 0, 0.5);
+  ASSERT_TRUE(noisy.has_value());
+  EXPECT_GT(*noisy, 0);
+  // accuracy = 0.5 + 0.1 log2 t: 0.8 at t = 8, 4 s after t = 4; with a loss target as well (loss =
+  // 1 - 0.1 log2 t reaches 0.75 at t = 2^2.5) the sooner counts.
+  const auto both = curve({{2, 0.9}, {4, 0.8}}, {0.6, 0.7});
+  EXPECT_NEAR(*time_to_target(both, 0.8, 0), 4.0, 1e-9);
+  EXPECT_NEAR(*time_to_target(both, 0.8, 0.75), std::pow(2.0, 2.5) - 4, 1e-9);
+  EXPECT_NEAR(*time_to_target(both, 0.65, 0), 0.0, 1e-9) << "met already: nothing left";
+  EXPECT_FALSE(time_to_target(curve({{1, 0.8}, {2, 0.8}}), 0, 0.5).has_value()) << "not improving";
+  EXPECT_FALSE(time_to_target(curve({{0, 2.3}, {1, 0.8}}), 0, 0.5).has_value()) << "one evaluation after the start";
+  EXPECT_FALSE(time_to_target(curve({{1, 0.8}, {2, 0.7}}), 0.9, 0).has_value()) << "no accuracy to follow";
+}
+
+
+std::unique_ptr<Workload> mlp(int64_t samples) {
+  CpuMemoryTracker::install();
+  return make_workload(
+      WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(samples).device("cpu").seed(3));
+}
+
+// Full runs: each batch trains exactly the epochs asked (its last batch may run past the data's
+// end), is evaluated after its last step on the whole held-out set, and the answer is the fastest
+// of those within the held-out set's noise of the best; the workload comes back as it was.
+TEST(Validate, FullRunsTrainTheEpochsAndCompareFinalQuality) {
+  auto w = mlp(1000);
+  const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
+  const auto before = dynamic_cast<ModuleWorkload&>(*w).module().parameters()[0].clone();
+  const ValidationResult v =
+      validate(*w, held_out,
+               ValidateOptions({16, 100}).epochs(2).lr_schedule(LrSchedule::Cosine).measure_lr(false).held_out_samples(200));
+  EXPECT_TRUE(at::equal(before, dynamic_cast<ModuleWorkload&>(*w).module().parameters()[0]));
+  EXPECT_EQ(v.epochs, 2);
+  EXPECT_EQ(v.lr_schedule, "cosine");
+  ASSERT_EQ(v.runs.size(), 2u);
+  EXPECT_EQ(v.runs[0].steps, 125);  // ceil(2 x 1000 / 16)
+  EXPECT_EQ(v.runs[1].steps, 20);
+  for (const ValidationRun& r : v.runs) {
+    ASSERT_TRUE(r.final_loss.has_value()) << r.batch << ": " << r.message;
+    ASSERT_TRUE(r.final_accuracy.has_value());
+    EXPECT_TRUE(std::isfinite(*r.final_loss));
+    EXPECT_LE(r.warmup_steps, r.steps / 4);
+    EXPECT_FALSE(r.reached);
+    EXPECT_EQ(r.curve.back().samples, r.steps * r.batch);  // the last evaluation after the last step
+    EXPECT_EQ(r.curve.size(), 10u);
+  }
+  ASSERT_TRUE(v.best_batch.has_value());
+  ASSERT_TRUE(v.fastest_batch.has_value());
+  EXPECT_NE(std::find(v.good_batches.begin(), v.good_batches.end(), *v.best_batch), v.good_batches.end());
+  EXPECT_NE(std::find(v.good_batches.begin(), v.good_batches.end(), *v.fastest_batch), v.good_batches.end());
+  double fastest_s = 1e300;
+  for (const ValidationRun& r : v.runs)
+    if (r.good) fastest_s = std::min(fastest_s, r.train_s);
+  for (const ValidationRun& r : v.runs)
+    if (r.batch == *v.fastest_batch) EXPECT_EQ(r.train_s, fastest_s);
+  // The JSON carries the full runs' fields.
+  Report report;
+  report.validation = v;
+  const std::string json = to_json(report);
+  for (const char* field : {"\"final_loss\"", "\"final_accuracy\"", "\"good_batches\"", "\"best_batch\"",
+                            "\"lr_schedule\": \"cosine\""})
+    EXPECT_NE(json.find(field), std::string::npos) << field;
+}
+
+// A decaying rate needs the run's length, and a full run is not stopped at a target.
+TEST(Validate, FullRunsAndTargetsAreRefusedTogetherAndASchedulesNeedsEpochs) {
+  auto w = mlp(200);
+  const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
+  try {
+    validate(*w, held_out, ValidateOptions({16}).lr_schedule(LrSchedule::Cosine).target_accuracy(0.5));
+    FAIL() << "a schedule without epochs was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("give --epochs N"), std::string::npos) << e.what();
+  }
+  try {
+    validate(*w, held_out, ValidateOptions({16}).epochs(1).target_accuracy(0.5));
+    FAIL() << "a target beside --epochs was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("give one of them"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace batchwise
