@@ -190,6 +190,12 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
       best->batch, headline, format_grouped(best->samples_per_s), best->lr.lr, race.entries.size(),
       dropped.empty() ? "none" : fmt::format("{}", fmt::join(dropped, ", ")), finalists,
       race.pick_reason.empty() ? "" : "; " + race.pick_reason, lead_history(race), flat, knee, fitted);
+  // The horizon the race answered for: the run it stands for is this short.
+  if (!race.rung_leads.empty())
+    rec.reason += fmt::format(
+        "; this answers for about {:.2g} epochs of training (the race's last horizon at batch {}): for your run's "
+        "length, `tune --epochs N --lr-schedule cosine` answers for it",
+        race.rung_leads.back().epochs, race.rung_leads.back().batch);
   return rec;
 }
 
