@@ -182,6 +182,43 @@ TEST(Cli, CompareShowsPerBatchRatiosAndWhatDiffers) {
   EXPECT_EQ(batchwise("compare " + pa.string()).code, 2);  // CLI11's usage message: one file is not two
 }
 
+// tune --epochs: the run race answers for the run; its pick is the recommendation, with the rate
+// it trained at, in the console, the JSON and the HTML; a target beside it, or a decaying rate
+// without it, is refused before anything runs.
+TEST(Cli, TuneWithEpochsAnswersForTheRun) {
+  const fs::path json = scratch() / "tune-epochs.json", html = scratch() / "tune-epochs.html";
+  const Outcome r = batchwise(
+      "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
+      "--repetitions 1 --threads 1 --advice-budget 1 --noise-steps 4 --epochs 2 --lr-schedule cosine --no-history "
+      "--json " + json.string() + " --html " + html.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("run race over"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("run race (your 2-epoch cosine run"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_FALSE(j.contains("race"));  // the run race replaces the batch race
+  const auto& race = j.at("run_race");
+  EXPECT_EQ(race.at("epochs"), 2);
+  EXPECT_EQ(race.at("lr_schedule"), "cosine");
+  EXPECT_EQ(race.at("runs").size(), 3u);
+  ASSERT_GE(race.at("entries").size(), 2u) << race.dump();
+  ASSERT_TRUE(race.at("best_batch").is_number()) << race.dump();
+  EXPECT_EQ(j.at("recommendation").at("batch"), race.at("best_batch"));
+  EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("finishes the 2-epoch run soonest"),
+            std::string::npos);
+  EXPECT_EQ(j.at("lr").at("batch"), race.at("best_batch"));
+  EXPECT_NE(slurp(html).find("Run race: your 2-epoch cosine run"), std::string::npos);
+
+  const Outcome both = batchwise("tune --model mlp --dataset synthetic --epochs 2 --target-accuracy 0.8");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("give one of them"), std::string::npos) << both.err;
+  const Outcome schedule = batchwise("tune --model mlp --dataset synthetic --lr-schedule cosine");
+  EXPECT_EQ(schedule.code, 2);
+  EXPECT_NE(schedule.err.find("give --epochs N"), std::string::npos) << schedule.err;
+  const Outcome shape = batchwise("validate --model mlp --dataset synthetic --batch-sizes 16 --epochs 1 --lr-schedule linear");
+  EXPECT_EQ(shape.code, 2);
+  EXPECT_NE(shape.err.find("choose one of constant, cosine, step"), std::string::npos) << shape.err;
+}
+
 TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   const fs::path json = scratch() / "tune.json", html = scratch() / "tune.html";
   const Outcome r = batchwise(
