@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Is tune's answer for the user's run right? For each workload and optimizer: `batchwise tune
+# --epochs N --lr-schedule cosine` picks a batch (the run race); `batchwise validate` trains the
+# grid's full runs of the same N epochs with the same schedule, from the same weights, each at the
+# rate tune would advise for it, once per training seed. The good set: the batches whose mean final
+# test accuracy (the transformer: final loss) is within max(0.005, 2 standard errors) of the best
+# mean; a pick passes when it is in the good set and its mean training time is within 1.10x of the
+# good set's fastest. Issue #30's benchmark; docs/benchmarks.md#the-run-race has the latest table.
+#
+#   bash bench/run_advice.sh                         # every cell below (hours on a 2-core CPU)
+#   bash bench/run_advice.sh lenet-sgd mlp-adamw     # some of them
+#   SEEDS="0 1 2" TUNE_SEEDS="0" bash bench/run_advice.sh lenet-sgd
+#
+# Writes bench-results/run-advice/NAME.{tune.SEED,grid.SEED}.json and .../summary.md.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+batchwise="${BATCHWISE:-$root/build/batchwise}"
+python="${BATCHWISE_PYTHON:-/opt/batchwise-venv/bin/python}"
+out="${OUT:-$root/bench-results/run-advice}"
+seeds="${SEEDS:-0 1 2}"
+tune_seeds="${TUNE_SEEDS:-0}"
+grid="${GRID:-16,32,64,128,256,512,1024}"
+mkdir -p "$out"
+
+# name | workload flags (tune and validate) | epochs (a full run of 30-120 s here at the grid's middle)
+cells=(
+  "lenet-sgd|--model lenet --optimizer sgd|3"
+  "lenet-adamw|--model lenet --optimizer adamw|3"
+  "mlp-sgd|--model mlp --optimizer sgd|4"
+  "mlp-adamw|--model mlp --optimizer adamw|4"
+  "transformer-sgd|--model transformer --dataset synthetic --optimizer sgd|10"
+  "transformer-adamw|--model transformer --dataset synthetic --optimizer adamw|10"
+)
+wanted=("$@")
+for spec in "${cells[@]}"; do
+  IFS='|' read -r name flags epochs <<<"$spec"
+  if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " == *" $name "* ]]; then continue; fi
+  echo "== $name ($epochs epochs, cosine)"
+  for seed in $tune_seeds; do
+    start=$(date +%s.%N)
+    # shellcheck disable=SC2086
+    "$batchwise" tune $flags --epochs "$epochs" --lr-schedule cosine --seed "$seed" --no-history -q \
+      --json "$out/$name.tune.$seed.json" >/dev/null
+    echo "$(echo "$(date +%s.%N) - $start" | bc)" >"$out/$name.tune.$seed.wall"
+    echo "tune (seed $seed): batch $("$python" -c "import json,sys; print(json.load(open(sys.argv[1]))['recommendation']['batch'])" "$out/$name.tune.$seed.json")"
+  done
+  for seed in $seeds; do
+    # shellcheck disable=SC2086
+    "$batchwise" validate $flags --batch-sizes "$grid" --epochs "$epochs" --lr-schedule cosine --seed "$seed" \
+      --no-history -q --json "$out/$name.grid.$seed.json" >/dev/null
+    echo "grid (seed $seed) done"
+  done
+done
+"$python" "$root/bench/run_advice_summary.py" "$out" | tee "$out/summary.md"
