@@ -81,6 +81,22 @@ TEST(Cmd, KilledAndHungChildrenAreResultsAndTheRunGoesOn) {
   EXPECT_GT(points[3].at("samples_per_s").get<double>(), 0);
 }
 
+// A sweep in which no batch trained measured nothing: it exits 1 (an error among them) or 6 (every
+// batch out of memory), says so, and still writes its report.
+TEST(Cmd, ASweepInWhichNoBatchTrainedExitsNonZero) {
+  const fs::path json = scratch() / "cmd-nothing.json";
+  const Outcome r = batchwise("sweep --cmd --batch-sizes 8 --repetitions 1 --no-history --json " + json.string() +
+                              " -- sh -c 'exit 3'");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.out.find("no batch trained: 1 of 1 swept batches ended in an error or a timeout"), std::string::npos)
+      << r.out;
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j.at("sweep").at("points").at(0).at("outcome"), "error");
+  const Outcome oom = batchwise("sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 8,16 "
+                                "--repetitions 1 --memory-budget 1KiB --no-history -q");
+  EXPECT_EQ(oom.code, 6) << oom.err;
+}
+
 // A command that measures its own throughput: its figure is the point's samples/s, not ours.
 TEST(Cmd, TheCommandsOwnThroughputIsWhatTheSweepRanks) {
   const fs::path json = scratch() / "cmd-reported.json";

@@ -267,6 +267,20 @@ int Session::finish(int code) {
   }
   if (report.fit && report.fit->outcome == FitOutcome::DoesNotFit) code = kExitDoesNotFit;
   if (report.fit && report.fit->outcome == FitOutcome::Error) code = kExitFailed;
+  // A sweep in which no batch trained measured nothing: the report says why per batch, and the exit
+  // code says it failed (1: an error or a timeout among them; 6: every batch ran out of memory).
+  if (report.sweep && !report.sweep->points.empty()) {
+    int ok = 0, oom = 0;
+    for (const auto& p : report.sweep->points) ok += p.outcome == Outcome::Ok, oom += p.outcome == Outcome::Oom;
+    const int n = static_cast<int>(report.sweep->points.size());
+    if (ok == 0) {
+      code = oom == n ? kExitDoesNotFit : kExitFailed;
+      report.context.warnings.push_back(fmt::format(
+          "no batch trained: {} of {} swept batches ended in an error or a timeout, {} ran out of memory; nothing was "
+          "measured (each batch's message says why)",
+          n - oom, n, oom));
+    }
+  }
   if (group_) (void)group_->all_gather({0}, "ending the run together");  // rank 0 hosts the store: it leaves last
   if (!lead_) {
     if (!flags.quiet) {
