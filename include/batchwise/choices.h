@@ -27,7 +27,7 @@ enum class Loss {
 /// The shape of the learning rate over a run of known length, after the advised warm-up.
 enum class LrSchedule {
   Constant,  ///< "constant": the advised rate to the end
-  Cosine,    ///< "cosine": half a cosine from the advised rate to 0 at the last step
+  Cosine,    ///< "cosine": half a cosine from the advised rate towards 0 at the run's end
   Step,      ///< "step": the advised rate, x0.1 from half the run, x0.01 from three quarters
 };
 /// The c10d backend of a data-parallel group.

@@ -63,7 +63,9 @@ struct CompressedRun {
   int64_t warmup_steps = 0; ///< the same share of the run as the full run's warm-up
   double train_s = 0;       ///< measured training time (evaluation excluded)
   std::optional<double> loss, accuracy;  ///< held-out, after the last step; none when it diverged
-  std::optional<double> b_simple;        ///< the noise scale at its end; none: indistinguishable from noise
+  /// The noise scale at its end (the reference's runs only); 1e12 where the gradient could not be
+  /// told from its noise, at least 1.
+  std::optional<double> b_simple;
 };
 
 /// The JSON fields of a CompressedRun, in JSON order (fields.h).

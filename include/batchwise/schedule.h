@@ -16,7 +16,7 @@ int64_t run_warmup_steps(const LrAdvice& advice, int64_t total_steps);
 /// The rate at optimizer step `step` (from 0) of a run of `total_steps`: the advice's linear warm-up
 /// from its base rate over run_warmup_steps, then `shape` over the remaining steps from the advised
 /// rate: constant; cosine, 0.5 (1 + cos(pi p)) at the share p of those steps done (Loshchilov and
-/// Hutter 2017), reaching 0 at the end; step, x0.1 from half of them and x0.01 from three quarters
+/// Hutter 2017), approaching 0 at the end; step, x0.1 from half of them and x0.01 from three quarters
 /// (the shape of He et al. 2016's 30/60/90-epoch ImageNet runs).
 double scheduled_lr(const LrAdvice& advice, LrSchedule shape, int64_t step, int64_t total_steps);
 

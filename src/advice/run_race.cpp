@@ -1,6 +1,6 @@
-// The answer for the user's run: the reference batch trains the schedule squeezed into two
-// fractions of the run; the gain a doubling of training buys and the noise scale along the way say
-// what a larger batch's run loses against it.
+// The answer for the user's run: the reference batch trains the schedule squeezed into three
+// fractions of the run, every other candidate the longest of them; the learning curve and the noise
+// scale along the way say what a larger batch's run loses against the reference's.
 #include "batchwise/run_race.h"
 
 #include <ATen/ATen.h>
@@ -33,6 +33,12 @@ constexpr double kNoiseUnbounded = 1e12;
 constexpr double kMostNoiseGrowth = 1.0;
 // Points of the mean over the run in run_efficiency.
 constexpr int kEfficiencyPoints = 256;
+// A measured noise scale below one sample (its trace estimate can come out at or below 0): every
+// batch is far above it.
+constexpr double kNoiseFloor = 1.0;
+// The reference's shortest run needs this many steps for its learning curve to mean something;
+// fewer get a note.
+constexpr int64_t kFewestSteps = 8;
 
 int64_t steps_for(double epochs, int64_t dataset, int64_t batch) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(epochs * static_cast<double>(dataset) /
@@ -50,9 +56,9 @@ CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const R
   CompressedRun run;
   run.epochs = epochs;
   run.steps = steps_for(epochs, dataset, entry.batch);
-  run.warmup_steps = static_cast<int64_t>(std::lround(warmup_share * static_cast<double>(run.steps)));
   LrAdvice lr = entry.lr;
-  lr.warmup_steps = run.warmup_steps;
+  lr.warmup_steps = static_cast<int64_t>(std::lround(warmup_share * static_cast<double>(run.steps)));
+  run.warmup_steps = run_warmup_steps(lr, run.steps);  // what scheduled_lr applies
   for (int64_t k = 0; k < run.steps; ++k) {
     w.set_lr(scheduled_lr(lr, o.lr_schedule(), k, run.steps));
     const auto start = Clock::now();
@@ -61,7 +67,8 @@ CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const R
     run.train_s += since(start);
     if (!std::isfinite(loss)) return run;  // no quality: the caller says why
   }
-  std::tie(run.loss, run.accuracy) = w.evaluate(held_out);
+  const auto [loss, accuracy] = w.evaluate(held_out);
+  if (std::isfinite(loss)) run.loss = loss, run.accuracy = accuracy;  // else no quality, as above
   return run;
 }
 
@@ -71,7 +78,8 @@ double noise_scale(ModuleWorkload& w, int64_t batch, int steps) {
   int64_t micro = std::max<int64_t>(1, batch / 8);
   while (batch % micro != 0) --micro;
   const NoiseResult r = measure_noise_scale(w, NoiseOptions().batch(batch).micro_batch(micro).steps(steps));
-  return r.b_simple ? *r.b_simple : kNoiseUnbounded;
+  if (!r.b_simple) return kNoiseUnbounded;
+  return std::isfinite(*r.b_simple) ? std::max(kNoiseFloor, *r.b_simple) : kNoiseUnbounded;
 }
 
 std::string noise_text(double b) { return b >= kNoiseUnbounded ? "beyond measure" : fmt::format("{:.0f}", b); }
@@ -116,7 +124,8 @@ double noise_at(const std::vector<std::pair<double, double>>& noise, double s) {
   for (size_t i = 2; i < noise.size(); ++i) {
     const auto& [sa, ba] = noise[i - 1];
     const auto& [sb, bb] = noise[i];
-    const double k = std::log(bb / ba) / std::log(sb / sa);  // a power of the samples through the two
+    // A power of the samples through the two.
+    const double k = ba > 0 && bb > 0 && sa > 0 && sb > sa ? std::log(bb / ba) / std::log(sb / sa) : 0.0;
     if (s <= sb) return ba * std::pow(s / sa, k);
     if (i + 1 == noise.size()) return bb * std::pow(s / sb, std::clamp(k, 0.0, kMostNoiseGrowth));
   }
@@ -138,9 +147,11 @@ double deficit(const std::vector<double>& samples, const std::vector<double>& er
 
 double measured_share(const std::vector<double>& samples, const std::vector<double>& errors, double error,
                       double tolerance) {
-  if (samples.size() != 3 || errors.size() != 3 || error <= errors[2]) return 1;
+  if (samples.size() != 3 || errors.size() != 3) return 1;
+  error = std::max(errors[2], error - tolerance);  // within the held-out noise of the reference: level
+  if (error <= errors[2]) return 1;
   const double d1 = errors[0] - errors[1], d2 = errors[1] - errors[2];
-  if (d2 <= 0) return error <= errors[2] + tolerance ? 1 : 0;
+  if (d2 <= 0) return 0;
   double at = 0;
   if (d2 >= d1) {  // every doubling buys d2
     at = samples[2] * std::pow(2.0, -(error - errors[2]) / d2);
@@ -165,24 +176,12 @@ double run_efficiency(const std::vector<std::pair<double, double>>& noise, doubl
   return sum / kEfficiencyPoints;
 }
 
-RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
-  BATCHWISE_CHECK(o.batches().size() >= 2 && o.samples_per_s().size() == o.batches().size(), ConfigError,
-                  "the run race needs two or more candidates, each with its samples/s ({} and {} given)",
-                  o.batches().size(), o.samples_per_s().size());
-  BATCHWISE_CHECK(o.epochs() > 0 && std::isfinite(o.epochs()), ConfigError,
-                  "--epochs {:g}: the run race needs the run's length in epochs", o.epochs());
-  BATCHWISE_CHECK(o.budget_s() > 0 && o.noise_steps() >= 2, ConfigError,
-                  "the run race's budget ({:g} s) and noise-scale steps ({}) must be positive", o.budget_s(),
-                  o.noise_steps());
-  BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);
-  const auto start = Clock::now();
-  const int64_t dataset = w.data().size();
-  const bool accuracy = held_out.targets.scalar_type() == at::kLong;
-  RunRace race;
-  race.epochs = o.epochs();
-  race.lr_schedule = to_string(o.lr_schedule());
-  race.measure = accuracy ? "accuracy" : "loss";
-  race.held_out = fmt::format("{}, {} samples", held_out.name, held_out.size());
+namespace {
+
+// The candidates, sorted, each with its full run's time; and the compressed lengths: a fraction f
+// of the run, twice and four times it, the reference's three runs and every other candidate's
+// longest taking the budget at their samples/s; at most a quarter, half and the whole run.
+void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) {
   for (size_t i = 0; i < o.batches().size(); ++i) {
     RunRaceEntry e;
     e.batch = o.batches()[i];
@@ -193,53 +192,70 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
     race.entries.push_back(e);
   }
   std::sort(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
-  RunRaceEntry& ref = race.entries.front();
-  race.reference_batch = ref.batch;
-  // The lengths: a fraction f of the run, twice and four times it, the three taking the budget at
-  // the reference's samples/s; at most a quarter, half and the whole run.
+  race.reference_batch = race.entries.front().batch;
   double others_s = 0;
   for (size_t i = 1; i < race.entries.size(); ++i) others_s += race.entries[i].full_run_s;
-  const double f = std::min(0.25, o.budget_s() / (7 * ref.full_run_s + 4 * others_s));
+  const double f = std::min(0.25, o.budget_s() / (7 * race.entries.front().full_run_s + 4 * others_s));
   race.lengths_epochs = {f * o.epochs(), 2 * f * o.epochs(), 4 * f * o.epochs()};
-  int64_t noise_batch = 0;  // the largest candidate up to 1024, as tune measures it
-  for (const auto& e : race.entries)
-    if (e.batch <= 1024) noise_batch = std::max(noise_batch, e.batch);
+}
 
-  // However it ends, the weights, the optimizer (its rate too) and the data order are as they were.
-  const StateGuard initial(w);
+// Each candidate's advised rate, with the warm-up its full run applies (at most a quarter of it)
+// and the schedule after it in its advice; a candidate whose range test fails gets a message.
+void advise_rates(ModuleWorkload& w, const WorkloadState& initial, RunRace& race, const RunRaceOptions& o,
+                  int64_t dataset) {
   for (auto& e : race.entries) {
-    w.restore_state(initial.state());
-    e.lr = advise_lr(w, e.batch, o.lr());
+    w.restore_state(initial);
+    try {
+      e.lr = advise_lr(w, e.batch, o.lr());
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const std::exception& failure) {  // out of memory at this batch, or a failing step
+      const std::string what = failure.what();
+      e.message = "failed: " + what.substr(0, what.find('\n'));
+      continue;
+    }
+    const int64_t full_steps = steps_for(o.epochs(), dataset, e.batch);
+    e.lr.warmup_steps = run_warmup_steps(e.lr, full_steps);
+    e.lr.warmup_epochs = static_cast<double>(e.lr.warmup_steps * e.batch) / static_cast<double>(dataset);
+    e.lr.advice += fmt::format("; in your {:g}-epoch run ({} steps): {}, then the {} schedule", o.epochs(),
+                               full_steps,
+                               e.lr.warmup_steps > 0 ? fmt::format("warm-up over its first {}", e.lr.warmup_steps)
+                                                     : std::string("no warm-up"),
+                               to_string(o.lr_schedule()));
   }
-  const auto cap = [](const RunRaceEntry& e) { return e.lr.scaled.lr > 0 ? std::min(1.0, e.lr.lr / e.lr.scaled.lr) : 1.0; };
-  w.restore_state(initial.state());
-  race.noise_at_start = o.noise_at_start() ? *o.noise_at_start() : noise_scale(w, noise_batch, o.noise_steps());
+}
+
+// The reference's three compressed runs, the noise scale after each; then every other candidate's
+// longest run. False when the reference did not train (the race then recommends nothing).
+bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& held_out, RunRace& race,
+                const RunRaceOptions& o, int64_t noise_batch) {
+  RunRaceEntry& ref = race.entries.front();
   for (const double epochs : race.lengths_epochs) {
     if (o.on_progress())
       o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", ref.batch,
                                   o.epochs(), epochs));
-    w.restore_state(initial.state());
+    w.restore_state(initial);
     race.runs.push_back(run_compressed(w, held_out, o, ref, epochs));
     if (!race.runs.back().loss) {
-      ref.message = fmt::format("the training loss stopped being finite in its {:.3g}-epoch run at lr {:.4g}", epochs,
-                                ref.lr.lr);
-      race.notes.push_back(fmt::format("batch {} (the reference) did not train: {}; the run race recommends no batch",
-                                       ref.batch, ref.message));
-      race.wall_s = since(start);
-      return race;
+      ref.message = fmt::format("the training loss or its held-out loss stopped being finite in its {:.3g}-epoch run "
+                                "at lr {:.4g}",
+                                epochs, ref.lr.lr);
+      return false;
     }
     race.runs.back().b_simple = noise_scale(w, noise_batch, o.noise_steps());
   }
   for (size_t i = 1; i < race.entries.size(); ++i) {
     RunRaceEntry& e = race.entries[i];
+    if (!e.message.empty()) continue;
     if (o.on_progress())
       o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", e.batch,
                                   o.epochs(), race.lengths_epochs.back()));
-    w.restore_state(initial.state());
+    w.restore_state(initial);
     try {
       e.run = run_compressed(w, held_out, o, e, race.lengths_epochs.back());
       if (!e.run->loss)
-        e.message = fmt::format("the training loss stopped being finite in its {:.3g}-epoch run at lr {:.4g}",
+        e.message = fmt::format("the training loss or its held-out loss stopped being finite in its {:.3g}-epoch run "
+                                "at lr {:.4g}",
                                 race.lengths_epochs.back(), e.lr.lr);
     } catch (const ConfigError&) {
       throw;
@@ -248,23 +264,42 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
       e.message = "failed: " + what.substr(0, what.find('\n'));
     }
   }
-  w.restore_state(initial.state());
+  return true;
+}
 
-  std::vector<double> samples, errors;
-  for (size_t l = 0; l < race.runs.size(); ++l) {
-    samples.push_back(race.lengths_epochs[l] * static_cast<double>(dataset));
-    errors.push_back(accuracy ? 1 - *race.runs[l].accuracy : *race.runs[l].loss);
+// The reference's error at the full run, on its learning curve (for a loss gap as a share of it).
+double error_at(const std::vector<double>& samples, const std::vector<double>& errors, double run_samples) {
+  const double d1 = errors[0] - errors[1], d2 = errors[1] - errors[2];
+  if (d2 <= 0) return errors[2];
+  if (d2 >= d1) return std::max(0.5 * errors[2], errors[2] - d2 * std::log2(run_samples / samples[2]));
+  const double r = d2 / d1, alpha = -std::log2(r), scale = d1 / (1 - r);
+  return errors[0] - scale + scale * std::pow(run_samples / samples[0], -alpha);
+}
+
+// Every candidate's share of samples that count and the error it ends behind; the pick.
+void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held_out_size, bool accuracy) {
+  const RunRaceEntry& ref = race.entries.front();
+  std::vector<double> samples, errors;  // the samples each run actually trained
+  for (const auto& run : race.runs) {
+    samples.push_back(static_cast<double>(run.steps * ref.batch));
+    errors.push_back(accuracy ? 1 - *run.accuracy : *run.loss);
   }
+  if (race.runs.front().steps < kFewestSteps)
+    race.notes.push_back(fmt::format("batch {}'s shortest run had only {} steps: its learning curve is rough; a longer "
+                                     "--advice-budget gives it more",
+                                     ref.batch, race.runs.front().steps));
   race.gains = {errors[0] - errors[1], errors[1] - errors[2]};
   if (race.gains[1] > 0 && race.gains[1] < race.gains[0]) race.curve_exponent = -std::log2(race.gains[1] / race.gains[0]);
+  const double run_samples = o.epochs() * static_cast<double>(dataset);
   race.tolerance = 0.02;
   if (accuracy) {
     const double a = *race.runs.back().accuracy;
-    race.tolerance = std::max(0.005, 2 * std::sqrt(a * (1 - a) / static_cast<double>(held_out.size())));
+    race.tolerance = std::max(0.005, 2 * std::sqrt(a * (1 - a) / static_cast<double>(held_out_size)));
   }
-  const double run_samples = o.epochs() * static_cast<double>(dataset);
+  const double loss_at_end = accuracy ? 1 : std::max(error_at(samples, errors, run_samples), 1e-12);
   std::vector<std::pair<double, double>> noise{{0.0, *race.noise_at_start}};
   for (size_t l = 0; l < race.runs.size(); ++l) noise.emplace_back(samples[l], *race.runs[l].b_simple);
+  const auto cap = [](const RunRaceEntry& e) { return e.lr.scaled.lr > 0 ? std::min(1.0, e.lr.lr / e.lr.scaled.lr) : 1.0; };
   const double ref_cap = cap(ref);
   const RunRaceEntry* pick = nullptr;
   for (auto& e : race.entries) {
@@ -273,20 +308,67 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
     e.cap_factor = std::min(1.0, cap(e) / ref_cap);
     double share = e.efficiency * e.cap_factor;
     if (e.run) {  // what counted in its own run, grown to the run's end as the noise scale says
-      e.measured_efficiency = measured_share(
-          samples, errors, accuracy ? 1 - *e.run->accuracy : *e.run->loss, accuracy ? race.tolerance : 0.02 * errors[2]);
-      const double modelled = run_efficiency(noise, samples.back(), ref.batch, e.batch) * e.cap_factor;
+      const double own = static_cast<double>(e.run->steps * e.batch);
+      e.measured_efficiency =
+          std::min(1.0, measured_share(samples, errors, accuracy ? 1 - *e.run->accuracy : *e.run->loss,
+                                       accuracy ? race.tolerance : race.tolerance * errors[2]) *
+                            samples.back() / own);
+      const double modelled = run_efficiency(noise, own, ref.batch, e.batch) * e.cap_factor;
       if (*e.measured_efficiency < modelled)
         share = modelled > 0 ? std::min(1.0, share * *e.measured_efficiency / modelled) : 0;
     }
     e.share = share;
-    e.predicted_gap = share > 0 ? deficit(samples, errors, run_samples, share) : 1.0;
-    if (!accuracy) *e.predicted_gap /= std::max(errors.back(), 1e-12);  // a share of the loss
+    e.predicted_gap = (share > 0 ? deficit(samples, errors, run_samples, share) : 1.0) / loss_at_end;
     e.good = *e.predicted_gap <= race.tolerance;
     if (e.good && (!pick || e.full_run_s < pick->full_run_s)) pick = &e;
   }
   if (pick) race.best_batch = pick->batch;
   explain(race, pick, std::min(kNoiseUnbounded, noise_at(noise, run_samples)));
+}
+
+}  // namespace
+
+RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
+  BATCHWISE_CHECK(o.batches().size() >= 2 && o.samples_per_s().size() == o.batches().size(), ConfigError,
+                  "the run race needs two or more candidates, each with its samples/s ({} and {} given)",
+                  o.batches().size(), o.samples_per_s().size());
+  BATCHWISE_CHECK(o.epochs() > 0 && std::isfinite(o.epochs()), ConfigError,
+                  "--epochs {:g}: the run race needs the run's length in epochs, e.g. --epochs 10", o.epochs());
+  BATCHWISE_CHECK(o.budget_s() > 0 && o.noise_steps() >= 2, ConfigError,
+                  "the run race's budget ({:g} s, --advice-budget) must be positive and its noise-scale steps ({}, "
+                  "--noise-steps) at least 2",
+                  o.budget_s(), o.noise_steps());
+  BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);
+  const auto start = Clock::now();
+  const int64_t dataset = w.data().size();
+  const bool accuracy = held_out.targets.scalar_type() == at::kLong;
+  RunRace race;
+  race.epochs = o.epochs();
+  race.lr_schedule = to_string(o.lr_schedule());
+  race.measure = accuracy ? "accuracy" : "loss";
+  race.held_out = fmt::format("{}, {} samples", held_out.name, held_out.size());
+  plan_race(race, o, dataset);
+  // The noise scale at the largest candidate up to 1024, as tune measures it; where every candidate
+  // is larger, at the smallest; at least 8, for micro-batches of an eighth.
+  int64_t noise_batch = 0;
+  for (const auto& e : race.entries)
+    if (e.batch <= 1024) noise_batch = std::max(noise_batch, e.batch);
+  noise_batch = std::max<int64_t>(8, noise_batch > 0 ? noise_batch : race.entries.front().batch);
+
+  // However it ends, the weights, the optimizer (its rate too) and the data order are as they were.
+  const StateGuard initial(w);
+  advise_rates(w, initial.state(), race, o, dataset);
+  RunRaceEntry& ref = race.entries.front();
+  if (ref.message.empty()) {
+    w.restore_state(initial.state());
+    race.noise_at_start = o.noise_at_start() ? std::max(kNoiseFloor, *o.noise_at_start())
+                                             : noise_scale(w, noise_batch, o.noise_steps());
+    if (train_runs(w, initial.state(), held_out, race, o, noise_batch)) judge(race, o, dataset, held_out.size(), accuracy);
+  }
+  w.restore_state(initial.state());
+  if (!ref.message.empty())
+    race.notes.push_back(fmt::format("batch {} (the reference) did not train: {}; the run race recommends no batch",
+                                     ref.batch, ref.message));
   race.wall_s = since(start);
   return race;
 }

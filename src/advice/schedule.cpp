@@ -6,6 +6,10 @@
 
 namespace batchwise {
 
+namespace {
+constexpr double kPi = 3.14159265358979323846;
+}  // namespace
+
 int64_t run_warmup_steps(const LrAdvice& advice, int64_t total_steps) {
   return std::max<int64_t>(0, std::min(advice.warmup_steps, total_steps / 4));
 }
@@ -20,7 +24,7 @@ double scheduled_lr(const LrAdvice& advice, LrSchedule shape, int64_t step, int6
   const double done = std::min(1.0, static_cast<double>(step - warmup) / static_cast<double>(decaying));
   switch (shape) {
     case LrSchedule::Cosine:
-      return advice.lr * 0.5 * (1 + std::cos(M_PI * done));
+      return advice.lr * 0.5 * (1 + std::cos(kPi * done));
     case LrSchedule::Step:
       return advice.lr * (done < 0.5 ? 1.0 : done < 0.75 ? 0.1 : 0.01);
     case LrSchedule::Constant:

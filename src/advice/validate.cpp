@@ -139,8 +139,22 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
   if (!run.curve.empty()) run.last = run.curve.back();
   if (full && run.message.empty()) {  // the final quality, on the whole held-out set
     const auto eval_start = Clock::now();
-    std::tie(run.final_loss, run.final_accuracy) = w.evaluate(held_out);
+    const auto [loss, accuracy] = w.evaluate(held_out);
     run.eval_s += since(eval_start);
+    if (std::isfinite(loss))
+      run.final_loss = loss, run.final_accuracy = accuracy;
+    else
+      run.message = fmt::format("the held-out loss after the last step is {}: the last steps diverged at lr {:.4g}",
+                                loss, run.lr.lr);
+  }
+  if (full) {  // the advice as this run applied it
+    run.lr.warmup_steps = run.warmup_steps;
+    run.lr.warmup_epochs = run.warmup_epochs;
+    run.lr.advice += fmt::format("; in this {:g}-epoch run ({} steps): {}, then the {} schedule", o.epochs(),
+                                 limits.total_steps,
+                                 run.warmup_steps > 0 ? fmt::format("warm-up over its first {}", run.warmup_steps)
+                                                      : std::string("no warm-up"),
+                                 to_string(o.lr_schedule()));
   }
   return run;
 }
@@ -170,7 +184,7 @@ void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
     result.good_batches.push_back(r.batch);
     if (!fastest || r.train_s < fastest->train_s) fastest = &r;
   }
-  result.fastest_batch = fastest->batch;
+  if (fastest) result.fastest_batch = fastest->batch;
 }
 
 }  // namespace
@@ -201,7 +215,8 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   BATCHWISE_CHECK(o.target_accuracy() == 0 || held_out.targets.scalar_type() == at::kLong, ConfigError,
                   "--target-accuracy: the held-out targets are not class labels (--loss mse); use --target-loss");
   BATCHWISE_CHECK(!o.batch_sizes().empty(), ConfigError, "validate: no candidate batch sizes");
-  BATCHWISE_CHECK(o.max_epochs() > 0, ConfigError, "--max-epochs {}: must be positive", o.max_epochs());
+  BATCHWISE_CHECK(o.epochs() > 0 || o.max_epochs() > 0, ConfigError, "--max-epochs {}: must be positive",
+                  o.max_epochs());
   BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);
 
   BATCHWISE_CHECK(o.held_out_samples() >= 0, ConfigError, "--held-out-samples {}: must not be negative",

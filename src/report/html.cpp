@@ -510,8 +510,8 @@ std::string validation_section(const Report& r) {
         "<section id=\"validation\">\n<h2>Validation: {}</h2>\n<p class=\"caption\">Each candidate trained the same "
         "epochs from the same weights with its scaled learning rate and the schedule, evaluated on the {} (the last "
         "column after the run, on the whole set; evaluation time excluded).</p>\n{}"
-        "<table>\n<tr><th>batch</th><th>lr</th><th>final quality</th><th>train s</th><th>steps</th><th>epochs</th>"
-        "<th>final</th><th>note</th></tr>\n{}</table>\n</section>\n",
+        "<table>\n<tr><th>batch</th><th>lr</th><th>good</th><th>train s</th><th>steps</th><th>epochs</th>"
+        "<th>final quality</th><th>note</th></tr>\n{}</table>\n</section>\n",
         esc(v.target), esc(v.held_out), chart_block("validation", config, "held-out metric over training time"), rows);
   return fmt::format(
       "<section id=\"validation\">\n<h2>Time to {}</h2>\n<p class=\"caption\">Each candidate trained from the same "
@@ -546,8 +546,9 @@ std::string run_race_section(const Report& r) {
   for (const RunRaceEntry& e : race.entries)
     rows += fmt::format(
         "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.0f}</td><td class=\"n\">{:.4g}</td>"
-        "<td class=\"n\">{:.0f}</td><td class=\"n\">{:.0f} %</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
-        e.good ? "ok" : "bad", e.batch, e.samples_per_s, e.lr.lr, e.full_run_s, 100 * e.share,
+        "<td class=\"n\">{:.0f}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+        e.good ? "ok" : "bad", e.batch, e.samples_per_s, e.lr.lr, e.full_run_s,
+        e.message.empty() ? fmt::format("{:.0f} %", 100 * e.share) : "-",
         amount(e.predicted_gap),
         !e.message.empty() ? esc(e.message) : race.best_batch == e.batch ? "soonest without a worse model" : "");
   std::string notes = list_items(race.notes);

@@ -242,8 +242,8 @@ void run_race_table(Lines& line, const RunRace& race) {
              : e.good                                       ? "no worse a model"
                                                             : "worse";
     if (e.cap_factor < 1) note += fmt::format(" (rate capped: {:.0f} % of the rule's)", 100 * e.cap_factor);
-    line(fmt::format("{:>8}  {:>10.0f}  {:>9.4g}  {:>10.0f}  {:>9.0f}%  {:>9}  {}", e.batch, e.samples_per_s, e.lr.lr,
-                     e.full_run_s, 100 * e.share, amount(e.predicted_gap), note));
+    line(fmt::format("{:>8}  {:>10.0f}  {:>9.4g}  {:>10.0f}  {:>10}  {:>9}  {}", e.batch, e.samples_per_s, e.lr.lr,
+                     e.full_run_s, e.message.empty() ? fmt::format("{:.0f}%", 100 * e.share) : "-", amount(e.predicted_gap), note));
   }
   line(fmt::format("  within {} is within the held-out noise", amount(race.tolerance)));
   for (const auto& note : race.notes) line("  " + note);

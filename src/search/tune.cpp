@@ -133,9 +133,10 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
         "goodput and the throughput knee");
 }
 
-// The run race (--epochs): the user's schedule compressed to two fractions of the run for each of
-// the sweep's fast batches, final held-out quality compared and carried to the full run. The same
-// candidates and budget as the batch race.
+// The run race (--epochs): the smallest of the sweep's fast batches trains the user's schedule
+// compressed to three fractions of the run, the others the longest of them; the noise scale along
+// the way and the learning curve say which batch ends no worse, soonest. The same candidates and
+// budget as the batch race.
 void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent_s, Report& report) {
   ModuleWorkload* w = module_of(subject);
   const std::vector<int64_t> candidates = race_candidates(report.sweep->points);
@@ -144,7 +145,8 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
   const double budget =
       o.race_budget_s() > 0 ? o.race_budget_s()
                             : default_race_budget_s(spent_s, w->data().size(), *std::max_element(rates.begin(), rates.end()));
-  stage(o, fmt::format("run race over {}: your {:g}-epoch {} run compressed twice at batch {}, {:.0f} s of training",
+  stage(o, fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and once at the others, {:.0f} s "
+                       "of training",
                        candidates, o.epochs(), to_string(o.lr_schedule()), candidates.front(), budget));
   std::optional<double> noise_at_start;
   if (report.noise && report.noise->b_simple) noise_at_start = *report.noise->b_simple;

@@ -176,8 +176,12 @@ TEST(Cmd, AGpuCommandIsMeasuredThroughNvmlOnTheDeviceItSees) {
     fs::remove(json);
     const Outcome r = batchwise("sweep --cmd --device " + device + " --batch-sizes 4 --repetitions 1 --warmup 1 --steps 2 "
                                 "--no-history -q --json " + json.string() + " -- " + script, env);
-    ASSERT_EQ(r.code, 0) << device << "\n" << r.err << r.out;
+    // The stand-in NVML lists no processes, so the command's trial has no memory figure and is an
+    // error: a sweep that measured nothing exits 1. The device it resolved is what this checks.
+    ASSERT_EQ(r.code, 1) << device << "\n" << r.err << r.out;
     const auto report = nlohmann::json::parse(slurp(json));
+    EXPECT_NE(report.at("sweep").at("points").at(0).at("message").get<std::string>().find("no device memory figure"),
+              std::string::npos);
     EXPECT_EQ(report.at("context").at("device").at("type"), "cuda") << device;
     EXPECT_EQ(report.at("context").at("device").at("name"), name) << device;
     EXPECT_EQ(report.at("context").at("device").at("total_bytes"), total) << device;

@@ -52,8 +52,8 @@ class Tune : public Command {
     v_.add_run(cmd);
     cmd->get_option("--epochs")
         ->description("the epochs your run will train: the answer is the batch that finishes them soonest without a "
-                      "worse final model (the run race: your --lr-schedule compressed to two fractions of the run per "
-                      "batch); with --validate, full runs of this length check it");
+                      "worse final model (the run race: your --lr-schedule compressed into fractions of the run, and the "
+                      "noise scale along them); with --validate, full runs of this length check it");
     cmd->get_option("--target-accuracy")
         ->description("your run's held-out accuracy target: the batch race measures the time to it where a candidate "
                       "gets there within the race (and stops there; it never trains longer for it); --validate trains "
