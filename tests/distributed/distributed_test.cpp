@@ -325,7 +325,7 @@ TEST(DataParallel, ATrialTimeoutIsAgreedAsATimeout) {
   const cli::fs::path json = cli::scratch() / "dp_timeout.json";
   const auto r = cli::batchwise("sweep --model lenet --dataset synthetic --nproc 2 --batch-sizes 64 --steps 50 "
                                 "--repetitions 1 --trial-timeout 0.3 --no-history --json " + json.string());
-  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.code, 1) << r.err;  // its only batch timed out: the sweep measured nothing
   const auto p = nlohmann::json::parse(cli::slurp(json))["sweep"]["points"][0];
   EXPECT_EQ(p["outcome"], "timeout") << p.dump();
   EXPECT_EQ(p["distributed"]["rank_outcomes"], nlohmann::json::array({"timeout", "timeout"}));
