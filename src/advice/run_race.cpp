@@ -13,6 +13,7 @@
 #include <limits>
 #include <tuple>
 
+#include "advice/target.h"
 #include "batchwise/convergence.h"
 #include "batchwise/schedule.h"
 #include "batchwise/workload.h"
@@ -291,11 +292,7 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
   race.gains = {errors[0] - errors[1], errors[1] - errors[2]};
   if (race.gains[1] > 0 && race.gains[1] < race.gains[0]) race.curve_exponent = -std::log2(race.gains[1] / race.gains[0]);
   const double run_samples = o.epochs() * static_cast<double>(dataset);
-  race.tolerance = 0.02;
-  if (accuracy) {
-    const double a = *race.runs.back().accuracy;
-    race.tolerance = std::max(0.005, 2 * std::sqrt(a * (1 - a) / static_cast<double>(held_out_size)));
-  }
+  race.tolerance = accuracy ? accuracy_tolerance(*race.runs.back().accuracy, held_out_size) : kLossTolerance;
   const double loss_at_end = accuracy ? 1 : std::max(error_at(samples, errors, run_samples), 1e-12);
   std::vector<std::pair<double, double>> noise{{0.0, *race.noise_at_start}};
   for (size_t l = 0; l < race.runs.size(); ++l) noise.emplace_back(samples[l], *race.runs[l].b_simple);

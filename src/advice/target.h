@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -24,5 +27,13 @@ struct HeldOutTarget {
     return accuracy > 0 ? a : l;
   }
 };
+
+/// How far below the best final accuracy `best` on `held_out` samples a run may end and still be
+/// as good: two standard errors of a proportion over the held-out set, at least half a point
+/// (validate's full runs and the run race judge with it). A loss may lie within kLossTolerance of it.
+inline double accuracy_tolerance(double best, int64_t held_out) {
+  return std::max(0.005, 2 * std::sqrt(best * (1 - best) / static_cast<double>(held_out)));
+}
+constexpr double kLossTolerance = 0.02;
 
 }  // namespace batchwise

@@ -175,10 +175,9 @@ void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
     if (!r.final_loss) continue;
     if (best->final_accuracy) {
       const double a = *best->final_accuracy;
-      const double tolerance = std::max(0.005, 2 * std::sqrt(a * (1 - a) / static_cast<double>(held_out_size)));
-      r.good = r.final_accuracy && *r.final_accuracy >= a - tolerance;
+      r.good = r.final_accuracy && *r.final_accuracy >= a - accuracy_tolerance(a, held_out_size);
     } else {
-      r.good = *r.final_loss <= *best->final_loss * 1.02;
+      r.good = *r.final_loss <= *best->final_loss * (1 + kLossTolerance);
     }
     if (!r.good) continue;
     result.good_batches.push_back(r.batch);
