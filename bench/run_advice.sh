@@ -11,7 +11,8 @@
 #   bash bench/run_advice.sh lenet-sgd mlp-adamw     # some of them
 #   SEEDS="0 1 2" TUNE_SEEDS="0" bash bench/run_advice.sh lenet-sgd
 #
-# Writes bench-results/run-advice/NAME.{tune.SEED,grid.SEED}.json and .../summary.md.
+# Where tune proposes a batch-size schedule, it trains beside the pick with the same seeds.
+# Writes bench-results/run-advice/NAME.{tune.SEED,grid.SEED,schedule.SEED}.json and .../summary.md.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 batchwise="${BATCHWISE:-$root/build/batchwise}"
@@ -28,8 +29,8 @@ cells=(
   "lenet-adamw|--model lenet --optimizer adamw|3"
   "mlp-sgd|--model mlp --optimizer sgd|4"
   "mlp-adamw|--model mlp --optimizer adamw|4"
-  "transformer-sgd|--model transformer --dataset synthetic --optimizer sgd|10"
-  "transformer-adamw|--model transformer --dataset synthetic --optimizer adamw|10"
+  "transformer-sgd|--model transformer --dataset synthetic --optimizer sgd|4"
+  "transformer-adamw|--model transformer --dataset synthetic --optimizer adamw|4"
 )
 wanted=("$@")
 for spec in "${cells[@]}"; do
@@ -50,5 +51,21 @@ for spec in "${cells[@]}"; do
       --no-history -q --json "$out/$name.grid.$seed.json" >/dev/null
     echo "grid (seed $seed) done"
   done
+  # A batch-size schedule tune proposed (its first seed's): trained with the same seeds beside the
+  # pick, so the summary compares the predicted saving with the measured one.
+  first_tune=$(echo "$tune_seeds" | awk '{print $1}')
+  read -r schedule pick < <("$python" -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = (r.get('run_race') or {}).get('schedule')
+print((s or {}).get('text', '-'), r['recommendation']['batch'])" "$out/$name.tune.$first_tune.json")
+  if [ "$schedule" != "-" ]; then
+    for seed in $seeds; do
+      # shellcheck disable=SC2086
+      "$batchwise" validate $flags --batch-sizes "$pick" --batch-schedule "$schedule" --epochs "$epochs" \
+        --lr-schedule cosine --seed "$seed" --no-history -q --json "$out/$name.schedule.$seed.json" >/dev/null
+      echo "schedule $schedule (seed $seed) done"
+    done
+  fi
 done
 "$python" "$root/bench/run_advice_summary.py" "$out" | tee "$out/summary.md"

@@ -61,3 +61,50 @@ for name in names:
               f"{'pass' if ok else 'FAIL'} |")
 print()
 print(f"{passed} of {total} picks pass; the worst time ratio {worst:.2f}.")
+
+# Batch-size schedules: what tune predicted against what the seeds' runs measured (issue #30: within
+# 10 points of each other), and whether the schedule's final quality is in the grid's good set.
+rows = []
+for name in names:
+    paths = sorted(glob.glob(os.path.join(out, f"{name}.schedule.*.json")))
+    if not paths:
+        continue
+    tune_path = sorted(glob.glob(os.path.join(out, f"{name}.tune.*.json")))[0]
+    race = json.load(open(tune_path))["run_race"]
+    pick = json.load(open(tune_path))["recommendation"]["batch"]
+    qs, ts, pts = [], [], []
+    for path in paths:
+        for r in json.load(open(path))["validation"]["runs"]:
+            if r.get("schedule") and r.get("final_loss") is not None:
+                q = r.get("final_accuracy")
+                qs.append(q if q is not None else r["final_loss"])
+                ts.append(r["train_s"])
+            elif not r.get("schedule"):
+                pts.append(r["train_s"])
+    grid = {}
+    loss_measure = False
+    for path in glob.glob(os.path.join(out, f"{name}.grid.*.json")):
+        for r in json.load(open(path))["validation"]["runs"]:
+            q = r.get("final_accuracy")
+            loss_measure = q is None
+            grid.setdefault(r["batch"], []).append(q if q is not None else r.get("final_loss"))
+    means = {b: statistics.mean(v) for b, v in grid.items() if None not in v}
+    best = (min if loss_measure else max)(means, key=lambda b: means[b])
+    se = statistics.stdev(grid[best]) / math.sqrt(len(grid[best])) if len(grid[best]) > 1 else 0.0
+    tol = max(0.005 * (means[best] if loss_measure else 1), 2 * se)
+    if not qs or not pts:
+        rows.append(f"| {name} | {race['schedule']['text']} | {100 * race['schedule']['saving']:.0f} % | - | - | no run |")
+        continue
+    q = statistics.mean(qs)
+    good = (q - means[best] if loss_measure else means[best] - q) <= tol
+    measured = 1 - statistics.mean(ts) / statistics.mean(pts)
+    close = abs(measured - race["schedule"]["saving"]) <= 0.10
+    rows.append(f"| {name} | {race['schedule']['text']} (pick {pick}) | {100 * race['schedule']['saving']:.0f} % | "
+                f"{100 * measured:.0f} % | {q:.4f} ({'good' if good else 'worse'}) | "
+                f"{'yes' if close and good else 'no'} |")
+if rows:
+    print()
+    print("| cell | schedule | predicted saving | measured saving | mean final quality | within 10 points, good |")
+    print("|---|---|---:|---:|---|---|")
+    print("\n".join(rows))
+

@@ -25,6 +25,7 @@
 #include "batchwise/choices.h"
 #include "batchwise/data.h"
 #include "batchwise/fields.h"
+#include "batchwise/schedule.h"
 
 namespace batchwise {
 
@@ -123,6 +124,30 @@ void fields(V& v, T& e) {
   v("message", e.message);
 }
 
+/// A batch-size schedule the run race proposes: phases whose batch grows as the noise scale does,
+/// each at its batch's advised rate, no worse at the run's end than the reference by the same
+/// judgement as a fixed batch, and faster than the pick.
+struct ScheduleAdvice {
+  std::vector<BatchPhase> phases;
+  std::string text;             ///< as validate --batch-schedule takes it: "64:0,256:2"
+  std::vector<double> lrs;      ///< each phase's advised rate, in order
+  double full_run_s = 0;        ///< the run at each phase's measured samples/s
+  double share = 1;             ///< of its samples, the share that count against the reference's
+  double predicted_gap = 0;     ///< as RunRaceEntry::predicted_gap
+  double saving = 0;            ///< 1 - full_run_s / the pick's full_run_s
+};
+
+/// The JSON fields of a ScheduleAdvice, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, ScheduleAdvice> = 0>
+void fields(V& v, T& a) {
+  v("text", a.text);
+  v("lrs", a.lrs);
+  v("full_run_s", a.full_run_s);
+  v("share", a.share);
+  v("predicted_gap", a.predicted_gap);
+  v("saving", a.saving);
+}
+
 struct RunRace {
   double epochs = 0;             ///< the user's run
   std::string lr_schedule;
@@ -145,6 +170,15 @@ struct RunRace {
   /// The fastest full run among the good candidates; none when the reference did not train.
   std::optional<int64_t> best_batch;
   std::string pick_reason;
+  /// The batch whose samples buy the most progress per second at the run's start and at its end
+  /// (the noise scale there, each candidate's samples/s and rate cap); a batch-size schedule is
+  /// weighed only where the second is at least twice the first.
+  std::optional<int64_t> batch_at_start, batch_at_end;
+  /// The fastest schedule of two or three growing phases (each batch at least twice the one before,
+  /// switching at a sixteenth of the run or a whole epoch) that ends no worse than the reference,
+  /// where it saves at least 5 % of the pick's time; why none otherwise.
+  std::optional<ScheduleAdvice> schedule;
+  std::string schedule_reason;
   std::vector<std::string> notes;
   double wall_s = 0;             ///< the whole race: range tests, training, noise scales, evaluations
 };
@@ -166,6 +200,10 @@ void fields(V& v, T& r) {
   v("entries", r.entries);
   v("best_batch", r.best_batch);
   v("pick_reason", r.pick_reason);
+  v("batch_at_start", r.batch_at_start);
+  v("batch_at_end", r.batch_at_end);
+  v("schedule", r.schedule);
+  v("schedule_reason", r.schedule_reason);
   v("notes", r.notes);
   v("wall_s", r.wall_s);
 }
@@ -193,6 +231,17 @@ double measured_share(const std::vector<double>& samples, const std::vector<doub
 /// each later pair, and the last pair's power (between 0 and 1: a noisy measurement's steeper
 /// growth, or a fall, is not carried on) beyond the last.
 double noise_at(const std::vector<std::pair<double, double>>& noise, double samples);
+
+/// A schedule's share of samples that count against the reference's and its run's time: phases
+/// over a run of `run_samples` (from_epoch x `dataset` samples on), each batch's own share
+/// `correction` (its rate cap and measured lag: RunRaceEntry::share over its efficiency) times the
+/// noise scale's (1 + reference / B_noise(S)) / (1 + batch / B_noise(S)) where it trains, and its
+/// `samples_per_s`. `correction` and `samples_per_s` are per phase.
+std::pair<double, double> schedule_share_and_time(const std::vector<std::pair<double, double>>& noise,
+                                                  double run_samples, int64_t dataset, int64_t reference,
+                                                  const std::vector<BatchPhase>& phases,
+                                                  const std::vector<double>& correction,
+                                                  const std::vector<double>& samples_per_s);
 
 /// The share of a run's samples at `batch` that count against the same run at `reference`: the
 /// mean over the run's `run_samples` of (1 + reference / B_noise(S)) / (1 + batch / B_noise(S)),

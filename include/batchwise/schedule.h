@@ -3,6 +3,8 @@
 /// step-decay shape to the run's last step (what the user's own training does, so that what batchwise
 /// trains to compare batches is the run they will do).
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "batchwise/lr.h"
 #include "batchwise/choices.h"
@@ -19,5 +21,30 @@ int64_t run_warmup_steps(const LrAdvice& advice, int64_t total_steps);
 /// Hutter 2017), approaching 0 at the end; step, x0.1 from half of them and x0.01 from three quarters
 /// (the shape of He et al. 2016's 30/60/90-epoch ImageNet runs).
 double scheduled_lr(const LrAdvice& advice, LrSchedule shape, int64_t step, int64_t total_steps);
+
+/// One phase of a batch-size schedule: `batch` from `from_epoch` of the run on (the first phase
+/// from 0), at its own advised rate.
+struct BatchPhase {
+  int64_t batch = 0;
+  double from_epoch = 0;
+};
+
+/// A batch-size schedule as the flag spells it, "64:0,256:2" (batch 64 from the start, 256 from
+/// epoch 2), each batch at least 1, the first phase from epoch 0, each later one from a later
+/// epoch; a ConfigError names `what` and the fix. One phase is a fixed batch and is refused too.
+std::vector<BatchPhase> parse_batch_schedule(const std::string& text, const std::string& what);
+
+/// The spelling parse_batch_schedule reads: "64:0,256:2".
+std::string schedule_text(const std::vector<BatchPhase>& phases);
+
+/// The phase a run is in after `epochs` of it.
+const BatchPhase& phase_at(const std::vector<BatchPhase>& phases, double epochs);
+
+/// The rate after `samples` of a run of `total_samples` whose batch changes (a schedule): its
+/// warm-up over the first `warmup_samples`, linear from `warmup_from_lr` to the current phase's
+/// advised `lr`, then `shape` from that rate over the rest, as scheduled_lr's but in samples rather
+/// than steps (a step is no longer a fixed share of the run).
+double phased_lr(double lr, double warmup_from_lr, LrSchedule shape, double samples, double warmup_samples,
+                 double total_samples);
 
 }  // namespace batchwise

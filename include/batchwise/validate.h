@@ -17,6 +17,7 @@
 #include "batchwise/convergence.h"
 #include "batchwise/data.h"
 #include "batchwise/fields.h"
+#include "batchwise/schedule.h"
 
 namespace batchwise {
 
@@ -36,6 +37,9 @@ struct ValidateOptions {
   TORCH_ARG(double, epochs) = 0;
   /// The rate's shape over a full run after the advised warm-up (schedule.h); only with `epochs`.
   TORCH_ARG(LrSchedule, lr_schedule) = LrSchedule::Constant;
+  /// Full runs: also train this batch-size schedule (schedule.h) over the same run, each phase at
+  /// its batch's advised rate, so that it is measured like a fixed batch. Empty: none.
+  TORCH_ARG(std::vector<BatchPhase>, batch_schedule);
   /// Give up after this many epochs of training data.
   TORCH_ARG(double, max_epochs) = 3;
   /// Give up after this much training time (seconds) per candidate; 0: no limit.
@@ -119,6 +123,10 @@ struct ValidationRun {
   std::optional<double> final_loss, final_accuracy;
   /// Full runs: final quality within the noise of the best run's (ValidationResult::good_batches).
   bool good = false;
+  /// A batch-size schedule's run ("64:0,256:2"; `batch` is its first phase's, `lr` its rate): empty
+  /// for a fixed batch. Each phase's advised rate, in order.
+  std::string schedule;
+  std::vector<double> phase_lrs;
 };
 
 /// The JSON fields of a ValidationRun, in JSON order (fields.h): of its advice, the rate, rule and cap.
@@ -141,6 +149,8 @@ void fields(V& v, T& r) {
   v("final_loss", r.final_loss, When{r.final_loss.has_value()});
   v("final_accuracy", r.final_accuracy, When{r.final_accuracy.has_value()});
   v("good", r.good, When{r.final_loss.has_value()});
+  v("schedule", r.schedule, When{!r.schedule.empty()});
+  v("phase_lrs", r.phase_lrs, When{!r.schedule.empty()});
   v("curve", r.curve);
 }
 
@@ -159,6 +169,10 @@ struct ValidationResult {
   /// errors of a proportion over the held-out set), loss within 2 % (no per-sample spread is kept).
   std::optional<int64_t> best_batch;
   std::vector<int64_t> good_batches;
+  /// A batch-size schedule's run (the last of `runs`), judged against the fixed batches' best: the
+  /// training time it saves against the fastest good fixed batch (negative: it took longer), where
+  /// its final quality is good; none otherwise.
+  std::optional<double> schedule_saving;
 };
 
 /// The JSON fields of a ValidationResult, in JSON order (fields.h).
@@ -171,6 +185,7 @@ void fields(V& v, T& r) {
   v("lr_schedule", r.lr_schedule, When{r.epochs > 0});
   v("best_batch", r.best_batch, When{r.epochs > 0});
   v("good_batches", r.good_batches, When{r.epochs > 0});
+  v("schedule_saving", r.schedule_saving, When{r.schedule_saving.has_value()});
   v("runs", r.runs);
 }
 

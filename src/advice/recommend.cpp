@@ -260,6 +260,7 @@ std::optional<Recommendation> recommend(const RunRace& race) {
     if (e.good) good.push_back(e.batch);
   std::string reason = race.pick_reason;
   if (good.size() > 1) reason += fmt::format("; no worse a model either: batches {}", fmt::join(good, ", "));
+  if (race.schedule) reason += "; " + race.schedule_reason;
   return Recommendation{*race.best_batch, reason};
 }
 

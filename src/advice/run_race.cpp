@@ -37,6 +37,14 @@ constexpr int kEfficiencyPoints = 256;
 // A measured noise scale below one sample (its trace estimate can come out at or below 0): every
 // batch is far above it.
 constexpr double kNoiseFloor = 1.0;
+// A batch-size schedule is weighed where the batch whose samples buy the most progress per second
+// grows at least this much over the run, and proposed where it saves at least kScheduleSaving of the
+// pick's time (issue #30: a schedule must pay for the complication of changing the batch).
+constexpr double kScheduleGrowth = 2;
+constexpr double kScheduleSaving = 0.05;
+// Where its phases may switch: every sixteenth of the run, or whole epochs near them in a run of 16
+// epochs or more.
+constexpr int kSwitchPoints = 16;
 // The reference's shortest run needs this many steps for its learning curve to mean something;
 // fewer get a note.
 constexpr int64_t kFewestSteps = 8;
@@ -165,6 +173,30 @@ double measured_share(const std::vector<double>& samples, const std::vector<doub
   return std::clamp(at / samples[2], 0.0, 1.0);
 }
 
+std::pair<double, double> schedule_share_and_time(const std::vector<std::pair<double, double>>& noise,
+                                                  double run_samples, int64_t dataset, int64_t reference,
+                                                  const std::vector<BatchPhase>& phases,
+                                                  const std::vector<double>& correction,
+                                                  const std::vector<double>& samples_per_s) {
+  if (phases.empty() || run_samples <= 0) return {1, 0};
+  const auto epoch = static_cast<double>(dataset);
+  double sum = 0;
+  for (int i = 0; i < kEfficiencyPoints; ++i) {
+    const double s = run_samples * (i + 0.5) / kEfficiencyPoints;
+    size_t k = 0;
+    while (k + 1 < phases.size() && s >= phases[k + 1].from_epoch * epoch) ++k;
+    const double b = noise.empty() ? kNoiseUnbounded : noise_at(noise, s);
+    sum += correction[k] * (1 + static_cast<double>(reference) / b) / (1 + static_cast<double>(phases[k].batch) / b);
+  }
+  double time = 0;
+  for (size_t k = 0; k < phases.size(); ++k) {
+    const double from = std::min(run_samples, phases[k].from_epoch * epoch);
+    const double to = k + 1 < phases.size() ? std::min(run_samples, phases[k + 1].from_epoch * epoch) : run_samples;
+    time += std::max(0.0, to - from) / samples_per_s[k];
+  }
+  return {sum / kEfficiencyPoints, time};
+}
+
 double run_efficiency(const std::vector<std::pair<double, double>>& noise, double run_samples, int64_t reference,
                       int64_t batch) {
   if (noise.empty() || run_samples <= 0) return 1;
@@ -277,6 +309,118 @@ double error_at(const std::vector<double>& samples, const std::vector<double>& e
   return errors[0] - scale + scale * std::pow(run_samples / samples[0], -alpha);
 }
 
+// The schedule's phases switch at these epochs: sixteenths of the run, whole epochs near them in a
+// run of 16 epochs or more.
+std::vector<double> switch_epochs(double epochs) {
+  std::vector<double> out;
+  for (int k = 1; k < kSwitchPoints; ++k) {
+    double e = epochs * k / kSwitchPoints;
+    if (epochs >= kSwitchPoints) e = std::round(e);
+    if (e > 0 && e < epochs && (out.empty() || e > out.back())) out.push_back(e);
+  }
+  return out;
+}
+
+// Weighs batch-size schedules against the pick (race.entries judged): where the batch whose samples
+// buy the most progress per second grows kScheduleGrowth or more over the run, the fastest schedule
+// of two or three phases, each batch at least twice the last, that ends no worse than the reference;
+// proposed where it saves kScheduleSaving of the pick's time.
+void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>>& noise,
+                      const std::vector<double>& samples, const std::vector<double>& errors, double run_samples,
+                      double loss_at_end, int64_t dataset, const RunRaceEntry& pick) {
+  std::vector<const RunRaceEntry*> usable;
+  for (const auto& e : race.entries)
+    if (e.message.empty() && e.efficiency > 0 && e.share > 0) usable.push_back(&e);
+  const auto reference = static_cast<double>(race.reference_batch);
+  const auto correction = [](const RunRaceEntry& e) { return std::min(1.0, e.share / e.efficiency); };
+  const auto cheapest = [&](double s) {  // the most samples that count per second at s samples in
+    const double b = std::min(kNoiseUnbounded, noise_at(noise, s));
+    const RunRaceEntry* best = nullptr;
+    double most = 0;
+    for (const RunRaceEntry* e : usable) {
+      const double rate = e->samples_per_s * correction(*e) * (1 + reference / b) / (1 + static_cast<double>(e->batch) / b);
+      if (rate > most) most = rate, best = e;
+    }
+    return best;
+  };
+  const RunRaceEntry* start = cheapest(run_samples / kEfficiencyPoints);
+  const RunRaceEntry* end = cheapest(run_samples);
+  if (!start || !end) return;
+  race.batch_at_start = start->batch;
+  race.batch_at_end = end->batch;
+  if (static_cast<double>(end->batch) < kScheduleGrowth * static_cast<double>(start->batch)) {
+    race.schedule_reason = fmt::format(
+        "no batch-size schedule: the batch whose samples buy the most progress per second is {} at the run's start "
+        "and {} at its end, less than {:g}x growth",
+        start->batch, end->batch, kScheduleGrowth);
+    return;
+  }
+  const std::vector<double> switches = switch_epochs(race.epochs);
+  std::optional<ScheduleAdvice> best;
+  const auto weigh = [&](const std::vector<const RunRaceEntry*>& in, const std::vector<double>& from) {
+    ScheduleAdvice a;
+    std::vector<double> corrections, rates;
+    for (size_t k = 0; k < in.size(); ++k) {
+      a.phases.push_back({in[k]->batch, from[k]});
+      a.lrs.push_back(in[k]->lr.lr);
+      corrections.push_back(correction(*in[k]));
+      rates.push_back(in[k]->samples_per_s);
+    }
+    std::tie(a.share, a.full_run_s) = schedule_share_and_time(noise, run_samples, dataset, race.reference_batch,
+                                                              a.phases, corrections, rates);
+    a.predicted_gap = deficit(samples, errors, run_samples, a.share) / loss_at_end;
+    // No further behind than the pick: the saving is the growing batch's, not slack in the tolerance.
+    if (a.predicted_gap > std::min(race.tolerance, *pick.predicted_gap) || (best && a.full_run_s >= best->full_run_s))
+      return;
+    a.saving = 1 - a.full_run_s / pick.full_run_s;
+    a.text = schedule_text(a.phases);
+    best = a;
+  };
+  const auto grows = [](const RunRaceEntry* a, const RunRaceEntry* b) {
+    return static_cast<double>(b->batch) >= kScheduleGrowth * static_cast<double>(a->batch);
+  };
+  for (size_t i = 0; i < usable.size(); ++i)
+    for (size_t j = i + 1; j < usable.size(); ++j) {
+      if (!grows(usable[i], usable[j])) continue;
+      for (size_t t = 0; t < switches.size(); ++t) {
+        weigh({usable[i], usable[j]}, {0, switches[t]});
+        for (size_t k = j + 1; k < usable.size(); ++k)
+          if (grows(usable[j], usable[k]))
+            for (size_t u = t + 1; u < switches.size(); ++u)
+              weigh({usable[i], usable[j], usable[k]}, {0, switches[t], switches[u]});
+      }
+    }
+  if (!best) {
+    race.schedule_reason = fmt::format(
+        "no batch-size schedule: the best batch grows from {} to {} over the run, but every schedule of growing "
+        "phases ends further behind than batch {}",
+        start->batch, end->batch, pick.batch);
+    return;
+  }
+  if (best->saving < kScheduleSaving) {
+    race.schedule_reason = fmt::format(
+        "no batch-size schedule: the best batch grows from {} to {} over the run, but the fastest schedule as good "
+        "as batch {}, {}, saves {:.1f} % of its {:.0f} s, less than {:.0f} %",
+        start->batch, end->batch, pick.batch, best->text, 100 * best->saving, pick.full_run_s, 100 * kScheduleSaving);
+    return;
+  }
+  std::vector<std::string> phases;
+  for (size_t k = 0; k < best->phases.size(); ++k)
+    phases.push_back(fmt::format("{} from epoch {:g} (lr {:.4g})", best->phases[k].batch, best->phases[k].from_epoch,
+                                 best->lrs[k]));
+  race.schedule_reason = fmt::format(
+      "a batch-size schedule saves {:.0f} % of batch {}'s {:.0f} s: batch {} ({:.0f} s), predicted to end {} behind "
+      "batch {}'s run, no further than batch {} (the best batch grows from {} to {} along the run, as the noise scale "
+      "does; each phase at its batch's advised rate, one warm-up, the {} shape over the whole run); measure it with "
+      "validate --epochs {:g} --lr-schedule {} --batch-sizes {} --batch-schedule {}",
+      100 * best->saving, pick.batch, pick.full_run_s, fmt::join(phases, ", then "), best->full_run_s,
+      race.measure == "accuracy" ? fmt::format("{:.2f} accuracy points", 100 * best->predicted_gap)
+                                 : fmt::format("{:.1f} % of the loss", 100 * best->predicted_gap),
+      race.reference_batch, pick.batch, start->batch, end->batch, race.lr_schedule, race.epochs, race.lr_schedule,
+      pick.batch, best->text);
+  race.schedule = best;
+}
+
 // Every candidate's share of samples that count and the error it ends behind; the pick.
 void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held_out_size, bool accuracy) {
   const RunRaceEntry& ref = race.entries.front();
@@ -321,6 +465,7 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
   }
   if (pick) race.best_batch = pick->batch;
   explain(race, pick, std::min(kNoiseUnbounded, noise_at(noise, run_samples)));
+  if (pick) propose_schedule(race, noise, samples, errors, run_samples, loss_at_end, dataset, *pick);
 }
 
 }  // namespace

@@ -1,8 +1,13 @@
 // The learning rate over a run of known length: warm-up, then constant, cosine or step decay.
 #include "batchwise/schedule.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+
+#include "check.h"
+#include "parse_number.h"
 
 namespace batchwise {
 
@@ -14,6 +19,21 @@ int64_t run_warmup_steps(const LrAdvice& advice, int64_t total_steps) {
   return std::max<int64_t>(0, std::min(advice.warmup_steps, total_steps / 4));
 }
 
+namespace {
+// The shape's multiple of the rate after the share `done` of the steps after the warm-up.
+double shaped(LrSchedule shape, double done) {
+  switch (shape) {
+    case LrSchedule::Cosine:
+      return 0.5 * (1 + std::cos(kPi * done));
+    case LrSchedule::Step:
+      return done < 0.5 ? 1.0 : done < 0.75 ? 0.1 : 0.01;
+    case LrSchedule::Constant:
+      break;
+  }
+  return 1;
+}
+}  // namespace
+
 double scheduled_lr(const LrAdvice& advice, LrSchedule shape, int64_t step, int64_t total_steps) {
   const int64_t warmup = run_warmup_steps(advice, total_steps);
   if (step < warmup) {
@@ -22,15 +42,58 @@ double scheduled_lr(const LrAdvice& advice, LrSchedule shape, int64_t step, int6
   }
   const int64_t decaying = std::max<int64_t>(1, total_steps - warmup);
   const double done = std::min(1.0, static_cast<double>(step - warmup) / static_cast<double>(decaying));
-  switch (shape) {
-    case LrSchedule::Cosine:
-      return advice.lr * 0.5 * (1 + std::cos(kPi * done));
-    case LrSchedule::Step:
-      return advice.lr * (done < 0.5 ? 1.0 : done < 0.75 ? 0.1 : 0.01);
-    case LrSchedule::Constant:
-      break;
+  return advice.lr * shaped(shape, done);
+}
+
+double phased_lr(double lr, double warmup_from_lr, LrSchedule shape, double samples, double warmup_samples,
+                 double total_samples) {
+  if (samples < warmup_samples) return warmup_from_lr + (lr - warmup_from_lr) * samples / warmup_samples;
+  const double decaying = std::max(1.0, total_samples - warmup_samples);
+  return lr * shaped(shape, std::clamp((samples - warmup_samples) / decaying, 0.0, 1.0));
+}
+
+std::vector<BatchPhase> parse_batch_schedule(const std::string& text, const std::string& what) {
+  const std::string hint = "write each phase as BATCH:FROM_EPOCH, e.g. 64:0,256:2 (64 from the start, 256 from epoch 2)";
+  std::vector<BatchPhase> phases;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(start, comma - start);
+    const size_t colon = item.find(':');
+    BatchPhase p;
+    BATCHWISE_CHECK(colon != std::string::npos, ConfigError, "{}: '{}' in '{}' has no ':'; {}", what, item, text, hint);
+    BATCHWISE_CHECK(detail::parse_int64(item.substr(0, colon), p.batch) && p.batch >= 1, ConfigError,
+                    "{}: '{}' in '{}' is not a batch size (a whole number, at least 1); {}", what,
+                    item.substr(0, colon), text, hint);
+    BATCHWISE_CHECK(detail::parse_double(item.substr(colon + 1), p.from_epoch) && p.from_epoch >= 0, ConfigError,
+                    "{}: '{}' in '{}' is not an epoch (a number, at least 0); {}", what, item.substr(colon + 1),
+                    text, hint);
+    BATCHWISE_CHECK(!phases.empty() || p.from_epoch == 0, ConfigError,
+                    "{}: the first phase of '{}' starts at epoch {:g}; it starts the run, at 0; {}", what, text,
+                    p.from_epoch, hint);
+    BATCHWISE_CHECK(phases.empty() || p.from_epoch > phases.back().from_epoch, ConfigError,
+                    "{}: the phases of '{}' must start at later and later epochs (epoch {:g} comes after {:g}); {}",
+                    what, text, p.from_epoch, phases.back().from_epoch, hint);
+    phases.push_back(p);
+    start = comma + 1;
   }
-  return advice.lr;
+  BATCHWISE_CHECK(phases.size() >= 2, ConfigError,
+                  "{}: '{}' is one phase, a fixed batch; give it in --batch-sizes, or two or more phases ({})", what,
+                  text, hint);
+  return phases;
+}
+
+std::string schedule_text(const std::vector<BatchPhase>& phases) {
+  std::string out;
+  for (const auto& p : phases) out += fmt::format("{}{}:{:g}", out.empty() ? "" : ",", p.batch, p.from_epoch);
+  return out;
+}
+
+const BatchPhase& phase_at(const std::vector<BatchPhase>& phases, double epochs) {
+  size_t i = 0;
+  while (i + 1 < phases.size() && epochs >= phases[i + 1].from_epoch) ++i;
+  return phases[i];
 }
 
 }  // namespace batchwise

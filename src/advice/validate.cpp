@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include <fmt/ranges.h>
+
 #include <chrono>
 #include <cmath>
 #include <tuple>
@@ -69,16 +71,28 @@ ValidateProgress progress(const ValidateOptions& o, const ValidationRun& run, co
   return p;
 }
 
+// One candidate: a fixed batch, or (`phases` not empty, full runs only) a batch-size schedule whose
+// first phase's batch is `batch`, each phase at its batch's advised rate.
 ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& held_out, const ValidateOptions& o,
-                      int64_t batch, const Race& race) {
+                      int64_t batch, const Race& race, const std::vector<BatchPhase>& phases = {}) {
   ValidationRun run;
   run.batch = batch;
   const double base_lr = o.base_lr() > 0 ? o.base_lr() : w.info().lr;
   run.lr = candidate_lr(w, o, base_lr, batch);
+  std::vector<LrAdvice> phase_lr;
+  for (const auto& p : phases) phase_lr.push_back(p.batch == batch ? run.lr : candidate_lr(w, o, base_lr, p.batch));
   const int64_t epoch = w.data().size();
   const bool full = o.epochs() > 0;
   Limits limits;
-  if (full) {
+  double warmup_samples = 0;  // a schedule's warm-up, in samples (its steps change size)
+  if (full && !phases.empty()) {
+    run.schedule = schedule_text(phases);
+    for (const auto& a : phase_lr) run.phase_lrs.push_back(a.lr);
+    limits.max_samples = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.epochs() * static_cast<double>(epoch))));
+    limits.total_steps = std::max<int64_t>(1, limits.max_samples / batch);  // the first phase's steps, were it the run
+    run.warmup_steps = run_warmup_steps(run.lr, limits.total_steps);
+    warmup_samples = static_cast<double>(run.warmup_steps * batch);
+  } else if (full) {
     limits.total_steps = std::max<int64_t>(
         1, static_cast<int64_t>(std::ceil(o.epochs() * static_cast<double>(epoch) / static_cast<double>(batch))));
     limits.max_samples = limits.total_steps * batch;
@@ -96,12 +110,23 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
   int64_t samples = 0, next_eval = eval_every;
   double train_s = 0;
   while (true) {
-    w.set_lr(full ? scheduled_lr(run.lr, o.lr_schedule(), run.steps, limits.total_steps) : lr_at_step(run.lr, run.steps));
+    int64_t step_batch = batch;
+    if (!phases.empty()) {  // the phase this step is in: its batch, its rate at this point of the run
+      const double done = static_cast<double>(samples);
+      size_t k = 0;
+      while (k + 1 < phases.size() && done >= phases[k + 1].from_epoch * static_cast<double>(epoch)) ++k;
+      step_batch = phases[k].batch;
+      w.set_lr(phased_lr(phase_lr[k].lr, run.lr.warmup_from_lr, o.lr_schedule(), done, warmup_samples,
+                         static_cast<double>(limits.max_samples)));
+    } else {
+      w.set_lr(full ? scheduled_lr(run.lr, o.lr_schedule(), run.steps, limits.total_steps)
+                    : lr_at_step(run.lr, run.steps));
+    }
     const auto start = Clock::now();
-    const Batch b = w.next_batch(batch);
+    const Batch b = w.next_batch(step_batch);
     const double loss = w.train_step(b).item<double>();  // reading it waits for the device
     train_s += since(start);
-    samples += batch;
+    samples += step_batch;
     ++run.steps;
     if (!std::isfinite(loss)) {
       run.message = fmt::format("the training loss became {} after {} steps: this learning rate ({:.4g}) diverges",
@@ -147,7 +172,18 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
       run.message = fmt::format("the held-out loss after the last step is {}: the last steps diverged at lr {:.4g}",
                                 loss, run.lr.lr);
   }
-  if (full) {  // the advice as this run applied it
+  if (full && !phases.empty()) {
+    run.lr.warmup_steps = run.warmup_steps;
+    run.lr.warmup_epochs = run.warmup_epochs;
+    std::vector<std::string> each;
+    for (size_t k = 0; k < phases.size(); ++k)
+      each.push_back(fmt::format("batch {} from epoch {:g} at lr {:.4g}", phases[k].batch, phases[k].from_epoch,
+                                 phase_lr[k].lr));
+    run.lr.advice = fmt::format("the schedule {}: {}; warm-up over the first {:g} epochs, then the {} schedule over "
+                                "the {:g}-epoch run",
+                                run.schedule, fmt::join(each, ", "), run.warmup_epochs, to_string(o.lr_schedule()),
+                                o.epochs());
+  } else if (full) {  // the advice as this run applied it
     run.lr.warmup_steps = run.warmup_steps;
     run.lr.warmup_epochs = run.warmup_epochs;
     run.lr.advice += fmt::format("; in this {:g}-epoch run ({} steps): {}, then the {} schedule", o.epochs(),
@@ -167,10 +203,11 @@ void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
     return a.final_accuracy ? *a.final_accuracy > *b.final_accuracy : *a.final_loss < *b.final_loss;
   };
   for (const auto& r : result.runs)
-    if (r.final_loss && (!best || better(r, *best))) best = &r;
+    if (r.final_loss && r.schedule.empty() && (!best || better(r, *best))) best = &r;
   if (!best) return;
   result.best_batch = best->batch;
   const ValidationRun* fastest = nullptr;
+  ValidationRun* schedule = nullptr;
   for (auto& r : result.runs) {
     if (!r.final_loss) continue;
     if (best->final_accuracy) {
@@ -179,11 +216,16 @@ void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
     } else {
       r.good = *r.final_loss <= *best->final_loss * (1 + kLossTolerance);
     }
+    if (!r.schedule.empty()) {
+      schedule = &r;
+      continue;
+    }
     if (!r.good) continue;
     result.good_batches.push_back(r.batch);
     if (!fastest || r.train_s < fastest->train_s) fastest = &r;
   }
   if (fastest) result.fastest_batch = fastest->batch;
+  if (fastest && schedule && schedule->good) result.schedule_saving = 1 - schedule->train_s / fastest->train_s;
 }
 
 }  // namespace
@@ -214,6 +256,12 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   BATCHWISE_CHECK(o.target_accuracy() == 0 || held_out.targets.scalar_type() == at::kLong, ConfigError,
                   "--target-accuracy: the held-out targets are not class labels (--loss mse); use --target-loss");
   BATCHWISE_CHECK(!o.batch_sizes().empty(), ConfigError, "validate: no candidate batch sizes");
+  BATCHWISE_CHECK(o.batch_schedule().empty() || full, ConfigError,
+                  "--batch-schedule {}: a schedule's phases are epochs of a run of known length; give --epochs N",
+                  schedule_text(o.batch_schedule()));
+  BATCHWISE_CHECK(o.batch_schedule().empty() || o.batch_schedule().back().from_epoch < o.epochs(), ConfigError,
+                  "--batch-schedule {}: its last phase starts at epoch {:g}, not within the {:g}-epoch run",
+                  schedule_text(o.batch_schedule()), o.batch_schedule().back().from_epoch, o.epochs());
   BATCHWISE_CHECK(o.epochs() > 0 || o.max_epochs() > 0, ConfigError, "--max-epochs {}: must be positive",
                   o.max_epochs());
   BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);
@@ -241,12 +289,16 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   const StateGuard initial(workload);
   const double lr_before = w->info().lr;
   Race race;
-  race.count = static_cast<int>(o.batch_sizes().size());
   race.start = Clock::now();
-  for (const int64_t batch : o.batch_sizes()) {
+  // The grid's fixed batches, then the schedule (its first phase's batch in its place).
+  std::vector<std::pair<int64_t, std::vector<BatchPhase>>> candidates;
+  for (const int64_t batch : o.batch_sizes()) candidates.push_back({batch, {}});
+  if (!o.batch_schedule().empty()) candidates.push_back({o.batch_schedule().front().batch, o.batch_schedule()});
+  race.count = static_cast<int>(candidates.size());
+  for (const auto& [batch, phases] : candidates) {
     workload.restore_state(initial.state());  // every candidate starts from the same weights and data order
     try {
-      result.runs.push_back(run_one(*w, probe, held_out, o, batch, race));
+      result.runs.push_back(run_one(*w, probe, held_out, o, batch, race, phases));
       const ValidationRun& done = result.runs.back();
       if (done.reached && (!race.fastest_s || done.train_s < *race.fastest_s)) race.fastest_s = done.train_s;
       ++race.index;
@@ -258,6 +310,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
       failed.lr = unmeasured_lr(rule_optimizer(w->info()), o.base_batch(), o.base_lr() > 0 ? o.base_lr() : lr_before, batch);
       const std::string what = e.what();
       failed.message = "failed: " + what.substr(0, what.find('\n'));
+      failed.schedule = phases.empty() ? "" : schedule_text(phases);
       result.runs.push_back(failed);
       ++race.index;
     }

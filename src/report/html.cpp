@@ -474,11 +474,13 @@ std::string validation_section(const Report& r) {
       accuracy |= p.accuracy.has_value();
       points.push_back({{"x", p.train_s}, {"y", p.accuracy ? *p.accuracy : p.loss}});
     }
-    json d = dataset(fmt::format("batch {} (lr {:.4g})", run.batch, run.lr.lr), points, kLineColors[i++ % 6]);
+    json d = dataset(run.schedule.empty() ? fmt::format("batch {} (lr {:.4g})", run.batch, run.lr.lr)
+                                          : fmt::format("schedule {}", run.schedule),
+                     points, kLineColors[i++ % 6]);
     d["showLine"] = true;
     d["pointRadius"] = 2;
     datasets.push_back(d);
-    const bool soonest = v.fastest_batch == run.batch;
+    const bool soonest = v.fastest_batch == run.batch && run.schedule.empty();
     if (v.epochs > 0) {  // full runs: final quality and time
       const std::string last = run.final_accuracy ? fmt::format("{:.4f}", *run.final_accuracy)
                                : run.final_loss   ? fmt::format("loss {:.4f}", *run.final_loss)
@@ -488,7 +490,15 @@ std::string validation_section(const Report& r) {
           "<td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
           run.good ? "ok" : "bad", run.batch, run.lr.lr, run.good ? "within noise of the best" : "no", run.train_s,
           run.steps, run.epochs, last,
-          soonest ? "fastest within noise" : v.best_batch == run.batch ? "best" : esc(run.message));
+          !run.schedule.empty()
+              ? esc(fmt::format("schedule {}{}", run.schedule,
+                                v.schedule_saving ? fmt::format(": {:.0f} % {} time than the fastest good batch",
+                                                                100 * std::abs(*v.schedule_saving),
+                                                                *v.schedule_saving >= 0 ? "less" : "more")
+                                                  : run.message.empty() ? "" : ": " + run.message))
+          : soonest                    ? "fastest within noise"
+          : v.best_batch == run.batch ? "best"
+                                      : esc(run.message));
       continue;
     }
     rows += fmt::format(
@@ -553,6 +563,7 @@ std::string run_race_section(const Report& r) {
         !e.message.empty() ? esc(e.message) : race.best_batch == e.batch ? "soonest without a worse model" : "");
   std::string notes = list_items(race.notes);
   if (!race.pick_reason.empty()) notes += list_items({race.pick_reason});
+  if (!race.schedule_reason.empty()) notes += list_items({race.schedule_reason});
   return fmt::format(
       "<section id=\"run-race\">\n<h2>Run race: your {:g}-epoch {} run</h2>\n<p class=\"caption\">Batch {} trained "
       "your schedule compressed to {} epochs; the noise scale along it says which share of each batch's samples "

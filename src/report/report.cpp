@@ -4,6 +4,7 @@
 #include "batchwise/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -248,6 +249,7 @@ void run_race_table(Lines& line, const RunRace& race) {
   line(fmt::format("  within {} is within the held-out noise", amount(race.tolerance)));
   for (const auto& note : race.notes) line("  " + note);
   if (!race.pick_reason.empty()) line("  " + race.pick_reason);
+  if (!race.schedule_reason.empty()) line("  " + race.schedule_reason);
 }
 
 void race_table(Lines& line, const BatchRace& race, int64_t dataset_size) {
@@ -286,11 +288,18 @@ void full_runs_table(Lines& line, const ValidationResult& v) {
                    "steps", "accuracy", "final loss", "note"));
   for (const auto& run : v.runs) {
     std::string note = run.message;
+    const bool fixed = run.schedule.empty();
     if (run.final_loss)
-      note = v.fastest_batch && *v.fastest_batch == run.batch ? "<- fastest within noise of the best"
-             : v.best_batch && *v.best_batch == run.batch     ? "best"
-             : run.good                                        ? "within noise of the best"
-                                                               : "";
+      note = fixed && v.fastest_batch && *v.fastest_batch == run.batch ? "<- fastest within noise of the best"
+             : fixed && v.best_batch && *v.best_batch == run.batch     ? "best"
+             : run.good                                                 ? "within noise of the best"
+                                                                        : "";
+    if (!fixed)
+      note = fmt::format("schedule {}{}{}", run.schedule, note.empty() ? "" : ": " + note,
+                         v.schedule_saving ? fmt::format("; {:.0f} % {} time than the fastest good batch",
+                                                         100 * std::abs(*v.schedule_saving),
+                                                         *v.schedule_saving >= 0 ? "less" : "more")
+                                           : "");
     line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10.1f}  {:>7}  {:>9}  {:>10}  {}", run.batch, run.lr.lr,
                      run.warmup_steps, run.train_s, run.steps,
                      run.final_accuracy ? fmt::format("{:.4f}", *run.final_accuracy) : "-",

@@ -139,6 +139,28 @@ TEST(RunRace, PicksTheClosedFormFastestBatchWithoutAWorseModel) {
   EXPECT_LE(*race.best_batch, answer) << "never a batch worse than the closed form's fastest good one: closed form " << answer << " (expected losses" << table << ")";
   EXPECT_LT(answer, 1024) << "the problem must make the largest batch worse, or the test shows nothing:" << table;
   EXPECT_FALSE(race.pick_reason.empty());
+  // The schedule is weighed and the answer stated either way; one proposed grows, pays and is good.
+  EXPECT_FALSE(race.schedule_reason.empty());
+  ASSERT_TRUE(race.batch_at_start && race.batch_at_end);
+  if (race.schedule) {
+    EXPECT_GE(race.schedule->saving, 0.05);
+    EXPECT_LE(race.schedule->predicted_gap, race.tolerance);
+    for (size_t k = 1; k < race.schedule->phases.size(); ++k)
+      EXPECT_GE(race.schedule->phases[k].batch, 2 * race.schedule->phases[k - 1].batch);
+  }
+}
+
+// A schedule's share of samples that count: each phase's noise-scale share times its own
+// correction, weighted by the samples it trains; its time, each phase's samples at its rate.
+TEST(RunRace, AScheduleCountsEachPhaseAtItsBatch) {
+  const std::vector<std::pair<double, double>> flat{{0, 100}};
+  const auto [share, time] = schedule_share_and_time(flat, 4000, 1000, 32, {{64, 0}, {256, 2}}, {1, 0.5}, {100, 400});
+  EXPECT_NEAR(share, 0.5 * (1 + 0.32) / (1 + 0.64) + 0.5 * 0.5 * (1 + 0.32) / (1 + 2.56), 1e-12);
+  EXPECT_NEAR(time, 2000.0 / 100 + 2000.0 / 400, 1e-12);
+  // One phase is the fixed batch's run_efficiency.
+  const std::vector<std::pair<double, double>> grown{{0, 50}, {1000, 200}, {2000, 400}, {4000, 800}};
+  EXPECT_NEAR(schedule_share_and_time(grown, 10000, 1000, 32, {{300, 0}}, {1}, {1}).first,
+              run_efficiency(grown, 10000, 32, 300), 1e-12);
 }
 
 // The share of samples that count: 1 at the reference, (1 + b0/Bn) / (1 + B/Bn) under a constant

@@ -1,6 +1,10 @@
 // The rate over a run of known length: the advised warm-up, then the schedule's shape.
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "batchwise/error.h"
+
 #include "batchwise/schedule.h"
 
 namespace batchwise {
@@ -36,6 +40,64 @@ TEST(Schedule, TheWarmUpTakesAtMostAQuarterOfTheRun) {
   EXPECT_EQ(run_warmup_steps(a, 40), 10);
   EXPECT_EQ(run_warmup_steps(a, 1000), 100);
   EXPECT_DOUBLE_EQ(scheduled_lr(a, LrSchedule::Constant, 9, 40), 0.4);
+}
+
+// A batch-size schedule as --batch-schedule spells it, read back as written; the phase a point of
+// the run is in.
+TEST(Schedule, ABatchScheduleReadsAsWritten) {
+  const auto phases = parse_batch_schedule("64:0,256:2.5,1024:3", "--batch-schedule");
+  ASSERT_EQ(phases.size(), 3u);
+  EXPECT_EQ(phases[1].batch, 256);
+  EXPECT_DOUBLE_EQ(phases[1].from_epoch, 2.5);
+  EXPECT_EQ(schedule_text(phases), "64:0,256:2.5,1024:3");
+  EXPECT_EQ(phase_at(phases, 0).batch, 64);
+  EXPECT_EQ(phase_at(phases, 2.49).batch, 64);
+  EXPECT_EQ(phase_at(phases, 2.5).batch, 256);
+  EXPECT_EQ(phase_at(phases, 9).batch, 1024);
+}
+
+// Each bad spelling is refused with the flag, what is wrong and the form to write.
+TEST(Schedule, ABadBatchScheduleIsRefusedWithTheFix) {
+  const auto refused = [](const std::string& text, const std::string& why) {
+    try {
+      parse_batch_schedule(text, "--batch-schedule");
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(why), std::string::npos) << text << ": " << what;
+      EXPECT_NE(what.find("--batch-schedule"), std::string::npos) << what;
+      EXPECT_NE(what.find("e.g. 64:0,256:2"), std::string::npos) << what;
+    }
+  };
+  refused("64,256", "has no ':'");
+  refused("x:0,256:2", "'x' in 'x:0,256:2' is not a batch size");
+  refused("0:0,256:2", "'0' in '0:0,256:2' is not a batch size");
+  refused("64:0,256:two", "'two' in '64:0,256:two' is not an epoch");
+  refused("64:0,256:-1", "'-1' in '64:0,256:-1' is not an epoch");
+  refused("64:1,256:2", "starts at epoch 1; it starts the run, at 0");
+  refused("64:0,256:2,512:2", "later and later epochs (epoch 2 comes after 2)");
+  refused("", "has no ':'");
+  try {
+    parse_batch_schedule("64:0", "--batch-schedule");
+    ADD_FAILURE() << "one phase was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("one phase, a fixed batch; give it in --batch-sizes"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A schedule's rate in samples: the warm-up linear to the current phase's rate, then the shape over
+// the rest of the run's samples, the same curve scheduled_lr draws in steps.
+TEST(Schedule, APhasedRateFollowsTheShapeInSamples) {
+  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Cosine, 0, 100, 1100), 0.1);
+  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Cosine, 50, 100, 1100), 0.25);
+  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Cosine, 100, 100, 1100), 0.4);
+  EXPECT_NEAR(phased_lr(0.4, 0.1, LrSchedule::Cosine, 600, 100, 1100), 0.2, 1e-12);  // half way after the warm-up
+  EXPECT_NEAR(phased_lr(0.8, 0.1, LrSchedule::Cosine, 600, 100, 1100), 0.4, 1e-12);  // a later phase's own rate
+  EXPECT_NEAR(phased_lr(0.4, 0.1, LrSchedule::Cosine, 1100, 100, 1100), 0, 1e-12);
+  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Step, 700, 100, 1100), 0.04);
+  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Constant, 1000, 100, 1100), 0.4);
+  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Cosine, 0, 0, 1000), 0.4);  // no warm-up
 }
 
 }  // namespace

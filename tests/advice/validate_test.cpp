@@ -101,6 +101,56 @@ TEST(Validate, FullRunsTrainTheEpochsAndCompareFinalQuality) {
     EXPECT_NE(json.find(field), std::string::npos) << field;
 }
 
+// A batch-size schedule trains beside the grid as one more full run: each phase at its batch from its
+// epoch on, at that batch's rate; it is judged against the best fixed batch, never counted as one.
+TEST(Validate, ABatchScheduleTrainsEachPhaseAtItsBatch) {
+  auto w = mlp(1000);
+  const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
+  const auto before = dynamic_cast<ModuleWorkload&>(*w).module().parameters()[0].clone();
+  const ValidationResult v = validate(*w, held_out,
+                                      ValidateOptions({16, 100})
+                                          .epochs(2)
+                                          .lr_schedule(LrSchedule::Cosine)
+                                          .measure_lr(false)
+                                          .held_out_samples(200)
+                                          .batch_schedule({{16, 0}, {100, 1}}));
+  EXPECT_TRUE(at::equal(before, dynamic_cast<ModuleWorkload&>(*w).module().parameters()[0]));
+  ASSERT_EQ(v.runs.size(), 3u);
+  const ValidationRun& s = v.runs[2];
+  ASSERT_TRUE(s.final_loss.has_value()) << s.message;
+  EXPECT_EQ(s.schedule, "16:0,100:1");
+  EXPECT_EQ(s.batch, 16);
+  EXPECT_EQ(s.steps, 63 + 10);  // ceil(1000 / 16) steps of 16 (1,008 samples), then 10 of 100 to 2,008
+  EXPECT_EQ(s.curve.back().samples, 63 * 16 + 10 * 100);
+  ASSERT_EQ(s.phase_lrs.size(), 2u);
+  EXPECT_EQ(s.phase_lrs[0], v.runs[0].lr.lr);  // each phase at its batch's rate
+  EXPECT_EQ(s.phase_lrs[1], v.runs[1].lr.lr);
+  EXPECT_GT(s.phase_lrs[1], s.phase_lrs[0]);
+  EXPECT_EQ(v.schedule_saving.has_value(), s.good);
+  EXPECT_TRUE(v.runs[0].schedule.empty());
+  ASSERT_TRUE(v.best_batch.has_value());
+  if (v.schedule_saving) {
+    double fastest_s = 0;
+    for (const ValidationRun& r : v.runs)
+      if (r.schedule.empty() && v.fastest_batch && r.batch == *v.fastest_batch) fastest_s = r.train_s;
+    EXPECT_NEAR(*v.schedule_saving, 1 - s.train_s / fastest_s, 1e-12);
+  }
+  Report report;
+  report.validation = v;
+  const std::string json = to_json(report);
+  for (const char* field : {"\"schedule\": \"16:0,100:1\"", "\"phase_lrs\""})
+    EXPECT_NE(json.find(field), std::string::npos) << field;
+  // A schedule needs the run's length, and its phases must start within it.
+  EXPECT_THROW(validate(*w, held_out, ValidateOptions({16}).target_accuracy(0.5).batch_schedule({{16, 0}, {100, 1}})),
+               ConfigError);
+  try {
+    validate(*w, held_out, ValidateOptions({16}).epochs(2).batch_schedule({{16, 0}, {100, 2}}));
+    FAIL() << "a phase after the run's end was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("not within the 2-epoch run"), std::string::npos) << e.what();
+  }
+}
+
 // A decaying rate needs the run's length, and a full run is not stopped at a target.
 TEST(Validate, FullRunsAndTargetsAreRefusedTogetherAndASchedulesNeedsEpochs) {
   auto w = mlp(200);

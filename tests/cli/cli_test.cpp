@@ -217,6 +217,30 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
   const Outcome shape = batchwise("validate --model mlp --dataset synthetic --batch-sizes 16 --epochs 1 --lr-schedule linear");
   EXPECT_EQ(shape.code, 2);
   EXPECT_NE(shape.err.find("choose one of constant, cosine, step"), std::string::npos) << shape.err;
+  // The schedule is weighed either way, and said so; validate trains one given, and refuses a bad one.
+  EXPECT_FALSE(race.at("schedule_reason").get<std::string>().empty()) << race.dump();
+  const fs::path scheduled = scratch() / "validate-schedule.json";
+  const Outcome phased = batchwise(
+      "validate --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 16 --epochs 2 --lr-schedule cosine "
+      "--batch-schedule 16:0,64:1 --rule-lr --threads 1 --no-history --json " + scheduled.string());
+  ASSERT_EQ(phased.code, 0) << phased.err;
+  EXPECT_NE(phased.err.find("[validate] schedule 16:0,64:1"), std::string::npos) << phased.err;
+  EXPECT_NE(phased.out.find("schedule 16:0,64:1"), std::string::npos) << phased.out;
+  const auto v = nlohmann::json::parse(slurp(scheduled)).at("validation");
+  ASSERT_EQ(v.at("runs").size(), 2u);
+  EXPECT_EQ(v.at("runs")[1].at("schedule"), "16:0,64:1");
+  EXPECT_EQ(v.at("runs")[1].at("steps"), 16 + 4);  // 256 / 16 steps, then 256 / 64
+  EXPECT_EQ(v.at("fastest_batch"), 16);  // a schedule is never the fastest fixed batch
+  const Outcome unspaced = batchwise("validate --model mlp --dataset synthetic --batch-sizes 16 --batch-schedule 16:0,64:1 "
+                                     "--target-accuracy 0.5");
+  EXPECT_EQ(unspaced.code, 2);
+  EXPECT_NE(unspaced.err.find("--batch-schedule 16:0,64:1: a schedule's phases are epochs of a run of known length; "
+                              "give --epochs N"),
+            std::string::npos)
+      << unspaced.err;
+  const Outcome bad = batchwise("validate --model mlp --dataset synthetic --batch-sizes 16 --epochs 2 --batch-schedule 16");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--batch-schedule: '16' in '16' has no ':'"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -240,8 +241,22 @@ void Session::print_validation(const ValidationResult& v) {
       outcome = fmt::format("reached {} in {:.1f} s of training ({:.2f} epochs)", v.target, run.train_s, run.epochs);
     else
       outcome = run.message;
-    fmt::print(stderr, "[validate] batch {} (lr {:.4g}): {}\n", run.batch, run.lr.lr, outcome);
+    if (run.schedule.empty())
+      fmt::print(stderr, "[validate] batch {} (lr {:.4g}): {}\n", run.batch, run.lr.lr, outcome);
+    else
+      fmt::print(stderr, "[validate] schedule {} (lr {:.4g}): {}\n", run.schedule,
+                 fmt::join(run.phase_lrs, ", "), outcome);
   }
+  if (v.schedule_saving)
+    fmt::print(stderr, "[validate] the schedule trained {:.0f} % {} than the fastest good fixed batch ({})\n",
+               100 * std::abs(*v.schedule_saving), *v.schedule_saving >= 0 ? "less time" : "more time",
+               v.fastest_batch ? std::to_string(*v.fastest_batch) : "");
+  else
+    for (const auto& run : v.runs)
+      if (!run.schedule.empty() && run.final_loss && !run.good)
+        fmt::print(stderr, "[validate] the schedule {} ended worse than the best fixed batch, beyond the test set's "
+                           "noise\n",
+                   run.schedule);
 }
 
 // ---- output ---------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include "../cli.h"
 #include "../session.h"
 #include "batchwise/error.h"
+#include "batchwise/schedule.h"
 #include "batchwise/units.h"
 
 namespace batchwise::cli {
@@ -37,10 +38,16 @@ class Validate : public Command {
     cmd->add_option("--batch-sizes", batch_sizes_, "the candidates: a list or range, e.g. 32,128,512")->required();
     v_.add(cmd);
     v_.add_run(cmd);
+    cmd->add_option("--batch-schedule", batch_schedule_,
+                    "with --epochs: also train this batch-size schedule over the same run, BATCH:FROM_EPOCH phases "
+                    "(e.g. 64:0,256:2: 64 from the start, 256 from epoch 2), each phase at its batch's advised rate; "
+                    "its time saved against the fastest good fixed batch is reported (tune --epochs proposes one "
+                    "where it pays)");
     cmd->add_option("--base-batch", base_batch_, "the batch --lr is meant for")->capture_default_str();
     cmd->footer("Example:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
                 "--json validate.json\n  batchwise validate --model lenet --batch-sizes 32,128,512 --epochs 5 "
-                "--lr-schedule cosine");
+                "--lr-schedule cosine\n  batchwise validate --model lenet --batch-sizes 64,256 --epochs 5 "
+                "--lr-schedule cosine --batch-schedule 64:0,256:2");
     return cmd;
   }
 
@@ -49,18 +56,25 @@ class Validate : public Command {
     w_.check("validate");
     const std::vector<int64_t> candidates = parse_batch_sizes(batch_sizes_, "--batch-sizes");
     v_.check(w_);
+    const std::vector<BatchPhase> schedule =
+        batch_schedule_.empty() ? std::vector<BatchPhase>{} : parse_batch_schedule(batch_schedule_, "--batch-schedule");
+    if (!schedule.empty() && v_.epochs <= 0)
+      throw ConfigError(fmt::format("--batch-schedule {}: a schedule's phases are epochs of a run of known length; "
+                                    "give --epochs N",
+                                    batch_schedule_));
     Session s("validate", w_, nullptr, /*test_split=*/true);
-    s.stage(v_.epochs > 0 ? fmt::format("validating: full runs of {:g} epochs ({} rate) at each of {}", v_.epochs,
-                                        v_.lr_schedule, batch_sizes_)
+    s.stage(v_.epochs > 0 ? fmt::format("validating: full runs of {:g} epochs ({} rate) at each of {}{}", v_.epochs,
+                                        v_.lr_schedule, batch_sizes_,
+                                        schedule.empty() ? "" : " and the schedule " + schedule_text(schedule))
                           : fmt::format("validating: training to the target at each of {}", batch_sizes_));
     s.report.validation = validate(*s.workload(), s.held_out(),
-                                   v_.options(candidates, base_batch_).on_progress([&](const ValidateProgress& p) {
+                                   v_.options(candidates, base_batch_).batch_schedule(schedule).on_progress([&](const ValidateProgress& p) {
                                      s.on_validate(p);
                                    }));
     s.print_validation(*s.report.validation);
     const ValidationResult& v = *s.report.validation;
     for (const auto& run : v.runs)
-      if (v.fastest_batch && run.batch == *v.fastest_batch) {
+      if (v.fastest_batch && run.batch == *v.fastest_batch && run.schedule.empty()) {
         s.report.lr = run.lr;
         s.report.recommendation = Recommendation{
             run.batch, v.epochs > 0 ? full_run_reason(v, run)
@@ -75,6 +89,7 @@ class Validate : public Command {
   WorkloadFlags w_;
   ValidateFlags v_;
   std::string batch_sizes_;
+  std::string batch_schedule_;
   int64_t base_batch_ = kDefaultBaseBatch;
 };
 
