@@ -59,6 +59,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 s = (r.get('run_race') or {}).get('schedule')
 print((s or {}).get('text', '-'), r['recommendation']['batch'])" "$out/$name.tune.$first_tune.json")
+  rm -f "$out/$name".schedule.*.json  # an earlier run's schedule is not this tune's
   if [ "$schedule" != "-" ]; then
     for seed in $seeds; do
       # shellcheck disable=SC2086

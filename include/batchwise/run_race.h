@@ -24,6 +24,7 @@
 #include "batchwise/lr.h"
 #include "batchwise/choices.h"
 #include "batchwise/data.h"
+#include "batchwise/error.h"
 #include "batchwise/fields.h"
 #include "batchwise/schedule.h"
 
@@ -125,8 +126,8 @@ void fields(V& v, T& e) {
 }
 
 /// A batch-size schedule the run race proposes: phases whose batch grows as the noise scale does,
-/// each at its batch's advised rate, no worse at the run's end than the reference by the same
-/// judgement as a fixed batch, and faster than the pick.
+/// each at its batch's advised rate, predicted to end no further behind the reference than the
+/// pick, and faster than the pick.
 struct ScheduleAdvice {
   std::vector<BatchPhase> phases;
   std::string text;             ///< as validate --batch-schedule takes it: "64:0,256:2"
@@ -140,7 +141,16 @@ struct ScheduleAdvice {
 /// The JSON fields of a ScheduleAdvice, in JSON order (fields.h).
 template <class V, class T, IfRecord<T, ScheduleAdvice> = 0>
 void fields(V& v, T& a) {
-  v("text", a.text);
+  // The phases travel as their text, as validate --batch-schedule takes it, and are read back from it.
+  v.property("text", a, [](const auto& advice) { return advice.text; },
+             [](auto& advice, const std::string& text) {
+               advice.text = text;
+               try {
+                 advice.phases = parse_batch_schedule(text, "run_race.schedule.text");
+               } catch (const ConfigError&) {  // a report edited by hand: the text is kept, the phases are not
+                 advice.phases.clear();
+               }
+             });
   v("lrs", a.lrs);
   v("full_run_s", a.full_run_s);
   v("share", a.share);
@@ -175,8 +185,9 @@ struct RunRace {
   /// weighed only where the second is at least twice the first.
   std::optional<int64_t> batch_at_start, batch_at_end;
   /// The fastest schedule of two or three growing phases (each batch at least twice the one before,
-  /// switching at a sixteenth of the run or a whole epoch) that ends no worse than the reference,
-  /// where it saves at least 5 % of the pick's time; why none otherwise.
+  /// switching at a sixteenth of the run or a whole epoch) that ends no further behind the
+  /// reference than the pick (and within the held-out noise), where it saves at least 5 % of the
+  /// pick's time; why none otherwise (whenever there is a pick).
   std::optional<ScheduleAdvice> schedule;
   std::string schedule_reason;
   std::vector<std::string> notes;

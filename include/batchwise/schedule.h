@@ -40,11 +40,12 @@ std::string schedule_text(const std::vector<BatchPhase>& phases);
 /// The phase a run is in after `epochs` of it.
 const BatchPhase& phase_at(const std::vector<BatchPhase>& phases, double epochs);
 
-/// The rate after `samples` of a run of `total_samples` whose batch changes (a schedule): its
-/// warm-up over the first `warmup_samples`, linear from `warmup_from_lr` to the current phase's
-/// advised `lr`, then `shape` from that rate over the rest, as scheduled_lr's but in samples rather
-/// than steps (a step is no longer a fixed share of the run).
-double phased_lr(double lr, double warmup_from_lr, LrSchedule shape, double samples, double warmup_samples,
-                 double total_samples);
+/// The rate of the step of `step_samples` that starts after `samples` of a run of `total_samples`
+/// whose batch changes (a schedule): its warm-up over the first `warmup_samples`, linear from
+/// `warmup_from_lr` to the current phase's advised `lr` (reached at the step that ends the
+/// warm-up), then `shape` from that rate over the rest, as scheduled_lr's but in samples rather than
+/// steps (a step is no longer a fixed share of the run).
+double phased_lr(double lr, double warmup_from_lr, LrSchedule shape, double samples, double step_samples,
+                 double warmup_samples, double total_samples);
 
 }  // namespace batchwise

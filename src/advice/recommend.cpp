@@ -202,7 +202,12 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
 Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
   const ValidationRun* predicted = nullptr;
   const ValidationRun* fastest = nullptr;
+  const ValidationRun* schedule = nullptr;  // a batch-size schedule's run: reported, never a fixed batch
   for (const auto& r : v.runs) {
+    if (!r.schedule.empty()) {
+      schedule = &r;
+      continue;
+    }
     if (r.batch == rec.batch) predicted = &r;
     if (v.fastest_batch && r.batch == *v.fastest_batch) fastest = &r;
   }
@@ -234,6 +239,17 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
                     : "was not run",
           rec.reason);
     }
+    if (schedule)
+      out.reason += schedule->final_loss
+                        ? fmt::format("; the batch-size schedule {} trained in {:.1f} s to {}{}", schedule->schedule,
+                                      schedule->train_s, quality(*schedule),
+                                      v.schedule_saving ? fmt::format(", {:.0f} % {} time than batch {}",
+                                                                      100 * std::abs(*v.schedule_saving),
+                                                                      *v.schedule_saving >= 0 ? "less" : "more",
+                                                                      fastest ? fastest->batch : 0)
+                                                        : std::string(", worse than the best beyond noise"))
+                        : fmt::format("; the batch-size schedule {} did not finish: {}", schedule->schedule,
+                                      schedule->message);
     return out;
   }
   if (!fastest) {

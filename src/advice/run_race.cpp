@@ -183,8 +183,7 @@ std::pair<double, double> schedule_share_and_time(const std::vector<std::pair<do
   double sum = 0;
   for (int i = 0; i < kEfficiencyPoints; ++i) {
     const double s = run_samples * (i + 0.5) / kEfficiencyPoints;
-    size_t k = 0;
-    while (k + 1 < phases.size() && s >= phases[k + 1].from_epoch * epoch) ++k;
+    const size_t k = &phase_at(phases, s / epoch) - phases.data();
     const double b = noise.empty() ? kNoiseUnbounded : noise_at(noise, s);
     sum += correction[k] * (1 + static_cast<double>(reference) / b) / (1 + static_cast<double>(phases[k].batch) / b);
   }
@@ -400,8 +399,10 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
   if (best->saving < kScheduleSaving) {
     race.schedule_reason = fmt::format(
         "no batch-size schedule: the best batch grows from {} to {} over the run, but the fastest schedule as good "
-        "as batch {}, {}, saves {:.1f} % of its {:.0f} s, less than {:.0f} %",
-        start->batch, end->batch, pick.batch, best->text, 100 * best->saving, pick.full_run_s, 100 * kScheduleSaving);
+        "as batch {}, {}, {} its {:.0f} s, less than the {:.0f} % a schedule must save",
+        start->batch, end->batch, pick.batch, best->text,
+        best->saving > 0 ? fmt::format("saves {:.1f} % of", 100 * best->saving) : std::string("is no faster than"),
+        pick.full_run_s, 100 * kScheduleSaving);
     return;
   }
   std::vector<std::string> phases;
@@ -412,7 +413,7 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
       "a batch-size schedule saves {:.0f} % of batch {}'s {:.0f} s: batch {} ({:.0f} s), predicted to end {} behind "
       "batch {}'s run, no further than batch {} (the best batch grows from {} to {} along the run, as the noise scale "
       "does; each phase at its batch's advised rate, one warm-up, the {} shape over the whole run); measure it with "
-      "validate --epochs {:g} --lr-schedule {} --batch-sizes {} --batch-schedule {}",
+      "batchwise validate (your workload's flags) --epochs {:g} --lr-schedule {} --batch-sizes {} --batch-schedule {}",
       100 * best->saving, pick.batch, pick.full_run_s, fmt::join(phases, ", then "), best->full_run_s,
       race.measure == "accuracy" ? fmt::format("{:.2f} accuracy points", 100 * best->predicted_gap)
                                  : fmt::format("{:.1f} % of the loss", 100 * best->predicted_gap),

@@ -45,9 +45,10 @@ double scheduled_lr(const LrAdvice& advice, LrSchedule shape, int64_t step, int6
   return advice.lr * shaped(shape, done);
 }
 
-double phased_lr(double lr, double warmup_from_lr, LrSchedule shape, double samples, double warmup_samples,
-                 double total_samples) {
-  if (samples < warmup_samples) return warmup_from_lr + (lr - warmup_from_lr) * samples / warmup_samples;
+double phased_lr(double lr, double warmup_from_lr, LrSchedule shape, double samples, double step_samples,
+                 double warmup_samples, double total_samples) {
+  if (samples < warmup_samples)  // as scheduled_lr's (step + 1) / warmup: the step ends at its share of the warm-up
+    return warmup_from_lr + (lr - warmup_from_lr) * std::min(1.0, (samples + step_samples) / warmup_samples);
   const double decaying = std::max(1.0, total_samples - warmup_samples);
   return lr * shaped(shape, std::clamp((samples - warmup_samples) / decaying, 0.0, 1.0));
 }
@@ -73,8 +74,11 @@ std::vector<BatchPhase> parse_batch_schedule(const std::string& text, const std:
                     "{}: the first phase of '{}' starts at epoch {:g}; it starts the run, at 0; {}", what, text,
                     p.from_epoch, hint);
     BATCHWISE_CHECK(phases.empty() || p.from_epoch > phases.back().from_epoch, ConfigError,
-                    "{}: the phases of '{}' must start at later and later epochs (epoch {:g} comes after {:g}); {}",
+                    "{}: the phases of '{}' must start at later and later epochs (epoch {:g} does not come after "
+                    "{:g}); {}",
                     what, text, p.from_epoch, phases.back().from_epoch, hint);
+    BATCHWISE_CHECK(phases.empty() || p.batch != phases.back().batch, ConfigError,
+                    "{}: two phases of '{}' in a row train batch {}: one phase; {}", what, text, p.batch, hint);
     phases.push_back(p);
     start = comma + 1;
   }

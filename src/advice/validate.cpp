@@ -89,7 +89,9 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     run.schedule = schedule_text(phases);
     for (const auto& a : phase_lr) run.phase_lrs.push_back(a.lr);
     limits.max_samples = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.epochs() * static_cast<double>(epoch))));
-    limits.total_steps = std::max<int64_t>(1, limits.max_samples / batch);  // the first phase's steps, were it the run
+    // The first phase's steps, were it the run: its warm-up is the one its own full run takes.
+    limits.total_steps = std::max<int64_t>(
+        1, static_cast<int64_t>(std::ceil(o.epochs() * static_cast<double>(epoch) / static_cast<double>(batch))));
     run.warmup_steps = run_warmup_steps(run.lr, limits.total_steps);
     warmup_samples = static_cast<double>(run.warmup_steps * batch);
   } else if (full) {
@@ -109,15 +111,16 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
 
   int64_t samples = 0, next_eval = eval_every;
   double train_s = 0;
+  double lr_now = run.lr.lr;  // the phase's rate, for a message (a schedule's later phase has its own)
   while (true) {
     int64_t step_batch = batch;
     if (!phases.empty()) {  // the phase this step is in: its batch, its rate at this point of the run
       const double done = static_cast<double>(samples);
-      size_t k = 0;
-      while (k + 1 < phases.size() && done >= phases[k + 1].from_epoch * static_cast<double>(epoch)) ++k;
+      const size_t k = &phase_at(phases, done / static_cast<double>(epoch)) - phases.data();
       step_batch = phases[k].batch;
-      w.set_lr(phased_lr(phase_lr[k].lr, run.lr.warmup_from_lr, o.lr_schedule(), done, warmup_samples,
-                         static_cast<double>(limits.max_samples)));
+      lr_now = phase_lr[k].lr;
+      w.set_lr(phased_lr(phase_lr[k].lr, run.lr.warmup_from_lr, o.lr_schedule(), done,
+                         static_cast<double>(step_batch), warmup_samples, static_cast<double>(limits.max_samples)));
     } else {
       w.set_lr(full ? scheduled_lr(run.lr, o.lr_schedule(), run.steps, limits.total_steps)
                     : lr_at_step(run.lr, run.steps));
@@ -130,7 +133,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     ++run.steps;
     if (!std::isfinite(loss)) {
       run.message = fmt::format("the training loss became {} after {} steps: this learning rate ({:.4g}) diverges",
-                                loss, run.steps, run.lr.lr);
+                                loss, run.steps, lr_now);
       break;
     }
     if (samples >= next_eval || samples >= limits.max_samples) {
@@ -170,7 +173,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
       run.final_loss = loss, run.final_accuracy = accuracy;
     else
       run.message = fmt::format("the held-out loss after the last step is {}: the last steps diverged at lr {:.4g}",
-                                loss, run.lr.lr);
+                                loss, lr_now);
   }
   if (full && !phases.empty()) {
     run.lr.warmup_steps = run.warmup_steps;

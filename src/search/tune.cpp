@@ -196,6 +196,9 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
                                                     o.validate()->epochs(), candidates)
                                       : fmt::format("validating: training to the target at each of {}", candidates));
   ValidateOptions v = *o.validate();
+  // A batch-size schedule the run race proposed trains beside them, measured the same way.
+  if (v.epochs() > 0 && report.run_race && report.run_race->schedule && report.run_race->epochs == v.epochs())
+    v.batch_schedule(report.run_race->schedule->phases);
   report.validation = validate(*subject.workload, held_out(subject, *module_of(subject)),
                                v.batch_sizes(candidates).base_batch(o.base_batch()));
   report.recommendation = confirm(*report.recommendation, *report.validation);
@@ -209,7 +212,7 @@ void learning_rate(const TuneSubject& subject, const TuneOptions& o, Report& rep
   const int64_t batch = report.recommendation->batch * subject.world_size;
   if (report.validation)
     for (const auto& run : report.validation->runs)
-      if (run.batch == batch) report.lr = run.lr;
+      if (run.batch == batch && run.schedule.empty()) report.lr = run.lr;
   if (report.race && !report.lr)
     for (const auto& e : report.race->entries)
       if (e.batch == batch && e.rungs > 0) report.lr = e.lr;

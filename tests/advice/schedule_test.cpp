@@ -75,7 +75,8 @@ TEST(Schedule, ABadBatchScheduleIsRefusedWithTheFix) {
   refused("64:0,256:two", "'two' in '64:0,256:two' is not an epoch");
   refused("64:0,256:-1", "'-1' in '64:0,256:-1' is not an epoch");
   refused("64:1,256:2", "starts at epoch 1; it starts the run, at 0");
-  refused("64:0,256:2,512:2", "later and later epochs (epoch 2 comes after 2)");
+  refused("64:0,256:2,512:2", "later and later epochs (epoch 2 does not come after 2)");
+  refused("64:0,64:2", "two phases of '64:0,64:2' in a row train batch 64: one phase");
   refused("", "has no ':'");
   try {
     parse_batch_schedule("64:0", "--batch-schedule");
@@ -86,18 +87,24 @@ TEST(Schedule, ABadBatchScheduleIsRefusedWithTheFix) {
   }
 }
 
-// A schedule's rate in samples: the warm-up linear to the current phase's rate, then the shape over
-// the rest of the run's samples, the same curve scheduled_lr draws in steps.
+// A schedule's rate in samples: the warm-up linear to the current phase's rate (reached at the
+// step that ends it), then the shape over the rest of the run's samples: for one batch, the same
+// rates scheduled_lr gives in steps, so a schedule's first phase replays that batch's own run.
 TEST(Schedule, APhasedRateFollowsTheShapeInSamples) {
-  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Cosine, 0, 100, 1100), 0.1);
-  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Cosine, 50, 100, 1100), 0.25);
-  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Cosine, 100, 100, 1100), 0.4);
-  EXPECT_NEAR(phased_lr(0.4, 0.1, LrSchedule::Cosine, 600, 100, 1100), 0.2, 1e-12);  // half way after the warm-up
-  EXPECT_NEAR(phased_lr(0.8, 0.1, LrSchedule::Cosine, 600, 100, 1100), 0.4, 1e-12);  // a later phase's own rate
-  EXPECT_NEAR(phased_lr(0.4, 0.1, LrSchedule::Cosine, 1100, 100, 1100), 0, 1e-12);
-  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Step, 700, 100, 1100), 0.04);
-  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Constant, 1000, 100, 1100), 0.4);
-  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Cosine, 0, 0, 1000), 0.4);  // no warm-up
+  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Cosine, 0, 10, 100, 1100), 0.13);
+  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Cosine, 40, 10, 100, 1100), 0.25);
+  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Cosine, 90, 10, 100, 1100), 0.4);
+  EXPECT_NEAR(phased_lr(0.4, 0.1, LrSchedule::Cosine, 600, 10, 100, 1100), 0.2, 1e-12);  // half way after it
+  EXPECT_NEAR(phased_lr(0.8, 0.1, LrSchedule::Cosine, 600, 40, 100, 1100), 0.4, 1e-12);  // a later phase's own rate
+  EXPECT_NEAR(phased_lr(0.4, 0.1, LrSchedule::Cosine, 1100, 10, 100, 1100), 0, 1e-12);
+  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Step, 700, 10, 100, 1100), 0.04);
+  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Constant, 1000, 10, 100, 1100), 0.4);
+  EXPECT_DOUBLE_EQ(phased_lr(0.4, 0.1, LrSchedule::Cosine, 0, 10, 0, 1000), 0.4);  // no warm-up
+  const LrAdvice a = advice(0.4, 0.1, 10);
+  for (const LrSchedule shape : {LrSchedule::Cosine, LrSchedule::Step, LrSchedule::Constant})
+    for (int64_t step = 0; step < 110; ++step)
+      EXPECT_NEAR(phased_lr(0.4, 0.1, shape, 10.0 * step, 10, 100, 1100), scheduled_lr(a, shape, step, 110), 1e-12)
+          << to_string(shape) << " step " << step;
 }
 
 }  // namespace

@@ -61,6 +61,47 @@ Report full_report() {
   loader.step_consumes_samples_per_s = 6400;
   loader.advice = "use 2 workers";
   r.loader = loader;
+  // The run race with a batch-size schedule, and full runs with the schedule's own run.
+  RunRace race;
+  race.epochs = 4;
+  race.lr_schedule = "cosine";
+  race.reference_batch = 64;
+  race.lengths_epochs = {0.1, 0.2, 0.4};
+  race.measure = "accuracy";
+  race.tolerance = 0.006;
+  RunRaceEntry entry;
+  entry.batch = 64;
+  entry.samples_per_s = 5000;
+  entry.predicted_gap = 0;
+  entry.good = true;
+  race.entries = {entry};
+  race.best_batch = 64;
+  race.batch_at_start = 64;
+  race.batch_at_end = 256;
+  ScheduleAdvice schedule;
+  schedule.phases = {{64, 0}, {256, 2.5}};
+  schedule.text = "64:0,256:2.5";
+  schedule.lrs = {0.02, 0.08};
+  schedule.saving = 0.12;
+  race.schedule = schedule;
+  race.schedule_reason = "a batch-size schedule saves 12 %";
+  r.run_race = race;
+  ValidationResult full;
+  full.epochs = 4;
+  full.lr_schedule = "cosine";
+  ValidationRun fixed;
+  fixed.batch = 64;
+  fixed.final_loss = 0.3;
+  fixed.final_accuracy = 0.9;
+  fixed.good = true;
+  ValidationRun phased = fixed;
+  phased.schedule = "64:0,256:2.5";
+  phased.phase_lrs = {0.02, 0.08};
+  full.runs = {fixed, phased};
+  full.best_batch = full.fastest_batch = 64;
+  full.good_batches = {64};
+  full.schedule_saving = 0.1;
+  r.validation = full;
   return r;
 }
 
@@ -69,7 +110,12 @@ TEST(Report, JsonReadsBackToTheSameJson) {
   EXPECT_EQ(to_json(report_from_json(json, "golden")), json);
   const std::string full = to_json(full_report());
   EXPECT_EQ(to_json(report_from_json(full, "full")), full);
-  for (const char* section : {"\"distributed\"", "\"plan\"", "\"range_test\"", "\"accumulation_plan\"", "\"epoch\"",
+  const Report back = report_from_json(full, "full");  // a schedule's phases are read back from its text
+  ASSERT_TRUE(back.run_race && back.run_race->schedule);
+  ASSERT_EQ(back.run_race->schedule->phases.size(), 2u);
+  EXPECT_EQ(back.run_race->schedule->phases[1].batch, 256);
+  EXPECT_EQ(back.run_race->schedule->phases[1].from_epoch, 2.5);
+  for (const char* section : {"\"run_race\"", "\"schedule_saving\"", "\"phase_lrs\"", "\"distributed\"", "\"plan\"", "\"range_test\"", "\"accumulation_plan\"", "\"epoch\"",
                               "\"loader\"", "\"accumulation_steps\"", "\"skipped_steps\"", "\"gpu_temperature_c\"", "\"breaks\"", "\"not_run\""})
     EXPECT_NE(full.find(section), std::string::npos) << section;
   // The memory model's breaks have always been written with their keys in alphabetical order.

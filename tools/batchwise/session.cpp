@@ -244,8 +244,9 @@ void Session::print_validation(const ValidationResult& v) {
     if (run.schedule.empty())
       fmt::print(stderr, "[validate] batch {} (lr {:.4g}): {}\n", run.batch, run.lr.lr, outcome);
     else
-      fmt::print(stderr, "[validate] schedule {} (lr {:.4g}): {}\n", run.schedule,
-                 fmt::join(run.phase_lrs, ", "), outcome);
+      fmt::print(stderr, "[validate] schedule {} (lr {}): {}\n", run.schedule,
+                 run.phase_lrs.empty() ? fmt::format("{:.4g}", run.lr.lr) : fmt::format("{:.4g}", fmt::join(run.phase_lrs, ", ")),
+                 outcome);
   }
   if (v.schedule_saving)
     fmt::print(stderr, "[validate] the schedule trained {:.0f} % {} than the fastest good fixed batch ({})\n",

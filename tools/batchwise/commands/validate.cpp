@@ -15,7 +15,7 @@ namespace {
 std::string full_run_reason(const ValidationResult& v, const ValidationRun& run) {
   const ValidationRun* best = nullptr;
   for (const auto& r : v.runs)
-    if (v.best_batch && r.batch == *v.best_batch) best = &r;
+    if (r.schedule.empty() && v.best_batch && r.batch == *v.best_batch) best = &r;
   const auto quality = [](const ValidationRun& r) {
     return r.final_accuracy ? fmt::format("test accuracy {:.4f}", *r.final_accuracy)
                             : fmt::format("test loss {:.4g}", *r.final_loss);
