@@ -130,9 +130,16 @@ struct CommandVerdict {
   bool wall_timing = false;
 };
 
+/// A command that printed no step line is timed by its wall time only when it ran at least this
+/// long: a shorter run is start-up, and cannot be told from one that trained nothing (`sh -c true`
+/// exits in milliseconds). docs/cmd.md states the rule.
+constexpr double kWallFallbackMinS = 1.0;
+
 /// Judges a run. In order: killed over the memory limit, killed by the OOM killer, or an
 /// out-of-memory message (unless the child exited 0 after all its steps) -> Oom; timed out ->
-/// Timeout; stopped after its steps, or exit status 0 -> Ok; anything else -> Error.
+/// Timeout; stopped after its steps, or exit status 0 -> Ok (without step lines or a reported
+/// samples/s, only after kWallFallbackMinS of wall time; sooner it "ran no step" -> Error);
+/// anything else -> Error.
 CommandVerdict classify(const CommandResult& result);
 
 /// Replaces {batch} with `batch` and {steps} with `steps` inside each element of `argv`

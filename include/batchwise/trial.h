@@ -207,6 +207,13 @@ struct Trial {
   std::optional<UtilisationSummary> utilisation;
   /// Set for data-parallel trials: what every rank measured.
   std::optional<DistributedTrial> distributed;
+  /// An error trial whose training loss stopped being a finite number (NaN or infinity): at the
+  /// first step the data or the model, later the rate. A gradient that is not finite shows in the
+  /// next step's loss. Its message says which.
+  bool non_finite = false;
+  /// A `--cmd` trial without step lines, timed by the command's wall time over its steps (start-up and
+  /// imports included: a crude figure; docs/cmd.md gives the rule). Its message says so too.
+  bool wall_timing = false;
   std::string message;              ///< why, for oom / error / timeout
 };
 
@@ -242,6 +249,8 @@ void fields(V& v, T& t) {
   v("within_target", t.within_target, When{t.within_target.has_value()});
   v("predicted_peak_bytes", t.predicted_peak_bytes, When{t.predicted_peak_bytes.has_value()});
   v("state", t.state, When{ran && ok});
+  v("non_finite", t.non_finite, When{t.non_finite});
+  v("wall_timing", t.wall_timing, When{t.wall_timing});
   v("message", t.message, When{!ok || !t.message.empty()});
 }
 

@@ -384,6 +384,22 @@ at::Tensor read_npy(const std::string& path) {
   return t;
 }
 
+namespace {
+// A value that is not a finite number makes every loss it meets NaN: refused where it is read, with
+// the first sample that holds one (cheap beside reading the file).
+void require_finite(const at::Tensor& values, const std::string& path, const char* what) {
+  if (values.numel() == 0) return;
+  const at::Tensor bad = at::logical_not(at::isfinite(values)).reshape({values.size(0), -1}).any(1);
+  const int64_t count = bad.sum().item<int64_t>();
+  if (count == 0) return;
+  const int64_t first = bad.nonzero().select(1, 0)[0].item<int64_t>();
+  throw DataError(fmt::format("{}: {} of its {} samples hold {} that are not finite numbers (NaN or infinity), the "
+                              "first sample {}; every loss they meet would be NaN: drop or repair those samples (numpy: "
+                              "keep = np.isfinite(x).reshape(len(x), -1).all(1); x, y = x[keep], y[keep])",
+                              path, count, values.size(0), what, first));
+}
+}  // namespace
+
 Dataset load_npy(const std::string& features_path, const std::string& labels_path, TargetKind kind) {
   at::Tensor features = read_npy(features_path);
   at::Tensor labels = read_npy(labels_path);
@@ -398,7 +414,9 @@ Dataset load_npy(const std::string& features_path, const std::string& labels_pat
     set_pixel_stats(d);
   } else {
     d.inputs = features.to(at::kFloat);
+    require_finite(d.inputs, features_path, "features");
   }
+  if (labels.is_floating_point()) require_finite(labels, labels_path, "targets");
   set_targets(d, labels, kind, labels_path);
   return d;
 }

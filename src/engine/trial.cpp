@@ -29,6 +29,20 @@ namespace {
 
 std::string first_line(const std::string& text) { return detail::error_line(text); }
 
+// Why the loss is not a number, by where it happened: at the first step nothing has been updated
+// yet, so the data or the model made it; later, the updates did.
+std::string non_finite_message(double loss, int step, double first) {
+  const std::string what = std::isnan(loss) ? "NaN" : "infinite";
+  if (step == 0)
+    return fmt::format("the training loss is {} at the first step, before any update: the data or the model gives "
+                       "values that are not finite numbers; check the inputs and targets for NaN or infinity, and the "
+                       "model's output on one batch",
+                       what);
+  return fmt::format("the training loss became {} at step {} (it was {:.4g} at the first): training diverged; the "
+                     "learning rate is too high for this batch (lower --lr), or the model overflows",
+                     what, step + 1, first);
+}
+
 // Lifts the memory limit however the trial ends.
 struct LimitGuard {
   LimitGuard(DeviceMemory& memory, int64_t bytes) : memory_(memory) { memory_.set_limit(bytes); }
@@ -98,6 +112,14 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
       memory->synchronize();
       const auto end = clock::now();
       if (monitor) monitor->step_boundary();  // a due sample is taken here, outside the timed step
+      if (!std::isfinite(loss)) {  // a loss that is not a number trains nothing: say where it came from
+        t.outcome = Outcome::Error;
+        t.non_finite = true;
+        t.message = non_finite_message(loss, i, t.loss_first);
+        t.loss_last = loss;
+        if (i == 0) t.loss_first = loss;
+        break;
+      }
       if (i == 0) t.loss_first = loss;
       t.loss_last = loss;
       ++t.steps_run;

@@ -2,8 +2,8 @@
 // the child runs, its process tree's resident memory sampled from /proc every 10 ms (the tree: its
 // process group and every descendant, those in sessions of their own included), NVML every 50 ms,
 // deadlines enforced with SIGTERM then SIGKILL to the whole tree. classify() below turns the
-// raw CommandResult into an outcome and a sentence. To recognise another framework's out-of-memory
-// text, add it to kOomMarkers.
+// raw CommandResult into an outcome and a sentence; protocol.cpp reads the step lines (and the
+// frameworks' out-of-memory texts).
 #include "batchwise/command.h"
 
 #include <fcntl.h>
@@ -31,8 +31,8 @@
 #include "batchwise/units.h"
 #include "check.h"
 #include "nvml.h"
-#include "parse_number.h"
 #include "process_group.h"
+#include "protocol.h"
 
 extern char** environ;  // copied into the child's environment
 
@@ -50,20 +50,6 @@ constexpr size_t kTailLines = 20;
 constexpr size_t kMaxLineBytes = 64 * 1024;
 constexpr size_t kTailLineBytes = 1000;
 
-// A child's exceptions reach us only as text, so here (unlike in-process trials, which catch
-// c10::OutOfMemoryError by type) out-of-memory is recognised by its message.
-constexpr const char* kOomMarkers[] = {
-    "DefaultCPUAllocator: can't allocate memory",  // PyTorch CPU
-    "CUDA out of memory",                          // PyTorch CUDA
-    "OutOfMemoryError",                            // torch.OutOfMemoryError, torch.cuda.OutOfMemoryError
-    "MemoryError",                                 // Python
-    "ResourceExhaustedError",                      // TensorFlow
-    "OOM when allocating",                         // TensorFlow
-    "RESOURCE_EXHAUSTED",                          // JAX / XLA
-    "std::bad_alloc",                              // C++
-    "Cannot allocate memory",                      // ENOMEM
-};
-
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::string signal_text(int sig) {
@@ -76,73 +62,6 @@ std::string signal_text(int sig) {
   const auto it = kNames.find(sig);
   return it == kNames.end() ? fmt::format("signal {}", sig) : fmt::format("signal {} ({})", sig, it->second);
 }
-
-// ---- the line protocol -------------------------------------------------------------------------
-
-// Reads `batchwise: step samples=256 loss=0.5` style lines into the result as they arrive.
-class ProtocolParser {
- public:
-  ProtocolParser(CommandResult& result, Clock::time_point start) : r_(result), last_step_(start) {}
-
-  /// Returns true when the line was a step line.
-  bool line(const std::string& text, Clock::time_point at) {
-    static const std::string kPrefix = "batchwise:";
-    if (text.compare(0, kPrefix.size(), kPrefix) != 0) {
-      if (r_.oom_message.empty() && is_oom_message(text)) r_.oom_message = text.substr(0, 300);
-      return false;
-    }
-    ++r_.protocol_lines;
-    bool step = false;
-    int64_t samples = r_.batch;
-    size_t pos = kPrefix.size();
-    while (pos < text.size()) {
-      const size_t begin = text.find_first_not_of(" \t", pos);
-      if (begin == std::string::npos) break;
-      const size_t end = std::min(text.find_first_of(" \t", begin), text.size());
-      const std::string token = text.substr(begin, end - begin);
-      pos = end;
-      const size_t eq = token.find('=');
-      if (eq == std::string::npos) {
-        step = step || token == "step";
-        continue;
-      }
-      const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
-      if (key == "samples") integer(value, samples);
-      else if (key == "loss") real(value, r_.loss);
-      else if (key == "samples_per_s") real(value, r_.reported_samples_per_s);
-      else if (key == "peak_bytes") {
-        int64_t bytes = -1;
-        if (integer(value, bytes)) r_.reported_peak_bytes = std::max(bytes, r_.reported_peak_bytes.value_or(0));
-      }
-    }
-    if (!step) return false;
-    ++r_.steps_seen;
-    if (r_.steps_seen > r_.warmup) {
-      r_.step_times_s.push_back(seconds(at - last_step_));
-      r_.step_samples.push_back(samples);
-    }
-    last_step_ = at;
-    return true;
-  }
-
- private:
-  // Malformed values are ignored: the output is the user's, and a typo must not stop a run.
-  static bool integer(const std::string& value, int64_t& out) {
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || errno != 0 || v < 0) return false;
-    out = v;
-    return true;
-  }
-  static void real(const std::string& value, std::optional<double>& out) {
-    double v = 0;
-    if (detail::parse_double(value, v)) out = v;  // locale-free: "1.5" under a comma-decimal locale too
-  }
-
-  CommandResult& r_;
-  Clock::time_point last_step_;
-};
 
 // Splits one stream into lines.
 struct LineStream {
@@ -229,11 +148,6 @@ std::string resolve_program(const std::string& program, const std::vector<std::s
 }
 
 }  // namespace
-
-bool is_oom_message(const std::string& line) {
-  return std::any_of(std::begin(kOomMarkers), std::end(kOomMarkers),
-                     [&](const char* marker) { return line.find(marker) != std::string::npos; });
-}
 
 std::vector<std::string> substitute(const std::vector<std::string>& argv, int64_t batch, int steps) {
   BATCHWISE_CHECK(!argv.empty() && !argv[0].empty(), ConfigError,
@@ -521,7 +435,7 @@ class Watch {
   const pid_t pid_;
   const Clock::time_point start_;
   const int total_steps_;
-  ProtocolParser parser_;
+  detail::ProtocolParser parser_;
   std::deque<std::string> tail_;
   LineStream streams_[2];
   detail::ProcessTree tree_;
@@ -623,6 +537,15 @@ CommandVerdict classify(const CommandResult& r) {
       std::sort(sorted.begin(), sorted.end());
       v.message = fmt::format("{} {}: {:.1f} samples/s (median step {:.3g} s over {} timed steps)", how, steps,
                               v.samples_per_s, sorted[sorted.size() / 2], sorted.size());
+    } else if (r.steps_seen == 0 && r.wall_s < kWallFallbackMinS) {
+      // Nothing says it trained, and it did not run long enough for its wall time to mean a step.
+      v.outcome = Outcome::Error;
+      v.step_times_s.clear();
+      v.message = fmt::format(
+          "ran no step: {} after {:.3g} s without a 'batchwise: step' line, too soon for the wall-time fallback "
+          "(at least {:g} s); a command that trains prints a step line per step (docs/cmd.md), or runs its {} steps "
+          "for longer{}",
+          ended, r.wall_s, kWallFallbackMinS, total, last_line.empty() ? "; no output" : "; last output: " + last_line);
     } else {
       const int ran = r.steps_seen > 0 ? r.steps_seen : total;
       v.wall_timing = true;

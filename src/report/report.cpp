@@ -48,9 +48,14 @@ void header_table(Lines& line, const Report& r) {
   const WorkloadInfo& w = r.workload;
   line(fmt::format("batchwise {} ({}) | torch {} | {}: {} | {} threads | BLAS {}", c.batchwise_version,
                    c.build_commit, c.torch_version, c.device_type, c.device_name, c.threads, c.blas));
-  line(fmt::format("workload: {} on {} ({} samples of {}), {} lr {:g}, {}, {} parameters ({})", w.model, w.dataset,
-                   grouped(static_cast<double>(w.dataset_size)), fmt::join(w.input_shape, "x"), w.optimizer, w.lr,
-                   w.precision, grouped(static_cast<double>(w.parameter_count)), format_bytes(w.parameter_bytes)));
+  if (w.parameter_count == 0 && w.dataset_size == 0)  // a training command (--cmd): its model and data are its own
+    line(fmt::format("workload: the command {} (its own model, data, optimizer and rate: batchwise sets the batch and "
+                     "reads its steps, time and memory)",
+                     w.model));
+  else
+    line(fmt::format("workload: {} on {} ({} samples of {}), {} lr {:g}, {}, {} parameters ({})", w.model, w.dataset,
+                     grouped(static_cast<double>(w.dataset_size)), fmt::join(w.input_shape, "x"), w.optimizer, w.lr,
+                     w.precision, grouped(static_cast<double>(w.parameter_count)), format_bytes(w.parameter_bytes)));
   if (!w.seq_len_range.empty())
     line(fmt::format("sequences of {} to {} tokens: every trial runs at {}, the worst case for memory", w.seq_len_range[0],
                      w.seq_len_range[1], w.seq_len_range[1]));

@@ -34,9 +34,11 @@ void merge_repetition(Trial& point, const Trial& t) {
   point.loss_last = t.loss_last;
   point.data_wait_share = (point.data_wait_share * point.repetitions + t.data_wait_share) / (point.repetitions + 1);
   point.repetitions += 1;
+  point.wall_timing = point.wall_timing || t.wall_timing;
   if (t.outcome != Outcome::Ok) {
     point.outcome = t.outcome;
     point.message = t.message;
+    point.non_finite = t.non_finite;
   }
   point.input_bound = point.outcome == Outcome::Ok && point.data_wait_share > kInputBoundShare;
   if (point.distributed && t.distributed)  // the mean over repetitions, like the data wait

@@ -484,6 +484,23 @@ TEST(Cli, TuneValidateConfirmsOrCorrectsTheRecommendation) {
   }
 }
 
+// A rate that makes the loss infinite or NaN trains nothing: the batch is an error trial that says
+// so, nothing is recommended from it, and a sweep in which no batch trained exits 1.
+TEST(Cli, ASweepWhoseLossIsNotANumberRecommendsNothing) {
+  const fs::path json = scratch() / "sweep-nan.json";
+  const Outcome r = batchwise(
+      "sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 32 --lr 1000000 --warmup 0 --steps 30 "
+      "--repetitions 1 --threads 1 --no-history --json " + json.string());
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.out.find("no batch trained: 1 of 1 swept batches ended in an error"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(json));
+  const auto& point = j.at("sweep").at("points").at(0);
+  EXPECT_EQ(point.at("outcome"), "error");
+  EXPECT_EQ(point.at("non_finite"), true);
+  EXPECT_NE(point.at("message").get<std::string>().find("training diverged"), std::string::npos) << point.dump();
+  EXPECT_TRUE(!j.contains("recommendation") || j.at("recommendation").is_null()) << j.dump();
+}
+
 TEST(Cli, SweepProfileTimesEachPhase) {
   const fs::path json = scratch() / "profile.json";
   const Outcome r = batchwise("sweep --model mlp --dataset synthetic --synthetic-size 512 --batch-sizes 16,64 "

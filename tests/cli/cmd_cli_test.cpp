@@ -95,6 +95,31 @@ TEST(Cmd, ASweepInWhichNoBatchTrainedExitsNonZero) {
   const Outcome oom = batchwise("sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 8,16 "
                                 "--repetitions 1 --memory-budget 1KiB --no-history -q");
   EXPECT_EQ(oom.code, 6) << oom.err;
+  // A command that trains nothing and exits at once is not measured at thousands of samples/s: it
+  // ran no step. The console header says what is known of a command, not empty workload fields.
+  const fs::path nothing = scratch() / "cmd-true.json";
+  const Outcome t = batchwise("sweep --cmd --batch-sizes 8 --repetitions 1 --no-history --json " + nothing.string() +
+                              " -- sh -c true");
+  EXPECT_EQ(t.code, 1) << t.err;
+  const auto nothing_report = nlohmann::json::parse(slurp(nothing));
+  const auto& point = nothing_report.at("sweep").at("points").at(0);
+  EXPECT_EQ(point.at("outcome"), "error");
+  EXPECT_NE(point.at("message").get<std::string>().find("ran no step: exit status 0 after"), std::string::npos)
+      << point.dump();
+  EXPECT_NE(t.out.find("workload: the command sh -c true (its own model, data, optimizer and rate"), std::string::npos)
+      << t.out;
+  EXPECT_EQ(t.out.find("(the command's) (0 samples of"), std::string::npos) << t.out;
+  // One that runs long enough without step lines is timed by its wall time, and the record says so.
+  const fs::path quiet = scratch() / "cmd-quiet.json";
+  const Outcome q = batchwise("sweep --cmd --batch-sizes 8 --repetitions 1 --warmup 1 --steps 4 --no-history --json " +
+                              quiet.string() + " -- " + std::string(BATCHWISE_TEST_PYTHON) + " " + kCmdDir +
+                              "/fake_trainer.py --batch-size {batch} --steps {steps} --quiet --step-s 0.25");
+  ASSERT_EQ(q.code, 0) << q.err;
+  const auto quiet_report = nlohmann::json::parse(slurp(quiet));
+  const auto& timed = quiet_report.at("sweep").at("points").at(0);
+  EXPECT_EQ(timed.at("outcome"), "ok") << timed.dump();
+  EXPECT_EQ(timed.at("wall_timing"), true) << timed.dump();
+  EXPECT_NE(timed.at("message").get<std::string>().find("fallback"), std::string::npos) << timed.dump();
 }
 
 // A command that measures its own throughput: its figure is the point's samples/s, not ours.

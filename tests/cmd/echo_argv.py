@@ -1,4 +1,5 @@
-"""Prints its arguments and batchwise's environment variables, one per line, for command_test.cpp."""
+"""Prints its arguments and batchwise's environment variables, one per line, then a step line per step, for
+command_test.cpp and cmd_cli_test.cpp."""
 import os
 import sys
 
@@ -7,3 +8,6 @@ for arg in sys.argv[1:]:
 for name in ("BATCHWISE_BATCH", "BATCHWISE_STEPS", "PYTHONUNBUFFERED", "BATCHWISE_TEST_EXTRA"):
     print(f"env: {name}={os.environ.get(name, '')}")
 print(f"stdin: {sys.stdin.read()!r}")
+# A step line per step it was asked for: a command that trains nothing would be an error trial.
+for _ in range(int(os.environ.get("BATCHWISE_STEPS") or 1)):
+    print("batchwise: step")

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <zlib.h>
 
 #include <clocale>
@@ -227,6 +229,44 @@ TEST_F(FileDatasets, NpyFeaturesAndLabelsLoadExactly) {
   EXPECT_FLOAT_EQ(d.inputs[2][1].item<float>(), 6.0f);
   EXPECT_EQ(d.targets[1].item<int64_t>(), 2);
   EXPECT_EQ(d.num_classes, 3);
+}
+
+// Features or targets that are not finite numbers would make every loss NaN: refused where read,
+// naming the file, how many samples and the first, and how to drop them.
+TEST_F(FileDatasets, NpyValuesThatAreNotFiniteAreRefused) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  const auto all_nan = npy("nan.npy", "<f4", "3, 2", raw(std::vector<float>{nan, nan, nan, nan, nan, nan}));
+  const auto y = npy("y.npy", "<i8", "3,", raw(std::vector<int64_t>{0, 2, 1}));
+  try {
+    load_npy(all_nan, y, TargetKind::Classes);
+    FAIL() << "NaN features accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("nan.npy: 3 of its 3 samples hold features that are not finite numbers (NaN "
+                                         "or infinity), the first sample 0"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("np.isfinite"), std::string::npos) << e.what();
+  }
+  const auto one_inf = npy("inf.npy", "<f8", "3, 2", raw(std::vector<double>{1, 2, 3, 4, 5, inf}));
+  try {
+    load_npy(one_inf, y, TargetKind::Classes);
+    FAIL() << "an infinite feature accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("inf.npy: 1 of its 3 samples hold features that are not finite numbers (NaN "
+                                         "or infinity), the first sample 2"),
+              std::string::npos)
+        << e.what();
+  }
+  const auto x = npy("x.npy", "<f4", "3, 2", raw(std::vector<float>{1, 2, 3, 4, 5, 6}));
+  const auto nan_targets = npy("yn.npy", "<f4", "3,", raw(std::vector<float>{0.5f, nan, 1}));
+  try {
+    load_npy(x, nan_targets, TargetKind::Values);
+    FAIL() << "a NaN target accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("yn.npy: 1 of its 3 samples hold targets that are not finite"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(FileDatasets, NpyWrongDtypesEachSayWhatToDo) {

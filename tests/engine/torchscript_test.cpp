@@ -103,4 +103,33 @@ TEST_F(TorchScriptModels, BadModelFilesEachGetTheirOwnMessage) {
                      "rejects a batch of shape [2, 1, 28, 28] (--input-shape 1x28x28): RuntimeError: Given groups=1");
 }
 
+// A model whose outputs are NaN: every trial ends at its first step as an error that blames the data
+// or the model, nothing is measured or recommended, and fit, sweep and tune exit 1.
+TEST_F(TorchScriptModels, AModelWhoseOutputIsNaNIsNeverMeasured) {
+  const std::string model = exported("nan-output.pt", std::string(BATCHWISE_TEST_SOURCE_DIR) + "/tests/export_nan_model.py");
+  ASSERT_FALSE(model.empty());
+  const std::string workload = " --model " + model + " --dataset synthetic --synthetic-size 256 --no-history -q";
+  const fs::path json = scratch() / "nan-sweep.json";
+  const Outcome sweep = batchwise("sweep" + workload + " --batch-sizes 8,16 --repetitions 1 --json " + json.string());
+  EXPECT_EQ(sweep.code, 1) << sweep.err;
+  for (const auto& p : nlohmann::json::parse(slurp(json)).at("sweep").at("points")) {
+    EXPECT_EQ(p.at("outcome"), "error") << p.dump();
+    EXPECT_EQ(p.at("non_finite"), true) << p.dump();
+    EXPECT_NE(p.at("message").get<std::string>().find("the training loss is NaN at the first step, before any update: "
+                                                      "the data or the model"),
+              std::string::npos)
+        << p.dump();
+  }
+  const Outcome fit = batchwise("fit" + workload + " --max 64");
+  EXPECT_EQ(fit.code, 1) << fit.err << fit.out;
+  EXPECT_NE((fit.out + fit.err).find("the training loss is NaN at the first step"), std::string::npos) << fit.err;
+  const fs::path tune_json = scratch() / "nan-tune.json";
+  const Outcome tune = batchwise("tune" + workload + " --max 64 --json " + tune_json.string());
+  EXPECT_EQ(tune.code, 1) << tune.err << tune.out;
+  if (fs::exists(tune_json)) {
+    const auto t = nlohmann::json::parse(slurp(tune_json));
+    EXPECT_TRUE(!t.contains("recommendation") || t.at("recommendation").is_null()) << t.dump();
+  }
+}
+
 }  // namespace

@@ -51,6 +51,35 @@ TEST(Trial, EveryBuiltInModelTrains) {
   }
 }
 
+// A loss that is not a number ends the trial as an error of its own kind, saying where it came
+// from: at the first step (nothing updated yet) the data or the model; later, the rate.
+TEST(Trial, ALossThatIsNotANumberEndsTheTrialAndSaysWhere) {
+  auto w = small();
+  {
+    at::NoGradGuard no_grad;
+    as_module(*w).module().parameters()[0].fill_(std::nan(""));  // a model whose outputs are NaN
+  }
+  const Trial t = run_trial(*w, TrialOptions(8).warmup(1).steps(3));
+  EXPECT_EQ(t.outcome, Outcome::Error);
+  EXPECT_TRUE(t.non_finite);
+  EXPECT_EQ(t.steps_run, 0);
+  EXPECT_TRUE(t.step_times_s.empty());
+  EXPECT_EQ(t.samples_per_s, 0);
+  EXPECT_NE(t.message.find("the training loss is NaN at the first step, before any update: the data or the model"),
+            std::string::npos)
+      << t.message;
+
+  CpuMemoryTracker::install();
+  auto diverging = make_workload(
+      WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(256).lr(1e6).device("cpu"));
+  const Trial d = run_trial(*diverging, TrialOptions(32).warmup(0).steps(30));
+  EXPECT_EQ(d.outcome, Outcome::Error) << d.loss_last;
+  EXPECT_TRUE(d.non_finite);
+  EXPECT_GT(d.steps_run, 0);
+  EXPECT_NE(d.message.find("training diverged; the learning rate is too high for this batch"), std::string::npos)
+      << d.message;
+}
+
 TEST(Trial, TrainsAnEvalModeModelAndPutsTheModeBack) {
   auto w = small("resnet18");
   as_module(*w).module().eval();

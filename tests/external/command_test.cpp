@@ -127,15 +127,28 @@ TEST(RunCommand, MalformedProtocolLinesAreIgnored) {
   EXPECT_FALSE(r.reported_peak_bytes.has_value());
 }
 
-TEST(RunCommand, NoProtocolLinesFallsBackToWallTime) {
-  const CommandResult r = run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--quiet"}, 10));
+// Without step lines the wall time stands in for the steps, but only for a run of a second or more:
+// a shorter one is start-up and "ran no step" (`sh -c true` would otherwise be thousands of
+// samples/s). The same run judged at two injected wall times, so the machine's speed decides nothing.
+TEST(RunCommand, NoProtocolLinesFallsBackToWallTimeOnlyForARunThatLasted) {
+  CommandResult r = run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--quiet"}, 10));
   EXPECT_EQ(r.protocol_lines, 0);
+  EXPECT_EQ(r.exit_status, 0) << r.output_tail;
+  r.wall_s = 2.5;
   const CommandVerdict v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Ok);
   EXPECT_TRUE(v.wall_timing);
   EXPECT_EQ(v.step_times_s.size(), 7u);
-  EXPECT_NEAR(v.samples_per_s, 70 / r.wall_s, 1e-9);
+  EXPECT_NEAR(v.samples_per_s, 70 / 2.5, 1e-9);
   EXPECT_TRUE(contains(v.message, "fallback")) << v.message;
+  r.wall_s = 0.05;
+  const CommandVerdict quick = classify(r);
+  EXPECT_EQ(quick.outcome, Outcome::Error);
+  EXPECT_FALSE(quick.wall_timing);
+  EXPECT_EQ(quick.samples_per_s, 0);
+  EXPECT_TRUE(contains(quick.message, "ran no step: exit status 0 after 0.05 s without a 'batchwise: step' line, too "
+                                      "soon for the wall-time fallback (at least 1 s)"))
+      << quick.message;
 }
 
 TEST(RunCommand, MemoryLimitStopsTheGroupAndIsOutOfMemory) {

@@ -1,0 +1,94 @@
+// The `--cmd` line protocol and the out-of-memory texts of the frameworks a command may run. To
+// recognise another framework's out-of-memory text, add it to kOomMarkers.
+#include "protocol.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <iterator>
+
+#include "parse_number.h"
+
+namespace batchwise {
+
+namespace {
+
+// A child's exceptions reach us only as text, so here (unlike in-process trials, which catch
+// c10::OutOfMemoryError by type) out-of-memory is recognised by its message.
+constexpr const char* kOomMarkers[] = {
+    "DefaultCPUAllocator: can't allocate memory",  // PyTorch CPU
+    "CUDA out of memory",                          // PyTorch CUDA
+    "OutOfMemoryError",                            // torch.OutOfMemoryError, torch.cuda.OutOfMemoryError
+    "MemoryError",                                 // Python
+    "ResourceExhaustedError",                      // TensorFlow
+    "OOM when allocating",                         // TensorFlow
+    "RESOURCE_EXHAUSTED",                          // JAX / XLA
+    "std::bad_alloc",                              // C++
+    "Cannot allocate memory",                      // ENOMEM
+};
+
+bool integer(const std::string& value, int64_t& out) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v < 0) return false;
+  out = v;
+  return true;
+}
+
+void real(const std::string& value, std::optional<double>& out) {
+  double v = 0;
+  if (detail::parse_double(value, v)) out = v;  // locale-free: "1.5" under a comma-decimal locale too
+}
+
+}  // namespace
+
+bool is_oom_message(const std::string& line) {
+  return std::any_of(std::begin(kOomMarkers), std::end(kOomMarkers),
+                     [&](const char* marker) { return line.find(marker) != std::string::npos; });
+}
+
+namespace detail {
+
+bool ProtocolParser::line(const std::string& text, Clock::time_point at) {
+  static const std::string kPrefix = "batchwise:";
+  if (text.compare(0, kPrefix.size(), kPrefix) != 0) {
+    if (r_.oom_message.empty() && is_oom_message(text)) r_.oom_message = text.substr(0, 300);
+    return false;
+  }
+  ++r_.protocol_lines;
+  bool step = false;
+  int64_t samples = r_.batch;
+  size_t pos = kPrefix.size();
+  while (pos < text.size()) {
+    const size_t begin = text.find_first_not_of(" \t", pos);
+    if (begin == std::string::npos) break;
+    const size_t end = std::min(text.find_first_of(" \t", begin), text.size());
+    const std::string token = text.substr(begin, end - begin);
+    pos = end;
+    const size_t eq = token.find('=');
+    if (eq == std::string::npos) {
+      step = step || token == "step";
+      continue;
+    }
+    const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
+    if (key == "samples") integer(value, samples);
+    else if (key == "loss") real(value, r_.loss);
+    else if (key == "samples_per_s") real(value, r_.reported_samples_per_s);
+    else if (key == "peak_bytes") {
+      int64_t bytes = -1;
+      if (integer(value, bytes)) r_.reported_peak_bytes = std::max(bytes, r_.reported_peak_bytes.value_or(0));
+    }
+  }
+  if (!step) return false;
+  ++r_.steps_seen;
+  if (r_.steps_seen > r_.warmup) {
+    r_.step_times_s.push_back(std::chrono::duration<double>(at - last_step_).count());
+    r_.step_samples.push_back(samples);
+  }
+  last_step_ = at;
+  return true;
+}
+
+}  // namespace detail
+}  // namespace batchwise
