@@ -109,7 +109,11 @@ struct CommandResult {
   std::vector<double> step_times_s;
   std::vector<int64_t> step_samples;           ///< samples of each measured step
   std::optional<double> reported_samples_per_s; ///< last `batchwise: samples_per_s=`
-  std::optional<double> loss;                  ///< last reported loss
+  std::optional<double> loss;                  ///< last reported loss (a finite one)
+  /// A step line reported `loss=nan` (or inf): the command's training is not finite, an error trial.
+  bool non_finite_loss = false;
+  std::string non_finite_loss_text;            ///< the first such value, as printed
+  int non_finite_loss_step = 0;                ///< the step line it came on (1-based; 0: before any)
   int steps_seen = 0;              ///< step lines read, warm-up included
   int protocol_lines = 0;          ///< `batchwise:` lines read, malformed ones included
   double wall_s = 0;               ///< from start to exit

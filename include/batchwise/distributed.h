@@ -157,6 +157,7 @@ class DataParallelWorkload : public Workload {
   std::shared_ptr<Group> group_;
   std::unique_ptr<DeviceMemory> memory_;  // the rank's device, made when first needed (see memory())
   std::optional<std::pair<Outcome, std::string>> local_failure_;  // awaiting the next all-reduce
+  at::Tensor step_loss_;  // this optimizer step's loss so far (its micro-batches summed), checked before the all-reduce
   std::optional<std::pair<Outcome, std::string>> own_failure_;
   std::optional<Failure> failure_;
   std::exception_ptr collective_error_;

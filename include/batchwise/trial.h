@@ -245,7 +245,10 @@ void fields(V& v, T& t) {
   v("loss_first", t.loss_first, NullUnless{ran});
   v("loss_last", t.loss_last, NullUnless{ran});
   v("wall_s", t.wall_s);
-  v.computed("fragmentation_bytes", t.peak_bytes - t.peak_allocated_bytes);  // CUDA: reserved, not allocated
+  // CUDA: reserved, not allocated (0 where a report read back holds figures whose difference overflows)
+  int64_t fragmentation = 0;
+  if (__builtin_sub_overflow(t.peak_bytes, t.peak_allocated_bytes, &fragmentation)) fragmentation = 0;
+  v.computed("fragmentation_bytes", fragmentation);
   v("within_target", t.within_target, When{t.within_target.has_value()});
   v("predicted_peak_bytes", t.predicted_peak_bytes, When{t.predicted_peak_bytes.has_value()});
   v("state", t.state, When{ran && ok});

@@ -243,10 +243,11 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
       out.reason += schedule->final_loss
                         ? fmt::format("; the batch-size schedule {} trained in {:.1f} s to {}{}", schedule->schedule,
                                       schedule->train_s, quality(*schedule),
-                                      v.schedule_saving ? fmt::format(", {:.0f} % {} time than batch {}",
+                                      v.schedule_saving ? fmt::format(", {:.0f} % {} time than {}",
                                                                       100 * std::abs(*v.schedule_saving),
                                                                       *v.schedule_saving >= 0 ? "less" : "more",
-                                                                      fastest ? fastest->batch : 0)
+                                                                      fastest ? fmt::format("batch {}", fastest->batch)
+                                                                              : std::string("the fastest good batch"))
                                                         : std::string(", worse than the best beyond noise"))
                         : fmt::format("; the batch-size schedule {} did not finish: {}", schedule->schedule,
                                       schedule->message);

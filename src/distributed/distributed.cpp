@@ -393,7 +393,9 @@ void DataParallelWorkload::zero_grad() {
 at::Tensor DataParallelWorkload::backward(const Batch& batch, double weight) {
   if (!local_failure_) {
     try {
-      return inner_.backward(batch, weight);
+      at::Tensor loss = inner_.backward(batch, weight);
+      step_loss_ = step_loss_.defined() ? step_loss_ + loss.detach() : loss.detach();
+      return loss;
     } catch (const std::exception& e) {
       const auto [outcome, message] = detail::classify_failure(e);
       record_local_failure(outcome, message);
@@ -422,6 +424,19 @@ void DataParallelWorkload::optimizer_step() {
                   inner_.info().model);
   if (!local_failure_ && has_deadline_ && std::chrono::steady_clock::now() > deadline_)
     record_local_failure(Outcome::Timeout, "the trial timeout passed");
+  // A loss that is not a number on this rank ends the trial on every rank together, through the
+  // status slot: a rank that stopped alone would leave the others waiting in the all-reduce. (On
+  // CUDA reading it waits for the backward pass, as the synchronisation below would.)
+  if (!local_failure_ && step_loss_.defined()) {
+    const double loss = step_loss_.item<double>();
+    if (!std::isfinite(loss))
+      record_local_failure(Outcome::Error,
+                           fmt::format("the training loss became {} on rank {} at step {}: at the first step check the "
+                                       "data and the model for values that are not finite numbers, later lower the "
+                                       "learning rate (--lr)",
+                                       std::isnan(loss) ? "NaN" : "infinite", rank, allreduce_s_.size() + 1));
+  }
+  step_loss_ = at::Tensor();
 
   // One buffer: the gradients, flattened (as DDP's buckets), then one status slot per rank.
   const auto options = at::TensorOptions().dtype(params.front().scalar_type()).device(inner_.device());

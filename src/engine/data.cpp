@@ -30,6 +30,9 @@ const char* kIdxHint =
     "IDX files hold unsigned bytes after a big-endian header (MNIST's format); re-download or re-export the file";
 
 constexpr int64_t kMaxIdxBytes = int64_t{16} << 30;
+// Deflate expands at most about 1032 times (zlib's technical details): a gzip file of N bytes holds
+// at most this many times N bytes of data.
+constexpr int64_t kMaxDeflateRatio = 1032;
 
 struct GzCloser {
   void operator()(gzFile_s* f) const { gzclose(f); }
@@ -126,6 +129,16 @@ at::Tensor read_idx(const std::string& path, int expected_dims, const std::strin
     total *= d;
   }
 
+  // What the file can hold bounds what its header may claim, before anything is allocated (fuzzing
+  // found a 40-byte file that made batchwise allocate the 8 GiB its header promised).
+  // (A pipe or a device has no size to check: it is read as it comes.)
+  std::error_code no_size;
+  const auto size = std::filesystem::is_regular_file(path, no_size) ? std::filesystem::file_size(path, no_size) : 0;
+  const int64_t on_disk = no_size ? 0 : static_cast<int64_t>(size);
+  const int64_t can_hold = gzdirect(f) ? on_disk - 4 * (1 + expected_dims) : on_disk * kMaxDeflateRatio;
+  BATCHWISE_CHECK(on_disk == 0 || total <= can_hold, DataError,
+                  "{}: truncated: its header promises {} bytes of data, more than a {}-byte{} file can hold; {}", path,
+                  total, on_disk, gzdirect(f) ? "" : " gzip", fix);
   UntrackedScope untracked;  // the dataset lives in host memory, not on the training device
   at::Tensor data = at::empty(dims, at::kByte);
   const int64_t got = read_bytes(f, data.data_ptr(), total, path, fix);
@@ -192,8 +205,11 @@ std::string base_name(const std::string& path) { return std::filesystem::path(pa
 // Mean and standard deviation of pixel / 255 over (up to) the first 10000 samples, for normalising.
 void set_pixel_stats(Dataset& d) {
   const at::Tensor sample = d.inputs.narrow(0, 0, std::min<int64_t>(d.size(), 10000)).to(at::kFloat).div_(255.0);
-  d.mean = sample.mean().item<double>();
-  d.std = std::max(sample.std().item<double>(), 1e-6);
+  d.mean = sample.numel() > 0 ? sample.mean().item<double>() : 0.0;
+  // The population's spread (no correction): one pixel in all has spread 0, not NaN (a NaN here would
+  // make every input NaN, and torch warned on the console; found by fuzz/targets.cpp).
+  const double spread = sample.numel() > 0 ? sample.std(/*unbiased=*/false).item<double>() : 0.0;
+  d.std = std::isfinite(spread) ? std::max(spread, 1e-6) : 1.0;
 }
 
 constexpr int64_t kMaxClasses = 100000;
@@ -216,7 +232,7 @@ void set_class_targets(Dataset& d, at::Tensor labels, const std::string& path) {
   BATCHWISE_CHECK(hi < kMaxClasses, DataError,
                   "{}: label {} would mean {} classes; is this the label column (--label-column), or are these "
                   "regression targets (--loss mse)?",
-                  path, hi, hi + 1);
+                  path, hi, static_cast<double>(hi) + 1);
   d.num_classes = std::max<int64_t>(hi + 1, 2);
 }
 
@@ -593,7 +609,9 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
   Dataset d;
   d.name = base_name(path);
   d.inputs = all.index_select(1, at::tensor(keep, at::kLong)).to(at::kFloat);
+  require_finite(d.inputs, path, "features");  // numbers beyond float32's range (1e39) became infinite
   at::Tensor labels = all.select(1, static_cast<int64_t>(label)).clone();
+  if (kind == TargetKind::Values) require_finite(labels.to(at::kFloat), path, "targets");
   if (kind == TargetKind::Classes) {
     BATCHWISE_CHECK(labels.abs().max().item<double>() < static_cast<double>(kMaxClasses), DataError,
                     "{}: label column {} holds values up to {:g}; class labels run from 0 to classes - 1 (at most {}): "

@@ -522,17 +522,24 @@ CommandVerdict classify(const CommandResult& r) {
     v.outcome = Outcome::Timeout;
     v.message = fmt::format("still running at the {:g} s timeout {}: stopped by batchwise ({})", r.timeout_s, steps,
                             r.signal == SIGKILL ? "SIGTERM, then SIGKILL" : "SIGTERM");
+  } else if ((r.stopped_after_steps || r.exit_status == 0) && r.non_finite_loss) {
+    // The command said its loss is not a number: it trained nothing, however it ended.
+    v.outcome = Outcome::Error;
+    v.message = fmt::format("{} {}, but it reported a training loss of {} at step {}: the loss is not a finite "
+                            "number; at the first step check the data and the model, later lower the learning rate",
+                            r.stopped_after_steps ? "stopped by batchwise, as asked," : ended, steps,
+                            r.non_finite_loss_text, r.non_finite_loss_step);
   } else if (r.stopped_after_steps || r.exit_status == 0) {
     v.outcome = Outcome::Ok;
     const std::string how = r.stopped_after_steps ? "stopped by batchwise, as asked," : ended;
     const double measured_s = std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0);
-    const int64_t measured = std::accumulate(r.step_samples.begin(), r.step_samples.end(), int64_t{0});
+    const double measured = std::accumulate(r.step_samples.begin(), r.step_samples.end(), 0.0);  // no overflow
     v.step_times_s = r.step_times_s;
     if (r.reported_samples_per_s) {
       v.samples_per_s = *r.reported_samples_per_s;
       v.message = fmt::format("{} {}: {:.1f} samples/s as the child reported", how, steps, v.samples_per_s);
     } else if (!r.step_times_s.empty() && measured_s > 0) {
-      v.samples_per_s = static_cast<double>(measured) / measured_s;
+      v.samples_per_s = measured / measured_s;
       std::vector<double> sorted = r.step_times_s;
       std::sort(sorted.begin(), sorted.end());
       v.message = fmt::format("{} {}: {:.1f} samples/s (median step {:.3g} s over {} timed steps)", how, steps,

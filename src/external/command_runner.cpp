@@ -120,6 +120,7 @@ Trial CommandRunner::run(const TrialOptions& o) {
   // An ok trial's note says only what a reader must know: that its timing is the wall-time fallback.
   if (t.outcome != Outcome::Ok || verdict.wall_timing) t.message = verdict.message;
   t.wall_timing = t.outcome == Outcome::Ok && verdict.wall_timing;
+  t.non_finite = t.outcome == Outcome::Error && result.non_finite_loss;
   if (cuda_ && t.outcome == Outcome::Ok && !result.peak_device_bytes) {
     // Without a figure the trial says nothing about fitting; counting it as 0 bytes would let a
     // fit climb to --max.

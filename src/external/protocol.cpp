@@ -3,6 +3,7 @@
 #include "protocol.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <iterator>
@@ -36,9 +37,17 @@ bool integer(const std::string& value, int64_t& out) {
   return true;
 }
 
-void real(const std::string& value, std::optional<double>& out) {
+// A finite number, locale-free ("1.5" under a comma-decimal locale too); with `positive`, above 0.
+void real(const std::string& value, std::optional<double>& out, bool positive = false) {
   double v = 0;
-  if (detail::parse_double(value, v)) out = v;  // locale-free: "1.5" under a comma-decimal locale too
+  if (detail::parse_double(value, v) && (!positive || v > 0)) out = v;
+}
+
+// NaN or infinity as Python, NumPy and C print them ("nan", "inf", "-inf", "Infinity", "NaN").
+bool not_finite(std::string value) {
+  for (auto& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!value.empty() && (value[0] == '-' || value[0] == '+')) value.erase(0, 1);
+  return value == "nan" || value == "inf" || value == "infinity";
 }
 
 }  // namespace
@@ -59,6 +68,7 @@ bool ProtocolParser::line(const std::string& text, Clock::time_point at) {
   ++r_.protocol_lines;
   bool step = false;
   int64_t samples = r_.batch;
+  std::optional<std::string> bad_loss;  // a loss printed as nan or inf
   size_t pos = kPrefix.size();
   while (pos < text.size()) {
     const size_t begin = text.find_first_not_of(" \t", pos);
@@ -72,13 +82,25 @@ bool ProtocolParser::line(const std::string& text, Clock::time_point at) {
       continue;
     }
     const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
-    if (key == "samples") integer(value, samples);
-    else if (key == "loss") real(value, r_.loss);
-    else if (key == "samples_per_s") real(value, r_.reported_samples_per_s);
-    else if (key == "peak_bytes") {
+    // A throughput or a step of no samples is no measurement (fuzzing found samples_per_s=-143e96
+    // taken as the trial's figure): such values are malformed, and ignored as the others are.
+    if (key == "samples") {
+      int64_t n = 0;
+      if (integer(value, n) && n > 0) samples = n;
+    } else if (key == "loss") {
+      real(value, r_.loss);
+      if (not_finite(value)) bad_loss = value;
+    } else if (key == "samples_per_s") {
+      real(value, r_.reported_samples_per_s, true);
+    } else if (key == "peak_bytes") {
       int64_t bytes = -1;
       if (integer(value, bytes)) r_.reported_peak_bytes = std::max(bytes, r_.reported_peak_bytes.value_or(0));
     }
+  }
+  if (bad_loss && !r_.non_finite_loss) {  // the first one: the step it ends, or the last step before it
+    r_.non_finite_loss = true;
+    r_.non_finite_loss_text = *bad_loss;
+    r_.non_finite_loss_step = r_.steps_seen + (step ? 1 : 0);
   }
   if (!step) return false;
   ++r_.steps_seen;

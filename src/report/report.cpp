@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,15 @@
 
 namespace batchwise {
 namespace {
+
+// Bytes from a figure a report may hold any value of (a report read back is the user's file):
+// clamped to what an int64 holds, NaN as 0, rather than a conversion that overflows.
+int64_t bytes_of(double v) {
+  if (!(v == v)) return 0;
+  if (v >= 9.2e18) return std::numeric_limits<int64_t>::max();
+  if (v <= -9.2e18) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
 
 std::string grouped(double v) { return format_grouped(v); }
 
@@ -56,11 +66,11 @@ void header_table(Lines& line, const Report& r) {
     line(fmt::format("workload: {} on {} ({} samples of {}), {} lr {:g}, {}, {} parameters ({})", w.model, w.dataset,
                      grouped(static_cast<double>(w.dataset_size)), fmt::join(w.input_shape, "x"), w.optimizer, w.lr,
                      w.precision, grouped(static_cast<double>(w.parameter_count)), format_bytes(w.parameter_bytes)));
-  if (!w.seq_len_range.empty())
+  if (w.seq_len_range.size() >= 2)
     line(fmt::format("sequences of {} to {} tokens: every trial runs at {}, the worst case for memory", w.seq_len_range[0],
                      w.seq_len_range[1], w.seq_len_range[1]));
   line(fmt::format("budget: {}, target {:.0f} % ({})", format_bytes(r.budget_bytes), r.target * 100,
-                   format_bytes(static_cast<int64_t>(r.target * static_cast<double>(r.budget_bytes)))));
+                   format_bytes(bytes_of(r.target * static_cast<double>(r.budget_bytes)))));
   if (r.distributed) {
     std::vector<std::string> budgets;
     for (const int64_t b : r.distributed->rank_budget_bytes) budgets.push_back(format_bytes(b));
@@ -90,8 +100,8 @@ void fit_table(Lines& line, const FitResult& f) {
   if (f.memory_model) {
     const MemoryModel& m = *f.memory_model;
     line(fmt::format("memory model: peak = {} + {} x batch (through batches {} and {}; largest prediction error {})",
-                     format_bytes(static_cast<int64_t>(m.fixed_bytes)),
-                     format_bytes(static_cast<int64_t>(m.per_sample_bytes)), m.batch_a, m.batch_b,
+                     format_bytes(bytes_of(m.fixed_bytes)),
+                     format_bytes(bytes_of(m.per_sample_bytes)), m.batch_a, m.batch_b,
                      format_bytes(m.residual_bytes)));
     for (const auto& b : m.breaks)
       line(fmt::format("the line breaks before batch {}: predicted {}, measured {} ({:+.1f} %); refitted through the "
@@ -107,7 +117,7 @@ void fit_table(Lines& line, const FitResult& f) {
                      d.batch, format_bytes(d.parameter_bytes), format_bytes(d.gradient_bytes),
                      format_bytes(d.optimizer_state_bytes),
                      format_bytes(d.activation_bytes()),
-                     format_bytes(static_cast<int64_t>(d.activation_bytes_per_sample)), format_bytes(d.rest_bytes)) +
+                     format_bytes(bytes_of(d.activation_bytes_per_sample)), format_bytes(d.rest_bytes)) +
          (d.rest_bytes < 0 ? " (negative: not all of the gradients and optimizer state are alive at the peak, "
                              "which comes while the backward pass is still making gradients and freeing activations)"
                            : ""));

@@ -499,6 +499,18 @@ TEST(Cli, ASweepWhoseLossIsNotANumberRecommendsNothing) {
   EXPECT_EQ(point.at("non_finite"), true);
   EXPECT_NE(point.at("message").get<std::string>().find("training diverged"), std::string::npos) << point.dump();
   EXPECT_TRUE(!j.contains("recommendation") || j.at("recommendation").is_null()) << j.dump();
+  // Data-parallel: a rank whose loss is not a number ends the trial on every rank together, through
+  // the all-reduce's status slot, rather than leaving the others in the all-reduce until the timeout.
+  const fs::path dp = scratch() / "sweep-nan-dp.json";
+  const Outcome d = batchwise(
+      "sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 32 --lr 1000000 --warmup 0 --steps 30 "
+      "--repetitions 1 --threads 1 --nproc 2 --dist-timeout 60 --no-history -q --json " + dp.string());
+  EXPECT_EQ(d.code, 1) << d.err;
+  const auto dj = nlohmann::json::parse(slurp(dp));
+  const auto& dpoint = dj.at("sweep").at("points").at(0);
+  EXPECT_EQ(dpoint.at("outcome"), "error") << dpoint.dump();
+  EXPECT_NE(dpoint.at("message").get<std::string>().find("the training loss became"), std::string::npos)
+      << dpoint.dump();
 }
 
 TEST(Cli, SweepProfileTimesEachPhase) {

@@ -54,7 +54,8 @@ TEST(Cmd, PythonTorchScriptIsFittedAndSweptThroughItsCommand) {
   const Outcome sweep = batchwise("sweep --cmd --batch-sizes 16,64 --repetitions 1 --warmup 1 --steps 3 -q --json " +
                                   sweep_json.string() + " -- " + script + " --batch-size {batch} --steps {steps}");
   ASSERT_EQ(sweep.code, 0) << sweep.err;
-  for (const auto& p : nlohmann::json::parse(slurp(sweep_json)).at("sweep").at("points")) {
+  const auto swept = nlohmann::json::parse(slurp(sweep_json));  // alive through the loop (ASan found it was not)
+  for (const auto& p : swept.at("sweep").at("points")) {
     EXPECT_EQ(p.at("outcome"), "ok") << p.dump();
     EXPECT_EQ(p.at("step_times_s").size(), 3u);  // one per measured `batchwise: step` line
     EXPECT_GT(p.at("samples_per_s").get<double>(), 0);
@@ -129,7 +130,8 @@ TEST(Cmd, TheCommandsOwnThroughputIsWhatTheSweepRanks) {
                               json.string() + " -- python3 " + kCmdDir +
                               "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01 --samples-per-s 4321");
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const auto& p : nlohmann::json::parse(slurp(json)).at("sweep").at("points")) {
+  const auto report = nlohmann::json::parse(slurp(json));  // alive through the loop (ASan found it was not)
+  for (const auto& p : report.at("sweep").at("points")) {
     EXPECT_EQ(p.at("outcome"), "ok");
     EXPECT_DOUBLE_EQ(p.at("samples_per_s").get<double>(), 4321.0);
     EXPECT_EQ(p.at("step_times_s").size(), 4u);  // the raw step times are still ours

@@ -109,6 +109,22 @@ TEST_F(FashionMnistCopy, TruncatedGzip) {
       << error;
 }
 
+// A header that promises more than the file can hold is refused before anything is allocated (a
+// 40-byte file once made batchwise allocate the 8 GiB its header claimed; found by fuzz/targets.cpp).
+TEST_F(FashionMnistCopy, AHeaderThatPromisesMoreThanTheFileCanHoldAllocatesNothing) {
+  const std::string header = be32(2051) + be32(60000) + be32(28) + be32(28);
+  write_raw(path("train-images-idx3-ubyte.gz"), header + std::string(24, '\0'));  // not gzip: read as it is
+  std::string error = load_error();
+  EXPECT_NE(error.find("train-images-idx3-ubyte.gz: truncated: its header promises 47040000 bytes of data, more than "
+                       "a 40-byte file can hold"),
+            std::string::npos)
+      << error;
+  write_gz(path("train-images-idx3-ubyte.gz"), be32(2051) + be32(10000) + be32(1000) + be32(800));
+  error = load_error();
+  EXPECT_NE(error.find("its header promises 8000000000 bytes of data, more than a"), std::string::npos) << error;
+  EXPECT_NE(error.find("-byte gzip file can hold"), std::string::npos) << error;
+}
+
 TEST_F(FashionMnistCopy, TruncatedInsideTheHeader) {
   write_gz(path("train-labels-idx1-ubyte.gz"), be32(2049) + std::string("\0\0", 2));
   const std::string error = load_error();
@@ -269,6 +285,17 @@ TEST_F(FileDatasets, NpyValuesThatAreNotFiniteAreRefused) {
   }
 }
 
+// Images with one pixel in all (or no spread) normalise to finite inputs, without torch's warning
+// about a standard deviation of one value (found by fuzzing the .npy reader).
+TEST_F(FileDatasets, ImagesWithoutSpreadNormaliseToFiniteValues) {
+  const auto one = npy("one.npy", "|u1", "1, 1, 1, 1", std::string(1, '\x07'));
+  const auto y = npy("y1.npy", "<i8", "1,", raw(std::vector<int64_t>{0}));
+  const Dataset d = load_npy(one, y, TargetKind::Classes);
+  EXPECT_TRUE(std::isfinite(d.std)) << d.std;
+  EXPECT_GT(d.std, 0);
+  EXPECT_NEAR(d.mean, 7 / 255.0, 1e-6);
+}
+
 TEST_F(FileDatasets, NpyWrongDtypesEachSayWhatToDo) {
   const auto x = npy("x.npy", "<f4", "2, 2", raw(std::vector<float>{1, 2, 3, 4}));
   const auto float_labels = npy("yf.npy", "<f4", "2,", raw(std::vector<float>{0.5f, 1}));
@@ -413,6 +440,16 @@ TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {
   EXPECT_EQ(load_csv(path("frac.csv"), "", TargetKind::Values).targets.scalar_type(), at::kFloat);
   write_raw(path("ragged.csv"), "1,2,0\n3,1\n");
   EXPECT_THROW(load_csv(path("ragged.csv"), "", TargetKind::Classes), DataError);
+  // A number beyond float32's range would train as infinity: refused as NaN and infinity are.
+  write_raw(path("huge.csv"), "a,label\n1,0\n1e300,1\n");
+  try {
+    load_csv(path("huge.csv"), "", TargetKind::Classes);
+    FAIL() << "1e300 accepted as a float32 feature";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("huge.csv: 1 of its 2 samples hold features that are not finite numbers"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(FileDatasets, CsvQuotedFieldsFollowRfc4180) {

@@ -112,7 +112,8 @@ TEST_F(TorchScriptModels, AModelWhoseOutputIsNaNIsNeverMeasured) {
   const fs::path json = scratch() / "nan-sweep.json";
   const Outcome sweep = batchwise("sweep" + workload + " --batch-sizes 8,16 --repetitions 1 --json " + json.string());
   EXPECT_EQ(sweep.code, 1) << sweep.err;
-  for (const auto& p : nlohmann::json::parse(slurp(json)).at("sweep").at("points")) {
+  const auto report = nlohmann::json::parse(slurp(json));
+  for (const auto& p : report.at("sweep").at("points")) {
     EXPECT_EQ(p.at("outcome"), "error") << p.dump();
     EXPECT_EQ(p.at("non_finite"), true) << p.dump();
     EXPECT_NE(p.at("message").get<std::string>().find("the training loss is NaN at the first step, before any update: "

@@ -266,7 +266,8 @@ int Session::finish(int code) {
   if (!flags.trace.empty()) {
     if (!workload_) throw ConfigError("--trace profiles batchwise's own training step; with --cmd, profile inside your command");
     if (!report.recommendation) {
-      fmt::print(stderr, "batchwise {}: --trace {}: no batch was recommended, so no step was traced\n", command, flags.trace);
+      fmt::print(stderr, "batchwise {}: warning: --trace {}: no batch was recommended, so no step was traced\n", command,
+                 flags.trace);
     } else {
       // Kineto logs its stages (and, on a machine without a GPU driver, an error about it) to stderr;
       // the line below says what was traced. A KINETO_LOG_LEVEL the user set is kept.
