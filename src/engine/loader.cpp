@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 
 #include "batchwise/workload.h"
 #include "check.h"
@@ -14,7 +15,12 @@ LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, 
                            std::vector<int> prefetch) {
   if (workers.empty()) workers = {0, 1, 2, 4, 8};
   if (prefetch.empty()) prefetch = {2, 4};
-  const auto [own_workers, own_prefetch, augment, latency] = workload.pipeline();
+  // Plain variables, not a structured binding: the lambda below captures two of them, which C++17
+  // (and Clang before 16) does not allow for a binding.
+  int own_workers = 0, own_prefetch = 0;
+  bool augment = false;
+  int64_t latency = 0;
+  std::tie(own_workers, own_prefetch, augment, latency) = workload.pipeline();
   LoaderSearch search;
   search.batch = batch;
   auto measure = [&](int w, int p) {

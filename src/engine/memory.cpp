@@ -101,7 +101,14 @@ struct TrackingAllocator final : public c10::Allocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return &tracked_delete; }
   // No `override` keyword: LibTorch 1.13 has no copy_data to override; from 2.3 on this overrides it.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Winconsistent-missing-override"
+#endif
   void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 };
 
 // Never destroyed: tensors may be freed (and a late allocation made) during static destruction.

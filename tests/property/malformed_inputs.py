@@ -7,7 +7,12 @@ or empty; every supported file format gets a wrong and a truncated file; report,
 history get wrong JSON. For each: a non-zero exit, a message on stderr naming the input (the flag,
 or the file), no crash text, and no hang.
 
-  python3 tests/property/malformed_inputs.py --batchwise build/batchwise [--seed N] [--jobs N]
+Then random command lines (issue #31): for each subcommand, options drawn from all it accepts (its
+--help again), with values good and bad for their kind, now and then an unknown flag, a stray word or
+a flag given twice, beside a tiny workload. Whatever the line, batchwise answers in time, without
+crash text or a signal, and never exits 0 after printing an error.
+
+  python3 tests/property/malformed_inputs.py --batchwise build/batchwise [--seed N] [--jobs N] [--random N]
 """
 import argparse
 import concurrent.futures
@@ -24,12 +29,15 @@ import tempfile
 CRASH = ("terminate called", "Exception raised from", "frame #", "what():", "Traceback", "Segmentation fault",
          "Assertion", "core dumped", "std::bad_alloc", "internal error")
 TIMEOUT_S = 30
+# An error, as main.cpp prints one: "batchwise SUB: what was wrong" (a warning says "warning:").
+ERROR_LINE = re.compile(r"^batchwise(?: [a-z]+)?(?: \(rank \d+(?: of \d+)?\))?: (?!warning:)(?!done, as agreed)")
 
 
 def subcommands(binary):
     out = subprocess.run([binary, "--help"], capture_output=True, text=True, check=True).stdout
     section = out.split("Subcommands:")[1].split("\n\n")[0]
-    return [line.split()[0] for line in section.strip().splitlines() if line.startswith("  ") and line.split()]
+    # strip("\n"), not strip(): the first subcommand's line keeps its indent (fit was left out before).
+    return [line.split()[0] for line in section.strip("\n").splitlines() if line.startswith("  ") and line.split()]
 
 
 def numeric_options(binary, sub):
@@ -84,6 +92,63 @@ WORKLOAD = [("--dataset", "synthetic"), ("--synthetic-size", "256"), ("--model",
 BASE = {"fit": WORKLOAD, "sweep": WORKLOAD + [("--batch-sizes", "16")], "tune": WORKLOAD + [("--max", "64")],
         "validate": WORKLOAD + [("--batch-sizes", "16")], "loader": WORKLOAD, "noise": WORKLOAD,
         "plan": WORKLOAD + [("--global-batch", "64"), ("--max-micro-batch", "32")]}
+
+
+def all_options(binary, sub):
+    """(flag, kind) for every option `sub --help` lists: kind is None for a flag that takes no value, a
+    list of its choices, or the value's type (INT, UINT, FLOAT, TEXT, ...)."""
+    out = subprocess.run([binary, sub, "--help"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for m in re.finditer(r"^ {2,}(?:-\w,)?(--[\w-]+)(?: ([A-Z]\S*))?", out, re.M):
+        flag, kind = m.group(1), m.group(2)
+        if flag in ("--help", "--version"):
+            continue
+        choices = re.search(r"\{([^}]*)\}", kind or "")
+        found.append((flag, choices.group(1).split(",") if choices else (re.split("[:=]", kind)[0] if kind else None)))
+    return found
+
+
+# Values for the random lines: good ones (small, so that a line that is accepted trains briefly) and
+# bad ones of every kind.
+GOOD = {"INT": ["1", "2", "3", "8"], "UINT": ["1", "2", "4"], "FLOAT": ["0.5", "1", "0.01", "2"],
+        "TEXT": ["16", "8,16", "1-4", "64MiB", "mlp", "sgd", "cpu", "cosine"]}
+ANY_BAD = ["", "abc", "-1", "0", "1e999", "nan", "--", "x" * 300, "\u00fc\u00f1\u00ee", "1,,2", " 4 ", "/no/such/file.json"]
+
+
+# Beside BASE, what keeps an accepted random line short (each is left out of the draws).
+RANDOM_BASE = {"fit": [("--nproc", "1")], "sweep": [("--repetitions", "1"), ("--nproc", "1")],
+               "tune": [("--nproc", "1"), ("--advice-budget", "2"), ("--noise-steps", "4"), ("--repetitions", "1"),
+                        ("--max-seconds", "5")],
+               "validate": [("--max-seconds", "5")], "noise": [("--noise-steps", "4")]}
+RANDOM_TIMEOUT_S = 90
+
+
+def random_cases(binary, rng, per_subcommand):
+    cases = []
+    for sub in subcommands(binary):
+        base = BASE.get(sub, []) + RANDOM_BASE.get(sub, [])
+        options = [o for o in all_options(binary, sub) if o[0] not in dict(base)]
+        for i in range(per_subcommand):
+            args = [sub]
+            for flag, kind in rng.sample(options, min(len(options), rng.randint(1, 4))):
+                if kind is None:
+                    args.append(flag)
+                    continue
+                if isinstance(kind, list):
+                    value = rng.choice(kind + ["no-such-choice"])
+                else:
+                    value = rng.choice(GOOD.get(kind, GOOD["TEXT"]) if rng.random() < 0.6 else ANY_BAD + BAD.get(kind, []))
+                args += [flag, value] if rng.random() < 0.5 else [f"{flag}={value}"]
+            twist = rng.random()
+            if twist < 0.1:
+                args.append("--no-such-flag")
+            elif twist < 0.2:
+                args.append("stray")
+            elif twist < 0.3 and len(args) > 2:
+                args += args[1:3]  # a flag given twice
+            args += [a for opt, val in base for a in (opt, val) if a]
+            cases.append((f"random {i}: {' '.join(args)!r}", args, None))
+    return cases
 
 
 def write(path, data):
@@ -190,17 +255,27 @@ def zip_like():
 
 def check(binary, case, env):
     name, args, names = case
+    timeout = TIMEOUT_S if names is not None else RANDOM_TIMEOUT_S
     try:
-        r = subprocess.run([binary] + args, capture_output=True, text=True, timeout=TIMEOUT_S, env=env,
-                           stdin=subprocess.DEVNULL, errors="replace")
+        # In the scratch folder: a random line may name any word as the file to write (--json cpu).
+        r = subprocess.run([binary] + args, capture_output=True, text=True, timeout=timeout, env=env,
+                           stdin=subprocess.DEVNULL, errors="replace", cwd=env["XDG_DATA_HOME"])
     except subprocess.TimeoutExpired:
-        return f"{name}: no answer within {TIMEOUT_S} s (a hang, or the bad value was taken and training began)"
+        return f"{name}: no answer within {timeout} s (a hang, or the bad value was taken and training began)"
     problems = []
+    err = r.stderr.strip()
+    if names is None:  # a random line: any answer in time, but no crash, and no exit 0 beside an error
+        if r.returncode < 0:
+            problems.append(f"killed by signal {-r.returncode}")
+        problems += [f"crash text {c!r}" for c in CRASH if c in r.stderr]
+        errors = [line for line in err.splitlines() if ERROR_LINE.match(line)]
+        if r.returncode == 0 and errors:
+            problems.append(f"exit 0 after an error: {errors[0]!r}")
+        return f"{name}: {'; '.join(problems)} (exit {r.returncode}); stderr: {err[-400:]!r}" if problems else None
     if r.returncode == 0:
         problems.append("exit 0")
     elif r.returncode < 0:
         problems.append(f"killed by signal {-r.returncode}")
-    err = r.stderr.strip()
     if not err:
         problems.append("nothing on stderr")
     elif not any(n in err for n in names):
@@ -221,18 +296,22 @@ def main():
     ap.add_argument("--seed", type=int, default=int(os.environ.get("BATCHWISE_PROPERTY_SEED", "0")))
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--only", default="", help="run the cases whose name contains this")
+    ap.add_argument("--random", type=int, default=5, help="random command lines per subcommand")
     a = ap.parse_args()
+    a.batchwise = os.path.abspath(a.batchwise)  # the lines run in a scratch folder
     rng = random.Random(a.seed)
     work = tempfile.mkdtemp(prefix="batchwise-property-")
     env = dict(os.environ, XDG_DATA_HOME=os.path.join(work, "xdg"), OMP_NUM_THREADS="1")
+    os.makedirs(env["XDG_DATA_HOME"])
     try:
-        cases = flag_cases(a.batchwise, rng) + file_cases(work)
+        cases = flag_cases(a.batchwise, rng) + file_cases(work) + random_cases(a.batchwise, rng, a.random)
         cases = [c for c in cases if a.only in c[0]]
         with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
             failures = [f for f in pool.map(lambda c: check(a.batchwise, c, env), cases) if f]
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{len(cases)} malformed inputs (seed {a.seed}), {len(failures)} not refused cleanly")
+    print(f"{len(cases)} malformed inputs and random command lines (seed {a.seed}), {len(failures)} not answered "
+          "cleanly")
     for f in failures:
         print("FAIL: " + f)
     return 1 if failures else 0
