@@ -71,6 +71,25 @@ ValidateProgress progress(const ValidateOptions& o, const ValidationRun& run, co
   return p;
 }
 
+// How long a candidate trains, and its warm-up (set on `run`): a full run of --epochs (a schedule's
+// in samples, its warm-up the one its first batch's own full run takes), or up to --max-epochs.
+Limits run_limits(const ValidateOptions& o, ValidationRun& run, int64_t epoch, const Race& race, bool scheduled) {
+  Limits limits;
+  if (o.epochs() > 0) {
+    const double run_samples = o.epochs() * static_cast<double>(epoch);
+    limits.total_steps =
+        std::max<int64_t>(1, static_cast<int64_t>(std::ceil(run_samples / static_cast<double>(run.batch))));
+    limits.max_samples = scheduled ? std::max<int64_t>(1, static_cast<int64_t>(std::ceil(run_samples)))
+                                   : limits.total_steps * run.batch;
+    run.warmup_steps = run_warmup_steps(run.lr, limits.total_steps);
+  } else {
+    limits.max_samples = static_cast<int64_t>(std::ceil(o.max_epochs() * static_cast<double>(epoch)));
+    run.warmup_steps = run.lr.warmup_steps;
+    if (o.stop_slower_than() > 0 && race.fastest_s) limits.slower_s = o.stop_slower_than() * *race.fastest_s;
+  }
+  return limits;
+}
+
 // One candidate: a fixed batch, or (`phases` not empty, full runs only) a batch-size schedule whose
 // first phase's batch is `batch`, each phase at its batch's advised rate.
 ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& held_out, const ValidateOptions& o,
@@ -83,27 +102,13 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
   for (const auto& p : phases) phase_lr.push_back(p.batch == batch ? run.lr : candidate_lr(w, o, base_lr, p.batch));
   const int64_t epoch = w.data().size();
   const bool full = o.epochs() > 0;
-  Limits limits;
-  double warmup_samples = 0;  // a schedule's warm-up, in samples (its steps change size)
   if (full && !phases.empty()) {
     run.schedule = schedule_text(phases);
     for (const auto& a : phase_lr) run.phase_lrs.push_back(a.lr);
-    limits.max_samples = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.epochs() * static_cast<double>(epoch))));
-    // The first phase's steps, were it the run: its warm-up is the one its own full run takes.
-    limits.total_steps = std::max<int64_t>(
-        1, static_cast<int64_t>(std::ceil(o.epochs() * static_cast<double>(epoch) / static_cast<double>(batch))));
-    run.warmup_steps = run_warmup_steps(run.lr, limits.total_steps);
-    warmup_samples = static_cast<double>(run.warmup_steps * batch);
-  } else if (full) {
-    limits.total_steps = std::max<int64_t>(
-        1, static_cast<int64_t>(std::ceil(o.epochs() * static_cast<double>(epoch) / static_cast<double>(batch))));
-    limits.max_samples = limits.total_steps * batch;
-    run.warmup_steps = run_warmup_steps(run.lr, limits.total_steps);
-  } else {
-    limits.max_samples = static_cast<int64_t>(std::ceil(o.max_epochs() * static_cast<double>(epoch)));
-    run.warmup_steps = run.lr.warmup_steps;
-    if (o.stop_slower_than() > 0 && race.fastest_s) limits.slower_s = o.stop_slower_than() * *race.fastest_s;
   }
+  const Limits limits = run_limits(o, run, epoch, race, !phases.empty());
+  // A schedule's warm-up, in samples (its steps change size).
+  const double warmup_samples = phases.empty() ? 0.0 : static_cast<double>(run.warmup_steps * batch);
   run.warmup_epochs = static_cast<double>(run.warmup_steps * batch) / static_cast<double>(epoch);
   const int64_t eval_every = o.eval_every_samples() > 0 ? o.eval_every_samples()
                              : full                     ? std::max<int64_t>(1, limits.max_samples / 10)
