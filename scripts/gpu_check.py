@@ -445,9 +445,9 @@ MEASUREMENTS = [
     ("epoch.torchscript", 45, 20, lambda r: epoch(r, "torchscript")),
     ("plan-for.resnet18", 90, 20, lambda r: plan_for(r, "resnet18")),
     ("plan-for.transformer", 90, 15, lambda r: plan_for(r, "transformer")),
+    ("features", 180, 60, features),  # the CUDA paths no other row runs (NVML, mixed precision, profile) first
     ("cpp-vs-python", 200, 60, cpp_vs_python),
     ("finders", 200, 150, finders),
-    ("features", 180, 60, features),
     ("tune.resnet18", 360, 60, lambda r: tune(r, "resnet18")),
     ("tune.transformer", 300, 40, lambda r: tune(r, "transformer")),
 ]
