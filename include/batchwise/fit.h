@@ -75,8 +75,14 @@ inline constexpr double kLineBreakTolerance = 0.03;
 /// within this fraction of each other.
 inline constexpr double kProbeAgreement = 0.03;
 
-/// peak(B) ~ fixed_bytes + per_sample_bytes x B, a line through the two largest batches that ran
-/// within their limit (local: where the line bends, the points nearest the answer count).
+/// The memory model's line goes through the largest batch that ran and the largest below it by at
+/// least this fraction of it, where there is one: measured peaks carry noise (on CUDA, several per
+/// cent from one batch to the next), which a secant through neighbouring batches turns into any slope.
+inline constexpr double kLineSpan = 0.125;
+
+/// peak(B) ~ fixed_bytes + per_sample_bytes x B, a line through the largest batch that ran within
+/// its limit and the largest at least kLineSpan below it (local: where the line bends, the points
+/// nearest the answer count).
 struct MemoryModel {
   double fixed_bytes = 0;
   double per_sample_bytes = 0;

@@ -1,5 +1,6 @@
 // CUDA device memory through the caching allocator's own statistics. Compiled only when the
 // Torch found was built with CUDA; see device.cpp for the stand-ins of a CPU-only build.
+#include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -63,6 +64,10 @@ std::unique_ptr<DeviceMemory> cuda_memory(int index) {
   BATCHWISE_CHECK(index >= 0 && index < c10::cuda::device_count(), DeviceError,
                   "--device cuda:{}: this machine has {} CUDA device(s); use --device cpu or auto", index,
                   static_cast<int>(c10::cuda::device_count()));
+  // The caching allocator is made when CUDA first initialises (a tensor on the device, usually);
+  // its statistics before that throw "Invalid device argument". Seen on an H200: a process whose
+  // first CUDA call was release_cached.
+  at::globalContext().lazyInitDevice(at::kCUDA);
   return std::make_unique<CudaMemory>(index);
 }
 

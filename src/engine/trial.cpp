@@ -174,7 +174,15 @@ Trial WorkloadRunner::run(const TrialOptions& options) {
   t.wall_s += first.wall_s;
   return t;
 }
-int64_t WorkloadRunner::held_bytes() { return device_memory(workload_)->current_bytes(); }
+// What the process holds before a trial: its cache is handed back first, so a fit after another
+// workload's trials (tune --compare-precision's second precision, on CUDA) does not count their
+// cached blocks as this model's own size. A no-op on a CPU, which caches nothing.
+int64_t WorkloadRunner::held_bytes() {
+  const auto memory = device_memory(workload_);
+  memory->synchronize();
+  memory->release_cached();
+  return memory->current_bytes();
+}
 int64_t WorkloadRunner::default_budget_bytes() {
   const int64_t total = device_total_bytes();
   return workload_.device().is_cuda() ? total : total / 10 * 8;

@@ -33,19 +33,24 @@ int64_t MemoryModel::predict(int64_t batch) const {
 }
 
 std::optional<MemoryModel> fit_memory_model(const std::vector<Trial>& trials) {
-  // The two largest distinct batches that ran to the end: nearest the answer, and past the small
-  // batches whose peak is set by the optimizer step rather than by activations.
-  const Trial* a = nullptr;
+  // The largest batch that ran to the end, nearest the answer and past the small batches whose peak
+  // is set by the optimizer step rather than by activations; and the largest below it by at least
+  // kLineSpan of it (else the nearest below): peaks measured a batch or two apart differ by noise
+  // (CUDA's reserved bytes move by several per cent with cuDNN's choice of algorithm per shape), and
+  // a secant through them can slope any way.
   const Trial* b = nullptr;
+  for (const auto& t : trials)
+    if (t.outcome == Outcome::Ok && (!b || t.batch > b->batch)) b = &t;
+  if (!b) return std::nullopt;
+  const auto span_edge = static_cast<double>(b->batch) * (1 - kLineSpan);
+  const Trial* a = nullptr;
+  const Trial* nearest = nullptr;
   for (const auto& t : trials) {
-    if (t.outcome != Outcome::Ok) continue;
-    if (!b || t.batch > b->batch) {
-      if (!b || t.batch != b->batch) a = b;
-      b = &t;
-    } else if (t.batch < b->batch && (!a || t.batch > a->batch)) {
-      a = &t;
-    }
+    if (t.outcome != Outcome::Ok || t.batch >= b->batch) continue;
+    if (!nearest || t.batch > nearest->batch) nearest = &t;
+    if (static_cast<double>(t.batch) <= span_edge && (!a || t.batch > a->batch)) a = &t;
   }
+  if (!a) a = nearest;
   if (!a || !b) return std::nullopt;
   MemoryModel m;
   m.batch_a = a->batch;
@@ -290,7 +295,7 @@ class Search {
         b = first_;
         continue;
       }
-      if (*fits_ == last_ || (fails_ && *fails_ - *fits_ <= m_)) break;
+      if (*fits_ == last_ || (fails_ && *fails_ - *fits_ <= m_) || below_the_noise()) break;
       b = next_model_batch();
     }
     return true;
@@ -319,6 +324,15 @@ class Search {
         r_.message = fmt::format("batch {} failed with an error ({}); it counts as not fitting", t.batch, t.message);
         break;
       }
+    }
+    if (noise_bytes_ > 0) {
+      const std::string note = fmt::format(
+          "peaks near the answer are not monotone in the batch: a larger batch peaked up to {} lower than a smaller "
+          "one (on CUDA, cuDNN picks an algorithm and its workspace per shape), more than the {} between batch {} "
+          "and {}, which did not fit, so the batches between were not tried: batch {} is the largest measured "
+          "within the target",
+          format_bytes(noise_bytes_), format_bytes(gap_bytes_), *fits_, *fails_, *fits_);
+      r_.message = r_.message.empty() ? note : r_.message + "; " + note;
     }
     // A skipped step makes no optimizer state (Adam's), so the answer's peak may be short of a
     // trained step's. The runner has already run such a trial again from a settled scale where it
@@ -371,6 +385,26 @@ class Search {
            m_ * m_;
   }
 
+  // Model mode stops short of the exact maximum when the batches left between the last fit and the
+  // first failure differ, by the line, by less than the peaks' own noise near the answer (how much
+  // lower a larger batch peaked than a smaller one, among the trials within kLineSpan below the last
+  // fit): no trial there can tell them apart. Peaks that rise with the batch (a CPU budget) never stop it.
+  bool below_the_noise() {
+    const std::optional<MemoryModel> line = fit_memory_model(r_.trials);
+    if (!fails_ || !line || line->per_sample_bytes <= 0) return false;
+    const auto edge = static_cast<double>(*fits_) * (1 - kLineSpan);
+    int64_t noise = 0;
+    for (const auto& lo : r_.trials) {
+      if (lo.outcome != Outcome::Ok || static_cast<double>(lo.batch) < edge) continue;
+      for (const auto& hi : r_.trials)
+        if (hi.outcome == Outcome::Ok && hi.batch > lo.batch) noise = std::max(noise, lo.peak_bytes - hi.peak_bytes);
+    }
+    const auto gap = static_cast<int64_t>(static_cast<double>(*fails_ - *fits_) * line->per_sample_bytes);
+    if (noise == 0 || gap > noise) return false;
+    noise_bytes_ = noise, gap_bytes_ = gap;
+    return true;
+  }
+
   // Model mode's next batch after a fitting one: a further probe while the two lines disagree, then
   // the line's answer (the batch above the last fit when the line puts it there, the midpoint when a
   // failure contradicts it).
@@ -393,7 +427,12 @@ class Search {
     } else {
       candidate = *answer_of(line_);
       if (candidate <= *fits_) {
-        candidate = lo;  // the line puts the answer at what already fitted: the batch above settles it
+        // The line puts the answer at what already fitted: the batch above settles it. When it
+        // already did so and that batch fitted too, the peaks are noisier than the line (on CUDA the
+        // reserved peak moves with the algorithm cuDNN picks per shape, by several per cent from one
+        // batch to the next), and a line through points above the answer never moves: bisect.
+        candidate = !nudged_ ? lo : fails_ ? midpoint() : std::min(*fits_ * 2, hi);
+        nudged_ = true;
       } else if (fails_ && candidate >= *fails_) {
         candidate = midpoint();  // contradicted by a failure
       }
@@ -428,6 +467,8 @@ class Search {
   std::optional<int64_t> fits_, fails_;
   std::optional<MemoryModel> line_;  // model mode: from the trials so far; predicts the next trial's peak
   bool probing_ = true;
+  bool nudged_ = false;  // model mode tried the batch above a fit because the line said so
+  int64_t noise_bytes_ = 0, gap_bytes_ = 0;  // set when model mode stopped at the peaks' noise
   std::vector<MemoryModel::Break> breaks_;
 };
 
