@@ -42,6 +42,14 @@ def make_model(name):
         return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5),
                              nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.ReLU(),
                              nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+    if name == "resnet18":
+        # batchwise's resnet18: torchvision's topology with the CIFAR-style stem small images need
+        # (3x3 convolution, stride 1, no max-pool), one input channel.
+        import torchvision
+        m = torchvision.models.resnet18(num_classes=10)
+        m.conv1 = nn.Conv2d(1, 64, 3, stride=1, padding=1, bias=False)
+        m.maxpool = nn.Identity()
+        return m
     raise SystemExit(f"unknown model {name}")
 
 

@@ -234,6 +234,20 @@ void fields(V& v, T& p) {
 }
 
 /// What a fit found. `batch` is set only when outcome is Fits.
+/// fit --mode model: the batch one multiple above the answer, left untried because the line that
+/// predicted the answer's own peak (missing it by less than the margin) puts this batch over the target.
+struct UntriedAbove {
+  int64_t batch = 0;
+  int64_t predicted_bytes = 0;
+};
+
+/// The JSON fields of an UntriedAbove, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, UntriedAbove> = 0>
+void fields(V& v, T& u) {
+  v("batch", u.batch);
+  v("predicted_bytes", u.predicted_bytes);
+}
+
 struct FitResult {
   FitMode mode = FitMode::Model;
   FitOutcome outcome = FitOutcome::Error;
@@ -246,6 +260,7 @@ struct FitResult {
   std::string message;            ///< DoesNotFit / Error: why, in one sentence; Fits: a trial that failed with an error, if any
   std::optional<MemoryModel> memory_model;    ///< from the trials (every mode), when two ran ok
   std::optional<MemoryBreakdown> breakdown;   ///< at `batch`, when a memory model exists
+  std::optional<UntriedAbove> above;          ///< model mode settled the batch above by the line
 };
 
 /// The JSON fields of a FitResult, in JSON order (fields.h); its budget and target are the report's.
@@ -259,6 +274,7 @@ void fields(V& v, T& f) {
   v("message", f.message, When{!f.message.empty()});
   v("memory_model", f.memory_model, When{f.memory_model.has_value()});
   v("breakdown", f.breakdown, When{f.breakdown.has_value()});
+  v("above", f.above, When{f.above.has_value()});
   v("trials", f.trials);
 }
 

@@ -8,7 +8,12 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -179,6 +184,17 @@ std::unique_ptr<DeviceMemory> device_memory(const std::string& device_type, int 
                   "CPU memory is measured by batchwise's tracking allocator; call "
                   "batchwise::CpuMemoryTracker::install() before building the model");
   return std::make_unique<CpuMemory>(*tracker);
+}
+
+void keep_freed_host_memory() {
+#if defined(__GLIBC__)
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if ((tunables && std::strstr(tunables, "glibc.malloc.")) || std::getenv("MALLOC_MMAP_THRESHOLD_") ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_"))
+    return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
 }
 
 }  // namespace batchwise

@@ -97,6 +97,10 @@ void fit_table(Lines& line, const FitResult& f) {
                      percent_of(t.peak_bytes, f.budget_bytes),
                      t.within_target && *t.within_target ? "within" : "over", trial_note(t)));
   }
+  if (f.above)
+    line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", f.above->batch, "untried", "-",
+                     format_bytes(f.above->predicted_bytes), percent_of(f.above->predicted_bytes, f.budget_bytes),
+                     "over", "not run: the line that predicted the answer's peak puts it over the target"));
   if (f.memory_model) {
     const MemoryModel& m = *f.memory_model;
     line(fmt::format("memory model: peak = {} + {} x batch (through batches {} and {}; largest prediction error {})",

@@ -295,7 +295,7 @@ class Search {
         b = first_;
         continue;
       }
-      if (*fits_ == last_ || (fails_ && *fails_ - *fits_ <= m_) || below_the_noise()) break;
+      if (*fits_ == last_ || (fails_ && *fails_ - *fits_ <= m_) || below_the_noise() || settled_by_the_line(t)) break;
       b = next_model_batch();
     }
     return true;
@@ -383,6 +383,23 @@ class Search {
     if (!l || l->per_sample_bytes <= 0) return std::nullopt;
     return static_cast<int64_t>(std::floor((static_cast<double>(allowed_) - l->fixed_bytes) / l->per_sample_bytes)) /
            m_ * m_;
+  }
+
+  // The batch one multiple above a fitting trial need not run when the line that predicted this
+  // trial's peak (through two measured batches, not the one-point bound) missed it by less than the
+  // margin by which it puts that batch over the target: the trial has checked the line where it
+  // matters, and the line says the next multiple does not fit by more than the line's error. Where
+  // peaks are exact and linear near the answer (a CPU budget) this saves the last trial; a noisy or
+  // bending line goes on to try it.
+  bool settled_by_the_line(const Trial& t) {
+    if (probing_ || !line_ || line_->batch_a == line_->batch_b || !*t.within_target || t.batch != *fits_ ||
+        !t.predicted_peak_bytes || t.batch + m_ > last_)
+      return false;
+    const int64_t error = std::abs(t.peak_bytes - *t.predicted_peak_bytes);
+    const int64_t above = line_->predict(t.batch + m_);
+    if (above - error <= allowed_) return false;
+    r_.above = UntriedAbove{t.batch + m_, above};
+    return true;
   }
 
   // Model mode stops short of the exact maximum when the batches left between the last fit and the

@@ -67,9 +67,13 @@ TEST_F(TorchScriptModels, TorchvisionResNet18IsFittedAndSweptWithABudget) {
   const int64_t batch = f.at("fit").at("batch");
   EXPECT_GT(batch, 2);
   EXPECT_LT(batch, 1024);  // the budget, not --max, set it
-  bool above_failed = false;  // the batch above the answer was tried and did not fit
+  const auto allowed = static_cast<int64_t>(0.9 * (256 << 20));
+  // The batch above the answer was tried and did not fit, or the line that predicted the answer's
+  // peak puts it over the target (fit.above, untried).
+  bool above_failed = f.at("fit").contains("above") && f.at("fit").at("above").at("batch") == batch + 1 &&
+                      f.at("fit").at("above").at("predicted_bytes").get<int64_t>() > allowed;
   for (const auto& t : f.at("fit").at("trials")) {
-    if (t.at("batch") == batch) EXPECT_LE(t.at("peak_bytes").get<int64_t>(), static_cast<int64_t>(0.9 * (256 << 20)));
+    if (t.at("batch") == batch) EXPECT_LE(t.at("peak_bytes").get<int64_t>(), allowed);
     if (t.at("batch") == batch + 1) above_failed = t.at("within_target") == false;
   }
   EXPECT_TRUE(above_failed) << f.at("fit").dump();

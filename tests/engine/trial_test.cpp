@@ -166,5 +166,45 @@ TEST(Trial, RunnerRunsAgainATrialWhoseStepsWereSkippedWhileTheScaleSettled) {
                                    first, kSteps + 2));
 }
 
+// The measured step costs nothing of batchwise's own (issue #32): per step, run_trial's loop makes as
+// many tensor allocations as a plain LibTorch loop over the same model, optimizer and batches (zero
+// grad, forward, loss, backward, step, the loss read back), so no per-step bookkeeping, copy or
+// timing allocates. Counted by the CPU tracker's allocation counter, as the difference between two
+// trials of different lengths (a trial's fixed work, its state snapshot and restore, cancels out).
+TEST(Trial, TheMeasuredStepAllocatesNoMoreThanAPlainLoop) {
+  auto& tracker = CpuMemoryTracker::install();
+  for (const char* model : {"mlp", "lenet"}) {
+    SCOPED_TRACE(model);
+    auto w = make_workload(WorkloadOptions().model(model).dataset("synthetic").synthetic_size(512).device("cpu"));
+    auto* m = dynamic_cast<ModuleWorkload*>(w.get());
+    ASSERT_NE(m, nullptr);
+    const auto allocations_of = [&](int steps) {
+      const int64_t before = tracker.allocations();
+      const Trial t = run_trial(*w, TrialOptions(16).warmup(1).steps(steps));
+      EXPECT_EQ(t.outcome, Outcome::Ok) << t.message;
+      return tracker.allocations() - before;
+    };
+    (void)allocations_of(1);  // lazily made state (optimizer buffers, oneDNN's primitives) first
+    const int64_t measured = (allocations_of(11) - allocations_of(1)) / 10;
+
+    const auto plain_loop = [&](int steps) {
+      const int64_t before = tracker.allocations();
+      for (int i = 0; i < steps; ++i) {
+        const Batch b = m->next_batch(16);
+        m->optimizer().zero_grad();
+        at::Tensor loss = m->loss()(m->model().forward(b.input), b.target);
+        loss.backward();
+        m->optimizer().step();
+        (void)loss.item<double>();
+      }
+      return tracker.allocations() - before;
+    };
+    (void)plain_loop(2);
+    const int64_t plain = (plain_loop(11) - plain_loop(1)) / 10;
+    EXPECT_GT(plain, 0);
+    EXPECT_LE(measured, plain) << "run_trial's step allocates " << measured << " tensors, a plain loop's " << plain;
+  }
+}
+
 }  // namespace
 }  // namespace batchwise

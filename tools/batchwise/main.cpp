@@ -12,6 +12,7 @@
 #include "batchwise/device.h"
 #include "batchwise/distributed.h"
 #include "batchwise/error.h"
+#include "batchwise/memory.h"
 #include "batchwise/version.h"
 #include "cli.h"
 #include "launch.h"
@@ -78,6 +79,7 @@ int run_mapping_errors(Command& command, const std::string& who) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  keep_freed_host_memory();  // before the first allocation worth keeping: see memory.h
   CLI::App app{"batchwise: which batch size should I train with on this hardware, and why?\n"
                "Trains the real model on real data at candidate batch sizes and measures what happens."};
   app.set_version_flag("--version", std::string("batchwise ") + BATCHWISE_VERSION + " (" + BATCHWISE_BUILD_COMMIT + ")");
