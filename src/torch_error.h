@@ -20,13 +20,17 @@ inline std::string plain_what(const std::exception& e) {
 /// by type (c10::OutOfMemoryError), or when cuDNN or cuBLAS report a failed workspace allocation
 /// (a plain c10::Error; no type exists for it, so their status names are recognised); anything
 /// else is an error. The one classifier of in-process trials, single-process and data-parallel.
+/// A TorchScript model's out-of-memory reaches us as the interpreter's plain error around the
+/// original's text, its type lost: the allocators' own messages are recognised in it.
 inline std::pair<Outcome, std::string> classify_failure(const std::exception& e) {
-  std::string message = error_line(plain_what(e));
+  const std::string full = plain_what(e);
+  std::string message = error_line(full);
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return {Outcome::Oom, std::move(message)};
-  const bool library_oom = message.find("CUDNN_STATUS_ALLOC_FAILED") != std::string::npos ||
-                           message.find("CUBLAS_STATUS_ALLOC_FAILED") != std::string::npos ||
-                           message.find("CUDA error: out of memory") != std::string::npos;
-  return {library_oom ? Outcome::Oom : Outcome::Error, std::move(message)};
+  bool oom = false;
+  for (const char* says : {"CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA error: out of memory",
+                           "CUDA out of memory", "CPU memory budget exceeded", "host out of memory allocating"})
+    oom = oom || full.find(says) != std::string::npos;
+  return {oom ? Outcome::Oom : Outcome::Error, std::move(message)};
 }
 
 }  // namespace batchwise::detail

@@ -92,6 +92,23 @@ TEST_F(TorchScriptModels, TorchvisionResNet18IsFittedAndSweptWithABudget) {
   }
 }
 
+// A TorchScript model that runs out of the budget is out of memory, not an error: the interpreter
+// rethrows the allocator's OutOfMemoryError as a plain error around its text, and binsearch counted
+// mobilenet_v2's batch 256 under 256 MiB as "failed with an error".
+TEST_F(TorchScriptModels, RunningOutOfTheBudgetIsOutOfMemory) {
+  const std::string model = resnet18();
+  ASSERT_FALSE(model.empty());
+  const fs::path json = scratch() / "r18-oom.json";
+  const Outcome sweep = batchwise("sweep --model " + model + " --input-shape 3x32x32 --dataset synthetic "
+                                  "--synthetic-size 512 --memory-budget 256MiB --batch-sizes 2,2048 --repetitions 1 "
+                                  "--warmup 0 --steps 1 --threads 2 -q --json " + json.string());
+  ASSERT_EQ(sweep.code, 0) << sweep.err;
+  const auto points = nlohmann::json::parse(slurp(json)).at("sweep").at("points");
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].at("outcome"), "ok");
+  EXPECT_EQ(points[1].at("outcome"), "oom") << points[1].dump();
+}
+
 TEST_F(TorchScriptModels, BadModelFilesEachGetTheirOwnMessage) {
   const fs::path not_script = scratch() / "weights.pt";
   std::ofstream(not_script) << "this is a state_dict, honest";
