@@ -317,36 +317,45 @@ TEST(Breakdown, AdamKeepsTwoStatesPerParameter) {
   expect_breakdown(*w, 2 * kMlpParameterBytes);
 }
 
-// A search-logic double: peak memory is a line that jumps by 6 MiB at batch 1000 (a workspace or
-// an algorithm switch), exactly as a trial would measure it.
-class SteppedMemory final : public TrialRunner {
+// A search-logic double: each trial measures `peak(batch)` exactly, and runs out of memory where that
+// is above the trial's limit; its model holds `state_bytes` of parameters and as many of gradients.
+class CurveMemory final : public TrialRunner {
  public:
-  static int64_t peak(int64_t b) { return (8 << 20) + b * 10240 + (b >= 1000 ? 6 << 20 : 0); }
+  CurveMemory(int64_t (*peak)(int64_t), int64_t state_bytes, int64_t total_bytes)
+      : peak_(peak), state_bytes_(state_bytes), total_bytes_(total_bytes) {}
   WorkloadInfo info() const override { return {}; }
   Trial run(const TrialOptions& o) override {
     Trial t;
     t.batch = o.batch();
-    t.peak_bytes = std::min(peak(o.batch()), o.limit_bytes());
-    t.outcome = peak(o.batch()) > o.limit_bytes() ? Outcome::Oom : Outcome::Ok;
-    t.state.parameter_bytes = 4 << 20;
-    t.state.gradient_bytes = 4 << 20;
+    t.peak_bytes = std::min(peak_(o.batch()), o.limit_bytes());
+    t.outcome = peak_(o.batch()) > o.limit_bytes() ? Outcome::Oom : Outcome::Ok;
+    t.state.parameter_bytes = state_bytes_;
+    t.state.gradient_bytes = state_bytes_;
     return t;
   }
-  int64_t held_bytes() override { return 4 << 20; }
-  int64_t default_budget_bytes() override { return 64 << 20; }
-  int64_t device_total_bytes() override { return 64 << 20; }
+  int64_t held_bytes() override { return state_bytes_; }
+  int64_t default_budget_bytes() override { return total_bytes_; }
+  int64_t device_total_bytes() override { return total_bytes_; }
+
+ private:
+  int64_t (*peak_)(int64_t);
+  int64_t state_bytes_, total_bytes_;
 };
 
+// Peak memory is a line that jumps by 6 MiB at batch 1000 (a workspace or an algorithm switch).
+int64_t stepped_peak(int64_t b) { return (8 << 20) + b * 10240 + (b >= 1000 ? 6 << 20 : 0); }
+CurveMemory stepped_memory() { return CurveMemory(&stepped_peak, 4 << 20, 64 << 20); }
+
 TEST(ModelModeEdges, ALineThatBreaksIsDetectedAndRefittedLocally) {
-  SteppedMemory runner;
+  CurveMemory runner = stepped_memory();
   const auto options = FitOptions().budget_bytes(40 << 20).target(0.9);
   const FitResult model = fit(runner, FitOptions(options).mode(FitMode::Model));
   const FitResult binsearch = fit(runner, FitOptions(options).mode(FitMode::Binsearch));
   ASSERT_EQ(model.outcome, FitOutcome::Fits);
   EXPECT_EQ(model.batch, binsearch.batch);
   EXPECT_GT(*model.batch, 1000);  // the answer lies past the jump
-  EXPECT_LE(SteppedMemory::peak(*model.batch), static_cast<int64_t>(0.9 * (40 << 20)));
-  EXPECT_GT(SteppedMemory::peak(*model.batch + 1), static_cast<int64_t>(0.9 * (40 << 20)));
+  EXPECT_LE(stepped_peak(*model.batch), static_cast<int64_t>(0.9 * (40 << 20)));
+  EXPECT_GT(stepped_peak(*model.batch + 1), static_cast<int64_t>(0.9 * (40 << 20)));
   ASSERT_TRUE(model.memory_model.has_value());
   ASSERT_FALSE(model.memory_model->breaks.empty());
   EXPECT_GE(model.memory_model->breaks.front().batch, 1000);  // where the prediction from below the jump missed
@@ -354,35 +363,20 @@ TEST(ModelModeEdges, ALineThatBreaksIsDetectedAndRefittedLocally) {
   EXPECT_NEAR(model.memory_model->per_sample_bytes, 10240, 1);
   expect_never_at_or_above_a_failure(model);
 }
-// A search-logic double with CUDA's noise: the peak is a line plus up to 8 % of its activations,
+
+// Peak memory with CUDA's noise: a line plus up to 8 % of its activations,
 // different for each batch (on an H200, resnet18's reserved peak at batch 2470 was 12.9 GiB and at
 // 2471 13.8 GiB: cuDNN picks an algorithm, and a workspace, per shape). Peaks are not monotone in the
 // batch, so no search can promise the binsearch's batch; what the fit promises is a batch whose own
 // measured peak is within target, never one at or above a failure, and few trials.
-class NoisyMemory final : public TrialRunner {
- public:
-  static int64_t peak(int64_t b) {
-    const uint64_t h = static_cast<uint64_t>(b) * 0x9E3779B97F4A7C15ull;
-    const double noise = static_cast<double>((h >> 40) % 1000) / 1000.0 * 0.08;
-    return (200 << 20) + static_cast<int64_t>(static_cast<double>(b) * 5.6e6 * (1 + noise));
-  }
-  WorkloadInfo info() const override { return {}; }
-  Trial run(const TrialOptions& o) override {
-    Trial t;
-    t.batch = o.batch();
-    t.peak_bytes = std::min(peak(o.batch()), o.limit_bytes());
-    t.outcome = peak(o.batch()) > o.limit_bytes() ? Outcome::Oom : Outcome::Ok;
-    t.state.parameter_bytes = 45 << 20;
-    t.state.gradient_bytes = 45 << 20;
-    return t;
-  }
-  int64_t held_bytes() override { return 45 << 20; }
-  int64_t default_budget_bytes() override { return int64_t{16} << 30; }
-  int64_t device_total_bytes() override { return int64_t{140} << 30; }
-};
+int64_t noisy_peak(int64_t b) {
+  const uint64_t h = static_cast<uint64_t>(b) * 0x9E3779B97F4A7C15ull;
+  const double noise = static_cast<double>((h >> 40) % 1000) / 1000.0 * 0.08;
+  return (200 << 20) + static_cast<int64_t>(static_cast<double>(b) * 5.6e6 * (1 + noise));
+}
 
 TEST(ModelModeEdges, PeaksThatAreNotMonotoneInTheBatchStillEndInFewTrials) {
-  NoisyMemory runner;
+  CurveMemory runner(&noisy_peak, 45 << 20, int64_t{140} << 30);
   int said_so = 0;
   for (int64_t gib = 4; gib <= 130; gib += 3) {
     const auto options = FitOptions().budget_bytes(gib << 30).target(0.9).min(32).max(1 << 20);
@@ -390,7 +384,7 @@ TEST(ModelModeEdges, PeaksThatAreNotMonotoneInTheBatchStillEndInFewTrials) {
     const FitResult binsearch = fit(runner, FitOptions(options).mode(FitMode::Binsearch));
     ASSERT_EQ(model.outcome, FitOutcome::Fits) << model.message;
     const auto allowed = static_cast<int64_t>(0.9 * static_cast<double>(gib << 30));
-    EXPECT_LE(NoisyMemory::peak(*model.batch), allowed);
+    EXPECT_LE(noisy_peak(*model.batch), allowed);
     // Within the noise of the binsearch's answer: 8 % of the activations.
     EXPECT_NEAR(static_cast<double>(*model.batch), static_cast<double>(*binsearch.batch), 0.08 * *binsearch.batch);
     EXPECT_LE(model.trials.size(), binsearch.trials.size()) << gib << " GiB: " << model.trials.size() << " trials";
@@ -402,7 +396,7 @@ TEST(ModelModeEdges, PeaksThatAreNotMonotoneInTheBatchStillEndInFewTrials) {
 }
 
 // A runner whose trials skipped fp16 steps (still, after the runner's own second run): the memory
-// is SteppedMemory's line, and every trial skipped 2 of its 4 steps.
+// is stepped_peak's line, and every trial skipped 2 of its 4 steps.
 class SkippingSteps final : public TrialRunner {
  public:
   WorkloadInfo info() const override { return {}; }
@@ -417,7 +411,7 @@ class SkippingSteps final : public TrialRunner {
   int64_t device_total_bytes() override { return 64 << 20; }
 
  private:
-  SteppedMemory stepped_;
+  CurveMemory stepped_ = stepped_memory();
 };
 
 // A skipped step creates no optimizer state (Adam's), so the answer's peak may be short of a
