@@ -14,8 +14,13 @@ struct ComparedPoint {
   std::string outcome_a, outcome_b;  ///< "" when the report has no point at this batch
   std::optional<double> samples_per_s_a, samples_per_s_b;  ///< set for "ok" points
   std::optional<int64_t> peak_bytes_a, peak_bytes_b;
+  /// Each side's spread at this batch: its step times' interquartile range over their median.
+  std::optional<double> spread_a, spread_b;
   /// samples_per_s_b / samples_per_s_a, when both ran ok; above 1: B is faster.
   std::optional<double> speed_ratio() const;
+  /// The ratio differs from 1 by no more than the larger of the two spreads: what the two runs
+  /// measured cannot tell them apart.
+  bool within_noise() const;
 };
 
 /// A context or workload field that differs between the reports (model, device, torch, threads...).
@@ -31,6 +36,9 @@ struct Comparison {
   std::vector<ComparedPoint> points;  ///< every batch either sweep measured, ascending
   /// Geometric mean of speed_ratio() over the batches both ran ok; none without such a batch.
   std::optional<double> geomean_speed_ratio;
+  /// Where the comparison may mislead: the reports train different workloads, or every ratio is
+  /// within the runs' noise.
+  std::vector<std::string> warnings;
 };
 
 /// Reads two JSON reports (schema "1", through report_from_json) and compares them. Throws DataError

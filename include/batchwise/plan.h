@@ -56,6 +56,11 @@ void fields(V& v, T& r) {
   v("optimizer_settings", r.optimizer_settings);
 }
 
+/// A warm-up in one unit for every table: "585 steps (5 epochs) from 0.01", steps counted at
+/// `steps_per_epoch` where the advice gives epochs (the rule's) and epochs where it gives steps (a
+/// measured rate's); "none" without one.
+std::string warmup_text(const LrAdvice& lr, int64_t steps_per_epoch);
+
 /// How the run changes as the batch changes, in one table, so that a new batch does not silently
 /// change the run: learning rate and why, warm-up, steps per epoch, optimizer settings.
 struct RunPlan {

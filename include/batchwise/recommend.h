@@ -3,6 +3,7 @@
 /// ways tune decides live here, from the weakest evidence to the strongest: the fit alone, the
 /// sweep's throughput knee, goodput at the noise scale, the batch race, and a validation that
 /// trained candidates to a target.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,10 +18,25 @@
 
 namespace batchwise {
 
+/// How sure an answer is. High: measured and resolved for the run asked about (full runs
+/// validated it, or a race resolved it over an epoch or more); medium: measured, but within noise
+/// of other batches, or for a shorter run than the user's, or predicted from compressed runs; low:
+/// not measured as training progress (throughput alone, a race that could not rank), or resting on
+/// noisy figures.
+enum class Confidence { High, Medium, Low };
+/// "high", "medium", "low" (the JSON spelling).
+const char* to_string(Confidence confidence);
+constexpr std::array<Confidence, 3> enum_values(Confidence) {
+  return {Confidence::High, Confidence::Medium, Confidence::Low};
+}
+
 /// The batch to train with, and one sentence citing the measured figures.
 struct Recommendation {
   int64_t batch = 0;
   std::string reason;
+  /// Set by tune (with_confidence): how sure the answer is, and why, with what would make it surer.
+  std::optional<Confidence> confidence;
+  std::string confidence_reason;
 };
 
 /// The JSON fields of a Recommendation, in JSON order (fields.h).
@@ -28,7 +44,24 @@ template <class V, class T, IfRecord<T, Recommendation> = 0>
 void fields(V& v, T& r) {
   v("batch", r.batch);
   v("reason", r.reason);
+  v("confidence", r.confidence, When{r.confidence.has_value()});
+  v("confidence_reason", r.confidence_reason, When{r.confidence.has_value()});
 }
+
+/// What a recommendation was decided from, for its confidence; each may be absent.
+struct Evidence {
+  const SweepResult* sweep = nullptr;
+  const BatchRace* race = nullptr;
+  const RunRace* run_race = nullptr;
+  const ValidationResult* validation = nullptr;
+  bool goodput = false;        ///< the noise scale's goodput decided (no race did)
+  std::string no_race_reason;  ///< why no race ran, where none did ("--no-race", "a training command", ...)
+};
+
+/// `rec` with its confidence and the reason for it, from the strongest evidence present:
+/// validation, then the run race or the batch race, then goodput or the knee. A sweep whose
+/// repetitions still disagreed (SweepResult::unsettled) makes any answer low.
+Recommendation with_confidence(Recommendation rec, const Evidence& evidence);
 
 /// From a fit and a sweep: the sweep's knee when a sweep ran (explained with its figures), else the
 /// fitted batch; none when neither found a batch.

@@ -19,6 +19,10 @@ struct SweepOptions {
   TORCH_ARG(std::vector<int64_t>, batch_sizes);
   TORCH_ARG(int, warmup) = 2;
   TORCH_ARG(int, steps) = 5;
+  /// Each repetition measures at least this many seconds of steps (TrialOptions::min_time_s): more
+  /// than `steps` where steps are short. Not for a training command or data-parallel ranks, which
+  /// run exactly `steps`.
+  TORCH_ARG(double, min_time_s) = 0.1;
   /// Each repetition visits every batch size once; odd repetitions run the sizes in reverse, so
   /// drift (thermal, other load) favours none.
   TORCH_ARG(int, repetitions) = 3;
@@ -34,7 +38,9 @@ struct SweepOptions {
   /// fail to beat the best samples/s so far by the knee tolerance; larger batches are not run (a
   /// batch past the knee only costs time, and a large one on a slow model costs minutes). tune uses 3
   /// when this is 0 and it chose the batches (doublings up to the fit); batches given are all swept;
-  /// < 0: never, in tune too.
+  /// < 0: never, in tune too. A batch that looks flat because it ran far slower than the best so
+  /// far (kNoisyShare) is measured again before it ends the sweep: another process on the cores
+  /// slows a trial, it never speeds one up, so the faster figure is the batch's.
   TORCH_ARG(int, stop_after_flat) = 0;
   TORCH_ARG(TrialCallback, on_trial);
   TORCH_ARG(TrialStartCallback, on_trial_start);
@@ -49,8 +55,25 @@ struct SweepResult {
   std::optional<int64_t> knee_batch;
   int repetitions = 0;
   double knee_tolerance = 0.05;
+  double min_time_s = 0;
   int64_t budget_bytes = 0;
+  /// Batches measured once more than the repetitions asked, because their repetitions mostly
+  /// disagreed (kNoisyShare) where the fastest of them would move the knee, or because their first
+  /// figure, that far below the best so far, would have ended the sweep; ascending.
+  std::vector<int64_t> remeasured;
+  /// Of those, the batches whose repetitions still mostly disagree where it moves the knee: the
+  /// knee rests on noise.
+  std::vector<int64_t> unsettled;
+  /// Empty, or what the noise the sweep met means for its figures (tune and sweep put it in the
+  /// report's warnings).
+  std::string noise_warning;
 };
+
+/// A repetition (or a first measurement) this much slower than the same batch's fastest, or than the
+/// best samples/s before it, is taken for noise and measured again where that matters. Repetitions
+/// on a quiet 2-core machine differ by up to 31-38 % at steps of 1-30 ms (docs/cli.md): a lower
+/// threshold would flag a quiet machine.
+constexpr double kNoisyShare = 0.4;
 
 /// The JSON fields of a SweepResult, in JSON order (fields.h); its budget is the report's.
 template <class V, class T, IfRecord<T, SweepResult> = 0>
@@ -59,6 +82,10 @@ void fields(V& v, T& s) {
   v("knee_batch", s.knee_batch);
   v("knee_tolerance", s.knee_tolerance);
   v("repetitions", s.repetitions);
+  v("min_time_s", s.min_time_s);
+  v("remeasured", s.remeasured, When{!s.remeasured.empty()});
+  v("unsettled", s.unsettled, When{!s.unsettled.empty()});
+  v("noise_warning", s.noise_warning, When{!s.noise_warning.empty()});
   v("not_run", s.not_run, When{!s.not_run.empty()});
   v("not_run_reason", s.not_run_reason, When{!s.not_run.empty()});
 }

@@ -141,6 +141,9 @@ void fields(V& v, T& d) {
 /// A trial that waits for its batches longer than this share of its step time is input-bound.
 constexpr double kInputBoundShare = 0.2;
 
+/// The most measured steps TrialOptions::min_time_s adds up to.
+constexpr int kMaxMeasuredSteps = 10000;
+
 /// Options of one trial.
 /// Example: `run_trial(workload, TrialOptions(256).warmup(2).steps(5))`.
 struct TrialOptions {
@@ -151,6 +154,10 @@ struct TrialOptions {
   TORCH_ARG(int, warmup) = 2;
   /// Measured steps. REQUIRES: >= 1: a trial that trains zero steps measures nothing.
   TORCH_ARG(int, steps) = 5;
+  /// More measured steps than `steps` while their times add up to less than this many seconds (at
+  /// most kMaxMeasuredSteps in all): a step of a few milliseconds is measured often enough that the
+  /// clock's and the scheduler's jitter average out. 0: exactly `steps`.
+  TORCH_ARG(double, min_time_s) = 0;
   /// Device memory the trial may use; an allocation beyond it is an out-of-memory outcome.
   /// 0: the device's own limit.
   TORCH_ARG(int64_t, limit_bytes) = 0;
@@ -191,6 +198,9 @@ struct Trial {
   bool throughput_reported = false;
   double step_time_s_median = 0;
   double step_time_s_stddev = 0;
+  /// The interquartile range of the step times: over the median, the spread reports print. One
+  /// step that another process delayed moves it little, where it can multiply the stddev.
+  double step_time_s_iqr = 0;
   double loss_first = 0;            ///< training loss of the first and last step run
   double loss_last = 0;
   double wall_s = 0;                ///< the whole trial: warm-up, steps, restore
@@ -231,6 +241,7 @@ void fields(V& v, T& t) {
   v("samples_per_s_max", t.samples_per_s_max, NullUnless{ok});
   v("step_time_s_median", t.step_time_s_median, NullUnless{measured});
   v("step_time_s_stddev", t.step_time_s_stddev, NullUnless{measured});
+  v("step_time_s_iqr", t.step_time_s_iqr, NullUnless{measured});
   v("step_times_s", t.step_times_s);
   v("warmup_steps", t.warmup_steps);
   v("steps", t.steps);
@@ -259,6 +270,10 @@ void fields(V& v, T& t) {
 
 /// Fills the samples_per_s and step_time_s statistics of `trial` from its raw step times.
 void summarize_steps(Trial& trial);
+
+/// A trial's spread as reports print it: the interquartile range of its step times over their
+/// median (0 without steps).
+double step_spread(const Trial& trial);
 
 /// What fit, sweep and tune run their trials on. WorkloadRunner runs them on a Workload in this
 /// process; CommandRunner (command_runner.h) runs a user's training command once per trial.

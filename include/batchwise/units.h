@@ -38,4 +38,8 @@ std::vector<int64_t> doublings(int64_t first, int64_t last);
 /// The median of `values` (the mean of the middle two for an even count). REQUIRES: not empty.
 double median(std::vector<double> values);
 
+/// The `q` quantile of `values`, interpolated linearly between order statistics (numpy's default).
+/// REQUIRES: not empty, 0 <= q <= 1.
+double quantile(std::vector<double> values, double q);
+
 }  // namespace batchwise

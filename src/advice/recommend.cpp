@@ -281,4 +281,102 @@ std::optional<Recommendation> recommend(const RunRace& race) {
   return Recommendation{*race.best_batch, reason};
 }
 
+const char* to_string(Confidence c) {
+  switch (c) {
+    case Confidence::High: return "high";
+    case Confidence::Medium: return "medium";
+    case Confidence::Low: return "low";
+  }
+  return "low";
+}
+
+namespace {
+
+struct Assessed {
+  Confidence level;
+  std::string reason;
+};
+
+// From a validation: the candidates trained in full (or to the target).
+Assessed from_validation(const ValidationResult& v, int64_t batch) {
+  const std::string how = v.epochs > 0 ? fmt::format("full runs of {:g} epochs", v.epochs) : "training to " + v.target;
+  if (!v.fastest_batch)
+    return {Confidence::Low, fmt::format("the validation's {} finished none of its candidates, so nothing checked the "
+                                         "answer; give a reachable target or more --max-epochs",
+                                         how)};
+  if (*v.fastest_batch != batch)  // a batch-size schedule's saving is reported beside it, never the answer
+    return {Confidence::Medium, fmt::format("validated by {}, but batch {} was the fastest there", how, *v.fastest_batch)};
+  return {Confidence::High, fmt::format("validated: {} trained it and its neighbours, and it was the fastest{}", how,
+                                        v.epochs > 0 ? " without a worse model" : "")};
+}
+
+// From the run race (tune --epochs): a prediction for the user's run from compressed runs.
+Assessed from_run_race(const RunRace& race) {
+  std::vector<int64_t> good;
+  for (const auto& e : race.entries)
+    if (e.good) good.push_back(e.batch);
+  return {Confidence::Medium,
+          fmt::format("predicted for your {:g}-epoch run from compressed runs ({} judged no worse: {}), not trained in "
+                      "full; --validate trains the candidates' full runs to check it",
+                      race.epochs, good.size() == 1 ? "one batch" : fmt::format("{} batches", good.size()),
+                      fmt::join(good, ", "))};
+}
+
+// From the batch race: resolved or within noise, and for how long a run.
+Assessed from_race(const BatchRace& race) {
+  const double epochs = race.rung_leads.empty() ? 0 : race.rung_leads.back().epochs;
+  if (epochs < 0.1)
+    return {Confidence::Low,
+            fmt::format("the race trained each candidate for {:.2g} epochs, the first minutes of a run, and its lead "
+                        "may not hold for longer; a larger --advice-budget, or --epochs N for your run",
+                        epochs)};
+  if (race.within_5_percent.size() > 1)
+    return {Confidence::Medium,
+            fmt::format("measured, but within the race's noise of batches {}: any of them trains about as fast, for "
+                        "about {:.2g} epochs; --epochs N answers for your run's length",
+                        fmt::join(race.within_5_percent, ", "), epochs)};
+  if (epochs < 1)
+    return {Confidence::Medium, fmt::format("measured and resolved, but for about {:.2g} epochs of training; --epochs N "
+                                            "answers for your run's length",
+                                            epochs)};
+  return {Confidence::High, fmt::format("measured and resolved over {:.2g} epochs of training", epochs)};
+}
+
+}  // namespace
+
+Recommendation with_confidence(Recommendation rec, const Evidence& e) {
+  Assessed a{Confidence::Low, ""};
+  if (e.validation)
+    a = from_validation(*e.validation, rec.batch);
+  else if (e.run_race && e.run_race->best_batch)
+    a = from_run_race(*e.run_race);
+  else if (e.race && e.race->best_batch)
+    a = from_race(*e.race);
+  else if (e.race || e.run_race)
+    a = {Confidence::Low, fmt::format("the {} could not rank its candidates (its notes say why), so the answer is {}; a "
+                                      "larger --advice-budget trains them longer",
+                                      e.run_race ? "run race" : "batch race",
+                                      e.goodput ? "the noise scale's goodput" : "the throughput knee")};
+  else if (e.goodput)
+    a = {Confidence::Medium,
+         fmt::format("from the noise scale's goodput, a model of training progress, not progress measured ({} ran no "
+                     "race)",
+                     e.no_race_reason.empty() ? "this run" : e.no_race_reason)};
+  else
+    a = {Confidence::Low, fmt::format("throughput alone: no training progress was compared ({}), and the fastest batch "
+                                      "per sample is not the one that trains soonest",
+                                      e.no_race_reason.empty() ? "no race ran" : e.no_race_reason)};
+  const bool the_knee = !e.validation && !(e.run_race && e.run_race->best_batch) && !(e.race && e.race->best_batch) &&
+                       !e.goodput;
+  if (the_knee && e.sweep && !e.sweep->unsettled.empty()) {  // the answer is the knee, and the knee is noise's
+    a.level = Confidence::Low;
+    a.reason += fmt::format("; and the sweep's figures at {} are noise's (its repetitions disagreed): run on a quiet "
+                            "machine",
+                            fmt::join(e.sweep->unsettled, ", "));
+  }
+  rec.confidence = a.level;
+  rec.confidence_reason = std::move(a.reason);
+  return rec;
+}
+
 }  // namespace batchwise

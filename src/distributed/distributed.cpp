@@ -560,6 +560,7 @@ Trial DistributedRunner::run(const TrialOptions& options) {
   const std::string label = fmt::format("batch {}'s trial", options.batch());
   TrialOptions local = options;
   local.timeout_s(0);  // agreed at each all-reduce instead
+  local.min_time_s(0);  // every rank runs the same steps: the all-reduces pair up
   if (options.limit_bytes() > 0 && local_limit_bytes_ > 0) local.limit_bytes(local_limit_bytes_);
   workload_.begin_trial(label, options.timeout_s(), local.limit_bytes());
   Trial t = run_trial(workload_, local);

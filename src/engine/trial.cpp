@@ -62,6 +62,7 @@ void summarize_steps(Trial& t) {
   double var = 0;
   for (double x : s) var += (x - mean) * (x - mean);
   t.step_time_s_stddev = s.size() > 1 ? std::sqrt(var / static_cast<double>(s.size() - 1)) : 0.0;
+  t.step_time_s_iqr = quantile(s, 0.75) - quantile(s, 0.25);
   const auto [fastest, slowest] = std::minmax_element(s.begin(), s.end());
   // A data-parallel step trains the batch on every rank.
   const double b = static_cast<double>(t.batch) * (t.distributed ? t.distributed->world_size : 1);
@@ -70,12 +71,18 @@ void summarize_steps(Trial& t) {
   t.samples_per_s_max = t.outcome == Outcome::Ok ? b / *fastest : 0.0;
 }
 
+double step_spread(const Trial& t) {
+  return t.step_time_s_median > 0 ? t.step_time_s_iqr / t.step_time_s_median : 0.0;
+}
+
 Trial run_trial(Workload& workload, const TrialOptions& o) {
   BATCHWISE_CHECK(o.batch() >= 1, ConfigError, "batch size {}: must be at least 1", o.batch());
   BATCHWISE_CHECK(o.steps() >= 1, ConfigError,
                   "--steps {}: a trial must run at least one measured training step, or it measures nothing",
                   o.steps());
   BATCHWISE_CHECK(o.warmup() >= 0, ConfigError, "--warmup {}: cannot be negative", o.warmup());
+  BATCHWISE_CHECK(o.min_time_s() >= 0 && std::isfinite(o.min_time_s()), ConfigError,
+                  "--min-time {}: must be a number of seconds, 0 or more", o.min_time_s());
   using clock = std::chrono::steady_clock;
   const auto trial_start = clock::now();
   auto memory = device_memory(workload);
@@ -100,7 +107,8 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
   std::optional<UtilisationMonitor> monitor;
   if (o.monitor()) monitor.emplace(0.25, workload.device().is_cuda() ? workload.device().index() : -1);
   try {
-    const int total = o.warmup() + o.steps();
+    int total = o.warmup() + o.steps();
+    double measured_s = 0;
     for (int i = 0; i < total; ++i) {
       const auto start = clock::now();
       const Batch batch = workload.next_batch(o.batch());
@@ -125,7 +133,10 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
       ++t.steps_run;
       if (i >= o.warmup()) {
         t.step_times_s.push_back(std::chrono::duration<double>(end - start).count());
+        measured_s += t.step_times_s.back();
         data_wait_s += std::chrono::duration<double>(got - start).count();
+        // Short steps: on until they add up to the minimum measured time.
+        if (i + 1 == total && measured_s < o.min_time_s() && total - o.warmup() < kMaxMeasuredSteps) ++total;
       }
       const double elapsed = std::chrono::duration<double>(end - trial_start).count();
       if (o.timeout_s() > 0 && elapsed > o.timeout_s() && i + 1 < total) {

@@ -170,4 +170,13 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double quantile(std::vector<double> v, double q) {
+  BATCHWISE_ASSERT(!v.empty() && q >= 0 && q <= 1);
+  std::sort(v.begin(), v.end());
+  const double at = q * static_cast<double>(v.size() - 1);
+  const size_t below = static_cast<size_t>(at);
+  if (below + 1 >= v.size()) return v.back();
+  return v[below] + (at - static_cast<double>(below)) * (v[below + 1] - v[below]);
+}
+
 }  // namespace batchwise

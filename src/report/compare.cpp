@@ -1,9 +1,12 @@
 #include "batchwise/compare.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -17,6 +20,12 @@ namespace batchwise {
 std::optional<double> ComparedPoint::speed_ratio() const {
   if (!samples_per_s_a || !samples_per_s_b || *samples_per_s_a <= 0) return std::nullopt;
   return *samples_per_s_b / *samples_per_s_a;
+}
+
+bool ComparedPoint::within_noise() const {
+  const auto r = speed_ratio();
+  if (!r || !spread_a || !spread_b) return false;
+  return std::abs(*r - 1) <= std::max(*spread_a, *spread_b);
 }
 
 namespace {
@@ -48,7 +57,7 @@ const ComparedText kCompared[] = {
     {"optimizer", [](const Report& r) { return r.workload.optimizer; }},
     {"precision", [](const Report& r) { return r.workload.precision; }},
     {"input shape", [](const Report& r) { return fmt::format("{}", fmt::join(r.workload.input_shape, "x")); }},
-    {"budget bytes", [](const Report& r) { return json_text(r.budget_bytes); }},
+    {"budget", [](const Report& r) { return format_bytes(r.budget_bytes); }},
     {"target", [](const Report& r) { return json_text(r.target); }},
 };
 
@@ -60,8 +69,38 @@ void add_points(const Report& report, bool is_a, std::map<int64_t, ComparedPoint
     (is_a ? cp.outcome_a : cp.outcome_b) = to_string(p.outcome);
     if (p.outcome == Outcome::Ok) (is_a ? cp.samples_per_s_a : cp.samples_per_s_b) = p.samples_per_s;
     (is_a ? cp.peak_bytes_a : cp.peak_bytes_b) = p.peak_bytes;
+    if (p.outcome == Outcome::Ok && !p.step_times_s.empty()) {  // from the raw steps: older reports lack the IQR
+      Trial steps = p;
+      summarize_steps(steps);
+      (is_a ? cp.spread_a : cp.spread_b) = step_spread(steps);
+    }
   }
 }
+
+// The fields that make two reports different workloads: ratios between them are not speed-ups.
+constexpr const char* kWorkloadFields[] = {"model", "dataset", "optimizer", "precision", "input shape"};
+
+std::vector<std::string> comparison_warnings(const Comparison& c) {
+  std::vector<std::string> warnings;
+  std::vector<std::string> differ;
+  for (const auto& d : c.differences)
+    if (std::find(std::begin(kWorkloadFields), std::end(kWorkloadFields), d.name) != std::end(kWorkloadFields))
+      differ.push_back(fmt::format("{} {} | {}", d.name, d.a, d.b));
+  if (!differ.empty())
+    warnings.push_back(fmt::format("A and B train different workloads ({}): their samples/s are two workloads', so "
+                                   "the ratios are not one workload's speed-up",
+                                   fmt::join(differ, "; ")));
+  int both = 0, noise = 0;
+  for (const auto& p : c.points)
+    if (p.speed_ratio()) ++both, noise += p.within_noise();
+  if (both > 0 && noise == both)
+    warnings.push_back("every ratio is within the two runs' spreads (marked ~): these runs cannot tell A and B apart");
+  else if (noise > 0)
+    warnings.push_back(fmt::format("{} of {} ratios are within the two runs' spreads (marked ~): noise, not a difference",
+                                   noise, both));
+  return warnings;
+}
+
 
 }  // namespace
 
@@ -93,6 +132,7 @@ Comparison compare_reports(const std::string& path_a, const std::string& path_b)
     }
   }
   if (n > 0) c.geomean_speed_ratio = std::exp(log_sum / n);
+  c.warnings = comparison_warnings(c);
   return c;
 }
 
@@ -122,10 +162,12 @@ std::string to_table(const Comparison& c) {
                                        : "-";
     line(fmt::format("{:>8}  {:>13}  {:>13}  {:>7}  {:>11}  {:>11}  {:>7}", p.batch,
                      speed(p.samples_per_s_a, p.outcome_a), speed(p.samples_per_s_b, p.outcome_b),
-                     r ? fmt::format("{:.2f}x", *r) : "-", peak(p.peak_bytes_a), peak(p.peak_bytes_b), peak_ratio));
+                     r ? fmt::format("{:.2f}x{}", *r, p.within_noise() ? "~" : "") : "-", peak(p.peak_bytes_a),
+                     peak(p.peak_bytes_b), peak_ratio));
   }
   if (c.geomean_speed_ratio)
     line(fmt::format("samples/s B/A, geometric mean over the batches both ran: {:.2f}x", *c.geomean_speed_ratio));
+  for (const auto& w : c.warnings) line("warning: " + w);
   return out.str();
 }
 
@@ -144,8 +186,11 @@ std::string to_json(const Comparison& c) {
                            {"outcome", {{"a", p.outcome_a}, {"b", p.outcome_b}}},
                            {"samples_per_s", {{"a", opt(p.samples_per_s_a)}, {"b", opt(p.samples_per_s_b)}}},
                            {"peak_bytes", {{"a", opt(p.peak_bytes_a)}, {"b", opt(p.peak_bytes_b)}}},
-                           {"speed_ratio", opt(p.speed_ratio())}});
+                           {"speed_ratio", opt(p.speed_ratio())},
+                           {"spread", {{"a", opt(p.spread_a)}, {"b", opt(p.spread_b)}}},
+                           {"within_noise", p.within_noise()}});
   j["geomean_speed_ratio"] = opt(c.geomean_speed_ratio);
+  j["warnings"] = c.warnings;
   return j.dump(2) + "\n";
 }
 

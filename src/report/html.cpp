@@ -126,10 +126,16 @@ std::string list_items(const std::vector<std::string>& items, const char* open =
 // ---- sections -------------------------------------------------------------------------------
 
 std::string recommendation_section(const Report& r) {
-  std::string out = "<section id=\"recommendation\" class=\"answer\">\n<h2>Recommendation</h2>\n";
+  // The box's colour is the answer's confidence: green only where it was measured and resolved.
+  const std::optional<Confidence> confidence = r.recommendation ? r.recommendation->confidence : std::nullopt;
+  std::string out = fmt::format("<section id=\"recommendation\" class=\"answer{}\">\n<h2>Recommendation</h2>\n",
+                                confidence ? fmt::format(" {}", to_string(*confidence)) : "");
   if (r.recommendation) {
-    out += fmt::format("<p class=\"big\">Train with batch <b id=\"recommended-batch\">{}</b></p>\n<p class=\"reason\">{}</p>\n",
-                       r.recommendation->batch, esc(r.recommendation->reason));
+    out += fmt::format("<p class=\"big\">Train with batch <b id=\"recommended-batch\">{}</b></p>\n", r.recommendation->batch);
+    if (confidence)
+      out += fmt::format("<p class=\"confidence\" id=\"confidence\"><b>Confidence: {}</b>: {}</p>\n", to_string(*confidence),
+                         esc(r.recommendation->confidence_reason));
+    out += fmt::format("<p class=\"reason\">{}</p>\n", esc(r.recommendation->reason));
   } else if (r.fit) {
     const FitResult& fit = *r.fit;
     if (fit.outcome == FitOutcome::Fits)
@@ -609,19 +615,13 @@ std::string race_section(const Report& r) {
       notes.empty() ? "" : "<ul>\n" + notes + "</ul>\n");
 }
 
-std::string warmup_text(const LrAdvice& l) {
-  if (l.warmup_steps > 0) return fmt::format("{} steps from {:.4g}", l.warmup_steps, l.warmup_from_lr);
-  if (l.warmup_epochs > 0) return fmt::format("{:g} epochs from {:.4g}", l.warmup_epochs, l.warmup_from_lr);
-  return "none";
-}
-
 std::string run_plan_section(const Report& r) {
   if (!r.run_plan) return "";
   std::string rows;
   for (const RunPlanRow& row : r.run_plan->rows)
     rows += fmt::format(
         "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
-        row.batch, esc(row.label), row.lr.lr, warmup_text(row.lr), row.steps_per_epoch, esc(row.optimizer_settings));
+        row.batch, esc(row.label), row.lr.lr, warmup_text(row.lr, row.steps_per_epoch), row.steps_per_epoch, esc(row.optimizer_settings));
   const std::string notes = list_items(r.run_plan->notes);
   return fmt::format(
       "<section id=\"run-plan\">\n<h2>The same run at another batch</h2>\n<table>\n<tr><th>batch</th><th>for</th>"
@@ -814,6 +814,7 @@ h1{font-size:24px;margin:0}h2{font-size:18px;margin:28px 0 8px}
 .sub{color:#555;margin:4px 0 0}.caption{color:#444;margin:4px 0 10px}
 .answer{background:#eef6ee;border:1px solid #9c9;border-radius:6px;padding:4px 18px 10px}
 .answer .big{font-size:22px;margin:6px 0}.bad{color:#a00}
+.answer.medium{background:#f4f6ea;border-color:#bcc48a}.answer.low{background:#fdf1e4;border-color:#e0a860}
 .warn{background:#fff6e0;border:1px solid #e0b040;border-radius:6px;padding:4px 18px}
 .chart{position:relative;height:340px}
 .split{display:flex;gap:24px;align-items:center}.split .chart{flex:1;height:260px}

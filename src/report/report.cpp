@@ -132,15 +132,19 @@ void sweep_table(Lines& line, const SweepResult& s) {
   line("");
   const int warmup = s.points.empty() ? 0 : s.points.front().warmup_steps;
   const int steps = s.points.empty() ? 0 : s.points.front().steps;
-  line(fmt::format("sweep ({} repetition{} of {} warm-up + {} measured steps, interleaved)", s.repetitions,
-                   s.repetitions == 1 ? "" : "s", warmup, steps));
+  line(fmt::format("sweep ({} repetition{} of {} warm-up + {} measured steps{}, interleaved; spread: the step times' "
+                   "interquartile range over their median)",
+                   s.repetitions, s.repetitions == 1 ? "" : "s", warmup, steps,
+                   s.min_time_s > 0 ? fmt::format(" or more, at least {:g} s", s.min_time_s) : ""));
   line(fmt::format("{:>8}  {:<8}  {:>10}  {:>7}  {:>10}  {:>11}  {}", "batch", "outcome", "samples/s", "spread",
                    "step ms", "peak memory", "note"));
   for (const auto& t : s.points) {
     const bool ok = t.outcome == Outcome::Ok;
     const std::string spread =
-        ok && t.step_time_s_median > 0 ? fmt::format("{:.1f} %", 100 * t.step_time_s_stddev / t.step_time_s_median) : "-";
+        ok && t.step_time_s_median > 0 ? fmt::format("{:.1f} %", 100 * step_spread(t)) : "-";
     std::string note = trial_note(t);
+    if (std::count(s.remeasured.begin(), s.remeasured.end(), t.batch) > 0)
+      note = fmt::format("measured again ({} repetitions)", t.repetitions) + (note.empty() ? "" : "; " + note);
     if (s.knee_batch && *s.knee_batch == t.batch) note = "<- knee" + (note.empty() ? "" : "; " + note);
     if (ok && t.distributed) {
       const DistributedTrial& d = *t.distributed;
@@ -354,7 +358,7 @@ void run_plan_table(Lines& line, const RunPlan& p) {
   line("");
   line(fmt::format("run plan: the same run at each batch ({}, {} samples per epoch)", to_string(p.optimizer.optimizer),
                    grouped(static_cast<double>(p.dataset_size))));
-  line(fmt::format("{:>8}  {:<12}  {:>9}  {:<22}  {:<24}  {:>11}  {}", "batch", "for", "lr", "rate from", "warm-up",
+  line(fmt::format("{:>8}  {:<12}  {:>9}  {:<22}  {:<32}  {:>11}  {}", "batch", "for", "lr", "rate from", "warm-up",
                    "steps/epoch", "optimizer"));
   for (const auto& row : p.rows) {
     const LrAdvice& l = row.lr;
@@ -362,11 +366,8 @@ void run_plan_table(Lines& line, const RunPlan& p) {
         l.scaled.factor == 1 ? "the base --lr"
         : l.capped           ? fmt::format("capped (rule {:.4g})", l.scaled.lr)
                              : fmt::format("{} x{:.3g}", l.scaled.rule, l.scaled.factor);
-    const std::string warmup =
-        l.warmup_steps > 0    ? fmt::format("{} steps from {:.4g}", l.warmup_steps, l.warmup_from_lr)
-        : l.warmup_epochs > 0 ? fmt::format("{:g} epochs from {:.4g}", l.warmup_epochs, l.warmup_from_lr)
-                              : "none";
-    line(fmt::format("{:>8}  {:<12}  {:>9.4g}  {:<22}  {:<24}  {:>11}  {}", row.batch, row.label, l.lr, from, warmup,
+    const std::string warmup = warmup_text(l, row.steps_per_epoch);
+    line(fmt::format("{:>8}  {:<12}  {:>9.4g}  {:<22}  {:<32}  {:>11}  {}", row.batch, row.label, l.lr, from, warmup,
                      grouped(static_cast<double>(row.steps_per_epoch)), row.optimizer_settings));
   }
   for (const auto& note : p.notes) line("  " + note);
@@ -418,10 +419,18 @@ std::string to_table(const Report& r) {
   if (r.accumulation) accumulation_table(line, *r.accumulation);
   if (r.recommendation) {
     line("");
-    line(fmt::format("recommendation: batch {}", r.recommendation->batch));
-    for (const std::string& clause : clauses(r.recommendation->reason)) line("  " + clause);
+    const Recommendation& rec = *r.recommendation;
+    line(fmt::format("recommendation: batch {}{}", rec.batch,
+                     rec.confidence ? fmt::format(" (confidence {})", to_string(*rec.confidence)) : ""));
+    for (const std::string& clause : clauses(rec.reason)) line("  " + clause);
+    if (rec.confidence) line(fmt::format("confidence {}: {}", to_string(*rec.confidence), rec.confidence_reason));
   }
-  if (r.lr) line(fmt::format("learning rate at batch {}: {:.4g} ({})", r.lr->scaled.batch, r.lr->lr, r.lr->advice));
+  if (r.lr) {  // a scaled rate no range test looked at is the rule's guess, and says so
+    const bool unchecked = !r.lr->range && r.lr->scaled.factor != 1;
+    line(fmt::format("learning rate at batch {}: {:.4g}{} ({})", r.lr->scaled.batch, r.lr->lr,
+                     unchecked ? ", unchecked: the scaling rule alone, no range test capped it (tune runs one)" : "",
+                     r.lr->advice));
+  }
   if (r.run_plan && !r.run_plan->rows.empty()) run_plan_table(line, *r.run_plan);
   if (r.plan) plan_table(line, *r.plan);
   return std::move(line).text();

@@ -373,8 +373,6 @@ class Search {
   void error_out(int64_t batch, const Trial& t) {
     r_.outcome = FitOutcome::Error;
     r_.message = fmt::format("batch {} failed with an error, so no batch size is reported: {}", batch, t.message);
-    if (t.message.find("Expected more than 1 value per channel") != std::string::npos)
-      r_.message += "; BatchNorm cannot train on a single sample per channel: pass --min 2 (or more)";
   }
   void record(const Trial& t) { (*t.within_target ? fits_ : fails_) = t.batch; }
   int64_t midpoint() const { return *fits_ + (*fails_ - *fits_) / m_ / 2 * m_; }

@@ -1,5 +1,7 @@
 #include "batchwise/sweep.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 
 #include "batchwise/units.h"
@@ -89,6 +91,201 @@ SweepResult sweep(Workload& workload, const SweepOptions& options) {
   return sweep(runner, options);
 }
 
+namespace {
+
+// A batch's repetitions agree when most of them (more than half) ran within kNoisyShare of its
+// fastest: the pooled median step is then one of theirs.
+bool settled(const std::vector<double>& rates) {
+  if (rates.size() < 2) return true;
+  const double fastest = *std::max_element(rates.begin(), rates.end());
+  const auto agree = std::count_if(rates.begin(), rates.end(), [&](double r) { return r >= (1 - kNoisyShare) * fastest; });
+  return 2 * static_cast<size_t>(agree) > rates.size();
+}
+
+// The largest gap between a batch's repetitions, as a share of its fastest.
+double disagreement(const std::vector<double>& rates) {
+  if (rates.size() < 2) return 0;
+  const auto [slowest, fastest] = std::minmax_element(rates.begin(), rates.end());
+  return *fastest > 0 ? 1 - *slowest / *fastest : 0;
+}
+
+// One sweep in progress: its points, each repetition's samples/s per batch, and the trials run.
+class SweepRun {
+ public:
+  SweepRun(TrialRunner& runner, const SweepOptions& o, std::vector<int64_t> sizes, int64_t budget)
+      : runner_(runner), o_(o), sizes_(std::move(sizes)), budget_(budget) {
+    r.repetitions = o.repetitions();
+    r.budget_bytes = budget;
+    r.knee_tolerance = o.knee_tolerance();
+    r.min_time_s = o.min_time_s();
+    r.points.resize(sizes_.size());
+    reported_.resize(sizes_.size());
+    alone_.resize(sizes_.size());
+    rates_.resize(sizes_.size());
+    planned_ = static_cast<int>(sizes_.size()) * o.repetitions();
+  }
+
+  SweepResult finish() {
+    for (int rep = 0; rep < o_.repetitions(); ++rep)
+      for (size_t k = 0; k < sizes_.size(); ++k) {
+        const size_t i = rep % 2 == 0 ? k : sizes_.size() - 1 - k;  // A B C, C B A, ...
+        run(i);
+        if (rep == 0 && stops_after(i)) break;
+      }
+    summarize_points(r, reported_, alone_);
+    if (remeasure_noise_at_the_knee()) summarize_points(r, reported_, alone_);
+    if (smallest_failure_) bound_by_failure(r, *smallest_failure_);
+    r.knee_batch = knee_batch(r.points, o_.knee_tolerance());
+    warn_of_noise();
+    return r;
+  }
+
+  SweepResult r;
+
+ private:
+  // One more trial at sizes_[i], pooled into its point.
+  void run(size_t i) {
+    Trial& point = r.points[i];
+    if (smallest_failure_ && sizes_[i] >= *smallest_failure_) {
+      if (point.batch == 0) {
+        point.batch = sizes_[i];
+        point.outcome = Outcome::Oom;
+        point.message = fmt::format("not run: batch {} already ran out of memory", *smallest_failure_);
+      }
+      return;
+    }
+    if (o_.on_trial_start()) o_.on_trial_start()(sizes_[i], index_, planned_);
+    Trial t = runner_.run(TrialOptions(sizes_[i])
+                              .warmup(o_.warmup())
+                              .steps(o_.steps())
+                              .min_time_s(o_.min_time_s())
+                              .limit_bytes(budget_)
+                              .timeout_s(o_.trial_timeout_s())
+                              .accumulation_steps(o_.accumulation_steps())
+                              .monitor(o_.monitor()));
+    if (o_.on_trial()) o_.on_trial()(t, index_, planned_);
+    ++index_;
+    if (t.throughput_reported) reported_[i].push_back(t.samples_per_s);
+    if (t.distributed && t.distributed->single_process_samples_per_s)
+      alone_[i].push_back(*t.distributed->single_process_samples_per_s);
+    if (t.outcome == Outcome::Ok) rates_[i].push_back(t.samples_per_s);
+    if (point.batch == 0) point = t;
+    else merge_repetition(point, t);
+    if (t.outcome == Outcome::Oom) smallest_failure_ = smallest_failure_ ? std::min(*smallest_failure_, sizes_[i]) : sizes_[i];
+  }
+
+  // Measures sizes_[i] once more, outside the planned repetitions.
+  void remeasure(size_t i) {
+    ++planned_;
+    run(i);
+    r.remeasured.push_back(sizes_[i]);
+  }
+
+  // stop_after_flat, in the first repetition: after batch i, has samples/s stayed flat for long
+  // enough? A flat batch far below the best so far is measured again first, and its faster figure
+  // counts. When it stops, the batches above are left out and the plan shrinks.
+  bool stops_after(size_t i) {
+    if (o_.stop_after_flat() <= 0 || r.points[i].outcome != Outcome::Ok || i + 1 >= sizes_.size()) return false;
+    double best = 0;
+    int flat = 0;
+    const auto count_flat = [&] {
+      best = 0, flat = 0;
+      for (size_t j = 0; j <= i; ++j) {
+        if (rates_[j].empty()) continue;
+        const double rate = *std::max_element(rates_[j].begin(), rates_[j].end());
+        flat = rate > (1 + o_.knee_tolerance()) * best ? 0 : flat + 1;
+        best = std::max(best, rate);
+      }
+    };
+    count_flat();
+    if (flat < o_.stop_after_flat()) return false;
+    std::vector<size_t> again;
+    for (size_t j = i + 1 - static_cast<size_t>(flat); j <= i; ++j)
+      if (rates_[j].size() == 1 && rates_[j][0] < (1 - kNoisyShare) * best) remeasure(j), again.push_back(j);
+    if (!again.empty()) count_flat();
+    if (flat < o_.stop_after_flat()) {  // a slow first figure would have ended the sweep here: noise said so
+      for (size_t j : again)
+        if (disagreement(rates_[j]) >= kNoisyShare) noisy_.push_back(j);
+      return false;
+    }
+    r.not_run.assign(sizes_.begin() + static_cast<std::ptrdiff_t>(i) + 1, sizes_.end());
+    r.not_run_reason = fmt::format(
+        "not swept: samples/s did not rise {:.0f} % above its best ({:.0f} samples/s) over the {} batches up to {}, "
+        "so larger batches only cost time",
+        o_.knee_tolerance() * 100, best, o_.stop_after_flat(), sizes_[i]);
+    sizes_.resize(i + 1);
+    r.points.resize(i + 1);
+    reported_.resize(i + 1);
+    alone_.resize(i + 1);
+    rates_.resize(i + 1);
+    planned_ = index_ + static_cast<int>(sizes_.size()) * (o_.repetitions() - 1);
+    return true;
+  }
+
+  // Would batch i's fastest repetition, put in place of its pooled figure, move the knee? Noise only
+  // slows a trial, so a batch whose figure that changes decides the knee on noise.
+  bool moves_the_knee(size_t i) const {
+    if (r.points[i].outcome != Outcome::Ok || rates_[i].empty()) return false;
+    std::vector<Trial> fastest = r.points;
+    fastest[i].samples_per_s = *std::max_element(rates_[i].begin(), rates_[i].end());
+    return knee_batch(fastest, o_.knee_tolerance()) != knee_batch(r.points, o_.knee_tolerance());
+  }
+
+  // After the repetitions: a batch whose repetitions mostly disagree, where that moves the knee, is
+  // measured once more. A small batch of a few milliseconds a step can vary by a third from one
+  // repetition to the next on a quiet machine; far from the knee, that decides nothing.
+  bool remeasure_noise_at_the_knee() {
+    std::vector<size_t> noisy;
+    for (size_t i = 0; i < sizes_.size(); ++i)
+      if (!settled(rates_[i]) && moves_the_knee(i)) noisy.push_back(i);
+    for (size_t i : noisy) remeasure(i), noisy_.push_back(i);
+    return !noisy.empty();
+  }
+
+  // The warning: which batches' noise would have cut the sweep or moved the knee (each measured
+  // again), and whether the figures still rest on it.
+  void warn_of_noise() {
+    std::sort(r.remeasured.begin(), r.remeasured.end());
+    r.remeasured.erase(std::unique(r.remeasured.begin(), r.remeasured.end()), r.remeasured.end());
+    std::sort(noisy_.begin(), noisy_.end());
+    noisy_.erase(std::unique(noisy_.begin(), noisy_.end()), noisy_.end());
+    std::vector<int64_t> noisy, unsettled;
+    double worst = 0;
+    for (size_t i : noisy_) {
+      if (i >= sizes_.size() || r.points[i].outcome != Outcome::Ok) continue;
+      noisy.push_back(sizes_[i]);
+      worst = std::max(worst, disagreement(rates_[i]));
+      if (!settled(rates_[i]) && moves_the_knee(i)) unsettled.push_back(sizes_[i]);
+    }
+    r.unsettled = unsettled;
+    if (noisy.empty()) return;
+    const std::string seen = fmt::format(
+        "the sweep met noise: at batch{} {} a repetition ran up to {:.0f} % slower than the same batch's fastest "
+        "(another process on the cores?), enough to cut the sweep short or move the knee, so {} measured again",
+        noisy.size() > 1 ? "es" : "", fmt::join(noisy, ", "), 100 * worst, noisy.size() > 1 ? "they were" : "it was");
+    if (unsettled.empty())
+      r.noise_warning = seen + "; most repetitions agree, and the figures are the median over all their steps";
+    else
+      r.noise_warning = fmt::format(
+          "{}; at {} they still disagree, so the knee{} and the batches swept rest on noisy figures: run again on a "
+          "quiet machine, or with more --repetitions",
+          seen, fmt::join(unsettled, ", "), r.knee_batch ? fmt::format(" ({})", *r.knee_batch) : "");
+  }
+
+  TrialRunner& runner_;
+  const SweepOptions& o_;
+  std::vector<int64_t> sizes_;
+  int64_t budget_;
+  std::vector<std::vector<double>> reported_;  // a runner's own samples/s, per repetition
+  std::vector<std::vector<double>> alone_;     // data-parallel: one process's samples/s, per repetition
+  std::vector<std::vector<double>> rates_;     // each ok trial's samples/s, per batch
+  std::optional<int64_t> smallest_failure_;    // a batch at or above it is not run again
+  std::vector<size_t> noisy_;                  // batches whose noise would have cut the sweep or moved the knee
+  int planned_ = 0, index_ = 0;
+};
+
+}  // namespace
+
 SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
   BATCHWISE_CHECK(!o.batch_sizes().empty(), ConfigError,
                   "sweep: no batch sizes; pass --batch-sizes 16,32,64 or --range 8-4096*2");
@@ -99,73 +296,7 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   const int64_t budget = o.budget_bytes() > 0 ? o.budget_bytes() : runner.default_budget_bytes();
-
-  SweepResult r;
-  r.repetitions = o.repetitions();
-  r.budget_bytes = budget;
-  r.knee_tolerance = o.knee_tolerance();
-  r.points.resize(sizes.size());
-  std::vector<std::vector<double>> reported(sizes.size());  // a runner's own samples/s, per repetition
-  std::vector<std::vector<double>> alone(sizes.size());     // data-parallel: one process's samples/s, per repetition
-  std::optional<int64_t> smallest_failure;  // a batch at or above it is not run again
-  int planned = static_cast<int>(sizes.size()) * o.repetitions();
-  int index = 0;
-  double best_rate = 0;  // stop_after_flat: the best samples/s of the first repetition so far
-  int flat = 0;
-
-  for (int rep = 0; rep < o.repetitions(); ++rep) {
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      const size_t i = rep % 2 == 0 ? k : sizes.size() - 1 - k;  // A B C, C B A, ...
-      Trial& point = r.points[i];
-      if (smallest_failure && sizes[i] >= *smallest_failure) {
-        if (point.batch == 0) {
-          point.batch = sizes[i];
-          point.outcome = Outcome::Oom;
-          point.message = fmt::format("not run: batch {} already ran out of memory", *smallest_failure);
-        }
-        continue;
-      }
-      if (o.on_trial_start()) o.on_trial_start()(sizes[i], index, planned);
-      Trial t = runner.run(TrialOptions(sizes[i])
-                                        .warmup(o.warmup())
-                                        .steps(o.steps())
-                                        .limit_bytes(budget)
-                                        .timeout_s(o.trial_timeout_s())
-                                        .accumulation_steps(o.accumulation_steps())
-                                        .monitor(o.monitor()));
-      if (o.on_trial()) o.on_trial()(t, index, planned);
-      ++index;
-      if (t.throughput_reported) reported[i].push_back(t.samples_per_s);
-      if (t.distributed && t.distributed->single_process_samples_per_s)
-        alone[i].push_back(*t.distributed->single_process_samples_per_s);
-      if (point.batch == 0) point = t;
-      else merge_repetition(point, t);
-      if (t.outcome == Outcome::Oom) {
-        smallest_failure = smallest_failure ? std::min(*smallest_failure, sizes[i]) : sizes[i];
-      }
-      if (rep == 0 && o.stop_after_flat() > 0 && t.outcome == Outcome::Ok) {
-        flat = t.samples_per_s > (1 + o.knee_tolerance()) * best_rate ? 0 : flat + 1;
-        best_rate = std::max(best_rate, t.samples_per_s);
-        if (flat >= o.stop_after_flat() && i + 1 < sizes.size()) {
-          r.not_run.assign(sizes.begin() + static_cast<std::ptrdiff_t>(i) + 1, sizes.end());
-          r.not_run_reason = fmt::format(
-              "not swept: samples/s did not rise {:.0f} % above its best ({:.0f} samples/s) over the {} batches up to "
-              "{}, so larger batches only cost time",
-              o.knee_tolerance() * 100, best_rate, o.stop_after_flat(), sizes[i]);
-          sizes.resize(i + 1);
-          r.points.resize(i + 1);
-          reported.resize(i + 1);
-          alone.resize(i + 1);
-          planned = index + static_cast<int>(sizes.size()) * (o.repetitions() - 1);
-          break;
-        }
-      }
-    }
-  }
-  summarize_points(r, reported, alone);
-  if (smallest_failure) bound_by_failure(r, *smallest_failure);
-  r.knee_batch = knee_batch(r.points, o.knee_tolerance());
-  return r;
+  return SweepRun(runner, o, std::move(sizes), budget).finish();
 }
 
 std::vector<StepProfile> profile_sweep(Workload& workload, const SweepResult& sweep, std::vector<std::string>& warnings) {

@@ -64,6 +64,7 @@ void fit_and_sweep(TrialRunner& runner, const TuneOptions& o, Report& report) {
   }
   if (s.budget_bytes() == 0) s.budget_bytes(report.fit->budget_bytes);
   report.sweep = sweep(runner, s);
+  if (!report.sweep->noise_warning.empty()) report.context.warnings.push_back(report.sweep->noise_warning);
   report.recommendation = recommend(report.fit, report.sweep);
 }
 
@@ -321,6 +322,22 @@ void fill_context(const TuneSubject& subject, const TuneOptions& o, Report& repo
   report.target = o.fit().target();
 }
 
+// What the recommendation rests on, for its confidence.
+Evidence evidence(const TuneSubject& subject, const TuneOptions& o, const Report& report) {
+  Evidence e;
+  e.sweep = report.sweep ? &*report.sweep : nullptr;
+  e.race = report.race ? &*report.race : nullptr;
+  e.run_race = report.run_race ? &*report.run_race : nullptr;
+  e.validation = report.validation ? &*report.validation : nullptr;
+  e.goodput = report.goodput && report.goodput->best_batch && report.noise && report.noise->b_simple;
+  e.no_race_reason = !o.race()              ? "--no-race"
+                     : !module_of(subject)  ? "a training command, which batchwise cannot race"
+                     : subject.world_size > 1 ? "data-parallel ranks"
+                     : fp16(subject)        ? "--precision fp16"
+                                            : "fewer than 2 candidates to race";
+  return e;
+}
+
 }  // namespace
 
 Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
@@ -367,6 +384,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
                                                  report.recommendation->batch * subject.world_size, subject.world_size);
   if (o.loader_search() && module_of(subject)) follow_loader(subject, options, report);
   if (o.validate() && module_of(subject)) validate_around(subject, options, report);
+  report.recommendation = with_confidence(*report.recommendation, evidence(subject, o, report));
   learning_rate(subject, options, report);
   plan_the_run(subject, options, report);
   if (o.compare_precision() && subject.options && subject.release && subject.world_size == 1)

@@ -59,6 +59,58 @@ TEST(Recommend, ARaceWhoseLeadGrewSaysWhichBatchLedWhen) {
   EXPECT_EQ(rec->reason.find("the lead"), std::string::npos) << rec->reason;
 }
 
+// Confidence: green (high) only where the answer was measured and resolved; a race that could not
+// rank its candidates, or that trained them for a sliver of an epoch, is low, and says what to do.
+TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
+  const Recommendation rec{64, "the reason"};
+  BatchRace race;
+  race.rung_leads = {{1, 10, 0.08, 8, 0.9, std::nullopt}};
+  race.best_batch = 8;  // the mobilenet: a pick after 0.08 epochs
+  Evidence e;
+  e.race = &race;
+  Recommendation r = with_confidence(rec, e);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_NE(r.confidence_reason.find("for 0.08 epochs, the first minutes of a run"), std::string::npos)
+      << r.confidence_reason;
+  EXPECT_NE(r.confidence_reason.find("a larger --advice-budget, or --epochs N"), std::string::npos);
+
+  race.rung_leads = {{3, 60, 1.5, 64, 0.4, std::nullopt}};
+  race.best_batch = 64;
+  race.within_5_percent = {32, 64};
+  r = with_confidence(rec, e);
+  EXPECT_EQ(r.confidence, Confidence::Medium);
+  EXPECT_NE(r.confidence_reason.find("within the race's noise of batches 32, 64"), std::string::npos)
+      << r.confidence_reason;
+  race.within_5_percent = {64};
+  EXPECT_EQ(with_confidence(rec, e).confidence, Confidence::High);
+
+  race.best_batch.reset();  // the race recommended none: the knee answered
+  r = with_confidence(rec, e);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_NE(r.confidence_reason.find("could not rank its candidates"), std::string::npos) << r.confidence_reason;
+
+  Evidence knee_only;
+  knee_only.no_race_reason = "--no-race";
+  r = with_confidence(rec, knee_only);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_NE(r.confidence_reason.find("throughput alone: no training progress was compared (--no-race)"),
+            std::string::npos)
+      << r.confidence_reason;
+
+  // A knee that rests on noise says so; a race's pick, which trained, does not rest on the knee.
+  SweepResult noisy;
+  noisy.unsettled = {32};
+  knee_only.sweep = &noisy;
+  r = with_confidence(rec, knee_only);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_NE(r.confidence_reason.find("the sweep's figures at 32 are noise's"), std::string::npos) << r.confidence_reason;
+  race.best_batch = 64;
+  e.sweep = &noisy;
+  r = with_confidence(rec, e);
+  EXPECT_EQ(r.confidence, Confidence::High);
+  EXPECT_EQ(r.confidence_reason.find("noise's"), std::string::npos) << r.confidence_reason;
+}
+
 ValidationRun run_at(int64_t batch, bool reached, double seconds) {
   ValidationRun r;
   r.batch = batch;

@@ -173,6 +173,21 @@ TEST(Cli, CompareShowsPerBatchRatiosAndWhatDiffers) {
   EXPECT_TRUE(c.at("points").back().at("samples_per_s").at("b").is_null());
   EXPECT_EQ(c.at("differences").size(), 3u);
   EXPECT_NE(r.out.find("B Linux 6.12.0 x86_64"), std::string::npos) << "the operating system differs: " << r.out;
+  // Batch `second` ran at the same speed in both: a ratio within the runs' spreads is marked noise.
+  EXPECT_NE(r.out.find("1.00x~"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ratios are within the two runs' spreads (marked ~)"), std::string::npos) << r.out;
+
+  // Another workload, another budget: the budget in bytes as people read them, and a warning that the
+  // ratios are not a speed-up.
+  b["workload"]["model"] = "mlp";
+  b["budget_bytes"] = 2 * a["budget_bytes"].get<int64_t>();
+  std::ofstream(pb) << b.dump();
+  const Outcome other = batchwise("compare " + pa.string() + " " + pb.string());
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_NE(other.out.find("warning: A and B train different workloads (model "), std::string::npos) << other.out;
+  EXPECT_NE(other.out.find("budget         A "), std::string::npos) << other.out;
+  EXPECT_EQ(other.out.find(std::to_string(a["budget_bytes"].get<int64_t>())), std::string::npos)
+      << "no raw byte counts: " << other.out;
 
   std::ofstream(scratch() / "not.json") << "{\"hello\": 1}";
   expect_clean_error("compare " + pa.string() + " " + (scratch() / "not.json").string(), 3,
@@ -206,6 +221,10 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
   ASSERT_GE(race.at("entries").size(), 2u) << race.dump();
   ASSERT_TRUE(race.at("best_batch").is_number()) << race.dump();
   EXPECT_EQ(j.at("recommendation").at("batch"), race.at("best_batch"));
+  EXPECT_TRUE(j.at("recommendation").at("confidence").is_string());
+  EXPECT_NE(r.out.find("(confidence " + j.at("recommendation").at("confidence").get<std::string>() + ")"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("finishes the 2-epoch run soonest"),
             std::string::npos);
   EXPECT_EQ(j.at("lr").at("batch"), race.at("best_batch"));
@@ -266,10 +285,13 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   EXPECT_EQ(j.at("fit").at("outcome"), "fits");
   EXPECT_EQ(j.at("fit").at("batch"), 64);
   EXPECT_EQ(j.at("sweep").at("points").size(), 7u);
+  EXPECT_DOUBLE_EQ(j.at("sweep").at("min_time_s").get<double>(), 0.1);
   for (const auto& p : j.at("sweep").at("points")) {
     EXPECT_EQ(p.at("outcome"), "ok");
-    EXPECT_EQ(p.at("step_times_s").size(), 4u);  // 2 steps x 2 repetitions, raw
-    EXPECT_EQ(p.at("steps_run"), 6);
+    // 2 steps or more a repetition (the 0.1 s --min-time), raw; 1 warm-up step each
+    const int repetitions = p.at("repetitions");
+    EXPECT_GE(p.at("step_times_s").size(), 4u);
+    EXPECT_EQ(p.at("steps_run").get<size_t>(), p.at("step_times_s").size() + static_cast<size_t>(repetitions));
   }
   // The noise scale measured at the largest batch swept, goodput for every swept batch, and the
   // recommendation from the batch race: the sweep's fast batches trained from the same weights at
@@ -361,6 +383,12 @@ TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
   EXPECT_EQ(a.at("epoch").at("steps"), 10);
   EXPECT_DOUBLE_EQ(j.at("lr").at("lr").get<double>(), 0.3);  // linear: 0.1 x 96/32
   EXPECT_FALSE(j.contains("fit"));  // --max-micro-batch given: nothing to fit
+  // Two devices: no range test looked at the rate, and the console says so; the run plan counts the
+  // plan's 10 steps (the last 40 samples dropped), not 11, and its warm-up in steps and epochs.
+  EXPECT_NE(r.out.find("learning rate at batch 96: 0.3, unchecked: the scaling rule alone"), std::string::npos) << r.out;
+  for (const auto& row : j.at("run_plan").at("rows"))
+    if (row.at("batch") == 96) EXPECT_EQ(row.at("steps_per_epoch"), 10);
+  EXPECT_NE(r.out.find("50 steps (5 epochs) from 0.1"), std::string::npos) << r.out;
 
   r = batchwise(base + "--global-batch 100 --world-size 3 --max-micro-batch 16 --last-batch pad --json " + json.string());
   ASSERT_EQ(r.code, 0) << r.err;
@@ -377,6 +405,13 @@ TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
   EXPECT_EQ(j.at("fit").at("batch"), 32);
   EXPECT_EQ(j.at("accumulation_plan").at("micro_batch"), 32);
   EXPECT_EQ(j.at("accumulation_plan").at("accumulation_steps"), 2);
+  // Without --max the fit searches no further than a device's share of the global batch.
+  r = batchwise(base + "--global-batch 48 --world-size 2 --memory-budget 64MiB --fit-steps 1 -q --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j.at("fit").at("batch"), 24);
+  EXPECT_TRUE(j.at("fit").at("limited_by_max").get<bool>());
+  EXPECT_EQ(j.at("accumulation_plan").at("accumulation_steps"), 1);
   expect_clean_error(base + "--global-batch 64 --max-micro-batch 8 --last-batch sometimes", 2,
                      "--last-batch 'sometimes': choose drop (drop_last), pad or keep");
 }

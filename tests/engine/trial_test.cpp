@@ -13,6 +13,7 @@
 #include "batchwise/trial.h"
 #include "batchwise/workload.h"
 #include "support/workloads.h"
+#include "torch_error.h"
 
 namespace batchwise {
 namespace {
@@ -39,6 +40,52 @@ TEST(Trial, ZeroMeasuredStepsIsRefused) {
   auto w = small();
   EXPECT_THROW(run_trial(*w, TrialOptions(8).steps(0)), ConfigError);
   EXPECT_THROW(run_trial(*w, TrialOptions(0)), ConfigError);
+}
+
+TEST(Trial, ShortStepsAreMeasuredUntilTheyAddUpToTheMinimumTime) {
+  auto w = small();
+  const Trial t = run_trial(*w, TrialOptions(8).warmup(1).steps(2).min_time_s(0.05));
+  ASSERT_EQ(t.outcome, Outcome::Ok) << t.message;
+  double measured = 0;
+  for (double s : t.step_times_s) measured += s;
+  EXPECT_GE(measured, 0.05);
+  EXPECT_GE(t.step_times_s.size(), 2u);
+  EXPECT_EQ(t.steps, 2) << "the steps asked for, as asked";
+  EXPECT_EQ(t.steps_run, 1 + static_cast<int>(t.step_times_s.size()));
+  EXPECT_THROW(run_trial(*w, TrialOptions(8).min_time_s(-1)), ConfigError);
+}
+
+TEST(Trial, OneDelayedStepBarelyMovesTheSpread) {
+  Trial t;
+  t.batch = 32;
+  t.outcome = Outcome::Ok;
+  t.step_times_s = {0.005, 0.005, 0.005, 0.005, 0.145};  // another process took the cores for one step
+  summarize_steps(t);
+  EXPECT_DOUBLE_EQ(t.step_time_s_median, 0.005);
+  EXPECT_NEAR(step_spread(t), 0.0, 1e-9);
+  EXPECT_GT(t.step_time_s_stddev / t.step_time_s_median, 10) << "the stddev, which reports no longer print";
+  t.step_times_s = {0.004, 0.005, 0.006, 0.007};
+  summarize_steps(t);
+  EXPECT_NEAR(t.step_time_s_iqr, 0.0015, 1e-12);  // quartiles 0.00475 and 0.00625, as numpy's
+}
+
+// The two failures a new user meets first come with what to do: torch's own text, then the fix.
+TEST(Trial, ChannelMismatchAndBatchNormAtOneSampleSayWhatToDo) {
+  const std::string conv =
+      "Given groups=1, weight of size [16, 3, 3, 3], expected input[64, 1, 28, 28] to have 3 channels, but got 1 "
+      "channels instead";
+  EXPECT_EQ(detail::failure_hint(conv),
+            "; the model's first layer takes 3 channels and the data has 1: export the model for 1 "
+            "(examples/export_torchscript.py --in-channels 1), or give data with 3 channels");
+  const auto [outcome, message] = detail::classify_failure(std::runtime_error(conv));
+  EXPECT_EQ(outcome, Outcome::Error);
+  EXPECT_NE(message.find("to have 3 channels, but got 1 channels instead; the model's first layer takes 3"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(detail::failure_hint("Expected more than 1 value per channel when training, got input size [1, 16]")
+                .find("pass --min 2 or more"),
+            std::string::npos);
+  EXPECT_EQ(detail::failure_hint("mat1 and mat2 shapes cannot be multiplied (64x784 and 100x10)"), "");
 }
 
 TEST(Trial, EveryBuiltInModelTrains) {

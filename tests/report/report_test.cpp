@@ -3,6 +3,9 @@
 // BATCHWISE_UPDATE_GOLDEN=1 after an intended change, and review the diff.
 #include "batchwise/report.h"
 
+#include "batchwise/html.h"
+#include "batchwise/recommend.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -26,6 +29,27 @@ TEST(Report, KneeAndRecommendationFromTheFigures) {
   EXPECT_EQ(*r.sweep->knee_batch, 128);  // 7,877 samples/s against 6,244 at 64
   ASSERT_TRUE(r.recommendation.has_value());
   EXPECT_EQ(r.recommendation->batch, 128);
+}
+
+// A race that could not rank its candidates leaves a low-confidence answer, and all three outputs
+// say so: the console's recommendation line, the JSON, and the HTML box (not green).
+TEST(Report, AnUnresolvedRaceIsLowConfidenceInEveryOutput) {
+  Report r = fixed_report();
+  BatchRace race;  // recommended none: no candidate left the start
+  Evidence e;
+  e.race = &race;
+  r.recommendation = with_confidence(*r.recommendation, e);
+  const std::string table = to_table(r);
+  EXPECT_NE(table.find("recommendation: batch 128 (confidence low)"), std::string::npos) << table;
+  EXPECT_NE(table.find("confidence low: the batch race could not rank its candidates"), std::string::npos) << table;
+  const auto j = nlohmann::json::parse(to_json(r));
+  EXPECT_EQ(j.at("recommendation").at("confidence"), "low");
+  EXPECT_NE(j.at("recommendation").at("confidence_reason").get<std::string>().find("--advice-budget"), std::string::npos);
+  const std::string html = to_html(to_json(r), "report.json");
+  EXPECT_NE(html.find("<section id=\"recommendation\" class=\"answer low\">"), std::string::npos);
+  EXPECT_NE(html.find("<b>Confidence: low</b>"), std::string::npos);
+  // Read back, the confidence is the same.
+  EXPECT_EQ(report_from_json(to_json(r), "report.json").recommendation->confidence, Confidence::Low);
 }
 
 // The fields ../shared/REPORT_CONTRACT.md fixes, with their types.

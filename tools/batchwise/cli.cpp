@@ -170,7 +170,7 @@ void FitFlags::add(CLI::App* cmd) {
                   "power (doubling only)")
       ->capture_default_str();
   cmd->add_option("--min", min, "smallest batch tried")->capture_default_str();
-  cmd->add_option("--max", max, "largest batch tried (default 65536; tune on CPU: 4096)");
+  cmd->add_option("--max", max, "largest batch tried (default 65536; tune on CPU: 4096; plan: a device's share of --global-batch)");
   cmd->add_option("--multiple-of", multiple_of, "every batch tried is a multiple of this")->capture_default_str();
   cmd->add_option("--plan-for", plan_for,
                   "also predict the largest batch on a CUDA device of this memory: 24GiB, or t4, v100, l4, a10, "
@@ -199,6 +199,10 @@ void SweepFlags::add(CLI::App* cmd) {
   cmd->add_option("--range", range, "range of batch sizes first-last*factor or first-last+step, e.g. 8-4096*2");
   cmd->add_option("--warmup", warmup, "unmeasured steps per trial")->capture_default_str();
   cmd->add_option("--repetitions", repetitions, "trials per batch size, interleaved")->capture_default_str();
+  cmd->add_option("--min-time", min_time_s,
+                  "seconds of measured steps per trial at least: short steps run more than --steps, so that the "
+                  "clock's and the scheduler's jitter average out (not for --cmd or --nproc, which run --steps)")
+      ->capture_default_str();
 }
 
 SweepOptions SweepFlags::options(const WorkloadFlags& w, int64_t budget) const {
@@ -213,6 +217,7 @@ SweepOptions SweepFlags::options(const WorkloadFlags& w, int64_t budget) const {
       .warmup(warmup)
       .steps(steps)
       .repetitions(repetitions)
+      .min_time_s(min_time_s)
       .budget_bytes(budget)
       .accumulation_steps(accumulation_steps)
       .stop_after_flat(sweep_all ? -1 : 0)  // 0: tune's default

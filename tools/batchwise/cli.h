@@ -112,11 +112,12 @@ struct FitFlags {
 struct SweepFlags {
   std::string batch_sizes, range;
   int warmup = 2, steps = 5, repetitions = 3;
+  double min_time_s = 0.1;
   bool profile = false;
   int64_t accumulation_steps = 1;
   bool sweep_all = false;
 
-  /// --profile, --batch-sizes, --range, --warmup, --repetitions (each subcommand names its own --steps).
+  /// --profile, --batch-sizes, --range, --warmup, --repetitions, --min-time (each subcommand names its own --steps).
   void add(CLI::App* cmd);
   SweepOptions options(const WorkloadFlags& w, int64_t budget) const;
 };

@@ -40,7 +40,10 @@ class Plan : public Command {
     if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
     Session s("plan", w_, &dist_);
     if (s.data_parallel()) world_size_ = s.world_size();
-    if (fit_.max == 0) fit_.max = 65536;
+    // The fit answers one question: does a device's share of the global batch fit (no accumulation
+    // needed), and if not, how large a micro-batch does. It searches no further than that share.
+    const int64_t share = (global_batch_ + world_size_ - 1) / std::max<int64_t>(1, world_size_);
+    if (fit_.max == 0) fit_.max = std::max<int64_t>(fit_.min, (share + fit_.multiple_of - 1) / fit_.multiple_of * fit_.multiple_of);
     int64_t max_micro = max_micro_batch_;
     if (max_micro == 0) {  // the largest micro-batch is what fits: measure it
       s.report.fit = fit(s.runner(), s.with_progress(fit_.options(w_, s.report.budget_bytes)));
@@ -76,6 +79,9 @@ class Plan : public Command {
         {"base", unmeasured_lr(*optimizer, base_batch_, r.workload.lr, base_batch_)}};
     if (batch != base_batch_) rows.emplace_back("planned", *r.lr);
     r.run_plan = plan_run(optimizer_settings(*optimizer, s.module()), r.workload.dataset_size, rows);
+    // Its steps per epoch are the plan's, counted once, with the --last-batch policy.
+    for (RunPlanRow& row : r.run_plan->rows)
+      if (row.batch == batch) row.steps_per_epoch = r.accumulation->steps_per_epoch;
   }
 
   WorkloadFlags w_;

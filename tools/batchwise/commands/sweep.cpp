@@ -46,6 +46,7 @@ class Sweep : public Command {
     if (sweep_.profile) refuse_data_parallel("--profile");
     Session s("sweep", w_, &dist_);
     s.report.sweep = sweep(s.runner(), s.with_progress(sweep_.options(w_, s.report.budget_bytes)));
+    if (!s.report.sweep->noise_warning.empty()) s.report.context.warnings.push_back(s.report.sweep->noise_warning);
     s.report.recommendation = recommend(std::nullopt, s.report.sweep);
     if (sweep_.profile) s.report.step_profile = profile_sweep(*s.workload(), *s.report.sweep, s.report.context.warnings);
     rule_learning_rate(s, kDefaultBaseBatch);
