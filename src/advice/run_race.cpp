@@ -45,6 +45,10 @@ constexpr double kScheduleSaving = 0.05;
 // Where its phases may switch: every sixteenth of the run, or whole epochs near them in a run of 16
 // epochs or more.
 constexpr int kSwitchPoints = 16;
+// The reference's longest run must bring the held-out loss this far below the initial weights' (2 %
+// lower, as the batch race's left_the_start) before its learning curve says anything.
+constexpr double kLeftTheStart = 0.98;
+
 // The reference's shortest run needs this many steps for its learning curve to mean something;
 // fewer get a note.
 constexpr int64_t kFewestSteps = 8;
@@ -262,6 +266,8 @@ void advise_rates(ModuleWorkload& w, const WorkloadState& initial, RunRace& race
 bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& held_out, RunRace& race,
                 const RunRaceOptions& o, int64_t noise_batch) {
   RunRaceEntry& ref = race.entries.front();
+  w.restore_state(initial);
+  const double loss_before = w.evaluate(held_out).first;
   for (const double epochs : race.lengths_epochs) {
     if (o.on_progress())
       o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", ref.batch,
@@ -275,6 +281,18 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
       return false;
     }
     race.runs.back().b_simple = noise_scale(w, noise_batch, o.noise_steps());
+  }
+  // A reference whose held-out loss never fell kLeftTheStart below the initial weights' has no
+  // learning curve yet: nothing about the run follows from it (a flat curve would say that fewer
+  // samples cost nothing, and the largest batch would win).
+  const double longest = *race.runs.back().loss;
+  if (!(longest <= kLeftTheStart * loss_before)) {
+    ref.message = fmt::format(
+        "its longest compressed run ({:.3g} epochs) did not leave the start: held-out loss {:.4g} against {:.4g} at "
+        "your initial weights, so its learning curve says nothing about the run (a larger --advice-budget trains the "
+        "compressed runs longer)",
+        race.lengths_epochs.back(), longest, loss_before);
+    return false;
   }
   for (size_t i = 1; i < race.entries.size(); ++i) {
     RunRaceEntry& e = race.entries[i];

@@ -174,8 +174,10 @@ class SweepRun {
     if (t.outcome == Outcome::Oom) smallest_failure_ = smallest_failure_ ? std::min(*smallest_failure_, sizes_[i]) : sizes_[i];
   }
 
-  // Measures sizes_[i] once more, outside the planned repetitions.
+  // Measures sizes_[i] once more, outside the planned repetitions (not at or above a batch that ran
+  // out of memory, which run() would skip).
   void remeasure(size_t i) {
+    if (smallest_failure_ && sizes_[i] >= *smallest_failure_) return;
     ++planned_;
     run(i);
     r.remeasured.push_back(sizes_[i]);

@@ -211,6 +211,22 @@ TEST(RunRace, AMeasuredShareIsWhereTheReferencesCurveReachesTheError) {
   EXPECT_DOUBLE_EQ(measured_share(samples, {0.3, 0.2, 0.2}, 0.21, 0.005), 0);  // flat, behind beyond the noise
 }
 
+// A reference that has not left the start in its longest compressed run (a rate far too small for
+// the budget) has no learning curve: the race recommends nothing and says why, rather than reading
+// a flat curve as "fewer samples cost nothing" and picking the largest batch.
+TEST(RunRace, AReferenceThatNeverLeftTheStartPredictsNothing) {
+  Problem problem;
+  const RunRace race = race_runs(*problem.workload, problem.held_out,
+                                 RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 1e-7))
+                                     .epochs(2)
+                                     .lr_schedule(LrSchedule::Cosine)
+                                     .budget_s(2));
+  EXPECT_FALSE(race.best_batch.has_value());
+  const std::string notes = fmt::format("{}", fmt::join(race.notes, "; "));
+  EXPECT_NE(notes.find("batch 32 (the reference) did not train: its longest compressed run"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("did not leave the start"), std::string::npos) << notes;
+}
+
 TEST(RunRace, RefusesWhatItCannotRace) {
   Problem problem;
   EXPECT_THROW(race_runs(*problem.workload, problem.held_out, RunRaceOptions({32}, {1000}, LrAdviceOptions(32, 0.05)).epochs(1)),
