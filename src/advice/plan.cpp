@@ -39,14 +39,18 @@ OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* w) {
 
 std::string warmup_text(const LrAdvice& l, int64_t steps_per_epoch) {
   const double per_epoch = static_cast<double>(steps_per_epoch);
+  const auto epochs = [](double e) {
+    const std::string text = fmt::format("{:.2g}", e);
+    return text + (text == "1" ? " epoch" : " epochs");
+  };
   if (l.warmup_steps > 0)
-    return per_epoch > 0 ? fmt::format("{} steps ({:.2g} epochs) from {:.4g}", l.warmup_steps,
-                                       static_cast<double>(l.warmup_steps) / per_epoch, l.warmup_from_lr)
+    return per_epoch > 0 ? fmt::format("{} steps ({}) from {:.4g}", l.warmup_steps,
+                                       epochs(static_cast<double>(l.warmup_steps) / per_epoch), l.warmup_from_lr)
                          : fmt::format("{} steps from {:.4g}", l.warmup_steps, l.warmup_from_lr);
   if (l.warmup_epochs > 0)
-    return per_epoch > 0 ? fmt::format("{} steps ({:g} epochs) from {:.4g}", std::llround(l.warmup_epochs * per_epoch),
-                                       l.warmup_epochs, l.warmup_from_lr)
-                         : fmt::format("{:g} epochs from {:.4g}", l.warmup_epochs, l.warmup_from_lr);
+    return per_epoch > 0 ? fmt::format("{} steps ({}) from {:.4g}", std::llround(l.warmup_epochs * per_epoch),
+                                       epochs(l.warmup_epochs), l.warmup_from_lr)
+                         : fmt::format("{} from {:.4g}", epochs(l.warmup_epochs), l.warmup_from_lr);
   return "none";
 }
 
