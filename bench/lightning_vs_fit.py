@@ -71,6 +71,8 @@ def apply_budget(args, device):
     import torch
     budget = args.budget_mib << 20
     if device.type == "cuda":
+        if device.index is None:  # the allocator's calls want an index: "cuda" is the current device
+            device = torch.device("cuda", torch.cuda.current_device())
         total = torch.cuda.get_device_properties(device).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total), device)
         torch.cuda.empty_cache()
