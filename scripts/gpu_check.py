@@ -445,9 +445,9 @@ MEASUREMENTS = [  # (name, seconds on a GPU: measured on an H200 on 2026-11-26 w
     ("epoch.torchscript", 30, 20, lambda r: epoch(r, "torchscript")),  # 11 s
     ("plan-for.resnet18", 40, 20, lambda r: plan_for(r, "resnet18")),  # 18 s
     ("plan-for.transformer", 30, 15, lambda r: plan_for(r, "transformer")),  # 10 s
-    ("features", 180, 60, features),  # not yet complete on a GPU; the CUDA paths no other row runs, first
+    ("features", 60, 60, features),  # 24 s on the H200 (second lease); the CUDA paths no other row runs, first
     ("cpp-vs-python", 160, 60, cpp_vs_python),  # 129 s
-    ("finders", 200, 150, finders),  # not yet run on a GPU
+    ("finders", 150, 150, finders),  # 89 s and 97 s on the H200
     ("tune.resnet18", 90, 60, lambda r: tune(r, "resnet18")),  # 43 s
     ("tune.transformer", 40, 40, lambda r: tune(r, "transformer")),  # 13 s
 ]
