@@ -1,21 +1,21 @@
-// The HTML page, drawn from the report record (report_from_json reads a JSON report back into it).
-// Each section reads only its part of the record and is absent when that part is; to add a
-// section: write a `..._section(const Report&)` and call it from render() where it belongs.
+// The HTML page, drawn from the report record (report_from_json reads a JSON report back into it):
+// the answer box, the tables, the page around them and the script that draws the charts
+// (html_charts.cpp writes each chart's section). Each section reads only its part of the record and
+// is absent when that part is; to add a section: write a `..._section(const Report&)` and call it
+// from render() where it belongs.
 #include "batchwise/html.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "batchwise/report.h"
 #include "batchwise/units.h"
 #include "check.h"
+#include "report/html_parts.h"
 #include "report_file.h"
 
 namespace batchwise {
@@ -26,14 +26,8 @@ extern const char kChartJsVersion[];
 
 std::string chartjs_version() { return detail::kChartJsVersion; }
 
-namespace {
+namespace detail::html {
 
-// The charts' configurations are JSON (Chart.js reads them); the report itself is a typed record.
-using nlohmann::json;
-
-constexpr double kMiB = 1024.0 * 1024.0;
-
-// Text for an HTML element or attribute: nothing from a report is ever markup.
 std::string esc(const std::string& s) {
   std::string out;
   out.reserve(s.size());
@@ -50,80 +44,114 @@ std::string esc(const std::string& s) {
   return out;
 }
 
-// JSON inside <script type="application/json">: '<', '>' and '&' only occur inside JSON strings,
-// where their \u escapes mean the same, so no "</script>" or "<!--" can end the block early.
-std::string script_json(const json& j) {
-  const std::string text = j.dump(-1, ' ', false, json::error_handler_t::replace);
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    if (c == '<') out += "\\u003c";
-    else if (c == '>') out += "\\u003e";
-    else if (c == '&') out += "\\u0026";
-    else out += c;
-  }
-  return out;
-}
-
-std::string grouped(double value) { return format_grouped(value); }
-std::string bytes_text(double bytes) { return format_bytes(static_cast<int64_t>(std::llround(bytes))); }
-std::string bytes_text(const std::optional<int64_t>& bytes) { return bytes ? format_bytes(*bytes) : "-"; }
-std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
-std::string text(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : ""; }
-std::string or_dash(const std::optional<int64_t>& v) { return or_dash(text(v)); }
-double mib(double bytes) { return std::round(bytes / kMiB * 1000.0) / 1000.0; }
-bool ok(const Trial& t) { return t.outcome == Outcome::Ok; }
-
-struct Palette {
-  static constexpr const char* blue = "#1f77b4";
-  static constexpr const char* orange = "#ff7f0e";
-  static constexpr const char* green = "#2ca02c";
-  static constexpr const char* red = "#d62728";
-  static constexpr const char* purple = "#9467bd";
-  static constexpr const char* grey = "#7f7f7f";
-};
-
-json dataset(const std::string& label, json points, const char* color) {
-  return {{"label", label}, {"data", std::move(points)}, {"borderColor", color}, {"backgroundColor", color},
-          {"pointRadius", 4}, {"showLine", false}};
-}
-json line(json d, bool dashed = false) {
-  d["showLine"] = true;
-  d["pointRadius"] = 0;
-  d["borderWidth"] = 1.5;
-  if (dashed) d["borderDash"] = {6, 4};
-  return d;
-}
-json batch_axes(const std::string& y_title) {
-  return {{"x", {{"type", "logarithmic"}, {"title", {{"display", true}, {"text", "batch size (log scale)"}}}}},
-          {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", y_title}}}}}};
-}
-
-// One chart: a canvas and its Chart.js configuration as a JSON block, drawn by the page's script.
-std::string chart_block(const std::string& id, const json& config, const std::string& label) {
-  return fmt::format(
-      "<div class=\"chart\"><canvas id=\"chart-{0}\" role=\"img\" aria-label=\"{2}\"></canvas></div>\n"
-      "<script type=\"application/json\" class=\"chart-config\" data-chart=\"{0}\">{1}</script>\n",
-      id, script_json(config), esc(label));
-}
-
-std::string trial_note(const Trial& t) {
-  std::string note = fmt::format("batch {}: {}", t.batch, to_string(t.outcome));
-  // The JSON has samples/s only for ok trials (null otherwise).
-  if (ok(t)) note += fmt::format(", {} samples/s", grouped(t.samples_per_s));
-  if (ok(t)) note += fmt::format(" (repetitions {}–{})", grouped(t.samples_per_s_min), grouped(t.samples_per_s_max));
-  if (t.peak_bytes > 0) note += ", peak " + format_bytes(t.peak_bytes);
-  if (!t.message.empty()) note += ": " + t.message;
-  return note;
-}
-
-std::string list_items(const std::vector<std::string>& items, const char* open = "<li>") {
+std::string list_items(const std::vector<std::string>& items, const char* open) {
   std::string out;
   for (const auto& item : items) out += fmt::format("{}{}</li>\n", open, esc(item));
   return out;
 }
 
-// ---- sections -------------------------------------------------------------------------------
+}  // namespace detail::html
+
+namespace {
+
+using namespace detail::html;
+
+// ---- the answer box ---------------------------------------------------------------------------
+
+// One bullet of the answer box: a sentence, then a link to the section that shows its evidence.
+std::string bullet(const std::string& sentence, const char* section, const char* evidence) {
+  return fmt::format("<li>{} <a href=\"#{}\">{} &#8595;</a></li>\n", esc(sentence), section, evidence);
+}
+
+const Trial* ok_trial_at(const std::vector<Trial>& trials, int64_t batch) {
+  for (const Trial& t : trials)
+    if (ok(t) && t.batch == batch) return &t;
+  return nullptr;
+}
+
+// What chose the batch, from the strongest evidence that picked it: a validation, the run race, the
+// batch race, goodput, the throughput knee, the fit.
+std::string decided_bullet(const Report& r, int64_t batch) {
+  if (r.validation && r.validation->fastest_batch == batch) {
+    const ValidationResult& v = *r.validation;
+    if (v.epochs > 0)
+      return bullet(fmt::format("Trained {:g} epochs beside {} other candidate(s), it was the fastest within noise "
+                                "of the best final quality.", v.epochs, v.runs.size() - 1),
+                    "validation", "the runs");
+    return bullet(fmt::format("Reached {} in the least training time of {} candidates.", v.target, v.runs.size()),
+                  "validation", "the runs");
+  }
+  if (r.run_race && r.run_race->best_batch == batch)
+    return bullet(fmt::format("The fastest {:g}-epoch run without a worse model, predicted from compressed runs of "
+                              "the smallest candidate.", r.run_race->epochs),
+                  "run-race", "the run race");
+  if (r.race && r.race->best_batch == batch) {
+    const BatchRace& race = *r.race;
+    std::string s = fmt::format("Chosen by the batch race of {} candidates at equal training time", race.entries.size());
+    for (const RaceEntry& e : race.entries)
+      if (e.batch == batch && e.loss_at_horizon)
+        s += fmt::format(" (held-out loss {:.4f} after {:.1f} s)", *e.loss_at_horizon, e.train_s);
+    if (race.within_5_percent.size() > 1)
+      s += fmt::format("; batches {} were within 5 %", fmt::join(race.within_5_percent, ", "));
+    return bullet(s + ".", "race", "the race");
+  }
+  if (r.goodput && r.goodput->best_batch == batch)
+    return bullet(fmt::format("The most useful samples per second at the measured gradient noise scale "
+                              "(B_simple {:.0f}).", r.goodput->b_simple),
+                  "goodput", "goodput");
+  if (r.sweep && r.sweep->knee_batch == batch)
+    return bullet(fmt::format("The throughput knee: the smallest batch within {:g} % of the best samples/s.",
+                              r.sweep->knee_tolerance * 100),
+                  "throughput", "throughput");
+  if (r.fit && r.fit->batch == batch)
+    return bullet(fmt::format("The largest batch whose peak memory stays under {:g} % of the budget.", r.target * 100),
+                  "fit-trials", "the fit");
+  return "";
+}
+
+// The sweep's throughput at the batch, against the fastest batch's.
+std::string throughput_bullet(const Report& r, int64_t batch) {
+  const Trial* t = r.sweep ? ok_trial_at(r.sweep->points, batch) : nullptr;
+  if (!t) return "";
+  const Trial* best = t;
+  for (const Trial& p : r.sweep->points)
+    if (ok(p) && p.samples_per_s > best->samples_per_s) best = &p;
+  std::string s = fmt::format("{} samples/s", grouped(t->samples_per_s));
+  s += best == t ? ", the fastest batch measured"
+                 : fmt::format(", {:.0f} % of the fastest (batch {}, {} samples/s)",
+                               100 * t->samples_per_s / best->samples_per_s, best->batch, grouped(best->samples_per_s));
+  if (step_spread(*t) > 0) s += fmt::format("; its steps spread {:.0f} %", 100 * step_spread(*t));
+  return bullet(s + ".", "throughput", "throughput");
+}
+
+// The batch's peak memory against the budget, and the largest batch that fits.
+std::string memory_bullet(const Report& r, int64_t batch) {
+  const Trial* t = r.sweep ? ok_trial_at(r.sweep->points, batch) : nullptr;
+  if (!t && r.fit) t = ok_trial_at(r.fit->trials, batch);
+  std::string s;
+  if (t && t->peak_bytes > 0) {
+    s = "Peak memory " + format_bytes(t->peak_bytes);
+    if (r.budget_bytes > 0)
+      s += fmt::format(", {} of the {} budget", percent_of(static_cast<double>(t->peak_bytes), static_cast<double>(r.budget_bytes)),
+                       format_bytes(r.budget_bytes));
+  }
+  if (r.fit && r.fit->batch && *r.fit->batch != batch)
+    s += (s.empty() ? "The" : "; the") + fmt::format(" largest batch that fits is {}", *r.fit->batch);
+  return s.empty() ? "" : bullet(s + ".", "memory", "memory");
+}
+
+std::string answer(const Recommendation& rec, const Report& r) {
+  std::string out =
+      fmt::format("<p class=\"big\">Train with batch <b id=\"recommended-batch\">{}</b></p>\n", rec.batch);
+  if (rec.confidence)
+    out += fmt::format("<p class=\"confidence\" id=\"confidence\"><b>Confidence: {}</b>: {}</p>\n",
+                       to_string(*rec.confidence), esc(rec.confidence_reason));
+  const std::string bullets =
+      decided_bullet(r, rec.batch) + throughput_bullet(r, rec.batch) + memory_bullet(r, rec.batch);
+  if (!bullets.empty()) out += "<ul class=\"why\">\n" + bullets + "</ul>\n";
+  return out + fmt::format("<details><summary>The whole reasoning</summary><p class=\"reason\">{}</p></details>\n",
+                           esc(rec.reason));
+}
 
 std::string recommendation_section(const Report& r) {
   // The box's colour is the answer's confidence: green only where it was measured and resolved.
@@ -131,11 +159,7 @@ std::string recommendation_section(const Report& r) {
   std::string out = fmt::format("<section id=\"recommendation\" class=\"answer{}\">\n<h2>Recommendation</h2>\n",
                                 confidence ? fmt::format(" {}", to_string(*confidence)) : "");
   if (r.recommendation) {
-    out += fmt::format("<p class=\"big\">Train with batch <b id=\"recommended-batch\">{}</b></p>\n", r.recommendation->batch);
-    if (confidence)
-      out += fmt::format("<p class=\"confidence\" id=\"confidence\"><b>Confidence: {}</b>: {}</p>\n", to_string(*confidence),
-                         esc(r.recommendation->confidence_reason));
-    out += fmt::format("<p class=\"reason\">{}</p>\n", esc(r.recommendation->reason));
+    out += answer(*r.recommendation, r);
   } else if (r.fit) {
     const FitResult& fit = *r.fit;
     if (fit.outcome == FitOutcome::Fits)
@@ -149,405 +173,15 @@ std::string recommendation_section(const Report& r) {
   } else {
     out += "<p class=\"big bad\">No batch was recommended: no batch size ran successfully</p>\n";
   }
-  out += "</section>\n";
-  return out;
+  return out + "</section>\n";
 }
+
+// ---- the tables and notes ---------------------------------------------------------------------
 
 std::string warnings_section(const Report& r) {
   if (r.context.warnings.empty()) return "";
   return "<section id=\"warnings\" class=\"warn\">\n<h2>Warnings</h2>\n<ul>\n" + list_items(r.context.warnings) +
          "</ul>\n</section>\n";
-}
-
-std::string throughput_section(const Report& r) {
-  if (!r.sweep) return "";
-  const SweepResult& sweep = *r.sweep;
-  json measured = json::array(), oom = json::array(), failed = json::array(), knee = json::array();
-  for (const Trial& p : sweep.points) {
-    const json point = {{"x", p.batch}, {"y", ok(p) ? p.samples_per_s : 0.0}, {"note", trial_note(p)}};
-    if (ok(p)) measured.push_back(point);
-    else if (p.outcome == Outcome::Oom) oom.push_back(point);
-    else failed.push_back(point);
-    if (ok(p) && sweep.knee_batch == p.batch) knee.push_back(point);
-  }
-  if (measured.empty()) return "";
-  const double tolerance = sweep.knee_tolerance;
-  json datasets = json::array();
-  json median = dataset("samples/s (median step)", measured, Palette::blue);
-  median["showLine"] = true;
-  datasets.push_back(median);
-  if (!knee.empty()) {
-    json k = dataset(fmt::format("knee: smallest batch within {:g} % of the best", tolerance * 100), knee, Palette::red);
-    k["pointRadius"] = 9;
-    k["pointStyle"] = "triangle";
-    datasets.push_back(k);
-  }
-  if (!oom.empty()) {
-    json o = dataset("out of memory (not measured)", oom, Palette::grey);
-    o["pointStyle"] = "crossRot";
-    o["pointRadius"] = 8;
-    datasets.push_back(o);
-  }
-  if (!failed.empty()) {
-    json f = dataset("failed (error or timeout)", failed, Palette::purple);
-    f["pointStyle"] = "crossRot";
-    f["pointRadius"] = 8;
-    datasets.push_back(f);
-  }
-  const json config = {{"type", "line"}, {"data", {{"datasets", datasets}}},
-                       {"options", {{"scales", batch_axes("samples/s")}}}};
-  std::string caption = fmt::format(
-      "Samples per second at each batch size: the median step over {} repetition(s), interleaved. Past the knee a "
-      "bigger batch buys less than {:g} % more throughput.",
-      sweep.repetitions, tolerance * 100);
-  return "<section id=\"throughput\">\n<h2>Throughput</h2>\n<p class=\"caption\">" + esc(caption) + "</p>\n" +
-         chart_block("throughput", config, "samples per second against batch size") + "</section>\n";
-}
-
-// The memory model's line, straight in batch and so curved on the log axis: sampled at geometric steps.
-json memory_model_points(const MemoryModel& model, int64_t lo, int64_t hi) {
-  constexpr int kSamples = 24;
-  json points = json::array();
-  for (int i = 0; i < kSamples; ++i) {
-    const double b = lo * std::pow(static_cast<double>(hi) / lo, i / (kSamples - 1.0));
-    points.push_back({{"x", std::round(b * 100) / 100}, {"y", mib(model.fixed_bytes + model.per_sample_bytes * b)}});
-  }
-  return points;
-}
-
-std::string memory_section(const Report& r) {
-  json fit_points = json::array(), sweep_points = json::array(), oom = json::array();
-  std::set<int64_t> oom_batches;
-  std::vector<int64_t> batches;
-  const double budget = static_cast<double>(r.budget_bytes), target = r.target;
-  auto add = [&](const Trial& t, json& into) {
-    const double peak = static_cast<double>(t.peak_bytes);
-    if (t.batch <= 0) return;
-    if (ok(t) && peak > 0) {
-      into.push_back({{"x", t.batch}, {"y", mib(peak)}, {"note", trial_note(t)}});
-      batches.push_back(t.batch);
-    } else if (t.outcome == Outcome::Oom && oom_batches.insert(t.batch).second) {
-      // The peak an out-of-memory trial reached is where it was stopped; without one, the budget.
-      oom.push_back({{"x", t.batch}, {"y", mib(peak > 0 ? peak : budget)}, {"note", trial_note(t)}});
-      batches.push_back(t.batch);
-    }
-  };
-  if (r.fit)
-    for (const Trial& t : r.fit->trials) add(t, fit_points);
-  if (r.sweep)
-    for (const Trial& t : r.sweep->points) add(t, sweep_points);
-  if (fit_points.empty() && sweep_points.empty()) return "";
-  const int64_t lo = *std::min_element(batches.begin(), batches.end());
-  const int64_t hi = std::max(*std::max_element(batches.begin(), batches.end()), lo + 1);
-
-  json datasets = json::array();
-  if (!fit_points.empty()) datasets.push_back(dataset("fit trials (peak)", fit_points, Palette::blue));
-  if (!sweep_points.empty()) {
-    json s = dataset("sweep (peak)", sweep_points, Palette::green);
-    s["pointStyle"] = "rect";
-    datasets.push_back(s);
-  }
-  if (!oom.empty()) {
-    json o = dataset("out of memory", oom, Palette::red);
-    o["pointStyle"] = "crossRot";
-    o["pointRadius"] = 8;
-    datasets.push_back(o);
-  }
-  if (budget > 0) {
-    datasets.push_back(line(dataset(fmt::format("budget {}", bytes_text(budget)),
-                                    json::array({{{"x", lo}, {"y", mib(budget)}}, {{"x", hi}, {"y", mib(budget)}}}),
-                                    Palette::red)));
-    datasets.push_back(line(dataset(fmt::format("target {:g} % ({})", target * 100, bytes_text(target * budget)),
-                                    json::array({{{"x", lo}, {"y", mib(target * budget)}},
-                                                 {{"x", hi}, {"y", mib(target * budget)}}}),
-                                    Palette::orange),
-                            true));
-  }
-  std::string model_text;
-  if (r.fit && r.fit->memory_model) {
-    const MemoryModel& model = *r.fit->memory_model;
-    datasets.push_back(line(dataset("memory model", memory_model_points(model, lo, hi), Palette::purple), true));
-    model_text = fmt::format(" The memory model: peak = {} + {} × batch (largest error {}).", bytes_text(model.fixed_bytes),
-                             bytes_text(model.per_sample_bytes), format_bytes(model.residual_bytes));
-  }
-  const json config = {{"type", "line"}, {"data", {{"datasets", datasets}}},
-                       {"options", {{"scales", batch_axes("peak memory (MiB)")}}}};
-  const std::string caption =
-      "Peak memory of each trial against the budget and the target a fitting batch must stay under." + model_text;
-  return "<section id=\"memory\">\n<h2>Memory</h2>\n<p class=\"caption\">" + esc(caption) + "</p>\n" +
-         chart_block("memory", config, "peak memory against batch size") + "</section>\n";
-}
-
-std::string profile_section(const Report& r) {
-  if (r.step_profile.empty()) return "";
-  static const std::pair<const char*, double StepPhases::*> kPhases[] = {{"data", &StepPhases::data_s},
-                                                                        {"to device", &StepPhases::h2d_s},
-                                                                        {"forward", &StepPhases::forward_s},
-                                                                        {"backward", &StepPhases::backward_s},
-                                                                        {"optimizer", &StepPhases::optimizer_s}};
-  static const char* const kColors[] = {Palette::grey, Palette::orange, Palette::blue, Palette::purple, Palette::green};
-  json labels = json::array(), datasets = json::array();
-  for (const StepProfile& p : r.step_profile) labels.push_back(fmt::format("batch {}", p.batch));
-  size_t i = 0;
-  for (const auto& [label, phase] : kPhases) {
-    json values = json::array();
-    for (const StepProfile& p : r.step_profile) {
-      const double total = p.mean.total_s;
-      values.push_back(total > 0 ? std::round(1000 * 100 * (p.mean.*phase) / total) / 1000 : 0.0);
-    }
-    datasets.push_back({{"label", label}, {"data", values}, {"backgroundColor", kColors[i++]}});
-  }
-  const json config = {
-      {"type", "bar"},
-      {"data", {{"labels", labels}, {"datasets", datasets}}},
-      {"options", {{"scales", {{"x", {{"stacked", true}}},
-                               {"y", {{"stacked", true}, {"max", 100}, {"title", {{"display", true}, {"text", "% of the step"}}}}}}}}}};
-  return "<section id=\"profile\">\n<h2>Where the step's time goes</h2>\n<p class=\"caption\">A separate pass, the "
-         "device synchronised after each phase (so its steps run a little slower than the sweep's): each phase's "
-         "share of the step. A large data share means the step waits for its input.</p>\n" +
-         chart_block("profile", config, "step time by phase") + "</section>\n";
-}
-
-std::string precision_section(const Report& r) {
-  if (r.precisions.empty()) return "";
-  json labels = json::array(), speed = json::array();
-  std::string rows;
-  for (const PrecisionPoint& p : r.precisions) {
-    labels.push_back(to_string(p.precision));
-    speed.push_back(p.samples_per_s);
-    rows += fmt::format("<tr><td>{}</td><td class=\"n\">{}{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
-                        "<td class=\"n\">{:.2f}x</td><td class=\"n\">{:.2f}x</td><td>{}</td></tr>\n",
-                        esc(to_string(p.precision)), esc(or_dash(p.fit_batch)), p.fit_limited_by_max ? "+" : "",
-                        grouped(p.samples_per_s), esc(format_bytes(p.peak_bytes)), p.speed_ratio, p.memory_ratio,
-                        esc(p.verdict));
-  }
-  const json config = {
-      {"type", "bar"},
-      {"data", {{"labels", labels},
-                {"datasets", json::array({{{"label", fmt::format("samples/s at batch {}", r.precisions[0].batch)},
-                                           {"data", speed},
-                                           {"backgroundColor", Palette::blue}}})}}},
-      {"options", {{"scales", {{"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", "samples/s"}}}}}}}}}};
-  return fmt::format(
-      "<section id=\"precision\">\n<h2>Precision</h2>\n<p class=\"caption\">Each precision's own fit, and its "
-      "throughput and peak memory at the same batch (+: the fit stopped at --max).</p>\n{}<table>\n<tr><th>precision"
-      "</th><th>fit batch</th><th>samples/s</th><th>peak memory</th><th>speed</th><th>memory</th><th>verdict</th></tr>"
-      "\n{}</table>\n</section>\n",
-      chart_block("precision", config, "samples per second by precision"), rows);
-}
-
-// The trial at the recommended batch with a utilisation record (the sweep's point, else the fit's); any
-// batch when none was recommended.
-const Trial* utilisation_trial(const Report& r) {
-  const std::optional<int64_t> batch = r.recommendation ? std::optional<int64_t>(r.recommendation->batch) : std::nullopt;
-  const Trial* trial = nullptr;
-  auto consider = [&](const std::vector<Trial>& trials) {
-    for (const Trial& t : trials)
-      if (t.utilisation && ok(t) && (!batch || t.batch == *batch)) trial = &t;
-  };
-  if (r.fit) consider(r.fit->trials);
-  if (r.sweep) consider(r.sweep->points);
-  return trial;
-}
-
-// The utilisation timeline of the trial at the recommended batch.
-std::string utilisation_section(const Report& r) {
-  const Trial* trial = utilisation_trial(r);
-  if (!trial) return "";
-  const UtilisationSummary& u = *trial->utilisation;
-  json cpu = json::array(), gpu = json::array();
-  for (const UtilisationSample& x : u.timeline) {
-    cpu.push_back({{"x", x.t_s}, {"y", x.cpu_percent}});
-    if (x.gpu_sm_percent) gpu.push_back({{"x", x.t_s}, {"y", *x.gpu_sm_percent}});
-  }
-  if (cpu.empty()) return "";
-  json datasets = json::array();
-  json c = dataset("CPU busy % (mean over cores)", cpu, Palette::blue);
-  c["showLine"] = true;
-  c["pointRadius"] = 2;
-  datasets.push_back(c);
-  if (!gpu.empty()) {
-    json g = dataset("GPU SM %", gpu, Palette::green);
-    g["showLine"] = true;
-    g["pointRadius"] = 2;
-    datasets.push_back(g);
-  }
-  const json config = {
-      {"type", "line"},
-      {"data", {{"datasets", datasets}}},
-      {"options", {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "seconds into the trial"}}}}},
-                               {"y", {{"min", 0}, {"max", 100}, {"title", {{"display", true}, {"text", "%"}}}}}}}}}};
-  std::string caption = fmt::format(
-      "Sampled every {:g} s during the trial at batch {}: CPU busy {:.0f} % on average (min {:.0f}, max {:.0f}), "
-      "resident memory up to {}; the monitor itself used {:.2f} % of one core.",
-      u.interval_s, trial->batch, u.cpu_percent.mean, u.cpu_percent.min, u.cpu_percent.max,
-      format_bytes(u.rss_bytes_max), u.overhead_percent);
-  // The GPU line plots NVML's readings, each of the driver's last period; the figure is the trial's own.
-  if (u.gpu_sm_percent)
-    caption += fmt::format(" GPU SM busy {:.0f} % over the trial (min {:.0f}, max {:.0f}).", u.gpu_sm_percent->mean,
-                           u.gpu_sm_percent->min, u.gpu_sm_percent->max);
-  if (!u.gpu_percent_note.empty()) caption += " GPU: " + u.gpu_percent_note + ".";
-  return "<section id=\"utilisation\">\n<h2>Utilisation</h2>\n<p class=\"caption\">" + esc(caption) + "</p>\n" +
-         chart_block("utilisation", config, "utilisation over the trial") + "</section>\n";
-}
-
-std::string goodput_section(const Report& r) {
-  if (!r.goodput || r.goodput->points.empty()) return "";
-  const Goodput& g = *r.goodput;
-  json good = json::array(), speed = json::array(), best = json::array();
-  for (const GoodputPoint& p : g.points) {
-    const json point = {{"x", p.batch}, {"y", p.goodput},
-                        {"note", fmt::format("batch {}: {} samples/s x {:.1f} % efficiency = {} useful samples/s",
-                                             p.batch, grouped(p.samples_per_s), p.efficiency * 100, grouped(p.goodput))}};
-    good.push_back(point);
-    speed.push_back({{"x", p.batch}, {"y", p.samples_per_s}});
-    if (g.best_batch == p.batch) best.push_back(point);
-  }
-  json datasets = json::array();
-  json g_set = dataset("goodput (useful samples/s)", good, Palette::green);
-  g_set["showLine"] = true;
-  datasets.push_back(g_set);
-  if (!best.empty()) {
-    json b = dataset("best goodput", best, Palette::red);
-    b["pointRadius"] = 9;
-    b["pointStyle"] = "triangle";
-    datasets.push_back(b);
-  }
-  json s_set = dataset("samples/s (throughput)", speed, Palette::blue);
-  s_set["showLine"] = true;
-  s_set["borderDash"] = {6, 4};
-  s_set["pointRadius"] = 2;
-  datasets.push_back(s_set);
-  const json config = {{"type", "line"}, {"data", {{"datasets", datasets}}},
-                       {"options", {{"scales", batch_axes("samples/s")}}}};
-  const std::string caption = fmt::format(
-      "Goodput = samples/s x statistical efficiency (Pollux), with efficiency = (B_simple + {0}) / (B_simple + batch) "
-      "at the measured noise scale B_simple {1:.0f}: past it, a bigger batch adds samples whose gradients mostly "
-      "repeat each other.",
-      g.base_batch, g.b_simple);
-  return "<section id=\"goodput\">\n<h2>Goodput</h2>\n<p class=\"caption\">" + esc(caption) + "</p>\n" +
-         chart_block("goodput", config, "goodput against batch size") + "</section>\n";
-}
-
-std::string noise_section(const Report& r) {
-  if (!r.noise) return "";
-  const NoiseResult& n = *r.noise;
-  json smoothed = json::array();
-  for (const NoiseStep& s : n.timeline)
-    if (s.b_simple_smoothed) smoothed.push_back({{"x", s.step}, {"y", *s.b_simple_smoothed}});
-  std::string summary;
-  if (n.b_simple) {
-    // The JSON has the band exactly when it has b_simple.
-    summary = fmt::format("B_simple = tr(Sigma) / |G|^2 = {:.1f}", *n.b_simple);
-    summary += fmt::format(" (band {:.1f} to {:.1f}, 2 standard errors)", n.b_simple_low, n.b_simple_high);
-    if (n.drift) summary += fmt::format("; it drifted {:.2f}x from the first to the last quarter", *n.drift);
-    summary += ".";
-  } else {
-    summary = "B_simple could not be measured: " + n.message;
-  }
-  std::string out = fmt::format(
-      "<section id=\"noise\">\n<h2>Gradient noise scale</h2>\n<p class=\"caption\">{} training steps at batch {} in "
-      "micro-batches of {}. {} Near B_simple is the critical batch: below it a bigger batch cuts the steps to a target "
-      "almost proportionally, above it each doubling buys less (McCandlish et al. 2018).</p>\n",
-      n.steps, n.batch, n.micro_batch, esc(summary));
-  if (!smoothed.empty()) {
-    json line_set = dataset("B_simple (smoothed)", smoothed, Palette::purple);
-    line_set["showLine"] = true;
-    line_set["pointRadius"] = 2;
-    const json config = {
-        {"type", "line"},
-        {"data", {{"datasets", json::array({line_set})}}},
-        {"options", {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "training step"}}}}},
-                                 {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", "B_simple"}}}}}}}}}};
-    out += chart_block("noise", config, "gradient noise scale over the run");
-  }
-  return out + "</section>\n";
-}
-
-constexpr const char* kLineColors[] = {Palette::blue, Palette::orange, Palette::green, Palette::red, Palette::purple,
-                                       Palette::grey};
-
-std::string validation_section(const Report& r) {
-  if (!r.validation) return "";
-  const ValidationResult& v = *r.validation;
-  json datasets = json::array();
-  std::string rows;
-  size_t i = 0;
-  bool accuracy = false;
-  for (const ValidationRun& run : v.runs) {
-    json points = json::array();
-    for (const ValidationPoint& p : run.curve) {
-      accuracy |= p.accuracy.has_value();
-      points.push_back({{"x", p.train_s}, {"y", p.accuracy ? *p.accuracy : p.loss}});
-    }
-    json d = dataset(run.schedule.empty() ? fmt::format("batch {} (lr {:.4g})", run.batch, run.lr.lr)
-                                          : fmt::format("schedule {}", run.schedule),
-                     points, kLineColors[i++ % 6]);
-    d["showLine"] = true;
-    d["pointRadius"] = 2;
-    datasets.push_back(d);
-    const bool soonest = v.fastest_batch == run.batch && run.schedule.empty();
-    if (v.epochs > 0) {  // full runs: final quality and time
-      const std::string last = run.final_accuracy ? fmt::format("{:.4f}", *run.final_accuracy)
-                               : run.final_loss   ? fmt::format("loss {:.4f}", *run.final_loss)
-                                                  : "-";
-      rows += fmt::format(
-          "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{:.1f}</td>"
-          "<td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
-          run.good ? "ok" : "bad", run.batch, run.lr.lr, run.good ? "within noise of the best" : "no", run.train_s,
-          run.steps, run.epochs, last,
-          !run.schedule.empty()
-              ? esc(fmt::format("schedule {}{}", run.schedule,
-                                v.schedule_saving ? fmt::format(": {:.0f} % {} time than the fastest good batch",
-                                                                100 * std::abs(*v.schedule_saving),
-                                                                *v.schedule_saving >= 0 ? "less" : "more")
-                                                  : run.message.empty() ? "" : ": " + run.message))
-          : soonest                    ? "fastest within noise"
-          : v.best_batch == run.batch ? "best"
-                                      : esc(run.message));
-      continue;
-    }
-    rows += fmt::format(
-        "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{:.1f}</td>"
-        "<td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
-        run.reached ? "ok" : "bad", run.batch, run.lr.lr, run.reached ? "yes" : "no", run.train_s, run.steps,
-        run.epochs,
-        run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : fmt::format("loss {:.4f}", run.last.loss),
-        soonest ? "soonest" : esc(run.message));
-  }
-  const json config = {
-      {"type", "line"},
-      {"data", {{"datasets", datasets}}},
-      {"options",
-       {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "training time (s)"}}}}},
-                    {"y", {{"title", {{"display", true}, {"text", accuracy ? "test accuracy" : "test loss"}}}}}}}}}};
-  if (v.epochs > 0)
-    return fmt::format(
-        "<section id=\"validation\">\n<h2>Validation: {}</h2>\n<p class=\"caption\">Each candidate trained the same "
-        "epochs from the same weights with its scaled learning rate and the schedule, evaluated on the {} (the last "
-        "column after the run, on the whole set; evaluation time excluded).</p>\n{}"
-        "<table>\n<tr><th>batch</th><th>lr</th><th>good</th><th>train s</th><th>steps</th><th>epochs</th>"
-        "<th>final quality</th><th>note</th></tr>\n{}</table>\n</section>\n",
-        esc(v.target), esc(v.held_out), chart_block("validation", config, "held-out metric over training time"), rows);
-  return fmt::format(
-      "<section id=\"validation\">\n<h2>Time to {}</h2>\n<p class=\"caption\">Each candidate trained from the same "
-      "weights with its scaled learning rate, evaluated on the {} (evaluation time excluded).</p>\n{}"
-      "<table>\n<tr><th>batch</th><th>lr</th><th>reached</th><th>train s</th><th>steps</th><th>epochs</th>"
-      "<th>last</th><th>note</th></tr>\n{}</table>\n</section>\n",
-      esc(v.target), esc(v.held_out), chart_block("validation", config, "held-out metric over training time"), rows);
-}
-
-std::string race_row(const RaceEntry& e, bool winner) {
-  if (e.curve.empty())  // left out before its first rung: a table row, no line
-    return fmt::format("<tr class=\"bad\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td colspan=\"7\">{}</td></tr>\n",
-                       e.batch, esc(grouped(e.samples_per_s)), esc(e.message));
-  return fmt::format(
-      "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td>"
-      "<td class=\"n\">{}</td><td class=\"n\">{:.1f}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
-      e.message.empty() ? "ok" : "bad", e.batch, esc(grouped(e.samples_per_s)), e.lr.lr,
-      e.lr.capped ? fmt::format("capped ({:.4g})", e.lr.scaled.lr) : "rule", e.rungs, e.train_s,
-      e.loss_at_horizon ? fmt::format("{:.4f}", *e.loss_at_horizon) : "-",
-      e.time_ratio ? fmt::format("{:.2f}x", *e.time_ratio) : "-", winner ? "best" : esc(e.message));
 }
 
 // The run race (tune --epochs): per batch, the share of its samples that count and how far behind.
@@ -578,41 +212,6 @@ std::string run_race_section(const Report& r) {
       "<th>note</th></tr>\n{}</table>\n<ul>{}</ul>\n</section>\n",
       race.epochs, esc(race.lr_schedule), race.reference_batch, fmt::format("{:.3g}", fmt::join(race.lengths_epochs, " and ")),
       esc(race.measure), esc(race.held_out), amount(race.tolerance), rows, notes);
-}
-
-std::string race_section(const Report& r) {
-  if (!r.race) return "";
-  const BatchRace& race = *r.race;
-  json datasets = json::array();
-  std::string rows;
-  size_t i = 0;
-  for (const RaceEntry& e : race.entries) {
-    rows += race_row(e, race.best_batch == e.batch);
-    if (e.curve.empty()) continue;
-    json points = json::array();
-    for (const RaceEntry::Point& p : e.curve) points.push_back({{"x", p.train_s}, {"y", p.loss}});
-    json d = dataset(fmt::format("batch {} (lr {:.4g})", e.batch, e.lr.lr), points, kLineColors[i++ % 6]);
-    d["showLine"] = true;
-    d["pointRadius"] = 2;
-    datasets.push_back(d);
-  }
-  std::string notes = list_items(race.notes);
-  if (!race.pick_reason.empty()) notes += list_items({race.pick_reason});
-  const json config = {
-      {"type", "line"},
-      {"data", {{"datasets", datasets}}},
-      {"options",
-       {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "training time (s, at the sweep's samples/s)"}}}}},
-                    {"y", {{"title", {{"display", true}, {"text", "held-out loss"}}}}}}}}}};
-  return fmt::format(
-      "<section id=\"race\">\n<h2>Batch race</h2>\n<p class=\"caption\">Every candidate trained from your initial "
-      "weights at its own advised learning rate, judged on held-out loss ({}) at equal training time; the better half "
-      "went on at each rung (successive halving). Time to best: how much longer than the winner each needed to reach "
-      "the winner's loss, from the slope of its last evaluations.</p>\n{}"
-      "<table>\n<tr><th>batch</th><th>samples/s</th><th>lr</th><th>rate</th><th>rungs</th><th>train s</th>"
-      "<th>loss</th><th>time to best</th><th>note</th></tr>\n{}</table>\n{}</section>\n",
-      esc(race.held_out), chart_block("race", config, "held-out loss over training time"), rows,
-      notes.empty() ? "" : "<ul>\n" + notes + "</ul>\n");
 }
 
 std::string run_plan_section(const Report& r) {
@@ -647,43 +246,6 @@ std::string advice_section(const Report& r) {
   return out + "</ul>\n</section>\n";
 }
 
-std::string breakdown_section(const Report& r) {
-  if (!r.fit || !r.fit->breakdown) return "";
-  const MemoryBreakdown& d = *r.fit->breakdown;
-  const std::pair<const char*, int64_t> parts[] = {{"parameters", d.parameter_bytes},
-                                                   {"gradients", d.gradient_bytes},
-                                                   {"optimizer state", d.optimizer_state_bytes},
-                                                   {"activations", d.activation_bytes()},
-                                                   {"rest (workspace, allocator)", d.rest_bytes}};
-  json labels = json::array(), values = json::array();
-  std::string rows;
-  for (const auto& [label, bytes] : parts) {
-    labels.push_back(label);
-    values.push_back(mib(std::max(static_cast<double>(bytes), 0.0)));
-    rows += fmt::format("<tr><td>{}</td><td class=\"n\">{}</td></tr>\n", label, esc(format_bytes(bytes)));
-  }
-  rows += fmt::format("<tr class=\"total\"><td>peak</td><td class=\"n\">{}</td></tr>\n", esc(format_bytes(d.peak_bytes)));
-  const json config = {
-      {"type", "doughnut"},
-      {"data", {{"labels", labels},
-                {"datasets", json::array({{{"label", "MiB"}, {"data", values},
-                                           {"backgroundColor", {Palette::blue, Palette::orange, Palette::green,
-                                                                Palette::purple, Palette::grey}}}})}}},
-      {"options", {{"plugins", {{"legend", {{"position", "right"}}}}}}}};
-  return fmt::format(
-      "<section id=\"breakdown\">\n<h2>Where the memory goes at batch {}</h2>\n<p class=\"caption\">Parameters, "
-      "gradients and optimizer state are counted from the tensors; activations are the per-sample slope ({} per "
-      "sample) times the batch; the rest is workspace and allocator overhead{}.</p>\n<div class=\"split\">\n"
-      "<table class=\"breakdown\">\n{}</table>\n{}</div>\n</section>\n",
-      d.batch, esc(bytes_text(d.activation_bytes_per_sample)),
-      d.rest_bytes < 0
-          ? " (negative here: not all of the gradients and optimizer state are alive at the peak, which comes while "
-            "the backward pass is still making gradients and freeing activations)"
-          : "",
-      rows,
-      chart_block("breakdown", config, "memory breakdown"));
-}
-
 std::string plan_section(const Report& r) {
   if (!r.plan) return "";
   const Plan& p = *r.plan;
@@ -694,10 +256,6 @@ std::string plan_section(const Report& r) {
       esc(format_bytes(p.predicted_peak_bytes)));
   if (!p.assumptions.empty()) out += "<p>It rests on these assumptions:</p>\n<ul>\n" + list_items(p.assumptions) + "</ul>\n";
   return out + "</section>\n";
-}
-
-std::string percent_of(int64_t part, double whole) {
-  return whole > 0 && part > 0 ? fmt::format("{:.1f} %", 100 * static_cast<double>(part) / whole) : "-";
 }
 
 std::string fit_section(const Report& r) {
@@ -718,7 +276,7 @@ std::string fit_section(const Report& r) {
         "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>\n",
         ok(t) ? "ok" : "bad", ++i, t.batch, esc(to_string(t.outcome)), esc(format_bytes(t.peak_bytes)),
-        esc(bytes_text(t.predicted_peak_bytes)), percent_of(t.peak_bytes, budget),
+        esc(bytes_text(t.predicted_peak_bytes)), percent_of(static_cast<double>(t.peak_bytes), budget),
         t.within_target ? (*t.within_target ? "within" : "over") : "-", esc(t.message));
   }
   return out + "</table>\n</section>\n";
@@ -814,6 +372,8 @@ h1{font-size:24px;margin:0}h2{font-size:18px;margin:28px 0 8px}
 .sub{color:#555;margin:4px 0 0}.caption{color:#444;margin:4px 0 10px}
 .answer{background:#eef6ee;border:1px solid #9c9;border-radius:6px;padding:4px 18px 10px}
 .answer .big{font-size:22px;margin:6px 0}.bad{color:#a00}
+.answer ul.why{margin:6px 0;padding-left:22px}.answer ul.why li{margin:2px 0}.answer a{color:#1a5fa0;white-space:nowrap}
+.answer details{margin:6px 0 0;color:#444}.answer summary{cursor:pointer;color:#555}
 .answer.medium{background:#f4f6ea;border-color:#bcc48a}.answer.low{background:#fdf1e4;border-color:#e0a860}
 .warn{background:#fff6e0;border:1px solid #e0b040;border-radius:6px;padding:4px 18px}
 .chart{position:relative;height:340px}
@@ -824,13 +384,37 @@ footer{color:#666;font-size:13px;margin-top:32px;border-top:1px solid #ddd;paddi
 )css";
 
 // Draws every chart-config block on its canvas; animation off, so what a screenshot or a printer
-// sees is the final chart. A point's "note" is its tooltip.
+// sees is the final chart. A point's "note" is its tooltip. What JSON cannot say is added here: a
+// scale's batchTicks become its ticks, labelled in full (a log scale labels only 1, 2 and 5 x 10^n);
+// a scale marked mibTicks (MiB) gets ticks at powers of 4, labelled in KiB, MiB or GiB; and a
+// dataset marked hideInLegend (a band's lower edge) stays out of the legend.
 constexpr const char* kDraw = R"js(
 (function () {
   'use strict';
   if (typeof Chart === 'undefined') return;
   Chart.defaults.animation = false;
   Chart.defaults.maintainAspectRatio = false;
+  function batchTicks(scale) {
+    var values = scale.batchTicks;
+    scale.afterBuildTicks = function (axis) {
+      axis.ticks = values.map(function (v) { return {value: v}; });
+    };
+    scale.ticks = Object.assign({}, scale.ticks, {maxRotation: 0, autoSkipPadding: 6,
+                                                  callback: function (v) { return Number(v).toLocaleString('en-US'); }});
+  }
+  function mibTicks(scale) {  // MiB on a log scale: a tick at every 4x from 1 KiB, or 16x when that is too many
+    scale.afterBuildTicks = function (axis) {
+      var ticks = [];
+      for (var k = -10; k <= 40; k += 2) {
+        var v = Math.pow(2, k);
+        if (v >= axis.min && v <= axis.max) ticks.push({value: v});
+      }
+      axis.ticks = ticks.length > 9 ? ticks.filter(function (t, i) { return i % 2 === 0; }) : ticks;
+    };
+    scale.ticks = Object.assign({}, scale.ticks, {callback: function (v) {
+      return v >= 1024 * 1024 ? v / 1024 / 1024 + ' TiB' : v >= 1024 ? v / 1024 + ' GiB' : v >= 1 ? v + ' MiB' : v * 1024 + ' KiB';
+    }});
+  }
   document.querySelectorAll('script.chart-config').forEach(function (block) {
     var config = JSON.parse(block.textContent);
     config.options = config.options || {};
@@ -839,6 +423,15 @@ constexpr const char* kDraw = R"js(
       var raw = item.raw;
       return raw && raw.note ? raw.note : item.dataset.label + ': ' + item.formattedValue;
     }}};
+    config.options.plugins.legend = Object.assign({}, config.options.plugins.legend, {labels: {
+      filter: function (item, data) {  // a doughnut's items are its slices, with no datasetIndex
+        var d = data.datasets[item.datasetIndex];
+        return !(d && d.hideInLegend);
+      }}});
+    Object.values(config.options.scales || {}).forEach(function (scale) {
+      if (scale.batchTicks) batchTicks(scale);
+      if (scale.mibTicks) mibTicks(scale);
+    });
     new Chart(document.getElementById('chart-' + block.dataset.chart), config);
   });
 })();

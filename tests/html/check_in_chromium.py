@@ -131,10 +131,17 @@ def expected_points(report):
     points = sweep.get("points") or []
     ok_points = [p for p in points if p.get("outcome") == "ok"]
     expected = {}
+    rec = (report.get("recommendation") or {}).get("batch")
     if ok_points:
         expected["chart-throughput"] = {"samples/s (median step)": len(ok_points)}
         if sweep.get("knee_batch") is not None:
             expected["chart-throughput"]["knee"] = 1
+        if rec in [p["batch"] for p in ok_points]:
+            expected["chart-throughput"]["recommended: batch"] = 1
+        banded = [p for p in ok_points if p.get("step_times_s")]
+        if banded:
+            expected["chart-throughput"]["spread: slower"] = len(banded)
+            expected["chart-throughput"]["spread: middle half"] = len(banded)
     memory = {}
     ok_fit = [t for t in fit_trials if t.get("outcome") == "ok" and (t.get("peak_bytes") or 0) > 0]
     if ok_fit:
@@ -164,11 +171,13 @@ def expected_points(report):
     precisions = report.get("precision_comparison") or []
     if precisions:
         expected["chart-precision"] = {"samples/s at batch": len(precisions)}
-    rec = (report.get("recommendation") or {}).get("batch")
-    monitored = [t for t in fit_trials + points if t.get("outcome") == "ok" and t.get("utilisation")
-                 and (rec is None or t.get("batch") == rec)]
-    if monitored:
-        expected["chart-utilisation"] = {"CPU busy": len(monitored[-1]["utilisation"].get("timeline") or [])}
+    # Utilisation: every sample of the sweep's monitored trials (else the fit's), when there are 5 or more.
+    def monitored(trials):
+        return [t for t in trials if t.get("outcome") == "ok" and ((t.get("utilisation") or {}).get("timeline"))]
+    watched = monitored(points) or monitored(fit_trials)
+    samples = sum(len(t["utilisation"]["timeline"]) for t in watched)
+    if samples >= 5:
+        expected["chart-utilisation"] = {"CPU busy % (each sample)": samples, "CPU busy % (trial mean)": len(watched)}
     profiles = report.get("step_profile") or []
     if profiles:
         expected["chart-profile"] = {phase: len(profiles) for phase in ("data", "to device", "forward", "backward",

@@ -64,12 +64,13 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
 
   const auto j = nlohmann::json::parse(json);
   const auto charts = chart_configs(html);
-  ASSERT_EQ(charts.size(), 10u);
+  ASSERT_EQ(charts.size(), 9u);  // no utilisation chart: 3 samples are too few (UtilisationIsChartedOverTheSweep...)
   // The race: one loss curve per entry, the initial weights' evaluation first.
   for (const auto& e : j.at("race").at("entries"))
     EXPECT_EQ(dataset_labelled(charts.at("race"), "batch " + std::to_string(e.at("batch").get<int>())).at("data").size(),
               e.at("curve").size());
-  EXPECT_EQ(dataset_labelled(charts.at("utilisation"), "CPU busy").at("data").size(), 3u);
+  EXPECT_NE(html.find("Only 3 sample(s) were taken during the first repetition of each sweep batch, too few to chart"),
+            std::string::npos);
   EXPECT_EQ(charts.at("precision").at("data").at("datasets").at(0).at("data").size(), 2u);
   // Step profile: one bar per profiled batch in every phase.
   for (const auto& d : charts.at("profile").at("data").at("datasets"))
@@ -80,6 +81,18 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
     if (p.at("outcome") == "ok") ran.emplace_back(p.at("batch"), p.at("samples_per_s"));
   EXPECT_EQ(xy(dataset_labelled(charts.at("throughput"), "samples/s")), ran);
   EXPECT_EQ(xy(dataset_labelled(charts.at("throughput"), "knee")).at(0).first, j.at("sweep").at("knee_batch"));
+  EXPECT_EQ(xy(dataset_labelled(charts.at("throughput"), "recommended: batch 128")).at(0).first, 128);
+  // The spread band: samples/s at the slower and the faster quartile step (numpy's linear quantiles of
+  // batch 64's steps 0.01, 0.01, 0.0105, 0.0125: 0.01 and 0.011).
+  const auto slow = xy(dataset_labelled(charts.at("throughput"), "spread: slower")),
+             fast = xy(dataset_labelled(charts.at("throughput"), "spread: middle half"));
+  ASSERT_EQ(slow.size(), 2u);
+  EXPECT_NEAR(slow[0].second, 64 / 0.011, 1e-6);
+  EXPECT_NEAR(fast[0].second, 64 / 0.01, 1e-6);
+  EXPECT_EQ(dataset_labelled(charts.at("throughput"), "spread: middle half").at("fill"), "-1");
+  // Ticks at the batches measured, on a log axis.
+  EXPECT_EQ(charts.at("throughput").at("options").at("scales").at("x").at("batchTicks"),
+            nlohmann::json::array({64, 128, 256}));
   // Memory: one point per fit trial that ran, at its peak in MiB; the budget and target lines.
   std::vector<std::pair<int64_t, double>> fitted;
   for (const auto& t : j.at("fit").at("trials"))
@@ -88,6 +101,11 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
   EXPECT_EQ(xy(dataset_labelled(charts.at("memory"), "out of memory")).at(0).first, 256);
   EXPECT_DOUBLE_EQ(xy(dataset_labelled(charts.at("memory"), "budget")).at(0).second, 64.0);
   EXPECT_DOUBLE_EQ(xy(dataset_labelled(charts.at("memory"), "target")).at(0).second, 57.6);
+  // On a log scale that reaches past the budget and below the smallest peak (20 MiB).
+  const auto& memory_y = charts.at("memory").at("options").at("scales").at("y");
+  EXPECT_EQ(memory_y.at("type"), "logarithmic");
+  EXPECT_GT(memory_y.at("max").get<double>(), 64.0);
+  EXPECT_LT(memory_y.at("min").get<double>(), 20.0);
   // Goodput: one point per goodput point; the noise scale: one per step with a smoothed estimate.
   std::vector<std::pair<int64_t, double>> good;
   for (const auto& p : j.at("goodput").at("points")) good.emplace_back(p.at("batch"), p.at("goodput"));
@@ -100,6 +118,14 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
   // The recommendation opens the page, with its reason.
   EXPECT_LT(html.find("id=\"recommendation\""), html.find("id=\"throughput\""));
   EXPECT_NE(html.find("<b id=\"recommended-batch\">128</b>"), std::string::npos);
+  // Three bullets, each linking to its evidence; the whole reason folded away below them.
+  for (const char* bullet :
+       {"<li>Reached test accuracy &gt;= 0.85 in the least training time of 2 candidates. <a href=\"#validation\">",
+        "<li>7,877 samples/s, the fastest batch measured; its steps spread 4 %. <a href=\"#throughput\">",
+        "<li>Peak memory 40.0 MiB, 62.5 % of the 64.0 MiB budget; the largest batch that fits is 192. <a "
+        "href=\"#memory\">"})
+    EXPECT_NE(html.find(bullet), std::string::npos) << bullet;
+  EXPECT_NE(html.find("<details><summary>The whole reasoning</summary><p class=\"reason\">"), std::string::npos);
   EXPECT_NE(html.find("Chart.js " + chartjs_version() + " (MIT licence"), std::string::npos);
   EXPECT_EQ(html.find("http://"), html.find("http://cdn"));  // no CDN: nothing is fetched
   EXPECT_EQ(html.find("src=\"http"), std::string::npos);
@@ -155,6 +181,40 @@ TEST(Html, UtilisationCaptionGivesTheGpuFigureOrWhyThereIsNone) {
   const std::string html = to_html(to_json(r));
   EXPECT_NE(html.find("GPU: no NVML SM and memory utilisation sample inside the trial."), std::string::npos);
   EXPECT_EQ(html.find("GPU SM busy"), std::string::npos);
+}
+
+// Utilisation is drawn over every monitored sweep trial, each sample at its batch and each trial's mean
+// as a line; with fewer than 5 samples in all, a sentence says why there is no chart.
+TEST(Html, UtilisationIsChartedOverTheSweepOrLeftOutSayingWhy) {
+  if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
+  Report r = fixed_report();
+  UtilisationSummary u = *r.sweep->points[1].utilisation;
+  u.timeline.resize(2);
+  u.cpu_percent = UtilisationStat{40, 30, 50};
+  r.sweep->points[0].utilisation = u;  // batch 64: 2 samples, batch 128: 3
+  auto charts = chart_configs(to_html(to_json(r)));
+  ASSERT_EQ(charts.count("utilisation"), 1u);
+  const auto& config = charts.at("utilisation");
+  const auto samples = xy(dataset_labelled(config, "CPU busy % (each sample)"));
+  ASSERT_EQ(samples.size(), 5u);
+  EXPECT_EQ(samples[0].first, 64);
+  EXPECT_EQ(samples[4], (std::pair<int64_t, double>{128, 88.0}));
+  EXPECT_EQ(xy(dataset_labelled(config, "CPU busy % (trial mean)")),
+            (std::vector<std::pair<int64_t, double>>{{64, 40.0}, {128, 87.0}}));
+  EXPECT_EQ(config.at("options").at("scales").at("x").at("batchTicks"), nlohmann::json::array({64, 128}));
+  // One sample fewer: no chart, and the section says why.
+  r.sweep->points[0].utilisation->timeline.resize(1);
+  const std::string html = to_html(to_json(r));
+  EXPECT_EQ(chart_configs(html).count("utilisation"), 0u);
+  EXPECT_NE(html.find("Only 4 sample(s) were taken during the first repetition of each sweep batch, too few to "
+                      "chart: the monitor samples every 0.1 s and these trials were shorter."),
+            std::string::npos);
+  // Without a sweep, the fit's trials are drawn.
+  r.sweep.reset();
+  r.fit->trials[0].utilisation = u;
+  r.fit->trials[2].utilisation = u;
+  r.fit->trials[2].utilisation->timeline.push_back(u.timeline[0]);
+  EXPECT_EQ(xy(dataset_labelled(chart_configs(to_html(to_json(r))).at("utilisation"), "CPU busy % (each")).size(), 5u);
 }
 
 // User-supplied strings (a model name, a device name, a failure message) cannot inject markup or
