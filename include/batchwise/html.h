@@ -1,10 +1,12 @@
 #pragma once
 /// The HTML report: one self-contained page, drawn from a JSON report (docs/report-schema.md), that
-/// opens offline. The recommendation and its reason come first; then charts of what the run
-/// measured (samples/s with the knee, peak memory with the budget, target and memory-model lines,
-/// the memory breakdown), each present only when the report has its data; then the trial tables and
-/// where the run was measured. Chart.js (Debian's libjs-chart.js) is inlined; every string from the
-/// report is escaped, so a model or device name cannot inject markup or script.
+/// opens offline. A short answer box comes first (the batch, its confidence, three bullets linking to
+/// their evidence); then charts of what the run measured (samples/s with its spread band, the pick and
+/// the knee; utilisation over the sweep; peak memory on a log scale with the budget, target and
+/// memory-model lines; the memory breakdown), each present only when the report has its data
+/// (docs/cli.md says how to read each); then the trial tables and where the run was measured.
+/// Chart.js (Debian's libjs-chart.js) is inlined; every string from the report is escaped, so a model
+/// or device name cannot inject markup or script.
 #include <string>
 
 namespace batchwise {
