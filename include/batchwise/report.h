@@ -23,4 +23,13 @@ Report report_from_json(const std::string& text, const std::string& name);
 /// The console view: a header line, a table per fit and sweep, and the recommendation.
 std::string to_table(const Report& report);
 
+/// The short console view (tune without --verbose): the header and its warnings, at most five lines
+/// of why (the fit, the knee, the noise scale, what decided, the confidence), then closing_line.
+std::string to_summary(const Report& report);
+
+/// One line with the answer, fields joined by " | ": "answer: batch 64 | lr 0.02, warm-up 937 steps
+/// (1 epoch) from 0.01 | batches 16 to 128 about as good | confidence medium"; the lr, range and
+/// confidence only where the report has them. Without a recommendation: "answer: none: " and why.
+std::string closing_line(const Report& report);
+
 }  // namespace batchwise

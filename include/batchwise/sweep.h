@@ -42,6 +42,9 @@ struct SweepOptions {
   /// far (kNoisyShare) is measured again before it ends the sweep: another process on the cores
   /// slows a trial, it never speeds one up, so the faster figure is the batch's.
   TORCH_ARG(int, stop_after_flat) = 0;
+  /// Progress: index counts the planned trials (sizes x repetitions, a count that never changes);
+  /// the first repetition's trials that stop_after_flat leaves out count as done (the index jumps),
+  /// and a re-measure outside the plan comes with index -1.
   TORCH_ARG(TrialCallback, on_trial);
   TORCH_ARG(TrialStartCallback, on_trial_start);
 };

@@ -58,6 +58,11 @@ struct TuneSubject {
 /// Where a tune stands, for the caller to show.
 struct TuneStage {
   std::string what;  ///< "measuring the gradient noise scale: 20 training steps at batch 1024 ..."
+  /// A phase's start (fit, sweep, noise scale, race, validation, precisions): its number from 1, of
+  /// `phases` planned when tune began (a phase that turns out to have nothing to do is skipped, and
+  /// the total stays). 0: a note within a phase (a doctor's warning, the loader search).
+  int phase = 0;
+  int phases = 0;
 };
 
 /// Options of tune. Example: `TuneOptions().fit(FitOptions().budget_bytes(1LL << 30)).race_budget_s(60)`.

@@ -12,6 +12,7 @@
 
 #include "batchwise/units.h"
 #include "check.h"
+#include "report/console.h"
 
 namespace batchwise {
 namespace {
@@ -40,18 +41,9 @@ std::string trial_note(const Trial& t) {
   return t.message.empty() ? flag : flag + "; " + t.message;
 }
 
-// The table's lines, trailing spaces trimmed (an empty note column leaves none).
-class Lines {
- public:
-  void operator()(std::string s) {
-    s.erase(s.find_last_not_of(' ') + 1);
-    out_ += s + "\n";
-  }
-  std::string text() && { return std::move(out_); }
+}  // namespace
 
- private:
-  std::string out_;
-};
+namespace detail {
 
 void header_table(Lines& line, const Report& r) {
   const Context& c = r.context;
@@ -81,6 +73,12 @@ void header_table(Lines& line, const Report& r) {
   }
   for (const auto& warning : c.warnings) line("warning: " + warning);
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::Lines;
 
 void fit_table(Lines& line, const FitResult& f) {
   line("");
@@ -403,9 +401,21 @@ std::vector<std::string> clauses(const std::string& reason) {
 
 }  // namespace
 
+namespace detail {
+
+void requested_tables(Lines& line, const Report& r) {
+  if (r.loader) loader_table(line, *r.loader);
+  if (!r.precisions.empty()) precision_table(line, r.precisions);
+  if (!r.step_profile.empty()) profile_table(line, r.step_profile);
+  if (r.validation) validation_table(line, *r.validation);
+  if (r.plan) plan_table(line, *r.plan);
+}
+
+}  // namespace detail
+
 std::string to_table(const Report& r) {
   Lines line;
-  header_table(line, r);
+  detail::header_table(line, r);
   if (r.fit) fit_table(line, *r.fit);
   if (r.sweep) sweep_table(line, *r.sweep);
   if (r.loader) loader_table(line, *r.loader);

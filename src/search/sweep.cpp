@@ -143,8 +143,9 @@ class SweepRun {
   SweepResult r;
 
  private:
-  // One more trial at sizes_[i], pooled into its point.
-  void run(size_t i) {
+  // One more trial at sizes_[i], pooled into its point. A re-measure (`again`) is outside the plan:
+  // its callbacks get index -1, and the planned count stays as it was.
+  void run(size_t i, bool again = false) {
     Trial& point = r.points[i];
     if (smallest_failure_ && sizes_[i] >= *smallest_failure_) {
       if (point.batch == 0) {
@@ -152,9 +153,11 @@ class SweepRun {
         point.outcome = Outcome::Oom;
         point.message = fmt::format("not run: batch {} already ran out of memory", *smallest_failure_);
       }
+      if (!again) ++index_;  // done, by not running
       return;
     }
-    if (o_.on_trial_start()) o_.on_trial_start()(sizes_[i], index_, planned_);
+    const int index = again ? -1 : index_;
+    if (o_.on_trial_start()) o_.on_trial_start()(sizes_[i], index, planned_);
     Trial t = runner_.run(TrialOptions(sizes_[i])
                               .warmup(o_.warmup())
                               .steps(o_.steps())
@@ -163,8 +166,8 @@ class SweepRun {
                               .timeout_s(o_.trial_timeout_s())
                               .accumulation_steps(o_.accumulation_steps())
                               .monitor(o_.monitor()));
-    if (o_.on_trial()) o_.on_trial()(t, index_, planned_);
-    ++index_;
+    if (o_.on_trial()) o_.on_trial()(t, index, planned_);
+    if (!again) ++index_;
     if (t.throughput_reported) reported_[i].push_back(t.samples_per_s);
     if (t.distributed && t.distributed->single_process_samples_per_s)
       alone_[i].push_back(*t.distributed->single_process_samples_per_s);
@@ -178,8 +181,7 @@ class SweepRun {
   // out of memory, which run() would skip).
   void remeasure(size_t i) {
     if (smallest_failure_ && sizes_[i] >= *smallest_failure_) return;
-    ++planned_;
-    run(i);
+    run(i, /*again=*/true);
     r.remeasured.push_back(sizes_[i]);
   }
 
@@ -220,7 +222,8 @@ class SweepRun {
     reported_.resize(i + 1);
     alone_.resize(i + 1);
     rates_.resize(i + 1);
-    planned_ = index_ + static_cast<int>(sizes_.size()) * (o_.repetitions() - 1);
+    // The planned count stays: the trials left out count as done, so a progress total never changes.
+    index_ += static_cast<int>(r.not_run.size()) * o_.repetitions();
     return true;
   }
 

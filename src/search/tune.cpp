@@ -42,6 +42,36 @@ void stage(const TuneOptions& o, std::string what) {
   if (o.on_stage()) o.on_stage()(TuneStage{std::move(what)});
 }
 
+// tune's phases, in the order they run. A phase's stage goes out with -(its kind); the wrapper tune
+// puts around on_stage numbers it among the phases planned when tune began (numbered_stages).
+enum class Phase { Fit = 1, Sweep, Noise, Race, Validate, Precision };
+
+void stage(const TuneOptions& o, Phase phase, std::string what) {
+  if (o.on_stage()) o.on_stage()(TuneStage{std::move(what), -static_cast<int>(phase)});
+}
+
+// The phases this tune will run, as far as its options say (one may still find nothing to do), and
+// the caller's on_stage wrapped to number them: "3 of 5" keeps its 5 however the run goes.
+TuneOptions numbered_stages(TuneOptions o, bool reused_fit, bool noise, bool raced, bool validated, bool precisions) {
+  if (!o.on_stage()) return o;
+  std::vector<Phase> planned;
+  if (!reused_fit) planned.push_back(Phase::Fit);
+  planned.push_back(Phase::Sweep);
+  if (noise) planned.push_back(Phase::Noise);
+  if (raced) planned.push_back(Phase::Race);
+  if (validated) planned.push_back(Phase::Validate);
+  if (precisions) planned.push_back(Phase::Precision);
+  return o.on_stage([user = o.on_stage(), planned](const TuneStage& t) {
+    TuneStage numbered = t;
+    if (t.phase < 0) {
+      const auto at = std::find(planned.begin(), planned.end(), static_cast<Phase>(-t.phase));
+      numbered.phase = at == planned.end() ? 0 : static_cast<int>(at - planned.begin()) + 1;
+      numbered.phases = static_cast<int>(planned.size());
+    }
+    user(numbered);
+  });
+}
+
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 ModuleWorkload* module_of(const TuneSubject& s) { return dynamic_cast<ModuleWorkload*>(s.workload); }
@@ -52,7 +82,12 @@ bool fp16(const TuneSubject& s) {
 
 // The fit (or the one reused), then a sweep of doublings up to it, and the knee's recommendation.
 void fit_and_sweep(TrialRunner& runner, const TuneOptions& o, Report& report) {
-  report.fit = o.reuse_fit() ? *o.reuse_fit() : fit(runner, o.fit());
+  const FitOptions& f = o.fit();
+  if (!o.reuse_fit())
+    stage(o, Phase::Fit,
+          fmt::format("fit: the largest batch from {} to {} within {:.0f} % of {} ({} mode)", f.min(), f.max(),
+                      100 * f.target(), format_bytes(f.budget_bytes()), to_string(f.mode())));
+  report.fit = o.reuse_fit() ? *o.reuse_fit() : fit(runner, f);
   if (report.fit->outcome != FitOutcome::Fits) return;
   SweepOptions s = o.sweep();
   // The batches the caller named are all swept; doublings tune chose stop where samples/s flattens.
@@ -63,6 +98,10 @@ void fit_and_sweep(TrialRunner& runner, const TuneOptions& o, Report& report) {
     s.batch_sizes(doublings((o.fit().min() + m - 1) / m * m, *report.fit->batch));
   }
   if (s.budget_bytes() == 0) s.budget_bytes(report.fit->budget_bytes);
+  stage(o, Phase::Sweep,
+        fmt::format("sweep: samples/s at {} batches from {} to {}, {} repetitions interleaved{}",
+                    s.batch_sizes().size(), s.batch_sizes().front(), s.batch_sizes().back(), s.repetitions(),
+                    s.stop_after_flat() > 0 ? ", stopping where it flattens" : ""));
   report.sweep = sweep(runner, s);
   if (!report.sweep->noise_warning.empty()) report.context.warnings.push_back(report.sweep->noise_warning);
   report.recommendation = recommend(report.fit, report.sweep);
@@ -88,7 +127,7 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
   if (b < 2) return;
   int64_t micro = std::max<int64_t>(1, b / 8);
   while (b % micro != 0) --micro;
-  stage(o, fmt::format("measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}",
+  stage(o, Phase::Noise, fmt::format("noise scale: {} training steps at batch {} in micro-batches of {}",
                        o.noise_steps(), b, micro));
   try {
     report.noise = measure_noise_scale(*subject.workload, NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()));
@@ -118,7 +157,8 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   const double budget =
       o.race_budget_s() > 0 ? o.race_budget_s()
                             : default_race_budget_s(spent_s, w->data().size(), *std::max_element(rates.begin(), rates.end()));
-  stage(o, fmt::format("batch race over {}: {:.0f} s of training in rungs of successive halving", candidates, budget));
+  stage(o, Phase::Race,
+        fmt::format("batch race over {}: {:.0f} s of training in rungs of successive halving", candidates, budget));
   report.race = race_batches(*w, head(held_out(subject, *w), 2048),
                              BatchRaceOptions(candidates, rates, LrAdviceOptions(o.base_batch(), report.workload.lr))
                                  .budget_s(budget)
@@ -146,7 +186,7 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
   const double budget =
       o.race_budget_s() > 0 ? o.race_budget_s()
                             : default_race_budget_s(spent_s, w->data().size(), *std::max_element(rates.begin(), rates.end()));
-  stage(o, fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and once at the others, {:.0f} s "
+  stage(o, Phase::Race, fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and once at the others, {:.0f} s "
                        "of training",
                        candidates, o.epochs(), to_string(o.lr_schedule()), candidates.front(), budget));
   std::optional<double> noise_at_start;
@@ -193,7 +233,7 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   if (!report.fit || !report.fit->batch || rec * 2 <= *report.fit->batch) candidates.push_back(rec * 2);
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  stage(o, o.validate()->epochs() > 0 ? fmt::format("validating: full runs of {:g} epochs at each of {}",
+  stage(o, Phase::Validate, o.validate()->epochs() > 0 ? fmt::format("validating: full runs of {:g} epochs at each of {}",
                                                     o.validate()->epochs(), candidates)
                                       : fmt::format("validating: training to the target at each of {}", candidates));
   ValidateOptions v = *o.validate();
@@ -304,7 +344,7 @@ void compare_precisions(TuneSubject& subject, const TuneOptions& o, Report& repo
   subject.workload = nullptr;
   for (const Precision precision : {Precision::Fp32, Precision::Bf16, Precision::Fp16}) {
     if (precision == own.precision || (precision == Precision::Fp16 && !cuda)) continue;
-    stage(o, fmt::format("precision {}: fit, then batch {}", to_string(precision), own.batch));
+    stage(o, Phase::Precision, fmt::format("precision {}: fit, then batch {}", to_string(precision), own.batch));
     report.precisions.push_back(measure_precision(precision, options, o, own, report.budget_bytes));
   }
 }
@@ -354,13 +394,15 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
     }
   }
   FitOptions f = o.fit();
-  TuneOptions options = o;
+  const bool raced = o.race() && module_of(subject) && subject.world_size == 1 && !fp16(subject);
+  TuneOptions options = numbered_stages(o, o.reuse_fit().has_value(), o.noise() && own_step && subject.world_size == 1 && !fp16(subject),
+                                        raced, o.validate() && module_of(subject),
+                                        o.compare_precision() && subject.options && subject.release && subject.world_size == 1);
   options.fit(f.budget_bytes(report.budget_bytes));
   fit_and_sweep(*subject.runner, options, report);
   if (!report.sweep) return report;
   if (o.profile() && own_step) report.step_profile = profile_sweep(*subject.workload, *report.sweep, report.context.warnings);
   if (o.noise() && own_step) noise_and_goodput(subject, options, report);
-  const bool raced = o.race() && module_of(subject) && subject.world_size == 1 && !fp16(subject);
   const double spent_s = std::chrono::duration<double>(Clock::now() - start).count();
   if (raced && o.epochs() > 0)
     race_the_run(subject, options, spent_s, report);

@@ -4,6 +4,7 @@
 
 #include "support/cli_util.h"
 #include <nlohmann/json.hpp>
+#include <fmt/format.h>
 
 #include <set>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <sys/wait.h>
 
 namespace {
@@ -211,7 +213,7 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
       // recommends nothing: RunRace.AReferenceThatNeverLeftTheStartPredictsNothing).
       "tune --model mlp --memory-budget 64MiB --max 64 --batch-sizes 32,48,64 "
       "--warmup 1 --steps 3 --repetitions 3 --threads 1 --advice-budget 1 --noise-steps 4 --epochs 2 "
-      "--lr-schedule cosine --no-history --json " + json.string() + " --html " + html.string());
+      "--lr-schedule cosine --no-history --verbose --json " + json.string() + " --html " + html.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("run race over"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("run race (your 2-epoch cosine run"), std::string::npos) << r.out;
@@ -268,11 +270,52 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
   EXPECT_NE(bad.err.find("--batch-schedule: '16' in '16' has no ':'"), std::string::npos) << bad.err;
 }
 
+// Without --verbose, tune prints what a person reads first: one line per phase on stderr ("[2/4]
+// sweep: ...", the total fixed from the start), and on stdout the header, at most five lines of
+// why and the answer last; every table stays behind --verbose and in the reports.
+TEST(Cli, TuneWithoutVerbosePrintsPhasesTheWhyAndTheAnswer) {
+  const fs::path json = scratch() / "tune-brief.json";
+  const Outcome r = batchwise(
+      "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
+      "--repetitions 2 --threads 1 --advice-budget 1 --no-history --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto lines = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  };
+  const std::vector<std::string> err = lines(r.err), out = lines(r.out);
+  EXPECT_LE(err.size() + out.size(), 30u) << r.err << r.out;
+  ASSERT_FALSE(err.empty());
+  const std::string total = err.front().substr(err.front().find('/'), err.front().find(']') - err.front().find('/'));
+  for (size_t i = 0; i < err.size(); ++i)  // [1/N] fit, [2/N] sweep, ... with N the same throughout
+    EXPECT_EQ(err[i].rfind(fmt::format("[{}{}] ", i + 1, total), 0), 0u) << r.err;
+  EXPECT_EQ(err.front().rfind("[1/4] fit: ", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.find("[trial"), std::string::npos) << r.err;
+  ASSERT_FALSE(out.empty());
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(out.back().rfind(fmt::format("answer: batch {} | lr ", j.at("recommendation").at("batch").get<int>()), 0), 0u)
+      << r.out;
+  EXPECT_NE(out.back().find(" | confidence " + j.at("recommendation").at("confidence").get<std::string>()),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\nwhy:\n  fit: batch 64 "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("sweep ("), std::string::npos) << r.out;
+  // --verbose: every table, and a line per trial.
+  const Outcome verbose = batchwise(
+      "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
+      "--repetitions 1 --threads 1 --no-race --no-history --verbose");
+  ASSERT_EQ(verbose.code, 0) << verbose.err;
+  EXPECT_NE(verbose.out.find("sweep ("), std::string::npos) << verbose.out;
+  EXPECT_NE(verbose.err.find("[trial 1/7] batch 1: "), std::string::npos) << verbose.err;
+}
+
 TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   const fs::path json = scratch() / "tune.json", html = scratch() / "tune.html";
   const Outcome r = batchwise(
       "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
-      "--repetitions 2 --threads 1 --advice-budget 1 --sweep-all --target-loss 100 --json " +
+      "--repetitions 2 --threads 1 --advice-budget 1 --sweep-all --target-loss 100 --verbose --json " +
       json.string() + " --html " + html.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("[trial 1] batch 32: ok"), std::string::npos) << r.err;  // progress, one line per trial

@@ -4,10 +4,19 @@
 #include "batchwise/report.h"
 
 #include "batchwise/html.h"
+#include "batchwise/lr.h"
+#include "batchwise/plan.h"
 #include "batchwise/recommend.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "support/reports.h"
 
@@ -29,6 +38,51 @@ TEST(Report, KneeAndRecommendationFromTheFigures) {
   EXPECT_EQ(*r.sweep->knee_batch, 128);  // 7,877 samples/s against 6,244 at 64
   ASSERT_TRUE(r.recommendation.has_value());
   EXPECT_EQ(r.recommendation->batch, 128);
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+// tune's short answer (without --verbose): the header, the tables a flag asked for, at most five
+// lines of why, and the closing line with the answer last.
+TEST(Report, SummaryIsShortAndClosesWithTheAnswer) {
+  Report r = fixed_report();
+  r.validation.reset();  // goodput decides
+  r.race.reset();
+  r.lr = unmeasured_lr(Optimizer::Sgd, 32, 0.01, 128);
+  Evidence e;
+  e.goodput = true;
+  r.recommendation = with_confidence(*r.recommendation, e);
+  const std::string summary = to_summary(r);
+  EXPECT_EQ(summary, golden("report.summary.txt", summary));
+  const std::vector<std::string> lines = lines_of(summary);
+  EXPECT_LE(lines.size(), 30u) << summary;
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back(), closing_line(r));
+  const std::string rate = fmt::format("lr {:.4g}, warm-up {}", r.lr->lr, warmup_text(*r.lr, (60000 + 127) / 128));
+  EXPECT_EQ(closing_line(r), "answer: batch 128 | " + rate + " | confidence medium") << closing_line(r);
+  const auto why = std::find(lines.begin(), lines.end(), "why:");
+  ASSERT_NE(why, lines.end()) << summary;
+  int reasons = 0;
+  for (auto l = why + 1; l != lines.end() && l->rfind("  ", 0) == 0; ++l) ++reasons;
+  EXPECT_GE(reasons, 3);
+  EXPECT_LE(reasons, 5);
+  EXPECT_NE(summary.find("  goodput: batch 128 makes the most progress per second at B_simple 1250"), std::string::npos)
+      << summary;
+  EXPECT_EQ(summary.find("sweep ("), std::string::npos) << "the sweep's table is --verbose's";
+  // Every part is optional but the batch; without an answer, why there is none.
+  Report bare = fixed_report();
+  bare.recommendation->confidence.reset();
+  bare.lr.reset();
+  EXPECT_EQ(closing_line(bare), "answer: batch 128");
+  bare.recommendation.reset();
+  bare.fit->batch.reset();
+  bare.fit->message = "batch 1 peaks at 80 MiB";
+  EXPECT_EQ(closing_line(bare), "answer: none: no batch fits (batch 1 peaks at 80 MiB)");
 }
 
 // A race that could not rank its candidates leaves a low-confidence answer, and all three outputs

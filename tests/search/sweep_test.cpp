@@ -2,8 +2,10 @@
 // raw samples kept, out-of-memory points listed and not retried, and the throughput knee.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "batchwise/memory.h"
 #include "batchwise/race.h"
@@ -177,6 +179,30 @@ TEST(SweepNoise, ABurstOfSlowTrialsNeitherCutsTheSweepNorMovesTheKneeOrTheRace) 
   EXPECT_NE(noisy.noise_warning.find("at batches 128, 256, 512 a repetition ran up to 75 % slower"), std::string::npos)
       << noisy.noise_warning;
   EXPECT_NE(noisy.noise_warning.find("most repetitions agree"), std::string::npos) << noisy.noise_warning;
+}
+
+// Progress keeps one total from the first trial to the last: the trials the stop leaves out count as
+// done (the index jumps over them), and a re-measure outside the plan comes with index -1.
+TEST(SweepNoise, ProgressKeepsItsPlannedTotalThroughReMeasuresAndTheStop) {
+  InjectedSteps runner([](int call, int64_t) { return call >= 3 && call <= 5; });
+  std::vector<int> indices, totals;
+  const SweepResult s = sweep(runner, SweepOptions()
+                                          .batch_sizes(doublings(16, 2048))
+                                          .stop_after_flat(3)
+                                          .budget_bytes(1 << 30)
+                                          .on_trial([&](const Trial& t, int index, int planned) {
+                                            indices.push_back(index);
+                                            totals.push_back(planned);
+                                          }));
+  ASSERT_EQ(s.remeasured.size(), 3u);
+  ASSERT_EQ(s.not_run, (std::vector<int64_t>{2048}));
+  EXPECT_EQ(std::set<int>(totals.begin(), totals.end()), (std::set<int>{8 * 3}));  // 8 batches x 3 repetitions
+  EXPECT_EQ(std::count(indices.begin(), indices.end(), -1), 3);
+  std::vector<int> planned_indices;
+  for (int i : indices)
+    if (i >= 0) planned_indices.push_back(i);
+  EXPECT_TRUE(std::is_sorted(planned_indices.begin(), planned_indices.end()));
+  EXPECT_EQ(planned_indices.back(), 8 * 3 - 1) << "the last trial ends the plan: " << ::testing::PrintToString(indices);
 }
 
 TEST(SweepNoise, RepetitionsThatStillDisagreeWhereItMovesTheKneeAreWarnedOf) {

@@ -135,6 +135,7 @@ void Session::release() {
 
 // "3/14" and ", ~12 s left" for trial `index` of `planned`, `done` trials of this phase finished.
 std::pair<std::string, std::string> Session::position(int index, int planned, int done) const {
+  if (index < 0) return {"again", ""};  // a re-measure outside the plan
   const std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
   const double phase = std::chrono::duration<double>(Clock::now() - phase_start_).count();
   const std::string eta = planned > 0 && done > 0 && done < planned
@@ -147,7 +148,7 @@ std::pair<std::string, std::string> Session::position(int index, int planned, in
 // sweep's are timed apart). On a terminal the finished line replaces the live one; elsewhere (a log,
 // a pipe) it is simply the next line.
 void Session::trial_line(const Trial& t, int index, int planned) {
-  if (flags.quiet || !lead_) return;
+  if (flags.quiet || !lead_ || (brief_ && !live_)) return;
   const auto now = Clock::now();
   if (index == 0)
     phase_start_ = now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t.wall_s));
@@ -156,8 +157,9 @@ void Session::trial_line(const Trial& t, int index, int planned) {
   const std::string what = t.outcome == Outcome::Ok && t.samples_per_s > 0 && t.warmup_steps > 0
                                ? fmt::format("{:.0f} samples/s", t.samples_per_s)
                                : to_string(t.outcome);
-  fmt::print(stderr, "{}[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed{})\n", live_ ? "\r\033[K" : "", of, t.batch,
-             what, format_bytes(t.peak_bytes), elapsed, eta);
+  fmt::print(stderr, "{}{}[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed{}){}", live_ ? "\r\033[K" : "",
+             brief_ ? phase_ + " " : "", of, t.batch, what, format_bytes(t.peak_bytes), elapsed, eta, brief_ ? "" : "\n");
+  if (brief_) std::fflush(stderr);
 }
 
 // On a terminal: a live line for the trial now running (which batch, time so far, time left).
@@ -165,7 +167,8 @@ void Session::start_line(int64_t batch, int index, int planned) {
   if (flags.quiet || !live_ || !lead_) return;
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   const auto [of, eta] = position(index, planned, index);
-  fmt::print(stderr, "\r\033[K[trial {}] batch {}: training... ({:.1f} s elapsed{})", of, batch, elapsed, eta);
+  fmt::print(stderr, "\r\033[K{}[trial {}] batch {}: training... ({:.1f} s elapsed{})", brief_ ? phase_ + " " : "", of,
+             batch, elapsed, eta);
   std::fflush(stderr);
 }
 
@@ -185,8 +188,10 @@ void Session::training_line(const std::string& text, const std::string& candidat
   if (flags.quiet || !lead_) return;
   const auto now = Clock::now();
   if (live_) {
-    fmt::print(stderr, "\r\033[K{}", text);
+    fmt::print(stderr, "\r\033[K{}{}", brief_ ? phase_ + " " : "", text);
     std::fflush(stderr);
+  } else if (brief_) {
+    return;  // a log gets the phase lines only
   } else if (candidate != last_candidate_ || now - last_line_ >= std::chrono::seconds(10)) {
     fmt::print(stderr, "{}\n", text);
     last_line_ = now;
@@ -225,6 +230,15 @@ void Session::stage(const std::string& text) {
   if (flags.quiet || !lead_) return;
   clear_line();
   fmt::print(stderr, "{}\n", text);
+}
+
+void Session::stage(const TuneStage& t) {
+  if (t.phase > 0) {
+    phase_ = fmt::format("[{}/{}] {}", t.phase, t.phases, t.what.substr(0, t.what.find(':')));
+    stage(fmt::format("[{}/{}] {}", t.phase, t.phases, t.what));
+  } else if (!brief_) {
+    stage(t.what);
+  }
 }
 
 void Session::print_validation(const ValidationResult& v) {
@@ -312,7 +326,7 @@ int Session::finish(int code) {
     }
     return code;
   }
-  std::cout << to_table(report) << std::flush;
+  std::cout << (brief_ ? to_summary(report) : to_table(report)) << std::flush;
   const std::string json = to_json(report);
   if (!flags.json.empty()) write_file(flags.json, json);
   if (!flags.html.empty()) {

@@ -14,6 +14,7 @@
 #include "batchwise/race.h"
 #include "batchwise/record.h"
 #include "batchwise/trial.h"
+#include "batchwise/tune.h"
 #include "batchwise/validate.h"
 #include "cli.h"
 
@@ -55,6 +56,12 @@ class Session {
   void on_race(const RaceProgress& p);
   void on_run_race(const std::string& text) { training_line(text, text); }
   void stage(const std::string& text);
+  /// tune's stages: a phase's start as "[2/5] sweep: ..."; a note within a phase (a doctor's
+  /// warning, which the report's header also carries) only when not brief.
+  void stage(const TuneStage& t);
+  /// Brief (tune without --verbose): progress is the phase lines, each trial or race step only on a
+  /// terminal's live line; the report is to_summary's short answer instead of every table.
+  void set_brief(bool brief) { brief_ = brief; }
   void print_validation(const ValidationResult& v);
   /// A live line is left on the terminal: clear it before the next output.
   void clear_line();
@@ -71,6 +78,8 @@ class Session {
   void training_line(const std::string& text, const std::string& candidate);
   std::pair<std::string, std::string> position(int index, int planned, int done) const;
 
+  bool brief_ = false;
+  std::string phase_;  ///< the current phase's "[2/5] sweep", the live line's prefix when brief
   const DistFlags* dist_ = nullptr;
   std::optional<GroupAddress> address_;
   std::unique_ptr<History> history_;

@@ -33,6 +33,10 @@ class Tune : public Command {
     cmd->footer("Example:\n  batchwise tune                      # lenet on Fashion-MNIST on the best device\n"
                 "  batchwise tune --epochs 10 --lr-schedule cosine   # the answer for a 10-epoch cosine run\n"
                 "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json");
+    cmd->add_flag("--verbose,-v", verbose_,
+                  "print every table (fit, sweep, noise scale, goodput, race, run plan) and a line per trial; without "
+                  "it, tune prints a phase line each, the why in five lines and the answer (the reports hold "
+                  "everything)");
     cmd->add_flag("--no-noise", no_noise_, "skip the gradient noise scale, and with it goodput: recommend the throughput knee");
     cmd->add_option("--noise-steps", noise_steps_, "training steps measuring the noise scale")->capture_default_str();
     cmd->add_option("--base-batch", base_batch_,
@@ -69,6 +73,7 @@ class Tune : public Command {
   int run() override {
     check();
     Session s("tune", w_, &dist_, /*test_split=*/validate_ || race_target_ || v_.epochs > 0);
+    s.set_brief(!verbose_);
     if (fit_.max == 0) fit_.max = s.cuda() ? 65536 : 4096;  // on CPU throughput has long flattened by 4096
     const std::optional<FitResult> reused = reuse_ ? reused_fit(s) : std::nullopt;
     TuneSubject subject(s.runner(), s.workload());
@@ -92,7 +97,7 @@ class Tune : public Command {
                               .lr_schedule(parse_lr_schedule(v_.lr_schedule))
                               .on_run_race([&](const std::string& text) { s.on_run_race(text); })
                               .compare_precision(compare_precision_)
-                              .on_stage([&](const TuneStage& t) { s.stage(t.what); })
+                              .on_stage([&](const TuneStage& t) { s.stage(t); })
                               .on_race([&](const RaceProgress& p) { s.on_race(p); });
     if (validate_)
       options.validate(v_.options({}, base_batch_).on_progress([&](const ValidateProgress& p) { s.on_validate(p); }));
@@ -153,7 +158,7 @@ class Tune : public Command {
   SweepFlags sweep_;
   DistFlags dist_;
   ValidateFlags v_;
-  bool reuse_ = false, no_noise_ = false, no_race_ = false, compare_precision_ = false, validate_ = false;
+  bool verbose_ = false, reuse_ = false, no_noise_ = false, no_race_ = false, compare_precision_ = false, validate_ = false;
   bool race_target_ = false;  // --target-accuracy or --target-loss given: the race ranks by it
   double reuse_max_age_h_ = 168, race_budget_s_ = 0;
   int noise_steps_ = 20;

@@ -1,0 +1,30 @@
+#pragma once
+// The console reports' shared parts (report.cpp's tables, summary.cpp's short answer).
+#include <string>
+#include <utility>
+
+#include "batchwise/record.h"
+
+namespace batchwise::detail {
+
+/// A console report's lines, trailing spaces trimmed (an empty note column leaves none).
+class Lines {
+ public:
+  void operator()(std::string s) {
+    s.erase(s.find_last_not_of(' ') + 1);
+    out_ += s + "\n";
+  }
+  std::string text() && { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+/// The header: version and device, the workload, the budget, data-parallel ranks, and every warning.
+void header_table(Lines& line, const Report& r);
+
+/// The tables a flag asked for (--compare-precision, --profile, --validate, --plan-for), and the
+/// loader search (it runs only when the answer waits for its data): the short answer prints them too.
+void requested_tables(Lines& line, const Report& r);
+
+}  // namespace batchwise::detail

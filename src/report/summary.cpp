@@ -1,0 +1,149 @@
+// The short console answer (tune without --verbose): the header and its warnings, at most five lines
+// of why (the fit, the knee, the noise scale, what decided, the confidence), and one closing line
+// with the answer. Every table stays in to_table (--verbose) and the JSON and HTML reports.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string>
+#include <vector>
+
+#include "batchwise/plan.h"
+#include "batchwise/report.h"
+#include "batchwise/units.h"
+#include "report/console.h"
+
+namespace batchwise {
+namespace {
+
+using detail::Lines;
+
+std::string range_text(const std::vector<int64_t>& batches) {
+  if (batches.size() < 2) return {};
+  return fmt::format("{} to {}", batches.front(), batches.back());
+}
+
+std::string fit_line(const FitResult& f, int64_t budget_bytes) {
+  if (!f.batch) return "fit: no batch fits: " + f.message;
+  std::string peak;
+  for (const auto& t : f.trials)
+    if (t.batch == *f.batch && t.peak_bytes > 0)
+      peak = fmt::format(", peaking at {} ({:.1f} % of the budget)", format_bytes(t.peak_bytes),
+                         budget_bytes > 0 ? 100.0 * static_cast<double>(t.peak_bytes) / static_cast<double>(budget_bytes) : 0.0);
+  if (f.trials.empty()) return fmt::format("fit: batch {} (reused: no fit trials ran)", *f.batch);
+  return fmt::format("fit: batch {} {}{}", *f.batch,
+                     f.limited_by_max ? "fits (the --max: no larger batch was tried)" : "is the largest that fits", peak);
+}
+
+std::string knee_line(const SweepResult& s) {
+  if (!s.knee_batch) return "knee: none (no batch trained in the sweep)";
+  for (const auto& p : s.points)
+    if (p.batch == *s.knee_batch)
+      return fmt::format("knee: batch {} at {} samples/s; a larger batch adds under {:.0f} %", p.batch,
+                         format_grouped(p.samples_per_s), 100 * s.knee_tolerance);
+  return fmt::format("knee: batch {}", *s.knee_batch);
+}
+
+std::string noise_line(const NoiseResult& n) {
+  if (!n.b_simple) return "noise scale: not measured: " + n.message;
+  return fmt::format("noise scale: B_simple {:.0f} ({:.0f} to {:.0f}): above it, each doubling of the batch buys less",
+                     *n.b_simple, n.b_simple_low, n.b_simple_high);
+}
+
+// What decided the answer, in one line: validation, the run race, the batch race, or goodput.
+std::string decider_line(const Report& r) {
+  if (r.validation && r.validation->fastest_batch) {
+    const ValidationResult& v = *r.validation;
+    for (const auto& run : v.runs)
+      if (run.batch == *v.fastest_batch && run.schedule.empty())
+        return v.epochs > 0 ? fmt::format("validation: batch {} trained your {:g}-epoch run fastest ({:.1f} s) without a "
+                                          "worse model",
+                                          run.batch, v.epochs, run.train_s)
+                            : fmt::format("validation: batch {} reached {} soonest ({:.1f} s of training)", run.batch,
+                                          v.target, run.train_s);
+  }
+  if (r.run_race && r.run_race->best_batch) {
+    const RunRace& race = *r.run_race;
+    std::vector<int64_t> good;
+    for (const auto& e : race.entries)
+      if (e.good) good.push_back(e.batch);
+    for (const auto& e : race.entries)
+      if (e.batch == *race.best_batch)
+        return fmt::format("run race: batch {} finishes your {:g}-epoch run soonest ({:.0f} s) without a worse model{}",
+                           e.batch, race.epochs, e.full_run_s,
+                           good.size() > 1 ? fmt::format("; no worse: {}", fmt::join(good, ", ")) : "");
+  }
+  if (r.race && r.race->best_batch) {
+    const BatchRace& race = *r.race;
+    for (const auto& e : race.entries)
+      if (e.batch == *race.best_batch && e.loss_at_horizon)
+        return fmt::format("race: batch {} reached the lowest held-out loss ({:.4f}) in {:.1f} s of training{}", e.batch,
+                           *e.loss_at_horizon, race.horizons_s.empty() ? e.train_s : race.horizons_s.back(),
+                           race.within_5_percent.size() > 1
+                               ? fmt::format("; {} within 5 %", range_text(race.within_5_percent))
+                               : "");
+  }
+  if (r.goodput && r.goodput->best_batch)
+    return fmt::format("goodput: batch {} makes the most progress per second at B_simple {:.0f}", *r.goodput->best_batch,
+                       r.goodput->b_simple);
+  return {};
+}
+
+// The batches about as good as the answer, from what decided it.
+std::vector<int64_t> flat_range(const Report& r) {
+  if (r.validation && r.validation->epochs > 0 && !r.validation->good_batches.empty()) return r.validation->good_batches;
+  if (r.run_race && r.run_race->best_batch) {
+    std::vector<int64_t> good;
+    for (const auto& e : r.run_race->entries)
+      if (e.good) good.push_back(e.batch);
+    return good;
+  }
+  if (r.race && r.race->best_batch) return r.race->within_5_percent;
+  if (r.goodput && r.goodput->best_batch) return r.goodput->within_5_percent;
+  return {};
+}
+
+}  // namespace
+
+std::string closing_line(const Report& r) {
+  if (!r.recommendation) {
+    if (r.fit && !r.fit->batch) return "answer: none: no batch fits (" + r.fit->message + ")";
+    return "answer: none: no batch trained (the report's warnings say why)";
+  }
+  std::vector<std::string> parts{fmt::format("answer: batch {}", r.recommendation->batch)};
+  if (r.lr) {
+    const LrAdvice& l = *r.lr;
+    const int64_t per_epoch = r.workload.dataset_size > 0 && r.recommendation->batch > 0
+                                  ? (r.workload.dataset_size + r.recommendation->batch - 1) / r.recommendation->batch
+                                  : 0;
+    const std::string warmup = warmup_text(l, per_epoch);
+    parts.push_back(warmup == "none" ? fmt::format("lr {:.4g}, no warm-up", l.lr)
+                                     : fmt::format("lr {:.4g}, warm-up {}", l.lr, warmup));
+  }
+  const std::string flat = range_text(flat_range(r));
+  if (!flat.empty()) parts.push_back(fmt::format("batches {} about as good", flat));
+  if (r.recommendation->confidence) parts.push_back(fmt::format("confidence {}", to_string(*r.recommendation->confidence)));
+  return fmt::format("{}", fmt::join(parts, " | "));
+}
+
+std::string to_summary(const Report& r) {
+  Lines line;
+  detail::header_table(line, r);
+  detail::requested_tables(line, r);
+  std::vector<std::string> why;
+  if (r.fit) why.push_back(fit_line(*r.fit, r.budget_bytes));
+  if (r.sweep) why.push_back(knee_line(*r.sweep));
+  if (r.noise) why.push_back(noise_line(*r.noise));
+  if (const std::string decided = decider_line(r); !decided.empty()) why.push_back(decided);
+  if (r.recommendation && r.recommendation->confidence)
+    why.push_back(fmt::format("confidence {}: {}", to_string(*r.recommendation->confidence),
+                              r.recommendation->confidence_reason));
+  line("");
+  line("why:");
+  for (const auto& w : why) line("  " + w);
+  line("");
+  line("every table: --verbose; the whole report: --json FILE or --html FILE");
+  line(closing_line(r));
+  return std::move(line).text();
+}
+
+}  // namespace batchwise
