@@ -375,7 +375,7 @@ h1{font-size:24px;margin:0}h2{font-size:18px;margin:28px 0 8px}
 .answer ul.why{margin:6px 0;padding-left:22px}.answer ul.why li{margin:2px 0}.answer a{color:#1a5fa0;white-space:nowrap}
 .answer details{margin:6px 0 0;color:#444}.answer summary{cursor:pointer;color:#555}
 .answer.medium{background:#f4f6ea;border-color:#bcc48a}.answer.low{background:#fdf1e4;border-color:#e0a860}
-.warn{background:#fff6e0;border:1px solid #e0b040;border-radius:6px;padding:4px 18px}
+.warn{background:#fff6e0;border:1px solid #e0b040;border-radius:6px;padding:4px 18px;margin-top:16px}
 .chart{position:relative;height:340px}
 .split{display:flex;gap:24px;align-items:center}.split .chart{flex:1;height:260px}
 table{border-collapse:collapse;font-size:14px}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left}
