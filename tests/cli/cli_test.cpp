@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
 #include <sys/wait.h>
 
@@ -122,6 +123,51 @@ TEST(Cli, BudgetBelowTheModel) {
 TEST(Cli, CudaWithoutAGpuIsADeviceError) {
   if (std::system("nvidia-smi -L >/dev/null 2>&1") == 0) GTEST_SKIP() << "this machine has a GPU";
   expect_clean_error("fit --model mlp --dataset synthetic --device cuda", 5, "--device cuda: ");
+}
+
+// Every option a subcommand accepts (batchwise --list-options asks CLI11 itself, hidden ones
+// included) is in that subcommand's --help, under one of the sections in their fixed order; a
+// renamed flag's old spelling still works, listed as deprecated, and warns.
+TEST(Cli, EverySubcommandsHelpListsEveryOptionItAcceptsBySection) {
+  const Outcome list = batchwise("--list-options");
+  ASSERT_EQ(list.code, 0) << list.err;
+  std::map<std::string, std::vector<std::string>> accepted;
+  std::istringstream lines(list.out);
+  for (std::string sub, flag; lines >> sub >> flag;) accepted[sub].push_back(flag);
+  ASSERT_GE(accepted.size(), 11u) << list.out;
+  for (const auto& [sub, flags] : accepted) {
+    const Outcome help = batchwise(sub + " --help");
+    ASSERT_EQ(help.code, 0) << sub;
+    for (const std::string& flag : flags) {
+      bool listed = false;
+      for (size_t at = help.out.find(flag); at != std::string::npos && !listed; at = help.out.find(flag, at + 1)) {
+        const char after = at + flag.size() < help.out.size() ? help.out[at + flag.size()] : '\n';
+        listed = (at == 0 || help.out[at - 1] == ' ' || help.out[at - 1] == ',') &&
+                 (after == ' ' || after == ',' || after == '=' || after == '\n');
+      }
+      EXPECT_TRUE(listed) << sub << " accepts " << flag << " but its --help does not list it:\n" << help.out;
+    }
+  }
+  const Outcome tune = batchwise("tune --help");
+  size_t last = 0;
+  for (const char* section : {"\nOptions:\n", "\nWorkload:\n", "\nInput pipeline:\n", "\nDevice and memory:\n", "\nFit:\n",
+                              "\nSweep:\n", "\nYour run:\n", "\nAdvice:\n", "\nValidation:\n", "\nOutput:\n", "\nExample:\n"}) {
+    const size_t at = tune.out.find(section);
+    ASSERT_NE(at, std::string::npos) << section << tune.out;
+    EXPECT_GT(at, last) << section << " out of order:\n" << tune.out;
+    last = at;
+  }
+  EXPECT_LT(tune.out.find("--model"), tune.out.find("\nInput pipeline:\n"));  // under Workload
+  // fit's --steps became --fit-steps (tune's name; --steps counts a sweep trial's measured steps).
+  const Outcome old = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 64MiB --max 8 "
+                                "--steps 1 --no-history -q");
+  ASSERT_EQ(old.code, 0) << old.err;
+  EXPECT_NE(old.err.find("batchwise fit: warning: --steps is now --fit-steps"), std::string::npos) << old.err;
+  EXPECT_NE(batchwise("fit --help").out.find("Deprecated:\n  --steps"), std::string::npos);
+  const Outcome renamed = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 64MiB "
+                                    "--max 8 --fit-steps 1 --no-history -q");
+  ASSERT_EQ(renamed.code, 0) << renamed.err;
+  EXPECT_EQ(renamed.err.find("warning"), std::string::npos) << renamed.err;
 }
 
 TEST(Cli, NothingFitsExitsSixWithANullBatch) {
@@ -640,7 +686,7 @@ TEST(Cli, ComparePrecisionPutsBf16BesideFp32) {
   ASSERT_EQ(both.code, 0) << both.err;
   const auto c = nlohmann::json::parse(slurp(json)).at("precision_comparison");
   ASSERT_EQ(c.size(), 2u);
-  const Outcome alone = batchwise("fit " + flags + (scratch() / "bf16.json").string() + " --steps 1 --precision bf16");
+  const Outcome alone = batchwise("fit " + flags + (scratch() / "bf16.json").string() + " --fit-steps 1 --precision bf16");
   ASSERT_EQ(alone.code, 0) << alone.err;
   EXPECT_EQ(c.at(1).at("fit_batch"), nlohmann::json::parse(slurp(scratch() / "bf16.json")).at("fit").at("batch"));
 }

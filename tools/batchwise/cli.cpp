@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -72,6 +73,80 @@ void bound_numeric_flags(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     for (const Bound& b : kBounds)
       if (CLI::Option* option = sub->get_option_no_throw(b.flag)) option->check(in_range(b));
+}
+
+namespace {
+
+// The sections of --help, in order, and the options in each (by long name). An option in none stays
+// in its subcommand's own "Options".
+const std::vector<std::pair<std::string, std::vector<std::string>>> kGroups = {
+    {"Workload", {"--model", "--dataset", "--data-dir", "--data-file", "--labels-file", "--label-column", "--loss",
+                  "--num-classes", "--input-shape", "--optimizer", "--lr", "--precision", "--seq-len",
+                  "--synthetic-size", "--seed"}},
+    {"Input pipeline", {"--workers", "--prefetch", "--augment", "--io-latency-us"}},
+    {"Device and memory", {"--device", "--memory-budget", "--target", "--threads", "--trial-timeout", "--no-monitor"}},
+    {"Your training command", {"--cmd", "command"}},
+    {"Fit", {"--mode", "--min", "--max", "--multiple-of", "--fit-steps", "--plan-for", "--reuse", "--reuse-max-age"}},
+    {"Sweep", {"--batch-sizes", "--range", "--steps", "--warmup", "--repetitions", "--min-time", "--sweep-all",
+               "--profile", "--accumulation-steps"}},
+    {"Your run", {"--epochs", "--lr-schedule", "--target-accuracy", "--target-loss", "--base-batch"}},
+    {"Advice", {"--no-noise", "--noise-steps", "--no-race", "--advice-budget", "--compare-precision"}},
+    {"Validation", {"--validate", "--batch-schedule", "--max-epochs", "--max-seconds", "--eval-every",
+                    "--held-out-samples", "--stop-slower-than", "--rule-lr"}},
+    {"Data-parallel", {"--nproc", "--dist-timeout", "--dist-backend"}},
+    {"Output", {"--json", "--html", "--history", "--no-history", "--trace", "--quiet", "--verbose"}},
+};
+
+std::vector<CLI::App*> subcommands(CLI::App& app) {
+  return app.get_subcommands([](CLI::App*) { return true; });
+}
+
+// CLI11 lists groups in the order their first option was declared; this lists a subcommand's own
+// "Options" first, then kGroups' sections in the table's order, "Deprecated" last.
+class SectionedHelp : public CLI::Formatter {
+ public:
+  std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override {
+    if (mode == CLI::AppFormatMode::Sub) return make_expanded(app);
+    std::string out = make_description(app) + make_usage(app, name) + make_positionals(app);
+    std::vector<std::string> order{"Options"};
+    for (const auto& [group, names] : kGroups) order.push_back(group);
+    for (const std::string& group : app->get_groups())
+      if (std::find(order.begin(), order.end(), group) == order.end() && group != "Deprecated") order.push_back(group);
+    order.push_back("Deprecated");
+    for (const std::string& group : order) {
+      const std::vector<const CLI::Option*> options = app->get_options(
+          [&group](const CLI::Option* o) { return o->get_group() == group && o->nonpositional(); });
+      if (!options.empty()) out += make_group(group, false, options);
+    }
+    return out + make_subcommands(app, mode) + "\n" + make_footer(app);
+  }
+};
+
+}  // namespace
+
+void group_options(CLI::App& app) {
+  const auto help = std::make_shared<SectionedHelp>();
+  app.formatter(help);
+  for (CLI::App* sub : subcommands(app)) {
+    sub->formatter(help);
+    for (CLI::Option* option : sub->get_options([](const CLI::Option*) { return true; })) {
+      if (option->get_group() != "Options") continue;  // Deprecated, or a group set where it was declared
+      const std::string name = option->get_name(/*positional=*/false, /*all_options=*/false);
+      for (const auto& [group, names] : kGroups)
+        if (std::find(names.begin(), names.end(), name) != names.end()) option->group(group);
+    }
+  }
+}
+
+std::string list_options(CLI::App& app) {
+  std::string out;
+  for (CLI::App* sub : subcommands(app))
+    for (const CLI::Option* option : sub->get_options([](const CLI::Option*) { return true; })) {
+      const std::string name = option->get_name(/*positional=*/false, /*all_options=*/false);
+      if (name == "--help" || name.empty()) continue;
+      out += fmt::format("{} {}\n", sub->get_name(), name);
+    }
+  return out;
 }
 
 CLI::Option* bound(CLI::Option* option, double low, double high, bool low_open, const char* why) {

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -61,6 +62,31 @@ std::unique_ptr<Command> report_command();
 /// Every numeric flag the subcommands share is checked against one table as CLI11 parses it, so the
 /// message names the flag ("--steps: 0: must be at least 1"); call after every subcommand is added.
 void bound_numeric_flags(CLI::App& app);
+
+/// Every option's section in --help (CLI11 groups), from one table by its long name, so each
+/// subcommand's help reads the same sections in the same order: Workload, Input pipeline, Device and
+/// memory, Your training command, Fit, Sweep, Your run, Advice, Validation, Data-parallel, Output;
+/// a subcommand's own options stay under "Options". Call after every subcommand is added.
+void group_options(CLI::App& app);
+
+/// Every option each subcommand accepts, hidden or not, one "subcommand --flag" per line (the short
+/// name after a comma): what `batchwise --list-options` prints, for shell completion and the test
+/// that every accepted flag is in its subcommand's --help.
+std::string list_options(CLI::App& app);
+
+/// A flag renamed so that one name means one thing: `old_name` still sets `value` for a release,
+/// listed under "Deprecated" in --help, and a warning names the new spelling when it is used.
+template <class T>
+CLI::Option* renamed(CLI::App* cmd, const std::string& old_name, const std::string& new_name, T& value,
+                     const std::string& why) {
+  const std::string sub = cmd->get_name();
+  return cmd->add_option(old_name, value, "the old name of " + new_name + " (" + why + ")")
+      ->group("Deprecated")
+      ->each([sub, old_name, new_name, why](const std::string&) {
+        std::fprintf(stderr, "batchwise %s: warning: %s is now %s (%s); the old name works until the next release\n",
+                     sub.c_str(), old_name.c_str(), new_name.c_str(), why.c_str());
+      });
+}
 
 /// A subcommand's own numeric flag, bounded where it is declared, with the same checks and message
 /// as the table's: `bound(cmd->add_option("--smoothing", x, "..."), 0, 1, /*low_open=*/false)`.

@@ -85,9 +85,15 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("batchwise ") + BATCHWISE_VERSION + " (" + BATCHWISE_BUILD_COMMIT + ")");
   app.require_subcommand(1);
   app.footer("Exit codes: 0 ok, 1 run failed, 2 bad options, 3 bad dataset, 4 bad model, 5 bad device, "
-             "6 no batch fits, 7 a data-parallel rank died or hung.\nExample:\n"
-             "  batchwise tune                       # lenet on Fashion-MNIST, best device\n"
-             "  batchwise fit --model resnet18 --memory-budget 4GiB --json fit.json");
+             "6 no batch fits, 7 a data-parallel rank died or hung.\nExamples:\n"
+             "  batchwise tune                                   # lenet on Fashion-MNIST, best device: the answer\n"
+             "  batchwise tune --verbose --html report.html      # every table, and the report with charts\n"
+             "  batchwise tune --epochs 10 --lr-schedule cosine  # the batch for your 10-epoch cosine run\n"
+             "  batchwise tune --model model.pt --input-shape 3x32x32 --dataset synthetic   # your TorchScript model\n"
+             "  batchwise tune --cmd --device cuda -- python3 train.py --batch-size {batch} --steps {steps}\n"
+             "  batchwise fit --model resnet18 --memory-budget 4GiB --json fit.json   # the largest batch that fits\n"
+             "  batchwise compare old.json new.json              # two reports side by side\n"
+             "Each subcommand's --help lists its options by section, with examples.");
   std::vector<std::unique_ptr<Command>> commands;
   for (auto make : {fit_command, sweep_command, tune_command, validate_command, loader_command, doctor_command,
                     plan_command, noise_command, history_command, compare_command, report_command})
@@ -95,6 +101,14 @@ int main(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, Command*>> by_app;
   for (auto& c : commands) by_app.emplace_back(c->add(app), c.get());
   bound_numeric_flags(app);
+  group_options(app);
+  app.add_flag_callback(
+      "--list-options",
+      [&app] {
+        fmt::print("{}", list_options(app));
+        throw CLI::Success();
+      },
+      "print every option each subcommand accepts, one \"subcommand --flag\" per line (for shell completion)");
 
   try {
     app.parse(argc, argv);

@@ -16,14 +16,15 @@ class Noise : public Command {
     w_.add(cmd);
     cmd->add_option("--batch", batch_, "B: samples per training step")->capture_default_str();
     cmd->add_option("--micro-batch", micro_batch_, "b: the small batch; divides --batch")->capture_default_str();
-    cmd->add_option("--steps", steps_, "training steps measured")->capture_default_str();
+    cmd->add_option("--noise-steps", steps_, "training steps measured")->capture_default_str();
+    renamed(cmd, "--steps", "--noise-steps", steps_, "as tune names it; --steps counts a sweep trial's measured steps");
     cmd->add_flag("--fixed-weights", fixed_weights_, "measure without optimizer steps (at the initial weights)");
     bound(cmd->add_option("--smoothing", smoothing_,
                           "moving-average factor of |G|^2 and tr(Sigma), each smoothed on its own (0: none; nearer 1: "
                           "steadier, slower to follow the noise scale as it grows)")
               ->capture_default_str(),
           0, 0.999);
-    cmd->footer("Example:\n  batchwise noise --model lenet --batch 512 --micro-batch 32 --steps 100 --json noise.json");
+    cmd->footer("Example:\n  batchwise noise --model lenet --batch 512 --micro-batch 32 --noise-steps 100 --json noise.json");
     return cmd;
   }
 
