@@ -25,13 +25,14 @@ std::string range_text(const std::vector<int64_t>& batches) {
 std::string fit_line(const FitResult& f, int64_t budget_bytes) {
   if (!f.batch) return "fit: no batch fits: " + f.message;
   std::string peak;
+  const double budget = static_cast<double>(budget_bytes);
   for (const auto& t : f.trials)
     if (t.batch == *f.batch && t.peak_bytes > 0)
       peak = fmt::format(", peaking at {} ({:.1f} % of the budget)", format_bytes(t.peak_bytes),
-                         budget_bytes > 0 ? 100.0 * static_cast<double>(t.peak_bytes) / static_cast<double>(budget_bytes) : 0.0);
+                         budget > 0 ? 100.0 * static_cast<double>(t.peak_bytes) / budget : 0.0);
   if (f.trials.empty()) return fmt::format("fit: batch {} (reused: no fit trials ran)", *f.batch);
-  return fmt::format("fit: batch {} {}{}", *f.batch,
-                     f.limited_by_max ? "fits (the --max: no larger batch was tried)" : "is the largest that fits", peak);
+  const char* verdict = f.limited_by_max ? "fits (the --max: no larger batch was tried)" : "is the largest that fits";
+  return fmt::format("fit: batch {} {}{}", *f.batch, verdict, peak);
 }
 
 std::string knee_line(const SweepResult& s) {
@@ -55,11 +56,12 @@ std::string decider_line(const Report& r) {
     const ValidationResult& v = *r.validation;
     for (const auto& run : v.runs)
       if (run.batch == *v.fastest_batch && run.schedule.empty())
-        return v.epochs > 0 ? fmt::format("validation: batch {} trained your {:g}-epoch run fastest ({:.1f} s) without a "
-                                          "worse model",
-                                          run.batch, v.epochs, run.train_s)
-                            : fmt::format("validation: batch {} reached {} soonest ({:.1f} s of training)", run.batch,
-                                          v.target, run.train_s);
+        return v.epochs > 0
+                   ? fmt::format("validation: batch {} trained your {:g}-epoch run fastest ({:.1f} s) without a "
+                                 "worse model",
+                                 run.batch, v.epochs, run.train_s)
+                   : fmt::format("validation: batch {} reached {} soonest ({:.1f} s of training)", run.batch, v.target,
+                                 run.train_s);
   }
   if (r.run_race && r.run_race->best_batch) {
     const RunRace& race = *r.run_race;
@@ -76,21 +78,22 @@ std::string decider_line(const Report& r) {
     const BatchRace& race = *r.race;
     for (const auto& e : race.entries)
       if (e.batch == *race.best_batch && e.loss_at_horizon)
-        return fmt::format("race: batch {} reached the lowest held-out loss ({:.4f}) in {:.1f} s of training{}", e.batch,
-                           *e.loss_at_horizon, race.horizons_s.empty() ? e.train_s : race.horizons_s.back(),
+        return fmt::format("race: batch {} reached the lowest held-out loss ({:.4f}) in {:.1f} s of training{}",
+                           e.batch, *e.loss_at_horizon, race.horizons_s.empty() ? e.train_s : race.horizons_s.back(),
                            race.within_5_percent.size() > 1
                                ? fmt::format("; {} within 5 %", range_text(race.within_5_percent))
                                : "");
   }
   if (r.goodput && r.goodput->best_batch)
-    return fmt::format("goodput: batch {} makes the most progress per second at B_simple {:.0f}", *r.goodput->best_batch,
-                       r.goodput->b_simple);
+    return fmt::format("goodput: batch {} makes the most progress per second at B_simple {:.0f}",
+                       *r.goodput->best_batch, r.goodput->b_simple);
   return {};
 }
 
 // The batches about as good as the answer, from what decided it.
 std::vector<int64_t> flat_range(const Report& r) {
-  if (r.validation && r.validation->epochs > 0 && !r.validation->good_batches.empty()) return r.validation->good_batches;
+  if (r.validation && r.validation->epochs > 0 && !r.validation->good_batches.empty())
+    return r.validation->good_batches;
   if (r.run_race && r.run_race->best_batch) {
     std::vector<int64_t> good;
     for (const auto& e : r.run_race->entries)
@@ -121,7 +124,8 @@ std::string closing_line(const Report& r) {
   }
   const std::string flat = range_text(flat_range(r));
   if (!flat.empty()) parts.push_back(fmt::format("batches {} about as good", flat));
-  if (r.recommendation->confidence) parts.push_back(fmt::format("confidence {}", to_string(*r.recommendation->confidence)));
+  if (r.recommendation->confidence)
+    parts.push_back(fmt::format("confidence {}", to_string(*r.recommendation->confidence)));
   return fmt::format("{}", fmt::join(parts, " | "));
 }
 

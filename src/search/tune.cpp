@@ -127,8 +127,8 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
   if (b < 2) return;
   int64_t micro = std::max<int64_t>(1, b / 8);
   while (b % micro != 0) --micro;
-  stage(o, Phase::Noise, fmt::format("noise scale: {} training steps at batch {} in micro-batches of {}",
-                       o.noise_steps(), b, micro));
+  stage(o, Phase::Noise,
+        fmt::format("noise scale: {} training steps at batch {} in micro-batches of {}", o.noise_steps(), b, micro));
   try {
     report.noise = measure_noise_scale(*subject.workload, NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()));
   } catch (const ConfigError& e) {  // a Workload of the user's without the gradient primitives
@@ -186,9 +186,10 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
   const double budget =
       o.race_budget_s() > 0 ? o.race_budget_s()
                             : default_race_budget_s(spent_s, w->data().size(), *std::max_element(rates.begin(), rates.end()));
-  stage(o, Phase::Race, fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and once at the others, {:.0f} s "
-                       "of training",
-                       candidates, o.epochs(), to_string(o.lr_schedule()), candidates.front(), budget));
+  stage(o, Phase::Race,
+        fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and once at the "
+                    "others, {:.0f} s of training",
+                    candidates, o.epochs(), to_string(o.lr_schedule()), candidates.front(), budget));
   std::optional<double> noise_at_start;
   if (report.noise && report.noise->b_simple) noise_at_start = *report.noise->b_simple;
   report.run_race = race_runs(*w, held_out(subject, *w),
@@ -233,9 +234,10 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   if (!report.fit || !report.fit->batch || rec * 2 <= *report.fit->batch) candidates.push_back(rec * 2);
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  stage(o, Phase::Validate, o.validate()->epochs() > 0 ? fmt::format("validating: full runs of {:g} epochs at each of {}",
-                                                    o.validate()->epochs(), candidates)
-                                      : fmt::format("validating: training to the target at each of {}", candidates));
+  stage(o, Phase::Validate,
+        o.validate()->epochs() > 0
+            ? fmt::format("validating: full runs of {:g} epochs at each of {}", o.validate()->epochs(), candidates)
+            : fmt::format("validating: training to the target at each of {}", candidates));
   ValidateOptions v = *o.validate();
   // A batch-size schedule the run race proposed trains beside them, measured the same way.
   if (v.epochs() > 0 && report.run_race && report.run_race->schedule && report.run_race->epochs == v.epochs())
@@ -395,9 +397,10 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   }
   FitOptions f = o.fit();
   const bool raced = o.race() && module_of(subject) && subject.world_size == 1 && !fp16(subject);
-  TuneOptions options = numbered_stages(o, o.reuse_fit().has_value(), o.noise() && own_step && subject.world_size == 1 && !fp16(subject),
-                                        raced, o.validate() && module_of(subject),
-                                        o.compare_precision() && subject.options && subject.release && subject.world_size == 1);
+  const bool noise = o.noise() && own_step && subject.world_size == 1 && !fp16(subject);
+  const bool precisions = o.compare_precision() && subject.options && subject.release && subject.world_size == 1;
+  TuneOptions options = numbered_stages(o, o.reuse_fit().has_value(), noise, raced,
+                                        o.validate() && module_of(subject), precisions);
   options.fit(f.budget_bytes(report.budget_bytes));
   fit_and_sweep(*subject.runner, options, report);
   if (!report.sweep) return report;
