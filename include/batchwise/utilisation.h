@@ -11,6 +11,10 @@
 /// Its own cost is measured: the sampler's CPU time and the time spent sampling between steps, over
 /// the wall time.
 ///
+/// /proc/stat counts each CPU's time in whole clock ticks (1/sysconf(_SC_CLK_TCK) s, usually 10 ms).
+/// A sample taken before every CPU has counted a tick since the last one (as the last sample, taken
+/// by finish(), can be) has no CPU figure: it is not recorded, and its time counts in the next one.
+///
 /// A reading of NVML's utilisation covers the driver's last sample period (1/6 s to 1 s), so the
 /// timeline's first readings describe the time before the trial. The summary's SM and memory
 /// utilisation come instead from the driver's own samples (nvmlDeviceGetSamples) whose periods lie
@@ -65,7 +69,9 @@ void fields(V& v, T& s) {
 
 struct UtilisationSummary {
   double interval_s = 0;
+  /// The timeline's length: 0 for a trial shorter than a clock tick, and then the CPU figures are 0.
   int samples = 0;
+  /// Over the timeline's samples, each counting once however long its interval.
   UtilisationStat cpu_percent;
   std::vector<double> core_percent_mean;
   int64_t rss_bytes_max = 0;
@@ -80,7 +86,7 @@ struct UtilisationSummary {
   /// Why gpu_sm_percent or gpu_memory_percent is null, or where they come from when NVML cannot give
   /// its samples. Empty otherwise (and on CPU).
   std::string gpu_percent_note;
-  /// The samples taken between steps (step_boundary), in the training thread.
+  /// The samples in the timeline taken between steps (step_boundary), in the training thread.
   int samples_between_steps = 0;
   /// The monitor's cost over the wall time it ran, in percent of one core: the background thread's
   /// CPU time plus the wall time the training thread spent sampling between steps.

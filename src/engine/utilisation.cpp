@@ -24,11 +24,7 @@ namespace batchwise {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct CpuTimes {
-  int cpu = 0;
-  unsigned long long busy = 0, total = 0;
-};
+using detail::CpuTimes;
 
 // The jiffies of each CPU in `mask`, from /proc/stat.
 std::vector<CpuTimes> read_cpu_times(const cpu_set_t& mask) {
@@ -103,34 +99,35 @@ struct UtilisationMonitor::State {
   int gpu_index;
   cpu_set_t mask;
   Clock::time_point start = Clock::now();
-  std::vector<CpuTimes> last;
+  std::optional<detail::CpuShare> cpu;
   std::vector<UtilisationSample> samples;
   std::mutex mutex;
   std::condition_variable wake;
   bool stop = false;
   bool between_steps = false;             // CPU: samples are taken at step boundaries when due
-  Clock::time_point last_sample = start;  // when the latest sample was taken
-  int samples_between_steps = 0;
+  Clock::time_point last_sample = start;  // when the latest sample was taken or tried (sample())
+  int samples_between_steps = 0;          // of those recorded
   double between_steps_s = 0;             // wall time spent sampling at step boundaries
   double sampler_cpu_s = 0;
   // GPU: the driver's own utilisation samples over the monitor's lifetime, read at every sample.
   std::optional<detail::UtilisationWindow> window;
   std::thread thread;
 
-  void sample() {
-    UtilisationSample s;
+  // Takes a sample; false when it is too soon after the last one for /proc/stat's tick counters
+  // to give a share (CpuShare), and then its time counts in the next one.
+  bool sample() {
     last_sample = Clock::now();
-    s.t_s = std::chrono::duration<double>(last_sample - start).count();
-    const std::vector<CpuTimes> now = read_cpu_times(mask);
-    double sum = 0;
-    for (size_t i = 0; i < now.size() && i < last.size(); ++i) {
-      const unsigned long long total = now[i].total - last[i].total, busy = now[i].busy - last[i].busy;
-      const double percent = total > 0 ? 100.0 * static_cast<double>(busy) / static_cast<double>(total) : 0.0;
-      s.core_percent.push_back(percent);
-      sum += percent;
+    std::optional<std::vector<double>> cores = cpu->since_last(read_cpu_times(mask));
+    if (!cores) {
+      if (window) window->poll();  // on schedule all the same: the driver keeps its latest samples only
+      return false;
     }
+    UtilisationSample s;
+    s.t_s = std::chrono::duration<double>(last_sample - start).count();
+    s.core_percent = std::move(*cores);
+    double sum = 0;
+    for (double percent : s.core_percent) sum += percent;
     s.cpu_percent = s.core_percent.empty() ? 0 : sum / static_cast<double>(s.core_percent.size());
-    last = now;
     s.rss_bytes = rss_bytes();
     if (gpu_index >= 0) {
       if (const auto g = detail::shared_nvml().sample(gpu_index)) {
@@ -144,6 +141,7 @@ struct UtilisationMonitor::State {
       if (window) window->poll();
     }
     samples.push_back(std::move(s));
+    return true;
   }
 
   void run() {
@@ -158,12 +156,28 @@ struct UtilisationMonitor::State {
       if (wake.wait_until(lock, due, [&] { return stop; })) break;
       if (Clock::now() >= last_sample + every) sample();
     }
-    sample();  // one more at the end: the run's last stretch
+    sample();  // one more at the end: the run's last stretch, unless shorter than a tick
     sampler_cpu_s = thread_cpu_s() - cpu_start;
   }
 };
 
 namespace detail {
+
+std::optional<std::vector<double>> CpuShare::since_last(const std::vector<CpuTimes>& now) {
+  std::vector<double> percent;
+  for (size_t i = 0; i < now.size() && i < last_.size(); ++i) {
+    const unsigned long long total = now[i].total - last_[i].total, busy = now[i].busy - last_[i].busy;
+    // No tick on this CPU yet: its counters cannot tell busy from idle (reading 0 % here pulled
+    // fully busy trials' means down). The reading is dropped and `last_` kept rather than moved on:
+    // moving it would lose the ticks the other CPUs did count, and leave the next share covering
+    // less time than the samples' t_s say. Kept, every share covers exactly the time since the
+    // previous one, so the timeline still tiles the trial.
+    if (total == 0) return std::nullopt;
+    percent.push_back(100.0 * static_cast<double>(busy) / static_cast<double>(total));
+  }
+  last_ = now;
+  return percent;
+}
 
 void summarise_gpu_percent(UtilisationSummary& u, const UtilisationWindow::Result& window, double wall_s) {
   const double settled_s = 2 * kNvmlLongestPeriod_s;
@@ -213,7 +227,7 @@ UtilisationMonitor::UtilisationMonitor(double interval_s, int gpu_index) : state
   CPU_ZERO(&state_->mask);
   if (sched_getaffinity(0, sizeof(state_->mask), &state_->mask) != 0)
     for (int i = 0; i < CPU_SETSIZE; ++i) CPU_SET(i, &state_->mask);
-  state_->last = read_cpu_times(state_->mask);
+  state_->cpu.emplace(read_cpu_times(state_->mask));
   state_->between_steps = gpu_index < 0;
   if (state_->gpu_index >= 0) state_->window.emplace(detail::shared_nvml(), state_->gpu_index, wall_clock_us());
   state_->thread = std::thread([s = state_.get()] { s->run(); });
@@ -236,8 +250,7 @@ void UtilisationMonitor::step_boundary() {
   const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.stop || now - s.last_sample < std::chrono::duration<double>(s.interval_s)) return;
-  s.sample();
-  ++s.samples_between_steps;
+  if (s.sample()) ++s.samples_between_steps;
   s.between_steps_s += std::chrono::duration<double>(Clock::now() - now).count();
 }
 

@@ -71,6 +71,28 @@ TEST(Utilisation, OnCpuTheSamplesAreTakenBetweenSteps) {
   for (size_t i = 1; i < b.timeline.size(); ++i) EXPECT_GT(b.timeline[i].t_s, b.timeline[i - 1].t_s);
 }
 
+// /proc/stat counts in clock ticks (10 ms), each CPU's on its own tick: a sample taken less than a
+// tick after the last one can find a busy CPU's counters unchanged. That is no reading (not 0 %
+// busy), and its time counts in the next sample's share instead.
+TEST(Utilisation, AnIntervalTooShortForTheTickCountersIsMergedIntoTheNextNotReadAsIdle) {
+  using detail::CpuTimes;
+  detail::CpuShare share({CpuTimes{0, 1000, 2000}, CpuTimes{1, 500, 3000}});
+  // 5 ms on: CPU 1 ticked (busy), CPU 0 has not yet.
+  EXPECT_FALSE(share.since_last({CpuTimes{0, 1000, 2000}, CpuTimes{1, 501, 3001}}).has_value());
+  // 20 ticks on from the first reading, 10 of them busy on each CPU: 50 % each. Measured from the
+  // skipped reading instead, CPU 1 would read 9 of 19 (47.4 %).
+  const std::optional<std::vector<double>> merged =
+      share.since_last({CpuTimes{0, 1010, 2020}, CpuTimes{1, 510, 3020}});
+  ASSERT_TRUE(merged.has_value());
+  EXPECT_EQ(*merged, (std::vector<double>{50, 50}));
+  // Nothing moved at all (a sample right after another, as the last one at finish() can be).
+  EXPECT_FALSE(share.since_last({CpuTimes{0, 1010, 2020}, CpuTimes{1, 510, 3020}}).has_value());
+  // One tick on each CPU is a reading, if a coarse one: all or nothing.
+  const std::optional<std::vector<double>> tick = share.since_last({CpuTimes{0, 1011, 2021}, CpuTimes{1, 510, 3021}});
+  ASSERT_TRUE(tick.has_value());
+  EXPECT_EQ(*tick, (std::vector<double>{100, 0}));
+}
+
 // A timeline of NVML readings every 0.25 s over `wall_s`: SM `before` % in the first 2 s (periods
 // that may reach back before the trial), `during` % after.
 UtilisationSummary gpu_timeline(double wall_s, double before, double during) {
