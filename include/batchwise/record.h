@@ -70,6 +70,30 @@ void fields(V& v, T& d) {
 }
 
 /// Everything one command measured.
+/// One of tune's phases and the wall time it took.
+struct PhaseTime {
+  std::string phase;  ///< "fit", "sweep", "noise scale", "race", "validation", "precisions", ...
+  double wall_s = 0;
+};
+
+template <class V, class T, IfRecord<T, PhaseTime> = 0>
+void fields(V& v, T& p) {
+  v("phase", p.phase);
+  v("wall_s", p.wall_s);
+}
+
+/// tune's time, phase by phase as each ran (a phase with nothing to do is absent), and in all.
+struct TuneTiming {
+  std::vector<PhaseTime> phases;
+  double total_s = 0;
+};
+
+template <class V, class T, IfRecord<T, TuneTiming> = 0>
+void fields(V& v, T& t) {
+  v("phases", t.phases);
+  v("total_s", t.total_s);
+}
+
 struct Report {
   Context context;
   WorkloadInfo workload;
@@ -92,6 +116,7 @@ struct Report {
   std::vector<PrecisionPoint> precisions;        ///< tune --compare-precision; the run's own first
   std::optional<LoaderSearch> loader;            ///< batchwise loader; tune when input-bound
   std::optional<DistributedRun> distributed;     ///< data-parallel runs: trials' batches are per device
+  std::optional<TuneTiming> timing;              ///< tune: each phase's wall time, and the whole run's
 };
 
 /// The JSON report's fields, in JSON order (fields.h; docs/report-schema.md documents each).
@@ -118,6 +143,7 @@ void fields(V& v, T& r) {
   v("step_profile", r.step_profile, When{!r.step_profile.empty()});
   v("validation", r.validation, When{r.validation.has_value()});
   v("goodput", r.goodput, When{r.goodput.has_value()});
+  v("timing", r.timing, When{r.timing.has_value()});
 }
 
 }  // namespace batchwise

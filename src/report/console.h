@@ -27,4 +27,7 @@ void header_table(Lines& line, const Report& r);
 /// loader search (it runs only when the answer waits for its data): the short answer prints them too.
 void requested_tables(Lines& line, const Report& r);
 
+/// "time: 28 s in all: fit 1.8 s, sweep 4.9 s, noise scale 1.3 s, race 19.7 s" (tune's timing).
+std::string timing_line(const TuneTiming& t);
+
 }  // namespace batchwise::detail

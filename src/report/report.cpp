@@ -403,6 +403,12 @@ std::vector<std::string> clauses(const std::string& reason) {
 
 namespace detail {
 
+std::string timing_line(const TuneTiming& t) {
+  std::vector<std::string> phases;
+  for (const auto& p : t.phases) phases.push_back(fmt::format("{} {:.1f} s", p.phase, p.wall_s));
+  return fmt::format("time: {:.0f} s in all: {}", t.total_s, fmt::join(phases, ", "));
+}
+
 void requested_tables(Lines& line, const Report& r) {
   if (r.loader) loader_table(line, *r.loader);
   if (!r.precisions.empty()) precision_table(line, r.precisions);
@@ -443,6 +449,7 @@ std::string to_table(const Report& r) {
   }
   if (r.run_plan && !r.run_plan->rows.empty()) run_plan_table(line, *r.run_plan);
   if (r.plan) plan_table(line, *r.plan);
+  if (r.timing) line(detail::timing_line(*r.timing));
   return std::move(line).text();
 }
 

@@ -145,6 +145,7 @@ std::string to_summary(const Report& r) {
   line("why:");
   for (const auto& w : why) line("  " + w);
   line("");
+  if (r.timing) line(detail::timing_line(*r.timing));
   line("every table: --verbose; the whole report: --json FILE or --html FILE");
   line(closing_line(r));
   return std::move(line).text();

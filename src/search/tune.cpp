@@ -42,6 +42,26 @@ void stage(const TuneOptions& o, std::string what) {
   if (o.on_stage()) o.on_stage()(TuneStage{std::move(what)});
 }
 
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// tune's phases timed as each ends (report.timing); a phase that did nothing is left out.
+class Laps {
+ public:
+  explicit Laps(Clock::time_point start) : start_(start), mark_(start) {}
+  void operator()(const char* phase, bool ran = true) {
+    if (ran) timing_.phases.push_back({phase, seconds_since(mark_)});
+    mark_ = Clock::now();
+  }
+  TuneTiming done() {
+    timing_.total_s = seconds_since(start_);
+    return timing_;
+  }
+
+ private:
+  Clock::time_point start_, mark_;
+  TuneTiming timing_;
+};
+
 // tune's phases, in the order they run. A phase's stage goes out with -(its kind); the wrapper tune
 // puts around on_stage numbers it among the phases planned when tune began (numbered_stages).
 enum class Phase { Fit = 1, Sweep, Noise, Race, Validate, Precision };
@@ -81,13 +101,14 @@ bool fp16(const TuneSubject& s) {
 }
 
 // The fit (or the one reused), then a sweep of doublings up to it, and the knee's recommendation.
-void fit_and_sweep(TrialRunner& runner, const TuneOptions& o, Report& report) {
+void fit_and_sweep(TrialRunner& runner, const TuneOptions& o, Report& report, Laps& laps) {
   const FitOptions& f = o.fit();
   if (!o.reuse_fit())
     stage(o, Phase::Fit,
           fmt::format("fit: the largest batch from {} to {} within {:.0f} % of {} ({} mode)", f.min(), f.max(),
                       100 * f.target(), format_bytes(f.budget_bytes()), to_string(f.mode())));
   report.fit = o.reuse_fit() ? *o.reuse_fit() : fit(runner, f);
+  laps("fit", !o.reuse_fit());
   if (report.fit->outcome != FitOutcome::Fits) return;
   SweepOptions s = o.sweep();
   // The batches the caller named are all swept; doublings tune chose stop where samples/s flattens.
@@ -103,6 +124,7 @@ void fit_and_sweep(TrialRunner& runner, const TuneOptions& o, Report& report) {
                     s.batch_sizes().size(), s.batch_sizes().front(), s.batch_sizes().back(), s.repetitions(),
                     s.stop_after_flat() > 0 ? ", stopping where it flattens" : ""));
   report.sweep = sweep(runner, s);
+  laps("sweep");
   if (!report.sweep->noise_warning.empty()) report.context.warnings.push_back(report.sweep->noise_warning);
   report.recommendation = recommend(report.fit, report.sweep);
 }
@@ -385,6 +407,7 @@ Evidence evidence(const TuneSubject& subject, const TuneOptions& o, const Report
 Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   BATCHWISE_CHECK(subject.runner != nullptr, ConfigError, "tune: no trial runner");
   const auto start = Clock::now();
+  Laps laps(start);
   fill_context(subject, o, report);
   const bool own_step = subject.workload != nullptr;  // batchwise trains the model itself
   if (o.doctor() && own_step && subject.world_size == 1) {
@@ -394,6 +417,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
       stage(o, fmt::format("doctor: warning: {}\n  fix: {}", w.detail, w.fix));
       report.context.warnings.push_back(fmt::format("doctor: {} (fix: {})", w.detail, w.fix));
     }
+    laps("doctor");
   }
   FitOptions f = o.fit();
   const bool raced = o.race() && module_of(subject) && subject.world_size == 1 && !fp16(subject);
@@ -402,15 +426,21 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   TuneOptions options = numbered_stages(o, o.reuse_fit().has_value(), noise, raced,
                                         o.validate() && module_of(subject), precisions);
   options.fit(f.budget_bytes(report.budget_bytes));
-  fit_and_sweep(*subject.runner, options, report);
-  if (!report.sweep) return report;
+  fit_and_sweep(*subject.runner, options, report, laps);
+  if (!report.sweep) {
+    report.timing = laps.done();
+    return report;
+  }
   if (o.profile() && own_step) report.step_profile = profile_sweep(*subject.workload, *report.sweep, report.context.warnings);
+  laps("profile", !report.step_profile.empty());
   if (o.noise() && own_step) noise_and_goodput(subject, options, report);
-  const double spent_s = std::chrono::duration<double>(Clock::now() - start).count();
+  laps("noise scale", report.noise.has_value());
+  const double spent_s = seconds_since(start);
   if (raced && o.epochs() > 0)
     race_the_run(subject, options, spent_s, report);
   else if (raced)
     race(subject, options, spent_s, report);
+  laps(report.run_race ? "run race" : "race", report.run_race || report.race);
   if (o.epochs() > 0 && !report.run_race)
     report.context.warnings.push_back(
         "--epochs was not used: only the run race uses it, and none ran (--no-race, a training command, data-parallel "
@@ -423,17 +453,24 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
                            : report.race && report.race->best_batch
                                ? recommend(report.fit, report.sweep, *report.race)
                                : recommend(report.fit, report.sweep, report.noise, report.goodput);
-  if (!report.recommendation) return report;
+  if (!report.recommendation) {
+    report.timing = laps.done();
+    return report;
+  }
   if (subject.world_size > 1)
     report.recommendation->reason += fmt::format("; batches are per device: the global batch is {} over {} ranks",
                                                  report.recommendation->batch * subject.world_size, subject.world_size);
   if (o.loader_search() && module_of(subject)) follow_loader(subject, options, report);
+  laps("loader", report.loader.has_value());
   if (o.validate() && module_of(subject)) validate_around(subject, options, report);
+  laps("validation", report.validation.has_value());
   report.recommendation = with_confidence(*report.recommendation, evidence(subject, o, report));
   learning_rate(subject, options, report);
   plan_the_run(subject, options, report);
-  if (o.compare_precision() && subject.options && subject.release && subject.world_size == 1)
-    compare_precisions(subject, options, report);
+  laps("learning rate", report.lr.has_value());
+  if (precisions) compare_precisions(subject, options, report);
+  laps("precisions", precisions);
+  report.timing = laps.done();
   return report;
 }
 

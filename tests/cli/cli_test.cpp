@@ -348,6 +348,21 @@ TEST(Cli, TuneWithoutVerbosePrintsPhasesTheWhyAndTheAnswer) {
       << r.out;
   EXPECT_NE(r.out.find("\nwhy:\n  fit: batch 64 "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("sweep ("), std::string::npos) << r.out;
+  // Where the time went, phase by phase, in the JSON and on one line.
+  const auto& timing = j.at("timing");
+  std::vector<std::string> phases;
+  double sum = 0;
+  for (const auto& p : timing.at("phases")) {
+    phases.push_back(p.at("phase"));
+    sum += p.at("wall_s").get<double>();
+    EXPECT_GE(p.at("wall_s").get<double>(), 0);
+  }
+  EXPECT_EQ(phases, (std::vector<std::string>{"doctor", "fit", "sweep", "noise scale", "race", "learning rate"}))
+      << timing.dump();
+  EXPECT_LE(sum, timing.at("total_s").get<double>() + 1e-9);
+  EXPECT_NE(r.out.find(fmt::format("time: {:.0f} s in all: doctor ", timing.at("total_s").get<double>())),
+            std::string::npos)
+      << r.out;
   // --verbose: every table, and a line per trial.
   const Outcome verbose = batchwise(
       "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
