@@ -78,7 +78,7 @@ TEST(Cli, PlanForWritesThePlan) {
   EXPECT_NE(r.out.find("at the same precision (fp32)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the allowances added cover what this CPU measurement lacks"), std::string::npos) << r.out;
   const Outcome bf16 = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 32MiB "
-                                 "--steps 1 --precision bf16 --plan-for l4 --quiet");
+                                 "--fit-steps 1 --precision bf16 --plan-for l4 --quiet");
   ASSERT_EQ(bf16.code, 0) << bf16.err;
   EXPECT_NE(bf16.out.find("at the same precision (bf16)"), std::string::npos) << bf16.out;
 }
@@ -526,7 +526,7 @@ TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
 TEST(Cli, NoiseReportsTheNoiseScaleWithItsTimeline) {
   const fs::path json = scratch() / "noise.json";
   const Outcome r = batchwise("noise --model mlp --dataset synthetic --synthetic-size 512 --batch 64 --micro-batch 8 "
-                              "--steps 8 --no-history --json " + json.string());
+                              "--noise-steps 8 --no-history --json " + json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("B_simple = tr(Sigma) / |G|^2 = "), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(json));

@@ -180,7 +180,7 @@ def file_cases(work):
         write(os.path.join(d, "t10k-labels-idx1-ubyte.gz"), gz(labels))
         return d
 
-    base = ["fit", "--model", "mlp", "--no-history", "-q", "--max", "4", "--steps", "1"]
+    base = ["fit", "--model", "mlp", "--no-history", "-q", "--max", "4", "--fit-steps", "1"]
     d = fashion_dir("fashion-truncated", idx_images[:5000], idx_labels)
     cases.append(("fashion-mnist: truncated images", base + ["--data-dir", d], [d]))
     d = fashion_dir("fashion-text", b"hello, not an idx file\n" * 10, idx_labels)

@@ -145,7 +145,7 @@ def check_fit(opts, spec):
     # The fit's trials run the sweep's steps, so that their peaks are the sweep's (fewer steps can
     # peak lower: a DataLoader's next batch, a third step's allocations).
     report, console = batchwise(opts, "fit", ["--mode", "power", "--min", str(a), "--max", str(b),
-                                              "--warmup", str(WARMUP), "--steps", str(STEPS),
+                                              "--warmup", str(WARMUP), "--fit-steps", str(STEPS),
                                               "--memory-budget", str(budget)], spec)
     fit = report["fit"]
     check(fit["outcome"] == "fits" and fit["batch"] == a,
