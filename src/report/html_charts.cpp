@@ -193,6 +193,9 @@ Monitored monitored_trials(const Report& r) {
 // One sentence on the trial at the recommended batch: its CPU and memory, and its GPU figure or why none.
 std::string utilisation_summary(const Trial& trial) {
   const UtilisationSummary& u = *trial.utilisation;
+  if (u.timeline.empty())  // a trial shorter than the CPU's clock tick: no figure, rather than 0 %
+    return fmt::format("At batch {}: no CPU sample (the trial was shorter than the monitor could resolve).",
+                       trial.batch);
   std::string out = fmt::format(
       "At batch {}: CPU busy {:.0f} % on average (min {:.0f}, max {:.0f}), resident memory up to {}; the monitor "
       "itself used {:.2f} % of one core.",

@@ -181,6 +181,15 @@ TEST(Html, UtilisationCaptionGivesTheGpuFigureOrWhyThereIsNone) {
   const std::string html = to_html(to_json(r));
   EXPECT_NE(html.find("GPU: no NVML SM and memory utilisation sample inside the trial."), std::string::npos);
   EXPECT_EQ(html.find("GPU SM busy"), std::string::npos);
+  // A trial with no sample (shorter than a clock tick) has no CPU figure, not 0 %; another's are drawn.
+  r.sweep->points[0].utilisation = u;
+  u.timeline.clear();
+  u.samples = 0;
+  u.cpu_percent = UtilisationStat{0, 0, 0};
+  const std::string empty = to_html(to_json(r));
+  EXPECT_NE(empty.find("At batch 128: no CPU sample (the trial was shorter than the monitor could resolve)."),
+            std::string::npos);
+  EXPECT_EQ(empty.find("CPU busy 0 %"), std::string::npos);
 }
 
 // Utilisation is drawn over every monitored sweep trial, each sample at its batch and each trial's mean
