@@ -50,6 +50,21 @@ std::string noise_line(const NoiseResult& n) {
                      *n.b_simple, n.b_simple_low, n.b_simple_high);
 }
 
+// The batches about as good as the answer, from what decided it.
+std::vector<int64_t> flat_range(const Report& r) {
+  if (r.validation && r.validation->epochs > 0 && !r.validation->good_batches.empty())
+    return r.validation->good_batches;
+  if (r.run_race && r.run_race->best_batch) {
+    std::vector<int64_t> good;
+    for (const auto& e : r.run_race->entries)
+      if (e.good) good.push_back(e.batch);
+    return good;
+  }
+  if (r.race && r.race->best_batch) return r.race->within_5_percent;
+  if (r.goodput && r.goodput->best_batch) return r.goodput->within_5_percent;
+  return {};
+}
+
 // What decided the answer, in one line: validation, the run race, the batch race, or goodput.
 std::string decider_line(const Report& r) {
   if (r.validation && r.validation->fastest_batch) {
@@ -65,9 +80,7 @@ std::string decider_line(const Report& r) {
   }
   if (r.run_race && r.run_race->best_batch) {
     const RunRace& race = *r.run_race;
-    std::vector<int64_t> good;
-    for (const auto& e : race.entries)
-      if (e.good) good.push_back(e.batch);
+    const std::vector<int64_t> good = flat_range(r);
     for (const auto& e : race.entries)
       if (e.batch == *race.best_batch)
         return fmt::format("run race: batch {} finishes your {:g}-epoch run soonest ({:.0f} s) without a worse model{}",
@@ -87,21 +100,6 @@ std::string decider_line(const Report& r) {
   if (r.goodput && r.goodput->best_batch)
     return fmt::format("goodput: batch {} makes the most progress per second at B_simple {:.0f}",
                        *r.goodput->best_batch, r.goodput->b_simple);
-  return {};
-}
-
-// The batches about as good as the answer, from what decided it.
-std::vector<int64_t> flat_range(const Report& r) {
-  if (r.validation && r.validation->epochs > 0 && !r.validation->good_batches.empty())
-    return r.validation->good_batches;
-  if (r.run_race && r.run_race->best_batch) {
-    std::vector<int64_t> good;
-    for (const auto& e : r.run_race->entries)
-      if (e.good) good.push_back(e.batch);
-    return good;
-  }
-  if (r.race && r.race->best_batch) return r.race->within_5_percent;
-  if (r.goodput && r.goodput->best_batch) return r.goodput->within_5_percent;
   return {};
 }
 
