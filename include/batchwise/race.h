@@ -117,6 +117,12 @@ struct BatchRaceOptions {
   /// end. The best of the last finished rung wins, and the notes say so. Training added over a
   /// plateau (see race_batches) raises the limit in proportion.
   TORCH_ARG(double, max_wall_s) = 0;
+  /// Wall-clock seconds the race was planned to take (0: none), evaluations and range tests
+  /// included (race_overhead_s): before each rung after the first, its training shrinks so that the
+  /// rungs left fit the wall time left at the pace the race has measured (wall seconds per second of
+  /// training, range tests apart), and the notes say so. Training added over a plateau raises it in
+  /// proportion, as max_wall_s.
+  TORCH_ARG(double, wall_budget_s) = 0;
   /// The user's held-out target (0: none), a test accuracy (class labels) or loss, or both (either
   /// reached counts). An entry records when its evaluations reach it (RaceEntry::target_s), and a rung
   /// in which one has is the race's last: the first there wins, as no entry of that rung can get there
@@ -235,6 +241,13 @@ LastRungPick pick_last_rung(const std::vector<const RaceEntry*>& last_rung);
 /// ConfigError for mismatched options or none, a target accuracy outside (0, 1] or one on a held-out
 /// set without class labels, or a negative target loss.
 BatchRace race_batches(ModuleWorkload& workload, const Dataset& held_out, const BatchRaceOptions& options);
+
+/// The race's seconds beyond its training: a range test per candidate (`lr.steps` steps at its batch)
+/// and the held-out evaluations (before it starts, then `evaluations` per entry per rung) of
+/// `held_out_size` samples, forward only at batch 1024 (a third of a training step's time).
+/// `step_s(batch)`: a training step's seconds (time_plan.h's StepCost::at).
+double race_overhead_s(const BatchRaceOptions& options, int64_t held_out_size,
+                       const std::function<double(int64_t)>& step_s);
 
 /// The race's candidates from a sweep: ok points with at least 40 % of the best samples/s and not
 /// more than 5 % slower than a smaller batch (dominated), at most `count`, dropping from whichever

@@ -74,24 +74,33 @@ void fields(V& v, T& d) {
 struct PhaseTime {
   std::string phase;  ///< "fit", "sweep", "noise scale", "race", "validation", "precisions", ...
   double wall_s = 0;
+  double expected_s = 0;  ///< what tune expected it to take when it stated its plan (0: not stated)
 };
 
 template <class V, class T, IfRecord<T, PhaseTime> = 0>
 void fields(V& v, T& p) {
   v("phase", p.phase);
   v("wall_s", p.wall_s);
+  v("expected_s", p.expected_s, When{p.expected_s > 0});
 }
 
 /// tune's time, phase by phase as each ran (a phase with nothing to do is absent), and in all.
 struct TuneTiming {
   std::vector<PhaseTime> phases;
   double total_s = 0;
+  /// The whole run as tune stated it once the fit had timed the steps: the time by then plus the
+  /// phases it expected after (0: not stated, e.g. the fit found no batch).
+  double expected_s = 0;
+  /// The most it stated the run could take: every batch swept, a race trained over its plateau.
+  double at_most_s = 0;
 };
 
 template <class V, class T, IfRecord<T, TuneTiming> = 0>
 void fields(V& v, T& t) {
   v("phases", t.phases);
   v("total_s", t.total_s);
+  v("expected_s", t.expected_s, When{t.expected_s > 0});
+  v("at_most_s", t.at_most_s, When{t.at_most_s > 0});
 }
 
 struct Report {

@@ -54,6 +54,12 @@ struct RunRaceOptions {
   TORCH_ARG(std::optional<double>, noise_at_start);
   /// Training steps of each noise-scale measurement.
   TORCH_ARG(int, noise_steps) = 20;
+  /// Batches held back (a sweep's smaller ones: race_reserve), and each one's samples/s: REQUIRES the
+  /// same length. When the reference's longest compressed run does not leave the start, they join the
+  /// candidates, the smallest of them the reference, and the race runs once more (one more budget;
+  /// the range tests already run are reused).
+  TORCH_ARG(std::vector<int64_t>, reserve);
+  TORCH_ARG(std::vector<double>, reserve_samples_per_s);
   /// Called before each compressed run: the batch, which run of how many.
   TORCH_ARG(std::function<void(const std::string&)>, on_progress);
 };
@@ -192,6 +198,12 @@ struct RunRace {
   std::string schedule_reason;
   std::vector<std::string> notes;
   double wall_s = 0;             ///< the whole race: range tests, training, noise scales, evaluations
+  /// The reference's longest compressed run did not bring the held-out loss 2 % below the initial
+  /// weights' (it has no learning curve yet): no pick.
+  bool reference_stuck = false;
+  /// Where the reserve joined (RunRaceOptions::reserve): the reference of the first race, which did
+  /// not leave the start.
+  std::optional<int64_t> first_reference;
 };
 
 /// The JSON fields of a RunRace, in JSON order (fields.h).
@@ -217,7 +229,15 @@ void fields(V& v, T& r) {
   v("schedule_reason", r.schedule_reason);
   v("notes", r.notes);
   v("wall_s", r.wall_s);
+  v("first_reference", r.first_reference, When{r.first_reference.has_value()});
 }
+
+/// The run race's seconds beyond its compressed runs' training: a range test per candidate
+/// (`lr.steps` steps), the noise scale at the start (unless given) and after each of the reference's
+/// runs, and a held-out evaluation (`held_out_size` samples, forward only at batch 1024) before and
+/// after each run. `step_s(batch)`: a training step's seconds (time_plan.h's StepCost::at).
+double run_race_overhead_s(const RunRaceOptions& options, int64_t held_out_size,
+                           const std::function<double(int64_t)>& step_s);
 
 /// Runs the reference's compressed runs and noise scales from the workload's current state
 /// (restored before each and after the last; its rate too), and judges every candidate. Throws

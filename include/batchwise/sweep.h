@@ -3,6 +3,7 @@
 /// repetitions interleaved across sizes, and the knee where a bigger batch stops paying.
 #include <torch/arg.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,11 @@ struct SweepOptions {
   /// and a re-measure outside the plan comes with index -1.
   TORCH_ARG(TrialCallback, on_trial);
   TORCH_ARG(TrialStartCallback, on_trial_start);
+  /// Predicted seconds of one trial at a batch (tune's, from the fit's step times: time_plan.h).
+  /// When set, the sweep counts the time left over its planned trials (an Eta: the predictions left,
+  /// scaled by how those run compare) and gives it to on_eta after each trial, before on_trial.
+  TORCH_ARG(std::function<double(int64_t)>, expected_trial_s);
+  TORCH_ARG(std::function<void(double left_s)>, on_eta);
 };
 
 /// One point per batch size, aggregated over repetitions (raw step times kept).

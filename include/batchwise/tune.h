@@ -63,6 +63,10 @@ struct TuneStage {
   /// the total stays). 0: a note within a phase (a doctor's warning, the loader search).
   int phase = 0;
   int phases = 0;
+  /// A phase's expected seconds (0: not known), and, on the line that states the plan once the fit
+  /// has timed the steps (`plan`), the seconds tune expects to take from here to its end.
+  double expected_s = 0;
+  bool plan = false;
 };
 
 /// Options of tune. Example: `TuneOptions().fit(FitOptions().budget_bytes(1LL << 30)).race_budget_s(60)`.

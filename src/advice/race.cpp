@@ -147,6 +147,7 @@ struct Live {
   RaceEntry entry;
   std::unique_ptr<WorkloadState> state;
   bool failed = false;
+  double advise_s = 0;  // the range test's wall time, apart from the training's pace
 };
 
 // Where the race stands, for its progress reports.
@@ -202,7 +203,9 @@ void run_entry(ModuleWorkload& w, const Dataset& held_out, Live& live, const Wor
   try {
     if (first) {
       w.restore_state(initial);
+      const auto advise_start = Clock::now();
       e.lr = advise_lr(w, e.batch, o.lr());
+      live.advise_s = since(advise_start);
     } else {
       w.restore_state(*live.state);
     }
@@ -372,6 +375,7 @@ struct RaceRun {
   double horizon = 0;
   double extension_left;         // a plateau may lengthen the race to twice its budget
   double wall_limit;
+  double wall_budget;            // the planned wall time (BatchRaceOptions::wall_budget_s), 0: none
   bool cut_short = false;
 
   // `kept` (plan_candidates) all in the race, from the same weights and the initial held-out loss.
@@ -380,7 +384,7 @@ struct RaceRun {
       : w(w), held_out(held_out), o(o), initial(initial), clock(clock), race(race), target(target),
         sizes(rung_sizes(static_cast<int>(kept.size()))), first(first_slice(o.budget_s(), sizes)),
         points(static_cast<size_t>(o.evaluations()) + 1), entries(kept.size()), alive(kept.size()),
-        extension_left(o.budget_s()), wall_limit(o.max_wall_s()) {
+        extension_left(o.budget_s()), wall_limit(o.max_wall_s()), wall_budget(o.wall_budget_s()) {
     for (size_t i = 0; i < kept.size(); ++i) {
       entries[i].entry.batch = kept[i].batch;
       entries[i].entry.samples_per_s = kept[i].samples_per_s;
@@ -412,8 +416,30 @@ struct RaceRun {
 
   // Trains the rung's entries to its horizon, and on over the plateau at the start (extend); after the
   // first rung, the reserve joins where no candidate has left the start.
+  // Rung `rung`'s training per entry: its share of the budget, less where the rungs left would not
+  // fit the wall time left at the pace measured so far (wall_budget_s); never below min_steps'
+  // worth for the slowest entry still in.
+  double fitted_slice(size_t rung) {
+    const double planned = first * std::pow(2.0, static_cast<double>(rung));
+    if (rung == 0 || wall_budget <= 0 || clock.wall_per_train_s <= 0) return planned;
+    double units = 0;  // the rungs left, in this rung's slices per entry
+    for (size_t r = rung; r < sizes.size(); ++r) units += sizes[r] * std::pow(2.0, static_cast<double>(r - rung));
+    const double fits = (wall_budget - since(clock.start)) / (units * clock.wall_per_train_s);
+    if (fits >= planned) return planned;
+    double floor = 0;
+    for (size_t i : alive)
+      floor = std::max(floor, o.min_steps() * static_cast<double>(entries[i].entry.batch) /
+                                  entries[i].entry.samples_per_s);
+    const double slice = std::max(fits, floor);
+    race.notes.push_back(fmt::format(
+        "rung {} trained {:.2f} s per entry instead of {:.2f} s: the race had taken {:.0f} s of the {:.0f} s planned "
+        "(training ran at {:.2f} s of wall time per second planned), and the rungs left were fitted to the rest",
+        rung + 1, slice, planned, since(clock.start), wall_budget, clock.wall_per_train_s));
+    return slice;
+  }
+
   void train_rung(size_t rung) {
-    const double planned_slice = first * std::pow(2.0, static_cast<double>(rung));
+    const double planned_slice = fitted_slice(rung);
     clock.slice = planned_slice;
     clock.rung = static_cast<int>(rung) + 1;
     clock.count = static_cast<int>(alive.size());
@@ -440,9 +466,10 @@ struct RaceRun {
       ++clock.index;
       if (entries[i].failed) continue;
       const auto entry_start = Clock::now();
+      entries[i].advise_s = 0;
       run_entry(w, held_out, entries[i], initial, from_initial, horizon, clock, o);
       clock.planned_left -= clock.slice;
-      const double wall = since(entry_start) / clock.slice;
+      const double wall = (since(entry_start) - entries[i].advise_s) / clock.slice;
       clock.wall_per_train_s = clock.wall_per_train_s > 0 ? 0.5 * (clock.wall_per_train_s + wall) : wall;
     }
   }
@@ -458,6 +485,7 @@ struct RaceRun {
     if (more < 0.999 * planned_slice || (wall_limit > 0 && since(clock.start) > wall_limit)) return false;
     extension_left -= more * live_count;
     wall_limit += o.max_wall_s() * more * live_count / o.budget_s();  // the limit grows with the training
+    wall_budget += o.wall_budget_s() * more * live_count / o.budget_s();
     clock.slice = more;
     clock.planned_left += more * live_count;
     return true;
@@ -474,6 +502,7 @@ struct RaceRun {
     const size_t before_join = entries.size();
     join_reserve(w, held_out, initial, o, horizon, clock, race, entries, alive);
     wall_limit += o.max_wall_s() * horizon * static_cast<double>(entries.size() - before_join) / o.budget_s();
+    wall_budget += o.wall_budget_s() * horizon * static_cast<double>(entries.size() - before_join) / o.budget_s();
   }
 
   // Ranks the rung's entries (by the time to the target where one reached it, else by held-out loss
@@ -508,6 +537,15 @@ struct RaceRun {
 };
 
 }  // namespace
+
+double race_overhead_s(const BatchRaceOptions& o, int64_t held_out_size, const std::function<double(int64_t)>& step_s) {
+  double range_tests = 0;
+  for (int64_t b : o.batches()) range_tests += o.lr().steps() * step_s(b);
+  double evaluations = 1;
+  for (int entries : rung_sizes(static_cast<int>(o.batches().size()))) evaluations += entries * o.evaluations();
+  const double evaluation = static_cast<double>(held_out_size) / 1024 * step_s(1024) / 3;
+  return range_tests + evaluations * evaluation;
+}
 
 BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o) {
   check_options(held_out, o);

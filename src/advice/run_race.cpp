@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <tuple>
 
 #include "advice/target.h"
@@ -237,12 +238,16 @@ void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) {
 
 // Each candidate's advised rate, with the warm-up its full run applies (at most a quarter of it)
 // and the schedule after it in its advice; a candidate whose range test fails gets a message.
+// `advised`: the range tests already run (the reserve's second race reuses the first's), and where
+// this one's go.
 void advise_rates(ModuleWorkload& w, const WorkloadState& initial, RunRace& race, const RunRaceOptions& o,
-                  int64_t dataset) {
+                  int64_t dataset, std::map<int64_t, LrAdvice>& advised) {
   for (auto& e : race.entries) {
     w.restore_state(initial);
     try {
-      e.lr = advise_lr(w, e.batch, o.lr());
+      const auto known = advised.find(e.batch);
+      e.lr = known != advised.end() ? known->second : advise_lr(w, e.batch, o.lr());
+      advised[e.batch] = e.lr;
     } catch (const ConfigError&) {
       throw;
     } catch (const std::exception& failure) {  // out of memory at this batch, or a failing step
@@ -287,6 +292,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
   // samples cost nothing, and the largest batch would win).
   const double longest = *race.runs.back().loss;
   if (!(longest <= kLeftTheStart * loss_before)) {
+    race.reference_stuck = true;
     ref.message = fmt::format(
         "its longest compressed run ({:.3g} epochs) did not leave the start: held-out loss {:.4g} against {:.4g} at "
         "your initial weights, so its learning curve says nothing about the run (a larger --advice-budget trains the "
@@ -489,7 +495,27 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
 
 }  // namespace
 
-RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
+double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size, const std::function<double(int64_t)>& step_s) {
+  double range_tests = 0;
+  int64_t noise_batch = 0;
+  for (int64_t b : o.batches()) {
+    range_tests += o.lr().steps() * step_s(b);
+    if (b <= 1024) noise_batch = std::max(noise_batch, b);
+  }
+  if (noise_batch == 0) noise_batch = *std::min_element(o.batches().begin(), o.batches().end());
+  noise_batch = std::max<int64_t>(8, noise_batch);
+  const int noise_scales = o.noise_at_start() ? 3 : 4;  // after each of the reference's three runs
+  const double noise = noise_scales * o.noise_steps() * 8 * step_s(std::max<int64_t>(1, noise_batch / 8));
+  const double evaluations = 1 + 3 + static_cast<double>(o.batches().size() - 1);
+  const double evaluation = static_cast<double>(held_out_size) / 1024 * step_s(1024) / 3;
+  return range_tests + noise + evaluations * evaluation;
+}
+
+namespace {
+
+// One run race over o's candidates (the reserve aside).
+RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o,
+                  std::map<int64_t, LrAdvice>& advised) {
   BATCHWISE_CHECK(o.batches().size() >= 2 && o.samples_per_s().size() == o.batches().size(), ConfigError,
                   "the run race needs two or more candidates, each with its samples/s ({} and {} given)",
                   o.batches().size(), o.samples_per_s().size());
@@ -518,7 +544,7 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
 
   // However it ends, the weights, the optimizer (its rate too) and the data order are as they were.
   const StateGuard initial(w);
-  advise_rates(w, initial.state(), race, o, dataset);
+  advise_rates(w, initial.state(), race, o, dataset, advised);
   RunRaceEntry& ref = race.entries.front();
   if (ref.message.empty()) {
     w.restore_state(initial.state());
@@ -532,6 +558,40 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
                                      ref.batch, ref.message));
   race.wall_s = since(start);
   return race;
+}
+
+}  // namespace
+
+RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
+  BATCHWISE_CHECK(o.reserve().size() == o.reserve_samples_per_s().size(), ConfigError,
+                  "the run race: {} reserve batches with {} throughput figures; give one figure per batch",
+                  o.reserve().size(), o.reserve_samples_per_s().size());
+  std::map<int64_t, LrAdvice> advised;
+  RunRace first = race_once(w, held_out, o, advised);
+  std::vector<int64_t> batches;
+  std::vector<double> rates;
+  for (size_t i = 0; i < o.reserve().size(); ++i)
+    if (std::find(o.batches().begin(), o.batches().end(), o.reserve()[i]) == o.batches().end())
+      batches.push_back(o.reserve()[i]), rates.push_back(o.reserve_samples_per_s()[i]);
+  if (!first.reference_stuck || batches.empty()) return first;
+  // The reference never left the start: smaller batches take more steps in the same samples, which
+  // is what leaves a plateau (mobilenet with SGD: 64 stays at chance where 16 and 32 learn). They
+  // join, the smallest the new reference, for one more budget.
+  const std::vector<int64_t> reserve = batches;
+  batches.insert(batches.end(), o.batches().begin(), o.batches().end());
+  rates.insert(rates.end(), o.samples_per_s().begin(), o.samples_per_s().end());
+  RunRaceOptions again = o;
+  again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({});
+  RunRace second = race_once(w, held_out, again, advised);
+  second.notes.insert(second.notes.begin(),
+                      fmt::format("batch {} (the first reference) did not leave the start in {:.3g} epochs, so the "
+                                  "reserve {} joined, batch {} the reference, for one more budget ({}{})",
+                                  first.reference_batch, first.lengths_epochs.back(), reserve, second.reference_batch,
+                                  second.reference_stuck ? "it did not leave the start either" : "it left the start",
+                                  second.best_batch ? "" : "; no pick"));
+  second.first_reference = first.reference_batch;
+  second.wall_s += first.wall_s;
+  return second;
 }
 
 }  // namespace batchwise

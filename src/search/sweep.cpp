@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "batchwise/time_plan.h"
 #include "batchwise/units.h"
 #include "batchwise/workload.h"
 #include "check.h"
@@ -123,6 +124,9 @@ class SweepRun {
     alone_.resize(sizes_.size());
     rates_.resize(sizes_.size());
     planned_ = static_cast<int>(sizes_.size()) * o.repetitions();
+    double planned_s = 0;
+    for (int64_t b : sizes_) planned_s += expected_s(b) * o.repetitions();
+    eta_ = Eta(planned_s);
   }
 
   SweepResult finish() {
@@ -153,7 +157,7 @@ class SweepRun {
         point.outcome = Outcome::Oom;
         point.message = fmt::format("not run: batch {} already ran out of memory", *smallest_failure_);
       }
-      if (!again) ++index_;  // done, by not running
+      if (!again) ++index_, eta_.dropped(expected_s(sizes_[i]));  // done, by not running
       return;
     }
     const int index = again ? -1 : index_;
@@ -166,6 +170,8 @@ class SweepRun {
                               .timeout_s(o_.trial_timeout_s())
                               .accumulation_steps(o_.accumulation_steps())
                               .monitor(o_.monitor()));
+    if (!again) eta_.finished(expected_s(sizes_[i]), t.wall_s);
+    if (o_.on_eta() && o_.expected_trial_s()) o_.on_eta()(eta_.left_s());
     if (o_.on_trial()) o_.on_trial()(t, index, planned_);
     if (!again) ++index_;
     if (t.throughput_reported) reported_[i].push_back(t.samples_per_s);
@@ -224,6 +230,7 @@ class SweepRun {
     rates_.resize(i + 1);
     // The planned count stays: the trials left out count as done, so a progress total never changes.
     index_ += static_cast<int>(r.not_run.size()) * o_.repetitions();
+    for (int64_t b : r.not_run) eta_.dropped(expected_s(b) * o_.repetitions());
     return true;
   }
 
@@ -287,6 +294,8 @@ class SweepRun {
   std::optional<int64_t> smallest_failure_;    // a batch at or above it is not run again
   std::vector<size_t> noisy_;                  // batches whose noise would have cut the sweep or moved the knee
   int planned_ = 0, index_ = 0;
+  Eta eta_;  // the time left, when the caller predicted each trial's (expected_trial_s)
+  double expected_s(int64_t batch) const { return o_.expected_trial_s() ? o_.expected_trial_s()(batch) : 0; }
 };
 
 }  // namespace

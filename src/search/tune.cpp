@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "batchwise/device.h"
 #include "batchwise/doctor.h"
@@ -17,6 +18,7 @@
 #include "batchwise/plan.h"
 #include "batchwise/race.h"
 #include "batchwise/recommend.h"
+#include "batchwise/time_plan.h"
 #include "batchwise/units.h"
 #include "check.h"
 
@@ -49,9 +51,20 @@ class Laps {
  public:
   explicit Laps(Clock::time_point start) : start_(start), mark_(start) {}
   void operator()(const char* phase, bool ran = true) {
-    if (ran) timing_.phases.push_back({phase, seconds_since(mark_)});
+    if (ran) timing_.phases.push_back({phase, seconds_since(mark_), expected(phase)});
     mark_ = Clock::now();
   }
+  // What a phase is expected to take, as stated to the user; and the whole run's, once.
+  void expect(const std::string& phase, double s) { expected_[phase] = s; }
+  void expect_total(double expected_s, double at_most_s) {
+    timing_.expected_s = expected_s;
+    timing_.at_most_s = at_most_s;
+  }
+  double expected(const std::string& phase) const {
+    const auto at = expected_.find(phase);
+    return at == expected_.end() ? 0 : at->second;
+  }
+  double elapsed_s() const { return seconds_since(start_); }
   TuneTiming done() {
     timing_.total_s = seconds_since(start_);
     return timing_;
@@ -60,14 +73,22 @@ class Laps {
  private:
   Clock::time_point start_, mark_;
   TuneTiming timing_;
+  std::map<std::string, double> expected_;
 };
 
 // tune's phases, in the order they run. A phase's stage goes out with -(its kind); the wrapper tune
 // puts around on_stage numbers it among the phases planned when tune began (numbered_stages).
 enum class Phase { Fit = 1, Sweep, Noise, Race, Validate, Precision };
 
-void stage(const TuneOptions& o, Phase phase, std::string what) {
-  if (o.on_stage()) o.on_stage()(TuneStage{std::move(what), -static_cast<int>(phase)});
+void stage(const TuneOptions& o, Phase phase, std::string what, double expected_s = 0) {
+  if (o.on_stage()) o.on_stage()(TuneStage{std::move(what), -static_cast<int>(phase), 0, expected_s});
+}
+
+// "12 s", "4 min", "1.5 h": a duration as a person plans with it.
+std::string duration_text(double s) {
+  if (s < 90) return fmt::format("{:.0f} s", std::max(1.0, s));
+  if (s < 5400) return fmt::format("{:.0f} min", s / 60);
+  return fmt::format("{:.1f} h", s / 3600);
 }
 
 // The phases this tune will run, as far as its options say (one may still find nothing to do), and
@@ -100,8 +121,9 @@ bool fp16(const TuneSubject& s) {
   return s.workload && known_precision(s.workload->info().precision) == Precision::Fp16;
 }
 
-// The fit (or the one reused), then a sweep of doublings up to it, and the knee's recommendation.
-void fit_and_sweep(TrialRunner& runner, const TuneOptions& o, Report& report, Laps& laps) {
+// The fit (or the one reused), and the sweep of doublings up to it that follows: nothing when the
+// fit found no batch.
+std::optional<SweepOptions> fit_phase(TrialRunner& runner, const TuneOptions& o, Report& report, Laps& laps) {
   const FitOptions& f = o.fit();
   if (!o.reuse_fit())
     stage(o, Phase::Fit,
@@ -109,7 +131,7 @@ void fit_and_sweep(TrialRunner& runner, const TuneOptions& o, Report& report, La
                       100 * f.target(), format_bytes(f.budget_bytes()), to_string(f.mode())));
   report.fit = o.reuse_fit() ? *o.reuse_fit() : fit(runner, f);
   laps("fit", !o.reuse_fit());
-  if (report.fit->outcome != FitOutcome::Fits) return;
+  if (report.fit->outcome != FitOutcome::Fits) return std::nullopt;
   SweepOptions s = o.sweep();
   // The batches the caller named are all swept; doublings tune chose stop where samples/s flattens.
   if (s.stop_after_flat() == 0) s.stop_after_flat(s.batch_sizes().empty() ? 3 : -1);  // < 0: never
@@ -119,19 +141,85 @@ void fit_and_sweep(TrialRunner& runner, const TuneOptions& o, Report& report, La
     s.batch_sizes(doublings((o.fit().min() + m - 1) / m * m, *report.fit->batch));
   }
   if (s.budget_bytes() == 0) s.budget_bytes(report.fit->budget_bytes);
+  return s;
+}
+
+// The sweep, and the knee's recommendation.
+void sweep_phase(TrialRunner& runner, const TuneOptions& o, SweepOptions s, Report& report, Laps& laps,
+                 double expected_s) {
   stage(o, Phase::Sweep,
-        fmt::format("sweep: samples/s at {} batches from {} to {}, {} repetitions interleaved{}",
+        fmt::format("sweep: samples/s at {} batches from {} to {}, {} repetitions interleaved{}{}",
                     s.batch_sizes().size(), s.batch_sizes().front(), s.batch_sizes().back(), s.repetitions(),
-                    s.stop_after_flat() > 0 ? ", stopping where it flattens" : ""));
+                    s.stop_after_flat() > 0 ? ", stopping where it flattens" : "",
+                    expected_s > 0 ? fmt::format(" (about {})", duration_text(expected_s)) : ""),
+        expected_s);
   report.sweep = sweep(runner, s);
   laps("sweep");
   if (!report.sweep->noise_warning.empty()) report.context.warnings.push_back(report.sweep->noise_warning);
   report.recommendation = recommend(report.fit, report.sweep);
 }
 
+// The noise scale's batch: the largest swept up to 1024; its micro-batch about an eighth of it
+// (one that divides it). {0, 0}: none (no batch of 2 or more).
+std::pair<int64_t, int64_t> noise_batches(const std::vector<Trial>& points) {
+  int64_t b = 0;
+  for (const auto& p : points)
+    if (p.outcome == Outcome::Ok && p.batch <= 1024) b = std::max(b, p.batch);
+  if (b < 2) return {0, 0};
+  int64_t micro = std::max<int64_t>(1, b / 8);
+  while (b % micro != 0) --micro;
+  return {b, micro};
+}
+
+// The race's training and wall time. --advice-budget is the wall time the race may take, its range
+// tests and evaluations (`overhead_s`) in it; by default the training budget is
+// default_race_budget_s's and the overhead comes on top.
+struct RaceTime {
+  double train_s = 0, wall_s = 0;
+};
+
+RaceTime race_time(const TuneOptions& o, double spent_s, int64_t dataset_size, const std::vector<double>& rates,
+                   double overhead_s) {
+  if (o.race_budget_s() > 0)
+    return {std::max(o.race_budget_s() / 4, o.race_budget_s() - overhead_s), o.race_budget_s()};
+  const double train = default_race_budget_s(spent_s, dataset_size, *std::max_element(rates.begin(), rates.end()));
+  return {train, train + overhead_s};
+}
+
+// Either race's options over `candidates` at their `rates`, and its time.
+BatchRaceOptions batch_race_options(const TuneOptions& o, const Report& report, const std::vector<int64_t>& candidates,
+                                    const std::vector<double>& rates) {
+  return BatchRaceOptions(candidates, rates, LrAdviceOptions(o.base_batch(), report.workload.lr));
+}
+
+RunRaceOptions run_race_options(const TuneOptions& o, const Report& report, const std::vector<int64_t>& candidates,
+                                const std::vector<double>& rates) {
+  std::optional<double> noise_at_start;
+  if (report.noise && report.noise->b_simple) noise_at_start = *report.noise->b_simple;
+  return RunRaceOptions(candidates, rates, LrAdviceOptions(o.base_batch(), report.workload.lr))
+      .epochs(o.epochs())
+      .lr_schedule(o.lr_schedule())
+      .noise_at_start(noise_at_start)
+      .noise_steps(o.noise_steps());
+}
+
+// The race over `points` (a sweep's, or those `cost` predicts), with `cost`'s step times.
+RaceTime race_time(const TuneOptions& o, const Report& report, const std::vector<Trial>& points, const StepCost& cost,
+                   double spent_s, int64_t dataset_size, int64_t held_out_size) {
+  const std::vector<int64_t> candidates = race_candidates(points);
+  if (candidates.size() < 2) return {};
+  const std::vector<double> rates = race_rates(points, candidates);
+  const auto step_s = [&cost](int64_t b) { return cost.at(b); };
+  const double overhead =
+      o.epochs() > 0 ? run_race_overhead_s(run_race_options(o, report, candidates, rates), held_out_size, step_s)
+                     : race_overhead_s(batch_race_options(o, report, candidates, rates),
+                                       std::min<int64_t>(2048, held_out_size), step_s);
+  return race_time(o, spent_s, dataset_size, rates, overhead);
+}
+
 // The noise scale at the largest batch swept (at most 1024), in micro-batches of about an eighth
 // of it (those fit, being smaller than a batch that ran), and goodput from it.
-void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report& report) {
+void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report& report, Laps& laps) {
   if (subject.world_size > 1) {
     report.context.warnings.push_back(
         "no noise scale or goodput in a data-parallel run (the noise scale is the model's and the data's, not the "
@@ -143,14 +231,14 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
                                       "supported there yet): the recommendation is the throughput knee");
     return;
   }
-  int64_t b = 0;
-  for (const auto& p : report.sweep->points)
-    if (p.outcome == Outcome::Ok && p.batch <= 1024) b = std::max(b, p.batch);
-  if (b < 2) return;
-  int64_t micro = std::max<int64_t>(1, b / 8);
-  while (b % micro != 0) --micro;
+  const auto [b, micro] = noise_batches(report.sweep->points);
+  if (b == 0) return;
+  const double expected = noise_scale_seconds(step_cost(report.sweep->points), b, micro, o.noise_steps());
+  laps.expect("noise scale", expected);
   stage(o, Phase::Noise,
-        fmt::format("noise scale: {} training steps at batch {} in micro-batches of {}", o.noise_steps(), b, micro));
+        fmt::format("noise scale: {} training steps at batch {} in micro-batches of {} (about {})", o.noise_steps(), b,
+                    micro, duration_text(expected)),
+        expected);
   try {
     report.noise = measure_noise_scale(*subject.workload, NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()));
   } catch (const ConfigError& e) {  // a Workload of the user's without the gradient primitives
@@ -167,8 +255,9 @@ Dataset held_out(const TuneSubject& subject, ModuleWorkload& workload) {
 }
 
 // The batch race: successive halving over the sweep's fast batches, each from the user's weights at
-// its own advised rate, on held-out loss at equal training time.
-void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Report& report) {
+// its own advised rate, on held-out loss at equal training time; its rungs fitted to the wall time
+// it states.
+void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Report& report, Laps& laps) {
   ModuleWorkload* w = module_of(subject);
   const std::vector<int64_t> candidates = race_candidates(report.sweep->points);
   if (candidates.size() < 2) return;
@@ -176,15 +265,20 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   // Held back: the two largest batches below the candidates, which race only when none of these
   // leaves the plateau at the start.
   const std::vector<int64_t> reserve = race_reserve(report.sweep->points, candidates);
-  const double budget =
-      o.race_budget_s() > 0 ? o.race_budget_s()
-                            : default_race_budget_s(spent_s, w->data().size(), *std::max_element(rates.begin(), rates.end()));
+  const Dataset test = head(held_out(subject, *w), 2048);
+  const RaceTime t = race_time(o, report, report.sweep->points, step_cost(report.sweep->points), spent_s,
+                               w->data().size(), test.size());
+  laps.expect("race", t.wall_s);
   stage(o, Phase::Race,
-        fmt::format("batch race over {}: {:.0f} s of training in rungs of successive halving", candidates, budget));
-  report.race = race_batches(*w, head(held_out(subject, *w), 2048),
-                             BatchRaceOptions(candidates, rates, LrAdviceOptions(o.base_batch(), report.workload.lr))
-                                 .budget_s(budget)
-                                 .max_wall_s(3 * budget + 30)
+        fmt::format("batch race over {}: {:.0f} s of training in rungs of successive halving (about {} with its range "
+                    "tests and evaluations)",
+                    candidates, t.train_s, duration_text(t.wall_s)),
+        t.wall_s);
+  report.race = race_batches(*w, test,
+                             batch_race_options(o, report, candidates, rates)
+                                 .budget_s(t.train_s)
+                                 .wall_budget_s(t.wall_s)
+                                 .max_wall_s(3 * t.wall_s + 30)
                                  .target_accuracy(o.target_accuracy())
                                  .target_loss(o.target_loss())
                                  .reserve(reserve)
@@ -200,26 +294,29 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
 // compressed to three fractions of the run, the others the longest of them; the noise scale along
 // the way and the learning curve say which batch ends no worse, soonest. The same candidates and
 // budget as the batch race.
-void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent_s, Report& report) {
+void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent_s, Report& report, Laps& laps) {
   ModuleWorkload* w = module_of(subject);
   const std::vector<int64_t> candidates = race_candidates(report.sweep->points);
   if (candidates.size() < 2) return;
   const std::vector<double> rates = race_rates(report.sweep->points, candidates);
-  const double budget =
-      o.race_budget_s() > 0 ? o.race_budget_s()
-                            : default_race_budget_s(spent_s, w->data().size(), *std::max_element(rates.begin(), rates.end()));
+  const Dataset test = held_out(subject, *w);
+  const RaceTime t = race_time(o, report, report.sweep->points, step_cost(report.sweep->points), spent_s,
+                               w->data().size(), test.size());
+  laps.expect("run race", t.wall_s);
   stage(o, Phase::Race,
         fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and once at the "
-                    "others, {:.0f} s of training",
-                    candidates, o.epochs(), to_string(o.lr_schedule()), candidates.front(), budget));
-  std::optional<double> noise_at_start;
-  if (report.noise && report.noise->b_simple) noise_at_start = *report.noise->b_simple;
-  report.run_race = race_runs(*w, held_out(subject, *w),
-                              RunRaceOptions(candidates, rates, LrAdviceOptions(o.base_batch(), report.workload.lr))
-                                  .epochs(o.epochs())
-                                  .lr_schedule(o.lr_schedule())
-                                  .budget_s(budget)
-                                  .noise_at_start(noise_at_start)
+                    "others, {:.0f} s of training (about {} with its range tests, noise scales and evaluations)",
+                    candidates, o.epochs(), to_string(o.lr_schedule()), candidates.front(), t.train_s,
+                    duration_text(t.wall_s)),
+        t.wall_s);
+  // Held back, as in the batch race: the two largest batches below the candidates, which race only
+  // when the reference never leaves the start.
+  const std::vector<int64_t> reserve = race_reserve(report.sweep->points, candidates);
+  report.run_race = race_runs(*w, test,
+                              run_race_options(o, report, candidates, rates)
+                                  .budget_s(t.train_s)
+                                  .reserve(reserve)
+                                  .reserve_samples_per_s(race_rates(report.sweep->points, reserve))
                                   .on_progress(o.on_run_race()));
   if (!report.run_race->best_batch)
     report.context.warnings.push_back(
@@ -402,6 +499,59 @@ Evidence evidence(const TuneSubject& subject, const TuneOptions& o, const Report
   return e;
 }
 
+// Once the fit has timed the steps: what the rest of tune should take (the sweep of `s` as far as
+// the step times say it goes, the noise scale and the race on the points they predict), stated on
+// one line and kept for the report's timing. The sweep counts its time left from the same figures.
+// Validation and the precision comparison are not in it: the line says they come on top.
+SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, SweepOptions s, const Report& report,
+                            bool noise, bool raced, Laps& laps) {
+  const StepCost cost = step_cost(report.fit->trials);
+  if (cost.empty()) return s;
+  const int warmup = s.warmup(), steps = s.steps();
+  const double min_time = s.min_time_s();
+  const auto trial_s = [cost, warmup, steps, min_time](int64_t b) {
+    return sweep_trial_seconds(cost, b, warmup, steps, min_time);
+  };
+  s.expected_trial_s(trial_s);
+  // Likely: as far as the step times say samples/s rises; at most: every batch (the fit's few trials
+  // cannot see every bump in the curve, and the sweep goes on while samples/s rises).
+  const std::vector<int64_t> batches = expected_sweep_batches(cost, s);
+  double sweep_s = 0, sweep_most_s = 0;
+  for (int64_t b : batches) sweep_s += trial_s(b) * s.repetitions();
+  for (int64_t b : s.batch_sizes()) sweep_most_s += trial_s(b) * s.repetitions();
+  const std::vector<Trial> points = expected_points(cost, batches);
+  double noise_s = 0;
+  RaceTime race;
+  if (noise) {
+    const auto [b, micro] = noise_batches(points);
+    if (b > 0) noise_s = noise_scale_seconds(cost, b, micro, o.noise_steps());
+  }
+  if (raced) {
+    ModuleWorkload* w = module_of(subject);
+    const double spent_s = laps.elapsed_s() + sweep_s + noise_s;
+    race = race_time(o, report, points, cost, spent_s, w->data().size(), held_out(subject, *w).size());
+  }
+  // A batch race on the plateau at the start trains up to twice its budget (race.h).
+  const double race_most_s = race.wall_s + (o.epochs() > 0 ? 0 : race.train_s);
+  laps.expect("sweep", sweep_s);
+  const double rest = sweep_s + noise_s + race.wall_s, most = sweep_most_s + noise_s + race_most_s;
+  laps.expect_total(laps.elapsed_s() + rest, laps.elapsed_s() + most);
+  std::vector<std::string> parts{fmt::format("sweep {}", duration_text(sweep_s))};
+  if (noise_s > 0) parts.push_back(fmt::format("noise scale {}", duration_text(noise_s)));
+  if (race.wall_s > 0)
+    parts.push_back(fmt::format("{} {}", o.epochs() > 0 ? "run race" : "race", duration_text(race.wall_s)));
+  const bool more = o.validate() || o.compare_precision();
+  if (o.on_stage()) {
+    TuneStage t{fmt::format("expected: about {} more, at most {} ({}; from the fit's step times{})", duration_text(rest),
+                            duration_text(most), fmt::join(parts, ", "),
+                            more ? "; the validation and the precision comparison come on top" : "")};
+    t.expected_s = rest;
+    t.plan = true;
+    o.on_stage()(t);
+  }
+  return s;
+}
+
 }  // namespace
 
 Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
@@ -426,20 +576,22 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   TuneOptions options = numbered_stages(o, o.reuse_fit().has_value(), noise, raced,
                                         o.validate() && module_of(subject), precisions);
   options.fit(f.budget_bytes(report.budget_bytes));
-  fit_and_sweep(*subject.runner, options, report, laps);
-  if (!report.sweep) {
+  std::optional<SweepOptions> sweep_options = fit_phase(*subject.runner, options, report, laps);
+  if (!sweep_options) {
     report.timing = laps.done();
     return report;
   }
+  sweep_options = state_the_plan(subject, options, *sweep_options, report, noise, raced, laps);
+  sweep_phase(*subject.runner, options, *sweep_options, report, laps, laps.expected("sweep"));
   if (o.profile() && own_step) report.step_profile = profile_sweep(*subject.workload, *report.sweep, report.context.warnings);
   laps("profile", !report.step_profile.empty());
-  if (o.noise() && own_step) noise_and_goodput(subject, options, report);
+  if (o.noise() && own_step) noise_and_goodput(subject, options, report, laps);
   laps("noise scale", report.noise.has_value());
   const double spent_s = seconds_since(start);
   if (raced && o.epochs() > 0)
-    race_the_run(subject, options, spent_s, report);
+    race_the_run(subject, options, spent_s, report, laps);
   else if (raced)
-    race(subject, options, spent_s, report);
+    race(subject, options, spent_s, report, laps);
   laps(report.run_race ? "run race" : "race", report.run_race || report.race);
   if (o.epochs() > 0 && !report.run_race)
     report.context.warnings.push_back(

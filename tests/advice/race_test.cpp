@@ -199,6 +199,26 @@ TEST(BatchRace, AWallClockLimitEndsTheRaceAfterARung) {
   }
 }
 
+// A race past its planned wall time shortens the rungs left to fit it, down to the steps a comparison
+// needs, says so, and still runs them: the plan is kept without cutting the race short.
+TEST(BatchRace, ARaceBehindItsWallTimeShortensTheRungsLeft) {
+  Regression problem(5.0, 0.1);
+  const BatchRaceOptions o = BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1)).budget_s(1);
+  const BatchRace planned = race_batches(*problem.workload, problem.held_out, o);
+  const BatchRace late = race_batches(*problem.workload, problem.held_out, BatchRaceOptions(o).wall_budget_s(1e-6));
+  ASSERT_EQ(planned.horizons_s.size(), 2u);
+  ASSERT_EQ(late.horizons_s.size(), 2u);
+  EXPECT_DOUBLE_EQ(late.horizons_s[0], planned.horizons_s[0]);  // the first rung as planned
+  const double rung2 = late.horizons_s[1] - late.horizons_s[0];
+  EXPECT_LT(rung2, 0.5 * (planned.horizons_s[1] - planned.horizons_s[0]));
+  // Never below 8 steps (min_steps) for the slowest-stepping finalist: 256 at 3e4 samples/s.
+  EXPECT_GE(rung2, 8 * 256 / 3e4 * 0.999);
+  ASSERT_FALSE(late.notes.empty());
+  EXPECT_NE(late.notes[0].find("rung 2 trained"), std::string::npos) << late.notes[0];
+  EXPECT_NE(late.notes[0].find("fitted to the rest"), std::string::npos) << late.notes[0];
+  EXPECT_TRUE(late.best_batch.has_value());
+}
+
 // A candidate that diverges is a result of the race, not an error, and the others go on.
 TEST(BatchRace, ADivergingCandidateEndsAloneWithItsReason) {
   // The base setting itself (batch 64, rate 1.5) is past the limit (0.79); batch 8's rule, 0.19, is not.

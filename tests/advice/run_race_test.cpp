@@ -227,6 +227,39 @@ TEST(RunRace, AReferenceThatNeverLeftTheStartPredictsNothing) {
   EXPECT_NE(notes.find("did not leave the start"), std::string::npos) << notes;
 }
 
+// Where the reference never leaves the start, the reserve's smaller batches join, the smallest the
+// new reference, and the race runs once more; where that one does not either, nothing is picked,
+// and the notes say both.
+TEST(RunRace, AReserveJoinsWhenTheReferenceNeverLeftTheStart) {
+  Problem problem;
+  const RunRaceOptions o = RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 1e-7))
+                               .epochs(2)
+                               .lr_schedule(LrSchedule::Cosine)
+                               .budget_s(2)
+                               .reserve({8, 16})
+                               .reserve_samples_per_s({8000, 14000});
+  const RunRace race = race_runs(*problem.workload, problem.held_out, o);
+  EXPECT_FALSE(race.best_batch.has_value());
+  ASSERT_TRUE(race.first_reference.has_value());
+  EXPECT_EQ(*race.first_reference, 32);
+  EXPECT_EQ(race.reference_batch, 8);
+  ASSERT_EQ(race.entries.size(), 5u);
+  EXPECT_EQ(race.entries.front().batch, 8);
+  ASSERT_FALSE(race.notes.empty());
+  EXPECT_NE(race.notes[0].find("batch 32 (the first reference) did not leave the start"), std::string::npos)
+      << race.notes[0];
+  EXPECT_NE(race.notes[0].find("the reserve [8, 16] joined, batch 8 the reference"), std::string::npos) << race.notes[0];
+  EXPECT_NE(race.notes[0].find("it did not leave the start either; no pick"), std::string::npos) << race.notes[0];
+  // A reference that learns leaves the reserve out.
+  const RunRace learned = race_runs(*problem.workload, problem.held_out,
+                                    RunRaceOptions(o).lr(LrAdviceOptions(32, 0.05)).budget_s(4));
+  EXPECT_FALSE(learned.first_reference.has_value());
+  EXPECT_EQ(learned.reference_batch, 32);
+  EXPECT_EQ(learned.entries.size(), 3u);
+  EXPECT_THROW(race_runs(*problem.workload, problem.held_out, RunRaceOptions(o).reserve_samples_per_s({1})),
+               ConfigError);
+}
+
 TEST(RunRace, RefusesWhatItCannotRace) {
   Problem problem;
   EXPECT_THROW(race_runs(*problem.workload, problem.held_out, RunRaceOptions({32}, {1000}, LrAdviceOptions(32, 0.05)).epochs(1)),

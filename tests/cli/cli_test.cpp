@@ -335,9 +335,16 @@ TEST(Cli, TuneWithoutVerbosePrintsPhasesTheWhyAndTheAnswer) {
   EXPECT_LE(err.size() + out.size(), 30u) << r.err << r.out;
   ASSERT_FALSE(err.empty());
   const std::string total = err.front().substr(err.front().find('/'), err.front().find(']') - err.front().find('/'));
-  for (size_t i = 0; i < err.size(); ++i)  // [1/N] fit, [2/N] sweep, ... with N the same throughout
-    EXPECT_EQ(err[i].rfind(fmt::format("[{}{}] ", i + 1, total), 0), 0u) << r.err;
+  // [1/N] fit, then what the rest is expected to take, then [2/N] sweep, ... with N the same throughout.
+  ASSERT_GE(err.size(), 2u) << r.err;
+  EXPECT_EQ(err[1].rfind("expected: about ", 0), 0u) << r.err;
+  EXPECT_NE(err[1].find(", at most "), std::string::npos) << r.err;
+  EXPECT_NE(err[1].find("done about "), std::string::npos) << r.err;
+  for (size_t i = 0, phase = 1; i < err.size(); ++i)
+    if (i != 1) EXPECT_EQ(err[i].rfind(fmt::format("[{}{}] ", phase++, total), 0), 0u) << r.err;
   EXPECT_EQ(err.front().rfind("[1/4] fit: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("[4/4] batch race over "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" with its range tests and evaluations)"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("[trial"), std::string::npos) << r.err;
   ASSERT_FALSE(out.empty());
   const auto j = nlohmann::json::parse(slurp(json));
@@ -360,7 +367,15 @@ TEST(Cli, TuneWithoutVerbosePrintsPhasesTheWhyAndTheAnswer) {
   EXPECT_EQ(phases, (std::vector<std::string>{"doctor", "fit", "sweep", "noise scale", "race", "learning rate"}))
       << timing.dump();
   EXPECT_LE(sum, timing.at("total_s").get<double>() + 1e-9);
-  EXPECT_NE(r.out.find(fmt::format("time: {:.0f} s in all: doctor ", timing.at("total_s").get<double>())),
+  // What was expected, stated once the fit had timed the steps, beside what it took.
+  ASSERT_TRUE(timing.contains("expected_s")) << timing.dump();
+  EXPECT_GT(timing.at("expected_s").get<double>(), 0);
+  EXPECT_GE(timing.at("at_most_s").get<double>(), timing.at("expected_s").get<double>());
+  for (const auto& p : timing.at("phases"))
+    if (p.at("phase") == "sweep" || p.at("phase") == "race") EXPECT_GT(p.value("expected_s", 0.0), 0) << p.dump();
+  EXPECT_NE(r.out.find(fmt::format("time: {:.0f} s in all ({:.0f} s expected, at most {:.0f} s: ",
+                                   timing.at("total_s").get<double>(), timing.at("expected_s").get<double>(),
+                                   timing.at("at_most_s").get<double>())),
             std::string::npos)
       << r.out;
   // --verbose: every table, and a line per trial.

@@ -2,6 +2,7 @@
 // lines, and its output (table, JSON, HTML, history, step trace).
 #include "session.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <iostream>
 
 #include "batchwise/command_runner.h"
@@ -137,7 +139,12 @@ void Session::release() {
 std::pair<std::string, std::string> Session::position(int index, int planned, int done) const {
   if (index < 0) return {"again", ""};  // a re-measure outside the plan
   const std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
-  const double phase = std::chrono::duration<double>(Clock::now() - phase_start_).count();
+  const auto now = Clock::now();
+  if (eta_left_s_) {  // the phase's own estimate, counted down since it came
+    const double left = *eta_left_s_ - std::chrono::duration<double>(now - eta_at_).count();
+    return {of, done < planned ? fmt::format(", ~{:.0f} s left", std::max(0.0, left)) : std::string()};
+  }
+  const double phase = std::chrono::duration<double>(now - phase_start_).count();
   const std::string eta = planned > 0 && done > 0 && done < planned
                               ? fmt::format(", ~{:.0f} s left", phase / done * (planned - done))
                               : std::string();
@@ -179,7 +186,11 @@ FitOptions Session::with_progress(FitOptions options) {
 
 SweepOptions Session::with_progress(SweepOptions options) {
   return options.on_trial([this](const Trial& t, int i, int n) { trial_line(t, i, n); })
-      .on_trial_start([this](int64_t b, int i, int n) { start_line(b, i, n); });
+      .on_trial_start([this](int64_t b, int i, int n) { start_line(b, i, n); })
+      .on_eta([this](double left_s) {
+        eta_left_s_ = left_s;
+        eta_at_ = Clock::now();
+      });
 }
 
 // Long training passes (validate, the batch race): a live line on a terminal; elsewhere a line when
@@ -235,7 +246,13 @@ void Session::stage(const std::string& text) {
 void Session::stage(const TuneStage& t) {
   if (t.phase > 0) {
     phase_ = fmt::format("[{}/{}] {}", t.phase, t.phases, t.what.substr(0, t.what.find(':')));
+    eta_left_s_.reset();  // a new phase: its own estimate, when it gives one
     stage(fmt::format("[{}/{}] {}", t.phase, t.phases, t.what));
+  } else if (t.plan) {  // tune's expected duration: a line in every mode, with the clock time it ends
+    const std::time_t end = std::time(nullptr) + static_cast<std::time_t>(std::lround(t.expected_s));
+    std::tm local{};
+    localtime_r(&end, &local);
+    stage(fmt::format("{}, done about {:%H:%M:%S}", t.what, local));
   } else if (!brief_) {
     stage(t.what);
   }

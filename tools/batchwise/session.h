@@ -94,6 +94,10 @@ class Session {
   bool live_ = false;
   using Clock = std::chrono::steady_clock;
   Clock::time_point start_ = Clock::now(), phase_start_ = Clock::now(), last_line_;
+  /// The phase's own estimate of its time left (a sweep's Eta), and when it gave it; unset: the
+  /// estimate is the phase's pace.
+  std::optional<double> eta_left_s_;
+  Clock::time_point eta_at_;
   std::string last_candidate_;
 };
 
