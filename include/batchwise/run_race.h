@@ -55,9 +55,10 @@ struct RunRaceOptions {
   /// Training steps of each noise-scale measurement.
   TORCH_ARG(int, noise_steps) = 20;
   /// Batches held back (a sweep's smaller ones: race_reserve), and each one's samples/s: REQUIRES the
-  /// same length. When the reference's longest compressed run does not leave the start, they join the
-  /// candidates, the smallest of them the reference, and the race runs once more (one more budget;
-  /// the range tests already run are reused).
+  /// same length. When the reference's longest compressed run does not leave the start, they race
+  /// once more beside that reference, the smallest of them the new reference (one more budget; the
+  /// range tests already run are reused); the larger candidates stay out, since they take fewer
+  /// steps in as many samples than a reference that did not leave the start.
   TORCH_ARG(std::vector<int64_t>, reserve);
   TORCH_ARG(std::vector<double>, reserve_samples_per_s);
   /// Called before each compressed run: the batch, which run of how many.

@@ -350,6 +350,12 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
     a = from_validation(*e.validation, rec.batch);
   else if (e.run_race && e.run_race->best_batch)
     a = from_run_race(*e.run_race);
+  else if (e.run_race && e.race && e.race->best_batch)  // the batch race after a run race that saw no learning
+    a = {Confidence::Low,
+         fmt::format("the run race's compressed runs never left the plateau at the start, so batch {} is the batch "
+                     "race's: the one that left it first at a constant rate, not judged on your run's final model; "
+                     "check it with --validate",
+                     *e.race->best_batch)};
   else if (e.race && e.race->best_batch)
     a = from_race(*e.race);
   else if (e.race || e.run_race)

@@ -576,18 +576,24 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   if (!first.reference_stuck || batches.empty()) return first;
   // The reference never left the start: smaller batches take more steps in the same samples, which
   // is what leaves a plateau (mobilenet with SGD: 64 stays at chance where 16 and 32 learn). They
-  // join, the smallest the new reference, for one more budget.
+  // join, the smallest the new reference, beside the first reference, for one more budget. The
+  // larger candidates stay out: in as many samples they take fewer steps than the first reference,
+  // which did not leave the start, and leaving them out gives the runs that can learn more of it.
   const std::vector<int64_t> reserve = batches;
-  batches.insert(batches.end(), o.batches().begin(), o.batches().end());
-  rates.insert(rates.end(), o.samples_per_s().begin(), o.samples_per_s().end());
+  std::vector<int64_t> left_out;
+  for (size_t i = 0; i < o.batches().size(); ++i) {
+    if (o.batches()[i] == first.reference_batch) batches.push_back(o.batches()[i]), rates.push_back(o.samples_per_s()[i]);
+    else left_out.push_back(o.batches()[i]);
+  }
   RunRaceOptions again = o;
   again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({});
   RunRace second = race_once(w, held_out, again, advised);
   second.notes.insert(second.notes.begin(),
                       fmt::format("batch {} (the first reference) did not leave the start in {:.3g} epochs, so the "
-                                  "reserve {} joined, batch {} the reference, for one more budget ({}{})",
+                                  "reserve {} joined, batch {} the reference, for one more budget, without {} (larger: "
+                                  "fewer steps in as many samples) ({}{})",
                                   first.reference_batch, first.lengths_epochs.back(), reserve, second.reference_batch,
-                                  second.reference_stuck ? "it did not leave the start either" : "it left the start",
+                                  left_out, second.reference_stuck ? "it did not leave the start either" : "it left the start",
                                   second.best_batch ? "" : "; no pick"));
   second.first_reference = first.reference_batch;
   second.wall_s += first.wall_s;

@@ -320,8 +320,12 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
                                   .on_progress(o.on_run_race()));
   if (!report.run_race->best_batch)
     report.context.warnings.push_back(
-        "the run race recommends no batch (its notes say why); the recommendation falls back to the noise scale's "
-        "goodput and the throughput knee");
+        report.run_race->reference_stuck
+            ? "the run race recommends no batch: no reference's compressed runs left the plateau at the start (its "
+              "notes say so); the batch race follows, to find the batch that leaves it first, and answers with low "
+              "confidence: check it with --validate"
+            : "the run race recommends no batch (its notes say why); the recommendation falls back to the noise "
+              "scale's goodput and the throughput knee");
 }
 
 // The recommended batch waits for its input: find the pipeline setting that feeds it.
@@ -531,8 +535,10 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
     const double spent_s = laps.elapsed_s() + sweep_s + noise_s;
     race = race_time(o, report, points, cost, spent_s, w->data().size(), held_out(subject, *w).size());
   }
-  // A batch race on the plateau at the start trains up to twice its budget (race.h).
-  const double race_most_s = race.wall_s + (o.epochs() > 0 ? 0 : race.train_s);
+  // A batch race on the plateau at the start trains up to twice its budget (race.h); a run race whose
+  // reference does not leave the start races its reserve for one more (run_race.h), and then the
+  // batch race follows.
+  const double race_most_s = race.wall_s + (o.epochs() > 0 ? 2 * race.wall_s : race.train_s);
   laps.expect("sweep", sweep_s);
   const double rest = sweep_s + noise_s + race.wall_s, most = sweep_most_s + noise_s + race_most_s;
   laps.expect_total(laps.elapsed_s() + rest, laps.elapsed_s() + most);
@@ -588,11 +594,17 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   if (o.noise() && own_step) noise_and_goodput(subject, options, report, laps);
   laps("noise scale", report.noise.has_value());
   const double spent_s = seconds_since(start);
-  if (raced && o.epochs() > 0)
+  if (raced && o.epochs() > 0) {
     race_the_run(subject, options, spent_s, report, laps);
-  else if (raced)
-    race(subject, options, spent_s, report, laps);
-  laps(report.run_race ? "run race" : "race", report.run_race || report.race);
+    laps("run race", report.run_race.has_value());
+    // No reference of the run race left the start: the batch race, at a constant rate, trains on
+    // over the plateau and finds which batch leaves it first, the one fact there is to go on.
+    if (report.run_race && report.run_race->reference_stuck) race(subject, options, spent_s, report, laps);
+    laps("race", report.race.has_value());
+  } else {
+    if (raced) race(subject, options, spent_s, report, laps);
+    laps("race", report.race.has_value());
+  }
   if (o.epochs() > 0 && !report.run_race)
     report.context.warnings.push_back(
         "--epochs was not used: only the run race uses it, and none ran (--no-race, a training command, data-parallel "

@@ -84,6 +84,19 @@ TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
   race.within_5_percent = {64};
   EXPECT_EQ(with_confidence(rec, e).confidence, Confidence::High);
 
+  // --epochs, where no reference of the run race left the start: the batch race's pick that followed
+  // is low, whatever the race resolved, since nothing judged it on the run's final model.
+  RunRace stuck;
+  stuck.reference_stuck = true;
+  Evidence after_run_race = e;
+  after_run_race.run_race = &stuck;
+  r = with_confidence(rec, after_run_race);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_NE(r.confidence_reason.find("never left the plateau at the start, so batch 64 is the batch race's"),
+            std::string::npos)
+      << r.confidence_reason;
+  EXPECT_NE(r.confidence_reason.find("check it with --validate"), std::string::npos) << r.confidence_reason;
+
   race.best_batch.reset();  // the race recommended none: the knee answered
   r = with_confidence(rec, e);
   EXPECT_EQ(r.confidence, Confidence::Low);

@@ -243,12 +243,16 @@ TEST(RunRace, AReserveJoinsWhenTheReferenceNeverLeftTheStart) {
   ASSERT_TRUE(race.first_reference.has_value());
   EXPECT_EQ(*race.first_reference, 32);
   EXPECT_EQ(race.reference_batch, 8);
-  ASSERT_EQ(race.entries.size(), 5u);
+  ASSERT_EQ(race.entries.size(), 3u);  // the reserve and the first reference; 256 and 1024 stay out
   EXPECT_EQ(race.entries.front().batch, 8);
+  EXPECT_EQ(race.entries.back().batch, 32);
   ASSERT_FALSE(race.notes.empty());
   EXPECT_NE(race.notes[0].find("batch 32 (the first reference) did not leave the start"), std::string::npos)
       << race.notes[0];
-  EXPECT_NE(race.notes[0].find("the reserve [8, 16] joined, batch 8 the reference"), std::string::npos) << race.notes[0];
+  EXPECT_NE(race.notes[0].find("the reserve [8, 16] joined, batch 8 the reference, for one more budget, without [256, "
+                               "1024]"),
+            std::string::npos)
+      << race.notes[0];
   EXPECT_NE(race.notes[0].find("it did not leave the start either; no pick"), std::string::npos) << race.notes[0];
   // A reference that learns leaves the reserve out.
   const RunRace learned = race_runs(*problem.workload, problem.held_out,
