@@ -48,6 +48,9 @@ class History {
   /// The newest run no older than `max_age_s` with a fitted batch for the same workload, device,
   /// versions, budget and target as `report_json` (a report of the run about to start).
   std::optional<HistoryEntry> find_fit(const std::string& report_json, double max_age_s) const;
+  /// The newest runs of `command` (at most `limit`) for the same workload and device as
+  /// `report_json`, any version: what such a run took before.
+  std::vector<HistoryEntry> find_runs(const std::string& command, const std::string& report_json, int limit = 20) const;
 
  private:
   sqlite3* db_ = nullptr;

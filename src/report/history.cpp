@@ -215,4 +215,17 @@ std::optional<HistoryEntry> History::find_fit(const std::string& report_json, do
   return entry_of(s);
 }
 
+std::vector<HistoryEntry> History::find_runs(const std::string& command, const std::string& report_json,
+                                             int limit) const {
+  const Keys k = keys_of(parse_report(report_json));
+  Statement s(db_, fmt::format("SELECT {} FROM runs WHERE command = ? AND workload = ? AND device = ? ORDER BY id "
+                               "DESC LIMIT ?",
+                               kColumns)
+                       .c_str());
+  s.bind(1, command).bind(2, k.workload).bind(3, k.device).bind(4, static_cast<int64_t>(limit));
+  std::vector<HistoryEntry> out;
+  while (s.step()) out.push_back(entry_of(s));
+  return out;
+}
+
 }  // namespace batchwise

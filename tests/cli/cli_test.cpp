@@ -815,6 +815,27 @@ TEST(Cli, RunsAreStoredAndTuneReusesAMatchingFit) {
   expect_clean_error("history --history " + (scratch() / "garbage.sqlite").string(), 2, "not a usable batchwise history");
 }
 
+// Before its fit, tune states what the last tune of the same kind here took, from the history; a
+// tune of another kind (no race) does not borrow its figure.
+TEST(Cli, TuneStatesWhatTheLastSuchTuneTookBeforeItStarts) {
+  const fs::path db = scratch() / "last-tune.sqlite";
+  fs::remove(db);
+  const std::string workload = "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max "
+                               "64 --warmup 1 --steps 2 --repetitions 1 --threads 1 --history " + db.string();
+  const Outcome first = batchwise(workload);
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_EQ(first.err.find("as the last such tune here took"), std::string::npos) << first.err;
+  const Outcome second = batchwise(workload);
+  ASSERT_EQ(second.code, 0) << second.err;
+  const size_t at = second.err.find("expected: about ");
+  ASSERT_NE(at, std::string::npos) << second.err;
+  EXPECT_LT(at, second.err.find("[1/4] fit: ")) << second.err;  // before the fit
+  EXPECT_NE(second.err.find("s in all, as the last such tune here took (run 1, "), std::string::npos) << second.err;
+  const Outcome other = batchwise(workload + " --no-race");
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_EQ(other.err.find("as the last such tune here took"), std::string::npos) << other.err;
+}
+
 // --trace: a Chrome trace of one step at the recommended batch, with the step's operators in it.
 TEST(Cli, TraceWritesAChromeTraceOfOneStep) {
   const fs::path trace = scratch() / "step.trace.json";

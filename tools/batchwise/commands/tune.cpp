@@ -102,6 +102,7 @@ class Tune : public Command {
                               .on_race([&](const RaceProgress& p) { s.on_race(p); });
     if (validate_)
       options.validate(v_.options({}, base_batch_).on_progress([&](const ValidateProgress& p) { s.on_validate(p); }));
+    if (!w_.no_history) state_the_last(s);
     s.report = tune(subject, options, s.report);
     s.clear_line();
     if (s.report.validation) s.print_validation(*s.report.validation);
@@ -133,6 +134,26 @@ class Tune : public Command {
                                   std::pair{race_target_, "--target-accuracy/--target-loss"},
                                   std::pair{v_.epochs != 0, "--epochs"}})
       if (on) refuse_data_parallel(flag);
+  }
+
+  // Before the fit: what the last tune of the same kind here took (same workload and device, the same
+  // race, validation and precision comparison asked for), when the history holds one; tune states
+  // its own figure once the fit has timed the steps. Nothing with --advice-budget, which sets the
+  // race's time anew.
+  void state_the_last(Session& s) {
+    if (race_budget_s_ > 0) return;
+    for (const HistoryEntry& e : s.history().find_runs("tune", to_json(s.report))) {
+      const Report last = report_from_json(e.report_json, "history: the report");
+      const bool same = last.timing && last.timing->total_s > 0 &&
+                        (v_.epochs > 0 ? last.run_race && last.run_race->epochs == v_.epochs : !last.run_race) &&
+                        last.validation.has_value() == validate_ && last.precisions.empty() == !compare_precision_ &&
+                        !last.step_profile.empty() == sweep_.profile && (last.race || last.run_race) != no_race_;
+      if (!same) continue;
+      s.stage(fmt::format("expected: about {:.0f} s in all, as the last such tune here took (run {}, {}); stated "
+                          "again once the fit has timed the steps",
+                          last.timing->total_s, e.id, e.date));
+      return;
+    }
   }
 
   // --reuse: the fit of a matching run in the history (same workload, device, versions, budget and
