@@ -414,8 +414,6 @@ struct RaceRun {
     return true;
   }
 
-  // Trains the rung's entries to its horizon, and on over the plateau at the start (extend); after the
-  // first rung, the reserve joins where no candidate has left the start.
   // Rung `rung`'s training per entry: its share of the budget, less where the rungs left would not
   // fit the wall time left at the pace measured so far (wall_budget_s); never below min_steps'
   // worth for the slowest entry still in.
@@ -438,6 +436,8 @@ struct RaceRun {
     return slice;
   }
 
+  // Trains the rung's entries to its horizon, and on over the plateau at the start (extend); after the
+  // first rung, the reserve joins where no candidate has left the start.
   void train_rung(size_t rung) {
     const double planned_slice = fitted_slice(rung);
     clock.slice = planned_slice;

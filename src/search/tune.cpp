@@ -277,7 +277,9 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   report.race = race_batches(*w, test,
                              batch_race_options(o, report, candidates, rates)
                                  .budget_s(t.train_s)
-                                 .wall_budget_s(t.wall_s)
+                                 // --advice-budget is kept to; the default only to the most stated
+                                 // (twice the training over a plateau): a guess is not worth evidence
+                                 .wall_budget_s(o.race_budget_s() > 0 ? t.wall_s : t.wall_s + t.train_s)
                                  .max_wall_s(3 * t.wall_s + 30)
                                  .target_accuracy(o.target_accuracy())
                                  .target_loss(o.target_loss())
