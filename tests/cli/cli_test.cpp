@@ -427,7 +427,12 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   EXPECT_NE(r.err.find("batch race over"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("[race rung 1/"), std::string::npos) << r.err;  // progress while it trains
   EXPECT_EQ(j.at("recommendation").at("batch"), race.at("best_batch"));
-  EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("lowest held-out loss"), std::string::npos);
+  // "reached the lowest held-out loss (...)", or "reached a held-out loss (...)" where the last rung
+  // could not tell the lead from a larger batch (a loaded machine shortens the rungs to keep to
+  // --advice-budget, and short rungs tell less apart).
+  EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find(" held-out loss ("), std::string::npos)
+      << j.at("recommendation").dump();
+  EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("from your initial weights"), std::string::npos);
   // --target-loss reaches the race; the initial weights already meet this one, so it ranks as without.
   EXPECT_EQ(race.at("target"), "");
   EXPECT_NE(race.at("notes").dump().find("the target (held-out loss <= 100) is met by the initial weights already"),
