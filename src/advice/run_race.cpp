@@ -495,15 +495,24 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
 
 }  // namespace
 
+namespace {
+
+// The noise scale's batch, as tune measures it: the largest candidate up to 1024; where every
+// candidate is larger, the smallest; at least 8, for micro-batches of an eighth.
+int64_t noise_batch_of(const std::vector<int64_t>& batches) {
+  int64_t b = 0;
+  for (int64_t c : batches)
+    if (c <= 1024) b = std::max(b, c);
+  if (b == 0) b = *std::min_element(batches.begin(), batches.end());
+  return std::max<int64_t>(8, b);
+}
+
+}  // namespace
+
 double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size, const std::function<double(int64_t)>& step_s) {
   double range_tests = 0;
-  int64_t noise_batch = 0;
-  for (int64_t b : o.batches()) {
-    range_tests += o.lr().steps() * step_s(b);
-    if (b <= 1024) noise_batch = std::max(noise_batch, b);
-  }
-  if (noise_batch == 0) noise_batch = *std::min_element(o.batches().begin(), o.batches().end());
-  noise_batch = std::max<int64_t>(8, noise_batch);
+  for (int64_t b : o.batches()) range_tests += o.lr().steps() * step_s(b);
+  const int64_t noise_batch = noise_batch_of(o.batches());
   const int noise_scales = o.noise_at_start() ? 3 : 4;  // after each of the reference's three runs
   const double noise = noise_scales * o.noise_steps() * 8 * step_s(std::max<int64_t>(1, noise_batch / 8));
   const double evaluations = 1 + 3 + static_cast<double>(o.batches().size() - 1);
@@ -535,12 +544,7 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   race.measure = accuracy ? "accuracy" : "loss";
   race.held_out = fmt::format("{}, {} samples", held_out.name, held_out.size());
   plan_race(race, o, dataset);
-  // The noise scale at the largest candidate up to 1024, as tune measures it; where every candidate
-  // is larger, at the smallest; at least 8, for micro-batches of an eighth.
-  int64_t noise_batch = 0;
-  for (const auto& e : race.entries)
-    if (e.batch <= 1024) noise_batch = std::max(noise_batch, e.batch);
-  noise_batch = std::max<int64_t>(8, noise_batch > 0 ? noise_batch : race.entries.front().batch);
+  const int64_t noise_batch = noise_batch_of(o.batches());
 
   // However it ends, the weights, the optimizer (its rate too) and the data order are as they were.
   const StateGuard initial(w);
