@@ -63,12 +63,17 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--data-dir", default=DATA, help="Fashion-MNIST's IDX files")
+    p.add_argument("--float-data", action="store_true",
+                   help="normalise the images to float32 once and gather float batches (the data as "
+                        "batchwise's in-process API holds it: bench/inprocess.py)")
     a = p.parse_args()
     device = torch.device(a.device)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     images = read_idx(f"{a.data_dir}/train-images-idx3-ubyte.gz").unsqueeze(1)
     labels = read_idx(f"{a.data_dir}/train-labels-idx1-ubyte.gz").long()
+    if a.float_data:
+        images = images.float().div_(255.0).sub_(0.2860).div_(0.3530)
     model = make_model(a.model).to(device)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -82,7 +87,9 @@ def main():
             order, cursor = torch.randperm(n, generator=gen), 0
         idx = order[cursor:cursor + a.batch]
         cursor += a.batch
-        x = images.index_select(0, idx).to(device).float().div_(255.0).sub_(0.2860).div_(0.3530)
+        x = images.index_select(0, idx).to(device)
+        if not a.float_data:
+            x = x.float().div_(255.0).sub_(0.2860).div_(0.3530)
         y = labels.index_select(0, idx).to(device)
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)

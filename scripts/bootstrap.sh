@@ -18,7 +18,7 @@ build="${BATCHWISE_BUILD_DIR:-$root/build}"
 venv="${BATCHWISE_VENV:-/opt/batchwise-venv}"
 
 # --- Debian packages -------------------------------------------------------------------------
-packages=(g++ cmake ninja-build git python3 python3-venv zlib1g-dev nlohmann-json3-dev libcli11-dev
+packages=(g++ cmake ninja-build git python3 python3-venv python3-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libsqlite3-dev libjs-chart.js libgloo-dev dataset-fashion-mnist)
 # The tests open the HTML report in Debian's Chromium (headless); it is never needed to run batchwise.
 [ "$action" = test ] && packages+=(chromium)

@@ -150,6 +150,9 @@ class ModuleWorkload : public Workload {
   void set_shard(int rank, int world_size);
   /// Sets the learning rate of every parameter group.
   void set_lr(double lr);
+  /// For an optimizer whose state torch::optim's state() does not hold (a Python optimizer's, see
+  /// python/src/engine.cpp): counts its state's bytes for state_bytes().
+  void set_optimizer_state_bytes(std::function<int64_t()> count) { optimizer_state_bytes_ = std::move(count); }
   /// fp16's dynamic loss scale (GradScaler's get_scale and update(new_scale)): the factor the loss is
   /// multiplied by before backward; halved when a step's gradients overflow (the step is skipped),
   /// doubled after loss_scale_growth_interval() good steps in a row. Starts at 65536.
@@ -208,6 +211,7 @@ class ModuleWorkload : public Workload {
   int64_t good_total_ = 0, skipped_total_ = 0;
   torch::nn::AnyModule model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::function<int64_t()> optimizer_state_bytes_;
   Dataset data_;
   LossFn loss_;
   c10::Device device_;

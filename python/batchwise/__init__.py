@@ -1,4 +1,14 @@
-"""batchwise's `--cmd` line protocol for Python training scripts (docs/cmd.md, docs/python.md).
+"""batchwise from Python (docs/python.md).
+
+In process, on your own model, optimizer, loss and data (the compiled engine, batchwise._engine):
+
+    import batchwise
+    report = batchwise.tune(model, optimizer, (x_train, y_train), memory_budget="2GiB")
+    report.recommendation.batch, report.lr.lr, report.to_json(), report.html("tune.html")
+
+fit, sweep and tune take the CLI's flags as options (memory_budget="256MiB", batch_sizes=[...],
+epochs=10, lr_schedule="cosine", ...) and return a Report (batchwise._inprocess). What follows is
+the other way, for code that cannot run in this process: the `--cmd` line protocol.
 
 Under `batchwise fit|sweep|tune --cmd -- python train.py --batch-size {batch}`, batchwise runs the
 script once per batch size with BATCHWISE_BATCH (the batch size) and BATCHWISE_STEPS (the step
@@ -39,7 +49,7 @@ BATCH_VARIABLE = "BATCHWISE_BATCH"
 #: The number of step lines batchwise wants (warm-up + measured steps), set with BATCH_VARIABLE.
 STEPS_VARIABLE = "BATCHWISE_STEPS"
 
-__all__ = ["BATCH_VARIABLE", "STEPS_VARIABLE", "BatchwiseError", "Reporter", "active", "batch_size",
+__all__ = ["fit", "sweep", "tune", "Report", "TrainingError", "BATCH_VARIABLE", "STEPS_VARIABLE", "BatchwiseError", "Reporter", "active", "batch_size",
            "device_peak_bytes", "done", "peak", "step", "steps"]
 
 
@@ -212,3 +222,12 @@ def peak():
     """Prints this process's device-memory peak for batchwise (see Reporter.peak); call it once,
     after the loop."""
     _reporter().peak()
+
+
+def __getattr__(name):
+    """fit, sweep, tune, Report and TrainingError, from batchwise._inprocess (imported on first use:
+    the --cmd helpers above need neither torch nor the compiled engine)."""
+    if name in ("fit", "sweep", "tune", "Report", "TrainingError"):
+        from . import _inprocess
+        return getattr(_inprocess, name)
+    raise AttributeError(f"module 'batchwise' has no attribute {name!r}")

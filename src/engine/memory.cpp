@@ -21,6 +21,7 @@
 #include "batchwise/units.h"
 #include "check.h"
 #include "compat.h"
+#include "cpu_baseline.h"
 #include "device_detail.h"
 
 namespace batchwise {
@@ -40,6 +41,7 @@ std::atomic<int64_t> g_current{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<int64_t> g_limit{0};
 std::atomic<int64_t> g_allocations{0};
+std::atomic<int64_t> g_baseline{0};  // detail::set_cpu_baseline_bytes
 thread_local bool t_untracked = false;
 
 void raise_peak(int64_t now) {
@@ -71,7 +73,7 @@ bool try_count(int64_t bytes, int64_t& now) {
   do {
     now = current + bytes;
     const int64_t limit = g_limit.load(std::memory_order_relaxed);
-    if (limit > 0 && now > limit) return false;
+    if (limit > 0 && now - g_baseline.load(std::memory_order_relaxed) > limit) return false;
   } while (!g_current.compare_exchange_weak(current, now, std::memory_order_relaxed));
   return true;
 }
@@ -84,7 +86,7 @@ struct TrackingAllocator final : public c10::Allocator {
       int64_t now = 0;
       if (!try_count(bytes, now)) {
         TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU memory budget exceeded: tried to allocate ",
-                         format_bytes(bytes), " with ", format_bytes(now - bytes), " in use of a ",
+                         format_bytes(bytes), " with ", format_bytes(now - bytes - g_baseline.load()), " in use of a ",
                          format_bytes(g_limit.load()), " budget");
       }
       raise_peak(now);
@@ -134,12 +136,14 @@ CpuMemoryTracker& CpuMemoryTracker::install() {
 }
 
 CpuMemoryTracker* CpuMemoryTracker::get() { return g_tracker; }
-int64_t CpuMemoryTracker::current_bytes() const { return g_current.load(); }
-int64_t CpuMemoryTracker::peak_bytes() const { return g_peak.load(); }
+int64_t CpuMemoryTracker::current_bytes() const { return g_current.load() - g_baseline.load(); }
+int64_t CpuMemoryTracker::peak_bytes() const { return g_peak.load() - g_baseline.load(); }
 void CpuMemoryTracker::reset_peak() { g_peak.store(g_current.load()); }
 void CpuMemoryTracker::set_limit(int64_t bytes) { g_limit.store(bytes < 0 ? 0 : bytes); }
 int64_t CpuMemoryTracker::limit_bytes() const { return g_limit.load(); }
 int64_t CpuMemoryTracker::allocations() const { return g_allocations.load(); }
+
+void detail::set_cpu_baseline_bytes(int64_t bytes) { g_baseline.store(bytes); }
 
 UntrackedScope::UntrackedScope() : previous_(t_untracked) { t_untracked = true; }
 UntrackedScope::~UntrackedScope() { t_untracked = previous_; }

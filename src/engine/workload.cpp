@@ -665,6 +665,7 @@ StateBytes ModuleWorkload::state_bytes() const {
     s.gradient_bytes += bytes(p.grad());
   }
   for (const auto& b : module.buffers()) s.parameter_bytes += bytes(b);
+  if (optimizer_state_bytes_) s.optimizer_state_bytes = optimizer_state_bytes_();
   for (const auto& [key, state] : optimizer_->state()) {
     if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state.get())) {
       s.optimizer_state_bytes += bytes(sgd->momentum_buffer());

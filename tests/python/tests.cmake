@@ -47,3 +47,27 @@ foreach(_bw_framework lightning:Lightning transformers:Transformers keras:Keras)
     endif()
   endforeach()
 endforeach()
+
+# In process (python/batchwise/_inprocess.py over the compiled engine, batchwise._engine): fit,
+# sweep and tune on a torchvision model and a module TorchScript cannot script.
+if(TARGET batchwise_python)
+  foreach(_bw_check fit:FitsACpuBudgetExactly state:LeavesModelOptimizerAndRngsBitIdentical
+                    oom:OutOfMemoryLeavesNothingHeld error:AnExceptionInTheModelNamesIt
+                    tune:TunesADatasetWithHeldOutDataWithoutTorchScript options:ChecksOptionsByName
+                    lightning:LightningModuleFitsAndTunesInProcess)
+    string(REPLACE ":" ";" _bw_pair ${_bw_check})
+    list(GET _bw_pair 0 _bw_arg)
+    list(GET _bw_pair 1 _bw_title)
+    add_test(NAME Python.InProcess.${_bw_title}
+      COMMAND ${CMAKE_COMMAND} -E env BATCHWISE_ENGINE=$<TARGET_FILE:batchwise_python>
+              ${BATCHWISE_TEST_PYTHON} ${_bw_py_tests}/inprocess_test.py ${_bw_arg})
+    set_tests_properties(Python.InProcess.${_bw_title} PROPERTIES LABELS cpu TIMEOUT 240 SKIP_RETURN_CODE 77)
+  endforeach()
+endif()
+if(TARGET batchwise_python)
+  # pip wheel --no-build-isolation ./python packages the engine, and the wheel's batchwise fits a model.
+  add_test(NAME Python.Package.AWheelCarriesTheEngine
+    COMMAND ${CMAKE_COMMAND} -E env BATCHWISE_ENGINE=$<TARGET_FILE:batchwise_python>
+            ${BATCHWISE_TEST_PYTHON} ${_bw_py_tests}/wheel_test.py --work ${CMAKE_CURRENT_BINARY_DIR}/python/wheel)
+  set_tests_properties(Python.Package.AWheelCarriesTheEngine PROPERTIES LABELS cpu TIMEOUT 240 SKIP_RETURN_CODE 77)
+endif()

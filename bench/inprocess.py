@@ -1,0 +1,166 @@
+"""batchwise in process (batchwise.fit/sweep/tune on a Python model) beside the other ways, one run.
+
+1. The step: the in-process sweep's samples/s against the plain Python loop of bench/python_loop.py
+   (--float-data: the same float32 images batchwise holds), same model, data, optimizer (SGD,
+   momentum 0.9, lr 0.01), loss and threads, each in a fresh process, alternated over --rounds;
+   the ratio of medians per batch.
+2. The finders, on the same model and data under --budget-mib: batchwise.fit in process, `batchwise
+   fit --cmd` running this file as the user's script (one process per trial, the batchwise helper's
+   step lines), and Lightning's Tuner.scale_batch_size (bench/lightning_vs_fit.py's rows; an
+   address-space limit, not tensor bytes: its batch is not comparable, its trials and time are);
+   then batchwise.tune in process against `batchwise tune --cmd`. Wall time of the call (in
+   process), of the command (--cmd), with the trials and the batch each found.
+
+    BATCHWISE_ENGINE=build/python/batchwise/_engine.cpython-311-x86_64-linux-gnu.so \\
+        /opt/batchwise-venv/bin/python bench/inprocess.py --batchwise build/batchwise --model mlp
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, HERE)
+
+
+def load(model_name, threads):
+    import torch
+    import python_loop
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    images = python_loop.read_idx(f"{python_loop.DATA}/train-images-idx3-ubyte.gz").unsqueeze(1)
+    labels = python_loop.read_idx(f"{python_loop.DATA}/train-labels-idx1-ubyte.gz").long()
+    images = images.float().div_(255.0).sub_(0.2860).div_(0.3530)
+    model = python_loop.make_model(model_name)
+    return model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), (images, labels)
+
+
+def child(a):
+    """One measurement in this (fresh) process; prints a JSON line."""
+    import batchwise
+    model, opt, data = load(a.model, a.threads)
+    start = time.perf_counter()
+    if a.child == "step":
+        r = batchwise.sweep(model, opt, data, batch_sizes=[a.batch], warmup=5, steps=30, repetitions=1, min_time=0,
+                            progress=False)
+        print(json.dumps({"samples_per_s": r.sweep.points[0].samples_per_s}))
+        return
+    if a.child == "fit":
+        r = batchwise.fit(model, opt, data, memory_budget=f"{a.budget_mib}MiB", progress=False)
+    else:
+        r = batchwise.tune(model, opt, data, memory_budget=f"{a.budget_mib}MiB", progress=False)
+    wall = time.perf_counter() - start
+    trials = len(r.fit.trials) + (len(r.sweep.points) if r.sweep else 0)
+    batch = r.fit.batch if a.child == "fit" else r.recommendation.batch
+    print(json.dumps({"wall_s": wall, "trials": trials, "batch": batch}))
+
+
+def as_cmd(a):
+    """The user's script under `batchwise ... --cmd`: the plain loop with the batchwise helper."""
+    import batchwise
+    import torch
+    model, opt, (images, labels) = load(a.model, a.threads)
+    batch = batchwise.batch_size(default=64)
+    gen = torch.Generator().manual_seed(0)
+    while True:
+        order = torch.randperm(len(images), generator=gen)
+        for start in range(0, len(images) - batch + 1, batch):
+            idx = order[start:start + batch]
+            x, y = images.index_select(0, idx), labels.index_select(0, idx)
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            if batchwise.step(samples=batch, loss=loss.item()):
+                batchwise.peak()
+                return
+
+
+def run(cmd, env=None):
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    if out.returncode not in (0,):
+        raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr[-2000:]}")
+    return out.stdout
+
+
+def me(a, *extra):
+    return [sys.executable, os.path.abspath(__file__), "--model", a.model, "--threads", str(a.threads),
+            "--budget-mib", str(a.budget_mib), *extra]
+
+
+def steps(a):
+    print(f"### The step: in process against the plain Python loop ({a.model}, {a.rounds} rounds, medians)\n")
+    print("| batch | plain loop samples/s | batchwise in process samples/s | ratio |")
+    print("|---:|---:|---:|---:|")
+    for batch in a.batches:
+        loop, ours = [], []
+        for _ in range(a.rounds):
+            loop.append(json.loads(run([sys.executable, os.path.join(HERE, "python_loop.py"), "--model", a.model,
+                                        "--batch", str(batch), "--threads", str(a.threads), "--float-data"]))
+                        ["samples_per_s"])
+            ours.append(json.loads(run(me(a, "--child", "step", "--batch", str(batch))))["samples_per_s"])
+        lm, om = statistics.median(loop), statistics.median(ours)
+        print(f"| {batch} | {lm:,.0f} | {om:,.0f} | {om / lm:.2f} |")
+    print()
+
+
+def finders(a):
+    print(f"### Finding the batch: in process, --cmd and Lightning ({a.model}, budget {a.budget_mib} MiB)\n")
+    print("| how | wall s | trials | batch |")
+    print("|---|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as work:
+        for command in ("fit", "tune"):
+            r = json.loads(run(me(a, "--child", command)).strip().splitlines()[-1])
+            print(f"| batchwise.{command} in process | {r['wall_s']:.1f} | {r['trials']} | {r['batch']} |")
+            out = os.path.join(work, f"{command}.json")
+            start = time.perf_counter()
+            run([a.batchwise, command, "--memory-budget", f"{a.budget_mib}MiB", "--json", out, "--no-history",
+                 "--cmd", "--", *me(a, "--as-cmd")])
+            wall = time.perf_counter() - start
+            rep = json.load(open(out))
+            trials = len(rep["fit"]["trials"]) + len((rep.get("sweep") or {}).get("points", []))
+            batch = rep["fit"].get("batch") if command == "fit" else rep["recommendation"]["batch"]
+            print(f"| batchwise {command} --cmd | {wall:.1f} | {trials} | {batch} |")
+        if a.lightning:
+            table = os.path.join(work, "lightning.json")
+            run([sys.executable, os.path.join(HERE, "lightning_vs_fit.py"), "--batchwise", a.batchwise, "--model",
+                 a.model, "--budget-mib", str(a.budget_mib), "--epoch-for", "none", "--json-out", table])
+            for row in json.load(open(table))["rows"]:
+                if row["key"].startswith("lightning"):
+                    wall = f"{row['wall_s']:.1f} (in trials)" if "wall_s" in row else "crashed"
+                    print(f"| {row['finder']} | {wall} | {row.get('trials', '-')} | {row.get('batch', '-')} |")
+    print()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--batchwise", default=os.path.join(ROOT, "build", "batchwise"))
+    p.add_argument("--model", default="mlp")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--budget-mib", type=int, default=48)
+    p.add_argument("--batches", type=lambda s: [int(b) for b in s.split(",")], default=[32, 128, 512])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--no-lightning", dest="lightning", action="store_false")
+    p.add_argument("--part", choices=["all", "steps", "finders"], default="all")
+    p.add_argument("--child", choices=["step", "fit", "tune"], help=argparse.SUPPRESS)
+    p.add_argument("--as-cmd", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.child:
+        return child(a)
+    if a.as_cmd:
+        return as_cmd(a)
+    if a.part in ("all", "steps"):
+        steps(a)
+    if a.part in ("all", "finders"):
+        finders(a)
+
+
+if __name__ == "__main__":
+    main()

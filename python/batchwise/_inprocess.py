@@ -1,0 +1,513 @@
+"""batchwise in process: fit, sweep and tune run the C++ engine (batchwise._engine) on your own
+torch.nn.Module, optimizer, loss and data, in this process. No TorchScript, no process per trial.
+
+    import batchwise
+    report = batchwise.tune(model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+                            (x_train, y_train), memory_budget="2GiB")
+    report.recommendation.batch, report.lr.lr
+
+Each trial is real training in this process: your model's forward and your loss through torch's
+own Python bindings, backward, your optimizer's step; the engine times it and measures its memory
+(on CPU an exact count of every tensor byte against the budget, on CUDA the caching allocator's
+peaks), catches out of memory by type, and puts the model, the optimizer's state and torch's random
+number generators back bit-identically after every trial.
+"""
+import copy
+import importlib.machinery
+import importlib.util
+import io
+import json
+import os
+import random
+import sys
+
+__all__ = ["fit", "sweep", "tune", "Report", "TrainingError"]
+
+
+class TrainingError(RuntimeError):
+    """Your model, loss or optimizer raised while batchwise trained it; the exception it raised is
+    the cause (``__cause__``), with its traceback."""
+
+
+def _engine():
+    """The compiled engine: batchwise/_engine*.so (pip install ./python), or the file BATCHWISE_ENGINE names."""
+    engine = _load_engine()
+    import torch
+    if engine.torch_version != torch.__version__.split("+")[0]:
+        raise ImportError(f"batchwise's engine was built against torch {engine.torch_version}, but this is torch "
+                          f"{torch.__version__}; a LibTorch extension runs only with the torch it was built with: "
+                          "rebuild it here with `pip install --no-build-isolation ./python`")
+    return engine
+
+
+def _load_engine():
+    path = os.environ.get("BATCHWISE_ENGINE")
+    if path:
+        if "batchwise._engine" in sys.modules:
+            return sys.modules["batchwise._engine"]
+        import torch  # noqa: F401  (the engine links against torch's libraries; load them first)
+        loader = importlib.machinery.ExtensionFileLoader("batchwise._engine", path)
+        spec = importlib.util.spec_from_file_location("batchwise._engine", path, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        sys.modules["batchwise._engine"] = module
+        return module
+    try:
+        import torch  # noqa: F401
+        from . import _engine as engine
+    except ImportError as e:
+        raise ImportError(
+            f"batchwise's engine is not built ({e}); build it into the package with "
+            "`pip install --no-build-isolation ./python` from a batchwise checkout (docs/python.md), or point "
+            "BATCHWISE_ENGINE at a built _engine*.so") from None
+    return engine
+
+
+# ---- options -------------------------------------------------------------------------------------
+
+def _sizes(value):
+    return [int(v) for v in (value.split(",") if isinstance(value, str) else value)]
+
+
+# The options, named as the CLI's flags (--memory-budget is memory_budget=...), and what each takes.
+_COMMON = {"device": str, "memory_budget": None, "target": float, "trial_timeout": float, "no_monitor": bool,
+           "seed": int, "progress": None, "warmup": int}
+_FIT = {"min": int, "max": int, "multiple_of": int, "mode": str, "fit_steps": int}
+_SWEEP = {"batch_sizes": _sizes, "steps": int, "repetitions": int, "min_time": float}
+_TUNE = {"no_noise": bool, "noise_steps": int, "no_race": bool, "advice_budget": float, "target_accuracy": float,
+         "target_loss": float, "base_batch": int, "epochs": float, "lr_schedule": str, "held_out": None,
+         "sweep_all": bool}
+_OPTIONS = {"fit": {**_COMMON, **_FIT}, "sweep": {**_COMMON, **_SWEEP},
+            "tune": {**_COMMON, **_FIT, **_SWEEP, **_TUNE}}
+
+
+def _options(command, given):
+    known = _OPTIONS[command]
+    out = {}
+    for name, value in given.items():
+        if name not in known:
+            near = [k for k in known if k.split("_")[0] == name.split("_")[0]]
+            hint = f"; did you mean {', '.join(near)}?" if near else ""
+            raise TypeError(f"batchwise.{command}: unknown option {name}={value!r}{hint} "
+                            f"(its options: {', '.join(sorted(known))})")
+        convert = known[name]
+        try:
+            out[name] = value if convert is None or value is None else convert(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"batchwise.{command}: {name}={value!r} is not a {convert.__name__}") from None
+    budget = out.get("memory_budget")
+    if isinstance(budget, str):
+        out["memory_budget"] = _engine().parse_bytes(budget)
+    elif budget is not None:
+        out["memory_budget"] = int(budget)
+    progress = out.get("progress", True)
+    if progress is True:
+        out["progress"] = lambda line: print(line, file=sys.stderr, flush=True)
+    elif progress in (False, None):
+        out["progress"] = None
+    elif not callable(progress):
+        raise TypeError(f"batchwise.{command}: progress={progress!r}: pass True (lines on stderr), False, or a "
+                        "callable that takes each line")
+    return out
+
+
+# ---- data ----------------------------------------------------------------------------------------
+
+class _Data:
+    """A dataset held as two CPU tensors, inputs [N, ...] and targets [N] or [N, K], which the engine
+    draws its batches from (as the CLI's built-in datasets)."""
+
+    def __init__(self, name, inputs, targets):
+        import torch
+        if inputs.dtype == torch.uint8:
+            inputs = inputs.float()  # the model gets what the user's loop would give it, not pixels /255
+        self.name, self.inputs, self.targets = name, inputs.detach().cpu().contiguous(), targets.detach().cpu().contiguous()
+        classes = not targets.is_floating_point()
+        if classes:
+            self.targets = self.targets.long()
+        self.num_classes = int(self.targets.max()) + 1 if classes and len(self.targets) else 0
+
+
+def _collated(dataset, collate, what):
+    """A map-style dataset's samples, collated in chunks into (inputs, targets)."""
+    import torch
+    xs, ys = [], []
+    for start in range(0, len(dataset), 1024):
+        batch = collate([dataset[i] for i in range(start, min(start + 1024, len(dataset)))])
+        if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
+            raise TypeError(f"{what}: each sample of the {type(dataset).__name__} must be an (input, target) pair, "
+                            f"not a {type(dataset[0]).__name__}; pass (inputs, targets) tensors, a Dataset or a "
+                            "DataLoader of such pairs")
+        xs.append(torch.as_tensor(batch[0]))
+        ys.append(torch.as_tensor(batch[1]))
+    return torch.cat(xs), torch.cat(ys)
+
+
+def _data(data, what):
+    """(inputs, targets) tensors, a TensorDataset, a map-style Dataset, or a DataLoader over one."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data.dataloader import default_collate
+    if isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
+        x, y, name = data[0], data[1], f"tensors {list(data[0].shape)}"
+    elif isinstance(data, DataLoader) or isinstance(data, TensorDataset) or hasattr(data, "__getitem__"):
+        collate = data.collate_fn if isinstance(data, DataLoader) else default_collate
+        dataset = data.dataset if isinstance(data, DataLoader) else data
+        if isinstance(dataset, TensorDataset) and len(dataset.tensors) == 2:
+            x, y = dataset.tensors
+        elif hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"):
+            x, y = _collated(dataset, collate, what)
+        else:
+            raise TypeError(f"{what}: {type(dataset).__name__} is an iterable dataset; batchwise draws batches of "
+                            "every size from a map-style dataset (with __len__ and __getitem__) or tensors")
+        name = f"{type(dataset).__name__} ({len(x)} samples)"
+    else:
+        raise TypeError(f"{what}: a {type(data).__name__}; pass (inputs, targets) tensors, a Dataset or a DataLoader")
+    if len(x) != len(y) or len(x) == 0:
+        raise ValueError(f"{what}: {len(x)} inputs and {len(y)} targets; they must be as many, and more than none")
+    return _engine().untracked(lambda: _Data(name, x, y))
+
+
+# ---- the adapter the engine calls ----------------------------------------------------------------
+
+_OPTIMIZER_KINDS = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw"}
+
+
+class _Adapter:
+    """The model, optimizer, loss and data as the engine (python/src/engine.cpp) calls them."""
+
+    def __init__(self, command, model, optimizer, data, loss, options):
+        import torch
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"batchwise.{command}: model is a {type(model).__name__}, not a torch.nn.Module")
+        self.model = model
+        parameters = list(model.parameters())
+        if not any(p.requires_grad for p in parameters):
+            raise ValueError(f"batchwise.{command}: {type(model).__name__} has no trainable parameters")
+        if isinstance(optimizer, torch.optim.Optimizer):
+            self.optimizer = optimizer
+        elif callable(optimizer):
+            self.optimizer = optimizer(model.parameters())
+            if not isinstance(self.optimizer, torch.optim.Optimizer):
+                raise TypeError(f"batchwise.{command}: optimizer(model.parameters()) returned a "
+                                f"{type(self.optimizer).__name__}, not a torch.optim.Optimizer")
+        else:
+            raise TypeError(f"batchwise.{command}: optimizer is a {type(optimizer).__name__}; pass a torch.optim "
+                            "optimizer over the model's parameters, or a function of the parameters that makes one")
+        owned = {id(p) for p in parameters}
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                if id(p) not in owned:
+                    raise ValueError(f"batchwise.{command}: the optimizer holds a tensor that is not a parameter of "
+                                     f"{type(model).__name__}; make it over model.parameters()")
+        device = torch.device(options.get("device") or (parameters[0].device if parameters else "cpu"))
+        for p in parameters:
+            if p.device != device:
+                raise ValueError(f"batchwise.{command}: {type(model).__name__} has a parameter on {p.device}, but "
+                                 f"the trials run on {device}; move the model with model.to('{device}')")
+        self.device = str(device)
+        self.data = _data(data, f"batchwise.{command}: data")
+        held_out = options.get("held_out")
+        self.held_out = _data(held_out, f"batchwise.{command}: held_out") if held_out is not None else None
+        self.model_name = type(model).__name__
+        self.optimizer_name = type(self.optimizer).__name__
+        self.optimizer_kind = _OPTIMIZER_KINDS.get(self.optimizer_name, self.optimizer_name)
+        self.seed = int(options.get("seed", 0))
+        if loss is None:
+            classes = self.data.num_classes > 0
+            self._loss = torch.nn.functional.cross_entropy if classes else torch.nn.functional.mse_loss
+            self.loss_name = "cross-entropy" if classes else "mse"
+        elif callable(loss):
+            self._loss = loss
+            self.loss_name = getattr(loss, "__name__", type(loss).__name__)
+        else:
+            raise TypeError(f"batchwise.{command}: loss is a {type(loss).__name__}; pass a function of (output, "
+                            "target), such as torch.nn.CrossEntropyLoss(), or None")
+        self._modes = [m.training for m in model.modules()]
+        self.batchnorm = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+    # What the engine calls.
+    def parameters(self):
+        return list(self.model.named_parameters())
+
+    def buffers(self):
+        return [(n, b) for n, b in self.model.named_buffers() if b is not None]
+
+    def training(self):
+        return self.model.training
+
+    def forward(self, x):
+        out = self.model(x)
+        if hasattr(out, "logits"):
+            out = out.logits
+        elif isinstance(out, dict) and "logits" in out:
+            out = out["logits"]
+        elif isinstance(out, (tuple, list)) and out:
+            out = out[0]
+        return out
+
+    def train(self, on):
+        if on and self._modes[0]:  # back to the modes it came with (a frozen BatchNorm stays frozen)
+            for module, mode in zip(self.model.modules(), self._modes):
+                module.training = mode
+        else:
+            self.model.train(on)
+
+    def loss(self, output, target):
+        return self._loss(output, target)
+
+    def step(self):
+        self.optimizer.step()
+
+    def get_lr(self, group):
+        return float(self.optimizer.param_groups[group]["lr"])
+
+    def set_lr(self, group, lr):
+        self.optimizer.param_groups[group]["lr"] = lr
+
+    def optimizer_groups(self):
+        return [list(g["params"]) for g in self.optimizer.param_groups]
+
+    def optimizer_state_bytes(self):
+        import torch
+        return sum(v.nbytes for state in self.optimizer.state.values() for v in state.values()
+                   if isinstance(v, torch.Tensor))
+
+    def save_optimizer(self):
+        import torch
+        buffer = io.BytesIO()
+        torch.save(self.optimizer.state_dict(), buffer)
+        return buffer.getvalue()
+
+    def load_optimizer(self, data):
+        import torch
+        self.optimizer.load_state_dict(torch.load(io.BytesIO(data), weights_only=False))
+
+    # Around the engine call.
+    def count_the_state(self):
+        """On CPU: the model's tensors, its gradients and the optimizer's state moved into memory the
+        engine counts (made before the engine was loaded, they were not), so the budget holds them
+        as it holds a built-in model's. Values, Parameter objects and the optimizer are unchanged."""
+        import torch
+        if torch.device(self.device).type != "cpu":
+            return
+        with torch.no_grad():
+            for t in list(self.model.parameters()) + [b for _, b in self.buffers()]:
+                t.data = t.data.clone()
+                if t.grad is not None:
+                    t.grad = t.grad.clone()
+        if self.optimizer.state:
+            self.optimizer.load_state_dict(copy.deepcopy(self.optimizer.state_dict()))
+
+    def restore_modes(self):
+        for module, mode in zip(self.model.modules(), self._modes):
+            module.training = mode
+
+
+class _StepAdapter(_Adapter):
+    """A LightningModule: its training_step((x, y), 0) is the forward and the loss of a training
+    step; in evaluation its forward gives the logits (accuracy) and training_step the loss. Its
+    self.log calls without a Trainer are left silent."""
+
+    def __init__(self, command, module, optimizer, data, options):
+        super().__init__(command, module, optimizer, data, None, options)
+        import lightning.pytorch as L
+        self.has_forward = any("forward" in vars(c) for c in type(module).__mro__[:type(module).__mro__.index(
+            L.LightningModule)])
+        if not self.has_forward:
+            self.data.num_classes = 0  # no logits to score: the held-out loss alone
+            if self.held_out is not None:
+                self.held_out.num_classes = 0
+        self.loss_name = f"{type(module).__name__}.training_step"
+        self._x = None
+
+    def forward(self, x):
+        self._x = x
+        if not self.model.training and self.has_forward:
+            return super().forward(x)
+        return x.new_zeros(x.shape[:1])  # training_step computes the forward, in loss()
+
+    def loss(self, output, target):
+        import warnings
+        x, self._x = self._x, None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = self.model.training_step((x, target), 0)
+        return out["loss"] if isinstance(out, dict) else out
+
+
+def lightning_parts(module, datamodule, command):
+    """The optimizer (the first configure_optimizers gives), the training data and the validation data
+    (None where there is none) of a LightningModule and its DataModule."""
+    optim = module.configure_optimizers()
+    while not hasattr(optim, "step"):
+        if isinstance(optim, dict):
+            optim = optim["optimizer"]
+        elif isinstance(optim, (list, tuple)) and optim:
+            optim = optim[0]
+        else:
+            raise TypeError(f"batchwise.lightning.{command}: configure_optimizers() gave {optim!r}; batchwise "
+                            "trains with its first optimizer")
+    source = module if datamodule is None else datamodule
+    if datamodule is not None:
+        datamodule.prepare_data()
+        datamodule.setup("fit")
+    train = source.train_dataloader()
+    try:
+        val = source.val_dataloader()
+    except Exception:  # noqa: BLE001  (Lightning raises when val_dataloader is not defined)
+        val = None
+    return optim, train, val or None
+
+
+def run_lightning(command, module, datamodule, options):
+    optimizer, train, val = lightning_parts(module, datamodule, command)
+    if command == "tune" and val is not None and "held_out" not in options:
+        options = {**options, "held_out": val}
+    return _call(command, options, lambda o: _StepAdapter(command, module, optimizer, train, o))
+
+
+# ---- the report ----------------------------------------------------------------------------------
+
+class _Record:
+    """A JSON object of the report with its fields as attributes (docs/report-schema.md); a field
+    that is absent (a phase that did not run) is None."""
+
+    def __init__(self, data):
+        self._data = data
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _wrap(self._data.get(name))
+
+    def __getitem__(self, name):
+        return _wrap(self._data[name])
+
+    def __contains__(self, name):
+        return name in self._data
+
+    def __dir__(self):
+        return list(self._data)
+
+    def to_dict(self):
+        return copy.deepcopy(self._data)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._data.items() if not isinstance(v, (dict, list)))})"
+
+
+def _wrap(value):
+    if isinstance(value, dict):
+        return _Record(value)
+    if isinstance(value, list):
+        return [_wrap(v) for v in value]
+    return value
+
+
+class Report(_Record):
+    """What fit, sweep or tune measured: the same record as the CLI's JSON report.
+
+    report.fit.batch, report.sweep.points[0].samples_per_s, report.recommendation.batch, report.lr.lr;
+    report.to_json() (the CLI's --json), report.html(path) (its --html), str(report) (its table)."""
+
+    def __init__(self, text):
+        super().__init__(json.loads(text))
+        self._json = text
+
+    def to_json(self):
+        return self._json
+
+    def html(self, path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(_engine().html(self._json))
+        return path
+
+    def table(self):
+        return _engine().table(self._json)
+
+    def __str__(self):
+        return self.table()
+
+    def __repr__(self):
+        rec = self._data.get("recommendation") or {}
+        fitted = (self._data.get("fit") or {}).get("batch")
+        return f"<batchwise.Report fit batch {fitted}, recommended batch {rec.get('batch')}>"
+
+
+# ---- the calls -----------------------------------------------------------------------------------
+
+def _run(command, model, optimizer, data, loss, options):
+    if command == "sweep" and not options.get("batch_sizes"):
+        raise TypeError("batchwise.sweep: no batch sizes; pass batch_sizes=[16, 32, 64]")
+    return _call(command, options, lambda o: _Adapter(command, model, optimizer, data, loss, o))
+
+
+def _call(command, options, make_adapter):
+    engine = _engine()
+    options = _options(command, options)
+    adapter = make_adapter(options)
+    options.pop("held_out", None)
+    if "min" not in options and adapter.batchnorm:
+        options["min"] = 2  # BatchNorm in training mode cannot normalise a batch of one
+    # Each trial puts torch's generators back; the advice between trials (the race's held-out sample,
+    # the noise scale's batches) draws from them too, so the whole call puts them back, with Python's
+    # and NumPy's, which the user's code may draw from.
+    import torch
+    rngs = (torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
+            random.getstate())
+    numpy = sys.modules.get("numpy")
+    numpy_rng = numpy.random.get_state() if numpy is not None else None
+    try:
+        adapter.count_the_state()
+        text, where, error = engine.run(adapter, options, command)
+    finally:
+        adapter.restore_modes()
+        torch.set_rng_state(rngs[0])
+        if rngs[1] is not None:
+            torch.cuda.set_rng_state_all(rngs[1])
+        random.setstate(rngs[2])
+        if numpy_rng is not None:
+            numpy.random.set_state(numpy_rng)
+    # Code of the user's that raised ends the call: an answer built around a step that failed for
+    # another reason than memory would not be the user's training.
+    if error is not None:
+        raise TrainingError(f"batchwise.{command}: {where} raised {type(error).__name__}: {error} "
+                            f"(the model, its optimizer and the RNGs are as they were)") from error
+    return Report(text)
+
+
+def fit(model, optimizer, data, loss=None, **options):
+    """The largest batch whose peak memory stays within target x memory_budget (the CLI's `fit`).
+
+    model: a torch.nn.Module on its device; optimizer: a torch.optim optimizer over its parameters,
+    or a function of the parameters that makes one; data: (inputs, targets) tensors, a Dataset or a
+    DataLoader; loss: a function of (output, target), None for cross-entropy (integer targets) or
+    mean squared error. Options as the CLI's flags: memory_budget="512MiB", target=0.9, min=1,
+    max=65536, multiple_of=8, mode="model"|"binsearch"|"power", fit_steps=2, warmup=0, device, seed,
+    progress (True: lines on stderr; False; or a callable taking each line).
+
+    Example: batchwise.fit(model, opt, (x, y), memory_budget="256MiB").fit.batch
+    """
+    return _run("fit", model, optimizer, data, loss, options)
+
+
+def sweep(model, optimizer, data, loss=None, **options):
+    """samples/s at each batch size and the throughput knee (the CLI's `sweep`).
+
+    batch_sizes=[16, 32, 64] (or "16,32,64") is required; steps=5, repetitions=3, min_time=0.1,
+    and fit's options. Example: batchwise.sweep(model, opt, loader, batch_sizes=[32, 64, 128])
+    """
+    return _run("sweep", model, optimizer, data, loss, options)
+
+
+def tune(model, optimizer, data, loss=None, **options):
+    """The whole of `batchwise tune`: fit, sweep, noise scale, the batch race (or the run race with
+    epochs=N, lr_schedule="cosine"), the recommendation, its learning rate and the run plan.
+
+    held_out: the data the race judges on ((inputs, targets), a Dataset or DataLoader; default: a
+    sample of the training data, named so); advice_budget (s), epochs, lr_schedule, base_batch,
+    target_accuracy, target_loss, no_noise, no_race, and fit's and sweep's options.
+    Example: batchwise.tune(model, opt, train_set, held_out=test_set, epochs=10, lr_schedule="cosine")
+    """
+    return _run("tune", model, optimizer, data, loss, options)

@@ -1,0 +1,474 @@
+// batchwise._engine: the C++ engine on a Python model, optimizer, loss and data, in the user's process.
+//
+// The Python objects are wrapped the way torchscript.cpp wraps a script module, so that they train
+// through exactly the ModuleWorkload the built-in models train through (its trials, state snapshots,
+// memory accounting, race, range tests and evaluation):
+//   - PythonModel: a torch::nn module that registers the Python module's own parameter and buffer
+//     tensors (the very TensorImpls Python computes with) and calls its forward;
+//   - PythonOptimizer: a torch::optim optimizer over the same tensors whose step is the Python
+//     optimizer's, whose learning rate is its param_groups' and whose state is its state_dict;
+//   - the loss: the Python callable, or cross-entropy / mean squared error.
+// The GIL is released while the engine runs (autograd's device threads may need it for a model's
+// Python autograd functions) and taken for each call into Python. A Python exception is kept and
+// raised again once the engine returns: out of memory (torch.OutOfMemoryError) becomes the engine's
+// c10::OutOfMemoryError so the trial is an out-of-memory outcome; Ctrl-C ends the call.
+#include <torch/extension.h>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "batchwise/batchwise.h"
+#include "batchwise/html.h"
+#include "batchwise/report.h"
+#include "check.h"
+#include "cpu_baseline.h"
+
+namespace py = pybind11;
+
+namespace batchwise::python {
+namespace {
+
+// ---- calls into Python ---------------------------------------------------------------------------
+
+// What went wrong in Python during one engine call: the first exception other than out of memory
+// (raised again, as the cause of a batchwise error, when the engine returns) and whether Ctrl-C was
+// pressed. Out of memory is not kept: its traceback holds the trial's activations.
+struct Failure {
+  py::object error;     // the exception, with its traceback
+  std::string where;    // "MyNet.forward"
+  bool interrupted = false;
+};
+
+Failure& failure() {
+  static Failure f;
+  return f;
+}
+
+bool is_oom(const py::error_already_set& e) {
+  static const py::object oom = py::module_::import("torch").attr("OutOfMemoryError");
+  return e.matches(oom);
+}
+
+// Runs `f` (which calls into Python) with the GIL held. `where` names the call for the error.
+template <class F>
+auto call_python(const std::string& where, F&& f) -> decltype(f()) {
+  py::gil_scoped_acquire gil;
+  Failure& failed = failure();
+  if (failed.interrupted) throw Error("interrupted");
+  if (PyErr_CheckSignals() != 0) {
+    PyErr_Clear();
+    failed.interrupted = true;
+    throw Error("interrupted");
+  }
+  try {
+    return f();
+  } catch (py::error_already_set& e) {
+    if (e.matches(PyExc_KeyboardInterrupt)) {
+      failed.interrupted = true;
+      throw Error("interrupted");
+    }
+    if (is_oom(e)) {
+      std::string what = py::str(e.value());
+      { py::error_already_set dropped = std::move(e); }  // its traceback holds the trial's tensors
+      py::module_::import("gc").attr("collect")();
+      throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, what);
+    }
+    const auto traceback = py::reinterpret_steal<py::object>(PyException_GetTraceback(e.value().ptr()));
+    if (!traceback && e.trace()) PyException_SetTraceback(e.value().ptr(), e.trace().ptr());  // the cause keeps it
+    if (!failed.error) {  // the first: a trial that raised is an error outcome, and the engine goes on
+      failed.error = e.value();
+      failed.where = where;
+    }
+    const std::string type = py::str(e.type().attr("__name__"));
+    throw ModelError(fmt::format("{} raised {}: {}", where, type, std::string(py::str(e.value()))));
+  }
+}
+
+// ---- the model -----------------------------------------------------------------------------------
+
+at::Tensor unpack(const py::handle& object, const std::string& what) {
+  BATCHWISE_CHECK(THPVariable_Check(object.ptr()), ModelError, "{} is a {}, not a tensor", what,
+                  std::string(py::str(py::type::handle_of(object).attr("__name__"))));
+  return THPVariable_Unpack(object.ptr());
+}
+
+// The Python module's parameters and buffers registered as its own, under flattened names (a tensor
+// shared by two submodules, tied weights, once), and its forward called from C++. The adapter
+// (batchwise/_inprocess.py) turns the forward's result into the logits.
+class PythonModelImpl : public torch::nn::Module {
+ public:
+  PythonModelImpl(py::object adapter, std::string name) : adapter_(std::move(adapter)), name_(std::move(name)) {
+    auto flat = [](std::string s) {
+      for (auto& c : s) c = c == '.' ? '_' : c;
+      return s;
+    };
+    int index = 0;
+    for (const auto& item : adapter_.attr("parameters")())
+      register_parameter(fmt::format("p{}_{}", index++, flat(py::str(item[py::int_(0)]))),
+                         unpack(item[py::int_(1)], "a parameter"), unpack(item[py::int_(1)], "").requires_grad());
+    for (const auto& item : adapter_.attr("buffers")())
+      register_buffer(fmt::format("b{}_{}", index++, flat(py::str(item[py::int_(0)]))), unpack(item[py::int_(1)], "a buffer"));
+    torch::nn::Module::train(adapter_.attr("training")().cast<bool>());
+  }
+  at::Tensor forward(const at::Tensor& input) {
+    return call_python(name_ + ".forward", [&] { return unpack(adapter_.attr("forward")(input), name_ + ".forward's output"); });
+  }
+  void train(bool on) override {
+    call_python(name_ + ".train", [&] { adapter_.attr("train")(on); });
+    torch::nn::Module::train(on);
+  }
+  // Dropped with the GIL held: the engine may free the workload from a thread without it.
+  ~PythonModelImpl() override {
+    py::gil_scoped_acquire gil;
+    adapter_ = py::object();
+  }
+
+ private:
+  py::object adapter_;
+  std::string name_;
+};
+TORCH_MODULE(PythonModel);
+
+// ---- the optimizer -------------------------------------------------------------------------------
+
+// A parameter group's options: its learning rate is the Python group's "lr".
+class GroupOptions : public torch::optim::OptimizerCloneableOptions<GroupOptions> {
+ public:
+  GroupOptions(std::shared_ptr<py::object> adapter, int group) : adapter_(std::move(adapter)), group_(group) {}
+  double get_lr() const override {
+    return call_python("the optimizer's learning rate", [&] { return adapter_->attr("get_lr")(group_).cast<double>(); });
+  }
+  void set_lr(const double lr) override {
+    call_python("the optimizer's learning rate", [&] { adapter_->attr("set_lr")(group_, lr); });
+  }
+
+ private:
+  std::shared_ptr<py::object> adapter_;  // shared: copying a py::object needs the GIL
+  int group_;
+};
+
+class PythonOptimizer : public torch::optim::Optimizer {
+ public:
+  PythonOptimizer(std::shared_ptr<py::object> adapter, const std::vector<std::vector<at::Tensor>>& groups,
+                  std::string name)
+      : Optimizer(std::vector<torch::optim::OptimizerParamGroup>{}, std::make_unique<GroupOptions>(adapter, 0)),
+        adapter_(std::move(adapter)),
+        name_(std::move(name)) {
+    for (size_t i = 0; i < groups.size(); ++i)
+      add_param_group(torch::optim::OptimizerParamGroup(groups[i], std::make_unique<GroupOptions>(adapter_, static_cast<int>(i))));
+  }
+  ~PythonOptimizer() override {
+    py::gil_scoped_acquire gil;
+    adapter_.reset();
+  }
+  at::Tensor step(LossClosure closure) override {
+    call_python(name_ + ".step", [&] { adapter_->attr("step")(); });
+    return {};
+  }
+  // The state is the Python optimizer's state_dict, serialised by torch.save: a copy the next steps
+  // cannot change, loaded back with load_state_dict (which drops the states created since).
+  void save(torch::serialize::OutputArchive& archive) const override {
+    const std::string bytes =
+        call_python(name_ + ".state_dict", [&] { return adapter_->attr("save_optimizer")().cast<std::string>(); });
+    archive.write("python_state_dict", c10::IValue(bytes));
+  }
+  void load(torch::serialize::InputArchive& archive) override {
+    c10::IValue bytes;
+    archive.read("python_state_dict", bytes);
+    call_python(name_ + ".load_state_dict", [&] { adapter_->attr("load_optimizer")(py::bytes(bytes.toStringRef())); });
+  }
+
+ private:
+  std::shared_ptr<py::object> adapter_;
+  std::string name_;
+};
+
+// ---- the workload --------------------------------------------------------------------------------
+
+std::vector<std::vector<at::Tensor>> optimizer_groups(const py::object& adapter) {
+  std::vector<std::vector<at::Tensor>> groups;
+  for (const auto& group : adapter.attr("optimizer_groups")()) {
+    groups.emplace_back();
+    for (const auto& p : group) groups.back().push_back(unpack(p, "an optimizer parameter"));
+  }
+  return groups;
+}
+
+Dataset dataset(const py::object& adapter, const char* which) {
+  py::object data = adapter.attr(which);
+  Dataset d;
+  if (data.is_none()) return d;
+  d.name = py::str(data.attr("name"));
+  d.inputs = unpack(data.attr("inputs"), "the data's inputs");
+  d.targets = unpack(data.attr("targets"), "the data's targets");
+  d.num_classes = data.attr("num_classes").cast<int64_t>();
+  return d;
+}
+
+LossFn loss_function(const py::object& adapter, const std::string& name) {
+  auto shared = std::make_shared<py::object>(adapter);
+  std::shared_ptr<void> release(nullptr, [shared](void*) mutable {  // the last copy lets go under the GIL
+    py::gil_scoped_acquire gil;
+    *shared = py::object();
+  });
+  return [shared, release, name](const at::Tensor& output, const at::Tensor& target) {
+    return call_python(name, [&] { return unpack(shared->attr("loss")(output, target), name + "'s result"); });
+  };
+}
+
+std::unique_ptr<ModuleWorkload> make_python_workload(const py::object& adapter) {
+  const std::string model_name = py::str(adapter.attr("model_name"));
+  const std::string optimizer_name = py::str(adapter.attr("optimizer_name"));
+  Dataset data = dataset(adapter, "data");
+  PythonModel model(adapter, model_name);
+  auto shared = std::make_shared<py::object>(adapter);
+  auto optimizer = std::make_unique<PythonOptimizer>(shared, optimizer_groups(adapter), optimizer_name);
+  WorkloadInfo info;
+  info.model = model_name;
+  info.dataset = data.name;
+  info.loss = py::str(adapter.attr("loss_name"));
+  info.optimizer = py::str(adapter.attr("optimizer_kind"));
+  info.lr = adapter.attr("get_lr")(0).cast<double>();
+  info.input_shape = data.sample_shape();
+  info.num_classes = data.num_classes;
+  info.dataset_size = data.size();
+  for (const auto& p : model->parameters()) info.parameter_count += p.numel();
+  for (const auto& p : model->parameters()) info.parameter_bytes += static_cast<int64_t>(p.nbytes());
+  for (const auto& b : model->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
+  const c10::Device device(std::string(py::str(adapter.attr("device"))));
+  const auto seed = adapter.attr("seed").cast<uint64_t>();
+  auto workload = std::make_unique<ModuleWorkload>(info, torch::nn::AnyModule(model), std::move(optimizer), std::move(data),
+                                                   loss_function(adapter, model_name + "'s loss"), device, seed);
+  workload->set_optimizer_state_bytes([shared, optimizer_name] {
+    return call_python(optimizer_name + ".state", [&] { return (*shared).attr("optimizer_state_bytes")().cast<int64_t>(); });
+  });
+  return workload;
+}
+
+// ---- progress ------------------------------------------------------------------------------------
+
+// The CLI's progress lines (tools/batchwise/session.cpp), handed to a Python callable.
+class Progress {
+ public:
+  explicit Progress(py::object sink) : sink_(std::make_shared<py::object>(std::move(sink))) {}
+  void operator()(const std::string& line) const {
+    if (sink_->is_none()) return;
+    call_python("the progress callback", [&] { (*sink_)(line); });
+  }
+  void trial(const Trial& t, int index, int planned) const {
+    const std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
+    const std::string what = t.outcome == Outcome::Ok && t.samples_per_s > 0 ? fmt::format("{:.0f} samples/s", t.samples_per_s)
+                                                                            : std::string(to_string(t.outcome));
+    (*this)(fmt::format("[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed)", of, t.batch, what,
+                        format_bytes(t.peak_bytes), elapsed()));
+  }
+  void stage(const TuneStage& t) const {
+    if (t.phase > 0) (*this)(fmt::format("[{}/{}] {}", t.phase, t.phases, t.what));
+    else (*this)(t.what);
+  }
+  void race(const RaceProgress& p) const {
+    const std::string key = fmt::format("{} {}", p.rung, p.index);
+    const auto now = std::chrono::steady_clock::now();
+    if (key == *last_key_ && now - *last_line_ < std::chrono::seconds(10)) return;
+    *last_key_ = key;
+    *last_line_ = now;
+    (*this)(fmt::format("[race rung {}/{}, {}/{}] batch {}: epoch {:.2f}, held-out loss {:.3f} ({:.0f} s elapsed, ~{:.0f} s "
+                        "left)",
+                        p.rung, p.rungs, p.index, p.count, p.batch, p.epochs, p.loss, p.elapsed_s, p.left_s));
+  }
+  FitOptions with(FitOptions o) const {
+    return o.on_trial([p = *this](const Trial& t, int i, int n) { p.trial(t, i, n); });
+  }
+  SweepOptions with(SweepOptions o) const {
+    return o.on_trial([p = *this](const Trial& t, int i, int n) { p.trial(t, i, n); });
+  }
+
+ private:
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  std::shared_ptr<py::object> sink_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::shared_ptr<std::string> last_key_ = std::make_shared<std::string>();
+  std::shared_ptr<std::chrono::steady_clock::time_point> last_line_ =
+      std::make_shared<std::chrono::steady_clock::time_point>();
+};
+
+// ---- options -------------------------------------------------------------------------------------
+
+// The options, named as the CLI's flags (batchwise/_inprocess.py checks names and types).
+struct Options {
+  explicit Options(const py::dict& d) : d_(d) {}
+  template <class T>
+  T get(const char* key, T fallback) const {
+    return d_.contains(key) && !d_[key].is_none() ? d_[key].cast<T>() : fallback;
+  }
+  FitOptions fit(int64_t budget) const {
+    return FitOptions()
+        .budget_bytes(budget)
+        .target(get("target", 0.9))
+        .mode(parse_fit_mode(get<std::string>("mode", "model")))
+        .min(get<int64_t>("min", 1))
+        .max(get<int64_t>("max", 65536))
+        .multiple_of(get<int64_t>("multiple_of", 1))
+        .steps(get("fit_steps", 2))
+        .warmup(get("warmup", 0))
+        .trial_timeout_s(get("trial_timeout", 0.0))
+        .monitor(!get("no_monitor", false));
+  }
+  SweepOptions sweep(int64_t budget) const {
+    return SweepOptions()
+        .batch_sizes(get("batch_sizes", std::vector<int64_t>{}))
+        .warmup(get("warmup", 2))
+        .steps(get("steps", 5))
+        .repetitions(get("repetitions", 3))
+        .min_time_s(get("min_time", 0.1))
+        .budget_bytes(budget)
+        .trial_timeout_s(get("trial_timeout", 0.0))
+        .monitor(!get("no_monitor", false));
+  }
+
+ private:
+  py::dict d_;
+};
+
+// The report's header: context, workload, budget and target, as the CLI's Session makes it.
+Report base_report(Workload& workload, WorkloadRunner& runner, int64_t budget, double target) {
+  Report r;
+  r.context = make_context(workload.device().is_cuda() ? resolve_device(workload.device().str()) : DeviceSpec{});
+  r.context.device_total_bytes = runner.device_total_bytes();
+  r.workload = runner.info();
+  r.budget_bytes = budget > 0 ? budget : runner.default_budget_bytes();
+  r.target = target;
+  return r;
+}
+
+void rule_learning_rate(Report& r, int64_t base_batch) {
+  const std::optional<Optimizer> optimizer = known_optimizer(r.workload.optimizer);
+  if (r.lr || !r.recommendation || r.workload.lr <= 0 || !optimizer) return;
+  r.lr = unmeasured_lr(*optimizer, base_batch, r.workload.lr, r.recommendation->batch);
+}
+
+// Runs `command` on the adapter's workload without the GIL, then raises what Python raised.
+// (the report's JSON or None, where, the exception): the user's code raised where there is an exception.
+py::tuple run(const py::object& adapter, const py::dict& options, const std::string& command) {
+  failure() = Failure{};
+  const Options o(options);
+  const Progress progress(options.contains("progress") ? py::object(options["progress"]) : py::none());
+  auto workload = make_python_workload(adapter);
+  // On CPU the budget is this model's training's: the process's other counted tensors (made since the
+  // engine loaded) are its baseline, left out of every figure and of the limit until the call ends.
+  struct Baseline {
+    ~Baseline() { detail::set_cpu_baseline_bytes(0); }
+  } baseline;
+  if (!workload->device().is_cuda()) {
+    detail::set_cpu_baseline_bytes(0);
+    const StateBytes own = workload->state_bytes();
+    const int64_t others = CpuMemoryTracker::install().current_bytes() - own.parameter_bytes - own.gradient_bytes -
+                           own.optimizer_state_bytes;
+    detail::set_cpu_baseline_bytes(std::max<int64_t>(0, others));
+  }
+  WorkloadRunner runner(*workload);
+  const int64_t budget = o.get<int64_t>("memory_budget", 0);
+  Report report = base_report(*workload, runner, budget, o.get("target", 0.9));
+  Dataset held_out = dataset(adapter, "held_out");
+  // Every option is read here, with the GIL.
+  const FitOptions fit_options = progress.with(o.fit(report.budget_bytes));
+  const SweepOptions sweep_options = progress.with(o.sweep(report.budget_bytes));
+  const int64_t base_batch = o.get<int64_t>("base_batch", 32);
+  TuneOptions tune_options =
+      TuneOptions()
+          .fit(FitOptions(fit_options).max(o.get<int64_t>("max", workload->device().is_cuda() ? 65536 : 4096)))
+          .sweep(SweepOptions(sweep_options).stop_after_flat(o.get("sweep_all", false) ? -1 : 0))
+          .noise(!o.get("no_noise", false))
+          .noise_steps(o.get("noise_steps", 20))
+          .race(!o.get("no_race", false))
+          .race_budget_s(o.get("advice_budget", 0.0))
+          .target_accuracy(o.get("target_accuracy", 0.0))
+          .target_loss(o.get("target_loss", 0.0))
+          .base_batch(base_batch)
+          .epochs(o.get("epochs", 0.0))
+          .lr_schedule(parse_lr_schedule(o.get<std::string>("lr_schedule", "constant")))
+          .loader_search(false)
+          .on_run_race([progress](const std::string& text) { progress(text); })
+          .on_stage([progress](const TuneStage& s) { progress.stage(s); })
+          .on_race([progress](const RaceProgress& p) { progress.race(p); });
+  std::exception_ptr error;
+  {
+    py::gil_scoped_release nogil;
+    try {
+      if (command == "fit") {
+        report.fit = fit(runner, fit_options);
+        report.recommendation = recommend(report.fit, std::nullopt);
+      } else if (command == "sweep") {
+        report.sweep = sweep(runner, sweep_options);
+        if (!report.sweep->noise_warning.empty()) report.context.warnings.push_back(report.sweep->noise_warning);
+        report.recommendation = recommend(std::nullopt, report.sweep);
+      } else {
+        TuneSubject subject(*workload);
+        if (held_out.size() > 0) subject.held_out = [&] { return held_out; };
+        report = tune(std::move(subject), tune_options, std::move(report));
+      }
+      rule_learning_rate(report, base_batch);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  workload.reset();
+  Failure failed = std::move(failure());
+  failure() = Failure{};
+  if (failed.interrupted) {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
+  }
+  // The user's first exception: _inprocess.py raises it as the cause of a batchwise.TrainingError
+  // when nothing usable came of the call.
+  const py::object where = failed.error ? py::object(py::str(failed.where)) : py::object(py::none());
+  const py::object cause = failed.error ? failed.error : py::object(py::none());
+  if (error && !failed.error) std::rethrow_exception(error);
+  return py::make_tuple(error ? py::object(py::none()) : py::object(py::str(to_json(report))), where, cause);
+}
+
+}  // namespace
+}  // namespace batchwise::python
+
+PYBIND11_MODULE(_engine, m) {
+  using namespace batchwise;
+  m.doc() = "batchwise's C++ engine on Python models (use batchwise.fit, sweep and tune)";
+  CpuMemoryTracker::install();  // every CPU tensor from here on is counted (the model's are moved in)
+  static py::exception<Error> error(m, "Error", PyExc_RuntimeError);
+  static py::exception<ConfigError> config(m, "ConfigError", PyExc_ValueError);
+  static py::exception<DataError> data(m, "DataError", PyExc_ValueError);
+  static py::exception<ModelError> model(m, "ModelError", error.ptr());
+  static py::exception<DeviceError> device(m, "DeviceError", error.ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const ConfigError& e) {
+      PyErr_SetString(config.ptr(), e.what());
+    } catch (const DataError& e) {
+      PyErr_SetString(data.ptr(), e.what());
+    } catch (const ModelError& e) {
+      PyErr_SetString(model.ptr(), e.what());
+    } catch (const DeviceError& e) {
+      PyErr_SetString(device.ptr(), e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(error.ptr(), e.what());
+    }
+  });
+  m.def("run", &python::run, py::arg("adapter"), py::arg("options"), py::arg("command"),
+        "Runs fit, sweep or tune on an adapter (batchwise/_inprocess.py): (report JSON or None, where, the "
+        "user's first exception or None)");
+  m.def("html", [](const std::string& report_json) { return to_html(report_json); }, "The report's HTML page");
+  m.def("table", [](const std::string& report_json) { return to_table(report_from_json(report_json, "the report")); },
+        "The report's console table");
+  m.def("parse_bytes", [](const std::string& text) { return parse_bytes(text, "memory_budget"); });
+  m.def("counted_bytes", [] { return CpuMemoryTracker::install().current_bytes(); },
+        "CPU tensor bytes counted now (the budget's measure)");
+  m.def("untracked", [](const py::function& f) {
+    UntrackedScope scope;
+    return f();
+  }, "Calls f with its CPU allocations left out of the count (data held in RAM, not the device's)");
+  m.attr("torch_version") = TORCH_VERSION;
+}

@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""batchwise in process (python/batchwise/_inprocess.py over the compiled engine): fit, sweep and
+tune on a torchvision model and on a module TorchScript cannot script, in this process.
+
+    BATCHWISE_ENGINE=build/python/batchwise/_engine.cpython-311-x86_64-linux-gnu.so \\
+        python tests/python/inprocess_test.py fit|state|oom|error|tune|options
+
+fit      a torchvision model and the unscriptable module fit a CPU budget exactly: the batch found
+         (binsearch, a multiple of 8) peaks within target x budget, and that batch plus 8 does not
+state    after fit, sweep and tune the model's tensors, gradients, training modes, the optimizer's
+         state and torch's, Python's and NumPy's RNGs are bit-identical to before
+oom      trials that ran out of memory leave no counted byte held; the engine's count is where it was
+error    an exception in the model's forward (and in the loss) is a batchwise.TrainingError naming
+         the model, raised from the user's exception, with no C++ trace; the model is as it was
+tune     tune on a map-style Dataset with held-out data: a recommendation from a race that trained,
+         the learning rate, the report's JSON (the CLI's schema), its HTML and table; TorchScript
+         is never called
+options  options are checked by name and type, with the fix in the message
+lightning  batchwise.lightning.fit and tune on a LightningModule and its DataModule (its training_step,
+         its first optimizer, the val_dataloader's data for the race)
+Skipped (77) without torch, torchvision or the engine.
+"""
+import copy
+import json
+import os
+import random
+import sys
+import tempfile
+
+SKIP = 77
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+failures = []
+
+
+def case(name, condition, detail=""):
+    print(f"{'ok  ' if condition else 'FAIL'} {name}" + ("" if condition else f": {detail}"))
+    if not condition:
+        failures.append(name)
+
+
+try:
+    import torch
+    import torchvision
+except ImportError as e:
+    print(f"skipped: {e}")
+    sys.exit(SKIP)
+if not os.environ.get("BATCHWISE_ENGINE"):
+    print("skipped: BATCHWISE_ENGINE does not name the built engine")
+    sys.exit(SKIP)
+import batchwise  # noqa: E402
+
+torch.set_num_threads(2)
+
+
+class Branchy(torch.nn.Module):
+    """Python control flow over a list of tensors: the branches are ordered by their output's norm
+    with a lambda, which torch.jit.script cannot compile."""
+
+    def __init__(self, features=48, classes=10):
+        super().__init__()
+        self.branches = torch.nn.ModuleList([torch.nn.Linear(features, 64) for _ in range(3)])
+        self.norm = torch.nn.BatchNorm1d(192)
+        self.head = torch.nn.Linear(192, classes)
+
+    def forward(self, x):
+        outs = sorted((torch.relu(b(x)) for b in self.branches), key=lambda t: float(t.detach().norm()))
+        return self.head(self.norm(torch.cat(outs, dim=1)))
+
+
+def branchy_data(n=2048, features=48, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, features, generator=g)
+    return x, (x[:, :10] + 0.5 * torch.randn(n, 10, generator=g)).argmax(1)
+
+
+def images(n=512, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 3, 32, 32, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+
+def snapshot(model, optimizer):
+    return {"tensors": {k: v.clone() for k, v in model.state_dict(keep_vars=False).items()},
+            "grads": [None if p.grad is None else p.grad.clone() for p in model.parameters()],
+            "modes": [m.training for m in model.modules()],
+            "optimizer": copy.deepcopy(optimizer.state_dict()),
+            "torch_rng": torch.get_rng_state(), "python_rng": random.getstate()}
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_fit():
+    try:
+        torch.jit.script(Branchy())
+        case("the custom module is one TorchScript cannot script", False, "torch.jit.script compiled it")
+    except Exception:
+        case("the custom module is one TorchScript cannot script", True)
+    torch.manual_seed(0)
+    vision = torchvision.models.mobilenet_v3_small(num_classes=10)
+    workloads = [("mobilenet_v3_small", vision, torch.optim.SGD(vision.parameters(), lr=0.05, momentum=0.9), images(),
+                  "96MiB"),
+                 ("Branchy", Branchy(), None, branchy_data(), "1536KiB")]
+    for name, model, optimizer, data, budget in workloads:
+        optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=1e-3)
+        report = batchwise.fit(model, optimizer, data, memory_budget=budget, mode="binsearch", multiple_of=8,
+                               min=8, max=512, progress=False)
+        b = report.fit.batch
+        case(f"{name}: fit finds a batch, a multiple of 8", report.fit.outcome == "fits" and b and b % 8 == 0,
+             report.to_json()[:300])
+        if not b:
+            continue
+        limit = report.target * report.budget_bytes
+        check = batchwise.sweep(model, optimizer, data, memory_budget=budget, batch_sizes=[b, b + 8], steps=2,
+                                repetitions=1, min_time=0, progress=False)
+        peaks = {p.batch: (p.outcome, p.peak_bytes) for p in check.sweep.points}
+        fits = peaks[b][0] == "ok" and peaks[b][1] <= limit
+        over = peaks[b + 8][0] == "oom" or peaks[b + 8][1] > limit
+        case(f"{name}: batch {b} peaks within target x budget and batch {b + 8} does not", fits and over,
+             f"limit {limit:.0f}, peaks {peaks}")
+        case(f"{name}: the report names the model", report.workload.model == type(model).__name__,
+             report.workload.model)
+
+
+def test_state():
+    torch.manual_seed(1)
+    model = Branchy()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = branchy_data()
+    for _ in range(3):  # a model mid-training: gradients, Adam's state, a frozen BatchNorm
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[:64]), y[:64]).backward()
+        optimizer.step()
+    model.norm.eval()
+    random.seed(7)
+    try:
+        import numpy
+        numpy.random.seed(7)
+        numpy_before = numpy.random.get_state()[1].copy()
+    except ImportError:
+        numpy = None
+    before = snapshot(model, optimizer)
+    batchwise.fit(model, optimizer, (x, y), memory_budget="4MiB", max=256, progress=False)
+    case("after fit: the model, its gradients and modes, the optimizer and the RNGs are bit-identical",
+         same(before, snapshot(model, optimizer)))
+    batchwise.sweep(model, optimizer, (x, y), batch_sizes=[16, 64], steps=2, repetitions=1, progress=False)
+    case("after sweep: bit-identical", same(before, snapshot(model, optimizer)))
+    batchwise.tune(model, optimizer, (x, y), memory_budget="4MiB", max=256, advice_budget=2, progress=False)
+    case("after tune: bit-identical", same(before, snapshot(model, optimizer)))
+    case("the frozen BatchNorm is still in eval mode", not model.norm.training and model.training)
+    if numpy is not None:
+        case("NumPy's RNG is as it was", (numpy.random.get_state()[1] == numpy_before).all())
+    # and the model trains on as it would have: one more step matches a copy that batchwise never saw
+    twin, twin_opt = copy.deepcopy(model), None
+    twin_opt = torch.optim.Adam(twin.parameters(), lr=1e-3)
+    twin_opt.load_state_dict(copy.deepcopy(optimizer.state_dict()))  # not shared
+    for m, o in ((model, optimizer), (twin, twin_opt)):
+        o.zero_grad()
+        torch.nn.functional.cross_entropy(m(x[:64]), y[:64]).backward()
+        o.step()
+    case("the next training step is the one it would have been", same(model.state_dict(), twin.state_dict()))
+
+
+def test_oom():
+    from batchwise import _inprocess
+    engine = _inprocess._engine()
+    model = Branchy()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    data = branchy_data()
+    batchwise.fit(model, optimizer, data, memory_budget="2MiB", min=2, max=64, progress=False)  # its tensors counted
+    held = engine.counted_bytes()
+    report = batchwise.fit(model, optimizer, data, memory_budget="2MiB", mode="power", target=1.0, min=2, max=4096,
+                           progress=False)
+    ooms = [t.batch for t in report.fit.trials if t.outcome == "oom"]
+    case("the fit's trials ran out of the 2 MiB budget", bool(ooms), [t.outcome for t in report.fit.trials])
+    case("after them no counted byte stays held", engine.counted_bytes() == held,
+         f"{engine.counted_bytes() - held} bytes more than before")
+    for _ in range(3):
+        batchwise.sweep(model, optimizer, data, memory_budget="2MiB", batch_sizes=[4096], steps=1, repetitions=1,
+                        progress=False)
+    case("three more out-of-memory trials hold nothing either", engine.counted_bytes() == held,
+         f"{engine.counted_bytes() - held} bytes more")
+
+
+class Raises(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(48, 10)
+
+    def forward(self, x):
+        if x.shape[0] > 32:
+            raise ValueError(f"no batches above 32 here (got {x.shape[0]})")
+        return self.layer(x)
+
+
+def test_error():
+    model = Raises()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = snapshot(model, optimizer)
+    try:
+        batchwise.fit(model, optimizer, branchy_data(), memory_budget="16MiB", progress=False)
+        case("an exception in forward raises", False, "fit returned")
+    except batchwise.TrainingError as e:
+        text = str(e)
+        case("it is a TrainingError naming the model's forward and the user's error",
+             "Raises.forward raised ValueError: no batches above 32 here" in text, text)
+        case("raised from the user's exception, traceback and all",
+             isinstance(e.__cause__, ValueError) and e.__cause__.__traceback__ is not None, repr(e.__cause__))
+        case("no C++ trace in it", "Exception raised from" not in text and "c10::" not in text, text)
+    case("the model is as it was", same(before, snapshot(model, optimizer)))
+
+    def bad_loss(output, target):
+        raise KeyError("labels")
+    try:
+        batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), branchy_data(), loss=bad_loss,
+                        batch_sizes=[8], progress=False)
+        case("an exception in the loss raises", False, "sweep returned")
+    except batchwise.TrainingError as e:
+        case("an exception in the loss names the loss", "Branchy's loss raised KeyError" in str(e), str(e))
+
+
+class Pairs(torch.utils.data.Dataset):
+    """A map-style dataset of (input, label) pairs, as torchvision's are."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i], int(self.y[i])
+
+
+def test_tune():
+    x, y = branchy_data(4096)
+    hx, hy = branchy_data(1024, seed=1)
+    torch.manual_seed(0)
+    model = Branchy()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    lines = []
+    jit_calls = []
+    saved = {name: getattr(torch.jit, name) for name in ("script", "trace", "load", "save")}
+    for name in saved:
+        setattr(torch.jit, name, lambda *a, _n=name, **k: jit_calls.append(_n))
+    try:
+        report = batchwise.tune(model, optimizer, torch.utils.data.DataLoader(Pairs(x, y), batch_size=64),
+                                held_out=Pairs(hx, hy), memory_budget="8MiB", max=512, advice_budget=4,
+                                progress=lines.append)
+    finally:
+        for name, f in saved.items():
+            setattr(torch.jit, name, f)
+    case("TorchScript is never called", not jit_calls, jit_calls)
+    rec = report.recommendation
+    case("tune recommends a batch with a confidence", rec is not None and rec.batch >= 1 and rec.confidence,
+         report.to_json()[:400])
+    case("the batch race trained its entries on the held-out data",
+         report.race is not None and any(e.rungs > 0 for e in report.race.entries), report.to_json()[:400])
+    case("a learning rate for it, scaled from the optimizer's 0.05", report.lr is not None and report.lr.lr > 0)
+    case("the workload: the model, the dataset, SGD", report.workload.model == "Branchy" and
+         report.workload.dataset.startswith("Pairs (4096 samples)") and report.workload.optimizer == "sgd",
+         json.dumps(report.to_dict()["workload"]))
+    case("progress lines as the CLI's: the phases, the trials, the race",
+         any(line.startswith("[1/4] fit") for line in lines) and any(line.startswith("[trial ") for line in lines)
+         and any(line.startswith("[race rung") for line in lines), lines[:5])
+    data = json.loads(report.to_json())
+    case("the JSON is the CLI's schema", data.get("schema_version") and {"context", "fit", "sweep", "race"} <= set(data))
+    with tempfile.TemporaryDirectory() as work:
+        page = report.html(os.path.join(work, "tune.html"))
+        text = open(page, encoding="utf-8").read()
+        case("html(path) writes the report's page", "<html" in text and "Branchy" in text)
+    case("str(report) is the console table", "recommend" in str(report) and "Branchy" in str(report))
+
+
+def test_options():
+    model = Branchy()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    checks = [
+        (lambda: batchwise.fit(model, optimizer, branchy_data(), memory_budjet="1GiB"), TypeError,
+         "unknown option memory_budjet='1GiB'; did you mean memory_budget"),
+        (lambda: batchwise.fit(model, optimizer, branchy_data(), memory_budget="lots"), ValueError, "memory_budget"),
+        (lambda: batchwise.sweep(model, optimizer, branchy_data()), TypeError, "pass batch_sizes=[16, 32, 64]"),
+        (lambda: batchwise.fit(model, "sgd", branchy_data()), TypeError, "pass a torch.optim optimizer"),
+        (lambda: batchwise.fit(model, optimizer, [1, 2, 3]), TypeError, "pass (inputs, targets) tensors"),
+        (lambda: batchwise.fit(model, torch.optim.SGD(Branchy().parameters(), lr=0.1), branchy_data()), ValueError,
+         "make it over model.parameters()"),
+        (lambda: batchwise.fit(model, optimizer, branchy_data(), mode="fast", progress=False), ValueError, "fast"),
+    ]
+    for call, kind, text in checks:
+        try:
+            call()
+            case(f"refused with {text!r}", False, "it ran")
+        except kind as e:
+            case(f"refused with {text!r}", text in str(e), str(e))
+        except Exception as e:  # noqa: BLE001
+            case(f"refused with {text!r}", False, f"{type(e).__name__}: {e}")
+
+
+def test_lightning():
+    try:
+        import lightning.pytorch as L
+    except ImportError as e:
+        print(f"skipped: {e}")
+        sys.exit(SKIP)
+    import batchwise.lightning
+
+    class Lit(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = Branchy()
+
+        def forward(self, x):
+            return self.net(x)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self(x), y)
+            self.log("train_loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+            return [opt], [torch.optim.lr_scheduler.StepLR(opt, 10)]
+
+    class Data(L.LightningDataModule):
+        def train_dataloader(self):
+            return torch.utils.data.DataLoader(Pairs(*branchy_data(4096)), batch_size=32)
+
+        def val_dataloader(self):
+            return torch.utils.data.DataLoader(Pairs(*branchy_data(1024, seed=1)), batch_size=32)
+
+    torch.manual_seed(0)
+    module = Lit()
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    report = batchwise.lightning.fit(module, Data(), memory_budget="4MiB", mode="binsearch", max=1024, progress=False)
+    case("fit finds a batch through training_step", report.fit.outcome == "fits" and report.fit.batch,
+         report.to_json()[:300])
+    case("the report names the module and its training_step",
+         report.workload.model == "Lit" and report.workload.loss == "Lit.training_step", report.workload.loss)
+    report = batchwise.lightning.tune(module, Data(), memory_budget="4MiB", max=512, advice_budget=3, progress=False)
+    case("tune races on the val_dataloader's data and recommends a batch",
+         report.race is not None and report.recommendation and report.recommendation.batch >= 1,
+         report.to_json()[:300])
+    case("the module is bit-identical afterwards",
+         all(torch.equal(v, module.state_dict()[k]) for k, v in before.items()))
+
+
+TESTS = {"fit": test_fit, "state": test_state, "oom": test_oom, "error": test_error, "tune": test_tune,
+         "options": test_options, "lightning": test_lightning}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
+        print(f"usage: {sys.argv[0]} {'|'.join(TESTS)}")
+        sys.exit(2)
+    TESTS[sys.argv[1]]()
+    print(f"{len(failures)} failed" if failures else "all passed")
+    sys.exit(1 if failures else 0)
