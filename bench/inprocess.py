@@ -47,7 +47,7 @@ def child(a):
     model, opt, data = load(a.model, a.threads)
     start = time.perf_counter()
     if a.child == "step":
-        r = batchwise.sweep(model, opt, data, batch_sizes=[a.batch], warmup=5, steps=30, repetitions=1, min_time=0,
+        r = batchwise.sweep(model, opt, data, batch_sizes=[a.batch], warmup=5, steps=a.steps, repetitions=1, min_time=0,
                             progress=False)
         print(json.dumps({"samples_per_s": r.sweep.points[0].samples_per_s}))
         return
@@ -59,6 +59,18 @@ def child(a):
     trials = len(r.fit.trials) + (len(r.sweep.points) if r.sweep else 0)
     batch = r.fit.batch if a.child == "fit" else r.recommendation.batch
     print(json.dumps({"wall_s": wall, "trials": trials, "batch": batch}))
+
+
+def held(a):
+    """What the script's process holds after one step at batch 2 (peak RSS, bytes): --cmd's budget on
+    CPU is its process tree's memory, so its fit gets the in-process fit's room above this."""
+    import resource
+    import torch
+    model, opt, (images, labels) = load(a.model, a.threads)
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(images[:2]), labels[:2]).backward()
+    opt.step()
+    print(json.dumps({"held_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 
 
 def as_cmd(a):
@@ -95,18 +107,59 @@ def me(a, *extra):
 
 
 def steps(a):
-    print(f"### The step: in process against the plain Python loop ({a.model}, {a.rounds} rounds, medians)\n")
+    print(f"### The step: in process against the plain Python loop ({a.model}, {a.rounds} rounds of {a.steps} "
+          "steps, medians)\n")
     print("| batch | plain loop samples/s | batchwise in process samples/s | ratio |")
     print("|---:|---:|---:|---:|")
     for batch in a.batches:
         loop, ours = [], []
         for _ in range(a.rounds):
             loop.append(json.loads(run([sys.executable, os.path.join(HERE, "python_loop.py"), "--model", a.model,
-                                        "--batch", str(batch), "--threads", str(a.threads), "--float-data"]))
+                                        "--batch", str(batch), "--threads", str(a.threads), "--float-data",
+                                        "--steps", str(a.steps)]))
                         ["samples_per_s"])
-            ours.append(json.loads(run(me(a, "--child", "step", "--batch", str(batch))))["samples_per_s"])
+            ours.append(json.loads(run(me(a, "--child", "step", "--batch", str(batch), "--steps", str(a.steps))))
+                        ["samples_per_s"])
         lm, om = statistics.median(loop), statistics.median(ours)
         print(f"| {batch} | {lm:,.0f} | {om:,.0f} | {om / lm:.2f} |")
+    print()
+
+
+def alternate(a):
+    """In one process: the plain loop (the same as python_loop.py's, on the same objects) and the
+    in-process sweep with and without the utilisation monitor, alternated --rounds times a batch."""
+    import torch
+    import batchwise
+    model, opt, (images, labels) = load(a.model, a.threads)
+
+    def plain(batch):
+        order = torch.randperm(len(images), generator=torch.Generator().manual_seed(0))
+        times = []
+        for i in range(5 + a.steps):
+            start = time.perf_counter()
+            idx = order[i * batch % (len(images) - batch):][:batch]
+            x, y = images.index_select(0, idx), labels.index_select(0, idx)
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            loss.item()
+            if i >= 5:
+                times.append(time.perf_counter() - start)
+        return batch / statistics.median(times)
+
+    def ours(batch, monitor):
+        r = batchwise.sweep(model, opt, (images, labels), batch_sizes=[batch], warmup=5, steps=a.steps,
+                            repetitions=1, min_time=0, no_monitor=not monitor, progress=False)
+        return r.sweep.points[0].samples_per_s
+
+    print(f"### The step in one process, alternated ({a.model}, {a.rounds} rounds of {a.steps} steps, medians)\n")
+    print("| batch | plain loop | in process | ratio | in process, no monitor | ratio |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for batch in a.batches:
+        runs = [(plain(batch), ours(batch, True), ours(batch, False)) for _ in range(a.rounds)]
+        p, q, r = (statistics.median(col) for col in zip(*runs))
+        print(f"| {batch} | {p:,.0f} | {q:,.0f} | {q / p:.2f} | {r:,.0f} | {r / p:.2f} |")
     print()
 
 
@@ -114,19 +167,22 @@ def finders(a):
     print(f"### Finding the batch: in process, --cmd and Lightning ({a.model}, budget {a.budget_mib} MiB)\n")
     print("| how | wall s | trials | batch |")
     print("|---|---:|---:|---:|")
+    # target x budget (0.9) leaves the same 0.9 x --budget-mib above what the process holds
+    cmd_budget = int(json.loads(run(me(a, "--child", "held")))["held_bytes"] / 2**20 / 0.9) + a.budget_mib
     with tempfile.TemporaryDirectory() as work:
         for command in ("fit", "tune"):
             r = json.loads(run(me(a, "--child", command)).strip().splitlines()[-1])
             print(f"| batchwise.{command} in process | {r['wall_s']:.1f} | {r['trials']} | {r['batch']} |")
             out = os.path.join(work, f"{command}.json")
             start = time.perf_counter()
-            run([a.batchwise, command, "--memory-budget", f"{a.budget_mib}MiB", "--json", out, "--no-history",
+            run([a.batchwise, command, "--memory-budget", f"{cmd_budget}MiB", "--json", out, "--no-history",
                  "--cmd", "--", *me(a, "--as-cmd")])
             wall = time.perf_counter() - start
             rep = json.load(open(out))
             trials = len(rep["fit"]["trials"]) + len((rep.get("sweep") or {}).get("points", []))
             batch = rep["fit"].get("batch") if command == "fit" else rep["recommendation"]["batch"]
-            print(f"| batchwise {command} --cmd | {wall:.1f} | {trials} | {batch} |")
+            print(f"| batchwise {command} --cmd (budget {cmd_budget} MiB of process memory) | {wall:.1f} | {trials} | "
+                  f"{batch} |")
         if a.lightning:
             table = os.path.join(work, "lightning.json")
             run([sys.executable, os.path.join(HERE, "lightning_vs_fit.py"), "--batchwise", a.batchwise, "--model",
@@ -145,19 +201,24 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--budget-mib", type=int, default=48)
     p.add_argument("--batches", type=lambda s: [int(b) for b in s.split(",")], default=[32, 128, 512])
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=60, help="measured steps a run (after 5 warm-up steps)")
     p.add_argument("--no-lightning", dest="lightning", action="store_false")
-    p.add_argument("--part", choices=["all", "steps", "finders"], default="all")
-    p.add_argument("--child", choices=["step", "fit", "tune"], help=argparse.SUPPRESS)
+    p.add_argument("--part", choices=["all", "steps", "alternate", "finders"], default="all")
+    p.add_argument("--child", choices=["step", "fit", "tune", "held"], help=argparse.SUPPRESS)
     p.add_argument("--as-cmd", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.child == "held":
+        return held(a)
     if a.child:
         return child(a)
     if a.as_cmd:
         return as_cmd(a)
     if a.part in ("all", "steps"):
         steps(a)
+    if a.part == "alternate":
+        alternate(a)
     if a.part in ("all", "finders"):
         finders(a)
 

@@ -353,6 +353,15 @@ void rule_learning_rate(Report& r, int64_t base_batch) {
 // Runs `command` on the adapter's workload without the GIL, then raises what Python raised.
 // (the report's JSON or None, where, the exception): the user's code raised where there is an exception.
 py::tuple run(const py::object& adapter, const py::dict& options, const std::string& command) {
+  // One call at a time: the CPU count, its limit and the failure slot are the process's.
+  static std::atomic<bool> busy{false};
+  BATCHWISE_CHECK(!busy.exchange(true), ConfigError,
+                  "batchwise.{}: another fit, sweep or tune is running in this process; they run one at a time "
+                  "(the CPU budget is counted process-wide)",
+                  command);
+  struct Done {
+    ~Done() { busy = false; }
+  } done;
   failure() = Failure{};
   const Options o(options);
   const Progress progress(options.contains("progress") ? py::object(options["progress"]) : py::none());
