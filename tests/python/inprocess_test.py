@@ -9,7 +9,8 @@ fit      a torchvision model and the unscriptable module fit a CPU budget exactl
          (binsearch, a multiple of 8) peaks within target x budget, and that batch plus 8 does not
 state    after fit, sweep and tune the model's tensors, gradients, training modes, the optimizer's
          state and torch's, Python's and NumPy's RNGs are bit-identical to before
-oom      trials that ran out of memory leave no counted byte held; the engine's count is where it was
+oom      trials that ran out of memory leave no counted byte held; the engine's count is where it was;
+         the process's other tensors are not the budget's
 error    an exception in the model's forward (and in the loss) is a batchwise.TrainingError naming
          the model, raised from the user's exception, with no C++ trace; the model is as it was
 tune     tune on a map-style Dataset with held-out data: a recommendation from a race that trained,
@@ -188,6 +189,15 @@ def test_oom():
                         progress=False)
     case("three more out-of-memory trials hold nothing either", engine.counted_bytes() == held,
          f"{engine.counted_bytes() - held} bytes more")
+    # The budget is this model's training's: 16 MiB of other tensors made since the engine loaded
+    # (counted) change neither the batch found nor its peak.
+    first = batchwise.fit(model, optimizer, data, memory_budget="2MiB", min=2, mode="binsearch", progress=False)
+    others = [torch.zeros(2**20) for _ in range(4)]
+    second = batchwise.fit(model, optimizer, data, memory_budget="2MiB", min=2, mode="binsearch", progress=False)
+    case("other tensors in the process are not the budget's", engine.counted_bytes() >= held + 2**24 and
+         (first.fit.batch, first.fit.trials[-1].peak_bytes) == (second.fit.batch, second.fit.trials[-1].peak_bytes),
+         f"{first.fit.batch} then {second.fit.batch}")
+    del others
 
 
 class Raises(torch.nn.Module):
