@@ -13,6 +13,7 @@
 
     BATCHWISE_ENGINE=build/python/batchwise/_engine.cpython-311-x86_64-linux-gnu.so \\
         /opt/batchwise-venv/bin/python bench/inprocess.py --batchwise build/batchwise --model mlp
+    ... bench/inprocess.py --part device --device cuda --budget-mib 8192   # resnet18 fitted on a GPU, in process
 """
 import argparse
 import json
@@ -163,6 +164,39 @@ def alternate(a):
     print()
 
 
+def device_check(a):
+    """batchwise.fit in process on --device (scripts/gpu-check.sh's `inprocess` row): torchvision's
+    resnet18 on 3x32x32 synthetic images under --budget-mib, then the fitted batch swept for a few
+    steps; the batch, trials, wall time, the peak against target x budget, and whether the model and
+    the optimizer came back bit-identical. Prints one JSON object (--json-out too)."""
+    import copy
+    import torch
+    import torchvision
+    import batchwise
+    torch.manual_seed(0)
+    device = torch.device(a.device)
+    model = torchvision.models.resnet18(num_classes=10).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    data = (torch.randn(a.samples, 3, 32, 32), torch.randint(0, 10, (a.samples,)))
+    before = (copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict()))
+    start = time.perf_counter()
+    report = batchwise.fit(model, opt, data, memory_budget=f"{a.budget_mib}MiB", progress=False)
+    wall = time.perf_counter() - start
+    batch = report.fit.batch
+    swept = batchwise.sweep(model, opt, data, batch_sizes=[batch], warmup=1, steps=3, repetitions=1,
+                            memory_budget=f"{a.budget_mib}MiB", progress=False) if batch else None
+    point = swept.sweep.points[0] if swept else None
+    same = all(torch.equal(v, model.state_dict()[k]) for k, v in before[0].items()) and not opt.state
+    result = {"device": str(device), "outcome": report.fit.outcome, "batch": batch, "trials": len(report.fit.trials),
+              "fit_wall_s": wall, "budget_bytes": report.budget_bytes, "target": report.target,
+              "sweep_outcome": point.outcome if point else None, "peak_bytes": point.peak_bytes if point else None,
+              "samples_per_s": point.samples_per_s if point else None, "bit_identical": same}
+    print(json.dumps(result))
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump(result, f)
+
+
 def finders(a):
     print(f"### Finding the batch: in process, --cmd and Lightning ({a.model}, budget {a.budget_mib} MiB)\n")
     print("| how | wall s | trials | batch |")
@@ -204,7 +238,10 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=60, help="measured steps a run (after 5 warm-up steps)")
     p.add_argument("--no-lightning", dest="lightning", action="store_false")
-    p.add_argument("--part", choices=["all", "steps", "alternate", "finders"], default="all")
+    p.add_argument("--part", choices=["all", "steps", "alternate", "finders", "device"], default="all")
+    p.add_argument("--device", default="cpu", help="--part device: where the model trains")
+    p.add_argument("--samples", type=int, default=4096, help="--part device: synthetic images")
+    p.add_argument("--json-out", default="")
     p.add_argument("--child", choices=["step", "fit", "tune", "held"], help=argparse.SUPPRESS)
     p.add_argument("--as-cmd", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, help=argparse.SUPPRESS)
@@ -219,6 +256,8 @@ def main():
         steps(a)
     if a.part == "alternate":
         alternate(a)
+    if a.part == "device":
+        device_check(a)
     if a.part in ("all", "finders"):
         finders(a)
 

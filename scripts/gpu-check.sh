@@ -125,6 +125,12 @@ fi
 # shellcheck disable=SC2206  # word splitting is the point
 [ -z "${BATCHWISE_CMAKE_ARGS:-}" ] || cmake_args+=(${BATCHWISE_CMAKE_ARGS})
 command -v ccache >/dev/null && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# The Python engine (python/) needs this Python's headers; an image without them builds the rest, and
+# the `inprocess` measurement says it skipped.
+if ! "$python" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  cmake_args+=(-DBATCHWISE_BUILD_PYTHON=OFF)
+  say "no Python.h for $python: the Python engine is not built (the inprocess measurement skips)"
+fi
 
 data=/usr/share/datasets/fashion-mnist
 if [ ! -f "$data/train-images-idx3-ubyte.gz" ] && [ -n "$pack" ] && [ -d "$pack/fashion-mnist" ]; then

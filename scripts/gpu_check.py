@@ -15,6 +15,7 @@ taking a Run and returning nothing (it calls run.row), and list it in MEASUREMEN
 the seconds it needs on a GPU and in a dry run.
 """
 import argparse
+import glob
 import json
 import math
 import os
@@ -342,6 +343,26 @@ def cpp_vs_python(run):
         run.row(f"{name}.{model}", "PASS", f"C++ / Python samples/s, median of {report['rounds']} rounds: {figure}")
 
 
+def inprocess(run):
+    """batchwise.fit in process (the Python API over the engine, python/) on this device: resnet18."""
+    name, out = "inprocess", os.path.join(run.json, "inprocess.json")
+    engines = glob.glob(os.path.join(os.path.dirname(run.args.batchwise), "python", "batchwise", "_engine*.so"))
+    if not engines:
+        return run.row(name, "SKIP", "no Python engine in the build (configured with BATCHWISE_BUILD_PYTHON=OFF?)")
+    sizes = ["--budget-mib", "200", "--samples", "256"] if run.dry else ["--budget-mib", "16384", "--samples", "65536"]
+    rc, wall = run.cmd(name, [sys.executable, os.path.join(run.args.root, "bench", "inprocess.py"), "--part", "device",
+                              "--device", run.device, *sizes, "--json-out", out], env={"BATCHWISE_ENGINE": engines[0]})
+    r = load_json(out)
+    if rc != 0 or r is None:
+        return run.fail(name, "bench/inprocess.py --part device", rc)
+    within = r["peak_bytes"] is not None and r["peak_bytes"] <= r["target"] * r["budget_bytes"]
+    ok = r["outcome"] == "fits" and r["sweep_outcome"] == "ok" and within and r["bit_identical"]
+    run.row(name, "PASS" if ok else "FAIL",
+            f"resnet18 fit in process: batch {r['batch']} ({r['outcome']}, {r['trials']} trials, {r['fit_wall_s']:.1f} s); "
+            f"swept there: {r['sweep_outcome']}, peak {gib(r['peak_bytes'] or 0)} of {gib(r['target'] * r['budget_bytes'])}"
+            f", {r['samples_per_s'] or 0:,.0f} samples/s; model and optimizer bit-identical: {r['bit_identical']}")
+
+
 def finders(run):
     name, out = "finders", os.path.join(run.json, "finders.json")
     sizes = (["--model", "mlp", "--budget-mib", "32", "--start", "4096", "--epoch-samples", "4096", "--threads", "2",
@@ -448,6 +469,7 @@ MEASUREMENTS = [  # (name, seconds on a GPU: measured on an H200 on 2026-11-26 w
     ("features", 60, 60, features),  # 24 s on the H200 (second lease); the CUDA paths no other row runs, first
     ("cpp-vs-python", 160, 60, cpp_vs_python),  # 129 s
     ("finders", 150, 150, finders),  # 89 s and 97 s on the H200
+    ("inprocess", 90, 40, inprocess),  # not yet run on a GPU
     ("tune.resnet18", 90, 60, lambda r: tune(r, "resnet18")),  # 43 s
     ("tune.transformer", 40, 40, lambda r: tune(r, "transformer")),  # 13 s
 ]
