@@ -13,6 +13,7 @@ peaks), catches out of memory by type, and puts the model, the optimizer's state
 number generators back bit-identically after every trial.
 """
 import copy
+import difflib
 import importlib.machinery
 import importlib.util
 import io
@@ -369,39 +370,56 @@ def run_lightning(command, module, datamodule, options):
 
 # ---- the report ----------------------------------------------------------------------------------
 
-class _Record:
-    """A JSON object of the report with its fields as attributes (docs/report-schema.md); a field
-    that is absent (a phase that did not run) is None."""
+_FIELDS = None
 
-    def __init__(self, data):
-        self._data = data
+
+def _report_fields():
+    """The report's fields as the engine declares them (fields.h): {name: None or a record's fields}."""
+    global _FIELDS
+    if _FIELDS is None:
+        _FIELDS = _engine().report_fields()
+    return _FIELDS
+
+
+class _Record:
+    """A record of the report with its fields as attributes (docs/report-schema.md): a field that is
+    absent (a phase that did not run) is None; a name that is no field of the record is an
+    AttributeError naming the nearest ones."""
+
+    def __init__(self, data, fields, path):
+        self._data, self._fields, self._path = data, fields, path
 
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        return _wrap(self._data.get(name))
+        if self._fields is not None and name not in self._fields:
+            near = difflib.get_close_matches(name, list(self._fields), 3)
+            raise AttributeError(f"{self._path} has no field {name!r}; " +
+                                 (f"did you mean {', '.join(near)}?" if near else f"its fields: {', '.join(self._fields)}"))
+        return _wrap(self._data.get(name), self._fields.get(name) if self._fields else None, f"{self._path}.{name}")
 
     def __getitem__(self, name):
-        return _wrap(self._data[name])
+        return _wrap(self._data[name], self._fields.get(name) if self._fields else None, f"{self._path}.{name}")
 
     def __contains__(self, name):
         return name in self._data
 
     def __dir__(self):
-        return list(self._data)
+        return list(self._fields or self._data)
 
     def to_dict(self):
         return copy.deepcopy(self._data)
 
     def __repr__(self):
-        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._data.items() if not isinstance(v, (dict, list)))})"
+        shown = ", ".join(f"{k}={v!r}" for k, v in self._data.items() if not isinstance(v, (dict, list)))
+        return f"<{self._path}: {shown}>"
 
 
-def _wrap(value):
+def _wrap(value, fields, path):
     if isinstance(value, dict):
-        return _Record(value)
+        return _Record(value, fields, path)
     if isinstance(value, list):
-        return [_wrap(v) for v in value]
+        return [_wrap(v, fields, f"{path}[{i}]") for i, v in enumerate(value)]
     return value
 
 
@@ -412,7 +430,7 @@ class Report(_Record):
     report.to_json() (the CLI's --json), report.html(path) (its --html), str(report) (its table)."""
 
     def __init__(self, text):
-        super().__init__(json.loads(text))
+        super().__init__(json.loads(text), _report_fields(), "report")
         self._json = text
 
     def to_json(self):

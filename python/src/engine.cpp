@@ -439,6 +439,65 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   return py::make_tuple(error ? py::object(py::none()) : py::object(py::str(to_json(report))), where, cause);
 }
 
+// ---- the report's field names -------------------------------------------------------------------
+
+// A visitor over the records' field lists (fields.h) that keeps only their names: {field: null, or the
+// nested record's names}, a vector of records by its element's. The Python Report (batchwise/
+// _inprocess.py) knows from it which attributes a record has, so a misspelt one is an error, not None.
+class Names {
+ public:
+  template <class T, class = void>
+  struct IsRecord : std::false_type {};
+  template <class T>
+  struct IsRecord<T, std::void_t<decltype(fields(std::declval<Names&>(), std::declval<const T&>()))>>
+      : std::true_type {};
+  template <class T>
+  struct Unwrap {
+    using type = T;
+  };
+  template <class T>
+  struct Unwrap<std::optional<T>> : Unwrap<T> {};
+  template <class T, class A>
+  struct Unwrap<std::vector<T, A>> : Unwrap<T> {};
+
+  template <class M, class... When>
+  void operator()(const char* name, const M&, When...) {
+    out_[name] = shape<typename Unwrap<M>::type>();
+  }
+  template <class F>
+  void object(const char* name, F&& list) {
+    Names nested;
+    list(nested);
+    out_[name] = std::move(nested.out_);
+  }
+  template <class F>
+  void object(const char* name, When, F&& list) {
+    object(name, list);
+  }
+  template <class M>
+  void computed(const char* name, const M& value) {
+    (*this)(name, value);
+  }
+  template <class R, class G, class S, class... C>
+  void property(const char* name, const R& record, G&& get, S&&, C...) {
+    (*this)(name, get(record));
+  }
+  template <class M>
+  static py::object shape() {
+    if constexpr (IsRecord<M>::value) {
+      Names names;
+      const M record{};
+      fields(names, record);
+      return std::move(names.out_);
+    } else {
+      return py::none();
+    }
+  }
+
+ private:
+  py::dict out_;
+};
+
 }  // namespace
 }  // namespace batchwise::python
 
@@ -479,5 +538,7 @@ PYBIND11_MODULE(_engine, m) {
     UntrackedScope scope;
     return f();
   }, "Calls f with its CPU allocations left out of the count (data held in RAM, not the device's)");
+  m.def("report_fields", [] { return python::Names::shape<Report>(); },
+        "The report's fields: {name: None, or the nested record's fields}");
   m.attr("torch_version") = TORCH_VERSION;
 }

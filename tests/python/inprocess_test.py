@@ -288,6 +288,12 @@ def test_tune():
         text = open(page, encoding="utf-8").read()
         case("html(path) writes the report's page", "<html" in text and "Branchy" in text)
     case("str(report) is the console table", "recommend" in str(report) and "Branchy" in str(report))
+    try:
+        report.recommendation.batchh
+        case("a misspelt field is an AttributeError", False, "it gave a value")
+    except AttributeError as e:
+        case("a misspelt field is an AttributeError naming the field", "did you mean batch" in str(e), str(e))
+    case("a record that did not run is None", report.validation is None and report.run_race is None)
 
 
 def test_options():
