@@ -16,6 +16,7 @@ error    an exception in the model's forward (and in the loss) is a batchwise.Tr
 tune     tune on a map-style Dataset with held-out data: a recommendation from a race that trained,
          the learning rate, the report's JSON (the CLI's schema), its HTML and table; TorchScript
          is never called
+epochs   tune with epochs=3, lr_schedule="cosine": the run race answers for the user's run
 options  options are checked by name and type, with the fix in the message
 lightning  batchwise.lightning.fit and tune on a LightningModule and its DataModule (its training_step,
          its first optimizer, the val_dataloader's data for the race)
@@ -296,6 +297,21 @@ def test_tune():
     case("a record that did not run is None", report.validation is None and report.run_race is None)
 
 
+def test_epochs():
+    x, y = branchy_data(4096)
+    torch.manual_seed(0)
+    model = Branchy()
+    report = batchwise.tune(model, torch.optim.AdamW(model.parameters(), lr=1e-3), (x, y),
+                            held_out=branchy_data(1024, seed=1), memory_budget="8MiB", max=512, epochs=3,
+                            lr_schedule="cosine", progress=False)
+    case("tune with epochs and a cosine rate answers for the run (the run race)",
+         report.run_race is not None and report.race is None and report.recommendation.batch >= 1,
+         report.to_json()[:300])
+    case("its sentence speaks of the 3-epoch run", "3-epoch run" in report.recommendation.reason,
+         report.recommendation.reason)
+    case("the advised rate for AdamW", report.lr is not None and report.lr.lr > 0)
+
+
 def test_options():
     model = Branchy()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -370,7 +386,7 @@ def test_lightning():
 
 
 TESTS = {"fit": test_fit, "state": test_state, "oom": test_oom, "error": test_error, "tune": test_tune,
-         "options": test_options, "lightning": test_lightning}
+         "options": test_options, "lightning": test_lightning, "epochs": test_epochs}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
