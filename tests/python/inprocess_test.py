@@ -16,6 +16,7 @@ error    an exception in the model's forward (and in the loss) is a batchwise.Tr
 tune     tune on a map-style Dataset with held-out data: a recommendation from a race that trained,
          the learning rate, the report's JSON (the CLI's schema), its HTML and table; TorchScript
          is never called
+interrupt  Ctrl-C (SIGINT) during tune: KeyboardInterrupt, the model restored
 epochs   tune with epochs=3, lr_schedule="cosine": the run race answers for the user's run
 options  options are checked by name and type, with the fix in the message
 lightning  batchwise.lightning.fit and tune on a LightningModule and its DataModule (its training_step,
@@ -312,6 +313,33 @@ def test_epochs():
     case("the advised rate for AdamW", report.lr is not None and report.lr.lr > 0)
 
 
+INTERRUPTED = """
+import copy, sys, torch
+sys.path.insert(0, {here!r})
+import inprocess_test as T, batchwise
+model = T.Branchy()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+before = copy.deepcopy(model.state_dict())
+try:
+    batchwise.tune(model, optimizer, T.branchy_data(4096), memory_budget="8MiB", max=512,
+                   progress=lambda line: print(line, flush=True))
+    print("returned")
+except KeyboardInterrupt:
+    print("KeyboardInterrupt; restored:", all(torch.equal(v, model.state_dict()[k]) for k, v in before.items()))
+"""
+
+
+def test_interrupt():
+    import signal
+    import subprocess
+    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED.format(here=HERE)], stdout=subprocess.PIPE, text=True)
+    first = child.stdout.readline()  # the first progress line: the engine is running
+    child.send_signal(signal.SIGINT)
+    rest, _ = child.communicate(timeout=120)
+    case("Ctrl-C during tune raises KeyboardInterrupt, the model restored",
+         bool(first) and "KeyboardInterrupt; restored: True" in rest, first + rest[-500:])
+
+
 def test_options():
     model = Branchy()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -386,7 +414,8 @@ def test_lightning():
 
 
 TESTS = {"fit": test_fit, "state": test_state, "oom": test_oom, "error": test_error, "tune": test_tune,
-         "options": test_options, "lightning": test_lightning, "epochs": test_epochs}
+         "options": test_options, "lightning": test_lightning, "epochs": test_epochs,
+         "interrupt": test_interrupt}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in TESTS:

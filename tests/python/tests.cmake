@@ -54,7 +54,8 @@ if(TARGET batchwise_python)
   foreach(_bw_check fit:FitsACpuBudgetExactly state:LeavesModelOptimizerAndRngsBitIdentical
                     oom:OutOfMemoryLeavesNothingHeld error:AnExceptionInTheModelNamesIt
                     tune:TunesADatasetWithHeldOutDataWithoutTorchScript options:ChecksOptionsByName
-                    lightning:LightningModuleFitsAndTunesInProcess epochs:TunesTheUsersRunWithEpochs)
+                    lightning:LightningModuleFitsAndTunesInProcess epochs:TunesTheUsersRunWithEpochs
+                    interrupt:CtrlCStopsTheCallWithTheModelRestored)
     string(REPLACE ":" ";" _bw_pair ${_bw_check})
     list(GET _bw_pair 0 _bw_arg)
     list(GET _bw_pair 1 _bw_title)
