@@ -405,7 +405,8 @@ def test_lightning():
          report.to_json()[:300])
     case("the report names the module and its training_step",
          report.workload.model == "Lit" and report.workload.loss == "Lit.training_step", report.workload.loss)
-    report = batchwise.lightning.tune(module, Data(), memory_budget="4MiB", max=512, advice_budget=3, progress=False)
+    report = batchwise.lightning.tune(module, Data(), memory_budget="4MiB", max=256, advice_budget=2, no_noise=True,
+                                      progress=False)
     case("tune races on the val_dataloader's data and recommends a batch",
          report.race is not None and report.recommendation and report.recommendation.batch >= 1,
          report.to_json()[:300])
