@@ -2,6 +2,7 @@
 #include "batchwise/doctor.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -90,7 +91,9 @@ std::string loaded_blas() {
 
 double gemm_gflops(const DoctorOptions& o) {
   const int64_t n = o.gemm_size();
-  const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
+  // Its own generator: the doctor runs inside tune, and the global one is the user's training's.
+  at::Generator rng = at::detail::createCPUGenerator(/*seed_val=*/0);
+  const at::Tensor a = at::randn({n, n}, rng), b = at::randn({n, n}, rng);
   at::Tensor c = at::empty({n, n});
   for (int i = 0; i < 2; ++i) at::mm_out(c, a, b);
   double best = 0;

@@ -1,6 +1,8 @@
 // The doctor's GEMM verdict on known rates: the decision, never this machine's speed (the real
 // measurement is bench/doctor_loader.sh's); and `batchwise doctor` on this machine, whose verdicts
 // must follow from the figures its report gives.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -137,3 +139,13 @@ TEST(Doctor, OneThreadOnTwoCoresIsAThreadsWarningWithItsFix) {
 }
 
 }  // namespace
+
+// tune runs the doctor first, between the user's state and the trials: its GEMM must not draw from
+// the global generator, which is the user's training's (the Python API promises the RNG back).
+TEST(DoctorGemm, TheRateIsMeasuredWithoutTouchingTheGlobalGenerator) {
+  at::manual_seed(7);
+  const at::Tensor before = at::detail::getDefaultCPUGenerator().get_state();
+  const ::batchwise::DoctorReport r = ::batchwise::run_doctor(::batchwise::DoctorOptions().gemm_size(64).gemm_repetitions(1));
+  ASSERT_TRUE(r.gemm_gflops.has_value());
+  EXPECT_TRUE(at::equal(before, at::detail::getDefaultCPUGenerator().get_state()));
+}
