@@ -225,6 +225,7 @@ class _Adapter:
             raise TypeError(f"batchwise.{command}: loss is a {type(loss).__name__}; pass a function of (output, "
                             "target), such as torch.nn.CrossEntropyLoss(), or None")
         self._modes = [m.training for m in model.modules()]
+        self._tensor = torch.Tensor
         self.batchnorm = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
     # What the engine calls.
@@ -239,6 +240,8 @@ class _Adapter:
 
     def forward(self, x):
         out = self.model(x)
+        if isinstance(out, self._tensor):  # the common case first: one check a step
+            return out
         if hasattr(out, "logits"):
             out = out.logits
         elif isinstance(out, dict) and "logits" in out:
@@ -468,9 +471,8 @@ def _call(command, options, make_adapter):
     options.pop("held_out", None)
     if "min" not in options and adapter.batchnorm:
         options["min"] = 2  # BatchNorm in training mode cannot normalise a batch of one
-    # Each trial puts torch's generators back; the advice between trials (the race's held-out sample,
-    # the noise scale's batches) draws from them too, so the whole call puts them back, with Python's
-    # and NumPy's, which the user's code may draw from.
+    # Each trial puts torch's generators back, and the engine draws from none between trials; the call
+    # puts them back once more, with Python's and NumPy's, which the user's code may draw from.
     import torch
     rngs = (torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
             random.getstate())
