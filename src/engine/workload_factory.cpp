@@ -1,0 +1,263 @@
+// The built-in workloads: the datasets by name, the optimizers, the losses, the held-out split, and
+// make_workload, which builds a ModuleWorkload from WorkloadOptions (the workload itself, its input
+// pipeline, step and state are workload.cpp's).
+#include "batchwise/workload.h"
+
+#include <torch/nn/functional/loss.h>
+#include <torch/optim.h>
+
+#include <algorithm>
+
+#include "batchwise/device.h"
+#include "batchwise/memory.h"
+#include "batchwise/models.h"
+#include "check.h"
+#include "compat.h"
+#include "model_input.h"
+#include "torch_error.h"
+
+namespace batchwise {
+
+const std::vector<std::string>& dataset_names() {
+  static const std::vector<std::string> kNames{"fashion-mnist", "cifar10", "idx", "npy", "csv", "synthetic"};
+  return kNames;
+}
+
+namespace {
+
+template <typename List>
+bool contains(const List& list, const std::string& name) {
+  return std::find(list.begin(), list.end(), name) != list.end();
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(Optimizer optimizer, double lr, std::vector<at::Tensor> params) {
+  switch (optimizer) {
+    case Optimizer::Sgd: return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr).momentum(0.9));
+    case Optimizer::Adam: return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+    case Optimizer::AdamW: break;
+  }
+  return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(lr).weight_decay(0.01));
+}
+
+}  // namespace
+
+namespace {
+
+std::string require(const std::string& value, const char* flag, const std::string& dataset) {
+  BATCHWISE_CHECK(!value.empty(), ConfigError, "--dataset {}: needs {}", dataset, flag);
+  return value;
+}
+
+// The synthetic task's held-out split: a fifth of the training set's size (at least 1000), the
+// same teacher.
+int64_t synthetic_held_out(const WorkloadOptions& o) { return std::max<int64_t>(1000, o.synthetic_size() / 5); }
+
+Dataset synthetic(const WorkloadOptions& o, TargetKind kind, int64_t held_out) {
+  const int64_t classes = o.num_classes() > 0 ? o.num_classes() : 10;
+  if (o.model() == "transformer")
+    return make_synthetic_tokens(o.seq_len(), /*vocab_size=*/256, classes, o.synthetic_size(), o.seed(), held_out);
+  Dataset d = make_synthetic_images(o.input_shape().empty() ? std::vector<int64_t>{1, 28, 28} : o.input_shape(),
+                                    classes, o.synthetic_size(), o.seed(), held_out);
+  if (kind == TargetKind::Values) d.targets = at::one_hot(d.targets, classes).to(at::kFloat), d.num_classes = 0;
+  return d;
+}
+
+Dataset load_dataset(const WorkloadOptions& o, TargetKind kind) {
+  const std::string& name = o.dataset();
+  BATCHWISE_CHECK(kind == TargetKind::Classes || name == "npy" || name == "csv" || name == "synthetic" ||
+                      o.loss() == Loss::Mse,
+                  ConfigError, "--loss {}: not possible with --dataset {}", to_string(o.loss()), name);
+  if (name == "fashion-mnist") {
+    BATCHWISE_CHECK(o.model() != "transformer" || o.seq_len() == 64 || o.seq_len() == 28, ConfigError,
+                    "--seq-len {}: the transformer reads a Fashion-MNIST image as its 28 rows; drop --seq-len or "
+                    "use --dataset synthetic",
+                    o.seq_len());
+    return load_fashion_mnist(o.data_dir().empty() ? kFashionMnistDir : o.data_dir(), /*train=*/true);
+  }
+  if (name == "cifar10") return load_cifar10(require(o.data_dir(), "--data-dir DIR (the cifar-10-batches-bin folder)", name));
+  if (name == "idx")
+    return load_idx_pair(require(o.data_file(), "--data-file IMAGES (an idx3-ubyte file)", name),
+                         require(o.labels_file(), "--labels-file LABELS (an idx1-ubyte file)", name));
+  if (name == "npy")
+    return load_npy(require(o.data_file(), "--data-file FEATURES.npy", name),
+                    require(o.labels_file(), "--labels-file LABELS.npy", name), kind);
+  if (name == "csv") return load_csv(require(o.data_file(), "--data-file FILE.csv", name), o.label_column(), kind);
+  return synthetic(o, kind, /*held_out=*/0);
+}
+
+// --input-shape on a file dataset: the same samples, viewed in the shape the model takes.
+void apply_input_shape(Dataset& data, const std::vector<int64_t>& shape) {
+  if (shape.empty() || data.sample_shape() == shape) return;
+  int64_t want = 1;
+  for (auto d : shape) want *= d;
+  const int64_t have = data.inputs[0].numel();
+  BATCHWISE_CHECK(want == have, ConfigError,
+                  "--input-shape {}: {} elements per sample, but {}'s samples are {} ({} elements); give a shape "
+                  "with the same number of elements, or drop --input-shape",
+                  fmt::join(shape, "x"), want, data.name, fmt::join(data.sample_shape(), "x"), have);
+  UntrackedScope untracked;
+  std::vector<int64_t> full{data.size()};
+  full.insert(full.end(), shape.begin(), shape.end());
+  data.inputs = data.inputs.reshape(full);
+}
+
+LossFn make_loss(Loss loss) {
+  if (loss == Loss::Mse) {
+    return [](const at::Tensor& output, const at::Tensor& target) {
+      at::Tensor t = target;
+      if (t.scalar_type() == at::kLong) t = at::one_hot(t, output.size(-1)).to(output.scalar_type());
+      if (t.dim() == 1 && output.dim() == 2 && output.size(1) == 1) t = t.unsqueeze(1);
+      return torch::nn::functional::mse_loss(output, t);
+    };
+  }
+  return [](const at::Tensor& output, const at::Tensor& target) {
+    return torch::nn::functional::cross_entropy(output, target);
+  };
+}
+
+// A TorchScript model is only known by running it: one forward pass (eval mode, no gradients, so
+// no statistic or state changes) on two real samples, and the loss on its output.
+void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model, const Dataset& data,
+                          const LossFn& loss, c10::Device device) {
+  torch::NoGradGuard no_grad;
+  model.ptr()->eval();
+  const int64_t n = std::min<int64_t>(2, data.size());
+  const at::Tensor input = detail::model_input(data, data.inputs.narrow(0, 0, n), device);
+  at::Tensor output;
+  try {
+    output = model.forward(input);
+  } catch (const std::exception& e) {  // c10::Error, and the JIT's own exceptions (a scripted raise)
+    std::string why = detail::plain_what(e);
+    BATCHWISE_CHECK(false, ModelError,
+                    "--model {}: rejects a batch of shape [{}] (--input-shape {}): {}; pass the --input-shape the model "
+                    "was scripted or traced for",
+                    o.model(), fmt::join(input.sizes(), ", "), fmt::join(data.sample_shape(), "x"),
+                    detail::error_line(why));
+  }
+  if (data.num_classes > 0 && o.loss() == Loss::CrossEntropy) {
+    BATCHWISE_CHECK(output.dim() == 2 && output.size(1) >= data.num_classes, ModelError,
+                    "--model {}: returns shape [{}], but cross-entropy on {} classes needs logits [batch, {}]; check "
+                    "the model's head or --num-classes",
+                    o.model(), fmt::join(output.sizes(), ", "), data.num_classes, data.num_classes);
+  }
+  try {
+    (void)loss(output, data.targets.narrow(0, 0, n).to(device));
+  } catch (const std::exception& e) {  // c10::Error, and the JIT's own exceptions (a scripted raise)
+    std::string why = detail::plain_what(e);
+    BATCHWISE_CHECK(false, ModelError, "--model {}: its output [{}] does not fit the --loss {} targets: {}", o.model(),
+                    fmt::join(output.sizes(), ", "), to_string(o.loss()), detail::error_line(why));
+  }
+  model.ptr()->train();
+}
+
+}  // namespace
+
+Dataset load_test_split(const WorkloadOptions& o) {
+  Dataset d;
+  if (o.dataset() == "fashion-mnist") {
+    d = load_fashion_mnist(o.data_dir().empty() ? kFashionMnistDir : o.data_dir(), /*train=*/false);
+  } else if (o.dataset() == "cifar10") {
+    d = load_cifar10(require(o.data_dir(), "--data-dir DIR (the cifar-10-batches-bin folder)", o.dataset()),
+                     /*train=*/false);
+  } else if (o.dataset() == "synthetic") {
+    return synthetic(o, o.loss() == Loss::Mse ? TargetKind::Values : TargetKind::Classes, synthetic_held_out(o));
+  } else {
+    BATCHWISE_CHECK(false, ConfigError,
+                    "--dataset {}: validation needs a held-out test split, and only fashion-mnist (t10k), cifar10 "
+                    "(test_batch.bin) and synthetic (further samples of the same task) have one",
+                    o.dataset());
+  }
+  if (o.loss() == Loss::Mse) d.targets = at::one_hot(d.targets, d.num_classes).to(at::kFloat), d.num_classes = 0;
+  apply_input_shape(d, o.input_shape());
+  return d;
+}
+
+Dataset held_out_or_training_sample(const WorkloadOptions& o, const Dataset& training, int64_t samples) {
+  if (o.dataset() == "fashion-mnist" || o.dataset() == "cifar10" || o.dataset() == "synthetic") return load_test_split(o);
+  UntrackedScope untracked;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed() + 1);
+  const at::Tensor index =
+      at::randperm(training.size(), gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, std::min(samples, training.size()));
+  Dataset d = training;
+  d.name = fmt::format("{} (training samples: it has no test split)", training.name);
+  d.inputs = training.inputs.index_select(0, index);
+  d.targets = training.targets.index_select(0, index);
+  return d;
+}
+
+std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
+  const bool scripted = is_model_path(o.model());
+  BATCHWISE_CHECK(scripted || contains(model_names(), o.model()), ConfigError,
+                  "--model {}: unknown model; choose one of {}, or give the path of a TorchScript file (model.pt)",
+                  o.model(), fmt::join(model_names(), ", "));
+  BATCHWISE_CHECK(contains(dataset_names(), o.dataset()), ConfigError,
+                  "--dataset {}: unknown dataset; choose one of {}", o.dataset(), fmt::join(dataset_names(), ", "));
+  BATCHWISE_CHECK(o.lr() >= 0 && std::isfinite(o.lr()), ConfigError, "--lr {}: must be a positive number (or 0 for the optimizer's default)", o.lr());
+  BATCHWISE_CHECK(o.seq_len_min() <= o.seq_len(), ConfigError, "--seq-len {}-{}: the range runs backwards",
+                  o.seq_len_min(), o.seq_len());
+  BATCHWISE_CHECK(o.num_classes() >= 0 && o.num_classes() != 1, ConfigError,
+                  "--num-classes {}: needs at least 2 classes (or 0 to count them from the labels)", o.num_classes());
+  for (auto d : o.input_shape())
+    BATCHWISE_CHECK(d >= 1, ConfigError, "--input-shape {}: every dimension must be at least 1",
+                    fmt::join(o.input_shape(), "x"));
+  const DeviceSpec device = resolve_device(o.device());
+  // fp16 on CPU: autocast to float16 with the same loss scaling (PyTorch's GradScaler("cpu")); it
+  // pays only where the CPU has half-precision units (AMX-FP16, AVX512-FP16), and is what CI tests
+  // the fp16 step with.
+  BATCHWISE_CHECK(o.precision() != Precision::Fp16 || device.type == "cuda" || BATCHWISE_HAVE_CPU_FP16, ConfigError,
+                  "--precision fp16 on CPU needs LibTorch 2.3 or later (this is {}); use --precision bf16",
+                  BATCHWISE_TORCH_VERSION_STRING);
+  const TargetKind kind = o.loss() == Loss::Mse ? TargetKind::Values : TargetKind::Classes;
+
+  Dataset data = load_dataset(o, kind);
+  if (o.dataset() != "synthetic") apply_input_shape(data, o.input_shape());
+  if (o.num_classes() > 0 && data.num_classes > 0) {
+    BATCHWISE_CHECK(o.num_classes() >= data.num_classes, ConfigError,
+                    "--num-classes {}: {} has labels up to {}; give at least {} classes", o.num_classes(), data.name,
+                    data.num_classes - 1, data.num_classes);
+    data.num_classes = o.num_classes();
+  }
+
+  torch::manual_seed(o.seed());
+  const c10::Device torch_device = device.type == "cuda"
+                                       ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device.index))
+                                       : c10::Device(c10::DeviceType::CPU);
+  LossFn loss = make_loss(o.loss());
+  torch::nn::AnyModule model;
+  if (scripted) {
+    model = load_torchscript(o.model());
+  } else {
+    // Regression targets [N] or [N, K] set the width of the model's output.
+    const int64_t outputs = data.num_classes > 0 ? data.num_classes : (data.targets.dim() == 1 ? 1 : data.targets.size(1));
+    model = make_model(o.model(), ModelSpec{data.sample_shape(), data.is_tokens(), data.vocab_size, outputs});
+  }
+  model.ptr()->to(torch_device);
+  model.ptr()->train();
+  if (scripted) probe_scripted_model(o, model, data, loss, torch_device);
+
+  WorkloadInfo info;
+  info.model = o.model();
+  info.dataset = data.name;
+  info.loss = to_string(o.loss());
+  info.optimizer = to_string(o.optimizer());
+  info.precision = to_string(o.precision());
+  info.lr = o.lr() > 0 ? o.lr() : (o.optimizer() == Optimizer::Sgd ? 0.01 : 0.001);
+  info.input_shape = data.sample_shape();
+  if (data.is_tokens() && o.seq_len_min() > 0 && o.seq_len_min() < o.seq_len())
+    info.seq_len_range = {o.seq_len_min(), o.seq_len()};
+  info.num_classes = data.num_classes;
+  info.dataset_size = data.size();
+  for (const auto& p : model.ptr()->parameters()) {
+    info.parameter_count += p.numel();
+    info.parameter_bytes += static_cast<int64_t>(p.nbytes());
+  }
+  for (const auto& b : model.ptr()->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
+
+  auto optimizer = make_optimizer(o.optimizer(), info.lr, model.ptr()->parameters());
+  auto workload = std::make_unique<ModuleWorkload>(std::move(info), std::move(model), std::move(optimizer),
+                                                   std::move(data), std::move(loss), torch_device, o.seed());
+  workload->set_pipeline(o.workers(), o.prefetch(), o.augment(), o.io_latency_us());
+  return workload;
+}
+
+}  // namespace batchwise
