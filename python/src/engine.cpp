@@ -100,21 +100,23 @@ at::Tensor unpack(const py::handle& object, const std::string& what) {
 // (batchwise/_inprocess.py) turns the forward's result into the logits.
 class PythonModelImpl : public torch::nn::Module {
  public:
-  PythonModelImpl(py::object adapter, std::string name) : adapter_(std::move(adapter)), name_(std::move(name)) {
+  PythonModelImpl(py::object adapter, std::string name)
+      : adapter_(std::move(adapter)), name_(std::move(name)), forward_(name_ + ".forward"), output_(forward_ + "'s output") {
     auto flat = [](std::string s) {
       for (auto& c : s) c = c == '.' ? '_' : c;
       return s;
     };
     int index = 0;
-    for (const auto& item : adapter_.attr("parameters")())
-      register_parameter(fmt::format("p{}_{}", index++, flat(py::str(item[py::int_(0)]))),
-                         unpack(item[py::int_(1)], "a parameter"), unpack(item[py::int_(1)], "").requires_grad());
+    for (const auto& item : adapter_.attr("parameters")()) {
+      const at::Tensor p = unpack(item[py::int_(1)], "a parameter");
+      register_parameter(fmt::format("p{}_{}", index++, flat(py::str(item[py::int_(0)]))), p, p.requires_grad());
+    }
     for (const auto& item : adapter_.attr("buffers")())
       register_buffer(fmt::format("b{}_{}", index++, flat(py::str(item[py::int_(0)]))), unpack(item[py::int_(1)], "a buffer"));
     torch::nn::Module::train(adapter_.attr("training")().cast<bool>());
   }
   at::Tensor forward(const at::Tensor& input) {
-    return call_python(name_ + ".forward", [&] { return unpack(adapter_.attr("forward")(input), name_ + ".forward's output"); });
+    return call_python(forward_, [&] { return unpack(adapter_.attr("forward")(input), output_); });
   }
   void train(bool on) override {
     call_python(name_ + ".train", [&] { adapter_.attr("train")(on); });
@@ -128,7 +130,7 @@ class PythonModelImpl : public torch::nn::Module {
 
  private:
   py::object adapter_;
-  std::string name_;
+  std::string name_, forward_, output_;  // the names a step's calls give an error, made once
 };
 TORCH_MODULE(PythonModel);
 
@@ -156,7 +158,8 @@ class PythonOptimizer : public torch::optim::Optimizer {
                   std::string name)
       : Optimizer(std::vector<torch::optim::OptimizerParamGroup>{}, std::make_unique<GroupOptions>(adapter, 0)),
         adapter_(std::move(adapter)),
-        name_(std::move(name)) {
+        name_(std::move(name)),
+        step_(name_ + ".step") {
     for (size_t i = 0; i < groups.size(); ++i)
       add_param_group(torch::optim::OptimizerParamGroup(groups[i], std::make_unique<GroupOptions>(adapter_, static_cast<int>(i))));
   }
@@ -165,7 +168,7 @@ class PythonOptimizer : public torch::optim::Optimizer {
     adapter_.reset();
   }
   at::Tensor step(LossClosure closure) override {
-    call_python(name_ + ".step", [&] { adapter_->attr("step")(); });
+    call_python(step_, [&] { adapter_->attr("step")(); });
     return {};
   }
   // The state is the Python optimizer's state_dict, serialised by torch.save: a copy the next steps
@@ -183,7 +186,7 @@ class PythonOptimizer : public torch::optim::Optimizer {
 
  private:
   std::shared_ptr<py::object> adapter_;
-  std::string name_;
+  std::string name_, step_;
 };
 
 // ---- the workload --------------------------------------------------------------------------------
