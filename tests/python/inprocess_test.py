@@ -274,17 +274,27 @@ def test_tune():
     rec = report.recommendation
     case("tune recommends a batch with a confidence", rec is not None and rec.batch >= 1 and rec.confidence,
          report.to_json()[:400])
-    case("the batch race trained its entries on the held-out data",
-         report.race is not None and any(e.rungs > 0 for e in report.race.entries), report.to_json()[:400])
+    # Whether the race runs is a measured decision (it needs two batches near the best samples/s, which
+    # a loaded machine's sweep may not give): where it ran, it trained on the held-out data given; where
+    # not, the recommendation says what it rests on instead.
+    raced = report.race is not None
+    if raced:
+        case("the batch race trained its entries on the held-out data given",
+             any(e.rungs > 0 for e in report.race.entries) and "1024" in str(report.race.held_out),
+             report.to_json()[:400])
+    else:
+        print(f"note: no race ran (the sweep left fewer than two fast batches); the pick: {rec.reason}")
+        case("without a race the recommendation says what it rests on", bool(rec.reason), report.to_json()[:400])
     case("a learning rate for it, scaled from the optimizer's 0.05", report.lr is not None and report.lr.lr > 0)
     case("the workload: the model, the dataset, SGD", report.workload.model == "Branchy" and
          report.workload.dataset.startswith("Pairs (4096 samples)") and report.workload.optimizer == "sgd",
          json.dumps(report.to_dict()["workload"]))
     case("progress lines as the CLI's: the phases, the trials, the race",
          any(line.startswith("[1/4] fit") for line in lines) and any(line.startswith("[trial ") for line in lines)
-         and any(line.startswith("[race rung") for line in lines), lines[:5])
+         and (not raced or any(line.startswith("[race rung") for line in lines)), lines[:5])
     data = json.loads(report.to_json())
-    case("the JSON is the CLI's schema", data.get("schema_version") and {"context", "fit", "sweep", "race"} <= set(data))
+    case("the JSON is the CLI's schema", data.get("schema_version") and {"context", "fit", "sweep"} <= set(data) and
+         ("race" in data) == raced)
     with tempfile.TemporaryDirectory() as work:
         page = report.html(os.path.join(work, "tune.html"))
         text = open(page, encoding="utf-8").read()
