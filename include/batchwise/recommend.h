@@ -82,6 +82,11 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
 /// the race's reason and the batches it judged as good. None when the race has no pick.
 std::optional<Recommendation> recommend(const RunRace& race);
 
+/// From `validate` alone: the batch that reached the target soonest (target mode), or the fastest
+/// full run whose final quality is within the held-out set's noise of the best (full runs), with its
+/// measured figures; none when no candidate did. It trained at `fixed_run(validation, batch)->lr`.
+std::optional<Recommendation> recommend(const ValidationResult& validation);
+
 /// After a validation: confirmed when the recommended batch reached the target in the least
 /// training time, corrected to the batch that did otherwise, and unchanged (saying so) when no
 /// candidate reached it. The reason cites the measured times.

@@ -189,6 +189,9 @@ void fields(V& v, T& r) {
   v("runs", r.runs);
 }
 
+/// The fixed-batch run of `batch` in `validation` (not a batch-size schedule's); null if none ran.
+const ValidationRun* fixed_run(const ValidationResult& validation, int64_t batch);
+
 /// Trains `workload` from its current state at each candidate batch (restoring the state before
 /// each and after the last), evaluating on `held_out` (eval mode, no gradients). Throws ConfigError
 /// for a workload that is not a ModuleWorkload, no target and no epochs (or both), or no candidates.

@@ -31,9 +31,9 @@ double squared_norm(const at::Tensor& t) { return t.to(at::kDouble).pow(2).sum()
 NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
   BATCHWISE_CHECK(o.micro_batch() >= 1 && o.micro_batch() < o.batch() && o.batch() % o.micro_batch() == 0, ConfigError,
                   "noise scale: --micro-batch {} must be below --batch {} and divide it", o.micro_batch(), o.batch());
-  BATCHWISE_CHECK(o.steps() >= 2, ConfigError, "noise scale: --steps {}: at least 2 steps are needed", o.steps());
+  BATCHWISE_CHECK(o.steps() >= 2, ConfigError, "noise scale: --noise-steps {}: at least 2 steps are needed", o.steps());
   BATCHWISE_CHECK(o.smoothing() >= 0 && o.smoothing() < 1, ConfigError,
-                  "noise scale: smoothing {} must be in [0, 1)", o.smoothing());
+                  "noise scale: --smoothing {} must be in [0, 1)", o.smoothing());
   const auto start = std::chrono::steady_clock::now();
   const StateGuard restore(workload);
 

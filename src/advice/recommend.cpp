@@ -199,6 +199,30 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
   return rec;
 }
 
+std::optional<Recommendation> recommend(const ValidationResult& v) {
+  const ValidationRun* run = v.fastest_batch ? fixed_run(v, *v.fastest_batch) : nullptr;
+  if (!run) return std::nullopt;
+  Recommendation rec;
+  rec.batch = run->batch;
+  if (v.epochs <= 0) {
+    rec.reason = fmt::format("batch {} reached {} soonest: {:.1f} s of training ({} steps, {:.2f} epochs, lr {:.4g})",
+                             run->batch, v.target, run->train_s, run->steps, run->epochs, run->lr.lr);
+    return rec;
+  }
+  const auto quality = [](const ValidationRun& r) {
+    return r.final_accuracy ? fmt::format("test accuracy {:.4f}", *r.final_accuracy)
+                            : fmt::format("test loss {:.4g}", r.final_loss.value_or(0));
+  };
+  const ValidationRun* best = v.best_batch ? fixed_run(v, *v.best_batch) : nullptr;
+  rec.reason = fmt::format(
+      "batch {} trained {:g} epochs ({} rate, lr {:.4g}) in the least time, {:.1f} s, to {}{}", run->batch, v.epochs,
+      v.lr_schedule, run->lr.lr, run->train_s, quality(*run),
+      best && best != run
+          ? fmt::format(", within the test set's noise of the best, batch {}'s {}", best->batch, quality(*best))
+          : std::string(", the best of the runs"));
+  return rec;
+}
+
 Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
   const ValidationRun* predicted = nullptr;
   const ValidationRun* fastest = nullptr;

@@ -238,6 +238,12 @@ void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
 
 }  // namespace
 
+const ValidationRun* fixed_run(const ValidationResult& v, int64_t batch) {
+  for (const auto& run : v.runs)
+    if (run.batch == batch && run.schedule.empty()) return &run;
+  return nullptr;
+}
+
 ValidationResult validate(Workload& workload, const Dataset& held_out, const ValidateOptions& o) {
   auto* w = dynamic_cast<ModuleWorkload*>(&workload);
   BATCHWISE_CHECK(w != nullptr, ConfigError,

@@ -69,14 +69,13 @@ std::vector<int64_t> flat_range(const Report& r) {
 std::string decider_line(const Report& r) {
   if (r.validation && r.validation->fastest_batch) {
     const ValidationResult& v = *r.validation;
-    for (const auto& run : v.runs)
-      if (run.batch == *v.fastest_batch && run.schedule.empty())
-        return v.epochs > 0
-                   ? fmt::format("validation: batch {} trained your {:g}-epoch run fastest ({:.1f} s) without a "
-                                 "worse model",
-                                 run.batch, v.epochs, run.train_s)
-                   : fmt::format("validation: batch {} reached {} soonest ({:.1f} s of training)", run.batch, v.target,
-                                 run.train_s);
+    if (const ValidationRun* run = fixed_run(v, *v.fastest_batch))
+      return v.epochs > 0
+                 ? fmt::format("validation: batch {} trained your {:g}-epoch run fastest ({:.1f} s) without a "
+                               "worse model",
+                               run->batch, v.epochs, run->train_s)
+                 : fmt::format("validation: batch {} reached {} soonest ({:.1f} s of training)", run->batch, v.target,
+                               run->train_s);
   }
   if (r.run_race && r.run_race->best_batch) {
     const RunRace& race = *r.run_race;

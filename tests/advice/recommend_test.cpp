@@ -159,5 +159,44 @@ TEST(Validation, ConfirmsCorrectsOrSaysItCouldNot) {
   EXPECT_NE(out.reason.find("not validated: no candidate reached"), std::string::npos) << out.reason;
 }
 
+// validate alone (the CLI's, and Python's in process): the run that reached the target soonest, or
+// the fastest full run among the good ones, with the rate it trained at; a schedule's run is never the
+// answer; none when no candidate did.
+TEST(Validation, AloneRecommendsTheFastestGoodRunWithItsRate) {
+  ValidationResult v;
+  v.target = "test accuracy >= 0.85";
+  v.runs = {run_at(64, true, 5.0), run_at(128, true, 4.0)};
+  v.fastest_batch = 128;
+  std::optional<Recommendation> rec = recommend(v);
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(rec->batch, 128);
+  EXPECT_NE(rec->reason.find("batch 128 reached test accuracy >= 0.85 soonest: 4.0 s of training"), std::string::npos)
+      << rec->reason;
+  EXPECT_EQ(fixed_run(v, 128)->lr.lr, v.runs[1].lr.lr);
+
+  v.epochs = 5;
+  v.lr_schedule = "cosine";
+  v.runs[0].final_accuracy = 0.9010;  // the best, and slower
+  v.runs[1].final_accuracy = 0.8990;  // within noise of it, and faster
+  ValidationRun schedule = run_at(128, true, 3.0);
+  schedule.schedule = "128:0,512:2";
+  v.runs.push_back(schedule);
+  v.best_batch = 64;
+  v.good_batches = {64, 128};
+  rec = recommend(v);
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(rec->batch, 128);
+  EXPECT_EQ(fixed_run(v, 128), &v.runs[1]);  // the fixed batch's run, not the schedule's
+  EXPECT_NE(rec->reason.find("batch 128 trained 5 epochs (cosine rate, lr"), std::string::npos) << rec->reason;
+  EXPECT_NE(rec->reason.find("in the least time, 4.0 s, to test accuracy 0.8990, within the test set's noise of the "
+                             "best, batch 64's test accuracy 0.9010"),
+            std::string::npos)
+      << rec->reason;
+
+  v.fastest_batch.reset();
+  EXPECT_FALSE(recommend(v));
+  EXPECT_EQ(fixed_run(v, 256), nullptr);
+}
+
 }  // namespace
 }  // namespace batchwise

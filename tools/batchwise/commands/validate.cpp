@@ -5,27 +5,12 @@
 #include "../cli.h"
 #include "../session.h"
 #include "batchwise/error.h"
+#include "batchwise/recommend.h"
 #include "batchwise/schedule.h"
 #include "batchwise/units.h"
 
 namespace batchwise::cli {
 namespace {
-
-// Why the fastest good full run is the answer: its time, and its quality beside the best's.
-std::string full_run_reason(const ValidationResult& v, const ValidationRun& run) {
-  const ValidationRun* best = nullptr;
-  for (const auto& r : v.runs)
-    if (r.schedule.empty() && v.best_batch && r.batch == *v.best_batch) best = &r;
-  const auto quality = [](const ValidationRun& r) {
-    return r.final_accuracy ? fmt::format("test accuracy {:.4f}", *r.final_accuracy)
-                            : fmt::format("test loss {:.4g}", *r.final_loss);
-  };
-  return fmt::format("batch {} trained {:g} epochs ({} rate, lr {:.4g}) in the least time, {:.1f} s, to {}{}", run.batch,
-                     v.epochs, v.lr_schedule, run.lr.lr, run.train_s, quality(run),
-                     best && best != &run ? fmt::format(", within the test set's noise of the best, batch {}'s {}",
-                                                        best->batch, quality(*best))
-                                          : std::string(", the best of the runs"));
-}
 
 class Validate : public Command {
  public:
@@ -73,15 +58,8 @@ class Validate : public Command {
                                    }));
     s.print_validation(*s.report.validation);
     const ValidationResult& v = *s.report.validation;
-    for (const auto& run : v.runs)
-      if (v.fastest_batch && run.batch == *v.fastest_batch && run.schedule.empty()) {
-        s.report.lr = run.lr;
-        s.report.recommendation = Recommendation{
-            run.batch, v.epochs > 0 ? full_run_reason(v, run)
-                                    : fmt::format("batch {} reached {} soonest: {:.1f} s of training ({} steps, {:.2f} "
-                                                  "epochs, lr {:.4g})",
-                                                  run.batch, v.target, run.train_s, run.steps, run.epochs, run.lr.lr)};
-      }
+    s.report.recommendation = recommend(v);
+    if (s.report.recommendation) s.report.lr = fixed_run(v, s.report.recommendation->batch)->lr;
     return s.finish();
   }
 
