@@ -20,9 +20,10 @@ import io
 import json
 import os
 import random
+import re
 import sys
 
-__all__ = ["fit", "sweep", "tune", "Report", "TrainingError"]
+__all__ = ["fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError"]
 
 
 class TrainingError(RuntimeError):
@@ -70,6 +71,20 @@ def _sizes(value):
     return [int(v) for v in (value.split(",") if isinstance(value, str) else value)]
 
 
+_sizes.what = "list of batch sizes, or a string such as \"16,32,64\""
+
+
+def _phases(value):
+    """A batch-size schedule: "64:0,256:2" (the CLI's spelling) or [(64, 0), (256, 2)]: batch 64
+    from the start, 256 from epoch 2."""
+    if isinstance(value, str):
+        return value
+    return ",".join(f"{int(batch)}:{float(epoch):g}" for batch, epoch in value)
+
+
+_phases.what = "batch-size schedule: \"64:0,256:2\" or [(64, 0), (256, 2)]"
+
+
 # The options, named as the CLI's flags (--memory-budget is memory_budget=...), and what each takes.
 _COMMON = {"device": str, "memory_budget": None, "target": float, "trial_timeout": float, "no_monitor": bool,
            "seed": int, "progress": None, "warmup": int}
@@ -78,8 +93,14 @@ _SWEEP = {"batch_sizes": _sizes, "steps": int, "repetitions": int, "min_time": f
 _TUNE = {"no_noise": bool, "noise_steps": int, "no_race": bool, "advice_budget": float, "target_accuracy": float,
          "target_loss": float, "base_batch": int, "epochs": float, "lr_schedule": str, "held_out": None,
          "sweep_all": bool}
+_NOISE = {"batch": int, "micro_batch": int, "noise_steps": int, "fixed_weights": bool, "smoothing": float}
+_VALIDATE = {"batch_sizes": _sizes, "held_out": None, "target_accuracy": float, "target_loss": float,
+             "epochs": float, "lr_schedule": str, "batch_schedule": _phases, "max_epochs": float,
+             "max_seconds": float, "eval_every": int, "base_batch": int, "held_out_samples": int,
+             "stop_slower_than": float, "rule_lr": bool}
 _OPTIONS = {"fit": {**_COMMON, **_FIT}, "sweep": {**_COMMON, **_SWEEP},
-            "tune": {**_COMMON, **_FIT, **_SWEEP, **_TUNE}}
+            "tune": {**_COMMON, **_FIT, **_SWEEP, **_TUNE}, "noise": {**_COMMON, **_NOISE},
+            "validate": {**_COMMON, **_VALIDATE}}
 
 
 def _options(command, given):
@@ -95,7 +116,8 @@ def _options(command, given):
         try:
             out[name] = value if convert is None or value is None else convert(value)
         except (TypeError, ValueError):
-            raise TypeError(f"batchwise.{command}: {name}={value!r} is not a {convert.__name__}") from None
+            what = getattr(convert, "what", convert.__name__)
+            raise TypeError(f"batchwise.{command}: {name}={value!r} is not a {what}") from None
     budget = out.get("memory_budget")
     if isinstance(budget, str):
         out["memory_budget"] = _engine().parse_bytes(budget)
@@ -365,9 +387,11 @@ def lightning_parts(module, datamodule, command):
 
 
 def run_lightning(command, module, datamodule, options):
+    _required(command, options, "batchwise.lightning", held_out=False)
     optimizer, train, val = lightning_parts(module, datamodule, command)
-    if command == "tune" and val is not None and "held_out" not in options:
+    if command in ("tune", "validate") and val is not None and "held_out" not in options:
         options = {**options, "held_out": val}
+    _required(command, options, "batchwise.lightning")
     return _call(command, options, lambda o: _StepAdapter(command, module, optimizer, train, o))
 
 
@@ -458,10 +482,33 @@ class Report(_Record):
 
 # ---- the calls -----------------------------------------------------------------------------------
 
+def _required(command, options, prefix="batchwise", held_out=True):
+    """What a command cannot run without, said before any data is read (`held_out`: check it too)."""
+    if command in ("sweep", "validate") and not options.get("batch_sizes"):
+        raise TypeError(f"{prefix}.{command}: no batch sizes; pass batch_sizes=[16, 32, 64]")
+    if held_out and command == "validate" and options.get("held_out") is None:
+        raise TypeError(f"{prefix}.validate: no held_out data; validation judges each run on data it did not train "
+                        "on: pass held_out=(x_test, y_test), a Dataset or a DataLoader"
+                        + (" (or give the module a val_dataloader)" if prefix != "batchwise" else ""))
+
+
 def _run(command, model, optimizer, data, loss, options):
-    if command == "sweep" and not options.get("batch_sizes"):
-        raise TypeError("batchwise.sweep: no batch sizes; pass batch_sizes=[16, 32, 64]")
+    _required(command, options)
     return _call(command, options, lambda o: _Adapter(command, model, optimizer, data, loss, o))
+
+
+def _engine_error(command, error):
+    """The engine's message with the CLI's flags named as this call's options (--max-epochs 2 is
+    max_epochs=2 here), as the same exception type."""
+    known = _OPTIONS[command]
+
+    def option(match):
+        name = match.group(1).replace("-", "_")
+        if name not in known:
+            return match.group(0)
+        return f"{name}=" if match.group(2) else name
+    text = re.sub(r"--([a-z][a-z-]*)( (?=[0-9A-Z\"']))?", option, str(error))
+    return type(error)(f"batchwise.{command}: {text}")
 
 
 def _call(command, options, make_adapter):
@@ -469,6 +516,11 @@ def _call(command, options, make_adapter):
     options = _options(command, options)
     adapter = make_adapter(options)
     options.pop("held_out", None)
+    if command == "validate" and not any(options.get(k) for k in ("epochs", "target_accuracy", "target_loss")):
+        if not adapter.data.num_classes:
+            raise TypeError("batchwise.validate: no target and no epochs; the targets are not class labels, so there "
+                            "is no accuracy to reach: pass target_loss=..., or epochs=N for full runs")
+        options["target_accuracy"] = 0.85  # the CLI's default target
     if "min" not in options and adapter.batchnorm:
         options["min"] = 2  # BatchNorm in training mode cannot normalise a batch of one
     # Each trial puts torch's generators back, and the engine draws from none between trials; the call
@@ -480,7 +532,10 @@ def _call(command, options, make_adapter):
     numpy_rng = numpy.random.get_state() if numpy is not None else None
     try:
         adapter.count_the_state()
-        text, where, error = engine.run(adapter, options, command)
+        try:
+            text, where, error = engine.run(adapter, options, command)
+        except (engine.ConfigError, engine.DataError) as e:
+            raise _engine_error(command, e) from None
     finally:
         adapter.restore_modes()
         torch.set_rng_state(rngs[0])
@@ -531,3 +586,28 @@ def tune(model, optimizer, data, loss=None, **options):
     Example: batchwise.tune(model, opt, train_set, held_out=test_set, epochs=10, lr_schedule="cosine")
     """
     return _run("tune", model, optimizer, data, loss, options)
+
+
+def noise(model, optimizer, data, loss=None, **options):
+    """The gradient noise scale (the critical batch) along real training (the CLI's `noise`):
+    batch=256 samples a step in micro-batches of micro_batch=32, over noise_steps=50 optimizer steps
+    (fixed_weights=True: at the initial weights, no steps); smoothing=0.9. The model is put back.
+
+    Example: batchwise.noise(model, opt, (x, y), batch=512, micro_batch=32).noise_scale.b_simple
+    """
+    return _run("noise", model, optimizer, data, loss, options)
+
+
+def validate(model, optimizer, data, loss=None, **options):
+    """Real training from the model's current weights at each of batch_sizes=[...] (the CLI's
+    `validate`), judged on held_out data (required): to a target (target_accuracy=0.85 or
+    target_loss=...; max_epochs=3, max_seconds=600 per batch), or full runs of epochs=N with
+    lr_schedule="cosine" compared on final quality and training time. Each batch trains at the rate
+    tune would advise for it (rule_lr=True: the scaling rule alone, from base_batch=32).
+    batch_schedule="64:0,256:2" also trains that schedule of batch sizes over the full run.
+    report.validation.runs[i].final_accuracy, report.recommendation.batch: the fastest good batch.
+
+    Example: batchwise.validate(model, opt, train_set, held_out=test_set, batch_sizes=[32, 128, 512],
+                                epochs=3, lr_schedule="cosine")
+    """
+    return _run("validate", model, optimizer, data, loss, options)

@@ -15,7 +15,7 @@ from lightning.pytorch.callbacks import Callback
 
 from ._lightning import LightningReporting
 
-__all__ = ["BatchwiseCallback", "fit", "sweep", "tune"]
+__all__ = ["BatchwiseCallback", "fit", "sweep", "tune", "noise", "validate"]
 
 
 def fit(module, datamodule=None, **options):
@@ -30,8 +30,6 @@ def fit(module, datamodule=None, **options):
 def sweep(module, datamodule=None, **options):
     """batchwise.sweep on a LightningModule in this process (batch_sizes=[...] required)."""
     from ._inprocess import run_lightning
-    if not options.get("batch_sizes"):
-        raise TypeError("batchwise.lightning.sweep: no batch sizes; pass batch_sizes=[16, 32, 64]")
     return run_lightning("sweep", module, datamodule, options)
 
 
@@ -44,6 +42,21 @@ def tune(module, datamodule=None, **options):
     Example: report = batchwise.lightning.tune(LitNet(), FashionData(), epochs=10, lr_schedule="cosine")"""
     from ._inprocess import run_lightning
     return run_lightning("tune", module, datamodule, options)
+
+
+def noise(module, datamodule=None, **options):
+    """batchwise.noise on a LightningModule in this process: the gradient noise scale of its
+    training_step's loss. Options as batchwise.noise's."""
+    from ._inprocess import run_lightning
+    return run_lightning("noise", module, datamodule, options)
+
+
+def validate(module, datamodule=None, **options):
+    """batchwise.validate on a LightningModule in this process: real training at each of
+    batch_sizes=[...] judged on its val_dataloader's data (or held_out=...); epochs=N with
+    lr_schedule="cosine" for full runs. Options as batchwise.validate's."""
+    from ._inprocess import run_lightning
+    return run_lightning("validate", module, datamodule, options)
 
 
 class BatchwiseCallback(LightningReporting, Callback):

@@ -282,6 +282,19 @@ class Progress {
                         "left)",
                         p.rung, p.rungs, p.index, p.count, p.batch, p.epochs, p.loss, p.elapsed_s, p.left_s));
   }
+  void validate(const ValidateProgress& p) const {
+    const std::string key = fmt::format("validate {}", p.index);
+    const auto now = std::chrono::steady_clock::now();
+    if (key == *last_key_ && now - *last_line_ < std::chrono::seconds(10)) return;
+    *last_key_ = key;
+    *last_line_ = now;
+    (*this)(fmt::format("[validate {}/{}] batch {}: epoch {:.2f}, held-out loss {:.3f}{}, {:.1f} s trained ({}at most "
+                        "{:.0f} s left; {:.0f} s elapsed)",
+                        p.index + 1, p.count, p.batch, p.epochs, p.loss,
+                        p.accuracy ? fmt::format(", accuracy {:.4f}", *p.accuracy) : std::string(), p.train_s,
+                        p.target_left_s ? fmt::format("~{:.0f} s to the target, ", *p.target_left_s) : std::string(),
+                        p.limit_left_s, p.elapsed_s));
+  }
   FitOptions with(FitOptions o) const {
     return o.on_trial([p = *this](const Trial& t, int i, int n) { p.trial(t, i, n); });
   }
@@ -353,13 +366,95 @@ void rule_learning_rate(Report& r, int64_t base_batch) {
   r.lr = unmeasured_lr(*optimizer, base_batch, r.workload.lr, r.recommendation->batch);
 }
 
+// Every option of one call, read with the GIL before the engine runs without it.
+struct Plan {
+  FitOptions fit;
+  SweepOptions sweep;
+  TuneOptions tune;
+  NoiseOptions noise;
+  std::optional<ValidateOptions> validate;
+  int64_t base_batch = 32;
+};
+
+Plan plan(const Options& o, const Progress& progress, int64_t budget, bool cuda) {
+  Plan p;
+  p.fit = progress.with(o.fit(budget));
+  p.sweep = progress.with(o.sweep(budget));
+  p.base_batch = o.get<int64_t>("base_batch", 32);
+  p.tune = TuneOptions()
+               .fit(FitOptions(p.fit).max(o.get<int64_t>("max", cuda ? 65536 : 4096)))
+               .sweep(SweepOptions(p.sweep).stop_after_flat(o.get("sweep_all", false) ? -1 : 0))
+               .noise(!o.get("no_noise", false))
+               .noise_steps(o.get("noise_steps", 20))
+               .race(!o.get("no_race", false))
+               .race_budget_s(o.get("advice_budget", 0.0))
+               .target_accuracy(o.get("target_accuracy", 0.0))
+               .target_loss(o.get("target_loss", 0.0))
+               .base_batch(p.base_batch)
+               .epochs(o.get("epochs", 0.0))
+               .lr_schedule(parse_lr_schedule(o.get<std::string>("lr_schedule", "constant")))
+               .loader_search(false)
+               .on_run_race([progress](const std::string& text) { progress(text); })
+               .on_stage([progress](const TuneStage& s) { progress.stage(s); })
+               .on_race([progress](const RaceProgress& r) { progress.race(r); });
+  p.noise = NoiseOptions()
+                .batch(o.get<int64_t>("batch", 256))
+                .micro_batch(o.get<int64_t>("micro_batch", 32))
+                .steps(o.get("noise_steps", 50))
+                .train(!o.get("fixed_weights", false))
+                .smoothing(o.get("smoothing", 0.9));
+  const std::vector<int64_t> candidates = o.get("batch_sizes", std::vector<int64_t>{});
+  const std::string schedule = o.get<std::string>("batch_schedule", "");
+  p.validate = ValidateOptions(candidates)
+                   .target_accuracy(o.get("target_accuracy", 0.0))
+                   .target_loss(o.get("target_loss", 0.0))
+                   .epochs(o.get("epochs", 0.0))
+                   .lr_schedule(parse_lr_schedule(o.get<std::string>("lr_schedule", "constant")))
+                   .batch_schedule(schedule.empty() ? std::vector<BatchPhase>{}
+                                                    : parse_batch_schedule(schedule, "batch_schedule"))
+                   .max_epochs(o.get("max_epochs", 3.0))
+                   .max_seconds(o.get("max_seconds", 600.0))
+                   .eval_every_samples(o.get<int64_t>("eval_every", 0))
+                   .base_batch(p.base_batch)
+                   .held_out_samples(o.get<int64_t>("held_out_samples", 0))
+                   .stop_slower_than(o.get("stop_slower_than", 0.0))
+                   .measure_lr(!o.get("rule_lr", false))
+                   .on_progress([progress](const ValidateProgress& v) { progress.validate(v); });
+  return p;
+}
+
+// `command` on the engine's side of the call (without the GIL), into `report`.
+void execute(const std::string& command, const Plan& p, ModuleWorkload& workload, WorkloadRunner& runner,
+             const Dataset& held_out, Report& report) {
+  if (command == "fit") {
+    report.fit = fit(runner, p.fit);
+    report.recommendation = recommend(report.fit, std::nullopt);
+  } else if (command == "sweep") {
+    report.sweep = sweep(runner, p.sweep);
+    if (!report.sweep->noise_warning.empty()) report.context.warnings.push_back(report.sweep->noise_warning);
+    report.recommendation = recommend(std::nullopt, report.sweep);
+  } else if (command == "noise") {
+    report.noise = measure_noise_scale(workload, p.noise);
+  } else if (command == "validate") {
+    report.validation = validate(workload, held_out, *p.validate);
+    report.recommendation = recommend(*report.validation);
+    if (report.recommendation) report.lr = fixed_run(*report.validation, report.recommendation->batch)->lr;
+  } else {
+    TuneSubject subject(workload);
+    if (held_out.size() > 0) subject.held_out = [&] { return held_out; };
+    report = tune(std::move(subject), p.tune, std::move(report));
+  }
+  rule_learning_rate(report, p.base_batch);
+}
+
 // Runs `command` on the adapter's workload without the GIL, then raises what Python raised.
 // (the report's JSON or None, where, the exception): the user's code raised where there is an exception.
 py::tuple run(const py::object& adapter, const py::dict& options, const std::string& command) {
   // One call at a time: the CPU count, its limit and the failure slot are the process's.
   static std::atomic<bool> busy{false};
   BATCHWISE_CHECK(!busy.exchange(true), ConfigError,
-                  "batchwise.{}: another fit, sweep or tune is running in this process; they run one at a time "
+                  "batchwise.{}: another batchwise call (fit, sweep, tune, noise or validate) is running in this process; "
+                  "they run one at a time "
                   "(the CPU budget is counted process-wide)",
                   command);
   struct Done {
@@ -386,43 +481,12 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   Report report = base_report(*workload, runner, budget, o.get("target", 0.9));
   Dataset held_out = dataset(adapter, "held_out");
   // Every option is read here, with the GIL.
-  const FitOptions fit_options = progress.with(o.fit(report.budget_bytes));
-  const SweepOptions sweep_options = progress.with(o.sweep(report.budget_bytes));
-  const int64_t base_batch = o.get<int64_t>("base_batch", 32);
-  TuneOptions tune_options =
-      TuneOptions()
-          .fit(FitOptions(fit_options).max(o.get<int64_t>("max", workload->device().is_cuda() ? 65536 : 4096)))
-          .sweep(SweepOptions(sweep_options).stop_after_flat(o.get("sweep_all", false) ? -1 : 0))
-          .noise(!o.get("no_noise", false))
-          .noise_steps(o.get("noise_steps", 20))
-          .race(!o.get("no_race", false))
-          .race_budget_s(o.get("advice_budget", 0.0))
-          .target_accuracy(o.get("target_accuracy", 0.0))
-          .target_loss(o.get("target_loss", 0.0))
-          .base_batch(base_batch)
-          .epochs(o.get("epochs", 0.0))
-          .lr_schedule(parse_lr_schedule(o.get<std::string>("lr_schedule", "constant")))
-          .loader_search(false)
-          .on_run_race([progress](const std::string& text) { progress(text); })
-          .on_stage([progress](const TuneStage& s) { progress.stage(s); })
-          .on_race([progress](const RaceProgress& p) { progress.race(p); });
+  const Plan p = plan(o, progress, report.budget_bytes, workload->device().is_cuda());
   std::exception_ptr error;
   {
     py::gil_scoped_release nogil;
     try {
-      if (command == "fit") {
-        report.fit = fit(runner, fit_options);
-        report.recommendation = recommend(report.fit, std::nullopt);
-      } else if (command == "sweep") {
-        report.sweep = sweep(runner, sweep_options);
-        if (!report.sweep->noise_warning.empty()) report.context.warnings.push_back(report.sweep->noise_warning);
-        report.recommendation = recommend(std::nullopt, report.sweep);
-      } else {
-        TuneSubject subject(*workload);
-        if (held_out.size() > 0) subject.held_out = [&] { return held_out; };
-        report = tune(std::move(subject), tune_options, std::move(report));
-      }
-      rule_learning_rate(report, base_batch);
+      execute(command, p, *workload, runner, held_out, report);
     } catch (...) {
       error = std::current_exception();
     }

@@ -3,7 +3,7 @@
 tune on a torchvision model and on a module TorchScript cannot script, in this process.
 
     BATCHWISE_ENGINE=build/python/batchwise/_engine.cpython-311-x86_64-linux-gnu.so \\
-        python tests/python/inprocess_test.py fit|state|oom|error|tune|options
+        python tests/python/inprocess_test.py fit|state|oom|error|tune|options|validate|...
 
 fit      a torchvision model and the unscriptable module fit a CPU budget exactly: the batch found
          (binsearch, a multiple of 8) peaks within target x budget, and that batch plus 8 does not
@@ -19,8 +19,11 @@ tune     tune on a map-style Dataset with held-out data: a recommendation from a
 interrupt  Ctrl-C (SIGINT) during tune: KeyboardInterrupt, the model restored
 epochs   tune with epochs=3, lr_schedule="cosine": the run race answers for the user's run
 options  options are checked by name and type, with the fix in the message
-lightning  batchwise.lightning.fit and tune on a LightningModule and its DataModule (its training_step,
-         its first optimizer, the val_dataloader's data for the race)
+validate validate's full runs (epochs=1, cosine) at two batches, judged on the held-out data given,
+         with a final accuracy and a time each and the fastest good batch recommended; noise's
+         gradient noise scale; both leave the model as it was, and name their options in errors
+lightning  batchwise.lightning.fit, tune and validate on a LightningModule and its DataModule (its
+         training_step, its first optimizer, the val_dataloader's data for the race and validation)
 Skipped (77) without torch, torchvision or the engine.
 """
 import copy
@@ -420,13 +423,77 @@ def test_lightning():
     case("tune races on the val_dataloader's data and recommends a batch",
          report.race is not None and report.recommendation and report.recommendation.batch >= 1,
          report.to_json()[:300])
+    report = batchwise.lightning.validate(module, Data(), batch_sizes=[64], epochs=1, lr_schedule="cosine",
+                                          progress=False)
+    run = report.validation.runs[0]
+    case("validate trains a full run through training_step, judged on the val_dataloader's data",
+         run.batch == 64 and run.final_accuracy is not None and "1024" in report.validation.held_out,
+         report.to_json()[:400])
     case("the module is bit-identical afterwards",
          all(torch.equal(v, module.state_dict()[k]) for k, v in before.items()))
 
 
+def test_validate():
+    x, y = branchy_data(2048)
+    held_out = branchy_data(1024, seed=1)
+    torch.manual_seed(0)
+    model = Branchy()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    before = snapshot(model, optimizer)
+    lines = []
+    report = batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32, 128], epochs=1,
+                                lr_schedule="cosine", progress=lines.append)
+    v = report.validation
+    runs = {r.batch: r for r in v.runs}
+    case("validate trains a full run at each batch, with a final accuracy and a time",
+         sorted(runs) == [32, 128] and all(r.final_accuracy is not None and 0 <= r.final_accuracy <= 1 and
+                                           r.train_s > 0 and abs(r.epochs - 1) < 0.05 for r in runs.values()),
+         report.to_json()[:600])
+    case("they learnt: a final accuracy above chance (0.1) at each batch",
+         all(r.final_accuracy > 0.3 for r in runs.values()), {b: r.final_accuracy for b, r in runs.items()})
+    case("judged on the held-out data given", "1024" in str(v.held_out), v.held_out)
+    case("the answer is the fastest good batch, with the rate it trained at",
+         report.recommendation is not None and report.recommendation.batch == v.fastest_batch and
+         v.fastest_batch in v.good_batches and report.lr.lr == runs[v.fastest_batch].lr,
+         report.to_json()[:600])
+    case("its sentence gives the run and the time", "trained 1 epochs (cosine rate" in report.recommendation.reason,
+         report.recommendation.reason)
+    case("progress lines as the CLI's", any(line.startswith("[validate 1/2] batch 32") for line in lines), lines[:3])
+    after = snapshot(model, optimizer)
+    case("the model, optimizer and RNGs are as they were", same(before, after))
+
+    report = batchwise.noise(model, optimizer, (x, y), batch=256, micro_batch=32, noise_steps=10, progress=False)
+    case("noise measures the gradient noise scale along training",
+         report.noise_scale is not None and report.noise_scale.steps == 10 and
+         (report.noise_scale.b_simple or 0) > 0, report.to_json()[:400])
+    case("and leaves the model as it was", same(before, snapshot(model, optimizer)))
+
+    checks = [
+        (lambda: batchwise.validate(model, optimizer, (x, y), batch_sizes=[32], epochs=1), TypeError,
+         "no held_out data"),
+        (lambda: batchwise.validate(model, optimizer, (x, y.float()), held_out=held_out, batch_sizes=[32]), TypeError,
+         "pass target_loss=..., or epochs=N"),
+        (lambda: batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32], epochs=1,
+                                    target_accuracy=0.9, progress=False), ValueError,
+         "epochs=1 trains full runs and compares their final quality"),
+        (lambda: batchwise.noise(model, optimizer, (x, y), batch=256, micro_batch=48, progress=False), ValueError,
+         "micro_batch=48 must be below batch=256 and divide it"),
+        (lambda: batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32], epochs=1,
+                                    batch_schedule=[(32, 0), (64, "soon")]), TypeError, "batch-size schedule"),
+    ]
+    for call, kind, text in checks:
+        try:
+            call()
+            case(f"refused with {text!r}", False, "it ran")
+        except kind as e:
+            case(f"refused with {text!r}", text in str(e), str(e))
+        except Exception as e:  # noqa: BLE001
+            case(f"refused with {text!r}", False, f"{type(e).__name__}: {e}")
+
+
 TESTS = {"fit": test_fit, "state": test_state, "oom": test_oom, "error": test_error, "tune": test_tune,
          "options": test_options, "lightning": test_lightning, "epochs": test_epochs,
-         "interrupt": test_interrupt}
+         "interrupt": test_interrupt, "validate": test_validate}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in TESTS:

@@ -55,7 +55,8 @@ if(TARGET batchwise_python)
                     oom:OutOfMemoryLeavesNothingHeld error:AnExceptionInTheModelNamesIt
                     tune:TunesADatasetWithHeldOutDataWithoutTorchScript options:ChecksOptionsByName
                     lightning:LightningModuleFitsAndTunesInProcess epochs:TunesTheUsersRunWithEpochs
-                    interrupt:CtrlCStopsTheCallWithTheModelRestored)
+                    interrupt:CtrlCStopsTheCallWithTheModelRestored
+                    validate:ValidatesFullRunsAndMeasuresNoiseInProcess)
     string(REPLACE ":" ";" _bw_pair ${_bw_check})
     list(GET _bw_pair 0 _bw_arg)
     list(GET _bw_pair 1 _bw_title)
