@@ -52,12 +52,13 @@ if [ ! -f "$mobilenet" ]; then
     2>/dev/null
 fi
 
-# name | workload flags (tune and validate) | epochs (a full run of 30-120 s here at the grid's middle)
+# name | workload flags (tune and validate) | epochs (a full run of 30-120 s here at the grid's middle;
+# lenet and mlp ran 3 and 4 epochs, runs of 3-8 s, until 2026-11-26)
 cells=(
-  "lenet-sgd|--model lenet --optimizer sgd|3"
-  "lenet-adamw|--model lenet --optimizer adamw|3"
-  "mlp-sgd|--model mlp --optimizer sgd|4"
-  "mlp-adamw|--model mlp --optimizer adamw|4"
+  "lenet-sgd|--model lenet --optimizer sgd|15"
+  "lenet-adamw|--model lenet --optimizer adamw|15"
+  "mlp-sgd|--model mlp --optimizer sgd|35"
+  "mlp-adamw|--model mlp --optimizer adamw|35"
   "transformer-sgd|--model transformer --dataset synthetic --optimizer sgd|2"
   "transformer-adamw|--model transformer --dataset synthetic --optimizer adamw|2"
   "mobilenet-sgd|--model $mobilenet --data-dir $subset --optimizer sgd|2"
