@@ -86,6 +86,18 @@ def images(n=512, seed=0):
     return torch.randn(n, 3, 32, 32, generator=g), torch.randint(0, 10, (n,), generator=g)
 
 
+def refused(checks):
+    """Each (call, exception type, text): the call raises that type with the text in its message."""
+    for call, kind, text in checks:
+        try:
+            call()
+            case(f"refused with {text!r}", False, "it ran")
+        except kind as e:
+            case(f"refused with {text!r}", text in str(e), str(e))
+        except Exception as e:  # noqa: BLE001
+            case(f"refused with {text!r}", False, f"{type(e).__name__}: {e}")
+
+
 def snapshot(model, optimizer):
     return {"tensors": {k: v.clone() for k, v in model.state_dict(keep_vars=False).items()},
             "grads": [None if p.grad is None else p.grad.clone() for p in model.parameters()],
@@ -367,14 +379,7 @@ def test_options():
          "make it over model.parameters()"),
         (lambda: batchwise.fit(model, optimizer, branchy_data(), mode="fast", progress=False), ValueError, "fast"),
     ]
-    for call, kind, text in checks:
-        try:
-            call()
-            case(f"refused with {text!r}", False, "it ran")
-        except kind as e:
-            case(f"refused with {text!r}", text in str(e), str(e))
-        except Exception as e:  # noqa: BLE001
-            case(f"refused with {text!r}", False, f"{type(e).__name__}: {e}")
+    refused(checks)
 
 
 def test_lightning():
@@ -481,14 +486,7 @@ def test_validate():
         (lambda: batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32], epochs=1,
                                     batch_schedule=[(32, 0), (64, "soon")]), TypeError, "batch-size schedule"),
     ]
-    for call, kind, text in checks:
-        try:
-            call()
-            case(f"refused with {text!r}", False, "it ran")
-        except kind as e:
-            case(f"refused with {text!r}", text in str(e), str(e))
-        except Exception as e:  # noqa: BLE001
-            case(f"refused with {text!r}", False, f"{type(e).__name__}: {e}")
+    refused(checks)
 
 
 TESTS = {"fit": test_fit, "state": test_state, "oom": test_oom, "error": test_error, "tune": test_tune,
