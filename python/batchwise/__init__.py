@@ -6,9 +6,9 @@ In process, on your own model, optimizer, loss and data (the compiled engine, ba
     report = batchwise.tune(model, optimizer, (x_train, y_train), memory_budget="2GiB")
     report.recommendation.batch, report.lr.lr, report.to_json(), report.html("tune.html")
 
-fit, sweep, tune, noise and validate take the CLI's flags as options (memory_budget="256MiB", batch_sizes=[...],
-epochs=10, lr_schedule="cosine", ...) and return a Report (batchwise._inprocess). What follows is
-the other way, for code that cannot run in this process: the `--cmd` line protocol.
+fit, sweep, tune, noise and validate take the CLI's flags as options (memory_budget="256MiB",
+batch_sizes=[...], epochs=10, lr_schedule="cosine", ...) and return a Report (batchwise._inprocess).
+What follows is the other way, for code that cannot run in this process: the `--cmd` line protocol.
 
 Under `batchwise fit|sweep|tune --cmd -- python train.py --batch-size {batch}`, batchwise runs the
 script once per batch size with BATCHWISE_BATCH (the batch size) and BATCHWISE_STEPS (the step
@@ -49,8 +49,9 @@ BATCH_VARIABLE = "BATCHWISE_BATCH"
 #: The number of step lines batchwise wants (warm-up + measured steps), set with BATCH_VARIABLE.
 STEPS_VARIABLE = "BATCHWISE_STEPS"
 
-__all__ = ["fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError", "BATCH_VARIABLE", "STEPS_VARIABLE", "BatchwiseError", "Reporter", "active", "batch_size",
-           "device_peak_bytes", "done", "peak", "step", "steps"]
+__all__ = ["fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError", "BATCH_VARIABLE",
+           "STEPS_VARIABLE", "BatchwiseError", "Reporter", "active", "batch_size", "device_peak_bytes", "done",
+           "peak", "step", "steps"]
 
 
 class BatchwiseError(ValueError):
@@ -225,8 +226,8 @@ def peak():
 
 
 def __getattr__(name):
-    """fit, sweep, tune, noise, validate, Report and TrainingError, from batchwise._inprocess (imported on first use:
-    the --cmd helpers above need neither torch nor the compiled engine)."""
+    """fit, sweep, tune, noise, validate, Report and TrainingError, from batchwise._inprocess
+    (imported on first use: the --cmd helpers above need neither torch nor the compiled engine)."""
     if name in ("fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError"):
         from . import _inprocess
         return getattr(_inprocess, name)
