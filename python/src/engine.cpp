@@ -274,20 +274,14 @@ class Progress {
   }
   void race(const RaceProgress& p) const {
     const std::string key = fmt::format("{} {}", p.rung, p.index);
-    const auto now = std::chrono::steady_clock::now();
-    if (key == *last_key_ && now - *last_line_ < std::chrono::seconds(10)) return;
-    *last_key_ = key;
-    *last_line_ = now;
+    if (repeated(key)) return;
     (*this)(fmt::format("[race rung {}/{}, {}/{}] batch {}: epoch {:.2f}, held-out loss {:.3f} ({:.0f} s elapsed, ~{:.0f} s "
                         "left)",
                         p.rung, p.rungs, p.index, p.count, p.batch, p.epochs, p.loss, p.elapsed_s, p.left_s));
   }
   void validate(const ValidateProgress& p) const {
     const std::string key = fmt::format("validate {}", p.index);
-    const auto now = std::chrono::steady_clock::now();
-    if (key == *last_key_ && now - *last_line_ < std::chrono::seconds(10)) return;
-    *last_key_ = key;
-    *last_line_ = now;
+    if (repeated(key)) return;
     (*this)(fmt::format("[validate {}/{}] batch {}: epoch {:.2f}, held-out loss {:.3f}{}, {:.1f} s trained ({}at most "
                         "{:.0f} s left; {:.0f} s elapsed)",
                         p.index + 1, p.count, p.batch, p.epochs, p.loss,
@@ -303,6 +297,15 @@ class Progress {
   }
 
  private:
+  // The same race entry or validation run within 10 s of its last line: one line a 10 s, as the CLI's
+  // live line would show it.
+  bool repeated(const std::string& key) const {
+    const auto now = std::chrono::steady_clock::now();
+    if (key == *last_key_ && now - *last_line_ < std::chrono::seconds(10)) return true;
+    *last_key_ = key;
+    *last_line_ = now;
+    return false;
+  }
   double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
   std::shared_ptr<py::object> sink_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();

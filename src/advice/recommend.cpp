@@ -13,6 +13,13 @@ namespace batchwise {
 
 namespace {
 
+// A full run's final quality on the held-out set, as the reasons cite it.
+std::string quality(const ValidationRun& r) {
+  return r.final_accuracy ? fmt::format("test accuracy {:.4f}", *r.final_accuracy)
+         : r.final_loss   ? fmt::format("test loss {:.4g}", *r.final_loss)
+                          : "no final quality (" + r.message + ")";
+}
+
 std::optional<Recommendation> recommend_fit(const FitResult& fit) {
   if (fit.outcome != FitOutcome::Fits) return std::nullopt;
   const Trial* at = nullptr;
@@ -209,10 +216,6 @@ std::optional<Recommendation> recommend(const ValidationResult& v) {
                              run->batch, v.target, run->train_s, run->steps, run->epochs, run->lr.lr);
     return rec;
   }
-  const auto quality = [](const ValidationRun& r) {
-    return r.final_accuracy ? fmt::format("test accuracy {:.4f}", *r.final_accuracy)
-                            : fmt::format("test loss {:.4g}", r.final_loss.value_or(0));
-  };
   const ValidationRun* best = v.best_batch ? fixed_run(v, *v.best_batch) : nullptr;
   rec.reason = fmt::format(
       "batch {} trained {:g} epochs ({} rate, lr {:.4g}) in the least time, {:.1f} s, to {}{}", run->batch, v.epochs,
@@ -241,11 +244,6 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
   };
   Recommendation out = rec;
   if (v.epochs > 0) {  // full runs: the fastest whose final quality is within noise of the best
-    const auto quality = [](const ValidationRun& r) {
-      return r.final_accuracy ? fmt::format("test accuracy {:.4f}", *r.final_accuracy)
-             : r.final_loss   ? fmt::format("test loss {:.4g}", *r.final_loss)
-                              : "no final quality (" + r.message + ")";
-    };
     if (!fastest)
       out.reason = fmt::format("{}; not validated: no full run of {:g} epochs finished", rec.reason, v.epochs);
     else if (fastest->batch == rec.batch)
