@@ -3,16 +3,13 @@
 /// finishes N epochs soonest without a worse model, from measurements along a shortened run rather
 /// than a whole one. The reference batch (the smallest candidate) trains the user's schedule
 /// squeezed into three fractions of the run, each twice the one before: the final held-out quality
-/// of each is a learning curve in the run's length, carried to the full run as a power law, and the
-/// gradient noise scale at the start and at the end of each shows how the critical batch grows as
-/// training goes on (McCandlish et al. 2018). A batch B trains the run as efficiently as the
-/// reference where B is small against the noise scale: over the run, (1 + b0/B_noise) / (1 +
-/// B/B_noise) of the samples count, and a rate the range test capped below the rule's counts for
-/// proportionally less; the learning curve says what a run of only the samples that count ends at.
-/// Each other candidate trains the longest of the three compressed runs itself: where it lags the
-/// reference more than the noise scale explains (a rate that suits it less, too few steps), the
-/// share of its samples that count is the measured one, grown to the run's end as the noise scale
-/// says (docs/advice.md, "The run's answer").
+/// of each is a learning curve in the run's length, and the gradient noise scale at the start and
+/// at the end of each shows how the critical batch grows as training goes on (McCandlish et al.
+/// 2018). Each other candidate trains the two longer compressed runs itself: how far behind the
+/// reference's it ends at each length, and how that gap shrank as the run doubled, carried on to
+/// the run's end (the critical batch grows as the loss falls, so a larger batch's lag early in a
+/// run overstates its lag at the end: Merrill et al. 2025), is how far behind its full run is
+/// predicted to end (docs/advice.md, "The run's answer").
 #include <torch/arg.h>
 
 #include <cstdint>
@@ -47,8 +44,8 @@ struct RunRaceOptions {
   TORCH_ARG(double, epochs) = 0;
   TORCH_ARG(LrSchedule, lr_schedule) = LrSchedule::Cosine;
   /// Training seconds of the compressed runs together (predicted from the samples_per_s): the
-  /// reference's three and every other candidate's longest. At most a quarter, half and the whole
-  /// run.
+  /// reference's three and every other candidate's two longer ones. At most a quarter, half and the
+  /// whole run.
   TORCH_ARG(double, budget_s) = 30;
   /// The noise scale at the start (tune measured it already); unset: measured here.
   TORCH_ARG(std::optional<double>, noise_at_start);
@@ -99,16 +96,21 @@ struct RunRaceEntry {
   /// advised rate over the rule's (relative to the reference's) where a range test capped it.
   double efficiency = 1;
   double cap_factor = 1;
-  /// Its own run of the longest compressed length (not the reference's), and the share of samples
-  /// that counted there, read off the reference's learning curve (1: as good as the reference).
-  std::optional<CompressedRun> run;
+  /// Its own runs of the two longer compressed lengths (not the reference's), and the share of
+  /// samples that counted in the longer, read off the reference's learning curve (1: as good as the
+  /// reference).
+  std::optional<CompressedRun> shorter_run, run;
   std::optional<double> measured_efficiency;
-  /// The share of the full run's samples taken to count: efficiency x cap_factor, lowered by the
-  /// measured share where that is below what the noise scale predicts at the compressed length.
+  /// The factor its gap behind the reference's run is carried on by per doubling to the run's end:
+  /// gap_trend of its two runs' gaps; where that has none (its shorter run level within the
+  /// held-out noise), the nearest larger candidate's; else 1.
+  std::optional<double> gap_trend;
+  /// The share of the full run's samples that count against the reference's: where the reference's
+  /// learning curve puts a run that ends `predicted_gap` behind it (the schedule weighs phases by it).
   double share = 1;
-  /// The quality behind the reference's at the run's end: the learning curve at the full run's
-  /// samples times `share`, against it at the full run's samples, in accuracy points
-  /// (class labels) or a share of the loss.
+  /// The quality behind the reference's at the run's end: the longer compressed run's gap, carried
+  /// on by gap_trend per doubling to the run's length, in accuracy points (class labels) or a share
+  /// of the loss.
   std::optional<double> predicted_gap;
   bool good = false;         ///< predicted_gap within the tolerance: no worse model than the reference's
   std::string message;       ///< why it failed; empty otherwise
@@ -124,8 +126,10 @@ void fields(V& v, T& e) {
   v("full_run_s", e.full_run_s);
   v("efficiency", e.efficiency);
   v("cap_factor", e.cap_factor);
+  v("shorter_run", e.shorter_run);
   v("run", e.run);
   v("measured_efficiency", e.measured_efficiency);
+  v("gap_trend", e.gap_trend);
   v("share", e.share);
   v("predicted_gap", e.predicted_gap);
   v("good", e.good);
@@ -233,10 +237,15 @@ void fields(V& v, T& r) {
   v("first_reference", r.first_reference, When{r.first_reference.has_value()});
 }
 
+/// How far behind the reference's compressed run of the same length (race.runs[l]) a candidate's
+/// `run` ended: accuracy points, or a share of the loss (race.measure); none where either has no
+/// quality.
+std::optional<double> compressed_gap(const RunRace& race, const std::optional<CompressedRun>& run, size_t l);
+
 /// The run race's seconds beyond its compressed runs' training: a range test per candidate
 /// (`lr.steps` steps), the noise scale at the start (unless given) and after each of the reference's
-/// runs, and a held-out evaluation (`held_out_size` samples, forward only at batch 1024) before and
-/// after each run. `step_s(batch)`: a training step's seconds (time_plan.h's StepCost::at).
+/// runs, and a held-out evaluation (`held_out_size` samples, forward only at batch 1024) before the
+/// reference's runs and after each run. `step_s(batch)`: a training step's seconds (time_plan.h's StepCost::at).
 double run_race_overhead_s(const RunRaceOptions& options, int64_t held_out_size,
                            const std::function<double(int64_t)>& step_s);
 
@@ -257,6 +266,19 @@ double deficit(const std::vector<double>& samples, const std::vector<double>& er
 /// than `tolerance`; 1 where it is within it.
 double measured_share(const std::vector<double>& samples, const std::vector<double>& errors, double error,
                       double tolerance);
+
+/// How a candidate's gap behind the reference (its error minus the reference's) changed from a
+/// compressed run (`shorter`) to one twice as long (`longer`): their ratio, the factor its gap is
+/// carried on by per doubling to the run's end, at least 0.5 (a steeper fall between two noisy
+/// readings is not extrapolated) and at most 1 (a growing gap is carried as it stands). None where
+/// the shorter gap is within `noise` (no trend of its own) or the longer is level.
+std::optional<double> gap_trend(double shorter, double longer, double noise);
+
+/// The share of samples at which a run on the learning curve (as deficit reads it) ends `gap`
+/// behind a run of `run_samples`: deficit's inverse. Where the curve cannot fall by `gap` (flat, or
+/// short of it), 1 for a gap within `noise`, else 0.
+double share_for_gap(const std::vector<double>& samples, const std::vector<double>& errors, double run_samples,
+                     double gap, double noise);
 
 /// The noise scale after `samples` of training through `noise` ((samples trained, B_simple) points
 /// in order, the first at 0 samples): linear between the first two, a power of the samples between

@@ -332,11 +332,24 @@ Assessed from_validation(const ValidationResult& v, int64_t batch) {
                                         v.epochs > 0 ? " without a worse model" : "")};
 }
 
-// From the run race (tune --epochs): a prediction for the user's run from compressed runs.
+// From the run race (tune --epochs): a prediction for the user's run from compressed runs; low
+// where its gaps were carried over more than kFarthestCarry doublings (the race saw less than an
+// eighth of the run: lenet's 15 epochs from 0.4, where 64-256's gaps had not begun to shrink and
+// its full runs end level).
+constexpr double kFarthestCarry = 3;
+
 Assessed from_run_race(const RunRace& race) {
   std::vector<int64_t> good;
   for (const auto& e : race.entries)
     if (e.good) good.push_back(e.batch);
+  const double seen = race.lengths_epochs.empty() ? 0 : race.lengths_epochs.back();
+  if (seen > 0 && std::log2(race.epochs / seen) > kFarthestCarry)
+    return {Confidence::Low,
+            fmt::format("predicted for your {:g}-epoch run from compressed runs of at most {:.2g} epochs ({:.1f} % of "
+                        "it): each batch's gap was carried over {:.1f} doublings of the run ({} judged no worse: {}); "
+                        "a larger --advice-budget sees more of it, and --validate trains the full runs",
+                        race.epochs, seen, 100 * seen / race.epochs, std::log2(race.epochs / seen),
+                        good.size() == 1 ? "one batch" : fmt::format("{} batches", good.size()), fmt::join(good, ", "))};
   return {Confidence::Medium,
           fmt::format("predicted for your {:g}-epoch run from compressed runs ({} judged no worse: {}), not trained in "
                       "full; --validate trains the candidates' full runs to check it",

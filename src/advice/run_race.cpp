@@ -1,6 +1,7 @@
 // The answer for the user's run: the reference batch trains the schedule squeezed into three
-// fractions of the run, every other candidate the longest of them; the learning curve and the noise
-// scale along the way say what a larger batch's run loses against the reference's.
+// fractions of the run, every other candidate the two longer of them; how far behind the
+// reference's each ends, and how that gap shrank as the run doubled, carried to the run's end, say
+// what a larger batch's run loses against the reference's.
 #include "batchwise/run_race.h"
 
 #include <ATen/ATen.h>
@@ -50,6 +51,11 @@ constexpr int kSwitchPoints = 16;
 // lower, as the batch race's left_the_start) before its learning curve says anything.
 constexpr double kLeftTheStart = 0.98;
 
+// A candidate's gap behind the reference is carried to the run's end shrinking per doubling as it
+// did between its two compressed runs, but at most halving: a steeper fall between two noisy
+// readings is not extrapolated over the run (lenet's 15 epochs are 5 doublings past the race).
+constexpr double kLeastGapTrend = 0.5;
+
 // The reference's shortest run needs this many steps for its learning curve to mean something;
 // fewer get a note.
 constexpr int64_t kFewestSteps = 8;
@@ -59,19 +65,18 @@ int64_t steps_for(double epochs, int64_t dataset, int64_t batch) {
                                                               static_cast<double>(batch))));
 }
 
-// One compressed run of the reference from the workload's current state: `epochs` of the schedule,
-// the warm-up the same share of it as of the full run; then the held-out quality.
+// One compressed run of a candidate from the workload's current state: `epochs` of the schedule,
+// then the held-out quality. The warm-up keeps the full run's steps, up to a quarter of the
+// compressed run: a warm-up is there for stability, which takes steps, and squeezed with the run
+// to the same share it left lenet at batch 512 (SGD, 0.149) at chance after 2 warm-up steps of 37,
+// where its full run warms up over 117 steps and ends at 0.90.
 CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o,
                              const RunRaceEntry& entry, double epochs) {
   const int64_t dataset = w.data().size();
-  const int64_t full_steps = steps_for(o.epochs(), dataset, entry.batch);
-  const double warmup_share =
-      static_cast<double>(run_warmup_steps(entry.lr, full_steps)) / static_cast<double>(full_steps);
   CompressedRun run;
   run.epochs = epochs;
   run.steps = steps_for(epochs, dataset, entry.batch);
-  LrAdvice lr = entry.lr;
-  lr.warmup_steps = static_cast<int64_t>(std::lround(warmup_share * static_cast<double>(run.steps)));
+  const LrAdvice& lr = entry.lr;  // its warmup_steps: the full run's (advise_rates)
   run.warmup_steps = run_warmup_steps(lr, run.steps);  // what scheduled_lr applies
   for (int64_t k = 0; k < run.steps; ++k) {
     w.set_lr(scheduled_lr(lr, o.lr_schedule(), k, run.steps));
@@ -120,11 +125,21 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end) {
       : race.gains[1] <= 0 ? std::string("the last doubling bought nothing, so fewer samples cost nothing either")
                            : std::string("not flattening yet, so every doubling is taken to buy the last gain")));
   if (!pick) return;
+  if (pick->batch == race.reference_batch) {
+    race.pick_reason = fmt::format(
+        "batch {} finishes the {:g}-epoch run soonest ({:.0f} s at {:.0f} samples/s) of the batches without a worse "
+        "model: every faster batch is predicted to end further behind it than the held-out noise of {}",
+        pick->batch, race.epochs, pick->full_run_s, pick->samples_per_s, amount(race.tolerance));
+    return;
+  }
   race.pick_reason = fmt::format(
-      "batch {} finishes the {:g}-epoch run soonest ({:.0f} s at {:.0f} samples/s) without a worse model: "
-      "{:.0f} % of its samples count against batch {}'s, so it ends {} behind, within the held-out noise of {}",
-      pick->batch, race.epochs, pick->full_run_s, pick->samples_per_s, 100 * pick->share,
-      race.reference_batch, amount(*pick->predicted_gap), amount(race.tolerance));
+      "batch {} finishes the {:g}-epoch run soonest ({:.0f} s at {:.0f} samples/s) without a worse model: behind "
+      "batch {}'s by {} after {:.3g} epochs and {} after {:.3g}, the gap carried on at x{:.2f} per doubling of the run "
+      "ends {} behind, within the held-out noise of {}",
+      pick->batch, race.epochs, pick->full_run_s, pick->samples_per_s, race.reference_batch,
+      amount(*compressed_gap(race, pick->shorter_run, 1)), race.lengths_epochs[1],
+      amount(*compressed_gap(race, pick->run, 2)), race.lengths_epochs[2],
+      *pick->gap_trend, amount(*pick->predicted_gap), amount(race.tolerance));
 }
 
 }  // namespace
@@ -178,6 +193,35 @@ double measured_share(const std::vector<double>& samples, const std::vector<doub
   return std::clamp(at / samples[2], 0.0, 1.0);
 }
 
+std::optional<double> compressed_gap(const RunRace& race, const std::optional<CompressedRun>& run, size_t l) {
+  if (!run || l >= race.runs.size()) return std::nullopt;
+  const CompressedRun& ref = race.runs[l];
+  if (race.measure == "accuracy") {
+    if (!run->accuracy || !ref.accuracy) return std::nullopt;
+    return *ref.accuracy - *run->accuracy;
+  }
+  if (!run->loss || !ref.loss || !(*ref.loss > 0)) return std::nullopt;
+  return (*run->loss - *ref.loss) / *ref.loss;
+}
+
+std::optional<double> gap_trend(double shorter, double longer, double noise) {
+  if (!(longer > 0) || !(shorter > noise)) return std::nullopt;
+  return std::clamp(longer / shorter, kLeastGapTrend, 1.0);
+}
+
+double share_for_gap(const std::vector<double>& samples, const std::vector<double>& errors, double run_samples,
+                     double gap, double noise) {
+  if (!(gap > 0)) return 1;
+  constexpr double kLeast = 1e-6;
+  if (deficit(samples, errors, run_samples, kLeast) < gap) return gap <= noise ? 1 : 0;
+  double lo = kLeast, hi = 1;  // deficit falls as the share grows
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (deficit(samples, errors, run_samples, mid) > gap ? lo : hi) = mid;
+  }
+  return hi;
+}
+
 std::pair<double, double> schedule_share_and_time(const std::vector<std::pair<double, double>>& noise,
                                                   double run_samples, int64_t dataset, int64_t reference,
                                                   const std::vector<BatchPhase>& phases,
@@ -216,8 +260,8 @@ double run_efficiency(const std::vector<std::pair<double, double>>& noise, doubl
 namespace {
 
 // The candidates, sorted, each with its full run's time; and the compressed lengths: a fraction f
-// of the run, twice and four times it, the reference's three runs and every other candidate's
-// longest taking the budget at their samples/s; at most a quarter, half and the whole run.
+// of the run, twice and four times it, the reference's three runs and every other candidate's two
+// longer ones taking the budget at their samples/s; at most a quarter, half and the whole run.
 void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) {
   for (size_t i = 0; i < o.batches().size(); ++i) {
     RunRaceEntry e;
@@ -232,7 +276,7 @@ void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) {
   race.reference_batch = race.entries.front().batch;
   double others_s = 0;
   for (size_t i = 1; i < race.entries.size(); ++i) others_s += race.entries[i].full_run_s;
-  const double f = std::min(0.25, o.budget_s() / (7 * race.entries.front().full_run_s + 4 * others_s));
+  const double f = std::min(0.25, o.budget_s() / (7 * race.entries.front().full_run_s + 6 * others_s));
   race.lengths_epochs = {f * o.epochs(), 2 * f * o.epochs(), 4 * f * o.epochs()};
 }
 
@@ -267,7 +311,7 @@ void advise_rates(ModuleWorkload& w, const WorkloadState& initial, RunRace& race
 }
 
 // The reference's three compressed runs, the noise scale after each; then every other candidate's
-// longest run. False when the reference did not train (the race then recommends nothing).
+// two longer ones. False when the reference did not train (the race then recommends nothing).
 bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& held_out, RunRace& race,
                 const RunRaceOptions& o, int64_t noise_batch) {
   RunRaceEntry& ref = race.entries.front();
@@ -302,22 +346,24 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
   }
   for (size_t i = 1; i < race.entries.size(); ++i) {
     RunRaceEntry& e = race.entries[i];
-    if (!e.message.empty()) continue;
-    if (o.on_progress())
-      o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", e.batch,
-                                  o.epochs(), race.lengths_epochs.back()));
-    w.restore_state(initial);
-    try {
-      e.run = run_compressed(w, held_out, o, e, race.lengths_epochs.back());
-      if (!e.run->loss)
-        e.message = fmt::format("the training loss or its held-out loss stopped being finite in its {:.3g}-epoch run "
-                                "at lr {:.4g}",
-                                race.lengths_epochs.back(), e.lr.lr);
-    } catch (const ConfigError&) {
-      throw;
-    } catch (const std::exception& failure) {  // out of memory at this batch, or a failing step
-      const std::string what = failure.what();
-      e.message = "failed: " + what.substr(0, what.find('\n'));
+    for (size_t l = 1; l < race.lengths_epochs.size() && e.message.empty(); ++l) {
+      const double epochs = race.lengths_epochs[l];
+      if (o.on_progress())
+        o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", e.batch,
+                                    o.epochs(), epochs));
+      w.restore_state(initial);
+      try {
+        (l == 1 ? e.shorter_run : e.run) = run_compressed(w, held_out, o, e, epochs);
+        if (!(l == 1 ? e.shorter_run : e.run)->loss)
+          e.message = fmt::format("the training loss or its held-out loss stopped being finite in its {:.3g}-epoch "
+                                  "run at lr {:.4g}",
+                                  epochs, e.lr.lr);
+      } catch (const ConfigError&) {
+        throw;
+      } catch (const std::exception& failure) {  // out of memory at this batch, or a failing step
+        const std::string what = failure.what();
+        e.message = "failed: " + what.substr(0, what.find('\n'));
+      }
     }
   }
   return true;
@@ -446,7 +492,8 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
   race.schedule = best;
 }
 
-// Every candidate's share of samples that count and the error it ends behind; the pick.
+// Every candidate's gap behind the reference at the run's end, carried on from its two compressed
+// runs, and the share of samples that counts for it; the pick.
 void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held_out_size, bool accuracy) {
   const RunRaceEntry& ref = race.entries.front();
   std::vector<double> samples, errors;  // the samples each run actually trained
@@ -467,24 +514,34 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
   for (size_t l = 0; l < race.runs.size(); ++l) noise.emplace_back(samples[l], *race.runs[l].b_simple);
   const auto cap = [](const RunRaceEntry& e) { return e.lr.scaled.lr > 0 ? std::min(1.0, e.lr.lr / e.lr.scaled.lr) : 1.0; };
   const double ref_cap = cap(ref);
+  const double noise_abs = accuracy ? race.tolerance : race.tolerance * errors[2];  // in the error's units
+  const double doublings = std::max(0.0, std::log2(o.epochs() / race.lengths_epochs.back()));
+  const auto error_of = [&](const CompressedRun& run) { return accuracy ? 1 - *run.accuracy : *run.loss; };
+  // Each candidate's trend: its own where its shorter run's gap was beyond the held-out noise,
+  // else the nearest larger batch's (a gap at the noise has no trend of its own), else none (1).
+  std::vector<std::optional<double>> trends(race.entries.size());
+  for (size_t i = race.entries.size(); i-- > 1;) {
+    const RunRaceEntry& e = race.entries[i];
+    if (e.message.empty())
+      trends[i] = gap_trend(error_of(*e.shorter_run) - errors[1], error_of(*e.run) - errors[2], noise_abs);
+    if (!trends[i] && i + 1 < race.entries.size()) trends[i] = trends[i + 1];
+  }
   const RunRaceEntry* pick = nullptr;
-  for (auto& e : race.entries) {
+  for (size_t i = 0; i < race.entries.size(); ++i) {
+    RunRaceEntry& e = race.entries[i];
     if (!e.message.empty()) continue;
     e.efficiency = run_efficiency(noise, run_samples, ref.batch, e.batch);
     e.cap_factor = std::min(1.0, cap(e) / ref_cap);
-    double share = e.efficiency * e.cap_factor;
-    if (e.run) {  // what counted in its own run, grown to the run's end as the noise scale says
+    double gap = 0;
+    if (i > 0) {  // every candidate but the reference trained both longer runs
       const double own = static_cast<double>(e.run->steps * e.batch);
       e.measured_efficiency =
-          std::min(1.0, measured_share(samples, errors, accuracy ? 1 - *e.run->accuracy : *e.run->loss,
-                                       accuracy ? race.tolerance : race.tolerance * errors[2]) *
-                            samples.back() / own);
-      const double modelled = run_efficiency(noise, own, ref.batch, e.batch) * e.cap_factor;
-      if (*e.measured_efficiency < modelled)
-        share = modelled > 0 ? std::min(1.0, share * *e.measured_efficiency / modelled) : 0;
+          std::min(1.0, measured_share(samples, errors, error_of(*e.run), noise_abs) * samples.back() / own);
+      e.gap_trend = trends[i].value_or(1.0);
+      gap = std::max(0.0, error_of(*e.run) - errors[2]) * std::pow(*e.gap_trend, doublings);
     }
-    e.share = share;
-    e.predicted_gap = (share > 0 ? deficit(samples, errors, run_samples, share) : 1.0) / loss_at_end;
+    e.share = share_for_gap(samples, errors, run_samples, gap, noise_abs);
+    e.predicted_gap = gap / loss_at_end;
     e.good = *e.predicted_gap <= race.tolerance;
     if (e.good && (!pick || e.full_run_s < pick->full_run_s)) pick = &e;
   }
@@ -515,7 +572,7 @@ double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size, const
   const int64_t noise_batch = noise_batch_of(o.batches());
   const int noise_scales = o.noise_at_start() ? 3 : 4;  // after each of the reference's three runs
   const double noise = noise_scales * o.noise_steps() * 8 * step_s(std::max<int64_t>(1, noise_batch / 8));
-  const double evaluations = 1 + 3 + static_cast<double>(o.batches().size() - 1);
+  const double evaluations = 1 + 3 + 2 * static_cast<double>(o.batches().size() - 1);
   const double evaluation = static_cast<double>(held_out_size) / 1024 * step_s(1024) / 3;
   return range_tests + noise + evaluations * evaluation;
 }

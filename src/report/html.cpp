@@ -184,7 +184,8 @@ std::string warnings_section(const Report& r) {
          "</ul>\n</section>\n";
 }
 
-// The run race (tune --epochs): per batch, the share of its samples that count and how far behind.
+// The run race (tune --epochs): per batch, how far behind its compressed runs ended, the factor the
+// gap shrank by per doubling, and how far behind its full run is predicted.
 std::string run_race_section(const Report& r) {
   if (!r.run_race) return "";
   const RunRace& race = *r.run_race;
@@ -196,22 +197,29 @@ std::string run_race_section(const Report& r) {
   for (const RunRaceEntry& e : race.entries)
     rows += fmt::format(
         "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.0f}</td><td class=\"n\">{:.4g}</td>"
-        "<td class=\"n\">{:.0f}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+        "<td class=\"n\">{:.0f}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td>{}</td></tr>\n",
         e.good ? "ok" : "bad", e.batch, e.samples_per_s, e.lr.lr, e.full_run_s,
-        e.message.empty() ? fmt::format("{:.0f} %", 100 * e.share) : "-",
-        amount(e.predicted_gap),
+        amount(compressed_gap(race, e.shorter_run, 1)), amount(compressed_gap(race, e.run, 2)),
+        e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-", amount(e.predicted_gap),
         !e.message.empty() ? esc(e.message) : race.best_batch == e.batch ? "soonest without a worse model" : "");
   std::string notes = list_items(race.notes);
   if (!race.pick_reason.empty()) notes += list_items({race.pick_reason});
   if (!race.schedule_reason.empty()) notes += list_items({race.schedule_reason});
+  const auto length = [&](size_t l) {
+    return l < race.lengths_epochs.size() ? fmt::format("{:.2g} epochs", race.lengths_epochs[l]) : std::string("-");
+  };
   return fmt::format(
       "<section id=\"run-race\">\n<h2>Run race: your {:g}-epoch {} run</h2>\n<p class=\"caption\">Batch {} trained "
-      "your schedule compressed to {} epochs; the noise scale along it says which share of each batch's samples "
-      "count, and the gain a doubling bought what the rest costs ({} on the {}; within {} is noise).</p>\n<table>\n"
-      "<tr><th>batch</th><th>samples/s</th><th>lr</th><th>full run s</th><th>samples that count</th><th>behind</th>"
-      "<th>note</th></tr>\n{}</table>\n<ul>{}</ul>\n</section>\n",
-      race.epochs, esc(race.lr_schedule), race.reference_batch, fmt::format("{:.3g}", fmt::join(race.lengths_epochs, " and ")),
-      esc(race.measure), esc(race.held_out), amount(race.tolerance), rows, notes);
+      "your schedule compressed to {} epochs, every other batch to the last two; how far behind batch {} each ended "
+      "there, and how that gap shrank as the run doubled, carried to your run's end, is how far behind its full run "
+      "is predicted ({} on the {}; within {} is noise).</p>\n<table>\n"
+      "<tr><th>batch</th><th>samples/s</th><th>lr</th><th>full run s</th><th>behind after {}</th><th>behind after "
+      "{}</th><th>gap x per doubling</th><th>behind at the end</th><th>note</th></tr>\n{}</table>\n<ul>{}</ul>\n"
+      "</section>\n",
+      race.epochs, esc(race.lr_schedule), race.reference_batch, fmt::format("{:.3g}", fmt::join(race.lengths_epochs, ", ")),
+      race.reference_batch, esc(race.measure), esc(race.held_out), amount(race.tolerance), length(1), length(2), rows,
+      notes);
 }
 
 std::string run_plan_section(const Report& r) {

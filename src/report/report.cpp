@@ -243,20 +243,23 @@ void goodput_table(Lines& line, const Goodput& g) {
     line(fmt::format("within 5 % of the best goodput: batches {}", fmt::join(g.within_5_percent, ", ")));
 }
 
-// The run race: the reference's compressed runs, then per batch the share of its samples that
-// count and the quality it ends behind.
+// The run race: the reference's compressed runs, then per batch how far behind its own two
+// compressed runs ended, the factor the gap shrank by, and how far behind its full run is predicted.
 void run_race_table(Lines& line, const RunRace& race) {
   line("");
   const bool accuracy = race.measure == "accuracy";
   const auto amount = [&](const std::optional<double>& g) {
     return g ? (accuracy ? fmt::format("{:.2f} pt", 100 * *g) : fmt::format("{:.1f} %", 100 * *g)) : "-";
   };
-  line(fmt::format("run race (your {:g}-epoch {} run; batch {} trained it compressed to {:.3g} epochs; final {} on "
-                   "the {})",
-                   race.epochs, race.lr_schedule, race.reference_batch, fmt::join(race.lengths_epochs, " and "),
+  line(fmt::format("run race (your {:g}-epoch {} run; batch {} trained it compressed to {:.3g} epochs, the others to "
+                   "the last two; final {} on the {})",
+                   race.epochs, race.lr_schedule, race.reference_batch, fmt::join(race.lengths_epochs, ", "),
                    race.measure, race.held_out));
-  line(fmt::format("{:>8}  {:>10}  {:>9}  {:>10}  {:>10}  {:>9}  {}", "batch", "samples/s", "lr", "full run s",
-                   "counts", "behind", "note"));
+  const auto at = [](double epochs) { return fmt::format("@{:.2g} ep", epochs); };
+  const bool lengths = race.lengths_epochs.size() == 3;
+  line(fmt::format("{:>8}  {:>10}  {:>9}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}  {}", "batch", "samples/s", "lr",
+                   "full run s", lengths ? at(race.lengths_epochs[1]) : "", lengths ? at(race.lengths_epochs[2]) : "",
+                   "x/doubling", "at end", "note"));
   for (const auto& e : race.entries) {
     std::string note = e.message;
     if (note.empty())
@@ -264,8 +267,10 @@ void run_race_table(Lines& line, const RunRace& race) {
              : e.good                                       ? "no worse a model"
                                                             : "worse";
     if (e.cap_factor < 1) note += fmt::format(" (rate capped: {:.0f} % of the rule's)", 100 * e.cap_factor);
-    line(fmt::format("{:>8}  {:>10.0f}  {:>9.4g}  {:>10.0f}  {:>10}  {:>9}  {}", e.batch, e.samples_per_s, e.lr.lr,
-                     e.full_run_s, e.message.empty() ? fmt::format("{:.0f}%", 100 * e.share) : "-", amount(e.predicted_gap), note));
+    line(fmt::format("{:>8}  {:>10.0f}  {:>9.4g}  {:>10.0f}  {:>10}  {:>10}  {:>9}  {:>9}  {}", e.batch, e.samples_per_s,
+                     e.lr.lr, e.full_run_s, amount(compressed_gap(race, e.shorter_run, 1)),
+                     amount(compressed_gap(race, e.run, 2)), e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-",
+                     amount(e.predicted_gap), note));
   }
   line(fmt::format("  within {} is within the held-out noise", amount(race.tolerance)));
   for (const auto& note : race.notes) line("  " + note);

@@ -97,6 +97,23 @@ TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
       << r.confidence_reason;
   EXPECT_NE(r.confidence_reason.find("check it with --validate"), std::string::npos) << r.confidence_reason;
 
+  // A run race's pick is a prediction: medium where its compressed runs saw an eighth of the run or
+  // more, low where each gap was carried over more than three doublings.
+  RunRace run_race;
+  run_race.epochs = 2;
+  run_race.lengths_epochs = {0.1, 0.2, 0.4};
+  run_race.best_batch = 64;
+  Evidence predicted;
+  predicted.run_race = &run_race;
+  EXPECT_EQ(with_confidence(rec, predicted).confidence, Confidence::Medium);
+  run_race.epochs = 15;
+  r = with_confidence(rec, predicted);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_NE(r.confidence_reason.find("compressed runs of at most 0.4 epochs (2.7 % of it): each batch's gap was "
+                                     "carried over 5.2 doublings"),
+            std::string::npos)
+      << r.confidence_reason;
+
   race.best_batch.reset();  // the race recommended none: the knee answered
   r = with_confidence(rec, e);
   EXPECT_EQ(r.confidence, Confidence::Low);

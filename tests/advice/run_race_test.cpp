@@ -211,6 +211,30 @@ TEST(RunRace, AMeasuredShareIsWhereTheReferencesCurveReachesTheError) {
   EXPECT_DOUBLE_EQ(measured_share(samples, {0.3, 0.2, 0.2}, 0.21, 0.005), 0);  // flat, behind beyond the noise
 }
 
+// A candidate's gap behind the reference shrinks per doubling of the run as it did between its two
+// compressed runs: halving at most, never growing; a gap at the held-out noise, or none at the
+// longer run, has no trend of its own.
+TEST(RunRace, AGapIsCarriedOnAsItShrankBetweenTheTwoRuns) {
+  EXPECT_DOUBLE_EQ(*gap_trend(0.04, 0.03, 0.005), 0.75);
+  EXPECT_DOUBLE_EQ(*gap_trend(0.04, 0.01, 0.005), 0.5);   // a steeper fall is not carried over the run
+  EXPECT_DOUBLE_EQ(*gap_trend(0.04, 0.06, 0.005), 1.0);   // a growing gap stands as it is
+  EXPECT_FALSE(gap_trend(0.004, 0.03, 0.005));            // the shorter run's gap is within the noise
+  EXPECT_FALSE(gap_trend(0.04, -0.001, 0.005));           // level at the longer run: nothing to carry
+}
+
+// The share of samples whose run ends `gap` behind: deficit's inverse on the learning curve; where
+// the curve cannot fall that far, all of them for a gap within the noise and none beyond it.
+TEST(RunRace, AGapIsAShareOfSamplesOnTheReferencesCurve) {
+  const std::vector<double> samples{1000, 2000, 4000};
+  std::vector<double> errors;  // 0.1 + S^-0.5
+  for (double s : samples) errors.push_back(0.1 + std::pow(s, -0.5));
+  const double gap = deficit(samples, errors, 64000, 0.3);
+  EXPECT_NEAR(share_for_gap(samples, errors, 64000, gap, 0.001), 0.3, 1e-9);
+  EXPECT_DOUBLE_EQ(share_for_gap(samples, errors, 64000, 0, 0.001), 1);
+  EXPECT_DOUBLE_EQ(share_for_gap(samples, {0.3, 0.2, 0.2}, 64000, 0.004, 0.005), 1);  // flat, within the noise
+  EXPECT_DOUBLE_EQ(share_for_gap(samples, {0.3, 0.2, 0.2}, 64000, 0.01, 0.005), 0);   // flat, behind beyond it
+}
+
 // A reference that has not left the start in its longest compressed run (a rate far too small for
 // the budget) has no learning curve: the race recommends nothing and says why, rather than reading
 // a flat curve as "fewer samples cost nothing" and picking the largest batch.
