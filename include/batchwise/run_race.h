@@ -102,15 +102,15 @@ struct RunRaceEntry {
   std::optional<CompressedRun> shorter_run, run;
   std::optional<double> measured_efficiency;
   /// The factor its gap behind the reference's run is carried on by per doubling to the run's end:
-  /// gap_trend of its two runs' gaps; where that has none (its shorter run level within the
+  /// gap_trend of its two runs' gaps; where that has none (its shorter run's gap within twice the
   /// held-out noise), the nearest larger candidate's; else 1.
   std::optional<double> gap_trend;
   /// The share of the full run's samples that count against the reference's: where the reference's
   /// learning curve puts a run that ends `predicted_gap` behind it (the schedule weighs phases by it).
   double share = 1;
   /// The quality behind the reference's at the run's end: the longer compressed run's gap, carried
-  /// on by gap_trend per doubling to the run's length, in accuracy points (class labels) or a share
-  /// of the loss.
+  /// on by gap_trend per doubling to the run's length, and at least a smaller candidate's, in
+  /// accuracy points (class labels) or a share of the loss.
   std::optional<double> predicted_gap;
   bool good = false;         ///< predicted_gap within the tolerance: no worse model than the reference's
   std::string message;       ///< why it failed; empty otherwise
@@ -271,8 +271,28 @@ double measured_share(const std::vector<double>& samples, const std::vector<doub
 /// compressed run (`shorter`) to one twice as long (`longer`): their ratio, the factor its gap is
 /// carried on by per doubling to the run's end, at least 0.5 (a steeper fall between two noisy
 /// readings is not extrapolated) and at most 1 (a growing gap is carried as it stands). None where
-/// the shorter gap is within `noise` (no trend of its own) or the longer is level.
+/// the shorter gap is within twice `noise` (near the noise a ratio of two gaps is mostly noise's) or
+/// the longer is level.
 std::optional<double> gap_trend(double shorter, double longer, double noise);
+
+/// A candidate's gaps behind the reference (its error minus the reference's, in the measure's
+/// units) after the two longer compressed runs.
+struct CompressedGaps {
+  double shorter = 0, longer = 0;
+};
+
+/// A candidate's gap at the run's end, and the factor per doubling it was carried on by.
+struct CarriedGap {
+  double gap = 0;
+  double trend = 1;
+};
+
+/// The gaps at the run's end, `doublings` doublings of the run past the longer compressed run, for
+/// candidates in batch order (the reference left out; none for one that failed, which keeps its
+/// place): each longer gap carried on by its gap_trend per doubling, or by the nearest larger
+/// candidate's where it has none, or as it stands; and never below a smaller candidate's.
+std::vector<std::optional<CarriedGap>> carry_gaps(const std::vector<std::optional<CompressedGaps>>& gaps,
+                                                  double noise, double doublings);
 
 /// The share of samples at which a run on the learning curve (as deficit reads it) ends `gap`
 /// behind a run of `run_samples`: deficit's inverse. Where the curve cannot fall by `gap` (flat, or

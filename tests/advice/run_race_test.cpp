@@ -212,14 +212,41 @@ TEST(RunRace, AMeasuredShareIsWhereTheReferencesCurveReachesTheError) {
 }
 
 // A candidate's gap behind the reference shrinks per doubling of the run as it did between its two
-// compressed runs: halving at most, never growing; a gap at the held-out noise, or none at the
-// longer run, has no trend of its own.
+// compressed runs: halving at most, never growing; a gap within twice the held-out noise, or none
+// at the longer run, has no trend of its own.
 TEST(RunRace, AGapIsCarriedOnAsItShrankBetweenTheTwoRuns) {
   EXPECT_DOUBLE_EQ(*gap_trend(0.04, 0.03, 0.005), 0.75);
   EXPECT_DOUBLE_EQ(*gap_trend(0.04, 0.01, 0.005), 0.5);   // a steeper fall is not carried over the run
   EXPECT_DOUBLE_EQ(*gap_trend(0.04, 0.06, 0.005), 1.0);   // a growing gap stands as it is
-  EXPECT_FALSE(gap_trend(0.004, 0.03, 0.005));            // the shorter run's gap is within the noise
+  EXPECT_FALSE(gap_trend(0.009, 0.03, 0.005));            // the shorter run's gap is near the noise
   EXPECT_FALSE(gap_trend(0.04, -0.001, 0.005));           // level at the longer run: nothing to carry
+}
+
+// Gaps carried to the run's end: each by its own trend, by the nearest larger batch's where its own
+// is near the noise, never below a smaller batch's; a failed candidate keeps its place and nothing
+// else.
+TEST(RunRace, GapsAreCarriedInBatchOrder) {
+  const double noise = 0.0075, doublings = 6;
+  const std::vector<std::optional<CompressedGaps>> gaps{
+      CompressedGaps{0.010, 0.012},  // near the noise: the next larger batch's trend, 0.6
+      CompressedGaps{0.050, 0.030},  // its own trend, 0.6
+      std::nullopt,                  // failed
+      CompressedGaps{0.160, 0.120},  // 0.75
+      CompressedGaps{0.260, 0.156},  // 0.6: would end nearer than the batch before it
+      CompressedGaps{0.030, -0.01},  // level at 4f, yet not ahead of the smaller batches
+  };
+  const auto c = carry_gaps(gaps, noise, doublings);
+  ASSERT_EQ(c.size(), gaps.size());
+  EXPECT_DOUBLE_EQ(c[0]->trend, 0.6);
+  EXPECT_NEAR(c[0]->gap, 0.012 * std::pow(0.6, 6), 1e-12);
+  EXPECT_NEAR(c[1]->gap, 0.030 * std::pow(0.6, 6), 1e-12);
+  EXPECT_FALSE(c[2]);
+  EXPECT_DOUBLE_EQ(c[3]->trend, 0.75);
+  EXPECT_NEAR(c[3]->gap, 0.120 * std::pow(0.75, 6), 1e-12);
+  EXPECT_DOUBLE_EQ(c[4]->trend, 0.6);
+  EXPECT_DOUBLE_EQ(c[4]->gap, c[3]->gap);
+  EXPECT_DOUBLE_EQ(c[5]->gap, c[3]->gap);
+  EXPECT_DOUBLE_EQ(carry_gaps({CompressedGaps{0.02, 0.03}}, noise, 0)[0]->gap, 0.03);  // no doublings left: as it stands
 }
 
 // The share of samples whose run ends `gap` behind: deficit's inverse on the learning curve; where
