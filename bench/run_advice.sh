@@ -10,6 +10,7 @@
 #   bash bench/run_advice.sh                         # every cell below (hours on a 2-core CPU)
 #   bash bench/run_advice.sh lenet-sgd mlp-adamw     # some of them
 #   SEEDS="0 1 2" TUNE_SEEDS="0" bash bench/run_advice.sh lenet-sgd
+#   SEEDS= bash bench/run_advice.sh mlp-sgd          # tune again against the grids already run
 #
 # Where tune proposes a batch-size schedule, it trains beside the pick with the same seeds.
 # Writes bench-results/run-advice/NAME.{tune.SEED,grid.SEED,schedule.SEED}.json and .../summary.md.
@@ -18,7 +19,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 batchwise="${BATCHWISE:-$root/build/batchwise}"
 python="${BATCHWISE_PYTHON:-/opt/batchwise-venv/bin/python}"
 out="${OUT:-$root/bench-results/run-advice}"
-seeds="${SEEDS:-0 1 2}"
+seeds="${SEEDS-0 1 2}"  # SEEDS= (empty): tune only, no grid
 tune_seeds="${TUNE_SEEDS:-0}"
 grid="${GRID:-16,32,64,128,256,512,1024}"
 mkdir -p "$out"
