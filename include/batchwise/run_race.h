@@ -191,11 +191,11 @@ struct RunRace {
   /// The fastest full run among the good candidates; none when the reference did not train.
   std::optional<int64_t> best_batch;
   std::string pick_reason;
-  /// The batch whose samples buy the most progress per second at the run's start and at its end
+  /// The good batch whose samples buy the most progress per second at the run's start and at its end
   /// (the noise scale there, each candidate's samples/s and rate cap); a batch-size schedule is
   /// weighed only where the second is at least twice the first.
   std::optional<int64_t> batch_at_start, batch_at_end;
-  /// The fastest schedule of two or three growing phases (each batch at least twice the one before,
+  /// The fastest schedule of two or three growing phases at good batches (each at least twice the one before,
   /// switching at a sixteenth of the run or a whole epoch) that ends no further behind the
   /// reference than the pick (and within the held-out noise), where it saves at least 5 % of the
   /// pick's time; why none otherwise (whenever there is a pick).
