@@ -34,7 +34,7 @@ set -uo pipefail
 
 usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dry=0 stages=all only="" targets="" labels="cuda,cpu" budget="" pack="" build="${BATCHWISE_BUILD_DIR:-$root/build}" jobs="$(nproc)" out=""
+no_engine="" dry=0 stages=all only="" targets="" labels="cuda,cpu" budget="" pack="" build="${BATCHWISE_BUILD_DIR:-$root/build}" jobs="$(nproc)" out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1 ;;
@@ -121,6 +121,19 @@ if [ -n "$pack" ]; then
     -DBATCHWISE_CLI11_INCLUDE="$p/include" -DBATCHWISE_GLOO_INCLUDE="$p/include"
     -DBATCHWISE_CHARTJS="$p/share/javascript/chart.js/chart.min.js")
   export CMAKE_PREFIX_PATH="$p${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  # Debian compiled its static zlib and SQLite position-independent for executables (-fPIE), not for
+  # shared objects: the Python engine (a shared module) fails to link them ("relocation R_X86_64_PC32
+  # against symbol `z_errmsg' can not be used when making a shared object"; the H200, 2026-11-27).
+  # Every image has both as shared libraries (Python itself loads them): link those, with the pack's
+  # headers; where one is missing, the pack's static library and no Python engine.
+  for lib in z:ZLIB_LIBRARY sqlite3:SQLite3_LIBRARY; do
+    so="$(ldconfig -p 2>/dev/null | awk -v n="lib${lib%%:*}.so." '$1 ~ "^"n && /x86-64/ {print $NF; exit}')"
+    if [ -n "$so" ]; then
+      cmake_args+=(-D"${lib#*:}=$so")
+    else
+      no_engine="the image has no shared lib${lib%%:*} for the Python engine to link (the pack's is for executables only)"
+    fi
+  done
 fi
 # shellcheck disable=SC2206  # word splitting is the point
 [ -z "${BATCHWISE_CMAKE_ARGS:-}" ] || cmake_args+=(${BATCHWISE_CMAKE_ARGS})
@@ -130,6 +143,9 @@ command -v ccache >/dev/null && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccach
 if ! "$python" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
   cmake_args+=(-DBATCHWISE_BUILD_PYTHON=OFF)
   say "no Python.h for $python: the Python engine is not built (the inprocess measurement skips)"
+elif [ -n "${no_engine:-}" ]; then
+  cmake_args+=(-DBATCHWISE_BUILD_PYTHON=OFF)
+  say "$no_engine: the Python engine is not built (the inprocess measurement skips)"
 fi
 
 data=/usr/share/datasets/fashion-mnist

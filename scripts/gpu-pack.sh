@@ -15,7 +15,9 @@
 #   commit.txt        the commit packed, for a copy of the tree without .git
 #   MANIFEST.txt      what came from where, with versions and sizes
 # The static libraries were compiled position-independent by Debian (checked below), so they link
-# into the tool and test binaries that another distribution's compiler builds as PIE.
+# into the tool and test binaries that another distribution's compiler builds as PIE; zlib's and
+# SQLite's are PIE, not PIC, so the Python engine (a shared module) links the image's own shared
+# libraries instead (scripts/gpu-check.sh).
 set -euo pipefail
 
 usage() { echo "usage: $0 DIR   (e.g. .gpu-pack inside the repo, which .gitignore leaves out)" >&2; exit 2; }

@@ -469,7 +469,7 @@ MEASUREMENTS = [  # (name, seconds on a GPU: measured on an H200 on 2026-11-26 w
     ("features", 60, 60, features),  # 24 s on the H200 (second lease); the CUDA paths no other row runs, first
     ("cpp-vs-python", 160, 60, cpp_vs_python),  # 129 s
     ("finders", 150, 150, finders),  # 89 s and 97 s on the H200
-    ("inprocess", 90, 40, inprocess),  # not yet run on a GPU
+    ("inprocess", 40, 40, inprocess),  # 16 s on the H200 (2026-11-27)
     ("tune.resnet18", 90, 60, lambda r: tune(r, "resnet18")),  # 43 s
     ("tune.transformer", 40, 40, lambda r: tune(r, "transformer")),  # 13 s
 ]
