@@ -249,6 +249,22 @@ std::optional<double> compressed_gap(const RunRace& race, const std::optional<Co
 double run_race_overhead_s(const RunRaceOptions& options, int64_t held_out_size,
                            const std::function<double(int64_t)>& step_s);
 
+/// The run race's training seconds where --advice-budget is not given: `default_s` (tune's
+/// default_race_budget_s, which a fast device caps at 4 epochs at its best samples/s) raised, where
+/// the compressed runs it buys would give the reference (the smallest of `batches`) fewer than
+/// kReferenceSteps steps in its shortest run, to what gives it that many; at most what trains every
+/// candidate's full run (the compressed runs' cap, a quarter of the run) and at most
+/// `ceiling_s` (tune's: twice the fit and sweep, at least 30 s). An H200 ran the transformer's
+/// 4-epoch race at 2048 in 3, 6 and 11 steps on a 1 s budget and read 4096 0.2 points behind;
+/// full runs put it 4.5 behind.
+double run_race_train_s(double default_s, double ceiling_s, const std::vector<int64_t>& batches,
+                        const std::vector<double>& samples_per_s, double epochs, int64_t dataset);
+
+/// The reference's steps in its shortest compressed run that run_race_train_s buys at least: a
+/// candidate up to 8x its batch then trains kFewestSteps (8) in its shorter run, the least the race
+/// reads as a learning curve.
+inline constexpr int64_t kReferenceSteps = 32;
+
 /// Runs the reference's compressed runs and noise scales from the workload's current state
 /// (restored before each and after the last; its rate too), and judges every candidate. Throws
 /// ConfigError for fewer than two candidates, mismatched rates, or no run length.

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "batchwise/units.h"
@@ -328,6 +329,17 @@ Assessed from_validation(const ValidationResult& v, int64_t batch) {
                                          how)};
   if (*v.fastest_batch != batch)  // a batch-size schedule's saving is reported beside it, never the answer
     return {Confidence::Medium, fmt::format("validated by {}, but batch {} was the fastest there", how, *v.fastest_batch)};
+  int64_t smallest = 0;  // the smallest fixed batch trained
+  for (const auto& r : v.runs)
+    if (r.schedule.empty() && (smallest == 0 || r.batch < smallest)) smallest = r.batch;
+  if (v.epochs > 0 && v.best_batch == smallest && smallest > 1) {
+    std::vector<int64_t> below{std::max<int64_t>(1, smallest / 4), smallest / 2, smallest};
+    below.erase(std::unique(below.begin(), below.end()), below.end());
+    return {Confidence::Medium,
+            fmt::format("validated by {}, but the best final quality was at batch {}, the smallest trained: a smaller "
+                        "batch may end better still (validate --batch-sizes {} --epochs {:g} says)",
+                        how, smallest, fmt::join(below, ","), v.epochs)};
+  }
   return {Confidence::High, fmt::format("validated: {} trained it and its neighbours, and it was the fastest{}", how,
                                         v.epochs > 0 ? " without a worse model" : "")};
 }

@@ -63,6 +63,9 @@ constexpr double kTrendNoise = 2;
 // The reference's shortest run needs this many steps for its learning curve to mean something;
 // fewer get a note.
 constexpr int64_t kFewestSteps = 8;
+static_assert(kReferenceSteps == kFewestSteps * 8 / 2, "run_race.h: 8x the reference in its shorter run (2f)");
+// The longest compressed run is at most the whole run: the shortest at most a quarter of it.
+constexpr double kLongestShare = 0.25;
 
 int64_t steps_for(double epochs, int64_t dataset, int64_t batch) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(epochs * static_cast<double>(dataset) /
@@ -292,6 +295,14 @@ namespace {
 // The candidates, sorted, each with its full run's time; and the compressed lengths: a fraction f
 // of the run, twice and four times it, the reference's three runs and every other candidate's two
 // longer ones taking the budget at their samples/s; at most a quarter, half and the whole run.
+// The share f of the run in the shortest compressed run that `budget_s` of training buys: every
+// candidate's two longer runs (2f and 4f) and the reference's three (f, 2f, 4f), at most a quarter.
+double compressed_share(double budget_s, const std::vector<double>& full_runs_s) {
+  double others_s = 0;
+  for (size_t i = 1; i < full_runs_s.size(); ++i) others_s += full_runs_s[i];
+  return std::min(kLongestShare, budget_s / (7 * full_runs_s.front() + 6 * others_s));
+}
+
 void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) {
   for (size_t i = 0; i < o.batches().size(); ++i) {
     RunRaceEntry e;
@@ -304,9 +315,9 @@ void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) {
   }
   std::sort(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
   race.reference_batch = race.entries.front().batch;
-  double others_s = 0;
-  for (size_t i = 1; i < race.entries.size(); ++i) others_s += race.entries[i].full_run_s;
-  const double f = std::min(0.25, o.budget_s() / (7 * race.entries.front().full_run_s + 6 * others_s));
+  std::vector<double> full_runs_s;
+  for (const auto& e : race.entries) full_runs_s.push_back(e.full_run_s);
+  const double f = compressed_share(o.budget_s(), full_runs_s);
   race.lengths_epochs = {f * o.epochs(), 2 * f * o.epochs(), 4 * f * o.epochs()};
 }
 
@@ -596,6 +607,27 @@ int64_t noise_batch_of(const std::vector<int64_t>& batches) {
 }
 
 }  // namespace
+
+double run_race_train_s(double default_s, double ceiling_s, const std::vector<int64_t>& batches,
+                        const std::vector<double>& samples_per_s, double epochs, int64_t dataset) {
+  if (batches.size() < 2 || batches.size() != samples_per_s.size() || !(epochs > 0) || dataset <= 0) return default_s;
+  std::vector<std::pair<int64_t, double>> by_batch;
+  for (size_t i = 0; i < batches.size(); ++i) by_batch.emplace_back(batches[i], samples_per_s[i]);
+  std::sort(by_batch.begin(), by_batch.end());
+  std::vector<double> full_runs_s;
+  double train_per_share = 0;  // seconds of training per unit of f
+  for (const auto& [b, rate] : by_batch) {
+    if (!(rate > 0)) return default_s;
+    full_runs_s.push_back(epochs * static_cast<double>(dataset) / rate);
+    train_per_share += (full_runs_s.size() == 1 ? 7 : 6) * full_runs_s.back();
+  }
+  const double reference_steps = compressed_share(default_s, full_runs_s) * epochs * static_cast<double>(dataset) /
+                                 static_cast<double>(by_batch.front().first);
+  if (reference_steps >= static_cast<double>(kReferenceSteps)) return default_s;
+  const double share = std::min(kLongestShare, static_cast<double>(kReferenceSteps * by_batch.front().first) /
+                                                   (epochs * static_cast<double>(dataset)));
+  return std::max(default_s, std::min(ceiling_s, share * train_per_share));
+}
 
 double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size, const std::function<double(int64_t)>& step_s) {
   double range_tests = 0;

@@ -5,6 +5,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <tuple>
@@ -206,6 +207,10 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
 // Full runs: the best final quality (accuracy where there are class labels, else loss), and the
 // runs within the held-out set's noise of it; the fastest of those.
 void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
+  result.best_batch.reset();
+  result.fastest_batch.reset();
+  result.schedule_saving.reset();
+  result.good_batches.clear();
   const ValidationRun* best = nullptr;
   const auto better = [](const ValidationRun& a, const ValidationRun& b) {
     return a.final_accuracy ? *a.final_accuracy > *b.final_accuracy : *a.final_loss < *b.final_loss;
@@ -309,7 +314,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   for (const int64_t batch : o.batch_sizes()) candidates.push_back({batch, {}});
   if (!o.batch_schedule().empty()) candidates.push_back({o.batch_schedule().front().batch, o.batch_schedule()});
   race.count = static_cast<int>(candidates.size());
-  for (const auto& [batch, phases] : candidates) {
+  const auto train = [&](int64_t batch, const std::vector<BatchPhase>& phases) {
     workload.restore_state(initial.state());  // every candidate starts from the same weights and data order
     try {
       result.runs.push_back(run_one(*w, probe, held_out, o, batch, race, phases));
@@ -328,9 +333,20 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
       result.runs.push_back(failed);
       ++race.index;
     }
-  }
+  };
+  for (const auto& [batch, phases] : candidates) train(batch, phases);
   if (full) {
     judge_full_runs(result, held_out.size());
+    int64_t smallest = *std::min_element(o.batch_sizes().begin(), o.batch_sizes().end());
+    for (int k = 0; k < o.extend_below() && result.best_batch == smallest && smallest >= 2; ++k) {
+      smallest /= 2;  // the best at the grid's lower edge: one batch below it too
+      ++race.count;
+      train(smallest, {});
+      judge_full_runs(result, held_out.size());
+      std::stable_sort(result.runs.begin(), result.runs.end(), [](const ValidationRun& a, const ValidationRun& b) {
+        return a.schedule.empty() != b.schedule.empty() ? a.schedule.empty() : a.schedule.empty() && a.batch < b.batch;
+      });  // in batch order, a schedule's run last
+    }
     return result;
   }
   const ValidationRun* fastest = nullptr;

@@ -214,7 +214,14 @@ RaceTime race_time(const TuneOptions& o, const Report& report, const std::vector
       o.epochs() > 0 ? run_race_overhead_s(run_race_options(o, report, candidates, rates), held_out_size, step_s)
                      : race_overhead_s(batch_race_options(o, report, candidates, rates),
                                        std::min<int64_t>(2048, held_out_size), step_s);
-  return race_time(o, spent_s, dataset_size, rates, overhead);
+  RaceTime t = race_time(o, spent_s, dataset_size, rates, overhead);
+  if (o.epochs() > 0 && o.race_budget_s() <= 0) {  // enough steps for the reference's learning curve
+    const double train = run_race_train_s(t.train_s, std::max(30.0, 2 * spent_s), candidates, rates, o.epochs(),
+                                          dataset_size);
+    t.wall_s += train - t.train_s;
+    t.train_s = train;
+  }
+  return t;
 }
 
 // The noise scale at the largest batch swept (at most 1024), in micro-batches of about an eighth
@@ -350,7 +357,10 @@ void follow_loader(const TuneSubject& subject, const TuneOptions& o, Report& rep
 }
 
 // Candidates: the recommendation, the throughput knee, and half and twice the recommendation (within
-// the fit), each trained to the target; the one that got there soonest is recommended.
+// the fit), each trained to the target (or for the run: then up to kValidateBelow halvings below the
+// smallest where it ends best); the one that got there soonest (without a worse model) is recommended.
+constexpr int kValidateBelow = 2;
+
 void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& report) {
   const int64_t rec = report.recommendation->batch;
   std::vector<int64_t> candidates{rec};
@@ -364,6 +374,9 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
             ? fmt::format("validating: full runs of {:g} epochs at each of {}", o.validate()->epochs(), candidates)
             : fmt::format("validating: training to the target at each of {}", candidates));
   ValidateOptions v = *o.validate();
+  // Full runs whose best is the smallest batch trained also train one and two halvings below it:
+  // "no worse a model" means little against the best of batches that are all too large.
+  if (v.epochs() > 0 && v.extend_below() == 0) v.extend_below(kValidateBelow);
   // A batch-size schedule the run race proposed trains beside them, measured the same way.
   if (v.epochs() > 0 && report.run_race && report.run_race->schedule && report.run_race->epochs == v.epochs())
     v.batch_schedule(report.run_race->schedule->phases);

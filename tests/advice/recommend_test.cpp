@@ -153,6 +153,35 @@ ValidationRun run_at(int64_t batch, bool reached, double seconds) {
   return r;
 }
 
+// Full runs confirm an answer with high confidence only where a smaller batch than the best was
+// trained too: a best at the grid's lower edge (an H200's transformer: 2,048 best of 2,048 to 16,384,
+// and 256 four points above it) says a smaller batch may be better still.
+TEST(Confidence, ValidatedFullRunsWhoseBestIsTheSmallestBatchAreNotHigh) {
+  ValidationResult v;
+  v.epochs = 4;
+  v.lr_schedule = "cosine";
+  v.runs = {run_at(1024, true, 1.0), run_at(2048, true, 1.1), run_at(4096, true, 0.8)};
+  v.runs[0].final_accuracy = 0.8482;
+  v.runs[1].final_accuracy = 0.8263;
+  v.runs[2].final_accuracy = 0.7817;
+  v.best_batch = 1024;
+  v.fastest_batch = 1024;
+  Evidence e;
+  e.validation = &v;
+  Recommendation r = with_confidence({1024, "the reason"}, e);
+  EXPECT_EQ(r.confidence, Confidence::Medium);
+  EXPECT_NE(r.confidence_reason.find("the best final quality was at batch 1024, the smallest trained: a smaller batch "
+                                     "may end better still (validate --batch-sizes 256,512,1024 --epochs 4 says)"),
+            std::string::npos)
+      << r.confidence_reason;
+
+  ValidationRun smaller = run_at(512, true, 1.9);
+  smaller.final_accuracy = 0.8470;  // within noise of 1024, and slower: 1024 stands
+  v.runs.insert(v.runs.begin(), smaller);
+  r = with_confidence({1024, "the reason"}, e);
+  EXPECT_EQ(r.confidence, Confidence::High) << r.confidence_reason;
+}
+
 TEST(Validation, ConfirmsCorrectsOrSaysItCouldNot) {
   const Recommendation rec{128, "batch 128 makes the most training progress per second"};
   ValidationResult v;

@@ -225,6 +225,36 @@ TEST(RunRace, AGapIsCarriedOnAsItShrankBetweenTheTwoRuns) {
 // Gaps carried to the run's end: each by its own trend, by the nearest larger batch's where its own
 // is near the noise, never below a smaller batch's; a failed candidate keeps its place and nothing
 // else.
+// A fast device's default budget (4 epochs at its best samples/s) buys compressed runs of a few
+// steps: the H200's transformer race at 2048 trained 3, 6 and 11 steps of a 4-epoch run. The budget
+// grows until the reference's shortest run takes 32 steps, at most every candidate's full run and
+// at most the ceiling; where it already buys that many (a CPU), it stays as it was.
+TEST(RunRace, AFastDeviceBuysTheReferenceEnoughSteps) {
+  const std::vector<int64_t> transformer{2048, 4096, 8192, 16384, 32768, 65536};
+  const std::vector<double> h200{247917, 315736, 338439, 362840, 376279, 370379};
+  double full = 7 * 240000 / h200[0];
+  for (size_t i = 1; i < h200.size(); ++i) full += 6 * 240000 / h200[i];
+  // 32 steps at 2048 are more than a quarter of the run's 118: every candidate's full run.
+  EXPECT_NEAR(run_race_train_s(0.64, 30, transformer, h200, 4, 60000), full / 4, 1e-9);
+  EXPECT_NEAR(full / 4, 6.82, 0.01);
+
+  const std::vector<int64_t> resnet{256, 512, 1024, 2048, 4096, 8192};
+  const std::vector<double> rates{21307, 25026, 26835, 27618, 28377, 28728};
+  double per_share = 7 * 360000 / rates[0];
+  for (size_t i = 1; i < rates.size(); ++i) per_share += 6 * 360000 / rates[i];
+  // 8.35 s give 256 about 23 steps in 0.016 of the run; 32 steps need 32 x 256 / 360,000 of it.
+  const double raised = run_race_train_s(8.35, 30, resnet, rates, 6, 60000);
+  EXPECT_NEAR(raised, 32.0 * 256 / 360000 * per_share, 1e-9);
+  EXPECT_NEAR(raised, 11.7, 0.05);
+  EXPECT_DOUBLE_EQ(run_race_train_s(8.35, 10, resnet, rates, 6, 60000), 10);  // the ceiling
+  // A CPU's lenet: 30 s already give batch 16 hundreds of steps.
+  EXPECT_DOUBLE_EQ(run_race_train_s(30, 30, {16, 32, 64, 128, 256, 512}, {5000, 9000, 14000, 18000, 20000, 21000}, 15,
+                                    60000),
+                   30);
+  // Nothing to race: the default stands.
+  EXPECT_DOUBLE_EQ(run_race_train_s(2, 30, {64}, {1000}, 4, 60000), 2);
+}
+
 TEST(RunRace, GapsAreCarriedInBatchOrder) {
   const double noise = 0.0075, doublings = 6;
   const std::vector<std::optional<CompressedGaps>> gaps{

@@ -101,6 +101,33 @@ TEST(Validate, FullRunsTrainTheEpochsAndCompareFinalQuality) {
     EXPECT_NE(json.find(field), std::string::npos) << field;
 }
 
+// Full runs whose best is the smallest batch given train half of it too, in batch order beside the
+// rest; the runs already trained are not trained again, and the best and the good set are judged
+// over all of them.
+TEST(Validate, ABestAtTheGridsLowerEdgeTrainsABatchBelowIt) {
+  auto w = mlp(1000);
+  const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
+  const auto options = [] {
+    return ValidateOptions({200, 100}).epochs(2).lr_schedule(LrSchedule::Cosine).measure_lr(false).held_out_samples(200);
+  };
+  const ValidationResult given = validate(*w, held_out, options());
+  ASSERT_EQ(given.runs.size(), 2u);
+  ASSERT_EQ(given.best_batch, 100) << "twice the steps at the rule's rate on 1,000 samples";
+  const ValidationResult v = validate(*w, held_out, options().extend_below(1));
+  ASSERT_EQ(v.runs.size(), 3u);
+  EXPECT_EQ(v.runs[0].batch, 50);
+  EXPECT_EQ(v.runs[1].batch, 100);
+  EXPECT_EQ(v.runs[2].batch, 200);
+  ASSERT_TRUE(v.runs[0].final_loss.has_value()) << v.runs[0].message;
+  EXPECT_EQ(*v.runs[1].final_loss, *given.runs[1].final_loss);  // the same run, from the same weights
+  for (const auto& r : v.runs) ASSERT_TRUE(r.final_accuracy.has_value());
+  const auto best = std::max_element(v.runs.begin(), v.runs.end(), [](const auto& a, const auto& b) {
+    return *a.final_accuracy < *b.final_accuracy;
+  });
+  EXPECT_EQ(v.best_batch, best->batch);
+  EXPECT_EQ(std::count(v.good_batches.begin(), v.good_batches.end(), 50), v.runs[0].good ? 1 : 0);
+}
+
 // A batch-size schedule trains beside the grid as one more full run: each phase at its batch from its
 // epoch on, at that batch's rate; it is judged against the best fixed batch, never counted as one.
 TEST(Validate, ABatchScheduleTrainsEachPhaseAtItsBatch) {
