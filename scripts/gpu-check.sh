@@ -170,7 +170,18 @@ fi
 [ -d "$state/site" ] && export PYTHONPATH="$state/site${PYTHONPATH:+:$PYTHONPATH}"
 
 if commit="$(git -C "$root" rev-parse --short=7 HEAD 2>/dev/null)"; then
-  [ -z "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit-dirty"
+  if [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+    packed="$([ -n "$pack" ] && cat "$pack/commit.txt" 2>/dev/null)"
+    if [ -n "$packed" ] && [ "$packed" != "$commit" ]; then
+      # The lent machine's copy carried an older .git than its tree (seen on the H200, 2026-11-26
+      # and 27: reports stamped c8f9a80-dirty for 6db2f7b's tree): the pack says which commit it is.
+      commit="$packed (packed; the .git here is at $commit)"
+      BATCHWISE_BUILD_COMMIT="$packed"
+      export BATCHWISE_BUILD_COMMIT
+    else
+      commit="$commit-dirty"
+    fi
+  fi
 elif [ -n "$pack" ] && [ -s "$pack/commit.txt" ]; then
   commit="$(cat "$pack/commit.txt") (packed; no .git here)"
   BATCHWISE_BUILD_COMMIT="$(cat "$pack/commit.txt")"
