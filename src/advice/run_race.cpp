@@ -292,9 +292,6 @@ double run_efficiency(const std::vector<std::pair<double, double>>& noise, doubl
 
 namespace {
 
-// The candidates, sorted, each with its full run's time; and the compressed lengths: a fraction f
-// of the run, twice and four times it, the reference's three runs and every other candidate's two
-// longer ones taking the budget at their samples/s; at most a quarter, half and the whole run.
 // The share f of the run in the shortest compressed run that `budget_s` of training buys: every
 // candidate's two longer runs (2f and 4f) and the reference's three (f, 2f, 4f), at most a quarter.
 double compressed_share(double budget_s, const std::vector<double>& full_runs_s) {
@@ -303,6 +300,9 @@ double compressed_share(double budget_s, const std::vector<double>& full_runs_s)
   return std::min(kLongestShare, budget_s / (7 * full_runs_s.front() + 6 * others_s));
 }
 
+// The candidates, sorted, each with its full run's time; and the compressed lengths: a fraction f
+// of the run, twice and four times it, the reference's three runs and every other candidate's two
+// longer ones taking the budget at their samples/s; at most a quarter, half and the whole run.
 void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) {
   for (size_t i = 0; i < o.batches().size(); ++i) {
     RunRaceEntry e;
