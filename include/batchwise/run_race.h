@@ -52,10 +52,11 @@ struct RunRaceOptions {
   /// Training steps of each noise-scale measurement.
   TORCH_ARG(int, noise_steps) = 20;
   /// Batches held back (a sweep's smaller ones: race_reserve), and each one's samples/s: REQUIRES the
-  /// same length. When the reference's longest compressed run does not leave the start, they race
-  /// once more beside that reference, the smallest of them the new reference (one more budget; the
-  /// range tests already run are reused); the larger candidates stay out, since they take fewer
-  /// steps in as many samples than a reference that did not leave the start.
+  /// same length. When the reference's longest compressed run does not leave the start, or is the
+  /// whole run and ends ahead of every larger candidate beyond the noise, they race once more beside
+  /// that reference, the smallest of them the new reference (one more budget; the range tests
+  /// already run are reused); the larger candidates stay out, since they take fewer steps in as
+  /// many samples than a reference that did not leave the start or ended ahead of them.
   TORCH_ARG(std::vector<int64_t>, reserve);
   TORCH_ARG(std::vector<double>, reserve_samples_per_s);
   /// Called before each compressed run: the batch, which run of how many.
@@ -207,7 +208,8 @@ struct RunRace {
   /// weights' (it has no learning curve yet): no pick.
   bool reference_stuck = false;
   /// Where the reserve joined (RunRaceOptions::reserve): the reference of the first race, which did
-  /// not leave the start.
+  /// not leave the start, or which trained the whole run (its longest compressed run was the run)
+  /// and ended ahead of every larger candidate beyond the noise.
   std::optional<int64_t> first_reference;
 };
 

@@ -697,12 +697,20 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   for (size_t i = 0; i < o.reserve().size(); ++i)
     if (std::find(o.batches().begin(), o.batches().end(), o.reserve()[i]) == o.batches().end())
       batches.push_back(o.reserve()[i]), rates.push_back(o.reserve_samples_per_s()[i]);
-  if (!first.reference_stuck || batches.empty()) return first;
-  // The reference never left the start: smaller batches take more steps in the same samples, which
-  // is what leaves a plateau (mobilenet with SGD: 64 stays at chance where 16 and 32 learn). They
-  // join, the smallest the new reference, beside the first reference, for one more budget. The
-  // larger candidates stay out: in as many samples they take fewer steps than the first reference,
-  // which did not leave the start, and leaving them out gives the runs that can learn more of it.
+  // The reference led on the run itself: its longest compressed run was the whole run (a fast
+  // device's race, or a short run), so every gap was measured, not carried, and every larger
+  // candidate ended worse beyond the noise. The best batch may then lie below the candidates (an
+  // H200's transformer, 4 epochs: 2,048 led 4,096 to 65,536, and 256 ends 4.6 points above it).
+  // Within a compressed run the smallest batch leads as a rule, which says nothing of the run's end.
+  const bool led_the_run = first.best_batch && *first.best_batch == first.reference_batch &&
+                           !first.lengths_epochs.empty() && first.lengths_epochs.back() >= first.epochs * (1 - 1e-9);
+  if (!(first.reference_stuck || led_the_run) || batches.empty()) return first;
+  // The reference never left the start, or led the run: smaller batches take more steps in the same
+  // samples, which is what leaves a plateau (mobilenet with SGD: 64 stays at chance where 16 and 32
+  // learn) and what a run too short for the larger batches rewards. They join, the smallest the new
+  // reference, beside the first reference, for one more budget. The larger candidates stay out: in
+  // as many samples they take fewer steps than the first reference, which did not leave the start
+  // or ended ahead of them, and leaving them out gives the runs that can do better more of it.
   const std::vector<int64_t> reserve = batches;
   std::vector<int64_t> left_out;
   for (size_t i = 0; i < o.batches().size(); ++i) {
@@ -712,12 +720,16 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   RunRaceOptions again = o;
   again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({});
   RunRace second = race_once(w, held_out, again, advised);
+  const std::string why =
+      first.reference_stuck
+          ? fmt::format("did not leave the start in {:.3g} epochs", first.lengths_epochs.back())
+          : fmt::format("ended your whole {:g}-epoch run ahead of every larger candidate beyond the noise", first.epochs);
   second.notes.insert(second.notes.begin(),
-                      fmt::format("batch {} (the first reference) did not leave the start in {:.3g} epochs, so the "
-                                  "reserve {} joined, batch {} the reference, for one more budget, without {} (larger: "
-                                  "fewer steps in as many samples) ({}{})",
-                                  first.reference_batch, first.lengths_epochs.back(), reserve, second.reference_batch,
-                                  left_out, second.reference_stuck ? "it did not leave the start either" : "it left the start",
+                      fmt::format("batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
+                                  "for one more budget, without {} (larger: fewer steps in as many samples) ({}{})",
+                                  first.reference_batch, why, reserve, second.reference_batch, left_out,
+                                  second.reference_stuck ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
+                                                         : "it left the start",
                                   second.best_batch ? "" : "; no pick"));
   second.first_reference = first.reference_batch;
   second.wall_s += first.wall_s;

@@ -319,7 +319,7 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
                     duration_text(t.wall_s)),
         t.wall_s);
   // Held back, as in the batch race: the two largest batches below the candidates, which race only
-  // when the reference never leaves the start.
+  // when the reference never leaves the start, or trains the whole run and ends ahead of the rest.
   const std::vector<int64_t> reserve = race_reserve(report.sweep->points, candidates);
   report.run_race = race_runs(*w, test,
                               run_race_options(o, report, candidates, rates)

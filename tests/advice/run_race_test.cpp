@@ -345,6 +345,52 @@ TEST(RunRace, AReserveJoinsWhenTheReferenceNeverLeftTheStart) {
                ConfigError);
 }
 
+// Where the race trained the whole run (its longest compressed run is the run: a fast device's, or
+// a short run) and the reference ended ahead of every larger candidate beyond the noise, the best
+// batch may lie below the candidates: the reserve joins, as where the reference never left the
+// start. On a compressed run the smallest batch leads as a rule, and nothing joins.
+TEST(RunRace, AReserveJoinsWhenTheReferenceLedTheWholeRun) {
+  Problem problem;
+  const RunRaceOptions o = RunRaceOptions({256, 4096}, {100000, 400000}, LrAdviceOptions(32, 0.05))
+                               .epochs(2)
+                               .lr_schedule(LrSchedule::Cosine)
+                               .budget_s(1000)  // every run in full: f is a quarter
+                               .reserve({64, 128})
+                               .reserve_samples_per_s({40000, 70000});
+  const RunRace race = race_runs(*problem.workload, problem.held_out, o);
+  ASSERT_TRUE(race.first_reference.has_value()) << fmt::format("{}", fmt::join(race.notes, "; "));
+  EXPECT_EQ(*race.first_reference, 256);
+  EXPECT_EQ(race.reference_batch, 64);
+  ASSERT_EQ(race.entries.size(), 3u);  // 64, 128 and the first reference; 4,096 stays out
+  EXPECT_EQ(race.entries.back().batch, 256);
+  ASSERT_FALSE(race.notes.empty());
+  EXPECT_NE(race.notes[0].find("batch 256 (the first reference) ended your whole 2-epoch run ahead of every larger "
+                               "candidate beyond the noise, so the reserve [64, 128] joined, batch 64 the reference"),
+            std::string::npos)
+      << race.notes[0];
+  // The pick is the closed form's fastest batch within 2 % of the best of the three (the rates grow
+  // with the batch), within one power-of-two step, as in the closed-form test above.
+  ASSERT_TRUE(race.best_batch.has_value()) << fmt::format("{}", fmt::join(race.notes, "; "));
+  std::map<int64_t, double> expected;
+  double lowest = 1e300;
+  for (const RunRaceEntry& e : race.entries) {
+    ASSERT_TRUE(e.message.empty()) << e.batch << ": " << e.message;
+    expected[e.batch] = expected_loss(e.lr, e.batch, 2);
+    lowest = std::min(lowest, expected[e.batch]);
+  }
+  int64_t answer = 0;
+  for (const auto& [batch, loss] : expected)
+    if (loss <= 1.02 * lowest) answer = batch;
+  EXPECT_TRUE(*race.best_batch == answer || *race.best_batch == answer / 2 || *race.best_batch == answer * 2)
+      << "picked " << *race.best_batch << ", the closed form's answer " << answer;
+
+  // Compressed to a tenth of the run, the same lead joins nothing.
+  const RunRace compressed = race_runs(*problem.workload, problem.held_out, RunRaceOptions(o).budget_s(0.5));
+  EXPECT_LT(compressed.lengths_epochs.back(), 2.0);
+  EXPECT_FALSE(compressed.first_reference.has_value());
+  EXPECT_EQ(compressed.reference_batch, 256);
+}
+
 TEST(RunRace, RefusesWhatItCannotRace) {
   Problem problem;
   EXPECT_THROW(race_runs(*problem.workload, problem.held_out, RunRaceOptions({32}, {1000}, LrAdviceOptions(32, 0.05)).epochs(1)),
