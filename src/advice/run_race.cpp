@@ -292,12 +292,18 @@ double run_efficiency(const std::vector<std::pair<double, double>>& noise, doubl
 
 namespace {
 
-// The share f of the run in the shortest compressed run that `budget_s` of training buys: every
-// candidate's two longer runs (2f and 4f) and the reference's three (f, 2f, 4f), at most a quarter.
-double compressed_share(double budget_s, const std::vector<double>& full_runs_s) {
+// The compressed runs' training seconds per unit of f (the share of the run in the shortest):
+// the reference's three runs (f, 2f, 4f: 7f of its full run) and every other candidate's two longer
+// ones (6f). `full_runs_s` in batch order, the reference first.
+double compressed_cost_s(const std::vector<double>& full_runs_s) {
   double others_s = 0;
   for (size_t i = 1; i < full_runs_s.size(); ++i) others_s += full_runs_s[i];
-  return std::min(kLongestShare, budget_s / (7 * full_runs_s.front() + 6 * others_s));
+  return 7 * full_runs_s.front() + 6 * others_s;
+}
+
+// The share f that `budget_s` of training buys, at most a quarter (the longest run the whole run).
+double compressed_share(double budget_s, const std::vector<double>& full_runs_s) {
+  return std::min(kLongestShare, budget_s / compressed_cost_s(full_runs_s));
 }
 
 // The candidates, sorted, each with its full run's time; and the compressed lengths: a fraction f
@@ -615,18 +621,15 @@ double run_race_train_s(double default_s, double ceiling_s, const std::vector<in
   for (size_t i = 0; i < batches.size(); ++i) by_batch.emplace_back(batches[i], samples_per_s[i]);
   std::sort(by_batch.begin(), by_batch.end());
   std::vector<double> full_runs_s;
-  double train_per_share = 0;  // seconds of training per unit of f
   for (const auto& [b, rate] : by_batch) {
     if (!(rate > 0)) return default_s;
     full_runs_s.push_back(epochs * static_cast<double>(dataset) / rate);
-    train_per_share += (full_runs_s.size() == 1 ? 7 : 6) * full_runs_s.back();
   }
-  const double reference_steps = compressed_share(default_s, full_runs_s) * epochs * static_cast<double>(dataset) /
-                                 static_cast<double>(by_batch.front().first);
-  if (reference_steps >= static_cast<double>(kReferenceSteps)) return default_s;
+  // The share that gives the reference kReferenceSteps in its shortest run; where the default buys
+  // more, it stands.
   const double share = std::min(kLongestShare, static_cast<double>(kReferenceSteps * by_batch.front().first) /
                                                    (epochs * static_cast<double>(dataset)));
-  return std::max(default_s, std::min(ceiling_s, share * train_per_share));
+  return std::max(default_s, std::min(ceiling_s, share * compressed_cost_s(full_runs_s)));
 }
 
 double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size, const std::function<double(int64_t)>& step_s) {
@@ -702,8 +705,10 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   // candidate ended worse beyond the noise. The best batch may then lie below the candidates (an
   // H200's transformer, 4 epochs: 2,048 led 4,096 to 65,536, and 256 ends 4.6 points above it).
   // Within a compressed run the smallest batch leads as a rule, which says nothing of the run's end.
-  const bool led_the_run = first.best_batch && *first.best_batch == first.reference_batch &&
-                           !first.lengths_epochs.empty() && first.lengths_epochs.back() >= first.epochs * (1 - 1e-9);
+  const bool led_the_run =
+      first.best_batch == first.reference_batch && !first.lengths_epochs.empty() &&
+      first.lengths_epochs.back() >= first.epochs * (1 - 1e-9) &&
+      std::none_of(first.entries.begin() + 1, first.entries.end(), [](const RunRaceEntry& e) { return e.good; });
   if (!(first.reference_stuck || led_the_run) || batches.empty()) return first;
   // The reference never left the start, or led the run: smaller batches take more steps in the same
   // samples, which is what leaves a plateau (mobilenet with SGD: 64 stays at chance where 16 and 32

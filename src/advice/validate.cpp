@@ -343,10 +343,11 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
       ++race.count;
       train(smallest, {});
       judge_full_runs(result, held_out.size());
+    }
+    if (result.runs.size() > candidates.size())  // batches added below: all in batch order, a schedule's run last
       std::stable_sort(result.runs.begin(), result.runs.end(), [](const ValidationRun& a, const ValidationRun& b) {
         return a.schedule.empty() != b.schedule.empty() ? a.schedule.empty() : a.schedule.empty() && a.batch < b.batch;
-      });  // in batch order, a schedule's run last
-    }
+      });
     return result;
   }
   const ValidationRun* fastest = nullptr;

@@ -30,9 +30,16 @@ TuneSubject::TuneSubject(Workload& w) : workload(&w), own_runner(std::make_share
 
 TuneSubject::TuneSubject(TrialRunner& r, Workload* w) : runner(&r), workload(w) {}
 
+namespace {
+
+// The most a race trains by default: twice what the fit and sweep took, at least 30 s.
+double race_ceiling_s(double spent_s) { return std::max(30.0, 2 * spent_s); }
+
+}  // namespace
+
 double default_race_budget_s(double spent_s, int64_t dataset_size, double best_samples_per_s) {
   const double epochs_s = best_samples_per_s > 0 ? 4.0 * static_cast<double>(dataset_size) / best_samples_per_s : 0;
-  const double budget = std::max(30.0, 2 * spent_s);
+  const double budget = race_ceiling_s(spent_s);
   return epochs_s > 0 ? std::min(epochs_s, budget) : budget;
 }
 
@@ -216,7 +223,7 @@ RaceTime race_time(const TuneOptions& o, const Report& report, const std::vector
                                        std::min<int64_t>(2048, held_out_size), step_s);
   RaceTime t = race_time(o, spent_s, dataset_size, rates, overhead);
   if (o.epochs() > 0 && o.race_budget_s() <= 0) {  // enough steps for the reference's learning curve
-    const double train = run_race_train_s(t.train_s, std::max(30.0, 2 * spent_s), candidates, rates, o.epochs(),
+    const double train = run_race_train_s(t.train_s, race_ceiling_s(spent_s), candidates, rates, o.epochs(),
                                           dataset_size);
     t.wall_s += train - t.train_s;
     t.train_s = train;
