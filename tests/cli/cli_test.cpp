@@ -355,6 +355,13 @@ TEST(Cli, TuneWithoutVerbosePrintsPhasesTheWhyAndTheAnswer) {
       << r.out;
   EXPECT_NE(r.out.find("\nwhy:\n  fit: batch 64 "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("sweep ("), std::string::npos) << r.out;
+  // Without --epochs, a race's answer states the horizon it stands for and how to ask for a run.
+  const auto& race = j.value("race", nlohmann::json::object());
+  if (race.contains("best_batch") && race.at("best_batch") == j.at("recommendation").at("batch")) {
+    const std::string reason = j.at("recommendation").at("reason");
+    EXPECT_NE(reason.find("; this answers for about "), std::string::npos) << reason;
+    EXPECT_NE(reason.find("`tune --epochs N --lr-schedule cosine` answers for it"), std::string::npos) << reason;
+  }
   // Where the time went, phase by phase, in the JSON and on one line.
   const auto& timing = j.at("timing");
   std::vector<std::string> phases;
