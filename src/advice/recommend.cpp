@@ -301,7 +301,10 @@ std::optional<Recommendation> recommend(const RunRace& race) {
   std::string reason = race.pick_reason;
   if (good.size() > 1) reason += fmt::format("; no worse a model either: batches {}", fmt::join(good, ", "));
   if (race.schedule) reason += "; " + race.schedule_reason;
-  return Recommendation{*race.best_batch, reason};
+  Recommendation r;
+  r.batch = *race.best_batch;
+  r.reason = reason;
+  return r;
 }
 
 const char* to_string(Confidence c) {
@@ -337,7 +340,7 @@ Assessed from_validation(const ValidationResult& v, int64_t batch) {
     below.erase(std::unique(below.begin(), below.end()), below.end());
     return {Confidence::Medium,
             fmt::format("validated by {}, but the best final quality was at batch {}, the smallest trained: a smaller "
-                        "batch may end better still (validate --batch-sizes {} --epochs {:g} says)",
+                        "batch may end better still (validate --batch-sizes {} --epochs {:g} --extend-below 2 says)",
                         how, smallest, fmt::join(below, ","), v.epochs)};
   }
   return {Confidence::High, fmt::format("validated: {} trained it and its neighbours, and it was the fastest{}", how,
@@ -355,12 +358,13 @@ Assessed from_run_race(const RunRace& race) {
   for (const auto& e : race.entries)
     if (e.good) good.push_back(e.batch);
   const double seen = race.lengths_epochs.empty() ? 0 : race.lengths_epochs.back();
-  if (seen > 0 && std::log2(race.epochs / seen) > kFarthestCarry)
+  const double doublings = seen > 0 ? std::log2(race.epochs / seen) : 0;  // carried past the longest run
+  if (doublings > kFarthestCarry)
     return {Confidence::Low,
             fmt::format("predicted for your {:g}-epoch run from compressed runs of at most {:.2g} epochs ({:.1f} % of "
                         "it): each batch's gap was carried over {:.1f} doublings of the run ({} judged no worse: {}); "
                         "a larger --advice-budget sees more of it, and --validate trains the full runs",
-                        race.epochs, seen, 100 * seen / race.epochs, std::log2(race.epochs / seen),
+                        race.epochs, seen, 100 * seen / race.epochs, doublings,
                         good.size() == 1 ? "one batch" : fmt::format("{} batches", good.size()), fmt::join(good, ", "))};
   return {Confidence::Medium,
           fmt::format("predicted for your {:g}-epoch run from compressed runs ({} judged no worse: {}), not trained in "

@@ -399,9 +399,10 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
         o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", e.batch,
                                     o.epochs(), epochs));
       w.restore_state(initial);
+      std::optional<CompressedRun>& slot = l == 1 ? e.shorter_run : e.run;
       try {
-        (l == 1 ? e.shorter_run : e.run) = run_compressed(w, held_out, o, e, epochs);
-        if (!(l == 1 ? e.shorter_run : e.run)->loss)
+        slot = run_compressed(w, held_out, o, e, epochs);
+        if (!slot->loss)
           e.message = fmt::format("the training loss or its held-out loss stopped being finite in its {:.3g}-epoch "
                                   "run at lr {:.4g}",
                                   epochs, e.lr.lr);

@@ -171,7 +171,7 @@ TEST(Confidence, ValidatedFullRunsWhoseBestIsTheSmallestBatchAreNotHigh) {
   Recommendation r = with_confidence({1024, "the reason"}, e);
   EXPECT_EQ(r.confidence, Confidence::Medium);
   EXPECT_NE(r.confidence_reason.find("the best final quality was at batch 1024, the smallest trained: a smaller batch "
-                                     "may end better still (validate --batch-sizes 256,512,1024 --epochs 4 says)"),
+                                     "may end better still (validate --batch-sizes 256,512,1024 --epochs 4 --extend-below 2 says)"),
             std::string::npos)
       << r.confidence_reason;
 

@@ -314,6 +314,23 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
   const Outcome bad = batchwise("validate --model mlp --dataset synthetic --batch-sizes 16 --epochs 2 --batch-schedule 16");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--batch-schedule: '16' in '16' has no ':'"), std::string::npos) << bad.err;
+  // --extend-below: a grid whose best is its smallest batch (one batch: always) trains half of it too.
+  const fs::path extended = scratch() / "validate-extended.json";
+  const Outcome below = batchwise(
+      "validate --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 16 --epochs 1 --lr-schedule cosine "
+      "--extend-below 1 --rule-lr --threads 1 --no-history --json " + extended.string());
+  ASSERT_EQ(below.code, 0) << below.err;
+  const auto runs = nlohmann::json::parse(slurp(extended)).at("validation").at("runs");
+  ASSERT_EQ(runs.size(), 2u) << runs.dump();
+  EXPECT_EQ(runs[0].at("batch"), 8);
+  EXPECT_EQ(runs[1].at("batch"), 16);
+  const Outcome unrun = batchwise("validate --model mlp --dataset synthetic --batch-sizes 16 --extend-below 1 "
+                                  "--target-accuracy 0.5");
+  EXPECT_EQ(unrun.code, 2);
+  EXPECT_NE(unrun.err.find("--extend-below 1: it extends full runs, whose best is judged at the run's end; give "
+                           "--epochs N"),
+            std::string::npos)
+      << unrun.err;
 }
 
 // Without --verbose, tune prints what a person reads first: one line per phase on stderr ("[2/4]

@@ -91,7 +91,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> kGroups = {
                "--profile", "--accumulation-steps"}},
     {"Your run", {"--epochs", "--lr-schedule", "--target-accuracy", "--target-loss", "--base-batch"}},
     {"Advice", {"--no-noise", "--noise-steps", "--no-race", "--advice-budget", "--compare-precision"}},
-    {"Validation", {"--validate", "--batch-schedule", "--max-epochs", "--max-seconds", "--eval-every",
+    {"Validation", {"--validate", "--batch-schedule", "--extend-below", "--max-epochs", "--max-seconds", "--eval-every",
                     "--held-out-samples", "--stop-slower-than", "--rule-lr"}},
     {"Data-parallel", {"--nproc", "--dist-timeout", "--dist-backend"}},
     {"Output", {"--json", "--html", "--history", "--no-history", "--trace", "--quiet", "--verbose"}},

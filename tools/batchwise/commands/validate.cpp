@@ -28,11 +28,17 @@ class Validate : public Command {
                     "(e.g. 64:0,256:2: 64 from the start, 256 from epoch 2), each phase at its batch's advised rate; "
                     "its time saved against the fastest good fixed batch is reported (tune --epochs proposes one "
                     "where it pays)");
+    cmd->add_option("--extend-below", extend_below_,
+                    "with --epochs: where the best final quality is at the smallest batch trained, also train half of "
+                    "it, and again, at most N times (a best at the grid's edge says only that a smaller batch may be "
+                    "better still; tune --validate sets 2)")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--base-batch", base_batch_, "the batch --lr is meant for")->capture_default_str();
     cmd->footer("Example:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
                 "--json validate.json\n  batchwise validate --model lenet --batch-sizes 32,128,512 --epochs 5 "
                 "--lr-schedule cosine\n  batchwise validate --model lenet --batch-sizes 64,256 --epochs 5 "
-                "--lr-schedule cosine --batch-schedule 64:0,256:2");
+                "--lr-schedule cosine --batch-schedule 64:0,256:2\n  batchwise validate --model mlp --batch-sizes "
+                "256,512 --epochs 10 --lr-schedule cosine --extend-below 2");
     return cmd;
   }
 
@@ -47,13 +53,20 @@ class Validate : public Command {
       throw ConfigError(fmt::format("--batch-schedule {}: a schedule's phases are epochs of a run of known length; "
                                     "give --epochs N",
                                     batch_schedule_));
+    if (extend_below_ > 0 && v_.epochs <= 0)
+      throw ConfigError(fmt::format("--extend-below {}: it extends full runs, whose best is judged at the run's end; "
+                                    "give --epochs N",
+                                    extend_below_));
     Session s("validate", w_, nullptr, /*test_split=*/true);
     s.stage(v_.epochs > 0 ? fmt::format("validating: full runs of {:g} epochs ({} rate) at each of {}{}", v_.epochs,
                                         v_.lr_schedule, batch_sizes_,
                                         schedule.empty() ? "" : " and the schedule " + schedule_text(schedule))
                           : fmt::format("validating: training to the target at each of {}", batch_sizes_));
     s.report.validation = validate(*s.workload(), s.held_out(),
-                                   v_.options(candidates, base_batch_).batch_schedule(schedule).on_progress([&](const ValidateProgress& p) {
+                                   v_.options(candidates, base_batch_)
+                                       .batch_schedule(schedule)
+                                       .extend_below(extend_below_)
+                                       .on_progress([&](const ValidateProgress& p) {
                                      s.on_validate(p);
                                    }));
     s.print_validation(*s.report.validation);
@@ -68,6 +81,7 @@ class Validate : public Command {
   ValidateFlags v_;
   std::string batch_sizes_;
   std::string batch_schedule_;
+  int extend_below_ = 0;
   int64_t base_batch_ = kDefaultBaseBatch;
 };
 
