@@ -10,7 +10,8 @@
 #   bash bench/run_advice.sh                         # every cell below (hours on a 2-core CPU)
 #   bash bench/run_advice.sh lenet-sgd mlp-adamw     # some of them
 #   SEEDS="0 1 2" TUNE_SEEDS="0" bash bench/run_advice.sh lenet-sgd
-#   SEEDS= bash bench/run_advice.sh mlp-sgd          # tune again against the grids already run
+#   SEEDS= bash bench/run_advice.sh mlp-sgd          # tune again against the grids already run (or kept
+#                                                    # in bench/grids: run_advice_summary.py --save-grids)
 #
 # Where tune proposes a batch-size schedule, it trains beside the pick with the same seeds.
 # Writes bench-results/run-advice/NAME.{tune.SEED,grid.SEED,schedule.SEED}.json and .../summary.md.
@@ -104,4 +105,6 @@ print((s or {}).get('text', '-'), r['recommendation']['batch'])" "$out/$name.tun
     done
   fi
 done
-"$python" "$root/bench/run_advice_summary.py" "$out" | tee "$out/summary.md"
+# Cells without grid reports here are judged against the grids kept in bench/grids (written by
+# run_advice_summary.py --save-grids bench/grids once a cell's grid has run).
+"$python" "$root/bench/run_advice_summary.py" "$out" --grids "$root/bench/grids" | tee "$out/summary.md"

@@ -2,15 +2,28 @@
 (mean final accuracy, or loss, within max(0.005, 2 standard errors of the best mean) of it), the picks,
 and whether each passes (in the good set, mean time within 1.10x of the good set's fastest). The
 transformer's cells are judged on final loss (issue #30), the others on final accuracy. Then each
-batch-size schedule tune proposed: its predicted saving against the one measured."""
+batch-size schedule tune proposed: its predicted saving against the one measured.
+
+    python3 bench/run_advice_summary.py bench-results/run-advice [--grids bench/grids] [--save-grids bench/grids]
+
+The grids' full runs take hours here, and bench-results/ is not kept: --save-grids writes each cell's
+final qualities and times (bench/grids/CELL.csv, committed) from the reports, and --grids judges the
+tunes in the folder against those where a cell's grid reports are not there."""
+import argparse
+import csv
 import glob
 import json
 import math
 import os
 import statistics
-import sys
 
-out = sys.argv[1]
+parser = argparse.ArgumentParser()
+parser.add_argument("out")
+parser.add_argument("--grids", help="a folder of CELL.csv grids, for cells without grid reports in OUT")
+parser.add_argument("--save-grids", help="write each cell's grid reports in OUT to this folder as CELL.csv")
+args = parser.parse_args()
+out = args.out
+GRID_FIELDS = ["seed", "batch", "epochs", "final_accuracy", "final_loss", "train_s", "commit", "date"]
 
 
 def measure_of(name):
@@ -22,17 +35,39 @@ def quality(run, measure):
     return run.get("final_loss") if measure == "loss" else run.get("final_accuracy")
 
 
+def grid_rows(name):
+    """The cell's full runs (fixed batches), from its grid reports in OUT, else from --grids' CSV."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out, f"{name}.grid.*.json"))):
+        report = json.load(open(path))
+        v = report["validation"]
+        context = report.get("context", {})
+        for r in v["runs"]:
+            if not r.get("schedule"):
+                rows.append({"seed": path.rsplit(".", 2)[1], "batch": r["batch"], "epochs": v.get("epochs"),
+                             "final_accuracy": r.get("final_accuracy"), "final_loss": r.get("final_loss"),
+                             "train_s": r["train_s"], "commit": context.get("build_commit", ""),
+                             "date": context.get("date", "")})
+    if rows or not args.grids or not os.path.exists(os.path.join(args.grids, f"{name}.csv")):
+        return rows
+    with open(os.path.join(args.grids, f"{name}.csv")) as f:
+        for r in csv.DictReader(f):
+            number = lambda k: float(r[k]) if r[k] not in ("", "None") else None
+            rows.append({**r, "batch": int(r["batch"]), "epochs": number("epochs"),
+                         "final_accuracy": number("final_accuracy"), "final_loss": number("final_loss"),
+                         "train_s": float(r["train_s"])})
+    return rows
+
+
 def grid_stats(name, measure):
     """Per batch: (mean quality, its standard error, mean train_s, seeds), over the seeds that finished."""
     runs = {}
     epochs = None
-    for path in sorted(glob.glob(os.path.join(out, f"{name}.grid.*.json"))):
-        v = json.load(open(path))["validation"]
-        epochs = v.get("epochs")
-        for r in v["runs"]:
-            q = quality(r, measure)
-            if q is not None and not r.get("schedule"):
-                runs.setdefault(r["batch"], []).append((q, r["train_s"]))
+    for r in grid_rows(name):
+        epochs = r["epochs"]
+        q = quality(r, measure)
+        if q is not None:
+            runs.setdefault(r["batch"], []).append((q, r["train_s"]))
     stats = {}
     for b, xs in runs.items():
         qs = [x[0] for x in xs]
@@ -52,7 +87,19 @@ def good_set(stats, measure):
     return best, tol, behind, [b for b in sorted(stats) if behind(stats[b][0]) <= tol]
 
 
-names = sorted({os.path.basename(p).split(".")[0] for p in glob.glob(os.path.join(out, "*.grid.*.json"))})
+names = {os.path.basename(p).split(".")[0] for p in glob.glob(os.path.join(out, "*.grid.*.json"))}
+if args.save_grids:
+    os.makedirs(args.save_grids, exist_ok=True)
+    for name in sorted(names):
+        with open(os.path.join(args.save_grids, f"{name}.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=GRID_FIELDS)
+            w.writeheader()
+            for r in grid_rows(name):
+                w.writerow({k: r[k] for k in GRID_FIELDS})
+if args.grids:  # cells whose grids are kept, judged where this folder has their tunes
+    names |= {os.path.basename(p)[:-4] for p in glob.glob(os.path.join(args.grids, "*.csv"))
+              if glob.glob(os.path.join(out, os.path.basename(p)[:-4] + ".tune.*.json"))}
+names = sorted(names)
 print("| cell | epochs | measure | good set (mean final quality) | fastest good | pick (tune seed) | in good set | time / fastest good | pass |")
 print("|---|---:|---|---|---:|---|---|---:|---|")
 passed = total = 0
