@@ -255,6 +255,51 @@ TEST(RunRace, AFastDeviceBuysTheReferenceEnoughSteps) {
   EXPECT_DOUBLE_EQ(run_race_train_s(2, 30, {64}, {1000}, 4, 60000), 2);
 }
 
+// The compressed lengths follow the budget and the sweep's samples/s, which move a few percent from
+// one tune to the next. The reference's shortest run takes a number of steps on a grid (2^k or
+// 3 x 2^(k-1)), so two tunes whose readings differ by 4 % train the same runs from the same weights
+// and data order, and pick the same batch.
+TEST(RunRace, ThroughputReadingsAFewPercentApartTrainTheSameRuns) {
+  Problem problem;
+  const std::vector<int64_t> batches{32, 64, 128, 256};
+  std::vector<double> rates, faster;
+  for (int64_t b : batches) {
+    rates.push_back(static_cast<double>(b) / (1e-3 + 1e-5 * static_cast<double>(b)));
+    faster.push_back(1.04 * rates.back());
+  }
+  const auto race = [&](const std::vector<double>& r) {
+    return race_runs(*problem.workload, problem.held_out,
+                     RunRaceOptions(batches, r, LrAdviceOptions(32, 0.05)).epochs(2).lr_schedule(LrSchedule::Cosine).budget_s(2));
+  };
+  const RunRace a = race(rates), b = race(faster);
+  ASSERT_EQ(a.runs.size(), 3u);
+  ASSERT_EQ(b.runs.size(), 3u);
+  // 2 s buy batch 32 about 99 steps at the first readings and 103 at the second: both train 96.
+  EXPECT_EQ(a.runs[0].steps, 96);
+  for (size_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(a.runs[l].steps, b.runs[l].steps);
+    EXPECT_EQ(a.runs[l].loss, b.runs[l].loss) << "the same run, trained again from the same state";
+  }
+  ASSERT_EQ(a.entries.size(), b.entries.size());
+  for (size_t i = 1; i < a.entries.size(); ++i) {
+    ASSERT_TRUE(a.entries[i].run && b.entries[i].run) << a.entries[i].message << b.entries[i].message;
+    EXPECT_EQ(a.entries[i].run->steps, b.entries[i].run->steps);
+    EXPECT_EQ(a.entries[i].run->loss, b.entries[i].run->loss);
+  }
+  EXPECT_EQ(a.best_batch, b.best_batch);
+  EXPECT_EQ(a.reference_batch, 32);
+  // A budget planned for exactly 32 steps (run_race_train_s on a fast device) trains 32, not 24.
+  double per_share = 7 * 2 * kSamples / rates[0];
+  for (size_t i = 1; i < rates.size(); ++i) per_share += 6 * 2 * kSamples / rates[i];
+  const RunRace exact = race_runs(*problem.workload, problem.held_out,
+                                  RunRaceOptions(batches, rates, LrAdviceOptions(32, 0.05))
+                                      .epochs(2)
+                                      .lr_schedule(LrSchedule::Cosine)
+                                      .budget_s(32.0 * 32 / (2 * kSamples) * per_share));
+  ASSERT_FALSE(exact.runs.empty());
+  EXPECT_EQ(exact.runs[0].steps, 32);
+}
+
 TEST(RunRace, GapsAreCarriedInBatchOrder) {
   const double noise = 0.0075, doublings = 6;
   const std::vector<std::optional<CompressedGaps>> gaps{
