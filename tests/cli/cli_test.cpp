@@ -324,13 +324,8 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
   ASSERT_EQ(runs.size(), 2u) << runs.dump();
   EXPECT_EQ(runs[0].at("batch"), 8);
   EXPECT_EQ(runs[1].at("batch"), 16);
-  const Outcome unrun = batchwise("validate --model mlp --dataset synthetic --batch-sizes 16 --extend-below 1 "
-                                  "--target-accuracy 0.5");
-  EXPECT_EQ(unrun.code, 2);
-  EXPECT_NE(unrun.err.find("--extend-below 1: it extends full runs, whose best is judged at the run's end; give "
-                           "--epochs N"),
-            std::string::npos)
-      << unrun.err;
+  expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 16 --extend-below 1 --target-accuracy 0.5",
+                     2, "--extend-below 1: it extends full runs, whose best is judged at the run's end; give --epochs N");
 }
 
 // Without --verbose, tune prints what a person reads first: one line per phase on stderr ("[2/4]
