@@ -23,7 +23,8 @@ parser.add_argument("--grids", help="a folder of CELL.csv grids, for cells witho
 parser.add_argument("--save-grids", help="write each cell's grid reports in OUT to this folder as CELL.csv")
 args = parser.parse_args()
 out = args.out
-GRID_FIELDS = ["seed", "batch", "epochs", "final_accuracy", "final_loss", "train_s", "commit", "date"]
+GRID_FIELDS = ["seed", "batch", "epochs", "lr", "lr_capped", "warmup_steps", "steps", "final_accuracy", "final_loss",
+               "train_s", "commit", "date"]
 
 
 def measure_of(name):
@@ -45,6 +46,8 @@ def grid_rows(name):
         for r in v["runs"]:
             if not r.get("schedule"):
                 rows.append({"seed": path.rsplit(".", 2)[1], "batch": r["batch"], "epochs": v.get("epochs"),
+                             "lr": r.get("lr"), "lr_capped": r.get("lr_capped"), "warmup_steps": r.get("warmup_steps"),
+                             "steps": r.get("steps"),
                              "final_accuracy": r.get("final_accuracy"), "final_loss": r.get("final_loss"),
                              "train_s": r["train_s"], "commit": context.get("build_commit", ""),
                              "date": context.get("date", "")})
@@ -95,7 +98,7 @@ if args.save_grids:
             w = csv.DictWriter(f, fieldnames=GRID_FIELDS)
             w.writeheader()
             for r in grid_rows(name):
-                w.writerow({k: r[k] for k in GRID_FIELDS})
+                w.writerow({k: r.get(k) for k in GRID_FIELDS})
 if args.grids:  # cells whose grids are kept, judged where this folder has their tunes
     names |= {os.path.basename(p)[:-4] for p in glob.glob(os.path.join(args.grids, "*.csv"))
               if glob.glob(os.path.join(out, os.path.basename(p)[:-4] + ".tune.*.json"))}
