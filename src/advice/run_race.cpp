@@ -317,7 +317,7 @@ double on_step_grid(double f, double epochs, int64_t dataset, int64_t reference)
   if (f >= kLongestShare) return f;
   const double per_step = static_cast<double>(reference) / (epochs * static_cast<double>(dataset));
   const double steps = f / per_step * (1 + 1e-9);  // 32 steps planned (run_race_train_s) are 32, not 31.99...
-  if (steps < 2) return per_step;
+  if (steps < 2) return std::min(kLongestShare, per_step);  // one step, within the run
   double grid = std::exp2(std::floor(std::log2(steps)));
   if (1.5 * grid <= steps) grid *= 1.5;
   return grid * per_step;

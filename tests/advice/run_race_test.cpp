@@ -298,6 +298,15 @@ TEST(RunRace, ThroughputReadingsAFewPercentApartTrainTheSameRuns) {
                                       .budget_s(32.0 * 32 / (2 * kSamples) * per_share));
   ASSERT_FALSE(exact.runs.empty());
   EXPECT_EQ(exact.runs[0].steps, 32);
+  // A budget that buys less than a step of a run of 3 of the reference's steps: one step, and the
+  // longest compressed run no longer than the run.
+  const RunRace tiny = race_runs(*problem.workload, problem.held_out,
+                                 RunRaceOptions(batches, rates, LrAdviceOptions(32, 0.05))
+                                     .epochs(96.0 / kSamples)
+                                     .lr_schedule(LrSchedule::Cosine)
+                                     .budget_s(1e-6));
+  ASSERT_EQ(tiny.lengths_epochs.size(), 3u);
+  EXPECT_LE(tiny.lengths_epochs.back(), 96.0 / kSamples * (1 + 1e-9));
 }
 
 TEST(RunRace, GapsAreCarriedInBatchOrder) {
