@@ -14,15 +14,15 @@ up over about an epoch and sample without replacement, this one 0.35 epochs and 
 
     /opt/batchwise-venv/bin/python bench/branched_runs.py branch 0.5 0.01 0.03 0.1 0.3
 """
-import gzip, math, sys, copy, numpy as np, torch, torch.nn as nn
+import copy, math, sys
+
+import torch
+import torch.nn as nn
+
+from fmnist_mlp import load, mlp
+
 torch.set_num_threads(2)
-def idx(name, header):
-    return np.frombuffer(gzip.open(f"/usr/share/datasets/fashion-mnist/{name}.gz").read()[header:], np.uint8)
-xtr = torch.tensor(idx("train-images-idx3-ubyte", 16).reshape(-1, 784), dtype=torch.float32) / 255
-ytr = torch.tensor(idx("train-labels-idx1-ubyte", 8), dtype=torch.long)
-xte = torch.tensor(idx("t10k-images-idx3-ubyte", 16).reshape(-1, 784), dtype=torch.float32) / 255
-yte = torch.tensor(idx("t10k-labels-idx1-ubyte", 8), dtype=torch.long)
-m, s = xtr.mean(), xtr.std(); xtr = (xtr - m) / s; xte = (xte - m) / s
+xtr, ytr, xte, yte = load()
 EPOCHS, N = 35.0, 60000
 LR = {128: 0.037, 512: 0.052, 1024: 0.060}
 def factor(frac):  # cosine over the run after a warm-up of 1 % of it
@@ -43,8 +43,7 @@ class Run:
             loss = nn.functional.cross_entropy(self.net(xtr[i]), ytr[i]); self.opt.zero_grad(); loss.backward(); self.opt.step()
             self.samples += self.batch
 def make():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+    return mlp()
 mode = sys.argv[1]
 if mode == "branch":
     delta = float(sys.argv[2]) * N

@@ -7,18 +7,17 @@ paired accuracy difference against the binomial two standard errors of one model
 
     /opt/batchwise-venv/bin/python bench/paired_tolerance.py 0.39 4
 """
-import gzip, math, sys, numpy as np, torch, torch.nn as nn
+import math, sys
+
+import torch
+import torch.nn as nn
+
+from fmnist_mlp import load, mlp
+
 torch.set_num_threads(2)
-def idx(name, header):
-    return np.frombuffer(gzip.open(f"/usr/share/datasets/fashion-mnist/{name}.gz").read()[header:], np.uint8)
-xtr = torch.tensor(idx("train-images-idx3-ubyte", 16).reshape(-1, 784), dtype=torch.float32) / 255
-ytr = torch.tensor(idx("train-labels-idx1-ubyte", 8), dtype=torch.long)
-xte = torch.tensor(idx("t10k-images-idx3-ubyte", 16).reshape(-1, 784), dtype=torch.float32) / 255
-yte = torch.tensor(idx("t10k-labels-idx1-ubyte", 8), dtype=torch.long)
-m, s = xtr.mean(), xtr.std(); xtr = (xtr - m) / s; xte = (xte - m) / s
+xtr, ytr, xte, yte = load()
 def run(batch, lr, epochs, seed=0):
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+    net = mlp()
     opt = torch.optim.SGD(net.parameters(), lr=lr)
     g = torch.Generator().manual_seed(seed)
     steps = math.ceil(epochs * 60000 / batch); warm = min(steps // 4, 50)
