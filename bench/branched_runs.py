@@ -35,19 +35,17 @@ class Run:
     def __init__(self, net, batch, seed, samples=0):
         self.net, self.batch, self.samples = net, batch, samples
         self.opt = torch.optim.SGD(net.parameters(), lr=LR[batch]); self.g = torch.Generator().manual_seed(seed)
-    def train(self, samples, lr_batch=None):
-        lr0 = LR[lr_batch or self.batch]; end = self.samples + samples
+    def train(self, samples):
+        lr0 = LR[self.batch]; end = self.samples + samples
         while self.samples < end:
             for pg in self.opt.param_groups: pg["lr"] = lr0 * factor(self.samples / (EPOCHS * N))
             i = torch.randint(0, N, (self.batch,), generator=self.g)
             loss = nn.functional.cross_entropy(self.net(xtr[i]), ytr[i]); self.opt.zero_grad(); loss.backward(); self.opt.step()
             self.samples += self.batch
-def make():
-    return mlp()
 mode = sys.argv[1]
 if mode == "branch":
     delta = float(sys.argv[2]) * N
-    ref = Run(make(), 128, 1)
+    ref = Run(mlp(), 128, 1)
     for p in [float(x) for x in sys.argv[3:]]:
         ref.train(p * EPOCHS * N - ref.samples)
         base = evaluate(ref.net)
@@ -70,7 +68,7 @@ if mode == "branch":
         print(f"p {p:.3f} ({p * EPOCHS:.2f} epochs): ref loss {base[0]:.4f} acc {base[1]:.4f}; after delta ref {curve[-1][1]:.4f}; " + "; ".join(out), flush=True)
 elif mode == "anneal":  # from the reference's checkpoint at p, each batch decays its rate to 0 over delta
     delta = float(sys.argv[2]) * N
-    ref = Run(make(), 128, 1)
+    ref = Run(mlp(), 128, 1)
     for p in [float(x) for x in sys.argv[3:]]:
         ref.train(p * EPOCHS * N - ref.samples)
         f0 = factor(ref.samples / (EPOCHS * N)); out = []
@@ -86,4 +84,4 @@ elif mode == "anneal":  # from the reference's checkpoint at p, each batch decay
         print(f"p {p:.3f}: " + "; ".join(out), flush=True)
 else:  # full runs
     for b in [int(x) for x in sys.argv[2:]]:
-        r = Run(make(), b, 1); r.train(EPOCHS * N); print(b, evaluate(r.net), flush=True)
+        r = Run(mlp(), b, 1); r.train(EPOCHS * N); print(b, evaluate(r.net), flush=True)
