@@ -76,7 +76,8 @@ Row ultralytics(Workload& w, int64_t budget, double target) {
     }
     const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
     const double intercept = (sy - slope * sx) / n;
-    if (slope > 0) row.batch = static_cast<int64_t>(std::floor((target * static_cast<double>(budget) - intercept) / slope));
+    if (slope > 0)
+      row.batch = static_cast<int64_t>(std::floor((target * static_cast<double>(budget) - intercept) / slope));
   }
   row.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return row;
@@ -98,9 +99,10 @@ int main(int argc, char** argv) {
   const double target = 0.9;
   CpuMemoryTracker::install();
   const std::pair<const char*, const char*> workloads[] = {
-      {"mlp", "sgd"},   {"mlp", "adam"},   {"mlp", "adamw"},          {"lenet", "sgd"},
+      {"mlp", "sgd"},    {"mlp", "adam"},    {"mlp", "adamw"},       {"lenet", "sgd"},
       {"lenet", "adam"}, {"lenet", "adamw"}, {"transformer", "sgd"}, {"transformer", "adam"}};
-  fmt::print("| workload | method | batch found | exact maximum | overshoot | trials | steps | wall s | wall / binsearch |\n");
+  fmt::print(
+      "| workload | method | batch found | exact maximum | overshoot | trials | steps | wall s | wall / binsearch |\n");
   fmt::print("|---|---|---:|---:|---|---:|---:|---:|---:|\n");
   int overshoots[4] = {0, 0, 0, 0};
   double wall[4] = {0, 0, 0, 0};

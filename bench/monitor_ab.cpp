@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
              1e3 * median(off_all));
   fmt::print("step-time cost of the monitor: {:+.2f} % (95 % bootstrap interval {:+.2f} % to {:+.2f} %)\n", 100 * cost,
              100 * (boot[50] - 1), 100 * (boot[1949] - 1));
-  fmt::print("the monitor's own time: {} samples, {} of them between steps; {:.1f} us per sample, {:.3f} % of the "
-             "monitored wall time\n",
-             samples, between, 1e6 * cost_s / std::max(samples, 1), 100 * cost_s / monitored_s);
+  fmt::print(
+      "the monitor's own time: {} samples, {} of them between steps; {:.1f} us per sample, {:.3f} % of the "
+      "monitored wall time\n",
+      samples, between, 1e6 * cost_s / std::max(samples, 1), 100 * cost_s / monitored_s);
   return 0;
 }

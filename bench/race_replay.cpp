@@ -50,8 +50,7 @@ int main(int argc, char** argv) try {
                        .reserve(reserve)
                        .reserve_samples_per_s(rates(reserve)));
   for (const auto& n : race.notes) fmt::print("note: {}\n", n);
-  for (const RaceEntry& e : race.entries)
-  {
+  for (const RaceEntry& e : race.entries) {
     fmt::print("batch {:>5}: {} rungs, {:.1f} s of training at lr {:.4g}, held-out loss {:.3f}, accuracy {:.3f}{}\n",
                e.batch, e.rungs, e.train_s, e.lr.lr, e.curve.back().loss, e.curve.back().accuracy.value_or(0),
                e.target_s ? fmt::format(", target at {:.1f} s", *e.target_s) : "");

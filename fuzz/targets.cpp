@@ -188,8 +188,8 @@ int protocol(const uint8_t* data, size_t size) {
   return 0;
 }
 
-const NamedTarget kTargets[6] = {{"idx", idx},       {"cifar10", cifar10}, {"npy", npy},
-                                 {"csv", csv},       {"report", report},   {"protocol", protocol}};
+const NamedTarget kTargets[6] = {{"idx", idx}, {"cifar10", cifar10}, {"npy", npy},
+                                 {"csv", csv}, {"report", report},   {"protocol", protocol}};
 
 const NamedTarget* find_target(std::string_view name) {
   for (const auto& t : kTargets)

@@ -40,14 +40,14 @@ inline std::string error_line(const std::string& what) {
 
 }  // namespace batchwise::detail
 
-#define BATCHWISE_CHECK(cond, ErrorType, ...)                         \
-  do {                                                                \
+#define BATCHWISE_CHECK(cond, ErrorType, ...)                            \
+  do {                                                                   \
     if (!(cond)) throw ::batchwise::ErrorType(fmt::format(__VA_ARGS__)); \
   } while (0)
 
-#define BATCHWISE_ASSERT(cond)                                                                   \
-  do {                                                                                           \
-    if (!(cond))                                                                                 \
-      throw ::batchwise::Error(fmt::format("internal error: {} failed at {}:{}; please report it", \
-                                           #cond, __FILE__, __LINE__));                          \
+#define BATCHWISE_ASSERT(cond)                                                                             \
+  do {                                                                                                     \
+    if (!(cond))                                                                                           \
+      throw ::batchwise::Error(                                                                            \
+          fmt::format("internal error: {} failed at {}:{}; please report it", #cond, __FILE__, __LINE__)); \
   } while (0)

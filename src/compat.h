@@ -18,9 +18,8 @@
 #define BATCHWISE_HAVE_CPU_FP16 0
 #endif
 
-#define BATCHWISE_TORCH_VERSION_STRING                                                     \
-  BATCHWISE_STR(TORCH_VERSION_MAJOR) "." BATCHWISE_STR(TORCH_VERSION_MINOR) "." BATCHWISE_STR( \
-      TORCH_VERSION_PATCH)
+#define BATCHWISE_TORCH_VERSION_STRING \
+  BATCHWISE_STR(TORCH_VERSION_MAJOR) "." BATCHWISE_STR(TORCH_VERSION_MINOR) "." BATCHWISE_STR(TORCH_VERSION_PATCH)
 #define BATCHWISE_STR(x) BATCHWISE_STR_(x)
 #define BATCHWISE_STR_(x) #x
 
@@ -52,7 +51,8 @@ inline void set_autocast_dtype(c10::DeviceType t, at::ScalarType d) {
 /// Autocast on `device` to `dtype` for a scope (Python's torch.autocast); Undefined: nothing.
 class AutocastScope {
  public:
-  AutocastScope(c10::DeviceType device, at::ScalarType dtype) : device_(device), active_(dtype != at::ScalarType::Undefined) {
+  AutocastScope(c10::DeviceType device, at::ScalarType dtype)
+      : device_(device), active_(dtype != at::ScalarType::Undefined) {
     if (!active_) return;
     was_enabled_ = autocast_enabled(device_);
     was_dtype_ = autocast_dtype(device_);

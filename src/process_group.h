@@ -48,7 +48,7 @@ class ProcessTree {
   };
   void read_leader_peak();
   int64_t pss_bytes() const;  // of the members; -1 when unreadable
-  int64_t rescan();  // finds the live members; returns their resident pages
+  int64_t rescan();           // finds the live members; returns their resident pages
 
   int root_;
   Clock::duration rescan_interval_;

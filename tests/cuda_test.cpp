@@ -24,7 +24,7 @@
 namespace batchwise {
 namespace {
 
-#define REQUIRE_CUDA()                                                                         \
+#define REQUIRE_CUDA() \
   if (!built_with_cuda() || !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device"
 
 // After a fit that ran out of memory, the device holds what it held before. The baseline is taken
@@ -123,7 +123,12 @@ TEST(Cuda, Fp16ProfiledStepsTrainAsTheRealStep) {
     ~DeterministicCudnn() { at::globalContext().setDeterministicCuDNN(was); }
   } deterministic;
   auto make = [] {
-    auto w = make_workload(WorkloadOptions().model("lenet").dataset("synthetic").synthetic_size(4096).device("cuda").precision(Precision::Fp16));
+    auto w = make_workload(WorkloadOptions()
+                               .model("lenet")
+                               .dataset("synthetic")
+                               .synthetic_size(4096)
+                               .device("cuda")
+                               .precision(Precision::Fp16));
     auto m = std::unique_ptr<ModuleWorkload>(dynamic_cast<ModuleWorkload*>(w.release()));
     m->set_loss_scale_growth_interval(kGrowthInterval);
     return m;

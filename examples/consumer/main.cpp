@@ -92,10 +92,9 @@ int main() {
     // What `batchwise tune` does, on the same workload: fit, sweep, and the recommendation (no noise
     // scale or race here: this workload has neither the gradient primitives nor a held-out set).
     const batchwise::Report report = batchwise::tune(
-        batchwise::TuneSubject(workload),
-        batchwise::TuneOptions()
-            .fit(batchwise::FitOptions().budget_bytes(int64_t{64} << 20).max(4096))
-            .sweep(batchwise::SweepOptions().warmup(1).steps(2).repetitions(1)));
+        batchwise::TuneSubject(workload), batchwise::TuneOptions()
+                                              .fit(batchwise::FitOptions().budget_bytes(int64_t{64} << 20).max(4096))
+                                              .sweep(batchwise::SweepOptions().warmup(1).steps(2).repetitions(1)));
     if (!report.recommendation) {
       std::cerr << "consumer: tune recommended nothing\n";
       return 1;

@@ -21,16 +21,16 @@
 #include "batchwise/outcome.h"
 
 // Fluent option like torch's TORCH_ARG, written here so that this header stays torch-free.
-#define BATCHWISE_COMMAND_ARG(T, name)                              \
- public:                                                            \
-  CommandOptions& name(const T& new_##name) {                       \
-    this->name##_ = new_##name;                                     \
-    return *this;                                                   \
-  }                                                                 \
-  const T& name() const noexcept { return this->name##_; }         \
-  T& name() noexcept { return this->name##_; }                     \
-                                                                    \
- private:                                                           \
+#define BATCHWISE_COMMAND_ARG(T, name)                     \
+ public:                                                   \
+  CommandOptions& name(const T& new_##name) {              \
+    this->name##_ = new_##name;                            \
+    return *this;                                          \
+  }                                                        \
+  const T& name() const noexcept { return this->name##_; } \
+  T& name() noexcept { return this->name##_; }             \
+                                                           \
+ private:                                                  \
   T name##_
 
 namespace batchwise {
@@ -43,8 +43,7 @@ using CommandEnvironment = std::vector<std::pair<std::string, std::string>>;
 ///   run_command(CommandOptions({"python3", "train.py", "--batch-size={batch}", "--steps={steps}"}, 256)
 ///                   .steps(5).timeout_s(120).memory_limit_bytes(8LL << 30));
 struct CommandOptions {
-  CommandOptions(std::vector<std::string> argv, int64_t batch)
-      : argv_(std::move(argv)), batch_(batch) {}
+  CommandOptions(std::vector<std::string> argv, int64_t batch) : argv_(std::move(argv)), batch_(batch) {}
 
   /// The command, as a template: "{batch}" and "{steps}" are replaced inside each element
   /// ("--bs={batch}" becomes "--bs=256"; see substitute()). argv[0] is looked up on PATH unless it
@@ -76,24 +75,24 @@ struct CommandOptions {
 
 /// What one run of the command did. Plain data; classify() turns it into an outcome.
 struct CommandResult {
-  std::vector<std::string> argv;   ///< as executed, after substitution
+  std::vector<std::string> argv;  ///< as executed, after substitution
   int64_t batch = 0;
   int warmup = 0;                  ///< step lines not timed
   int steps = 0;                   ///< measured steps asked for (the child was told warmup + steps)
   double timeout_s = 0;            ///< as asked (0: none)
   int64_t memory_limit_bytes = 0;  ///< as asked (0: none)
 
-  int exit_status = -1;            ///< the child's exit status; -1 when it died of a signal (or unknown)
-  int signal = 0;                  ///< the signal that ended the child; 0 when it exited
-  bool timed_out = false;          ///< batchwise stopped it at timeout_s
+  int exit_status = -1;                   ///< the child's exit status; -1 when it died of a signal (or unknown)
+  int signal = 0;                         ///< the signal that ended the child; 0 when it exited
+  bool timed_out = false;                 ///< batchwise stopped it at timeout_s
   bool killed_over_memory_limit = false;  ///< batchwise killed it above memory_limit_bytes
   bool stopped_after_steps = false;       ///< batchwise stopped it after enough steps (option)
   /// The kernel's OOM kill counter of our cgroup (v2 memory.events or v1 memory.oom_control) rose
   /// during the run and the child died of a SIGKILL batchwise did not send.
   bool oom_killer = false;
-  bool oom_killer_known = false;   ///< the counter could be read before and after
-  int64_t oom_kills = 0;           ///< the counter's rise: OOM kills anywhere in our cgroup meanwhile
-  std::string oom_message;         ///< first output line that reads as out of memory; empty if none
+  bool oom_killer_known = false;  ///< the counter could be read before and after
+  int64_t oom_kills = 0;          ///< the counter's rise: OOM kills anywhere in our cgroup meanwhile
+  std::string oom_message;        ///< first output line that reads as out of memory; empty if none
 
   /// Peak resident memory: the larger of the sampled process-tree sum and the child's own
   /// high-water mark (VmHWM) as last sampled.
@@ -107,17 +106,17 @@ struct CommandResult {
   /// One per measured step (step lines after the first `warmup`), seconds between consecutive
   /// step lines as batchwise read them.
   std::vector<double> step_times_s;
-  std::vector<int64_t> step_samples;           ///< samples of each measured step
-  std::optional<double> reported_samples_per_s; ///< last `batchwise: samples_per_s=`
-  std::optional<double> loss;                  ///< last reported loss (a finite one)
+  std::vector<int64_t> step_samples;             ///< samples of each measured step
+  std::optional<double> reported_samples_per_s;  ///< last `batchwise: samples_per_s=`
+  std::optional<double> loss;                    ///< last reported loss (a finite one)
   /// A step line reported `loss=nan` (or inf): the command's training is not finite, an error trial.
   bool non_finite_loss = false;
-  std::string non_finite_loss_text;            ///< the first such value, as printed
-  int non_finite_loss_step = 0;                ///< the step line it came on (1-based; 0: before any)
-  int steps_seen = 0;              ///< step lines read, warm-up included
-  int protocol_lines = 0;          ///< `batchwise:` lines read, malformed ones included
-  double wall_s = 0;               ///< from start to exit
-  std::string output_tail;         ///< last 20 lines of stdout and stderr, interleaved as read
+  std::string non_finite_loss_text;  ///< the first such value, as printed
+  int non_finite_loss_step = 0;      ///< the step line it came on (1-based; 0: before any)
+  int steps_seen = 0;                ///< step lines read, warm-up included
+  int protocol_lines = 0;            ///< `batchwise:` lines read, malformed ones included
+  double wall_s = 0;                 ///< from start to exit
+  std::string output_tail;           ///< last 20 lines of stdout and stderr, interleaved as read
 };
 
 /// A CommandResult judged: the outcome, one sentence that says exactly what happened, and the

@@ -11,7 +11,7 @@ namespace batchwise {
 /// One batch size as each report measured it; a side is empty when that report has no such point.
 struct ComparedPoint {
   int64_t batch = 0;
-  std::string outcome_a, outcome_b;  ///< "" when the report has no point at this batch
+  std::string outcome_a, outcome_b;                        ///< "" when the report has no point at this batch
   std::optional<double> samples_per_s_a, samples_per_s_b;  ///< set for "ok" points
   std::optional<int64_t> peak_bytes_a, peak_bytes_b;
   /// Each side's spread at this batch: its step times' interquartile range over their median.
@@ -29,7 +29,7 @@ struct ComparedField {
 };
 
 struct Comparison {
-  std::string name_a, name_b;  ///< the files
+  std::string name_a, name_b;              ///< the files
   std::vector<ComparedField> differences;  ///< only the fields that differ
   std::optional<int64_t> fit_batch_a, fit_batch_b;
   std::optional<int64_t> recommended_a, recommended_b;

@@ -15,15 +15,15 @@ struct Context {
   std::string build_commit;
   std::string build_type;
   std::string torch_version;
-  std::string device_type;   ///< "cpu" or "cuda"
+  std::string device_type;  ///< "cpu" or "cuda"
   std::string device_name;
   int64_t device_total_bytes = 0;
   std::string host;
-  std::string os;            ///< operating system, kernel release and machine: "Linux 6.1.0-18-amd64 x86_64"
-  std::string date;          ///< ISO 8601, UTC
-  int threads = 0;           ///< intra-op threads
-  int cores = 0;             ///< logical CPUs online
-  std::string blas;          ///< "mkl", "openblas", ...
+  std::string os;                     ///< operating system, kernel release and machine: "Linux 6.1.0-18-amd64 x86_64"
+  std::string date;                   ///< ISO 8601, UTC
+  int threads = 0;                    ///< intra-op threads
+  int cores = 0;                      ///< logical CPUs online
+  std::string blas;                   ///< "mkl", "openblas", ...
   std::vector<std::string> warnings;  ///< reasons to distrust the numbers (debug build, ...)
 };
 

@@ -72,7 +72,7 @@ struct PlanRequest {
 /// micro_batch x accumulation_steps x world_size = global_batch.
 struct AccumulationPlan {
   int64_t global_batch_asked = 0;
-  int64_t global_batch = 0;        ///< what the plan trains with: the asked one when exact
+  int64_t global_batch = 0;  ///< what the plan trains with: the asked one when exact
   bool exact = false;
   int64_t world_size = 1;
   int64_t per_device_batch = 0;    ///< micro_batch x accumulation_steps
@@ -82,11 +82,11 @@ struct AccumulationPlan {
   // The epoch (dataset_size > 0):
   int64_t dataset_size = 0;
   LastBatch last_batch = LastBatch::Drop;
-  int64_t steps_per_epoch = 0;     ///< optimizer steps, the short or padded last one included
-  int64_t dropped_samples = 0;     ///< drop: samples not trained on each epoch
-  int64_t padded_samples = 0;      ///< pad: repeated samples added to the last step
-  int64_t last_step_samples = 0;   ///< samples in the epoch's last optimizer step
-  std::string last_batch_note;     ///< the policy in one sentence, with its numbers
+  int64_t steps_per_epoch = 0;        ///< optimizer steps, the short or padded last one included
+  int64_t dropped_samples = 0;        ///< drop: samples not trained on each epoch
+  int64_t padded_samples = 0;         ///< pad: repeated samples added to the last step
+  int64_t last_step_samples = 0;      ///< samples in the epoch's last optimizer step
+  std::string last_batch_note;        ///< the policy in one sentence, with its numbers
   std::vector<std::string> warnings;  ///< empty or single-sample batches (BatchNorm), ...
 };
 
@@ -140,10 +140,10 @@ struct NoiseOptions {
 struct NoiseStep {
   int step = 0;
   double loss = 0;
-  double g2_small = 0;  ///< |G_b|^2: mean squared norm of the micro-batch gradients
-  double g2_big = 0;    ///< |G_B|^2: squared norm of the step's (mean) gradient
-  double g2 = 0;        ///< this step's unbiased estimate of |G|^2
-  double trace = 0;     ///< this step's unbiased estimate of tr(Sigma)
+  double g2_small = 0;                      ///< |G_b|^2: mean squared norm of the micro-batch gradients
+  double g2_big = 0;                        ///< |G_B|^2: squared norm of the step's (mean) gradient
+  double g2 = 0;                            ///< this step's unbiased estimate of |G|^2
+  double trace = 0;                         ///< this step's unbiased estimate of tr(Sigma)
   std::optional<double> b_simple_smoothed;  ///< smoothed tr(Sigma) / smoothed |G|^2 so far
 };
 
@@ -167,7 +167,7 @@ struct NoiseResult {
   /// B_simple = tr(Sigma) / |G|^2 over the whole run; none when |G|^2 is not positive (the
   /// gradient is indistinguishable from noise at this batch).
   std::optional<double> b_simple;
-  double b_simple_stderr = 0;  ///< jackknife over steps
+  double b_simple_stderr = 0;                  ///< jackknife over steps
   double b_simple_low = 0, b_simple_high = 0;  ///< b_simple -/+ 2 standard errors (low >= 0)
   /// The smoothed estimate over the last quarter of the run over that of the first quarter.
   std::optional<double> drift;
@@ -187,14 +187,17 @@ void fields(V& v, T& n) {
   v("trace", n.trace);
   v("b_simple", n.b_simple);
   v("b_simple_stderr", n.b_simple_stderr, NullUnless{measured});
-  v.property("b_simple_band", n,
-             [](const auto& noise) { return std::vector<double>{noise.b_simple_low, noise.b_simple_high}; },
-             [](auto& noise, const std::vector<double>& band) {
-               if (band.size() != 2) return;
-               noise.b_simple_low = band[0];
-               noise.b_simple_high = band[1];
-             },
-             NullUnless{measured});
+  v.property(
+      "b_simple_band", n,
+      [](const auto& noise) {
+        return std::vector<double>{noise.b_simple_low, noise.b_simple_high};
+      },
+      [](auto& noise, const std::vector<double>& band) {
+        if (band.size() != 2) return;
+        noise.b_simple_low = band[0];
+        noise.b_simple_high = band[1];
+      },
+      NullUnless{measured});
   v("drift", n.drift);
   v("message", n.message);
   v("wall_s", n.wall_s);

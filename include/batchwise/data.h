@@ -79,13 +79,13 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
 /// linear teacher, so a model can learn them. `held_out` > 0: instead, that many further samples of
 /// the same seed, labelled by the same teacher and drawn after the training samples (the held-out
 /// split of the same task).
-Dataset make_synthetic_images(const std::vector<int64_t>& shape, int64_t num_classes, int64_t size,
-                              uint64_t seed, int64_t held_out = 0);
+Dataset make_synthetic_images(const std::vector<int64_t>& shape, int64_t num_classes, int64_t size, uint64_t seed,
+                              int64_t held_out = 0);
 
 /// `size` seeded random token sequences of `seq_len` ids in [0, vocab_size), labelled by a fixed
 /// random bag-of-tokens teacher. `held_out` > 0: that many further sequences labelled by the same
 /// teacher, as make_synthetic_images.
-Dataset make_synthetic_tokens(int64_t seq_len, int64_t vocab_size, int64_t num_classes, int64_t size,
-                              uint64_t seed, int64_t held_out = 0);
+Dataset make_synthetic_tokens(int64_t seq_len, int64_t vocab_size, int64_t num_classes, int64_t size, uint64_t seed,
+                              int64_t held_out = 0);
 
 }  // namespace batchwise

@@ -13,8 +13,8 @@
 ///     DistributedRunner runner(dp, my_budget_bytes);
 ///     FitResult r = fit(runner, FitOptions().budget_bytes(agreed_budget));  // the same on every rank
 #include <chrono>
-#include <exception>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,8 +45,8 @@ struct GroupAddress {
 };
 
 /// The group torchrun's variables describe (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK,
-/// default RANK; LOCAL_WORLD_SIZE, default WORLD_SIZE). None when WORLD_SIZE is unset. Throws ConfigError naming a variable that is
-/// missing, malformed or out of range (RANK 2 with WORLD_SIZE 2).
+/// default RANK; LOCAL_WORLD_SIZE, default WORLD_SIZE). None when WORLD_SIZE is unset. Throws ConfigError naming a
+/// variable that is missing, malformed or out of range (RANK 2 with WORLD_SIZE 2).
 std::optional<GroupAddress> group_address_from_env();
 
 /// The device a data-parallel rank trains on, from the `--device` asked for (cpu, cuda, cuda:N or
@@ -63,8 +63,8 @@ class Group {
   /// Joins the group at `address`: rank 0 hosts the TCPStore, every rank waits up to `timeout` for
   /// the others. `backend`: Auto is nccl for a CUDA device (where LibTorch has it), gloo otherwise.
   /// Throws DistributedError when the group does not form, ConfigError for nccl where it cannot run.
-  static std::shared_ptr<Group> join(const GroupAddress& address, c10::Device device,
-                                     std::chrono::milliseconds timeout, Backend backend = Backend::Auto);
+  static std::shared_ptr<Group> join(const GroupAddress& address, c10::Device device, std::chrono::milliseconds timeout,
+                                     Backend backend = Backend::Auto);
   ~Group();
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;

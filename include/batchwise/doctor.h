@@ -40,18 +40,18 @@ struct CpuPeak {
 
 struct DoctorReport {
   std::string torch_version;
-  std::string build_config;       ///< at::show_config()
-  std::string blas;               ///< BLAS_INFO of the build ("mkl", "openblas", ...)
-  std::string blas_library;       ///< the BLAS shared library loaded, when one is (path)
-  bool reference_blas = false;    ///< the netlib reference BLAS is what libblas.so.3 resolves to
+  std::string build_config;     ///< at::show_config()
+  std::string blas;             ///< BLAS_INFO of the build ("mkl", "openblas", ...)
+  std::string blas_library;     ///< the BLAS shared library loaded, when one is (path)
+  bool reference_blas = false;  ///< the netlib reference BLAS is what libblas.so.3 resolves to
   int intra_op_threads = 0, inter_op_threads = 0;
   std::string omp_num_threads, mkl_num_threads, mkl_enable_instructions;  ///< environment, "" if unset
   CpuPeak cpu;
-  std::optional<double> gemm_gflops;  ///< measured, at intra_op_threads
+  std::optional<double> gemm_gflops;    ///< measured, at intra_op_threads
   std::optional<double> gemm_fraction;  ///< of cpu.gflops
   bool cuda_built = false, cuda_available = false;
   int cuda_devices = 0;
-  std::string cudnn_version;      ///< "" when none
+  std::string cudnn_version;  ///< "" when none
   bool nvml = false;
   std::string nvml_reason;
   bool tf32_matmul = false, cudnn_benchmark = false;

@@ -92,9 +92,9 @@ struct MemoryModel {
   /// predicted by the lines that bracketed it). 0 when every such prediction was exact or none was made.
   int64_t residual_bytes = 0;
   /// Where the line breaks (fit --mode model): trials whose measured peak missed the prediction
-  /// of a line through two measured batches by more than kLineBreakTolerance (allocator rounding, an algorithm switch, a workspace jump
-  /// between the measured points and that batch). The line above is then the local one, through
-  /// the two largest batches that fitted, nearest the answer.
+  /// of a line through two measured batches by more than kLineBreakTolerance (allocator rounding, an algorithm switch,
+  /// a workspace jump between the measured points and that batch). The line above is then the local one, through the
+  /// two largest batches that fitted, nearest the answer.
   struct Break {
     int64_t batch = 0;
     int64_t predicted_bytes = 0;
@@ -119,12 +119,16 @@ template <class V, class T, IfRecord<T, MemoryModel> = 0>
 void fields(V& v, T& m) {
   v("fixed_bytes", m.fixed_bytes);
   v("per_sample_bytes", m.per_sample_bytes);
-  v.property("from_batches", m, [](const auto& model) { return std::vector<int64_t>{model.batch_a, model.batch_b}; },
-             [](auto& model, const std::vector<int64_t>& batches) {
-               if (batches.size() != 2) return;
-               model.batch_a = batches[0];
-               model.batch_b = batches[1];
-             });
+  v.property(
+      "from_batches", m,
+      [](const auto& model) {
+        return std::vector<int64_t>{model.batch_a, model.batch_b};
+      },
+      [](auto& model, const std::vector<int64_t>& batches) {
+        if (batches.size() != 2) return;
+        model.batch_a = batches[0];
+        model.batch_b = batches[1];
+      });
   v("residual_bytes", m.residual_bytes);
   v("breaks", m.breaks);
 }
@@ -192,9 +196,9 @@ struct PlanSource {
 /// CUDA holds the workspaces and the allocator's overhead in its reserved bytes (plan_allowance), but
 /// not the context: the CUDA context lives outside the caching allocator.
 struct CudaAllowance {
-  int64_t context_bytes = int64_t{512} << 20;    ///< CUDA context and library handles, outside the allocator
-  int64_t workspace_bytes = int64_t{64} << 20;   ///< cuBLAS/cuDNN workspaces
-  double overhead_fraction = 0.10;               ///< caching-allocator rounding (2 MiB blocks) and fragmentation
+  int64_t context_bytes = int64_t{512} << 20;   ///< CUDA context and library handles, outside the allocator
+  int64_t workspace_bytes = int64_t{64} << 20;  ///< cuBLAS/cuDNN workspaces
+  double overhead_fraction = 0.10;              ///< caching-allocator rounding (2 MiB blocks) and fragmentation
 };
 
 /// The JSON fields of a CudaAllowance, in JSON order (fields.h).
@@ -252,15 +256,15 @@ struct FitResult {
   FitMode mode = FitMode::Model;
   FitOutcome outcome = FitOutcome::Error;
   std::optional<int64_t> batch;
-  std::vector<Trial> trials;      ///< in the order they ran
+  std::vector<Trial> trials;  ///< in the order they ran
   int64_t budget_bytes = 0;
   double target = 0.9;
   int64_t multiple_of = 1;
-  bool limited_by_max = false;    ///< the answer is --max, not the memory limit
-  std::string message;            ///< DoesNotFit / Error: why, in one sentence; Fits: a trial that failed with an error, if any
-  std::optional<MemoryModel> memory_model;    ///< from the trials (every mode), when two ran ok
-  std::optional<MemoryBreakdown> breakdown;   ///< at `batch`, when a memory model exists
-  std::optional<UntriedAbove> above;          ///< model mode settled the batch above by the line
+  bool limited_by_max = false;  ///< the answer is --max, not the memory limit
+  std::string message;  ///< DoesNotFit / Error: why, in one sentence; Fits: a trial that failed with an error, if any
+  std::optional<MemoryModel> memory_model;   ///< from the trials (every mode), when two ran ok
+  std::optional<MemoryBreakdown> breakdown;  ///< at `batch`, when a memory model exists
+  std::optional<UntriedAbove> above;         ///< model mode settled the batch above by the line
 };
 
 /// The JSON fields of a FitResult, in JSON order (fields.h); its budget and target are the report's.

@@ -16,16 +16,16 @@ namespace batchwise {
 /// One stored run.
 struct HistoryEntry {
   int64_t id = 0;
-  std::string date;          ///< the report's context.date (UTC, ISO 8601)
-  std::string command;       ///< "fit", "sweep", "tune"
-  std::string workload;      ///< "lenet on fashion-mnist, sgd lr 0.01, fp32 ..." (the key, readable)
-  std::string device;        ///< "cpu: Intel(R) Xeon(R) ... on host"
-  std::string versions;      ///< "batchwise 0.1.0 (abc1234), torch 2.15.0"
+  std::string date;      ///< the report's context.date (UTC, ISO 8601)
+  std::string command;   ///< "fit", "sweep", "tune"
+  std::string workload;  ///< "lenet on fashion-mnist, sgd lr 0.01, fp32 ..." (the key, readable)
+  std::string device;    ///< "cpu: Intel(R) Xeon(R) ... on host"
+  std::string versions;  ///< "batchwise 0.1.0 (abc1234), torch 2.15.0"
   int64_t budget_bytes = 0;
   double target = 0;
   std::optional<int64_t> fit_batch;
   std::optional<int64_t> recommended_batch;
-  std::string report_json;   ///< the whole report, as written with --json
+  std::string report_json;  ///< the whole report, as written with --json
 };
 
 /// $XDG_DATA_HOME/batchwise/history.sqlite, else ~/.local/share/batchwise/history.sqlite.

@@ -45,7 +45,7 @@ struct LoaderSearch {
   /// and the step's own consumption (batch / (step time - data wait)) at that setting.
   double pipeline_samples_per_s = 0;
   double step_consumes_samples_per_s = 0;
-  std::string advice;                ///< one sentence: the setting and what it changes
+  std::string advice;  ///< one sentence: the setting and what it changes
 };
 
 /// The JSON fields of a LoaderSearch, in JSON order (fields.h).

@@ -98,8 +98,8 @@ struct LrAdvice {
   /// docs/advice.md).
   int64_t warmup_steps = 0;
   double warmup_from_lr = 0;
-  double warmup_epochs = 0;      ///< the warm-up in epochs of the workload's data (the rule's own when unmeasured)
-  std::string advice;            ///< one sentence: the rule, the cap and its measurement, the warm-up
+  double warmup_epochs = 0;  ///< the warm-up in epochs of the workload's data (the rule's own when unmeasured)
+  std::string advice;        ///< one sentence: the rule, the cap and its measurement, the warm-up
 };
 
 /// The JSON fields of an LrAdvice, in JSON order (fields.h).
@@ -115,11 +115,12 @@ void fields(V& v, T& l) {
   v("capped", l.capped);
   v("cap_lr", l.cap_lr);
   // The range test's stable rate, beside the cap it sets (range_test, below, has the rest of the test).
-  v.property("stable_lr", l, [](const auto& advice) { return advice.range ? advice.range->stable_lr : std::nullopt; },
-             [](auto& advice, const std::optional<double>& stable_lr) {
-               if (!advice.range) advice.range.emplace();
-               advice.range->stable_lr = stable_lr;
-             });
+  v.property(
+      "stable_lr", l, [](const auto& advice) { return advice.range ? advice.range->stable_lr : std::nullopt; },
+      [](auto& advice, const std::optional<double>& stable_lr) {
+        if (!advice.range) advice.range.emplace();
+        advice.range->stable_lr = stable_lr;
+      });
   v("warmup_steps", l.warmup_steps);
   v("warmup_from_lr", l.warmup_from_lr);
   v("warmup_epochs", l.warmup_epochs);

@@ -27,7 +27,7 @@ class CpuMemoryTracker {
   /// Allocations that would take current_bytes above `bytes` fail as out of memory; 0: no limit.
   void set_limit(int64_t bytes);
   int64_t limit_bytes() const;
-  int64_t allocations() const;    ///< counted allocations so far (for tests and overhead figures)
+  int64_t allocations() const;  ///< counted allocations so far (for tests and overhead figures)
 
  private:
   CpuMemoryTracker() = default;
@@ -64,9 +64,9 @@ class DeviceMemory {
   virtual ~DeviceMemory() = default;
   /// Bytes the training holds now (CPU: counted tensor bytes; CUDA: reserved by the allocator).
   virtual int64_t current_bytes() = 0;
-  virtual int64_t allocated_bytes() = 0;       ///< CUDA: allocated, not reserved; CPU: current
+  virtual int64_t allocated_bytes() = 0;  ///< CUDA: allocated, not reserved; CPU: current
   virtual void reset_peak() = 0;
-  virtual int64_t peak_bytes() = 0;            ///< since reset_peak (CPU: counted; CUDA: reserved)
+  virtual int64_t peak_bytes() = 0;  ///< since reset_peak (CPU: counted; CUDA: reserved)
   virtual int64_t peak_allocated_bytes() = 0;
   /// Caps the memory the device may use; 0 lifts the cap.
   virtual void set_limit(int64_t bytes) = 0;

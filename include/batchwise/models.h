@@ -17,7 +17,7 @@ struct ModelSpec {
   std::vector<int64_t> input_shape;  ///< one sample: [C, H, W] for images, [L] for tokens
   bool tokens = false;               ///< input is int64 token ids
   int64_t vocab_size = 0;            ///< tokens only
-  int64_t num_classes = 10;           ///< outputs: classes, or regression targets per sample (mse)
+  int64_t num_classes = 10;          ///< outputs: classes, or regression targets per sample (mse)
 };
 
 /// Builds a model by name. Throws ModelError for an unknown name or an input it cannot take.

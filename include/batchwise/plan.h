@@ -17,7 +17,7 @@ class ModuleWorkload;
 /// The optimizer's settings that a change of batch may call for changing.
 struct OptimizerSettings {
   Optimizer optimizer = Optimizer::Sgd;
-  double momentum = 0;      ///< sgd
+  double momentum = 0;                                     ///< sgd
   double beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;  ///< adam, adamw
 };
 
@@ -38,8 +38,8 @@ OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* worklo
 
 /// One batch of the run plan.
 struct RunPlanRow {
-  std::string label;            ///< "base", "recommended", "within 5 %", "planned", ...
-  int64_t batch = 0;            ///< global batch
+  std::string label;  ///< "base", "recommended", "within 5 %", "planned", ...
+  int64_t batch = 0;  ///< global batch
   LrAdvice lr;
   int64_t steps_per_epoch = 0;  ///< optimizer steps per epoch (the last, short one counted)
   /// What the momentum or the betas and epsilon should be at this batch (measured as they are).

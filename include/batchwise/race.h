@@ -24,12 +24,12 @@ struct RaceEntry {
   int64_t batch = 0;
   double samples_per_s = 0;  ///< the sweep's figure: the time axis (what the user's loop will see)
   LrAdvice lr;
-  int rungs = 0;             ///< rungs it ran; it was dropped after the last unless it won
-  int64_t steps = 0;         ///< optimizer steps trained, all rungs together
+  int rungs = 0;      ///< rungs it ran; it was dropped after the last unless it won
+  int64_t steps = 0;  ///< optimizer steps trained, all rungs together
   int64_t samples = 0;
-  double train_s = 0;        ///< samples / samples_per_s
+  double train_s = 0;  ///< samples / samples_per_s
   struct Point {
-    double train_s = 0;      ///< on the sweep's time axis
+    double train_s = 0;  ///< on the sweep's time axis
     double loss = 0;
     std::optional<double> accuracy;
   };
@@ -53,7 +53,7 @@ struct RaceEntry {
   /// entries' latest evaluations about their lines): the race cannot tell it from the best, and it
   /// belongs to the flat range.
   bool within_noise = false;
-  std::string message;       ///< why it has no result: diverged, out of memory, ...
+  std::string message;  ///< why it has no result: diverged, out of memory, ...
 };
 
 /// The JSON fields of a RaceEntry::Point, in JSON order (fields.h).
@@ -91,8 +91,8 @@ struct RaceProgress {
   double epochs = 0;         ///< this entry's training so far
   double loss = 0;           ///< the latest held-out loss
   std::optional<double> accuracy;
-  double elapsed_s = 0;      ///< wall time since the race began
-  double left_s = 0;         ///< estimated wall time to its end
+  double elapsed_s = 0;  ///< wall time since the race began
+  double left_s = 0;     ///< estimated wall time to its end
 };
 
 /// Example: `race_batches(workload, test_set, BatchRaceOptions({64, 128, 256}, {9000, 9500, 10500}, lr))`.
@@ -147,11 +147,11 @@ struct BatchRaceOptions {
 /// McCandlish et al. 2018), and also when leads differ by less than the race resolves; a rung's lead
 /// carries no resolution of its own, so a change is a hint about shorter runs, not a measurement.
 struct RungLead {
-  int rung = 0;            ///< 1-based
-  double horizon_s = 0;    ///< training time since the start, on the sweep's time axis
-  double epochs = 0;       ///< the lead's samples by then, in epochs of the workload's data
+  int rung = 0;          ///< 1-based
+  double horizon_s = 0;  ///< training time since the start, on the sweep's time axis
+  double epochs = 0;     ///< the lead's samples by then, in epochs of the workload's data
   int64_t batch = 0;
-  double loss = 0;         ///< its held-out loss at the horizon (the line through its last evaluations)
+  double loss = 0;                 ///< its held-out loss at the horizon (the line through its last evaluations)
   std::optional<double> accuracy;  ///< its last evaluation's accuracy, when the task has one
 };
 
@@ -167,12 +167,12 @@ void fields(V& v, T& l) {
 }
 
 struct BatchRace {
-  double loss_before = 0;               ///< held-out loss at the user's weights
+  double loss_before = 0;  ///< held-out loss at the user's weights
   std::optional<double> accuracy_before;
-  std::vector<double> horizons_s;       ///< each rung's horizon: training time since the start
-  std::vector<RungLead> rung_leads;     ///< each rung's lead, in rung order; none for a rung ranked on the plateau
-  std::vector<RaceEntry> entries;       ///< in batch order
-  std::vector<int64_t> left_out;        ///< candidates without an entry (see `notes`)
+  std::vector<double> horizons_s;    ///< each rung's horizon: training time since the start
+  std::vector<RungLead> rung_leads;  ///< each rung's lead, in rung order; none for a rung ranked on the plateau
+  std::vector<RaceEntry> entries;    ///< in batch order
+  std::vector<int64_t> left_out;     ///< candidates without an entry (see `notes`)
   std::vector<std::string> notes;
   /// The recommendation: of the last rung's entries that the race cannot tell from the lead (see
   /// pick_last_rung), the largest batch.
@@ -184,7 +184,7 @@ struct BatchRace {
   /// Batches whose predicted time to their last rung's best loss is within 5 % of that rung's
   /// horizon, and those between them: how flat the optimum is.
   std::vector<int64_t> within_5_percent;
-  std::string held_out;                 ///< what the evaluations ran on
+  std::string held_out;  ///< what the evaluations ran on
   /// The target the race ranked by where an entry reached it ("held-out accuracy >= 0.8"); empty without
   /// one, or when the initial weights met it.
   std::string target;

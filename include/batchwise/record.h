@@ -28,14 +28,14 @@ namespace batchwise {
 /// One precision in tune --compare-precision.
 struct PrecisionPoint {
   Precision precision = Precision::Fp32;
-  std::optional<int64_t> fit_batch; ///< its largest fitting batch
+  std::optional<int64_t> fit_batch;  ///< its largest fitting batch
   bool fit_limited_by_max = false;
-  int64_t batch = 0;                ///< the batch its throughput was measured at (the same for all)
+  int64_t batch = 0;  ///< the batch its throughput was measured at (the same for all)
   double samples_per_s = 0;
-  int64_t peak_bytes = 0;           ///< at `batch`
-  double speed_ratio = 1;           ///< samples_per_s over the run's own precision's
-  double memory_ratio = 1;          ///< peak_bytes over the run's own precision's
-  std::string verdict;              ///< whether it pays here, in one sentence
+  int64_t peak_bytes = 0;   ///< at `batch`
+  double speed_ratio = 1;   ///< samples_per_s over the run's own precision's
+  double memory_ratio = 1;  ///< peak_bytes over the run's own precision's
+  std::string verdict;      ///< whether it pays here, in one sentence
 };
 
 /// The JSON fields of a PrecisionPoint, in JSON order (fields.h).
@@ -57,7 +57,7 @@ struct DistributedRun {
   int world_size = 1;
   Backend backend = Backend::Gloo;
   std::vector<int64_t> rank_budget_bytes;  ///< each rank's own budget; the run's budget is the smallest
-  double timeout_s = 0;                 ///< a collective waiting longer than this ends the run
+  double timeout_s = 0;                    ///< a collective waiting longer than this ends the run
 };
 
 /// The JSON fields of a DistributedRun, in JSON order (fields.h).

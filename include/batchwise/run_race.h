@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "batchwise/lr.h"
 #include "batchwise/choices.h"
 #include "batchwise/data.h"
 #include "batchwise/error.h"
 #include "batchwise/fields.h"
+#include "batchwise/lr.h"
 #include "batchwise/schedule.h"
 
 namespace batchwise {
@@ -65,10 +65,10 @@ struct RunRaceOptions {
 
 /// One compressed run of the reference batch, and the noise scale at its end.
 struct CompressedRun {
-  double epochs = 0;        ///< its length
+  double epochs = 0;  ///< its length
   int64_t steps = 0;
-  int64_t warmup_steps = 0; ///< the same share of the run as the full run's warm-up
-  double train_s = 0;       ///< measured training time (evaluation excluded)
+  int64_t warmup_steps = 0;              ///< the same share of the run as the full run's warm-up
+  double train_s = 0;                    ///< measured training time (evaluation excluded)
   std::optional<double> loss, accuracy;  ///< held-out, after the last step; none when it diverged
   /// The noise scale at its end (the reference's runs only); 1e12 where the gradient could not be
   /// told from its noise, at least 1.
@@ -92,7 +92,7 @@ struct RunRaceEntry {
   int64_t batch = 0;
   LrAdvice lr;
   double samples_per_s = 0;
-  double full_run_s = 0;     ///< the user's run at the measured samples/s: epochs x samples / samples_per_s
+  double full_run_s = 0;  ///< the user's run at the measured samples/s: epochs x samples / samples_per_s
   /// The share of the run's samples that count against the reference's: run_efficiency, times the
   /// advised rate over the rule's (relative to the reference's) where a range test capped it.
   double efficiency = 1;
@@ -113,8 +113,8 @@ struct RunRaceEntry {
   /// on by gap_trend per doubling to the run's length, and at least a smaller candidate's, in
   /// accuracy points (class labels) or a share of the loss.
   std::optional<double> predicted_gap;
-  bool good = false;         ///< predicted_gap within the tolerance: no worse model than the reference's
-  std::string message;       ///< why it failed; empty otherwise
+  bool good = false;    ///< predicted_gap within the tolerance: no worse model than the reference's
+  std::string message;  ///< why it failed; empty otherwise
 };
 
 /// The JSON fields of a RunRaceEntry, in JSON order (fields.h).
@@ -142,27 +142,28 @@ void fields(V& v, T& e) {
 /// pick, and faster than the pick.
 struct ScheduleAdvice {
   std::vector<BatchPhase> phases;
-  std::string text;             ///< as validate --batch-schedule takes it: "64:0,256:2"
-  std::vector<double> lrs;      ///< each phase's advised rate, in order
-  double full_run_s = 0;        ///< the run at each phase's measured samples/s
-  double share = 1;             ///< of its samples, the share that count against the reference's
-  double predicted_gap = 0;     ///< as RunRaceEntry::predicted_gap
-  double saving = 0;            ///< 1 - full_run_s / the pick's full_run_s
+  std::string text;          ///< as validate --batch-schedule takes it: "64:0,256:2"
+  std::vector<double> lrs;   ///< each phase's advised rate, in order
+  double full_run_s = 0;     ///< the run at each phase's measured samples/s
+  double share = 1;          ///< of its samples, the share that count against the reference's
+  double predicted_gap = 0;  ///< as RunRaceEntry::predicted_gap
+  double saving = 0;         ///< 1 - full_run_s / the pick's full_run_s
 };
 
 /// The JSON fields of a ScheduleAdvice, in JSON order (fields.h).
 template <class V, class T, IfRecord<T, ScheduleAdvice> = 0>
 void fields(V& v, T& a) {
   // The phases travel as their text, as validate --batch-schedule takes it, and are read back from it.
-  v.property("text", a, [](const auto& advice) { return advice.text; },
-             [](auto& advice, const std::string& text) {
-               advice.text = text;
-               try {
-                 advice.phases = parse_batch_schedule(text, "run_race.schedule.text");
-               } catch (const ConfigError&) {  // a report edited by hand: the text is kept, the phases are not
-                 advice.phases.clear();
-               }
-             });
+  v.property(
+      "text", a, [](const auto& advice) { return advice.text; },
+      [](auto& advice, const std::string& text) {
+        advice.text = text;
+        try {
+          advice.phases = parse_batch_schedule(text, "run_race.schedule.text");
+        } catch (const ConfigError&) {  // a report edited by hand: the text is kept, the phases are not
+          advice.phases.clear();
+        }
+      });
   v("lrs", a.lrs);
   v("full_run_s", a.full_run_s);
   v("share", a.share);
@@ -171,9 +172,9 @@ void fields(V& v, T& a) {
 }
 
 struct RunRace {
-  double epochs = 0;             ///< the user's run
+  double epochs = 0;  ///< the user's run
   std::string lr_schedule;
-  int64_t reference_batch = 0;   ///< the smallest candidate: the one that trains
+  int64_t reference_batch = 0;         ///< the smallest candidate: the one that trains
   std::vector<double> lengths_epochs;  ///< its three compressed runs' lengths
   std::vector<CompressedRun> runs;     ///< in that order
   std::optional<double> noise_at_start;
@@ -187,7 +188,7 @@ struct RunRace {
   /// may have: max(0.005, two standard errors of a proportion over the held-out set), or 2 %.
   std::string measure;
   double tolerance = 0;
-  std::string held_out;          ///< the held-out set's name and size
+  std::string held_out;               ///< the held-out set's name and size
   std::vector<RunRaceEntry> entries;  ///< in batch order
   /// The fastest full run among the good candidates; none when the reference did not train.
   std::optional<int64_t> best_batch;
@@ -203,7 +204,7 @@ struct RunRace {
   std::optional<ScheduleAdvice> schedule;
   std::string schedule_reason;
   std::vector<std::string> notes;
-  double wall_s = 0;             ///< the whole race: range tests, training, noise scales, evaluations
+  double wall_s = 0;  ///< the whole race: range tests, training, noise scales, evaluations
   /// The reference's longest compressed run did not bring the held-out loss 2 % below the initial
   /// weights' (it has no learning curve yet): no pick.
   bool reference_stuck = false;
@@ -309,8 +310,8 @@ struct CarriedGap {
 /// candidates in batch order (the reference left out; none for one that failed, which keeps its
 /// place): each longer gap carried on by its gap_trend per doubling, or by the nearest larger
 /// candidate's where it has none, or as it stands; and never below a smaller candidate's.
-std::vector<std::optional<CarriedGap>> carry_gaps(const std::vector<std::optional<CompressedGaps>>& gaps,
-                                                  double noise, double doublings);
+std::vector<std::optional<CarriedGap>> carry_gaps(const std::vector<std::optional<CompressedGaps>>& gaps, double noise,
+                                                  double doublings);
 
 /// The share of samples at which a run on the learning curve (as deficit reads it) ends `gap`
 /// behind a run of `run_samples`: deficit's inverse. Where the curve cannot fall by `gap` (flat, or

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "batchwise/lr.h"
 #include "batchwise/choices.h"
+#include "batchwise/lr.h"
 
 namespace batchwise {
 

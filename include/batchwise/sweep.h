@@ -110,6 +110,7 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& options);
 
 /// The step profile (profile_steps) at each ok point of a sweep; a batch that cannot be profiled keeps
 /// its sweep figures and adds a line to `warnings`.
-std::vector<StepProfile> profile_sweep(Workload& workload, const SweepResult& sweep, std::vector<std::string>& warnings);
+std::vector<StepProfile> profile_sweep(Workload& workload, const SweepResult& sweep,
+                                       std::vector<std::string>& warnings);
 
 }  // namespace batchwise

@@ -12,8 +12,8 @@ class Workload;
 
 /// What write_step_trace wrote.
 struct StepTrace {
-  int64_t events = 0;          ///< events in the trace (its "traceEvents")
-  int64_t kernel_events = 0;   ///< of which GPU kernels (Kineto's category "kernel"); 0 on CPU
+  int64_t events = 0;         ///< events in the trace (its "traceEvents")
+  int64_t kernel_events = 0;  ///< of which GPU kernels (Kineto's category "kernel"); 0 on CPU
   /// On CUDA when the trace holds no kernel: why it shows the host's dispatch only. Empty otherwise.
   std::string note;
 };

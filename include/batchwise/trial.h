@@ -30,9 +30,9 @@ struct WorkloadInfo {
   /// longest (the worst case for memory), so a fitted batch cannot run out on its longest batch.
   std::vector<int64_t> seq_len_range;
   int64_t num_classes = 0;
-  int64_t dataset_size = 0;          ///< samples the batches are drawn from
+  int64_t dataset_size = 0;  ///< samples the batches are drawn from
   int64_t parameter_count = 0;
-  int64_t parameter_bytes = 0;       ///< parameters and buffers, exactly
+  int64_t parameter_bytes = 0;  ///< parameters and buffers, exactly
 };
 
 /// The JSON fields of a WorkloadInfo, in JSON order (fields.h).
@@ -107,10 +107,10 @@ void fields(V& v, T& p) {
 struct DistributedTrial {
   int world_size = 1;
   Backend backend = Backend::Gloo;
-  int64_t global_batch = 0;                 ///< batch x world_size
-  std::vector<double> rank_step_time_s;     ///< each rank's median step time
-  std::vector<int64_t> rank_peak_bytes;     ///< each rank's peak memory
-  std::vector<Outcome> rank_outcomes;       ///< what happened on each rank
+  int64_t global_batch = 0;              ///< batch x world_size
+  std::vector<double> rank_step_time_s;  ///< each rank's median step time
+  std::vector<int64_t> rank_peak_bytes;  ///< each rank's peak memory
+  std::vector<Outcome> rank_outcomes;    ///< what happened on each rank
   /// Of the measured steps' time, the share spent in the gradient all-reduce (waiting for the
   /// slowest rank included), averaged over the ranks.
   double allreduce_share = 0;
@@ -175,11 +175,11 @@ struct TrialOptions {
 struct Trial {
   int64_t batch = 0;
   Outcome outcome = Outcome::Error;
-  int warmup_steps = 0;             ///< warm-up steps asked for (per repetition)
-  int steps = 0;                    ///< measured steps asked for (per repetition)
+  int warmup_steps = 0;  ///< warm-up steps asked for (per repetition)
+  int steps = 0;         ///< measured steps asked for (per repetition)
   int repetitions = 1;
-  int64_t accumulation_steps = 1;   ///< micro-batches per step (TrialOptions::accumulation_steps)
-  int steps_run = 0;                ///< full training steps that completed, warm-up included
+  int64_t accumulation_steps = 1;  ///< micro-batches per step (TrialOptions::accumulation_steps)
+  int steps_run = 0;               ///< full training steps that completed, warm-up included
   /// fp16: of steps_run, those whose gradients overflowed, so their optimizer step was skipped
   /// (Workload::skipped_steps). A skipped step times fast and, with Adam, creates no optimizer
   /// state: a trial that skipped steps understates a trained step's time and peak memory.
@@ -187,11 +187,11 @@ struct Trial {
   /// Peak device memory: on CPU every accounted tensor byte, on CUDA the caching allocator's
   /// reserved bytes. For an out-of-memory trial, the peak reached before the failing request.
   int64_t peak_bytes = 0;
-  int64_t peak_allocated_bytes = 0; ///< CUDA: allocated (not reserved) peak; CPU: same as peak_bytes
-  std::vector<double> step_times_s; ///< raw, one per measured step, in the order they ran
-  double samples_per_s = 0;         ///< batch / median step time; 0 unless ok
-  double samples_per_s_min = 0;     ///< from the slowest step
-  double samples_per_s_max = 0;     ///< from the fastest step
+  int64_t peak_allocated_bytes = 0;  ///< CUDA: allocated (not reserved) peak; CPU: same as peak_bytes
+  std::vector<double> step_times_s;  ///< raw, one per measured step, in the order they ran
+  double samples_per_s = 0;          ///< batch / median step time; 0 unless ok
+  double samples_per_s_min = 0;      ///< from the slowest step
+  double samples_per_s_max = 0;      ///< from the fastest step
   /// samples_per_s is the trained program's own figure (a command's `samples_per_s=` line, or its
   /// step lines' `samples=` over the median step), not batch / median step time; a sweep then
   /// aggregates those figures (median over repetitions).
@@ -201,13 +201,13 @@ struct Trial {
   /// The interquartile range of the step times: over the median, the spread reports print. One
   /// step that another process delayed moves it little, where it can multiply the stddev.
   double step_time_s_iqr = 0;
-  double loss_first = 0;            ///< training loss of the first and last step run
+  double loss_first = 0;  ///< training loss of the first and last step run
   double loss_last = 0;
-  double wall_s = 0;                ///< the whole trial: warm-up, steps, restore
-  std::optional<bool> within_target;///< set by fit: peak_bytes <= target x budget
+  double wall_s = 0;                  ///< the whole trial: warm-up, steps, restore
+  std::optional<bool> within_target;  ///< set by fit: peak_bytes <= target x budget
   /// Set by fit --mode model: the peak its memory model predicted before the trial ran.
   std::optional<int64_t> predicted_peak_bytes;
-  StateBytes state;                 ///< after the last step (zero if no step completed)
+  StateBytes state;  ///< after the last step (zero if no step completed)
   /// Of the measured steps' time, the share spent waiting for the next batch (next_batch).
   double data_wait_share = 0;
   /// data_wait_share above kInputBoundShare: the step waits for its input; more loader workers,
@@ -224,7 +224,7 @@ struct Trial {
   /// A `--cmd` trial without step lines, timed by the command's wall time over its steps (start-up and
   /// imports included: a crude figure; docs/cmd.md gives the rule). Its message says so too.
   bool wall_timing = false;
-  std::string message;              ///< why, for oom / error / timeout
+  std::string message;  ///< why, for oom / error / timeout
 };
 
 /// The JSON fields of a Trial, in JSON order (fields.h).

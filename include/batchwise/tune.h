@@ -19,8 +19,8 @@
 
 #include "batchwise/fit.h"
 #include "batchwise/race.h"
-#include "batchwise/run_race.h"
 #include "batchwise/record.h"
+#include "batchwise/run_race.h"
 #include "batchwise/sweep.h"
 #include "batchwise/validate.h"
 #include "batchwise/workload.h"

@@ -72,7 +72,7 @@ struct ValidateProgress {
   int64_t batch = 0;
   int index = 0, count = 0;  ///< the candidate's place, and how many there are
   double epochs = 0;
-  double train_s = 0;        ///< this candidate's training time so far
+  double train_s = 0;  ///< this candidate's training time so far
   double loss = 0;
   std::optional<double> accuracy;
   /// Training time this candidate may still take: to its --max-seconds or --max-epochs, or the
@@ -80,14 +80,14 @@ struct ValidateProgress {
   double limit_left_s = 0;
   /// Training time to the target (time_to_target); none when the metric is not improving.
   std::optional<double> target_left_s;
-  double elapsed_s = 0;      ///< wall time since the validation began, evaluations included
+  double elapsed_s = 0;  ///< wall time since the validation began, evaluations included
 };
 
 /// One evaluation on the held-out set.
 struct ValidationPoint {
-  int64_t samples = 0;   ///< training samples seen so far
+  int64_t samples = 0;  ///< training samples seen so far
   int64_t steps = 0;
-  double train_s = 0;    ///< training time so far (evaluations excluded)
+  double train_s = 0;  ///< training time so far (evaluations excluded)
   double loss = 0;
   std::optional<double> accuracy;
 };
@@ -113,17 +113,17 @@ void fields(V& v, T& p) {
 /// One candidate batch size.
 struct ValidationRun {
   int64_t batch = 0;
-  LrAdvice lr;                   ///< the rate and warm-up trained with
-  int64_t warmup_steps = 0;      ///< linear warm-up actually applied, in optimizer steps
-  double warmup_epochs = 0;      ///< the same in epochs
+  LrAdvice lr;               ///< the rate and warm-up trained with
+  int64_t warmup_steps = 0;  ///< linear warm-up actually applied, in optimizer steps
+  double warmup_epochs = 0;  ///< the same in epochs
   bool reached = false;
-  double train_s = 0;            ///< to the target, or until it gave up
+  double train_s = 0;  ///< to the target, or until it gave up
   int64_t steps = 0;
   double epochs = 0;
-  double eval_s = 0;             ///< time spent evaluating (not in train_s)
-  ValidationPoint last;          ///< the last evaluation
+  double eval_s = 0;     ///< time spent evaluating (not in train_s)
+  ValidationPoint last;  ///< the last evaluation
   std::vector<ValidationPoint> curve;
-  std::string message;           ///< why it stopped without reaching the target; or an error
+  std::string message;  ///< why it stopped without reaching the target; or an error
   /// Full runs: the held-out loss and accuracy after the last step, on the whole held-out set.
   std::optional<double> final_loss, final_accuracy;
   /// Full runs: final quality within the noise of the best run's (ValidationResult::good_batches).
@@ -160,8 +160,8 @@ void fields(V& v, T& r) {
 }
 
 struct ValidationResult {
-  std::string target;            ///< "test accuracy >= 0.85" or "test loss <= 0.4"
-  std::string held_out;          ///< the held-out set's name and size
+  std::string target;    ///< "test accuracy >= 0.85" or "test loss <= 0.4"
+  std::string held_out;  ///< the held-out set's name and size
   std::vector<ValidationRun> runs;
   /// The candidate that reached the target in the least training time; none if none did. Full runs:
   /// the good batch that trained in the least time.

@@ -11,9 +11,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
-#include <string>
 
 #include "batchwise/choices.h"
 #include "batchwise/data.h"

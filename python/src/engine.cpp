@@ -12,8 +12,8 @@
 // Python autograd functions) and taken for each call into Python. A Python exception is kept and
 // raised again once the engine returns: out of memory (torch.OutOfMemoryError) becomes the engine's
 // c10::OutOfMemoryError so the trial is an out-of-memory outcome; Ctrl-C ends the call.
-#include <torch/extension.h>
 #include <fmt/format.h>
+#include <torch/extension.h>
 
 #include <atomic>
 #include <chrono>
@@ -37,8 +37,8 @@ namespace {
 // (raised again, as the cause of a batchwise error, when the engine returns) and whether Ctrl-C was
 // pressed. Out of memory is not kept: its traceback holds the trial's activations.
 struct Failure {
-  py::object error;     // the exception, with its traceback
-  std::string where;    // "MyNet.forward"
+  py::object error;   // the exception, with its traceback
+  std::string where;  // "MyNet.forward"
   bool interrupted = false;
 };
 
@@ -101,7 +101,10 @@ at::Tensor unpack(const py::handle& object, const std::string& what) {
 class PythonModelImpl : public torch::nn::Module {
  public:
   PythonModelImpl(py::object adapter, std::string name)
-      : adapter_(std::move(adapter)), name_(std::move(name)), forward_(name_ + ".forward"), output_(forward_ + "'s output") {
+      : adapter_(std::move(adapter)),
+        name_(std::move(name)),
+        forward_(name_ + ".forward"),
+        output_(forward_ + "'s output") {
     auto flat = [](std::string s) {
       for (auto& c : s) c = c == '.' ? '_' : c;
       return s;
@@ -112,7 +115,8 @@ class PythonModelImpl : public torch::nn::Module {
       register_parameter(fmt::format("p{}_{}", index++, flat(py::str(item[py::int_(0)]))), p, p.requires_grad());
     }
     for (const auto& item : adapter_.attr("buffers")())
-      register_buffer(fmt::format("b{}_{}", index++, flat(py::str(item[py::int_(0)]))), unpack(item[py::int_(1)], "a buffer"));
+      register_buffer(fmt::format("b{}_{}", index++, flat(py::str(item[py::int_(0)]))),
+                      unpack(item[py::int_(1)], "a buffer"));
     torch::nn::Module::train(adapter_.attr("training")().cast<bool>());
   }
   at::Tensor forward(const at::Tensor& input) {
@@ -141,7 +145,8 @@ class GroupOptions : public torch::optim::OptimizerCloneableOptions<GroupOptions
  public:
   GroupOptions(std::shared_ptr<py::object> adapter, int group) : adapter_(std::move(adapter)), group_(group) {}
   double get_lr() const override {
-    return call_python("the optimizer's learning rate", [&] { return adapter_->attr("get_lr")(group_).cast<double>(); });
+    return call_python("the optimizer's learning rate",
+                       [&] { return adapter_->attr("get_lr")(group_).cast<double>(); });
   }
   void set_lr(const double lr) override {
     call_python("the optimizer's learning rate", [&] { adapter_->attr("set_lr")(group_, lr); });
@@ -161,7 +166,8 @@ class PythonOptimizer : public torch::optim::Optimizer {
         name_(std::move(name)),
         step_(name_ + ".step") {
     for (size_t i = 0; i < groups.size(); ++i)
-      add_param_group(torch::optim::OptimizerParamGroup(groups[i], std::make_unique<GroupOptions>(adapter_, static_cast<int>(i))));
+      add_param_group(
+          torch::optim::OptimizerParamGroup(groups[i], std::make_unique<GroupOptions>(adapter_, static_cast<int>(i))));
   }
   ~PythonOptimizer() override {
     py::gil_scoped_acquire gil;
@@ -243,10 +249,12 @@ std::unique_ptr<ModuleWorkload> make_python_workload(const py::object& adapter) 
   for (const auto& b : model->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
   const c10::Device device(std::string(py::str(adapter.attr("device"))));
   const auto seed = adapter.attr("seed").cast<uint64_t>();
-  auto workload = std::make_unique<ModuleWorkload>(info, torch::nn::AnyModule(model), std::move(optimizer), std::move(data),
-                                                   loss_function(adapter, model_name + "'s loss"), device, seed);
+  auto workload =
+      std::make_unique<ModuleWorkload>(info, torch::nn::AnyModule(model), std::move(optimizer), std::move(data),
+                                       loss_function(adapter, model_name + "'s loss"), device, seed);
   workload->set_optimizer_state_bytes([shared, optimizer_name] {
-    return call_python(optimizer_name + ".state", [&] { return (*shared).attr("optimizer_state_bytes")().cast<int64_t>(); });
+    return call_python(optimizer_name + ".state",
+                       [&] { return (*shared).attr("optimizer_state_bytes")().cast<int64_t>(); });
   });
   return workload;
 }
@@ -263,31 +271,36 @@ class Progress {
   }
   void trial(const Trial& t, int index, int planned) const {
     const std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
-    const std::string what = t.outcome == Outcome::Ok && t.samples_per_s > 0 ? fmt::format("{:.0f} samples/s", t.samples_per_s)
-                                                                            : std::string(to_string(t.outcome));
+    const std::string what = t.outcome == Outcome::Ok && t.samples_per_s > 0
+                                 ? fmt::format("{:.0f} samples/s", t.samples_per_s)
+                                 : std::string(to_string(t.outcome));
     (*this)(fmt::format("[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed)", of, t.batch, what,
                         format_bytes(t.peak_bytes), elapsed()));
   }
   void stage(const TuneStage& t) const {
-    if (t.phase > 0) (*this)(fmt::format("[{}/{}] {}", t.phase, t.phases, t.what));
-    else (*this)(t.what);
+    if (t.phase > 0)
+      (*this)(fmt::format("[{}/{}] {}", t.phase, t.phases, t.what));
+    else
+      (*this)(t.what);
   }
   void race(const RaceProgress& p) const {
     const std::string key = fmt::format("{} {}", p.rung, p.index);
     if (repeated(key)) return;
-    (*this)(fmt::format("[race rung {}/{}, {}/{}] batch {}: epoch {:.2f}, held-out loss {:.3f} ({:.0f} s elapsed, ~{:.0f} s "
-                        "left)",
-                        p.rung, p.rungs, p.index, p.count, p.batch, p.epochs, p.loss, p.elapsed_s, p.left_s));
+    (*this)(fmt::format(
+        "[race rung {}/{}, {}/{}] batch {}: epoch {:.2f}, held-out loss {:.3f} ({:.0f} s elapsed, ~{:.0f} s "
+        "left)",
+        p.rung, p.rungs, p.index, p.count, p.batch, p.epochs, p.loss, p.elapsed_s, p.left_s));
   }
   void validate(const ValidateProgress& p) const {
     const std::string key = fmt::format("validate {}", p.index);
     if (repeated(key)) return;
-    (*this)(fmt::format("[validate {}/{}] batch {}: epoch {:.2f}, held-out loss {:.3f}{}, {:.1f} s trained ({}at most "
-                        "{:.0f} s left; {:.0f} s elapsed)",
-                        p.index + 1, p.count, p.batch, p.epochs, p.loss,
-                        p.accuracy ? fmt::format(", accuracy {:.4f}", *p.accuracy) : std::string(), p.train_s,
-                        p.target_left_s ? fmt::format("~{:.0f} s to the target, ", *p.target_left_s) : std::string(),
-                        p.limit_left_s, p.elapsed_s));
+    (*this)(
+        fmt::format("[validate {}/{}] batch {}: epoch {:.2f}, held-out loss {:.3f}{}, {:.1f} s trained ({}at most "
+                    "{:.0f} s left; {:.0f} s elapsed)",
+                    p.index + 1, p.count, p.batch, p.epochs, p.loss,
+                    p.accuracy ? fmt::format(", accuracy {:.4f}", *p.accuracy) : std::string(), p.train_s,
+                    p.target_left_s ? fmt::format("~{:.0f} s to the target, ", *p.target_left_s) : std::string(),
+                    p.limit_left_s, p.elapsed_s));
   }
   FitOptions with(FitOptions o) const {
     return o.on_trial([p = *this](const Trial& t, int i, int n) { p.trial(t, i, n); });
@@ -455,11 +468,12 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
 py::tuple run(const py::object& adapter, const py::dict& options, const std::string& command) {
   // One call at a time: the CPU count, its limit and the failure slot are the process's.
   static std::atomic<bool> busy{false};
-  BATCHWISE_CHECK(!busy.exchange(true), ConfigError,
-                  "batchwise.{}: another batchwise call (fit, sweep, tune, noise or validate) is running in this process; "
-                  "they run one at a time "
-                  "(the CPU budget is counted process-wide)",
-                  command);
+  BATCHWISE_CHECK(
+      !busy.exchange(true), ConfigError,
+      "batchwise.{}: another batchwise call (fit, sweep, tune, noise or validate) is running in this process; "
+      "they run one at a time "
+      "(the CPU budget is counted process-wide)",
+      command);
   struct Done {
     ~Done() { busy = false; }
   } done;
@@ -519,8 +533,8 @@ class Names {
   template <class T, class = void>
   struct IsRecord : std::false_type {};
   template <class T>
-  struct IsRecord<T, std::void_t<decltype(fields(std::declval<Names&>(), std::declval<const T&>()))>>
-      : std::true_type {};
+  struct IsRecord<T, std::void_t<decltype(fields(std::declval<Names&>(), std::declval<const T&>()))>> : std::true_type {
+  };
   template <class T>
   struct Unwrap {
     using type = T;
@@ -598,17 +612,24 @@ PYBIND11_MODULE(_engine, m) {
   m.def("run", &python::run, py::arg("adapter"), py::arg("options"), py::arg("command"),
         "Runs fit, sweep or tune on an adapter (batchwise/_inprocess.py): (report JSON or None, where, the "
         "user's first exception or None)");
-  m.def("html", [](const std::string& report_json) { return to_html(report_json); }, "The report's HTML page");
-  m.def("table", [](const std::string& report_json) { return to_table(report_from_json(report_json, "the report")); },
-        "The report's console table");
+  m.def(
+      "html", [](const std::string& report_json) { return to_html(report_json); }, "The report's HTML page");
+  m.def(
+      "table", [](const std::string& report_json) { return to_table(report_from_json(report_json, "the report")); },
+      "The report's console table");
   m.def("parse_bytes", [](const std::string& text) { return parse_bytes(text, "memory_budget"); });
-  m.def("counted_bytes", [] { return CpuMemoryTracker::install().current_bytes(); },
-        "CPU tensor bytes counted now (the budget's measure)");
-  m.def("untracked", [](const py::function& f) {
-    UntrackedScope scope;
-    return f();
-  }, "Calls f with its CPU allocations left out of the count (data held in RAM, not the device's)");
-  m.def("report_fields", [] { return python::Names::shape<Report>(); },
-        "The report's fields: {name: None, or the nested record's fields}");
+  m.def(
+      "counted_bytes", [] { return CpuMemoryTracker::install().current_bytes(); },
+      "CPU tensor bytes counted now (the budget's measure)");
+  m.def(
+      "untracked",
+      [](const py::function& f) {
+        UntrackedScope scope;
+        return f();
+      },
+      "Calls f with its CPU allocations left out of the count (data held in RAM, not the device's)");
+  m.def(
+      "report_fields", [] { return python::Names::shape<Report>(); },
+      "The report's fields: {name: None, or the nested record's fields}");
   m.attr("torch_version") = TORCH_VERSION;
 }

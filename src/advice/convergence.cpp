@@ -34,9 +34,9 @@ ScaledLr scale_lr(Optimizer optimizer, int64_t base_batch, double base_lr, int64
   } else {  // the Adam family
     s.rule = "sqrt";
     s.factor = std::sqrt(ratio);
-    s.advice = fmt::format("{}: square-root scaling, lr {:g} x sqrt({}/{}) = {:.4g} (Malladi et al. 2022)",
-                           optimizer == Optimizer::Adam ? "Adam" : "AdamW", base_lr, batch, base_batch,
-                           base_lr * s.factor);
+    s.advice =
+        fmt::format("{}: square-root scaling, lr {:g} x sqrt({}/{}) = {:.4g} (Malladi et al. 2022)",
+                    optimizer == Optimizer::Adam ? "Adam" : "AdamW", base_lr, batch, base_batch, base_lr * s.factor);
   }
   s.lr = base_lr * s.factor;
   return s;
@@ -44,9 +44,12 @@ ScaledLr scale_lr(Optimizer optimizer, int64_t base_batch, double base_lr, int64
 
 const char* to_string(LastBatch policy) {
   switch (policy) {
-    case LastBatch::Drop: return "drop";
-    case LastBatch::Pad: return "pad";
-    case LastBatch::Keep: return "keep";
+    case LastBatch::Drop:
+      return "drop";
+    case LastBatch::Pad:
+      return "pad";
+    case LastBatch::Keep:
+      return "keep";
   }
   return "?";
 }
@@ -89,13 +92,15 @@ void plan_epoch(AccumulationPlan& p, const PlanRequest& r) {
       p.last_step_samples = full > 0 ? g : 0;
       p.last_batch_note =
           rest == 0 ? fmt::format("drop_last: {} = {} x {}, every epoch ends on a full step", n, full, g)
-                    : fmt::format("drop_last: {} = {} x {} + {}; the last {} samples are dropped each epoch (different "
-                                  "ones each epoch when shuffled)",
-                                  n, full, g, rest, rest);
+                    : fmt::format(
+                          "drop_last: {} = {} x {} + {}; the last {} samples are dropped each epoch (different "
+                          "ones each epoch when shuffled)",
+                          n, full, g, rest, rest);
       if (full == 0)
-        p.warnings.push_back(fmt::format("the dataset ({} samples) is smaller than one global batch ({}): with "
-                                         "drop_last no step ever runs; use --last-batch pad or a smaller batch",
-                                         n, g));
+        p.warnings.push_back(
+            fmt::format("the dataset ({} samples) is smaller than one global batch ({}): with "
+                        "drop_last no step ever runs; use --last-batch pad or a smaller batch",
+                        n, g));
       break;
     case LastBatch::Pad:
       p.steps_per_epoch = full + (rest > 0);
@@ -114,19 +119,19 @@ void plan_epoch(AccumulationPlan& p, const PlanRequest& r) {
         break;
       }
       const int64_t fewest = rest / w, most = fewest + (rest % w != 0);
-      p.last_batch_note = fmt::format("keep: {} = {} x {} + {}; the last step trains on {} samples ({} per device)", n,
-                                      full, g, rest, rest, fewest == most ? std::to_string(fewest)
-                                                                          : fmt::format("{} to {}", fewest, most));
+      p.last_batch_note =
+          fmt::format("keep: {} = {} x {} + {}; the last step trains on {} samples ({} per device)", n, full, g, rest,
+                      rest, fewest == most ? std::to_string(fewest) : fmt::format("{} to {}", fewest, most));
       if (fewest == 0)
-        p.warnings.push_back(fmt::format("the last step's {} samples leave {} of {} devices with an empty batch: a "
-                                         "rank with no batch stalls the gradient all-reduce; use drop or pad",
-                                         rest, w - rest, w));
+        p.warnings.push_back(
+            fmt::format("the last step's {} samples leave {} of {} devices with an empty batch: a "
+                        "rank with no batch stalls the gradient all-reduce; use drop or pad",
+                        rest, w - rest, w));
       if (r.batchnorm()) {
         // A device's last micro-batch is what is left after its full micro-batches.
         bool single = false;
         for (int64_t samples : {fewest, most})
-          if (p.micro_batch > 1 && samples % p.micro_batch == 1)
-            single = true;
+          if (p.micro_batch > 1 && samples % p.micro_batch == 1) single = true;
         if (single)
           p.warnings.push_back(
               "BatchNorm sees a single-sample micro-batch in the last step: in training mode its batch variance is "
@@ -162,13 +167,13 @@ AccumulationPlan plan_accumulation(const PlanRequest& r) {
   if (s) {
     p.exact = true;
     p.global_batch = r.global_batch();
-    p.reason = s->steps == 1
-                   ? fmt::format("{} = {}{}: no accumulation needed, {} samples per device fit (at most {})",
-                                 p.global_batch, s->micro, devices, s->micro, r.max_micro_batch())
-                   : fmt::format("{} = {} x {} accumulation steps{}: the fewest steps whose micro-batch fits (at "
-                                 "most {}{})",
-                                 p.global_batch, s->micro, s->steps, devices, r.max_micro_batch(),
-                                 r.multiple_of() > 1 ? fmt::format(", a multiple of {}", r.multiple_of()) : "");
+    p.reason = s->steps == 1 ? fmt::format("{} = {}{}: no accumulation needed, {} samples per device fit (at most {})",
+                                           p.global_batch, s->micro, devices, s->micro, r.max_micro_batch())
+                             : fmt::format(
+                                   "{} = {} x {} accumulation steps{}: the fewest steps whose micro-batch fits (at "
+                                   "most {}{})",
+                                   p.global_batch, s->micro, s->steps, devices, r.max_micro_batch(),
+                                   r.multiple_of() > 1 ? fmt::format(", a multiple of {}", r.multiple_of()) : "");
   } else {
     // The nearest global batch that splits; a multiple of world_size x multiple_of always does.
     std::string why =
@@ -185,17 +190,19 @@ AccumulationPlan plan_accumulation(const PlanRequest& r) {
         }
       }
     }
-    p.reason = fmt::format("{} cannot be kept exactly: {}; the nearest that can is {} = {} x {} accumulation "
-                           "step{}{} ({:+d} samples per step)",
-                           r.global_batch(), why, p.global_batch, s->micro, s->steps, s->steps == 1 ? "" : "s",
-                           devices, p.global_batch - r.global_batch());
+    p.reason = fmt::format(
+        "{} cannot be kept exactly: {}; the nearest that can is {} = {} x {} accumulation "
+        "step{}{} ({:+d} samples per step)",
+        r.global_batch(), why, p.global_batch, s->micro, s->steps, s->steps == 1 ? "" : "s", devices,
+        p.global_batch - r.global_batch());
   }
   p.micro_batch = s->micro;
   p.accumulation_steps = s->steps;
   p.per_device_batch = s->micro * s->steps;
   if (r.batchnorm() && p.micro_batch == 1)
-    p.warnings.push_back("BatchNorm with 1 sample per micro-batch: its batch variance is undefined in training mode; "
-                         "a larger micro-batch or GroupNorm is needed");
+    p.warnings.push_back(
+        "BatchNorm with 1 sample per micro-batch: its batch variance is undefined in training mode; "
+        "a larger micro-batch or GroupNorm is needed");
   else if (r.batchnorm() && p.micro_batch < p.global_batch)
     p.warnings.push_back(fmt::format(
         "BatchNorm normalises each micro-batch of {} samples on its own device, not the global batch of {}: the "
@@ -234,6 +241,5 @@ Goodput goodput(const std::vector<Trial>& sweep_points, double b_simple) {
     if (p.goodput >= 0.95 * best) g.within_5_percent.push_back(p.batch);
   return g;
 }
-
 
 }  // namespace batchwise

@@ -6,9 +6,9 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <sched.h>
 #include <torch/cuda.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -55,22 +55,31 @@ CpuPeak cpu_peak() {
     std::string key = line.substr(0, colon);
     key.erase(key.find_last_not_of(" \t") + 1);
     const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (key == "processor") processor = std::atoi(value.c_str());
-    else if (key == "physical id") physical = std::atoi(value.c_str());
+    if (key == "processor")
+      processor = std::atoi(value.c_str());
+    else if (key == "physical id")
+      physical = std::atoi(value.c_str());
     else if (key == "core id" && (!have_mask || (processor >= 0 && CPU_ISSET(processor, &mask))))
       cores.insert({physical, std::atoi(value.c_str())});
-    else if (key == "model name" && p.model.empty()) p.model = value;
-    else if (key == "cpu MHz" && p.ghz == 0) p.ghz = std::atof(value.c_str()) / 1000.0;
-    else if (key == "flags" && flags.empty()) flags = " " + value + " ";
+    else if (key == "model name" && p.model.empty())
+      p.model = value;
+    else if (key == "cpu MHz" && p.ghz == 0)
+      p.ghz = std::atof(value.c_str()) / 1000.0;
+    else if (key == "flags" && flags.empty())
+      flags = " " + value + " ";
   }
   p.physical_cores = cores.empty() ? p.logical_cpus : std::min<int>(static_cast<int>(cores.size()), p.logical_cpus);
   auto has = [&](const char* flag) { return flags.find(std::string(" ") + flag + " ") != std::string::npos; };
   // fp32 FLOP per cycle per core: 2 (a fused multiply-add) x vector lanes x 2 FMA units, the
   // server-class count; with one unit the real peak is half, so this estimate errs high.
-  if (has("avx512f")) p.flops_per_cycle = 64, p.isa = "AVX-512";
-  else if (has("avx2") && has("fma")) p.flops_per_cycle = 32, p.isa = "AVX2+FMA";
-  else if (has("avx")) p.flops_per_cycle = 16, p.isa = "AVX";
-  else p.flops_per_cycle = 8, p.isa = "SSE";
+  if (has("avx512f"))
+    p.flops_per_cycle = 64, p.isa = "AVX-512";
+  else if (has("avx2") && has("fma"))
+    p.flops_per_cycle = 32, p.isa = "AVX2+FMA";
+  else if (has("avx"))
+    p.flops_per_cycle = 16, p.isa = "AVX";
+  else
+    p.flops_per_cycle = 8, p.isa = "SSE";
   p.gflops = p.physical_cores * p.flops_per_cycle * p.ghz;
   return p;
 }
@@ -125,8 +134,9 @@ DoctorReport run_doctor(const DoctorOptions& o) {
     r.findings.push_back({std::move(check), std::move(status), std::move(detail), std::move(fix)});
   };
 
-  add("torch", "ok", fmt::format("LibTorch {}, BLAS {}{}", r.torch_version, r.blas,
-                                 r.blas_library.empty() ? " (linked in)" : " (" + r.blas_library + ")"));
+  add("torch", "ok",
+      fmt::format("LibTorch {}, BLAS {}{}", r.torch_version, r.blas,
+                  r.blas_library.empty() ? " (linked in)" : " (" + r.blas_library + ")"));
   if (r.reference_blas)
     add("blas", "warning",
         fmt::format("libblas.so.3 resolves to the netlib reference BLAS ({}): unoptimised, measured ~28x slower than "
@@ -134,8 +144,9 @@ DoctorReport run_doctor(const DoctorOptions& o) {
                     r.blas_library),
         "apt-get install libopenblas0-pthread (update-alternatives then points libblas.so.3 at OpenBLAS)");
   else
-    add("blas", "ok", r.blas_library.empty() ? fmt::format("{} is linked into LibTorch", r.blas)
-                                             : fmt::format("an optimised BLAS is loaded: {}", r.blas_library));
+    add("blas", "ok",
+        r.blas_library.empty() ? fmt::format("{} is linked into LibTorch", r.blas)
+                               : fmt::format("an optimised BLAS is loaded: {}", r.blas_library));
 
   // Threads against cores.
   const std::string threads_env =
@@ -177,27 +188,28 @@ DoctorReport run_doctor(const DoctorOptions& o) {
   if (!r.cuda_built) {
     add("cuda", "info", "this batchwise was built without CUDA: CPU only");
   } else if (!r.cuda_available) {
-    add("cuda", "info", fmt::format("built with CUDA, but no CUDA device is visible{}",
-                                    r.nvml ? "" : " (NVML: " + r.nvml_reason + ")"),
+    add("cuda", "info",
+        fmt::format("built with CUDA, but no CUDA device is visible{}", r.nvml ? "" : " (NVML: " + r.nvml_reason + ")"),
         "on a GPU machine: check nvidia-smi, the driver, and CUDA_VISIBLE_DEVICES");
   } else {
     try {
       if (at::Context::hasCuDNN()) r.cudnn_version = std::to_string(at::Context::versionCuDNN());
-    } catch (const c10::Error&) {
-    }
+    } catch (const c10::Error&) {}
     r.tf32_matmul = at::globalContext().float32MatmulPrecision() != at::Float32MatmulPrecision::HIGHEST;
     r.cudnn_benchmark = at::globalContext().benchmarkCuDNN();
-    add("cuda", "ok", fmt::format("{} CUDA device{}, cuDNN {}, NVML {}", r.cuda_devices, r.cuda_devices == 1 ? "" : "s",
-                                  r.cudnn_version.empty() ? "absent" : r.cudnn_version,
-                                  r.nvml ? "loaded" : "unavailable (" + r.nvml_reason + ")"));
+    add("cuda", "ok",
+        fmt::format("{} CUDA device{}, cuDNN {}, NVML {}", r.cuda_devices, r.cuda_devices == 1 ? "" : "s",
+                    r.cudnn_version.empty() ? "absent" : r.cudnn_version,
+                    r.nvml ? "loaded" : "unavailable (" + r.nvml_reason + ")"));
     if (!r.nvml)
       add("nvml", "warning", "NVML could not be loaded: no utilisation or per-process GPU memory for --cmd",
           "install the NVIDIA driver's libnvidia-ml.so.1 (it comes with the driver)");
     add("tf32", "info",
         r.tf32_matmul ? "fp32 matmuls may use TF32 tensor cores (faster, 10-bit mantissa)"
                       : "fp32 matmuls run in full fp32 (TF32 off): on Ampere and later, up to several times slower",
-        r.tf32_matmul ? "" : "if TF32's precision suits the model: torch.backends.cuda.matmul.allow_tf32 = True "
-                             "(C++: at::globalContext().setFloat32MatmulPrecision(\"high\"))");
+        r.tf32_matmul ? ""
+                      : "if TF32's precision suits the model: torch.backends.cuda.matmul.allow_tf32 = True "
+                        "(C++: at::globalContext().setFloat32MatmulPrecision(\"high\"))");
     add("cudnn-benchmark", "info",
         r.cudnn_benchmark ? "cuDNN benchmark mode is on: convolution algorithms are tuned per shape"
                           : "cuDNN benchmark mode is off: fixed-shape convolution nets often run faster with it on",
@@ -207,9 +219,10 @@ DoctorReport run_doctor(const DoctorOptions& o) {
 }
 
 Finding judge_gemm(const DoctorReport& r, double gemm_gflops, int64_t gemm_size) {
-  BATCHWISE_CHECK(gemm_gflops > 0 && gemm_size >= 1, ConfigError,
-                  "judge_gemm: a rate of {} GFLOP/s at size {}: give the measured rate (> 0) and the GEMM's size (>= 1)",
-                  gemm_gflops, gemm_size);
+  BATCHWISE_CHECK(
+      gemm_gflops > 0 && gemm_size >= 1, ConfigError,
+      "judge_gemm: a rate of {} GFLOP/s at size {}: give the measured rate (> 0) and the GEMM's size (>= 1)",
+      gemm_gflops, gemm_size);
   const std::string size = fmt::format("fp32 GEMM {}x{}", gemm_size, gemm_size);
   if (r.cpu.gflops <= 0)
     return {"gemm", "info",
@@ -217,14 +230,16 @@ Finding judge_gemm(const DoctorReport& r, double gemm_gflops, int64_t gemm_size)
                         gemm_gflops),
             ""};
   const double fraction = gemm_gflops / r.cpu.gflops;
-  const std::string basis = fmt::format("{} cores x {} fp32 FLOP/cycle ({}) x {:.2f} GHz = {:.0f} GFLOP/s",
-                                        r.cpu.physical_cores, r.cpu.flops_per_cycle, r.cpu.isa, r.cpu.ghz, r.cpu.gflops);
-  const std::string detail = fmt::format("{} at {} thread{}: {:.0f} GFLOP/s, {:.0f} % of the estimated peak ({})", size,
-                                         r.intra_op_threads, r.intra_op_threads == 1 ? "" : "s", gemm_gflops,
-                                         100 * fraction, basis);
+  const std::string basis =
+      fmt::format("{} cores x {} fp32 FLOP/cycle ({}) x {:.2f} GHz = {:.0f} GFLOP/s", r.cpu.physical_cores,
+                  r.cpu.flops_per_cycle, r.cpu.isa, r.cpu.ghz, r.cpu.gflops);
+  const std::string detail =
+      fmt::format("{} at {} thread{}: {:.0f} GFLOP/s, {:.0f} % of the estimated peak ({})", size, r.intra_op_threads,
+                  r.intra_op_threads == 1 ? "" : "s", gemm_gflops, 100 * fraction, basis);
   if (fraction >= kGemmShortfall) return {"gemm", "ok", detail, ""};
   std::string fix;
-  if (r.reference_blas) fix = "install an optimised BLAS: apt-get install libopenblas0-pthread";
+  if (r.reference_blas)
+    fix = "install an optimised BLAS: apt-get install libopenblas0-pthread";
   else if (r.intra_op_threads < r.cpu.physical_cores)
     fix = fmt::format("give the math library every core: drop --threads, or set OMP_NUM_THREADS={}",
                       r.cpu.physical_cores);
@@ -232,8 +247,9 @@ Finding judge_gemm(const DoctorReport& r, double gemm_gflops, int64_t gemm_size)
     fix = fmt::format("unset MKL_ENABLE_INSTRUCTIONS (={}): it keeps MKL from this CPU's {} kernels",
                       r.mkl_enable_instructions, r.cpu.isa);
   else
-    fix = "something else is using the CPU, or it is throttled: check top for other processes and the CPU "
-          "frequency governor";
+    fix =
+        "something else is using the CPU, or it is throttled: check top for other processes and the CPU "
+        "frequency governor";
   return {"gemm", "warning", detail + fmt::format(": below {:.0f} % is a shortfall", 100 * kGemmShortfall), fix};
 }
 
@@ -256,36 +272,35 @@ std::string to_json(const DoctorReport& r) {
   for (const auto& f : r.findings)
     findings.push_back({{"check", f.check}, {"status", f.status}, {"detail", f.detail}, {"fix", f.fix}});
   auto optional = [](const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(); };
-  const ordered_json j = {
-      {"torch_version", r.torch_version},
-      {"blas", r.blas},
-      {"blas_library", r.blas_library},
-      {"reference_blas", r.reference_blas},
-      {"threads", {{"intra_op", r.intra_op_threads}, {"inter_op", r.inter_op_threads}}},
-      {"environment",
-       {{"OMP_NUM_THREADS", r.omp_num_threads},
-        {"MKL_NUM_THREADS", r.mkl_num_threads},
-        {"MKL_ENABLE_INSTRUCTIONS", r.mkl_enable_instructions}}},
-      {"cpu",
-       {{"model", r.cpu.model},
-        {"logical_cpus", r.cpu.logical_cpus},
-        {"physical_cores", r.cpu.physical_cores},
-        {"ghz", r.cpu.ghz},
-        {"isa", r.cpu.isa},
-        {"flops_per_cycle", r.cpu.flops_per_cycle},
-        {"peak_gflops", r.cpu.gflops}}},
-      {"gemm_gflops", optional(r.gemm_gflops)},
-      {"gemm_fraction_of_peak", optional(r.gemm_fraction)},
-      {"cuda",
-       {{"built", r.cuda_built},
-        {"available", r.cuda_available},
-        {"devices", r.cuda_devices},
-        {"cudnn_version", r.cudnn_version},
-        {"nvml", r.nvml},
-        {"tf32_matmul", r.tf32_matmul},
-        {"cudnn_benchmark", r.cudnn_benchmark}}},
-      {"findings", findings},
-      {"build_config", r.build_config}};
+  const ordered_json j = {{"torch_version", r.torch_version},
+                          {"blas", r.blas},
+                          {"blas_library", r.blas_library},
+                          {"reference_blas", r.reference_blas},
+                          {"threads", {{"intra_op", r.intra_op_threads}, {"inter_op", r.inter_op_threads}}},
+                          {"environment",
+                           {{"OMP_NUM_THREADS", r.omp_num_threads},
+                            {"MKL_NUM_THREADS", r.mkl_num_threads},
+                            {"MKL_ENABLE_INSTRUCTIONS", r.mkl_enable_instructions}}},
+                          {"cpu",
+                           {{"model", r.cpu.model},
+                            {"logical_cpus", r.cpu.logical_cpus},
+                            {"physical_cores", r.cpu.physical_cores},
+                            {"ghz", r.cpu.ghz},
+                            {"isa", r.cpu.isa},
+                            {"flops_per_cycle", r.cpu.flops_per_cycle},
+                            {"peak_gflops", r.cpu.gflops}}},
+                          {"gemm_gflops", optional(r.gemm_gflops)},
+                          {"gemm_fraction_of_peak", optional(r.gemm_fraction)},
+                          {"cuda",
+                           {{"built", r.cuda_built},
+                            {"available", r.cuda_available},
+                            {"devices", r.cuda_devices},
+                            {"cudnn_version", r.cudnn_version},
+                            {"nvml", r.nvml},
+                            {"tf32_matmul", r.tf32_matmul},
+                            {"cudnn_benchmark", r.cudnn_benchmark}}},
+                          {"findings", findings},
+                          {"build_config", r.build_config}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

@@ -64,8 +64,10 @@ LrRange lr_range_test(ModuleWorkload& w, const LrRangeOptions& o) {
     double stable = 0;
     for (const auto& p : r.points)
       if (p.lr < *r.diverged_lr) stable = p.lr;
-    if (stable > 0) r.stable_lr = stable;
-    else r.stable_lr = o.lr_low() / growth;  // unstable from the first step
+    if (stable > 0)
+      r.stable_lr = stable;
+    else
+      r.stable_lr = o.lr_low() / growth;  // unstable from the first step
   }
   r.wall_s = since(start);
   return r;
@@ -75,8 +77,8 @@ namespace {
 
 std::string describe(const LrAdvice& a) {
   std::string text = a.scaled.rule == "linear"
-                         ? fmt::format("SGD, linear scaling: {:g} x {}/{} = {:.4g} (Goyal et al. 2017)", a.scaled.base_lr,
-                                       a.scaled.batch, a.scaled.base_batch, a.scaled.lr)
+                         ? fmt::format("SGD, linear scaling: {:g} x {}/{} = {:.4g} (Goyal et al. 2017)",
+                                       a.scaled.base_lr, a.scaled.batch, a.scaled.base_batch, a.scaled.lr)
                          : fmt::format("square-root scaling: {:g} x sqrt({}/{}) = {:.4g} (Malladi et al. 2022)",
                                        a.scaled.base_lr, a.scaled.batch, a.scaled.base_batch, a.scaled.lr);
   if (a.range && a.range->stable_lr) {
@@ -88,9 +90,10 @@ std::string describe(const LrAdvice& a) {
                                                 "the loss run away above {:.4g}; the rate stays {:g}x below that)"),
                         *a.cap_lr, a.range->batch, *a.range->stable_lr, safety);
   } else if (a.range) {
-    text += fmt::format("; a learning-rate range test at batch {} kept the loss under control up to {:.4g}, so no "
-                        "cap applies",
-                        a.range->batch, a.range->lr_high);
+    text += fmt::format(
+        "; a learning-rate range test at batch {} kept the loss under control up to {:.4g}, so no "
+        "cap applies",
+        a.range->batch, a.range->lr_high);
   }
   if (a.warmup_steps > 0)
     text += fmt::format("; warm up linearly from {:.4g} over the first {} steps", a.warmup_from_lr, a.warmup_steps);
@@ -150,7 +153,8 @@ LrAdvice advise_lr(ModuleWorkload& w, int64_t batch, const LrAdviceOptions& o) {
     const int64_t samples = o.warmup_samples() > 0 ? o.warmup_samples() : w.data().size();
     a.warmup_from_lr = o.base_lr();
     a.warmup_steps = std::max<int64_t>(1, samples / batch);
-    a.warmup_epochs = static_cast<double>(a.warmup_steps * batch) / static_cast<double>(std::max<int64_t>(1, w.data().size()));
+    a.warmup_epochs =
+        static_cast<double>(a.warmup_steps * batch) / static_cast<double>(std::max<int64_t>(1, w.data().size()));
   }
   a.advice = describe(a);
   return a;

@@ -32,8 +32,8 @@ NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
   BATCHWISE_CHECK(o.micro_batch() >= 1 && o.micro_batch() < o.batch() && o.batch() % o.micro_batch() == 0, ConfigError,
                   "noise scale: --micro-batch {} must be below --batch {} and divide it", o.micro_batch(), o.batch());
   BATCHWISE_CHECK(o.steps() >= 2, ConfigError, "noise scale: --noise-steps {}: at least 2 steps are needed", o.steps());
-  BATCHWISE_CHECK(o.smoothing() >= 0 && o.smoothing() < 1, ConfigError,
-                  "noise scale: --smoothing {} must be in [0, 1)", o.smoothing());
+  BATCHWISE_CHECK(o.smoothing() >= 0 && o.smoothing() < 1, ConfigError, "noise scale: --smoothing {} must be in [0, 1)",
+                  o.smoothing());
   const auto start = std::chrono::steady_clock::now();
   const StateGuard restore(workload);
 
@@ -59,7 +59,8 @@ NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
       current = flat_gradients(workload);
       BATCHWISE_CHECK(!previous.defined() || previous.numel() == current.numel(), ConfigError,
                       "noise scale: {} uses different parameters for different samples; its gradients cannot be "
-                      "compared slice by slice", workload.info().model);
+                      "compared slice by slice",
+                      workload.info().model);
       sum_small += squared_norm(previous.defined() ? (current - previous) * static_cast<double>(k)
                                                    : current * static_cast<double>(k));
       previous = current;

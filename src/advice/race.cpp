@@ -72,8 +72,7 @@ std::vector<int64_t> race_reserve(const std::vector<Trial>& points, const std::v
     if (p.outcome == Outcome::Ok && p.batch < smallest) below.push_back(p.batch);
   std::sort(below.begin(), below.end());
   below.erase(std::unique(below.begin(), below.end()), below.end());
-  if (static_cast<int>(below.size()) > std::max(0, count))
-    below.erase(below.begin(), below.end() - std::max(0, count));
+  if (static_cast<int>(below.size()) > std::max(0, count)) below.erase(below.begin(), below.end() - std::max(0, count));
   return below;
 }
 
@@ -136,9 +135,10 @@ std::vector<Candidate> plan_candidates(const BatchRaceOptions& o, BatchRace& rac
       continue;
     }
     race.left_out.push_back(c.batch);
-    race.notes.push_back(fmt::format("batch {} left out: {} steps fit the first rung's {:.2f} s, below the {} a "
-                                     "comparison needs (a larger --advice-budget includes it)",
-                                     c.batch, steps, first, o.min_steps()));
+    race.notes.push_back(
+        fmt::format("batch {} left out: {} steps fit the first rung's {:.2f} s, below the {} a "
+                    "comparison needs (a larger --advice-budget includes it)",
+                    c.batch, steps, first, o.min_steps()));
   }
   return kept;
 }
@@ -163,7 +163,8 @@ struct RaceClock {
 void train_slice(ModuleWorkload& w, const Dataset& held_out, RaceEntry& e, int evaluations, const RaceClock& clock,
                  const BatchRaceOptions& o) {
   const auto entry_start = Clock::now();
-  const int64_t steps = std::max<int64_t>(1, std::llround(clock.slice * e.samples_per_s / static_cast<double>(e.batch)));
+  const int64_t steps =
+      std::max<int64_t>(1, std::llround(clock.slice * e.samples_per_s / static_cast<double>(e.batch)));
   int next = 1;
   for (int64_t step = 0; step < steps; ++step) {
     w.set_lr(lr_at_step(e.lr, e.steps));
@@ -259,9 +260,9 @@ void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector
 // No candidate left the start in the first rung: the reserve's batches (not among the entries) join
 // it, each trained from the initial weights to the rung's horizon, appended to the entries and to
 // `alive` (the race's entries are put in batch order at its end).
-void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadState& initial,
-                  const BatchRaceOptions& o, double horizon, RaceClock& clock, BatchRace& race,
-                  std::vector<Live>& entries, std::vector<size_t>& alive) {
+void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadState& initial, const BatchRaceOptions& o,
+                  double horizon, RaceClock& clock, BatchRace& race, std::vector<Live>& entries,
+                  std::vector<size_t>& alive) {
   std::vector<Candidate> joining;
   for (size_t i = 0; i < o.reserve().size(); ++i) {
     const int64_t b = o.reserve()[i];
@@ -272,9 +273,10 @@ void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadStat
     const int64_t steps = static_cast<int64_t>(horizon * o.reserve_samples_per_s()[i] / static_cast<double>(b));
     if (steps < o.min_steps()) {
       race.left_out.push_back(b);
-      race.notes.push_back(fmt::format("reserve batch {} left out: {} steps fit the first rung's {:.2f} s, below the "
-                                       "{} a comparison needs",
-                                       b, steps, horizon, o.min_steps()));
+      race.notes.push_back(
+          fmt::format("reserve batch {} left out: {} steps fit the first rung's {:.2f} s, below the "
+                      "{} a comparison needs",
+                      b, steps, horizon, o.min_steps()));
       continue;
     }
     joining.push_back({b, o.reserve_samples_per_s()[i]});
@@ -288,7 +290,8 @@ void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadStat
   int evaluations = o.evaluations();
   bool any_candidate = false;
   for (const Live& l : entries)
-    if (!l.failed) evaluations = std::max(evaluations, static_cast<int>(l.entry.curve.size()) - 1), any_candidate = true;
+    if (!l.failed)
+      evaluations = std::max(evaluations, static_cast<int>(l.entry.curve.size()) - 1), any_candidate = true;
   clock.slice = horizon;
   clock.count += static_cast<int>(joining.size());
   clock.planned_left += horizon * static_cast<double>(joining.size());
@@ -303,8 +306,9 @@ void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadStat
     entries.push_back(std::move(live));
     alive.push_back(entries.size() - 1);
   }
-  const bool learned = std::any_of(entries.end() - static_cast<std::ptrdiff_t>(joining.size()), entries.end(),
-                                   [&](const Live& l) { return !l.failed && left_the_start(l.entry, race.loss_before); });
+  const bool learned =
+      std::any_of(entries.end() - static_cast<std::ptrdiff_t>(joining.size()), entries.end(),
+                  [&](const Live& l) { return !l.failed && left_the_start(l.entry, race.loss_before); });
   race.notes.push_back(fmt::format(
       "{} after {:.1f} s of training each, so the reserve {} (smaller batches, more steps in the same training "
       "time) joined rung 1 and trained as long from the same weights: {}",
@@ -371,20 +375,31 @@ struct RaceRun {
   const double first;            // the first rung's training time per entry: the whole budget for those that run
   const size_t points;           // the evaluations a rung's lines read
   std::vector<Live> entries;
-  std::vector<size_t> alive;     // indices into entries of those still racing
+  std::vector<size_t> alive;  // indices into entries of those still racing
   double horizon = 0;
-  double extension_left;         // a plateau may lengthen the race to twice its budget
+  double extension_left;  // a plateau may lengthen the race to twice its budget
   double wall_limit;
-  double wall_budget;            // the planned wall time (BatchRaceOptions::wall_budget_s), 0: none
+  double wall_budget;  // the planned wall time (BatchRaceOptions::wall_budget_s), 0: none
   bool cut_short = false;
 
   // `kept` (plan_candidates) all in the race, from the same weights and the initial held-out loss.
   RaceRun(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o, const WorkloadState& initial,
           RaceClock& clock, BatchRace& race, HeldOutTarget target, const std::vector<Candidate>& kept)
-      : w(w), held_out(held_out), o(o), initial(initial), clock(clock), race(race), target(target),
-        sizes(rung_sizes(static_cast<int>(kept.size()))), first(first_slice(o.budget_s(), sizes)),
-        points(static_cast<size_t>(o.evaluations()) + 1), entries(kept.size()), alive(kept.size()),
-        extension_left(o.budget_s()), wall_limit(o.max_wall_s()), wall_budget(o.wall_budget_s()) {
+      : w(w),
+        held_out(held_out),
+        o(o),
+        initial(initial),
+        clock(clock),
+        race(race),
+        target(target),
+        sizes(rung_sizes(static_cast<int>(kept.size()))),
+        first(first_slice(o.budget_s(), sizes)),
+        points(static_cast<size_t>(o.evaluations()) + 1),
+        entries(kept.size()),
+        alive(kept.size()),
+        extension_left(o.budget_s()),
+        wall_limit(o.max_wall_s()),
+        wall_budget(o.wall_budget_s()) {
     for (size_t i = 0; i < kept.size(); ++i) {
       entries[i].entry.batch = kept[i].batch;
       entries[i].entry.samples_per_s = kept[i].samples_per_s;
@@ -426,8 +441,8 @@ struct RaceRun {
     if (fits >= planned) return planned;
     double floor = 0;
     for (size_t i : alive)
-      floor = std::max(floor, o.min_steps() * static_cast<double>(entries[i].entry.batch) /
-                                  entries[i].entry.samples_per_s);
+      floor =
+          std::max(floor, o.min_steps() * static_cast<double>(entries[i].entry.batch) / entries[i].entry.samples_per_s);
     const double slice = std::max(fits, floor);
     race.notes.push_back(fmt::format(
         "rung {} trained {:.2f} s per entry instead of {:.2f} s: the race had taken {:.0f} s of the {:.0f} s planned "
@@ -478,8 +493,8 @@ struct RaceRun {
   // extension's budget lasts (the race then trains at most twice its budget). Sets the next slice and
   // returns true to train on.
   bool extend(double rung_start, double planned_slice) {
-    const auto live_count = static_cast<double>(
-        std::count_if(alive.begin(), alive.end(), [&](size_t i) { return !entries[i].failed; }));
+    const auto live_count =
+        static_cast<double>(std::count_if(alive.begin(), alive.end(), [&](size_t i) { return !entries[i].failed; }));
     if (anyone_left_the_start() || live_count == 0) return false;
     const double more = std::min(horizon - rung_start, extension_left / live_count);
     if (more < 0.999 * planned_slice || (wall_limit > 0 && since(clock.start) > wall_limit)) return false;
@@ -494,9 +509,10 @@ struct RaceRun {
   void join_reserve_if_stuck() {
     if (anyone_left_the_start() || o.reserve().empty()) return;
     if (wall_limit > 0 && since(clock.start) > wall_limit) {
-      race.notes.push_back(fmt::format("the reserve {} did not join: the race had taken {:.0f} s of wall time, past "
-                                       "its limit of {:.0f} s",
-                                       o.reserve(), since(clock.start), wall_limit));
+      race.notes.push_back(
+          fmt::format("the reserve {} did not join: the race had taken {:.0f} s of wall time, past "
+                      "its limit of {:.0f} s",
+                      o.reserve(), since(clock.start), wall_limit));
       return;
     }
     const size_t before_join = entries.size();

@@ -101,8 +101,8 @@ std::vector<size_t> rank_rung(const std::vector<RaceEntry*>& rung, double horizo
       e.time_ratio = e.target_s ? std::optional<double>(*e.target_s / *first) : std::nullopt;
       e.time_ratio_sd.reset();
       if (e.target_s)
-        e.time_ratio_sd = std::hypot(interval[i], i == ranked.front() ? 0.0 : interval[ranked.front()]) /
-                          std::sqrt(12.0) / *first;
+        e.time_ratio_sd =
+            std::hypot(interval[i], i == ranked.front() ? 0.0 : interval[ranked.front()]) / std::sqrt(12.0) / *first;
     }
     return ranked;
   }
@@ -114,9 +114,12 @@ std::vector<size_t> rank_rung(const std::vector<RaceEntry*>& rung, double horizo
     const auto [intercept, slope] = late_line(e.curve, points);
     const auto own_loss_scatter = late_scatter(e.curve, points);
     e.within_noise = false;
-    if (i == ranked.front()) e.time_ratio = 1;
-    else if (slope < 0) e.time_ratio = (level - intercept) / slope / horizon;
-    else e.time_ratio.reset();
+    if (i == ranked.front())
+      e.time_ratio = 1;
+    else if (slope < 0)
+      e.time_ratio = (level - intercept) / slope / horizon;
+    else
+      e.time_ratio.reset();
     // No time to the best's loss: compare losses, for an entry that has learned (on the plateau at
     // the start every line is flat and within the noise).
     if (i != ranked.front() && slope >= 0 && best_loss_scatter && left_the_start(e, loss_before)) {
@@ -125,16 +128,21 @@ std::vector<size_t> rank_rung(const std::vector<RaceEntry*>& rung, double horizo
     }
     // The best's scatter counts where its loss still falls (a converged best adds none).
     const std::optional<double> own = time_scatter(own_loss_scatter, horizon);
-    if (own) e.time_ratio_sd = std::hypot(*own, i == ranked.front() ? 0.0 : best_scatter.value_or(0));
-    else e.time_ratio_sd.reset();
+    if (own)
+      e.time_ratio_sd = std::hypot(*own, i == ranked.front() ? 0.0 : best_scatter.value_or(0));
+    else
+      e.time_ratio_sd.reset();
   }
   return ranked;
 }
 
 RungLead rung_lead(const RaceEntry& e, size_t rung, double horizon, int64_t epoch) {
-  return RungLead{static_cast<int>(rung) + 1, horizon,
-                  epoch > 0 ? horizon * e.samples_per_s / static_cast<double>(epoch) : 0, e.batch,
-                  *e.loss_at_horizon, e.curve.back().accuracy};
+  return RungLead{static_cast<int>(rung) + 1,
+                  horizon,
+                  epoch > 0 ? horizon * e.samples_per_s / static_cast<double>(epoch) : 0,
+                  e.batch,
+                  *e.loss_at_horizon,
+                  e.curve.back().accuracy};
 }
 
 // Within 5 %: those predicted within 1.05 of their rung's best, or that the race cannot tell from

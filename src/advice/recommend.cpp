@@ -29,13 +29,15 @@ std::optional<Recommendation> recommend_fit(const FitResult& fit) {
   Recommendation rec;
   rec.batch = *fit.batch;
   if (!at) {  // a fit reused from the history keeps its answer, not its trials
-    rec.reason = fmt::format("batch {} is the largest that fit the {} budget{} (no batch of the sweep ran, so this is "
-                             "the fit's answer alone)",
-                             rec.batch, format_bytes(fit.budget_bytes), fit.limited_by_max ? " up to the --max searched" : "");
+    rec.reason = fmt::format(
+        "batch {} is the largest that fit the {} budget{} (no batch of the sweep ran, so this is "
+        "the fit's answer alone)",
+        rec.batch, format_bytes(fit.budget_bytes), fit.limited_by_max ? " up to the --max searched" : "");
   } else if (fit.limited_by_max) {
-    rec.reason = fmt::format("batch {} is the --max searched; its peak memory ({}) is within {:.0f} % of the {} "
-                             "budget, so larger batches may fit too",
-                             rec.batch, format_bytes(at->peak_bytes), fit.target * 100, format_bytes(fit.budget_bytes));
+    rec.reason = fmt::format(
+        "batch {} is the --max searched; its peak memory ({}) is within {:.0f} % of the {} "
+        "budget, so larger batches may fit too",
+        rec.batch, format_bytes(at->peak_bytes), fit.target * 100, format_bytes(fit.budget_bytes));
   } else {
     rec.reason = fmt::format("batch {} is the largest whose peak memory ({}) stays within {:.0f} % of the {} budget",
                              rec.batch, format_bytes(at->peak_bytes), fit.target * 100, format_bytes(fit.budget_bytes));
@@ -83,16 +85,18 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit_resu
   Recommendation rec;
   rec.batch = knee->batch;
   const int64_t budget = fit_result ? fit.budget_bytes : sweep.budget_bytes;
-  const double pct_budget = budget > 0 ? 100.0 * static_cast<double>(knee->peak_bytes) / static_cast<double>(budget) : 0;
+  const double pct_budget =
+      budget > 0 ? 100.0 * static_cast<double>(knee->peak_bytes) / static_cast<double>(budget) : 0;
   std::string fit_part;
   if (fit.batch) {
     fit_part = fit.limited_by_max ? fmt::format("; batches up to {} fit (the --max searched)", *fit.batch)
                                   : fmt::format("; the largest batch that fits is {}", *fit.batch);
   }
   if (knee == best) {
-    rec.reason = fmt::format("batch {} is the fastest measured at {:.0f} samples/s, peaking at {} ({} of the "
-                             "budget){}",
-                             knee->batch, knee->samples_per_s, format_bytes(knee->peak_bytes), format_percent(pct_budget), fit_part);
+    rec.reason = fmt::format(
+        "batch {} is the fastest measured at {:.0f} samples/s, peaking at {} ({} of the "
+        "budget){}",
+        knee->batch, knee->samples_per_s, format_bytes(knee->peak_bytes), format_percent(pct_budget), fit_part);
   } else {
     rec.reason = fmt::format(
         "batch {} trains at {:.0f} samples/s, within {:.0f} % of the fastest ({:.0f} at batch {}), peaking at {} "
@@ -120,17 +124,17 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
   if (!best || !at || !knee) return recommend(fit, sweep);
   const int64_t budget = fit ? fit->budget_bytes : sweep->budget_bytes;
   const std::string memory =
-      budget > 0 ? fmt::format("peaking at {} ({} of the budget)", format_bytes(at->peak_bytes),
-                               format_percent(100.0 * static_cast<double>(at->peak_bytes) / static_cast<double>(budget)))
-                 : fmt::format("peaking at {}", format_bytes(at->peak_bytes));
+      budget > 0
+          ? fmt::format("peaking at {} ({} of the budget)", format_bytes(at->peak_bytes),
+                        format_percent(100.0 * static_cast<double>(at->peak_bytes) / static_cast<double>(budget)))
+          : fmt::format("peaking at {}", format_bytes(at->peak_bytes));
   const std::string knee_part =
       knee->batch == at->batch
           ? "it is also the throughput knee"
           : fmt::format("the throughput knee is batch {} ({:.0f} samples/s{})", knee->batch, knee->samples_per_s,
                         knee->batch > at->batch ? ", but its extra samples per step mostly repeat what the gradient "
                                                   "already knows"
-                                                : "")
-  ;
+                                                : "");
   const std::string fit_part =
       fit && fit->batch ? fmt::format("; the largest batch that fits is {}", *fit->batch) : std::string();
   Recommendation rec;
@@ -153,9 +157,10 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
   if (!best || !best->loss_at_horizon) return std::nullopt;
   std::string flat;
   if (race.within_5_percent.size() > 1)
-    flat = fmt::format("; batches {} came within 5 % of the time of the best at their last rung, or closer than the "
-                       "race can resolve, so the optimum is flat across them",
-                       fmt::join(race.within_5_percent, ", "));
+    flat = fmt::format(
+        "; batches {} came within 5 % of the time of the best at their last rung, or closer than the "
+        "race can resolve, so the optimum is flat across them",
+        fmt::join(race.within_5_percent, ", "));
   std::vector<std::string> dropped;
   for (const auto& e : race.entries)
     if (e.batch != best->batch && e.rungs < static_cast<int>(race.horizons_s.size()))
@@ -173,7 +178,8 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
     else if (best->target_s)
       short_of_target.push_back(e.batch);
     else
-      finalists += fmt::format("; in the last rung against batch {} ({:.4f})", e.batch, e.loss_at_horizon.value_or(NAN));
+      finalists +=
+          fmt::format("; in the last rung against batch {} ({:.4f})", e.batch, e.loss_at_horizon.value_or(NAN));
   }
   if (!short_of_target.empty())
     finalists += fmt::format("; {} {} had not reached it by {:.1f} s", short_of_target.size() > 1 ? "batches" : "batch",
@@ -218,12 +224,11 @@ std::optional<Recommendation> recommend(const ValidationResult& v) {
     return rec;
   }
   const ValidationRun* best = v.best_batch ? fixed_run(v, *v.best_batch) : nullptr;
-  rec.reason = fmt::format(
-      "batch {} trained {:g} epochs ({} rate, lr {:.4g}) in the least time, {:.1f} s, to {}{}", run->batch, v.epochs,
-      v.lr_schedule, run->lr.lr, run->train_s, quality(*run),
-      best && best != run
-          ? fmt::format(", within the test set's noise of the best, batch {}'s {}", best->batch, quality(*best))
-          : std::string(", the best of the runs"));
+  rec.reason = fmt::format("batch {} trained {:g} epochs ({} rate, lr {:.4g}) in the least time, {:.1f} s, to {}{}",
+                           run->batch, v.epochs, v.lr_schedule, run->lr.lr, run->train_s, quality(*run),
+                           best && best != run ? fmt::format(", within the test set's noise of the best, batch {}'s {}",
+                                                             best->batch, quality(*best))
+                                               : std::string(", the best of the runs"));
   return rec;
 }
 
@@ -248,9 +253,10 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
     if (!fastest)
       out.reason = fmt::format("{}; not validated: no full run of {:g} epochs finished", rec.reason, v.epochs);
     else if (fastest->batch == rec.batch)
-      out.reason = fmt::format("{}; validated by full runs of {:g} epochs ({} rate): the fastest within noise of the "
-                               "best final quality, {:.1f} s to {}",
-                               rec.reason, v.epochs, v.lr_schedule, fastest->train_s, quality(*fastest));
+      out.reason = fmt::format(
+          "{}; validated by full runs of {:g} epochs ({} rate): the fastest within noise of the "
+          "best final quality, {:.1f} s to {}",
+          rec.reason, v.epochs, v.lr_schedule, fastest->train_s, quality(*fastest));
     else {
       out.batch = fastest->batch;
       out.reason = fmt::format(
@@ -263,17 +269,17 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
           rec.reason);
     }
     if (schedule)
-      out.reason += schedule->final_loss
-                        ? fmt::format("; the batch-size schedule {} trained in {:.1f} s to {}{}", schedule->schedule,
-                                      schedule->train_s, quality(*schedule),
-                                      v.schedule_saving ? fmt::format(", {:.0f} % {} time than {}",
-                                                                      100 * std::abs(*v.schedule_saving),
-                                                                      *v.schedule_saving >= 0 ? "less" : "more",
-                                                                      fastest ? fmt::format("batch {}", fastest->batch)
-                                                                              : std::string("the fastest good batch"))
-                                                        : std::string(", worse than the best beyond noise"))
-                        : fmt::format("; the batch-size schedule {} did not finish: {}", schedule->schedule,
-                                      schedule->message);
+      out.reason +=
+          schedule->final_loss
+              ? fmt::format("; the batch-size schedule {} trained in {:.1f} s to {}{}", schedule->schedule,
+                            schedule->train_s, quality(*schedule),
+                            v.schedule_saving
+                                ? fmt::format(", {:.0f} % {} time than {}", 100 * std::abs(*v.schedule_saving),
+                                              *v.schedule_saving >= 0 ? "less" : "more",
+                                              fastest ? fmt::format("batch {}", fastest->batch)
+                                                      : std::string("the fastest good batch"))
+                                : std::string(", worse than the best beyond noise"))
+              : fmt::format("; the batch-size schedule {} did not finish: {}", schedule->schedule, schedule->message);
     return out;
   }
   if (!fastest) {
@@ -309,9 +315,12 @@ std::optional<Recommendation> recommend(const RunRace& race) {
 
 const char* to_string(Confidence c) {
   switch (c) {
-    case Confidence::High: return "high";
-    case Confidence::Medium: return "medium";
-    case Confidence::Low: return "low";
+    case Confidence::High:
+      return "high";
+    case Confidence::Medium:
+      return "medium";
+    case Confidence::Low:
+      return "low";
   }
   return "low";
 }
@@ -331,7 +340,8 @@ Assessed from_validation(const ValidationResult& v, int64_t batch) {
                                          "answer; give a reachable target or more --max-epochs",
                                          how)};
   if (*v.fastest_batch != batch)  // a batch-size schedule's saving is reported beside it, never the answer
-    return {Confidence::Medium, fmt::format("validated by {}, but batch {} was the fastest there", how, *v.fastest_batch)};
+    return {Confidence::Medium,
+            fmt::format("validated by {}, but batch {} was the fastest there", how, *v.fastest_batch)};
   int64_t smallest = 0;  // the smallest fixed batch trained
   for (const auto& r : v.runs)
     if (r.schedule.empty() && (smallest == 0 || r.batch < smallest)) smallest = r.batch;
@@ -360,12 +370,13 @@ Assessed from_run_race(const RunRace& race) {
   const double seen = race.lengths_epochs.empty() ? 0 : race.lengths_epochs.back();
   const double doublings = seen > 0 ? std::log2(race.epochs / seen) : 0;  // carried past the longest run
   if (doublings > kFarthestCarry)
-    return {Confidence::Low,
-            fmt::format("predicted for your {:g}-epoch run from compressed runs of at most {:.2g} epochs ({:.1f} % of "
-                        "it): each batch's gap was carried over {:.1f} doublings of the run ({} judged no worse: {}); "
-                        "a larger --advice-budget sees more of it, and --validate trains the full runs",
-                        race.epochs, seen, 100 * seen / race.epochs, doublings,
-                        good.size() == 1 ? "one batch" : fmt::format("{} batches", good.size()), fmt::join(good, ", "))};
+    return {
+        Confidence::Low,
+        fmt::format("predicted for your {:g}-epoch run from compressed runs of at most {:.2g} epochs ({:.1f} % of "
+                    "it): each batch's gap was carried over {:.1f} doublings of the run ({} judged no worse: {}); "
+                    "a larger --advice-budget sees more of it, and --validate trains the full runs",
+                    race.epochs, seen, 100 * seen / race.epochs, doublings,
+                    good.size() == 1 ? "one batch" : fmt::format("{} batches", good.size()), fmt::join(good, ", "))};
   return {Confidence::Medium,
           fmt::format("predicted for your {:g}-epoch run from compressed runs ({} judged no worse: {}), not trained in "
                       "full; --validate trains the candidates' full runs to check it",
@@ -387,9 +398,10 @@ Assessed from_race(const BatchRace& race) {
                         "about {:.2g} epochs; --epochs N answers for your run's length",
                         fmt::join(race.within_5_percent, ", "), epochs)};
   if (epochs < 1)
-    return {Confidence::Medium, fmt::format("measured and resolved, but for about {:.2g} epochs of training; --epochs N "
-                                            "answers for your run's length",
-                                            epochs)};
+    return {Confidence::Medium,
+            fmt::format("measured and resolved, but for about {:.2g} epochs of training; --epochs N "
+                        "answers for your run's length",
+                        epochs)};
   return {Confidence::High, fmt::format("measured and resolved over {:.2g} epochs of training", epochs)};
 }
 
@@ -410,10 +422,11 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
   else if (e.race && e.race->best_batch)
     a = from_race(*e.race);
   else if (e.race || e.run_race)
-    a = {Confidence::Low, fmt::format("the {} could not rank its candidates (its notes say why), so the answer is {}; a "
-                                      "larger --advice-budget trains them longer",
-                                      e.run_race ? "run race" : "batch race",
-                                      e.goodput ? "the noise scale's goodput" : "the throughput knee")};
+    a = {Confidence::Low,
+         fmt::format("the {} could not rank its candidates (its notes say why), so the answer is {}; a "
+                     "larger --advice-budget trains them longer",
+                     e.run_race ? "run race" : "batch race",
+                     e.goodput ? "the noise scale's goodput" : "the throughput knee")};
   else if (e.goodput)
     a = {Confidence::Medium,
          fmt::format("from the noise scale's goodput, a model of training progress, not progress measured ({} ran no "
@@ -423,13 +436,14 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
     a = {Confidence::Low, fmt::format("throughput alone: no training progress was compared ({}), and the fastest batch "
                                       "per sample is not the one that trains soonest",
                                       e.no_race_reason.empty() ? "no race ran" : e.no_race_reason)};
-  const bool the_knee = !e.validation && !(e.run_race && e.run_race->best_batch) && !(e.race && e.race->best_batch) &&
-                       !e.goodput;
+  const bool the_knee =
+      !e.validation && !(e.run_race && e.run_race->best_batch) && !(e.race && e.race->best_batch) && !e.goodput;
   if (the_knee && e.sweep && !e.sweep->unsettled.empty()) {  // the answer is the knee, and the knee is noise's
     a.level = Confidence::Low;
-    a.reason += fmt::format("; and the sweep's figures at {} are noise's (its repetitions disagreed): run on a quiet "
-                            "machine",
-                            fmt::join(e.sweep->unsettled, ", "));
+    a.reason += fmt::format(
+        "; and the sweep's figures at {} are noise's (its repetitions disagreed): run on a quiet "
+        "machine",
+        fmt::join(e.sweep->unsettled, ", "));
   }
   rec.confidence = a.level;
   rec.confidence_reason = std::move(a.reason);

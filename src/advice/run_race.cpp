@@ -84,7 +84,7 @@ CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const R
   CompressedRun run;
   run.epochs = epochs;
   run.steps = steps_for(epochs, dataset, entry.batch);
-  const LrAdvice& lr = entry.lr;  // its warmup_steps: the full run's (advise_rates)
+  const LrAdvice& lr = entry.lr;                       // its warmup_steps: the full run's (advise_rates)
   run.warmup_steps = run_warmup_steps(lr, run.steps);  // what scheduled_lr applies
   for (int64_t k = 0; k < run.steps; ++k) {
     w.set_lr(scheduled_lr(lr, o.lr_schedule(), k, run.steps));
@@ -120,16 +120,17 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end) {
   std::vector<std::string> along;
   for (size_t l = 0; l < race.runs.size(); ++l)
     along.push_back(fmt::format("{} after {:.3g} epochs", noise_text(*race.runs[l].b_simple), race.lengths_epochs[l]));
-  race.notes.push_back(fmt::format("the noise scale (critical batch) grew from {} at the start to {}; carried on, {} "
-                                   "at the run's end",
-                                   noise_text(*race.noise_at_start), fmt::join(along, ", "), noise_text(noise_end)));
+  race.notes.push_back(
+      fmt::format("the noise scale (critical batch) grew from {} at the start to {}; carried on, {} "
+                  "at the run's end",
+                  noise_text(*race.noise_at_start), fmt::join(along, ", "), noise_text(noise_end)));
   race.notes.push_back(fmt::format(
       "batch {}'s held-out {} {} as its run doubled, then {}: {}", race.reference_batch,
-      accuracy ? "error fell by" : "loss fell by", accuracy ? fmt::format("{:.2f} points", 100 * race.gains[0])
-                                                            : fmt::format("{:.4g}", race.gains[0]),
+      accuracy ? "error fell by" : "loss fell by",
+      accuracy ? fmt::format("{:.2f} points", 100 * race.gains[0]) : fmt::format("{:.4g}", race.gains[0]),
       accuracy ? fmt::format("{:.2f}", 100 * race.gains[1]) : fmt::format("{:.4g}", race.gains[1]),
-      race.curve_exponent ? fmt::format("a power law in the samples, S^-{:.2f}, carried to the run's end",
-                                        *race.curve_exponent)
+      race.curve_exponent
+          ? fmt::format("a power law in the samples, S^-{:.2f}, carried to the run's end", *race.curve_exponent)
       : race.gains[1] <= 0 ? std::string("the last doubling bought nothing, so fewer samples cost nothing either")
                            : std::string("not flattening yet, so every doubling is taken to buy the last gain")));
   if (!pick) return;
@@ -146,8 +147,8 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end) {
       "ends {} behind, within the held-out noise of {}",
       pick->batch, race.epochs, pick->full_run_s, pick->samples_per_s, race.reference_batch,
       amount(*compressed_gap(race, pick->shorter_run, 1)), race.lengths_epochs[1],
-      amount(*compressed_gap(race, pick->run, 2)), race.lengths_epochs[2],
-      *pick->gap_trend, amount(*pick->predicted_gap), amount(race.tolerance));
+      amount(*compressed_gap(race, pick->run, 2)), race.lengths_epochs[2], *pick->gap_trend,
+      amount(*pick->predicted_gap), amount(race.tolerance));
 }
 
 }  // namespace
@@ -175,7 +176,7 @@ double deficit(const std::vector<double>& samples, const std::vector<double>& er
   const double d1 = errors[0] - errors[1], d2 = errors[1] - errors[2];
   if (d2 <= 0) return 0;  // the last doubling bought nothing: fewer samples cost nothing either
   if (d2 >= d1) return d2 * std::log2(1 / efficiency);  // not yet flattening: every doubling buys d2
-  const double r = d2 / d1;  // = 2^-alpha
+  const double r = d2 / d1;                             // = 2^-alpha
   const double alpha = -std::log2(r);
   // Error above the floor: e(S) = e1 (S / S1)^-alpha, with e1 - e2 = d1: e1 = d1 / (1 - r).
   const double e_run = d1 / (1 - r) * std::pow(run_samples / samples[0], -alpha);
@@ -217,8 +218,8 @@ std::optional<double> gap_trend(double shorter, double longer, double noise) {
   return std::clamp(longer / shorter, kLeastGapTrend, 1.0);
 }
 
-std::vector<std::optional<CarriedGap>> carry_gaps(const std::vector<std::optional<CompressedGaps>>& gaps,
-                                                  double noise, double doublings) {
+std::vector<std::optional<CarriedGap>> carry_gaps(const std::vector<std::optional<CompressedGaps>>& gaps, double noise,
+                                                  double doublings) {
   // Each candidate's trend: its own where its shorter run's gap was well beyond the held-out noise,
   // else the nearest larger batch's (a gap near the noise has no trend of its own), else none (1).
   std::vector<std::optional<double>> trends(gaps.size());
@@ -316,7 +317,7 @@ double compressed_share(double budget_s, const std::vector<double>& full_runs_s)
 double on_step_grid(double f, double epochs, int64_t dataset, int64_t reference) {
   if (f >= kLongestShare) return f;
   const double per_step = static_cast<double>(reference) / (epochs * static_cast<double>(dataset));
-  const double steps = f / per_step * (1 + 1e-9);  // 32 steps planned (run_race_train_s) are 32, not 31.99...
+  const double steps = f / per_step * (1 + 1e-9);           // 32 steps planned (run_race_train_s) are 32, not 31.99...
   if (steps < 2) return std::min(kLongestShare, per_step);  // one step, within the run
   double grid = std::exp2(std::floor(std::log2(steps)));
   if (1.5 * grid <= steps) grid *= 1.5;
@@ -367,11 +368,10 @@ void advise_rates(ModuleWorkload& w, const WorkloadState& initial, RunRace& race
     const int64_t full_steps = steps_for(o.epochs(), dataset, e.batch);
     e.lr.warmup_steps = run_warmup_steps(e.lr, full_steps);
     e.lr.warmup_epochs = static_cast<double>(e.lr.warmup_steps * e.batch) / static_cast<double>(dataset);
-    e.lr.advice += fmt::format("; in your {:g}-epoch run ({} steps): {}, then the {} schedule", o.epochs(),
-                               full_steps,
-                               e.lr.warmup_steps > 0 ? fmt::format("warm-up over its first {}", e.lr.warmup_steps)
-                                                     : std::string("no warm-up"),
-                               to_string(o.lr_schedule()));
+    e.lr.advice += fmt::format(
+        "; in your {:g}-epoch run ({} steps): {}, then the {} schedule", o.epochs(), full_steps,
+        e.lr.warmup_steps > 0 ? fmt::format("warm-up over its first {}", e.lr.warmup_steps) : std::string("no warm-up"),
+        to_string(o.lr_schedule()));
   }
 }
 
@@ -389,9 +389,10 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
     w.restore_state(initial);
     race.runs.push_back(run_compressed(w, held_out, o, ref, epochs));
     if (!race.runs.back().loss) {
-      ref.message = fmt::format("the training loss or its held-out loss stopped being finite in its {:.3g}-epoch run "
-                                "at lr {:.4g}",
-                                epochs, ref.lr.lr);
+      ref.message = fmt::format(
+          "the training loss or its held-out loss stopped being finite in its {:.3g}-epoch run "
+          "at lr {:.4g}",
+          epochs, ref.lr.lr);
       return false;
     }
     race.runs.back().b_simple = noise_scale(w, noise_batch, o.noise_steps());
@@ -421,9 +422,10 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
       try {
         slot = run_compressed(w, held_out, o, e, epochs);
         if (!slot->loss)
-          e.message = fmt::format("the training loss or its held-out loss stopped being finite in its {:.3g}-epoch "
-                                  "run at lr {:.4g}",
-                                  epochs, e.lr.lr);
+          e.message = fmt::format(
+              "the training loss or its held-out loss stopped being finite in its {:.3g}-epoch "
+              "run at lr {:.4g}",
+              epochs, e.lr.lr);
       } catch (const ConfigError&) {
         throw;
       } catch (const std::exception& failure) {  // out of memory at this batch, or a failing step
@@ -476,7 +478,8 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
     const RunRaceEntry* best = nullptr;
     double most = 0;
     for (const RunRaceEntry* e : usable) {
-      const double rate = e->samples_per_s * correction(*e) * (1 + reference / b) / (1 + static_cast<double>(e->batch) / b);
+      const double rate =
+          e->samples_per_s * correction(*e) * (1 + reference / b) / (1 + static_cast<double>(e->batch) / b);
       if (rate > most) most = rate, best = e;
     }
     return best;
@@ -504,8 +507,8 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
       corrections.push_back(correction(*in[k]));
       rates.push_back(in[k]->samples_per_s);
     }
-    std::tie(a.share, a.full_run_s) = schedule_share_and_time(noise, run_samples, dataset, race.reference_batch,
-                                                              a.phases, corrections, rates);
+    std::tie(a.share, a.full_run_s) =
+        schedule_share_and_time(noise, run_samples, dataset, race.reference_batch, a.phases, corrections, rates);
     a.predicted_gap = deficit(samples, errors, run_samples, a.share) / loss_at_end;
     // No further behind than the pick: the saving is the growing batch's, not slack in the tolerance.
     if (a.predicted_gap > std::min(race.tolerance, *pick.predicted_gap) || (best && a.full_run_s >= best->full_run_s))
@@ -546,8 +549,8 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
   }
   std::vector<std::string> phases;
   for (size_t k = 0; k < best->phases.size(); ++k)
-    phases.push_back(fmt::format("{} from epoch {:g} (lr {:.4g})", best->phases[k].batch, best->phases[k].from_epoch,
-                                 best->lrs[k]));
+    phases.push_back(
+        fmt::format("{} from epoch {:g} (lr {:.4g})", best->phases[k].batch, best->phases[k].from_epoch, best->lrs[k]));
   race.schedule_reason = fmt::format(
       "a batch-size schedule saves {:.0f} % of batch {}'s {:.0f} s: batch {} ({:.0f} s), predicted to end {} behind "
       "batch {}'s run, no further than batch {} (the best batch grows from {} to {} along the run, as the noise scale "
@@ -571,17 +574,21 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
     errors.push_back(accuracy ? 1 - *run.accuracy : *run.loss);
   }
   if (race.runs.front().steps < kFewestSteps)
-    race.notes.push_back(fmt::format("batch {}'s shortest run had only {} steps: its learning curve is rough; a longer "
-                                     "--advice-budget gives it more",
-                                     ref.batch, race.runs.front().steps));
+    race.notes.push_back(
+        fmt::format("batch {}'s shortest run had only {} steps: its learning curve is rough; a longer "
+                    "--advice-budget gives it more",
+                    ref.batch, race.runs.front().steps));
   race.gains = {errors[0] - errors[1], errors[1] - errors[2]};
-  if (race.gains[1] > 0 && race.gains[1] < race.gains[0]) race.curve_exponent = -std::log2(race.gains[1] / race.gains[0]);
+  if (race.gains[1] > 0 && race.gains[1] < race.gains[0])
+    race.curve_exponent = -std::log2(race.gains[1] / race.gains[0]);
   const double run_samples = o.epochs() * static_cast<double>(dataset);
   race.tolerance = accuracy ? accuracy_tolerance(*race.runs.back().accuracy, held_out_size) : kLossTolerance;
   const double loss_at_end = accuracy ? 1 : std::max(error_at(samples, errors, run_samples), 1e-12);
   std::vector<std::pair<double, double>> noise{{0.0, *race.noise_at_start}};
   for (size_t l = 0; l < race.runs.size(); ++l) noise.emplace_back(samples[l], *race.runs[l].b_simple);
-  const auto cap = [](const RunRaceEntry& e) { return e.lr.scaled.lr > 0 ? std::min(1.0, e.lr.lr / e.lr.scaled.lr) : 1.0; };
+  const auto cap = [](const RunRaceEntry& e) {
+    return e.lr.scaled.lr > 0 ? std::min(1.0, e.lr.lr / e.lr.scaled.lr) : 1.0;
+  };
   const double ref_cap = cap(ref);
   const double noise_abs = accuracy ? race.tolerance : race.tolerance * errors[2];  // in the error's units
   const double doublings = std::max(0.0, std::log2(o.epochs() / race.lengths_epochs.back()));
@@ -589,8 +596,10 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
   std::vector<std::optional<CompressedGaps>> measured;  // every candidate but the reference
   for (size_t i = 1; i < race.entries.size(); ++i) {
     const RunRaceEntry& e = race.entries[i];
-    if (e.message.empty()) measured.push_back(CompressedGaps{error_of(*e.shorter_run) - errors[1], error_of(*e.run) - errors[2]});
-    else measured.emplace_back();
+    if (e.message.empty())
+      measured.push_back(CompressedGaps{error_of(*e.shorter_run) - errors[1], error_of(*e.run) - errors[2]});
+    else
+      measured.emplace_back();
   }
   const std::vector<std::optional<CarriedGap>> carried = carry_gaps(measured, noise_abs, doublings);
   const RunRaceEntry* pick = nullptr;
@@ -651,7 +660,8 @@ double run_race_train_s(double default_s, double ceiling_s, const std::vector<in
   return std::max(default_s, std::min(ceiling_s, share * compressed_cost_s(full_runs_s)));
 }
 
-double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size, const std::function<double(int64_t)>& step_s) {
+double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size,
+                           const std::function<double(int64_t)>& step_s) {
   double range_tests = 0;
   for (int64_t b : o.batches()) range_tests += o.lr().steps() * step_s(b);
   const int64_t noise_batch = noise_batch_of(o.batches());
@@ -694,9 +704,10 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   RunRaceEntry& ref = race.entries.front();
   if (ref.message.empty()) {
     w.restore_state(initial.state());
-    race.noise_at_start = o.noise_at_start() ? std::max(kNoiseFloor, *o.noise_at_start())
-                                             : noise_scale(w, noise_batch, o.noise_steps());
-    if (train_runs(w, initial.state(), held_out, race, o, noise_batch)) judge(race, o, dataset, held_out.size(), accuracy);
+    race.noise_at_start =
+        o.noise_at_start() ? std::max(kNoiseFloor, *o.noise_at_start()) : noise_scale(w, noise_batch, o.noise_steps());
+    if (train_runs(w, initial.state(), held_out, race, o, noise_batch))
+      judge(race, o, dataset, held_out.size(), accuracy);
   }
   w.restore_state(initial.state());
   if (!ref.message.empty())
@@ -738,8 +749,10 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   const std::vector<int64_t> reserve = batches;
   std::vector<int64_t> left_out;
   for (size_t i = 0; i < o.batches().size(); ++i) {
-    if (o.batches()[i] == first.reference_batch) batches.push_back(o.batches()[i]), rates.push_back(o.samples_per_s()[i]);
-    else left_out.push_back(o.batches()[i]);
+    if (o.batches()[i] == first.reference_batch)
+      batches.push_back(o.batches()[i]), rates.push_back(o.samples_per_s()[i]);
+    else
+      left_out.push_back(o.batches()[i]);
   }
   RunRaceOptions again = o;
   again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({});
@@ -747,14 +760,17 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   const std::string why =
       first.reference_stuck
           ? fmt::format("did not leave the start in {:.3g} epochs", first.lengths_epochs.back())
-          : fmt::format("ended your whole {:g}-epoch run ahead of every larger candidate beyond the noise", first.epochs);
-  second.notes.insert(second.notes.begin(),
-                      fmt::format("batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
-                                  "for one more budget, without {} (larger: fewer steps in as many samples) ({}{})",
-                                  first.reference_batch, why, reserve, second.reference_batch, left_out,
-                                  second.reference_stuck ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
-                                                         : "it left the start",
-                                  second.best_batch ? "" : "; no pick"));
+          : fmt::format("ended your whole {:g}-epoch run ahead of every larger candidate beyond the noise",
+                        first.epochs);
+  second.notes.insert(
+      second.notes.begin(),
+      fmt::format("batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
+                  "for one more budget, without {} (larger: fewer steps in as many samples) ({}{})",
+                  first.reference_batch, why, reserve, second.reference_batch, left_out,
+                  second.reference_stuck
+                      ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
+                      : "it left the start",
+                  second.best_batch ? "" : "; no pick"));
   second.first_reference = first.reference_batch;
   second.wall_s += first.wall_s;
   return second;

@@ -54,7 +54,8 @@ double phased_lr(double lr, double warmup_from_lr, LrSchedule shape, double samp
 }
 
 std::vector<BatchPhase> parse_batch_schedule(const std::string& text, const std::string& what) {
-  const std::string hint = "write each phase as BATCH:FROM_EPOCH, e.g. 64:0,256:2 (64 from the start, 256 from epoch 2)";
+  const std::string hint =
+      "write each phase as BATCH:FROM_EPOCH, e.g. 64:0,256:2 (64 from the start, 256 from epoch 2)";
   std::vector<BatchPhase> phases;
   size_t start = 0;
   while (start <= text.size()) {
@@ -68,8 +69,8 @@ std::vector<BatchPhase> parse_batch_schedule(const std::string& text, const std:
                     "{}: '{}' in '{}' is not a batch size (a whole number, at least 1); {}", what,
                     item.substr(0, colon), text, hint);
     BATCHWISE_CHECK(detail::parse_double(item.substr(colon + 1), p.from_epoch) && p.from_epoch >= 0, ConfigError,
-                    "{}: '{}' in '{}' is not an epoch (a number, at least 0); {}", what, item.substr(colon + 1),
-                    text, hint);
+                    "{}: '{}' in '{}' is not an epoch (a number, at least 0); {}", what, item.substr(colon + 1), text,
+                    hint);
     BATCHWISE_CHECK(!phases.empty() || p.from_epoch == 0, ConfigError,
                     "{}: the first phase of '{}' starts at epoch {:g}; it starts the run, at 0; {}", what, text,
                     p.from_epoch, hint);

@@ -22,7 +22,8 @@ struct HeldOutTarget {
   /// "test accuracy >= 0.85", "test loss <= 0.4", or both joined by "or"; `set` names what it is
   /// measured on.
   std::string text(const char* set) const {
-    const std::string a = fmt::format("{} accuracy >= {:g}", set, accuracy), l = fmt::format("{} loss <= {:g}", set, loss);
+    const std::string a = fmt::format("{} accuracy >= {:g}", set, accuracy),
+                      l = fmt::format("{} loss <= {:g}", set, loss);
     if (accuracy > 0 && loss > 0) return a + " or " + l;
     return accuracy > 0 ? a : l;
   }

@@ -65,8 +65,9 @@ ValidateProgress progress(const ValidateOptions& o, const ValidationRun& run, co
   p.accuracy = run.curve.back().accuracy;
   const double by_epochs = train_s / static_cast<double>(samples) * static_cast<double>(limits.max_samples - samples);
   const bool full = limits.total_steps > 0;
-  p.limit_left_s = std::max(0.0, std::min({by_epochs, !full && o.max_seconds() > 0 ? o.max_seconds() - train_s : INFINITY,
-                                           limits.slower_s - train_s}));
+  p.limit_left_s =
+      std::max(0.0, std::min({by_epochs, !full && o.max_seconds() > 0 ? o.max_seconds() - train_s : INFINITY,
+                              limits.slower_s - train_s}));
   if (!full) p.target_left_s = time_to_target(run.curve, o.target_accuracy(), o.target_loss());
   p.elapsed_s = since(race.start);
   return p;
@@ -80,8 +81,8 @@ Limits run_limits(const ValidateOptions& o, ValidationRun& run, int64_t epoch, c
     const double run_samples = o.epochs() * static_cast<double>(epoch);
     limits.total_steps =
         std::max<int64_t>(1, static_cast<int64_t>(std::ceil(run_samples / static_cast<double>(run.batch))));
-    limits.max_samples = scheduled ? std::max<int64_t>(1, static_cast<int64_t>(std::ceil(run_samples)))
-                                   : limits.total_steps * run.batch;
+    limits.max_samples =
+        scheduled ? std::max<int64_t>(1, static_cast<int64_t>(std::ceil(run_samples))) : limits.total_steps * run.batch;
     run.warmup_steps = run_warmup_steps(run.lr, limits.total_steps);
   } else {
     limits.max_samples = static_cast<int64_t>(std::ceil(o.max_epochs() * static_cast<double>(epoch)));
@@ -125,8 +126,8 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
       const size_t k = &phase_at(phases, done / static_cast<double>(epoch)) - phases.data();
       step_batch = phases[k].batch;
       lr_now = phase_lr[k].lr;
-      w.set_lr(phased_lr(phase_lr[k].lr, run.lr.warmup_from_lr, o.lr_schedule(), done,
-                         static_cast<double>(step_batch), warmup_samples, static_cast<double>(limits.max_samples)));
+      w.set_lr(phased_lr(phase_lr[k].lr, run.lr.warmup_from_lr, o.lr_schedule(), done, static_cast<double>(step_batch),
+                         warmup_samples, static_cast<double>(limits.max_samples)));
     } else {
       w.set_lr(full ? scheduled_lr(run.lr, o.lr_schedule(), run.steps, limits.total_steps)
                     : lr_at_step(run.lr, run.steps));
@@ -186,20 +187,19 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     run.lr.warmup_epochs = run.warmup_epochs;
     std::vector<std::string> each;
     for (size_t k = 0; k < phases.size(); ++k)
-      each.push_back(fmt::format("batch {} from epoch {:g} at lr {:.4g}", phases[k].batch, phases[k].from_epoch,
-                                 phase_lr[k].lr));
-    run.lr.advice = fmt::format("the schedule {}: {}; warm-up over the first {:g} epochs, then the {} schedule over "
-                                "the {:g}-epoch run",
-                                run.schedule, fmt::join(each, ", "), run.warmup_epochs, to_string(o.lr_schedule()),
-                                o.epochs());
+      each.push_back(
+          fmt::format("batch {} from epoch {:g} at lr {:.4g}", phases[k].batch, phases[k].from_epoch, phase_lr[k].lr));
+    run.lr.advice = fmt::format(
+        "the schedule {}: {}; warm-up over the first {:g} epochs, then the {} schedule over "
+        "the {:g}-epoch run",
+        run.schedule, fmt::join(each, ", "), run.warmup_epochs, to_string(o.lr_schedule()), o.epochs());
   } else if (full) {  // the advice as this run applied it
     run.lr.warmup_steps = run.warmup_steps;
     run.lr.warmup_epochs = run.warmup_epochs;
-    run.lr.advice += fmt::format("; in this {:g}-epoch run ({} steps): {}, then the {} schedule", o.epochs(),
-                                 limits.total_steps,
-                                 run.warmup_steps > 0 ? fmt::format("warm-up over its first {}", run.warmup_steps)
-                                                      : std::string("no warm-up"),
-                                 to_string(o.lr_schedule()));
+    run.lr.advice += fmt::format(
+        "; in this {:g}-epoch run ({} steps): {}, then the {} schedule", o.epochs(), limits.total_steps,
+        run.warmup_steps > 0 ? fmt::format("warm-up over its first {}", run.warmup_steps) : std::string("no warm-up"),
+        to_string(o.lr_schedule()));
   }
   return run;
 }
@@ -299,10 +299,10 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   } else {
     result.target = HeldOutTarget{o.target_accuracy(), o.target_loss()}.text("test");
   }
-  result.held_out = probe.size() == held_out.size()
-                        ? fmt::format("{} test split, {} samples", held_out.name, held_out.size())
-                        : fmt::format("{} test split, its first {} of {} samples", held_out.name, probe.size(),
-                                      held_out.size());
+  result.held_out =
+      probe.size() == held_out.size()
+          ? fmt::format("{} test split, {} samples", held_out.name, held_out.size())
+          : fmt::format("{} test split, its first {} of {} samples", held_out.name, probe.size(), held_out.size());
   // However validate ends (a setting no candidate can run with is thrown mid-grid), the weights,
   // the optimizer (its rate too) and the data order are as they were.
   const StateGuard initial(workload);
@@ -322,11 +322,12 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
       if (done.reached && (!race.fastest_s || done.train_s < *race.fastest_s)) race.fastest_s = done.train_s;
       ++race.index;
     } catch (const ConfigError&) {
-      throw;  // a setting that no candidate can run with
+      throw;                             // a setting that no candidate can run with
     } catch (const std::exception& e) {  // out of memory at this batch, or a failing step: a result
       ValidationRun failed;
       failed.batch = batch;
-      failed.lr = unmeasured_lr(rule_optimizer(w->info()), o.base_batch(), o.base_lr() > 0 ? o.base_lr() : lr_before, batch);
+      failed.lr =
+          unmeasured_lr(rule_optimizer(w->info()), o.base_batch(), o.base_lr() > 0 ? o.base_lr() : lr_before, batch);
       const std::string what = e.what();
       failed.message = "failed: " + what.substr(0, what.find('\n'));
       failed.schedule = phases.empty() ? "" : schedule_text(phases);
@@ -356,7 +357,6 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   if (fastest) result.fastest_batch = fastest->batch;
   return result;
 }
-
 
 std::optional<double> time_to_target(const std::vector<ValidationPoint>& curve, double target_accuracy,
                                      double target_loss) {
@@ -392,8 +392,7 @@ std::optional<double> time_to_target(const std::vector<ValidationPoint>& curve, 
     return std::max(0.0, at - now);
   };
   std::optional<double> by_accuracy, by_loss;
-  if (target_accuracy > 0)
-    by_accuracy = left([](const ValidationPoint& p) { return p.accuracy; }, target_accuracy, 1);
+  if (target_accuracy > 0) by_accuracy = left([](const ValidationPoint& p) { return p.accuracy; }, target_accuracy, 1);
   if (target_loss > 0)
     by_loss = left([](const ValidationPoint& p) { return std::optional<double>(p.loss); }, target_loss, -1);
   if (by_accuracy && by_loss) return std::min(*by_accuracy, *by_loss);

@@ -67,8 +67,10 @@ std::optional<GroupAddress> group_address_from_env() {
   a.rank = *rank;
   a.local_rank = env_int("LOCAL_RANK").value_or(*rank);
   a.local_world_size = std::max(1, env_int("LOCAL_WORLD_SIZE").value_or(*world));
-  if (const char* addr = std::getenv("MASTER_ADDR"); addr && *addr) a.master_addr = addr;
-  else BATCHWISE_CHECK(*world == 1, ConfigError, "WORLD_SIZE={}: MASTER_ADDR is not set; set it to rank 0's host", *world);
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr && *addr)
+    a.master_addr = addr;
+  else
+    BATCHWISE_CHECK(*world == 1, ConfigError, "WORLD_SIZE={}: MASTER_ADDR is not set; set it to rank 0's host", *world);
   const std::optional<int> port = env_int("MASTER_PORT");
   BATCHWISE_CHECK(port.has_value() || *world == 1, ConfigError,
                   "WORLD_SIZE={}: MASTER_PORT is not set; set it to a free port on rank 0's host", *world);
@@ -147,12 +149,12 @@ std::shared_ptr<Group> Group::join(const GroupAddress& address, c10::Device devi
   impl->size = address.world_size;
   impl->timeout = timeout;
   impl->device = device;
-  impl->backend = backend == Backend::Auto ? (device.is_cuda() && compat::kHaveNccl ? Backend::Nccl : Backend::Gloo) : backend;
+  impl->backend =
+      backend == Backend::Auto ? (device.is_cuda() && compat::kHaveNccl ? Backend::Nccl : Backend::Gloo) : backend;
   BATCHWISE_CHECK(impl->backend != Backend::Nccl || compat::kHaveNccl, ConfigError,
                   "--dist-backend nccl: this batchwise was built without NCCL (a CPU-only LibTorch); use gloo");
   BATCHWISE_CHECK(impl->backend != Backend::Nccl || device.is_cuda(), ConfigError,
-                  "--dist-backend nccl: NCCL all-reduces CUDA tensors; this run trains on {}, use gloo",
-                  device.str());
+                  "--dist-backend nccl: NCCL all-reduces CUDA tensors; this run trains on {}, use gloo", device.str());
   // NCCL, and any CUDA work of this rank, use the current device: the rank's own.
   if (device.is_cuda()) c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
   const std::string where = fmt::format("{}:{}", address.master_addr, address.master_port);
@@ -458,7 +460,8 @@ void DataParallelWorkload::optimizer_step() {
   if (inner_.device().is_cuda()) memory().synchronize();
   const auto start = std::chrono::steady_clock::now();
   try {
-    group_->all_reduce_sum(flat, fmt::format("the gradient all-reduce of {}, step {}", label_, allreduce_s_.size() + 1));
+    group_->all_reduce_sum(flat,
+                           fmt::format("the gradient all-reduce of {}, step {}", label_, allreduce_s_.size() + 1));
   } catch (const DistributedError&) {
     // The group is broken: not a trial outcome. run_trial records it as an error, and
     // DistributedRunner rethrows it before any other collective.
@@ -467,18 +470,20 @@ void DataParallelWorkload::optimizer_step() {
   }
   at::Tensor slots;
   {
-    UntrackedScope untracked;  // batchwise's read-back, not the training's memory
+    UntrackedScope untracked;                                    // batchwise's read-back, not the training's memory
     slots = flat.narrow(0, n, world).to(at::kCPU, at::kDouble);  // waits for the device (NCCL is asynchronous)
   }
   allreduce_s_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   std::vector<int> statuses(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) statuses[static_cast<size_t>(r)] = static_cast<int>(std::lround(slots[r].item<double>()));
+  for (int r = 0; r < world; ++r)
+    statuses[static_cast<size_t>(r)] = static_cast<int>(std::lround(slots[r].item<double>()));
   const auto [status, ranks] = worst(statuses);
   if (status != kOk) {
     Failure f;
     f.outcome = outcome_of_status(status);
     f.ranks = ranks;
-    if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end() && local_failure_) f.message = local_failure_->second;
+    if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end() && local_failure_)
+      f.message = local_failure_->second;
     failure_ = f;
     local_failure_.reset();
     throw std::runtime_error(fmt::format("{} on rank {}", to_string(f.outcome), fmt::join(ranks, ", ")));
@@ -559,7 +564,7 @@ Trial DistributedRunner::run(const TrialOptions& options) {
   const int trial_index = ++trials_;
   const std::string label = fmt::format("batch {}'s trial", options.batch());
   TrialOptions local = options;
-  local.timeout_s(0);  // agreed at each all-reduce instead
+  local.timeout_s(0);   // agreed at each all-reduce instead
   local.min_time_s(0);  // every rank runs the same steps: the all-reduces pair up
   if (options.limit_bytes() > 0 && local_limit_bytes_ > 0) local.limit_bytes(local_limit_bytes_);
   workload_.begin_trial(label, options.timeout_s(), local.limit_bytes());
@@ -626,8 +631,8 @@ Trial DistributedRunner::run(const TrialOptions& options) {
   } else {
     t.outcome = outcome_of_status(status);
     const int first = ranks.front();
-    const std::string message = first == rank ? own_message
-                                              : group.read(fmt::format("batchwise/trial/{}/rank/{}", trial_index, first));
+    const std::string message =
+        first == rank ? own_message : group.read(fmt::format("batchwise/trial/{}/rank/{}", trial_index, first));
     const std::string what = t.outcome == Outcome::Oom       ? "out of memory"
                              : t.outcome == Outcome::Timeout ? "timed out"
                                                              : "failed";
@@ -663,12 +668,12 @@ Trial DistributedRunner::run(const TrialOptions& options) {
       t.distributed->scaling_efficiency = t.samples_per_s / (world * solo);
     } else {
       t.distributed->single_process_note =
-          solo == kSoloSkipped
-              ? fmt::format("not run: a step takes {:.1f} s, and rank 0's run alone must end within the other "
-                            "ranks' patience ({:.1f} s, 0.8 x --dist-timeout) with room for a slower step; a "
-                            "longer --dist-timeout measures it",
-                            t.step_time_s_median, 0.8 * static_cast<double>(group.timeout().count()) / 1000.0)
-              : "rank 0's run alone did not end ok (out of memory, a failure, or its time limit)";
+          solo == kSoloSkipped ? fmt::format(
+                                     "not run: a step takes {:.1f} s, and rank 0's run alone must end within the other "
+                                     "ranks' patience ({:.1f} s, 0.8 x --dist-timeout) with room for a slower step; a "
+                                     "longer --dist-timeout measures it",
+                                     t.step_time_s_median, 0.8 * static_cast<double>(group.timeout().count()) / 1000.0)
+                               : "rank 0's run alone did not end ok (out of memory, a failure, or its time limit)";
     }
   }
   return t;

@@ -47,9 +47,7 @@ Optimizer parse_optimizer(const std::string& text) {
   return parse<Optimizer>(text, kOptimizers, "--optimizer", "optimizer");
 }
 Loss parse_loss(const std::string& text) { return parse<Loss>(text, kLosses, "--loss", "loss"); }
-Backend parse_backend(const std::string& text) {
-  return parse<Backend>(text, kBackends, "--dist-backend", "backend");
-}
+Backend parse_backend(const std::string& text) { return parse<Backend>(text, kBackends, "--dist-backend", "backend"); }
 
 LrSchedule parse_lr_schedule(const std::string& text) {
   return parse<LrSchedule>(text, kLrSchedules, "--lr-schedule", "learning-rate schedule");

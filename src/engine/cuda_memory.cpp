@@ -25,9 +25,7 @@ class CudaMemory final : public DeviceMemory {
   int64_t allocated_bytes() override { return alloc::getDeviceStats(index_).allocated_bytes[kAggregate].current; }
   void reset_peak() override { alloc::resetPeakStats(index_); }
   int64_t peak_bytes() override { return alloc::getDeviceStats(index_).reserved_bytes[kAggregate].peak; }
-  int64_t peak_allocated_bytes() override {
-    return alloc::getDeviceStats(index_).allocated_bytes[kAggregate].peak;
-  }
+  int64_t peak_allocated_bytes() override { return alloc::getDeviceStats(index_).allocated_bytes[kAggregate].peak; }
   void set_limit(int64_t bytes) override {
     const double total = static_cast<double>(total_bytes());
     const double fraction = bytes <= 0 ? 1.0 : std::min(1.0, static_cast<double>(bytes) / total);

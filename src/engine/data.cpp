@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <regex>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <string_view>
 
@@ -117,11 +117,10 @@ at::Tensor read_idx(const std::string& path, int expected_dims, const std::strin
   int64_t total = 1;
   for (auto& d : dims) {
     unsigned char b[4];
-    BATCHWISE_CHECK(read_bytes(f, b, 4, path, fix) == 4, DataError, "{}: truncated: the file ends inside its header; {}",
-                    path, fix);
+    BATCHWISE_CHECK(read_bytes(f, b, 4, path, fix) == 4, DataError,
+                    "{}: truncated: the file ends inside its header; {}", path, fix);
     d = big_endian(b);
-    BATCHWISE_CHECK(d > 0, DataError, "{}: header gives a zero dimension; the file is damaged: {}", path,
-                    fix);
+    BATCHWISE_CHECK(d > 0, DataError, "{}: header gives a zero dimension; the file is damaged: {}", path, fix);
     // IDX files of unsigned bytes beyond 16 GiB do not exist in practice; a header claiming more
     // is damage, and must not become an allocation.
     BATCHWISE_CHECK(d <= kMaxIdxBytes / total, DataError,
@@ -161,15 +160,15 @@ Dataset load_fashion_mnist(const std::string& dir, bool train) {
   at::Tensor images = read_idx(images_path, 3, kInstallHint);
   at::Tensor labels = read_idx(labels_path, 1, kInstallHint);
   BATCHWISE_CHECK(images.size(1) == 28 && images.size(2) == 28, DataError,
-                  "{}: expected 28x28 images, found {}x{}; Fashion-MNIST images are 28x28", images_path,
-                  images.size(1), images.size(2));
+                  "{}: expected 28x28 images, found {}x{}; Fashion-MNIST images are 28x28", images_path, images.size(1),
+                  images.size(2));
   BATCHWISE_CHECK(images.size(0) == labels.size(0), DataError,
                   "fashion-mnist: count mismatch: {} holds {} images but {} holds {} labels; both files must come "
                   "from the same release: {}",
                   images_path, images.size(0), labels_path, labels.size(0), kInstallHint);
   const int64_t max_label = labels.max().item<int64_t>();
-  BATCHWISE_CHECK(max_label < 10, DataError, "{}: label {} is out of range; Fashion-MNIST labels are 0-9",
-                  labels_path, max_label);
+  BATCHWISE_CHECK(max_label < 10, DataError, "{}: label {} is out of range; Fashion-MNIST labels are 0-9", labels_path,
+                  max_label);
 
   UntrackedScope untracked;
   Dataset d;
@@ -264,8 +263,9 @@ Dataset load_idx_pair(const std::string& images_path, const std::string& labels_
 
 Dataset load_cifar10(const std::string& dir, bool train) {
   namespace fs = std::filesystem;
-  const char* fix = "download the binary version (cifar-10-binary.tar.gz) and point --data-dir at its "
-                    "cifar-10-batches-bin folder";
+  const char* fix =
+      "download the binary version (cifar-10-binary.tar.gz) and point --data-dir at its "
+      "cifar-10-batches-bin folder";
   BATCHWISE_CHECK(fs::is_directory(dir), DataError, "cifar10: data directory {} does not exist; {}", dir, fix);
   fs::path root(dir);
   if (fs::is_directory(root / "cifar-10-batches-bin")) root /= "cifar-10-batches-bin";
@@ -293,9 +293,9 @@ Dataset load_cifar10(const std::string& dir, bool train) {
   int64_t at_record = 0;
   for (const auto& f : files) {
     const std::string bytes = read_file(f);
-    BATCHWISE_CHECK(static_cast<int64_t>(bytes.size()) <= (records - at_record) * kRecord &&
-                        bytes.size() % kRecord == 0,
-                    DataError, "{}: changed size while it was read; read it again when nothing writes to it", f);
+    BATCHWISE_CHECK(
+        static_cast<int64_t>(bytes.size()) <= (records - at_record) * kRecord && bytes.size() % kRecord == 0, DataError,
+        "{}: changed size while it was read; read it again when nothing writes to it", f);
     std::memcpy(raw[at_record].data_ptr(), bytes.data(), bytes.size());
     at_record += static_cast<int64_t>(bytes.size()) / kRecord;
   }
@@ -338,8 +338,10 @@ at::Tensor read_npy(const std::string& path) {
   for (size_t i = 0; i < len_bytes; ++i) header_len |= size_t{static_cast<unsigned char>(preamble[8 + i])} << (8 * i);
   // NumPy itself refuses headers above 10000 bytes (max_header_size); a longer one is damage, and
   // must not reach the regular expressions below.
-  BATCHWISE_CHECK(header_len <= 10000, DataError, "{}: its header claims {} bytes (NumPy writes at most 10000); the "
-                  "file is damaged: {}", path, header_len, fix);
+  BATCHWISE_CHECK(header_len <= 10000, DataError,
+                  "{}: its header claims {} bytes (NumPy writes at most 10000); the "
+                  "file is damaged: {}",
+                  path, header_len, fix);
   const int64_t data_start = static_cast<int64_t>(8 + len_bytes + header_len);
   BATCHWISE_CHECK(size >= data_start, DataError, "{}: truncated inside its header; {}", path, fix);
   std::string header(header_len, '\0');
@@ -363,19 +365,22 @@ at::Tensor read_npy(const std::string& path) {
       item.erase(std::remove_if(item.begin(), item.end(), [](unsigned char c) { return std::isspace(c); }), item.end());
       if (item.empty()) continue;
       int64_t dim = 0;
-      const bool digits = item.size() <= 15 && std::all_of(item.begin(), item.end(), [](unsigned char c) {
-                            return std::isdigit(c);
-                          });
+      const bool digits =
+          item.size() <= 15 && std::all_of(item.begin(), item.end(), [](unsigned char c) { return std::isdigit(c); });
       BATCHWISE_CHECK(digits && detail::parse_int64(item, dim), DataError, "{}: malformed shape ({}); {}", path,
                       m[1].str(), fix);
       shape.push_back(dim);
     }
   }
-  static const struct { const char* descr; at::ScalarType type; } kTypes[] = {
-      {"|b1", at::kBool},  {"|u1", at::kByte},   {"|i1", at::kChar},   {"<i2", at::kShort}, {"<i4", at::kInt},
-      {"<i8", at::kLong},  {"<f2", at::kHalf},   {"<f4", at::kFloat},  {"<f8", at::kDouble},
+  static const struct {
+    const char* descr;
+    at::ScalarType type;
+  } kTypes[] = {
+      {"|b1", at::kBool}, {"|u1", at::kByte}, {"|i1", at::kChar},  {"<i2", at::kShort},  {"<i4", at::kInt},
+      {"<i8", at::kLong}, {"<f2", at::kHalf}, {"<f4", at::kFloat}, {"<f8", at::kDouble},
   };
-  const auto* type = std::find_if(std::begin(kTypes), std::end(kTypes), [&](const auto& t) { return descr == t.descr; });
+  const auto* type =
+      std::find_if(std::begin(kTypes), std::end(kTypes), [&](const auto& t) { return descr == t.descr; });
   BATCHWISE_CHECK(type != std::end(kTypes), DataError,
                   "{}: dtype '{}' is not supported; batchwise reads bool, int8/16/32/64, uint8 and float16/32/64 in "
                   "little-endian order (convert with array.astype('float32') or 'int64')",
@@ -409,10 +414,11 @@ void require_finite(const at::Tensor& values, const std::string& path, const cha
   const int64_t count = bad.sum().item<int64_t>();
   if (count == 0) return;
   const int64_t first = bad.nonzero().select(1, 0)[0].item<int64_t>();
-  throw DataError(fmt::format("{}: {} of its {} samples hold {} that are not finite numbers (NaN or infinity), the "
-                              "first sample {}; every loss they meet would be NaN: drop or repair those samples (numpy: "
-                              "keep = np.isfinite(x).reshape(len(x), -1).all(1); x, y = x[keep], y[keep])",
-                              path, count, values.size(0), what, first));
+  throw DataError(
+      fmt::format("{}: {} of its {} samples hold {} that are not finite numbers (NaN or infinity), the "
+                  "first sample {}; every loss they meet would be NaN: drop or repair those samples (numpy: "
+                  "keep = np.isfinite(x).reshape(len(x), -1).all(1); x, y = x[keep], y[keep])",
+                  path, count, values.size(0), what, first));
 }
 }  // namespace
 
@@ -629,8 +635,8 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
   return d;
 }
 
-Dataset make_synthetic_images(const std::vector<int64_t>& shape, int64_t num_classes, int64_t size,
-                              uint64_t seed, int64_t held_out) {
+Dataset make_synthetic_images(const std::vector<int64_t>& shape, int64_t num_classes, int64_t size, uint64_t seed,
+                              int64_t held_out) {
   BATCHWISE_CHECK(size >= 1 && num_classes >= 2, ConfigError,
                   "synthetic: needs at least 1 sample and 2 classes, got {} and {}", size, num_classes);
   BATCHWISE_CHECK(held_out >= 0, ConfigError, "synthetic: a held-out split of {} samples", held_out);
@@ -662,8 +668,8 @@ Dataset make_synthetic_images(const std::vector<int64_t>& shape, int64_t num_cla
   return d;
 }
 
-Dataset make_synthetic_tokens(int64_t seq_len, int64_t vocab_size, int64_t num_classes, int64_t size,
-                              uint64_t seed, int64_t held_out) {
+Dataset make_synthetic_tokens(int64_t seq_len, int64_t vocab_size, int64_t num_classes, int64_t size, uint64_t seed,
+                              int64_t held_out) {
   BATCHWISE_CHECK(seq_len >= 1, ConfigError, "--seq-len {}: a sequence needs at least one token", seq_len);
   BATCHWISE_CHECK(size >= 1 && num_classes >= 2 && vocab_size >= 2, ConfigError,
                   "synthetic: needs at least 1 sample, 2 classes and 2 tokens");

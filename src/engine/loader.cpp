@@ -80,13 +80,15 @@ void decide_loader(LoaderSearch& search) {
   }
   const LoaderTrial& b = search.before;
   if (!search.after) {
-    search.advice = fmt::format("no setting tried removes the stall at batch {}: the input pipeline itself is too slow "
-                                "(a cheaper transform, faster storage, or a GPU-side transform would help)",
-                                search.batch);
+    search.advice = fmt::format(
+        "no setting tried removes the stall at batch {}: the input pipeline itself is too slow "
+        "(a cheaper transform, faster storage, or a GPU-side transform would help)",
+        search.batch);
   } else if (search.after->workers == b.workers && search.after->prefetch == b.prefetch) {
-    search.advice = fmt::format("the current setting ({} workers, prefetch {}) already keeps the step fed at batch {} "
-                                "({:.0f} % of it waiting for data)",
-                                b.workers, b.prefetch, search.batch, 100 * b.data_wait_share);
+    search.advice = fmt::format(
+        "the current setting ({} workers, prefetch {}) already keeps the step fed at batch {} "
+        "({:.0f} % of it waiting for data)",
+        b.workers, b.prefetch, search.batch, 100 * b.data_wait_share);
   } else {
     const LoaderTrial& a = *search.after;
     search.advice = fmt::format(

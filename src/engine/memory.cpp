@@ -46,8 +46,7 @@ thread_local bool t_untracked = false;
 
 void raise_peak(int64_t now) {
   int64_t peak = g_peak.load(std::memory_order_relaxed);
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
 }
 
 void tracked_delete(void* data) {
@@ -85,8 +84,8 @@ struct TrackingAllocator final : public c10::Allocator {
     if (counted) {
       int64_t now = 0;
       if (!try_count(bytes, now)) {
-        TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU memory budget exceeded: tried to allocate ",
-                         format_bytes(bytes), " with ", format_bytes(now - bytes - g_baseline.load()), " in use of a ",
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU memory budget exceeded: tried to allocate ", format_bytes(bytes),
+                         " with ", format_bytes(now - bytes - g_baseline.load()), " in use of a ",
                          format_bytes(g_limit.load()), " budget");
       }
       raise_peak(now);

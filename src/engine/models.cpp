@@ -33,8 +33,8 @@ void require_image(const std::string& name, const ModelSpec& spec) {
 
 nn::AnyModule make_mlp(const ModelSpec& spec) {
   BATCHWISE_CHECK(!spec.tokens, ModelError, "--model mlp: needs numeric inputs, not token ids; use transformer");
-  Net net(nn::Flatten(), nn::Linear(product(spec.input_shape), 512), nn::ReLU(), nn::Linear(512, 256),
-                     nn::ReLU(), nn::Linear(256, spec.num_classes));
+  Net net(nn::Flatten(), nn::Linear(product(spec.input_shape), 512), nn::ReLU(), nn::Linear(512, 256), nn::ReLU(),
+          nn::Linear(256, spec.num_classes));
   return nn::AnyModule(net);
 }
 
@@ -42,11 +42,11 @@ nn::AnyModule make_lenet(const ModelSpec& spec) {
   require_image("lenet", spec);
   const int64_t c = spec.input_shape[0], h = spec.input_shape[1], w = spec.input_shape[2];
   const int64_t oh = (h / 2 - 4) / 2, ow = (w / 2 - 4) / 2;  // conv5 pad2, pool2, conv5, pool2
-  BATCHWISE_CHECK(oh >= 1 && ow >= 1, ModelError, "--model lenet: inputs of {}x{} are too small; lenet needs at least 12x12",
-                  h, w);
-  Net net(nn::Conv2d(nn::Conv2dOptions(c, 6, 5).padding(2)), nn::ReLU(), nn::MaxPool2d(2),
-                     nn::Conv2d(6, 16, 5), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(16 * oh * ow, 120),
-                     nn::ReLU(), nn::Linear(120, 84), nn::ReLU(), nn::Linear(84, spec.num_classes));
+  BATCHWISE_CHECK(oh >= 1 && ow >= 1, ModelError,
+                  "--model lenet: inputs of {}x{} are too small; lenet needs at least 12x12", h, w);
+  Net net(nn::Conv2d(nn::Conv2dOptions(c, 6, 5).padding(2)), nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(6, 16, 5),
+          nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(16 * oh * ow, 120), nn::ReLU(), nn::Linear(120, 84),
+          nn::ReLU(), nn::Linear(84, spec.num_classes));
   return nn::AnyModule(net);
 }
 
@@ -54,14 +54,15 @@ nn::AnyModule make_lenet(const ModelSpec& spec) {
 // no max-pool) that small images need: a 7x7/2 conv and a pool would shrink 28x28 to 7x7 at once.
 struct BasicBlockImpl : nn::Module {
   BasicBlockImpl(int64_t in, int64_t out, int64_t stride)
-      : conv1(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)))),
+      : conv1(
+            register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)))),
         bn1(register_module("bn1", nn::BatchNorm2d(out))),
         conv2(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)))),
         bn2(register_module("bn2", nn::BatchNorm2d(out))) {
     if (stride != 1 || in != out) {
       downsample = register_module(
-          "downsample", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
-                                       nn::BatchNorm2d(out)));
+          "downsample",
+          nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)), nn::BatchNorm2d(out)));
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -127,9 +128,9 @@ struct TransformerClassifierImpl : nn::Module {
     }
     pos = register_parameter("pos", torch::randn({length, 1, kModel}) * 0.02);
     encoder = register_module(
-        "encoder", nn::TransformerEncoder(nn::TransformerEncoderOptions(
-                       nn::TransformerEncoderLayerOptions(kModel, kHeads).dim_feedforward(kFeedForward).dropout(0.1),
-                       kLayers)));
+        "encoder",
+        nn::TransformerEncoder(nn::TransformerEncoderOptions(
+            nn::TransformerEncoderLayerOptions(kModel, kHeads).dim_feedforward(kFeedForward).dropout(0.1), kLayers)));
     norm = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({kModel})));
     head = register_module("head", nn::Linear(kModel, spec.num_classes));
   }

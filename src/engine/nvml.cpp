@@ -64,12 +64,18 @@ struct nvmlSample_t {
 // nvmlValueType_t: how nvmlDeviceGetSamples filled sampleValue (utilisation: unsigned int).
 double value_of(int type, const nvmlValue_t& v) {
   switch (type) {
-    case 0: return v.dVal;
-    case 1: return v.uiVal;
-    case 2: return static_cast<double>(v.ulVal);
-    case 3: return static_cast<double>(v.ullVal);
-    case 4: return static_cast<double>(v.sllVal);
-    default: return static_cast<double>(v.uiVal);  // later types (signed int, unsigned short) are narrower
+    case 0:
+      return v.dVal;
+    case 1:
+      return v.uiVal;
+    case 2:
+      return static_cast<double>(v.ulVal);
+    case 3:
+      return static_cast<double>(v.ullVal);
+    case 4:
+      return static_cast<double>(v.sllVal);
+    default:
+      return static_cast<double>(v.uiVal);  // later types (signed int, unsigned short) are narrower
   }
 }
 
@@ -85,7 +91,7 @@ struct Nvml::Api {
   nvmlReturn_t (*memory_info)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
   // Optional: the utilisation monitor's fields (absent from old drivers: that field stays empty).
   nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
-  nvmlReturn_t (*power)(nvmlDevice_t, unsigned int*) = nullptr;                 // milliwatts
+  nvmlReturn_t (*power)(nvmlDevice_t, unsigned int*) = nullptr;  // milliwatts
   nvmlReturn_t (*clock)(nvmlDevice_t, int /*nvmlClockType_t*/, unsigned int*) = nullptr;
   nvmlReturn_t (*temperature)(nvmlDevice_t, int /*nvmlTemperatureSensors_t*/, unsigned int*) = nullptr;
   nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned int) = nullptr;
@@ -125,13 +131,18 @@ Nvml::Nvml(const char* library) {
   const bool have_processes = load(library_, "nvmlDeviceGetComputeRunningProcesses_v3", api_->compute_processes) ||
                               load(library_, "nvmlDeviceGetComputeRunningProcesses_v2", api_->compute_processes);
   const char* missing = nullptr;
-  if (!load(library_, "nvmlInit_v2", api_->init)) missing = "nvmlInit_v2";
-  else if (!load(library_, "nvmlShutdown", api_->shutdown)) missing = "nvmlShutdown";
-  else if (!load(library_, "nvmlDeviceGetCount_v2", api_->device_count)) missing = "nvmlDeviceGetCount_v2";
+  if (!load(library_, "nvmlInit_v2", api_->init))
+    missing = "nvmlInit_v2";
+  else if (!load(library_, "nvmlShutdown", api_->shutdown))
+    missing = "nvmlShutdown";
+  else if (!load(library_, "nvmlDeviceGetCount_v2", api_->device_count))
+    missing = "nvmlDeviceGetCount_v2";
   else if (!load(library_, "nvmlDeviceGetHandleByIndex_v2", api_->handle_by_index))
     missing = "nvmlDeviceGetHandleByIndex_v2";
-  else if (!have_processes) missing = "nvmlDeviceGetComputeRunningProcesses_v3";
-  else if (!load(library_, "nvmlDeviceGetMemoryInfo", api_->memory_info)) missing = "nvmlDeviceGetMemoryInfo";
+  else if (!have_processes)
+    missing = "nvmlDeviceGetComputeRunningProcesses_v3";
+  else if (!load(library_, "nvmlDeviceGetMemoryInfo", api_->memory_info))
+    missing = "nvmlDeviceGetMemoryInfo";
   load(library_, "nvmlDeviceGetUtilizationRates", api_->utilization);
   load(library_, "nvmlDeviceGetPowerUsage", api_->power);
   load(library_, "nvmlDeviceGetClockInfo", api_->clock);
@@ -208,7 +219,8 @@ std::optional<Nvml::Sample> Nvml::sample(int index) const {
   if (api_->handle_by_index(static_cast<unsigned int>(index), &device) != kNvmlSuccess) return std::nullopt;
   Sample s;
   nvmlUtilization_t u{};
-  if (api_->utilization && api_->utilization(device, &u) == kNvmlSuccess) s.sm_percent = u.gpu, s.memory_percent = u.memory;
+  if (api_->utilization && api_->utilization(device, &u) == kNvmlSuccess)
+    s.sm_percent = u.gpu, s.memory_percent = u.memory;
   nvmlMemory_t memory{};
   if (api_->memory_info(device, &memory) == kNvmlSuccess) s.memory_used_bytes = static_cast<int64_t>(memory.used);
   unsigned int value = 0;
@@ -221,7 +233,7 @@ std::optional<Nvml::Sample> Nvml::sample(int index) const {
 }
 
 std::optional<std::vector<Nvml::Reading>> Nvml::utilisation_samples(int index, Utilisation kind,
-                                                                     uint64_t after_us) const {
+                                                                    uint64_t after_us) const {
   if (!available_ || !api_->samples || index < 0 || index >= device_count_) return std::nullopt;
   nvmlDevice_t device = nullptr;
   if (api_->handle_by_index(static_cast<unsigned int>(index), &device) != kNvmlSuccess) return std::nullopt;
@@ -271,8 +283,7 @@ std::optional<int> Nvml::index_of_cuda_device(int cuda_index) const {
   std::optional<PciLocation> pci;
   try {
     if (built_with_cuda()) pci = cuda_pci_location(cuda_index);
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   return nvml_index_for_cuda(cuda_index, std::getenv("CUDA_VISIBLE_DEVICES"), ids(), pci);
 }
 
@@ -347,8 +358,8 @@ void UtilisationWindow::Series::read(const Nvml& nvml, int index, uint64_t start
   supported = true;
   readings.insert(readings.end(), got->begin(), got->end());
   // Of the samples before the window only the last is needed: it opens the first period inside.
-  const auto first_inside =
-      std::find_if(readings.begin(), readings.end(), [&](const Nvml::Reading& r) { return r.timestamp_us >= start_us; });
+  const auto first_inside = std::find_if(readings.begin(), readings.end(),
+                                         [&](const Nvml::Reading& r) { return r.timestamp_us >= start_us; });
   if (first_inside - readings.begin() > 1) readings.erase(readings.begin(), first_inside - 1);
 }
 

@@ -2,9 +2,9 @@
 // torch::nn module so that they train through exactly the same ModuleWorkload as the built-in ones:
 // the wrapper registers the script module's own parameter and buffer tensors, so the optimizer,
 // state snapshots and memory accounting see the very tensors the script module computes with.
-#include <torch/nn/module.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/serialization/import.h>
+#include <torch/nn/module.h>
 
 #include <filesystem>
 #include <unordered_set>
@@ -70,7 +70,7 @@ torch::nn::AnyModule load_torchscript(const std::string& path) {
   } catch (const std::exception& e) {  // c10::Error, and the JIT's own exceptions (a scripted raise)
     std::string why = detail::plain_what(e);
     why = why.find("PytorchStreamReader") != std::string::npos ? "torch cannot read it as a TorchScript archive"
-                                                                 : detail::error_line(why);
+                                                               : detail::error_line(why);
     BATCHWISE_CHECK(false, ModelError,
                     "--model {}: not a TorchScript file ({}); a state_dict or a pickled model saved with torch.save "
                     "cannot be trained from C++: {}",

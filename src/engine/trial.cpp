@@ -17,10 +17,14 @@ namespace batchwise {
 
 const char* to_string(Outcome outcome) {
   switch (outcome) {
-    case Outcome::Ok: return "ok";
-    case Outcome::Oom: return "oom";
-    case Outcome::Error: return "error";
-    case Outcome::Timeout: return "timeout";
+    case Outcome::Ok:
+      return "ok";
+    case Outcome::Oom:
+      return "oom";
+    case Outcome::Error:
+      return "error";
+    case Outcome::Timeout:
+      return "timeout";
   }
   return "error";
 }
@@ -34,13 +38,15 @@ std::string first_line(const std::string& text) { return detail::error_line(text
 std::string non_finite_message(double loss, int step, double first) {
   const std::string what = std::isnan(loss) ? "NaN" : "infinite";
   if (step == 0)
-    return fmt::format("the training loss is {} at the first step, before any update: the data or the model gives "
-                       "values that are not finite numbers; check the inputs and targets for NaN or infinity, and the "
-                       "model's output on one batch",
-                       what);
-  return fmt::format("the training loss became {} at step {} (it was {:.4g} at the first): training diverged; the "
-                     "learning rate is too high for this batch (lower --lr), or the model overflows",
-                     what, step + 1, first);
+    return fmt::format(
+        "the training loss is {} at the first step, before any update: the data or the model gives "
+        "values that are not finite numbers; check the inputs and targets for NaN or infinity, and the "
+        "model's output on one batch",
+        what);
+  return fmt::format(
+      "the training loss became {} at step {} (it was {:.4g} at the first): training diverged; the "
+      "learning rate is too high for this batch (lower --lr), or the model overflows",
+      what, step + 1, first);
 }
 
 // Lifts the memory limit however the trial ends.
@@ -71,9 +77,7 @@ void summarize_steps(Trial& t) {
   t.samples_per_s_max = t.outcome == Outcome::Ok ? b / *fastest : 0.0;
 }
 
-double step_spread(const Trial& t) {
-  return t.step_time_s_median > 0 ? t.step_time_s_iqr / t.step_time_s_median : 0.0;
-}
+double step_spread(const Trial& t) { return t.step_time_s_median > 0 ? t.step_time_s_iqr / t.step_time_s_median : 0.0; }
 
 Trial run_trial(Workload& workload, const TrialOptions& o) {
   BATCHWISE_CHECK(o.batch() >= 1, ConfigError, "batch size {}: must be at least 1", o.batch());
@@ -114,13 +118,13 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
       const Batch batch = workload.next_batch(o.batch());
       const auto got = clock::now();
       BATCHWISE_ASSERT(batch.input.size(0) == o.batch());
-      const double loss = (accumulation > 1 ? train_step_accumulated(workload, batch, accumulation)
-                                            : workload.train_step(batch))
-                              .item<double>();  // item() waits for the device
+      const double loss =
+          (accumulation > 1 ? train_step_accumulated(workload, batch, accumulation) : workload.train_step(batch))
+              .item<double>();  // item() waits for the device
       memory->synchronize();
       const auto end = clock::now();
       if (monitor) monitor->step_boundary();  // a due sample is taken here, outside the timed step
-      if (!std::isfinite(loss)) {  // a loss that is not a number trains nothing: say where it came from
+      if (!std::isfinite(loss)) {             // a loss that is not a number trains nothing: say where it came from
         t.outcome = Outcome::Error;
         t.non_finite = true;
         t.message = non_finite_message(loss, i, t.loss_first);
@@ -159,9 +163,10 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
   try {
     workload.restore_state(*saved);
   } catch (const std::exception& e) {
-    throw Error(fmt::format("batch {}: the workload's state could not be restored after the trial, so the model "
-                            "can no longer be trusted: {}",
-                            o.batch(), first_line(e.what())));
+    throw Error(
+        fmt::format("batch {}: the workload's state could not be restored after the trial, so the model "
+                    "can no longer be trusted: {}",
+                    o.batch(), first_line(e.what())));
   }
   memory->release_cached();
   summarize_steps(t);
@@ -178,9 +183,10 @@ Trial WorkloadRunner::run(const TrialOptions& options) {
   Trial first = run_trial(workload_, options);
   if (first.outcome != Outcome::Ok || first.skipped_steps == 0 || first.skipped_steps >= first.steps_run) return first;
   Trial t = run_trial(workload_, options);
-  const std::string note = fmt::format("ran twice: the first run skipped {} of its {} steps while fp16's loss "
-                                       "scale settled",
-                                       first.skipped_steps, first.steps_run);
+  const std::string note = fmt::format(
+      "ran twice: the first run skipped {} of its {} steps while fp16's loss "
+      "scale settled",
+      first.skipped_steps, first.steps_run);
   t.message = t.message.empty() ? note : t.message + "; " + note;
   t.wall_s += first.wall_s;
   return t;

@@ -18,23 +18,34 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   while (pos > 0 && !detail::parse_double(std::string_view(text).substr(0, pos), value)) --pos;
   BATCHWISE_CHECK(pos > 0, ConfigError, "{}: '{}' is not a size; {}", what, text, hint);
   std::string unit = text.substr(pos);
-  unit.erase(std::remove_if(unit.begin(), unit.end(), [](unsigned char c) { return std::isspace(c); }),
-             unit.end());
+  unit.erase(std::remove_if(unit.begin(), unit.end(), [](unsigned char c) { return std::isspace(c); }), unit.end());
   std::string lower;
   for (char c : unit) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   double scale = 0;
-  static const struct { const char* name; double scale; } kUnits[] = {
-      {"", 1},          {"b", 1},
-      {"k", 1024.0},    {"kib", 1024.0},    {"kb", 1e3},
-      {"m", 1048576.0}, {"mib", 1048576.0}, {"mb", 1e6},
-      {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},
-      {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12},
+  static const struct {
+    const char* name;
+    double scale;
+  } kUnits[] = {
+      {"", 1},
+      {"b", 1},
+      {"k", 1024.0},
+      {"kib", 1024.0},
+      {"kb", 1e3},
+      {"m", 1048576.0},
+      {"mib", 1048576.0},
+      {"mb", 1e6},
+      {"g", 1073741824.0},
+      {"gib", 1073741824.0},
+      {"gb", 1e9},
+      {"t", 1099511627776.0},
+      {"tib", 1099511627776.0},
+      {"tb", 1e12},
   };
   for (const auto& u : kUnits)
     if (lower == u.name) scale = u.scale;
   BATCHWISE_CHECK(scale > 0, ConfigError, "{}: unknown unit '{}' in '{}'; {}", what, unit, text, hint);
-  BATCHWISE_CHECK(std::isfinite(value) && value > 0, ConfigError, "{}: '{}' must be a positive size; {}",
-                  what, text, hint);
+  BATCHWISE_CHECK(std::isfinite(value) && value > 0, ConfigError, "{}: '{}' must be a positive size; {}", what, text,
+                  hint);
   const double bytes = value * scale;
   BATCHWISE_CHECK(bytes < 9.0e18, ConfigError, "{}: '{}' is too large", what, text);
   return static_cast<int64_t>(std::llround(bytes));
@@ -74,7 +85,8 @@ namespace {
 // --seq-len takes the same lists and ranges as the batch sizes; its messages speak of lengths.
 bool lengths(const std::string& what) { return what == "--seq-len"; }
 std::string list_hint(const std::string& what) {
-  return lengths(what) ? "use a length like 64 or a range like 32-128" : "use a list like 16,32,64 or a range like 8-4096*2";
+  return lengths(what) ? "use a length like 64 or a range like 32-128"
+                       : "use a list like 16,32,64 or a range like 8-4096*2";
 }
 
 int64_t parse_count(const std::string& s, const std::string& what, const std::string& whole) {
@@ -115,10 +127,9 @@ std::vector<int64_t> parse_batch_sizes(const std::string& text, const std::strin
         rest = rest.substr(0, op_pos);
       }
       const int64_t last = parse_count(rest, what, text);
-      BATCHWISE_CHECK(first <= last, ConfigError, "{}: range '{}' runs backwards; write it as {}-{}", what, item,
-                      last, first);
-      BATCHWISE_CHECK(op == '+' || step >= 2, ConfigError, "{}: range '{}' needs a factor of at least 2", what,
-                      item);
+      BATCHWISE_CHECK(first <= last, ConfigError, "{}: range '{}' runs backwards; write it as {}-{}", what, item, last,
+                      first);
+      BATCHWISE_CHECK(op == '+' || step >= 2, ConfigError, "{}: range '{}' needs a factor of at least 2", what, item);
       // Count before expanding: a range of 10^12 sizes is a typo, not a list to build.
       if (op == '+') {
         const int64_t count = (last - first) / step + 1;

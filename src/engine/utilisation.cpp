@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <cctype>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -191,24 +191,27 @@ void summarise_gpu_percent(UtilisationSummary& u, const UtilisationWindow::Resul
     if (out) return supported ? std::string() : std::string("readings");
     return std::string(supported ? "no sample" : "no reading");
   };
-  const std::string sm = figure(window.sm_supported, window.sm_percent, &UtilisationSample::gpu_sm_percent,
-                                u.gpu_sm_percent);
+  const std::string sm =
+      figure(window.sm_supported, window.sm_percent, &UtilisationSample::gpu_sm_percent, u.gpu_sm_percent);
   const std::string memory = figure(window.memory_supported, window.memory_percent,
                                     &UtilisationSample::gpu_memory_percent, u.gpu_memory_percent);
   auto sentence = [&](const std::string& what, const std::string& fate) -> std::string {
     if (fate == "no sample")
-      return fmt::format("the trial's {:.2f} s held no NVML {} sample (the driver samples every 1/6 s to 1 s): no "
-                         "figure, as a reading would describe the time before the trial",
-                         wall_s, what);
+      return fmt::format(
+          "the trial's {:.2f} s held no NVML {} sample (the driver samples every 1/6 s to 1 s): no "
+          "figure, as a reading would describe the time before the trial",
+          wall_s, what);
     const std::string missing = fmt::format("NVML gives no {} samples here (nvmlDeviceGetSamples)", what);
     if (fate == "readings")
-      return fmt::format("{}: the figure is the mean of the readings taken {:g} s or more into the trial, whose "
-                         "sample periods lie inside it",
-                         missing, settled_s);
+      return fmt::format(
+          "{}: the figure is the mean of the readings taken {:g} s or more into the trial, whose "
+          "sample periods lie inside it",
+          missing, settled_s);
     if (fate == "no reading")
-      return fmt::format("{}, and the trial's {:.2f} s are too short for a reading whose sample period lies inside "
-                         "it (one taken {:g} s or more in): no figure",
-                         missing, wall_s, settled_s);
+      return fmt::format(
+          "{}, and the trial's {:.2f} s are too short for a reading whose sample period lies inside "
+          "it (one taken {:g} s or more in): no figure",
+          missing, wall_s, settled_s);
     return "";
   };
   if (sm == memory)
@@ -266,8 +269,9 @@ UtilisationSummary UtilisationMonitor::finish() {
   u.interval_s = state_->interval_s;
   u.timeline = std::move(state_->samples);
   u.samples = static_cast<int>(u.timeline.size());
-  u.cpu_percent = stat_of(u.timeline, [](const UtilisationSample& s) { return std::optional<double>(s.cpu_percent); })
-                      .value_or(UtilisationStat{});
+  u.cpu_percent = stat_of(u.timeline, [](const UtilisationSample& s) {
+                    return std::optional<double>(s.cpu_percent);
+                  }).value_or(UtilisationStat{});
   for (const auto& s : u.timeline) {
     u.rss_bytes_max = std::max(u.rss_bytes_max, s.rss_bytes);
     if (u.core_percent_mean.size() < s.core_percent.size()) u.core_percent_mean.resize(s.core_percent.size());

@@ -2,19 +2,19 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
-#include <torch/nn/functional/loss.h>
 #include <torch/cuda.h>
+#include <torch/nn/functional/loss.h>
 #include <torch/optim.h>
 #include <torch/serialize/archive.h>
 #include <torch/utils.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
-#include <mutex>
-#include <map>
-#include <deque>
-#include <condition_variable>
 
 #include "batchwise/device.h"
 #include "batchwise/memory.h"
@@ -102,9 +102,7 @@ ModuleWorkload::ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model,
   BATCHWISE_CHECK(data_.size() > 0, DataError, "{}: the dataset is empty", data_.name);
 }
 
-
 using detail::model_input;
-
 
 // The input pipeline: the training thread draws each batch's indices from the sampler in order;
 // `workers` threads assemble and transform them ahead, up to workers x prefetch batches; batches are
@@ -201,7 +199,8 @@ struct ModuleWorkload::Loader {
     }
     {
       std::lock_guard<std::mutex> lock(mutex);
-      while (drawn - consumed < static_cast<int64_t>(workers) * prefetch) todo.emplace_back(drawn++, w.sampler_->next(batch));
+      while (drawn - consumed < static_cast<int64_t>(workers) * prefetch)
+        todo.emplace_back(drawn++, w.sampler_->next(batch));
     }
     work.notify_all();
     Batch b;
@@ -310,8 +309,10 @@ at::Tensor ModuleWorkload::train_step(const Batch& batch) {
 
 // fp16: the loss scaled up so that small gradients survive in half precision (see step_optimizer).
 void ModuleWorkload::step_backward(const at::Tensor& loss) {
-  if (fp16()) (loss * loss_scale_).backward();
-  else loss.backward();
+  if (fp16())
+    (loss * loss_scale_).backward();
+  else
+    loss.backward();
 }
 
 // fp16: the gradients unscaled and checked for inf/NaN (then the step is skipped and the scale
@@ -526,7 +527,7 @@ std::vector<at::Tensor> ModuleWorkload::gradients() {
 
 std::unique_ptr<WorkloadState> ModuleWorkload::save_state() {
   if (loader_) loader_->stop();  // the sampler back where the training consumed it
-  UntrackedScope untracked;  // the snapshot is batchwise's, not the training's
+  UntrackedScope untracked;      // the snapshot is batchwise's, not the training's
   auto state = std::make_unique<ModuleState>();
   for (const auto& p : module().parameters()) {
     state->parameters.push_back(host_copy(p));
@@ -597,9 +598,10 @@ void ModuleWorkload::restore_state(const WorkloadState& saved) {
 
 namespace {
 [[noreturn]] void no_gradients(const Workload& w) {
-  throw ConfigError(fmt::format("{}: this workload does not expose its gradients (Workload::zero_grad, backward, "
-                                "optimizer_step, gradients); gradient accumulation and the noise scale need them",
-                                w.info().model));
+  throw ConfigError(
+      fmt::format("{}: this workload does not expose its gradients (Workload::zero_grad, backward, "
+                  "optimizer_step, gradients); gradient accumulation and the noise scale need them",
+                  w.info().model));
 }
 }  // namespace
 
@@ -618,7 +620,8 @@ at::Tensor accumulate_gradients(Workload& workload, const Batch& batch, int64_t 
     // Slices as equal as possible: the first n % k get one sample more.
     const int64_t len = n / micro_batches + (i < n % micro_batches ? 1 : 0);
     const double share = static_cast<double>(len) / static_cast<double>(n);
-    const at::Tensor loss = workload.backward({batch.input.narrow(0, start, len), batch.target.narrow(0, start, len)}, share);
+    const at::Tensor loss =
+        workload.backward({batch.input.narrow(0, start, len), batch.target.narrow(0, start, len)}, share);
     total = total.defined() ? total + loss * share : loss * share;
     start += len;
   }
@@ -664,8 +667,7 @@ StateBytes ModuleWorkload::state_bytes() const {
     } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state.get())) {
       s.optimizer_state_bytes += bytes(adam->exp_avg()) + bytes(adam->exp_avg_sq()) + bytes(adam->max_exp_avg_sq());
     } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(state.get())) {
-      s.optimizer_state_bytes +=
-          bytes(adamw->exp_avg()) + bytes(adamw->exp_avg_sq()) + bytes(adamw->max_exp_avg_sq());
+      s.optimizer_state_bytes += bytes(adamw->exp_avg()) + bytes(adamw->exp_avg_sq()) + bytes(adamw->max_exp_avg_sq());
     }
   }
   return s;

@@ -30,11 +30,15 @@ bool contains(const List& list, const std::string& name) {
   return std::find(list.begin(), list.end(), name) != list.end();
 }
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(Optimizer optimizer, double lr, std::vector<at::Tensor> params) {
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(Optimizer optimizer, double lr,
+                                                        std::vector<at::Tensor> params) {
   switch (optimizer) {
-    case Optimizer::Sgd: return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr).momentum(0.9));
-    case Optimizer::Adam: return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
-    case Optimizer::AdamW: break;
+    case Optimizer::Sgd:
+      return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr).momentum(0.9));
+    case Optimizer::Adam:
+      return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+    case Optimizer::AdamW:
+      break;
   }
   return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(lr).weight_decay(0.01));
 }
@@ -64,9 +68,9 @@ Dataset synthetic(const WorkloadOptions& o, TargetKind kind, int64_t held_out) {
 
 Dataset load_dataset(const WorkloadOptions& o, TargetKind kind) {
   const std::string& name = o.dataset();
-  BATCHWISE_CHECK(kind == TargetKind::Classes || name == "npy" || name == "csv" || name == "synthetic" ||
-                      o.loss() == Loss::Mse,
-                  ConfigError, "--loss {}: not possible with --dataset {}", to_string(o.loss()), name);
+  BATCHWISE_CHECK(
+      kind == TargetKind::Classes || name == "npy" || name == "csv" || name == "synthetic" || o.loss() == Loss::Mse,
+      ConfigError, "--loss {}: not possible with --dataset {}", to_string(o.loss()), name);
   if (name == "fashion-mnist") {
     BATCHWISE_CHECK(o.model() != "transformer" || o.seq_len() == 64 || o.seq_len() == 28, ConfigError,
                     "--seq-len {}: the transformer reads a Fashion-MNIST image as its 28 rows; drop --seq-len or "
@@ -74,7 +78,8 @@ Dataset load_dataset(const WorkloadOptions& o, TargetKind kind) {
                     o.seq_len());
     return load_fashion_mnist(o.data_dir().empty() ? kFashionMnistDir : o.data_dir(), /*train=*/true);
   }
-  if (name == "cifar10") return load_cifar10(require(o.data_dir(), "--data-dir DIR (the cifar-10-batches-bin folder)", name));
+  if (name == "cifar10")
+    return load_cifar10(require(o.data_dir(), "--data-dir DIR (the cifar-10-batches-bin folder)", name));
   if (name == "idx")
     return load_idx_pair(require(o.data_file(), "--data-file IMAGES (an idx3-ubyte file)", name),
                          require(o.labels_file(), "--labels-file LABELS (an idx1-ubyte file)", name));
@@ -128,11 +133,11 @@ void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model,
     output = model.forward(input);
   } catch (const std::exception& e) {  // c10::Error, and the JIT's own exceptions (a scripted raise)
     std::string why = detail::plain_what(e);
-    BATCHWISE_CHECK(false, ModelError,
-                    "--model {}: rejects a batch of shape [{}] (--input-shape {}): {}; pass the --input-shape the model "
-                    "was scripted or traced for",
-                    o.model(), fmt::join(input.sizes(), ", "), fmt::join(data.sample_shape(), "x"),
-                    detail::error_line(why));
+    BATCHWISE_CHECK(
+        false, ModelError,
+        "--model {}: rejects a batch of shape [{}] (--input-shape {}): {}; pass the --input-shape the model "
+        "was scripted or traced for",
+        o.model(), fmt::join(input.sizes(), ", "), fmt::join(data.sample_shape(), "x"), detail::error_line(why));
   }
   if (data.num_classes > 0 && o.loss() == Loss::CrossEntropy) {
     BATCHWISE_CHECK(output.dim() == 2 && output.size(1) >= data.num_classes, ModelError,
@@ -173,11 +178,12 @@ Dataset load_test_split(const WorkloadOptions& o) {
 }
 
 Dataset held_out_or_training_sample(const WorkloadOptions& o, const Dataset& training, int64_t samples) {
-  if (o.dataset() == "fashion-mnist" || o.dataset() == "cifar10" || o.dataset() == "synthetic") return load_test_split(o);
+  if (o.dataset() == "fashion-mnist" || o.dataset() == "cifar10" || o.dataset() == "synthetic")
+    return load_test_split(o);
   UntrackedScope untracked;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed() + 1);
-  const at::Tensor index =
-      at::randperm(training.size(), gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, std::min(samples, training.size()));
+  const at::Tensor index = at::randperm(training.size(), gen, at::TensorOptions().dtype(at::kLong))
+                               .narrow(0, 0, std::min(samples, training.size()));
   Dataset d = training;
   d.name = fmt::format("{} (training samples: it has no test split)", training.name);
   d.inputs = training.inputs.index_select(0, index);
@@ -192,7 +198,8 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
                   o.model(), fmt::join(model_names(), ", "));
   BATCHWISE_CHECK(contains(dataset_names(), o.dataset()), ConfigError,
                   "--dataset {}: unknown dataset; choose one of {}", o.dataset(), fmt::join(dataset_names(), ", "));
-  BATCHWISE_CHECK(o.lr() >= 0 && std::isfinite(o.lr()), ConfigError, "--lr {}: must be a positive number (or 0 for the optimizer's default)", o.lr());
+  BATCHWISE_CHECK(o.lr() >= 0 && std::isfinite(o.lr()), ConfigError,
+                  "--lr {}: must be a positive number (or 0 for the optimizer's default)", o.lr());
   BATCHWISE_CHECK(o.seq_len_min() <= o.seq_len(), ConfigError, "--seq-len {}-{}: the range runs backwards",
                   o.seq_len_min(), o.seq_len());
   BATCHWISE_CHECK(o.num_classes() >= 0 && o.num_classes() != 1, ConfigError,
@@ -228,7 +235,8 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
     model = load_torchscript(o.model());
   } else {
     // Regression targets [N] or [N, K] set the width of the model's output.
-    const int64_t outputs = data.num_classes > 0 ? data.num_classes : (data.targets.dim() == 1 ? 1 : data.targets.size(1));
+    const int64_t outputs =
+        data.num_classes > 0 ? data.num_classes : (data.targets.dim() == 1 ? 1 : data.targets.size(1));
     model = make_model(o.model(), ModelSpec{data.sample_shape(), data.is_tokens(), data.vocab_size, outputs});
   }
   model.ptr()->to(torch_device);

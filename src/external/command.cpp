@@ -43,9 +43,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kSampleInterval = std::chrono::milliseconds(10);
-constexpr int kNvmlEvery = 5;                                  // samples between NVML queries
-constexpr auto kTermGrace = std::chrono::seconds(1);            // SIGTERM, then SIGKILL
-constexpr auto kDrainGrace = std::chrono::seconds(1);           // output after the child exited
+constexpr int kNvmlEvery = 5;                          // samples between NVML queries
+constexpr auto kTermGrace = std::chrono::seconds(1);   // SIGTERM, then SIGKILL
+constexpr auto kDrainGrace = std::chrono::seconds(1);  // output after the child exited
 constexpr size_t kTailLines = 20;
 constexpr size_t kMaxLineBytes = 64 * 1024;
 constexpr size_t kTailLineBytes = 1000;
@@ -54,11 +54,10 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 std::string signal_text(int sig) {
   static const std::map<int, const char*> kNames = {
-      {SIGHUP, "SIGHUP"}, {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
-      {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
-      {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
-      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
-      {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"}};
+      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"},
+      {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"},
+      {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"}, {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"},
+      {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"}};
   const auto it = kNames.find(sig);
   return it == kNames.end() ? fmt::format("signal {}", sig) : fmt::format("signal {} ({})", sig, it->second);
 }
@@ -85,10 +84,9 @@ void close_fd(int& fd) {
 }
 
 std::vector<std::string> child_environment(const CommandOptions& options, int total_steps) {
-  std::vector<std::pair<std::string, std::string>> overrides = {
-      {"PYTHONUNBUFFERED", "1"},
-      {"BATCHWISE_BATCH", std::to_string(options.batch())},
-      {"BATCHWISE_STEPS", std::to_string(total_steps)}};
+  std::vector<std::pair<std::string, std::string>> overrides = {{"PYTHONUNBUFFERED", "1"},
+                                                                {"BATCHWISE_BATCH", std::to_string(options.batch())},
+                                                                {"BATCHWISE_STEPS", std::to_string(total_steps)}};
   for (const auto& [key, value] : options.env()) {
     BATCHWISE_CHECK(!key.empty() && key.find('=') == std::string::npos, ConfigError,
                     "command environment: '{}' is not a variable name; use a name without '='", key);
@@ -110,16 +108,22 @@ std::string exec_failure(const std::string& program, int error) {
   switch (error) {
     case ENOENT:
       if (!on_path && access(program.c_str(), F_OK) == 0)  // the file is there: its #! interpreter is not
-        return fmt::format("command: '{}' exists, but the interpreter its #! line names does not; fix the #! line "
-                           "or run it through its interpreter, e.g. python3 {}", program, program);
+        return fmt::format(
+            "command: '{}' exists, but the interpreter its #! line names does not; fix the #! line "
+            "or run it through its interpreter, e.g. python3 {}",
+            program, program);
       return fmt::format("command: '{}' not found{}; give the program's full path or install it", program,
                          on_path ? " on PATH" : "");
     case EACCES:
-      return fmt::format("command: '{}' is not executable (permission denied); chmod +x it or run it through "
-                         "its interpreter, e.g. python3 {}", program, program);
+      return fmt::format(
+          "command: '{}' is not executable (permission denied); chmod +x it or run it through "
+          "its interpreter, e.g. python3 {}",
+          program, program);
     case ENOEXEC:
-      return fmt::format("command: '{}' is not a program the system can run; add a #! line or run it through "
-                         "its interpreter, e.g. python3 {}", program, program);
+      return fmt::format(
+          "command: '{}' is not a program the system can run; add a #! line or run it through "
+          "its interpreter, e.g. python3 {}",
+          program, program);
     default:
       return fmt::format("command: cannot run '{}': {}", program, std::strerror(error));
   }
@@ -173,12 +177,15 @@ std::vector<std::string> substitute(const std::vector<std::string>& argv, int64_
         continue;
       }
       const std::string name = arg.substr(i + 1, end - i - 1);
-      if (name == "batch") s += std::to_string(batch);
-      else if (name == "steps") s += std::to_string(steps);
+      if (name == "batch")
+        s += std::to_string(batch);
+      else if (name == "steps")
+        s += std::to_string(steps);
       else
         BATCHWISE_CHECK(false, ConfigError,
                         "command argument '{}': unknown placeholder '{{{}}}'; use {{batch}} or {{steps}} "
-                        "({{{{ and }}}} are literal braces)", arg, name);
+                        "({{{{ and }}}} are literal braces)",
+                        arg, name);
       i = end;
     }
     out.push_back(std::move(s));
@@ -236,7 +243,8 @@ Child start_child(const CommandResult& r, const std::vector<std::string>& env) {
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(status_pipe, O_CLOEXEC) != 0)
     throw Error(fmt::format("command: cannot create pipes: {}", std::strerror(errno)));
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  for (int* fd : {&out[0], &out[1], &err[0], &err[1], &status_pipe[0], &status_pipe[1], &devnull}) *fd = above_stdio(*fd);
+  for (int* fd : {&out[0], &out[1], &err[0], &err[1], &status_pipe[0], &status_pipe[1], &devnull})
+    *fd = above_stdio(*fd);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
@@ -286,8 +294,15 @@ Child start_child(const CommandResult& r, const std::vector<std::string>& env) {
 class Watch {
  public:
   Watch(const CommandOptions& o, CommandResult& r, const Child& child, Clock::time_point start, int total_steps)
-      : o_(o), r_(r), pid_(child.pid), start_(start), total_steps_(total_steps), parser_(r, start), tree_(child.pid),
-        nvml_(detail::shared_nvml()), next_sample_(start) {
+      : o_(o),
+        r_(r),
+        pid_(child.pid),
+        start_(start),
+        total_steps_(total_steps),
+        parser_(r, start),
+        tree_(child.pid),
+        nvml_(detail::shared_nvml()),
+        next_sample_(start) {
     streams_[0].fd = child.out;
     streams_[1].fd = child.err;
   }
@@ -389,10 +404,14 @@ class Watch {
     nfds_t count = 0;
     for (const LineStream& s : streams_)
       if (s.fd >= 0) fds[count++] = pollfd{s.fd, POLLIN, 0};
-    const int wait_ms = exited_at_ ? 50 : static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              std::max(next_sample_ - now, Clock::duration::zero())).count());
-    if (count > 0) poll(fds, count, wait_ms);
-    else if (!exited_at_) usleep(static_cast<useconds_t>(wait_ms) * 1000);
+    const int wait_ms = exited_at_ ? 50
+                                   : static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                          std::max(next_sample_ - now, Clock::duration::zero()))
+                                                          .count());
+    if (count > 0)
+      poll(fds, count, wait_ms);
+    else if (!exited_at_)
+      usleep(static_cast<useconds_t>(wait_ms) * 1000);
     now = Clock::now();
     for (LineStream& s : streams_) {
       if (s.fd < 0) continue;
@@ -497,7 +516,7 @@ CommandVerdict classify(const CommandResult& r) {
   CommandVerdict v;
   const int total = r.warmup + r.steps;
   const std::string steps = fmt::format("after {} of {} steps", r.steps_seen, total);
-  const std::string ended = r.signal            ? "killed by " + signal_text(r.signal)
+  const std::string ended = r.signal             ? "killed by " + signal_text(r.signal)
                             : r.exit_status >= 0 ? fmt::format("exit status {}", r.exit_status)
                                                  : "ended with an unknown status (reaped elsewhere in this process)";
   std::string last_line;  // the last line with text, for the error message
@@ -516,7 +535,8 @@ CommandVerdict classify(const CommandResult& r) {
                             format_bytes(r.peak_rss_bytes));
   } else if (!r.oom_message.empty() && !clean_exit) {
     v.outcome = Outcome::Oom;
-    const std::string how = r.timed_out ? fmt::format("stopped by batchwise at the {:g} s timeout", r.timeout_s) : ended;
+    const std::string how =
+        r.timed_out ? fmt::format("stopped by batchwise at the {:g} s timeout", r.timeout_s) : ended;
     v.message = fmt::format("{} {}, the child printed: {}", how, steps, r.oom_message);
   } else if (r.timed_out) {
     v.outcome = Outcome::Timeout;
@@ -525,10 +545,11 @@ CommandVerdict classify(const CommandResult& r) {
   } else if ((r.stopped_after_steps || r.exit_status == 0) && r.non_finite_loss) {
     // The command said its loss is not a number: it trained nothing, however it ended.
     v.outcome = Outcome::Error;
-    v.message = fmt::format("{} {}, but it reported a training loss of {} at step {}: the loss is not a finite "
-                            "number; at the first step check the data and the model, later lower the learning rate",
-                            r.stopped_after_steps ? "stopped by batchwise, as asked," : ended, steps,
-                            r.non_finite_loss_text, r.non_finite_loss_step);
+    v.message = fmt::format(
+        "{} {}, but it reported a training loss of {} at step {}: the loss is not a finite "
+        "number; at the first step check the data and the model, later lower the learning rate",
+        r.stopped_after_steps ? "stopped by batchwise, as asked," : ended, steps, r.non_finite_loss_text,
+        r.non_finite_loss_step);
   } else if (r.stopped_after_steps || r.exit_status == 0) {
     v.outcome = Outcome::Ok;
     const std::string how = r.stopped_after_steps ? "stopped by batchwise, as asked," : ended;
@@ -558,9 +579,10 @@ CommandVerdict classify(const CommandResult& r) {
       v.wall_timing = true;
       v.step_times_s.assign(static_cast<size_t>(ran), r.wall_s / ran);
       v.samples_per_s = r.wall_s > 0 ? static_cast<double>(r.batch) * ran / r.wall_s : 0;
-      v.message = fmt::format("{} {}: {:.1f} samples/s from wall time, a fallback ({:.3g} s for {} steps, start-up "
-                              "included; print 'batchwise: step' lines to time steps)", how,
-                              r.steps_seen > 0 ? steps : "without step lines", v.samples_per_s, r.wall_s, ran);
+      v.message = fmt::format(
+          "{} {}: {:.1f} samples/s from wall time, a fallback ({:.3g} s for {} steps, start-up "
+          "included; print 'batchwise: step' lines to time steps)",
+          how, r.steps_seen > 0 ? steps : "without step lines", v.samples_per_s, r.wall_s, ran);
     }
   } else {
     v.outcome = Outcome::Error;

@@ -125,9 +125,10 @@ Trial CommandRunner::run(const TrialOptions& o) {
     // Without a figure the trial says nothing about fitting; counting it as 0 bytes would let a
     // fit climb to --max.
     t.outcome = Outcome::Error;
-    t.message = "no device memory figure: NVML saw none of the command's processes (a container with its own pid "
-                "namespace?) and it printed no `batchwise: peak_bytes=` line; print torch.cuda.max_memory_reserved() "
-                "that way (docs/cmd.md)";
+    t.message =
+        "no device memory figure: NVML saw none of the command's processes (a container with its own pid "
+        "namespace?) and it printed no `batchwise: peak_bytes=` line; print torch.cuda.max_memory_reserved() "
+        "that way (docs/cmd.md)";
   }
   return t;
 }

@@ -87,20 +87,20 @@ std::vector<std::string> comparison_warnings(const Comparison& c) {
     if (std::find(std::begin(kWorkloadFields), std::end(kWorkloadFields), d.name) != std::end(kWorkloadFields))
       differ.push_back(fmt::format("{} {} | {}", d.name, d.a, d.b));
   if (!differ.empty())
-    warnings.push_back(fmt::format("A and B train different workloads ({}): their samples/s are two workloads', so "
-                                   "the ratios are not one workload's speed-up",
-                                   fmt::join(differ, "; ")));
+    warnings.push_back(
+        fmt::format("A and B train different workloads ({}): their samples/s are two workloads', so "
+                    "the ratios are not one workload's speed-up",
+                    fmt::join(differ, "; ")));
   int both = 0, noise = 0;
   for (const auto& p : c.points)
     if (p.speed_ratio()) ++both, noise += p.within_noise();
   if (both > 0 && noise == both)
     warnings.push_back("every ratio is within the two runs' spreads (marked ~): these runs cannot tell A and B apart");
   else if (noise > 0)
-    warnings.push_back(fmt::format("{} of {} ratios are within the two runs' spreads (marked ~): noise, not a difference",
-                                   noise, both));
+    warnings.push_back(fmt::format(
+        "{} of {} ratios are within the two runs' spreads (marked ~): noise, not a difference", noise, both));
   return warnings;
 }
-
 
 }  // namespace
 
@@ -156,10 +156,10 @@ std::string to_table(const Comparison& c) {
     };
     auto peak = [](const std::optional<int64_t>& v) { return v ? format_bytes(*v) : std::string("-"); };
     const auto r = p.speed_ratio();
-    const std::string peak_ratio = p.peak_bytes_a && p.peak_bytes_b && *p.peak_bytes_a > 0
-                                       ? fmt::format("{:.2f}x", static_cast<double>(*p.peak_bytes_b) /
-                                                                    static_cast<double>(*p.peak_bytes_a))
-                                       : "-";
+    const std::string peak_ratio =
+        p.peak_bytes_a && p.peak_bytes_b && *p.peak_bytes_a > 0
+            ? fmt::format("{:.2f}x", static_cast<double>(*p.peak_bytes_b) / static_cast<double>(*p.peak_bytes_a))
+            : "-";
     line(fmt::format("{:>8}  {:>13}  {:>13}  {:>7}  {:>11}  {:>11}  {:>7}", p.batch,
                      speed(p.samples_per_s_a, p.outcome_a), speed(p.samples_per_s_b, p.outcome_b),
                      r ? fmt::format("{:.2f}x{}", *r, p.within_noise() ? "~" : "") : "-", peak(p.peak_bytes_a),

@@ -1,8 +1,8 @@
 #include "batchwise/history.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <sqlite3.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -152,8 +152,8 @@ History::History(const std::string& path) : path_(path) {
   } catch (const Error& e) {
     sqlite3_close(db_);
     db_ = nullptr;
-    BATCHWISE_CHECK(false, ConfigError, "--history {}: not a usable batchwise history ({}); give another path",
-                    path, e.what());
+    BATCHWISE_CHECK(false, ConfigError, "--history {}: not a usable batchwise history ({}); give another path", path,
+                    e.what());
   }
 }
 

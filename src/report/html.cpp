@@ -33,12 +33,23 @@ std::string esc(const std::string& s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -76,18 +87,21 @@ std::string decided_bullet(const Report& r, int64_t batch) {
     const ValidationResult& v = *r.validation;
     if (v.epochs > 0)
       return bullet(fmt::format("Trained {:g} epochs beside {} other candidate(s), it was the fastest within noise "
-                                "of the best final quality.", v.epochs, v.runs.size() - 1),
+                                "of the best final quality.",
+                                v.epochs, v.runs.size() - 1),
                     "validation", "the runs");
     return bullet(fmt::format("Reached {} in the least training time of {} candidates.", v.target, v.runs.size()),
                   "validation", "the runs");
   }
   if (r.run_race && r.run_race->best_batch == batch)
     return bullet(fmt::format("The fastest {:g}-epoch run without a worse model, predicted from compressed runs of "
-                              "the smallest candidate.", r.run_race->epochs),
+                              "the smallest candidate.",
+                              r.run_race->epochs),
                   "run-race", "the run race");
   if (r.race && r.race->best_batch == batch) {
     const BatchRace& race = *r.race;
-    std::string s = fmt::format("Chosen by the batch race of {} candidates at equal training time", race.entries.size());
+    std::string s =
+        fmt::format("Chosen by the batch race of {} candidates at equal training time", race.entries.size());
     for (const RaceEntry& e : race.entries)
       if (e.batch == batch && e.loss_at_horizon)
         s += fmt::format(" (held-out loss {:.4f} after {:.1f} s)", *e.loss_at_horizon, e.train_s);
@@ -97,7 +111,8 @@ std::string decided_bullet(const Report& r, int64_t batch) {
   }
   if (r.goodput && r.goodput->best_batch == batch)
     return bullet(fmt::format("The most useful samples per second at the measured gradient noise scale "
-                              "(B_simple {:.0f}).", r.goodput->b_simple),
+                              "(B_simple {:.0f}).",
+                              r.goodput->b_simple),
                   "goodput", "goodput");
   if (r.sweep && r.sweep->knee_batch == batch)
     return bullet(fmt::format("The throughput knee: the smallest batch within {:g} % of the best samples/s.",
@@ -132,7 +147,8 @@ std::string memory_bullet(const Report& r, int64_t batch) {
   if (t && t->peak_bytes > 0) {
     s = "Peak memory " + format_bytes(t->peak_bytes);
     if (r.budget_bytes > 0)
-      s += fmt::format(", {} of the {} budget", percent_of(static_cast<double>(t->peak_bytes), static_cast<double>(r.budget_bytes)),
+      s += fmt::format(", {} of the {} budget",
+                       percent_of(static_cast<double>(t->peak_bytes), static_cast<double>(r.budget_bytes)),
                        format_bytes(r.budget_bytes));
   }
   if (r.fit && r.fit->batch && *r.fit->batch != batch)
@@ -163,8 +179,7 @@ std::string recommendation_section(const Report& r) {
   } else if (r.fit) {
     const FitResult& fit = *r.fit;
     if (fit.outcome == FitOutcome::Fits)
-      out += fmt::format("<p class=\"big\">Largest batch that fits: <b id=\"fit-batch\">{}</b></p>\n",
-                         text(fit.batch));
+      out += fmt::format("<p class=\"big\">Largest batch that fits: <b id=\"fit-batch\">{}</b></p>\n", text(fit.batch));
     else if (fit.outcome == FitOutcome::DoesNotFit)
       out += "<p class=\"big bad\">No batch fits within the target</p>\n";
     else
@@ -202,7 +217,9 @@ std::string run_race_section(const Report& r) {
         e.good ? "ok" : "bad", e.batch, e.samples_per_s, e.lr.lr, e.full_run_s,
         amount(compressed_gap(race, e.shorter_run, 1)), amount(compressed_gap(race, e.run, 2)),
         e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-", amount(e.predicted_gap),
-        !e.message.empty() ? esc(e.message) : race.best_batch == e.batch ? "soonest without a worse model" : "");
+        !e.message.empty()           ? esc(e.message)
+        : race.best_batch == e.batch ? "soonest without a worse model"
+                                     : "");
   std::string notes = list_items(race.notes);
   if (!race.pick_reason.empty()) notes += list_items({race.pick_reason});
   if (!race.schedule_reason.empty()) notes += list_items({race.schedule_reason});
@@ -217,9 +234,9 @@ std::string run_race_section(const Report& r) {
       "<tr><th>batch</th><th>samples/s</th><th>lr</th><th>full run s</th><th>behind after {}</th><th>behind after "
       "{}</th><th>gap x per doubling</th><th>behind at the end</th><th>note</th></tr>\n{}</table>\n<ul>{}</ul>\n"
       "</section>\n",
-      race.epochs, esc(race.lr_schedule), race.reference_batch, fmt::format("{:.3g}", fmt::join(race.lengths_epochs, ", ")),
-      race.reference_batch, esc(race.measure), esc(race.held_out), amount(race.tolerance), length(1), length(2), rows,
-      notes);
+      race.epochs, esc(race.lr_schedule), race.reference_batch,
+      fmt::format("{:.3g}", fmt::join(race.lengths_epochs, ", ")), race.reference_batch, esc(race.measure),
+      esc(race.held_out), amount(race.tolerance), length(1), length(2), rows, notes);
 }
 
 std::string run_plan_section(const Report& r) {
@@ -227,8 +244,10 @@ std::string run_plan_section(const Report& r) {
   std::string rows;
   for (const RunPlanRow& row : r.run_plan->rows)
     rows += fmt::format(
-        "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
-        row.batch, esc(row.label), row.lr.lr, warmup_text(row.lr, row.steps_per_epoch), row.steps_per_epoch, esc(row.optimizer_settings));
+        "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td "
+        "class=\"n\">{}</td><td>{}</td></tr>\n",
+        row.batch, esc(row.label), row.lr.lr, warmup_text(row.lr, row.steps_per_epoch), row.steps_per_epoch,
+        esc(row.optimizer_settings));
   const std::string notes = list_items(r.run_plan->notes);
   return fmt::format(
       "<section id=\"run-plan\">\n<h2>The same run at another batch</h2>\n<table>\n<tr><th>batch</th><th>for</th>"
@@ -262,7 +281,8 @@ std::string plan_section(const Report& r) {
       "<tr><td>largest batch</td><td>{}</td></tr>\n<tr><td>predicted peak</td><td>{}</td></tr>\n</table>\n",
       esc(p.device.name), esc(format_bytes(p.device.bytes)), esc(or_dash(p.batch)),
       esc(format_bytes(p.predicted_peak_bytes)));
-  if (!p.assumptions.empty()) out += "<p>It rests on these assumptions:</p>\n<ul>\n" + list_items(p.assumptions) + "</ul>\n";
+  if (!p.assumptions.empty())
+    out += "<p>It rests on these assumptions:</p>\n<ul>\n" + list_items(p.assumptions) + "</ul>\n";
   return out + "</section>\n";
 }
 
@@ -270,7 +290,7 @@ std::string fit_section(const Report& r) {
   if (!r.fit) return "";
   const FitResult& fit = *r.fit;
   const double budget = static_cast<double>(r.budget_bytes);
-  const std::string summary = fit.outcome == FitOutcome::Fits ? fmt::format("batch {} fits", text(fit.batch))
+  const std::string summary = fit.outcome == FitOutcome::Fits         ? fmt::format("batch {} fits", text(fit.batch))
                               : fit.outcome == FitOutcome::DoesNotFit ? "no batch fits"
                                                                       : "the fit failed";
   std::string out = fmt::format(
@@ -341,8 +361,9 @@ std::string distributed_section(const Report& r) {
       "budgets: {}.</p>\n",
       d.world_size, esc(to_string(d.backend)), d.world_size, esc(fmt::format("{}", fmt::join(budgets, ", "))));
   if (!r.sweep) return out + "</section>\n";
-  out += "<table>\n<tr><th>batch</th><th>global batch</th><th>samples/s</th><th>1 process</th><th>scaling</th>"
-         "<th>all-reduce</th><th>rank step ms</th><th>rank outcomes</th></tr>\n";
+  out +=
+      "<table>\n<tr><th>batch</th><th>global batch</th><th>samples/s</th><th>1 process</th><th>scaling</th>"
+      "<th>all-reduce</th><th>rank step ms</th><th>rank outcomes</th></tr>\n";
   for (const Trial& p : r.sweep->points)
     if (p.distributed) out += distributed_row(p, *p.distributed);
   return out + "</table>\n</section>\n";
@@ -455,13 +476,15 @@ std::string render(const Report& r) {
       "<body>\n<header>\n<h1>Which batch size: {}</h1>\n<p class=\"sub\">{} · {} · {}</p>\n</header>\n",
       esc(c.batchwise_version), esc(title), kStyle, esc(title), esc(c.device_type + ": " + c.device_name),
       esc("torch " + c.torch_version), esc(c.date));
-  for (auto section : {recommendation_section, warnings_section, advice_section, run_plan_section, distributed_section,
-                       throughput_section, precision_section, profile_section, utilisation_section, goodput_section,
-                       noise_section, race_section, run_race_section, validation_section, memory_section, breakdown_section, plan_section,
-                       fit_section, sweep_section, context_section})
+  for (auto section :
+       {recommendation_section, warnings_section,  advice_section,   run_plan_section,    distributed_section,
+        throughput_section,     precision_section, profile_section,  utilisation_section, goodput_section,
+        noise_section,          race_section,      run_race_section, validation_section,  memory_section,
+        breakdown_section,      plan_section,      fit_section,      sweep_section,       context_section})
     html += section(r);
   html += fmt::format(
-      "<footer>Written by batchwise {} ({}) from its JSON report (docs/report-schema.md). Charts drawn with Chart.js {} "
+      "<footer>Written by batchwise {} ({}) from its JSON report (docs/report-schema.md). Charts drawn with Chart.js "
+      "{} "
       "(MIT licence, © Chart.js Contributors), inlined: this file needs no network.</footer>\n",
       esc(c.batchwise_version), esc(c.build_commit), detail::kChartJsVersion);
   html += "<script>\n";

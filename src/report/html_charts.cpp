@@ -35,10 +35,14 @@ std::string script_json(const json& j) {
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
-    if (c == '<') out += "\\u003c";
-    else if (c == '>') out += "\\u003e";
-    else if (c == '&') out += "\\u0026";
-    else out += c;
+    if (c == '<')
+      out += "\\u003c";
+    else if (c == '>')
+      out += "\\u003e";
+    else if (c == '&')
+      out += "\\u0026";
+    else
+      out += c;
   }
   return out;
 }
@@ -54,12 +58,12 @@ struct Palette {
   static constexpr const char* purple = "#9467bd";
   static constexpr const char* grey = "#7f7f7f";
 };
-constexpr const char* kLineColors[] = {Palette::blue, Palette::orange, Palette::green, Palette::red, Palette::purple,
-                                       Palette::grey};
+constexpr const char* kLineColors[] = {Palette::blue, Palette::orange, Palette::green,
+                                       Palette::red,  Palette::purple, Palette::grey};
 
 json dataset(const std::string& label, json points, const char* color) {
-  return {{"label", label}, {"data", std::move(points)}, {"borderColor", color}, {"backgroundColor", color},
-          {"pointRadius", 4}, {"showLine", false}};
+  return {{"label", label},           {"data", std::move(points)}, {"borderColor", color},
+          {"backgroundColor", color}, {"pointRadius", 4},          {"showLine", false}};
 }
 json line(json d, bool dashed = false) {
   d["showLine"] = true;
@@ -88,7 +92,8 @@ json y_axis(const std::string& title) {
   return {{"beginAtZero", true}, {"title", {{"display", true}, {"text", title}}}};
 }
 json line_chart(json datasets, json scales) {
-  return {{"type", "line"}, {"data", {{"datasets", std::move(datasets)}}}, {"options", {{"scales", std::move(scales)}}}};
+  return {
+      {"type", "line"}, {"data", {{"datasets", std::move(datasets)}}}, {"options", {{"scales", std::move(scales)}}}};
 }
 
 // One chart: a canvas and its Chart.js configuration as a JSON block, drawn by the page's script.
@@ -215,7 +220,8 @@ json utilisation_datasets(const std::vector<const Trial*>& trials) {
   for (const Trial* t : trials) {
     const UtilisationSummary& u = *t->utilisation;
     for (const UtilisationSample& x : u.timeline) {
-      cpu.push_back({{"x", t->batch}, {"y", x.cpu_percent},
+      cpu.push_back({{"x", t->batch},
+                     {"y", x.cpu_percent},
                      {"note", fmt::format("batch {}, {:.2f} s into the trial: CPU {:.0f} %, resident {}", t->batch,
                                           x.t_s, x.cpu_percent, format_bytes(x.rss_bytes))}});
       if (x.gpu_sm_percent) gpu.push_back({{"x", t->batch}, {"y", *x.gpu_sm_percent}});
@@ -226,18 +232,21 @@ json utilisation_datasets(const std::vector<const Trial*>& trials) {
   json datasets = json::array({dataset("CPU busy % (each sample)", cpu, Palette::blue_dots),
                                line(dataset("CPU busy % (trial mean)", cpu_mean, Palette::blue))});
   if (!gpu.empty()) datasets.push_back(dataset("GPU SM % (each reading)", gpu, Palette::green_dots));
-  if (!gpu_mean.empty()) datasets.push_back(line(dataset("GPU SM % (trial, the driver's samples)", gpu_mean, Palette::green)));
+  if (!gpu_mean.empty())
+    datasets.push_back(line(dataset("GPU SM % (trial, the driver's samples)", gpu_mean, Palette::green)));
   for (json& d : datasets) d["clip"] = false;  // a sample at 100 % shows whole above the axis' top
   return datasets;
 }
 
 std::string race_row(const RaceEntry& e, bool winner) {
   if (e.curve.empty())  // left out before its first rung: a table row, no line
-    return fmt::format("<tr class=\"bad\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td colspan=\"7\">{}</td></tr>\n",
-                       e.batch, esc(grouped(e.samples_per_s)), esc(e.message));
+    return fmt::format(
+        "<tr class=\"bad\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td colspan=\"7\">{}</td></tr>\n", e.batch,
+        esc(grouped(e.samples_per_s)), esc(e.message));
   return fmt::format(
       "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td>"
-      "<td class=\"n\">{}</td><td class=\"n\">{:.1f}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+      "<td class=\"n\">{}</td><td class=\"n\">{:.1f}</td><td class=\"n\">{}</td><td "
+      "class=\"n\">{}</td><td>{}</td></tr>\n",
       e.message.empty() ? "ok" : "bad", e.batch, esc(grouped(e.samples_per_s)), e.lr.lr,
       e.lr.capped ? fmt::format("capped ({:.4g})", e.lr.scaled.lr) : "rule", e.rungs, e.train_s,
       e.loss_at_horizon ? fmt::format("{:.4f}", *e.loss_at_horizon) : "-",
@@ -258,9 +267,12 @@ std::string throughput_section(const Report& r) {
   for (const Trial& p : sweep.points) {
     const json point = {{"x", p.batch}, {"y", ok(p) ? p.samples_per_s : 0.0}, {"note", trial_note(p)}};
     batches.insert(p.batch);
-    if (ok(p)) measured.push_back(point);
-    else if (p.outcome == Outcome::Oom) oom.push_back(point);
-    else failed.push_back(point);
+    if (ok(p))
+      measured.push_back(point);
+    else if (p.outcome == Outcome::Oom)
+      oom.push_back(point);
+    else
+      failed.push_back(point);
     if (ok(p) && sweep.knee_batch == p.batch) knee.push_back(point);
     if (ok(p) && pick == p.batch) picked.push_back(point);
   }
@@ -278,10 +290,11 @@ std::string throughput_section(const Report& r) {
     datasets.push_back(p);
   }
   if (!knee.empty())
-    datasets.push_back(marker(dataset(fmt::format("knee: smallest batch within {:g} % of the best", tolerance * 100),
-                                      knee, Palette::red),
-                              "triangle", 8));
-  if (!oom.empty()) datasets.push_back(marker(dataset("out of memory (not measured)", oom, Palette::grey), "crossRot", 8));
+    datasets.push_back(marker(
+        dataset(fmt::format("knee: smallest batch within {:g} % of the best", tolerance * 100), knee, Palette::red),
+        "triangle", 8));
+  if (!oom.empty())
+    datasets.push_back(marker(dataset("out of memory (not measured)", oom, Palette::grey), "crossRot", 8));
   if (!failed.empty())
     datasets.push_back(marker(dataset("failed (error or timeout)", failed, Palette::purple), "crossRot", 8));
   const json config = line_chart(datasets, {{"x", batch_axis(batches)}, {"y", y_axis("samples/s")}});
@@ -323,10 +336,13 @@ std::string memory_section(const Report& r) {
 
   json datasets = json::array();
   if (!fit_points.empty()) datasets.push_back(dataset("fit trials (peak)", fit_points, Palette::blue));
-  if (!sweep_points.empty()) datasets.push_back(marker(dataset("sweep (peak)", sweep_points, Palette::green), "rect", 4));
+  if (!sweep_points.empty())
+    datasets.push_back(marker(dataset("sweep (peak)", sweep_points, Palette::green), "rect", 4));
   if (!oom.empty()) datasets.push_back(marker(dataset("out of memory", oom, Palette::red), "crossRot", 8));
   if (budget > 0) {
-    auto level = [&](double bytes) { return json::array({{{"x", lo}, {"y", mib(bytes)}}, {{"x", hi}, {"y", mib(bytes)}}}); };
+    auto level = [&](double bytes) {
+      return json::array({{{"x", lo}, {"y", mib(bytes)}}, {{"x", hi}, {"y", mib(bytes)}}});
+    };
     datasets.push_back(line(dataset(fmt::format("budget {}", bytes_text(budget)), level(budget), Palette::red)));
     datasets.push_back(line(dataset(fmt::format("target {:g} % ({})", target * 100, bytes_text(target * budget)),
                                     level(target * budget), Palette::orange),
@@ -341,11 +357,13 @@ std::string memory_section(const Report& r) {
   if (r.fit && r.fit->memory_model) {
     const MemoryModel& model = *r.fit->memory_model;
     datasets.push_back(line(dataset("memory model", memory_model_points(model, lo, hi), Palette::purple), true));
-    caption += fmt::format(" The memory model: peak = {} + {} × batch (largest error {}).", bytes_text(model.fixed_bytes),
-                           bytes_text(model.per_sample_bytes), format_bytes(model.residual_bytes));
+    caption +=
+        fmt::format(" The memory model: peak = {} + {} × batch (largest error {}).", bytes_text(model.fixed_bytes),
+                    bytes_text(model.per_sample_bytes), format_bytes(model.residual_bytes));
   }
   // Log scale, a little wider than the peaks and the budget, so that neither sits on the chart's edge.
-  json y = {{"type", "logarithmic"}, {"mibTicks", true}, {"title", {{"display", true}, {"text", "peak memory (log scale)"}}}};
+  json y = {
+      {"type", "logarithmic"}, {"mibTicks", true}, {"title", {{"display", true}, {"text", "peak memory (log scale)"}}}};
   if (smallest > 0) y["min"] = mib(smallest) / 1.6;
   y["max"] = mib(std::max(largest, budget)) * 1.6;
   const json config = line_chart(datasets, {{"x", batch_axis(batches)}, {"y", y}});
@@ -377,20 +395,20 @@ std::string utilisation_section(const Report& r) {
       "trial's mean.{}",
       interval_s, which, samples, batches.size(),
       r.race || r.run_race || r.validation ? "; the races' and validations' training is not sampled" : "", summary);
-  const json config = line_chart(
-      utilisation_datasets(trials),
-      {{"x", batch_axis(batches)},
-       {"y", {{"min", 0}, {"max", 100}, {"title", {{"display", true}, {"text", "% busy"}}}}}});
+  const json config =
+      line_chart(utilisation_datasets(trials),
+                 {{"x", batch_axis(batches)},
+                  {"y", {{"min", 0}, {"max", 100}, {"title", {{"display", true}, {"text", "% busy"}}}}}});
   return chart_section("utilisation", "Utilisation", caption, "utilisation", config, "utilisation at each batch size");
 }
 
 std::string profile_section(const Report& r) {
   if (r.step_profile.empty()) return "";
   static const std::pair<const char*, double StepPhases::*> kPhases[] = {{"data", &StepPhases::data_s},
-                                                                        {"to device", &StepPhases::h2d_s},
-                                                                        {"forward", &StepPhases::forward_s},
-                                                                        {"backward", &StepPhases::backward_s},
-                                                                        {"optimizer", &StepPhases::optimizer_s}};
+                                                                         {"to device", &StepPhases::h2d_s},
+                                                                         {"forward", &StepPhases::forward_s},
+                                                                         {"backward", &StepPhases::backward_s},
+                                                                         {"optimizer", &StepPhases::optimizer_s}};
   static const char* const kColors[] = {Palette::grey, Palette::orange, Palette::blue, Palette::purple, Palette::green};
   json labels = json::array(), datasets = json::array();
   for (const StepProfile& p : r.step_profile) labels.push_back(fmt::format("batch {}", p.batch));
@@ -406,8 +424,10 @@ std::string profile_section(const Report& r) {
   const json config = {
       {"type", "bar"},
       {"data", {{"labels", labels}, {"datasets", datasets}}},
-      {"options", {{"scales", {{"x", {{"stacked", true}}},
-                               {"y", {{"stacked", true}, {"max", 100}, {"title", {{"display", true}, {"text", "% of the step"}}}}}}}}}};
+      {"options",
+       {{"scales",
+         {{"x", {{"stacked", true}}},
+          {"y", {{"stacked", true}, {"max", 100}, {"title", {{"display", true}, {"text", "% of the step"}}}}}}}}}};
   return "<section id=\"profile\">\n<h2>Where the step's time goes</h2>\n<p class=\"caption\">A separate pass, the "
          "device synchronised after each phase (so its steps run a little slower than the sweep's): each phase's "
          "share of the step. A large data share means the step waits for its input.</p>\n" +
@@ -421,19 +441,21 @@ std::string precision_section(const Report& r) {
   for (const PrecisionPoint& p : r.precisions) {
     labels.push_back(to_string(p.precision));
     speed.push_back(p.samples_per_s);
-    rows += fmt::format("<tr><td>{}</td><td class=\"n\">{}{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
-                        "<td class=\"n\">{:.2f}x</td><td class=\"n\">{:.2f}x</td><td>{}</td></tr>\n",
-                        esc(to_string(p.precision)), esc(or_dash(p.fit_batch)), p.fit_limited_by_max ? "+" : "",
-                        grouped(p.samples_per_s), esc(format_bytes(p.peak_bytes)), p.speed_ratio, p.memory_ratio,
-                        esc(p.verdict));
+    rows += fmt::format(
+        "<tr><td>{}</td><td class=\"n\">{}{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{:.2f}x</td><td class=\"n\">{:.2f}x</td><td>{}</td></tr>\n",
+        esc(to_string(p.precision)), esc(or_dash(p.fit_batch)), p.fit_limited_by_max ? "+" : "",
+        grouped(p.samples_per_s), esc(format_bytes(p.peak_bytes)), p.speed_ratio, p.memory_ratio, esc(p.verdict));
   }
   const json config = {
       {"type", "bar"},
-      {"data", {{"labels", labels},
-                {"datasets", json::array({{{"label", fmt::format("samples/s at batch {}", r.precisions[0].batch)},
-                                           {"data", speed},
-                                           {"backgroundColor", Palette::blue}}})}}},
-      {"options", {{"scales", {{"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", "samples/s"}}}}}}}}}};
+      {"data",
+       {{"labels", labels},
+        {"datasets", json::array({{{"label", fmt::format("samples/s at batch {}", r.precisions[0].batch)},
+                                   {"data", speed},
+                                   {"backgroundColor", Palette::blue}}})}}},
+      {"options",
+       {{"scales", {{"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", "samples/s"}}}}}}}}}};
   return fmt::format(
       "<section id=\"precision\">\n<h2>Precision</h2>\n<p class=\"caption\">Each precision's own fit, and its "
       "throughput and peak memory at the same batch (+: the fit stopped at --max).</p>\n{}<table>\n<tr><th>precision"
@@ -448,9 +470,11 @@ std::string goodput_section(const Report& r) {
   json good = json::array(), speed = json::array(), best = json::array();
   std::set<int64_t> batches;
   for (const GoodputPoint& p : g.points) {
-    const json point = {{"x", p.batch}, {"y", p.goodput},
-                        {"note", fmt::format("batch {}: {} samples/s x {:.1f} % efficiency = {} useful samples/s",
-                                             p.batch, grouped(p.samples_per_s), p.efficiency * 100, grouped(p.goodput))}};
+    const json point = {
+        {"x", p.batch},
+        {"y", p.goodput},
+        {"note", fmt::format("batch {}: {} samples/s x {:.1f} % efficiency = {} useful samples/s", p.batch,
+                             grouped(p.samples_per_s), p.efficiency * 100, grouped(p.goodput))}};
     good.push_back(point);
     speed.push_back({{"x", p.batch}, {"y", p.samples_per_s}});
     batches.insert(p.batch);
@@ -496,11 +520,12 @@ std::string noise_section(const Report& r) {
     json line_set = dataset("B_simple (smoothed)", smoothed, Palette::purple);
     line_set["showLine"] = true;
     line_set["pointRadius"] = 2;
-    const json config = {
-        {"type", "line"},
-        {"data", {{"datasets", json::array({line_set})}}},
-        {"options", {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "training step"}}}}},
-                                 {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", "B_simple"}}}}}}}}}};
+    const json config = {{"type", "line"},
+                         {"data", {{"datasets", json::array({line_set})}}},
+                         {"options",
+                          {{"scales",
+                            {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "training step"}}}}},
+                             {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", "B_simple"}}}}}}}}}};
     out += chart_block("noise", config, "gradient noise scale over the run");
   }
   return out + "</section>\n";
@@ -537,11 +562,12 @@ std::string validation_section(const Report& r) {
           run.steps, run.epochs, last,
           !run.schedule.empty()
               ? esc(fmt::format("schedule {}{}", run.schedule,
-                                v.schedule_saving ? fmt::format(": {:.0f} % {} time than the fastest good batch",
-                                                                100 * std::abs(*v.schedule_saving),
+                                v.schedule_saving     ? fmt::format(": {:.0f} % {} time than the fastest good batch",
+                                                                    100 * std::abs(*v.schedule_saving),
                                                                 *v.schedule_saving >= 0 ? "less" : "more")
-                                                  : run.message.empty() ? "" : ": " + run.message))
-          : soonest                    ? "fastest within noise"
+                                : run.message.empty() ? ""
+                                                      : ": " + run.message))
+          : soonest                   ? "fastest within noise"
           : v.best_batch == run.batch ? "best"
                                       : esc(run.message));
       continue;
@@ -558,8 +584,9 @@ std::string validation_section(const Report& r) {
       {"type", "line"},
       {"data", {{"datasets", datasets}}},
       {"options",
-       {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "training time (s)"}}}}},
-                    {"y", {{"title", {{"display", true}, {"text", accuracy ? "test accuracy" : "test loss"}}}}}}}}}};
+       {{"scales",
+         {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "training time (s)"}}}}},
+          {"y", {{"title", {{"display", true}, {"text", accuracy ? "test accuracy" : "test loss"}}}}}}}}}};
   if (v.epochs > 0)
     return fmt::format(
         "<section id=\"validation\">\n<h2>Validation: {}</h2>\n<p class=\"caption\">Each candidate trained the same "
@@ -594,12 +621,14 @@ std::string race_section(const Report& r) {
   }
   std::string notes = list_items(race.notes);
   if (!race.pick_reason.empty()) notes += list_items({race.pick_reason});
-  const json config = {
-      {"type", "line"},
-      {"data", {{"datasets", datasets}}},
-      {"options",
-       {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "training time (s, at the sweep's samples/s)"}}}}},
-                    {"y", {{"title", {{"display", true}, {"text", "held-out loss"}}}}}}}}}};
+  const json config = {{"type", "line"},
+                       {"data", {{"datasets", datasets}}},
+                       {"options",
+                        {{"scales",
+                          {{"x",
+                            {{"type", "linear"},
+                             {"title", {{"display", true}, {"text", "training time (s, at the sweep's samples/s)"}}}}},
+                           {"y", {{"title", {{"display", true}, {"text", "held-out loss"}}}}}}}}}};
   return fmt::format(
       "<section id=\"race\">\n<h2>Batch race</h2>\n<p class=\"caption\">Every candidate trained from your initial "
       "weights at its own advised learning rate, judged on held-out loss ({}) at equal training time; the better half "
@@ -626,13 +655,17 @@ std::string breakdown_section(const Report& r) {
     values.push_back(mib(std::max(static_cast<double>(bytes), 0.0)));
     rows += fmt::format("<tr><td>{}</td><td class=\"n\">{}</td></tr>\n", label, esc(format_bytes(bytes)));
   }
-  rows += fmt::format("<tr class=\"total\"><td>peak</td><td class=\"n\">{}</td></tr>\n", esc(format_bytes(d.peak_bytes)));
+  rows +=
+      fmt::format("<tr class=\"total\"><td>peak</td><td class=\"n\">{}</td></tr>\n", esc(format_bytes(d.peak_bytes)));
   const json config = {
       {"type", "doughnut"},
-      {"data", {{"labels", labels},
-                {"datasets", json::array({{{"label", "MiB"}, {"data", values},
-                                           {"backgroundColor", {Palette::blue, Palette::orange, Palette::green,
-                                                                Palette::purple, Palette::grey}}}})}}},
+      {"data",
+       {{"labels", labels},
+        {"datasets",
+         json::array({{{"label", "MiB"},
+                       {"data", values},
+                       {"backgroundColor",
+                        {Palette::blue, Palette::orange, Palette::green, Palette::purple, Palette::grey}}}})}}},
       {"options", {{"plugins", {{"legend", {{"position", "right"}}}}}}}};
   return fmt::format(
       "<section id=\"breakdown\">\n<h2>Where the memory goes at batch {}</h2>\n<p class=\"caption\">Parameters, "
@@ -644,8 +677,7 @@ std::string breakdown_section(const Report& r) {
           ? " (negative here: not all of the gradients and optimizer state are alive at the peak, which comes while "
             "the backward pass is still making gradients and freeing activations)"
           : "",
-      rows,
-      chart_block("breakdown", config, "memory breakdown"));
+      rows, chart_block("breakdown", config, "memory breakdown"));
 }
 
 }  // namespace batchwise::detail::html

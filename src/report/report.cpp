@@ -36,8 +36,7 @@ std::string percent_of(int64_t part, int64_t whole) {
 // peak understate a trained step's).
 std::string trial_note(const Trial& t) {
   if (t.skipped_steps == 0) return t.message;
-  const std::string flag =
-      fmt::format("{} of {} steps skipped (fp16 overflow)", t.skipped_steps, t.steps_run);
+  const std::string flag = fmt::format("{} of {} steps skipped (fp16 overflow)", t.skipped_steps, t.steps_run);
   return t.message.empty() ? flag : flag + "; " + t.message;
 }
 
@@ -48,28 +47,30 @@ namespace detail {
 void header_table(Lines& line, const Report& r) {
   const Context& c = r.context;
   const WorkloadInfo& w = r.workload;
-  line(fmt::format("batchwise {} ({}) | torch {} | {}: {} | {} threads | BLAS {}", c.batchwise_version,
-                   c.build_commit, c.torch_version, c.device_type, c.device_name, c.threads, c.blas));
+  line(fmt::format("batchwise {} ({}) | torch {} | {}: {} | {} threads | BLAS {}", c.batchwise_version, c.build_commit,
+                   c.torch_version, c.device_type, c.device_name, c.threads, c.blas));
   if (w.parameter_count == 0 && w.dataset_size == 0)  // a training command (--cmd): its model and data are its own
-    line(fmt::format("workload: the command {} (its own model, data, optimizer and rate: batchwise sets the batch and "
-                     "reads its steps, time and memory)",
-                     w.model));
+    line(
+        fmt::format("workload: the command {} (its own model, data, optimizer and rate: batchwise sets the batch and "
+                    "reads its steps, time and memory)",
+                    w.model));
   else
     line(fmt::format("workload: {} on {} ({} samples of {}), {} lr {:g}, {}, {} parameters ({})", w.model, w.dataset,
                      grouped(static_cast<double>(w.dataset_size)), fmt::join(w.input_shape, "x"), w.optimizer, w.lr,
                      w.precision, grouped(static_cast<double>(w.parameter_count)), format_bytes(w.parameter_bytes)));
   if (w.seq_len_range.size() >= 2)
-    line(fmt::format("sequences of {} to {} tokens: every trial runs at {}, the worst case for memory", w.seq_len_range[0],
-                     w.seq_len_range[1], w.seq_len_range[1]));
+    line(fmt::format("sequences of {} to {} tokens: every trial runs at {}, the worst case for memory",
+                     w.seq_len_range[0], w.seq_len_range[1], w.seq_len_range[1]));
   line(fmt::format("budget: {}, target {:.0f} % ({})", format_bytes(r.budget_bytes), r.target * 100,
                    format_bytes(bytes_of(r.target * static_cast<double>(r.budget_bytes)))));
   if (r.distributed) {
     std::vector<std::string> budgets;
     for (const int64_t b : r.distributed->rank_budget_bytes) budgets.push_back(format_bytes(b));
-    line(fmt::format("data-parallel: {} ranks ({}); batches are per device (global batch = batch x {}), samples/s "
-                     "counts every rank; rank budgets {}",
-                     r.distributed->world_size, to_string(r.distributed->backend), r.distributed->world_size,
-                     fmt::join(budgets, ", ")));
+    line(
+        fmt::format("data-parallel: {} ranks ({}); batches are per device (global batch = batch x {}), samples/s "
+                    "counts every rank; rank budgets {}",
+                    r.distributed->world_size, to_string(r.distributed->backend), r.distributed->world_size,
+                    fmt::join(budgets, ", ")));
   }
   for (const auto& warning : c.warnings) line("warning: " + warning);
 }
@@ -82,18 +83,19 @@ using detail::Lines;
 
 void fit_table(Lines& line, const FitResult& f) {
   line("");
-  std::string verdict = f.outcome == FitOutcome::Fits
-                            ? fmt::format("batch {} fits{}{}", *f.batch, f.limited_by_max ? " (the --max searched)" : "",
-                                          f.message.empty() ? "" : "; " + f.message)
-                            : (f.outcome == FitOutcome::DoesNotFit ? "no batch fits: " + f.message : "error: " + f.message);
+  std::string verdict =
+      f.outcome == FitOutcome::Fits
+          ? fmt::format("batch {} fits{}{}", *f.batch, f.limited_by_max ? " (the --max searched)" : "",
+                        f.message.empty() ? "" : "; " + f.message)
+          : (f.outcome == FitOutcome::DoesNotFit ? "no batch fits: " + f.message : "error: " + f.message);
   line(fmt::format("fit ({}, {} trials): {}", to_string(f.mode), f.trials.size(), verdict));
-  line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", "batch", "outcome", "peak memory",
-                   "predicted", "of budget", "target", "note"));
+  line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", "batch", "outcome", "peak memory", "predicted",
+                   "of budget", "target", "note"));
   for (const auto& t : f.trials) {
     line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", t.batch, to_string(t.outcome),
                      format_bytes(t.peak_bytes), t.predicted_peak_bytes ? format_bytes(*t.predicted_peak_bytes) : "-",
-                     percent_of(t.peak_bytes, f.budget_bytes),
-                     t.within_target && *t.within_target ? "within" : "over", trial_note(t)));
+                     percent_of(t.peak_bytes, f.budget_bytes), t.within_target && *t.within_target ? "within" : "over",
+                     trial_note(t)));
   }
   if (f.above)
     line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", f.above->batch, "untried", "-",
@@ -102,23 +104,21 @@ void fit_table(Lines& line, const FitResult& f) {
   if (f.memory_model) {
     const MemoryModel& m = *f.memory_model;
     line(fmt::format("memory model: peak = {} + {} x batch (through batches {} and {}; largest prediction error {})",
-                     format_bytes(bytes_of(m.fixed_bytes)),
-                     format_bytes(bytes_of(m.per_sample_bytes)), m.batch_a, m.batch_b,
-                     format_bytes(m.residual_bytes)));
+                     format_bytes(bytes_of(m.fixed_bytes)), format_bytes(bytes_of(m.per_sample_bytes)), m.batch_a,
+                     m.batch_b, format_bytes(m.residual_bytes)));
     for (const auto& b : m.breaks)
-      line(fmt::format("the line breaks before batch {}: predicted {}, measured {} ({:+.1f} %); refitted through the "
-                       "batches nearest the answer",
-                       b.batch, format_bytes(b.predicted_bytes), format_bytes(b.measured_bytes),
-                       100.0 * static_cast<double>(b.measured_bytes - b.predicted_bytes) /
-                           static_cast<double>(b.predicted_bytes)));
+      line(fmt::format(
+          "the line breaks before batch {}: predicted {}, measured {} ({:+.1f} %); refitted through the "
+          "batches nearest the answer",
+          b.batch, format_bytes(b.predicted_bytes), format_bytes(b.measured_bytes),
+          100.0 * static_cast<double>(b.measured_bytes - b.predicted_bytes) / static_cast<double>(b.predicted_bytes)));
   }
   if (f.breakdown) {
     const MemoryBreakdown& d = *f.breakdown;
     line(fmt::format("at batch {}: parameters {}, gradients {}, optimizer state {}, activations {} ({} per "
                      "sample), rest {}",
                      d.batch, format_bytes(d.parameter_bytes), format_bytes(d.gradient_bytes),
-                     format_bytes(d.optimizer_state_bytes),
-                     format_bytes(d.activation_bytes()),
+                     format_bytes(d.optimizer_state_bytes), format_bytes(d.activation_bytes()),
                      format_bytes(bytes_of(d.activation_bytes_per_sample)), format_bytes(d.rest_bytes)) +
          (d.rest_bytes < 0 ? " (negative: not all of the gradients and optimizer state are alive at the peak, "
                              "which comes while the backward pass is still making gradients and freeing activations)"
@@ -130,16 +130,16 @@ void sweep_table(Lines& line, const SweepResult& s) {
   line("");
   const int warmup = s.points.empty() ? 0 : s.points.front().warmup_steps;
   const int steps = s.points.empty() ? 0 : s.points.front().steps;
-  line(fmt::format("sweep ({} repetition{} of {} warm-up + {} measured steps{}, interleaved; spread: the step times' "
-                   "interquartile range over their median)",
-                   s.repetitions, s.repetitions == 1 ? "" : "s", warmup, steps,
-                   s.min_time_s > 0 ? fmt::format(" or more, at least {:g} s", s.min_time_s) : ""));
+  line(
+      fmt::format("sweep ({} repetition{} of {} warm-up + {} measured steps{}, interleaved; spread: the step times' "
+                  "interquartile range over their median)",
+                  s.repetitions, s.repetitions == 1 ? "" : "s", warmup, steps,
+                  s.min_time_s > 0 ? fmt::format(" or more, at least {:g} s", s.min_time_s) : ""));
   line(fmt::format("{:>8}  {:<8}  {:>10}  {:>7}  {:>10}  {:>11}  {}", "batch", "outcome", "samples/s", "spread",
                    "step ms", "peak memory", "note"));
   for (const auto& t : s.points) {
     const bool ok = t.outcome == Outcome::Ok;
-    const std::string spread =
-        ok && t.step_time_s_median > 0 ? fmt::format("{:.1f} %", 100 * step_spread(t)) : "-";
+    const std::string spread = ok && t.step_time_s_median > 0 ? fmt::format("{:.1f} %", 100 * step_spread(t)) : "-";
     std::string note = trial_note(t);
     if (std::count(s.remeasured.begin(), s.remeasured.end(), t.batch) > 0)
       note = fmt::format("measured again ({} repetitions)", t.repetitions) + (note.empty() ? "" : "; " + note);
@@ -161,9 +161,10 @@ void sweep_table(Lines& line, const SweepResult& s) {
 
 void loader_table(Lines& line, const LoaderSearch& l) {
   line("");
-  line(fmt::format("input pipeline at batch {} (a trial per setting; input-bound: over {:.0f} % of the step waiting "
-                   "for data):",
-                   l.batch, 100 * kInputBoundShare));
+  line(
+      fmt::format("input pipeline at batch {} (a trial per setting; input-bound: over {:.0f} % of the step waiting "
+                  "for data):",
+                  l.batch, 100 * kInputBoundShare));
   line(fmt::format("{:>8}  {:>8}  {:>10}  {:>9}  {}", "workers", "prefetch", "samples/s", "data wait", "note"));
   auto row = [&](const LoaderTrial& t, const std::string& note) {
     line(fmt::format("{:>8}  {:>8}  {:>10}  {:>8.1f}%  {}", t.workers, t.prefetch,
@@ -173,11 +174,13 @@ void loader_table(Lines& line, const LoaderSearch& l) {
   row(l.before, l.before.input_bound ? "given; input-bound" : "given");
   for (const auto& t : l.trials) {
     const bool chosen = l.after && t.workers == l.after->workers && t.prefetch == l.after->prefetch;
-    row(t, std::string(t.input_bound ? "input-bound" : "") + (chosen ? (t.input_bound ? "; " : "") + std::string("<- use") : ""));
+    row(t, std::string(t.input_bound ? "input-bound" : "") +
+               (chosen ? (t.input_bound ? "; " : "") + std::string("<- use") : ""));
   }
-  line(fmt::format("  the pipeline alone (given setting) delivers {} samples/s; the step consumes {} samples/s{}",
-                   grouped(l.pipeline_samples_per_s), grouped(l.step_consumes_samples_per_s),
-                   l.pipeline_samples_per_s >= l.step_consumes_samples_per_s ? "" : ": the pipeline is the bottleneck"));
+  line(
+      fmt::format("  the pipeline alone (given setting) delivers {} samples/s; the step consumes {} samples/s{}",
+                  grouped(l.pipeline_samples_per_s), grouped(l.step_consumes_samples_per_s),
+                  l.pipeline_samples_per_s >= l.step_consumes_samples_per_s ? "" : ": the pipeline is the bottleneck"));
   line("  " + l.advice);
 }
 
@@ -194,7 +197,8 @@ void precision_table(Lines& line, const std::vector<PrecisionPoint>& precisions)
 
 void profile_table(Lines& line, const std::vector<StepProfile>& profiles) {
   line("");
-  line("step profile (a separate pass, the device synchronised after each phase; mean ms per step, share of the step):");
+  line(
+      "step profile (a separate pass, the device synchronised after each phase; mean ms per step, share of the step):");
   line(fmt::format("{:>8}  {:>13}  {:>13}  {:>13}  {:>13}  {:>13}  {:>9}", "batch", "data", "to device", "forward",
                    "backward", "optimizer", "step"));
   for (const auto& p : profiles) {
@@ -220,12 +224,13 @@ void noise_table(Lines& line, const NoiseResult& n) {
                      s.b_simple_smoothed ? fmt::format("{:.1f}", *s.b_simple_smoothed) : "-"));
   }
   if (n.b_simple) {
-    line(fmt::format("B_simple = tr(Sigma) / |G|^2 = {:.1f} (band {:.1f} to {:.1f}, 2 standard errors){}",
-                     *n.b_simple, n.b_simple_low, n.b_simple_high,
+    line(fmt::format("B_simple = tr(Sigma) / |G|^2 = {:.1f} (band {:.1f} to {:.1f}, 2 standard errors){}", *n.b_simple,
+                     n.b_simple_low, n.b_simple_high,
                      n.drift ? fmt::format("; it drifted {:.2f}x from the first to the last quarter", *n.drift) : ""));
-    line(fmt::format("critical batch ~ {:.0f}: below it a bigger batch cuts the steps to a target almost "
-                     "proportionally; above it, each doubling buys less (McCandlish et al. 2018)",
-                     *n.b_simple));
+    line(
+        fmt::format("critical batch ~ {:.0f}: below it a bigger batch cuts the steps to a target almost "
+                    "proportionally; above it, each doubling buys less (McCandlish et al. 2018)",
+                    *n.b_simple));
   } else {
     line("B_simple: not measured: " + n.message);
   }
@@ -233,8 +238,8 @@ void noise_table(Lines& line, const NoiseResult& n) {
 
 void goodput_table(Lines& line, const Goodput& g) {
   line("");
-  line(fmt::format("goodput at B_simple {:.0f} (Pollux: efficiency = (B_simple + {}) / (B_simple + batch)):", g.b_simple,
-                   g.base_batch));
+  line(fmt::format("goodput at B_simple {:.0f} (Pollux: efficiency = (B_simple + {}) / (B_simple + batch)):",
+                   g.b_simple, g.base_batch));
   line(fmt::format("{:>8}  {:>10}  {:>10}  {:>10}  {}", "batch", "samples/s", "efficiency", "goodput", "note"));
   for (const auto& p : g.points)
     line(fmt::format("{:>8}  {:>10}  {:>9.1f}%  {:>10}  {}", p.batch, grouped(p.samples_per_s), p.efficiency * 100,
@@ -251,10 +256,11 @@ void run_race_table(Lines& line, const RunRace& race) {
   const auto amount = [&](const std::optional<double>& g) {
     return g ? (accuracy ? fmt::format("{:.2f} pt", 100 * *g) : fmt::format("{:.1f} %", 100 * *g)) : "-";
   };
-  line(fmt::format("run race (your {:g}-epoch {} run; batch {} trained it compressed to {:.3g} epochs, the others to "
-                   "the last two; final {} on the {})",
-                   race.epochs, race.lr_schedule, race.reference_batch, fmt::join(race.lengths_epochs, ", "),
-                   race.measure, race.held_out));
+  line(
+      fmt::format("run race (your {:g}-epoch {} run; batch {} trained it compressed to {:.3g} epochs, the others to "
+                  "the last two; final {} on the {})",
+                  race.epochs, race.lr_schedule, race.reference_batch, fmt::join(race.lengths_epochs, ", "),
+                  race.measure, race.held_out));
   const auto at = [](double epochs) { return fmt::format("@{:.2g} ep", epochs); };
   const bool lengths = race.lengths_epochs.size() == 3;
   line(fmt::format("{:>8}  {:>10}  {:>9}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}  {}", "batch", "samples/s", "lr",
@@ -267,8 +273,8 @@ void run_race_table(Lines& line, const RunRace& race) {
              : e.good                                       ? "no worse a model"
                                                             : "worse";
     if (e.cap_factor < 1) note += fmt::format(" (rate capped: {:.0f} % of the rule's)", 100 * e.cap_factor);
-    line(fmt::format("{:>8}  {:>10.0f}  {:>9.4g}  {:>10.0f}  {:>10}  {:>10}  {:>9}  {:>9}  {}", e.batch, e.samples_per_s,
-                     e.lr.lr, e.full_run_s, amount(compressed_gap(race, e.shorter_run, 1)),
+    line(fmt::format("{:>8}  {:>10.0f}  {:>9.4g}  {:>10.0f}  {:>10}  {:>10}  {:>9}  {:>9}  {}", e.batch,
+                     e.samples_per_s, e.lr.lr, e.full_run_s, amount(compressed_gap(race, e.shorter_run, 1)),
                      amount(compressed_gap(race, e.run, 2)), e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-",
                      amount(e.predicted_gap), note));
   }
@@ -282,17 +288,20 @@ void race_table(Lines& line, const BatchRace& race, int64_t dataset_size) {
   line("");
   std::vector<std::string> horizons;
   for (double h : race.horizons_s) horizons.push_back(fmt::format("{:.1f}", h));
-  line(fmt::format("batch race (successive halving on held-out loss, {}): every batch trains from your initial "
-                   "weights at its own learning rate; rungs end at {} s of training",
-                   race.held_out, fmt::join(horizons, ", ")));
+  line(
+      fmt::format("batch race (successive halving on held-out loss, {}): every batch trains from your initial "
+                  "weights at its own learning rate; rungs end at {} s of training",
+                  race.held_out, fmt::join(horizons, ", ")));
   line(fmt::format("{:>8}  {:>10}  {:>9}  {:>6}  {:>6}  {:>10}  {:>9}  {:>8}  {}", "batch", "samples/s", "lr", "rungs",
                    "epochs", "train s", "loss", "to best", "note"));
   const int64_t epoch = dataset_size > 0 ? dataset_size : 1;
   for (const auto& e : race.entries) {
     std::string note = e.message;
     if (note.empty() && e.lr.capped) note = fmt::format("lr capped (rule {:.4g})", e.lr.scaled.lr);
-    if (race.best_batch && *race.best_batch == e.batch) note = "<- best";
-    else if (race.lead_batch && *race.lead_batch == e.batch && race.best_batch) note = "lowest loss; tied with the best";
+    if (race.best_batch && *race.best_batch == e.batch)
+      note = "<- best";
+    else if (race.lead_batch && *race.lead_batch == e.batch && race.best_batch)
+      note = "lowest loss; tied with the best";
     line(fmt::format("{:>8}  {:>10}  {:>9.4g}  {:>6}  {:>6.2f}  {:>10.2f}  {:>9}  {:>8}  {}", e.batch,
                      grouped(e.samples_per_s), e.lr.lr, e.rungs,
                      static_cast<double>(e.samples) / static_cast<double>(epoch), e.train_s,
@@ -318,14 +327,14 @@ void full_runs_table(Lines& line, const ValidationResult& v) {
     if (run.final_loss)
       note = fixed && v.fastest_batch && *v.fastest_batch == run.batch ? "<- fastest within noise of the best"
              : fixed && v.best_batch && *v.best_batch == run.batch     ? "best"
-             : run.good                                                 ? "within noise of the best"
-                                                                        : "";
+             : run.good                                                ? "within noise of the best"
+                                                                       : "";
     if (!fixed)
-      note = fmt::format("schedule {}{}{}", run.schedule, note.empty() ? "" : ": " + note,
-                         v.schedule_saving ? fmt::format("; {:.0f} % {} time than the fastest good batch",
-                                                         100 * std::abs(*v.schedule_saving),
-                                                         *v.schedule_saving >= 0 ? "less" : "more")
-                                           : "");
+      note = fmt::format(
+          "schedule {}{}{}", run.schedule, note.empty() ? "" : ": " + note,
+          v.schedule_saving ? fmt::format("; {:.0f} % {} time than the fastest good batch",
+                                          100 * std::abs(*v.schedule_saving), *v.schedule_saving >= 0 ? "less" : "more")
+                            : "");
     line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10.1f}  {:>7}  {:>9}  {:>10}  {}", run.batch, run.lr.lr,
                      run.warmup_steps, run.train_s, run.steps,
                      run.final_accuracy ? fmt::format("{:.4f}", *run.final_accuracy) : "-",
@@ -337,8 +346,8 @@ void validation_table(Lines& line, const ValidationResult& v) {
   if (v.epochs > 0) return full_runs_table(line, v);
   line("");
   line(fmt::format("validation: time to {} on the {}", v.target, v.held_out));
-  line(fmt::format("{:>8}  {:>9}  {:>8}  {:>10}  {:>7}  {:>7}  {:>9}  {:>7}  {}", "batch", "lr", "reached",
-                   "train s", "steps", "epochs", "accuracy", "loss", "note"));
+  line(fmt::format("{:>8}  {:>9}  {:>8}  {:>10}  {:>7}  {:>7}  {:>9}  {:>7}  {}", "batch", "lr", "reached", "train s",
+                   "steps", "epochs", "accuracy", "loss", "note"));
   for (const auto& run : v.runs)
     line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10.1f}  {:>7}  {:>7.2f}  {:>9}  {:>7.4f}  {}", run.batch, run.lr.lr,
                      run.reached ? "yes" : "no", run.train_s, run.steps, run.epochs,
@@ -350,7 +359,8 @@ void accumulation_table(Lines& line, const AccumulationPlan& a) {
   line("");
   line(fmt::format("plan: global batch {} = micro-batch {} x {} accumulation step{} x {} device{}{}", a.global_batch,
                    a.micro_batch, a.accumulation_steps, a.accumulation_steps == 1 ? "" : "s", a.world_size,
-                   a.world_size == 1 ? "" : "s", a.exact ? " (exact)" : fmt::format(" (asked {})", a.global_batch_asked)));
+                   a.world_size == 1 ? "" : "s",
+                   a.exact ? " (exact)" : fmt::format(" (asked {})", a.global_batch_asked)));
   line("  " + a.reason);
   if (!a.last_batch_note.empty())
     line(fmt::format("  epoch: {} optimizer steps; {}", a.steps_per_epoch, a.last_batch_note));
@@ -365,10 +375,9 @@ void run_plan_table(Lines& line, const RunPlan& p) {
                    "steps/epoch", "optimizer"));
   for (const auto& row : p.rows) {
     const LrAdvice& l = row.lr;
-    const std::string from =
-        l.scaled.factor == 1 ? "the base --lr"
-        : l.capped           ? fmt::format("capped (rule {:.4g})", l.scaled.lr)
-                             : fmt::format("{} x{:.3g}", l.scaled.rule, l.scaled.factor);
+    const std::string from = l.scaled.factor == 1 ? "the base --lr"
+                             : l.capped           ? fmt::format("capped (rule {:.4g})", l.scaled.lr)
+                                                  : fmt::format("{} x{:.3g}", l.scaled.rule, l.scaled.factor);
     const std::string warmup = warmup_text(l, row.steps_per_epoch);
     line(fmt::format("{:>8}  {:<12}  {:>9.4g}  {:<22}  {:<32}  {:>11}  {}", row.batch, row.label, l.lr, from, warmup,
                      grouped(static_cast<double>(row.steps_per_epoch)), row.optimizer_settings));
@@ -378,11 +387,11 @@ void run_plan_table(Lines& line, const RunPlan& p) {
 
 void plan_table(Lines& line, const Plan& p) {
   line("");
-  line(p.batch ? fmt::format("plan for {} ({}): batch {} predicted to peak at {} ({:.0f} % target)", p.device.name,
-                             format_bytes(p.device.bytes), *p.batch, format_bytes(p.predicted_peak_bytes),
-                             p.target * 100)
-               : fmt::format("plan for {} ({}): not even one sample is predicted to fit", p.device.name,
-                             format_bytes(p.device.bytes)));
+  line(p.batch
+           ? fmt::format("plan for {} ({}): batch {} predicted to peak at {} ({:.0f} % target)", p.device.name,
+                         format_bytes(p.device.bytes), *p.batch, format_bytes(p.predicted_peak_bytes), p.target * 100)
+           : fmt::format("plan for {} ({}): not even one sample is predicted to fit", p.device.name,
+                         format_bytes(p.device.bytes)));
   for (const auto& a : p.assumptions) line("  assumes " + a);
 }
 

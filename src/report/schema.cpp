@@ -188,8 +188,8 @@ class JsonReader {
     if (ok) return;
     std::string found = j.dump(-1, ' ', false, json::error_handler_t::replace);
     if (found.size() > 40) found = found.substr(0, 37) + "...";
-    BATCHWISE_CHECK(false, DataError, "{}: {}: expected {}, found {}; give a report written with --json", source_,
-                    path, what, found);
+    BATCHWISE_CHECK(false, DataError, "{}: {}: expected {}, found {}; give a report written with --json", source_, path,
+                    what, found);
   }
 
   template <class M>

@@ -70,12 +70,12 @@ std::string decider_line(const Report& r) {
   if (r.validation && r.validation->fastest_batch) {
     const ValidationResult& v = *r.validation;
     if (const ValidationRun* run = fixed_run(v, *v.fastest_batch))
-      return v.epochs > 0
-                 ? fmt::format("validation: batch {} trained your {:g}-epoch run fastest ({:.1f} s) without a "
-                               "worse model",
-                               run->batch, v.epochs, run->train_s)
-                 : fmt::format("validation: batch {} reached {} soonest ({:.1f} s of training)", run->batch, v.target,
-                               run->train_s);
+      return v.epochs > 0 ? fmt::format(
+                                "validation: batch {} trained your {:g}-epoch run fastest ({:.1f} s) without a "
+                                "worse model",
+                                run->batch, v.epochs, run->train_s)
+                          : fmt::format("validation: batch {} reached {} soonest ({:.1f} s of training)", run->batch,
+                                        v.target, run->train_s);
   }
   if (r.run_race && r.run_race->best_batch) {
     const RunRace& race = *r.run_race;
@@ -90,11 +90,10 @@ std::string decider_line(const Report& r) {
     const BatchRace& race = *r.race;
     for (const auto& e : race.entries)
       if (e.batch == *race.best_batch && e.loss_at_horizon)
-        return fmt::format("race: batch {} reached the lowest held-out loss ({:.4f}) in {:.1f} s of training{}",
-                           e.batch, *e.loss_at_horizon, race.horizons_s.empty() ? e.train_s : race.horizons_s.back(),
-                           race.within_5_percent.size() > 1
-                               ? fmt::format("; {} within 5 %", range_text(race.within_5_percent))
-                               : "");
+        return fmt::format(
+            "race: batch {} reached the lowest held-out loss ({:.4f}) in {:.1f} s of training{}", e.batch,
+            *e.loss_at_horizon, race.horizons_s.empty() ? e.train_s : race.horizons_s.back(),
+            race.within_5_percent.size() > 1 ? fmt::format("; {} within 5 %", range_text(race.within_5_percent)) : "");
   }
   if (r.goodput && r.goodput->best_batch)
     return fmt::format("goodput: batch {} makes the most progress per second at B_simple {:.0f}",

@@ -1,7 +1,7 @@
 #include "batchwise/trace.h"
 
-#include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/profiler_kineto.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <memory>
@@ -57,8 +57,8 @@ StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string&
                   warmup);
   {
     std::ofstream probe(path, std::ios::trunc);
-    BATCHWISE_CHECK(probe.good(), ConfigError, "--trace {}: cannot write there; check the folder exists and is writable",
-                    path);
+    BATCHWISE_CHECK(probe.good(), ConfigError,
+                    "--trace {}: cannot write there; check the folder exists and is writable", path);
   }
   const bool cuda = workload.device().is_cuda();
   const auto saved = workload.save_state();
@@ -81,7 +81,8 @@ StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string&
 
   std::ifstream in(path);
   const nlohmann::json trace = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  const nlohmann::json* events = trace.is_object() && trace.contains("traceEvents") ? &trace.at("traceEvents") : nullptr;
+  const nlohmann::json* events =
+      trace.is_object() && trace.contains("traceEvents") ? &trace.at("traceEvents") : nullptr;
   BATCHWISE_CHECK(events && events->is_array() && !events->empty(), Error,
                   "--trace {}: LibTorch's profiler wrote no events; this build of torch may lack Kineto", path);
   StepTrace out;
@@ -89,8 +90,9 @@ StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string&
   for (const auto& e : *events)
     if (e.is_object() && e.value("cat", "") == "kernel") ++out.kernel_events;
   if (cuda && out.kernel_events == 0)
-    out.note = "no GPU kernel in the trace: Kineto could not record CUDA activity (CUPTI missing or in use by "
-               "another profiler), so it shows the host's dispatch of each operator only, not its time on the device";
+    out.note =
+        "no GPU kernel in the trace: Kineto could not record CUDA activity (CUPTI missing or in use by "
+        "another profiler), so it shows the host's dispatch of each operator only, not its time on the device";
   return out;
 }
 

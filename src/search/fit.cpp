@@ -13,9 +13,12 @@ namespace batchwise {
 
 const char* to_string(FitMode mode) {
   switch (mode) {
-    case FitMode::Power: return "power";
-    case FitMode::Binsearch: return "binsearch";
-    case FitMode::Model: return "model";
+    case FitMode::Power:
+      return "power";
+    case FitMode::Binsearch:
+      return "binsearch";
+    case FitMode::Model:
+      return "model";
   }
   return "model";
 }
@@ -89,9 +92,12 @@ std::optional<MemoryModel> one_point_line(const std::vector<Trial>& trials, int6
 
 const char* to_string(FitOutcome outcome) {
   switch (outcome) {
-    case FitOutcome::Fits: return "fits";
-    case FitOutcome::DoesNotFit: return "does_not_fit";
-    case FitOutcome::Error: return "error";
+    case FitOutcome::Fits:
+      return "fits";
+    case FitOutcome::DoesNotFit:
+      return "does_not_fit";
+    case FitOutcome::Error:
+      return "error";
   }
   return "error";
 }
@@ -189,14 +195,16 @@ std::vector<std::string> plan_assumptions(const MemoryModel& m, const PlanSource
       "the allowance{} added cover{} what this {} measurement lacks: {} for the CUDA context and library handles "
       "(outside the caching allocator)",
       cuda ? "" : "s", cuda ? "s" : "", cuda ? "CUDA" : "CPU", format_bytes(a.context_bytes));
-  out.push_back(cuda ? context + "; nothing is added for cuBLAS/cuDNN workspaces or the allocator's rounding and "
-                                 "fragmentation, which the reserved bytes measured here already hold (the target's "
-                                 "libraries may choose other algorithms, with other workspaces)"
+  out.push_back(cuda ? context +
+                           "; nothing is added for cuBLAS/cuDNN workspaces or the allocator's rounding and "
+                           "fragmentation, which the reserved bytes measured here already hold (the target's "
+                           "libraries may choose other algorithms, with other workspaces)"
                      : context + fmt::format(", {} for cuBLAS/cuDNN workspaces and {:.0f} % for the allocator's "
                                              "rounding and fragmentation",
                                              format_bytes(a.workspace_bytes), a.overhead_fraction * 100));
-  out.push_back("these allowances are defaults, not yet checked against a GPU: verify with `batchwise fit` on the "
-                "device");
+  out.push_back(
+      "these allowances are defaults, not yet checked against a GPU: verify with `batchwise fit` on the "
+      "device");
   return out;
 }
 
@@ -482,7 +490,7 @@ class Search {
   std::optional<int64_t> fits_, fails_;
   std::optional<MemoryModel> line_;  // model mode: from the trials so far; predicts the next trial's peak
   bool probing_ = true;
-  bool nudged_ = false;  // model mode tried the batch above a fit because the line said so
+  bool nudged_ = false;                      // model mode tried the batch above a fit because the line said so
   int64_t noise_bytes_ = 0, gap_bytes_ = 0;  // set when model mode stopped at the peaks' noise
   std::vector<MemoryModel::Break> breaks_;
 };
@@ -498,8 +506,7 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
   BATCHWISE_CHECK(o.target() > 0 && o.target() <= 1, ConfigError,
                   "--target {}: must be a fraction of the budget in (0, 1], like 0.9", o.target());
   BATCHWISE_CHECK(o.warmup() >= 0, ConfigError, "--warmup {}: cannot be negative", o.warmup());
-  BATCHWISE_CHECK(o.steps() >= 1, ConfigError, "fit steps {}: a trial must run at least one training step",
-                  o.steps());
+  BATCHWISE_CHECK(o.steps() >= 1, ConfigError, "fit steps {}: a trial must run at least one training step", o.steps());
   const int64_t first = (o.min() + m - 1) / m * m;
   const int64_t last = o.max() / m * m;
   BATCHWISE_CHECK(first <= last, ConfigError, "--min {} --max {} --multiple-of {}: no multiple of {} lies between them",
@@ -513,11 +520,12 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
   const WorkloadInfo info = runner.info();
   const int64_t held = runner.held_bytes();
   const int64_t allowed = static_cast<int64_t>(o.target() * static_cast<double>(r.budget_bytes));
-  BATCHWISE_CHECK(std::max(info.parameter_bytes, held) < allowed, ConfigError,
-                  "--memory-budget {} is below the model's own size: {} holds {} before training a single sample "
-                  "({} of parameters and buffers); raise --memory-budget above {}",
-                  format_bytes(r.budget_bytes), info.model, format_bytes(held), format_bytes(info.parameter_bytes),
-                  format_bytes(static_cast<int64_t>(static_cast<double>(std::max(info.parameter_bytes, held)) / o.target())));
+  BATCHWISE_CHECK(
+      std::max(info.parameter_bytes, held) < allowed, ConfigError,
+      "--memory-budget {} is below the model's own size: {} holds {} before training a single sample "
+      "({} of parameters and buffers); raise --memory-budget above {}",
+      format_bytes(r.budget_bytes), info.model, format_bytes(held), format_bytes(info.parameter_bytes),
+      format_bytes(static_cast<int64_t>(static_cast<double>(std::max(info.parameter_bytes, held)) / o.target())));
   Search search(runner, o, r, first, last, allowed);
   if (o.mode() == FitMode::Model ? search.model() : search.doublings()) search.finish();
   return r;

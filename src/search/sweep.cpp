@@ -79,9 +79,10 @@ void bound_by_failure(SweepResult& r, int64_t smallest_failure) {
     if (p.batch > smallest_failure && p.outcome == Outcome::Ok) {
       p.outcome = Outcome::Oom;
       p.input_bound = false;
-      p.message = fmt::format("treated as out of memory: it ran, but batch {} (smaller) ran out of memory in "
-                              "another repetition, so memory at this size is not reliable",
-                              smallest_failure);
+      p.message = fmt::format(
+          "treated as out of memory: it ran, but batch {} (smaller) ran out of memory in "
+          "another repetition, so memory at this size is not reliable",
+          smallest_failure);
     }
 }
 
@@ -99,7 +100,8 @@ namespace {
 bool settled(const std::vector<double>& rates) {
   if (rates.size() < 2) return true;
   const double fastest = *std::max_element(rates.begin(), rates.end());
-  const auto agree = std::count_if(rates.begin(), rates.end(), [&](double r) { return r >= (1 - kNoisyShare) * fastest; });
+  const auto agree =
+      std::count_if(rates.begin(), rates.end(), [&](double r) { return r >= (1 - kNoisyShare) * fastest; });
   return 2 * static_cast<size_t>(agree) > rates.size();
 }
 
@@ -178,9 +180,12 @@ class SweepRun {
     if (t.distributed && t.distributed->single_process_samples_per_s)
       alone_[i].push_back(*t.distributed->single_process_samples_per_s);
     if (t.outcome == Outcome::Ok) rates_[i].push_back(t.samples_per_s);
-    if (point.batch == 0) point = t;
-    else merge_repetition(point, t);
-    if (t.outcome == Outcome::Oom) smallest_failure_ = smallest_failure_ ? std::min(*smallest_failure_, sizes_[i]) : sizes_[i];
+    if (point.batch == 0)
+      point = t;
+    else
+      merge_repetition(point, t);
+    if (t.outcome == Outcome::Oom)
+      smallest_failure_ = smallest_failure_ ? std::min(*smallest_failure_, sizes_[i]) : sizes_[i];
   }
 
   // Measures sizes_[i] once more, outside the planned repetitions (not at or above a batch that ran
@@ -313,7 +318,8 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
   return SweepRun(runner, o, std::move(sizes), budget).finish();
 }
 
-std::vector<StepProfile> profile_sweep(Workload& workload, const SweepResult& sweep, std::vector<std::string>& warnings) {
+std::vector<StepProfile> profile_sweep(Workload& workload, const SweepResult& sweep,
+                                       std::vector<std::string>& warnings) {
   std::vector<StepProfile> profiles;
   for (const auto& p : sweep.points) {
     if (p.outcome != Outcome::Ok) continue;

@@ -13,8 +13,8 @@ double StepCost::at(int64_t batch) const {
   const auto& [last_batch, last_s] = step_s.back();
   if (batch <= first_batch) return first_s;
   if (batch >= last_batch) return last_s * static_cast<double>(batch) / static_cast<double>(last_batch);
-  const auto above = std::lower_bound(step_s.begin(), step_s.end(), batch,
-                                      [](const auto& p, int64_t b) { return p.first < b; });
+  const auto above =
+      std::lower_bound(step_s.begin(), step_s.end(), batch, [](const auto& p, int64_t b) { return p.first < b; });
   if (above->first == batch) return above->second;
   const auto below = above - 1;
   const double x = std::log(static_cast<double>(batch)), x0 = std::log(static_cast<double>(below->first)),
@@ -33,10 +33,12 @@ StepCost step_cost(const std::vector<Trial>& trials) {
     double stepped = 0;
     for (double s : t.step_times_s) stepped += s;
     if (t.wall_s > stepped) overheads.push_back(t.wall_s - stepped);
-    const auto known = std::find_if(cost.step_s.begin(), cost.step_s.end(),
-                                    [&](const auto& p) { return p.first == t.batch; });
-    if (known == cost.step_s.end()) cost.step_s.emplace_back(t.batch, fastest);
-    else known->second = std::min(known->second, fastest);
+    const auto known =
+        std::find_if(cost.step_s.begin(), cost.step_s.end(), [&](const auto& p) { return p.first == t.batch; });
+    if (known == cost.step_s.end())
+      cost.step_s.emplace_back(t.batch, fastest);
+    else
+      known->second = std::min(known->second, fastest);
   }
   std::sort(cost.step_s.begin(), cost.step_s.end());
   // The step time never falls as the batch grows: a smaller figure above a larger one is noise.

@@ -223,8 +223,8 @@ RaceTime race_time(const TuneOptions& o, const Report& report, const std::vector
                                        std::min<int64_t>(2048, held_out_size), step_s);
   RaceTime t = race_time(o, spent_s, dataset_size, rates, overhead);
   if (o.epochs() > 0 && o.race_budget_s() <= 0) {  // enough steps for the reference's learning curve
-    const double train = run_race_train_s(t.train_s, race_ceiling_s(spent_s), candidates, rates, o.epochs(),
-                                          dataset_size);
+    const double train =
+        run_race_train_s(t.train_s, race_ceiling_s(spent_s), candidates, rates, o.epochs(), dataset_size);
     t.wall_s += train - t.train_s;
     t.train_s = train;
   }
@@ -241,8 +241,9 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
     return;
   }
   if (fp16(subject)) {
-    report.context.warnings.push_back("no noise scale or goodput with --precision fp16 (its loss scaling is not "
-                                      "supported there yet): the recommendation is the throughput knee");
+    report.context.warnings.push_back(
+        "no noise scale or goodput with --precision fp16 (its loss scaling is not "
+        "supported there yet): the recommendation is the throughput knee");
     return;
   }
   const auto [b, micro] = noise_batches(report.sweep->points);
@@ -254,7 +255,8 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
                     micro, duration_text(expected)),
         expected);
   try {
-    report.noise = measure_noise_scale(*subject.workload, NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()));
+    report.noise =
+        measure_noise_scale(*subject.workload, NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()));
   } catch (const ConfigError& e) {  // a Workload of the user's without the gradient primitives
     report.context.warnings.push_back(fmt::format("no noise scale or goodput: {}", first_line(e.what())));
     return;
@@ -429,8 +431,7 @@ void plan_the_run(const TuneSubject& subject, const TuneOptions& o, Report& repo
         rows.emplace_back("within 5 %", e.lr);
   std::sort(rows.begin() + 1, rows.end(),
             [](const auto& a, const auto& b) { return a.second.scaled.batch < b.second.scaled.batch; });
-  report.run_plan = plan_run(optimizer_settings(optimizer, module_of(subject)),
-                             report.workload.dataset_size, rows);
+  report.run_plan = plan_run(optimizer_settings(optimizer, module_of(subject)), report.workload.dataset_size, rows);
 }
 
 // One other precision at the recommended batch: its own fit, its throughput there, and a verdict
@@ -459,14 +460,15 @@ PrecisionPoint measure_precision(Precision precision, const WorkloadOptions& opt
   if (p.samples_per_s <= 0)
     p.verdict = "did not run at this batch";
   else if (p.speed_ratio >= 1.05)
-    p.verdict = fmt::format("pays: {:.2f}x the samples/s at {:.0f} % of the memory", p.speed_ratio, 100 * p.memory_ratio);
+    p.verdict =
+        fmt::format("pays: {:.2f}x the samples/s at {:.0f} % of the memory", p.speed_ratio, 100 * p.memory_ratio);
   else if (bigger)
     p.verdict = fmt::format("slower ({:.2f}x) but fits batch {} against {}: pays only where memory is the limit",
                             p.speed_ratio, *p.fit_batch, *own.fit_batch);
   else
-    p.verdict = fmt::format("does not pay on this device: {:.2f}x the samples/s{}", p.speed_ratio,
-                            p.memory_ratio < 0.95 ? fmt::format(", though {:.0f} % of the memory", 100 * p.memory_ratio)
-                                                  : "");
+    p.verdict =
+        fmt::format("does not pay on this device: {:.2f}x the samples/s{}", p.speed_ratio,
+                    p.memory_ratio < 0.95 ? fmt::format(", though {:.0f} % of the memory", 100 * p.memory_ratio) : "");
   return p;
 }
 
@@ -517,11 +519,11 @@ Evidence evidence(const TuneSubject& subject, const TuneOptions& o, const Report
   e.run_race = report.run_race ? &*report.run_race : nullptr;
   e.validation = report.validation ? &*report.validation : nullptr;
   e.goodput = report.goodput && report.goodput->best_batch && report.noise && report.noise->b_simple;
-  e.no_race_reason = !o.race()              ? "--no-race"
-                     : !module_of(subject)  ? "a training command, which batchwise cannot race"
+  e.no_race_reason = !o.race()                ? "--no-race"
+                     : !module_of(subject)    ? "a training command, which batchwise cannot race"
                      : subject.world_size > 1 ? "data-parallel ranks"
-                     : fp16(subject)        ? "--precision fp16"
-                                            : "fewer than 2 candidates to race";
+                     : fp16(subject)          ? "--precision fp16"
+                                              : "fewer than 2 candidates to race";
   return e;
 }
 
@@ -570,8 +572,8 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
     parts.push_back(fmt::format("{} {}", o.epochs() > 0 ? "run race" : "race", duration_text(race.wall_s)));
   const bool more = o.validate() || o.compare_precision();
   if (o.on_stage()) {
-    TuneStage t{fmt::format("expected: about {} more, at most {} ({}; from the fit's step times{})", duration_text(rest),
-                            duration_text(most), fmt::join(parts, ", "),
+    TuneStage t{fmt::format("expected: about {} more, at most {} ({}; from the fit's step times{})",
+                            duration_text(rest), duration_text(most), fmt::join(parts, ", "),
                             more ? "; the validation and the precision comparison come on top" : "")};
     t.expected_s = rest;
     t.plan = true;
@@ -601,8 +603,8 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   const bool raced = o.race() && module_of(subject) && subject.world_size == 1 && !fp16(subject);
   const bool noise = o.noise() && own_step && subject.world_size == 1 && !fp16(subject);
   const bool precisions = o.compare_precision() && subject.options && subject.release && subject.world_size == 1;
-  TuneOptions options = numbered_stages(o, o.reuse_fit().has_value(), noise, raced,
-                                        o.validate() && module_of(subject), precisions);
+  TuneOptions options =
+      numbered_stages(o, o.reuse_fit().has_value(), noise, raced, o.validate() && module_of(subject), precisions);
   options.fit(f.budget_bytes(report.budget_bytes));
   std::optional<SweepOptions> sweep_options = fit_phase(*subject.runner, options, report, laps);
   if (!sweep_options) {
@@ -611,7 +613,8 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   }
   sweep_options = state_the_plan(subject, options, *sweep_options, report, noise, raced, laps);
   sweep_phase(*subject.runner, options, *sweep_options, report, laps, laps.expected("sweep"));
-  if (o.profile() && own_step) report.step_profile = profile_sweep(*subject.workload, *report.sweep, report.context.warnings);
+  if (o.profile() && own_step)
+    report.step_profile = profile_sweep(*subject.workload, *report.sweep, report.context.warnings);
   laps("profile", !report.step_profile.empty());
   if (o.noise() && own_step) noise_and_goodput(subject, options, report, laps);
   laps("noise scale", report.noise.has_value());
@@ -636,9 +639,9 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
         "the target was not used: without --validate only the batch race uses it, and no race ran (--no-race, a "
         "training command, data-parallel ranks, fp16, or fewer than 2 candidates)");
   report.recommendation = report.run_race && report.run_race->best_batch ? recommend(*report.run_race)
-                           : report.race && report.race->best_batch
-                               ? recommend(report.fit, report.sweep, *report.race)
-                               : recommend(report.fit, report.sweep, report.noise, report.goodput);
+                          : report.race && report.race->best_batch
+                              ? recommend(report.fit, report.sweep, *report.race)
+                              : recommend(report.fit, report.sweep, report.noise, report.goodput);
   if (!report.recommendation) {
     report.timing = laps.done();
     return report;

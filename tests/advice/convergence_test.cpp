@@ -52,7 +52,7 @@ TEST(Plan, KeepsTheGlobalBatchExactWithTheFewestSteps) {
   struct Case {
     int64_t global, max_micro, world, multiple_of, micro, steps;
   } cases[] = {
-      {4096, 256, 1, 1, 256, 16}, {4096, 300, 1, 1, 256, 16}, {4096, 256, 2, 1, 256, 8}, {4096, 8192, 4, 1, 1024, 1},
+      {4096, 256, 1, 1, 256, 16}, {4096, 300, 1, 1, 256, 16}, {4096, 256, 2, 1, 256, 8},  {4096, 8192, 4, 1, 1024, 1},
       {1000, 64, 1, 8, 40, 25},   {96, 32, 3, 1, 32, 1},      {4097, 256, 1, 1, 241, 17},
   };
   for (const auto& c : cases) {
@@ -104,8 +104,8 @@ TEST(Plan, StatesTheLastBatchPolicyWithItsNumbers) {
   ASSERT_FALSE(empty.warnings.empty());
   EXPECT_NE(empty.warnings[0].find("1 of 2 devices with an empty batch"), std::string::npos) << empty.warnings[0];
   // BatchNorm: a last micro-batch of one sample; and micro-batches smaller than the global batch.
-  auto bn = plan_accumulation(
-      PlanRequest(512, 256).dataset_size(512 * 3 + 257).last_batch(LastBatch::Keep).batchnorm(true));
+  auto bn =
+      plan_accumulation(PlanRequest(512, 256).dataset_size(512 * 3 + 257).last_batch(LastBatch::Keep).batchnorm(true));
   bool single = false;
   for (const auto& w : bn.warnings) single |= w.find("single-sample micro-batch") != std::string::npos;
   EXPECT_TRUE(single);

@@ -55,7 +55,8 @@ TEST(DoctorGemm, AShortfallNamesItsLikeliestCause) {
   DoctorReport r = two_core_machine();
   EXPECT_NE(judge_gemm(r, 25, 512).fix.find("something else is using the CPU, or it is throttled"), std::string::npos);
   r.mkl_enable_instructions = "AVX2";
-  EXPECT_EQ(judge_gemm(r, 25, 512).fix, "unset MKL_ENABLE_INSTRUCTIONS (=AVX2): it keeps MKL from this CPU's AVX-512 kernels");
+  EXPECT_EQ(judge_gemm(r, 25, 512).fix,
+            "unset MKL_ENABLE_INSTRUCTIONS (=AVX2): it keeps MKL from this CPU's AVX-512 kernels");
   r.intra_op_threads = 1;  // too few threads comes before the instruction set
   EXPECT_NE(judge_gemm(r, 25, 512).fix.find("OMP_NUM_THREADS=2"), std::string::npos);
   r.reference_blas = true;  // and the reference BLAS before everything
@@ -145,7 +146,8 @@ TEST(Doctor, OneThreadOnTwoCoresIsAThreadsWarningWithItsFix) {
 TEST(DoctorGemm, TheRateIsMeasuredWithoutTouchingTheGlobalGenerator) {
   at::manual_seed(7);
   const at::Tensor before = at::detail::getDefaultCPUGenerator().get_state();
-  const ::batchwise::DoctorReport r = ::batchwise::run_doctor(::batchwise::DoctorOptions().gemm_size(64).gemm_repetitions(1));
+  const ::batchwise::DoctorReport r =
+      ::batchwise::run_doctor(::batchwise::DoctorOptions().gemm_size(64).gemm_repetitions(1));
   ASSERT_TRUE(r.gemm_gflops.has_value());
   EXPECT_TRUE(at::equal(before, at::detail::getDefaultCPUGenerator().get_state()));
 }

@@ -116,7 +116,7 @@ TEST(RaceRank, ARungRanksByLossOrByTheFirstToTheTarget) {
 // (the boundary included), or within the noise, and every batch between them, in batch order.
 TEST(RaceRank, TheFlatRangeTakesInTheBatchesBetweenTwoWithinIt) {
   const RaceEntry best = with_ratio(32, 1.0, 0.0);
-  const RaceEntry slow = with_ratio(64, 1.5, 0.05);                             // 1.5 > 1.15: out itself
+  const RaceEntry slow = with_ratio(64, 1.5, 0.05);                                   // 1.5 > 1.15: out itself
   const RaceEntry edge = with_ratio(128, kFlatRangeRatio + kFlatRangeSd * 0.1, 0.1);  // exactly at the bound
   const RaceEntry far = with_ratio(256, 2.0, 0.1);
   const RaceEntry reserve = with_ratio(16, 3.0, 0.1);  // joined last, out

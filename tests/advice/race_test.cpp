@@ -85,16 +85,17 @@ TEST(BatchRace, PicksTheClosedFormBestBatch) {
     EXPECT_GE(race.entries[i].rungs, lead.rung) << "a rung's lead goes on to the next rung";
   }
   EXPECT_EQ(race.rung_leads.back().batch, *race.lead_batch);
-  EXPECT_EQ(race.rung_leads.back().loss, *race.entries[std::find(batches.begin(), batches.end(), *race.lead_batch) -
-                                                       batches.begin()].loss_at_horizon);
+  EXPECT_EQ(
+      race.rung_leads.back().loss,
+      *race.entries[std::find(batches.begin(), batches.end(), *race.lead_batch) - batches.begin()].loss_at_horizon);
   // The flat range: the best, and those within 5 % or within two of the race's measured resolution
   // (the scatter of the late evaluations), and nothing that the race told apart.
   ASSERT_FALSE(race.within_5_percent.empty());
   EXPECT_NE(std::find(race.within_5_percent.begin(), race.within_5_percent.end(), *race.best_batch),
             race.within_5_percent.end());
   for (const RaceEntry& e : race.entries) {
-    const bool listed = std::find(race.within_5_percent.begin(), race.within_5_percent.end(), e.batch) !=
-                        race.within_5_percent.end();
+    const bool listed =
+        std::find(race.within_5_percent.begin(), race.within_5_percent.end(), e.batch) != race.within_5_percent.end();
     if (e.time_ratio_sd) EXPECT_GE(*e.time_ratio_sd, 0) << e.batch;
     const bool close = e.time_ratio && *e.time_ratio <= 1.05 + 2 * e.time_ratio_sd.value_or(0);
     if (close) EXPECT_TRUE(listed) << e.batch;
@@ -119,7 +120,8 @@ TEST(BatchRace, ATargetWithinReachIsMeasuredAndEndsTheRace) {
       BatchRaceOptions(batches, rates, LrAdviceOptions(32, 0.1).warmup_samples(2048)).budget_s(2).evaluations(4);
   const BatchRace plain = race_batches(*problem.workload, problem.held_out, options);
   const double target = 1.5;  // the loss starts at 26, the noise floor is 1
-  const BatchRace race = race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).target_loss(target));
+  const BatchRace race =
+      race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).target_loss(target));
   EXPECT_TRUE(plain.target.empty());
   EXPECT_EQ(race.target, "held-out loss <= 1.5");
   ASSERT_TRUE(race.best_batch.has_value());
@@ -173,7 +175,8 @@ TEST(BatchRace, ATargetWithinReachIsMeasuredAndEndsTheRace) {
     race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).target_accuracy(0.9));
     FAIL() << "an accuracy target on regression targets";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("gaussian-regression: a target accuracy needs class labels"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("gaussian-regression: a target accuracy needs class labels"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -182,10 +185,9 @@ TEST(BatchRace, ATargetWithinReachIsMeasuredAndEndsTheRace) {
 // its wall-clock limit after the first rung, with the best of that rung and a note saying why.
 TEST(BatchRace, AWallClockLimitEndsTheRaceAfterARung) {
   Regression problem(5.0, 0.1);
-  const BatchRace race = race_batches(*problem.workload, problem.held_out,
-                                      BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1))
-                                          .budget_s(1)
-                                          .max_wall_s(1e-6));
+  const BatchRace race = race_batches(
+      *problem.workload, problem.held_out,
+      BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1)).budget_s(1).max_wall_s(1e-6));
   EXPECT_EQ(race.horizons_s.size(), 1u);
   ASSERT_TRUE(race.best_batch.has_value());
   ASSERT_EQ(race.notes.size(), 1u);
@@ -223,16 +225,16 @@ TEST(BatchRace, ARaceBehindItsWallTimeShortensTheRungsLeft) {
 TEST(BatchRace, ADivergingCandidateEndsAloneWithItsReason) {
   // The base setting itself (batch 64, rate 1.5) is past the limit (0.79); batch 8's rule, 0.19, is not.
   Regression problem(1.0, 1.5);
-  const BatchRace race = race_batches(
-      *problem.workload, problem.held_out,
-      BatchRaceOptions({8, 64}, {1e4, 5e4}, LrAdviceOptions(64, 1.5).warmup_samples(512)).budget_s(0.3));
+  const BatchRace race =
+      race_batches(*problem.workload, problem.held_out,
+                   BatchRaceOptions({8, 64}, {1e4, 5e4}, LrAdviceOptions(64, 1.5).warmup_samples(512)).budget_s(0.3));
   ASSERT_EQ(race.entries.size(), 2u);
   EXPECT_TRUE(race.entries[0].message.empty()) << race.entries[0].message;
   EXPECT_NE(race.entries[1].message.find("diverged"), std::string::npos) << race.entries[1].message;
   EXPECT_EQ(race.best_batch, 8);
-  EXPECT_THROW(race_batches(*problem.workload, problem.held_out,
-                            BatchRaceOptions({8, 64}, {1e4}, LrAdviceOptions(64, 0.1))),
-               ConfigError);
+  EXPECT_THROW(
+      race_batches(*problem.workload, problem.held_out, BatchRaceOptions({8, 64}, {1e4}, LrAdviceOptions(64, 0.1))),
+      ConfigError);
 }
 
 // The premise of the last rung's tie rule, in closed form: the batch that reaches a loss soonest
@@ -401,9 +403,11 @@ TEST(BatchRace, AFinalistAtTheNoiseFloorIsInTheFlatRange) {
                          e.within_noise);
   table += fmt::format("range {}\n", race.within_5_percent);
   ASSERT_TRUE(race.best_batch.has_value()) << table;
-  const int last = race.entries.empty() ? 0 : std::max_element(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) {
-                                                 return a.rungs < b.rungs;
-                                               })->rungs;
+  const int last = race.entries.empty()
+                       ? 0
+                       : std::max_element(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) {
+                           return a.rungs < b.rungs;
+                         })->rungs;
   double best_loss = 0;
   for (const RaceEntry& e : race.entries)
     if (e.batch == race.lead_batch) best_loss = *e.loss_at_horizon;

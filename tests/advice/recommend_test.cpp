@@ -133,7 +133,8 @@ TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
   knee_only.sweep = &noisy;
   r = with_confidence(rec, knee_only);
   EXPECT_EQ(r.confidence, Confidence::Low);
-  EXPECT_NE(r.confidence_reason.find("the sweep's figures at 32 are noise's"), std::string::npos) << r.confidence_reason;
+  EXPECT_NE(r.confidence_reason.find("the sweep's figures at 32 are noise's"), std::string::npos)
+      << r.confidence_reason;
   race.best_batch = 64;
   e.sweep = &noisy;
   r = with_confidence(rec, e);
@@ -170,8 +171,9 @@ TEST(Confidence, ValidatedFullRunsWhoseBestIsTheSmallestBatchAreNotHigh) {
   e.validation = &v;
   Recommendation r = with_confidence({1024, "the reason"}, e);
   EXPECT_EQ(r.confidence, Confidence::Medium);
-  EXPECT_NE(r.confidence_reason.find("the best final quality was at batch 1024, the smallest trained: a smaller batch "
-                                     "may end better still (validate --batch-sizes 256,512,1024 --epochs 4 --extend-below 2 says)"),
+  EXPECT_NE(r.confidence_reason.find(
+                "the best final quality was at batch 1024, the smallest trained: a smaller batch "
+                "may end better still (validate --batch-sizes 256,512,1024 --epochs 4 --extend-below 2 says)"),
             std::string::npos)
       << r.confidence_reason;
 
@@ -191,12 +193,14 @@ TEST(Validation, ConfirmsCorrectsOrSaysItCouldNot) {
   Recommendation out = confirm(rec, v);
   EXPECT_EQ(out.batch, 128);
   EXPECT_NE(out.reason.find("validated: it reached test accuracy >= 0.85 soonest, in 4.0 s of training"),
-            std::string::npos) << out.reason;
+            std::string::npos)
+      << out.reason;
   v.runs[0].train_s = 3.0;
   v.fastest_batch = 64;
   out = confirm(rec, v);
   EXPECT_EQ(out.batch, 64);
-  EXPECT_NE(out.reason.find("batch 64 reached test accuracy >= 0.85 soonest, in 3.0 s"), std::string::npos) << out.reason;
+  EXPECT_NE(out.reason.find("batch 64 reached test accuracy >= 0.85 soonest, in 3.0 s"), std::string::npos)
+      << out.reason;
   EXPECT_NE(out.reason.find("the predicted batch 128 took 4.0 s"), std::string::npos) << out.reason;
   v.fastest_batch.reset();
   for (auto& r : v.runs) r.reached = false;

@@ -136,7 +136,8 @@ TEST(RunRace, PicksTheClosedFormFastestBatchWithoutAWorseModel) {
   std::string table;
   for (const auto& [batch, loss] : expected) table += fmt::format(" {}:{:.4f}", batch, loss);
   EXPECT_GE(*race.best_batch, answer / 2) << "closed form " << answer << " (expected losses" << table << ")";
-  EXPECT_LE(*race.best_batch, answer) << "never a batch worse than the closed form's fastest good one: closed form " << answer << " (expected losses" << table << ")";
+  EXPECT_LE(*race.best_batch, answer) << "never a batch worse than the closed form's fastest good one: closed form "
+                                      << answer << " (expected losses" << table << ")";
   EXPECT_LT(answer, 1024) << "the problem must make the largest batch worse, or the test shows nothing:" << table;
   EXPECT_FALSE(race.pick_reason.empty());
   // The schedule is weighed and the answer stated either way; one proposed grows, pays and is good.
@@ -203,9 +204,9 @@ TEST(RunRace, ADeficitFollowsTheLearningCurve) {
 TEST(RunRace, AMeasuredShareIsWhereTheReferencesCurveReachesTheError) {
   const std::vector<double> samples{1000, 2000, 4000};
   EXPECT_DOUBLE_EQ(measured_share(samples, {0.3, 0.2, 0.1}, 0.1, 0), 1);
-  EXPECT_DOUBLE_EQ(measured_share(samples, {0.3, 0.2, 0.1}, 0.2, 0), 0.5);  // not flattening: one doubling back
+  EXPECT_DOUBLE_EQ(measured_share(samples, {0.3, 0.2, 0.1}, 0.2, 0), 0.5);      // not flattening: one doubling back
   EXPECT_DOUBLE_EQ(measured_share(samples, {0.3, 0.2, 0.1}, 0.104, 0.005), 1);  // within the noise
-  std::vector<double> errors;  // 0.1 + S^-0.5
+  std::vector<double> errors;                                                   // 0.1 + S^-0.5
   for (double s : samples) errors.push_back(0.1 + std::pow(s, -0.5));
   EXPECT_NEAR(measured_share(samples, errors, 0.1 + std::pow(3000.0, -0.5), 0), 0.75, 1e-9);
   EXPECT_DOUBLE_EQ(measured_share(samples, {0.3, 0.2, 0.2}, 0.21, 0.005), 0);  // flat, behind beyond the noise
@@ -216,10 +217,10 @@ TEST(RunRace, AMeasuredShareIsWhereTheReferencesCurveReachesTheError) {
 // at the longer run, has no trend of its own.
 TEST(RunRace, AGapIsCarriedOnAsItShrankBetweenTheTwoRuns) {
   EXPECT_DOUBLE_EQ(*gap_trend(0.04, 0.03, 0.005), 0.75);
-  EXPECT_DOUBLE_EQ(*gap_trend(0.04, 0.01, 0.005), 0.5);   // a steeper fall is not carried over the run
-  EXPECT_DOUBLE_EQ(*gap_trend(0.04, 0.06, 0.005), 1.0);   // a growing gap stands as it is
-  EXPECT_FALSE(gap_trend(0.009, 0.03, 0.005));            // the shorter run's gap is near the noise
-  EXPECT_FALSE(gap_trend(0.04, -0.001, 0.005));           // level at the longer run: nothing to carry
+  EXPECT_DOUBLE_EQ(*gap_trend(0.04, 0.01, 0.005), 0.5);  // a steeper fall is not carried over the run
+  EXPECT_DOUBLE_EQ(*gap_trend(0.04, 0.06, 0.005), 1.0);  // a growing gap stands as it is
+  EXPECT_FALSE(gap_trend(0.009, 0.03, 0.005));           // the shorter run's gap is near the noise
+  EXPECT_FALSE(gap_trend(0.04, -0.001, 0.005));          // level at the longer run: nothing to carry
 }
 
 // Gaps carried to the run's end: each by its own trend, by the nearest larger batch's where its own
@@ -248,9 +249,8 @@ TEST(RunRace, AFastDeviceBuysTheReferenceEnoughSteps) {
   EXPECT_NEAR(raised, 11.7, 0.05);
   EXPECT_DOUBLE_EQ(run_race_train_s(8.35, 10, resnet, rates, 6, 60000), 10);  // the ceiling
   // A CPU's lenet: 30 s already give batch 16 hundreds of steps.
-  EXPECT_DOUBLE_EQ(run_race_train_s(30, 30, {16, 32, 64, 128, 256, 512}, {5000, 9000, 14000, 18000, 20000, 21000}, 15,
-                                    60000),
-                   30);
+  EXPECT_DOUBLE_EQ(
+      run_race_train_s(30, 30, {16, 32, 64, 128, 256, 512}, {5000, 9000, 14000, 18000, 20000, 21000}, 15, 60000), 30);
   // Nothing to race: the default stands.
   EXPECT_DOUBLE_EQ(run_race_train_s(2, 30, {64}, {1000}, 4, 60000), 2);
 }
@@ -268,8 +268,9 @@ TEST(RunRace, ThroughputReadingsAFewPercentApartTrainTheSameRuns) {
     faster.push_back(1.04 * rates.back());
   }
   const auto race = [&](const std::vector<double>& r) {
-    return race_runs(*problem.workload, problem.held_out,
-                     RunRaceOptions(batches, r, LrAdviceOptions(32, 0.05)).epochs(2).lr_schedule(LrSchedule::Cosine).budget_s(2));
+    return race_runs(
+        *problem.workload, problem.held_out,
+        RunRaceOptions(batches, r, LrAdviceOptions(32, 0.05)).epochs(2).lr_schedule(LrSchedule::Cosine).budget_s(2));
   };
   const RunRace a = race(rates), b = race(faster);
   ASSERT_EQ(a.runs.size(), 3u);
@@ -330,7 +331,8 @@ TEST(RunRace, GapsAreCarriedInBatchOrder) {
   EXPECT_DOUBLE_EQ(c[4]->trend, 0.6);
   EXPECT_DOUBLE_EQ(c[4]->gap, c[3]->gap);
   EXPECT_DOUBLE_EQ(c[5]->gap, c[3]->gap);
-  EXPECT_DOUBLE_EQ(carry_gaps({CompressedGaps{0.02, 0.03}}, noise, 0)[0]->gap, 0.03);  // no doublings left: as it stands
+  EXPECT_DOUBLE_EQ(carry_gaps({CompressedGaps{0.02, 0.03}}, noise, 0)[0]->gap,
+                   0.03);  // no doublings left: as it stands
 }
 
 // The share of samples whose run ends `gap` behind: deficit's inverse on the learning curve; where
@@ -358,7 +360,8 @@ TEST(RunRace, AReferenceThatNeverLeftTheStartPredictsNothing) {
                                      .budget_s(2));
   EXPECT_FALSE(race.best_batch.has_value());
   const std::string notes = fmt::format("{}", fmt::join(race.notes, "; "));
-  EXPECT_NE(notes.find("batch 32 (the reference) did not train: its longest compressed run"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("batch 32 (the reference) did not train: its longest compressed run"), std::string::npos)
+      << notes;
   EXPECT_NE(notes.find("did not leave the start"), std::string::npos) << notes;
 }
 
@@ -390,8 +393,8 @@ TEST(RunRace, AReserveJoinsWhenTheReferenceNeverLeftTheStart) {
       << race.notes[0];
   EXPECT_NE(race.notes[0].find("it did not leave the start either; no pick"), std::string::npos) << race.notes[0];
   // A reference that learns leaves the reserve out.
-  const RunRace learned = race_runs(*problem.workload, problem.held_out,
-                                    RunRaceOptions(o).lr(LrAdviceOptions(32, 0.05)).budget_s(4));
+  const RunRace learned =
+      race_runs(*problem.workload, problem.held_out, RunRaceOptions(o).lr(LrAdviceOptions(32, 0.05)).budget_s(4));
   EXPECT_FALSE(learned.first_reference.has_value());
   EXPECT_EQ(learned.reference_batch, 32);
   EXPECT_EQ(learned.entries.size(), 3u);
@@ -447,11 +450,12 @@ TEST(RunRace, AReserveJoinsWhenTheReferenceLedTheWholeRun) {
 
 TEST(RunRace, RefusesWhatItCannotRace) {
   Problem problem;
-  EXPECT_THROW(race_runs(*problem.workload, problem.held_out, RunRaceOptions({32}, {1000}, LrAdviceOptions(32, 0.05)).epochs(1)),
-               ConfigError);
-  EXPECT_THROW(race_runs(*problem.workload, problem.held_out,
-                         RunRaceOptions({32, 64}, {1000, 2000}, LrAdviceOptions(32, 0.05))),
-               ConfigError);  // no epochs
+  EXPECT_THROW(
+      race_runs(*problem.workload, problem.held_out, RunRaceOptions({32}, {1000}, LrAdviceOptions(32, 0.05)).epochs(1)),
+      ConfigError);
+  EXPECT_THROW(
+      race_runs(*problem.workload, problem.held_out, RunRaceOptions({32, 64}, {1000, 2000}, LrAdviceOptions(32, 0.05))),
+      ConfigError);  // no epochs
 }
 
 }  // namespace

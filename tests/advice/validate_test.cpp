@@ -51,7 +51,6 @@ TEST(Validate, TimeToTargetFollowsTheCurveThroughTheLatestEvaluations) {
   EXPECT_FALSE(time_to_target(curve({{1, 0.8}, {2, 0.7}}), 0.9, 0).has_value()) << "no accuracy to follow";
 }
 
-
 std::unique_ptr<Workload> mlp(int64_t samples) {
   CpuMemoryTracker::install();
   return make_workload(
@@ -65,9 +64,9 @@ TEST(Validate, FullRunsTrainTheEpochsAndCompareFinalQuality) {
   auto w = mlp(1000);
   const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
   const auto before = dynamic_cast<ModuleWorkload&>(*w).module().parameters()[0].clone();
-  const ValidationResult v =
-      validate(*w, held_out,
-               ValidateOptions({16, 100}).epochs(2).lr_schedule(LrSchedule::Cosine).measure_lr(false).held_out_samples(200));
+  const ValidationResult v = validate(
+      *w, held_out,
+      ValidateOptions({16, 100}).epochs(2).lr_schedule(LrSchedule::Cosine).measure_lr(false).held_out_samples(200));
   EXPECT_TRUE(at::equal(before, dynamic_cast<ModuleWorkload&>(*w).module().parameters()[0]));
   EXPECT_EQ(v.epochs, 2);
   EXPECT_EQ(v.lr_schedule, "cosine");
@@ -96,8 +95,8 @@ TEST(Validate, FullRunsTrainTheEpochsAndCompareFinalQuality) {
   Report report;
   report.validation = v;
   const std::string json = to_json(report);
-  for (const char* field : {"\"final_loss\"", "\"final_accuracy\"", "\"good_batches\"", "\"best_batch\"",
-                            "\"lr_schedule\": \"cosine\""})
+  for (const char* field :
+       {"\"final_loss\"", "\"final_accuracy\"", "\"good_batches\"", "\"best_batch\"", "\"lr_schedule\": \"cosine\""})
     EXPECT_NE(json.find(field), std::string::npos) << field;
 }
 
@@ -108,7 +107,11 @@ TEST(Validate, ABestAtTheGridsLowerEdgeTrainsABatchBelowIt) {
   auto w = mlp(1000);
   const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
   const auto options = [] {
-    return ValidateOptions({200, 100}).epochs(2).lr_schedule(LrSchedule::Cosine).measure_lr(false).held_out_samples(200);
+    return ValidateOptions({200, 100})
+        .epochs(2)
+        .lr_schedule(LrSchedule::Cosine)
+        .measure_lr(false)
+        .held_out_samples(200);
   };
   const ValidationResult given = validate(*w, held_out, options());
   ASSERT_EQ(given.runs.size(), 2u);
@@ -121,9 +124,8 @@ TEST(Validate, ABestAtTheGridsLowerEdgeTrainsABatchBelowIt) {
   ASSERT_TRUE(v.runs[0].final_loss.has_value()) << v.runs[0].message;
   EXPECT_EQ(*v.runs[1].final_loss, *given.runs[1].final_loss);  // the same run, from the same weights
   for (const auto& r : v.runs) ASSERT_TRUE(r.final_accuracy.has_value());
-  const auto best = std::max_element(v.runs.begin(), v.runs.end(), [](const auto& a, const auto& b) {
-    return *a.final_accuracy < *b.final_accuracy;
-  });
+  const auto best = std::max_element(
+      v.runs.begin(), v.runs.end(), [](const auto& a, const auto& b) { return *a.final_accuracy < *b.final_accuracy; });
   EXPECT_EQ(v.best_batch, best->batch);
   EXPECT_EQ(std::count(v.good_batches.begin(), v.good_batches.end(), 50), v.runs[0].good ? 1 : 0);
 }

@@ -2,13 +2,14 @@
 // fix, never a stack trace; and an end-to-end tune that writes its JSON report.
 #include <gtest/gtest.h>
 
-#include "support/cli_util.h"
-#include <nlohmann/json.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include "support/cli_util.h"
 
-#include <set>
 #include <unistd.h>
+#include <set>
 
+#include <sys/wait.h>
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -16,7 +17,6 @@
 #include <iterator>
 #include <map>
 #include <sstream>
-#include <sys/wait.h>
 
 namespace {
 
@@ -25,8 +25,11 @@ using namespace cli;
 TEST(Cli, UnknownNamesListTheChoices) {
   expect_clean_error("fit --model nope", 2,
                      "batchwise fit: --model nope: unknown model; choose one of mlp, lenet, resnet18, transformer");
-  expect_clean_error("fit --dataset imagenet", 2, "--dataset imagenet: unknown dataset; choose one of fashion-mnist, cifar10, idx, npy, csv, synthetic");
-  expect_clean_error("sweep --optimizer lion --batch-sizes 8", 2, "--optimizer lion: unknown optimizer; choose one of sgd, adam, adamw");
+  expect_clean_error(
+      "fit --dataset imagenet", 2,
+      "--dataset imagenet: unknown dataset; choose one of fashion-mnist, cifar10, idx, npy, csv, synthetic");
+  expect_clean_error("sweep --optimizer lion --batch-sizes 8", 2,
+                     "--optimizer lion: unknown optimizer; choose one of sgd, adam, adamw");
 }
 
 TEST(Cli, MalformedOptions) {
@@ -35,11 +38,14 @@ TEST(Cli, MalformedOptions) {
   // Counted before expanded (it once ended in std::bad_alloc); zero classes or processes are refused.
   expect_clean_error("sweep --model mlp --dataset synthetic --batch-sizes 1-999999999999+1", 2,
                      "--batch-sizes: range '1-999999999999+1' is 999999999999 batch sizes, each a trial; at most 1024");
-  expect_clean_error("fit --model mlp --dataset synthetic --num-classes 0", 2, "--num-classes: 0: must be at least 2 (a classifier needs at least 2 classes");
-  expect_clean_error("fit --model mlp --dataset synthetic --nproc 0", 2, "--nproc: 0: must be at least 1 (the number of local processes)");
+  expect_clean_error("fit --model mlp --dataset synthetic --num-classes 0", 2,
+                     "--num-classes: 0: must be at least 2 (a classifier needs at least 2 classes");
+  expect_clean_error("fit --model mlp --dataset synthetic --nproc 0", 2,
+                     "--nproc: 0: must be at least 1 (the number of local processes)");
   expect_clean_error("sweep --batch-sizes 16,,32", 2, "--batch-sizes: '' is not a batch size");
   expect_clean_error("sweep --model mlp", 2, "no batch sizes; pass --batch-sizes");
-  expect_clean_error("fit --model mlp --dataset synthetic --target 2", 2, "--target: 2: must be at most 1 (a fraction of the budget)");
+  expect_clean_error("fit --model mlp --dataset synthetic --target 2", 2,
+                     "--target: 2: must be at most 1 (a fraction of the budget)");
   expect_clean_error("fit --model transformer --dataset synthetic --seq-len 128-32", 2,
                      "--seq-len: range '128-32' runs backwards");
   expect_clean_error("fit --model transformer --dataset synthetic --seq-len -4", 2,
@@ -57,15 +63,18 @@ TEST(Cli, TuneRefusesATargetItCannotUse) {
                      "the batch race that measures the time to a target trains batchwise's own loop");
   // Both targets: refused, not one of them used silently.
   for (const char* command : {"tune", "validate --batch-sizes 32"})
-    expect_clean_error(std::string(command) + " --model mlp --dataset synthetic --target-accuracy 0.5 --target-loss 0.1",
-                       2, "--target-accuracy 0.5 and --target-loss 0.1: one target at a time; give one of them");
+    expect_clean_error(
+        std::string(command) + " --model mlp --dataset synthetic --target-accuracy 0.5 --target-loss 0.1", 2,
+        "--target-accuracy 0.5 and --target-loss 0.1: one target at a time; give one of them");
 }
 
 TEST(Cli, PlanForWritesThePlan) {
   expect_clean_error("fit --model mlp --dataset synthetic --plan-for tpu", 2, "--plan-for tpu: give a size like 24GiB");
   const fs::path json = scratch() / "plan.json";
-  const Outcome r = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 32MiB "
-                              "--plan-for a100-40gb --quiet --json " + json.string());
+  const Outcome r = batchwise(
+      "fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 32MiB "
+      "--plan-for a100-40gb --quiet --json " +
+      json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   // 42,298,834,944 bytes: what CUDA reports on an "A100 40GB", not 40 GiB.
   EXPECT_NE(r.out.find("plan for a100-40gb (39.4 GiB): batch "), std::string::npos) << r.out;
@@ -77,8 +86,9 @@ TEST(Cli, PlanForWritesThePlan) {
   EXPECT_EQ(j.at("plan").at("allowance").at("workspace_bytes"), 64ll << 20);
   EXPECT_NE(r.out.find("at the same precision (fp32)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the allowances added cover what this CPU measurement lacks"), std::string::npos) << r.out;
-  const Outcome bf16 = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 32MiB "
-                                 "--fit-steps 1 --precision bf16 --plan-for l4 --quiet");
+  const Outcome bf16 = batchwise(
+      "fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 32MiB "
+      "--fit-steps 1 --precision bf16 --plan-for l4 --quiet");
   ASSERT_EQ(bf16.code, 0) << bf16.err;
   EXPECT_NE(bf16.out.find("at the same precision (bf16)"), std::string::npos) << bf16.out;
 }
@@ -86,8 +96,9 @@ TEST(Cli, PlanForWritesThePlan) {
 TEST(Cli, VariableLengthSequencesFitTheLongest) {
   const fs::path range_json = scratch() / "range.json";
   const fs::path longest_json = scratch() / "longest.json";
-  const std::string common = "fit --model transformer --dataset synthetic --synthetic-size 256 --memory-budget 48MiB "
-                             "--multiple-of 4 --quiet --json ";
+  const std::string common =
+      "fit --model transformer --dataset synthetic --synthetic-size 256 --memory-budget 48MiB "
+      "--multiple-of 4 --quiet --json ";
   const Outcome range = batchwise(common + range_json.string() + " --seq-len 8-32");
   const Outcome longest = batchwise(common + longest_json.string() + " --seq-len 32");
   ASSERT_EQ(range.code, 0) << range.err;
@@ -110,7 +121,8 @@ TEST(Cli, CorruptDatasetIsADataError) {
   const fs::path dir = scratch() / "corrupt";
   fs::create_directories(dir);
   for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"})
-    fs::copy_file(fs::path("/usr/share/datasets/fashion-mnist") / name, dir / name, fs::copy_options::overwrite_existing);
+    fs::copy_file(fs::path("/usr/share/datasets/fashion-mnist") / name, dir / name,
+                  fs::copy_options::overwrite_existing);
   std::ofstream(dir / "train-images-idx3-ubyte.gz", std::ios::binary | std::ios::trunc) << "not gzip, not IDX";
   expect_clean_error("fit --data-dir " + dir.string(), 3, "train-images-idx3-ubyte.gz: expected magic 2051");
 }
@@ -150,8 +162,9 @@ TEST(Cli, EverySubcommandsHelpListsEveryOptionItAcceptsBySection) {
   }
   const Outcome tune = batchwise("tune --help");
   size_t last = 0;
-  for (const char* section : {"\nOptions:\n", "\nWorkload:\n", "\nInput pipeline:\n", "\nDevice and memory:\n", "\nFit:\n",
-                              "\nSweep:\n", "\nYour run:\n", "\nAdvice:\n", "\nValidation:\n", "\nOutput:\n", "\nExample:\n"}) {
+  for (const char* section :
+       {"\nOptions:\n", "\nWorkload:\n", "\nInput pipeline:\n", "\nDevice and memory:\n", "\nFit:\n", "\nSweep:\n",
+        "\nYour run:\n", "\nAdvice:\n", "\nValidation:\n", "\nOutput:\n", "\nExample:\n"}) {
     const size_t at = tune.out.find(section);
     ASSERT_NE(at, std::string::npos) << section << tune.out;
     EXPECT_GT(at, last) << section << " out of order:\n" << tune.out;
@@ -159,20 +172,23 @@ TEST(Cli, EverySubcommandsHelpListsEveryOptionItAcceptsBySection) {
   }
   EXPECT_LT(tune.out.find("--model"), tune.out.find("\nInput pipeline:\n"));  // under Workload
   // fit's --steps became --fit-steps (tune's name; --steps counts a sweep trial's measured steps).
-  const Outcome old = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 64MiB --max 8 "
-                                "--steps 1 --no-history -q");
+  const Outcome old = batchwise(
+      "fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 64MiB --max 8 "
+      "--steps 1 --no-history -q");
   ASSERT_EQ(old.code, 0) << old.err;
   EXPECT_NE(old.err.find("batchwise fit: warning: --steps is now --fit-steps"), std::string::npos) << old.err;
   EXPECT_NE(batchwise("fit --help").out.find("Deprecated:\n  --steps"), std::string::npos);
-  const Outcome renamed = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 64MiB "
-                                    "--max 8 --fit-steps 1 --no-history -q");
+  const Outcome renamed = batchwise(
+      "fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 64MiB "
+      "--max 8 --fit-steps 1 --no-history -q");
   ASSERT_EQ(renamed.code, 0) << renamed.err;
   EXPECT_EQ(renamed.err.find("warning"), std::string::npos) << renamed.err;
 }
 
 TEST(Cli, NothingFitsExitsSixWithANullBatch) {
   const fs::path json = scratch() / "nofit.json";
-  const Outcome r = batchwise("fit --model mlp --dataset synthetic --memory-budget 3MiB --quiet --json " + json.string());
+  const Outcome r =
+      batchwise("fit --model mlp --dataset synthetic --memory-budget 3MiB --quiet --json " + json.string());
   EXPECT_EQ(r.code, 6) << r.err;
   EXPECT_NE(r.out.find("no batch fits: batch 1 did not complete"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(json));
@@ -181,11 +197,14 @@ TEST(Cli, NothingFitsExitsSixWithANullBatch) {
 }
 
 TEST(Cli, EverySubcommandHasHelpWithAnExample) {
-  for (const char* sub : {"fit", "sweep", "tune", "compare", "history", "report", "plan", "noise", "validate", "doctor", "loader"}) {
+  for (const char* sub :
+       {"fit", "sweep", "tune", "compare", "history", "report", "plan", "noise", "validate", "doctor", "loader"}) {
     const Outcome r = batchwise(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("Example:"), std::string::npos) << sub << r.out;
-    if (std::string(sub) == "fit" || std::string(sub) == "sweep" || std::string(sub) == "tune" || std::string(sub) == "plan") EXPECT_NE(r.out.find("--memory-budget"), std::string::npos) << sub;
+    if (std::string(sub) == "fit" || std::string(sub) == "sweep" || std::string(sub) == "tune" ||
+        std::string(sub) == "plan")
+      EXPECT_NE(r.out.find("--memory-budget"), std::string::npos) << sub;
   }
 }
 
@@ -259,7 +278,8 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
       // recommends nothing: RunRace.AReferenceThatNeverLeftTheStartPredictsNothing).
       "tune --model mlp --memory-budget 64MiB --max 64 --batch-sizes 32,48,64 "
       "--warmup 1 --steps 3 --repetitions 3 --threads 1 --advice-budget 1 --noise-steps 4 --epochs 2 "
-      "--lr-schedule cosine --no-history --verbose --json " + json.string() + " --html " + html.string());
+      "--lr-schedule cosine --no-history --verbose --json " +
+      json.string() + " --html " + html.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("run race over"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("run race (your 2-epoch cosine run"), std::string::npos) << r.out;
@@ -287,7 +307,8 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
   const Outcome schedule = batchwise("tune --model mlp --dataset synthetic --lr-schedule cosine");
   EXPECT_EQ(schedule.code, 2);
   EXPECT_NE(schedule.err.find("give --epochs N"), std::string::npos) << schedule.err;
-  const Outcome shape = batchwise("validate --model mlp --dataset synthetic --batch-sizes 16 --epochs 1 --lr-schedule linear");
+  const Outcome shape =
+      batchwise("validate --model mlp --dataset synthetic --batch-sizes 16 --epochs 1 --lr-schedule linear");
   EXPECT_EQ(shape.code, 2);
   EXPECT_NE(shape.err.find("choose one of constant, cosine, step"), std::string::npos) << shape.err;
   // The schedule is weighed either way, and said so; validate trains one given, and refuses a bad one.
@@ -295,7 +316,8 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
   const fs::path scheduled = scratch() / "validate-schedule.json";
   const Outcome phased = batchwise(
       "validate --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 16 --epochs 2 --lr-schedule cosine "
-      "--batch-schedule 16:0,64:1 --rule-lr --threads 1 --no-history --json " + scheduled.string());
+      "--batch-schedule 16:0,64:1 --rule-lr --threads 1 --no-history --json " +
+      scheduled.string());
   ASSERT_EQ(phased.code, 0) << phased.err;
   EXPECT_NE(phased.err.find("[validate] schedule 16:0,64:1"), std::string::npos) << phased.err;
   EXPECT_NE(phased.out.find("schedule 16:0,64:1"), std::string::npos) << phased.out;
@@ -303,29 +325,33 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
   ASSERT_EQ(v.at("runs").size(), 2u);
   EXPECT_EQ(v.at("runs")[1].at("schedule"), "16:0,64:1");
   EXPECT_EQ(v.at("runs")[1].at("steps"), 16 + 4);  // 256 / 16 steps, then 256 / 64
-  EXPECT_EQ(v.at("fastest_batch"), 16);  // a schedule is never the fastest fixed batch
-  const Outcome unspaced = batchwise("validate --model mlp --dataset synthetic --batch-sizes 16 --batch-schedule 16:0,64:1 "
-                                     "--target-accuracy 0.5");
+  EXPECT_EQ(v.at("fastest_batch"), 16);            // a schedule is never the fastest fixed batch
+  const Outcome unspaced = batchwise(
+      "validate --model mlp --dataset synthetic --batch-sizes 16 --batch-schedule 16:0,64:1 "
+      "--target-accuracy 0.5");
   EXPECT_EQ(unspaced.code, 2);
   EXPECT_NE(unspaced.err.find("--batch-schedule 16:0,64:1: a schedule's phases are epochs of a run of known length; "
                               "give --epochs N"),
             std::string::npos)
       << unspaced.err;
-  const Outcome bad = batchwise("validate --model mlp --dataset synthetic --batch-sizes 16 --epochs 2 --batch-schedule 16");
+  const Outcome bad =
+      batchwise("validate --model mlp --dataset synthetic --batch-sizes 16 --epochs 2 --batch-schedule 16");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--batch-schedule: '16' in '16' has no ':'"), std::string::npos) << bad.err;
   // --extend-below: a grid whose best is its smallest batch (one batch: always) trains half of it too.
   const fs::path extended = scratch() / "validate-extended.json";
   const Outcome below = batchwise(
       "validate --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 16 --epochs 1 --lr-schedule cosine "
-      "--extend-below 1 --rule-lr --threads 1 --no-history --json " + extended.string());
+      "--extend-below 1 --rule-lr --threads 1 --no-history --json " +
+      extended.string());
   ASSERT_EQ(below.code, 0) << below.err;
   const auto runs = nlohmann::json::parse(slurp(extended)).at("validation").at("runs");
   ASSERT_EQ(runs.size(), 2u) << runs.dump();
   EXPECT_EQ(runs[0].at("batch"), 8);
   EXPECT_EQ(runs[1].at("batch"), 16);
   expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 16 --extend-below 1 --target-accuracy 0.5",
-                     2, "--extend-below 1: it extends full runs, whose best is judged at the run's end; give --epochs N");
+                     2,
+                     "--extend-below 1: it extends full runs, whose best is judged at the run's end; give --epochs N");
 }
 
 // Without --verbose, tune prints what a person reads first: one line per phase on stderr ("[2/4]
@@ -335,7 +361,8 @@ TEST(Cli, TuneWithoutVerbosePrintsPhasesTheWhyAndTheAnswer) {
   const fs::path json = scratch() / "tune-brief.json";
   const Outcome r = batchwise(
       "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
-      "--repetitions 2 --threads 1 --advice-budget 1 --no-history --json " + json.string());
+      "--repetitions 2 --threads 1 --advice-budget 1 --no-history --json " +
+      json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto lines = [](const std::string& text) {
     std::vector<std::string> out;
@@ -360,7 +387,8 @@ TEST(Cli, TuneWithoutVerbosePrintsPhasesTheWhyAndTheAnswer) {
   EXPECT_EQ(r.err.find("[trial"), std::string::npos) << r.err;
   ASSERT_FALSE(out.empty());
   const auto j = nlohmann::json::parse(slurp(json));
-  EXPECT_EQ(out.back().rfind(fmt::format("answer: batch {} | lr ", j.at("recommendation").at("batch").get<int>()), 0), 0u)
+  EXPECT_EQ(out.back().rfind(fmt::format("answer: batch {} | lr ", j.at("recommendation").at("batch").get<int>()), 0),
+            0u)
       << r.out;
   EXPECT_NE(out.back().find(" | confidence " + j.at("recommendation").at("confidence").get<std::string>()),
             std::string::npos)
@@ -392,9 +420,9 @@ TEST(Cli, TuneWithoutVerbosePrintsPhasesTheWhyAndTheAnswer) {
   EXPECT_GE(timing.at("at_most_s").get<double>(), timing.at("expected_s").get<double>());
   for (const auto& p : timing.at("phases"))
     if (p.at("phase") == "sweep" || p.at("phase") == "race") EXPECT_GT(p.value("expected_s", 0.0), 0) << p.dump();
-  EXPECT_NE(r.out.find(fmt::format("time: {:.0f} s in all ({:.0f} s expected, at most {:.0f} s: ",
-                                   timing.at("total_s").get<double>(), timing.at("expected_s").get<double>(),
-                                   timing.at("at_most_s").get<double>())),
+  EXPECT_NE(r.out.find(fmt::format(
+                "time: {:.0f} s in all ({:.0f} s expected, at most {:.0f} s: ", timing.at("total_s").get<double>(),
+                timing.at("expected_s").get<double>(), timing.at("at_most_s").get<double>())),
             std::string::npos)
       << r.out;
   // --verbose: every table, and a line per trial.
@@ -415,7 +443,8 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("[trial 1] batch 32: ok"), std::string::npos) << r.err;  // progress, one line per trial
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << "stderr is not a terminal here: plain lines, no live line";
-  EXPECT_NE(r.err.find("[trial 14/14] batch 1: "), std::string::npos) << r.err;  // the sweep's i of n (2 x 7, serpentine)
+  EXPECT_NE(r.err.find("[trial 14/14] batch 1: "), std::string::npos)
+      << r.err;  // the sweep's i of n (2 x 7, serpentine)
   EXPECT_NE(r.out.find("recommendation: batch "), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(j.at("schema_version"), "1");
@@ -451,7 +480,8 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   // --advice-budget, and short rungs tell less apart).
   EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find(" held-out loss ("), std::string::npos)
       << j.at("recommendation").dump();
-  EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("from your initial weights"), std::string::npos);
+  EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("from your initial weights"),
+            std::string::npos);
   // --target-loss reaches the race; the initial weights already meet this one, so it ranks as without.
   EXPECT_EQ(race.at("target"), "");
   EXPECT_NE(race.at("notes").dump().find("the target (held-out loss <= 100) is met by the initial weights already"),
@@ -485,8 +515,11 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   ASSERT_EQ(plain.code, 0) << plain.err;
   const auto p = nlohmann::json::parse(slurp(scratch() / "plain.json"));
   EXPECT_FALSE(p.contains("race"));
-  EXPECT_NE(p.at("context").at("warnings").dump().find("the target was not used: without --validate only the batch "
-                                                       "race uses it, and no race ran (--no-race"),
+  EXPECT_NE(p.at("context")
+                .at("warnings")
+                .dump()
+                .find("the target was not used: without --validate only the batch "
+                      "race uses it, and no race ran (--no-race"),
             std::string::npos)
       << p.at("context").dump();
   EXPECT_EQ(p.at("sweep").at("points").size(), 7u);  // batches given are all swept, flat or not
@@ -498,7 +531,8 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   const std::string page = slurp(html);
   for (const char* section : {"id=\"recommendation\"", "id=\"throughput\"", "id=\"memory\"", "id=\"fit-trials\""})
     EXPECT_NE(page.find(section), std::string::npos) << section;
-  EXPECT_NE(page.find("<b id=\"recommended-batch\">" + std::to_string(j.at("recommendation").at("batch").get<int>()) + "</b>"),
+  EXPECT_NE(page.find("<b id=\"recommended-batch\">" + std::to_string(j.at("recommendation").at("batch").get<int>()) +
+                      "</b>"),
             std::string::npos);
   const std::string opening = "data-chart=\"throughput\">";
   const size_t chart = page.find(opening) + opening.size();
@@ -516,11 +550,12 @@ TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
 TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
   const fs::path json = scratch() / "plan.json";
   const std::string base = "plan --model mlp --dataset synthetic --synthetic-size 1000 --no-history ";
-  Outcome r = batchwise(base + "--global-batch 96 --world-size 2 --max-micro-batch 16 --lr 0.1 --base-batch 32 --json " +
-                        json.string());
+  Outcome r = batchwise(
+      base + "--global-batch 96 --world-size 2 --max-micro-batch 16 --lr 0.1 --base-batch 32 --json " + json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("plan: global batch 96 = micro-batch 16 x 3 accumulation steps x 2 devices (exact)"),
-            std::string::npos) << r.out;
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("the last 40 samples are dropped"), std::string::npos) << r.out;  // 1000 = 10 x 96 + 40
   auto j = nlohmann::json::parse(slurp(json));
   const auto& a = j.at("accumulation_plan");
@@ -528,15 +563,17 @@ TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
   EXPECT_EQ(a.at("epoch").at("dropped_samples"), 40);
   EXPECT_EQ(a.at("epoch").at("steps"), 10);
   EXPECT_DOUBLE_EQ(j.at("lr").at("lr").get<double>(), 0.3);  // linear: 0.1 x 96/32
-  EXPECT_FALSE(j.contains("fit"));  // --max-micro-batch given: nothing to fit
+  EXPECT_FALSE(j.contains("fit"));                           // --max-micro-batch given: nothing to fit
   // Two devices: no range test looked at the rate, and the console says so; the run plan counts the
   // plan's 10 steps (the last 40 samples dropped), not 11, and its warm-up in steps and epochs.
-  EXPECT_NE(r.out.find("learning rate at batch 96: 0.3, unchecked: the scaling rule alone"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("learning rate at batch 96: 0.3, unchecked: the scaling rule alone"), std::string::npos)
+      << r.out;
   for (const auto& row : j.at("run_plan").at("rows"))
     if (row.at("batch") == 96) EXPECT_EQ(row.at("steps_per_epoch"), 10);
   EXPECT_NE(r.out.find("50 steps (5 epochs) from 0.1"), std::string::npos) << r.out;
 
-  r = batchwise(base + "--global-batch 100 --world-size 3 --max-micro-batch 16 --last-batch pad --json " + json.string());
+  r = batchwise(base + "--global-batch 100 --world-size 3 --max-micro-batch 16 --last-batch pad --json " +
+                json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   j = nlohmann::json::parse(slurp(json));
   EXPECT_FALSE(j.at("accumulation_plan").at("exact").get<bool>());
@@ -552,7 +589,8 @@ TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
   EXPECT_EQ(j.at("accumulation_plan").at("micro_batch"), 32);
   EXPECT_EQ(j.at("accumulation_plan").at("accumulation_steps"), 2);
   // Without --max the fit searches no further than a device's share of the global batch.
-  r = batchwise(base + "--global-batch 48 --world-size 2 --memory-budget 64MiB --fit-steps 1 -q --json " + json.string());
+  r = batchwise(base + "--global-batch 48 --world-size 2 --memory-budget 64MiB --fit-steps 1 -q --json " +
+                json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   j = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(j.at("fit").at("batch"), 24);
@@ -564,8 +602,10 @@ TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
 
 TEST(Cli, NoiseReportsTheNoiseScaleWithItsTimeline) {
   const fs::path json = scratch() / "noise.json";
-  const Outcome r = batchwise("noise --model mlp --dataset synthetic --synthetic-size 512 --batch 64 --micro-batch 8 "
-                              "--noise-steps 8 --no-history --json " + json.string());
+  const Outcome r = batchwise(
+      "noise --model mlp --dataset synthetic --synthetic-size 512 --batch 64 --micro-batch 8 "
+      "--noise-steps 8 --no-history --json " +
+      json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("B_simple = tr(Sigma) / |G|^2 = "), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(json));
@@ -583,8 +623,10 @@ TEST(Cli, NoiseReportsTheNoiseScaleWithItsTimeline) {
 // scaled learning rate; the soonest is recommended.
 TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   const fs::path json = scratch() / "validate.json";
-  const Outcome r = batchwise("validate --model mlp --batch-sizes 64,256 --target-accuracy 0.75 --max-epochs 1 "
-                              "--threads 2 --no-history --json " + json.string());
+  const Outcome r = batchwise(
+      "validate --model mlp --batch-sizes 64,256 --target-accuracy 0.75 --max-epochs 1 "
+      "--threads 2 --no-history --json " +
+      json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   // Progress while each candidate trains (epoch, held-out metric, time so far and left), then its end.
   EXPECT_NE(r.err.find("[validate 1/2] batch 64: epoch "), std::string::npos) << r.err;
@@ -602,7 +644,8 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
     EXPECT_GT(run.at("train_s").get<double>(), 0);
     EXPECT_EQ(run.at("curve").back().at("accuracy"), run.at("accuracy"));
     // 1/20 of an epoch between evaluations: the target was not yet reached one evaluation earlier.
-    if (run.at("curve").size() > 1) EXPECT_LT(run.at("curve").at(run.at("curve").size() - 2).at("accuracy").get<double>(), 0.75);
+    if (run.at("curve").size() > 1)
+      EXPECT_LT(run.at("curve").at(run.at("curve").size() - 2).at("accuracy").get<double>(), 0.75);
   }
   // Each batch at its scaled rate (0.01 x 64/32, 0.01 x 256/32), capped where a range test from
   // the same weights saw the loss run away too close above it, with a warm-up from the base rate.
@@ -616,16 +659,19 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   EXPECT_EQ(j.at("recommendation").at("batch"), v.at("fastest_batch"));
   EXPECT_NE(r.out.find("<- soonest"), std::string::npos) << r.out;
 
-  const Outcome never = batchwise("validate --model mlp --batch-sizes 64 --target-accuracy 0.99 --max-epochs 0.05 "
-                                  "--no-history -q --json " + json.string());
+  const Outcome never = batchwise(
+      "validate --model mlp --batch-sizes 64 --target-accuracy 0.99 --max-epochs 0.05 "
+      "--no-history -q --json " +
+      json.string());
   ASSERT_EQ(never.code, 0) << never.err;
   const auto n = nlohmann::json::parse(slurp(json));
   EXPECT_FALSE(n.at("validation").at("runs").at(0).at("reached").get<bool>());
   EXPECT_EQ(n.at("validation").at("runs").at(0).at("message"), "not reached within --max-epochs 0.05");
   EXPECT_TRUE(n.at("validation").at("fastest_batch").is_null());
   EXPECT_FALSE(n.contains("recommendation"));
-  expect_clean_error("validate --model mlp --dataset csv --data-file " + (scratch() / "none.csv").string() +
-                         " --batch-sizes 64", 2, "--dataset csv: validation needs a held-out test split");
+  expect_clean_error(
+      "validate --model mlp --dataset csv --data-file " + (scratch() / "none.csv").string() + " --batch-sizes 64", 2,
+      "--dataset csv: validation needs a held-out test split");
 }
 
 // The linear rule hands lenet 0.64 at 2048 and 1.28 at 4096, rates at which it never left chance
@@ -633,8 +679,10 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
 // weights) leave it, and the recommended rate is the one the winner trained with.
 TEST(Cli, LargeBatchesTrainAtTheirCappedRates) {
   const fs::path json = scratch() / "large.json";
-  const Outcome r = batchwise("validate --model lenet --batch-sizes 2048,4096 --target-accuracy 0.3 --max-epochs 1 "
-                              "--held-out-samples 2000 --eval-every 4096 --no-history -q --json " + json.string());
+  const Outcome r = batchwise(
+      "validate --model lenet --batch-sizes 2048,4096 --target-accuracy 0.3 --max-epochs 1 "
+      "--held-out-samples 2000 --eval-every 4096 --no-history -q --json " +
+      json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(json));
   for (const auto& run : j.at("validation").at("runs")) {
@@ -650,9 +698,10 @@ TEST(Cli, LargeBatchesTrainAtTheirCappedRates) {
 
 TEST(Cli, TuneValidateConfirmsOrCorrectsTheRecommendation) {
   const fs::path json = scratch() / "tune-validate.json";
-  const Outcome r = batchwise("tune --model mlp --min 32 --max 128 --fit-steps 1 --steps 2 --repetitions 1 --no-noise "
-                              "--validate --target-accuracy 0.7 --max-epochs 0.5 --threads 2 --no-history -q --json " +
-                              json.string());
+  const Outcome r = batchwise(
+      "tune --model mlp --min 32 --max 128 --fit-steps 1 --steps 2 --repetitions 1 --no-noise "
+      "--validate --target-accuracy 0.7 --max-epochs 0.5 --threads 2 --no-history -q --json " +
+      json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(json));
   const auto& v = j.at("validation");
@@ -674,7 +723,8 @@ TEST(Cli, ASweepWhoseLossIsNotANumberRecommendsNothing) {
   const fs::path json = scratch() / "sweep-nan.json";
   const Outcome r = batchwise(
       "sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 32 --lr 1000000 --warmup 0 --steps 30 "
-      "--repetitions 1 --threads 1 --no-history --json " + json.string());
+      "--repetitions 1 --threads 1 --no-history --json " +
+      json.string());
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.out.find("no batch trained: 1 of 1 swept batches ended in an error"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(json));
@@ -688,7 +738,8 @@ TEST(Cli, ASweepWhoseLossIsNotANumberRecommendsNothing) {
   const fs::path dp = scratch() / "sweep-nan-dp.json";
   const Outcome d = batchwise(
       "sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 32 --lr 1000000 --warmup 0 --steps 30 "
-      "--repetitions 1 --threads 1 --nproc 2 --dist-timeout 60 --no-history -q --json " + dp.string());
+      "--repetitions 1 --threads 1 --nproc 2 --dist-timeout 60 --no-history -q --json " +
+      dp.string());
   EXPECT_EQ(d.code, 1) << d.err;
   const auto dj = nlohmann::json::parse(slurp(dp));
   const auto& dpoint = dj.at("sweep").at("points").at(0);
@@ -699,8 +750,10 @@ TEST(Cli, ASweepWhoseLossIsNotANumberRecommendsNothing) {
 
 TEST(Cli, SweepProfileTimesEachPhase) {
   const fs::path json = scratch() / "profile.json";
-  const Outcome r = batchwise("sweep --model mlp --dataset synthetic --synthetic-size 512 --batch-sizes 16,64 "
-                              "--repetitions 1 --steps 2 --profile --no-history -q --json " + json.string());
+  const Outcome r = batchwise(
+      "sweep --model mlp --dataset synthetic --synthetic-size 512 --batch-sizes 16,64 "
+      "--repetitions 1 --steps 2 --profile --no-history -q --json " +
+      json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("step profile (a separate pass"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(json));
@@ -714,9 +767,11 @@ TEST(Cli, SweepProfileTimesEachPhase) {
 
 TEST(Cli, ComparePrecisionPutsBf16BesideFp32) {
   const fs::path json = scratch() / "precision.json";
-  const Outcome r = batchwise("tune --model lenet --dataset synthetic --synthetic-size 512 --memory-budget 256MiB "
-                              "--min 16 --max 64 --repetitions 1 --steps 2 --fit-steps 1 --no-noise --compare-precision "
-                              "--no-history -q --json " + json.string());
+  const Outcome r = batchwise(
+      "tune --model lenet --dataset synthetic --synthetic-size 512 --memory-budget 256MiB "
+      "--min 16 --max 64 --repetitions 1 --steps 2 --fit-steps 1 --no-noise --compare-precision "
+      "--no-history -q --json " +
+      json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(json));
   const auto& p = j.at("precision_comparison");
@@ -733,14 +788,17 @@ TEST(Cli, ComparePrecisionPutsBf16BesideFp32) {
 
   // Each precision's fit is the fit of that precision alone: the run's own model is released first
   // (its parameters and optimizer state once made the bf16 fit 2290 where alone it is 2565, at 24 MiB).
-  const std::string flags = "--model mlp --dataset synthetic --synthetic-size 512 --memory-budget 12MiB --max 8192 "
-                            "--no-history -q --json ";
-  const Outcome both = batchwise("tune " + flags + json.string() +
-                                 " --min 256 --repetitions 1 --steps 2 --fit-steps 1 --no-noise --no-race --compare-precision");
+  const std::string flags =
+      "--model mlp --dataset synthetic --synthetic-size 512 --memory-budget 12MiB --max 8192 "
+      "--no-history -q --json ";
+  const Outcome both =
+      batchwise("tune " + flags + json.string() +
+                " --min 256 --repetitions 1 --steps 2 --fit-steps 1 --no-noise --no-race --compare-precision");
   ASSERT_EQ(both.code, 0) << both.err;
   const auto c = nlohmann::json::parse(slurp(json)).at("precision_comparison");
   ASSERT_EQ(c.size(), 2u);
-  const Outcome alone = batchwise("fit " + flags + (scratch() / "bf16.json").string() + " --fit-steps 1 --precision bf16");
+  const Outcome alone =
+      batchwise("fit " + flags + (scratch() / "bf16.json").string() + " --fit-steps 1 --precision bf16");
   ASSERT_EQ(alone.code, 0) << alone.err;
   EXPECT_EQ(c.at(1).at("fit_batch"), nlohmann::json::parse(slurp(scratch() / "bf16.json")).at("fit").at("batch"));
 }
@@ -749,8 +807,10 @@ TEST(Cli, ComparePrecisionPutsBf16BesideFp32) {
 // removes the stall depends on this machine's speed; decide_loader's own tests use known figures).
 TEST(Cli, LoaderReportsEverySettingAndChoosesByItsFigures) {
   const fs::path json = scratch() / "loader.json";
-  const Outcome r = batchwise("loader --model mlp --dataset synthetic --synthetic-size 1000 --io-latency-us 125 "
-                              "--batch 64 --steps 6 --no-history -q --json " + json.string());
+  const Outcome r = batchwise(
+      "loader --model mlp --dataset synthetic --synthetic-size 1000 --io-latency-us 125 "
+      "--batch 64 --steps 6 --no-history -q --json " +
+      json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(json));
   const auto& l = j.at("loader");
@@ -768,13 +828,15 @@ TEST(Cli, LoaderReportsEverySettingAndChoosesByItsFigures) {
     input_bound_follows_the_wait(t);
     if (t.at("outcome") == "ok") best = std::max(best, t.at("samples_per_s").get<double>());
   }
-  EXPECT_EQ(tried, (std::vector<std::pair<int, int>>{{0, 2}, {1, 2}, {1, 4}, {2, 2}, {2, 4}, {4, 2}, {4, 4}, {8, 2}, {8, 4}}));
+  EXPECT_EQ(tried,
+            (std::vector<std::pair<int, int>>{{0, 2}, {1, 2}, {1, 4}, {2, 2}, {2, 4}, {4, 2}, {4, 4}, {8, 2}, {8, 4}}));
   const nlohmann::json* expected = nullptr;  // decide_loader's rule, applied to the reported figures
   if (!l.at("before").at("input_bound").get<bool>()) {
     expected = &l.at("before");
   } else {
     for (const auto& t : l.at("trials"))
-      if (t.at("outcome") == "ok" && !t.at("input_bound").get<bool>() && t.at("samples_per_s").get<double>() >= 0.95 * best) {
+      if (t.at("outcome") == "ok" && !t.at("input_bound").get<bool>() &&
+          t.at("samples_per_s").get<double>() >= 0.95 * best) {
         expected = &t;
         break;
       }
@@ -803,7 +865,8 @@ TEST(Cli, ReportErrorsNameTheInput) {
   expect_clean_error("report " + (scratch() / "garbage.json").string(), 3, "garbage.json: not JSON");
   const std::string golden = std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json";
   expect_clean_error("report " + golden + " -o " + golden, 2, "that is the JSON report itself");
-  expect_clean_error("report " + golden + " -o /nonexistent/dir/r.html", 2, "-o /nonexistent/dir/r.html: cannot write there");
+  expect_clean_error("report " + golden + " -o /nonexistent/dir/r.html", 2,
+                     "-o /nonexistent/dir/r.html: cannot write there");
   expect_clean_error("fit --model mlp --dataset synthetic --max 8 --html /nonexistent/dir/r.html", 2,
                      "--html /nonexistent/dir/r.html: cannot write there");
 }
@@ -812,8 +875,10 @@ TEST(Cli, ReportErrorsNameTheInput) {
 TEST(Cli, RunsAreStoredAndTuneReusesAMatchingFit) {
   const fs::path db = scratch() / "runs.sqlite";
   fs::remove(db);
-  const std::string workload = "--model mlp --dataset synthetic --synthetic-size 256 --memory-budget 64MiB --max 32 "
-                               "--warmup 1 --steps 1 --repetitions 1 -q --history " + db.string();
+  const std::string workload =
+      "--model mlp --dataset synthetic --synthetic-size 256 --memory-budget 64MiB --max 32 "
+      "--warmup 1 --steps 1 --repetitions 1 -q --history " +
+      db.string();
   const Outcome first = batchwise("tune " + workload);
   ASSERT_EQ(first.code, 0) << first.err;
   const fs::path json = scratch() / "reused.json";
@@ -836,7 +901,8 @@ TEST(Cli, RunsAreStoredAndTuneReusesAMatchingFit) {
   const Outcome table = batchwise("history --history " + db.string());
   EXPECT_NE(table.out.find("(3 shown, newest first)"), std::string::npos) << table.out;
   std::ofstream(scratch() / "garbage.sqlite") << "not a database at all, just words";
-  expect_clean_error("history --history " + (scratch() / "garbage.sqlite").string(), 2, "not a usable batchwise history");
+  expect_clean_error("history --history " + (scratch() / "garbage.sqlite").string(), 2,
+                     "not a usable batchwise history");
 }
 
 // Before its fit, tune states what the last tune of the same kind here took, from the history; a
@@ -844,8 +910,10 @@ TEST(Cli, RunsAreStoredAndTuneReusesAMatchingFit) {
 TEST(Cli, TuneStatesWhatTheLastSuchTuneTookBeforeItStarts) {
   const fs::path db = scratch() / "last-tune.sqlite";
   fs::remove(db);
-  const std::string workload = "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max "
-                               "64 --warmup 1 --steps 2 --repetitions 1 --threads 1 --history " + db.string();
+  const std::string workload =
+      "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max "
+      "64 --warmup 1 --steps 2 --repetitions 1 --threads 1 --history " +
+      db.string();
   const Outcome first = batchwise(workload);
   ASSERT_EQ(first.code, 0) << first.err;
   EXPECT_EQ(first.err.find("as the last such tune here took"), std::string::npos) << first.err;
@@ -863,8 +931,10 @@ TEST(Cli, TuneStatesWhatTheLastSuchTuneTookBeforeItStarts) {
 // --trace: a Chrome trace of one step at the recommended batch, with the step's operators in it.
 TEST(Cli, TraceWritesAChromeTraceOfOneStep) {
   const fs::path trace = scratch() / "step.trace.json";
-  const Outcome r = batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 64MiB --max 32 "
-                              "-q --trace " + trace.string());
+  const Outcome r = batchwise(
+      "fit --model mlp --dataset synthetic --synthetic-size 256 --memory-budget 64MiB --max 32 "
+      "-q --trace " +
+      trace.string());
   ASSERT_EQ(r.code, 0) << r.err;
   // Kineto's Chrome trace: an object whose traceEvents hold the operators, with their durations.
   const auto doc = nlohmann::json::parse(slurp(trace));

@@ -1,7 +1,7 @@
 // `batchwise fit|sweep|tune --cmd -- ...`: a user's own training command, run once per trial.
 #include <gtest/gtest.h>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "support/cli_util.h"
 
@@ -66,10 +66,12 @@ TEST(Cmd, PythonTorchScriptIsFittedAndSweptThroughItsCommand) {
 
 TEST(Cmd, KilledAndHungChildrenAreResultsAndTheRunGoesOn) {
   const fs::path json = scratch() / "cmd-faults.json";
-  const Outcome r = batchwise("sweep --cmd --batch-sizes 8,16,32,64 --repetitions 1 --warmup 1 --steps 2 "
-                              "--trial-timeout 3 -q --json " + json.string() + " -- python3 " + kCmdDir +
-                              "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01 --kill-at 16 "
-                              "--hang-at 32");
+  const Outcome r = batchwise(
+      "sweep --cmd --batch-sizes 8,16,32,64 --repetitions 1 --warmup 1 --steps 2 "
+      "--trial-timeout 3 -q --json " +
+      json.string() + " -- python3 " + kCmdDir +
+      "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01 --kill-at 16 "
+      "--hang-at 32");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto points = nlohmann::json::parse(slurp(json)).at("sweep").at("points");
   ASSERT_EQ(points.size(), 4u);
@@ -93,8 +95,9 @@ TEST(Cmd, ASweepInWhichNoBatchTrainedExitsNonZero) {
       << r.out;
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(j.at("sweep").at("points").at(0).at("outcome"), "error");
-  const Outcome oom = batchwise("sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 8,16 "
-                                "--repetitions 1 --memory-budget 1KiB --no-history -q");
+  const Outcome oom = batchwise(
+      "sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 8,16 "
+      "--repetitions 1 --memory-budget 1KiB --no-history -q");
   EXPECT_EQ(oom.code, 6) << oom.err;
   // A command that trains nothing and exits at once is not measured at thousands of samples/s: it
   // ran no step. The console header says what is known of a command, not empty workload fields.
@@ -126,9 +129,10 @@ TEST(Cmd, ASweepInWhichNoBatchTrainedExitsNonZero) {
 // A command that measures its own throughput: its figure is the point's samples/s, not ours.
 TEST(Cmd, TheCommandsOwnThroughputIsWhatTheSweepRanks) {
   const fs::path json = scratch() / "cmd-reported.json";
-  const Outcome r = batchwise("sweep --cmd --batch-sizes 8,16 --repetitions 2 --warmup 1 --steps 2 -q --json " +
-                              json.string() + " -- python3 " + kCmdDir +
-                              "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01 --samples-per-s 4321");
+  const Outcome r =
+      batchwise("sweep --cmd --batch-sizes 8,16 --repetitions 2 --warmup 1 --steps 2 -q --json " + json.string() +
+                " -- python3 " + kCmdDir +
+                "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01 --samples-per-s 4321");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto report = nlohmann::json::parse(slurp(json));  // alive through the loop (ASan found it was not)
   for (const auto& p : report.at("sweep").at("points")) {
@@ -176,9 +180,9 @@ TEST(Cmd, InterruptingBatchwiseStopsTheRunningCommand) {
 TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
   const fs::path pwned = scratch() / "pwned";
   const fs::path json = scratch() / "cmd-shell.json";
-  const Outcome r = batchwise("sweep --cmd --batch-sizes 4 --repetitions 1 --warmup 0 --steps 1 -q --json " +
-                              json.string() + " -- python3 " + kCmdDir + "/echo_argv.py --bs={batch} '; touch " +
-                              pwned.string() + "'");
+  const Outcome r =
+      batchwise("sweep --cmd --batch-sizes 4 --repetitions 1 --warmup 0 --steps 1 -q --json " + json.string() +
+                " -- python3 " + kCmdDir + "/echo_argv.py --bs={batch} '; touch " + pwned.string() + "'");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(fs::exists(pwned));
   expect_clean_error("sweep --cmd --batch-sizes 4 -- python3 train.py --lr={learning_rate}", 2, "{learning_rate}");
@@ -196,13 +200,17 @@ TEST(Cmd, AGpuCommandIsMeasuredThroughNvmlOnTheDeviceItSees) {
   const std::string env = std::string("LD_LIBRARY_PATH=") + BATCHWISE_TEST_FAKE_NVML_DIR +
                           " CUDA_VISIBLE_DEVICES=GPU-bbbb2222,GPU-aaaa1111";
   const std::string script = std::string("python3 ") + kCmdDir + "/alloc.py --batch-size {batch} --steps {steps}";
-  for (const auto& [device, name, total] : {std::tuple<std::string, std::string, int64_t>{"cuda:1", "Fake GPU A 8GB", 8LL << 30},
-                                            {"cuda", "Fake GPU B 24GB", 24LL << 30},
-                                            {"auto", "Fake GPU B 24GB", 24LL << 30}}) {
+  for (const auto& [device, name, total] :
+       {std::tuple<std::string, std::string, int64_t>{"cuda:1", "Fake GPU A 8GB", 8LL << 30},
+        {"cuda", "Fake GPU B 24GB", 24LL << 30},
+        {"auto", "Fake GPU B 24GB", 24LL << 30}}) {
     const fs::path json = scratch() / "nvml-cmd.json";
     fs::remove(json);
-    const Outcome r = batchwise("sweep --cmd --device " + device + " --batch-sizes 4 --repetitions 1 --warmup 1 --steps 2 "
-                                "--no-history -q --json " + json.string() + " -- " + script, env);
+    const Outcome r = batchwise("sweep --cmd --device " + device +
+                                    " --batch-sizes 4 --repetitions 1 --warmup 1 --steps 2 "
+                                    "--no-history -q --json " +
+                                    json.string() + " -- " + script,
+                                env);
     // The stand-in NVML lists no processes, so the command's trial has no memory figure and is an
     // error: a sweep that measured nothing exits 1. The device it resolved is what this checks.
     ASSERT_EQ(r.code, 1) << device << "\n" << r.err << r.out;
@@ -220,8 +228,9 @@ TEST(Cmd, AGpuCommandIsMeasuredThroughNvmlOnTheDeviceItSees) {
   EXPECT_EQ(past.code, 5) << past.err;
   EXPECT_NE(past.err.find("NVML finds 2 device(s), none of them the command's CUDA device 2"), std::string::npos)
       << past.err;
-  const Outcome hidden = batchwise("sweep --cmd --device cuda --batch-sizes 4 -- " + script,
-                                   std::string("LD_LIBRARY_PATH=") + BATCHWISE_TEST_FAKE_NVML_DIR + " CUDA_VISIBLE_DEVICES=7");
+  const Outcome hidden =
+      batchwise("sweep --cmd --device cuda --batch-sizes 4 -- " + script,
+                std::string("LD_LIBRARY_PATH=") + BATCHWISE_TEST_FAKE_NVML_DIR + " CUDA_VISIBLE_DEVICES=7");
   EXPECT_EQ(hidden.code, 5) << hidden.err;
   EXPECT_NE(hidden.err.find("(CUDA_VISIBLE_DEVICES=7)"), std::string::npos) << hidden.err;
 }

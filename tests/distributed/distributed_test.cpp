@@ -1,10 +1,10 @@
 // Data-parallel trials between real processes on this machine, over c10d's Gloo: the library's
 // ranks (this test binary re-run as a worker) and the CLI's (--nproc, and torchrun's variables).
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -145,10 +145,9 @@ TEST(DataParallel, OutOfMemoryOnOneRankFailsTheBatchForEveryRank) {
   auto command = [&](const std::string& budget, const std::string& json) {
     // binsearch doubles past the answer (model mode's probes may never fail); --multiple-of keeps
     // the bisection short.
-    return std::vector<std::string>{BATCHWISE_TEST_BINARY, "fit",        "--model",         "mlp",
-                                    "--dataset",           "synthetic",  "--mode",          "binsearch",
-                                    "--multiple-of",       "512",        "--memory-budget", budget,
-                                    "--no-history",        "--json",     json};
+    return std::vector<std::string>{BATCHWISE_TEST_BINARY, "fit",    "--model",      "mlp",           "--dataset",
+                                    "synthetic",           "--mode", "binsearch",    "--multiple-of", "512",
+                                    "--memory-budget",     budget,   "--no-history", "--json",        json};
   };
   const std::string j0 = (dir / "oom0.json").string(), j1 = (dir / "oom1.json").string();
   const pid_t r0 = start_rank(command("512MiB", j0), 0, 2, port, {}, (dir / "oom0.err").string());
@@ -163,8 +162,9 @@ TEST(DataParallel, OutOfMemoryOnOneRankFailsTheBatchForEveryRank) {
   EXPECT_EQ(report["distributed"]["rank_budget_bytes"], nlohmann::json::array({512 << 20, 96 << 20}));
   const int64_t fitted = report["fit"]["batch"];
   // The same answer on both ranks: rank 1 says it in its last line.
-  EXPECT_NE(e1.find("rank 1 of 2): done, as agreed with every rank: fit batch " + std::to_string(fitted) + " per device"),
-            std::string::npos)
+  EXPECT_NE(
+      e1.find("rank 1 of 2): done, as agreed with every rank: fit batch " + std::to_string(fitted) + " per device"),
+      std::string::npos)
       << e1;
   // Some trial ran out of memory on rank 1 only, and failed for both.
   bool one_rank_oom = false;
@@ -195,15 +195,16 @@ std::tuple<int, std::string, double> sweep_then_signal_rank_1(int signal, const 
   // A file left by an earlier process with the same pid (the scratch folder is named by pid) would
   // show its "[trial 1/" before this launcher has forked, and rank 1 would not be found.
   cli::fs::remove(err);
-  const pid_t launcher = start_rank({BATCHWISE_TEST_BINARY, "sweep", "--model", "lenet", "--dataset", "synthetic",
-                                     "--nproc", "2", "--batch-sizes", "32,64,128", "--steps", "30", "--repetitions",
-                                     "3", "--no-history", "--dist-timeout", timeout_s},
-                                    0, 1, 0, {{"WORLD_SIZE", ""}, {"RANK", ""}, {"OMP_NUM_THREADS", ""}}, err);
+  const pid_t launcher = start_rank(
+      {BATCHWISE_TEST_BINARY, "sweep", "--model", "lenet", "--dataset", "synthetic", "--nproc", "2", "--batch-sizes",
+       "32,64,128", "--steps", "30", "--repetitions", "3", "--no-history", "--dist-timeout", timeout_s},
+      0, 1, 0, {{"WORLD_SIZE", ""}, {"RANK", ""}, {"OMP_NUM_THREADS", ""}}, err);
   // Until the first trial is reported, every rank is known to be in the trials.
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   while (cli::slurp(err).find("[trial 1/") == std::string::npos && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const std::string children = cli::slurp("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
+  const std::string children =
+      cli::slurp("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
   int rank0 = 0, rank1 = 0;
   std::sscanf(children.c_str(), "%d %d", &rank0, &rank1);
   EXPECT_GT(rank1, 0) << "no rank 1 among the launcher's children: '" << children << "'\n" << cli::slurp(err);
@@ -239,9 +240,10 @@ TEST(DataParallel, AHungRankEndsTheOthersAtTheTimeout) {
 
 TEST(DataParallel, NprocSweepReportsScalingAndTheAllReduceShare) {
   const cli::fs::path dir = cli::scratch();
-  const auto r = cli::batchwise("sweep --model mlp --dataset synthetic --nproc 2 --batch-sizes 16,64 --steps 3 "
-                                "--repetitions 2 --no-history --json " + (dir / "dp_sweep.json").string() + " --html " +
-                                (dir / "dp_sweep.html").string());
+  const auto r = cli::batchwise(
+      "sweep --model mlp --dataset synthetic --nproc 2 --batch-sizes 16,64 --steps 3 "
+      "--repetitions 2 --no-history --json " +
+      (dir / "dp_sweep.json").string() + " --html " + (dir / "dp_sweep.html").string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto report = nlohmann::json::parse(cli::slurp(dir / "dp_sweep.json"));
   EXPECT_EQ(report["distributed"]["world_size"], 2);
@@ -254,7 +256,8 @@ TEST(DataParallel, NprocSweepReportsScalingAndTheAllReduceShare) {
     EXPECT_GT(d["allreduce_share"].get<double>(), 0);
     EXPECT_LT(d["allreduce_share"].get<double>(), 1);
     // samples/s counts both ranks: 2 x batch over the (slowest rank's) median step.
-    EXPECT_NEAR(p["samples_per_s"].get<double>(), 2.0 * p["batch"].get<double>() / p["step_time_s_median"].get<double>(),
+    EXPECT_NEAR(p["samples_per_s"].get<double>(),
+                2.0 * p["batch"].get<double>() / p["step_time_s_median"].get<double>(),
                 1e-6 * p["samples_per_s"].get<double>());
     const double eff = d["scaling_efficiency"];
     EXPECT_NEAR(eff, p["samples_per_s"].get<double>() / (2 * d["single_process_samples_per_s"].get<double>()), 1e-9);
@@ -270,16 +273,18 @@ TEST(DataParallel, NprocSweepReportsScalingAndTheAllReduceShare) {
 // collective: it is planned from the measured step time to end within their patience (0.8 x
 // --dist-timeout) with room for one slower step, shortened, or left out with a note.
 TEST(DataParallel, TheSingleProcessRunIsPlannedWithinTheOtherRanksPatience) {
-  EXPECT_EQ(plan_single_process_run(2, 5, 0.1, 8.0), std::make_pair(2, 5));   // 7 steps of 0.1 s: room to spare
-  EXPECT_EQ(plan_single_process_run(2, 5, 1.0, 6.0), std::make_pair(1, 3));   // 4 fit beside a slower one
-  EXPECT_EQ(plan_single_process_run(2, 5, 1.0, 3.4), std::nullopt);           // 1 step: nothing to measure
-  EXPECT_EQ(plan_single_process_run(0, 3, 0.0, 1.0), std::make_pair(0, 3));   // no step time: as asked
+  EXPECT_EQ(plan_single_process_run(2, 5, 0.1, 8.0), std::make_pair(2, 5));  // 7 steps of 0.1 s: room to spare
+  EXPECT_EQ(plan_single_process_run(2, 5, 1.0, 6.0), std::make_pair(1, 3));  // 4 fit beside a slower one
+  EXPECT_EQ(plan_single_process_run(2, 5, 1.0, 3.4), std::nullopt);          // 1 step: nothing to measure
+  EXPECT_EQ(plan_single_process_run(0, 3, 0.0, 1.0), std::make_pair(0, 3));  // no step time: as asked
   // Steps of ~2 s and a 3 s --dist-timeout: alone, 3 steps would take 6 s while rank 1 waits at
   // most 3 s, and the run once ended there with exit 7. Now the sweep ends ok and says why.
   const cli::fs::path dir = cli::scratch();
-  const auto r = cli::batchwise("sweep --model mlp --dataset synthetic --synthetic-size 256 --nproc 2 --batch-sizes 8 "
-                                "--io-latency-us 250000 --warmup 1 --steps 2 --repetitions 1 --dist-timeout 3 "
-                                "--no-history -q --json " + (dir / "dp_patience.json").string());
+  const auto r = cli::batchwise(
+      "sweep --model mlp --dataset synthetic --synthetic-size 256 --nproc 2 --batch-sizes 8 "
+      "--io-latency-us 250000 --warmup 1 --steps 2 --repetitions 1 --dist-timeout 3 "
+      "--no-history -q --json " +
+      (dir / "dp_patience.json").string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto report = nlohmann::json::parse(cli::slurp(dir / "dp_patience.json"));
   const auto& p = report["sweep"]["points"][0];
@@ -291,8 +296,10 @@ TEST(DataParallel, TheSingleProcessRunIsPlannedWithinTheOtherRanksPatience) {
 
 TEST(DataParallel, PlanUsesTheRanksAndStatesTheLastBatch) {
   // 10000 samples, global batch 1536: 6 full steps, and 784 samples dropped (or 752 padded).
-  const auto r = cli::batchwise("plan --model mlp --dataset synthetic --nproc 2 --global-batch 1536 "
-                                "--memory-budget 64MiB --no-history --json " + (cli::scratch() / "dp_plan.json").string());
+  const auto r = cli::batchwise(
+      "plan --model mlp --dataset synthetic --nproc 2 --global-batch 1536 "
+      "--memory-budget 64MiB --no-history --json " +
+      (cli::scratch() / "dp_plan.json").string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto report = nlohmann::json::parse(cli::slurp(cli::scratch() / "dp_plan.json"));
   const auto& a = report["accumulation_plan"];
@@ -305,7 +312,8 @@ TEST(DataParallel, PlanUsesTheRanksAndStatesTheLastBatch) {
 }
 
 TEST(DataParallel, BadGroupEnvironmentIsAClearError) {
-  cli::expect_clean_error("fit --model mlp --dataset synthetic --nproc -1", 2, "--nproc: -1: must be at least 1 (the number of local processes)");
+  cli::expect_clean_error("fit --model mlp --dataset synthetic --nproc -1", 2,
+                          "--nproc: -1: must be at least 1 (the number of local processes)");
   const auto r = cli::batchwise("--version");
   ASSERT_EQ(r.code, 0);
   // RANK beyond WORLD_SIZE, as a launcher would set it wrongly.
@@ -323,8 +331,10 @@ TEST(DataParallel, BadGroupEnvironmentIsAClearError) {
 TEST(DataParallel, ATrialTimeoutIsAgreedAsATimeout) {
   // Each rank's clock would stop it at its own step; the deadline is agreed at the all-reduce.
   const cli::fs::path json = cli::scratch() / "dp_timeout.json";
-  const auto r = cli::batchwise("sweep --model lenet --dataset synthetic --nproc 2 --batch-sizes 64 --steps 50 "
-                                "--repetitions 1 --trial-timeout 0.3 --no-history --json " + json.string());
+  const auto r = cli::batchwise(
+      "sweep --model lenet --dataset synthetic --nproc 2 --batch-sizes 64 --steps 50 "
+      "--repetitions 1 --trial-timeout 0.3 --no-history --json " +
+      json.string());
   ASSERT_EQ(r.code, 1) << r.err;  // its only batch timed out: the sweep measured nothing
   const auto p = nlohmann::json::parse(cli::slurp(json))["sweep"]["points"][0];
   EXPECT_EQ(p["outcome"], "timeout") << p.dump();
@@ -385,8 +395,9 @@ TEST(DataParallel, ARankWhoseAllReduceBufferDoesNotFitStillTakesPart) {
         EXPECT_NE(out.find("second: ok"), std::string::npos) << out;
       }
     } else {
-      EXPECT_NE(out1.find("distributed error: rank 1 of 2: batch 16's trial: the all-reduce buffer (")
-                , std::string::npos) << out1;
+      EXPECT_NE(out1.find("distributed error: rank 1 of 2: batch 16's trial: the all-reduce buffer ("),
+                std::string::npos)
+          << out1;
       EXPECT_NE(out1.find("does not fit even with this rank's gradients freed and its memory limit lifted"),
                 std::string::npos)
           << out1;

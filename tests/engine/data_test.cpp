@@ -3,8 +3,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <zlib.h>
+#include <cmath>
 
 #include <clocale>
 #include <cstdio>
@@ -43,9 +43,7 @@ void write_gz(const std::string& path, const std::string& bytes) {
   gzclose(f);
 }
 
-void write_raw(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_raw(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 std::string be32(uint32_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
@@ -199,7 +197,6 @@ TEST(Synthetic, SeededAndLearnable) {
   EXPECT_TRUE(t.is_tokens());
   EXPECT_LT(t.inputs.max().item<int64_t>(), 256);
 }
-
 
 // Files of the other formats, written byte by byte, so each test knows exactly what is in them.
 class FileDatasets : public ::testing::Test {
@@ -454,10 +451,11 @@ TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {
 
 TEST_F(FileDatasets, CsvQuotedFieldsFollowRfc4180) {
   // Quoted names with a comma, an escaped quote and a line break; quoted numbers; CRLF line ends.
-  write_raw(path("quoted.csv"), "\"width, cm\",\"the \"\"label\"\"\",\"note\r\nline\"\r\n"
-                                "\"1.5\",0,2\r\n"
-                                " \"2.5\" ,\"1\",3\r\n"
-                                "3.5,2,\"-4e-1\"");
+  write_raw(path("quoted.csv"),
+            "\"width, cm\",\"the \"\"label\"\"\",\"note\r\nline\"\r\n"
+            "\"1.5\",0,2\r\n"
+            " \"2.5\" ,\"1\",3\r\n"
+            "3.5,2,\"-4e-1\"");
   const Dataset d = load_csv(path("quoted.csv"), "the \"label\"", TargetKind::Classes);
   EXPECT_EQ(d.size(), 3);
   EXPECT_EQ(d.sample_shape(), (std::vector<int64_t>{2}));
@@ -481,7 +479,8 @@ TEST_F(FileDatasets, CsvMalformedQuotesNameLineAndColumn) {
   };
   std::string e = error("open.csv", "a,b\n1,2\n3,\"4\n5,6\n");
   EXPECT_NE(e.find("open.csv line 3, column 1 (character 3): a quoted field opens here and is never closed"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   e = error("after.csv", "a,b\r\n1,\"2\"x\r\n");
   EXPECT_NE(e.find("after.csv line 2, column 1 (character 6): 'x' after the closing quote"), std::string::npos) << e;
   e = error("inside.csv", "a,b,c\n1,2\"3,4\n");
@@ -519,9 +518,12 @@ TEST_F(FileDatasets, CsvNumbersIgnoreTheLocale) {
     }
   }
   std::setlocale(LC_NUMERIC, saved.c_str());
-  if (old_locpath) setenv("LOCPATH", saved_locpath.c_str(), 1);
-  else unsetenv("LOCPATH");
-  if (!comma_decimal) GTEST_SKIP() << "no comma-decimal locale: " << name << " is not installed and localedef could not build it";
+  if (old_locpath)
+    setenv("LOCPATH", saved_locpath.c_str(), 1);
+  else
+    unsetenv("LOCPATH");
+  if (!comma_decimal)
+    GTEST_SKIP() << "no comma-decimal locale: " << name << " is not installed and localedef could not build it";
   ASSERT_TRUE(failure.empty()) << failure;
   EXPECT_DOUBLE_EQ(d.inputs[0][0].item<float>(), 1.5);
   EXPECT_DOUBLE_EQ(d.inputs[0][1].item<float>(), -22.5);

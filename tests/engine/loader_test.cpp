@@ -91,14 +91,15 @@ TEST(Loader, DecisionTakesTheFewestWorkersThatFeedTheStepWithinFivePercentOfTheB
   s.batch = 64;
   s.before = loader_trial(0, 2, 1000, 0.8);
   s.trials = {loader_trial(0, 2, 1000, 0.8), loader_trial(1, 2, 2500, 0.5), loader_trial(1, 4, 2600, 0.45),
-              loader_trial(2, 2, 3720, 0.1),  loader_trial(2, 4, 3800, 0.1), loader_trial(4, 2, 3900, 0.02),
+              loader_trial(2, 2, 3720, 0.1), loader_trial(2, 4, 3800, 0.1), loader_trial(4, 2, 3900, 0.02),
               loader_trial(8, 2, 3850, 0.01)};
   decide_loader(s);
   ASSERT_TRUE(s.after.has_value()) << s.advice;
   EXPECT_EQ(s.after->workers, 2);  // 3720 >= 0.95 x 3900 = 3705; one worker is still input-bound
   EXPECT_EQ(s.after->prefetch, 2);
-  EXPECT_EQ(s.advice, "--workers 2 --prefetch 2: 3720 samples/s with 10 % of the step waiting for data, against 1000 "
-                      "samples/s and 80 % with 0 workers (prefetch 2): the stall is gone");
+  EXPECT_EQ(s.advice,
+            "--workers 2 --prefetch 2: 3720 samples/s with 10 % of the step waiting for data, against 1000 "
+            "samples/s and 80 % with 0 workers (prefetch 2): the stall is gone");
   // Two workers 6 % below the best: four it is.
   s.trials[3].samples_per_s = s.trials[4].samples_per_s = 3660;
   decide_loader(s);
@@ -114,8 +115,9 @@ TEST(Loader, DecisionKeepsAFedSettingAndSaysWhenNothingHelps) {
   decide_loader(s);
   ASSERT_TRUE(s.after.has_value());
   EXPECT_EQ(s.after->workers, 2);  // not input-bound as given: nothing to remove
-  EXPECT_EQ(s.advice, "the current setting (2 workers, prefetch 2) already keeps the step fed at batch 32 (5 % of it "
-                      "waiting for data)");
+  EXPECT_EQ(s.advice,
+            "the current setting (2 workers, prefetch 2) already keeps the step fed at batch 32 (5 % of it "
+            "waiting for data)");
   s.before = loader_trial(0, 2, 1000, 0.9);
   s.trials = {loader_trial(0, 2, 1000, 0.9), loader_trial(8, 2, 1100, 0.7)};
   s.trials.push_back(loader_trial(16, 2, 0, 0));

@@ -16,9 +16,9 @@ TEST(CpuMemoryTracker, CountsKnownTensorsExactly) {
   {
     at::Tensor a = at::empty({1000, 1000}, at::kFloat);  // 1000 x 1000 x 4 bytes
     EXPECT_EQ(tracker.current_bytes() - before, 4000000);
-    at::Tensor b = at::empty({250, 4}, at::kDouble);     // 1000 x 8 bytes
+    at::Tensor b = at::empty({250, 4}, at::kDouble);  // 1000 x 8 bytes
     EXPECT_EQ(tracker.current_bytes() - before, 4008000);
-    at::Tensor c = at::empty({3, 5}, at::kByte);         // 15 bytes
+    at::Tensor c = at::empty({3, 5}, at::kByte);  // 15 bytes
     EXPECT_EQ(tracker.current_bytes() - before, 4008015);
   }
   EXPECT_EQ(tracker.current_bytes(), before);

@@ -71,7 +71,7 @@ TEST(Nvml, CudaIndicesMapToNvmlByPciLocationOrVisibleDevices) {
 // samples nvmlDeviceGetSamples serves.
 constexpr const char* kFakeNvml = BATCHWISE_TEST_FAKE_NVML_DIR "/libnvidia-ml.so.1";
 using SetSamples = void (*)(unsigned, int, const unsigned long long*, const unsigned*, int);
-constexpr int kSm = 1, kMemory = 2;  // nvmlSamplingType_t
+constexpr int kSm = 1, kMemory = 2;              // nvmlSamplingType_t
 constexpr uint64_t kT0 = 1'700'000'000'000'000;  // microseconds since the epoch
 
 SetSamples fake_samples_hook() {
@@ -112,7 +112,8 @@ TEST(Nvml, UtilisationWindowAveragesTheDriversSamplesInsideTheTrial) {
   using Kind = detail::Nvml::Utilisation;
   EXPECT_FALSE(nvml.utilisation_samples(1, Kind::Sm, 0).has_value());  // not supported until injected
   // The driver samples every 200 ms: idle before the trial, busy during it, idle after.
-  const unsigned long long stamps[] = {kT0, kT0 + 200'000, kT0 + 400'000, kT0 + 600'000, kT0 + 800'000, kT0 + 1'000'000};
+  const unsigned long long stamps[] = {kT0,           kT0 + 200'000, kT0 + 400'000,
+                                       kT0 + 600'000, kT0 + 800'000, kT0 + 1'000'000};
   const unsigned percents[] = {5, 10, 90, 80, 70, 3};
   set(1, kSm, stamps, percents, 6);
   set(1, kMemory, stamps, percents, 0);  // supported, none taken yet

@@ -2,9 +2,9 @@
 // binary as a user's --model FILE.pt: a torchvision ResNet-18 fitted and swept within a budget, and
 // each kind of bad model file with its own message.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -57,8 +57,10 @@ TEST_F(TorchScriptModels, TorchvisionResNet18IsFittedAndSweptWithABudget) {
   const std::string model = resnet18();
   ASSERT_FALSE(model.empty());
   const fs::path fit_json = scratch() / "r18-fit.json";
-  const Outcome fit = batchwise("fit --model " + model + " --input-shape 3x32x32 --dataset synthetic --synthetic-size 512 "
-                                "--memory-budget 256MiB --min 2 --max 1024 --threads 2 -q --json " + fit_json.string());
+  const Outcome fit = batchwise("fit --model " + model +
+                                " --input-shape 3x32x32 --dataset synthetic --synthetic-size 512 "
+                                "--memory-budget 256MiB --min 2 --max 1024 --threads 2 -q --json " +
+                                fit_json.string());
   ASSERT_EQ(fit.code, 0) << fit.err << fit.out;
   const auto f = nlohmann::json::parse(slurp(fit_json));
   EXPECT_EQ(f.at("workload").at("model"), model);
@@ -79,9 +81,11 @@ TEST_F(TorchScriptModels, TorchvisionResNet18IsFittedAndSweptWithABudget) {
   EXPECT_TRUE(above_failed) << f.at("fit").dump();
 
   const fs::path sweep_json = scratch() / "r18-sweep.json";
-  const Outcome sweep = batchwise("sweep --model " + model + " --input-shape 3x32x32 --dataset synthetic "
+  const Outcome sweep = batchwise("sweep --model " + model +
+                                  " --input-shape 3x32x32 --dataset synthetic "
                                   "--synthetic-size 512 --memory-budget 256MiB --batch-sizes 4,16 --repetitions 1 "
-                                  "--warmup 1 --steps 2 --threads 2 -q --json " + sweep_json.string());
+                                  "--warmup 1 --steps 2 --threads 2 -q --json " +
+                                  sweep_json.string());
   ASSERT_EQ(sweep.code, 0) << sweep.err;
   const auto s = nlohmann::json::parse(slurp(sweep_json));
   ASSERT_EQ(s.at("sweep").at("points").size(), 2u);
@@ -99,9 +103,11 @@ TEST_F(TorchScriptModels, RunningOutOfTheBudgetIsOutOfMemory) {
   const std::string model = resnet18();
   ASSERT_FALSE(model.empty());
   const fs::path json = scratch() / "r18-oom.json";
-  const Outcome sweep = batchwise("sweep --model " + model + " --input-shape 3x32x32 --dataset synthetic "
+  const Outcome sweep = batchwise("sweep --model " + model +
+                                  " --input-shape 3x32x32 --dataset synthetic "
                                   "--synthetic-size 512 --memory-budget 256MiB --batch-sizes 2,2048 --repetitions 1 "
-                                  "--warmup 0 --steps 1 --threads 2 -q --json " + json.string());
+                                  "--warmup 0 --steps 1 --threads 2 -q --json " +
+                                  json.string());
   ASSERT_EQ(sweep.code, 0) << sweep.err;
   const auto points = nlohmann::json::parse(slurp(json)).at("sweep").at("points");
   ASSERT_EQ(points.size(), 2u);
@@ -114,8 +120,8 @@ TEST_F(TorchScriptModels, BadModelFilesEachGetTheirOwnMessage) {
   std::ofstream(not_script) << "this is a state_dict, honest";
   expect_clean_error("fit --model " + not_script.string(), 4, "not a TorchScript file");
   expect_clean_error("fit --model " + (scratch() / "missing.pt").string(), 4, "missing.pt: no such file");
-  const std::string empty = exported("no-parameters.pt", std::string(BATCHWISE_TEST_SOURCE_DIR) +
-                                                            "/tests/export_no_parameters.py");
+  const std::string empty =
+      exported("no-parameters.pt", std::string(BATCHWISE_TEST_SOURCE_DIR) + "/tests/export_no_parameters.py");
   ASSERT_FALSE(empty.empty());
   expect_clean_error("fit --model " + empty + " --dataset synthetic", 4, "the module has no trainable parameters");
   const std::string model = resnet18();
@@ -127,7 +133,8 @@ TEST_F(TorchScriptModels, BadModelFilesEachGetTheirOwnMessage) {
 // A model whose outputs are NaN: every trial ends at its first step as an error that blames the data
 // or the model, nothing is measured or recommended, and fit, sweep and tune exit 1.
 TEST_F(TorchScriptModels, AModelWhoseOutputIsNaNIsNeverMeasured) {
-  const std::string model = exported("nan-output.pt", std::string(BATCHWISE_TEST_SOURCE_DIR) + "/tests/export_nan_model.py");
+  const std::string model =
+      exported("nan-output.pt", std::string(BATCHWISE_TEST_SOURCE_DIR) + "/tests/export_nan_model.py");
   ASSERT_FALSE(model.empty());
   const std::string workload = " --model " + model + " --dataset synthetic --synthetic-size 256 --no-history -q";
   const fs::path json = scratch() / "nan-sweep.json";

@@ -22,7 +22,8 @@ using namespace test;
 
 TEST(Trial, RunsRealTrainingSteps) {
   CpuMemoryTracker::install();
-  auto w = make_workload(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(1024).lr(0.1).device("cpu"));
+  auto w =
+      make_workload(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(1024).lr(0.1).device("cpu"));
   const Trial t = run_trial(*w, TrialOptions(64).warmup(0).steps(40));
   ASSERT_EQ(t.outcome, Outcome::Ok) << t.message;
   EXPECT_EQ(t.steps_run, 40);
@@ -117,8 +118,8 @@ TEST(Trial, ALossThatIsNotANumberEndsTheTrialAndSaysWhere) {
       << t.message;
 
   CpuMemoryTracker::install();
-  auto diverging = make_workload(
-      WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(256).lr(1e6).device("cpu"));
+  auto diverging =
+      make_workload(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(256).lr(1e6).device("cpu"));
   const Trial d = run_trial(*diverging, TrialOptions(32).warmup(0).steps(30));
   EXPECT_EQ(d.outcome, Outcome::Error) << d.loss_last;
   EXPECT_TRUE(d.non_finite);

@@ -21,8 +21,9 @@ TEST(ParseBytes, MalformedSizeNamesTheFlagAndTheFix) {
     parse_bytes("2XB", "--memory-budget");
     FAIL() << "2XB parsed";
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "--memory-budget: unknown unit 'XB' in '2XB'; use a number with an optional unit, like "
-                           "2GiB, 512MiB or 1.5GB");
+    EXPECT_STREQ(e.what(),
+                 "--memory-budget: unknown unit 'XB' in '2XB'; use a number with an optional unit, like "
+                 "2GiB, 512MiB or 1.5GB");
   }
   EXPECT_THROW(parse_bytes("GiB", "x"), ConfigError);
   EXPECT_THROW(parse_bytes("-1GiB", "x"), ConfigError);
@@ -70,8 +71,9 @@ TEST(ParseBatchSizes, ANegativeSizeOrLengthSaysSo) {
   };
   EXPECT_EQ(message("-4", "--seq-len"),
             "--seq-len: '-4' is negative: sequence lengths start at 1; use a length like 64 or a range like 32-128");
-  EXPECT_EQ(message("16,-8", "--batch-sizes"),
-            "--batch-sizes: '-8' is negative: batch sizes start at 1; use a list like 16,32,64 or a range like 8-4096*2");
+  EXPECT_EQ(
+      message("16,-8", "--batch-sizes"),
+      "--batch-sizes: '-8' is negative: batch sizes start at 1; use a list like 16,32,64 or a range like 8-4096*2");
   EXPECT_EQ(message("abc", "--seq-len"),
             "--seq-len: 'abc' is not a sequence length in 'abc'; use a length like 64 or a range like 32-128");
   EXPECT_EQ(message("0", "--seq-len"), "--seq-len: sequence lengths start at 1, got '0'");

@@ -81,8 +81,7 @@ TEST(Utilisation, AnIntervalTooShortForTheTickCountersIsMergedIntoTheNextNotRead
   EXPECT_FALSE(share.since_last({CpuTimes{0, 1000, 2000}, CpuTimes{1, 501, 3001}}).has_value());
   // 20 ticks on from the first reading, 10 of them busy on each CPU: 50 % each. Measured from the
   // skipped reading instead, CPU 1 would read 9 of 19 (47.4 %).
-  const std::optional<std::vector<double>> merged =
-      share.since_last({CpuTimes{0, 1010, 2020}, CpuTimes{1, 510, 3020}});
+  const std::optional<std::vector<double>> merged = share.since_last({CpuTimes{0, 1010, 2020}, CpuTimes{1, 510, 3020}});
   ASSERT_TRUE(merged.has_value());
   EXPECT_EQ(*merged, (std::vector<double>{50, 50}));
   // Nothing moved at all (a sample right after another, as the last one at finish() can be).

@@ -31,7 +31,8 @@ TEST(Accumulation, MicroBatchGradientsEqualTheFullBatchGradient) {
       ASSERT_EQ(acc.size(), full.size());
       for (size_t i = 0; i < acc.size(); ++i)
         EXPECT_TRUE(at::allclose(acc[i], full[i], 1e-4, 1e-6))
-            << model << " k=" << k << " parameter " << i << " max diff " << (acc[i] - full[i]).abs().max().item<float>();
+            << model << " k=" << k << " parameter " << i << " max diff "
+            << (acc[i] - full[i]).abs().max().item<float>();
     }
   }
 }
@@ -102,8 +103,13 @@ TEST(Precision, Bf16TrainsOnCpu) {
 // overflow is skipped and halves the scale, and the others train.
 TEST(Precision, Fp16OnCpuScalesTheLossAndSkipsOverflowingSteps) {
   CpuMemoryTracker::install();
-  auto w = make_workload(
-      WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).lr(0.05).device("cpu").precision(Precision::Fp16));
+  auto w = make_workload(WorkloadOptions()
+                             .model("mlp")
+                             .dataset("synthetic")
+                             .synthetic_size(512)
+                             .lr(0.05)
+                             .device("cpu")
+                             .precision(Precision::Fp16));
   auto& m = dynamic_cast<ModuleWorkload&>(*w);
   EXPECT_EQ(w->info().precision, "fp16");
   EXPECT_EQ(m.loss_scale(), 65536);
@@ -135,8 +141,12 @@ TEST(Precision, Fp16OnCpuScalesTheLossAndSkipsOverflowingSteps) {
 TEST(Precision, Fp16ProfiledStepsTrainAsTheRealStep) {
   CpuMemoryTracker::install();
   auto make = [] {
-    auto w = make_workload(
-        WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).device("cpu").precision(Precision::Fp16));
+    auto w = make_workload(WorkloadOptions()
+                               .model("mlp")
+                               .dataset("synthetic")
+                               .synthetic_size(512)
+                               .device("cpu")
+                               .precision(Precision::Fp16));
     auto m = std::unique_ptr<ModuleWorkload>(dynamic_cast<ModuleWorkload*>(w.release()));
     m->set_loss_scale(std::ldexp(1.0, 36));  // the first steps overflow and are skipped
     return m;

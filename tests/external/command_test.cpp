@@ -5,8 +5,8 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -40,8 +40,9 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 TEST(Substitute, ReplacesPlaceholdersInsideArguments) {
   EXPECT_EQ(substitute({"train", "--bs={batch}", "{steps}", "x{batch}y{batch}"}, 256, 7),
             (std::vector<std::string>{"train", "--bs=256", "7", "x256y256"}));
-  EXPECT_EQ(substitute({"python3", "-c", "print({{'a': 1}}, {'b': 2}, '{{batch}}')", "{", "}", "{}", "{batch"}, 1, 1),
-            (std::vector<std::string>{"python3", "-c", "print({'a': 1}, {'b': 2}, '{batch}')", "{", "}", "{}", "{batch"}));
+  EXPECT_EQ(
+      substitute({"python3", "-c", "print({{'a': 1}}, {'b': 2}, '{{batch}}')", "{", "}", "{}", "{batch"}, 1, 1),
+      (std::vector<std::string>{"python3", "-c", "print({'a': 1}, {'b': 2}, '{batch}')", "{", "}", "{}", "{batch"}));
 }
 
 TEST(Substitute, UnknownPlaceholderIsAConfigErrorNamingIt) {
@@ -117,9 +118,10 @@ TEST(RunCommand, ReportedThroughputAndPeakAreUsedFromStderrToo) {
 }
 
 TEST(RunCommand, MalformedProtocolLinesAreIgnored) {
-  const CommandResult r = run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--garbage"}, 8));
+  const CommandResult r =
+      run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--garbage"}, 8));
   EXPECT_EQ(r.exit_status, 0) << r.output_tail;
-  EXPECT_EQ(r.steps_seen, 7);        // "step" is there; its bad samples= falls back to the batch
+  EXPECT_EQ(r.steps_seen, 7);  // "step" is there; its bad samples= falls back to the batch
   EXPECT_EQ(r.protocol_lines, 21);
   EXPECT_EQ(r.step_samples, (std::vector<int64_t>(5, 8)));
   EXPECT_FALSE(r.loss.has_value());
@@ -146,15 +148,16 @@ TEST(RunCommand, NoProtocolLinesFallsBackToWallTimeOnlyForARunThatLasted) {
   EXPECT_EQ(quick.outcome, Outcome::Error);
   EXPECT_FALSE(quick.wall_timing);
   EXPECT_EQ(quick.samples_per_s, 0);
-  EXPECT_TRUE(contains(quick.message, "ran no step: exit status 0 after 0.05 s without a 'batchwise: step' line, too "
-                                      "soon for the wall-time fallback (at least 1 s)"))
+  EXPECT_TRUE(contains(quick.message,
+                       "ran no step: exit status 0 after 0.05 s without a 'batchwise: step' line, too "
+                       "soon for the wall-time fallback (at least 1 s)"))
       << quick.message;
 }
 
 TEST(RunCommand, MemoryLimitStopsTheGroupAndIsOutOfMemory) {
   const int64_t limit = 100LL << 20;
-  const CommandResult big = run_command(
-      options("alloc.py", {"--batch-size={batch}", "--steps={steps}"}, 200).memory_limit_bytes(limit));
+  const CommandResult big =
+      run_command(options("alloc.py", {"--batch-size={batch}", "--steps={steps}"}, 200).memory_limit_bytes(limit));
   EXPECT_TRUE(big.killed_over_memory_limit) << big.output_tail;
   EXPECT_EQ(big.signal, SIGKILL);
   EXPECT_GT(big.peak_rss_bytes, limit);
@@ -162,8 +165,8 @@ TEST(RunCommand, MemoryLimitStopsTheGroupAndIsOutOfMemory) {
   EXPECT_EQ(v.outcome, Outcome::Oom);
   EXPECT_TRUE(contains(v.message, "over the 100 MiB budget: stopped by batchwise")) << v.message;
 
-  const CommandResult small = run_command(
-      options("alloc.py", {"--batch-size={batch}", "--steps={steps}"}, 20).memory_limit_bytes(limit));
+  const CommandResult small =
+      run_command(options("alloc.py", {"--batch-size={batch}", "--steps={steps}"}, 20).memory_limit_bytes(limit));
   EXPECT_FALSE(small.killed_over_memory_limit);
   EXPECT_EQ(small.exit_status, 0) << small.output_tail;
   EXPECT_GT(small.peak_rss_bytes, 20LL << 20);
@@ -173,8 +176,9 @@ TEST(RunCommand, MemoryLimitStopsTheGroupAndIsOutOfMemory) {
 
 TEST(RunCommand, MemoryOfTheWholeProcessGroupCounts) {
   // The parent stays small; a forked worker holds 150 MiB.
-  const CommandResult r = run_command(
-      options("alloc.py", {"--batch-size={batch}", "--steps={steps}", "--in-child"}, 150).memory_limit_bytes(100LL << 20));
+  const CommandResult r =
+      run_command(options("alloc.py", {"--batch-size={batch}", "--steps={steps}", "--in-child"}, 150)
+                      .memory_limit_bytes(100LL << 20));
   EXPECT_TRUE(r.killed_over_memory_limit) << r.output_tail;
   EXPECT_EQ(classify(r).outcome, Outcome::Oom);
 }
@@ -182,9 +186,12 @@ TEST(RunCommand, MemoryOfTheWholeProcessGroupCounts) {
 // Forked workers reading the parent's 120 MiB share its pages: the group holds about 120 MiB, not
 // 4 x 120 (what summing RSS would say), so a 250 MiB limit is not crossed.
 TEST(RunCommand, PagesSharedWithForkedWorkersCountOnce) {
-  const CommandResult r = run_command(CommandOptions({python(), script("shared_workers.py"), "--mib=120",
-                                                      "--workers=3", "--steps={steps}"}, 1)
-                                          .warmup(0).steps(3).memory_limit_bytes(250LL << 20).timeout_s(20));
+  const CommandResult r = run_command(
+      CommandOptions({python(), script("shared_workers.py"), "--mib=120", "--workers=3", "--steps={steps}"}, 1)
+          .warmup(0)
+          .steps(3)
+          .memory_limit_bytes(250LL << 20)
+          .timeout_s(20));
   EXPECT_FALSE(r.killed_over_memory_limit) << r.peak_rss_bytes;
   EXPECT_EQ(classify(r).outcome, Outcome::Ok) << r.output_tail;
   EXPECT_GT(r.peak_rss_bytes, 120LL << 20);
@@ -197,17 +204,21 @@ TEST(RunCommand, FrameworkOutOfMemoryMessageIsOutOfMemory) {
   EXPECT_TRUE(contains(r.oom_message, "RuntimeError: DefaultCPUAllocator: can't allocate memory")) << r.oom_message;
   const CommandVerdict v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Oom);
-  EXPECT_TRUE(contains(v.message, "exit status 1 after 2 of 7 steps, the child printed: RuntimeError: "
-                                  "DefaultCPUAllocator")) << v.message;
+  EXPECT_TRUE(contains(v.message,
+                       "exit status 1 after 2 of 7 steps, the child printed: RuntimeError: "
+                       "DefaultCPUAllocator"))
+      << v.message;
 }
 
 TEST(IsOomMessage, KnowsTheFrameworks) {
-  for (const char* line : {"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
-                           "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes",
-                           "MemoryError", "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
-                           "allocating tensor", "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory",
-                           "terminate called after throwing an instance of 'std::bad_alloc'",
-                           "OSError: [Errno 12] Cannot allocate memory"})
+  for (const char* line :
+       {"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes", "MemoryError",
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
+        "allocating tensor",
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory",
+        "terminate called after throwing an instance of 'std::bad_alloc'",
+        "OSError: [Errno 12] Cannot allocate memory"})
     EXPECT_TRUE(is_oom_message(line)) << line;
   for (const char* line : {"batchwise: step samples=8", "RuntimeError: shape mismatch", "memory: 12 GiB free"})
     EXPECT_FALSE(is_oom_message(line)) << line;
@@ -234,14 +245,17 @@ TEST(RunCommand, HungChildTimesOutEvenIgnoringSigterm) {
   EXPECT_EQ(r.steps_seen, 1);
   const CommandVerdict v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Timeout);
-  EXPECT_TRUE(contains(v.message, "still running at the 1 s timeout after 1 of 7 steps: stopped by batchwise "
-                                  "(SIGTERM, then SIGKILL)")) << v.message;
+  EXPECT_TRUE(contains(v.message,
+                       "still running at the 1 s timeout after 1 of 7 steps: stopped by batchwise "
+                       "(SIGTERM, then SIGKILL)"))
+      << v.message;
 }
 
 TEST(RunCommand, StopAfterStepsEndsATrainerThatNeverStops) {
-  const CommandResult r = run_command(
-      options("fake_trainer.py", {"--batch-size={batch}", "--steps=0", "--forever", "--step-s=0.01"})
-          .stop_after_steps(true).timeout_s(10));
+  const CommandResult r =
+      run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps=0", "--forever", "--step-s=0.01"})
+                      .stop_after_steps(true)
+                      .timeout_s(10));
   EXPECT_TRUE(r.stopped_after_steps);
   EXPECT_FALSE(r.timed_out);
   EXPECT_GE(r.steps_seen, 7);
@@ -294,7 +308,8 @@ TEST(RunCommand, ProgramIsLookedUpOnTheChildsPath) {
 }
 
 TEST(RunCommand, FailingCommandQuotesItsLastLine) {
-  const CommandResult r = run_command(CommandOptions({python(), "-c", "import sys; print('bad flag'); sys.exit(2)"}, 4));
+  const CommandResult r =
+      run_command(CommandOptions({python(), "-c", "import sys; print('bad flag'); sys.exit(2)"}, 4));
   const CommandVerdict v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Error);
   EXPECT_EQ(v.message, "exit status 2 after 0 of 7 steps; last output: bad flag");
@@ -352,7 +367,9 @@ TEST(RunCommand, DescendantsInSessionsOfTheirOwnAreMeasuredAndKilled) {
   const std::string dir = scratch_dir("setsid");
   const CommandResult r = run_command(
       options("setsid_grandchild.py", {"--mib=150", "--pid-file=" + dir + "/grandchild", "--steps={steps}"}, 1)
-          .warmup(0).steps(8).timeout_s(30));
+          .warmup(0)
+          .steps(8)
+          .timeout_s(30));
   const int grandchild = read_pid(dir + "/grandchild");
   ASSERT_GT(grandchild, 0) << r.output_tail;
   EXPECT_EQ(classify(r).outcome, Outcome::Ok) << r.output_tail;
@@ -360,9 +377,12 @@ TEST(RunCommand, DescendantsInSessionsOfTheirOwnAreMeasuredAndKilled) {
   EXPECT_TRUE(gone(grandchild)) << "pid " << grandchild << " outlived the run";
   kill(grandchild, SIGKILL);  // in case it did not
 
-  const CommandResult limited = run_command(
-      options("setsid_grandchild.py", {"--mib=150", "--pid-file=" + dir + "/limited", "--steps={steps}"}, 1)
-          .warmup(0).steps(8).timeout_s(30).memory_limit_bytes(100LL << 20));
+  const CommandResult limited =
+      run_command(options("setsid_grandchild.py", {"--mib=150", "--pid-file=" + dir + "/limited", "--steps={steps}"}, 1)
+                      .warmup(0)
+                      .steps(8)
+                      .timeout_s(30)
+                      .memory_limit_bytes(100LL << 20));
   const int held = read_pid(dir + "/limited");
   EXPECT_TRUE(limited.killed_over_memory_limit) << limited.peak_rss_bytes << "\n" << limited.output_tail;
   EXPECT_EQ(classify(limited).outcome, Outcome::Oom);
@@ -377,13 +397,18 @@ TEST(RunCommand, DescendantsInSessionsOfTheirOwnAreMeasuredAndKilled) {
 // after its steps, every rank is counted and none is left.
 TEST(RunCommand, TorchrunRanksAreMeasuredAndStopped) {
   const std::string torchrun = fs::path(BATCHWISE_TEST_PYTHON).parent_path() / "torchrun";
-  if (access(torchrun.c_str(), X_OK) != 0) GTEST_SKIP() << torchrun << " is absent: no torch install beside the tests' Python";
+  if (access(torchrun.c_str(), X_OK) != 0)
+    GTEST_SKIP() << torchrun << " is absent: no torch install beside the tests' Python";
   const std::string dir = scratch_dir("torchrun");
-  const CommandResult r = run_command(
-      CommandOptions({torchrun, "--nproc-per-node", "2", "--standalone", script("torchrun_worker.py"), "--mib=400",
-                      "--pid-dir=" + dir, "--steps={steps}"}, 4)
-          .warmup(1).steps(3).stop_after_steps(true).timeout_s(60)
-          .env({{"OMP_NUM_THREADS", "1"}}));
+  const CommandResult r =
+      run_command(CommandOptions({torchrun, "--nproc-per-node", "2", "--standalone", script("torchrun_worker.py"),
+                                  "--mib=400", "--pid-dir=" + dir, "--steps={steps}"},
+                                 4)
+                      .warmup(1)
+                      .steps(3)
+                      .stop_after_steps(true)
+                      .timeout_s(60)
+                      .env({{"OMP_NUM_THREADS", "1"}}));
   EXPECT_EQ(classify(r).outcome, Outcome::Ok) << classify(r).message << "\n" << r.output_tail;
   EXPECT_TRUE(r.stopped_after_steps);
   EXPECT_GT(r.peak_rss_bytes, 800LL << 20);  // both ranks' 400 MiB: torchrun alone peaks near 550 MiB
@@ -434,7 +459,8 @@ TEST(Classify, OomKillerIsOutOfMemory) {
   r.peak_rss_bytes = 3LL << 30;
   const CommandVerdict v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Oom);
-  EXPECT_EQ(v.message, "killed by the kernel's OOM killer (SIGKILL) after 3 of 7 steps; resident memory peaked at 3.00 GiB");
+  EXPECT_EQ(v.message,
+            "killed by the kernel's OOM killer (SIGKILL) after 3 of 7 steps; resident memory peaked at 3.00 GiB");
 }
 
 TEST(Classify, CleanExitAfterAllStepsIsOkDespiteAnOomWarning) {

@@ -22,7 +22,8 @@ CommandResult read(const std::vector<std::string>& lines, int warmup = 0) {
 }
 
 TEST(Protocol, StepLinesAreTimedAndCountTheirSamples) {
-  const CommandResult r = read({"epoch 1", "batchwise: step samples=64 loss=0.5", "batchwise: step", "batchwise: step"}, 1);
+  const CommandResult r =
+      read({"epoch 1", "batchwise: step samples=64 loss=0.5", "batchwise: step", "batchwise: step"}, 1);
   EXPECT_EQ(r.protocol_lines, 3);
   EXPECT_EQ(r.steps_seen, 3);
   ASSERT_EQ(r.step_times_s.size(), 2u);  // the first step line is warm-up
@@ -68,8 +69,8 @@ TEST(Protocol, ALossThatIsNotANumberMakesTheTrialAnError) {
 }
 
 TEST(Protocol, AnOutOfMemoryLineIsKeptAndAPrefixHidesAStepLine) {
-  const CommandResult r = read({"INFO batchwise: step", "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB",
-                                "MemoryError"});
+  const CommandResult r =
+      read({"INFO batchwise: step", "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB", "MemoryError"});
   EXPECT_EQ(r.protocol_lines, 0);
   EXPECT_EQ(r.oom_message, "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB");
 }

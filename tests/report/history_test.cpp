@@ -2,10 +2,10 @@
 #include "batchwise/history.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -31,8 +31,11 @@ std::string report(int64_t fit_batch, size_t padding = 0, const std::string& mod
   nlohmann::json r = {
       {"schema_version", "1"},
       {"context",
-       {{"batchwise_version", "0.1.0"}, {"build_commit", "abc1234"}, {"torch_version", "2.15.0"},
-        {"date", "2026-11-21T12:00:00Z"}, {"host", "testhost"},
+       {{"batchwise_version", "0.1.0"},
+        {"build_commit", "abc1234"},
+        {"torch_version", "2.15.0"},
+        {"date", "2026-11-21T12:00:00Z"},
+        {"host", "testhost"},
         {"device", {{"type", "cpu"}, {"name", "Test CPU"}, {"total_bytes", 1 << 30}}}}},
       {"workload", {{"model", model}, {"dataset", "fashion-mnist"}, {"optimizer", "sgd"}, {"lr", 0.01}}},
       {"budget_bytes", 64 << 20},

@@ -1,8 +1,8 @@
 // The HTML report (html.cpp): its outline against a golden file, each chart carrying every trial,
 // sections only with their data, user strings escaped.
-#include "batchwise/report.h"
-#include "batchwise/error.h"
 #include "batchwise/html.h"
+#include "batchwise/error.h"
+#include "batchwise/report.h"
 
 #include <map>
 #include <regex>
@@ -16,10 +16,10 @@
 namespace batchwise {
 namespace {
 
-
 // The charts' configurations, by chart id, as the page hands them to Chart.js.
 std::map<std::string, nlohmann::json> chart_configs(const std::string& html) {
-  static const std::regex block(R"re(<script type="application/json" class="chart-config" data-chart="([a-z-]+)">([^<]*)</script>)re");
+  static const std::regex block(
+      R"re(<script type="application/json" class="chart-config" data-chart="([a-z-]+)">([^<]*)</script>)re");
   std::map<std::string, nlohmann::json> charts;
   for (std::sregex_iterator it(html.begin(), html.end(), block), end; it != end; ++it)
     charts[(*it)[1]] = nlohmann::json::parse((*it)[2].str());
@@ -67,8 +67,9 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
   ASSERT_EQ(charts.size(), 9u);  // no utilisation chart: 3 samples are too few (UtilisationIsChartedOverTheSweep...)
   // The race: one loss curve per entry, the initial weights' evaluation first.
   for (const auto& e : j.at("race").at("entries"))
-    EXPECT_EQ(dataset_labelled(charts.at("race"), "batch " + std::to_string(e.at("batch").get<int>())).at("data").size(),
-              e.at("curve").size());
+    EXPECT_EQ(
+        dataset_labelled(charts.at("race"), "batch " + std::to_string(e.at("batch").get<int>())).at("data").size(),
+        e.at("curve").size());
   EXPECT_NE(html.find("Only 3 sample(s) were taken during the first repetition of each sweep batch, too few to chart"),
             std::string::npos);
   EXPECT_EQ(charts.at("precision").at("data").at("datasets").at(0).at("data").size(), 2u);
@@ -114,7 +115,9 @@ TEST(Html, StructureMatchesGoldenAndChartsCarryEveryTrial) {
   // Validation: one line per candidate, one point per evaluation.
   for (const auto& run : j.at("validation").at("runs"))
     EXPECT_EQ(dataset_labelled(charts.at("validation"), "batch " + std::to_string(run.at("batch").get<int>()) + " ")
-                  .at("data").size(), run.at("curve").size());
+                  .at("data")
+                  .size(),
+              run.at("curve").size());
   // The recommendation opens the page, with its reason.
   EXPECT_LT(html.find("id=\"recommendation\""), html.find("id=\"throughput\""));
   EXPECT_NE(html.find("<b id=\"recommended-batch\">128</b>"), std::string::npos);

@@ -98,7 +98,8 @@ TEST(Report, AnUnresolvedRaceIsLowConfidenceInEveryOutput) {
   EXPECT_NE(table.find("confidence low: the batch race could not rank its candidates"), std::string::npos) << table;
   const auto j = nlohmann::json::parse(to_json(r));
   EXPECT_EQ(j.at("recommendation").at("confidence"), "low");
-  EXPECT_NE(j.at("recommendation").at("confidence_reason").get<std::string>().find("--advice-budget"), std::string::npos);
+  EXPECT_NE(j.at("recommendation").at("confidence_reason").get<std::string>().find("--advice-budget"),
+            std::string::npos);
   const std::string html = to_html(to_json(r), "report.json");
   EXPECT_NE(html.find("<section id=\"recommendation\" class=\"answer low\">"), std::string::npos);
   EXPECT_NE(html.find("<b>Confidence: low</b>"), std::string::npos);

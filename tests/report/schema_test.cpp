@@ -1,7 +1,7 @@
 // report_from_json (schema.cpp) reads every field to_json writes back, lenient about missing fields and
 // strict about types, with a DataError naming the report and the field.
-#include "batchwise/report.h"
 #include "batchwise/error.h"
+#include "batchwise/report.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -10,7 +10,6 @@
 
 namespace batchwise {
 namespace {
-
 
 // Every record with every optional part set, so each field list is walked both ways.
 Report full_report() {
@@ -21,8 +20,9 @@ Report full_report() {
   Trial& point = r.sweep->points[0];
   point.accumulation_steps = 4;
   point.skipped_steps = 3;
-  point.distributed = DistributedTrial{2, Backend::Nccl, 128, {0.01, 0.011}, {20ll << 20, 21ll << 20},
-                                       {Outcome::Ok, Outcome::Ok}, 0.25, 6000.0, 0.9, ""};
+  point.distributed = DistributedTrial{
+      2,      Backend::Nccl, 128, {0.01, 0.011}, {20ll << 20, 21ll << 20}, {Outcome::Ok, Outcome::Ok}, 0.25,
+      6000.0, 0.9,           ""};
   UtilisationSample gpu;
   gpu.t_s = 0.4;
   gpu.gpu_sm_percent = 75;
@@ -115,8 +115,10 @@ TEST(Report, JsonReadsBackToTheSameJson) {
   ASSERT_EQ(back.run_race->schedule->phases.size(), 2u);
   EXPECT_EQ(back.run_race->schedule->phases[1].batch, 256);
   EXPECT_EQ(back.run_race->schedule->phases[1].from_epoch, 2.5);
-  for (const char* section : {"\"run_race\"", "\"schedule_saving\"", "\"phase_lrs\"", "\"distributed\"", "\"plan\"", "\"range_test\"", "\"accumulation_plan\"", "\"epoch\"",
-                              "\"loader\"", "\"accumulation_steps\"", "\"skipped_steps\"", "\"gpu_temperature_c\"", "\"breaks\"", "\"not_run\""})
+  for (const char* section :
+       {"\"run_race\"", "\"schedule_saving\"", "\"phase_lrs\"", "\"distributed\"", "\"plan\"", "\"range_test\"",
+        "\"accumulation_plan\"", "\"epoch\"", "\"loader\"", "\"accumulation_steps\"", "\"skipped_steps\"",
+        "\"gpu_temperature_c\"", "\"breaks\"", "\"not_run\""})
     EXPECT_NE(full.find(section), std::string::npos) << section;
   // The memory model's breaks have always been written with their keys in alphabetical order.
   const auto breaks = nlohmann::ordered_json::parse(full).at("fit").at("memory_model").at("breaks").at(0);
@@ -159,7 +161,8 @@ TEST(Report, ReadingIsLenientAboutMissingFieldsAndStrictAboutTypes) {
   expect_data_error(j.dump(), "x.json: context.threads: expected an integer");
   expect_data_error("{not json", "x.json: not JSON");
   expect_data_error("[1, 2, 3]", "x.json: not a batchwise report");
-  expect_data_error(R"({"schema_version": "2", "context": {}})", "x.json: report schema \"2\" is not one this batchwise reads");
+  expect_data_error(R"({"schema_version": "2", "context": {}})",
+                    "x.json: report schema \"2\" is not one this batchwise reads");
 }
 
 }  // namespace

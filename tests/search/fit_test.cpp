@@ -35,7 +35,8 @@ TEST(Fit, BinsearchFindsTheExactMaximum) {
   EXPECT_EQ(*r.batch % 8, 0);
   EXPECT_FALSE(r.limited_by_max);
   const double allowed = 0.9 * static_cast<double>(budget);
-  const auto found = std::find_if(r.trials.begin(), r.trials.end(), [&](const Trial& t) { return t.batch == *r.batch; });
+  const auto found =
+      std::find_if(r.trials.begin(), r.trials.end(), [&](const Trial& t) { return t.batch == *r.batch; });
   ASSERT_NE(found, r.trials.end());
   EXPECT_LE(static_cast<double>(found->peak_bytes), allowed);
   // One multiple further goes over: the answer is exact.
@@ -199,12 +200,13 @@ TEST(Fit, AnErrorAfterAFitIsListedAndCountsAsNotFitting) {
   const FitResult r = fit(w, FitOptions().budget_bytes(256 << 20).mode(FitMode::Binsearch));
   ASSERT_EQ(r.outcome, FitOutcome::Fits);
   EXPECT_EQ(r.batch, 63);
-  const auto failed = std::find_if(r.trials.begin(), r.trials.end(),
-                                   [](const Trial& t) { return t.outcome == Outcome::Error; });
+  const auto failed =
+      std::find_if(r.trials.begin(), r.trials.end(), [](const Trial& t) { return t.outcome == Outcome::Error; });
   ASSERT_NE(failed, r.trials.end());
   EXPECT_EQ(failed->batch, 64);
-  EXPECT_NE(r.message.find("batch 64 failed with an error (shape mismatch in the user's step); it counts as not fitting"),
-            std::string::npos)
+  EXPECT_NE(
+      r.message.find("batch 64 failed with an error (shape mismatch in the user's step); it counts as not fitting"),
+      std::string::npos)
       << r.message;
 }
 
@@ -278,7 +280,8 @@ INSTANTIATE_TEST_SUITE_P(EightWorkloads, ModelMode,
 // mlp on 1x28x28: 784*512+512 + 512*256+256 + 256*10+10 = 535,818 fp32 parameters.
 constexpr int64_t kMlpParameterBytes = 535818 * 4;
 
-std::unique_ptr<Workload> mlp_with(std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)> make) {
+std::unique_ptr<Workload> mlp_with(
+    std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)> make) {
   CpuMemoryTracker::install();
   Dataset data = make_synthetic_images({1, 28, 28}, 10, 512, 0);
   auto model = make_model("mlp", ModelSpec{{1, 28, 28}, false, 0, 10});
@@ -359,7 +362,7 @@ TEST(ModelModeEdges, ALineThatBreaksIsDetectedAndRefittedLocally) {
   ASSERT_TRUE(model.memory_model.has_value());
   ASSERT_FALSE(model.memory_model->breaks.empty());
   EXPECT_GE(model.memory_model->breaks.front().batch, 1000);  // where the prediction from below the jump missed
-  EXPECT_GE(model.memory_model->batch_a, 1000);  // the final line is the local one, past the jump
+  EXPECT_GE(model.memory_model->batch_a, 1000);               // the final line is the local one, past the jump
   EXPECT_NEAR(model.memory_model->per_sample_bytes, 10240, 1);
   expect_never_at_or_above_a_failure(model);
 }
@@ -445,10 +448,10 @@ TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {
 // bytes, from the public printouts fit.cpp names; not the marketed GB read as GiB.
 TEST(PlanFor, PresetsAreTheBytesCudaReports) {
   const std::pair<const char*, int64_t> expected[] = {
-      {"t4", 15843721216},        {"v100", 16945512448},  {"l4", 23612293120},
-      {"a10", 23696375808},       {"rtx4090", 25250627584}, {"a100-40gb", 42298834944},
-      {"l40s", 47576711168},      {"a6000", 51160023040}, {"a100-80gb", 85100068864},
-      {"h100", 85017755648},      {"h200", 143156ll << 20},  // torch's 143,156 MiB: derived, not observed
+      {"t4", 15843721216},        {"v100", 16945512448},      {"l4", 23612293120},      {"a10", 23696375808},
+      {"rtx4090", 25250627584},   {"a100-40gb", 42298834944}, {"l40s", 47576711168},    {"a6000", 51160023040},
+      {"a100-80gb", 85100068864}, {"h100", 85017755648},      {"h200", 143156ll << 20},  // torch's 143,156 MiB:
+                                                                                         // derived, not observed
   };
   for (const auto& [name, bytes] : expected) {
     const PlanDevice d = parse_plan_device(name);
@@ -456,7 +459,7 @@ TEST(PlanFor, PresetsAreTheBytesCudaReports) {
     EXPECT_EQ(d.bytes, bytes) << name;
   }
   EXPECT_EQ(parse_plan_device("h100").bytes, 81079ll * 1048576 + 262144);  // deviceQuery: 81,079 MiB
-  EXPECT_LT(parse_plan_device("h100").bytes, 80ll << 30);  // below the "80 GB" read as GiB: 79.18 GiB
+  EXPECT_LT(parse_plan_device("h100").bytes, 80ll << 30);                  // below the "80 GB" read as GiB: 79.18 GiB
   EXPECT_EQ(parse_plan_device("24GiB").bytes, 24ll << 30);
   EXPECT_EQ(parse_plan_device("24GiB").name, "24.0 GiB");
   EXPECT_THROW(parse_plan_device("tpu"), ConfigError);
@@ -540,7 +543,8 @@ TEST(PlanFor, TextNamesThePrecisionAndThePresetsSource) {
   const std::string h200 = joined(plan_for(fit, PlanSource{}, parse_plan_device("h200"), 0.9).assumptions);
   EXPECT_NE(h200.find("at the same precision (fp32)"), std::string::npos) << h200;
   EXPECT_NE(h200.find("exact bytes not found; derived, not observed"), std::string::npos) << h200;
-  const std::string command = joined(plan_for(fit, PlanSource{"cuda", "(the command's)"}, parse_plan_device("t4"), 0.9).assumptions);
+  const std::string command =
+      joined(plan_for(fit, PlanSource{"cuda", "(the command's)"}, parse_plan_device("t4"), 0.9).assumptions);
   EXPECT_NE(command.find("at the same precision (as measured here)"), std::string::npos) << command;
 }
 

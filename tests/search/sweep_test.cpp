@@ -108,7 +108,8 @@ class FlakyMemory final : public TrialRunner {
 
 TEST(SweepEdges, NothingAboveABatchThatRanOutOfMemoryIsRecommended) {
   FlakyMemory runner;
-  const SweepResult s = sweep(runner, SweepOptions().batch_sizes({16, 32, 64, 128}).repetitions(2).budget_bytes(64 << 20));
+  const SweepResult s =
+      sweep(runner, SweepOptions().batch_sizes({16, 32, 64, 128}).repetitions(2).budget_bytes(64 << 20));
   ASSERT_EQ(s.points.size(), 4u);
   EXPECT_EQ(s.points[2].outcome, Outcome::Oom);
   EXPECT_EQ(s.points[3].outcome, Outcome::Oom) << "128 ran in the first pass, but 64 ran out of memory";

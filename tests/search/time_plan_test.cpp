@@ -25,13 +25,13 @@ TEST(TimePlan, StepTimesComeFromTheFastestStepOfEachTrialThatRan) {
   Trial oom = ok_trial(8192, {}, 0.5);
   oom.outcome = Outcome::Oom;
   // A cold first step (0.05) is not the batch's time; the overhead is wall - steps, the median.
-  const StepCost cost = step_cost({ok_trial(32, {0.05, 0.004}, 0.064), ok_trial(128, {0.02, 0.01}, 0.04),
-                                   ok_trial(4096, {0.6, 0.32}, 0.93), oom});
+  const StepCost cost = step_cost(
+      {ok_trial(32, {0.05, 0.004}, 0.064), ok_trial(128, {0.02, 0.01}, 0.04), ok_trial(4096, {0.6, 0.32}, 0.93), oom});
   ASSERT_EQ(cost.step_s.size(), 3u);
   EXPECT_DOUBLE_EQ(cost.at(32), 0.004);
   EXPECT_DOUBLE_EQ(cost.at(4096), 0.32);
-  EXPECT_DOUBLE_EQ(cost.at(1), 0.004);          // below the smallest: latency-bound, its step time
-  EXPECT_DOUBLE_EQ(cost.at(8192), 0.64);        // above the largest: its time per sample
+  EXPECT_DOUBLE_EQ(cost.at(1), 0.004);                       // below the smallest: latency-bound, its step time
+  EXPECT_DOUBLE_EQ(cost.at(8192), 0.64);                     // above the largest: its time per sample
   EXPECT_NEAR(cost.at(64), std::sqrt(0.004 * 0.01), 1e-12);  // log-log between 32 and 128
   EXPECT_NEAR(cost.trial_overhead_s, 0.01, 1e-12);
 }
@@ -51,8 +51,7 @@ TEST(TimePlan, ASweepTrialRunsItsStepsOrItsMinimumTimeWhicheverIsLonger) {
 TEST(TimePlan, TheSweepIsExpectedToStopWhereThePredictedSamplesPerSecondFlatten) {
   // Step time 1 ms + 10 us a sample: samples/s rise to 1e5 and flatten past about 1024.
   std::vector<Trial> trials;
-  for (int64_t b : {1, 16, 256, 4096, 65536})
-    trials.push_back(ok_trial(b, {1e-3 + 1e-5 * static_cast<double>(b)}, 0));
+  for (int64_t b : {1, 16, 256, 4096, 65536}) trials.push_back(ok_trial(b, {1e-3 + 1e-5 * static_cast<double>(b)}, 0));
   const StepCost cost = step_cost(trials);
   std::vector<int64_t> doublings;
   for (int64_t b = 1; b <= 65536; b *= 2) doublings.push_back(b);
@@ -81,7 +80,7 @@ TEST(TimePlan, TheTimeLeftNeverGrowsByMoreThanTheNoiseWhereThePaceOverTrialsDoes
   Eta eta(planned);
   double elapsed = 0, last_eta = 1e300, worst_eta_growth = 0, worst_pace_growth = 0, last_pace = 1e300;
   for (size_t i = 0; i < predicted.size(); ++i) {
-    const double noise = i % 3 == 0 ? 1.05 : 0.95;  // +-5 %
+    const double noise = i % 3 == 0 ? 1.05 : 0.95;     // +-5 %
     const double actual = 1.7 * predicted[i] * noise;  // this machine runs 1.7x slower than predicted
     elapsed += actual;
     eta.finished(predicted[i], actual);
@@ -106,9 +105,9 @@ TEST(TimePlan, TheTimeLeftNeverGrowsByMoreThanTheNoiseWhereThePaceOverTrialsDoes
 
 TEST(TimePlan, TrialsThatWillNotRunLeaveThePlan) {
   Eta eta(10);
-  eta.finished(1, 2);           // twice as slow as predicted
+  eta.finished(1, 2);  // twice as slow as predicted
   EXPECT_DOUBLE_EQ(eta.left_s(), 18);
-  eta.dropped(6);               // the sweep stopped: those trials will not run
+  eta.dropped(6);  // the sweep stopped: those trials will not run
   EXPECT_DOUBLE_EQ(eta.left_s(), 6);
   EXPECT_DOUBLE_EQ(Eta(5).left_s(), 5);  // nothing finished: the prediction as it is
 }

@@ -16,14 +16,15 @@ using namespace test;
 TEST(Tune, FitsSweepsAndRecommends) {
   auto w = small();
   // The fit and sweep alone (no doctor, noise scale or race: those have tests of their own).
-  const Report r = tune(TuneSubject(*w), TuneOptions()
-                                             .fit(FitOptions().budget_bytes(64 << 20).max(64))
-                                             // every doubling: stopping where samples/s flattens is a
-                                             // decision on this machine's speed, not on the code
-                                             .sweep(SweepOptions().warmup(1).steps(2).repetitions(1).stop_after_flat(-1))
-                                             .doctor(false)
-                                             .noise(false)
-                                             .race(false));
+  const Report r =
+      tune(TuneSubject(*w), TuneOptions()
+                                .fit(FitOptions().budget_bytes(64 << 20).max(64))
+                                // every doubling: stopping where samples/s flattens is a
+                                // decision on this machine's speed, not on the code
+                                .sweep(SweepOptions().warmup(1).steps(2).repetitions(1).stop_after_flat(-1))
+                                .doctor(false)
+                                .noise(false)
+                                .race(false));
   ASSERT_EQ(r.fit->outcome, FitOutcome::Fits);
   ASSERT_TRUE(r.sweep.has_value());
   EXPECT_EQ(r.sweep->points.size(), 7u);  // 1, 2, 4, ..., 64

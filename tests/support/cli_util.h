@@ -1,8 +1,8 @@
 #pragma once
 // Running the batchwise binary as a user does, for the CLI tests: exit code, stdout, stderr.
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -35,9 +35,8 @@ inline fs::path scratch() {
 inline Outcome batchwise(const std::string& args, const std::string& env = "") {
   const fs::path dir = scratch();
   // The run history goes to the scratch folder, not the user's data directory.
-  const std::string cmd = env + " XDG_DATA_HOME=" + (dir / "xdg").string() + " " + std::string(BATCHWISE_TEST_BINARY) + " " +
-                          args + " >" + (dir / "out").string() + " 2>" +
-                          (dir / "err").string() + " </dev/null";
+  const std::string cmd = env + " XDG_DATA_HOME=" + (dir / "xdg").string() + " " + std::string(BATCHWISE_TEST_BINARY) +
+                          " " + args + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
   const int status = std::system(cmd.c_str());
   Outcome r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

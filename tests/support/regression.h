@@ -40,7 +40,7 @@ inline Dataset gaussian_regression(const at::Tensor& w_star, int64_t n, double s
 // `module` trained by plain SGD (or Adam) at `lr` on the mean squared error, on the CPU.
 template <class Module>
 std::unique_ptr<ModuleWorkload> mse_workload(const char* model, Module module, double lr, const Dataset& train,
-                                                 bool adam = false) {
+                                             bool adam = false) {
   WorkloadInfo info;
   info.model = model;
   info.dataset = train.name;

@@ -135,7 +135,8 @@ inline Report fixed_report() {
     run.lr = unmeasured_lr(Optimizer::Sgd, 32, 0.01, batch);
     run.warmup_epochs = 0.75;
     for (int i = 1; i <= 3; ++i) {
-      run.curve.push_back({3000 * i, 3000 * i / batch, (batch == 64 ? 1.5 : 1.0) * i, 0.6 - 0.05 * i, 0.75 + 0.035 * i});
+      run.curve.push_back(
+          {3000 * i, 3000 * i / batch, (batch == 64 ? 1.5 : 1.0) * i, 0.6 - 0.05 * i, 0.75 + 0.035 * i});
     }
     run.reached = true;
     run.last = run.curve.back();
@@ -149,16 +150,18 @@ inline Report fixed_report() {
   r.validation = v;
   r.recommendation = confirm(*r.recommendation, v);
   r.lr = unmeasured_lr(Optimizer::Sgd, 32, 0.01, r.recommendation->batch);
-  r.precisions = {PrecisionPoint{Precision::Fp32, 192, false, 128, 7877, 40ll << 20, 1.0, 1.0, "the run's own precision"},
-                  PrecisionPoint{Precision::Bf16, 320, false, 128, 6500, 26ll << 20, 6500.0 / 7877, 0.65,
-                                 "slower (0.83x) but fits batch 320 against 192: pays only where memory is the limit"}};
+  r.precisions = {
+      PrecisionPoint{Precision::Fp32, 192, false, 128, 7877, 40ll << 20, 1.0, 1.0, "the run's own precision"},
+      PrecisionPoint{Precision::Bf16, 320, false, 128, 6500, 26ll << 20, 6500.0 / 7877, 0.65,
+                     "slower (0.83x) but fits batch 320 against 192: pays only where memory is the limit"}};
   for (int64_t batch : {64, 128}) {
     StepProfile p;
     p.batch = batch;
     p.steps = 3;
     const double k = batch / 64.0;
     p.mean = StepPhases{0.0005 * k, 0.0003 * k, 0.004 * k, 0.005 * k, 0.0007, 0.0106 * k};
-    p.coverage = (p.mean.data_s + p.mean.h2d_s + p.mean.forward_s + p.mean.backward_s + p.mean.optimizer_s) / p.mean.total_s;
+    p.coverage =
+        (p.mean.data_s + p.mean.h2d_s + p.mean.forward_s + p.mean.backward_s + p.mean.optimizer_s) / p.mean.total_s;
     r.step_profile.push_back(p);
   }
   // A race of two candidates: 128 wins the second rung; 64 is dropped after the first.
@@ -189,8 +192,9 @@ inline Report fixed_report() {
   race.within_5_percent = {128};
   race.wall_s = 9.5;
   r.race = race;
-  r.run_plan = plan_run(optimizer_settings(Optimizer::Sgd), 60000,
-                        {{"base", unmeasured_lr(Optimizer::Sgd, 32, 0.01, 32)}, {"recommended", r.race->entries[1].lr}});
+  r.run_plan =
+      plan_run(optimizer_settings(Optimizer::Sgd), 60000,
+               {{"base", unmeasured_lr(Optimizer::Sgd, 32, 0.01, 32)}, {"recommended", r.race->entries[1].lr}});
   return r;
 }
 

@@ -33,8 +33,7 @@ inline std::unique_ptr<Workload> small(const std::string& model = "mlp", const s
 /// step profile, utilisation, noise scale) train on this.
 inline std::unique_ptr<Workload> tiny(const std::string& model) {
   CpuMemoryTracker::install();
-  return make_workload(
-      WorkloadOptions().model(model).dataset("synthetic").synthetic_size(512).lr(0.05).device("cpu"));
+  return make_workload(WorkloadOptions().model(model).dataset("synthetic").synthetic_size(512).lr(0.05).device("cpu"));
 }
 
 inline ModuleWorkload& as_module(Workload& w) { return dynamic_cast<ModuleWorkload&>(w); }
@@ -91,7 +90,8 @@ inline void expect_identical(const Copy& a, const Copy& b) {
 
 /// How many of `trials` ended with `outcome`.
 inline int count(const std::vector<Trial>& trials, Outcome outcome) {
-  return static_cast<int>(std::count_if(trials.begin(), trials.end(), [&](const Trial& t) { return t.outcome == outcome; }));
+  return static_cast<int>(
+      std::count_if(trials.begin(), trials.end(), [&](const Trial& t) { return t.outcome == outcome; }));
 }
 
 }  // namespace batchwise::test

@@ -35,29 +35,52 @@ struct Bound {
 };
 constexpr double kMaxBatch = 1 << 30, kMaxCount = 1e7, kMaxSeconds = 1e7;
 constexpr Bound kBounds[] = {
-    {"--min", 1, false, kMaxBatch}, {"--max", 1, false, kMaxBatch}, {"--multiple-of", 1, false, kMaxBatch},
-    {"--batch", 1, false, kMaxBatch}, {"--micro-batch", 1, false, kMaxBatch}, {"--base-batch", 1, false, kMaxBatch},
-    {"--global-batch", 1, false, kMaxBatch}, {"--max-micro-batch", 1, false, kMaxBatch},
-    {"--steps", 1, false, kMaxCount}, {"--fit-steps", 1, false, kMaxCount}, {"--noise-steps", 2, false, kMaxCount},
-    {"--warmup", 0, false, kMaxCount}, {"--repetitions", 1, false, 1000}, {"--accumulation-steps", 1, false, 65536},
-    {"--limit", 1, false, kMaxCount}, {"--prefetch", 1, false, 1024}, {"--workers", 0, false, 256},
+    {"--min", 1, false, kMaxBatch},
+    {"--max", 1, false, kMaxBatch},
+    {"--multiple-of", 1, false, kMaxBatch},
+    {"--batch", 1, false, kMaxBatch},
+    {"--micro-batch", 1, false, kMaxBatch},
+    {"--base-batch", 1, false, kMaxBatch},
+    {"--global-batch", 1, false, kMaxBatch},
+    {"--max-micro-batch", 1, false, kMaxBatch},
+    {"--steps", 1, false, kMaxCount},
+    {"--fit-steps", 1, false, kMaxCount},
+    {"--noise-steps", 2, false, kMaxCount},
+    {"--warmup", 0, false, kMaxCount},
+    {"--repetitions", 1, false, 1000},
+    {"--accumulation-steps", 1, false, 65536},
+    {"--limit", 1, false, kMaxCount},
+    {"--prefetch", 1, false, 1024},
+    {"--workers", 0, false, 256},
     {"--threads", 1, false, 4096, "leave it out for torch's choice"},
-    {"--nproc", 1, false, 1024, "the number of local processes"}, {"--world-size", 1, false, 1 << 20},
-    {"--num-classes", 2, false, kMaxCount, "a classifier needs at least 2 classes; leave it out to use the largest label + 1"},
-    {"--synthetic-size", 1, false, 1e9}, {"--io-latency-us", 0, false, 1e7},
-    {"--seed", 0, false, 18446744073709551615.0}, {"--held-out-samples", 1, false, 1e9},
-    {"--eval-every", 1, false, 1e12}, {"--lr", 0, true, 1e6}, {"--target", 0, true, 1, "a fraction of the budget"},
-    {"--target-accuracy", 0, true, 1}, {"--target-loss", 0, true, 1e9}, {"--max-epochs", 0, true, 1e6},
-    {"--max-seconds", 0, false, kMaxSeconds}, {"--trial-timeout", 0, false, kMaxSeconds},
-    {"--dist-timeout", 0, true, kMaxSeconds}, {"--advice-budget", 0, true, kMaxSeconds},
-    {"--reuse-max-age", 0, false, 1e7}, {"--stop-slower-than", 1, false, 1e6},
+    {"--nproc", 1, false, 1024, "the number of local processes"},
+    {"--world-size", 1, false, 1 << 20},
+    {"--num-classes", 2, false, kMaxCount,
+     "a classifier needs at least 2 classes; leave it out to use the largest label + 1"},
+    {"--synthetic-size", 1, false, 1e9},
+    {"--io-latency-us", 0, false, 1e7},
+    {"--seed", 0, false, 18446744073709551615.0},
+    {"--held-out-samples", 1, false, 1e9},
+    {"--eval-every", 1, false, 1e12},
+    {"--lr", 0, true, 1e6},
+    {"--target", 0, true, 1, "a fraction of the budget"},
+    {"--target-accuracy", 0, true, 1},
+    {"--target-loss", 0, true, 1e9},
+    {"--max-epochs", 0, true, 1e6},
+    {"--max-seconds", 0, false, kMaxSeconds},
+    {"--trial-timeout", 0, false, kMaxSeconds},
+    {"--dist-timeout", 0, true, kMaxSeconds},
+    {"--advice-budget", 0, true, kMaxSeconds},
+    {"--reuse-max-age", 0, false, 1e7},
+    {"--stop-slower-than", 1, false, 1e6},
 };
 
 CLI::Validator in_range(const Bound& b) {
   return CLI::Validator(
       [b](std::string& value) -> std::string {
         double v = 0;
-        if (!CLI::detail::lexical_cast(value, v) || !std::isfinite(v)) return fmt::format("{}: not a finite number", value);
+        if (!CLI::detail::lexical_cast(value, v) || !std::isfinite(v))
+          return fmt::format("{}: not a finite number", value);
         const std::string why = b.why ? fmt::format(" ({})", b.why) : "";
         if (b.low_open ? v <= b.low : v < b.low)
           return fmt::format("{}: must be {} {:.15g}{}", value, b.low_open ? "above" : "at least", b.low, why);
@@ -80,19 +103,21 @@ namespace {
 // The sections of --help, in order, and the options in each (by long name). An option in none stays
 // in its subcommand's own "Options".
 const std::vector<std::pair<std::string, std::vector<std::string>>> kGroups = {
-    {"Workload", {"--model", "--dataset", "--data-dir", "--data-file", "--labels-file", "--label-column", "--loss",
-                  "--num-classes", "--input-shape", "--optimizer", "--lr", "--precision", "--seq-len",
-                  "--synthetic-size", "--seed"}},
+    {"Workload",
+     {"--model", "--dataset", "--data-dir", "--data-file", "--labels-file", "--label-column", "--loss", "--num-classes",
+      "--input-shape", "--optimizer", "--lr", "--precision", "--seq-len", "--synthetic-size", "--seed"}},
     {"Input pipeline", {"--workers", "--prefetch", "--augment", "--io-latency-us"}},
     {"Device and memory", {"--device", "--memory-budget", "--target", "--threads", "--trial-timeout", "--no-monitor"}},
     {"Your training command", {"--cmd", "command"}},
     {"Fit", {"--mode", "--min", "--max", "--multiple-of", "--fit-steps", "--plan-for", "--reuse", "--reuse-max-age"}},
-    {"Sweep", {"--batch-sizes", "--range", "--steps", "--warmup", "--repetitions", "--min-time", "--sweep-all",
-               "--profile", "--accumulation-steps"}},
+    {"Sweep",
+     {"--batch-sizes", "--range", "--steps", "--warmup", "--repetitions", "--min-time", "--sweep-all", "--profile",
+      "--accumulation-steps"}},
     {"Your run", {"--epochs", "--lr-schedule", "--target-accuracy", "--target-loss", "--base-batch"}},
     {"Advice", {"--no-noise", "--noise-steps", "--no-race", "--advice-budget", "--compare-precision"}},
-    {"Validation", {"--validate", "--batch-schedule", "--extend-below", "--max-epochs", "--max-seconds", "--eval-every",
-                    "--held-out-samples", "--stop-slower-than", "--rule-lr"}},
+    {"Validation",
+     {"--validate", "--batch-schedule", "--extend-below", "--max-epochs", "--max-seconds", "--eval-every",
+      "--held-out-samples", "--stop-slower-than", "--rule-lr"}},
     {"Data-parallel", {"--nproc", "--dist-timeout", "--dist-backend"}},
     {"Output", {"--json", "--html", "--history", "--no-history", "--trace", "--quiet", "--verbose"}},
 };
@@ -114,8 +139,8 @@ class SectionedHelp : public CLI::Formatter {
       if (std::find(order.begin(), order.end(), group) == order.end() && group != "Deprecated") order.push_back(group);
     order.push_back("Deprecated");
     for (const std::string& group : order) {
-      const std::vector<const CLI::Option*> options = app->get_options(
-          [&group](const CLI::Option* o) { return o->get_group() == group && o->nonpositional(); });
+      const std::vector<const CLI::Option*> options =
+          app->get_options([&group](const CLI::Option* o) { return o->get_group() == group && o->nonpositional(); });
       if (!options.empty()) out += make_group(group, false, options);
     }
     return out + make_subcommands(app, mode) + "\n" + make_footer(app);
@@ -169,12 +194,15 @@ void WorkloadFlags::add(CLI::App* cmd) {
                   "the cifar-10-batches-bin folder");
   cmd->add_option("--data-file", w.data_file(), "idx: the images file; npy: the features .npy; csv: the .csv file");
   cmd->add_option("--labels-file", w.labels_file(), "idx: the labels file; npy: the labels .npy");
-  cmd->add_option("--label-column", w.label_column(), "csv: the label column's header name or 0-based index (default: the last)");
+  cmd->add_option("--label-column", w.label_column(),
+                  "csv: the label column's header name or 0-based index (default: the last)");
   cmd->add_option("--loss", loss, "cross-entropy (class labels) or mse (regression targets)")->capture_default_str();
-  cmd->add_option("--num-classes", w.num_classes(), "classes the model predicts (default: largest label + 1; synthetic 10)");
-  cmd->add_option("--input-shape", input_shape,
-                  "one sample's shape without the batch, e.g. 3x32x32: what a TorchScript model takes, and the shape of "
-                  "synthetic samples (default: the dataset's)");
+  cmd->add_option("--num-classes", w.num_classes(),
+                  "classes the model predicts (default: largest label + 1; synthetic 10)");
+  cmd->add_option(
+      "--input-shape", input_shape,
+      "one sample's shape without the batch, e.g. 3x32x32: what a TorchScript model takes, and the shape of "
+      "synthetic samples (default: the dataset's)");
   cmd->add_option("--device", w.device(), "cpu, cuda, cuda:N or auto")->capture_default_str();
   cmd->add_option("--optimizer", optimizer, "sgd (momentum 0.9), adam or adamw")->capture_default_str();
   cmd->add_option("--precision", precision,
@@ -182,9 +210,11 @@ void WorkloadFlags::add(CLI::App* cmd) {
                   "only with half-precision units)")
       ->capture_default_str();
   cmd->add_option("--lr", w.lr(), "learning rate (default: sgd 0.01, adam/adamw 0.001)");
-  cmd->add_option("--seq-len", seq_len, "tokens per sample, transformer on synthetic data; a range like 32-128 fits the longest")
+  cmd->add_option("--seq-len", seq_len,
+                  "tokens per sample, transformer on synthetic data; a range like 32-128 fits the longest")
       ->capture_default_str();
-  cmd->add_option("--workers", w.workers(), "input pipeline threads that prepare batches ahead (0: in the training thread)")
+  cmd->add_option("--workers", w.workers(),
+                  "input pipeline threads that prepare batches ahead (0: in the training thread)")
       ->capture_default_str();
   cmd->add_option("--prefetch", w.prefetch(), "batches each worker may have ready ahead")->capture_default_str();
   cmd->add_flag("--augment", w.augment(), "random crop (padding 4) and horizontal flip in the input pipeline (images)");
@@ -199,7 +229,8 @@ void WorkloadFlags::add(CLI::App* cmd) {
   cmd->add_option("--threads", threads, "intra-op threads (default: torch's choice)");
   cmd->add_option("--json", json, "write the JSON report to FILE");
   cmd->add_option("--html", html, "write the HTML report (charts, self-contained, opens offline) to FILE");
-  cmd->add_option("--history", history, "the run history to store this run in (default: $XDG_DATA_HOME/batchwise/history.sqlite)");
+  cmd->add_option("--history", history,
+                  "the run history to store this run in (default: $XDG_DATA_HOME/batchwise/history.sqlite)");
   cmd->add_flag("--no-history", no_history, "do not store this run");
   cmd->add_option("--trace", trace,
                   "write a Chrome trace (Perfetto, chrome://tracing) of one training step at the recommended batch to "
@@ -240,12 +271,14 @@ void WorkloadFlags::check(const std::string& name) const {
 }
 
 void FitFlags::add(CLI::App* cmd) {
-  cmd->add_option("--mode", mode,
-                  "model (predict, verify, refine: exact in few trials), binsearch (doubling, then bisection; exact) or "
-                  "power (doubling only)")
+  cmd->add_option(
+         "--mode", mode,
+         "model (predict, verify, refine: exact in few trials), binsearch (doubling, then bisection; exact) or "
+         "power (doubling only)")
       ->capture_default_str();
   cmd->add_option("--min", min, "smallest batch tried")->capture_default_str();
-  cmd->add_option("--max", max, "largest batch tried (default 65536; tune on CPU: 4096; plan: a device's share of --global-batch)");
+  cmd->add_option("--max", max,
+                  "largest batch tried (default 65536; tune on CPU: 4096; plan: a device's share of --global-batch)");
   cmd->add_option("--multiple-of", multiple_of, "every batch tried is a multiple of this")->capture_default_str();
   cmd->add_option("--plan-for", plan_for,
                   "also predict the largest batch on a CUDA device of this memory: 24GiB, or t4, v100, l4, a10, "
@@ -343,13 +376,13 @@ void ValidateFlags::check(const WorkloadFlags& w) {
   const LrSchedule schedule = parse_lr_schedule(lr_schedule);
   if (epochs < 0 || !std::isfinite(epochs)) throw ConfigError(fmt::format("--epochs {}: must be positive", epochs));
   if (epochs > 0 && (target_accuracy > 0 || target_loss > 0))
-    throw ConfigError(fmt::format("--epochs {} and --target-{} {}: --epochs trains full runs and compares their final "
-                                  "quality, a target stops each run when it is met; give one of them",
-                                  epochs, target_accuracy > 0 ? "accuracy" : "loss",
-                                  target_accuracy > 0 ? target_accuracy : target_loss));
+    throw ConfigError(fmt::format(
+        "--epochs {} and --target-{} {}: --epochs trains full runs and compares their final "
+        "quality, a target stops each run when it is met; give one of them",
+        epochs, target_accuracy > 0 ? "accuracy" : "loss", target_accuracy > 0 ? target_accuracy : target_loss));
   if (epochs == 0 && schedule != LrSchedule::Constant)
-    throw ConfigError(fmt::format("--lr-schedule {}: a decaying rate decays over a run of known length; give --epochs N",
-                                  lr_schedule));
+    throw ConfigError(fmt::format(
+        "--lr-schedule {}: a decaying rate decays over a run of known length; give --epochs N", lr_schedule));
   if (w.use_cmd)
     throw ConfigError("validate: time-to-accuracy needs batchwise's own training loop; it cannot run through --cmd");
   if (epochs > 0) return;
@@ -393,7 +426,8 @@ void write_file(const std::string& path, const std::string& text, const char* fl
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));
+    if (!out)
+      throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));
     out << text;
     if (!out.flush()) throw ConfigError(fmt::format("{} {}: writing failed (disk full?)", flag, path));
   }

@@ -11,10 +11,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <optional>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -132,11 +132,10 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
       // Usage and input errors, and a rank that saw a collective fail (failed_code), leave the
       // others failing alike, dead or hung: they get a moment. Otherwise they first see the
       // failure through their collectives (a broken connection at once, a hang at the timeout).
-      const bool quick = WIFEXITED(st) && ((WEXITSTATUS(st) >= 2 && WEXITSTATUS(st) <= 5) ||
-                                           WEXITSTATUS(st) == failed_code);
-      give_up = std::chrono::steady_clock::now() +
-                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                    std::chrono::duration<double>(quick ? 3.0 : grace_s));
+      const bool quick =
+          WIFEXITED(st) && ((WEXITSTATUS(st) >= 2 && WEXITSTATUS(st) <= 5) || WEXITSTATUS(st) == failed_code);
+      give_up = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                       std::chrono::duration<double>(quick ? 3.0 : grace_s));
     }
   }
   // Each rank that ended otherwise than rank 0 did (rank 0 speaks for itself).

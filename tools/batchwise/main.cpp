@@ -1,9 +1,9 @@
 // The batchwise command line: each subcommand is a unit under commands/ (its flags, its checks, its
 // run); this file only parses, dispatches, starts data-parallel ranks, and maps errors to exit
 // codes. The library never prints or exits; the subcommands and this file do both.
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <csignal>
 #include <cstdlib>
@@ -80,20 +80,23 @@ int run_mapping_errors(Command& command, const std::string& who) {
 
 int main(int argc, char** argv) {
   keep_freed_host_memory();  // before the first allocation worth keeping: see memory.h
-  CLI::App app{"batchwise: which batch size should I train with on this hardware, and why?\n"
-               "Trains the real model on real data at candidate batch sizes and measures what happens."};
-  app.set_version_flag("--version", std::string("batchwise ") + BATCHWISE_VERSION + " (" + BATCHWISE_BUILD_COMMIT + ")");
+  CLI::App app{
+      "batchwise: which batch size should I train with on this hardware, and why?\n"
+      "Trains the real model on real data at candidate batch sizes and measures what happens."};
+  app.set_version_flag("--version",
+                       std::string("batchwise ") + BATCHWISE_VERSION + " (" + BATCHWISE_BUILD_COMMIT + ")");
   app.require_subcommand(1);
-  app.footer("Exit codes: 0 ok, 1 run failed, 2 bad options, 3 bad dataset, 4 bad model, 5 bad device, "
-             "6 no batch fits, 7 a data-parallel rank died or hung.\nExamples:\n"
-             "  batchwise tune                                   # lenet on Fashion-MNIST, best device: the answer\n"
-             "  batchwise tune --verbose --html report.html      # every table, and the report with charts\n"
-             "  batchwise tune --epochs 10 --lr-schedule cosine  # the batch for your 10-epoch cosine run\n"
-             "  batchwise tune --model model.pt --input-shape 3x32x32 --dataset synthetic   # your TorchScript model\n"
-             "  batchwise tune --cmd --device cuda -- python3 train.py --batch-size {batch} --steps {steps}\n"
-             "  batchwise fit --model resnet18 --memory-budget 4GiB --json fit.json   # the largest batch that fits\n"
-             "  batchwise compare old.json new.json              # two reports side by side\n"
-             "Each subcommand's --help lists its options by section, with examples.");
+  app.footer(
+      "Exit codes: 0 ok, 1 run failed, 2 bad options, 3 bad dataset, 4 bad model, 5 bad device, "
+      "6 no batch fits, 7 a data-parallel rank died or hung.\nExamples:\n"
+      "  batchwise tune                                   # lenet on Fashion-MNIST, best device: the answer\n"
+      "  batchwise tune --verbose --html report.html      # every table, and the report with charts\n"
+      "  batchwise tune --epochs 10 --lr-schedule cosine  # the batch for your 10-epoch cosine run\n"
+      "  batchwise tune --model model.pt --input-shape 3x32x32 --dataset synthetic   # your TorchScript model\n"
+      "  batchwise tune --cmd --device cuda -- python3 train.py --batch-size {batch} --steps {steps}\n"
+      "  batchwise fit --model resnet18 --memory-budget 4GiB --json fit.json   # the largest batch that fits\n"
+      "  batchwise compare old.json new.json              # two reports side by side\n"
+      "Each subcommand's --help lists its options by section, with examples.");
   std::vector<std::unique_ptr<Command>> commands;
   for (auto make : {fit_command, sweep_command, tune_command, validate_command, loader_command, doctor_command,
                     plan_command, noise_command, history_command, compare_command, report_command})

@@ -38,9 +38,11 @@ Session::Session(std::string name, WorkloadFlags& f, const DistFlags* distribute
       report.context.device_name = static_cast<const CommandRunner&>(*runner_).device_name();
     }
   } else {
-    report.context = make_context(workload_->device().is_cuda() ? resolve_device(workload_->device().str()) : DeviceSpec{});
+    report.context =
+        make_context(workload_->device().is_cuda() ? resolve_device(workload_->device().str()) : DeviceSpec{});
   }
-  if (group_) report.distributed = DistributedRun{group_->size(), group_->backend(), rank_budgets_, distributed->timeout_s};
+  if (group_)
+    report.distributed = DistributedRun{group_->size(), group_->backend(), rank_budgets_, distributed->timeout_s};
   report.context.device_total_bytes = runner_->device_total_bytes();
   report.workload = runner_->info();
   if (report.budget_bytes == 0) report.budget_bytes = runner_->default_budget_bytes();
@@ -58,12 +60,13 @@ void Session::join_group(const DistFlags* distributed) {
     return;
   }
   if (!distributed)
-    throw ConfigError(fmt::format("{} runs in one process, but WORLD_SIZE={} asks for a data-parallel run; data-parallel "
-                                  "trials are for fit, sweep, tune and plan",
-                                  command, address_->world_size));
-  const char* unsupported = flags.use_cmd            ? "--cmd (run your own command under torchrun instead)"
-                            : !flags.trace.empty()   ? "--trace"
-                                                     : nullptr;
+    throw ConfigError(
+        fmt::format("{} runs in one process, but WORLD_SIZE={} asks for a data-parallel run; data-parallel "
+                    "trials are for fit, sweep, tune and plan",
+                    command, address_->world_size));
+  const char* unsupported = flags.use_cmd          ? "--cmd (run your own command under torchrun instead)"
+                            : !flags.trace.empty() ? "--trace"
+                                                   : nullptr;
   if (unsupported)
     throw ConfigError(fmt::format("{} is not supported in a data-parallel run ({} ranks); run it in one process",
                                   unsupported, address_->world_size));
@@ -102,9 +105,10 @@ void Session::make_runner(bool test_split) {
     dp_workload_ = std::make_unique<DataParallelWorkload>(dynamic_cast<ModuleWorkload&>(*workload_), group_);
     // Each rank enforces its own budget; the decisions use the smallest, which every rank can honour.
     // Without a budget, the ranks on one host share its RAM (a CUDA rank has its device to itself).
-    const int64_t own_budget = budget > 0                         ? budget
-                               : workload_->device().is_cuda()     ? runner_->default_budget_bytes()
-                                                                   : runner_->default_budget_bytes() / address_->local_world_size;
+    const int64_t own_budget = budget > 0 ? budget
+                               : workload_->device().is_cuda()
+                                   ? runner_->default_budget_bytes()
+                                   : runner_->default_budget_bytes() / address_->local_world_size;
     auto distributed = std::make_unique<DistributedRunner>(*dp_workload_, own_budget,
                                                            /*measure_scaling=*/command == "sweep" || command == "tune");
     rank_budgets_ = distributed->gather(own_budget, "agreeing on the memory budget");
@@ -165,7 +169,8 @@ void Session::trial_line(const Trial& t, int index, int planned) {
                                ? fmt::format("{:.0f} samples/s", t.samples_per_s)
                                : to_string(t.outcome);
   fmt::print(stderr, "{}{}[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed{}){}", live_ ? "\r\033[K" : "",
-             brief_ ? phase_ + " " : "", of, t.batch, what, format_bytes(t.peak_bytes), elapsed, eta, brief_ ? "" : "\n");
+             brief_ ? phase_ + " " : "", of, t.batch, what, format_bytes(t.peak_bytes), elapsed, eta,
+             brief_ ? "" : "\n");
   if (brief_) std::fflush(stderr);
 }
 
@@ -220,8 +225,8 @@ void Session::on_validate(const ValidateProgress& p) {
   const std::string target = p.target_left_s ? fmt::format("~{:.0f} s to the target, ", *p.target_left_s) : "";
   training_line(fmt::format("[validate {}/{}] batch {}: epoch {:.2f}, {}, {:.1f} s trained ({}at most {:.0f} s left; "
                             "{:.0f} s elapsed)",
-                            p.index + 1, p.count, p.batch, p.epochs, metric_text(p.loss, p.accuracy), p.train_s,
-                            target, p.limit_left_s, p.elapsed_s),
+                            p.index + 1, p.count, p.batch, p.epochs, metric_text(p.loss, p.accuracy), p.train_s, target,
+                            p.limit_left_s, p.elapsed_s),
                 fmt::format("validate {}", p.index));
 }
 
@@ -276,7 +281,8 @@ void Session::print_validation(const ValidationResult& v) {
       fmt::print(stderr, "[validate] batch {} (lr {:.4g}): {}\n", run.batch, run.lr.lr, outcome);
     else
       fmt::print(stderr, "[validate] schedule {} (lr {}): {}\n", run.schedule,
-                 run.phase_lrs.empty() ? fmt::format("{:.4g}", run.lr.lr) : fmt::format("{:.4g}", fmt::join(run.phase_lrs, ", ")),
+                 run.phase_lrs.empty() ? fmt::format("{:.4g}", run.lr.lr)
+                                       : fmt::format("{:.4g}", fmt::join(run.phase_lrs, ", ")),
                  outcome);
   }
   if (v.schedule_saving)
@@ -286,8 +292,9 @@ void Session::print_validation(const ValidationResult& v) {
   else
     for (const auto& run : v.runs)
       if (!run.schedule.empty() && run.final_loss && !run.good)
-        fmt::print(stderr, "[validate] the schedule {} ended worse than the best fixed batch, beyond the test set's "
-                           "noise\n",
+        fmt::print(stderr,
+                   "[validate] the schedule {} ended worse than the best fixed batch, beyond the test set's "
+                   "noise\n",
                    run.schedule);
 }
 
@@ -295,10 +302,11 @@ void Session::print_validation(const ValidationResult& v) {
 
 int Session::finish(int code) {
   if (!flags.trace.empty()) {
-    if (!workload_) throw ConfigError("--trace profiles batchwise's own training step; with --cmd, profile inside your command");
+    if (!workload_)
+      throw ConfigError("--trace profiles batchwise's own training step; with --cmd, profile inside your command");
     if (!report.recommendation) {
-      fmt::print(stderr, "batchwise {}: warning: --trace {}: no batch was recommended, so no step was traced\n", command,
-                 flags.trace);
+      fmt::print(stderr, "batchwise {}: warning: --trace {}: no batch was recommended, so no step was traced\n",
+                 command, flags.trace);
     } else {
       // Kineto logs its stages (and, on a machine without a GPU driver, an error about it) to stderr;
       // the line below says what was traced. A KINETO_LOG_LEVEL the user set is kept.
@@ -332,13 +340,13 @@ int Session::finish(int code) {
   if (group_) (void)group_->all_gather({0}, "ending the run together");  // rank 0 hosts the store: it leaves last
   if (!lead_) {
     if (!flags.quiet) {
-      const std::string fitted = report.fit && report.fit->batch ? fmt::format("fit batch {} per device", *report.fit->batch)
-                                                                 : std::string();
+      const std::string fitted =
+          report.fit && report.fit->batch ? fmt::format("fit batch {} per device", *report.fit->batch) : std::string();
       const std::string rec = report.recommendation
                                   ? fmt::format("recommended batch {} per device", report.recommendation->batch)
                                   : std::string();
-      fmt::print(stderr, "batchwise {} (rank {} of {}): done, as agreed with every rank{}{}{}\n", command, address_->rank,
-                 address_->world_size, fitted.empty() && rec.empty() ? "" : ": ", fitted,
+      fmt::print(stderr, "batchwise {} (rank {} of {}): done, as agreed with every rank{}{}{}\n", command,
+                 address_->rank, address_->world_size, fitted.empty() && rec.empty() ? "" : ": ", fitted,
                  !fitted.empty() && !rec.empty() ? ", " + rec : rec);
     }
     return code;

@@ -13,9 +13,10 @@ class Compare : public Command {
     auto* cmd = app.add_subcommand("compare", "Two reports side by side, batch by batch, with ratios");
     cmd->add_option("reports", files_, "two JSON reports written with --json: A, then B")->required()->expected(2);
     cmd->add_option("--json", json_, "write the comparison as JSON to FILE");
-    cmd->footer("Example:\n  batchwise tune --json laptop.json   # on one machine\n"
-                "  batchwise tune --json server.json   # on another\n"
-                "  batchwise compare laptop.json server.json");
+    cmd->footer(
+        "Example:\n  batchwise tune --json laptop.json   # on one machine\n"
+        "  batchwise tune --json server.json   # on another\n"
+        "  batchwise compare laptop.json server.json");
     return cmd;
   }
 

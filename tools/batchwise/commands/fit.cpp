@@ -15,11 +15,14 @@ class Fit : public Command {
     fit_.add(cmd);
     dist_.add(cmd);
     cmd->add_option("--fit-steps", fit_.steps, "training steps per fit trial")->capture_default_str();
-    renamed(cmd, "--steps", "--fit-steps", fit_.steps, "--steps counts a sweep trial's measured steps in sweep and tune");
+    renamed(cmd, "--steps", "--fit-steps", fit_.steps,
+            "--steps counts a sweep trial's measured steps in sweep and tune");
     cmd->add_option("--warmup", fit_.warmup, "extra steps before those (they count towards the peak too)")
         ->capture_default_str();
-    cmd->footer("Example:\n  batchwise fit --model lenet --memory-budget 512MiB --mode binsearch --multiple-of 8 --json fit.json\n"
-                "  batchwise fit --model mlp --nproc 2 --memory-budget 1GiB   # the per-device batch, data-parallel");
+    cmd->footer(
+        "Example:\n  batchwise fit --model lenet --memory-budget 512MiB --mode binsearch --multiple-of 8 --json "
+        "fit.json\n"
+        "  batchwise fit --model mlp --nproc 2 --memory-budget 1GiB   # the per-device batch, data-parallel");
     return cmd;
   }
   int nproc() const override { return dist_.nproc; }

@@ -27,8 +27,13 @@ class HistoryList : public Command {
     if (json_) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& r : runs)
-        j.push_back({{"id", r.id}, {"date", r.date}, {"command", r.command}, {"workload", r.workload},
-                     {"device", r.device}, {"versions", r.versions}, {"budget_bytes", r.budget_bytes},
+        j.push_back({{"id", r.id},
+                     {"date", r.date},
+                     {"command", r.command},
+                     {"workload", r.workload},
+                     {"device", r.device},
+                     {"versions", r.versions},
+                     {"budget_bytes", r.budget_bytes},
                      {"fit_batch", r.fit_batch ? nlohmann::json(*r.fit_batch) : nlohmann::json(nullptr)},
                      {"recommended_batch",
                       r.recommended_batch ? nlohmann::json(*r.recommended_batch) : nlohmann::json(nullptr)}});

@@ -12,13 +12,15 @@ namespace {
 class Loader : public Command {
  public:
   CLI::App* add(CLI::App& app) override {
-    auto* cmd = app.add_subcommand("loader", "Find the input-pipeline setting (workers, prefetch) that keeps the training step fed");
+    auto* cmd = app.add_subcommand(
+        "loader", "Find the input-pipeline setting (workers, prefetch) that keeps the training step fed");
     w_.add(cmd);
     cmd->add_option("--batch", batch_, "the batch size to feed")->capture_default_str();
     cmd->add_option("--warmup", warmup_, "unmeasured steps per setting")->capture_default_str();
     cmd->add_option("--steps", steps_, "measured steps per setting")->capture_default_str();
-    cmd->footer("Example:\n  batchwise loader --model resnet18 --dataset cifar10 --data-dir cifar-10-batches-bin "
-                "--augment --batch 128");
+    cmd->footer(
+        "Example:\n  batchwise loader --model resnet18 --dataset cifar10 --data-dir cifar-10-batches-bin "
+        "--augment --batch 128");
     return cmd;
   }
 
@@ -26,8 +28,9 @@ class Loader : public Command {
     w_.resolve();
     w_.check("loader");
     if (w_.use_cmd)
-      throw ConfigError("loader: batchwise tunes its own input pipeline; with --cmd, tune your DataLoader's "
-                        "num_workers inside your command");
+      throw ConfigError(
+          "loader: batchwise tunes its own input pipeline; with --cmd, tune your DataLoader's "
+          "num_workers inside your command");
     Session s("loader", w_, nullptr);
     s.stage(fmt::format("trying input-pipeline settings at batch {}", batch_));
     s.report.loader = search_loader(*s.module(), batch_, warmup_, steps_);

@@ -24,7 +24,8 @@ class Noise : public Command {
                           "steadier, slower to follow the noise scale as it grows)")
               ->capture_default_str(),
           0, 0.999);
-    cmd->footer("Example:\n  batchwise noise --model lenet --batch 512 --micro-batch 32 --noise-steps 100 --json noise.json");
+    cmd->footer(
+        "Example:\n  batchwise noise --model lenet --batch 512 --micro-batch 32 --noise-steps 100 --json noise.json");
     return cmd;
   }
 
@@ -32,20 +33,25 @@ class Noise : public Command {
     w_.resolve();
     w_.check("noise");
     if (w_.use_cmd)
-      throw ConfigError("noise: the noise scale needs the gradients of batchwise's own training step; it cannot be "
-                        "measured through --cmd");
+      throw ConfigError(
+          "noise: the noise scale needs the gradients of batchwise's own training step; it cannot be "
+          "measured through --cmd");
     if (w_.workload.precision() == Precision::Fp16)
-      throw ConfigError("noise with --precision fp16: the noise scale does not support fp16's loss scaling yet; use "
-                        "bf16 or fp32");
+      throw ConfigError(
+          "noise with --precision fp16: the noise scale does not support fp16's loss scaling yet; use "
+          "bf16 or fp32");
     if (micro_batch_ < 1 || micro_batch_ >= batch_ || batch_ % micro_batch_ != 0)  // before the data is loaded
-      throw ConfigError(fmt::format("noise scale: --micro-batch {} must be below --batch {} and divide it", micro_batch_,
-                                    batch_));
+      throw ConfigError(
+          fmt::format("noise scale: --micro-batch {} must be below --batch {} and divide it", micro_batch_, batch_));
     Session s("noise", w_, nullptr);
     s.stage(fmt::format("measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}",
                         steps_, batch_, micro_batch_));
-    s.report.noise = measure_noise_scale(
-        *s.workload(),
-        NoiseOptions().batch(batch_).micro_batch(micro_batch_).steps(steps_).train(!fixed_weights_).smoothing(smoothing_));
+    s.report.noise = measure_noise_scale(*s.workload(), NoiseOptions()
+                                                            .batch(batch_)
+                                                            .micro_batch(micro_batch_)
+                                                            .steps(steps_)
+                                                            .train(!fixed_weights_)
+                                                            .smoothing(smoothing_));
     return s.finish();
   }
 

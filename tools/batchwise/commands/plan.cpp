@@ -25,8 +25,9 @@ class Plan : public Command {
         ->capture_default_str();
     cmd->add_option("--base-batch", base_batch_, "the batch --lr is meant for")->capture_default_str();
     cmd->add_option("--fit-steps", fit_.steps, "training steps per fit trial")->capture_default_str();
-    cmd->footer("Example:\n  batchwise plan --global-batch 4096 --world-size 2 --memory-budget 2GiB\n"
-                "  batchwise plan --global-batch 1000 --max-micro-batch 96 --multiple-of 8 --last-batch pad");
+    cmd->footer(
+        "Example:\n  batchwise plan --global-batch 4096 --world-size 2 --memory-budget 2GiB\n"
+        "  batchwise plan --global-batch 1000 --max-micro-batch 96 --multiple-of 8 --last-batch pad");
     return cmd;
   }
   int nproc() const override { return dist_.nproc; }
@@ -43,7 +44,8 @@ class Plan : public Command {
     // The fit answers one question: does a device's share of the global batch fit (no accumulation
     // needed), and if not, how large a micro-batch does. It searches no further than that share.
     const int64_t share = (global_batch_ + world_size_ - 1) / std::max<int64_t>(1, world_size_);
-    if (fit_.max == 0) fit_.max = std::max<int64_t>(fit_.min, (share + fit_.multiple_of - 1) / fit_.multiple_of * fit_.multiple_of);
+    if (fit_.max == 0)
+      fit_.max = std::max<int64_t>(fit_.min, (share + fit_.multiple_of - 1) / fit_.multiple_of * fit_.multiple_of);
     int64_t max_micro = max_micro_batch_;
     if (max_micro == 0) {  // the largest micro-batch is what fits: measure it
       s.report.fit = fit(s.runner(), s.with_progress(fit_.options(w_, s.report.budget_bytes)));

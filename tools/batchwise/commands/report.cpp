@@ -16,7 +16,9 @@ class ReportPage : public Command {
     auto* cmd = app.add_subcommand("report", "Draw a JSON report as a self-contained HTML page with charts");
     cmd->add_option("report", report_, "a JSON report written with --json")->required();
     cmd->add_option("-o,--output", html_, "the HTML file to write (default: the report's name with .html)");
-    cmd->footer("Example:\n  batchwise tune --json run.json\n  batchwise report run.json -o report.html   # open it in a browser");
+    cmd->footer(
+        "Example:\n  batchwise tune --json run.json\n  batchwise report run.json -o report.html   # open it in a "
+        "browser");
     return cmd;
   }
 

@@ -19,8 +19,9 @@ class Sweep : public Command {
     cmd->add_option("--accumulation-steps", sweep_.accumulation_steps,
                     "train each batch as this many accumulated micro-batches (as `plan` would)")
         ->capture_default_str();
-    cmd->footer("Example:\n  batchwise sweep --model mlp --range 16-1024*2 --repetitions 3 --json sweep.json\n"
-                "  batchwise sweep --model lenet --nproc 2 --batch-sizes 32,128,512   # scaling and all-reduce share");
+    cmd->footer(
+        "Example:\n  batchwise sweep --model mlp --range 16-1024*2 --repetitions 3 --json sweep.json\n"
+        "  batchwise sweep --model lenet --nproc 2 --batch-sizes 32,128,512   # scaling and all-reduce share");
     return cmd;
   }
   int nproc() const override { return dist_.nproc; }
@@ -34,21 +35,25 @@ class Sweep : public Command {
     if (sweep_.batch_sizes.empty() && sweep_.range.empty())
       throw ConfigError("sweep: no batch sizes; pass --batch-sizes 16,32,64 or --range 8-4096*2");
     if (w_.workload.precision() == Precision::Fp16 && sweep_.accumulation_steps > 1)
-      throw ConfigError("--accumulation-steps with --precision fp16: accumulation does not support fp16's loss scaling "
-                        "yet; use bf16 or fp32");
+      throw ConfigError(
+          "--accumulation-steps with --precision fp16: accumulation does not support fp16's loss scaling "
+          "yet; use bf16 or fp32");
     if (sweep_.profile && sweep_.accumulation_steps > 1)
-      throw ConfigError("--profile with --accumulation-steps: the profile times plain steps; profile without accumulation");
+      throw ConfigError(
+          "--profile with --accumulation-steps: the profile times plain steps; profile without accumulation");
     if (sweep_.profile && w_.use_cmd)
       throw ConfigError("--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
     if (sweep_.accumulation_steps > 1 && w_.use_cmd)
-      throw ConfigError("--accumulation-steps: batchwise accumulates in its own training step; with --cmd, accumulate "
-                        "inside your command");
+      throw ConfigError(
+          "--accumulation-steps: batchwise accumulates in its own training step; with --cmd, accumulate "
+          "inside your command");
     if (sweep_.profile) refuse_data_parallel("--profile");
     Session s("sweep", w_, &dist_);
     s.report.sweep = sweep(s.runner(), s.with_progress(sweep_.options(w_, s.report.budget_bytes)));
     if (!s.report.sweep->noise_warning.empty()) s.report.context.warnings.push_back(s.report.sweep->noise_warning);
     s.report.recommendation = recommend(std::nullopt, s.report.sweep);
-    if (sweep_.profile) s.report.step_profile = profile_sweep(*s.workload(), *s.report.sweep, s.report.context.warnings);
+    if (sweep_.profile)
+      s.report.step_profile = profile_sweep(*s.workload(), *s.report.sweep, s.report.context.warnings);
     rule_learning_rate(s, kDefaultBaseBatch);
     return s.finish();
   }

@@ -30,20 +30,23 @@ class Tune : public Command {
     cmd->add_flag("--sweep-all", sweep_.sweep_all,
                   "sweep every doubling up to the fit (default: stop once 3 in a row do not raise samples/s by the "
                   "knee tolerance; --batch-sizes are always all swept)");
-    cmd->footer("Example:\n  batchwise tune                      # lenet on Fashion-MNIST on the best device\n"
-                "  batchwise tune --epochs 10 --lr-schedule cosine   # the answer for a 10-epoch cosine run\n"
-                "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json");
+    cmd->footer(
+        "Example:\n  batchwise tune                      # lenet on Fashion-MNIST on the best device\n"
+        "  batchwise tune --epochs 10 --lr-schedule cosine   # the answer for a 10-epoch cosine run\n"
+        "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json");
     cmd->add_flag("--verbose,-v", verbose_,
                   "print every table (fit, sweep, noise scale, goodput, race, run plan) and a line per trial; without "
                   "it, tune prints a phase line each, the why in five lines and the answer (the reports hold "
                   "everything)");
-    cmd->add_flag("--no-noise", no_noise_, "skip the gradient noise scale, and with it goodput: recommend the throughput knee");
+    cmd->add_flag("--no-noise", no_noise_,
+                  "skip the gradient noise scale, and with it goodput: recommend the throughput knee");
     cmd->add_option("--noise-steps", noise_steps_, "training steps measuring the noise scale")->capture_default_str();
     cmd->add_option("--base-batch", base_batch_,
                     "the batch --lr is meant for; the recommended batch's learning rate is scaled from it")
         ->capture_default_str();
-    cmd->add_flag("--no-race", no_race_,
-                  "skip the batch race (branched runs from the same weights): recommend from the noise scale's goodput");
+    cmd->add_flag(
+        "--no-race", no_race_,
+        "skip the batch race (branched runs from the same weights): recommend from the noise scale's goodput");
     cmd->add_option("--advice-budget", race_budget_s_,
                     "seconds the race may take, wall-clock, its range tests and evaluations included (default: "
                     "twice the fit and sweep's time of training, at least 30 s, at most 4 epochs at the best "
@@ -56,15 +59,18 @@ class Tune : public Command {
     v_.add(cmd);
     v_.add_run(cmd);
     cmd->get_option("--epochs")
-        ->description("the epochs your run will train: the answer is the batch that finishes them soonest without a "
-                      "worse final model (the run race: your --lr-schedule compressed into fractions of the run, and the "
-                      "noise scale along them); with --validate, full runs of this length check it");
+        ->description(
+            "the epochs your run will train: the answer is the batch that finishes them soonest without a "
+            "worse final model (the run race: your --lr-schedule compressed into fractions of the run, and the "
+            "noise scale along them); with --validate, full runs of this length check it");
     cmd->get_option("--target-accuracy")
-        ->description("your run's held-out accuracy target: the batch race measures the time to it where a candidate "
-                      "gets there within the race (and stops there; it never trains longer for it); --validate trains "
-                      "to it (default 0.85)");
+        ->description(
+            "your run's held-out accuracy target: the batch race measures the time to it where a candidate "
+            "gets there within the race (and stops there; it never trains longer for it); --validate trains "
+            "to it (default 0.85)");
     cmd->get_option("--target-loss")
-        ->description("your run's held-out loss target, as --target-accuracy (either reached counts when both are given)");
+        ->description(
+            "your run's held-out loss target, as --target-accuracy (either reached counts when both are given)");
     return cmd;
   }
   int nproc() const override { return dist_.nproc; }
@@ -118,21 +124,24 @@ class Tune : public Command {
     if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
     race_target_ = v_.target_accuracy != 0 || v_.target_loss != 0;  // before check() sets validate's default
     if (race_target_ && w_.use_cmd)
-      throw ConfigError("--target-accuracy/--target-loss: the batch race that measures the time to a target trains "
-                        "batchwise's own loop, not a command; drop the target with --cmd");
+      throw ConfigError(
+          "--target-accuracy/--target-loss: the batch race that measures the time to a target trains "
+          "batchwise's own loop, not a command; drop the target with --cmd");
     if (v_.epochs != 0 && w_.use_cmd)
       throw ConfigError("--epochs: the run race trains batchwise's own loop, not a command; drop --epochs with --cmd");
     if (validate_ || race_target_ || v_.epochs != 0 || v_.lr_schedule != "constant") v_.check(w_);
     if (compare_precision_ && w_.use_cmd)
-      throw ConfigError("--compare-precision: batchwise sets the precision of its own training step; with --cmd, run "
-                        "your command once per precision and compare the reports");
+      throw ConfigError(
+          "--compare-precision: batchwise sets the precision of its own training step; with --cmd, run "
+          "your command once per precision and compare the reports");
     if (sweep_.profile && w_.use_cmd)
       throw ConfigError("--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
-    if (reuse_ && w_.use_cmd) throw ConfigError("--reuse: a command's fit is not stored by workload; drop --reuse with --cmd");
-    for (const auto& [on, flag] : {std::pair{sweep_.profile, "--profile"}, std::pair{compare_precision_, "--compare-precision"},
-                                  std::pair{validate_, "--validate"}, std::pair{reuse_, "--reuse"},
-                                  std::pair{race_target_, "--target-accuracy/--target-loss"},
-                                  std::pair{v_.epochs != 0, "--epochs"}})
+    if (reuse_ && w_.use_cmd)
+      throw ConfigError("--reuse: a command's fit is not stored by workload; drop --reuse with --cmd");
+    for (const auto& [on, flag] :
+         {std::pair{sweep_.profile, "--profile"}, std::pair{compare_precision_, "--compare-precision"},
+          std::pair{validate_, "--validate"}, std::pair{reuse_, "--reuse"},
+          std::pair{race_target_, "--target-accuracy/--target-loss"}, std::pair{v_.epochs != 0, "--epochs"}})
       if (on) refuse_data_parallel(flag);
   }
 
@@ -149,9 +158,10 @@ class Tune : public Command {
                         last.validation.has_value() == validate_ && last.precisions.empty() == !compare_precision_ &&
                         !last.step_profile.empty() == sweep_.profile && (last.race || last.run_race) != no_race_;
       if (!same) continue;
-      s.stage(fmt::format("expected: about {:.0f} s in all, as the last such tune here took (run {}, {}); stated "
-                          "again once the fit has timed the steps",
-                          last.timing->total_s, e.id, e.date));
+      s.stage(
+          fmt::format("expected: about {:.0f} s in all, as the last such tune here took (run {}, {}); stated "
+                      "again once the fit has timed the steps",
+                      last.timing->total_s, e.id, e.date));
       return;
     }
   }
@@ -180,7 +190,8 @@ class Tune : public Command {
   SweepFlags sweep_;
   DistFlags dist_;
   ValidateFlags v_;
-  bool verbose_ = false, reuse_ = false, no_noise_ = false, no_race_ = false, compare_precision_ = false, validate_ = false;
+  bool verbose_ = false, reuse_ = false, no_noise_ = false, no_race_ = false, compare_precision_ = false,
+       validate_ = false;
   bool race_target_ = false;  // --target-accuracy or --target-loss given: the race ranks by it
   double reuse_max_age_h_ = 168, race_budget_s_ = 0;
   int noise_steps_ = 20;

@@ -34,11 +34,12 @@ class Validate : public Command {
                     "better still; tune --validate sets 2)")
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--base-batch", base_batch_, "the batch --lr is meant for")->capture_default_str();
-    cmd->footer("Example:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
-                "--json validate.json\n  batchwise validate --model lenet --batch-sizes 32,128,512 --epochs 5 "
-                "--lr-schedule cosine\n  batchwise validate --model lenet --batch-sizes 64,256 --epochs 5 "
-                "--lr-schedule cosine --batch-schedule 64:0,256:2\n  batchwise validate --model mlp --batch-sizes "
-                "256,512 --epochs 10 --lr-schedule cosine --extend-below 2");
+    cmd->footer(
+        "Example:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
+        "--json validate.json\n  batchwise validate --model lenet --batch-sizes 32,128,512 --epochs 5 "
+        "--lr-schedule cosine\n  batchwise validate --model lenet --batch-sizes 64,256 --epochs 5 "
+        "--lr-schedule cosine --batch-schedule 64:0,256:2\n  batchwise validate --model mlp --batch-sizes "
+        "256,512 --epochs 10 --lr-schedule cosine --extend-below 2");
     return cmd;
   }
 
@@ -50,13 +51,15 @@ class Validate : public Command {
     const std::vector<BatchPhase> schedule =
         batch_schedule_.empty() ? std::vector<BatchPhase>{} : parse_batch_schedule(batch_schedule_, "--batch-schedule");
     if (!schedule.empty() && v_.epochs <= 0)
-      throw ConfigError(fmt::format("--batch-schedule {}: a schedule's phases are epochs of a run of known length; "
-                                    "give --epochs N",
-                                    batch_schedule_));
+      throw ConfigError(
+          fmt::format("--batch-schedule {}: a schedule's phases are epochs of a run of known length; "
+                      "give --epochs N",
+                      batch_schedule_));
     if (extend_below_ > 0 && v_.epochs <= 0)
-      throw ConfigError(fmt::format("--extend-below {}: it extends full runs, whose best is judged at the run's end; "
-                                    "give --epochs N",
-                                    extend_below_));
+      throw ConfigError(
+          fmt::format("--extend-below {}: it extends full runs, whose best is judged at the run's end; "
+                      "give --epochs N",
+                      extend_below_));
     Session s("validate", w_, nullptr, /*test_split=*/true);
     s.stage(v_.epochs > 0 ? fmt::format("validating: full runs of {:g} epochs ({} rate) at each of {}{}", v_.epochs,
                                         v_.lr_schedule, batch_sizes_,
@@ -66,9 +69,7 @@ class Validate : public Command {
                                    v_.options(candidates, base_batch_)
                                        .batch_schedule(schedule)
                                        .extend_below(extend_below_)
-                                       .on_progress([&](const ValidateProgress& p) {
-                                     s.on_validate(p);
-                                   }));
+                                       .on_progress([&](const ValidateProgress& p) { s.on_validate(p); }));
     s.print_validation(*s.report.validation);
     const ValidationResult& v = *s.report.validation;
     s.report.recommendation = recommend(v);
