@@ -20,8 +20,9 @@ venv="${BATCHWISE_VENV:-/opt/batchwise-venv}"
 # --- Debian packages -------------------------------------------------------------------------
 packages=(g++ cmake ninja-build git python3 python3-venv python3-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libsqlite3-dev libjs-chart.js libgloo-dev dataset-fashion-mnist)
-# The tests open the HTML report in Debian's Chromium (headless); it is never needed to run batchwise.
-[ "$action" = test ] && packages+=(chromium)
+# The tests open the HTML report in Debian's Chromium (headless), and check the tree's format with
+# Debian's clang-format (14); neither is needed to run batchwise.
+[ "$action" = test ] && packages+=(chromium clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -14,6 +14,7 @@
 #include "batchwise/error.h"
 #include "batchwise/memory.h"
 #include "batchwise/models.h"
+#include "batchwise/noise.h"
 #include "batchwise/outcome.h"
 #include "batchwise/trial.h"
 #include "batchwise/units.h"
@@ -23,6 +24,7 @@
 #include "batchwise/fit.h"
 #include "batchwise/sweep.h"
 // advice
+#include "batchwise/accumulation.h"
 #include "batchwise/advice.h"
 #include "batchwise/convergence.h"
 #include "batchwise/doctor.h"

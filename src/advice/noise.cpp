@@ -1,11 +1,12 @@
 // The gradient noise scale (McCandlish et al. 2018, appendix A.1), measured during real training.
+#include "batchwise/noise.h"
+
 #include <ATen/ATen.h>
 
 #include <chrono>
 #include <cmath>
 #include <numeric>
 
-#include "batchwise/convergence.h"
 #include "batchwise/workload.h"
 #include "check.h"
 

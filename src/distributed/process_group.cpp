@@ -1,214 +1,251 @@
-#include "process_group.h"
+// The c10d process group (batchwise/distributed.h's Group): its address from a launcher's environment
+// or --nproc, each rank's device, joining over TCPStore with Gloo or NCCL, and the collectives the
+// trials use. The only translation unit that sees c10d's headers; their differences between LibTorch
+// releases are in compat_c10d.h.
+#include "batchwise/distributed.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <string>
-#include <unordered_map>
 
-namespace batchwise::detail {
+#include "batchwise/memory.h"
+#include "batchwise/units.h"
+#include "check.h"
+#include "compat_c10d.h"
+#include "distributed/distributed_detail.h"
+#include "torch_error.h"
+
+namespace batchwise {
 
 namespace {
 
-struct ProcStat {
-  char state = '?';  // 'Z': a zombie, whose memory is already freed
-  int ppid = 0, pgrp = 0;
-  uint64_t start_ticks = 0;
-  int64_t rss_pages = 0;
-};
-
-// The fields of /proc/<pid>/stat that batchwise reads, or nullopt (the process is gone). Plain
-// open/read: this runs for every process on the machine every 100 ms.
-std::optional<ProcStat> read_stat(int pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  char buf[1024];
-  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return std::nullopt;
-  buf[n] = '\0';
-  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
-  if (!p) return std::nullopt;
-  // Fields after the name: state(3) ppid(4) pgrp(5) ... starttime(22) vsize(23) rss(24).
-  ProcStat stat;
-  int field = 3;
-  for (++p; *p && field <= 24; ++field) {
-    while (*p == ' ') ++p;
-    if (field == 3) stat.state = *p;
-    if (field == 4) stat.ppid = static_cast<int>(std::strtol(p, nullptr, 10));
-    if (field == 5) stat.pgrp = static_cast<int>(std::strtol(p, nullptr, 10));
-    if (field == 22) stat.start_ticks = std::strtoull(p, nullptr, 10);
-    if (field == 24) stat.rss_pages = std::strtoll(p, nullptr, 10);
-    while (*p && *p != ' ') ++p;
-  }
-  if (field <= 24) return std::nullopt;
-  return stat;
+// An environment variable as an integer, or nullopt when unset; ConfigError when malformed.
+std::optional<int> env_int(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return std::nullopt;
+  char* end = nullptr;
+  const long v = std::strtol(value, &end, 10);
+  BATCHWISE_CHECK(end && *end == '\0' && v >= 0 && v <= 1 << 20, ConfigError,
+                  "{}={}: must be a non-negative integer (set by torchrun or `batchwise --nproc N`)", name, value);
+  return static_cast<int>(v);
 }
 
-bool dead(const ProcStat& stat) { return stat.state == 'Z' || stat.state == 'X'; }
+bool is_loopback(const std::string& address) {
+  return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
+}
+
+// A collective's error in a sentence: Gloo's messages carry a source location and advice meant for
+// PyTorch's own users ("GLHF"); what matters is whether the peer went away or went quiet.
+std::string peer_problem(const std::string& what) {
+  std::string line = detail::error_line(what);
+  if (!line.empty() && line.front() == '[') {  // "[/path/pair.cc:545] Read error ..."
+    const size_t close = line.find("] ");
+    if (close != std::string::npos) line = line.substr(close + 2);
+  }
+  const size_t advice = line.find(". This is typically");
+  if (advice != std::string::npos) line = line.substr(0, advice);
+  return line;
+}
 
 }  // namespace
 
-ProcessTree::ProcessTree(int root, Clock::duration rescan_interval)
-    : root_(root), rescan_interval_(rescan_interval), page_bytes_(sysconf(_SC_PAGESIZE)) {}
-
-void ProcessTree::read_leader_peak() {
-  const std::string path = "/proc/" + std::to_string(root_) + "/status";
-  std::FILE* f = std::fopen(path.c_str(), "re");
-  if (!f) return;
-  char line[256];
-  while (std::fgets(line, sizeof(line), f)) {
-    long long kib = 0;
-    if (std::sscanf(line, "VmHWM: %lld kB", &kib) == 1) {
-      leader_peak_bytes_ = std::max<int64_t>(leader_peak_bytes_, kib * 1024);
-      break;
-    }
+std::optional<GroupAddress> group_address_from_env() {
+  const std::optional<int> world = env_int("WORLD_SIZE");
+  if (!world) return std::nullopt;
+  BATCHWISE_CHECK(*world >= 1, ConfigError, "WORLD_SIZE={}: a group has at least one process", *world);
+  const std::optional<int> rank = env_int("RANK");
+  BATCHWISE_CHECK(rank.has_value(), ConfigError,
+                  "WORLD_SIZE={} is set but RANK is not: set RANK (0 to {}) for each process, or launch with "
+                  "`batchwise --nproc N` or torchrun",
+                  *world, *world - 1);
+  BATCHWISE_CHECK(*rank < *world, ConfigError, "RANK={} with WORLD_SIZE={}: the rank must be below the world size",
+                  *rank, *world);
+  GroupAddress a;
+  a.world_size = *world;
+  a.rank = *rank;
+  a.local_rank = env_int("LOCAL_RANK").value_or(*rank);
+  a.local_world_size = std::max(1, env_int("LOCAL_WORLD_SIZE").value_or(*world));
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr && *addr)
+    a.master_addr = addr;
+  else
+    BATCHWISE_CHECK(*world == 1, ConfigError, "WORLD_SIZE={}: MASTER_ADDR is not set; set it to rank 0's host", *world);
+  const std::optional<int> port = env_int("MASTER_PORT");
+  BATCHWISE_CHECK(port.has_value() || *world == 1, ConfigError,
+                  "WORLD_SIZE={}: MASTER_PORT is not set; set it to a free port on rank 0's host", *world);
+  if (port) {
+    BATCHWISE_CHECK(*port >= 1 && *port <= 65535, ConfigError, "MASTER_PORT={}: not a TCP port", *port);
+    a.master_port = *port;
   }
-  std::fclose(f);
+  return a;
 }
 
-int64_t ProcessTree::sample(Clock::time_point now) {
-  read_leader_peak();
-  if (members_.empty() || now - last_scan_ >= rescan_interval_) {
-    last_scan_ = now;
-    const int64_t rss = rescan() * page_bytes_;
-    // Forked workers share the leader's pages copy-on-write, and RSS counts a shared page once per
-    // process: 8 DataLoader workers would read as 9 copies. With more than one member the tree's
-    // figure is the sum of proportional set sizes (each shared page divided among its sharers),
-    // read at this slower rescan pace, since smaps_rollup walks every mapping.
-    tree_pss_bytes_ = members_.size() > 1 ? pss_bytes() : -1;
-    return tree_pss_bytes_ >= 0 ? tree_pss_bytes_ : rss;
+struct Group::Impl {
+  int rank = 0, size = 1;
+  Backend backend = Backend::Gloo;
+  std::chrono::milliseconds timeout{0};
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Backend> pg;
+  c10::Device device = c10::Device(c10::kCPU);  // NCCL's collectives take tensors on it
+  mutable bool broken = false;                  // a collective failed: the group is aborted, not shut down
+
+  [[noreturn]] void fail(const std::string& what, const std::exception& e) const {
+    broken = true;
+    const std::string problem = peer_problem(detail::plain_what(e));
+    std::string lower = problem;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    const bool quiet = lower.find("timeout") != std::string::npos || lower.find("timed out") != std::string::npos;
+    throw DistributedError(fmt::format(
+        "rank {} of {}: {} did not complete: {} (--dist-timeout); see the other ranks' output (c10d: {})", rank, size,
+        what,
+        quiet ? fmt::format("another rank did not answer within the {:g} s timeout: it hangs, or is far slower",
+                            timeout.count() / 1000.0)
+              : fmt::format("another rank died: its connection broke, or it did not answer within the {:g} s timeout",
+                            timeout.count() / 1000.0),
+        problem));
   }
-  if (tree_pss_bytes_ >= 0 && members_.size() > 1) return tree_pss_bytes_;
-  int64_t pages = 0;
-  for (const Member& m : members_) {
-    const std::optional<ProcStat> stat = read_stat(m.pid);
-    if (stat && stat->start_ticks == m.start_ticks) pages += stat->rss_pages;  // the pid may be reused
+};
+
+std::string rank_device(const std::string& requested, const GroupAddress& address, int cuda_devices) {
+  if (requested == "cpu" || (requested == "auto" && cuda_devices == 0)) return "cpu";
+  const int ranks = address.local_world_size;
+  if (requested != "cuda" && requested != "auto") {  // cuda:N
+    BATCHWISE_CHECK(ranks == 1, ConfigError,
+                    "--device {} with {} ranks on this host: each rank trains on its own GPU (cuda:LOCAL_RANK); pass "
+                    "--device cuda",
+                    requested, ranks);
+    return requested;
   }
-  return pages * page_bytes_;
+  BATCHWISE_CHECK(ranks <= cuda_devices, ConfigError,
+                  "{} ranks on this host, but it has {} CUDA device(s): each data-parallel rank needs a GPU of its own "
+                  "(NCCL runs one rank per device); use --nproc {} or fewer, or --device cpu to train the ranks on the "
+                  "CPU over Gloo",
+                  ranks, cuda_devices, std::max(cuda_devices, 1));
+  return fmt::format("cuda:{}", address.local_rank);
 }
 
-int64_t ProcessTree::pss_bytes() const {
-  // A member that exited since the rescan has no smaps_rollup (or, as a zombie, an empty one): it
-  // holds no memory any more and is skipped. Only when no member can be read (no smaps_rollup
-  // before Linux 4.14) is the answer "unknown", and the caller uses RSS.
-  int64_t total = 0;
-  bool any = false;
-  for (const Member& m : members_) {
-    const std::string path = "/proc/" + std::to_string(m.pid) + "/smaps_rollup";
-    std::FILE* f = std::fopen(path.c_str(), "re");
-    if (!f) continue;
-    char line[256];
-    while (std::fgets(line, sizeof(line), f)) {
-      long long kib = 0;
-      if (std::sscanf(line, "Pss: %lld kB", &kib) == 1) {
-        total += kib * 1024;
-        any = true;
-        break;
-      }
-    }
-    std::fclose(f);
-  }
-  return any ? total : -1;
-}
+Group::Group(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-bool ProcessTree::others_alive() {
-  rescan();
-  return std::any_of(members_.begin(), members_.end(), [&](const Member& m) { return m.pid != root_; });
-}
-
-void ProcessTree::signal_all(int sig) {
-  killpg(root_, sig);
-  rescan();
-  for (const Member& m : members_) {
-    if (m.pid == root_) continue;
-    kill(m.pid, sig);
-    if (m.pgrp == m.pid) killpg(m.pid, sig);  // a group it leads: its children started since the scan
+// NCCL's communicators are shut down (or, after a failed collective, aborted) before the process
+// ends, as torch.distributed.destroy_process_group does; otherwise NCCL warns of leaked resources
+// and an abort at exit can hang. Gloo's group needs nothing.
+Group::~Group() {
+  if (!impl_ || !impl_->pg || impl_->backend != Backend::Nccl) return;
+  try {
+    if (impl_->broken)
+      impl_->pg->abort();
+    else
+      impl_->pg->shutdown();
+  } catch (const std::exception&) {  // a destructor: the run's outcome is already decided
   }
 }
 
-int64_t ProcessTree::rescan() {
-  // Every process on the machine, then the tree: the root, its process group and every member
-  // seen before are the seeds; a process whose parent is in the tree is in it.
-  struct Entry {
-    int pid;
-    ProcStat stat;
-  };
-  std::vector<Entry> all;
-  if (DIR* dir = opendir("/proc")) {
-    while (const dirent* entry = readdir(dir)) {
-      if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
-      const int pid = std::atoi(entry->d_name);
-      if (const std::optional<ProcStat> stat = read_stat(pid)) all.push_back({pid, *stat});
-    }
-    closedir(dir);
+std::shared_ptr<Group> Group::join(const GroupAddress& address, c10::Device device, std::chrono::milliseconds timeout,
+                                   Backend backend) {
+  BATCHWISE_CHECK(timeout.count() > 0, ConfigError, "--dist-timeout: must be positive");
+  auto impl = std::make_unique<Impl>();
+  impl->rank = address.rank;
+  impl->size = address.world_size;
+  impl->timeout = timeout;
+  impl->device = device;
+  impl->backend =
+      backend == Backend::Auto ? (device.is_cuda() && compat::kHaveNccl ? Backend::Nccl : Backend::Gloo) : backend;
+  BATCHWISE_CHECK(impl->backend != Backend::Nccl || compat::kHaveNccl, ConfigError,
+                  "--dist-backend nccl: this batchwise was built without NCCL (a CPU-only LibTorch); use gloo");
+  BATCHWISE_CHECK(impl->backend != Backend::Nccl || device.is_cuda(), ConfigError,
+                  "--dist-backend nccl: NCCL all-reduces CUDA tensors; this run trains on {}, use gloo", device.str());
+  // NCCL, and any CUDA work of this rank, use the current device: the rank's own.
+  if (device.is_cuda()) c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
+  const std::string where = fmt::format("{}:{}", address.master_addr, address.master_port);
+  try {
+    impl->store = compat::make_tcp_store(address.master_addr, address.master_port, address.rank == 0,
+                                         address.world_size, timeout);
+  } catch (const std::exception& e) {
+    throw DistributedError(fmt::format(
+        "rank {} of {}: the group's store at {} could not be {}: {}; check MASTER_ADDR and MASTER_PORT (a port "
+        "already in use, or rank 0 not started within the {} s timeout)",
+        address.rank, address.world_size, where, address.rank == 0 ? "opened" : "reached",
+        peer_problem(detail::plain_what(e)), timeout.count() / 1000.0));
   }
-  std::vector<bool> in_tree(all.size(), false);
-  std::vector<size_t> todo;
-  std::unordered_map<int, std::vector<size_t>> children;  // parent pid -> indices into all
-  for (size_t i = 0; i < all.size(); ++i) {
-    const Entry& e = all[i];
-    children[e.stat.ppid].push_back(i);
-    if (e.pid == root_ || e.stat.pgrp == root_ || seen_.count({e.pid, e.stat.start_ticks})) {
-      in_tree[i] = true;
-      todo.push_back(i);
-    }
+  try {
+    impl->pg = impl->backend == Backend::Nccl
+                   ? compat::make_nccl(impl->store, address.rank, address.world_size, timeout)
+                   : compat::make_gloo(impl->store, address.rank, address.world_size, timeout,
+                                       is_loopback(address.master_addr) ? "127.0.0.1" : "");
+  } catch (const DistributedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    impl->fail(fmt::format("joining the {} group at {}", to_string(impl->backend), where), e);
   }
-  while (!todo.empty()) {
-    const size_t i = todo.back();
-    todo.pop_back();
-    const auto kids = children.find(all[i].pid);
-    if (kids == children.end()) continue;
-    for (const size_t k : kids->second)
-      if (!in_tree[k]) {
-        in_tree[k] = true;
-        todo.push_back(k);
-      }
-  }
-  members_.clear();
-  member_pids_.clear();
-  int64_t pages = 0;
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (!in_tree[i] || dead(all[i].stat)) continue;
-    const Entry& e = all[i];
-    members_.push_back({e.pid, e.stat.pgrp, e.stat.start_ticks});
-    member_pids_.push_back(e.pid);
-    seen_.insert({e.pid, e.stat.start_ticks});
-    pages += e.stat.rss_pages;
-  }
-  return pages;
+  return std::shared_ptr<Group>(new Group(std::move(impl)));
 }
 
-std::optional<int64_t> read_oom_kill_count() {
-  std::ifstream cgroups("/proc/self/cgroup");
-  std::vector<std::string> files;
-  for (std::string line; std::getline(cgroups, line);) {  // "id:controllers:path"
-    const size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (line.compare(0, a, "0") == 0 && controllers.empty()) {
-      files.push_back("/sys/fs/cgroup" + path + "/memory.events");
-      files.push_back("/sys/fs/cgroup/unified" + path + "/memory.events");
-    } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
-      files.push_back("/sys/fs/cgroup/memory" + path + "/memory.oom_control");
-    }
+int Group::rank() const { return impl_->rank; }
+int Group::size() const { return impl_->size; }
+Backend Group::backend() const { return impl_->backend; }
+std::chrono::milliseconds Group::timeout() const { return impl_->timeout; }
+
+void Group::all_reduce_sum(at::Tensor& tensor, const std::string& what) {
+  if (impl_->size == 1) return;
+  try {
+    std::vector<at::Tensor> tensors{tensor};
+    impl_->pg->allreduce(tensors)->wait();
+  } catch (const std::exception& e) {
+    impl_->fail(what, e);
   }
-  for (const std::string& file : files) {
-    std::ifstream in(file);
-    std::string key;
-    int64_t value = 0;
-    while (in >> key >> value)
-      if (key == "oom_kill") return value;
-  }
-  return std::nullopt;
 }
 
-}  // namespace batchwise::detail
+void Group::broadcast(at::Tensor& tensor, int root, const std::string& what) {
+  if (impl_->size == 1) return;
+  try {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    impl_->pg->broadcast(tensors, options)->wait();
+  } catch (const std::exception& e) {
+    impl_->fail(what, e);
+  }
+}
+
+std::vector<std::vector<double>> Group::all_gather(const std::vector<double>& row, const std::string& what) {
+  const int64_t k = static_cast<int64_t>(row.size());
+  // Each rank fills its own row of zeros; the sum is every row exactly (x + 0 == x).
+  UntrackedScope untracked;  // batchwise's bookkeeping, not the training's memory
+  at::Tensor table = at::zeros({impl_->size, k}, at::TensorOptions().dtype(at::kDouble));
+  if (k > 0) std::memcpy(table[impl_->rank].data_ptr<double>(), row.data(), sizeof(double) * static_cast<size_t>(k));
+  if (impl_->backend == Backend::Nccl) {  // NCCL reduces device tensors only
+    at::Tensor on_device = table.to(impl_->device);
+    all_reduce_sum(on_device, what);
+    table = on_device.to(at::kCPU);
+  } else {
+    all_reduce_sum(table, what);
+  }
+  std::vector<std::vector<double>> rows(static_cast<size_t>(impl_->size));
+  for (int r = 0; r < impl_->size; ++r) {
+    const double* p = table[r].data_ptr<double>();
+    rows[static_cast<size_t>(r)].assign(p, p + k);
+  }
+  return rows;
+}
+
+void Group::post(const std::string& key, const std::string& text) {
+  try {
+    impl_->store->set(key, std::vector<uint8_t>(text.begin(), text.end()));
+  } catch (const std::exception& e) {
+    impl_->fail("posting " + key, e);
+  }
+}
+
+std::string Group::read(const std::string& key) {
+  try {
+    const std::vector<uint8_t> v = impl_->store->get(key);
+    return std::string(v.begin(), v.end());
+  } catch (const std::exception& e) {
+    impl_->fail("reading " + key, e);
+  }
+}
+
+}  // namespace batchwise

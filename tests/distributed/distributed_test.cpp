@@ -16,7 +16,7 @@
 #include "batchwise/distributed.h"
 #include "batchwise/memory.h"
 #include "batchwise/workload.h"
-#include "distributed_detail.h"
+#include "distributed/distributed_detail.h"
 #include "support/cli_util.h"
 
 namespace {

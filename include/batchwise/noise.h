@@ -1,0 +1,111 @@
+#pragma once
+/// The gradient noise scale (McCandlish et al. 2018, appendix A.1), B_simple = tr(Sigma) / |G|^2,
+/// measured during a short real training run from the gradients of micro-batches and of the step.
+#include <torch/arg.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batchwise/choices.h"
+#include "batchwise/fields.h"
+#include "batchwise/trial.h"
+
+namespace batchwise {
+
+class Workload;
+
+// ---- gradient noise scale -----------------------------------------------------------------------
+
+/// Example: `measure_noise_scale(workload, NoiseOptions().batch(512).micro_batch(32).steps(100))`.
+struct NoiseOptions {
+  /// B: samples per training step; its gradient is the mean of the micro-batches'.
+  TORCH_ARG(int64_t, batch) = 256;
+  /// b: samples per micro-batch, the small batch. REQUIRES: divides batch, below it.
+  TORCH_ARG(int64_t, micro_batch) = 32;
+  /// Training steps measured.
+  TORCH_ARG(int, steps) = 50;
+  /// Moving-average factor of |G|^2 and tr(Sigma), each smoothed on its own (bias-corrected).
+  TORCH_ARG(double, smoothing) = 0.9;
+  /// Take the optimizer step after each measurement (the noise scale is then followed along
+  /// training); false: measure at fixed weights. The workload's state is restored either way.
+  TORCH_ARG(bool, train) = true;
+};
+
+/// One measured step.
+struct NoiseStep {
+  int step = 0;
+  double loss = 0;
+  double g2_small = 0;                      ///< |G_b|^2: mean squared norm of the micro-batch gradients
+  double g2_big = 0;                        ///< |G_B|^2: squared norm of the step's (mean) gradient
+  double g2 = 0;                            ///< this step's unbiased estimate of |G|^2
+  double trace = 0;                         ///< this step's unbiased estimate of tr(Sigma)
+  std::optional<double> b_simple_smoothed;  ///< smoothed tr(Sigma) / smoothed |G|^2 so far
+};
+
+/// The JSON fields of a NoiseStep, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, NoiseStep> = 0>
+void fields(V& v, T& s) {
+  v("step", s.step);
+  v("loss", s.loss);
+  v("g2_small", s.g2_small);
+  v("g2_big", s.g2_big);
+  v("g2", s.g2);
+  v("trace", s.trace);
+  v("b_simple_smoothed", s.b_simple_smoothed);
+}
+
+struct NoiseResult {
+  int64_t batch = 0, micro_batch = 0;
+  int steps = 0;
+  double g2 = 0;     ///< |G|^2, the mean over steps
+  double trace = 0;  ///< tr(Sigma), the mean over steps
+  /// B_simple = tr(Sigma) / |G|^2 over the whole run; none when |G|^2 is not positive (the
+  /// gradient is indistinguishable from noise at this batch).
+  std::optional<double> b_simple;
+  double b_simple_stderr = 0;                  ///< jackknife over steps
+  double b_simple_low = 0, b_simple_high = 0;  ///< b_simple -/+ 2 standard errors (low >= 0)
+  /// The smoothed estimate over the last quarter of the run over that of the first quarter.
+  std::optional<double> drift;
+  std::vector<NoiseStep> timeline;
+  std::string message;  ///< why b_simple is missing, when it is
+  double wall_s = 0;
+};
+
+/// The JSON fields of a NoiseResult, in JSON order (fields.h).
+template <class V, class T, IfRecord<T, NoiseResult> = 0>
+void fields(V& v, T& n) {
+  const bool measured = n.b_simple.has_value();
+  v("batch", n.batch);
+  v("micro_batch", n.micro_batch);
+  v("steps", n.steps);
+  v("g2", n.g2);
+  v("trace", n.trace);
+  v("b_simple", n.b_simple);
+  v("b_simple_stderr", n.b_simple_stderr, NullUnless{measured});
+  v.property(
+      "b_simple_band", n,
+      [](const auto& noise) {
+        return std::vector<double>{noise.b_simple_low, noise.b_simple_high};
+      },
+      [](auto& noise, const std::vector<double>& band) {
+        if (band.size() != 2) return;
+        noise.b_simple_low = band[0];
+        noise.b_simple_high = band[1];
+      },
+      NullUnless{measured});
+  v("drift", n.drift);
+  v("message", n.message);
+  v("wall_s", n.wall_s);
+  v("timeline", n.timeline);
+}
+
+/// A short real training run at `batch`, split into micro-batches: each step's micro-batch
+/// gradients give |G_b|^2 and their mean |G_B|^2, from which the two-batch estimators give |G|^2 and
+/// tr(Sigma). Restores the workload's state afterwards. Throws ConfigError for a workload that does
+/// not expose its gradients (Workload::backward) or options that do not divide.
+NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& options);
+
+}  // namespace batchwise

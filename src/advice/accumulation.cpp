@@ -1,0 +1,185 @@
+// Gradient-accumulation plans (batchwise/accumulation.h): the split of a global batch into
+// micro-batches, accumulation steps and ranks, and the epoch's last batch. Arithmetic, no torch.
+#include "batchwise/accumulation.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "batchwise/units.h"
+#include "check.h"
+
+namespace batchwise {
+
+const char* to_string(LastBatch policy) {
+  switch (policy) {
+    case LastBatch::Drop:
+      return "drop";
+    case LastBatch::Pad:
+      return "pad";
+    case LastBatch::Keep:
+      return "keep";
+  }
+  return "?";
+}
+
+LastBatch parse_last_batch(const std::string& text, const std::string& what) {
+  if (text == "drop") return LastBatch::Drop;
+  if (text == "pad") return LastBatch::Pad;
+  if (text == "keep") return LastBatch::Keep;
+  BATCHWISE_CHECK(false, ConfigError, "{} '{}': choose drop (drop_last), pad or keep", what, text);
+  return LastBatch::Drop;
+}
+
+namespace {
+
+struct Split {
+  int64_t micro = 0, steps = 0;
+};
+
+// The split of `global` with the fewest accumulation steps, if there is one.
+std::optional<Split> split(int64_t global, const PlanRequest& r) {
+  if (global < 1 || global % r.world_size() != 0) return std::nullopt;
+  const int64_t per_device = global / r.world_size();
+  const int64_t fewest = per_device / r.max_micro_batch() + (per_device % r.max_micro_batch() != 0);
+  for (int64_t k = std::max<int64_t>(1, fewest); k <= per_device; ++k) {
+    if (per_device % k != 0) continue;
+    const int64_t micro = per_device / k;
+    if (micro <= r.max_micro_batch() && micro % r.multiple_of() == 0) return Split{micro, k};
+  }
+  return std::nullopt;
+}
+
+void plan_epoch(AccumulationPlan& p, const PlanRequest& r) {
+  const int64_t n = p.dataset_size, g = p.global_batch, w = p.world_size;
+  if (n <= 0) return;
+  const int64_t full = n / g, rest = n % g;
+  switch (r.last_batch()) {
+    case LastBatch::Drop:
+      p.steps_per_epoch = full;
+      p.dropped_samples = rest;
+      p.last_step_samples = full > 0 ? g : 0;
+      p.last_batch_note =
+          rest == 0 ? fmt::format("drop_last: {} = {} x {}, every epoch ends on a full step", n, full, g)
+                    : fmt::format(
+                          "drop_last: {} = {} x {} + {}; the last {} samples are dropped each epoch (different "
+                          "ones each epoch when shuffled)",
+                          n, full, g, rest, rest);
+      if (full == 0)
+        p.warnings.push_back(
+            fmt::format("the dataset ({} samples) is smaller than one global batch ({}): with "
+                        "drop_last no step ever runs; use --last-batch pad or a smaller batch",
+                        n, g));
+      break;
+    case LastBatch::Pad:
+      p.steps_per_epoch = full + (rest > 0);
+      p.padded_samples = rest > 0 ? g - rest : 0;
+      p.last_step_samples = g;
+      p.last_batch_note =
+          rest == 0 ? fmt::format("pad: {} = {} x {}, nothing to pad", n, full, g)
+                    : fmt::format("pad: {} = {} x {} + {}; the last step is topped up with {} repeated samples", n,
+                                  full, g, rest, g - rest);
+      break;
+    case LastBatch::Keep: {
+      p.steps_per_epoch = full + (rest > 0);
+      p.last_step_samples = rest > 0 ? rest : (full > 0 ? g : 0);
+      if (rest == 0) {
+        p.last_batch_note = fmt::format("keep: {} = {} x {}, every epoch ends on a full step", n, full, g);
+        break;
+      }
+      const int64_t fewest = rest / w, most = fewest + (rest % w != 0);
+      p.last_batch_note =
+          fmt::format("keep: {} = {} x {} + {}; the last step trains on {} samples ({} per device)", n, full, g, rest,
+                      rest, fewest == most ? std::to_string(fewest) : fmt::format("{} to {}", fewest, most));
+      if (fewest == 0)
+        p.warnings.push_back(
+            fmt::format("the last step's {} samples leave {} of {} devices with an empty batch: a "
+                        "rank with no batch stalls the gradient all-reduce; use drop or pad",
+                        rest, w - rest, w));
+      if (r.batchnorm()) {
+        // A device's last micro-batch is what is left after its full micro-batches.
+        bool single = false;
+        for (int64_t samples : {fewest, most})
+          if (p.micro_batch > 1 && samples % p.micro_batch == 1) single = true;
+        if (single)
+          p.warnings.push_back(
+              "BatchNorm sees a single-sample micro-batch in the last step: in training mode its batch variance is "
+              "undefined (PyTorch stops with \"Expected more than 1 value per channel\"); use drop or pad");
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+AccumulationPlan plan_accumulation(const PlanRequest& r) {
+  // Bounds that keep the search (linear in the per-device batch) to milliseconds.
+  BATCHWISE_CHECK(r.global_batch() >= 1 && r.global_batch() <= (int64_t{1} << 24), ConfigError,
+                  "--global-batch {}: must be between 1 and {}", r.global_batch(), int64_t{1} << 24);
+  BATCHWISE_CHECK(r.world_size() >= 1 && r.world_size() <= 65536, ConfigError,
+                  "--world-size {}: must be between 1 and 65536", r.world_size());
+  BATCHWISE_CHECK(r.multiple_of() >= 1 && r.multiple_of() <= 65536, ConfigError,
+                  "--multiple-of {}: must be between 1 and 65536", r.multiple_of());
+  BATCHWISE_CHECK(r.max_micro_batch() >= r.multiple_of(), ConfigError,
+                  "the largest micro-batch ({}) is below --multiple-of {}: no micro-batch can be formed",
+                  r.max_micro_batch(), r.multiple_of());
+  BATCHWISE_CHECK(r.dataset_size() >= 0, ConfigError, "dataset size {}: must not be negative", r.dataset_size());
+  AccumulationPlan p;
+  p.global_batch_asked = r.global_batch();
+  p.world_size = r.world_size();
+  p.dataset_size = r.dataset_size();
+  p.last_batch = r.last_batch();
+  const std::string devices = r.world_size() > 1 ? fmt::format(" x {} devices", r.world_size()) : "";
+
+  std::optional<Split> s = split(r.global_batch(), r);
+  if (s) {
+    p.exact = true;
+    p.global_batch = r.global_batch();
+    p.reason = s->steps == 1 ? fmt::format("{} = {}{}: no accumulation needed, {} samples per device fit (at most {})",
+                                           p.global_batch, s->micro, devices, s->micro, r.max_micro_batch())
+                             : fmt::format(
+                                   "{} = {} x {} accumulation steps{}: the fewest steps whose micro-batch fits (at "
+                                   "most {}{})",
+                                   p.global_batch, s->micro, s->steps, devices, r.max_micro_batch(),
+                                   r.multiple_of() > 1 ? fmt::format(", a multiple of {}", r.multiple_of()) : "");
+  } else {
+    // The nearest global batch that splits; a multiple of world_size x multiple_of always does.
+    std::string why =
+        r.global_batch() % r.world_size() != 0
+            ? fmt::format("{} samples do not divide evenly over {} devices", r.global_batch(), r.world_size())
+            : fmt::format("{} per device has no factor that is at most {}{}", r.global_batch() / r.world_size(),
+                          r.max_micro_batch(),
+                          r.multiple_of() > 1 ? fmt::format(" and a multiple of {}", r.multiple_of()) : "");
+    for (int64_t delta = 1; !s; ++delta) {
+      for (int64_t candidate : {r.global_batch() - delta, r.global_batch() + delta}) {
+        if ((s = split(candidate, r))) {
+          p.global_batch = candidate;
+          break;
+        }
+      }
+    }
+    p.reason = fmt::format(
+        "{} cannot be kept exactly: {}; the nearest that can is {} = {} x {} accumulation "
+        "step{}{} ({:+d} samples per step)",
+        r.global_batch(), why, p.global_batch, s->micro, s->steps, s->steps == 1 ? "" : "s", devices,
+        p.global_batch - r.global_batch());
+  }
+  p.micro_batch = s->micro;
+  p.accumulation_steps = s->steps;
+  p.per_device_batch = s->micro * s->steps;
+  if (r.batchnorm() && p.micro_batch == 1)
+    p.warnings.push_back(
+        "BatchNorm with 1 sample per micro-batch: its batch variance is undefined in training mode; "
+        "a larger micro-batch or GroupNorm is needed");
+  else if (r.batchnorm() && p.micro_batch < p.global_batch)
+    p.warnings.push_back(fmt::format(
+        "BatchNorm normalises each micro-batch of {} samples on its own device, not the global batch of {}: the "
+        "accumulated gradient is not exactly a {}-sample step (SyncBatchNorm or GroupNorm make it one)",
+        p.micro_batch, p.global_batch, p.global_batch));
+  plan_epoch(p, r);
+  return p;
+}
+
+}  // namespace batchwise

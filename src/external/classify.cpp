@@ -1,0 +1,119 @@
+// classify(): a CommandResult judged. How the command ended (its exit status or signal, a deadline,
+// the memory limit, the kernel's OOM killer), what its output said (the frameworks' out-of-memory
+// texts, a non-finite loss) and whether it trained the steps asked for, in one outcome and one
+// sentence that names the cause.
+#include "batchwise/command.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+#include "batchwise/units.h"
+#include "check.h"
+
+namespace batchwise {
+
+namespace {
+
+std::string signal_text(int sig) {
+  static const std::map<int, const char*> kNames = {
+      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"},
+      {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"},
+      {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"}, {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"},
+      {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"}};
+  const auto it = kNames.find(sig);
+  return it == kNames.end() ? fmt::format("signal {}", sig) : fmt::format("signal {} ({})", sig, it->second);
+}
+
+}  // namespace
+
+CommandVerdict classify(const CommandResult& r) {
+  CommandVerdict v;
+  const int total = r.warmup + r.steps;
+  const std::string steps = fmt::format("after {} of {} steps", r.steps_seen, total);
+  const std::string ended = r.signal             ? "killed by " + signal_text(r.signal)
+                            : r.exit_status >= 0 ? fmt::format("exit status {}", r.exit_status)
+                                                 : "ended with an unknown status (reaped elsewhere in this process)";
+  std::string last_line;  // the last line with text, for the error message
+  std::istringstream lines(r.output_tail);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find_first_not_of(" \t") != std::string::npos && line.compare(0, 10, "batchwise:") != 0) last_line = line;
+  const bool clean_exit = r.exit_status == 0 && r.steps_seen >= total;
+
+  if (r.killed_over_memory_limit) {
+    v.outcome = Outcome::Oom;
+    v.message = fmt::format("resident memory reached {}, over the {} budget: stopped by batchwise {}",
+                            format_bytes(r.peak_rss_bytes), format_bytes(r.memory_limit_bytes), steps);
+  } else if (r.oom_killer) {
+    v.outcome = Outcome::Oom;
+    v.message = fmt::format("killed by the kernel's OOM killer (SIGKILL) {}; resident memory peaked at {}", steps,
+                            format_bytes(r.peak_rss_bytes));
+  } else if (!r.oom_message.empty() && !clean_exit) {
+    v.outcome = Outcome::Oom;
+    const std::string how =
+        r.timed_out ? fmt::format("stopped by batchwise at the {:g} s timeout", r.timeout_s) : ended;
+    v.message = fmt::format("{} {}, the child printed: {}", how, steps, r.oom_message);
+  } else if (r.timed_out) {
+    v.outcome = Outcome::Timeout;
+    v.message = fmt::format("still running at the {:g} s timeout {}: stopped by batchwise ({})", r.timeout_s, steps,
+                            r.signal == SIGKILL ? "SIGTERM, then SIGKILL" : "SIGTERM");
+  } else if ((r.stopped_after_steps || r.exit_status == 0) && r.non_finite_loss) {
+    // The command said its loss is not a number: it trained nothing, however it ended.
+    v.outcome = Outcome::Error;
+    v.message = fmt::format(
+        "{} {}, but it reported a training loss of {} at step {}: the loss is not a finite "
+        "number; at the first step check the data and the model, later lower the learning rate",
+        r.stopped_after_steps ? "stopped by batchwise, as asked," : ended, steps, r.non_finite_loss_text,
+        r.non_finite_loss_step);
+  } else if (r.stopped_after_steps || r.exit_status == 0) {
+    v.outcome = Outcome::Ok;
+    const std::string how = r.stopped_after_steps ? "stopped by batchwise, as asked," : ended;
+    const double measured_s = std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0);
+    const double measured = std::accumulate(r.step_samples.begin(), r.step_samples.end(), 0.0);  // no overflow
+    v.step_times_s = r.step_times_s;
+    if (r.reported_samples_per_s) {
+      v.samples_per_s = *r.reported_samples_per_s;
+      v.message = fmt::format("{} {}: {:.1f} samples/s as the child reported", how, steps, v.samples_per_s);
+    } else if (!r.step_times_s.empty() && measured_s > 0) {
+      v.samples_per_s = measured / measured_s;
+      std::vector<double> sorted = r.step_times_s;
+      std::sort(sorted.begin(), sorted.end());
+      v.message = fmt::format("{} {}: {:.1f} samples/s (median step {:.3g} s over {} timed steps)", how, steps,
+                              v.samples_per_s, sorted[sorted.size() / 2], sorted.size());
+    } else if (r.steps_seen == 0 && r.wall_s < kWallFallbackMinS) {
+      // Nothing says it trained, and it did not run long enough for its wall time to mean a step.
+      v.outcome = Outcome::Error;
+      v.step_times_s.clear();
+      v.message = fmt::format(
+          "ran no step: {} after {:.3g} s without a 'batchwise: step' line, too soon for the wall-time fallback "
+          "(at least {:g} s); a command that trains prints a step line per step (docs/cmd.md), or runs its {} steps "
+          "for longer{}",
+          ended, r.wall_s, kWallFallbackMinS, total, last_line.empty() ? "; no output" : "; last output: " + last_line);
+    } else {
+      const int ran = r.steps_seen > 0 ? r.steps_seen : total;
+      v.wall_timing = true;
+      v.step_times_s.assign(static_cast<size_t>(ran), r.wall_s / ran);
+      v.samples_per_s = r.wall_s > 0 ? static_cast<double>(r.batch) * ran / r.wall_s : 0;
+      v.message = fmt::format(
+          "{} {}: {:.1f} samples/s from wall time, a fallback ({:.3g} s for {} steps, start-up "
+          "included; print 'batchwise: step' lines to time steps)",
+          how, r.steps_seen > 0 ? steps : "without step lines", v.samples_per_s, r.wall_s, ran);
+    }
+  } else {
+    v.outcome = Outcome::Error;
+    v.message = fmt::format("{} {}", ended, steps);
+    if (r.signal == SIGKILL)
+      v.message += r.oom_killer_known ? ", not by batchwise and not by the kernel's OOM killer"
+                                      : ", not by batchwise (the kernel's OOM kill count could not be read)";
+    else if (r.oom_kills > 0)
+      v.message += fmt::format("; the kernel's OOM killer killed {} process(es) in this cgroup meanwhile", r.oom_kills);
+    v.message += last_line.empty() ? "; no output" : "; last output: " + last_line;
+  }
+  return v;
+}
+
+}  // namespace batchwise
