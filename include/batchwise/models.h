@@ -3,10 +3,12 @@
 /// small encoder classifier over token sequences).
 ///
 /// To add a model: write a torch::nn module whose forward takes the batch's input tensor and
-/// returns logits [B, num_classes], build it in make_model, and add its name to model_names().
+/// returns logits [B, num_classes], and add its row to builtin_models() (src/engine/models.cpp); the
+/// factory, `--model`'s help, its error messages and the tests read that table.
 #include <torch/nn/modules/container/any.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,7 +35,22 @@ bool is_model_path(const std::string& name);
 /// missing file, a file that is not TorchScript, or a module without trainable parameters.
 torch::nn::AnyModule load_torchscript(const std::string& path);
 
-/// "mlp", "lenet", "resnet18", "transformer".
+/// A built-in model, one row of the table.
+struct BuiltinModel {
+  std::string name;
+  /// It reads sequences: token ids on synthetic data (the factory makes token sequences for it), an
+  /// image's rows on image data.
+  bool sequences = false;
+  std::function<torch::nn::AnyModule(const ModelSpec&)> make;  ///< throws ModelError for an input it cannot take
+};
+
+/// The one table of built-in models: mlp, lenet, resnet18, transformer.
+const std::vector<BuiltinModel>& builtin_models();
+
+/// The row named `name`, or nullptr.
+const BuiltinModel* find_builtin_model(const std::string& name);
+
+/// The table's names, in its order.
 const std::vector<std::string>& model_names();
 
 }  // namespace batchwise

@@ -284,7 +284,26 @@ Dataset load_test_split(const WorkloadOptions& options);
 /// order (named so: the model trains on them too, so their loss flatters it slightly).
 Dataset held_out_or_training_sample(const WorkloadOptions& options, const Dataset& training, int64_t samples = 2048);
 
-/// "fashion-mnist", "cifar10", "idx", "npy", "csv", "synthetic".
+/// A built-in dataset, one row of the table.
+struct BuiltinDataset {
+  std::string name;
+  std::string needs;       ///< the flags it needs, for --help ("--data-dir"); empty: none
+  std::string test_split;  ///< its held-out test split, in words ("t10k"); empty: it has none
+  /// The training split; throws ConfigError naming a flag it needs and lacks, DataError for bad data.
+  std::function<Dataset(const WorkloadOptions&, TargetKind)> load;
+  /// The test split, its targets as classes; empty when test_split is.
+  std::function<Dataset(const WorkloadOptions&)> load_test;
+};
+
+/// The one table of built-in datasets: fashion-mnist, cifar10, idx, npy, csv, synthetic. The factory,
+/// `--dataset`'s help, its error messages and the tests read it. To add a dataset: its loader in
+/// data.h and its row in src/engine/workload_factory.cpp.
+const std::vector<BuiltinDataset>& builtin_datasets();
+
+/// The row named `name`, or nullptr.
+const BuiltinDataset* find_builtin_dataset(const std::string& name);
+
+/// The table's names, in its order.
 const std::vector<std::string>& dataset_names();
 
 }  // namespace batchwise

@@ -156,23 +156,41 @@ TORCH_MODULE(TransformerClassifier);
 
 }  // namespace
 
+const std::vector<BuiltinModel>& builtin_models() {
+  static const std::vector<BuiltinModel> kModels = {
+      {"mlp", false, make_mlp},
+      {"lenet", false, make_lenet},
+      {"resnet18", false,
+       [](const ModelSpec& spec) {
+         require_image("resnet18", spec);
+         return nn::AnyModule(ResNet(spec.input_shape[0], spec.num_classes));
+       }},
+      {"transformer", true, [](const ModelSpec& spec) { return nn::AnyModule(TransformerClassifier(spec)); }},
+  };
+  return kModels;
+}
+
+const BuiltinModel* find_builtin_model(const std::string& name) {
+  for (const BuiltinModel& m : builtin_models())
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> kNames{"mlp", "lenet", "resnet18", "transformer"};
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const BuiltinModel& m : builtin_models()) names.push_back(m.name);
+    return names;
+  }();
   return kNames;
 }
 
 torch::nn::AnyModule make_model(const std::string& name, const ModelSpec& spec) {
   BATCHWISE_CHECK(spec.num_classes >= 1, ModelError, "--model {}: needs at least one output", name);
-  if (name == "mlp") return make_mlp(spec);
-  if (name == "lenet") return make_lenet(spec);
-  if (name == "resnet18") {
-    require_image(name, spec);
-    return nn::AnyModule(ResNet(spec.input_shape[0], spec.num_classes));
-  }
-  if (name == "transformer") return nn::AnyModule(TransformerClassifier(spec));
-  BATCHWISE_CHECK(false, ModelError, "--model {}: unknown model; choose one of {}", name,
+  const BuiltinModel* model = find_builtin_model(name);
+  BATCHWISE_CHECK(model, ModelError, "--model {}: unknown model; choose one of {}", name,
                   fmt::join(model_names(), ", "));
-  return {};
+  return model->make(spec);
 }
 
 }  // namespace batchwise

@@ -18,17 +18,7 @@
 
 namespace batchwise {
 
-const std::vector<std::string>& dataset_names() {
-  static const std::vector<std::string> kNames{"fashion-mnist", "cifar10", "idx", "npy", "csv", "synthetic"};
-  return kNames;
-}
-
 namespace {
-
-template <typename List>
-bool contains(const List& list, const std::string& name) {
-  return std::find(list.begin(), list.end(), name) != list.end();
-}
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(Optimizer optimizer, double lr,
                                                         std::vector<at::Tensor> params) {
@@ -58,7 +48,8 @@ int64_t synthetic_held_out(const WorkloadOptions& o) { return std::max<int64_t>(
 
 Dataset synthetic(const WorkloadOptions& o, TargetKind kind, int64_t held_out) {
   const int64_t classes = o.num_classes() > 0 ? o.num_classes() : 10;
-  if (o.model() == "transformer")
+  const BuiltinModel* model = find_builtin_model(o.model());
+  if (model && model->sequences)
     return make_synthetic_tokens(o.seq_len(), /*vocab_size=*/256, classes, o.synthetic_size(), o.seed(), held_out);
   Dataset d = make_synthetic_images(o.input_shape().empty() ? std::vector<int64_t>{1, 28, 28} : o.input_shape(),
                                     classes, o.synthetic_size(), o.seed(), held_out);
@@ -66,29 +57,76 @@ Dataset synthetic(const WorkloadOptions& o, TargetKind kind, int64_t held_out) {
   return d;
 }
 
-Dataset load_dataset(const WorkloadOptions& o, TargetKind kind) {
-  const std::string& name = o.dataset();
-  BATCHWISE_CHECK(
-      kind == TargetKind::Classes || name == "npy" || name == "csv" || name == "synthetic" || o.loss() == Loss::Mse,
-      ConfigError, "--loss {}: not possible with --dataset {}", to_string(o.loss()), name);
-  if (name == "fashion-mnist") {
-    BATCHWISE_CHECK(o.model() != "transformer" || o.seq_len() == 64 || o.seq_len() == 28, ConfigError,
-                    "--seq-len {}: the transformer reads a Fashion-MNIST image as its 28 rows; drop --seq-len or "
-                    "use --dataset synthetic",
-                    o.seq_len());
-    return load_fashion_mnist(o.data_dir().empty() ? kFashionMnistDir : o.data_dir(), /*train=*/true);
-  }
-  if (name == "cifar10")
-    return load_cifar10(require(o.data_dir(), "--data-dir DIR (the cifar-10-batches-bin folder)", name));
-  if (name == "idx")
-    return load_idx_pair(require(o.data_file(), "--data-file IMAGES (an idx3-ubyte file)", name),
-                         require(o.labels_file(), "--labels-file LABELS (an idx1-ubyte file)", name));
-  if (name == "npy")
-    return load_npy(require(o.data_file(), "--data-file FEATURES.npy", name),
-                    require(o.labels_file(), "--labels-file LABELS.npy", name), kind);
-  if (name == "csv") return load_csv(require(o.data_file(), "--data-file FILE.csv", name), o.label_column(), kind);
-  return synthetic(o, kind, /*held_out=*/0);
+// The transformer (a model that reads sequences) takes a Fashion-MNIST image as its 28 rows.
+void check_rows(const WorkloadOptions& o) {
+  const BuiltinModel* model = find_builtin_model(o.model());
+  BATCHWISE_CHECK(!model || !model->sequences || o.seq_len() == 64 || o.seq_len() == 28, ConfigError,
+                  "--seq-len {}: the {} reads a Fashion-MNIST image as its 28 rows; drop --seq-len or "
+                  "use --dataset synthetic",
+                  o.seq_len(), o.model());
 }
+
+std::string fashion_mnist_dir(const WorkloadOptions& o) {
+  return o.data_dir().empty() ? kFashionMnistDir : o.data_dir();
+}
+
+const char* const kCifarDir = "--data-dir DIR (the cifar-10-batches-bin folder)";
+
+}  // namespace
+
+const std::vector<BuiltinDataset>& builtin_datasets() {
+  static const std::vector<BuiltinDataset> kDatasets = {
+      {"fashion-mnist", "", "t10k",
+       [](const WorkloadOptions& o, TargetKind) {
+         check_rows(o);
+         return load_fashion_mnist(fashion_mnist_dir(o), /*train=*/true);
+       },
+       [](const WorkloadOptions& o) { return load_fashion_mnist(fashion_mnist_dir(o), /*train=*/false); }},
+      {"cifar10", "--data-dir", "test_batch.bin",
+       [](const WorkloadOptions& o, TargetKind) { return load_cifar10(require(o.data_dir(), kCifarDir, "cifar10")); },
+       [](const WorkloadOptions& o) {
+         return load_cifar10(require(o.data_dir(), kCifarDir, "cifar10"), /*train=*/false);
+       }},
+      {"idx", "--data-file, --labels-file", "",
+       [](const WorkloadOptions& o, TargetKind) {
+         return load_idx_pair(require(o.data_file(), "--data-file IMAGES (an idx3-ubyte file)", "idx"),
+                              require(o.labels_file(), "--labels-file LABELS (an idx1-ubyte file)", "idx"));
+       },
+       nullptr},
+      {"npy", "--data-file, --labels-file", "",
+       [](const WorkloadOptions& o, TargetKind kind) {
+         return load_npy(require(o.data_file(), "--data-file FEATURES.npy", "npy"),
+                         require(o.labels_file(), "--labels-file LABELS.npy", "npy"), kind);
+       },
+       nullptr},
+      {"csv", "--data-file, --label-column", "",
+       [](const WorkloadOptions& o, TargetKind kind) {
+         return load_csv(require(o.data_file(), "--data-file FILE.csv", "csv"), o.label_column(), kind);
+       },
+       nullptr},
+      {"synthetic", "", "further samples of the same task",
+       [](const WorkloadOptions& o, TargetKind kind) { return synthetic(o, kind, /*held_out=*/0); },
+       [](const WorkloadOptions& o) { return synthetic(o, TargetKind::Classes, synthetic_held_out(o)); }},
+  };
+  return kDatasets;
+}
+
+const BuiltinDataset* find_builtin_dataset(const std::string& name) {
+  for (const BuiltinDataset& d : builtin_datasets())
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+const std::vector<std::string>& dataset_names() {
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const BuiltinDataset& d : builtin_datasets()) names.push_back(d.name);
+    return names;
+  }();
+  return kNames;
+}
+
+namespace {
 
 // --input-shape on a file dataset: the same samples, viewed in the shape the model takes.
 void apply_input_shape(Dataset& data, const std::vector<int64_t>& shape) {
@@ -158,28 +196,28 @@ void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model,
 }  // namespace
 
 Dataset load_test_split(const WorkloadOptions& o) {
-  Dataset d;
-  if (o.dataset() == "fashion-mnist") {
-    d = load_fashion_mnist(o.data_dir().empty() ? kFashionMnistDir : o.data_dir(), /*train=*/false);
-  } else if (o.dataset() == "cifar10") {
-    d = load_cifar10(require(o.data_dir(), "--data-dir DIR (the cifar-10-batches-bin folder)", o.dataset()),
-                     /*train=*/false);
-  } else if (o.dataset() == "synthetic") {
-    return synthetic(o, o.loss() == Loss::Mse ? TargetKind::Values : TargetKind::Classes, synthetic_held_out(o));
-  } else {
+  const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
+  if (!dataset || !dataset->load_test) {
+    std::vector<std::string> with;
+    for (const BuiltinDataset& d : builtin_datasets())
+      if (d.load_test) with.push_back(fmt::format("{} ({})", d.name, d.test_split));
+    const std::string last = with.back();
+    with.pop_back();
     BATCHWISE_CHECK(false, ConfigError,
-                    "--dataset {}: validation needs a held-out test split, and only fashion-mnist (t10k), cifar10 "
-                    "(test_batch.bin) and synthetic (further samples of the same task) have one",
-                    o.dataset());
+                    "--dataset {}: validation needs a held-out test split, and only {} and {} have one", o.dataset(),
+                    fmt::join(with, ", "), last);
   }
+  if (o.dataset() == "synthetic" && o.loss() == Loss::Mse)  // the same task's targets as values
+    return synthetic(o, TargetKind::Values, synthetic_held_out(o));
+  Dataset d = dataset->load_test(o);
   if (o.loss() == Loss::Mse) d.targets = at::one_hot(d.targets, d.num_classes).to(at::kFloat), d.num_classes = 0;
-  apply_input_shape(d, o.input_shape());
+  if (o.dataset() != "synthetic") apply_input_shape(d, o.input_shape());
   return d;
 }
 
 Dataset held_out_or_training_sample(const WorkloadOptions& o, const Dataset& training, int64_t samples) {
-  if (o.dataset() == "fashion-mnist" || o.dataset() == "cifar10" || o.dataset() == "synthetic")
-    return load_test_split(o);
+  const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
+  if (dataset && dataset->load_test) return load_test_split(o);
   UntrackedScope untracked;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed() + 1);
   const at::Tensor index = at::randperm(training.size(), gen, at::TensorOptions().dtype(at::kLong))
@@ -193,11 +231,12 @@ Dataset held_out_or_training_sample(const WorkloadOptions& o, const Dataset& tra
 
 std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
   const bool scripted = is_model_path(o.model());
-  BATCHWISE_CHECK(scripted || contains(model_names(), o.model()), ConfigError,
+  BATCHWISE_CHECK(scripted || find_builtin_model(o.model()), ConfigError,
                   "--model {}: unknown model; choose one of {}, or give the path of a TorchScript file (model.pt)",
                   o.model(), fmt::join(model_names(), ", "));
-  BATCHWISE_CHECK(contains(dataset_names(), o.dataset()), ConfigError,
-                  "--dataset {}: unknown dataset; choose one of {}", o.dataset(), fmt::join(dataset_names(), ", "));
+  const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
+  BATCHWISE_CHECK(dataset, ConfigError, "--dataset {}: unknown dataset; choose one of {}", o.dataset(),
+                  fmt::join(dataset_names(), ", "));
   BATCHWISE_CHECK(o.lr() >= 0 && std::isfinite(o.lr()), ConfigError,
                   "--lr {}: must be a positive number (or 0 for the optimizer's default)", o.lr());
   BATCHWISE_CHECK(o.seq_len_min() <= o.seq_len(), ConfigError, "--seq-len {}-{}: the range runs backwards",
@@ -216,7 +255,7 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
                   BATCHWISE_TORCH_VERSION_STRING);
   const TargetKind kind = o.loss() == Loss::Mse ? TargetKind::Values : TargetKind::Classes;
 
-  Dataset data = load_dataset(o, kind);
+  Dataset data = dataset->load(o, kind);
   if (o.dataset() != "synthetic") apply_input_shape(data, o.input_shape());
   if (o.num_classes() > 0 && data.num_classes > 0) {
     BATCHWISE_CHECK(o.num_classes() >= data.num_classes, ConfigError,

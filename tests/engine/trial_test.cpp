@@ -10,6 +10,7 @@
 
 #include "batchwise/error.h"
 #include "batchwise/memory.h"
+#include "batchwise/models.h"
 #include "batchwise/trial.h"
 #include "batchwise/workload.h"
 #include "support/workloads.h"
@@ -89,8 +90,10 @@ TEST(Trial, ChannelMismatchAndBatchNormAtOneSampleSayWhatToDo) {
   EXPECT_EQ(detail::failure_hint("mat1 and mat2 shapes cannot be multiplied (64x784 and 100x10)"), "");
 }
 
+// Every row of the table of built-in models (batchwise/models.h), a new one included.
 TEST(Trial, EveryBuiltInModelTrains) {
-  for (const std::string model : {"mlp", "lenet", "resnet18", "transformer"}) {
+  EXPECT_GE(model_names().size(), 4u);
+  for (const std::string& model : model_names()) {
     auto w = small(model, "adamw");
     const Trial t = run_trial(*w, TrialOptions(4).warmup(0).steps(1));
     EXPECT_EQ(t.outcome, Outcome::Ok) << model << ": " << t.message;

@@ -17,6 +17,30 @@ namespace {
 
 using namespace test;
 
+// ---- the table of built-in datasets --------------------------------------------------------------
+
+// One row per dataset, found by its name; a test split exactly where the row names one, and the
+// message for a dataset without one lists those that have it, from the table.
+TEST(BuiltinDatasets, EachRowIsFoundByNameAndNamesItsTestSplit) {
+  ASSERT_GE(builtin_datasets().size(), 6u);
+  for (const BuiltinDataset& d : builtin_datasets()) {
+    EXPECT_EQ(find_builtin_dataset(d.name), &d) << d.name;
+    EXPECT_EQ(static_cast<bool>(d.load_test), !d.test_split.empty()) << d.name;
+    EXPECT_TRUE(static_cast<bool>(d.load)) << d.name;
+  }
+  EXPECT_EQ(find_builtin_dataset("imagenet"), nullptr);
+  try {
+    (void)load_test_split(WorkloadOptions().dataset("csv"));
+    FAIL() << "csv has no test split";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--dataset csv: validation needs a held-out test split, and only fashion-mnist (t10k), cifar10 "
+                 "(test_batch.bin) and synthetic (further samples of the same task) have one");
+  }
+  const Dataset test = load_test_split(WorkloadOptions().dataset("synthetic").synthetic_size(64).seed(3));
+  EXPECT_EQ(test.size(), 1000);  // at least 1000 samples, a fifth of the training set's size
+}
+
 // ---- gradient accumulation ----------------------------------------------------------------------
 
 TEST(Accumulation, MicroBatchGradientsEqualTheFullBatchGradient) {

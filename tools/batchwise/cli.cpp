@@ -16,6 +16,7 @@
 #include "batchwise/error.h"
 #include "batchwise/history.h"
 #include "batchwise/html.h"
+#include "batchwise/models.h"
 #include "batchwise/units.h"
 
 namespace batchwise::cli {
@@ -180,15 +181,28 @@ CLI::Option* bound(CLI::Option* option, double low, double high, bool low_open, 
 
 // ---- flag groups ----------------------------------------------------------------------------------
 
+namespace {
+
+// --model's and --dataset's help, from the tables of built-in models and datasets.
+std::string model_help() {
+  return fmt::format("{}, or a TorchScript file (model.pt, saved with torch.jit.save)", fmt::join(model_names(), ", "));
+}
+
+std::string dataset_help() {
+  std::vector<std::string> names;
+  for (const BuiltinDataset& d : builtin_datasets())
+    names.push_back(d.needs.empty() ? d.name : fmt::format("{} ({})", d.name, d.needs));
+  const std::string last = names.back();
+  names.pop_back();
+  return fmt::format("{} or {}", fmt::join(names, ", "), last);
+}
+
+}  // namespace
+
 void WorkloadFlags::add(CLI::App* cmd) {
   auto& w = workload;
-  cmd->add_option("--model", w.model(),
-                  "mlp, lenet, resnet18, transformer, or a TorchScript file (model.pt, saved with torch.jit.save)")
-      ->capture_default_str();
-  cmd->add_option("--dataset", w.dataset(),
-                  "fashion-mnist, cifar10 (--data-dir), idx or npy (--data-file, --labels-file), csv (--data-file, "
-                  "--label-column) or synthetic")
-      ->capture_default_str();
+  cmd->add_option("--model", w.model(), model_help())->capture_default_str();
+  cmd->add_option("--dataset", w.dataset(), dataset_help())->capture_default_str();
   cmd->add_option("--data-dir", w.data_dir(),
                   "fashion-mnist: the folder of its IDX files (default: /usr/share/datasets/fashion-mnist); cifar10: "
                   "the cifar-10-batches-bin folder");
@@ -418,6 +432,39 @@ void refuse_data_parallel(const char* flag) {
   if (address && address->world_size > 1)
     throw ConfigError(fmt::format("{} is not supported in a data-parallel run ({} ranks); run it in one process", flag,
                                   address->world_size));
+}
+
+const std::vector<OwnLoopOption>& own_loop_options() {
+  static const std::vector<OwnLoopOption> kOptions = {
+      {"--profile", "batchwise profiles its own training step; with --cmd, profile inside your command", true},
+      {"--trace", "batchwise profiles its own training step; with --cmd, profile inside your command", true},
+      {"--accumulation-steps",
+       "batchwise accumulates in its own training step; with --cmd, accumulate inside your command", false},
+      {"--compare-precision",
+       "batchwise sets the precision of its own training step; with --cmd, run your command once per precision "
+       "and compare the reports",
+       true},
+      {"--reuse", "a command's fit is not stored by workload; drop --reuse with --cmd", true},
+      {"--target-accuracy/--target-loss",
+       "the batch race that measures the time to a target trains batchwise's own loop, not a command; drop the "
+       "target with --cmd",
+       true},
+      {"--epochs", "the run race trains batchwise's own loop, not a command; drop --epochs with --cmd", true},
+      {"--validate", "", true},
+  };
+  return kOptions;
+}
+
+void refuse_outside_own_loop(bool use_cmd, std::initializer_list<std::pair<bool, const char*>> given) {
+  for (const auto& [on, flag] : given) {
+    if (!on) continue;
+    const auto& table = own_loop_options();
+    const auto it = std::find_if(table.begin(), table.end(),
+                                 [flag = std::string_view(flag)](const OwnLoopOption& o) { return o.flag == flag; });
+    if (it == table.end()) throw Error(fmt::format("{}: not in the table of own-loop options (cli.cpp)", flag));
+    if (use_cmd && *it->with_cmd) throw ConfigError(fmt::format("{}: {}", it->flag, it->with_cmd));
+    if (it->data_parallel) refuse_data_parallel(it->flag);
+  }
 }
 
 // ---- output ---------------------------------------------------------------------------------------

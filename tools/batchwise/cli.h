@@ -47,17 +47,9 @@ class Command {
   virtual std::string device() const { return "cpu"; }
 };
 
-std::unique_ptr<Command> fit_command();
-std::unique_ptr<Command> sweep_command();
-std::unique_ptr<Command> tune_command();
-std::unique_ptr<Command> plan_command();
-std::unique_ptr<Command> noise_command();
-std::unique_ptr<Command> validate_command();
-std::unique_ptr<Command> loader_command();
-std::unique_ptr<Command> doctor_command();
-std::unique_ptr<Command> history_command();
-std::unique_ptr<Command> compare_command();
-std::unique_ptr<Command> report_command();
+/// Every subcommand, one of each, in the order of `batchwise --help`: the one table of them
+/// (commands/commands.cpp), which main.cpp adds and the tests read back through --list-options.
+std::vector<std::unique_ptr<Command>> all_commands();
 
 /// Every numeric flag the subcommands share is checked against one table as CLI11 parses it, so the
 /// message names the flag ("--steps: 0: must be at least 1"); call after every subcommand is added.
@@ -178,6 +170,20 @@ struct ValidateFlags {
 /// Throws ConfigError when the environment asks for a data-parallel run, naming `flag` as one that
 /// runs in one process only.
 void refuse_data_parallel(const char* flag);
+
+/// An option that needs batchwise's own training loop, in the one table of them (cli.cpp): why
+/// `--cmd` refuses it, with the fix, and whether a data-parallel run refuses it too.
+struct OwnLoopOption {
+  const char* flag;
+  const char* with_cmd;  ///< the reason and the fix when given with --cmd ("": --cmd takes it)
+  bool data_parallel;    ///< a data-parallel run refuses it
+};
+const std::vector<OwnLoopOption>& own_loop_options();
+
+/// For each flag of `given` that is set (each must be in own_loop_options()): throws ConfigError
+/// ("--profile: batchwise profiles its own training step; ...") with --cmd, and refuses it in a
+/// data-parallel run where the table says so. A subcommand calls it once, with what it was given.
+void refuse_outside_own_loop(bool use_cmd, std::initializer_list<std::pair<bool, const char*>> given);
 
 // ---- output ---------------------------------------------------------------------------------------
 

@@ -97,10 +97,7 @@ int main(int argc, char** argv) {
       "  batchwise fit --model resnet18 --memory-budget 4GiB --json fit.json   # the largest batch that fits\n"
       "  batchwise compare old.json new.json              # two reports side by side\n"
       "Each subcommand's --help lists its options by section, with examples.");
-  std::vector<std::unique_ptr<Command>> commands;
-  for (auto make : {fit_command, sweep_command, tune_command, validate_command, loader_command, doctor_command,
-                    plan_command, noise_command, history_command, compare_command, report_command})
-    commands.push_back(make());
+  const std::vector<std::unique_ptr<Command>> commands = all_commands();
   std::vector<std::pair<CLI::App*, Command*>> by_app;
   for (auto& c : commands) by_app.emplace_back(c->add(app), c.get());
   bound_numeric_flags(app);

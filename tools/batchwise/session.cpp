@@ -28,6 +28,7 @@ namespace batchwise::cli {
 Session::Session(std::string name, WorkloadFlags& f, const DistFlags* distributed, bool test_split)
     : command(std::move(name)), flags(f), dist_(distributed), live_(isatty(STDERR_FILENO) != 0) {
   CpuMemoryTracker::install();  // before any model exists, so its tensors are counted
+  refuse_outside_own_loop(f.use_cmd, {{!f.trace.empty(), "--trace"}});  // before the run, not after it
   last_line_ = Clock::now() - std::chrono::hours(1);
   join_group(distributed);
   make_runner(test_split);
@@ -64,12 +65,12 @@ void Session::join_group(const DistFlags* distributed) {
         fmt::format("{} runs in one process, but WORLD_SIZE={} asks for a data-parallel run; data-parallel "
                     "trials are for fit, sweep, tune and plan",
                     command, address_->world_size));
-  const char* unsupported = flags.use_cmd          ? "--cmd (run your own command under torchrun instead)"
-                            : !flags.trace.empty() ? "--trace"
-                                                   : nullptr;
-  if (unsupported)
-    throw ConfigError(fmt::format("{} is not supported in a data-parallel run ({} ranks); run it in one process",
-                                  unsupported, address_->world_size));
+  if (flags.use_cmd)
+    throw ConfigError(fmt::format(
+        "--cmd (run your own command under torchrun instead) is not supported in a data-parallel run ({} ranks); "
+        "run it in one process",
+        address_->world_size));
+  refuse_outside_own_loop(false, {{!flags.trace.empty(), "--trace"}});
   if (distributed->timeout_s <= 0)
     throw ConfigError(fmt::format("--dist-timeout {}: must be a positive number of seconds", distributed->timeout_s));
   auto& w = flags.workload;
@@ -302,8 +303,7 @@ void Session::print_validation(const ValidationResult& v) {
 
 int Session::finish(int code) {
   if (!flags.trace.empty()) {
-    if (!workload_)
-      throw ConfigError("--trace profiles batchwise's own training step; with --cmd, profile inside your command");
+    refuse_outside_own_loop(!workload_, {{true, "--trace"}});
     if (!report.recommendation) {
       fmt::print(stderr, "batchwise {}: warning: --trace {}: no batch was recommended, so no step was traced\n",
                  command, flags.trace);

@@ -41,13 +41,8 @@ class Sweep : public Command {
     if (sweep_.profile && sweep_.accumulation_steps > 1)
       throw ConfigError(
           "--profile with --accumulation-steps: the profile times plain steps; profile without accumulation");
-    if (sweep_.profile && w_.use_cmd)
-      throw ConfigError("--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
-    if (sweep_.accumulation_steps > 1 && w_.use_cmd)
-      throw ConfigError(
-          "--accumulation-steps: batchwise accumulates in its own training step; with --cmd, accumulate "
-          "inside your command");
-    if (sweep_.profile) refuse_data_parallel("--profile");
+    refuse_outside_own_loop(w_.use_cmd,
+                            {{sweep_.profile, "--profile"}, {sweep_.accumulation_steps > 1, "--accumulation-steps"}});
     Session s("sweep", w_, &dist_);
     s.report.sweep = sweep(s.runner(), s.with_progress(sweep_.options(w_, s.report.budget_bytes)));
     if (!s.report.sweep->noise_warning.empty()) s.report.context.warnings.push_back(s.report.sweep->noise_warning);

@@ -123,26 +123,13 @@ class Tune : public Command {
     (void)sweep_.options(w_, 0);  // the batch sizes are checked before the data is loaded
     if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
     race_target_ = v_.target_accuracy != 0 || v_.target_loss != 0;  // before check() sets validate's default
-    if (race_target_ && w_.use_cmd)
-      throw ConfigError(
-          "--target-accuracy/--target-loss: the batch race that measures the time to a target trains "
-          "batchwise's own loop, not a command; drop the target with --cmd");
-    if (v_.epochs != 0 && w_.use_cmd)
-      throw ConfigError("--epochs: the run race trains batchwise's own loop, not a command; drop --epochs with --cmd");
+    refuse_outside_own_loop(w_.use_cmd, {{race_target_, "--target-accuracy/--target-loss"},
+                                         {v_.epochs != 0, "--epochs"},
+                                         {compare_precision_, "--compare-precision"},
+                                         {sweep_.profile, "--profile"},
+                                         {reuse_, "--reuse"},
+                                         {validate_, "--validate"}});
     if (validate_ || race_target_ || v_.epochs != 0 || v_.lr_schedule != "constant") v_.check(w_);
-    if (compare_precision_ && w_.use_cmd)
-      throw ConfigError(
-          "--compare-precision: batchwise sets the precision of its own training step; with --cmd, run "
-          "your command once per precision and compare the reports");
-    if (sweep_.profile && w_.use_cmd)
-      throw ConfigError("--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
-    if (reuse_ && w_.use_cmd)
-      throw ConfigError("--reuse: a command's fit is not stored by workload; drop --reuse with --cmd");
-    for (const auto& [on, flag] :
-         {std::pair{sweep_.profile, "--profile"}, std::pair{compare_precision_, "--compare-precision"},
-          std::pair{validate_, "--validate"}, std::pair{reuse_, "--reuse"},
-          std::pair{race_target_, "--target-accuracy/--target-loss"}, std::pair{v_.epochs != 0, "--epochs"}})
-      if (on) refuse_data_parallel(flag);
   }
 
   // Before the fit: what the last tune of the same kind here took (same workload and device, the same
