@@ -36,8 +36,8 @@ class CpuMemoryTracker {
 /// Keeps freed host memory in this process (glibc's malloc). By default glibc hands every freed
 /// block above 128 KiB back to the kernel (mmap'd chunks unmapped, the heap's top trimmed) until a
 /// large free happens to raise those thresholds, so each training step's activations were
-/// page-faulted in afresh: about 310 page faults a step for lenet at batch 16, which ran at 0.8x a
-/// Python loop's speed (a Python process has usually raised them already). Fixes the thresholds at
+/// page-faulted in afresh, which slows small steps against a Python loop's (a Python process has
+/// usually raised them already; docs/benchmarks.md has the figures). Fixes the thresholds at
 /// glibc's own dynamic maxima (32 MiB, and 64 MiB of free heap kept). Process-wide; does nothing where
 /// the environment set them (GLIBC_TUNABLES glibc.malloc.*, MALLOC_MMAP_THRESHOLD_,
 /// MALLOC_TRIM_THRESHOLD_) or malloc is not glibc's. The tool calls it at start; a program using

@@ -134,9 +134,8 @@ struct BatchRaceOptions {
   /// Batches held back (a sweep's slower, smaller ones: race_reserve), and each one's samples/s:
   /// REQUIRES the same length. They join the first rung, from the same weights and for as long as the
   /// candidates trained, only when no candidate has left the plateau at the start by the end of its
-  /// extension. On a plateau the number of steps can matter more than the samples (mobilenet with
-  /// AdamW: batch 32 leaves it after about 30 s of training, 64 to 1024 not in 86 s), and a smaller
-  /// batch takes more steps in the same time.
+  /// extension. On a plateau the number of steps can matter more than the samples, and a smaller
+  /// batch takes more steps in the same time (docs/advice.md, the reserve).
   TORCH_ARG(std::vector<int64_t>, reserve);
   TORCH_ARG(std::vector<double>, reserve_samples_per_s);
   TORCH_ARG(std::function<void(const RaceProgress&)>, on_progress);

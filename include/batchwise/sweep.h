@@ -80,8 +80,8 @@ struct SweepResult {
 
 /// A repetition (or a first measurement) this much slower than the same batch's fastest, or than the
 /// best samples/s before it, is taken for noise and measured again where that matters. Repetitions
-/// on a quiet 2-core machine differ by up to 31-38 % at steps of 1-30 ms (docs/cli.md): a lower
-/// threshold would flag a quiet machine.
+/// of short steps differ by about a third even on a quiet machine (docs/cli.md): a lower threshold
+/// would flag a quiet machine.
 constexpr double kNoisyShare = 0.4;
 
 /// The JSON fields of a SweepResult, in JSON order (fields.h); its budget is the report's.

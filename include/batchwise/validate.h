@@ -93,8 +93,8 @@ struct ValidationPoint {
 };
 
 /// Training time a run still needs to reach a target accuracy or loss (0: none), the sooner of the
-/// two: each measure as a line in the log of training time (learning curves flatten: a line in time
-/// itself put lenet's 2-3 s still to go at 0.2-0.6 s), fitted by least squares through the
+/// two: each measure as a line in the log of training time (learning curves flatten, so a line in
+/// time itself would promise the target far too soon), fitted by least squares through the
 /// evaluations of the latest half of the training time (at least the last two), so that one noisy
 /// evaluation does not swing it; none when neither measure moves towards its target along its line.
 std::optional<double> time_to_target(const std::vector<ValidationPoint>& curve, double target_accuracy,
