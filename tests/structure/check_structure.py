@@ -4,18 +4,20 @@
   check_structure.py layers   # each folder of src/ includes only its own and the layers below it
   check_structure.py format   # clang-format --dry-run reports nothing on src/, include/, tools/, ...
   check_structure.py sizes    # no .cpp over 800 lines, no function over 120
+  check_structure.py selftest # each check finds what it is for, in a small tree made for it
 
 Each prints one line per finding, naming the file, and exits 1 when there is any; 77 (skipped) when
 the tool it needs is missing. docs/architecture.md describes the layers.
 """
 import argparse
+import os
 import pathlib
 import re
 import shutil
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(os.environ.get("BATCHWISE_STRUCTURE_ROOT") or pathlib.Path(__file__).resolve().parents[2])
 
 # The layers of src/, lowest first: a folder includes its own headers and those of lower layers.
 # Folders of one layer (other ways to run the same trials) do not include each other.
@@ -213,11 +215,45 @@ def check_sizes():
     return problems
 
 
+def selftest():
+    """The checks run on a small tree with one fault of each kind; each must name its fault."""
+    import tempfile
+    global ROOT
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        ROOT = pathlib.Path(tmp)
+        files = {
+            "include/batchwise/tune.h": "#pragma once\n",
+            "include/batchwise/workload.h": "#pragma once\n",
+            "src/tune/tune.cpp": '#include "batchwise/tune.h"\n',
+            "src/engine/workload.cpp": '#include "batchwise/workload.h"\n#include "batchwise/tune.h"\n',
+            "src/report/trace.cpp": '#include <vector>\n#include "batchwise/workload.h"\nvoid f(W& w) { w.train_step(b); }\n',
+            "src/engine/long.cpp": "namespace n {\nint f() {\n" + "  g();\n" * 130 + "}\n}  // namespace n\n",
+        }
+        for name, text in files.items():
+            (ROOT / name).parent.mkdir(parents=True, exist_ok=True)
+            (ROOT / name).write_text(text)
+        layers = check_layers()
+        sizes = check_sizes()
+    expected = [
+        (layers, "src/engine/workload.cpp: includes batchwise/tune.h (layer 3, tune/)"),
+        (layers, "src/report/trace.cpp: includes batchwise/workload.h; the reports read records"),
+        (layers, "src/report/trace.cpp:3: calls train_step"),
+        (sizes, "src/engine/long.cpp:2: f is 132 lines, over 120"),
+    ]
+    for found, text in expected:
+        if not any(p.startswith(text) for p in found):
+            problems.append(f"selftest: expected a finding starting {text!r}; found {found}")
+    if len(layers) != 3 or len(sizes) != 1:
+        problems.append(f"selftest: expected 3 layer findings and 1 size finding; found {layers + sizes}")
+    return problems
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("check", choices=["layers", "format", "sizes"])
+    parser.add_argument("check", choices=["layers", "format", "sizes", "selftest"])
     args = parser.parse_args()
-    problems = {"layers": check_layers, "format": check_format, "sizes": check_sizes}[args.check]()
+    problems = {"layers": check_layers, "format": check_format, "sizes": check_sizes, "selftest": selftest}[args.check]()
     for p in problems:
         print(p)
     if problems:
