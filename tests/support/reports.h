@@ -30,37 +30,13 @@ inline Trial trial(int64_t batch, Outcome outcome, int64_t peak, std::vector<dou
   return t;
 }
 
-inline Report fixed_report() {
-  Report r;
-  r.context.batchwise_version = "0.1.0";
-  r.context.build_commit = "abc1234";
-  r.context.build_type = "Release";
-  r.context.torch_version = "2.15.0";
-  r.context.device_type = "cpu";
-  r.context.device_name = "Test CPU <8 cores> & \"quotes\"";
-  r.context.device_total_bytes = 8ll << 30;
-  r.context.host = "testhost";
-  r.context.date = "2026-11-21T12:00:00Z";
-  r.context.threads = 2;
-  r.context.cores = 2;
-  r.context.blas = "mkl";
-  r.workload.model = "lenet";
-  r.workload.dataset = "fashion-mnist";
-  r.workload.optimizer = "sgd";
-  r.workload.lr = 0.01;
-  r.workload.input_shape = {1, 28, 28};
-  r.workload.num_classes = 10;
-  r.workload.dataset_size = 60000;
-  r.workload.parameter_count = 61706;
-  r.workload.parameter_bytes = 246824;
-  r.budget_bytes = 64ll << 20;
-  r.target = 0.9;
-
+// The parts of fixed_report, each as it would have measured it.
+inline FitResult fixed_fit(int64_t budget_bytes) {
   FitResult fit;
   fit.mode = FitMode::Binsearch;
   fit.outcome = FitOutcome::Fits;
   fit.batch = 192;
-  fit.budget_bytes = r.budget_bytes;
+  fit.budget_bytes = budget_bytes;
   fit.trials = {trial(128, Outcome::Ok, 40ll << 20, {0.02, 0.021}),
                 trial(256, Outcome::Oom, 63ll << 20, {}, "CPU memory budget exceeded"),
                 trial(192, Outcome::Ok, 57ll << 20, {0.03, 0.031})};
@@ -71,11 +47,14 @@ inline Report fixed_report() {
   for (auto& t : fit.trials) t.state = StateBytes{246824, 246824, 246824};
   fit.memory_model = fit_memory_model(fit.trials);
   fit.breakdown = MemoryBreakdown{192, 57ll << 20, 246824, 246824, 246824, 262144.0, 7651352};
-  r.fit = fit;
 
+  return fit;
+}
+
+inline SweepResult fixed_sweep(int64_t budget_bytes) {
   SweepResult sweep;
   sweep.repetitions = 2;
-  sweep.budget_bytes = r.budget_bytes;
+  sweep.budget_bytes = budget_bytes;
   sweep.points = {trial(64, Outcome::Ok, 20ll << 20, {0.01, 0.0125, 0.01, 0.0105}),
                   trial(128, Outcome::Ok, 40ll << 20, {0.016, 0.016, 0.017, 0.0165}),
                   trial(256, Outcome::Oom, 63ll << 20, {}, "not run: batch 256 already ran out of memory")};
@@ -97,8 +76,11 @@ inline Report fixed_report() {
   u.rss_bytes_max = 303ll << 20;
   u.overhead_percent = 0.25;
   sweep.points[1].utilisation = u;  // batch 128, the recommendation
-  r.sweep = sweep;
 
+  return sweep;
+}
+
+inline NoiseResult fixed_noise() {
   NoiseResult noise;
   noise.batch = 128;
   noise.micro_batch = 16;
@@ -122,10 +104,10 @@ inline Report fixed_report() {
   noise.b_simple_high = 1450;
   noise.drift = 1.25;
   noise.wall_s = 0.75;
-  r.noise = noise;
-  r.goodput = goodput(r.sweep->points, *noise.b_simple);
-  r.recommendation = recommend(r.fit, r.sweep, r.noise, r.goodput);
+  return noise;
+}
 
+inline ValidationResult fixed_validation() {
   ValidationResult v;
   v.target = "test accuracy >= 0.85";
   v.held_out = "fashion-mnist test split, 10000 samples";
@@ -147,13 +129,11 @@ inline Report fixed_report() {
     v.runs.push_back(run);
   }
   v.fastest_batch = 128;
-  r.validation = v;
-  r.recommendation = confirm(*r.recommendation, v);
-  r.lr = unmeasured_lr(Optimizer::Sgd, 32, 0.01, r.recommendation->batch);
-  r.precisions = {
-      PrecisionPoint{Precision::Fp32, 192, false, 128, 7877, 40ll << 20, 1.0, 1.0, "the run's own precision"},
-      PrecisionPoint{Precision::Bf16, 320, false, 128, 6500, 26ll << 20, 6500.0 / 7877, 0.65,
-                     "slower (0.83x) but fits batch 320 against 192: pays only where memory is the limit"}};
+  return v;
+}
+
+inline std::vector<StepProfile> fixed_step_profile() {
+  std::vector<StepProfile> profile;
   for (int64_t batch : {64, 128}) {
     StepProfile p;
     p.batch = batch;
@@ -162,8 +142,12 @@ inline Report fixed_report() {
     p.mean = StepPhases{0.0005 * k, 0.0003 * k, 0.004 * k, 0.005 * k, 0.0007, 0.0106 * k};
     p.coverage =
         (p.mean.data_s + p.mean.h2d_s + p.mean.forward_s + p.mean.backward_s + p.mean.optimizer_s) / p.mean.total_s;
-    r.step_profile.push_back(p);
+    profile.push_back(p);
   }
+  return profile;
+}
+
+inline BatchRace fixed_race() {
   // A race of two candidates: 128 wins the second rung; 64 is dropped after the first.
   BatchRace race;
   race.loss_before = 2.3;
@@ -191,7 +175,49 @@ inline Report fixed_report() {
   race.lead_batch = 128;
   race.within_5_percent = {128};
   race.wall_s = 9.5;
-  r.race = race;
+  return race;
+}
+
+inline Report fixed_report() {
+  Report r;
+  r.context.batchwise_version = "0.1.0";
+  r.context.build_commit = "abc1234";
+  r.context.build_type = "Release";
+  r.context.torch_version = "2.15.0";
+  r.context.device_type = "cpu";
+  r.context.device_name = "Test CPU <8 cores> & \"quotes\"";
+  r.context.device_total_bytes = 8ll << 30;
+  r.context.host = "testhost";
+  r.context.date = "2026-11-21T12:00:00Z";
+  r.context.threads = 2;
+  r.context.cores = 2;
+  r.context.blas = "mkl";
+  r.workload.model = "lenet";
+  r.workload.dataset = "fashion-mnist";
+  r.workload.optimizer = "sgd";
+  r.workload.lr = 0.01;
+  r.workload.input_shape = {1, 28, 28};
+  r.workload.num_classes = 10;
+  r.workload.dataset_size = 60000;
+  r.workload.parameter_count = 61706;
+  r.workload.parameter_bytes = 246824;
+  r.budget_bytes = 64ll << 20;
+  r.target = 0.9;
+
+  r.fit = fixed_fit(r.budget_bytes);
+  r.sweep = fixed_sweep(r.budget_bytes);
+  r.noise = fixed_noise();
+  r.goodput = goodput(r.sweep->points, *r.noise->b_simple);
+  r.recommendation = recommend(r.fit, r.sweep, r.noise, r.goodput);
+  r.validation = fixed_validation();
+  r.recommendation = confirm(*r.recommendation, *r.validation);
+  r.lr = unmeasured_lr(Optimizer::Sgd, 32, 0.01, r.recommendation->batch);
+  r.precisions = {
+      PrecisionPoint{Precision::Fp32, 192, false, 128, 7877, 40ll << 20, 1.0, 1.0, "the run's own precision"},
+      PrecisionPoint{Precision::Bf16, 320, false, 128, 6500, 26ll << 20, 6500.0 / 7877, 0.65,
+                     "slower (0.83x) but fits batch 320 against 192: pays only where memory is the limit"}};
+  r.step_profile = fixed_step_profile();
+  r.race = fixed_race();
   r.run_plan =
       plan_run(optimizer_settings(Optimizer::Sgd), 60000,
                {{"base", unmeasured_lr(Optimizer::Sgd, 32, 0.01, 32)}, {"recommended", r.race->entries[1].lr}});
