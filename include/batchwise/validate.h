@@ -23,6 +23,9 @@ namespace batchwise {
 
 class Workload;
 
+/// The held-out accuracy the command line trains to when given neither a target nor a run length.
+inline constexpr double kDefaultTargetAccuracy = 0.85;
+
 /// Example: `validate(workload, test_set, ValidateOptions({64, 256}).target_accuracy(0.85))`.
 struct ValidateOptions {
   explicit ValidateOptions(std::vector<int64_t> batch_sizes) : batch_sizes_(std::move(batch_sizes)) {}

@@ -359,7 +359,8 @@ void DistFlags::add(CLI::App* cmd) {
 }
 
 void ValidateFlags::add(CLI::App* cmd) {
-  cmd->add_option("--target-accuracy", target_accuracy, "stop at this test accuracy (default 0.85 when no target)");
+  cmd->add_option("--target-accuracy", target_accuracy,
+                  fmt::format("stop at this test accuracy (default {} when no target)", kDefaultTargetAccuracy));
   cmd->add_option("--target-loss", target_loss, "stop at this test loss");
   cmd->add_option("--max-epochs", max_epochs, "give up after this many epochs per candidate")->capture_default_str();
   cmd->add_option("--max-seconds", max_seconds, "give up after this much training time per candidate (0: none)")
@@ -409,7 +410,7 @@ void ValidateFlags::check(const WorkloadFlags& w) {
     throw ConfigError(fmt::format("--target-accuracy {} and --target-loss {}: one target at a time; give one of them",
                                   target_accuracy, target_loss));
   if (max_epochs <= 0) throw ConfigError(fmt::format("--max-epochs {}: must be positive", max_epochs));
-  if (target_accuracy == 0 && target_loss == 0) target_accuracy = 0.85;
+  if (target_accuracy == 0 && target_loss == 0) target_accuracy = kDefaultTargetAccuracy;
 }
 
 ValidateOptions ValidateFlags::options(std::vector<int64_t> candidates, int64_t base_batch) const {

@@ -54,8 +54,9 @@ class Tune : public Command {
     cmd->add_flag("--compare-precision", compare_precision_,
                   "also fit and measure bf16 (and fp16 on CUDA) at the recommended batch, and say whether it pays");
     cmd->add_flag("--validate", validate_,
-                  "train to a target (--target-accuracy, default 0.85) at the recommended batch, the knee, and half "
-                  "and twice the recommendation; recommend the one that got there soonest");
+                  fmt::format("train to a target (--target-accuracy, default {}) at the recommended batch, the knee, "
+                              "and half and twice the recommendation; recommend the one that got there soonest",
+                              kDefaultTargetAccuracy));
     v_.add(cmd);
     v_.add_run(cmd);
     cmd->get_option("--epochs")
@@ -66,8 +67,8 @@ class Tune : public Command {
     cmd->get_option("--target-accuracy")
         ->description(
             "your run's held-out accuracy target: the batch race measures the time to it where a candidate "
-            "gets there within the race (and stops there; it never trains longer for it); --validate trains "
-            "to it (default 0.85)");
+            "gets there within the race (and stops there; it never trains longer for it); --validate trains " +
+            fmt::format("to it (default {})", kDefaultTargetAccuracy));
     cmd->get_option("--target-loss")
         ->description(
             "your run's held-out loss target, as --target-accuracy (either reached counts when both are given)");
