@@ -1,6 +1,6 @@
 #pragma once
 // c10d (torch.distributed's C++ engine) as batchwise uses it, one spelling for every LibTorch
-// release it builds against. Included by distributed.cpp only: these headers are heavy.
+// release it builds against. Included by distributed/process_group.cpp only: these headers are heavy.
 //
 // Gloo: LibTorch links Gloo into libtorch_cpu but its wheels ship no Gloo headers, which
 // ProcessGroupGloo.hpp includes; Debian's libgloo-dev provides them (only the headers: Gloo's code

@@ -5,6 +5,7 @@
 #include <torch/nn.h>
 
 #include "check.h"
+#include "engine/table.h"
 
 namespace batchwise {
 namespace {
@@ -170,18 +171,10 @@ const std::vector<BuiltinModel>& builtin_models() {
   return kModels;
 }
 
-const BuiltinModel* find_builtin_model(const std::string& name) {
-  for (const BuiltinModel& m : builtin_models())
-    if (m.name == name) return &m;
-  return nullptr;
-}
+const BuiltinModel* find_builtin_model(const std::string& name) { return detail::find_by_name(builtin_models(), name); }
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> kNames = [] {
-    std::vector<std::string> names;
-    for (const BuiltinModel& m : builtin_models()) names.push_back(m.name);
-    return names;
-  }();
+  static const std::vector<std::string> kNames = detail::names_of(builtin_models());
   return kNames;
 }
 

@@ -1,6 +1,6 @@
-// The built-in workloads: the datasets by name, the optimizers, the losses, the held-out split, and
-// make_workload, which builds a ModuleWorkload from WorkloadOptions (the workload itself, its input
-// pipeline, step and state are workload.cpp's).
+// The built-in workloads: the table of built-in datasets, the optimizers, the losses, the held-out
+// split, and make_workload, which builds a ModuleWorkload from WorkloadOptions (the workload's step is
+// workload.cpp's; its input pipeline, state and profile have units of their own).
 #include "batchwise/workload.h"
 
 #include <torch/nn/functional/loss.h>
@@ -13,6 +13,7 @@
 #include "batchwise/models.h"
 #include "check.h"
 #include "compat.h"
+#include "engine/table.h"
 #include "model_input.h"
 #include "torch_error.h"
 
@@ -112,17 +113,11 @@ const std::vector<BuiltinDataset>& builtin_datasets() {
 }
 
 const BuiltinDataset* find_builtin_dataset(const std::string& name) {
-  for (const BuiltinDataset& d : builtin_datasets())
-    if (d.name == name) return &d;
-  return nullptr;
+  return detail::find_by_name(builtin_datasets(), name);
 }
 
 const std::vector<std::string>& dataset_names() {
-  static const std::vector<std::string> kNames = [] {
-    std::vector<std::string> names;
-    for (const BuiltinDataset& d : builtin_datasets()) names.push_back(d.name);
-    return names;
-  }();
+  static const std::vector<std::string> kNames = detail::names_of(builtin_datasets());
   return kNames;
 }
 
@@ -201,11 +196,8 @@ Dataset load_test_split(const WorkloadOptions& o) {
     std::vector<std::string> with;
     for (const BuiltinDataset& d : builtin_datasets())
       if (d.load_test) with.push_back(fmt::format("{} ({})", d.name, d.test_split));
-    const std::string last = with.back();
-    with.pop_back();
-    BATCHWISE_CHECK(false, ConfigError,
-                    "--dataset {}: validation needs a held-out test split, and only {} and {} have one", o.dataset(),
-                    fmt::join(with, ", "), last);
+    BATCHWISE_CHECK(false, ConfigError, "--dataset {}: validation needs a held-out test split, and only {} {} one",
+                    o.dataset(), detail::and_list(with), with.size() == 1 ? "has" : "have");
   }
   if (o.dataset() == "synthetic" && o.loss() == Loss::Mse)  // the same task's targets as values
     return synthetic(o, TargetKind::Values, synthetic_held_out(o));

@@ -192,6 +192,21 @@ TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
                      "--device cuda:x with --cmd: choose cpu, cuda, cuda:N or auto");
 }
 
+// What only batchwise's own loop can run is refused with --cmd before anything starts, each from the
+// one table of such options (tools/batchwise/cli.cpp), naming the flag and what to do instead. The
+// command here would fail if it ran.
+TEST(Cmd, OptionsOnlyBatchwisesOwnLoopRunsAreRefusedBeforeTheRun) {
+  const std::string fails = " -- /nonexistent/train";
+  expect_clean_error("fit --cmd --trace " + (scratch() / "t.json").string() + fails, 2,
+                     "--trace: batchwise profiles its own training step; with --cmd, profile inside your command");
+  expect_clean_error("sweep --cmd --batch-sizes 4 --profile" + fails, 2,
+                     "--profile: batchwise profiles its own training step; with --cmd, profile inside your command");
+  expect_clean_error("sweep --cmd --batch-sizes 4 --accumulation-steps 2" + fails, 2,
+                     "--accumulation-steps: batchwise accumulates in its own training step");
+  expect_clean_error("tune --cmd --reuse" + fails, 2, "--reuse: a command's fit is not stored by workload");
+  expect_clean_error("tune --cmd --epochs 3" + fails, 2, "--epochs: the run race trains batchwise's own loop");
+}
+
 // The command's GPU is not LibTorch's: with a CPU-only LibTorch, --cmd --device cuda:N measures the
 // command's N-th CUDA device through NVML (here a stand-in with two GPUs, 8 and 24 GiB), found by
 // the UUIDs in CUDA_VISIBLE_DEVICES, not by NVML's own order. (It once failed in resolve_device:

@@ -451,21 +451,32 @@ const std::vector<OwnLoopOption>& own_loop_options() {
        "target with --cmd",
        true},
       {"--epochs", "the run race trains batchwise's own loop, not a command; drop --epochs with --cmd", true},
-      {"--validate", "", true},
+      {"--validate",
+       "validation trains batchwise's own loop, not a command; check the batch with your command's own runs", true},
   };
   return kOptions;
 }
 
-void refuse_outside_own_loop(bool use_cmd, std::initializer_list<std::pair<bool, const char*>> given) {
+namespace {
+const OwnLoopOption& own_loop_option(const char* flag) {
+  const auto& table = own_loop_options();
+  const auto it = std::find_if(table.begin(), table.end(),
+                               [flag = std::string_view(flag)](const OwnLoopOption& o) { return o.flag == flag; });
+  if (it == table.end()) throw Error(fmt::format("{}: not in the table of own-loop options (cli.cpp)", flag));
+  return *it;
+}
+}  // namespace
+
+void refuse_with_cmd(bool use_cmd, std::initializer_list<std::pair<bool, const char*>> given) {
   for (const auto& [on, flag] : given) {
-    if (!on) continue;
-    const auto& table = own_loop_options();
-    const auto it = std::find_if(table.begin(), table.end(),
-                                 [flag = std::string_view(flag)](const OwnLoopOption& o) { return o.flag == flag; });
-    if (it == table.end()) throw Error(fmt::format("{}: not in the table of own-loop options (cli.cpp)", flag));
-    if (use_cmd && *it->with_cmd) throw ConfigError(fmt::format("{}: {}", it->flag, it->with_cmd));
-    if (it->data_parallel) refuse_data_parallel(it->flag);
+    const OwnLoopOption& option = own_loop_option(flag);
+    if (on && use_cmd && *option.with_cmd) throw ConfigError(fmt::format("{}: {}", option.flag, option.with_cmd));
   }
+}
+
+void refuse_in_data_parallel(std::initializer_list<std::pair<bool, const char*>> given) {
+  for (const auto& [on, flag] : given)
+    if (own_loop_option(flag).data_parallel && on) refuse_data_parallel(flag);
 }
 
 // ---- output ---------------------------------------------------------------------------------------

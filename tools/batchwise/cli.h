@@ -48,7 +48,7 @@ class Command {
 };
 
 /// Every subcommand, one of each, in the order of `batchwise --help`: the one table of them
-/// (commands/commands.cpp), which main.cpp adds and the tests read back through --list-options.
+/// (commands/commands.cpp), which main.cpp adds and the tests read back from `batchwise --help`.
 std::vector<std::unique_ptr<Command>> all_commands();
 
 /// Every numeric flag the subcommands share is checked against one table as CLI11 parses it, so the
@@ -180,10 +180,14 @@ struct OwnLoopOption {
 };
 const std::vector<OwnLoopOption>& own_loop_options();
 
-/// For each flag of `given` that is set (each must be in own_loop_options()): throws ConfigError
-/// ("--profile: batchwise profiles its own training step; ...") with --cmd, and refuses it in a
-/// data-parallel run where the table says so. A subcommand calls it once, with what it was given.
-void refuse_outside_own_loop(bool use_cmd, std::initializer_list<std::pair<bool, const char*>> given);
+/// With --cmd (`use_cmd`), throws ConfigError for the first flag of `given` that is set and that
+/// --cmd refuses ("--profile: batchwise profiles its own training step; ..."). Each flag must be in
+/// own_loop_options().
+void refuse_with_cmd(bool use_cmd, std::initializer_list<std::pair<bool, const char*>> given);
+
+/// In a data-parallel run, throws ConfigError for the first flag of `given` that is set and that
+/// the table says a data-parallel run refuses (refuse_data_parallel's message).
+void refuse_in_data_parallel(std::initializer_list<std::pair<bool, const char*>> given);
 
 // ---- output ---------------------------------------------------------------------------------------
 

@@ -28,9 +28,9 @@ namespace batchwise::cli {
 Session::Session(std::string name, WorkloadFlags& f, const DistFlags* distributed, bool test_split)
     : command(std::move(name)), flags(f), dist_(distributed), live_(isatty(STDERR_FILENO) != 0) {
   CpuMemoryTracker::install();  // before any model exists, so its tensors are counted
-  refuse_outside_own_loop(f.use_cmd, {{!f.trace.empty(), "--trace"}});  // before the run, not after it
   last_line_ = Clock::now() - std::chrono::hours(1);
   join_group(distributed);
+  refuse_with_cmd(f.use_cmd, {{!f.trace.empty(), "--trace"}});  // before the run, not after it
   make_runner(test_split);
   if (f.use_cmd) {
     report.context = make_context(DeviceSpec{});
@@ -70,7 +70,7 @@ void Session::join_group(const DistFlags* distributed) {
         "--cmd (run your own command under torchrun instead) is not supported in a data-parallel run ({} ranks); "
         "run it in one process",
         address_->world_size));
-  refuse_outside_own_loop(false, {{!flags.trace.empty(), "--trace"}});
+  refuse_in_data_parallel({{!flags.trace.empty(), "--trace"}});
   if (distributed->timeout_s <= 0)
     throw ConfigError(fmt::format("--dist-timeout {}: must be a positive number of seconds", distributed->timeout_s));
   auto& w = flags.workload;
@@ -303,7 +303,7 @@ void Session::print_validation(const ValidationResult& v) {
 
 int Session::finish(int code) {
   if (!flags.trace.empty()) {
-    refuse_outside_own_loop(!workload_, {{true, "--trace"}});
+    refuse_with_cmd(!workload_, {{true, "--trace"}});
     if (!report.recommendation) {
       fmt::print(stderr, "batchwise {}: warning: --trace {}: no batch was recommended, so no step was traced\n",
                  command, flags.trace);

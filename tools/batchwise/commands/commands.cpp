@@ -1,5 +1,5 @@
 // The one table of subcommands: main.cpp adds them in this order (that of `batchwise --help`), and the
-// tests read them back through `batchwise --list-options`. To add a subcommand, write its unit in
+// tests read them back from `batchwise --help`. To add a subcommand, write its unit in
 // this folder (a Command, made by a function like those below) and add its line here.
 #include <memory>
 #include <vector>

@@ -41,8 +41,9 @@ class Sweep : public Command {
     if (sweep_.profile && sweep_.accumulation_steps > 1)
       throw ConfigError(
           "--profile with --accumulation-steps: the profile times plain steps; profile without accumulation");
-    refuse_outside_own_loop(w_.use_cmd,
-                            {{sweep_.profile, "--profile"}, {sweep_.accumulation_steps > 1, "--accumulation-steps"}});
+    refuse_with_cmd(w_.use_cmd,
+                    {{sweep_.profile, "--profile"}, {sweep_.accumulation_steps > 1, "--accumulation-steps"}});
+    refuse_in_data_parallel({{sweep_.profile, "--profile"}});
     Session s("sweep", w_, &dist_);
     s.report.sweep = sweep(s.runner(), s.with_progress(sweep_.options(w_, s.report.budget_bytes)));
     if (!s.report.sweep->noise_warning.empty()) s.report.context.warnings.push_back(s.report.sweep->noise_warning);

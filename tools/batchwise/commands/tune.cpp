@@ -124,13 +124,16 @@ class Tune : public Command {
     (void)sweep_.options(w_, 0);  // the batch sizes are checked before the data is loaded
     if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
     race_target_ = v_.target_accuracy != 0 || v_.target_loss != 0;  // before check() sets validate's default
-    refuse_outside_own_loop(w_.use_cmd, {{race_target_, "--target-accuracy/--target-loss"},
-                                         {v_.epochs != 0, "--epochs"},
-                                         {compare_precision_, "--compare-precision"},
-                                         {sweep_.profile, "--profile"},
-                                         {reuse_, "--reuse"},
-                                         {validate_, "--validate"}});
+    refuse_with_cmd(w_.use_cmd, {{race_target_, "--target-accuracy/--target-loss"}, {v_.epochs != 0, "--epochs"}});
     if (validate_ || race_target_ || v_.epochs != 0 || v_.lr_schedule != "constant") v_.check(w_);
+    refuse_with_cmd(w_.use_cmd,
+                    {{compare_precision_, "--compare-precision"}, {sweep_.profile, "--profile"}, {reuse_, "--reuse"}});
+    refuse_in_data_parallel({{sweep_.profile, "--profile"},
+                             {compare_precision_, "--compare-precision"},
+                             {validate_, "--validate"},
+                             {reuse_, "--reuse"},
+                             {race_target_, "--target-accuracy/--target-loss"},
+                             {v_.epochs != 0, "--epochs"}});
   }
 
   // Before the fit: what the last tune of the same kind here took (same workload and device, the same
