@@ -13,7 +13,7 @@
 #include "batchwise/race.h"
 #include "batchwise/report.h"
 #include "batchwise/workload.h"
-#include "report_file.h"
+#include "report/report_file.h"
 
 using namespace batchwise;
 

@@ -10,8 +10,8 @@
 #include "batchwise/trial.h"
 #include "batchwise/utilisation.h"
 #include "batchwise/workload.h"
+#include "engine/utilisation_detail.h"
 #include "support/workloads.h"
-#include "utilisation_detail.h"
 
 namespace batchwise {
 namespace {
