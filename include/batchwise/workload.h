@@ -289,10 +289,13 @@ struct BuiltinDataset {
   std::string name;
   std::string needs;       ///< the flags it needs, for --help ("--data-dir"); empty: none
   std::string test_split;  ///< its held-out test split, in words ("t10k"); empty: it has none
+  /// Its samples are made in --input-shape's shape (synthetic), so they are not reshaped to it.
+  bool shaped = false;
   /// The training split; throws ConfigError naming a flag it needs and lacks, DataError for bad data.
   std::function<Dataset(const WorkloadOptions&, TargetKind)> load;
-  /// The test split, its targets as classes; empty when test_split is.
-  std::function<Dataset(const WorkloadOptions&)> load_test;
+  /// The test split, its targets as `kind` asks (classes, or one-hot values for --loss mse); empty
+  /// when test_split is.
+  std::function<Dataset(const WorkloadOptions&, TargetKind)> load_test;
 };
 
 /// The one table of built-in datasets: fashion-mnist, cifar10, idx, npy, csv, synthetic. The factory,

@@ -73,41 +73,49 @@ std::string fashion_mnist_dir(const WorkloadOptions& o) {
 
 const char* const kCifarDir = "--data-dir DIR (the cifar-10-batches-bin folder)";
 
+// A test split of classes, its targets one-hot values where the loss asks for values (--loss mse).
+Dataset as_kind(Dataset d, TargetKind kind) {
+  if (kind == TargetKind::Values) d.targets = at::one_hot(d.targets, d.num_classes).to(at::kFloat), d.num_classes = 0;
+  return d;
+}
+
 }  // namespace
 
 const std::vector<BuiltinDataset>& builtin_datasets() {
   static const std::vector<BuiltinDataset> kDatasets = {
-      {"fashion-mnist", "", "t10k",
+      {"fashion-mnist", "", "t10k", false,
        [](const WorkloadOptions& o, TargetKind) {
          check_rows(o);
          return load_fashion_mnist(fashion_mnist_dir(o), /*train=*/true);
        },
-       [](const WorkloadOptions& o) { return load_fashion_mnist(fashion_mnist_dir(o), /*train=*/false); }},
-      {"cifar10", "--data-dir", "test_batch.bin",
-       [](const WorkloadOptions& o, TargetKind) { return load_cifar10(require(o.data_dir(), kCifarDir, "cifar10")); },
-       [](const WorkloadOptions& o) {
-         return load_cifar10(require(o.data_dir(), kCifarDir, "cifar10"), /*train=*/false);
+       [](const WorkloadOptions& o, TargetKind kind) {
+         return as_kind(load_fashion_mnist(fashion_mnist_dir(o), /*train=*/false), kind);
        }},
-      {"idx", "--data-file, --labels-file", "",
+      {"cifar10", "--data-dir", "test_batch.bin", false,
+       [](const WorkloadOptions& o, TargetKind) { return load_cifar10(require(o.data_dir(), kCifarDir, "cifar10")); },
+       [](const WorkloadOptions& o, TargetKind kind) {
+         return as_kind(load_cifar10(require(o.data_dir(), kCifarDir, "cifar10"), /*train=*/false), kind);
+       }},
+      {"idx", "--data-file, --labels-file", "", false,
        [](const WorkloadOptions& o, TargetKind) {
          return load_idx_pair(require(o.data_file(), "--data-file IMAGES (an idx3-ubyte file)", "idx"),
                               require(o.labels_file(), "--labels-file LABELS (an idx1-ubyte file)", "idx"));
        },
        nullptr},
-      {"npy", "--data-file, --labels-file", "",
+      {"npy", "--data-file, --labels-file", "", false,
        [](const WorkloadOptions& o, TargetKind kind) {
          return load_npy(require(o.data_file(), "--data-file FEATURES.npy", "npy"),
                          require(o.labels_file(), "--labels-file LABELS.npy", "npy"), kind);
        },
        nullptr},
-      {"csv", "--data-file, --label-column", "",
+      {"csv", "--data-file, --label-column", "", false,
        [](const WorkloadOptions& o, TargetKind kind) {
          return load_csv(require(o.data_file(), "--data-file FILE.csv", "csv"), o.label_column(), kind);
        },
        nullptr},
-      {"synthetic", "", "further samples of the same task",
+      {"synthetic", "", "further samples of the same task", true,
        [](const WorkloadOptions& o, TargetKind kind) { return synthetic(o, kind, /*held_out=*/0); },
-       [](const WorkloadOptions& o) { return synthetic(o, TargetKind::Classes, synthetic_held_out(o)); }},
+       [](const WorkloadOptions& o, TargetKind kind) { return synthetic(o, kind, synthetic_held_out(o)); }},
   };
   return kDatasets;
 }
@@ -199,11 +207,8 @@ Dataset load_test_split(const WorkloadOptions& o) {
     BATCHWISE_CHECK(false, ConfigError, "--dataset {}: validation needs a held-out test split, and only {} {} one",
                     o.dataset(), detail::and_list(with), with.size() == 1 ? "has" : "have");
   }
-  if (o.dataset() == "synthetic" && o.loss() == Loss::Mse)  // the same task's targets as values
-    return synthetic(o, TargetKind::Values, synthetic_held_out(o));
-  Dataset d = dataset->load_test(o);
-  if (o.loss() == Loss::Mse) d.targets = at::one_hot(d.targets, d.num_classes).to(at::kFloat), d.num_classes = 0;
-  if (o.dataset() != "synthetic") apply_input_shape(d, o.input_shape());
+  Dataset d = dataset->load_test(o, o.loss() == Loss::Mse ? TargetKind::Values : TargetKind::Classes);
+  if (!dataset->shaped) apply_input_shape(d, o.input_shape());
   return d;
 }
 
@@ -248,7 +253,7 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
   const TargetKind kind = o.loss() == Loss::Mse ? TargetKind::Values : TargetKind::Classes;
 
   Dataset data = dataset->load(o, kind);
-  if (o.dataset() != "synthetic") apply_input_shape(data, o.input_shape());
+  if (!dataset->shaped) apply_input_shape(data, o.input_shape());
   if (o.num_classes() > 0 && data.num_classes > 0) {
     BATCHWISE_CHECK(o.num_classes() >= data.num_classes, ConfigError,
                     "--num-classes {}: {} has labels up to {}; give at least {} classes", o.num_classes(), data.name,

@@ -303,7 +303,6 @@ void Session::print_validation(const ValidationResult& v) {
 
 int Session::finish(int code) {
   if (!flags.trace.empty()) {
-    refuse_with_cmd(!workload_, {{true, "--trace"}});
     if (!report.recommendation) {
       fmt::print(stderr, "batchwise {}: warning: --trace {}: no batch was recommended, so no step was traced\n",
                  command, flags.trace);
