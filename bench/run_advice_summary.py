@@ -7,7 +7,8 @@ batch-size schedule tune proposed: its predicted saving against the one measured
     python3 bench/run_advice_summary.py bench-results/run-advice [--grids bench/grids] [--save-grids bench/grids]
 
 The grids' full runs take hours here, and bench-results/ is not kept: --save-grids writes each cell's
-final qualities and times (bench/grids/CELL.csv, committed) from the reports, and --grids judges the
+final qualities and times (bench/grids/CELL.csv, committed) from the reports (seeds already kept and
+not in the reports stay), and --grids judges the
 tunes in the folder against those where a cell's grid reports are not there."""
 import argparse
 import csv
@@ -94,11 +95,21 @@ names = {os.path.basename(p).split(".")[0] for p in glob.glob(os.path.join(out, 
 if args.save_grids:
     os.makedirs(args.save_grids, exist_ok=True)
     for name in sorted(names):
-        with open(os.path.join(args.save_grids, f"{name}.csv"), "w", newline="") as f:
+        path = os.path.join(args.save_grids, f"{name}.csv")
+        rows = grid_rows(name)
+        # A folder with some of a cell's seeds adds to its kept grid: the seeds it has replace the
+        # kept ones, and the kept seeds it lacks stay (one seed run again must not drop the others).
+        seeds = {str(r["seed"]) for r in rows}
+        kept = [r for r in csv.DictReader(open(path))] if os.path.exists(path) else []
+        stay = [r for r in kept if r["seed"] not in seeds]
+        with open(path, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=GRID_FIELDS)
             w.writeheader()
-            for r in grid_rows(name):
+            for r in sorted(stay + rows, key=lambda r: (int(r["seed"]), int(r["batch"]))):
                 w.writerow({k: r.get(k) for k in GRID_FIELDS})
+        if stay:
+            print(f"{path}: seeds {', '.join(sorted(seeds))} from {out}, seeds "
+                  f"{', '.join(sorted({r['seed'] for r in stay}))} kept")
 if args.grids:  # cells whose grids are kept, judged where this folder has their tunes
     names |= {os.path.basename(p)[:-4] for p in glob.glob(os.path.join(args.grids, "*.csv"))
               if glob.glob(os.path.join(out, os.path.basename(p)[:-4] + ".tune.*.json"))}
