@@ -67,7 +67,7 @@ struct RunRaceOptions {
 struct CompressedRun {
   double epochs = 0;  ///< its length
   int64_t steps = 0;
-  int64_t warmup_steps = 0;              ///< the same share of the run as the full run's warm-up
+  int64_t warmup_steps = 0;              ///< the full run's warm-up steps, at most a quarter of this run's
   double train_s = 0;                    ///< measured training time (evaluation excluded)
   std::optional<double> loss, accuracy;  ///< held-out, after the last step; none when it diverged
   /// The noise scale at its end (the reference's runs only); 1e12 where the gradient could not be
