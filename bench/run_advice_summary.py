@@ -100,7 +100,10 @@ if args.save_grids:
         # A folder with some of a cell's seeds adds to its kept grid: the seeds it has replace the
         # kept ones, and the kept seeds it lacks stay (one seed run again must not drop the others).
         seeds = {str(r["seed"]) for r in rows}
-        kept = [r for r in csv.DictReader(open(path))] if os.path.exists(path) else []
+        kept = []
+        if os.path.exists(path):
+            with open(path, newline="") as f:
+                kept = list(csv.DictReader(f))
         stay = [r for r in kept if r["seed"] not in seeds]
         with open(path, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=GRID_FIELDS)

@@ -37,37 +37,42 @@ def needed(samples, errors, error):
     return samples[0] * ((error - floor) / scale) ** (-1 / alpha)
 
 
-for path in sys.argv[1:]:
-    race = json.load(open(path)).get("run_race")
-    if not race or len(race.get("runs", [])) != 3:
-        print(f"{path}: no run race with three reference runs")
-        continue
-    accuracy = race["measure"] == "accuracy"
-    error = (lambda run: 1 - run["accuracy"]) if accuracy else (lambda run: run["loss"])
-    reference = race["reference_batch"]
-    samples = [run["steps"] * reference for run in race["runs"]]
-    errors = [error(run) for run in race["runs"]]
-    per_epoch = samples[2] / race["lengths_epochs"][2]
-    print(f"== {path}: {race['epochs']:g}-epoch run, reference {reference}, compressed runs of "
-          f"{', '.join(f'{x:.3g}' for x in race['lengths_epochs'])} epochs; pick {race.get('best_batch')}")
-    print("  batch  steps(4f)  share(2f)  share(4f)  deficit epochs (2f, 4f)  growth per doubling  cap_factor  "
-          "B_crit(4f)")
-    for e in race["entries"][1:]:
-        if not e.get("run") or not e.get("shorter_run"):
-            print(f"  {e['batch']:>5}  {e.get('message', '')}")
+def main():
+    for path in sys.argv[1:]:
+        race = json.load(open(path)).get("run_race")
+        if not race or len(race.get("runs", [])) != 3:
+            print(f"{path}: no run race with three reference runs")
             continue
-        cells = []
-        for run in (e["shorter_run"], e["run"]):
-            own = run["steps"] * e["batch"]
-            need = needed(samples, errors, error(run))
-            cells.append((own, need))
-        shares = [need / own if need is not None else math.nan for own, need in cells]
-        deficits = [(own - need) / per_epoch if need is not None else math.nan for own, need in cells]
-        growth = deficits[1] / deficits[0] if deficits[0] > 0 else math.nan
-        s = shares[1]
-        implied = (s * e["batch"] - reference) / (1 - s) if s < 1 else math.inf
-        print(f"  {e['batch']:>5}  {e['run']['steps']:>9}  {shares[0]:>9.3f}  {shares[1]:>9.3f}  "
-              f"{deficits[0]:>10.3f}, {deficits[1]:<10.3f}  {growth:>19.2f}  {e['cap_factor']:>10.2f}  "
-              f"{implied if implied > 0 else 0:>10.0f}")
-    noise = ", ".join(f"{run.get('b_simple') or 0:.0f}" for run in race["runs"])
-    print(f"  the noise scale (B_simple) after the reference's three runs: {noise}")
+        accuracy = race["measure"] == "accuracy"
+        error = (lambda run: 1 - run["accuracy"]) if accuracy else (lambda run: run["loss"])
+        reference = race["reference_batch"]
+        samples = [run["steps"] * reference for run in race["runs"]]
+        errors = [error(run) for run in race["runs"]]
+        per_epoch = samples[2] / race["lengths_epochs"][2]
+        print(f"== {path}: {race['epochs']:g}-epoch run, reference {reference}, compressed runs of "
+              f"{', '.join(f'{x:.3g}' for x in race['lengths_epochs'])} epochs; pick {race.get('best_batch')}")
+        print("  batch  steps(4f)  share(2f)  share(4f)  deficit epochs (2f, 4f)  growth per doubling  cap_factor  "
+              "B_crit(4f)")
+        for e in race["entries"][1:]:
+            if not e.get("run") or not e.get("shorter_run"):
+                print(f"  {e['batch']:>5}  {e.get('message', '')}")
+                continue
+            cells = []
+            for run in (e["shorter_run"], e["run"]):
+                own = run["steps"] * e["batch"]
+                need = needed(samples, errors, error(run))
+                cells.append((own, need))
+            shares = [need / own if need is not None else math.nan for own, need in cells]
+            deficits = [(own - need) / per_epoch if need is not None else math.nan for own, need in cells]
+            growth = deficits[1] / deficits[0] if deficits[0] > 0 else math.nan
+            s = shares[1]
+            implied = (s * e["batch"] - reference) / (1 - s) if s < 1 else math.inf
+            print(f"  {e['batch']:>5}  {e['run']['steps']:>9}  {shares[0]:>9.3f}  {shares[1]:>9.3f}  "
+                  f"{deficits[0]:>10.3f}, {deficits[1]:<10.3f}  {growth:>19.2f}  {e['cap_factor']:>10.2f}  "
+                  f"{implied if implied > 0 else 0:>10.0f}")
+        noise = ", ".join(f"{run.get('b_simple') or 0:.0f}" for run in race["runs"])
+        print(f"  the noise scale (B_simple) after the reference's three runs: {noise}")
+
+
+if __name__ == "__main__":
+    main()

@@ -22,21 +22,7 @@ import math
 import re
 import statistics
 
-
-def needed(samples, errors, error):
-    """The samples at which the reference's curve reaches `error` (as bench/run_race_deficit.py)."""
-    d1, d2 = errors[0] - errors[1], errors[1] - errors[2]
-    if error <= errors[2]:
-        return samples[2]
-    if d2 <= 0:
-        return 0.0
-    if d2 >= d1:
-        return samples[2] * 2 ** (-(error - errors[2]) / d2)
-    r = d2 / d1
-    alpha = -math.log2(r)
-    scale = d1 / (1 - r)
-    floor = errors[0] - scale
-    return samples[0] * ((error - floor) / scale) ** (-1 / alpha)
+from run_race_deficit import needed  # the reference's learning curve, read backwards
 
 
 def main():
@@ -77,7 +63,8 @@ def main():
             if not err < shorter:
                 print(f"  {e['batch']:5d}  (its run stalled or diverged)            {100 * e['predicted_gap']:9.2f}  {m:>12}")
                 continue
-            share = min(1.0, needed(samples, errors, err) / samples[2])
+            need = needed(samples, errors, err)  # None: the curve does not fall, nothing counted
+            share = min(1.0, need / samples[2]) if need is not None else 0.0
             lost, n = samples[2] * (1 - share), 400
             for i in range(n):
                 a = samples[2] * (run / samples[2]) ** (i / n)

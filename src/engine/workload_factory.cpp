@@ -79,6 +79,11 @@ Dataset as_kind(Dataset d, TargetKind kind) {
   return d;
 }
 
+// The targets the loss asks for: values for --loss mse, else classes.
+TargetKind target_kind(const WorkloadOptions& o) {
+  return o.loss() == Loss::Mse ? TargetKind::Values : TargetKind::Classes;
+}
+
 }  // namespace
 
 const std::vector<BuiltinDataset>& builtin_datasets() {
@@ -207,7 +212,7 @@ Dataset load_test_split(const WorkloadOptions& o) {
     BATCHWISE_CHECK(false, ConfigError, "--dataset {}: validation needs a held-out test split, and only {} {} one",
                     o.dataset(), detail::and_list(with), with.size() == 1 ? "has" : "have");
   }
-  Dataset d = dataset->load_test(o, o.loss() == Loss::Mse ? TargetKind::Values : TargetKind::Classes);
+  Dataset d = dataset->load_test(o, target_kind(o));
   if (!dataset->shaped) apply_input_shape(d, o.input_shape());
   return d;
 }
@@ -250,7 +255,7 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
   BATCHWISE_CHECK(o.precision() != Precision::Fp16 || device.type == "cuda" || BATCHWISE_HAVE_CPU_FP16, ConfigError,
                   "--precision fp16 on CPU needs LibTorch 2.3 or later (this is {}); use --precision bf16",
                   BATCHWISE_TORCH_VERSION_STRING);
-  const TargetKind kind = o.loss() == Loss::Mse ? TargetKind::Values : TargetKind::Classes;
+  const TargetKind kind = target_kind(o);
 
   Dataset data = dataset->load(o, kind);
   if (!dataset->shaped) apply_input_shape(data, o.input_shape());
