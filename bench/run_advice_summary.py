@@ -7,16 +7,18 @@ batch-size schedule tune proposed: its predicted saving against the one measured
     python3 bench/run_advice_summary.py bench-results/run-advice [--grids bench/grids] [--save-grids bench/grids]
 
 The grids' full runs take hours here, and bench-results/ is not kept: --save-grids writes each cell's
-final qualities and times (bench/grids/CELL.csv, committed) from the reports (seeds already kept and
-not in the reports stay), and --grids judges the
-tunes in the folder against those where a cell's grid reports are not there."""
+final qualities and times (bench/grids/CELL.csv, committed) from the reports (runs already kept
+and not in the reports stay) and each cell's first tune's run race (CELL.race.json, for
+bench/run_race_replay.py), and --grids judges the tunes in the folder against those where a cell's
+grid reports are not there."""
 import argparse
 import csv
 import glob
 import json
-import math
 import os
 import statistics
+
+from advice_grid import GRID_FIELDS, good_set, grid_stats, measure_of, quality, read_kept_grid, verdict
 
 parser = argparse.ArgumentParser()
 parser.add_argument("out")
@@ -24,17 +26,6 @@ parser.add_argument("--grids", help="a folder of CELL.csv grids, for cells witho
 parser.add_argument("--save-grids", help="write each cell's grid reports in OUT to this folder as CELL.csv")
 args = parser.parse_args()
 out = args.out
-GRID_FIELDS = ["seed", "batch", "epochs", "lr", "lr_capped", "warmup_steps", "steps", "final_accuracy", "final_loss",
-               "train_s", "commit", "date"]
-
-
-def measure_of(name):
-    return "loss" if name.startswith("transformer") else "accuracy"
-
-
-def quality(run, measure):
-    """A full run's final quality in the cell's measure; None where the run failed."""
-    return run.get("final_loss") if measure == "loss" else run.get("final_accuracy")
 
 
 def grid_rows(name):
@@ -54,41 +45,13 @@ def grid_rows(name):
                              "date": context.get("date", "")})
     if rows or not args.grids or not os.path.exists(os.path.join(args.grids, f"{name}.csv")):
         return rows
-    with open(os.path.join(args.grids, f"{name}.csv")) as f:
-        for r in csv.DictReader(f):
-            number = lambda k: float(r[k]) if r[k] not in ("", "None") else None
-            rows.append({**r, "batch": int(r["batch"]), "epochs": number("epochs"),
-                         "final_accuracy": number("final_accuracy"), "final_loss": number("final_loss"),
-                         "train_s": float(r["train_s"])})
-    return rows
+    return read_kept_grid(os.path.join(args.grids, f"{name}.csv"))
 
 
-def grid_stats(name, measure):
-    """Per batch: (mean quality, its standard error, mean train_s, seeds), over the seeds that finished."""
-    runs = {}
-    epochs = None
-    for r in grid_rows(name):
-        epochs = r["epochs"]
-        q = quality(r, measure)
-        if q is not None:
-            runs.setdefault(r["batch"], []).append((q, r["train_s"]))
-    stats = {}
-    for b, xs in runs.items():
-        qs = [x[0] for x in xs]
-        se = statistics.stdev(qs) / math.sqrt(len(qs)) if len(qs) > 1 else 0.0
-        stats[b] = (statistics.mean(qs), se, statistics.mean(x[1] for x in xs), len(qs))
-    return stats, epochs
-
-
-def good_set(stats, measure):
-    """The best batch, the tolerance, and the batches within it of the best mean."""
-    loss = measure == "loss"
-    best = (min if loss else max)(stats, key=lambda b: stats[b][0])
-    # The best mean's own standard error: a batch whose seeds scatter widely (one diverges) must
-    # not join the set by its own spread.
-    tol = max(0.005 * (stats[best][0] if loss else 1), 2 * stats[best][1])
-    behind = (lambda m: m - stats[best][0]) if loss else (lambda m: stats[best][0] - m)
-    return best, tol, behind, [b for b in sorted(stats) if behind(stats[b][0]) <= tol]
+def first_tune(name):
+    """The cell's tune report with the lowest seed in OUT, or None."""
+    paths = sorted(glob.glob(os.path.join(out, f"{name}.tune.*.json")), key=lambda p: int(p.rsplit(".", 2)[1]))
+    return paths[0] if paths else None
 
 
 names = {os.path.basename(p).split(".")[0] for p in glob.glob(os.path.join(out, "*.grid.*.json"))}
@@ -97,22 +60,36 @@ if args.save_grids:
     for name in sorted(names):
         path = os.path.join(args.save_grids, f"{name}.csv")
         rows = grid_rows(name)
-        # A folder with some of a cell's seeds adds to its kept grid: the seeds it has replace the
-        # kept ones, and the kept seeds it lacks stay (one seed run again must not drop the others).
-        seeds = {str(r["seed"]) for r in rows}
+        # A folder with some of a cell's runs adds to its kept grid: the (seed, batch) runs it has
+        # replace the kept ones, and the rest stay (one seed, or one batch, run again must not drop
+        # the others).
+        runs = {(str(r["seed"]), int(r["batch"])) for r in rows}
         kept = []
         if os.path.exists(path):
             with open(path, newline="") as f:
                 kept = list(csv.DictReader(f))
-        stay = [r for r in kept if r["seed"] not in seeds]
+        stay = [r for r in kept if (r["seed"], int(r["batch"])) not in runs]
         with open(path, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=GRID_FIELDS)
             w.writeheader()
             for r in sorted(stay + rows, key=lambda r: (int(r["seed"]), int(r["batch"]))):
                 w.writerow({k: r.get(k) for k in GRID_FIELDS})
         if stay:
-            print(f"{path}: seeds {', '.join(sorted(seeds))} from {out}, seeds "
-                  f"{', '.join(sorted({r['seed'] for r in stay}))} kept")
+            print(f"{path}: {len(rows)} runs from {out}, {len(stay)} kept")
+    # The run race's measurements beside each grid (CELL.race.json: the first tune's run_race record,
+    # its pick and build), so bench/run_race_replay.py can weigh another way of carrying the gaps
+    # against the grid without tuning again.
+    for name in sorted({os.path.basename(p).split(".")[0] for p in glob.glob(os.path.join(out, "*.tune.*.json"))}):
+        report = json.load(open(first_tune(name)))
+        if not report.get("run_race"):
+            continue
+        context = report.get("context", {})
+        record = {"cell": name, "pick": report["recommendation"]["batch"], "tune_seed": int(first_tune(name).rsplit(".", 2)[1]),
+                  "commit": context.get("build_commit", ""), "date": context.get("date", ""),
+                  "run_race": report["run_race"]}
+        with open(os.path.join(args.save_grids, f"{name}.race.json"), "w") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
 if args.grids:  # cells whose grids are kept, judged where this folder has their tunes
     names |= {os.path.basename(p)[:-4] for p in glob.glob(os.path.join(args.grids, "*.csv"))
               if glob.glob(os.path.join(out, os.path.basename(p)[:-4] + ".tune.*.json"))}
@@ -124,7 +101,7 @@ worst = 0.0
 schedules = []
 for name in names:
     measure = measure_of(name)
-    stats, epochs = grid_stats(name, measure)
+    stats, epochs = grid_stats(grid_rows(name), measure)
     if not stats:
         continue
     best, tol, behind, good = good_set(stats, measure)
@@ -133,9 +110,7 @@ for name in names:
         seed = path.rsplit(".", 2)[1]
         report = json.load(open(path))
         pick = report["recommendation"]["batch"]
-        inside = pick in good
-        ratio = stats[pick][2] / stats[fastest][2] if pick in stats else float("nan")
-        ok = inside and ratio <= 1.10
+        inside, ratio, ok = verdict(stats, good, pick)
         total += 1
         passed += ok
         if pick in stats:

@@ -1,0 +1,130 @@
+"""The run race's last step again, on kept measurements: each cell's compressed runs (bench/grids/
+CELL.race.json, written by run_advice_summary.py --save-grids from a tune's report) are carried to the
+run's end by a rule, the batches predicted within the tolerance are good, the fastest of them at the
+sweep's samples/s is the pick, and the pick is judged against the cell's kept grid of full runs
+(bench/grids/CELL.csv) by issue #30's rule (bench/advice_grid.py). A way of carrying the gaps is then
+weighed on every kept cell in seconds, without tuning again.
+
+Rules (--rule):
+  tree       what src/advice/run_race.cpp does (carry_gaps): each candidate's gap after 4f shrinks per
+             doubling of the run as it did from 2f to 4f, the ratio bounded to [0.5, 1]; a gap within
+             twice the held-out noise at 2f takes the nearest larger batch's trend; a larger batch is
+             never predicted nearer the reference than a smaller one. Its pick must be the tune's
+             (the replay says so where it is not).
+  pooled     one trend per cell: the sum of the candidates' gaps after 4f over their sum after 2f
+             (those beyond twice the noise at 2f whose gap did not grow), bounded as above; a gap
+             that grew is carried as it stands.
+  shrink:S   every gap shrinks by S per doubling (S a number, 0.3 to 1).
+--tolerance T (accuracy points / 100, or a share of the loss) replaces the race's held-out noise as
+the bar for "good".
+
+    python3 bench/run_race_replay.py [--grids bench/grids] [--rule tree|pooled|shrink:0.6 ...] [--tolerance 0.005]
+
+A replay holds the compressed runs fixed: what a rule would pick from the same measurements, not what
+another tune would measure (the sweep's candidates move between tunes; benchmarks.md says how far).
+"""
+import argparse
+import glob
+import json
+import math
+import os
+
+from advice_grid import good_set, grid_stats, measure_of, read_kept_grid, verdict
+
+LEAST_TREND, TREND_NOISE = 0.5, 2.0  # run_race.cpp: kLeastGapTrend, kTrendNoise
+
+
+def compressed_gaps(race):
+    """Per candidate after the reference: (batch, gap after 2f, gap after 4f, full run's seconds), in
+    the race's measure (accuracy points, or a share of the reference's loss); the gaps None where the
+    candidate's runs failed."""
+    accuracy = race["measure"] == "accuracy"
+    error = (lambda r: 1 - r["accuracy"]) if accuracy else (lambda r: r["loss"])
+    refs = [error(r) for r in race["runs"]]
+    out = []
+    for e in race["entries"][1:]:
+        if e.get("message") or not e.get("run") or not e.get("shorter_run"):
+            out.append((e["batch"], None, None, e["full_run_s"]))
+            continue
+        g2, g4 = error(e["shorter_run"]) - refs[1], error(e["run"]) - refs[2]
+        if not accuracy:
+            g2, g4 = g2 / refs[1], g4 / refs[2]
+        out.append((e["batch"], g2, g4, e["full_run_s"]))
+    return out
+
+
+def trends(gaps, rule, noise):
+    """Each candidate's shrink per doubling under the rule (1 where it has none)."""
+    own = [None if g2 is None or not (g4 > 0) or not (g2 > TREND_NOISE * noise)
+           else min(1.0, max(LEAST_TREND, g4 / g2)) for _, g2, g4, _ in gaps]
+    if rule == "tree":
+        for i in range(len(gaps) - 2, -1, -1):
+            own[i] = own[i] if own[i] is not None else own[i + 1]
+        return [t if t is not None else 1.0 for t in own]
+    if rule == "pooled":
+        kept = [(g2, g4) for _, g2, g4, _ in gaps if g2 is not None and g2 > TREND_NOISE * noise and 0 < g4 <= g2]
+        pooled = min(1.0, max(LEAST_TREND, sum(g4 for _, g4 in kept) / sum(g2 for g2, _ in kept))) if kept else 1.0
+        return [pooled if g2 is not None and g4 <= g2 else 1.0 for _, g2, g4, _ in gaps]
+    shrink = float(rule.split(":", 1)[1])
+    return [shrink] * len(gaps)
+
+
+def replay(race, rule, tolerance=None):
+    """The pick under the rule, and each candidate's predicted gap at the run's end."""
+    noise = race["tolerance"]  # the held-out noise, in the gaps' units
+    bar = tolerance if tolerance is not None else noise
+    doublings = max(0.0, math.log2(race["epochs"] / race["lengths_epochs"][-1]))
+    gaps = compressed_gaps(race)
+    ref = race["entries"][0]
+    pick, pick_s, widest, predicted = ref["batch"], ref["full_run_s"], 0.0, {}
+    for (batch, _, g4, full_run_s), trend in zip(gaps, trends(gaps, rule, noise)):
+        if g4 is None:
+            continue
+        widest = max(widest, max(0.0, g4) * trend ** doublings)
+        predicted[batch] = widest
+        if widest <= bar and full_run_s < pick_s:
+            pick, pick_s = batch, full_run_s
+    return pick, predicted
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--grids", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "grids"))
+    ap.add_argument("--rule", action="append", help="tree, pooled or shrink:S; several allowed (default: tree)")
+    ap.add_argument("--tolerance", type=float, help="the bar for a good batch, instead of the race's noise")
+    args = ap.parse_args()
+    rules = args.rule or ["tree"]
+    print(f"| cell (race's tune) | carried over | {' | '.join(rules)} |")
+    print(f"|---|---:|{'---|' * len(rules)}")
+    passed = {r: 0 for r in rules}
+    cells = 0
+    for path in sorted(glob.glob(os.path.join(args.grids, "*.race.json"))):
+        record = json.load(open(path))
+        name, race = record["cell"], record["run_race"]
+        grid = os.path.join(args.grids, f"{name}.csv")
+        if not os.path.exists(grid) or race.get("best_batch") is None:
+            why = "no kept grid" if not os.path.exists(grid) else "the run race picked nothing"
+            print(f"| {name} ({record['commit']}) | - | {why} |")
+            continue
+        measure = measure_of(name)
+        stats, _ = grid_stats(read_kept_grid(grid), measure)
+        _, _, _, good = good_set(stats, measure)
+        doublings = math.log2(race["epochs"] / race["lengths_epochs"][-1])
+        cells += 1
+        row = []
+        for rule in rules:
+            pick, _ = replay(race, rule, args.tolerance)
+            inside, ratio, ok = verdict(stats, good, pick)
+            passed[rule] += ok
+            text = f"{pick}: " + ("not in the grid" if pick not in stats else
+                                  f"{'pass' if ok else 'FAIL'} ({ratio:.2f}{'' if inside else ', worse model'})")
+            if rule == "tree" and pick != race["best_batch"]:
+                text += f" (the tune picked {race['best_batch']}: the replay differs)"
+            row.append(text)
+        print(f"| {name} ({record['commit']}) | {doublings:.1f} doublings | {' | '.join(row)} |")
+    print()
+    print(" ".join(f"{rule}: {passed[rule]} of {cells} pass." for rule in rules))
+
+
+if __name__ == "__main__":
+    main()
