@@ -21,6 +21,7 @@
 #include "batchwise/time_plan.h"
 #include "batchwise/units.h"
 #include "check.h"
+#include "tune/race_entries.h"
 
 namespace batchwise {
 
@@ -275,12 +276,14 @@ Dataset held_out(const TuneSubject& subject, ModuleWorkload& workload) {
 // it states.
 void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Report& report, Laps& laps) {
   ModuleWorkload* w = module_of(subject);
-  const std::vector<int64_t> candidates = race_candidates(report.sweep->points);
+  // Held back: the two largest batches below the candidates, which race only when none of these
+  // leaves the plateau at the start; after a run race stuck on it, they race from the first rung.
+  const detail::RaceEntries entries =
+      detail::race_entries(report.sweep->points, report.run_race && report.run_race->reference_stuck);
+  const std::vector<int64_t>& candidates = entries.candidates;
+  const std::vector<int64_t>& reserve = entries.reserve;
   if (candidates.size() < 2) return;
   const std::vector<double> rates = race_rates(report.sweep->points, candidates);
-  // Held back: the two largest batches below the candidates, which race only when none of these
-  // leaves the plateau at the start.
-  const std::vector<int64_t> reserve = race_reserve(report.sweep->points, candidates);
   const Dataset test = head(held_out(subject, *w), 2048);
   const RaceTime t = race_time(o, report, report.sweep->points, step_cost(report.sweep->points), spent_s,
                                w->data().size(), test.size());
@@ -623,7 +626,8 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
     race_the_run(subject, options, spent_s, report, laps);
     laps("run race", report.run_race.has_value());
     // No reference of the run race left the start: the batch race, at a constant rate, trains on
-    // over the plateau and finds which batch leaves it first, the one fact there is to go on.
+    // over the plateau and finds which batch leaves it first, the one fact there is to go on; the
+    // reserve races from its first rung.
     if (report.run_race && report.run_race->reference_stuck) race(subject, options, spent_s, report, laps);
     laps("race", report.race.has_value());
   } else {

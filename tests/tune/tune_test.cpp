@@ -7,6 +7,7 @@
 #include "batchwise/sweep.h"
 #include "batchwise/tune.h"
 #include "support/workloads.h"
+#include "tune/race_entries.h"
 
 namespace batchwise {
 namespace {
@@ -46,6 +47,28 @@ TEST(Tune, SweepsOnlyMultiplesOf) {
   std::vector<int64_t> swept;
   for (const auto& p : r.sweep->points) swept.push_back(p.batch);
   EXPECT_EQ(swept, (std::vector<int64_t>{12, 24, 48, 96}));
+}
+
+// The batch race's entries: the reserve is held back, except after a run race stuck on the plateau,
+// which has measured it already; then it races from the first rung.
+TEST(Tune, TheReserveRacesFromTheFirstRungAfterARunRaceStuckOnThePlateau) {
+  std::vector<Trial> points;
+  const double speeds[] = {100, 200, 300, 600, 900, 1000};  // 4 to 128: 32, 64 and 128 the fast ones
+  for (int i = 0; i < 6; ++i) {
+    Trial t;
+    t.batch = int64_t{4} << i;
+    t.outcome = Outcome::Ok;
+    t.samples_per_s = speeds[i];
+    points.push_back(t);
+  }
+  const detail::RaceEntries held = detail::race_entries(points, false);
+  EXPECT_EQ(held.candidates, (std::vector<int64_t>{32, 64, 128}));
+  EXPECT_EQ(held.reserve, (std::vector<int64_t>{8, 16}));
+  const detail::RaceEntries joined = detail::race_entries(points, true);
+  EXPECT_EQ(joined.candidates, (std::vector<int64_t>{8, 16, 32, 64, 128}));
+  EXPECT_TRUE(joined.reserve.empty());
+  // No race without two candidates, and nothing to join: the rule adds no entries then.
+  EXPECT_EQ(detail::race_entries({points.back()}, true).candidates, (std::vector<int64_t>{128}));
 }
 
 }  // namespace
