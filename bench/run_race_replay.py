@@ -16,7 +16,8 @@ Rules (--rule):
              that grew is carried as it stands.
   shrink:S   every gap shrinks by S per doubling (S a number, 0.3 to 1).
 --tolerance T (accuracy points / 100, or a share of the loss) replaces the race's held-out noise as
-the bar for "good".
+the bar for "good", in every cell alike (the transformer's race reads token accuracy, whose noise is
+larger than a tolerance meant for images).
 
     python3 bench/run_race_replay.py [--grids bench/grids] [--rule tree|pooled|shrink:0.6 ...] [--tolerance 0.005]
 
