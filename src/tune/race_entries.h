@@ -12,6 +12,7 @@ namespace batchwise::detail {
 struct RaceEntries {
   std::vector<int64_t> candidates;  ///< race from the first rung
   std::vector<int64_t> reserve;     ///< join only if no candidate leaves the start in the first rung
+  std::vector<int64_t> early;       ///< the reserve's batches that race from the first rung instead
 };
 
 /// The batch race's candidates and reserve from a sweep (race_candidates, race_reserve). Where
@@ -21,11 +22,12 @@ struct RaceEntries {
 /// start within the first rung, and a candidate that just leaves it at a stretched rung's end keeps
 /// out the smaller batches, which take more steps in as many samples and leave it sooner in the run.
 inline RaceEntries race_entries(const std::vector<Trial>& sweep_points, bool plateau_measured) {
-  RaceEntries e{race_candidates(sweep_points), {}};
+  RaceEntries e;
+  e.candidates = race_candidates(sweep_points);
   e.reserve = race_reserve(sweep_points, e.candidates);
   if (plateau_measured && e.candidates.size() >= 2) {
     e.candidates.insert(e.candidates.begin(), e.reserve.begin(), e.reserve.end());
-    e.reserve.clear();
+    e.early.swap(e.reserve);
   }
   return e;
 }

@@ -305,6 +305,11 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                                  .reserve(reserve)
                                  .reserve_samples_per_s(race_rates(report.sweep->points, reserve))
                                  .on_progress(o.on_race()));
+  if (!entries.early.empty())
+    report.race->notes.insert(report.race->notes.begin(),
+                              fmt::format("the reserve {} raced from the first rung: the run race's compressed runs "
+                                          "never left the plateau at the start, longer runs than this rung",
+                                          entries.early));
   if (!report.race->best_batch && !report.race->entries.empty())
     report.context.warnings.push_back(
         "the batch race recommends no batch (its notes say why); the recommendation falls back to the noise scale's "

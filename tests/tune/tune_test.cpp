@@ -67,6 +67,8 @@ TEST(Tune, TheReserveRacesFromTheFirstRungAfterARunRaceStuckOnThePlateau) {
   const detail::RaceEntries joined = detail::race_entries(points, true);
   EXPECT_EQ(joined.candidates, (std::vector<int64_t>{8, 16, 32, 64, 128}));
   EXPECT_TRUE(joined.reserve.empty());
+  EXPECT_EQ(joined.early, (std::vector<int64_t>{8, 16}));  // the race's notes name them
+  EXPECT_TRUE(held.early.empty());
   // No race without two candidates, and nothing to join: the rule adds no entries then.
   EXPECT_EQ(detail::race_entries({points.back()}, true).candidates, (std::vector<int64_t>{128}));
 }
