@@ -80,11 +80,12 @@ if args.save_grids:
     # its pick and build), so bench/run_race_replay.py can weigh another way of carrying the gaps
     # against the grid without tuning again.
     for name in sorted({os.path.basename(p).split(".")[0] for p in glob.glob(os.path.join(out, "*.tune.*.json"))}):
-        report = json.load(open(first_tune(name)))
+        tune_path = first_tune(name)
+        report = json.load(open(tune_path))
         if not report.get("run_race"):
             continue
         context = report.get("context", {})
-        record = {"cell": name, "pick": report["recommendation"]["batch"], "tune_seed": int(first_tune(name).rsplit(".", 2)[1]),
+        record = {"cell": name, "pick": report["recommendation"]["batch"], "tune_seed": int(tune_path.rsplit(".", 2)[1]),
                   "commit": context.get("build_commit", ""), "date": context.get("date", ""),
                   "run_race": report["run_race"]}
         with open(os.path.join(args.save_grids, f"{name}.race.json"), "w") as f:

@@ -71,21 +71,20 @@ def trends(gaps, rule, noise):
 
 
 def replay(race, rule, tolerance=None):
-    """The pick under the rule, and each candidate's predicted gap at the run's end."""
+    """The pick under the rule."""
     noise = race["tolerance"]  # the held-out noise, in the gaps' units
     bar = tolerance if tolerance is not None else noise
     doublings = max(0.0, math.log2(race["epochs"] / race["lengths_epochs"][-1]))
     gaps = compressed_gaps(race)
     ref = race["entries"][0]
-    pick, pick_s, widest, predicted = ref["batch"], ref["full_run_s"], 0.0, {}
+    pick, pick_s, widest = ref["batch"], ref["full_run_s"], 0.0
     for (batch, _, g4, full_run_s), trend in zip(gaps, trends(gaps, rule, noise)):
         if g4 is None:
             continue
-        widest = max(widest, max(0.0, g4) * trend ** doublings)
-        predicted[batch] = widest
+        widest = max(widest, max(0.0, g4) * trend ** doublings)  # a larger batch ends no nearer
         if widest <= bar and full_run_s < pick_s:
             pick, pick_s = batch, full_run_s
-    return pick, predicted
+    return pick
 
 
 def main():
@@ -114,7 +113,7 @@ def main():
         cells += 1
         row = []
         for rule in rules:
-            pick, _ = replay(race, rule, args.tolerance)
+            pick = replay(race, rule, args.tolerance)
             inside, ratio, ok = verdict(stats, good, pick)
             passed[rule] += ok
             text = f"{pick}: " + ("not in the grid" if pick not in stats else

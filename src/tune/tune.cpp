@@ -307,8 +307,8 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                                  .on_progress(o.on_race()));
   if (!entries.early.empty())
     report.race->notes.insert(report.race->notes.begin(),
-                              fmt::format("the reserve {} raced from the first rung: the run race's compressed runs "
-                                          "never left the plateau at the start, longer runs than this rung",
+                              fmt::format("the reserve {} raced from the first rung: the run race's compressed runs, "
+                                          "longer than this rung, never left the plateau at the start",
                                           entries.early));
   if (!report.race->best_batch && !report.race->entries.empty())
     report.context.warnings.push_back(
