@@ -74,9 +74,12 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
                                         const std::optional<NoiseResult>& noise, const std::optional<Goodput>& goodput);
 
 /// From a batch race: its pick (BatchRace::best_batch), explained with the race's figures, the flat
-/// range, the throughput knee and the fit. None when the race has no pick.
+/// range, the throughput knee and the fit. None when the race has no pick. `run_epochs` > 0: the
+/// race followed a run race for a run of that many epochs (tune --epochs) whose compressed runs never
+/// left the plateau at the start; the reason says the pick answers for the race's horizon, not for
+/// that run, and how to check it there.
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
-                                        const BatchRace& race);
+                                        const BatchRace& race, double run_epochs = 0);
 
 /// From the run race (tune --epochs): its pick, the fastest full run without a worse model, with
 /// the race's reason and the batches it judged as good. None when the race has no pick.

@@ -149,7 +149,7 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
 }
 
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
-                                        const BatchRace& race) {
+                                        const BatchRace& race, double run_epochs) {
   if (!race.best_batch || race.horizons_s.empty()) return std::nullopt;
   const RaceEntry* best = nullptr;
   for (const auto& e : race.entries)
@@ -205,11 +205,20 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
       dropped.empty() ? "none" : fmt::format("{}", fmt::join(dropped, ", ")), finalists,
       race.pick_reason.empty() ? "" : "; " + race.pick_reason, lead_history(race), flat, knee, fitted);
   // The horizon the race answered for: the run it stands for is this short.
-  if (!race.rung_leads.empty())
+  const std::string horizon_text = race.rung_leads.empty()
+                                       ? std::string("this answers for the race's horizon")
+                                       : fmt::format(
+                                             "this answers for about {:.2g} epochs of training (the race's last "
+                                             "horizon at batch {})",
+                                             race.rung_leads.back().epochs, race.rung_leads.back().batch);
+  if (run_epochs > 0)
     rec.reason += fmt::format(
-        "; this answers for about {:.2g} epochs of training (the race's last horizon at batch {}): for your run's "
-        "length, `tune --epochs N --lr-schedule cosine` answers for it",
-        race.rung_leads.back().epochs, race.rung_leads.back().batch);
+        "; {}, not for your {:g}-epoch run, whose compressed runs never left the plateau at the start: `validate "
+        "--epochs {:g}` compares full runs, and a larger --advice-budget trains the compressed runs longer",
+        horizon_text, run_epochs, run_epochs);
+  else if (!race.rung_leads.empty())
+    rec.reason +=
+        fmt::format("; {}: for your run's length, `tune --epochs N --lr-schedule cosine` answers for it", horizon_text);
   return rec;
 }
 

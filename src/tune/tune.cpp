@@ -649,7 +649,8 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
         "training command, data-parallel ranks, fp16, or fewer than 2 candidates)");
   report.recommendation = report.run_race && report.run_race->best_batch ? recommend(*report.run_race)
                           : report.race && report.race->best_batch
-                              ? recommend(report.fit, report.sweep, *report.race)
+                              ? recommend(report.fit, report.sweep, *report.race,
+                                          report.run_race && report.run_race->reference_stuck ? o.epochs() : 0)
                               : recommend(report.fit, report.sweep, report.noise, report.goodput);
   if (!report.recommendation) {
     report.timing = laps.done();

@@ -59,6 +59,40 @@ TEST(Recommend, ARaceWhoseLeadGrewSaysWhichBatchLedWhen) {
   EXPECT_EQ(rec->reason.find("the lead"), std::string::npos) << rec->reason;
 }
 
+// The batch race's horizon is the run it answers for; after tune --epochs whose run race never left
+// the plateau, the sentence says the pick is not for the user's run and how to check it there,
+// instead of pointing at the --epochs the user already gave.
+TEST(Recommend, ABatchRaceAfterARunRaceStuckOnThePlateauSaysItDoesNotAnswerForTheRun) {
+  BatchRace race;
+  race.loss_before = 2.3;
+  race.horizons_s = {10};
+  RaceEntry e;
+  e.batch = 256;
+  e.samples_per_s = 1000;
+  e.lr = unmeasured_lr(Optimizer::AdamW, 32, 0.001, 256);
+  e.rungs = 1;
+  e.curve = {{0, 2.3, std::nullopt}, {10, 1.5, std::nullopt}};
+  e.loss_at_horizon = 1.5;
+  race.entries.push_back(e);
+  race.best_batch = race.lead_batch = 256;
+  race.rung_leads = {{1, 10, 2.3, 256, 1.5, std::nullopt}};
+  auto rec = recommend(std::nullopt, std::nullopt, race);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_NE(rec->reason.find("this answers for about 2.3 epochs of training (the race's last horizon at batch 256): "
+                             "for your run's length, `tune --epochs N --lr-schedule cosine` answers for it"),
+            std::string::npos)
+      << rec->reason;
+  rec = recommend(std::nullopt, std::nullopt, race, 3);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->batch, 256);
+  EXPECT_NE(rec->reason.find("this answers for about 2.3 epochs of training (the race's last horizon at batch 256), "
+                             "not for your 3-epoch run, whose compressed runs never left the plateau at the start: "
+                             "`validate --epochs 3` compares full runs"),
+            std::string::npos)
+      << rec->reason;
+  EXPECT_EQ(rec->reason.find("tune --epochs N"), std::string::npos) << rec->reason;
+}
+
 // Confidence: green (high) only where the answer was measured and resolved; a race that could not
 // rank its candidates, or that trained them for a sliver of an epoch, is low, and says what to do.
 TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {

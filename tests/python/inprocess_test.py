@@ -333,7 +333,17 @@ def test_epochs():
     rec = report.recommendation
     # Whether a race runs is a measured decision (see test_tune): where the sweep left two fast
     # batches, the run race answers for the run and no batch race runs.
-    if report.run_race is not None:
+    # The compressed runs' lengths follow the sweep's samples/s; on a loaded machine they can be too
+    # short to leave the plateau at the start, and the batch race then answers, with low confidence.
+    if report.run_race is not None and report.run_race.best_batch is None and report.race is not None:
+        print(f"note: the run race's compressed runs did not leave the start ({report.run_race.notes}); "
+              f"the batch race answered")
+        case("after a run race stuck on the plateau the batch race answers with low confidence",
+             rec.batch == report.race.best_batch and rec.confidence == "low"
+             and "never left the plateau" in rec.confidence_reason, rec)
+        case("its sentence says it does not answer for the 3-epoch run",
+             "not for your 3-epoch run" in rec.reason and "`validate --epochs 3`" in rec.reason, rec.reason)
+    elif report.run_race is not None:
         case("tune with epochs and a cosine rate answers for the run (the run race)",
              report.race is None and rec.batch >= 1, rec)
         case("its sentence speaks of the 3-epoch run", "3-epoch run" in rec.reason, rec.reason)
