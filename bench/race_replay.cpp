@@ -5,13 +5,20 @@
 //   build/bench/batchwise_bench_race_replay REPORT.json SEED BUDGET_S [TARGET_ACCURACY [EVALUATIONS]]
 // BUDGET_S is the race's training budget (the report's first note gives its first rung's slice);
 // TARGET_ACCURACY 0 for none; EVALUATIONS per entry and rung (default 3, as tune).
+// The run race instead (tune --epochs), with the report's epochs and rate schedule, and four reserve
+// batches as tune gives it; BUDGET_S is its training budget (tune's stage line gives it):
+//   build/bench/batchwise_bench_race_replay REPORT.json SEED BUDGET_S run
+// DATA_DIR=DIR in the environment: the data tune read with --data-dir DIR.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <cstdlib>
 
 #include "batchwise/choices.h"
 #include "batchwise/error.h"
 #include "batchwise/race.h"
 #include "batchwise/report.h"
+#include "batchwise/run_race.h"
 #include "batchwise/workload.h"
 #include "report/report_file.h"
 
@@ -32,12 +39,39 @@ int main(int argc, char** argv) try {
       .dataset(report.workload.dataset)
       .optimizer(*known_optimizer(report.workload.optimizer))
       .lr(report.workload.lr)
+      .data_dir(std::getenv("DATA_DIR") ? std::getenv("DATA_DIR") : "")  // a subset's, as tune's --data-dir
       .seed(std::stoull(argv[2]))
       .device("cpu");
   auto workload = make_workload(options);
   auto& w = dynamic_cast<ModuleWorkload&>(*workload);
   const double budget = std::stod(argv[3]);
   const int64_t base_batch = report.lr ? report.lr->scaled.base_batch : 32;  // tune's --base-batch
+  if (argc > 4 && std::string(argv[4]) == "run") {
+    if (!report.run_race) throw ConfigError(fmt::format("{}: no run race to replay (tune --epochs N)", argv[1]));
+    const std::vector<int64_t> held = race_reserve(report.sweep->points, candidates, 4);
+    fmt::print("run race: candidates {} at {::.0f} samples/s, reserve {}; budget {:g} s\n", candidates,
+               rates(candidates), held, budget);
+    const RunRace race =
+        race_runs(w, head(load_test_split(options), 2000),  // tune's held-out samples
+                  RunRaceOptions(candidates, rates(candidates), LrAdviceOptions(base_batch, report.workload.lr))
+                      .epochs(report.run_race->epochs)
+                      .lr_schedule(parse_lr_schedule(report.run_race->lr_schedule))
+                      .budget_s(budget)
+                      .noise_at_start(report.noise ? report.noise->b_simple : std::nullopt)
+                      .reserve(held)
+                      .reserve_samples_per_s(rates(held)));
+    for (const auto& n : race.notes) fmt::print("note: {}\n", n);
+    fmt::print("lengths {::.3g} epochs at batch {}\n", race.lengths_epochs, race.reference_batch);
+    for (const RunRaceEntry& e : race.entries)
+      fmt::print("batch {:>5}: good {}, predicted gap {}, {}\n", e.batch, e.good,
+                 e.predicted_gap ? fmt::format("{:.4f}", *e.predicted_gap) : "-",
+                 e.run && e.run->accuracy
+                     ? fmt::format("accuracy {:.3f} after {:.3g} epochs", *e.run->accuracy, e.run->epochs)
+                     : e.message);
+    fmt::print("pick: {} (wall {:.0f} s): {}\n", race.best_batch ? std::to_string(*race.best_batch) : "none",
+               race.wall_s, race.pick_reason);
+    return 0;
+  }
   fmt::print("candidates {} at {::.0f} samples/s, reserve {}; budget {:g} s\n", candidates, rates(candidates), reserve,
              budget);
   const BatchRace race =
