@@ -5,8 +5,8 @@
 //   build/bench/batchwise_bench_race_replay REPORT.json SEED BUDGET_S [TARGET_ACCURACY [EVALUATIONS]]
 // BUDGET_S is the race's training budget (the report's first note gives its first rung's slice);
 // TARGET_ACCURACY 0 for none; EVALUATIONS per entry and rung (default 3, as tune).
-// The run race instead (tune --epochs), with the report's epochs and rate schedule, and four reserve
-// batches as tune gives it; BUDGET_S is its training budget (tune's stage line gives it):
+// The run race instead (tune --epochs), with the report's epochs and rate schedule and the reserve
+// as tune gives it; BUDGET_S is its training budget (tune's stage line gives it):
 //   build/bench/batchwise_bench_race_replay REPORT.json SEED BUDGET_S run
 // DATA_DIR=DIR in the environment: the data tune read with --data-dir DIR.
 #include <fmt/format.h>
@@ -48,7 +48,7 @@ int main(int argc, char** argv) try {
   const int64_t base_batch = report.lr ? report.lr->scaled.base_batch : 32;  // tune's --base-batch
   if (argc > 4 && std::string(argv[4]) == "run") {
     if (!report.run_race) throw ConfigError(fmt::format("{}: no run race to replay (tune --epochs N)", argv[1]));
-    const std::vector<int64_t> held = race_reserve(report.sweep->points, candidates, 4);
+    const std::vector<int64_t>& held = reserve;
     fmt::print("run race: candidates {} at {::.0f} samples/s, reserve {}; budget {:g} s\n", candidates,
                rates(candidates), held, budget);
     const RunRace race =

@@ -53,12 +53,10 @@ struct RunRaceOptions {
   TORCH_ARG(int, noise_steps) = 20;
   /// Batches held back (a sweep's smaller ones: race_reserve), and each one's samples/s: REQUIRES the
   /// same length. When the reference's longest compressed run does not leave the start, or is the
-  /// whole run and ends ahead of every larger candidate beyond the noise, the two largest race once
-  /// more beside that reference, the smaller of them the new reference (one more budget; the range
-  /// tests already run are reused); the larger candidates stay out, since they take fewer steps in
-  /// as many samples than a reference that did not leave the start or ended ahead of them. Where
-  /// that new reference left the start only in its longest compressed run, the next two race beside
-  /// it at the same lengths (at most two budgets more), and their answer stands where they give one.
+  /// whole run and ends ahead of every larger candidate beyond the noise, they race once more beside
+  /// that reference, the smallest of them the new reference (one more budget; the range tests
+  /// already run are reused); the larger candidates stay out, since they take fewer steps in as
+  /// many samples than a reference that did not leave the start or ended ahead of them.
   TORCH_ARG(std::vector<int64_t>, reserve);
   TORCH_ARG(std::vector<double>, reserve_samples_per_s);
   /// Called before each compressed run: the batch, which run of how many.

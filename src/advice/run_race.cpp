@@ -15,7 +15,6 @@
 #include <map>
 #include <tuple>
 
-#include "advice/run_race_rounds.h"
 #include "advice/target.h"
 #include "batchwise/convergence.h"
 #include "batchwise/schedule.h"
@@ -328,8 +327,8 @@ double on_step_grid(double f, double epochs, int64_t dataset, int64_t reference)
 // The candidates, sorted, each with its full run's time; and the compressed lengths: a fraction f
 // of the run (on the step grid), twice and four times it, the reference's three runs and every
 // other candidate's two longer ones taking the budget at their samples/s; at most a quarter, half
-// and the whole run. Three `lengths` given stand instead.
-void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset, const std::vector<double>& lengths) {
+// and the whole run.
+void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) {
   for (size_t i = 0; i < o.batches().size(); ++i) {
     RunRaceEntry e;
     e.batch = o.batches()[i];
@@ -343,10 +342,6 @@ void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset, const st
   race.reference_batch = race.entries.front().batch;
   std::vector<double> full_runs_s;
   for (const auto& e : race.entries) full_runs_s.push_back(e.full_run_s);
-  if (lengths.size() == 3) {
-    race.lengths_epochs = lengths;
-    return;
-  }
   const double f = on_step_grid(compressed_share(o.budget_s(), full_runs_s), o.epochs(), dataset, race.reference_batch);
   race.lengths_epochs = {f * o.epochs(), 2 * f * o.epochs(), 4 * f * o.epochs()};
 }
@@ -677,10 +672,11 @@ double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size,
   return range_tests + noise + evaluations * evaluation;
 }
 
-namespace detail {
+namespace {
 
+// One run race over o's candidates (the reserve aside).
 RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o,
-                  std::map<int64_t, LrAdvice>& advised, const std::vector<double>& lengths) {
+                  std::map<int64_t, LrAdvice>& advised) {
   BATCHWISE_CHECK(o.batches().size() >= 2 && o.samples_per_s().size() == o.batches().size(), ConfigError,
                   "the run race needs two or more candidates, each with its samples/s ({} and {} given)",
                   o.batches().size(), o.samples_per_s().size());
@@ -699,7 +695,7 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   race.lr_schedule = to_string(o.lr_schedule());
   race.measure = accuracy ? "accuracy" : "loss";
   race.held_out = fmt::format("{}, {} samples", held_out.name, held_out.size());
-  plan_race(race, o, dataset, lengths);
+  plan_race(race, o, dataset);
   const int64_t noise_batch = noise_batch_of(o.batches());
 
   // However it ends, the weights, the optimizer (its rate too) and the data order are as they were.
@@ -721,6 +717,63 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   return race;
 }
 
-}  // namespace detail
+}  // namespace
+
+RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
+  BATCHWISE_CHECK(o.reserve().size() == o.reserve_samples_per_s().size(), ConfigError,
+                  "the run race: {} reserve batches with {} throughput figures; give one figure per batch",
+                  o.reserve().size(), o.reserve_samples_per_s().size());
+  std::map<int64_t, LrAdvice> advised;
+  RunRace first = race_once(w, held_out, o, advised);
+  std::vector<int64_t> batches;
+  std::vector<double> rates;
+  for (size_t i = 0; i < o.reserve().size(); ++i)
+    if (std::find(o.batches().begin(), o.batches().end(), o.reserve()[i]) == o.batches().end())
+      batches.push_back(o.reserve()[i]), rates.push_back(o.reserve_samples_per_s()[i]);
+  // The reference led on the run itself: its longest compressed run was the whole run (a fast
+  // device's race, or a short run), so every gap was measured, not carried, and every larger
+  // candidate ended worse beyond the noise. The best batch may then lie below the candidates (an
+  // H200's transformer, 4 epochs: 2,048 led 4,096 to 65,536, and 256 ends 4.6 points above it).
+  // Within a compressed run the smallest batch leads as a rule, which says nothing of the run's end.
+  const bool led_the_run =
+      first.best_batch == first.reference_batch && !first.lengths_epochs.empty() &&
+      first.lengths_epochs.back() >= first.epochs * (1 - 1e-9) &&
+      std::none_of(first.entries.begin() + 1, first.entries.end(), [](const RunRaceEntry& e) { return e.good; });
+  if (!(first.reference_stuck || led_the_run) || batches.empty()) return first;
+  // The reference never left the start, or led the run: smaller batches take more steps in the same
+  // samples, which is what leaves a plateau (mobilenet with SGD: 64 stays at chance where 16 and 32
+  // learn) and what a run too short for the larger batches rewards. They join, the smallest the new
+  // reference, beside the first reference, for one more budget. The larger candidates stay out: in
+  // as many samples they take fewer steps than the first reference, which did not leave the start
+  // or ended ahead of them, and leaving them out gives the runs that can do better more of it.
+  const std::vector<int64_t> reserve = batches;
+  std::vector<int64_t> left_out;
+  for (size_t i = 0; i < o.batches().size(); ++i) {
+    if (o.batches()[i] == first.reference_batch)
+      batches.push_back(o.batches()[i]), rates.push_back(o.samples_per_s()[i]);
+    else
+      left_out.push_back(o.batches()[i]);
+  }
+  RunRaceOptions again = o;
+  again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({});
+  RunRace second = race_once(w, held_out, again, advised);
+  const std::string why =
+      first.reference_stuck
+          ? fmt::format("did not leave the start in {:.3g} epochs", first.lengths_epochs.back())
+          : fmt::format("ended your whole {:g}-epoch run ahead of every larger candidate beyond the noise",
+                        first.epochs);
+  second.notes.insert(
+      second.notes.begin(),
+      fmt::format("batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
+                  "for one more budget, without {} (larger: fewer steps in as many samples) ({}{})",
+                  first.reference_batch, why, reserve, second.reference_batch, left_out,
+                  second.reference_stuck
+                      ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
+                      : "it left the start",
+                  second.best_batch ? "" : "; no pick"));
+  second.first_reference = first.reference_batch;
+  second.wall_s += first.wall_s;
+  return second;
+}
 
 }  // namespace batchwise

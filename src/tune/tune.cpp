@@ -336,9 +336,8 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
                     duration_text(t.wall_s)),
         t.wall_s);
   // Held back, as in the batch race: the two largest batches below the candidates, which race only
-  // when the reference never leaves the start, or trains the whole run and ends ahead of the rest;
-  // and the two below them, which race where the first two's reference only just left the start.
-  const std::vector<int64_t> reserve = race_reserve(report.sweep->points, candidates, 4);
+  // when the reference never leaves the start, or trains the whole run and ends ahead of the rest.
+  const std::vector<int64_t> reserve = race_reserve(report.sweep->points, candidates);
   report.run_race = race_runs(*w, test,
                               run_race_options(o, report, candidates, rates)
                                   .budget_s(t.train_s)

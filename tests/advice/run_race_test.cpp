@@ -19,7 +19,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "advice/run_race_rounds.h"
 #include "batchwise/error.h"
 #include "batchwise/run_race.h"
 #include "batchwise/schedule.h"
@@ -401,49 +400,6 @@ TEST(RunRace, AReserveJoinsWhenTheReferenceNeverLeftTheStart) {
   EXPECT_EQ(learned.entries.size(), 3u);
   EXPECT_THROW(race_runs(*problem.workload, problem.held_out, RunRaceOptions(o).reserve_samples_per_s({1})),
                ConfigError);
-  // A deeper reserve: the two largest join first; the next two only where their reference left the
-  // start late (left_the_start_late), which a reference that did not leave it has not.
-  const RunRace deeper =
-      race_runs(*problem.workload, problem.held_out,
-                RunRaceOptions(o).reserve({2, 4, 8, 16}).reserve_samples_per_s({2000, 4000, 8000, 14000}));
-  ASSERT_EQ(deeper.entries.size(), 3u);
-  EXPECT_EQ(deeper.reference_batch, 8);
-  EXPECT_NE(deeper.notes[0].find("the reserve [8, 16] joined"), std::string::npos) << deeper.notes[0];
-}
-
-// A reference left the start late where its quality held within the held-out noise from its
-// shortest compressed run to its middle one and moved beyond it in its longest (mobilenet with
-// AdamW: chance at 0.34 and 0.68 epochs, 0.19 accuracy at 1.37); the errors are 1 - accuracy, or
-// the loss with a noise of `tolerance` of its last value.
-TEST(RunRace, AReferenceLeftTheStartLateWhereOnlyItsLongestRunMoved) {
-  RunRace race;
-  race.measure = "accuracy";
-  race.tolerance = 0.0175;
-  race.best_batch = 32;
-  for (double loss : {2.3034, 2.3070, 2.2156}) {
-    CompressedRun run;
-    run.loss = loss;
-    race.runs.push_back(run);
-  }
-  race.gains = {-0.0145, 0.095};
-  EXPECT_TRUE(detail::left_the_start_late(race));
-  race.gains = {0.03, 0.095};  // it was moving already
-  EXPECT_FALSE(detail::left_the_start_late(race));
-  race.gains = {-0.0145, 0.01};  // nor did the longest move beyond the noise
-  EXPECT_FALSE(detail::left_the_start_late(race));
-  race.gains = {-0.0145, 0.095};
-  race.best_batch.reset();  // no answer to improve on
-  EXPECT_FALSE(detail::left_the_start_late(race));
-  race.best_batch = 32;
-  race.reference_stuck = true;
-  EXPECT_FALSE(detail::left_the_start_late(race));
-  race.reference_stuck = false;
-  race.measure = "loss";  // 2 % of the last loss, 2.2156: 0.0443
-  race.tolerance = 0.02;
-  race.gains = {0.04, 0.09};
-  EXPECT_TRUE(detail::left_the_start_late(race));
-  race.gains = {0.05, 0.09};
-  EXPECT_FALSE(detail::left_the_start_late(race));
 }
 
 // Where the race trained the whole run (its longest compressed run is the run: a fast device's, or
