@@ -48,9 +48,8 @@ int main(int argc, char** argv) try {
   const int64_t base_batch = report.lr ? report.lr->scaled.base_batch : 32;  // tune's --base-batch
   if (argc > 4 && std::string(argv[4]) == "run") {
     if (!report.run_race) throw ConfigError(fmt::format("{}: no run race to replay (tune --epochs N)", argv[1]));
-    const std::vector<int64_t>& held = reserve;
     fmt::print("run race: candidates {} at {::.0f} samples/s, reserve {}; budget {:g} s\n", candidates,
-               rates(candidates), held, budget);
+               rates(candidates), reserve, budget);
     const RunRace race =
         race_runs(w, head(load_test_split(options), 2000),  // tune's held-out samples
                   RunRaceOptions(candidates, rates(candidates), LrAdviceOptions(base_batch, report.workload.lr))
@@ -58,8 +57,8 @@ int main(int argc, char** argv) try {
                       .lr_schedule(parse_lr_schedule(report.run_race->lr_schedule))
                       .budget_s(budget)
                       .noise_at_start(report.noise ? report.noise->b_simple : std::nullopt)
-                      .reserve(held)
-                      .reserve_samples_per_s(rates(held)));
+                      .reserve(reserve)
+                      .reserve_samples_per_s(rates(reserve)));
     for (const auto& n : race.notes) fmt::print("note: {}\n", n);
     fmt::print("lengths {::.3g} epochs at batch {}\n", race.lengths_epochs, race.reference_batch);
     for (const RunRaceEntry& e : race.entries)
