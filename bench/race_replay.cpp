@@ -51,7 +51,7 @@ int main(int argc, char** argv) try {
     fmt::print("run race: candidates {} at {::.0f} samples/s, reserve {}; budget {:g} s\n", candidates,
                rates(candidates), reserve, budget);
     const RunRace race =
-        race_runs(w, head(load_test_split(options), 2000),  // tune's held-out samples
+        race_runs(w, load_test_split(options),  // the whole test split, as tune's run race
                   RunRaceOptions(candidates, rates(candidates), LrAdviceOptions(base_batch, report.workload.lr))
                       .epochs(report.run_race->epochs)
                       .lr_schedule(parse_lr_schedule(report.run_race->lr_schedule))
