@@ -271,6 +271,9 @@ Dataset held_out(const TuneSubject& subject, ModuleWorkload& workload) {
                          : held_out_or_training_sample(WorkloadOptions().dataset("none"), workload.data());
 }
 
+// The run race ran, and no reference of it left the plateau at the start.
+bool run_race_stuck(const Report& report) { return report.run_race && report.run_race->reference_stuck; }
+
 // The batch race: successive halving over the sweep's fast batches, each from the user's weights at
 // its own advised rate, on held-out loss at equal training time; its rungs fitted to the wall time
 // it states.
@@ -278,8 +281,7 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   ModuleWorkload* w = module_of(subject);
   // Held back: the two largest batches below the candidates, which race only when none of these
   // leaves the plateau at the start; after a run race stuck on it, they race from the first rung.
-  const detail::RaceEntries entries =
-      detail::race_entries(report.sweep->points, report.run_race && report.run_race->reference_stuck);
+  const detail::RaceEntries entries = detail::race_entries(report.sweep->points, run_race_stuck(report));
   const std::vector<int64_t>& candidates = entries.candidates;
   const std::vector<int64_t>& reserve = entries.reserve;
   if (candidates.size() < 2) return;
@@ -633,7 +635,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
     // No reference of the run race left the start: the batch race, at a constant rate, trains on
     // over the plateau and finds which batch leaves it first, the one fact there is to go on; the
     // reserve races from its first rung.
-    if (report.run_race && report.run_race->reference_stuck) race(subject, options, spent_s, report, laps);
+    if (run_race_stuck(report)) race(subject, options, spent_s, report, laps);
     laps("race", report.race.has_value());
   } else {
     if (raced) race(subject, options, spent_s, report, laps);
@@ -647,11 +649,11 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
     report.context.warnings.push_back(
         "the target was not used: without --validate only the batch race uses it, and no race ran (--no-race, a "
         "training command, data-parallel ranks, fp16, or fewer than 2 candidates)");
-  report.recommendation = report.run_race && report.run_race->best_batch ? recommend(*report.run_race)
-                          : report.race && report.race->best_batch
-                              ? recommend(report.fit, report.sweep, *report.race,
-                                          report.run_race && report.run_race->reference_stuck ? o.epochs() : 0)
-                              : recommend(report.fit, report.sweep, report.noise, report.goodput);
+  report.recommendation =
+      report.run_race && report.run_race->best_batch ? recommend(*report.run_race)
+      : report.race && report.race->best_batch
+          ? recommend(report.fit, report.sweep, *report.race, run_race_stuck(report) ? o.epochs() : 0)
+          : recommend(report.fit, report.sweep, report.noise, report.goodput);
   if (!report.recommendation) {
     report.timing = laps.done();
     return report;
