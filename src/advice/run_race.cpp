@@ -50,6 +50,8 @@ constexpr int kSwitchPoints = 16;
 // The reference's longest run must bring the held-out loss this far below the initial weights' (2 %
 // lower, as the batch race's left_the_start) before its learning curve says anything.
 constexpr double kLeftTheStart = 0.98;
+// The reference's message where it left the start only in its longest compressed run.
+constexpr const char* kOnlyInTheLongest = "its compressed runs left the start only in the longest";
 
 // A candidate's gap behind the reference is carried to the run's end shrinking per doubling as it
 // did between its two compressed runs, but at most halving: a steeper fall between two noisy
@@ -399,7 +401,9 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
   }
   // A reference whose held-out loss never fell kLeftTheStart below the initial weights' has no
   // learning curve yet: nothing about the run follows from it (a flat curve would say that fewer
-  // samples cost nothing, and the largest batch would win).
+  // samples cost nothing, and the largest batch would win). Nor has one that left it only in its
+  // longest run: the other batches' gaps are read after the two longer runs, and with the reference
+  // on the plateau after the shorter one they cannot say how the gaps close.
   const double longest = *race.runs.back().loss;
   if (!(longest <= kLeftTheStart * loss_before)) {
     race.reference_stuck = true;
@@ -408,6 +412,17 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
         "your initial weights, so its learning curve says nothing about the run (a larger --advice-budget trains the "
         "compressed runs longer)",
         race.lengths_epochs.back(), longest, loss_before);
+    return false;
+  }
+  const size_t middle = race.runs.size() - 2;
+  if (race.runs.size() >= 3 && !(*race.runs[middle].loss <= kLeftTheStart * loss_before)) {
+    race.reference_stuck = true;
+    ref.message = fmt::format(
+        "{} ({:.3g} epochs): held-out loss {:.4g} after {:.3g} epochs against {:.4g} at your initial weights, so the "
+        "other batches' gaps, read after the two longer runs, cannot say how they close (a larger --advice-budget "
+        "trains the compressed runs longer)",
+        kOnlyInTheLongest, race.lengths_epochs.back(), *race.runs[middle].loss, race.lengths_epochs[middle],
+        loss_before);
     return false;
   }
   for (size_t i = 1; i < race.entries.size(); ++i) {
@@ -757,8 +772,13 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   RunRaceOptions again = o;
   again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({});
   RunRace second = race_once(w, held_out, again, advised);
+  const auto only_longest = [](const RunRace& r) {
+    return !r.entries.empty() && r.entries.front().message.rfind(kOnlyInTheLongest, 0) == 0;
+  };
   const std::string why =
-      first.reference_stuck
+      only_longest(first) ? fmt::format("left the start only in its longest compressed run ({:.3g} epochs)",
+                                        first.lengths_epochs.back())
+      : first.reference_stuck
           ? fmt::format("did not leave the start in {:.3g} epochs", first.lengths_epochs.back())
           : fmt::format("ended your whole {:g}-epoch run ahead of every larger candidate beyond the noise",
                         first.epochs);
@@ -767,7 +787,8 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
       fmt::format("batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
                   "for one more budget, without {} (larger: fewer steps in as many samples) ({}{})",
                   first.reference_batch, why, reserve, second.reference_batch, left_out,
-                  second.reference_stuck
+                  only_longest(second) ? "it left the start only in its longest run"
+                  : second.reference_stuck
                       ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
                       : "it left the start",
                   second.best_batch ? "" : "; no pick"));
