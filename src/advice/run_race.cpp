@@ -50,8 +50,6 @@ constexpr int kSwitchPoints = 16;
 // The reference's longest run must bring the held-out loss this far below the initial weights' (2 %
 // lower, as the batch race's left_the_start) before its learning curve says anything.
 constexpr double kLeftTheStart = 0.98;
-// The reference's message where it left the start only in its longest compressed run.
-constexpr const char* kOnlyInTheLongest = "its compressed runs left the start only in the longest";
 
 // A candidate's gap behind the reference is carried to the run's end shrinking per doubling as it
 // did between its two compressed runs, but at most halving: a steeper fall between two noisy
@@ -380,7 +378,7 @@ void advise_rates(ModuleWorkload& w, const WorkloadState& initial, RunRace& race
 // The reference's three compressed runs, the noise scale after each; then every other candidate's
 // two longer ones. False when the reference did not train (the race then recommends nothing).
 bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& held_out, RunRace& race,
-                const RunRaceOptions& o, int64_t noise_batch) {
+                const RunRaceOptions& o, int64_t noise_batch, bool& only_longest) {
   RunRaceEntry& ref = race.entries.front();
   w.restore_state(initial);
   const double loss_before = w.evaluate(held_out).first;
@@ -414,15 +412,14 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
         race.lengths_epochs.back(), longest, loss_before);
     return false;
   }
-  const size_t middle = race.runs.size() - 2;
-  if (race.runs.size() >= 3 && !(*race.runs[middle].loss <= kLeftTheStart * loss_before)) {
-    race.reference_stuck = true;
+  const size_t middle = race.runs.size() >= 3 ? race.runs.size() - 2 : 0;
+  if (middle > 0 && !(*race.runs[middle].loss <= kLeftTheStart * loss_before)) {
+    race.reference_stuck = only_longest = true;
     ref.message = fmt::format(
-        "{} ({:.3g} epochs): held-out loss {:.4g} after {:.3g} epochs against {:.4g} at your initial weights, so the "
-        "other batches' gaps, read after the two longer runs, cannot say how they close (a larger --advice-budget "
-        "trains the compressed runs longer)",
-        kOnlyInTheLongest, race.lengths_epochs.back(), *race.runs[middle].loss, race.lengths_epochs[middle],
-        loss_before);
+        "its compressed runs left the start only in the longest ({:.3g} epochs): held-out loss {:.4g} after {:.3g} "
+        "epochs against {:.4g} at your initial weights, so the other batches' gaps, read after the two longer runs, "
+        "cannot say how they close (a larger --advice-budget trains the compressed runs longer)",
+        race.lengths_epochs.back(), *race.runs[middle].loss, race.lengths_epochs[middle], loss_before);
     return false;
   }
   for (size_t i = 1; i < race.entries.size(); ++i) {
@@ -689,9 +686,10 @@ double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size,
 
 namespace {
 
-// One run race over o's candidates (the reserve aside).
+// One run race over o's candidates (the reserve aside); only_longest: its reference left the start
+// only in its longest compressed run.
 RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o,
-                  std::map<int64_t, LrAdvice>& advised) {
+                  std::map<int64_t, LrAdvice>& advised, bool& only_longest) {
   BATCHWISE_CHECK(o.batches().size() >= 2 && o.samples_per_s().size() == o.batches().size(), ConfigError,
                   "the run race needs two or more candidates, each with its samples/s ({} and {} given)",
                   o.batches().size(), o.samples_per_s().size());
@@ -721,7 +719,7 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
     w.restore_state(initial.state());
     race.noise_at_start =
         o.noise_at_start() ? std::max(kNoiseFloor, *o.noise_at_start()) : noise_scale(w, noise_batch, o.noise_steps());
-    if (train_runs(w, initial.state(), held_out, race, o, noise_batch))
+    if (train_runs(w, initial.state(), held_out, race, o, noise_batch, only_longest))
       judge(race, o, dataset, held_out.size(), accuracy);
   }
   w.restore_state(initial.state());
@@ -739,7 +737,8 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
                   "the run race: {} reserve batches with {} throughput figures; give one figure per batch",
                   o.reserve().size(), o.reserve_samples_per_s().size());
   std::map<int64_t, LrAdvice> advised;
-  RunRace first = race_once(w, held_out, o, advised);
+  bool first_only_longest = false, second_only_longest = false;
+  RunRace first = race_once(w, held_out, o, advised, first_only_longest);
   std::vector<int64_t> batches;
   std::vector<double> rates;
   for (size_t i = 0; i < o.reserve().size(); ++i)
@@ -771,13 +770,10 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   }
   RunRaceOptions again = o;
   again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({});
-  RunRace second = race_once(w, held_out, again, advised);
-  const auto only_longest = [](const RunRace& r) {
-    return !r.entries.empty() && r.entries.front().message.rfind(kOnlyInTheLongest, 0) == 0;
-  };
+  RunRace second = race_once(w, held_out, again, advised, second_only_longest);
   const std::string why =
-      only_longest(first) ? fmt::format("left the start only in its longest compressed run ({:.3g} epochs)",
-                                        first.lengths_epochs.back())
+      first_only_longest ? fmt::format("left the start only in its longest compressed run ({:.3g} epochs)",
+                                       first.lengths_epochs.back())
       : first.reference_stuck
           ? fmt::format("did not leave the start in {:.3g} epochs", first.lengths_epochs.back())
           : fmt::format("ended your whole {:g}-epoch run ahead of every larger candidate beyond the noise",
@@ -787,7 +783,7 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
       fmt::format("batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
                   "for one more budget, without {} (larger: fewer steps in as many samples) ({}{})",
                   first.reference_batch, why, reserve, second.reference_batch, left_out,
-                  only_longest(second) ? "it left the start only in its longest run"
+                  second_only_longest ? "it left the start only in its longest run"
                   : second.reference_stuck
                       ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
                       : "it left the start",
