@@ -180,6 +180,9 @@ struct BatchRace {
   std::optional<int64_t> lead_batch;
   /// Why best_batch is not lead_batch (empty when it is).
   std::string pick_reason;
+  /// No entry's held-out loss left the plateau at the start (2 % below loss_before), however long
+  /// the rungs trained: the race ranks nothing, and best_batch is empty.
+  bool stuck = false;
   /// Batches whose predicted time to their last rung's best loss is within 5 % of that rung's
   /// horizon, and those between them: how flat the optimum is.
   std::vector<int64_t> within_5_percent;
@@ -202,6 +205,7 @@ void fields(V& v, T& r) {
   v("best_batch", r.best_batch);
   v("lead_batch", r.lead_batch);
   v("pick_reason", r.pick_reason);
+  v("stuck", r.stuck);
   v("within_5_percent", r.within_5_percent);
   v("left_out", r.left_out);
   v("notes", r.notes);

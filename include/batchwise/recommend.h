@@ -81,6 +81,14 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
                                         const BatchRace& race, double run_epochs = 0);
 
+/// From a batch race stuck on the plateau at the start (BatchRace::stuck): no entry's held-out loss
+/// left it, so nothing measured ranks the batches. The smallest batch of those the race trained
+/// longest: on a plateau the steps move the weights off it, and the smallest batch takes the most
+/// in as many samples. The reason says this is not a measured ranking and how to check it
+/// (`validate`, a larger --advice-budget); `run_epochs` > 0 names the user's run. None when the race
+/// is not stuck or trained no entry.
+std::optional<Recommendation> recommend_on_the_plateau(const BatchRace& race, double run_epochs = 0);
+
 /// From the run race (tune --epochs): its pick, the fastest full run without a worse model, with
 /// the race's reason and the batches it judged as good. None when the race has no pick.
 std::optional<Recommendation> recommend(const RunRace& race);

@@ -237,6 +237,7 @@ void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector
     return !live.failed && left_the_start(live.entry, race.loss_before);
   });
   if (!learned) {
+    race.stuck = true;
     race.notes.push_back(fmt::format(
         "no candidate's held-out loss fell 2 % below where all began ({:.3f}) in {:.1f} s of training each: the race "
         "cannot rank them and recommends none (a larger --advice-budget trains longer)",

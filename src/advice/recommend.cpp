@@ -222,6 +222,49 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
   return rec;
 }
 
+std::optional<Recommendation> recommend_on_the_plateau(const BatchRace& race, double run_epochs) {
+  if (!race.stuck) return std::nullopt;
+  const RaceEntry* pick = nullptr;  // of the entries trained longest, the smallest batch
+  const RaceEntry* lowest = nullptr;
+  for (const auto& e : race.entries) {
+    if (!e.loss_at_horizon) continue;
+    if (!pick || e.rungs > pick->rungs || (e.rungs == pick->rungs && e.batch < pick->batch)) pick = &e;
+  }
+  if (!pick) return std::nullopt;
+  std::vector<int64_t> longest;  // the others trained as long
+  for (const auto& e : race.entries) {
+    if (!e.loss_at_horizon || e.rungs != pick->rungs) continue;
+    if (&e != pick) longest.push_back(e.batch);
+    if (!lowest || *e.loss_at_horizon < *lowest->loss_at_horizon) lowest = &e;
+  }
+  const std::string lowest_text =
+      lowest == pick ? "the lowest of them"
+                     : fmt::format("batch {}'s {:.4f} the lowest of them", lowest->batch, *lowest->loss_at_horizon);
+  const std::string others = longest.empty() ? ""
+                                             : fmt::format(" (as long as batch{} {})", longest.size() > 1 ? "es" : "",
+                                                           fmt::join(longest, ", "));
+  Recommendation rec;
+  rec.batch = pick->batch;
+  rec.reason = fmt::format(
+      "batch {} is the smallest batch the race trained longest{}, {:.1f} s of training: no batch's held-out loss "
+      "fell 2 % below where all began ({:.3f}; batch {}'s {:.4f}, {}), so nothing measured ranks them. This is the "
+      "plateau's answer, not a measured one: steps move the weights off a plateau, and the smallest batch takes "
+      "the most in as many samples ({} samples/s, lr {:.4g})",
+      pick->batch, others, pick->train_s, race.loss_before, pick->batch, *pick->loss_at_horizon, lowest_text,
+      format_grouped(pick->samples_per_s), pick->lr.lr);
+  const std::string around = pick->batch > 1 ? fmt::format("{},{},{}", pick->batch / 2, pick->batch, 2 * pick->batch)
+                                             : fmt::format("{},{}", pick->batch, 2 * pick->batch);
+  rec.reason += run_epochs > 0
+                    ? fmt::format(
+                          "; neither race saw your {:g}-epoch run leave the plateau: `validate --epochs {:g} "
+                          "--batch-sizes {}` compares full runs, and a larger --advice-budget trains the "
+                          "races longer",
+                          run_epochs, run_epochs, around)
+                    : "; --validate trains the batches around it, and a larger --advice-budget trains the "
+                      "race longer";
+  return rec;
+}
+
 std::optional<Recommendation> recommend(const ValidationResult& v) {
   const ValidationRun* run = v.fastest_batch ? fixed_run(v, *v.fastest_batch) : nullptr;
   if (!run) return std::nullopt;
@@ -430,6 +473,12 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
                      *e.race->best_batch)};
   else if (e.race && e.race->best_batch)
     a = from_race(*e.race);
+  else if (e.race && e.race->stuck)
+    a = {Confidence::Low,
+         fmt::format("no race saw a batch leave the plateau at the start, so batch {} is the plateau's answer (the "
+                     "smallest batch the race trained longest), not a measured ranking: check it with --validate, "
+                     "or train the races longer with a larger --advice-budget",
+                     rec.batch)};
   else if (e.race || e.run_race)
     a = {Confidence::Low,
          fmt::format("the {} could not rank its candidates (its notes say why), so the answer is {}; a "

@@ -61,6 +61,7 @@ std::vector<int64_t> flat_range(const Report& r) {
     return good;
   }
   if (r.race && r.race->best_batch) return r.race->within_5_percent;
+  if (r.race && r.race->stuck) return {};  // nothing measured ranks the batches
   if (r.goodput && r.goodput->best_batch) return r.goodput->within_5_percent;
   return {};
 }
@@ -95,6 +96,11 @@ std::string decider_line(const Report& r) {
             *e.loss_at_horizon, race.horizons_s.empty() ? e.train_s : race.horizons_s.back(),
             race.within_5_percent.size() > 1 ? fmt::format("; {} within 5 %", range_text(race.within_5_percent)) : "");
   }
+  if (r.race && r.race->stuck && r.recommendation)
+    return fmt::format(
+        "race: no batch left the plateau at the start in {:.1f} s of training; batch {}, the smallest trained longest, "
+        "is the plateau's answer, not a measured one",
+        r.race->horizons_s.empty() ? 0.0 : r.race->horizons_s.back(), r.recommendation->batch);
   if (r.goodput && r.goodput->best_batch)
     return fmt::format("goodput: batch {} makes the most progress per second at B_simple {:.0f}",
                        *r.goodput->best_batch, r.goodput->b_simple);

@@ -314,8 +314,11 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                                           entries.early));
   if (!report.race->best_batch && !report.race->entries.empty())
     report.context.warnings.push_back(
-        "the batch race recommends no batch (its notes say why); the recommendation falls back to the noise scale's "
-        "goodput and the throughput knee");
+        report.race->stuck
+            ? "the batch race recommends no batch: no batch left the plateau at the start (its notes say so); the "
+              "answer is the smallest batch it trained longest, with low confidence: check it with --validate"
+            : "the batch race recommends no batch (its notes say why); the recommendation falls back to the noise "
+              "scale's goodput and the throughput knee");
 }
 
 // The run race (--epochs): the smallest of the sweep's fast batches trains the user's schedule
@@ -653,6 +656,9 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
       report.run_race && report.run_race->best_batch ? recommend(*report.run_race)
       : report.race && report.race->best_batch
           ? recommend(report.fit, report.sweep, *report.race, run_race_stuck(report) ? o.epochs() : 0)
+      // Nothing left the plateau: the noise scale at the initial weights says nothing about leaving it
+      : report.race && report.race->stuck
+          ? recommend_on_the_plateau(*report.race, run_race_stuck(report) ? o.epochs() : 0)
           : recommend(report.fit, report.sweep, report.noise, report.goodput);
   if (!report.recommendation) {
     report.timing = laps.done();

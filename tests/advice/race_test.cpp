@@ -325,6 +325,7 @@ TEST(BatchRace, OnAPlateauItTrainsOnAndRanksNoNoise) {
   const BatchRace race = race_batches(*problem.workload, problem.held_out,
                                       BatchRaceOptions(batches, rates, LrAdviceOptions(32, 0.1)).budget_s(budget));
   EXPECT_FALSE(race.best_batch.has_value());
+  EXPECT_TRUE(race.stuck);
   EXPECT_TRUE(race.within_5_percent.empty());
   EXPECT_TRUE(race.rung_leads.empty()) << "a rung ranked on the plateau has no lead";
   const double first = budget / (3 + 2 * 2);  // rungs of 3 and 2 entries, the second twice as long
@@ -379,6 +380,7 @@ TEST(BatchRace, APlateauAtTheStartLengthensTheFirstRungUntilOneLeavesIt) {
   EXPECT_NE(notes.find("rung 1 trained"), std::string::npos) << notes;
   EXPECT_NE(notes.find("then one did"), std::string::npos) << notes;
   ASSERT_TRUE(race.best_batch.has_value()) << notes;
+  EXPECT_FALSE(race.stuck);
   for (const RaceEntry& e : race.entries)
     if (e.batch == *race.best_batch) {
       ASSERT_TRUE(e.loss_at_horizon.has_value());

@@ -1,6 +1,9 @@
 // The recommendation from a fit and a sweep, and its confirmation by a validation run.
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 #include "batchwise/advice.h"
 #include "batchwise/fit.h"
 #include "batchwise/recommend.h"
@@ -91,6 +94,66 @@ TEST(Recommend, ABatchRaceAfterARunRaceStuckOnThePlateauSaysItDoesNotAnswerForTh
             std::string::npos)
       << rec->reason;
   EXPECT_EQ(rec->reason.find("tune --epochs N"), std::string::npos) << rec->reason;
+}
+
+// A batch race in which no entry left the plateau at the start ranks nothing. The answer is not the
+// noise scale's goodput at the initial weights (which says nothing about leaving a plateau, and once
+// named a batch that trained to chance) but the smallest batch the race trained longest: steps move
+// the weights off a plateau. The reason and the confidence say it is not a measured ranking, and how
+// to check it. The entries are a mobilenet AdamW tune's (seed 1), whose grid's best batch was 16.
+TEST(Recommend, ARaceStuckOnThePlateauAnswersTheSmallestBatchItTrainedLongest) {
+  BatchRace race;
+  race.loss_before = 2.3026;
+  race.horizons_s = {12, 18, 30};
+  const std::vector<std::tuple<int64_t, int, double>> entries{
+      {8, 1, 2.3043}, {16, 3, 2.2979}, {32, 1, 2.3062}, {64, 2, 2.3065}, {128, 3, 2.3118}};
+  for (const auto& [batch, rungs, loss] : entries) {
+    RaceEntry e;
+    e.batch = batch;
+    e.samples_per_s = 100.0 * static_cast<double>(batch);
+    e.lr = unmeasured_lr(Optimizer::AdamW, 32, 0.001, batch);
+    e.rungs = rungs;
+    e.train_s = race.horizons_s[rungs - 1];
+    e.loss_at_horizon = loss;
+    race.entries.push_back(e);
+  }
+  EXPECT_FALSE(recommend_on_the_plateau(race).has_value()) << "a race that is not stuck has its own answer";
+  race.stuck = true;
+  auto rec = recommend_on_the_plateau(race, 2);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->batch, 16);
+  EXPECT_NE(rec->reason.find("batch 16 is the smallest batch the race trained longest (as long as batch 128), 30.0 s "
+                             "of training: no batch's held-out loss fell 2 % below where all began (2.303; batch "
+                             "16's 2.2979, the lowest of them), so nothing measured ranks them. This is the "
+                             "plateau's answer, not a measured one"),
+            std::string::npos)
+      << rec->reason;
+  EXPECT_NE(rec->reason.find("neither race saw your 2-epoch run leave the plateau: `validate --epochs 2 "
+                             "--batch-sizes 8,16,32` compares full runs"),
+            std::string::npos)
+      << rec->reason;
+  // The lowest loss is named where it is another batch's; without a run, --validate is the check.
+  race.entries[1].loss_at_horizon = 2.3120;
+  rec = recommend_on_the_plateau(race);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->batch, 16) << "a lower loss inside the plateau's 2 % is noise, not a ranking";
+  EXPECT_NE(rec->reason.find("batch 16's 2.3120, batch 128's 2.3118 the lowest of them"), std::string::npos)
+      << rec->reason;
+  EXPECT_NE(rec->reason.find("; --validate trains the batches around it"), std::string::npos) << rec->reason;
+  // Entries that failed (no loss) are not answers; with none trained there is no answer.
+  for (auto& e : race.entries) e.loss_at_horizon.reset();
+  EXPECT_FALSE(recommend_on_the_plateau(race).has_value());
+  // Its confidence is low, and says why and what to do.
+  Evidence e;
+  e.race = &race;
+  e.goodput = true;  // measured, but not what decided
+  const Recommendation r = with_confidence(Recommendation{16, "the reason"}, e);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_NE(r.confidence_reason.find("no race saw a batch leave the plateau at the start, so batch 16 is the "
+                                     "plateau's answer"),
+            std::string::npos)
+      << r.confidence_reason;
+  EXPECT_EQ(r.confidence_reason.find("goodput"), std::string::npos) << r.confidence_reason;
 }
 
 // Confidence: green (high) only where the answer was measured and resolved; a race that could not

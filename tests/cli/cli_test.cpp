@@ -378,6 +378,44 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
                      "--extend-below 1: it extends full runs, whose best is judged at the run's end; give --epochs N");
 }
 
+// A run that cannot leave the plateau in the races (a rate of 1e-9): the run race and the batch race
+// that follows both rank nothing, and the answer is the smallest batch the batch race trained
+// longest, at low confidence, with the command that checks it. Before, the noise scale's goodput at
+// the initial weights answered, and once named a batch that trained to chance.
+TEST(Cli, TuneWhoseRacesNeverLeaveThePlateauAnswersTheSmallestBatchTrainedLongest) {
+  const fs::path json = scratch() / "tune-plateau.json";
+  const Outcome r = batchwise(
+      "tune --model mlp --memory-budget 64MiB --max 64 --batch-sizes 32,48,64 --warmup 1 --steps 3 --repetitions 3 "
+      "--threads 1 --advice-budget 1 --noise-steps 4 --epochs 2 --lr 1e-9 --lr-schedule cosine --no-history --json " +
+      json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  ASSERT_TRUE(j.contains("run_race") && j.contains("race")) << r.err;
+  EXPECT_TRUE(j.at("run_race").at("best_batch").is_null());
+  const auto& race = j.at("race");
+  EXPECT_TRUE(race.at("stuck").get<bool>()) << race.dump();
+  EXPECT_TRUE(race.at("best_batch").is_null());
+  int64_t smallest = 0;
+  int longest = 0;
+  for (const auto& e : race.at("entries")) {
+    const int rungs = e.at("rungs").get<int>();
+    const int64_t batch = e.at("batch").get<int64_t>();
+    if (e.at("loss_at_horizon").is_null()) continue;
+    if (rungs > longest || (rungs == longest && batch < smallest)) longest = rungs, smallest = batch;
+  }
+  ASSERT_GT(smallest, 0) << race.dump();
+  const auto& rec = j.at("recommendation");
+  EXPECT_EQ(rec.at("batch").get<int64_t>(), smallest);
+  EXPECT_EQ(rec.at("confidence"), "low");
+  const std::string reason = rec.at("reason").get<std::string>();
+  EXPECT_NE(reason.find("This is the plateau's answer, not a measured one"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("`validate --epochs 2 --batch-sizes"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("goodput"), std::string::npos) << reason;
+  EXPECT_EQ(j.at("lr").at("batch").get<int64_t>(), smallest);
+  EXPECT_NE(r.out.find("race: no batch left the plateau at the start"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the answer is the smallest batch it trained longest"), std::string::npos) << r.out;
+}
+
 // Without --verbose, tune prints what a person reads first: one line per phase on stderr ("[2/4]
 // sweep: ...", the total fixed from the start), and on stdout the header, at most five lines of
 // why and the answer last; every table stays behind --verbose and in the reports.

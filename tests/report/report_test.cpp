@@ -107,6 +107,48 @@ TEST(Report, AnUnresolvedRaceIsLowConfidenceInEveryOutput) {
   EXPECT_EQ(report_from_json(to_json(r), "report.json").recommendation->confidence, Confidence::Low);
 }
 
+// A race stuck on the plateau answers the smallest batch it trained longest: the console's why says
+// it is the plateau's answer with no "about as good" range and no goodput line, the HTML box says
+// so, and the JSON keeps race.stuck through a read back.
+TEST(Report, ARaceStuckOnThePlateauSaysItsAnswerIsNotMeasuredInEveryOutput) {
+  Report r = fixed_report();
+  r.validation.reset();
+  BatchRace race;
+  race.loss_before = 2.3026;
+  race.horizons_s = {12, 30};
+  for (int64_t batch : {16, 128}) {
+    RaceEntry e;
+    e.batch = batch;
+    e.samples_per_s = 100.0 * static_cast<double>(batch);
+    e.lr = unmeasured_lr(Optimizer::AdamW, 32, 0.001, batch);
+    e.rungs = 2;
+    e.train_s = 30;
+    e.loss_at_horizon = batch == 16 ? 2.2979 : 2.3118;
+    race.entries.push_back(e);
+  }
+  race.stuck = true;
+  r.race = race;
+  Evidence e;
+  e.race = &*r.race;
+  e.goodput = true;
+  r.recommendation = with_confidence(*recommend_on_the_plateau(race), e);
+  ASSERT_EQ(r.recommendation->batch, 16);
+  const std::string summary = to_summary(r);
+  EXPECT_NE(summary.find("  race: no batch left the plateau at the start in 30.0 s of training; batch 16, the "
+                         "smallest trained longest, is the plateau's answer, not a measured one"),
+            std::string::npos)
+      << summary;
+  EXPECT_EQ(summary.find("  goodput:"), std::string::npos) << summary;
+  EXPECT_EQ(closing_line(r).find("about as good"), std::string::npos) << closing_line(r);
+  EXPECT_NE(closing_line(r).find("confidence low"), std::string::npos) << closing_line(r);
+  const std::string json = to_json(r);
+  EXPECT_TRUE(nlohmann::json::parse(json).at("race").at("stuck").get<bool>());
+  EXPECT_TRUE(report_from_json(json, "report.json").race->stuck);
+  const std::string html = to_html(json, "report.json");
+  EXPECT_NE(html.find("No batch left the plateau at the start in the race"), std::string::npos);
+  EXPECT_NE(html.find("<section id=\"recommendation\" class=\"answer low\">"), std::string::npos);
+}
+
 // The fields ../shared/REPORT_CONTRACT.md fixes, with their types.
 TEST(Report, JsonKeepsTheContract) {
   const auto j = nlohmann::json::parse(to_json(fixed_report()));
