@@ -206,7 +206,7 @@ struct RunRace {
   std::vector<std::string> notes;
   double wall_s = 0;  ///< the whole race: range tests, training, noise scales, evaluations
   /// The reference's longest compressed run did not bring the held-out loss 2 % below the initial
-  /// weights' (it has no learning curve yet): no pick.
+  /// weights', or only that run did (it has no learning curve yet to read the gaps by): no pick.
   bool reference_stuck = false;
   /// Where the reserve joined (RunRaceOptions::reserve): the reference of the first race, which did
   /// not leave the start, or which trained the whole run (its longest compressed run was the run)

@@ -109,7 +109,7 @@ std::string decided_bullet(const Report& r, int64_t batch) {
       s += fmt::format("; batches {} were within 5 %", fmt::join(race.within_5_percent, ", "));
     return bullet(s + ".", "race", "the race");
   }
-  if (r.race && r.race->stuck && !r.race->best_batch)
+  if (r.race && r.race->stuck)  // a stuck race has no best_batch
     return bullet(
         "No batch left the plateau at the start in the race, so nothing measured ranks them: the smallest "
         "batch it trained longest, since steps move the weights off a plateau. Check it with --validate.",
