@@ -18,6 +18,7 @@ rounds="${ROUNDS:-2}"
 cells=(
   "lenet|--model lenet --optimizer sgd|15"
   "mlp|--model mlp --optimizer sgd|35"
+  "mlp-adamw|--model mlp --optimizer adamw|35"
   "transformer|--model transformer --dataset synthetic --optimizer adamw|2"
 )
 wanted=("$@")

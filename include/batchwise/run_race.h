@@ -212,6 +212,11 @@ struct RunRace {
   /// not leave the start, or which trained the whole run (its longest compressed run was the run)
   /// and ended ahead of every larger candidate beyond the noise.
   std::optional<int64_t> first_reference;
+  /// How many times the race ran again with every compressed run twice as long (at most once, within
+  /// its budget), for the candidates faster than its pick that it judged worse on gaps that shrank as
+  /// the run doubled, more than five doublings short of the run (contested_batches; its notes say
+  /// which and what it found); 0 where none was.
+  int longer_rounds = 0;
 };
 
 /// The JSON fields of a RunRace, in JSON order (fields.h).
@@ -238,12 +243,22 @@ void fields(V& v, T& r) {
   v("notes", r.notes);
   v("wall_s", r.wall_s);
   v("first_reference", r.first_reference, When{r.first_reference.has_value()});
+  v("longer_rounds", r.longer_rounds);
 }
 
 /// How far behind the reference's compressed run of the same length (race.runs[l]) a candidate's
 /// `run` ended: accuracy points, or a share of the loss (race.measure); none where either has no
 /// quality.
 std::optional<double> compressed_gap(const RunRace& race, const std::optional<CompressedRun>& run, size_t l);
+
+/// The candidates a judged race runs longer (race_runs): those faster than its pick that it judged
+/// worse on a gap well beyond the held-out noise (twice the tolerance) in their shorter compressed
+/// run that shrank in their longer one, where the longest compressed run is more than five
+/// doublings short of the run. Their gap's trend, read from two runs a handful of steps long, is
+/// carried over the most doublings, and a trend still steepening decides the answer (mlp at 35
+/// epochs: 512 and 1,024 read x0.57-0.77 per doubling; their full runs end as if x0.65-0.68).
+/// `faster_than_s`: faster than this full run instead of the pick's. In batch order; none otherwise.
+std::vector<int64_t> contested_batches(const RunRace& race, std::optional<double> faster_than_s = std::nullopt);
 
 /// The run race's seconds beyond its compressed runs' training: a range test per candidate
 /// (`lr.steps` steps), the noise scale at the start (unless given) and after each of the reference's

@@ -45,6 +45,14 @@ constexpr double kLeastGapTrend = 0.5;
 // be a trend: near the noise, the ratio is mostly noise's (lenet's 64 at 1.2 points, noise 0.81,
 // read a gap that grew).
 constexpr double kTrendNoise = 2;
+// A race whose longest compressed run is more than this many doublings short of the run runs its
+// contested candidates longer (run_longer), at most kMostLonger rounds of one doubling, within
+// kLongerBudget times its budget of training. One round: a second (mlp at 35 epochs, to 1.09 epochs)
+// passed one more of six mlp tunes and took tune --epochs to 1.8x plain tune's time, past issue #30's
+// 1.5x (docs/advice.md, "Contested candidates run longer").
+constexpr double kMostCarried = 5;
+constexpr int kMostLonger = 1;
+constexpr double kLongerBudget = 1;
 
 // The reference's shortest run needs this many steps for its learning curve to mean something;
 // fewer get a note.
@@ -280,6 +288,14 @@ void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) {
   race.lengths_epochs = {f * o.epochs(), 2 * f * o.epochs(), 4 * f * o.epochs()};
 }
 
+// What the rounds of one race_runs share: each batch's advised rate (its range test runs once), and
+// every compressed run trained, by batch and steps: a later round of longer runs trains again only
+// what it has not (the same batch, rate and steps from the same state is the same run).
+struct Trained {
+  std::map<int64_t, LrAdvice> advised;
+  std::map<std::pair<int64_t, int64_t>, CompressedRun> runs;
+};
+
 // Each candidate's advised rate, with the warm-up its full run applies (at most a quarter of it)
 // and the schedule after it in its advice; a candidate whose range test fails gets a message.
 // `advised`: the range tests already run (the reserve's second race reuses the first's), and where
@@ -312,11 +328,20 @@ void advise_rates(ModuleWorkload& w, const WorkloadState& initial, RunRace& race
 // The reference's three compressed runs, the noise scale after each; then every other candidate's
 // two longer ones. False when the reference did not train (the race then recommends nothing).
 bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& held_out, RunRace& race,
-                const RunRaceOptions& o, int64_t noise_batch, bool& only_longest) {
+                const RunRaceOptions& o, int64_t noise_batch, Trained& trained, bool& only_longest) {
   RunRaceEntry& ref = race.entries.front();
   w.restore_state(initial);
   const double loss_before = w.evaluate(held_out).first;
+  const int64_t dataset = w.data().size();
+  const auto known = [&](int64_t batch, double epochs) -> const CompressedRun* {
+    const auto it = trained.runs.find({batch, steps_for(epochs, dataset, batch)});
+    return it == trained.runs.end() ? nullptr : &it->second;
+  };
   for (const double epochs : race.lengths_epochs) {
+    if (const CompressedRun* run = known(ref.batch, epochs); run && run->b_simple) {
+      race.runs.push_back(*run);
+      continue;
+    }
     if (o.on_progress())
       o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", ref.batch,
                                   o.epochs(), epochs));
@@ -330,6 +355,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
       return false;
     }
     race.runs.back().b_simple = noise_scale(w, noise_batch, o.noise_steps());
+    trained.runs[{ref.batch, race.runs.back().steps}] = race.runs.back();
   }
   // A reference whose held-out loss never fell kLeftTheStart below the initial weights' has no
   // learning curve yet: nothing about the run follows from it (a flat curve would say that fewer
@@ -360,13 +386,18 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
     RunRaceEntry& e = race.entries[i];
     for (size_t l = 1; l < race.lengths_epochs.size() && e.message.empty(); ++l) {
       const double epochs = race.lengths_epochs[l];
+      std::optional<CompressedRun>& slot = l == 1 ? e.shorter_run : e.run;
+      if (const CompressedRun* run = known(e.batch, epochs)) {
+        slot = *run;
+        continue;
+      }
       if (o.on_progress())
         o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", e.batch,
                                     o.epochs(), epochs));
       w.restore_state(initial);
-      std::optional<CompressedRun>& slot = l == 1 ? e.shorter_run : e.run;
       try {
         slot = run_compressed(w, held_out, o, e, epochs);
+        if (slot->loss) trained.runs[{e.batch, slot->steps}] = *slot;
         if (!slot->loss)
           e.message = fmt::format(
               "the training loss or its held-out loss stopped being finite in its {:.3g}-epoch "
@@ -470,6 +501,25 @@ int64_t noise_batch_of(const std::vector<int64_t>& batches) {
 
 }  // namespace
 
+std::vector<int64_t> contested_batches(const RunRace& race, std::optional<double> faster_than_s) {
+  std::vector<int64_t> out;
+  if (!race.best_batch || race.runs.size() < 3 || race.lengths_epochs.size() < 3) return out;
+  if (!(std::log2(race.epochs / race.lengths_epochs.back()) > kMostCarried)) return out;
+  if (!faster_than_s) {
+    const auto pick = std::find_if(race.entries.begin(), race.entries.end(),
+                                   [&](const RunRaceEntry& e) { return e.batch == *race.best_batch; });
+    if (pick == race.entries.end()) return out;
+    faster_than_s = pick->full_run_s;
+  }
+  for (const RunRaceEntry& e : race.entries) {
+    if (!e.message.empty() || e.good || !(e.full_run_s < *faster_than_s)) continue;
+    const std::optional<double> shorter = compressed_gap(race, e.shorter_run, 1),
+                                longer = compressed_gap(race, e.run, 2);
+    if (shorter && longer && *shorter > kTrendNoise * race.tolerance && *longer < *shorter) out.push_back(e.batch);
+  }
+  return out;
+}
+
 double run_race_train_s(double default_s, double ceiling_s, const std::vector<int64_t>& batches,
                         const std::vector<double>& samples_per_s, double epochs, int64_t dataset) {
   if (batches.size() < 2 || batches.size() != samples_per_s.size() || !(epochs > 0) || dataset <= 0) return default_s;
@@ -504,8 +554,8 @@ namespace {
 
 // One run race over o's candidates (the reserve aside); only_longest: its reference left the start
 // only in its longest compressed run.
-RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o,
-                  std::map<int64_t, LrAdvice>& advised, bool& only_longest) {
+RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, Trained& trained,
+                  bool& only_longest) {
   BATCHWISE_CHECK(o.batches().size() >= 2 && o.samples_per_s().size() == o.batches().size(), ConfigError,
                   "the run race needs two or more candidates, each with its samples/s ({} and {} given)",
                   o.batches().size(), o.samples_per_s().size());
@@ -529,13 +579,13 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
 
   // However it ends, the weights, the optimizer (its rate too) and the data order are as they were.
   const StateGuard initial(w);
-  advise_rates(w, initial.state(), race, o, dataset, advised);
+  advise_rates(w, initial.state(), race, o, dataset, trained.advised);
   RunRaceEntry& ref = race.entries.front();
   if (ref.message.empty()) {
     w.restore_state(initial.state());
     race.noise_at_start =
         o.noise_at_start() ? std::max(kNoiseFloor, *o.noise_at_start()) : noise_scale(w, noise_batch, o.noise_steps());
-    if (train_runs(w, initial.state(), held_out, race, o, noise_batch, only_longest))
+    if (train_runs(w, initial.state(), held_out, race, o, noise_batch, trained, only_longest))
       judge(race, o, dataset, held_out.size(), accuracy);
   }
   w.restore_state(initial.state());
@@ -546,15 +596,93 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   return race;
 }
 
+// Runs the contested candidates of `race` longer: beside its reference, with every compressed run
+// twice as long (the shorter ones trained already), at most kMostLonger rounds, each on the candidates
+// still contested in the last, within kLongerBudget times the race's budget of training. The pick
+// is not raced again: nothing contested it, and a longer race that judges a contested candidate
+// good moves the answer to that faster batch, while one that judges it worse again leaves the
+// answer as it was (lenet at 15 epochs: 256's gap, within the noise at 0.27 epochs, grows between
+// 0.27 and 0.55 and closes by the run's end).
+RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
+                   Trained& trained) {
+  if (!race.best_batch) return race;
+  double spent_s = 0, longer_wall_s = 0;
+  std::vector<std::string> rounds;  // what each round ran, first to last
+  std::optional<RunRace> latest;    // the last longer race, which judged the contested batches
+  const auto end = [&](RunRace answer) {
+    answer.notes.insert(answer.notes.begin(), rounds.begin(), rounds.end());
+    answer.wall_s += longer_wall_s;
+    answer.longer_rounds = static_cast<int>(rounds.size());
+    return answer;
+  };
+  for (int round = 1; round <= kMostLonger; ++round) {
+    const RunRace& judged = latest ? *latest : race;
+    const auto pick = std::find_if(race.entries.begin(), race.entries.end(),
+                                   [&](const RunRaceEntry& e) { return e.batch == *race.best_batch; });
+    const std::vector<int64_t> faster = contested_batches(judged, pick->full_run_s);
+    if (faster.empty()) break;
+    const std::string which = fmt::format("{} {}", faster.size() > 1 ? "batches" : "batch", faster);
+    std::vector<int64_t> batches{race.reference_batch};
+    std::vector<double> rates{race.entries.front().samples_per_s}, full_runs_s{race.entries.front().full_run_s};
+    for (const RunRaceEntry& e : judged.entries)
+      if (std::find(faster.begin(), faster.end(), e.batch) != faster.end())
+        batches.push_back(e.batch), rates.push_back(e.samples_per_s), full_runs_s.push_back(e.full_run_s);
+    const double f = 2 * judged.lengths_epochs.front() / race.epochs;  // the new shortest run's share
+    double cost_s = 0;  // what is new: every batch's longest run (its shorter one is the last round's longest)
+    for (double s : full_runs_s) cost_s += 4 * f * s;
+    if (spent_s + cost_s > kLongerBudget * o.budget_s()) {
+      race.notes.push_back(fmt::format(
+          "{}, faster than batch {}, {} judged worse on gaps that shrank as the run doubled; running {} longer would "
+          "train {:.0f} s, past {:g}x the race's budget ({:.0f} s): a larger --advice-budget trains every compressed "
+          "run longer",
+          which, *race.best_batch, faster.size() > 1 ? "were" : "was", faster.size() > 1 ? "them" : "it",
+          spent_s + cost_s, kLongerBudget, o.budget_s()));
+      break;
+    }
+    RunRaceOptions longer = o;
+    longer.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({}).noise_at_start(
+        race.noise_at_start);
+    longer.budget_s(f * compressed_cost_s(full_runs_s) * (1 + 1e-9));
+    bool only_longest = false;
+    RunRace next = race_once(w, held_out, longer, trained, only_longest);
+    spent_s += cost_s;
+    longer_wall_s += next.wall_s;
+    const std::string done = fmt::format(
+        "{}, faster than batch {}, {} judged worse on gaps that shrank from well beyond the noise as the run doubled, "
+        "with {:.1f} doublings to your {:g}-epoch run to carry them over: {} raced again beside batch {} with every "
+        "compressed run twice as long ({:.3g} to {:.3g} epochs)",
+        which, *race.best_batch, faster.size() > 1 ? "were" : "was",
+        std::log2(race.epochs / judged.lengths_epochs.back()), race.epochs, faster.size() > 1 ? "they" : "it",
+        race.reference_batch, next.lengths_epochs.front(), next.lengths_epochs.back());
+    if (!next.best_batch) {  // the reference failed in its longer run: the answer stands
+      rounds.push_back(fmt::format("{}, and gave no answer (batch {}: {}); batch {} stands", done, race.reference_batch,
+                                   next.entries.front().message, *race.best_batch));
+      break;
+    }
+    if (*next.best_batch != next.reference_batch) {  // a contested batch judged good: faster than the pick
+      rounds.push_back(fmt::format("{}; batch {} is now judged no worse, and faster than batch {}", done,
+                                   *next.best_batch, *race.best_batch));
+      next.first_reference = race.first_reference;
+      next.wall_s = race.wall_s;  // the longer races' walls are added at the end
+      race = std::move(next);
+      latest.reset();
+      continue;
+    }
+    rounds.push_back(fmt::format("{}; still judged worse there, so batch {} stands", done, *race.best_batch));
+    latest = std::move(next);
+  }
+  return end(std::move(race));
+}
+
 }  // namespace
 
 RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
   BATCHWISE_CHECK(o.reserve().size() == o.reserve_samples_per_s().size(), ConfigError,
                   "the run race: {} reserve batches with {} throughput figures; give one figure per batch",
                   o.reserve().size(), o.reserve_samples_per_s().size());
-  std::map<int64_t, LrAdvice> advised;
+  Trained trained;
   bool first_only_longest = false, second_only_longest = false;
-  RunRace first = race_once(w, held_out, o, advised, first_only_longest);
+  RunRace first = race_once(w, held_out, o, trained, first_only_longest);
   std::vector<int64_t> batches;
   std::vector<double> rates;
   for (size_t i = 0; i < o.reserve().size(); ++i)
@@ -569,7 +697,8 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
       first.best_batch == first.reference_batch && !first.lengths_epochs.empty() &&
       first.lengths_epochs.back() >= first.epochs * (1 - 1e-9) &&
       std::none_of(first.entries.begin() + 1, first.entries.end(), [](const RunRaceEntry& e) { return e.good; });
-  if (!(first.reference_stuck || led_the_run) || batches.empty()) return first;
+  if (!(first.reference_stuck || led_the_run) || batches.empty())
+    return run_longer(w, held_out, o, std::move(first), trained);
   // The reference never left the start, or led the run: smaller batches take more steps in the same
   // samples, which is what leaves a plateau (mobilenet with SGD: 64 stays at chance where 16 and 32
   // learn) and what a run too short for the larger batches rewards. They join, the smallest the new
@@ -586,7 +715,7 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   }
   RunRaceOptions again = o;
   again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({});
-  RunRace second = race_once(w, held_out, again, advised, second_only_longest);
+  RunRace second = race_once(w, held_out, again, trained, second_only_longest);
   const std::string why =
       first_only_longest ? fmt::format("left the start only in its longest compressed run ({:.3g} epochs)",
                                        first.lengths_epochs.back())

@@ -574,7 +574,7 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
   }
   // A batch race on the plateau at the start trains up to twice its budget (race.h); a run race whose
   // reference does not leave the start races its reserve for one more (run_race.h), and then the
-  // batch race follows.
+  // batch race follows; one with contested candidates runs them longer, within its budget.
   const double race_most_s = race.wall_s + (o.epochs() > 0 ? 2 * race.wall_s : race.train_s);
   laps.expect("sweep", sweep_s);
   const double rest = sweep_s + noise_s + race.wall_s, most = sweep_most_s + noise_s + race_most_s;

@@ -151,6 +151,49 @@ TEST(RunRace, PicksTheClosedFormFastestBatchWithoutAWorseModel) {
   }
 }
 
+// The closed-form problem over a 16-epoch run, where every batch ends level (the closed form's
+// losses agree within 2 %, so its answer is the fastest, 1,024): the race's longest compressed run
+// is 0.49 epochs, five doublings short, and 1,024, far behind in its shorter run and closing, is
+// contested. It races again beside the reference with every run twice as long, trains only the
+// runs it had not, and its answer moves to 1,024; the workload comes back as it was.
+TEST(RunRace, AContestedBatchRunLongerMovesTheAnswerToIt) {
+  Problem problem;
+  const std::vector<int64_t> batches{32, 64, 128, 256, 512, 1024};
+  std::vector<double> rates;  // a step costs 1 ms plus 10 us a sample
+  for (int64_t b : batches) rates.push_back(static_cast<double>(b) / (1e-3 + 1e-5 * static_cast<double>(b)));
+  const auto before = problem.workload->module().parameters()[0].clone();
+  std::vector<std::string> trained;
+  const double epochs = 16;
+  const RunRace race = race_runs(*problem.workload, problem.held_out,
+                                 RunRaceOptions(batches, rates, LrAdviceOptions(32, 0.05))
+                                     .epochs(epochs)
+                                     .lr_schedule(LrSchedule::Cosine)
+                                     .budget_s(6)
+                                     .on_progress([&](const std::string& m) { trained.push_back(m); }));
+  EXPECT_TRUE(at::equal(before, problem.workload->module().parameters()[0]));
+  ASSERT_TRUE(race.best_batch.has_value()) << fmt::format("{}", fmt::join(race.notes, "; "));
+  EXPECT_EQ(race.longer_rounds, 1);
+  ASSERT_EQ(race.entries.size(), 2u);  // the reference and the contested batch only
+  EXPECT_EQ(race.entries[0].batch, 32);
+  EXPECT_EQ(race.entries[1].batch, 1024);
+  EXPECT_EQ(*race.best_batch, 1024);
+  double lowest = 1e300;
+  for (const RunRaceEntry& e : race.entries) lowest = std::min(lowest, expected_loss(e.lr, e.batch, epochs));
+  EXPECT_LE(expected_loss(race.entries[1].lr, 1024, epochs), 1.02 * lowest) << "the closed form's answer";
+  ASSERT_EQ(race.lengths_epochs.size(), 3u);
+  EXPECT_NEAR(race.lengths_epochs[2], 0.98304, 1e-9);
+  EXPECT_GT(std::log2(epochs / (race.lengths_epochs[2] / 2)), 5);  // the first race's was over five doublings short
+  // Trained once each: the first race's 3 + 2 x 5 runs, then only the longer race's longest two.
+  EXPECT_EQ(trained.size(), 15u) << fmt::format("{}", fmt::join(trained, "\n"));
+  EXPECT_NE(trained.back().find("batch 1024"), std::string::npos) << trained.back();
+  EXPECT_NE(trained.back().find("0.983"), std::string::npos) << trained.back();
+  ASSERT_FALSE(race.notes.empty());
+  EXPECT_NE(race.notes[0].find("batch [1024], faster than batch 512, was judged worse"), std::string::npos)
+      << race.notes[0];
+  EXPECT_NE(race.notes[0].find("batch 1024 is now judged no worse"), std::string::npos) << race.notes[0];
+  EXPECT_TRUE(race.entries[1].good);
+}
+
 // A schedule's share of samples that count: each phase's noise-scale share times its own
 // correction, weighted by the samples it trains; its time, each phase's samples at its rate.
 TEST(RunRace, AScheduleCountsEachPhaseAtItsBatch) {
@@ -333,6 +376,66 @@ TEST(RunRace, GapsAreCarriedInBatchOrder) {
   EXPECT_DOUBLE_EQ(c[5]->gap, c[3]->gap);
   EXPECT_DOUBLE_EQ(carry_gaps({CompressedGaps{0.02, 0.03}}, noise, 0)[0]->gap,
                    0.03);  // no doublings left: as it stands
+}
+
+// The race kept from mlp SGD's seed-0 tune at 35 epochs (bench/grids/mlp-sgd.race.json): 128 picked,
+// every faster batch judged worse. 256's gap grew between its runs (4.29 then 4.84 points); 512 and
+// larger were far behind in the shorter run and closing: those run longer, and only while the run
+// is more than five doublings past the race and they are faster than the pick.
+TEST(RunRace, CandidatesClosingFromFarBehindAreRunLongerFarFromTheRunsEnd) {
+  RunRace race;
+  race.epochs = 35;
+  race.measure = "accuracy";
+  race.tolerance = 0.0077;
+  race.reference_batch = 128;
+  race.best_batch = 128;
+  race.lengths_epochs = {0.0683, 0.1365, 0.2731};
+  for (double a : {0.7128, 0.7819, 0.8191}) {
+    CompressedRun r;
+    r.loss = 1 - a, r.accuracy = a;
+    race.runs.push_back(r);
+  }
+  const auto entry = [](int64_t batch, double full_run_s, double shorter, double longer) {
+    RunRaceEntry e;
+    e.batch = batch, e.full_run_s = full_run_s;
+    e.shorter_run = CompressedRun{}, e.run = CompressedRun{};
+    e.shorter_run->accuracy = shorter, e.shorter_run->loss = 1 - shorter;
+    e.run->accuracy = longer, e.run->loss = 1 - longer;
+    return e;
+  };
+  RunRaceEntry reference;
+  reference.batch = 128, reference.full_run_s = 58.6, reference.good = true;
+  race.entries = {reference,
+                  entry(256, 45.6, 0.7390, 0.7707),
+                  entry(512, 39.6, 0.6751, 0.7485),
+                  entry(1024, 36.6, 0.5357, 0.6790),
+                  entry(2048, 33.1, 0.5049, 0.6061),
+                  entry(4096, 32.8, 0.4471, 0.5333)};
+  EXPECT_EQ(contested_batches(race), (std::vector<int64_t>{512, 1024, 2048, 4096}));
+
+  RunRace near_the_end = race;  // 4 epochs: three doublings past the race
+  near_the_end.epochs = 4;
+  EXPECT_TRUE(contested_batches(near_the_end).empty());
+
+  RunRace picked_1024 = race;  // only faster batches are contested
+  picked_1024.best_batch = 1024;
+  picked_1024.entries[3].good = true;
+  EXPECT_EQ(contested_batches(picked_1024), (std::vector<int64_t>{2048, 4096}));
+
+  RunRace near_the_noise = race;  // 512's shorter gap within twice the noise: no trend of its own
+  near_the_noise.entries[2].shorter_run->accuracy = 0.7819 - 0.015;
+  EXPECT_EQ(contested_batches(near_the_noise), (std::vector<int64_t>{1024, 2048, 4096}));
+
+  RunRace failed = race;  // a candidate that failed is not run again
+  failed.entries[4].message = "failed: out of memory";
+  EXPECT_EQ(contested_batches(failed), (std::vector<int64_t>{512, 1024, 4096}));
+
+  // Faster than a given full run instead of the pick's (a later round's, whose pick is its reference).
+  EXPECT_EQ(contested_batches(race, 36.0), (std::vector<int64_t>{2048, 4096}));
+
+  RunRace unjudged = race;  // no pick: nothing to contest
+  unjudged.best_batch.reset();
+  EXPECT_TRUE(contested_batches(unjudged).empty());
 }
 
 // The share of samples whose run ends `gap` behind: deficit's inverse on the learning curve; where
