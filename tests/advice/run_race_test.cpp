@@ -76,6 +76,15 @@ struct Problem {
   }
 };
 
+// The candidates both races of the closed-form problem take, and their samples/s where a step
+// costs 1 ms plus 10 us a sample.
+const std::vector<int64_t> kBatches{32, 64, 128, 256, 512, 1024};
+std::vector<double> step_rates(const std::vector<int64_t>& batches) {
+  std::vector<double> rates;
+  for (int64_t b : batches) rates.push_back(static_cast<double>(b) / (1e-3 + 1e-5 * static_cast<double>(b)));
+  return rates;
+}
+
 // The expected held-out loss after a full run of `epochs` at `batch` under the cosine schedule,
 // with the rate the race advised for it.
 double expected_loss(const LrAdvice& advice, int64_t batch, double epochs) {
@@ -101,9 +110,8 @@ double expected_loss(const LrAdvice& advice, int64_t batch, double epochs) {
 // back as it was.
 TEST(RunRace, PicksTheClosedFormFastestBatchWithoutAWorseModel) {
   Problem problem;
-  const std::vector<int64_t> batches{32, 64, 128, 256, 512, 1024};
-  std::vector<double> rates;  // a step costs 1 ms plus 10 us a sample
-  for (int64_t b : batches) rates.push_back(static_cast<double>(b) / (1e-3 + 1e-5 * static_cast<double>(b)));
+  const std::vector<int64_t> batches = kBatches;
+  const std::vector<double> rates = step_rates(batches);
   const auto before = problem.workload->module().parameters()[0].clone();
   const double epochs = 2;
   const RunRace race = race_runs(*problem.workload, problem.held_out,
@@ -158,9 +166,8 @@ TEST(RunRace, PicksTheClosedFormFastestBatchWithoutAWorseModel) {
 // runs it had not, and its answer moves to 1,024; the workload comes back as it was.
 TEST(RunRace, AContestedBatchRunLongerMovesTheAnswerToIt) {
   Problem problem;
-  const std::vector<int64_t> batches{32, 64, 128, 256, 512, 1024};
-  std::vector<double> rates;  // a step costs 1 ms plus 10 us a sample
-  for (int64_t b : batches) rates.push_back(static_cast<double>(b) / (1e-3 + 1e-5 * static_cast<double>(b)));
+  const std::vector<int64_t> batches = kBatches;
+  const std::vector<double> rates = step_rates(batches);
   const auto before = problem.workload->module().parameters()[0].clone();
   std::vector<std::string> trained;
   const double epochs = 16;
