@@ -257,8 +257,8 @@ std::optional<double> compressed_gap(const RunRace& race, const std::optional<Co
 /// doublings short of the run. Their gap's trend, read from two runs a handful of steps long, is
 /// carried over the most doublings, and a trend still steepening decides the answer (mlp at 35
 /// epochs: 512 and 1,024 read x0.57-0.77 per doubling; their full runs end as if x0.65-0.68).
-/// `faster_than_s`: faster than this full run instead of the pick's. In batch order; none otherwise.
-std::vector<int64_t> contested_batches(const RunRace& race, std::optional<double> faster_than_s = std::nullopt);
+/// In batch order; none otherwise.
+std::vector<int64_t> contested_batches(const RunRace& race);
 
 /// The run race's seconds beyond its compressed runs' training: a range test per candidate
 /// (`lr.steps` steps), the noise scale at the start (unless given) and after each of the reference's

@@ -46,13 +46,11 @@ constexpr double kLeastGapTrend = 0.5;
 // read a gap that grew).
 constexpr double kTrendNoise = 2;
 // A race whose longest compressed run is more than this many doublings short of the run runs its
-// contested candidates longer (run_longer), at most kMostLonger rounds of one doubling, within
-// kLongerBudget times its budget of training. One round: a second (mlp at 35 epochs, to 1.09 epochs)
-// passed one more of six mlp tunes and took tune --epochs to 1.8x plain tune's time, past issue #30's
-// 1.5x (docs/advice.md, "Contested candidates run longer").
+// contested candidates longer (run_longer): once, one doubling, within its budget of training. A
+// second round (mlp at 35 epochs, to 1.09 epochs) passed one more of six mlp tunes and took tune
+// --epochs to 1.8x plain tune's time, past issue #30's 1.5x (docs/advice.md, "Contested candidates
+// run longer").
 constexpr double kMostCarried = 5;
-constexpr int kMostLonger = 1;
-constexpr double kLongerBudget = 1;
 
 // The reference's shortest run needs this many steps for its learning curve to mean something;
 // fewer get a note.
@@ -501,18 +499,15 @@ int64_t noise_batch_of(const std::vector<int64_t>& batches) {
 
 }  // namespace
 
-std::vector<int64_t> contested_batches(const RunRace& race, std::optional<double> faster_than_s) {
+std::vector<int64_t> contested_batches(const RunRace& race) {
   std::vector<int64_t> out;
   if (!race.best_batch || race.runs.size() < 3 || race.lengths_epochs.size() < 3) return out;
   if (!(std::log2(race.epochs / race.lengths_epochs.back()) > kMostCarried)) return out;
-  if (!faster_than_s) {
-    const auto pick = std::find_if(race.entries.begin(), race.entries.end(),
-                                   [&](const RunRaceEntry& e) { return e.batch == *race.best_batch; });
-    if (pick == race.entries.end()) return out;
-    faster_than_s = pick->full_run_s;
-  }
+  const auto pick = std::find_if(race.entries.begin(), race.entries.end(),
+                                 [&](const RunRaceEntry& e) { return e.batch == *race.best_batch; });
+  if (pick == race.entries.end()) return out;
   for (const RunRaceEntry& e : race.entries) {
-    if (!e.message.empty() || e.good || !(e.full_run_s < *faster_than_s)) continue;
+    if (!e.message.empty() || e.good || !(e.full_run_s < pick->full_run_s)) continue;
     const std::optional<double> shorter = compressed_gap(race, e.shorter_run, 1),
                                 longer = compressed_gap(race, e.run, 2);
     if (shorter && longer && *shorter > kTrendNoise * race.tolerance && *longer < *shorter) out.push_back(e.batch);
@@ -596,82 +591,61 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   return race;
 }
 
-// Runs the contested candidates of `race` longer: beside its reference, with every compressed run
-// twice as long (the shorter ones trained already), at most kMostLonger rounds, each on the candidates
-// still contested in the last, within kLongerBudget times the race's budget of training. The pick
-// is not raced again: nothing contested it, and a longer race that judges a contested candidate
-// good moves the answer to that faster batch, while one that judges it worse again leaves the
-// answer as it was (lenet at 15 epochs: 256's gap, within the noise at 0.27 epochs, grows between
-// 0.27 and 0.55 and closes by the run's end).
+// Runs the contested candidates of `race` longer, once: beside its reference, with every compressed
+// run twice as long (the shorter ones trained already), where that trains at most the race's budget.
+// The pick is not raced again: nothing contested it, and a longer race that judges a contested
+// candidate good moves the answer to that faster batch, while one that judges them worse again
+// leaves the answer as it was (lenet at 15 epochs: 256's gap, within the noise at 0.27 epochs, grows
+// between 0.27 and 0.55 and closes by the run's end).
 RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
                    Trained& trained) {
-  if (!race.best_batch) return race;
-  double spent_s = 0, longer_wall_s = 0;
-  std::vector<std::string> rounds;  // what each round ran, first to last
-  std::optional<RunRace> latest;    // the last longer race, which judged the contested batches
-  const auto end = [&](RunRace answer) {
-    answer.notes.insert(answer.notes.begin(), rounds.begin(), rounds.end());
-    answer.wall_s += longer_wall_s;
-    answer.longer_rounds = static_cast<int>(rounds.size());
-    return answer;
-  };
-  for (int round = 1; round <= kMostLonger; ++round) {
-    const RunRace& judged = latest ? *latest : race;
-    const auto pick = std::find_if(race.entries.begin(), race.entries.end(),
-                                   [&](const RunRaceEntry& e) { return e.batch == *race.best_batch; });
-    const std::vector<int64_t> faster = contested_batches(judged, pick->full_run_s);
-    if (faster.empty()) break;
-    const std::string which = fmt::format("{} {}", faster.size() > 1 ? "batches" : "batch", faster);
-    std::vector<int64_t> batches{race.reference_batch};
-    std::vector<double> rates{race.entries.front().samples_per_s}, full_runs_s{race.entries.front().full_run_s};
-    for (const RunRaceEntry& e : judged.entries)
-      if (std::find(faster.begin(), faster.end(), e.batch) != faster.end())
-        batches.push_back(e.batch), rates.push_back(e.samples_per_s), full_runs_s.push_back(e.full_run_s);
-    const double f = 2 * judged.lengths_epochs.front() / race.epochs;  // the new shortest run's share
-    double cost_s = 0;  // what is new: every batch's longest run (its shorter one is the last round's longest)
-    for (double s : full_runs_s) cost_s += 4 * f * s;
-    if (spent_s + cost_s > kLongerBudget * o.budget_s()) {
-      race.notes.push_back(fmt::format(
-          "{}, faster than batch {}, {} judged worse on gaps that shrank as the run doubled; running {} longer would "
-          "train {:.0f} s, past {:g}x the race's budget ({:.0f} s): a larger --advice-budget trains every compressed "
-          "run longer",
-          which, *race.best_batch, faster.size() > 1 ? "were" : "was", faster.size() > 1 ? "them" : "it",
-          spent_s + cost_s, kLongerBudget, o.budget_s()));
-      break;
-    }
-    RunRaceOptions longer = o;
-    longer.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({}).noise_at_start(
-        race.noise_at_start);
-    longer.budget_s(f * compressed_cost_s(full_runs_s) * (1 + 1e-9));
-    bool only_longest = false;
-    RunRace next = race_once(w, held_out, longer, trained, only_longest);
-    spent_s += cost_s;
-    longer_wall_s += next.wall_s;
-    const std::string done = fmt::format(
-        "{}, faster than batch {}, {} judged worse on gaps that shrank from well beyond the noise as the run doubled, "
-        "with {:.1f} doublings to your {:g}-epoch run to carry them over: {} raced again beside batch {} with every "
-        "compressed run twice as long ({:.3g} to {:.3g} epochs)",
-        which, *race.best_batch, faster.size() > 1 ? "were" : "was",
-        std::log2(race.epochs / judged.lengths_epochs.back()), race.epochs, faster.size() > 1 ? "they" : "it",
-        race.reference_batch, next.lengths_epochs.front(), next.lengths_epochs.back());
-    if (!next.best_batch) {  // the reference failed in its longer run: the answer stands
-      rounds.push_back(fmt::format("{}, and gave no answer (batch {}: {}); batch {} stands", done, race.reference_batch,
-                                   next.entries.front().message, *race.best_batch));
-      break;
-    }
-    if (*next.best_batch != next.reference_batch) {  // a contested batch judged good: faster than the pick
-      rounds.push_back(fmt::format("{}; batch {} is now judged no worse, and faster than batch {}", done,
-                                   *next.best_batch, *race.best_batch));
-      next.first_reference = race.first_reference;
-      next.wall_s = race.wall_s;  // the longer races' walls are added at the end
-      race = std::move(next);
-      latest.reset();
-      continue;
-    }
-    rounds.push_back(fmt::format("{}; still judged worse there, so batch {} stands", done, *race.best_batch));
-    latest = std::move(next);
+  const std::vector<int64_t> faster = contested_batches(race);
+  if (faster.empty()) return race;
+  const bool many = faster.size() > 1;
+  const std::string which = fmt::format("{} {}, faster than batch {}, {} judged worse on gaps that shrank",
+                                        many ? "batches" : "batch", faster, *race.best_batch, many ? "were" : "was");
+  std::vector<int64_t> batches;
+  std::vector<double> rates, full_runs_s;
+  for (const RunRaceEntry& e : race.entries)
+    if (e.batch == race.reference_batch || std::find(faster.begin(), faster.end(), e.batch) != faster.end())
+      batches.push_back(e.batch), rates.push_back(e.samples_per_s), full_runs_s.push_back(e.full_run_s);
+  const double f = 2 * race.lengths_epochs.front() / race.epochs;  // the new shortest run's share
+  double cost_s = 0;  // what is new: every batch's longest run (its shorter one is this race's longest)
+  for (double s : full_runs_s) cost_s += 4 * f * s;
+  if (cost_s > o.budget_s()) {
+    race.notes.push_back(fmt::format(
+        "{} as the run doubled; running {} longer would train {:.0f} s, past the race's budget ({:.0f} s): a larger "
+        "--advice-budget trains every compressed run longer",
+        which, many ? "them" : "it", cost_s, o.budget_s()));
+    return race;
   }
-  return end(std::move(race));
+  RunRaceOptions longer = o;
+  longer.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({}).noise_at_start(
+      race.noise_at_start);
+  longer.budget_s(f * compressed_cost_s(full_runs_s) * (1 + 1e-9));
+  bool only_longest = false;
+  RunRace next = race_once(w, held_out, longer, trained, only_longest);
+  const std::string done = fmt::format(
+      "{} from well beyond the noise as the run doubled, with {:.1f} doublings to your {:g}-epoch run to carry them "
+      "over: {} raced again beside batch {} with every compressed run twice as long ({:.3g} to {:.3g} epochs)",
+      which, std::log2(race.epochs / race.lengths_epochs.back()), race.epochs, many ? "they" : "it",
+      race.reference_batch, next.lengths_epochs.front(), next.lengths_epochs.back());
+  if (next.best_batch && *next.best_batch != next.reference_batch) {  // a contested batch judged good
+    next.notes.insert(next.notes.begin(), fmt::format("{}; batch {} is now judged no worse, and faster than batch {}",
+                                                      done, *next.best_batch, *race.best_batch));
+    next.first_reference = race.first_reference;
+    next.wall_s += race.wall_s;
+    next.longer_rounds = 1;
+    return next;
+  }
+  race.notes.insert(race.notes.begin(),
+                    next.best_batch  // else the reference failed in its longer run
+                        ? fmt::format("{}; still judged worse there, so batch {} stands", done, *race.best_batch)
+                        : fmt::format("{}, and gave no answer (batch {}: {}); batch {} stands", done,
+                                      race.reference_batch, next.entries.front().message, *race.best_batch));
+  race.wall_s += next.wall_s;
+  race.longer_rounds = 1;
+  return race;
 }
 
 }  // namespace

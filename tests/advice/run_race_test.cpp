@@ -437,9 +437,6 @@ TEST(RunRace, CandidatesClosingFromFarBehindAreRunLongerFarFromTheRunsEnd) {
   failed.entries[4].message = "failed: out of memory";
   EXPECT_EQ(contested_batches(failed), (std::vector<int64_t>{512, 1024, 4096}));
 
-  // Faster than a given full run instead of the pick's (a later round's, whose pick is its reference).
-  EXPECT_EQ(contested_batches(race, 36.0), (std::vector<int64_t>{2048, 4096}));
-
   RunRace unjudged = race;  // no pick: nothing to contest
   unjudged.best_batch.reset();
   EXPECT_TRUE(contested_batches(unjudged).empty());
