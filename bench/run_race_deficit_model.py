@@ -49,10 +49,11 @@ def main():
         run = race["epochs"]
         note = " ".join(race.get("notes", []))
         end = re.search(r"carried on, (\d+) at the run's end", note)
-        last = race["runs"][2]["b_simple"]
-        grow = math.log(float(end.group(1)) / last) / math.log(run / samples[2]) if end else 0.0
+        # The last noise scale measured (a longer round measures none after the run it adds).
+        at, last = next((samples[i], r["b_simple"]) for i, r in reversed(list(enumerate(race["runs"]))) if r.get("b_simple"))
+        grow = math.log(float(end.group(1)) / last) / math.log(run / at) if end else 0.0
         print(f"{path}: reference {ref}, {run:g} epochs, window {samples[2]:.3g} epochs, last gain "
-              f"{100 * gain:.2f} points per doubling, noise scale {last:.0f} at the window's end, "
+              f"{100 * gain:.2f} points per doubling, noise scale {last:.0f} after {at:.3g} epochs, "
               f"{end.group(1) if end else '?'} at the run's end; tolerance {100 * race['tolerance']:.2f} points")
         print("  batch  window share  lost (epochs)  model gap  race's gap  measured gap")
         for e in race["entries"][1:]:

@@ -111,7 +111,9 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end) {
   };
   std::vector<std::string> along;
   for (size_t l = 0; l < race.runs.size(); ++l)
-    along.push_back(fmt::format("{} after {:.3g} epochs", noise_text(*race.runs[l].b_simple), race.lengths_epochs[l]));
+    if (race.runs[l].b_simple)
+      along.push_back(
+          fmt::format("{} after {:.3g} epochs", noise_text(*race.runs[l].b_simple), race.lengths_epochs[l]));
   race.notes.push_back(
       fmt::format("the noise scale (critical batch) grew from {} at the start to {}; carried on, {} "
                   "at the run's end",
@@ -286,12 +288,14 @@ void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) {
   race.lengths_epochs = {f * o.epochs(), 2 * f * o.epochs(), 4 * f * o.epochs()};
 }
 
-// What the rounds of one race_runs share: each batch's advised rate (its range test runs once), and
+// What the rounds of one race_runs share: each batch's advised rate (its range test runs once),
 // every compressed run trained, by batch and steps: a later round of longer runs trains again only
-// what it has not (the same batch, rate and steps from the same state is the same run).
+// what it has not (the same batch, rate and steps from the same state is the same run), and the
+// held-out loss before any.
 struct Trained {
   std::map<int64_t, LrAdvice> advised;
   std::map<std::pair<int64_t, int64_t>, CompressedRun> runs;
+  std::optional<double> loss_before;  // the held-out loss at the initial weights
 };
 
 // Each candidate's advised rate, with the warm-up its full run applies (at most a quarter of it)
@@ -323,20 +327,22 @@ void advise_rates(ModuleWorkload& w, const WorkloadState& initial, RunRace& race
   }
 }
 
-// The reference's three compressed runs, the noise scale after each; then every other candidate's
-// two longer ones. False when the reference did not train (the race then recommends nothing).
+// The reference's three compressed runs, the noise scale after each where `noise_batch` is given;
+// then every other candidate's two longer ones. False when the reference did not train (the race
+// then recommends nothing).
 bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& held_out, RunRace& race,
-                const RunRaceOptions& o, int64_t noise_batch, Trained& trained, bool& only_longest) {
+                const RunRaceOptions& o, std::optional<int64_t> noise_batch, Trained& trained, bool& only_longest) {
   RunRaceEntry& ref = race.entries.front();
   w.restore_state(initial);
-  const double loss_before = w.evaluate(held_out).first;
+  if (!trained.loss_before) trained.loss_before = w.evaluate(held_out).first;
+  const double loss_before = *trained.loss_before;
   const int64_t dataset = w.data().size();
   const auto known = [&](int64_t batch, double epochs) -> const CompressedRun* {
     const auto it = trained.runs.find({batch, steps_for(epochs, dataset, batch)});
     return it == trained.runs.end() ? nullptr : &it->second;
   };
   for (const double epochs : race.lengths_epochs) {
-    if (const CompressedRun* run = known(ref.batch, epochs); run && run->b_simple) {
+    if (const CompressedRun* run = known(ref.batch, epochs); run && (run->b_simple || !noise_batch)) {
       race.runs.push_back(*run);
       continue;
     }
@@ -352,7 +358,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
           epochs, ref.lr.lr);
       return false;
     }
-    race.runs.back().b_simple = noise_scale(w, noise_batch, o.noise_steps());
+    if (noise_batch) race.runs.back().b_simple = noise_scale(w, *noise_batch, o.noise_steps());
     trained.runs[{ref.batch, race.runs.back().steps}] = race.runs.back();
   }
   // A reference whose held-out loss never fell kLeftTheStart below the initial weights' has no
@@ -442,7 +448,8 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
   race.tolerance = accuracy ? accuracy_tolerance(*race.runs.back().accuracy, held_out_size) : kLossTolerance;
   const double loss_at_end = accuracy ? 1 : std::max(error_at(samples, errors, run_samples), 1e-12);
   std::vector<std::pair<double, double>> noise{{0.0, *race.noise_at_start}};
-  for (size_t l = 0; l < race.runs.size(); ++l) noise.emplace_back(samples[l], *race.runs[l].b_simple);
+  for (size_t l = 0; l < race.runs.size(); ++l)  // a longer race's reference measures it on its shorter runs only
+    if (race.runs[l].b_simple) noise.emplace_back(samples[l], *race.runs[l].b_simple);
   const auto cap = [](const RunRaceEntry& e) {
     return e.lr.scaled.lr > 0 ? std::min(1.0, e.lr.lr / e.lr.scaled.lr) : 1.0;
   };
@@ -548,9 +555,11 @@ double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size,
 namespace {
 
 // One run race over o's candidates (the reserve aside); only_longest: its reference left the start
-// only in its longest compressed run.
+// only in its longest compressed run. noise_along: the noise scale is measured after each of the
+// reference's runs (run_longer's race does without it after the run it adds: only the batch-size
+// schedule and the notes read it there, and it cost about a sixth of that race on mlp).
 RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, Trained& trained,
-                  bool& only_longest) {
+                  bool noise_along, bool& only_longest) {
   BATCHWISE_CHECK(o.batches().size() >= 2 && o.samples_per_s().size() == o.batches().size(), ConfigError,
                   "the run race needs two or more candidates, each with its samples/s ({} and {} given)",
                   o.batches().size(), o.samples_per_s().size());
@@ -580,7 +589,8 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
     w.restore_state(initial.state());
     race.noise_at_start =
         o.noise_at_start() ? std::max(kNoiseFloor, *o.noise_at_start()) : noise_scale(w, noise_batch, o.noise_steps());
-    if (train_runs(w, initial.state(), held_out, race, o, noise_batch, trained, only_longest))
+    if (train_runs(w, initial.state(), held_out, race, o, noise_along ? std::optional(noise_batch) : std::nullopt,
+                   trained, only_longest))
       judge(race, o, dataset, held_out.size(), accuracy);
   }
   w.restore_state(initial.state());
@@ -619,17 +629,36 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
         which, many ? "them" : "it", cost_s, o.budget_s()));
     return race;
   }
-  RunRaceOptions longer = o;
-  longer.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({}).noise_at_start(
-      race.noise_at_start);
-  longer.budget_s(f * compressed_cost_s(full_runs_s) * (1 + 1e-9));
-  bool only_longest = false;
-  RunRace next = race_once(w, held_out, longer, trained, only_longest);
+  // Smallest first, each beside the ones before it, up to the first judged worse: no larger batch can
+  // then be judged good (none is predicted nearer the reference than a smaller one, carry_gaps), so
+  // its run would train for nothing (mlp SGD, 35 epochs: 512 still worse, 1,024 to 4,096 not run).
+  RunRace next;
+  double wall_s = 0;
+  for (size_t k = 2; k <= batches.size(); ++k) {
+    RunRaceOptions longer = o;
+    const auto first_k = [k](const auto& v) { return std::vector(v.begin(), v.begin() + static_cast<long>(k)); };
+    longer.batches(first_k(batches))
+        .samples_per_s(first_k(rates))
+        .reserve({})
+        .reserve_samples_per_s({})
+        .noise_at_start(race.noise_at_start);
+    longer.budget_s(f * compressed_cost_s(first_k(full_runs_s)) * (1 + 1e-9));
+    bool only_longest = false;
+    next = race_once(w, held_out, longer, trained, false, only_longest);
+    wall_s += next.wall_s;
+    if (!next.entries.back().good) break;  // the reference failing in its longer run leaves none good
+  }
+  next.wall_s = wall_s;
   const std::string done = fmt::format(
       "{} from well beyond the noise as the run doubled, with {:.1f} doublings to your {:g}-epoch run to carry them "
-      "over: {} raced again beside batch {} with every compressed run twice as long ({:.3g} to {:.3g} epochs)",
+      "over: {} raced again beside batch {} with every compressed run twice as long ({:.3g} to {:.3g} epochs){}",
       which, std::log2(race.epochs / race.lengths_epochs.back()), race.epochs, many ? "they" : "it",
-      race.reference_batch, next.lengths_epochs.front(), next.lengths_epochs.back());
+      race.reference_batch, next.lengths_epochs.front(), next.lengths_epochs.back(),
+      next.entries.size() < batches.size()
+          ? fmt::format(", smallest first, up to the first still judged worse ({} not run: a larger batch is not "
+                        "judged nearer than a smaller one)",
+                        std::vector(batches.begin() + static_cast<long>(next.entries.size()), batches.end()))
+          : "");
   if (next.best_batch && *next.best_batch != next.reference_batch) {  // a contested batch judged good
     next.notes.insert(next.notes.begin(), fmt::format("{}; batch {} is now judged no worse, and faster than batch {}",
                                                       done, *next.best_batch, *race.best_batch));
@@ -638,9 +667,17 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
     next.longer_rounds = 1;
     return next;
   }
+  std::vector<std::string> worse;  // each contested batch's gap at the run's end, as the longer race predicts it
+  for (const RunRaceEntry& e : next.entries)
+    if (e.batch != next.reference_batch)
+      worse.push_back(e.predicted_gap ? fmt::format("{} {:.2f}", e.batch, 100 * *e.predicted_gap)
+                                      : fmt::format("{} (did not train)", e.batch));
   race.notes.insert(race.notes.begin(),
                     next.best_batch  // else the reference failed in its longer run
-                        ? fmt::format("{}; still judged worse there, so batch {} stands", done, *race.best_batch)
+                        ? fmt::format("{}; still judged worse there (predicted behind it at the run's end, {}: {}; "
+                                      "the held-out noise {:.2f}), so batch {} stands",
+                                      done, next.measure == "accuracy" ? "accuracy points" : "% of the loss",
+                                      fmt::join(worse, ", "), 100 * next.tolerance, *race.best_batch)
                         : fmt::format("{}, and gave no answer (batch {}: {}); batch {} stands", done,
                                       race.reference_batch, next.entries.front().message, *race.best_batch));
   race.wall_s += next.wall_s;
@@ -656,7 +693,7 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
                   o.reserve().size(), o.reserve_samples_per_s().size());
   Trained trained;
   bool first_only_longest = false, second_only_longest = false;
-  RunRace first = race_once(w, held_out, o, trained, first_only_longest);
+  RunRace first = race_once(w, held_out, o, trained, true, first_only_longest);
   std::vector<int64_t> batches;
   std::vector<double> rates;
   for (size_t i = 0; i < o.reserve().size(); ++i)
@@ -689,7 +726,7 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   }
   RunRaceOptions again = o;
   again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({});
-  RunRace second = race_once(w, held_out, again, trained, second_only_longest);
+  RunRace second = race_once(w, held_out, again, trained, true, second_only_longest);
   const std::string why =
       first_only_longest ? fmt::format("left the start only in its longest compressed run ({:.3g} epochs)",
                                        first.lengths_epochs.back())

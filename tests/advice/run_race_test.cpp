@@ -190,6 +190,12 @@ TEST(RunRace, AContestedBatchRunLongerMovesTheAnswerToIt) {
   ASSERT_EQ(race.lengths_epochs.size(), 3u);
   EXPECT_NEAR(race.lengths_epochs[2], 0.98304, 1e-9);
   EXPECT_GT(std::log2(epochs / (race.lengths_epochs[2] / 2)), 5);  // the first race's was over five doublings short
+  // The noise scale: measured after the reference's runs the first race trained, not after the one
+  // the longer race added (only the schedule and the notes read it).
+  ASSERT_EQ(race.runs.size(), 3u);
+  EXPECT_TRUE(race.runs[0].b_simple.has_value());
+  EXPECT_TRUE(race.runs[1].b_simple.has_value());
+  EXPECT_FALSE(race.runs[2].b_simple.has_value());
   // Trained once each: the first race's 3 + 2 x 5 runs, then only the longer race's longest two.
   EXPECT_EQ(trained.size(), 15u) << fmt::format("{}", fmt::join(trained, "\n"));
   EXPECT_NE(trained.back().find("batch 1024"), std::string::npos) << trained.back();
@@ -199,6 +205,56 @@ TEST(RunRace, AContestedBatchRunLongerMovesTheAnswerToIt) {
       << race.notes[0];
   EXPECT_NE(race.notes[0].find("batch 1024 is now judged no worse"), std::string::npos) << race.notes[0];
   EXPECT_TRUE(race.entries[1].good);
+}
+
+// Contested batches race longer smallest first, each beside those before it, up to the first the
+// longer race still judges worse: no larger one can then be judged good (none is predicted nearer
+// the reference than a smaller one), so it is not trained. With 2,048 and 4,096 among the
+// candidates: at 24 epochs, 2,048 is judged good and 4,096, raced after it, worse (its loss ends
+// twice as high in the closed form); at 16 epochs, 1,024 good, 2,048 worse and 4,096 not run.
+TEST(RunRace, ContestedBatchesRaceLongerSmallestFirstUpToTheFirstStillWorse) {
+  std::vector<int64_t> batches = kBatches;
+  batches.insert(batches.end(), {2048, 4096});
+  const std::vector<double> rates = step_rates(batches);
+  const auto race_for = [&](double epochs, std::vector<std::string>& trained) {
+    Problem problem;
+    return race_runs(*problem.workload, problem.held_out,
+                     RunRaceOptions(batches, rates, LrAdviceOptions(32, 0.05))
+                         .epochs(epochs)
+                         .lr_schedule(LrSchedule::Cosine)
+                         .budget_s(6)
+                         .on_progress([&](const std::string& m) { trained.push_back(m); }));
+  };
+  std::vector<std::string> trained;
+  const RunRace both = race_for(24, trained);
+  ASSERT_TRUE(both.best_batch.has_value()) << fmt::format("{}", fmt::join(both.notes, "; "));
+  EXPECT_EQ(both.longer_rounds, 1);
+  ASSERT_EQ(both.entries.size(), 3u);
+  EXPECT_EQ(both.entries[1].batch, 2048);
+  EXPECT_TRUE(both.entries[1].good);
+  EXPECT_EQ(both.entries[2].batch, 4096);
+  EXPECT_FALSE(both.entries[2].good);
+  EXPECT_EQ(*both.best_batch, 2048);
+  const double at_2048 = expected_loss(both.entries[1].lr, 2048, 24);
+  EXPECT_LE(at_2048, 1.02 * expected_loss(both.entries[0].lr, 32, 24)) << "the closed form";
+  EXPECT_GT(expected_loss(both.entries[2].lr, 4096, 24), 1.5 * at_2048) << "the closed form";
+  EXPECT_NE(both.notes[0].find("batches [2048, 4096], faster than batch 1024, were judged worse"), std::string::npos)
+      << both.notes[0];
+
+  trained.clear();
+  const RunRace stops = race_for(16, trained);
+  ASSERT_TRUE(stops.best_batch.has_value()) << fmt::format("{}", fmt::join(stops.notes, "; "));
+  EXPECT_EQ(*stops.best_batch, 1024);  // the closed form's fastest without loss is 2,048: one step
+  ASSERT_EQ(stops.entries.size(), 3u);
+  EXPECT_TRUE(stops.entries[1].good);
+  EXPECT_FALSE(stops.entries[2].good);
+  EXPECT_NE(stops.notes[0].find("batches [1024, 2048, 4096], faster than batch 512, were judged worse"),
+            std::string::npos)
+      << stops.notes[0];
+  EXPECT_NE(stops.notes[0].find("up to the first still judged worse ([4096] not run"), std::string::npos)
+      << stops.notes[0];
+  for (const std::string& m : trained)  // its longer run, 0.983 epochs, never trained
+    EXPECT_FALSE(m.find("batch 4096") != std::string::npos && m.find("0.983") != std::string::npos) << m;
 }
 
 // A schedule's share of samples that count: each phase's noise-scale share times its own
