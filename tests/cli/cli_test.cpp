@@ -297,20 +297,24 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
       // Three close batches, each measured over 3 x 3 steps: the candidates (those at 40 % or more of
       // the best samples/s) stay at least two however busy the machine (with 1 x 2 steps from 1 to 64,
       // a loaded machine once left 64 alone and the run race did not run).
-      // On Fashion-MNIST, whose test split the compressed runs learn within the 1 s budget (synthetic
-      // data's held-out loss does not move in so short a run, and the run race then rightly
-      // recommends nothing: RunRace.AReferenceThatNeverLeftTheStartPredictsNothing).
+      // On Fashion-MNIST, whose test split the compressed runs learn (synthetic data's held-out loss
+      // does not move in so short a run, and the run race then rightly recommends nothing:
+      // RunRace.AReferenceThatNeverLeftTheStartPredictsNothing). A run of 0.05 epochs, whose
+      // compressed runs are a quarter, half and all of it within a budget of 30 s however busy the
+      // machine: with 2 epochs and a budget of 1 s, a loaded machine's slower sweep bought runs too
+      // short to leave the start, and the race recommended nothing.
       "tune --model mlp --memory-budget 64MiB --max 64 --batch-sizes 32,48,64 "
-      "--warmup 1 --steps 3 --repetitions 3 --threads 1 --advice-budget 1 --noise-steps 4 --epochs 2 "
+      "--warmup 1 --steps 3 --repetitions 3 --threads 1 --advice-budget 30 --noise-steps 4 --epochs 0.05 "
       "--lr-schedule cosine --no-history --verbose --json " +
       json.string() + " --html " + html.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("run race over"), std::string::npos) << r.err;
-  EXPECT_NE(r.out.find("run race (your 2-epoch cosine run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("run race (your 0.05-epoch cosine run"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_FALSE(j.contains("race"));  // the run race replaces the batch race
   const auto& race = j.at("run_race");
-  EXPECT_EQ(race.at("epochs"), 2);
+  EXPECT_EQ(race.at("epochs"), 0.05);
+  EXPECT_EQ(race.at("lengths_epochs"), nlohmann::json::parse("[0.0125, 0.025, 0.05]"));
   EXPECT_EQ(race.at("lr_schedule"), "cosine");
   EXPECT_EQ(race.at("runs").size(), 3u);
   ASSERT_GE(race.at("entries").size(), 2u) << race.dump();
@@ -320,10 +324,10 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
   EXPECT_NE(r.out.find("(confidence " + j.at("recommendation").at("confidence").get<std::string>() + ")"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("finishes the 2-epoch run soonest"),
+  EXPECT_NE(j.at("recommendation").at("reason").get<std::string>().find("finishes the 0.05-epoch run soonest"),
             std::string::npos);
   EXPECT_EQ(j.at("lr").at("batch"), race.at("best_batch"));
-  EXPECT_NE(slurp(html).find("Run race: your 2-epoch cosine run"), std::string::npos);
+  EXPECT_NE(slurp(html).find("Run race: your 0.05-epoch cosine run"), std::string::npos);
 
   const Outcome both = batchwise("tune --model mlp --dataset synthetic --epochs 2 --target-accuracy 0.8");
   EXPECT_EQ(both.code, 2);
