@@ -52,6 +52,13 @@ constexpr double kTrendNoise = 2;
 // run longer").
 constexpr double kMostCarried = 5;
 
+// A contested candidate races longer only where its run is at least 5 % shorter than the pick's, or
+// than the last contested batch the longer race judged good: a smaller saving is within the sweep's
+// resolution (it calls a batch 5 % slower than a smaller one dominated, race_candidates) and is the
+// least a batch-size schedule must save (mlp AdamW, 35 epochs: 2,048's run 1-4 % shorter than
+// 1,024's, 0.7 s of a 4 s round).
+constexpr double kLeastSaving = 0.05;
+
 // The reference's shortest run needs this many steps for its learning curve to mean something;
 // fewer get a note.
 constexpr int64_t kFewestSteps = 8;
@@ -327,9 +334,11 @@ void advise_rates(ModuleWorkload& w, const WorkloadState& initial, RunRace& race
   }
 }
 
-// The reference's three compressed runs, the noise scale after each where `noise_batch` is given;
-// then every other candidate's two longer ones. False when the reference did not train (the race
-// then recommends nothing).
+// The reference's three compressed runs, the noise scale after the two longer ones where
+// `noise_batch` is given (with the one at the start, three points for the schedule and the notes;
+// one after the shortest run shaped only the curve before the middle run and cost about 0.7 s of
+// mlp's 8 s first race); then every other candidate's two longer ones. False when the reference
+// did not train (the race then recommends nothing).
 bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& held_out, RunRace& race,
                 const RunRaceOptions& o, std::optional<int64_t> noise_batch, Trained& trained, bool& only_longest) {
   RunRaceEntry& ref = race.entries.front();
@@ -341,8 +350,10 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
     const auto it = trained.runs.find({batch, steps_for(epochs, dataset, batch)});
     return it == trained.runs.end() ? nullptr : &it->second;
   };
-  for (const double epochs : race.lengths_epochs) {
-    if (const CompressedRun* run = known(ref.batch, epochs); run && (run->b_simple || !noise_batch)) {
+  for (size_t l = 0; l < race.lengths_epochs.size(); ++l) {
+    const double epochs = race.lengths_epochs[l];
+    const bool noise_after = noise_batch && l > 0;
+    if (const CompressedRun* run = known(ref.batch, epochs); run && (run->b_simple || !noise_after)) {
       race.runs.push_back(*run);
       continue;
     }
@@ -358,7 +369,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
           epochs, ref.lr.lr);
       return false;
     }
-    if (noise_batch) race.runs.back().b_simple = noise_scale(w, *noise_batch, o.noise_steps());
+    if (noise_after) race.runs.back().b_simple = noise_scale(w, *noise_batch, o.noise_steps());
     trained.runs[{ref.batch, race.runs.back().steps}] = race.runs.back();
   }
   // A reference whose held-out loss never fell kLeftTheStart below the initial weights' has no
@@ -514,7 +525,7 @@ std::vector<int64_t> contested_batches(const RunRace& race) {
                                  [&](const RunRaceEntry& e) { return e.batch == *race.best_batch; });
   if (pick == race.entries.end()) return out;
   for (const RunRaceEntry& e : race.entries) {
-    if (!e.message.empty() || e.good || !(e.full_run_s < pick->full_run_s)) continue;
+    if (!e.message.empty() || e.good || !(e.full_run_s < (1 - kLeastSaving) * pick->full_run_s)) continue;
     const std::optional<double> shorter = compressed_gap(race, e.shorter_run, 1),
                                 longer = compressed_gap(race, e.run, 2);
     if (shorter && longer && *shorter > kTrendNoise * race.tolerance && *longer < *shorter) out.push_back(e.batch);
@@ -545,7 +556,7 @@ double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size,
   double range_tests = 0;
   for (int64_t b : o.batches()) range_tests += o.lr().steps() * step_s(b);
   const int64_t noise_batch = noise_batch_of(o.batches());
-  const int noise_scales = o.noise_at_start() ? 3 : 4;  // after each of the reference's three runs
+  const int noise_scales = o.noise_at_start() ? 2 : 3;  // after the reference's two longer runs
   const double noise = noise_scales * o.noise_steps() * 8 * step_s(std::max<int64_t>(1, noise_batch / 8));
   const double evaluations = 1 + 3 + 2 * static_cast<double>(o.batches().size() - 1);
   const double evaluation = static_cast<double>(held_out_size) / 1024 * step_s(1024) / 3;
@@ -634,33 +645,50 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
   // its run would train for nothing (mlp SGD, 35 epochs: 512 still worse, 1,024 and larger not run).
   // One difference from racing them all at once: a batch whose shorter gap is near the noise takes
   // the next larger batch's trend, which has not run yet, so it is judged on none (the cautious 1).
+  // A batch whose run is not kLeastSaving shorter than the last one judged good is left out.
   RunRace next;
   double wall_s = 0;
-  for (size_t k = 2; k <= batches.size(); ++k) {
+  std::vector<int64_t> raced{batches.front()}, not_run;  // the reference, then the contested raced
+  std::vector<std::string> saving_little;
+  std::vector<double> raced_rates{rates.front()}, raced_runs_s{full_runs_s.front()};
+  for (size_t c = 1; c < batches.size(); ++c) {
+    if (raced.size() > 1 && !(full_runs_s[c] < (1 - kLeastSaving) * raced_runs_s.back())) {
+      saving_little.push_back(fmt::format("{} not run (its run {:.1f} % shorter than {}'s, judged good)", batches[c],
+                                          100 * (1 - full_runs_s[c] / raced_runs_s.back()), raced.back()));
+      continue;
+    }
+    raced.push_back(batches[c]), raced_rates.push_back(rates[c]), raced_runs_s.push_back(full_runs_s[c]);
     RunRaceOptions longer = o;
-    const auto first_k = [k](const auto& v) { return std::vector(v.begin(), v.begin() + static_cast<long>(k)); };
-    longer.batches(first_k(batches))
-        .samples_per_s(first_k(rates))
+    longer.batches(raced)
+        .samples_per_s(raced_rates)
         .reserve({})
         .reserve_samples_per_s({})
         .noise_at_start(race.noise_at_start);
-    longer.budget_s(f * compressed_cost_s(first_k(full_runs_s)) * (1 + 1e-9));
+    longer.budget_s(f * compressed_cost_s(raced_runs_s) * (1 + 1e-9));
     bool only_longest = false;
     next = race_once(w, held_out, longer, trained, false, only_longest);
     wall_s += next.wall_s;
-    if (!next.entries.back().good) break;  // the reference failing in its longer run leaves none good
+    if (!next.entries.back().good) {  // the reference failing in its longer run leaves none good
+      not_run.assign(batches.begin() + static_cast<long>(c) + 1, batches.end());
+      break;
+    }
   }
   next.wall_s = wall_s;
+  std::vector<std::string> left_out;
+  if (!not_run.empty())
+    left_out.push_back(
+        fmt::format("smallest first, up to the first still judged worse ({} not run: a larger batch "
+                    "is not judged nearer than a smaller one)",
+                    not_run));
+  if (!saving_little.empty())
+    left_out.push_back(fmt::format("{}: a contested batch races for a run at least {:.0f} % shorter",
+                                   fmt::join(saving_little, ", "), 100 * kLeastSaving));
   const std::string done = fmt::format(
       "{} from well beyond the noise as the run doubled, with {:.1f} doublings to your {:g}-epoch run to carry them "
-      "over: {} raced again beside batch {} with every compressed run twice as long ({:.3g} to {:.3g} epochs){}",
+      "over: {} raced again beside batch {} with every compressed run twice as long ({:.3g} to {:.3g} epochs){}{}",
       which, std::log2(race.epochs / race.lengths_epochs.back()), race.epochs, many ? "they" : "it",
-      race.reference_batch, next.lengths_epochs.front(), next.lengths_epochs.back(),
-      next.entries.size() < batches.size()
-          ? fmt::format(", smallest first, up to the first still judged worse ({} not run: a larger batch is not "
-                        "judged nearer than a smaller one)",
-                        std::vector(batches.begin() + static_cast<long>(next.entries.size()), batches.end()))
-          : "");
+      race.reference_batch, next.lengths_epochs.front(), next.lengths_epochs.back(), left_out.empty() ? "" : ", ",
+      fmt::join(left_out, "; "));
   if (next.best_batch && *next.best_batch != next.reference_batch) {  // a contested batch judged good
     next.notes.insert(next.notes.begin(), fmt::format("{}; batch {} is now judged no worse, and faster than batch {}",
                                                       done, *next.best_batch, *race.best_batch));

@@ -335,10 +335,11 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
                                w->data().size(), test.size());
   laps.expect("run race", t.wall_s);
   stage(o, Phase::Race,
-        fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and once at the "
-                    "others, {:.0f} s of training (about {} with its range tests, noise scales and evaluations)",
+        fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and twice at the "
+                    "others, {:.0f} s of training (about {} with its range tests, noise scales and evaluations; up to "
+                    "{:.0f} s more of training where it races again: faster batches longer, or smaller ones)",
                     candidates, o.epochs(), to_string(o.lr_schedule()), candidates.front(), t.train_s,
-                    duration_text(t.wall_s)),
+                    duration_text(t.wall_s), t.train_s),
         t.wall_s);
   // Held back, as in the batch race: the two largest batches below the candidates, which race only
   // when the reference never leaves the start, or trains the whole run and ends ahead of the rest.

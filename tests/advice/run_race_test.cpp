@@ -215,7 +215,10 @@ TEST(RunRace, AContestedBatchRunLongerMovesTheAnswerToIt) {
 TEST(RunRace, ContestedBatchesRaceLongerSmallestFirstUpToTheFirstStillWorse) {
   std::vector<int64_t> batches = kBatches;
   batches.insert(batches.end(), {2048, 4096});
-  const std::vector<double> rates = step_rates(batches);
+  std::vector<double> rates = step_rates(batches);
+  const size_t at_1024 = kBatches.size() - 1;
+  rates[at_1024 + 1] = 1.3 * rates[at_1024];  // each run at least 5 % shorter than the last's
+  rates[at_1024 + 2] = 1.6 * rates[at_1024];
   const auto race_for = [&](double epochs, std::vector<std::string>& trained) {
     Problem problem;
     return race_runs(*problem.workload, problem.held_out,
@@ -255,6 +258,56 @@ TEST(RunRace, ContestedBatchesRaceLongerSmallestFirstUpToTheFirstStillWorse) {
       << stops.notes[0];
   for (const std::string& m : trained)  // its longer run, 0.983 epochs, never trained
     EXPECT_FALSE(m.find("batch 4096") != std::string::npos && m.find("0.983") != std::string::npos) << m;
+}
+
+// A contested batch races longer only where its run is at least 5 % shorter than the pick's, or
+// than the last contested batch judged good: a smaller saving is within the sweep's resolution.
+TEST(RunRace, AContestedBatchSavingUnderFivePercentDoesNotRaceLonger) {
+  std::vector<int64_t> batches = kBatches;
+  batches.insert(batches.end(), {2048, 4096});
+  const size_t at_1024 = kBatches.size() - 1;
+  const auto race_for = [&](const std::vector<double>& rates, std::vector<std::string>& trained) {
+    Problem problem;
+    return race_runs(*problem.workload, problem.held_out,
+                     RunRaceOptions(batches, rates, LrAdviceOptions(32, 0.05))
+                         .epochs(24)
+                         .lr_schedule(LrSchedule::Cosine)
+                         .budget_s(6)
+                         .on_progress([&](const std::string& m) { trained.push_back(m); }));
+  };
+  // 4,096's run 2.9 % shorter than 2,048's: 2,048 is judged good in the longer race, 4,096 not run.
+  std::vector<double> rates = step_rates(batches);
+  rates[at_1024 + 1] = 1.3 * rates[at_1024];
+  rates[at_1024 + 2] = 1.03 * rates[at_1024 + 1];
+  std::vector<std::string> trained;
+  const RunRace skips = race_for(rates, trained);
+  ASSERT_TRUE(skips.best_batch.has_value()) << fmt::format("{}", fmt::join(skips.notes, "; "));
+  EXPECT_EQ(skips.longer_rounds, 1);
+  ASSERT_EQ(skips.entries.size(), 2u);
+  EXPECT_EQ(*skips.best_batch, 2048);
+  EXPECT_NE(skips.notes[0].find("batches [2048, 4096], faster than batch 1024, were judged worse"), std::string::npos)
+      << skips.notes[0];
+  EXPECT_NE(skips.notes[0].find("4096 not run (its run 2.9 % shorter than 2048's, judged good): a contested batch "
+                                "races for a run at least 5 % shorter"),
+            std::string::npos)
+      << skips.notes[0];
+  const std::string longest = fmt::format("{:.3g} epochs", skips.lengths_epochs.back());
+  for (const std::string& m : trained)  // its longer run never trained
+    EXPECT_FALSE(m.find("batch 4096") != std::string::npos && m.find(longest) != std::string::npos) << m;
+
+  // The sweep's own curve: 2,048's run 4.5 % shorter than the pick 1,024's, 4,096's 6.8 %: both are
+  // judged worse, only 4,096 races longer (still worse), and 1,024 stands (the closed form's 2,048 is
+  // one step away).
+  trained.clear();
+  const RunRace one = race_for(step_rates(batches), trained);
+  ASSERT_TRUE(one.best_batch.has_value()) << fmt::format("{}", fmt::join(one.notes, "; "));
+  EXPECT_EQ(one.longer_rounds, 1);
+  EXPECT_EQ(*one.best_batch, 1024);
+  EXPECT_EQ(one.entries.size(), batches.size());
+  EXPECT_FALSE(one.entries[at_1024 + 1].good);
+  EXPECT_EQ(one.notes[0].rfind("batch [4096], faster than batch 1024, was judged worse", 0), 0u) << one.notes[0];
+  for (const std::string& m : trained)
+    EXPECT_FALSE(m.find("batch 2048") != std::string::npos && m.find("0.983") != std::string::npos) << m;
 }
 
 // A schedule's share of samples that count: each phase's noise-scale share times its own
