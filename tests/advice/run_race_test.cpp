@@ -131,6 +131,10 @@ TEST(RunRace, PicksTheClosedFormFastestBatchWithoutAWorseModel) {
   ASSERT_EQ(race.runs.size(), 3u);
   EXPECT_EQ(race.reference_batch, 32);
   EXPECT_LT(race.runs[2].steps * 32, epochs * kSamples / 2);  // a fraction of the run, never all of it
+  // The noise scale at the start and after the two longer runs: the three points its curve reads.
+  EXPECT_FALSE(race.runs[0].b_simple.has_value());
+  EXPECT_TRUE(race.runs[1].b_simple.has_value());
+  EXPECT_TRUE(race.runs[2].b_simple.has_value());
   std::map<int64_t, double> expected;
   double lowest = 1e300;
   for (const RunRaceEntry& e : race.entries) {
