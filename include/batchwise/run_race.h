@@ -4,7 +4,7 @@
 /// than a whole one. The reference batch (the smallest candidate) trains the user's schedule
 /// squeezed into three fractions of the run, each twice the one before: the final held-out quality
 /// of each is a learning curve in the run's length, and the gradient noise scale at the start and
-/// at the end of each shows how the critical batch grows as training goes on (McCandlish et al.
+/// at the end of the two longer ones shows how the critical batch grows as training goes on (McCandlish et al.
 /// 2018). Each other candidate trains the two longer compressed runs itself: how far behind the
 /// reference's it ends at each length, and how that gap shrank as the run doubled, carried on to
 /// the run's end (the critical batch grows as the loss falls, so a larger batch's lag early in a
@@ -70,8 +70,8 @@ struct CompressedRun {
   int64_t warmup_steps = 0;              ///< the full run's warm-up steps, at most a quarter of this run's
   double train_s = 0;                    ///< measured training time (evaluation excluded)
   std::optional<double> loss, accuracy;  ///< held-out, after the last step; none when it diverged
-  /// The noise scale at its end (the reference's runs only); 1e12 where the gradient could not be
-  /// told from its noise, at least 1.
+  /// The noise scale at its end (the reference's two longer runs only; none for the run a longer
+  /// round adds); 1e12 where the gradient could not be told from its noise, at least 1.
   std::optional<double> b_simple;
 };
 
@@ -251,7 +251,8 @@ void fields(V& v, T& r) {
 /// quality.
 std::optional<double> compressed_gap(const RunRace& race, const std::optional<CompressedRun>& run, size_t l);
 
-/// The candidates a judged race runs longer (race_runs): those faster than its pick that it judged
+/// The candidates a judged race runs longer (race_runs): those faster than its pick (their full run
+/// at least 5 % shorter: a smaller saving is within the sweep's resolution) that it judged
 /// worse on a gap well beyond the held-out noise (twice the tolerance) in their shorter compressed
 /// run that shrank in their longer one, where the longest compressed run is more than five
 /// doublings short of the run. Their gap's trend, read from two runs a handful of steps long, is
@@ -261,8 +262,8 @@ std::optional<double> compressed_gap(const RunRace& race, const std::optional<Co
 std::vector<int64_t> contested_batches(const RunRace& race);
 
 /// The run race's seconds beyond its compressed runs' training: a range test per candidate
-/// (`lr.steps` steps), the noise scale at the start (unless given) and after each of the reference's
-/// runs, and a held-out evaluation (`held_out_size` samples, forward only at batch 1024) before the
+/// (`lr.steps` steps), the noise scale at the start (unless given) and after the reference's two
+/// longer runs, and a held-out evaluation (`held_out_size` samples, forward only at batch 1024) before the
 /// reference's runs and after each run. `step_s(batch)`: a training step's seconds (time_plan.h's StepCost::at).
 double run_race_overhead_s(const RunRaceOptions& options, int64_t held_out_size,
                            const std::function<double(int64_t)>& step_s);

@@ -52,8 +52,8 @@ constexpr double kTrendNoise = 2;
 // run longer").
 constexpr double kMostCarried = 5;
 
-// A contested candidate races longer only where its run is at least 5 % shorter than the pick's, or
-// than the last contested batch the longer race judged good: a smaller saving is within the sweep's
+// A contested candidate races longer only where its run is at least 5 % shorter than the pick's
+// and, once the longer race judged a contested batch good, than that one's: a smaller saving is within the sweep's
 // resolution (it calls a batch 5 % slower than a smaller one dominated, race_candidates) and is the
 // least a batch-size schedule must save (mlp AdamW, 35 epochs: 2,048's run 1-4 % shorter than
 // 1,024's, 0.7 s of a 4 s round).
@@ -566,9 +566,9 @@ double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size,
 namespace {
 
 // One run race over o's candidates (the reserve aside); only_longest: its reference left the start
-// only in its longest compressed run. noise_along: the noise scale is measured after each of the
-// reference's runs (run_longer's race does without it after the run it adds: only the batch-size
-// schedule and the notes read it there; about 0.5 s of mlp's 2.8 s round).
+// only in its longest compressed run. noise_along: the noise scale is measured after the
+// reference's two longer runs (run_longer's race does without it after the run it adds: only the
+// batch-size schedule and the notes read it there; about 0.5 s of mlp's 2.8 s round).
 RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, Trained& trained,
                   bool noise_along, bool& only_longest) {
   BATCHWISE_CHECK(o.batches().size() >= 2 && o.samples_per_s().size() == o.batches().size(), ConfigError,
@@ -631,7 +631,9 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
     if (e.batch == race.reference_batch || std::find(faster.begin(), faster.end(), e.batch) != faster.end())
       batches.push_back(e.batch), rates.push_back(e.samples_per_s), full_runs_s.push_back(e.full_run_s);
   const double f = 2 * race.lengths_epochs.front() / race.epochs;  // the new shortest run's share
-  double cost_s = 0;  // what is new: every batch's longest run (its shorter one is this race's longest)
+  // What is new: every batch's longest run (its shorter one is this race's longest); every contested
+  // batch counts, though the round may leave some out (kLeastSaving): which is not known before.
+  double cost_s = 0;
   for (double s : full_runs_s) cost_s += 4 * f * s;
   if (cost_s > o.budget_s()) {
     race.notes.push_back(fmt::format(
@@ -653,8 +655,11 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
   std::vector<double> raced_rates{rates.front()}, raced_runs_s{full_runs_s.front()};
   for (size_t c = 1; c < batches.size(); ++c) {
     if (raced.size() > 1 && !(full_runs_s[c] < (1 - kLeastSaving) * raced_runs_s.back())) {
-      saving_little.push_back(fmt::format("{} not run (its run {:.1f} % shorter than {}'s, judged good)", batches[c],
-                                          100 * (1 - full_runs_s[c] / raced_runs_s.back()), raced.back()));
+      const double saving = 1 - full_runs_s[c] / raced_runs_s.back();  // contested in batch order, not speed's
+      saving_little.push_back(
+          saving > 0 ? fmt::format("{} not run (its run {:.1f} % shorter than {}'s, judged good)", batches[c],
+                                   100 * saving, raced.back())
+                     : fmt::format("{} not run (its run no shorter than {}'s, judged good)", batches[c], raced.back()));
       continue;
     }
     raced.push_back(batches[c]), raced_rates.push_back(rates[c]), raced_runs_s.push_back(full_runs_s[c]);

@@ -264,17 +264,17 @@ TEST(RunRace, ContestedBatchesRaceLongerSmallestFirstUpToTheFirstStillWorse) {
     EXPECT_FALSE(m.find("batch 4096") != std::string::npos && m.find("0.983") != std::string::npos) << m;
 }
 
-// A contested batch races longer only where its run is at least 5 % shorter than the pick's, or
-// than the last contested batch judged good: a smaller saving is within the sweep's resolution.
+// A contested batch races longer only where its run is at least 5 % shorter than the pick's and,
+// once one is judged good, than that one's: a smaller saving is within the sweep's resolution.
 TEST(RunRace, AContestedBatchSavingUnderFivePercentDoesNotRaceLonger) {
   std::vector<int64_t> batches = kBatches;
   batches.insert(batches.end(), {2048, 4096});
   const size_t at_1024 = kBatches.size() - 1;
-  const auto race_for = [&](const std::vector<double>& rates, std::vector<std::string>& trained) {
+  const auto race_for = [&](const std::vector<double>& rates, std::vector<std::string>& trained, double epochs = 24) {
     Problem problem;
     return race_runs(*problem.workload, problem.held_out,
                      RunRaceOptions(batches, rates, LrAdviceOptions(32, 0.05))
-                         .epochs(24)
+                         .epochs(epochs)
                          .lr_schedule(LrSchedule::Cosine)
                          .budget_s(6)
                          .on_progress([&](const std::string& m) { trained.push_back(m); }));
@@ -299,7 +299,7 @@ TEST(RunRace, AContestedBatchSavingUnderFivePercentDoesNotRaceLonger) {
   for (const std::string& m : trained)  // its longer run never trained
     EXPECT_FALSE(m.find("batch 4096") != std::string::npos && m.find(longest) != std::string::npos) << m;
 
-  // The sweep's own curve: 2,048's run 4.5 % shorter than the pick 1,024's, 4,096's 6.8 %: both are
+  // The sweep's own curve: 2,048's run 4.5 % shorter than the pick 1,024's, 4,096's 6.7 %: both are
   // judged worse, only 4,096 races longer (still worse), and 1,024 stands (the closed form's 2,048 is
   // one step away).
   trained.clear();
@@ -310,6 +310,25 @@ TEST(RunRace, AContestedBatchSavingUnderFivePercentDoesNotRaceLonger) {
   EXPECT_EQ(one.entries.size(), batches.size());
   EXPECT_FALSE(one.entries[at_1024 + 1].good);
   EXPECT_EQ(one.notes[0].rfind("batch [4096], faster than batch 1024, was judged worse", 0), 0u) << one.notes[0];
+  for (const std::string& m : trained)
+    EXPECT_FALSE(m.find("batch 2048") != std::string::npos && m.find("0.983") != std::string::npos) << m;
+
+  // Left out, then a larger one races: at 16 epochs 1,024 is judged good, 2,048 (3 % faster than it)
+  // is left out, and 4,096 (1.6x 1,024's samples/s) races beside them, still judged worse.
+  rates = step_rates(batches);
+  rates[at_1024 + 1] = 1.03 * rates[at_1024];
+  rates[at_1024 + 2] = 1.6 * rates[at_1024];
+  trained.clear();
+  const RunRace past = race_for(rates, trained, 16);
+  ASSERT_TRUE(past.best_batch.has_value()) << fmt::format("{}", fmt::join(past.notes, "; "));
+  EXPECT_EQ(past.longer_rounds, 1);
+  EXPECT_EQ(*past.best_batch, 1024);
+  ASSERT_EQ(past.entries.size(), 3u) << past.notes[0];
+  EXPECT_EQ(past.entries[1].batch, 1024);
+  EXPECT_EQ(past.entries[2].batch, 4096);
+  EXPECT_FALSE(past.entries[2].good);
+  EXPECT_NE(past.notes[0].find("2048 not run (its run 2.9 % shorter than 1024's, judged good)"), std::string::npos)
+      << past.notes[0];
   for (const std::string& m : trained)
     EXPECT_FALSE(m.find("batch 2048") != std::string::npos && m.find("0.983") != std::string::npos) << m;
 }
