@@ -211,6 +211,19 @@ TEST(RunRace, AContestedBatchRunLongerMovesTheAnswerToIt) {
   EXPECT_TRUE(race.entries[1].good);
 }
 
+// The closed-form problem raced over `batches` at `rates` for a cosine run of `epochs` (budget 6 s),
+// each compressed run's progress line kept in `trained`.
+RunRace race_logged(const std::vector<int64_t>& batches, const std::vector<double>& rates, double epochs,
+                    std::vector<std::string>& trained) {
+  Problem problem;
+  return race_runs(*problem.workload, problem.held_out,
+                   RunRaceOptions(batches, rates, LrAdviceOptions(32, 0.05))
+                       .epochs(epochs)
+                       .lr_schedule(LrSchedule::Cosine)
+                       .budget_s(6)
+                       .on_progress([&](const std::string& m) { trained.push_back(m); }));
+}
+
 // Contested batches race longer smallest first, each beside those before it, up to the first the
 // longer race still judges worse: no larger one can then be judged good (none is predicted nearer
 // the reference than a smaller one), so it is not trained. With 2,048 and 4,096 among the
@@ -224,13 +237,7 @@ TEST(RunRace, ContestedBatchesRaceLongerSmallestFirstUpToTheFirstStillWorse) {
   rates[at_1024 + 1] = 1.3 * rates[at_1024];  // each run at least 5 % shorter than the last's
   rates[at_1024 + 2] = 1.6 * rates[at_1024];
   const auto race_for = [&](double epochs, std::vector<std::string>& trained) {
-    Problem problem;
-    return race_runs(*problem.workload, problem.held_out,
-                     RunRaceOptions(batches, rates, LrAdviceOptions(32, 0.05))
-                         .epochs(epochs)
-                         .lr_schedule(LrSchedule::Cosine)
-                         .budget_s(6)
-                         .on_progress([&](const std::string& m) { trained.push_back(m); }));
+    return race_logged(batches, rates, epochs, trained);
   };
   std::vector<std::string> trained;
   const RunRace both = race_for(24, trained);
@@ -271,13 +278,7 @@ TEST(RunRace, AContestedBatchSavingUnderFivePercentDoesNotRaceLonger) {
   batches.insert(batches.end(), {2048, 4096});
   const size_t at_1024 = kBatches.size() - 1;
   const auto race_for = [&](const std::vector<double>& rates, std::vector<std::string>& trained, double epochs = 24) {
-    Problem problem;
-    return race_runs(*problem.workload, problem.held_out,
-                     RunRaceOptions(batches, rates, LrAdviceOptions(32, 0.05))
-                         .epochs(epochs)
-                         .lr_schedule(LrSchedule::Cosine)
-                         .budget_s(6)
-                         .on_progress([&](const std::string& m) { trained.push_back(m); }));
+    return race_logged(batches, rates, epochs, trained);
   };
   // 4,096's run 2.9 % shorter than 2,048's: 2,048 is judged good in the longer race, 4,096 not run.
   std::vector<double> rates = step_rates(batches);
