@@ -4,8 +4,8 @@
 /// than a whole one. The reference batch (the smallest candidate) trains the user's schedule
 /// squeezed into three fractions of the run, each twice the one before: the final held-out quality
 /// of each is a learning curve in the run's length, and the gradient noise scale at the start and
-/// at the end of the two longer ones shows how the critical batch grows as training goes on (McCandlish et al.
-/// 2018). Each other candidate trains the two longer compressed runs itself: how far behind the
+/// at the end of the two longer ones shows how the critical batch grows as training goes on
+/// (McCandlish et al. 2018). Each other candidate trains the two longer compressed runs itself: how far behind the
 /// reference's it ends at each length, and how that gap shrank as the run doubled, carried on to
 /// the run's end (the critical batch grows as the loss falls, so a larger batch's lag early in a
 /// run overstates its lag at the end: Merrill et al. 2025), is how far behind its full run is

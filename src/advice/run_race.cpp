@@ -53,11 +53,12 @@ constexpr double kTrendNoise = 2;
 constexpr double kMostCarried = 5;
 
 // A contested candidate races longer only where its run is at least 5 % shorter than the pick's
-// and, once the longer race judged a contested batch good, than that one's: a smaller saving is within the sweep's
-// resolution (it calls a batch 5 % slower than a smaller one dominated, race_candidates) and is the
-// least a batch-size schedule must save (mlp AdamW, 35 epochs: 2,048's run 1-4 % shorter than
-// 1,024's, 0.7 s of a 4 s round).
+// and, once the longer race judged a contested batch good, than that one's: a smaller saving is
+// within the sweep's resolution (it calls a batch 5 % slower than a smaller one dominated,
+// race_candidates) and is the least a batch-size schedule must save (mlp AdamW, 35 epochs: 2,048's
+// run 1-4 % shorter than 1,024's, 0.7 s of a 4 s round).
 constexpr double kLeastSaving = 0.05;
+bool saves_enough(double run_s, double than_s) { return run_s < (1 - kLeastSaving) * than_s; }
 
 // The reference's shortest run needs this many steps for its learning curve to mean something;
 // fewer get a note.
@@ -525,7 +526,7 @@ std::vector<int64_t> contested_batches(const RunRace& race) {
                                  [&](const RunRaceEntry& e) { return e.batch == *race.best_batch; });
   if (pick == race.entries.end()) return out;
   for (const RunRaceEntry& e : race.entries) {
-    if (!e.message.empty() || e.good || !(e.full_run_s < (1 - kLeastSaving) * pick->full_run_s)) continue;
+    if (!e.message.empty() || e.good || !saves_enough(e.full_run_s, pick->full_run_s)) continue;
     const std::optional<double> shorter = compressed_gap(race, e.shorter_run, 1),
                                 longer = compressed_gap(race, e.run, 2);
     if (shorter && longer && *shorter > kTrendNoise * race.tolerance && *longer < *shorter) out.push_back(e.batch);
@@ -654,7 +655,7 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
   std::vector<std::string> saving_little;
   std::vector<double> raced_rates{rates.front()}, raced_runs_s{full_runs_s.front()};
   for (size_t c = 1; c < batches.size(); ++c) {
-    if (raced.size() > 1 && !(full_runs_s[c] < (1 - kLeastSaving) * raced_runs_s.back())) {
+    if (raced.size() > 1 && !saves_enough(full_runs_s[c], raced_runs_s.back())) {
       const double saving = 1 - full_runs_s[c] / raced_runs_s.back();  // contested in batch order, not speed's
       saving_little.push_back(
           saving > 0 ? fmt::format("{} not run (its run {:.1f} % shorter than {}'s, judged good)", batches[c],
