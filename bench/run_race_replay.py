@@ -3,10 +3,13 @@ CELL.race.json, written by run_advice_summary.py --save-grids from a tune's repo
 run's end by a rule, the batches predicted within the tolerance are good, the fastest of them at the
 sweep's samples/s is the pick, and the pick is judged against the cell's kept grid of full runs
 (bench/grids/CELL.csv) by issue #30's rule (bench/advice_grid.py). A way of carrying the gaps is then
-weighed on every kept cell in seconds, without tuning again.
+weighed on every kept cell in seconds, without tuning again. Every rule reads the gaps after 2f as
+the race does: against the reference's middle run, or, where that run bent its learning curve upward
+within the noise of three runs, against the line through the other two (run_race_gaps.cpp,
+line_through_middle).
 
 Rules (--rule):
-  tree       what src/advice/run_race.cpp does (carry_gaps): each candidate's gap after 4f shrinks per
+  tree       what src/advice/run_race_gaps.cpp does (carry_gaps): each candidate's gap after 4f shrinks per
              doubling of the run as it did from 2f to 4f, the ratio bounded to [0.5, 1]; a gap within
              twice the held-out noise at 2f takes the nearest larger batch's trend; a larger batch is
              never predicted nearer the reference than a smaller one. Its pick must be the tune's
@@ -20,6 +23,7 @@ the bar for "good", in every cell alike (the transformer's race reads token accu
 larger than a tolerance meant for images).
 
     python3 bench/run_race_replay.py [--grids bench/grids] [--rule tree|pooled|shrink:0.6 ...] [--tolerance 0.005]
+        [--tunes DIR ...] [--middle line|measured]
 
 A replay holds the compressed runs fixed: what a rule would pick from the same measurements, not what
 another tune would measure (the sweep's candidates move between tunes; benchmarks.md says how far).
@@ -32,16 +36,21 @@ import os
 
 from advice_grid import good_set, grid_stats, measure_of, read_kept_grid, verdict
 
-LEAST_TREND, TREND_NOISE = 0.5, 2.0  # run_race.cpp: kLeastGapTrend, kTrendNoise
+LEAST_TREND, TREND_NOISE = 0.5, 2.0  # run_race_internal.h: kLeastGapTrend, kTrendNoise
+BEND_NOISE = 2.449  # run_race_gaps.cpp: kBendNoise
 
 
-def compressed_gaps(race):
+def compressed_gaps(race, middle="line"):
     """Per candidate after the reference: (batch, gap after 2f, gap after 4f, full run's seconds), in
     the race's measure (accuracy points, or a share of the reference's loss); the gaps None where the
     candidate's runs failed."""
     accuracy = race["measure"] == "accuracy"
     error = (lambda r: 1 - r["accuracy"]) if accuracy else (lambda r: r["loss"])
     refs = [error(r) for r in race["runs"]]
+    if middle == "line" and len(refs) == 3:  # line_through_middle: a middle run bent upward within the noise is read on the line
+        bend = (refs[1] - refs[2]) - (refs[0] - refs[1])
+        if 0 < bend <= BEND_NOISE * race["tolerance"] * (1 if accuracy else refs[2]):
+            refs[1] = 0.5 * (refs[0] + refs[2])
     out = []
     for e in race["entries"][1:]:
         if e.get("message") or not e.get("run") or not e.get("shorter_run"):
@@ -70,12 +79,12 @@ def trends(gaps, rule, noise):
     return [shrink] * len(gaps)
 
 
-def replay(race, rule, tolerance=None):
+def replay(race, rule, tolerance=None, middle="line"):
     """The pick under the rule."""
     noise = race["tolerance"]  # the held-out noise, in the gaps' units
     bar = tolerance if tolerance is not None else noise
     doublings = max(0.0, math.log2(race["epochs"] / race["lengths_epochs"][-1]))
-    gaps = compressed_gaps(race)
+    gaps = compressed_gaps(race, middle)
     ref = race["entries"][0]
     pick, pick_s, widest = ref["batch"], ref["full_run_s"], 0.0
     for (batch, _, g4, full_run_s), trend in zip(gaps, trends(gaps, rule, noise)):
@@ -92,19 +101,35 @@ def main():
     ap.add_argument("--grids", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "grids"))
     ap.add_argument("--rule", action="append", help="tree, pooled or shrink:S; several allowed (default: tree)")
     ap.add_argument("--tolerance", type=float, help="the bar for a good batch, instead of the race's noise")
+    ap.add_argument("--tunes", action="append", default=[],
+                    help="a folder of tune reports (CELL.tune.SEED.json, as bench/run_advice.sh writes them) to "
+                         "replay instead of the kept races; several allowed")
+    ap.add_argument("--middle", choices=["line", "measured"], default="line",
+                    help="read the gaps after 2f against the reference's middle run on its line where it bent "
+                         "upward within the noise (what the race does), or as measured")
     args = ap.parse_args()
     rules = args.rule or ["tree"]
+    records = []  # (cell, its label, the race)
+    if args.tunes:
+        for folder in args.tunes:
+            for path in sorted(glob.glob(os.path.join(folder, "*.tune.*.json"))):
+                cell, seed = os.path.basename(path)[: -len(".json")].split(".tune.")
+                report = json.load(open(path))
+                if report.get("run_race"):
+                    records.append((cell, f"{folder}, seed {seed}", report["run_race"]))
+    else:
+        for path in sorted(glob.glob(os.path.join(args.grids, "*.race.json"))):
+            record = json.load(open(path))
+            records.append((record["cell"], record["commit"], record["run_race"]))
     print(f"| cell (race's tune) | carried over | {' | '.join(rules)} |")
     print(f"|---|---:|{'---|' * len(rules)}")
     passed = {r: 0 for r in rules}
     cells = 0
-    for path in sorted(glob.glob(os.path.join(args.grids, "*.race.json"))):
-        record = json.load(open(path))
-        name, race = record["cell"], record["run_race"]
+    for name, label, race in records:
         grid = os.path.join(args.grids, f"{name}.csv")
         if not os.path.exists(grid) or race.get("best_batch") is None:
             why = "no kept grid" if not os.path.exists(grid) else "the run race picked nothing"
-            print(f"| {name} ({record['commit']}) | - | {why} |")
+            print(f"| {name} ({label}) | - | {why} |")
             continue
         measure = measure_of(name)
         stats, _ = grid_stats(read_kept_grid(grid), measure)
@@ -113,15 +138,15 @@ def main():
         cells += 1
         row = []
         for rule in rules:
-            pick = replay(race, rule, args.tolerance)
+            pick = replay(race, rule, args.tolerance, args.middle)
             inside, ratio, ok = verdict(stats, good, pick)
             passed[rule] += ok
             text = f"{pick}: " + ("not in the grid" if pick not in stats else
                                   f"{'pass' if ok else 'FAIL'} ({ratio:.2f}{'' if inside else ', worse model'})")
-            if rule == "tree" and pick != race["best_batch"]:
+            if rule == "tree" and args.middle == "line" and pick != race["best_batch"]:
                 text += f" (the tune picked {race['best_batch']}: the replay differs)"
             row.append(text)
-        print(f"| {name} ({record['commit']}) | {doublings:.1f} doublings | {' | '.join(row)} |")
+        print(f"| {name} ({label}) | {doublings:.1f} doublings | {' | '.join(row)} |")
     print()
     print(" ".join(f"{rule}: {passed[rule]} of {cells} pass." for rule in rules))
 

@@ -30,6 +30,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 using detail::kNoiseUnbounded;
+using detail::kTrendNoise;
 // A measured noise scale below one sample (its trace estimate can come out at or below 0): every
 // batch is far above it.
 constexpr double kNoiseFloor = 1.0;
@@ -37,14 +38,6 @@ constexpr double kNoiseFloor = 1.0;
 // lower, as the batch race's left_the_start) before its learning curve says anything.
 constexpr double kLeftTheStart = 0.98;
 
-// A candidate's gap behind the reference is carried to the run's end shrinking per doubling as it
-// did between its two compressed runs, but at most halving: a steeper fall between two noisy
-// readings is not extrapolated over the run (lenet's 15 epochs are 5 doublings past the race).
-constexpr double kLeastGapTrend = 0.5;
-// The shorter run's gap must be this many times the held-out noise for the ratio of the two gaps to
-// be a trend: near the noise, the ratio is mostly noise's (lenet's 64 at 1.2 points, noise 0.81,
-// read a gap that grew).
-constexpr double kTrendNoise = 2;
 // A race whose longest compressed run is more than this many doublings short of the run runs its
 // contested candidates longer (run_longer): once, one doubling, within its budget of training. A
 // second round (mlp at 35 epochs, to 1.09 epochs) passed one more of six mlp tunes and took tune
@@ -135,6 +128,16 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end) {
           ? fmt::format("a power law in the samples, S^-{:.2f}, carried to the run's end", *race.curve_exponent)
       : race.gains[1] <= 0 ? std::string("the last doubling bought nothing, so fewer samples cost nothing either")
                            : std::string("not flattening yet, so every doubling is taken to buy the last gain")));
+  if (race.middle_on_line && race.runs[1].accuracy && race.runs[1].loss) {
+    const double off = accuracy ? *race.middle_on_line - *race.runs[1].accuracy
+                                : (*race.runs[1].loss - *race.middle_on_line) / *race.middle_on_line;
+    race.notes.push_back(fmt::format(
+        "batch {}'s run of {:.3g} epochs ended {} {} the line through its other two, within the noise of three runs: "
+        "a learning curve does not steepen as its run doubles, so every gap after {:.3g} epochs is read against the "
+        "line (read against the run, each would be {} smaller)",
+        race.reference_batch, race.lengths_epochs[1], amount(off), accuracy ? "below" : "above", race.lengths_epochs[1],
+        amount(off)));
+  }
   if (!pick) return;
   if (pick->batch == race.reference_batch) {
     race.pick_reason = fmt::format(
@@ -154,93 +157,6 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end) {
 }
 
 }  // namespace
-
-double deficit(const std::vector<double>& samples, const std::vector<double>& errors, double run_samples,
-               double efficiency) {
-  if (samples.size() != 3 || errors.size() != 3 || efficiency >= 1) return 0;
-  const double d1 = errors[0] - errors[1], d2 = errors[1] - errors[2];
-  if (d2 <= 0) return 0;  // the last doubling bought nothing: fewer samples cost nothing either
-  if (d2 >= d1) return d2 * std::log2(1 / efficiency);  // not yet flattening: every doubling buys d2
-  const double r = d2 / d1;                             // = 2^-alpha
-  const double alpha = -std::log2(r);
-  // Error above the floor: e(S) = e1 (S / S1)^-alpha, with e1 - e2 = d1: e1 = d1 / (1 - r).
-  const double e_run = d1 / (1 - r) * std::pow(run_samples / samples[0], -alpha);
-  return e_run * (std::pow(efficiency, -alpha) - 1);
-}
-
-double measured_share(const std::vector<double>& samples, const std::vector<double>& errors, double error,
-                      double tolerance) {
-  if (samples.size() != 3 || errors.size() != 3) return 1;
-  error = std::max(errors[2], error - tolerance);  // within the held-out noise of the reference: level
-  if (error <= errors[2]) return 1;
-  const double d1 = errors[0] - errors[1], d2 = errors[1] - errors[2];
-  if (d2 <= 0) return 0;
-  double at = 0;
-  if (d2 >= d1) {  // every doubling buys d2
-    at = samples[2] * std::pow(2.0, -(error - errors[2]) / d2);
-  } else {
-    const double r = d2 / d1, alpha = -std::log2(r);
-    const double scale = d1 / (1 - r), floor = errors[0] - scale;
-    if (error <= floor) return 1;
-    at = samples[0] * std::pow((error - floor) / scale, -1 / alpha);
-  }
-  return std::clamp(at / samples[2], 0.0, 1.0);
-}
-
-std::optional<double> compressed_gap(const RunRace& race, const std::optional<CompressedRun>& run, size_t l) {
-  if (!run || l >= race.runs.size()) return std::nullopt;
-  const CompressedRun& ref = race.runs[l];
-  if (race.measure == "accuracy") {
-    if (!run->accuracy || !ref.accuracy) return std::nullopt;
-    return *ref.accuracy - *run->accuracy;
-  }
-  if (!run->loss || !ref.loss || !(*ref.loss > 0)) return std::nullopt;
-  return (*run->loss - *ref.loss) / *ref.loss;
-}
-
-std::optional<double> gap_trend(double shorter, double longer, double noise) {
-  if (!(longer > 0) || !(shorter > kTrendNoise * noise)) return std::nullopt;
-  return std::clamp(longer / shorter, kLeastGapTrend, 1.0);
-}
-
-std::vector<std::optional<CarriedGap>> carry_gaps(const std::vector<std::optional<CompressedGaps>>& gaps, double noise,
-                                                  double doublings) {
-  // Each candidate's trend: its own where its shorter run's gap was well beyond the held-out noise,
-  // else the nearest larger batch's (a gap near the noise has no trend of its own), else none (1).
-  std::vector<std::optional<double>> trends(gaps.size());
-  for (size_t i = gaps.size(); i-- > 0;) {
-    if (gaps[i]) trends[i] = gap_trend(gaps[i]->shorter, gaps[i]->longer, noise);
-    if (!trends[i] && i + 1 < gaps.size()) trends[i] = trends[i + 1];
-  }
-  std::vector<std::optional<CarriedGap>> out(gaps.size());
-  double widest = 0;  // the largest gap predicted for a smaller batch
-  for (size_t i = 0; i < gaps.size(); ++i) {
-    if (!gaps[i]) continue;
-    CarriedGap c;
-    c.trend = trends[i].value_or(1.0);
-    // A larger batch is not predicted to end nearer the reference than a smaller one: at the rule's
-    // rate it takes fewer steps for the same samples, and in McCandlish's model a sample counts less
-    // the larger the batch. Two noisy trends can say otherwise (mlp SGD: 2,048 predicted 0.61 points
-    // behind, 1,024 1.18).
-    c.gap = std::max(widest, std::max(0.0, gaps[i]->longer) * std::pow(c.trend, std::max(0.0, doublings)));
-    widest = c.gap;
-    out[i] = c;
-  }
-  return out;
-}
-
-double share_for_gap(const std::vector<double>& samples, const std::vector<double>& errors, double run_samples,
-                     double gap, double noise) {
-  if (!(gap > 0)) return 1;
-  constexpr double kLeast = 1e-6;
-  if (deficit(samples, errors, run_samples, kLeast) < gap) return gap <= noise ? 1 : 0;
-  double lo = kLeast, hi = 1;  // deficit falls as the share grows
-  for (int i = 0; i < 60; ++i) {
-    const double mid = 0.5 * (lo + hi);
-    (deficit(samples, errors, run_samples, mid) > gap ? lo : hi) = mid;
-  }
-  return hi;
-}
 
 namespace {
 
@@ -467,13 +383,17 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
   };
   const double ref_cap = cap(ref);
   const double noise_abs = accuracy ? race.tolerance : race.tolerance * errors[2];  // in the error's units
+  const std::optional<double> middle = line_through_middle(errors, noise_abs);      // as the gaps read it
+  race.middle_on_line.reset();
+  if (middle) race.middle_on_line = accuracy ? 1 - *middle : *middle;
   const double doublings = std::max(0.0, std::log2(o.epochs() / race.lengths_epochs.back()));
   const auto error_of = [&](const CompressedRun& run) { return accuracy ? 1 - *run.accuracy : *run.loss; };
   std::vector<std::optional<CompressedGaps>> measured;  // every candidate but the reference
   for (size_t i = 1; i < race.entries.size(); ++i) {
     const RunRaceEntry& e = race.entries[i];
     if (e.message.empty())
-      measured.push_back(CompressedGaps{error_of(*e.shorter_run) - errors[1], error_of(*e.run) - errors[2]});
+      measured.push_back(
+          CompressedGaps{error_of(*e.shorter_run) - middle.value_or(errors[1]), error_of(*e.run) - errors[2]});
     else
       measured.emplace_back();
   }

@@ -1,4 +1,5 @@
-// What the run race's two units share: run_race.cpp trains the compressed runs and judges them,
+// What the run race's units share: run_race.cpp trains the compressed runs and judges them,
+// run_race_gaps.cpp reads the reference's learning curve and the candidates' gaps off them, and
 // run_race_schedule.cpp weighs a batch-size schedule against the pick.
 #pragma once
 
@@ -13,6 +14,15 @@ namespace batchwise::detail {
 /// A noise scale the measurement could not tell from infinite (|G|^2 not above its noise): every
 /// batch of the run is far below it.
 constexpr double kNoiseUnbounded = 1e12;
+
+/// A candidate's gap behind the reference is carried to the run's end shrinking per doubling as it
+/// did between its two compressed runs, but at most halving: a steeper fall between two noisy
+/// readings is not extrapolated over the run (lenet's 15 epochs are 5 doublings past the race).
+constexpr double kLeastGapTrend = 0.5;
+/// The shorter run's gap must be this many times the held-out noise for the ratio of the two gaps to
+/// be a trend: near the noise, the ratio is mostly noise's (lenet's 64 at 1.2 points, noise 0.81,
+/// read a gap that grew).
+constexpr double kTrendNoise = 2;
 
 /// Weighs batch-size schedules against the pick (race.entries judged): where the batch whose samples
 /// buy the most progress per second grows 2x or more over the run, the fastest schedule of two or

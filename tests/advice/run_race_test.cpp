@@ -518,6 +518,55 @@ TEST(RunRace, GapsAreCarriedInBatchOrder) {
                    0.03);  // no doublings left: as it stands
 }
 
+// The reference's middle run enters every candidate's gap at its length. lenet AdamW at 15 epochs,
+// tune seed 0: batch 16's error fell 2.77 points from 0.068 to 0.137 epochs and 4.30 from there to
+// 0.273; no learning curve steepens so, and the bend is within the noise of three runs (sqrt(6) x
+// 0.81 points). Read as measured, every gap at 0.137 epochs was 0.77 points smaller and seemed to
+// grow, every faster batch was judged worse, and 16 (1.95x the fastest good batch's time) was
+// picked; read on the line, 128's gap shrinks as the run doubles, and 32 to 128 are judged no worse
+// (their full runs end within 0.2 points of 16's).
+TEST(RunRace, AMiddleRunBelowTheLineWithinTheNoiseIsReadOnTheLine) {
+  const double noise = 0.0081, doublings = std::log2(15 / 0.2731);
+  const std::vector<double> errors{1 - 0.7201, 1 - 0.7478, 1 - 0.7908};
+  const std::optional<double> middle = line_through_middle(errors, noise);
+  ASSERT_TRUE(middle);
+  EXPECT_NEAR(*middle, 0.5 * (errors[0] + errors[2]), 1e-12);
+  EXPECT_FALSE(line_through_middle({0.30, 0.25, 0.22}, noise));  // flattening: as measured
+  EXPECT_FALSE(line_through_middle({0.90, 0.89, 0.85}, noise));  // a plateau's exit: a bend beyond the noise
+  EXPECT_FALSE(line_through_middle({0.30, 0.25}, noise));
+
+  // Batches 32 to 512: the errors after 0.137 and 0.273 epochs.
+  const std::vector<std::pair<double, double>> runs{{1 - 0.7434, 1 - 0.7798},
+                                                    {1 - 0.7423, 1 - 0.7828},
+                                                    {1 - 0.7359, 1 - 0.7738},
+                                                    {1 - 0.7090, 1 - 0.7413},
+                                                    {1 - 0.6931, 1 - 0.7189}};
+  const auto judged_good = [&](double middle_error) {
+    std::vector<std::optional<CompressedGaps>> gaps;
+    for (const auto& [shorter, longer] : runs)
+      gaps.push_back(CompressedGaps{shorter - middle_error, longer - errors[2]});
+    std::vector<bool> good;
+    for (const auto& c : carry_gaps(gaps, noise, doublings)) good.push_back(c->gap <= noise);
+    return good;
+  };
+  EXPECT_EQ(judged_good(errors[1]), (std::vector<bool>{false, false, false, false, false}));
+  EXPECT_EQ(judged_good(*middle), (std::vector<bool>{true, true, true, false, false}));
+
+  RunRace race;  // the gaps the report shows are read the same way
+  race.measure = "accuracy";
+  for (double e : errors) {
+    CompressedRun r;
+    r.accuracy = 1 - e, r.loss = e;
+    race.runs.push_back(r);
+  }
+  CompressedRun run;
+  run.accuracy = 0.7434, run.loss = 1 - 0.7434;
+  EXPECT_NEAR(*compressed_gap(race, run, 1), 0.7478 - 0.7434, 1e-12);
+  race.middle_on_line = 1 - *middle;
+  EXPECT_NEAR(*compressed_gap(race, run, 1), 1 - *middle - 0.7434, 1e-12);
+  EXPECT_NEAR(*compressed_gap(race, run, 2), 0.7908 - 0.7434, 1e-12);  // the longer runs as measured
+}
+
 // The race kept from mlp SGD's seed-0 tune at 35 epochs (bench/grids/mlp-sgd.race.json): 128 picked,
 // every faster batch judged worse. 256's gap grew between its runs (4.29 then 4.84 points); 512 and
 // larger were far behind in the shorter run and closing: those run longer, and only while the run
