@@ -260,11 +260,13 @@ std::optional<double> compressed_gap(const RunRace& race, const std::optional<Co
 /// The middle of the reference's three errors (1 - accuracy, or the loss, after runs each twice as
 /// long as the one before) on the line through the other two, where the second gain exceeds the
 /// first by at most sqrt(6) x `noise` (the held-out noise, two standard errors of one run: the bend
-/// e0 - 2 e1 + e2 has sqrt(6) of them); none where it does not exceed it, or exceeds it by more. No
-/// learning curve steepens as its run doubles, and the middle run enters every candidate's gap at
-/// its length: read as measured, a middle run low by noise makes every gap there smaller and every
-/// gap seem to grow into the longer run (lenet AdamW, 15 epochs, tune seeds 0 and 5: 16 picked,
-/// 1.95x the fastest good batch's time).
+/// 2 e1 - e0 - e2 has sqrt(6) of them; the loss's fixed 2 % gets the same bound); none where it does
+/// not exceed it, or exceeds it by more. No learning curve steepens as its run doubles, and the
+/// middle run enters every candidate's gap at its length: read as measured, a middle run that ended
+/// worse than its line by noise makes every gap there smaller and every gap seem to grow into the
+/// longer run (lenet AdamW, 15 epochs, tune seeds 0 and 5: 16 picked, 1.95x the fastest good
+/// batch's time). Only the gaps read it: the learning curve (gains, its exponent, the shares and the
+/// schedule) keeps the measured run.
 std::optional<double> line_through_middle(const std::vector<double>& errors, double noise);
 
 /// The candidates a judged race runs longer (race_runs): those faster than its pick (their full run

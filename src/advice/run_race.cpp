@@ -128,15 +128,15 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end) {
           ? fmt::format("a power law in the samples, S^-{:.2f}, carried to the run's end", *race.curve_exponent)
       : race.gains[1] <= 0 ? std::string("the last doubling bought nothing, so fewer samples cost nothing either")
                            : std::string("not flattening yet, so every doubling is taken to buy the last gain")));
-  if (race.middle_on_line && race.runs[1].accuracy && race.runs[1].loss) {
+  if (race.middle_on_line && (accuracy ? race.runs[1].accuracy : race.runs[1].loss)) {
     const double off = accuracy ? *race.middle_on_line - *race.runs[1].accuracy
                                 : (*race.runs[1].loss - *race.middle_on_line) / *race.middle_on_line;
     race.notes.push_back(fmt::format(
         "batch {}'s run of {:.3g} epochs ended {} {} the line through its other two, within the noise of three runs: "
         "a learning curve does not steepen as its run doubles, so every gap after {:.3g} epochs is read against the "
-        "line (read against the run, each would be {} smaller)",
+        "line (read against the run, each would be {}{} smaller)",
         race.reference_batch, race.lengths_epochs[1], amount(off), accuracy ? "below" : "above", race.lengths_epochs[1],
-        amount(off)));
+        accuracy ? "" : "about ", amount(off)));
   }
   if (!pick) return;
   if (pick->batch == race.reference_batch) {

@@ -17,8 +17,10 @@ using detail::kLeastGapTrend;
 using detail::kTrendNoise;
 
 // How far the reference's middle run may lie off the line through its other two before the bend is
-// taken for the curve's own: the bend (the second gain over the first, e0 - 2 e1 + e2) has sqrt(6)
-// times one run's standard error, and a tolerance is two of them, so this is two of the bend's.
+// taken for the curve's own: the bend (the second gain over the first, 2 e1 - e0 - e2) has sqrt(6)
+// times one run's standard error, and an accuracy's tolerance is two of them, so this is two of the
+// bend's. The loss's tolerance (2 % of it) is a fixed share, not a standard error; the same bound
+// serves it.
 constexpr double kBendNoise = 2.449;
 
 }  // namespace

@@ -534,6 +534,9 @@ TEST(RunRace, AMiddleRunBelowTheLineWithinTheNoiseIsReadOnTheLine) {
   EXPECT_FALSE(line_through_middle({0.30, 0.25, 0.22}, noise));  // flattening: as measured
   EXPECT_FALSE(line_through_middle({0.90, 0.89, 0.85}, noise));  // a plateau's exit: a bend beyond the noise
   EXPECT_FALSE(line_through_middle({0.30, 0.25}, noise));
+  // The bound: a bend of sqrt(6) x the noise (2.449 x 0.01) is read on the line, a larger one is not.
+  EXPECT_TRUE(line_through_middle({0.5, 0.5 * (0.8 + 0.0244), 0.3}, 0.01));
+  EXPECT_FALSE(line_through_middle({0.5, 0.5 * (0.8 + 0.0246), 0.3}, 0.01));
 
   // Batches 32 to 512: the errors after 0.137 and 0.273 epochs.
   const std::vector<std::pair<double, double>> runs{{1 - 0.7434, 1 - 0.7798},
@@ -565,6 +568,13 @@ TEST(RunRace, AMiddleRunBelowTheLineWithinTheNoiseIsReadOnTheLine) {
   race.middle_on_line = 1 - *middle;
   EXPECT_NEAR(*compressed_gap(race, run, 1), 1 - *middle - 0.7434, 1e-12);
   EXPECT_NEAR(*compressed_gap(race, run, 2), 0.7908 - 0.7434, 1e-12);  // the longer runs as measured
+
+  RunRace by_loss = race;  // a loss race reads the middle run's loss on the line: a share of it
+  by_loss.measure = "loss";
+  by_loss.middle_on_line = 0.62;
+  run.loss = 0.65;
+  EXPECT_NEAR(*compressed_gap(by_loss, run, 1), (0.65 - 0.62) / 0.62, 1e-12);
+  EXPECT_NEAR(*compressed_gap(by_loss, run, 2), (0.65 - errors[2]) / errors[2], 1e-12);
 }
 
 // The race kept from mlp SGD's seed-0 tune at 35 epochs (bench/grids/mlp-sgd.race.json): 128 picked,
