@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <tuple>
+#include <type_traits>
 
 #include "advice/run_race_internal.h"
 #include "advice/target.h"
@@ -571,26 +572,32 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
   // A batch whose run is not kLeastSaving shorter than the last one judged good is left out.
   RunRace next;
   double wall_s = 0;
-  std::vector<int64_t> raced{batches.front()}, not_run;  // the reference, then the contested raced
+  std::vector<size_t> raced{0};  // where in batches: the reference, then the contested raced
+  const auto of_raced = [&raced](const auto& v) {
+    std::vector<typename std::decay_t<decltype(v)>::value_type> out;
+    for (size_t i : raced) out.push_back(v[i]);
+    return out;
+  };
+  std::vector<int64_t> not_run;
   std::vector<std::string> saving_little;
-  std::vector<double> raced_rates{rates.front()}, raced_runs_s{full_runs_s.front()};
   for (size_t c = 1; c < batches.size(); ++c) {
-    if (raced.size() > 1 && !saves_enough(full_runs_s[c], raced_runs_s.back())) {
-      const double saving = 1 - full_runs_s[c] / raced_runs_s.back();  // contested in batch order, not speed's
-      saving_little.push_back(
-          saving > 0 ? fmt::format("{} not run (its run {:.1f} % shorter than {}'s, judged good)", batches[c],
-                                   100 * saving, raced.back())
-                     : fmt::format("{} not run (its run no shorter than {}'s, judged good)", batches[c], raced.back()));
+    const size_t last = raced.back();
+    if (raced.size() > 1 && !saves_enough(full_runs_s[c], full_runs_s[last])) {
+      const double saving = 1 - full_runs_s[c] / full_runs_s[last];  // contested in batch order, not speed's
+      saving_little.push_back(saving > 0 ? fmt::format("{} not run (its run {:.1f} % shorter than {}'s, judged good)",
+                                                       batches[c], 100 * saving, batches[last])
+                                         : fmt::format("{} not run (its run no shorter than {}'s, judged good)",
+                                                       batches[c], batches[last]));
       continue;
     }
-    raced.push_back(batches[c]), raced_rates.push_back(rates[c]), raced_runs_s.push_back(full_runs_s[c]);
+    raced.push_back(c);
     RunRaceOptions longer = o;
-    longer.batches(raced)
-        .samples_per_s(raced_rates)
+    longer.batches(of_raced(batches))
+        .samples_per_s(of_raced(rates))
         .reserve({})
         .reserve_samples_per_s({})
         .noise_at_start(race.noise_at_start);
-    longer.budget_s(f * compressed_cost_s(raced_runs_s) * (1 + 1e-9));
+    longer.budget_s(f * compressed_cost_s(of_raced(full_runs_s)) * (1 + 1e-9));
     bool only_longest = false;
     next = race_once(w, held_out, longer, trained, false, only_longest);
     wall_s += next.wall_s;
