@@ -493,6 +493,44 @@ TEST(RunRace, ThroughputReadingsAFewPercentApartTrainTheSameRuns) {
   EXPECT_LE(tiny.lengths_epochs.back(), 96.0 / kSamples * (1 + 1e-9));
 }
 
+// A candidate larger than the fastest and no faster cannot be the pick (a larger batch is never
+// predicted nearer the reference): it is not raced, its share of the budget trains the others
+// longer, and the notes say so.
+TEST(RunRace, CandidatesLargerThanTheFastestAndNoFasterAreNotRaced) {
+  Problem problem;
+  const std::vector<int64_t> batches{32, 64, 128, 256};
+  const std::vector<double> rates{24000, 72000, 69600, 71760};  // 128 and 256 a little slower than 64
+  const auto race = [&](std::vector<int64_t> b, std::vector<double> r) {
+    return race_runs(*problem.workload, problem.held_out,
+                     RunRaceOptions(std::move(b), std::move(r), LrAdviceOptions(32, 0.05))
+                         .epochs(2)
+                         .lr_schedule(LrSchedule::Cosine)
+                         .budget_s(2));
+  };
+  const RunRace all = race(batches, rates);
+  ASSERT_EQ(all.entries.size(), 2u);
+  EXPECT_EQ(all.entries[0].batch, 32);
+  EXPECT_EQ(all.entries[1].batch, 64);
+  ASSERT_TRUE(all.best_batch);
+  bool said = false;
+  for (const auto& n : all.notes)
+    said = said || n.find(
+                       "batches [128, 256] not raced: larger than batch 64, the fastest candidate by the sweep "
+                       "(72000 samples/s), and no faster, so none could be the pick") != std::string::npos;
+  EXPECT_TRUE(said) << fmt::format("{}", fmt::join(all.notes, "\n"));
+  // Out of order in, the same race. The budget 128 and 256 would have taken trains 32 and 64 longer:
+  // 2 s buy batch 32 about 167 steps in its shortest run beside 64 alone (128 on the step grid),
+  // and about 115 beside all three (96).
+  const RunRace shuffled = race({256, 64, 128, 32}, {71760, 72000, 69600, 24000});
+  ASSERT_EQ(all.runs.size(), 3u);
+  ASSERT_EQ(shuffled.runs.size(), 3u);
+  EXPECT_EQ(all.runs[0].steps, 128);
+  for (size_t l = 0; l < all.runs.size(); ++l) EXPECT_EQ(shuffled.runs[l].steps, all.runs[l].steps);
+  // Two candidates always race, the larger slower or not; the fastest the largest leaves all in.
+  EXPECT_EQ(race({32, 64}, {72000, 24000}).entries.size(), 2u);
+  EXPECT_EQ(race({32, 64, 128}, {24000, 48000, 72000}).entries.size(), 3u);
+}
+
 TEST(RunRace, GapsAreCarriedInBatchOrder) {
   const double noise = 0.0075, doublings = 6;
   const std::vector<std::optional<CompressedGaps>> gaps{
