@@ -52,8 +52,8 @@ def compressed_gaps(race, middle="line"):
         if 0 < bend <= BEND_NOISE * race["tolerance"] * (1 if accuracy else refs[2]):
             refs[1] = 0.5 * (refs[0] + refs[2])
     entries = race["entries"]
-    if len(entries) >= 3:  # without_slower_larger: none larger than the fastest and no faster races (on runs
-        # a race of the full set trained: since 2026-11-28 the budget they took trains the others longer)
+    if len(entries) >= 3:  # without_slower_larger: none larger than the fastest and no faster races (the
+        # budget falls by their share, so the others train the same runs)
         rates = [e["samples_per_s"] for e in entries]
         entries = entries[: max(2, rates.index(max(rates)) + 1)]
     out = []

@@ -651,9 +651,10 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
 // o without the candidates larger than the fastest (by the sweep's samples/s), which cannot be the
 // pick: one is picked only where it is good and no faster good batch is, and no larger batch is
 // predicted to end nearer the reference than a smaller one (carry_gaps), so where the fastest is
-// judged worse so are they, and where it is good it is faster. Their compressed runs took a share of
-// the budget (mlp SGD, 35 epochs: 2,048 and 4,096, a little slower than 1,024, 30 %) that goes to
-// longer runs for the others. At least two candidates stay. `slower`: those left out.
+// judged worse so are they, and where it is good it is faster. The budget falls by their compressed
+// runs' share (mlp SGD, 35 epochs: 2,048 and 4,096, a little slower than 1,024, 30 %), so the others
+// train the same runs as beside them, and the answer is the same for less. At least two candidates
+// stay. `slower`: those left out.
 RunRaceOptions without_slower_larger(const RunRaceOptions& o, std::vector<int64_t>& slower) {
   slower.clear();
   if (o.batches().size() != o.samples_per_s().size() || o.batches().size() < 3) return o;
@@ -675,33 +676,42 @@ RunRaceOptions without_slower_larger(const RunRaceOptions& o, std::vector<int64_
     batches.push_back(by_batch[i].first);
     rates.push_back(by_batch[i].second);
   }
+  // compressed_cost_s's ratio: the full runs' times are epochs x samples over samples/s
+  const auto cost = [](const std::vector<double>& r) {
+    std::vector<double> inverse;
+    for (double x : r) inverse.push_back(1 / x);
+    return compressed_cost_s(inverse);
+  };
+  std::vector<double> all_rates;
+  for (const auto& [b, rate] : by_batch) all_rates.push_back(rate);
   RunRaceOptions raced = o;
-  raced.batches(batches).samples_per_s(rates);
+  raced.batches(batches).samples_per_s(rates).budget_s(o.budget_s() * cost(rates) / cost(all_rates));
   return raced;
 }
 
-// race_runs over the candidates that can be the pick.
-RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o);
+// race_runs over the candidates that can be the pick; `budget_s`: the budget given, for a longer
+// round's and the reserve's race (o's is the first race's).
+RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s);
 
 }  // namespace
 
 RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
   std::vector<int64_t> slower;
   const RunRaceOptions raced = without_slower_larger(o, slower);
-  RunRace race = race_candidates(w, held_out, raced);
+  RunRace race = race_candidates(w, held_out, raced, o.budget_s());
   if (!slower.empty())
     race.notes.push_back(fmt::format(
         "{} {} not raced: larger than batch {}, the fastest candidate by the sweep ({:.0f} samples/s), and no faster, "
         "so {} be the pick (no larger batch is predicted to end nearer the reference than a smaller "
-        "one); the compressed runs of the others took {} share of the budget",
+        "one); the race trained the others' compressed runs as beside {}, for less",
         slower.size() > 1 ? "batches" : "batch", slower, raced.batches().back(), raced.samples_per_s().back(),
-        slower.size() > 1 ? "none could" : "it could not", slower.size() > 1 ? "their" : "its"));
+        slower.size() > 1 ? "none could" : "it could not", slower.size() > 1 ? "them" : "it"));
   return race;
 }
 
 namespace {
 
-RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
+RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s) {
   BATCHWISE_CHECK(o.reserve().size() == o.reserve_samples_per_s().size(), ConfigError,
                   "the run race: {} reserve batches with {} throughput figures; give one figure per batch",
                   o.reserve().size(), o.reserve_samples_per_s().size());
@@ -723,7 +733,7 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
       first.lengths_epochs.back() >= first.epochs * (1 - 1e-9) &&
       std::none_of(first.entries.begin() + 1, first.entries.end(), [](const RunRaceEntry& e) { return e.good; });
   if (!(first.reference_stuck || led_the_run) || batches.empty())
-    return run_longer(w, held_out, o, std::move(first), trained);
+    return run_longer(w, held_out, RunRaceOptions(o).budget_s(budget_s), std::move(first), trained);
   // The reference never left the start, or led the run: smaller batches take more steps in the same
   // samples, which is what leaves a plateau (mobilenet with SGD: 64 stays at chance where 16 and 32
   // learn) and what a run too short for the larger batches rewards. They join, the smallest the new
@@ -739,7 +749,7 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
       left_out.push_back(o.batches()[i]);
   }
   RunRaceOptions again = o;
-  again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({});
+  again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({}).budget_s(budget_s);
   RunRace second = race_once(w, held_out, again, trained, true, second_only_longest);
   const std::string why =
       first_only_longest ? fmt::format("left the start only in its longest compressed run ({:.3g} epochs)",

@@ -494,8 +494,8 @@ TEST(RunRace, ThroughputReadingsAFewPercentApartTrainTheSameRuns) {
 }
 
 // A candidate larger than the fastest and no faster cannot be the pick (a larger batch is never
-// predicted nearer the reference): it is not raced, its share of the budget trains the others
-// longer, and the notes say so.
+// predicted nearer the reference): it is not raced, the budget falls by its share (the others
+// train the same runs), and the notes say so.
 TEST(RunRace, CandidatesLargerThanTheFastestAndNoFasterAreNotRaced) {
   Problem problem;
   const std::vector<int64_t> batches{32, 64, 128, 256};
@@ -518,13 +518,13 @@ TEST(RunRace, CandidatesLargerThanTheFastestAndNoFasterAreNotRaced) {
                        "batches [128, 256] not raced: larger than batch 64, the fastest candidate by the sweep "
                        "(72000 samples/s), and no faster, so none could be the pick") != std::string::npos;
   EXPECT_TRUE(said) << fmt::format("{}", fmt::join(all.notes, "\n"));
-  // Out of order in, the same race. The budget 128 and 256 would have taken trains 32 and 64 longer:
-  // 2 s buy batch 32 about 167 steps in its shortest run beside 64 alone (128 on the step grid),
-  // and about 115 beside all three (96).
+  // Out of order in, the same race. The budget falls by 128's and 256's share, so 32 and 64 train
+  // the runs they would beside them: 2 s buy batch 32 about 115 steps in its shortest run beside all
+  // three (96 on the step grid); the whole 2 s beside 64 alone would buy about 167 (128).
   const RunRace shuffled = race({256, 64, 128, 32}, {71760, 72000, 69600, 24000});
   ASSERT_EQ(all.runs.size(), 3u);
   ASSERT_EQ(shuffled.runs.size(), 3u);
-  EXPECT_EQ(all.runs[0].steps, 128);
+  EXPECT_EQ(all.runs[0].steps, 96);
   for (size_t l = 0; l < all.runs.size(); ++l) EXPECT_EQ(shuffled.runs[l].steps, all.runs[l].steps);
   // Two candidates always race, the larger slower or not; the fastest the largest leaves all in.
   EXPECT_EQ(race({32, 64}, {72000, 24000}).entries.size(), 2u);
