@@ -55,7 +55,8 @@ def compressed_gaps(race, middle="line"):
     if len(entries) >= 3:  # without_slower_larger: none larger than the fastest and no faster races (the
         # budget falls by their share, so the others train the same runs)
         rates = [e["samples_per_s"] for e in entries]
-        entries = entries[: max(2, rates.index(max(rates)) + 1)]
+        fastest = rates.index(max(rates))
+        entries = entries if fastest == 0 else entries[: fastest + 1]  # the smallest fastest: all race
     out = []
     for e in entries[1:]:
         if e.get("message") or not e.get("run") or not e.get("shorter_run"):
