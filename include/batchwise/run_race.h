@@ -304,10 +304,11 @@ inline constexpr int64_t kReferenceSteps = 32;
 
 /// Runs the reference's compressed runs and noise scales from the workload's current state
 /// (restored before each and after the last; its rate too), and judges every candidate raced: of
-/// three or more, those larger than the fastest by samples_per_s and no faster are left out (none
-/// could be the pick; the notes name them), and the budget falls by their share, so the others
-/// train the same runs. Throws ConfigError for fewer than two candidates, mismatched rates, or no
-/// run length.
+/// three or more, where the fastest by samples_per_s is not the smallest, those larger than it
+/// are left out (the notes name them; docs/advice.md says when that can move the answer), and the
+/// budget falls by their share, so the others train the same runs; the noise scale is measured at
+/// the batch the candidates given choose. Throws ConfigError for fewer than two candidates,
+/// mismatched or non-positive rates, or no run length.
 RunRace race_runs(ModuleWorkload& workload, const Dataset& held_out, const RunRaceOptions& options);
 
 /// How far behind a run of `efficiency` x `run_samples` ends against one of `run_samples`, on the

@@ -491,8 +491,10 @@ namespace {
 // only in its longest compressed run. noise_along: the noise scale is measured after the
 // reference's two longer runs (run_longer's race does without it after the run it adds: only the
 // batch-size schedule and the notes read it there; about 0.5 s of mlp's 2.8 s round).
+// `noise_batch`: where the noise scale is measured; unset, o's (the first race passes the one of the
+// candidates given, as tune measured it at the start, before any was left out).
 RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, Trained& trained,
-                  bool noise_along, bool& only_longest) {
+                  bool noise_along, bool& only_longest, std::optional<int64_t> noise_batch_given = std::nullopt) {
   BATCHWISE_CHECK(o.batches().size() >= 2 && o.samples_per_s().size() == o.batches().size(), ConfigError,
                   "the run race needs two or more candidates, each with its samples/s ({} and {} given)",
                   o.batches().size(), o.samples_per_s().size());
@@ -512,7 +514,7 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   race.measure = accuracy ? "accuracy" : "loss";
   race.held_out = fmt::format("{}, {} samples", held_out.name, held_out.size());
   plan_race(race, o, dataset);
-  const int64_t noise_batch = noise_batch_of(o.batches());
+  const int64_t noise_batch = noise_batch_given.value_or(noise_batch_of(o.batches()));
 
   // However it ends, the weights, the optimizer (its rate too) and the data order are as they were.
   const StateGuard initial(w);
@@ -658,6 +660,8 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
 RunRaceOptions without_slower_larger(const RunRaceOptions& o, std::vector<int64_t>& slower) {
   slower.clear();
   if (o.batches().size() != o.samples_per_s().size() || o.batches().size() < 3) return o;
+  for (size_t i = 0; i < o.batches().size(); ++i)  // plan_race names a bad one; nothing is left out
+    if (o.batches()[i] < 1 || !(o.samples_per_s()[i] > 0) || !std::isfinite(o.samples_per_s()[i])) return o;
   std::vector<std::pair<int64_t, double>> by_batch;
   for (size_t i = 0; i < o.batches().size(); ++i) by_batch.emplace_back(o.batches()[i], o.samples_per_s()[i]);
   std::sort(by_batch.begin(), by_batch.end());
@@ -690,34 +694,37 @@ RunRaceOptions without_slower_larger(const RunRaceOptions& o, std::vector<int64_
 }
 
 // race_runs over the candidates that can be the pick; `budget_s`: the budget given, for a longer
-// round's and the reserve's race (o's is the first race's).
-RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s);
+// round's and the reserve's race (o's is the first race's); `noise_batch`: the first race's.
+RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s,
+                        int64_t noise_batch);
 
 }  // namespace
 
 RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
   std::vector<int64_t> slower;
   const RunRaceOptions raced = without_slower_larger(o, slower);
-  RunRace race = race_candidates(w, held_out, raced, o.budget_s());
+  RunRace race = race_candidates(w, held_out, raced, o.budget_s(), noise_batch_of(o.batches()));
   if (!slower.empty())
     race.notes.push_back(fmt::format(
         "{} {} not raced: larger than batch {}, the fastest candidate by the sweep ({:.0f} samples/s), and no faster, "
         "so {} be the pick (no larger batch is predicted to end nearer the reference than a smaller "
-        "one); the race trained the others' compressed runs as beside {}, for less",
+        "one); the budget fell by {} share, so the others trained the compressed runs they would have beside {}",
         slower.size() > 1 ? "batches" : "batch", slower, raced.batches().back(), raced.samples_per_s().back(),
-        slower.size() > 1 ? "none could" : "it could not", slower.size() > 1 ? "them" : "it"));
+        slower.size() > 1 ? "none could" : "it could not", slower.size() > 1 ? "their" : "its",
+        slower.size() > 1 ? "them" : "it"));
   return race;
 }
 
 namespace {
 
-RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s) {
+RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s,
+                        int64_t noise_batch) {
   BATCHWISE_CHECK(o.reserve().size() == o.reserve_samples_per_s().size(), ConfigError,
                   "the run race: {} reserve batches with {} throughput figures; give one figure per batch",
                   o.reserve().size(), o.reserve_samples_per_s().size());
   Trained trained;
   bool first_only_longest = false, second_only_longest = false;
-  RunRace first = race_once(w, held_out, o, trained, true, first_only_longest);
+  RunRace first = race_once(w, held_out, o, trained, true, first_only_longest, noise_batch);
   std::vector<int64_t> batches;
   std::vector<double> rates;
   for (size_t i = 0; i < o.reserve().size(); ++i)

@@ -529,6 +529,13 @@ TEST(RunRace, CandidatesLargerThanTheFastestAndNoFasterAreNotRaced) {
   // Two candidates always race, the larger slower or not; the fastest the largest leaves all in.
   EXPECT_EQ(race({32, 64}, {72000, 24000}).entries.size(), 2u);
   EXPECT_EQ(race({32, 64, 128}, {24000, 48000, 72000}).entries.size(), 3u);
+  // A bad rate among the larger batches is named, not folded into the budget.
+  try {
+    race({32, 64, 128}, {24000, 72000, 0});
+    ADD_FAILURE() << "a rate of 0 was raced";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch 128 with 0 samples/s"), std::string::npos) << e.what();
+  }
 }
 
 TEST(RunRace, GapsAreCarriedInBatchOrder) {
