@@ -222,6 +222,9 @@ struct RunRace {
   /// the run doubled, more than five doublings short of the run (contested_batches; its notes say
   /// which and what it found); 0 where none was.
   int longer_rounds = 0;
+  /// The candidates not raced: larger than the fastest by the sweep's samples/s and no faster, so
+  /// none could be the pick (whether each would have been good is not known); in batch order.
+  std::vector<int64_t> not_raced;
 };
 
 /// The JSON fields of a RunRace, in JSON order (fields.h).
@@ -250,6 +253,7 @@ void fields(V& v, T& r) {
   v("wall_s", r.wall_s);
   v("first_reference", r.first_reference, When{r.first_reference.has_value()});
   v("longer_rounds", r.longer_rounds);
+  v("not_raced", r.not_raced);
 }
 
 /// How far behind the reference's compressed run of the same length (race.runs[l]; the middle one

@@ -358,6 +358,9 @@ std::optional<Recommendation> recommend(const RunRace& race) {
     if (e.good) good.push_back(e.batch);
   std::string reason = race.pick_reason;
   if (good.size() > 1) reason += fmt::format("; no worse a model either: batches {}", fmt::join(good, ", "));
+  if (!race.not_raced.empty())
+    reason += fmt::format("; {} {} not raced (larger and no faster than the fastest candidate; not judged)",
+                          race.not_raced.size() > 1 ? "batches" : "batch", fmt::join(race.not_raced, ", "));
   if (race.schedule) reason += "; " + race.schedule_reason;
   Recommendation r;
   r.batch = *race.best_batch;

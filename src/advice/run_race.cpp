@@ -547,8 +547,9 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
   const std::vector<int64_t> faster = contested_batches(race);
   if (faster.empty()) return race;
   const bool many = faster.size() > 1;
-  const std::string which = fmt::format("{} {}, faster than batch {}, {} judged worse on gaps that shrank",
-                                        many ? "batches" : "batch", faster, *race.best_batch, many ? "were" : "was");
+  const std::string which =
+      fmt::format("{} {}, faster than batch {}, {} judged worse on gaps that shrank", many ? "batches" : "batch",
+                  fmt::join(faster, ", "), *race.best_batch, many ? "were" : "was");
   std::vector<int64_t> batches;
   std::vector<double> rates, full_runs_s;
   for (const RunRaceEntry& e : race.entries)
@@ -614,7 +615,7 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
     left_out.push_back(
         fmt::format("smallest first, up to the first still judged worse ({} not run: a larger batch "
                     "is not judged nearer than a smaller one)",
-                    not_run));
+                    fmt::join(not_run, ", ")));
   if (!saving_little.empty())
     left_out.push_back(fmt::format("{}: a contested batch races for a run at least {:.0f} % shorter",
                                    fmt::join(saving_little, ", "), 100 * kLeastSaving));
@@ -694,31 +695,33 @@ RunRaceOptions without_slower_larger(const RunRaceOptions& o, std::vector<int64_
 }
 
 // race_runs over the candidates that can be the pick; `budget_s`: the budget given, for a longer
-// round's and the reserve's race (o's is the first race's); `noise_batch`: the first race's.
+// round's and the reserve's race (o's is the first race's); `noise_batch`: the first race's;
+// `not_raced`: the candidates left out of o, which the reserve's race leaves out too.
 RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s,
-                        int64_t noise_batch);
+                        int64_t noise_batch, const std::vector<int64_t>& not_raced);
 
 }  // namespace
 
 RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
   std::vector<int64_t> slower;
   const RunRaceOptions raced = without_slower_larger(o, slower);
-  RunRace race = race_candidates(w, held_out, raced, o.budget_s(), noise_batch_of(o.batches()));
+  RunRace race = race_candidates(w, held_out, raced, o.budget_s(), noise_batch_of(o.batches()), slower);
+  race.not_raced = slower;
   if (!slower.empty())
     race.notes.push_back(fmt::format(
         "{} {} not raced: larger than batch {}, the fastest candidate by the sweep ({:.0f} samples/s), and no faster, "
         "so {} be the pick (no larger batch is predicted to end nearer the reference than a smaller "
         "one); the budget fell by {} share, so the others trained the compressed runs they would have beside {}",
-        slower.size() > 1 ? "batches" : "batch", slower, raced.batches().back(), raced.samples_per_s().back(),
-        slower.size() > 1 ? "none could" : "it could not", slower.size() > 1 ? "their" : "its",
-        slower.size() > 1 ? "them" : "it"));
+        slower.size() > 1 ? "batches" : "batch", fmt::join(slower, ", "), raced.batches().back(),
+        raced.samples_per_s().back(), slower.size() > 1 ? "none could" : "it could not",
+        slower.size() > 1 ? "their" : "its", slower.size() > 1 ? "them" : "it"));
   return race;
 }
 
 namespace {
 
 RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s,
-                        int64_t noise_batch) {
+                        int64_t noise_batch, const std::vector<int64_t>& not_raced) {
   BATCHWISE_CHECK(o.reserve().size() == o.reserve_samples_per_s().size(), ConfigError,
                   "the run race: {} reserve batches with {} throughput figures; give one figure per batch",
                   o.reserve().size(), o.reserve_samples_per_s().size());
@@ -755,6 +758,8 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
     else
       left_out.push_back(o.batches()[i]);
   }
+  left_out.insert(left_out.end(), not_raced.begin(), not_raced.end());
+  std::sort(left_out.begin(), left_out.end());
   RunRaceOptions again = o;
   again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({}).budget_s(budget_s);
   RunRace second = race_once(w, held_out, again, trained, true, second_only_longest);
@@ -767,14 +772,14 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
                         first.epochs);
   second.notes.insert(
       second.notes.begin(),
-      fmt::format("batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
-                  "for one more budget, without {} (larger: fewer steps in as many samples) ({}{})",
-                  first.reference_batch, why, reserve, second.reference_batch, left_out,
-                  second_only_longest ? "it left the start only in its longest run"
-                  : second.reference_stuck
-                      ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
-                      : "it left the start",
-                  second.best_batch ? "" : "; no pick"));
+      fmt::format(
+          "batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
+          "for one more budget, without {} (larger: fewer steps in as many samples) ({}{})",
+          first.reference_batch, why, fmt::join(reserve, ", "), second.reference_batch, fmt::join(left_out, ", "),
+          second_only_longest      ? "it left the start only in its longest run"
+          : second.reference_stuck ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
+                                   : "it left the start",
+          second.best_batch ? "" : "; no pick"));
   second.first_reference = first.reference_batch;
   second.wall_s += first.wall_s;
   return second;

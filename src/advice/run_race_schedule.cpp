@@ -100,6 +100,12 @@ std::vector<double> switch_epochs(double epochs) {
   return out;
 }
 
+// A gap behind the reference as the race measures it.
+std::string gap_words(const RunRace& race, double gap) {
+  return race.measure == "accuracy" ? fmt::format("{:.2f} accuracy points", 100 * gap)
+                                    : fmt::format("{:.1f} % of the loss", 100 * gap);
+}
+
 }  // namespace
 namespace detail {
 
@@ -107,23 +113,26 @@ namespace detail {
 void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>>& noise,
                       const std::vector<double>& samples, const std::vector<double>& errors, double run_samples,
                       double loss_at_end, int64_t dataset, const RunRaceEntry& pick) {
-  // Phases only at batches predicted no worse as fixed batches: the schedule's share comes from the
-  // learning curve carried far past the race, where so little error is left above its floor that
-  // any share looks cheap (mlp AdamW: 4,096, 12.8 points behind, as a last phase "as good as" 1,024).
+  // Phases at every judged batch, a worse one too: a schedule can only save time on a batch faster
+  // than the pick, and the pick is the fastest good one. Each phase's samples count at its own measured
+  // share (the correction), and a phase follows another only where its batch buys at least as much
+  // progress per second: a batch whose samples barely count never pays as a last phase, however little
+  // error the learning curve carried far past the race leaves to lose (mlp AdamW: 4,096, 12.8 points
+  // behind, as a last phase "as good as" 1,024 while only good batches were weighed).
   std::vector<const RunRaceEntry*> usable;
   for (const auto& e : race.entries)
-    if (e.message.empty() && e.good && e.efficiency > 0 && e.share > 0) usable.push_back(&e);
+    if (e.message.empty() && e.efficiency > 0 && e.share > 0) usable.push_back(&e);
   const auto reference = static_cast<double>(race.reference_batch);
   const auto correction = [](const RunRaceEntry& e) { return std::min(1.0, e.share / e.efficiency); };
-  const auto cheapest = [&](double s) {  // the most samples that count per second at s samples in
+  const auto progress = [&](const RunRaceEntry& e, double s) {  // samples that count per second at s
     const double b = std::min(kNoiseUnbounded, noise_at(noise, s));
+    return e.samples_per_s * correction(e) * (1 + reference / b) / (1 + static_cast<double>(e.batch) / b);
+  };
+  const auto cheapest = [&](double s) {  // the batch whose samples count the most per second at s
     const RunRaceEntry* best = nullptr;
     double most = 0;
-    for (const RunRaceEntry* e : usable) {
-      const double rate =
-          e->samples_per_s * correction(*e) * (1 + reference / b) / (1 + static_cast<double>(e->batch) / b);
-      if (rate > most) most = rate, best = e;
-    }
+    for (const RunRaceEntry* e : usable)
+      if (progress(*e, s) > most) most = progress(*e, s), best = e;
     return best;
   };
   const RunRaceEntry* start = cheapest(run_samples / kEfficiencyPoints);
@@ -131,6 +140,16 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
   if (!start || !end) return;
   race.batch_at_start = start->batch;
   race.batch_at_end = end->batch;
+  const RunRaceEntry* fastest = nullptr;
+  for (const RunRaceEntry* e : usable)
+    if (!fastest || e->full_run_s < fastest->full_run_s) fastest = e;
+  if (1 - fastest->full_run_s / pick.full_run_s < kScheduleSaving) {
+    race.schedule_reason = fmt::format(
+        "no batch-size schedule: none can save {:.0f} % of batch {}'s {:.0f} s, as the fastest batch raced, {}, "
+        "would train the whole run in {:.0f} s",
+        100 * kScheduleSaving, pick.batch, pick.full_run_s, fastest->batch, fastest->full_run_s);
+    return;
+  }
   if (static_cast<double>(end->batch) < kScheduleGrowth * static_cast<double>(start->batch)) {
     race.schedule_reason = fmt::format(
         "no batch-size schedule: the batch whose samples buy the most progress per second is {} at the run's start "
@@ -141,6 +160,11 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
   const std::vector<double> switches = switch_epochs(race.epochs);
   std::optional<ScheduleAdvice> best;
   const auto weigh = [&](const std::vector<const RunRaceEntry*>& in, const std::vector<double>& from) {
+    // Each phase from where its batch buys at least the progress per second of the one before.
+    for (size_t k = 1; k < in.size(); ++k)
+      if (progress(*in[k], from[k] * static_cast<double>(dataset)) <
+          progress(*in[k - 1], from[k] * static_cast<double>(dataset)))
+        return;
     ScheduleAdvice a;
     std::vector<double> corrections, rates;
     for (size_t k = 0; k < in.size(); ++k) {
@@ -152,9 +176,9 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
     std::tie(a.share, a.full_run_s) =
         schedule_share_and_time(noise, run_samples, dataset, race.reference_batch, a.phases, corrections, rates);
     a.predicted_gap = deficit(samples, errors, run_samples, a.share) / loss_at_end;
-    // No further behind than the pick: the saving is the growing batch's, not slack in the tolerance.
-    if (a.predicted_gap > std::min(race.tolerance, *pick.predicted_gap) || (best && a.full_run_s >= best->full_run_s))
-      return;
+    // Within the tolerance, as a fixed batch must be: every fixed batch faster than the pick is beyond
+    // it, so what a schedule saves is the growing batch's, not the tolerance's.
+    if (a.predicted_gap > race.tolerance || (best && a.full_run_s >= best->full_run_s)) return;
     a.saving = 1 - a.full_run_s / pick.full_run_s;
     a.text = schedule_text(a.phases);
     best = a;
@@ -176,17 +200,18 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
   if (!best) {
     race.schedule_reason = fmt::format(
         "no batch-size schedule: the best batch grows from {} to {} over the run, but every schedule of growing "
-        "phases ends further behind than batch {}",
-        start->batch, end->batch, pick.batch);
+        "phases, each from where its batch buys the more progress per second, is predicted to end further behind "
+        "batch {} than the tolerance of {}",
+        start->batch, end->batch, race.reference_batch, gap_words(race, race.tolerance));
     return;
   }
   if (best->saving < kScheduleSaving) {
     race.schedule_reason = fmt::format(
-        "no batch-size schedule: the best batch grows from {} to {} over the run, but the fastest schedule as good "
-        "as batch {}, {}, {} its {:.0f} s, less than the {:.0f} % a schedule must save",
-        start->batch, end->batch, pick.batch, best->text,
+        "no batch-size schedule: the best batch grows from {} to {} over the run, but the fastest schedule within the "
+        "tolerance, {}, {} batch {}'s {:.0f} s, less than the {:.0f} % a schedule must save",
+        start->batch, end->batch, best->text,
         best->saving > 0 ? fmt::format("saves {:.1f} % of", 100 * best->saving) : std::string("is no faster than"),
-        pick.full_run_s, 100 * kScheduleSaving);
+        pick.batch, pick.full_run_s, 100 * kScheduleSaving);
     return;
   }
   std::vector<std::string> phases;
@@ -195,14 +220,13 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
         fmt::format("{} from epoch {:g} (lr {:.4g})", best->phases[k].batch, best->phases[k].from_epoch, best->lrs[k]));
   race.schedule_reason = fmt::format(
       "a batch-size schedule saves {:.0f} % of batch {}'s {:.0f} s: batch {} ({:.0f} s), predicted to end {} behind "
-      "batch {}'s run, no further than batch {} (the best batch grows from {} to {} along the run, as the noise scale "
+      "batch {}'s run, within the tolerance of {} (the best batch grows from {} to {} along the run, as the noise "
+      "scale "
       "does; each phase at its batch's advised rate, one warm-up, the {} shape over the whole run); measure it with "
       "batchwise validate (your workload's flags) --epochs {:g} --lr-schedule {} --batch-sizes {} --batch-schedule {}",
       100 * best->saving, pick.batch, pick.full_run_s, fmt::join(phases, ", then "), best->full_run_s,
-      race.measure == "accuracy" ? fmt::format("{:.2f} accuracy points", 100 * best->predicted_gap)
-                                 : fmt::format("{:.1f} % of the loss", 100 * best->predicted_gap),
-      race.reference_batch, pick.batch, start->batch, end->batch, race.lr_schedule, race.epochs, race.lr_schedule,
-      pick.batch, best->text);
+      gap_words(race, best->predicted_gap), race.reference_batch, gap_words(race, race.tolerance), start->batch,
+      end->batch, race.lr_schedule, race.epochs, race.lr_schedule, pick.batch, best->text);
   race.schedule = best;
 }
 

@@ -15,11 +15,14 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "advice/run_race_internal.h"
 #include "batchwise/error.h"
+#include "batchwise/recommend.h"
 #include "batchwise/run_race.h"
 #include "batchwise/schedule.h"
 #include "batchwise/workload.h"
@@ -205,7 +208,7 @@ TEST(RunRace, AContestedBatchRunLongerMovesTheAnswerToIt) {
   EXPECT_NE(trained.back().find("batch 1024"), std::string::npos) << trained.back();
   EXPECT_NE(trained.back().find("0.983"), std::string::npos) << trained.back();
   ASSERT_FALSE(race.notes.empty());
-  EXPECT_NE(race.notes[0].find("batch [1024], faster than batch 512, was judged worse"), std::string::npos)
+  EXPECT_NE(race.notes[0].find("batch 1024, faster than batch 512, was judged worse"), std::string::npos)
       << race.notes[0];
   EXPECT_NE(race.notes[0].find("batch 1024 is now judged no worse"), std::string::npos) << race.notes[0];
   EXPECT_TRUE(race.entries[1].good);
@@ -252,7 +255,7 @@ TEST(RunRace, ContestedBatchesRaceLongerSmallestFirstUpToTheFirstStillWorse) {
   const double at_2048 = expected_loss(both.entries[1].lr, 2048, 24);
   EXPECT_LE(at_2048, 1.02 * expected_loss(both.entries[0].lr, 32, 24)) << "the closed form";
   EXPECT_GT(expected_loss(both.entries[2].lr, 4096, 24), 1.5 * at_2048) << "the closed form";
-  EXPECT_NE(both.notes[0].find("batches [2048, 4096], faster than batch 1024, were judged worse"), std::string::npos)
+  EXPECT_NE(both.notes[0].find("batches 2048, 4096, faster than batch 1024, were judged worse"), std::string::npos)
       << both.notes[0];
 
   trained.clear();
@@ -262,10 +265,10 @@ TEST(RunRace, ContestedBatchesRaceLongerSmallestFirstUpToTheFirstStillWorse) {
   ASSERT_EQ(stops.entries.size(), 3u);
   EXPECT_TRUE(stops.entries[1].good);
   EXPECT_FALSE(stops.entries[2].good);
-  EXPECT_NE(stops.notes[0].find("batches [1024, 2048, 4096], faster than batch 512, were judged worse"),
+  EXPECT_NE(stops.notes[0].find("batches 1024, 2048, 4096, faster than batch 512, were judged worse"),
             std::string::npos)
       << stops.notes[0];
-  EXPECT_NE(stops.notes[0].find("up to the first still judged worse ([4096] not run"), std::string::npos)
+  EXPECT_NE(stops.notes[0].find("up to the first still judged worse (4096 not run"), std::string::npos)
       << stops.notes[0];
   for (const std::string& m : trained)  // its longer run, 0.983 epochs, never trained
     EXPECT_FALSE(m.find("batch 4096") != std::string::npos && m.find("0.983") != std::string::npos) << m;
@@ -290,7 +293,7 @@ TEST(RunRace, AContestedBatchSavingUnderFivePercentDoesNotRaceLonger) {
   EXPECT_EQ(skips.longer_rounds, 1);
   ASSERT_EQ(skips.entries.size(), 2u);
   EXPECT_EQ(*skips.best_batch, 2048);
-  EXPECT_NE(skips.notes[0].find("batches [2048, 4096], faster than batch 1024, were judged worse"), std::string::npos)
+  EXPECT_NE(skips.notes[0].find("batches 2048, 4096, faster than batch 1024, were judged worse"), std::string::npos)
       << skips.notes[0];
   EXPECT_NE(skips.notes[0].find("4096 not run (its run 2.9 % shorter than 2048's, judged good): a contested batch "
                                 "races for a run at least 5 % shorter"),
@@ -310,7 +313,7 @@ TEST(RunRace, AContestedBatchSavingUnderFivePercentDoesNotRaceLonger) {
   EXPECT_EQ(*one.best_batch, 1024);
   EXPECT_EQ(one.entries.size(), batches.size());
   EXPECT_FALSE(one.entries[at_1024 + 1].good);
-  EXPECT_EQ(one.notes[0].rfind("batch [4096], faster than batch 1024, was judged worse", 0), 0u) << one.notes[0];
+  EXPECT_EQ(one.notes[0].rfind("batch 4096, faster than batch 1024, was judged worse", 0), 0u) << one.notes[0];
   for (const std::string& m : trained)
     EXPECT_FALSE(m.find("batch 2048") != std::string::npos && m.find("0.983") != std::string::npos) << m;
 
@@ -345,6 +348,64 @@ TEST(RunRace, AScheduleCountsEachPhaseAtItsBatch) {
   const std::vector<std::pair<double, double>> grown{{0, 50}, {1000, 200}, {2000, 400}, {4000, 800}};
   EXPECT_NEAR(schedule_share_and_time(grown, 10000, 1000, 32, {{300, 0}}, {1}, {1}).first,
               run_efficiency(grown, 10000, 32, 300), 1e-12);
+}
+
+// A schedule saves time only on a batch faster than the pick, and the pick is the fastest good one:
+// it is weighed over every judged batch, each phase's samples counting at the batch's measured share
+// and each phase starting where its batch buys the more progress per second. Batch 1,024, worse as a
+// fixed batch, pays from epoch 1 on where the noise scale has grown past it; 4,096, whose samples
+// barely counted in the race, never does.
+TEST(RunRace, AScheduleGrowsIntoAFasterBatchWorseAsAFixedOne) {
+  const std::vector<std::pair<double, double>> noise{{0, 100}, {10000, 1000}, {20000, 2000}};
+  const std::vector<double> samples{10000, 20000, 40000}, errors{0.3, 0.2, 0.15};
+  const double run_samples = 20 * 60000.0;
+  const auto race_with = [&](double share_1024, double samples_per_s_1024, double samples_per_s_4096 = 64000) {
+    RunRace race;
+    race.epochs = 20;
+    race.lr_schedule = "cosine";
+    race.reference_batch = 128;
+    race.measure = "accuracy";
+    race.tolerance = 0.007;
+    for (const auto& [batch, rate, share] : std::vector<std::tuple<int64_t, double, double>>{
+             {128, 30000, 1}, {1024, samples_per_s_1024, share_1024}, {4096, samples_per_s_4096, 0.001}}) {
+      RunRaceEntry e;
+      e.batch = batch;
+      e.lr.lr = 0.1 * static_cast<double>(batch) / 128;
+      e.samples_per_s = rate;
+      e.full_run_s = run_samples / rate;
+      e.efficiency = run_efficiency(noise, run_samples, 128, batch);
+      e.share = share * e.efficiency;
+      e.predicted_gap = batch == 128 ? 0 : 0.02;  // beyond the tolerance: neither is good as a fixed batch
+      e.good = batch == 128;
+      race.entries.push_back(e);
+    }
+    detail::propose_schedule(race, noise, samples, errors, run_samples, 1, 60000, race.entries[0]);
+    return race;
+  };
+  const RunRace grows = race_with(0.8, 60000);
+  ASSERT_TRUE(grows.schedule) << grows.schedule_reason;
+  EXPECT_EQ(grows.schedule->text, "128:0,1024:1");
+  EXPECT_NEAR(grows.schedule->full_run_s, 60000 / 30000.0 + 19 * 60000 / 60000.0, 1e-9);
+  EXPECT_NEAR(grows.schedule->saving, 1 - 21.0 / 40, 1e-9);
+  EXPECT_LE(grows.schedule->predicted_gap, grows.tolerance);
+  EXPECT_EQ(grows.batch_at_start, 128);
+  EXPECT_EQ(grows.batch_at_end, 1024);
+  EXPECT_NE(grows.schedule_reason.find("a batch-size schedule saves 48 % of batch 128's 40 s: batch 128 from epoch 0"),
+            std::string::npos)
+      << grows.schedule_reason;
+  // 1,024's samples barely counted either: the best batch stays 128 over the run.
+  const RunRace flat = race_with(0.01, 60000);
+  EXPECT_FALSE(flat.schedule);
+  EXPECT_EQ(
+      flat.schedule_reason,
+      "no batch-size schedule: the batch whose samples buy the most progress per second is 128 at the run's start "
+      "and 128 at its end, less than 2x growth");
+  // Nothing raced is 5 % faster than the pick.
+  const RunRace slow = race_with(0.8, 31000, 31500);
+  EXPECT_FALSE(slow.schedule);
+  EXPECT_NE(slow.schedule_reason.find("no batch-size schedule: none can save 5 % of batch 128's 40 s"),
+            std::string::npos)
+      << slow.schedule_reason;
 }
 
 // The share of samples that count: 1 at the reference, (1 + b0/Bn) / (1 + B/Bn) under a constant
@@ -515,9 +576,17 @@ TEST(RunRace, CandidatesLargerThanTheFastestAndNoFasterAreNotRaced) {
   bool said = false;
   for (const auto& n : all.notes)
     said = said || n.find(
-                       "batches [128, 256] not raced: larger than batch 64, the fastest candidate by the sweep "
+                       "batches 128, 256 not raced: larger than batch 64, the fastest candidate by the sweep "
                        "(72000 samples/s), and no faster, so none could be the pick") != std::string::npos;
   EXPECT_TRUE(said) << fmt::format("{}", fmt::join(all.notes, "\n"));
+  // The report says which batches were not judged: "no worse a model" names only raced ones.
+  EXPECT_EQ(all.not_raced, (std::vector<int64_t>{128, 256}));
+  const auto advice = recommend(all);
+  ASSERT_TRUE(advice);
+  EXPECT_NE(advice->reason.find("; batches 128, 256 not raced (larger and no faster than the fastest candidate; "
+                                "not judged)"),
+            std::string::npos)
+      << advice->reason;
   // Out of order in, the same race. The budget falls by 128's and 256's share, so 32 and 64 train
   // the runs they would beside them: 2 s buy batch 32 about 115 steps in its shortest run beside all
   // three (96 on the step grid); the whole 2 s beside 64 alone would buy about 167 (128).
@@ -737,7 +806,7 @@ TEST(RunRace, AReferenceThatLeftTheStartOnlyInItsLongestRunPredictsNothing) {
   EXPECT_EQ(joined.reference_batch, 8);
   ASSERT_FALSE(joined.notes.empty());
   EXPECT_NE(joined.notes[0].find("batch 32 (the first reference) left the start only in its longest compressed run "
-                                 "(0.328 epochs), so the reserve [8, 16] joined"),
+                                 "(0.328 epochs), so the reserve 8, 16 joined"),
             std::string::npos)
       << joined.notes[0];
 }
@@ -745,9 +814,10 @@ TEST(RunRace, AReferenceThatLeftTheStartOnlyInItsLongestRunPredictsNothing) {
 // Where the reference never leaves the start, the reserve's smaller batches join, the smallest the
 // new reference, and the race runs once more; where that one does not either, nothing is picked,
 // and the notes say both.
+// 1,024, slower than 256, is not raced in either race, and the reserve's note counts it left out.
 TEST(RunRace, AReserveJoinsWhenTheReferenceNeverLeftTheStart) {
   Problem problem;
-  const RunRaceOptions o = RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 1e-7))
+  const RunRaceOptions o = RunRaceOptions({32, 256, 1024}, {20000, 100000, 90000}, LrAdviceOptions(32, 1e-7))
                                .epochs(2)
                                .lr_schedule(LrSchedule::Cosine)
                                .budget_s(2)
@@ -764,8 +834,8 @@ TEST(RunRace, AReserveJoinsWhenTheReferenceNeverLeftTheStart) {
   ASSERT_FALSE(race.notes.empty());
   EXPECT_NE(race.notes[0].find("batch 32 (the first reference) did not leave the start"), std::string::npos)
       << race.notes[0];
-  EXPECT_NE(race.notes[0].find("the reserve [8, 16] joined, batch 8 the reference, for one more budget, without [256, "
-                               "1024]"),
+  EXPECT_NE(race.notes[0].find("the reserve 8, 16 joined, batch 8 the reference, for one more budget, without 256, "
+                               "1024 (larger"),
             std::string::npos)
       << race.notes[0];
   EXPECT_NE(race.notes[0].find("it did not leave the start either; no pick"), std::string::npos) << race.notes[0];
@@ -774,7 +844,9 @@ TEST(RunRace, AReserveJoinsWhenTheReferenceNeverLeftTheStart) {
       race_runs(*problem.workload, problem.held_out, RunRaceOptions(o).lr(LrAdviceOptions(32, 0.05)).budget_s(4));
   EXPECT_FALSE(learned.first_reference.has_value());
   EXPECT_EQ(learned.reference_batch, 32);
-  EXPECT_EQ(learned.entries.size(), 3u);
+  EXPECT_EQ(learned.entries.size(), 2u);
+  EXPECT_EQ(learned.not_raced, std::vector<int64_t>{1024});
+  EXPECT_EQ(race.not_raced, std::vector<int64_t>{1024});
   EXPECT_THROW(race_runs(*problem.workload, problem.held_out, RunRaceOptions(o).reserve_samples_per_s({1})),
                ConfigError);
 }
@@ -799,7 +871,7 @@ TEST(RunRace, AReserveJoinsWhenTheReferenceLedTheWholeRun) {
   EXPECT_EQ(race.entries.back().batch, 256);
   ASSERT_FALSE(race.notes.empty());
   EXPECT_NE(race.notes[0].find("batch 256 (the first reference) ended your whole 2-epoch run ahead of every larger "
-                               "candidate beyond the noise, so the reserve [64, 128] joined, batch 64 the reference"),
+                               "candidate beyond the noise, so the reserve 64, 128 joined, batch 64 the reference"),
             std::string::npos)
       << race.notes[0];
   // The pick is the closed form's fastest batch within 2 % of the best of the three (the rates grow
