@@ -138,8 +138,8 @@ void fields(V& v, T& e) {
 }
 
 /// A batch-size schedule the run race proposes: phases whose batch grows as the noise scale does,
-/// each at its batch's advised rate, predicted to end no further behind the reference than the
-/// pick, and faster than the pick.
+/// each at its batch's advised rate, predicted to end within the tolerance of the reference, and
+/// faster than the pick.
 struct ScheduleAdvice {
   std::vector<BatchPhase> phases;
   std::string text;          ///< as validate --batch-schedule takes it: "64:0,256:2"
@@ -198,14 +198,15 @@ struct RunRace {
   /// The fastest full run among the good candidates; none when the reference did not train.
   std::optional<int64_t> best_batch;
   std::string pick_reason;
-  /// The good batch whose samples buy the most progress per second at the run's start and at its end
-  /// (the noise scale there, each candidate's samples/s and rate cap); a batch-size schedule is
-  /// weighed only where the second is at least twice the first.
+  /// The batch judged (good or not) whose samples buy the most progress per second at the run's start
+  /// and at its end (the noise scale there, each candidate's samples/s and measured share); a
+  /// batch-size schedule is weighed only where the second is at least twice the first.
   std::optional<int64_t> batch_at_start, batch_at_end;
-  /// The fastest schedule of two or three growing phases at good batches (each at least twice the one before,
-  /// switching at a sixteenth of the run or a whole epoch) that ends no further behind the
-  /// reference than the pick (and within the held-out noise), where it saves at least 5 % of the
-  /// pick's time; why none otherwise (whenever there is a pick).
+  /// The fastest schedule of two or three growing phases at judged batches, good or not (each at
+  /// least twice the one before and from where it buys at least the progress per second of the one
+  /// before, switching at a sixteenth of the run or a whole epoch), predicted to end within the
+  /// tolerance of the reference, where it saves at least 5 % of the pick's time; why none otherwise
+  /// (whenever there is a pick).
   std::optional<ScheduleAdvice> schedule;
   std::string schedule_reason;
   std::vector<std::string> notes;
@@ -222,8 +223,10 @@ struct RunRace {
   /// the run doubled, more than five doublings short of the run (contested_batches; its notes say
   /// which and what it found); 0 where none was.
   int longer_rounds = 0;
-  /// The candidates not raced: larger than the fastest by the sweep's samples/s and no faster, so
-  /// none could be the pick (whether each would have been good is not known); in batch order.
+  /// The candidates left out for being larger than the fastest by the sweep's samples/s and no
+  /// faster, so none could be the pick (whether each would have been good is not known); in batch
+  /// order. A reserve's race and a longer round leave others out of `entries` too (first_reference,
+  /// longer_rounds; the notes say which).
   std::vector<int64_t> not_raced;
 };
 

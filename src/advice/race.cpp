@@ -313,8 +313,8 @@ void join_reserve(ModuleWorkload& w, const Dataset& held_out, const WorkloadStat
   race.notes.push_back(fmt::format(
       "{} after {:.1f} s of training each, so the reserve {} (smaller batches, more steps in the same training "
       "time) joined rung 1 and trained as long from the same weights: {}",
-      any_candidate ? "no candidate had left the start" : "every candidate had failed", horizon, batches,
-      learned ? "one of them left it" : "none of them left it"));
+      any_candidate ? "no candidate had left the start" : "every candidate had failed", horizon,
+      fmt::join(batches, ", "), learned ? "one of them left it" : "none of them left it"));
 }
 
 // The options' checks: a message for each that names what was wrong.
@@ -513,7 +513,7 @@ struct RaceRun {
       race.notes.push_back(
           fmt::format("the reserve {} did not join: the race had taken {:.0f} s of wall time, past "
                       "its limit of {:.0f} s",
-                      o.reserve(), since(clock.start), wall_limit));
+                      fmt::join(o.reserve(), ", "), since(clock.start), wall_limit));
       return;
     }
     const size_t before_join = entries.size();

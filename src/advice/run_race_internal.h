@@ -26,8 +26,9 @@ constexpr double kTrendNoise = 2;
 
 /// Weighs batch-size schedules against the pick (race.entries judged): where the batch whose samples
 /// buy the most progress per second grows 2x or more over the run, the fastest schedule of two or
-/// three phases, each batch at least twice the last, that ends no worse than the reference; proposed
-/// where it saves 5 % of the pick's time. `noise`: (samples trained, noise scale) along the
+/// three phases at judged batches (good or not), each batch at least twice the last and from where it
+/// buys at least the progress per second of the one before, predicted to end within the tolerance of
+/// the reference; proposed where it saves 5 % of the pick's time. `noise`: (samples trained, noise scale) along the
 /// reference's runs; `samples`, `errors`: its learning curve.
 void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>>& noise,
                       const std::vector<double>& samples, const std::vector<double>& errors, double run_samples,

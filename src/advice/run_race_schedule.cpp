@@ -106,6 +106,24 @@ std::string gap_words(const RunRace& race, double gap) {
                                     : fmt::format("{:.1f} % of the loss", 100 * gap);
 }
 
+// Why no schedule can save kScheduleSaving of the pick's time: none is faster than its fastest
+// phase; empty where one can.
+std::string no_saving_reason(const std::vector<const RunRaceEntry*>& usable, const RunRaceEntry& pick) {
+  const RunRaceEntry* fastest = &pick;
+  for (const RunRaceEntry* e : usable)
+    if (e->full_run_s < fastest->full_run_s) fastest = e;
+  if (1 - fastest->full_run_s / pick.full_run_s >= kScheduleSaving) return {};
+  return fastest->batch == pick.batch
+             ? fmt::format(
+                   "no batch-size schedule: none can save time on batch {}'s {:.0f} s, the fastest run of "
+                   "any batch a schedule can use (raced and trained)",
+                   pick.batch, pick.full_run_s)
+             : fmt::format(
+                   "no batch-size schedule: none can save {:.0f} % of batch {}'s {:.0f} s, as the fastest "
+                   "batch a schedule can use (raced and trained), {}, would train the whole run in {:.0f} s",
+                   100 * kScheduleSaving, pick.batch, pick.full_run_s, fastest->batch, fastest->full_run_s);
+}
+
 }  // namespace
 namespace detail {
 
@@ -140,16 +158,8 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
   if (!start || !end) return;
   race.batch_at_start = start->batch;
   race.batch_at_end = end->batch;
-  const RunRaceEntry* fastest = nullptr;
-  for (const RunRaceEntry* e : usable)
-    if (!fastest || e->full_run_s < fastest->full_run_s) fastest = e;
-  if (1 - fastest->full_run_s / pick.full_run_s < kScheduleSaving) {
-    race.schedule_reason = fmt::format(
-        "no batch-size schedule: none can save {:.0f} % of batch {}'s {:.0f} s, as the fastest batch raced, {}, "
-        "would train the whole run in {:.0f} s",
-        100 * kScheduleSaving, pick.batch, pick.full_run_s, fastest->batch, fastest->full_run_s);
-    return;
-  }
+  race.schedule_reason = no_saving_reason(usable, pick);
+  if (!race.schedule_reason.empty()) return;
   if (static_cast<double>(end->batch) < kScheduleGrowth * static_cast<double>(start->batch)) {
     race.schedule_reason = fmt::format(
         "no batch-size schedule: the batch whose samples buy the most progress per second is {} at the run's start "

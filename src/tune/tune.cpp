@@ -311,7 +311,7 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
     report.race->notes.insert(report.race->notes.begin(),
                               fmt::format("the reserve {} raced from the first rung: the run race's compressed runs, "
                                           "longer than this rung, never left the plateau at the start",
-                                          entries.early));
+                                          fmt::join(entries.early, ", ")));
   if (!report.race->best_batch && !report.race->entries.empty())
     report.context.warnings.push_back(
         report.race->stuck

@@ -463,7 +463,7 @@ TEST(BatchRace, AReserveOfSmallerBatchesJoinsWhenNoCandidateLeavesTheStart) {
     notes += "\n";
   }
   EXPECT_NE(notes.find("none had when the extension's budget ran out"), std::string::npos) << notes;
-  EXPECT_NE(notes.find("so the reserve [16] (smaller batches, more steps in the same training time) joined rung 1 and "
+  EXPECT_NE(notes.find("so the reserve 16 (smaller batches, more steps in the same training time) joined rung 1 and "
                        "trained as long from the same weights: one of them left it"),
             std::string::npos)
       << notes;
