@@ -286,7 +286,13 @@ std::optional<double> line_through_middle(const std::vector<double>& errors, dou
 /// In batch order; none otherwise.
 std::vector<int64_t> contested_batches(const RunRace& race);
 
-/// The run race's seconds beyond its compressed runs' training: a range test per candidate
+/// The candidates race_runs races, and the budget it trains them with: of three or more, where the
+/// fastest by samples_per_s is not the smallest, those larger than it left out and the budget cut by
+/// their share of the compressed runs (so the others train the runs they would beside them);
+/// `options` as given otherwise, and where a rate or a batch is not positive (race_runs names it).
+RunRaceOptions raced_options(const RunRaceOptions& options);
+
+/// The run race's seconds beyond its compressed runs' training: a range test per candidate raced
 /// (`lr.steps` steps), the noise scale at the start (unless given) and after the reference's two
 /// longer runs, and a held-out evaluation (`held_out_size` samples, forward only at batch 1024) before the
 /// reference's runs and after each run. `step_s(batch)`: a training step's seconds (time_plan.h's StepCost::at).

@@ -475,12 +475,13 @@ double run_race_train_s(double default_s, double ceiling_s, const std::vector<in
 
 double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size,
                            const std::function<double(int64_t)>& step_s) {
+  const std::vector<int64_t> raced = raced_options(o).batches();
   double range_tests = 0;
-  for (int64_t b : o.batches()) range_tests += o.lr().steps() * step_s(b);
-  const int64_t noise_batch = noise_batch_of(o.batches());
-  const int noise_scales = o.noise_at_start() ? 2 : 3;  // after the reference's two longer runs
+  for (int64_t b : raced) range_tests += o.lr().steps() * step_s(b);
+  const int64_t noise_batch = noise_batch_of(o.batches());  // the candidates given choose it
+  const int noise_scales = o.noise_at_start() ? 2 : 3;      // after the reference's two longer runs
   const double noise = noise_scales * o.noise_steps() * 8 * step_s(std::max<int64_t>(1, noise_batch / 8));
-  const double evaluations = 1 + 3 + 2 * static_cast<double>(o.batches().size() - 1);
+  const double evaluations = 1 + 3 + 2 * static_cast<double>(raced.size() - 1);
   const double evaluation = static_cast<double>(held_out_size) / 1024 * step_s(1024) / 3;
   return range_tests + noise + evaluations * evaluation;
 }
@@ -701,6 +702,11 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
                         int64_t noise_batch, const std::vector<int64_t>& not_raced);
 
 }  // namespace
+
+RunRaceOptions raced_options(const RunRaceOptions& options) {
+  std::vector<int64_t> slower;
+  return without_slower_larger(options, slower);
+}
 
 RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
   std::vector<int64_t> slower;

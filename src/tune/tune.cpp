@@ -183,7 +183,10 @@ std::pair<int64_t, int64_t> noise_batches(const std::vector<Trial>& points) {
 // tests and evaluations (`overhead_s`) in it; by default the training budget is
 // default_race_budget_s's and the overhead comes on top.
 struct RaceTime {
-  double train_s = 0, wall_s = 0;
+  double train_s = 0, wall_s = 0;  // the budget given, and the wall time expected
+  // The run race only: the candidates it races (raced_options) and what it trains them for.
+  std::vector<int64_t> raced;
+  double raced_train_s = 0;
 };
 
 RaceTime race_time(const TuneOptions& o, double spent_s, int64_t dataset_size, const std::vector<double>& rates,
@@ -229,6 +232,22 @@ RaceTime race_time(const TuneOptions& o, const Report& report, const std::vector
     t.wall_s += train - t.train_s;
     t.train_s = train;
   }
+  return t;
+}
+
+// The run race's time (race_time with --epochs): the candidates larger than the fastest and no
+// faster do not race, and the training falls by their share (raced_options). The batch race that
+// follows a run race stuck on the plateau keeps race_time's.
+RaceTime run_race_time(const TuneOptions& o, const Report& report, const std::vector<Trial>& points,
+                       const StepCost& cost, double spent_s, int64_t dataset_size, int64_t held_out_size) {
+  RaceTime t = race_time(o, report, points, cost, spent_s, dataset_size, held_out_size);
+  const std::vector<int64_t> candidates = race_candidates(points);
+  if (candidates.size() < 2) return t;
+  const RunRaceOptions raced =
+      raced_options(run_race_options(o, report, candidates, race_rates(points, candidates)).budget_s(t.train_s));
+  t.raced = raced.batches();
+  t.raced_train_s = raced.budget_s();
+  t.wall_s -= t.train_s - t.raced_train_s;
   return t;
 }
 
@@ -331,15 +350,22 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
   if (candidates.size() < 2) return;
   const std::vector<double> rates = race_rates(report.sweep->points, candidates);
   const Dataset test = held_out(subject, *w);
-  const RaceTime t = race_time(o, report, report.sweep->points, step_cost(report.sweep->points), spent_s,
-                               w->data().size(), test.size());
+  const RaceTime t = run_race_time(o, report, report.sweep->points, step_cost(report.sweep->points), spent_s,
+                                   w->data().size(), test.size());
   laps.expect("run race", t.wall_s);
+  std::vector<int64_t> not_raced;
+  for (int64_t b : candidates)
+    if (std::find(t.raced.begin(), t.raced.end(), b) == t.raced.end()) not_raced.push_back(b);
   stage(o, Phase::Race,
         fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and twice at the "
                     "others, {:.0f} s of training (about {} with its range tests, noise scales and evaluations; up to "
-                    "{:.0f} s more of training where it races again: faster batches longer, or smaller ones)",
-                    candidates, o.epochs(), to_string(o.lr_schedule()), candidates.front(), t.train_s,
-                    duration_text(t.wall_s), t.train_s),
+                    "{:.0f} s more of training where it races again: faster batches longer, or smaller ones){}",
+                    fmt::join(t.raced, ", "), o.epochs(), to_string(o.lr_schedule()), candidates.front(),
+                    t.raced_train_s, duration_text(t.wall_s), t.train_s,
+                    not_raced.empty() ? ""
+                                      : fmt::format("; {} not raced: larger than the fastest by the sweep, and no "
+                                                    "faster, so none could be the pick",
+                                                    fmt::join(not_raced, ", "))),
         t.wall_s);
   // Held back, as in the batch race: the two largest batches below the candidates, which race only
   // when the reference never leaves the start, or trains the whole run and ends ahead of the rest.
@@ -571,7 +597,9 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
   if (raced) {
     ModuleWorkload* w = module_of(subject);
     const double spent_s = laps.elapsed_s() + sweep_s + noise_s;
-    race = race_time(o, report, points, cost, spent_s, w->data().size(), held_out(subject, *w).size());
+    race = o.epochs() > 0
+               ? run_race_time(o, report, points, cost, spent_s, w->data().size(), held_out(subject, *w).size())
+               : race_time(o, report, points, cost, spent_s, w->data().size(), held_out(subject, *w).size());
   }
   // A batch race on the plateau at the start trains up to twice its budget (race.h); a run race whose
   // reference does not leave the start races its reserve for one more (run_race.h), and then the

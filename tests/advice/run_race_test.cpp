@@ -607,6 +607,34 @@ TEST(RunRace, CandidatesLargerThanTheFastestAndNoFasterAreNotRaced) {
   }
 }
 
+// What tune plans for the run race counts only the candidates it races: 128 and 256, a little
+// slower than 64, take no range test and no evaluation, and the training budget falls by their
+// share of the compressed runs; where nothing is left out, the options stand as given.
+TEST(RunRace, ThePlanCountsOnlyTheCandidatesRaced) {
+  const RunRaceOptions o = RunRaceOptions({32, 64, 128, 256}, {24000, 72000, 69600, 71760}, LrAdviceOptions(32, 0.05))
+                               .epochs(2)
+                               .lr_schedule(LrSchedule::Cosine)
+                               .budget_s(2);
+  const RunRaceOptions raced = raced_options(o);
+  EXPECT_EQ(raced.batches(), (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(raced.samples_per_s(), (std::vector<double>{24000, 72000}));
+  // The compressed runs' cost, each candidate's full run in proportion to 1/rate: the reference's
+  // three (1 + 2 + 4 of f) and the others' two (2 + 4), as run_race.h's cost model counts them.
+  const auto cost = [](const std::vector<double>& rates) {
+    double c = 7 / rates[0];
+    for (size_t i = 1; i < rates.size(); ++i) c += 6 / rates[i];
+    return c;
+  };
+  EXPECT_NEAR(raced.budget_s(), 2 * cost({24000, 72000}) / cost({24000, 72000, 69600, 71760}), 1e-9);
+  const auto step_s = [](int64_t) { return 1e-3; };
+  const double evaluation = 1e-3 / 3;  // 1,024 held-out samples at batch 1,024, forward only
+  EXPECT_NEAR(run_race_overhead_s(o, 1024, step_s),
+              2 * o.lr().steps() * 1e-3 + 3 * o.noise_steps() * 8 * 1e-3 + (1 + 3 + 2) * evaluation, 1e-12);
+  const RunRaceOptions all = raced_options(RunRaceOptions(o).samples_per_s({24000, 48000, 60000, 72000}));
+  EXPECT_EQ(all.batches().size(), 4u);
+  EXPECT_DOUBLE_EQ(all.budget_s(), 2);
+}
+
 TEST(RunRace, GapsAreCarriedInBatchOrder) {
   const double noise = 0.0075, doublings = 6;
   const std::vector<std::optional<CompressedGaps>> gaps{
