@@ -290,7 +290,8 @@ std::vector<int64_t> contested_batches(const RunRace& race);
 /// fastest by samples_per_s is not the smallest, those larger than it left out and the budget cut by
 /// their share of the compressed runs (so the others train the runs they would beside them);
 /// `options` as given otherwise, and where a rate or a batch is not positive (race_runs names it).
-RunRaceOptions raced_options(const RunRaceOptions& options);
+/// `not_raced`, where given: the candidates left out, in batch order.
+RunRaceOptions raced_options(const RunRaceOptions& options, std::vector<int64_t>* not_raced = nullptr);
 
 /// The run race's seconds beyond its compressed runs' training: a range test per candidate raced
 /// (`lr.steps` steps), the noise scale at the start (unless given) and after the reference's two

@@ -703,9 +703,11 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
 
 }  // namespace
 
-RunRaceOptions raced_options(const RunRaceOptions& options) {
+RunRaceOptions raced_options(const RunRaceOptions& options, std::vector<int64_t>* not_raced) {
   std::vector<int64_t> slower;
-  return without_slower_larger(options, slower);
+  RunRaceOptions raced = without_slower_larger(options, slower);
+  if (not_raced) *not_raced = std::move(slower);
+  return raced;
 }
 
 RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {

@@ -150,7 +150,7 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
     const RunRaceEntry* best = nullptr;
     double most = 0;
     for (const RunRaceEntry* e : usable)
-      if (progress(*e, s) > most) most = progress(*e, s), best = e;
+      if (const double p = progress(*e, s); p > most) most = p, best = e;
     return best;
   };
   const RunRaceEntry* start = cheapest(run_samples / kEfficiencyPoints);
@@ -172,8 +172,7 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
   const auto weigh = [&](const std::vector<const RunRaceEntry*>& in, const std::vector<double>& from) {
     // Each phase from where its batch buys at least the progress per second of the one before.
     for (size_t k = 1; k < in.size(); ++k)
-      if (progress(*in[k], from[k] * static_cast<double>(dataset)) <
-          progress(*in[k - 1], from[k] * static_cast<double>(dataset)))
+      if (const double s = from[k] * static_cast<double>(dataset); progress(*in[k], s) < progress(*in[k - 1], s))
         return;
     ScheduleAdvice a;
     std::vector<double> corrections, rates;
@@ -231,8 +230,8 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
   race.schedule_reason = fmt::format(
       "a batch-size schedule saves {:.0f} % of batch {}'s {:.0f} s: batch {} ({:.0f} s), predicted to end {} behind "
       "batch {}'s run, within the tolerance of {} (the best batch grows from {} to {} along the run, as the noise "
-      "scale "
-      "does; each phase at its batch's advised rate, one warm-up, the {} shape over the whole run); measure it with "
+      "scale does; each phase at its batch's advised rate, one warm-up, the {} shape over the whole run); measure it "
+      "with "
       "batchwise validate (your workload's flags) --epochs {:g} --lr-schedule {} --batch-sizes {} --batch-schedule {}",
       100 * best->saving, pick.batch, pick.full_run_s, fmt::join(phases, ", then "), best->full_run_s,
       gap_words(race, best->predicted_gap), race.reference_batch, gap_words(race, race.tolerance), start->batch,

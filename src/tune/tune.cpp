@@ -184,17 +184,18 @@ std::pair<int64_t, int64_t> noise_batches(const std::vector<Trial>& points) {
 // default_race_budget_s's and the overhead comes on top.
 struct RaceTime {
   double train_s = 0, wall_s = 0;  // the budget given, and the wall time expected
-  // The run race only: the candidates it races (raced_options) and what it trains them for.
-  std::vector<int64_t> raced;
+  // The run race only: the candidates it races and leaves out (raced_options), and what it trains
+  // the raced ones for.
+  std::vector<int64_t> raced, not_raced;
   double raced_train_s = 0;
 };
 
 RaceTime race_time(const TuneOptions& o, double spent_s, int64_t dataset_size, const std::vector<double>& rates,
                    double overhead_s) {
   if (o.race_budget_s() > 0)
-    return {std::max(o.race_budget_s() / 4, o.race_budget_s() - overhead_s), o.race_budget_s()};
+    return {std::max(o.race_budget_s() / 4, o.race_budget_s() - overhead_s), o.race_budget_s(), {}, {}, 0};
   const double train = default_race_budget_s(spent_s, dataset_size, *std::max_element(rates.begin(), rates.end()));
-  return {train, train + overhead_s};
+  return {train, train + overhead_s, {}, {}, 0};
 }
 
 // Either race's options over `candidates` at their `rates`, and its time.
@@ -243,8 +244,8 @@ RaceTime run_race_time(const TuneOptions& o, const Report& report, const std::ve
   RaceTime t = race_time(o, report, points, cost, spent_s, dataset_size, held_out_size);
   const std::vector<int64_t> candidates = race_candidates(points);
   if (candidates.size() < 2) return t;
-  const RunRaceOptions raced =
-      raced_options(run_race_options(o, report, candidates, race_rates(points, candidates)).budget_s(t.train_s));
+  const RunRaceOptions raced = raced_options(
+      run_race_options(o, report, candidates, race_rates(points, candidates)).budget_s(t.train_s), &t.not_raced);
   t.raced = raced.batches();
   t.raced_train_s = raced.budget_s();
   t.wall_s -= t.train_s - t.raced_train_s;
@@ -353,19 +354,16 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
   const RaceTime t = run_race_time(o, report, report.sweep->points, step_cost(report.sweep->points), spent_s,
                                    w->data().size(), test.size());
   laps.expect("run race", t.wall_s);
-  std::vector<int64_t> not_raced;
-  for (int64_t b : candidates)
-    if (std::find(t.raced.begin(), t.raced.end(), b) == t.raced.end()) not_raced.push_back(b);
   stage(o, Phase::Race,
         fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and twice at the "
                     "others, {:.0f} s of training (about {} with its range tests, noise scales and evaluations; up to "
                     "{:.0f} s more of training where it races again: faster batches longer, or smaller ones){}",
                     fmt::join(t.raced, ", "), o.epochs(), to_string(o.lr_schedule()), candidates.front(),
                     t.raced_train_s, duration_text(t.wall_s), t.train_s,
-                    not_raced.empty() ? ""
-                                      : fmt::format("; {} not raced: larger than the fastest by the sweep, and no "
-                                                    "faster, so none could be the pick",
-                                                    fmt::join(not_raced, ", "))),
+                    t.not_raced.empty() ? ""
+                                        : fmt::format("; {} not raced: larger than the fastest by the sweep, and no "
+                                                      "faster, so none could be the pick",
+                                                      fmt::join(t.not_raced, ", "))),
         t.wall_s);
   // Held back, as in the batch race: the two largest batches below the candidates, which race only
   // when the reference never leaves the start, or trains the whole run and ends ahead of the rest.
