@@ -228,6 +228,11 @@ struct RunRace {
   /// order. A reserve's race and a longer round leave others out of `entries` too (first_reference,
   /// longer_rounds; the notes say which).
   std::vector<int64_t> not_raced;
+  /// The candidates judged good whose full run by the sweep's samples/s is within 5 % of the pick's,
+  /// the pick among them, in batch order: closer than the sweep orders them (it calls a batch 5 %
+  /// slower than a smaller one dominated), and than a full run's time repeats on a busy machine, so
+  /// any of them trains about as fast. Only the pick where none is; empty without a pick.
+  std::vector<int64_t> within_5_percent;
 };
 
 /// The JSON fields of a RunRace, in JSON order (fields.h).
@@ -257,6 +262,7 @@ void fields(V& v, T& r) {
   v("first_reference", r.first_reference, When{r.first_reference.has_value()});
   v("longer_rounds", r.longer_rounds);
   v("not_raced", r.not_raced);
+  v("within_5_percent", r.within_5_percent);
 }
 
 /// How far behind the reference's compressed run of the same length (race.runs[l]; the middle one

@@ -358,6 +358,15 @@ std::optional<Recommendation> recommend(const RunRace& race) {
     if (e.good) good.push_back(e.batch);
   std::string reason = race.pick_reason;
   if (good.size() > 1) reason += fmt::format("; no worse a model either: batches {}", fmt::join(good, ", "));
+  std::vector<int64_t> as_fast;  // the good batches the sweep cannot order against the pick
+  for (int64_t b : race.within_5_percent)
+    if (b != *race.best_batch) as_fast.push_back(b);
+  if (!as_fast.empty())
+    reason += fmt::format(
+        "; {} {} {} within 5 % of its time by the sweep's samples/s, closer than the sweep can order them: {} "
+        "trains about as fast",
+        as_fast.size() > 1 ? "batches" : "batch", fmt::join(as_fast, ", "), as_fast.size() > 1 ? "are" : "is",
+        as_fast.size() > 1 ? "any of them" : "either");
   if (!race.not_raced.empty())
     reason += fmt::format("; {} {} not raced (larger and no faster than the fastest candidate; not judged)",
                           race.not_raced.size() > 1 ? "batches" : "batch", fmt::join(race.not_raced, ", "));

@@ -30,8 +30,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+using detail::kLeastSaving;
 using detail::kNoiseUnbounded;
 using detail::kTrendNoise;
+using detail::saves_enough;
 // A measured noise scale below one sample (its trace estimate can come out at or below 0): every
 // batch is far above it.
 constexpr double kNoiseFloor = 1.0;
@@ -45,14 +47,6 @@ constexpr double kLeftTheStart = 0.98;
 // --epochs to 1.8x plain tune's time, past issue #30's 1.5x (docs/advice.md, "Contested candidates
 // run longer").
 constexpr double kMostCarried = 5;
-
-// A contested candidate races longer only where its run is at least 5 % shorter than the pick's
-// and, once the longer race judged a contested batch good, than that one's: a smaller saving is
-// within the sweep's resolution (it calls a batch 5 % slower than a smaller one dominated,
-// race_candidates) and is the least a batch-size schedule must save (mlp AdamW, 35 epochs: 2,048's
-// run 1-4 % shorter than 1,024's, 0.7 s of a 4 s round).
-constexpr double kLeastSaving = 0.05;
-bool saves_enough(double run_s, double than_s) { return run_s < (1 - kLeastSaving) * than_s; }
 
 // The reference's shortest run needs this many steps for its learning curve to mean something;
 // fewer get a note.
@@ -418,7 +412,7 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
     e.good = *e.predicted_gap <= race.tolerance;
     if (e.good && (!pick || e.full_run_s < pick->full_run_s)) pick = &e;
   }
-  if (pick) race.best_batch = pick->batch;
+  if (pick) race.best_batch = pick->batch, race.within_5_percent = detail::within_5_percent(race.entries, *pick);
   explain(race, pick, std::min(kNoiseUnbounded, noise_at(noise, run_samples)));
   if (pick) detail::propose_schedule(race, noise, samples, errors, run_samples, loss_at_end, dataset, *pick);
 }

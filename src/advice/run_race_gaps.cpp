@@ -3,6 +3,7 @@
 // behind it, carried to the run's end.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -120,5 +121,16 @@ double share_for_gap(const std::vector<double>& samples, const std::vector<doubl
   }
   return hi;
 }
+
+namespace detail {
+
+std::vector<int64_t> within_5_percent(const std::vector<RunRaceEntry>& entries, const RunRaceEntry& pick) {
+  std::vector<int64_t> batches;
+  for (const RunRaceEntry& e : entries)
+    if (e.good && !saves_enough(pick.full_run_s, e.full_run_s)) batches.push_back(e.batch);
+  return batches;
+}
+
+}  // namespace detail
 
 }  // namespace batchwise

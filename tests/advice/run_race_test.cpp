@@ -581,6 +581,7 @@ TEST(RunRace, CandidatesLargerThanTheFastestAndNoFasterAreNotRaced) {
   EXPECT_TRUE(said) << fmt::format("{}", fmt::join(all.notes, "\n"));
   // The report says which batches were not judged: "no worse a model" names only raced ones.
   EXPECT_EQ(all.not_raced, (std::vector<int64_t>{128, 256}));
+  EXPECT_EQ(all.within_5_percent, std::vector<int64_t>{*all.best_batch});  // 32 is 3x slower than 64
   const auto advice = recommend(all);
   ASSERT_TRUE(advice);
   EXPECT_NE(advice->reason.find("; batches 128, 256 not raced (larger and no faster than the fastest candidate; "
@@ -605,6 +606,36 @@ TEST(RunRace, CandidatesLargerThanTheFastestAndNoFasterAreNotRaced) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("batch 128 with 0 samples/s"), std::string::npos) << e.what();
   }
+}
+
+// The good batches whose runs are within 5 % of the pick's are named beside it: closer than the
+// sweep orders them. A worse batch, or a good one 5 % slower or more, is not.
+TEST(RunRace, GoodBatchesWithinFivePercentOfThePicksTimeAreNamed) {
+  std::vector<RunRaceEntry> entries;
+  for (const auto& [batch, run_s, good] : std::vector<std::tuple<int64_t, double, bool>>{
+           {32, 10.0, true}, {64, 9.6, true}, {128, 9.2, true}, {256, 8.0, false}, {512, 9.69, true}}) {
+    RunRaceEntry e;
+    e.batch = batch;
+    e.full_run_s = run_s;
+    e.good = good;
+    entries.push_back(e);
+  }
+  EXPECT_EQ(detail::within_5_percent(entries, entries[2]), (std::vector<int64_t>{64, 128}));
+  RunRace race;
+  race.entries = entries;
+  race.best_batch = 128;
+  race.pick_reason = "batch 128 finishes the run soonest";
+  race.within_5_percent = {64, 128};
+  auto advice = recommend(race);
+  ASSERT_TRUE(advice);
+  EXPECT_NE(advice->reason.find("; batch 64 is within 5 % of its time by the sweep's samples/s, closer than the "
+                                "sweep can order them: either trains about as fast"),
+            std::string::npos)
+      << advice->reason;
+  race.within_5_percent = {128};  // the pick alone: nothing to say
+  advice = recommend(race);
+  ASSERT_TRUE(advice);
+  EXPECT_EQ(advice->reason.find("within 5 %"), std::string::npos) << advice->reason;
 }
 
 // What tune plans for the run race counts only the candidates it races: 128 and 256, a little
