@@ -3,14 +3,27 @@ cell's grid of full runs (per batch, the mean final quality over the training se
 error, the mean training time), its good set (the batches within max(0.005, 2 standard errors of the
 best mean) of the best), and the verdict on a pick (in the good set, and its mean time within 1.10x
 of the good set's fastest). The transformer's cells are judged on final loss, the others on final
-accuracy."""
+accuracy.
+
+A full run's training time moves by 10-25 % here from one run to the next (the machine's speed moves
+over tens of seconds: docs/benchmarks.md, "The grid's times, timed again"), and the verdict's 1.10x
+needs better: `timing` rows (bench/grids/CELL.times.csv, from `RETIME=N bash bench/run_advice.sh`)
+are the same seed's run of the same batch trained again, the same final quality to the digit, whose
+times are averaged with the grid's before the seeds are.
+
+    python3 bench/advice_grid.py retime-batches bench/grids/CELL.csv   # the batches worth timing again"""
 import csv
 import math
 import statistics
+import sys
 
 GRID_FIELDS = ["seed", "batch", "epochs", "lr", "lr_capped", "warmup_steps", "steps", "final_accuracy", "final_loss",
                "train_s", "commit", "date"]
 TIME_RATIO = 1.10
+TIMING_FIELDS = ["seed", "batch", "final_accuracy", "final_loss", "train_s", "commit", "date"]
+# The good set's members timed again: those whose mean time is within this of the fastest's, where
+# a run's own noise can move a verdict across TIME_RATIO.
+RETIME_RATIO = 1.25
 
 
 def measure_of(name):
@@ -34,16 +47,48 @@ def read_kept_grid(path):
     return rows
 
 
-def grid_stats(rows, measure):
+def read_timings(path):
+    """A cell's timing rows (bench/grids/CELL.times.csv), numbers parsed; none where there is no file."""
+    try:
+        with open(path, newline="") as f:
+            return [{**r, "batch": int(r["batch"]), "train_s": float(r["train_s"]),
+                     "final_accuracy": float(r["final_accuracy"]) if r["final_accuracy"] not in ("", "None") else None,
+                     "final_loss": float(r["final_loss"]) if r["final_loss"] not in ("", "None") else None}
+                    for r in csv.DictReader(f)]
+    except FileNotFoundError:
+        return []
+
+
+def same_run(a, b):
+    """Two runs of one seed and batch that ended the same: the same final accuracy (4 digits) and loss."""
+    close = lambda x, y: (x is None and y is None) or (x is not None and y is not None and abs(x - y) <= 1e-6 * max(1, abs(x)))
+    return close(a.get("final_accuracy"), b.get("final_accuracy")) and close(a.get("final_loss"), b.get("final_loss"))
+
+
+def run_time(row, timings):
+    """A grid run's time: its own, averaged with the timing rows of the same seed and batch that ended the
+    same (a row that did not is another run, and raises)."""
+    times = [row["train_s"]]
+    for t in timings:
+        if str(t["seed"]) == str(row["seed"]) and int(t["batch"]) == int(row["batch"]):
+            if not same_run(t, row):
+                raise ValueError(f"seed {row['seed']} batch {row['batch']}: a timing run ended at "
+                                 f"{t.get('final_accuracy')}/{t.get('final_loss')}, the grid's at "
+                                 f"{row.get('final_accuracy')}/{row.get('final_loss')}: not the same run")
+            times.append(t["train_s"])
+    return statistics.mean(times)
+
+
+def grid_stats(rows, measure, timings=()):
     """Per batch: (mean quality, its standard error, mean train_s, seeds), over the seeds that finished;
-    and the run's epochs."""
+    and the run's epochs. A seed's time is the mean of its run and its timing rows."""
     runs = {}
     epochs = None
     for r in rows:
         epochs = r["epochs"]
         q = quality(r, measure)
         if q is not None:
-            runs.setdefault(r["batch"], []).append((q, r["train_s"]))
+            runs.setdefault(r["batch"], []).append((q, run_time(r, timings)))
     stats = {}
     for b, xs in runs.items():
         qs = [x[0] for x in xs]
@@ -71,3 +116,16 @@ def verdict(stats, good, pick):
     ratio = stats[pick][2] / stats[fastest][2] if pick in stats else float("nan")
     inside = pick in good
     return inside, ratio, inside and ratio <= TIME_RATIO
+
+
+def retime_batches(stats, measure):
+    """The good set's members whose mean time is within RETIME_RATIO of its fastest's."""
+    _, _, _, good = good_set(stats, measure)
+    fastest = min(stats[b][2] for b in good)
+    return [b for b in good if stats[b][2] <= RETIME_RATIO * fastest]
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "retime-batches":
+    name = sys.argv[2].rsplit("/", 1)[-1].split(".")[0]
+    stats, _ = grid_stats(read_kept_grid(sys.argv[2]), measure_of(name))
+    print(",".join(str(b) for b in retime_batches(stats, measure_of(name))))

@@ -12,6 +12,10 @@
 #   SEEDS="0 1 2" TUNE_SEEDS="0" bash bench/run_advice.sh lenet-sgd
 #   SEEDS= bash bench/run_advice.sh mlp-sgd          # tune again against the grids already run (or kept
 #                                                    # in bench/grids: run_advice_summary.py --save-grids)
+#   RETIME=1 TUNE_SEEDS= bash bench/run_advice.sh transformer-sgd
+#       # no tune and no grid: the kept grid's runs that can move a 1.10x verdict (the good set's members
+#       # within 1.25x of its fastest) trained again, RETIME times per seed, for their times alone
+#       # (NAME.retime.SEED.K.json; run_advice_summary.py --save-grids keeps them in bench/grids/NAME.times.csv)
 #
 # Where tune proposes a batch-size schedule, it trains beside the pick with the same seeds.
 # Writes bench-results/run-advice/NAME.{tune.SEED,grid.SEED,schedule.SEED}.json and .../summary.md.
@@ -21,7 +25,8 @@ batchwise="${BATCHWISE:-$root/build/batchwise}"
 python="${BATCHWISE_PYTHON:-/opt/batchwise-venv/bin/python}"
 out="${OUT:-$root/bench-results/run-advice}"
 seeds="${SEEDS-0 1 2}"  # SEEDS= (empty): tune only, no grid
-tune_seeds="${TUNE_SEEDS:-0}"
+tune_seeds="${TUNE_SEEDS-0}"  # TUNE_SEEDS= (empty): no tune
+retime="${RETIME:-0}"
 grid="${GRID:-16,32,64,128,256,512,1024}"
 mkdir -p "$out"
 
@@ -81,6 +86,20 @@ for spec in "${cells[@]}"; do
     echo "$(echo "$(date +%s.%N) - $start" | bc)" >"$out/$name.tune.$seed.wall"
     echo "tune (seed $seed): batch $("$python" -c "import json,sys; print(json.load(open(sys.argv[1]))['recommendation']['batch'])" "$out/$name.tune.$seed.json")"
   done
+  if [ "$retime" -gt 0 ]; then
+    kept="$root/bench/grids/$name.csv"
+    [ -f "$kept" ] || { echo "no kept grid $kept to time again"; continue; }
+    batches=$("$python" "$root/bench/advice_grid.py" retime-batches "$kept")
+    for seed in $seeds; do
+      for k in $(seq 1 "$retime"); do
+        # shellcheck disable=SC2086
+        "$batchwise" validate $flags --batch-sizes "$batches" --epochs "$epochs" --lr-schedule cosine --seed "$seed" \
+          --no-history -q --json "$out/$name.retime.$seed.$k.json" >/dev/null
+        echo "timed again (seed $seed, $k of $retime): $batches"
+      done
+    done
+    continue
+  fi
   for seed in $seeds; do
     # shellcheck disable=SC2086
     "$batchwise" validate $flags --batch-sizes "$grid" --epochs "$epochs" --lr-schedule cosine --seed "$seed" \
@@ -90,6 +109,7 @@ for spec in "${cells[@]}"; do
   # A batch-size schedule tune proposed (its first seed's): trained with the same seeds beside the
   # pick, so the summary compares the predicted saving with the measured one.
   first_tune=$(echo "$tune_seeds" | awk '{print $1}')
+  [ -n "$first_tune" ] || continue
   read -r schedule pick < <("$python" -c "
 import json, sys
 r = json.load(open(sys.argv[1]))

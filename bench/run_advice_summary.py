@@ -10,7 +10,9 @@ The grids' full runs take hours here, and bench-results/ is not kept: --save-gri
 final qualities and times (bench/grids/CELL.csv, committed) from the reports (runs already kept
 and not in the reports stay) and each cell's first tune's run race (CELL.race.json, for
 bench/run_race_replay.py), and --grids judges the tunes in the folder against those where a cell's
-grid reports are not there."""
+grid reports are not there. Runs trained again for their times (`RETIME=N bash bench/run_advice.sh`:
+NAME.retime.SEED.K.json) are kept in bench/grids/NAME.times.csv and averaged into each seed's time
+(bench/advice_grid.py)."""
 import argparse
 import csv
 import glob
@@ -18,7 +20,8 @@ import json
 import os
 import statistics
 
-from advice_grid import GRID_FIELDS, good_set, grid_stats, measure_of, quality, read_kept_grid, verdict
+from advice_grid import (GRID_FIELDS, TIMING_FIELDS, good_set, grid_stats, measure_of, quality, read_kept_grid,
+                         read_timings, verdict)
 
 parser = argparse.ArgumentParser()
 parser.add_argument("out")
@@ -48,6 +51,25 @@ def grid_rows(name):
     return read_kept_grid(os.path.join(args.grids, f"{name}.csv"))
 
 
+def timing_rows(name):
+    """The cell's runs trained again for their times (NAME.retime.SEED.K.json in OUT), with those kept in
+    --grids' NAME.times.csv that OUT does not have (the same date and seed and batch)."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out, f"{name}.retime.*.json"))):
+        report = json.load(open(path))
+        context = report.get("context", {})
+        seed = os.path.basename(path).split(".")[2]
+        for r in report["validation"]["runs"]:
+            rows.append({"seed": seed, "batch": r["batch"], "final_accuracy": r.get("final_accuracy"),
+                         "final_loss": r.get("final_loss"), "train_s": r["train_s"],
+                         "commit": context.get("build_commit", ""), "date": context.get("date", "")})
+    if args.grids:
+        have = {(str(r["seed"]), int(r["batch"]), r["date"]) for r in rows}
+        rows += [r for r in read_timings(os.path.join(args.grids, f"{name}.times.csv"))
+                 if (str(r["seed"]), int(r["batch"]), r["date"]) not in have]
+    return rows
+
+
 def first_tune(name):
     """The cell's tune report with the lowest seed in OUT, or None."""
     paths = sorted(glob.glob(os.path.join(out, f"{name}.tune.*.json")), key=lambda p: int(p.rsplit(".", 2)[1]))
@@ -57,6 +79,18 @@ def first_tune(name):
 names = {os.path.basename(p).split(".")[0] for p in glob.glob(os.path.join(out, "*.grid.*.json"))}
 if args.save_grids:
     os.makedirs(args.save_grids, exist_ok=True)
+    # Timing runs add to the cell's kept ones (bench/grids/NAME.times.csv).
+    for name in sorted({os.path.basename(p).split(".")[0] for p in glob.glob(os.path.join(out, "*.retime.*.json"))}):
+        path = os.path.join(args.save_grids, f"{name}.times.csv")
+        kept = read_timings(path)
+        have = {(str(r["seed"]), int(r["batch"]), r["date"]) for r in kept}
+        new = [r for r in timing_rows(name) if (str(r["seed"]), int(r["batch"]), r["date"]) not in have]
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=TIMING_FIELDS)
+            w.writeheader()
+            for r in sorted(kept + new, key=lambda r: (int(r["seed"]), int(r["batch"]), r["date"])):
+                w.writerow({k: r.get(k) for k in TIMING_FIELDS})
+        print(f"{path}: {len(new)} timing runs from {out}, {len(kept)} kept")
     for name in sorted(names):
         path = os.path.join(args.save_grids, f"{name}.csv")
         rows = grid_rows(name)
@@ -102,7 +136,7 @@ worst = 0.0
 schedules = []
 for name in names:
     measure = measure_of(name)
-    stats, epochs = grid_stats(grid_rows(name), measure)
+    stats, epochs = grid_stats(grid_rows(name), measure, timing_rows(name))
     if not stats:
         continue
     best, tol, behind, good = good_set(stats, measure)

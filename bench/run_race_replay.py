@@ -34,7 +34,7 @@ import json
 import math
 import os
 
-from advice_grid import good_set, grid_stats, measure_of, read_kept_grid, verdict
+from advice_grid import good_set, grid_stats, measure_of, read_kept_grid, read_timings, verdict
 
 LEAST_TREND, TREND_NOISE = 0.5, 2.0  # run_race_internal.h: kLeastGapTrend, kTrendNoise
 BEND_NOISE = 2.449  # run_race_gaps.cpp: kBendNoise
@@ -138,7 +138,7 @@ def main():
             print(f"| {name} ({label}) | - | {why} |")
             continue
         measure = measure_of(name)
-        stats, _ = grid_stats(read_kept_grid(grid), measure)
+        stats, _ = grid_stats(read_kept_grid(grid), measure, read_timings(os.path.join(args.grids, f"{name}.times.csv")))
         _, _, _, good = good_set(stats, measure)
         doublings = math.log2(race["epochs"] / race["lengths_epochs"][-1])
         cells += 1
