@@ -5,7 +5,7 @@ best mean) of the best), and the verdict on a pick (in the good set, and its mea
 of the good set's fastest). The transformer's cells are judged on final loss, the others on final
 accuracy.
 
-A full run's training time moves by 10-25 % here from one run to the next (the machine's speed moves
+A full run's training time moves by up to a third here from one run to the next (the machine's speed moves
 over tens of seconds: docs/benchmarks.md, "The grid's times, timed again"), and the verdict's 1.10x
 needs better: `timing` rows (bench/grids/CELL.times.csv, from `RETIME=N bash bench/run_advice.sh`)
 are the same seed's run of the same batch trained again, the same final quality to the digit, whose
@@ -67,14 +67,17 @@ def same_run(a, b):
 
 def run_time(row, timings):
     """A grid run's time: its own, averaged with the timing rows of the same seed and batch that ended the
-    same (a row that did not is another run, and raises)."""
+    same. A row that did not is another run (the grid's run was replaced since, or the build changed the
+    numbers): it is left out, and stderr says so."""
     times = [row["train_s"]]
     for t in timings:
         if str(t["seed"]) == str(row["seed"]) and int(t["batch"]) == int(row["batch"]):
             if not same_run(t, row):
-                raise ValueError(f"seed {row['seed']} batch {row['batch']}: a timing run ended at "
-                                 f"{t.get('final_accuracy')}/{t.get('final_loss')}, the grid's at "
-                                 f"{row.get('final_accuracy')}/{row.get('final_loss')}: not the same run")
+                print(f"seed {row['seed']} batch {row['batch']}: a timing run ({t.get('date')}) ended at "
+                      f"{t.get('final_accuracy')}/{t.get('final_loss')}, the grid's at "
+                      f"{row.get('final_accuracy')}/{row.get('final_loss')}: not the same run, left out",
+                      file=sys.stderr)
+                continue
             times.append(t["train_s"])
     return statistics.mean(times)
 
@@ -125,7 +128,9 @@ def retime_batches(stats, measure):
     return [b for b in good if stats[b][2] <= RETIME_RATIO * fastest]
 
 
-if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "retime-batches":
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "retime-batches":
+        sys.exit("usage: python3 bench/advice_grid.py retime-batches bench/grids/CELL.csv")
     name = sys.argv[2].rsplit("/", 1)[-1].split(".")[0]
     stats, _ = grid_stats(read_kept_grid(sys.argv[2]), measure_of(name))
     print(",".join(str(b) for b in retime_batches(stats, measure_of(name))))

@@ -18,7 +18,8 @@
 #       # (NAME.retime.SEED.K.json; run_advice_summary.py --save-grids keeps them in bench/grids/NAME.times.csv)
 #
 # Where tune proposes a batch-size schedule, it trains beside the pick with the same seeds.
-# Writes bench-results/run-advice/NAME.{tune.SEED,grid.SEED,schedule.SEED}.json and .../summary.md.
+# Writes bench-results/run-advice/NAME.{tune.SEED,grid.SEED,schedule.SEED,retime.SEED.K}.json and
+# .../summary.md.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 batchwise="${BATCHWISE:-$root/build/batchwise}"

@@ -127,7 +127,8 @@ if args.save_grids:
             f.write("\n")
 if args.grids:  # cells whose grids are kept, judged where this folder has their tunes
     names |= {os.path.basename(p)[:-4] for p in glob.glob(os.path.join(args.grids, "*.csv"))
-              if glob.glob(os.path.join(out, os.path.basename(p)[:-4] + ".tune.*.json"))}
+              if not p.endswith(".times.csv")
+              and glob.glob(os.path.join(out, os.path.basename(p)[:-4] + ".tune.*.json"))}
 names = sorted(names)
 print("| cell | epochs | measure | good set (mean final quality) | fastest good | pick (tune seed) | in good set | time / fastest good | pass |")
 print("|---|---:|---|---|---:|---|---|---:|---|")

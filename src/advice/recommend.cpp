@@ -363,10 +363,10 @@ std::optional<Recommendation> recommend(const RunRace& race) {
     if (b != *race.best_batch) as_fast.push_back(b);
   if (!as_fast.empty())
     reason += fmt::format(
-        "; {} {} {} within 5 % of its time by the sweep's samples/s, closer than the sweep can order them: {} "
+        "; {} {} {} within 5 % of batch {}'s time by the sweep's samples/s, closer than the sweep can order them: {} "
         "trains about as fast",
         as_fast.size() > 1 ? "batches" : "batch", fmt::join(as_fast, ", "), as_fast.size() > 1 ? "are" : "is",
-        as_fast.size() > 1 ? "any of them" : "either");
+        *race.best_batch, as_fast.size() > 1 ? "any of them" : "either");
   if (!race.not_raced.empty())
     reason += fmt::format("; {} {} not raced (larger and no faster than the fastest candidate; not judged)",
                           race.not_raced.size() > 1 ? "batches" : "batch", fmt::join(race.not_raced, ", "));

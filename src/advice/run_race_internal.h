@@ -1,5 +1,6 @@
 // What the run race's units share: run_race.cpp trains the compressed runs and judges them,
-// run_race_gaps.cpp reads the reference's learning curve and the candidates' gaps off them, and
+// run_race_gaps.cpp reads the reference's learning curve and the candidates' gaps off them (and
+// names the good batches as fast as the pick, within_5_percent), and
 // run_race_schedule.cpp weighs a batch-size schedule against the pick.
 #pragma once
 

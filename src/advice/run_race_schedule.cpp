@@ -28,7 +28,7 @@ constexpr int kEfficiencyPoints = 256;
 // grows at least this much over the run, and proposed where it saves at least kScheduleSaving of the
 // pick's time (issue #30: a schedule must pay for the complication of changing the batch).
 constexpr double kScheduleGrowth = 2;
-constexpr double kScheduleSaving = 0.05;
+constexpr double kScheduleSaving = 0.05;  // as kLeastSaving (run_race_internal.h), for its own reason
 // Where its phases may switch: every sixteenth of the run, or whole epochs near them in a run of 16
 // epochs or more.
 constexpr int kSwitchPoints = 16;
