@@ -412,7 +412,10 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
     e.good = *e.predicted_gap <= race.tolerance;
     if (e.good && (!pick || e.full_run_s < pick->full_run_s)) pick = &e;
   }
-  if (pick) race.best_batch = pick->batch, race.within_5_percent = detail::within_5_percent(race.entries, *pick);
+  if (pick) {
+    race.best_batch = pick->batch;
+    race.within_5_percent = detail::within_5_percent(race.entries, *pick);
+  }
   explain(race, pick, std::min(kNoiseUnbounded, noise_at(noise, run_samples)));
   if (pick) detail::propose_schedule(race, noise, samples, errors, run_samples, loss_at_end, dataset, *pick);
 }
@@ -706,7 +709,7 @@ RunRaceOptions raced_options(const RunRaceOptions& options, std::vector<int64_t>
 
 RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
   std::vector<int64_t> slower;
-  const RunRaceOptions raced = without_slower_larger(o, slower);
+  const RunRaceOptions raced = raced_options(o, &slower);
   RunRace race = race_candidates(w, held_out, raced, o.budget_s(), noise_batch_of(o.batches()), slower);
   race.not_raced = slower;
   if (!slower.empty())
