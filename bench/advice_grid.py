@@ -20,6 +20,8 @@ import sys
 GRID_FIELDS = ["seed", "batch", "epochs", "lr", "lr_capped", "warmup_steps", "steps", "final_accuracy", "final_loss",
                "train_s", "commit", "date"]
 TIME_RATIO = 1.10
+# The good set's least tolerance: half an accuracy point, or 0.5 % of the best mean loss.
+LEAST_TOLERANCE = 0.005
 TIMING_FIELDS = ["seed", "batch", "final_accuracy", "final_loss", "train_s", "commit", "date"]
 # The good set's members timed again: those whose mean time is within this of the fastest's, where
 # a run's own noise can move a verdict across TIME_RATIO.
@@ -107,7 +109,7 @@ def good_set(stats, measure):
     best = (min if loss else max)(stats, key=lambda b: stats[b][0])
     # The best mean's own standard error: a batch whose seeds scatter widely (one diverges) must
     # not join the set by its own spread.
-    tol = max(0.005 * (stats[best][0] if loss else 1), 2 * stats[best][1])
+    tol = max(LEAST_TOLERANCE * (stats[best][0] if loss else 1), 2 * stats[best][1])
     behind = (lambda m: m - stats[best][0]) if loss else (lambda m: stats[best][0] - m)
     return best, tol, behind, [b for b in sorted(stats) if behind(stats[b][0]) <= tol]
 

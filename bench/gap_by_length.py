@@ -25,53 +25,65 @@ def runs_of(report):
     return {r["batch"]: r.get("final_accuracy") for r in report["validation"]["runs"]}
 
 
+def numbers(kind, text):
+    """A comma-separated list of positive numbers of one kind (int or float), or a usage error."""
+    try:
+        values = [kind(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive numbers separated by commas, e.g. 0.5,1,2")
+    return values
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flags", required=True, help='the workload flags, e.g. "--model mlp --optimizer sgd"')
-    ap.add_argument("--batches", required=True, help="comma-separated; gaps are behind the first")
-    ap.add_argument("--lengths", required=True, help="comma-separated run lengths in epochs")
-    ap.add_argument("--seeds", default="0", help="comma-separated training seeds")
-    ap.add_argument("--grid", help="a kept grid (bench/grids/CELL.csv) whose runs give the last row")
+    ap.add_argument("--batches", required=True, type=lambda t: numbers(int, t),
+                    help="comma-separated; gaps are behind the first")
+    ap.add_argument("--lengths", required=True, type=lambda t: numbers(float, t),
+                    help="comma-separated run lengths in epochs")
+    ap.add_argument("--seeds", default=[0], type=lambda t: [int(x) for x in t.split(",")],
+                    help="comma-separated training seeds (default 0)")
+    ap.add_argument("--grid", help="a kept grid (bench/grids/CELL.csv) whose runs of the same seeds give the last rows")
     ap.add_argument("--out", required=True, help="where the validate reports go (and are read from)")
     ap.add_argument("--batchwise", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build",
                                                         "batchwise"))
     args = ap.parse_args()
-    batches = [int(b) for b in args.batches.split(",")]
-    lengths = [float(e) for e in args.lengths.split(",")]
-    seeds = [int(s) for s in args.seeds.split(",")]
+    batches, lengths, seeds = args.batches, args.lengths, args.seeds
     os.makedirs(args.out, exist_ok=True)
-    table = {}  # (length, seed) -> batch -> final accuracy
-    for seed in seeds:
-        for length in lengths:
+    rows = []  # (label, seed, batch -> final accuracy)
+    for length in lengths:
+        for seed in seeds:
             path = os.path.join(args.out, f"{length:g}.{seed}.json")
             if not os.path.exists(path):
-                cmd = [args.batchwise, "validate", *shlex.split(args.flags), "--batch-sizes", args.batches, "--epochs",
-                       f"{length:g}", "--lr-schedule", "cosine", "--seed", str(seed), "-q", "--no-history", "--json",
-                       path]
+                cmd = [args.batchwise, "validate", *shlex.split(args.flags), "--batch-sizes",
+                       ",".join(map(str, batches)), "--epochs", f"{length:g}", "--lr-schedule", "cosine", "--seed",
+                       str(seed), "-q", "--no-history", "--json", path]
                 if subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode != 0:
                     sys.exit(f"validate failed: {' '.join(cmd)}")
-            table[(length, seed)] = runs_of(json.load(open(path)))
+            acc = runs_of(json.load(open(path)))
+            if sorted(acc) != sorted(batches):
+                sys.exit(f"{path} holds batches {sorted(acc)}, not {batches}: another run's report; give another --out")
+            rows.append((f"{length:g}", seed, acc))
     if args.grid:
-        rows = read_kept_grid(args.grid)
-        grid_length = rows[0]["epochs"]
+        grid = read_kept_grid(args.grid)
+        if not grid:
+            sys.exit(f"{args.grid}: no runs in the grid")
         for seed in seeds:
-            table[(grid_length, seed)] = {r["batch"]: r["final_accuracy"] for r in rows if int(r["seed"]) == seed}
-        lengths.append(grid_length)
+            rows.append((f"{grid[0]['epochs']:g} (grid)", seed,
+                         {r["batch"]: r["final_accuracy"] for r in grid if int(r["seed"]) == seed}))
     ref = batches[0]
     print(f"| epochs | seed | {' | '.join(f'{b}' for b in batches)} |")
     print(f"|---:|---:|{'---:|' * len(batches)}")
-    for length in lengths:
-        for seed in seeds:
-            acc = table[(length, seed)]
-            cells = []
-            for b in batches:
-                if acc.get(b) is None or acc.get(ref) is None:
-                    cells.append("-")
-                else:
-                    gap = 100 * (acc[ref] - acc[b])
-                    cells.append(f"{acc[b]:.4f}" if b == ref else f"{acc[b]:.4f} ({gap:.2f})")
-            grid_mark = " (grid)" if args.grid and length == lengths[-1] else ""
-            print(f"| {length:g}{grid_mark} | {seed} | {' | '.join(cells)} |")
+    for label, seed, acc in rows:
+        cells = []
+        for b in batches:
+            if acc.get(b) is None or acc.get(ref) is None:
+                cells.append("-")
+            else:
+                cells.append(f"{acc[b]:.4f}" if b == ref else f"{acc[b]:.4f} ({100 * (acc[ref] - acc[b]):.2f})")
+        print(f"| {label} | {seed} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":

@@ -19,15 +19,21 @@ Rules (--rule):
              that grew is carried as it stands.
   shrink:S   every gap shrinks by S per doubling (S a number, 0.3 to 1).
   oracle     no rule: every raced candidate's gap is the one its full runs end at (the kept grid's mean
-             final quality behind the reference's), so the pick is what the race's contract gives with
-             a perfect prediction: the fastest by the sweep's samples/s within the bar of the
-             reference. What no way of carrying the gaps can do better than, on the same candidates,
-             times and bar.
+             final quality behind the reference's), so the pick is the race's contract with exact
+             gaps: the fastest by the sweep's samples/s within the bar of the reference. Not a bound:
+             a wrong gap can pass where the exact one does not (a bar wider than the good set's).
+  ceiling    the most any rule could do on the race's candidates and times: a rule that never calls a
+             larger batch nearer than a smaller one can only pick the fastest of the reference and
+             the first k raced candidates, for some k; a pass where any such pick passes, else the
+             oracle's pick.
+The oracle and the ceiling need the reference's full runs in the kept grid, and the race and the grid
+in one measure (the transformer's race reads token accuracy, its grid the loss); where they are not,
+the race is not judged.
 --tolerance T (accuracy points / 100, or a share of the loss) replaces the race's held-out noise as
 the bar for "good", in every cell alike (the transformer's race reads token accuracy, whose noise is
 larger than a tolerance meant for images).
 
-    python3 bench/run_race_replay.py [--grids bench/grids] [--rule tree|pooled|shrink:0.6|oracle ...] [--tolerance 0.005]
+    python3 bench/run_race_replay.py [--grids bench/grids] [--rule tree|pooled|shrink:0.6|oracle|ceiling ...] [--tolerance 0.005]
         [--tunes DIR ...] [--middle line|measured]
 
 A replay holds the compressed runs fixed: what a rule would pick from the same measurements, not what
@@ -90,35 +96,64 @@ def trends(gaps, rule, noise):
     return [shrink] * len(gaps)
 
 
+def unjudged(race, stats, measure):
+    """Why the oracle and the ceiling cannot judge a race against the cell's grid; None where they can."""
+    if race["measure"] != measure:
+        return f"the race reads {race['measure']}, the grid {measure}"
+    if race["entries"][0]["batch"] not in stats:
+        return f"the grid lacks the reference, {race['entries'][0]['batch']}"
+    return None
+
+
 def oracle_gaps(race, stats, measure):
-    """Per raced candidate (as compressed_gaps lists them), its gap behind the reference by its full
-    runs: the grid's mean final quality (accuracy points, or a share of the reference's loss); None
-    where the grid lacks the batch or the reference."""
-    ref = race["entries"][0]["batch"]
+    """Per raced candidate (as compressed_gaps lists them): (batch, its full run's seconds by the sweep,
+    its gap behind the reference by its full runs: the grid's mean final quality, accuracy points or
+    a share of the reference's loss; None with why: its compressed runs failed, or the grid lacks it)."""
+    ref = stats[race["entries"][0]["batch"]][0]
     out = []
-    for batch, _, g4, _ in compressed_gaps(race):
-        if g4 is None or batch not in stats or ref not in stats:
-            out.append(None)
-        elif measure == "loss":
-            out.append((stats[batch][0] - stats[ref][0]) / stats[ref][0])
+    for batch, _, g4, full_run_s in compressed_gaps(race):
+        if g4 is None:
+            out.append((batch, full_run_s, None, "its compressed runs failed"))
+        elif batch not in stats:
+            out.append((batch, full_run_s, None, "not in the grid"))
         else:
-            out.append(stats[ref][0] - stats[batch][0])
+            gap = (stats[batch][0] - ref) / ref if measure == "loss" else ref - stats[batch][0]
+            out.append((batch, full_run_s, gap, None))
     return out
 
 
-def replay(race, rule, tolerance=None, middle="line", stats=None, measure="accuracy"):
-    """The pick under the rule (the oracle needs the cell's grid stats and measure)."""
+def ceiling(race, stats, measure, good):
+    """A passing pick some rule could make on the race's candidates (see the module's doc), else None."""
+    ref = race["entries"][0]
+    pick, pick_s = ref["batch"], ref["full_run_s"]
+    reachable = [pick]
+    for batch, full_run_s, gap, why in oracle_gaps(race, stats, measure):
+        if why == "its compressed runs failed":
+            continue  # never good, and no bound on the larger ones (as the race skips it)
+        if gap is None:
+            break  # not judged: what a rule does from here on cannot be told
+        if full_run_s < pick_s:
+            pick, pick_s = batch, full_run_s
+        reachable.append(pick)
+    return next((b for b in reachable if verdict(stats, good, b)[2]), None)
+
+
+def replay(race, rule, tolerance=None, middle="line", stats=None, measure="accuracy", good=None):
+    """The pick under the rule; the oracle and the ceiling need the cell's grid stats, measure and good
+    set, and give None where the grid cannot judge the race (`unjudged`)."""
     noise = race["tolerance"]  # the held-out noise, in the gaps' units
     bar = tolerance if tolerance is not None else noise
-    if rule == "oracle":
+    if rule in ("oracle", "ceiling"):
+        if stats is None or (rule == "ceiling" and good is None):
+            raise ValueError(f"the {rule} needs the cell's grid stats" + (" and good set" if rule == "ceiling" else ""))
+        if unjudged(race, stats, measure):
+            return None
         ref = race["entries"][0]
-        if ref["batch"] not in stats:
-            return None  # the grid has no full runs of the reference to measure the gaps from
         pick, pick_s = ref["batch"], ref["full_run_s"]
-        for (batch, _, _, full_run_s), gap in zip(compressed_gaps(race), oracle_gaps(race, stats, measure)):
+        for batch, full_run_s, gap, _ in oracle_gaps(race, stats, measure):
             if gap is not None and gap <= bar and full_run_s < pick_s:
                 pick, pick_s = batch, full_run_s
-        return pick
+        return ceiling(race, stats, measure, good) or pick if rule == "ceiling" else pick
     doublings = max(0.0, math.log2(race["epochs"] / race["lengths_epochs"][-1]))
     gaps = compressed_gaps(race, middle)
     ref = race["entries"][0]
@@ -135,7 +170,8 @@ def replay(race, rule, tolerance=None, middle="line", stats=None, measure="accur
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--grids", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "grids"))
-    ap.add_argument("--rule", action="append", help="tree, pooled, shrink:S or oracle; several allowed (default: tree)")
+    ap.add_argument("--rule", action="append",
+                    help="tree, pooled, shrink:S, oracle or ceiling; several allowed (default: tree)")
     ap.add_argument("--tolerance", type=float, help="the bar for a good batch, instead of the race's noise")
     ap.add_argument("--tunes", action="append", default=[],
                     help="a folder of tune reports (CELL.tune.SEED.json, as bench/run_advice.sh writes them) to "
@@ -145,6 +181,14 @@ def main():
                          "upward within the noise (what the race does), or as measured")
     args = ap.parse_args()
     rules = args.rule or ["tree"]
+    for rule in rules:
+        shrink = rule.split(":", 1)[1] if rule.startswith("shrink:") else None
+        try:
+            ok = rule in ("tree", "pooled", "oracle", "ceiling") or (shrink is not None and 0 < float(shrink) <= 1)
+        except ValueError:
+            ok = False
+        if not ok:
+            ap.error(f"--rule {rule}: not a rule; give tree, pooled, shrink:S (S in (0, 1]), oracle or ceiling")
     records = []  # (cell, its label, the race)
     if args.tunes:
         for folder in args.tunes:
@@ -160,7 +204,7 @@ def main():
     print(f"| cell (race's tune) | carried over | {' | '.join(rules)} |")
     print(f"|---|---:|{'---|' * len(rules)}")
     passed = {r: 0 for r in rules}
-    judged = {r: 0 for r in rules}  # the races each rule could pick in (the oracle needs the reference's runs)
+    judged = {r: 0 for r in rules}  # the races each rule could judge (the oracle needs the reference's runs)
     for name, label, race in records:
         grid = os.path.join(args.grids, f"{name}.csv")
         if not os.path.exists(grid) or race.get("best_batch") is None:
@@ -173,9 +217,9 @@ def main():
         doublings = math.log2(race["epochs"] / race["lengths_epochs"][-1])
         row = []
         for rule in rules:
-            pick = replay(race, rule, args.tolerance, args.middle, stats, measure)
+            pick = replay(race, rule, args.tolerance, args.middle, stats, measure, good)
             if pick is None:
-                row.append(f"the grid lacks the reference, {race['entries'][0]['batch']}")
+                row.append(unjudged(race, stats, measure))
                 continue
             inside, ratio, ok = verdict(stats, good, pick)
             passed[rule] += ok
@@ -184,6 +228,10 @@ def main():
                                   f"{'pass' if ok else 'FAIL'} ({ratio:.2f}{'' if inside else ', worse model'})")
             if rule == "tree" and args.middle == "line" and pick != race["best_batch"]:
                 text += f" (the tune picked {race['best_batch']}: the replay differs)"
+            if rule in ("oracle", "ceiling"):
+                lacking = [f"{b} {why}" for b, _, _, why in oracle_gaps(race, stats, measure) if why]
+                if lacking:
+                    text += f" (not good: {'; '.join(lacking)})"
             row.append(text)
         print(f"| {name} ({label}) | {doublings:.1f} doublings | {' | '.join(row)} |")
     print()
