@@ -37,28 +37,30 @@ def quality(run, measure):
     return run.get("final_loss") if measure == "loss" else run.get("final_accuracy")
 
 
+def parsed(row, optional=()):
+    """A kept CSV row with its batch, train_s and the optional numeric fields parsed (None where empty)."""
+    number = lambda k: float(row[k]) if row[k] not in ("", "None") else None
+    return {**row, "batch": int(row["batch"]), "train_s": float(row["train_s"]), **{k: number(k) for k in optional}}
+
+
 def read_kept_grid(path):
     """The rows of a kept grid (bench/grids/CELL.csv), numbers parsed."""
-    rows = []
     with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            number = lambda k: float(r[k]) if r[k] not in ("", "None") else None
-            rows.append({**r, "batch": int(r["batch"]), "epochs": number("epochs"),
-                         "final_accuracy": number("final_accuracy"), "final_loss": number("final_loss"),
-                         "train_s": float(r["train_s"])})
-    return rows
+        return [parsed(r, ("epochs", "final_accuracy", "final_loss")) for r in csv.DictReader(f)]
 
 
 def read_timings(path):
     """A cell's timing rows (bench/grids/CELL.times.csv), numbers parsed; none where there is no file."""
     try:
         with open(path, newline="") as f:
-            return [{**r, "batch": int(r["batch"]), "train_s": float(r["train_s"]),
-                     "final_accuracy": float(r["final_accuracy"]) if r["final_accuracy"] not in ("", "None") else None,
-                     "final_loss": float(r["final_loss"]) if r["final_loss"] not in ("", "None") else None}
-                    for r in csv.DictReader(f)]
+            return [parsed(r, ("final_accuracy", "final_loss")) for r in csv.DictReader(f)]
     except FileNotFoundError:
         return []
+
+
+def timing_key(row):
+    """What tells one timing run from another: its seed, batch and date."""
+    return str(row["seed"]), int(row["batch"]), row["date"]
 
 
 def same_run(a, b):

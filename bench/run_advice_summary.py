@@ -25,7 +25,7 @@ import os
 import statistics
 
 from advice_grid import (GRID_FIELDS, LEAST_TOLERANCE, TIMING_FIELDS, good_set, grid_stats, measure_of, quality,
-                         read_kept_grid, read_timings, verdict)
+                         read_kept_grid, read_timings, timing_key, verdict)
 from run_race_replay import replay, unjudged
 
 parser = argparse.ArgumentParser()
@@ -69,9 +69,8 @@ def timing_rows(name):
                          "final_loss": r.get("final_loss"), "train_s": r["train_s"],
                          "commit": context.get("build_commit", ""), "date": context.get("date", "")})
     if args.grids:
-        have = {(str(r["seed"]), int(r["batch"]), r["date"]) for r in rows}
-        rows += [r for r in read_timings(os.path.join(args.grids, f"{name}.times.csv"))
-                 if (str(r["seed"]), int(r["batch"]), r["date"]) not in have]
+        have = {timing_key(r) for r in rows}
+        rows += [r for r in read_timings(os.path.join(args.grids, f"{name}.times.csv")) if timing_key(r) not in have]
     return rows
 
 
@@ -88,8 +87,8 @@ if args.save_grids:
     for name in sorted({os.path.basename(p).split(".")[0] for p in glob.glob(os.path.join(out, "*.retime.*.json"))}):
         path = os.path.join(args.save_grids, f"{name}.times.csv")
         kept = read_timings(path)
-        have = {(str(r["seed"]), int(r["batch"]), r["date"]) for r in kept}
-        new = [r for r in timing_rows(name) if (str(r["seed"]), int(r["batch"]), r["date"]) not in have]
+        have = {timing_key(r) for r in kept}
+        new = [r for r in timing_rows(name) if timing_key(r) not in have]
         with open(path, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=TIMING_FIELDS)
             w.writeheader()

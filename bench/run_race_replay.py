@@ -105,15 +105,18 @@ def unjudged(race, stats, measure):
     return None
 
 
+FAILED = "its compressed runs failed"  # why oracle_gaps has no gap for a candidate the race could not judge
+
+
 def oracle_gaps(race, stats, measure):
     """Per raced candidate (as compressed_gaps lists them): (batch, its full run's seconds by the sweep,
     its gap behind the reference by its full runs: the grid's mean final quality, accuracy points or
-    a share of the reference's loss; None with why: its compressed runs failed, or the grid lacks it)."""
+    a share of the reference's loss; None with why: FAILED, or the grid lacks it)."""
     ref = stats[race["entries"][0]["batch"]][0]
     out = []
     for batch, _, g4, full_run_s in compressed_gaps(race):
         if g4 is None:
-            out.append((batch, full_run_s, None, "its compressed runs failed"))
+            out.append((batch, full_run_s, None, FAILED))
         elif batch not in stats:
             out.append((batch, full_run_s, None, "not in the grid"))
         else:
@@ -128,7 +131,7 @@ def ceiling(race, stats, measure, good):
     pick, pick_s = ref["batch"], ref["full_run_s"]
     reachable = [pick]
     for batch, full_run_s, gap, why in oracle_gaps(race, stats, measure):
-        if why == "its compressed runs failed":
+        if why == FAILED:
             continue  # never good, and no bound on the larger ones (as the race skips it)
         if gap is None:
             break  # not judged: what a rule does from here on cannot be told
@@ -153,7 +156,9 @@ def replay(race, rule, tolerance=None, middle="line", stats=None, measure="accur
         for batch, full_run_s, gap, _ in oracle_gaps(race, stats, measure):
             if gap is not None and gap <= bar and full_run_s < pick_s:
                 pick, pick_s = batch, full_run_s
-        return ceiling(race, stats, measure, good) or pick if rule == "ceiling" else pick
+        if rule == "ceiling":
+            return ceiling(race, stats, measure, good) or pick  # where no reachable pick passes, the oracle's
+        return pick
     doublings = max(0.0, math.log2(race["epochs"] / race["lengths_epochs"][-1]))
     gaps = compressed_gaps(race, middle)
     ref = race["entries"][0]
