@@ -294,16 +294,20 @@ TEST(Cli, CompareShowsPerBatchRatiosAndWhatDiffers) {
 TEST(Cli, TuneWithEpochsAnswersForTheRun) {
   const fs::path json = scratch() / "tune-epochs.json", html = scratch() / "tune-epochs.html";
   const Outcome r = batchwise(
-      // Three close batches, each measured over 3 x 3 steps: the candidates (those at 40 % or more of
-      // the best samples/s) stay at least two however busy the machine (with 1 x 2 steps from 1 to 64,
-      // a loaded machine once left 64 alone and the run race did not run).
+      // Two batches whose steps are short (about 1 ms at one thread), the larger one faster: both stay
+      // candidates however busy the machine. The sweep's rate is a batch over its median step, and a
+      // step longer than the scheduler's slice is mostly preempted on a loaded machine while a shorter
+      // one mostly is not: with 32, 48 and 64 (2-7 ms steps) and three busy loops beside it, 32 read
+      // 12-20k samples/s and 48 and 64 7.5-10k, four times in four; 48 and 64 were dominated, and the
+      // run race, with one candidate, did not run. 8 and 16 read 6-10k and 10-15k. With --base-batch
+      // 8, they train at 0.01 and 0.02.
       // On Fashion-MNIST, whose test split the compressed runs learn (synthetic data's held-out loss
       // does not move in so short a run, and the run race then rightly recommends nothing:
       // RunRace.AReferenceThatNeverLeftTheStartPredictsNothing). A run of 0.05 epochs, whose
       // compressed runs are a quarter, half and all of it within a budget of 30 s however busy the
       // machine: with 2 epochs and a budget of 1 s, a loaded machine's slower sweep bought runs too
       // short to leave the start, and the race recommended nothing.
-      "tune --model mlp --memory-budget 64MiB --max 64 --batch-sizes 32,48,64 "
+      "tune --model mlp --memory-budget 64MiB --max 64 --batch-sizes 8,16 --base-batch 8 "
       "--warmup 1 --steps 3 --repetitions 3 --threads 1 --advice-budget 30 --noise-steps 4 --epochs 0.05 "
       "--lr-schedule cosine --no-history --verbose --json " +
       json.string() + " --html " + html.string());
@@ -389,7 +393,7 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
 TEST(Cli, TuneWhoseRacesNeverLeaveThePlateauAnswersTheSmallestBatchTrainedLongest) {
   const fs::path json = scratch() / "tune-plateau.json";
   const Outcome r = batchwise(
-      "tune --model mlp --memory-budget 64MiB --max 64 --batch-sizes 32,48,64 --warmup 1 --steps 3 --repetitions 3 "
+      "tune --model mlp --memory-budget 64MiB --max 64 --batch-sizes 8,16 --warmup 1 --steps 3 --repetitions 3 "
       "--threads 1 --advice-budget 1 --noise-steps 4 --epochs 2 --lr 1e-9 --lr-schedule cosine --no-history --json " +
       json.string());
   ASSERT_EQ(r.code, 0) << r.err;
