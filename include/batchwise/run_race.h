@@ -113,6 +113,9 @@ struct RunRaceEntry {
   /// on by gap_trend per doubling to the run's length, and at least a smaller candidate's, in
   /// accuracy points (class labels) or a share of the loss.
   std::optional<double> predicted_gap;
+  /// The smaller candidate whose predicted gap this one's takes, where its own carried gap was
+  /// smaller (a larger batch is not predicted to end nearer the reference); unset where its own.
+  std::optional<int64_t> gap_as;
   bool good = false;    ///< predicted_gap within the tolerance: no worse model than the reference's
   std::string message;  ///< why it failed; empty otherwise
 };
@@ -133,6 +136,7 @@ void fields(V& v, T& e) {
   v("gap_trend", e.gap_trend);
   v("share", e.share);
   v("predicted_gap", e.predicted_gap);
+  v("gap_as", e.gap_as);
   v("good", e.good);
   v("message", e.message);
 }
@@ -270,6 +274,10 @@ void fields(V& v, T& r) {
 /// of the loss (race.measure); none where either has no quality.
 std::optional<double> compressed_gap(const RunRace& race, const std::optional<CompressedRun>& run, size_t l);
 
+/// Where an entry's predicted gap is a smaller candidate's (RunRaceEntry::gap_as), the words that say
+/// so beside it in a table; empty otherwise.
+std::string gap_as_note(const RunRaceEntry& e);
+
 /// The middle of the reference's three errors (1 - accuracy, or the loss, after runs each twice as
 /// long as the one before) on the line through the other two, where the second gain exceeds the
 /// first by at most sqrt(6) x `noise` (the held-out noise, two standard errors of one run: the bend
@@ -362,12 +370,16 @@ struct CompressedGaps {
 struct CarriedGap {
   double gap = 0;
   double trend = 1;
+  /// Where its own carried gap was smaller than a smaller candidate's and took that one's: the
+  /// smaller candidate's index in the gaps given.
+  std::optional<size_t> as;
 };
 
 /// The gaps at the run's end, `doublings` doublings of the run past the longer compressed run, for
 /// candidates in batch order (the reference left out; none for one that failed, which keeps its
 /// place): each longer gap carried on by its gap_trend per doubling, or by the nearest larger
-/// candidate's where it has none, or as it stands; and never below a smaller candidate's.
+/// candidate's where it has none, or as it stands; and never below a smaller candidate's (`as`
+/// names the one whose gap it takes).
 std::vector<std::optional<CarriedGap>> carry_gaps(const std::vector<std::optional<CompressedGaps>>& gaps, double noise,
                                                   double doublings);
 

@@ -100,7 +100,7 @@ double noise_scale(ModuleWorkload& w, int64_t batch, int steps) {
 std::string noise_text(double b) { return b >= kNoiseUnbounded ? "beyond measure" : fmt::format("{:.0f}", b); }
 
 // Why the pick is the answer, how the noise scale moved, and the learning curve.
-void explain(RunRace& race, const RunRaceEntry* pick, double noise_end) {
+void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t dataset) {
   const bool accuracy = race.measure == "accuracy";
   const auto amount = [&](double g) {
     return accuracy ? fmt::format("{:.2f} accuracy points", 100 * g) : fmt::format("{:.1f} % of the loss", 100 * g);
@@ -113,7 +113,9 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end) {
   race.notes.push_back(
       fmt::format("the noise scale (critical batch) grew from {} at the start to {}; carried on, {} "
                   "at the run's end",
-                  noise_text(*race.noise_at_start), fmt::join(along, ", "), noise_text(noise_end)));
+                  noise_text(*race.noise_at_start), fmt::join(along, ", "),
+                  noise_end > dataset && noise_end < kNoiseUnbounded ? fmt::format("past your dataset's {}", dataset)
+                                                                     : noise_text(noise_end)));
   race.notes.push_back(fmt::format(
       "batch {}'s held-out {} {} as its run doubled, then {}: {}", race.reference_batch,
       accuracy ? "error fell by" : "loss fell by",
@@ -400,12 +402,14 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
     e.efficiency = run_efficiency(noise, run_samples, ref.batch, e.batch);
     e.cap_factor = std::min(1.0, cap(e) / ref_cap);
     double gap = 0;
+    e.gap_as.reset();
     if (i > 0) {  // every candidate but the reference trained both longer runs
       const double own = static_cast<double>(e.run->steps * e.batch);
       e.measured_efficiency =
           std::min(1.0, measured_share(samples, errors, error_of(*e.run), noise_abs) * samples.back() / own);
       e.gap_trend = carried[i - 1]->trend;
       gap = carried[i - 1]->gap;
+      if (carried[i - 1]->as) e.gap_as = race.entries[1 + *carried[i - 1]->as].batch;
     }
     e.share = share_for_gap(samples, errors, run_samples, gap, noise_abs);
     e.predicted_gap = gap / loss_at_end;
@@ -416,7 +420,7 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
     race.best_batch = pick->batch;
     race.within_5_percent = detail::within_5_percent(race.entries, *pick);
   }
-  explain(race, pick, std::min(kNoiseUnbounded, noise_at(noise, run_samples)));
+  explain(race, pick, std::min(kNoiseUnbounded, noise_at(noise, run_samples)), dataset);
   if (pick) detail::propose_schedule(race, noise, samples, errors, run_samples, loss_at_end, dataset, *pick);
 }
 

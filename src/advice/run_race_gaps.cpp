@@ -5,7 +5,10 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "advice/run_race_internal.h"
 #include "batchwise/run_race.h"
@@ -93,7 +96,8 @@ std::vector<std::optional<CarriedGap>> carry_gaps(const std::vector<std::optiona
     if (!trends[i] && i + 1 < gaps.size()) trends[i] = trends[i + 1];
   }
   std::vector<std::optional<CarriedGap>> out(gaps.size());
-  double widest = 0;  // the largest gap predicted for a smaller batch
+  double widest = 0;  // the largest gap predicted for a smaller batch, and whose it is
+  std::optional<size_t> widest_of;
   for (size_t i = 0; i < gaps.size(); ++i) {
     if (!gaps[i]) continue;
     CarriedGap c;
@@ -102,11 +106,22 @@ std::vector<std::optional<CarriedGap>> carry_gaps(const std::vector<std::optiona
     // rate it takes fewer steps for the same samples, and in McCandlish's model a sample counts less
     // the larger the batch. Two noisy trends can say otherwise (mlp SGD: 2,048 predicted 0.61 points
     // behind, 1,024 1.18).
-    c.gap = std::max(widest, std::max(0.0, gaps[i]->longer) * std::pow(c.trend, std::max(0.0, doublings)));
-    widest = c.gap;
+    c.gap = std::max(0.0, gaps[i]->longer) * std::pow(c.trend, std::max(0.0, doublings));
+    if (c.gap < widest) {
+      c.gap = widest;
+      c.as = widest_of;
+    } else {
+      widest = c.gap;
+      widest_of = i;
+    }
     out[i] = c;
   }
   return out;
+}
+
+std::string gap_as_note(const RunRaceEntry& e) {
+  if (!e.gap_as) return "";
+  return fmt::format("as batch {}'s at the end: a larger batch is not predicted nearer", *e.gap_as);
 }
 
 double share_for_gap(const std::vector<double>& samples, const std::vector<double>& errors, double run_samples,

@@ -224,7 +224,7 @@ std::string run_race_section(const Report& r) {
         e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-", amount(e.predicted_gap),
         !e.message.empty()           ? esc(e.message)
         : race.best_batch == e.batch ? "soonest without a worse model"
-                                     : "");
+                                     : esc(gap_as_note(e)));
   std::string notes = list_items(race.notes);
   if (!race.pick_reason.empty()) notes += list_items({race.pick_reason});
   if (!race.schedule_reason.empty()) notes += list_items({race.schedule_reason});

@@ -688,6 +688,10 @@ TEST(RunRace, GapsAreCarriedInBatchOrder) {
   EXPECT_DOUBLE_EQ(c[4]->trend, 0.6);
   EXPECT_DOUBLE_EQ(c[4]->gap, c[3]->gap);
   EXPECT_DOUBLE_EQ(c[5]->gap, c[3]->gap);
+  // Which smaller candidate's gap a larger one takes, for the report to say so beside it.
+  EXPECT_FALSE(c[0]->as || c[1]->as || c[3]->as);
+  EXPECT_EQ(c[4]->as, 3u);
+  EXPECT_EQ(c[5]->as, 3u);
   EXPECT_DOUBLE_EQ(carry_gaps({CompressedGaps{0.02, 0.03}}, noise, 0)[0]->gap,
                    0.03);  // no doublings left: as it stands
 }

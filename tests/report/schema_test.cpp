@@ -74,7 +74,14 @@ Report full_report() {
   entry.samples_per_s = 5000;
   entry.predicted_gap = 0;
   entry.good = true;
-  race.entries = {entry};
+  RunRaceEntry behind = entry;  // judged worse, and a larger batch whose own carried gap was smaller
+  behind.batch = 128;
+  behind.predicted_gap = 0.012;
+  behind.good = false;
+  RunRaceEntry larger = behind;
+  larger.batch = 256;
+  larger.gap_as = 128;
+  race.entries = {entry, behind, larger};
   race.best_batch = 64;
   race.batch_at_start = 64;
   race.batch_at_end = 256;
@@ -120,6 +127,11 @@ TEST(Report, JsonReadsBackToTheSameJson) {
         "\"accumulation_plan\"", "\"epoch\"", "\"loader\"", "\"accumulation_steps\"", "\"skipped_steps\"",
         "\"gpu_temperature_c\"", "\"breaks\"", "\"not_run\""})
     EXPECT_NE(full.find(section), std::string::npos) << section;
+  // A larger batch's gap taken from a smaller one's is kept, and the table says so beside it.
+  EXPECT_EQ(back.run_race->entries.at(2).gap_as, 128);
+  EXPECT_FALSE(back.run_race->entries.at(1).gap_as);
+  EXPECT_NE(to_table(back).find("worse (as batch 128's at the end: a larger batch is not predicted nearer)"),
+            std::string::npos);
   // The memory model's breaks have always been written with their keys in alphabetical order.
   const auto breaks = nlohmann::ordered_json::parse(full).at("fit").at("memory_model").at("breaks").at(0);
   std::vector<std::string> keys;
