@@ -76,7 +76,22 @@ struct SweepResult {
   /// Empty, or what the noise the sweep met means for its figures (tune and sweep put it in the
   /// report's warnings).
   std::string noise_warning;
+  /// Empty, or that the sweep shared the CPU with another process (its trials' median
+  /// Trial::cpu_wait_share above kSharedCpuShare) and what that does to its figures.
+  std::string shared_cpu_warning;
+  /// The warnings above that are not empty, for the report's (context.warnings).
+  std::vector<std::string> warnings() const {
+    std::vector<std::string> out;
+    for (const std::string* w : {&noise_warning, &shared_cpu_warning})
+      if (!w->empty()) out.push_back(*w);
+    return out;
+  }
 };
+
+/// A sweep whose trials waited for a CPU more than this share of their measured time (the median
+/// over its batches) is warned of: a quiet machine reads under 1 %, one training thread beside one
+/// busy loop on its core about half.
+constexpr double kSharedCpuShare = 0.1;
 
 /// A repetition (or a first measurement) this much slower than the same batch's fastest, or than the
 /// best samples/s before it, is taken for noise and measured again where that matters. Repetitions
@@ -95,6 +110,7 @@ void fields(V& v, T& s) {
   v("remeasured", s.remeasured, When{!s.remeasured.empty()});
   v("unsettled", s.unsettled, When{!s.unsettled.empty()});
   v("noise_warning", s.noise_warning, When{!s.noise_warning.empty()});
+  v("shared_cpu_warning", s.shared_cpu_warning, When{!s.shared_cpu_warning.empty()});
   v("not_run", s.not_run, When{!s.not_run.empty()});
   v("not_run_reason", s.not_run_reason, When{!s.not_run.empty()});
 }

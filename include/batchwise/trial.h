@@ -213,6 +213,12 @@ struct Trial {
   /// data_wait_share above kInputBoundShare: the step waits for its input; more loader workers,
   /// prefetching or a cheaper transform would speed it up (batchwise loader finds the setting).
   bool input_bound = false;
+  /// Of the measured steps' time, the share this process's threads waited for a CPU that another
+  /// process held (Linux's run-queue delay, /proc/self/task/*/schedstat, over the time x the
+  /// intra-op threads; in a sweep, the mean over repetitions); unset where it cannot be read. A
+  /// quiet machine reads under 1 %; a step longer than the scheduler's slice waits more of its time
+  /// than a shorter one, so on a shared CPU larger batches read slower than they are.
+  std::optional<double> cpu_wait_share;
   /// The utilisation monitor's record of the steps (in a sweep: the first repetition's).
   std::optional<UtilisationSummary> utilisation;
   /// Set for data-parallel trials: what every rank measured.
@@ -251,6 +257,7 @@ void fields(V& v, T& t) {
   v("accumulation_steps", t.accumulation_steps, When{t.accumulation_steps > 1});
   v("data_wait_share", t.data_wait_share);
   v("input_bound", t.input_bound);
+  v("cpu_wait_share", t.cpu_wait_share, When{t.cpu_wait_share.has_value()});
   v("utilisation", t.utilisation, When{t.utilisation.has_value()});
   v("distributed", t.distributed, When{t.distributed.has_value()});
   v("loss_first", t.loss_first, NullUnless{ran});

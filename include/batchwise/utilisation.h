@@ -29,6 +29,13 @@
 
 namespace batchwise {
 
+/// The seconds this process's threads have waited, runnable, for a CPU since they started (the
+/// scheduler's run-queue delay, summed over /proc/self/task/*/schedstat); unset where Linux does
+/// not give it. Two readings' difference over the time between them is how much of a CPU the
+/// process was denied: near 0 on a quiet machine, about half for one thread beside one busy loop
+/// on its core.
+std::optional<double> run_queue_wait_s();
+
 struct UtilisationSample {
   double t_s = 0;                    ///< since the monitor started
   double cpu_percent = 0;            ///< mean busy share of the CPUs this process may use, since the last sample

@@ -447,7 +447,7 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
     report.recommendation = recommend(report.fit, std::nullopt);
   } else if (command == "sweep") {
     report.sweep = sweep(runner, p.sweep);
-    if (!report.sweep->noise_warning.empty()) report.context.warnings.push_back(report.sweep->noise_warning);
+    for (const std::string& w : report.sweep->warnings()) report.context.warnings.push_back(w);
     report.recommendation = recommend(std::nullopt, report.sweep);
   } else if (command == "noise") {
     report.noise = measure_noise_scale(workload, p.noise);

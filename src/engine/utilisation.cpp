@@ -1,5 +1,6 @@
 #include "batchwise/utilisation.h"
 
+#include <dirent.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
@@ -93,6 +94,25 @@ std::optional<UtilisationStat> stat_of(const std::vector<UtilisationSample>& sam
 }
 
 }  // namespace
+
+std::optional<double> run_queue_wait_s() {
+  DIR* tasks = opendir("/proc/self/task");
+  if (!tasks) return std::nullopt;
+  unsigned long long waited_ns = 0;
+  bool read = false;
+  while (const dirent* task = readdir(tasks)) {
+    if (!std::isdigit(static_cast<unsigned char>(task->d_name[0]))) continue;
+    const std::string path = fmt::format("/proc/self/task/{}/schedstat", task->d_name);
+    std::FILE* f = std::fopen(path.c_str(), "re");
+    if (!f) continue;  // a thread that ended since the listing
+    unsigned long long on_cpu = 0, waiting = 0;
+    if (std::fscanf(f, "%llu %llu", &on_cpu, &waiting) == 2) waited_ns += waiting, read = true;
+    std::fclose(f);
+  }
+  closedir(tasks);
+  if (!read) return std::nullopt;
+  return static_cast<double>(waited_ns) * 1e-9;
+}
 
 struct UtilisationMonitor::State {
   double interval_s;

@@ -36,6 +36,10 @@ void merge_repetition(Trial& point, const Trial& t) {
   point.wall_s += t.wall_s;
   point.loss_last = t.loss_last;
   point.data_wait_share = (point.data_wait_share * point.repetitions + t.data_wait_share) / (point.repetitions + 1);
+  if (point.cpu_wait_share && t.cpu_wait_share)
+    point.cpu_wait_share = (*point.cpu_wait_share * point.repetitions + *t.cpu_wait_share) / (point.repetitions + 1);
+  else
+    point.cpu_wait_share.reset();  // a repetition without it: no mean over them all
   point.repetitions += 1;
   point.wall_timing = point.wall_timing || t.wall_timing;
   if (t.outcome != Outcome::Ok) {
@@ -84,6 +88,21 @@ void bound_by_failure(SweepResult& r, int64_t smallest_failure) {
           "another repetition, so memory at this size is not reliable",
           smallest_failure);
     }
+}
+
+// The warning for a sweep that shared the CPU: the median over its batches of the share of their
+// measured time its threads waited for a core another process held (Trial::cpu_wait_share).
+void warn_of_shared_cpu(SweepResult& r) {
+  std::vector<double> shares;
+  for (const Trial& p : r.points)
+    if (p.outcome == Outcome::Ok && p.cpu_wait_share) shares.push_back(*p.cpu_wait_share);
+  if (shares.empty() || median(shares) <= kSharedCpuShare) return;
+  r.shared_cpu_warning = fmt::format(
+      "the sweep shared the CPU: its threads waited for a core that another process held {:.0f} % of the measured "
+      "time (the median over its batches; Linux's run-queue delay), and a step longer than the scheduler's slice "
+      "waits more of its time than a shorter one, so the larger batches read slower than they are and the knee and "
+      "the candidates move down: run it on a quiet machine (top shows what else runs)",
+      100 * median(shares));
 }
 
 }  // namespace
@@ -143,6 +162,7 @@ class SweepRun {
     if (smallest_failure_) bound_by_failure(r, *smallest_failure_);
     r.knee_batch = knee_batch(r.points, o_.knee_tolerance());
     warn_of_noise();
+    warn_of_shared_cpu(r);
     return r;
   }
 

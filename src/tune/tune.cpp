@@ -163,7 +163,7 @@ void sweep_phase(TrialRunner& runner, const TuneOptions& o, SweepOptions s, Repo
         expected_s);
   report.sweep = sweep(runner, s);
   laps("sweep");
-  if (!report.sweep->noise_warning.empty()) report.context.warnings.push_back(report.sweep->noise_warning);
+  for (const std::string& w : report.sweep->warnings()) report.context.warnings.push_back(w);
   report.recommendation = recommend(report.fit, report.sweep);
 }
 

@@ -2,8 +2,13 @@
 // model, refused options, a model in eval mode trained and put back bit-identical, and fp16's
 // skipped steps: reported, settled once, and run again by the runner.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <memory>
@@ -12,6 +17,7 @@
 #include "batchwise/memory.h"
 #include "batchwise/models.h"
 #include "batchwise/trial.h"
+#include "batchwise/utilisation.h"
 #include "batchwise/workload.h"
 #include "support/workloads.h"
 #include "torch_error.h"
@@ -55,6 +61,53 @@ TEST(Trial, ShortStepsAreMeasuredUntilTheyAddUpToTheMinimumTime) {
   EXPECT_EQ(t.steps, 2) << "the steps asked for, as asked";
   EXPECT_EQ(t.steps_run, 1 + static_cast<int>(t.step_times_s.size()));
   EXPECT_THROW(run_trial(*w, TrialOptions(8).min_time_s(-1)), ConfigError);
+}
+
+// The share of its time a trial waited for a CPU another process held: the contention is injected,
+// a busy child process on the one core the trial's thread is pinned to, where the two share it
+// about half and half (a quiet machine reads under 1 %, which a test on a loaded machine cannot
+// assert).
+TEST(Trial, SaysHowMuchOfItsTimeItWaitedForACpuAnotherProcessHeld) {
+  if (!run_queue_wait_s()) GTEST_SKIP() << "Linux gives no run-queue delay here (/proc/self/task/*/schedstat)";
+  CpuMemoryTracker::install();
+  auto w =
+      make_workload(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(1024).lr(0.01).device("cpu"));
+  // One core for this thread (and the threads it starts) and the busy child; both put back however
+  // the test ends.
+  struct Shared {
+    cpu_set_t allowed;
+    int threads = at::get_num_threads();
+    pid_t busy = -1;
+    Shared() {
+      CPU_ZERO(&allowed);
+      sched_getaffinity(0, sizeof(allowed), &allowed);
+      int core = 0;
+      while (core < CPU_SETSIZE && !CPU_ISSET(core, &allowed)) ++core;
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(core, &one);
+      at::set_num_threads(1);
+      sched_setaffinity(0, sizeof(one), &one);
+      busy = fork();
+      if (busy == 0)
+        for (;;) {}  // the child spins on the same core until killed
+    }
+    ~Shared() {
+      if (busy > 0) kill(busy, SIGKILL), waitpid(busy, nullptr, 0);
+      sched_setaffinity(0, sizeof(allowed), &allowed);
+      at::set_num_threads(threads);
+    }
+  };
+  Trial t;
+  {
+    const Shared shared;
+    ASSERT_GT(shared.busy, 0) << "fork failed";
+    t = run_trial(*w, TrialOptions(64).warmup(2).steps(20).min_time_s(0.3));
+  }
+  ASSERT_EQ(t.outcome, Outcome::Ok) << t.message;
+  ASSERT_TRUE(t.cpu_wait_share.has_value());
+  EXPECT_GT(*t.cpu_wait_share, 0.25) << "one thread beside a busy process on its core";
+  EXPECT_LE(*t.cpu_wait_share, 1.0);
 }
 
 TEST(Trial, OneDelayedStepBarelyMovesTheSpread) {

@@ -154,6 +154,25 @@ class InjectedSteps final : public TrialRunner {
   int calls_ = 0;
 };
 
+// InjectedSteps' quiet trials, each saying it waited for a CPU `share` of its time (none: unread).
+class WaitingSteps final : public TrialRunner {
+ public:
+  explicit WaitingSteps(std::optional<double> share) : share_(share) {}
+  WorkloadInfo info() const override { return {}; }
+  Trial run(const TrialOptions& o) override {
+    Trial t = steps_.run(o);
+    t.cpu_wait_share = share_;
+    return t;
+  }
+  int64_t held_bytes() override { return 0; }
+  int64_t default_budget_bytes() override { return 1 << 30; }
+  int64_t device_total_bytes() override { return 1 << 30; }
+
+ private:
+  InjectedSteps steps_{[](int, int64_t) { return false; }};
+  std::optional<double> share_;
+};
+
 SweepResult tune_like_sweep(TrialRunner& runner) {
   return sweep(runner, SweepOptions().batch_sizes(doublings(16, 2048)).stop_after_flat(3).budget_bytes(1 << 30));
 }
@@ -180,6 +199,27 @@ TEST(SweepNoise, ABurstOfSlowTrialsNeitherCutsTheSweepNorMovesTheKneeOrTheRace) 
   EXPECT_NE(noisy.noise_warning.find("at batches 128, 256, 512 a repetition ran up to 75 % slower"), std::string::npos)
       << noisy.noise_warning;
   EXPECT_NE(noisy.noise_warning.find("most repetitions agree"), std::string::npos) << noisy.noise_warning;
+}
+
+// A sweep whose trials waited for a CPU another process held is warned of, with what that does to
+// its figures; one whose trials hardly waited, or could not say, is not. The figures are the same.
+TEST(SweepNoise, ASweepThatSharedTheCpuSaysSo) {
+  WaitingSteps shared(0.4), quiet(0.004), unread(std::nullopt);
+  const SweepResult s = tune_like_sweep(shared), q = tune_like_sweep(quiet), u = tune_like_sweep(unread);
+  EXPECT_NE(s.shared_cpu_warning.find("the sweep shared the CPU: its threads waited for a core that another process "
+                                      "held 40 % of the measured time"),
+            std::string::npos)
+      << s.shared_cpu_warning;
+  EXPECT_NE(s.shared_cpu_warning.find("the larger batches read slower than they are"), std::string::npos);
+  EXPECT_EQ(s.warnings(), std::vector<std::string>{s.shared_cpu_warning}) << "what tune puts in the report's warnings";
+  ASSERT_TRUE(s.points.front().cpu_wait_share.has_value());
+  EXPECT_DOUBLE_EQ(*s.points.front().cpu_wait_share, 0.4) << "the mean over its repetitions";
+  EXPECT_TRUE(q.shared_cpu_warning.empty()) << q.shared_cpu_warning;
+  EXPECT_TRUE(u.shared_cpu_warning.empty()) << u.shared_cpu_warning;
+  EXPECT_FALSE(u.points.front().cpu_wait_share.has_value());
+  ASSERT_EQ(s.points.size(), q.points.size());
+  for (size_t i = 0; i < s.points.size(); ++i) EXPECT_DOUBLE_EQ(s.points[i].samples_per_s, q.points[i].samples_per_s);
+  EXPECT_EQ(s.knee_batch, q.knee_batch);
 }
 
 // Progress keeps one total from the first trial to the last: the trials the stop leaves out count as

@@ -46,7 +46,7 @@ class Sweep : public Command {
     refuse_in_data_parallel({{sweep_.profile, "--profile"}});
     Session s("sweep", w_, &dist_);
     s.report.sweep = sweep(s.runner(), s.with_progress(sweep_.options(w_, s.report.budget_bytes)));
-    if (!s.report.sweep->noise_warning.empty()) s.report.context.warnings.push_back(s.report.sweep->noise_warning);
+    for (const std::string& w : s.report.sweep->warnings()) s.report.context.warnings.push_back(w);
     s.report.recommendation = recommend(std::nullopt, s.report.sweep);
     if (sweep_.profile)
       s.report.step_profile = profile_sweep(*s.workload(), *s.report.sweep, s.report.context.warnings);
