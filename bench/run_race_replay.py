@@ -17,6 +17,11 @@ Rules (--rule):
   pooled     one trend per cell: the sum of the candidates' gaps after 4f over their sum after 2f
              (those beyond twice the noise at 2f whose gap did not grow), bounded as above; a gap
              that grew is carried as it stands.
+  pooled-all as pooled, with the gaps that grew in the sum too, and every gap carried at the one
+             trend (gap_by_length.py measured one rate per cell over the run, every batch alike).
+  grown      as tree, but a gap that grew from 2f to 4f has no trend of its own, as one near the
+             noise has none: it takes the nearest larger batch's (lenet SGD's gaps grow at 0.2-0.4
+             epochs before they close).
   shrink:S   every gap shrinks by S per doubling (S a number, 0.3 to 1).
   oracle     no rule: every raced candidate's gap is the one its full runs end at (the kept grid's mean
              final quality behind the reference's), so the pick is the race's contract with exact
@@ -33,7 +38,7 @@ the race is not judged.
 the bar for "good", in every cell alike (the transformer's race reads token accuracy, whose noise is
 larger than a tolerance meant for images).
 
-    python3 bench/run_race_replay.py [--grids bench/grids] [--rule tree|pooled|shrink:0.6|oracle|ceiling ...] [--tolerance 0.005]
+    python3 bench/run_race_replay.py [--grids bench/grids] [--rule tree|pooled|pooled-all|grown|shrink:0.6|oracle|ceiling ...] [--tolerance 0.005]
         [--tunes DIR ...] [--middle line|measured]
 
 A replay holds the compressed runs fixed: what a rule would pick from the same measurements, not what
@@ -49,6 +54,7 @@ from advice_grid import good_set, grid_stats, measure_of, read_kept_grid, read_t
 
 LEAST_TREND, TREND_NOISE = 0.5, 2.0  # run_race_internal.h: kLeastGapTrend, kTrendNoise
 BEND_NOISE = 2.449  # run_race_gaps.cpp: kBendNoise
+RULES = ("tree", "pooled", "pooled-all", "grown", "oracle", "ceiling")  # and shrink:S
 
 
 def compressed_gaps(race, middle="line"):
@@ -84,7 +90,9 @@ def trends(gaps, rule, noise):
     """Each candidate's shrink per doubling under the rule (1 where it has none)."""
     own = [None if g2 is None or not (g4 > 0) or not (g2 > TREND_NOISE * noise)
            else min(1.0, max(LEAST_TREND, g4 / g2)) for _, g2, g4, _ in gaps]
-    if rule == "tree":
+    if rule == "grown":  # a gap that grew has no trend of its own
+        own = [None if g2 is not None and g4 > g2 else t for (_, g2, g4, _), t in zip(gaps, own)]
+    if rule in ("tree", "grown"):
         for i in range(len(gaps) - 2, -1, -1):
             own[i] = own[i] if own[i] is not None else own[i + 1]
         return [t if t is not None else 1.0 for t in own]
@@ -92,6 +100,10 @@ def trends(gaps, rule, noise):
         kept = [(g2, g4) for _, g2, g4, _ in gaps if g2 is not None and g2 > TREND_NOISE * noise and 0 < g4 <= g2]
         pooled = min(1.0, max(LEAST_TREND, sum(g4 for _, g4 in kept) / sum(g2 for g2, _ in kept))) if kept else 1.0
         return [pooled if g2 is not None and g4 <= g2 else 1.0 for _, g2, g4, _ in gaps]
+    if rule == "pooled-all":
+        kept = [(g2, g4) for _, g2, g4, _ in gaps if g2 is not None and g2 > TREND_NOISE * noise and g4 > 0]
+        pooled = min(1.0, max(LEAST_TREND, sum(g4 for _, g4 in kept) / sum(g2 for g2, _ in kept))) if kept else 1.0
+        return [pooled] * len(gaps)
     shrink = float(rule.split(":", 1)[1])
     return [shrink] * len(gaps)
 
@@ -176,7 +188,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--grids", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "grids"))
     ap.add_argument("--rule", action="append",
-                    help="tree, pooled, shrink:S, oracle or ceiling; several allowed (default: tree)")
+                    help=f"{', '.join(RULES)} or shrink:S; several allowed (default: tree)")
     ap.add_argument("--tolerance", type=float, help="the bar for a good batch, instead of the race's noise")
     ap.add_argument("--tunes", action="append", default=[],
                     help="a folder of tune reports (CELL.tune.SEED.json, as bench/run_advice.sh writes them) to "
@@ -189,11 +201,11 @@ def main():
     for rule in rules:
         shrink = rule.split(":", 1)[1] if rule.startswith("shrink:") else None
         try:
-            ok = rule in ("tree", "pooled", "oracle", "ceiling") or (shrink is not None and 0 < float(shrink) <= 1)
+            ok = rule in RULES or (shrink is not None and 0 < float(shrink) <= 1)
         except ValueError:
             ok = False
         if not ok:
-            ap.error(f"--rule {rule}: not a rule; give tree, pooled, shrink:S (S in (0, 1]), oracle or ceiling")
+            ap.error(f"--rule {rule}: not a rule; give {', '.join(RULES)} or shrink:S (S in (0, 1])")
     records = []  # (cell, its label, the race)
     if args.tunes:
         for folder in args.tunes:
