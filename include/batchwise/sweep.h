@@ -76,8 +76,8 @@ struct SweepResult {
   /// Empty, or what the noise the sweep met means for its figures (tune and sweep put it in the
   /// report's warnings).
   std::string noise_warning;
-  /// Empty, or that the sweep shared the CPU with another process (its trials' median
-  /// Trial::cpu_wait_share above kSharedCpuShare) and what that does to its figures.
+  /// Empty, or that the sweep shared the CPU (its trials' median Trial::cpu_wait_share above
+  /// kSharedCpuShare) and what that does to its figures.
   std::string shared_cpu_warning;
   /// The warnings above that are not empty, for the report's (context.warnings).
   std::vector<std::string> warnings() const {
@@ -88,9 +88,9 @@ struct SweepResult {
   }
 };
 
-/// A sweep whose trials waited for a CPU more than this share of their measured time (the median
-/// over its batches) is warned of: a quiet machine reads under 1 %, one training thread beside one
-/// busy loop on its core about half.
+/// A sweep whose trials waited for a CPU more than this share of the time their threads were ready
+/// to run (the median over its batches) is warned of: a quiet machine reads under 2 %, one training
+/// thread beside one busy loop on its core about half.
 constexpr double kSharedCpuShare = 0.1;
 
 /// A repetition (or a first measurement) this much slower than the same batch's fastest, or than the

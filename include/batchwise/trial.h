@@ -213,11 +213,13 @@ struct Trial {
   /// data_wait_share above kInputBoundShare: the step waits for its input; more loader workers,
   /// prefetching or a cheaper transform would speed it up (batchwise loader finds the setting).
   bool input_bound = false;
-  /// Of the measured steps' time, the share this process's threads waited for a CPU that another
-  /// process held (Linux's run-queue delay, /proc/self/task/*/schedstat, over the time x the
-  /// intra-op threads; in a sweep, the mean over repetitions); unset where it cannot be read. A
-  /// quiet machine reads under 1 %; a step longer than the scheduler's slice waits more of its time
-  /// than a shorter one, so on a shared CPU larger batches read slower than they are.
+  /// Of the time this process's threads were ready to run during the measured steps, the share they
+  /// waited for a CPU: held by another process, or by more of its own threads than there are cores
+  /// (Linux's run-queue delay over it and the time run, /proc/self/task/*/schedstat; in a sweep, the
+  /// mean over repetitions). Under 2 % on a quiet machine. Unset where Linux does not give it, and for
+  /// a trial without measured steps or run by a command or by data-parallel ranks. On a shared CPU a
+  /// step longer than the scheduler's slice is nearly always interrupted and a shorter one often not,
+  /// so the median step favours the smaller batches: larger ones read slower than they are.
   std::optional<double> cpu_wait_share;
   /// The utilisation monitor's record of the steps (in a sweep: the first repetition's).
   std::optional<UtilisationSummary> utilisation;

@@ -29,12 +29,16 @@
 
 namespace batchwise {
 
-/// The seconds this process's threads have waited, runnable, for a CPU since they started (the
-/// scheduler's run-queue delay, summed over /proc/self/task/*/schedstat); unset where Linux does
-/// not give it. Two readings' difference over the time between them is how much of a CPU the
-/// process was denied: near 0 on a quiet machine, about half for one thread beside one busy loop
-/// on its core.
-std::optional<double> run_queue_wait_s();
+/// The seconds this process's threads have run on a CPU, and waited, runnable, for one (the
+/// scheduler's run-queue delay), summed over /proc/self/task/*/schedstat since they started.
+struct SchedulerTimes {
+  double running_s = 0;
+  double waiting_s = 0;
+};
+/// Unset where Linux does not give them. Between two readings, waiting over running plus waiting is
+/// the share of the time the threads wanted a CPU that they waited for one: near 0 on a quiet
+/// machine, about half for one thread beside one busy loop on its core, whatever the thread count.
+std::optional<SchedulerTimes> scheduler_times();
 
 struct UtilisationSample {
   double t_s = 0;                    ///< since the monitor started

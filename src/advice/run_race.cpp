@@ -110,12 +110,12 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
     if (race.runs[l].b_simple)
       along.push_back(
           fmt::format("{} after {:.3g} epochs", noise_text(*race.runs[l].b_simple), race.lengths_epochs[l]));
-  race.notes.push_back(
-      fmt::format("the noise scale (critical batch) grew from {} at the start to {}; carried on, {} "
-                  "at the run's end",
-                  noise_text(*race.noise_at_start), fmt::join(along, ", "),
-                  noise_end > dataset && noise_end < kNoiseUnbounded ? fmt::format("past your dataset's {}", dataset)
-                                                                     : noise_text(noise_end)));
+  race.notes.push_back(fmt::format(
+      "the noise scale (critical batch) grew from {} at the start to {}; carried on, {} "
+      "at the run's end",
+      noise_text(*race.noise_at_start), fmt::join(along, ", "),
+      noise_end > dataset && noise_end < kNoiseUnbounded ? fmt::format("past your dataset's {} samples", dataset)
+                                                         : noise_text(noise_end)));
   race.notes.push_back(fmt::format(
       "batch {}'s held-out {} {} as its run doubled, then {}: {}", race.reference_batch,
       accuracy ? "error fell by" : "loss fell by",

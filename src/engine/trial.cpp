@@ -1,6 +1,5 @@
 #include "batchwise/trial.h"
 
-#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -115,12 +114,10 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
   try {
     int total = o.warmup() + o.steps();
     double measured_s = 0;
-    std::optional<double> waited_before;  // the run-queue wait before the first measured step
-    clock::time_point measured_from, measured_to;
+    std::optional<SchedulerTimes> before;  // the threads' times before the first measured step
     for (int i = 0; i < total; ++i) {
-      if (i == o.warmup()) waited_before = run_queue_wait_s();
+      if (i == o.warmup()) before = scheduler_times();
       const auto start = clock::now();
-      if (i == o.warmup()) measured_from = start;
       const Batch batch = workload.next_batch(o.batch());
       const auto got = clock::now();
       BATCHWISE_ASSERT(batch.input.size(0) == o.batch());
@@ -142,7 +139,6 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
       t.loss_last = loss;
       ++t.steps_run;
       if (i >= o.warmup()) {
-        measured_to = end;
         t.step_times_s.push_back(std::chrono::duration<double>(end - start).count());
         measured_s += t.step_times_s.back();
         data_wait_s += std::chrono::duration<double>(got - start).count();
@@ -157,11 +153,11 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
         break;
       }
     }
-    const std::optional<double> waited_after = run_queue_wait_s();
-    const double span_s = std::chrono::duration<double>(measured_to - measured_from).count();
-    if (waited_before && waited_after && !t.step_times_s.empty() && span_s > 0)
-      t.cpu_wait_share =
-          std::clamp((*waited_after - *waited_before) / (span_s * std::max(1, at::get_num_threads())), 0.0, 1.0);
+    const std::optional<SchedulerTimes> after = scheduler_times();
+    if (before && after && !t.step_times_s.empty()) {
+      const double ran = after->running_s - before->running_s, waited = after->waiting_s - before->waiting_s;
+      if (ran + waited > 0) t.cpu_wait_share = std::clamp(waited / (ran + waited), 0.0, 1.0);
+    }
     t.state = workload.state_bytes();
   } catch (const std::exception& e) {
     std::tie(t.outcome, t.message) = detail::classify_failure(e);

@@ -95,10 +95,10 @@ std::optional<UtilisationStat> stat_of(const std::vector<UtilisationSample>& sam
 
 }  // namespace
 
-std::optional<double> run_queue_wait_s() {
+std::optional<SchedulerTimes> scheduler_times() {
   DIR* tasks = opendir("/proc/self/task");
   if (!tasks) return std::nullopt;
-  unsigned long long waited_ns = 0;
+  unsigned long long ran_ns = 0, waited_ns = 0;
   bool read = false;
   while (const dirent* task = readdir(tasks)) {
     if (!std::isdigit(static_cast<unsigned char>(task->d_name[0]))) continue;
@@ -106,12 +106,12 @@ std::optional<double> run_queue_wait_s() {
     std::FILE* f = std::fopen(path.c_str(), "re");
     if (!f) continue;  // a thread that ended since the listing
     unsigned long long on_cpu = 0, waiting = 0;
-    if (std::fscanf(f, "%llu %llu", &on_cpu, &waiting) == 2) waited_ns += waiting, read = true;
+    if (std::fscanf(f, "%llu %llu", &on_cpu, &waiting) == 2) ran_ns += on_cpu, waited_ns += waiting, read = true;
     std::fclose(f);
   }
   closedir(tasks);
   if (!read) return std::nullopt;
-  return static_cast<double>(waited_ns) * 1e-9;
+  return SchedulerTimes{static_cast<double>(ran_ns) * 1e-9, static_cast<double>(waited_ns) * 1e-9};
 }
 
 struct UtilisationMonitor::State {

@@ -222,9 +222,10 @@ std::string run_race_section(const Report& r) {
         e.good ? "ok" : "bad", e.batch, e.samples_per_s, e.lr.lr, e.full_run_s,
         amount(compressed_gap(race, e.shorter_run, 1)), amount(compressed_gap(race, e.run, 2)),
         e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-", amount(e.predicted_gap),
-        !e.message.empty()           ? esc(e.message)
-        : race.best_batch == e.batch ? "soonest without a worse model"
-                                     : esc(gap_as_note(e)));
+        !e.message.empty() ? esc(e.message)
+        : race.best_batch == e.batch
+            ? "soonest without a worse model" + (e.gap_as ? "; " + esc(gap_as_note(e)) : std::string())
+            : esc(gap_as_note(e)));
   std::string notes = list_items(race.notes);
   if (!race.pick_reason.empty()) notes += list_items({race.pick_reason});
   if (!race.schedule_reason.empty()) notes += list_items({race.schedule_reason});

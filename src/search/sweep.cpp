@@ -90,18 +90,20 @@ void bound_by_failure(SweepResult& r, int64_t smallest_failure) {
     }
 }
 
-// The warning for a sweep that shared the CPU: the median over its batches of the share of their
-// measured time its threads waited for a core another process held (Trial::cpu_wait_share).
+// The warning for a sweep that shared the CPU: the median over its batches of the share of the time
+// its threads were ready to run that they waited for a core (Trial::cpu_wait_share).
 void warn_of_shared_cpu(SweepResult& r) {
   std::vector<double> shares;
   for (const Trial& p : r.points)
     if (p.outcome == Outcome::Ok && p.cpu_wait_share) shares.push_back(*p.cpu_wait_share);
   if (shares.empty() || median(shares) <= kSharedCpuShare) return;
   r.shared_cpu_warning = fmt::format(
-      "the sweep shared the CPU: its threads waited for a core that another process held {:.0f} % of the measured "
-      "time (the median over its batches; Linux's run-queue delay), and a step longer than the scheduler's slice "
-      "waits more of its time than a shorter one, so the larger batches read slower than they are and the knee and "
-      "the candidates move down: run it on a quiet machine (top shows what else runs)",
+      "the sweep shared the CPU: its threads waited for a core {:.0f} % of the time they were ready to run (the "
+      "median over its batches; Linux's run-queue delay), held by another process or by more of its own threads "
+      "than there are cores. A step longer than the scheduler's slice is then nearly always interrupted and a "
+      "shorter one often not, so the median step favours the smaller batches: the larger read slower than they "
+      "are, and the knee and the candidates move down. Run it on a quiet machine (top shows what else runs), with "
+      "--threads at most the cores",
       100 * median(shares));
 }
 

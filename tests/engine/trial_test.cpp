@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,34 +64,41 @@ TEST(Trial, ShortStepsAreMeasuredUntilTheyAddUpToTheMinimumTime) {
   EXPECT_THROW(run_trial(*w, TrialOptions(8).min_time_s(-1)), ConfigError);
 }
 
-// The share of its time a trial waited for a CPU another process held: the contention is injected,
-// a busy child process on the one core the trial's thread is pinned to, where the two share it
-// about half and half (a quiet machine reads under 1 %, which a test on a loaded machine cannot
-// assert).
+// Of the time its threads were ready to run, the share a trial waited for a CPU: the contention is
+// injected, a busy child process on the one core the trial's thread is pinned to, where the two
+// share it about half and half (a quiet machine reads under 2 %, which a test on a loaded machine
+// cannot assert).
 TEST(Trial, SaysHowMuchOfItsTimeItWaitedForACpuAnotherProcessHeld) {
-  if (!run_queue_wait_s()) GTEST_SKIP() << "Linux gives no run-queue delay here (/proc/self/task/*/schedstat)";
+  if (!scheduler_times()) GTEST_SKIP() << "Linux gives no run-queue delay here (/proc/self/task/*/schedstat)";
   CpuMemoryTracker::install();
   auto w =
       make_workload(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(1024).lr(0.01).device("cpu"));
   // One core for this thread (and the threads it starts) and the busy child; both put back however
-  // the test ends.
+  // the test ends, and the child dies with this process if the test never gets there.
   struct Shared {
     cpu_set_t allowed;
     int threads = at::get_num_threads();
+    bool pinned = false;
     pid_t busy = -1;
     Shared() {
       CPU_ZERO(&allowed);
-      sched_getaffinity(0, sizeof(allowed), &allowed);
+      if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
       int core = 0;
       while (core < CPU_SETSIZE && !CPU_ISSET(core, &allowed)) ++core;
       cpu_set_t one;
       CPU_ZERO(&one);
       CPU_SET(core, &one);
       at::set_num_threads(1);
-      sched_setaffinity(0, sizeof(one), &one);
+      pinned = sched_setaffinity(0, sizeof(one), &one) == 0;
+      if (!pinned) return;
+      const pid_t parent = getpid();
       busy = fork();
-      if (busy == 0)
-        for (;;) {}  // the child spins on the same core until killed
+      if (busy == 0) {  // the child: spins on the same core until killed, or until its parent is gone
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(0);
+        volatile unsigned long spins = 0;
+        for (;;) spins = spins + 1;
+      }
     }
     ~Shared() {
       if (busy > 0) kill(busy, SIGKILL), waitpid(busy, nullptr, 0);
@@ -101,6 +109,7 @@ TEST(Trial, SaysHowMuchOfItsTimeItWaitedForACpuAnotherProcessHeld) {
   Trial t;
   {
     const Shared shared;
+    if (!shared.pinned) GTEST_SKIP() << "this thread cannot be pinned to one core (sched_setaffinity)";
     ASSERT_GT(shared.busy, 0) << "fork failed";
     t = run_trial(*w, TrialOptions(64).warmup(2).steps(20).min_time_s(0.3));
   }

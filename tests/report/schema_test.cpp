@@ -36,6 +36,8 @@ Report full_report() {
   r.sweep->points[1].utilisation->gpu_memory_used_bytes_max = 3ll << 30;
   r.sweep->not_run = {512, 1024};
   r.sweep->not_run_reason = "samples/s stopped rising";
+  r.sweep->points[1].cpu_wait_share = 0.42;
+  r.sweep->shared_cpu_warning = "the sweep shared the CPU";
   r.fit->message = "batch 320 failed with an error";
   r.fit->memory_model->breaks = {{256, 60ll << 20, 63ll << 20}};
   r.precisions[1].fit_batch.reset();
@@ -127,6 +129,9 @@ TEST(Report, JsonReadsBackToTheSameJson) {
         "\"accumulation_plan\"", "\"epoch\"", "\"loader\"", "\"accumulation_steps\"", "\"skipped_steps\"",
         "\"gpu_temperature_c\"", "\"breaks\"", "\"not_run\""})
     EXPECT_NE(full.find(section), std::string::npos) << section;
+  EXPECT_EQ(back.sweep->points.at(1).cpu_wait_share, 0.42);
+  EXPECT_FALSE(back.sweep->points.at(0).cpu_wait_share);
+  EXPECT_EQ(back.sweep->shared_cpu_warning, "the sweep shared the CPU");
   // A larger batch's gap taken from a smaller one's is kept, and the table says so beside it.
   EXPECT_EQ(back.run_race->entries.at(2).gap_as, 128);
   EXPECT_FALSE(back.run_race->entries.at(1).gap_as);
