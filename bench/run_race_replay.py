@@ -86,6 +86,12 @@ def compressed_gaps(race, middle="line"):
     return out
 
 
+def pooled_trend(pairs):
+    """One trend from (gap after 2f, gap after 4f) pairs: the sum after 4f over the sum after 2f, bounded
+    as a candidate's own; 1 without pairs."""
+    return min(1.0, max(LEAST_TREND, sum(g4 for _, g4 in pairs) / sum(g2 for g2, _ in pairs))) if pairs else 1.0
+
+
 def trends(gaps, rule, noise):
     """Each candidate's shrink per doubling under the rule (1 where it has none)."""
     own = [None if g2 is None or not (g4 > 0) or not (g2 > TREND_NOISE * noise)
@@ -97,13 +103,12 @@ def trends(gaps, rule, noise):
             own[i] = own[i] if own[i] is not None else own[i + 1]
         return [t if t is not None else 1.0 for t in own]
     if rule == "pooled":
-        kept = [(g2, g4) for _, g2, g4, _ in gaps if g2 is not None and g2 > TREND_NOISE * noise and 0 < g4 <= g2]
-        pooled = min(1.0, max(LEAST_TREND, sum(g4 for _, g4 in kept) / sum(g2 for g2, _ in kept))) if kept else 1.0
+        pooled = pooled_trend([(g2, g4) for _, g2, g4, _ in gaps
+                               if g2 is not None and g2 > TREND_NOISE * noise and 0 < g4 <= g2])
         return [pooled if g2 is not None and g4 <= g2 else 1.0 for _, g2, g4, _ in gaps]
     if rule == "pooled-all":
-        kept = [(g2, g4) for _, g2, g4, _ in gaps if g2 is not None and g2 > TREND_NOISE * noise and g4 > 0]
-        pooled = min(1.0, max(LEAST_TREND, sum(g4 for _, g4 in kept) / sum(g2 for g2, _ in kept))) if kept else 1.0
-        return [pooled] * len(gaps)
+        return [pooled_trend([(g2, g4) for _, g2, g4, _ in gaps
+                              if g2 is not None and g2 > TREND_NOISE * noise and g4 > 0])] * len(gaps)
     shrink = float(rule.split(":", 1)[1])
     return [shrink] * len(gaps)
 

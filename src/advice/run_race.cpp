@@ -402,14 +402,13 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
     e.efficiency = run_efficiency(noise, run_samples, ref.batch, e.batch);
     e.cap_factor = std::min(1.0, cap(e) / ref_cap);
     double gap = 0;
-    e.gap_as.reset();
     if (i > 0) {  // every candidate but the reference trained both longer runs
       const double own = static_cast<double>(e.run->steps * e.batch);
       e.measured_efficiency =
           std::min(1.0, measured_share(samples, errors, error_of(*e.run), noise_abs) * samples.back() / own);
       e.gap_trend = carried[i - 1]->trend;
       gap = carried[i - 1]->gap;
-      if (carried[i - 1]->as) e.gap_as = race.entries[1 + *carried[i - 1]->as].batch;
+      e.gap_as = carried[i - 1]->as ? std::optional(race.entries[1 + *carried[i - 1]->as].batch) : std::nullopt;
     }
     e.share = share_for_gap(samples, errors, run_samples, gap, noise_abs);
     e.predicted_gap = gap / loss_at_end;

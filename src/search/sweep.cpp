@@ -96,7 +96,8 @@ void warn_of_shared_cpu(SweepResult& r) {
   std::vector<double> shares;
   for (const Trial& p : r.points)
     if (p.outcome == Outcome::Ok && p.cpu_wait_share) shares.push_back(*p.cpu_wait_share);
-  if (shares.empty() || median(shares) <= kSharedCpuShare) return;
+  const double share = shares.empty() ? 0 : median(shares);
+  if (share <= kSharedCpuShare) return;
   r.shared_cpu_warning = fmt::format(
       "the sweep shared the CPU: its threads waited for a core {:.0f} % of the time they were ready to run (the "
       "median over its batches; Linux's run-queue delay), held by another process or by more of its own threads "
@@ -104,7 +105,7 @@ void warn_of_shared_cpu(SweepResult& r) {
       "shorter one often not, so the median step favours the smaller batches: the larger read slower than they "
       "are, and the knee and the candidates move down. Run it on a quiet machine (top shows what else runs), with "
       "--threads at most the cores",
-      100 * median(shares));
+      100 * share);
 }
 
 }  // namespace
