@@ -30,16 +30,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-using detail::kLeastSaving;
+using detail::compressed_cost_s;
 using detail::kNoiseUnbounded;
 using detail::kTrendNoise;
+using detail::race_once;
 using detail::saves_enough;
+using detail::Trained;
 // A measured noise scale below one sample (its trace estimate can come out at or below 0): every
 // batch is far above it.
 constexpr double kNoiseFloor = 1.0;
-// The reference's longest run must bring the held-out loss this far below the initial weights' (2 %
-// lower, as the batch race's left_the_start) before its learning curve says anything.
-constexpr double kLeftTheStart = 0.98;
+using detail::kLeftTheStart;
 
 // A race whose longest compressed run is more than this many doublings short of the run runs its
 // contested candidates longer (run_longer): once, one doubling, within its budget of training. A
@@ -155,16 +155,13 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
 
 }  // namespace
 
-namespace {
-
-// The compressed runs' training seconds per unit of f (the share of the run in the shortest):
-// the reference's three runs (f, 2f, 4f: 7f of its full run) and every other candidate's two longer
-// ones (6f). `full_runs_s` in batch order, the reference first.
-double compressed_cost_s(const std::vector<double>& full_runs_s) {
+double detail::compressed_cost_s(const std::vector<double>& full_runs_s) {
   double others_s = 0;
   for (size_t i = 1; i < full_runs_s.size(); ++i) others_s += full_runs_s[i];
   return 7 * full_runs_s.front() + 6 * others_s;
 }
+
+namespace {
 
 // The share f that `budget_s` of training buys, at most a quarter (the longest run the whole run).
 double compressed_share(double budget_s, const std::vector<double>& full_runs_s) {
@@ -208,16 +205,6 @@ void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) {
   const double f = on_step_grid(compressed_share(o.budget_s(), full_runs_s), o.epochs(), dataset, race.reference_batch);
   race.lengths_epochs = {f * o.epochs(), 2 * f * o.epochs(), 4 * f * o.epochs()};
 }
-
-// What the rounds of one race_runs share: each batch's advised rate (its range test runs once),
-// every compressed run trained, by batch and steps: a later round of longer runs trains again only
-// what it has not (the same batch, rate and steps from the same state is the same run), and the
-// held-out loss before any.
-struct Trained {
-  std::map<int64_t, LrAdvice> advised;
-  std::map<std::pair<int64_t, int64_t>, CompressedRun> runs;
-  std::optional<double> loss_before;  // the held-out loss at the initial weights
-};
 
 // Each candidate's advised rate, with the warm-up its full run applies (at most a quarter of it)
 // and the schedule after it in its advice; a candidate whose range test fails gets a message.
@@ -486,16 +473,8 @@ double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size,
   return range_tests + noise + evaluations * evaluation;
 }
 
-namespace {
-
-// One run race over o's candidates (the reserve aside); only_longest: its reference left the start
-// only in its longest compressed run. noise_along: the noise scale is measured after the
-// reference's two longer runs (run_longer's race does without it after the run it adds: only the
-// batch-size schedule and the notes read it there; about 0.5 s of mlp's 2.8 s round).
-// `noise_batch`: where the noise scale is measured; unset, o's (the first race passes the one of the
-// candidates given, as tune measured it at the start, before any was left out).
-RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, Trained& trained,
-                  bool noise_along, bool& only_longest, std::optional<int64_t> noise_batch_given = std::nullopt) {
+RunRace detail::race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, Trained& trained,
+                          bool noise_along, bool& only_longest, std::optional<int64_t> noise_batch_given) {
   BATCHWISE_CHECK(o.batches().size() >= 2 && o.samples_per_s().size() == o.batches().size(), ConfigError,
                   "the run race needs two or more candidates, each with its samples/s ({} and {} given)",
                   o.batches().size(), o.samples_per_s().size());
@@ -537,120 +516,7 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   return race;
 }
 
-// Runs the contested candidates of `race` longer, once: beside its reference, with every compressed
-// run twice as long (the shorter ones trained already), where that trains at most the race's budget.
-// The pick is not raced again: nothing contested it, and a longer race that judges a contested
-// candidate good moves the answer to that faster batch, while one that judges them worse again
-// leaves the answer as it was (lenet at 15 epochs: 256's gap, within the noise at 0.27 epochs, grows
-// between 0.27 and 0.55 and closes by the run's end).
-RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
-                   Trained& trained) {
-  const std::vector<int64_t> faster = contested_batches(race);
-  if (faster.empty()) return race;
-  const bool many = faster.size() > 1;
-  const std::string which =
-      fmt::format("{} {}, faster than batch {}, {} judged worse on gaps that shrank", many ? "batches" : "batch",
-                  fmt::join(faster, ", "), *race.best_batch, many ? "were" : "was");
-  std::vector<int64_t> batches;
-  std::vector<double> rates, full_runs_s;
-  for (const RunRaceEntry& e : race.entries)
-    if (e.batch == race.reference_batch || std::find(faster.begin(), faster.end(), e.batch) != faster.end())
-      batches.push_back(e.batch), rates.push_back(e.samples_per_s), full_runs_s.push_back(e.full_run_s);
-  const double f = 2 * race.lengths_epochs.front() / race.epochs;  // the new shortest run's share
-  // What is new: every batch's longest run (its shorter one is this race's longest); every contested
-  // batch counts, though the round may leave some out (kLeastSaving): which is not known before.
-  double cost_s = 0;
-  for (double s : full_runs_s) cost_s += 4 * f * s;
-  if (cost_s > o.budget_s()) {
-    race.notes.push_back(fmt::format(
-        "{} as the run doubled; running {} longer would train {:.0f} s, past the race's budget ({:.0f} s): a larger "
-        "--advice-budget trains every compressed run longer",
-        which, many ? "them" : "it", cost_s, o.budget_s()));
-    return race;
-  }
-  // Smallest first, each beside the ones before it, up to the first judged worse: no larger batch can
-  // then be judged good (none is predicted nearer the reference than a smaller one, carry_gaps), so
-  // its run would train for nothing (mlp SGD, 35 epochs: 512 still worse, 1,024 and larger not run).
-  // One difference from racing them all at once: a batch whose shorter gap is near the noise takes
-  // the next larger batch's trend, which has not run yet, so it is judged on none (the cautious 1).
-  // A batch whose run is not kLeastSaving shorter than the last one judged good is left out.
-  RunRace next;
-  double wall_s = 0;
-  std::vector<size_t> raced{0};  // where in batches: the reference, then the contested raced
-  const auto of_raced = [&raced](const auto& v) {
-    std::vector<typename std::decay_t<decltype(v)>::value_type> out;
-    for (size_t i : raced) out.push_back(v[i]);
-    return out;
-  };
-  std::vector<int64_t> not_run;
-  std::vector<std::string> saving_little;
-  for (size_t c = 1; c < batches.size(); ++c) {
-    const size_t last = raced.back();
-    if (raced.size() > 1 && !saves_enough(full_runs_s[c], full_runs_s[last])) {
-      const double saving = 1 - full_runs_s[c] / full_runs_s[last];  // contested in batch order, not speed's
-      saving_little.push_back(saving > 0 ? fmt::format("{} not run (its run {:.1f} % shorter than {}'s, judged good)",
-                                                       batches[c], 100 * saving, batches[last])
-                                         : fmt::format("{} not run (its run no shorter than {}'s, judged good)",
-                                                       batches[c], batches[last]));
-      continue;
-    }
-    raced.push_back(c);
-    RunRaceOptions longer = o;
-    longer.batches(of_raced(batches))
-        .samples_per_s(of_raced(rates))
-        .reserve({})
-        .reserve_samples_per_s({})
-        .noise_at_start(race.noise_at_start);
-    longer.budget_s(f * compressed_cost_s(of_raced(full_runs_s)) * (1 + 1e-9));
-    bool only_longest = false;
-    next = race_once(w, held_out, longer, trained, false, only_longest);
-    wall_s += next.wall_s;
-    if (!next.entries.back().good) {  // the reference failing in its longer run leaves none good
-      not_run.assign(batches.begin() + static_cast<long>(c) + 1, batches.end());
-      break;
-    }
-  }
-  next.wall_s = wall_s;
-  std::vector<std::string> left_out;
-  if (!not_run.empty())
-    left_out.push_back(
-        fmt::format("smallest first, up to the first still judged worse ({} not run: a larger batch "
-                    "is not judged nearer than a smaller one)",
-                    fmt::join(not_run, ", ")));
-  if (!saving_little.empty())
-    left_out.push_back(fmt::format("{}: a contested batch races for a run at least {:.0f} % shorter",
-                                   fmt::join(saving_little, ", "), 100 * kLeastSaving));
-  const std::string done = fmt::format(
-      "{} from well beyond the noise as the run doubled, with {:.1f} doublings to your {:g}-epoch run to carry them "
-      "over: {} raced again beside batch {} with every compressed run twice as long ({:.3g} to {:.3g} epochs){}{}",
-      which, std::log2(race.epochs / race.lengths_epochs.back()), race.epochs, many ? "they" : "it",
-      race.reference_batch, next.lengths_epochs.front(), next.lengths_epochs.back(), left_out.empty() ? "" : ", ",
-      fmt::join(left_out, "; "));
-  if (next.best_batch && *next.best_batch != next.reference_batch) {  // a contested batch judged good
-    next.notes.insert(next.notes.begin(), fmt::format("{}; batch {} is now judged no worse, and faster than batch {}",
-                                                      done, *next.best_batch, *race.best_batch));
-    next.first_reference = race.first_reference;
-    next.wall_s += race.wall_s;
-    next.longer_rounds = 1;
-    return next;
-  }
-  std::vector<std::string> worse;  // each contested batch's gap at the run's end, as the longer race predicts it
-  for (const RunRaceEntry& e : next.entries)
-    if (e.batch != next.reference_batch)
-      worse.push_back(e.predicted_gap ? fmt::format("{} {:.2f}", e.batch, 100 * *e.predicted_gap)
-                                      : fmt::format("{} (did not train)", e.batch));
-  race.notes.insert(race.notes.begin(),
-                    next.best_batch  // else the reference failed in its longer run
-                        ? fmt::format("{}; still judged worse there (predicted behind it at the run's end, {}: {}; "
-                                      "the held-out noise {:.2f}), so batch {} stands",
-                                      done, next.measure == "accuracy" ? "accuracy points" : "% of the loss",
-                                      fmt::join(worse, ", "), 100 * next.tolerance, *race.best_batch)
-                        : fmt::format("{}, and gave no answer (batch {}: {}); batch {} stands", done,
-                                      race.reference_batch, next.entries.front().message, *race.best_batch));
-  race.wall_s += next.wall_s;
-  race.longer_rounds = 1;
-  return race;
-}
+namespace {
 
 // o without the candidates larger than the fastest (by the sweep's samples/s), which cannot be the
 // pick: one is picked only where it is good and no faster good batch is, and no larger batch is
@@ -751,7 +617,9 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
       first.lengths_epochs.back() >= first.epochs * (1 - 1e-9) &&
       std::none_of(first.entries.begin() + 1, first.entries.end(), [](const RunRaceEntry& e) { return e.good; });
   if (!(first.reference_stuck || led_the_run) || batches.empty())
-    return run_longer(w, held_out, RunRaceOptions(o).budget_s(budget_s), std::move(first), trained);
+    return first.reference_stuck
+               ? detail::past_the_plateau(w, held_out, RunRaceOptions(o).budget_s(budget_s), std::move(first), trained)
+               : detail::run_longer(w, held_out, RunRaceOptions(o).budget_s(budget_s), std::move(first), trained);
   // The reference never left the start, or led the run: smaller batches take more steps in the same
   // samples, which is what leaves a plateau (mobilenet with SGD: 64 stays at chance where 16 and 32
   // learn) and what a run too short for the larger batches rewards. They join, the smallest the new
@@ -771,6 +639,8 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
   RunRaceOptions again = o;
   again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({}).budget_s(budget_s);
   RunRace second = race_once(w, held_out, again, trained, true, second_only_longest);
+  const bool second_stuck = second.reference_stuck;  // before the rounds past the plateau
+  if (second_stuck) second = detail::past_the_plateau(w, held_out, again, std::move(second), trained);
   const std::string why =
       first_only_longest ? fmt::format("left the start only in its longest compressed run ({:.3g} epochs)",
                                        first.lengths_epochs.back())
@@ -780,14 +650,14 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
                         first.epochs);
   second.notes.insert(
       second.notes.begin(),
-      fmt::format(
-          "batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
-          "for one more budget, without {} (larger: fewer steps in as many samples) ({}{})",
-          first.reference_batch, why, fmt::join(reserve, ", "), second.reference_batch, fmt::join(left_out, ", "),
-          second_only_longest      ? "it left the start only in its longest run"
-          : second.reference_stuck ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
-                                   : "it left the start",
-          second.best_batch ? "" : "; no pick"));
+      fmt::format("batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
+                  "for one more budget, without {} (larger: fewer steps in as many samples) ({}{})",
+                  first.reference_batch, why, fmt::join(reserve, ", "), second.reference_batch,
+                  fmt::join(left_out, ", "),
+                  second_only_longest ? "it left the start only in its longest run"
+                  : second_stuck ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
+                                 : "it left the start",
+                  second.best_batch ? "" : "; no pick"));
   second.first_reference = first.reference_batch;
   second.wall_s += first.wall_s;
   return second;

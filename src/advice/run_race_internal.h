@@ -1,16 +1,56 @@
 // What the run race's units share: run_race.cpp trains the compressed runs and judges them,
-// run_race_gaps.cpp reads the reference's learning curve and the candidates' gaps off them (and
-// names the good batches as fast as the pick, within_5_percent), and
+// run_race_longer.cpp runs a race's compressed runs longer (contested candidates, or a reference that
+// left the plateau at the start only in its longest run), run_race_gaps.cpp reads the reference's learning curve and
+// the candidates' gaps off them (and names the good batches as fast as the pick, within_5_percent), and
 // run_race_schedule.cpp weighs a batch-size schedule against the pick.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "batchwise/run_race.h"
 
 namespace batchwise::detail {
+
+/// What the rounds of one race_runs share: each batch's advised rate (its range test runs once),
+/// every compressed run trained, by batch and steps: a later round of longer runs trains again only
+/// what it has not (the same batch, rate and steps from the same state is the same run), and the
+/// held-out loss before any.
+struct Trained {
+  std::map<int64_t, LrAdvice> advised;
+  std::map<std::pair<int64_t, int64_t>, CompressedRun> runs;
+  std::optional<double> loss_before;  // the held-out loss at the initial weights
+};
+
+/// The reference's longest run must bring the held-out loss this far below the initial weights' (2 %
+/// lower, as the batch race's left_the_start) before its learning curve says anything.
+constexpr double kLeftTheStart = 0.98;
+
+/// The compressed runs' training seconds per unit of f (the share of the run in the shortest):
+/// the reference's three runs (f, 2f, 4f: 7f of its full run) and every other candidate's two longer
+/// ones (6f). `full_runs_s` in batch order, the reference first.
+double compressed_cost_s(const std::vector<double>& full_runs_s);
+
+/// One run race over o's candidates (the reserve aside); only_longest: its reference left the start
+/// only in its longest compressed run. noise_along: the noise scale is measured after the
+/// reference's two longer runs (run_longer's race does without it after the run it adds: only the
+/// batch-size schedule and the notes read it there; about 0.5 s of mlp's 2.8 s round).
+/// `noise_batch`: where the noise scale is measured; unset, o's (the first race passes the one of the
+/// candidates given, as tune measured it at the start, before any was left out).
+RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, Trained& trained,
+                  bool noise_along, bool& only_longest, std::optional<int64_t> noise_batch = std::nullopt);
+
+/// Runs the contested candidates of `race` longer, once (contested_batches): its notes say how.
+RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race, Trained& trained);
+
+/// `race`, whose reference did not leave the start in its middle compressed run, raced again with
+/// every compressed run twice as long until it has, where that fits the run and 3x o's budget: its
+/// notes say how.
+RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
+                         Trained& trained);
 
 /// A noise scale the measurement could not tell from infinite (|G|^2 not above its noise): every
 /// batch of the run is far below it.

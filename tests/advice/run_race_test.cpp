@@ -827,7 +827,8 @@ TEST(RunRace, AGapIsAShareOfSamplesOnTheReferencesCurve) {
 
 // A reference that has not left the start in its longest compressed run (a rate far too small for
 // the budget) has no learning curve: the race recommends nothing and says why, rather than reading
-// a flat curve as "fewer samples cost nothing" and picking the largest batch.
+// a flat curve as "fewer samples cost nothing" and picking the largest batch. It first races again
+// with every compressed run twice as long, while a longest run twice as long fits the run.
 TEST(RunRace, AReferenceThatNeverLeftTheStartPredictsNothing) {
   Problem problem;
   const RunRace race = race_runs(*problem.workload, problem.held_out,
@@ -840,17 +841,27 @@ TEST(RunRace, AReferenceThatNeverLeftTheStartPredictsNothing) {
   EXPECT_NE(notes.find("batch 32 (the reference) did not train: its longest compressed run"), std::string::npos)
       << notes;
   EXPECT_NE(notes.find("did not leave the start"), std::string::npos) << notes;
+  // It ran again twice as long while a longest run twice as long fit the run, and did not leave it.
+  EXPECT_NE(notes.find("batch 32 (the reference) did not leave the start in its longest compressed run (0.328 "
+                       "epochs): the race ran again with every compressed run twice as long, 2 times (0.328 to 1.31 "
+                       "epochs), and gave no answer either"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("a longest compressed run twice as long (2.62 epochs) would pass your 2-epoch run"),
+            std::string::npos)
+      << notes;
 }
 
 // A reference that left the start only in its longest compressed run gives the other batches no
 // trend to read: their gaps are read after the two longer runs, and after the shorter one the
 // reference was still on the plateau (mobilenet AdamW, a 2-epoch run: 32 level with 16 at chance
 // after 0.34 epochs, 1.7 points behind after 0.68, carried as it stood and picked; full runs put it
-// 1.8 behind). The race predicts nothing from it, and the reserve joins as where it never left.
+// 1.8 behind). Where a longest run twice as long would pass the run's end (0.66 epochs of a 0.5-epoch run), the
+// race predicts nothing from it, and the reserve joins as where it never left.
 TEST(RunRace, AReferenceThatLeftTheStartOnlyInItsLongestRunPredictsNothing) {
   Problem problem;
   const RunRaceOptions o = RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 5e-5))
-                               .epochs(2)
+                               .epochs(0.5)  // the same compressed runs as 2 epochs'
                                .lr_schedule(LrSchedule::Cosine)
                                .budget_s(2);
   const RunRace race = race_runs(*problem.workload, problem.held_out, o);
@@ -873,6 +884,33 @@ TEST(RunRace, AReferenceThatLeftTheStartOnlyInItsLongestRunPredictsNothing) {
                                  "(0.328 epochs), so the reserve 8, 16 joined"),
             std::string::npos)
       << joined.notes[0];
+}
+
+// Where the reference left the start only in its longest compressed run and a run twice as long fits
+// the run, the race runs again with every compressed run twice as long (those trained are not trained
+// again): the reference's learning curve has then begun in both longer runs, and the gaps are read
+// as in any race.
+TEST(RunRace, AReferenceOffThePlateauOnlyInItsLongestRunRacesAgainTwiceAsLong) {
+  Problem problem;
+  const RunRaceOptions o = RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 5e-5))
+                               .epochs(2)
+                               .lr_schedule(LrSchedule::Cosine)
+                               .budget_s(2);
+  const RunRace race = race_runs(*problem.workload, problem.held_out, o);
+  ASSERT_TRUE(race.best_batch.has_value()) << fmt::format("{}", fmt::join(race.notes, "; "));
+  EXPECT_FALSE(race.reference_stuck);
+  EXPECT_EQ(race.reference_batch, 32);
+  ASSERT_EQ(race.lengths_epochs.size(), 3u);
+  EXPECT_NEAR(race.lengths_epochs[0], 0.164, 0.001);
+  EXPECT_NEAR(race.lengths_epochs[2], 0.655, 0.001);
+  ASSERT_FALSE(race.notes.empty());
+  EXPECT_NE(race.notes[0].find("batch 32 (the reference) left the start only in its longest compressed run (0.328 "
+                               "epochs): the race ran again with every compressed run twice as long (0.164 to 0.655 "
+                               "epochs)"),
+            std::string::npos)
+      << race.notes[0];
+  for (const RunRaceEntry& e : race.entries)  // every batch raced was judged
+    if (e.batch != race.reference_batch && e.message.empty()) EXPECT_TRUE(e.predicted_gap.has_value()) << e.batch;
 }
 
 // Where the reference never leaves the start, the reserve's smaller batches join, the smallest the

@@ -1,0 +1,254 @@
+// A race's compressed runs, run longer: the contested candidates beside the reference where the
+// race is many doublings short of the run (run_longer), and the whole race where its reference left
+// the plateau at the start only in its longest run (past_the_plateau). Both train every compressed
+// run twice as long, once, smallest batch first up to the first judged worse.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "advice/run_race_internal.h"
+#include "batchwise/run_race.h"
+
+namespace batchwise::detail {
+
+namespace {
+
+// The rounds past the plateau train at most this many budgets: what the batch race that answers
+// where the run race cannot would train (on the plateau, up to twice its budget) and its range tests
+// and evaluations, which the rounds need little of (the range tests ran; one evaluation a run).
+// mobilenet_v3_small with AdamW, 2 epochs, reference 8 on the plateau in 0.256 epochs: two rounds,
+// to 0.512 and 1.02 epochs, about 190 s against the budget's 56 s; the batch race took 184 s of
+// wall time and picked 8, 1.9 points behind 16, which leads 8 at 1.02 epochs.
+constexpr double kPlateauBudgets = 3;
+
+// What one round of longer runs did: the last race (the reference and the candidates raced), the
+// candidates not run and why, and its wall time.
+struct Round {
+  RunRace race;
+  std::vector<int64_t> not_run;            // after the first judged worse
+  std::vector<std::string> saving_little;  // left out: their run saves too little on a good one's
+  double wall_s = 0;
+};
+
+// Races batches[0] (the reference) with batches[1...] (in batch order) at the compressed lengths
+// whose shortest is `f` of the run, smallest first, each beside the ones before it, up to the first
+// judged worse: no larger batch can then be judged good (none is predicted nearer the reference than
+// a smaller one, carry_gaps), so its run would train for nothing (mlp SGD, 35 epochs: 512 still
+// worse, 1,024 and larger not run). One difference from racing them all at once: a batch whose
+// shorter gap is near the noise takes the next larger batch's trend, which has not run yet, so it is
+// judged on none (the cautious 1). A batch whose run is not kLeastSaving shorter than the last one
+// judged good is left out. The runs trained already are not trained again (trained).
+Round smallest_first(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o,
+                     const std::vector<int64_t>& batches, const std::vector<double>& rates,
+                     const std::vector<double>& full_runs_s, double f, std::optional<double> noise_at_start,
+                     Trained& trained) {
+  Round round;
+  std::vector<size_t> raced{0};  // where in batches: the reference, then the candidates raced
+  const auto of_raced = [&raced](const auto& v) {
+    std::vector<typename std::decay_t<decltype(v)>::value_type> out;
+    for (size_t i : raced) out.push_back(v[i]);
+    return out;
+  };
+  for (size_t c = 1; c < batches.size(); ++c) {
+    const size_t last = raced.back();
+    if (raced.size() > 1 && !saves_enough(full_runs_s[c], full_runs_s[last])) {
+      const double saving = 1 - full_runs_s[c] / full_runs_s[last];  // in batch order, not speed's
+      round.saving_little.push_back(
+          saving > 0
+              ? fmt::format("{} not run (its run {:.1f} % shorter than {}'s, judged good)", batches[c], 100 * saving,
+                            batches[last])
+              : fmt::format("{} not run (its run no shorter than {}'s, judged good)", batches[c], batches[last]));
+      continue;
+    }
+    raced.push_back(c);
+    RunRaceOptions longer = o;
+    longer.batches(of_raced(batches))
+        .samples_per_s(of_raced(rates))
+        .reserve({})
+        .reserve_samples_per_s({})
+        .noise_at_start(noise_at_start);
+    longer.budget_s(f * compressed_cost_s(of_raced(full_runs_s)) * (1 + 1e-9));
+    bool only_longest = false;
+    round.race = race_once(w, held_out, longer, trained, false, only_longest);
+    round.wall_s += round.race.wall_s;
+    if (!round.race.entries.back().good) {  // the reference failing in its longer run leaves none good
+      round.not_run.assign(batches.begin() + static_cast<long>(c) + 1, batches.end());
+      break;
+    }
+  }
+  round.race.wall_s = round.wall_s;
+  return round;
+}
+
+// Why a round left candidates out, in words ("" where it left none out).
+std::string left_out_text(const Round& round) {
+  std::vector<std::string> left_out;
+  if (!round.not_run.empty())
+    left_out.push_back(
+        fmt::format("smallest first, up to the first still judged worse ({} not run: a larger batch "
+                    "is not judged nearer than a smaller one)",
+                    fmt::join(round.not_run, ", ")));
+  if (!round.saving_little.empty())
+    left_out.push_back(fmt::format("{}: a contested batch races for a run at least {:.0f} % shorter",
+                                   fmt::join(round.saving_little, ", "), 100 * kLeastSaving));
+  return left_out.empty() ? "" : fmt::format(", {}", fmt::join(left_out, "; "));
+}
+
+// The candidates' gaps at the run's end as a race predicts them, in words.
+std::string predicted_gaps(const RunRace& race) {
+  std::vector<std::string> gaps;
+  for (const RunRaceEntry& e : race.entries)
+    if (e.batch != race.reference_batch)
+      gaps.push_back(e.predicted_gap
+                         ? fmt::format("{} {:.2f}", e.batch, 100 * *e.predicted_gap)
+                         : fmt::format("{} ({})", e.batch, e.message.empty() ? "not judged" : "did not train"));
+  return fmt::format("predicted behind it at the run's end, {}: {}",
+                     race.measure == "accuracy" ? "accuracy points" : "% of the loss", fmt::join(gaps, ", "));
+}
+
+}  // namespace
+
+// Runs the contested candidates of `race` longer, once: beside its reference, with every compressed
+// run twice as long (the shorter ones trained already), where that trains at most the race's budget.
+// The pick is not raced again: nothing contested it, and a longer race that judges a contested
+// candidate good moves the answer to that faster batch, while one that judges them worse again
+// leaves the answer as it was (lenet at 15 epochs: 256's gap, within the noise at 0.27 epochs, grows
+// between 0.27 and 0.55 and closes by the run's end).
+RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
+                   Trained& trained) {
+  const std::vector<int64_t> faster = contested_batches(race);
+  if (faster.empty()) return race;
+  const bool many = faster.size() > 1;
+  const std::string which =
+      fmt::format("{} {}, faster than batch {}, {} judged worse on gaps that shrank", many ? "batches" : "batch",
+                  fmt::join(faster, ", "), *race.best_batch, many ? "were" : "was");
+  std::vector<int64_t> batches;
+  std::vector<double> rates, full_runs_s;
+  for (const RunRaceEntry& e : race.entries)
+    if (e.batch == race.reference_batch || std::find(faster.begin(), faster.end(), e.batch) != faster.end())
+      batches.push_back(e.batch), rates.push_back(e.samples_per_s), full_runs_s.push_back(e.full_run_s);
+  const double f = 2 * race.lengths_epochs.front() / race.epochs;  // the new shortest run's share
+  // What is new: every batch's longest run (its shorter one is this race's longest); every contested
+  // batch counts, though the round may leave some out (kLeastSaving): which is not known before.
+  double cost_s = 0;
+  for (double s : full_runs_s) cost_s += 4 * f * s;
+  if (cost_s > o.budget_s()) {
+    race.notes.push_back(fmt::format(
+        "{} as the run doubled; running {} longer would train {:.0f} s, past the race's budget ({:.0f} s): a larger "
+        "--advice-budget trains every compressed run longer",
+        which, many ? "them" : "it", cost_s, o.budget_s()));
+    return race;
+  }
+  Round round = smallest_first(w, held_out, o, batches, rates, full_runs_s, f, race.noise_at_start, trained);
+  RunRace& next = round.race;
+  const std::string done = fmt::format(
+      "{} from well beyond the noise as the run doubled, with {:.1f} doublings to your {:g}-epoch run to carry them "
+      "over: {} raced again beside batch {} with every compressed run twice as long ({:.3g} to {:.3g} epochs){}",
+      which, std::log2(race.epochs / race.lengths_epochs.back()), race.epochs, many ? "they" : "it",
+      race.reference_batch, next.lengths_epochs.front(), next.lengths_epochs.back(), left_out_text(round));
+  if (next.best_batch && *next.best_batch != next.reference_batch) {  // a contested batch judged good
+    next.notes.insert(next.notes.begin(), fmt::format("{}; batch {} is now judged no worse, and faster than batch {}",
+                                                      done, *next.best_batch, *race.best_batch));
+    next.first_reference = race.first_reference;
+    next.wall_s += race.wall_s;
+    next.longer_rounds = 1;
+    return next;
+  }
+  race.notes.insert(
+      race.notes.begin(),
+      next.best_batch  // else the reference failed in its longer run
+          ? fmt::format("{}; still judged worse there ({}; the held-out noise {:.2f}), so batch {} stands", done,
+                        predicted_gaps(next), 100 * next.tolerance, *race.best_batch)
+          : fmt::format("{}, and gave no answer (batch {}: {}); batch {} stands", done, race.reference_batch,
+                        next.entries.front().message, *race.best_batch));
+  race.wall_s += next.wall_s;
+  race.longer_rounds = 1;
+  return race;
+}
+
+// The reference did not leave the plateau at the start in its middle compressed run (in its longest
+// only, or in none), so the gaps read after the two longer runs cannot say how they close, and the
+// race recommends nothing. Where a longest run twice as long still fits the run, the race runs again
+// with every compressed run twice as long (the ones trained already are not trained again), its
+// candidates smallest first, and again while its reference is still on the plateau in its middle run,
+// within kPlateauBudgets: once the reference's learning curve has begun in both longer runs, the gaps
+// behind it are read as in any race. A plateau is left in steps, and a batch still on it in a
+// compressed run leaves it later in the run as well: mobilenet_v3_small with SGD at 2 epochs,
+// reference 16 off the plateau only at 0.68 epochs, 32 about 51 points behind it at 1.37, 16 the
+// only batch in the good set. The batch race at a constant rate, which answered here before, ranks
+// time to a held-out loss near the plateau, not the run's end (it picked 32 or 16 by the draw).
+RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
+                         Trained& trained) {
+  if (!race.reference_stuck || race.lengths_epochs.size() < 3 || race.entries.size() < 2 || race.runs.size() < 3 ||
+      !trained.loss_before)
+    return race;
+  std::vector<int64_t> batches;
+  std::vector<double> rates, full_runs_s;
+  for (const RunRaceEntry& e : race.entries)
+    batches.push_back(e.batch), rates.push_back(e.samples_per_s), full_runs_s.push_back(e.full_run_s);
+  const bool left = race.runs.back().loss && *race.runs.back().loss <= kLeftTheStart * *trained.loss_before;
+  const std::string why =
+      fmt::format("batch {} (the reference) {} in its longest compressed run ({:.3g} epochs)", race.reference_batch,
+                  left ? "left the start only" : "did not leave the start", race.lengths_epochs.back());
+  Round round;
+  const RunRace* last = &race;
+  int rounds = 0;
+  double spent_s = 0;
+  std::string stopped;
+  while (last->reference_stuck) {
+    const double f = 2 * last->lengths_epochs.front() / last->epochs;  // the next shortest run's share
+    if (4 * f > 1 + 1e-9) {
+      stopped = fmt::format("a longest compressed run twice as long ({:.3g} epochs) would pass your {:g}-epoch run",
+                            2 * last->lengths_epochs.back(), race.epochs);
+      break;
+    }
+    // What the reference and the smallest candidate add (their longest runs, and the candidate's
+    // shorter one): the least a round that judges trains; a larger candidate races only beside a good one.
+    const double cost_s = 4 * f * full_runs_s[0] + 6 * f * full_runs_s[1];
+    if (spent_s + cost_s > kPlateauBudgets * o.budget_s()) {
+      stopped = fmt::format(
+          "racing again with every compressed run twice as long would train about {:.0f} s more, past {:g} times the "
+          "race's budget ({:.0f} s): a larger --advice-budget trains every compressed run longer",
+          cost_s, kPlateauBudgets, o.budget_s());
+      break;
+    }
+    round = smallest_first(w, held_out, o, batches, rates, full_runs_s, f, race.noise_at_start, trained);
+    spent_s += round.wall_s;
+    ++rounds;
+    last = &round.race;
+  }
+  if (rounds == 0) {
+    race.notes.push_back(fmt::format("{}: {}", why, stopped));
+    return race;
+  }
+  RunRace& next = round.race;
+  // No candidate raced beside a reference that did not train: what a round left out is said only of
+  // one that judged.
+  const std::string done =
+      fmt::format("{}: the race ran again with every compressed run twice as long{} ({:.3g} to {:.3g} epochs){}", why,
+                  rounds > 1 ? fmt::format(", {} times", rounds) : "", next.lengths_epochs.front(),
+                  next.lengths_epochs.back(), next.best_batch ? left_out_text(round) : "");
+  if (!next.best_batch) {  // still on the plateau in its middle run, or it failed
+    race.notes.insert(race.notes.begin(),
+                      fmt::format("{}, and gave no answer either (batch {}: {}){}", done, next.reference_batch,
+                                  next.entries.front().message, stopped.empty() ? "" : "; " + stopped));
+    race.wall_s += spent_s;
+    return race;
+  }
+  next.notes.insert(next.notes.begin(),
+                    *next.best_batch != next.reference_batch
+                        ? fmt::format("{}; batch {} is judged no worse than it, and faster", done, *next.best_batch)
+                        : fmt::format("{}; every faster batch raced is judged worse ({}; the held-out noise {:.2f})",
+                                      done, predicted_gaps(next), 100 * next.tolerance));
+  next.first_reference = race.first_reference;
+  next.not_raced = race.not_raced;
+  next.wall_s = race.wall_s + spent_s;
+  return next;
+}
+
+}  // namespace batchwise::detail
