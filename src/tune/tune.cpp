@@ -473,9 +473,10 @@ void plan_the_run(const TuneSubject& subject, const TuneOptions& o, Report& repo
 }
 
 // One other precision at the recommended batch: its own fit, its throughput there, and a verdict
-// against the run's own precision.
+// against the run's own precision; what its one-batch sweep warns of (a noisy reading, or one that
+// shared the CPU), named by the precision, into `warnings`.
 PrecisionPoint measure_precision(Precision precision, const WorkloadOptions& options, const TuneOptions& o,
-                                 const PrecisionPoint& own, int64_t budget) {
+                                 const PrecisionPoint& own, int64_t budget, std::vector<std::string>& warnings) {
   WorkloadOptions other_options = options;
   auto other = make_workload(other_options.precision(precision));
   WorkloadRunner runner(*other);
@@ -483,6 +484,8 @@ PrecisionPoint measure_precision(Precision precision, const WorkloadOptions& opt
   const FitResult other_fit = fit(runner, f.budget_bytes(budget));
   SweepOptions one = o.sweep();
   const SweepResult other_sweep = sweep(runner, one.batch_sizes({own.batch}).budget_bytes(budget));
+  for (const std::string& w : other_sweep.warnings())
+    warnings.push_back(fmt::format("precision {} at batch {}: {}", to_string(precision), own.batch, w));
   PrecisionPoint p;
   p.precision = precision;
   p.fit_batch = other_fit.batch;
@@ -532,7 +535,8 @@ void compare_precisions(TuneSubject& subject, const TuneOptions& o, Report& repo
   for (const Precision precision : {Precision::Fp32, Precision::Bf16, Precision::Fp16}) {
     if (precision == own.precision || (precision == Precision::Fp16 && !cuda)) continue;
     stage(o, Phase::Precision, fmt::format("precision {}: fit, then batch {}", to_string(precision), own.batch));
-    report.precisions.push_back(measure_precision(precision, options, o, own, report.budget_bytes));
+    report.precisions.push_back(
+        measure_precision(precision, options, o, own, report.budget_bytes, report.context.warnings));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include "support/busy_core.h"
 #include "support/cli_util.h"
 
 #include <unistd.h>
@@ -872,6 +873,28 @@ TEST(Cli, ComparePrecisionPutsBf16BesideFp32) {
       batchwise("fit " + flags + (scratch() / "bf16.json").string() + " --fit-steps 1 --precision bf16");
   ASSERT_EQ(alone.code, 0) << alone.err;
   EXPECT_EQ(c.at(1).at("fit_batch"), nlohmann::json::parse(slurp(scratch() / "bf16.json")).at("fit").at("batch"));
+}
+
+// A precision's one-batch sweep warns as the main sweep does: here that it shared the CPU, tune
+// pinned to one core beside a busy process pinned there too, where its verdict ("pays", "does not
+// pay") rests on readings another process set. Before, tune kept the main sweep's warnings only.
+TEST(Cli, ComparePrecisionWarnsWhereItsSweepSharedTheCpu) {
+  if (!fs::exists("/proc/self/schedstat")) GTEST_SKIP() << "Linux gives no run-queue delay here";
+  const int core = support::first_allowed_core();
+  const support::BusyCore busy(core);
+  ASSERT_GT(busy.pid(), 0) << "fork failed";
+  const fs::path json = scratch() / "precision-shared.json";
+  const Outcome r = batchwise(
+      "tune --model lenet --dataset synthetic --synthetic-size 512 --memory-budget 256MiB --batch-sizes 32 "
+      "--repetitions 1 --steps 4 --fit-steps 1 --no-noise --no-race --compare-precision --no-history -q --json " +
+          json.string(),
+      fmt::format("taskset -c {} env", core));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto warnings = nlohmann::json::parse(slurp(json)).at("context").at("warnings");
+  bool bf16 = false;
+  for (const auto& w : warnings)
+    bf16 = bf16 || w.get<std::string>().rfind("precision bf16 at batch 32: the sweep shared the CPU", 0) == 0;
+  EXPECT_TRUE(bf16) << warnings.dump();
 }
 
 // loader: the decision follows from the figures the report gives for each setting (which setting

@@ -6,13 +6,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sched.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "batchwise/error.h"
 #include "batchwise/memory.h"
@@ -20,6 +17,7 @@
 #include "batchwise/trial.h"
 #include "batchwise/utilisation.h"
 #include "batchwise/workload.h"
+#include "support/busy_core.h"
 #include "support/workloads.h"
 #include "torch_error.h"
 
@@ -79,29 +77,20 @@ TEST(Trial, SaysHowMuchOfItsTimeItWaitedForACpuAnotherProcessHeld) {
     cpu_set_t allowed;
     int threads = at::get_num_threads();
     bool pinned = false;
-    pid_t busy = -1;
+    std::optional<support::BusyCore> busy;
     Shared() {
       CPU_ZERO(&allowed);
       if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
-      int core = 0;
-      while (core < CPU_SETSIZE && !CPU_ISSET(core, &allowed)) ++core;
+      const int core = support::first_allowed_core();
       cpu_set_t one;
       CPU_ZERO(&one);
       CPU_SET(core, &one);
       at::set_num_threads(1);
       pinned = sched_setaffinity(0, sizeof(one), &one) == 0;
-      if (!pinned) return;
-      const pid_t parent = getpid();
-      busy = fork();
-      if (busy == 0) {  // the child: spins on the same core until killed, or until its parent is gone
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(0);
-        volatile unsigned long spins = 0;
-        for (;;) spins = spins + 1;
-      }
+      if (pinned) busy.emplace(core);
     }
     ~Shared() {
-      if (busy > 0) kill(busy, SIGKILL), waitpid(busy, nullptr, 0);
+      busy.reset();
       sched_setaffinity(0, sizeof(allowed), &allowed);
       at::set_num_threads(threads);
     }
@@ -110,7 +99,7 @@ TEST(Trial, SaysHowMuchOfItsTimeItWaitedForACpuAnotherProcessHeld) {
   {
     const Shared shared;
     if (!shared.pinned) GTEST_SKIP() << "this thread cannot be pinned to one core (sched_setaffinity)";
-    ASSERT_GT(shared.busy, 0) << "fork failed";
+    ASSERT_TRUE(shared.busy && shared.busy->pid() > 0) << "fork failed";
     t = run_trial(*w, TrialOptions(64).warmup(2).steps(20).min_time_s(0.3));
   }
   ASSERT_EQ(t.outcome, Outcome::Ok) << t.message;
