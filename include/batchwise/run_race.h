@@ -56,7 +56,10 @@ struct RunRaceOptions {
   /// whole run and ends ahead of every larger candidate beyond the noise, they race once more beside
   /// that reference, the smallest of them the new reference (one more budget; the range tests
   /// already run are reused); the larger candidates stay out, since they take fewer steps in as
-  /// many samples than a reference that did not leave the start or ended ahead of them.
+  /// many samples than a reference that did not leave the start or ended ahead of them. A race whose
+  /// reference has not left the start in its middle run (without a reserve, or the reserve's) runs
+  /// again with every compressed run twice as long until it has, within three more budgets of wall
+  /// time and the run's length (its notes say so).
   TORCH_ARG(std::vector<int64_t>, reserve);
   TORCH_ARG(std::vector<double>, reserve_samples_per_s);
   /// Called before each compressed run: the batch, which run of how many.
@@ -225,7 +228,8 @@ struct RunRace {
   /// How many times the race ran again with every compressed run twice as long (at most once, within
   /// its budget), for the candidates faster than its pick that it judged worse on gaps that shrank as
   /// the run doubled, more than five doublings short of the run (contested_batches; its notes say
-  /// which and what it found); 0 where none was.
+  /// which and what it found); 0 where none was. The rounds past the plateau at the start
+  /// (RunRaceOptions::reserve) are not counted here: the notes say how many ran.
   int longer_rounds = 0;
   /// The candidates left out for being larger than the fastest by the sweep's samples/s and no
   /// faster, so none could be the pick (whether each would have been good is not known); in batch

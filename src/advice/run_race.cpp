@@ -657,7 +657,9 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
                   second_only_longest ? "it left the start only in its longest run"
                   : second_stuck ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
                                  : "it left the start",
-                  second.best_batch ? "" : "; no pick"));
+                  !second.best_batch ? "; no pick"
+                  : second_stuck     ? "; with its runs twice as long it did, and the race answered: the next note"
+                                     : ""));
   second.first_reference = first.reference_batch;
   second.wall_s += first.wall_s;
   return second;

@@ -1,8 +1,9 @@
 // What the run race's units share: run_race.cpp trains the compressed runs and judges them,
-// run_race_longer.cpp runs a race's compressed runs longer (contested candidates, or a reference that
-// left the plateau at the start only in its longest run), run_race_gaps.cpp reads the reference's learning curve and
-// the candidates' gaps off them (and names the good batches as fast as the pick, within_5_percent), and
-// run_race_schedule.cpp weighs a batch-size schedule against the pick.
+// run_race_longer.cpp runs a race's compressed runs longer (its contested candidates, or all of them
+// where its reference had not left the plateau at the start in its middle run), run_race_gaps.cpp
+// reads the reference's learning curve and the candidates' gaps off them (and names the good batches
+// as fast as the pick, within_5_percent), and run_race_schedule.cpp weighs a batch-size schedule
+// against the pick.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +48,8 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
 RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race, Trained& trained);
 
 /// `race`, whose reference did not leave the start in its middle compressed run, raced again with
-/// every compressed run twice as long until it has, where that fits the run and 3x o's budget: its
-/// notes say how.
+/// every compressed run twice as long until it has, where that fits the run and three more of o's
+/// budgets of wall time: its notes say how.
 RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
                          Trained& trained);
 

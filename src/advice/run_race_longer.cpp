@@ -1,12 +1,13 @@
 // A race's compressed runs, run longer: the contested candidates beside the reference where the
-// race is many doublings short of the run (run_longer), and the whole race where its reference left
-// the plateau at the start only in its longest run (past_the_plateau). Both train every compressed
-// run twice as long, once, smallest batch first up to the first judged worse.
+// race is many doublings short of the run (run_longer, once), and the whole race where its reference
+// had not left the plateau at the start in its middle run (past_the_plateau, until it has). Both
+// train every compressed run twice as long, smallest batch first up to the first judged worse.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -18,12 +19,14 @@ namespace batchwise::detail {
 
 namespace {
 
-// The rounds past the plateau train at most this many budgets: what the batch race that answers
-// where the run race cannot would train (on the plateau, up to twice its budget) and its range tests
-// and evaluations, which the rounds need little of (the range tests ran; one evaluation a run).
-// mobilenet_v3_small with AdamW, 2 epochs, reference 8 on the plateau in 0.256 epochs: two rounds,
-// to 0.512 and 1.02 epochs, about 190 s against the budget's 56 s; the batch race took 184 s of
-// wall time and picked 8, 1.9 points behind 16, which leads 8 at 1.02 epochs.
+// The rounds past the plateau take at most this many budgets of wall time, beyond the races before
+// them: what the batch race that answers where the run race cannot would train (on the plateau, up
+// to twice its budget) and its range tests and evaluations, which the rounds need little of (the
+// range tests ran; one evaluation a run). A round starts where its reference's run and its smallest
+// candidate's fit what is left, and races a larger candidate only where its runs fit too.
+// mobilenet_v3_small with AdamW, 2 epochs, reference 8 on the plateau in 0.256 epochs (a budget of
+// 56 s): two rounds, to 0.512 and 1.02 epochs, 153 s, where the batch race took 184 s and picked 8,
+// 1.9 points behind 16, which leads 8 at 1.02 epochs.
 constexpr double kPlateauBudgets = 3;
 
 // What one round of longer runs did: the last race (the reference and the candidates raced), the
@@ -31,6 +34,7 @@ constexpr double kPlateauBudgets = 3;
 struct Round {
   RunRace race;
   std::vector<int64_t> not_run;            // after the first judged worse
+  std::vector<int64_t> past_allowance;     // left out: their runs would pass the allowance
   std::vector<std::string> saving_little;  // left out: their run saves too little on a good one's
   double wall_s = 0;
 };
@@ -42,11 +46,13 @@ struct Round {
 // worse, 1,024 and larger not run). One difference from racing them all at once: a batch whose
 // shorter gap is near the noise takes the next larger batch's trend, which has not run yet, so it is
 // judged on none (the cautious 1). A batch whose run is not kLeastSaving shorter than the last one
-// judged good is left out. The runs trained already are not trained again (trained).
+// judged good is left out, and a batch after the first whose two runs (6f of its full run) would
+// take the round past `allowance_s` of wall time, with the ones after it. The runs trained already
+// are not trained again (trained).
 Round smallest_first(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o,
                      const std::vector<int64_t>& batches, const std::vector<double>& rates,
                      const std::vector<double>& full_runs_s, double f, std::optional<double> noise_at_start,
-                     Trained& trained) {
+                     Trained& trained, double allowance_s = std::numeric_limits<double>::infinity()) {
   Round round;
   std::vector<size_t> raced{0};  // where in batches: the reference, then the candidates raced
   const auto of_raced = [&raced](const auto& v) {
@@ -64,6 +70,10 @@ Round smallest_first(ModuleWorkload& w, const Dataset& held_out, const RunRaceOp
                             batches[last])
               : fmt::format("{} not run (its run no shorter than {}'s, judged good)", batches[c], batches[last]));
       continue;
+    }
+    if (raced.size() > 1 && round.wall_s + 6 * f * full_runs_s[c] > allowance_s) {
+      round.past_allowance.assign(batches.begin() + static_cast<long>(c), batches.end());
+      break;
     }
     raced.push_back(c);
     RunRaceOptions longer = o;
@@ -85,17 +95,22 @@ Round smallest_first(ModuleWorkload& w, const Dataset& held_out, const RunRaceOp
   return round;
 }
 
-// Why a round left candidates out, in words ("" where it left none out).
-std::string left_out_text(const Round& round) {
+// Why a round left candidates out, in words ("" where it left none out); `contested`: a longer
+// round's (its candidates were judged worse once already), else a round past the plateau's.
+std::string left_out_text(const Round& round, bool contested) {
   std::vector<std::string> left_out;
   if (!round.not_run.empty())
     left_out.push_back(
-        fmt::format("smallest first, up to the first still judged worse ({} not run: a larger batch "
+        fmt::format("smallest first, up to the first {}judged worse ({} not run: a larger batch "
                     "is not judged nearer than a smaller one)",
-                    fmt::join(round.not_run, ", ")));
+                    contested ? "still " : "", fmt::join(round.not_run, ", ")));
+  if (!round.past_allowance.empty())
+    left_out.push_back(fmt::format("smallest first, within {:g} budgets ({} not run: not judged)", kPlateauBudgets,
+                                   fmt::join(round.past_allowance, ", ")));
   if (!round.saving_little.empty())
-    left_out.push_back(fmt::format("{}: a contested batch races for a run at least {:.0f} % shorter",
-                                   fmt::join(round.saving_little, ", "), 100 * kLeastSaving));
+    left_out.push_back(fmt::format("{}: a {} races for a run at least {:.0f} % shorter",
+                                   fmt::join(round.saving_little, ", "), contested ? "contested batch" : "larger batch",
+                                   100 * kLeastSaving));
   return left_out.empty() ? "" : fmt::format(", {}", fmt::join(left_out, "; "));
 }
 
@@ -150,7 +165,7 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
       "{} from well beyond the noise as the run doubled, with {:.1f} doublings to your {:g}-epoch run to carry them "
       "over: {} raced again beside batch {} with every compressed run twice as long ({:.3g} to {:.3g} epochs){}",
       which, std::log2(race.epochs / race.lengths_epochs.back()), race.epochs, many ? "they" : "it",
-      race.reference_batch, next.lengths_epochs.front(), next.lengths_epochs.back(), left_out_text(round));
+      race.reference_batch, next.lengths_epochs.front(), next.lengths_epochs.back(), left_out_text(round, true));
   if (next.best_batch && *next.best_batch != next.reference_batch) {  // a contested batch judged good
     next.notes.insert(next.notes.begin(), fmt::format("{}; batch {} is now judged no worse, and faster than batch {}",
                                                       done, *next.best_batch, *race.best_batch));
@@ -182,15 +197,24 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
 // reference 16 off the plateau only at 0.68 epochs, 32 about 51 points behind it at 1.37, 16 the
 // only batch in the good set. The batch race at a constant rate, which answered here before, ranks
 // time to a held-out loss near the plateau, not the run's end (it picked 32 or 16 by the draw).
+// A candidate that did not train in the race (its range test failed) stays out, and a note names it.
+// A round that answers is not followed by run_longer's: that one is for races more than five
+// doublings short of the run, and a plateau's rounds leave the longest run at least a quarter of it.
 RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
                          Trained& trained) {
   if (!race.reference_stuck || race.lengths_epochs.size() < 3 || race.entries.size() < 2 || race.runs.size() < 3 ||
       !trained.loss_before)
     return race;
-  std::vector<int64_t> batches;
+  std::vector<int64_t> batches, failed;
   std::vector<double> rates, full_runs_s;
-  for (const RunRaceEntry& e : race.entries)
+  for (const RunRaceEntry& e : race.entries) {
+    if (e.batch != race.reference_batch && !e.message.empty()) {
+      failed.push_back(e.batch);
+      continue;
+    }
     batches.push_back(e.batch), rates.push_back(e.samples_per_s), full_runs_s.push_back(e.full_run_s);
+  }
+  if (batches.size() < 2) return race;
   const bool left = race.runs.back().loss && *race.runs.back().loss <= kLeftTheStart * *trained.loss_before;
   const std::string why =
       fmt::format("batch {} (the reference) {} in its longest compressed run ({:.3g} epochs)", race.reference_batch,
@@ -217,13 +241,14 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
           cost_s, kPlateauBudgets, o.budget_s());
       break;
     }
-    round = smallest_first(w, held_out, o, batches, rates, full_runs_s, f, race.noise_at_start, trained);
+    round = smallest_first(w, held_out, o, batches, rates, full_runs_s, f, race.noise_at_start, trained,
+                           kPlateauBudgets * o.budget_s() - spent_s);
     spent_s += round.wall_s;
     ++rounds;
     last = &round.race;
   }
   if (rounds == 0) {
-    race.notes.push_back(fmt::format("{}: {}", why, stopped));
+    race.notes.insert(race.notes.begin(), fmt::format("{}: {}", why, stopped));
     return race;
   }
   RunRace& next = round.race;
@@ -232,7 +257,7 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
   const std::string done =
       fmt::format("{}: the race ran again with every compressed run twice as long{} ({:.3g} to {:.3g} epochs){}", why,
                   rounds > 1 ? fmt::format(", {} times", rounds) : "", next.lengths_epochs.front(),
-                  next.lengths_epochs.back(), next.best_batch ? left_out_text(round) : "");
+                  next.lengths_epochs.back(), next.best_batch ? left_out_text(round, false) : "");
   if (!next.best_batch) {  // still on the plateau in its middle run, or it failed
     race.notes.insert(race.notes.begin(),
                       fmt::format("{}, and gave no answer either (batch {}: {}){}", done, next.reference_batch,
@@ -245,8 +270,11 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
                         ? fmt::format("{}; batch {} is judged no worse than it, and faster", done, *next.best_batch)
                         : fmt::format("{}; every faster batch raced is judged worse ({}; the held-out noise {:.2f})",
                                       done, predicted_gaps(next), 100 * next.tolerance));
+  if (!failed.empty())
+    next.notes.push_back(fmt::format("{} {} not raced past the plateau: {} did not train in the race before",
+                                     failed.size() > 1 ? "batches" : "batch", fmt::join(failed, ", "),
+                                     failed.size() > 1 ? "they" : "it"));
   next.first_reference = race.first_reference;
-  next.not_raced = race.not_raced;
   next.wall_s = race.wall_s + spent_s;
   return next;
 }

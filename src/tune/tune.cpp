@@ -357,7 +357,8 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
   stage(o, Phase::Race,
         fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and twice at the "
                     "others, {:.0f} s of training (about {} with its range tests, noise scales and evaluations; up to "
-                    "{:.0f} s more of training where it races again: faster batches longer, or smaller ones){}",
+                    "{:.0f} s more of training where it races again: faster batches longer, or smaller ones; up to "
+                    "three times that where its reference stays on the plateau at the start){}",
                     fmt::join(t.raced, ", "), o.epochs(), to_string(o.lr_schedule()), candidates.front(),
                     t.raced_train_s, duration_text(t.wall_s), t.train_s,
                     t.not_raced.empty() ? ""
@@ -484,8 +485,11 @@ PrecisionPoint measure_precision(Precision precision, const WorkloadOptions& opt
   const FitResult other_fit = fit(runner, f.budget_bytes(budget));
   SweepOptions one = o.sweep();
   const SweepResult other_sweep = sweep(runner, one.batch_sizes({own.batch}).budget_bytes(budget));
-  for (const std::string& w : other_sweep.warnings())
-    warnings.push_back(fmt::format("precision {} at batch {}: {}", to_string(precision), own.batch, w));
+  for (const std::string& w : other_sweep.warnings())  // its first sentence: the rest speaks of a sweep's batches
+    warnings.push_back(
+        fmt::format("precision {} at batch {}: {}; its samples/s, and the verdict on them, rest on "
+                    "that reading",
+                    to_string(precision), own.batch, w.substr(0, w.find(". "))));
   PrecisionPoint p;
   p.precision = precision;
   p.fit_batch = other_fit.batch;
@@ -605,9 +609,9 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
   }
   // A batch race on the plateau at the start trains up to twice its budget (race.h); a run race whose
   // reference does not leave the start races its reserve for one more (run_race.h), then its runs
-  // twice as long within three more (in place of the batch race, which follows only where they give
-  // no answer); one with contested candidates runs them longer, within its budget.
-  const double race_most_s = race.wall_s + (o.epochs() > 0 ? 2 * race.wall_s : race.train_s);
+  // twice as long within three more of wall time (in place of the batch race, which follows only
+  // where they give no answer); one with contested candidates runs them longer, within its budget.
+  const double race_most_s = race.wall_s + (o.epochs() > 0 ? 2 * race.wall_s + 3 * race.train_s : race.train_s);
   laps.expect("sweep", sweep_s);
   const double rest = sweep_s + noise_s + race.wall_s, most = sweep_most_s + noise_s + race_most_s;
   laps.expect_total(laps.elapsed_s() + rest, laps.elapsed_s() + most);

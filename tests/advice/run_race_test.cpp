@@ -941,6 +941,14 @@ TEST(RunRace, AReserveJoinsWhenTheReferenceNeverLeftTheStart) {
             std::string::npos)
       << race.notes[0];
   EXPECT_NE(race.notes[0].find("it did not leave the start either; no pick"), std::string::npos) << race.notes[0];
+  ASSERT_GE(race.notes.size(), 2u);  // the reserve's race, run longer past the plateau, in vain
+  EXPECT_EQ(race.notes[1].find("batch 8 (the reference) did not leave the start in its longest compressed run"), 0u)
+      << race.notes[1];
+  EXPECT_NE(race.notes[1].find("the race ran again with every compressed run twice as long, 2 times (0.0819 to "
+                               "0.328 epochs), and gave no answer either"),
+            std::string::npos)
+      << race.notes[1];
+  EXPECT_NE(race.notes[1].find("past 3 times the race's budget (2 s)"), std::string::npos) << race.notes[1];
   // A reference that learns leaves the reserve out.
   const RunRace learned =
       race_runs(*problem.workload, problem.held_out, RunRaceOptions(o).lr(LrAdviceOptions(32, 0.05)).budget_s(4));

@@ -880,6 +880,7 @@ TEST(Cli, ComparePrecisionPutsBf16BesideFp32) {
 // pay") rests on readings another process set. Before, tune kept the main sweep's warnings only.
 TEST(Cli, ComparePrecisionWarnsWhereItsSweepSharedTheCpu) {
   if (!fs::exists("/proc/self/schedstat")) GTEST_SKIP() << "Linux gives no run-queue delay here";
+  if (std::system("command -v taskset >/dev/null 2>&1") != 0) GTEST_SKIP() << "no taskset (util-linux) here";
   const int core = support::first_allowed_core();
   const support::BusyCore busy(core);
   ASSERT_GT(busy.pid(), 0) << "fork failed";

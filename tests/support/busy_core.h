@@ -20,21 +20,26 @@ inline int first_allowed_core() {
   return core;
 }
 
-// A busy child pinned to `core`; pid() is not positive where fork failed.
+// A busy child pinned to `core`; pid() is not positive where it could not be pinned or forked. The
+// child inherits the pin: this process pins itself to `core` for the fork and then takes back its
+// own cores, so a child running at all runs there.
 class BusyCore {
  public:
   explicit BusyCore(int core) {
-    const pid_t parent = getpid();
-    pid_ = fork();
-    if (pid_ != 0) return;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // the child: spins until killed, or until its parent is gone
-    if (getppid() != parent) _exit(0);
-    cpu_set_t one;
+    cpu_set_t own, one;
+    CPU_ZERO(&own);
     CPU_ZERO(&one);
     CPU_SET(core, &one);
-    if (sched_setaffinity(0, sizeof(one), &one) != 0) _exit(1);
-    volatile unsigned long spins = 0;
-    for (;;) spins = spins + 1;
+    if (sched_getaffinity(0, sizeof(own), &own) != 0 || sched_setaffinity(0, sizeof(one), &one) != 0) return;
+    const pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ == 0) {  // the child: spins until killed, or until its parent is gone
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(0);
+      volatile unsigned long spins = 0;
+      for (;;) spins = spins + 1;
+    }
+    sched_setaffinity(0, sizeof(own), &own);
   }
   ~BusyCore() {
     if (pid_ > 0) kill(pid_, SIGKILL), waitpid(pid_, nullptr, 0);

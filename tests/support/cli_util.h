@@ -31,7 +31,8 @@ inline fs::path scratch() {
   return dir;
 }
 
-// `env`: more VAR=value assignments for batchwise's environment ("CUDA_VISIBLE_DEVICES=1").
+// `env`: what goes before the binary in its shell command: more VAR=value assignments for its
+// environment ("CUDA_VISIBLE_DEVICES=1"), or a wrapper that runs what follows it ("taskset -c 0 env").
 inline Outcome batchwise(const std::string& args, const std::string& env = "") {
   const fs::path dir = scratch();
   // The run history goes to the scratch folder, not the user's data directory.
