@@ -892,11 +892,16 @@ TEST(RunRace, AReferenceThatLeftTheStartOnlyInItsLongestRunPredictsNothing) {
 // as in any race.
 TEST(RunRace, AReferenceOffThePlateauOnlyInItsLongestRunRacesAgainTwiceAsLong) {
   Problem problem;
+  std::map<std::string, int> trained;  // each compressed run, by what the progress line says of it
   const RunRaceOptions o = RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 5e-5))
                                .epochs(2)
                                .lr_schedule(LrSchedule::Cosine)
-                               .budget_s(2);
+                               .budget_s(2)
+                               .on_progress([&](const std::string& m) { ++trained[m]; });
   const RunRace race = race_runs(*problem.workload, problem.held_out, o);
+  for (const auto& [run, times] : trained) EXPECT_EQ(times, 1) << run << ": trained again in a later round";
+  EXPECT_EQ(trained.count("run race: batch 32, your 2-epoch run compressed to 0.655 epochs"), 1u);  // the new one
+  EXPECT_EQ(trained.count("run race: batch 32, your 2-epoch run compressed to 0.328 epochs"), 1u);  // reused
   ASSERT_TRUE(race.best_batch.has_value()) << fmt::format("{}", fmt::join(race.notes, "; "));
   EXPECT_FALSE(race.reference_stuck);
   EXPECT_EQ(race.reference_batch, 32);
