@@ -334,6 +334,13 @@ double run_race_train_s(double default_s, double ceiling_s, const std::vector<in
 /// reads as a learning curve.
 inline constexpr int64_t kReferenceSteps = 32;
 
+/// A race whose reference has not left the plateau at the start in its middle compressed run runs
+/// again with every compressed run twice as long, within this many more budgets of wall time
+/// (RunRaceOptions::reserve): what the batch race that tune runs where the run race gives no answer
+/// trains on a plateau (up to twice its budget) and its range tests and evaluations, which the
+/// rounds need little of. tune's stated most counts them.
+inline constexpr double kPlateauBudgets = 3;
+
 /// Runs the reference's compressed runs and noise scales from the workload's current state
 /// (restored before each and after the last; its rate too), and judges every candidate raced: of
 /// three or more, where the fastest by samples_per_s is not the smallest, those larger than it

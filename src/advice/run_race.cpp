@@ -16,6 +16,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "advice/race_rank.h"
 #include "advice/run_race_internal.h"
 #include "advice/target.h"
 #include "batchwise/convergence.h"
@@ -39,7 +40,7 @@ using detail::Trained;
 // A measured noise scale below one sample (its trace estimate can come out at or below 0): every
 // batch is far above it.
 constexpr double kNoiseFloor = 1.0;
-using detail::kLeftTheStart;
+using detail::kLeftTheStart;  // the batch race's (race_rank.h): the same 2 %
 
 // A race whose longest compressed run is more than this many doublings short of the run runs its
 // contested candidates longer (run_longer): once, one doubling, within its budget of training. A
@@ -618,7 +619,8 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
       std::none_of(first.entries.begin() + 1, first.entries.end(), [](const RunRaceEntry& e) { return e.good; });
   if (!(first.reference_stuck || led_the_run) || batches.empty())
     return first.reference_stuck
-               ? detail::past_the_plateau(w, held_out, RunRaceOptions(o).budget_s(budget_s), std::move(first), trained)
+               ? detail::past_the_plateau(w, held_out, RunRaceOptions(o).budget_s(budget_s), std::move(first),
+                                          first_only_longest, trained)
                : detail::run_longer(w, held_out, RunRaceOptions(o).budget_s(budget_s), std::move(first), trained);
   // The reference never left the start, or led the run: smaller batches take more steps in the same
   // samples, which is what leaves a plateau (mobilenet with SGD: 64 stays at chance where 16 and 32
@@ -640,7 +642,8 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
   again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({}).budget_s(budget_s);
   RunRace second = race_once(w, held_out, again, trained, true, second_only_longest);
   const bool second_stuck = second.reference_stuck;  // before the rounds past the plateau
-  if (second_stuck) second = detail::past_the_plateau(w, held_out, again, std::move(second), trained);
+  if (second_stuck)
+    second = detail::past_the_plateau(w, held_out, again, std::move(second), second_only_longest, trained);
   const std::string why =
       first_only_longest ? fmt::format("left the start only in its longest compressed run ({:.3g} epochs)",
                                        first.lengths_epochs.back())

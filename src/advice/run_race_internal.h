@@ -26,10 +26,6 @@ struct Trained {
   std::optional<double> loss_before;  // the held-out loss at the initial weights
 };
 
-/// The reference's longest run must bring the held-out loss this far below the initial weights' (2 %
-/// lower, as the batch race's left_the_start) before its learning curve says anything.
-constexpr double kLeftTheStart = 0.98;
-
 /// The compressed runs' training seconds per unit of f (the share of the run in the shortest):
 /// the reference's three runs (f, 2f, 4f: 7f of its full run) and every other candidate's two longer
 /// ones (6f). `full_runs_s` in batch order, the reference first.
@@ -47,11 +43,11 @@ RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
 /// Runs the contested candidates of `race` longer, once (contested_batches): its notes say how.
 RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race, Trained& trained);
 
-/// `race`, whose reference did not leave the start in its middle compressed run, raced again with
-/// every compressed run twice as long until it has, where that fits the run and three more of o's
-/// budgets of wall time: its notes say how.
+/// `race`, whose reference did not leave the start in its middle compressed run (`only_longest`: it
+/// left it in its longest), raced again with every compressed run twice as long until it has, where
+/// that fits the run and kPlateauBudgets more of o's budgets of wall time: its notes say how.
 RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
-                         Trained& trained);
+                         bool only_longest, Trained& trained);
 
 /// A noise scale the measurement could not tell from infinite (|G|^2 not above its noise): every
 /// batch of the run is far below it.

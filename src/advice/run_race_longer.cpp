@@ -19,16 +19,6 @@ namespace batchwise::detail {
 
 namespace {
 
-// The rounds past the plateau take at most this many budgets of wall time, beyond the races before
-// them: what the batch race that answers where the run race cannot would train (on the plateau, up
-// to twice its budget) and its range tests and evaluations, which the rounds need little of (the
-// range tests ran; one evaluation a run). A round starts where its reference's run and its smallest
-// candidate's fit what is left, and races a larger candidate only where its runs fit too.
-// mobilenet_v3_small with AdamW, 2 epochs, reference 8 on the plateau in 0.256 epochs (a budget of
-// 56 s): two rounds, to 0.512 and 1.02 epochs, 153 s, where the batch race took 184 s and picked 8,
-// 1.9 points behind 16, which leads 8 at 1.02 epochs.
-constexpr double kPlateauBudgets = 3;
-
 // What one round of longer runs did: the last race (the reference and the candidates raced), the
 // candidates not run and why, and its wall time.
 struct Round {
@@ -200,10 +190,14 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
 // A candidate that did not train in the race (its range test failed) stays out, and a note names it.
 // A round that answers is not followed by run_longer's: that one is for races more than five
 // doublings short of the run, and a plateau's rounds leave the longest run at least a quarter of it.
+// The rounds take at most kPlateauBudgets of wall time: a round starts where its reference's run
+// and its smallest candidate's fit what is left, and races a larger candidate only where its runs
+// fit too. mobilenet_v3_small with AdamW, 2 epochs, reference 8 on the plateau in 0.256 epochs (a
+// budget of 56 s): two rounds, to 0.512 and 1.02 epochs, 153 s, where the batch race took 184 s and
+// picked 8, 1.9 points behind 16, which leads 8 at 1.02 epochs.
 RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
-                         Trained& trained) {
-  if (!race.reference_stuck || race.lengths_epochs.size() < 3 || race.entries.size() < 2 || race.runs.size() < 3 ||
-      !trained.loss_before)
+                         bool only_longest, Trained& trained) {
+  if (!race.reference_stuck || race.lengths_epochs.size() < 3 || race.entries.size() < 2 || race.runs.size() < 3)
     return race;
   std::vector<int64_t> batches, failed;
   std::vector<double> rates, full_runs_s;
@@ -215,10 +209,9 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
     batches.push_back(e.batch), rates.push_back(e.samples_per_s), full_runs_s.push_back(e.full_run_s);
   }
   if (batches.size() < 2) return race;
-  const bool left = race.runs.back().loss && *race.runs.back().loss <= kLeftTheStart * *trained.loss_before;
   const std::string why =
       fmt::format("batch {} (the reference) {} in its longest compressed run ({:.3g} epochs)", race.reference_batch,
-                  left ? "left the start only" : "did not leave the start", race.lengths_epochs.back());
+                  only_longest ? "left the start only" : "did not leave the start", race.lengths_epochs.back());
   Round round;
   const RunRace* last = &race;
   int rounds = 0;
