@@ -229,8 +229,14 @@ struct RunRace {
   /// its budget), for the candidates faster than its pick that it judged worse on gaps that shrank as
   /// the run doubled, more than five doublings short of the run (contested_batches; its notes say
   /// which and what it found); 0 where none was. The rounds past the plateau at the start
-  /// (RunRaceOptions::reserve) are not counted here: the notes say how many ran.
+  /// (RunRaceOptions::reserve) are not counted here: plateau_rounds does.
   int longer_rounds = 0;
+  /// How many times the race ran again with every compressed run twice as long because its reference
+  /// had not left the plateau at the start in its middle run (at most while a longest run twice as
+  /// long fits the run, within kPlateauBudgets more budgets); 0 where none ran. Where the last of them
+  /// gave no answer, the race is the one before them, and reference_stuck is the last one's: false
+  /// where its reference failed instead (its notes say how).
+  int plateau_rounds = 0;
   /// The candidates left out for being larger than the fastest by the sweep's samples/s and no
   /// faster, so none could be the pick (whether each would have been good is not known); in batch
   /// order. A reserve's race and a longer round leave others out of `entries` too (first_reference,
@@ -269,6 +275,7 @@ void fields(V& v, T& r) {
   v("wall_s", r.wall_s);
   v("first_reference", r.first_reference, When{r.first_reference.has_value()});
   v("longer_rounds", r.longer_rounds);
+  v("plateau_rounds", r.plateau_rounds);
   v("not_raced", r.not_raced);
   v("within_5_percent", r.within_5_percent);
 }

@@ -256,6 +256,8 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
                       fmt::format("{}, and gave no answer either (batch {}: {}){}", done, next.reference_batch,
                                   next.entries.front().message, stopped.empty() ? "" : "; " + stopped));
     race.wall_s += spent_s;
+    race.plateau_rounds = rounds;
+    race.reference_stuck = next.reference_stuck;  // false where its reference failed in a longer run
     return race;
   }
   next.notes.insert(next.notes.begin(),
@@ -269,6 +271,7 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
                                      failed.size() > 1 ? "they" : "it"));
   next.first_reference = race.first_reference;
   next.wall_s = race.wall_s + spent_s;
+  next.plateau_rounds = rounds;
   return next;
 }
 

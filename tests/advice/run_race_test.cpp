@@ -14,7 +14,9 @@
 #include <torch/optim/sgd.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
+#include <memory>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -51,11 +53,13 @@ Dataset regression(const at::Tensor& w_star, int64_t n) {
   return d;
 }
 
+at::Tensor squared_error(const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); }
+
 struct Problem {
   std::unique_ptr<ModuleWorkload> workload;
   Dataset held_out;
 
-  Problem() {
+  explicit Problem(LossFn loss = squared_error) {
     at::manual_seed(5);
     const at::Tensor w_star = at::randn({kDim});
     const Dataset train = regression(w_star, kSamples);
@@ -74,8 +78,7 @@ struct Problem {
     workload = std::make_unique<ModuleWorkload>(
         info, torch::nn::AnyModule(linear),
         std::make_unique<torch::optim::SGD>(linear->parameters(), torch::optim::SGDOptions(0.05)), train,
-        [](const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); },
-        c10::Device(c10::kCPU), 3);
+        std::move(loss), c10::Device(c10::kCPU), 3);
   }
 };
 
@@ -914,8 +917,76 @@ TEST(RunRace, AReferenceOffThePlateauOnlyInItsLongestRunRacesAgainTwiceAsLong) {
                                "epochs)"),
             std::string::npos)
       << race.notes[0];
-  for (const RunRaceEntry& e : race.entries)  // every batch raced was judged
+  double trained_s = 0;  // every run the answer reads, the ones trained in the race before included
+  for (const CompressedRun& run : race.runs) trained_s += run.train_s;
+  for (const RunRaceEntry& e : race.entries) {  // every batch raced was judged
     if (e.batch != race.reference_batch && e.message.empty()) EXPECT_TRUE(e.predicted_gap.has_value()) << e.batch;
+    if (e.shorter_run) trained_s += e.shorter_run->train_s;
+    if (e.run) trained_s += e.run->train_s;
+  }
+  EXPECT_GE(race.wall_s, trained_s);  // the rounds' wall time is the first race's and every round's
+  EXPECT_EQ(race.plateau_rounds, 1);
+}
+
+// Where the longest compressed run is the whole run, every gap is read at the run's end and carried
+// nowhere: a reference off the plateau only there is judged, not left without an answer (the
+// reserve's 32 on mobilenet_v3_small with SGD, 2 epochs: at chance after 1 epoch, 0.83 accuracy
+// after 2; the batch race had answered at a constant rate instead).
+TEST(RunRace, AReferenceOffThePlateauOnlyInTheWholeRunIsJudgedThere) {
+  Problem problem;
+  const RunRace race = race_runs(*problem.workload, problem.held_out,
+                                 RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 5e-5))
+                                     .epochs(0.32768)  // the 2-epoch race's first runs, the longest now the whole run
+                                     .lr_schedule(LrSchedule::Cosine)
+                                     .budget_s(1000));
+  const std::string notes = fmt::format("{}", fmt::join(race.notes, "; "));
+  ASSERT_EQ(race.lengths_epochs.size(), 3u);
+  EXPECT_NEAR(race.lengths_epochs[2], 0.32768, 1e-9);
+  EXPECT_FALSE(race.reference_stuck) << notes;
+  EXPECT_EQ(race.plateau_rounds, 0);
+  ASSERT_TRUE(race.best_batch.has_value()) << notes;
+  EXPECT_NE(notes.find("batch 32 (the reference) left the start only in its longest compressed run, your whole "
+                       "0.32768-epoch run (held-out loss"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("every gap is read at the run's end, not carried"), std::string::npos) << notes;
+  for (const RunRaceEntry& e : race.entries) {  // each gap is the one measured at the run's end
+    if (e.batch == race.reference_batch) continue;
+    ASSERT_TRUE(e.predicted_gap && e.run) << e.batch << ": " << e.message;
+    const double measured = std::max(0.0, *compressed_gap(race, e.run, 2)) / std::max(*race.runs[2].loss, 1e-12);
+    if (!e.gap_as) EXPECT_NEAR(*e.predicted_gap, measured, 1e-6 + 0.05 * measured) << e.batch;
+  }
+  EXPECT_NE(race.pick_reason.find("the whole run"), std::string::npos) << race.pick_reason;
+}
+
+// A round past the plateau whose reference fails (its loss stops being finite in the longer run)
+// gives no answer, and the race says so: it is not a reference still on the plateau, so the batch
+// race that follows one (tune) is not told it is. The loss fails after the reference's 1,408th step
+// at batch 32: the first race trains 896 (0.082, 0.164 and 0.328 epochs), the round's new 0.655-epoch
+// run 1,024 more.
+TEST(RunRace, ARoundPastThePlateauWhoseReferenceFailsSaysSo) {
+  const auto steps = std::make_shared<int64_t>(0);
+  Problem problem([steps](const at::Tensor& out, const at::Tensor& target) {
+    const at::Tensor loss = squared_error(out, target);
+    if (target.size(0) != 32 || !at::GradMode::is_enabled() || ++*steps <= 1408) return loss;
+    return loss * std::numeric_limits<double>::quiet_NaN();
+  });
+  const RunRace race = race_runs(*problem.workload, problem.held_out,
+                                 RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 1e-7))
+                                     .epochs(2)
+                                     .lr_schedule(LrSchedule::Cosine)
+                                     .budget_s(2));
+  const std::string notes = fmt::format("{}", fmt::join(race.notes, "; "));
+  EXPECT_FALSE(race.best_batch.has_value()) << notes;
+  EXPECT_FALSE(race.reference_stuck) << notes;
+  EXPECT_EQ(race.plateau_rounds, 1);
+  EXPECT_NE(notes.find("batch 32 (the reference) did not leave the start in its longest compressed run (0.328 "
+                       "epochs): the race ran again with every compressed run twice as long (0.164 to 0.655 epochs), "
+                       "and gave no answer either (batch 32: the training loss or its held-out loss stopped being "
+                       "finite in its 0.655-epoch run"),
+            std::string::npos)
+      << notes;
+  EXPECT_GT(race.wall_s, 0);
 }
 
 // Where the reference never leaves the start, the reserve's smaller batches join, the smallest the
