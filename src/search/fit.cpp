@@ -202,7 +202,7 @@ std::vector<std::string> plan_assumptions(const MemoryModel& m, const PlanSource
                      : context + fmt::format(", {} for cuBLAS/cuDNN workspaces and {:.0f} % for the allocator's "
                                              "rounding and fragmentation",
                                              format_bytes(a.workspace_bytes), a.overhead_fraction * 100));
-  out.push_back(
+  out.emplace_back(  // in place: GCC 12 warns (-Warray-bounds) of a moved temporary that cannot overflow
       "these allowances are defaults, not yet checked against a GPU: verify with `batchwise fit` on the "
       "device");
   return out;

@@ -485,11 +485,23 @@ PrecisionPoint measure_precision(Precision precision, const WorkloadOptions& opt
   const FitResult other_fit = fit(runner, f.budget_bytes(budget));
   SweepOptions one = o.sweep();
   const SweepResult other_sweep = sweep(runner, one.batch_sizes({own.batch}).budget_bytes(budget));
-  for (const std::string& w : other_sweep.warnings())  // its first sentence: the rest speaks of a sweep's batches
+  // Said of its one batch, from the sweep's figures (its warnings speak of a sweep over many batches).
+  const auto warn = [&](const std::string& what) {
     warnings.push_back(
         fmt::format("precision {} at batch {}: {}; its samples/s, and the verdict on them, rest on "
                     "that reading",
-                    to_string(precision), own.batch, w.substr(0, w.find(". "))));
+                    to_string(precision), own.batch, what));
+  };
+  const Trial* point = other_sweep.points.empty() ? nullptr : &other_sweep.points.front();
+  if (!other_sweep.shared_cpu_warning.empty() && point && point->cpu_wait_share)
+    warn(
+        fmt::format("the sweep shared the CPU: its threads waited for a core {:.0f} % of the time they were ready "
+                    "to run (Linux's run-queue delay), held by another process or by more of its own threads than "
+                    "there are cores",
+                    100 * *point->cpu_wait_share));
+  if (!other_sweep.noise_warning.empty())
+    warn(fmt::format("its repetitions disagreed (another process on the cores?), so it was measured once more, and {}",
+                     other_sweep.unsettled.empty() ? "most agree" : "they still disagree"));
   PrecisionPoint p;
   p.precision = precision;
   p.fit_batch = other_fit.batch;

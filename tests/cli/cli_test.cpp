@@ -893,8 +893,14 @@ TEST(Cli, ComparePrecisionWarnsWhereItsSweepSharedTheCpu) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto warnings = nlohmann::json::parse(slurp(json)).at("context").at("warnings");
   bool bf16 = false;
-  for (const auto& w : warnings)
-    bf16 = bf16 || w.get<std::string>().rfind("precision bf16 at batch 32: the sweep shared the CPU", 0) == 0;
+  for (const auto& w : warnings) {
+    const std::string text = w.get<std::string>();
+    if (text.rfind("precision bf16 at batch 32: the sweep shared the CPU", 0) != 0) continue;
+    bf16 = true;  // said of its one batch, from its figures: no knee, no candidates
+    EXPECT_NE(text.find("% of the time they were ready to run"), std::string::npos) << text;
+    EXPECT_EQ(text.find("knee"), std::string::npos) << text;
+    EXPECT_NE(text.find("; its samples/s, and the verdict on them, rest on that reading"), std::string::npos) << text;
+  }
   EXPECT_TRUE(bf16) << warnings.dump();
 }
 
