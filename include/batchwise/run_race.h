@@ -219,7 +219,9 @@ struct RunRace {
   std::vector<std::string> notes;
   double wall_s = 0;  ///< the whole race: range tests, training, noise scales, evaluations
   /// The reference's longest compressed run did not bring the held-out loss 2 % below the initial
-  /// weights', or only that run did (it has no learning curve yet to read the gaps by): no pick.
+  /// weights', or only that run did (it has no learning curve yet to read the gaps by) and it was
+  /// not the whole run (whose gaps need no curve: they are read at its end): no pick. Also where the
+  /// rounds past the plateau then failed (plateau_round_failed).
   bool reference_stuck = false;
   /// Where the reserve joined (RunRaceOptions::reserve): the reference of the first race, which did
   /// not leave the start, or which trained the whole run (its longest compressed run was the run)
@@ -233,10 +235,13 @@ struct RunRace {
   int longer_rounds = 0;
   /// How many times the race ran again with every compressed run twice as long because its reference
   /// had not left the plateau at the start in its middle run (at most while a longest run twice as
-  /// long fits the run, within kPlateauBudgets more budgets); 0 where none ran. Where the last of them
-  /// gave no answer, the race is the one before them, and reference_stuck is the last one's: false
-  /// where its reference failed instead (its notes say how).
+  /// long fits the run, then once with the longest run the whole run, within kPlateauBudgets more
+  /// budgets); 0 where none ran. Where none answered, the race is the one before them.
   int plateau_rounds = 0;
+  /// The last round past the plateau gave no answer because its reference failed (its loss stopped
+  /// being finite, or a step failed), not because it stayed on the plateau: reference_stuck stays
+  /// true (tune's batch race follows, as after a plateau), and the notes say how it failed.
+  bool plateau_round_failed = false;
   /// The candidates left out for being larger than the fastest by the sweep's samples/s and no
   /// faster, so none could be the pick (whether each would have been good is not known); in batch
   /// order. A reserve's race and a longer round leave others out of `entries` too (first_reference,
@@ -276,6 +281,7 @@ void fields(V& v, T& r) {
   v("first_reference", r.first_reference, When{r.first_reference.has_value()});
   v("longer_rounds", r.longer_rounds);
   v("plateau_rounds", r.plateau_rounds);
+  v("plateau_round_failed", r.plateau_round_failed);
   v("not_raced", r.not_raced);
   v("within_5_percent", r.within_5_percent);
 }

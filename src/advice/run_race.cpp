@@ -32,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 using detail::compressed_cost_s;
+using detail::kLongestShare;
 using detail::kNoiseUnbounded;
 using detail::kTrendNoise;
 using detail::race_once;
@@ -53,8 +54,6 @@ constexpr double kMostCarried = 5;
 // fewer get a note.
 constexpr int64_t kFewestSteps = 8;
 static_assert(kReferenceSteps == kFewestSteps * 8 / 2, "run_race.h: 8x the reference in its shorter run (2f)");
-// The longest compressed run is at most the whole run: the shortest at most a quarter of it.
-constexpr double kLongestShare = 0.25;
 
 int64_t steps_for(double epochs, int64_t dataset, int64_t batch) {
   // Within rounding of a whole number of steps, that number: a run planned as 48 steps is 48.
@@ -112,9 +111,11 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
       along.push_back(
           fmt::format("{} after {:.3g} epochs", noise_text(*race.runs[l].b_simple), race.lengths_epochs[l]));
   race.notes.push_back(fmt::format(
-      "the noise scale (critical batch) grew from {} at the start to {}; carried on, {} "
+      "the noise scale (critical batch) {} {} at the start{}; carried on, {} "
       "at the run's end",
-      noise_text(*race.noise_at_start), fmt::join(along, ", "),
+      along.empty() ? "was" : "grew from", noise_text(*race.noise_at_start),
+      along.empty() ? " (a round run longer measures none along its runs)"
+                    : fmt::format(" to {}", fmt::join(along, ", ")),
       noise_end > dataset && noise_end < kNoiseUnbounded ? fmt::format("past your dataset's {} samples", dataset)
                                                          : noise_text(noise_end)));
   race.notes.push_back(fmt::format(
@@ -140,18 +141,32 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
   // The longest compressed run the whole run: the gaps were measured at its end, not carried.
   const bool whole_run = race.lengths_epochs.back() >= race.epochs * (1 - 1e-9);
   if (pick->batch == race.reference_batch) {
+    const bool floored = std::any_of(race.entries.begin(), race.entries.end(),
+                                     [](const RunRaceEntry& e) { return e.gap_as.has_value(); });
     race.pick_reason = fmt::format(
         "batch {} finishes the {:g}-epoch run soonest ({:.0f} s at {:.0f} samples/s) of the batches without a worse "
-        "model: every faster batch {} further behind it than the held-out noise of {}",
+        "model: every faster batch {} further behind it than the held-out noise of {}{}",
         pick->batch, race.epochs, pick->full_run_s, pick->samples_per_s,
-        whole_run ? "ended the whole run" : "is predicted to end", amount(race.tolerance));
+        whole_run ? "ended the whole run" : "is predicted to end", amount(race.tolerance),
+        floored
+            ? ", or is taken to end as far behind as a smaller batch that is (a larger batch is not predicted nearer)"
+            : "");
     return;
   }
+  // Measured against the reference's run of the same length; where the reference's quality has no
+  // share to be read in (a loss at or below zero), the gap as judged.
+  const auto gap = [&](const std::optional<CompressedRun>& run, size_t l) {
+    return compressed_gap(race, run, l).value_or(*pick->predicted_gap);
+  };
   if (whole_run) {
+    const double behind = gap(pick->run, 2);
     race.pick_reason = fmt::format(
         "batch {} finishes the {:g}-epoch run soonest ({:.0f} s at {:.0f} samples/s) without a worse model: it ended "
-        "the whole run {} behind batch {}, within the held-out noise of {}",
-        pick->batch, race.epochs, pick->full_run_s, pick->samples_per_s, amount(*compressed_gap(race, pick->run, 2)),
+        "the whole run {} batch {}, within the held-out noise of {}",
+        pick->batch, race.epochs, pick->full_run_s, pick->samples_per_s,
+        behind > 0   ? amount(behind) + " behind"
+        : behind < 0 ? amount(-behind) + " ahead of"
+                     : "level with",
         race.reference_batch, amount(race.tolerance));
     return;
   }
@@ -160,9 +175,8 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
       "batch {}'s by {} after {:.3g} epochs and {} after {:.3g}, the gap carried on at x{:.2f} per doubling of the run "
       "ends {} behind, within the held-out noise of {}",
       pick->batch, race.epochs, pick->full_run_s, pick->samples_per_s, race.reference_batch,
-      amount(*compressed_gap(race, pick->shorter_run, 1)), race.lengths_epochs[1],
-      amount(*compressed_gap(race, pick->run, 2)), race.lengths_epochs[2], *pick->gap_trend,
-      amount(*pick->predicted_gap), amount(race.tolerance));
+      amount(gap(pick->shorter_run, 1)), race.lengths_epochs[1], amount(gap(pick->run, 2)), race.lengths_epochs[2],
+      *pick->gap_trend, amount(*pick->predicted_gap), amount(race.tolerance));
 }
 
 }  // namespace
@@ -363,7 +377,12 @@ double error_at(const std::vector<double>& samples, const std::vector<double>& e
 
 // Every candidate's gap behind the reference at the run's end, carried on from its two compressed
 // runs, and the share of samples that counts for it; the pick.
-void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held_out_size, bool accuracy) {
+// `loss_before`: the held-out loss at the initial weights. A candidate whose longest compressed run
+// did not leave the start (kLeftTheStart) is not judged good, however near the reference it ended:
+// within the noise of a reference that barely left it, a batch still at chance would be picked for
+// its speed (a race whose longest run is the whole run, its reference off the plateau only there).
+void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held_out_size, bool accuracy,
+           double loss_before) {
   const RunRaceEntry& ref = race.entries.front();
   std::vector<double> samples, errors;  // the samples each run actually trained
   for (const auto& run : race.runs) {
@@ -405,6 +424,7 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
   }
   const std::vector<std::optional<CarriedGap>> carried = carry_gaps(measured, noise_abs, doublings);
   const RunRaceEntry* pick = nullptr;
+  std::vector<int64_t> at_the_start;  // within the noise, but still on the plateau at the start
   for (size_t i = 0; i < race.entries.size(); ++i) {
     RunRaceEntry& e = race.entries[i];
     if (!e.message.empty()) continue;
@@ -422,8 +442,19 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
     e.share = share_for_gap(samples, errors, run_samples, gap, noise_abs);
     e.predicted_gap = gap / loss_at_end;
     e.good = *e.predicted_gap <= race.tolerance;
+    if (e.good && i > 0 && !(*e.run->loss <= kLeftTheStart * loss_before)) {
+      e.good = false;
+      at_the_start.push_back(e.batch);
+    }
     if (e.good && (!pick || e.full_run_s < pick->full_run_s)) pick = &e;
   }
+  if (!at_the_start.empty())
+    race.notes.push_back(fmt::format(
+        "{} {} within the held-out noise of batch {} but did not leave the start in {} longest compressed run ({:.3g} "
+        "epochs: held-out loss above {:.0f} % of the initial weights' {:.4g}), so {} not judged good",
+        at_the_start.size() > 1 ? "batches" : "batch", fmt::join(at_the_start, ", "), ref.batch,
+        at_the_start.size() > 1 ? "their" : "its", race.lengths_epochs.back(), 100 * kLeftTheStart, loss_before,
+        at_the_start.size() > 1 ? "they are" : "it is"));
   if (pick) {
     race.best_batch = pick->batch;
     race.within_5_percent = detail::within_5_percent(race.entries, *pick);
@@ -528,7 +559,7 @@ RunRace detail::race_once(ModuleWorkload& w, const Dataset& held_out, const RunR
         o.noise_at_start() ? std::max(kNoiseFloor, *o.noise_at_start()) : noise_scale(w, noise_batch, o.noise_steps());
     if (train_runs(w, initial.state(), held_out, race, o, noise_along ? std::optional(noise_batch) : std::nullopt,
                    trained, only_longest))
-      judge(race, o, dataset, held_out.size(), accuracy);
+      judge(race, o, dataset, held_out.size(), accuracy, *trained.loss_before);
   }
   w.restore_state(initial.state());
   if (!ref.message.empty())

@@ -49,6 +49,9 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
 RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
                          bool only_longest, Trained& trained);
 
+/// The longest compressed run is at most the whole run: the shortest at most a quarter of it.
+constexpr double kLongestShare = 0.25;
+
 /// A noise scale the measurement could not tell from infinite (|G|^2 not above its noise): every
 /// batch of the run is far below it.
 constexpr double kNoiseUnbounded = 1e12;

@@ -215,29 +215,37 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
   Round round;
   const RunRace* last = &race;
   int rounds = 0;
+  bool ended = false;  // the last round's longest run is the whole run, not twice the one before
   double spent_s = 0;
   std::string stopped;
   while (last->reference_stuck) {
-    const double f = 2 * last->lengths_epochs.front() / last->epochs;  // the next shortest run's share
-    if (4 * f > 1 + 1e-9) {
-      stopped = fmt::format("a longest compressed run twice as long ({:.3g} epochs) would pass your {:g}-epoch run",
-                            2 * last->lengths_epochs.back(), race.epochs);
-      break;
+    double f = 2 * last->lengths_epochs.front() / last->epochs;  // the next shortest run's share
+    double reference_adds = 4 * f;                               // of its full run: its new longest run
+    const bool to_the_end = 4 * f > 1 + 1e-9;
+    if (to_the_end) {  // twice as long would pass the run's end: the longest run is the whole run
+      if (last->lengths_epochs.back() >= last->epochs * (1 - 1e-9)) {
+        stopped = fmt::format("that run was your whole {:g}-epoch run: none longer fits", race.epochs);
+        break;
+      }
+      f = kLongestShare, reference_adds = 7 * f;  // none of its runs is one trained before, as a rule
     }
+    const std::string how =
+        to_the_end ? "its longest compressed run your whole run" : "every compressed run twice as long";
     // What the reference and the smallest candidate add (their longest runs, and the candidate's
     // shorter one): the least a round that judges trains; a larger candidate races only beside a good one.
-    const double cost_s = 4 * f * full_runs_s[0] + 6 * f * full_runs_s[1];
+    const double cost_s = reference_adds * full_runs_s[0] + 6 * f * full_runs_s[1];
     if (spent_s + cost_s > kPlateauBudgets * o.budget_s()) {
       stopped = fmt::format(
-          "racing again with every compressed run twice as long would train about {:.0f} s more, past {:g} times the "
-          "race's budget ({:.0f} s): a larger --advice-budget trains every compressed run longer",
-          cost_s, kPlateauBudgets, o.budget_s());
+          "racing again with {} would train about {:.0f} s more, past {:g} times the race's budget ({:.0f} s): a "
+          "larger --advice-budget trains every compressed run longer",
+          how, cost_s, kPlateauBudgets, o.budget_s());
       break;
     }
     round = smallest_first(w, held_out, o, batches, rates, full_runs_s, f, race.noise_at_start, trained,
                            kPlateauBudgets * o.budget_s() - spent_s);
     spent_s += round.wall_s;
     ++rounds;
+    ended = to_the_end;
     last = &round.race;
   }
   if (rounds == 0) {
@@ -247,9 +255,12 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
   RunRace& next = round.race;
   // No candidate raced beside a reference that did not train: what a round left out is said only of
   // one that judged.
+  const int doubled = rounds - (ended ? 1 : 0);
+  std::string how = doubled > 0 ? "every compressed run twice as long" : "";
+  if (doubled > 1) how += fmt::format(", {} times", doubled);
+  if (ended) how += (doubled > 0 ? ", then " : "") + std::string("its longest compressed run your whole run");
   const std::string done =
-      fmt::format("{}: the race ran again with every compressed run twice as long{} ({:.3g} to {:.3g} epochs){}", why,
-                  rounds > 1 ? fmt::format(", {} times", rounds) : "", next.lengths_epochs.front(),
+      fmt::format("{}: the race ran again with {} ({:.3g} to {:.3g} epochs){}", why, how, next.lengths_epochs.front(),
                   next.lengths_epochs.back(), next.best_batch ? left_out_text(round, false) : "");
   if (!next.best_batch) {  // still on the plateau in its middle run, or it failed
     race.notes.insert(race.notes.begin(),
@@ -257,7 +268,7 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
                                   next.entries.front().message, stopped.empty() ? "" : "; " + stopped));
     race.wall_s += spent_s;
     race.plateau_rounds = rounds;
-    race.reference_stuck = next.reference_stuck;  // false where its reference failed in a longer run
+    race.plateau_round_failed = !next.reference_stuck;  // its reference failed in a longer run
     return race;
   }
   next.notes.insert(next.notes.begin(),

@@ -377,7 +377,11 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
                                   .on_progress(o.on_run_race()));
   if (!report.run_race->best_batch)
     report.context.warnings.push_back(
-        report.run_race->reference_stuck
+        report.run_race->plateau_round_failed
+            ? "the run race recommends no batch: its reference's compressed runs did not leave the plateau at the "
+              "start, and then failed run longer (its notes say how); the batch race follows, to find the batch that "
+              "leaves the plateau first, and answers with low confidence: check it with --validate"
+        : report.run_race->reference_stuck
             ? "the run race recommends no batch: no reference's compressed runs left the plateau at the start (its "
               "notes say so); the batch race follows, to find the batch that leaves it first, and answers with low "
               "confidence: check it with --validate"
@@ -485,7 +489,8 @@ PrecisionPoint measure_precision(Precision precision, const WorkloadOptions& opt
   const FitResult other_fit = fit(runner, f.budget_bytes(budget));
   SweepOptions one = o.sweep();
   const SweepResult other_sweep = sweep(runner, one.batch_sizes({own.batch}).budget_bytes(budget));
-  // Said of its one batch, from the sweep's figures (its warnings speak of a sweep over many batches).
+  // Said of its one batch, from the sweep's figures (its warning speaks of a sweep over many batches).
+  // A one-batch sweep's noise warning cannot arise: it neither stops early nor has a knee to move.
   const auto warn = [&](const std::string& what) {
     warnings.push_back(
         fmt::format("precision {} at batch {}: {}; its samples/s, and the verdict on them, rest on "
@@ -499,9 +504,6 @@ PrecisionPoint measure_precision(Precision precision, const WorkloadOptions& opt
                     "to run (Linux's run-queue delay), held by another process or by more of its own threads than "
                     "there are cores",
                     100 * *point->cpu_wait_share));
-  if (!other_sweep.noise_warning.empty())
-    warn(fmt::format("its repetitions disagreed (another process on the cores?), so it was measured once more, and {}",
-                     other_sweep.unsettled.empty() ? "most agree" : "they still disagree"));
   PrecisionPoint p;
   p.precision = precision;
   p.fit_batch = other_fit.batch;
