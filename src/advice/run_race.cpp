@@ -36,12 +36,15 @@ using detail::kLongestShare;
 using detail::kNoiseUnbounded;
 using detail::kTrendNoise;
 using detail::race_once;
+using detail::runs_to_the_end;
 using detail::saves_enough;
 using detail::Trained;
 // A measured noise scale below one sample (its trace estimate can come out at or below 0): every
 // batch is far above it.
 constexpr double kNoiseFloor = 1.0;
 using detail::kLeftTheStart;  // the batch race's (race_rank.h): the same 2 %
+// Whether a held-out loss is kLeftTheStart below `loss_before`, the initial weights'.
+bool off_the_start(double loss, double loss_before) { return loss <= kLeftTheStart * loss_before; }
 
 // A race whose longest compressed run is more than this many doublings short of the run runs its
 // contested candidates longer (run_longer): once, one doubling, within its budget of training. A
@@ -138,8 +141,7 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
         accuracy ? "" : "about ", amount(off)));
   }
   if (!pick) return;
-  // The longest compressed run the whole run: the gaps were measured at its end, not carried.
-  const bool whole_run = race.lengths_epochs.back() >= race.epochs * (1 - 1e-9);
+  const bool whole_run = runs_to_the_end(race);  // the gaps were measured at its end, not carried
   if (pick->batch == race.reference_batch) {
     const bool floored = std::any_of(race.entries.begin(), race.entries.end(),
                                      [](const RunRaceEntry& e) { return e.gap_as.has_value(); });
@@ -305,7 +307,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
   // longest run: the other batches' gaps are read after the two longer runs, and with the reference
   // on the plateau after the shorter one they cannot say how the gaps close.
   const double longest = *race.runs.back().loss;
-  if (!(longest <= kLeftTheStart * loss_before)) {
+  if (!off_the_start(longest, loss_before)) {
     race.reference_stuck = true;
     ref.message = fmt::format(
         "its longest compressed run ({:.3g} epochs) did not leave the start: held-out loss {:.4g} against {:.4g} at "
@@ -317,15 +319,15 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
   // Where the longest run is the whole run, every gap is read at the run's end and carried nowhere:
   // a reference off the plateau only there is judged (mobilenet_v3_small with SGD, 2 epochs: the
   // reserve's 32 at chance after 1 epoch and 0.83 accuracy after 2, 64 and 128 at chance after 2).
-  const bool whole_run = race.lengths_epochs.back() >= o.epochs() * (1 - 1e-9);
   const size_t middle = race.runs.size() >= 3 ? race.runs.size() - 2 : 0;
-  if (middle > 0 && !(*race.runs[middle].loss <= kLeftTheStart * loss_before) && whole_run)
+  const bool only_in_longest = middle > 0 && !off_the_start(*race.runs[middle].loss, loss_before);
+  if (only_in_longest && runs_to_the_end(race))
     race.notes.push_back(fmt::format(
         "batch {} (the reference) left the start only in its longest compressed run, your whole {:g}-epoch run "
         "(held-out loss {:.4g} after {:.3g} epochs against {:.4g} at your initial weights): every gap is read at the "
         "run's end, not carried",
         ref.batch, o.epochs(), *race.runs[middle].loss, race.lengths_epochs[middle], loss_before));
-  else if (middle > 0 && !(*race.runs[middle].loss <= kLeftTheStart * loss_before)) {
+  else if (only_in_longest) {
     race.reference_stuck = only_longest = true;
     ref.message = fmt::format(
         "its compressed runs left the start only in the longest ({:.3g} epochs): held-out loss {:.4g} after {:.3g} "
@@ -442,7 +444,7 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
     e.share = share_for_gap(samples, errors, run_samples, gap, noise_abs);
     e.predicted_gap = gap / loss_at_end;
     e.good = *e.predicted_gap <= race.tolerance;
-    if (e.good && i > 0 && !(*e.run->loss <= kLeftTheStart * loss_before)) {
+    if (e.good && i > 0 && !off_the_start(*e.run->loss, loss_before)) {
       e.good = false;
       at_the_start.push_back(e.batch);
     }
@@ -666,8 +668,7 @@ RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRac
   // H200's transformer, 4 epochs: 2,048 led 4,096 to 65,536, and 256 ends 4.6 points above it).
   // Within a compressed run the smallest batch leads as a rule, which says nothing of the run's end.
   const bool led_the_run =
-      first.best_batch == first.reference_batch && !first.lengths_epochs.empty() &&
-      first.lengths_epochs.back() >= first.epochs * (1 - 1e-9) &&
+      first.best_batch == first.reference_batch && runs_to_the_end(first) &&
       std::none_of(first.entries.begin() + 1, first.entries.end(), [](const RunRaceEntry& e) { return e.good; });
   if (!(first.reference_stuck || led_the_run) || batches.empty())
     return first.reference_stuck

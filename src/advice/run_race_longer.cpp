@@ -223,7 +223,7 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
     double reference_adds = 4 * f;                               // of its full run: its new longest run
     const bool to_the_end = 4 * f > 1 + 1e-9;
     if (to_the_end) {  // twice as long would pass the run's end: the longest run is the whole run
-      if (last->lengths_epochs.back() >= last->epochs * (1 - 1e-9)) {
+      if (runs_to_the_end(*last)) {
         stopped = fmt::format("that run was your whole {:g}-epoch run: none longer fits", race.epochs);
         break;
       }
