@@ -40,6 +40,8 @@ def needed(samples, errors, error):
 def main():
     for path in sys.argv[1:]:
         race = json.load(open(path)).get("run_race")
+        if race:  # a longer round's own entries: the first round's verdicts it kept are at other lengths
+            race["entries"] = [e for e in race["entries"] if not e.get("earlier_round")]
         if not race or len(race.get("runs", [])) != 3:
             print(f"{path}: no run race with three reference runs")
             continue

@@ -39,6 +39,8 @@ def main():
         measured = {b: max(means.values()) - m for b, m in means.items()}
     for path in args.reports:
         race = json.load(open(path))["run_race"]
+        if race:  # a longer round's own entries: the first round's verdicts it kept are at other lengths
+            race["entries"] = [e for e in race["entries"] if not e.get("earlier_round")]
         if race["measure"] != "accuracy":
             print(f"{path}: judged on the loss; this model reads accuracy")
             continue

@@ -68,7 +68,7 @@ def compressed_gaps(race, middle="line"):
         bend = (refs[1] - refs[2]) - (refs[0] - refs[1])
         if 0 < bend <= BEND_NOISE * race["tolerance"] * (1 if accuracy else refs[2]):
             refs[1] = 0.5 * (refs[0] + refs[2])
-    entries = race["entries"]
+    entries = [e for e in race["entries"] if not e.get("earlier_round")]  # a longer round's own
     if len(entries) >= 3:  # without_slower_larger: none larger than the fastest and no faster races (the
         # budget falls by their share, so the others train the same runs)
         rates = [e["samples_per_s"] for e in entries]

@@ -23,6 +23,8 @@ print("|---|---|---|---|")
 for path in sorted(glob.glob(os.path.join(args.grids, "*.race.json"))):
     cell = os.path.basename(path)[: -len(".race.json")]
     race = json.load(open(path))["run_race"]
+    if race:  # a longer round's own entries: the first round's verdicts it kept are at other lengths
+        race["entries"] = [e for e in race["entries"] if not e.get("earlier_round")]
     if not race.get("runs") or race.get("best_batch") is None:
         print(f"| {cell} | the run race picked nothing | | |")
         continue

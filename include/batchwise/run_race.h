@@ -121,6 +121,11 @@ struct RunRaceEntry {
   std::optional<int64_t> gap_as;
   bool good = false;    ///< predicted_gap within the tolerance: no worse model than the reference's
   std::string message;  ///< why it failed; empty otherwise
+  /// Judged in the race's first round and not raced in the longer round that moved the answer
+  /// (RunRace::longer_rounds): its verdict, gap_trend and predicted_gap are the first round's, and its
+  /// runs half the race's lengths (lengths_epochs[0] and [1]), read against the first round's
+  /// reference runs of those lengths.
+  bool earlier_round = false;
 };
 
 /// The JSON fields of a RunRaceEntry, in JSON order (fields.h).
@@ -142,6 +147,7 @@ void fields(V& v, T& e) {
   v("gap_as", e.gap_as);
   v("good", e.good);
   v("message", e.message);
+  v("earlier_round", e.earlier_round);
 }
 
 /// A batch-size schedule the run race proposes: phases whose batch grows as the noise scale does,
@@ -244,8 +250,8 @@ struct RunRace {
   bool plateau_round_failed = false;
   /// The candidates left out for being larger than the fastest by the sweep's samples/s and no
   /// faster, so none could be the pick (whether each would have been good is not known); in batch
-  /// order. A reserve's race and a longer round leave others out of `entries` too (first_reference,
-  /// longer_rounds; the notes say which).
+  /// order. A reserve's race leaves others out of `entries` too (first_reference; its notes say
+  /// which); a longer round keeps the first round's verdicts (RunRaceEntry::earlier_round).
   std::vector<int64_t> not_raced;
   /// The candidates judged good whose full run by the sweep's samples/s is within 5 % of the pick's,
   /// the pick among them, in batch order: closer than the sweep orders them (it calls a batch 5 %
@@ -294,6 +300,10 @@ std::optional<double> compressed_gap(const RunRace& race, const std::optional<Co
 /// Where an entry's predicted gap is a smaller candidate's (RunRaceEntry::gap_as), the words that say
 /// so beside it in a table; empty otherwise.
 std::string gap_as_note(const RunRaceEntry& e);
+
+/// Where an entry's verdict is the first round's (RunRaceEntry::earlier_round), the words that say so
+/// beside it in a table; empty otherwise.
+std::string earlier_round_note(const RunRaceEntry& e);
 
 /// The middle of the reference's three errors (1 - accuracy, or the loss, after runs each twice as
 /// long as the one before) on the line through the other two, where the second gain exceeds the

@@ -124,6 +124,12 @@ std::string gap_as_note(const RunRaceEntry& e) {
   return fmt::format("as batch {}'s at the end: a larger batch is not predicted nearer", *e.gap_as);
 }
 
+std::string earlier_round_note(const RunRaceEntry& e) {
+  if (!e.earlier_round) return "";
+  return e.run ? fmt::format("the first round's, after {:.3g} epochs: not raced again", e.run->epochs)
+               : "the first round's: not raced again";
+}
+
 double share_for_gap(const std::vector<double>& samples, const std::vector<double>& errors, double run_samples,
                      double gap, double noise) {
   if (!(gap > 0)) return 1;

@@ -116,6 +116,26 @@ std::string predicted_gaps(const RunRace& race) {
                      race.measure == "accuracy" ? "accuracy points" : "% of the loss", fmt::join(gaps, ", "));
 }
 
+// The first round's verdicts on the candidates the longer round did not race (the first pick and
+// the others judged good there, the contested batches it left out or did not reach) join its
+// entries, marked as the first round's, so that every candidate judged keeps a row and the good ones
+// the range about as good as the pick (mlp SGD at 10 epochs: 128 good in the first round, 256 in
+// the longer one; the answer's "no worse" had read 64 and 256). The pick is the longer round's,
+// the fastest good batch of all: a first-round good one is slower than it (contested_batches).
+void keep_first_round_verdicts(const RunRace& first, RunRace& next) {
+  for (const RunRaceEntry& e : first.entries) {
+    const auto at = std::lower_bound(next.entries.begin(), next.entries.end(), e.batch,
+                                     [](const RunRaceEntry& n, int64_t batch) { return n.batch < batch; });
+    if (at != next.entries.end() && at->batch == e.batch) continue;
+    RunRaceEntry kept = e;
+    kept.earlier_round = true;
+    next.entries.insert(at, std::move(kept));
+  }
+  const auto pick = std::find_if(next.entries.begin(), next.entries.end(),
+                                 [&](const RunRaceEntry& e) { return e.batch == *next.best_batch; });
+  next.within_5_percent = within_5_percent(next.entries, *pick);
+}
+
 }  // namespace
 
 // Runs the contested candidates of `race` longer, once: beside its reference, with every compressed
@@ -159,6 +179,7 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
   if (next.best_batch && *next.best_batch != next.reference_batch) {  // a contested batch judged good
     next.notes.insert(next.notes.begin(), fmt::format("{}; batch {} is now judged no worse, and faster than batch {}",
                                                       done, *next.best_batch, *race.best_batch));
+    keep_first_round_verdicts(race, next);
     next.first_reference = race.first_reference;
     next.wall_s += race.wall_s;
     next.longer_rounds = 1;

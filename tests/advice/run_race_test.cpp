@@ -85,6 +85,15 @@ struct Problem {
 // The candidates both races of the closed-form problem take, and their samples/s where a step
 // costs 1 ms plus 10 us a sample.
 const std::vector<int64_t> kBatches{32, 64, 128, 256, 512, 1024};
+// The entries a race's last round judged: a longer round that moved the answer keeps the first
+// round's verdicts on the candidates it did not race beside its own, marked earlier_round.
+std::vector<RunRaceEntry> last_round(const RunRace& race) {
+  std::vector<RunRaceEntry> out;
+  for (const RunRaceEntry& e : race.entries)
+    if (!e.earlier_round) out.push_back(e);
+  return out;
+}
+
 std::vector<double> step_rates(const std::vector<int64_t>& batches) {
   std::vector<double> rates;
   for (int64_t b : batches) rates.push_back(static_cast<double>(b) / (1e-3 + 1e-5 * static_cast<double>(b)));
@@ -190,13 +199,29 @@ TEST(RunRace, AContestedBatchRunLongerMovesTheAnswerToIt) {
   EXPECT_TRUE(at::equal(before, problem.workload->module().parameters()[0]));
   ASSERT_TRUE(race.best_batch.has_value()) << fmt::format("{}", fmt::join(race.notes, "; "));
   EXPECT_EQ(race.longer_rounds, 1);
-  ASSERT_EQ(race.entries.size(), 2u);  // the reference and the contested batch only
-  EXPECT_EQ(race.entries[0].batch, 32);
-  EXPECT_EQ(race.entries[1].batch, 1024);
+  const std::vector<RunRaceEntry> longer = last_round(race);
+  ASSERT_EQ(longer.size(), 2u);  // the reference and the contested batch only
+  EXPECT_EQ(longer[0].batch, 32);
+  EXPECT_EQ(longer[1].batch, 1024);
   EXPECT_EQ(*race.best_batch, 1024);
   double lowest = 1e300;
-  for (const RunRaceEntry& e : race.entries) lowest = std::min(lowest, expected_loss(e.lr, e.batch, epochs));
-  EXPECT_LE(expected_loss(race.entries[1].lr, 1024, epochs), 1.02 * lowest) << "the closed form's answer";
+  for (const RunRaceEntry& e : longer) lowest = std::min(lowest, expected_loss(e.lr, e.batch, epochs));
+  EXPECT_LE(expected_loss(longer[1].lr, 1024, epochs), 1.02 * lowest) << "the closed form's answer";
+  // The first round's verdicts on the batches the longer round did not race stay, marked, with runs
+  // half the race's lengths: 512 (the first round's pick) good, so the answer's range runs to it.
+  ASSERT_EQ(race.entries.size(), kBatches.size());
+  for (size_t i = 0; i < kBatches.size(); ++i) {
+    EXPECT_EQ(race.entries[i].batch, kBatches[i]);
+    EXPECT_EQ(race.entries[i].earlier_round, kBatches[i] != 32 && kBatches[i] != 1024) << kBatches[i];
+  }
+  const RunRaceEntry& first_pick = race.entries[kBatches.size() - 2];
+  EXPECT_TRUE(first_pick.good);
+  ASSERT_TRUE(first_pick.run.has_value());
+  EXPECT_NEAR(first_pick.run->epochs, race.lengths_epochs[1], 1e-9);
+  const std::optional<Recommendation> answer = recommend(race);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_NE(answer->reason.find("no worse a model either: batches 32, "), std::string::npos) << answer->reason;
+  EXPECT_NE(answer->reason.find("512, 1024"), std::string::npos) << answer->reason;
   ASSERT_EQ(race.lengths_epochs.size(), 3u);
   EXPECT_NEAR(race.lengths_epochs[2], 0.98304, 1e-9);
   EXPECT_GT(std::log2(epochs / (race.lengths_epochs[2] / 2)), 5);  // the first race's was over five doublings short
@@ -249,15 +274,17 @@ TEST(RunRace, ContestedBatchesRaceLongerSmallestFirstUpToTheFirstStillWorse) {
   const RunRace both = race_for(24, trained);
   ASSERT_TRUE(both.best_batch.has_value()) << fmt::format("{}", fmt::join(both.notes, "; "));
   EXPECT_EQ(both.longer_rounds, 1);
-  ASSERT_EQ(both.entries.size(), 3u);
-  EXPECT_EQ(both.entries[1].batch, 2048);
-  EXPECT_TRUE(both.entries[1].good);
-  EXPECT_EQ(both.entries[2].batch, 4096);
-  EXPECT_FALSE(both.entries[2].good);
+  const std::vector<RunRaceEntry> longer = last_round(both);
+  ASSERT_EQ(longer.size(), 3u);
+  EXPECT_EQ(longer[1].batch, 2048);
+  EXPECT_TRUE(longer[1].good);
+  EXPECT_EQ(longer[2].batch, 4096);
+  EXPECT_FALSE(longer[2].good);
   EXPECT_EQ(*both.best_batch, 2048);
-  const double at_2048 = expected_loss(both.entries[1].lr, 2048, 24);
-  EXPECT_LE(at_2048, 1.02 * expected_loss(both.entries[0].lr, 32, 24)) << "the closed form";
-  EXPECT_GT(expected_loss(both.entries[2].lr, 4096, 24), 1.5 * at_2048) << "the closed form";
+  EXPECT_EQ(both.entries.size(), batches.size());
+  const double at_2048 = expected_loss(longer[1].lr, 2048, 24);
+  EXPECT_LE(at_2048, 1.02 * expected_loss(longer[0].lr, 32, 24)) << "the closed form";
+  EXPECT_GT(expected_loss(longer[2].lr, 4096, 24), 1.5 * at_2048) << "the closed form";
   EXPECT_NE(both.notes[0].find("batches 2048, 4096, faster than batch 1024, were judged worse"), std::string::npos)
       << both.notes[0];
 
@@ -265,9 +292,14 @@ TEST(RunRace, ContestedBatchesRaceLongerSmallestFirstUpToTheFirstStillWorse) {
   const RunRace stops = race_for(16, trained);
   ASSERT_TRUE(stops.best_batch.has_value()) << fmt::format("{}", fmt::join(stops.notes, "; "));
   EXPECT_EQ(*stops.best_batch, 1024);  // the closed form's fastest without loss is 2,048: one step
-  ASSERT_EQ(stops.entries.size(), 3u);
-  EXPECT_TRUE(stops.entries[1].good);
-  EXPECT_FALSE(stops.entries[2].good);
+  const std::vector<RunRaceEntry> stopped = last_round(stops);
+  ASSERT_EQ(stopped.size(), 3u);
+  EXPECT_TRUE(stopped[1].good);
+  EXPECT_FALSE(stopped[2].good);
+  // 4,096, not run in the longer round, keeps its first-round verdict: worse.
+  ASSERT_EQ(stops.entries.size(), batches.size());
+  EXPECT_TRUE(stops.entries.back().earlier_round);
+  EXPECT_FALSE(stops.entries.back().good);
   EXPECT_NE(stops.notes[0].find("batches 1024, 2048, 4096, faster than batch 512, were judged worse"),
             std::string::npos)
       << stops.notes[0];
@@ -294,7 +326,7 @@ TEST(RunRace, AContestedBatchSavingUnderFivePercentDoesNotRaceLonger) {
   const RunRace skips = race_for(rates, trained);
   ASSERT_TRUE(skips.best_batch.has_value()) << fmt::format("{}", fmt::join(skips.notes, "; "));
   EXPECT_EQ(skips.longer_rounds, 1);
-  ASSERT_EQ(skips.entries.size(), 2u);
+  ASSERT_EQ(last_round(skips).size(), 2u);
   EXPECT_EQ(*skips.best_batch, 2048);
   EXPECT_NE(skips.notes[0].find("batches 2048, 4096, faster than batch 1024, were judged worse"), std::string::npos)
       << skips.notes[0];
@@ -330,10 +362,11 @@ TEST(RunRace, AContestedBatchSavingUnderFivePercentDoesNotRaceLonger) {
   ASSERT_TRUE(past.best_batch.has_value()) << fmt::format("{}", fmt::join(past.notes, "; "));
   EXPECT_EQ(past.longer_rounds, 1);
   EXPECT_EQ(*past.best_batch, 1024);
-  ASSERT_EQ(past.entries.size(), 3u) << past.notes[0];
-  EXPECT_EQ(past.entries[1].batch, 1024);
-  EXPECT_EQ(past.entries[2].batch, 4096);
-  EXPECT_FALSE(past.entries[2].good);
+  const std::vector<RunRaceEntry> raced = last_round(past);
+  ASSERT_EQ(raced.size(), 3u) << past.notes[0];
+  EXPECT_EQ(raced[1].batch, 1024);
+  EXPECT_EQ(raced[2].batch, 4096);
+  EXPECT_FALSE(raced[2].good);
   EXPECT_NE(past.notes[0].find("2048 not run (its run 2.9 % shorter than 1024's, judged good)"), std::string::npos)
       << past.notes[0];
   for (const std::string& m : trained)

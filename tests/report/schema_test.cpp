@@ -83,7 +83,12 @@ Report full_report() {
   RunRaceEntry larger = behind;
   larger.batch = 256;
   larger.gap_as = 128;
-  race.entries = {entry, behind, larger};
+  RunRaceEntry first_round = behind;  // a longer round's race keeps the first round's verdict on it
+  first_round.batch = 512;
+  first_round.gap_as.reset();
+  first_round.run = CompressedRun{0.2, 20, 0, 0.5, 0.4, 0.8, std::nullopt};
+  first_round.earlier_round = true;
+  race.entries = {entry, behind, larger, first_round};
   race.best_batch = 64;
   race.batch_at_start = 64;
   race.batch_at_end = 256;
@@ -137,6 +142,15 @@ TEST(Report, JsonReadsBackToTheSameJson) {
   EXPECT_FALSE(back.run_race->entries.at(1).gap_as);
   EXPECT_NE(to_table(back).find("worse (as batch 128's at the end: a larger batch is not predicted nearer)"),
             std::string::npos);
+  // A first round's verdict is kept as one, its gaps (at half the race's lengths) not in its columns.
+  EXPECT_TRUE(back.run_race->entries.at(3).earlier_round);
+  EXPECT_FALSE(back.run_race->entries.at(2).earlier_round);
+  const std::string table = to_table(back);
+  const size_t row = table.find("     512  ");
+  ASSERT_NE(row, std::string::npos) << table;
+  const std::string line = table.substr(row, table.find('\n', row) - row);
+  EXPECT_NE(line.find("worse (the first round's, after 0.2 epochs: not raced again)"), std::string::npos) << line;
+  EXPECT_NE(line.find("         -           -  "), std::string::npos) << line;
   // The memory model's breaks have always been written with their keys in alphabetical order.
   const auto breaks = nlohmann::ordered_json::parse(full).at("fit").at("memory_model").at("breaks").at(0);
   std::vector<std::string> keys;
