@@ -25,11 +25,24 @@ inline std::string slurp(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+inline fs::path scratch_dir() { return fs::temp_directory_path() / ("batchwise-cli-" + std::to_string(::getpid())); }
+
 inline fs::path scratch() {
-  const fs::path dir = fs::temp_directory_path() / ("batchwise-cli-" + std::to_string(::getpid()));
+  const fs::path dir = scratch_dir();
   fs::create_directories(dir);
   return dir;
 }
+
+// The scratch folder goes with the test process, unless a test failed: its files say what the
+// binary wrote (ctest runs each test in a process of its own, and /tmp had kept one folder each).
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ignored;
+    if (::testing::UnitTest::GetInstance()->Passed()) fs::remove_all(scratch_dir(), ignored);
+  }
+};
+inline ::testing::Environment* const kScratchCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
 
 // `env`: what goes before the binary in its shell command: more VAR=value assignments for its
 // environment ("CUDA_VISIBLE_DEVICES=1"), or a wrapper that runs what follows it ("taskset -c 0 env").
