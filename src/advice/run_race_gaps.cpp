@@ -121,7 +121,8 @@ std::vector<std::optional<CarriedGap>> carry_gaps(const std::vector<std::optiona
 
 std::string gap_as_note(const RunRaceEntry& e) {
   if (!e.gap_as) return "";
-  return fmt::format("as batch {}'s at the end: a larger batch is not predicted nearer", *e.gap_as);
+  return fmt::format("as batch {}'s at the end{}: a larger batch is not predicted nearer", *e.gap_as,
+                     e.earlier_round ? " in the first round" : "");
 }
 
 std::string earlier_round_note(const RunRaceEntry& e) {
