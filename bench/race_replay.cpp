@@ -62,8 +62,8 @@ int main(int argc, char** argv) try {
     for (const auto& n : race.notes) fmt::print("note: {}\n", n);
     fmt::print("lengths {::.3g} epochs at batch {}\n", race.lengths_epochs, race.reference_batch);
     for (const RunRaceEntry& e : race.entries)
-      fmt::print("batch {:>5}: good {}, predicted gap {}, {}\n", e.batch, e.good,
-                 e.predicted_gap ? fmt::format("{:.4f}", *e.predicted_gap) : "-",
+      fmt::print("batch {:>5}{}: good {}, predicted gap {}, {}\n", e.batch, e.earlier_round ? " (first round)" : "",
+                 e.good, e.predicted_gap ? fmt::format("{:.4f}", *e.predicted_gap) : "-",
                  e.run && e.run->accuracy
                      ? fmt::format("accuracy {:.3f} after {:.3g} epochs", *e.run->accuracy, e.run->epochs)
                      : e.message);

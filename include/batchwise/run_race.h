@@ -211,9 +211,10 @@ struct RunRace {
   /// The fastest full run among the good candidates; none when the reference did not train.
   std::optional<int64_t> best_batch;
   std::string pick_reason;
-  /// The batch judged (good or not) whose samples buy the most progress per second at the run's start
-  /// and at its end (the noise scale there, each candidate's samples/s and measured share); a
-  /// batch-size schedule is weighed only where the second is at least twice the first.
+  /// The batch judged (good or not; a longer round's own, not the entries kept from the first round)
+  /// whose samples buy the most progress per second at the run's start and at its end (the noise
+  /// scale there, each candidate's samples/s and measured share); a batch-size schedule is weighed
+  /// only where the second is at least twice the first.
   std::optional<int64_t> batch_at_start, batch_at_end;
   /// The fastest schedule of two or three growing phases at judged batches, good or not (each at
   /// least twice the one before and from where it buys at least the progress per second of the one

@@ -122,15 +122,27 @@ std::string predicted_gaps(const RunRace& race) {
 // the range about as good as the pick (mlp SGD at 10 epochs: 128 good in the first round, 256 in
 // the longer one; the answer's "no worse" had read 64 and 256). The pick is the longer round's,
 // the fastest good batch of all: a first-round good one is slower than it (contested_batches).
+// A kept batch judged worse within the first round's noise did not leave the start there (judge):
+// the first round's note said so, and the race's notes now are the longer round's, so one says it.
 void keep_first_round_verdicts(const RunRace& first, RunRace& next) {
+  std::vector<int64_t> at_the_start;
   for (const RunRaceEntry& e : first.entries) {
     const auto at = std::lower_bound(next.entries.begin(), next.entries.end(), e.batch,
                                      [](const RunRaceEntry& n, int64_t batch) { return n.batch < batch; });
     if (at != next.entries.end() && at->batch == e.batch) continue;
+    if (!e.good && e.message.empty() && e.predicted_gap && *e.predicted_gap <= first.tolerance)
+      at_the_start.push_back(e.batch);
     RunRaceEntry kept = e;
     kept.earlier_round = true;
     next.entries.insert(at, std::move(kept));
   }
+  if (!at_the_start.empty())
+    next.notes.push_back(fmt::format(
+        "in the first round, {} {} within the held-out noise of batch {} but did not leave the start in {} longest "
+        "compressed run ({:.3g} epochs), so {} not judged good",
+        at_the_start.size() > 1 ? "batches" : "batch", fmt::join(at_the_start, ", "), first.reference_batch,
+        at_the_start.size() > 1 ? "their" : "its", first.lengths_epochs.back(),
+        at_the_start.size() > 1 ? "they are" : "it is"));
   const auto pick = std::find_if(next.entries.begin(), next.entries.end(),
                                  [&](const RunRaceEntry& e) { return e.batch == *next.best_batch; });
   next.within_5_percent = within_5_percent(next.entries, *pick);

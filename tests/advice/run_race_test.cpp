@@ -327,6 +327,7 @@ TEST(RunRace, AContestedBatchSavingUnderFivePercentDoesNotRaceLonger) {
   ASSERT_TRUE(skips.best_batch.has_value()) << fmt::format("{}", fmt::join(skips.notes, "; "));
   EXPECT_EQ(skips.longer_rounds, 1);
   ASSERT_EQ(last_round(skips).size(), 2u);
+  EXPECT_EQ(skips.entries.size(), batches.size());
   EXPECT_EQ(*skips.best_batch, 2048);
   EXPECT_NE(skips.notes[0].find("batches 2048, 4096, faster than batch 1024, were judged worse"), std::string::npos)
       << skips.notes[0];
@@ -369,6 +370,10 @@ TEST(RunRace, AContestedBatchSavingUnderFivePercentDoesNotRaceLonger) {
   EXPECT_FALSE(raced[2].good);
   EXPECT_NE(past.notes[0].find("2048 not run (its run 2.9 % shorter than 1024's, judged good)"), std::string::npos)
       << past.notes[0];
+  ASSERT_EQ(past.entries.size(), batches.size());  // 2,048 keeps the first round's verdict, marked
+  EXPECT_EQ(past.entries[at_1024 + 1].batch, 2048);
+  EXPECT_TRUE(past.entries[at_1024 + 1].earlier_round);
+  EXPECT_FALSE(past.entries[at_1024 + 1].good);
   for (const std::string& m : trained)
     EXPECT_FALSE(m.find("batch 2048") != std::string::npos && m.find("0.983") != std::string::npos) << m;
 }

@@ -1,6 +1,7 @@
 // report_from_json (schema.cpp) reads every field to_json writes back, lenient about missing fields and
 // strict about types, with a DataError naming the report and the field.
 #include "batchwise/error.h"
+#include "batchwise/html.h"
 #include "batchwise/report.h"
 
 #include <gtest/gtest.h>
@@ -154,6 +155,11 @@ TEST(Report, JsonReadsBackToTheSameJson) {
             std::string::npos)
       << line;
   EXPECT_NE(line.find("         -           -  "), std::string::npos) << line;
+  const std::string page = to_html(full);
+  EXPECT_NE(page.find("<td class=\"n\">512</td><td class=\"n\">5000</td><td class=\"n\">0</td><td "
+                      "class=\"n\">0</td><td class=\"n\">-</td><td class=\"n\">-</td>"),
+            std::string::npos);
+  EXPECT_NE(page.find("first round&#39;s, after 0.2 epochs: not raced again"), std::string::npos);
   // The memory model's breaks have always been written with their keys in alphabetical order.
   const auto breaks = nlohmann::ordered_json::parse(full).at("fit").at("memory_model").at("breaks").at(0);
   std::vector<std::string> keys;
