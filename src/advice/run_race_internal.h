@@ -84,6 +84,12 @@ inline bool saves_enough(double run_s, double than_s) { return run_s < (1 - kLea
 /// them, in batch order.
 std::vector<int64_t> within_5_percent(const std::vector<RunRaceEntry>& entries, const RunRaceEntry& pick);
 
+/// Where a longer round moved the answer (`next`, its best batch one of its own entries): the first
+/// race's verdicts on the candidates `next` did not race join its entries in batch order, marked
+/// earlier_round, and within_5_percent is read over them all; a note names those kept within the
+/// first round's noise but still at the start there (judged not good for that).
+void keep_first_round_verdicts(const RunRace& first, RunRace& next);
+
 /// Weighs batch-size schedules against the pick (race.entries judged): where the batch whose samples
 /// buy the most progress per second grows 2x or more over the run, the fastest schedule of two or
 /// three phases at judged batches (good or not), each batch at least twice the last and from where it

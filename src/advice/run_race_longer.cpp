@@ -116,6 +116,8 @@ std::string predicted_gaps(const RunRace& race) {
                      race.measure == "accuracy" ? "accuracy points" : "% of the loss", fmt::join(gaps, ", "));
 }
 
+}  // namespace
+
 // The first round's verdicts on the candidates the longer round did not race (the first pick and
 // the others judged good there, the contested batches it left out or did not reach) join its
 // entries, marked as the first round's, so that every candidate judged keeps a row and the good ones
@@ -147,8 +149,6 @@ void keep_first_round_verdicts(const RunRace& first, RunRace& next) {
                                  [&](const RunRaceEntry& e) { return e.batch == *next.best_batch; });
   next.within_5_percent = within_5_percent(next.entries, *pick);
 }
-
-}  // namespace
 
 // Runs the contested candidates of `race` longer, once: beside its reference, with every compressed
 // run twice as long (the shorter ones trained already), where that trains at most the race's budget.

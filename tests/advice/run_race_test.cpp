@@ -242,6 +242,49 @@ TEST(RunRace, AContestedBatchRunLongerMovesTheAnswerToIt) {
   EXPECT_TRUE(race.entries[1].good);
 }
 
+// A longer round that moved the answer keeps the first round's verdicts on the candidates it did not
+// race, in batch order and marked; the answer's range reads them, and a kept batch within the first
+// round's noise that was not judged good (it had not left the start there) gets a note saying so.
+TEST(RunRace, ALongerRoundKeepsTheFirstRoundsVerdictsInBatchOrder) {
+  const auto entry = [](int64_t batch, double run_s, double gap, bool good) {
+    RunRaceEntry e;
+    e.batch = batch;
+    e.full_run_s = run_s;
+    e.predicted_gap = gap;
+    e.good = good;
+    return e;
+  };
+  RunRace first;
+  first.reference_batch = 32;
+  first.tolerance = 0.007;
+  first.lengths_epochs = {0.1, 0.2, 0.4};
+  first.entries = {entry(32, 100, 0, true), entry(64, 60, 0.002, false), entry(128, 40, 0.004, true),
+                   entry(256, 30, 0.03, false), entry(512, 20, 0.05, false)};
+  first.best_batch = 128;
+  RunRace next = first;
+  next.lengths_epochs = {0.2, 0.4, 0.8};
+  next.entries = {entry(32, 100, 0, true), entry(512, 20, 0.005, true)};
+  next.best_batch = 512;
+  next.notes = {"the longer round's note"};
+  detail::keep_first_round_verdicts(first, next);
+  ASSERT_EQ(next.entries.size(), 5u);
+  const std::vector<int64_t> order{32, 64, 128, 256, 512};
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(next.entries[i].batch, order[i]);
+    EXPECT_EQ(next.entries[i].earlier_round, i > 0 && i < 4) << order[i];
+  }
+  EXPECT_TRUE(next.entries[2].good);
+  EXPECT_FALSE(next.entries[3].good);
+  EXPECT_EQ(next.within_5_percent, std::vector<int64_t>{512});
+  ASSERT_EQ(next.notes.size(), 2u);
+  EXPECT_EQ(next.notes[1],
+            "in the first round, batch 64 within the held-out noise of batch 32 but did not leave the start in its "
+            "longest compressed run (0.4 epochs), so it is not judged good");
+  const std::optional<Recommendation> answer = recommend(next);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_NE(answer->reason.find("no worse a model either: batches 32, 128, 512"), std::string::npos) << answer->reason;
+}
+
 // The closed-form problem raced over `batches` at `rates` for a cosine run of `epochs` (budget 6 s),
 // each compressed run's progress line kept in `trained`.
 RunRace race_logged(const std::vector<int64_t>& batches, const std::vector<double>& rates, double epochs,
