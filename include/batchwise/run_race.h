@@ -295,7 +295,8 @@ void fields(V& v, T& r) {
 
 /// How far behind the reference's compressed run of the same length (race.runs[l]; the middle one
 /// as race.middle_on_line reads it, where set) a candidate's `run` ended: accuracy points, or a share
-/// of the loss (race.measure); none where either has no quality.
+/// of the loss (race.measure); none where either has no quality, or where `run` is not of that
+/// length (an entry kept from a race's first round: RunRaceEntry::earlier_round).
 std::optional<double> compressed_gap(const RunRace& race, const std::optional<CompressedRun>& run, size_t l);
 
 /// Where an entry's predicted gap is a smaller candidate's (RunRaceEntry::gap_as), the words that say

@@ -64,6 +64,7 @@ double measured_share(const std::vector<double>& samples, const std::vector<doub
 std::optional<double> compressed_gap(const RunRace& race, const std::optional<CompressedRun>& run, size_t l) {
   if (!run || l >= race.runs.size()) return std::nullopt;
   const CompressedRun& ref = race.runs[l];
+  if (std::abs(run->epochs - ref.epochs) > 1e-9 * ref.epochs) return std::nullopt;
   const bool on_line = l == 1 && race.middle_on_line;  // the middle run as the gaps read it
   if (race.measure == "accuracy") {
     if (!run->accuracy || !ref.accuracy) return std::nullopt;

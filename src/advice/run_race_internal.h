@@ -86,8 +86,9 @@ std::vector<int64_t> within_5_percent(const std::vector<RunRaceEntry>& entries, 
 
 /// Where a longer round moved the answer (`next`, its best batch one of its own entries): the first
 /// race's verdicts on the candidates `next` did not race join its entries in batch order, marked
-/// earlier_round, and within_5_percent is read over them all; a note names those kept within the
-/// first round's noise but still at the start there (judged not good for that).
+/// earlier_round (none can join within_5_percent: each good one is over 5 % slower than the pick); a
+/// note names those kept within the first round's noise but still at the start there (judged not
+/// good for that).
 void keep_first_round_verdicts(const RunRace& first, RunRace& next);
 
 /// Weighs batch-size schedules against the pick (race.entries judged): where the batch whose samples

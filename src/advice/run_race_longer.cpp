@@ -123,7 +123,8 @@ std::string predicted_gaps(const RunRace& race) {
 // entries, marked as the first round's, so that every candidate judged keeps a row and the good ones
 // the range about as good as the pick (mlp SGD at 10 epochs: 128 good in the first round, 256 in
 // the longer one; the answer's "no worse" had read 64 and 256). The pick is the longer round's,
-// the fastest good batch of all: a first-round good one is slower than it (contested_batches).
+// the fastest good batch of all, and its within_5_percent stands: a contested batch's run is 5 %
+// shorter than the first pick's (contested_batches), and no first-round good one is shorter.
 // A kept batch judged worse within the first round's noise did not leave the start there (judge):
 // the first round's note said so, and the race's notes now are the longer round's, so one says it.
 void keep_first_round_verdicts(const RunRace& first, RunRace& next) {
@@ -145,9 +146,6 @@ void keep_first_round_verdicts(const RunRace& first, RunRace& next) {
         at_the_start.size() > 1 ? "batches" : "batch", fmt::join(at_the_start, ", "), first.reference_batch,
         at_the_start.size() > 1 ? "their" : "its", first.lengths_epochs.back(),
         at_the_start.size() > 1 ? "they are" : "it is"));
-  const auto pick = std::find_if(next.entries.begin(), next.entries.end(),
-                                 [&](const RunRaceEntry& e) { return e.batch == *next.best_batch; });
-  next.within_5_percent = within_5_percent(next.entries, *pick);
 }
 
 // Runs the contested candidates of `race` longer, once: beside its reference, with every compressed

@@ -215,10 +215,6 @@ std::string run_race_section(const Report& r) {
   };
   std::string rows;
   for (const RunRaceEntry& e : race.entries) {
-    // A first round's runs are half these lengths: its gaps there are not this race's columns.
-    const auto gap_at = [&](const std::optional<CompressedRun>& run, size_t l) {
-      return e.earlier_round ? std::string("-") : amount(compressed_gap(race, run, l));
-    };
     std::string note = !e.message.empty() ? esc(e.message)
                        : race.best_batch == e.batch
                            ? "soonest without a worse model" + (e.gap_as ? "; " + esc(gap_as_note(e)) : std::string())
@@ -228,8 +224,9 @@ std::string run_race_section(const Report& r) {
         "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.0f}</td><td class=\"n\">{:.4g}</td>"
         "<td class=\"n\">{:.0f}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td>{}</td></tr>\n",
-        e.good ? "ok" : "bad", e.batch, e.samples_per_s, e.lr.lr, e.full_run_s, gap_at(e.shorter_run, 1),
-        gap_at(e.run, 2), e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-", amount(e.predicted_gap), note);
+        e.good ? "ok" : "bad", e.batch, e.samples_per_s, e.lr.lr, e.full_run_s,
+        amount(compressed_gap(race, e.shorter_run, 1)), amount(compressed_gap(race, e.run, 2)),
+        e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-", amount(e.predicted_gap), note);
   }
   std::string notes = list_items(race.notes);
   if (!race.pick_reason.empty()) notes += list_items({race.pick_reason});

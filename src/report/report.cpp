@@ -275,13 +275,10 @@ void run_race_table(Lines& line, const RunRace& race) {
     if (e.cap_factor < 1) note += fmt::format(" (rate capped: {:.0f} % of the rule's)", 100 * e.cap_factor);
     if (e.gap_as) note += fmt::format(" ({})", gap_as_note(e));
     if (e.earlier_round) note += fmt::format(" ({})", earlier_round_note(e));
-    // A first round's runs are half these lengths: its gaps there are not this race's columns.
-    const auto gap_at = [&](const std::optional<CompressedRun>& run, size_t l) {
-      return e.earlier_round ? std::string("-") : amount(compressed_gap(race, run, l));
-    };
     line(fmt::format("{:>8}  {:>10.0f}  {:>9.4g}  {:>10.0f}  {:>10}  {:>10}  {:>9}  {:>9}  {}", e.batch,
-                     e.samples_per_s, e.lr.lr, e.full_run_s, gap_at(e.shorter_run, 1), gap_at(e.run, 2),
-                     e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-", amount(e.predicted_gap), note));
+                     e.samples_per_s, e.lr.lr, e.full_run_s, amount(compressed_gap(race, e.shorter_run, 1)),
+                     amount(compressed_gap(race, e.run, 2)), e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-",
+                     amount(e.predicted_gap), note));
   }
   line(fmt::format("  within {} is within the held-out noise", amount(race.tolerance)));
   for (const auto& note : race.notes) line("  " + note);

@@ -265,6 +265,7 @@ TEST(RunRace, ALongerRoundKeepsTheFirstRoundsVerdictsInBatchOrder) {
   next.lengths_epochs = {0.2, 0.4, 0.8};
   next.entries = {entry(32, 100, 0, true), entry(512, 20, 0.005, true)};
   next.best_batch = 512;
+  next.within_5_percent = {512};  // as the longer round judged it
   next.notes = {"the longer round's note"};
   detail::keep_first_round_verdicts(first, next);
   ASSERT_EQ(next.entries.size(), 5u);

@@ -77,8 +77,12 @@ Report full_report() {
   entry.samples_per_s = 5000;
   entry.predicted_gap = 0;
   entry.good = true;
+  race.runs = {CompressedRun{0.1, 10, 0, 0.2, 0.6, 0.78, 500.0}, CompressedRun{0.2, 20, 0, 0.4, 0.5, 0.82, 900.0},
+               CompressedRun{0.4, 40, 0, 0.8, 0.45, 0.85, std::nullopt}};
   RunRaceEntry behind = entry;  // judged worse, and a larger batch whose own carried gap was smaller
   behind.batch = 128;
+  behind.shorter_run = CompressedRun{0.2, 10, 0, 0.2, 0.6, 0.79, std::nullopt};
+  behind.run = CompressedRun{0.4, 20, 0, 0.4, 0.5, 0.83, std::nullopt};
   behind.predicted_gap = 0.012;
   behind.good = false;
   RunRaceEntry larger = behind;
@@ -87,7 +91,8 @@ Report full_report() {
   RunRaceEntry first_round = behind;  // a longer round's race keeps the first round's verdict on it
   first_round.batch = 512;
   first_round.gap_as = 128;
-  first_round.run = CompressedRun{0.2, 20, 0, 0.5, 0.4, 0.8, std::nullopt};
+  first_round.shorter_run = CompressedRun{0.1, 5, 0, 0.25, 0.7, 0.7, std::nullopt};
+  first_round.run = CompressedRun{0.2, 10, 0, 0.5, 0.4, 0.8, std::nullopt};
   first_round.earlier_round = true;
   race.entries = {entry, behind, larger, first_round};
   race.best_batch = 64;
@@ -155,6 +160,11 @@ TEST(Report, JsonReadsBackToTheSameJson) {
             std::string::npos)
       << line;
   EXPECT_NE(line.find("         -           -  "), std::string::npos) << line;
+  // A row raced at the race's lengths shows its gaps there: 128 behind 64 by 3 and 2 points.
+  const size_t raced = table.find("     128  ", table.find("run race ("));
+  ASSERT_NE(raced, std::string::npos) << table;
+  EXPECT_NE(table.substr(raced, table.find('\n', raced) - raced).find("   3.00 pt     2.00 pt"), std::string::npos)
+      << table;
   const std::string page = to_html(full);
   EXPECT_NE(page.find("<td class=\"n\">512</td><td class=\"n\">5000</td><td class=\"n\">0</td><td "
                       "class=\"n\">0</td><td class=\"n\">-</td><td class=\"n\">-</td>"),
