@@ -64,7 +64,9 @@ double measured_share(const std::vector<double>& samples, const std::vector<doub
 std::optional<double> compressed_gap(const RunRace& race, const std::optional<CompressedRun>& run, size_t l) {
   if (!run || l >= race.runs.size()) return std::nullopt;
   const CompressedRun& ref = race.runs[l];
-  if (std::abs(run->epochs - ref.epochs) > 1e-9 * ref.epochs) return std::nullopt;
+  // Not of that length: a race's lengths double, and a run reused from an earlier round keeps the
+  // length it was trained for (the same steps), so a quarter apart is another length.
+  if (std::abs(run->epochs - ref.epochs) > 0.25 * ref.epochs) return std::nullopt;
   const bool on_line = l == 1 && race.middle_on_line;  // the middle run as the gaps read it
   if (race.measure == "accuracy") {
     if (!run->accuracy || !ref.accuracy) return std::nullopt;
