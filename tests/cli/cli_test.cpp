@@ -1006,8 +1006,10 @@ TEST(Cli, RunsAreStoredAndTuneReusesAMatchingFit) {
                      "not a usable batchwise history");
 }
 
-// Before its fit, tune states what the last tune of the same kind here took, from the history; a
-// tune of another kind (no race) does not borrow its figure.
+// Before its fit, tune states what the last tune of the same kind here took, from the history: one
+// that ran the same phases. Whether a tune races depends on its sweep (fewer than 2 candidates race
+// nothing), so which earlier run each tune may borrow from is read from the runs' own reports; a
+// tune of another kind (no race) does not borrow a raced tune's figure.
 TEST(Cli, TuneStatesWhatTheLastSuchTuneTookBeforeItStarts) {
   const fs::path db = scratch() / "last-tune.sqlite";
   fs::remove(db);
@@ -1015,18 +1017,41 @@ TEST(Cli, TuneStatesWhatTheLastSuchTuneTookBeforeItStarts) {
       "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max "
       "64 --warmup 1 --steps 2 --repetitions 1 --threads 1 --history " +
       db.string();
-  const Outcome first = batchwise(workload);
+  std::vector<bool> raced;  // run i + 1's
+  const auto run = [&](const std::string& extra) {
+    const fs::path json = scratch() / fmt::format("last-tune-{}.json", raced.size() + 1);
+    Outcome r = batchwise(workload + extra + " --json " + json.string());
+    if (r.code == 0) {
+      const auto j = nlohmann::json::parse(slurp(json));
+      raced.push_back(j.contains("race") || j.contains("run_race"));
+    }
+    return r;
+  };
+  // What `r` states: the newest earlier run that raced as `races` did, or nothing.
+  const auto expect_borrowed = [&](const Outcome& r, bool races) {
+    int from = 0;
+    for (int i = static_cast<int>(raced.size()) - 1; i >= 1 && from == 0; --i)
+      if (raced[i - 1] == races) from = i;
+    if (from == 0) {
+      EXPECT_EQ(r.err.find("as the last such tune here took"), std::string::npos) << r.err;
+      return;
+    }
+    const size_t at = r.err.find("expected: about ");
+    ASSERT_NE(at, std::string::npos) << r.err;
+    EXPECT_LT(at, r.err.find("] fit: ")) << r.err;  // before the fit
+    EXPECT_NE(r.err.find(fmt::format("s in all, as the last such tune here took (run {}, ", from)), std::string::npos)
+        << r.err;
+  };
+  const Outcome first = run("");
   ASSERT_EQ(first.code, 0) << first.err;
   EXPECT_EQ(first.err.find("as the last such tune here took"), std::string::npos) << first.err;
-  const Outcome second = batchwise(workload);
+  const Outcome second = run("");
   ASSERT_EQ(second.code, 0) << second.err;
-  const size_t at = second.err.find("expected: about ");
-  ASSERT_NE(at, std::string::npos) << second.err;
-  EXPECT_LT(at, second.err.find("[1/4] fit: ")) << second.err;  // before the fit
-  EXPECT_NE(second.err.find("s in all, as the last such tune here took (run 1, "), std::string::npos) << second.err;
-  const Outcome other = batchwise(workload + " --no-race");
+  expect_borrowed(second, raced[1]);
+  const Outcome other = run(" --no-race");
   ASSERT_EQ(other.code, 0) << other.err;
-  EXPECT_EQ(other.err.find("as the last such tune here took"), std::string::npos) << other.err;
+  ASSERT_FALSE(raced[2]);
+  expect_borrowed(other, false);
 }
 
 // --trace: a Chrome trace of one step at the recommended batch, with the step's operators in it.

@@ -136,10 +136,11 @@ class Tune : public Command {
                              {v_.epochs != 0, "--epochs"}});
   }
 
-  // Before the fit: what the last tune of the same kind here took (same workload and device, the same
-  // race, validation and precision comparison asked for), when the history holds one; tune states
-  // its own figure once the fit has timed the steps. Nothing with --advice-budget, which sets the
-  // race's time anew.
+  // Before the fit: what the last tune of the same kind here took (same workload and device; the same
+  // race, validation and precision comparison asked for, where a tune asking for a race that its sweep
+  // left fewer than 2 candidates for counts as one without: that is the time it took), when the
+  // history holds one; tune states its own figure once the fit has timed the steps. Nothing with
+  // --advice-budget, which sets the race's time anew.
   void state_the_last(Session& s) {
     if (race_budget_s_ > 0) return;
     for (const HistoryEntry& e : s.history().find_runs("tune", to_json(s.report))) {
