@@ -64,6 +64,10 @@ struct RunRaceOptions {
   TORCH_ARG(std::vector<double>, reserve_samples_per_s);
   /// Called before each compressed run: the batch, which run of how many.
   TORCH_ARG(std::function<void(const std::string&)>, on_progress);
+  /// Seconds on a monotonic clock, read for the race's wall time (which the rounds past the plateau
+  /// spend against their three budgets) and the runs' training times; unset: std::chrono::steady_clock.
+  /// Tests inject one, so that no decision rests on this machine's speed.
+  TORCH_ARG(std::function<double()>, clock);
 };
 
 /// One compressed run of the reference batch, and the noise scale at its end.

@@ -55,6 +55,13 @@ Dataset regression(const at::Tensor& w_star, int64_t n) {
 
 at::Tensor squared_error(const at::Tensor& out, const at::Tensor& target) { return (out - target).pow(2).mean(); }
 
+// A clock that moves a microsecond a reading (RunRaceOptions::clock): the race's wall time, and so
+// whether a round past the plateau fits its three budgets, is the same however busy the machine is.
+std::function<double()> ticking_clock() {
+  auto now = std::make_shared<double>(0);
+  return [now] { return *now += 1e-6; };
+}
+
 struct Problem {
   std::unique_ptr<ModuleWorkload> workload;
   Dataset held_out;
@@ -920,7 +927,8 @@ TEST(RunRace, AReferenceThatNeverLeftTheStartPredictsNothing) {
                                  RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 1e-7))
                                      .epochs(2)
                                      .lr_schedule(LrSchedule::Cosine)
-                                     .budget_s(2));
+                                     .budget_s(2)
+                                     .clock(ticking_clock()));
   EXPECT_FALSE(race.best_batch.has_value());
   const std::string notes = fmt::format("{}", fmt::join(race.notes, "; "));
   EXPECT_NE(notes.find("batch 32 (the reference) did not train: its longest compressed run"), std::string::npos)
@@ -952,7 +960,8 @@ TEST(RunRace, AReferenceThatLeftTheStartOnlyInItsLongestRunRacesOnToTheRunsEnd) 
   const RunRaceOptions o = RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 5e-5))
                                .epochs(0.5)  // the same compressed runs as 2 epochs'
                                .lr_schedule(LrSchedule::Cosine)
-                               .budget_s(2);
+                               .budget_s(2)
+                               .clock(ticking_clock());
   const RunRace race = race_runs(*problem.workload, problem.held_out,
                                  RunRaceOptions(o).on_progress([&](const std::string& m) { ++trained[m]; }));
   const std::string notes = fmt::format("{}", fmt::join(race.notes, "; "));
@@ -994,6 +1003,7 @@ TEST(RunRace, AReferenceOffThePlateauOnlyInItsLongestRunRacesAgainTwiceAsLong) {
                                .epochs(2)
                                .lr_schedule(LrSchedule::Cosine)
                                .budget_s(2)
+                               .clock(ticking_clock())
                                .on_progress([&](const std::string& m) { ++trained[m]; });
   const RunRace race = race_runs(*problem.workload, problem.held_out, o);
   for (const auto& [run, times] : trained) EXPECT_EQ(times, 1) << run << ": trained again in a later round";
@@ -1103,7 +1113,8 @@ TEST(RunRace, ARoundPastThePlateauWhoseReferenceFailsSaysSo) {
                                  RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 1e-7))
                                      .epochs(2)
                                      .lr_schedule(LrSchedule::Cosine)
-                                     .budget_s(2));
+                                     .budget_s(2)
+                                     .clock(ticking_clock()));
   const std::string notes = fmt::format("{}", fmt::join(race.notes, "; "));
   EXPECT_FALSE(race.best_batch.has_value()) << notes;
   EXPECT_TRUE(race.reference_stuck) << notes;  // tune's batch race follows, as after a plateau
@@ -1128,6 +1139,7 @@ TEST(RunRace, AReserveJoinsWhenTheReferenceNeverLeftTheStart) {
                                .epochs(2)
                                .lr_schedule(LrSchedule::Cosine)
                                .budget_s(2)
+                               .clock(ticking_clock())
                                .reserve({8, 16})
                                .reserve_samples_per_s({8000, 14000});
   const RunRace race = race_runs(*problem.workload, problem.held_out, o);

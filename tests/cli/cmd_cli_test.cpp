@@ -1,5 +1,8 @@
 // `batchwise fit|sweep|tune --cmd -- ...`: a user's own training command, run once per trial.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -159,18 +162,28 @@ TEST(Cmd, StepLinesSamplesSetTheThroughput) {
 }
 
 // Ctrl-C to batchwise: the running command (in its own process group, out of the terminal's
-// reach) is killed too, not left training.
+// reach) is killed too, not left training. The interrupt comes once the command has written its
+// pid, however long a loaded machine takes to start batchwise and python3 (up to a minute).
 TEST(Cmd, InterruptingBatchwiseStopsTheRunningCommand) {
   const fs::path pidfile = scratch() / "child.pid";
   fs::remove(pidfile);
-  const std::string cmd = "timeout -s INT 3 " + std::string(BATCHWISE_TEST_BINARY) +
+  const std::string cmd = "exec " + std::string(BATCHWISE_TEST_BINARY) +
                           " sweep --cmd --batch-sizes 4 --repetitions 1 -q -- python3 " + kCmdDir +
                           "/pid_then_hang.py " + pidfile.string() + " >/dev/null 2>&1";
-  (void)std::system(cmd.c_str());
+  const pid_t batchwise_pid = fork();
+  ASSERT_GE(batchwise_pid, 0);
+  if (batchwise_pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 600 && !fs::exists(pidfile); ++i) ::usleep(100000);
+  kill(batchwise_pid, SIGINT);
+  int status = 0;
+  waitpid(batchwise_pid, &status, 0);
   ASSERT_TRUE(fs::exists(pidfile)) << "the command never started";
   const std::string pid = slurp(pidfile);
   bool gone = false;
-  for (int i = 0; i < 100 && !gone; ++i) {
+  for (int i = 0; i < 500 && !gone; ++i) {
     gone = !fs::exists("/proc/" + pid) || slurp("/proc/" + pid + "/stat").find(") Z ") != std::string::npos;
     if (!gone) ::usleep(20000);
   }
