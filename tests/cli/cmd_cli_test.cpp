@@ -176,10 +176,26 @@ TEST(Cmd, InterruptingBatchwiseStopsTheRunningCommand) {
     execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  for (int i = 0; i < 600 && !fs::exists(pidfile); ++i) ::usleep(100000);
-  kill(batchwise_pid, SIGINT);
   int status = 0;
-  waitpid(batchwise_pid, &status, 0);
+  bool exited = false;  // before the interrupt: it failed to start the command
+  for (int i = 0; i < 600 && !fs::exists(pidfile) && !exited; ++i) {
+    exited = waitpid(batchwise_pid, &status, WNOHANG) == batchwise_pid;
+    if (!exited) ::usleep(100000);
+  }
+  ASSERT_FALSE(exited) << "batchwise exited before its command wrote its pid";
+  kill(batchwise_pid, SIGINT);
+  // batchwise stops its command and ends by the interrupt (it raises it again on itself); one
+  // that does not within 30 s is killed, and fails here.
+  for (int i = 0; i < 300 && !exited; ++i) {
+    exited = waitpid(batchwise_pid, &status, WNOHANG) == batchwise_pid;
+    if (!exited) ::usleep(100000);
+  }
+  if (!exited) {
+    kill(batchwise_pid, SIGKILL);
+    waitpid(batchwise_pid, &status, 0);
+  }
+  EXPECT_TRUE(exited) << "batchwise still ran 30 s after the interrupt";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << "status " << status;
   ASSERT_TRUE(fs::exists(pidfile)) << "the command never started";
   const std::string pid = slurp(pidfile);
   bool gone = false;

@@ -236,7 +236,7 @@ TEST(RunCommand, SigkillFromNobodyWeKnowIsAnError) {
 }
 
 // The timeout leaves python3 time to start and print its step line on a loaded machine; past it,
-// SIGTERM, a second's grace, then SIGKILL.
+// SIGTERM, a second's grace, then SIGKILL, and up to 3 s more for a loaded machine to reap it.
 TEST(RunCommand, HungChildTimesOutEvenIgnoringSigterm) {
   const auto start = std::chrono::steady_clock::now();
   const CommandResult r = run_command(options("hang.py", {"--ignore-term"}).timeout_s(5.0));

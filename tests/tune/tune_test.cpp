@@ -4,7 +4,10 @@
 #include <vector>
 
 #include "batchwise/fit.h"
+#include "batchwise/race.h"
+#include "batchwise/run_race.h"
 #include "batchwise/sweep.h"
+#include "batchwise/trial.h"
 #include "batchwise/tune.h"
 #include "support/workloads.h"
 #include "tune/race_entries.h"
@@ -71,6 +74,67 @@ TEST(Tune, TheReserveRacesFromTheFirstRungAfterARunRaceStuckOnThePlateau) {
   EXPECT_TRUE(held.early.empty());
   // No race without two candidates, and nothing to join: the rule adds no entries then.
   EXPECT_EQ(detail::race_entries({points.back()}, true).candidates, (std::vector<int64_t>{128}));
+}
+
+// The real trials (training, memory), each step timed at 1,000 samples/s whatever the batch: the
+// sweep's rates, which choose the race's candidates, are injected, so that tune's races run here
+// however busy the machine is (the CLI tests of the same wiring read the machine's rates, and are
+// skipped where a loaded machine's leave one candidate). Below what mlp trains at here, so that the
+// races' steps, planned from these rates, take less than the budgets say.
+class InjectedRates final : public TrialRunner {
+ public:
+  explicit InjectedRates(Workload& w) : real_(w) {}
+  WorkloadInfo info() const override { return real_.info(); }
+  Trial run(const TrialOptions& o) override {
+    Trial t = real_.run(o);
+    if (t.outcome != Outcome::Ok) return t;
+    t.step_times_s.assign(t.step_times_s.size(), static_cast<double>(o.batch()) / 1000);
+    summarize_steps(t);
+    return t;
+  }
+  int64_t held_bytes() override { return real_.held_bytes(); }
+  int64_t default_budget_bytes() override { return real_.default_budget_bytes(); }
+  int64_t device_total_bytes() override { return real_.device_total_bytes(); }
+
+ private:
+  WorkloadRunner real_;
+};
+
+TuneOptions raced_tune() {
+  return TuneOptions()
+      .fit(FitOptions().budget_bytes(64 << 20).max(16))
+      .sweep(SweepOptions().batch_sizes({8, 16}).warmup(1).steps(2).repetitions(1))
+      .doctor(false)
+      .noise(false)
+      .loader_search(false)
+      .race_budget_s(2);
+}
+
+// Two candidates at the same rate both race: the batch race without --epochs, the run race with
+// them, and the answer is the race's where it names one.
+TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
+  auto w = small();
+  InjectedRates runner(*w);
+  const Report batch = tune(TuneSubject(runner, w.get()), raced_tune());
+  ASSERT_TRUE(batch.sweep.has_value());
+  EXPECT_EQ(race_candidates(batch.sweep->points), (std::vector<int64_t>{8, 16}));
+  ASSERT_TRUE(batch.race.has_value());
+  EXPECT_FALSE(batch.run_race.has_value());
+  std::vector<int64_t> raced;
+  for (const auto& e : batch.race->entries) raced.push_back(e.batch);
+  EXPECT_EQ(raced, (std::vector<int64_t>{8, 16}));
+  ASSERT_TRUE(batch.recommendation.has_value());
+  if (batch.race->best_batch) EXPECT_EQ(batch.recommendation->batch, *batch.race->best_batch);
+
+  const Report run = tune(TuneSubject(runner, w.get()), raced_tune().epochs(0.5).lr_schedule(LrSchedule::Cosine));
+  ASSERT_TRUE(run.run_race.has_value());
+  raced.clear();
+  for (const auto& e : run.run_race->entries) raced.push_back(e.batch);
+  EXPECT_EQ(raced, (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(run.run_race->epochs, 0.5);
+  ASSERT_TRUE(run.recommendation.has_value());
+  if (run.run_race->best_batch) EXPECT_EQ(run.recommendation->batch, *run.run_race->best_batch);
+  for (const std::string& w : run.context.warnings) EXPECT_EQ(w.find("--epochs was not used"), std::string::npos) << w;
 }
 
 }  // namespace
