@@ -1,4 +1,5 @@
 // tune() in the library: a fit followed by a sweep and the recommendation.
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -113,6 +114,10 @@ TuneOptions raced_tune() {
 // Two candidates at the same rate both race: the batch race without --epochs, the run race with
 // them, and the answer is the race's where it names one.
 TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
+  // One thread: two, on cores shared with another test, wait at every barrier (docs/reliability.md,
+  // "The suite on busy cores"), and the races' steps are planned from the injected rate.
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
   auto w = small();
   InjectedRates runner(*w);
   const Report batch = tune(TuneSubject(runner, w.get()), raced_tune());
@@ -135,6 +140,7 @@ TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
   ASSERT_TRUE(run.recommendation.has_value());
   if (run.run_race->best_batch) EXPECT_EQ(run.recommendation->batch, *run.run_race->best_batch);
   for (const std::string& w : run.context.warnings) EXPECT_EQ(w.find("--epochs was not used"), std::string::npos) << w;
+  at::set_num_threads(threads);
 }
 
 }  // namespace
