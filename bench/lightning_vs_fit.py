@@ -123,19 +123,24 @@ def lightning_side(args):
         def train_dataloader(self):
             return torch.utils.data.DataLoader(dataset, batch_size=self.batch_size, shuffle=True)
 
+    # The finder saves a checkpoint (.scale_batch_size_*.ckpt) in the trainer's root and removes it
+    # only when it ends well: a crash left one in the directory the script ran from.
+    root = tempfile.TemporaryDirectory(prefix="batchwise-lightning-")
+
     def trainer(**limits):
         return L.Trainer(accelerator="gpu" if args.device.startswith("cuda") else "cpu", devices=1, max_epochs=1,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, **limits)
+                         enable_model_summary=False, default_root_dir=root.name, **limits)
 
-    module = Module()
-    # One warm-up step (not an epoch at batch 2): what the process holds after it is not counted.
-    trainer(max_steps=1).fit(module, train_dataloaders=torch.utils.data.DataLoader(dataset, batch_size=2))
-    tried.clear()
-    apply_budget(args, torch.device(args.device))
-    start = time.perf_counter()
-    found = Tuner(trainer()).scale_batch_size(module, mode=args.mode, init_val=2, max_trials=25,
-                                              steps_per_trial=STEPS_PER_TRIAL)
+    with root:
+        module = Module()
+        # One warm-up step (not an epoch at batch 2): what the process holds after it is not counted.
+        trainer(max_steps=1).fit(module, train_dataloaders=torch.utils.data.DataLoader(dataset, batch_size=2))
+        tried.clear()
+        apply_budget(args, torch.device(args.device))
+        start = time.perf_counter()
+        found = Tuner(trainer()).scale_batch_size(module, mode=args.mode, init_val=2, max_trials=25,
+                                                  steps_per_trial=STEPS_PER_TRIAL)
     return {"batch": found, "trials": len(tried), "wall_s": time.perf_counter() - start, "tried": tried}
 
 
