@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -177,19 +178,21 @@ TEST(Cmd, InterruptingBatchwiseStopsTheRunningCommand) {
     _exit(127);
   }
   int status = 0;
-  bool exited = false;  // before the interrupt: it failed to start the command
-  for (int i = 0; i < 600 && !fs::exists(pidfile) && !exited; ++i) {
-    exited = waitpid(batchwise_pid, &status, WNOHANG) == batchwise_pid;
-    if (!exited) ::usleep(100000);
-  }
-  ASSERT_FALSE(exited) << "batchwise exited before its command wrote its pid";
+  // Whether batchwise exited within `seconds`, looking every tenth of a second; false at once where
+  // `until` holds first.
+  const auto exits_within = [&](int seconds, const std::function<bool()>& until) {
+    for (int i = 0; i < 10 * seconds && !until(); ++i) {
+      if (waitpid(batchwise_pid, &status, WNOHANG) == batchwise_pid) return true;
+      ::usleep(100000);
+    }
+    return false;
+  };
+  ASSERT_FALSE(exits_within(60, [&] { return fs::exists(pidfile); }))
+      << "batchwise exited before its command wrote its pid";
   kill(batchwise_pid, SIGINT);
   // batchwise stops its command and ends by the interrupt (it raises it again on itself); one
   // that does not within 30 s is killed, and fails here.
-  for (int i = 0; i < 300 && !exited; ++i) {
-    exited = waitpid(batchwise_pid, &status, WNOHANG) == batchwise_pid;
-    if (!exited) ::usleep(100000);
-  }
+  const bool exited = exits_within(30, [] { return false; });
   if (!exited) {
     kill(batchwise_pid, SIGKILL);
     waitpid(batchwise_pid, &status, 0);

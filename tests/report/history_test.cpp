@@ -18,26 +18,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// This process's scratch folders: one per test, named by the process and the test.
-std::string scratch_prefix() { return "batchwise-history-" + std::to_string(::getpid()) + "-"; }
+// This process's scratch folder; each test's database in a folder of its own, named by the test.
+fs::path scratch_dir() { return fs::temp_directory_path() / ("batchwise-history-" + std::to_string(::getpid())); }
 
 fs::path scratch_db() {
-  const fs::path dir =
-      fs::temp_directory_path() / (scratch_prefix() + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  const fs::path dir = scratch_dir() / ::testing::UnitTest::GetInstance()->current_test_info()->name();
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir / "history.sqlite";
 }
 
-// The scratch folders go when every test in the process passed; a failing test's stay, to be read.
+// The scratch folder goes when every test in the process passed; a failing test's stays, to be read.
 // (ctest runs each test in a process of its own, so every run would otherwise leave one behind.)
 class ScratchCleanup : public ::testing::Environment {
  public:
   void TearDown() override {
-    if (!::testing::UnitTest::GetInstance()->Passed()) return;
     std::error_code ignored;
-    for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ignored))
-      if (e.path().filename().string().rfind(scratch_prefix(), 0) == 0) fs::remove_all(e.path(), ignored);
+    if (::testing::UnitTest::GetInstance()->Passed()) fs::remove_all(scratch_dir(), ignored);
   }
 };
 ::testing::Environment* const kScratchCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);

@@ -120,22 +120,23 @@ TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
   at::set_num_threads(1);
   auto w = small();
   InjectedRates runner(*w);
+  const auto batches = [](const auto& entries) {
+    std::vector<int64_t> out;
+    for (const auto& e : entries) out.push_back(e.batch);
+    return out;
+  };
   const Report batch = tune(TuneSubject(runner, w.get()), raced_tune());
   ASSERT_TRUE(batch.sweep.has_value());
   EXPECT_EQ(race_candidates(batch.sweep->points), (std::vector<int64_t>{8, 16}));
   ASSERT_TRUE(batch.race.has_value());
   EXPECT_FALSE(batch.run_race.has_value());
-  std::vector<int64_t> raced;
-  for (const auto& e : batch.race->entries) raced.push_back(e.batch);
-  EXPECT_EQ(raced, (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(batches(batch.race->entries), (std::vector<int64_t>{8, 16}));
   ASSERT_TRUE(batch.recommendation.has_value());
   if (batch.race->best_batch) EXPECT_EQ(batch.recommendation->batch, *batch.race->best_batch);
 
   const Report run = tune(TuneSubject(runner, w.get()), raced_tune().epochs(0.5).lr_schedule(LrSchedule::Cosine));
   ASSERT_TRUE(run.run_race.has_value());
-  raced.clear();
-  for (const auto& e : run.run_race->entries) raced.push_back(e.batch);
-  EXPECT_EQ(raced, (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(batches(run.run_race->entries), (std::vector<int64_t>{8, 16}));
   EXPECT_EQ(run.run_race->epochs, 0.5);
   ASSERT_TRUE(run.recommendation.has_value());
   if (run.run_race->best_batch) EXPECT_EQ(run.recommendation->batch, *run.run_race->best_batch);
