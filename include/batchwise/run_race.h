@@ -68,6 +68,14 @@ struct RunRaceOptions {
   /// spend against their three budgets) and the runs' training times; unset: std::chrono::steady_clock.
   /// Tests inject one, so that no decision rests on this machine's speed.
   TORCH_ARG(std::function<double()>, clock);
+  /// Seconds of wall time (on `clock`) the whole race may take, its rounds included; past them it
+  /// starts no more compressed runs and stops one under way between its steps: the candidates not
+  /// run are not judged, and where the reference's runs did not finish it recommends nothing
+  /// (RunRace::stopped_at_wall_limit). The race plans its runs from the sweep's samples/s, so a
+  /// machine that trains several times slower than the sweep measured (another process took the
+  /// cores) would otherwise run them for as much longer. tune gives the most it states for the race.
+  /// 0: no limit.
+  TORCH_ARG(double, max_wall_s) = 0;
 };
 
 /// One compressed run of the reference batch, and the noise scale at its end.
@@ -263,6 +271,10 @@ struct RunRace {
   /// slower than a smaller one dominated), and than a full run's time repeats on a busy machine, so
   /// any of them trains about as fast. Only the pick where none is; empty without a pick.
   std::vector<int64_t> within_5_percent;
+  /// The race passed RunRaceOptions::max_wall_s: it ran no round after that, the candidates whose
+  /// runs it did not finish are not judged (their `message` says so), and where the reference's runs
+  /// did not finish there is no pick (best_batch unset); notes[0] says so.
+  bool stopped_at_wall_limit = false;
 };
 
 /// The JSON fields of a RunRace, in JSON order (fields.h).
@@ -295,6 +307,7 @@ void fields(V& v, T& r) {
   v("plateau_round_failed", r.plateau_round_failed);
   v("not_raced", r.not_raced);
   v("within_5_percent", r.within_5_percent);
+  v("stopped_at_wall_limit", r.stopped_at_wall_limit);
 }
 
 /// How far behind the reference's compressed run of the same length (race.runs[l]; the middle one

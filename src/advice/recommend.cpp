@@ -370,6 +370,13 @@ std::optional<Recommendation> recommend(const RunRace& race) {
   if (!race.not_raced.empty())
     reason += fmt::format("; {} {} not raced (larger and no faster than the fastest candidate; not judged)",
                           race.not_raced.size() > 1 ? "batches" : "batch", fmt::join(race.not_raced, ", "));
+  std::vector<int64_t> unfinished;  // past the wall limit: the candidates whose runs it did not finish
+  for (const auto& e : race.entries)
+    if (race.stopped_at_wall_limit && !e.message.empty()) unfinished.push_back(e.batch);
+  if (!unfinished.empty())
+    reason += fmt::format("; {} {} not judged: the race stopped at its wall limit before {} runs finished",
+                          unfinished.size() > 1 ? "batches" : "batch", fmt::join(unfinished, ", "),
+                          unfinished.size() > 1 ? "their" : "its");
   if (race.schedule) reason += "; " + race.schedule_reason;
   Recommendation r;
   r.batch = *race.best_batch;
@@ -431,6 +438,12 @@ Assessed from_run_race(const RunRace& race) {
   std::vector<int64_t> good;
   for (const auto& e : race.entries)
     if (e.good) good.push_back(e.batch);
+  if (race.stopped_at_wall_limit)
+    return {Confidence::Low,
+            fmt::format("the run race stopped at its wall limit (the machine trained far slower than the sweep "
+                        "measured) before it judged every candidate (no worse: {}); tune again on a quiet machine, or "
+                        "--validate trains the full runs",
+                        fmt::join(good, ", "))};
   const double seen = race.lengths_epochs.empty() ? 0 : race.lengths_epochs.back();
   const double doublings = seen > 0 ? std::log2(race.epochs / seen) : 0;  // carried past the longest run
   if (doublings > kFarthestCarry)
@@ -491,6 +504,11 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
                      "smallest batch the race trained longest), not a measured ranking: check it with --validate, "
                      "or train the races longer with a larger --advice-budget",
                      rec.batch)};
+  else if (e.run_race && e.run_race->stopped_at_wall_limit)
+    a = {Confidence::Low,
+         fmt::format("the run race stopped at its wall limit before its reference's runs finished (the machine "
+                     "trained far slower than the sweep measured), so the answer is {}; tune again on a quiet machine",
+                     e.goodput ? "the noise scale's goodput" : "the throughput knee")};
   else if (e.race || e.run_race)
     a = {Confidence::Low,
          fmt::format("the {} could not rank its candidates (its notes say why), so the answer is {}; a "

@@ -49,6 +49,21 @@ using detail::kLeftTheStart;  // the batch race's (race_rank.h): the same 2 %
 // Whether a held-out loss is kLeftTheStart below `loss_before`, the initial weights'.
 bool off_the_start(double loss, double loss_before) { return loss <= kLeftTheStart * loss_before; }
 
+// Whether the race has passed its wall limit (RunRaceOptions::max_wall_s): once it has, it stays so.
+bool out_of_time(const RunRaceOptions& o, Trained& trained) {
+  if (!trained.out_of_time && now_s(o) > trained.deadline_s) trained.out_of_time = true;
+  return trained.out_of_time;
+}
+
+// Why a compressed run of `epochs` has no quality where the race passed its wall limit `before` it
+// started or while it trained.
+std::string past_the_wall_limit(const RunRaceOptions& o, double epochs, bool before) {
+  return fmt::format(
+      "the race passed its wall limit ({:.0f} s) {} its {:.3g}-epoch run: the machine trained slower than the sweep "
+      "measured",
+      o.max_wall_s(), before ? "before" : "during", epochs);
+}
+
 // A race whose longest compressed run is more than this many doublings short of the run runs its
 // contested candidates longer (run_longer): once, one doubling, within its budget of training. A
 // second round (mlp at 35 epochs, to 1.09 epochs) passed one more of six mlp tunes and took tune
@@ -72,8 +87,10 @@ int64_t steps_for(double epochs, int64_t dataset, int64_t batch) {
 // compressed run: a warm-up is there for stability, which takes steps, and squeezed with the run
 // to the same share it left lenet at batch 512 (SGD, 0.149) at chance after 2 warm-up steps of 37,
 // where its full run warms up over 117 steps and ends at 0.90.
+// Past RunRaceOptions::max_wall_s (Trained::deadline_s), it stops between steps, without a
+// quality, and trained.out_of_time says why.
 CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o,
-                             const RunRaceEntry& entry, double epochs) {
+                             const RunRaceEntry& entry, double epochs, Trained& trained) {
   const int64_t dataset = w.data().size();
   CompressedRun run;
   run.epochs = epochs;
@@ -85,8 +102,13 @@ CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const R
     const double start = now_s(o);
     const Batch b = w.next_batch(entry.batch);
     const double loss = w.train_step(b).item<double>();  // reading it waits for the device
-    run.train_s += now_s(o) - start;
+    const double end = now_s(o);
+    run.train_s += end - start;
     if (!std::isfinite(loss)) return run;  // no quality: the caller says why
+    if (end > trained.deadline_s && k + 1 < run.steps) {
+      trained.out_of_time = true;
+      return run;
+    }
   }
   const auto [loss, accuracy] = w.evaluate(held_out);
   if (std::isfinite(loss)) run.loss = loss, run.accuracy = accuracy;  // else no quality, as above
@@ -289,11 +311,20 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
       race.runs.push_back(*run);
       continue;
     }
+    if (out_of_time(o, trained)) {
+      ref.message = past_the_wall_limit(o, epochs, true);
+      return false;
+    }
     if (o.on_progress())
       o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", ref.batch,
                                   o.epochs(), epochs));
     w.restore_state(initial);
-    race.runs.push_back(run_compressed(w, held_out, o, ref, epochs));
+    CompressedRun run = run_compressed(w, held_out, o, ref, epochs, trained);
+    if (!run.loss && trained.out_of_time) {
+      ref.message = past_the_wall_limit(o, epochs, false);
+      return false;
+    }
+    race.runs.push_back(std::move(run));
     if (!race.runs.back().loss) {
       ref.message = fmt::format(
           "the training loss or its held-out loss stopped being finite in its {:.3g}-epoch run "
@@ -348,18 +379,26 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
         slot = *run;
         continue;
       }
+      if (out_of_time(o, trained)) {
+        e.message = "not judged: " + past_the_wall_limit(o, epochs, true);
+        break;
+      }
       if (o.on_progress())
         o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", e.batch,
                                     o.epochs(), epochs));
       w.restore_state(initial);
       try {
-        slot = run_compressed(w, held_out, o, e, epochs);
+        slot = run_compressed(w, held_out, o, e, epochs, trained);
         if (slot->loss) trained.runs[{e.batch, slot->steps}] = *slot;
-        if (!slot->loss)
+        if (!slot->loss && trained.out_of_time) {
+          e.message = "not judged: " + past_the_wall_limit(o, epochs, false);
+          slot.reset();
+        } else if (!slot->loss) {
           e.message = fmt::format(
               "the training loss or its held-out loss stopped being finite in its {:.3g}-epoch "
               "run at lr {:.4g}",
               epochs, e.lr.lr);
+        }
       } catch (const ConfigError&) {
         throw;
       } catch (const std::exception& failure) {  // out of memory at this batch, or a failing step
@@ -621,9 +660,10 @@ RunRaceOptions without_slower_larger(const RunRaceOptions& o, std::vector<int64_
 
 // race_runs over the candidates that can be the pick; `budget_s`: the budget given, for a longer
 // round's and the reserve's race (o's is the first race's); `noise_batch`: the first race's;
-// `not_raced`: the candidates left out of o, which the reserve's race leaves out too.
+// `not_raced`: the candidates left out of o, which the reserve's race leaves out too; `trained`:
+// what the rounds share, its deadline set.
 RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s,
-                        int64_t noise_batch, const std::vector<int64_t>& not_raced);
+                        int64_t noise_batch, const std::vector<int64_t>& not_raced, Trained& trained);
 
 }  // namespace
 
@@ -637,8 +677,22 @@ RunRaceOptions raced_options(const RunRaceOptions& options, std::vector<int64_t>
 RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
   std::vector<int64_t> slower;
   const RunRaceOptions raced = raced_options(o, &slower);
-  RunRace race = race_candidates(w, held_out, raced, o.budget_s(), noise_batch_of(o.batches()), slower);
+  BATCHWISE_CHECK(o.max_wall_s() >= 0 && std::isfinite(o.max_wall_s()), ConfigError,
+                  "the run race's wall limit ({:g} s) must be a number of seconds, or 0 for none", o.max_wall_s());
+  Trained trained;
+  if (o.max_wall_s() > 0) trained.deadline_s = now_s(o) + o.max_wall_s();
+  RunRace race = race_candidates(w, held_out, raced, o.budget_s(), noise_batch_of(o.batches()), slower, trained);
   race.not_raced = slower;
+  if (trained.out_of_time) {
+    race.stopped_at_wall_limit = true;
+    race.notes.insert(race.notes.begin(),
+                      fmt::format("the race stopped at its wall limit, {:.0f} s: the machine trained slower than the "
+                                  "sweep measured (another process on the cores?), so {}",
+                                  o.max_wall_s(),
+                                  race.best_batch ? "the candidates whose runs it did not finish are not judged, and "
+                                                    "no round ran after it"
+                                                  : "its reference's runs did not finish and it recommends no batch"));
+  }
   if (!slower.empty())
     race.notes.push_back(fmt::format(
         "{} {} not raced: larger than batch {}, the fastest candidate by the sweep ({:.0f} samples/s), and no faster, "
@@ -653,13 +707,13 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
 namespace {
 
 RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s,
-                        int64_t noise_batch, const std::vector<int64_t>& not_raced) {
+                        int64_t noise_batch, const std::vector<int64_t>& not_raced, Trained& trained) {
   BATCHWISE_CHECK(o.reserve().size() == o.reserve_samples_per_s().size(), ConfigError,
                   "the run race: {} reserve batches with {} throughput figures; give one figure per batch",
                   o.reserve().size(), o.reserve_samples_per_s().size());
-  Trained trained;
   bool first_only_longest = false, second_only_longest = false;
   RunRace first = race_once(w, held_out, o, trained, true, first_only_longest, noise_batch);
+  if (trained.out_of_time) return first;  // no reserve, no round: the machine is slower than planned
   std::vector<int64_t> batches;
   std::vector<double> rates;
   for (size_t i = 0; i < o.reserve().size(); ++i)

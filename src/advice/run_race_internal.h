@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <utility>
@@ -24,6 +25,10 @@ struct Trained {
   std::map<int64_t, LrAdvice> advised;
   std::map<std::pair<int64_t, int64_t>, CompressedRun> runs;
   std::optional<double> loss_before;  // the held-out loss at the initial weights
+  // RunRaceOptions::max_wall_s as a time on the race's clock, and whether a run passed it: no round
+  // starts after that, and no compressed run.
+  double deadline_s = std::numeric_limits<double>::infinity();
+  bool out_of_time = false;
 };
 
 /// The compressed runs' training seconds per unit of f (the share of the run in the shortest):

@@ -26,6 +26,7 @@ struct Round {
   std::vector<int64_t> not_run;            // after the first judged worse
   std::vector<int64_t> past_allowance;     // left out: their runs would pass the allowance
   std::vector<std::string> saving_little;  // left out: their run saves too little on a good one's
+  std::vector<int64_t> past_wall_limit;    // not run: the race passed RunRaceOptions::max_wall_s
   double wall_s = 0;
 };
 
@@ -61,6 +62,10 @@ Round smallest_first(ModuleWorkload& w, const Dataset& held_out, const RunRaceOp
               : fmt::format("{} not run (its run no shorter than {}'s, judged good)", batches[c], batches[last]));
       continue;
     }
+    if (raced.size() > 1 && trained.out_of_time) {
+      round.past_wall_limit.assign(batches.begin() + static_cast<long>(c), batches.end());
+      break;
+    }
     if (raced.size() > 1 && round.wall_s + 6 * f * full_runs_s[c] > allowance_s) {
       round.past_allowance.assign(batches.begin() + static_cast<long>(c), batches.end());
       break;
@@ -76,6 +81,10 @@ Round smallest_first(ModuleWorkload& w, const Dataset& held_out, const RunRaceOp
     bool only_longest = false;
     round.race = race_once(w, held_out, longer, trained, false, only_longest);
     round.wall_s += round.race.wall_s;
+    if (trained.out_of_time && round.race.entries.front().message.empty()) {  // its last candidate's runs cut
+      round.past_wall_limit.assign(batches.begin() + static_cast<long>(c), batches.end());
+      break;
+    }
     if (!round.race.entries.back().good) {  // the reference failing in its longer run leaves none good
       round.not_run.assign(batches.begin() + static_cast<long>(c) + 1, batches.end());
       break;
@@ -97,6 +106,9 @@ std::string left_out_text(const Round& round, bool contested) {
   if (!round.past_allowance.empty())
     left_out.push_back(fmt::format("smallest first, within {:g} budgets ({} not run: not judged)", kPlateauBudgets,
                                    fmt::join(round.past_allowance, ", ")));
+  if (!round.past_wall_limit.empty())
+    left_out.push_back(
+        fmt::format("{} not judged: the race passed its wall limit", fmt::join(round.past_wall_limit, ", ")));
   if (!round.saving_little.empty())
     left_out.push_back(fmt::format("{}: a {} races for a run at least {:.0f} % shorter",
                                    fmt::join(round.saving_little, ", "), contested ? "contested batch" : "larger batch",
@@ -157,7 +169,7 @@ void keep_first_round_verdicts(const RunRace& first, RunRace& next) {
 RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
                    Trained& trained) {
   const std::vector<int64_t> faster = contested_batches(race);
-  if (faster.empty()) return race;
+  if (faster.empty() || trained.out_of_time) return race;  // past the wall limit: race_runs says so
   const bool many = faster.size() > 1;
   const std::string which =
       fmt::format("{} {}, faster than batch {}, {} judged worse on gaps that shrank", many ? "batches" : "batch",
@@ -197,11 +209,14 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
   }
   race.notes.insert(
       race.notes.begin(),
-      next.best_batch  // else the reference failed in its longer run
-          ? fmt::format("{}; still judged worse there ({}; the held-out noise {:.2f}), so batch {} stands", done,
-                        predicted_gaps(next), 100 * next.tolerance, *race.best_batch)
-          : fmt::format("{}, and gave no answer (batch {}: {}); batch {} stands", done, race.reference_batch,
-                        next.entries.front().message, *race.best_batch));
+      trained.out_of_time  // the reference's or a contested batch's runs cut: nothing judged there
+          ? fmt::format("{}; it stopped at the race's wall limit before judging {}, so batch {} stands", done,
+                        many ? "them" : "it", *race.best_batch)
+          : next.best_batch  // else the reference failed in its longer run
+                ? fmt::format("{}; still judged worse there ({}; the held-out noise {:.2f}), so batch {} stands", done,
+                              predicted_gaps(next), 100 * next.tolerance, *race.best_batch)
+                : fmt::format("{}, and gave no answer (batch {}: {}); batch {} stands", done, race.reference_batch,
+                              next.entries.front().message, *race.best_batch));
   race.wall_s += next.wall_s;
   race.longer_rounds = 1;
   return race;
@@ -250,6 +265,10 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
   double spent_s = 0;
   std::string stopped;
   while (last->reference_stuck) {
+    if (trained.out_of_time) {
+      stopped = "the race passed its wall limit";
+      break;
+    }
     double f = 2 * last->lengths_epochs.front() / last->epochs;  // the next shortest run's share
     double reference_adds = 4 * f;                               // of its full run: its new longest run
     const bool to_the_end = 4 * f > 1 + 1e-9;

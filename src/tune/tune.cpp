@@ -236,6 +236,11 @@ RaceTime race_time(const TuneOptions& o, const Report& report, const std::vector
   return t;
 }
 
+// The most a run race takes (its wall time as planned, `t`): its reserve's race (one more), its
+// rounds past the plateau (kPlateauBudgets more budgets) or a longer round (one more budget), and
+// the batch race's 30 s of slack for a short race's fixed costs. Its wall limit: tune states it.
+double run_race_most_s(const RaceTime& t) { return 3 * t.wall_s + kPlateauBudgets * t.train_s + 30; }
+
 // The run race's time (race_time with --epochs): the candidates larger than the fastest and no
 // faster do not race, and the training falls by their share (raced_options). The batch race that
 // follows a run race stuck on the plateau keeps race_time's.
@@ -291,8 +296,11 @@ Dataset held_out(const TuneSubject& subject, ModuleWorkload& workload) {
                          : held_out_or_training_sample(WorkloadOptions().dataset("none"), workload.data());
 }
 
-// The run race ran, and no reference of it left the plateau at the start.
-bool run_race_stuck(const Report& report) { return report.run_race && report.run_race->reference_stuck; }
+// The run race ran, and no reference of it left the plateau at the start (within its wall limit:
+// one that passed it says the machine is slower than planned, and a batch race would be too).
+bool run_race_stuck(const Report& report) {
+  return report.run_race && report.run_race->reference_stuck && !report.run_race->stopped_at_wall_limit;
+}
 
 // The batch race: successive halving over the sweep's fast batches, each from the user's weights at
 // its own advised rate, on held-out loss at equal training time; its rungs fitted to the wall time
@@ -354,13 +362,15 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
   const RaceTime t = run_race_time(o, report, report.sweep->points, step_cost(report.sweep->points), spent_s,
                                    w->data().size(), test.size());
   laps.expect("run race", t.wall_s);
+  const double wall_limit_s = run_race_most_s(t);
   stage(o, Phase::Race,
         fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and twice at the "
                     "others, {:.0f} s of training (about {} with its range tests, noise scales and evaluations; up to "
                     "{:.0f} s more of training where it races again: faster batches longer, or smaller ones; up to "
-                    "three times that where its reference stays on the plateau at the start){}",
+                    "three times that where its reference stays on the plateau at the start; it stops at {} of "
+                    "wall time, should the machine train slower than the sweep measured){}",
                     fmt::join(t.raced, ", "), o.epochs(), to_string(o.lr_schedule()), candidates.front(),
-                    t.raced_train_s, duration_text(t.wall_s), t.train_s,
+                    t.raced_train_s, duration_text(t.wall_s), t.train_s, duration_text(wall_limit_s),
                     t.not_raced.empty() ? ""
                                         : fmt::format("; {} not raced: larger than the fastest by the sweep, and no "
                                                       "faster, so none could be the pick",
@@ -374,8 +384,18 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
                                   .budget_s(t.train_s)
                                   .reserve(reserve)
                                   .reserve_samples_per_s(race_rates(report.sweep->points, reserve))
-                                  .on_progress(o.on_run_race()));
-  if (!report.run_race->best_batch)
+                                  .on_progress(o.on_run_race())
+                                  .max_wall_s(wall_limit_s));
+  if (report.run_race->stopped_at_wall_limit)
+    report.context.warnings.push_back(
+        report.run_race->best_batch
+            ? "the run race stopped at its wall limit: this machine trained far slower than the sweep measured "
+              "(another process on the cores?), so the candidates it had not finished are not judged and the answer "
+              "is the best of those it had; tune again on a quiet machine"
+            : "the run race stopped at its wall limit before its reference's runs finished: this machine trained far "
+              "slower than the sweep measured (another process on the cores?); the recommendation falls back to the "
+              "noise scale's goodput and the throughput knee; tune again on a quiet machine");
+  else if (!report.run_race->best_batch)
     report.context.warnings.push_back(
         report.run_race->plateau_round_failed
             ? "the run race recommends no batch: its reference's compressed runs did not leave the plateau at the "
@@ -625,8 +645,7 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
   // reference does not leave the start races its reserve for one more (run_race.h), then its runs
   // twice as long within kPlateauBudgets more of wall time (in place of the batch race, which follows only
   // where they give no answer); one with contested candidates runs them longer, within its budget.
-  const double race_most_s =
-      race.wall_s + (o.epochs() > 0 ? 2 * race.wall_s + kPlateauBudgets * race.train_s : race.train_s);
+  const double race_most_s = o.epochs() > 0 ? run_race_most_s(race) : race.wall_s + race.train_s;
   laps.expect("sweep", sweep_s);
   const double rest = sweep_s + noise_s + race.wall_s, most = sweep_most_s + noise_s + race_most_s;
   laps.expect_total(laps.elapsed_s() + rest, laps.elapsed_s() + most);

@@ -1224,6 +1224,155 @@ TEST(RunRace, AReserveJoinsWhenTheReferenceLedTheWholeRun) {
   EXPECT_EQ(compressed.reference_batch, 256);
 }
 
+// A clock a microsecond a reading that jumps `by` seconds when a progress line beginning `at` comes:
+// the machine slowed (another process took the cores) from that compressed run on.
+struct SlowingClock {
+  std::shared_ptr<double> now = std::make_shared<double>(0);
+  std::function<double()> clock() const {
+    return [now = now] { return *now += 1e-6; };
+  }
+  std::function<void(const std::string&)> slow_at(std::string at, double by) const {
+    return [now = now, at = std::move(at), by](const std::string& line) {
+      if (line.rfind(at, 0) == 0) *now += by;
+    };
+  }
+};
+
+// The race plans its runs from the sweep's samples/s; on a machine that slows it would run on for
+// as much longer. Past its wall limit it starts no more runs and stops one under way between its
+// steps: the candidates not finished are not judged (their messages say so), no round runs after,
+// the answer is the best of those judged at low confidence, and the workload comes back as it was.
+TEST(RunRace, ARaceOnAMachineThatSlowedStopsAtItsWallLimit) {
+  Problem problem;
+  const auto before = problem.workload->module().parameters()[0].clone();
+  const SlowingClock slow;
+  const RunRaceOptions o = RunRaceOptions(kBatches, step_rates(kBatches), LrAdviceOptions(32, 0.05))
+                               .epochs(2)
+                               .lr_schedule(LrSchedule::Cosine)
+                               .budget_s(6)
+                               .clock(slow.clock())
+                               .max_wall_s(100)
+                               .on_progress(slow.slow_at("run race: batch 128,", 1000));
+  const RunRace race = race_runs(*problem.workload, problem.held_out, o);
+  const std::string notes = fmt::format("{}", fmt::join(race.notes, "; "));
+  EXPECT_TRUE(at::equal(before, problem.workload->module().parameters()[0]));
+  EXPECT_TRUE(race.stopped_at_wall_limit);
+  ASSERT_TRUE(race.best_batch.has_value()) << notes;
+  EXPECT_LE(*race.best_batch, 64);  // the reference or 64: the only ones judged
+  EXPECT_EQ(race.longer_rounds, 0);
+  ASSERT_FALSE(race.notes.empty());
+  EXPECT_EQ(race.notes[0].find("the race stopped at its wall limit, 100 s: the machine trained slower than the sweep "
+                               "measured (another process on the cores?), so the candidates whose runs it did not "
+                               "finish are not judged"),
+            0u)
+      << race.notes[0];
+  ASSERT_EQ(race.entries.size(), kBatches.size());
+  EXPECT_TRUE(race.entries[0].message.empty()) << race.entries[0].message;
+  EXPECT_TRUE(race.entries[1].message.empty()) << race.entries[1].message;  // 64: both runs before the jump
+  EXPECT_EQ(race.entries[2].message.find("not judged: the race passed its wall limit (100 s) during its"), 0u)
+      << race.entries[2].message;
+  EXPECT_FALSE(race.entries[2].run.has_value());
+  for (size_t i = 3; i < race.entries.size(); ++i) {
+    EXPECT_EQ(race.entries[i].message.find("not judged: the race passed its wall limit (100 s) before its"), 0u)
+        << race.entries[i].batch << ": " << race.entries[i].message;
+    EXPECT_FALSE(race.entries[i].good);
+  }
+  const auto rec = recommend(race);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_NE(rec->reason.find("batches 128, 256, 512, 1024 not judged: the race stopped at its wall limit before "
+                             "their runs finished"),
+            std::string::npos)
+      << rec->reason;
+  Evidence evidence;
+  evidence.run_race = &race;
+  EXPECT_EQ(with_confidence(*rec, evidence).confidence, Confidence::Low);
+
+  // Without the jump the same race judges every candidate; without a limit the jump only slows it.
+  const RunRace quiet = race_runs(*problem.workload, problem.held_out, RunRaceOptions(o).on_progress({}));
+  EXPECT_FALSE(quiet.stopped_at_wall_limit);
+  const RunRace unlimited = race_runs(*problem.workload, problem.held_out, RunRaceOptions(o).max_wall_s(0));
+  EXPECT_FALSE(unlimited.stopped_at_wall_limit);
+  for (const RunRace* r : {&quiet, &unlimited})
+    for (const RunRaceEntry& e : r->entries) EXPECT_TRUE(e.message.empty()) << e.batch << ": " << e.message;
+  EXPECT_THROW(race_runs(*problem.workload, problem.held_out, RunRaceOptions(o).max_wall_s(-1)), ConfigError);
+}
+
+// A longer round that passes the wall limit judges nothing: the first round's answer stands (the
+// closed-form 16-epoch race of AContestedBatchRunLongerMovesTheAnswerToIt, its round cut in 1,024's
+// longest run).
+TEST(RunRace, ALongerRoundPastTheWallLimitLeavesTheAnswerAsItWas) {
+  Problem problem;
+  const SlowingClock slow;
+  const RunRace race =
+      race_runs(*problem.workload, problem.held_out,
+                RunRaceOptions(kBatches, step_rates(kBatches), LrAdviceOptions(32, 0.05))
+                    .epochs(16)
+                    .lr_schedule(LrSchedule::Cosine)
+                    .budget_s(6)
+                    .clock(slow.clock())
+                    .max_wall_s(100)
+                    .on_progress(slow.slow_at("run race: batch 1024, your 16-epoch run compressed to 0.983", 1000)));
+  const std::string notes = fmt::format("{}", fmt::join(race.notes, "; "));
+  EXPECT_TRUE(race.stopped_at_wall_limit);
+  EXPECT_EQ(race.longer_rounds, 1);
+  ASSERT_TRUE(race.best_batch.has_value()) << notes;
+  EXPECT_EQ(*race.best_batch, 512);                 // the first round's pick
+  ASSERT_EQ(race.entries.size(), kBatches.size());  // the first round's entries, every one judged
+  for (const RunRaceEntry& e : race.entries) {
+    EXPECT_TRUE(e.message.empty()) << e.batch << ": " << e.message;
+    EXPECT_FALSE(e.earlier_round);
+  }
+  ASSERT_GE(race.notes.size(), 2u);
+  EXPECT_EQ(race.notes[0].find("the race stopped at its wall limit, 100 s"), 0u) << race.notes[0];
+  EXPECT_NE(race.notes[1].find("1024 not judged: the race passed its wall limit"), std::string::npos) << race.notes[1];
+  EXPECT_NE(race.notes[1].find("it stopped at the race's wall limit before judging it, so batch 512 stands"),
+            std::string::npos)
+      << race.notes[1];
+}
+
+// Past the wall limit in the reference's runs there is nothing to judge by: no pick, and neither the
+// reserve nor a round past the plateau races after it (tune's batch race does not follow either).
+TEST(RunRace, ARaceWhoseReferencePassedItsWallLimitRecommendsNothing) {
+  Problem problem;
+  const SlowingClock slow;
+  const RunRace race = race_runs(*problem.workload, problem.held_out,
+                                 RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 0.05))
+                                     .epochs(2)
+                                     .lr_schedule(LrSchedule::Cosine)
+                                     .budget_s(2)
+                                     .reserve({8, 16})
+                                     .reserve_samples_per_s({8000, 14000})
+                                     .clock(slow.clock())
+                                     .max_wall_s(100)
+                                     .on_progress(slow.slow_at("run race: batch 32,", 1000)));
+  EXPECT_TRUE(race.stopped_at_wall_limit);
+  EXPECT_FALSE(race.best_batch.has_value());
+  EXPECT_FALSE(race.first_reference.has_value());  // the reserve did not join
+  EXPECT_EQ(race.plateau_rounds, 0);
+  EXPECT_TRUE(race.runs.empty());
+  EXPECT_EQ(race.entries.front().message,
+            fmt::format("the race passed its wall limit (100 s) during its {:.3g}-epoch run: the machine trained "
+                        "slower than the sweep measured",
+                        race.lengths_epochs.front()));
+  ASSERT_FALSE(race.notes.empty());
+  EXPECT_NE(race.notes[0].find("its reference's runs did not finish and it recommends no batch"), std::string::npos)
+      << race.notes[0];
+  EXPECT_FALSE(recommend(race).has_value());
+  // tune's answer is then goodput's (or the knee's), and its confidence says why.
+  Recommendation goodput;
+  goodput.batch = 64;
+  Evidence evidence;
+  evidence.run_race = &race;
+  evidence.goodput = true;
+  const Recommendation rated = with_confidence(goodput, evidence);
+  EXPECT_EQ(rated.confidence, Confidence::Low);
+  EXPECT_EQ(rated.confidence_reason.find("the run race stopped at its wall limit before its reference's runs "
+                                         "finished (the machine trained far slower than the sweep measured), so the "
+                                         "answer is the noise scale's goodput"),
+            0u)
+      << rated.confidence_reason;
+}
+
 TEST(RunRace, RefusesWhatItCannotRace) {
   Problem problem;
   EXPECT_THROW(
