@@ -138,6 +138,9 @@ struct RunRaceEntry {
   /// runs half the race's lengths (lengths_epochs[0] and [1]), read against the first round's
   /// reference runs of those lengths.
   bool earlier_round = false;
+  /// The race passed its wall limit (RunRaceOptions::max_wall_s) before its runs finished: not
+  /// judged, neither good nor worse; `message` says which run.
+  bool past_wall_limit = false;
 };
 
 /// The JSON fields of a RunRaceEntry, in JSON order (fields.h).
@@ -160,6 +163,7 @@ void fields(V& v, T& e) {
   v("good", e.good);
   v("message", e.message);
   v("earlier_round", e.earlier_round);
+  v("past_wall_limit", e.past_wall_limit);
 }
 
 /// A batch-size schedule the run race proposes: phases whose batch grows as the noise scale does,
@@ -271,9 +275,10 @@ struct RunRace {
   /// slower than a smaller one dominated), and than a full run's time repeats on a busy machine, so
   /// any of them trains about as fast. Only the pick where none is; empty without a pick.
   std::vector<int64_t> within_5_percent;
-  /// The race passed RunRaceOptions::max_wall_s: it ran no round after that, the candidates whose
-  /// runs it did not finish are not judged (their `message` says so), and where the reference's runs
-  /// did not finish there is no pick (best_batch unset); notes[0] says so.
+  /// The race passed RunRaceOptions::max_wall_s where it had more to train: it trained nothing more
+  /// (no run, no reserve, no round), the candidates whose runs it did not finish are not judged
+  /// (RunRaceEntry::past_wall_limit), and where the reference's runs did not finish there is no pick;
+  /// a reserve's race or a round it cut short gives way to the race before it. notes[0] says so.
   bool stopped_at_wall_limit = false;
 };
 

@@ -372,7 +372,7 @@ std::optional<Recommendation> recommend(const RunRace& race) {
                           race.not_raced.size() > 1 ? "batches" : "batch", fmt::join(race.not_raced, ", "));
   std::vector<int64_t> unfinished;  // past the wall limit: the candidates whose runs it did not finish
   for (const auto& e : race.entries)
-    if (race.stopped_at_wall_limit && !e.message.empty()) unfinished.push_back(e.batch);
+    if (e.past_wall_limit) unfinished.push_back(e.batch);
   if (!unfinished.empty())
     reason += fmt::format("; {} {} not judged: the race stopped at its wall limit before {} runs finished",
                           unfinished.size() > 1 ? "batches" : "batch", fmt::join(unfinished, ", "),
@@ -438,12 +438,17 @@ Assessed from_run_race(const RunRace& race) {
   std::vector<int64_t> good;
   for (const auto& e : race.entries)
     if (e.good) good.push_back(e.batch);
+  std::vector<int64_t> unjudged;
+  for (const auto& e : race.entries)
+    if (e.past_wall_limit) unjudged.push_back(e.batch);
   if (race.stopped_at_wall_limit)
-    return {Confidence::Low,
-            fmt::format("the run race stopped at its wall limit (the machine trained far slower than the sweep "
-                        "measured) before it judged every candidate (no worse: {}); tune again on a quiet machine, or "
-                        "--validate trains the full runs",
-                        fmt::join(good, ", "))};
+    return {
+        Confidence::Low,
+        fmt::format("the run race stopped at its wall limit (the machine trained far slower than the sweep "
+                    "measured) {} (no worse: {}); tune again on a quiet machine, or --validate trains the full runs",
+                    unjudged.empty() ? "before it raced on to check its answer"
+                                     : fmt::format("before it judged {}", fmt::join(unjudged, ", ")),
+                    fmt::join(good, ", "))};
   const double seen = race.lengths_epochs.empty() ? 0 : race.lengths_epochs.back();
   const double doublings = seen > 0 ? std::log2(race.epochs / seen) : 0;  // carried past the longest run
   if (doublings > kFarthestCarry)

@@ -26,18 +26,28 @@
 
 namespace batchwise {
 
-namespace {
-
-// Seconds on the race's clock (RunRaceOptions::clock).
-double now_s(const RunRaceOptions& o) {
+double detail::now_s(const RunRaceOptions& o) {
   if (o.clock()) return o.clock()();
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+bool detail::out_of_time(const RunRaceOptions& o, Trained& trained) {
+  if (!trained.out_of_time && now_s(o) > trained.deadline_s) trained.out_of_time = true;
+  return trained.out_of_time;
+}
+
+bool detail::any_past_wall_limit(const RunRace& race) {
+  return std::any_of(race.entries.begin(), race.entries.end(), [](const RunRaceEntry& e) { return e.past_wall_limit; });
+}
+
+namespace {
 
 using detail::compressed_cost_s;
 using detail::kLongestShare;
 using detail::kNoiseUnbounded;
 using detail::kTrendNoise;
+using detail::now_s;
+using detail::out_of_time;
 using detail::race_once;
 using detail::runs_to_the_end;
 using detail::saves_enough;
@@ -49,19 +59,17 @@ using detail::kLeftTheStart;  // the batch race's (race_rank.h): the same 2 %
 // Whether a held-out loss is kLeftTheStart below `loss_before`, the initial weights'.
 bool off_the_start(double loss, double loss_before) { return loss <= kLeftTheStart * loss_before; }
 
-// Whether the race has passed its wall limit (RunRaceOptions::max_wall_s): once it has, it stays so.
-bool out_of_time(const RunRaceOptions& o, Trained& trained) {
-  if (!trained.out_of_time && now_s(o) > trained.deadline_s) trained.out_of_time = true;
-  return trained.out_of_time;
-}
+// What tune's notes and warnings say of a race past its wall limit.
+constexpr const char* kSlowerThanMeasured =
+    "the machine trained slower than the sweep measured (another process on the cores?)";
 
-// Why a compressed run of `epochs` has no quality where the race passed its wall limit `before` it
-// started or while it trained.
-std::string past_the_wall_limit(const RunRaceOptions& o, double epochs, bool before) {
-  return fmt::format(
-      "the race passed its wall limit ({:.0f} s) {} its {:.3g}-epoch run: the machine trained slower than the sweep "
-      "measured",
-      o.max_wall_s(), before ? "before" : "during", epochs);
+// Entry `e` (the race's reference where `reference`) not judged: the race passed its wall limit
+// `before` its compressed run of `epochs` started, or while it trained.
+void past_the_wall_limit(RunRaceEntry& e, const RunRaceOptions& o, double epochs, bool before, bool reference) {
+  e.past_wall_limit = true;
+  e.message = fmt::format("{}the race passed its wall limit ({:.0f} s) {} its {:.3g}-epoch run: {}",
+                          reference ? "" : "not judged: ", o.max_wall_s(), before ? "before" : "during", epochs,
+                          kSlowerThanMeasured);
 }
 
 // A race whose longest compressed run is more than this many doublings short of the run runs its
@@ -312,7 +320,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
       continue;
     }
     if (out_of_time(o, trained)) {
-      ref.message = past_the_wall_limit(o, epochs, true);
+      past_the_wall_limit(ref, o, epochs, true, true);
       return false;
     }
     if (o.on_progress())
@@ -321,7 +329,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
     w.restore_state(initial);
     CompressedRun run = run_compressed(w, held_out, o, ref, epochs, trained);
     if (!run.loss && trained.out_of_time) {
-      ref.message = past_the_wall_limit(o, epochs, false);
+      past_the_wall_limit(ref, o, epochs, false, true);
       return false;
     }
     race.runs.push_back(std::move(run));
@@ -380,7 +388,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
         continue;
       }
       if (out_of_time(o, trained)) {
-        e.message = "not judged: " + past_the_wall_limit(o, epochs, true);
+        past_the_wall_limit(e, o, epochs, true, false);
         break;
       }
       if (o.on_progress())
@@ -391,7 +399,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
         slot = run_compressed(w, held_out, o, e, epochs, trained);
         if (slot->loss) trained.runs[{e.batch, slot->steps}] = *slot;
         if (!slot->loss && trained.out_of_time) {
-          e.message = "not judged: " + past_the_wall_limit(o, epochs, false);
+          past_the_wall_limit(e, o, epochs, false, false);
           slot.reset();
         } else if (!slot->loss) {
           e.message = fmt::format(
@@ -658,13 +666,6 @@ RunRaceOptions without_slower_larger(const RunRaceOptions& o, std::vector<int64_
   return raced;
 }
 
-// race_runs over the candidates that can be the pick; `budget_s`: the budget given, for a longer
-// round's and the reserve's race (o's is the first race's); `noise_batch`: the first race's;
-// `not_raced`: the candidates left out of o, which the reserve's race leaves out too; `trained`:
-// what the rounds share, its deadline set.
-RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s,
-                        int64_t noise_batch, const std::vector<int64_t>& not_raced, Trained& trained);
-
 }  // namespace
 
 RunRaceOptions raced_options(const RunRaceOptions& options, std::vector<int64_t>* not_raced) {
@@ -681,17 +682,26 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
                   "the run race's wall limit ({:g} s) must be a number of seconds, or 0 for none", o.max_wall_s());
   Trained trained;
   if (o.max_wall_s() > 0) trained.deadline_s = now_s(o) + o.max_wall_s();
-  RunRace race = race_candidates(w, held_out, raced, o.budget_s(), noise_batch_of(o.batches()), slower, trained);
+  RunRace race =
+      detail::race_with_rounds(w, held_out, raced, o.budget_s(), noise_batch_of(o.batches()), slower, trained);
   race.not_raced = slower;
   if (trained.out_of_time) {
     race.stopped_at_wall_limit = true;
-    race.notes.insert(race.notes.begin(),
-                      fmt::format("the race stopped at its wall limit, {:.0f} s: the machine trained slower than the "
-                                  "sweep measured (another process on the cores?), so {}",
-                                  o.max_wall_s(),
-                                  race.best_batch ? "the candidates whose runs it did not finish are not judged, and "
-                                                    "no round ran after it"
-                                                  : "its reference's runs did not finish and it recommends no batch"));
+    std::vector<int64_t> cut;
+    for (const RunRaceEntry& e : race.entries)
+      if (e.past_wall_limit && e.batch != race.reference_batch) cut.push_back(e.batch);
+    race.notes.insert(
+        race.notes.begin(),
+        fmt::format("the race stopped at its wall limit, {:.0f} s: {}; it trained nothing after that (no run, no "
+                    "reserve, no round){}{}",
+                    o.max_wall_s(), kSlowerThanMeasured,
+                    cut.empty() ? ""
+                                : fmt::format("; {} {}, whose runs it had not finished, {} not judged",
+                                              cut.size() > 1 ? "batches" : "batch", fmt::join(cut, ", "),
+                                              cut.size() > 1 ? "are" : "is"),
+                    race.best_batch                        ? ""
+                    : race.entries.front().past_wall_limit ? "; its reference's runs did not finish: no pick"
+                                                           : "; no pick"));
   }
   if (!slower.empty())
     race.notes.push_back(fmt::format(
@@ -703,81 +713,5 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
         slower.size() > 1 ? "their" : "its", slower.size() > 1 ? "them" : "it"));
   return race;
 }
-
-namespace {
-
-RunRace race_candidates(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s,
-                        int64_t noise_batch, const std::vector<int64_t>& not_raced, Trained& trained) {
-  BATCHWISE_CHECK(o.reserve().size() == o.reserve_samples_per_s().size(), ConfigError,
-                  "the run race: {} reserve batches with {} throughput figures; give one figure per batch",
-                  o.reserve().size(), o.reserve_samples_per_s().size());
-  bool first_only_longest = false, second_only_longest = false;
-  RunRace first = race_once(w, held_out, o, trained, true, first_only_longest, noise_batch);
-  if (trained.out_of_time) return first;  // no reserve, no round: the machine is slower than planned
-  std::vector<int64_t> batches;
-  std::vector<double> rates;
-  for (size_t i = 0; i < o.reserve().size(); ++i)
-    if (std::find(o.batches().begin(), o.batches().end(), o.reserve()[i]) == o.batches().end())
-      batches.push_back(o.reserve()[i]), rates.push_back(o.reserve_samples_per_s()[i]);
-  // The reference led on the run itself: its longest compressed run was the whole run (a fast
-  // device's race, or a short run), so every gap was measured, not carried, and every larger
-  // candidate ended worse beyond the noise. The best batch may then lie below the candidates (an
-  // H200's transformer, 4 epochs: 2,048 led 4,096 to 65,536, and 256 ends 4.6 points above it).
-  // Within a compressed run the smallest batch leads as a rule, which says nothing of the run's end.
-  const bool led_the_run =
-      first.best_batch == first.reference_batch && runs_to_the_end(first) &&
-      std::none_of(first.entries.begin() + 1, first.entries.end(), [](const RunRaceEntry& e) { return e.good; });
-  if (!(first.reference_stuck || led_the_run) || batches.empty())
-    return first.reference_stuck
-               ? detail::past_the_plateau(w, held_out, RunRaceOptions(o).budget_s(budget_s), std::move(first),
-                                          first_only_longest, trained)
-               : detail::run_longer(w, held_out, RunRaceOptions(o).budget_s(budget_s), std::move(first), trained);
-  // The reference never left the start, or led the run: smaller batches take more steps in the same
-  // samples, which is what leaves a plateau (mobilenet with SGD: 64 stays at chance where 16 and 32
-  // learn) and what a run too short for the larger batches rewards. They join, the smallest the new
-  // reference, beside the first reference, for one more budget. The larger candidates stay out: in
-  // as many samples they take fewer steps than the first reference, which did not leave the start
-  // or ended ahead of them, and leaving them out gives the runs that can do better more of it.
-  const std::vector<int64_t> reserve = batches;
-  std::vector<int64_t> left_out;
-  for (size_t i = 0; i < o.batches().size(); ++i) {
-    if (o.batches()[i] == first.reference_batch)
-      batches.push_back(o.batches()[i]), rates.push_back(o.samples_per_s()[i]);
-    else
-      left_out.push_back(o.batches()[i]);
-  }
-  left_out.insert(left_out.end(), not_raced.begin(), not_raced.end());
-  std::sort(left_out.begin(), left_out.end());
-  RunRaceOptions again = o;
-  again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({}).budget_s(budget_s);
-  RunRace second = race_once(w, held_out, again, trained, true, second_only_longest);
-  const bool second_stuck = second.reference_stuck;  // before the rounds past the plateau
-  if (second_stuck)
-    second = detail::past_the_plateau(w, held_out, again, std::move(second), second_only_longest, trained);
-  const std::string why =
-      first_only_longest ? fmt::format("left the start only in its longest compressed run ({:.3g} epochs)",
-                                       first.lengths_epochs.back())
-      : first.reference_stuck
-          ? fmt::format("did not leave the start in {:.3g} epochs", first.lengths_epochs.back())
-          : fmt::format("ended your whole {:g}-epoch run ahead of every larger candidate beyond the noise",
-                        first.epochs);
-  second.notes.insert(
-      second.notes.begin(),
-      fmt::format("batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
-                  "for one more budget, without {} (larger: fewer steps in as many samples) ({}{})",
-                  first.reference_batch, why, fmt::join(reserve, ", "), second.reference_batch,
-                  fmt::join(left_out, ", "),
-                  second_only_longest ? "it left the start only in its longest run"
-                  : second_stuck ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
-                                 : "it left the start",
-                  !second.best_batch ? "; no pick"
-                  : second_stuck     ? "; with its runs twice as long it did, and the race answered: the next note"
-                                     : ""));
-  second.first_reference = first.reference_batch;
-  second.wall_s += first.wall_s;
-  return second;
-}
-
-}  // namespace
 
 }  // namespace batchwise

@@ -31,6 +31,16 @@ struct Trained {
   bool out_of_time = false;
 };
 
+/// Seconds on the race's clock (RunRaceOptions::clock; unset: std::chrono::steady_clock).
+double now_s(const RunRaceOptions& o);
+
+/// Whether the race has passed its wall limit (Trained::deadline_s), read on its clock: once it has,
+/// it stays so. Asked where the race would train more, so that a race which stopped had more to do.
+bool out_of_time(const RunRaceOptions& o, Trained& trained);
+
+/// Whether any of the race's candidates was not judged for the wall limit.
+bool any_past_wall_limit(const RunRace& race);
+
 /// The compressed runs' training seconds per unit of f (the share of the run in the shortest):
 /// the reference's three runs (f, 2f, 4f: 7f of its full run) and every other candidate's two longer
 /// ones (6f). `full_runs_s` in batch order, the reference first.
@@ -44,6 +54,15 @@ double compressed_cost_s(const std::vector<double>& full_runs_s);
 /// candidates given, as tune measured it at the start, before any was left out).
 RunRace race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, Trained& trained,
                   bool noise_along, bool& only_longest, std::optional<int64_t> noise_batch = std::nullopt);
+
+/// The race over o's candidates (race_once), then what follows it: the reserve's race (o's reserve)
+/// where its reference did not leave the start or led the whole run, the rounds past the plateau
+/// where it (or the reserve's) is stuck, or a longer round for its contested candidates. `budget_s`:
+/// the budget given, for a longer round's and the reserve's race (o's is the first race's);
+/// `noise_batch`: the first race's; `not_raced`: the candidates left out of o, which the reserve's
+/// race leaves out too; `trained`: what the rounds share, its deadline set.
+RunRace race_with_rounds(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s,
+                         int64_t noise_batch, const std::vector<int64_t>& not_raced, Trained& trained);
 
 /// Runs the contested candidates of `race` longer, once (contested_batches): its notes say how.
 RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race, Trained& trained);

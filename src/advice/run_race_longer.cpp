@@ -1,7 +1,8 @@
-// A race's compressed runs, run longer: the contested candidates beside the reference where the
-// race is many doublings short of the run (run_longer, once), and the whole race where its reference
-// had not left the plateau at the start in its middle run (past_the_plateau, until it has). Both
-// train every compressed run twice as long, smallest batch first up to the first judged worse.
+// What follows a run race's first race (race_with_rounds): the reserve's race below it, and its
+// compressed runs run longer: the contested candidates beside the reference where the race is many
+// doublings short of the run (run_longer, once), and the whole race where its reference had not
+// left the plateau at the start in its middle run (past_the_plateau, until it has). Both train every
+// compressed run twice as long, smallest batch first up to the first judged worse.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -13,7 +14,9 @@
 #include <vector>
 
 #include "advice/run_race_internal.h"
+#include "batchwise/error.h"
 #include "batchwise/run_race.h"
+#include "check.h"
 
 namespace batchwise::detail {
 
@@ -26,7 +29,7 @@ struct Round {
   std::vector<int64_t> not_run;            // after the first judged worse
   std::vector<int64_t> past_allowance;     // left out: their runs would pass the allowance
   std::vector<std::string> saving_little;  // left out: their run saves too little on a good one's
-  std::vector<int64_t> past_wall_limit;    // not run: the race passed RunRaceOptions::max_wall_s
+  std::vector<int64_t> past_wall_limit;    // not judged: the race passed its wall limit (the first in part)
   double wall_s = 0;
 };
 
@@ -62,7 +65,7 @@ Round smallest_first(ModuleWorkload& w, const Dataset& held_out, const RunRaceOp
               : fmt::format("{} not run (its run no shorter than {}'s, judged good)", batches[c], batches[last]));
       continue;
     }
-    if (raced.size() > 1 && trained.out_of_time) {
+    if (raced.size() > 1 && out_of_time(o, trained)) {
       round.past_wall_limit.assign(batches.begin() + static_cast<long>(c), batches.end());
       break;
     }
@@ -81,7 +84,7 @@ Round smallest_first(ModuleWorkload& w, const Dataset& held_out, const RunRaceOp
     bool only_longest = false;
     round.race = race_once(w, held_out, longer, trained, false, only_longest);
     round.wall_s += round.race.wall_s;
-    if (trained.out_of_time && round.race.entries.front().message.empty()) {  // its last candidate's runs cut
+    if (trained.out_of_time) {  // its reference's or its last candidate's runs cut: not judged
       round.past_wall_limit.assign(batches.begin() + static_cast<long>(c), batches.end());
       break;
     }
@@ -121,9 +124,11 @@ std::string predicted_gaps(const RunRace& race) {
   std::vector<std::string> gaps;
   for (const RunRaceEntry& e : race.entries)
     if (e.batch != race.reference_batch)
-      gaps.push_back(e.predicted_gap
-                         ? fmt::format("{} {:.2f}", e.batch, 100 * *e.predicted_gap)
-                         : fmt::format("{} ({})", e.batch, e.message.empty() ? "not judged" : "did not train"));
+      gaps.push_back(e.predicted_gap ? fmt::format("{} {:.2f}", e.batch, 100 * *e.predicted_gap)
+                                     : fmt::format("{} ({})", e.batch,
+                                                   e.past_wall_limit   ? "not judged: the race passed its wall limit"
+                                                   : e.message.empty() ? "not judged"
+                                                                       : "did not train"));
   return fmt::format("predicted behind it at the run's end, {}: {}",
                      race.measure == "accuracy" ? "accuracy points" : "% of the loss", fmt::join(gaps, ", "));
 }
@@ -169,7 +174,7 @@ void keep_first_round_verdicts(const RunRace& first, RunRace& next) {
 RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, RunRace race,
                    Trained& trained) {
   const std::vector<int64_t> faster = contested_batches(race);
-  if (faster.empty() || trained.out_of_time) return race;  // past the wall limit: race_runs says so
+  if (faster.empty() || out_of_time(o, trained)) return race;  // past the wall limit: race_runs says so
   const bool many = faster.size() > 1;
   const std::string which =
       fmt::format("{} {}, faster than batch {}, {} judged worse on gaps that shrank", many ? "batches" : "batch",
@@ -265,7 +270,7 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
   double spent_s = 0;
   std::string stopped;
   while (last->reference_stuck) {
-    if (trained.out_of_time) {
+    if (out_of_time(o, trained)) {
       stopped = "the race passed its wall limit";
       break;
     }
@@ -318,14 +323,15 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
                                   next.entries.front().message, stopped.empty() ? "" : "; " + stopped));
     race.wall_s += spent_s;
     race.plateau_rounds = rounds;
-    race.plateau_round_failed = !next.reference_stuck;  // its reference failed in a longer run
+    race.plateau_round_failed = !next.reference_stuck && !trained.out_of_time;  // its reference failed
     return race;
   }
-  next.notes.insert(next.notes.begin(),
-                    *next.best_batch != next.reference_batch
-                        ? fmt::format("{}; batch {} is judged no worse than it, and faster", done, *next.best_batch)
-                        : fmt::format("{}; every faster batch raced is judged worse ({}; the held-out noise {:.2f})",
-                                      done, predicted_gaps(next), 100 * next.tolerance));
+  next.notes.insert(
+      next.notes.begin(),
+      *next.best_batch != next.reference_batch
+          ? fmt::format("{}; batch {} is judged no worse than it, and faster", done, *next.best_batch)
+          : fmt::format("{}; every faster batch {} is judged worse ({}; the held-out noise {:.2f})", done,
+                        any_past_wall_limit(next) ? "it judged" : "raced", predicted_gaps(next), 100 * next.tolerance));
   if (!failed.empty())
     next.notes.push_back(fmt::format("{} {} not raced past the plateau: {} did not train in the race before",
                                      failed.size() > 1 ? "batches" : "batch", fmt::join(failed, ", "),
@@ -334,6 +340,87 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
   next.wall_s = race.wall_s + spent_s;
   next.plateau_rounds = rounds;
   return next;
+}
+
+RunRace race_with_rounds(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, double budget_s,
+                         int64_t noise_batch, const std::vector<int64_t>& not_raced, Trained& trained) {
+  BATCHWISE_CHECK(o.reserve().size() == o.reserve_samples_per_s().size(), ConfigError,
+                  "the run race: {} reserve batches with {} throughput figures; give one figure per batch",
+                  o.reserve().size(), o.reserve_samples_per_s().size());
+  bool first_only_longest = false, second_only_longest = false;
+  RunRace first = race_once(w, held_out, o, trained, true, first_only_longest, noise_batch);
+  if (trained.out_of_time) return first;  // no reserve, no round: the machine is slower than planned
+  std::vector<int64_t> batches;
+  std::vector<double> rates;
+  for (size_t i = 0; i < o.reserve().size(); ++i)
+    if (std::find(o.batches().begin(), o.batches().end(), o.reserve()[i]) == o.batches().end())
+      batches.push_back(o.reserve()[i]), rates.push_back(o.reserve_samples_per_s()[i]);
+  // The reference led on the run itself: its longest compressed run was the whole run (a fast
+  // device's race, or a short run), so every gap was measured, not carried, and every larger
+  // candidate ended worse beyond the noise. The best batch may then lie below the candidates (an
+  // H200's transformer, 4 epochs: 2,048 led 4,096 to 65,536, and 256 ends 4.6 points above it).
+  // Within a compressed run the smallest batch leads as a rule, which says nothing of the run's end.
+  const bool led_the_run =
+      first.best_batch == first.reference_batch && runs_to_the_end(first) &&
+      std::none_of(first.entries.begin() + 1, first.entries.end(), [](const RunRaceEntry& e) { return e.good; });
+  if (!(first.reference_stuck || led_the_run) || batches.empty())
+    return first.reference_stuck
+               ? past_the_plateau(w, held_out, RunRaceOptions(o).budget_s(budget_s), std::move(first),
+                                  first_only_longest, trained)
+               : run_longer(w, held_out, RunRaceOptions(o).budget_s(budget_s), std::move(first), trained);
+  if (out_of_time(o, trained)) return first;  // the reserve would train past the wall limit
+  // The reference never left the start, or led the run: smaller batches take more steps in the same
+  // samples, which is what leaves a plateau (mobilenet with SGD: 64 stays at chance where 16 and 32
+  // learn) and what a run too short for the larger batches rewards. They join, the smallest the new
+  // reference, beside the first reference, for one more budget. The larger candidates stay out: in
+  // as many samples they take fewer steps than the first reference, which did not leave the start
+  // or ended ahead of them, and leaving them out gives the runs that can do better more of it.
+  const std::vector<int64_t> reserve = batches;
+  std::vector<int64_t> left_out;
+  for (size_t i = 0; i < o.batches().size(); ++i) {
+    if (o.batches()[i] == first.reference_batch)
+      batches.push_back(o.batches()[i]), rates.push_back(o.samples_per_s()[i]);
+    else
+      left_out.push_back(o.batches()[i]);
+  }
+  left_out.insert(left_out.end(), not_raced.begin(), not_raced.end());
+  std::sort(left_out.begin(), left_out.end());
+  RunRaceOptions again = o;
+  again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({}).budget_s(budget_s);
+  const std::string why =
+      first_only_longest ? fmt::format("left the start only in its longest compressed run ({:.3g} epochs)",
+                                       first.lengths_epochs.back())
+      : first.reference_stuck
+          ? fmt::format("did not leave the start in {:.3g} epochs", first.lengths_epochs.back())
+          : fmt::format("ended your whole {:g}-epoch run ahead of every larger candidate beyond the noise",
+                        first.epochs);
+  RunRace second = race_once(w, held_out, again, trained, true, second_only_longest);
+  const bool second_stuck = second.reference_stuck;  // before the rounds past the plateau
+  if (second_stuck) second = past_the_plateau(w, held_out, again, std::move(second), second_only_longest, trained);
+  if (trained.out_of_time && !second.best_batch) {  // cut short: it judged nothing, and the first race stands
+    first.notes.insert(first.notes.begin(),
+                       fmt::format("batch {} (the first reference) {}, so the reserve {} raced beside it, batch {} the "
+                                   "reference, and the race passed its wall limit before that race judged: {}",
+                                   first.reference_batch, why, fmt::join(reserve, ", "), second.reference_batch,
+                                   first.best_batch ? fmt::format("batch {} stands", *first.best_batch) : "no pick"));
+    first.wall_s += second.wall_s;
+    return first;
+  }
+  second.notes.insert(
+      second.notes.begin(),
+      fmt::format("batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
+                  "for one more budget, without {} (larger: fewer steps in as many samples) ({}{})",
+                  first.reference_batch, why, fmt::join(reserve, ", "), second.reference_batch,
+                  fmt::join(left_out, ", "),
+                  second_only_longest ? "it left the start only in its longest run"
+                  : second_stuck ? "it did not leave the start" + std::string(first.reference_stuck ? " either" : "")
+                                 : "it left the start",
+                  !second.best_batch ? "; no pick"
+                  : second_stuck     ? "; with its runs twice as long it did, and the race answered: the next note"
+                                     : ""));
+  second.first_reference = first.reference_batch;
+  second.wall_s += first.wall_s;
+  return second;
 }
 
 }  // namespace batchwise::detail

@@ -1238,6 +1238,22 @@ struct SlowingClock {
   }
 };
 
+// The three-candidate race of the plateau tests (a 2-epoch run, a budget of 2 s) with a wall limit of
+// 100 s, the reserve 8 and 16 where `reserve`, on a clock that jumps past the limit at the progress
+// line beginning `at`.
+RunRace slowed_race(const Problem& problem, double lr, const std::string& at, bool reserve) {
+  const SlowingClock slow;
+  RunRaceOptions o = RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, lr))
+                         .epochs(2)
+                         .lr_schedule(LrSchedule::Cosine)
+                         .budget_s(2)
+                         .clock(slow.clock())
+                         .max_wall_s(100)
+                         .on_progress(slow.slow_at(at, 1000));
+  if (reserve) o.reserve({8, 16}).reserve_samples_per_s({8000, 14000});
+  return race_runs(*problem.workload, problem.held_out, o);
+}
+
 // The race plans its runs from the sweep's samples/s; on a machine that slows it would run on for
 // as much longer. Past its wall limit it starts no more runs and stops one under way between its
 // steps: the candidates not finished are not judged (their messages say so), no round runs after,
@@ -1261,17 +1277,19 @@ TEST(RunRace, ARaceOnAMachineThatSlowedStopsAtItsWallLimit) {
   EXPECT_LE(*race.best_batch, 64);  // the reference or 64: the only ones judged
   EXPECT_EQ(race.longer_rounds, 0);
   ASSERT_FALSE(race.notes.empty());
-  EXPECT_EQ(race.notes[0].find("the race stopped at its wall limit, 100 s: the machine trained slower than the sweep "
-                               "measured (another process on the cores?), so the candidates whose runs it did not "
-                               "finish are not judged"),
-            0u)
-      << race.notes[0];
+  EXPECT_EQ(race.notes[0],
+            "the race stopped at its wall limit, 100 s: the machine trained slower than the sweep measured (another "
+            "process on the cores?); it trained nothing after that (no run, no reserve, no round); batches 128, 256, "
+            "512, 1024, whose runs it had not finished, are not judged");
   ASSERT_EQ(race.entries.size(), kBatches.size());
   EXPECT_TRUE(race.entries[0].message.empty()) << race.entries[0].message;
   EXPECT_TRUE(race.entries[1].message.empty()) << race.entries[1].message;  // 64: both runs before the jump
   EXPECT_EQ(race.entries[2].message.find("not judged: the race passed its wall limit (100 s) during its"), 0u)
       << race.entries[2].message;
+  EXPECT_FALSE(race.entries[2].shorter_run.has_value());  // cut in its shorter run: nothing of it is kept
   EXPECT_FALSE(race.entries[2].run.has_value());
+  EXPECT_FALSE(race.entries[1].past_wall_limit);
+  for (size_t i = 2; i < race.entries.size(); ++i) EXPECT_TRUE(race.entries[i].past_wall_limit) << kBatches[i];
   for (size_t i = 3; i < race.entries.size(); ++i) {
     EXPECT_EQ(race.entries[i].message.find("not judged: the race passed its wall limit (100 s) before its"), 0u)
         << race.entries[i].batch << ": " << race.entries[i].message;
@@ -1328,23 +1346,58 @@ TEST(RunRace, ALongerRoundPastTheWallLimitLeavesTheAnswerAsItWas) {
   EXPECT_NE(race.notes[1].find("it stopped at the race's wall limit before judging it, so batch 512 stands"),
             std::string::npos)
       << race.notes[1];
+  const auto rec = recommend(race);
+  ASSERT_TRUE(rec.has_value());
+  Evidence evidence;
+  evidence.run_race = &race;
+  const Recommendation rated = with_confidence(*rec, evidence);
+  EXPECT_EQ(rated.confidence, Confidence::Low);
+  EXPECT_NE(rated.confidence_reason.find("before it raced on to check its answer"), std::string::npos)
+      << rated.confidence_reason;
 }
 
-// Past the wall limit in the reference's runs there is nothing to judge by: no pick, and neither the
-// reserve nor a round past the plateau races after it (tune's batch race does not follow either).
+// The reserve's race cut short in its reference's first run judged nothing: the first race stands,
+// and a note says the reserve raced and what stopped it.
+TEST(RunRace, AReservesRacePastTheWallLimitLeavesTheFirstRace) {
+  Problem problem;
+  const RunRace race = slowed_race(problem, 1e-7, "run race: batch 8,", true);
+  EXPECT_TRUE(race.stopped_at_wall_limit);
+  EXPECT_FALSE(race.best_batch.has_value());
+  EXPECT_FALSE(race.first_reference.has_value());  // the first race's entries, not the reserve's
+  EXPECT_EQ(race.reference_batch, 32);
+  EXPECT_TRUE(race.reference_stuck);  // as the first race found it; tune's batch race does not follow
+  EXPECT_EQ(race.plateau_rounds, 0);
+  ASSERT_GE(race.notes.size(), 2u);
+  EXPECT_EQ(race.notes[0].find("the race stopped at its wall limit, 100 s"), 0u) << race.notes[0];
+  EXPECT_EQ(race.notes[1].find("batch 32 (the first reference) did not leave the start in"), 0u) << race.notes[1];
+  EXPECT_NE(race.notes[1].find("so the reserve 8, 16 raced beside it, batch 8 the reference, and the race passed its "
+                               "wall limit before that race judged: no pick"),
+            std::string::npos)
+      << race.notes[1];
+}
+
+// A round past the plateau cut short in its reference's run judged nothing: no pick, not counted as
+// a failure of the round (plateau_round_failed), and no round after it.
+TEST(RunRace, ARoundPastThePlateauPastTheWallLimitEndsTheRounds) {
+  Problem problem;
+  const RunRace race = slowed_race(problem, 1e-7, "run race: batch 32, your 2-epoch run compressed to 0.655", false);
+  const std::string notes = fmt::format("{}", fmt::join(race.notes, "; "));
+  EXPECT_TRUE(race.stopped_at_wall_limit);
+  EXPECT_FALSE(race.best_batch.has_value());
+  EXPECT_FALSE(race.plateau_round_failed);
+  EXPECT_EQ(race.plateau_rounds, 1);
+  EXPECT_NE(notes.find("the race ran again with every compressed run twice as long (0.164 to 0.655 epochs), and gave "
+                       "no answer either (batch 32: the race passed its wall limit (100 s) during its 0.655-epoch run"),
+            std::string::npos)
+      << notes;
+  EXPECT_EQ(notes.find("the race stopped at its wall limit, 100 s: "), 0u) << notes;
+}
+
+// Past the wall limit in the reference's runs there is nothing to judge by: no pick, nothing races
+// after it (tune's batch race does not follow either), and tune's answer says why it is goodput's.
 TEST(RunRace, ARaceWhoseReferencePassedItsWallLimitRecommendsNothing) {
   Problem problem;
-  const SlowingClock slow;
-  const RunRace race = race_runs(*problem.workload, problem.held_out,
-                                 RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 0.05))
-                                     .epochs(2)
-                                     .lr_schedule(LrSchedule::Cosine)
-                                     .budget_s(2)
-                                     .reserve({8, 16})
-                                     .reserve_samples_per_s({8000, 14000})
-                                     .clock(slow.clock())
-                                     .max_wall_s(100)
-                                     .on_progress(slow.slow_at("run race: batch 32,", 1000)));
+  const RunRace race = slowed_race(problem, 0.05, "run race: batch 32,", true);
   EXPECT_TRUE(race.stopped_at_wall_limit);
   EXPECT_FALSE(race.best_batch.has_value());
   EXPECT_FALSE(race.first_reference.has_value());  // the reserve did not join
@@ -1352,10 +1405,13 @@ TEST(RunRace, ARaceWhoseReferencePassedItsWallLimitRecommendsNothing) {
   EXPECT_TRUE(race.runs.empty());
   EXPECT_EQ(race.entries.front().message,
             fmt::format("the race passed its wall limit (100 s) during its {:.3g}-epoch run: the machine trained "
-                        "slower than the sweep measured",
+                        "slower than the sweep measured (another process on the cores?)",
                         race.lengths_epochs.front()));
+  EXPECT_TRUE(race.entries.front().past_wall_limit);
   ASSERT_FALSE(race.notes.empty());
-  EXPECT_NE(race.notes[0].find("its reference's runs did not finish and it recommends no batch"), std::string::npos)
+  EXPECT_NE(race.notes[0].find("it trained nothing after that (no run, no reserve, no round); its reference's runs "
+                               "did not finish: no pick"),
+            std::string::npos)
       << race.notes[0];
   EXPECT_FALSE(recommend(race).has_value());
   // tune's answer is then goodput's (or the knee's), and its confidence says why.

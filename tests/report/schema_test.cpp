@@ -105,7 +105,8 @@ Report full_report() {
   schedule.saving = 0.12;
   race.schedule = schedule;
   race.schedule_reason = "a batch-size schedule saves 12 %";
-  race.stopped_at_wall_limit = true;  // a field that is false by default reads back only if written
+  race.stopped_at_wall_limit = true;  // fields false by default read back only if written
+  race.entries.back().past_wall_limit = true;
   r.run_race = race;
   ValidationResult full;
   full.epochs = 4;
@@ -136,10 +137,10 @@ TEST(Report, JsonReadsBackToTheSameJson) {
   ASSERT_EQ(back.run_race->schedule->phases.size(), 2u);
   EXPECT_EQ(back.run_race->schedule->phases[1].batch, 256);
   EXPECT_EQ(back.run_race->schedule->phases[1].from_epoch, 2.5);
-  for (const char* section :
-       {"\"run_race\"", "\"schedule_saving\"", "\"phase_lrs\"", "\"distributed\"", "\"plan\"", "\"range_test\"",
-        "\"accumulation_plan\"", "\"stopped_at_wall_limit\": true", "\"epoch\"", "\"loader\"", "\"accumulation_steps\"",
-        "\"skipped_steps\"", "\"gpu_temperature_c\"", "\"breaks\"", "\"not_run\""})
+  for (const char* section : {"\"run_race\"", "\"schedule_saving\"", "\"phase_lrs\"", "\"distributed\"", "\"plan\"",
+                              "\"range_test\"", "\"accumulation_plan\"", "\"stopped_at_wall_limit\": true",
+                              "\"past_wall_limit\": true", "\"epoch\"", "\"loader\"", "\"accumulation_steps\"",
+                              "\"skipped_steps\"", "\"gpu_temperature_c\"", "\"breaks\"", "\"not_run\""})
     EXPECT_NE(full.find(section), std::string::npos) << section;
   EXPECT_EQ(back.sweep->points.at(1).cpu_wait_share, 0.42);
   EXPECT_FALSE(back.sweep->points.at(0).cpu_wait_share);
