@@ -112,10 +112,11 @@ struct BatchRaceOptions {
   /// An entry trains at least this many optimizer steps in the first rung; a candidate whose steps
   /// do not fit is left out, and the race's notes say so.
   TORCH_ARG(int, min_steps) = 8;
-  /// Wall-clock seconds after which no further rung starts (0: no limit): the budget is training
-  /// time at the sweep's speed, and a machine that became slower must not stretch the race without
-  /// end. The best of the last finished rung wins, and the notes say so. Training added over a
-  /// plateau (see race_batches) raises the limit in proportion.
+  /// Wall-clock seconds after which no further rung starts, nor, after the first rung, another entry
+  /// of the rung under way (0: no limit): the budget is training time at the sweep's speed, and a
+  /// machine that became slower must not stretch the race without end. The best of the last
+  /// finished rung wins, and the notes say so (the first rung always finishes: without it nothing is
+  /// ranked). Training added over a plateau (see race_batches) raises the limit in proportion.
   TORCH_ARG(double, max_wall_s) = 0;
   /// Wall-clock seconds the race was planned to take (0: none), evaluations and range tests
   /// included (race_overhead_s): before each rung after the first, its training shrinks so that the
@@ -139,6 +140,10 @@ struct BatchRaceOptions {
   TORCH_ARG(std::vector<int64_t>, reserve);
   TORCH_ARG(std::vector<double>, reserve_samples_per_s);
   TORCH_ARG(std::function<void(const RaceProgress&)>, on_progress);
+  /// Seconds on a monotonic clock, read for the race's wall time (its limit, its fitted rungs) and
+  /// the pace of its training; unset: std::chrono::steady_clock. Tests inject one, so that no
+  /// decision rests on this machine's speed.
+  TORCH_ARG(std::function<double()>, clock);
 };
 
 /// The entry with the lowest held-out loss at one rung's horizon. The lead changes between rungs when

@@ -81,9 +81,6 @@ namespace {
 using detail::late_line;
 using detail::left_the_start;
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 struct Probe {
   double loss = 0;
   std::optional<double> accuracy;
@@ -152,17 +149,24 @@ struct Live {
 
 // Where the race stands, for its progress reports.
 struct RaceClock {
-  Clock::time_point start;
+  std::function<double()> read;  // BatchRaceOptions::clock
+  double start = 0;
   int rung = 0, rungs = 0, index = 0, count = 0;
   double slice = 0, planned_left = 0, wall_per_train_s = 0;
   int64_t epoch = 0;
+
+  double now() const {
+    if (read) return read();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  double since_start() const { return now() - start; }
 };
 
 // Trains entry `e` for one rung's slice of training time (from the workload's current state) at its
 // advised rate, evaluating `evaluations` times; throws when the training loss is not finite.
 void train_slice(ModuleWorkload& w, const Dataset& held_out, RaceEntry& e, int evaluations, const RaceClock& clock,
                  const BatchRaceOptions& o) {
-  const auto entry_start = Clock::now();
+  const double entry_start = clock.now();
   const int64_t steps =
       std::max<int64_t>(1, std::llround(clock.slice * e.samples_per_s / static_cast<double>(e.batch)));
   int next = 1;
@@ -188,9 +192,9 @@ void train_slice(ModuleWorkload& w, const Dataset& held_out, RaceEntry& e, int e
     progress.epochs = static_cast<double>(e.samples) / static_cast<double>(clock.epoch);
     progress.loss = p.loss;
     progress.accuracy = p.accuracy;
-    progress.elapsed_s = since(clock.start);
+    progress.elapsed_s = clock.since_start();
     const double done = clock.slice * static_cast<double>(step + 1) / static_cast<double>(steps);
-    const double pace = clock.wall_per_train_s > 0 ? clock.wall_per_train_s : since(entry_start) / done;
+    const double pace = clock.wall_per_train_s > 0 ? clock.wall_per_train_s : (clock.now() - entry_start) / done;
     progress.left_s = std::max(0.0, clock.planned_left - done) * pace;
     o.on_progress()(progress);
   }
@@ -204,9 +208,9 @@ void run_entry(ModuleWorkload& w, const Dataset& held_out, Live& live, const Wor
   try {
     if (first) {
       w.restore_state(initial);
-      const auto advise_start = Clock::now();
+      const double advise_start = clock.now();
       e.lr = advise_lr(w, e.batch, o.lr());
-      live.advise_s = since(advise_start);
+      live.advise_s = clock.now() - advise_start;
     } else {
       w.restore_state(*live.state);
     }
@@ -420,12 +424,26 @@ struct RaceRun {
   // Past the wall-clock limit before rung `rung` (0-based) starts: the race stops, and the best of the
   // last finished rung wins.
   bool out_of_wall_time(size_t rung) {
-    if (wall_limit <= 0 || since(clock.start) <= wall_limit) return false;
+    if (wall_limit <= 0 || clock.since_start() <= wall_limit) return false;
     race.notes.push_back(fmt::format(
         "the race stopped after rung {} of {}: it had taken {:.0f} s of wall time, past its limit of {:.0f} s (the "
         "machine trained slower than the sweep measured); the best of that rung wins",
-        rung, sizes.size(), since(clock.start), wall_limit));
+        rung, sizes.size(), clock.since_start(), wall_limit));
     alive.resize(1);
+    cut_short = true;
+    return true;
+  }
+
+  // Past the wall-clock limit within a rung after the first, before an entry trains: the rest of the
+  // rung does not, and the best of the last finished rung wins, as between rungs (the first rung
+  // always finishes: without it nothing is ranked). A rung's entries train one after another, the
+  // later rungs' for longer, so a machine slowed in one would otherwise run it to its end.
+  bool out_of_wall_time_within_rung() {
+    if (clock.rung <= 1 || wall_limit <= 0 || clock.since_start() <= wall_limit) return false;
+    race.notes.push_back(fmt::format(
+        "the race stopped during rung {} of {}, after {} of its {} entries: it had taken {:.0f} s of wall time, past "
+        "its limit of {:.0f} s (the machine trained slower than the sweep measured); the best of rung {} wins",
+        clock.rung, sizes.size(), clock.index - 1, clock.count, clock.since_start(), wall_limit, clock.rung - 1));
     cut_short = true;
     return true;
   }
@@ -438,7 +456,7 @@ struct RaceRun {
     if (rung == 0 || wall_budget <= 0 || clock.wall_per_train_s <= 0) return planned;
     double units = 0;  // the rungs left, in this rung's slices per entry
     for (size_t r = rung; r < sizes.size(); ++r) units += sizes[r] * std::pow(2.0, static_cast<double>(r - rung));
-    const double fits = (wall_budget - since(clock.start)) / (units * clock.wall_per_train_s);
+    const double fits = (wall_budget - clock.since_start()) / (units * clock.wall_per_train_s);
     if (fits >= planned) return planned;
     double floor = 0;
     for (size_t i : alive)
@@ -448,7 +466,7 @@ struct RaceRun {
     race.notes.push_back(fmt::format(
         "rung {} trained {:.2f} s per entry instead of {:.2f} s: the race had taken {:.0f} s of the {:.0f} s planned "
         "(training ran at {:.2f} s of wall time per second planned), and the rungs left were fitted to the rest",
-        rung + 1, slice, planned, since(clock.start), wall_budget, clock.wall_per_train_s));
+        rung + 1, slice, planned, clock.since_start(), wall_budget, clock.wall_per_train_s));
     return slice;
   }
 
@@ -463,8 +481,9 @@ struct RaceRun {
     for (bool extended = false;; extended = true) {
       horizon += clock.slice;
       train_alive(rung == 0 && !extended);
-      if (!extend(rung_start, planned_slice)) break;
+      if (cut_short || !extend(rung_start, planned_slice)) break;
     }
+    if (cut_short) return;
     if (horizon - rung_start > planned_slice * 1.000001)
       race.notes.push_back(fmt::format(
           "rung {} trained {:.1f} s instead of {:.1f} s: no candidate's held-out loss had fallen 2 % below where all "
@@ -481,11 +500,12 @@ struct RaceRun {
     for (size_t i : alive) {
       ++clock.index;
       if (entries[i].failed) continue;
-      const auto entry_start = Clock::now();
+      if (out_of_wall_time_within_rung()) return;
+      const double entry_start = clock.now();
       entries[i].advise_s = 0;
       run_entry(w, held_out, entries[i], initial, from_initial, horizon, clock, o);
       clock.planned_left -= clock.slice;
-      const double wall = (since(entry_start) - entries[i].advise_s) / clock.slice;
+      const double wall = (clock.now() - entry_start - entries[i].advise_s) / clock.slice;
       clock.wall_per_train_s = clock.wall_per_train_s > 0 ? 0.5 * (clock.wall_per_train_s + wall) : wall;
     }
   }
@@ -498,7 +518,7 @@ struct RaceRun {
         static_cast<double>(std::count_if(alive.begin(), alive.end(), [&](size_t i) { return !entries[i].failed; }));
     if (anyone_left_the_start() || live_count == 0) return false;
     const double more = std::min(horizon - rung_start, extension_left / live_count);
-    if (more < 0.999 * planned_slice || (wall_limit > 0 && since(clock.start) > wall_limit)) return false;
+    if (more < 0.999 * planned_slice || (wall_limit > 0 && clock.since_start() > wall_limit)) return false;
     extension_left -= more * live_count;
     wall_limit += o.max_wall_s() * more * live_count / o.budget_s();  // the limit grows with the training
     wall_budget += o.wall_budget_s() * more * live_count / o.budget_s();
@@ -509,11 +529,11 @@ struct RaceRun {
 
   void join_reserve_if_stuck() {
     if (anyone_left_the_start() || o.reserve().empty()) return;
-    if (wall_limit > 0 && since(clock.start) > wall_limit) {
+    if (wall_limit > 0 && clock.since_start() > wall_limit) {
       race.notes.push_back(
           fmt::format("the reserve {} did not join: the race had taken {:.0f} s of wall time, past "
                       "its limit of {:.0f} s",
-                      fmt::join(o.reserve(), ", "), since(clock.start), wall_limit));
+                      fmt::join(o.reserve(), ", "), clock.since_start(), wall_limit));
       return;
     }
     const size_t before_join = entries.size();
@@ -567,7 +587,8 @@ double race_overhead_s(const BatchRaceOptions& o, int64_t held_out_size, const s
 BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o) {
   check_options(held_out, o);
   RaceClock clock;
-  clock.start = Clock::now();
+  clock.read = o.clock();
+  clock.start = clock.now();
   clock.epoch = w.data().size();
   const StateGuard restore(w);  // weights, optimizer (its learning rate too), data order
   const std::unique_ptr<WorkloadState> initial = w.save_state();
@@ -579,20 +600,21 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   const HeldOutTarget target = race_target(o, race);
   const std::vector<Candidate> kept = plan_candidates(o, race);
   if (kept.empty()) {
-    race.wall_s = since(clock.start);
+    race.wall_s = clock.since_start();
     return race;
   }
   RaceRun run(w, held_out, o, *initial, clock, race, target, kept);
   for (size_t rung = 0; rung < run.sizes.size() && !run.alive.empty(); ++rung) {
     if (rung > 0 && run.out_of_wall_time(rung)) break;
     run.train_rung(rung);
+    if (run.cut_short) break;  // within the rung: its horizon was not reached
     race.horizons_s.push_back(run.horizon);
     if (run.rank(rung)) break;
   }
   decide(race, run.entries, run.alive, run.cut_short, run.horizon);
   for (auto& live : run.entries) race.entries.push_back(std::move(live.entry));
   std::sort(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
-  race.wall_s = since(clock.start);
+  race.wall_s = clock.since_start();
   return race;
 }
 

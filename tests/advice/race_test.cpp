@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 
 #include "batchwise/error.h"
 #include "batchwise/race.h"
@@ -179,6 +180,37 @@ TEST(BatchRace, ATargetWithinReachIsMeasuredAndEndsTheRace) {
               std::string::npos)
         << e.what();
   }
+}
+
+// A machine that slowed within a rung after the first (the clock jumps past the limit while the
+// rung's first entry trains) stops the race before the rung's next entry: the best of the last
+// finished rung wins, as where the limit passes between rungs, and the notes say where it stopped.
+TEST(BatchRace, AWallClockLimitPassedWithinARungEndsItBeforeItsNextEntry) {
+  Regression problem(5.0, 0.1);
+  const auto now = std::make_shared<double>(0);
+  const BatchRaceOptions options = BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1))
+                                       .budget_s(1)
+                                       .max_wall_s(100)
+                                       .clock([now] { return *now += 1e-6; })
+                                       .on_progress([now](const RaceProgress& p) {
+                                         if (p.rung == 2) *now += 1000;
+                                       });
+  const BatchRace race = race_batches(*problem.workload, problem.held_out, options);
+  EXPECT_EQ(race.horizons_s.size(), 1u);
+  ASSERT_TRUE(race.best_batch.has_value());
+  ASSERT_EQ(race.notes.size(), 1u);
+  EXPECT_EQ(race.notes[0].find("the race stopped during rung 2 of 2, after 1 of its 2 entries: it had taken"), 0u)
+      << race.notes[0];
+  EXPECT_NE(race.notes[0].find("; the best of rung 1 wins"), std::string::npos) << race.notes[0];
+  // The same race stopped before rung 2 picks the same batch: rung 1's best.
+  const BatchRace between =
+      race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).max_wall_s(1e-6).on_progress({}));
+  ASSERT_TRUE(between.best_batch.has_value());
+  EXPECT_EQ(*race.best_batch, *between.best_batch);
+  // Without the jump, rung 2 finishes.
+  const BatchRace quiet = race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).on_progress({}));
+  EXPECT_EQ(quiet.horizons_s.size(), 2u);
+  for (const std::string& note : quiet.notes) EXPECT_EQ(note.find("the race stopped"), std::string::npos) << note;
 }
 
 // The budget is training time at the sweep's speed; a machine that became slower stops the race at
