@@ -12,6 +12,9 @@
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "advice/race_rank.h"
 #include "advice/target.h"
@@ -435,15 +438,18 @@ struct RaceRun {
   }
 
   // Past the wall-clock limit within a rung after the first, before an entry trains: the rest of the
-  // rung does not, and the best of the last finished rung wins, as between rungs (the first rung
-  // always finishes: without it nothing is ranked). A rung's entries train one after another, the
-  // later rungs' for longer, so a machine slowed in one would otherwise run it to its end.
+  // rung does not, and the race ends as if cut before the rung (train_rung puts back every entry's
+  // figures from the last rung's end, so the best of that rung wins and no figure is from a horizon
+  // the rung did not reach; the first rung always finishes: without it nothing is ranked). A rung's
+  // entries train one after another, the later rungs' for longer, so a machine slowed in one would
+  // otherwise run it to its end.
   bool out_of_wall_time_within_rung() {
     if (clock.rung <= 1 || wall_limit <= 0 || clock.since_start() <= wall_limit) return false;
     race.notes.push_back(fmt::format(
-        "the race stopped during rung {} of {}, after {} of its {} entries: it had taken {:.0f} s of wall time, past "
-        "its limit of {:.0f} s (the machine trained slower than the sweep measured); the best of rung {} wins",
-        clock.rung, sizes.size(), clock.index - 1, clock.count, clock.since_start(), wall_limit, clock.rung - 1));
+        "the race stopped during rung {} of {}: it had taken {:.0f} s of wall time, past its limit of {:.0f} s (the "
+        "machine trained slower than the sweep measured); the best of rung {} wins, and every entry keeps its figures "
+        "from there",
+        clock.rung, sizes.size(), clock.since_start(), wall_limit, clock.rung - 1));
     cut_short = true;
     return true;
   }
@@ -478,12 +484,18 @@ struct RaceRun {
     clock.rung = static_cast<int>(rung) + 1;
     clock.count = static_cast<int>(alive.size());
     const double rung_start = horizon;
+    std::vector<std::pair<RaceEntry, bool>> before;  // alive's figures and failures at the last rung's end
+    for (size_t i : alive) before.emplace_back(entries[i].entry, entries[i].failed);
     for (bool extended = false;; extended = true) {
       horizon += clock.slice;
       train_alive(rung == 0 && !extended);
       if (cut_short || !extend(rung_start, planned_slice)) break;
     }
-    if (cut_short) return;
+    if (cut_short) {  // as if cut before the rung: no figure from a horizon it did not reach
+      for (size_t k = 0; k < alive.size(); ++k) std::tie(entries[alive[k]].entry, entries[alive[k]].failed) = before[k];
+      horizon = rung_start;
+      return;
+    }
     if (horizon - rung_start > planned_slice * 1.000001)
       race.notes.push_back(fmt::format(
           "rung {} trained {:.1f} s instead of {:.1f} s: no candidate's held-out loss had fallen 2 % below where all "

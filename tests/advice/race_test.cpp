@@ -199,14 +199,23 @@ TEST(BatchRace, AWallClockLimitPassedWithinARungEndsItBeforeItsNextEntry) {
   EXPECT_EQ(race.horizons_s.size(), 1u);
   ASSERT_TRUE(race.best_batch.has_value());
   ASSERT_EQ(race.notes.size(), 1u);
-  EXPECT_EQ(race.notes[0].find("the race stopped during rung 2 of 2, after 1 of its 2 entries: it had taken"), 0u)
+  EXPECT_EQ(race.notes[0].find("the race stopped during rung 2 of 2: it had taken"), 0u) << race.notes[0];
+  EXPECT_NE(race.notes[0].find("; the best of rung 1 wins, and every entry keeps its figures from there"),
+            std::string::npos)
       << race.notes[0];
-  EXPECT_NE(race.notes[0].find("; the best of rung 1 wins"), std::string::npos) << race.notes[0];
-  // The same race stopped before rung 2 picks the same batch: rung 1's best.
+  // The same race stopped before rung 2: the same pick, and every entry's figures the same (rung 2's
+  // first entry trained, and keeps rung 1's).
   const BatchRace between =
       race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).max_wall_s(1e-6).on_progress({}));
   ASSERT_TRUE(between.best_batch.has_value());
   EXPECT_EQ(*race.best_batch, *between.best_batch);
+  ASSERT_EQ(race.entries.size(), between.entries.size());
+  for (size_t i = 0; i < race.entries.size(); ++i) {
+    EXPECT_EQ(race.entries[i].batch, between.entries[i].batch);
+    EXPECT_EQ(race.entries[i].rungs, 1) << race.entries[i].batch;  // none from the rung that did not finish
+    EXPECT_EQ(race.entries[i].steps, between.entries[i].steps) << race.entries[i].batch;
+    EXPECT_EQ(race.entries[i].loss_at_horizon, between.entries[i].loss_at_horizon) << race.entries[i].batch;
+  }
   // Without the jump, rung 2 finishes.
   const BatchRace quiet = race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).on_progress({}));
   EXPECT_EQ(quiet.horizons_s.size(), 2u);
