@@ -329,6 +329,10 @@ std::string gap_as_note(const RunRaceEntry& e);
 /// beside it in a table; empty otherwise.
 std::string earlier_round_note(const RunRaceEntry& e);
 
+/// The candidates (the reference aside) the race did not judge because it passed its wall limit
+/// before their runs finished (RunRaceEntry::past_wall_limit), in batch order.
+std::vector<int64_t> past_wall_limit(const RunRace& race);
+
 /// The middle of the reference's three errors (1 - accuracy, or the loss, after runs each twice as
 /// long as the one before) on the line through the other two, where the second gain exceeds the
 /// first by at most sqrt(6) x `noise` (the held-out noise, two standard errors of one run: the bend

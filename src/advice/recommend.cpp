@@ -370,9 +370,7 @@ std::optional<Recommendation> recommend(const RunRace& race) {
   if (!race.not_raced.empty())
     reason += fmt::format("; {} {} not raced (larger and no faster than the fastest candidate; not judged)",
                           race.not_raced.size() > 1 ? "batches" : "batch", fmt::join(race.not_raced, ", "));
-  std::vector<int64_t> unfinished;  // past the wall limit: the candidates whose runs it did not finish
-  for (const auto& e : race.entries)
-    if (e.past_wall_limit) unfinished.push_back(e.batch);
+  const std::vector<int64_t> unfinished = past_wall_limit(race);
   if (!unfinished.empty())
     reason += fmt::format("; {} {} not judged: the race stopped at its wall limit before {} runs finished",
                           unfinished.size() > 1 ? "batches" : "batch", fmt::join(unfinished, ", "),
@@ -438,9 +436,7 @@ Assessed from_run_race(const RunRace& race) {
   std::vector<int64_t> good;
   for (const auto& e : race.entries)
     if (e.good) good.push_back(e.batch);
-  std::vector<int64_t> unjudged;
-  for (const auto& e : race.entries)
-    if (e.past_wall_limit) unjudged.push_back(e.batch);
+  const std::vector<int64_t> unjudged = past_wall_limit(race);
   if (race.stopped_at_wall_limit)
     return {
         Confidence::Low,

@@ -36,8 +36,11 @@ bool detail::out_of_time(const RunRaceOptions& o, Trained& trained) {
   return trained.out_of_time;
 }
 
-bool detail::any_past_wall_limit(const RunRace& race) {
-  return std::any_of(race.entries.begin(), race.entries.end(), [](const RunRaceEntry& e) { return e.past_wall_limit; });
+std::vector<int64_t> past_wall_limit(const RunRace& race) {
+  std::vector<int64_t> batches;
+  for (const RunRaceEntry& e : race.entries)
+    if (e.past_wall_limit && e.batch != race.reference_batch) batches.push_back(e.batch);
+  return batches;
 }
 
 namespace {
@@ -687,9 +690,7 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   race.not_raced = slower;
   if (trained.out_of_time) {
     race.stopped_at_wall_limit = true;
-    std::vector<int64_t> cut;
-    for (const RunRaceEntry& e : race.entries)
-      if (e.past_wall_limit && e.batch != race.reference_batch) cut.push_back(e.batch);
+    const std::vector<int64_t> cut = past_wall_limit(race);
     race.notes.insert(
         race.notes.begin(),
         fmt::format("the race stopped at its wall limit, {:.0f} s: {}; it trained nothing after that (no run, no "

@@ -38,9 +38,6 @@ double now_s(const RunRaceOptions& o);
 /// it stays so. Asked where the race would train more, so that a race which stopped had more to do.
 bool out_of_time(const RunRaceOptions& o, Trained& trained);
 
-/// Whether any of the race's candidates was not judged for the wall limit.
-bool any_past_wall_limit(const RunRace& race);
-
 /// The compressed runs' training seconds per unit of f (the share of the run in the shortest):
 /// the reference's three runs (f, 2f, 4f: 7f of its full run) and every other candidate's two longer
 /// ones (6f). `full_runs_s` in batch order, the reference first.

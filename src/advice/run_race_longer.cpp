@@ -326,12 +326,12 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
     race.plateau_round_failed = !next.reference_stuck && !trained.out_of_time;  // its reference failed
     return race;
   }
-  next.notes.insert(
-      next.notes.begin(),
-      *next.best_batch != next.reference_batch
-          ? fmt::format("{}; batch {} is judged no worse than it, and faster", done, *next.best_batch)
-          : fmt::format("{}; every faster batch {} is judged worse ({}; the held-out noise {:.2f})", done,
-                        any_past_wall_limit(next) ? "it judged" : "raced", predicted_gaps(next), 100 * next.tolerance));
+  next.notes.insert(next.notes.begin(),
+                    *next.best_batch != next.reference_batch
+                        ? fmt::format("{}; batch {} is judged no worse than it, and faster", done, *next.best_batch)
+                        : fmt::format("{}; every faster batch {} is judged worse ({}; the held-out noise {:.2f})", done,
+                                      !past_wall_limit(next).empty() ? "it judged" : "raced", predicted_gaps(next),
+                                      100 * next.tolerance));
   if (!failed.empty())
     next.notes.push_back(fmt::format("{} {} not raced past the plateau: {} did not train in the race before",
                                      failed.size() > 1 ? "batches" : "batch", fmt::join(failed, ", "),
