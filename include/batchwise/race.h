@@ -188,6 +188,9 @@ struct BatchRace {
   /// No entry's held-out loss left the plateau at the start (2 % below loss_before), however long
   /// the rungs trained: the race ranks nothing, and best_batch is empty.
   bool stuck = false;
+  /// The race passed its wall limit (BatchRaceOptions::max_wall_s) between rungs or within one after
+  /// the first: the best of the last finished rung won, and `notes` say where it stopped.
+  bool stopped_at_wall_limit = false;
   /// Batches whose predicted time to their last rung's best loss is within 5 % of that rung's
   /// horizon, and those between them: how flat the optimum is.
   std::vector<int64_t> within_5_percent;
@@ -211,6 +214,7 @@ void fields(V& v, T& r) {
   v("lead_batch", r.lead_batch);
   v("pick_reason", r.pick_reason);
   v("stuck", r.stuck);
+  v("stopped_at_wall_limit", r.stopped_at_wall_limit);
   v("within_5_percent", r.within_5_percent);
   v("left_out", r.left_out);
   v("notes", r.notes);

@@ -239,6 +239,7 @@ void run_entry(ModuleWorkload& w, const Dataset& held_out, Live& live, const Wor
 // a race cut short by its wall-clock limit takes its lead.
 void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector<size_t>& alive, bool cut_short,
             double horizon) {
+  race.stopped_at_wall_limit = cut_short;
   if (alive.empty()) return;
   const bool learned = std::any_of(entries.begin(), entries.end(), [&](const Live& live) {
     return !live.failed && left_the_start(live.entry, race.loss_before);

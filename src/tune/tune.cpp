@@ -36,6 +36,10 @@ namespace {
 // The most a race trains by default: twice what the fit and sweep took, at least 30 s.
 double race_ceiling_s(double spent_s) { return std::max(30.0, 2 * spent_s); }
 
+// Seconds of slack on top of a stated limit for a short run's fixed costs (its range tests,
+// evaluations, the process's start), which the step times it is planned from leave out.
+constexpr double kFixedCostSlackS = 30;
+
 }  // namespace
 
 double default_race_budget_s(double spent_s, int64_t dataset_size, double best_samples_per_s) {
@@ -238,8 +242,8 @@ RaceTime race_time(const TuneOptions& o, const Report& report, const std::vector
 
 // The most a run race takes (its wall time as planned, `t`): its reserve's race (one more), its
 // rounds past the plateau (kPlateauBudgets more budgets) or a longer round (one more budget), and
-// the batch race's 30 s of slack for a short race's fixed costs. Its wall limit: tune states it.
-double run_race_most_s(const RaceTime& t) { return 3 * t.wall_s + kPlateauBudgets * t.train_s + 30; }
+// kFixedCostSlackS, as the batch race's limit has. Its wall limit: tune states it.
+double run_race_most_s(const RaceTime& t) { return 3 * t.wall_s + kPlateauBudgets * t.train_s + kFixedCostSlackS; }
 
 // The run race's time (race_time with --epochs): the candidates larger than the fastest and no
 // faster do not race, and the training falls by their share (raced_options). The batch race that
@@ -329,7 +333,7 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                                  // --advice-budget is kept to; the default only to the most stated
                                  // (twice the training over a plateau): a guess is not worth evidence
                                  .wall_budget_s(o.race_budget_s() > 0 ? t.wall_s : t.wall_s + t.train_s)
-                                 .max_wall_s(3 * t.wall_s + 30)
+                                 .max_wall_s(3 * t.wall_s + kFixedCostSlackS)
                                  .target_accuracy(o.target_accuracy())
                                  .target_loss(o.target_loss())
                                  .reserve(reserve)
@@ -666,6 +670,13 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
 }
 
 }  // namespace
+
+bool slowed_past_its_plan(const Report& report) {
+  return (report.run_race && report.run_race->stopped_at_wall_limit) ||
+         (report.race && report.race->stopped_at_wall_limit) ||
+         (report.timing && report.timing->at_most_s > 0 &&
+          report.timing->total_s > 2 * report.timing->at_most_s + kFixedCostSlackS);
+}
 
 Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   BATCHWISE_CHECK(subject.runner != nullptr, ConfigError, "tune: no trial runner");

@@ -198,6 +198,7 @@ TEST(BatchRace, AWallClockLimitPassedWithinARungEndsItBeforeItsNextEntry) {
   const BatchRace race = race_batches(*problem.workload, problem.held_out, options);
   EXPECT_EQ(race.horizons_s.size(), 1u);
   ASSERT_TRUE(race.best_batch.has_value());
+  EXPECT_TRUE(race.stopped_at_wall_limit);
   ASSERT_EQ(race.notes.size(), 1u);
   EXPECT_EQ(race.notes[0].find("the race stopped during rung 2 of 2: it had taken"), 0u) << race.notes[0];
   EXPECT_NE(race.notes[0].find("; the best of rung 1 wins, and every entry keeps its figures from there"),
@@ -219,6 +220,7 @@ TEST(BatchRace, AWallClockLimitPassedWithinARungEndsItBeforeItsNextEntry) {
   // Without the jump, rung 2 finishes.
   const BatchRace quiet = race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).on_progress({}));
   EXPECT_EQ(quiet.horizons_s.size(), 2u);
+  EXPECT_FALSE(quiet.stopped_at_wall_limit);
   for (const std::string& note : quiet.notes) EXPECT_EQ(note.find("the race stopped"), std::string::npos) << note;
 }
 
@@ -231,6 +233,7 @@ TEST(BatchRace, AWallClockLimitEndsTheRaceAfterARung) {
       BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1)).budget_s(1).max_wall_s(1e-6));
   EXPECT_EQ(race.horizons_s.size(), 1u);
   ASSERT_TRUE(race.best_batch.has_value());
+  EXPECT_TRUE(race.stopped_at_wall_limit);
   ASSERT_EQ(race.notes.size(), 1u);
   EXPECT_NE(race.notes[0].find("the race stopped after rung 1 of 2"), std::string::npos) << race.notes[0];
   double best_loss = 0;

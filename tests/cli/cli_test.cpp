@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include "support/busy_core.h"
 #include "support/cli_util.h"
+#include "support/history_edit.h"
 #include "support/race_rule.h"
 
 #include <unistd.h>
@@ -1101,6 +1102,31 @@ TEST(Cli, TuneStatesWhatTheLastSuchTuneTookBeforeItStarts) {
   ASSERT_EQ(other.code, 0) << other.err;
   ASSERT_FALSE(raced[2]);
   expect_borrowed(other, false);
+}
+
+// A tune that ran on a machine slowed past its plan (it took more than twice the most it stated and
+// 30 s, or a race stopped at its wall limit) is passed over: the next such tune states the one before.
+TEST(Cli, TuneDoesNotStateWhatATuneSlowedPastItsPlanTook) {
+  const fs::path db = scratch() / "slowed-tune.sqlite";
+  fs::remove(db);
+  const std::string tune =
+      "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
+      "--repetitions 1 --threads 1 --no-race --history " +
+      db.string();
+  const Outcome first = batchwise(tune);
+  ASSERT_EQ(first.code, 0) << first.err;
+  const Outcome second = batchwise(tune);
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_NE(second.err.find("s in all, as the last such tune here took (run 1, "), std::string::npos) << second.err;
+  support::edit_history_report(db.string(), 2, [](nlohmann::json& report) {
+    nlohmann::json& timing = report.at("timing");
+    ASSERT_GT(timing.value("at_most_s", 0.0), 0) << timing.dump();
+    timing["total_s"] = 2 * timing.at("at_most_s").get<double>() + 31;  // past twice the most, and 30 s more
+  });
+  const Outcome third = batchwise(tune);
+  ASSERT_EQ(third.code, 0) << third.err;
+  EXPECT_NE(third.err.find("s in all, as the last such tune here took (run 1, "), std::string::npos) << third.err;
+  EXPECT_EQ(third.err.find("(run 2, "), std::string::npos) << third.err;
 }
 
 // --trace: a Chrome trace of one step at the recommended batch, with the step's operators in it.

@@ -144,5 +144,30 @@ TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
   at::set_num_threads(threads);
 }
 
+// A tune whose race stopped at its wall limit, or that took longer than the most it stated, ran on a
+// machine slower than its sweep measured: its time is not the next such tune's to expect.
+TEST(Tune, ATuneSlowedPastItsPlanIsKnownByItsReport) {
+  Report r;
+  EXPECT_FALSE(slowed_past_its_plan(r));  // nothing timed
+  r.timing = TuneTiming{};
+  r.timing->total_s = 80;
+  r.timing->at_most_s = 87;
+  r.race = BatchRace{};
+  r.run_race = RunRace{};
+  EXPECT_FALSE(slowed_past_its_plan(r));
+  r.timing->at_most_s = 0;  // not stated: nothing to be past
+  EXPECT_FALSE(slowed_past_its_plan(r));
+  r.timing->at_most_s = 25;  // a short tune's fixed costs: past the most it stated, by less than 30 s more
+  EXPECT_FALSE(slowed_past_its_plan(r));
+  r.timing->at_most_s = 24.9;  // past twice the most and 30 s
+  EXPECT_TRUE(slowed_past_its_plan(r));
+  r.timing->at_most_s = 87;
+  r.run_race->stopped_at_wall_limit = true;
+  EXPECT_TRUE(slowed_past_its_plan(r));
+  r.run_race->stopped_at_wall_limit = false;
+  r.race->stopped_at_wall_limit = true;
+  EXPECT_TRUE(slowed_past_its_plan(r));
+}
+
 }  // namespace
 }  // namespace batchwise

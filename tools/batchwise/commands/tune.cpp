@@ -140,12 +140,13 @@ class Tune : public Command {
   // race, validation and precision comparison asked for, where a tune asking for a race that its sweep
   // left fewer than 2 candidates for counts as one without: that is the time it took), when the
   // history holds one; tune states its own figure once the fit has timed the steps. Nothing with
-  // --advice-budget, which sets the race's time anew.
+  // --advice-budget, which sets the race's time anew. A tune slowed past its plan (another process on
+  // the cores: a race stopped at its wall limit, or past the most it stated) is passed over.
   void state_the_last(Session& s) {
     if (race_budget_s_ > 0) return;
     for (const HistoryEntry& e : s.history().find_runs("tune", to_json(s.report))) {
       const Report last = report_from_json(e.report_json, "history: the report");
-      const bool same = last.timing && last.timing->total_s > 0 &&
+      const bool same = last.timing && last.timing->total_s > 0 && !slowed_past_its_plan(last) &&
                         (v_.epochs > 0 ? last.run_race && last.run_race->epochs == v_.epochs : !last.run_race) &&
                         last.validation.has_value() == validate_ && last.precisions.empty() == !compare_precision_ &&
                         !last.step_profile.empty() == sweep_.profile && (last.race || last.run_race) != no_race_;
