@@ -64,6 +64,10 @@ struct RunRaceOptions {
   TORCH_ARG(std::vector<double>, reserve_samples_per_s);
   /// Called before each compressed run: the batch, which run of how many.
   TORCH_ARG(std::function<void(const std::string&)>, on_progress);
+  /// Called where the race goes on past its first race, before it trains more: the reserve joins, a
+  /// round past the plateau or a longer round for contested candidates starts; says why, and about
+  /// how much training it adds (what the plan left to "up to"). The notes say what came of it.
+  TORCH_ARG(std::function<void(const std::string&)>, on_round);
   /// Seconds on a monotonic clock, read for the race's wall time (which the rounds past the plateau
   /// spend against their three budgets) and the runs' training times; unset: std::chrono::steady_clock.
   /// Tests inject one, so that no decision rests on this machine's speed.

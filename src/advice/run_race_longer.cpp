@@ -196,6 +196,11 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
         which, many ? "them" : "it", cost_s, o.budget_s()));
     return race;
   }
+  if (o.on_round())
+    o.on_round()(
+        fmt::format("{} as the run doubled: racing {} again beside batch {} with every compressed run twice "
+                    "as long (to {:.3g} epochs), smallest first; up to about {:.0f} s of training",
+                    which, many ? "them" : "it", race.reference_batch, 2 * race.lengths_epochs.back(), cost_s));
   Round round = smallest_first(w, held_out, o, batches, rates, full_runs_s, f, race.noise_at_start, trained);
   RunRace& next = round.race;
   const std::string done = fmt::format(
@@ -296,6 +301,15 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
           how, cost_s, kPlateauBudgets, o.budget_s());
       break;
     }
+    if (o.on_round())
+      o.on_round()(fmt::format(
+          "{}: racing again with {} (to {:.3g} epochs), smallest first; about {:.0f} s of training, up to {:.0f} s",
+          rounds == 0 ? why
+                      : fmt::format("batch {} (the reference) still had not left the start in its middle compressed "
+                                    "run ({:.3g} epochs)",
+                                    last->reference_batch, last->lengths_epochs[1]),
+          how, to_the_end ? race.epochs : 2 * last->lengths_epochs.back(), cost_s,
+          kPlateauBudgets * o.budget_s() - spent_s));
     round = smallest_first(w, held_out, o, batches, rates, full_runs_s, f, race.noise_at_start, trained,
                            kPlateauBudgets * o.budget_s() - spent_s);
     spent_s += round.wall_s;
@@ -394,6 +408,12 @@ RunRace race_with_rounds(ModuleWorkload& w, const Dataset& held_out, const RunRa
           ? fmt::format("did not leave the start in {:.3g} epochs", first.lengths_epochs.back())
           : fmt::format("ended your whole {:g}-epoch run ahead of every larger candidate beyond the noise",
                         first.epochs);
+  if (o.on_round())
+    o.on_round()(
+        fmt::format("batch {} (the first reference) {}: the reserve {} races beside it, batch {} the "
+                    "reference, for one more budget (about {:.0f} s of training)",
+                    first.reference_batch, why, fmt::join(reserve, ", "),
+                    *std::min_element(batches.begin(), batches.end()), budget_s));
   RunRace second = race_once(w, held_out, again, trained, true, second_only_longest);
   const bool second_stuck = second.reference_stuck;  // before the rounds past the plateau
   if (second_stuck) second = past_the_plateau(w, held_out, again, std::move(second), second_only_longest, trained);

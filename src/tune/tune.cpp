@@ -389,6 +389,7 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
                                   .reserve(reserve)
                                   .reserve_samples_per_s(race_rates(report.sweep->points, reserve))
                                   .on_progress(o.on_run_race())
+                                  .on_round([&o](const std::string& why) { stage(o, "run race: " + why); })
                                   .max_wall_s(wall_limit_s));
   if (report.run_race->stopped_at_wall_limit)
     report.context.warnings.push_back(

@@ -195,17 +195,25 @@ TEST(RunRace, AContestedBatchRunLongerMovesTheAnswerToIt) {
   const std::vector<int64_t> batches = kBatches;
   const std::vector<double> rates = step_rates(batches);
   const auto before = problem.workload->module().parameters()[0].clone();
-  std::vector<std::string> trained;
+  std::vector<std::string> trained, rounds;
   const double epochs = 16;
   const RunRace race = race_runs(*problem.workload, problem.held_out,
                                  RunRaceOptions(batches, rates, LrAdviceOptions(32, 0.05))
                                      .epochs(epochs)
                                      .lr_schedule(LrSchedule::Cosine)
                                      .budget_s(6)
-                                     .on_progress([&](const std::string& m) { trained.push_back(m); }));
+                                     .on_progress([&](const std::string& m) { trained.push_back(m); })
+                                     .on_round([&](const std::string& m) { rounds.push_back(m); }));
   EXPECT_TRUE(at::equal(before, problem.workload->module().parameters()[0]));
   ASSERT_TRUE(race.best_batch.has_value()) << fmt::format("{}", fmt::join(race.notes, "; "));
   EXPECT_EQ(race.longer_rounds, 1);
+  // Announced before it trained: why, what, and the most training it adds.
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_EQ(rounds[0].find("batch 1024, faster than batch 512, was judged worse on gaps that shrank as the run "
+                           "doubled: racing it again beside batch 32 with every compressed run twice as long (to 0.983 "
+                           "epochs), smallest first; up to about "),
+            0u)
+      << rounds[0];
   const std::vector<RunRaceEntry> longer = last_round(race);
   ASSERT_EQ(longer.size(), 2u);  // the reference and the contested batch only
   EXPECT_EQ(longer[0].batch, 32);
@@ -957,6 +965,7 @@ TEST(RunRace, AReferenceThatNeverLeftTheStartPredictsNothing) {
 TEST(RunRace, AReferenceThatLeftTheStartOnlyInItsLongestRunRacesOnToTheRunsEnd) {
   Problem problem;
   std::map<std::string, int> trained;  // each compressed run, by what the progress line says of it
+  std::vector<std::string> rounds;
   const RunRaceOptions o = RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 5e-5))
                                .epochs(0.5)  // the same compressed runs as 2 epochs'
                                .lr_schedule(LrSchedule::Cosine)
@@ -999,14 +1008,24 @@ TEST(RunRace, AReferenceThatLeftTheStartOnlyInItsLongestRunRacesOnToTheRunsEnd) 
 TEST(RunRace, AReferenceOffThePlateauOnlyInItsLongestRunRacesAgainTwiceAsLong) {
   Problem problem;
   std::map<std::string, int> trained;  // each compressed run, by what the progress line says of it
+  std::vector<std::string> rounds;
   const RunRaceOptions o = RunRaceOptions({32, 256, 1024}, {20000, 80000, 100000}, LrAdviceOptions(32, 5e-5))
                                .epochs(2)
                                .lr_schedule(LrSchedule::Cosine)
                                .budget_s(2)
                                .clock(ticking_clock())
-                               .on_progress([&](const std::string& m) { ++trained[m]; });
+                               .on_progress([&](const std::string& m) { ++trained[m]; })
+                               .on_round([&](const std::string& m) { rounds.push_back(m); });
   const RunRace race = race_runs(*problem.workload, problem.held_out, o);
   for (const auto& [run, times] : trained) EXPECT_EQ(times, 1) << run << ": trained again in a later round";
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_EQ(rounds[0].find("batch 32 (the reference) left the start only in its longest compressed run (0.328 "
+                           "epochs): racing again with every compressed run twice as long (to 0.655 epochs), smallest "
+                           "first; about "),
+            0u)
+      << rounds[0];
+  // three budgets of 2 s
+  EXPECT_NE(rounds[0].find(" s of training, up to 6 s"), std::string::npos) << rounds[0];
   EXPECT_EQ(trained.count("run race: batch 32, your 2-epoch run compressed to 0.655 epochs"), 1u);  // the new one
   EXPECT_EQ(trained.count("run race: batch 32, your 2-epoch run compressed to 0.328 epochs"), 1u);  // reused
   ASSERT_TRUE(race.best_batch.has_value()) << fmt::format("{}", fmt::join(race.notes, "; "));
@@ -1142,8 +1161,20 @@ TEST(RunRace, AReserveJoinsWhenTheReferenceNeverLeftTheStart) {
                                .clock(ticking_clock())
                                .reserve({8, 16})
                                .reserve_samples_per_s({8000, 14000});
-  const RunRace race = race_runs(*problem.workload, problem.held_out, o);
+  std::vector<std::string> rounds;
+  const RunRace race = race_runs(*problem.workload, problem.held_out,
+                                 RunRaceOptions(o).on_round([&](const std::string& m) { rounds.push_back(m); }));
   EXPECT_FALSE(race.best_batch.has_value());
+  // The reserve's race, then its two rounds past the plateau, each announced before it trained.
+  ASSERT_EQ(rounds.size(), 3u) << fmt::format("{}", fmt::join(rounds, "\n"));
+  EXPECT_EQ(rounds[0].find("batch 32 (the first reference) did not leave the start in 0.328 epochs: the reserve 8, "
+                           "16 races beside it, batch 8 the reference, for one more budget (about 2 s of training)"),
+            0u)
+      << rounds[0];
+  EXPECT_EQ(rounds[1].find("batch 8 (the reference) did not leave the start in its longest compressed run"), 0u)
+      << rounds[1];
+  EXPECT_EQ(rounds[2].find("batch 8 (the reference) still had not left the start in its middle compressed run"), 0u)
+      << rounds[2];
   ASSERT_TRUE(race.first_reference.has_value());
   EXPECT_EQ(*race.first_reference, 32);
   EXPECT_EQ(race.reference_batch, 8);
