@@ -29,6 +29,17 @@ namespace batchwise {
 
 class ModuleWorkload;
 
+/// Where a compressed run of the run race is (RunRaceOptions::on_step): `step` of `steps` of a run of
+/// `epochs` (the user's run compressed) at `batch`; `loss`: the mean training loss over the steps
+/// since the last report; `elapsed_s`: the race's wall time so far (on RunRaceOptions::clock).
+struct RunRaceStep {
+  int64_t batch = 0;
+  double epochs = 0;
+  int64_t step = 0, steps = 0;
+  double loss = 0;
+  double elapsed_s = 0;
+};
+
 /// race_runs' settings. Example:
 /// `race_runs(w, test, RunRaceOptions({64, 256, 1024}, rates, LrAdviceOptions(32, 0.01)).epochs(10))`.
 struct RunRaceOptions {
@@ -64,6 +75,10 @@ struct RunRaceOptions {
   TORCH_ARG(std::vector<double>, reserve_samples_per_s);
   /// Called before each compressed run: the batch, which run of how many.
   TORCH_ARG(std::function<void(const std::string&)>, on_progress);
+  /// Called within a compressed run, at most once a second of the race's clock (a step that ends a
+  /// second or more after the last report): where it is. A long run (mobilenet's whole 2-epoch run,
+  /// a minute or more here) says how far it has come.
+  TORCH_ARG(std::function<void(const RunRaceStep&)>, on_step);
   /// Called where the race goes on past its first race, before it trains more: the reserve joins, a
   /// round past the plateau or a longer round for contested candidates starts; says why, and about
   /// how much training it adds (what the plan left to "up to"). The notes say what came of it.

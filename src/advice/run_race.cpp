@@ -108,6 +108,8 @@ CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const R
   run.steps = steps_for(epochs, dataset, entry.batch);
   const LrAdvice& lr = entry.lr;                       // its warmup_steps: the full run's (advise_rates)
   run.warmup_steps = run_warmup_steps(lr, run.steps);  // what scheduled_lr applies
+  double reported_s = now_s(o), loss_sum = 0;
+  int64_t since_report = 0;
   for (int64_t k = 0; k < run.steps; ++k) {
     w.set_lr(scheduled_lr(lr, o.lr_schedule(), k, run.steps));
     const double start = now_s(o);
@@ -116,6 +118,12 @@ CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const R
     const double end = now_s(o);
     run.train_s += end - start;
     if (!std::isfinite(loss)) return run;  // no quality: the caller says why
+    loss_sum += loss, ++since_report;
+    if (o.on_step() && end - reported_s >= 1) {
+      o.on_step()(RunRaceStep{entry.batch, epochs, k + 1, run.steps, loss_sum / static_cast<double>(since_report),
+                              end - trained.start_s});
+      reported_s = end, loss_sum = 0, since_report = 0;
+    }
     if (end > trained.deadline_s && k + 1 < run.steps) {
       trained.out_of_time = true;
       return run;
@@ -684,7 +692,8 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   BATCHWISE_CHECK(o.max_wall_s() >= 0 && std::isfinite(o.max_wall_s()), ConfigError,
                   "the run race's wall limit ({:g} s) must be a number of seconds, or 0 for none", o.max_wall_s());
   Trained trained;
-  if (o.max_wall_s() > 0) trained.deadline_s = now_s(o) + o.max_wall_s();
+  trained.start_s = now_s(o);
+  if (o.max_wall_s() > 0) trained.deadline_s = trained.start_s + o.max_wall_s();
   RunRace race =
       detail::race_with_rounds(w, held_out, raced, o.budget_s(), noise_batch_of(o.batches()), slower, trained);
   race.not_raced = slower;

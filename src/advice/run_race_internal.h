@@ -29,6 +29,7 @@ struct Trained {
   // starts after that, and no compressed run.
   double deadline_s = std::numeric_limits<double>::infinity();
   bool out_of_time = false;
+  double start_s = 0;  // the race's start on its clock, for RunRaceStep::elapsed_s
 };
 
 /// Seconds on the race's clock (RunRaceOptions::clock; unset: std::chrono::steady_clock).

@@ -353,6 +353,16 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
               "scale's goodput and the throughput knee");
 }
 
+// A compressed run's live line: the run-start line's words (RunRaceOptions::on_progress), then how
+// far it has come.
+std::string run_race_step_text(double run_epochs, const RunRaceStep& p) {
+  return fmt::format(
+      "run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs: {:.0f} % ({} of {} steps), training "
+      "loss {:.4g}; {:.0f} s elapsed",
+      p.batch, run_epochs, p.epochs, 100.0 * static_cast<double>(p.step) / static_cast<double>(p.steps), p.step,
+      p.steps, p.loss, p.elapsed_s);
+}
+
 // The run race (--epochs): the smallest of the sweep's fast batches trains the user's schedule
 // compressed to three fractions of the run, the others the longest of them; the noise scale along
 // the way and the learning curve say which batch ends no worse, soonest. The same candidates and
@@ -389,6 +399,9 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
                                   .reserve(reserve)
                                   .reserve_samples_per_s(race_rates(report.sweep->points, reserve))
                                   .on_progress(o.on_run_race())
+                                  .on_step([&o](const RunRaceStep& p) {
+                                    if (o.on_run_race()) o.on_run_race()(run_race_step_text(o.epochs(), p));
+                                  })
                                   .on_round([&o](const std::string& why) { stage(o, "run race: " + why); })
                                   .max_wall_s(wall_limit_s));
   if (report.run_race->stopped_at_wall_limit)

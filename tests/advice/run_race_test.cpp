@@ -925,6 +925,38 @@ TEST(RunRace, AGapIsAShareOfSamplesOnTheReferencesCurve) {
   EXPECT_DOUBLE_EQ(share_for_gap(samples, {0.3, 0.2, 0.2}, 64000, 0.01, 0.005), 0);   // flat, behind beyond it
 }
 
+// A compressed run says how far it has come at most once a second of the race's clock: each report
+// within one run further on than the last, a second or more later, with the mean training loss since
+// the last; a race that takes no second between reports says nothing but each run's start.
+TEST(RunRace, ACompressedRunSaysHowFarItHasComeOnceASecond) {
+  Problem problem;
+  std::vector<RunRaceStep> steps;
+  const auto now = std::make_shared<double>(0);  // each read a tenth of a second on: two a step
+  const RunRaceOptions o = RunRaceOptions({32, 256}, {20000, 80000}, LrAdviceOptions(32, 0.05))
+                               .epochs(2)
+                               .lr_schedule(LrSchedule::Cosine)
+                               .budget_s(2)
+                               .clock([now] { return *now += 0.1; })
+                               .on_step([&](const RunRaceStep& p) { steps.push_back(p); });
+  (void)race_runs(*problem.workload, problem.held_out, o);
+  ASSERT_GE(steps.size(), 2u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const RunRaceStep& p = steps[i];
+    EXPECT_TRUE(p.batch == 32 || p.batch == 256) << p.batch;
+    EXPECT_GT(p.epochs, 0);
+    EXPECT_LE(p.epochs, 2);
+    EXPECT_GE(p.step, 1);
+    EXPECT_LE(p.step, p.steps);
+    EXPECT_TRUE(std::isfinite(p.loss)) << p.loss;
+    if (i == 0) continue;
+    EXPECT_GE(p.elapsed_s, steps[i - 1].elapsed_s + 1 - 1e-9) << i;
+    if (p.batch == steps[i - 1].batch && p.epochs == steps[i - 1].epochs) EXPECT_GT(p.step, steps[i - 1].step) << i;
+  }
+  steps.clear();
+  (void)race_runs(*problem.workload, problem.held_out, RunRaceOptions(o).clock(ticking_clock()));
+  EXPECT_TRUE(steps.empty()) << steps.size();
+}
+
 // A reference that has not left the start in its longest compressed run (a rate far too small for
 // the budget) has no learning curve: the race recommends nothing and says why, rather than reading
 // a flat curve as "fewer samples cost nothing" and picking the largest batch. It first races again
