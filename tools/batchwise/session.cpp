@@ -5,6 +5,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -169,10 +170,12 @@ void Session::trial_line(const Trial& t, int index, int planned) {
   const std::string what = t.outcome == Outcome::Ok && t.samples_per_s > 0 && t.warmup_steps > 0
                                ? fmt::format("{:.0f} samples/s", t.samples_per_s)
                                : to_string(t.outcome);
-  fmt::print(stderr, "{}{}[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed{}){}", live_ ? "\r\033[K" : "",
-             brief_ ? phase_ + " " : "", of, t.batch, what, format_bytes(t.peak_bytes), elapsed, eta,
-             brief_ ? "" : "\n");
-  if (brief_) std::fflush(stderr);
+  const std::string line = fmt::format("[trial {}] batch {}: {}, peak {} ({:.1f} s elapsed{})", of, t.batch, what,
+                                       format_bytes(t.peak_bytes), elapsed, eta);
+  if (brief_)
+    live(line);  // the next replaces it
+  else
+    fmt::print(stderr, "{}{}\n", live_ ? "\r\033[K" : "", line);
 }
 
 // On a terminal: a live line for the trial now running (which batch, time so far, time left).
@@ -180,9 +183,7 @@ void Session::start_line(int64_t batch, int index, int planned) {
   if (flags.quiet || !live_ || !lead_) return;
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   const auto [of, eta] = position(index, planned, index);
-  fmt::print(stderr, "\r\033[K{}[trial {}] batch {}: training... ({:.1f} s elapsed{})", brief_ ? phase_ + " " : "", of,
-             batch, elapsed, eta);
-  std::fflush(stderr);
+  live(fmt::format("[trial {}] batch {}: training... ({:.1f} s elapsed{})", of, batch, elapsed, eta));
 }
 
 FitOptions Session::with_progress(FitOptions options) {
@@ -205,8 +206,7 @@ void Session::training_line(const std::string& text, const std::string& candidat
   if (flags.quiet || !lead_) return;
   const auto now = Clock::now();
   if (live_) {
-    fmt::print(stderr, "\r\033[K{}{}", brief_ ? phase_ + " " : "", text);
-    std::fflush(stderr);
+    live(text);
   } else if (brief_) {
     return;  // a log gets the phase lines only
   } else if (candidate != last_candidate_ || now - last_line_ >= std::chrono::seconds(10)) {
@@ -237,6 +237,53 @@ void Session::on_race(const RaceProgress& p) {
                             p.rung, p.rungs, p.index, p.count, p.batch, p.epochs, metric_text(p.loss, p.accuracy),
                             p.elapsed_s, p.left_s),
                 fmt::format("race {} {}", p.rung, p.index));
+}
+
+namespace {
+
+// Columns a text takes on a terminal: its UTF-8 code points (the tool's text has no wide or combining
+// characters).
+size_t columns_of(const std::string& text) {
+  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+}
+
+// The first `n` code points of `text`, or its last `n` when `from_end`.
+std::string code_points(const std::string& text, size_t n, bool from_end) {
+  size_t seen = 0;
+  if (!from_end) {
+    for (size_t i = 0; i < text.size(); ++i)
+      if ((text[i] & 0xC0) != 0x80 && seen++ == n) return text.substr(0, i);
+    return text;
+  }
+  for (size_t i = text.size(); i-- > 0;)
+    if ((text[i] & 0xC0) != 0x80 && ++seen == n) return text.substr(i);
+  return text;
+}
+
+// The terminal's width in columns (stderr's), else $COLUMNS, else 80.
+size_t terminal_columns() {
+  winsize size{};
+  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  if (const char* env = std::getenv("COLUMNS"); env && std::atoi(env) > 0) return static_cast<size_t>(std::atoi(env));
+  return 80;
+}
+
+}  // namespace
+
+// A live line is rewritten in place with "\r\033[K", which clears only the terminal row the cursor
+// is on: a line wider than the terminal wraps, and every update would leave its first rows behind.
+// So it is fitted to one row: the brief phase prefix shortened to its "[2/4]", then the middle of
+// the line cut ("..."), keeping its start (what trains) and its end (the time elapsed and left).
+void Session::live(const std::string& line) {
+  const size_t width = terminal_columns() - 1;  // the last column would wrap on some terminals
+  std::string text = brief_ ? phase_ + " " + line : line;
+  if (columns_of(text) > width && brief_) text = phase_.substr(0, phase_.find(']') + 1) + " " + line;
+  if (const size_t n = columns_of(text); n > width && width > 20) {
+    const size_t tail = (width - 3) / 2;
+    text = code_points(text, width - 3 - tail, false) + "..." + code_points(text, tail, true);
+  }
+  fmt::print(stderr, "\r\033[K{}", text);
+  std::fflush(stderr);
 }
 
 void Session::clear_line() {

@@ -78,6 +78,8 @@ class Session {
   void trial_line(const Trial& t, int index, int planned);
   void start_line(int64_t batch, int index, int planned);
   void training_line(const std::string& text, const std::string& candidate);
+  /// Rewrites the terminal's live line with `line` (after the brief phase prefix), fitted to one row.
+  void live(const std::string& line);
   std::pair<std::string, std::string> position(int index, int planned, int done) const;
 
   bool brief_ = false;
