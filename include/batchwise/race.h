@@ -188,8 +188,9 @@ struct BatchRace {
   /// No entry's held-out loss left the plateau at the start (2 % below loss_before), however long
   /// the rungs trained: the race ranks nothing, and best_batch is empty.
   bool stuck = false;
-  /// The race passed its wall limit (BatchRaceOptions::max_wall_s) between rungs or within one after
-  /// the first: the best of the last finished rung won, and `notes` say where it stopped.
+  /// The race passed its wall limit (BatchRaceOptions::max_wall_s) where it had more to train: between
+  /// rungs or within one after the first (the best of the last finished rung won), or where a rung on
+  /// the plateau at the start would have trained on or the reserve would have joined. `notes` say so.
   bool stopped_at_wall_limit = false;
   /// Batches whose predicted time to their last rung's best loss is within 5 % of that rung's
   /// horizon, and those between them: how flat the optimum is.

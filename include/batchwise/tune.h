@@ -125,10 +125,11 @@ struct TuneOptions {
 Report tune(TuneSubject subject, const TuneOptions& options, Report report = {});
 
 /// Whether `report` (a tune's) ran on a machine that trained slower than its sweep measured, past
-/// what the tune planned: its run race or batch race stopped at its wall limit, or the whole run took
-/// more than twice the most it stated (timing.at_most_s) and 30 s on top (a short tune's fixed costs,
-/// its evaluations and the process's start, are not all in that figure). Its time is not what a tune
-/// of the same kind should expect to take.
+/// what the tune planned: its run race or batch race stopped at its wall limit, or the phases the
+/// most it stated counts (timing.at_most_s: the doctor, fit, sweep, noise scale and races; not the
+/// validation, precision comparison, profile or loader search, which come on top) took more than
+/// twice that and 30 s on top (a short tune's fixed costs, its evaluations and the process's start,
+/// are not all in that figure). Its time is not what a tune of the same kind should expect to take.
 bool slowed_past_its_plan(const Report& report);
 
 /// The race's training budget by default: twice what the fit and sweep took (`spent_s`), at least

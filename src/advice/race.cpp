@@ -239,7 +239,6 @@ void run_entry(ModuleWorkload& w, const Dataset& held_out, Live& live, const Wor
 // a race cut short by its wall-clock limit takes its lead.
 void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector<size_t>& alive, bool cut_short,
             double horizon) {
-  race.stopped_at_wall_limit = cut_short;
   if (alive.empty()) return;
   const bool learned = std::any_of(entries.begin(), entries.end(), [&](const Live& live) {
     return !live.failed && left_the_start(live.entry, race.loss_before);
@@ -390,6 +389,9 @@ struct RaceRun {
   double wall_limit;
   double wall_budget;  // the planned wall time (BatchRaceOptions::wall_budget_s), 0: none
   bool cut_short = false;
+  // The wall limit ended a plateau's extension or kept the reserve out: the race trained less than
+  // it would have, though every rung it began finished (BatchRace::stopped_at_wall_limit).
+  bool hit_wall_limit = false;
 
   // `kept` (plan_candidates) all in the race, from the same weights and the initial held-out loss.
   RaceRun(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o, const WorkloadState& initial,
@@ -502,7 +504,9 @@ struct RaceRun {
           "rung {} trained {:.1f} s instead of {:.1f} s: no candidate's held-out loss had fallen 2 % below where all "
           "began ({:.3f}), the plateau at the start of training, where a ranking would be by noise; {}",
           rung + 1, horizon - rung_start, planned_slice, race.loss_before,
-          anyone_left_the_start() ? "then one did" : "none had when the extension's budget ran out"));
+          anyone_left_the_start() ? "then one did"
+          : hit_wall_limit        ? fmt::format("none had when the race passed its wall limit ({:.0f} s)", wall_limit)
+                                  : "none had when the extension's budget ran out"));
     if (rung == 0) join_reserve_if_stuck();
   }
 
@@ -531,7 +535,11 @@ struct RaceRun {
         static_cast<double>(std::count_if(alive.begin(), alive.end(), [&](size_t i) { return !entries[i].failed; }));
     if (anyone_left_the_start() || live_count == 0) return false;
     const double more = std::min(horizon - rung_start, extension_left / live_count);
-    if (more < 0.999 * planned_slice || (wall_limit > 0 && clock.since_start() > wall_limit)) return false;
+    if (more < 0.999 * planned_slice) return false;
+    if (wall_limit > 0 && clock.since_start() > wall_limit) {  // trained no further: the race was cut
+      hit_wall_limit = true;
+      return false;
+    }
     extension_left -= more * live_count;
     wall_limit += o.max_wall_s() * more * live_count / o.budget_s();  // the limit grows with the training
     wall_budget += o.wall_budget_s() * more * live_count / o.budget_s();
@@ -547,6 +555,7 @@ struct RaceRun {
           fmt::format("the reserve {} did not join: the race had taken {:.0f} s of wall time, past "
                       "its limit of {:.0f} s",
                       fmt::join(o.reserve(), ", "), clock.since_start(), wall_limit));
+      hit_wall_limit = true;
       return;
     }
     const size_t before_join = entries.size();
@@ -625,6 +634,7 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
     if (run.rank(rung)) break;
   }
   decide(race, run.entries, run.alive, run.cut_short, run.horizon);
+  race.stopped_at_wall_limit = run.cut_short || run.hit_wall_limit;
   for (auto& live : run.entries) race.entries.push_back(std::move(live.entry));
   std::sort(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
   race.wall_s = clock.since_start();

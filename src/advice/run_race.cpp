@@ -108,11 +108,12 @@ CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const R
   run.steps = steps_for(epochs, dataset, entry.batch);
   const LrAdvice& lr = entry.lr;                       // its warmup_steps: the full run's (advise_rates)
   run.warmup_steps = run_warmup_steps(lr, run.steps);  // what scheduled_lr applies
-  double reported_s = now_s(o), loss_sum = 0;
+  double reported_s = 0, loss_sum = 0;                 // the last report's time: the first step's start at first
   int64_t since_report = 0;
   for (int64_t k = 0; k < run.steps; ++k) {
     w.set_lr(scheduled_lr(lr, o.lr_schedule(), k, run.steps));
     const double start = now_s(o);
+    if (k == 0) reported_s = start;
     const Batch b = w.next_batch(entry.batch);
     const double loss = w.train_step(b).item<double>();  // reading it waits for the device
     const double end = now_s(o);

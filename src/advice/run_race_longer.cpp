@@ -303,7 +303,8 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
     }
     if (o.on_round())
       o.on_round()(fmt::format(
-          "{}: racing again with {} (to {:.3g} epochs), smallest first; about {:.0f} s of training, up to {:.0f} s",
+          "{}: racing again with {} (to {:.3g} epochs), smallest first; at least about {:.0f} s of training, "
+          "within the {:.0f} s of wall time its rounds have left",
           rounds == 0 ? why
                       : fmt::format("batch {} (the reference) still had not left the start in its middle compressed "
                                     "run ({:.3g} epochs)",

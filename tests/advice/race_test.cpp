@@ -384,6 +384,28 @@ TEST(BatchRace, OnAPlateauItTrainsOnAndRanksNoNoise) {
   EXPECT_NE(notes.find("rung 1 trained"), std::string::npos) << notes;
   EXPECT_NE(notes.find("none had when the extension's budget ran out"), std::string::npos) << notes;
   EXPECT_NE(notes.find("cannot rank them and recommends none"), std::string::npos) << notes;
+  EXPECT_FALSE(race.stopped_at_wall_limit);
+  // Past its wall limit (a clock that jumps once the first rung has begun), the first rung trains no
+  // further than planned, nor does the reserve join, and the race says it stopped there: two
+  // candidates, one rung, so no check between rungs sees it.
+  const auto now = std::make_shared<double>(0);
+  const BatchRace cut = race_batches(*problem.workload, problem.held_out,
+                                     BatchRaceOptions({16, 64}, {1e4, 2e4}, LrAdviceOptions(32, 0.1))
+                                         .budget_s(budget)
+                                         .max_wall_s(100)
+                                         .reserve({4, 8})
+                                         .reserve_samples_per_s({3e3, 6e3})
+                                         .clock([now] { return *now += 1e-6; })
+                                         .on_progress([now](const RaceProgress&) { *now += 1000; }));
+  EXPECT_TRUE(cut.stuck);
+  EXPECT_TRUE(cut.stopped_at_wall_limit);
+  ASSERT_FALSE(cut.horizons_s.empty());
+  EXPECT_EQ(cut.horizons_s.size(), 1u);
+  EXPECT_NEAR(cut.horizons_s[0], budget / 2, 1e-9) << "the rung was extended past the wall limit";
+  std::string cut_notes;
+  for (const auto& n : cut.notes) cut_notes += n + "\n";
+  EXPECT_NE(cut_notes.find("the reserve 4, 8 did not join: the race had taken"), std::string::npos) << cut_notes;
+  for (const RaceEntry& e : cut.entries) EXPECT_NE(e.batch, 4) << "the reserve joined past the wall limit";
 }
 
 // f(x) = u (v . x): a linear model as the product of two layers, with a saddle at zero.

@@ -150,6 +150,7 @@ TEST(Tune, ATuneSlowedPastItsPlanIsKnownByItsReport) {
   Report r;
   EXPECT_FALSE(slowed_past_its_plan(r));  // nothing timed
   r.timing = TuneTiming{};
+  r.timing->phases = {{"doctor", 0.2}, {"fit", 5}, {"sweep", 20}, {"noise scale", 4}, {"run race", 50.8}};
   r.timing->total_s = 80;
   r.timing->at_most_s = 87;
   r.race = BatchRace{};
@@ -162,6 +163,11 @@ TEST(Tune, ATuneSlowedPastItsPlanIsKnownByItsReport) {
   r.timing->at_most_s = 24.9;  // past twice the most and 30 s
   EXPECT_TRUE(slowed_past_its_plan(r));
   r.timing->at_most_s = 87;
+  // The validation comes on top of the most stated: a --validate tune that trained its full runs for
+  // ten minutes was not slowed.
+  r.timing->phases.push_back({"validation", 600});
+  r.timing->total_s = 680;
+  EXPECT_FALSE(slowed_past_its_plan(r));
   r.run_race->stopped_at_wall_limit = true;
   EXPECT_TRUE(slowed_past_its_plan(r));
   r.run_race->stopped_at_wall_limit = false;
