@@ -115,8 +115,10 @@ struct BatchRaceOptions {
   /// Wall-clock seconds after which no further rung starts, nor, after the first rung, another entry
   /// of the rung under way (0: no limit): the budget is training time at the sweep's speed, and a
   /// machine that became slower must not stretch the race without end. The best of the last
-  /// finished rung wins, and the notes say so (the first rung always finishes: without it nothing is
-  /// ranked). Training added over a plateau (see race_batches) raises the limit in proportion.
+  /// finished rung wins, and the notes say so. In the first rung, without which nothing is ranked,
+  /// the entries after the first two that trained do not start past it: they leave the race
+  /// (BatchRace::left_out), and the rung ranks those that trained. Training added over a plateau
+  /// (see race_batches) raises the limit in proportion.
   TORCH_ARG(double, max_wall_s) = 0;
   /// Wall-clock seconds the race was planned to take (0: none), evaluations and range tests
   /// included (race_overhead_s): before each rung after the first, its training shrinks so that the
@@ -189,8 +191,9 @@ struct BatchRace {
   /// the rungs trained: the race ranks nothing, and best_batch is empty.
   bool stuck = false;
   /// The race passed its wall limit (BatchRaceOptions::max_wall_s) where it had more to train: between
-  /// rungs or within one after the first (the best of the last finished rung won), or where a rung on
-  /// the plateau at the start would have trained on or the reserve would have joined. `notes` say so.
+  /// rungs or within one after the first (the best of the last finished rung won), within the first
+  /// (the entries not yet trained left out), or where a rung on the plateau at the start would have
+  /// trained on or the reserve would have joined. `notes` say so.
   bool stopped_at_wall_limit = false;
   /// Batches whose predicted time to their last rung's best loss is within 5 % of that rung's
   /// horizon, and those between them: how flat the optimum is.

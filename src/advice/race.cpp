@@ -147,7 +147,8 @@ struct Live {
   RaceEntry entry;
   std::unique_ptr<WorkloadState> state;
   bool failed = false;
-  double advise_s = 0;  // the range test's wall time, apart from the training's pace
+  bool untrained = false;  // left out of the first rung at the wall limit: no entry, in left_out
+  double advise_s = 0;     // the range test's wall time, apart from the training's pace
 };
 
 // Where the race stands, for its progress reports.
@@ -443,7 +444,7 @@ struct RaceRun {
   // Past the wall-clock limit within a rung after the first, before an entry trains: the rest of the
   // rung does not, and the race ends as if cut before the rung (train_rung puts back every entry's
   // figures from the last rung's end, so the best of that rung wins and no figure is from a horizon
-  // the rung did not reach; the first rung always finishes: without it nothing is ranked). A rung's
+  // the rung did not reach; the first rung is out_of_wall_time_in_first_rung's). A rung's
   // entries train one after another, the later rungs' for longer, so a machine slowed in one would
   // otherwise run it to its end.
   bool out_of_wall_time_within_rung() {
@@ -454,6 +455,28 @@ struct RaceRun {
         "from there",
         clock.rung, sizes.size(), clock.since_start(), wall_limit, clock.rung - 1));
     cut_short = true;
+    return true;
+  }
+
+  // Past the wall-clock limit within the first rung, before alive[k] trains, once two entries have
+  // trained (the least a ranking needs): the rest of the rung does not train. They leave the race
+  // without an entry (left_out, and a note), and the rung ranks the ones that trained. Without this a
+  // machine slowed k times ran the first rung k times longer: a two-candidate race is one rung.
+  bool out_of_wall_time_in_first_rung(size_t k) {
+    if (clock.rung != 1 || wall_limit <= 0 || clock.since_start() <= wall_limit) return false;
+    std::vector<int64_t> left;
+    for (size_t j = k; j < alive.size(); ++j) {
+      entries[alive[j]].untrained = true;
+      left.push_back(entries[alive[j]].entry.batch);
+    }
+    race.left_out.insert(race.left_out.end(), left.begin(), left.end());
+    race.notes.push_back(fmt::format(
+        "the race passed its wall limit during its first rung: it had taken {:.0f} s of wall time, past its limit of "
+        "{:.0f} s (the machine trained slower than the sweep measured), so {} {} did not race; the rung ranks "
+        "those that trained",
+        clock.since_start(), wall_limit, left.size() > 1 ? "batches" : "batch", fmt::join(left, ", ")));
+    alive.resize(k);
+    hit_wall_limit = true;
     return true;
   }
 
@@ -514,16 +537,20 @@ struct RaceRun {
   // then) when `from_initial`, else from its own state.
   void train_alive(bool from_initial) {
     clock.index = 0;
-    for (size_t i : alive) {
+    int trained = 0;  // entries this pass trained that did not fail
+    for (size_t k = 0; k < alive.size(); ++k) {
+      const size_t i = alive[k];
       ++clock.index;
       if (entries[i].failed) continue;
       if (out_of_wall_time_within_rung()) return;
+      if (from_initial && trained >= 2 && out_of_wall_time_in_first_rung(k)) return;
       const double entry_start = clock.now();
       entries[i].advise_s = 0;
       run_entry(w, held_out, entries[i], initial, from_initial, horizon, clock, o);
       clock.planned_left -= clock.slice;
       const double wall = (clock.now() - entry_start - entries[i].advise_s) / clock.slice;
       clock.wall_per_train_s = clock.wall_per_train_s > 0 ? 0.5 * (clock.wall_per_train_s + wall) : wall;
+      if (!entries[i].failed) ++trained;
     }
   }
 
@@ -635,7 +662,8 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   }
   decide(race, run.entries, run.alive, run.cut_short, run.horizon);
   race.stopped_at_wall_limit = run.cut_short || run.hit_wall_limit;
-  for (auto& live : run.entries) race.entries.push_back(std::move(live.entry));
+  for (auto& live : run.entries)
+    if (!live.untrained) race.entries.push_back(std::move(live.entry));
   std::sort(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
   race.wall_s = clock.since_start();
   return race;

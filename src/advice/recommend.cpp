@@ -465,6 +465,14 @@ Assessed from_run_race(const RunRace& race) {
 // From the batch race: resolved or within noise, and for how long a run.
 Assessed from_race(const BatchRace& race) {
   const double epochs = race.rung_leads.empty() ? 0 : race.rung_leads.back().epochs;
+  if (race.stopped_at_wall_limit)
+    return {
+        Confidence::Low,
+        fmt::format("the race stopped at its wall limit (the machine trained far slower than the sweep "
+                    "measured){}, so batch {} is the best of what it had trained, about {:.2g} epochs; tune "
+                    "again on a quiet machine",
+                    race.left_out.empty() ? "" : fmt::format("; batches left out: {}", fmt::join(race.left_out, ", ")),
+                    *race.best_batch, epochs)};
   if (epochs < 0.1)
     return {Confidence::Low,
             fmt::format("the race trained each candidate for {:.2g} epochs, the first minutes of a run, and its lead "

@@ -23,6 +23,7 @@
 #include "batchwise/units.h"
 #include "check.h"
 #include "tune/race_entries.h"
+#include "tune/race_time.h"
 
 namespace batchwise {
 
@@ -32,25 +33,15 @@ TuneSubject::TuneSubject(Workload& w) : workload(&w), own_runner(std::make_share
 
 TuneSubject::TuneSubject(TrialRunner& r, Workload* w) : runner(&r), workload(w) {}
 
-namespace {
-
-// The most a race trains by default: twice what the fit and sweep took, at least 30 s.
-double race_ceiling_s(double spent_s) { return std::max(30.0, 2 * spent_s); }
-
-// Seconds of slack on top of a stated limit for a short run's fixed costs (its range tests,
-// evaluations, the process's start), which the step times it is planned from leave out.
-constexpr double kFixedCostSlackS = 30;
-
-}  // namespace
-
 double default_race_budget_s(double spent_s, int64_t dataset_size, double best_samples_per_s) {
   const double epochs_s = best_samples_per_s > 0 ? 4.0 * static_cast<double>(dataset_size) / best_samples_per_s : 0;
-  const double budget = race_ceiling_s(spent_s);
+  const double budget = detail::race_ceiling_s(spent_s);
   return epochs_s > 0 ? std::min(epochs_s, budget) : budget;
 }
 
 namespace {
 
+using namespace detail;
 using Clock = std::chrono::steady_clock;
 
 void stage(const TuneOptions& o, std::string what) {
@@ -184,82 +175,12 @@ std::pair<int64_t, int64_t> noise_batches(const std::vector<Trial>& points) {
   return {b, micro};
 }
 
-// The race's training and wall time. --advice-budget is the wall time the race may take, its range
-// tests and evaluations (`overhead_s`) in it; by default the training budget is
-// default_race_budget_s's and the overhead comes on top.
-struct RaceTime {
-  double train_s = 0, wall_s = 0;  // the budget given, and the wall time expected
-  // The run race only: the candidates it races and leaves out (raced_options), and what it trains
-  // the raced ones for.
-  std::vector<int64_t> raced, not_raced;
-  double raced_train_s = 0;
-};
-
-RaceTime race_time(const TuneOptions& o, double spent_s, int64_t dataset_size, const std::vector<double>& rates,
-                   double overhead_s) {
-  if (o.race_budget_s() > 0)
-    return {std::max(o.race_budget_s() / 4, o.race_budget_s() - overhead_s), o.race_budget_s(), {}, {}, 0};
-  const double train = default_race_budget_s(spent_s, dataset_size, *std::max_element(rates.begin(), rates.end()));
-  return {train, train + overhead_s, {}, {}, 0};
-}
-
-// Either race's options over `candidates` at their `rates`, and its time.
-BatchRaceOptions batch_race_options(const TuneOptions& o, const Report& report, const std::vector<int64_t>& candidates,
-                                    const std::vector<double>& rates) {
-  return BatchRaceOptions(candidates, rates, LrAdviceOptions(o.base_batch(), report.workload.lr));
-}
-
-RunRaceOptions run_race_options(const TuneOptions& o, const Report& report, const std::vector<int64_t>& candidates,
-                                const std::vector<double>& rates) {
-  std::optional<double> noise_at_start;
-  if (report.noise && report.noise->b_simple) noise_at_start = *report.noise->b_simple;
-  return RunRaceOptions(candidates, rates, LrAdviceOptions(o.base_batch(), report.workload.lr))
-      .epochs(o.epochs())
-      .lr_schedule(o.lr_schedule())
-      .noise_at_start(noise_at_start)
-      .noise_steps(o.noise_steps());
-}
-
-// The race over `points` (a sweep's, or those `cost` predicts), with `cost`'s step times.
-RaceTime race_time(const TuneOptions& o, const Report& report, const std::vector<Trial>& points, const StepCost& cost,
-                   double spent_s, int64_t dataset_size, int64_t held_out_size) {
-  const std::vector<int64_t> candidates = race_candidates(points);
-  if (candidates.size() < 2) return {};
-  const std::vector<double> rates = race_rates(points, candidates);
-  const auto step_s = [&cost](int64_t b) { return cost.at(b); };
-  const double overhead =
-      o.epochs() > 0 ? run_race_overhead_s(run_race_options(o, report, candidates, rates), held_out_size, step_s)
-                     : race_overhead_s(batch_race_options(o, report, candidates, rates),
-                                       std::min<int64_t>(2048, held_out_size), step_s);
-  RaceTime t = race_time(o, spent_s, dataset_size, rates, overhead);
-  if (o.epochs() > 0 && o.race_budget_s() <= 0) {  // enough steps for the reference's learning curve
-    const double train =
-        run_race_train_s(t.train_s, race_ceiling_s(spent_s), candidates, rates, o.epochs(), dataset_size);
-    t.wall_s += train - t.train_s;
-    t.train_s = train;
-  }
-  return t;
-}
-
-// The most a run race takes (its wall time as planned, `t`): its reserve's race (one more), its
-// rounds past the plateau (kPlateauBudgets more budgets) or a longer round (one more budget), and
-// kFixedCostSlackS, as the batch race's limit has. Its wall limit: tune states it.
-double run_race_most_s(const RaceTime& t) { return 3 * t.wall_s + kPlateauBudgets * t.train_s + kFixedCostSlackS; }
-
-// The run race's time (race_time with --epochs): the candidates larger than the fastest and no
-// faster do not race, and the training falls by their share (raced_options). The batch race that
-// follows a run race stuck on the plateau keeps race_time's.
-RaceTime run_race_time(const TuneOptions& o, const Report& report, const std::vector<Trial>& points,
-                       const StepCost& cost, double spent_s, int64_t dataset_size, int64_t held_out_size) {
-  RaceTime t = race_time(o, report, points, cost, spent_s, dataset_size, held_out_size);
-  const std::vector<int64_t> candidates = race_candidates(points);
-  if (candidates.size() < 2) return t;
-  const RunRaceOptions raced = raced_options(
-      run_race_options(o, report, candidates, race_rates(points, candidates)).budget_s(t.train_s), &t.not_raced);
-  t.raced = raced.batches();
-  t.raced_train_s = raced.budget_s();
-  t.wall_s -= t.train_s - t.raced_train_s;
-  return t;
+// A race that stopped at its wall limit (`limit_s`): what the user reads, `then` saying what came of it.
+std::string wall_limit_warning(const char* which, double limit_s, const char* then) {
+  return fmt::format(
+      "{} stopped at its wall limit ({}): this machine trained far slower than the sweep measured (another process on "
+      "the cores?); {}; tune again on a quiet machine",
+      which, duration_text(limit_s), then);
 }
 
 // The noise scale at the largest batch swept (at most 1024), in micro-batches of about an eighth
@@ -334,7 +255,7 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                                  // --advice-budget is kept to; the default only to the most stated
                                  // (twice the training over a plateau): a guess is not worth evidence
                                  .wall_budget_s(o.race_budget_s() > 0 ? t.wall_s : t.wall_s + t.train_s)
-                                 .max_wall_s(3 * t.wall_s + kFixedCostSlackS)
+                                 .max_wall_s(batch_race_most_s(t))
                                  .target_accuracy(o.target_accuracy())
                                  .target_loss(o.target_loss())
                                  .reserve(reserve)
@@ -345,6 +266,12 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                               fmt::format("the reserve {} raced from the first rung: the run race's compressed runs, "
                                           "longer than this rung, never left the plateau at the start",
                                           fmt::join(entries.early, ", ")));
+  if (report.race->stopped_at_wall_limit)
+    report.context.warnings.push_back(wall_limit_warning(
+        "the batch race", batch_race_most_s(t),
+        report.race->best_batch ? "it trained less than planned (its notes say where it stopped), and its answer is "
+                                  "the best of what it had"
+                                : "it trained less than planned (its notes say where it stopped)"));
   if (!report.race->best_batch && !report.race->entries.empty())
     report.context.warnings.push_back(
         report.race->stuck
@@ -408,14 +335,12 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
                                   })
                                   .max_wall_s(wall_limit_s));
   if (report.run_race->stopped_at_wall_limit)
-    report.context.warnings.push_back(
+    report.context.warnings.push_back(wall_limit_warning(
+        "the run race", wall_limit_s,
         report.run_race->best_batch
-            ? "the run race stopped at its wall limit: this machine trained far slower than the sweep measured "
-              "(another process on the cores?), so the candidates it had not finished are not judged and the answer "
-              "is the best of those it had; tune again on a quiet machine"
-            : "the run race stopped at its wall limit before its reference's runs finished: this machine trained far "
-              "slower than the sweep measured (another process on the cores?); the recommendation falls back to the "
-              "noise scale's goodput and the throughput knee; tune again on a quiet machine");
+            ? "the candidates it had not finished are not judged, and the answer is the best of those it had"
+            : "its reference's runs did not finish, so the recommendation falls back to the noise scale's goodput and "
+              "the throughput knee"));
   else if (!report.run_race->best_batch)
     report.context.warnings.push_back(
         report.run_race->plateau_round_failed

@@ -31,6 +31,16 @@ using test::mse_workload;
 using test::Regression;
 using test::stability_limit;
 
+// `o` on a machine that slows while entry `index` of rung `rung` trains (its progress report): a
+// clock a microsecond on at each read that jumps 1000 s then (index 0: any entry of the rung; -1:
+// its last), past any wall limit the tests give.
+BatchRaceOptions slowed_at(BatchRaceOptions o, int rung, int index) {
+  const auto now = std::make_shared<double>(0);
+  return o.clock([now] { return *now += 1e-6; }).on_progress([now, rung, index](const RaceProgress& p) {
+    if (p.rung == rung && (index == 0 || p.index == (index < 0 ? p.count : index))) *now += 1000;
+  });
+}
+
 // The race ranks by held-out loss at equal training time on the injected samples/s: its winner is
 // the batch with the lowest closed-form expected loss at the final horizon (or within 2 % of it),
 // and the workload comes back as it was.
@@ -187,15 +197,9 @@ TEST(BatchRace, ATargetWithinReachIsMeasuredAndEndsTheRace) {
 // finished rung wins, as where the limit passes between rungs, and the notes say where it stopped.
 TEST(BatchRace, AWallClockLimitPassedWithinARungEndsItBeforeItsNextEntry) {
   Regression problem(5.0, 0.1);
-  const auto now = std::make_shared<double>(0);
-  const BatchRaceOptions options = BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1))
-                                       .budget_s(1)
-                                       .max_wall_s(100)
-                                       .clock([now] { return *now += 1e-6; })
-                                       .on_progress([now](const RaceProgress& p) {
-                                         if (p.rung == 2) *now += 1000;
-                                       });
-  const BatchRace race = race_batches(*problem.workload, problem.held_out, options);
+  const BatchRaceOptions options =
+      BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1)).budget_s(1).max_wall_s(100);
+  const BatchRace race = race_batches(*problem.workload, problem.held_out, slowed_at(options, 2, 0));
   EXPECT_EQ(race.horizons_s.size(), 1u);
   ASSERT_TRUE(race.best_batch.has_value());
   EXPECT_TRUE(race.stopped_at_wall_limit);
@@ -206,8 +210,7 @@ TEST(BatchRace, AWallClockLimitPassedWithinARungEndsItBeforeItsNextEntry) {
       << race.notes[0];
   // The same race stopped before rung 2: the same pick, and every entry's figures the same (rung 2's
   // first entry trained, and keeps rung 1's).
-  const BatchRace between =
-      race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).max_wall_s(1e-6).on_progress({}));
+  const BatchRace between = race_batches(*problem.workload, problem.held_out, slowed_at(options, 1, -1));
   ASSERT_TRUE(between.best_batch.has_value());
   EXPECT_EQ(*race.best_batch, *between.best_batch);
   ASSERT_EQ(race.entries.size(), between.entries.size());
@@ -218,10 +221,46 @@ TEST(BatchRace, AWallClockLimitPassedWithinARungEndsItBeforeItsNextEntry) {
     EXPECT_EQ(race.entries[i].loss_at_horizon, between.entries[i].loss_at_horizon) << race.entries[i].batch;
   }
   // Without the jump, rung 2 finishes.
-  const BatchRace quiet = race_batches(*problem.workload, problem.held_out, BatchRaceOptions(options).on_progress({}));
+  const BatchRace quiet = race_batches(*problem.workload, problem.held_out, options);
   EXPECT_EQ(quiet.horizons_s.size(), 2u);
   EXPECT_FALSE(quiet.stopped_at_wall_limit);
   for (const std::string& note : quiet.notes) EXPECT_EQ(note.find("the race stopped"), std::string::npos) << note;
+}
+
+// A machine that slowed within the first rung (the clock jumps while its second entry trains): the
+// entries after the first two that trained do not race, leave the race without an entry, and the
+// rung ranks the two; the race says so, and its answer is at low confidence. Before, a slowed first
+// rung ran to its end, and a two-candidate race is one rung.
+TEST(BatchRace, AWallClockLimitPassedInTheFirstRungRanksTheEntriesThatTrained) {
+  Regression problem(5.0, 0.1);
+  const BatchRaceOptions options =
+      BatchRaceOptions({16, 32, 64, 128}, {1e4, 2e4, 3e4, 4e4}, LrAdviceOptions(32, 0.1)).budget_s(1).max_wall_s(100);
+  const BatchRace race = race_batches(*problem.workload, problem.held_out, slowed_at(options, 1, 2));
+  EXPECT_TRUE(race.stopped_at_wall_limit);
+  EXPECT_EQ(race.left_out, (std::vector<int64_t>{64, 128}));
+  ASSERT_EQ(race.entries.size(), 2u);
+  EXPECT_EQ(race.entries[0].batch, 16);
+  EXPECT_EQ(race.entries[1].batch, 32);
+  EXPECT_EQ(race.horizons_s.size(), 1u);
+  ASSERT_TRUE(race.best_batch.has_value());
+  EXPECT_TRUE(*race.best_batch == 16 || *race.best_batch == 32) << *race.best_batch;
+  const std::string notes = fmt::format("{}", fmt::join(race.notes, "\n"));
+  EXPECT_NE(notes.find("the race passed its wall limit during its first rung: it had taken"), std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("so batches 64, 128 did not race; the rung ranks those that trained"), std::string::npos)
+      << notes;
+  Evidence evidence;
+  evidence.race = &race;
+  const Recommendation answer = with_confidence(Recommendation{*race.best_batch, "the race"}, evidence);
+  EXPECT_EQ(answer.confidence, Confidence::Low);
+  EXPECT_NE(answer.confidence_reason.find("the race stopped at its wall limit"), std::string::npos)
+      << answer.confidence_reason;
+  EXPECT_NE(answer.confidence_reason.find("batches left out: 64, 128"), std::string::npos) << answer.confidence_reason;
+  // Without the jump every candidate races.
+  const BatchRace quiet = race_batches(*problem.workload, problem.held_out, options);
+  EXPECT_FALSE(quiet.stopped_at_wall_limit);
+  EXPECT_EQ(quiet.entries.size(), 4u);
+  EXPECT_TRUE(quiet.left_out.empty());
 }
 
 // The budget is training time at the sweep's speed; a machine that became slower stops the race at
@@ -230,7 +269,8 @@ TEST(BatchRace, AWallClockLimitEndsTheRaceAfterARung) {
   Regression problem(5.0, 0.1);
   const BatchRace race = race_batches(
       *problem.workload, problem.held_out,
-      BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1)).budget_s(1).max_wall_s(1e-6));
+      slowed_at(BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1)).budget_s(1).max_wall_s(100),
+                1, -1));  // while the first rung's last entry trains
   EXPECT_EQ(race.horizons_s.size(), 1u);
   ASSERT_TRUE(race.best_batch.has_value());
   EXPECT_TRUE(race.stopped_at_wall_limit);

@@ -1,0 +1,76 @@
+#include "tune/race_time.h"
+
+#include <algorithm>
+
+namespace batchwise::detail {
+
+double race_ceiling_s(double spent_s) { return std::max(30.0, 2 * spent_s); }
+
+namespace {
+
+// The training and wall time from the race's predicted overhead: --advice-budget's wall time, the
+// overhead in it; else default_race_budget_s's training, the overhead on top.
+RaceTime race_time(const TuneOptions& o, double spent_s, int64_t dataset_size, const std::vector<double>& rates,
+                   double overhead_s) {
+  if (o.race_budget_s() > 0)
+    return {std::max(o.race_budget_s() / 4, o.race_budget_s() - overhead_s), o.race_budget_s(), {}, {}, 0};
+  const double train = default_race_budget_s(spent_s, dataset_size, *std::max_element(rates.begin(), rates.end()));
+  return {train, train + overhead_s, {}, {}, 0};
+}
+
+}  // namespace
+
+BatchRaceOptions batch_race_options(const TuneOptions& o, const Report& report, const std::vector<int64_t>& candidates,
+                                    const std::vector<double>& rates) {
+  return BatchRaceOptions(candidates, rates, LrAdviceOptions(o.base_batch(), report.workload.lr));
+}
+
+RunRaceOptions run_race_options(const TuneOptions& o, const Report& report, const std::vector<int64_t>& candidates,
+                                const std::vector<double>& rates) {
+  std::optional<double> noise_at_start;
+  if (report.noise && report.noise->b_simple) noise_at_start = *report.noise->b_simple;
+  return RunRaceOptions(candidates, rates, LrAdviceOptions(o.base_batch(), report.workload.lr))
+      .epochs(o.epochs())
+      .lr_schedule(o.lr_schedule())
+      .noise_at_start(noise_at_start)
+      .noise_steps(o.noise_steps());
+}
+
+RaceTime race_time(const TuneOptions& o, const Report& report, const std::vector<Trial>& points, const StepCost& cost,
+                   double spent_s, int64_t dataset_size, int64_t held_out_size) {
+  const std::vector<int64_t> candidates = race_candidates(points);
+  if (candidates.size() < 2) return {};
+  const std::vector<double> rates = race_rates(points, candidates);
+  const auto step_s = [&cost](int64_t b) { return cost.at(b); };
+  const double overhead =
+      o.epochs() > 0 ? run_race_overhead_s(run_race_options(o, report, candidates, rates), held_out_size, step_s)
+                     : race_overhead_s(batch_race_options(o, report, candidates, rates),
+                                       std::min<int64_t>(2048, held_out_size), step_s);
+  RaceTime t = race_time(o, spent_s, dataset_size, rates, overhead);
+  if (o.epochs() > 0 && o.race_budget_s() <= 0) {  // enough steps for the reference's learning curve
+    const double train =
+        run_race_train_s(t.train_s, race_ceiling_s(spent_s), candidates, rates, o.epochs(), dataset_size);
+    t.wall_s += train - t.train_s;
+    t.train_s = train;
+  }
+  return t;
+}
+
+double batch_race_most_s(const RaceTime& t) { return 3 * t.wall_s + kFixedCostSlackS; }
+
+double run_race_most_s(const RaceTime& t) { return 3 * t.wall_s + kPlateauBudgets * t.train_s + kFixedCostSlackS; }
+
+RaceTime run_race_time(const TuneOptions& o, const Report& report, const std::vector<Trial>& points,
+                       const StepCost& cost, double spent_s, int64_t dataset_size, int64_t held_out_size) {
+  RaceTime t = race_time(o, report, points, cost, spent_s, dataset_size, held_out_size);
+  const std::vector<int64_t> candidates = race_candidates(points);
+  if (candidates.size() < 2) return t;
+  const RunRaceOptions raced = raced_options(
+      run_race_options(o, report, candidates, race_rates(points, candidates)).budget_s(t.train_s), &t.not_raced);
+  t.raced = raced.batches();
+  t.raced_train_s = raced.budget_s();
+  t.wall_s -= t.train_s - t.raced_train_s;
+  return t;
+}
+
+}  // namespace batchwise::detail

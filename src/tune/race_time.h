@@ -1,0 +1,59 @@
+// The tune's races' time, planned before they run: each race's training budget and the wall time
+// it is expected to take (from the sweep's step times, or those the fit predicts), its options, and
+// the most it may take, which is also its wall limit. tune states these figures (src/tune/tune.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "batchwise/race.h"
+#include "batchwise/record.h"
+#include "batchwise/run_race.h"
+#include "batchwise/time_plan.h"
+#include "batchwise/tune.h"
+
+namespace batchwise::detail {
+
+/// The most a race trains by default: twice what the fit and sweep took, at least 30 s.
+double race_ceiling_s(double spent_s);
+
+/// Seconds of slack on top of a stated limit for a short run's fixed costs (its range tests,
+/// evaluations, the process's start), which the step times it is planned from leave out.
+constexpr double kFixedCostSlackS = 30;
+
+/// The race's training and wall time. --advice-budget is the wall time the race may take, its range
+/// tests and evaluations (`overhead_s`) in it; by default the training budget is
+/// default_race_budget_s's and the overhead comes on top.
+struct RaceTime {
+  double train_s = 0, wall_s = 0;  // the budget given, and the wall time expected
+  // The run race only: the candidates it races and leaves out (raced_options), and what it trains
+  // the raced ones for.
+  std::vector<int64_t> raced, not_raced;
+  double raced_train_s = 0;
+};
+
+/// Either race's options over `candidates` at their `rates`.
+BatchRaceOptions batch_race_options(const TuneOptions& o, const Report& report, const std::vector<int64_t>& candidates,
+                                    const std::vector<double>& rates);
+RunRaceOptions run_race_options(const TuneOptions& o, const Report& report, const std::vector<int64_t>& candidates,
+                                const std::vector<double>& rates);
+
+/// The race over `points` (a sweep's, or those `cost` predicts), with `cost`'s step times.
+RaceTime race_time(const TuneOptions& o, const Report& report, const std::vector<Trial>& points, const StepCost& cost,
+                   double spent_s, int64_t dataset_size, int64_t held_out_size);
+
+/// The run race's time (race_time with --epochs): the candidates larger than the fastest and no
+/// faster do not race, and the training falls by their share (raced_options). The batch race that
+/// follows a run race stuck on the plateau keeps race_time's.
+RaceTime run_race_time(const TuneOptions& o, const Report& report, const std::vector<Trial>& points,
+                       const StepCost& cost, double spent_s, int64_t dataset_size, int64_t held_out_size);
+
+/// The batch race's wall limit: 3x its wall time as planned (`t`), and kFixedCostSlackS.
+double batch_race_most_s(const RaceTime& t);
+
+/// The most a run race takes (its wall time as planned, `t`): its reserve's race (one more), its
+/// rounds past the plateau (kPlateauBudgets more budgets) or a longer round (one more budget), and
+/// kFixedCostSlackS, as the batch race's limit has. Its wall limit: tune states it.
+double run_race_most_s(const RaceTime& t);
+
+}  // namespace batchwise::detail
