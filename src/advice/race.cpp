@@ -461,7 +461,8 @@ struct RaceRun {
   // Past the wall-clock limit within the first rung, before alive[k] trains, once two entries have
   // trained (the least a ranking needs): the rest of the rung does not train. They leave the race
   // without an entry (left_out, and a note), and the rung ranks the ones that trained. Without this a
-  // machine slowed k times ran the first rung k times longer: a two-candidate race is one rung.
+  // machine slowed k times ran the first rung k times longer. A two-candidate race is one rung of two
+  // entries, both trained: its bound is those two.
   bool out_of_wall_time_in_first_rung(size_t k) {
     if (clock.rung != 1 || wall_limit <= 0 || clock.since_start() <= wall_limit) return false;
     std::vector<int64_t> left;

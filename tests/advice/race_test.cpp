@@ -230,7 +230,7 @@ TEST(BatchRace, AWallClockLimitPassedWithinARungEndsItBeforeItsNextEntry) {
 // A machine that slowed within the first rung (the clock jumps while its second entry trains): the
 // entries after the first two that trained do not race, leave the race without an entry, and the
 // rung ranks the two; the race says so, and its answer is at low confidence. Before, a slowed first
-// rung ran to its end, and a two-candidate race is one rung.
+// rung ran to its end.
 TEST(BatchRace, AWallClockLimitPassedInTheFirstRungRanksTheEntriesThatTrained) {
   Regression problem(5.0, 0.1);
   const BatchRaceOptions options =
