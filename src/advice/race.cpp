@@ -242,7 +242,7 @@ void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector
             double horizon) {
   if (alive.empty()) return;
   const bool learned = std::any_of(entries.begin(), entries.end(), [&](const Live& live) {
-    return !live.failed && left_the_start(live.entry, race.loss_before);
+    return !live.failed && !live.untrained && left_the_start(live.entry, race.loss_before);
   });
   if (!learned) {
     race.stuck = true;
@@ -262,7 +262,7 @@ void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector
   race.pick_reason = pick.reason;
   std::vector<const RaceEntry*> trained;
   for (const Live& live : entries)
-    if (!live.failed) trained.push_back(&live.entry);
+    if (!live.failed && !live.untrained) trained.push_back(&live.entry);
   race.within_5_percent = detail::flat_range(trained);
 }
 
@@ -390,8 +390,8 @@ struct RaceRun {
   double wall_limit;
   double wall_budget;  // the planned wall time (BatchRaceOptions::wall_budget_s), 0: none
   bool cut_short = false;
-  // The wall limit ended a plateau's extension or kept the reserve out: the race trained less than
-  // it would have, though every rung it began finished (BatchRace::stopped_at_wall_limit).
+  // The wall limit ended the first rung before every entry trained, ended a plateau's extension, or
+  // kept the reserve out: the race trained less than it would have (BatchRace::stopped_at_wall_limit).
   bool hit_wall_limit = false;
 
   // `kept` (plan_candidates) all in the race, from the same weights and the initial held-out loss.

@@ -200,9 +200,10 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
   rec.batch = best->batch;
   rec.reason = fmt::format(
       "batch {} {} from your initial weights ({} samples/s, lr {:.4g}), racing {} candidates at equal training time, "
-      "each at its own advised learning rate, the better half going on at each rung (dropped: {}){}{}{}{}{}{}",
+      "each at its own advised learning rate, the better half going on at each rung (dropped: {}{}){}{}{}{}{}{}",
       best->batch, headline, format_grouped(best->samples_per_s), best->lr.lr, race.entries.size(),
-      dropped.empty() ? "none" : fmt::format("{}", fmt::join(dropped, ", ")), finalists,
+      dropped.empty() ? "none" : fmt::format("{}", fmt::join(dropped, ", ")),
+      race.left_out.empty() ? "" : fmt::format("; left out, not raced: {}", fmt::join(race.left_out, ", ")), finalists,
       race.pick_reason.empty() ? "" : "; " + race.pick_reason, lead_history(race), flat, knee, fitted);
   // The horizon the race answered for: the run it stands for is this short.
   const std::string horizon_text = race.rung_leads.empty()
@@ -466,13 +467,15 @@ Assessed from_run_race(const RunRace& race) {
 Assessed from_race(const BatchRace& race) {
   const double epochs = race.rung_leads.empty() ? 0 : race.rung_leads.back().epochs;
   if (race.stopped_at_wall_limit)
-    return {
-        Confidence::Low,
-        fmt::format("the race stopped at its wall limit (the machine trained far slower than the sweep "
-                    "measured){}, so batch {} is the best of what it had trained, about {:.2g} epochs; tune "
-                    "again on a quiet machine",
-                    race.left_out.empty() ? "" : fmt::format("; batches left out: {}", fmt::join(race.left_out, ", ")),
-                    *race.best_batch, epochs)};
+    return {Confidence::Low,
+            fmt::format("the race stopped at its wall limit (the machine trained far slower than the sweep "
+                        "measured){}, so batch {} is the best of what it had trained, about {:.2g} epochs; tune "
+                        "again on a quiet machine",
+                        race.left_out.empty() ? ""
+                                              : fmt::format("; left out: {} {} (its notes say why)",
+                                                            race.left_out.size() > 1 ? "batches" : "batch",
+                                                            fmt::join(race.left_out, ", ")),
+                        *race.best_batch, epochs)};
   if (epochs < 0.1)
     return {Confidence::Low,
             fmt::format("the race trained each candidate for {:.2g} epochs, the first minutes of a run, and its lead "

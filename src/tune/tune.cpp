@@ -175,12 +175,13 @@ std::pair<int64_t, int64_t> noise_batches(const std::vector<Trial>& points) {
   return {b, micro};
 }
 
-// A race that stopped at its wall limit (`limit_s`): what the user reads, `then` saying what came of it.
+// A race that stopped at its wall limit (`limit_s`, 0: not stated): what the user reads, `then` saying
+// what came of it.
 std::string wall_limit_warning(const char* which, double limit_s, const char* then) {
   return fmt::format(
-      "{} stopped at its wall limit ({}): this machine trained far slower than the sweep measured (another process on "
+      "{} stopped at its wall limit{}: this machine trained far slower than the sweep measured (another process on "
       "the cores?); {}; tune again on a quiet machine",
-      which, duration_text(limit_s), then);
+      which, limit_s > 0 ? " (" + duration_text(limit_s) + ")" : "", then);
 }
 
 // The noise scale at the largest batch swept (at most 1024), in micro-batches of about an eighth
@@ -268,7 +269,7 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                                           fmt::join(entries.early, ", ")));
   if (report.race->stopped_at_wall_limit)
     report.context.warnings.push_back(wall_limit_warning(
-        "the batch race", batch_race_most_s(t),
+        "the batch race", 0,  // a plateau may have raised its limit: the note says where it stood
         report.race->best_batch ? "it trained less than planned (its notes say where it stopped), and its answer is "
                                   "the best of what it had"
                                 : "it trained less than planned (its notes say where it stopped)"));

@@ -249,13 +249,18 @@ TEST(BatchRace, AWallClockLimitPassedInTheFirstRungRanksTheEntriesThatTrained) {
       << notes;
   EXPECT_NE(notes.find("so batches 64, 128 did not race; the rung ranks those that trained"), std::string::npos)
       << notes;
+  const std::optional<Recommendation> said = recommend(std::nullopt, std::nullopt, race);
+  ASSERT_TRUE(said.has_value());
+  EXPECT_NE(said->reason.find("racing 2 candidates"), std::string::npos) << said->reason;
+  EXPECT_NE(said->reason.find("; left out, not raced: 64, 128)"), std::string::npos) << said->reason;
   Evidence evidence;
   evidence.race = &race;
   const Recommendation answer = with_confidence(Recommendation{*race.best_batch, "the race"}, evidence);
   EXPECT_EQ(answer.confidence, Confidence::Low);
   EXPECT_NE(answer.confidence_reason.find("the race stopped at its wall limit"), std::string::npos)
       << answer.confidence_reason;
-  EXPECT_NE(answer.confidence_reason.find("batches left out: 64, 128"), std::string::npos) << answer.confidence_reason;
+  EXPECT_NE(answer.confidence_reason.find("left out: batches 64, 128 (its notes say why)"), std::string::npos)
+      << answer.confidence_reason;
   // Without the jump every candidate races.
   const BatchRace quiet = race_batches(*problem.workload, problem.held_out, options);
   EXPECT_FALSE(quiet.stopped_at_wall_limit);
