@@ -56,7 +56,7 @@ RaceTime race_time(const TuneOptions& o, const Report& report, const std::vector
   return t;
 }
 
-double batch_race_most_s(const RaceTime& t) { return 3 * t.wall_s + kFixedCostSlackS; }
+double batch_race_most_s(const RaceTime& t) { return t.wall_s + t.train_s + kFixedCostSlackS; }
 
 double run_race_most_s(const RaceTime& t) { return 3 * t.wall_s + kPlateauBudgets * t.train_s + kFixedCostSlackS; }
 

@@ -592,7 +592,7 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
   // reference does not leave the start races its reserve for one more (run_race.h), then its runs
   // twice as long within kPlateauBudgets more of wall time (in place of the batch race, which follows only
   // where they give no answer); one with contested candidates runs them longer, within its budget.
-  const double race_most_s = o.epochs() > 0 ? run_race_most_s(race) : race.wall_s + race.train_s;
+  const double race_most_s = o.epochs() > 0 ? run_race_most_s(race) : batch_race_most_s(race);
   laps.expect("sweep", sweep_s);
   const double rest = sweep_s + noise_s + race.wall_s, most = sweep_most_s + noise_s + race_most_s;
   laps.expect_total(laps.elapsed_s() + rest, laps.elapsed_s() + most);
