@@ -33,7 +33,9 @@ SKIP = 77
 
 # Per framework: the module that says it is installed, the example, its arguments for a small run,
 # extra environment, the two batch sizes of the sweep and the fit (the second twice the first, far
-# enough apart in memory that a budget between them is not a matter of noise), and the arguments
+# enough apart in memory that a budget between them is not a matter of noise: a process's peak
+# moves by 50-70 MiB from one run to the next, and Lightning's 512 and 1,024, about 100 MiB apart,
+# once put the fit's 1,024 2 MiB under the line; its 1,024 and 2,048 are about 300 MiB apart), and the arguments
 # of a full run for `unchanged` (the example's own sizes, few steps, quiet) with the steps it makes.
 # The sweep and the fit run with the frameworks' progress bars and logs on (Keras's bar rewrites a
 # line of stdout with \r and backspaces, never ending it; the Trainer's tqdm bar does so on stderr
@@ -43,7 +45,7 @@ SKIP = 77
 FRAMEWORKS = {
     "lightning": dict(
         module="lightning.pytorch", script="examples/lightning_fashion_mnist.py", args=[], env={},
-        batches=(512, 1024), unchanged_args=["--batch-size", "32", "--max-steps", "6", "--quiet"], steps=6,
+        batches=(1024, 2048), unchanged_args=["--batch-size", "32", "--max-steps", "6", "--quiet"], steps=6,
         accumulation=True),
     "transformers": dict(
         module="transformers", script="examples/transformers_gpt2.py",
