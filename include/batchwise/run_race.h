@@ -348,6 +348,11 @@ std::string gap_as_note(const RunRaceEntry& e);
 /// beside it in a table; empty otherwise.
 std::string earlier_round_note(const RunRaceEntry& e);
 
+/// The words that start a compressed run's progress lines (RunRaceOptions::on_progress, and what a
+/// caller shows of RunRaceOptions::on_step after them): "run race: batch 32, your 15-epoch run
+/// compressed to 0.328 epochs". A log groups a run's lines by them, up to " epochs".
+std::string compressed_run_text(int64_t batch, double run_epochs, double epochs);
+
 /// The candidates (the reference aside) the race did not judge because it passed its wall limit
 /// before their runs finished (RunRaceEntry::past_wall_limit), in batch order.
 std::vector<int64_t> past_wall_limit(const RunRace& race);

@@ -335,9 +335,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
       past_the_wall_limit(ref, o, epochs, true, true);
       return false;
     }
-    if (o.on_progress())
-      o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", ref.batch,
-                                  o.epochs(), epochs));
+    if (o.on_progress()) o.on_progress()(compressed_run_text(ref.batch, o.epochs(), epochs));
     w.restore_state(initial);
     CompressedRun run = run_compressed(w, held_out, o, ref, epochs, trained);
     if (!run.loss && trained.out_of_time) {
@@ -403,9 +401,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
         past_the_wall_limit(e, o, epochs, true, false);
         break;
       }
-      if (o.on_progress())
-        o.on_progress()(fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", e.batch,
-                                    o.epochs(), epochs));
+      if (o.on_progress()) o.on_progress()(compressed_run_text(e.batch, o.epochs(), epochs));
       w.restore_state(initial);
       try {
         slot = run_compressed(w, held_out, o, e, epochs, trained);

@@ -285,11 +285,10 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
 // A compressed run's live line: the run-start line's words (RunRaceOptions::on_progress), then how
 // far it has come.
 std::string run_race_step_text(double run_epochs, const RunRaceStep& p) {
-  return fmt::format(
-      "run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs: {:.0f} % ({} of {} steps), training "
-      "loss {:.4g}; {:.0f} s elapsed",
-      p.batch, run_epochs, p.epochs, std::floor(100.0 * static_cast<double>(p.step) / static_cast<double>(p.steps)),
-      p.step, p.steps, p.loss, p.elapsed_s);
+  return fmt::format("{}: {:.0f} % ({} of {} steps), training loss {:.4g}; {:.0f} s elapsed",
+                     compressed_run_text(p.batch, run_epochs, p.epochs),
+                     std::floor(100.0 * static_cast<double>(p.step) / static_cast<double>(p.steps)), p.step, p.steps,
+                     p.loss, p.elapsed_s);
 }
 
 // The run race (--epochs): the smallest of the sweep's fast batches trains the user's schedule
