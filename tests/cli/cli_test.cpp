@@ -1134,47 +1134,83 @@ TEST(Cli, TuneDoesNotStateWhatATuneSlowedPastItsPlanTook) {
   EXPECT_EQ(third.err.find("(run 2, "), std::string::npos) << third.err;
 }
 
+namespace {
+
+// What a tune writes on a terminal `columns` wide (stderr a pseudo-terminal): its lines that stay
+// (`*written`: all of it) and its live lines, each what "\r\033[K" rewrote until the next one.
+std::vector<std::string> live_lines(const std::string& args, unsigned short columns, std::string* written) {
+  winsize size{};
+  size.ws_row = 24;
+  size.ws_col = columns;
+  int terminal = -1;
+  const pid_t child = forkpty(&terminal, nullptr, nullptr, &size);
+  if (child < 0) {
+    ADD_FAILURE() << "forkpty failed";
+    return {};
+  }
+  if (child == 0) {  // stderr is the terminal; the report on stdout is not what is checked
+    const std::string command = "XDG_DATA_HOME=" + (scratch() / "xdg").string() +
+                                " COLUMNS= " + std::string(BATCHWISE_TEST_BINARY) + " " + args + " >/dev/null";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  char buffer[4096];
+  for (ssize_t n; (n = read(terminal, buffer, sizeof buffer)) > 0;) written->append(buffer, static_cast<size_t>(n));
+  close(terminal);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << *written;
+  const std::string clear = "\r\033[K";
+  std::vector<std::string> lines;
+  for (size_t at = written->find(clear); at != std::string::npos;) {
+    const size_t next = written->find(clear, at + clear.size());
+    std::string line = written->substr(at + clear.size(), next == std::string::npos ? next : next - at - clear.size());
+    at = next;
+    if (!line.empty() && line.find('\n') == std::string::npos)  // not cleared, not a line that stays
+      lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+}  // namespace
+
 // On a terminal the live line is rewritten in place ("\r\033[K" clears only the row the cursor is
 // on), so it must fit one row: a wider one wraps, and every update leaves its first rows behind. A
 // tune on a 60-column pseudo-terminal: every live line (one the next output overwrites, with no
 // newline) fits 59 columns, the long ones cut in the middle.
 TEST(Cli, LiveLinesFitTheTerminalsWidth) {
-  winsize size{};
-  size.ws_row = 24;
-  size.ws_col = 60;
-  int terminal = -1;
-  const pid_t child = forkpty(&terminal, nullptr, nullptr, &size);
-  ASSERT_GE(child, 0) << "forkpty failed";
-  if (child == 0) {  // stderr is the terminal; the report on stdout is not what is checked
-    const std::string command =
-        "XDG_DATA_HOME=" + (scratch() / "xdg").string() + " COLUMNS= " + std::string(BATCHWISE_TEST_BINARY) +
-        " tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 "
-        "--steps 2 --repetitions 1 --threads 1 --no-history >/dev/null";
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
   std::string written;
-  char buffer[4096];
-  for (ssize_t n; (n = read(terminal, buffer, sizeof buffer)) > 0;) written.append(buffer, static_cast<size_t>(n));
-  close(terminal);
-  int status = 0;
-  waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << written;
-  const std::string clear = "\r\033[K";
-  int live = 0, cut = 0;
-  for (size_t at = written.find(clear); at != std::string::npos;) {
-    const size_t next = written.find(clear, at + clear.size());
-    const std::string line =
-        written.substr(at + clear.size(), next == std::string::npos ? next : next - at - clear.size());
-    at = next;
-    if (line.empty() || line.find('\n') != std::string::npos) continue;  // cleared, or a line that stays
-    ++live;
+  const auto lines = live_lines(
+      "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
+      "--repetitions 1 --threads 1 --no-history",
+      60, &written);
+  int cut = 0;
+  for (const std::string& line : lines) {
     cut += line.find("...") != std::string::npos ? 1 : 0;
     const auto columns = std::count_if(line.begin(), line.end(), [](char c) { return (c & 0xC0) != 0x80; });
     EXPECT_LE(columns, 59) << line;
   }
-  EXPECT_GT(live, 0) << written;
+  EXPECT_FALSE(lines.empty()) << written;
   EXPECT_GT(cut, 0) << written;  // the sweep's and the race's lines are wider than 59 columns
+}
+
+// On a wide terminal a live line carries its phase ("[2/4] sweep over ...: batch 64 ..."), but a line
+// that starts with its phase's words gets only the counter: "[4/4] run race: batch 16, your 2-epoch
+// run compressed to ...", not "[4/4] run race over 16, 32 run race: batch 16, ...".
+TEST(Cli, ALiveLineDoesNotRepeatItsPhasesWords) {
+  std::string written;
+  const auto lines = live_lines(
+      "tune --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 64MiB --max 64 --warmup 1 --steps 2 "
+      "--repetitions 1 --threads 1 --no-history --epochs 2 --lr-schedule cosine",
+      250, &written);
+  int run_race = 0;
+  for (const std::string& line : lines) {
+    if (line.find("run race: batch") == std::string::npos) continue;
+    ++run_race;
+    EXPECT_EQ(line.find("run race over"), std::string::npos) << line;
+    EXPECT_EQ(line.substr(line.find("] ") + 2).rfind("run race: batch", 0), 0u) << line;  // "[4/4] run race: ..."
+  }
+  EXPECT_GT(run_race, 0) << written;
 }
 
 // --trace: a Chrome trace of one step at the recommended batch, with the step's operators in it.

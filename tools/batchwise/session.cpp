@@ -274,10 +274,16 @@ size_t terminal_columns() {
 // is on: a line wider than the terminal wraps, and every update would leave its first rows behind.
 // So it is fitted to one row: the brief phase prefix shortened to its "[2/4]", then the middle of
 // the line cut ("..."), keeping its start (what trains) and its end (the time elapsed and left).
+// A line that starts with its phase's words ("run race: batch 16, ..." in "[4/4] run race over 16,
+// 32, 64") gets only the counter, not the words twice.
 void Session::live(const std::string& line) {
   const size_t width = terminal_columns() - 1;  // the last column would wrap on some terminals
-  std::string text = brief_ ? phase_ + " " + line : line;
-  if (columns_of(text) > width && brief_) text = phase_.substr(0, phase_.find(']') + 1) + " " + line;
+  const std::string counter = phase_.substr(0, phase_.find(']') + 1);
+  const std::string words = phase_.substr(std::min(phase_.size(), counter.size() + 1));
+  const std::string head = line.substr(0, line.find(':'));
+  const bool says_its_phase = !words.empty() && !head.empty() && words.rfind(head, 0) == 0;
+  std::string text = brief_ ? (says_its_phase ? counter : phase_) + " " + line : line;
+  if (columns_of(text) > width && brief_) text = counter + " " + line;
   if (const size_t n = columns_of(text); n > width && width > 20) {
     const size_t tail = (width - 3) / 2;
     text = code_points(text, width - 3 - tail, false) + "..." + code_points(text, tail, true);

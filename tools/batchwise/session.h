@@ -55,7 +55,7 @@ class Session {
   void on_validate(const ValidateProgress& p);
   void on_race(const RaceProgress& p);
   // A compressed run's lines (its start, then how far it has come) share the run's words up to its
-  // length: a log prints a run's first line, then one every 10 s.
+  // length (compressed_run_text, run_race.h): a log prints a run's first line, then one every 10 s.
   void on_run_race(const std::string& text) { training_line(text, text.substr(0, text.find(" epochs"))); }
   void stage(const std::string& text);
   /// tune's stages: a phase's start as "[2/5] sweep: ..."; a note within a phase (a doctor's
