@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "batchwise/device.h"
 #include "batchwise/doctor.h"
@@ -69,6 +70,9 @@ class Laps {
     return at == expected_.end() ? 0 : at->second;
   }
   double elapsed_s() const { return seconds_since(start_); }
+  const TuneTiming& timing() const { return timing_; }
+  // True the first time only: tune states its plan again at most once (restate_the_plan).
+  bool first_restatement() { return !std::exchange(restated_, true); }
   TuneTiming done() {
     timing_.total_s = seconds_since(start_);
     return timing_;
@@ -78,6 +82,7 @@ class Laps {
   Clock::time_point start_, mark_;
   TuneTiming timing_;
   std::map<std::string, double> expected_;
+  bool restated_ = false;
 };
 
 // tune's phases, in the order they run. A phase's stage goes out with -(its kind); the wrapper tune
@@ -88,11 +93,17 @@ void stage(const TuneOptions& o, Phase phase, std::string what, double expected_
   if (o.on_stage()) o.on_stage()(TuneStage{std::move(what), -static_cast<int>(phase), 0, expected_s});
 }
 
-// "12 s", "4 min", "1.5 h": a duration as a person plans with it.
-std::string duration_text(double s) {
-  if (s < 90) return fmt::format("{:.0f} s", std::max(1.0, s));
-  if (s < 5400) return fmt::format("{:.0f} min", s / 60);
-  return fmt::format("{:.1f} h", s / 3600);
+// Before a race, once: the plan stated again where what is left of it is far off the figure stated
+// (restated_plan: a sweep that stopped sooner or went further than the fit's step times said, a
+// machine that slowed), with its new end.
+void restate_the_plan(const TuneOptions& o, Laps& laps, const char* race, double wall_s, double most_s) {
+  const TuneTiming& t = laps.timing();
+  if (!o.on_stage() || !(t.expected_s > 0) || !laps.first_restatement()) return;
+  TuneStage plan{restated_plan(t.expected_s - laps.elapsed_s(), wall_s, most_s, t.phases, laps.expected(race),
+                               o.race_budget_s() <= 0)};
+  plan.expected_s = wall_s;
+  plan.plan = true;
+  if (!plan.what.empty()) o.on_stage()(plan);
 }
 
 // The phases this tune will run, as far as its options say (one may still find nothing to do), and
@@ -244,6 +255,7 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   const Dataset test = head(held_out(subject, *w), 2048);
   const RaceTime t = race_time(o, report, report.sweep->points, step_cost(report.sweep->points), spent_s,
                                w->data().size(), test.size());
+  restate_the_plan(o, laps, "race", t.wall_s, batch_race_most_s(t));
   laps.expect("race", t.wall_s);
   stage(o, Phase::Race,
         fmt::format("batch race over {}: {:.0f} s of training in rungs of successive halving (about {} with its range "
@@ -303,8 +315,9 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
   const Dataset test = held_out(subject, *w);
   const RaceTime t = run_race_time(o, report, report.sweep->points, step_cost(report.sweep->points), spent_s,
                                    w->data().size(), test.size());
-  laps.expect("run race", t.wall_s);
   const double wall_limit_s = run_race_most_s(t);
+  restate_the_plan(o, laps, "run race", t.wall_s, wall_limit_s);
+  laps.expect("run race", t.wall_s);
   stage(o, Phase::Race,
         fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and twice at the "
                     "others, {:.0f} s of training (about {} with its range tests, noise scales and evaluations; up to "
@@ -593,6 +606,7 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
   // where they give no answer); one with contested candidates runs them longer, within its budget.
   const double race_most_s = o.epochs() > 0 ? run_race_most_s(race) : batch_race_most_s(race);
   laps.expect("sweep", sweep_s);
+  if (race.wall_s > 0) laps.expect(o.epochs() > 0 ? "run race" : "race", race.wall_s);
   const double rest = sweep_s + noise_s + race.wall_s, most = sweep_most_s + noise_s + race_most_s;
   laps.expect_total(laps.elapsed_s() + rest, laps.elapsed_s() + most);
   std::vector<std::string> parts{fmt::format("sweep {}", duration_text(sweep_s))};

@@ -481,8 +481,9 @@ TEST(Cli, TuneWithoutVerbosePrintsPhasesTheWhyAndTheAnswer) {
   EXPECT_EQ(err[1].rfind("expected: about ", 0), 0u) << r.err;
   EXPECT_NE(err[1].find(", at most "), std::string::npos) << r.err;
   EXPECT_NE(err[1].find("done about "), std::string::npos) << r.err;
-  for (size_t i = 0, phase = 1; i < err.size(); ++i)
-    if (i != 1) EXPECT_EQ(err[i].rfind(fmt::format("[{}{}] ", phase++, total), 0), 0u) << r.err;
+  for (size_t i = 0, phase = 1; i < err.size(); ++i)  // "expected now: ..." before the race on a slowed machine
+    if (i != 1 && err[i].rfind("expected now: ", 0) != 0)
+      EXPECT_EQ(err[i].rfind(fmt::format("[{}{}] ", phase++, total), 0), 0u) << r.err;
   EXPECT_EQ(err.front().rfind("[1/4] fit: ", 0), 0u) << r.err;  // the race is planned whether it runs or not
   const auto j = nlohmann::json::parse(slurp(json));
   const bool raced = sweep_leaves_a_race(j);
