@@ -291,6 +291,12 @@ class Progress {
         "left)",
         p.rung, p.rungs, p.index, p.count, p.batch, p.epochs, p.loss, p.elapsed_s, p.left_s));
   }
+  // A compressed run of the run race: its first line, then one a 10 s (its lines come once a second,
+  // which the CLI rewrites in place); its lines share their words up to " epochs" (compressed_run_text).
+  void run_race(const std::string& text) const {
+    if (repeated(text.substr(0, text.find(" epochs")))) return;
+    (*this)(text);
+  }
   void validate(const ValidateProgress& p) const {
     const std::string key = fmt::format("validate {}", p.index);
     if (repeated(key)) return;
@@ -410,7 +416,7 @@ Plan plan(const Options& o, const Progress& progress, int64_t budget, bool cuda)
                .epochs(o.get("epochs", 0.0))
                .lr_schedule(parse_lr_schedule(o.get<std::string>("lr_schedule", "constant")))
                .loader_search(false)
-               .on_run_race([progress](const std::string& text) { progress(text); })
+               .on_run_race([progress](const std::string& text) { progress.run_race(text); })
                .on_stage([progress](const TuneStage& s) { progress.stage(s); })
                .on_race([progress](const RaceProgress& r) { progress.race(r); });
   p.noise = NoiseOptions()
