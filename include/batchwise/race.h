@@ -175,7 +175,11 @@ void fields(V& v, T& l) {
 struct BatchRace {
   double loss_before = 0;  ///< held-out loss at the user's weights
   std::optional<double> accuracy_before;
-  std::vector<double> horizons_s;    ///< each rung's horizon: training time since the start
+  std::vector<double> horizons_s;  ///< each rung's horizon: training time since the start
+  /// Each rung's horizon as planned: the first rung's slice, doubling at each rung after it. A rung
+  /// fitted to the wall time left (a race behind it: `notes` say so) ends before its plan, one
+  /// trained on over the plateau at the start after it.
+  std::vector<double> planned_horizons_s;
   std::vector<RungLead> rung_leads;  ///< each rung's lead, in rung order; none for a rung ranked on the plateau
   std::vector<RaceEntry> entries;    ///< in batch order
   std::vector<int64_t> left_out;     ///< candidates without an entry (see `notes`)
@@ -211,6 +215,7 @@ void fields(V& v, T& r) {
   v("loss_before", r.loss_before);
   v("accuracy_before", r.accuracy_before);
   v("horizons_s", r.horizons_s);
+  v("planned_horizons_s", r.planned_horizons_s);
   v("rung_leads", r.rung_leads);
   v("held_out", r.held_out);
   v("target", r.target);

@@ -659,6 +659,7 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
     run.train_rung(rung);
     if (run.cut_short) break;  // within the rung: its horizon was not reached
     race.horizons_s.push_back(run.horizon);
+    race.planned_horizons_s.push_back(run.first * (std::pow(2.0, static_cast<double>(rung + 1)) - 1));
     if (run.rank(rung)) break;
   }
   decide(race, run.entries, run.alive, run.cut_short, run.horizon);

@@ -291,7 +291,8 @@ TEST(BatchRace, AWallClockLimitEndsTheRaceAfterARung) {
 }
 
 // A race past its planned wall time shortens the rungs left to fit it, down to the steps a comparison
-// needs, says so, and still runs them: the plan is kept without cutting the race short.
+// needs, says so, and still runs them: the plan is kept without cutting the race short. Its answer,
+// ranked after less than half the training planned, is low in confidence.
 TEST(BatchRace, ARaceBehindItsWallTimeShortensTheRungsLeft) {
   Regression problem(5.0, 0.1);
   const BatchRaceOptions o = BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1)).budget_s(1);
@@ -307,7 +308,24 @@ TEST(BatchRace, ARaceBehindItsWallTimeShortensTheRungsLeft) {
   ASSERT_FALSE(late.notes.empty());
   EXPECT_NE(late.notes[0].find("rung 2 trained"), std::string::npos) << late.notes[0];
   EXPECT_NE(late.notes[0].find("fitted to the rest"), std::string::npos) << late.notes[0];
-  EXPECT_TRUE(late.best_batch.has_value());
+  ASSERT_TRUE(late.best_batch.has_value());
+  // The plan: the first rung's slice, doubling; the race on time kept to it.
+  EXPECT_EQ(planned.planned_horizons_s, planned.horizons_s);
+  EXPECT_DOUBLE_EQ(planned.planned_horizons_s[1], 3 * planned.planned_horizons_s[0]);
+  EXPECT_EQ(late.planned_horizons_s, planned.planned_horizons_s);
+  Evidence on_time, behind;
+  on_time.race = &planned;
+  behind.race = &late;
+  const Recommendation kept = with_confidence(Recommendation{*planned.best_batch, "the race"}, on_time);
+  EXPECT_EQ(kept.confidence_reason.find("fell behind"), std::string::npos) << kept.confidence_reason;
+  const Recommendation answer = with_confidence(Recommendation{*late.best_batch, "the race"}, behind);
+  EXPECT_EQ(answer.confidence, Confidence::Low);
+  EXPECT_NE(answer.confidence_reason.find(fmt::format(
+                "the race fell behind its planned wall time and fitted its later rungs to what was left, so batch {} "
+                "leads after {:.2g} s of training per candidate, not the {:.2g} s planned",
+                *late.best_batch, late.horizons_s[1], planned.horizons_s[1])),
+            std::string::npos)
+      << answer.confidence_reason;
 }
 
 // A candidate that diverges is a result of the race, not an error, and the others go on.
