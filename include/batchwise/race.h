@@ -176,9 +176,10 @@ struct BatchRace {
   double loss_before = 0;  ///< held-out loss at the user's weights
   std::optional<double> accuracy_before;
   std::vector<double> horizons_s;  ///< each rung's horizon: training time since the start
-  /// Each rung's horizon as planned: the first rung's slice, doubling at each rung after it. A rung
+  /// Each rung's horizon as planned: the running sum of the rungs' slices, each twice the last. A rung
   /// fitted to the wall time left (a race behind it: `notes` say so) ends before its plan, one
-  /// trained on over the plateau at the start after it.
+  /// trained on over the plateau at the start after it. Under half the plan at the last rung, the
+  /// answer's confidence is low (with_confidence).
   std::vector<double> planned_horizons_s;
   std::vector<RungLead> rung_leads;  ///< each rung's lead, in rung order; none for a rung ranked on the plateau
   std::vector<RaceEntry> entries;    ///< in batch order

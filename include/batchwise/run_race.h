@@ -350,8 +350,12 @@ std::string earlier_round_note(const RunRaceEntry& e);
 
 /// The words that start a compressed run's progress lines (RunRaceOptions::on_progress, and what a
 /// caller shows of RunRaceOptions::on_step after them): "run race: batch 32, your 15-epoch run
-/// compressed to 0.328 epochs". A log groups a run's lines by them, up to " epochs".
+/// compressed to 0.328 epochs". A log groups a run's lines by them (compressed_run_key).
 std::string compressed_run_text(int64_t batch, double run_epochs, double epochs);
+
+/// What a compressed run's progress lines share, whatever follows (compressed_run_text's words up to
+/// " epochs"): the key a log groups them by, printing a run's first line and then one every 10 s.
+std::string compressed_run_key(const std::string& line);
 
 /// The candidates (the reference aside) the race did not judge because it passed its wall limit
 /// before their runs finished (RunRaceEntry::past_wall_limit), in batch order.

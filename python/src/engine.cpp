@@ -292,9 +292,9 @@ class Progress {
         p.rung, p.rungs, p.index, p.count, p.batch, p.epochs, p.loss, p.elapsed_s, p.left_s));
   }
   // A compressed run of the run race: its first line, then one a 10 s (its lines come once a second,
-  // which the CLI rewrites in place); its lines share their words up to " epochs" (compressed_run_text).
+  // which the CLI rewrites in place); its lines share their key (compressed_run_key).
   void run_race(const std::string& text) const {
-    if (repeated(text.substr(0, text.find(" epochs")))) return;
+    if (repeated(compressed_run_key(text))) return;
     (*this)(text);
   }
   void validate(const ValidateProgress& p) const {

@@ -483,7 +483,7 @@ Assessed from_race(const BatchRace& race) {
       n > 0 && race.planned_horizons_s.size() == n && race.horizons_s.back() < 0.5 * race.planned_horizons_s.back())
     return {Confidence::Low,
             fmt::format("the race fell behind its planned wall time and fitted its later rungs to what was left, so "
-                        "batch {} leads after {:.2g} s of training per candidate, not the {:.2g} s planned (its notes "
+                        "batch {} leads after {:.3g} s of training per candidate, not the {:.3g} s planned (its notes "
                         "say where); tune again on a quiet machine, or give the race a larger --advice-budget",
                         *race.best_batch, race.horizons_s.back(), race.planned_horizons_s.back())};
   if (epochs < 0.1)

@@ -683,6 +683,12 @@ RunRaceOptions raced_options(const RunRaceOptions& options, std::vector<int64_t>
   return raced;
 }
 
+std::string compressed_run_text(int64_t batch, double run_epochs, double epochs) {
+  return fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", batch, run_epochs, epochs);
+}
+
+std::string compressed_run_key(const std::string& line) { return line.substr(0, line.find(" epochs")); }
+
 RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
   std::vector<int64_t> slower;
   const RunRaceOptions raced = raced_options(o, &slower);

@@ -122,10 +122,6 @@ std::vector<std::optional<CarriedGap>> carry_gaps(const std::vector<std::optiona
   return out;
 }
 
-std::string compressed_run_text(int64_t batch, double run_epochs, double epochs) {
-  return fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", batch, run_epochs, epochs);
-}
-
 std::string gap_as_note(const RunRaceEntry& e) {
   if (!e.gap_as) return "";
   return fmt::format("as batch {}'s at the end{}: a larger batch is not predicted nearer", *e.gap_as,

@@ -83,21 +83,21 @@ std::string duration_text(double s) {
   return fmt::format("{:.1f} h", s / 3600);
 }
 
-std::string restated_plan(double stated_left_s, double left_s, double most_left_s, const std::vector<PhaseTime>& phases,
-                          double stated_race_s, bool budget_follows) {
+std::string restated_plan(double stated_left_s, double left_s, double most_left_s,
+                          const std::vector<PhaseTime>& since_plan, double stated_race_s, bool more) {
   if (!(stated_race_s > 0)) return "";
   const auto off = [](double took, double stated) {
     return std::abs(took - stated) > std::max(2.0, 0.3 * std::max(took, stated));
   };
   if (std::abs(left_s - stated_left_s) <= std::max(15.0, 0.3 * std::max(left_s, stated_left_s))) return "";
   std::vector<std::string> why;
-  for (const PhaseTime& p : phases)
+  for (const PhaseTime& p : since_plan)
     if (p.expected_s > 0 && off(p.wall_s, p.expected_s))
       why.push_back(fmt::format("the {} took {}, not the {} stated", p.phase, duration_text(p.wall_s),
                                 duration_text(p.expected_s)));
   if (off(left_s, stated_race_s))
-    why.push_back(fmt::format("the race about {}, not {}{}", duration_text(left_s), duration_text(stated_race_s),
-                              budget_follows ? ": its budget follows the time spent before it" : ""));
+    why.push_back(fmt::format("the race about {}, not {}", duration_text(left_s), duration_text(stated_race_s)));
+  if (more) why.push_back("the validation and the precision comparison come on top");
   return fmt::format("expected now: about {} more, at most {}{}", duration_text(left_s), duration_text(most_left_s),
                      why.empty() ? "" : fmt::format(" ({})", fmt::join(why, "; ")));
 }

@@ -62,6 +62,7 @@ class Laps {
   // What a phase is expected to take, as stated to the user; and the whole run's, once.
   void expect(const std::string& phase, double s) { expected_[phase] = s; }
   void expect_total(double expected_s, double at_most_s) {
+    planned_at_ = timing_.phases.size();
     timing_.expected_s = expected_s;
     timing_.at_most_s = at_most_s;
   }
@@ -71,6 +72,12 @@ class Laps {
   }
   double elapsed_s() const { return seconds_since(start_); }
   const TuneTiming& timing() const { return timing_; }
+  // The phases timed since the plan was stated (expect_total); those without a figure of their own
+  // (the profile) were not in it.
+  std::vector<PhaseTime> since_plan() const {
+    return {timing_.phases.begin() + static_cast<std::ptrdiff_t>(std::min(planned_at_, timing_.phases.size())),
+            timing_.phases.end()};
+  }
   // True the first time only: tune states its plan again at most once (restate_the_plan).
   bool first_restatement() { return !std::exchange(restated_, true); }
   TuneTiming done() {
@@ -83,6 +90,7 @@ class Laps {
   TuneTiming timing_;
   std::map<std::string, double> expected_;
   bool restated_ = false;
+  size_t planned_at_ = 0;
 };
 
 // tune's phases, in the order they run. A phase's stage goes out with -(its kind); the wrapper tune
@@ -97,10 +105,12 @@ void stage(const TuneOptions& o, Phase phase, std::string what, double expected_
 // (restated_plan: a sweep that stopped sooner or went further than the fit's step times said, a
 // machine that slowed), with its new end.
 void restate_the_plan(const TuneOptions& o, Laps& laps, const char* race, double wall_s, double most_s) {
-  const TuneTiming& t = laps.timing();
-  if (!o.on_stage() || !(t.expected_s > 0) || !laps.first_restatement()) return;
-  TuneStage plan{restated_plan(t.expected_s - laps.elapsed_s(), wall_s, most_s, t.phases, laps.expected(race),
-                               o.race_budget_s() <= 0)};
+  if (!o.on_stage() || !(laps.timing().expected_s > 0) || !laps.first_restatement()) return;
+  const std::vector<PhaseTime> since = laps.since_plan();
+  double on_top_s = 0;  // the profile's: not in the plan
+  for (const PhaseTime& p : since) on_top_s += p.expected_s > 0 ? 0 : p.wall_s;
+  TuneStage plan{restated_plan(laps.timing().expected_s - laps.elapsed_s() + on_top_s, wall_s, most_s, since,
+                               laps.expected(race), o.validate() || o.compare_precision())};
   plan.expected_s = wall_s;
   plan.plan = true;
   if (!plan.what.empty()) o.on_stage()(plan);

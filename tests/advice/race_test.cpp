@@ -295,7 +295,7 @@ TEST(BatchRace, AWallClockLimitEndsTheRaceAfterARung) {
 // ranked after less than half the training planned, is low in confidence.
 TEST(BatchRace, ARaceBehindItsWallTimeShortensTheRungsLeft) {
   Regression problem(5.0, 0.1);
-  const BatchRaceOptions o = BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1)).budget_s(1);
+  const BatchRaceOptions o = BatchRaceOptions({16, 64, 256}, {1e4, 2e4, 3e4}, LrAdviceOptions(32, 0.1)).budget_s(3);
   const BatchRace planned = race_batches(*problem.workload, problem.held_out, o);
   const BatchRace late = race_batches(*problem.workload, problem.held_out, BatchRaceOptions(o).wall_budget_s(1e-6));
   ASSERT_EQ(planned.horizons_s.size(), 2u);
@@ -313,6 +313,7 @@ TEST(BatchRace, ARaceBehindItsWallTimeShortensTheRungsLeft) {
   EXPECT_EQ(planned.planned_horizons_s, planned.horizons_s);
   EXPECT_DOUBLE_EQ(planned.planned_horizons_s[1], 3 * planned.planned_horizons_s[0]);
   EXPECT_EQ(late.planned_horizons_s, planned.planned_horizons_s);
+  EXPECT_LT(late.horizons_s[1], 0.4 * late.planned_horizons_s[1]);  // rung 2 at its floor of 8 steps
   Evidence on_time, behind;
   on_time.race = &planned;
   behind.race = &late;
@@ -322,7 +323,7 @@ TEST(BatchRace, ARaceBehindItsWallTimeShortensTheRungsLeft) {
   EXPECT_EQ(answer.confidence, Confidence::Low);
   EXPECT_NE(answer.confidence_reason.find(fmt::format(
                 "the race fell behind its planned wall time and fitted its later rungs to what was left, so batch {} "
-                "leads after {:.2g} s of training per candidate, not the {:.2g} s planned",
+                "leads after {:.3g} s of training per candidate, not the {:.3g} s planned",
                 *late.best_batch, late.horizons_s[1], planned.horizons_s[1])),
             std::string::npos)
       << answer.confidence_reason;

@@ -239,6 +239,32 @@ TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
   EXPECT_EQ(r.confidence_reason.find("noise's"), std::string::npos) << r.confidence_reason;
 }
 
+// A race that fell behind its planned wall time fitted its later rungs to what was left: where its
+// last rung ends before half its planned horizon, the lead is not the one the plan meant to measure.
+TEST(Confidence, ARaceRankedAfterLessThanHalfItsPlannedTrainingIsLow) {
+  BatchRace race;
+  race.rung_leads = {{1, 2, 0.5, 64, 0.6, std::nullopt}, {2, 2.9, 1.5, 64, 0.5, std::nullopt}};
+  race.best_batch = 64;
+  race.within_5_percent = {64};
+  race.horizons_s = {2, 2.9};
+  race.planned_horizons_s = {2, 6};
+  Evidence e;
+  e.race = &race;
+  Recommendation r = with_confidence({64, "the race"}, e);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_NE(r.confidence_reason.find("the race fell behind its planned wall time and fitted its later rungs to what "
+                                     "was left, so batch 64 leads after 2.9 s of training per candidate, not the 6 s "
+                                     "planned (its notes say where); tune again on a quiet machine, or give the race "
+                                     "a larger --advice-budget"),
+            std::string::npos)
+      << r.confidence_reason;
+  race.horizons_s = {2, 3};  // half the plan: the race's own judgement stands
+  EXPECT_EQ(with_confidence({64, "the race"}, e).confidence, Confidence::High);
+  race.horizons_s = {2, 2.9};
+  race.planned_horizons_s.clear();  // a report from before the field: no plan to compare
+  EXPECT_EQ(with_confidence({64, "the race"}, e).confidence, Confidence::High);
+}
+
 ValidationRun run_at(int64_t batch, bool reached, double seconds) {
   ValidationRun r;
   r.batch = batch;

@@ -153,6 +153,7 @@ inline BatchRace fixed_race() {
   race.loss_before = 2.3;
   race.accuracy_before = 0.1;
   race.horizons_s = {2.0, 6.0};
+  race.planned_horizons_s = {2.0, 6.0};
   race.held_out = "2048 samples of fashion-mnist test";
   for (int64_t batch : {64, 128}) {
     RaceEntry e;

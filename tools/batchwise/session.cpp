@@ -281,7 +281,8 @@ void Session::live(const std::string& line) {
   const std::string counter = phase_.substr(0, phase_.find(']') + 1);
   const std::string words = phase_.substr(std::min(phase_.size(), counter.size() + 1));
   const std::string head = line.substr(0, line.find(':'));
-  const bool says_its_phase = !words.empty() && !head.empty() && words.rfind(head, 0) == 0;
+  const bool says_its_phase = !head.empty() && words.rfind(head, 0) == 0 &&
+                              (words.size() == head.size() || words[head.size()] == ' ');  // a whole word
   std::string text = brief_ ? (says_its_phase ? counter : phase_) + " " + line : line;
   if (columns_of(text) > width && brief_) text = counter + " " + line;
   if (const size_t n = columns_of(text); n > width && width > 20) {

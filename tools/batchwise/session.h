@@ -13,6 +13,7 @@
 #include "batchwise/history.h"
 #include "batchwise/race.h"
 #include "batchwise/record.h"
+#include "batchwise/run_race.h"
 #include "batchwise/trial.h"
 #include "batchwise/tune.h"
 #include "batchwise/validate.h"
@@ -54,9 +55,9 @@ class Session {
   SweepOptions with_progress(SweepOptions options);
   void on_validate(const ValidateProgress& p);
   void on_race(const RaceProgress& p);
-  // A compressed run's lines (its start, then how far it has come) share the run's words up to its
-  // length (compressed_run_text, run_race.h): a log prints a run's first line, then one every 10 s.
-  void on_run_race(const std::string& text) { training_line(text, text.substr(0, text.find(" epochs"))); }
+  // A compressed run's lines (its start, then how far it has come) share their key
+  // (compressed_run_key, run_race.h): a log prints a run's first line, then one every 10 s.
+  void on_run_race(const std::string& text) { training_line(text, compressed_run_key(text)); }
   void stage(const std::string& text);
   /// tune's stages: a phase's start as "[2/5] sweep: ..."; a note within a phase (a doctor's
   /// warning, which the report's header also carries) only when not brief.
