@@ -642,12 +642,15 @@ bool slowed_past_its_plan(const Report& report) {
       (report.race && report.race->stopped_at_wall_limit))
     return true;
   if (!report.timing || report.timing->at_most_s <= 0) return false;
-  // The phases the most stated counts (state_the_plan): not the validation, the precision comparison,
-  // the profile or the loader search, which come on top.
+  // The phases the most stated counts (state_the_plan): those timed before it (the doctor, the fit)
+  // and those it stated a figure for; the rest (the profile, the loader search, the validation, the
+  // precision comparison) come on top of it.
   double planned_s = 0;
-  for (const PhaseTime& p : report.timing->phases)
-    for (const char* counted : {"doctor", "fit", "sweep", "noise scale", "run race", "race"})
-      if (p.phase == counted) planned_s += p.wall_s;
+  bool stated = false;
+  for (const PhaseTime& p : report.timing->phases) {
+    stated = stated || p.expected_s > 0;
+    if (!stated || p.expected_s > 0) planned_s += p.wall_s;
+  }
   return planned_s > 2 * report.timing->at_most_s + kFixedCostSlackS;
 }
 
