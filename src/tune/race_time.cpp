@@ -86,10 +86,10 @@ std::string duration_text(double s) {
 std::string restated_plan(double stated_left_s, double left_s, double most_left_s,
                           const std::vector<PhaseTime>& since_plan, double stated_race_s, bool more) {
   if (!(stated_race_s > 0)) return "";
-  const auto off = [](double took, double stated) {
-    return std::abs(took - stated) > std::max(2.0, 0.3 * std::max(took, stated));
-  };
-  if (std::abs(left_s - stated_left_s) <= std::max(15.0, 0.3 * std::max(left_s, stated_left_s))) return "";
+  const double moved = std::abs(left_s - stated_left_s);
+  if (moved <= std::max(15.0, 0.3 * std::max(left_s, stated_left_s))) return "";
+  // What moved it: each figure off by a fifth of the move or more (and 2 s)
+  const auto off = [moved](double took, double stated) { return std::abs(took - stated) >= std::max(2.0, moved / 5); };
   std::vector<std::string> why;
   for (const PhaseTime& p : since_plan)
     if (p.expected_s > 0 && off(p.wall_s, p.expected_s))

@@ -67,9 +67,9 @@ std::string duration_text(double s);
 /// Before a race: the plan stated again, when what is left of the phases it counted (the race's
 /// expected wall time `left_s`, at most `most_left_s`) is off what it stated for them
 /// (`stated_left_s`: its expected end less the time spent in them) by more than 15 s and 30 % of the
-/// larger. Its words say where the time went: the phases finished since the plan (`since_plan`) that
-/// took 30 % and 2 s more or less than stated, and the race's figure against the one stated
-/// (`stated_race_s`; the default race's budget follows the time spent before it); `more`: the
+/// larger. Its words say where the time went: each phase finished since the plan (`since_plan`) and
+/// the race's figure against the one stated (`stated_race_s`; the default race's budget follows the
+/// time spent before it), where it moved the end by a fifth of the move and 2 s or more. `more`: the
 /// validation or the precision comparison comes on top, as the plan said. Empty where the plan holds
 /// or stated no race. Example: "expected now: about 57 s more, at most 2 min (the sweep took 21 s,
 /// not the 56 s stated; the race about 57 s, not 3 min)".

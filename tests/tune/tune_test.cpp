@@ -199,6 +199,11 @@ TEST(Tune, ThePlanIsStatedAgainWhereTheRestIsFarOffIt) {
   EXPECT_EQ(restated_plan(10, 24, 40, sooner, 10, false), "");
   EXPECT_EQ(restated_plan(100, 70, 140, sooner, 100, false), "");
   EXPECT_NE(restated_plan(100, 69, 140, sooner, 100, false), "");
+  // The transformer again: stated 71 s more (the sweep 9 s, the race 59 s); the sweep took 16 s and the
+  // race is now 82 s: both moved the end, the race the more
+  EXPECT_EQ(restated_plan(71 - 16 - 5, 82, 180, {{"sweep", 16, 9}, {"noise scale", 5, 3}}, 59, false),
+            "expected now: about 82 s more, at most 3 min (the sweep took 16 s, not the 9 s stated; the race about "
+            "82 s, not 59 s)");  // the noise scale's 2 s: under a fifth of the 32 s move
   // No race figure stated (the plan counted none): nothing to state again
   EXPECT_EQ(restated_plan(200, 57, 118, sooner, 0, false), "");
 }
