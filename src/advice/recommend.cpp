@@ -427,6 +427,15 @@ Assessed from_validation(const ValidationResult& v, int64_t batch) {
                                         v.epochs > 0 ? " without a worse model" : "")};
 }
 
+// The --advice-budget that trains a race `factor` times longer than one that took `wall_s`: at most
+// its wall time that many times over (its fixed costs, the range tests, do not grow with it), up to
+// a whole 10 s; "a larger --advice-budget" where the race's wall time is not known.
+std::string larger_budget(double wall_s, double factor) {
+  if (!(wall_s > 0) || !(factor > 1) || !std::isfinite(factor)) return "a larger --advice-budget";
+  return fmt::format("--advice-budget {:.0f} (at most {:.2g}x this race's {:.0f} s)",
+                     std::ceil(wall_s * factor / 10) * 10, factor, wall_s);
+}
+
 // From the run race (tune --epochs): a prediction for the user's run from compressed runs; low
 // where its gaps were carried over more than kFarthestCarry doublings (the race saw less than an
 // eighth of the run: lenet's 15 epochs from 0.4, where 64-256's gaps had not begun to shrink and
@@ -449,13 +458,13 @@ Assessed from_run_race(const RunRace& race) {
   const double seen = race.lengths_epochs.empty() ? 0 : race.lengths_epochs.back();
   const double doublings = seen > 0 ? std::log2(race.epochs / seen) : 0;  // carried past the longest run
   if (doublings > kFarthestCarry)
-    return {
-        Confidence::Low,
-        fmt::format("predicted for your {:g}-epoch run from compressed runs of at most {:.2g} epochs ({:.1f} % of "
-                    "it): each batch's gap was carried over {:.1f} doublings of the run ({} judged no worse: {}); "
-                    "a larger --advice-budget sees more of it, and --validate trains the full runs",
-                    race.epochs, seen, 100 * seen / race.epochs, doublings,
-                    good.size() == 1 ? "one batch" : fmt::format("{} batches", good.size()), fmt::join(good, ", "))};
+    return {Confidence::Low,
+            fmt::format("predicted for your {:g}-epoch run from compressed runs of at most {:.2g} epochs ({:.1f} % of "
+                        "it): each batch's gap was carried over {:.1f} doublings of the run ({} judged no worse: {}); "
+                        "{} sees an eighth of it, and --validate trains the full runs",
+                        race.epochs, seen, 100 * seen / race.epochs, doublings,
+                        good.size() == 1 ? "one batch" : fmt::format("{} batches", good.size()), fmt::join(good, ", "),
+                        larger_budget(race.wall_s, race.epochs / std::exp2(kFarthestCarry) / seen))};
   return {Confidence::Medium,
           fmt::format("predicted for your {:g}-epoch run from compressed runs ({} judged no worse: {}), not trained in "
                       "full; --validate trains the candidates' full runs to check it",
@@ -489,8 +498,8 @@ Assessed from_race(const BatchRace& race) {
   if (epochs < 0.1)
     return {Confidence::Low,
             fmt::format("the race trained each candidate for {:.2g} epochs, the first minutes of a run, and its lead "
-                        "may not hold for longer; a larger --advice-budget, or --epochs N for your run",
-                        epochs)};
+                        "may not hold for longer; {} trains them for 0.1 epochs, or --epochs N answers for your run",
+                        epochs, larger_budget(race.wall_s, 0.1 / epochs))};
   if (race.within_5_percent.size() > 1)
     return {Confidence::Medium,
             fmt::format("measured, but within the race's noise of batches {}: any of them trains about as fast, for "

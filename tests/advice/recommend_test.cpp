@@ -169,7 +169,14 @@ TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
   EXPECT_EQ(r.confidence, Confidence::Low);
   EXPECT_NE(r.confidence_reason.find("for 0.08 epochs, the first minutes of a run"), std::string::npos)
       << r.confidence_reason;
-  EXPECT_NE(r.confidence_reason.find("a larger --advice-budget, or --epochs N"), std::string::npos);
+  EXPECT_NE(r.confidence_reason.find("a larger --advice-budget trains them for 0.1 epochs, or --epochs N answers"),
+            std::string::npos)
+      << r.confidence_reason;
+  race.wall_s = 40;  // the budget that would: at most 0.1 / 0.08 times the race's 40 s, up to 10 s
+  r = with_confidence(rec, e);
+  EXPECT_NE(r.confidence_reason.find("; --advice-budget 50 (at most 1.2x this race's 40 s) trains them for 0.1 epochs"),
+            std::string::npos)
+      << r.confidence_reason;
 
   race.rung_leads = {{3, 60, 1.5, 64, 0.4, std::nullopt}};
   race.best_batch = 64;
@@ -208,6 +215,14 @@ TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
   EXPECT_EQ(r.confidence, Confidence::Low);
   EXPECT_NE(r.confidence_reason.find("compressed runs of at most 0.4 epochs (2.7 % of it): each batch's gap was "
                                      "carried over 5.2 doublings"),
+            std::string::npos)
+      << r.confidence_reason;
+  // What would see an eighth of the run (1.875 epochs): runs 4.7 times longer, at most 4.7 times the
+  // race's wall time
+  run_race.wall_s = 30;
+  r = with_confidence(rec, predicted);
+  EXPECT_NE(r.confidence_reason.find("; --advice-budget 150 (at most 4.7x this race's 30 s) sees an eighth of it, and "
+                                     "--validate trains the full runs"),
             std::string::npos)
       << r.confidence_reason;
 
