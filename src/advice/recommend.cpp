@@ -427,14 +427,18 @@ Assessed from_validation(const ValidationResult& v, int64_t batch) {
                                         v.epochs > 0 ? " without a worse model" : "")};
 }
 
-// The --advice-budget that trains a race `factor` times longer than one that took `wall_s`: at most
-// its wall time that many times over (its fixed costs, the range tests, do not grow with it), up to
-// a whole 10 s; "a larger --advice-budget" where the race's wall time is not known.
+// The --advice-budget that trains a race `factor` times longer than one that took `wall_s`: about
+// its wall time that many times over (its fixed costs, the range tests, do not grow with it, which
+// leaves room), up to a whole 10 s; "a larger --advice-budget" where the race's wall time is not known.
 std::string larger_budget(double wall_s, double factor) {
   if (!(wall_s > 0) || !(factor > 1) || !std::isfinite(factor)) return "a larger --advice-budget";
-  return fmt::format("--advice-budget {:.0f} (at most {:.2g}x this race's {:.0f} s)",
+  return fmt::format("--advice-budget {:.0f} (about {:.3g}x this race's {:.0f} s)",
                      std::ceil(wall_s * factor / 10) * 10, factor, wall_s);
 }
+
+// The run race's compressed runs snap to a grid of steps that may cost a third of their budget
+// (on_step_grid): a budget this much larger still sees what it is asked to.
+constexpr double kStepGridMargin = 1.5;
 
 // From the run race (tune --epochs): a prediction for the user's run from compressed runs; low
 // where its gaps were carried over more than kFarthestCarry doublings (the race saw less than an
@@ -464,7 +468,7 @@ Assessed from_run_race(const RunRace& race) {
                         "{} sees an eighth of it, and --validate trains the full runs",
                         race.epochs, seen, 100 * seen / race.epochs, doublings,
                         good.size() == 1 ? "one batch" : fmt::format("{} batches", good.size()), fmt::join(good, ", "),
-                        larger_budget(race.wall_s, race.epochs / std::exp2(kFarthestCarry) / seen))};
+                        larger_budget(race.wall_s, kStepGridMargin * race.epochs / std::exp2(kFarthestCarry) / seen))};
   return {Confidence::Medium,
           fmt::format("predicted for your {:g}-epoch run from compressed runs ({} judged no worse: {}), not trained in "
                       "full; --validate trains the candidates' full runs to check it",

@@ -88,8 +88,8 @@ std::string restated_plan(double stated_left_s, double left_s, double most_left_
   if (!(stated_race_s > 0)) return "";
   const double moved = std::abs(left_s - stated_left_s);
   if (moved <= std::max(15.0, 0.3 * std::max(left_s, stated_left_s))) return "";
-  // What moved it: each figure off by a fifth of the move or more (and 2 s)
-  const auto off = [moved](double took, double stated) { return std::abs(took - stated) >= std::max(2.0, moved / 5); };
+  // What moved it: each figure off by a fifth of the move or more (3 s or more: the move is over 15 s)
+  const auto off = [moved](double took, double stated) { return std::abs(took - stated) >= moved / 5; };
   std::vector<std::string> why;
   for (const PhaseTime& p : since_plan)
     if (p.expected_s > 0 && off(p.wall_s, p.expected_s))

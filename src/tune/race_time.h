@@ -69,7 +69,7 @@ std::string duration_text(double s);
 /// (`stated_left_s`: its expected end less the time spent in them) by more than 15 s and 30 % of the
 /// larger. Its words say where the time went: each phase finished since the plan (`since_plan`) and
 /// the race's figure against the one stated (`stated_race_s`; the default race's budget follows the
-/// time spent before it), where it moved the end by a fifth of the move and 2 s or more. `more`: the
+/// time spent before it), where it moved the end by a fifth of the move or more. `more`: the
 /// validation or the precision comparison comes on top, as the plan said. Empty where the plan holds
 /// or stated no race. Example: "expected now: about 57 s more, at most 2 min (the sweep took 21 s,
 /// not the 56 s stated; the race about 57 s, not 3 min)".

@@ -644,7 +644,7 @@ bool slowed_past_its_plan(const Report& report) {
   if (!report.timing || report.timing->at_most_s <= 0) return false;
   // The phases the most stated counts (state_the_plan): those timed before it (the doctor, the fit)
   // and those it stated a figure for; the rest (the profile, the loader search, the validation, the
-  // precision comparison) come on top of it.
+  // learning rate, the precision comparison) come on top of it.
   double planned_s = 0;
   bool stated = false;
   for (const PhaseTime& p : report.timing->phases) {

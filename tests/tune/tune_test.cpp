@@ -182,13 +182,13 @@ TEST(Tune, ATuneSlowedPastItsPlanIsKnownByItsReport) {
 // Before its race, tune states its plan again where what is left is far off what it stated, and
 // says where the time went. A transformer tune here stated "about 5 min more" after its fit: its fit's
 // three trials put the sweep at 56 s (to batch 1,024) and the race, whose budget follows the time
-// spent, at 3 min; the sweep stopped at 128 after 21 s and the race took 57 s.
+// spent, at 3 min; the sweep stopped at 128 after 7 s, and the race took 56 s.
 TEST(Tune, ThePlanIsStatedAgainWhereTheRestIsFarOffIt) {
   using detail::restated_plan;
-  const std::vector<PhaseTime> sooner = {{"sweep", 21, 56}, {"noise scale", 3, 2.5}};
-  EXPECT_EQ(restated_plan(239 - 24, 57, 118, sooner, 180, false),
-            "expected now: about 57 s more, at most 2 min (the sweep took 21 s, not the 56 s stated; the race about "
-            "57 s, not 3 min)");  // the noise scale's 0.5 s: not off
+  const std::vector<PhaseTime> sooner = {{"sweep", 7, 56}, {"noise scale", 2.8, 2.1}};
+  EXPECT_EQ(restated_plan(281 - 10, 57, 118, sooner, 180, false),
+            "expected now: about 57 s more, at most 2 min (the sweep took 7 s, not the 56 s stated; the race about "
+            "57 s, not 3 min)");  // the noise scale's 0.7 s: not what moved it
   // A slowed sweep moved the end, the race's figure did not move; --validate comes on top, as stated
   const std::vector<PhaseTime> slowed = {{"sweep", 150, 50}};
   EXPECT_EQ(restated_plan(-20, 60, 100, slowed, 60, true),
