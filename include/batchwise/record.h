@@ -93,6 +93,9 @@ struct TuneTiming {
   double expected_s = 0;
   /// The most it stated the run could take: every batch swept, a race trained over its plateau.
   double at_most_s = 0;
+  /// The whole run as tune stated it again before the race, where the rest was far off the first
+  /// statement (restated_plan): the time by then plus the race's (0: not stated again).
+  double restated_s = 0;
 };
 
 template <class V, class T, IfRecord<T, TuneTiming> = 0>
@@ -101,6 +104,7 @@ void fields(V& v, T& t) {
   v("total_s", t.total_s);
   v("expected_s", t.expected_s, When{t.expected_s > 0});
   v("at_most_s", t.at_most_s, When{t.at_most_s > 0});
+  v("restated_s", t.restated_s, When{t.restated_s > 0});
 }
 
 struct Report {

@@ -424,10 +424,15 @@ std::string timing_line(const TuneTiming& t) {
   for (const auto& p : t.phases)
     phases.push_back(p.expected_s > 0 ? fmt::format("{} {:.1f} s (~{:.0f})", p.phase, p.wall_s, p.expected_s)
                                       : fmt::format("{} {:.1f} s", p.phase, p.wall_s));
-  const std::string expected =
-      t.expected_s > 0 ? fmt::format(" ({:.0f} s expected, at most {:.0f} s: {:.2f}x and {:.2f}x)", t.expected_s,
-                                     t.at_most_s, t.total_s / t.expected_s, t.total_s / t.at_most_s)
-                       : "";
+  std::string expected;
+  if (t.expected_s > 0) {
+    expected = fmt::format(" ({:.0f} s expected, at most {:.0f} s: {:.2f}x and {:.2f}x", t.expected_s, t.at_most_s,
+                           t.total_s / t.expected_s, t.total_s / t.at_most_s);
+    if (t.restated_s > 0)
+      expected +=
+          fmt::format("; {:.0f} s as stated again before the race: {:.2f}x", t.restated_s, t.total_s / t.restated_s);
+    expected += ")";
+  }
   return fmt::format("time: {:.0f} s in all{}: {}", t.total_s, expected, fmt::join(phases, ", "));
 }
 

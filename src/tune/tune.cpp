@@ -78,6 +78,7 @@ class Laps {
     return {timing_.phases.begin() + static_cast<std::ptrdiff_t>(std::min(planned_at_, timing_.phases.size())),
             timing_.phases.end()};
   }
+  void restated(double expected_s) { timing_.restated_s = expected_s; }
   // True the first time only: tune states its plan again at most once (restate_the_plan).
   bool first_restatement() { return !std::exchange(restated_, true); }
   TuneTiming done() {
@@ -105,7 +106,7 @@ void stage(const TuneOptions& o, Phase phase, std::string what, double expected_
 // (restated_plan: a sweep that stopped sooner or went further than the fit's step times said, a
 // machine that slowed), with its new end.
 void restate_the_plan(const TuneOptions& o, Laps& laps, const char* race, double wall_s, double most_s) {
-  if (!o.on_stage() || !(laps.timing().expected_s > 0) || !laps.first_restatement()) return;
+  if (!(laps.timing().expected_s > 0) || !laps.first_restatement()) return;
   const std::vector<PhaseTime> since = laps.since_plan();
   double on_top_s = 0;  // the profile's: not in the plan
   for (const PhaseTime& p : since) on_top_s += p.expected_s > 0 ? 0 : p.wall_s;
@@ -113,7 +114,9 @@ void restate_the_plan(const TuneOptions& o, Laps& laps, const char* race, double
                                laps.expected(race), o.validate() || o.compare_precision())};
   plan.expected_s = wall_s;
   plan.plan = true;
-  if (!plan.what.empty()) o.on_stage()(plan);
+  if (plan.what.empty()) return;
+  laps.restated(laps.elapsed_s() + wall_s);
+  if (o.on_stage()) o.on_stage()(plan);
 }
 
 // The phases this tune will run, as far as its options say (one may still find nothing to do), and

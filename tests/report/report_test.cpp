@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "report/console.h"
 #include "support/reports.h"
 
 namespace batchwise {
@@ -31,6 +32,30 @@ TEST(Report, JsonMatchesGolden) {
 TEST(Report, TableMatchesGolden) {
   const std::string table = to_table(fixed_report());
   EXPECT_EQ(table, golden("report.txt", table));
+}
+
+// The time line at the end puts what tune took beside what it stated after the fit and, where it
+// stated its plan again before the race, beside that; the JSON keeps both.
+TEST(Report, TheTimeLineSaysWhatTuneStatedAgainBeforeTheRace) {
+  TuneTiming t;
+  t.phases = {{"fit", 1.2, 0}, {"sweep", 37, 7}, {"race", 20, 19}};
+  t.total_s = 60;
+  t.expected_s = 28;
+  t.at_most_s = 90;
+  EXPECT_EQ(detail::timing_line(t),
+            "time: 60 s in all (28 s expected, at most 90 s: 2.14x and 0.67x): fit 1.2 s, sweep 37.0 s (~7), race "
+            "20.0 s (~19)");
+  t.restated_s = 45;
+  EXPECT_EQ(detail::timing_line(t),
+            "time: 60 s in all (28 s expected, at most 90 s: 2.14x and 0.67x; 45 s as stated again before the race: "
+            "1.33x): fit 1.2 s, sweep 37.0 s (~7), race 20.0 s (~19)");
+  Report r = fixed_report();
+  r.timing = t;
+  const Report back = report_from_json(to_json(r), "the report");
+  ASSERT_TRUE(back.timing.has_value());
+  EXPECT_EQ(back.timing->restated_s, 45);
+  r.timing->restated_s = 0;  // not stated again: no field
+  EXPECT_EQ(to_json(r).find("restated_s"), std::string::npos);
 }
 
 TEST(Report, KneeAndRecommendationFromTheFigures) {
