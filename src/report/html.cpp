@@ -377,6 +377,27 @@ std::string distributed_section(const Report& r) {
   return out + "</table>\n</section>\n";
 }
 
+// Where tune's time went: each phase as it took and as tune stated it at its start, and the whole
+// run against what tune expected once its fit had timed the steps, stated again before the race, and
+// gave as the most (report.timing).
+std::string timing_section(const Report& r) {
+  if (!r.timing) return "";
+  const TuneTiming& t = *r.timing;
+  std::string rows;
+  for (const PhaseTime& p : t.phases)
+    rows += fmt::format("<tr><td>{}</td><td class=\"n\">{:.1f} s</td><td class=\"n\">{}</td></tr>\n", esc(p.phase),
+                        p.wall_s, p.expected_s > 0 ? fmt::format("{:.1f} s", p.expected_s) : "-");
+  std::vector<std::string> stated;
+  const auto against = [&t](double s) { return fmt::format("{:.0f} s ({:.2f}x)", s, t.total_s / s); };
+  if (t.expected_s > 0) stated.push_back(against(t.expected_s) + " expected once the fit had timed the steps");
+  if (t.restated_s > 0) stated.push_back(against(t.restated_s) + " as stated again before the race");
+  if (t.at_most_s > 0) stated.push_back("at most " + against(t.at_most_s));
+  return fmt::format(
+      "<section id=\"timing\">\n<h2>Where the time went</h2>\n<p>{:.0f} s in all{}.</p>\n<table>\n<tr><th>phase</th>"
+      "<th>took</th><th>stated at its start</th></tr>\n{}</table>\n</section>\n",
+      t.total_s, stated.empty() ? "" : fmt::format("; {}", fmt::join(stated, "; ")), rows);
+}
+
 std::string context_section(const Report& r) {
   const Context& c = r.context;
   const WorkloadInfo& w = r.workload;
@@ -488,7 +509,8 @@ std::string render(const Report& r) {
        {recommendation_section, warnings_section,  advice_section,   run_plan_section,    distributed_section,
         throughput_section,     precision_section, profile_section,  utilisation_section, goodput_section,
         noise_section,          race_section,      run_race_section, validation_section,  memory_section,
-        breakdown_section,      plan_section,      fit_section,      sweep_section,       context_section})
+        breakdown_section,      plan_section,      fit_section,      sweep_section,       timing_section,
+        context_section})
     html += section(r);
   html += fmt::format(
       "<footer>Written by batchwise {} ({}) from its JSON report (docs/report-schema.md). Charts drawn with Chart.js "

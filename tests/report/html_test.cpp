@@ -4,6 +4,7 @@
 #include "batchwise/error.h"
 #include "batchwise/report.h"
 
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <set>
@@ -169,6 +170,31 @@ TEST(Html, SectionsAppearOnlyWithTheirData) {
   const std::string none = to_html(to_json(r));
   EXPECT_NE(none.find("No batch fits within the target"), std::string::npos);
   EXPECT_NE(none.find("batch 1 peaks at 70 MiB, over the target"), std::string::npos);
+}
+
+// Where tune's time went: each phase's time beside what tune stated at its start, and the whole run
+// beside what tune expected, stated again before the race, and gave as the most.
+TEST(Html, TheTimingSectionPutsWhatTuneTookBesideWhatItStated) {
+  if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
+  Report r = fixed_report();
+  EXPECT_EQ(to_html(to_json(r)).find("id=\"timing\""), std::string::npos);  // a fit or a sweep: none
+  TuneTiming t;
+  t.phases = {{"fit", 1.2, 0}, {"sweep", 37, 7}, {"race", 20, 19}};
+  t.total_s = 60;
+  t.expected_s = 28;
+  t.at_most_s = 90;
+  t.restated_s = 45;
+  r.timing = t;
+  const std::string html = to_html(to_json(r));
+  EXPECT_NE(
+      html.find("<section id=\"timing\">\n<h2>Where the time went</h2>\n<p>60 s in all; 28 s (2.14x) expected once "
+                "the fit had timed the steps; 45 s (1.33x) as stated again before the race; at most 90 s "
+                "(0.67x).</p>"),
+      std::string::npos)
+      << html.substr(std::min(html.find("id=\"timing\""), html.size()), 400);
+  EXPECT_NE(html.find("<tr><td>sweep</td><td class=\"n\">37.0 s</td><td class=\"n\">7.0 s</td></tr>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<tr><td>fit</td><td class=\"n\">1.2 s</td><td class=\"n\">-</td></tr>"), std::string::npos);
 }
 
 // A GPU trial's utilisation caption gives the trial's own SM figure, or, when it has none, the note
