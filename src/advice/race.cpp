@@ -481,11 +481,14 @@ struct RaceRun {
     return true;
   }
 
+  // Rung `rung`'s training per entry as planned: the first rung's, doubling at each rung.
+  double planned_slice(size_t rung) const { return first * std::pow(2.0, static_cast<double>(rung)); }
+
   // Rung `rung`'s training per entry: its share of the budget, less where the rungs left would not
   // fit the wall time left at the pace measured so far (wall_budget_s); never below min_steps'
   // worth for the slowest entry still in.
   double fitted_slice(size_t rung) {
-    const double planned = first * std::pow(2.0, static_cast<double>(rung));
+    const double planned = planned_slice(rung);
     if (rung == 0 || wall_budget <= 0 || clock.wall_per_train_s <= 0) return planned;
     double units = 0;  // the rungs left, in this rung's slices per entry
     for (size_t r = rung; r < sizes.size(); ++r) units += sizes[r] * std::pow(2.0, static_cast<double>(r - rung));
@@ -659,7 +662,7 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
     run.train_rung(rung);
     if (run.cut_short) break;  // within the rung: its horizon was not reached
     race.horizons_s.push_back(run.horizon);
-    race.planned_horizons_s.push_back(run.first * (std::pow(2.0, static_cast<double>(rung + 1)) - 1));
+    race.planned_horizons_s.push_back((rung > 0 ? race.planned_horizons_s.back() : 0) + run.planned_slice(rung));
     if (run.rank(rung)) break;
   }
   decide(race, run.entries, run.alive, run.cut_short, run.horizon);
