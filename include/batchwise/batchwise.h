@@ -42,5 +42,6 @@
 #include "batchwise/compare.h"
 #include "batchwise/history.h"
 #include "batchwise/html.h"
+#include "batchwise/log_throttle.h"
 #include "batchwise/report.h"
 #include "batchwise/trace.h"

@@ -285,7 +285,7 @@ class Progress {
   }
   void race(const RaceProgress& p) const {
     const std::string key = fmt::format("{} {}", p.rung, p.index);
-    if (repeated(key)) return;
+    if (!log_->pass(key)) return;
     (*this)(fmt::format(
         "[race rung {}/{}, {}/{}] batch {}: epoch {:.2f}, held-out loss {:.3f} ({:.0f} s elapsed, ~{:.0f} s "
         "left)",
@@ -294,12 +294,12 @@ class Progress {
   // A compressed run of the run race: its first line, then one a 10 s (its lines come once a second,
   // which the CLI rewrites in place); its lines share their key (compressed_run_key).
   void run_race(const std::string& text) const {
-    if (repeated(compressed_run_key(text))) return;
+    if (!log_->pass(compressed_run_key(text))) return;
     (*this)(text);
   }
   void validate(const ValidateProgress& p) const {
     const std::string key = fmt::format("validate {}", p.index);
-    if (repeated(key)) return;
+    if (!log_->pass(key)) return;
     (*this)(
         fmt::format("[validate {}/{}] batch {}: epoch {:.2f}, held-out loss {:.3f}{}, {:.1f} s trained ({}at most "
                     "{:.0f} s left; {:.0f} s elapsed)",
@@ -316,21 +316,12 @@ class Progress {
   }
 
  private:
-  // The same race entry or validation run within 10 s of its last line: one line a 10 s, as the CLI's
-  // live line would show it.
-  bool repeated(const std::string& key) const {
-    const auto now = std::chrono::steady_clock::now();
-    if (key == *last_key_ && now - *last_line_ < std::chrono::seconds(10)) return true;
-    *last_key_ = key;
-    *last_line_ = now;
-    return false;
-  }
   double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
   std::shared_ptr<py::object> sink_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::shared_ptr<std::string> last_key_ = std::make_shared<std::string>();
-  std::shared_ptr<std::chrono::steady_clock::time_point> last_line_ =
-      std::make_shared<std::chrono::steady_clock::time_point>();
+  // The same race entry, validation run or compressed run within 10 s of its last line: one line a
+  // 10 s, as the CLI's live line would show it (shared by the copies the callbacks hold).
+  std::shared_ptr<LogThrottle> log_ = std::make_shared<LogThrottle>();
 };
 
 // ---- options -------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "batchwise/error.h"
+#include "batchwise/log_throttle.h"
 
 namespace batchwise {
 namespace {
@@ -97,6 +98,33 @@ TEST(Doublings, UpToAndIncludingTheLast) {
   EXPECT_EQ(doublings(3, 20), (std::vector<int64_t>{3, 6, 12, 20}));
   EXPECT_EQ(doublings(12, 96), (std::vector<int64_t>{12, 24, 48, 96}));
   EXPECT_EQ(doublings(5, 5), (std::vector<int64_t>{5}));
+}
+
+// A log's lines of a long pass (the CLI without a terminal, the Python callback): a key's first line,
+// then one every 10 s while it stays; another key passes at once. On an injected clock.
+TEST(LogThrottle, PassesAKeysFirstLineThenOneEveryPeriod) {
+  double now = 100;
+  LogThrottle log(10, [&now] { return now; });
+  EXPECT_TRUE(log.pass("validate 0"));
+  now = 101;
+  EXPECT_FALSE(log.pass("validate 0"));
+  now = 109.9;
+  EXPECT_FALSE(log.pass("validate 0"));
+  now = 110;
+  EXPECT_TRUE(log.pass("validate 0"));  // the period is counted from the last line passed
+  now = 111;
+  EXPECT_TRUE(log.pass("validate 1"));  // another key: at once
+  EXPECT_FALSE(log.pass("validate 1"));
+  EXPECT_TRUE(log.pass("validate 0"));  // back to the first key: another key came between
+  now = 130;
+  EXPECT_TRUE(log.pass("validate 0"));
+}
+
+TEST(LogThrottle, TheFirstLineOfAnyKeyPassesTheEmptyOneToo) {
+  double now = 0;  // a clock at zero: no period has passed since any "last" line
+  LogThrottle log(10, [&now] { return now; });
+  EXPECT_TRUE(log.pass(""));
+  EXPECT_FALSE(log.pass(""));
 }
 
 }  // namespace

@@ -29,7 +29,6 @@ namespace batchwise::cli {
 Session::Session(std::string name, WorkloadFlags& f, const DistFlags* distributed, bool test_split)
     : command(std::move(name)), flags(f), dist_(distributed), live_(isatty(STDERR_FILENO) != 0) {
   CpuMemoryTracker::install();  // before any model exists, so its tensors are counted
-  last_line_ = Clock::now() - std::chrono::hours(1);
   join_group(distributed);
   refuse_with_cmd(f.use_cmd, {{!f.trace.empty(), "--trace"}});  // before the run, not after it
   make_runner(test_split);
@@ -204,15 +203,12 @@ SweepOptions Session::with_progress(SweepOptions options) {
 // a candidate starts, then one every 10 s, so a log shows the run is alive and how far it is.
 void Session::training_line(const std::string& text, const std::string& candidate) {
   if (flags.quiet || !lead_) return;
-  const auto now = Clock::now();
   if (live_) {
     live(text);
   } else if (brief_) {
     return;  // a log gets the phase lines only
-  } else if (candidate != last_candidate_ || now - last_line_ >= std::chrono::seconds(10)) {
+  } else if (log_.pass(candidate)) {
     fmt::print(stderr, "{}\n", text);
-    last_line_ = now;
-    last_candidate_ = candidate;
   }
 }
 

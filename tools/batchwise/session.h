@@ -11,6 +11,7 @@
 
 #include "batchwise/distributed.h"
 #include "batchwise/history.h"
+#include "batchwise/log_throttle.h"
 #include "batchwise/race.h"
 #include "batchwise/record.h"
 #include "batchwise/run_race.h"
@@ -98,12 +99,12 @@ class Session {
   bool lead_ = true;  // the rank that reports
   bool live_ = false;
   using Clock = std::chrono::steady_clock;
-  Clock::time_point start_ = Clock::now(), phase_start_ = Clock::now(), last_line_;
+  Clock::time_point start_ = Clock::now(), phase_start_ = Clock::now();
   /// The phase's own estimate of its time left (a sweep's Eta), and when it gave it; unset: the
   /// estimate is the phase's pace.
   std::optional<double> eta_left_s_;
   Clock::time_point eta_at_;
-  std::string last_candidate_;
+  LogThrottle log_;  ///< a log's lines of a long training pass (training_line)
 };
 
 /// --plan-for: the fit's prediction on another device (fit, tune, plan).
