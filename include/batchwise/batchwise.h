@@ -42,6 +42,7 @@
 #include "batchwise/compare.h"
 #include "batchwise/history.h"
 #include "batchwise/html.h"
-#include "batchwise/log_throttle.h"
 #include "batchwise/report.h"
 #include "batchwise/trace.h"
+// progress for a caller that logs it
+#include "batchwise/log_throttle.h"

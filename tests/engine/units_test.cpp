@@ -116,7 +116,9 @@ TEST(LogThrottle, PassesAKeysFirstLineThenOneEveryPeriod) {
   EXPECT_TRUE(log.pass("validate 1"));  // another key: at once
   EXPECT_FALSE(log.pass("validate 1"));
   EXPECT_TRUE(log.pass("validate 0"));  // back to the first key: another key came between
-  now = 130;
+  now = 120.5;
+  EXPECT_FALSE(log.pass("validate 0"));  // and its period starts again from there (111)
+  now = 121;
   EXPECT_TRUE(log.pass("validate 0"));
 }
 
