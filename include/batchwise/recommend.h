@@ -60,7 +60,8 @@ struct Evidence {
 
 /// `rec` with its confidence and the reason for it, from the strongest evidence present:
 /// validation, then the run race or the batch race, then goodput or the knee. A sweep whose
-/// repetitions still disagreed (SweepResult::unsettled) makes any answer low.
+/// repetitions still disagreed (SweepResult::unsettled) makes the knee's answer low; one that shared
+/// the CPU (SweepResult::shared_cpu_warning) makes any answer low that was not validated.
 Recommendation with_confidence(Recommendation rec, const Evidence& evidence);
 
 /// From a fit and a sweep: the sweep's knee when a sweep ran (explained with its figures), else the

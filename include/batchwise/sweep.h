@@ -93,6 +93,10 @@ struct SweepResult {
 /// thread beside one busy loop on its core about half.
 constexpr double kSharedCpuShare = 0.1;
 
+/// The median over a sweep's batches that ran of the share of the time their threads were ready to
+/// run that they waited for a core (Trial::cpu_wait_share); 0 where none was read.
+double cpu_wait_share(const SweepResult& s);
+
 /// A repetition (or a first measurement) this much slower than the same batch's fastest, or than the
 /// best samples/s before it, is taken for noise and measured again where that matters. Repetitions
 /// of short steps differ by about a third even on a quiet machine (docs/cli.md): a lower threshold

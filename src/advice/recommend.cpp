@@ -568,6 +568,17 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
         "machine",
         fmt::join(e.sweep->unsettled, ", "));
   }
+  // A sweep that shared the CPU read its larger batches slower than they are (sweep.h): an answer not
+  // validated rests on its figures, the candidates a race trained and the times it weighed them by.
+  if (!e.validation && e.sweep && !e.sweep->shared_cpu_warning.empty()) {
+    a.level = Confidence::Low;
+    a.reason += fmt::format(
+        "; and the sweep shared the CPU (its threads waited for a core {:.0f} % of the time they were ready to "
+        "run), which skews its figures (on a CPU the larger batches read slower than they are) and with them the "
+        "knee and the candidates{}",
+        100 * cpu_wait_share(*e.sweep),
+        a.reason.find("quiet machine") == std::string::npos ? ": tune again on a quiet machine" : "");
+  }
   rec.confidence = a.level;
   rec.confidence_reason = std::move(a.reason);
   return rec;

@@ -90,13 +90,9 @@ void bound_by_failure(SweepResult& r, int64_t smallest_failure) {
     }
 }
 
-// The warning for a sweep that shared the CPU: the median over its batches of the share of the time
-// its threads were ready to run that they waited for a core (Trial::cpu_wait_share).
+// The warning for a sweep that shared the CPU (cpu_wait_share).
 void warn_of_shared_cpu(SweepResult& r) {
-  std::vector<double> shares;
-  for (const Trial& p : r.points)
-    if (p.outcome == Outcome::Ok && p.cpu_wait_share) shares.push_back(*p.cpu_wait_share);
-  const double share = shares.empty() ? 0 : median(shares);
+  const double share = cpu_wait_share(r);
   if (share <= kSharedCpuShare) return;
   r.shared_cpu_warning = fmt::format(
       "the sweep shared the CPU: its threads waited for a core {:.0f} % of the time they were ready to run (the "
@@ -109,6 +105,13 @@ void warn_of_shared_cpu(SweepResult& r) {
 }
 
 }  // namespace
+
+double cpu_wait_share(const SweepResult& s) {
+  std::vector<double> shares;
+  for (const Trial& p : s.points)
+    if (p.outcome == Outcome::Ok && p.cpu_wait_share) shares.push_back(*p.cpu_wait_share);
+  return shares.empty() ? 0 : median(shares);
+}
 
 SweepResult sweep(Workload& workload, const SweepOptions& options) {
   WorkloadRunner runner(workload);

@@ -156,6 +156,15 @@ TEST(Recommend, ARaceStuckOnThePlateauAnswersTheSmallestBatchItTrainedLongest) {
   EXPECT_EQ(r.confidence_reason.find("goodput"), std::string::npos) << r.confidence_reason;
 }
 
+// A run race's pick of 64 for a 2-epoch run, from compressed runs of up to 0.4 epochs: medium.
+RunRace run_race_pick_of_64() {
+  RunRace race;
+  race.epochs = 2;
+  race.lengths_epochs = {0.1, 0.2, 0.4};
+  race.best_batch = 64;
+  return race;
+}
+
 // Confidence: green (high) only where the answer was measured and resolved; a race that could not
 // rank its candidates, or that trained them for a sliver of an epoch, is low, and says what to do.
 TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
@@ -203,10 +212,7 @@ TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
 
   // A run race's pick is a prediction: medium where its compressed runs saw an eighth of the run or
   // more, low where each gap was carried over more than three doublings.
-  RunRace run_race;
-  run_race.epochs = 2;
-  run_race.lengths_epochs = {0.1, 0.2, 0.4};
-  run_race.best_batch = 64;
+  RunRace run_race = run_race_pick_of_64();
   Evidence predicted;
   predicted.run_race = &run_race;
   EXPECT_EQ(with_confidence(rec, predicted).confidence, Confidence::Medium);
@@ -252,6 +258,78 @@ TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
   r = with_confidence(rec, e);
   EXPECT_EQ(r.confidence, Confidence::High);
   EXPECT_EQ(r.confidence_reason.find("noise's"), std::string::npos) << r.confidence_reason;
+}
+
+// A sweep that shared the CPU read the larger batches slower than they are and moved the candidates
+// down (a lenet SGD tune beside other work picked 64 where its full runs put 256 1.4x faster): every
+// answer resting on its figures is low and says so; a validation's full runs are not its figures.
+TEST(Confidence, AnAnswerFromASweepThatSharedTheCpuIsLowAndSaysWhy) {
+  const Recommendation rec{64, "the reason"};
+  SweepResult shared;
+  for (const double share : {0.04, 0.12, 0.14, 0.17}) {
+    Trial t;
+    t.outcome = Outcome::Ok;
+    t.cpu_wait_share = share;
+    shared.points.push_back(t);
+  }
+  Trial failed;  // a batch that ran out of memory does not count
+  failed.outcome = Outcome::Oom;
+  failed.cpu_wait_share = 0.9;
+  shared.points.push_back(failed);
+  EXPECT_DOUBLE_EQ(cpu_wait_share(shared), 0.13);
+  EXPECT_EQ(cpu_wait_share(SweepResult{}), 0);
+
+  // The run race's prediction, medium until the sweep's warning (the sweep's rule, not the share,
+  // decides), then low with the reason's end saying why and what to do.
+  RunRace run_race = run_race_pick_of_64();
+  Evidence e;
+  e.run_race = &run_race;
+  e.sweep = &shared;
+  EXPECT_EQ(with_confidence(rec, e).confidence, Confidence::Medium);
+  shared.shared_cpu_warning = "the sweep shared the CPU";
+  Recommendation r = with_confidence(rec, e);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_NE(r.confidence_reason.find("predicted for your 2-epoch run from compressed runs"), std::string::npos)
+      << r.confidence_reason;
+  EXPECT_NE(r.confidence_reason.find("; and the sweep shared the CPU (its threads waited for a core 13 % of the time "
+                                     "they were ready to run), which skews its figures (on a CPU the larger batches "
+                                     "read slower than they are) and with them the knee and the candidates: tune "
+                                     "again on a quiet machine"),
+            std::string::npos)
+      << r.confidence_reason;
+
+  // A batch race resolved over an epoch, high on a quiet machine, is low too.
+  BatchRace race;
+  race.rung_leads = {{3, 60, 1.5, 64, 0.4, std::nullopt}};
+  race.best_batch = 64;
+  race.within_5_percent = {64};
+  Evidence raced;
+  raced.race = &race;
+  EXPECT_EQ(with_confidence(rec, raced).confidence, Confidence::High);
+  raced.sweep = &shared;
+  EXPECT_EQ(with_confidence(rec, raced).confidence, Confidence::Low);
+
+  // The knee on noisy figures already says to run on a quiet machine: said once.
+  shared.unsettled = {32};
+  Evidence knee;
+  knee.no_race_reason = "--no-race";
+  knee.sweep = &shared;
+  r = with_confidence(rec, knee);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_NE(r.confidence_reason.find("are noise's (its repetitions disagreed): run on a quiet machine; and the sweep "
+                                     "shared the CPU"),
+            std::string::npos)
+      << r.confidence_reason;
+  EXPECT_EQ(r.confidence_reason.find("tune again on a quiet machine"), std::string::npos) << r.confidence_reason;
+
+  ValidationResult validated;
+  validated.epochs = 2;
+  validated.fastest_batch = 64;
+  validated.best_batch = 64;
+  e.validation = &validated;
+  r = with_confidence(rec, e);
+  EXPECT_EQ(r.confidence, Confidence::High);
+  EXPECT_EQ(r.confidence_reason.find("shared the CPU"), std::string::npos) << r.confidence_reason;
 }
 
 // A race that fell behind its planned wall time fitted its later rungs to what was left: where its
