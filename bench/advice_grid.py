@@ -9,7 +9,8 @@ A full run's training time moves by up to a third here from one run to the next 
 over tens of seconds: docs/benchmarks.md, "The grid's times, timed again"), and the verdict's 1.10x
 needs better: `timing` rows (bench/grids/CELL.times.csv, from `RETIME=N bash bench/run_advice.sh`)
 are the same seed's run of the same batch trained again, the same final quality to the digit, whose
-times are averaged with the grid's before the seeds are.
+times are averaged with the grid's before the seeds are; or, judged on one day's times (`on`), those of
+that day alone where a seed and batch has any.
 
     python3 bench/advice_grid.py retime-batches bench/grids/CELL.csv   # the batches worth timing again"""
 import csv
@@ -69,11 +70,19 @@ def same_run(a, b):
     return close(a.get("final_accuracy"), b.get("final_accuracy")) and close(a.get("final_loss"), b.get("final_loss"))
 
 
-def run_time(row, timings):
+def run_time(row, timings, on=None):
     """A grid run's time: its own, averaged with the timing rows of the same seed and batch that ended the
     same. A row that did not is another run (the grid's run was replaced since, or the build changed the
-    numbers): it is left out, and stderr says so."""
+    numbers): it is left out, and stderr says so. With `on` (a date's prefix, 2026-12-02), only the runs
+    of that day count, where there are any: the machine's CPU and speed change from day to day, and
+    the tunes judged ran on that day."""
     times = [row["train_s"]]
+    if on:
+        days = [row["train_s"]] if str(row.get("date", "")).startswith(on) else []
+        days += [t["train_s"] for t in timings if str(t.get("date", "")).startswith(on) and
+                 str(t["seed"]) == str(row["seed"]) and int(t["batch"]) == int(row["batch"]) and same_run(t, row)]
+        if days:
+            return statistics.mean(days)
     for t in timings:
         if str(t["seed"]) == str(row["seed"]) and int(t["batch"]) == int(row["batch"]):
             if not same_run(t, row):
@@ -86,16 +95,17 @@ def run_time(row, timings):
     return statistics.mean(times)
 
 
-def grid_stats(rows, measure, timings=()):
+def grid_stats(rows, measure, timings=(), on=None):
     """Per batch: (mean quality, its standard error, mean train_s, seeds), over the seeds that finished;
-    and the run's epochs. A seed's time is the mean of its run and its timing rows."""
+    and the run's epochs. A seed's time is the mean of its run and its timing rows (`on`: of those of
+    that day alone, where it has any; run_time)."""
     runs = {}
     epochs = None
     for r in rows:
         epochs = r["epochs"]
         q = quality(r, measure)
         if q is not None:
-            runs.setdefault(r["batch"], []).append((q, run_time(r, timings)))
+            runs.setdefault(r["batch"], []).append((q, run_time(r, timings, on)))
     stats = {}
     for b, xs in runs.items():
         qs = [x[0] for x in xs]
@@ -123,6 +133,11 @@ def verdict(stats, good, pick):
     ratio = stats[pick][2] / stats[fastest][2] if pick in stats else float("nan")
     inside = pick in good
     return inside, ratio, inside and ratio <= TIME_RATIO
+
+
+def timed_on(rows, timings, on):
+    """The batches with a run of day `on` (a date's prefix), among the grid's and its timings'."""
+    return sorted({int(r["batch"]) for r in list(rows) + list(timings) if str(r.get("date", "")).startswith(on)})
 
 
 def retime_batches(stats, measure):

@@ -16,7 +16,9 @@ and not in the reports stay) and each cell's first tune's run race (CELL.race.js
 bench/run_race_replay.py), and --grids judges the tunes in the folder against those where a cell's
 grid reports are not there. Runs trained again for their times (`RETIME=N bash bench/run_advice.sh`:
 NAME.retime.SEED.K.json) are kept in bench/grids/NAME.times.csv and averaged into each seed's time
-(bench/advice_grid.py)."""
+(bench/advice_grid.py). With --timed-on DATE, each seed's time is that of its runs of that day
+alone where it has any (the tunes' day: the machine's CPU and speed change from day to day), and the
+closing line names the batches so timed."""
 import argparse
 import csv
 import glob
@@ -25,13 +27,17 @@ import os
 import statistics
 
 from advice_grid import (GRID_FIELDS, LEAST_TOLERANCE, TIMING_FIELDS, good_set, grid_stats, measure_of, quality,
-                         read_kept_grid, read_timings, timing_key, verdict)
+                         read_kept_grid, read_timings, timed_on, timing_key, verdict)
 from run_race_replay import replay, unjudged
 
 parser = argparse.ArgumentParser()
 parser.add_argument("out")
 parser.add_argument("--grids", help="a folder of CELL.csv grids, for cells without grid reports in OUT")
 parser.add_argument("--save-grids", help="write each cell's grid reports in OUT to this folder as CELL.csv")
+parser.add_argument("--timed-on", metavar="DATE",
+                    help="judge the picks on the runs of that day alone (a date or its prefix, 2026-12-02: the grid's, "
+                         "OUT's RETIME runs and those kept in --grids), where a seed and batch has any; the others keep "
+                         "the grid's and the kept timings' mean")
 args = parser.parse_args()
 out = args.out
 
@@ -143,17 +149,23 @@ benchmark_bar_passed = 0  # the perfect prediction held to the good set's least 
 reachable_passed = 0  # the races some rule could pass (the replay's ceiling)
 worst = 0.0
 schedules = []
+day_batches = []  # --timed-on: per cell, the batches with a run of that day
 for name in names:
     measure = measure_of(name)
-    stats, epochs = grid_stats(grid_rows(name), measure, timing_rows(name))
+    rows, timings = grid_rows(name), timing_rows(name)
+    stats, epochs = grid_stats(rows, measure, timings, args.timed_on)
     if not stats:
         continue
+    if args.timed_on:
+        day_batches.append(f"{name} {', '.join(map(str, timed_on(rows, timings, args.timed_on))) or 'none'}")
     best, tol, behind, good = good_set(stats, measure)
     fastest = min(good, key=lambda b: stats[b][2])
     for path in sorted(glob.glob(os.path.join(out, f"{name}.tune.*.json")), key=lambda p: int(p.rsplit(".", 2)[1])):
         seed = path.rsplit(".", 2)[1]
         report = json.load(open(path))
         pick = report["recommendation"]["batch"]
+        # A sweep beside other work reads the larger batches slower and moves the candidates down.
+        shared = ", its sweep shared the CPU" if (report.get("sweep") or {}).get("shared_cpu_warning") else ""
         inside, ratio, ok = verdict(stats, good, pick)
         total += 1
         passed += ok
@@ -176,7 +188,7 @@ for name in names:
                                                                 good=good))[2]
                 perfect = f"{oracle}: {'pass' if o_ok else 'FAIL'} ({o_ratio:.2f}{'' if o_inside else ', worse model'})"
         print(f"| {name} | {epochs:g} | {measure} | {', '.join(f'{b} ({stats[b][0]:.4f})' for b in good)} | {fastest} "
-              f"({stats[fastest][2]:.1f} s) | {pick} ({seed}) | {'yes' if inside else 'no'} | {ratio:.2f} | "
+              f"({stats[fastest][2]:.1f} s) | {pick} ({seed}{shared}) | {'yes' if inside else 'no'} | {ratio:.2f} | "
               f"{'pass' if ok else 'FAIL'} | {perfect} |")
         schedule = (report.get("run_race") or {}).get("schedule")
         if schedule:
@@ -186,6 +198,9 @@ print(f"{passed} of {total} picks pass; the worst time ratio {worst:.2f}. Of the
       f"judge (the reference in the grid, one measure), exact gaps pass {perfect_passed} at the race's own bar and "
       f"{benchmark_bar_passed} at the good set's least ({LEAST_TOLERANCE * 100:g} accuracy points, {LEAST_TOLERANCE:.1%} "
       f"of the loss); some rule could pass {reachable_passed} on their candidates and times.")
+if args.timed_on:
+    print(f"Times: the runs of {args.timed_on} alone, where a seed and batch has any ({'; '.join(day_batches)}); the "
+          f"other batches, the mean of the grid's run and the kept timings, of other days.")
 
 # Batch-size schedules: what tune predicted against what the seeds' runs measured (issue #30: within
 # 10 points of each other), and whether the schedule's final quality is in the grid's good set. The
