@@ -76,13 +76,7 @@ def run_time(row, timings, on=None):
     numbers): it is left out, and stderr says so. With `on` (a date's prefix, 2026-12-02), only the runs
     of that day count, where there are any: the machine's CPU and speed change from day to day, and
     the tunes judged ran on that day."""
-    times = [row["train_s"]]
-    if on:
-        days = [row["train_s"]] if str(row.get("date", "")).startswith(on) else []
-        days += [t["train_s"] for t in timings if str(t.get("date", "")).startswith(on) and
-                 str(t["seed"]) == str(row["seed"]) and int(t["batch"]) == int(row["batch"]) and same_run(t, row)]
-        if days:
-            return statistics.mean(days)
+    runs = [row]
     for t in timings:
         if str(t["seed"]) == str(row["seed"]) and int(t["batch"]) == int(row["batch"]):
             if not same_run(t, row):
@@ -91,8 +85,10 @@ def run_time(row, timings, on=None):
                       f"{row.get('final_accuracy')}/{row.get('final_loss')}: not the same run, left out",
                       file=sys.stderr)
                 continue
-            times.append(t["train_s"])
-    return statistics.mean(times)
+            runs.append(t)
+    if on:
+        runs = [r for r in runs if str(r.get("date", "")).startswith(on)] or runs
+    return statistics.mean(r["train_s"] for r in runs)
 
 
 def grid_stats(rows, measure, timings=(), on=None):
