@@ -76,8 +76,18 @@ struct SweepResult {
   /// Empty, or what the noise the sweep met means for its figures (tune and sweep put it in the
   /// report's warnings).
   std::string noise_warning;
+  /// Batches one of whose trials waited for a core more than kSharedCpuShare of its time, in
+  /// steps long enough to be interrupted (kInterruptibleStepS), each such trial run once more at
+  /// the sweep's end, when a burst of other work may be over; the one that waited less counts, so
+  /// the repetitions stay as many (a retry that fails joins them, as any failure does). The retries
+  /// stop at the first that waits over kSharedCpuShare again (the machine is still shared), fails or
+  /// reads no share, and are at most one repetition's worth; one entry per retry, in the order they
+  /// ran.
+  std::vector<int64_t> cpu_retried;
+  /// How many of those retries waited less and count in place of the trial they retried.
+  int cpu_retries_kept = 0;
   /// Empty, or that the sweep shared the CPU (its trials' median Trial::cpu_wait_share above
-  /// kSharedCpuShare) and what that does to its figures.
+  /// kSharedCpuShare, after the retries) and what that does to its figures.
   std::string shared_cpu_warning;
   /// The warnings above that are not empty, for the report's (context.warnings).
   std::vector<std::string> warnings() const {
@@ -92,6 +102,13 @@ struct SweepResult {
 /// to run (the median over its batches) is warned of: a quiet machine reads under 2 %, one training
 /// thread beside one busy loop on its core about half.
 constexpr double kSharedCpuShare = 0.1;
+
+/// A trial whose median step is at least this long is nearly always interrupted while another
+/// process holds its core, so its figures carry the wait: Linux's base scheduler slice is 0.75 ms
+/// times 1 + log2 of the CPUs, up to 8 of them, so 3 ms at most (1.5 ms on 2). A shorter step's
+/// median is one no wait interrupted, and its wait share can pass kSharedCpuShare on a quiet machine
+/// (a thread pool waking at each parallel region): it is not run again for it.
+constexpr double kInterruptibleStepS = 0.003;
 
 /// The median over a sweep's batches that ran of the share of the time their threads were ready to
 /// run that they waited for a core (Trial::cpu_wait_share); 0 where none was read.
@@ -114,6 +131,8 @@ void fields(V& v, T& s) {
   v("remeasured", s.remeasured, When{!s.remeasured.empty()});
   v("unsettled", s.unsettled, When{!s.unsettled.empty()});
   v("noise_warning", s.noise_warning, When{!s.noise_warning.empty()});
+  v("cpu_retried", s.cpu_retried, When{!s.cpu_retried.empty()});
+  v("cpu_retries_kept", s.cpu_retries_kept, When{!s.cpu_retried.empty()});
   v("shared_cpu_warning", s.shared_cpu_warning, When{!s.shared_cpu_warning.empty()});
   v("not_run", s.not_run, When{!s.not_run.empty()});
   v("not_run_reason", s.not_run_reason, When{!s.not_run.empty()});

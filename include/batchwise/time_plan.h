@@ -65,6 +65,8 @@ class Eta {
   void finished(double predicted_s, double actual_s);
   /// An item of the plan that will not run (a sweep stopped where samples/s flattened).
   void dropped(double predicted_s) { dropped_s_ += predicted_s; }
+  /// An item added to the plan (a sweep's retry of a trial that shared the CPU).
+  void added(double predicted_s) { planned_s_ += predicted_s; }
   /// Seconds left, 0 once the plan is run.
   double left_s() const;
   /// Actual over predicted for what finished (1 before anything did).

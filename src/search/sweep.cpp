@@ -85,23 +85,43 @@ void bound_by_failure(SweepResult& r, int64_t smallest_failure) {
       p.input_bound = false;
       p.message = fmt::format(
           "treated as out of memory: it ran, but batch {} (smaller) ran out of memory in "
-          "another repetition, so memory at this size is not reliable",
+          "another trial, so memory at this size is not reliable",
           smallest_failure);
     }
 }
 
-// The warning for a sweep that shared the CPU (cpu_wait_share).
-void warn_of_shared_cpu(SweepResult& r) {
+// The warning for a sweep that shared the CPU (cpu_wait_share), after its retries: what they did, and
+// the share the one that stopped them waited (`stopped`).
+void warn_of_shared_cpu(SweepResult& r, std::optional<double> stopped) {
   const double share = cpu_wait_share(r);
   if (share <= kSharedCpuShare) return;
+  std::string retried;
+  if (const size_t n = r.cpu_retried.size(); n > 0) {
+    std::vector<int64_t> batches = r.cpu_retried;
+    std::sort(batches.begin(), batches.end());
+    batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+    const int kept = r.cpu_retries_kept;
+    const std::string verdict = n == 1 ? (kept == 1 ? "it waited less and counts in its place" : "it did not wait less")
+                                : kept == 0 ? "none waited less"
+                                : static_cast<size_t>(kept) == n
+                                    ? fmt::format("all {} waited less and count in their place", n)
+                                    : fmt::format("{} of {} waited less and count in their place", kept, n);
+    retried = fmt::format(
+        ". {} that waited ran again at the sweep's end (batch{} {}), and {}; {}",
+        n == 1 ? "A trial" : fmt::format("{} trials", n), batches.size() > 1 ? "es" : "", fmt::join(batches, ", "),
+        verdict,
+        stopped ? fmt::format("the retries stopped at one that waited {:.0f} %: the machine was still shared",
+                              100 * *stopped)
+                : "the trials not run again still carry the wait");
+  }
   r.shared_cpu_warning = fmt::format(
       "the sweep shared the CPU: its threads waited for a core {:.0f} % of the time they were ready to run (the "
       "median over its batches; Linux's run-queue delay), held by another process or by more of its own threads "
       "than there are cores. A step longer than the scheduler's slice is then nearly always interrupted and a "
       "shorter one often not, so the median step favours the smaller batches: the larger read slower than they "
-      "are, and the knee and the candidates move down. Run it on a quiet machine (top shows what else runs), with "
+      "are, and the knee and the candidates move down{}. Run it on a quiet machine (top shows what else runs), with "
       "--threads at most the cores",
-      100 * share);
+      100 * share, retried);
 }
 
 }  // namespace
@@ -150,6 +170,7 @@ class SweepRun {
     reported_.resize(sizes_.size());
     alone_.resize(sizes_.size());
     rates_.resize(sizes_.size());
+    trials_.resize(sizes_.size());
     planned_ = static_cast<int>(sizes_.size()) * o.repetitions();
     double planned_s = 0;
     for (int64_t b : sizes_) planned_s += expected_s(b) * o.repetitions();
@@ -163,12 +184,13 @@ class SweepRun {
         run(i);
         if (rep == 0 && stops_after(i)) break;
       }
+    retry_shared_cpu();
     summarize_points(r, reported_, alone_);
     if (remeasure_noise_at_the_knee()) summarize_points(r, reported_, alone_);
     if (smallest_failure_) bound_by_failure(r, *smallest_failure_);
     r.knee_batch = knee_batch(r.points, o_.knee_tolerance());
     warn_of_noise();
-    warn_of_shared_cpu(r);
+    warn_of_shared_cpu(r, retry_stopped_share_);
     return r;
   }
 
@@ -188,7 +210,15 @@ class SweepRun {
       if (!again) ++index_, eta_.dropped(expected_s(sizes_[i]));  // done, by not running
       return;
     }
-    const int index = again ? -1 : index_;
+    Trial t = measure(i, again ? -1 : index_, /*in_eta=*/!again);
+    if (!again) ++index_;
+    if (!again && waited(t)) waited_.push_back({i, trials_[i].size()});
+    add(i, std::move(t));
+  }
+
+  // Runs one trial at sizes_[i], with its callbacks (at `index`: -1 outside the plan) and the time
+  // left, where it is one the Eta counts (`in_eta`); pools nothing.
+  Trial measure(size_t i, int index, bool in_eta) {
     if (o_.on_trial_start()) o_.on_trial_start()(sizes_[i], index, planned_);
     Trial t = runner_.run(TrialOptions(sizes_[i])
                               .warmup(o_.warmup())
@@ -198,20 +228,72 @@ class SweepRun {
                               .timeout_s(o_.trial_timeout_s())
                               .accumulation_steps(o_.accumulation_steps())
                               .monitor(o_.monitor()));
-    if (!again) eta_.finished(expected_s(sizes_[i]), t.wall_s);
+    if (in_eta) eta_.finished(expected_s(sizes_[i]), t.wall_s);
     if (o_.on_eta() && o_.expected_trial_s()) o_.on_eta()(eta_.left_s());
     if (o_.on_trial()) o_.on_trial()(t, index, planned_);
-    if (!again) ++index_;
-    if (t.throughput_reported) reported_[i].push_back(t.samples_per_s);
-    if (t.distributed && t.distributed->single_process_samples_per_s)
-      alone_[i].push_back(*t.distributed->single_process_samples_per_s);
-    if (t.outcome == Outcome::Ok) rates_[i].push_back(t.samples_per_s);
-    if (point.batch == 0)
-      point = t;
-    else
-      merge_repetition(point, t);
+    return t;
+  }
+
+  // A trial joins batch i's pool; one that ran out of memory bounds the batches run after it.
+  void add(size_t i, Trial t) {
     if (t.outcome == Outcome::Oom)
       smallest_failure_ = smallest_failure_ ? std::min(*smallest_failure_, sizes_[i]) : sizes_[i];
+    trials_[i].push_back(std::move(t));
+    pool(i);
+  }
+
+  // Batch i's point and per-repetition figures, from its trials in the order they ran.
+  void pool(size_t i) {
+    Trial& point = r.points[i];
+    reported_[i].clear(), alone_[i].clear(), rates_[i].clear();
+    for (const Trial& t : trials_[i]) {
+      if (t.throughput_reported) reported_[i].push_back(t.samples_per_s);
+      if (t.distributed && t.distributed->single_process_samples_per_s)
+        alone_[i].push_back(*t.distributed->single_process_samples_per_s);
+      if (t.outcome == Outcome::Ok) rates_[i].push_back(t.samples_per_s);
+      if (&t == &trials_[i].front())
+        point = t;
+      else
+        merge_repetition(point, t);
+    }
+  }
+
+  // Did a trial that ran wait for a core long enough to carry it in its figures?
+  static bool waited(const Trial& t) {
+    return t.outcome == Outcome::Ok && t.cpu_wait_share && *t.cpu_wait_share > kSharedCpuShare &&
+           t.step_time_s_median >= kInterruptibleStepS;
+  }
+
+  // After the repetitions: each trial that waited for a core (waited()) runs once more, in the order
+  // they ran, and the one that waited less counts in its place, so a burst of other work that is over
+  // by then no longer reads the larger batches slow. On a machine shared throughout the first retry
+  // waits too, and the retries stop there: that costs one trial. At most one repetition's worth; the
+  // time left counts them. A retry that fails joins the pool, as any failure does, and ends them.
+  void retry_shared_cpu() {
+    std::vector<std::pair<size_t, size_t>> due;
+    for (const auto& w : waited_)
+      if (due.size() < sizes_.size() && !(smallest_failure_ && sizes_[w.first] >= *smallest_failure_)) due.push_back(w);
+    for (const auto& [i, k] : due) eta_.added(expected_s(sizes_[i]));
+    for (size_t n = 0; n < due.size(); ++n) {
+      const auto [i, k] = due[n];
+      Trial t = measure(i, -1, /*in_eta=*/true);
+      r.cpu_retried.push_back(sizes_[i]);
+      const std::optional<double> share = t.cpu_wait_share;
+      const bool ok = t.outcome == Outcome::Ok;
+      if (!ok) {
+        add(i, std::move(t));
+      } else if (share && *share < *trials_[i][k].cpu_wait_share) {
+        trials_[i][k] = std::move(t);
+        ++r.cpu_retries_kept;
+        pool(i);
+      }
+      const bool shared = share && *share > kSharedCpuShare;
+      if (shared) retry_stopped_share_ = share;
+      if (!ok || !share || shared) {  // failed, unread or still shared: nothing more to learn
+        for (size_t m = n + 1; m < due.size(); ++m) eta_.dropped(expected_s(sizes_[due[m].first]));
+        break;
+      }
+    }
   }
 
   // Measures sizes_[i] once more, outside the planned repetitions (not at or above a batch that ran
@@ -259,6 +341,7 @@ class SweepRun {
     reported_.resize(i + 1);
     alone_.resize(i + 1);
     rates_.resize(i + 1);
+    trials_.resize(i + 1);
     // The planned count stays: the trials left out count as done, so a progress total never changes.
     index_ += static_cast<int>(r.not_run.size()) * o_.repetitions();
     for (int64_t b : r.not_run) eta_.dropped(expected_s(b) * o_.repetitions());
@@ -319,11 +402,14 @@ class SweepRun {
   const SweepOptions& o_;
   std::vector<int64_t> sizes_;
   int64_t budget_;
-  std::vector<std::vector<double>> reported_;  // a runner's own samples/s, per repetition
-  std::vector<std::vector<double>> alone_;     // data-parallel: one process's samples/s, per repetition
-  std::vector<std::vector<double>> rates_;     // each ok trial's samples/s, per batch
-  std::optional<int64_t> smallest_failure_;    // a batch at or above it is not run again
-  std::vector<size_t> noisy_;                  // batches whose noise would have cut the sweep or moved the knee
+  std::vector<std::vector<double>> reported_;      // a runner's own samples/s, per repetition
+  std::vector<std::vector<double>> alone_;         // data-parallel: one process's samples/s, per repetition
+  std::vector<std::vector<double>> rates_;         // each ok trial's samples/s, per batch
+  std::vector<std::vector<Trial>> trials_;         // each trial pooled, per batch, in the order they ran
+  std::vector<std::pair<size_t, size_t>> waited_;  // planned trials that waited for a core: batch, trial
+  std::optional<double> retry_stopped_share_;      // the share the retry that stopped the retries waited
+  std::optional<int64_t> smallest_failure_;        // a batch at or above it is not run again
+  std::vector<size_t> noisy_;                      // batches whose noise would have cut the sweep or moved the knee
   int planned_ = 0, index_ = 0;
   Eta eta_;  // the time left, when the caller predicted each trial's (expected_trial_s)
   double expected_s(int64_t batch) const { return o_.expected_trial_s() ? o_.expected_trial_s()(batch) : 0; }

@@ -39,6 +39,8 @@ Report full_report() {
   r.sweep->not_run_reason = "samples/s stopped rising";
   r.sweep->points[1].cpu_wait_share = 0.42;
   r.sweep->shared_cpu_warning = "the sweep shared the CPU";
+  r.sweep->cpu_retried = {128, 128};
+  r.sweep->cpu_retries_kept = 1;
   r.fit->message = "batch 320 failed with an error";
   r.fit->memory_model->breaks = {{256, 60ll << 20, 63ll << 20}};
   r.precisions[1].fit_batch.reset();
@@ -145,6 +147,9 @@ TEST(Report, JsonReadsBackToTheSameJson) {
   EXPECT_EQ(back.sweep->points.at(1).cpu_wait_share, 0.42);
   EXPECT_FALSE(back.sweep->points.at(0).cpu_wait_share);
   EXPECT_EQ(back.sweep->shared_cpu_warning, "the sweep shared the CPU");
+  EXPECT_EQ(back.sweep->cpu_retried, (std::vector<int64_t>{128, 128}));
+  EXPECT_EQ(back.sweep->cpu_retries_kept, 1);
+  EXPECT_NE(to_table(back).find("a trial that shared the CPU ran again at the sweep's end"), std::string::npos);
   // A larger batch's gap taken from a smaller one's is kept, and the table says so beside it.
   EXPECT_EQ(back.run_race->entries.at(2).gap_as, 128);
   EXPECT_FALSE(back.run_race->entries.at(1).gap_as);

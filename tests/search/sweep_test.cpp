@@ -154,23 +154,41 @@ class InjectedSteps final : public TrialRunner {
   int calls_ = 0;
 };
 
-// InjectedSteps' quiet trials, each saying it waited for a CPU `share` of its time (none: unread).
+// InjectedSteps' quiet trials, each saying it waited for a CPU the share `share` gives it by the order
+// they run (none: unread); a trial that waited over 10 % steps `slowdown` times as long, and every
+// step `scale` times.
 class WaitingSteps final : public TrialRunner {
  public:
-  explicit WaitingSteps(std::optional<double> share) : share_(share) {}
+  using Share = std::function<std::optional<double>(int call)>;
+  explicit WaitingSteps(Share share, double slowdown = 1, double scale = 1)
+      : share_(std::move(share)), slowdown_(slowdown), scale_(scale) {}
+  explicit WaitingSteps(std::optional<double> share) : WaitingSteps([share](int) { return share; }) {}
   WorkloadInfo info() const override { return {}; }
   Trial run(const TrialOptions& o) override {
     Trial t = steps_.run(o);
-    t.cpu_wait_share = share_;
+    if (calls_ == fails_at_) {
+      t.outcome = Outcome::Oom;
+      t.message = "out of memory";
+      t.step_times_s.clear();
+    }
+    t.cpu_wait_share = share_(calls_++);
+    const bool waited = t.cpu_wait_share && *t.cpu_wait_share > 0.1;
+    for (double& step : t.step_times_s) step *= scale_ * (waited ? slowdown_ : 1);
+    summarize_steps(t);
+    t.wall_s = 1;
     return t;
   }
+  void fails_at(int call) { fails_at_ = call; }  // that trial runs out of memory
   int64_t held_bytes() override { return 0; }
   int64_t default_budget_bytes() override { return 1 << 30; }
   int64_t device_total_bytes() override { return 1 << 30; }
+  int calls() const { return calls_; }
 
  private:
   InjectedSteps steps_{[](int, int64_t) { return false; }};
-  std::optional<double> share_;
+  Share share_;
+  double slowdown_, scale_;
+  int calls_ = 0, fails_at_ = -1;
 };
 
 SweepResult tune_like_sweep(TrialRunner& runner) {
@@ -220,6 +238,121 @@ TEST(SweepNoise, ASweepThatSharedTheCpuSaysSo) {
   ASSERT_EQ(s.points.size(), q.points.size());
   for (size_t i = 0; i < s.points.size(); ++i) EXPECT_DOUBLE_EQ(s.points[i].samples_per_s, q.points[i].samples_per_s);
   EXPECT_EQ(s.knee_batch, q.knee_batch);
+
+  // Shared throughout, the first trial that waited ran again at the end, waited as much, and the
+  // retries stopped there: one trial more. Quiet or unread, none ran again.
+  EXPECT_EQ(s.cpu_retried, (std::vector<int64_t>{16}));
+  EXPECT_EQ(s.cpu_retries_kept, 0);
+  EXPECT_EQ(s.points.front().repetitions, 3) << "a retry that waited as much is set aside";
+  EXPECT_NE(
+      s.shared_cpu_warning.find("A trial that waited ran again at the sweep's end (batch 16), and it did not wait "
+                                "less; the retries stopped at one that waited 40 %: the machine was still shared"),
+      std::string::npos)
+      << s.shared_cpu_warning;
+  EXPECT_TRUE(q.cpu_retried.empty());
+  EXPECT_TRUE(u.cpu_retried.empty());
+}
+
+// A burst of other work over the sweep's first two repetitions (its trials waited 50 % and stepped
+// 1.3x slower): one repetition's worth of trials that waited ran again at the sweep's end, when the
+// burst was over, and counted in their place, so the figures are the quiet sweep's. Over the first
+// repetition alone, the retries leave nothing to warn of. Steps too short for a wait to interrupt
+// them (kInterruptibleStepS) are not run again.
+TEST(SweepNoise, TrialsThatSharedTheCpuRunAgainAtTheEndAndTheQuieterCount) {
+  WaitingSteps quiet_runner(std::optional<double>(0.01));
+  const SweepResult quiet = tune_like_sweep(quiet_runner);
+  ASSERT_EQ(quiet.not_run, (std::vector<int64_t>{2048}));  // 7 batches: a repetition is 7 trials
+  const std::vector<int64_t> swept{16, 32, 64, 128, 256, 512, 1024};
+  const auto burst = [](int until) {
+    return [until](int call) { return std::optional<double>(call < until ? 0.5 : 0.01); };
+  };
+
+  WaitingSteps two_runner(burst(14), 1.3);
+  const SweepResult two = tune_like_sweep(two_runner);
+  EXPECT_EQ(two_runner.calls(), 3 * 7 + 7);
+  EXPECT_EQ(two.cpu_retried, swept) << "the first repetition's, in the order they ran";
+  EXPECT_EQ(two.cpu_retries_kept, 7);
+  ASSERT_EQ(two.points.size(), quiet.points.size());
+  for (size_t i = 0; i < two.points.size(); ++i) {
+    EXPECT_DOUBLE_EQ(two.points[i].samples_per_s, quiet.points[i].samples_per_s) << two.points[i].batch;
+    EXPECT_EQ(two.points[i].repetitions, 3);
+  }
+  EXPECT_EQ(two.knee_batch, quiet.knee_batch);
+  // One repetition in three still waited: the median share is (0.01 + 0.5 + 0.01) / 3.
+  EXPECT_NE(two.shared_cpu_warning.find("waited for a core 17 %"), std::string::npos) << two.shared_cpu_warning;
+  EXPECT_NE(
+      two.shared_cpu_warning.find("7 trials that waited ran again at the sweep's end (batches 16, 32, 64, 128, 256, "
+                                  "512, 1024), and all 7 waited less and count in their place; the trials not "
+                                  "run again still carry the wait. Run it"),
+      std::string::npos)
+      << two.shared_cpu_warning;
+
+  // The time left counts the retries: each trial expected to take the second it takes.
+  WaitingSteps eta_runner(burst(14), 1.3);
+  std::vector<double> left;
+  sweep(eta_runner, SweepOptions()
+                        .batch_sizes(doublings(16, 2048))
+                        .stop_after_flat(3)
+                        .budget_bytes(1 << 30)
+                        .expected_trial_s([](int64_t) { return 1.0; })
+                        .on_eta([&](double s) { left.push_back(s); }));
+  ASSERT_EQ(left.size(), 3u * 7 + 7);
+  EXPECT_EQ(std::vector<double>(left.end() - 8, left.end()), (std::vector<double>{0, 6, 5, 4, 3, 2, 1, 0}))
+      << "the last planned trial, then the retries";
+
+  WaitingSteps one_runner(burst(7), 1.3);
+  const SweepResult one = tune_like_sweep(one_runner);
+  EXPECT_EQ(one.cpu_retried, swept);
+  EXPECT_EQ(one.cpu_retries_kept, 7);
+  EXPECT_TRUE(one.shared_cpu_warning.empty()) << one.shared_cpu_warning;
+  EXPECT_TRUE(one.warnings().empty());
+  ASSERT_TRUE(one.points.front().cpu_wait_share.has_value());
+  EXPECT_DOUBLE_EQ(*one.points.front().cpu_wait_share, 0.01) << "the retry's share in place of the burst's";
+
+  WaitingSteps short_runner(burst(7), 1.3, 0.01);  // steps of 0.1 to 0.8 ms
+  const SweepResult short_steps = tune_like_sweep(short_runner);
+  EXPECT_TRUE(short_steps.cpu_retried.empty());
+  EXPECT_EQ(short_runner.calls(), 3 * 7);
+}
+
+// The retries end at the first that still waits over 10 % (kept where it waited less), that reads no
+// share, or that fails; a failure joins its batch's pool, as any failure does.
+TEST(SweepNoise, TheRetriesEndAtOneThatStillWaitsReadsNothingOrFails) {
+  // The first repetition (7 trials) waited 50 %, the other two 1 %; the retries wait `retry`.
+  const auto first_repetition_waits = [](std::optional<double> retry) -> WaitingSteps::Share {
+    return [retry](int call) { return call < 7 ? std::optional<double>(0.5) : call < 21 ? 0.01 : retry; };
+  };
+  WaitingSteps less_runner(first_repetition_waits(0.3));
+  const SweepResult less = tune_like_sweep(less_runner);
+  EXPECT_EQ(less.cpu_retried, (std::vector<int64_t>{16}));
+  EXPECT_EQ(less.cpu_retries_kept, 1);
+  ASSERT_TRUE(less.points.front().cpu_wait_share.has_value());
+  EXPECT_NEAR(*less.points.front().cpu_wait_share, (0.3 + 0.01 + 0.01) / 3, 1e-12);
+  EXPECT_NE(less.shared_cpu_warning.find("A trial that waited ran again at the sweep's end (batch 16), and it waited "
+                                         "less and counts in its place; the retries stopped at one that waited 30 %"),
+            std::string::npos)
+      << less.shared_cpu_warning;
+
+  WaitingSteps unread_runner(first_repetition_waits(std::nullopt));
+  const SweepResult unread = tune_like_sweep(unread_runner);
+  EXPECT_EQ(unread_runner.calls(), 3 * 7 + 1);
+  EXPECT_EQ(unread.cpu_retries_kept, 0);
+  EXPECT_NE(unread.shared_cpu_warning.find("(batch 16), and it did not wait less; the trials not run again still "
+                                           "carry the wait"),
+            std::string::npos)
+      << unread.shared_cpu_warning;
+
+  // Only the first repetition's 1,024 waited, and its retry runs out of memory.
+  WaitingSteps oom_runner([](int call) { return std::optional<double>(call == 6 ? 0.5 : 0.01); });
+  oom_runner.fails_at(3 * 7);
+  const SweepResult oom = tune_like_sweep(oom_runner);
+  EXPECT_EQ(oom.cpu_retried, (std::vector<int64_t>{1024}));
+  EXPECT_EQ(oom.cpu_retries_kept, 0);
+  const Trial& largest = oom.points.back();
+  EXPECT_EQ(largest.batch, 1024);
+  EXPECT_EQ(largest.outcome, Outcome::Oom) << "a failure is never set aside";
+  EXPECT_EQ(largest.repetitions, 4);
+  EXPECT_EQ(oom.knee_batch, 128);
 }
 
 // Progress keeps one total from the first trial to the last: the trials the stop leaves out count as
