@@ -1,11 +1,13 @@
 """How this machine's speed moves with nothing else running: a fixed matmul loop timed in short
 windows, the windows' spread, how alike windows a lag apart are (autocorrelation of the log rate),
 and the 1 s means. With --stat, each second's steal time from /proc/stat and the loop's own
-run-queue wait beside its rate. The latest figures are in docs/benchmarks.md ("Built: the retry at
+run-queue wait beside its rate; with --sustained, how the rate falls under minutes of load (start it
+after a minute idle). The latest figures are in docs/benchmarks.md ("Built: the retry at
 the sweep's end").
 
     /opt/batchwise-venv/bin/python bench/speed_drift.py              # 40 s in 50 ms windows
     /opt/batchwise-venv/bin/python bench/speed_drift.py --stat 60    # 60 one-second lines
+    /opt/batchwise-venv/bin/python bench/speed_drift.py --sustained 300   # 5 s means under load
 
 Run it alone: any other process on the cores is what it would measure.
 """
@@ -51,9 +53,14 @@ def main():
     p.add_argument("--seconds", type=float, default=40)
     p.add_argument("--window", type=float, default=0.05, help="seconds a window")
     p.add_argument("--stat", type=int, metavar="N", help="instead: N one-second lines with steal and wait")
+    p.add_argument("--sustained", type=float, metavar="S", help="instead: S seconds of load, its 5 s means")
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    if args.sustained:
+        means = list(loop(args.sustained, 5.0))
+        print(f"5 s means over {args.sustained:.0f} s of load:", " ".join(f"{m:.0f}" for m in means))
+        return
     if args.stat:
         before, queued = cpu_times(), run_queue()
         for second, rate in enumerate(loop(args.stat, 1.0)):
