@@ -1,7 +1,7 @@
 """How this machine's speed moves with nothing else running: a fixed matmul loop timed in short
 windows, the windows' spread, how alike windows a lag apart are (autocorrelation of the log rate),
 and the 1 s means. With --stat, each second's steal time from /proc/stat and the loop's own
-run-queue wait beside its rate; with --sustained, how the rate falls under minutes of load (start it
+run-queue wait beside its rate; with --sustained, how the rate moves under minutes of load (start it
 after a minute idle). The latest figures are in docs/benchmarks.md ("Built: the retry at
 the sweep's end").
 
@@ -22,14 +22,13 @@ import torch
 
 def loop(seconds, window_s):
     a, w, w2 = torch.randn(256, 512), torch.randn(512, 512), torch.randn(512, 512)
-    rates, end = [], time.perf_counter() + seconds
+    end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         n, start = 0, time.perf_counter()
         while (took := time.perf_counter() - start) < window_s:
             (a @ w).relu() @ w2
             n += 1
-        rates.append(n / took)
-        yield rates[-1]
+        yield n / took
 
 
 def cpu_times():
@@ -76,13 +75,13 @@ def main():
     mean, var = statistics.mean(logs), statistics.pvariance(logs)
     print(f"{len(rates)} windows of {1e3 * args.window:.0f} ms: {min(rates):.0f} to {max(rates):.0f} it/s, "
           f"coefficient of variation {statistics.pstdev(rates) / statistics.mean(rates):.3f}")
-    per_s = round(1 / args.window)
-    for lag in (1, 2, 4, per_s // 2, per_s, 2 * per_s, 5 * per_s):
+    per_s = max(1, round(1 / args.window))  # windows in about a second
+    for lag in sorted({1, 2, 4, per_s // 2, per_s, 2 * per_s, 5 * per_s} - {0}):
         if lag < len(logs):
             ac = sum((logs[i] - mean) * (logs[i + lag] - mean) for i in range(len(logs) - lag))
             print(f"autocorrelation at {lag * args.window:5.2f} s: {ac / ((len(logs) - lag) * var):.2f}")
     blocks = [statistics.mean(rates[i:i + per_s]) for i in range(0, len(rates) - per_s + 1, per_s)]
-    print("1 s means:", " ".join(f"{b:.0f}" for b in blocks))
+    print(f"{per_s * args.window:g} s means:", " ".join(f"{b:.0f}" for b in blocks))
 
 
 if __name__ == "__main__":

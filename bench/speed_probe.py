@@ -4,7 +4,7 @@
 probes of a fixed matmul loop (0.1 s before, 0.05 s after). Repeated over several sweeps: each
 batch's samples/s and the ratios between batches (what the knee reads), their coefficient of
 variation across sweeps, raw and divided by the probes' mean rate. The latest figures are in
-docs/benchmarks.md ("Built: the retry at the sweep's end").
+docs/benchmarks.md ("Tried and dropped: a probe of the machine's speed between trials").
 
     /opt/batchwise-venv/bin/python bench/speed_probe.py            # 8 sweeps, about 70 s
 

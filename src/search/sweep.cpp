@@ -91,8 +91,8 @@ void bound_by_failure(SweepResult& r, int64_t smallest_failure) {
 }
 
 // The warning for a sweep that shared the CPU (cpu_wait_share), after its retries: what they did, and
-// the share the one that stopped them waited (`stopped`).
-void warn_of_shared_cpu(SweepResult& r, std::optional<double> stopped) {
+// why they stopped early (`ended`: empty where they did not).
+void warn_of_shared_cpu(SweepResult& r, const std::string& ended) {
   const double share = cpu_wait_share(r);
   if (share <= kSharedCpuShare) return;
   std::string retried;
@@ -100,19 +100,15 @@ void warn_of_shared_cpu(SweepResult& r, std::optional<double> stopped) {
     std::vector<int64_t> batches = r.cpu_retried;
     std::sort(batches.begin(), batches.end());
     batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
-    const int kept = r.cpu_retries_kept;
-    const std::string verdict = n == 1 ? (kept == 1 ? "it waited less and counts in its place" : "it did not wait less")
-                                : kept == 0 ? "none waited less"
-                                : static_cast<size_t>(kept) == n
-                                    ? fmt::format("all {} waited less and count in their place", n)
-                                    : fmt::format("{} of {} waited less and count in their place", kept, n);
-    retried = fmt::format(
-        ". {} that waited ran again at the sweep's end (batch{} {}), and {}; {}",
-        n == 1 ? "A trial" : fmt::format("{} trials", n), batches.size() > 1 ? "es" : "", fmt::join(batches, ", "),
-        verdict,
-        stopped ? fmt::format("the retries stopped at one that waited {:.0f} %: the machine was still shared",
-                              100 * *stopped)
-                : "the trials not run again still carry the wait");
+    const size_t kept = static_cast<size_t>(r.cpu_retries_kept);
+    const std::string verdict = kept == 0   ? (n == 1 ? "it does not count in its place" : "none of them counts")
+                                : kept == n ? (n == 1 ? "it waited less and counts in its place"
+                                                      : fmt::format("all {} waited less and count in their place", n))
+                                            : fmt::format("{} of {} waited less and count in their place", kept, n);
+    retried = fmt::format(". {} that waited ran again at the sweep's end (batch{} {}), and {}; {}",
+                          n == 1 ? "A trial" : fmt::format("{} trials", n), batches.size() > 1 ? "es" : "",
+                          fmt::join(batches, ", "), verdict,
+                          ended.empty() ? "the trials not run again still carry the wait" : ended);
   }
   r.shared_cpu_warning = fmt::format(
       "the sweep shared the CPU: its threads waited for a core {:.0f} % of the time they were ready to run (the "
@@ -190,7 +186,7 @@ class SweepRun {
     if (smallest_failure_) bound_by_failure(r, *smallest_failure_);
     r.knee_batch = knee_batch(r.points, o_.knee_tolerance());
     warn_of_noise();
-    warn_of_shared_cpu(r, retry_stopped_share_);
+    warn_of_shared_cpu(r, retries_ended_);
     return r;
   }
 
@@ -287,9 +283,15 @@ class SweepRun {
         ++r.cpu_retries_kept;
         pool(i);
       }
-      const bool shared = share && *share > kSharedCpuShare;
-      if (shared) retry_stopped_share_ = share;
-      if (!ok || !share || shared) {  // failed, unread or still shared: nothing more to learn
+      if (!ok)
+        retries_ended_ =
+            fmt::format("the retries stopped at one that failed ({})", to_string(trials_[i].back().outcome));
+      else if (!share)
+        retries_ended_ = "the retries stopped at one that read no wait share";
+      else if (*share > kSharedCpuShare)
+        retries_ended_ =
+            fmt::format("the retries stopped at one that waited {:.0f} %: the machine was still shared", 100 * *share);
+      if (!retries_ended_.empty()) {  // nothing more to learn from retrying
         for (size_t m = n + 1; m < due.size(); ++m) eta_.dropped(expected_s(sizes_[due[m].first]));
         break;
       }
@@ -407,7 +409,7 @@ class SweepRun {
   std::vector<std::vector<double>> rates_;         // each ok trial's samples/s, per batch
   std::vector<std::vector<Trial>> trials_;         // each trial pooled, per batch, in the order they ran
   std::vector<std::pair<size_t, size_t>> waited_;  // planned trials that waited for a core: batch, trial
-  std::optional<double> retry_stopped_share_;      // the share the retry that stopped the retries waited
+  std::string retries_ended_;                      // why the retries stopped early; empty where they did not
   std::optional<int64_t> smallest_failure_;        // a batch at or above it is not run again
   std::vector<size_t> noisy_;                      // batches whose noise would have cut the sweep or moved the knee
   int planned_ = 0, index_ = 0;

@@ -245,8 +245,9 @@ TEST(SweepNoise, ASweepThatSharedTheCpuSaysSo) {
   EXPECT_EQ(s.cpu_retries_kept, 0);
   EXPECT_EQ(s.points.front().repetitions, 3) << "a retry that waited as much is set aside";
   EXPECT_NE(
-      s.shared_cpu_warning.find("A trial that waited ran again at the sweep's end (batch 16), and it did not wait "
-                                "less; the retries stopped at one that waited 40 %: the machine was still shared"),
+      s.shared_cpu_warning.find("A trial that waited ran again at the sweep's end (batch 16), and it does not count "
+                                "in its place; the retries stopped at one that waited 40 %: the machine was still "
+                                "shared"),
       std::string::npos)
       << s.shared_cpu_warning;
   EXPECT_TRUE(q.cpu_retried.empty());
@@ -337,8 +338,8 @@ TEST(SweepNoise, TheRetriesEndAtOneThatStillWaitsReadsNothingOrFails) {
   const SweepResult unread = tune_like_sweep(unread_runner);
   EXPECT_EQ(unread_runner.calls(), 3 * 7 + 1);
   EXPECT_EQ(unread.cpu_retries_kept, 0);
-  EXPECT_NE(unread.shared_cpu_warning.find("(batch 16), and it did not wait less; the trials not run again still "
-                                           "carry the wait"),
+  EXPECT_NE(unread.shared_cpu_warning.find("(batch 16), and it does not count in its place; the retries stopped at one "
+                                           "that read no wait share"),
             std::string::npos)
       << unread.shared_cpu_warning;
 
@@ -353,6 +354,16 @@ TEST(SweepNoise, TheRetriesEndAtOneThatStillWaitsReadsNothingOrFails) {
   EXPECT_EQ(largest.outcome, Outcome::Oom) << "a failure is never set aside";
   EXPECT_EQ(largest.repetitions, 4);
   EXPECT_EQ(oom.knee_batch, 128);
+
+  // The first two repetitions waited; the last retry, the first repetition's 1,024, runs out of memory.
+  WaitingSteps failing_runner([](int call) { return std::optional<double>(call < 14 ? 0.5 : 0.01); });
+  failing_runner.fails_at(3 * 7 + 6);
+  const SweepResult failing = tune_like_sweep(failing_runner);
+  EXPECT_EQ(failing.cpu_retries_kept, 6);
+  EXPECT_NE(failing.shared_cpu_warning.find(
+                "and 6 of 7 waited less and count in their place; the retries stopped at one that failed (oom)"),
+            std::string::npos)
+      << failing.shared_cpu_warning;
 }
 
 // Progress keeps one total from the first trial to the last: the trials the stop leaves out count as
