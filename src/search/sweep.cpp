@@ -208,12 +208,13 @@ class SweepRun {
     }
     Trial t = measure(i, again ? -1 : index_, /*in_eta=*/!again);
     if (!again) ++index_;
-    if (!again && waited(t)) waited_.push_back({i, trials_[i].size()});
     add(i, std::move(t));
   }
 
   // Runs one trial at sizes_[i], with its callbacks (at `index`: -1 outside the plan) and the time
-  // left, where it is one the Eta counts (`in_eta`); pools nothing.
+  // left, where it is one the Eta counts (`in_eta`); pools nothing. A planned trial that waited for a
+  // core (waited()) is queued for a retry at the end, and the time left counts the retry at once,
+  // up to one repetition's worth.
   Trial measure(size_t i, int index, bool in_eta) {
     if (o_.on_trial_start()) o_.on_trial_start()(sizes_[i], index, planned_);
     Trial t = runner_.run(TrialOptions(sizes_[i])
@@ -225,6 +226,11 @@ class SweepRun {
                               .accumulation_steps(o_.accumulation_steps())
                               .monitor(o_.monitor()));
     if (in_eta) eta_.finished(expected_s(sizes_[i]), t.wall_s);
+    if (index >= 0 && waited(t)) {
+      const bool counted = waited_.size() < sizes_.size();
+      if (counted) eta_.added(expected_s(sizes_[i]));
+      waited_.push_back({i, trials_[i].size(), counted});
+    }
     if (o_.on_eta() && o_.expected_trial_s()) o_.on_eta()(eta_.left_s());
     if (o_.on_trial()) o_.on_trial()(t, index, planned_);
     return t;
@@ -263,27 +269,34 @@ class SweepRun {
   // After the repetitions: each trial that waited for a core (waited()) runs once more, in the order
   // they ran, and the one that waited less counts in its place, so a burst of other work that is over
   // by then no longer reads the larger batches slow. On a machine shared throughout the first retry
-  // waits too, and the retries stop there: that costs one trial. At most one repetition's worth; the
-  // time left counts them. A retry that fails joins the pool, as any failure does, and ends them.
+  // waits too, and the retries stop there: that costs one trial. At most one repetition's worth, none
+  // at or above a batch that ran out of memory; the time left drops those it counted and did not run.
+  // A retry that fails joins the pool, as any failure does, and ends them.
   void retry_shared_cpu() {
-    std::vector<std::pair<size_t, size_t>> due;
-    for (const auto& w : waited_)
-      if (due.size() < sizes_.size() && !(smallest_failure_ && sizes_[w.first] >= *smallest_failure_)) due.push_back(w);
-    for (const auto& [i, k] : due) eta_.added(expected_s(sizes_[i]));
-    for (size_t n = 0; n < due.size(); ++n) {
-      const auto [i, k] = due[n];
+    size_t run = 0;
+    bool dropped = false;
+    for (const Waited& w : waited_) {
+      const size_t i = w.batch;
+      const bool due =
+          retries_ended_.empty() && run < sizes_.size() && !(smallest_failure_ && sizes_[i] >= *smallest_failure_);
+      if (!due) {
+        if (w.counted) eta_.dropped(expected_s(sizes_[i])), dropped = true;
+        continue;
+      }
+      if (!w.counted) eta_.added(expected_s(sizes_[i]));
+      ++run;
       Trial t = measure(i, -1, /*in_eta=*/true);
       r.cpu_retried.push_back(sizes_[i]);
       const std::optional<double> share = t.cpu_wait_share;
       const bool ok = t.outcome == Outcome::Ok;
       if (!ok) {
         add(i, std::move(t));
-      } else if (share && *share < *trials_[i][k].cpu_wait_share) {
-        trials_[i][k] = std::move(t);
+      } else if (share && *share < *trials_[i][w.trial].cpu_wait_share) {
+        trials_[i][w.trial] = std::move(t);
         ++r.cpu_retries_kept;
         pool(i);
       }
-      if (!ok)
+      if (!ok)  // nothing more to learn from retrying
         retries_ended_ =
             fmt::format("the retries stopped at one that failed ({})", to_string(trials_[i].back().outcome));
       else if (!share)
@@ -291,11 +304,8 @@ class SweepRun {
       else if (*share > kSharedCpuShare)
         retries_ended_ =
             fmt::format("the retries stopped at one that waited {:.0f} %: the machine was still shared", 100 * *share);
-      if (!retries_ended_.empty()) {  // nothing more to learn from retrying
-        for (size_t m = n + 1; m < due.size(); ++m) eta_.dropped(expected_s(sizes_[due[m].first]));
-        break;
-      }
     }
+    if (dropped && o_.on_eta() && o_.expected_trial_s()) o_.on_eta()(eta_.left_s());  // none left
   }
 
   // Measures sizes_[i] once more, outside the planned repetitions (not at or above a batch that ran
@@ -404,14 +414,18 @@ class SweepRun {
   const SweepOptions& o_;
   std::vector<int64_t> sizes_;
   int64_t budget_;
-  std::vector<std::vector<double>> reported_;      // a runner's own samples/s, per repetition
-  std::vector<std::vector<double>> alone_;         // data-parallel: one process's samples/s, per repetition
-  std::vector<std::vector<double>> rates_;         // each ok trial's samples/s, per batch
-  std::vector<std::vector<Trial>> trials_;         // each trial pooled, per batch, in the order they ran
-  std::vector<std::pair<size_t, size_t>> waited_;  // planned trials that waited for a core: batch, trial
-  std::string retries_ended_;                      // why the retries stopped early; empty where they did not
-  std::optional<int64_t> smallest_failure_;        // a batch at or above it is not run again
-  std::vector<size_t> noisy_;                      // batches whose noise would have cut the sweep or moved the knee
+  std::vector<std::vector<double>> reported_;  // a runner's own samples/s, per repetition
+  std::vector<std::vector<double>> alone_;     // data-parallel: one process's samples/s, per repetition
+  std::vector<std::vector<double>> rates_;     // each ok trial's samples/s, per batch
+  std::vector<std::vector<Trial>> trials_;     // each trial pooled, per batch, in the order they ran
+  struct Waited {
+    size_t batch, trial;  // indices into sizes_ and that batch's trials_
+    bool counted;         // the time left counts its retry
+  };
+  std::vector<Waited> waited_;               // planned trials that waited for a core, in the order they ran
+  std::string retries_ended_;                // why the retries stopped early; empty where they did not
+  std::optional<int64_t> smallest_failure_;  // a batch at or above it is not run again
+  std::vector<size_t> noisy_;                // batches whose noise would have cut the sweep or moved the knee
   int planned_ = 0, index_ = 0;
   Eta eta_;  // the time left, when the caller predicted each trial's (expected_trial_s)
   double expected_s(int64_t batch) const { return o_.expected_trial_s() ? o_.expected_trial_s()(batch) : 0; }

@@ -298,8 +298,21 @@ TEST(SweepNoise, TrialsThatSharedTheCpuRunAgainAtTheEndAndTheQuieterCount) {
                         .expected_trial_s([](int64_t) { return 1.0; })
                         .on_eta([&](double s) { left.push_back(s); }));
   ASSERT_EQ(left.size(), 3u * 7 + 7);
-  EXPECT_EQ(std::vector<double>(left.end() - 8, left.end()), (std::vector<double>{0, 6, 5, 4, 3, 2, 1, 0}))
-      << "the last planned trial, then the retries";
+  EXPECT_EQ(std::vector<double>(left.end() - 8, left.end()), (std::vector<double>{7, 6, 5, 4, 3, 2, 1, 0}))
+      << "the last planned trial, then the retries: counted since the trials that need them ran";
+  EXPECT_EQ(left.front(), 3 * 8 - 1 + 1) << "the plan's 3 x 8 trials, one done, and its retry";
+  // Shared throughout: the retries counted and not run leave the time left when the first ends them.
+  WaitingSteps shared_runner(std::optional<double>(0.4));
+  left.clear();
+  sweep(shared_runner, SweepOptions()
+                           .batch_sizes(doublings(16, 2048))
+                           .stop_after_flat(3)
+                           .budget_bytes(1 << 30)
+                           .expected_trial_s([](int64_t) { return 1.0; })
+                           .on_eta([&](double s) { left.push_back(s); }));
+  ASSERT_EQ(left.size(), 3u * 7 + 1 + 1);
+  EXPECT_EQ(std::vector<double>(left.end() - 2, left.end()), (std::vector<double>{6, 0}))
+      << "one retry run of the 7 counted, then none left";
 
   WaitingSteps one_runner(burst(7), 1.3);
   const SweepResult one = tune_like_sweep(one_runner);
