@@ -195,6 +195,18 @@ SweepResult tune_like_sweep(TrialRunner& runner) {
   return sweep(runner, SweepOptions().batch_sizes(doublings(16, 2048)).stop_after_flat(3).budget_bytes(1 << 30));
 }
 
+// tune_like_sweep's time left after each trial, each expected to take a second.
+std::vector<double> time_left_through(TrialRunner& runner) {
+  std::vector<double> left;
+  sweep(runner, SweepOptions()
+                    .batch_sizes(doublings(16, 2048))
+                    .stop_after_flat(3)
+                    .budget_bytes(1 << 30)
+                    .expected_trial_s([](int64_t) { return 1.0; })
+                    .on_eta([&](double s) { left.push_back(s); }));
+  return left;
+}
+
 TEST(SweepNoise, ABurstOfSlowTrialsNeitherCutsTheSweepNorMovesTheKneeOrTheRace) {
   InjectedSteps quiet_runner([](int, int64_t) { return false; });
   const SweepResult quiet = tune_like_sweep(quiet_runner);
@@ -290,26 +302,14 @@ TEST(SweepNoise, TrialsThatSharedTheCpuRunAgainAtTheEndAndTheQuieterCount) {
 
   // The time left counts the retries: each trial expected to take the second it takes.
   WaitingSteps eta_runner(burst(14), 1.3);
-  std::vector<double> left;
-  sweep(eta_runner, SweepOptions()
-                        .batch_sizes(doublings(16, 2048))
-                        .stop_after_flat(3)
-                        .budget_bytes(1 << 30)
-                        .expected_trial_s([](int64_t) { return 1.0; })
-                        .on_eta([&](double s) { left.push_back(s); }));
+  std::vector<double> left = time_left_through(eta_runner);
   ASSERT_EQ(left.size(), 3u * 7 + 7);
   EXPECT_EQ(std::vector<double>(left.end() - 8, left.end()), (std::vector<double>{7, 6, 5, 4, 3, 2, 1, 0}))
       << "the last planned trial, then the retries: counted since the trials that need them ran";
   EXPECT_EQ(left.front(), 3 * 8 - 1 + 1) << "the plan's 3 x 8 trials, one done, and its retry";
   // Shared throughout: the retries counted and not run leave the time left when the first ends them.
   WaitingSteps shared_runner(std::optional<double>(0.4));
-  left.clear();
-  sweep(shared_runner, SweepOptions()
-                           .batch_sizes(doublings(16, 2048))
-                           .stop_after_flat(3)
-                           .budget_bytes(1 << 30)
-                           .expected_trial_s([](int64_t) { return 1.0; })
-                           .on_eta([&](double s) { left.push_back(s); }));
+  left = time_left_through(shared_runner);
   ASSERT_EQ(left.size(), 3u * 7 + 1 + 1);
   EXPECT_EQ(std::vector<double>(left.end() - 2, left.end()), (std::vector<double>{6, 0}))
       << "one retry run of the 7 counted, then none left";
