@@ -288,22 +288,21 @@ class SweepRun {
       Trial t = measure(i, -1, /*in_eta=*/true);
       r.cpu_retried.push_back(sizes_[i]);
       const std::optional<double> share = t.cpu_wait_share;
-      const bool ok = t.outcome == Outcome::Ok;
-      if (!ok) {
+      if (t.outcome != Outcome::Ok) {  // each ending: nothing more to learn from retrying
+        retries_ended_ = fmt::format("the retries stopped at one that failed ({})", to_string(t.outcome));
         add(i, std::move(t));
-      } else if (share && *share < *trials_[i][w.trial].cpu_wait_share) {
-        trials_[i][w.trial] = std::move(t);
-        ++r.cpu_retries_kept;
-        pool(i);
+        continue;
       }
-      if (!ok)  // nothing more to learn from retrying
-        retries_ended_ =
-            fmt::format("the retries stopped at one that failed ({})", to_string(trials_[i].back().outcome));
-      else if (!share)
+      if (!share)
         retries_ended_ = "the retries stopped at one that read no wait share";
       else if (*share > kSharedCpuShare)
         retries_ended_ =
             fmt::format("the retries stopped at one that waited {:.0f} %: the machine was still shared", 100 * *share);
+      if (share && *share < *trials_[i][w.trial].cpu_wait_share) {
+        trials_[i][w.trial] = std::move(t);
+        ++r.cpu_retries_kept;
+        pool(i);
+      }
     }
     if (dropped && o_.on_eta() && o_.expected_trial_s()) o_.on_eta()(eta_.left_s());  // none left
   }
