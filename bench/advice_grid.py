@@ -12,9 +12,15 @@ are the same seed's run of the same batch trained again, the same final quality 
 times are averaged with the grid's before the seeds are; or, judged on one day's times (`on`), those of
 that day alone where a seed and batch has any.
 
-    python3 bench/advice_grid.py retime-batches bench/grids/CELL.csv   # the batches worth timing again"""
+How firm a verdict is: `pass_chance` draws the grid again within its own noise and counts the passes;
+`resolution` prints every batch's chance in each cell, and what the best pick in every cell could expect
+(docs/benchmarks.md, "What the grids resolve").
+
+    python3 bench/advice_grid.py retime-batches bench/grids/CELL.csv   # the batches worth timing again
+    python3 bench/advice_grid.py resolution bench/grids/CELL.csv ...   # [--runs-scale K] [--time-noise F]"""
 import csv
 import math
+import random
 import statistics
 import sys
 
@@ -27,6 +33,9 @@ TIMING_FIELDS = ["seed", "batch", "final_accuracy", "final_loss", "train_s", "co
 # The good set's members timed again: those whose mean time is within this of the fastest's, where
 # a run's own noise can move a verdict across TIME_RATIO.
 RETIME_RATIO = 1.25
+# A verdict is firm where it holds in at least this share of draws of the grid's noise (pass_chance).
+FIRM = 0.9
+DRAWS = 4000
 
 
 def measure_of(name):
@@ -70,8 +79,8 @@ def same_run(a, b):
     return close(a.get("final_accuracy"), b.get("final_accuracy")) and close(a.get("final_loss"), b.get("final_loss"))
 
 
-def run_time(row, timings, on=None):
-    """A grid run's time: its own, averaged with the timing rows of the same seed and batch that ended the
+def run_times(row, timings, on=None):
+    """A grid run's times: its own, with those of the timing rows of the same seed and batch that ended the
     same. A row that did not is another run (the grid's run was replaced since, or the build changed the
     numbers): it is left out, and stderr says so. With `on` (a date's prefix, 2026-12-02), only the runs
     of that day count, where there are any: the machine's CPU and speed change from day to day, and
@@ -88,20 +97,33 @@ def run_time(row, timings, on=None):
             runs.append(t)
     if on:
         runs = [r for r in runs if str(r.get("date", "")).startswith(on)] or runs
-    return statistics.mean(r["train_s"] for r in runs)
+    return [r["train_s"] for r in runs]
 
 
-def grid_stats(rows, measure, timings=(), on=None):
-    """Per batch: (mean quality, its standard error, mean train_s, seeds), over the seeds that finished;
-    and the run's epochs. A seed's time is the mean of its run and its timing rows (`on`: of those of
-    that day alone, where it has any; run_time)."""
+def run_time(row, timings, on=None):
+    """A grid run's time: the mean of its run_times."""
+    return statistics.mean(run_times(row, timings, on))
+
+
+def seed_runs(rows, measure, timings=(), on=None):
+    """Per batch, each finished seed's (final quality, time, timed runs), its time the mean of its run and
+    its timing rows (`on`: of those of that day alone, where it has any; run_times); and the run's
+    epochs."""
     runs = {}
     epochs = None
     for r in rows:
         epochs = r["epochs"]
         q = quality(r, measure)
         if q is not None:
-            runs.setdefault(r["batch"], []).append((q, run_time(r, timings, on)))
+            times = run_times(r, timings, on)
+            runs.setdefault(r["batch"], []).append((q, statistics.mean(times), len(times)))
+    return runs, epochs
+
+
+def grid_stats(rows, measure, timings=(), on=None):
+    """Per batch: (mean quality, its standard error, mean train_s, seeds), over the seeds that finished;
+    and the run's epochs (seed_runs)."""
+    runs, epochs = seed_runs(rows, measure, timings, on)
     stats = {}
     for b, xs in runs.items():
         qs = [x[0] for x in xs]
@@ -110,14 +132,14 @@ def grid_stats(rows, measure, timings=(), on=None):
     return stats, epochs
 
 
-def good_set(stats, measure):
+def good_set(stats, measure, slack=0.0):
     """The best batch, the tolerance, how far a mean quality is behind the best, and the batches within
-    the tolerance of the best mean."""
+    the tolerance of the best mean (plus `slack`, pass_chance's)."""
     loss = measure == "loss"
     best = (min if loss else max)(stats, key=lambda b: stats[b][0])
     # The best mean's own standard error: a batch whose seeds scatter widely (one diverges) must
     # not join the set by its own spread.
-    tol = max(LEAST_TOLERANCE * (stats[best][0] if loss else 1), 2 * stats[best][1])
+    tol = max(LEAST_TOLERANCE * (stats[best][0] if loss else 1), 2 * stats[best][1]) + slack
     behind = (lambda m: m - stats[best][0]) if loss else (lambda m: stats[best][0] - m)
     return best, tol, behind, [b for b in sorted(stats) if behind(stats[b][0]) <= tol]
 
@@ -129,6 +151,65 @@ def verdict(stats, good, pick):
     ratio = stats[pick][2] / stats[fastest][2] if pick in stats else float("nan")
     inside = pick in good
     return inside, ratio, inside and ratio <= TIME_RATIO
+
+
+def pass_chance(runs, measure, pick, draws=DRAWS, seed=0, runs_scale=1.0, time_noise=1.0):
+    """How firm a verdict is against the grid's own noise: the share of `draws` in which `pick` passes
+    when every batch's mean quality and mean time are drawn from normals at their means and standard
+    errors (seed_runs' values; independent across batches; the good set's tolerance keeps the grid's
+    own standard error). Three seeds that agree to the digit do not make a mean exact, so a batch's
+    errors are at least the cell's typical ones: its quality's the median seed variance over its
+    batches (and at most three times its root: a seed that diverged is no normal spread), its time's
+    the median relative variance of one timed run (a seed's time averages its runs), each over the
+    batch's seeds and runs. `runs_scale` K
+    asks what a grid of K times the runs would resolve: every error over root K. The batches' times
+    are drawn independently, where runs of one day slow together: `time_noise` scales their errors
+    (0: times exact, the quality's noise alone). The grid's means are taken for the truth, so the
+    chances are a model's: where the truth differs, so do they. None where the grid lacks the pick."""
+    if pick not in runs:
+        return None
+    rng = random.Random(seed)
+    median_var = lambda xs: statistics.median(xs) if xs else 0.0
+    q_var = median_var([statistics.variance([x[0] for x in xs]) for xs in runs.values() if len(xs) > 1])
+    # A seed's time is the mean of its runs: one run's relative variance is about k times that of such means.
+    t_rel_var = median_var([statistics.variance([x[1] / statistics.mean(y[1] for y in xs) for x in xs])
+                            * statistics.mean(x[2] for x in xs) for xs in runs.values() if len(xs) > 1])
+    spread = {}
+    for b, xs in runs.items():
+        qs, ts, n = [x[0] for x in xs], [x[1] for x in xs], len(xs)
+        timed = statistics.mean(x[2] for x in xs)
+        q_sd = statistics.stdev(qs) if n > 1 else 0.0
+        t_sd = statistics.stdev(ts) if n > 1 else 0.0
+        root_n = math.sqrt(n * runs_scale)
+        # A seed that diverged makes a batch's spread no normal's: it is drawn within three typical ones.
+        q_draw_sd = min(max(q_sd, math.sqrt(q_var)), 3 * math.sqrt(q_var))
+        spread[b] = (statistics.mean(qs), q_sd / root_n, q_draw_sd / root_n, statistics.mean(ts),
+                     time_noise * max(t_sd, statistics.mean(ts) * math.sqrt(t_rel_var / timed)) / root_n, n)
+    draw = lambda: {b: (rng.gauss(m, q_se), own_se, max(1e-9, rng.gauss(t, t_se)), n)
+                    for b, (m, own_se, q_se, t, t_se, n) in spread.items()}
+    # The grid's best mean is the highest of several noisy ones, already above its batch's truth; a best
+    # drawn again around it would rise above it as much again, and every gap behind it with it. That
+    # second rise, measured by the draws, is given back to the gaps.
+    best_of = lambda stats: (min if measure == "loss" else max)(q for q, *_ in stats.values())
+    measured = best_of({b: (v[0],) for b, v in spread.items()})
+    rise = abs(statistics.mean(best_of(draw()) for _ in range(draws // 4)) - measured)
+    passes = 0
+    for _ in range(draws):
+        stats = draw()
+        _, _, _, good = good_set(stats, measure, rise)
+        passes += verdict(stats, good, pick)[2]
+    return passes / draws
+
+
+def firmness(chance):
+    """A verdict's pass chance in words: a firm pass or fail, or one the grid cannot resolve."""
+    if chance is None:
+        return "-"
+    if chance >= FIRM:
+        return f"firm pass ({chance:.0%})"
+    if chance <= 1 - FIRM:
+        return f"firm fail ({chance:.0%})"
+    return f"unresolved ({chance:.0%})"
 
 
 def timed_on(rows, timings, on):
@@ -143,9 +224,56 @@ def retime_batches(stats, measure):
     return [b for b in good if stats[b][2] <= RETIME_RATIO * fastest]
 
 
+def at_least(chances, k):
+    """The chance that at least k of independent events with these chances happen."""
+    counts = [1.0]  # counts[j]: the chance of exactly j so far
+    for c in chances:
+        counts = [(counts[j] if j < len(counts) else 0.0) * (1 - c) + (counts[j - 1] * c if j else 0.0)
+                  for j in range(len(counts) + 1)]
+    return sum(counts[k:])
+
+
+def resolution(paths, runs_scale=1.0, time_noise=1.0):
+    """What the kept grids resolve: per cell, each batch's pass chance against the grid's own noise
+    (pass_chance), and the best any pick has. A tool that knew every batch's true means would pick, at
+    best, the batch with the best chance; over the cells it passes the sum of those chances, and 90 %
+    of them with the chance at_least gives."""
+    print("| cell | good set | pass chance per batch (the grid's noise) | the best pick's |")
+    print("|---|---|---|---:|")
+    bests = []
+    for path in paths:
+        name = path.rsplit("/", 1)[-1].split(".")[0]
+        measure = measure_of(name)
+        rows, timings = read_kept_grid(path), read_timings(path[:-len(".csv")] + ".times.csv")
+        runs, _ = seed_runs(rows, measure, timings)
+        _, _, _, good = good_set(grid_stats(rows, measure, timings)[0], measure)
+        chances = {b: pass_chance(runs, measure, b, runs_scale=runs_scale, time_noise=time_noise) for b in sorted(runs)}
+        best = max(chances, key=chances.get)
+        bests.append(chances[best])
+        print(f"| {name} | {', '.join(map(str, good))} | {', '.join(f'{b} {c:.0%}' for b, c in chances.items() if c)} "
+              f"| {best}: {chances[best]:.0%} |")
+    need = math.ceil(0.9 * len(bests))
+    print(f"\nThe best pick in every cell passes an expected {sum(bests):.1f} of {len(bests)} cells against grids "
+          f"measured again{f' with {runs_scale:g}x the runs' if runs_scale != 1 else ''}"
+          f"{f', the times with {time_noise:g}x their noise' if time_noise != 1 else ''}; at least {need} "
+          f"(90 %) with a chance of {at_least(bests, need):.0%}.")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "retime-batches":
+    import argparse
+    parser = argparse.ArgumentParser(description="The kept grids' batches worth timing again, or what they resolve.")
+    parser.add_argument("command", choices=["retime-batches", "resolution"])
+    parser.add_argument("grids", nargs="+", help="bench/grids/CELL.csv (retime-batches: one)")
+    parser.add_argument("--runs-scale", type=float, default=1.0,
+                        help="resolution: as if each batch had this many times its runs")
+    parser.add_argument("--time-noise", type=float, default=1.0,
+                        help="resolution: the times' errors times this (0: exact times, the quality's noise alone)")
+    args = parser.parse_args()
+    if args.command == "resolution":
+        resolution(args.grids, args.runs_scale, args.time_noise)
+    elif len(args.grids) != 1:
         sys.exit("usage: python3 bench/advice_grid.py retime-batches bench/grids/CELL.csv")
-    name = sys.argv[2].rsplit("/", 1)[-1].split(".")[0]
-    stats, _ = grid_stats(read_kept_grid(sys.argv[2]), measure_of(name))
-    print(",".join(str(b) for b in retime_batches(stats, measure_of(name))))
+    else:
+        name = args.grids[0].rsplit("/", 1)[-1].split(".")[0]
+        stats, _ = grid_stats(read_kept_grid(args.grids[0]), measure_of(name))
+        print(",".join(str(b) for b in retime_batches(stats, measure_of(name))))

@@ -4,7 +4,9 @@ and whether each passes (in the good set, mean time within 1.10x of the good set
 what the same race would have picked with a perfect prediction (every raced candidate's gap the one
 its full runs end at: bench/run_race_replay.py's oracle), which separates a prediction that missed
 from a bar that exact gaps fail with, and in the closing line how many races any rule could pass on
-their candidates and times (the replay's ceiling). The
+their candidates and times (the replay's ceiling). Each verdict comes with its chance against the
+grid's own noise (bench/advice_grid.py's pass_chance: firm, or one the grid cannot resolve), and the
+closing line with what the best pick in each cell could expect. The
 transformer's cells are judged on final loss (issue #30), the others on final accuracy. Then each
 batch-size schedule tune proposed: its predicted saving against the one measured.
 
@@ -26,8 +28,9 @@ import json
 import os
 import statistics
 
-from advice_grid import (GRID_FIELDS, LEAST_TOLERANCE, TIMING_FIELDS, good_set, grid_stats, measure_of, quality,
-                         read_kept_grid, read_timings, timed_on, timing_key, verdict)
+from advice_grid import (FIRM, GRID_FIELDS, LEAST_TOLERANCE, TIMING_FIELDS, at_least, firmness, good_set, grid_stats,
+                         measure_of, pass_chance, quality, read_kept_grid, read_timings, seed_runs, timed_on, timing_key,
+                         verdict)
 from run_race_replay import replay, unjudged
 
 parser = argparse.ArgumentParser()
@@ -141,8 +144,8 @@ if args.grids:  # cells whose grids are kept, judged where this folder has their
               and glob.glob(os.path.join(out, os.path.basename(p)[:-4] + ".tune.*.json"))}
 names = sorted(names)
 print("| cell | epochs | measure | good set (mean final quality) | fastest good | pick (tune seed) | in good set | "
-      "time / fastest good | pass | a perfect prediction's pick |")
-print("|---|---:|---|---|---:|---|---|---:|---|---|")
+      "time / fastest good | pass | against the grid's noise | a perfect prediction's pick |")
+print("|---|---:|---|---|---:|---|---|---:|---|---|---|")
 passed = total = 0
 perfect_passed = perfect_total = 0
 benchmark_bar_passed = 0  # the perfect prediction held to the good set's least bar instead of the race's
@@ -150,6 +153,8 @@ reachable_passed = 0  # the races some rule could pass (the replay's ceiling)
 worst = 0.0
 schedules = []
 day_batches = []  # --timed-on: per cell, the batches with a run of that day
+chances = []  # each pick's pass chance against the grid's own noise (advice_grid.pass_chance)
+best_chances = []  # per cell with a pick, the best chance any batch has
 for name in names:
     measure = measure_of(name)
     rows, timings = grid_rows(name), timing_rows(name)
@@ -160,6 +165,9 @@ for name in names:
         day_batches.append(f"{name} {', '.join(map(str, timed_on(rows, timings, args.timed_on))) or 'none'}")
     best, tol, behind, good = good_set(stats, measure)
     fastest = min(good, key=lambda b: stats[b][2])
+    runs, _ = seed_runs(rows, measure, timings, args.timed_on)
+    cell_chances = {b: pass_chance(runs, measure, b) for b in runs}
+    tuned = False
     for path in sorted(glob.glob(os.path.join(out, f"{name}.tune.*.json")), key=lambda p: int(p.rsplit(".", 2)[1])):
         seed = path.rsplit(".", 2)[1]
         report = json.load(open(path))
@@ -167,6 +175,9 @@ for name in names:
         # A sweep beside other work reads the larger batches slower and moves the candidates down.
         shared = ", its sweep shared the CPU" if (report.get("sweep") or {}).get("shared_cpu_warning") else ""
         inside, ratio, ok = verdict(stats, good, pick)
+        chance = cell_chances.get(pick)
+        chances.append(chance or 0.0)
+        tuned = True
         total += 1
         passed += ok
         if pick in stats:
@@ -189,15 +200,24 @@ for name in names:
                 perfect = f"{oracle}: {'pass' if o_ok else 'FAIL'} ({o_ratio:.2f}{'' if o_inside else ', worse model'})"
         print(f"| {name} | {epochs:g} | {measure} | {', '.join(f'{b} ({stats[b][0]:.4f})' for b in good)} | {fastest} "
               f"({stats[fastest][2]:.1f} s) | {pick} ({seed}{shared}) | {'yes' if inside else 'no'} | {ratio:.2f} | "
-              f"{'pass' if ok else 'FAIL'} | {perfect} |")
+              f"{'pass' if ok else 'FAIL'} | {firmness(chance)} | {perfect} |")
         schedule = (report.get("run_race") or {}).get("schedule")
         if schedule:
             schedules.append((name, seed, pick, schedule, measure, best, tol, behind, stats))
+    if tuned:
+        best_chances.append(max(cell_chances.values()))
 print()
 print(f"{passed} of {total} picks pass; the worst time ratio {worst:.2f}. Of the {perfect_total} races the grids can "
       f"judge (the reference in the grid, one measure), exact gaps pass {perfect_passed} at the race's own bar and "
       f"{benchmark_bar_passed} at the good set's least ({LEAST_TOLERANCE * 100:g} accuracy points, {LEAST_TOLERANCE:.1%} "
       f"of the loss); some rule could pass {reachable_passed} on their candidates and times.")
+firm = sum(c >= FIRM for c in chances), sum(c <= 1 - FIRM for c in chances)
+need = -(-9 * len(best_chances) // 10)
+print(f"Against the grids' own noise (each batch's mean quality and time drawn within its standard errors, "
+      f"advice_grid.pass_chance): {firm[0]} firm passes, {firm[1]} firm fails, {len(chances) - sum(firm)} the grids "
+      f"cannot resolve; the picks pass an expected {sum(chances):.1f} of {len(chances)}. The best pick any rule could "
+      f"make in each of the {len(best_chances)} cells passes an expected {sum(best_chances):.1f}, and at least {need} "
+      f"(90 %) with a chance of {at_least(best_chances, need):.0%}.")
 if args.timed_on:
     print(f"Times: the runs of {args.timed_on} alone, where a seed and batch has any ({'; '.join(day_batches)}); the "
           f"other batches, the mean of the grid's run and the kept timings, of other days.")
