@@ -5,7 +5,7 @@ what the same race would have picked with a perfect prediction (every raced cand
 its full runs end at: bench/run_race_replay.py's oracle), which separates a prediction that missed
 from a bar that exact gaps fail with, and in the closing line how many races any rule could pass on
 their candidates and times (the replay's ceiling). Each verdict comes with its chance against the
-grid's own noise (bench/advice_grid.py's pass_chance: firm, or one the grid cannot resolve), and the
+grid's own noise (bench/advice_grid.py's pass_chances: firm, or one the grid cannot resolve), and the
 closing line with what the best pick in each cell could expect. The
 transformer's cells are judged on final loss (issue #30), the others on final accuracy. Then each
 batch-size schedule tune proposed: its predicted saving against the one measured.
@@ -28,9 +28,9 @@ import json
 import os
 import statistics
 
-from advice_grid import (FIRM, GRID_FIELDS, LEAST_TOLERANCE, TIMING_FIELDS, at_least, firmness, good_set, grid_stats,
-                         measure_of, pass_chance, quality, read_kept_grid, read_timings, seed_runs, timed_on, timing_key,
-                         verdict)
+from advice_grid import (FIRM, GRID_FIELDS, LEAST_TOLERANCE, TIMING_FIELDS, at_least, firmness, good_set,
+                         measure_of, needed, pass_chances, quality, read_kept_grid, read_timings, seed_runs, stats_of,
+                         timed_on, timing_key, verdict)
 from run_race_replay import replay, unjudged
 
 parser = argparse.ArgumentParser()
@@ -153,20 +153,20 @@ reachable_passed = 0  # the races some rule could pass (the replay's ceiling)
 worst = 0.0
 schedules = []
 day_batches = []  # --timed-on: per cell, the batches with a run of that day
-chances = []  # each pick's pass chance against the grid's own noise (advice_grid.pass_chance)
+chances = []  # each pick's pass chance against the grid's own noise (advice_grid.pass_chances); None: not in the grid
 best_chances = []  # per cell with a pick, the best chance any batch has
 for name in names:
     measure = measure_of(name)
     rows, timings = grid_rows(name), timing_rows(name)
-    stats, epochs = grid_stats(rows, measure, timings, args.timed_on)
+    runs, epochs = seed_runs(rows, measure, timings, args.timed_on)
+    stats = stats_of(runs)
     if not stats:
         continue
     if args.timed_on:
         day_batches.append(f"{name} {', '.join(map(str, timed_on(rows, timings, args.timed_on))) or 'none'}")
     best, tol, behind, good = good_set(stats, measure)
     fastest = min(good, key=lambda b: stats[b][2])
-    runs, _ = seed_runs(rows, measure, timings, args.timed_on)
-    cell_chances = {b: pass_chance(runs, measure, b) for b in runs}
+    cell_chances = pass_chances(runs, measure)
     tuned = False
     for path in sorted(glob.glob(os.path.join(out, f"{name}.tune.*.json")), key=lambda p: int(p.rsplit(".", 2)[1])):
         seed = path.rsplit(".", 2)[1]
@@ -176,7 +176,7 @@ for name in names:
         shared = ", its sweep shared the CPU" if (report.get("sweep") or {}).get("shared_cpu_warning") else ""
         inside, ratio, ok = verdict(stats, good, pick)
         chance = cell_chances.get(pick)
-        chances.append(chance or 0.0)
+        chances.append(chance)
         tuned = True
         total += 1
         passed += ok
@@ -211,11 +211,13 @@ print(f"{passed} of {total} picks pass; the worst time ratio {worst:.2f}. Of the
       f"judge (the reference in the grid, one measure), exact gaps pass {perfect_passed} at the race's own bar and "
       f"{benchmark_bar_passed} at the good set's least ({LEAST_TOLERANCE * 100:g} accuracy points, {LEAST_TOLERANCE:.1%} "
       f"of the loss); some rule could pass {reachable_passed} on their candidates and times.")
-firm = sum(c >= FIRM for c in chances), sum(c <= 1 - FIRM for c in chances)
-need = -(-9 * len(best_chances) // 10)
+judged = [c for c in chances if c is not None]
+firm = sum(c >= FIRM for c in judged), sum(c <= 1 - FIRM for c in judged)
+need = needed(len(best_chances))
 print(f"Against the grids' own noise (each batch's mean quality and time drawn within its standard errors, "
-      f"advice_grid.pass_chance): {firm[0]} firm passes, {firm[1]} firm fails, {len(chances) - sum(firm)} the grids "
-      f"cannot resolve; the picks pass an expected {sum(chances):.1f} of {len(chances)}. The best pick any rule could "
+      f"advice_grid.pass_chances): {firm[0]} firm passes, {firm[1]} firm fails, {len(judged) - sum(firm)} the grids "
+      f"cannot resolve{f', {len(chances) - len(judged)} not in the grids' if len(judged) < len(chances) else ''}; the "
+      f"picks pass an expected {sum(judged):.1f} of {len(chances)}. The best pick any rule could "
       f"make in each of the {len(best_chances)} cells passes an expected {sum(best_chances):.1f}, and at least {need} "
       f"(90 %) with a chance of {at_least(best_chances, need):.0%}.")
 if args.timed_on:

@@ -41,6 +41,9 @@ larger than a tolerance meant for images).
     python3 bench/run_race_replay.py [--grids bench/grids] [--rule tree|pooled|pooled-all|grown|shrink:0.6|oracle|ceiling ...] [--tolerance 0.005]
         [--tunes DIR ...] [--middle line|measured]
 
+Beside each rule's passes, its expected passes: the sum of its picks' chances against the grids' own
+noise (bench/advice_grid.py's pass_chances), which a verdict on a line does not flip.
+
 A replay holds the compressed runs fixed: what a rule would pick from the same measurements, not what
 another tune would measure (the sweep's candidates move between tunes; benchmarks.md says how far).
 """
@@ -50,7 +53,7 @@ import json
 import math
 import os
 
-from advice_grid import good_set, grid_stats, measure_of, read_kept_grid, read_timings, verdict
+from advice_grid import good_set, measure_of, pass_chances, read_kept_grid, read_timings, seed_runs, stats_of, verdict
 
 LEAST_TREND, TREND_NOISE = 0.5, 2.0  # run_race_internal.h: kLeastGapTrend, kTrendNoise
 BEND_NOISE = 2.449  # run_race_gaps.cpp: kBendNoise
@@ -227,6 +230,8 @@ def main():
     print(f"|---|---:|{'---|' * len(rules)}")
     passed = {r: 0 for r in rules}
     judged = {r: 0 for r in rules}  # the races each rule could judge (the oracle needs the reference's runs)
+    expected = {r: 0.0 for r in rules}  # the picks' pass chances against the grids' own noise (pass_chances)
+    chances = {}  # per cell, every batch's
     for name, label, race in records:
         grid = os.path.join(args.grids, f"{name}.csv")
         if not os.path.exists(grid) or race.get("best_batch") is None:
@@ -234,8 +239,11 @@ def main():
             print(f"| {name} ({label}) | - | {why} |")
             continue
         measure = measure_of(name)
-        stats, _ = grid_stats(read_kept_grid(grid), measure, read_timings(os.path.join(args.grids, f"{name}.times.csv")))
+        runs, _ = seed_runs(read_kept_grid(grid), measure, read_timings(os.path.join(args.grids, f"{name}.times.csv")))
+        stats = stats_of(runs)
         _, _, _, good = good_set(stats, measure)
+        if name not in chances:
+            chances[name] = pass_chances(runs, measure)
         doublings = math.log2(race["epochs"] / race["lengths_epochs"][-1])
         row = []
         for rule in rules:
@@ -246,6 +254,7 @@ def main():
             inside, ratio, ok = verdict(stats, good, pick)
             passed[rule] += ok
             judged[rule] += 1
+            expected[rule] += chances[name].get(pick, 0.0)
             text = f"{pick}: " + ("not in the grid" if pick not in stats else
                                   f"{'pass' if ok else 'FAIL'} ({ratio:.2f}{'' if inside else ', worse model'})")
             if rule == "tree" and args.middle == "line" and pick != race["best_batch"]:
@@ -257,7 +266,8 @@ def main():
             row.append(text)
         print(f"| {name} ({label}) | {doublings:.1f} doublings | {' | '.join(row)} |")
     print()
-    print(" ".join(f"{rule}: {passed[rule]} of {judged[rule]} pass." for rule in rules))
+    print(" ".join(f"{rule}: {passed[rule]} of {judged[rule]} pass (an expected {expected[rule]:.1f} against the "
+                   f"grids' own noise)." for rule in rules))
 
 
 if __name__ == "__main__":
