@@ -185,8 +185,9 @@ def pass_chances(runs, measure, draws=DRAWS, seed=0, seeds_scale=1.0, time_noise
     """How firm each batch's verdict is against the grid's own noise: per batch of seed_runs' values, the
     share of `draws` in which it passes when every batch's mean quality and mean time are drawn from
     normals at the grid's means and noise_model's errors, independently (runs of one day slow
-    together: `time_noise` 0 bounds that), and the good set's tolerance takes the drawn grid's own
-    standard error.
+    together: `time_noise` 0 bounds that; a seed that moves every batch's loss together, as the
+    transformer's do, is drawn as noise between them, so such cells' chances run low), and the good
+    set's tolerance takes the grid's own standard error of the best.
 
     The grid's best mean is the best of several noisy means, so it lies beyond its batch's truth, by
     about as far as a best drawn at the grid's own errors lies beyond it. A grid measured again has
@@ -253,7 +254,7 @@ def resolution(paths, seeds_scale=1.0, time_noise=1.0):
     (pass_chances), and the best any pick has. A pick that knew every batch's true means would pick, at
     best, the batch with the best chance (the best of estimates, so a little high); over the cells it
     passes the sum of those chances, and 90 % of them with the chance at_least gives."""
-    print("| cell | good set | pass chance per batch (the grid's noise; under 0.5 % left out) | the best pick's |")
+    print("| cell | good set | pass chance per batch (the grid's noise; those at 0 % left out) | the best pick's |")
     print("|---|---|---|---:|")
     bests = []
     for path in paths:
@@ -264,7 +265,7 @@ def resolution(paths, seeds_scale=1.0, time_noise=1.0):
         chances = pass_chances(runs, measure, seeds_scale=seeds_scale, time_noise=time_noise)
         best = max(chances, key=chances.get)
         bests.append(chances[best])
-        shown = ", ".join(f"{b} {c:.0%}" for b, c in sorted(chances.items()) if c >= 0.005)
+        shown = ", ".join(f"{b} {c:.0%}" for b, c in sorted(chances.items()) if f"{c:.0%}" != "0%")
         print(f"| {name} | {', '.join(map(str, good))} | {shown} | {best}: {chances[best]:.0%} |")
     need = needed(len(bests))
     print(f"\nThe best pick in every cell passes an expected {sum(bests):.1f} of {len(bests)} cells against grids "
@@ -274,16 +275,16 @@ def resolution(paths, seeds_scale=1.0, time_noise=1.0):
 
 
 def time_check(path, a, b):
-    """The time ratio of batches a and b on each day they both ran (the grid's runs, then each date of
-    the timing rows), the ratios' standard deviation, and noise_model's error of the ratio over every
-    run: a check on the model's time noise."""
+    """The time ratio of batches a and b on each day they both ran (the grid's runs and the timing rows,
+    by date), the ratios' standard deviation, and noise_model's error of the ratio over every run: a
+    check on the model's time noise."""
     name = path.rsplit("/", 1)[-1].split(".")[0]
     rows, timings = read_kept_grid(path), read_timings(path[:-len(".csv")] + ".times.csv")
-    days = {"grid": [r for r in rows]}
-    for t in timings:
-        days.setdefault(str(t["date"])[:10], []).append(t)
+    days = {}
+    for r in list(rows) + list(timings):
+        days.setdefault(str(r["date"])[:10], []).append(r)
     ratios = []
-    for day, runs in days.items():
+    for day, runs in sorted(days.items()):
         ta, tb = ([r["train_s"] for r in runs if r["batch"] == x] for x in (a, b))
         if ta and tb:
             ratios.append(statistics.mean(ta) / statistics.mean(tb))

@@ -214,12 +214,13 @@ print(f"{passed} of {total} picks pass; the worst time ratio {worst:.2f}. Of the
 judged = [c for c in chances if c is not None]
 firm = sum(c >= FIRM for c in judged), sum(c <= 1 - FIRM for c in judged)
 need = needed(len(best_chances))
-print(f"Against the grids' own noise (each batch's mean quality and time drawn within its standard errors, "
-      f"advice_grid.pass_chances): {firm[0]} firm passes, {firm[1]} firm fails, {len(judged) - sum(firm)} the grids "
-      f"cannot resolve{f', {len(chances) - len(judged)} not in the grids' if len(judged) < len(chances) else ''}; the "
-      f"picks pass an expected {sum(judged):.1f} of {len(chances)}. The best pick any rule could "
-      f"make in each of the {len(best_chances)} cells passes an expected {sum(best_chances):.1f}, and at least {need} "
-      f"(90 %) with a chance of {at_least(best_chances, need):.0%}.")
+if chances:
+    print(f"Against the grids' own noise (each batch's mean quality and time drawn within its standard errors, "
+          f"advice_grid.pass_chances): {firm[0]} firm passes, {firm[1]} firm fails, {len(judged) - sum(firm)} the grids "
+          f"cannot resolve{f', {len(chances) - len(judged)} not in the grids' if len(judged) < len(chances) else ''}; the "
+          f"picks pass an expected {sum(judged):.1f} of {len(chances)}. The best pick any rule could make in each of "
+          f"the {len(best_chances)} cells passes an expected {sum(best_chances):.1f}, and at least {need} (90 %) with a "
+          f"chance of {at_least(best_chances, need):.0%}.")
 if args.timed_on:
     print(f"Times: the runs of {args.timed_on} alone, where a seed and batch has any ({'; '.join(day_batches)}); the "
           f"other batches, the mean of the grid's run and the kept timings, of other days.")
