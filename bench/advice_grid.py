@@ -135,6 +135,12 @@ def grid_stats(rows, measure, timings=(), on=None):
     return stats_of(runs), epochs
 
 
+def read_cell(path):
+    """A kept grid's cell name, its rows and its timing rows (CELL.times.csv beside it, where there is one)."""
+    return (path.rsplit("/", 1)[-1].split(".")[0], read_kept_grid(path),
+            read_timings(path[:-len(".csv")] + ".times.csv"))
+
+
 def good_set(stats, measure, slack=0.0):
     """The best batch, the tolerance, how far a mean quality is behind the best, and the batches within
     the tolerance of the best mean (plus `slack`, pass_chances')."""
@@ -258,9 +264,9 @@ def resolution(paths, seeds_scale=1.0, time_noise=1.0):
     print("|---|---|---|---:|")
     bests = []
     for path in paths:
-        name = path.rsplit("/", 1)[-1].split(".")[0]
+        name, rows, timings = read_cell(path)
         measure = measure_of(name)
-        runs, _ = seed_runs(read_kept_grid(path), measure, read_timings(path[:-len(".csv")] + ".times.csv"))
+        runs, _ = seed_runs(rows, measure, timings)
         _, _, _, good = good_set(stats_of(runs), measure)
         chances = pass_chances(runs, measure, seeds_scale=seeds_scale, time_noise=time_noise)
         best = max(chances, key=chances.get)
@@ -278,8 +284,7 @@ def time_check(path, a, b):
     """The time ratio of batches a and b on each day they both ran (the grid's runs and the timing rows,
     by date), the ratios' standard deviation, and noise_model's error of the ratio over every run: a
     check on the model's time noise."""
-    name = path.rsplit("/", 1)[-1].split(".")[0]
-    rows, timings = read_kept_grid(path), read_timings(path[:-len(".csv")] + ".times.csv")
+    name, rows, timings = read_cell(path)
     days = {}
     for r in list(rows) + list(timings):
         days.setdefault(str(r["date"])[:10], []).append(r)

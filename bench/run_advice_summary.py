@@ -211,10 +211,10 @@ print(f"{passed} of {total} picks pass; the worst time ratio {worst:.2f}. Of the
       f"judge (the reference in the grid, one measure), exact gaps pass {perfect_passed} at the race's own bar and "
       f"{benchmark_bar_passed} at the good set's least ({LEAST_TOLERANCE * 100:g} accuracy points, {LEAST_TOLERANCE:.1%} "
       f"of the loss); some rule could pass {reachable_passed} on their candidates and times.")
-judged = [c for c in chances if c is not None]
-firm = sum(c >= FIRM for c in judged), sum(c <= 1 - FIRM for c in judged)
-need = needed(len(best_chances))
 if chances:
+    judged = [c for c in chances if c is not None]
+    firm = sum(c >= FIRM for c in judged), sum(c <= 1 - FIRM for c in judged)
+    need = needed(len(best_chances))
     print(f"Against the grids' own noise (each batch's mean quality and time drawn within its standard errors, "
           f"advice_grid.pass_chances): {firm[0]} firm passes, {firm[1]} firm fails, {len(judged) - sum(firm)} the grids "
           f"cannot resolve{f', {len(chances) - len(judged)} not in the grids' if len(judged) < len(chances) else ''}; the "

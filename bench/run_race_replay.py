@@ -231,7 +231,7 @@ def main():
     passed = {r: 0 for r in rules}
     judged = {r: 0 for r in rules}  # the races each rule could judge (the oracle needs the reference's runs)
     expected = {r: 0.0 for r in rules}  # the picks' pass chances against the grids' own noise (pass_chances)
-    chances = {}  # per cell, every batch's
+    cells = {}  # per cell: its grid's stats, good set and every batch's pass chance, read once
     for name, label, race in records:
         grid = os.path.join(args.grids, f"{name}.csv")
         if not os.path.exists(grid) or race.get("best_batch") is None:
@@ -239,11 +239,12 @@ def main():
             print(f"| {name} ({label}) | - | {why} |")
             continue
         measure = measure_of(name)
-        runs, _ = seed_runs(read_kept_grid(grid), measure, read_timings(os.path.join(args.grids, f"{name}.times.csv")))
-        stats = stats_of(runs)
-        _, _, _, good = good_set(stats, measure)
-        if name not in chances:
-            chances[name] = pass_chances(runs, measure)
+        if name not in cells:
+            runs, _ = seed_runs(read_kept_grid(grid), measure,
+                                read_timings(os.path.join(args.grids, f"{name}.times.csv")))
+            stats = stats_of(runs)
+            cells[name] = stats, good_set(stats, measure)[3], pass_chances(runs, measure)
+        stats, good, chances = cells[name]
         doublings = math.log2(race["epochs"] / race["lengths_epochs"][-1])
         row = []
         for rule in rules:
@@ -254,7 +255,7 @@ def main():
             inside, ratio, ok = verdict(stats, good, pick)
             passed[rule] += ok
             judged[rule] += 1
-            expected[rule] += chances[name].get(pick, 0.0)
+            expected[rule] += chances.get(pick, 0.0)
             text = f"{pick}: " + ("not in the grid" if pick not in stats else
                                   f"{'pass' if ok else 'FAIL'} ({ratio:.2f}{'' if inside else ', worse model'})")
             if rule == "tree" and args.middle == "line" and pick != race["best_batch"]:
