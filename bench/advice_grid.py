@@ -15,10 +15,11 @@ that day alone where a seed and batch has any.
 How firm a verdict is: `pass_chances` draws the grid again within its own noise and counts each
 batch's passes; `resolution` prints every batch's chance in each cell, and what the best pick in every
 cell could expect; `time-check` compares the model's time noise with the days' (docs/benchmarks.md,
-"What the grids resolve").
+"What the grids resolve"). `--paired` draws a grid measured again as one is: every batch from the
+same seeds, each sitting's runs slowing together (paired_noise_model).
 
     python3 bench/advice_grid.py retime-batches bench/grids/CELL.csv   # the batches worth timing again
-    python3 bench/advice_grid.py resolution bench/grids/CELL.csv ...   # [--seeds-scale K] [--time-noise F]
+    python3 bench/advice_grid.py resolution bench/grids/CELL.csv ...   # [--paired] [--seeds-scale K] [--time-noise F]
     python3 bench/advice_grid.py time-check bench/grids/CELL.csv 1024 2048"""
 import csv
 import math
@@ -84,7 +85,7 @@ def same_run(a, b):
 
 
 def run_times(row, timings, on=None):
-    """A grid run's times: its own, with those of the timing rows of the same seed and batch that ended the
+    """A grid run's (date, time) pairs: its own, with those of the timing rows of the same seed and batch that ended the
     same. A row that did not is another run (the grid's run was replaced since, or the build changed the
     numbers): it is left out, and stderr says so. With `on` (a date's prefix, 2026-12-02), only the runs
     of that day count, where there are any: the machine's CPU and speed change from day to day, and
@@ -101,11 +102,11 @@ def run_times(row, timings, on=None):
             runs.append(t)
     if on:
         runs = [r for r in runs if str(r.get("date", "")).startswith(on)] or runs
-    return [r["train_s"] for r in runs]
+    return [(str(r.get("date", "")), r["train_s"]) for r in runs]
 
 
 def seed_runs(rows, measure, timings=(), on=None):
-    """Per batch, each finished seed's (final quality, time, timed runs), its time the mean of its run and
+    """Per batch, each finished seed's (final quality, time, timed runs, seed, each run's (date, time)), its time the mean of its run and
     its timing rows (`on`: of those of that day alone, where it has any; run_times); and the run's
     epochs."""
     runs = {}
@@ -114,8 +115,9 @@ def seed_runs(rows, measure, timings=(), on=None):
         epochs = r["epochs"]
         q = quality(r, measure)
         if q is not None:
-            times = run_times(r, timings, on)
-            runs.setdefault(r["batch"], []).append((q, statistics.mean(times), len(times)))
+            timed = run_times(r, timings, on)
+            runs.setdefault(r["batch"], []).append(
+                (q, statistics.mean(t for _, t in timed), len(timed), str(r["seed"]), timed))
     return runs, epochs
 
 
@@ -187,7 +189,65 @@ def noise_model(runs, seeds_scale=1.0, time_noise=1.0):
     return model
 
 
-def pass_chances(runs, measure, draws=DRAWS, seed=0, seeds_scale=1.0, time_noise=1.0):
+def seed_effects(values):
+    """The additive fit y = batch's + seed's + residual to {batch: {seed: y}} by median polish (the two
+    medians in turn until they settle: a seed that diverged at one batch stays that batch's residual
+    rather than moving the seed's effect at every batch): each batch's level, each seed's effect
+    (centred), and each batch's residual variance, its degrees of freedom shared out over the cell's
+    runs."""
+    seeds = sorted({s for ys in values.values() for s in ys})
+    effect = dict.fromkeys(seeds, 0.0)
+    for _ in range(50):
+        level = {b: statistics.median(y - effect[s] for s, y in ys.items()) for b, ys in values.items()}
+        for s in seeds:
+            effect[s] = statistics.median(ys[s] - level[b] for b, ys in values.items() if s in ys)
+        centre = statistics.median(effect.values())
+        effect = {s: e - centre for s, e in effect.items()}
+    level = {b: statistics.median(y - effect[s] for s, y in ys.items()) for b, ys in values.items()}
+    n = sum(len(ys) for ys in values.values())
+    dof = n - len(values) - len(seeds) + 1
+    share = n / dof if dof > 0 else float("inf")
+    residual = {b: share * statistics.mean((y - level[b] - effect[s]) ** 2 for s, y in ys.items())
+                for b, ys in values.items()}
+    return level, effect, residual
+
+
+def paired_noise_model(runs, seeds_scale=1.0, time_noise=1.0):
+    """noise_model's errors, paired as a grid measured again is: its batches train from the same seeds,
+    and a seed that moves every batch's quality together (the transformer's seed 0 ends lowest in loss
+    at every batch) does so again, which a verdict between batches does not see; and the runs of one
+    sitting (a `validate` that trains every batch of a seed, minutes apart, as the timing rows are) slow
+    or speed up together. The quality is fitted as a batch's level plus a seed's effect, the log time of
+    each run as a batch's level plus its sitting's (seed_effects). A draw moves every batch's mean by
+    the mean of fresh seed effects over its own seeds, and its time by its runs' share of fresh sittings'
+    effects, each plus a residual error (its variance floored at the cell's median and at most nine
+    times it, as in noise_model). Per batch: (mean quality, its own standard error, the residual error
+    of its mean, mean time, the residual error of its log mean time, seeds, the seeds, each run's
+    (sitting, weight in the mean)); and the seed effects' and the sittings' spreads."""
+    q = {b: {x[3]: x[0] for x in xs} for b, xs in runs.items()}
+    sittings = {}
+    for b, xs in runs.items():
+        for x in xs:
+            for day, t in x[4]:
+                sittings.setdefault(b, {}).setdefault(day, []).append(math.log(t))
+    log_t = {b: {day: statistics.mean(ts) for day, ts in days.items()} for b, days in sittings.items()}
+    fits = [seed_effects(values) for values in (q, log_t)]
+    spreads = [statistics.stdev(effect.values()) if len(effect) > 1 else 0.0 for _, effect, _ in fits]
+    floors = [statistics.median(residual.values()) for _, _, residual in fits]
+    bounded = lambda v, floor: math.sqrt(min(max(v, floor), 9 * floor) if floor > 0 else v)
+    model = {}
+    for b, xs in runs.items():
+        qs, n = [x[0] for x in xs], len(xs)
+        weights = [(day, 1 / (n * len(x[4]))) for x in xs for day, _ in x[4]]
+        root_k = math.sqrt(seeds_scale)
+        own_se = statistics.stdev(qs) / math.sqrt(n) if n > 1 else 0.0
+        t_se = bounded(fits[1][2][b], floors[1]) * math.sqrt(sum(w * w for _, w in weights))
+        model[b] = (statistics.mean(qs), own_se, bounded(fits[0][2][b], floors[0]) / math.sqrt(n) / root_k,
+                    statistics.mean(x[1] for x in xs), time_noise * t_se / root_k, n, [x[3] for x in xs], weights)
+    return model, spreads
+
+
+def pass_chances(runs, measure, draws=DRAWS, seed=0, seeds_scale=1.0, time_noise=1.0, paired=False):
     """How firm each batch's verdict is against the grid's own noise: per batch of seed_runs' values, the
     share of `draws` in which it passes when every batch's mean quality and mean time are drawn from
     normals at the grid's means and noise_model's errors, independently (runs of one day slow
@@ -200,15 +260,28 @@ def pass_chances(runs, measure, draws=DRAWS, seed=0, seeds_scale=1.0, time_noise
     such a best too, and that one is the verdict's to bear; the first is taken back: each draw's good
     set reaches that much further behind its best. The fastest good time is the least of several
     noisy times, and is not corrected: a pick that is not the fastest reads slow by a little. The
-    chances are a model's, with the grid's means for the truth."""
+    chances are a model's, with the grid's means for the truth. `paired`: the draws of
+    paired_noise_model, a seed's effect and a sitting's shared by the batches that have them."""
     rng = random.Random(seed)
-    draw = lambda model: {b: (rng.gauss(m, q_se), own_se, max(1e-9, rng.gauss(t, t_se)), n)
-                          for b, (m, own_se, q_se, t, t_se, n) in model.items()}
+    if paired:
+        def draw(fitted):
+            model, (q_spread, t_spread) = fitted
+            root_k = math.sqrt(seeds_scale)
+            q_u = {s: rng.gauss(0, q_spread) / root_k for v in model.values() for s in v[6]}
+            t_u = {day: time_noise * rng.gauss(0, t_spread) / root_k for v in model.values() for day, _ in v[7]}
+            return {b: (rng.gauss(m, q_se) + statistics.mean(q_u[s] for s in own), own_se,
+                        t * math.exp(rng.gauss(0, t_se) + sum(w * t_u[day] for day, w in weights)), n)
+                    for b, (m, own_se, q_se, t, t_se, n, own, weights) in model.items()}
+        grid = paired_noise_model(runs)
+        model = paired_noise_model(runs, seeds_scale, time_noise)
+    else:
+        draw = lambda model: {b: (rng.gauss(m, q_se), own_se, max(1e-9, rng.gauss(t, t_se)), n)
+                              for b, (m, own_se, q_se, t, t_se, n) in model.items()}
+        grid = noise_model(runs)
+        model = noise_model(runs, seeds_scale, time_noise)
     sign = -1 if measure == "loss" else 1
     best_of = lambda stats: max(sign * v[0] for v in stats.values())
-    grid = noise_model(runs)
-    rise = max(0.0, statistics.mean(best_of(draw(grid)) for _ in range(draws // 4)) - best_of(grid))
-    model = noise_model(runs, seeds_scale, time_noise)
+    rise = max(0.0, statistics.mean(best_of(draw(grid)) for _ in range(draws // 4)) - best_of(grid[0] if paired else grid))
     passes = dict.fromkeys(runs, 0)
     for _ in range(draws):
         stats = draw(model)
@@ -255,7 +328,7 @@ def needed(cells):
     return math.ceil(PASS_SHARE * cells - 1e-9)
 
 
-def resolution(paths, seeds_scale=1.0, time_noise=1.0):
+def resolution(paths, seeds_scale=1.0, time_noise=1.0, paired=False):
     """What the kept grids resolve: per cell, each batch's pass chance against the grid's own noise
     (pass_chances), and the best any pick has. A pick that knew every batch's true means would pick, at
     best, the batch with the best chance (the best of estimates, so a little high); over the cells it
@@ -268,7 +341,7 @@ def resolution(paths, seeds_scale=1.0, time_noise=1.0):
         measure = measure_of(name)
         runs, _ = seed_runs(rows, measure, timings)
         _, _, _, good = good_set(stats_of(runs), measure)
-        chances = pass_chances(runs, measure, seeds_scale=seeds_scale, time_noise=time_noise)
+        chances = pass_chances(runs, measure, seeds_scale=seeds_scale, time_noise=time_noise, paired=paired)
         best = max(chances, key=chances.get)
         bests.append(chances[best])
         shown = ", ".join(f"{b} {c:.0%}" for b, c in sorted(chances.items()) if f"{c:.0%}" != "0%")
@@ -310,11 +383,13 @@ if __name__ == "__main__":
                                                  "the two batches)")
     parser.add_argument("--seeds-scale", type=float, default=1.0,
                         help="resolution: as if each batch had this many times its seeds, each timed as often")
+    parser.add_argument("--paired", action="store_true",
+                        help="resolution: the seeds paired across batches (paired_noise_model), not drawn apart")
     parser.add_argument("--time-noise", type=float, default=1.0,
                         help="resolution: the times' errors times this (0: exact times, the quality's noise alone)")
     args = parser.parse_args()
     if args.command == "resolution":
-        resolution(args.grids, args.seeds_scale, args.time_noise)
+        resolution(args.grids, args.seeds_scale, args.time_noise, args.paired)
     elif args.command == "time-check":
         if len(args.grids) != 3:
             sys.exit("usage: python3 bench/advice_grid.py time-check bench/grids/CELL.csv BATCH BATCH")

@@ -41,6 +41,9 @@ parser.add_argument("--timed-on", metavar="DATE",
                     help="judge the picks on the runs of that day alone (a date or its prefix, 2026-12-02: the grid's, "
                          "OUT's RETIME runs and those kept in --grids), where a seed and batch has any; the others keep "
                          "the grid's and the kept timings' mean")
+parser.add_argument("--paired", action="store_true",
+                    help="draw the chances with the seeds and the timing sittings paired across batches "
+                         "(advice_grid.paired_noise_model), not apart")
 args = parser.parse_args()
 out = args.out
 
@@ -166,7 +169,7 @@ for name in names:
         day_batches.append(f"{name} {', '.join(map(str, timed_on(rows, timings, args.timed_on))) or 'none'}")
     best, tol, behind, good = good_set(stats, measure)
     fastest = min(good, key=lambda b: stats[b][2])
-    cell_chances = pass_chances(runs, measure)
+    cell_chances = pass_chances(runs, measure, paired=args.paired)
     tuned = False
     for path in sorted(glob.glob(os.path.join(out, f"{name}.tune.*.json")), key=lambda p: int(p.rsplit(".", 2)[1])):
         seed = path.rsplit(".", 2)[1]
@@ -215,8 +218,8 @@ if chances:
     judged = [c for c in chances if c is not None]
     firm = sum(c >= FIRM for c in judged), sum(c <= 1 - FIRM for c in judged)
     need = needed(len(best_chances))
-    print(f"Against the grids' own noise (each batch's mean quality and time drawn within its standard errors, "
-          f"advice_grid.pass_chances): {firm[0]} firm passes, {firm[1]} firm fails, {len(judged) - sum(firm)} the grids "
+    print(f"Against the grids' own noise (each batch's mean quality and time drawn within its standard errors"
+          f"{', the seeds and sittings paired' if args.paired else ''}, advice_grid.pass_chances): {firm[0]} firm passes, {firm[1]} firm fails, {len(judged) - sum(firm)} the grids "
           f"cannot resolve{f', {len(chances) - len(judged)} not in the grids' if len(judged) < len(chances) else ''}; the "
           f"picks pass an expected {sum(judged):.1f} of {len(chances)}. The best pick any rule could make in each of "
           f"the {len(best_chances)} cells passes an expected {sum(best_chances):.1f}, and at least {need} (90 %) with a "
