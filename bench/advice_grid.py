@@ -193,23 +193,28 @@ def seed_effects(values):
     """The additive fit y = batch's + seed's + residual to {batch: {seed: y}} by median polish (the two
     medians in turn until they settle: a seed that diverged at one batch stays that batch's residual
     rather than moving the seed's effect at every batch): each batch's level, each seed's effect
-    (centred), and each batch's residual variance, its degrees of freedom shared out over the cell's
-    runs."""
+    (centred; 0 for a seed that only one batch has, whose run then stays that batch's residual, as
+    unpaired as it is), and each batch's residual variance, the degrees of freedom the fit used shared
+    out over the cell's runs; None where the fit leaves none (one seed). Median polish leaves somewhat
+    more residual than least squares (about a fifth more variance on these grids' layouts under normal
+    noise), so the errors drawn from it run a little high, and the chances lean towards unresolved."""
     seeds = sorted({s for ys in values.values() for s in ys})
-    effect = dict.fromkeys(seeds, 0.0)
-    for _ in range(50):
-        level = {b: statistics.median(y - effect[s] for s, y in ys.items()) for b, ys in values.items()}
-        for s in seeds:
-            effect[s] = statistics.median(ys[s] - level[b] for b, ys in values.items() if s in ys)
-        centre = statistics.median(effect.values())
-        effect = {s: e - centre for s, e in effect.items()}
-    level = {b: statistics.median(y - effect[s] for s, y in ys.items()) for b, ys in values.items()}
+    shared = [s for s in seeds if sum(s in ys for ys in values.values()) > 1]
     n = sum(len(ys) for ys in values.values())
-    dof = n - len(values) - len(seeds) + 1
-    share = n / dof if dof > 0 else float("inf")
-    residual = {b: share * statistics.mean((y - level[b] - effect[s]) ** 2 for s, y in ys.items())
+    dof = n - len(values) - len(shared) + (1 if shared else 0)
+    if dof <= 0:
+        return None
+    effect = dict.fromkeys(seeds, 0.0)
+    for _ in range(50 if shared else 0):
+        level = {b: statistics.median(y - effect[s] for s, y in ys.items()) for b, ys in values.items()}
+        for s in shared:
+            effect[s] = statistics.median(ys[s] - level[b] for b, ys in values.items() if s in ys)
+        centre = statistics.median(effect[s] for s in shared)
+        effect = {s: (e - centre if s in shared else 0.0) for s, e in effect.items()}
+    level = {b: statistics.median(y - effect[s] for s, y in ys.items()) for b, ys in values.items()}
+    residual = {b: n / dof * statistics.mean((y - level[b] - effect[s]) ** 2 for s, y in ys.items())
                 for b, ys in values.items()}
-    return level, effect, residual
+    return level, {s: effect[s] for s in shared}, residual
 
 
 def paired_noise_model(runs, seeds_scale=1.0, time_noise=1.0):
@@ -218,33 +223,39 @@ def paired_noise_model(runs, seeds_scale=1.0, time_noise=1.0):
     at every batch) does so again, which a verdict between batches does not see; and the runs of one
     sitting (a `validate` that trains every batch of a seed, minutes apart, as the timing rows are) slow
     or speed up together. The quality is fitted as a batch's level plus a seed's effect, the log time of
-    each run as a batch's level plus its sitting's (seed_effects). A draw moves every batch's mean by
-    the mean of fresh seed effects over its own seeds, and its time by its runs' share of fresh sittings'
-    effects, each plus a residual error (its variance floored at the cell's median and at most nine
-    times it, as in noise_model). Per batch: (mean quality, its own standard error, the residual error
-    of its mean, mean time, the residual error of its log mean time, seeds, the seeds, each run's
-    (sitting, weight in the mean)); and the seed effects' and the sittings' spreads."""
+    each run as a batch's level plus its sitting's (seed_effects; a run without a date is its seed's own
+    sitting). A draw moves every batch's mean by the mean of fresh seed effects over its own seeds, and
+    its time by its runs' share of fresh sittings' effects, each plus a residual error (its variance
+    floored at the cell's median and at most nine times it, as in noise_model). `seeds_scale` and
+    `time_noise` as in noise_model, on both parts. Per batch: (mean quality, its own standard error, the
+    residual error of its mean, mean time, the residual error of its log mean time, seeds, the seeds,
+    each run's (sitting, weight in the mean)); the seed effects' and the sittings' spreads, so scaled;
+    and the seeds and the sittings that more than one batch shares (the others' effects are 0). None where a fit leaves no degrees of freedom (a cell of one seed): noise_model's then."""
     q = {b: {x[3]: x[0] for x in xs} for b, xs in runs.items()}
+    sitting = lambda x, day: day or f"seed {x[3]}"
     sittings = {}
     for b, xs in runs.items():
         for x in xs:
             for day, t in x[4]:
-                sittings.setdefault(b, {}).setdefault(day, []).append(math.log(t))
+                sittings.setdefault(b, {}).setdefault(sitting(x, day), []).append(math.log(t))
     log_t = {b: {day: statistics.mean(ts) for day, ts in days.items()} for b, days in sittings.items()}
     fits = [seed_effects(values) for values in (q, log_t)]
-    spreads = [statistics.stdev(effect.values()) if len(effect) > 1 else 0.0 for _, effect, _ in fits]
+    if None in fits:
+        return None
+    root_k = math.sqrt(seeds_scale)
+    spreads = [(statistics.stdev(effect.values()) if len(effect) > 1 else 0.0) / root_k * scale
+               for (_, effect, _), scale in zip(fits, (1.0, time_noise))]
     floors = [statistics.median(residual.values()) for _, _, residual in fits]
     bounded = lambda v, floor: math.sqrt(min(max(v, floor), 9 * floor) if floor > 0 else v)
     model = {}
     for b, xs in runs.items():
         qs, n = [x[0] for x in xs], len(xs)
-        weights = [(day, 1 / (n * len(x[4]))) for x in xs for day, _ in x[4]]
-        root_k = math.sqrt(seeds_scale)
+        weights = [(sitting(x, day), 1 / (n * len(x[4]))) for x in xs for day, _ in x[4]]
         own_se = statistics.stdev(qs) / math.sqrt(n) if n > 1 else 0.0
         t_se = bounded(fits[1][2][b], floors[1]) * math.sqrt(sum(w * w for _, w in weights))
         model[b] = (statistics.mean(qs), own_se, bounded(fits[0][2][b], floors[0]) / math.sqrt(n) / root_k,
                     statistics.mean(x[1] for x in xs), time_noise * t_se / root_k, n, [x[3] for x in xs], weights)
-    return model, spreads
+    return model, spreads, [set(effect) for _, effect, _ in fits]
 
 
 def pass_chances(runs, measure, draws=DRAWS, seed=0, seeds_scale=1.0, time_noise=1.0, paired=False):
@@ -264,16 +275,16 @@ def pass_chances(runs, measure, draws=DRAWS, seed=0, seeds_scale=1.0, time_noise
     paired_noise_model, a seed's effect and a sitting's shared by the batches that have them."""
     rng = random.Random(seed)
     if paired:
+        grid, model = paired_noise_model(runs), paired_noise_model(runs, seeds_scale, time_noise)
+        paired = grid is not None
+    if paired:
         def draw(fitted):
-            model, (q_spread, t_spread) = fitted
-            root_k = math.sqrt(seeds_scale)
-            q_u = {s: rng.gauss(0, q_spread) / root_k for v in model.values() for s in v[6]}
-            t_u = {day: time_noise * rng.gauss(0, t_spread) / root_k for v in model.values() for day, _ in v[7]}
-            return {b: (rng.gauss(m, q_se) + statistics.mean(q_u[s] for s in own), own_se,
-                        t * math.exp(rng.gauss(0, t_se) + sum(w * t_u[day] for day, w in weights)), n)
+            model, (q_spread, t_spread), (q_shared, t_shared) = fitted
+            q_u = {s: rng.gauss(0, q_spread) for s in sorted(q_shared)}
+            t_u = {day: rng.gauss(0, t_spread) for day in sorted(t_shared)}
+            return {b: (rng.gauss(m, q_se) + statistics.mean(q_u.get(s, 0.0) for s in own), own_se,
+                        t * math.exp(rng.gauss(0, t_se) + sum(w * t_u.get(day, 0.0) for day, w in weights)), n)
                     for b, (m, own_se, q_se, t, t_se, n, own, weights) in model.items()}
-        grid = paired_noise_model(runs)
-        model = paired_noise_model(runs, seeds_scale, time_noise)
     else:
         draw = lambda model: {b: (rng.gauss(m, q_se), own_se, max(1e-9, rng.gauss(t, t_se)), n)
                               for b, (m, own_se, q_se, t, t_se, n) in model.items()}
