@@ -27,7 +27,7 @@ import torch
 
 from fmnist_mlp import load, mlp
 
-SMALLEST_NORMAL = 1.1754944e-38
+SMALLEST_NORMAL = torch.finfo(torch.float32).tiny
 
 
 def subnormals(t):
@@ -52,7 +52,8 @@ def main():
     p.add_argument("--steps", type=int, default=6000)
     p.add_argument("--every", type=int, default=1000, help="steps between the progress lines")
     p.add_argument("--repeats", type=int, default=60, help="times each kind of update is timed at the end")
-    p.add_argument("--flush", action="store_true", help="train with subnormals flushed (the control)")
+    p.add_argument("--flush", action="store_true",
+                   help="train with subnormals flushed (the control; its census reads none, flushed or not)")
     args = p.parse_args()
     torch.set_num_threads(1)
     torch.set_flush_denormal(args.flush)
@@ -82,8 +83,9 @@ def main():
             print(f"step {step}: {1e3 * statistics.mean(window):.2f} ms a step, loss {loss.item():.4f}, "
                   f"subnormal values {census(model, opt) or 'none'}", flush=True)
             window = []
-    # What a subnormal operand costs here: AdamW's first-moment update (x 0.9, + 0.1 x another) over a
-    # million values, normal, subnormal, and subnormal with the flag on, in turn.
+    # What a subnormal operand costs here: an update shaped like AdamW's first moment (x 0.9, then
+    # + 0.1 x the same values) over a million values, normal, subnormal, and subnormal with the flag
+    # on, in turn.
     n = 1 << 20
     normal, tiny, out = torch.full((n,), 3e-5), torch.full((n,), 3e-45), torch.empty(n)
     took = {"normal": [], "subnormal": [], "subnormal, flushed": []}
