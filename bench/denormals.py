@@ -11,7 +11,7 @@ which sets the calling thread's only; the intra-op pool's threads keep theirs).
 This trains batchwise's mlp on Fashion-MNIST in plain PyTorch on one thread (so the flag reaches all
 of the work), counting the state's subnormal values and timing the steps, then times the moment's
 update over a million values, normal, subnormal, and subnormal flushed, in turn: what a subnormal
-costs on this CPU.
+costs on this CPU, and what it costs `lerp_` (AdamW's update) and a matrix product.
 
     /opt/batchwise-venv/bin/python bench/denormals.py                          # AdamW, batch 128, 6,000 steps
     /opt/batchwise-venv/bin/python bench/denormals.py --optimizer sgd --batch 16 --steps 20000
@@ -83,24 +83,40 @@ def main():
             print(f"step {step}: {1e3 * statistics.mean(window):.2f} ms a step, loss {loss.item():.4f}, "
                   f"subnormal values {census(model, opt) or 'none'}", flush=True)
             window = []
-    # What a subnormal operand costs here: an update shaped like AdamW's first moment (x 0.9, then
-    # + 0.1 x the same values) over a million values, normal, subnormal, and subnormal with the flag
-    # on, in turn.
+    # What a subnormal operand costs here, over a million values each way in turn: an update shaped
+    # like AdamW's first moment (x 0.9, then + 0.1 x the same values), the `lerp_` AdamW's step runs,
+    # normal, subnormal, and subnormal with the flag on; and a matrix product (512x784 by 784x256)
+    # with a quarter of one operand's columns subnormal.
     n = 1 << 20
-    normal, tiny, out = torch.full((n,), 3e-5), torch.full((n,), 3e-45), torch.empty(n)
-    took = {"normal": [], "subnormal": [], "subnormal, flushed": []}
+    normal, tiny, grad, out = torch.full((n,), 3e-5), torch.full((n,), 3e-45), torch.randn(n) * 1e-3, torch.empty(n)
+    updates = {
+        "x 0.9 + 0.1 x": lambda x: torch.add(torch.mul(x, 0.9, out=out), x, alpha=0.1, out=out),
+        "lerp_": lambda x: out.copy_(x).lerp_(grad, 0.1),
+    }
+    for label, update in updates.items():
+        took = {"normal": [], "subnormal": [], "subnormal, flushed": []}
+        for _ in range(args.repeats):
+            for kind, x, flush in (("normal", normal, False), ("subnormal", tiny, False),
+                                   ("subnormal, flushed", tiny, True)):
+                torch.set_flush_denormal(flush)
+                start = time.perf_counter()
+                update(x)
+                took[kind].append(time.perf_counter() - start)
+        torch.set_flush_denormal(args.flush)
+        base = statistics.median(took["normal"])
+        print(f"a million of `{label}`: " + ", ".join(
+            f"{kind} {1e3 * statistics.median(t):.3f} ms ({statistics.median(t) / base:.2f}x)" for kind, t in took.items())
+            + f" (medians of {args.repeats}, in turn)")
+    a, b = torch.randn(512, 784), torch.randn(784, 256)
+    b_tiny = b.clone()
+    b_tiny[:, :64] = 3e-45
+    took = {"normal": [], "a quarter subnormal": []}
     for _ in range(args.repeats):
-        for kind, x, flush in (("normal", normal, False), ("subnormal", tiny, False), ("subnormal, flushed", tiny, True)):
-            torch.set_flush_denormal(flush)
+        for kind, w in (("normal", b), ("a quarter subnormal", b_tiny)):
             start = time.perf_counter()
-            torch.mul(x, 0.9, out=out)
-            torch.add(out, x, alpha=0.1, out=out)
+            a @ w
             took[kind].append(time.perf_counter() - start)
-    torch.set_flush_denormal(args.flush)
-    base = statistics.median(took["normal"])
-    print("a million multiply-adds: " + ", ".join(f"{kind} {1e3 * statistics.median(t):.3f} ms "
-                                                   f"({statistics.median(t) / base:.2f}x)" for kind, t in took.items())
-          + f" (medians of {args.repeats}, in turn)")
+    print("a matrix product: " + ", ".join(f"{kind} {1e3 * statistics.median(t):.3f} ms" for kind, t in took.items()))
 
 if __name__ == "__main__":
     main()
