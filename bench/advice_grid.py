@@ -85,11 +85,11 @@ def same_run(a, b):
 
 
 def run_times(row, timings, on=None):
-    """A grid run's (date, time) pairs: its own, with those of the timing rows of the same seed and batch that ended the
-    same. A row that did not is another run (the grid's run was replaced since, or the build changed the
-    numbers): it is left out, and stderr says so. With `on` (a date's prefix, 2026-12-02), only the runs
-    of that day count, where there are any: the machine's CPU and speed change from day to day, and
-    the tunes judged ran on that day."""
+    """A grid run's (date, time) pairs: its own, with those of the timing rows of the same seed and
+    batch that ended the same. A row that did not is another run (the grid's run was replaced since,
+    or the build changed the numbers): it is left out, and stderr says so. With `on` (a date's prefix,
+    2026-12-02), only the runs of that day count, where there are any: the machine's CPU and speed
+    change from day to day, and the tunes judged ran on that day."""
     runs = [row]
     for t in timings:
         if str(t["seed"]) == str(row["seed"]) and int(t["batch"]) == int(row["batch"]):
@@ -106,9 +106,9 @@ def run_times(row, timings, on=None):
 
 
 def seed_runs(rows, measure, timings=(), on=None):
-    """Per batch, each finished seed's (final quality, time, timed runs, seed, each run's (date, time)), its time the mean of its run and
-    its timing rows (`on`: of those of that day alone, where it has any; run_times); and the run's
-    epochs."""
+    """Per batch, each finished seed's (final quality, time, timed runs, seed, each run's (date, time)),
+    its time the mean of its run and its timing rows (`on`: of those of that day alone, where it has
+    any; run_times); and the run's epochs."""
     runs = {}
     epochs = None
     for r in rows:
@@ -195,9 +195,9 @@ def seed_effects(values):
     rather than moving the seed's effect at every batch): each batch's level, each seed's effect
     (centred; 0 for a seed that only one batch has, whose run then stays that batch's residual, as
     unpaired as it is), and each batch's residual variance, the degrees of freedom the fit used shared
-    out over the cell's runs; None where the fit leaves none (one seed). Median polish leaves somewhat
-    more residual than least squares (about a fifth more variance on these grids' layouts under normal
-    noise), so the errors drawn from it run a little high, and the chances lean towards unresolved."""
+    out over the cell's runs; None where the fit leaves none (one seed). Median polish leaves more
+    residual than least squares (by how much was not measured here), so the errors drawn from it run
+    somewhat high, and the chances lean towards unresolved."""
     seeds = sorted({s for ys in values.values() for s in ys})
     shared = [s for s in seeds if sum(s in ys for ys in values.values()) > 1]
     n = sum(len(ys) for ys in values.values())
@@ -219,8 +219,8 @@ def seed_effects(values):
 
 def paired_noise_model(runs, seeds_scale=1.0, time_noise=1.0):
     """noise_model's errors, paired as a grid measured again is: its batches train from the same seeds,
-    and a seed that moves every batch's quality together (the transformer's seed 0 ends lowest in loss
-    at every batch) does so again, which a verdict between batches does not see; and the runs of one
+    and a seed that moves every batch's quality together (the transformer AdamW cell's seed 0 ends
+    lowest in loss at every batch) does so again, which a verdict between batches does not see; and the runs of one
     sitting (a `validate` that trains every batch of a seed, minutes apart, as the timing rows are) slow
     or speed up together. The quality is fitted as a batch's level plus a seed's effect, the log time of
     each run as a batch's level plus its sitting's (seed_effects; a run without a date is its seed's own
@@ -230,7 +230,8 @@ def paired_noise_model(runs, seeds_scale=1.0, time_noise=1.0):
     `time_noise` as in noise_model, on both parts. Per batch: (mean quality, its own standard error, the
     residual error of its mean, mean time, the residual error of its log mean time, seeds, the seeds,
     each run's (sitting, weight in the mean)); the seed effects' and the sittings' spreads, so scaled;
-    and the seeds and the sittings that more than one batch shares (the others' effects are 0). None where a fit leaves no degrees of freedom (a cell of one seed): noise_model's then."""
+    and the seeds and the sittings that more than one batch shares (the others' effects are 0). None
+    where a fit leaves no degrees of freedom (a cell of one seed): pass_chances draws apart then."""
     q = {b: {x[3]: x[0] for x in xs} for b, xs in runs.items()}
     sitting = lambda x, day: day or f"seed {x[3]}"
     sittings = {}
@@ -274,10 +275,11 @@ def pass_chances(runs, measure, draws=DRAWS, seed=0, seeds_scale=1.0, time_noise
     chances are a model's, with the grid's means for the truth. `paired`: the draws of
     paired_noise_model, a seed's effect and a sitting's shared by the batches that have them."""
     rng = random.Random(seed)
+    grid = paired_noise_model(runs) if paired else None
+    paired = grid is not None  # a cell of one seed has nothing to pair
     if paired:
-        grid, model = paired_noise_model(runs), paired_noise_model(runs, seeds_scale, time_noise)
-        paired = grid is not None
-    if paired:
+        model = paired_noise_model(runs, seeds_scale, time_noise)
+
         def draw(fitted):
             model, (q_spread, t_spread), (q_shared, t_shared) = fitted
             q_u = {s: rng.gauss(0, q_spread) for s in sorted(q_shared)}
@@ -292,7 +294,8 @@ def pass_chances(runs, measure, draws=DRAWS, seed=0, seeds_scale=1.0, time_noise
         model = noise_model(runs, seeds_scale, time_noise)
     sign = -1 if measure == "loss" else 1
     best_of = lambda stats: max(sign * v[0] for v in stats.values())
-    rise = max(0.0, statistics.mean(best_of(draw(grid)) for _ in range(draws // 4)) - best_of(grid[0] if paired else grid))
+    grid_best = best_of(grid[0] if paired else grid)
+    rise = max(0.0, statistics.mean(best_of(draw(grid)) for _ in range(draws // 4)) - grid_best)
     passes = dict.fromkeys(runs, 0)
     for _ in range(draws):
         stats = draw(model)

@@ -88,7 +88,8 @@ def main():
     # normal, subnormal, and subnormal with the flag on; and a matrix product (512x784 by 784x256)
     # with a quarter of one operand's columns subnormal.
     n = 1 << 20
-    normal, tiny, grad, out = torch.full((n,), 3e-5), torch.full((n,), 3e-45), torch.randn(n) * 1e-3, torch.empty(n)
+    normal, tiny = torch.full((n,), 3e-5), torch.full((n,), 3e-45)
+    grad, out = torch.randn(n) * 1e-3, torch.empty(n)
     updates = {
         "x 0.9 + 0.1 x": lambda x: torch.add(torch.mul(x, 0.9, out=out), x, alpha=0.1, out=out),
         "lerp_": lambda x: out.copy_(x).lerp_(grad, 0.1),
@@ -104,9 +105,9 @@ def main():
                 took[kind].append(time.perf_counter() - start)
         torch.set_flush_denormal(args.flush)
         base = statistics.median(took["normal"])
-        print(f"a million of `{label}`: " + ", ".join(
-            f"{kind} {1e3 * statistics.median(t):.3f} ms ({statistics.median(t) / base:.2f}x)" for kind, t in took.items())
-            + f" (medians of {args.repeats}, in turn)")
+        shown = ", ".join(f"{kind} {1e3 * statistics.median(t):.3f} ms ({statistics.median(t) / base:.2f}x)"
+                          for kind, t in took.items())
+        print(f"a million of `{label}`: {shown} (medians of {args.repeats}, in turn)")
     a, b = torch.randn(512, 784), torch.randn(784, 256)
     b_tiny = b.clone()
     b_tiny[:, :64] = 3e-45
@@ -117,6 +118,7 @@ def main():
             a @ w
             took[kind].append(time.perf_counter() - start)
     print("a matrix product: " + ", ".join(f"{kind} {1e3 * statistics.median(t):.3f} ms" for kind, t in took.items()))
+
 
 if __name__ == "__main__":
     main()

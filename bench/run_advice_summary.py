@@ -219,7 +219,8 @@ if chances:
     firm = sum(c >= FIRM for c in judged), sum(c <= 1 - FIRM for c in judged)
     need = needed(len(best_chances))
     print(f"Against the grids' own noise (each batch's mean quality and time drawn within its standard errors"
-          f"{', the seeds and sittings paired' if args.paired else ''}, advice_grid.pass_chances): {firm[0]} firm passes, {firm[1]} firm fails, {len(judged) - sum(firm)} the grids "
+          f"{', the seeds and sittings paired' if args.paired else ''}, advice_grid.pass_chances): {firm[0]} firm "
+          f"passes, {firm[1]} firm fails, {len(judged) - sum(firm)} the grids "
           f"cannot resolve{f', {len(chances) - len(judged)} not in the grids' if len(judged) < len(chances) else ''}; the "
           f"picks pass an expected {sum(judged):.1f} of {len(chances)}. The best pick any rule could make in each of "
           f"the {len(best_chances)} cells passes an expected {sum(best_chances):.1f}, and at least {need} (90 %) with a "
