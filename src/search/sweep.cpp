@@ -54,20 +54,33 @@ void merge_repetition(Trial& point, const Trial& t) {
         point.repetitions;
 }
 
-// Each point's figures from its pooled repetitions: step statistics; a runner's own samples/s (a
-// command's step lines) when every repetition reported one; data-parallel scaling against one
-// process's median.
-void summarize_points(SweepResult& r, const std::vector<std::vector<double>>& reported,
-                      const std::vector<std::vector<double>>& alone) {
+// Each of a batch's trials' samples/s that ran ok, in the order they ran.
+std::vector<double> ok_rates(const std::vector<Trial>& trials) {
+  std::vector<double> rates;
+  for (const Trial& t : trials)
+    if (t.outcome == Outcome::Ok) rates.push_back(t.samples_per_s);
+  return rates;
+}
+
+// Each point's figures from its pooled repetitions (`trials`: each batch's, in the order they ran):
+// step statistics; a runner's own samples/s (a command's step lines) when every repetition reported
+// one; data-parallel scaling against one process's median.
+void summarize_points(SweepResult& r, const std::vector<std::vector<Trial>>& trials) {
   for (size_t i = 0; i < r.points.size(); ++i) {
     Trial& p = r.points[i];
     summarize_steps(p);
-    if (p.outcome == Outcome::Ok && !reported[i].empty() && static_cast<int>(reported[i].size()) == p.repetitions) {
-      p.samples_per_s = median(reported[i]);
+    std::vector<double> reported, alone;
+    for (const Trial& t : trials[i]) {
+      if (t.throughput_reported) reported.push_back(t.samples_per_s);
+      if (t.distributed && t.distributed->single_process_samples_per_s)
+        alone.push_back(*t.distributed->single_process_samples_per_s);
+    }
+    if (p.outcome == Outcome::Ok && !reported.empty() && static_cast<int>(reported.size()) == p.repetitions) {
+      p.samples_per_s = median(reported);
       p.throughput_reported = true;
     }
-    if (p.distributed && !alone[i].empty()) {  // the median of one process's figures, against the median here
-      const double solo = median(alone[i]);
+    if (p.distributed && !alone.empty()) {  // the median of one process's figures, against the median here
+      const double solo = median(alone);
       p.distributed->single_process_samples_per_s = solo;
       p.distributed->scaling_efficiency =
           p.outcome == Outcome::Ok ? std::optional<double>(p.samples_per_s / (p.distributed->world_size * solo))
@@ -163,9 +176,6 @@ class SweepRun {
     r.knee_tolerance = o.knee_tolerance();
     r.min_time_s = o.min_time_s();
     r.points.resize(sizes_.size());
-    reported_.resize(sizes_.size());
-    alone_.resize(sizes_.size());
-    rates_.resize(sizes_.size());
     trials_.resize(sizes_.size());
     planned_ = static_cast<int>(sizes_.size()) * o.repetitions();
     double planned_s = 0;
@@ -181,8 +191,8 @@ class SweepRun {
         if (rep == 0 && stops_after(i)) break;
       }
     retry_shared_cpu();
-    summarize_points(r, reported_, alone_);
-    if (remeasure_noise_at_the_knee()) summarize_points(r, reported_, alone_);
+    summarize_points(r, trials_);
+    if (remeasure_noise_at_the_knee()) summarize_points(r, trials_);
     if (smallest_failure_) bound_by_failure(r, *smallest_failure_);
     r.knee_batch = knee_batch(r.points, o_.knee_tolerance());
     warn_of_noise();
@@ -244,15 +254,10 @@ class SweepRun {
     pool(i);
   }
 
-  // Batch i's point and per-repetition figures, from its trials in the order they ran.
+  // Batch i's point, from its trials in the order they ran.
   void pool(size_t i) {
     Trial& point = r.points[i];
-    reported_[i].clear(), alone_[i].clear(), rates_[i].clear();
     for (const Trial& t : trials_[i]) {
-      if (t.throughput_reported) reported_[i].push_back(t.samples_per_s);
-      if (t.distributed && t.distributed->single_process_samples_per_s)
-        alone_[i].push_back(*t.distributed->single_process_samples_per_s);
-      if (t.outcome == Outcome::Ok) rates_[i].push_back(t.samples_per_s);
       if (&t == &trials_[i].front())
         point = t;
       else
@@ -325,8 +330,9 @@ class SweepRun {
     const auto count_flat = [&] {
       best = 0, flat = 0;
       for (size_t j = 0; j <= i; ++j) {
-        if (rates_[j].empty()) continue;
-        const double rate = *std::max_element(rates_[j].begin(), rates_[j].end());
+        const std::vector<double> rates = ok_rates(trials_[j]);
+        if (rates.empty()) continue;
+        const double rate = *std::max_element(rates.begin(), rates.end());
         flat = rate > (1 + o_.knee_tolerance()) * best ? 0 : flat + 1;
         best = std::max(best, rate);
       }
@@ -335,11 +341,13 @@ class SweepRun {
     if (flat < o_.stop_after_flat()) return false;
     std::vector<size_t> again;
     for (size_t j = i + 1 - static_cast<size_t>(flat); j <= i; ++j)
-      if (rates_[j].size() == 1 && rates_[j][0] < (1 - kNoisyShare) * best) remeasure(j), again.push_back(j);
+      if (const std::vector<double> rates = ok_rates(trials_[j]);
+          rates.size() == 1 && rates[0] < (1 - kNoisyShare) * best)
+        remeasure(j), again.push_back(j);
     if (!again.empty()) count_flat();
     if (flat < o_.stop_after_flat()) {  // a slow first figure would have ended the sweep here: noise said so
       for (size_t j : again)
-        if (disagreement(rates_[j]) >= kNoisyShare) noisy_.push_back(j);
+        if (disagreement(ok_rates(trials_[j])) >= kNoisyShare) noisy_.push_back(j);
       return false;
     }
     r.not_run.assign(sizes_.begin() + static_cast<std::ptrdiff_t>(i) + 1, sizes_.end());
@@ -349,9 +357,6 @@ class SweepRun {
         o_.knee_tolerance() * 100, best, o_.stop_after_flat(), sizes_[i]);
     sizes_.resize(i + 1);
     r.points.resize(i + 1);
-    reported_.resize(i + 1);
-    alone_.resize(i + 1);
-    rates_.resize(i + 1);
     trials_.resize(i + 1);
     // The planned count stays: the trials left out count as done, so a progress total never changes.
     index_ += static_cast<int>(r.not_run.size()) * o_.repetitions();
@@ -362,9 +367,10 @@ class SweepRun {
   // Would batch i's fastest repetition, put in place of its pooled figure, move the knee? Noise only
   // slows a trial, so a batch whose figure that changes decides the knee on noise.
   bool moves_the_knee(size_t i) const {
-    if (r.points[i].outcome != Outcome::Ok || rates_[i].empty()) return false;
+    const std::vector<double> rates = ok_rates(trials_[i]);
+    if (r.points[i].outcome != Outcome::Ok || rates.empty()) return false;
     std::vector<Trial> fastest = r.points;
-    fastest[i].samples_per_s = *std::max_element(rates_[i].begin(), rates_[i].end());
+    fastest[i].samples_per_s = *std::max_element(rates.begin(), rates.end());
     return knee_batch(fastest, o_.knee_tolerance()) != knee_batch(r.points, o_.knee_tolerance());
   }
 
@@ -374,7 +380,7 @@ class SweepRun {
   bool remeasure_noise_at_the_knee() {
     std::vector<size_t> noisy;
     for (size_t i = 0; i < sizes_.size(); ++i)
-      if (!settled(rates_[i]) && moves_the_knee(i)) noisy.push_back(i);
+      if (!settled(ok_rates(trials_[i])) && moves_the_knee(i)) noisy.push_back(i);
     for (size_t i : noisy) remeasure(i), noisy_.push_back(i);
     return !noisy.empty();
   }
@@ -391,8 +397,9 @@ class SweepRun {
     for (size_t i : noisy_) {
       if (i >= sizes_.size() || r.points[i].outcome != Outcome::Ok) continue;
       noisy.push_back(sizes_[i]);
-      worst = std::max(worst, disagreement(rates_[i]));
-      if (!settled(rates_[i]) && moves_the_knee(i)) unsettled.push_back(sizes_[i]);
+      const std::vector<double> rates = ok_rates(trials_[i]);
+      worst = std::max(worst, disagreement(rates));
+      if (!settled(rates) && moves_the_knee(i)) unsettled.push_back(sizes_[i]);
     }
     r.unsettled = unsettled;
     if (noisy.empty()) return;
@@ -413,10 +420,7 @@ class SweepRun {
   const SweepOptions& o_;
   std::vector<int64_t> sizes_;
   int64_t budget_;
-  std::vector<std::vector<double>> reported_;  // a runner's own samples/s, per repetition
-  std::vector<std::vector<double>> alone_;     // data-parallel: one process's samples/s, per repetition
-  std::vector<std::vector<double>> rates_;     // each ok trial's samples/s, per batch
-  std::vector<std::vector<Trial>> trials_;     // each trial pooled, per batch, in the order they ran
+  std::vector<std::vector<Trial>> trials_;  // each trial pooled, per batch, in the order they ran
   struct Waited {
     size_t batch, trial;  // indices into sizes_ and that batch's trials_
     bool counted;         // the time left counts its retry
