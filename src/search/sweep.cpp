@@ -166,7 +166,7 @@ double disagreement(const std::vector<double>& rates) {
   return *fastest > 0 ? 1 - *slowest / *fastest : 0;
 }
 
-// One sweep in progress: its points, each repetition's samples/s per batch, and the trials run.
+// One sweep in progress: its points and each batch's trials.
 class SweepRun {
  public:
   SweepRun(TrialRunner& runner, const SweepOptions& o, std::vector<int64_t> sizes, int64_t budget)
