@@ -284,7 +284,7 @@ def pass_chances(runs, measure, draws=DRAWS, seed=0, seeds_scale=1.0, time_noise
             model, (q_spread, t_spread), (q_shared, t_shared) = fitted
             q_u = {s: rng.gauss(0, q_spread) for s in sorted(q_shared)}
             t_u = {day: rng.gauss(0, t_spread) for day in sorted(t_shared)}
-            return {b: (rng.gauss(m, q_se) + statistics.mean(q_u.get(s, 0.0) for s in own), own_se,
+            return {b: (rng.gauss(m, q_se) + math.fsum(q_u.get(s, 0.0) for s in own) / len(own), own_se,
                         t * math.exp(rng.gauss(0, t_se) + sum(w * t_u.get(day, 0.0) for day, w in weights)), n)
                     for b, (m, own_se, q_se, t, t_se, n, own, weights) in model.items()}
     else:
