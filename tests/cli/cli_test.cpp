@@ -746,14 +746,16 @@ TEST(Cli, NoiseReportsTheNoiseScaleWithItsTimeline) {
 }
 
 // validate: real training on Fashion-MNIST to a test accuracy at each candidate, each with its
-// scaled learning rate; the soonest is recommended.
+// scaled learning rate; the soonest is recommended. The candidates train smallest first, whatever
+// order they were given in, and the stage line lists them so.
 TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   const fs::path json = scratch() / "validate.json";
   const Outcome r = batchwise(
-      "validate --model mlp --batch-sizes 64,256 --target-accuracy 0.75 --max-epochs 1 "
+      "validate --model mlp --batch-sizes 256,64 --target-accuracy 0.75 --max-epochs 1 "
       "--threads 2 --no-history --json " +
       json.string());
   ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("validating: training to the target at each of 64, 256"), std::string::npos) << r.err;
   // Progress while each candidate trains (epoch, held-out metric, time so far and left), then its end.
   EXPECT_NE(r.err.find("[validate 1/2] batch 64: epoch "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("[validate 2/2] batch 256: epoch "), std::string::npos) << r.err;

@@ -1,6 +1,7 @@
 // batchwise validate: real time to a held-out target at each candidate batch, or full runs of the
 // user's length and schedule compared on final quality and time, each at its advised learning rate.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "../cli.h"
 #include "../session.h"
@@ -20,7 +21,10 @@ class Validate : public Command {
         "Train to a target test accuracy or loss at each batch size, or full runs of --epochs, with its scaled "
         "learning rate");
     w_.add(cmd);
-    cmd->add_option("--batch-sizes", batch_sizes_, "the candidates: a list or range, e.g. 32,128,512")->required();
+    cmd->add_option("--batch-sizes", batch_sizes_,
+                    "the candidates: a list or range, e.g. 32,128,512; each trains from the same weights, "
+                    "smallest first")
+        ->required();
     v_.add(cmd);
     v_.add_run(cmd);
     cmd->add_option("--batch-schedule", batch_schedule_,
@@ -61,10 +65,11 @@ class Validate : public Command {
                       "give --epochs N",
                       extend_below_));
     Session s("validate", w_, nullptr, /*test_split=*/true);
+    const std::string in_order = fmt::format("{}", fmt::join(candidates, ", "));  // as they train: sorted
     s.stage(v_.epochs > 0 ? fmt::format("validating: full runs of {:g} epochs ({} rate) at each of {}{}", v_.epochs,
-                                        v_.lr_schedule, batch_sizes_,
+                                        v_.lr_schedule, in_order,
                                         schedule.empty() ? "" : " and the schedule " + schedule_text(schedule))
-                          : fmt::format("validating: training to the target at each of {}", batch_sizes_));
+                          : fmt::format("validating: training to the target at each of {}", in_order));
     s.report.validation = validate(*s.workload(), s.held_out(),
                                    v_.options(candidates, base_batch_)
                                        .batch_schedule(schedule)
