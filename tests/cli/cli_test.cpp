@@ -60,6 +60,11 @@ TEST(Cli, MalformedOptions) {
                      "--nproc: 0: must be at least 1 (the number of local processes)");
   expect_clean_error("sweep --batch-sizes 16,,32", 2, "--batch-sizes: '' is not a batch size");
   expect_clean_error("sweep --model mlp", 2, "no batch sizes; pass --batch-sizes");
+  // 0 epochs is no run: refused, not read as the flag left out (it once ran a plain tune).
+  expect_clean_error("tune --model mlp --dataset synthetic --epochs 0", 2,
+                     "--epochs: 0: must be above 0 (leave it out: tune then answers for its race's horizon");
+  expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 8 --epochs nan", 2,
+                     "--epochs: nan: not a finite number");
   expect_clean_error("fit --model mlp --dataset synthetic --target 2", 2,
                      "--target: 2: must be at most 1 (a fraction of the budget)");
   expect_clean_error("fit --model transformer --dataset synthetic --seq-len 128-32", 2,

@@ -68,6 +68,8 @@ constexpr Bound kBounds[] = {
     {"--target-accuracy", 0, true, 1},
     {"--target-loss", 0, true, 1e9},
     {"--max-epochs", 0, true, 1e6},
+    {"--epochs", 0, true, 1e6,
+     "leave it out: tune then answers for its race's horizon, and validate times each batch to a target"},
     {"--max-seconds", 0, false, kMaxSeconds},
     {"--trial-timeout", 0, false, kMaxSeconds},
     {"--dist-timeout", 0, true, kMaxSeconds},
