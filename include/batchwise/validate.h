@@ -177,6 +177,17 @@ struct ValidationResult {
   /// errors of a proportion over the held-out set), loss within 2 % (no per-sample spread is kept).
   std::optional<int64_t> best_batch;
   std::vector<int64_t> good_batches;
+  /// Full runs: the held-out loss at the initial weights, on the whole test split. A run whose final
+  /// loss is not 2 % below it did not leave the start: it is neither best nor good (its `message`
+  /// says so), and where no run left it there is no best or fastest batch.
+  std::optional<double> loss_before;
+
+  /// Full runs: whether any run finished (has a final quality), left the start or not.
+  bool any_finished() const {
+    for (const ValidationRun& r : runs)
+      if (r.final_loss) return true;
+    return false;
+  }
   /// A batch-size schedule's run (the last of `runs`), judged against the fixed batches' best: the
   /// training time it saves against the fastest good fixed batch (negative: it took longer), where
   /// its final quality is good; none otherwise.
@@ -193,6 +204,7 @@ void fields(V& v, T& r) {
   v("lr_schedule", r.lr_schedule, When{r.epochs > 0});
   v("best_batch", r.best_batch, When{r.epochs > 0});
   v("good_batches", r.good_batches, When{r.epochs > 0});
+  v("loss_before", r.loss_before, When{r.epochs > 0});
   v("schedule_saving", r.schedule_saving, When{r.schedule_saving.has_value()});
   v("runs", r.runs);
 }

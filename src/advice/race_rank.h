@@ -15,9 +15,6 @@ namespace batchwise::detail {
 
 // ---- thresholds ---------------------------------------------------------------------------------
 
-/// An entry has left the start once an evaluation after it is 2 % below the loss all began at: until
-/// then the entries sit on the initial plateau, and a ranking would be by noise (the notes say "2 %").
-constexpr double kLeftTheStart = 0.98;
 /// A rung's line through an entry's latest evaluations uses at least 2 of them: a line needs two.
 constexpr size_t kLineMinPoints = 2;
 /// The scatter about that line reads at least the latest 4 evaluations, so that it rests on more than

@@ -304,7 +304,8 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
   Recommendation out = rec;
   if (v.epochs > 0) {  // full runs: the fastest whose final quality is within noise of the best
     if (!fastest)
-      out.reason = fmt::format("{}; not validated: no full run of {:g} epochs finished", rec.reason, v.epochs);
+      out.reason = fmt::format("{}; not validated: no full run of {:g} epochs {}", rec.reason, v.epochs,
+                               v.any_finished() ? "left the start (each run's note says so)" : "finished");
     else if (fastest->batch == rec.batch)
       out.reason = fmt::format(
           "{}; validated by full runs of {:g} epochs ({} rate): the fastest within noise of the "
@@ -405,6 +406,11 @@ struct Assessed {
 // From a validation: the candidates trained in full (or to the target).
 Assessed from_validation(const ValidationResult& v, int64_t batch) {
   const std::string how = v.epochs > 0 ? fmt::format("full runs of {:g} epochs", v.epochs) : "training to " + v.target;
+  if (!v.fastest_batch && v.epochs > 0 && v.any_finished())
+    return {Confidence::Low,
+            fmt::format("the validation's {} left the plateau at the start at none of its candidates, so nothing "
+                        "checked the answer; a longer --epochs trains past it",
+                        how)};
   if (!v.fastest_batch)
     return {Confidence::Low, fmt::format("the validation's {} finished none of its candidates, so nothing checked the "
                                          "answer; give a reachable target or more --max-epochs",

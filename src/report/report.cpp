@@ -329,7 +329,7 @@ void full_runs_table(Lines& line, const ValidationResult& v) {
   for (const auto& run : v.runs) {
     std::string note = run.message;
     const bool fixed = run.schedule.empty();
-    if (run.final_loss)
+    if (run.final_loss && run.message.empty())
       note = fixed && v.fastest_batch && *v.fastest_batch == run.batch ? "<- fastest within noise of the best"
              : fixed && v.best_batch && *v.best_batch == run.batch     ? "best"
              : run.good                                                ? "within noise of the best"
@@ -470,6 +470,9 @@ std::string to_table(const Report& r) {
                      rec.confidence ? fmt::format(" (confidence {})", to_string(*rec.confidence)) : ""));
     for (const std::string& clause : clauses(rec.reason)) line("  " + clause);
     if (rec.confidence) line(fmt::format("confidence {}: {}", to_string(*rec.confidence), rec.confidence_reason));
+  } else if (r.validation) {  // validate's own answer: none, and why
+    line("");
+    line(closing_line(r));
   }
   if (r.lr) {  // a scaled rate no range test looked at is the rule's guess, and says so
     const bool unchecked = !r.lr->range && r.lr->scaled.factor != 1;

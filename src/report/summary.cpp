@@ -112,6 +112,15 @@ std::string decider_line(const Report& r) {
 std::string closing_line(const Report& r) {
   if (!r.recommendation) {
     if (r.fit && !r.fit->batch) return "answer: none: no batch fits (" + r.fit->message + ")";
+    if (const ValidationResult* v = r.validation ? &*r.validation : nullptr; v && !v->runs.empty()) {
+      if (v->epochs > 0 && v->any_finished())
+        return fmt::format(
+            "answer: none: no run left the start in {:g} epochs (each run's note says so): a longer "
+            "--epochs trains past it",
+            v->epochs);
+      return v->epochs > 0 ? "answer: none: no full run finished (each run's note says why)"
+                           : fmt::format("answer: none: no batch reached {} (each run's note says why)", v->target);
+    }
     return "answer: none: no batch trained (the report's warnings say why)";
   }
   std::vector<std::string> parts{fmt::format("answer: batch {}", r.recommendation->batch)};

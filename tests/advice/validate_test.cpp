@@ -11,6 +11,7 @@
 
 #include "batchwise/error.h"
 #include "batchwise/memory.h"
+#include "batchwise/recommend.h"
 #include "batchwise/report.h"
 #include "batchwise/validate.h"
 #include "batchwise/workload.h"
@@ -91,13 +92,59 @@ TEST(Validate, FullRunsTrainTheEpochsAndCompareFinalQuality) {
     if (r.good) fastest_s = std::min(fastest_s, r.train_s);
   for (const ValidationRun& r : v.runs)
     if (r.batch == *v.fastest_batch) EXPECT_EQ(r.train_s, fastest_s);
+  // Every run left the start: its final loss 2 % below the initial weights', measured on the same set.
+  ASSERT_TRUE(v.loss_before.has_value());
+  for (const ValidationRun& r : v.runs) {
+    EXPECT_LE(*r.final_loss, 0.98 * *v.loss_before) << r.batch;
+    EXPECT_EQ(r.message, "") << r.batch;
+  }
   // The JSON carries the full runs' fields.
   Report report;
   report.validation = v;
   const std::string json = to_json(report);
-  for (const char* field :
-       {"\"final_loss\"", "\"final_accuracy\"", "\"good_batches\"", "\"best_batch\"", "\"lr_schedule\": \"cosine\""})
+  for (const char* field : {"\"final_loss\"", "\"final_accuracy\"", "\"good_batches\"", "\"best_batch\"",
+                            "\"lr_schedule\": \"cosine\"", "\"loss_before\""})
     EXPECT_NE(json.find(field), std::string::npos) << field;
+}
+
+// Full runs too short to leave the start (one step each at a rate that moves nothing) end at chance:
+// none is best, good or recommended, each says why, and the closing line says what to do. Before,
+// 0.001 epochs of lenet answered "batch 64, the best of the runs" at 0.0558 accuracy.
+TEST(Validate, FullRunsThatNeverLeftTheStartAnswerNothing) {
+  auto w = mlp(1000);
+  const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
+  const ValidationResult v =
+      validate(*w, held_out, ValidateOptions({100, 500}).epochs(0.1).measure_lr(false).base_lr(1e-9));
+  ASSERT_EQ(v.runs.size(), 2u);
+  ASSERT_TRUE(v.loss_before.has_value());
+  for (const ValidationRun& r : v.runs) {
+    EXPECT_EQ(r.steps, 1) << r.batch;
+    ASSERT_TRUE(r.final_loss.has_value()) << r.batch;  // it finished: its figures stay in the report
+    EXPECT_FALSE(r.good) << r.batch;
+    EXPECT_EQ(r.message.rfind("did not leave the start in 0.1 epochs: held-out loss ", 0), 0u) << r.message;
+    EXPECT_NE(r.message.find("not 2 % below the initial weights' "), std::string::npos) << r.message;
+  }
+  EXPECT_FALSE(v.best_batch.has_value());
+  EXPECT_FALSE(v.fastest_batch.has_value());
+  EXPECT_TRUE(v.good_batches.empty());
+  Report report;
+  report.validation = v;
+  EXPECT_FALSE(recommend(v).has_value());
+  EXPECT_EQ(closing_line(report),
+            "answer: none: no run left the start in 0.1 epochs (each run's note says so): a longer --epochs trains "
+            "past it");
+  EXPECT_NE(to_table(report).find(closing_line(report)), std::string::npos);
+  // tune --validate: nothing checked the answer, and both its reason and its confidence say why.
+  const Recommendation predicted{100, "the reason"};
+  EXPECT_EQ(confirm(predicted, v).reason,
+            "the reason; not validated: no full run of 0.1 epochs left the start (each run's note says so)");
+  Evidence e;
+  e.validation = &v;
+  const Recommendation checked = with_confidence(predicted, e);
+  EXPECT_EQ(checked.confidence, Confidence::Low);
+  EXPECT_EQ(checked.confidence_reason,
+            "the validation's full runs of 0.1 epochs left the plateau at the start at none of its candidates, so "
+            "nothing checked the answer; a longer --epochs trains past it");
 }
 
 // Full runs whose best is the smallest batch given train half of it too, in batch order beside the
