@@ -225,6 +225,9 @@ struct RunRace {
   int64_t reference_batch = 0;         ///< the smallest candidate: the one that trains
   std::vector<double> lengths_epochs;  ///< its three compressed runs' lengths
   std::vector<CompressedRun> runs;     ///< in that order
+  /// Whether the longest compressed run was the whole run (the shortest a quarter of it): its gaps
+  /// were read at the run's end, carried nowhere; each candidate trained the user's run once.
+  bool whole_run() const { return !lengths_epochs.empty() && lengths_epochs.back() >= epochs * (1 - 1e-9); }
   std::optional<double> noise_at_start;
   /// The learning curve: the error (1 - accuracy, or the loss) fell by gains[0] from the first run
   /// to the second and gains[1] from the second to the third. Where the second gain is smaller and

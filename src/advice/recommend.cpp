@@ -465,21 +465,28 @@ Assessed from_run_race(const RunRace& race) {
                     unjudged.empty() ? "before it raced on to check its answer"
                                      : fmt::format("before it judged {}", fmt::join(unjudged, ", ")),
                     fmt::join(good, ", "))};
+  const std::string judged =
+      fmt::format("{} judged no worse: {}", good.size() == 1 ? "one batch" : fmt::format("{} batches", good.size()),
+                  fmt::join(good, ", "));
   const double seen = race.lengths_epochs.empty() ? 0 : race.lengths_epochs.back();
   const double doublings = seen > 0 ? std::log2(race.epochs / seen) : 0;  // carried past the longest run
   if (doublings > kFarthestCarry)
     return {Confidence::Low,
             fmt::format("predicted for your {:g}-epoch run from compressed runs of at most {:.2g} epochs ({:.1f} % of "
-                        "it): each batch's gap was carried over {:.1f} doublings of the run ({} judged no worse: {}); "
-                        "{} sees an eighth of it, and --validate trains the full runs",
-                        race.epochs, seen, 100 * seen / race.epochs, doublings,
-                        good.size() == 1 ? "one batch" : fmt::format("{} batches", good.size()), fmt::join(good, ", "),
+                        "it): each batch's gap was carried over {:.1f} doublings of the run ({}); {} sees an eighth of "
+                        "it, and --validate trains the full runs",
+                        race.epochs, seen, 100 * seen / race.epochs, doublings, judged,
                         larger_budget(race.wall_s, kStepGridMargin * race.epochs / std::exp2(kFarthestCarry) / seen))};
+  if (race.whole_run())  // its longest run was the user's: measured, one run a batch, one seed
+    return {Confidence::Medium,
+            fmt::format("measured, not predicted: each batch trained your whole {:g}-epoch run once from your weights "
+                        "({}), so one seed's spread is not in it; `validate --epochs {:g} --lr-schedule {} "
+                        "--batch-sizes {} --seed 1` trains them again from other weights",
+                        race.epochs, judged, race.epochs, race.lr_schedule, fmt::join(good, ","))};
   return {Confidence::Medium,
-          fmt::format("predicted for your {:g}-epoch run from compressed runs ({} judged no worse: {}), not trained in "
-                      "full; --validate trains the candidates' full runs to check it",
-                      race.epochs, good.size() == 1 ? "one batch" : fmt::format("{} batches", good.size()),
-                      fmt::join(good, ", "))};
+          fmt::format("predicted for your {:g}-epoch run from compressed runs ({}), not trained in full; --validate "
+                      "trains the candidates' full runs to check it",
+                      race.epochs, judged)};
 }
 
 // From the batch race: resolved or within noise, and for how long a run.

@@ -52,7 +52,6 @@ using detail::kTrendNoise;
 using detail::now_s;
 using detail::out_of_time;
 using detail::race_once;
-using detail::runs_to_the_end;
 using detail::saves_enough;
 using detail::Trained;
 // A measured noise scale below one sample (its trace estimate can come out at or below 0): every
@@ -185,7 +184,7 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
         accuracy ? "" : "about ", amount(off)));
   }
   if (!pick) return;
-  const bool whole_run = runs_to_the_end(race);  // the gaps were measured at its end, not carried
+  const bool whole_run = race.whole_run();  // the gaps were measured at its end, not carried
   if (pick->batch == race.reference_batch) {
     const bool floored = std::any_of(race.entries.begin(), race.entries.end(),
                                      [](const RunRaceEntry& e) { return e.gap_as.has_value(); });
@@ -372,7 +371,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
   // reserve's 32 at chance after 1 epoch and 0.83 accuracy after 2, 64 and 128 at chance after 2).
   const size_t middle = race.runs.size() >= 3 ? race.runs.size() - 2 : 0;
   const bool only_in_longest = middle > 0 && !off_the_start(*race.runs[middle].loss, loss_before);
-  if (only_in_longest && runs_to_the_end(race))
+  if (only_in_longest && race.whole_run())
     race.notes.push_back(fmt::format(
         "batch {} (the reference) left the start only in its longest compressed run, your whole {:g}-epoch run "
         "(held-out loss {:.4g} after {:.3g} epochs against {:.4g} at your initial weights): every gap is read at the "

@@ -74,12 +74,6 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
 /// The longest compressed run is at most the whole run: the shortest at most a quarter of it.
 constexpr double kLongestShare = 0.25;
 
-/// Whether `race`'s longest compressed run is the whole run (its shortest a quarter of it): its gaps
-/// were read at the run's end, carried nowhere.
-inline bool runs_to_the_end(const RunRace& race) {
-  return !race.lengths_epochs.empty() && race.lengths_epochs.back() >= race.epochs * (1 - 1e-9);
-}
-
 /// A noise scale the measurement could not tell from infinite (|G|^2 not above its noise): every
 /// batch of the run is far below it.
 constexpr double kNoiseUnbounded = 1e12;

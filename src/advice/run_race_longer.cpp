@@ -283,7 +283,7 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
     double reference_adds = 4 * f;                               // of its full run: its new longest run
     const bool to_the_end = 4 * f > 1 + 1e-9;
     if (to_the_end) {  // twice as long would pass the run's end: the longest run is the whole run
-      if (runs_to_the_end(*last)) {
+      if (last->whole_run()) {
         stopped = fmt::format("that run was your whole {:g}-epoch run: none longer fits", race.epochs);
         break;
       }
@@ -376,7 +376,7 @@ RunRace race_with_rounds(ModuleWorkload& w, const Dataset& held_out, const RunRa
   // H200's transformer, 4 epochs: 2,048 led 4,096 to 65,536, and 256 ends 4.6 points above it).
   // Within a compressed run the smallest batch leads as a rule, which says nothing of the run's end.
   const bool led_the_run =
-      first.best_batch == first.reference_batch && runs_to_the_end(first) &&
+      first.best_batch == first.reference_batch && first.whole_run() &&
       std::none_of(first.entries.begin() + 1, first.entries.end(), [](const RunRaceEntry& e) { return e.good; });
   if (!(first.reference_stuck || led_the_run) || batches.empty())
     return first.reference_stuck

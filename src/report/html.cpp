@@ -94,9 +94,10 @@ std::string decided_bullet(const Report& r, int64_t batch) {
                   "validation", "the runs");
   }
   if (r.run_race && r.run_race->best_batch == batch)
-    return bullet(fmt::format("The fastest {:g}-epoch run without a worse model, predicted from compressed runs of "
-                              "the smallest candidate.",
-                              r.run_race->epochs),
+    return bullet(fmt::format("The fastest {:g}-epoch run without a worse model, {}.", r.run_race->epochs,
+                              r.run_race->whole_run()
+                                  ? "measured: each candidate trained your whole run once"
+                                  : "predicted from your schedule compressed into short runs at each candidate"),
                   "run-race", "the run race");
   if (r.race && r.race->best_batch == batch) {
     const BatchRace& race = *r.race;

@@ -232,6 +232,20 @@ TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
             std::string::npos)
       << r.confidence_reason;
 
+  // A run short enough that the longest compressed run was the whole run: measured, not predicted,
+  // one run a batch (it said "not trained in full" of a 0.1-epoch run every batch had trained).
+  run_race.epochs = 0.4;
+  run_race.lr_schedule = "cosine";
+  run_race.entries = {RunRaceEntry{}, RunRaceEntry{}};
+  run_race.entries[0].batch = 32, run_race.entries[0].good = true;
+  run_race.entries[1].batch = 64, run_race.entries[1].good = true;
+  r = with_confidence(rec, predicted);
+  EXPECT_EQ(r.confidence, Confidence::Medium);
+  EXPECT_EQ(r.confidence_reason,
+            "measured, not predicted: each batch trained your whole 0.4-epoch run once from your weights (2 batches "
+            "judged no worse: 32, 64), so one seed's spread is not in it; `validate --epochs 0.4 --lr-schedule cosine "
+            "--batch-sizes 32,64 --seed 1` trains them again from other weights");
+
   race.best_batch.reset();  // the race recommended none: the knee answered
   r = with_confidence(rec, e);
   EXPECT_EQ(r.confidence, Confidence::Low);
