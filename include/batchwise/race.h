@@ -276,6 +276,15 @@ double race_overhead_s(const BatchRaceOptions& options, int64_t held_out_size,
 /// end is slower.
 std::vector<int64_t> race_candidates(const std::vector<Trial>& sweep_points, int count = 6);
 
+/// The sweep's points a race may train: those whose batch is at most the training set's `dataset`
+/// samples (a larger batch repeats samples within one step, which no training run does; the fit and
+/// the sweep still measure it). `larger`: the batches left out, in sweep order.
+std::vector<Trial> within_dataset(const std::vector<Trial>& sweep_points, int64_t dataset,
+                                  std::vector<int64_t>& larger);
+
+/// What a race's notes say of the batches within_dataset left out; empty where none was.
+std::string larger_than_dataset_note(const std::vector<int64_t>& larger, int64_t dataset);
+
 /// Each of `batches`' samples/s in the sweep (its ok point's), in the same order: the figures
 /// BatchRaceOptions takes beside the candidates and the reserve.
 std::vector<double> race_rates(const std::vector<Trial>& sweep_points, const std::vector<int64_t>& batches);

@@ -59,6 +59,25 @@ std::vector<int64_t> race_candidates(const std::vector<Trial>& points, int count
   return batches;
 }
 
+std::vector<Trial> within_dataset(const std::vector<Trial>& points, int64_t dataset, std::vector<int64_t>& larger) {
+  larger.clear();
+  std::vector<Trial> kept;
+  for (const Trial& p : points)
+    if (p.batch <= dataset)
+      kept.push_back(p);
+    else
+      larger.push_back(p.batch);
+  return kept;
+}
+
+std::string larger_than_dataset_note(const std::vector<int64_t>& larger, int64_t dataset) {
+  if (larger.empty()) return "";
+  return fmt::format(
+      "{} {} not raced: larger than the {} training samples, a step would repeat samples (the fit and "
+      "the sweep measured {})",
+      larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), dataset, larger.size() > 1 ? "them" : "it");
+}
+
 std::vector<double> race_rates(const std::vector<Trial>& points, const std::vector<int64_t>& batches) {
   std::vector<double> rates;
   for (int64_t b : batches)

@@ -260,14 +260,16 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   ModuleWorkload* w = module_of(subject);
   // Held back: the two largest batches below the candidates, which race only when none of these
   // leaves the plateau at the start; after a run race stuck on it, they race from the first rung.
-  const detail::RaceEntries entries = detail::race_entries(report.sweep->points, run_race_stuck(report));
+  std::vector<int64_t> larger;
+  const std::vector<Trial> points = within_dataset(report.sweep->points, w->data().size(), larger);
+  const detail::RaceEntries entries = detail::race_entries(points, run_race_stuck(report));
   const std::vector<int64_t>& candidates = entries.candidates;
   const std::vector<int64_t>& reserve = entries.reserve;
   if (candidates.size() < 2) return;
-  const std::vector<double> rates = race_rates(report.sweep->points, candidates);
+  const std::vector<double> rates = race_rates(points, candidates);
   const Dataset test = head(held_out(subject, *w), 2048);
-  const RaceTime t = race_time(o, report, report.sweep->points, step_cost(report.sweep->points), spent_s,
-                               w->data().size(), test.size());
+  const RaceTime t =
+      race_time(o, report, points, step_cost(report.sweep->points), spent_s, w->data().size(), test.size());
   restate_the_plan(o, laps, "race", t.wall_s, batch_race_most_s(t));
   laps.expect("race", t.wall_s);
   stage(o, Phase::Race,
@@ -285,8 +287,9 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                                  .target_accuracy(o.target_accuracy())
                                  .target_loss(o.target_loss())
                                  .reserve(reserve)
-                                 .reserve_samples_per_s(race_rates(report.sweep->points, reserve))
+                                 .reserve_samples_per_s(race_rates(points, reserve))
                                  .on_progress(o.on_race()));
+  if (!larger.empty()) report.race->notes.push_back(larger_than_dataset_note(larger, w->data().size()));
   if (!entries.early.empty())
     report.race->notes.insert(report.race->notes.begin(),
                               fmt::format("the reserve {} raced from the first rung: the run race's compressed runs, "
@@ -322,12 +325,14 @@ std::string run_race_step_text(double run_epochs, const RunRaceStep& p) {
 // budget as the batch race.
 void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent_s, Report& report, Laps& laps) {
   ModuleWorkload* w = module_of(subject);
-  const std::vector<int64_t> candidates = race_candidates(report.sweep->points);
+  std::vector<int64_t> larger;
+  const std::vector<Trial> points = within_dataset(report.sweep->points, w->data().size(), larger);
+  const std::vector<int64_t> candidates = race_candidates(points);
   if (candidates.size() < 2) return;
-  const std::vector<double> rates = race_rates(report.sweep->points, candidates);
+  const std::vector<double> rates = race_rates(points, candidates);
   const Dataset test = held_out(subject, *w);
-  const RaceTime t = run_race_time(o, report, report.sweep->points, step_cost(report.sweep->points), spent_s,
-                                   w->data().size(), test.size());
+  const RaceTime t =
+      run_race_time(o, report, points, step_cost(report.sweep->points), spent_s, w->data().size(), test.size());
   const double wall_limit_s = run_race_most_s(t);
   restate_the_plan(o, laps, "run race", t.wall_s, wall_limit_s);
   laps.expect("run race", t.wall_s);
@@ -346,12 +351,12 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
         t.wall_s);
   // Held back, as in the batch race: the two largest batches below the candidates, which race only
   // when the reference never leaves the start, or trains the whole run and ends ahead of the rest.
-  const std::vector<int64_t> reserve = race_reserve(report.sweep->points, candidates);
+  const std::vector<int64_t> reserve = race_reserve(points, candidates);
   report.run_race = race_runs(*w, test,
                               run_race_options(o, report, candidates, rates)
                                   .budget_s(t.train_s)
                                   .reserve(reserve)
-                                  .reserve_samples_per_s(race_rates(report.sweep->points, reserve))
+                                  .reserve_samples_per_s(race_rates(points, reserve))
                                   .on_progress(o.on_run_race())
                                   .on_step([&o](const RunRaceStep& p) {
                                     if (o.on_run_race()) o.on_run_race()(run_race_step_text(o.epochs(), p));
@@ -360,6 +365,7 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
                                     stage(o, Phase::Race, "run race: " + why);  // a line in every mode
                                   })
                                   .max_wall_s(wall_limit_s));
+  if (!larger.empty()) report.run_race->notes.push_back(larger_than_dataset_note(larger, w->data().size()));
   if (report.run_race->stopped_at_wall_limit)
     report.context.warnings.push_back(wall_limit_warning(
         "the run race", wall_limit_s,
@@ -609,9 +615,11 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
   if (raced) {
     ModuleWorkload* w = module_of(subject);
     const double spent_s = laps.elapsed_s() + sweep_s + noise_s;
+    std::vector<int64_t> larger;  // the races train only batches within the training set, as planned here
+    const std::vector<Trial> raced_points = within_dataset(points, w->data().size(), larger);
     race = o.epochs() > 0
-               ? run_race_time(o, report, points, cost, spent_s, w->data().size(), held_out(subject, *w).size())
-               : race_time(o, report, points, cost, spent_s, w->data().size(), held_out(subject, *w).size());
+               ? run_race_time(o, report, raced_points, cost, spent_s, w->data().size(), held_out(subject, *w).size())
+               : race_time(o, report, raced_points, cost, spent_s, w->data().size(), held_out(subject, *w).size());
   }
   // A batch race on the plateau at the start trains up to twice its budget (race.h); a run race whose
   // reference does not leave the start races its reserve for one more (run_race.h), then its runs

@@ -2,6 +2,8 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "batchwise/fit.h"
@@ -142,6 +144,52 @@ TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
   ASSERT_TRUE(run.recommendation.has_value());
   if (run.run_race->best_batch) EXPECT_EQ(run.recommendation->batch, *run.run_race->best_batch);
   for (const std::string& w : run.context.warnings) EXPECT_EQ(w.find("--epochs was not used"), std::string::npos) << w;
+  at::set_num_threads(threads);
+}
+
+// A batch larger than the training set repeats samples within a step, which no run does: neither race
+// trains it (the fit and the sweep still measure it), and each race's notes say so.
+TEST(Tune, ABatchLargerThanTheTrainingSetIsNotRaced) {
+  std::vector<Trial> points(3);
+  for (size_t i = 0; i < points.size(); ++i) points[i].batch = int64_t{256} << (2 * i);  // 256, 1024, 4096
+  std::vector<int64_t> larger{7};
+  const std::vector<Trial> kept = within_dataset(points, 1024, larger);
+  ASSERT_EQ(kept.size(), 2u);  // the whole set in one step is a batch: 1,024 of 1,024 stays
+  EXPECT_EQ(kept.back().batch, 1024);
+  EXPECT_EQ(larger, (std::vector<int64_t>{4096}));
+  EXPECT_EQ(larger_than_dataset_note(larger, 1024),
+            "batch 4096 not raced: larger than the 1024 training samples, a step would repeat samples (the fit and "
+            "the sweep measured it)");
+  EXPECT_EQ(larger_than_dataset_note({}, 1024), "");
+
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  auto w = small();  // 1,024 samples
+  InjectedRates runner(*w);
+  const auto options = [] {
+    return raced_tune()
+        .fit(FitOptions().budget_bytes(64 << 20).max(2048))
+        .sweep(SweepOptions().batch_sizes({8, 16, 2048}).warmup(1).steps(2).repetitions(1).stop_after_flat(-1));
+  };
+  const auto has_note = [](const std::vector<std::string>& notes) {
+    return std::count(notes.begin(), notes.end(), larger_than_dataset_note({2048}, 1024)) == 1;
+  };
+  for (const Report& r : {tune(TuneSubject(runner, w.get()), options()),
+                          tune(TuneSubject(runner, w.get()), options().epochs(0.5).lr_schedule(LrSchedule::Cosine))}) {
+    ASSERT_TRUE(r.sweep.has_value());
+    ASSERT_EQ(r.sweep->points.size(), 3u);                                             // swept: 2,048 was measured
+    EXPECT_EQ(race_candidates(r.sweep->points), (std::vector<int64_t>{8, 16, 2048}));  // as fast per sample
+    if (r.run_race) {
+      for (const RunRaceEntry& e : r.run_race->entries) EXPECT_LE(e.batch, 16);
+      EXPECT_TRUE(has_note(r.run_race->notes));
+    } else {
+      ASSERT_TRUE(r.race.has_value());
+      for (const RaceEntry& e : r.race->entries) EXPECT_LE(e.batch, 16);
+      EXPECT_TRUE(has_note(r.race->notes));
+    }
+    ASSERT_TRUE(r.recommendation.has_value());
+    EXPECT_LE(r.recommendation->batch, 1024);
+  }
   at::set_num_threads(threads);
 }
 
