@@ -177,15 +177,16 @@ struct ValidationResult {
   /// errors of a proportion over the held-out set), loss within 2 % (no per-sample spread is kept).
   std::optional<int64_t> best_batch;
   std::vector<int64_t> good_batches;
-  /// Full runs: the held-out loss at the initial weights, on the whole test split. A run whose final
-  /// loss is not 2 % below it did not leave the start: it is neither best nor good (its `message`
-  /// says so), and where no run left it there is no best or fastest batch.
-  std::optional<double> loss_before;
+  /// Full runs: the held-out loss and accuracy at the initial weights, on the whole test split. A run
+  /// whose final loss is not 2 % below that loss, nor its accuracy above that accuracy beyond the
+  /// split's noise, did not leave the start: it is neither best nor good (its `message` says so), and
+  /// where no fixed batch's run left it there is no best or fastest batch.
+  std::optional<double> loss_before, accuracy_before;
 
-  /// Full runs: whether any run finished (has a final quality), left the start or not.
-  bool any_finished() const {
+  /// Full runs: whether any fixed batch's run finished (has a final quality), left the start or not.
+  bool any_fixed_run_finished() const {
     for (const ValidationRun& r : runs)
-      if (r.final_loss) return true;
+      if (r.final_loss && r.schedule.empty()) return true;
     return false;
   }
   /// A batch-size schedule's run (the last of `runs`), judged against the fixed batches' best: the
@@ -205,6 +206,7 @@ void fields(V& v, T& r) {
   v("best_batch", r.best_batch, When{r.epochs > 0});
   v("good_batches", r.good_batches, When{r.epochs > 0});
   v("loss_before", r.loss_before, When{r.epochs > 0});
+  v("accuracy_before", r.accuracy_before, When{r.epochs > 0});
   v("schedule_saving", r.schedule_saving, When{r.schedule_saving.has_value()});
   v("runs", r.runs);
 }

@@ -71,7 +71,7 @@ std::optional<Crossing> first_crossing(const Curve& curve, const HeldOutTarget& 
 // holds chance-level loss for most of an epoch).
 bool left_the_start(const RaceEntry& e, double loss_before) {
   for (const auto& p : e.curve)
-    if (p.train_s > 0 && p.loss < kLeftTheStart * loss_before) return true;
+    if (p.train_s > 0 && off_the_start(p.loss, loss_before)) return true;
   return false;
 }
 

@@ -305,7 +305,7 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
   if (v.epochs > 0) {  // full runs: the fastest whose final quality is within noise of the best
     if (!fastest)
       out.reason = fmt::format("{}; not validated: no full run of {:g} epochs {}", rec.reason, v.epochs,
-                               v.any_finished() ? "left the start (each run's note says so)" : "finished");
+                               v.any_fixed_run_finished() ? "left the start (each run's note says so)" : "finished");
     else if (fastest->batch == rec.batch)
       out.reason = fmt::format(
           "{}; validated by full runs of {:g} epochs ({} rate): the fastest within noise of the "
@@ -332,7 +332,9 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
                                               *v.schedule_saving >= 0 ? "less" : "more",
                                               fastest ? fmt::format("batch {}", fastest->batch)
                                                       : std::string("the fastest good batch"))
-                                : std::string(", worse than the best beyond noise"))
+                            : !schedule->message.empty() ? "; it " + schedule->message  // still at the start
+                            : !v.best_batch              ? std::string()  // no fixed batch's run to judge it by
+                                                         : std::string(", worse than the best beyond noise"))
               : fmt::format("; the batch-size schedule {} did not finish: {}", schedule->schedule, schedule->message);
     return out;
   }
@@ -406,7 +408,7 @@ struct Assessed {
 // From a validation: the candidates trained in full (or to the target).
 Assessed from_validation(const ValidationResult& v, int64_t batch) {
   const std::string how = v.epochs > 0 ? fmt::format("full runs of {:g} epochs", v.epochs) : "training to " + v.target;
-  if (!v.fastest_batch && v.epochs > 0 && v.any_finished())
+  if (!v.fastest_batch && v.epochs > 0 && v.any_fixed_run_finished())
     return {Confidence::Low,
             fmt::format("the validation's {} left the plateau at the start at none of its candidates, so nothing "
                         "checked the answer; a longer --epochs trains past it",
@@ -481,7 +483,7 @@ Assessed from_run_race(const RunRace& race) {
     return {Confidence::Medium,
             fmt::format("measured, not predicted: each batch trained your whole {:g}-epoch run once from your weights "
                         "({}), so one seed's spread is not in it; `validate --epochs {:g} --lr-schedule {} "
-                        "--batch-sizes {} --seed 1` trains them again from other weights",
+                        "--batch-sizes {} --seed S` with another seed trains them again from other weights",
                         race.epochs, judged, race.epochs, race.lr_schedule, fmt::join(good, ","))};
   return {Confidence::Medium,
           fmt::format("predicted for your {:g}-epoch run from compressed runs ({}), not trained in full; --validate "

@@ -57,8 +57,6 @@ using detail::Trained;
 // A measured noise scale below one sample (its trace estimate can come out at or below 0): every
 // batch is far above it.
 constexpr double kNoiseFloor = 1.0;
-// Whether a held-out loss is kLeftTheStart below `loss_before`, the initial weights'.
-bool off_the_start(double loss, double loss_before) { return loss <= kLeftTheStart * loss_before; }
 
 // What tune's notes and warnings say of a race past its wall limit.
 constexpr const char* kSlowerThanMeasured =

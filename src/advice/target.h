@@ -41,5 +41,8 @@ constexpr double kLossTolerance = 0.02;
 /// then it sits on the initial plateau, and a comparison would rank noise (the batch race, the run
 /// race and validate's full runs judge with it; their notes say "2 %").
 constexpr double kLeftTheStart = 0.98;
+/// Whether a held-out `loss` is below kLeftTheStart x `loss_before`, the initial weights' (at the
+/// line it has not).
+inline bool off_the_start(double loss, double loss_before) { return loss < kLeftTheStart * loss_before; }
 
 }  // namespace batchwise

@@ -113,7 +113,7 @@ std::string closing_line(const Report& r) {
   if (!r.recommendation) {
     if (r.fit && !r.fit->batch) return "answer: none: no batch fits (" + r.fit->message + ")";
     if (const ValidationResult* v = r.validation ? &*r.validation : nullptr; v && !v->runs.empty()) {
-      if (v->epochs > 0 && v->any_finished())
+      if (v->epochs > 0 && v->any_fixed_run_finished())
         return fmt::format(
             "answer: none: no run left the start in {:g} epochs (each run's note says so): a longer "
             "--epochs trains past it",

@@ -244,7 +244,7 @@ TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
   EXPECT_EQ(r.confidence_reason,
             "measured, not predicted: each batch trained your whole 0.4-epoch run once from your weights (2 batches "
             "judged no worse: 32, 64), so one seed's spread is not in it; `validate --epochs 0.4 --lr-schedule cosine "
-            "--batch-sizes 32,64 --seed 1` trains them again from other weights");
+            "--batch-sizes 32,64 --seed S` with another seed trains them again from other weights");
 
   race.best_batch.reset();  // the race recommended none: the knee answered
   r = with_confidence(rec, e);

@@ -107,6 +107,22 @@ TEST(Validate, FullRunsTrainTheEpochsAndCompareFinalQuality) {
     EXPECT_NE(json.find(field), std::string::npos) << field;
 }
 
+// A run at a high rate can learn to classify while its held-out loss rises above the initial weights'
+// (overconfident on what it gets wrong): it left the start by its accuracy, and is judged.
+TEST(Validate, ARunWhoseAccuracyRoseLeftTheStartThoughItsLossRose) {
+  auto w = mlp(1024);
+  const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
+  const ValidationResult v = validate(*w, held_out, ValidateOptions({16}).epochs(2).measure_lr(false).base_lr(0.2));
+  ASSERT_EQ(v.runs.size(), 1u);
+  const ValidationRun& r = v.runs[0];
+  ASSERT_TRUE(r.final_loss && r.final_accuracy && v.loss_before && v.accuracy_before) << r.message;
+  EXPECT_GT(*r.final_loss, *v.loss_before) << "the setting no longer shows a rising loss";
+  EXPECT_GT(*r.final_accuracy, *v.accuracy_before + 0.05);
+  EXPECT_EQ(r.message, "");
+  EXPECT_EQ(v.best_batch, 16);
+  EXPECT_EQ(v.fastest_batch, 16);
+}
+
 // Full runs too short to leave the start (one step each at a rate that moves nothing) end at chance:
 // none is best, good or recommended, each says why, and the closing line says what to do. Before,
 // 0.001 epochs of lenet answered "batch 64, the best of the runs" at 0.0558 accuracy.

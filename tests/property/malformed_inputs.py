@@ -66,7 +66,7 @@ OUT_OF_RANGE = {
     "--prefetch": ["0", "-1"], "--num-classes": ["0", "-1", "1"], "--synthetic-size": ["0", "-5"],
     "--threads": ["0", "-1", "100000"], "--repeats": ["0", "-1"], "--warmup": ["-1"], "--lr": ["0", "-0.1"],
     "--trial-timeout": ["-1"], "--dist-timeout": ["0", "-1"], "--io-latency-us": ["-1"], "--memory-budget": ["0", "-1GiB"],
-    "--global-batch": ["0", "-64"], "--max-epochs": ["0", "-1"], "--target-accuracy": ["0", "1.5", "-0.1"],
+    "--global-batch": ["0", "-64"], "--max-epochs": ["0", "-1"], "--epochs": ["0", "-1"], "--target-accuracy": ["0", "1.5", "-0.1"],
     "--target-loss": ["0", "-1"], "--noise-steps": ["0", "-1"], "--advice-budget": ["0", "-5"],
     "--held-out-samples": ["0", "-1"], "--eval-every": ["0", "-1"], "--max-seconds": ["-1", "-0.5"],
 }

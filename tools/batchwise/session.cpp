@@ -342,7 +342,7 @@ void Session::print_validation(const ValidationResult& v) {
                v.fastest_batch ? std::to_string(*v.fastest_batch) : "");
   else
     for (const auto& run : v.runs)
-      if (!run.schedule.empty() && run.final_loss && !run.good)
+      if (!run.schedule.empty() && run.final_loss && !run.good && run.message.empty() && v.best_batch)
         fmt::print(stderr,
                    "[validate] the schedule {} ended worse than the best fixed batch, beyond the test set's "
                    "noise\n",
