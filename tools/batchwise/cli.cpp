@@ -95,6 +95,11 @@ CLI::Validator in_range(const Bound& b) {
 
 }  // namespace
 
+std::vector<std::string>& renamed_warnings() {
+  static std::vector<std::string> warnings;
+  return warnings;
+}
+
 void bound_numeric_flags(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     for (const Bound& b : kBounds)

@@ -66,6 +66,10 @@ void group_options(CLI::App& app);
 /// that every accepted flag is in its subcommand's --help.
 std::string list_options(CLI::App& app);
 
+/// The warnings of renamed flags used in this command line, printed once it has parsed (a value the
+/// flag refuses is one message, the refusal, not a warning beside it).
+std::vector<std::string>& renamed_warnings();
+
 /// A flag renamed so that one name means one thing: `old_name` still sets `value` for a release,
 /// listed under "Deprecated" in --help, and a warning names the new spelling when it is used.
 template <class T>
@@ -75,8 +79,8 @@ CLI::Option* renamed(CLI::App* cmd, const std::string& old_name, const std::stri
   return cmd->add_option(old_name, value, "the old name of " + new_name + " (" + why + ")")
       ->group("Deprecated")
       ->each([sub, old_name, new_name, why](const std::string&) {
-        std::fprintf(stderr, "batchwise %s: warning: %s is now %s (%s); the old name works until the next release\n",
-                     sub.c_str(), old_name.c_str(), new_name.c_str(), why.c_str());
+        renamed_warnings().push_back("batchwise " + sub + ": warning: " + old_name + " is now " + new_name + " (" +
+                                     why + "); the old name works until the next release");
       });
 }
 

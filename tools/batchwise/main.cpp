@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  for (const std::string& warning : renamed_warnings()) fmt::print(stderr, "{}\n", warning);
   CLI::App* parsed = app.get_subcommands().front();
   Command* command = nullptr;
   for (const auto& [sub, c] : by_app)
