@@ -304,8 +304,9 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
   Recommendation out = rec;
   if (v.epochs > 0) {  // full runs: the fastest whose final quality is within noise of the best
     if (!fastest)
-      out.reason = fmt::format("{}; not validated: no full run of {:g} epochs {}", rec.reason, v.epochs,
-                               v.any_fixed_run_finished() ? "left the start (each run's note says so)" : "finished");
+      out.reason = fmt::format(
+          "{}; not validated: no full run of {:g} epochs {}", rec.reason, v.epochs,
+          v.any_fixed_run_finished() ? "left the start at a fixed batch (each run's note says so)" : "finished");
     else if (fastest->batch == rec.batch)
       out.reason = fmt::format(
           "{}; validated by full runs of {:g} epochs ({} rate): the fastest within noise of the "
@@ -410,7 +411,7 @@ Assessed from_validation(const ValidationResult& v, int64_t batch) {
   const std::string how = v.epochs > 0 ? fmt::format("full runs of {:g} epochs", v.epochs) : "training to " + v.target;
   if (!v.fastest_batch && v.epochs > 0 && v.any_fixed_run_finished())
     return {Confidence::Low,
-            fmt::format("the validation's {} left the plateau at the start at none of its candidates, so nothing "
+            fmt::format("the validation's {} left the plateau at the start at none of its fixed batches, so nothing "
                         "checked the answer; a longer --epochs trains past it",
                         how)};
   if (!v.fastest_batch)

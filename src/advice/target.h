@@ -38,8 +38,9 @@ inline double accuracy_tolerance(double best, int64_t held_out) {
 constexpr double kLossTolerance = 0.02;
 
 /// A run has left the start once its held-out loss is 2 % below the loss at the initial weights: until
-/// then it sits on the initial plateau, and a comparison would rank noise (the batch race, the run
-/// race and validate's full runs judge with it; their notes say "2 %").
+/// then it sits on the initial plateau, and a comparison would rank noise (the batch race and the run
+/// race judge with it alone, on the loss they read along the way; validate's full runs also count a
+/// final accuracy above the initial weights' beyond the split's noise; their notes say "2 %").
 constexpr double kLeftTheStart = 0.98;
 /// Whether a held-out `loss` is below kLeftTheStart x `loss_before`, the initial weights' (at the
 /// line it has not).

@@ -230,7 +230,7 @@ void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
           "{:.4f}{}",
           result.epochs, *r.final_loss, 100 * (1 - kLeftTheStart), *result.loss_before,
           r.final_accuracy && result.accuracy_before
-              ? fmt::format(", and accuracy {:.4f}, within the split's noise of theirs ({:.4f})", *r.final_accuracy,
+              ? fmt::format(", nor accuracy {:.4f} above theirs ({:.4f}) beyond the split's noise", *r.final_accuracy,
                             *result.accuracy_before)
               : std::string());
   const ValidationRun* best = nullptr;

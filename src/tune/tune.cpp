@@ -265,7 +265,10 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   const detail::RaceEntries entries = detail::race_entries(points, run_race_stuck(report));
   const std::vector<int64_t>& candidates = entries.candidates;
   const std::vector<int64_t>& reserve = entries.reserve;
-  if (candidates.size() < 2) return;
+  if (candidates.size() < 2) {
+    if (!larger.empty()) report.context.warnings.push_back(larger_than_dataset_note(larger, w->data().size()));
+    return;
+  }
   const std::vector<double> rates = race_rates(points, candidates);
   const Dataset test = head(held_out(subject, *w), 2048);
   const RaceTime t =
@@ -328,7 +331,10 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
   std::vector<int64_t> larger;
   const std::vector<Trial> points = within_dataset(report.sweep->points, w->data().size(), larger);
   const std::vector<int64_t> candidates = race_candidates(points);
-  if (candidates.size() < 2) return;
+  if (candidates.size() < 2) {
+    if (!larger.empty()) report.context.warnings.push_back(larger_than_dataset_note(larger, w->data().size()));
+    return;
+  }
   const std::vector<double> rates = race_rates(points, candidates);
   const Dataset test = held_out(subject, *w);
   const RaceTime t =
@@ -732,6 +738,11 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
     report.timing = laps.done();
     return report;
   }
+  if (const ModuleWorkload* w = module_of(subject); w && report.recommendation->batch > w->data().size())
+    report.context.warnings.push_back(fmt::format(
+        "batch {} is larger than the {} training samples: each step repeats samples, and no race trained it (the "
+        "answer rests on the sweep's throughput); a batch up to {} trains each sample once an epoch",
+        report.recommendation->batch, w->data().size(), w->data().size()));
   if (subject.world_size > 1)
     report.recommendation->reason += fmt::format("; batches are per device: the global batch is {} over {} ranks",
                                                  report.recommendation->batch * subject.world_size, subject.world_size);

@@ -193,6 +193,47 @@ TEST(Tune, ABatchLargerThanTheTrainingSetIsNotRaced) {
   at::set_num_threads(threads);
 }
 
+// Every step 1 ms whatever the batch: samples/s grows with it, so the knee is the largest batch swept.
+class FlatSteps final : public TrialRunner {
+ public:
+  explicit FlatSteps(Workload& w) : real_(w) {}
+  WorkloadInfo info() const override { return real_.info(); }
+  Trial run(const TrialOptions& o) override {
+    Trial t = real_.run(o);
+    if (t.outcome != Outcome::Ok) return t;
+    t.step_times_s.assign(t.step_times_s.size(), 0.001);
+    summarize_steps(t);
+    return t;
+  }
+  int64_t held_bytes() override { return real_.held_bytes(); }
+  int64_t default_budget_bytes() override { return real_.default_budget_bytes(); }
+  int64_t device_total_bytes() override { return real_.device_total_bytes(); }
+
+ private:
+  WorkloadRunner real_;
+};
+
+// An answer no race trained, larger than the training set (the knee, here with no race), says so.
+TEST(Tune, AnAnswerLargerThanTheTrainingSetIsWarnedOf) {
+  auto w = small();  // 1,024 samples
+  FlatSteps runner(*w);
+  const Report r = tune(TuneSubject(runner, w.get()),
+                        TuneOptions()
+                            .fit(FitOptions().budget_bytes(64 << 20).max(2048))
+                            .sweep(SweepOptions().batch_sizes({16, 2048}).warmup(0).steps(1).repetitions(1))
+                            .doctor(false)
+                            .noise(false)
+                            .race(false)
+                            .loader_search(false));
+  ASSERT_TRUE(r.recommendation.has_value());
+  ASSERT_EQ(r.recommendation->batch, 2048);
+  EXPECT_EQ(std::count(r.context.warnings.begin(), r.context.warnings.end(),
+                       "batch 2048 is larger than the 1024 training samples: each step repeats samples, and no race "
+                       "trained it (the answer rests on the sweep's throughput); a batch up to 1024 trains each sample "
+                       "once an epoch"),
+            1);
+}
+
 // A tune whose race stopped at its wall limit, or that took longer than the most it stated, ran on a
 // machine slower than its sweep measured: its time is not the next such tune's to expect.
 TEST(Tune, ATuneSlowedPastItsPlanIsKnownByItsReport) {
