@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "batchwise/fit.h"
@@ -85,14 +87,18 @@ TEST(Tune, TheReserveRacesFromTheFirstRungAfterARunRaceStuckOnThePlateau) {
 // however busy the machine is (the CLI tests of the same wiring read the machine's rates, and are
 // skipped where a loaded machine's leave one candidate). Below what mlp trains at here, so that the
 // races' steps, planned from these rates, take less than the budgets say.
+// `step_s(batch)` injects another step time.
 class InjectedRates final : public TrialRunner {
  public:
-  explicit InjectedRates(Workload& w) : real_(w) {}
+  explicit InjectedRates(
+      Workload& w,
+      std::function<double(int64_t)> step_s = [](int64_t batch) { return static_cast<double>(batch) / 1000; })
+      : real_(w), step_s_(std::move(step_s)) {}
   WorkloadInfo info() const override { return real_.info(); }
   Trial run(const TrialOptions& o) override {
     Trial t = real_.run(o);
     if (t.outcome != Outcome::Ok) return t;
-    t.step_times_s.assign(t.step_times_s.size(), static_cast<double>(o.batch()) / 1000);
+    t.step_times_s.assign(t.step_times_s.size(), step_s_(o.batch()));
     summarize_steps(t);
     return t;
   }
@@ -102,6 +108,7 @@ class InjectedRates final : public TrialRunner {
 
  private:
   WorkloadRunner real_;
+  std::function<double(int64_t)> step_s_;
 };
 
 TuneOptions raced_tune() {
@@ -193,30 +200,10 @@ TEST(Tune, ABatchLargerThanTheTrainingSetIsNotRaced) {
   at::set_num_threads(threads);
 }
 
-// Every step 1 ms whatever the batch: samples/s grows with it, so the knee is the largest batch swept.
-class FlatSteps final : public TrialRunner {
- public:
-  explicit FlatSteps(Workload& w) : real_(w) {}
-  WorkloadInfo info() const override { return real_.info(); }
-  Trial run(const TrialOptions& o) override {
-    Trial t = real_.run(o);
-    if (t.outcome != Outcome::Ok) return t;
-    t.step_times_s.assign(t.step_times_s.size(), 0.001);
-    summarize_steps(t);
-    return t;
-  }
-  int64_t held_bytes() override { return real_.held_bytes(); }
-  int64_t default_budget_bytes() override { return real_.default_budget_bytes(); }
-  int64_t device_total_bytes() override { return real_.device_total_bytes(); }
-
- private:
-  WorkloadRunner real_;
-};
-
 // An answer no race trained, larger than the training set (the knee, here with no race), says so.
 TEST(Tune, AnAnswerLargerThanTheTrainingSetIsWarnedOf) {
-  auto w = small();  // 1,024 samples
-  FlatSteps runner(*w);
+  auto w = small();                                         // 1,024 samples
+  InjectedRates runner(*w, [](int64_t) { return 0.001; });  // 1 ms a step: the knee is the largest batch
   const Report r = tune(TuneSubject(runner, w.get()),
                         TuneOptions()
                             .fit(FitOptions().budget_bytes(64 << 20).max(2048))
