@@ -152,6 +152,14 @@ TEST(Validate, FullRunsThatNeverLeftTheStartAnswerNothing) {
             "answer: none: no fixed batch's run left the start in 0.1 epochs (each run's note says so): a longer "
             "--epochs trains past it");
   EXPECT_NE(to_table(report).find(closing_line(report)), std::string::npos);
+  // The target mode's answer line names the target no batch reached.
+  ValidationResult unreached;
+  unreached.target = "test accuracy >= 0.99";
+  unreached.runs.push_back(ValidationRun{});
+  Report target_report;
+  target_report.validation = unreached;
+  EXPECT_EQ(closing_line(target_report),
+            "answer: none: no batch reached test accuracy >= 0.99 (each run's note says why)");
   // tune --validate: nothing checked the answer, and both its reason and its confidence say why.
   const Recommendation predicted{100, "the reason"};
   EXPECT_EQ(
