@@ -222,9 +222,9 @@ def paired_noise_model(runs, seeds_scale=1.0, time_noise=1.0):
     and a seed that moves every batch's quality together (the transformer AdamW cell's seed 0 ends
     lowest in loss at every batch) does so again, which a verdict between batches does not see; and
     the runs of one sitting (a `validate` that trains every batch of a seed, minutes apart, as the
-    timing rows are) slow or speed up together. The quality is fitted as a batch's level plus a seed's effect, the log time of
-    each run as a batch's level plus its sitting's (seed_effects; a run without a date is its seed's own
-    sitting). A draw moves every batch's mean by the mean of fresh seed effects over its own seeds, and
+    timing rows are) slow or speed up together. The quality is fitted as a batch's level plus a seed's
+    effect, the log time of each run as a batch's level plus its sitting's (seed_effects; a run without
+    a date is its seed's own sitting). A draw moves every batch's mean by the mean of fresh seed effects over its own seeds, and
     its time by its runs' share of fresh sittings' effects, each plus a residual error (its variance
     floored at the cell's median and at most nine times it, as in noise_model). `seeds_scale` and
     `time_noise` as in noise_model, on both parts. Per batch: (mean quality, its own standard error, the
