@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -145,6 +146,11 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 
 ModuleWorkload* module_of(const TuneSubject& s) { return dynamic_cast<ModuleWorkload*>(s.workload); }
 
+// The training set's size where tune knows it (its own module workload), else no bound.
+int64_t training_samples(const TuneSubject& s) {
+  return module_of(s) ? module_of(s)->data().size() : std::numeric_limits<int64_t>::max();
+}
+
 bool fp16(const TuneSubject& s) {
   return s.workload && known_precision(s.workload->info().precision) == Precision::Fp16;
 }
@@ -187,12 +193,13 @@ void sweep_phase(TrialRunner& runner, const TuneOptions& o, SweepOptions s, Repo
   report.recommendation = recommend(report.fit, report.sweep);
 }
 
-// The noise scale's batch: the largest swept up to 1024; its micro-batch about an eighth of it
-// (one that divides it). {0, 0}: none (no batch of 2 or more).
-std::pair<int64_t, int64_t> noise_batches(const std::vector<Trial>& points) {
+// The noise scale's batch: the largest swept up to 1024 and no larger than the training set
+// (`dataset`; a larger batch repeats samples, and its gradient is not one of B independent ones);
+// its micro-batch about an eighth of it (one that divides it). {0, 0}: none (no batch of 2 or more).
+std::pair<int64_t, int64_t> noise_batches(const std::vector<Trial>& points, int64_t dataset) {
   int64_t b = 0;
   for (const auto& p : points)
-    if (p.outcome == Outcome::Ok && p.batch <= 1024) b = std::max(b, p.batch);
+    if (p.outcome == Outcome::Ok && p.batch <= std::min<int64_t>(1024, dataset)) b = std::max(b, p.batch);
   if (b < 2) return {0, 0};
   int64_t micro = std::max<int64_t>(1, b / 8);
   while (b % micro != 0) --micro;
@@ -223,7 +230,7 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
         "supported there yet): the recommendation is the throughput knee");
     return;
   }
-  const auto [b, micro] = noise_batches(report.sweep->points);
+  const auto [b, micro] = noise_batches(report.sweep->points, training_samples(subject));
   if (b == 0) return;
   const double expected = noise_scale_seconds(step_cost(report.sweep->points), b, micro, o.noise_steps());
   laps.expect("noise scale", expected);
@@ -425,6 +432,20 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   if (!report.fit || !report.fit->batch || rec * 2 <= *report.fit->batch) candidates.push_back(rec * 2);
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  // Those above the training set (bar the answer itself, which is checked as it stands) would repeat
+  // samples in every step: not a run the user would do.
+  const int64_t dataset = training_samples(subject);
+  std::vector<int64_t> larger;
+  for (const int64_t b : candidates)
+    if (b > dataset && b != rec) larger.push_back(b);
+  if (!larger.empty()) {
+    candidates.erase(
+        std::remove_if(candidates.begin(), candidates.end(), [&](int64_t b) { return b > dataset && b != rec; }),
+        candidates.end());
+    report.context.warnings.push_back(
+        fmt::format("the validation trains no {} {}: larger than the {} training samples, a step would repeat samples",
+                    larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), dataset));
+  }
   stage(o, Phase::Validate,
         o.validate()->epochs() > 0
             ? fmt::format("validating: full runs of {:g} epochs at each of {}", o.validate()->epochs(), candidates)
@@ -615,7 +636,7 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
   double noise_s = 0;
   RaceTime race;
   if (noise) {
-    const auto [b, micro] = noise_batches(points);
+    const auto [b, micro] = noise_batches(points, training_samples(subject));
     if (b > 0) noise_s = noise_scale_seconds(cost, b, micro, o.noise_steps());
   }
   if (raced) {

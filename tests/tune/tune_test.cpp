@@ -221,6 +221,35 @@ TEST(Tune, AnAnswerLargerThanTheTrainingSetIsWarnedOf) {
             1);
 }
 
+// The noise scale's batch and tune --validate's candidates keep to the training set too: a larger
+// batch's gradient is not one of B independent samples, and no run the user does repeats them in a
+// step. The answer itself, larger here (the knee, no race), is still validated, as it stands.
+TEST(Tune, TheNoiseScaleAndTheValidationKeepToTheTrainingSet) {
+  auto w = tiny("mlp");                                     // 512 samples
+  InjectedRates runner(*w, [](int64_t) { return 0.001; });  // 1 ms a step: the knee is the largest batch
+  const Report r = tune(TuneSubject(runner, w.get()),
+                        TuneOptions()
+                            .fit(FitOptions().budget_bytes(64 << 20).max(2048))
+                            .sweep(SweepOptions().batch_sizes({16, 256, 1024}).warmup(0).steps(1).repetitions(1))
+                            .doctor(false)
+                            .noise_steps(4)
+                            .race(false)
+                            .loader_search(false)
+                            .validate(ValidateOptions({}).epochs(0.05).measure_lr(false)));
+  ASSERT_TRUE(r.noise.has_value());
+  EXPECT_EQ(r.noise->batch, 256);  // the largest swept within 512 (1,024 would be, up to 1,024)
+  ASSERT_TRUE(r.validation.has_value());
+  std::vector<int64_t> trained;
+  for (const ValidationRun& run : r.validation->runs) trained.push_back(run.batch);
+  // Half the answer and the answer (and halvings below, where the best run is the smallest); not twice it.
+  for (const int64_t b : {512, 1024}) EXPECT_EQ(std::count(trained.begin(), trained.end(), b), 1) << b;
+  EXPECT_EQ(std::count(trained.begin(), trained.end(), 2048), 0);
+  EXPECT_EQ(std::count(r.context.warnings.begin(), r.context.warnings.end(),
+                       "the validation trains no batch 2048: larger than the 512 training samples, a step would "
+                       "repeat samples"),
+            1);
+}
+
 // A tune whose race stopped at its wall limit, or that took longer than the most it stated, ran on a
 // machine slower than its sweep measured: its time is not the next such tune's to expect.
 TEST(Tune, ATuneSlowedPastItsPlanIsKnownByItsReport) {
