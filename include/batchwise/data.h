@@ -37,6 +37,13 @@ struct Dataset {
 /// `data`'s first `samples` samples (all when fewer), sharing its storage.
 Dataset head(const Dataset& data, int64_t samples);
 
+/// One side of a fixed split of `data`, for a dataset without a test split of its own: `held_out`,
+/// the round(`fraction` x N) samples a seeded draw holds out; else the rest, which training sees. The
+/// draw is the same whatever the run's --seed, so runs of every seed are judged on the same samples;
+/// each side keeps the file's order, its statistics (mean, std, classes) and says what it is in its
+/// name. Throws ConfigError where a side would be empty.
+Dataset split_part(const Dataset& data, double fraction, bool held_out);
+
 /// Reads one IDX file, gzip-compressed or plain, as a uint8 tensor of the shape its header gives.
 /// Checks the magic number (0x0000080N: unsigned bytes, N dimensions) against `expected_dims`, and
 /// that the file holds exactly the bytes its header promises. Throws DataError naming the file.

@@ -95,6 +95,25 @@ Dataset head(const Dataset& data, int64_t samples) {
   return d;
 }
 
+Dataset split_part(const Dataset& data, double fraction, bool held_out) {
+  const int64_t n = data.size(), k = std::llround(fraction * static_cast<double>(n));
+  BATCHWISE_CHECK(fraction > 0 && fraction < 1 && k >= 1 && k < n, ConfigError,
+                  "--held-out-split {:g}: holds out {} of {}'s {} samples, leaving {} to train on; give a fraction "
+                  "that leaves samples on both sides (0.1 or 0.2 is usual)",
+                  fraction, k, data.name, n, n - k);
+  UntrackedScope untracked;
+  // Fixed, not --seed's: a constant of its own, so the split is not the data order's either.
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(0x5eed5917);
+  const at::Tensor order = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
+  const at::Tensor index = std::get<0>(held_out ? order.narrow(0, 0, k).sort() : order.narrow(0, k, n - k).sort());
+  Dataset d = data;
+  d.inputs = data.inputs.index_select(0, index);
+  d.targets = data.targets.index_select(0, index);
+  d.name = held_out ? fmt::format("{} held out ({:g} %)", data.name, 100 * fraction)
+                    : fmt::format("{} less {:g} % held out", data.name, 100 * fraction);
+  return d;
+}
+
 at::Tensor read_idx(const std::string& path, int expected_dims, const std::string& hint) {
   const std::string fix = hint.empty() ? std::string(kIdxHint) : hint;
   BATCHWISE_CHECK(std::filesystem::exists(path), DataError, "{}: no such file; {}", path, fix);

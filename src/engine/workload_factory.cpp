@@ -7,6 +7,7 @@
 #include <torch/optim.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "batchwise/device.h"
 #include "batchwise/memory.h"
@@ -205,11 +206,18 @@ void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model,
 
 Dataset load_test_split(const WorkloadOptions& o) {
   const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
+  if (dataset && !dataset->load_test && o.held_out_split() > 0) {  // the part of the file training never sees
+    Dataset d = dataset->load(o, target_kind(o));
+    if (!dataset->shaped) apply_input_shape(d, o.input_shape());
+    return split_part(d, o.held_out_split(), /*held_out=*/true);
+  }
   if (!dataset || !dataset->load_test) {
     std::vector<std::string> with;
     for (const BuiltinDataset& d : builtin_datasets())
       if (d.load_test) with.push_back(fmt::format("{} ({})", d.name, d.test_split));
-    BATCHWISE_CHECK(false, ConfigError, "--dataset {}: validation needs a held-out test split, and only {} {} one",
+    BATCHWISE_CHECK(false, ConfigError,
+                    "--dataset {}: validation needs a held-out test split, and only {} {} one; hold out part of "
+                    "your data with --held-out-split 0.1",
                     o.dataset(), detail::and_list(with), with.size() == 1 ? "has" : "have");
   }
   Dataset d = dataset->load_test(o, target_kind(o));
@@ -219,7 +227,7 @@ Dataset load_test_split(const WorkloadOptions& o) {
 
 Dataset held_out_or_training_sample(const WorkloadOptions& o, const Dataset& training, int64_t samples) {
   const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
-  if (dataset && dataset->load_test) return load_test_split(o);
+  if (dataset && (dataset->load_test || o.held_out_split() > 0)) return load_test_split(o);
   UntrackedScope untracked;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed() + 1);
   const at::Tensor index = at::randperm(training.size(), gen, at::TensorOptions().dtype(at::kLong))
@@ -257,8 +265,15 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
                   BATCHWISE_TORCH_VERSION_STRING);
   const TargetKind kind = target_kind(o);
 
+  BATCHWISE_CHECK(o.held_out_split() >= 0 && std::isfinite(o.held_out_split()), ConfigError,
+                  "--held-out-split {}: a fraction of the samples, such as 0.1 (or 0: none)", o.held_out_split());
+  BATCHWISE_CHECK(o.held_out_split() == 0 || !dataset->load_test, ConfigError,
+                  "--held-out-split {:g}: --dataset {} has a test split of its own ({}), which validation uses; drop "
+                  "--held-out-split (it is for idx, npy and csv data)",
+                  o.held_out_split(), o.dataset(), dataset->test_split);
   Dataset data = dataset->load(o, kind);
   if (!dataset->shaped) apply_input_shape(data, o.input_shape());
+  if (o.held_out_split() > 0) data = split_part(data, o.held_out_split(), /*held_out=*/false);
   if (o.num_classes() > 0 && data.num_classes > 0) {
     BATCHWISE_CHECK(o.num_classes() >= data.num_classes, ConfigError,
                     "--num-classes {}: {} has labels up to {}; give at least {} classes", o.num_classes(), data.name,

@@ -807,6 +807,19 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   expect_clean_error(
       "validate --model mlp --dataset csv --data-file " + (scratch() / "none.csv").string() + " --batch-sizes 64", 2,
       "--dataset csv: validation needs a held-out test split");
+
+  // Your own file, part of it held out: full runs judged on the samples training never saw.
+  std::string rows = "a,b,label\n";
+  for (int i = 0; i < 400; ++i) rows += fmt::format("{},{},{}\n", i % 7 - 3, i % 5 - 2, (i % 7 + i % 5) % 2);
+  std::ofstream(scratch() / "rows.csv") << rows;
+  const Outcome split =
+      batchwise("validate --model mlp --dataset csv --data-file " + (scratch() / "rows.csv").string() +
+                " --held-out-split 0.25 --batch-sizes 16,32 --epochs 1 --no-history -q --json " + json.string());
+  ASSERT_EQ(split.code, 0) << split.err;
+  const auto s = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(s.at("validation").at("held_out"), "rows.csv held out (25 %) test split, 100 samples");
+  EXPECT_EQ(s.at("workload").at("dataset"), "rows.csv less 25 % held out");
+  for (const auto& run : s.at("validation").at("runs")) EXPECT_TRUE(run.at("final_accuracy").is_number()) << run;
 }
 
 // The linear rule hands lenet 0.64 at 2048 and 1.28 at 4096, rates at which it never left chance

@@ -4,18 +4,22 @@
 #include <gtest/gtest.h>
 
 #include <zlib.h>
-#include <cmath>
 
+#include <algorithm>
 #include <clocale>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include "batchwise/error.h"
 #include "batchwise/memory.h"
+#include "batchwise/workload.h"
 
 namespace batchwise {
 namespace {
@@ -421,6 +425,63 @@ TEST_F(FileDatasets, CsvWithHeaderAndNamedLabelColumn) {
   const Dataset by_index = load_csv(path("iris.csv"), "1", TargetKind::Classes);
   EXPECT_TRUE(by_index.targets.equal(d.targets));
   EXPECT_THROW(load_csv(path("iris.csv"), "species", TargetKind::Classes), ConfigError);
+}
+
+// --held-out-split: a file without a test split gets one, which training never sees; the same
+// samples whatever the seed, both sides in the file's order; refused where it cannot hold.
+TEST_F(FileDatasets, AHeldOutSplitIsAFixedPartTrainingNeverSees) {
+  std::string rows = "x,label\n";
+  for (int i = 0; i < 40; ++i) rows += std::to_string(i) + "," + std::to_string(i % 2) + "\n";
+  write_raw(path("rows.csv"), rows);
+  const Dataset all = load_csv(path("rows.csv"), "", TargetKind::Classes);
+  const Dataset test = split_part(all, 0.25, /*held_out=*/true), train = split_part(all, 0.25, false);
+  ASSERT_EQ(test.size(), 10);
+  ASSERT_EQ(train.size(), 30);
+  EXPECT_EQ(test.name, "rows.csv held out (25 %)");
+  EXPECT_EQ(train.name, "rows.csv less 25 % held out");
+  EXPECT_EQ(test.num_classes, 2);
+  std::vector<float> seen;
+  for (const Dataset* d : {&train, &test}) {
+    const at::Tensor x = d->inputs.select(1, 0).contiguous();
+    EXPECT_TRUE(x.equal(std::get<0>(x.sort()))) << d->name;         // the file's order
+    EXPECT_TRUE(d->targets.equal(x.to(at::kLong) % 2)) << d->name;  // each sample's own label
+    for (int64_t i = 0; i < x.size(0); ++i) seen.push_back(x[i].item<float>());
+  }
+  std::sort(seen.begin(), seen.end());
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(seen[i], static_cast<float>(i));  // disjoint, and all of the file
+
+  CpuMemoryTracker::install();
+  const auto options = [&](uint64_t seed) {
+    return WorkloadOptions().model("mlp").dataset("csv").data_file(path("rows.csv")).device("cpu").seed(seed);
+  };
+  for (const uint64_t seed : {0, 7}) {
+    EXPECT_TRUE(load_test_split(options(seed).held_out_split(0.25)).inputs.equal(test.inputs)) << seed;
+    const auto w = make_workload(options(seed).held_out_split(0.25));
+    EXPECT_EQ(w->info().dataset_size, 30) << seed;
+    EXPECT_EQ(w->info().dataset, "rows.csv less 25 % held out") << seed;
+  }
+  // Where training must be told it lacks one, and where it cannot hold.
+  const auto refused = [](const WorkloadOptions& o, bool test_split) {
+    try {
+      if (test_split)
+        (void)load_test_split(o);
+      else
+        (void)make_workload(o);
+      return std::string("no error");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_NE(refused(options(0), true).find("; hold out part of your data with --held-out-split 0.1"),
+            std::string::npos);
+  EXPECT_EQ(refused(options(0).held_out_split(0.01), false),
+            "--held-out-split 0.01: holds out 0 of rows.csv's 40 samples, leaving 40 to train on; give a fraction "
+            "that leaves samples on both sides (0.1 or 0.2 is usual)");
+  EXPECT_EQ(refused(options(0).held_out_split(-0.5), false),
+            "--held-out-split -0.5: a fraction of the samples, such as 0.1 (or 0: none)");
+  EXPECT_EQ(refused(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(64).held_out_split(0.2), false),
+            "--held-out-split 0.2: --dataset synthetic has a test split of its own (further samples of the same "
+            "task), which validation uses; drop --held-out-split (it is for idx, npy and csv data)");
 }
 
 TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {

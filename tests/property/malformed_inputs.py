@@ -69,6 +69,7 @@ OUT_OF_RANGE = {
     "--global-batch": ["0", "-64"], "--max-epochs": ["0", "-1"], "--epochs": ["0", "-1"], "--target-accuracy": ["0", "1.5", "-0.1"],
     "--target-loss": ["0", "-1"], "--noise-steps": ["0", "-1"], "--advice-budget": ["0", "-5"],
     "--held-out-samples": ["0", "-1"], "--eval-every": ["0", "-1"], "--max-seconds": ["-1", "-0.5"],
+    "--held-out-split": ["0", "-0.1", "0.95", "1"],
 }
 
 

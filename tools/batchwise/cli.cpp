@@ -59,6 +59,7 @@ constexpr Bound kBounds[] = {
     {"--num-classes", 2, false, kMaxCount,
      "a classifier needs at least 2 classes; leave it out to use the largest label + 1"},
     {"--synthetic-size", 1, false, 1e9},
+    {"--held-out-split", 0, true, 0.9, "a fraction of the samples, such as 0.1"},
     {"--io-latency-us", 0, false, 1e7},
     {"--seed", 0, false, 18446744073709551615.0},
     {"--held-out-samples", 1, false, 1e9},
@@ -112,8 +113,9 @@ namespace {
 // in its subcommand's own "Options".
 const std::vector<std::pair<std::string, std::vector<std::string>>> kGroups = {
     {"Workload",
-     {"--model", "--dataset", "--data-dir", "--data-file", "--labels-file", "--label-column", "--loss", "--num-classes",
-      "--input-shape", "--optimizer", "--lr", "--precision", "--seq-len", "--synthetic-size", "--seed"}},
+     {"--model", "--dataset", "--data-dir", "--data-file", "--labels-file", "--label-column", "--held-out-split",
+      "--loss", "--num-classes", "--input-shape", "--optimizer", "--lr", "--precision", "--seq-len", "--synthetic-size",
+      "--seed"}},
     {"Input pipeline", {"--workers", "--prefetch", "--augment", "--io-latency-us"}},
     {"Device and memory", {"--device", "--memory-budget", "--target", "--threads", "--trial-timeout", "--no-monitor"}},
     {"Your training command", {"--cmd", "command"}},
@@ -217,6 +219,9 @@ void WorkloadFlags::add(CLI::App* cmd) {
   cmd->add_option("--labels-file", w.labels_file(), "idx: the labels file; npy: the labels .npy");
   cmd->add_option("--label-column", w.label_column(),
                   "csv: the label column's header name or 0-based index (default: the last)");
+  cmd->add_option("--held-out-split", w.held_out_split(),
+                  "idx, npy, csv: hold out this fraction of the samples (a fixed draw, the same for every --seed) as "
+                  "the test split that validation, --epochs and the races evaluate on; training never sees them");
   cmd->add_option("--loss", loss, "cross-entropy (class labels) or mse (regression targets)")->capture_default_str();
   cmd->add_option("--num-classes", w.num_classes(),
                   "classes the model predicts (default: largest label + 1; synthetic 10)");
