@@ -285,7 +285,7 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   stage(o, Phase::Race,
         fmt::format("batch race over {}: {:.0f} s of training in rungs of successive halving (about {} with its range "
                     "tests and evaluations)",
-                    candidates, t.train_s, duration_text(t.wall_s)),
+                    fmt::join(candidates, ", "), t.train_s, duration_text(t.wall_s)),
         t.wall_s);
   report.race = race_batches(*w, test,
                              batch_race_options(o, report, candidates, rates)
@@ -448,8 +448,9 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   }
   stage(o, Phase::Validate,
         o.validate()->epochs() > 0
-            ? fmt::format("validating: full runs of {:g} epochs at each of {}", o.validate()->epochs(), candidates)
-            : fmt::format("validating: training to the target at each of {}", candidates));
+            ? fmt::format("validating: full runs of {:g} epochs at each of {}", o.validate()->epochs(),
+                          fmt::join(candidates, ", "))
+            : fmt::format("validating: training to the target at each of {}", fmt::join(candidates, ", ")));
   ValidateOptions v = *o.validate();
   // Full runs whose best is the smallest batch trained also train one and two halvings below it:
   // "no worse a model" means little against the best of batches that are all too large.
