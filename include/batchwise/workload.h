@@ -237,6 +237,11 @@ struct WorkloadOptions {
   /// (split_part), is its held-out test split and is not trained on. 0: none (validation and the run
   /// race then refuse it). A dataset with a test split of its own refuses it.
   TORCH_ARG(double, held_out_split) = 0;
+  /// A dataset without a test split (idx, npy, csv): your own test split's files, in the training
+  /// files' format (csv: the label column is label_column; idx and npy need both). Not with
+  /// held_out_split, nor with a dataset that has a test split of its own.
+  TORCH_ARG(std::string, test_data_file) = "";
+  TORCH_ARG(std::string, test_labels_file) = "";
   /// Cross-entropy (integer class labels) or mean squared error (regression targets; class labels
   /// become one-hot vectors).
   TORCH_ARG(Loss, loss) = Loss::CrossEntropy;
@@ -281,8 +286,8 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& options);
 
 /// The held-out test split of the dataset `options` names (fashion-mnist: t10k; cifar10:
 /// test_batch.bin; synthetic: max(1000, synthetic_size / 5) further samples labelled by the same
-/// teacher; idx, npy and csv: the held_out_split part of the file, where given), shaped like the
-/// training data. Throws ConfigError for a dataset without one.
+/// teacher; idx, npy and csv: test_data_file, or the held_out_split part of the file, where given),
+/// shaped like the training data. Throws ConfigError for a dataset without one.
 Dataset load_test_split(const WorkloadOptions& options);
 
 /// The test split when the dataset has one; otherwise `samples` samples of `training` in a seeded

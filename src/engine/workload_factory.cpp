@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "batchwise/device.h"
 #include "batchwise/memory.h"
@@ -206,6 +207,16 @@ void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model,
 
 Dataset load_test_split(const WorkloadOptions& o) {
   const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
+  if (dataset && !dataset->load_test && !o.test_data_file().empty()) {  // the user's own test split
+    const bool labels = dataset->needs.find("--labels-file") != std::string::npos;
+    BATCHWISE_CHECK(!labels || !o.test_labels_file().empty(), ConfigError,
+                    "--test-data-file {}: --dataset {} also needs --test-labels-file (the test split's labels)",
+                    o.test_data_file(), o.dataset());
+    Dataset d = dataset->load(WorkloadOptions(o).data_file(o.test_data_file()).labels_file(o.test_labels_file()),
+                              target_kind(o));
+    if (!dataset->shaped) apply_input_shape(d, o.input_shape());
+    return d;
+  }
   if (dataset && !dataset->load_test && o.held_out_split() > 0) {  // the part of the file training never sees
     Dataset d = dataset->load(o, target_kind(o));
     if (!dataset->shaped) apply_input_shape(d, o.input_shape());
@@ -215,10 +226,11 @@ Dataset load_test_split(const WorkloadOptions& o) {
     std::vector<std::string> with;
     for (const BuiltinDataset& d : builtin_datasets())
       if (d.load_test) with.push_back(fmt::format("{} ({})", d.name, d.test_split));
-    BATCHWISE_CHECK(false, ConfigError,
-                    "--dataset {}: validation needs a held-out test split, and only {} {} one; hold out part of "
-                    "your data with --held-out-split 0.1",
-                    o.dataset(), detail::and_list(with), with.size() == 1 ? "has" : "have");
+    BATCHWISE_CHECK(
+        false, ConfigError,
+        "--dataset {}: validation needs a held-out test split, and only {} {} one; give yours with "
+        "--test-data-file (and --test-labels-file), or hold out part of your data with --held-out-split 0.1",
+        o.dataset(), detail::and_list(with), with.size() == 1 ? "has" : "have");
   }
   Dataset d = dataset->load_test(o, target_kind(o));
   if (!dataset->shaped) apply_input_shape(d, o.input_shape());
@@ -227,7 +239,8 @@ Dataset load_test_split(const WorkloadOptions& o) {
 
 Dataset held_out_or_training_sample(const WorkloadOptions& o, const Dataset& training, int64_t samples) {
   const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
-  if (dataset && (dataset->load_test || o.held_out_split() > 0)) return load_test_split(o);
+  if (dataset && (dataset->load_test || o.held_out_split() > 0 || !o.test_data_file().empty()))
+    return load_test_split(o);
   UntrackedScope untracked;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed() + 1);
   const at::Tensor index = at::randperm(training.size(), gen, at::TensorOptions().dtype(at::kLong))
@@ -271,6 +284,17 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
                   "--held-out-split {:g}: --dataset {} has a test split of its own ({}), which validation uses; drop "
                   "--held-out-split (it is for idx, npy and csv data)",
                   o.held_out_split(), o.dataset(), dataset->test_split);
+  BATCHWISE_CHECK(o.test_data_file().empty() || !dataset->load_test, ConfigError,
+                  "--test-data-file {}: --dataset {} has a test split of its own ({}), which validation uses; drop "
+                  "--test-data-file (it is for idx, npy and csv data)",
+                  o.test_data_file(), o.dataset(), dataset->test_split);
+  BATCHWISE_CHECK(o.test_data_file().empty() || o.held_out_split() == 0, ConfigError,
+                  "--held-out-split {:g} and --test-data-file {}: give one test split, your file or a part of the "
+                  "training data",
+                  o.held_out_split(), o.test_data_file());
+  for (const std::string& f : {o.test_data_file(), o.test_labels_file()})  // read later: refused now, not then
+    BATCHWISE_CHECK(f.empty() || std::filesystem::is_regular_file(f), DataError,
+                    "{}: no such file (--test-data-file, --test-labels-file: your test split's files)", f);
   Dataset data = dataset->load(o, kind);
   if (!dataset->shaped) apply_input_shape(data, o.input_shape());
   if (o.held_out_split() > 0) data = split_part(data, o.held_out_split(), /*held_out=*/false);

@@ -820,6 +820,16 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   EXPECT_EQ(s.at("validation").at("held_out"), "rows.csv held out (25 %) test split, 100 samples");
   EXPECT_EQ(s.at("workload").at("dataset"), "rows.csv less 25 % held out");
   for (const auto& run : s.at("validation").at("runs")) EXPECT_TRUE(run.at("final_accuracy").is_number()) << run;
+  // Or a test file of your own, beside the training file.
+  std::ofstream(scratch() / "rows-test.csv") << rows.substr(0, rows.find('\n', 1000));
+  const Outcome own = batchwise("validate --model mlp --dataset csv --data-file " + (scratch() / "rows.csv").string() +
+                                " --test-data-file " + (scratch() / "rows-test.csv").string() +
+                                " --batch-sizes 16 --epochs 1 --no-history -q --json " + json.string());
+  ASSERT_EQ(own.code, 0) << own.err;
+  const auto t = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(t.at("validation").at("held_out").get<std::string>().rfind("rows-test.csv test split, ", 0), 0u)
+      << t.at("validation").at("held_out");
+  EXPECT_EQ(t.at("workload").at("dataset"), "rows.csv");
 }
 
 // The linear rule hands lenet 0.64 at 2048 and 1.28 at 4096, rates at which it never left chance

@@ -472,7 +472,7 @@ TEST_F(FileDatasets, AHeldOutSplitIsAFixedPartTrainingNeverSees) {
       return std::string(e.what());
     }
   };
-  EXPECT_NE(refused(options(0), true).find("; hold out part of your data with --held-out-split 0.1"),
+  EXPECT_NE(refused(options(0), true).find("or hold out part of your data with --held-out-split 0.1"),
             std::string::npos);
   EXPECT_EQ(refused(options(0).held_out_split(0.01), false),
             "--held-out-split 0.01: holds out 0 of rows.csv's 40 samples, leaving 40 to train on; give a fraction "
@@ -482,6 +482,59 @@ TEST_F(FileDatasets, AHeldOutSplitIsAFixedPartTrainingNeverSees) {
   EXPECT_EQ(refused(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(64).held_out_split(0.2), false),
             "--held-out-split 0.2: --dataset synthetic has a test split of its own (further samples of the same "
             "task), which validation uses; drop --held-out-split (it is for idx, npy and csv data)");
+}
+
+// --test-data-file: a file dataset's own test split, read as its training file is, and held to the
+// training data's samples and classes where it is evaluated.
+TEST_F(FileDatasets, YourOwnTestSplitIsReadAsTheTrainingFileAndHeldToIt) {
+  write_raw(path("train.csv"), "a,b,label\n1,2,0\n3,4,1\n5,6,2\n7,8,0\n");
+  write_raw(path("test.csv"), "a,b,label\n9,10,1\n11,12,2\n");
+  write_raw(path("wide.csv"), "a,b,c,label\n1,2,3,0\n");
+  write_raw(path("more.csv"), "a,b,label\n1,2,5\n");
+  CpuMemoryTracker::install();
+  const WorkloadOptions o =
+      WorkloadOptions().model("mlp").dataset("csv").data_file(path("train.csv")).device("cpu").lr(0.01);
+  const Dataset test = load_test_split(WorkloadOptions(o).test_data_file(path("test.csv")));
+  ASSERT_EQ(test.size(), 2);
+  EXPECT_EQ(test.targets[1].item<int64_t>(), 2);
+  EXPECT_EQ(held_out_or_training_sample(WorkloadOptions(o).test_data_file(path("test.csv")), Dataset{}).name,
+            test.name);
+  auto w = make_workload(WorkloadOptions(o).test_data_file(path("test.csv")));
+  auto& m = dynamic_cast<ModuleWorkload&>(*w);
+  EXPECT_TRUE(std::isfinite(m.evaluate(test).first));
+  const auto refused = [&m](const Dataset& d) {
+    try {
+      (void)m.evaluate(d);
+      return std::string("no error");
+    } catch (const DataError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(refused(load_test_split(WorkloadOptions(o).test_data_file(path("wide.csv")))),
+            "wide.csv: its samples are 3, and the model trains on train.csv's 2; give a test split of the same "
+            "samples");
+  EXPECT_EQ(refused(load_test_split(WorkloadOptions(o).test_data_file(path("more.csv")))),
+            "more.csv: label 5 is beyond the 3 classes the model predicts (train.csv's labels, or --num-classes); "
+            "give --num-classes 6 or a test split of the same classes");
+  // idx and npy read their labels from a file of their own; one test split, where there is none.
+  try {
+    (void)load_test_split(
+        WorkloadOptions().dataset("npy").data_file("x.npy").labels_file("y.npy").test_data_file("xt.npy"));
+    FAIL() << "no --test-labels-file";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--test-data-file xt.npy: --dataset npy also needs --test-labels-file (the test split's "
+                 "labels)");
+  }
+  EXPECT_THROW((void)make_workload(WorkloadOptions(o).test_data_file(path("test.csv")).held_out_split(0.25)),
+               ConfigError);
+  EXPECT_THROW((void)make_workload(WorkloadOptions()
+                                       .model("mlp")
+                                       .dataset("synthetic")
+                                       .synthetic_size(64)
+                                       .device("cpu")
+                                       .test_data_file(path("test.csv"))),
+               ConfigError);
 }
 
 TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {

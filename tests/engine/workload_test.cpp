@@ -33,11 +33,10 @@ TEST(BuiltinDatasets, EachRowIsFoundByNameAndNamesItsTestSplit) {
     (void)load_test_split(WorkloadOptions().dataset("csv"));
     FAIL() << "csv has no test split";
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(
-        e.what(),
-        "--dataset csv: validation needs a held-out test split, and only fashion-mnist (t10k), cifar10 "
-        "(test_batch.bin) and synthetic (further samples of the same task) have one; hold out part of your data "
-        "with --held-out-split 0.1");
+    EXPECT_STREQ(e.what(),
+                 "--dataset csv: validation needs a held-out test split, and only fashion-mnist (t10k), cifar10 "
+                 "(test_batch.bin) and synthetic (further samples of the same task) have one; give yours with "
+                 "--test-data-file (and --test-labels-file), or hold out part of your data with --held-out-split 0.1");
   }
   const Dataset test = load_test_split(WorkloadOptions().dataset("synthetic").synthetic_size(64).seed(3));
   EXPECT_EQ(test.size(), 1000);  // at least 1000 samples, a fifth of the training set's size

@@ -114,8 +114,8 @@ namespace {
 const std::vector<std::pair<std::string, std::vector<std::string>>> kGroups = {
     {"Workload",
      {"--model", "--dataset", "--data-dir", "--data-file", "--labels-file", "--label-column", "--held-out-split",
-      "--loss", "--num-classes", "--input-shape", "--optimizer", "--lr", "--precision", "--seq-len", "--synthetic-size",
-      "--seed"}},
+      "--test-data-file", "--test-labels-file", "--loss", "--num-classes", "--input-shape", "--optimizer", "--lr",
+      "--precision", "--seq-len", "--synthetic-size", "--seed"}},
     {"Input pipeline", {"--workers", "--prefetch", "--augment", "--io-latency-us"}},
     {"Device and memory", {"--device", "--memory-budget", "--target", "--threads", "--trial-timeout", "--no-monitor"}},
     {"Your training command", {"--cmd", "command"}},
@@ -222,6 +222,10 @@ void WorkloadFlags::add(CLI::App* cmd) {
   cmd->add_option("--held-out-split", w.held_out_split(),
                   "idx, npy, csv: hold out this fraction of the samples (a fixed draw, the same for every --seed) as "
                   "the test split that validation, --epochs and the races evaluate on; training never sees them");
+  cmd->add_option("--test-data-file", w.test_data_file(),
+                  "idx, npy, csv: your test split's file, in --data-file's format: validation, --epochs and the races "
+                  "evaluate on it");
+  cmd->add_option("--test-labels-file", w.test_labels_file(), "idx, npy: your test split's labels");
   cmd->add_option("--loss", loss, "cross-entropy (class labels) or mse (regression targets)")->capture_default_str();
   cmd->add_option("--num-classes", w.num_classes(),
                   "classes the model predicts (default: largest label + 1; synthetic 10)");
