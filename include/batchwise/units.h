@@ -20,6 +20,10 @@ std::string format_grouped(double value);
 /// A percentage with one decimal, "62.5 %"; below 0.1 (but above 0) "< 0.1 %", not a misleading 0.0.
 std::string format_percent(double percent);
 
+/// A time a person reads: whole seconds from 10 s ("57 s"), two significant digits below ("3.4 s",
+/// "0.083 s"), so that a run of a small dataset does not read "0 s".
+std::string format_seconds(double seconds);
+
 /// Parses a batch-size list "16,32,64" or a range "first-last*factor" / "first-last+step"
 /// (llama-bench syntax; "8-4096*2" is 8, 16, ..., 4096). Lists and ranges may be mixed with
 /// commas. The result is sorted and unique. Throws ConfigError naming `what` on malformed input and

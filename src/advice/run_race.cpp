@@ -21,6 +21,7 @@
 #include "advice/target.h"
 #include "batchwise/convergence.h"
 #include "batchwise/schedule.h"
+#include "batchwise/units.h"
 #include "batchwise/workload.h"
 #include "check.h"
 
@@ -187,9 +188,9 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
     const bool floored = std::any_of(race.entries.begin(), race.entries.end(),
                                      [](const RunRaceEntry& e) { return e.gap_as.has_value(); });
     race.pick_reason = fmt::format(
-        "batch {} finishes the {:g}-epoch run soonest ({:.0f} s at {:.0f} samples/s) of the batches without a worse "
+        "batch {} finishes the {:g}-epoch run soonest ({} at {:.0f} samples/s) of the batches without a worse "
         "model: every faster batch {} further behind it than the held-out noise of {}{}",
-        pick->batch, race.epochs, pick->full_run_s, pick->samples_per_s,
+        pick->batch, race.epochs, format_seconds(pick->full_run_s), pick->samples_per_s,
         whole_run ? "ended the whole run" : "is predicted to end", amount(race.tolerance),
         floored
             ? ", or is taken to end as far behind as a smaller batch that is (a larger batch is not predicted nearer)"
@@ -204,9 +205,9 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
   if (whole_run) {
     const double behind = gap(pick->run, 2);
     race.pick_reason = fmt::format(
-        "batch {} finishes the {:g}-epoch run soonest ({:.0f} s at {:.0f} samples/s) without a worse model: it ended "
+        "batch {} finishes the {:g}-epoch run soonest ({} at {:.0f} samples/s) without a worse model: it ended "
         "the whole run {} batch {}, within the held-out noise of {}",
-        pick->batch, race.epochs, pick->full_run_s, pick->samples_per_s,
+        pick->batch, race.epochs, format_seconds(pick->full_run_s), pick->samples_per_s,
         behind > 0   ? amount(behind) + " behind"
         : behind < 0 ? amount(-behind) + " ahead of"
                      : "level with",
@@ -214,10 +215,10 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
     return;
   }
   race.pick_reason = fmt::format(
-      "batch {} finishes the {:g}-epoch run soonest ({:.0f} s at {:.0f} samples/s) without a worse model: behind "
+      "batch {} finishes the {:g}-epoch run soonest ({} at {:.0f} samples/s) without a worse model: behind "
       "batch {}'s by {} after {:.3g} epochs and {} after {:.3g}, the gap carried on at x{:.2f} per doubling of the run "
       "ends {} behind, within the held-out noise of {}",
-      pick->batch, race.epochs, pick->full_run_s, pick->samples_per_s, race.reference_batch,
+      pick->batch, race.epochs, format_seconds(pick->full_run_s), pick->samples_per_s, race.reference_batch,
       amount(gap(pick->shorter_run, 1)), race.lengths_epochs[1], amount(gap(pick->run, 2)), race.lengths_epochs[2],
       *pick->gap_trend, amount(*pick->predicted_gap), amount(race.tolerance));
 }

@@ -83,8 +83,8 @@ std::string decider_line(const Report& r) {
     const std::vector<int64_t> good = flat_range(r);
     for (const auto& e : race.entries)
       if (e.batch == *race.best_batch)
-        return fmt::format("run race: batch {} finishes your {:g}-epoch run soonest ({:.0f} s) without a worse model{}",
-                           e.batch, race.epochs, e.full_run_s,
+        return fmt::format("run race: batch {} finishes your {:g}-epoch run soonest ({}) without a worse model{}",
+                           e.batch, race.epochs, format_seconds(e.full_run_s),
                            good.size() > 1 ? fmt::format("; no worse: {}", fmt::join(good, ", ")) : "");
   }
   if (r.race && r.race->best_batch) {

@@ -283,9 +283,9 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   restate_the_plan(o, laps, "race", t.wall_s, batch_race_most_s(t));
   laps.expect("race", t.wall_s);
   stage(o, Phase::Race,
-        fmt::format("batch race over {}: {:.0f} s of training in rungs of successive halving (about {} with its range "
+        fmt::format("batch race over {}: {} of training in rungs of successive halving (about {} with its range "
                     "tests and evaluations)",
-                    fmt::join(candidates, ", "), t.train_s, duration_text(t.wall_s)),
+                    fmt::join(candidates, ", "), format_seconds(t.train_s), duration_text(t.wall_s)),
         t.wall_s);
   report.race = race_batches(*w, test,
                              batch_race_options(o, report, candidates, rates)
@@ -351,12 +351,13 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
   laps.expect("run race", t.wall_s);
   stage(o, Phase::Race,
         fmt::format("run race over {}: your {:g}-epoch {} run compressed three times at batch {} and twice at the "
-                    "others, {:.0f} s of training (about {} with its range tests, noise scales and evaluations; up to "
-                    "{:.0f} s more of training where it races again: faster batches longer, or smaller ones; up to "
+                    "others, {} of training (about {} with its range tests, noise scales and evaluations; up to "
+                    "{} more of training where it races again: faster batches longer, or smaller ones; up to "
                     "three times that where its reference stays on the plateau at the start; it stops at {} of "
                     "wall time, should the machine train slower than the sweep measured){}",
                     fmt::join(t.raced, ", "), o.epochs(), to_string(o.lr_schedule()), candidates.front(),
-                    t.raced_train_s, duration_text(t.wall_s), t.train_s, duration_text(wall_limit_s),
+                    format_seconds(t.raced_train_s), duration_text(t.wall_s), format_seconds(t.train_s),
+                    duration_text(wall_limit_s),
                     t.not_raced.empty() ? ""
                                         : fmt::format("; {} not raced: larger than the fastest by the sweep, and no "
                                                       "faster, so none could be the pick",

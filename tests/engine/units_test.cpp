@@ -38,6 +38,15 @@ TEST(FormatBytes, ThreeSignificantDigits) {
   EXPECT_EQ(format_bytes(812 * 1024), "812 KiB");
 }
 
+// A small dataset's whole run can take under a second: it reads so, not "0 s".
+TEST(FormatSeconds, WholeSecondsFromTenTwoSignificantDigitsBelow) {
+  EXPECT_EQ(format_seconds(57.4), "57 s");
+  EXPECT_EQ(format_seconds(9.6), "10 s");
+  EXPECT_EQ(format_seconds(3.42), "3.4 s");
+  EXPECT_EQ(format_seconds(0.4), "0.4 s");
+  EXPECT_EQ(format_seconds(0.0834), "0.083 s");
+}
+
 TEST(ParseBatchSizes, ListsAndRanges) {
   EXPECT_EQ(parse_batch_sizes("16,32,64", "x"), (std::vector<int64_t>{16, 32, 64}));
   EXPECT_EQ(parse_batch_sizes("8-64*2", "x"), (std::vector<int64_t>{8, 16, 32, 64}));
