@@ -23,6 +23,8 @@ std::string format_percent(double percent);
 /// A time a person reads: whole seconds from 10 s ("57 s"), two significant digits below ("3.4 s",
 /// "0.083 s"), so that a run of a small dataset does not read "0 s".
 std::string format_seconds(double seconds);
+/// The same figure without its unit, for a table's column of seconds: "57", "3.4", "0.083".
+std::string format_seconds_figure(double seconds);
 
 /// Parses a batch-size list "16,32,64" or a range "first-last*factor" / "first-last+step"
 /// (llama-bench syntax; "8-4096*2" is 8, 16, ..., 4096). Lists and ranges may be mixed with

@@ -66,9 +66,11 @@ std::string format_percent(double percent) {
   return fmt::format("{:.1f} %", percent);
 }
 
-std::string format_seconds(double seconds) {
-  return seconds < 9.5 ? fmt::format("{:.2g} s", seconds) : fmt::format("{:.0f} s", seconds);
+std::string format_seconds_figure(double seconds) {
+  return seconds < 9.5 ? fmt::format("{:.2g}", seconds) : fmt::format("{:.0f}", seconds);
 }
+
+std::string format_seconds(double seconds) { return format_seconds_figure(seconds) + " s"; }
 
 std::string format_bytes(int64_t bytes) {
   static const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -223,9 +223,9 @@ std::string run_race_section(const Report& r) {
     if (e.earlier_round) note += (note.empty() ? "" : "; ") + esc(earlier_round_note(e));
     rows += fmt::format(
         "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.0f}</td><td class=\"n\">{:.4g}</td>"
-        "<td class=\"n\">{:.0f}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td>{}</td></tr>\n",
-        e.good ? "ok" : "bad", e.batch, e.samples_per_s, e.lr.lr, e.full_run_s,
+        e.good ? "ok" : "bad", e.batch, e.samples_per_s, e.lr.lr, format_seconds_figure(e.full_run_s),
         amount(compressed_gap(race, e.shorter_run, 1)), amount(compressed_gap(race, e.run, 2)),
         e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-", amount(e.predicted_gap), note);
   }

@@ -278,8 +278,8 @@ void run_race_table(Lines& line, const RunRace& race) {
     if (e.cap_factor < 1) note += fmt::format(" (rate capped: {:.0f} % of the rule's)", 100 * e.cap_factor);
     if (e.gap_as) note += fmt::format(" ({})", gap_as_note(e));
     if (e.earlier_round) note += fmt::format(" ({})", earlier_round_note(e));
-    line(fmt::format("{:>8}  {:>10.0f}  {:>9.4g}  {:>10.0f}  {:>10}  {:>10}  {:>9}  {:>9}  {}", e.batch,
-                     e.samples_per_s, e.lr.lr, e.full_run_s, amount(compressed_gap(race, e.shorter_run, 1)),
+    line(fmt::format("{:>8}  {:>10.0f}  {:>9.4g}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}  {}", e.batch, e.samples_per_s,
+                     e.lr.lr, format_seconds_figure(e.full_run_s), amount(compressed_gap(race, e.shorter_run, 1)),
                      amount(compressed_gap(race, e.run, 2)), e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-",
                      amount(e.predicted_gap), note));
   }

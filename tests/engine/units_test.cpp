@@ -45,6 +45,7 @@ TEST(FormatSeconds, WholeSecondsFromTenTwoSignificantDigitsBelow) {
   EXPECT_EQ(format_seconds(3.42), "3.4 s");
   EXPECT_EQ(format_seconds(0.4), "0.4 s");
   EXPECT_EQ(format_seconds(0.0834), "0.083 s");
+  EXPECT_EQ(format_seconds_figure(3.42), "3.4");  // a table's column
 }
 
 TEST(ParseBatchSizes, ListsAndRanges) {
