@@ -38,11 +38,23 @@ struct Dataset {
 Dataset head(const Dataset& data, int64_t samples);
 
 /// One side of a fixed split of `data`, for a dataset without a test split of its own: `held_out`,
-/// the round(`fraction` x N) samples a seeded draw holds out; else the rest, which training sees. The
-/// draw is the same whatever the run's --seed, so runs of every seed are judged on the same samples;
-/// each side keeps the file's order, its statistics (mean, std, classes) and says what it is in its
-/// name. Throws ConfigError where a side would be empty.
+/// the round(`fraction` x N) samples a seeded draw holds out, in the draw's order (so that the first
+/// few are a fair sample of them: the batch race evaluates on the first 2,048); else the rest, which
+/// training sees, in the file's order. The draw is the same whatever the run's --seed, so runs of
+/// every seed are judged on the same samples; each side keeps the statistics (mean, std, classes)
+/// and says what it is in its name. Throws ConfigError where a side would be empty.
 Dataset split_part(const Dataset& data, double fraction, bool held_out);
+
+/// `data` in a fixed random order (the draw split_part uses), so that its first N samples are a fair
+/// sample of it where a test file of the user's is sorted (by class, say): the batch race evaluates
+/// on the first 2,048, `--held-out-samples N` on the first N.
+Dataset in_fixed_order(const Dataset& data);
+
+/// Throws DataError, naming both, where `held_out` cannot be evaluated beside `training` (a test
+/// file of the user's, --test-data-file): another sample shape or input type, class labels beyond
+/// training's classes, or other targets (classes against values, values of another width; class
+/// labels beside their one-hot values, --loss mse on a dataset of classes, are the same targets).
+void check_held_out(const Dataset& held_out, const Dataset& training);
 
 /// Reads one IDX file, gzip-compressed or plain, as a uint8 tensor of the shape its header gives.
 /// Checks the magic number (0x0000080N: unsigned bytes, N dimensions) against `expected_dims`, and

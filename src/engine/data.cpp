@@ -13,7 +13,9 @@
 #include <memory>
 #include <regex>
 #include <sstream>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "batchwise/memory.h"
 #include "check.h"
@@ -95,6 +97,25 @@ Dataset head(const Dataset& data, int64_t samples) {
   return d;
 }
 
+namespace {
+
+// A fixed random order of n samples: a constant of its own, not --seed's, so a split is the same for
+// every run and not the data order's either.
+at::Tensor fixed_order(int64_t n) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(0x5eed5917);
+  return at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
+}
+
+Dataset select(const Dataset& data, const at::Tensor& index, std::string name) {
+  Dataset d = data;
+  d.inputs = data.inputs.index_select(0, index);
+  d.targets = data.targets.index_select(0, index);
+  d.name = std::move(name);
+  return d;
+}
+
+}  // namespace
+
 Dataset split_part(const Dataset& data, double fraction, bool held_out) {
   const int64_t n = data.size(), k = std::llround(fraction * static_cast<double>(n));
   BATCHWISE_CHECK(fraction > 0 && fraction < 1 && k >= 1 && k < n, ConfigError,
@@ -102,16 +123,45 @@ Dataset split_part(const Dataset& data, double fraction, bool held_out) {
                   "that leaves samples on both sides (0.1 or 0.2 is usual)",
                   fraction, k, data.name, n, n - k);
   UntrackedScope untracked;
-  // Fixed, not --seed's: a constant of its own, so the split is not the data order's either.
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(0x5eed5917);
-  const at::Tensor order = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
-  const at::Tensor index = std::get<0>(held_out ? order.narrow(0, 0, k).sort() : order.narrow(0, k, n - k).sort());
-  Dataset d = data;
-  d.inputs = data.inputs.index_select(0, index);
-  d.targets = data.targets.index_select(0, index);
-  d.name = held_out ? fmt::format("{} held out ({:g} %)", data.name, 100 * fraction)
-                    : fmt::format("{} less {:g} % held out", data.name, 100 * fraction);
-  return d;
+  const at::Tensor order = fixed_order(n);
+  if (held_out)
+    return select(data, order.narrow(0, 0, k), fmt::format("{} held out ({:g} %)", data.name, 100 * fraction));
+  return select(data, std::get<0>(order.narrow(0, k, n - k).sort()),
+                fmt::format("{} less {:g} % held out", data.name, 100 * fraction));
+}
+
+void check_held_out(const Dataset& held_out, const Dataset& training) {
+  const std::string fix = "give a test split of the training data's kind";
+  BATCHWISE_CHECK(held_out.sample_shape() == training.sample_shape(), DataError,
+                  "{}: its samples are {}, and the model trains on {}'s {}; {}", held_out.name,
+                  fmt::join(held_out.sample_shape(), "x"), training.name, fmt::join(training.sample_shape(), "x"), fix);
+  BATCHWISE_CHECK(held_out.inputs.scalar_type() == training.inputs.scalar_type(), DataError,
+                  "{}: its samples are {}, and {}'s are {} (bytes are pixels, scaled; other types are used as they "
+                  "are); {}",
+                  held_out.name, c10::toString(held_out.inputs.scalar_type()), training.name,
+                  c10::toString(training.inputs.scalar_type()), fix);
+  const bool test_classes = held_out.targets.scalar_type() == at::kLong,
+             train_classes = training.targets.scalar_type() == at::kLong;
+  const auto width = [](const at::Tensor& t) { return t.dim() == 1 ? int64_t{1} : t.size(1); };
+  if (test_classes && train_classes) {
+    const int64_t top = held_out.size() > 0 ? held_out.targets.max().item<int64_t>() : 0;
+    BATCHWISE_CHECK(training.num_classes == 0 || top < training.num_classes, DataError,
+                    "{}: label {} is beyond the {} classes the model predicts ({}'s labels, or --num-classes); give "
+                    "--num-classes {} or a test split of the same classes",
+                    held_out.name, top, training.num_classes, training.name, top + 1);
+    return;
+  }
+  const bool one_hot = train_classes && !test_classes && width(held_out.targets) == training.num_classes;
+  BATCHWISE_CHECK(one_hot || (!test_classes && !train_classes && width(held_out.targets) == width(training.targets)),
+                  DataError, "{}: its targets are {}, and {}'s are {}; {}", held_out.name,
+                  test_classes ? "class labels" : fmt::format("{} value(s) a sample", width(held_out.targets)),
+                  training.name,
+                  train_classes ? "class labels" : fmt::format("{} value(s) a sample", width(training.targets)), fix);
+}
+
+Dataset in_fixed_order(const Dataset& data) {
+  UntrackedScope untracked;
+  return select(data, fixed_order(data.size()), data.name);
 }
 
 at::Tensor read_idx(const std::string& path, int expected_dims, const std::string& hint) {

@@ -4,7 +4,6 @@
 #include "batchwise/workload.h"
 
 #include <ATen/Context.h>
-#include <fmt/ranges.h>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim.h>
@@ -112,21 +111,6 @@ void ModuleWorkload::set_lr(double lr) {
 }
 
 std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset& data, int64_t batch) {
-  // A test split of the user's own (--test-data-file) must hold what training holds.
-  BATCHWISE_CHECK(data.sample_shape() == data_.sample_shape(), DataError,
-                  "{}: its samples are {}, and the model trains on {}'s {}; give a test split of the same samples",
-                  data.name, fmt::join(data.sample_shape(), "x"), data_.name, fmt::join(data_.sample_shape(), "x"));
-  BATCHWISE_CHECK((data.targets.scalar_type() == at::kLong) == (data_.targets.scalar_type() == at::kLong), DataError,
-                  "{}: its labels are {}, and {}'s are {}; give a test split of the same labels", data.name,
-                  data.targets.scalar_type() == at::kLong ? "classes" : "values", data_.name,
-                  data_.targets.scalar_type() == at::kLong ? "classes" : "values");
-  if (data.targets.scalar_type() == at::kLong && data_.num_classes > 0 && data.size() > 0) {
-    const int64_t top = data.targets.max().item<int64_t>();
-    BATCHWISE_CHECK(top < data_.num_classes, DataError,
-                    "{}: label {} is beyond the {} classes the model predicts ({}'s labels, or --num-classes); give "
-                    "--num-classes {} or a test split of the same classes",
-                    data.name, top, data_.num_classes, data_.name, top + 1);
-  }
   struct Modes {  // the training mode of every module, put back however evaluation ends
     torch::nn::Module& root;
     std::vector<bool> modes;

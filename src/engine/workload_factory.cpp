@@ -215,7 +215,7 @@ Dataset load_test_split(const WorkloadOptions& o) {
     Dataset d = dataset->load(WorkloadOptions(o).data_file(o.test_data_file()).labels_file(o.test_labels_file()),
                               target_kind(o));
     if (!dataset->shaped) apply_input_shape(d, o.input_shape());
-    return d;
+    return in_fixed_order(d);
   }
   if (dataset && !dataset->load_test && o.held_out_split() > 0) {  // the part of the file training never sees
     Dataset d = dataset->load(o, target_kind(o));
@@ -292,6 +292,13 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
                   "--held-out-split {:g} and --test-data-file {}: give one test split, your file or a part of the "
                   "training data",
                   o.held_out_split(), o.test_data_file());
+  BATCHWISE_CHECK(
+      o.test_labels_file().empty() ||
+          (!o.test_data_file().empty() && dataset->needs.find("--labels-file") != std::string::npos),
+      ConfigError, "--test-labels-file {}: {}", o.test_labels_file(),
+      o.test_data_file().empty()
+          ? "goes with --test-data-file (the test split's samples); give both, or neither"
+          : fmt::format("--dataset {} reads its labels from --test-data-file's --label-column; drop it", o.dataset()));
   for (const std::string& f : {o.test_data_file(), o.test_labels_file()})  // read later: refused now, not then
     BATCHWISE_CHECK(f.empty() || std::filesystem::is_regular_file(f), DataError,
                     "{}: no such file (--test-data-file, --test-labels-file: your test split's files)", f);

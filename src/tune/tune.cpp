@@ -250,8 +250,10 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
 
 Dataset held_out(const TuneSubject& subject, ModuleWorkload& workload) {
   if (subject.held_out) return subject.held_out();
-  return subject.options ? held_out_or_training_sample(*subject.options, workload.data())
-                         : held_out_or_training_sample(WorkloadOptions().dataset("none"), workload.data());
+  Dataset d = subject.options ? held_out_or_training_sample(*subject.options, workload.data())
+                              : held_out_or_training_sample(WorkloadOptions().dataset("none"), workload.data());
+  check_held_out(d, workload.data());
+  return d;
 }
 
 // The run race ran, and no reference of it left the plateau at the start (within its wall limit:

@@ -443,7 +443,8 @@ TEST_F(FileDatasets, AHeldOutSplitIsAFixedPartTrainingNeverSees) {
   std::vector<float> seen;
   for (const Dataset* d : {&train, &test}) {
     const at::Tensor x = d->inputs.select(1, 0).contiguous();
-    EXPECT_TRUE(x.equal(std::get<0>(x.sort()))) << d->name;         // the file's order
+    // Training in the file's order; the held-out part in the draw's, so that its head is a fair sample.
+    EXPECT_EQ(x.equal(std::get<0>(x.sort())), d == &train) << d->name;
     EXPECT_TRUE(d->targets.equal(x.to(at::kLong) % 2)) << d->name;  // each sample's own label
     for (int64_t i = 0; i < x.size(0); ++i) seen.push_back(x[i].item<float>());
   }
@@ -495,27 +496,42 @@ TEST_F(FileDatasets, YourOwnTestSplitIsReadAsTheTrainingFileAndHeldToIt) {
   const WorkloadOptions o =
       WorkloadOptions().model("mlp").dataset("csv").data_file(path("train.csv")).device("cpu").lr(0.01);
   const Dataset test = load_test_split(WorkloadOptions(o).test_data_file(path("test.csv")));
-  ASSERT_EQ(test.size(), 2);
-  EXPECT_EQ(test.targets[1].item<int64_t>(), 2);
+  ASSERT_EQ(test.size(), 2);  // in a fixed order of its own: a file sorted by class has a fair head
+  EXPECT_EQ(test.targets.sum().item<int64_t>(), 3);
+  EXPECT_TRUE(in_fixed_order(load_csv(path("test.csv"), "", TargetKind::Classes)).inputs.equal(test.inputs));
   EXPECT_EQ(held_out_or_training_sample(WorkloadOptions(o).test_data_file(path("test.csv")), Dataset{}).name,
             test.name);
   auto w = make_workload(WorkloadOptions(o).test_data_file(path("test.csv")));
-  auto& m = dynamic_cast<ModuleWorkload&>(*w);
-  EXPECT_TRUE(std::isfinite(m.evaluate(test).first));
-  const auto refused = [&m](const Dataset& d) {
+  const Dataset& train = dynamic_cast<ModuleWorkload&>(*w).data();
+  EXPECT_NO_THROW(check_held_out(test, train));
+  const auto refused = [&train](const Dataset& d) {
     try {
-      (void)m.evaluate(d);
+      check_held_out(d, train);
       return std::string("no error");
     } catch (const DataError& e) {
       return std::string(e.what());
     }
   };
   EXPECT_EQ(refused(load_test_split(WorkloadOptions(o).test_data_file(path("wide.csv")))),
-            "wide.csv: its samples are 3, and the model trains on train.csv's 2; give a test split of the same "
-            "samples");
+            "wide.csv: its samples are 3, and the model trains on train.csv's 2; give a test split of the training "
+            "data's kind");
   EXPECT_EQ(refused(load_test_split(WorkloadOptions(o).test_data_file(path("more.csv")))),
             "more.csv: label 5 is beyond the 3 classes the model predicts (train.csv's labels, or --num-classes); "
             "give --num-classes 6 or a test split of the same classes");
+  Dataset values = test;
+  values.targets = at::ones({2, 2});
+  EXPECT_EQ(refused(values),
+            "test.csv: its targets are 2 value(s) a sample, and train.csv's are class labels; give a test split of "
+            "the training data's kind");
+  // --loss mse on a dataset of classes (fashion-mnist's t10k): the test split's one-hot values, the same targets.
+  values.targets = at::one_hot(test.targets, 3).to(at::kFloat);
+  EXPECT_EQ(refused(values), "no error");
+  Dataset bytes = test;
+  bytes.inputs = test.inputs.to(at::kByte);
+  EXPECT_EQ(refused(bytes),
+            "test.csv: its samples are Byte, and train.csv's are Float (bytes are pixels, scaled; other types are "
+            "used as they are); give a test split of the training data's kind");
+
   // idx and npy read their labels from a file of their own; one test split, where there is none.
   try {
     (void)load_test_split(
@@ -526,15 +542,23 @@ TEST_F(FileDatasets, YourOwnTestSplitIsReadAsTheTrainingFileAndHeldToIt) {
                  "--test-data-file xt.npy: --dataset npy also needs --test-labels-file (the test split's "
                  "labels)");
   }
-  EXPECT_THROW((void)make_workload(WorkloadOptions(o).test_data_file(path("test.csv")).held_out_split(0.25)),
-               ConfigError);
-  EXPECT_THROW((void)make_workload(WorkloadOptions()
-                                       .model("mlp")
-                                       .dataset("synthetic")
-                                       .synthetic_size(64)
-                                       .device("cpu")
-                                       .test_data_file(path("test.csv"))),
-               ConfigError);
+  const auto config_error = [](const WorkloadOptions& options) {
+    try {
+      (void)make_workload(options);
+      return std::string("no error");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(config_error(WorkloadOptions(o).test_labels_file(path("test.csv"))),
+            "--test-labels-file " + path("test.csv") +
+                ": goes with --test-data-file (the test split's samples); give both, or neither");
+  EXPECT_EQ(config_error(WorkloadOptions(o).test_data_file(path("test.csv")).test_labels_file(path("test.csv"))),
+            "--test-labels-file " + path("test.csv") +
+                ": --dataset csv reads its labels from --test-data-file's --label-column; drop it");
+  EXPECT_NE(config_error(WorkloadOptions(o).test_data_file(path("test.csv")).held_out_split(0.25)), "no error");
+  const WorkloadOptions synthetic = WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(64);
+  EXPECT_NE(config_error(WorkloadOptions(synthetic).device("cpu").test_data_file(path("test.csv"))), "no error");
 }
 
 TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {

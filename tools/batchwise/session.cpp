@@ -97,6 +97,7 @@ void Session::make_runner(bool test_split) {
   }
   if (test_split) held_out_ = load_test_split(flags.workload);  // before a long run
   workload_ = make_workload(flags.workload);
+  if (held_out_.size() > 0 && module()) check_held_out(held_out_, module()->data());  // before a long run too
   runner_ = std::make_unique<WorkloadRunner>(*workload_);
   cuda_ = workload_->device().is_cuda();
   if (address_) {
@@ -127,7 +128,10 @@ History& Session::history() {
 int Session::world_size() const { return group_ ? group_->size() : 1; }
 
 const Dataset& Session::held_out() {
-  if (held_out_.size() == 0 && module()) held_out_ = held_out_or_training_sample(flags.workload, module()->data());
+  if (held_out_.size() == 0 && module()) {
+    held_out_ = held_out_or_training_sample(flags.workload, module()->data());
+    check_held_out(held_out_, module()->data());
+  }
   return held_out_;
 }
 
