@@ -42,6 +42,19 @@ TEST(BuiltinDatasets, EachRowIsFoundByNameAndNamesItsTestSplit) {
   EXPECT_EQ(test.size(), 1000);  // at least 1000 samples, a fifth of the training set's size
 }
 
+// A built-in test split is of its training data's kind, --loss mse included, where the training
+// labels stay classes and the test split's become one-hot values (check_held_out passes them).
+TEST(BuiltinDatasets, EachTestSplitIsOfItsTrainingDatasKindUnderEitherLoss) {
+  CpuMemoryTracker::install();
+  for (const Loss loss : {Loss::CrossEntropy, Loss::Mse})
+    for (const char* dataset : {"fashion-mnist", "synthetic"}) {
+      const WorkloadOptions o =
+          WorkloadOptions().model("mlp").dataset(dataset).synthetic_size(256).loss(loss).device("cpu");
+      auto w = make_workload(o);
+      EXPECT_NO_THROW(check_held_out(load_test_split(o), as_module(*w).data())) << dataset << " " << to_string(loss);
+    }
+}
+
 // ---- gradient accumulation ----------------------------------------------------------------------
 
 TEST(Accumulation, MicroBatchGradientsEqualTheFullBatchGradient) {
