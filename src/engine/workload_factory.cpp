@@ -75,9 +75,11 @@ std::string fashion_mnist_dir(const WorkloadOptions& o) {
 
 const char* const kCifarDir = "--data-dir DIR (the cifar-10-batches-bin folder)";
 
-// A test split of classes, its targets one-hot values where the loss asks for values (--loss mse).
-Dataset as_kind(Dataset d, TargetKind kind) {
-  if (kind == TargetKind::Values) d.targets = at::one_hot(d.targets, d.num_classes).to(at::kFloat), d.num_classes = 0;
+// A test split of classes, its targets one-hot values where the loss asks for values (--loss mse), as
+// wide as the model's output: --num-classes where it is more than the split's classes.
+Dataset as_kind(Dataset d, TargetKind kind, int64_t num_classes) {
+  const int64_t width = std::max(d.num_classes, num_classes);
+  if (kind == TargetKind::Values) d.targets = at::one_hot(d.targets, width).to(at::kFloat), d.num_classes = 0;
   return d;
 }
 
@@ -96,12 +98,13 @@ const std::vector<BuiltinDataset>& builtin_datasets() {
          return load_fashion_mnist(fashion_mnist_dir(o), /*train=*/true);
        },
        [](const WorkloadOptions& o, TargetKind kind) {
-         return as_kind(load_fashion_mnist(fashion_mnist_dir(o), /*train=*/false), kind);
+         return as_kind(load_fashion_mnist(fashion_mnist_dir(o), /*train=*/false), kind, o.num_classes());
        }},
       {"cifar10", "--data-dir", "test_batch.bin", false,
        [](const WorkloadOptions& o, TargetKind) { return load_cifar10(require(o.data_dir(), kCifarDir, "cifar10")); },
        [](const WorkloadOptions& o, TargetKind kind) {
-         return as_kind(load_cifar10(require(o.data_dir(), kCifarDir, "cifar10"), /*train=*/false), kind);
+         return as_kind(load_cifar10(require(o.data_dir(), kCifarDir, "cifar10"), /*train=*/false), kind,
+                        o.num_classes());
        }},
       {"idx", "--data-file, --labels-file", "", false,
        [](const WorkloadOptions& o, TargetKind) {

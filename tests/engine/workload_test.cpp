@@ -53,6 +53,13 @@ TEST(BuiltinDatasets, EachTestSplitIsOfItsTrainingDatasKindUnderEitherLoss) {
       auto w = make_workload(o);
       EXPECT_NO_THROW(check_held_out(load_test_split(o), as_module(*w).data())) << dataset << " " << to_string(loss);
     }
+  // A model wider than the labels (--num-classes): the one-hot values as wide as its output.
+  const WorkloadOptions wide =
+      WorkloadOptions().model("mlp").dataset("fashion-mnist").num_classes(12).loss(Loss::Mse).device("cpu");
+  auto w = make_workload(wide);
+  const Dataset test = load_test_split(wide);
+  EXPECT_EQ(test.targets.size(1), 12);
+  EXPECT_NO_THROW(check_held_out(test, as_module(*w).data()));
 }
 
 // ---- gradient accumulation ----------------------------------------------------------------------
