@@ -206,10 +206,41 @@ void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model,
   model.ptr()->train();
 }
 
+// The flags that give a dataset without a test split one (--held-out-split, --test-data-file,
+// --test-labels-file): refused where they cannot hold, and their files where they are missing, before
+// anything is read (make_workload and load_test_split both ask, whichever comes first).
+void check_test_split_flags(const WorkloadOptions& o, const BuiltinDataset& d) {
+  BATCHWISE_CHECK(o.held_out_split() >= 0 && std::isfinite(o.held_out_split()), ConfigError,
+                  "--held-out-split {}: a fraction of the samples, such as 0.1 (or 0: none)", o.held_out_split());
+  BATCHWISE_CHECK(o.held_out_split() == 0 || !d.load_test, ConfigError,
+                  "--held-out-split {:g}: --dataset {} has a test split of its own ({}), which validation uses; drop "
+                  "--held-out-split (it is for idx, npy and csv data)",
+                  o.held_out_split(), o.dataset(), d.test_split);
+  BATCHWISE_CHECK(o.test_data_file().empty() || !d.load_test, ConfigError,
+                  "--test-data-file {}: --dataset {} has a test split of its own ({}), which validation uses; drop "
+                  "--test-data-file (it is for idx, npy and csv data)",
+                  o.test_data_file(), o.dataset(), d.test_split);
+  BATCHWISE_CHECK(o.test_data_file().empty() || o.held_out_split() == 0, ConfigError,
+                  "--held-out-split {:g} and --test-data-file {}: give one test split, your file or a part of the "
+                  "training data",
+                  o.held_out_split(), o.test_data_file());
+  BATCHWISE_CHECK(
+      o.test_labels_file().empty() ||
+          (!o.test_data_file().empty() && d.needs.find("--labels-file") != std::string::npos),
+      ConfigError, "--test-labels-file {}: {}", o.test_labels_file(),
+      o.test_data_file().empty()
+          ? "goes with --test-data-file (the test split's samples); give both, or neither"
+          : fmt::format("--dataset {} reads its labels from --test-data-file's --label-column; drop it", o.dataset()));
+  for (const std::string& f : {o.test_data_file(), o.test_labels_file()})  // read later: refused now, not then
+    BATCHWISE_CHECK(f.empty() || std::filesystem::is_regular_file(f), DataError,
+                    "{}: no such file (--test-data-file, --test-labels-file: your test split's files)", f);
+}
+
 }  // namespace
 
 Dataset load_test_split(const WorkloadOptions& o) {
   const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
+  if (dataset) check_test_split_flags(o, *dataset);
   if (dataset && !dataset->load_test && !o.test_data_file().empty()) {  // the user's own test split
     const bool labels = dataset->needs.find("--labels-file") != std::string::npos;
     BATCHWISE_CHECK(!labels || !o.test_labels_file().empty(), ConfigError,
@@ -281,30 +312,7 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
                   BATCHWISE_TORCH_VERSION_STRING);
   const TargetKind kind = target_kind(o);
 
-  BATCHWISE_CHECK(o.held_out_split() >= 0 && std::isfinite(o.held_out_split()), ConfigError,
-                  "--held-out-split {}: a fraction of the samples, such as 0.1 (or 0: none)", o.held_out_split());
-  BATCHWISE_CHECK(o.held_out_split() == 0 || !dataset->load_test, ConfigError,
-                  "--held-out-split {:g}: --dataset {} has a test split of its own ({}), which validation uses; drop "
-                  "--held-out-split (it is for idx, npy and csv data)",
-                  o.held_out_split(), o.dataset(), dataset->test_split);
-  BATCHWISE_CHECK(o.test_data_file().empty() || !dataset->load_test, ConfigError,
-                  "--test-data-file {}: --dataset {} has a test split of its own ({}), which validation uses; drop "
-                  "--test-data-file (it is for idx, npy and csv data)",
-                  o.test_data_file(), o.dataset(), dataset->test_split);
-  BATCHWISE_CHECK(o.test_data_file().empty() || o.held_out_split() == 0, ConfigError,
-                  "--held-out-split {:g} and --test-data-file {}: give one test split, your file or a part of the "
-                  "training data",
-                  o.held_out_split(), o.test_data_file());
-  BATCHWISE_CHECK(
-      o.test_labels_file().empty() ||
-          (!o.test_data_file().empty() && dataset->needs.find("--labels-file") != std::string::npos),
-      ConfigError, "--test-labels-file {}: {}", o.test_labels_file(),
-      o.test_data_file().empty()
-          ? "goes with --test-data-file (the test split's samples); give both, or neither"
-          : fmt::format("--dataset {} reads its labels from --test-data-file's --label-column; drop it", o.dataset()));
-  for (const std::string& f : {o.test_data_file(), o.test_labels_file()})  // read later: refused now, not then
-    BATCHWISE_CHECK(f.empty() || std::filesystem::is_regular_file(f), DataError,
-                    "{}: no such file (--test-data-file, --test-labels-file: your test split's files)", f);
+  check_test_split_flags(o, *dataset);
   Dataset data = dataset->load(o, kind);
   if (!dataset->shaped) apply_input_shape(data, o.input_shape());
   if (o.held_out_split() > 0) data = split_part(data, o.held_out_split(), /*held_out=*/false);

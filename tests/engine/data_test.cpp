@@ -533,14 +533,22 @@ TEST_F(FileDatasets, YourOwnTestSplitIsReadAsTheTrainingFileAndHeldToIt) {
             "used as they are); give a test split of the training data's kind");
 
   // idx and npy read their labels from a file of their own; one test split, where there is none.
+  write_raw(path("xt.npy"), "");  // there (a missing file is refused first), and never read
   try {
     (void)load_test_split(
-        WorkloadOptions().dataset("npy").data_file("x.npy").labels_file("y.npy").test_data_file("xt.npy"));
+        WorkloadOptions().dataset("npy").data_file("x.npy").labels_file("y.npy").test_data_file(path("xt.npy")));
     FAIL() << "no --test-labels-file";
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(),
-                 "--test-data-file xt.npy: --dataset npy also needs --test-labels-file (the test split's "
-                 "labels)");
+    EXPECT_EQ(e.what(), "--test-data-file " + path("xt.npy") +
+                            ": --dataset npy also needs --test-labels-file (the test split's labels)");
+  }
+  try {
+    (void)load_test_split(WorkloadOptions(o).test_data_file(path("none.csv")));
+    FAIL() << "no such file";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.what(), path("none.csv") +
+                            ": no such file (--test-data-file, --test-labels-file: your test split's "
+                            "files)");
   }
   const auto config_error = [](const WorkloadOptions& options) {
     try {
