@@ -224,10 +224,13 @@ void check_test_split_flags(const WorkloadOptions& o, const BuiltinDataset& d) {
                   "--held-out-split {:g} and --test-data-file {}: give one test split, your file or a part of the "
                   "training data",
                   o.held_out_split(), o.test_data_file());
+  const bool labels = d.needs.find("--labels-file") != std::string::npos;  // idx, npy: a labels file of their own
+  BATCHWISE_CHECK(o.test_data_file().empty() || !labels || !o.test_labels_file().empty(), ConfigError,
+                  "--test-data-file {}: --dataset {} also needs --test-labels-file (the test split's labels)",
+                  o.test_data_file(), o.dataset());
   BATCHWISE_CHECK(
-      o.test_labels_file().empty() ||
-          (!o.test_data_file().empty() && d.needs.find("--labels-file") != std::string::npos),
-      ConfigError, "--test-labels-file {}: {}", o.test_labels_file(),
+      o.test_labels_file().empty() || (!o.test_data_file().empty() && labels), ConfigError, "--test-labels-file {}: {}",
+      o.test_labels_file(),
       o.test_data_file().empty()
           ? "goes with --test-data-file (the test split's samples); give both, or neither"
           : fmt::format("--dataset {} reads its labels from --test-data-file's --label-column; drop it", o.dataset()));
@@ -242,10 +245,6 @@ Dataset load_test_split(const WorkloadOptions& o) {
   const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
   if (dataset) check_test_split_flags(o, *dataset);
   if (dataset && !dataset->load_test && !o.test_data_file().empty()) {  // the user's own test split
-    const bool labels = dataset->needs.find("--labels-file") != std::string::npos;
-    BATCHWISE_CHECK(!labels || !o.test_labels_file().empty(), ConfigError,
-                    "--test-data-file {}: --dataset {} also needs --test-labels-file (the test split's labels)",
-                    o.test_data_file(), o.dataset());
     Dataset d = dataset->load(WorkloadOptions(o).data_file(o.test_data_file()).labels_file(o.test_labels_file()),
                               target_kind(o));
     if (!dataset->shaped) apply_input_shape(d, o.input_shape());

@@ -438,13 +438,11 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   // Those above the training set (bar the answer itself, which is checked as it stands) would repeat
   // samples in every step: not a run the user would do.
   const int64_t dataset = training_samples(subject);
-  std::vector<int64_t> larger;
-  for (const int64_t b : candidates)
-    if (b > dataset && b != rec) larger.push_back(b);
+  const auto kept_end =
+      std::stable_partition(candidates.begin(), candidates.end(), [&](int64_t b) { return b <= dataset || b == rec; });
+  const std::vector<int64_t> larger(kept_end, candidates.end());
+  candidates.erase(kept_end, candidates.end());
   if (!larger.empty()) {
-    candidates.erase(
-        std::remove_if(candidates.begin(), candidates.end(), [&](int64_t b) { return b > dataset && b != rec; }),
-        candidates.end());
     report.context.warnings.push_back(
         fmt::format("the validation trains no {} {}: larger than the {} training samples, a step would repeat samples",
                     larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), dataset));
