@@ -494,6 +494,16 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   const int64_t budget = o.get<int64_t>("memory_budget", 0);
   Report report = base_report(*workload, runner, budget, o.get("target", 0.9));
   Dataset held_out = dataset(adapter, "held_out");
+  if (held_out.size() > 0) {
+    // Refused before training, not minutes in at the race's first evaluation. The classes are counted
+    // per set here, and the model may be wider than either: a label beyond its width is its loss's to
+    // refuse, as for the training data.
+    Dataset given = held_out, training = workload->data();
+    given.name = fmt::format("held_out ({})", held_out.name);
+    training.name = fmt::format("data ({})", training.name);
+    training.num_classes = std::max(training.num_classes, held_out.num_classes);
+    check_held_out(given, training);
+  }
   // Every option is read here, with the GIL.
   const Plan p = plan(o, progress, report.budget_bytes, workload->device().is_cuda());
   std::exception_ptr error;

@@ -532,6 +532,16 @@ def test_validate():
          "micro_batch=48 must be below batch=256 and divide it"),
         (lambda: batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32], epochs=1,
                                     batch_schedule=[(32, 0), (64, "soon")]), TypeError, "batch-size schedule"),
+        # A held-out set the model cannot be judged on is refused before anything trains.
+        (lambda: batchwise.validate(model, optimizer, (x, y), held_out=(held_out[0][:, :40], held_out[1]),
+                                    batch_sizes=[32], epochs=1, progress=False), ValueError,
+         "held_out (tensors [1024, 40]): its samples are 40, and the model trains on data (tensors [2048, 48])'s 48"),
+        (lambda: batchwise.validate(model, optimizer, (x, y), held_out=(held_out[0].double(), held_out[1]),
+                                    batch_sizes=[32], epochs=1, progress=False), ValueError,
+         "its samples are Double, and data (tensors [2048, 48])'s are Float"),
+        (lambda: batchwise.tune(model, optimizer, (x, y), held_out=(held_out[0], held_out[1].float()),
+                                epochs=1, progress=False), ValueError,
+         "its targets are 1 value(s) a sample, and data (tensors [2048, 48])'s are class labels"),
     ]
     refused(checks)
 
