@@ -26,6 +26,9 @@ std::string format_seconds(double seconds);
 /// The same figure without its unit, for a table's column of seconds: "57", "3.4", "0.083".
 std::string format_seconds_figure(double seconds);
 
+/// A number of epochs a person reads, to `significant` digits: "1 epoch", "0.55 epochs", "35 epochs".
+std::string format_epochs(double epochs, int significant = 6);
+
 /// Parses a batch-size list "16,32,64" or a range "first-last*factor" / "first-last+step"
 /// (llama-bench syntax; "8-4096*2" is 8, 16, ..., 4096). Lists and ranges may be mixed with
 /// commas. The result is sorted and unique. Throws ConfigError naming `what` on malformed input and

@@ -28,8 +28,8 @@ ScaledLr scale_lr(Optimizer optimizer, int64_t base_batch, double base_lr, int64
     s.warmup_epochs = batch > base_batch ? 5 : 0;
     s.advice = fmt::format("SGD: linear scaling, lr {:g} x {}/{} = {:g} (Goyal et al. 2017){}", base_lr, batch,
                            base_batch, base_lr * ratio,
-                           s.warmup_epochs ? fmt::format(", warmed up linearly from {:g} over the first {} epochs",
-                                                         base_lr, s.warmup_epochs)
+                           s.warmup_epochs ? fmt::format(", warmed up linearly from {:g} over the first {}", base_lr,
+                                                         format_epochs(s.warmup_epochs))
                                            : "");
   } else {  // the Adam family
     s.rule = "sqrt";

@@ -51,7 +51,7 @@ std::string lead_history(const BatchRace& race) {
   bool changed = false;
   for (const auto& l : race.rung_leads) {
     changed = changed || l.batch != race.rung_leads.front().batch;
-    leads.push_back(fmt::format("{} at {:.1f} s ({:.2g} epochs)", l.batch, l.horizon_s, l.epochs));
+    leads.push_back(fmt::format("{} at {:.1f} s ({})", l.batch, l.horizon_s, format_epochs(l.epochs, 2)));
   }
   if (!changed) return "";
   if (race.rung_leads.back().batch > race.rung_leads.front().batch)
@@ -206,12 +206,12 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
       race.left_out.empty() ? "" : fmt::format("; left out, not raced: {}", fmt::join(race.left_out, ", ")), finalists,
       race.pick_reason.empty() ? "" : "; " + race.pick_reason, lead_history(race), flat, knee, fitted);
   // The horizon the race answered for: the run it stands for is this short.
-  const std::string horizon_text = race.rung_leads.empty()
-                                       ? std::string("this answers for the race's horizon")
-                                       : fmt::format(
-                                             "this answers for about {:.2g} epochs of training (the race's last "
-                                             "horizon at batch {})",
-                                             race.rung_leads.back().epochs, race.rung_leads.back().batch);
+  const std::string horizon_text =
+      race.rung_leads.empty() ? std::string("this answers for the race's horizon")
+                              : fmt::format(
+                                    "this answers for about {} of training (the race's last "
+                                    "horizon at batch {})",
+                                    format_epochs(race.rung_leads.back().epochs, 2), race.rung_leads.back().batch);
   if (run_epochs > 0)
     rec.reason += fmt::format(
         "; {}, not for your {:g}-epoch run, whose compressed runs never left the plateau at the start: `validate "
@@ -277,8 +277,8 @@ std::optional<Recommendation> recommend(const ValidationResult& v) {
     return rec;
   }
   const ValidationRun* best = v.best_batch ? fixed_run(v, *v.best_batch) : nullptr;
-  rec.reason = fmt::format("batch {} trained {:g} epochs ({} rate, lr {:.4g}) in the least time, {:.1f} s, to {}{}",
-                           run->batch, v.epochs, v.lr_schedule, run->lr.lr, run->train_s, quality(*run),
+  rec.reason = fmt::format("batch {} trained {} ({} rate, lr {:.4g}) in the least time, {:.1f} s, to {}{}", run->batch,
+                           format_epochs(v.epochs), v.lr_schedule, run->lr.lr, run->train_s, quality(*run),
                            best && best != run ? fmt::format(", within the test set's noise of the best, batch {}'s {}",
                                                              best->batch, quality(*best))
                                                : std::string(", the best of the runs"));
@@ -305,13 +305,13 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
   if (v.epochs > 0) {  // full runs: the fastest whose final quality is within noise of the best
     if (!fastest)
       out.reason = fmt::format(
-          "{}; not validated: no full run of {:g} epochs {}", rec.reason, v.epochs,
+          "{}; not validated: no full run of {} {}", rec.reason, format_epochs(v.epochs),
           v.any_fixed_run_finished() ? "left the start at a fixed batch (each run's note says so)" : "finished");
     else if (fastest->batch == rec.batch)
       out.reason = fmt::format(
-          "{}; validated by full runs of {:g} epochs ({} rate): the fastest within noise of the "
+          "{}; validated by full runs of {} ({} rate): the fastest within noise of the "
           "best final quality, {:.1f} s to {}",
-          rec.reason, v.epochs, v.lr_schedule, fastest->train_s, quality(*fastest));
+          rec.reason, format_epochs(v.epochs), v.lr_schedule, fastest->train_s, quality(*fastest));
     else {
       out.batch = fastest->batch;
       out.reason = fmt::format(
@@ -408,7 +408,7 @@ struct Assessed {
 
 // From a validation: the candidates trained in full (or to the target).
 Assessed from_validation(const ValidationResult& v, int64_t batch) {
-  const std::string how = v.epochs > 0 ? fmt::format("full runs of {:g} epochs", v.epochs) : "training to " + v.target;
+  const std::string how = v.epochs > 0 ? "full runs of " + format_epochs(v.epochs) : "training to " + v.target;
   if (!v.fastest_batch && v.epochs > 0 && v.any_fixed_run_finished())
     return {Confidence::Low,
             fmt::format("the validation's {} left the plateau at the start at none of its fixed batches, so nothing "
@@ -475,10 +475,10 @@ Assessed from_run_race(const RunRace& race) {
   const double doublings = seen > 0 ? std::log2(race.epochs / seen) : 0;  // carried past the longest run
   if (doublings > kFarthestCarry)
     return {Confidence::Low,
-            fmt::format("predicted for your {:g}-epoch run from compressed runs of at most {:.2g} epochs ({:.1f} % of "
+            fmt::format("predicted for your {:g}-epoch run from compressed runs of at most {} ({:.1f} % of "
                         "it): each batch's gap was carried over {:.1f} doublings of the run ({}); {} sees an eighth of "
                         "it, and --validate trains the full runs",
-                        race.epochs, seen, 100 * seen / race.epochs, doublings, judged,
+                        race.epochs, format_epochs(seen, 2), 100 * seen / race.epochs, doublings, judged,
                         larger_budget(race.wall_s, kStepGridMargin * race.epochs / std::exp2(kFarthestCarry) / seen))};
   if (race.whole_run())  // its longest run was the user's: measured, one run a batch, one seed
     return {Confidence::Medium,
@@ -498,13 +498,13 @@ Assessed from_race(const BatchRace& race) {
   if (race.stopped_at_wall_limit)
     return {Confidence::Low,
             fmt::format("the race stopped at its wall limit (the machine trained far slower than the sweep "
-                        "measured){}, so batch {} is the best of what it had trained, about {:.2g} epochs; tune "
+                        "measured){}, so batch {} is the best of what it had trained, about {}; tune "
                         "again on a quiet machine",
                         race.left_out.empty() ? ""
                                               : fmt::format("; left out: {} {} (its notes say why)",
                                                             race.left_out.size() > 1 ? "batches" : "batch",
                                                             fmt::join(race.left_out, ", ")),
-                        *race.best_batch, epochs)};
+                        *race.best_batch, format_epochs(epochs, 2))};
   // A race behind its planned wall time fits its later rungs to what is left, down to a few steps
   // each: a lenet race stopped for 95 s trained its rungs 2 and 3 for 0.09 and 0.05 s per entry
   // instead of 2.2 and 4.4 s, and ranked there.
@@ -517,20 +517,19 @@ Assessed from_race(const BatchRace& race) {
                         *race.best_batch, race.horizons_s.back(), race.planned_horizons_s.back())};
   if (epochs < 0.1)
     return {Confidence::Low,
-            fmt::format("the race trained each candidate for {:.2g} epochs, the first minutes of a run, and its lead "
+            fmt::format("the race trained each candidate for {}, the first minutes of a run, and its lead "
                         "may not hold for longer; {} trains them for 0.1 epochs, or --epochs N answers for your run",
-                        epochs, larger_budget(race.wall_s, 0.1 / epochs))};
+                        format_epochs(epochs, 2), larger_budget(race.wall_s, 0.1 / epochs))};
   if (race.within_5_percent.size() > 1)
     return {Confidence::Medium,
             fmt::format("measured, but within the race's noise of batches {}: any of them trains about as fast, for "
-                        "about {:.2g} epochs; --epochs N answers for your run's length",
-                        fmt::join(race.within_5_percent, ", "), epochs)};
+                        "about {}; --epochs N answers for your run's length",
+                        fmt::join(race.within_5_percent, ", "), format_epochs(epochs, 2))};
   if (epochs < 1)
-    return {Confidence::Medium,
-            fmt::format("measured and resolved, but for about {:.2g} epochs of training; --epochs N "
-                        "answers for your run's length",
-                        epochs)};
-  return {Confidence::High, fmt::format("measured and resolved over {:.2g} epochs of training", epochs)};
+    return {Confidence::Medium, fmt::format("measured and resolved, but for about {} of training; --epochs N "
+                                            "answers for your run's length",
+                                            format_epochs(epochs, 2))};
+  return {Confidence::High, fmt::format("measured and resolved over {} of training", format_epochs(epochs, 2))};
 }
 
 }  // namespace

@@ -681,7 +681,8 @@ RunRaceOptions raced_options(const RunRaceOptions& options, std::vector<int64_t>
 }
 
 std::string compressed_run_text(int64_t batch, double run_epochs, double epochs) {
-  return fmt::format("run race: batch {}, your {:g}-epoch run compressed to {:.3g} epochs", batch, run_epochs, epochs);
+  return fmt::format("run race: batch {}, your {:g}-epoch run compressed to {}", batch, run_epochs,
+                     format_epochs(epochs, 3));
 }
 
 std::string compressed_run_key(const std::string& line) { return line.substr(0, line.find(" epochs")); }

@@ -12,6 +12,7 @@
 
 #include "advice/target.h"
 #include "batchwise/schedule.h"
+#include "batchwise/units.h"
 #include "batchwise/workload.h"
 #include "check.h"
 
@@ -190,9 +191,9 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
       each.push_back(
           fmt::format("batch {} from epoch {:g} at lr {:.4g}", phases[k].batch, phases[k].from_epoch, phase_lr[k].lr));
     run.lr.advice = fmt::format(
-        "the schedule {}: {}; warm-up over the first {:g} epochs, then the {} schedule over "
+        "the schedule {}: {}; warm-up over the first {}, then the {} schedule over "
         "the {:g}-epoch run",
-        run.schedule, fmt::join(each, ", "), run.warmup_epochs, to_string(o.lr_schedule()), o.epochs());
+        run.schedule, fmt::join(each, ", "), format_epochs(run.warmup_epochs), to_string(o.lr_schedule()), o.epochs());
   } else if (full) {  // the advice as this run applied it
     run.lr.warmup_steps = run.warmup_steps;
     run.lr.warmup_epochs = run.warmup_epochs;
@@ -226,9 +227,9 @@ void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
   for (auto& r : result.runs)
     if (r.final_loss && !run_left_the_start(r, result, held_out_size))
       r.message = fmt::format(
-          "did not leave the start in {:g} epochs: held-out loss {:.4f}, not {:.0f} % below the initial weights' "
+          "did not leave the start in {}: held-out loss {:.4f}, not {:.0f} % below the initial weights' "
           "{:.4f}{}",
-          result.epochs, *r.final_loss, 100 * (1 - kLeftTheStart), *result.loss_before,
+          format_epochs(result.epochs), *r.final_loss, 100 * (1 - kLeftTheStart), *result.loss_before,
           r.final_accuracy && result.accuracy_before
               ? fmt::format(", nor accuracy {:.4f} above theirs ({:.4f}) beyond the split's noise", *r.final_accuracy,
                             *result.accuracy_before)
@@ -315,7 +316,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   const Dataset probe = head(held_out, o.held_out_samples());
   ValidationResult result;
   if (full) {
-    result.target = fmt::format("full runs of {:g} epochs, {} rate", o.epochs(), to_string(o.lr_schedule()));
+    result.target = fmt::format("full runs of {}, {} rate", format_epochs(o.epochs()), to_string(o.lr_schedule()));
     result.epochs = o.epochs();
     result.lr_schedule = to_string(o.lr_schedule());
   } else {

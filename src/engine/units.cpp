@@ -72,6 +72,11 @@ std::string format_seconds_figure(double seconds) {
 
 std::string format_seconds(double seconds) { return format_seconds_figure(seconds) + " s"; }
 
+std::string format_epochs(double epochs, int significant) {
+  const std::string figure = fmt::format("{:.{}g}", epochs, significant);
+  return figure + (figure == "1" ? " epoch" : " epochs");
+}
+
 std::string format_bytes(int64_t bytes) {
   static const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

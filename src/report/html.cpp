@@ -86,9 +86,9 @@ std::string decided_bullet(const Report& r, int64_t batch) {
   if (r.validation && r.validation->fastest_batch == batch) {
     const ValidationResult& v = *r.validation;
     if (v.epochs > 0)
-      return bullet(fmt::format("Trained {:g} epochs beside {} other candidate(s), it was the fastest within noise "
+      return bullet(fmt::format("Trained {} beside {} other candidate(s), it was the fastest within noise "
                                 "of the best final quality.",
-                                v.epochs, v.runs.size() - 1),
+                                format_epochs(v.epochs), v.runs.size() - 1),
                     "validation", "the runs");
     return bullet(fmt::format("Reached {} in the least training time of {} candidates.", v.target, v.runs.size()),
                   "validation", "the runs");
@@ -233,7 +233,7 @@ std::string run_race_section(const Report& r) {
   if (!race.pick_reason.empty()) notes += list_items({race.pick_reason});
   if (!race.schedule_reason.empty()) notes += list_items({race.schedule_reason});
   const auto length = [&](size_t l) {
-    return l < race.lengths_epochs.size() ? fmt::format("{:.2g} epochs", race.lengths_epochs[l]) : std::string("-");
+    return l < race.lengths_epochs.size() ? format_epochs(race.lengths_epochs[l], 2) : std::string("-");
   };
   return fmt::format(
       "<section id=\"run-race\">\n<h2>Run race: your {:g}-epoch {} run</h2>\n<p class=\"caption\">Batch {} trained "

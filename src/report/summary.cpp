@@ -115,9 +115,9 @@ std::string closing_line(const Report& r) {
     if (const ValidationResult* v = r.validation ? &*r.validation : nullptr; v && !v->runs.empty()) {
       if (v->epochs > 0 && v->any_fixed_run_finished())
         return fmt::format(
-            "answer: none: no fixed batch's run left the start in {:g} epochs (each run's note says so): a longer "
+            "answer: none: no fixed batch's run left the start in {} (each run's note says so): a longer "
             "--epochs trains past it",
-            v->epochs);
+            format_epochs(v->epochs));
       return v->epochs > 0 ? "answer: none: no full run finished (each run's note says why)"
                            : fmt::format("answer: none: no batch reached {} (each run's note says why)", v->target);
     }

@@ -449,7 +449,7 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   }
   stage(o, Phase::Validate,
         o.validate()->epochs() > 0
-            ? fmt::format("validating: full runs of {:g} epochs at each of {}", o.validate()->epochs(),
+            ? fmt::format("validating: full runs of {} at each of {}", format_epochs(o.validate()->epochs()),
                           fmt::join(candidates, ", "))
             : fmt::format("validating: training to the target at each of {}", fmt::join(candidates, ", ")));
   ValidateOptions v = *o.validate();

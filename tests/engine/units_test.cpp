@@ -48,6 +48,15 @@ TEST(FormatSeconds, WholeSecondsFromTenTwoSignificantDigitsBelow) {
   EXPECT_EQ(format_seconds_figure(3.42), "3.4");  // a table's column
 }
 
+// "full runs of 1 epoch", not "1 epochs"; the word follows the figure as printed.
+TEST(FormatEpochs, OneEpochIsSingular) {
+  EXPECT_EQ(format_epochs(1), "1 epoch");
+  EXPECT_EQ(format_epochs(35), "35 epochs");
+  EXPECT_EQ(format_epochs(0.55), "0.55 epochs");
+  EXPECT_EQ(format_epochs(1.004, 2), "1 epoch");
+  EXPECT_EQ(format_epochs(0.328, 2), "0.33 epochs");
+}
+
 TEST(ParseBatchSizes, ListsAndRanges) {
   EXPECT_EQ(parse_batch_sizes("16,32,64", "x"), (std::vector<int64_t>{16, 32, 64}));
   EXPECT_EQ(parse_batch_sizes("8-64*2", "x"), (std::vector<int64_t>{8, 16, 32, 64}));

@@ -508,7 +508,7 @@ def test_validate():
          report.recommendation is not None and report.recommendation.batch == v.fastest_batch and
          v.fastest_batch in v.good_batches and report.lr.lr == runs[v.fastest_batch].lr,
          report.to_json()[:600])
-    case("its sentence gives the run and the time", "trained 1 epochs (cosine rate" in report.recommendation.reason,
+    case("its sentence gives the run and the time", "trained 1 epoch (cosine rate" in report.recommendation.reason,
          report.recommendation.reason)
     case("progress lines as the CLI's", any(line.startswith("[validate 1/2] batch 32") for line in lines), lines[:3])
     after = snapshot(model, optimizer)

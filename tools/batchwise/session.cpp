@@ -325,7 +325,7 @@ void Session::print_validation(const ValidationResult& v) {
     std::string outcome;
     if (run.final_loss)
       outcome = fmt::format(
-          "{:g} epochs in {:.1f} s of training: test loss {:.4g}{}{}{}", v.epochs, run.train_s, *run.final_loss,
+          "{} in {:.1f} s of training: test loss {:.4g}{}{}{}", format_epochs(v.epochs), run.train_s, *run.final_loss,
           run.final_accuracy ? fmt::format(", accuracy {:.4f}", *run.final_accuracy) : std::string(),
           run.good ? " (within noise of the best)" : "", run.message.empty() ? "" : "; " + run.message);
     else if (run.reached)

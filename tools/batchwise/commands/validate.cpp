@@ -66,8 +66,8 @@ class Validate : public Command {
                       extend_below_));
     Session s("validate", w_, nullptr, /*test_split=*/true);
     const std::string in_order = fmt::format("{}", fmt::join(candidates, ", "));  // as they train: sorted
-    s.stage(v_.epochs > 0 ? fmt::format("validating: full runs of {:g} epochs ({} rate) at each of {}{}", v_.epochs,
-                                        v_.lr_schedule, in_order,
+    s.stage(v_.epochs > 0 ? fmt::format("validating: full runs of {} ({} rate) at each of {}{}",
+                                        format_epochs(v_.epochs), v_.lr_schedule, in_order,
                                         schedule.empty() ? "" : " and the schedule " + schedule_text(schedule))
                           : fmt::format("validating: training to the target at each of {}", in_order));
     s.report.validation = validate(*s.workload(), s.held_out(),
