@@ -403,9 +403,10 @@ void ValidateFlags::add_run(CLI::App* cmd) {
       ->capture_default_str();
 }
 
+// The flags' ranges are the parser's (kBounds above) and validate()'s own checks; these are the ones
+// between flags.
 void ValidateFlags::check(const WorkloadFlags& w) {
   const LrSchedule schedule = parse_lr_schedule(lr_schedule);
-  if (epochs < 0 || !std::isfinite(epochs)) throw ConfigError(fmt::format("--epochs {}: must be positive", epochs));
   if (epochs > 0 && (target_accuracy > 0 || target_loss > 0))
     throw ConfigError(fmt::format(
         "--epochs {} and --target-{} {}: --epochs trains full runs and compares their final "
@@ -419,13 +420,9 @@ void ValidateFlags::check(const WorkloadFlags& w) {
   if (epochs > 0) return;
   if (w.workload.loss() == Loss::Mse && target_loss == 0)
     throw ConfigError("--loss mse: there is no accuracy to reach; give --target-loss");
-  if (target_accuracy > 1 || target_accuracy < 0 || target_loss < 0)
-    throw ConfigError(fmt::format("--target-accuracy {} / --target-loss {}: accuracy is between 0 and 1, loss positive",
-                                  target_accuracy, target_loss));
   if (target_accuracy > 0 && target_loss > 0)
     throw ConfigError(fmt::format("--target-accuracy {} and --target-loss {}: one target at a time; give one of them",
                                   target_accuracy, target_loss));
-  if (max_epochs <= 0) throw ConfigError(fmt::format("--max-epochs {}: must be positive", max_epochs));
   if (target_accuracy == 0 && target_loss == 0) target_accuracy = kDefaultTargetAccuracy;
 }
 
