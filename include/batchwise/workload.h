@@ -281,8 +281,10 @@ struct WorkloadOptions {
 };
 
 /// Builds a built-in workload. On CPU, install CpuMemoryTracker first so the model is counted.
-/// Throws ConfigError / DataError / ModelError / DeviceError naming the bad input.
-std::unique_ptr<Workload> make_workload(const WorkloadOptions& options);
+/// Throws ConfigError / DataError / ModelError / DeviceError naming the bad input. Where `held_out`
+/// is given and `options` hold out part of the data (held_out_split), it receives that part from
+/// the same read of the file, as load_test_split would give it, without reading the file again.
+std::unique_ptr<Workload> make_workload(const WorkloadOptions& options, Dataset* held_out = nullptr);
 
 /// The held-out test split of the dataset `options` names (fashion-mnist: t10k; cifar10:
 /// test_batch.bin; synthetic: max(1000, synthetic_size / 5) further samples labelled by the same

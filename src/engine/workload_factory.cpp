@@ -285,7 +285,7 @@ Dataset held_out_or_training_sample(const WorkloadOptions& o, const Dataset& tra
   return d;
 }
 
-std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
+std::unique_ptr<Workload> make_workload(const WorkloadOptions& o, Dataset* held_out) {
   const bool scripted = is_model_path(o.model());
   BATCHWISE_CHECK(scripted || find_builtin_model(o.model()), ConfigError,
                   "--model {}: unknown model; choose one of {}, or give the path of a TorchScript file (model.pt)",
@@ -314,7 +314,10 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o) {
   check_test_split_flags(o, *dataset);
   Dataset data = dataset->load(o, kind);
   if (!dataset->shaped) apply_input_shape(data, o.input_shape());
-  if (o.held_out_split() > 0) data = split_part(data, o.held_out_split(), /*held_out=*/false);
+  if (o.held_out_split() > 0) {
+    if (held_out) *held_out = split_part(data, o.held_out_split(), /*held_out=*/true);
+    data = split_part(data, o.held_out_split(), /*held_out=*/false);
+  }
   if (o.num_classes() > 0 && data.num_classes > 0) {
     BATCHWISE_CHECK(o.num_classes() >= data.num_classes, ConfigError,
                     "--num-classes {}: {} has labels up to {}; give at least {} classes", o.num_classes(), data.name,

@@ -457,10 +457,16 @@ TEST_F(FileDatasets, AHeldOutSplitIsAFixedPartTrainingNeverSees) {
   };
   for (const uint64_t seed : {0, 7}) {
     EXPECT_TRUE(load_test_split(options(seed).held_out_split(0.25)).inputs.equal(test.inputs)) << seed;
-    const auto w = make_workload(options(seed).held_out_split(0.25));
+    Dataset part;  // the same part, from the read that builds the workload
+    const auto w = make_workload(options(seed).held_out_split(0.25), &part);
     EXPECT_EQ(w->info().dataset_size, 30) << seed;
     EXPECT_EQ(w->info().dataset, "rows.csv less 25 % held out") << seed;
+    EXPECT_TRUE(part.inputs.equal(test.inputs) && part.targets.equal(test.targets)) << seed;
+    EXPECT_EQ(part.name, test.name) << seed;
   }
+  Dataset none;  // nothing held out: nothing given back
+  (void)make_workload(options(0), &none);
+  EXPECT_EQ(none.size(), 0);
   // Where training must be told it lacks one, and where it cannot hold.
   const auto refused = [](const WorkloadOptions& o, bool test_split) {
     try {
