@@ -272,16 +272,17 @@ std::optional<Recommendation> recommend(const ValidationResult& v) {
   Recommendation rec;
   rec.batch = run->batch;
   if (v.epochs <= 0) {
-    rec.reason = fmt::format("batch {} reached {} soonest: {:.1f} s of training ({} steps, {:.2f} epochs, lr {:.4g})",
-                             run->batch, v.target, run->train_s, run->steps, run->epochs, run->lr.lr);
+    rec.reason = fmt::format("batch {} reached {} soonest: {} of training ({} steps, {:.2f} epochs, lr {:.4g})",
+                             run->batch, v.target, format_seconds(run->train_s), run->steps, run->epochs, run->lr.lr);
     return rec;
   }
   const ValidationRun* best = v.best_batch ? fixed_run(v, *v.best_batch) : nullptr;
-  rec.reason = fmt::format("batch {} trained {} ({} rate, lr {:.4g}) in the least time, {:.1f} s, to {}{}", run->batch,
-                           format_epochs(v.epochs), v.lr_schedule, run->lr.lr, run->train_s, quality(*run),
-                           best && best != run ? fmt::format(", within the test set's noise of the best, batch {}'s {}",
-                                                             best->batch, quality(*best))
-                                               : std::string(", the best of the runs"));
+  rec.reason = fmt::format(
+      "batch {} trained {} ({} rate, lr {:.4g}) in the least time, {}, to {}{}", run->batch, format_epochs(v.epochs),
+      v.lr_schedule, run->lr.lr, format_seconds(run->train_s), quality(*run),
+      best && best != run
+          ? fmt::format(", within the test set's noise of the best, batch {}'s {}", best->batch, quality(*best))
+          : std::string(", the best of the runs"));
   return rec;
 }
 
@@ -298,8 +299,8 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
     if (v.fastest_batch && r.batch == *v.fastest_batch) fastest = &r;
   }
   auto took = [&](const ValidationRun& r) {
-    return fmt::format("{:.1f} s of training ({} steps, {:.2f} epochs, lr {:.4g})", r.train_s, r.steps, r.epochs,
-                       r.lr.lr);
+    return fmt::format("{} of training ({} steps, {:.2f} epochs, lr {:.4g})", format_seconds(r.train_s), r.steps,
+                       r.epochs, r.lr.lr);
   };
   Recommendation out = rec;
   if (v.epochs > 0) {  // full runs: the fastest whose final quality is within noise of the best
@@ -310,15 +311,15 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
     else if (fastest->batch == rec.batch)
       out.reason = fmt::format(
           "{}; validated by full runs of {} ({} rate): the fastest within noise of the "
-          "best final quality, {:.1f} s to {}",
-          rec.reason, format_epochs(v.epochs), v.lr_schedule, fastest->train_s, quality(*fastest));
+          "best final quality, {} to {}",
+          rec.reason, format_epochs(v.epochs), v.lr_schedule, format_seconds(fastest->train_s), quality(*fastest));
     else {
       out.batch = fastest->batch;
       out.reason = fmt::format(
-          "batch {} trained the {:g}-epoch run soonest without a worse model, {:.1f} s to {}, where the predicted "
+          "batch {} trained the {:g}-epoch run soonest without a worse model, {} to {}, where the predicted "
           "batch {} {}; the prediction was: {}",
-          fastest->batch, v.epochs, fastest->train_s, quality(*fastest), rec.batch,
-          predicted ? fmt::format("took {:.1f} s to {}{}", predicted->train_s, quality(*predicted),
+          fastest->batch, v.epochs, format_seconds(fastest->train_s), quality(*fastest), rec.batch,
+          predicted ? fmt::format("took {} to {}{}", format_seconds(predicted->train_s), quality(*predicted),
                                   predicted->good ? "" : ", worse than the best beyond noise")
                     : "was not run",
           rec.reason);
@@ -326,8 +327,8 @@ Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
     if (schedule)
       out.reason +=
           schedule->final_loss
-              ? fmt::format("; the batch-size schedule {} trained in {:.1f} s to {}{}", schedule->schedule,
-                            schedule->train_s, quality(*schedule),
+              ? fmt::format("; the batch-size schedule {} trained in {} to {}{}", schedule->schedule,
+                            format_seconds(schedule->train_s), quality(*schedule),
                             v.schedule_saving
                                 ? fmt::format(", {:.0f} % {} time than {}", 100 * std::abs(*v.schedule_saving),
                                               *v.schedule_saving >= 0 ? "less" : "more",

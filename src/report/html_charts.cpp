@@ -556,10 +556,10 @@ std::string validation_section(const Report& r) {
                                : run.final_loss   ? fmt::format("loss {:.4f}", *run.final_loss)
                                                   : "-";
       rows += fmt::format(
-          "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{:.1f}</td>"
+          "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{}</td>"
           "<td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
-          run.good ? "ok" : "bad", run.batch, run.lr.lr, run.good ? "within noise of the best" : "no", run.train_s,
-          run.steps, run.epochs, last,
+          run.good ? "ok" : "bad", run.batch, run.lr.lr, run.good ? "within noise of the best" : "no",
+          format_seconds_figure(run.train_s), run.steps, run.epochs, last,
           !run.schedule.empty()
               ? esc(fmt::format("schedule {}{}", run.schedule,
                                 v.schedule_saving     ? fmt::format(": {:.0f} % {} time than the fastest good batch",
@@ -573,10 +573,10 @@ std::string validation_section(const Report& r) {
       continue;
     }
     rows += fmt::format(
-        "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{:.1f}</td>"
+        "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
-        run.reached ? "ok" : "bad", run.batch, run.lr.lr, run.reached ? "yes" : "no", run.train_s, run.steps,
-        run.epochs,
+        run.reached ? "ok" : "bad", run.batch, run.lr.lr, run.reached ? "yes" : "no",
+        format_seconds_figure(run.train_s), run.steps, run.epochs,
         run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : fmt::format("loss {:.4f}", run.last.loss),
         soonest ? "soonest" : esc(run.message));
   }

@@ -340,8 +340,8 @@ void full_runs_table(Lines& line, const ValidationResult& v) {
           v.schedule_saving ? fmt::format("; {:.0f} % {} time than the fastest good batch",
                                           100 * std::abs(*v.schedule_saving), *v.schedule_saving >= 0 ? "less" : "more")
                             : "");
-    line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10.1f}  {:>7}  {:>9}  {:>10}  {}", run.batch, run.lr.lr,
-                     run.warmup_steps, run.train_s, run.steps,
+    line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10}  {:>7}  {:>9}  {:>10}  {}", run.batch, run.lr.lr, run.warmup_steps,
+                     format_seconds_figure(run.train_s), run.steps,
                      run.final_accuracy ? fmt::format("{:.4f}", *run.final_accuracy) : "-",
                      run.final_loss ? fmt::format("{:.4f}", *run.final_loss) : "-", note));
   }
@@ -354,8 +354,8 @@ void validation_table(Lines& line, const ValidationResult& v) {
   line(fmt::format("{:>8}  {:>9}  {:>8}  {:>10}  {:>7}  {:>7}  {:>9}  {:>7}  {}", "batch", "lr", "reached", "train s",
                    "steps", "epochs", "accuracy", "loss", "note"));
   for (const auto& run : v.runs)
-    line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10.1f}  {:>7}  {:>7.2f}  {:>9}  {:>7.4f}  {}", run.batch, run.lr.lr,
-                     run.reached ? "yes" : "no", run.train_s, run.steps, run.epochs,
+    line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10}  {:>7}  {:>7.2f}  {:>9}  {:>7.4f}  {}", run.batch, run.lr.lr,
+                     run.reached ? "yes" : "no", format_seconds_figure(run.train_s), run.steps, run.epochs,
                      run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : "-", run.last.loss,
                      v.fastest_batch && *v.fastest_batch == run.batch ? "<- soonest" : run.message));
 }

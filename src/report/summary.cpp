@@ -72,11 +72,11 @@ std::string decider_line(const Report& r) {
     const ValidationResult& v = *r.validation;
     if (const ValidationRun* run = fixed_run(v, *v.fastest_batch))
       return v.epochs > 0 ? fmt::format(
-                                "validation: batch {} trained your {:g}-epoch run fastest ({:.1f} s) without a "
+                                "validation: batch {} trained your {:g}-epoch run fastest ({}) without a "
                                 "worse model",
-                                run->batch, v.epochs, run->train_s)
-                          : fmt::format("validation: batch {} reached {} soonest ({:.1f} s of training)", run->batch,
-                                        v.target, run->train_s);
+                                run->batch, v.epochs, format_seconds(run->train_s))
+                          : fmt::format("validation: batch {} reached {} soonest ({} of training)", run->batch,
+                                        v.target, format_seconds(run->train_s));
   }
   if (r.run_race && r.run_race->best_batch) {
     const RunRace& race = *r.run_race;

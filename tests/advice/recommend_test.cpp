@@ -422,16 +422,16 @@ TEST(Validation, ConfirmsCorrectsOrSaysItCouldNot) {
   v.fastest_batch = 128;
   Recommendation out = confirm(rec, v);
   EXPECT_EQ(out.batch, 128);
-  EXPECT_NE(out.reason.find("validated: it reached test accuracy >= 0.85 soonest, in 4.0 s of training"),
+  EXPECT_NE(out.reason.find("validated: it reached test accuracy >= 0.85 soonest, in 4 s of training"),
             std::string::npos)
       << out.reason;
   v.runs[0].train_s = 3.0;
   v.fastest_batch = 64;
   out = confirm(rec, v);
   EXPECT_EQ(out.batch, 64);
-  EXPECT_NE(out.reason.find("batch 64 reached test accuracy >= 0.85 soonest, in 3.0 s"), std::string::npos)
+  EXPECT_NE(out.reason.find("batch 64 reached test accuracy >= 0.85 soonest, in 3 s"), std::string::npos)
       << out.reason;
-  EXPECT_NE(out.reason.find("the predicted batch 128 took 4.0 s"), std::string::npos) << out.reason;
+  EXPECT_NE(out.reason.find("the predicted batch 128 took 4 s"), std::string::npos) << out.reason;
   v.fastest_batch.reset();
   for (auto& r : v.runs) r.reached = false;
   out = confirm(rec, v);
@@ -450,7 +450,7 @@ TEST(Validation, AloneRecommendsTheFastestGoodRunWithItsRate) {
   std::optional<Recommendation> rec = recommend(v);
   ASSERT_TRUE(rec);
   EXPECT_EQ(rec->batch, 128);
-  EXPECT_NE(rec->reason.find("batch 128 reached test accuracy >= 0.85 soonest: 4.0 s of training"), std::string::npos)
+  EXPECT_NE(rec->reason.find("batch 128 reached test accuracy >= 0.85 soonest: 4 s of training"), std::string::npos)
       << rec->reason;
   EXPECT_EQ(fixed_run(v, 128)->lr.lr, v.runs[1].lr.lr);
 
@@ -468,7 +468,7 @@ TEST(Validation, AloneRecommendsTheFastestGoodRunWithItsRate) {
   EXPECT_EQ(rec->batch, 128);
   EXPECT_EQ(fixed_run(v, 128), &v.runs[1]);  // the fixed batch's run, not the schedule's
   EXPECT_NE(rec->reason.find("batch 128 trained 5 epochs (cosine rate, lr"), std::string::npos) << rec->reason;
-  EXPECT_NE(rec->reason.find("in the least time, 4.0 s, to test accuracy 0.8990, within the test set's noise of the "
+  EXPECT_NE(rec->reason.find("in the least time, 4 s, to test accuracy 0.8990, within the test set's noise of the "
                              "best, batch 64's test accuracy 0.9010"),
             std::string::npos)
       << rec->reason;

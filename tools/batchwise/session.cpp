@@ -326,11 +326,12 @@ void Session::print_validation(const ValidationResult& v) {
     std::string outcome;
     if (run.final_loss)
       outcome = fmt::format(
-          "{} in {:.1f} s of training: test loss {:.4g}{}{}{}", format_epochs(v.epochs), run.train_s, *run.final_loss,
-          run.final_accuracy ? fmt::format(", accuracy {:.4f}", *run.final_accuracy) : std::string(),
+          "{} in {} of training: test loss {:.4g}{}{}{}", format_epochs(v.epochs), format_seconds(run.train_s),
+          *run.final_loss, run.final_accuracy ? fmt::format(", accuracy {:.4f}", *run.final_accuracy) : std::string(),
           run.good ? " (within noise of the best)" : "", run.message.empty() ? "" : "; " + run.message);
     else if (run.reached)
-      outcome = fmt::format("reached {} in {:.1f} s of training ({:.2f} epochs)", v.target, run.train_s, run.epochs);
+      outcome = fmt::format("reached {} in {} of training ({:.2f} epochs)", v.target, format_seconds(run.train_s),
+                            run.epochs);
     else
       outcome = run.message;
     if (run.schedule.empty())
