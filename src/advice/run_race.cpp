@@ -154,7 +154,7 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
   for (size_t l = 0; l < race.runs.size(); ++l)
     if (race.runs[l].b_simple)
       along.push_back(
-          fmt::format("{} after {:.3g} epochs", noise_text(*race.runs[l].b_simple), race.lengths_epochs[l]));
+          fmt::format("{} after {}", noise_text(*race.runs[l].b_simple), format_epochs(race.lengths_epochs[l], 3)));
   race.notes.push_back(fmt::format(
       "the noise scale (critical batch) {} {} at the start{}; carried on, {} "
       "at the run's end",
@@ -176,11 +176,11 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
     const double off = accuracy ? *race.middle_on_line - *race.runs[1].accuracy
                                 : (*race.runs[1].loss - *race.middle_on_line) / *race.middle_on_line;
     race.notes.push_back(fmt::format(
-        "batch {}'s run of {:.3g} epochs ended {} {} the line through its other two, within the noise of three runs: "
-        "a learning curve does not steepen as its run doubles, so every gap after {:.3g} epochs is read against the "
+        "batch {}'s run of {} ended {} {} the line through its other two, within the noise of three runs: "
+        "a learning curve does not steepen as its run doubles, so every gap after {} is read against the "
         "line (read against the run, each would be {}{} smaller)",
-        race.reference_batch, race.lengths_epochs[1], amount(off), accuracy ? "below" : "above", race.lengths_epochs[1],
-        accuracy ? "" : "about ", amount(off)));
+        race.reference_batch, format_epochs(race.lengths_epochs[1], 3), amount(off), accuracy ? "below" : "above",
+        format_epochs(race.lengths_epochs[1], 3), accuracy ? "" : "about ", amount(off)));
   }
   if (!pick) return;
   const bool whole_run = race.whole_run();  // the gaps were measured at its end, not carried
@@ -359,10 +359,10 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
   if (!off_the_start(longest, loss_before)) {
     race.reference_stuck = true;
     ref.message = fmt::format(
-        "its longest compressed run ({:.3g} epochs) did not leave the start: held-out loss {:.4g} against {:.4g} at "
+        "its longest compressed run ({}) did not leave the start: held-out loss {:.4g} against {:.4g} at "
         "your initial weights, so its learning curve says nothing about the run (a larger --advice-budget trains the "
         "compressed runs longer)",
-        race.lengths_epochs.back(), longest, loss_before);
+        format_epochs(race.lengths_epochs.back(), 3), longest, loss_before);
     return false;
   }
   // Where the longest run is the whole run, every gap is read at the run's end and carried nowhere:
@@ -373,16 +373,17 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
   if (only_in_longest && race.whole_run())
     race.notes.push_back(fmt::format(
         "batch {} (the reference) left the start only in its longest compressed run, your whole {:g}-epoch run "
-        "(held-out loss {:.4g} after {:.3g} epochs against {:.4g} at your initial weights): every gap is read at the "
+        "(held-out loss {:.4g} after {} against {:.4g} at your initial weights): every gap is read at the "
         "run's end, not carried",
-        ref.batch, o.epochs(), *race.runs[middle].loss, race.lengths_epochs[middle], loss_before));
+        ref.batch, o.epochs(), *race.runs[middle].loss, format_epochs(race.lengths_epochs[middle], 3), loss_before));
   else if (only_in_longest) {
     race.reference_stuck = only_longest = true;
     ref.message = fmt::format(
-        "its compressed runs left the start only in the longest ({:.3g} epochs): held-out loss {:.4g} after {:.3g} "
-        "epochs against {:.4g} at your initial weights, so the other batches' gaps, read after the two longer runs, "
+        "its compressed runs left the start only in the longest ({}): held-out loss {:.4g} after {} "
+        "against {:.4g} at your initial weights, so the other batches' gaps, read after the two longer runs, "
         "cannot say how they close (a larger --advice-budget trains the compressed runs longer)",
-        race.lengths_epochs.back(), *race.runs[middle].loss, race.lengths_epochs[middle], loss_before);
+        format_epochs(race.lengths_epochs.back(), 3), *race.runs[middle].loss,
+        format_epochs(race.lengths_epochs[middle], 3), loss_before);
     return false;
   }
   for (size_t i = 1; i < race.entries.size(); ++i) {
@@ -685,7 +686,8 @@ std::string compressed_run_text(int64_t batch, double run_epochs, double epochs)
                      format_epochs(epochs, 3));
 }
 
-std::string compressed_run_key(const std::string& line) { return line.substr(0, line.find(" epochs")); }
+// "compressed to 0.55 epochs" or "to 1 epoch": the line up to its length, which a step's line extends.
+std::string compressed_run_key(const std::string& line) { return line.substr(0, line.find(" epoch")); }
 
 RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o) {
   std::vector<int64_t> slower;

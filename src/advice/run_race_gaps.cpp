@@ -12,6 +12,7 @@
 
 #include "advice/run_race_internal.h"
 #include "batchwise/run_race.h"
+#include "batchwise/units.h"
 
 namespace batchwise {
 
@@ -130,7 +131,7 @@ std::string gap_as_note(const RunRaceEntry& e) {
 
 std::string earlier_round_note(const RunRaceEntry& e) {
   if (!e.earlier_round) return "";
-  return e.run ? fmt::format("the first round's, after {:.3g} epochs: not raced again", e.run->epochs)
+  return e.run ? fmt::format("the first round's, after {}: not raced again", format_epochs(e.run->epochs, 3))
                : "the first round's: not raced again";
 }
 

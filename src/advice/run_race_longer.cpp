@@ -16,6 +16,7 @@
 #include "advice/run_race_internal.h"
 #include "batchwise/error.h"
 #include "batchwise/run_race.h"
+#include "batchwise/units.h"
 #include "check.h"
 
 namespace batchwise::detail {
@@ -159,9 +160,9 @@ void keep_first_round_verdicts(const RunRace& first, RunRace& next) {
   if (!at_the_start.empty())
     next.notes.push_back(fmt::format(
         "in the first round, {} {} within the held-out noise of batch {} but did not leave the start in {} longest "
-        "compressed run ({:.3g} epochs), so {} not judged good",
+        "compressed run ({}), so {} not judged good",
         at_the_start.size() > 1 ? "batches" : "batch", fmt::join(at_the_start, ", "), first.reference_batch,
-        at_the_start.size() > 1 ? "their" : "its", first.lengths_epochs.back(),
+        at_the_start.size() > 1 ? "their" : "its", format_epochs(first.lengths_epochs.back(), 3),
         at_the_start.size() > 1 ? "they are" : "it is"));
 }
 
@@ -197,10 +198,10 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
     return race;
   }
   if (o.on_round())
-    o.on_round()(
-        fmt::format("{} as the run doubled: racing {} again beside batch {} with every compressed run twice "
-                    "as long (to {:.3g} epochs), smallest first; up to about {:.0f} s of training",
-                    which, many ? "them" : "it", race.reference_batch, 2 * race.lengths_epochs.back(), cost_s));
+    o.on_round()(fmt::format(
+        "{} as the run doubled: racing {} again beside batch {} with every compressed run twice "
+        "as long (to {}), smallest first; up to about {:.0f} s of training",
+        which, many ? "them" : "it", race.reference_batch, format_epochs(2 * race.lengths_epochs.back(), 3), cost_s));
   Round round = smallest_first(w, held_out, o, batches, rates, full_runs_s, f, race.noise_at_start, trained);
   RunRace& next = round.race;
   const std::string done = fmt::format(
@@ -265,9 +266,9 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
     batches.push_back(e.batch), rates.push_back(e.samples_per_s), full_runs_s.push_back(e.full_run_s);
   }
   if (batches.size() < 2) return race;
-  const std::string why =
-      fmt::format("batch {} (the reference) {} in its longest compressed run ({:.3g} epochs)", race.reference_batch,
-                  only_longest ? "left the start only" : "did not leave the start", race.lengths_epochs.back());
+  const std::string why = fmt::format(
+      "batch {} (the reference) {} in its longest compressed run ({})", race.reference_batch,
+      only_longest ? "left the start only" : "did not leave the start", format_epochs(race.lengths_epochs.back(), 3));
   Round round;
   const RunRace* last = &race;
   int rounds = 0;
@@ -303,13 +304,13 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
     }
     if (o.on_round())
       o.on_round()(fmt::format(
-          "{}: racing again with {} (to {:.3g} epochs), smallest first; at least about {:.0f} s of training, "
+          "{}: racing again with {} (to {}), smallest first; at least about {:.0f} s of training, "
           "within the {:.0f} s of wall time its rounds have left",
           rounds == 0 ? why
                       : fmt::format("batch {} (the reference) still had not left the start in its middle compressed "
-                                    "run ({:.3g} epochs)",
-                                    last->reference_batch, last->lengths_epochs[1]),
-          how, to_the_end ? race.epochs : 2 * last->lengths_epochs.back(), cost_s,
+                                    "run ({})",
+                                    last->reference_batch, format_epochs(last->lengths_epochs[1], 3)),
+          how, format_epochs(to_the_end ? race.epochs : 2 * last->lengths_epochs.back(), 3), cost_s,
           kPlateauBudgets * o.budget_s() - spent_s));
     round = smallest_first(w, held_out, o, batches, rates, full_runs_s, f, race.noise_at_start, trained,
                            kPlateauBudgets * o.budget_s() - spent_s);
@@ -403,10 +404,10 @@ RunRace race_with_rounds(ModuleWorkload& w, const Dataset& held_out, const RunRa
   RunRaceOptions again = o;
   again.batches(batches).samples_per_s(rates).reserve({}).reserve_samples_per_s({}).budget_s(budget_s);
   const std::string why =
-      first_only_longest ? fmt::format("left the start only in its longest compressed run ({:.3g} epochs)",
-                                       first.lengths_epochs.back())
+      first_only_longest ? fmt::format("left the start only in its longest compressed run ({})",
+                                       format_epochs(first.lengths_epochs.back(), 3))
       : first.reference_stuck
-          ? fmt::format("did not leave the start in {:.3g} epochs", first.lengths_epochs.back())
+          ? "did not leave the start in " + format_epochs(first.lengths_epochs.back(), 3)
           : fmt::format("ended your whole {:g}-epoch run ahead of every larger candidate beyond the noise",
                         first.epochs);
   if (o.on_round())

@@ -165,8 +165,8 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
       break;
     }
     if (train_s >= limits.slower_s) {
-      run.message = fmt::format("stopped at {:.1f} s: {:g}x the fastest so far ({:.1f} s), it cannot come within it",
-                                train_s, o.stop_slower_than(), *race.fastest_s);
+      run.message = fmt::format("stopped at {}: {:g}x the fastest so far ({}), it cannot come within it",
+                                format_seconds(train_s), o.stop_slower_than(), format_seconds(*race.fastest_s));
       break;
     }
   }

@@ -429,8 +429,7 @@ TEST(Validation, ConfirmsCorrectsOrSaysItCouldNot) {
   v.fastest_batch = 64;
   out = confirm(rec, v);
   EXPECT_EQ(out.batch, 64);
-  EXPECT_NE(out.reason.find("batch 64 reached test accuracy >= 0.85 soonest, in 3 s"), std::string::npos)
-      << out.reason;
+  EXPECT_NE(out.reason.find("batch 64 reached test accuracy >= 0.85 soonest, in 3 s"), std::string::npos) << out.reason;
   EXPECT_NE(out.reason.find("the predicted batch 128 took 4 s"), std::string::npos) << out.reason;
   v.fastest_batch.reset();
   for (auto& r : v.runs) r.reached = false;

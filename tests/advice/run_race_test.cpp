@@ -1503,5 +1503,19 @@ TEST(RunRace, RefusesWhatItCannotRace) {
       ConfigError);  // no epochs
 }
 
+// A log passes a compressed run's first line, then one every 10 s: its step lines share the run's key
+// at every length, "1 epoch" as "0.328 epochs", and two lengths have two keys.
+TEST(RunRace, ACompressedRunsStepLinesShareItsKeyAtEveryLength) {
+  for (const double epochs : {0.328, 1.0}) {
+    const std::string start = compressed_run_text(32, 4, epochs);
+    EXPECT_EQ(compressed_run_key(start + ": 50 % (10 of 20 steps), training loss 1.2; 3 s elapsed"),
+              compressed_run_key(start))
+        << start;
+  }
+  EXPECT_EQ(compressed_run_key(compressed_run_text(32, 4, 1.0)),
+            "run race: batch 32, your 4-epoch run compressed to 1");
+  EXPECT_NE(compressed_run_key(compressed_run_text(32, 4, 1.0)), compressed_run_key(compressed_run_text(32, 4, 0.5)));
+}
+
 }  // namespace
 }  // namespace batchwise
