@@ -25,6 +25,7 @@
 #include "batchwise/report.h"
 #include "check.h"
 #include "cpu_baseline.h"
+#include "torch_error.h"
 
 namespace py = pybind11;
 
@@ -436,6 +437,30 @@ Plan plan(const Options& o, const Progress& progress, int64_t budget, bool cuda)
   return p;
 }
 
+// The held-out data through the model and the loss, its first two samples, before anything trains:
+// data the model cannot be judged on fails here, naming held_out, not at the race's first evaluation
+// minutes in. It is not held to the training data's kind, as the CLI's test split is: a fully
+// convolutional model may test at another size, and soft training targets beside hard test labels
+// are the loss's to take.
+void probe_held_out(ModuleWorkload& workload, const Dataset& held_out) {
+  Dataset first = held_out;
+  first.inputs = held_out.inputs.narrow(0, 0, std::min<int64_t>(2, held_out.size()));
+  first.targets = held_out.targets.narrow(0, 0, first.inputs.size(0));
+  const std::string what = fmt::format("held_out ({}), its first samples evaluated before training", held_out.name);
+  try {
+    (void)workload.evaluate(first);
+  } catch (const std::exception& e) {
+    Failure& failed = failure();
+    if (failed.error) {  // the user's code raised: its exception, named so
+      failed.where = fmt::format("{}, in {}", what, failed.where);
+      throw;
+    }
+    if (failed.interrupted) throw;
+    throw DataError(fmt::format("{}: {}; give held-out data of the kind the model and the loss take", what,
+                                detail::error_line(detail::plain_what(e))));
+  }
+}
+
 // `command` on the engine's side of the call (without the GIL), into `report`.
 void execute(const std::string& command, const Plan& p, ModuleWorkload& workload, WorkloadRunner& runner,
              const Dataset& held_out, Report& report) {
@@ -494,22 +519,13 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   const int64_t budget = o.get<int64_t>("memory_budget", 0);
   Report report = base_report(*workload, runner, budget, o.get("target", 0.9));
   Dataset held_out = dataset(adapter, "held_out");
-  if (held_out.size() > 0) {
-    // Refused before training, not minutes in at the race's first evaluation. The classes are counted
-    // per set here, and the model may be wider than either: a label beyond its width is its loss's to
-    // refuse, as for the training data.
-    Dataset given = held_out, training = workload->data();
-    given.name = fmt::format("held_out ({})", held_out.name);
-    training.name = fmt::format("data ({})", training.name);
-    training.num_classes = std::max(training.num_classes, held_out.num_classes);
-    check_held_out(given, training);
-  }
   // Every option is read here, with the GIL.
   const Plan p = plan(o, progress, report.budget_bytes, workload->device().is_cuda());
   std::exception_ptr error;
   {
     py::gil_scoped_release nogil;
     try {
+      if (held_out.size() > 0 && (command == "validate" || command == "tune")) probe_held_out(*workload, held_out);
       execute(command, p, *workload, runner, held_out, report);
     } catch (...) {
       error = std::current_exception();

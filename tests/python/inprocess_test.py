@@ -532,18 +532,23 @@ def test_validate():
          "micro_batch=48 must be below batch=256 and divide it"),
         (lambda: batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32], epochs=1,
                                     batch_schedule=[(32, 0), (64, "soon")]), TypeError, "batch-size schedule"),
-        # A held-out set the model cannot be judged on is refused before anything trains.
+        # Held-out data the model or the loss cannot take is refused before anything trains, naming it.
         (lambda: batchwise.validate(model, optimizer, (x, y), held_out=(held_out[0][:, :40], held_out[1]),
-                                    batch_sizes=[32], epochs=1, progress=False), ValueError,
-         "held_out (tensors [1024, 40]): its samples are 40, and the model trains on data (tensors [2048, 48])'s 48"),
-        (lambda: batchwise.validate(model, optimizer, (x, y), held_out=(held_out[0].double(), held_out[1]),
-                                    batch_sizes=[32], epochs=1, progress=False), ValueError,
-         "its samples are Double, and data (tensors [2048, 48])'s are Float"),
-        (lambda: batchwise.tune(model, optimizer, (x, y), held_out=(held_out[0], held_out[1].float()),
-                                epochs=1, progress=False), ValueError,
-         "its targets are 1 value(s) a sample, and data (tensors [2048, 48])'s are class labels"),
+                                    batch_sizes=[32], epochs=1, progress=False), batchwise.TrainingError,
+         "held_out (tensors [1024, 40]), its first samples evaluated before training, in Branchy.forward raised"),
+        (lambda: batchwise.tune(model, optimizer, (x, y), held_out=(held_out[0], held_out[1] + 10),
+                                epochs=1, progress=False), batchwise.TrainingError,
+         "held_out (tensors [1024, 48]), its first samples evaluated before training, in"),
     ]
     refused(checks)
+    # Held-out data of another kind than the training data's, which the loss takes: one-hot rows
+    # beside class labels are judged on the loss.
+    one_hot = (held_out[0], torch.nn.functional.one_hot(held_out[1], 10).float())
+    report = batchwise.validate(model, optimizer, (x, y), held_out=one_hot, batch_sizes=[64], epochs=1, progress=False)
+    case("one-hot held-out rows beside class labels are evaluated, on the loss",
+         report.validation.runs[0].final_loss is not None and report.validation.runs[0].final_accuracy is None,
+         report.to_json()[:400])
+    case("and the model is as it was", same(before, snapshot(model, optimizer)))
 
 
 TESTS = {"fit": test_fit, "state": test_state, "oom": test_oom, "error": test_error, "tune": test_tune,
