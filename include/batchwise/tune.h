@@ -46,7 +46,7 @@ struct TuneSubject {
   /// the loader search, which are one process's measurements.
   int world_size = 1;
   /// The held-out data the race evaluates on; unset: the test split of `options`' dataset (or a
-  /// sample of the training data, named so, where it has none).
+  /// sample of the training data, named so, where it has none), read once, when first needed.
   std::function<Dataset()> held_out;
   /// Frees `workload` and `runner` before the precision comparison, whose fits measure the whole
   /// process's peak: it must not include this precision's model. Unset: the comparison does not run.

@@ -248,12 +248,19 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
   if (report.noise->b_simple) report.goodput = goodput(report.sweep->points, *report.noise->b_simple);
 }
 
-Dataset held_out(const TuneSubject& subject, ModuleWorkload& workload) {
-  if (subject.held_out) return subject.held_out();
-  Dataset d = subject.options ? held_out_or_training_sample(*subject.options, workload.data())
-                              : held_out_or_training_sample(WorkloadOptions().dataset("none"), workload.data());
-  check_held_out(d, workload.data());
-  return d;
+// TuneSubject::held_out's default: the test split of the subject's dataset, read and checked once,
+// by the first stage that needs it (the plan, the races and the validation each ask).
+std::function<Dataset()> held_out_once(const TuneSubject& subject) {
+  auto cache = std::make_shared<Dataset>();
+  const ModuleWorkload* w = module_of(subject);
+  const WorkloadOptions options = subject.options.value_or(WorkloadOptions().dataset("none"));
+  return [cache, w, options] {
+    if (cache->size() == 0) {
+      *cache = held_out_or_training_sample(options, w->data());
+      check_held_out(*cache, w->data());
+    }
+    return *cache;
+  };
 }
 
 // The run race ran, and no reference of it left the plateau at the start (within its wall limit:
@@ -279,7 +286,7 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
     return;
   }
   const std::vector<double> rates = race_rates(points, candidates);
-  const Dataset test = head(held_out(subject, *w), 2048);
+  const Dataset test = head(subject.held_out(), 2048);
   const RaceTime t =
       race_time(o, report, points, step_cost(report.sweep->points), spent_s, w->data().size(), test.size());
   restate_the_plan(o, laps, "race", t.wall_s, batch_race_most_s(t));
@@ -345,7 +352,7 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
     return;
   }
   const std::vector<double> rates = race_rates(points, candidates);
-  const Dataset test = held_out(subject, *w);
+  const Dataset test = subject.held_out();
   const RaceTime t =
       run_race_time(o, report, points, step_cost(report.sweep->points), spent_s, w->data().size(), test.size());
   const double wall_limit_s = run_race_most_s(t);
@@ -459,8 +466,8 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   // A batch-size schedule the run race proposed trains beside them, measured the same way.
   if (v.epochs() > 0 && report.run_race && report.run_race->schedule && report.run_race->epochs == v.epochs())
     v.batch_schedule(report.run_race->schedule->phases);
-  report.validation = validate(*subject.workload, held_out(subject, *module_of(subject)),
-                               v.batch_sizes(candidates).base_batch(o.base_batch()));
+  report.validation =
+      validate(*subject.workload, subject.held_out(), v.batch_sizes(candidates).base_batch(o.base_batch()));
   report.recommendation = confirm(*report.recommendation, *report.validation);
 }
 
@@ -577,6 +584,7 @@ void compare_precisions(TuneSubject& subject, const TuneOptions& o, Report& repo
   subject.own_runner.reset();
   subject.runner = nullptr;
   subject.workload = nullptr;
+  subject.held_out = nullptr;  // its default reads the released workload's data
   for (const Precision precision : {Precision::Fp32, Precision::Bf16, Precision::Fp16}) {
     if (precision == own.precision || (precision == Precision::Fp16 && !cuda)) continue;
     stage(o, Phase::Precision, fmt::format("precision {}: fit, then batch {}", to_string(precision), own.batch));
@@ -647,8 +655,8 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
     std::vector<int64_t> larger;  // the races train only batches within the training set, as planned here
     const std::vector<Trial> raced_points = within_dataset(points, w->data().size(), larger);
     race = o.epochs() > 0
-               ? run_race_time(o, report, raced_points, cost, spent_s, w->data().size(), held_out(subject, *w).size())
-               : race_time(o, report, raced_points, cost, spent_s, w->data().size(), held_out(subject, *w).size());
+               ? run_race_time(o, report, raced_points, cost, spent_s, w->data().size(), subject.held_out().size())
+               : race_time(o, report, raced_points, cost, spent_s, w->data().size(), subject.held_out().size());
   }
   // A batch race on the plateau at the start trains up to twice its budget (race.h); a run race whose
   // reference does not leave the start races its reserve for one more (run_race.h), then its runs
@@ -699,6 +707,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   const auto start = Clock::now();
   Laps laps(start);
   fill_context(subject, o, report);
+  if (!subject.held_out && module_of(subject)) subject.held_out = held_out_once(subject);
   const bool own_step = subject.workload != nullptr;  // batchwise trains the model itself
   if (o.doctor() && own_step && subject.world_size == 1) {
     // The doctor's warnings first: a slow BLAS or too few threads distort every figure that follows.

@@ -97,7 +97,7 @@ void Session::make_runner(bool test_split) {
   }
   // Before a long run; a part held out of the training file comes with it, from one read.
   if (test_split && flags.workload.held_out_split() == 0) held_out_ = load_test_split(flags.workload);
-  workload_ = make_workload(flags.workload, &held_out_);
+  workload_ = make_workload(flags.workload, test_split || command == "tune" ? &held_out_ : nullptr);
   if (held_out_.size() > 0 && module()) check_held_out(held_out_, module()->data());  // before a long run too
   runner_ = std::make_unique<WorkloadRunner>(*workload_);
   cuda_ = workload_->device().is_cuda();
