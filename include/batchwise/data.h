@@ -28,6 +28,9 @@ struct Dataset {
   int64_t vocab_size = 0;  ///< token datasets only
   double mean = 0.0;       ///< of pixel/255, for normalisation
   double std = 1.0;
+  /// A sample of the training data standing in for a test split where there is none: what is
+  /// judged on it is how fast a batch fits the data, not how well it generalises.
+  bool training_sample = false;
   int64_t size() const { return inputs.defined() ? inputs.size(0) : 0; }
   bool is_tokens() const;
   /// One sample's shape: [C, H, W] or [L].

@@ -124,10 +124,11 @@ Dataset split_part(const Dataset& data, double fraction, bool held_out) {
                   fraction, k, data.name, n, n - k);
   UntrackedScope untracked;
   const at::Tensor order = fixed_order(n);
-  if (held_out)
-    return select(data, order.narrow(0, 0, k), fmt::format("{} held out ({:g} %)", data.name, 100 * fraction));
+  // The share held out as it came to be: 0.1 of 5 samples holds out 1, 20 %.
+  const double percent = 100.0 * static_cast<double>(k) / static_cast<double>(n);
+  if (held_out) return select(data, order.narrow(0, 0, k), fmt::format("{} held out ({:.3g} %)", data.name, percent));
   return select(data, std::get<0>(order.narrow(0, k, n - k).sort()),
-                fmt::format("{} less {:g} % held out", data.name, 100 * fraction));
+                fmt::format("{} less {:.3g} % held out", data.name, percent));
 }
 
 void check_held_out(const Dataset& held_out, const Dataset& training) {
@@ -624,6 +625,14 @@ class CsvReader {
 Dataset load_csv(const std::string& path, const std::string& label_column, TargetKind kind) {
   std::string text = read_file(path);
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte-order mark
+  // Another format's file, given as CSV: said so, not "a quote inside an unquoted field" somewhere in it.
+  BATCHWISE_CHECK(text.compare(0, 6, "\x93NUMPY") != 0, DataError,
+                  "{}: a .npy file, not CSV; give --dataset npy with --data-file FEATURES.npy --labels-file LABELS.npy",
+                  path);
+  BATCHWISE_CHECK(text.compare(0, 2, "\x1f\x8b") != 0, DataError,
+                  "{}: a gzip file, not CSV; IDX files (.gz or not) are --dataset idx, with --data-file and "
+                  "--labels-file; a compressed CSV is read once unpacked (gunzip)",
+                  path);
   // Numbers in one format whatever the locale ("1.5", never "1,5": the comma separates fields).
   auto number = [](const std::string& cell, double& out) {
     size_t b = 0, e = cell.size();
@@ -650,10 +659,17 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
     BATCHWISE_CHECK(cells.size() == columns, DataError, "{} line {}: {} columns, but the first row has {}", path,
                     line_no, cells.size(), columns);
     for (size_t c = 0; c < cells.size(); ++c) {
-      BATCHWISE_CHECK(number(cells[c], v), DataError,
-                      "{} line {}, column {}{}: '{}' is not a number; every CSV column must be numeric (encode "
-                      "categories as integers, fill missing values; the decimal separator is '.')",
-                      path, line_no, c, header.empty() ? "" : " ('" + header[c] + "')", cells[c]);
+      const char* separator = cells.size() > 1                           ? nullptr
+                              : cells[c].find(';') != std::string::npos  ? "';'"
+                              : cells[c].find('\t') != std::string::npos ? "tab"
+                                                                         : nullptr;
+      BATCHWISE_CHECK(number(cells[c], v), DataError, "{} line {}, column {}{}: '{}' is not a number; {}", path,
+                      line_no, c, header.empty() ? "" : " ('" + header[c] + "')", cells[c],
+                      separator ? fmt::format("the file looks {}-separated, and batchwise reads comma-separated "
+                                              "values: convert it (the decimal separator is '.')",
+                                              separator)
+                                : std::string("every CSV column must be numeric (encode categories as integers, "
+                                              "fill missing values; the decimal separator is '.')"));
       values.push_back(v);
     }
     ++rows;

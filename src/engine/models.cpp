@@ -123,7 +123,10 @@ struct TransformerClassifierImpl : nn::Module {
       embed = register_module("embed", nn::Embedding(spec.vocab_size, kModel));
     } else {
       BATCHWISE_CHECK(spec.input_shape.size() == 3, ModelError,
-                      "--model transformer: needs token sequences or images [C, H, W]");
+                      "--model transformer: needs token sequences or images [C, H, W], but the dataset gives samples "
+                      "of shape {}; use --model mlp for feature vectors, or an --input-shape like 1x28x28 that views "
+                      "them as images",
+                      fmt::join(spec.input_shape, "x"));
       length = spec.input_shape[1];
       rows = register_module("rows", nn::Linear(spec.input_shape[0] * spec.input_shape[2], kModel));
     }

@@ -206,10 +206,36 @@ void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model,
   model.ptr()->train();
 }
 
+// The flags that name data, each read by some datasets: one the dataset does not read is refused, not
+// ignored (--labels-file beside a csv, --data-file beside synthetic data: the user meant other data).
+void check_data_flags(const WorkloadOptions& o, const BuiltinDataset& d) {
+  const auto reads = [&](const std::string& flag) {
+    return d.needs.find(flag) != std::string::npos || (flag == "--data-dir" && d.name == "fashion-mnist");
+  };
+  const std::pair<const char*, const std::string*> flags[] = {{"--data-dir", &o.data_dir()},
+                                                              {"--data-file", &o.data_file()},
+                                                              {"--labels-file", &o.labels_file()},
+                                                              {"--label-column", &o.label_column()}};
+  for (const auto& [flag, value] : flags) {
+    BATCHWISE_CHECK(value->empty() || reads(flag), ConfigError, "{} {}: --dataset {} does not read it ({}); {}", flag,
+                    *value, d.name,
+                    d.needs.empty() ? (d.name == "fashion-mnist" ? std::string("it reads --data-dir, or the installed "
+                                                                               "dataset")
+                                                                 : std::string("it reads no file"))
+                                    : "it reads " + d.needs,
+                    std::string(flag) == "--label-column" || std::string(flag) == "--labels-file"
+                        ? "drop it, or give the --dataset your files are (idx and npy: --labels-file; csv: "
+                          "--label-column)"
+                        : "drop it, or give the --dataset your files are (idx, npy, csv; cifar10: --data-dir)");
+  }
+}
+
 // The flags that give a dataset without a test split one (--held-out-split, --test-data-file,
 // --test-labels-file): refused where they cannot hold, and their files where they are missing, before
-// anything is read (make_workload and load_test_split both ask, whichever comes first).
+// anything is read (make_workload and load_test_split both ask, whichever comes first). The flags
+// that name the training data first.
 void check_test_split_flags(const WorkloadOptions& o, const BuiltinDataset& d) {
+  check_data_flags(o, d);
   BATCHWISE_CHECK(o.held_out_split() >= 0 && std::isfinite(o.held_out_split()), ConfigError,
                   "--held-out-split {}: a fraction of the samples, such as 0.1 (or 0: none)", o.held_out_split());
   BATCHWISE_CHECK(o.held_out_split() == 0 || !d.load_test, ConfigError,
@@ -248,6 +274,8 @@ Dataset load_test_split(const WorkloadOptions& o) {
     Dataset d = dataset->load(WorkloadOptions(o).data_file(o.test_data_file()).labels_file(o.test_labels_file()),
                               target_kind(o));
     if (!dataset->shaped) apply_input_shape(d, o.input_shape());
+    if (!o.test_labels_file().empty())  // a label's fault names its file, not the samples'
+      d.name = fmt::format("{} (labels {})", d.name, std::filesystem::path(o.test_labels_file()).filename().string());
     return in_fixed_order(d);
   }
   if (dataset && !dataset->load_test && o.held_out_split() > 0) {  // the part of the file training never sees
@@ -261,7 +289,7 @@ Dataset load_test_split(const WorkloadOptions& o) {
       if (d.load_test) with.push_back(fmt::format("{} ({})", d.name, d.test_split));
     BATCHWISE_CHECK(
         false, ConfigError,
-        "--dataset {}: validation needs a held-out test split, and only {} {} one; give yours with "
+        "--dataset {}: validation and tune --epochs need a held-out test split, and only {} {} one; give yours with "
         "--test-data-file (and --test-labels-file), or hold out part of your data with --held-out-split 0.1",
         o.dataset(), detail::and_list(with), with.size() == 1 ? "has" : "have");
   }
@@ -280,6 +308,7 @@ Dataset held_out_or_training_sample(const WorkloadOptions& o, const Dataset& tra
                                .narrow(0, 0, std::min(samples, training.size()));
   Dataset d = training;
   d.name = fmt::format("{} (training samples: it has no test split)", training.name);
+  d.training_sample = true;
   d.inputs = training.inputs.index_select(0, index);
   d.targets = training.targets.index_select(0, index);
   return d;

@@ -806,7 +806,7 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   EXPECT_FALSE(n.contains("recommendation"));
   expect_clean_error(
       "validate --model mlp --dataset csv --data-file " + (scratch() / "none.csv").string() + " --batch-sizes 64", 2,
-      "--dataset csv: validation needs a held-out test split");
+      "--dataset csv: validation and tune --epochs need a held-out test split");
 
   // Your own file, part of it held out: full runs judged on the samples training never saw.
   std::string rows = "a,b,label\n";

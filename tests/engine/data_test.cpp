@@ -450,6 +450,13 @@ TEST_F(FileDatasets, AHeldOutSplitIsAFixedPartTrainingNeverSees) {
   }
   std::sort(seen.begin(), seen.end());
   for (int i = 0; i < 40; ++i) EXPECT_EQ(seen[i], static_cast<float>(i));  // disjoint, and all of the file
+  // The name gives the share held out as it came to be: 0.1 of 5 samples is 1 of them, 20 %.
+  Dataset first_five = all;
+  first_five.inputs = all.inputs.narrow(0, 0, 5);
+  first_five.targets = all.targets.narrow(0, 0, 5);
+  const Dataset five = split_part(first_five, 0.1, /*held_out=*/true);
+  EXPECT_EQ(five.size(), 1);
+  EXPECT_EQ(five.name, "rows.csv held out (20 %)");
 
   CpuMemoryTracker::install();
   const auto options = [&](uint64_t seed) {
@@ -573,6 +580,31 @@ TEST_F(FileDatasets, YourOwnTestSplitIsReadAsTheTrainingFileAndHeldToIt) {
   EXPECT_NE(config_error(WorkloadOptions(o).test_data_file(path("test.csv")).held_out_split(0.25)), "no error");
   const WorkloadOptions synthetic = WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(64);
   EXPECT_NE(config_error(WorkloadOptions(synthetic).device("cpu").test_data_file(path("test.csv"))), "no error");
+  // A flag that names data the dataset does not read is refused, not ignored: the user meant other data.
+  EXPECT_EQ(config_error(WorkloadOptions(o).labels_file(path("y.npy"))),
+            "--labels-file " + path("y.npy") +
+                ": --dataset csv does not read it (it reads --data-file, --label-column); drop it, or give the "
+                "--dataset your files are (idx and npy: --labels-file; csv: --label-column)");
+  EXPECT_EQ(config_error(WorkloadOptions(synthetic).data_file(path("train.csv"))),
+            "--data-file " + path("train.csv") +
+                ": --dataset synthetic does not read it (it reads no file); drop it, or give the --dataset your "
+                "files are (idx, npy, csv; cifar10: --data-dir)");
+  EXPECT_NE(config_error(WorkloadOptions(o).dataset("npy").labels_file("y.npy").label_column("3")), "no error");
+
+  // An npy test split's label beyond the classes names its labels file, not the samples'.
+  const auto x = npy("x.npy", "<f4", "3, 2", raw(std::vector<float>{1, 2, 3, 4, 5, 6}));
+  const auto y = npy("y.npy", "<i8", "3,", raw(std::vector<int64_t>{0, 2, 1}));
+  const auto xt = npy("xt.npy", "<f4", "1, 2", raw(std::vector<float>{1, 2}));
+  const auto yt = npy("yt.npy", "<i8", "1,", raw(std::vector<int64_t>{5}));
+  const WorkloadOptions npy_options = WorkloadOptions().dataset("npy").data_file(x).labels_file(y);
+  const Dataset npy_test = load_test_split(WorkloadOptions(npy_options).test_data_file(xt).test_labels_file(yt));
+  try {
+    check_held_out(npy_test, load_npy(x, y, TargetKind::Classes));
+    FAIL() << "label 5 of 3 classes";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("xt.npy (labels yt.npy): label 5 is beyond the 3 classes", 0), 0u)
+        << e.what();
+  }
 }
 
 TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {
@@ -584,6 +616,24 @@ TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {
     EXPECT_NE(std::string(e.what()).find("bad.csv line 3, column 1 ('b'): 'oops' is not a number"), std::string::npos)
         << e.what();
   }
+  // Another separator, or another format's file, is named as such.
+  const auto message = [&](const std::string& name) {
+    try {
+      (void)load_csv(path(name), "", TargetKind::Classes);
+      return std::string("no error");
+    } catch (const DataError& e) {
+      return std::string(e.what());
+    }
+  };
+  write_raw(path("semi.csv"), "a;b;label\n0.5;2;0\n");
+  EXPECT_EQ(message("semi.csv"), path("semi.csv") +
+                                     " line 2, column 0 ('a;b;label'): '0.5;2;0' is not a number; the file looks "
+                                     "';'-separated, and batchwise reads comma-separated values: convert it (the "
+                                     "decimal separator is '.')");
+  write_raw(path("x.npy"), std::string("\x93NUMPY\x01\x00", 8));
+  EXPECT_EQ(message("x.npy"), path("x.npy") +
+                                  ": a .npy file, not CSV; give --dataset npy with --data-file "
+                                  "FEATURES.npy --labels-file LABELS.npy");
   write_raw(path("frac.csv"), "1,2,0.5\n3,4,1\n");
   EXPECT_THROW(load_csv(path("frac.csv"), "", TargetKind::Classes), DataError);
   EXPECT_EQ(load_csv(path("frac.csv"), "", TargetKind::Values).targets.scalar_type(), at::kFloat);

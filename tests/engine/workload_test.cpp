@@ -34,7 +34,8 @@ TEST(BuiltinDatasets, EachRowIsFoundByNameAndNamesItsTestSplit) {
     FAIL() << "csv has no test split";
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
-                 "--dataset csv: validation needs a held-out test split, and only fashion-mnist (t10k), cifar10 "
+                 "--dataset csv: validation and tune --epochs need a held-out test split, and only fashion-mnist "
+                 "(t10k), cifar10 "
                  "(test_batch.bin) and synthetic (further samples of the same task) have one; give yours with "
                  "--test-data-file (and --test-labels-file), or hold out part of your data with --held-out-split 0.1");
   }
