@@ -204,6 +204,9 @@ struct BatchRace {
   /// horizon, and those between them: how flat the optimum is.
   std::vector<int64_t> within_5_percent;
   std::string held_out;  ///< what the evaluations ran on
+  /// The evaluations ran on a sample of the training data (no test split): the race measured how
+  /// fast each batch fits the data, not held-out quality.
+  bool on_training_data = false;
   /// The target the race ranked by where an entry reached it ("held-out accuracy >= 0.8"); empty without
   /// one, or when the initial weights met it.
   std::string target;
@@ -219,6 +222,7 @@ void fields(V& v, T& r) {
   v("planned_horizons_s", r.planned_horizons_s);
   v("rung_leads", r.rung_leads);
   v("held_out", r.held_out);
+  v("on_training_data", r.on_training_data);
   v("target", r.target);
   v("best_batch", r.best_batch);
   v("lead_batch", r.lead_batch);

@@ -666,6 +666,7 @@ BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRa
   const std::unique_ptr<WorkloadState> initial = w.save_state();
   BatchRace race;
   race.held_out = fmt::format("{} samples of {}", held_out.size(), held_out.name);
+  race.on_training_data = held_out.training_sample;
   const Probe before = probe(w, held_out);
   race.loss_before = before.loss;
   race.accuracy_before = before.accuracy;

@@ -92,8 +92,9 @@ std::string decider_line(const Report& r) {
     for (const auto& e : race.entries)
       if (e.batch == *race.best_batch && e.loss_at_horizon)
         return fmt::format(
-            "race: batch {} reached the lowest held-out loss ({:.4f}) in {:.1f} s of training{}", e.batch,
-            *e.loss_at_horizon, race.horizons_s.empty() ? e.train_s : race.horizons_s.back(),
+            "race: batch {} reached the lowest {} ({:.4f}) in {:.1f} s of training{}", e.batch,
+            race.on_training_data ? "loss on training samples (no test split)" : "held-out loss", *e.loss_at_horizon,
+            race.horizons_s.empty() ? e.train_s : race.horizons_s.back(),
             race.within_5_percent.size() > 1 ? fmt::format("; {} within 5 %", range_text(race.within_5_percent)) : "");
   }
   if (r.race && r.race->stuck && r.recommendation)

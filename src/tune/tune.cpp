@@ -280,7 +280,6 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   const std::vector<Trial> points = within_dataset(report.sweep->points, w->data().size(), larger);
   const detail::RaceEntries entries = detail::race_entries(points, run_race_stuck(report));
   const std::vector<int64_t>& candidates = entries.candidates;
-  const std::vector<int64_t>& reserve = entries.reserve;
   if (candidates.size() < 2) {
     if (!larger.empty()) report.context.warnings.push_back(larger_than_dataset_note(larger, w->data().size()));
     return;
@@ -305,10 +304,16 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                                  .max_wall_s(batch_race_most_s(t))
                                  .target_accuracy(o.target_accuracy())
                                  .target_loss(o.target_loss())
-                                 .reserve(reserve)
-                                 .reserve_samples_per_s(race_rates(points, reserve))
+                                 .reserve(entries.reserve)
+                                 .reserve_samples_per_s(race_rates(points, entries.reserve))
                                  .on_progress(o.on_race()));
   if (!larger.empty()) report.race->notes.push_back(larger_than_dataset_note(larger, w->data().size()));
+  if (report.race->on_training_data)
+    report.context.warnings.push_back(fmt::format(
+        "the batch race judged on a sample of the training data ({} has no test split): it measured how fast each "
+        "batch fits the data, not held-out quality; give a test split (--held-out-split 0.1 or --test-data-file; in "
+        "Python, held_out=...)",
+        w->data().name));
   if (!entries.early.empty())
     report.race->notes.insert(report.race->notes.begin(),
                               fmt::format("the reserve {} raced from the first rung: the run race's compressed runs, "
