@@ -121,6 +121,11 @@ void fields(V& v, T& r) {
   v("b_simple", r.b_simple);
 }
 
+/// A candidate's gap behind the reference is carried to the run's end shrinking per doubling as it
+/// did between its two compressed runs, but at most halving: a steeper fall between two noisy
+/// readings is not extrapolated over the run (lenet's 15 epochs are 5 doublings past the race).
+inline constexpr double kLeastGapTrend = 0.5;
+
 /// One candidate.
 struct RunRaceEntry {
   int64_t batch = 0;
@@ -137,8 +142,8 @@ struct RunRaceEntry {
   std::optional<CompressedRun> shorter_run, run;
   std::optional<double> measured_efficiency;
   /// The factor its gap behind the reference's run is carried on by per doubling to the run's end:
-  /// gap_trend of its two runs' gaps; where that has none (its shorter run's gap within twice the
-  /// held-out noise), the nearest larger candidate's; else 1.
+  /// gap_trend of its two runs' gaps (at least kLeastGapTrend); where that has none (its shorter run's gap within twice
+  /// the held-out noise), the nearest larger candidate's; else 1.
   std::optional<double> gap_trend;
   /// The share of the full run's samples that count against the reference's: where the reference's
   /// learning curve puts a run that ends `predicted_gap` behind it (the schedule weighs phases by it).
@@ -346,6 +351,12 @@ std::optional<double> compressed_gap(const RunRace& race, const std::optional<Co
 /// Where an entry's predicted gap is a smaller candidate's (RunRaceEntry::gap_as), the words that say
 /// so beside it in a table; empty otherwise.
 std::string gap_as_note(const RunRaceEntry& e);
+
+/// An entry's gap_trend in a table: "0.83"; "0.50*" where its gap fell faster and was carried at
+/// kLeastGapTrend, which floored_trend_note explains under the table; "-" without one.
+std::string gap_trend_text(const std::optional<double>& trend);
+/// Under a table where some entry's gap_trend is floored; empty where none is.
+std::string floored_trend_note(const RunRace& race);
 
 /// Where an entry's verdict is the first round's (RunRaceEntry::earlier_round), the words that say so
 /// beside it in a table; empty otherwise.

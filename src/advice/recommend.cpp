@@ -277,9 +277,14 @@ std::optional<Recommendation> recommend(const ValidationResult& v) {
     return rec;
   }
   const ValidationRun* best = v.best_batch ? fixed_run(v, *v.best_batch) : nullptr;
+  // A faster run that ended worse beyond noise: the least time is of the good runs only.
+  const bool faster_worse = std::any_of(v.runs.begin(), v.runs.end(), [&](const ValidationRun& r) {
+    return r.schedule.empty() && r.final_loss && r.train_s < run->train_s;
+  });
   rec.reason = fmt::format(
-      "batch {} trained {} ({} rate, lr {:.4g}) in the least time, {}, to {}{}", run->batch, format_epochs(v.epochs),
-      v.lr_schedule, run->lr.lr, format_seconds(run->train_s), quality(*run),
+      "batch {} trained {} ({} rate, lr {:.4g}) in the least time{}, {}, to {}{}", run->batch, format_epochs(v.epochs),
+      v.lr_schedule, run->lr.lr, faster_worse ? " of the runs within noise of the best" : "",
+      format_seconds(run->train_s), quality(*run),
       best && best != run
           ? fmt::format(", within the test set's noise of the best, batch {}'s {}", best->batch, quality(*best))
           : std::string(", the best of the runs"));

@@ -18,7 +18,6 @@ namespace batchwise {
 
 namespace {
 
-using detail::kLeastGapTrend;
 using detail::kTrendNoise;
 
 // How far the reference's middle run may lie off the line through its other two before the bend is
@@ -127,6 +126,21 @@ std::string gap_as_note(const RunRaceEntry& e) {
   if (!e.gap_as) return "";
   return fmt::format("as batch {}'s at the end{}: a larger batch is not predicted nearer", *e.gap_as,
                      e.earlier_round ? " in the first round" : "");
+}
+
+std::string gap_trend_text(const std::optional<double>& trend) {
+  if (!trend) return "-";
+  return fmt::format("{:.2f}{}", *trend, *trend <= kLeastGapTrend ? "*" : "");
+}
+
+std::string floored_trend_note(const RunRace& race) {
+  for (const RunRaceEntry& e : race.entries)
+    if (e.gap_trend && *e.gap_trend <= kLeastGapTrend)
+      return fmt::format(
+          "* the gap fell faster between the two compressed runs, and is carried at x{:.2f} a doubling: a steep fall "
+          "between two short, noisy runs is not taken to go on over the whole run",
+          kLeastGapTrend);
+  return "";
 }
 
 std::string earlier_round_note(const RunRaceEntry& e) {

@@ -78,10 +78,6 @@ constexpr double kLongestShare = 0.25;
 /// batch of the run is far below it.
 constexpr double kNoiseUnbounded = 1e12;
 
-/// A candidate's gap behind the reference is carried to the run's end shrinking per doubling as it
-/// did between its two compressed runs, but at most halving: a steeper fall between two noisy
-/// readings is not extrapolated over the run (lenet's 15 epochs are 5 doublings past the race).
-constexpr double kLeastGapTrend = 0.5;
 /// The shorter run's gap must be this many times the held-out noise for the ratio of the two gaps to
 /// be a trend: near the noise, the ratio is mostly noise's (lenet's 64 at 1.2 points, noise 0.81,
 /// read a gap that grew).

@@ -12,6 +12,7 @@
 #include "advice/run_race_internal.h"
 #include "batchwise/run_race.h"
 #include "batchwise/schedule.h"
+#include "batchwise/units.h"
 
 namespace batchwise {
 
@@ -115,13 +116,14 @@ std::string no_saving_reason(const std::vector<const RunRaceEntry*>& usable, con
   if (1 - fastest->full_run_s / pick.full_run_s >= kScheduleSaving) return {};
   return fastest->batch == pick.batch
              ? fmt::format(
-                   "no batch-size schedule: none can save time on batch {}'s {:.0f} s, the fastest run of "
+                   "no batch-size schedule: none can save time on batch {}'s {}, the fastest run of "
                    "any batch a schedule can use (raced and trained)",
-                   pick.batch, pick.full_run_s)
+                   pick.batch, format_seconds(pick.full_run_s))
              : fmt::format(
-                   "no batch-size schedule: none can save {:.0f} % of batch {}'s {:.0f} s, as the fastest "
-                   "batch a schedule can use (raced and trained), {}, would train the whole run in {:.0f} s",
-                   100 * kScheduleSaving, pick.batch, pick.full_run_s, fastest->batch, fastest->full_run_s);
+                   "no batch-size schedule: none can save {:.0f} % of batch {}'s {}, as the fastest "
+                   "batch a schedule can use (raced and trained), {}, would train the whole run in {}",
+                   100 * kScheduleSaving, pick.batch, format_seconds(pick.full_run_s), fastest->batch,
+                   format_seconds(fastest->full_run_s));
 }
 
 }  // namespace
@@ -217,10 +219,10 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
   if (best->saving < kScheduleSaving) {
     race.schedule_reason = fmt::format(
         "no batch-size schedule: the best batch grows from {} to {} over the run, but the fastest schedule within the "
-        "tolerance, {}, {} batch {}'s {:.0f} s, less than the {:.0f} % a schedule must save",
+        "tolerance, {}, {} batch {}'s {}, less than the {:.0f} % a schedule must save",
         start->batch, end->batch, best->text,
         best->saving > 0 ? fmt::format("saves {:.1f} % of", 100 * best->saving) : std::string("is no faster than"),
-        pick.batch, pick.full_run_s, 100 * kScheduleSaving);
+        pick.batch, format_seconds(pick.full_run_s), 100 * kScheduleSaving);
     return;
   }
   std::vector<std::string> phases;
@@ -228,14 +230,15 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
     phases.push_back(
         fmt::format("{} from epoch {:g} (lr {:.4g})", best->phases[k].batch, best->phases[k].from_epoch, best->lrs[k]));
   race.schedule_reason = fmt::format(
-      "a batch-size schedule saves {:.0f} % of batch {}'s {:.0f} s: batch {} ({:.0f} s), predicted to end {} behind "
+      "a batch-size schedule saves {:.0f} % of batch {}'s {}: batch {} ({}), predicted to end {} behind "
       "batch {}'s run, within the tolerance of {} (the best batch grows from {} to {} along the run, as the noise "
       "scale does; each phase at its batch's advised rate, one warm-up, the {} shape over the whole run); measure it "
       "with "
       "batchwise validate (your workload's flags) --epochs {:g} --lr-schedule {} --batch-sizes {} --batch-schedule {}",
-      100 * best->saving, pick.batch, pick.full_run_s, fmt::join(phases, ", then "), best->full_run_s,
-      gap_words(race, best->predicted_gap), race.reference_batch, gap_words(race, race.tolerance), start->batch,
-      end->batch, race.lr_schedule, race.epochs, race.lr_schedule, pick.batch, best->text);
+      100 * best->saving, pick.batch, format_seconds(pick.full_run_s), fmt::join(phases, ", then "),
+      format_seconds(best->full_run_s), gap_words(race, best->predicted_gap), race.reference_batch,
+      gap_words(race, race.tolerance), start->batch, end->batch, race.lr_schedule, race.epochs, race.lr_schedule,
+      pick.batch, best->text);
   race.schedule = best;
 }
 

@@ -227,9 +227,10 @@ std::string run_race_section(const Report& r) {
         "<td class=\"n\">{}</td><td>{}</td></tr>\n",
         e.good ? "ok" : "bad", e.batch, e.samples_per_s, e.lr.lr, format_seconds_figure(e.full_run_s),
         amount(compressed_gap(race, e.shorter_run, 1)), amount(compressed_gap(race, e.run, 2)),
-        e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-", amount(e.predicted_gap), note);
+        gap_trend_text(e.gap_trend), amount(e.predicted_gap), note);
   }
   std::string notes = list_items(race.notes);
+  if (const std::string floored = floored_trend_note(race); !floored.empty()) notes += list_items({floored});
   if (!race.pick_reason.empty()) notes += list_items({race.pick_reason});
   if (!race.schedule_reason.empty()) notes += list_items({race.schedule_reason});
   const auto length = [&](size_t l) {

@@ -280,10 +280,11 @@ void run_race_table(Lines& line, const RunRace& race) {
     if (e.earlier_round) note += fmt::format(" ({})", earlier_round_note(e));
     line(fmt::format("{:>8}  {:>10.0f}  {:>9.4g}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}  {}", e.batch, e.samples_per_s,
                      e.lr.lr, format_seconds_figure(e.full_run_s), amount(compressed_gap(race, e.shorter_run, 1)),
-                     amount(compressed_gap(race, e.run, 2)), e.gap_trend ? fmt::format("{:.2f}", *e.gap_trend) : "-",
-                     amount(e.predicted_gap), note));
+                     amount(compressed_gap(race, e.run, 2)), gap_trend_text(e.gap_trend), amount(e.predicted_gap),
+                     note));
   }
   line(fmt::format("  within {} is within the held-out noise", amount(race.tolerance)));
+  if (const std::string floored = floored_trend_note(race); !floored.empty()) line("  " + floored);
   for (const auto& note : race.notes) line("  " + note);
   if (!race.pick_reason.empty()) line("  " + race.pick_reason);
   if (!race.schedule_reason.empty()) line("  " + race.schedule_reason);

@@ -471,6 +471,16 @@ TEST(Validation, AloneRecommendsTheFastestGoodRunWithItsRate) {
                              "best, batch 64's test accuracy 0.9010"),
             std::string::npos)
       << rec->reason;
+  // A faster run that ended worse beyond noise: the least time is the good runs'.
+  ValidationRun worse = run_at(512, true, 2.0);
+  worse.final_loss = 0.6;
+  worse.final_accuracy = 0.8500;
+  v.runs.push_back(worse);
+  rec = recommend(v);
+  ASSERT_TRUE(rec);
+  EXPECT_NE(rec->reason.find("in the least time of the runs within noise of the best, 4 s, to test accuracy 0.8990"),
+            std::string::npos)
+      << rec->reason;
 
   v.fastest_batch.reset();
   EXPECT_FALSE(recommend(v));
