@@ -1517,5 +1517,23 @@ TEST(RunRace, ACompressedRunsStepLinesShareItsKeyAtEveryLength) {
   EXPECT_NE(compressed_run_key(compressed_run_text(32, 4, 1.0)), compressed_run_key(compressed_run_text(32, 4, 0.5)));
 }
 
+// A gap that fell faster than halving between the two compressed runs is carried at kLeastGapTrend: its
+// table cell is marked, and a note under the table says why (a row read 34 % then 1.1 % beside 0.50).
+TEST(RunRace, AFlooredGapTrendIsMarkedAndExplained) {
+  EXPECT_EQ(gap_trend_text(std::nullopt), "-");
+  EXPECT_EQ(gap_trend_text(0.83), "0.83");
+  EXPECT_EQ(gap_trend_text(kLeastGapTrend), "0.50*");
+  RunRace race;
+  race.entries.resize(2);
+  race.entries[0].gap_trend = 0.83;
+  EXPECT_EQ(floored_trend_note(race), "");
+  race.entries[1].gap_trend = kLeastGapTrend;
+  EXPECT_EQ(floored_trend_note(race).rfind("* the gap fell faster between the two compressed runs, and is carried at "
+                                           "x0.50 a doubling",
+                                           0),
+            0u)
+      << floored_trend_note(race);
+}
+
 }  // namespace
 }  // namespace batchwise

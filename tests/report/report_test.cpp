@@ -174,6 +174,19 @@ TEST(Report, ARaceStuckOnThePlateauSaysItsAnswerIsNotMeasuredInEveryOutput) {
   EXPECT_NE(html.find("<section id=\"recommendation\" class=\"answer low\">"), std::string::npos);
 }
 
+// A race on training samples (no test split) says what it measured in the summary, and keeps it in the
+// JSON read back.
+TEST(Report, ARaceOnTrainingSamplesIsNotCalledHeldOut) {
+  Report r = fixed_report();
+  r.validation.reset();
+  ASSERT_TRUE(r.race && r.race->best_batch);
+  EXPECT_NE(to_summary(r).find("reached the lowest held-out loss"), std::string::npos) << to_summary(r);
+  r.race->on_training_data = true;
+  EXPECT_NE(to_summary(r).find("reached the lowest loss on training samples (no test split)"), std::string::npos)
+      << to_summary(r);
+  EXPECT_TRUE(report_from_json(to_json(r), "report.json").race->on_training_data);
+}
+
 // The fields ../shared/REPORT_CONTRACT.md fixes, with their types.
 TEST(Report, JsonKeepsTheContract) {
   const auto j = nlohmann::json::parse(to_json(fixed_report()));

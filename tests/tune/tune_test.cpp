@@ -143,6 +143,11 @@ TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
   EXPECT_EQ(batches(batch.race->entries), (std::vector<int64_t>{8, 16}));
   ASSERT_TRUE(batch.recommendation.has_value());
   if (batch.race->best_batch) EXPECT_EQ(batch.recommendation->batch, *batch.race->best_batch);
+  // No test split (the subject names no dataset): the race judged training samples, and says so.
+  EXPECT_TRUE(batch.race->on_training_data) << batch.race->held_out;
+  EXPECT_TRUE(std::any_of(batch.context.warnings.begin(), batch.context.warnings.end(), [](const std::string& w) {
+    return w.find("the batch race judged on a sample of the training data") == 0;
+  }));
 
   const Report run = tune(TuneSubject(runner, w.get()), raced_tune().epochs(0.5).lr_schedule(LrSchedule::Cosine));
   ASSERT_TRUE(run.run_race.has_value());
