@@ -814,9 +814,17 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   std::ofstream(scratch() / "rows.csv") << rows;
   const Outcome split =
       batchwise("validate --model mlp --dataset csv --data-file " + (scratch() / "rows.csv").string() +
-                " --held-out-split 0.25 --batch-sizes 16,32 --epochs 1 --no-history -q --json " + json.string());
+                " --held-out-split 0.25 --batch-sizes 16,32,512 --epochs 1 --no-history -q --json " + json.string());
   ASSERT_EQ(split.code, 0) << split.err;
   const auto s = nlohmann::json::parse(slurp(json));
+  // A batch above the 300 training samples trains as asked, and is said to repeat samples.
+  EXPECT_NE(s.at("context")
+                .at("warnings")
+                .dump()
+                .find("batch 512 larger than the 300 training samples: each step "
+                      "repeats samples"),
+            std::string::npos)
+      << s.at("context").at("warnings").dump();
   EXPECT_EQ(s.at("validation").at("held_out"), "rows.csv held out (25 %) test split, 100 samples");
   EXPECT_EQ(s.at("workload").at("dataset"), "rows.csv less 25 % held out");
   for (const auto& run : s.at("validation").at("runs")) EXPECT_TRUE(run.at("final_accuracy").is_number()) << run;
