@@ -55,7 +55,7 @@ import os
 
 from advice_grid import good_set, measure_of, pass_chances, read_kept_grid, read_timings, seed_runs, stats_of, verdict
 
-LEAST_TREND, TREND_NOISE = 0.5, 2.0  # run_race_internal.h: kLeastGapTrend, kTrendNoise
+LEAST_TREND, TREND_NOISE = 0.5, 2.0  # run_race.h: kLeastGapTrend; run_race_internal.h: kTrendNoise
 BEND_NOISE = 2.449  # run_race_gaps.cpp: kBendNoise
 RULES = ("tree", "pooled", "pooled-all", "grown", "oracle", "ceiling")  # and shrink:S
 

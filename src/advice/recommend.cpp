@@ -190,7 +190,8 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
       best->target_s
           ? fmt::format("reached the target ({}) first, after {:.1f} s of training", race.target, *best->target_s)
           : fmt::format("{} ({:.4f}{}) after {:.1f} s of training",
-                        race.pick_reason.empty() ? "reached the lowest held-out loss" : "reached a held-out loss",
+                        fmt::format("reached {} {}", race.pick_reason.empty() ? "the lowest" : "a",
+                                    race.on_training_data ? "loss on training samples" : "held-out loss"),
                         *best->loss_at_horizon, accuracy, horizon);
   std::string knee;
   if (sweep && sweep->knee_batch && *sweep->knee_batch != best->batch)

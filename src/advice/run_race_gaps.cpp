@@ -137,8 +137,9 @@ std::string floored_trend_note(const RunRace& race) {
   for (const RunRaceEntry& e : race.entries)
     if (e.gap_trend && *e.gap_trend <= kLeastGapTrend)
       return fmt::format(
-          "* the gap fell faster between the two compressed runs, and is carried at x{:.2f} a doubling: a steep fall "
-          "between two short, noisy runs is not taken to go on over the whole run",
+          "* the gap (its own, or the nearest larger batch's where its own is within the noise) fell faster between "
+          "the two compressed runs, and is carried at x{:.2f} a doubling: a steep fall between two short, noisy runs "
+          "is not taken to go on over the whole run",
           kLeastGapTrend);
   return "";
 }

@@ -645,36 +645,40 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
   size_t columns = 0;
   int64_t rows = 0;
   CsvReader reader(path, text);
+  std::string foreign;  // a first row of one cell holding ';' or a tab: another separator than the comma
   while (reader.next(cells)) {
     const int64_t line_no = reader.line();
     double v = 0;
     if (columns == 0) {
       columns = cells.size();
+      const char* separator = columns > 1                                ? nullptr
+                              : cells[0].find(';') != std::string::npos  ? "';'"
+                              : cells[0].find('\t') != std::string::npos ? "tab"
+                                                                         : nullptr;
+      if (separator)
+        foreign = fmt::format(
+            "; the file looks {}-separated, and batchwise reads comma-separated values: convert it "
+            "(the decimal separator is '.')",
+            separator);
       // A first row with any non-numeric cell is the header.
       if (!std::all_of(cells.begin(), cells.end(), [&](const std::string& c) { return number(c, v); })) {
         header = cells;
         continue;
       }
     }
-    BATCHWISE_CHECK(cells.size() == columns, DataError, "{} line {}: {} columns, but the first row has {}", path,
-                    line_no, cells.size(), columns);
+    BATCHWISE_CHECK(cells.size() == columns, DataError, "{} line {}: {} columns, but the first row has {}{}", path,
+                    line_no, cells.size(), columns, foreign);
     for (size_t c = 0; c < cells.size(); ++c) {
-      const char* separator = cells.size() > 1                           ? nullptr
-                              : cells[c].find(';') != std::string::npos  ? "';'"
-                              : cells[c].find('\t') != std::string::npos ? "tab"
-                                                                         : nullptr;
-      BATCHWISE_CHECK(number(cells[c], v), DataError, "{} line {}, column {}{}: '{}' is not a number; {}", path,
-                      line_no, c, header.empty() ? "" : " ('" + header[c] + "')", cells[c],
-                      separator ? fmt::format("the file looks {}-separated, and batchwise reads comma-separated "
-                                              "values: convert it (the decimal separator is '.')",
-                                              separator)
-                                : std::string("every CSV column must be numeric (encode categories as integers, "
-                                              "fill missing values; the decimal separator is '.')"));
+      BATCHWISE_CHECK(number(cells[c], v), DataError, "{} line {}, column {}{}: '{}' is not a number{}", path, line_no,
+                      c, header.empty() ? "" : " ('" + header[c] + "')", cells[c],
+                      foreign.empty() ? "; every CSV column must be numeric (encode categories as integers, fill "
+                                        "missing values; the decimal separator is '.')"
+                                      : foreign);
       values.push_back(v);
     }
     ++rows;
   }
-  BATCHWISE_CHECK(rows > 0, DataError, "{}: holds no data rows", path);
+  BATCHWISE_CHECK(rows > 0, DataError, "{}: holds no data rows{}", path, foreign);
   BATCHWISE_CHECK(columns >= 2, DataError, "{}: needs at least two columns (features and a label), found {}", path,
                   columns);
   size_t label = columns - 1;

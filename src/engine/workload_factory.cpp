@@ -217,16 +217,18 @@ void check_data_flags(const WorkloadOptions& o, const BuiltinDataset& d) {
                                                               {"--labels-file", &o.labels_file()},
                                                               {"--label-column", &o.label_column()}};
   for (const auto& [flag, value] : flags) {
-    BATCHWISE_CHECK(value->empty() || reads(flag), ConfigError, "{} {}: --dataset {} does not read it ({}); {}", flag,
-                    *value, d.name,
-                    d.needs.empty() ? (d.name == "fashion-mnist" ? std::string("it reads --data-dir, or the installed "
-                                                                               "dataset")
-                                                                 : std::string("it reads no file"))
-                                    : "it reads " + d.needs,
-                    std::string(flag) == "--label-column" || std::string(flag) == "--labels-file"
-                        ? "drop it, or give the --dataset your files are (idx and npy: --labels-file; csv: "
-                          "--label-column)"
-                        : "drop it, or give the --dataset your files are (idx, npy, csv; cifar10: --data-dir)");
+    BATCHWISE_CHECK(
+        value->empty() || reads(flag), ConfigError, "{} {}: --dataset {} does not read it ({}); {}", flag, *value,
+        d.name,
+        d.needs.empty() ? (d.name == "fashion-mnist" ? std::string("it reads --data-dir, or the installed "
+                                                                   "dataset")
+                                                     : std::string("it reads no file"))
+                        : "it reads " + d.needs,
+        std::string(flag) == "--label-column" || std::string(flag) == "--labels-file"
+            ? "drop it, or give the --dataset your files are (idx and npy: --labels-file; csv: "
+              "--label-column)"
+            : "drop it, or give the --dataset your files are (fashion-mnist, cifar10: --data-dir; idx, npy, "
+              "csv: --data-file)");
   }
 }
 

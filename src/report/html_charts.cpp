@@ -606,6 +606,7 @@ std::string validation_section(const Report& r) {
 std::string race_section(const Report& r) {
   if (!r.race) return "";
   const BatchRace& race = *r.race;
+  const std::string loss_name = race.on_training_data ? "loss on training samples" : "held-out loss";
   json datasets = json::array();
   std::string rows;
   size_t i = 0;
@@ -628,15 +629,15 @@ std::string race_section(const Report& r) {
                           {{"x",
                             {{"type", "linear"},
                              {"title", {{"display", true}, {"text", "training time (s, at the sweep's samples/s)"}}}}},
-                           {"y", {{"title", {{"display", true}, {"text", "held-out loss"}}}}}}}}}};
+                           {"y", {{"title", {{"display", true}, {"text", loss_name}}}}}}}}}};
   return fmt::format(
       "<section id=\"race\">\n<h2>Batch race</h2>\n<p class=\"caption\">Every candidate trained from your initial "
-      "weights at its own advised learning rate, judged on held-out loss ({}) at equal training time; the better half "
+      "weights at its own advised learning rate, judged on {} ({}) at equal training time; the better half "
       "went on at each rung (successive halving). Time to best: how much longer than the winner each needed to reach "
       "the winner's loss, from the slope of its last evaluations.</p>\n{}"
       "<table>\n<tr><th>batch</th><th>samples/s</th><th>lr</th><th>rate</th><th>rungs</th><th>train s</th>"
       "<th>loss</th><th>time to best</th><th>note</th></tr>\n{}</table>\n{}</section>\n",
-      esc(race.held_out), chart_block("race", config, "held-out loss over training time"), rows,
+      loss_name, esc(race.held_out), chart_block("race", config, loss_name + " over training time"), rows,
       notes.empty() ? "" : "<ul>\n" + notes + "</ul>\n");
 }
 

@@ -295,9 +295,9 @@ void race_table(Lines& line, const BatchRace& race, int64_t dataset_size) {
   std::vector<std::string> horizons;
   for (double h : race.horizons_s) horizons.push_back(fmt::format("{:.1f}", h));
   line(
-      fmt::format("batch race (successive halving on held-out loss, {}): every batch trains from your initial "
+      fmt::format("batch race (successive halving on {} loss, {}): every batch trains from your initial "
                   "weights at its own learning rate; rungs end at {} s of training",
-                  race.held_out, fmt::join(horizons, ", ")));
+                  race.on_training_data ? "training-sample" : "held-out", race.held_out, fmt::join(horizons, ", ")));
   line(fmt::format("{:>8}  {:>10}  {:>9}  {:>6}  {:>6}  {:>10}  {:>9}  {:>8}  {}", "batch", "samples/s", "lr", "rungs",
                    "epochs", "train s", "loss", "to best", "note"));
   const int64_t epoch = dataset_size > 0 ? dataset_size : 1;

@@ -93,7 +93,7 @@ std::string decider_line(const Report& r) {
       if (e.batch == *race.best_batch && e.loss_at_horizon)
         return fmt::format(
             "race: batch {} reached the lowest {} ({:.4f}) in {:.1f} s of training{}", e.batch,
-            race.on_training_data ? "loss on training samples (no test split)" : "held-out loss", *e.loss_at_horizon,
+            race.on_training_data ? "loss on training samples" : "held-out loss", *e.loss_at_horizon,
             race.horizons_s.empty() ? e.train_s : race.horizons_s.back(),
             race.within_5_percent.size() > 1 ? fmt::format("; {} within 5 %", range_text(race.within_5_percent)) : "");
   }

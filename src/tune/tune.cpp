@@ -308,12 +308,6 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
                                  .reserve_samples_per_s(race_rates(points, entries.reserve))
                                  .on_progress(o.on_race()));
   if (!larger.empty()) report.race->notes.push_back(larger_than_dataset_note(larger, w->data().size()));
-  if (report.race->on_training_data)
-    report.context.warnings.push_back(fmt::format(
-        "the batch race judged on a sample of the training data ({} has no test split): it measured how fast each "
-        "batch fits the data, not held-out quality; give a test split (--held-out-split 0.1 or --test-data-file; in "
-        "Python, held_out=...)",
-        w->data().name));
   if (!entries.early.empty())
     report.race->notes.insert(report.race->notes.begin(),
                               fmt::format("the reserve {} raced from the first rung: the run race's compressed runs, "
@@ -755,6 +749,12 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
     if (raced) race(subject, options, spent_s, report, laps);
     laps("race", report.race.has_value());
   }
+  if ((report.race || report.run_race) && subject.held_out().training_sample)  // the CLI's --epochs refuses it
+    report.context.warnings.push_back(fmt::format(
+        "the {} judged on a sample of the training data ({} has no test split): it measured how fast each batch fits "
+        "the data, not held-out quality; give a test split (--held-out-split 0.1 or --test-data-file; in Python, "
+        "held_out=...)",
+        report.run_race ? "run race" : "batch race", module_of(subject)->data().name));
   if (o.epochs() > 0 && !report.run_race)
     report.context.warnings.push_back(
         "--epochs was not used: only the run race uses it, and none ran (--no-race, a training command, data-parallel "

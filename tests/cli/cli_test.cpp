@@ -821,7 +821,7 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   EXPECT_NE(s.at("context")
                 .at("warnings")
                 .dump()
-                .find("batch 512 larger than the 300 training samples: each step "
+                .find("batch 512 is larger than the 300 training samples: each step "
                       "repeats samples"),
             std::string::npos)
       << s.at("context").at("warnings").dump();

@@ -588,7 +588,7 @@ TEST_F(FileDatasets, YourOwnTestSplitIsReadAsTheTrainingFileAndHeldToIt) {
   EXPECT_EQ(config_error(WorkloadOptions(synthetic).data_file(path("train.csv"))),
             "--data-file " + path("train.csv") +
                 ": --dataset synthetic does not read it (it reads no file); drop it, or give the --dataset your "
-                "files are (idx, npy, csv; cifar10: --data-dir)");
+                "files are (fashion-mnist, cifar10: --data-dir; idx, npy, csv: --data-file)");
   EXPECT_NE(config_error(WorkloadOptions(o).dataset("npy").labels_file("y.npy").label_column("3")), "no error");
 
   // An npy test split's label beyond the classes names its labels file, not the samples'.
@@ -630,6 +630,10 @@ TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {
                                      " line 2, column 0 ('a;b;label'): '0.5;2;0' is not a number; the file looks "
                                      "';'-separated, and batchwise reads comma-separated values: convert it (the "
                                      "decimal separator is '.')");
+  write_raw(path("comma.csv"), "a;b;label\n0,5;2;0\n");  // a decimal comma splits the row at it
+  EXPECT_NE(message("comma.csv").find("line 2: 2 columns, but the first row has 1; the file looks ';'-separated"),
+            std::string::npos)
+      << message("comma.csv");
   write_raw(path("x.npy"), std::string("\x93NUMPY\x01\x00", 8));
   EXPECT_EQ(message("x.npy"), path("x.npy") +
                                   ": a .npy file, not CSV; give --dataset npy with --data-file "

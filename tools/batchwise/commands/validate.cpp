@@ -70,10 +70,10 @@ class Validate : public Command {
       if (b > s.workload()->info().dataset_size) larger.push_back(b);
     if (!larger.empty())
       s.report.context.warnings.push_back(fmt::format(
-          "{} {} larger than the {} training samples: each step repeats samples, which a run of yours would not; "
-          "{} measured here, but not as a batch of that many distinct samples",
-          larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), s.workload()->info().dataset_size,
-          larger.size() > 1 ? "they are" : "it is"));
+          "{} {} {} larger than the {} training samples: each step repeats samples, which a run of yours would "
+          "not; {} measured here, but not as a batch of that many distinct samples",
+          larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), larger.size() > 1 ? "are" : "is",
+          s.workload()->info().dataset_size, larger.size() > 1 ? "they are" : "it is"));
     const std::string in_order = fmt::format("{}", fmt::join(candidates, ", "));  // as they train: sorted
     s.stage(v_.epochs > 0 ? fmt::format("validating: full runs of {} ({} rate) at each of {}{}",
                                         format_epochs(v_.epochs), v_.lr_schedule, in_order,
