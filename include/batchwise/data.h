@@ -57,7 +57,8 @@ Dataset in_fixed_order(const Dataset& data);
 /// file of the user's, --test-data-file): another sample shape or input type, class labels beyond
 /// training's classes, or other targets (classes against values, values of another width; class
 /// labels beside their one-hot values, --loss mse on a dataset of classes, are the same targets).
-void check_held_out(const Dataset& held_out, const Dataset& training);
+/// `same_shape`: false leaves the sample shape to the model (check_held_out of workload.h asks it).
+void check_held_out(const Dataset& held_out, const Dataset& training, bool same_shape = true);
 
 /// Reads one IDX file, gzip-compressed or plain, as a uint8 tensor of the shape its header gives.
 /// Checks the magic number (0x0000080N: unsigned bytes, N dimensions) against `expected_dims`, and

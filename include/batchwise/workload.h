@@ -296,6 +296,13 @@ Dataset load_test_split(const WorkloadOptions& options);
 /// order (named so: the model trains on them too, so their loss flatters it slightly).
 Dataset held_out_or_training_sample(const WorkloadOptions& options, const Dataset& training, int64_t samples = 2048);
 
+/// check_held_out (data.h) against `model`'s training data, but for the sample shape, which is the
+/// model's to take: held-out samples of another shape pass where the model and the loss evaluate
+/// the first two (a fully convolutional model, resnet18 among the built-in ones, tested at another
+/// size), and are refused with the shape and the model's reason where they do not. Evaluating
+/// changes neither the model nor its optimizer.
+void check_held_out(const Dataset& held_out, ModuleWorkload& model);
+
 /// A built-in dataset, one row of the table.
 struct BuiltinDataset {
   std::string name;

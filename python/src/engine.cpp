@@ -439,9 +439,9 @@ Plan plan(const Options& o, const Progress& progress, int64_t budget, bool cuda)
 
 // The held-out data through the model and the loss, its first two samples, before anything trains:
 // data the model cannot be judged on fails here, naming held_out, not at the race's first evaluation
-// minutes in. It is not held to the training data's kind, as the CLI's test split is: a fully
-// convolutional model may test at another size, and soft training targets beside hard test labels
-// are the loss's to take.
+// minutes in. It is not held to the training data's kind, as the CLI's test split is (check_held_out:
+// its shape excepted, which the model may take): soft training targets beside hard test labels are
+// the loss's to take, and a tensor's type is the user's to choose.
 void probe_held_out(ModuleWorkload& workload, const Dataset& held_out) {
   Dataset first = held_out;
   first.inputs = held_out.inputs.narrow(0, 0, std::min<int64_t>(2, held_out.size()));

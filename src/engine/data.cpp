@@ -131,9 +131,9 @@ Dataset split_part(const Dataset& data, double fraction, bool held_out) {
                 fmt::format("{} less {:.3g} % held out", data.name, percent));
 }
 
-void check_held_out(const Dataset& held_out, const Dataset& training) {
+void check_held_out(const Dataset& held_out, const Dataset& training, bool same_shape) {
   const std::string fix = "give a test split of the training data's kind";
-  BATCHWISE_CHECK(held_out.sample_shape() == training.sample_shape(), DataError,
+  BATCHWISE_CHECK(!same_shape || held_out.sample_shape() == training.sample_shape(), DataError,
                   "{}: its samples are {}, and the model trains on {}'s {}; {}", held_out.name,
                   fmt::join(held_out.sample_shape(), "x"), training.name, fmt::join(training.sample_shape(), "x"), fix);
   BATCHWISE_CHECK(held_out.inputs.scalar_type() == training.inputs.scalar_type(), DataError,

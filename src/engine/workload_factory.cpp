@@ -316,6 +316,27 @@ Dataset held_out_or_training_sample(const WorkloadOptions& o, const Dataset& tra
   return d;
 }
 
+void check_held_out(const Dataset& held_out, ModuleWorkload& model) {
+  const Dataset& training = model.data();
+  check_held_out(held_out, training, /*same_shape=*/false);
+  if (held_out.size() == 0 || held_out.sample_shape() == training.sample_shape()) return;
+  Dataset first = held_out;
+  first.inputs = held_out.inputs.narrow(0, 0, std::min<int64_t>(2, held_out.size()));
+  first.targets = held_out.targets.narrow(0, 0, first.inputs.size(0));
+  std::string reason;
+  try {
+    (void)model.evaluate(first);
+    return;
+  } catch (const std::exception& e) {
+    reason = detail::error_line(detail::plain_what(e));
+  }
+  BATCHWISE_CHECK(false, DataError,
+                  "{}: its samples are {}, and the model trains on {}'s {} and does not take them ({}); give a test "
+                  "split of the training data's kind",
+                  held_out.name, fmt::join(held_out.sample_shape(), "x"), training.name,
+                  fmt::join(training.sample_shape(), "x"), reason);
+}
+
 std::unique_ptr<Workload> make_workload(const WorkloadOptions& o, Dataset* held_out) {
   const bool scripted = is_model_path(o.model());
   BATCHWISE_CHECK(scripted || find_builtin_model(o.model()), ConfigError,

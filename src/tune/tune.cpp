@@ -252,12 +252,12 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
 // by the first stage that needs it (the plan, the races and the validation each ask).
 std::function<Dataset()> held_out_once(const TuneSubject& subject) {
   auto cache = std::make_shared<Dataset>();
-  const ModuleWorkload* w = module_of(subject);
+  ModuleWorkload* w = module_of(subject);
   const WorkloadOptions options = subject.options.value_or(WorkloadOptions().dataset("none"));
   return [cache, w, options] {
     if (cache->size() == 0) {
       *cache = held_out_or_training_sample(options, w->data());
-      check_held_out(*cache, w->data());
+      check_held_out(*cache, *w);
     }
     return *cache;
   };

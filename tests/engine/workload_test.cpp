@@ -1,6 +1,8 @@
 // The training step of a ModuleWorkload: accumulated gradients equal to the full batch's, the step
 // profile's phases, and bf16 and fp16 steps on the CPU (autocast, loss scaling).
 #include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,6 +63,46 @@ TEST(BuiltinDatasets, EachTestSplitIsOfItsTrainingDatasKindUnderEitherLoss) {
   const Dataset test = load_test_split(wide);
   EXPECT_EQ(test.targets.size(1), 12);
   EXPECT_NO_THROW(check_held_out(test, as_module(*w).data()));
+}
+
+// A test split of another sample shape is the model's to take: resnet18 (global pooling) evaluates
+// images wider than those it trains on, untouched by it; an mlp, whose first layer is as wide as a
+// training sample, does not, and the refusal says both shapes and why.
+TEST(BuiltinDatasets, AHeldOutSplitOfAnotherShapePassesWhereTheModelTakesIt) {
+  for (const char* model : {"resnet18", "mlp"}) {
+    auto w = tiny(model);
+    ModuleWorkload& m = as_module(*w);
+    std::vector<int64_t> shape = m.data().sample_shape();
+    const std::string trained = fmt::format("{}", fmt::join(shape, "x"));
+    shape.back() += 4;
+    shape.insert(shape.begin(), 3);
+    Dataset wider = m.data();
+    wider.name = "wider";
+    wider.inputs = at::rand(shape).to(m.data().inputs.scalar_type());
+    wider.targets = m.data().targets.narrow(0, 0, 3);
+    shape.erase(shape.begin());
+    const std::vector<at::Tensor> before = copies(m.module().parameters());
+    if (std::string(model) == "resnet18") {
+      EXPECT_NO_THROW(check_held_out(wider, m));
+      const std::vector<at::Tensor> after = m.module().parameters();
+      for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(before[i].equal(after[i])) << "parameter " << i;
+      EXPECT_TRUE(m.module().is_training()) << "the training mode is put back";
+      continue;
+    }
+    try {
+      check_held_out(wider, m);
+      ADD_FAILURE() << "an mlp took samples wider than its first layer";
+    } catch (const DataError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(fmt::format("wider: its samples are {}, and the model trains on {}'s {} and does not take "
+                                       "them (",
+                                       fmt::join(shape, "x"), m.data().name, trained),
+                           0),
+                0u)
+          << what;
+      EXPECT_NE(what.find("); give a test split of the training data's kind"), std::string::npos) << what;
+    }
+  }
 }
 
 // ---- gradient accumulation ----------------------------------------------------------------------

@@ -98,7 +98,7 @@ void Session::make_runner(bool test_split) {
   // Before a long run; a part held out of the training file comes with it, from one read.
   if (test_split && flags.workload.held_out_split() == 0) held_out_ = load_test_split(flags.workload);
   workload_ = make_workload(flags.workload, test_split || command == "tune" ? &held_out_ : nullptr);
-  if (held_out_.size() > 0 && module()) check_held_out(held_out_, module()->data());  // before a long run too
+  if (held_out_.size() > 0 && module()) check_held_out(held_out_, *module());  // before a long run too
   runner_ = std::make_unique<WorkloadRunner>(*workload_);
   cuda_ = workload_->device().is_cuda();
   if (address_) {
@@ -131,7 +131,7 @@ int Session::world_size() const { return group_ ? group_->size() : 1; }
 const Dataset& Session::held_out() {
   if (held_out_.size() == 0 && module()) {
     held_out_ = held_out_or_training_sample(flags.workload, module()->data());
-    check_held_out(held_out_, module()->data());
+    check_held_out(held_out_, *module());
   }
   return held_out_;
 }
