@@ -40,6 +40,9 @@ struct Dataset {
 /// `data`'s first `samples` samples (all when fewer), sharing its storage.
 Dataset head(const Dataset& data, int64_t samples);
 
+/// The samples of `data` at `index` (a 1-D long tensor of rows), in its order, named `name`.
+Dataset samples_at(const Dataset& data, const at::Tensor& index, std::string name);
+
 /// One side of a fixed split of `data`, for a dataset without a test split of its own: `held_out`,
 /// the round(`fraction` x N) samples a seeded draw holds out, in the draw's order (so that the first
 /// few are a fair sample of them: the batch race evaluates on the first 2,048); else the rest, which

@@ -286,6 +286,10 @@ struct WorkloadOptions {
 /// the same read of the file, as load_test_split would give it, without reading the file again.
 std::unique_ptr<Workload> make_workload(const WorkloadOptions& options, Dataset* held_out = nullptr);
 
+/// Whether the dataset `options` names has a held-out test split: a built-in one (fashion-mnist,
+/// cifar10, synthetic), or the user's (test_data_file, held_out_split). load_test_split reads it.
+bool has_test_split(const WorkloadOptions& options);
+
 /// The held-out test split of the dataset `options` names (fashion-mnist: t10k; cifar10:
 /// test_batch.bin; synthetic: max(1000, synthetic_size / 5) further samples labelled by the same
 /// teacher; idx, npy and csv: test_data_file, or the held_out_split part of the file, where given),

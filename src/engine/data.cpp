@@ -106,15 +106,15 @@ at::Tensor fixed_order(int64_t n) {
   return at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
 }
 
-Dataset select(const Dataset& data, const at::Tensor& index, std::string name) {
+}  // namespace
+
+Dataset samples_at(const Dataset& data, const at::Tensor& index, std::string name) {
   Dataset d = data;
   d.inputs = data.inputs.index_select(0, index);
   d.targets = data.targets.index_select(0, index);
   d.name = std::move(name);
   return d;
 }
-
-}  // namespace
 
 Dataset split_part(const Dataset& data, double fraction, bool held_out) {
   const int64_t n = data.size(), k = std::llround(fraction * static_cast<double>(n));
@@ -126,9 +126,10 @@ Dataset split_part(const Dataset& data, double fraction, bool held_out) {
   const at::Tensor order = fixed_order(n);
   // The share held out as it came to be: 0.1 of 5 samples holds out 1, 20 %.
   const double percent = 100.0 * static_cast<double>(k) / static_cast<double>(n);
-  if (held_out) return select(data, order.narrow(0, 0, k), fmt::format("{} held out ({:.3g} %)", data.name, percent));
-  return select(data, std::get<0>(order.narrow(0, k, n - k).sort()),
-                fmt::format("{} less {:.3g} % held out", data.name, percent));
+  if (held_out)
+    return samples_at(data, order.narrow(0, 0, k), fmt::format("{} held out ({:.3g} %)", data.name, percent));
+  return samples_at(data, std::get<0>(order.narrow(0, k, n - k).sort()),
+                    fmt::format("{} less {:.3g} % held out", data.name, percent));
 }
 
 void check_held_out(const Dataset& held_out, const Dataset& training, bool same_shape) {
@@ -162,7 +163,7 @@ void check_held_out(const Dataset& held_out, const Dataset& training, bool same_
 
 Dataset in_fixed_order(const Dataset& data) {
   UntrackedScope untracked;
-  return select(data, fixed_order(data.size()), data.name);
+  return samples_at(data, fixed_order(data.size()), data.name);
 }
 
 at::Tensor read_idx(const std::string& path, int expected_dims, const std::string& hint) {

@@ -269,23 +269,15 @@ void check_test_split_flags(const WorkloadOptions& o, const BuiltinDataset& d) {
 
 }  // namespace
 
+bool has_test_split(const WorkloadOptions& o) {
+  const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
+  return dataset && (dataset->load_test || o.held_out_split() > 0 || !o.test_data_file().empty());
+}
+
 Dataset load_test_split(const WorkloadOptions& o) {
   const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
   if (dataset) check_test_split_flags(o, *dataset);
-  if (dataset && !dataset->load_test && !o.test_data_file().empty()) {  // the user's own test split
-    Dataset d = dataset->load(WorkloadOptions(o).data_file(o.test_data_file()).labels_file(o.test_labels_file()),
-                              target_kind(o));
-    if (!dataset->shaped) apply_input_shape(d, o.input_shape());
-    if (!o.test_labels_file().empty())  // a label's fault names its file, not the samples'
-      d.name = fmt::format("{} (labels {})", d.name, std::filesystem::path(o.test_labels_file()).filename().string());
-    return in_fixed_order(d);
-  }
-  if (dataset && !dataset->load_test && o.held_out_split() > 0) {  // the part of the file training never sees
-    Dataset d = dataset->load(o, target_kind(o));
-    if (!dataset->shaped) apply_input_shape(d, o.input_shape());
-    return split_part(d, o.held_out_split(), /*held_out=*/true);
-  }
-  if (!dataset || !dataset->load_test) {
+  if (!has_test_split(o)) {
     std::vector<std::string> with;
     for (const BuiltinDataset& d : builtin_datasets())
       if (d.load_test) with.push_back(fmt::format("{} ({})", d.name, d.test_split));
@@ -295,24 +287,32 @@ Dataset load_test_split(const WorkloadOptions& o) {
         "--test-data-file (and --test-labels-file), or hold out part of your data with --held-out-split 0.1",
         o.dataset(), detail::and_list(with), with.size() == 1 ? "has" : "have");
   }
+  if (!dataset->load_test && !o.test_data_file().empty()) {  // the user's own test split
+    Dataset d = dataset->load(WorkloadOptions(o).data_file(o.test_data_file()).labels_file(o.test_labels_file()),
+                              target_kind(o));
+    if (!dataset->shaped) apply_input_shape(d, o.input_shape());
+    if (!o.test_labels_file().empty())  // a label's fault names its file, not the samples'
+      d.name = fmt::format("{} (labels {})", d.name, std::filesystem::path(o.test_labels_file()).filename().string());
+    return in_fixed_order(d);
+  }
+  if (!dataset->load_test) {  // --held-out-split: the part of the file training never sees
+    Dataset d = dataset->load(o, target_kind(o));
+    if (!dataset->shaped) apply_input_shape(d, o.input_shape());
+    return split_part(d, o.held_out_split(), /*held_out=*/true);
+  }
   Dataset d = dataset->load_test(o, target_kind(o));
   if (!dataset->shaped) apply_input_shape(d, o.input_shape());
   return d;
 }
 
 Dataset held_out_or_training_sample(const WorkloadOptions& o, const Dataset& training, int64_t samples) {
-  const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
-  if (dataset && (dataset->load_test || o.held_out_split() > 0 || !o.test_data_file().empty()))
-    return load_test_split(o);
+  if (has_test_split(o)) return load_test_split(o);
   UntrackedScope untracked;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed() + 1);
   const at::Tensor index = at::randperm(training.size(), gen, at::TensorOptions().dtype(at::kLong))
                                .narrow(0, 0, std::min(samples, training.size()));
-  Dataset d = training;
-  d.name = fmt::format("{} (training samples: it has no test split)", training.name);
+  Dataset d = samples_at(training, index, fmt::format("{} (training samples: it has no test split)", training.name));
   d.training_sample = true;
-  d.inputs = training.inputs.index_select(0, index);
-  d.targets = training.targets.index_select(0, index);
   return d;
 }
 

@@ -1184,6 +1184,9 @@ std::vector<std::string> live_lines(const std::string& args, unsigned short colu
   winsize size{};
   size.ws_row = 24;
   size.ws_col = columns;
+  // Made here: the child's scratch() would name a folder by its own pid, which nothing removes.
+  const std::string command = "XDG_DATA_HOME=" + (scratch() / "xdg").string() +
+                              " COLUMNS= " + std::string(BATCHWISE_TEST_BINARY) + " " + args + " >/dev/null";
   int terminal = -1;
   const pid_t child = forkpty(&terminal, nullptr, nullptr, &size);
   if (child < 0) {
@@ -1191,8 +1194,6 @@ std::vector<std::string> live_lines(const std::string& args, unsigned short colu
     return {};
   }
   if (child == 0) {  // stderr is the terminal; the report on stdout is not what is checked
-    const std::string command = "XDG_DATA_HOME=" + (scratch() / "xdg").string() +
-                                " COLUMNS= " + std::string(BATCHWISE_TEST_BINARY) + " " + args + " >/dev/null";
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
