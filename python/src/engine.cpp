@@ -54,12 +54,14 @@ bool is_oom(const py::error_already_set& e) {
 }
 
 // Runs `f` (which calls into Python) with the GIL held. `where` names the call for the error.
+// `restoring`: the call puts the user's state back (the modules' modes, the optimizer's state_dict),
+// so it runs after Ctrl-C too, when every other call is refused.
 template <class F>
-auto call_python(const std::string& where, F&& f) -> decltype(f()) {
+auto call_python(const std::string& where, F&& f, bool restoring = false) -> decltype(f()) {
   py::gil_scoped_acquire gil;
   Failure& failed = failure();
-  if (failed.interrupted) throw Error("interrupted");
-  if (PyErr_CheckSignals() != 0) {
+  if (failed.interrupted && !restoring) throw Error("interrupted");
+  if (!restoring && PyErr_CheckSignals() != 0) {
     PyErr_Clear();
     failed.interrupted = true;
     throw Error("interrupted");
@@ -124,7 +126,8 @@ class PythonModelImpl : public torch::nn::Module {
     return call_python(forward_, [&] { return unpack(adapter_.attr("forward")(input), output_); });
   }
   void train(bool on) override {
-    call_python(name_ + ".train", [&] { adapter_.attr("train")(on); });
+    call_python(
+        name_ + ".train", [&] { adapter_.attr("train")(on); }, /*restoring=*/true);  // modes come back
     torch::nn::Module::train(on);
   }
   // Dropped with the GIL held: the engine may free the workload from a thread without it.
@@ -141,34 +144,51 @@ TORCH_MODULE(PythonModel);
 
 // ---- the optimizer -------------------------------------------------------------------------------
 
-// A parameter group's options: its learning rate is the Python group's "lr".
+// A parameter group's options: its learning rate is the Python group's "lr", in the engine's terms
+// group 0's: the engine reads and sets one rate (the workload's), and each group keeps the ratio to
+// group 0 it had when the call began (a head at a tenth of the body's rate stays at a tenth; a
+// group at 0 stays frozen).
 class GroupOptions : public torch::optim::OptimizerCloneableOptions<GroupOptions> {
  public:
-  GroupOptions(std::shared_ptr<py::object> adapter, int group) : adapter_(std::move(adapter)), group_(group) {}
+  GroupOptions(std::shared_ptr<py::object> adapter, int group, double ratio)
+      : adapter_(std::move(adapter)), group_(group), ratio_(ratio) {}
   double get_lr() const override {
-    return call_python("the optimizer's learning rate",
-                       [&] { return adapter_->attr("get_lr")(group_).cast<double>(); });
+    return call_python("the optimizer's learning rate", [&] {
+      return adapter_->attr("get_lr")(ratio_ > 0 ? group_ : 0).cast<double>() / (ratio_ > 0 ? ratio_ : 1.0);
+    });
   }
   void set_lr(const double lr) override {
-    call_python("the optimizer's learning rate", [&] { adapter_->attr("set_lr")(group_, lr); });
+    call_python("the optimizer's learning rate", [&] { adapter_->attr("set_lr")(group_, lr * ratio_); });
   }
 
  private:
   std::shared_ptr<py::object> adapter_;  // shared: copying a py::object needs the GIL
   int group_;
+  double ratio_;  // the group's rate over group 0's
 };
 
 class PythonOptimizer : public torch::optim::Optimizer {
  public:
   PythonOptimizer(std::shared_ptr<py::object> adapter, const std::vector<std::vector<at::Tensor>>& groups,
                   std::string name)
-      : Optimizer(std::vector<torch::optim::OptimizerParamGroup>{}, std::make_unique<GroupOptions>(adapter, 0)),
+      : Optimizer(std::vector<torch::optim::OptimizerParamGroup>{}, std::make_unique<GroupOptions>(adapter, 0, 1.0)),
         adapter_(std::move(adapter)),
         name_(std::move(name)),
         step_(name_ + ".step") {
-    for (size_t i = 0; i < groups.size(); ++i)
-      add_param_group(
-          torch::optim::OptimizerParamGroup(groups[i], std::make_unique<GroupOptions>(adapter_, static_cast<int>(i))));
+    // Each group's options set after it is added: add_param_group starts from a clone of the
+    // defaults (group 0's) and merges in only the options of LibTorch's own optimizers, so every
+    // group's rate would otherwise be read and set on group 0.
+    const auto lr = [this](int group) {
+      py::gil_scoped_acquire gil;
+      return adapter_->attr("get_lr")(group).cast<double>();
+    };
+    const double first = lr(0);
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const int group = static_cast<int>(i);
+      add_param_group(torch::optim::OptimizerParamGroup(groups[i]));
+      param_groups().back().set_options(
+          std::make_unique<GroupOptions>(adapter_, group, first > 0 ? lr(group) / first : 1.0));
+    }
   }
   ~PythonOptimizer() override {
     py::gil_scoped_acquire gil;
@@ -188,7 +208,9 @@ class PythonOptimizer : public torch::optim::Optimizer {
   void load(torch::serialize::InputArchive& archive) override {
     c10::IValue bytes;
     archive.read("python_state_dict", bytes);
-    call_python(name_ + ".load_state_dict", [&] { adapter_->attr("load_optimizer")(py::bytes(bytes.toStringRef())); });
+    call_python(
+        name_ + ".load_state_dict", [&] { adapter_->attr("load_optimizer")(py::bytes(bytes.toStringRef())); },
+        /*restoring=*/true);
   }
 
  private:

@@ -189,6 +189,21 @@ def test_state():
         torch.nn.functional.cross_entropy(m(x[:64]), y[:64]).backward()
         o.step()
     case("the next training step is the one it would have been", same(model.state_dict(), twin.state_dict()))
+    # Param groups at their own rates: every rate the engine trains at keeps each group's ratio to
+    # group 0's (the head at a tenth of the body's, a frozen group at 0), and the rates come back.
+    model = Branchy()
+    groups = [{"params": model.branches.parameters(), "lr": 0.1}, {"params": model.head.parameters(), "lr": 0.01},
+              {"params": model.norm.parameters(), "lr": 0.0}]
+    optimizer = torch.optim.SGD(groups, momentum=0.9)
+    seen, step = set(), optimizer.step
+    optimizer.step = lambda *a, **k: (seen.add(tuple(g["lr"] for g in optimizer.param_groups)), step(*a, **k))[1]
+    report = batchwise.tune(model, optimizer, (x, y), memory_budget="4MiB", max=256, advice_budget=2, no_noise=True,
+                            progress=False)
+    case("param groups train at group 0's rate times their own ratio to it", len({r[0] for r in seen}) > 1 and all(
+        abs(head - body / 10) <= 1e-12 * body and frozen == 0 for body, head, frozen in seen), sorted(seen)[:5])
+    case("and their rates are as they were", [g["lr"] for g in optimizer.param_groups] == [0.1, 0.01, 0.0],
+         [g["lr"] for g in optimizer.param_groups])
+    case("the report's rate is group 0's", report.workload.lr == 0.1, report.workload.lr)
 
 
 def test_oom():
@@ -375,30 +390,56 @@ def test_epochs():
 
 
 INTERRUPTED = """
-import copy, sys, torch
+import copy, os, signal, sys, torch
 sys.path.insert(0, {here!r})
 import inprocess_test as T, batchwise
 model = T.Branchy()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+x, y = T.branchy_data(64)
+torch.nn.functional.cross_entropy(model(x), y).backward()
+optimizer.step()  # momentum buffers, which a restore must put back too
+if {in_step}:  # Ctrl-C in the middle of a trial, once its steps have changed the momentum buffers
+    steps, step = [0], optimizer.step
+    def interrupting(*args, **kwargs):
+        out = step(*args, **kwargs)
+        steps[0] += 1
+        if steps[0] == 40:
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+    optimizer.step = interrupting
 before = copy.deepcopy(model.state_dict())
+state = copy.deepcopy(optimizer.state_dict())
 try:
     batchwise.tune(model, optimizer, T.branchy_data(4096), memory_budget="8MiB", max=512,
                    progress=lambda line: print(line, flush=True))
     print("returned")
 except KeyboardInterrupt:
+    now = optimizer.state_dict()
     print("KeyboardInterrupt; restored:", all(torch.equal(v, model.state_dict()[k]) for k, v in before.items()))
+    print("optimizer restored:", now["param_groups"] == state["param_groups"] and sorted(now["state"]) ==
+          sorted(state["state"]) and all(torch.equal(now["state"][k]["momentum_buffer"], v["momentum_buffer"])
+                                          for k, v in state["state"].items()))
 """
 
 
 def test_interrupt():
     import signal
     import subprocess
-    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED.format(here=HERE)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED.format(here=HERE, in_step=False)],
+                             stdout=subprocess.PIPE, text=True)
     first = child.stdout.readline()  # the first progress line: the engine is running
     child.send_signal(signal.SIGINT)
     rest, _ = child.communicate(timeout=120)
     case("Ctrl-C during tune raises KeyboardInterrupt, the model restored",
          bool(first) and "KeyboardInterrupt; restored: True" in rest, first + rest[-500:])
+    case("and the optimizer's state (its momentum buffers, its groups' rates)", "optimizer restored: True" in rest,
+         rest[-500:])
+    # In a trial's 40th step, after its steps made momentum buffers of their own: they go, and the
+    # user's come back (before, the modes' restore was refused after Ctrl-C, and the optimizer's too).
+    out = subprocess.run([sys.executable, "-c", INTERRUPTED.format(here=HERE, in_step=True)], capture_output=True,
+                         text=True, timeout=120).stdout
+    case("Ctrl-C within a trial's step: KeyboardInterrupt, the model and the optimizer restored",
+         "KeyboardInterrupt; restored: True" in out and "optimizer restored: True" in out, out[-500:])
 
 
 def test_options():
