@@ -549,7 +549,30 @@ def _call(command, options, make_adapter):
     if error is not None:
         raise TrainingError(f"batchwise.{command}: {where} raised {type(error).__name__}: {error} "
                             f"(the model, its optimizer and the RNGs are as they were)") from error
-    return Report(text)
+    report = Report(text)
+    failed = _nothing_trained(report)
+    if failed:
+        error = TrainingError(f"batchwise.{command}: {failed} (the model, its optimizer and the RNGs are as they "
+                              f"were; the report is this error's .report)")
+        error.report = report
+        raise error
+    return report
+
+
+def _nothing_trained(report):
+    """Why nothing usable came of the call, where a trial failed without an exception of the user's
+    (a loss that is not a scalar or not a number, an output batchwise cannot read): the CLI's exit 1.
+    None where something trained, or where nothing fits (an answer: fit.outcome says so)."""
+    fit = report.fit
+    if fit is not None and fit.outcome == "error":
+        return fit.message  # "batch 32 failed with an error, so no batch size is reported: ..."
+    sweep = report.sweep
+    if sweep is not None and sweep.points and not any(p.outcome == "ok" for p in sweep.points):
+        failed = [p for p in sweep.points if p.outcome != "oom"]
+        if failed:
+            return (f"no batch trained: {len(failed)} of {len(sweep.points)} swept batches failed (batch "
+                    f"{failed[0].batch}: {failed[0].message})")
+    return None
 
 
 def fit(model, optimizer, data, loss=None, **options):

@@ -272,6 +272,33 @@ def test_error():
     except batchwise.TrainingError as e:
         case("an exception in the loss names the loss", "Branchy's loss raised KeyError" in str(e), str(e))
 
+    # A trial that failed without an exception of the user's (a loss of one value a sample, a loss
+    # that is not a number) trained nothing: an error with the trial's message, as the CLI's exit 1,
+    # not a report whose batch is None; the report is the error's.
+    model = Branchy()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = snapshot(model, optimizer)
+    calls = {
+        "fit": lambda: batchwise.fit(model, optimizer, branchy_data(), loss=torch.nn.CrossEntropyLoss(reduction="none"),
+                                     memory_budget="16MiB", max=64, progress=False),
+        "sweep": lambda: batchwise.sweep(model, optimizer, branchy_data(), loss=lambda o, t: o.sum() * float("nan"),
+                                         batch_sizes=[8, 16], progress=False),
+    }
+    expected = {"fit": "failed with an error, so no batch size is reported: grad can be implicitly created only "
+                       "for scalar outputs",
+                "sweep": "batchwise.sweep: no batch trained: 2 of 2 swept batches failed (batch 8: the training loss "
+                         "is NaN at the first step"}
+    for name, call in calls.items():
+        try:
+            call()
+            case(f"a {name} that trained nothing raises", False, f"{name} returned")
+        except batchwise.TrainingError as e:
+            case(f"a {name} that trained nothing raises its trial's message",
+                 str(e).startswith(f"batchwise.{name}: ") and expected[name] in str(e),
+                 str(e))
+            case("with the report", getattr(e.report, name) is not None, repr(e.report))
+    case("the model is as it was after both", same(before, snapshot(model, optimizer)))
+
 
 class Pairs(torch.utils.data.Dataset):
     """A map-style dataset of (input, label) pairs, as torchvision's are."""
