@@ -80,4 +80,21 @@ const std::vector<std::string>& optimizer_names();
 const std::vector<std::string>& loss_names();
 const std::vector<std::string>& lr_schedule_names();
 
+/// What a numeric option accepts, by its CLI flag ("--steps"): the CLI's parser and the Python API
+/// (steps=...) check values against the same table, before anything runs. Non-numbers, NaN and
+/// infinities are refused too, and the upper bounds keep a typo from asking for 10^12 of anything.
+struct OptionBound {
+  const char* flag;
+  double low;
+  bool low_open;  ///< the value must be above `low`, not merely at least it
+  double high;
+  const char* why = nullptr;  ///< said after the bound
+};
+/// The table; find_option_bound: a flag's row, or null for a flag without one.
+const std::vector<OptionBound>& option_bounds();
+const OptionBound* find_option_bound(const std::string& flag);
+/// "" where `value` is within `bound`; else why not, after `text` (the value as the user wrote it):
+/// "0: must be at least 1", "1.5: must be at most 1 (a fraction of the budget)".
+std::string out_of_bound(const OptionBound& bound, double value, const std::string& text);
+
 }  // namespace batchwise

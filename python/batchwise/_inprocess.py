@@ -18,6 +18,7 @@ import importlib.machinery
 import importlib.util
 import io
 import json
+import operator
 import os
 import random
 import re
@@ -67,8 +68,45 @@ def _load_engine():
 
 # ---- options -------------------------------------------------------------------------------------
 
+def _int(value):
+    """A whole number: an int (not a bool: True is no batch size), a NumPy integer, or a float
+    without a fraction (64.0); 2.7 is refused, not cut to 2."""
+    if isinstance(value, bool):
+        raise TypeError(value)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(value)
+        return int(value)
+    return operator.index(value)
+
+
+_int.what = "whole number"
+
+
+def _float(value):
+    """A number (an int, a float, a NumPy number); not a bool, nor a string."""
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError(value)
+    return float(value)
+
+
+_float.what = "number"
+
+
+def _bool(value):
+    """True or False (a NumPy bool too); not a string: "false" would be true."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise TypeError(value)
+
+
+_bool.what = "bool (True or False)"
+
+
 def _sizes(value):
-    return [int(v) for v in (value.split(",") if isinstance(value, str) else value)]
+    if isinstance(value, str):
+        return [int(v) for v in value.split(",")]  # "16,32,64": int() refuses "16.5"
+    return [_int(v) for v in value]
 
 
 _sizes.what = "list of batch sizes, or a string such as \"16,32,64\""
@@ -86,43 +124,74 @@ _phases.what = "batch-size schedule: \"64:0,256:2\" or [(64, 0), (256, 2)]"
 
 
 # The options, named as the CLI's flags (--memory-budget is memory_budget=...), and what each takes.
-_COMMON = {"device": str, "memory_budget": None, "target": float, "trial_timeout": float, "no_monitor": bool,
-           "seed": int, "progress": None, "warmup": int}
-_FIT = {"min": int, "max": int, "multiple_of": int, "mode": str, "fit_steps": int}
-_SWEEP = {"batch_sizes": _sizes, "steps": int, "repetitions": int, "min_time": float}
-_TUNE = {"no_noise": bool, "noise_steps": int, "no_race": bool, "advice_budget": float, "target_accuracy": float,
-         "target_loss": float, "base_batch": int, "epochs": float, "lr_schedule": str, "held_out": None,
-         "sweep_all": bool}
-_NOISE = {"batch": int, "micro_batch": int, "noise_steps": int, "fixed_weights": bool, "smoothing": float}
-_VALIDATE = {"batch_sizes": _sizes, "held_out": None, "target_accuracy": float, "target_loss": float,
-             "epochs": float, "lr_schedule": str, "batch_schedule": _phases, "max_epochs": float,
-             "max_seconds": float, "eval_every": int, "base_batch": int, "held_out_samples": int,
-             "stop_slower_than": float, "rule_lr": bool}
+_COMMON = {"device": str, "memory_budget": None, "target": _float, "trial_timeout": _float, "no_monitor": _bool,
+           "seed": _int, "progress": None, "warmup": _int}
+_FIT = {"min": _int, "max": _int, "multiple_of": _int, "mode": str, "fit_steps": _int}
+_SWEEP = {"batch_sizes": _sizes, "steps": _int, "repetitions": _int, "min_time": _float}
+_TUNE = {"no_noise": _bool, "noise_steps": _int, "no_race": _bool, "advice_budget": _float,
+         "target_accuracy": _float, "target_loss": _float, "base_batch": _int, "epochs": _float, "lr_schedule": str,
+         "held_out": None, "sweep_all": _bool}
+_NOISE = {"batch": _int, "micro_batch": _int, "noise_steps": _int, "fixed_weights": _bool, "smoothing": _float}
+_VALIDATE = {"batch_sizes": _sizes, "held_out": None, "target_accuracy": _float, "target_loss": _float,
+             "epochs": _float, "lr_schedule": str, "batch_schedule": _phases, "max_epochs": _float,
+             "max_seconds": _float, "eval_every": _int, "base_batch": _int, "held_out_samples": _int,
+             "stop_slower_than": _float, "rule_lr": _bool}
+_NUMBERS = (_int, _float)
 _OPTIONS = {"fit": {**_COMMON, **_FIT}, "sweep": {**_COMMON, **_SWEEP},
             "tune": {**_COMMON, **_FIT, **_SWEEP, **_TUNE}, "noise": {**_COMMON, **_NOISE},
             "validate": {**_COMMON, **_VALIDATE}}
 
 
-def _options(command, given):
+def _check_names(command, given, prefix="batchwise"):
+    """A misspelt option is named, with the nearest ones, before anything else is said of the call."""
     known = _OPTIONS[command]
-    out = {}
     for name, value in given.items():
         if name not in known:
-            near = [k for k in known if k.split("_")[0] == name.split("_")[0]]
+            near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+            near += [k for k in known if k.split("_")[0] == name.split("_")[0] and k not in near]
             hint = f"; did you mean {', '.join(near)}?" if near else ""
-            raise TypeError(f"batchwise.{command}: unknown option {name}={value!r}{hint} "
+            shown = repr(value) if len(repr(value)) <= 60 else f"<{type(value).__name__}>"  # not a tensor's values
+            raise TypeError(f"{prefix}.{command}: unknown option {name}={shown}{hint} "
                             f"(its options: {', '.join(sorted(known))})")
+
+
+def _options(command, given):
+    known = _OPTIONS[command]
+    _check_names(command, given)
+    out = {}
+    for name, value in given.items():
         convert = known[name]
         try:
             out[name] = value if convert is None or value is None else convert(value)
         except (TypeError, ValueError):
             what = getattr(convert, "what", convert.__name__)
             raise TypeError(f"batchwise.{command}: {name}={value!r} is not a {what}") from None
+        # The CLI's bounds (its flag's), before anything runs: steps=0, max=2**40, epochs=0, seed=-1.
+        if convert in _NUMBERS and out[name] is not None:
+            why = _engine().out_of_bound("--" + name.replace("_", "-"), float(out[name]), f"{name}={value!r}")
+            if why:
+                raise ValueError(f"batchwise.{command}: {why}")
+        if convert is _sizes:
+            for size in out[name]:
+                why = _engine().out_of_bound("--batch", float(size), f"batch size {size} in {name}")
+                if why:
+                    raise ValueError(f"batchwise.{command}: {why}")
     budget = out.get("memory_budget")
     if isinstance(budget, str):
         out["memory_budget"] = _engine().parse_bytes(budget)
     elif budget is not None:
-        out["memory_budget"] = int(budget)
+        try:
+            out["memory_budget"] = _int(budget)
+        except (TypeError, ValueError):
+            raise TypeError(f"batchwise.{command}: memory_budget={budget!r} is not a number of bytes nor a size "
+                            "such as \"512MiB\"") from None
+        if not 1 <= out["memory_budget"] <= 2 ** 62:
+            raise ValueError(f"batchwise.{command}: memory_budget={budget!r}: must be a number of bytes from 1 to "
+                             "2**62, or a size such as \"512MiB\" (leave it out for the device's)")
+    schedule = out.get("lr_schedule")
+    if schedule not in (None, "constant") and not out.get("epochs"):
+        raise ValueError(f"batchwise.{command}: lr_schedule={schedule!r}: a decaying rate decays over a run of "
+                         "known length; give epochs=N")
     progress = out.get("progress", True)
     if progress is True:
         out["progress"] = lambda line: print(line, file=sys.stderr, flush=True)
@@ -484,6 +553,7 @@ class Report(_Record):
 
 def _required(command, options, prefix="batchwise", held_out=True):
     """What a command cannot run without, said before any data is read (`held_out`: check it too)."""
+    _check_names(command, options, prefix)
     if command in ("sweep", "validate") and not options.get("batch_sizes"):
         raise TypeError(f"{prefix}.{command}: no batch sizes; pass batch_sizes=[16, 32, 64]")
     if held_out and command == "validate" and options.get("held_out") is None:

@@ -664,6 +664,13 @@ PYBIND11_MODULE(_engine, m) {
       "The report's console table");
   m.def("parse_bytes", [](const std::string& text) { return parse_bytes(text, "memory_budget"); });
   m.def(
+      "out_of_bound",
+      [](const std::string& flag, double value, const std::string& text) {
+        const OptionBound* bound = find_option_bound(flag);
+        return bound ? out_of_bound(*bound, value, text) : std::string();
+      },
+      "Why `value` (written `text`) is outside the CLI flag's bounds (choices.h's option_bounds), or \"\"");
+  m.def(
       "counted_bytes", [] { return CpuMemoryTracker::install().current_bytes(); },
       "CPU tensor bytes counted now (the budget's measure)");
   m.def(

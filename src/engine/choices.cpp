@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
+
 #include "check.h"
 
 namespace batchwise {
@@ -82,6 +84,70 @@ const std::vector<std::string>& loss_names() {
 const std::vector<std::string>& lr_schedule_names() {
   static const std::vector<std::string> names = all(kLrSchedules);
   return names;
+}
+
+const std::vector<OptionBound>& option_bounds() {
+  constexpr double kMaxBatch = 1 << 30, kMaxCount = 1e7, kMaxSeconds = 1e7;
+  static const std::vector<OptionBound> bounds = {
+      {"--min", 1, false, kMaxBatch},
+      {"--max", 1, false, kMaxBatch},
+      {"--multiple-of", 1, false, kMaxBatch},
+      {"--batch", 1, false, kMaxBatch},
+      {"--micro-batch", 1, false, kMaxBatch},
+      {"--base-batch", 1, false, kMaxBatch},
+      {"--global-batch", 1, false, kMaxBatch},
+      {"--max-micro-batch", 1, false, kMaxBatch},
+      {"--steps", 1, false, kMaxCount},
+      {"--fit-steps", 1, false, kMaxCount},
+      {"--noise-steps", 2, false, kMaxCount},
+      {"--warmup", 0, false, kMaxCount},
+      {"--repetitions", 1, false, 1000},
+      {"--accumulation-steps", 1, false, 65536},
+      {"--limit", 1, false, kMaxCount},
+      {"--prefetch", 1, false, 1024},
+      {"--workers", 0, false, 256},
+      {"--threads", 1, false, 4096, "leave it out for torch's choice"},
+      {"--nproc", 1, false, 1024, "the number of local processes"},
+      {"--world-size", 1, false, 1 << 20},
+      {"--num-classes", 2, false, kMaxCount,
+       "a classifier needs at least 2 classes; leave it out to use the largest label + 1"},
+      {"--synthetic-size", 1, false, 1e9},
+      {"--held-out-split", 0, true, 0.9, "a fraction of the samples, such as 0.1"},
+      {"--io-latency-us", 0, false, 1e7},
+      {"--seed", 0, false, 18446744073709551615.0},
+      {"--held-out-samples", 1, false, 1e9},
+      {"--eval-every", 1, false, 1e12},
+      {"--lr", 0, true, 1e6},
+      {"--target", 0, true, 1, "a fraction of the budget"},
+      {"--target-accuracy", 0, true, 1},
+      {"--target-loss", 0, true, 1e9},
+      {"--max-epochs", 0, true, 1e6},
+      {"--epochs", 0, true, 1e6,
+       "leave it out: tune then answers for its race's horizon, and validate times each batch to a target"},
+      {"--max-seconds", 0, false, kMaxSeconds},
+      {"--min-time", 0, false, kMaxSeconds},
+      {"--trial-timeout", 0, false, kMaxSeconds},
+      {"--dist-timeout", 0, true, kMaxSeconds},
+      {"--advice-budget", 0, true, kMaxSeconds},
+      {"--reuse-max-age", 0, false, 1e7},
+      {"--stop-slower-than", 1, false, 1e6},
+  };
+  return bounds;
+}
+
+const OptionBound* find_option_bound(const std::string& flag) {
+  for (const OptionBound& b : option_bounds())
+    if (flag == b.flag) return &b;
+  return nullptr;
+}
+
+std::string out_of_bound(const OptionBound& b, double v, const std::string& text) {
+  if (!std::isfinite(v)) return fmt::format("{}: not a finite number", text);
+  const std::string why = b.why ? fmt::format(" ({})", b.why) : "";
+  if (b.low_open ? v <= b.low : v < b.low)
+    return fmt::format("{}: must be {} {:.15g}{}", text, b.low_open ? "above" : "at least", b.low, why);
+  if (v > b.high) return fmt::format("{}: must be at most {:.15g}{}", text, b.high, why);
+  return "";
 }
 
 }  // namespace batchwise

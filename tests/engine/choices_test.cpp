@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,22 @@ TEST(Choices, AdamAndAdamWAreTheAdamFamily) {
   EXPECT_FALSE(adam_family(Optimizer::Sgd));
   EXPECT_TRUE(adam_family(Optimizer::Adam));
   EXPECT_TRUE(adam_family(Optimizer::AdamW));
+}
+
+// One table of bounds for the CLI's flags and the Python API's options: each says why a value is
+// out, after the value as it was written.
+TEST(Choices, OptionBoundsSayWhyAValueIsOut) {
+  const OptionBound* steps = find_option_bound("--steps");
+  ASSERT_NE(steps, nullptr);
+  EXPECT_EQ(out_of_bound(*steps, 0, "steps=0"), "steps=0: must be at least 1");
+  EXPECT_EQ(out_of_bound(*steps, 5, "5"), "");
+  EXPECT_EQ(out_of_bound(*find_option_bound("--advice-budget"), 0, "0"), "0: must be above 0");
+  EXPECT_EQ(out_of_bound(*find_option_bound("--target"), 1.5, "1.5"),
+            "1.5: must be at most 1 (a fraction of the budget)");
+  EXPECT_EQ(out_of_bound(*find_option_bound("--max"), 1e12, "1e12"), "1e12: must be at most 1073741824");
+  EXPECT_EQ(out_of_bound(*steps, std::nan(""), "nan"), "nan: not a finite number");
+  EXPECT_EQ(find_option_bound("--model"), nullptr);
+  for (const OptionBound& b : option_bounds()) EXPECT_EQ(find_option_bound(b.flag), &b) << b.flag << " twice";
 }
 
 }  // namespace

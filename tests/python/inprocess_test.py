@@ -482,6 +482,31 @@ def test_options():
         (lambda: batchwise.fit(model, torch.optim.SGD(Branchy().parameters(), lr=0.1), branchy_data()), ValueError,
          "make it over model.parameters()"),
         (lambda: batchwise.fit(model, optimizer, branchy_data(), mode="fast", progress=False), ValueError, "fast"),
+        # The CLI's bounds and a strict type, before anything runs: nothing bad becomes a default.
+        (lambda: batchwise.fit(model, optimizer, branchy_data(), memory_budget=-5), ValueError,
+         "batchwise.fit: memory_budget=-5: must be a number of bytes from 1 to 2**62"),
+        (lambda: batchwise.fit(model, optimizer, branchy_data(), max=2 ** 40), ValueError,
+         "batchwise.fit: max=1099511627776: must be at most 1073741824"),
+        (lambda: batchwise.fit(model, optimizer, branchy_data(), seed=-1), ValueError,
+         "batchwise.fit: seed=-1: must be at least 0"),
+        (lambda: batchwise.fit(model, optimizer, branchy_data(), max=2.7), TypeError,
+         "batchwise.fit: max=2.7 is not a whole number"),
+        (lambda: batchwise.tune(model, optimizer, branchy_data(), advice_budget=0), ValueError,
+         "batchwise.tune: advice_budget=0: must be above 0"),
+        (lambda: batchwise.tune(model, optimizer, branchy_data(), epochs=0), ValueError,
+         "batchwise.tune: epochs=0: must be above 0"),
+        (lambda: batchwise.tune(model, optimizer, branchy_data(), lr_schedule="cosine"), ValueError,
+         "lr_schedule='cosine': a decaying rate decays over a run of known length; give epochs=N"),
+        (lambda: batchwise.tune(model, optimizer, branchy_data(), no_race="false"), TypeError,
+         "batchwise.tune: no_race='false' is not a bool (True or False)"),
+        (lambda: batchwise.sweep(model, optimizer, branchy_data(), batch_sizes=[16, 0]), ValueError,
+         "batchwise.sweep: batch size 0 in batch_sizes: must be at least 1"),
+        # A misspelt name, with the nearest, before what the call lacks; a tensor is not printed.
+        (lambda: batchwise.sweep(model, optimizer, branchy_data(), batch_size=[8, 16]), TypeError,
+         "unknown option batch_size=[8, 16]; did you mean batch_sizes"),
+        (lambda: batchwise.tune(model, optimizer, branchy_data(), epoch=2), TypeError, "did you mean epochs"),
+        (lambda: batchwise.fit(model, optimizer, branchy_data(), held_out=branchy_data()), TypeError,
+         "unknown option held_out=<tuple>"),
     ]
     refused(checks)
 

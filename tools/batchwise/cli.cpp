@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "batchwise/choices.h"
 #include "batchwise/command.h"
 #include "batchwise/command_runner.h"
 #include "batchwise/distributed.h"
@@ -23,73 +24,16 @@ namespace batchwise::cli {
 
 namespace {
 
-// What each numeric flag accepts, wherever a subcommand declares it: CLI11 checks the value as it
-// parses, before anything runs, and the message names the flag ("--steps: 0: must be at least 1").
-// Non-numbers, NaN and infinities are refused too, and the upper bounds keep a typo from asking for
-// 10^12 of anything. Omitting a flag keeps its default (often "0: none" or "the device's").
-struct Bound {
-  const char* flag;
-  double low;
-  bool low_open;  // the value must be above `low`, not merely at least it
-  double high;
-  const char* why = nullptr;  // said after the bound
-};
-constexpr double kMaxBatch = 1 << 30, kMaxCount = 1e7, kMaxSeconds = 1e7;
-constexpr Bound kBounds[] = {
-    {"--min", 1, false, kMaxBatch},
-    {"--max", 1, false, kMaxBatch},
-    {"--multiple-of", 1, false, kMaxBatch},
-    {"--batch", 1, false, kMaxBatch},
-    {"--micro-batch", 1, false, kMaxBatch},
-    {"--base-batch", 1, false, kMaxBatch},
-    {"--global-batch", 1, false, kMaxBatch},
-    {"--max-micro-batch", 1, false, kMaxBatch},
-    {"--steps", 1, false, kMaxCount},
-    {"--fit-steps", 1, false, kMaxCount},
-    {"--noise-steps", 2, false, kMaxCount},
-    {"--warmup", 0, false, kMaxCount},
-    {"--repetitions", 1, false, 1000},
-    {"--accumulation-steps", 1, false, 65536},
-    {"--limit", 1, false, kMaxCount},
-    {"--prefetch", 1, false, 1024},
-    {"--workers", 0, false, 256},
-    {"--threads", 1, false, 4096, "leave it out for torch's choice"},
-    {"--nproc", 1, false, 1024, "the number of local processes"},
-    {"--world-size", 1, false, 1 << 20},
-    {"--num-classes", 2, false, kMaxCount,
-     "a classifier needs at least 2 classes; leave it out to use the largest label + 1"},
-    {"--synthetic-size", 1, false, 1e9},
-    {"--held-out-split", 0, true, 0.9, "a fraction of the samples, such as 0.1"},
-    {"--io-latency-us", 0, false, 1e7},
-    {"--seed", 0, false, 18446744073709551615.0},
-    {"--held-out-samples", 1, false, 1e9},
-    {"--eval-every", 1, false, 1e12},
-    {"--lr", 0, true, 1e6},
-    {"--target", 0, true, 1, "a fraction of the budget"},
-    {"--target-accuracy", 0, true, 1},
-    {"--target-loss", 0, true, 1e9},
-    {"--max-epochs", 0, true, 1e6},
-    {"--epochs", 0, true, 1e6,
-     "leave it out: tune then answers for its race's horizon, and validate times each batch to a target"},
-    {"--max-seconds", 0, false, kMaxSeconds},
-    {"--trial-timeout", 0, false, kMaxSeconds},
-    {"--dist-timeout", 0, true, kMaxSeconds},
-    {"--advice-budget", 0, true, kMaxSeconds},
-    {"--reuse-max-age", 0, false, 1e7},
-    {"--stop-slower-than", 1, false, 1e6},
-};
-
-CLI::Validator in_range(const Bound& b) {
+// What each numeric flag accepts (option_bounds, choices.h), wherever a subcommand declares it:
+// CLI11 checks the value as it parses, before anything runs, and the message names the flag
+// ("--steps: 0: must be at least 1"). Omitting a flag keeps its default (often "0: none" or "the
+// device's").
+CLI::Validator in_range(const OptionBound& b) {
   return CLI::Validator(
       [b](std::string& value) -> std::string {
         double v = 0;
-        if (!CLI::detail::lexical_cast(value, v) || !std::isfinite(v))
-          return fmt::format("{}: not a finite number", value);
-        const std::string why = b.why ? fmt::format(" ({})", b.why) : "";
-        if (b.low_open ? v <= b.low : v < b.low)
-          return fmt::format("{}: must be {} {:.15g}{}", value, b.low_open ? "above" : "at least", b.low, why);
-        if (v > b.high) return fmt::format("{}: must be at most {:.15g}{}", value, b.high, why);
-        return "";
+        if (!CLI::detail::lexical_cast(value, v)) return fmt::format("{}: not a finite number", value);
+        return out_of_bound(b, v, value);
       },
       "", "range");
 }
@@ -103,7 +47,7 @@ std::vector<std::string>& renamed_warnings() {
 
 void bound_numeric_flags(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
-    for (const Bound& b : kBounds)
+    for (const OptionBound& b : option_bounds())
       if (CLI::Option* option = sub->get_option_no_throw(b.flag)) option->check(in_range(b));
 }
 
@@ -185,7 +129,7 @@ std::string list_options(CLI::App& app) {
 }
 
 CLI::Option* bound(CLI::Option* option, double low, double high, bool low_open, const char* why) {
-  return option->check(in_range(Bound{"", low, low_open, high, why}));
+  return option->check(in_range(OptionBound{"", low, low_open, high, why}));
 }
 
 // ---- flag groups ----------------------------------------------------------------------------------
@@ -403,7 +347,7 @@ void ValidateFlags::add_run(CLI::App* cmd) {
       ->capture_default_str();
 }
 
-// The flags' ranges are the parser's (kBounds above) and validate()'s own checks; these are the ones
+// The flags' ranges are the parser's (option_bounds) and validate()'s own checks; these are the ones
 // between flags.
 void ValidateFlags::check(const WorkloadFlags& w) {
   const LrSchedule schedule = parse_lr_schedule(lr_schedule);
