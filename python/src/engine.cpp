@@ -61,6 +61,9 @@ auto call_python(const std::string& where, F&& f, bool restoring = false) -> dec
   py::gil_scoped_acquire gil;
   Failure& failed = failure();
   if (failed.interrupted && !restoring) throw Error("interrupted");
+  // The user's code raised: the call ends with that error (_inprocess.py), so none of the user's
+  // code runs again in it; the engine's phases end at their next call into Python.
+  if (failed.error && !restoring) throw Error(fmt::format("stopped: {} raised earlier", failed.where));
   if (!restoring && PyErr_CheckSignals() != 0) {
     PyErr_Clear();
     failed.interrupted = true;
@@ -81,7 +84,7 @@ auto call_python(const std::string& where, F&& f, bool restoring = false) -> dec
     }
     const auto traceback = py::reinterpret_steal<py::object>(PyException_GetTraceback(e.value().ptr()));
     if (!traceback && e.trace()) PyException_SetTraceback(e.value().ptr(), e.trace().ptr());  // the cause keeps it
-    if (!failed.error) {  // the first: a trial that raised is an error outcome, and the engine goes on
+    if (!failed.error) {  // the first: the call ends with it
       failed.error = e.value();
       failed.where = where;
     }

@@ -272,6 +272,28 @@ def test_error():
     except batchwise.TrainingError as e:
         case("an exception in the loss names the loss", "Branchy's loss raised KeyError" in str(e), str(e))
 
+    # Code of the user's that raised ends the call: none of it runs again (the sweep ran five more
+    # trials, the noise scale after them, 541 forwards in all, before the error came).
+    class Later(Branchy):
+        calls = 0
+
+        def forward(self, x):
+            Later.calls += 1
+            if Later.calls == 30:
+                raise ValueError("the 30th forward")
+            return super().forward(x)
+    model = Later()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    before = snapshot(model, optimizer)
+    try:
+        batchwise.tune(model, optimizer, branchy_data(), memory_budget="16MiB", max=64, advice_budget=2,
+                       progress=False)
+        case("a forward that raises mid-sweep raises", False, "tune returned")
+    except batchwise.TrainingError as e:
+        case("a forward that raises mid-call ends it: no forward after it", Later.calls == 30,
+             f"{Later.calls} forwards; {e}")
+    case("and the model and its optimizer are as they were", same(before, snapshot(model, optimizer)))
+
     # A trial that failed without an exception of the user's (a loss of one value a sample, a loss
     # that is not a number) trained nothing: an error with the trial's message, as the CLI's exit 1,
     # not a report whose batch is None; the report is the error's.
