@@ -32,8 +32,17 @@ void fields(V& v, T& s) {
   v("weight_decay", s.weight_decay);
 }
 
-/// The workload's optimizer settings (read from its optimizer); for a workload batchwise does not
-/// train itself, the defaults of its built-in optimizer of that name.
+/// An optimizer's group options that are not LibTorch's own (the Python API's, over a torch.optim
+/// optimizer) say the optimizer's settings through this: optimizer_settings reads them.
+class DescribesOptimizer {
+ public:
+  virtual ~DescribesOptimizer() = default;
+  virtual OptimizerSettings optimizer_settings() const = 0;
+};
+
+/// The workload's optimizer settings (read from its optimizer's first group: LibTorch's options, or
+/// a DescribesOptimizer's); for a workload batchwise does not train itself, the defaults of its
+/// built-in optimizer of that name.
 OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* workload = nullptr);
 
 /// One batch of the run plan.

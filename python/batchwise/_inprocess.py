@@ -360,6 +360,14 @@ class _Adapter:
     def set_lr(self, group, lr):
         self.optimizer.param_groups[group]["lr"] = lr
 
+    def optimizer_settings(self, group):
+        """The group's (momentum, beta1, beta2, eps, weight_decay), 0 where it has none: the run plan
+        says the user's, not the defaults of an optimizer of that name."""
+        g = self.optimizer.param_groups[group]
+        betas = g.get("betas") or (0.0, 0.0)
+        return (float(g.get("momentum") or 0.0), float(betas[0]), float(betas[1]), float(g.get("eps") or 0.0),
+                float(g.get("weight_decay") or 0.0))
+
     def optimizer_groups(self):
         return [list(g["params"]) for g in self.optimizer.param_groups]
 

@@ -22,6 +22,7 @@
 
 #include "batchwise/batchwise.h"
 #include "batchwise/html.h"
+#include "batchwise/plan.h"
 #include "batchwise/report.h"
 #include "check.h"
 #include "cpu_baseline.h"
@@ -151,10 +152,12 @@ TORCH_MODULE(PythonModel);
 // group 0's: the engine reads and sets one rate (the workload's), and each group keeps the ratio to
 // group 0 it had when the call began (a head at a tenth of the body's rate stays at a tenth; a
 // group at 0 stays frozen).
-class GroupOptions : public torch::optim::OptimizerCloneableOptions<GroupOptions> {
+class GroupOptions : public torch::optim::OptimizerCloneableOptions<GroupOptions>, public DescribesOptimizer {
  public:
-  GroupOptions(std::shared_ptr<py::object> adapter, int group, double ratio)
-      : adapter_(std::move(adapter)), group_(group), ratio_(ratio) {}
+  GroupOptions(std::shared_ptr<py::object> adapter, int group, double ratio, OptimizerSettings settings = {})
+      : adapter_(std::move(adapter)), group_(group), ratio_(ratio), settings_(settings) {}
+  // The group's momentum, betas, eps and weight decay as the call found them (the run plan says them).
+  OptimizerSettings optimizer_settings() const override { return settings_; }
   double get_lr() const override {
     return call_python("the optimizer's learning rate", [&] {
       return adapter_->attr("get_lr")(ratio_ > 0 ? group_ : 0).cast<double>() / (ratio_ > 0 ? ratio_ : 1.0);
@@ -168,6 +171,7 @@ class GroupOptions : public torch::optim::OptimizerCloneableOptions<GroupOptions
   std::shared_ptr<py::object> adapter_;  // shared: copying a py::object needs the GIL
   int group_;
   double ratio_;  // the group's rate over group 0's
+  OptimizerSettings settings_;
 };
 
 class PythonOptimizer : public torch::optim::Optimizer {
@@ -188,9 +192,15 @@ class PythonOptimizer : public torch::optim::Optimizer {
     const double first = lr(0);
     for (size_t i = 0; i < groups.size(); ++i) {
       const int group = static_cast<int>(i);
+      OptimizerSettings settings;
+      {
+        py::gil_scoped_acquire gil;
+        std::tie(settings.momentum, settings.beta1, settings.beta2, settings.eps, settings.weight_decay) =
+            adapter_->attr("optimizer_settings")(group).cast<std::tuple<double, double, double, double, double>>();
+      }
       add_param_group(torch::optim::OptimizerParamGroup(groups[i]));
       param_groups().back().set_options(
-          std::make_unique<GroupOptions>(adapter_, group, first > 0 ? lr(group) / first : 1.0));
+          std::make_unique<GroupOptions>(adapter_, group, first > 0 ? lr(group) / first : 1.0, settings));
     }
   }
   ~PythonOptimizer() override {

@@ -33,6 +33,11 @@ OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* w) {
     std::tie(s.beta1, s.beta2) = adam->betas();
     s.eps = adam->eps();
     s.weight_decay = adam->weight_decay();
+  } else if (const auto* described = dynamic_cast<const DescribesOptimizer*>(&options)) {
+    const OptimizerSettings given = described->optimizer_settings();
+    if (optimizer == Optimizer::Sgd) s.momentum = given.momentum;
+    if (adam_family(optimizer)) s.beta1 = given.beta1, s.beta2 = given.beta2, s.eps = given.eps;
+    if (adam_family(optimizer)) s.weight_decay = given.weight_decay;
   }
   return s;
 }
@@ -98,7 +103,7 @@ RunPlan plan_run(const OptimizerSettings& o, int64_t dataset_size,
           "{} decays the weights by lr x {:g} each step: with fewer, larger steps per epoch the decay per epoch "
           "changes by sqrt(base / batch); keep weight_decay as it is unless regularisation was tuned to the epoch",
           o.optimizer == Optimizer::AdamW ? "AdamW" : "Adam", o.weight_decay));
-  } else if (o.optimizer == Optimizer::Sgd) {
+  } else if (o.optimizer == Optimizer::Sgd && o.momentum > 0) {
     plan.notes.push_back("SGD keeps its momentum across batch sizes with the linear rule (Goyal et al. 2017)");
   }
   return plan;

@@ -194,7 +194,7 @@ def test_state():
     model = Branchy()
     groups = [{"params": model.branches.parameters(), "lr": 0.1}, {"params": model.head.parameters(), "lr": 0.01},
               {"params": model.norm.parameters(), "lr": 0.0}]
-    optimizer = torch.optim.SGD(groups, momentum=0.9)
+    optimizer = torch.optim.SGD(groups, momentum=0.5)
     seen, step = set(), optimizer.step
     optimizer.step = lambda *a, **k: (seen.add(tuple(g["lr"] for g in optimizer.param_groups)), step(*a, **k))[1]
     report = batchwise.tune(model, optimizer, (x, y), memory_budget="4MiB", max=256, advice_budget=2, no_noise=True,
@@ -204,6 +204,8 @@ def test_state():
     case("and their rates are as they were", [g["lr"] for g in optimizer.param_groups] == [0.1, 0.01, 0.0],
          [g["lr"] for g in optimizer.param_groups])
     case("the report's rate is group 0's", report.workload.lr == 0.1, report.workload.lr)
+    case("the run plan says the optimizer's momentum, not SGD's default", report.run_plan.optimizer.momentum == 0.5
+         and "momentum 0.5: as it is" in report.run_plan.rows[0].optimizer_settings, report.run_plan.to_dict())
 
 
 def test_oom():
