@@ -225,7 +225,12 @@ def _collated(dataset, collate, what):
     import torch
     xs, ys = [], []
     for start in range(0, len(dataset), 1024):
-        batch = collate([dataset[i] for i in range(start, min(start + 1024, len(dataset)))])
+        try:
+            batch = collate([dataset[i] for i in range(start, min(start + 1024, len(dataset)))])
+        except Exception as e:  # noqa: BLE001  (the collate's own error, named as the data's)
+            raise TypeError(f"{what}: the {type(dataset).__name__}'s samples could not be collated "
+                            f"({type(e).__name__}: {e}); pass (inputs, targets) tensors, a Dataset or a DataLoader "
+                            "of (input, target) pairs") from e
         if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
             raise TypeError(f"{what}: each sample of the {type(dataset).__name__} must be an (input, target) pair, "
                             f"not a {type(dataset[0]).__name__}; pass (inputs, targets) tensors, a Dataset or a "
@@ -240,13 +245,22 @@ def _data(data, what):
     import torch
     from torch.utils.data import DataLoader, TensorDataset
     from torch.utils.data.dataloader import default_collate
-    if isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
-        x, y, name = data[0], data[1], f"tensors {list(data[0].shape)}"
+    def array(t):  # a tensor, or a NumPy array (anything with __array__) as one
+        return isinstance(t, torch.Tensor) or (hasattr(t, "__array__") and hasattr(t, "shape") and len(t.shape) > 0)
+
+    if isinstance(data, dict):
+        raise TypeError(f"{what}: a dict (keys {', '.join(repr(k) for k in list(data)[:4])}); pass (inputs, targets) "
+                        "tensors, a Dataset or a DataLoader")
+    if isinstance(data, (tuple, list)) and len(data) != 2 and data and all(array(t) for t in data):
+        raise TypeError(f"{what}: a {type(data).__name__} of {len(data)} arrays; pass two, (inputs, targets)")
+    if isinstance(data, (tuple, list)) and len(data) == 2 and all(array(t) for t in data):
+        x, y = (t if isinstance(t, torch.Tensor) else torch.as_tensor(t.__array__()) for t in data)
+        name = f"{'tensors' if isinstance(data[0], torch.Tensor) else 'arrays'} {list(x.shape)}"
     elif isinstance(data, DataLoader) or isinstance(data, TensorDataset) or hasattr(data, "__getitem__"):
         collate = data.collate_fn if isinstance(data, DataLoader) else default_collate
         dataset = data.dataset if isinstance(data, DataLoader) else data
-        if isinstance(dataset, TensorDataset) and len(dataset.tensors) == 2:
-            x, y = dataset.tensors
+        if isinstance(dataset, TensorDataset) and len(dataset.tensors) == 2 and collate is default_collate:
+            x, y = dataset.tensors  # a loader's own collate_fn is used, below, as for any dataset
         elif hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"):
             x, y = _collated(dataset, collate, what)
         else:
@@ -292,7 +306,15 @@ class _Adapter:
                 if id(p) not in owned:
                     raise ValueError(f"batchwise.{command}: the optimizer holds a tensor that is not a parameter of "
                                      f"{type(model).__name__}; make it over model.parameters()")
-        device = torch.device(options.get("device") or (parameters[0].device if parameters else "cpu"))
+        if any(p.is_meta for p in parameters):
+            raise ValueError(f"batchwise.{command}: {type(model).__name__}'s parameters are on the meta device, "
+                             "shapes without values, which cannot train; materialise them first "
+                             "(model.to_empty(device='cpu'), then initialise or load the weights)")
+        try:
+            device = torch.device(options.get("device") or (parameters[0].device if parameters else "cpu"))
+        except RuntimeError:
+            raise ValueError(f"batchwise.{command}: device={options.get('device')!r} is not a device; give 'cpu', "
+                             "'cuda' or 'cuda:N'") from None
         for p in parameters:
             if p.device != device:
                 raise ValueError(f"batchwise.{command}: {type(model).__name__} has a parameter on {p.device}, but "

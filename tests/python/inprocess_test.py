@@ -531,8 +531,32 @@ def test_options():
         (lambda: batchwise.tune(model, optimizer, branchy_data(), epoch=2), TypeError, "did you mean epochs"),
         (lambda: batchwise.fit(model, optimizer, branchy_data(), held_out=branchy_data()), TypeError,
          "unknown option held_out=<tuple>"),
+        # Data that is not (inputs, targets), named as the data, with what to pass.
+        (lambda: batchwise.fit(model, optimizer, dict(zip("xy", branchy_data()))), TypeError,
+         "data: a dict (keys 'x', 'y'); pass (inputs, targets) tensors"),
+        (lambda: batchwise.fit(model, optimizer, (*branchy_data(), branchy_data()[1])), TypeError,
+         "data: a tuple of 3 arrays; pass two, (inputs, targets)"),
+        (lambda: batchwise.fit(model, optimizer, ([[0.0] * 48] * 8, [1] * 8)), TypeError,
+         "data: the tuple's samples could not be collated"),
+        (lambda: batchwise.fit(torch.nn.Linear(48, 10, device="meta"), lambda p: torch.optim.SGD(p, lr=0.1),
+                               branchy_data()), ValueError, "Linear's parameters are on the meta device"),
+        (lambda: batchwise.fit(model, optimizer, branchy_data(), device="gpu"), ValueError,
+         "device='gpu' is not a device"),
     ]
     refused(checks)
+    # NumPy arrays are (inputs, targets) too, and a DataLoader's own collate_fn is used over a
+    # TensorDataset (it pads each input to 50 features here: the model's width).
+    x, y = branchy_data(256)
+    report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x.numpy(), y.numpy()), max=64,
+                           progress=False)
+    case("NumPy arrays train as tensors", report.fit.batch is not None, report.workload.dataset)
+    pad = lambda batch: (torch.nn.functional.pad(torch.stack([s[0] for s in batch]), (0, 2)),  # noqa: E731
+                         torch.stack([s[1] for s in batch]))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8, collate_fn=pad)
+    report = batchwise.fit(Branchy(features=50), lambda p: torch.optim.SGD(p, lr=0.1), loader, max=64,
+                           progress=False)
+    case("a loader's collate_fn is used over a TensorDataset", report.workload.input_shape == [50],
+         report.workload.input_shape)
 
 
 def test_lightning():
