@@ -279,6 +279,19 @@ def _data(data, what):
 _OPTIMIZER_KINDS = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw"}
 
 
+def _mse(output, target):
+    """The default loss for value targets: mean squared error, of an output as many values as its
+    target (a [N, 1] output beside [N] targets is compared value by value, not broadcast to [N, N])."""
+    import torch
+    if output.shape != target.shape:
+        if output.numel() != target.numel():
+            raise ValueError(f"the model gives {list(output.shape)} for targets of {list(target.shape)}: mean "
+                             "squared error needs as many outputs as target values; pass loss=... for another "
+                             "comparison")
+        target = target.reshape(output.shape)
+    return torch.nn.functional.mse_loss(output, target)
+
+
 class _Adapter:
     """The model, optimizer, loss and data as the engine (python/src/engine.cpp) calls them."""
 
@@ -329,7 +342,7 @@ class _Adapter:
         self.seed = int(options.get("seed", 0))
         if loss is None:
             classes = self.data.num_classes > 0
-            self._loss = torch.nn.functional.cross_entropy if classes else torch.nn.functional.mse_loss
+            self._loss = torch.nn.functional.cross_entropy if classes else _mse
             self.loss_name = "cross-entropy" if classes else "mse"
         elif callable(loss):
             self._loss = loss

@@ -557,6 +557,18 @@ def test_options():
                            progress=False)
     case("a loader's collate_fn is used over a TensorDataset", report.workload.input_shape == [50],
          report.workload.input_shape)
+    # The default loss of value targets compares a [N, 1] output with [N] targets value by value
+    # (mse_loss would broadcast them to [N, N], with only a warning), and refuses outputs of another size.
+    import warnings
+    values = x[:, 0] * 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = batchwise.fit(torch.nn.Linear(48, 1), lambda p: torch.optim.SGD(p, lr=0.05), (x, values), max=64,
+                               progress=False)
+    case("one output a sample beside [N] targets: no broadcast", report.fit.batch is not None and not any(
+        "broadcast" in str(w.message) for w in caught), [str(w.message) for w in caught])
+    refused([(lambda: batchwise.fit(torch.nn.Linear(48, 3), lambda p: torch.optim.SGD(p, lr=0.05), (x, values)),
+              batchwise.TrainingError, "the model gives [32, 3] for targets of [32]: mean squared error needs as many")])
 
 
 def test_lightning():
