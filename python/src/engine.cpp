@@ -306,7 +306,10 @@ class Progress {
     call_python("the progress callback", [&] { (*sink_)(line); });
   }
   void trial(const Trial& t, int index, int planned) const {
-    const std::string of = planned > 0 ? fmt::format("{}/{}", index + 1, planned) : fmt::format("{}", index + 1);
+    // A re-measure outside the plan (index -1) reads "again", as the CLI's line does.
+    const std::string of = index < 0     ? std::string("again")
+                           : planned > 0 ? fmt::format("{}/{}", index + 1, planned)
+                                         : fmt::format("{}", index + 1);
     const std::string what = t.outcome == Outcome::Ok && t.samples_per_s > 0
                                  ? fmt::format("{:.0f} samples/s", t.samples_per_s)
                                  : std::string(to_string(t.outcome));

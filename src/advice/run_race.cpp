@@ -449,9 +449,9 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
   }
   if (race.runs.front().steps < kFewestSteps)
     race.notes.push_back(
-        fmt::format("batch {}'s shortest run had only {} steps: its learning curve is rough; a longer "
+        fmt::format("batch {}'s shortest run had only {} step{}: its learning curve is rough; a longer "
                     "--advice-budget gives it more",
-                    ref.batch, race.runs.front().steps));
+                    ref.batch, race.runs.front().steps, race.runs.front().steps == 1 ? "" : "s"));
   race.gains = {errors[0] - errors[1], errors[1] - errors[2]};
   if (race.gains[1] > 0 && race.gains[1] < race.gains[0])
     race.curve_exponent = -std::log2(race.gains[1] / race.gains[0]);

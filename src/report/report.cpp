@@ -94,7 +94,11 @@ void fit_table(Lines& line, const FitResult& f) {
   for (const auto& t : f.trials) {
     line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", t.batch, to_string(t.outcome),
                      format_bytes(t.peak_bytes), t.predicted_peak_bytes ? format_bytes(*t.predicted_peak_bytes) : "-",
-                     percent_of(t.peak_bytes, f.budget_bytes), t.within_target && *t.within_target ? "within" : "over",
+                     percent_of(t.peak_bytes, f.budget_bytes),
+                     // a trial that failed or ran out measured no peak to hold to the target
+                     !t.within_target || t.outcome == Outcome::Error ? "-"
+                     : *t.within_target                              ? "within"
+                                                                     : "over",
                      trial_note(t)));
   }
   if (f.above)
@@ -296,8 +300,10 @@ void race_table(Lines& line, const BatchRace& race, int64_t dataset_size) {
   for (double h : race.horizons_s) horizons.push_back(fmt::format("{:.1f}", h));
   line(
       fmt::format("batch race (successive halving on {} loss, {}): every batch trains from your initial "
-                  "weights at its own learning rate; rungs end at {} s of training",
-                  race.on_training_data ? "training-sample" : "held-out", race.held_out, fmt::join(horizons, ", ")));
+                  "weights at its own learning rate; {}",
+                  race.on_training_data ? "training-sample" : "held-out", race.held_out,
+                  horizons.empty() ? "no rung ended (its notes say why)"
+                                   : fmt::format("rungs end at {} s of training", fmt::join(horizons, ", "))));
   line(fmt::format("{:>8}  {:>10}  {:>9}  {:>6}  {:>6}  {:>10}  {:>9}  {:>8}  {}", "batch", "samples/s", "lr", "rungs",
                    "epochs", "train s", "loss", "to best", "note"));
   const int64_t epoch = dataset_size > 0 ? dataset_size : 1;

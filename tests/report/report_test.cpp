@@ -243,6 +243,21 @@ TEST(Report, SkippedStepsAreWrittenAndFlaggedWhereThereWereSome) {
   EXPECT_EQ(to_table(fixed_report()).find("skipped"), std::string::npos);
 }
 
+// A trial that failed measured no peak to hold to the target: its target column reads "-", not
+// "over" beside a peak of a few KiB.
+TEST(Report, AFailedFitTrialIsNeitherWithinNorOverTheTarget) {
+  Report r = fixed_report();
+  r.fit->trials[0].outcome = Outcome::Error;
+  r.fit->trials[0].within_target = false;
+  r.fit->trials[0].message = "the loss is not a number";
+  const std::string table = to_table(r);
+  const size_t row = table.find("\n" + fmt::format("{:>8}  {:<8}", r.fit->trials[0].batch, "error"));
+  ASSERT_NE(row, std::string::npos) << table;
+  const std::string line = table.substr(row + 1, table.find('\n', row + 1) - row - 1);
+  EXPECT_EQ(line.find("over"), std::string::npos) << line;
+  EXPECT_NE(line.find("      -  "), std::string::npos) << line;
+}
+
 TEST(Report, NoFitMeansANullBatch) {
   Report r = fixed_report();
   r.fit->outcome = FitOutcome::DoesNotFit;
