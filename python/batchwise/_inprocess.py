@@ -566,7 +566,8 @@ class Report(_Record):
     """What fit, sweep or tune measured: the same record as the CLI's JSON report.
 
     report.fit.batch, report.sweep.points[0].samples_per_s, report.recommendation.batch, report.lr.lr;
-    report.to_json() (the CLI's --json), report.html(path) (its --html), str(report) (its table)."""
+    report.to_json() (the CLI's --json), report.html(path) (its --html), str(report) (its table),
+    report.summary() (its short view: the answer and why)."""
 
     def __init__(self, text):
         super().__init__(json.loads(text), _report_fields(), "report")
@@ -582,6 +583,10 @@ class Report(_Record):
 
     def table(self):
         return _engine().table(self._json)
+
+    def summary(self):
+        """The short view, as `batchwise tune` prints it without --verbose: the answer and why."""
+        return _engine().summary(self._json)
 
     def __str__(self):
         return self.table()

@@ -678,6 +678,9 @@ PYBIND11_MODULE(_engine, m) {
   m.def(
       "table", [](const std::string& report_json) { return to_table(report_from_json(report_json, "the report")); },
       "The report's console table");
+  m.def(
+      "summary", [](const std::string& report_json) { return to_summary(report_from_json(report_json, "the report")); },
+      "The report's short console view (tune without --verbose): the answer and its why in a few lines");
   m.def("parse_bytes", [](const std::string& text) { return parse_bytes(text, "memory_budget"); });
   m.def(
       "out_of_bound",

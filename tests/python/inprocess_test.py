@@ -385,6 +385,10 @@ def test_tune():
         text = open(page, encoding="utf-8").read()
         case("html(path) writes the report's page", "<html" in text and "Branchy" in text)
     case("str(report) is the console table", "recommend" in str(report) and "Branchy" in str(report))
+    summary = report.summary()
+    case("report.summary() is the short view: the answer in a few lines", "answer: batch "
+         f"{report.recommendation.batch}" in summary and len(summary.splitlines()) < len(str(report).splitlines()),
+         summary)
     try:
         report.recommendation.batchh
         case("a misspelt field is an AttributeError", False, "it gave a value")
