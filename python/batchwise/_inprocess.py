@@ -18,6 +18,7 @@ import importlib.machinery
 import importlib.util
 import io
 import json
+import numbers
 import operator
 import os
 import random
@@ -68,13 +69,21 @@ def _load_engine():
 
 # ---- options -------------------------------------------------------------------------------------
 
+def _is_bool(value):
+    """A Python or NumPy bool (NumPy 2 names its type "bool", NumPy 1 "bool_")."""
+    numpy = sys.modules.get("numpy")
+    return isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_))
+
+
 def _int(value):
     """A whole number: an int (not a bool: True is no batch size), a NumPy integer, or a float
-    without a fraction (64.0); 2.7 is refused, not cut to 2."""
-    if isinstance(value, bool):
+    without a fraction (64.0, NumPy's too); 2.7 is refused, not cut to 2."""
+    if _is_bool(value):
         raise TypeError(value)
-    if isinstance(value, float):
-        if not value.is_integer():
+    if isinstance(value, numbers.Integral):
+        return operator.index(value)
+    if isinstance(value, numbers.Real):
+        if not float(value).is_integer():
             raise ValueError(value)
         return int(value)
     return operator.index(value)
@@ -85,7 +94,7 @@ _int.what = "whole number"
 
 def _float(value):
     """A number (an int, a float, a NumPy number); not a bool, nor a string."""
-    if isinstance(value, (bool, str, bytes)):
+    if _is_bool(value) or isinstance(value, (str, bytes)):
         raise TypeError(value)
     return float(value)
 
@@ -95,7 +104,7 @@ _float.what = "number"
 
 def _bool(value):
     """True or False (a NumPy bool too); not a string: "false" would be true."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if _is_bool(value):
         return bool(value)
     raise TypeError(value)
 
@@ -176,9 +185,14 @@ def _options(command, given):
                 why = _engine().out_of_bound("--batch", float(size), f"batch size {size} in {name}")
                 if why:
                     raise ValueError(f"batchwise.{command}: {why}")
+    if out.get("seed") is not None and out["seed"] > 2 ** 64 - 1:
+        raise ValueError(f"batchwise.{command}: seed={out['seed']}: must be at most {2 ** 64 - 1}")
     budget = out.get("memory_budget")
     if isinstance(budget, str):
         out["memory_budget"] = _engine().parse_bytes(budget)
+        if out["memory_budget"] < 1:
+            raise ValueError(f"batchwise.{command}: memory_budget={budget!r} is less than a byte; give a size such "
+                             "as \"512MiB\" (leave it out for the device's)")
     elif budget is not None:
         try:
             out["memory_budget"] = _int(budget)
@@ -189,7 +203,7 @@ def _options(command, given):
             raise ValueError(f"batchwise.{command}: memory_budget={budget!r}: must be a number of bytes from 1 to "
                              "2**62, or a size such as \"512MiB\" (leave it out for the device's)")
     schedule = out.get("lr_schedule")
-    if schedule not in (None, "constant") and not out.get("epochs"):
+    if schedule in ("cosine", "step") and not out.get("epochs"):
         raise ValueError(f"batchwise.{command}: lr_schedule={schedule!r}: a decaying rate decays over a run of "
                          "known length; give epochs=N")
     progress = out.get("progress", True)
@@ -225,8 +239,9 @@ def _collated(dataset, collate, what):
     import torch
     xs, ys = [], []
     for start in range(0, len(dataset), 1024):
+        samples = [dataset[i] for i in range(start, min(start + 1024, len(dataset)))]  # its own errors as they are
         try:
-            batch = collate([dataset[i] for i in range(start, min(start + 1024, len(dataset)))])
+            batch = collate(samples)
         except Exception as e:  # noqa: BLE001  (the collate's own error, named as the data's)
             raise TypeError(f"{what}: the {type(dataset).__name__}'s samples could not be collated "
                             f"({type(e).__name__}: {e}); pass (inputs, targets) tensors, a Dataset or a DataLoader "
@@ -240,11 +255,19 @@ def _collated(dataset, collate, what):
     return torch.cat(xs), torch.cat(ys)
 
 
+def _from_numpy(array):
+    """A NumPy array as a tensor; float64 becomes torch's default float type (NumPy's default is a
+    double, a model's parameters are not)."""
+    import torch
+    t = torch.as_tensor(array.__array__())
+    return t.to(torch.get_default_dtype()) if t.dtype == torch.float64 else t
+
+
 def _data(data, what):
     """(inputs, targets) tensors, a TensorDataset, a map-style Dataset, or a DataLoader over one."""
     import torch
     from torch.utils.data import DataLoader, TensorDataset
-    from torch.utils.data.dataloader import default_collate
+    from torch.utils.data.dataloader import default_collate, default_convert
     def array(t):  # a tensor, or a NumPy array (anything with __array__) as one
         return isinstance(t, torch.Tensor) or (hasattr(t, "__array__") and hasattr(t, "shape") and len(t.shape) > 0)
 
@@ -254,12 +277,13 @@ def _data(data, what):
     if isinstance(data, (tuple, list)) and len(data) != 2 and data and all(array(t) for t in data):
         raise TypeError(f"{what}: a {type(data).__name__} of {len(data)} arrays; pass two, (inputs, targets)")
     if isinstance(data, (tuple, list)) and len(data) == 2 and all(array(t) for t in data):
-        x, y = (t if isinstance(t, torch.Tensor) else torch.as_tensor(t.__array__()) for t in data)
+        x, y = (t if isinstance(t, torch.Tensor) else _from_numpy(t) for t in data)
         name = f"{'tensors' if isinstance(data[0], torch.Tensor) else 'arrays'} {list(x.shape)}"
     elif isinstance(data, DataLoader) or isinstance(data, TensorDataset) or hasattr(data, "__getitem__"):
         collate = data.collate_fn if isinstance(data, DataLoader) else default_collate
         dataset = data.dataset if isinstance(data, DataLoader) else data
-        if isinstance(dataset, TensorDataset) and len(dataset.tensors) == 2 and collate is default_collate:
+        if isinstance(dataset, TensorDataset) and len(dataset.tensors) == 2 and collate in (default_collate,
+                                                                                            default_convert):
             x, y = dataset.tensors  # a loader's own collate_fn is used, below, as for any dataset
         elif hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"):
             x, y = _collated(dataset, collate, what)
@@ -399,9 +423,24 @@ class _Adapter:
         """The group's (momentum, beta1, beta2, eps, weight_decay), 0 where it has none: the run plan
         says the user's, not the defaults of an optimizer of that name."""
         g = self.optimizer.param_groups[group]
-        betas = g.get("betas") or (0.0, 0.0)
-        return (float(g.get("momentum") or 0.0), float(betas[0]), float(betas[1]), float(g.get("eps") or 0.0),
-                float(g.get("weight_decay") or 0.0))
+
+        def number(value):  # 0 for what is not one number (Adafactor's eps is a pair)
+            try:
+                return float(value or 0.0)
+            except (TypeError, ValueError):
+                return 0.0
+        betas = g.get("betas")
+        beta1, beta2 = (betas[0], betas[1]) if isinstance(betas, (tuple, list)) and len(betas) == 2 else (0, 0)
+        return (number(g.get("momentum")), number(beta1), number(beta2), number(g.get("eps")),
+                number(g.get("weight_decay")))
+
+    def reference_group(self):
+        """The group whose rate is the engine's: the first whose lr is not 0 (a frozen group ahead of
+        the trained ones leaves theirs), else the first."""
+        for i, g in enumerate(self.optimizer.param_groups):
+            if float(g["lr"]) > 0:
+                return i
+        return 0
 
     def optimizer_groups(self):
         return [list(g["params"]) for g in self.optimizer.param_groups]
@@ -586,7 +625,9 @@ class Report(_Record):
 
     def summary(self):
         """The short view, as `batchwise tune` prints it without --verbose: the answer and why."""
-        return _engine().summary(self._json)
+        return _engine().summary(self._json).replace(
+            "every table: --verbose; the whole report: --json FILE or --html FILE",
+            "every table: str(report); the whole report: report.to_json() or report.html(path)")
 
     def __str__(self):
         return self.table()

@@ -54,9 +54,31 @@ bool is_oom(const py::error_already_set& e) {
   return e.matches(oom);
 }
 
+// A Python exception other than Ctrl-C, out of call_python: out of memory is a trial's outcome (its
+// traceback, which holds the trial's tensors, dropped); anything else is kept as the user's first
+// error (the call ends with it) and thrown as a ModelError naming `where`.
+[[noreturn]] void python_error(const std::string& where, py::error_already_set& e) {
+  Failure& failed = failure();
+  if (is_oom(e)) {
+    std::string what = py::str(e.value());
+    { py::error_already_set dropped = std::move(e); }  // its traceback holds the trial's tensors
+    py::module_::import("gc").attr("collect")();
+    throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, what);
+  }
+  const auto traceback = py::reinterpret_steal<py::object>(PyException_GetTraceback(e.value().ptr()));
+  if (!traceback && e.trace()) PyException_SetTraceback(e.value().ptr(), e.trace().ptr());  // the cause keeps it
+  if (!failed.error) {  // the first: the call ends with it
+    failed.error = e.value();
+    failed.where = where;
+  }
+  const std::string type = py::str(e.type().attr("__name__"));
+  throw ModelError(fmt::format("{} raised {}: {}", where, type, std::string(py::str(e.value()))));
+}
+
 // Runs `f` (which calls into Python) with the GIL held. `where` names the call for the error.
 // `restoring`: the call puts the user's state back (the modules' modes, the optimizer's state_dict),
-// so it runs after Ctrl-C too, when every other call is refused.
+// so it runs after Ctrl-C too, when every other call is refused; a Ctrl-C that comes before or
+// during it is taken (the call ends interrupted) and the call runs again, to its end.
 template <class F>
 auto call_python(const std::string& where, F&& f, bool restoring = false) -> decltype(f()) {
   py::gil_scoped_acquire gil;
@@ -65,32 +87,19 @@ auto call_python(const std::string& where, F&& f, bool restoring = false) -> dec
   // The user's code raised: the call ends with that error (_inprocess.py), so none of the user's
   // code runs again in it; the engine's phases end at their next call into Python.
   if (failed.error && !restoring) throw Error(fmt::format("stopped: {} raised earlier", failed.where));
-  if (!restoring && PyErr_CheckSignals() != 0) {
+  if (PyErr_CheckSignals() != 0) {  // a Ctrl-C that came while the engine ran without the GIL
     PyErr_Clear();
     failed.interrupted = true;
-    throw Error("interrupted");
+    if (!restoring) throw Error("interrupted");
   }
-  try {
-    return f();
-  } catch (py::error_already_set& e) {
-    if (e.matches(PyExc_KeyboardInterrupt)) {
+  for (int interrupts = 0;; ++interrupts) {
+    try {
+      return f();
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_KeyboardInterrupt)) python_error(where, e);
       failed.interrupted = true;
-      throw Error("interrupted");
+      if (!restoring || interrupts == 3) throw Error("interrupted");  // a restore every Ctrl-C cuts: given up
     }
-    if (is_oom(e)) {
-      std::string what = py::str(e.value());
-      { py::error_already_set dropped = std::move(e); }  // its traceback holds the trial's tensors
-      py::module_::import("gc").attr("collect")();
-      throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, what);
-    }
-    const auto traceback = py::reinterpret_steal<py::object>(PyException_GetTraceback(e.value().ptr()));
-    if (!traceback && e.trace()) PyException_SetTraceback(e.value().ptr(), e.trace().ptr());  // the cause keeps it
-    if (!failed.error) {  // the first: the call ends with it
-      failed.error = e.value();
-      failed.where = where;
-    }
-    const std::string type = py::str(e.type().attr("__name__"));
-    throw ModelError(fmt::format("{} raised {}: {}", where, type, std::string(py::str(e.value()))));
   }
 }
 
@@ -149,18 +158,22 @@ TORCH_MODULE(PythonModel);
 // ---- the optimizer -------------------------------------------------------------------------------
 
 // A parameter group's options: its learning rate is the Python group's "lr", in the engine's terms
-// group 0's: the engine reads and sets one rate (the workload's), and each group keeps the ratio to
-// group 0 it had when the call began (a head at a tenth of the body's rate stays at a tenth; a
-// group at 0 stays frozen).
+// the reference group's (the first whose rate is not 0: a frozen backbone at 0 ahead of a trained
+// head leaves the head's): the engine reads and sets one rate (the workload's), and each group keeps
+// the ratio to it it had when the call began (a head at a tenth of the body's rate stays at a tenth;
+// a group at 0 stays frozen).
 class GroupOptions : public torch::optim::OptimizerCloneableOptions<GroupOptions>, public DescribesOptimizer {
  public:
-  GroupOptions(std::shared_ptr<py::object> adapter, int group, double ratio, OptimizerSettings settings = {})
-      : adapter_(std::move(adapter)), group_(group), ratio_(ratio), settings_(settings) {}
-  // The group's momentum, betas, eps and weight decay as the call found them (the run plan says them).
+  GroupOptions(std::shared_ptr<py::object> adapter, int group, int reference, double ratio,
+               OptimizerSettings settings = {})
+      : adapter_(std::move(adapter)), group_(group), reference_(reference), ratio_(ratio), settings_(settings) {}
+  // The reference group's momentum, betas, eps and weight decay as the call found them (the run plan
+  // says them).
   OptimizerSettings optimizer_settings() const override { return settings_; }
   double get_lr() const override {
     return call_python("the optimizer's learning rate", [&] {
-      return adapter_->attr("get_lr")(ratio_ > 0 ? group_ : 0).cast<double>() / (ratio_ > 0 ? ratio_ : 1.0);
+      return ratio_ > 0 ? adapter_->attr("get_lr")(group_).cast<double>() / ratio_
+                        : adapter_->attr("get_lr")(reference_).cast<double>();
     });
   }
   void set_lr(const double lr) override {
@@ -169,8 +182,8 @@ class GroupOptions : public torch::optim::OptimizerCloneableOptions<GroupOptions
 
  private:
   std::shared_ptr<py::object> adapter_;  // shared: copying a py::object needs the GIL
-  int group_;
-  double ratio_;  // the group's rate over group 0's
+  int group_, reference_;
+  double ratio_;  // the group's rate over the reference group's
   OptimizerSettings settings_;
 };
 
@@ -178,29 +191,25 @@ class PythonOptimizer : public torch::optim::Optimizer {
  public:
   PythonOptimizer(std::shared_ptr<py::object> adapter, const std::vector<std::vector<at::Tensor>>& groups,
                   std::string name)
-      : Optimizer(std::vector<torch::optim::OptimizerParamGroup>{}, std::make_unique<GroupOptions>(adapter, 0, 1.0)),
+      : Optimizer(std::vector<torch::optim::OptimizerParamGroup>{}, std::make_unique<GroupOptions>(adapter, 0, 0, 1.0)),
         adapter_(std::move(adapter)),
         name_(std::move(name)),
         step_(name_ + ".step") {
     // Each group's options set after it is added: add_param_group starts from a clone of the
     // defaults (group 0's) and merges in only the options of LibTorch's own optimizers, so every
     // group's rate would otherwise be read and set on group 0.
-    const auto lr = [this](int group) {
-      py::gil_scoped_acquire gil;
-      return adapter_->attr("get_lr")(group).cast<double>();
-    };
-    const double first = lr(0);
+    py::gil_scoped_acquire gil;
+    const auto lr = [this](int group) { return adapter_->attr("get_lr")(group).cast<double>(); };
+    const int reference = adapter_->attr("reference_group")().cast<int>();
+    const double first = lr(reference);
+    OptimizerSettings settings;
+    std::tie(settings.momentum, settings.beta1, settings.beta2, settings.eps, settings.weight_decay) =
+        adapter_->attr("optimizer_settings")(reference).cast<std::tuple<double, double, double, double, double>>();
     for (size_t i = 0; i < groups.size(); ++i) {
       const int group = static_cast<int>(i);
-      OptimizerSettings settings;
-      {
-        py::gil_scoped_acquire gil;
-        std::tie(settings.momentum, settings.beta1, settings.beta2, settings.eps, settings.weight_decay) =
-            adapter_->attr("optimizer_settings")(group).cast<std::tuple<double, double, double, double, double>>();
-      }
       add_param_group(torch::optim::OptimizerParamGroup(groups[i]));
       param_groups().back().set_options(
-          std::make_unique<GroupOptions>(adapter_, group, first > 0 ? lr(group) / first : 1.0, settings));
+          std::make_unique<GroupOptions>(adapter_, group, reference, first > 0 ? lr(group) / first : 1.0, settings));
     }
   }
   ~PythonOptimizer() override {
@@ -276,7 +285,7 @@ std::unique_ptr<ModuleWorkload> make_python_workload(const py::object& adapter) 
   info.dataset = data.name;
   info.loss = py::str(adapter.attr("loss_name"));
   info.optimizer = py::str(adapter.attr("optimizer_kind"));
-  info.lr = adapter.attr("get_lr")(0).cast<double>();
+  info.lr = adapter.attr("get_lr")(adapter.attr("reference_group")()).cast<double>();
   info.input_shape = data.sample_shape();
   info.num_classes = data.num_classes;
   info.dataset_size = data.size();

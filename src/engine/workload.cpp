@@ -116,7 +116,10 @@ std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset&
     std::vector<bool> modes;
     ~Modes() {
       size_t i = 0;
-      for (const auto& m : root.modules()) m->train(modes[i++]);
+      try {
+        for (const auto& m : root.modules()) m->train(modes[i++]);
+      } catch (...) {  // a destructor must not throw (a Python module's mode may fail to be set)
+      }
     }
   } restore{module(), {}};
   for (const auto& m : module().modules()) restore.modes.push_back(m->is_training());

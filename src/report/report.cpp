@@ -95,7 +95,7 @@ void fit_table(Lines& line, const FitResult& f) {
     line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", t.batch, to_string(t.outcome),
                      format_bytes(t.peak_bytes), t.predicted_peak_bytes ? format_bytes(*t.predicted_peak_bytes) : "-",
                      percent_of(t.peak_bytes, f.budget_bytes),
-                     // a trial that failed or ran out measured no peak to hold to the target
+                     // a trial that failed measured no peak to hold to the target
                      !t.within_target || t.outcome == Outcome::Error ? "-"
                      : *t.within_target                              ? "within"
                                                                      : "over",

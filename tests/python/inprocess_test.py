@@ -192,18 +192,19 @@ def test_state():
     # Param groups at their own rates: every rate the engine trains at keeps each group's ratio to
     # group 0's (the head at a tenth of the body's, a frozen group at 0), and the rates come back.
     model = Branchy()
-    groups = [{"params": model.branches.parameters(), "lr": 0.1}, {"params": model.head.parameters(), "lr": 0.01},
-              {"params": model.norm.parameters(), "lr": 0.0}]
+    groups = [{"params": model.norm.parameters(), "lr": 0.0}, {"params": model.branches.parameters(), "lr": 0.1},
+              {"params": model.head.parameters(), "lr": 0.01}]  # a frozen group first: the rate is the next's
     optimizer = torch.optim.SGD(groups, momentum=0.5)
     seen, step = set(), optimizer.step
     optimizer.step = lambda *a, **k: (seen.add(tuple(g["lr"] for g in optimizer.param_groups)), step(*a, **k))[1]
     report = batchwise.tune(model, optimizer, (x, y), memory_budget="4MiB", max=256, advice_budget=2, no_noise=True,
                             progress=False)
-    case("param groups train at group 0's rate times their own ratio to it", len({r[0] for r in seen}) > 1 and all(
-        abs(head - body / 10) <= 1e-12 * body and frozen == 0 for body, head, frozen in seen), sorted(seen)[:5])
-    case("and their rates are as they were", [g["lr"] for g in optimizer.param_groups] == [0.1, 0.01, 0.0],
+    case("param groups train at the first trained group's rate times their ratio to it",
+         len({r[1] for r in seen}) > 1 and all(abs(head - body / 10) <= 1e-12 * body and frozen == 0
+                                               for frozen, body, head in seen), sorted(seen)[:5])
+    case("and their rates are as they were", [g["lr"] for g in optimizer.param_groups] == [0.0, 0.1, 0.01],
          [g["lr"] for g in optimizer.param_groups])
-    case("the report's rate is group 0's", report.workload.lr == 0.1, report.workload.lr)
+    case("the report's rate is the first trained group's", report.workload.lr == 0.1, report.workload.lr)
     case("the run plan says the optimizer's momentum, not SGD's default", report.run_plan.optimizer.momentum == 0.5
          and "momentum 0.5: as it is" in report.run_plan.rows[0].optimizer_settings, report.run_plan.to_dict())
 
@@ -554,6 +555,15 @@ def test_options():
     report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x.numpy(), y.numpy()), max=64,
                            progress=False)
     case("NumPy arrays train as tensors", report.fit.batch is not None, report.workload.dataset)
+    import numpy
+    report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x.double().numpy(), y.numpy()),
+                           max=numpy.int64(64), target=numpy.float32(0.9), no_monitor=numpy.True_, progress=False)
+    case("float64 arrays train a float32 model; NumPy scalars are options", report.fit.batch is not None,
+         report.workload.dataset)
+    if hasattr(torch.optim, "Adafactor"):  # its eps is a pair: the run plan's settings read 0 there
+        report = batchwise.tune(Branchy(), lambda p: torch.optim.Adafactor(p, lr=0.01), (x, y), max=64,
+                                no_race=True, no_noise=True, progress=False)
+        case("any torch.optim optimizer trains (Adafactor)", report.recommendation is not None, report)
     pad = lambda batch: (torch.nn.functional.pad(torch.stack([s[0] for s in batch]), (0, 2)),  # noqa: E731
                          torch.stack([s[1] for s in batch]))
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8, collate_fn=pad)
