@@ -327,6 +327,8 @@ void check_held_out(const Dataset& held_out, ModuleWorkload& model) {
   try {
     (void)model.evaluate(first);
     return;
+  } catch (const c10::OutOfMemoryError&) {
+    throw;  // the device's memory, not the samples' kind: said as such by the caller
   } catch (const std::exception& e) {
     reason = detail::error_line(detail::plain_what(e));
   }

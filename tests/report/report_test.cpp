@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <sstream>
@@ -256,6 +257,27 @@ TEST(Report, AFailedFitTrialIsNeitherWithinNorOverTheTarget) {
   const std::string line = table.substr(row + 1, table.find('\n', row + 1) - row - 1);
   EXPECT_EQ(line.find("over"), std::string::npos) << line;
   EXPECT_NE(line.find("      -  "), std::string::npos) << line;
+}
+
+// A batch race in which no rung ended (no candidate entered it) says so, not "rungs end at  s".
+TEST(Report, ABatchRaceWithNoRungSaysSo) {
+  Report r = fixed_report();
+  r.race->horizons_s.clear();
+  const std::string table = to_table(r);
+  EXPECT_NE(table.find("at its own learning rate; no rung ended (its notes say why)"), std::string::npos) << table;
+  EXPECT_EQ(table.find("rungs end at  s"), std::string::npos) << table;
+}
+
+// The run plan's SGD note speaks of momentum only where there is some (a Python optimizer at 0).
+TEST(Report, TheRunPlansMomentumNoteNeedsMomentum) {
+  const auto notes = [](double momentum) {
+    OptimizerSettings sgd = optimizer_settings(Optimizer::Sgd);
+    sgd.momentum = momentum;
+    const RunPlan plan = plan_run(sgd, 60000, {{"base", unmeasured_lr(Optimizer::Sgd, 32, 0.01, 32)}});
+    return fmt::format("{}", fmt::join(plan.notes, "\n"));
+  };
+  EXPECT_NE(notes(0.9).find("SGD keeps its momentum"), std::string::npos) << notes(0.9);
+  EXPECT_EQ(notes(0).find("momentum"), std::string::npos) << notes(0);
 }
 
 TEST(Report, NoFitMeansANullBatch) {
