@@ -165,8 +165,8 @@ def _check_names(command, given, prefix="batchwise"):
 
 
 def _options(command, given):
+    """Each option converted and bounded; its name was checked by _required, which every call runs first."""
     known = _OPTIONS[command]
-    _check_names(command, given)
     out = {}
     for name, value in given.items():
         convert = known[name]

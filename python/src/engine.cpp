@@ -490,12 +490,9 @@ Plan plan(const Options& o, const Progress& progress, int64_t budget, bool cuda)
 // its shape excepted, which the model may take): soft training targets beside hard test labels are
 // the loss's to take, and a tensor's type is the user's to choose.
 void probe_held_out(ModuleWorkload& workload, const Dataset& held_out) {
-  Dataset first = held_out;
-  first.inputs = held_out.inputs.narrow(0, 0, std::min<int64_t>(2, held_out.size()));
-  first.targets = held_out.targets.narrow(0, 0, first.inputs.size(0));
   const std::string what = fmt::format("held_out ({}), its first samples evaluated before training", held_out.name);
   try {
-    (void)workload.evaluate(first);
+    (void)workload.evaluate(head(held_out, 2));
   } catch (const std::exception& e) {
     Failure& failed = failure();
     if (failed.error) {  // the user's code raised: its exception, named so

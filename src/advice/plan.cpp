@@ -36,8 +36,8 @@ OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* w) {
   } else if (const auto* described = dynamic_cast<const DescribesOptimizer*>(&options)) {
     const OptimizerSettings given = described->optimizer_settings();
     if (optimizer == Optimizer::Sgd) s.momentum = given.momentum;
-    if (adam_family(optimizer)) s.beta1 = given.beta1, s.beta2 = given.beta2, s.eps = given.eps;
-    if (adam_family(optimizer)) s.weight_decay = given.weight_decay;
+    if (adam_family(optimizer))
+      s.beta1 = given.beta1, s.beta2 = given.beta2, s.eps = given.eps, s.weight_decay = given.weight_decay;
   }
   return s;
 }

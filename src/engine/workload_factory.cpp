@@ -269,15 +269,20 @@ void check_test_split_flags(const WorkloadOptions& o, const BuiltinDataset& d) {
 
 }  // namespace
 
-bool has_test_split(const WorkloadOptions& o) {
-  const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
+namespace {
+
+bool has_test_split(const WorkloadOptions& o, const BuiltinDataset* dataset) {
   return dataset && (dataset->load_test || o.held_out_split() > 0 || !o.test_data_file().empty());
 }
+
+}  // namespace
+
+bool has_test_split(const WorkloadOptions& o) { return has_test_split(o, find_builtin_dataset(o.dataset())); }
 
 Dataset load_test_split(const WorkloadOptions& o) {
   const BuiltinDataset* dataset = find_builtin_dataset(o.dataset());
   if (dataset) check_test_split_flags(o, *dataset);
-  if (!has_test_split(o)) {
+  if (!has_test_split(o, dataset)) {
     std::vector<std::string> with;
     for (const BuiltinDataset& d : builtin_datasets())
       if (d.load_test) with.push_back(fmt::format("{} ({})", d.name, d.test_split));
@@ -320,12 +325,9 @@ void check_held_out(const Dataset& held_out, ModuleWorkload& model) {
   const Dataset& training = model.data();
   check_held_out(held_out, training, /*same_shape=*/false);
   if (held_out.size() == 0 || held_out.sample_shape() == training.sample_shape()) return;
-  Dataset first = held_out;
-  first.inputs = held_out.inputs.narrow(0, 0, std::min<int64_t>(2, held_out.size()));
-  first.targets = held_out.targets.narrow(0, 0, first.inputs.size(0));
   std::string reason;
   try {
-    (void)model.evaluate(first);
+    (void)model.evaluate(head(held_out, 2));
     return;
   } catch (const c10::OutOfMemoryError&) {
     throw;  // the device's memory, not the samples' kind: said as such by the caller
