@@ -13,6 +13,7 @@
 // raised again once the engine returns: out of memory (torch.OutOfMemoryError) becomes the engine's
 // c10::OutOfMemoryError so the trial is an out-of-memory outcome; Ctrl-C ends the call.
 #include <fmt/format.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/extension.h>
 
 #include <atomic>
@@ -273,6 +274,44 @@ LossFn loss_function(const py::object& adapter, const std::string& name) {
   };
 }
 
+// The ModuleWorkload, with the user's Python that runs inside backward taken as call_python takes
+// the rest: a custom autograd.Function's backward, a hook, torch.utils.checkpoint's recomputation run
+// on autograd's threads, which hand an exception on as torch's python_error, out of reach of
+// call_python. Ctrl-C there ends the call (it was a trial's error, and the call went on), out of
+// memory is the trial's outcome (a recomputation past the budget), anything else is the user's
+// first error, named (it was an error trial reading "python_error", and the fit searched below it).
+class PythonWorkload : public ModuleWorkload {
+ public:
+  template <class... Args>
+  PythonWorkload(std::string where, Args&&... args)
+      : ModuleWorkload(std::forward<Args>(args)...), where_(std::move(where)) {}
+  at::Tensor train_step(const Batch& batch) override {
+    return taken([&] { return ModuleWorkload::train_step(batch); });
+  }
+  at::Tensor backward(const Batch& batch, double weight) override {
+    return taken([&] { return ModuleWorkload::backward(batch, weight); });
+  }
+  std::optional<StepPhases> profiled_step(int64_t batch) override {
+    return taken([&] { return ModuleWorkload::profiled_step(batch); });
+  }
+
+ private:
+  template <class F>
+  auto taken(F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (::python_error& e) {
+      py::gil_scoped_acquire gil;
+      e.restore();
+      py::error_already_set error;
+      if (!error.matches(PyExc_KeyboardInterrupt)) python_error(where_, error);
+      failure().interrupted = true;
+      throw Error("interrupted");
+    }
+  }
+  std::string where_;
+};
+
 std::unique_ptr<ModuleWorkload> make_python_workload(const py::object& adapter) {
   const std::string model_name = py::str(adapter.attr("model_name"));
   const std::string optimizer_name = py::str(adapter.attr("optimizer_name"));
@@ -294,9 +333,9 @@ std::unique_ptr<ModuleWorkload> make_python_workload(const py::object& adapter) 
   for (const auto& b : model->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
   const c10::Device device(std::string(py::str(adapter.attr("device"))));
   const auto seed = adapter.attr("seed").cast<uint64_t>();
-  auto workload =
-      std::make_unique<ModuleWorkload>(info, torch::nn::AnyModule(model), std::move(optimizer), std::move(data),
-                                       loss_function(adapter, model_name + "'s loss"), device, seed);
+  auto workload = std::make_unique<PythonWorkload>(model_name + "'s backward pass", info, torch::nn::AnyModule(model),
+                                                   std::move(optimizer), std::move(data),
+                                                   loss_function(adapter, model_name + "'s loss"), device, seed);
   workload->set_optimizer_state_bytes([shared, optimizer_name] {
     return call_python(optimizer_name + ".state",
                        [&] { return (*shared).attr("optimizer_state_bytes")().cast<int64_t>(); });

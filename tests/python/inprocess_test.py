@@ -79,6 +79,27 @@ class Branchy(torch.nn.Module):
         return self.head(self.norm(torch.cat(outs, dim=1)))
 
 
+class InBackward(torch.autograd.Function):
+    """The identity, whose backward runs `InBackward.hook(gradient)` in Python on autograd's side, as a
+    custom Function's backward, a hook or torch.utils.checkpoint's recomputation does."""
+    hook = None
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, gradient):
+        if InBackward.hook:
+            InBackward.hook(gradient)
+        return gradient
+
+
+class WithBackward(Branchy):
+    def forward(self, x):
+        return InBackward.apply(super().forward(x))
+
+
 def branchy_data(n=2048, features=48, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, features, generator=g)
@@ -238,6 +259,19 @@ def test_oom():
          f"{first.fit.batch} then {second.fit.batch}")
     del others
 
+    # Out of memory in Python inside backward (a recomputation, a hook's tensors) reaches the engine
+    # as torch's python_error from autograd: it is the trial's out-of-memory outcome, not an error.
+    InBackward.hook = lambda gradient: torch.empty(gradient.shape[0], 2**14)  # 64 KiB a sample
+    try:
+        model = WithBackward()
+        report = batchwise.fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, memory_budget="4MiB",
+                               mode="power", target=1.0, min=2, max=4096, progress=False)
+    finally:
+        InBackward.hook = None
+    outcomes = [t.outcome for t in report.fit.trials]
+    case("out of memory inside backward is an out-of-memory trial", "oom" in outcomes and "error" not in outcomes
+         and 16 <= report.fit.batch <= 64, f"batch {report.fit.batch}: {outcomes}")
+
 
 class Raises(torch.nn.Module):
     def __init__(self):
@@ -265,6 +299,26 @@ def test_error():
              isinstance(e.__cause__, ValueError) and e.__cause__.__traceback__ is not None, repr(e.__cause__))
         case("no C++ trace in it", "Exception raised from" not in text and "c10::" not in text, text)
     case("the model is as it was", same(before, snapshot(model, optimizer)))
+
+    # Raised in Python inside backward (before, an error trial reading "python_error", and the fit
+    # went on below it).
+    def refuse(gradient):
+        if gradient.shape[0] > 32:
+            raise ValueError(f"no gradients above 32 here (got {gradient.shape[0]})")
+    InBackward.hook = refuse
+    try:
+        model = WithBackward()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        before = snapshot(model, optimizer)
+        batchwise.fit(model, optimizer, branchy_data(), memory_budget="16MiB", progress=False)
+        case("an exception in backward raises", False, "fit returned")
+    except batchwise.TrainingError as e:
+        case("an exception in backward names the backward pass and the user's error",
+             "WithBackward's backward pass raised ValueError: no gradients above 32 here" in str(e)
+             and isinstance(e.__cause__, ValueError), str(e))
+        case("and the model is as it was", same(before, snapshot(model, optimizer)))
+    finally:
+        InBackward.hook = None
 
     def bad_loss(output, target):
         raise KeyError("labels")
@@ -451,10 +505,21 @@ sys.path.insert(0, {here!r})
 import inprocess_test as T, batchwise
 model = T.Branchy()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+if {where!r} == "backward":  # Ctrl-C in Python inside backward, in the fit's second trial
+    model = T.WithBackward()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    backwards = [0]
+    def interrupting(gradient):
+        backwards[0] += 1
+        if backwards[0] == 5:
+            # What Python's Ctrl-C handler does once it runs (a real signal's handler runs at the
+            # main thread's next check, which may fall after backward: then call_python took it)
+            signal.default_int_handler(signal.SIGINT, None)
+    T.InBackward.hook = interrupting
 x, y = T.branchy_data(64)
 torch.nn.functional.cross_entropy(model(x), y).backward()
 optimizer.step()  # momentum buffers, which a restore must put back too
-if {in_step}:  # Ctrl-C in the middle of a trial, once its steps have changed the momentum buffers
+if {where!r} == "step":  # Ctrl-C in the middle of a trial, once its steps have changed the momentum buffers
     steps, step = [0], optimizer.step
     def interrupting(*args, **kwargs):
         out = step(*args, **kwargs)
@@ -481,7 +546,7 @@ except KeyboardInterrupt:
 def test_interrupt():
     import signal
     import subprocess
-    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED.format(here=HERE, in_step=False)],
+    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED.format(here=HERE, where="none")],
                              stdout=subprocess.PIPE, text=True)
     first = child.stdout.readline()  # the first progress line: the engine is running
     child.send_signal(signal.SIGINT)
@@ -492,10 +557,11 @@ def test_interrupt():
          rest[-500:])
     # In a trial's 40th step, after its steps made momentum buffers of their own: they go, and the
     # user's come back (before, the modes' restore was refused after Ctrl-C, and the optimizer's too).
-    out = subprocess.run([sys.executable, "-c", INTERRUPTED.format(here=HERE, in_step=True)], capture_output=True,
-                         text=True, timeout=120).stdout
-    case("Ctrl-C within a trial's step: KeyboardInterrupt, the model and the optimizer restored",
-         "KeyboardInterrupt; restored: True" in out and "optimizer restored: True" in out, out[-500:])
+    for where in ("step", "backward"):  # before, Ctrl-C in backward was a trial's error and the call went on
+        out = subprocess.run([sys.executable, "-c", INTERRUPTED.format(here=HERE, where=where)], capture_output=True,
+                             text=True, timeout=120).stdout
+        case(f"Ctrl-C within a trial's {where}: KeyboardInterrupt, the model and the optimizer restored",
+             "KeyboardInterrupt; restored: True" in out and "optimizer restored: True" in out, out[-500:])
 
 
 def test_options():
