@@ -66,6 +66,10 @@ struct ValidateOptions {
   /// Stop a candidate once its training time passes this multiple of the fastest time to the target
   /// so far: it can no longer come within it. 0: never (every candidate runs to its target or limit).
   TORCH_ARG(double, stop_slower_than) = 0;
+  /// The device memory a run's training may hold (its budget, kept to as a trial keeps to it): past
+  /// it the run fails as out of memory at that batch. The held-out evaluations are not held to it
+  /// (their batch is batchwise's, not the run's). 0: no limit.
+  TORCH_ARG(int64_t, limit_bytes) = 0;
   /// Called after every evaluation.
   TORCH_ARG(std::function<void(const struct ValidateProgress&)>, on_progress);
 };

@@ -519,6 +519,7 @@ Plan plan(const Options& o, const Progress& progress, int64_t budget, bool cuda)
                    .held_out_samples(o.get<int64_t>("held_out_samples", 0))
                    .stop_slower_than(o.get("stop_slower_than", 0.0))
                    .measure_lr(!o.get("rule_lr", false))
+                   .limit_bytes(budget)
                    .on_progress([progress](const ValidateProgress& v) { progress.validate(v); });
   return p;
 }

@@ -151,14 +151,21 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
     return accuracy ? fmt::format("{:.2f} accuracy points", 100 * g) : fmt::format("{:.1f} % of the loss", 100 * g);
   };
   std::vector<std::string> along;
+  double last = *race.noise_at_start;
   for (size_t l = 0; l < race.runs.size(); ++l)
-    if (race.runs[l].b_simple)
+    if (race.runs[l].b_simple) {
       along.push_back(
           fmt::format("{} after {}", noise_text(*race.runs[l].b_simple), format_epochs(race.lengths_epochs[l], 3)));
+      last = *race.runs[l].b_simple;
+    }
+  const char* moved = along.empty()                 ? "was"
+                      : last > *race.noise_at_start ? "grew from"
+                      : last < *race.noise_at_start ? "fell from"  // a measurement's noise, or a plateau's
+                                                    : "moved from";
   race.notes.push_back(fmt::format(
       "the noise scale (critical batch) {} {} at the start{}; carried on, {} "
       "at the run's end",
-      along.empty() ? "was" : "grew from", noise_text(*race.noise_at_start),
+      moved, noise_text(*race.noise_at_start),
       along.empty() ? " (a round run longer measures none along its runs)"
                     : fmt::format(" to {}", fmt::join(along, ", ")),
       noise_end > dataset && noise_end < kNoiseUnbounded ? fmt::format("past your dataset's {} samples", dataset)

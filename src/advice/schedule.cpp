@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "batchwise/choices.h"
 #include "check.h"
 #include "parse_number.h"
 
@@ -68,6 +69,10 @@ std::vector<BatchPhase> parse_batch_schedule(const std::string& text, const std:
     BATCHWISE_CHECK(detail::parse_int64(item.substr(0, colon), p.batch) && p.batch >= 1, ConfigError,
                     "{}: '{}' in '{}' is not a batch size (a whole number, at least 1); {}", what,
                     item.substr(0, colon), text, hint);
+    const double most = find_option_bound("--batch")->high;
+    BATCHWISE_CHECK(static_cast<double>(p.batch) <= most, ConfigError,
+                    "{}: batch {} in '{}' is more than the most batchwise takes, {:.0f}; {}", what, p.batch, text, most,
+                    hint);
     BATCHWISE_CHECK(detail::parse_double(item.substr(colon + 1), p.from_epoch) && p.from_epoch >= 0, ConfigError,
                     "{}: '{}' in '{}' is not an epoch (a number, at least 0); {}", what, item.substr(colon + 1), text,
                     hint);

@@ -93,10 +93,37 @@ Limits run_limits(const ValidateOptions& o, ValidationRun& run, int64_t epoch, c
   return limits;
 }
 
+// The run's memory limit while it trains, lifted while it evaluates (Lifted) and when it ends.
+class RunLimit {
+ public:
+  RunLimit(ModuleWorkload& w, int64_t bytes) : memory_(bytes > 0 ? device_memory(w) : nullptr), bytes_(bytes) {
+    hold();
+  }
+  ~RunLimit() { lift(); }
+  RunLimit(const RunLimit&) = delete;
+  RunLimit& operator=(const RunLimit&) = delete;
+  struct Lifted {
+    explicit Lifted(RunLimit& l) : limit(l) { limit.lift(); }
+    ~Lifted() { limit.hold(); }
+    RunLimit& limit;
+  };
+
+ private:
+  void hold() {
+    if (memory_) memory_->set_limit(bytes_);
+  }
+  void lift() {
+    if (memory_) memory_->set_limit(0);
+  }
+  std::unique_ptr<DeviceMemory> memory_;
+  int64_t bytes_;
+};
+
 // One candidate: a fixed batch, or (`phases` not empty, full runs only) a batch-size schedule whose
 // first phase's batch is `batch`, each phase at its batch's advised rate.
 ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& held_out, const ValidateOptions& o,
                       int64_t batch, const Race& race, const std::vector<BatchPhase>& phases = {}) {
+  RunLimit limit(w, o.limit_bytes());  // the range tests at this batch train too
   ValidationRun run;
   run.batch = batch;
   const double base_lr = o.base_lr() > 0 ? o.base_lr() : w.info().lr;
@@ -147,6 +174,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     if (samples >= next_eval || samples >= limits.max_samples) {
       next_eval = samples + eval_every;
       const auto eval_start = Clock::now();
+      const RunLimit::Lifted lifted(limit);
       const auto [held_loss, accuracy] = w.evaluate(probe);
       run.eval_s += since(eval_start);
       run.curve.push_back({samples, run.steps, train_s, held_loss, accuracy});
@@ -175,6 +203,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
   if (!run.curve.empty()) run.last = run.curve.back();
   if (full && run.message.empty()) {  // the final quality, on the whole held-out set
     const auto eval_start = Clock::now();
+    const RunLimit::Lifted lifted(limit);
     const auto [loss, accuracy] = w.evaluate(held_out);
     run.eval_s += since(eval_start);
     if (std::isfinite(loss))
@@ -260,6 +289,7 @@ void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
     result.good_batches.push_back(r.batch);
     if (!fastest || r.train_s < fastest->train_s) fastest = &r;
   }
+  std::sort(result.good_batches.begin(), result.good_batches.end());  // a halving below trains last
   if (fastest) result.fastest_batch = fastest->batch;
   if (fastest && schedule && schedule->good) result.schedule_saving = 1 - schedule->train_s / fastest->train_s;
 }
@@ -302,8 +332,9 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
                   "--batch-schedule {}: a schedule's phases are epochs of a run of known length; give --epochs N",
                   schedule_text(o.batch_schedule()));
   BATCHWISE_CHECK(o.batch_schedule().empty() || o.batch_schedule().back().from_epoch < o.epochs(), ConfigError,
-                  "--batch-schedule {}: its last phase starts at epoch {:g}, not within the {:g}-epoch run",
-                  schedule_text(o.batch_schedule()), o.batch_schedule().back().from_epoch, o.epochs());
+                  "--batch-schedule {}: its last phase starts at epoch {:g}, not within the {:g}-epoch run; start "
+                  "every phase before epoch {:g}, or give a longer --epochs",
+                  schedule_text(o.batch_schedule()), o.batch_schedule().back().from_epoch, o.epochs(), o.epochs());
   BATCHWISE_CHECK(o.epochs() > 0 || o.max_epochs() > 0, ConfigError, "--max-epochs {}: must be positive",
                   o.max_epochs());
   BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "batchwise/choices.h"
 #include "check.h"
 #include "parse_number.h"
 
@@ -108,6 +109,10 @@ int64_t parse_count(const std::string& s, const std::string& what, const std::st
   const int64_t v = std::stoll(s);
   BATCHWISE_CHECK(v >= 1, ConfigError, "{}: {} start at 1, got '{}'", what,
                   lengths(what) ? "sequence lengths" : "batch sizes", s);
+  // As --batch's bound: a typo's 10^11 would otherwise build its index for minutes, holding gigabytes.
+  const double most = find_option_bound("--batch")->high;
+  BATCHWISE_CHECK(static_cast<double>(v) <= most, ConfigError,
+                  "{}: {} in '{}' is more than the most batchwise takes, {:.0f}", what, s, whole, most);
   return v;
 }
 

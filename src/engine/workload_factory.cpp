@@ -289,8 +289,9 @@ Dataset load_test_split(const WorkloadOptions& o) {
     BATCHWISE_CHECK(
         false, ConfigError,
         "--dataset {}: validation and tune --epochs need a held-out test split, and only {} {} one; give yours with "
-        "--test-data-file (and --test-labels-file), or hold out part of your data with --held-out-split 0.1",
-        o.dataset(), detail::and_list(with), with.size() == 1 ? "has" : "have");
+        "--test-data-file{}, or hold out part of your data with --held-out-split 0.1",
+        o.dataset(), detail::and_list(with), with.size() == 1 ? "has" : "have",
+        dataset && dataset->needs.find("--labels-file") != std::string::npos ? " and --test-labels-file" : "");
   }
   if (!dataset->load_test && !o.test_data_file().empty()) {  // the user's own test split
     Dataset d = dataset->load(WorkloadOptions(o).data_file(o.test_data_file()).labels_file(o.test_labels_file()),

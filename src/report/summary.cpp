@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,8 @@ using detail::Lines;
 
 std::string range_text(const std::vector<int64_t>& batches) {
   if (batches.size() < 2) return {};
-  return fmt::format("{} to {}", batches.front(), batches.back());
+  const auto [least, most] = std::minmax_element(batches.begin(), batches.end());
+  return fmt::format("{} to {}", *least, *most);
 }
 
 std::string fit_line(const FitResult& f, int64_t budget_bytes) {

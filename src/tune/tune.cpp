@@ -465,8 +465,8 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   // A batch-size schedule the run race proposed trains beside them, measured the same way.
   if (v.epochs() > 0 && report.run_race && report.run_race->schedule && report.run_race->epochs == v.epochs())
     v.batch_schedule(report.run_race->schedule->phases);
-  report.validation =
-      validate(*subject.workload, subject.held_out(), v.batch_sizes(candidates).base_batch(o.base_batch()));
+  report.validation = validate(*subject.workload, subject.held_out(),
+                               v.batch_sizes(candidates).base_batch(o.base_batch()).limit_bytes(report.budget_bytes));
   report.recommendation = confirm(*report.recommendation, *report.validation);
 }
 

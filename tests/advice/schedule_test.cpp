@@ -78,6 +78,7 @@ TEST(Schedule, ABadBatchScheduleIsRefusedWithTheFix) {
   refused("64:0,256:2,512:2", "later and later epochs (epoch 2 does not come after 2)");
   refused("64:0,64:2", "two phases of '64:0,64:2' in a row train batch 64: one phase");
   refused("", "has no ':'");
+  refused("64:0,99999999999:1", "batch 99999999999 in '64:0,99999999999:1' is more than the most batchwise takes");
   try {
     parse_batch_schedule("64:0", "--batch-schedule");
     ADD_FAILURE() << "one phase was accepted";

@@ -13,6 +13,7 @@
 #include "batchwise/memory.h"
 #include "batchwise/recommend.h"
 #include "batchwise/report.h"
+#include "batchwise/trial.h"
 #include "batchwise/validate.h"
 #include "batchwise/workload.h"
 
@@ -203,6 +204,35 @@ TEST(Validate, ABestAtTheGridsLowerEdgeTrainsABatchBelowIt) {
       v.runs.begin(), v.runs.end(), [](const auto& a, const auto& b) { return *a.final_accuracy < *b.final_accuracy; });
   EXPECT_EQ(v.best_batch, best->batch);
   EXPECT_EQ(std::count(v.good_batches.begin(), v.good_batches.end(), 50), v.runs[0].good ? 1 : 0);
+  // In batch order, the halving trained last included ("batches 100 to 50 about as good", before).
+  EXPECT_TRUE(std::is_sorted(v.good_batches.begin(), v.good_batches.end()));
+}
+
+// The budget holds for validate's runs as for a trial: a batch whose training needs more fails as
+// out of memory, and the others train as without it (their evaluations, at batchwise's own batch,
+// are not held to it). Before, --memory-budget was not applied to validate at all.
+TEST(Validate, ARunPastTheMemoryLimitFailsAsOutOfMemoryAndTheOthersTrain) {
+  CpuMemoryTracker& tracker = CpuMemoryTracker::install();
+  auto w = mlp(1000);
+  const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
+  const auto options = [] {
+    return ValidateOptions({16, 1000})
+        .epochs(1)
+        .lr_schedule(LrSchedule::Cosine)
+        .measure_lr(false)
+        .held_out_samples(1000);
+  };
+  const int64_t small = run_trial(*w, TrialOptions(16).warmup(1).steps(2)).peak_bytes;  // the training's own
+  const int64_t large = run_trial(*w, TrialOptions(1000).warmup(1).steps(2)).peak_bytes;
+  ASSERT_GT(large, 2 * small);
+  const ValidationResult free = validate(*w, held_out, options());
+  const ValidationResult held_to = validate(*w, held_out, options().limit_bytes((small + large) / 2));
+  ASSERT_EQ(held_to.runs.size(), 2u);
+  EXPECT_EQ(held_to.runs[0].final_loss, free.runs[0].final_loss) << held_to.runs[0].message;
+  EXPECT_FALSE(held_to.runs[1].final_loss.has_value());
+  EXPECT_NE(held_to.runs[1].message.find("memory budget exceeded"), std::string::npos) << held_to.runs[1].message;
+  EXPECT_TRUE(free.runs[1].final_loss.has_value()) << free.runs[1].message;
+  EXPECT_EQ(tracker.limit_bytes(), 0) << "lifted after the runs";
 }
 
 // A batch-size schedule trains beside the grid as one more full run: each phase at its batch from its

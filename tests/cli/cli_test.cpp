@@ -52,8 +52,13 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("fit --memory-budget 2XB", 2, "--memory-budget: unknown unit 'XB' in '2XB'");
   expect_clean_error("fit --model mlp --dataset synthetic --min 64 --max 8", 2, "--min 64 is above --max 8");
   // Counted before expanded (it once ended in std::bad_alloc); zero classes or processes are refused.
-  expect_clean_error("sweep --model mlp --dataset synthetic --batch-sizes 1-999999999999+1", 2,
-                     "--batch-sizes: range '1-999999999999+1' is 999999999999 batch sizes, each a trial; at most 1024");
+  expect_clean_error("sweep --model mlp --dataset synthetic --batch-sizes 1-999999999+1", 2,
+                     "--batch-sizes: range '1-999999999+1' is 999999999 batch sizes, each a trial; at most 1024");
+  // A batch past --batch's bound (it built its index for minutes, holding gigabytes; validate's too).
+  expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 99999999999 --epochs 1", 2,
+                     "--batch-sizes: 99999999999 in '99999999999' is more than the most batchwise takes, 1073741824");
+  expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 64 --epochs 1 --batch-schedule ''", 2,
+                     "--batch-schedule: '' in '' has no ':'");
   expect_clean_error("fit --model mlp --dataset synthetic --num-classes 0", 2,
                      "--num-classes: 0: must be at least 2 (a classifier needs at least 2 classes");
   expect_clean_error("fit --model mlp --dataset synthetic --nproc 0", 2,

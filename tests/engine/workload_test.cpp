@@ -39,7 +39,15 @@ TEST(BuiltinDatasets, EachRowIsFoundByNameAndNamesItsTestSplit) {
                  "--dataset csv: validation and tune --epochs need a held-out test split, and only fashion-mnist "
                  "(t10k), cifar10 "
                  "(test_batch.bin) and synthetic (further samples of the same task) have one; give yours with "
-                 "--test-data-file (and --test-labels-file), or hold out part of your data with --held-out-split 0.1");
+                 "--test-data-file, or hold out part of your data with --held-out-split 0.1");
+  }
+  try {  // npy's samples and labels are two files, so its test split's are too
+    (void)load_test_split(WorkloadOptions().dataset("npy"));
+    FAIL() << "npy has no test split";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("give yours with --test-data-file and --test-labels-file, or hold out"),
+              std::string::npos)
+        << e.what();
   }
   const Dataset test = load_test_split(WorkloadOptions().dataset("synthetic").synthetic_size(64).seed(3));
   EXPECT_EQ(test.size(), 1000);  // at least 1000 samples, a fifth of the training set's size

@@ -27,11 +27,12 @@ class Validate : public Command {
         ->required();
     v_.add(cmd);
     v_.add_run(cmd);
-    cmd->add_option("--batch-schedule", batch_schedule_,
-                    "with --epochs: also train this batch-size schedule over the same run, BATCH:FROM_EPOCH phases "
-                    "(e.g. 64:0,256:2: 64 from the start, 256 from epoch 2), each phase at its batch's advised rate; "
-                    "its time saved against the fastest good fixed batch is reported (tune --epochs proposes one "
-                    "where it pays)");
+    schedule_flag_ = cmd->add_option(
+        "--batch-schedule", batch_schedule_,
+        "with --epochs: also train this batch-size schedule over the same run, BATCH:FROM_EPOCH phases "
+        "(e.g. 64:0,256:2: 64 from the start, 256 from epoch 2), each phase at its batch's advised rate; "
+        "its time saved against the fastest good fixed batch is reported (tune --epochs proposes one "
+        "where it pays)");
     cmd->add_option("--extend-below", extend_below_,
                     "with --epochs: where the best final quality is at the smallest batch trained, also train half of "
                     "it, and again, at most N times (a best at the grid's edge says only that a smaller batch may be "
@@ -52,8 +53,9 @@ class Validate : public Command {
     w_.check("validate");
     const std::vector<int64_t> candidates = parse_batch_sizes(batch_sizes_, "--batch-sizes");
     v_.check(w_);
-    const std::vector<BatchPhase> schedule =
-        batch_schedule_.empty() ? std::vector<BatchPhase>{} : parse_batch_schedule(batch_schedule_, "--batch-schedule");
+    const std::vector<BatchPhase> schedule = schedule_flag_->count() == 0
+                                                 ? std::vector<BatchPhase>{}
+                                                 : parse_batch_schedule(batch_schedule_, "--batch-schedule");
     if (!schedule.empty() && v_.epochs <= 0)
       throw ConfigError(
           fmt::format("--batch-schedule {}: a schedule's phases are epochs of a run of known length; "
@@ -83,6 +85,7 @@ class Validate : public Command {
                                    v_.options(candidates, base_batch_)
                                        .batch_schedule(schedule)
                                        .extend_below(extend_below_)
+                                       .limit_bytes(s.report.budget_bytes)
                                        .on_progress([&](const ValidateProgress& p) { s.on_validate(p); }));
     s.print_validation(*s.report.validation);
     const ValidationResult& v = *s.report.validation;
@@ -96,6 +99,7 @@ class Validate : public Command {
   ValidateFlags v_;
   std::string batch_sizes_;
   std::string batch_schedule_;
+  CLI::Option* schedule_flag_ = nullptr;  // given, even as "": parsed (an empty one is refused, not ignored)
   int extend_below_ = 0;
   int64_t base_batch_ = kDefaultBaseBatch;
 };
