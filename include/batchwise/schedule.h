@@ -15,6 +15,11 @@ namespace batchwise {
 /// quarter of the run, so that a short run still spends most of its steps after it.
 int64_t run_warmup_steps(const LrAdvice& advice, int64_t total_steps);
 
+/// `advice` at `batch` for the user's run of `epochs` over `dataset` samples under `shape`: its
+/// warm-up is run_warmup_steps's, and its sentence says so ("; in your 1-epoch run (938 steps):
+/// warm-up over its first 234, then the cosine schedule").
+LrAdvice for_the_run(LrAdvice advice, double epochs, int64_t dataset, int64_t batch, LrSchedule shape);
+
 /// The rate at optimizer step `step` (from 0) of a run of `total_steps`: the advice's linear warm-up
 /// from its base rate over run_warmup_steps, then `shape` over the remaining steps from the advised
 /// rate: constant; cosine, 0.5 (1 + cos(pi p)) at the share p of those steps done (Loshchilov and

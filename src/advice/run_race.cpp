@@ -88,7 +88,7 @@ int64_t steps_for(double epochs, int64_t dataset, int64_t batch) {
   // Within rounding of a whole number of steps, that number: a run planned as 48 steps is 48.
   const double steps = epochs * static_cast<double>(dataset) / static_cast<double>(batch);
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(steps - 1e-9 * std::max(1.0, steps))));
-}
+}  // (for_the_run, schedule.cpp, counts a run's steps the same way)
 
 // One compressed run of a candidate from the workload's current state: `epochs` of the schedule,
 // then the held-out quality. The warm-up keeps the full run's steps, up to a quarter of the
@@ -302,13 +302,7 @@ void advise_rates(ModuleWorkload& w, const WorkloadState& initial, RunRace& race
       e.message = "failed: " + what.substr(0, what.find('\n'));
       continue;
     }
-    const int64_t full_steps = steps_for(o.epochs(), dataset, e.batch);
-    e.lr.warmup_steps = run_warmup_steps(e.lr, full_steps);
-    e.lr.warmup_epochs = static_cast<double>(e.lr.warmup_steps * e.batch) / static_cast<double>(dataset);
-    e.lr.advice += fmt::format(
-        "; in your {:g}-epoch run ({} steps): {}, then the {} schedule", o.epochs(), full_steps,
-        e.lr.warmup_steps > 0 ? fmt::format("warm-up over its first {}", e.lr.warmup_steps) : std::string("no warm-up"),
-        to_string(o.lr_schedule()));
+    e.lr = for_the_run(e.lr, o.epochs(), dataset, e.batch, o.lr_schedule());
   }
 }
 

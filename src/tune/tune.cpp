@@ -21,6 +21,7 @@
 #include "batchwise/plan.h"
 #include "batchwise/race.h"
 #include "batchwise/recommend.h"
+#include "batchwise/schedule.h"
 #include "batchwise/time_plan.h"
 #include "batchwise/units.h"
 #include "check.h"
@@ -479,18 +480,23 @@ void learning_rate(const TuneSubject& subject, const TuneOptions& o, Report& rep
   if (report.validation)
     for (const auto& run : report.validation->runs)
       if (run.batch == batch && run.schedule.empty()) report.lr = run.lr;
+  bool fitted = report.lr && report.validation->epochs > 0;  // a full run's: the run's already
   if (report.race && !report.lr)
     for (const auto& e : report.race->entries)
       if (e.batch == batch && e.rungs > 0) report.lr = e.lr;
   if (report.run_race && !report.lr)
     for (const auto& e : report.run_race->entries)
-      if (e.batch == batch && e.lr.lr > 0) report.lr = e.lr;
-  if (report.lr) return;
+      if (e.batch == batch && e.lr.lr > 0) report.lr = e.lr, fitted = true;
   ModuleWorkload* w = module_of(subject);
-  if (w && subject.world_size == 1 && !fp16(subject))
+  if (!report.lr && w && subject.world_size == 1 && !fp16(subject))
     report.lr = advise_lr(*w, batch, LrAdviceOptions(o.base_batch(), report.workload.lr));
-  else
+  else if (!report.lr)
     report.lr = unmeasured_lr(*optimizer, o.base_batch(), report.workload.lr, batch);
+  // --epochs where no run race answered (--no-race, fp16, one candidate, a plateau the batch race
+  // answered): the advice still fits the run it names, its warm-up at most a quarter of it (it was an
+  // epoch's: the whole of a 1-epoch run).
+  if (o.epochs() > 0 && !fitted && report.workload.dataset_size > 0)
+    report.lr = for_the_run(*report.lr, o.epochs(), report.workload.dataset_size, batch, o.lr_schedule());
 }
 
 // The run plan: the base setting, the batch to train with, and the others as good as it.
@@ -757,8 +763,9 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
         report.run_race ? "run race" : "batch race", module_of(subject)->data().name));
   if (o.epochs() > 0 && !report.run_race)
     report.context.warnings.push_back(
-        "--epochs was not used: only the run race uses it, and none ran (--no-race, a training command, data-parallel "
-        "ranks, fp16, or fewer than 2 candidates)");
+        "--epochs was not used to choose the batch: only the run race uses it for that, and none ran (--no-race, a "
+        "training command, data-parallel ranks, fp16, or fewer than 2 candidates); the learning rate's warm-up is "
+        "fitted to the run");
   if ((o.target_accuracy() > 0 || o.target_loss() > 0) && !report.race && !o.validate())
     report.context.warnings.push_back(
         "the target was not used: without --validate only the batch race uses it, and no race ran (--no-race, a "

@@ -156,6 +156,21 @@ TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
   ASSERT_TRUE(run.recommendation.has_value());
   if (run.run_race->best_batch) EXPECT_EQ(run.recommendation->batch, *run.run_race->best_batch);
   for (const std::string& w : run.context.warnings) EXPECT_EQ(w.find("--epochs was not used"), std::string::npos) << w;
+
+  // No race: --epochs chooses no batch, and says so, but the rate's warm-up still fits the run (it was
+  // an epoch's, the whole of a 1-epoch run): at most a quarter of its steps, and the sentence says so.
+  const Report plain =
+      tune(TuneSubject(runner, w.get()), raced_tune().race(false).epochs(1).lr_schedule(LrSchedule::Cosine));
+  ASSERT_TRUE(plain.lr.has_value() && plain.recommendation.has_value());
+  EXPECT_FALSE(plain.run_race.has_value());
+  const int64_t samples = plain.workload.dataset_size, picked = plain.recommendation->batch;
+  const int64_t steps = (samples + picked - 1) / picked;
+  EXPECT_LE(plain.lr->warmup_steps, steps / 4) << plain.lr->advice;
+  EXPECT_NE(plain.lr->advice.find("in your 1-epoch run (" + std::to_string(steps) + " steps): "), std::string::npos)
+      << plain.lr->advice;
+  EXPECT_TRUE(std::any_of(plain.context.warnings.begin(), plain.context.warnings.end(), [](const std::string& w) {
+    return w.find("--epochs was not used to choose the batch") == 0;
+  }));
   at::set_num_threads(threads);
 }
 
