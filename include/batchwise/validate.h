@@ -139,6 +139,9 @@ struct ValidationRun {
   /// for a fixed batch. Each phase's advised rate, in order.
   std::string schedule;
   std::vector<double> phase_lrs;
+  /// On a CPU: the share of the run's time its threads waited for a core while ready to run
+  /// (Linux's run-queue delay, as Trial::cpu_wait_share); none where it was not read.
+  std::optional<double> cpu_wait_share;
 };
 
 /// The JSON fields of a ValidationRun, in JSON order (fields.h): of its advice, the rate, rule and cap.
@@ -163,6 +166,7 @@ void fields(V& v, T& r) {
   v("good", r.good, When{r.final_loss.has_value()});
   v("schedule", r.schedule, When{!r.schedule.empty()});
   v("phase_lrs", r.phase_lrs, When{!r.schedule.empty()});
+  v("cpu_wait_share", r.cpu_wait_share, When{r.cpu_wait_share.has_value()});
   v("curve", r.curve);
 }
 
@@ -214,6 +218,11 @@ void fields(V& v, T& r) {
   v("schedule_saving", r.schedule_saving, When{r.schedule_saving.has_value()});
   v("runs", r.runs);
 }
+
+/// Empty, or that runs of `validation` shared the CPU (a ValidationRun::cpu_wait_share above
+/// kSharedCpuShare): their train_s, which decides the fastest good batch, carries another process's
+/// share of the cores.
+std::string shared_cpu_warning(const ValidationResult& validation);
 
 /// The fixed-batch run of `batch` in `validation` (not a batch-size schedule's); null if none ran.
 const ValidationRun* fixed_run(const ValidationResult& validation, int64_t batch);

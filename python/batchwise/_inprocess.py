@@ -124,9 +124,10 @@ _sizes.what = "list of batch sizes, or a string such as \"16,32,64\""
 def _phases(value):
     """A batch-size schedule: "64:0,256:2" (the CLI's spelling) or [(64, 0), (256, 2)]: batch 64
     from the start, 256 from epoch 2."""
-    if isinstance(value, str):
-        return value
-    return ",".join(f"{int(batch)}:{float(epoch):g}" for batch, epoch in value)
+    text = value if isinstance(value, str) else ",".join(f"{int(batch)}:{float(epoch):g}" for batch, epoch in value)
+    if not text:  # refused as the CLI's --batch-schedule '' is, not ignored: leave it out for none
+        raise ValueError("an empty schedule")
+    return text
 
 
 _phases.what = "batch-size schedule: \"64:0,256:2\" or [(64, 0), (256, 2)]"

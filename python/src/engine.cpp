@@ -302,7 +302,12 @@ class PythonWorkload : public ModuleWorkload {
       return f();
     } catch (::python_error& e) {
       py::gil_scoped_acquire gil;
+      // The error set again, with references of its own; e's go, so that out of memory's traceback
+      // (the trial's tensors) can be freed by python_error's gc.
       e.restore();
+      Py_CLEAR(e.type);
+      Py_CLEAR(e.value);
+      Py_CLEAR(e.traceback);
       py::error_already_set error;
       if (!error.matches(PyExc_KeyboardInterrupt)) python_error(where_, error);
       failure().interrupted = true;
@@ -559,6 +564,7 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
     report.noise = measure_noise_scale(workload, p.noise);
   } else if (command == "validate") {
     report.validation = validate(workload, held_out, *p.validate);
+    if (std::string w = shared_cpu_warning(*report.validation); !w.empty()) report.context.warnings.push_back(w);
     report.recommendation = recommend(*report.validation);
     if (report.recommendation) report.lr = fixed_run(*report.validation, report.recommendation->batch)->lr;
   } else {

@@ -161,7 +161,7 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
   const char* moved = along.empty()                 ? "was"
                       : last > *race.noise_at_start ? "grew from"
                       : last < *race.noise_at_start ? "fell from"  // a measurement's noise, or a plateau's
-                                                    : "moved from";
+                                                    : "stayed at";
   race.notes.push_back(fmt::format(
       "the noise scale (critical batch) {} {} at the start{}; carried on, {} "
       "at the run's end",

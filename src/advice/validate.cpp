@@ -12,7 +12,9 @@
 
 #include "advice/target.h"
 #include "batchwise/schedule.h"
+#include "batchwise/sweep.h"
 #include "batchwise/units.h"
+#include "batchwise/utilisation.h"
 #include "batchwise/workload.h"
 #include "check.h"
 
@@ -93,7 +95,8 @@ Limits run_limits(const ValidateOptions& o, ValidationRun& run, int64_t epoch, c
   return limits;
 }
 
-// The run's memory limit while it trains, lifted while it evaluates (Lifted) and when it ends.
+// The run's memory limit while it trains (its range tests too), lifted while it evaluates (the
+// evaluation's batch is batchwise's, not the run's) and when it ends.
 class RunLimit {
  public:
   RunLimit(ModuleWorkload& w, int64_t bytes) : memory_(bytes > 0 ? device_memory(w) : nullptr), bytes_(bytes) {
@@ -102,18 +105,28 @@ class RunLimit {
   ~RunLimit() { lift(); }
   RunLimit(const RunLimit&) = delete;
   RunLimit& operator=(const RunLimit&) = delete;
-  struct Lifted {
-    explicit Lifted(RunLimit& l) : limit(l) { limit.lift(); }
-    ~Lifted() { limit.hold(); }
-    RunLimit& limit;
-  };
+  // `data` through the model with the limit lifted, held again where training follows.
+  std::pair<double, std::optional<double>> evaluate(ModuleWorkload& w, const Dataset& data, bool training_follows) {
+    lift();
+    auto result = w.evaluate(data);
+    if (training_follows) hold();
+    return result;
+  }
 
  private:
+  // CUDA's cached blocks are handed out without the fraction's check: they go first (an evaluation,
+  // lifted, cached its own), as before a trial.
   void hold() {
-    if (memory_) memory_->set_limit(bytes_);
+    if (!memory_) return;
+    memory_->synchronize();
+    memory_->release_cached();
+    memory_->set_limit(bytes_);
   }
-  void lift() {
-    if (memory_) memory_->set_limit(0);
+  void lift() noexcept {
+    try {
+      if (memory_) memory_->set_limit(0);
+    } catch (...) {  // a sticky CUDA error while unwinding: the run's own error says it
+    }
   }
   std::unique_ptr<DeviceMemory> memory_;
   int64_t bytes_;
@@ -144,6 +157,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
                              : full                     ? std::max<int64_t>(1, limits.max_samples / 10)
                                                         : std::max<int64_t>(1, epoch / 20);
 
+  const std::optional<SchedulerTimes> before = w.device().is_cpu() ? scheduler_times() : std::nullopt;
   int64_t samples = 0, next_eval = eval_every;
   double train_s = 0;
   double lr_now = run.lr.lr;  // the phase's rate, for a message (a schedule's later phase has its own)
@@ -174,8 +188,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     if (samples >= next_eval || samples >= limits.max_samples) {
       next_eval = samples + eval_every;
       const auto eval_start = Clock::now();
-      const RunLimit::Lifted lifted(limit);
-      const auto [held_loss, accuracy] = w.evaluate(probe);
+      const auto [held_loss, accuracy] = limit.evaluate(w, probe, samples < limits.max_samples);
       run.eval_s += since(eval_start);
       run.curve.push_back({samples, run.steps, train_s, held_loss, accuracy});
       if (!full && reached(o, run.curve.back())) {
@@ -199,12 +212,15 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     }
   }
   run.train_s = train_s;
+  if (const std::optional<SchedulerTimes> after = before ? scheduler_times() : std::nullopt) {
+    const double ran = after->running_s - before->running_s, waited = after->waiting_s - before->waiting_s;
+    if (ran + waited > 0) run.cpu_wait_share = std::clamp(waited / (ran + waited), 0.0, 1.0);
+  }
   run.epochs = static_cast<double>(samples) / static_cast<double>(epoch);
   if (!run.curve.empty()) run.last = run.curve.back();
   if (full && run.message.empty()) {  // the final quality, on the whole held-out set
     const auto eval_start = Clock::now();
-    const RunLimit::Lifted lifted(limit);
-    const auto [loss, accuracy] = w.evaluate(held_out);
+    const auto [loss, accuracy] = limit.evaluate(w, held_out, /*training_follows=*/false);
     run.eval_s += since(eval_start);
     if (std::isfinite(loss))
       run.final_loss = loss, run.final_accuracy = accuracy;
@@ -295,6 +311,23 @@ void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
 }
 
 }  // namespace
+
+std::string shared_cpu_warning(const ValidationResult& v) {
+  std::vector<std::string> runs;
+  double most = 0;
+  for (const ValidationRun& r : v.runs)
+    if (r.cpu_wait_share && *r.cpu_wait_share > kSharedCpuShare) {
+      runs.push_back(r.schedule.empty() ? std::to_string(r.batch) : "the schedule " + r.schedule);
+      most = std::max(most, *r.cpu_wait_share);
+    }
+  if (runs.empty()) return {};
+  return fmt::format(
+      "validation shared the CPU: the {} of {} waited for a core up to {:.0f} % of the time {} threads were ready to "
+      "run (Linux's run-queue delay), held by another process or by more threads than cores; {} train_s, and with it "
+      "which good batch is fastest, carries that: validate again on a quiet machine (top shows what else runs)",
+      runs.size() > 1 ? "runs" : "run", fmt::join(runs, ", "), 100 * most, runs.size() > 1 ? "their" : "its",
+      runs.size() > 1 ? "their" : "its");
+}
 
 const ValidationRun* fixed_run(const ValidationResult& v, int64_t batch) {
   for (const auto& run : v.runs)

@@ -27,8 +27,8 @@ class CudaMemory final : public DeviceMemory {
   int64_t peak_bytes() override { return alloc::getDeviceStats(index_).reserved_bytes[kAggregate].peak; }
   int64_t peak_allocated_bytes() override { return alloc::getDeviceStats(index_).allocated_bytes[kAggregate].peak; }
   void set_limit(int64_t bytes) override {
-    const double total = static_cast<double>(total_bytes());
-    const double fraction = bytes <= 0 ? 1.0 : std::min(1.0, static_cast<double>(bytes) / total);
+    // Lifting asks the device nothing: it runs in destructors, after a CUDA error too.
+    const double fraction = bytes <= 0 ? 1.0 : std::min(1.0, static_cast<double>(bytes) / total_bytes());
     alloc::setMemoryFraction(fraction, index_);
   }
   // The first matmul on a stream gives cuBLAS (and cuBLASLt) a workspace per handle and stream,

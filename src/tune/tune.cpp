@@ -25,6 +25,7 @@
 #include "batchwise/time_plan.h"
 #include "batchwise/units.h"
 #include "check.h"
+#include "tune/precisions.h"
 #include "tune/race_entries.h"
 #include "tune/race_time.h"
 
@@ -468,6 +469,7 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
     v.batch_schedule(report.run_race->schedule->phases);
   report.validation = validate(*subject.workload, subject.held_out(),
                                v.batch_sizes(candidates).base_batch(o.base_batch()).limit_bytes(report.budget_bytes));
+  if (std::string w = shared_cpu_warning(*report.validation); !w.empty()) report.context.warnings.push_back(w);
   report.recommendation = confirm(*report.recommendation, *report.validation);
 }
 
@@ -480,7 +482,7 @@ void learning_rate(const TuneSubject& subject, const TuneOptions& o, Report& rep
   if (report.validation)
     for (const auto& run : report.validation->runs)
       if (run.batch == batch && run.schedule.empty()) report.lr = run.lr;
-  bool fitted = report.lr && report.validation->epochs > 0;  // a full run's: the run's already
+  bool fitted = report.lr && report.validation && report.validation->epochs > 0;  // a full run's: the run's already
   if (report.race && !report.lr)
     for (const auto& e : report.race->entries)
       if (e.batch == batch && e.rungs > 0) report.lr = e.lr;
@@ -516,60 +518,6 @@ void plan_the_run(const TuneSubject& subject, const TuneOptions& o, Report& repo
   report.run_plan = plan_run(optimizer_settings(optimizer, module_of(subject)), report.workload.dataset_size, rows);
 }
 
-// One other precision at the recommended batch: its own fit, its throughput there, and a verdict
-// against the run's own precision; what its one-batch sweep warns of (a noisy reading, or one that
-// shared the CPU), named by the precision, into `warnings`.
-PrecisionPoint measure_precision(Precision precision, const WorkloadOptions& options, const TuneOptions& o,
-                                 const PrecisionPoint& own, int64_t budget, std::vector<std::string>& warnings) {
-  WorkloadOptions other_options = options;
-  auto other = make_workload(other_options.precision(precision));
-  WorkloadRunner runner(*other);
-  FitOptions f = o.fit();
-  const FitResult other_fit = fit(runner, f.budget_bytes(budget));
-  SweepOptions one = o.sweep();
-  const SweepResult other_sweep = sweep(runner, one.batch_sizes({own.batch}).budget_bytes(budget));
-  // Said of its one batch, from the sweep's figures (its warning speaks of a sweep over many batches).
-  // A one-batch sweep's noise warning cannot arise: it neither stops early nor has a knee to move.
-  const auto warn = [&](const std::string& what) {
-    warnings.push_back(
-        fmt::format("precision {} at batch {}: {}; its samples/s, and the verdict on them, rest on "
-                    "that reading",
-                    to_string(precision), own.batch, what));
-  };
-  const Trial* point = other_sweep.points.empty() ? nullptr : &other_sweep.points.front();
-  if (!other_sweep.shared_cpu_warning.empty() && point && point->cpu_wait_share)
-    warn(
-        fmt::format("the sweep shared the CPU: its threads waited for a core {:.0f} % of the time they were ready "
-                    "to run (Linux's run-queue delay), held by another process or by more of its own threads than "
-                    "there are cores",
-                    100 * *point->cpu_wait_share));
-  PrecisionPoint p;
-  p.precision = precision;
-  p.fit_batch = other_fit.batch;
-  p.fit_limited_by_max = other_fit.limited_by_max;
-  p.batch = own.batch;
-  if (!other_sweep.points.empty() && other_sweep.points.front().outcome == Outcome::Ok) {
-    p.samples_per_s = other_sweep.points.front().samples_per_s;
-    p.peak_bytes = other_sweep.points.front().peak_bytes;
-  }
-  p.speed_ratio = own.samples_per_s > 0 ? p.samples_per_s / own.samples_per_s : 0;
-  p.memory_ratio = own.peak_bytes > 0 ? static_cast<double>(p.peak_bytes) / static_cast<double>(own.peak_bytes) : 0;
-  const bool bigger = p.fit_batch && own.fit_batch && *p.fit_batch > *own.fit_batch;
-  if (p.samples_per_s <= 0)
-    p.verdict = "did not run at this batch";
-  else if (p.speed_ratio >= 1.05)
-    p.verdict =
-        fmt::format("pays: {:.2f}x the samples/s at {:.0f} % of the memory", p.speed_ratio, 100 * p.memory_ratio);
-  else if (bigger)
-    p.verdict = fmt::format("slower ({:.2f}x) but fits batch {} against {}: pays only where memory is the limit",
-                            p.speed_ratio, *p.fit_batch, *own.fit_batch);
-  else
-    p.verdict =
-        fmt::format("does not pay on this device: {:.2f}x the samples/s{}", p.speed_ratio,
-                    p.memory_ratio < 0.95 ? fmt::format(", though {:.0f} % of the memory", 100 * p.memory_ratio) : "");
-  return p;
-}
-
 // Every precision this device trains in, at the batch just recommended (the same batch for all, so
 // the figures compare). fp16 on a CPU only as the run's own: few CPUs have half-precision units.
 void compare_precisions(TuneSubject& subject, const TuneOptions& o, Report& report) {
@@ -594,7 +542,7 @@ void compare_precisions(TuneSubject& subject, const TuneOptions& o, Report& repo
     if (precision == own.precision || (precision == Precision::Fp16 && !cuda)) continue;
     stage(o, Phase::Precision, fmt::format("precision {}: fit, then batch {}", to_string(precision), own.batch));
     report.precisions.push_back(
-        measure_precision(precision, options, o, own, report.budget_bytes, report.context.warnings));
+        detail::measure_precision(precision, options, o, own, report.budget_bytes, report.context.warnings));
   }
 }
 
@@ -764,8 +712,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   if (o.epochs() > 0 && !report.run_race)
     report.context.warnings.push_back(
         "--epochs was not used to choose the batch: only the run race uses it for that, and none ran (--no-race, a "
-        "training command, data-parallel ranks, fp16, or fewer than 2 candidates); the learning rate's warm-up is "
-        "fitted to the run");
+        "training command, data-parallel ranks, fp16, or fewer than 2 candidates)");
   if ((o.target_accuracy() > 0 || o.target_loss() > 0) && !report.race && !o.validate())
     report.context.warnings.push_back(
         "the target was not used: without --validate only the batch race uses it, and no race ran (--no-race, a "

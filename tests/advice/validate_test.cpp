@@ -14,6 +14,7 @@
 #include "batchwise/recommend.h"
 #include "batchwise/report.h"
 #include "batchwise/trial.h"
+#include "batchwise/utilisation.h"
 #include "batchwise/validate.h"
 #include "batchwise/workload.h"
 
@@ -83,6 +84,11 @@ TEST(Validate, FullRunsTrainTheEpochsAndCompareFinalQuality) {
     EXPECT_FALSE(r.reached);
     EXPECT_EQ(r.curve.back().samples, r.steps * r.batch);  // the last evaluation after the last step
     EXPECT_EQ(r.curve.size(), 10u);
+    if (scheduler_times()) {  // /proc/self/task/*/schedstat, where the kernel keeps it
+      ASSERT_TRUE(r.cpu_wait_share.has_value());
+      EXPECT_GE(*r.cpu_wait_share, 0.0);
+      EXPECT_LE(*r.cpu_wait_share, 1.0);
+    }
   }
   ASSERT_TRUE(v.best_batch.has_value());
   ASSERT_TRUE(v.fastest_batch.has_value());
@@ -206,6 +212,27 @@ TEST(Validate, ABestAtTheGridsLowerEdgeTrainsABatchBelowIt) {
   EXPECT_EQ(std::count(v.good_batches.begin(), v.good_batches.end(), 50), v.runs[0].good ? 1 : 0);
   // In batch order, the halving trained last included ("batches 100 to 50 about as good", before).
   EXPECT_TRUE(std::is_sorted(v.good_batches.begin(), v.good_batches.end()));
+}
+
+// A run whose threads waited for a core (another process on it) took longer than the batch costs,
+// and the fastest good batch is read off train_s: the validation says so, naming the runs (QA: three
+// runs of one batch took 1.8, 46 and 50 s with nothing said).
+TEST(Validate, RunsThatSharedTheCpuAreNamedInAWarning) {
+  ValidationResult v;
+  for (const auto& [batch, share] : std::vector<std::pair<int64_t, double>>{{16, 0.35}, {64, 0.02}, {128, 0.12}}) {
+    ValidationRun r;
+    r.batch = batch;
+    r.cpu_wait_share = share;
+    v.runs.push_back(r);
+  }
+  EXPECT_EQ(shared_cpu_warning(v),
+            "validation shared the CPU: the runs of 16, 128 waited for a core up to 35 % of the time their threads "
+            "were ready to run (Linux's run-queue delay), held by another process or by more threads than cores; "
+            "their train_s, and with it which good batch is fastest, carries that: validate again on a quiet machine "
+            "(top shows what else runs)");
+  v.runs[0].cpu_wait_share = 0.05;
+  v.runs[2].cpu_wait_share.reset();  // not read (not a CPU)
+  EXPECT_EQ(shared_cpu_warning(v), "");
 }
 
 // The budget holds for validate's runs as for a trial: a batch whose training needs more fails as

@@ -765,6 +765,8 @@ def test_validate():
          "micro_batch=48 must be below batch=256 and divide it"),
         (lambda: batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32], epochs=1,
                                     batch_schedule=[(32, 0), (64, "soon")]), TypeError, "batch-size schedule"),
+        (lambda: batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32], epochs=1,
+                                    batch_schedule=""), TypeError, "batch_schedule='' is not a batch-size schedule"),
         # Held-out data the model or the loss cannot take is refused before anything trains, naming it.
         (lambda: batchwise.validate(model, optimizer, (x, y), held_out=(held_out[0][:, :40], held_out[1]),
                                     batch_sizes=[32], epochs=1, progress=False), batchwise.TrainingError,

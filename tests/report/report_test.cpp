@@ -3,6 +3,7 @@
 // BATCHWISE_UPDATE_GOLDEN=1 after an intended change, and review the diff.
 #include "batchwise/report.h"
 
+#include "batchwise/compare.h"
 #include "batchwise/html.h"
 #include "batchwise/lr.h"
 #include "batchwise/plan.h"
@@ -15,9 +16,13 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "report/console.h"
 #include "support/reports.h"
@@ -291,6 +296,41 @@ TEST(Report, NoFitMeansANullBatch) {
   EXPECT_TRUE(j.at("fit").at("batch").is_null());
   EXPECT_EQ(j.at("fit").at("outcome"), "does_not_fit");
   EXPECT_FALSE(j.contains("recommendation"));
+}
+
+// Two answers for runs of other lengths are not one answer measured twice: compare lists the run
+// each report answered for where they differ (QA: a 2-epoch and a 1e-300-epoch tune differed only
+// in their budget, as compare showed them).
+TEST(Report, CompareNamesTheRunEachAnsweredFor) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("batchwise-report-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto written = [&](const std::string& name, double epochs) {
+    Report r = fixed_report();
+    ValidationResult v;
+    v.epochs = epochs;
+    v.lr_schedule = "cosine";
+    r.validation = v;
+    std::ofstream(dir / name) << to_json(r);
+    return (dir / name).string();
+  };
+  const Comparison c = compare_reports(written("a.json", 2), written("b.json", 5));
+  const auto run =
+      std::find_if(c.differences.begin(), c.differences.end(), [](const ComparedField& d) { return d.name == "run"; });
+  ASSERT_NE(run, c.differences.end()) << to_table(c);
+  EXPECT_EQ(run->a, "2 epochs, cosine rate");
+  EXPECT_EQ(run->b, "5 epochs, cosine rate");
+  std::ofstream(dir / "plain.json") << to_json(fixed_report());  // answered for no run of its own
+  const Comparison none = compare_reports(written("one.json", 1), (dir / "plain.json").string());
+  const auto plain = std::find_if(none.differences.begin(), none.differences.end(),
+                                  [](const ComparedField& d) { return d.name == "run"; });
+  ASSERT_NE(plain, none.differences.end()) << to_table(none);
+  EXPECT_EQ(plain->a, "1 epoch, cosine rate");
+  EXPECT_EQ(plain->b, "-");
+  const Comparison same = compare_reports(written("c.json", 2), written("d.json", 2));
+  EXPECT_TRUE(std::none_of(same.differences.begin(), same.differences.end(),
+                           [](const ComparedField& d) { return d.name == "run"; }));
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -118,6 +118,7 @@ Report full_report() {
   fixed.final_loss = 0.3;
   fixed.final_accuracy = 0.9;
   fixed.good = true;
+  fixed.cpu_wait_share = 0.3;
   ValidationRun phased = fixed;
   phased.schedule = "64:0,256:2.5";
   phased.phase_lrs = {0.02, 0.08};
@@ -145,6 +146,7 @@ TEST(Report, JsonReadsBackToTheSameJson) {
                               "\"skipped_steps\"", "\"gpu_temperature_c\"", "\"breaks\"", "\"not_run\""})
     EXPECT_NE(full.find(section), std::string::npos) << section;
   EXPECT_EQ(back.sweep->points.at(1).cpu_wait_share, 0.42);
+  EXPECT_EQ(back.validation->runs.at(0).cpu_wait_share, 0.3);
   EXPECT_FALSE(back.sweep->points.at(0).cpu_wait_share);
   EXPECT_EQ(back.sweep->shared_cpu_warning, "the sweep shared the CPU");
   EXPECT_EQ(back.sweep->cpu_retried, (std::vector<int64_t>{128, 128}));

@@ -87,6 +87,7 @@ class Validate : public Command {
                                        .extend_below(extend_below_)
                                        .limit_bytes(s.report.budget_bytes)
                                        .on_progress([&](const ValidateProgress& p) { s.on_validate(p); }));
+    if (std::string w = shared_cpu_warning(*s.report.validation); !w.empty()) s.report.context.warnings.push_back(w);
     s.print_validation(*s.report.validation);
     const ValidationResult& v = *s.report.validation;
     s.report.recommendation = recommend(v);
