@@ -156,7 +156,10 @@ std::string to_table(const Comparison& c) {
   for (const auto& d : c.differences) line(fmt::format("{:<14} A {}  |  B {}", d.name, d.a, d.b));
   line(fmt::format("{:<14} A {}  |  B {}", "fit", opt(c.fit_batch_a), opt(c.fit_batch_b)));
   line(fmt::format("{:<14} A {}  |  B {}", "recommended", opt(c.recommended_a), opt(c.recommended_b)));
-  if (c.points.empty()) return out.str();
+  if (c.points.empty()) {  // no sweep on either side: the warnings still hold (other workloads)
+    for (const auto& w : c.warnings) line("warning: " + w);
+    return out.str();
+  }
   line("");
   line(fmt::format("{:>8}  {:>13}  {:>13}  {:>7}  {:>11}  {:>11}  {:>7}", "batch", "A samples/s", "B samples/s", "B/A",
                    "A peak", "B peak", "B/A"));

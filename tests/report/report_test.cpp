@@ -327,6 +327,17 @@ TEST(Report, CompareNamesTheRunEachAnsweredFor) {
   ASSERT_NE(plain, none.differences.end()) << to_table(none);
   EXPECT_EQ(plain->a, "1 epoch, cosine rate");
   EXPECT_EQ(plain->b, "-");
+  // Without a sweep on either side the table still warns of other workloads (it returned before its
+  // warnings where there were no points).
+  Report lenet = fixed_report();
+  lenet.sweep.reset();
+  lenet.workload.model = "lenet";
+  std::ofstream(dir / "lenet.json") << to_json(lenet);
+  Report mlp = lenet;
+  mlp.workload.model = "mlp";
+  std::ofstream(dir / "mlp.json") << to_json(mlp);
+  const std::string table = to_table(compare_reports((dir / "lenet.json").string(), (dir / "mlp.json").string()));
+  EXPECT_NE(table.find("warning: A and B train different workloads (model lenet | mlp)"), std::string::npos) << table;
   const Comparison same = compare_reports(written("c.json", 2), written("d.json", 2));
   EXPECT_TRUE(std::none_of(same.differences.begin(), same.differences.end(),
                            [](const ComparedField& d) { return d.name == "run"; }));
