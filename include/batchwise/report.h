@@ -27,6 +27,10 @@ std::string to_table(const Report& report);
 /// of why (the fit, the knee, the noise scale, what decided, the confidence), then closing_line.
 std::string to_summary(const Report& report);
 
+/// The run `report` answered for: "2 epochs, cosine rate" for tune --epochs's run race or validate's
+/// full runs; "-" where it names none (a batch race answers for its own horizon).
+std::string answered_run(const Report& report);
+
 /// One line with the answer, fields joined by " | ": "answer: batch 64 | lr 0.02, warm-up 937 steps
 /// (1 epoch) from 0.01 | batches 16 to 128 about as good | confidence medium"; the lr, range and
 /// confidence only where the report has them. Without a recommendation: "answer: none: " and why.

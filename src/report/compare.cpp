@@ -38,15 +38,6 @@ std::string json_text(T value) {
   return json(value).dump();
 }
 
-// The run a report answered for (tune --epochs, validate's full runs): two answers for runs of other
-// lengths are not one answer measured twice. Empty where it names none.
-std::string run_answered_for(const Report& r) {
-  if (r.run_race) return fmt::format("{}, {} rate", format_epochs(r.run_race->epochs), r.run_race->lr_schedule);
-  if (r.validation && r.validation->epochs > 0)
-    return fmt::format("{}, {} rate", format_epochs(r.validation->epochs), r.validation->lr_schedule);
-  return "-";
-}
-
 // The context and workload fields a comparison lists when they differ.
 struct ComparedText {
   const char* name;
@@ -68,7 +59,7 @@ const ComparedText kCompared[] = {
     {"input shape", [](const Report& r) { return fmt::format("{}", fmt::join(r.workload.input_shape, "x")); }},
     {"budget", [](const Report& r) { return format_bytes(r.budget_bytes); }},
     {"target", [](const Report& r) { return json_text(r.target); }},
-    {"run", [](const Report& r) { return run_answered_for(r); }},
+    {"run", [](const Report& r) { return answered_run(r); }},
 };
 
 void add_points(const Report& report, bool is_a, std::map<int64_t, ComparedPoint>& points) {

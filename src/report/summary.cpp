@@ -112,6 +112,13 @@ std::string decider_line(const Report& r) {
 
 }  // namespace
 
+std::string answered_run(const Report& r) {
+  if (r.run_race) return fmt::format("{}, {} rate", format_epochs(r.run_race->epochs), r.run_race->lr_schedule);
+  if (r.validation && r.validation->epochs > 0)
+    return fmt::format("{}, {} rate", format_epochs(r.validation->epochs), r.validation->lr_schedule);
+  return "-";
+}
+
 std::string closing_line(const Report& r) {
   if (!r.recommendation) {
     if (r.fit && !r.fit->batch) return "answer: none: no batch fits (" + r.fit->message + ")";

@@ -1099,8 +1099,10 @@ TEST(Cli, RunsAreStoredAndTuneReusesAMatchingFit) {
   EXPECT_EQ(runs[0].at("id"), 3);
   EXPECT_EQ(runs[2].at("fit_batch"), 32);
   EXPECT_NE(runs[2].at("workload").get<std::string>().find("mlp on synthetic"), std::string::npos);
+  EXPECT_EQ(runs[2].at("run"), "-");  // a plain tune names no run (tune --epochs would: "2 epochs, cosine rate")
   const Outcome table = batchwise("history --history " + db.string());
   EXPECT_NE(table.out.find("(3 shown, newest first)"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(" run "), std::string::npos) << table.out;
   std::ofstream(scratch() / "garbage.sqlite") << "not a database at all, just words";
   expect_clean_error("history --history " + (scratch() / "garbage.sqlite").string(), 2,
                      "not a usable batchwise history");

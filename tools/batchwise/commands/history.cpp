@@ -6,6 +6,7 @@
 
 #include "../cli.h"
 #include "batchwise/history.h"
+#include "batchwise/report.h"
 
 namespace batchwise::cli {
 namespace {
@@ -24,6 +25,14 @@ class HistoryList : public Command {
   int run() override {
     History h(history_path(history_));
     const auto runs = h.list(limit_);
+    // The run each answered for, from its stored report (compare lists the same field).
+    const auto run_of = [](const HistoryEntry& r) {
+      try {
+        return answered_run(report_from_json(r.report_json, fmt::format("history run {}", r.id)));
+      } catch (const std::exception&) {  // a row an older or newer batchwise wrote: its report unread here
+        return std::string("?");
+      }
+    };
     if (json_) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& r : runs)
@@ -34,6 +43,7 @@ class HistoryList : public Command {
                      {"device", r.device},
                      {"versions", r.versions},
                      {"budget_bytes", r.budget_bytes},
+                     {"run", run_of(r)},
                      {"fit_batch", r.fit_batch ? nlohmann::json(*r.fit_batch) : nlohmann::json(nullptr)},
                      {"recommended_batch",
                       r.recommended_batch ? nlohmann::json(*r.recommended_batch) : nlohmann::json(nullptr)}});
@@ -41,12 +51,13 @@ class HistoryList : public Command {
       return kExitOk;
     }
     fmt::print("{} ({} shown, newest first)\n", history_path(history_), runs.size());
-    fmt::print("{:>5}  {:<20}  {:<5}  {:>7}  {:>7}  {}\n", "id", "date", "cmd", "fit", "batch",
+    fmt::print("{:>5}  {:<20}  {:<8}  {:>7}  {:>7}  {:<24}  {}\n", "id", "date", "cmd", "fit", "batch", "run",
                "workload | device | versions");
     for (const auto& r : runs)
-      fmt::print("{:>5}  {:<20}  {:<5}  {:>7}  {:>7}  {} | {} | {}\n", r.id, r.date, r.command,
+      fmt::print("{:>5}  {:<20}  {:<8}  {:>7}  {:>7}  {:<24}  {} | {} | {}\n", r.id, r.date, r.command,
                  r.fit_batch ? std::to_string(*r.fit_batch) : "-",
-                 r.recommended_batch ? std::to_string(*r.recommended_batch) : "-", r.workload, r.device, r.versions);
+                 r.recommended_batch ? std::to_string(*r.recommended_batch) : "-", run_of(r), r.workload, r.device,
+                 r.versions);
     return kExitOk;
   }
 
