@@ -674,6 +674,11 @@ def _engine_error(command, error):
 def _call(command, options, make_adapter):
     engine = _engine()
     options = _options(command, options)
+    if options.get("epochs"):  # as the CLI refuses them: full runs train to their end
+        for name in ("max_epochs", "max_seconds", "stop_slower_than"):
+            if options.get(name) is not None:
+                raise ValueError(f"batchwise.{command}: {name}={options[name]!r} limits a run to a target, and "
+                                 f"epochs={options['epochs']!r} trains every run to its end; drop {name}")
     adapter = make_adapter(options)
     options.pop("held_out", None)
     if command == "validate" and not any(options.get(k) for k in ("epochs", "target_accuracy", "target_loss")):

@@ -59,6 +59,12 @@ TEST(Cli, MalformedOptions) {
                      "--batch-sizes: 99999999999 in '99999999999' is more than the most batchwise takes, 1073741824");
   expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 64 --epochs 1 --batch-schedule ''", 2,
                      "--batch-schedule: '' in '' has no ':'");
+  // A target's limits beside full runs, which train to their end (silently unused before).
+  expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 64 --epochs 1 --max-seconds 60", 2,
+                     "--max-seconds 60: it limits a run to a target, and --epochs 1 trains every run to its end; drop "
+                     "--max-seconds");
+  expect_clean_error("tune --model mlp --dataset synthetic --epochs 2 --stop-slower-than 1.5", 2,
+                     "--stop-slower-than 1.5: it limits a run to a target");
   expect_clean_error("fit --model mlp --dataset synthetic --num-classes 0", 2,
                      "--num-classes: 0: must be at least 2 (a classifier needs at least 2 classes");
   expect_clean_error("fit --model mlp --dataset synthetic --nproc 0", 2,

@@ -767,6 +767,9 @@ def test_validate():
                                     batch_schedule=[(32, 0), (64, "soon")]), TypeError, "batch-size schedule"),
         (lambda: batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32], epochs=1,
                                     batch_schedule=""), TypeError, "batch_schedule='' is not a batch-size schedule"),
+        (lambda: batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32], epochs=1,
+                                    max_seconds=60), ValueError,
+         "max_seconds=60.0 limits a run to a target, and epochs=1.0 trains every run to its end; drop max_seconds"),
         # Held-out data the model or the loss cannot take is refused before anything trains, naming it.
         (lambda: batchwise.validate(model, optimizer, (x, y), held_out=(held_out[0][:, :40], held_out[1]),
                                     batch_sizes=[32], epochs=1, progress=False), batchwise.TrainingError,

@@ -322,15 +322,18 @@ void ValidateFlags::add(CLI::App* cmd) {
   cmd->add_option("--target-accuracy", target_accuracy,
                   fmt::format("stop at this test accuracy (default {} when no target)", kDefaultTargetAccuracy));
   cmd->add_option("--target-loss", target_loss, "stop at this test loss");
-  cmd->add_option("--max-epochs", max_epochs, "give up after this many epochs per candidate")->capture_default_str();
-  cmd->add_option("--max-seconds", max_seconds, "give up after this much training time per candidate (0: none)")
-      ->capture_default_str();
+  target_limits.push_back(cmd->add_option("--max-epochs", max_epochs, "give up after this many epochs per candidate")
+                              ->capture_default_str());
+  target_limits.push_back(
+      cmd->add_option("--max-seconds", max_seconds, "give up after this much training time per candidate (0: none)")
+          ->capture_default_str());
   cmd->add_option("--eval-every", eval_every, "evaluate every this many training samples (default: 1/20 epoch)");
   cmd->add_option("--held-out-samples", held_out_samples,
                   "evaluate on the first N held-out samples (default: all; fewer evaluate faster, less precisely)");
-  cmd->add_option("--stop-slower-than", stop_slower_than,
-                  "stop a candidate once its training time passes this multiple of the fastest so far (e.g. 1.5; "
-                  "default: never)");
+  target_limits.push_back(
+      cmd->add_option("--stop-slower-than", stop_slower_than,
+                      "stop a candidate once its training time passes this multiple of the fastest so far (e.g. 1.5; "
+                      "default: never)"));
   cmd->add_flag("--rule-lr", rule_lr,
                 "train each candidate at the scaling rule's rate alone (Goyal's epochs of warm-up), not the rate "
                 "tune advises (the rule capped by a range test at that batch)");
@@ -356,6 +359,12 @@ void ValidateFlags::check(const WorkloadFlags& w) {
         "--epochs {} and --target-{} {}: --epochs trains full runs and compares their final "
         "quality, a target stops each run when it is met; give one of them",
         epochs, target_accuracy > 0 ? "accuracy" : "loss", target_accuracy > 0 ? target_accuracy : target_loss));
+  for (const CLI::Option* limit : target_limits)  // silently unused before
+    if (epochs > 0 && limit->count() > 0)
+      throw ConfigError(
+          fmt::format("{} {}: it limits a run to a target, and --epochs {} trains every run to its "
+                      "end; drop {}",
+                      limit->get_name(), limit->as<std::string>(), epochs, limit->get_name()));
   if (epochs == 0 && schedule != LrSchedule::Constant)
     throw ConfigError(fmt::format(
         "--lr-schedule {}: a decaying rate decays over a run of known length; give --epochs N", lr_schedule));

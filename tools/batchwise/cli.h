@@ -161,6 +161,8 @@ struct ValidateFlags {
   int64_t eval_every = 0, held_out_samples = 0;
   double stop_slower_than = 0;
   bool rule_lr = false;
+  /// The flags that limit a target's runs, refused beside --epochs (full runs train to their end).
+  std::vector<CLI::Option*> target_limits;
 
   void add(CLI::App* cmd);
   /// --epochs and --lr-schedule: the run the user will do.
