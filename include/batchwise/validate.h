@@ -72,6 +72,11 @@ struct ValidateOptions {
   TORCH_ARG(int64_t, limit_bytes) = 0;
   /// Called after every evaluation.
   TORCH_ARG(std::function<void(const struct ValidateProgress&)>, on_progress);
+  /// Asked after every training step and before every candidate: true stops the validation there
+  /// (the CLI's Ctrl-C). The run under way is dropped (it did not finish), no later candidate
+  /// trains, the runs that finished are kept and judged among themselves, and
+  /// ValidationResult::not_trained names the rest. Unset: never.
+  TORCH_ARG(std::function<bool()>, should_stop);
 };
 
 /// Where a validation stands, after an evaluation.
@@ -201,6 +206,12 @@ struct ValidationResult {
   /// training time it saves against the fastest good fixed batch (negative: it took longer), where
   /// its final quality is good; none otherwise.
   std::optional<double> schedule_saving;
+  /// Stopped by ValidateOptions::should_stop: the batches whose runs did not finish (the one under way
+  /// and those after it; a schedule's run by its first phase's batch, with `schedule_not_trained`).
+  /// `best_batch`, `good_batches` and `fastest_batch` then judge the finished runs alone.
+  bool interrupted = false;
+  std::vector<int64_t> not_trained;
+  bool schedule_not_trained = false;
 };
 
 /// The JSON fields of a ValidationResult, in JSON order (fields.h).
@@ -216,6 +227,9 @@ void fields(V& v, T& r) {
   v("loss_before", r.loss_before, When{r.epochs > 0});
   v("accuracy_before", r.accuracy_before, When{r.epochs > 0});
   v("schedule_saving", r.schedule_saving, When{r.schedule_saving.has_value()});
+  v("interrupted", r.interrupted, When{r.interrupted});
+  v("not_trained", r.not_trained, When{r.interrupted});
+  v("schedule_not_trained", r.schedule_not_trained, When{r.interrupted});
   v("runs", r.runs);
 }
 

@@ -42,6 +42,14 @@ LrAdvice candidate_lr(ModuleWorkload& w, const ValidateOptions& o, double base_l
   return a;
 }
 
+// Thrown out of a run when ValidateOptions::should_stop says so; not an std::exception, so that no
+// handler of a failed run takes it for one.
+struct Stopped {};
+
+void stop_if_asked(const ValidateOptions& o) {
+  if (o.should_stop() && o.should_stop()()) throw Stopped{};
+}
+
 struct Race {  // what the candidates before this one achieved, for stop_slower_than and progress
   int index = 0, count = 0;
   std::optional<double> fastest_s;
@@ -143,6 +151,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
   run.lr = candidate_lr(w, o, base_lr, batch);
   std::vector<LrAdvice> phase_lr;
   for (const auto& p : phases) phase_lr.push_back(p.batch == batch ? run.lr : candidate_lr(w, o, base_lr, p.batch));
+  stop_if_asked(o);  // the range tests train too, for seconds
   const int64_t epoch = w.data().size();
   const bool full = o.epochs() > 0;
   if (full && !phases.empty()) {
@@ -180,6 +189,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     train_s += since(start);
     samples += step_batch;
     ++run.steps;
+    stop_if_asked(o);
     if (!std::isfinite(loss)) {
       run.message = fmt::format("the training loss became {} after {} steps: this learning rate ({:.4g}) diverges",
                                 loss, run.steps, lr_now);
@@ -335,12 +345,10 @@ const ValidationRun* fixed_run(const ValidationResult& v, int64_t batch) {
   return nullptr;
 }
 
-ValidationResult validate(Workload& workload, const Dataset& held_out, const ValidateOptions& o) {
-  auto* w = dynamic_cast<ModuleWorkload*>(&workload);
-  BATCHWISE_CHECK(w != nullptr, ConfigError,
-                  "validate: {} is not a torch::nn module workload; time-to-accuracy needs batchwise's own training "
-                  "loop and evaluation",
-                  workload.info().model);
+namespace {
+
+// The options validate refuses, each naming its flag and the fix.
+void check_options(const ValidateOptions& o, const Dataset& held_out) {
   const bool full = o.epochs() > 0;
   BATCHWISE_CHECK(o.epochs() >= 0 && std::isfinite(o.epochs()), ConfigError, "--epochs {:g}: must be positive",
                   o.epochs());
@@ -377,6 +385,18 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   BATCHWISE_CHECK(o.stop_slower_than() == 0 || o.stop_slower_than() >= 1, ConfigError,
                   "--stop-slower-than {:g}: a multiple of the fastest time, at least 1 (or 0: never)",
                   o.stop_slower_than());
+}
+
+}  // namespace
+
+ValidationResult validate(Workload& workload, const Dataset& held_out, const ValidateOptions& o) {
+  auto* w = dynamic_cast<ModuleWorkload*>(&workload);
+  BATCHWISE_CHECK(w != nullptr, ConfigError,
+                  "validate: {} is not a torch::nn module workload; time-to-accuracy needs batchwise's own training "
+                  "loop and evaluation",
+                  workload.info().model);
+  check_options(o, held_out);
+  const bool full = o.epochs() > 0;
   const Dataset probe = head(held_out, o.held_out_samples());
   ValidationResult result;
   if (full) {
@@ -404,13 +424,24 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   for (const int64_t batch : o.batch_sizes()) candidates.push_back({batch, {}});
   if (!o.batch_schedule().empty()) candidates.push_back({o.batch_schedule().front().batch, o.batch_schedule()});
   race.count = static_cast<int>(candidates.size());
+  const auto not_trained = [&](int64_t batch, const std::vector<BatchPhase>& phases) {
+    if (phases.empty())
+      result.not_trained.push_back(batch);
+    else
+      result.schedule_not_trained = true;
+  };
   const auto train = [&](int64_t batch, const std::vector<BatchPhase>& phases) {
+    if (result.interrupted) return not_trained(batch, phases);  // stopped: the later candidates are named
     workload.restore_state(initial.state());  // every candidate starts from the same weights and data order
     try {
+      stop_if_asked(o);
       result.runs.push_back(run_one(*w, probe, held_out, o, batch, race, phases));
       const ValidationRun& done = result.runs.back();
       if (done.reached && (!race.fastest_s || done.train_s < *race.fastest_s)) race.fastest_s = done.train_s;
       ++race.index;
+    } catch (const Stopped&) {
+      result.interrupted = true;
+      not_trained(batch, phases);
     } catch (const ConfigError&) {
       throw;                             // a setting that no candidate can run with
     } catch (const std::exception& e) {  // out of memory at this batch, or a failing step: a result
@@ -429,7 +460,8 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   if (full) {
     judge_full_runs(result, held_out.size());
     int64_t smallest = *std::min_element(o.batch_sizes().begin(), o.batch_sizes().end());
-    for (int k = 0; k < o.extend_below() && result.best_batch == smallest && smallest >= 2; ++k) {
+    for (int k = 0; k < o.extend_below() && !result.interrupted && result.best_batch == smallest && smallest >= 2;
+         ++k) {
       smallest /= 2;  // the best at the grid's lower edge: one batch below it too
       ++race.count;
       train(smallest, {});

@@ -122,6 +122,13 @@ std::string answered_run(const Report& r) {
 std::string closing_line(const Report& r) {
   if (!r.recommendation) {
     if (r.fit && !r.fit->batch) return "answer: none: no batch fits (" + r.fit->message + ")";
+    if (r.validation && r.validation->interrupted) {
+      const std::vector<int64_t>& rest = r.validation->not_trained;
+      std::string what =
+          rest.empty() ? "" : fmt::format("{} {}", rest.size() > 1 ? "batches" : "batch", fmt::join(rest, ", "));
+      if (r.validation->schedule_not_trained) what += what.empty() ? "the schedule" : " and the schedule";
+      return fmt::format("answer: none: interrupted before {} trained (the warning says how to train the rest)", what);
+    }
     if (const ValidationResult* v = r.validation ? &*r.validation : nullptr; v && !v->runs.empty()) {
       if (v->epochs > 0 && v->any_fixed_run_finished())
         return fmt::format(

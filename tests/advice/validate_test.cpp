@@ -3,6 +3,7 @@
 // held-out quality, then its time.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -310,6 +311,58 @@ TEST(Validate, ABatchScheduleTrainsEachPhaseAtItsBatch) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("not within the 2-epoch run"), std::string::npos) << e.what();
   }
+}
+
+// Stopped mid-grid (the CLI's first Ctrl-C): the runs that finished are kept and judged among
+// themselves, the one under way is dropped, no later candidate trains, and the weights are as they
+// were. The stop comes at the Nth question: batch 16's run asks 127 times (before it, once its rate is
+// set, after each of its 125 steps), so the 131st is two steps into batch 100's run.
+TEST(Validate, AStoppedValidationKeepsTheRunsThatFinishedAndNamesTheRest) {
+  auto w = mlp(1000);
+  const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
+  const auto before = dynamic_cast<ModuleWorkload&>(*w).module().parameters()[0].clone();
+  for (const int stop_at : {1, 131}) {
+    int asked = 0;
+    const ValidationResult v = validate(*w, held_out,
+                                        ValidateOptions({16, 100, 200})
+                                            .epochs(2)
+                                            .lr_schedule(LrSchedule::Cosine)
+                                            .measure_lr(false)
+                                            .held_out_samples(200)
+                                            .batch_schedule({{16, 0}, {100, 1}})
+                                            .extend_below(2)
+                                            .should_stop([&] { return ++asked >= stop_at; }));
+    SCOPED_TRACE(stop_at);
+    EXPECT_TRUE(at::equal(before, dynamic_cast<ModuleWorkload&>(*w).module().parameters()[0]));
+    EXPECT_TRUE(v.interrupted);
+    EXPECT_TRUE(v.schedule_not_trained);
+    if (stop_at == 1) {  // before the first candidate: nothing trained, nothing judged
+      EXPECT_TRUE(v.runs.empty());
+      EXPECT_EQ(v.not_trained, (std::vector<int64_t>{16, 100, 200}));
+      EXPECT_FALSE(v.best_batch.has_value());
+      EXPECT_FALSE(v.fastest_batch.has_value());
+      continue;
+    }
+    ASSERT_EQ(v.runs.size(), 1u);  // batch 100's run, 2 steps in, is not among them
+    EXPECT_EQ(v.runs[0].batch, 16);
+    EXPECT_EQ(v.runs[0].steps, 125);
+    ASSERT_TRUE(v.runs[0].final_loss.has_value()) << v.runs[0].message;
+    EXPECT_EQ(v.not_trained, (std::vector<int64_t>{100, 200}));
+    EXPECT_EQ(v.best_batch, std::optional<int64_t>(16));  // among the finished; no batch below it trained
+    Report report;
+    report.validation = v;
+    const nlohmann::json j = nlohmann::json::parse(to_json(report)).at("validation");
+    EXPECT_EQ(j.at("interrupted"), true);
+    EXPECT_EQ(j.at("not_trained"), nlohmann::json::parse("[100, 200]"));
+    EXPECT_EQ(j.at("schedule_not_trained"), true);
+    EXPECT_NE(closing_line(report).find("interrupted before batches 100, 200 and the schedule trained"),
+              std::string::npos)
+        << closing_line(report);
+  }
+  // Not stopped: the fields are not written.
+  Report report;
+  report.validation = validate(*w, held_out, ValidateOptions({100}).epochs(1).measure_lr(false).held_out_samples(200));
+  EXPECT_EQ(to_json(report).find("interrupted"), std::string::npos);
 }
 
 // A decaying rate needs the run's length, and a full run is not stopped at a target.

@@ -852,6 +852,44 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   EXPECT_EQ(t.at("workload").at("dataset"), "rows.csv");
 }
 
+// A grid of full runs takes hours: a first Ctrl-C keeps the runs that finished, in the table, the
+// JSON and the history, drops the one under way, recommends nothing from a part of the grid, and
+// says how to train the rest; batchwise then ends by the interrupt, as any program does. The signal
+// comes once batch 32's run has started, which about 2 s of training at 32 and 64 are left behind.
+TEST(Cli, CtrlCDuringValidateKeepsTheRunsThatFinished) {
+  const fs::path json = scratch() / "validate-interrupted.json";
+  const fs::path db = scratch() / "interrupted.sqlite";
+  fs::remove(json);
+  fs::remove(db);
+  const Outcome r = signalled_when(
+      "validate --model mlp --dataset synthetic --synthetic-size 4096 --lr 0.05 --batch-sizes 16,32,64 --epochs 8 "
+      "--lr-schedule cosine --rule-lr --threads 1 --history " +
+          db.string() + " --json " + json.string(),
+      "[validate 2/3]", SIGINT);
+  ASSERT_EQ(r.code, 130) << r.err;  // 128 + SIGINT
+  EXPECT_NE(r.err.find("stopping after this step: the runs that finished are kept and written"), std::string::npos)
+      << r.err;
+  const auto v = nlohmann::json::parse(slurp(json)).at("validation");
+  EXPECT_EQ(v.at("interrupted"), true);
+  ASSERT_GE(v.at("runs").size(), 1u);
+  EXPECT_EQ(v.at("runs")[0].at("batch"), 16);
+  EXPECT_TRUE(v.at("runs")[0].contains("final_loss"));
+  ASSERT_FALSE(v.at("not_trained").empty());  // 32's run, or 64's, was under way
+  EXPECT_EQ(v.at("not_trained").back(), 64);
+  EXPECT_EQ(v.at("runs").size() + v.at("not_trained").size(), 3u);
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_FALSE(j.contains("recommendation") && !j.at("recommendation").is_null()) << j.dump().substr(0, 400);
+  EXPECT_NE(r.out.find("warning: interrupted (SIGINT): "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not trained, so no batch is recommended (to train the rest: the same validate with "
+                       "--batch-sizes "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("answer: none: interrupted before batch"), std::string::npos) << r.out;
+  const Outcome history = batchwise("history --json --history " + db.string());
+  ASSERT_EQ(history.code, 0) << history.err;
+  EXPECT_NE(history.out.find("validate"), std::string::npos) << history.out;
+}
+
 // The linear rule hands lenet 0.64 at 2048 and 1.28 at 4096, rates at which it never left chance
 // accuracy; the rates validate trains with (the rule capped by a range test from the same
 // weights) leave it, and the recommended rate is the one the winner trained with.

@@ -1,6 +1,7 @@
 #pragma once
 // Running the batchwise binary as a user does, for the CLI tests: exit code, stdout, stderr.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,6 +55,42 @@ inline Outcome batchwise(const std::string& args, const std::string& env = "") {
   const int status = std::system(cmd.c_str());
   Outcome r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(dir / "out");
+  r.err = slurp(dir / "err");
+  return r;
+}
+
+// Runs batchwise as `batchwise(args)` does, sends it `signo` once its stderr holds `when`, and waits
+// for it to end. `code`: its exit code, or 128 + the signal that ended it (as a shell reads it); -1
+// when `when` never came within `wait_s` (a loaded machine starts batchwise slowly) or it still ran
+// 60 s after the signal (then it is killed).
+inline Outcome signalled_when(const std::string& args, const std::string& when, int signo, int wait_s = 180) {
+  const fs::path dir = scratch();
+  const std::string cmd = "XDG_DATA_HOME=" + (dir / "xdg").string() + " exec " + std::string(BATCHWISE_TEST_BINARY) +
+                          " " + args + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
+  fs::remove(dir / "err");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  Outcome r;
+  int status = 0;
+  bool ended = false, sent = false;
+  for (int i = 0; i < 10 * wait_s && !ended && !sent; ++i) {
+    ended = waitpid(pid, &status, WNOHANG) == pid;
+    if (!ended && slurp(dir / "err").find(when) != std::string::npos) sent = kill(pid, signo) == 0;
+    if (!ended && !sent) ::usleep(100000);
+  }
+  for (int i = 0; i < 600 && sent && !ended; ++i) {
+    ended = waitpid(pid, &status, WNOHANG) == pid;
+    if (!ended) ::usleep(100000);
+  }
+  if (!ended) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  r.code = !sent || !ended ? -1 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
   r.out = slurp(dir / "out");
   r.err = slurp(dir / "err");
   return r;

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -25,6 +26,12 @@ namespace {
 
 std::vector<pid_t> g_children;  // for the signal handler: reserved before any fork, never reallocated
 volatile sig_atomic_t g_signal = 0;
+
+// StopOnSignal's: the signal that asked, and the line its handler writes (built beforehand: a
+// handler may only write()).
+volatile sig_atomic_t g_stop_signal = 0;
+char g_stop_line[512];
+size_t g_stop_line_size = 0;
 
 // A port the kernel considers free now (bound to port 0, read back, released).
 int free_port() {
@@ -157,6 +164,42 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
   for (const int st : status)
     if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return failed_code;
   return 0;
+}
+
+StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) {
+  const std::string line =
+      fmt::format("\nbatchwise {}: stopping after this step: {} (Ctrl-C again ends at once)\n", command, what);
+  g_stop_line_size = std::min(line.size(), sizeof(g_stop_line));
+  std::memcpy(g_stop_line, line.data(), g_stop_line_size);
+  g_stop_signal = 0;
+  struct sigaction action {};
+  action.sa_handler = [](int signo) {
+    g_stop_signal = signo;
+    const ssize_t written = write(STDERR_FILENO, g_stop_line, g_stop_line_size);
+    (void)written;
+  };
+  action.sa_flags = SA_RESETHAND;  // the second one takes the default action: the process ends
+  sigaction(SIGINT, &action, &before_int_);
+  sigaction(SIGTERM, &action, &before_term_);
+}
+
+StopOnSignal::~StopOnSignal() {
+  sigaction(SIGINT, &before_int_, nullptr);
+  sigaction(SIGTERM, &before_term_, nullptr);
+}
+
+bool StopOnSignal::requested() const { return g_stop_signal != 0; }
+
+std::string StopOnSignal::name() const {
+  return g_stop_signal == SIGINT ? "SIGINT" : g_stop_signal == SIGTERM ? "SIGTERM" : "";
+}
+
+void StopOnSignal::end_by_it() const {
+  const int signo = g_stop_signal;
+  if (signo == 0) return;
+  std::fflush(nullptr);
+  signal(signo, SIG_DFL);
+  raise(signo);
 }
 
 }  // namespace batchwise::cli

@@ -1,6 +1,10 @@
 #pragma once
 // `batchwise ... --nproc N`: this program started N times as the ranks of one torch.distributed
-// group on this machine, as torchrun would start them, and waited for.
+// group on this machine, as torchrun would start them, and waited for. And a run that a first
+// Ctrl-C asks to stop instead of ending it.
+#include <csignal>
+#include <string>
+
 namespace batchwise::cli {
 
 /// Whether this process is a rank started by launch_ranks (BATCHWISE_LAUNCHED is set).
@@ -13,5 +17,29 @@ bool launched_rank();
 /// killed. Returns the exit code: 0 when every rank succeeded, rank 0's when it failed with one,
 /// otherwise `failed_code`. Prints one line per rank that failed.
 int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_code);
+
+/// While it lives, the first SIGINT (Ctrl-C) or SIGTERM asks the run to stop (requested() turns
+/// true, and stderr says so at once) instead of ending the process, so that what finished can be
+/// written; a second ends it as the signal does. One at a time; the handlers before it (main's,
+/// which stop a --cmd trainer) are put back when it goes.
+class StopOnSignal {
+ public:
+  /// `command` and `what` name the run and what is kept in the line printed when the signal comes.
+  StopOnSignal(const std::string& command, const std::string& what);
+  ~StopOnSignal();
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+  bool requested() const;
+  /// The signal that asked ("SIGINT" or "SIGTERM"); "" when none did.
+  std::string name() const;
+  /// Once what finished is written: ends the process by the signal that asked, as the signal ends
+  /// any program (a shell reads 130 for Ctrl-C). Returns only when none asked.
+  void end_by_it() const;
+
+ private:
+  struct sigaction before_int_ {
+  }, before_term_{};
+};
 
 }  // namespace batchwise::cli

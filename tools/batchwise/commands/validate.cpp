@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "../cli.h"
+#include "../launch.h"
 #include "../session.h"
 #include "batchwise/error.h"
 #include "batchwise/recommend.h"
@@ -12,6 +13,23 @@
 
 namespace batchwise::cli {
 namespace {
+
+// What an interrupted validation kept and what it did not train, and how to train the rest.
+std::string interrupted_warning(const ValidationResult& v, const std::string& signal,
+                                const std::vector<BatchPhase>& schedule) {
+  std::vector<std::string> rest;
+  for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
+  if (v.schedule_not_trained) rest.push_back("the schedule " + schedule_text(schedule));
+  const std::string again =
+      v.schedule_not_trained
+          ? "the schedule is judged beside every fixed batch, so run the same validate again"
+          : fmt::format("to train the rest: the same validate with --batch-sizes {}", fmt::join(v.not_trained, ","));
+  return fmt::format(
+      "interrupted ({}): {} of {} runs finished and are kept, judged among themselves; {} {} not trained, so no batch "
+      "is recommended ({})",
+      signal, v.runs.size(), v.runs.size() + rest.size(), fmt::join(rest, ", "), rest.size() > 1 ? "were" : "was",
+      again);
+}
 
 class Validate : public Command {
  public:
@@ -81,18 +99,24 @@ class Validate : public Command {
                                         format_epochs(v_.epochs), v_.lr_schedule, in_order,
                                         schedule.empty() ? "" : " and the schedule " + schedule_text(schedule))
                           : fmt::format("validating: training to the target at each of {}", in_order));
+    // A grid of full runs takes hours: a first Ctrl-C keeps the runs that finished.
+    const StopOnSignal stop("validate", "the runs that finished are kept and written, the one under way is dropped");
     s.report.validation = validate(*s.workload(), s.held_out(),
                                    v_.options(candidates, base_batch_)
                                        .batch_schedule(schedule)
                                        .extend_below(extend_below_)
                                        .limit_bytes(s.report.budget_bytes)
-                                       .on_progress([&](const ValidateProgress& p) { s.on_validate(p); }));
-    if (std::string w = shared_cpu_warning(*s.report.validation); !w.empty()) s.report.context.warnings.push_back(w);
-    s.print_validation(*s.report.validation);
+                                       .on_progress([&](const ValidateProgress& p) { s.on_validate(p); })
+                                       .should_stop([&] { return stop.requested(); }));
     const ValidationResult& v = *s.report.validation;
-    s.report.recommendation = recommend(v);
+    if (std::string w = shared_cpu_warning(v); !w.empty()) s.report.context.warnings.push_back(w);
+    if (v.interrupted) s.report.context.warnings.push_back(interrupted_warning(v, stop.name(), schedule));
+    s.print_validation(v);
+    if (!v.interrupted) s.report.recommendation = recommend(v);  // not from a part of the grid
     if (s.report.recommendation) s.report.lr = fixed_run(v, s.report.recommendation->batch)->lr;
-    return s.finish();
+    const int code = s.finish();
+    stop.end_by_it();
+    return code;
   }
 
  private:
