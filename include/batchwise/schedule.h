@@ -15,6 +15,12 @@ namespace batchwise {
 /// quarter of the run, so that a short run still spends most of its steps after it.
 int64_t run_warmup_steps(const LrAdvice& advice, int64_t total_steps);
 
+/// The optimizer steps of a run of `epochs` over `dataset` samples at `batch`: ceil(epochs x dataset /
+/// batch), at least 1, and within rounding of a whole number that number (a run planned as 48 steps
+/// is 48, not 49 by a last bit). Tune's advice, the run race's compressed runs and validate's full
+/// runs all count a run's steps with it.
+int64_t run_steps(double epochs, int64_t dataset, int64_t batch);
+
 /// `advice` at `batch` for the user's run of `epochs` over `dataset` samples under `shape`: its
 /// warm-up is run_warmup_steps's, and its sentence says so ("; in your 1-epoch run (938 steps):
 /// warm-up over its first 234, then the cosine schedule").

@@ -40,6 +40,11 @@ struct SchedulerTimes {
 /// machine, about half for one thread beside one busy loop on its core, whatever the thread count.
 std::optional<SchedulerTimes> scheduler_times();
 
+/// The share of the time between `before` and `after` (two scheduler_times readings) that the
+/// threads wanted a CPU and waited for one, in [0, 1]; unset where either reading is, or no time passed.
+std::optional<double> cpu_wait_share(const std::optional<SchedulerTimes>& before,
+                                     const std::optional<SchedulerTimes>& after);
+
 struct UtilisationSample {
   double t_s = 0;                    ///< since the monitor started
   double cpu_percent = 0;            ///< mean busy share of the CPUs this process may use, since the last sample

@@ -84,12 +84,6 @@ constexpr double kMostCarried = 5;
 constexpr int64_t kFewestSteps = 8;
 static_assert(kReferenceSteps == kFewestSteps * 8 / 2, "run_race.h: 8x the reference in its shorter run (2f)");
 
-int64_t steps_for(double epochs, int64_t dataset, int64_t batch) {
-  // Within rounding of a whole number of steps, that number: a run planned as 48 steps is 48.
-  const double steps = epochs * static_cast<double>(dataset) / static_cast<double>(batch);
-  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(steps - 1e-9 * std::max(1.0, steps))));
-}  // (for_the_run, schedule.cpp, counts a run's steps the same way)
-
 // One compressed run of a candidate from the workload's current state: `epochs` of the schedule,
 // then the held-out quality. The warm-up keeps the full run's steps, up to a quarter of the
 // compressed run: a warm-up is there for stability, which takes steps, and squeezed with the run
@@ -102,7 +96,7 @@ CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const R
   const int64_t dataset = w.data().size();
   CompressedRun run;
   run.epochs = epochs;
-  run.steps = steps_for(epochs, dataset, entry.batch);
+  run.steps = run_steps(epochs, dataset, entry.batch);
   const LrAdvice& lr = entry.lr;                       // its warmup_steps: the full run's (advise_rates)
   run.warmup_steps = run_warmup_steps(lr, run.steps);  // what scheduled_lr applies
   double reported_s = 0, loss_sum = 0;                 // the last report's time: the first step's start at first
@@ -319,7 +313,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
   const double loss_before = *trained.loss_before;
   const int64_t dataset = w.data().size();
   const auto known = [&](int64_t batch, double epochs) -> const CompressedRun* {
-    const auto it = trained.runs.find({batch, steps_for(epochs, dataset, batch)});
+    const auto it = trained.runs.find({batch, run_steps(epochs, dataset, batch)});
     return it == trained.runs.end() ? nullptr : &it->second;
   };
   for (size_t l = 0; l < race.lengths_epochs.size(); ++l) {

@@ -20,10 +20,13 @@ int64_t run_warmup_steps(const LrAdvice& advice, int64_t total_steps) {
   return std::max<int64_t>(0, std::min(advice.warmup_steps, total_steps / 4));
 }
 
-LrAdvice for_the_run(LrAdvice advice, double epochs, int64_t dataset, int64_t batch, LrSchedule shape) {
-  // Within rounding of a whole number of steps, that number: a run planned as 48 steps is 48.
+int64_t run_steps(double epochs, int64_t dataset, int64_t batch) {
   const double exact = epochs * static_cast<double>(dataset) / static_cast<double>(batch);
-  const int64_t steps = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(exact - 1e-9 * std::max(1.0, exact))));
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(exact - 1e-9 * std::max(1.0, exact))));
+}
+
+LrAdvice for_the_run(LrAdvice advice, double epochs, int64_t dataset, int64_t batch, LrSchedule shape) {
+  const int64_t steps = run_steps(epochs, dataset, batch);
   advice.warmup_steps = run_warmup_steps(advice, steps);
   advice.warmup_epochs = static_cast<double>(advice.warmup_steps * batch) / static_cast<double>(dataset);
   advice.advice += fmt::format("; in your {:g}-epoch run ({} steps): {}, then the {} schedule", epochs, steps,

@@ -90,8 +90,7 @@ Limits run_limits(const ValidateOptions& o, ValidationRun& run, int64_t epoch, c
   Limits limits;
   if (o.epochs() > 0) {
     const double run_samples = o.epochs() * static_cast<double>(epoch);
-    limits.total_steps =
-        std::max<int64_t>(1, static_cast<int64_t>(std::ceil(run_samples / static_cast<double>(run.batch))));
+    limits.total_steps = run_steps(o.epochs(), epoch, run.batch);
     limits.max_samples =
         scheduled ? std::max<int64_t>(1, static_cast<int64_t>(std::ceil(run_samples))) : limits.total_steps * run.batch;
     run.warmup_steps = run_warmup_steps(run.lr, limits.total_steps);
@@ -222,10 +221,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     }
   }
   run.train_s = train_s;
-  if (const std::optional<SchedulerTimes> after = before ? scheduler_times() : std::nullopt) {
-    const double ran = after->running_s - before->running_s, waited = after->waiting_s - before->waiting_s;
-    if (ran + waited > 0) run.cpu_wait_share = std::clamp(waited / (ran + waited), 0.0, 1.0);
-  }
+  if (before) run.cpu_wait_share = cpu_wait_share(before, scheduler_times());
   run.epochs = static_cast<double>(samples) / static_cast<double>(epoch);
   if (!run.curve.empty()) run.last = run.curve.back();
   if (full && run.message.empty()) {  // the final quality, on the whole held-out set

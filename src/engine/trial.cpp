@@ -153,11 +153,7 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
         break;
       }
     }
-    const std::optional<SchedulerTimes> after = scheduler_times();
-    if (before && after && !t.step_times_s.empty()) {
-      const double ran = after->running_s - before->running_s, waited = after->waiting_s - before->waiting_s;
-      if (ran + waited > 0) t.cpu_wait_share = std::clamp(waited / (ran + waited), 0.0, 1.0);
-    }
+    if (!t.step_times_s.empty()) t.cpu_wait_share = cpu_wait_share(before, scheduler_times());
     t.state = workload.state_bytes();
   } catch (const std::exception& e) {
     std::tie(t.outcome, t.message) = detail::classify_failure(e);

@@ -114,6 +114,14 @@ std::optional<SchedulerTimes> scheduler_times() {
   return SchedulerTimes{static_cast<double>(ran_ns) * 1e-9, static_cast<double>(waited_ns) * 1e-9};
 }
 
+std::optional<double> cpu_wait_share(const std::optional<SchedulerTimes>& before,
+                                     const std::optional<SchedulerTimes>& after) {
+  if (!before || !after) return std::nullopt;
+  const double ran = after->running_s - before->running_s, waited = after->waiting_s - before->waiting_s;
+  if (ran + waited <= 0) return std::nullopt;
+  return std::clamp(waited / (ran + waited), 0.0, 1.0);
+}
+
 struct UtilisationMonitor::State {
   double interval_s;
   int gpu_index;
