@@ -601,6 +601,17 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
         100 * cpu_wait_share(*e.sweep),
         a.reason.find("quiet machine") == std::string::npos ? ": tune again on a quiet machine" : "");
   }
+  // A validation that shared the CPU timed its runs with another process's share in them, and its
+  // times chose the fastest good batch (its final qualities are not skewed).
+  if (e.validation && !shared_cpu_warning(*e.validation).empty() && a.level != Confidence::Low) {
+    double most = 0;
+    for (const ValidationRun& r : e.validation->runs) most = std::max(most, r.cpu_wait_share.value_or(0.0));
+    a.level = Confidence::Low;
+    a.reason += fmt::format(
+        "; but the validation shared the CPU (a run's threads waited for a core {:.0f} % of the time they were ready "
+        "to run), which skews the times that chose the fastest good batch: validate again on a quiet machine",
+        100 * most);
+  }
   rec.confidence = a.level;
   rec.confidence_reason = std::move(a.reason);
   return rec;

@@ -344,6 +344,24 @@ TEST(Confidence, AnAnswerFromASweepThatSharedTheCpuIsLowAndSaysWhy) {
   r = with_confidence(rec, e);
   EXPECT_EQ(r.confidence, Confidence::High);
   EXPECT_EQ(r.confidence_reason.find("shared the CPU"), std::string::npos) << r.confidence_reason;
+
+  // A validation whose own runs shared the CPU: their times chose the fastest good batch. Low, and
+  // said, above validate's warning's share (0.1) only.
+  for (const auto& [batch, share] : std::vector<std::pair<int64_t, double>>{{32, 0.08}, {64, 0.02}}) {
+    ValidationRun run;
+    run.batch = batch;
+    run.cpu_wait_share = share;
+    validated.runs.push_back(run);
+  }
+  EXPECT_EQ(with_confidence(rec, e).confidence, Confidence::High);
+  validated.runs[0].cpu_wait_share = 0.46;
+  r = with_confidence(rec, e);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_NE(r.confidence_reason.find("; but the validation shared the CPU (a run's threads waited for a core 46 % of "
+                                     "the time they were ready to run), which skews the times that chose the fastest "
+                                     "good batch: validate again on a quiet machine"),
+            std::string::npos)
+      << r.confidence_reason;
 }
 
 // A race that fell behind its planned wall time fitted its later rungs to what was left: where its

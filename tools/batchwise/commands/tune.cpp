@@ -38,8 +38,10 @@ class Tune : public Command {
                   "print every table (fit, sweep, noise scale, goodput, race, run plan) and a line per trial; without "
                   "it, tune prints a phase line each, the why in five lines and the answer (the reports hold "
                   "everything)");
-    cmd->add_flag("--no-noise", no_noise_,
-                  "skip the gradient noise scale, and with it goodput: recommend the throughput knee");
+    cmd->add_flag(
+        "--no-noise", no_noise_,
+        "skip the gradient noise scale, and with it goodput (with --no-race: recommend the throughput knee; with "
+        "--epochs the run race still measures it along its runs, for a batch-size schedule)");
     cmd->add_option("--noise-steps", noise_steps_, "training steps measuring the noise scale")->capture_default_str();
     cmd->add_option("--base-batch", base_batch_,
                     "the batch --lr is meant for; the recommended batch's learning rate is scaled from it")
