@@ -21,6 +21,10 @@ int64_t run_warmup_steps(const LrAdvice& advice, int64_t total_steps);
 /// runs all count a run's steps with it.
 int64_t run_steps(double epochs, int64_t dataset, int64_t batch);
 
+/// Throws ConfigError where a run of `epochs` over `dataset` samples trains less than one sample
+/// (--epochs 1e-300 is positive, but no run): tune and validate refuse it before they train.
+void check_run_length(double epochs, int64_t dataset);
+
 /// `advice` at `batch` for the user's run of `epochs` over `dataset` samples under `shape`: its
 /// warm-up is run_warmup_steps's, and its sentence says so ("; in your 1-epoch run (938 steps):
 /// warm-up over its first 234, then the cosine schedule").

@@ -25,6 +25,13 @@ int64_t run_steps(double epochs, int64_t dataset, int64_t batch) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(exact - 1e-9 * std::max(1.0, exact))));
 }
 
+void check_run_length(double epochs, int64_t dataset) {
+  BATCHWISE_CHECK(!(epochs > 0) || dataset <= 0 || epochs * static_cast<double>(dataset) >= 1, ConfigError,
+                  "--epochs {:g}: a run of {:g} epochs of {} samples trains less than one sample; give the length of "
+                  "the run you will train, e.g. --epochs 10",
+                  epochs, epochs, dataset);
+}
+
 LrAdvice for_the_run(LrAdvice advice, double epochs, int64_t dataset, int64_t batch, LrSchedule shape) {
   const int64_t steps = run_steps(epochs, dataset, batch);
   advice.warmup_steps = run_warmup_steps(advice, steps);

@@ -392,6 +392,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
                   "loop and evaluation",
                   workload.info().model);
   check_options(o, held_out);
+  check_run_length(o.epochs(), w->data().size());
   const bool full = o.epochs() > 0;
   const Dataset probe = head(held_out, o.held_out_samples());
   ValidationResult result;

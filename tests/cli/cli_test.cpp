@@ -76,6 +76,10 @@ TEST(Cli, MalformedOptions) {
                      "--epochs: 0: must be above 0 (leave it out: tune then answers for its race's horizon");
   expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 8 --epochs nan", 2,
                      "--epochs: nan: not a finite number");
+  // Positive, but less than one sample of the data: no run (tune once answered it at low confidence).
+  for (const char* command : {"tune", "validate --batch-sizes 8"})
+    expect_clean_error(std::string(command) + " --model mlp --dataset synthetic --synthetic-size 1024 --epochs 1e-300",
+                       2, "--epochs 1e-300: a run of 1e-300 epochs of 1024 samples trains less than one sample");
   expect_clean_error("fit --model mlp --dataset synthetic --target 2", 2,
                      "--target: 2: must be at most 1 (a fraction of the budget)");
   expect_clean_error("fit --model transformer --dataset synthetic --seq-len 128-32", 2,

@@ -85,6 +85,7 @@ class Validate : public Command {
                       "give --epochs N",
                       extend_below_));
     Session s("validate", w_, nullptr, /*test_split=*/true);
+    check_run_length(v_.epochs, s.workload()->info().dataset_size);  // validate() does too, after the stage line
     std::vector<int64_t> larger;  // trained as asked, and said: a step of them repeats samples
     for (const int64_t b : candidates)
       if (b > s.workload()->info().dataset_size) larger.push_back(b);
