@@ -20,6 +20,9 @@ int64_t run_warmup_steps(const LrAdvice& advice, int64_t total_steps);
 /// is 48, not 49 by a last bit). Tune's advice, the run race's compressed runs and validate's full
 /// runs all count a run's steps with it.
 int64_t run_steps(double epochs, int64_t dataset, int64_t batch);
+/// The samples of that run where its batch changes (a batch-size schedule): ceil(epochs x dataset),
+/// at least 1, rounded as run_steps rounds.
+int64_t run_samples(double epochs, int64_t dataset);
 
 /// Throws ConfigError where a run of `epochs` over `dataset` samples trains less than one sample
 /// (--epochs 1e-300 is positive, but no run): tune and validate refuse it before they train.

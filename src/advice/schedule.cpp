@@ -20,13 +20,21 @@ int64_t run_warmup_steps(const LrAdvice& advice, int64_t total_steps) {
   return std::max<int64_t>(0, std::min(advice.warmup_steps, total_steps / 4));
 }
 
-int64_t run_steps(double epochs, int64_t dataset, int64_t batch) {
-  const double exact = epochs * static_cast<double>(dataset) / static_cast<double>(batch);
+namespace {
+// Within rounding of a whole number, that number: a run planned as 48 steps is 48, not 49 by a last bit.
+int64_t whole_ceil(double exact) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(exact - 1e-9 * std::max(1.0, exact))));
 }
+}  // namespace
+
+int64_t run_steps(double epochs, int64_t dataset, int64_t batch) {
+  return whole_ceil(epochs * static_cast<double>(dataset) / static_cast<double>(batch));
+}
+
+int64_t run_samples(double epochs, int64_t dataset) { return whole_ceil(epochs * static_cast<double>(dataset)); }
 
 void check_run_length(double epochs, int64_t dataset) {
-  BATCHWISE_CHECK(!(epochs > 0) || dataset <= 0 || epochs * static_cast<double>(dataset) >= 1, ConfigError,
+  BATCHWISE_CHECK(!(epochs > 0) || dataset <= 0 || epochs * static_cast<double>(dataset) >= 1 - 1e-9, ConfigError,
                   "--epochs {:g}: a run of {:g} epochs of {} samples trains less than one sample; give the length of "
                   "the run you will train, e.g. --epochs 10",
                   epochs, epochs, dataset);

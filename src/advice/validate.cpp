@@ -89,10 +89,8 @@ ValidateProgress progress(const ValidateOptions& o, const ValidationRun& run, co
 Limits run_limits(const ValidateOptions& o, ValidationRun& run, int64_t epoch, const Race& race, bool scheduled) {
   Limits limits;
   if (o.epochs() > 0) {
-    const double run_samples = o.epochs() * static_cast<double>(epoch);
     limits.total_steps = run_steps(o.epochs(), epoch, run.batch);
-    limits.max_samples =
-        scheduled ? std::max<int64_t>(1, static_cast<int64_t>(std::ceil(run_samples))) : limits.total_steps * run.batch;
+    limits.max_samples = scheduled ? run_samples(o.epochs(), epoch) : limits.total_steps * run.batch;
     run.warmup_steps = run_warmup_steps(run.lr, limits.total_steps);
   } else {
     limits.max_samples = static_cast<int64_t>(std::ceil(o.max_epochs() * static_cast<double>(epoch)));
@@ -188,7 +186,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     train_s += since(start);
     samples += step_batch;
     ++run.steps;
-    stop_if_asked(o);
+    if (samples < limits.max_samples) stop_if_asked(o);  // a run whose last step is done finishes
     if (!std::isfinite(loss)) {
       run.message = fmt::format("the training loss became {} after {} steps: this learning rate ({:.4g}) diverges",
                                 loss, run.steps, lr_now);

@@ -192,7 +192,10 @@ std::string recommendation_section(const Report& r) {
       out += "<p class=\"big bad\">The fit failed</p>\n";
     if (!fit.message.empty()) out += fmt::format("<p class=\"reason\">{}</p>\n", esc(fit.message));
   } else {
-    out += "<p class=\"big bad\">No batch was recommended: no batch size ran successfully</p>\n";
+    // Why, as the console's closing line says it ("answer: none: interrupted before batch 256 trained ...").
+    std::string why = closing_line(r);
+    if (const std::string none = "answer: none: "; why.rfind(none, 0) == 0) why = why.substr(none.size());
+    out += fmt::format("<p class=\"big bad\">No batch was recommended</p>\n<p class=\"reason\">{}</p>\n", esc(why));
   }
   return out + "</section>\n";
 }

@@ -42,6 +42,22 @@ TEST(Schedule, TheWarmUpTakesAtMostAQuarterOfTheRun) {
   EXPECT_DOUBLE_EQ(scheduled_lr(a, LrSchedule::Constant, 9, 40), 0.4);
 }
 
+// A run's steps and samples: ceil, at least 1, and a whole number a last bit off is that number. 1.1 x
+// 50,000 is 55,000.000000000007 in doubles: validate's schedule once trained one step more than the
+// fixed batches beside it.
+TEST(Schedule, ARunsStepsAndSamplesAreCountedAlike) {
+  EXPECT_GT(1.1 * 50000.0, 55000.0);
+  EXPECT_EQ(run_samples(1.1, 50000), 55000);
+  EXPECT_EQ(run_steps(1.1, 50000, 500), 110);
+  EXPECT_EQ(run_steps(1.1, 50000, 1000), 55);
+  EXPECT_EQ(run_steps(1, 1000, 16), 63);  // 62.5
+  EXPECT_EQ(run_samples(0.0001, 1000), 1);
+  EXPECT_EQ(run_steps(0.0001, 1000, 64), 1);
+  EXPECT_THROW(check_run_length(1e-300, 60000), ConfigError);
+  EXPECT_NO_THROW(check_run_length(1.0 / 60000, 60000));
+  EXPECT_NO_THROW(check_run_length(0, 60000));  // no run given: nothing to check
+}
+
 // A batch-size schedule as --batch-schedule spells it, read back as written; the phase a point of
 // the run is in.
 TEST(Schedule, ABatchScheduleReadsAsWritten) {

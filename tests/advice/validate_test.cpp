@@ -315,13 +315,14 @@ TEST(Validate, ABatchScheduleTrainsEachPhaseAtItsBatch) {
 
 // Stopped mid-grid (the CLI's first Ctrl-C): the runs that finished are kept and judged among
 // themselves, the one under way is dropped, no later candidate trains, and the weights are as they
-// were. The stop comes at the Nth question: batch 16's run asks 127 times (before it, once its rate is
-// set, after each of its 125 steps), so the 131st is two steps into batch 100's run.
+// were. The stop comes at the Nth question: batch 16's run asks 126 times (before it, once its rate is
+// set, after each of its 125 steps but the last: a run whose last step is done finishes), so the
+// 131st is three steps into batch 100's run.
 TEST(Validate, AStoppedValidationKeepsTheRunsThatFinishedAndNamesTheRest) {
   auto w = mlp(1000);
   const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
   const auto before = dynamic_cast<ModuleWorkload&>(*w).module().parameters()[0].clone();
-  for (const int stop_at : {1, 131}) {
+  for (const int stop_at : {1, 127, 131}) {  // 127: asked during batch 16's last step
     int asked = 0;
     const ValidationResult v = validate(*w, held_out,
                                         ValidateOptions({16, 100, 200})
@@ -343,7 +344,7 @@ TEST(Validate, AStoppedValidationKeepsTheRunsThatFinishedAndNamesTheRest) {
       EXPECT_FALSE(v.fastest_batch.has_value());
       continue;
     }
-    ASSERT_EQ(v.runs.size(), 1u);  // batch 100's run, 2 steps in, is not among them
+    ASSERT_EQ(v.runs.size(), 1u);  // batch 100's run, 3 steps in, is not among them
     EXPECT_EQ(v.runs[0].batch, 16);
     EXPECT_EQ(v.runs[0].steps, 125);
     ASSERT_TRUE(v.runs[0].final_loss.has_value()) << v.runs[0].message;

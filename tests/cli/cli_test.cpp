@@ -863,12 +863,13 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
 TEST(Cli, CtrlCDuringValidateKeepsTheRunsThatFinished) {
   const fs::path json = scratch() / "validate-interrupted.json";
   const fs::path db = scratch() / "interrupted.sqlite";
+  const fs::path html = scratch() / "validate-interrupted.html";
   fs::remove(json);
   fs::remove(db);
   const Outcome r = signalled_when(
       "validate --model mlp --dataset synthetic --synthetic-size 4096 --lr 0.05 --batch-sizes 16,32,64 --epochs 8 "
       "--lr-schedule cosine --rule-lr --threads 1 --history " +
-          db.string() + " --json " + json.string(),
+          db.string() + " --json " + json.string() + " --html " + html.string(),
       "[validate 2/3]", SIGINT);
   ASSERT_EQ(r.code, 130) << r.err;  // 128 + SIGINT
   EXPECT_NE(r.err.find("stopping after this step: the runs that finished are kept and written"), std::string::npos)
@@ -883,12 +884,14 @@ TEST(Cli, CtrlCDuringValidateKeepsTheRunsThatFinished) {
   EXPECT_EQ(v.at("runs").size() + v.at("not_trained").size(), 3u);
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_FALSE(j.contains("recommendation") && !j.at("recommendation").is_null()) << j.dump().substr(0, 400);
-  EXPECT_NE(r.out.find("warning: interrupted (SIGINT): "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("warning: interrupted (SIGINT) with "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("not trained, so no batch is recommended (to train the rest: the same validate with "
                        "--batch-sizes "),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("answer: none: interrupted before batch"), std::string::npos) << r.out;
+  const std::string page = slurp(html);  // the HTML says why, as the console does
+  EXPECT_NE(page.find("No batch was recommended</p>\n<p class=\"reason\">interrupted before batch"), std::string::npos);
   const Outcome history = batchwise("history --json --history " + db.string());
   ASSERT_EQ(history.code, 0) << history.err;
   EXPECT_NE(history.out.find("validate"), std::string::npos) << history.out;

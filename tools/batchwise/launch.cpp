@@ -1,7 +1,9 @@
 #include "launch.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -28,8 +31,9 @@ std::vector<pid_t> g_children;  // for the signal handler: reserved before any f
 volatile sig_atomic_t g_signal = 0;
 
 // StopOnSignal's: the signal that asked, and the line its handler writes (built beforehand: a
-// handler may only write()).
-volatile sig_atomic_t g_stop_signal = 0;
+// handler may only write()). Any thread may take the signal: an atomic the main thread reads.
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "async-signal-safe only where lock-free");
 char g_stop_line[512];
 size_t g_stop_line_size = 0;
 
@@ -174,24 +178,53 @@ StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) 
   g_stop_signal = 0;
   struct sigaction action {};
   action.sa_handler = [](int signo) {
-    g_stop_signal = signo;
+    const int saved_errno = errno;
+    if (g_stop_signal.exchange(signo) != 0) {  // the second, of either kind: ends the process now
+      signal(signo, SIG_DFL);
+      raise(signo);
+    }
+    signal(SIGINT, SIG_DFL);  // the next of either kind takes its default action: the process ends
+    signal(SIGTERM, SIG_DFL);
+    // Ctrl-C reaches a whole pipeline (batchwise validate 2>&1 | tee log): its reader gone must not end
+    // the run by SIGPIPE before what finished is written (mute_broken_outputs).
+    signal(SIGPIPE, SIG_IGN);
     const ssize_t written = write(STDERR_FILENO, g_stop_line, g_stop_line_size);
     (void)written;
+    errno = saved_errno;
   };
-  action.sa_flags = SA_RESETHAND;  // the second one takes the default action: the process ends
+  sigemptyset(&action.sa_mask);
+  sigaddset(&action.sa_mask, SIGINT);
+  sigaddset(&action.sa_mask, SIGTERM);
+  action.sa_flags = SA_RESTART;
   sigaction(SIGINT, &action, &before_int_);
   sigaction(SIGTERM, &action, &before_term_);
+  sigaction(SIGPIPE, nullptr, &before_pipe_);  // the handler ignores it once a stop is asked
 }
 
 StopOnSignal::~StopOnSignal() {
   sigaction(SIGINT, &before_int_, nullptr);
   sigaction(SIGTERM, &before_term_, nullptr);
+  sigaction(SIGPIPE, &before_pipe_, nullptr);
+  g_stop_signal = 0;
 }
 
 bool StopOnSignal::requested() const { return g_stop_signal != 0; }
 
 std::string StopOnSignal::name() const {
-  return g_stop_signal == SIGINT ? "SIGINT" : g_stop_signal == SIGTERM ? "SIGTERM" : "";
+  const int signo = g_stop_signal;
+  return signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "";
+}
+
+void StopOnSignal::mute_broken_outputs() const {
+  for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    pollfd p{fd, 0, 0};  // a pipe's write end whose reader is gone reports POLLERR
+    if (poll(&p, 1, 0) != 1 || !(p.revents & (POLLERR | POLLHUP | POLLNVAL))) continue;
+    const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null < 0) continue;
+    std::fflush(fd == STDOUT_FILENO ? stdout : stderr);
+    dup2(null, fd);
+    close(null);
+  }
 }
 
 void StopOnSignal::end_by_it() const {

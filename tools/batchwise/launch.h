@@ -20,8 +20,9 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
 
 /// While it lives, the first SIGINT (Ctrl-C) or SIGTERM asks the run to stop (requested() turns
 /// true, and stderr says so at once) instead of ending the process, so that what finished can be
-/// written; a second ends it as the signal does. One at a time; the handlers before it (main's,
-/// which stop a --cmd trainer) are put back when it goes.
+/// written; a second, of either kind, ends it as the signal does. SIGPIPE is ignored after the
+/// first (the Ctrl-C ends `| tee` too). One at a time; the handlers before it (main's, which stop a --cmd
+/// trainer) are put back when it goes (an error after a stop is then reported as any error is).
 class StopOnSignal {
  public:
   /// `command` and `what` name the run and what is kept in the line printed when the signal comes.
@@ -33,13 +34,18 @@ class StopOnSignal {
   bool requested() const;
   /// The signal that asked ("SIGINT" or "SIGTERM"); "" when none did.
   std::string name() const;
+  /// After a stop: stdout and stderr, where either is a pipe whose reader is gone (the Ctrl-C that
+  /// asked ended `| tee` too), write to /dev/null instead, so that what finished is still written to
+  /// its files and nothing fails on the way.
+  void mute_broken_outputs() const;
   /// Once what finished is written: ends the process by the signal that asked, as the signal ends
   /// any program (a shell reads 130 for Ctrl-C). Returns only when none asked.
   void end_by_it() const;
 
  private:
-  struct sigaction before_int_ {
-  }, before_term_{};
+  struct sigaction before_int_ = {};
+  struct sigaction before_term_ = {};
+  struct sigaction before_pipe_ = {};
 };
 
 }  // namespace batchwise::cli

@@ -406,20 +406,22 @@ int Session::finish(int code) {
     }
     return code;
   }
-  std::cout << (brief_ ? to_summary(report) : to_table(report)) << std::flush;
+  // The files first: a reader of stdout that is gone (| head) ends batchwise by SIGPIPE at the table.
   const std::string json = to_json(report);
   if (!flags.json.empty()) write_file(flags.json, json);
-  if (!flags.html.empty()) {
-    write_file(flags.html, to_html(json, "this run's report"), "--html");
-    if (!flags.quiet) fmt::print(stderr, "HTML report: {}\n", flags.html);
-  }
+  if (!flags.html.empty()) write_file(flags.html, to_html(json, "this run's report"), "--html");
+  std::string not_stored;
   if (!flags.no_history) {
     try {
       history().add(command, json);
     } catch (const Error& e) {  // the run itself succeeded; losing its record is worth a warning, not a failure
-      fmt::print(stderr, "batchwise {}: warning: the run was not stored in the history: {}\n", command, e.what());
+      not_stored = e.what();
     }
   }
+  std::cout << (brief_ ? to_summary(report) : to_table(report)) << std::flush;
+  if (!flags.html.empty() && !flags.quiet) fmt::print(stderr, "HTML report: {}\n", flags.html);
+  if (!not_stored.empty())
+    fmt::print(stderr, "batchwise {}: warning: the run was not stored in the history: {}\n", command, not_stored);
   return code;
 }
 

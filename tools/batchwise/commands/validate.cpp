@@ -24,11 +24,13 @@ std::string interrupted_warning(const ValidationResult& v, const std::string& si
       v.schedule_not_trained
           ? "the schedule is judged beside every fixed batch, so run the same validate again"
           : fmt::format("to train the rest: the same validate with --batch-sizes {}", fmt::join(v.not_trained, ","));
+  const size_t ended = v.runs.size();
+  const std::string kept = ended == 0   ? "none had ended"
+                           : ended == 1 ? "the run that had ended is kept"
+                                        : "the runs that had ended are kept, judged among themselves";
   return fmt::format(
-      "interrupted ({}): {} of {} runs finished and are kept, judged among themselves; {} {} not trained, so no batch "
-      "is recommended ({})",
-      signal, v.runs.size(), v.runs.size() + rest.size(), fmt::join(rest, ", "), rest.size() > 1 ? "were" : "was",
-      again);
+      "interrupted ({}) with {} of {} runs ended: {}; {} {} not trained, so no batch is recommended ({})", signal,
+      ended, ended + rest.size(), kept, fmt::join(rest, ", "), rest.size() > 1 ? "were" : "was", again);
 }
 
 class Validate : public Command {
@@ -107,14 +109,18 @@ class Validate : public Command {
                                        .batch_schedule(schedule)
                                        .extend_below(extend_below_)
                                        .limit_bytes(s.report.budget_bytes)
-                                       .on_progress([&](const ValidateProgress& p) { s.on_validate(p); })
+                                       .on_progress([&](const ValidateProgress& p) {
+                                         if (!stop.requested()) s.on_validate(p);  // its reader may be gone
+                                       })
                                        .should_stop([&] { return stop.requested(); }));
+    if (stop.requested()) stop.mute_broken_outputs();
     const ValidationResult& v = *s.report.validation;
     if (std::string w = shared_cpu_warning(v); !w.empty()) s.report.context.warnings.push_back(w);
     if (v.interrupted) s.report.context.warnings.push_back(interrupted_warning(v, stop.name(), schedule));
     s.print_validation(v);
     if (!v.interrupted) s.report.recommendation = recommend(v);  // not from a part of the grid
     if (s.report.recommendation) s.report.lr = fixed_run(v, s.report.recommendation->batch)->lr;
+    if (stop.requested()) stop.mute_broken_outputs();
     const int code = s.finish();
     stop.end_by_it();
     return code;
