@@ -567,6 +567,7 @@ std::string validation_section(const Report& r) {
                                                                 *v.schedule_saving >= 0 ? "less" : "more")
                                 : run.message.empty() ? ""
                                                       : ": " + run.message))
+          : soonest && v.interrupted  ? "fastest of the runs that ended"
           : soonest                   ? "fastest within noise"
           : v.best_batch == run.batch ? "best"
                                       : esc(run.message));

@@ -333,11 +333,13 @@ void full_runs_table(Lines& line, const ValidationResult& v) {
   line(fmt::format("validation: {} on the {}", v.target, v.held_out));
   line(fmt::format("{:>8}  {:>9}  {:>8}  {:>10}  {:>7}  {:>9}  {:>10}  {}", "batch", "lr", "warm-up", "train s",
                    "steps", "accuracy", "final loss", "note"));
+  // An interrupted validation judged the runs that ended among themselves: no pick, no arrow.
+  const char* fastest = v.interrupted ? "fastest of the runs that ended" : "<- fastest within noise of the best";
   for (const auto& run : v.runs) {
     std::string note = run.message;
     const bool fixed = run.schedule.empty();
     if (run.final_loss && run.message.empty())
-      note = fixed && v.fastest_batch && *v.fastest_batch == run.batch ? "<- fastest within noise of the best"
+      note = fixed && v.fastest_batch && *v.fastest_batch == run.batch ? fastest
              : fixed && v.best_batch && *v.best_batch == run.batch     ? "best"
              : run.good                                                ? "within noise of the best"
                                                                        : "";

@@ -856,7 +856,7 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   EXPECT_EQ(t.at("workload").at("dataset"), "rows.csv");
 }
 
-// A grid of full runs takes hours: a first Ctrl-C keeps the runs that finished, in the table, the
+// A grid of full runs takes hours: a first Ctrl-C (or SIGHUP) keeps the runs that finished, in the table, the
 // JSON and the history, drops the one under way, recommends nothing from a part of the grid, and
 // says how to train the rest; batchwise then ends by the interrupt, as any program does. The signal
 // comes once batch 32's run has started, which about 2 s of training at 32 and 64 are left behind.
@@ -885,16 +885,30 @@ TEST(Cli, CtrlCDuringValidateKeepsTheRunsThatFinished) {
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_FALSE(j.contains("recommendation") && !j.at("recommendation").is_null()) << j.dump().substr(0, 400);
   EXPECT_NE(r.out.find("warning: interrupted (SIGINT) with "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("not trained, so no batch is recommended (to train the rest: the same validate with "
+  EXPECT_NE(r.out.find("not trained, so no batch is recommended (to finish it: the same validate again; "
                        "--batch-sizes "),
             std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("but judges them among themselves, not against the runs kept here)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("fastest of the runs that ended"), std::string::npos) << r.out;  // no arrow: no pick
+  EXPECT_EQ(r.out.find("<- fastest"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("answer: none: interrupted before batch"), std::string::npos) << r.out;
   const std::string page = slurp(html);  // the HTML says why, as the console does
   EXPECT_NE(page.find("No batch was recommended</p>\n<p class=\"reason\">interrupted before batch"), std::string::npos);
   const Outcome history = batchwise("history --json --history " + db.string());
   ASSERT_EQ(history.code, 0) << history.err;
   EXPECT_NE(history.out.find("validate"), std::string::npos) << history.out;
+  // A closed terminal (an ssh session dropped) sends SIGHUP: the same, ending by it (129).
+  fs::remove(json);
+  const Outcome hup = signalled_when(
+      "validate --model mlp --dataset synthetic --synthetic-size 4096 --lr 0.05 --batch-sizes 16,32,64 --epochs 8 "
+      "--lr-schedule cosine --rule-lr --threads 1 --no-history --json " +
+          json.string(),
+      "[validate 2/3]", SIGHUP);
+  ASSERT_EQ(hup.code, 129) << hup.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(json)).at("validation").at("interrupted"), true);
+  EXPECT_NE(hup.out.find("warning: interrupted (SIGHUP) with "), std::string::npos) << hup.out;
 }
 
 // The linear rule hands lenet 0.64 at 2048 and 1.28 at 4096, rates at which it never left chance

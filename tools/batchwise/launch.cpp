@@ -179,12 +179,13 @@ StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) 
   struct sigaction action {};
   action.sa_handler = [](int signo) {
     const int saved_errno = errno;
-    if (g_stop_signal.exchange(signo) != 0) {  // the second, of either kind: ends the process now
+    if (g_stop_signal.exchange(signo) != 0) {  // the second, of any kind: ends the process now
       signal(signo, SIG_DFL);
       raise(signo);
     }
-    signal(SIGINT, SIG_DFL);  // the next of either kind takes its default action: the process ends
+    signal(SIGINT, SIG_DFL);  // the next of any kind takes its default action: the process ends
     signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     // Ctrl-C reaches a whole pipeline (batchwise validate 2>&1 | tee log): its reader gone must not end
     // the run by SIGPIPE before what finished is written (mute_broken_outputs).
     signal(SIGPIPE, SIG_IGN);
@@ -195,15 +196,18 @@ StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) 
   sigemptyset(&action.sa_mask);
   sigaddset(&action.sa_mask, SIGINT);
   sigaddset(&action.sa_mask, SIGTERM);
+  sigaddset(&action.sa_mask, SIGHUP);
   action.sa_flags = SA_RESTART;
   sigaction(SIGINT, &action, &before_int_);
   sigaction(SIGTERM, &action, &before_term_);
+  sigaction(SIGHUP, &action, &before_hup_);    // a terminal closed (an ssh session dropped)
   sigaction(SIGPIPE, nullptr, &before_pipe_);  // the handler ignores it once a stop is asked
 }
 
 StopOnSignal::~StopOnSignal() {
   sigaction(SIGINT, &before_int_, nullptr);
   sigaction(SIGTERM, &before_term_, nullptr);
+  sigaction(SIGHUP, &before_hup_, nullptr);
   sigaction(SIGPIPE, &before_pipe_, nullptr);
   g_stop_signal = 0;
 }
@@ -212,7 +216,7 @@ bool StopOnSignal::requested() const { return g_stop_signal != 0; }
 
 std::string StopOnSignal::name() const {
   const int signo = g_stop_signal;
-  return signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "";
+  return signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : signo == SIGHUP ? "SIGHUP" : "";
 }
 
 void StopOnSignal::mute_broken_outputs() const {

@@ -18,9 +18,9 @@ bool launched_rank();
 /// otherwise `failed_code`. Prints one line per rank that failed.
 int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_code);
 
-/// While it lives, the first SIGINT (Ctrl-C) or SIGTERM asks the run to stop (requested() turns
+/// While it lives, the first SIGINT (Ctrl-C), SIGTERM or SIGHUP asks the run to stop (requested() turns
 /// true, and stderr says so at once) instead of ending the process, so that what finished can be
-/// written; a second, of either kind, ends it as the signal does. SIGPIPE is ignored after the
+/// written; a second, of any kind, ends it as the signal does. SIGPIPE is ignored after the
 /// first (the Ctrl-C ends `| tee` too). One at a time; the handlers before it (main's, which stop a --cmd
 /// trainer) are put back when it goes (an error after a stop is then reported as any error is).
 class StopOnSignal {
@@ -32,7 +32,7 @@ class StopOnSignal {
   StopOnSignal& operator=(const StopOnSignal&) = delete;
 
   bool requested() const;
-  /// The signal that asked ("SIGINT" or "SIGTERM"); "" when none did.
+  /// The signal that asked ("SIGINT", "SIGTERM" or "SIGHUP"); "" when none did.
   std::string name() const;
   /// After a stop: stdout and stderr, where either is a pipe whose reader is gone (the Ctrl-C that
   /// asked ended `| tee` too), write to /dev/null instead, so that what finished is still written to
@@ -45,6 +45,7 @@ class StopOnSignal {
  private:
   struct sigaction before_int_ = {};
   struct sigaction before_term_ = {};
+  struct sigaction before_hup_ = {};
   struct sigaction before_pipe_ = {};
 };
 

@@ -20,10 +20,14 @@ std::string interrupted_warning(const ValidationResult& v, const std::string& si
   std::vector<std::string> rest;
   for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
   if (v.schedule_not_trained) rest.push_back("the schedule " + schedule_text(schedule));
+  // Judged among themselves: a second validate of the rest would not weigh them against the runs kept.
   const std::string again =
-      v.schedule_not_trained
-          ? "the schedule is judged beside every fixed batch, so run the same validate again"
-          : fmt::format("to train the rest: the same validate with --batch-sizes {}", fmt::join(v.not_trained, ","));
+      v.schedule_not_trained || v.not_trained.empty()
+          ? "to finish it: the same validate again"
+          : fmt::format(
+                "to finish it: the same validate again; --batch-sizes {} trains only the rest, but judges "
+                "them among themselves, not against the runs kept here",
+                fmt::join(v.not_trained, ","));
   const size_t ended = v.runs.size();
   const std::string kept = ended == 0   ? "none had ended"
                            : ended == 1 ? "the run that had ended is kept"
@@ -64,7 +68,9 @@ class Validate : public Command {
         "--json validate.json\n  batchwise validate --model lenet --batch-sizes 32,128,512 --epochs 5 "
         "--lr-schedule cosine\n  batchwise validate --model lenet --batch-sizes 64,256 --epochs 5 "
         "--lr-schedule cosine --batch-schedule 64:0,256:2\n  batchwise validate --model mlp --batch-sizes "
-        "256,512 --epochs 10 --lr-schedule cosine --extend-below 2");
+        "256,512 --epochs 10 --lr-schedule cosine --extend-below 2\n"
+        "Ctrl-C (SIGINT, SIGTERM or SIGHUP) once: stops after the step under way and writes the runs that ended "
+        "(no batch is recommended from them; exit 128 + the signal); twice: ends at once, writing nothing.");
     return cmd;
   }
 
