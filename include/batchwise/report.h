@@ -28,7 +28,8 @@ std::string to_table(const Report& report);
 std::string to_summary(const Report& report);
 
 /// The run `report` answered for: "2 epochs, cosine rate" for tune --epochs's run race or validate's
-/// full runs; "-" where it names none (a batch race answers for its own horizon).
+/// full runs ("..., interrupted" where validate was stopped: history and compare show it); "-" where
+/// it names none (a batch race answers for its own horizon).
 std::string answered_run(const Report& report);
 
 /// One line with the answer, fields joined by " | ": "answer: batch 64 | lr 0.02, warm-up 937 steps

@@ -115,7 +115,9 @@ std::string decider_line(const Report& r) {
 std::string answered_run(const Report& r) {
   if (r.run_race) return fmt::format("{}, {} rate", format_epochs(r.run_race->epochs), r.run_race->lr_schedule);
   if (r.validation && r.validation->epochs > 0)
-    return fmt::format("{}, {} rate", format_epochs(r.validation->epochs), r.validation->lr_schedule);
+    return fmt::format("{}, {} rate{}", format_epochs(r.validation->epochs), r.validation->lr_schedule,
+                       r.validation->interrupted ? ", interrupted" : "");
+  if (r.validation && r.validation->interrupted) return "to a target, interrupted";
   return "-";
 }
 

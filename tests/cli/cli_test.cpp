@@ -899,6 +899,7 @@ TEST(Cli, CtrlCDuringValidateKeepsTheRunsThatFinished) {
   const Outcome history = batchwise("history --json --history " + db.string());
   ASSERT_EQ(history.code, 0) << history.err;
   EXPECT_NE(history.out.find("validate"), std::string::npos) << history.out;
+  EXPECT_NE(history.out.find("8 epochs, cosine rate, interrupted"), std::string::npos) << history.out;
   // A closed terminal (an ssh session dropped) sends SIGHUP: the same, ending by it (129).
   fs::remove(json);
   const Outcome hup = signalled_when(
