@@ -233,6 +233,11 @@ void fields(V& v, T& r) {
   v("runs", r.runs);
 }
 
+/// The most any run of `validation` waited for a core (ValidationRun::cpu_wait_share); 0 where none
+/// was read. Above kSharedCpuShare the validation shared the CPU: shared_cpu_warning says so, and a
+/// validated answer's confidence is low (recommend.h).
+double most_cpu_wait_share(const ValidationResult& validation);
+
 /// Empty, or that runs of `validation` shared the CPU (a ValidationRun::cpu_wait_share above
 /// kSharedCpuShare): their train_s, which decides the fastest good batch, carries another process's
 /// share of the cores.

@@ -603,9 +603,8 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
   }
   // A validation that shared the CPU timed its runs with another process's share in them, and its
   // times chose the fastest good batch (its final qualities are not skewed).
-  if (e.validation && !shared_cpu_warning(*e.validation).empty() && a.level != Confidence::Low) {
-    double most = 0;
-    for (const ValidationRun& r : e.validation->runs) most = std::max(most, r.cpu_wait_share.value_or(0.0));
+  if (const double most = e.validation ? most_cpu_wait_share(*e.validation) : 0;
+      most > kSharedCpuShare && a.level != Confidence::Low) {
     a.level = Confidence::Low;
     a.reason += fmt::format(
         "; but the validation shared the CPU (a run's threads waited for a core {:.0f} % of the time they were ready "

@@ -316,15 +316,19 @@ void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
 
 }  // namespace
 
-std::string shared_cpu_warning(const ValidationResult& v) {
-  std::vector<std::string> runs;
+double most_cpu_wait_share(const ValidationResult& v) {
   double most = 0;
+  for (const ValidationRun& r : v.runs) most = std::max(most, r.cpu_wait_share.value_or(0.0));
+  return most;
+}
+
+std::string shared_cpu_warning(const ValidationResult& v) {
+  const double most = most_cpu_wait_share(v);
+  if (most <= kSharedCpuShare) return {};
+  std::vector<std::string> runs;
   for (const ValidationRun& r : v.runs)
-    if (r.cpu_wait_share && *r.cpu_wait_share > kSharedCpuShare) {
+    if (r.cpu_wait_share && *r.cpu_wait_share > kSharedCpuShare)
       runs.push_back(r.schedule.empty() ? std::to_string(r.batch) : "the schedule " + r.schedule);
-      most = std::max(most, *r.cpu_wait_share);
-    }
-  if (runs.empty()) return {};
   return fmt::format(
       "validation shared the CPU: the {} of {} waited for a core up to {:.0f} % of the time {} threads were ready to "
       "run (Linux's run-queue delay), held by another process or by more threads than cores; {} train_s, and with it "

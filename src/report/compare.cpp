@@ -147,13 +147,11 @@ std::string to_table(const Comparison& c) {
   for (const auto& d : c.differences) line(fmt::format("{:<14} A {}  |  B {}", d.name, d.a, d.b));
   line(fmt::format("{:<14} A {}  |  B {}", "fit", opt(c.fit_batch_a), opt(c.fit_batch_b)));
   line(fmt::format("{:<14} A {}  |  B {}", "recommended", opt(c.recommended_a), opt(c.recommended_b)));
-  if (c.points.empty()) {  // no sweep on either side: the warnings still hold (other workloads)
-    for (const auto& w : c.warnings) line("warning: " + w);
-    return out.str();
+  if (!c.points.empty()) {  // the sweeps' table; without one on either side, the warnings alone
+    line("");
+    line(fmt::format("{:>8}  {:>13}  {:>13}  {:>7}  {:>11}  {:>11}  {:>7}", "batch", "A samples/s", "B samples/s",
+                     "B/A", "A peak", "B peak", "B/A"));
   }
-  line("");
-  line(fmt::format("{:>8}  {:>13}  {:>13}  {:>7}  {:>11}  {:>11}  {:>7}", "batch", "A samples/s", "B samples/s", "B/A",
-                   "A peak", "B peak", "B/A"));
   for (const auto& p : c.points) {
     auto speed = [](const std::optional<double>& v, const std::string& outcome) {
       return v ? fmt::format("{:.0f}", *v) : (outcome.empty() ? std::string("-") : outcome);

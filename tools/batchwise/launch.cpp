@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <thread>
@@ -170,6 +171,11 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
   return 0;
 }
 
+namespace {
+// The signals StopOnSignal takes, in StopOnSignal::before_'s order.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};  // Ctrl-C; a scheduler; a closed terminal
+}  // namespace
+
 StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) {
   const std::string line =
       fmt::format("\nbatchwise {}: stopping after this step: {} (Ctrl-C again ends at once)\n", command, what);
@@ -183,9 +189,7 @@ StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) 
       signal(signo, SIG_DFL);
       raise(signo);
     }
-    signal(SIGINT, SIG_DFL);  // the next of any kind takes its default action: the process ends
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
+    for (const int sig : kStopSignals) signal(sig, SIG_DFL);  // the next of any kind: the process ends
     // Ctrl-C reaches a whole pipeline (batchwise validate 2>&1 | tee log): its reader gone must not end
     // the run by SIGPIPE before what finished is written (mute_broken_outputs).
     signal(SIGPIPE, SIG_IGN);
@@ -194,20 +198,14 @@ StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) 
     errno = saved_errno;
   };
   sigemptyset(&action.sa_mask);
-  sigaddset(&action.sa_mask, SIGINT);
-  sigaddset(&action.sa_mask, SIGTERM);
-  sigaddset(&action.sa_mask, SIGHUP);
+  for (const int sig : kStopSignals) sigaddset(&action.sa_mask, sig);
   action.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &action, &before_int_);
-  sigaction(SIGTERM, &action, &before_term_);
-  sigaction(SIGHUP, &action, &before_hup_);    // a terminal closed (an ssh session dropped)
+  for (size_t k = 0; k < std::size(kStopSignals); ++k) sigaction(kStopSignals[k], &action, &before_[k]);
   sigaction(SIGPIPE, nullptr, &before_pipe_);  // the handler ignores it once a stop is asked
 }
 
 StopOnSignal::~StopOnSignal() {
-  sigaction(SIGINT, &before_int_, nullptr);
-  sigaction(SIGTERM, &before_term_, nullptr);
-  sigaction(SIGHUP, &before_hup_, nullptr);
+  for (size_t k = 0; k < std::size(kStopSignals); ++k) sigaction(kStopSignals[k], &before_[k], nullptr);
   sigaction(SIGPIPE, &before_pipe_, nullptr);
   g_stop_signal = 0;
 }

@@ -43,9 +43,8 @@ class StopOnSignal {
   void end_by_it() const;
 
  private:
-  struct sigaction before_int_ = {};
-  struct sigaction before_term_ = {};
-  struct sigaction before_hup_ = {};
+  struct sigaction before_[3] = {};  // SIGINT's, SIGTERM's, SIGHUP's
+
   struct sigaction before_pipe_ = {};
 };
 
