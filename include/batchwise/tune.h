@@ -67,6 +67,10 @@ struct TuneStage {
   /// has timed the steps (`plan`), the seconds tune expects to take from here to its end.
   double expected_s = 0;
   bool plan = false;
+  /// On a phase's start, its kind: "fit", "sweep", "noise", "race", "validation" or "precisions"
+  /// (the CLI lets a Ctrl-C stop the validation, whose ValidateOptions::should_stop it asks, from
+  /// this line on); "" on a note or the plan.
+  std::string name;
 };
 
 /// Options of tune. Example: `TuneOptions().fit(FitOptions().budget_bytes(1LL << 30)).race_budget_s(60)`.

@@ -75,7 +75,9 @@ struct ValidateOptions {
   /// Asked after every training step and before every candidate: true stops the validation there
   /// (the CLI's Ctrl-C). The run under way is dropped (it did not finish), no later candidate
   /// trains, the runs that finished are kept and judged among themselves, and
-  /// ValidationResult::not_trained names the rest. Unset: never.
+  /// ValidationResult::not_trained names the rest. A run whose step failed (threw) while it says
+  /// true is the stop's too, dropped and named, not a failed run (Python's Ctrl-C raises in the
+  /// model's forward). Unset: never.
   TORCH_ARG(std::function<bool()>, should_stop);
 };
 

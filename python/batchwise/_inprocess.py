@@ -25,12 +25,20 @@ import random
 import re
 import sys
 
-__all__ = ["fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError"]
+__all__ = ["fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError", "Interrupted"]
 
 
 class TrainingError(RuntimeError):
     """Your model, loss or optimizer raised while batchwise trained it; the exception it raised is
     the cause (``__cause__``), with its traceback."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C stopped batchwise.validate after the step under way: ``.report`` holds the runs that
+    had ended, judged among themselves (report.validation.interrupted, .not_trained: the run under
+    way and those after it), with no batch recommended from a part of the grid. The model, its
+    optimizer and the RNGs are as they were. A KeyboardInterrupt, so it ends a script as any Ctrl-C
+    does; catch it to keep the runs. The other calls raise a plain KeyboardInterrupt."""
 
 
 def _engine():
@@ -698,7 +706,7 @@ def _call(command, options, make_adapter):
     try:
         adapter.count_the_state()
         try:
-            text, where, error = engine.run(adapter, options, command)
+            text, where, error, kept = engine.run(adapter, options, command)
         except (engine.ConfigError, engine.DataError) as e:
             raise _engine_error(command, e) from None
     finally:
@@ -715,6 +723,17 @@ def _call(command, options, make_adapter):
         raise TrainingError(f"batchwise.{command}: {where} raised {type(error).__name__}: {error} "
                             f"(the model, its optimizer and the RNGs are as they were)") from error
     report = Report(text)
+    if kept:  # validate, stopped by a Ctrl-C between its steps
+        v = report.validation
+        rest = [str(b) for b in v.not_trained] + (["the batch-size schedule"] if v.schedule_not_trained else [])
+        ended = len(v.runs)
+        interrupted = Interrupted(
+            f"batchwise.{command}: interrupted with {ended} of {ended + len(rest)} runs ended; "
+            f"{', '.join(rest)} {'were' if len(rest) > 1 else 'was'} not trained, so no batch is recommended (the "
+            "runs that ended are this exception's .report; the same call again trains the whole grid; the model, "
+            "its optimizer and the RNGs are as they were)")
+        interrupted.report = report
+        raise interrupted
     failed = _nothing_trained(report)
     if failed:
         error = TrainingError(f"batchwise.{command}: {failed} (the model, its optimizer and the RNGs are as they "

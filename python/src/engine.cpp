@@ -471,6 +471,19 @@ void rule_learning_rate(Report& r, int64_t base_batch) {
   r.lr = unmeasured_lr(*optimizer, base_batch, r.workload.lr, r.recommendation->batch);
 }
 
+// validate's should_stop: a Ctrl-C (Python's signal handler raised) stops it after the step under
+// way, and the runs that ended come back in batchwise.Interrupted's report. Asked between steps
+// without the GIL; the GIL is taken to run Python's handlers, as call_python does.
+bool interrupt_asked() {
+  py::gil_scoped_acquire gil;
+  Failure& failed = failure();
+  if (!failed.interrupted && PyErr_CheckSignals() != 0) {
+    PyErr_Clear();
+    failed.interrupted = true;
+  }
+  return failed.interrupted;
+}
+
 // Every option of one call, read with the GIL before the engine runs without it.
 struct Plan {
   FitOptions fit;
@@ -525,7 +538,8 @@ Plan plan(const Options& o, const Progress& progress, int64_t budget, bool cuda)
                    .stop_slower_than(o.get("stop_slower_than", 0.0))
                    .measure_lr(!o.get("rule_lr", false))
                    .limit_bytes(budget)
-                   .on_progress([progress](const ValidateProgress& v) { progress.validate(v); });
+                   .on_progress([progress](const ValidateProgress& v) { progress.validate(v); })
+                   .should_stop(interrupt_asked);
   return p;
 }
 
@@ -565,7 +579,7 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
   } else if (command == "validate") {
     report.validation = validate(workload, held_out, *p.validate);
     if (std::string w = shared_cpu_warning(*report.validation); !w.empty()) report.context.warnings.push_back(w);
-    report.recommendation = recommend(*report.validation);
+    if (!report.validation->interrupted) report.recommendation = recommend(*report.validation);  // not from a part
     if (report.recommendation) report.lr = fixed_run(*report.validation, report.recommendation->batch)->lr;
   } else {
     TuneSubject subject(workload);
@@ -576,7 +590,8 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
 }
 
 // Runs `command` on the adapter's workload without the GIL, then raises what Python raised.
-// (the report's JSON or None, where, the exception): the user's code raised where there is an exception.
+// (the report's JSON or None, where, the exception, kept): the user's code raised where there is an exception;
+// kept: a Ctrl-C stopped validate, and the JSON holds the runs that ended.
 py::tuple run(const py::object& adapter, const py::dict& options, const std::string& command) {
   // One call at a time: the CPU count, its limit and the failure slot are the process's.
   static std::atomic<bool> busy{false};
@@ -624,7 +639,9 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   workload.reset();
   Failure failed = std::move(failure());
   failure() = Failure{};
-  if (failed.interrupted) {
+  // A validation the Ctrl-C stopped between its steps: the runs that ended, for batchwise.Interrupted.
+  const bool kept = !error && !failed.error && report.validation && report.validation->interrupted;
+  if (failed.interrupted && !kept) {
     PyErr_SetNone(PyExc_KeyboardInterrupt);
     throw py::error_already_set();
   }
@@ -633,7 +650,7 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   const py::object where = failed.error ? py::object(py::str(failed.where)) : py::object(py::none());
   const py::object cause = failed.error ? failed.error : py::object(py::none());
   if (error && !failed.error) std::rethrow_exception(error);
-  return py::make_tuple(error ? py::object(py::none()) : py::object(py::str(to_json(report))), where, cause);
+  return py::make_tuple(error ? py::object(py::none()) : py::object(py::str(to_json(report))), where, cause, kept);
 }
 
 // ---- the report's field names -------------------------------------------------------------------

@@ -293,6 +293,15 @@ std::optional<Recommendation> recommend(const ValidationResult& v) {
 }
 
 Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
+  if (v.interrupted) {  // a part of the candidates judged among themselves moves nothing
+    Recommendation out = rec;
+    std::vector<std::string> rest;
+    for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
+    if (v.schedule_not_trained) rest.push_back("the batch-size schedule");
+    out.reason = fmt::format("{}; not validated: the validation was stopped before {} trained", rec.reason,
+                             fmt::join(rest, ", "));
+    return out;
+  }
   const ValidationRun* predicted = nullptr;
   const ValidationRun* fastest = nullptr;
   const ValidationRun* schedule = nullptr;  // a batch-size schedule's run: reported, never a fixed batch
@@ -543,8 +552,10 @@ Assessed from_race(const BatchRace& race) {
 
 Recommendation with_confidence(Recommendation rec, const Evidence& e) {
   Assessed a{Confidence::Low, ""};
-  if (e.validation)
-    a = from_validation(*e.validation, rec.batch);
+  // A validation stopped before its runs ended (a Ctrl-C) checked nothing: the answer is the races'.
+  const ValidationResult* checked = e.validation && !e.validation->interrupted ? e.validation : nullptr;
+  if (checked)
+    a = from_validation(*checked, rec.batch);
   else if (e.run_race && e.run_race->best_batch)
     a = from_run_race(*e.run_race);
   else if (e.run_race && e.race && e.race->best_batch)  // the batch race after a run race that saw no learning
@@ -582,7 +593,7 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
                                       "per sample is not the one that trains soonest",
                                       e.no_race_reason.empty() ? "no race ran" : e.no_race_reason)};
   const bool the_knee =
-      !e.validation && !(e.run_race && e.run_race->best_batch) && !(e.race && e.race->best_batch) && !e.goodput;
+      !checked && !(e.run_race && e.run_race->best_batch) && !(e.race && e.race->best_batch) && !e.goodput;
   if (the_knee && e.sweep && !e.sweep->unsettled.empty()) {  // the answer is the knee, and the knee is noise's
     a.level = Confidence::Low;
     a.reason += fmt::format(
@@ -592,7 +603,7 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
   }
   // A sweep that shared the CPU read its larger batches slower than they are (sweep.h): an answer not
   // validated rests on its figures, the candidates a race trained and the times it weighed them by.
-  if (!e.validation && e.sweep && !e.sweep->shared_cpu_warning.empty()) {
+  if (!checked && e.sweep && !e.sweep->shared_cpu_warning.empty()) {
     a.level = Confidence::Low;
     a.reason += fmt::format(
         "; and the sweep shared the CPU (its threads waited for a core {:.0f} % of the time they were ready to "
@@ -601,9 +612,11 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
         100 * cpu_wait_share(*e.sweep),
         a.reason.find("quiet machine") == std::string::npos ? ": tune again on a quiet machine" : "");
   }
+  if (e.validation && e.validation->interrupted)  // the answer stands as the races gave it
+    a.reason += "; the validation was stopped before all its runs ended, so it checked nothing";
   // A validation that shared the CPU timed its runs with another process's share in them, and its
   // times chose the fastest good batch (its final qualities are not skewed).
-  if (const double most = e.validation ? most_cpu_wait_share(*e.validation) : 0;
+  if (const double most = checked ? most_cpu_wait_share(*checked) : 0;
       most > kSharedCpuShare && a.level != Confidence::Low) {
     a.level = Confidence::Low;
     a.reason += fmt::format(

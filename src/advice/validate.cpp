@@ -442,8 +442,12 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
       result.interrupted = true;
       not_trained(batch, phases);
     } catch (const ConfigError&) {
-      throw;                             // a setting that no candidate can run with
-    } catch (const std::exception& e) {  // out of memory at this batch, or a failing step: a result
+      throw;                                       // a setting that no candidate can run with
+    } catch (const std::exception& e) {            // out of memory at this batch, or a failing step: a result
+      if (o.should_stop() && o.should_stop()()) {  // a step the stop cut short (Python's Ctrl-C in forward)
+        result.interrupted = true;
+        return not_trained(batch, phases);
+      }
       ValidationRun failed;
       failed.batch = batch;
       failed.lr =

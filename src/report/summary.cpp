@@ -70,7 +70,7 @@ std::vector<int64_t> flat_range(const Report& r) {
 
 // What decided the answer, in one line: validation, the run race, the batch race, or goodput.
 std::string decider_line(const Report& r) {
-  if (r.validation && r.validation->fastest_batch) {
+  if (r.validation && r.validation->fastest_batch && !r.validation->interrupted) {  // stopped: it decided nothing
     const ValidationResult& v = *r.validation;
     if (const ValidationRun* run = fixed_run(v, *v.fastest_batch))
       return v.epochs > 0 ? fmt::format(
@@ -129,7 +129,7 @@ std::string closing_line(const Report& r) {
       std::string what =
           rest.empty() ? "" : fmt::format("{} {}", rest.size() > 1 ? "batches" : "batch", fmt::join(rest, ", "));
       if (r.validation->schedule_not_trained) what += what.empty() ? "the schedule" : " and the schedule";
-      return fmt::format("answer: none: interrupted before {} trained (the warning says how to train the rest)", what);
+      return fmt::format("answer: none: interrupted before {} trained (the warning says how to finish it)", what);
     }
     if (const ValidationResult* v = r.validation ? &*r.validation : nullptr; v && !v->runs.empty()) {
       if (v->epochs > 0 && v->any_fixed_run_finished())

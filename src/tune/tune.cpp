@@ -49,7 +49,10 @@ using namespace detail;
 using Clock = std::chrono::steady_clock;
 
 void stage(const TuneOptions& o, std::string what) {
-  if (o.on_stage()) o.on_stage()(TuneStage{std::move(what)});
+  if (!o.on_stage()) return;
+  TuneStage t;
+  t.what = std::move(what);
+  o.on_stage()(t);
 }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -102,7 +105,12 @@ class Laps {
 enum class Phase { Fit = 1, Sweep, Noise, Race, Validate, Precision };
 
 void stage(const TuneOptions& o, Phase phase, std::string what, double expected_s = 0) {
-  if (o.on_stage()) o.on_stage()(TuneStage{std::move(what), -static_cast<int>(phase), 0, expected_s});
+  if (!o.on_stage()) return;
+  TuneStage t;
+  t.what = std::move(what);
+  t.phase = -static_cast<int>(phase);
+  t.expected_s = expected_s;
+  o.on_stage()(t);
 }
 
 // Before a race, once: the plan stated again where what is left of it is far off the figure stated
@@ -113,8 +121,9 @@ void restate_the_plan(const TuneOptions& o, Laps& laps, const char* race, double
   const std::vector<PhaseTime> since = laps.since_plan();
   double on_top_s = 0;  // the profile's: not in the plan
   for (const PhaseTime& p : since) on_top_s += p.expected_s > 0 ? 0 : p.wall_s;
-  TuneStage plan{restated_plan(laps.timing().expected_s - laps.elapsed_s() + on_top_s, wall_s, most_s, since,
-                               laps.expected(race), o.validate() || o.compare_precision())};
+  TuneStage plan;
+  plan.what = restated_plan(laps.timing().expected_s - laps.elapsed_s() + on_top_s, wall_s, most_s, since,
+                            laps.expected(race), o.validate() || o.compare_precision());
   plan.expected_s = wall_s;
   plan.plan = true;
   if (plan.what.empty()) return;
@@ -136,6 +145,8 @@ TuneOptions numbered_stages(TuneOptions o, bool reused_fit, bool noise, bool rac
   return o.on_stage([user = o.on_stage(), planned](const TuneStage& t) {
     TuneStage numbered = t;
     if (t.phase < 0) {
+      static constexpr const char* kNames[] = {"", "fit", "sweep", "noise", "race", "validation", "precisions"};
+      numbered.name = kNames[-t.phase];
       const auto at = std::find(planned.begin(), planned.end(), static_cast<Phase>(-t.phase));
       numbered.phase = at == planned.end() ? 0 : static_cast<int>(at - planned.begin()) + 1;
       numbered.phases = static_cast<int>(planned.size());
@@ -626,9 +637,10 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
     parts.push_back(fmt::format("{} {}", o.epochs() > 0 ? "run race" : "race", duration_text(race.wall_s)));
   const bool more = o.validate() || o.compare_precision();
   if (o.on_stage()) {
-    TuneStage t{fmt::format("expected: about {} more, at most {} ({}; from the fit's step times{})",
-                            duration_text(rest), duration_text(most), fmt::join(parts, ", "),
-                            more ? "; the validation and the precision comparison come on top" : "")};
+    TuneStage t;
+    t.what = fmt::format("expected: about {} more, at most {} ({}; from the fit's step times{})", duration_text(rest),
+                         duration_text(most), fmt::join(parts, ", "),
+                         more ? "; the validation and the precision comparison come on top" : "");
     t.expected_s = rest;
     t.plan = true;
     o.on_stage()(t);
@@ -746,8 +758,12 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   learning_rate(subject, options, report);
   plan_the_run(subject, options, report);
   laps("learning rate", report.lr.has_value());
-  if (precisions) compare_precisions(subject, options, report);
-  laps("precisions", precisions);
+  // A validation stopped by should_stop (the CLI's Ctrl-C) stops tune: no phase trains after it.
+  const bool stopped = report.validation && report.validation->interrupted;
+  if (precisions && stopped)
+    report.context.warnings.push_back("the precisions were not compared: the validation before them was stopped");
+  if (precisions && !stopped) compare_precisions(subject, options, report);
+  laps("precisions", precisions && !stopped);
   report.timing = laps.done();
   return report;
 }

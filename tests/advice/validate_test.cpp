@@ -366,6 +366,57 @@ TEST(Validate, AStoppedValidationKeepsTheRunsThatFinishedAndNamesTheRest) {
   EXPECT_EQ(to_json(report).find("interrupted"), std::string::npos);
 }
 
+// Python's Ctrl-C raises in the model's own code, so the step under way throws: a run whose step threw
+// while should_stop says true is the stop's (dropped and named not trained), not a failed run; one
+// that threw with no stop asked is a failed run, as before.
+TEST(Validate, ARunWhoseStepThrewOnceAStopWasAskedIsTheStops) {
+  for (const bool asked : {true, false}) {
+    SCOPED_TRACE(asked);
+    CpuMemoryTracker::install();
+    at::manual_seed(2);
+    Dataset data;
+    data.name = "rows";
+    data.inputs = at::randn({256, 8});
+    data.targets = data.inputs.sum(1, /*keepdim=*/true);
+    torch::nn::Linear linear(8, 1);
+    WorkloadInfo info;
+    info.model = "linear";
+    info.optimizer = "sgd";
+    info.lr = 0.01;
+    int losses = 0;  // the 40th loss, in batch 32's first steps (batch 16's run took 16 and its evaluations)
+    bool stop = false;
+    ModuleWorkload w(
+        info, torch::nn::AnyModule(linear),
+        std::make_unique<torch::optim::SGD>(linear->parameters(), torch::optim::SGDOptions(0.01)), data,
+        [&](const at::Tensor& out, const at::Tensor& y) {
+          if (++losses == 40) {
+            stop = asked;
+            throw std::runtime_error("KeyboardInterrupt");
+          }
+          return (out - y).pow(2).mean();
+        },
+        c10::Device(c10::kCPU), 0);
+    const ValidationResult v = validate(
+        w, data,
+        ValidateOptions({16, 32, 64}).epochs(1).lr_schedule(LrSchedule::Cosine).measure_lr(false).should_stop([&] {
+          return stop;
+        }));
+    ASSERT_GE(v.runs.size(), 1u);
+    EXPECT_EQ(v.runs[0].batch, 16);
+    EXPECT_TRUE(v.runs[0].final_loss.has_value()) << v.runs[0].message;
+    if (asked) {
+      EXPECT_TRUE(v.interrupted);
+      EXPECT_EQ(v.runs.size(), 1u);
+      EXPECT_EQ(v.not_trained, (std::vector<int64_t>{32, 64}));
+    } else {
+      EXPECT_FALSE(v.interrupted);
+      ASSERT_EQ(v.runs.size(), 3u);
+      EXPECT_EQ(v.runs[1].message, "failed: KeyboardInterrupt");
+      EXPECT_TRUE(v.runs[2].final_loss.has_value()) << v.runs[2].message;
+    }
+  }
+}
+
 // A decaying rate needs the run's length, and a full run is not stopped at a target.
 TEST(Validate, FullRunsAndTargetsAreRefusedTogetherAndASchedulesNeedsEpochs) {
   auto w = mlp(200);

@@ -912,6 +912,57 @@ TEST(Cli, CtrlCDuringValidateKeepsTheRunsThatFinished) {
   EXPECT_NE(hup.out.find("warning: interrupted (SIGHUP) with "), std::string::npos) << hup.out;
 }
 
+// tune --validate's full runs take as long as validate's: a first Ctrl-C while they train keeps the
+// runs that ended in the report, and tune's answer stands as the sweep gave it, not validated (low
+// confidence, saying so); the precisions after it are not compared; then tune ends by the signal.
+TEST(Cli, CtrlCDuringTuneValidateKeepsTheRunsAndTheAnswerUnvalidated) {
+  const fs::path json = scratch() / "tune-interrupted.json";
+  fs::remove(json);
+  const Outcome r = signalled_when(
+      "tune --model mlp --dataset synthetic --synthetic-size 4096 --lr 0.05 --min 16 --max 64 --fit-steps 1 "
+      "--steps 2 --repetitions 1 --no-noise --no-race --validate --epochs 20 --lr-schedule cosine --rule-lr "
+      "--compare-precision --threads 1 -v --no-history --json " +
+          json.string(),
+      "[validate 2/", SIGINT);  // the candidates (the knee and its neighbours) follow the sweep's figures
+  ASSERT_EQ(r.code, 130) << r.err;
+  EXPECT_NE(r.err.find("batchwise tune: stopping after this step: the validation's runs that finished are kept"),
+            std::string::npos)
+      << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  const auto& v = j.at("validation");
+  EXPECT_EQ(v.at("interrupted"), true);
+  ASSERT_EQ(v.at("runs").size(), 1u) << v.dump();  // the first; the second was under way
+  const int64_t kept = v.at("runs")[0].at("batch");
+  ASSERT_FALSE(v.at("not_trained").empty());
+  std::vector<std::string> rest;
+  for (const auto& b : v.at("not_trained")) rest.push_back(std::to_string(b.get<int64_t>()));
+  const auto& rec = j.at("recommendation");  // the sweep's knee, as without --validate
+  EXPECT_EQ(rec.at("batch"), j.at("sweep").at("knee_batch"));
+  EXPECT_NE(rec.at("reason").get<std::string>().find(
+                fmt::format("not validated: the validation was stopped before {} trained", fmt::join(rest, ", "))),
+            std::string::npos)
+      << rec.dump();
+  EXPECT_EQ(rec.at("confidence"), "low");
+  EXPECT_NE(rec.at("confidence_reason")
+                .get<std::string>()
+                .find("the validation was stopped before all its runs "
+                      "ended, so it checked nothing"),
+            std::string::npos)
+      << rec.dump();
+  EXPECT_FALSE(j.contains("precision_comparison")) << j.dump().substr(0, 400);
+  EXPECT_NE(r.out.find("warning: the precisions were not compared: the validation before them was stopped"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(fmt::format("warning: the validation was interrupted (SIGINT) with 1 of {} runs ended: the run "
+                                   "that had ended is kept; {} {} not trained, so tune's answer stands, not validated "
+                                   "(to validate it: the same tune --validate again, or batchwise validate "
+                                   "--batch-sizes {},",
+                                   1 + rest.size(), fmt::join(rest, ", "), rest.size() > 1 ? "were" : "was", kept)),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("trained your 20-epoch run fastest"), std::string::npos) << r.out;  // it decided nothing
+}
+
 // The linear rule hands lenet 0.64 at 2048 and 1.28 at 4096, rates at which it never left chance
 // accuracy; the rates validate trains with (the rule capped by a range test from the same
 // weights) leave it, and the recommended rate is the one the winner trained with.

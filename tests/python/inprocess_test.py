@@ -543,9 +543,55 @@ except KeyboardInterrupt:
 """
 
 
+# A Ctrl-C 5 steps into batch 64's run (batch 32's 64 steps have ended): validate stops there and
+# raises batchwise.Interrupted, a KeyboardInterrupt whose report keeps batch 32's run.
+VALIDATE_INTERRUPTED = """
+import os, signal, sys, torch
+sys.path.insert(0, {here!r})
+import inprocess_test as T, batchwise
+x, y = T.branchy_data(2048)
+held_out = T.branchy_data(512, seed=1)
+torch.manual_seed(0)
+model = T.Branchy()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+before = T.snapshot(model, optimizer)
+steps, step = [0], optimizer.step
+def interrupting(*args, **kwargs):
+    out = step(*args, **kwargs)
+    steps[0] += 1
+    if steps[0] == 2048 // 32 + 5:
+        os.kill(os.getpid(), signal.SIGINT)
+    return out
+optimizer.step = interrupting
+try:
+    batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32, 64, 128], epochs=1,
+                       lr_schedule="cosine", rule_lr=True, progress=False)
+    print("returned")
+except batchwise.Interrupted as e:
+    v = e.report.validation
+    print("kept:", [r.batch for r in v.runs], "not trained:", v.not_trained, "interrupted:", v.interrupted,
+          "final:", v.runs[0].final_accuracy is not None, "recommendation:", e.report.recommendation)
+    print("a KeyboardInterrupt:", isinstance(e, KeyboardInterrupt))
+    print("message:", e)
+    del optimizer.step
+    print("restored:", T.same(before, T.snapshot(model, optimizer)))
+"""
+
+
 def test_interrupt():
     import signal
     import subprocess
+    out = subprocess.run([sys.executable, "-c", VALIDATE_INTERRUPTED.format(here=HERE)], capture_output=True,
+                         text=True, timeout=120)
+    case("Ctrl-C during validate keeps the runs that ended: batchwise.Interrupted's report",
+         "kept: [32] not trained: [64, 128] interrupted: True final: True recommendation: None" in out.stdout,
+         out.stdout[-800:] + out.stderr[-800:])
+    case("Interrupted is a KeyboardInterrupt, and says what was not trained",
+         "a KeyboardInterrupt: True" in out.stdout and
+         "message: batchwise.validate: interrupted with 1 of 3 runs ended; 64, 128 were not trained" in out.stdout,
+         out.stdout[-800:])
+    case("and the model, its optimizer and the RNGs are as they were", "restored: True" in out.stdout,
+         out.stdout[-800:])
     child = subprocess.Popen([sys.executable, "-c", INTERRUPTED.format(here=HERE, where="none")],
                              stdout=subprocess.PIPE, text=True)
     first = child.stdout.readline()  # the first progress line: the engine is running

@@ -2,8 +2,13 @@
 // rate and run plan, and the follow-ups) with the CLI's progress lines, --reuse from the history,
 // and the report.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <optional>
 
 #include "../cli.h"
+#include "../launch.h"
 #include "../session.h"
 #include "batchwise/error.h"
 #include "batchwise/history.h"
@@ -12,6 +17,27 @@
 
 namespace batchwise::cli {
 namespace {
+
+// What tune's interrupted validation kept and did not train, and how to validate the answer.
+std::string interrupted_warning(const ValidationResult& v, const std::string& signal) {
+  std::vector<int64_t> grid = v.not_trained;  // the fixed batches it was to train, in order
+  for (const auto& r : v.runs)
+    if (r.schedule.empty()) grid.push_back(r.batch);
+  std::sort(grid.begin(), grid.end());
+  std::vector<std::string> rest;
+  for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
+  if (v.schedule_not_trained) rest.push_back("the batch-size schedule");
+  const size_t ended = v.runs.size();
+  return fmt::format(
+      "the validation was interrupted ({}) with {} of {} runs ended: {}; {} {} not trained, so tune's answer "
+      "stands, not validated (to validate it: the same tune --validate again, or batchwise validate --batch-sizes {} "
+      "with this tune's workload and run options)",
+      signal, ended, ended + rest.size(),
+      ended == 0   ? "none had ended"
+      : ended == 1 ? "the run that had ended is kept"
+                   : "the runs that had ended are kept, judged among themselves",
+      fmt::join(rest, ", "), rest.size() > 1 ? "were" : "was", fmt::join(grid, ","));
+}
 
 class Tune : public Command {
  public:
@@ -33,7 +59,10 @@ class Tune : public Command {
     cmd->footer(
         "Example:\n  batchwise tune                      # lenet on Fashion-MNIST on the best device\n"
         "  batchwise tune --epochs 10 --lr-schedule cosine   # the answer for a 10-epoch cosine run\n"
-        "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json");
+        "  batchwise tune --model resnet18 --dataset synthetic --max 512 --json tune.json\n"
+        "Ctrl-C (SIGINT, SIGTERM or SIGHUP) once while --validate's runs train: stops after the step under way and "
+        "writes the report with the runs that ended (tune's answer stands, not validated; exit 128 + the "
+        "signal); in any other phase, or twice: ends at once, writing nothing.");
     cmd->add_flag("--verbose,-v", verbose_,
                   "print every table (fit, sweep, noise scale, goodput, race, run plan) and a line per trial; without "
                   "it, tune prints a phase line each, the why in five lines and the answer (the reports hold "
@@ -91,6 +120,7 @@ class Tune : public Command {
     subject.world_size = s.world_size();
     subject.held_out = [&] { return s.held_out(); };
     if (!s.data_parallel()) subject.release = [&] { s.release(); };
+    std::optional<StopOnSignal> stop;  // armed while the validation runs
     TuneOptions options = TuneOptions()
                               .fit(s.with_progress(fit_.options(w_, s.report.budget_bytes)))
                               .sweep(s.with_progress(sweep_.options(w_, s.report.budget_bytes)))
@@ -107,16 +137,37 @@ class Tune : public Command {
                               .lr_schedule(parse_lr_schedule(v_.lr_schedule))
                               .on_run_race([&](const std::string& text) { s.on_run_race(text); })
                               .compare_precision(compare_precision_)
-                              .on_stage([&](const TuneStage& t) { s.stage(t); })
+                              .on_stage([&](const TuneStage& t) {
+                                // The validation's full runs take hours: a first Ctrl-C in it keeps the runs
+                                // that finished. The other phases end at a Ctrl-C, as before.
+                                if (t.name == "validation")
+                                  stop.emplace("tune",
+                                               "the validation's runs that finished are kept and written, "
+                                               "the one under way is dropped; tune's answer stands, not validated");
+                                else if (!t.name.empty() && stop && !stop->requested())
+                                  stop.reset();
+                                s.stage(t);
+                              })
                               .on_race([&](const RaceProgress& p) { s.on_race(p); });
     if (validate_)
-      options.validate(v_.options({}, base_batch_).on_progress([&](const ValidateProgress& p) { s.on_validate(p); }));
+      options.validate(v_.options({}, base_batch_)
+                           .on_progress([&](const ValidateProgress& p) {
+                             if (!(stop && stop->requested())) s.on_validate(p);  // its reader may be gone
+                           })
+                           .should_stop([&] { return stop && stop->requested(); }));
     if (!w_.no_history) state_the_last(s);
     s.report = tune(subject, options, s.report);
+    const bool stopped = stop && stop->requested();
+    if (stopped) stop->mute_broken_outputs();
     s.clear_line();
+    if (stopped && s.report.validation)
+      s.report.context.warnings.push_back(interrupted_warning(*s.report.validation, stop->name()));
     if (s.report.validation) s.print_validation(*s.report.validation);
     plan_for_device(fit_, w_, s.report);
-    return s.finish();
+    if (stopped) stop->mute_broken_outputs();
+    const int code = s.finish();
+    if (stopped) stop->end_by_it();
+    return code;
   }
 
  private:
