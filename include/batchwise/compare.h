@@ -23,6 +23,22 @@ struct ComparedPoint {
   bool within_noise() const;
 };
 
+/// One run of two validations (validate, tune --validate) at the same batch, or the same batch-size
+/// schedule: its training time and final quality in each; a side is empty where that validation
+/// did not train it.
+struct ComparedRun {
+  int64_t batch = 0;
+  std::string schedule;  ///< a batch-size schedule's run ("64:0,256:2"); "" for a fixed batch
+  /// The training time of a full run that finished, or of a run that reached the target.
+  std::optional<double> train_s_a, train_s_b;
+  std::optional<double> final_accuracy_a, final_accuracy_b, final_loss_a, final_loss_b;  ///< full runs
+  /// How its validation judged it: "best", "good", "worse" (full runs), "reached", "not reached"
+  /// (a target), "not finished", "failed", "not trained" (stopped first); "" where it was not a candidate.
+  std::string verdict_a, verdict_b;
+  /// train_s_a / train_s_b, where both are set: above 1, B trained the run faster (as speed_ratio).
+  std::optional<double> speed_ratio() const;
+};
+
 /// A context or workload field that differs between the reports (model, device, torch, threads...).
 struct ComparedField {
   std::string name, a, b;
@@ -36,8 +52,12 @@ struct Comparison {
   std::vector<ComparedPoint> points;  ///< every batch either sweep measured, ascending
   /// Geometric mean of speed_ratio() over the batches both ran ok; none without such a batch.
   std::optional<double> geomean_speed_ratio;
-  /// Where the comparison may mislead: the reports train different workloads, or every ratio is
-  /// within the runs' noise.
+  /// The validations' runs, fixed batches ascending, then a schedule's; empty where neither report
+  /// has a validation. And each validation's answer: its fastest good batch (its fastest to the target).
+  std::vector<ComparedRun> runs;
+  std::optional<int64_t> validated_a, validated_b;
+  /// Where the comparison may mislead: the reports train different workloads, every ratio is within
+  /// the runs' noise, or the validations trained different runs or time each run once.
   std::vector<std::string> warnings;
 };
 

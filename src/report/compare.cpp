@@ -28,6 +28,11 @@ bool ComparedPoint::within_noise() const {
   return std::abs(*r - 1) <= std::max(*spread_a, *spread_b);
 }
 
+std::optional<double> ComparedRun::speed_ratio() const {
+  if (!train_s_a || !train_s_b || *train_s_b <= 0) return std::nullopt;
+  return *train_s_a / *train_s_b;
+}
+
 namespace {
 
 using nlohmann::json;
@@ -60,6 +65,7 @@ const ComparedText kCompared[] = {
     {"budget", [](const Report& r) { return format_bytes(r.budget_bytes); }},
     {"target", [](const Report& r) { return json_text(r.target); }},
     {"run", [](const Report& r) { return answered_run(r); }},
+    {"validation", [](const Report& r) { return r.validation ? r.validation->target : std::string("-"); }},
 };
 
 void add_points(const Report& report, bool is_a, std::map<int64_t, ComparedPoint>& points) {
@@ -76,6 +82,37 @@ void add_points(const Report& report, bool is_a, std::map<int64_t, ComparedPoint
       (is_a ? cp.spread_a : cp.spread_b) = step_spread(steps);
     }
   }
+}
+
+// How a validation judged one of its runs (ComparedRun::verdict_a).
+std::string verdict(const ValidationResult& v, const ValidationRun& r) {
+  if (r.message.rfind("failed", 0) == 0) return "failed";
+  if (v.epochs <= 0) return r.reached ? "reached" : "not reached";
+  if (!r.final_loss) return "not finished";
+  if (r.schedule.empty() && v.best_batch == r.batch) return "best";
+  return r.good ? "good" : "worse";
+}
+
+void add_runs(const Report& report, bool is_a, std::vector<ComparedRun>& runs) {
+  if (!report.validation) return;
+  const ValidationResult& v = *report.validation;
+  const auto at = [&](int64_t batch, const std::string& schedule) -> ComparedRun& {
+    for (ComparedRun& c : runs)
+      if (c.batch == batch && c.schedule == schedule) return c;
+    runs.push_back({});
+    runs.back().batch = batch;
+    runs.back().schedule = schedule;
+    return runs.back();
+  };
+  for (const ValidationRun& r : v.runs) {
+    ComparedRun& c = at(r.batch, r.schedule);
+    const bool timed = v.epochs > 0 ? r.final_loss.has_value() : r.reached;
+    if (timed) (is_a ? c.train_s_a : c.train_s_b) = r.train_s;
+    (is_a ? c.final_accuracy_a : c.final_accuracy_b) = r.final_accuracy;
+    (is_a ? c.final_loss_a : c.final_loss_b) = r.final_loss;
+    (is_a ? c.verdict_a : c.verdict_b) = verdict(v, r);
+  }
+  for (const int64_t b : v.not_trained) (is_a ? at(b, "").verdict_a : at(b, "").verdict_b) = "not trained";
 }
 
 // The fields that make two reports different workloads: ratios between them are not speed-ups.
@@ -100,6 +137,16 @@ std::vector<std::string> comparison_warnings(const Comparison& c) {
   else if (noise > 0)
     warnings.push_back(fmt::format(
         "{} of {} ratios are within the two runs' spreads (marked ~): noise, not a difference", noise, both));
+  const auto validation = std::find_if(c.differences.begin(), c.differences.end(),
+                                       [](const ComparedField& d) { return d.name == std::string("validation"); });
+  if (validation != c.differences.end() && validation->a != "-" && validation->b != "-")
+    warnings.push_back(fmt::format(
+        "A and B validated different runs ({} | {}): their times and final qualities are not one run's, measured twice",
+        validation->a, validation->b));
+  else if (std::any_of(c.runs.begin(), c.runs.end(), [](const ComparedRun& r) { return r.speed_ratio(); }))
+    warnings.push_back(
+        "each validation time is one run's, and one run's time moves from one run to the next (on a CPU by up to a "
+        "third: docs/benchmarks.md): a time ratio near 1 is not a difference until the runs are repeated");
   return warnings;
 }
 
@@ -133,9 +180,47 @@ Comparison compare_reports(const std::string& path_a, const std::string& path_b)
     }
   }
   if (n > 0) c.geomean_speed_ratio = std::exp(log_sum / n);
+  add_runs(a, true, c.runs);
+  add_runs(b, false, c.runs);
+  std::stable_sort(c.runs.begin(), c.runs.end(), [](const ComparedRun& x, const ComparedRun& y) {
+    return x.schedule.empty() != y.schedule.empty() ? x.schedule.empty() : x.schedule.empty() && x.batch < y.batch;
+  });
+  c.validated_a = a.validation ? a.validation->fastest_batch : std::nullopt;
+  c.validated_b = b.validation ? b.validation->fastest_batch : std::nullopt;
   c.warnings = comparison_warnings(c);
   return c;
 }
+
+namespace {
+
+// The validations' runs: each one's training time in A and in B, their ratio (above 1: B faster), its
+// final quality in each (accuracy where the runs have one, else the loss) and each side's verdict.
+template <class Line>
+void runs_table(const Comparison& c, Line& line) {
+  const bool accuracy = std::any_of(c.runs.begin(), c.runs.end(),
+                                    [](const ComparedRun& r) { return r.final_accuracy_a || r.final_accuracy_b; });
+  const auto quality = [&](const std::optional<double>& acc, const std::optional<double>& loss) {
+    const std::optional<double>& v = accuracy ? acc : loss;
+    return v ? fmt::format("{:.4f}", *v) : std::string("-");
+  };
+  const auto seconds = [](const std::optional<double>& s) { return s ? format_seconds(*s) : std::string("-"); };
+  const auto opt = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string("-"); };
+  line("");
+  line(fmt::format("{:<14} A {}  |  B {}", "validated", opt(c.validated_a), opt(c.validated_b)));
+  const std::string q = accuracy ? "accuracy" : "final loss";
+  line(fmt::format("{:>17}  {:>9}  {:>9}  {:>7}  {:>10}  {:>10}  {:<12}  {}", "validation run", "A train", "B train",
+                   "A/B", "A " + q, "B " + q, "A", "B"));
+  for (const ComparedRun& r : c.runs) {
+    const auto ratio = r.speed_ratio();
+    line(fmt::format("{:>17}  {:>9}  {:>9}  {:>7}  {:>10}  {:>10}  {:<12}  {}",
+                     r.schedule.empty() ? std::to_string(r.batch) : r.schedule, seconds(r.train_s_a),
+                     seconds(r.train_s_b), ratio ? fmt::format("{:.2f}x", *ratio) : "-",
+                     quality(r.final_accuracy_a, r.final_loss_a), quality(r.final_accuracy_b, r.final_loss_b),
+                     r.verdict_a.empty() ? "-" : r.verdict_a, r.verdict_b.empty() ? "-" : r.verdict_b));
+  }
+}
+
+}  // namespace
 
 std::string to_table(const Comparison& c) {
   std::ostringstream out;
@@ -169,6 +254,7 @@ std::string to_table(const Comparison& c) {
   }
   if (c.geomean_speed_ratio)
     line(fmt::format("samples/s B/A, geometric mean over the batches both ran: {:.2f}x", *c.geomean_speed_ratio));
+  if (!c.runs.empty()) runs_table(c, line);
   for (const auto& w : c.warnings) line("warning: " + w);
   return out.str();
 }
@@ -192,6 +278,19 @@ std::string to_json(const Comparison& c) {
                            {"spread", {{"a", opt(p.spread_a)}, {"b", opt(p.spread_b)}}},
                            {"within_noise", p.within_noise()}});
   j["geomean_speed_ratio"] = opt(c.geomean_speed_ratio);
+  if (!c.runs.empty()) {
+    j["validated_batch"] = {{"a", opt(c.validated_a)}, {"b", opt(c.validated_b)}};
+    j["validation_runs"] = json::array();
+    for (const auto& r : c.runs)
+      j["validation_runs"].push_back(
+          {{"batch", r.batch},
+           {"schedule", r.schedule},
+           {"train_s", {{"a", opt(r.train_s_a)}, {"b", opt(r.train_s_b)}}},
+           {"speed_ratio", opt(r.speed_ratio())},
+           {"final_accuracy", {{"a", opt(r.final_accuracy_a)}, {"b", opt(r.final_accuracy_b)}}},
+           {"final_loss", {{"a", opt(r.final_loss_a)}, {"b", opt(r.final_loss_b)}}},
+           {"verdict", {{"a", r.verdict_a}, {"b", r.verdict_b}}}});
+  }
   j["warnings"] = c.warnings;
   return j.dump(2) + "\n";
 }

@@ -298,6 +298,79 @@ TEST(Report, NoFitMeansANullBatch) {
   EXPECT_FALSE(j.contains("recommendation"));
 }
 
+// Two validations side by side: each batch's full run in A and B, the time ratio (above 1: B
+// faster), the final accuracy and each side's verdict; a batch one side did not train is empty
+// there, one a stop left out says so; one run's time is not read as a difference unwarned, and
+// validations of other runs are not one run measured twice.
+TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("batchwise-compare-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto run = [](int64_t batch, double train_s, double accuracy, bool good) {
+    ValidationRun r;
+    r.batch = batch;
+    r.train_s = train_s;
+    r.final_accuracy = accuracy;
+    r.final_loss = 1 - accuracy;
+    r.good = good;
+    return r;
+  };
+  const auto written = [&](const std::string& name, const ValidationResult& v) {
+    Report r = fixed_report();
+    r.validation = v;
+    std::ofstream(dir / name) << to_json(r);
+    return (dir / name).string();
+  };
+  ValidationResult a;
+  a.target = "full runs of 8 epochs, cosine rate";
+  a.epochs = 8;
+  a.lr_schedule = "cosine";
+  a.runs = {run(32, 60, 0.90, true), run(64, 40, 0.899, true), run(128, 30, 0.88, false)};
+  a.best_batch = 32;
+  a.fastest_batch = 64;
+  ValidationResult b = a;
+  b.runs = {run(32, 30, 0.901, true)};
+  b.fastest_batch = 32;
+  b.interrupted = true;
+  b.not_trained = {64, 128};
+  const Comparison c = compare_reports(written("a.json", a), written("b.json", b));
+  ASSERT_EQ(c.runs.size(), 3u) << to_table(c);
+  EXPECT_EQ(c.runs[0].batch, 32);
+  EXPECT_DOUBLE_EQ(*c.runs[0].speed_ratio(), 2.0);
+  EXPECT_EQ(c.runs[0].verdict_a, "best");
+  EXPECT_EQ(c.runs[1].verdict_a, "good");
+  EXPECT_EQ(c.runs[2].verdict_a, "worse");
+  EXPECT_EQ(c.runs[1].verdict_b, "not trained");
+  EXPECT_FALSE(c.runs[1].speed_ratio().has_value());
+  EXPECT_EQ(c.validated_a, std::optional<int64_t>(64));
+  const std::string table = to_table(c);
+  EXPECT_NE(table.find("validated      A 64  |  B 32"), std::string::npos) << table;
+  EXPECT_NE(table.find("2.00x      0.9000      0.9010  best          best"), std::string::npos) << table;
+  EXPECT_NE(table.find("warning: each validation time is one run's"), std::string::npos) << table;
+  const nlohmann::json j = nlohmann::json::parse(to_json(c));
+  EXPECT_EQ(j.at("validation_runs").size(), 3u);
+  EXPECT_DOUBLE_EQ(j.at("validation_runs")[0].at("speed_ratio").get<double>(), 2.0);
+  EXPECT_EQ(j.at("validation_runs")[2].at("verdict").at("b"), "not trained");
+  EXPECT_EQ(j.at("validated_batch").at("a"), 64);
+  // Another run's validation: not one run measured twice.
+  b.target = "full runs of 20 epochs, cosine rate";
+  b.epochs = 20;
+  const std::string other = to_table(compare_reports(written("a.json", a), written("c.json", b)));
+  EXPECT_NE(other.find("warning: A and B validated different runs (full runs of 8 epochs, cosine rate | full runs "
+                       "of 20 epochs, cosine rate)"),
+            std::string::npos)
+      << other;
+  // Without a validation on either side: no runs, no such lines.
+  Report plain = fixed_report();
+  plain.validation.reset();
+  std::ofstream(dir / "plain.json") << to_json(plain);
+  const Comparison none = compare_reports((dir / "plain.json").string(), (dir / "plain.json").string());
+  EXPECT_TRUE(none.runs.empty());
+  EXPECT_EQ(to_table(none).find("validated"), std::string::npos);
+  EXPECT_FALSE(nlohmann::json::parse(to_json(none)).contains("validation_runs"));
+  fs::remove_all(dir);
+}
+
 // Two answers for runs of other lengths are not one answer measured twice: compare lists the run
 // each report answered for where they differ (QA: a 2-epoch and a 1e-300-epoch tune differed only
 // in their budget, as compare showed them).

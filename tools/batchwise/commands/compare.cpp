@@ -10,13 +10,16 @@ namespace {
 class Compare : public Command {
  public:
   CLI::App* add(CLI::App& app) override {
-    auto* cmd = app.add_subcommand("compare", "Two reports side by side, batch by batch, with ratios");
+    auto* cmd = app.add_subcommand(
+        "compare", "Two reports side by side, batch by batch, with ratios (their sweeps, and their validations' runs)");
     cmd->add_option("reports", files_, "two JSON reports written with --json: A, then B")->required()->expected(2);
     cmd->add_option("--json", json_, "write the comparison as JSON to FILE");
     cmd->footer(
         "Example:\n  batchwise tune --json laptop.json   # on one machine\n"
         "  batchwise tune --json server.json   # on another\n"
-        "  batchwise compare laptop.json server.json");
+        "  batchwise compare laptop.json server.json\n"
+        "  batchwise compare validate-a.json validate-b.json   # two validations: each run's time and final "
+        "quality");
     return cmd;
   }
 
