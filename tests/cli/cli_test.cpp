@@ -963,6 +963,33 @@ TEST(Cli, CtrlCDuringTuneValidateKeepsTheRunsAndTheAnswerUnvalidated) {
   EXPECT_EQ(r.out.find("trained your 20-epoch run fastest"), std::string::npos) << r.out;  // it decided nothing
 }
 
+// A report whose folder went while the run trained (removed, unmounted) is not lost with the run's
+// hours: it is written to the temp folder, the error names both paths, and the exit is 2.
+TEST(Cli, AReportWhoseFolderWentMidRunIsWrittenToTheTempFolder) {
+  const fs::path dir = scratch() / "gone";
+  fs::create_directories(dir);
+  const Outcome r = acted_when(
+      "validate --model mlp --dataset synthetic --synthetic-size 4096 --lr 0.05 --batch-sizes 16,32 --epochs 4 "
+      "--lr-schedule cosine --rule-lr --threads 1 --no-history --json " +
+          (dir / "v.json").string() + " --html " + (dir / "v.html").string(),
+      "validating:", [&](pid_t) { return fs::remove_all(dir) > 0; });
+  ASSERT_EQ(r.code, 2) << r.err;
+  const std::string said = "batchwise validate: error: --json " + (dir / "v.json").string() +
+                           ": cannot write there; check the folder exists and is writable; the report was written to ";
+  const size_t at = r.err.find(said);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const size_t from = at + said.size();
+  const fs::path rescued = r.err.substr(from, r.err.find(" instead", from) - from);
+  EXPECT_EQ(rescued.extension(), ".json");
+  const auto j = nlohmann::json::parse(slurp(rescued));  // the whole report
+  EXPECT_EQ(j.at("validation").at("runs").size(), 2u);
+  EXPECT_EQ(j.at("recommendation").at("batch"), j.at("validation").at("fastest_batch"));
+  EXPECT_NE(r.err.find("error: --html " + (dir / "v.html").string()), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("HTML report: "), std::string::npos) << r.err;  // not where it was asked
+  fs::remove(rescued);
+  fs::remove(fs::path(rescued).replace_extension(".html"));
+}
+
 // The linear rule hands lenet 0.64 at 2048 and 1.28 at 4096, rates at which it never left chance
 // accuracy; the rates validate trains with (the rule capped by a range test from the same
 // weights) leave it, and the recommended rate is the one the winner trained with.

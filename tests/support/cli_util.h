@@ -60,11 +60,12 @@ inline Outcome batchwise(const std::string& args, const std::string& env = "") {
   return r;
 }
 
-// Runs batchwise as `batchwise(args)` does, sends it `signo` once its stderr holds `when`, and waits
+// Runs batchwise as `batchwise(args)` does, calls `act(pid)` once its stderr holds `when`, and waits
 // for it to end. `code`: its exit code, or 128 + the signal that ended it (as a shell reads it); -1
 // when `when` never came within `wait_s` (a loaded machine starts batchwise slowly) or it still ran
-// 60 s after the signal (then it is killed).
-inline Outcome signalled_when(const std::string& args, const std::string& when, int signo, int wait_s = 180) {
+// 60 s after the act (then it is killed).
+template <class Act>
+Outcome acted_when(const std::string& args, const std::string& when, Act act, int wait_s = 180) {
   const fs::path dir = scratch();
   const std::string cmd = "XDG_DATA_HOME=" + (dir / "xdg").string() + " exec " + std::string(BATCHWISE_TEST_BINARY) +
                           " " + args + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
@@ -79,7 +80,7 @@ inline Outcome signalled_when(const std::string& args, const std::string& when, 
   bool ended = false, sent = false;
   for (int i = 0; i < 10 * wait_s && !ended && !sent; ++i) {
     ended = waitpid(pid, &status, WNOHANG) == pid;
-    if (!ended && slurp(dir / "err").find(when) != std::string::npos) sent = kill(pid, signo) == 0;
+    if (!ended && slurp(dir / "err").find(when) != std::string::npos) sent = act(pid);
     if (!ended && !sent) ::usleep(100000);
   }
   for (int i = 0; i < 600 && sent && !ended; ++i) {
@@ -94,6 +95,12 @@ inline Outcome signalled_when(const std::string& args, const std::string& when, 
   r.out = slurp(dir / "out");
   r.err = slurp(dir / "err");
   return r;
+}
+
+// acted_when, sending `signo` (Ctrl-C's SIGINT, a scheduler's SIGTERM).
+inline Outcome signalled_when(const std::string& args, const std::string& when, int signo, int wait_s = 180) {
+  return acted_when(
+      args, when, [signo](pid_t pid) { return kill(pid, signo) == 0; }, wait_s);
 }
 
 // A bad input: the exit code, one line on stderr containing `message`, and no trace.

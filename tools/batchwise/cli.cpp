@@ -456,7 +456,11 @@ void write_file(const std::string& path, const std::string& text, const char* fl
     out << text;
     if (!out.flush()) throw ConfigError(fmt::format("{} {}: writing failed (disk full?)", flag, path));
   }
-  std::filesystem::rename(tmp, path);
+  std::error_code error;
+  std::filesystem::rename(tmp, path, error);
+  if (error)
+    throw ConfigError(fmt::format("{} {}: cannot write there ({}); check the folder exists and is writable", flag, path,
+                                  error.message()));
 }
 
 void check_writable(const std::string& path, const char* flag) {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 
 #include "batchwise/command_runner.h"
@@ -261,6 +262,33 @@ std::string code_points(const std::string& text, size_t n, bool from_end) {
   return text;
 }
 
+// Writes `text` to `path` (the --json or --html given) and returns true; where that fails at the end
+// of a run (its folder removed or made read-only meanwhile, a full disk), hours of results are not
+// lost: they go to the temp folder, and `unwritten` says why and where.
+bool write_or_rescue(const std::string& path, const std::string& text, const char* flag, const std::string& command,
+                     std::vector<std::string>& unwritten) {
+  try {
+    write_file(path, text, flag);
+    return true;
+  } catch (const Error& e) {
+    std::error_code ignored;
+    std::filesystem::remove(path + ".tmp", ignored);
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    const std::string name = fmt::format("batchwise-{}-{:%Y%m%d-%H%M%S}-{}{}", command, local, getpid(),
+                                         std::filesystem::path(path).extension().string());
+    const std::filesystem::path rescue = std::filesystem::temp_directory_path(ignored) / name;
+    try {
+      write_file(rescue.string(), text, flag);
+      unwritten.push_back(fmt::format("{}; the report was written to {} instead", e.what(), rescue.string()));
+    } catch (const Error& again) {
+      unwritten.push_back(fmt::format("{}; nor could it be written to the temp folder: {}", e.what(), again.what()));
+    }
+    return false;
+  }
+}
+
 // The terminal's width in columns (stderr's), else $COLUMNS, else 80.
 size_t terminal_columns() {
   winsize size{};
@@ -408,8 +436,10 @@ int Session::finish(int code) {
   }
   // The files first: a reader of stdout that is gone (| head) ends batchwise by SIGPIPE at the table.
   const std::string json = to_json(report);
-  if (!flags.json.empty()) write_file(flags.json, json);
-  if (!flags.html.empty()) write_file(flags.html, to_html(json, "this run's report"), "--html");
+  std::vector<std::string> unwritten;  // a file not written where asked: written to the temp folder, and said
+  if (!flags.json.empty()) write_or_rescue(flags.json, json, "--json", command, unwritten);
+  const bool html = !flags.html.empty() &&
+                    write_or_rescue(flags.html, to_html(json, "this run's report"), "--html", command, unwritten);
   std::string not_stored;
   if (!flags.no_history) {
     try {
@@ -419,10 +449,11 @@ int Session::finish(int code) {
     }
   }
   std::cout << (brief_ ? to_summary(report) : to_table(report)) << std::flush;
-  if (!flags.html.empty() && !flags.quiet) fmt::print(stderr, "HTML report: {}\n", flags.html);
+  if (html && !flags.quiet) fmt::print(stderr, "HTML report: {}\n", flags.html);
   if (!not_stored.empty())
     fmt::print(stderr, "batchwise {}: warning: the run was not stored in the history: {}\n", command, not_stored);
-  return code;
+  for (const std::string& u : unwritten) fmt::print(stderr, "batchwise {}: error: {}\n", command, u);
+  return unwritten.empty() || code != kExitOk ? code : kExitUsage;
 }
 
 void plan_for_device(const FitFlags& fit, const WorkloadFlags& w, Report& report) {
