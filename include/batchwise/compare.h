@@ -31,7 +31,8 @@ struct ComparedRun {
   std::string schedule;  ///< a batch-size schedule's run ("64:0,256:2"); "" for a fixed batch
   /// The training time of a full run that finished, or of a run that reached the target.
   std::optional<double> train_s_a, train_s_b;
-  std::optional<double> final_accuracy_a, final_accuracy_b, final_loss_a, final_loss_b;  ///< full runs
+  /// A full run's final quality; a target's run's last evaluation (where it reached the target or stopped).
+  std::optional<double> final_accuracy_a, final_accuracy_b, final_loss_a, final_loss_b;
   /// How its validation judged it: "best", "good", "worse" (full runs), "reached", "not reached"
   /// (a target), "not finished", "failed", "not trained" (stopped first); "" where it was not a candidate.
   std::string verdict_a, verdict_b;

@@ -67,9 +67,10 @@ struct TuneStage {
   /// has timed the steps (`plan`), the seconds tune expects to take from here to its end.
   double expected_s = 0;
   bool plan = false;
-  /// On a phase's start, its kind: "fit", "sweep", "noise", "race", "validation" or "precisions"
-  /// (the CLI lets a Ctrl-C stop the validation, whose ValidateOptions::should_stop it asks, from
-  /// this line on); "" on a note or the plan.
+  /// On a phase's start, its kind: "fit", "sweep", "noise", "race", "validation" or "precisions";
+  /// "validation ended" on the note after the validation's last run; "" on other notes and the plan.
+  /// (The CLI lets a Ctrl-C stop the validation's runs, asking ValidateOptions::should_stop,
+  /// between these two lines.)
   std::string name;
 };
 

@@ -66,6 +66,9 @@ const ComparedText kCompared[] = {
     {"target", [](const Report& r) { return json_text(r.target); }},
     {"run", [](const Report& r) { return answered_run(r); }},
     {"validation", [](const Report& r) { return r.validation ? r.validation->target : std::string("-"); }},
+    {"lr", [](const Report& r) { return json_text(r.workload.lr); }},
+    {"samples", [](const Report& r) { return json_text(r.workload.dataset_size); }},
+    {"held out", [](const Report& r) { return r.validation ? r.validation->held_out : std::string("-"); }},
 };
 
 void add_points(const Report& report, bool is_a, std::map<int64_t, ComparedPoint>& points) {
@@ -108,15 +111,33 @@ void add_runs(const Report& report, bool is_a, std::vector<ComparedRun>& runs) {
     ComparedRun& c = at(r.batch, r.schedule);
     const bool timed = v.epochs > 0 ? r.final_loss.has_value() : r.reached;
     if (timed) (is_a ? c.train_s_a : c.train_s_b) = r.train_s;
-    (is_a ? c.final_accuracy_a : c.final_accuracy_b) = r.final_accuracy;
-    (is_a ? c.final_loss_a : c.final_loss_b) = r.final_loss;
+    // A target's run: the quality it stopped at, its last evaluation's.
+    const bool full = v.epochs > 0;
+    const bool evaluated = !r.curve.empty() || r.reached;
+    (is_a ? c.final_accuracy_a : c.final_accuracy_b) = full        ? r.final_accuracy
+                                                       : evaluated ? r.last.accuracy
+                                                                   : std::nullopt;
+    (is_a ? c.final_loss_a : c.final_loss_b) = full        ? r.final_loss
+                                               : evaluated ? std::optional<double>(r.last.loss)
+                                                           : std::nullopt;
     (is_a ? c.verdict_a : c.verdict_b) = verdict(v, r);
   }
   for (const int64_t b : v.not_trained) (is_a ? at(b, "").verdict_a : at(b, "").verdict_b) = "not trained";
+  if (v.schedule_not_trained)  // its phases are not kept: any schedule's row, else one of its own
+    for (ComparedRun& c : runs)
+      if (!c.schedule.empty() && (is_a ? c.verdict_a : c.verdict_b).empty()) {
+        (is_a ? c.verdict_a : c.verdict_b) = "not trained";
+        return;
+      }
+  if (v.schedule_not_trained) (is_a ? at(0, "schedule").verdict_a : at(0, "schedule").verdict_b) = "not trained";
 }
 
 // The fields that make two reports different workloads: ratios between them are not speed-ups.
 constexpr const char* kWorkloadFields[] = {"model", "dataset", "optimizer", "precision", "input shape"};
+
+// The fields that make two validations' runs other runs: their times and qualities are not one run's.
+constexpr const char* kRunFields[] = {"model",      "dataset", "optimizer", "precision", "input shape",
+                                      "validation", "lr",      "samples",   "held out"};
 
 std::vector<std::string> comparison_warnings(const Comparison& c) {
   std::vector<std::string> warnings;
@@ -137,13 +158,16 @@ std::vector<std::string> comparison_warnings(const Comparison& c) {
   else if (noise > 0)
     warnings.push_back(fmt::format(
         "{} of {} ratios are within the two runs' spreads (marked ~): noise, not a difference", noise, both));
-  const auto validation = std::find_if(c.differences.begin(), c.differences.end(),
-                                       [](const ComparedField& d) { return d.name == std::string("validation"); });
-  if (validation != c.differences.end() && validation->a != "-" && validation->b != "-")
+  std::vector<std::string> runs_differ;  // what makes the validations' runs other runs
+  for (const auto& d : c.differences)
+    if (std::find(std::begin(kRunFields), std::end(kRunFields), d.name) != std::end(kRunFields))
+      runs_differ.push_back(fmt::format("{} {} | {}", d.name, d.a, d.b));
+  const bool timed = std::any_of(c.runs.begin(), c.runs.end(), [](const ComparedRun& r) { return r.speed_ratio(); });
+  if (timed && !runs_differ.empty())
     warnings.push_back(fmt::format(
-        "A and B validated different runs ({} | {}): their times and final qualities are not one run's, measured twice",
-        validation->a, validation->b));
-  else if (std::any_of(c.runs.begin(), c.runs.end(), [](const ComparedRun& r) { return r.speed_ratio(); }))
+        "A and B validated different runs ({}): their times and final qualities are not one run's, measured twice",
+        fmt::join(runs_differ, "; ")));
+  else if (timed)
     warnings.push_back(
         "each validation time is one run's, and one run's time moves from one run to the next (on a CPU by up to a "
         "third: docs/benchmarks.md): a time ratio near 1 is not a difference until the runs are repeated");
@@ -185,8 +209,9 @@ Comparison compare_reports(const std::string& path_a, const std::string& path_b)
   std::stable_sort(c.runs.begin(), c.runs.end(), [](const ComparedRun& x, const ComparedRun& y) {
     return x.schedule.empty() != y.schedule.empty() ? x.schedule.empty() : x.schedule.empty() && x.batch < y.batch;
   });
-  c.validated_a = a.validation ? a.validation->fastest_batch : std::nullopt;
-  c.validated_b = b.validation ? b.validation->fastest_batch : std::nullopt;
+  // A stopped validation's fastest is of the runs that ended: it validated no batch.
+  c.validated_a = a.validation && !a.validation->interrupted ? a.validation->fastest_batch : std::nullopt;
+  c.validated_b = b.validation && !b.validation->interrupted ? b.validation->fastest_batch : std::nullopt;
   c.warnings = comparison_warnings(c);
   return c;
 }

@@ -3,6 +3,7 @@
 // `..._section(const Report&)` here, declare it in html_parts.h and call it from html.cpp's render().
 // A batch-size axis is logarithmic with a tick at each batch measured (batch_axis).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -579,7 +580,14 @@ std::string validation_section(const Report& r) {
         run.reached ? "ok" : "bad", run.batch, run.lr.lr, run.reached ? "yes" : "no",
         format_seconds_figure(run.train_s), run.steps, run.epochs,
         run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : fmt::format("loss {:.4f}", run.last.loss),
-        soonest ? "soonest" : esc(run.message));
+        soonest ? (v.interrupted ? "soonest of the runs that ended" : "soonest") : esc(run.message));
+  }
+  if (v.interrupted) {  // what a stop left untrained: the table may have no row at all
+    std::vector<std::string> rest;
+    for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
+    if (v.schedule_not_trained) rest.push_back("the schedule");
+    rows += fmt::format("<tr class=\"bad\"><td colspan=\"8\">stopped{}: not trained: {}</td></tr>\n",
+                        v.runs.empty() ? " before any run ended" : "", esc(fmt::format("{}", fmt::join(rest, ", "))));
   }
   const json config = {
       {"type", "line"},

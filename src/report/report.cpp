@@ -327,6 +327,16 @@ void race_table(Lines& line, const BatchRace& race, int64_t dataset_size) {
                      fmt::join(race.within_5_percent, ", ")));
 }
 
+// Under a stopped validation's table: what it did not train (its table may have no row at all).
+void not_trained_line(Lines& line, const ValidationResult& v) {
+  if (!v.interrupted) return;
+  std::vector<std::string> rest;
+  for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
+  if (v.schedule_not_trained) rest.push_back("the schedule");
+  line(fmt::format("  stopped{}: not trained: {}", v.runs.empty() ? " before any run ended" : "",
+                   fmt::join(rest, ", ")));
+}
+
 // Full runs: each batch's final quality after the same epochs and schedule, and its time.
 void full_runs_table(Lines& line, const ValidationResult& v) {
   line("");
@@ -354,6 +364,7 @@ void full_runs_table(Lines& line, const ValidationResult& v) {
                      run.final_accuracy ? fmt::format("{:.4f}", *run.final_accuracy) : "-",
                      run.final_loss ? fmt::format("{:.4f}", *run.final_loss) : "-", note));
   }
+  not_trained_line(line, v);
 }
 
 void validation_table(Lines& line, const ValidationResult& v) {
@@ -366,7 +377,10 @@ void validation_table(Lines& line, const ValidationResult& v) {
     line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10}  {:>7}  {:>7.2f}  {:>9}  {:>7.4f}  {}", run.batch, run.lr.lr,
                      run.reached ? "yes" : "no", format_seconds_figure(run.train_s), run.steps, run.epochs,
                      run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : "-", run.last.loss,
-                     v.fastest_batch && *v.fastest_batch == run.batch ? "<- soonest" : run.message));
+                     v.fastest_batch && *v.fastest_batch == run.batch
+                         ? (v.interrupted ? "soonest of the runs that ended" : "<- soonest")
+                         : run.message));
+  not_trained_line(line, v);
 }
 
 void accumulation_table(Lines& line, const AccumulationPlan& a) {

@@ -482,6 +482,13 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
                                v.batch_sizes(candidates).base_batch(o.base_batch()).limit_bytes(report.budget_bytes));
   if (std::string w = shared_cpu_warning(*report.validation); !w.empty()) report.context.warnings.push_back(w);
   report.recommendation = confirm(*report.recommendation, *report.validation);
+  if (o.on_stage()) {  // its end: the CLI's Ctrl-C stops only the validation's runs
+    TuneStage ended;
+    ended.what = fmt::format("validation: {} of its runs ended{}", report.validation->runs.size(),
+                             report.validation->interrupted ? ", then it was stopped" : "");
+    ended.name = "validation ended";
+    o.on_stage()(ended);
+  }
 }
 
 // The learning rate at the recommended batch (its global batch across ranks): the rate a validation
@@ -758,10 +765,13 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   learning_rate(subject, options, report);
   plan_the_run(subject, options, report);
   laps("learning rate", report.lr.has_value());
-  // A validation stopped by should_stop (the CLI's Ctrl-C) stops tune: no phase trains after it.
-  const bool stopped = report.validation && report.validation->interrupted;
+  // A stop asked in the validation (the CLI's Ctrl-C; one in its last step lets it end whole) stops
+  // tune: no phase trains after it.
+  const bool stopped = (report.validation && report.validation->interrupted) ||
+                       (report.validation && o.validate()->should_stop() && o.validate()->should_stop()());
   if (precisions && stopped)
-    report.context.warnings.push_back("the precisions were not compared: the validation before them was stopped");
+    report.context.warnings.push_back(
+        "the precisions were not compared: a stop was asked in the validation before them");
   if (precisions && !stopped) compare_precisions(subject, options, report);
   laps("precisions", precisions && !stopped);
   report.timing = laps.done();

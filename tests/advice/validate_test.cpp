@@ -342,6 +342,11 @@ TEST(Validate, AStoppedValidationKeepsTheRunsThatFinishedAndNamesTheRest) {
       EXPECT_EQ(v.not_trained, (std::vector<int64_t>{16, 100, 200}));
       EXPECT_FALSE(v.best_batch.has_value());
       EXPECT_FALSE(v.fastest_batch.has_value());
+      Report nothing;
+      nothing.validation = v;  // a table of no row says why
+      EXPECT_NE(to_table(nothing).find("  stopped before any run ended: not trained: 16, 100, 200, the schedule"),
+                std::string::npos)
+          << to_table(nothing);
       continue;
     }
     ASSERT_EQ(v.runs.size(), 1u);  // batch 100's run, 3 steps in, is not among them
@@ -359,6 +364,8 @@ TEST(Validate, AStoppedValidationKeepsTheRunsThatFinishedAndNamesTheRest) {
     EXPECT_NE(closing_line(report).find("interrupted before batches 100, 200 and the schedule trained"),
               std::string::npos)
         << closing_line(report);
+    EXPECT_NE(to_table(report).find("  stopped: not trained: 100, 200, the schedule"), std::string::npos)
+        << to_table(report);
   }
   // Not stopped: the fields are not written.
   Report report;

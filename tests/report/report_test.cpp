@@ -343,8 +343,9 @@ TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
   EXPECT_EQ(c.runs[1].verdict_b, "not trained");
   EXPECT_FALSE(c.runs[1].speed_ratio().has_value());
   EXPECT_EQ(c.validated_a, std::optional<int64_t>(64));
+  EXPECT_FALSE(c.validated_b.has_value());  // the fastest of the runs that ended validated nothing
   const std::string table = to_table(c);
-  EXPECT_NE(table.find("validated      A 64  |  B 32"), std::string::npos) << table;
+  EXPECT_NE(table.find("validated      A 64  |  B -"), std::string::npos) << table;
   EXPECT_NE(table.find("2.00x      0.9000      0.9010  best          best"), std::string::npos) << table;
   EXPECT_NE(table.find("warning: each validation time is one run's"), std::string::npos) << table;
   const nlohmann::json j = nlohmann::json::parse(to_json(c));
@@ -352,14 +353,27 @@ TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
   EXPECT_DOUBLE_EQ(j.at("validation_runs")[0].at("speed_ratio").get<double>(), 2.0);
   EXPECT_EQ(j.at("validation_runs")[2].at("verdict").at("b"), "not trained");
   EXPECT_EQ(j.at("validated_batch").at("a"), 64);
-  // Another run's validation: not one run measured twice.
+  // A schedule a stop left untrained has a row that says so.
+  b.schedule_not_trained = true;
+  const Comparison scheduled = compare_reports(written("a.json", a), written("b.json", b));
+  ASSERT_EQ(scheduled.runs.size(), 4u) << to_table(scheduled);
+  EXPECT_EQ(scheduled.runs.back().schedule, "schedule");
+  EXPECT_EQ(scheduled.runs.back().verdict_b, "not trained");
+  // Another run's validation, or another rate: not one run measured twice.
   b.target = "full runs of 20 epochs, cosine rate";
   b.epochs = 20;
   const std::string other = to_table(compare_reports(written("a.json", a), written("c.json", b)));
-  EXPECT_NE(other.find("warning: A and B validated different runs (full runs of 8 epochs, cosine rate | full runs "
-                       "of 20 epochs, cosine rate)"),
+  EXPECT_NE(other.find("warning: A and B validated different runs (validation full runs of 8 epochs, cosine rate | "
+                       "full runs of 20 epochs, cosine rate)"),
             std::string::npos)
       << other;
+  Report faster = fixed_report();
+  faster.validation = a;
+  faster.workload.lr *= 4;
+  std::ofstream(dir / "lr.json") << to_json(faster);
+  const std::string rate = to_table(compare_reports(written("a.json", a), (dir / "lr.json").string()));
+  EXPECT_NE(rate.find("warning: A and B validated different runs (lr "), std::string::npos) << rate;
+  EXPECT_EQ(rate.find("each validation time is one run's"), std::string::npos) << rate;
   // Without a validation on either side: no runs, no such lines.
   Report plain = fixed_report();
   plain.validation.reset();

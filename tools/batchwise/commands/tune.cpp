@@ -144,8 +144,8 @@ class Tune : public Command {
                                   stop.emplace("tune",
                                                "the validation's runs that finished are kept and written, "
                                                "the one under way is dropped; tune's answer stands, not validated");
-                                else if (!t.name.empty() && stop && !stop->requested())
-                                  stop.reset();
+                                else if (t.name == "validation ended" && stop && !stop->requested())
+                                  stop.reset();  // from here a signal ends tune at once, as in its other phases
                                 s.stage(t);
                               })
                               .on_race([&](const RaceProgress& p) { s.on_race(p); });
@@ -160,7 +160,7 @@ class Tune : public Command {
     const bool stopped = stop && stop->requested();
     if (stopped) stop->mute_broken_outputs();
     s.clear_line();
-    if (stopped && s.report.validation)
+    if (stopped && s.report.validation && s.report.validation->interrupted)  // else its last step ended it whole
       s.report.context.warnings.push_back(interrupted_warning(*s.report.validation, stop->name()));
     if (s.report.validation) s.print_validation(*s.report.validation);
     plan_for_device(fit_, w_, s.report);
