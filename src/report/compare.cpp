@@ -123,13 +123,20 @@ void add_runs(const Report& report, bool is_a, std::vector<ComparedRun>& runs) {
     (is_a ? c.verdict_a : c.verdict_b) = verdict(v, r);
   }
   for (const int64_t b : v.not_trained) (is_a ? at(b, "").verdict_a : at(b, "").verdict_b) = "not trained";
-  if (v.schedule_not_trained)  // its phases are not kept: any schedule's row, else one of its own
-    for (ComparedRun& c : runs)
-      if (!c.schedule.empty() && (is_a ? c.verdict_a : c.verdict_b).empty()) {
-        (is_a ? c.verdict_a : c.verdict_b) = "not trained";
-        return;
-      }
-  if (v.schedule_not_trained) (is_a ? at(0, "schedule").verdict_a : at(0, "schedule").verdict_b) = "not trained";
+}
+
+// A schedule a stop left untrained (its phases are not kept): the other report's schedule row, else a
+// row of its own. After both reports' runs, so that the order of A and B does not matter.
+void add_untrained_schedule(const Report& report, bool is_a, std::vector<ComparedRun>& runs) {
+  if (!report.validation || !report.validation->schedule_not_trained) return;
+  for (ComparedRun& c : runs)
+    if (!c.schedule.empty() && (is_a ? c.verdict_a : c.verdict_b).empty()) {
+      (is_a ? c.verdict_a : c.verdict_b) = "not trained";
+      return;
+    }
+  runs.push_back({});
+  runs.back().schedule = "schedule";
+  (is_a ? runs.back().verdict_a : runs.back().verdict_b) = "not trained";
 }
 
 // The fields that make two reports different workloads: ratios between them are not speed-ups.
@@ -206,6 +213,8 @@ Comparison compare_reports(const std::string& path_a, const std::string& path_b)
   if (n > 0) c.geomean_speed_ratio = std::exp(log_sum / n);
   add_runs(a, true, c.runs);
   add_runs(b, false, c.runs);
+  add_untrained_schedule(a, true, c.runs);
+  add_untrained_schedule(b, false, c.runs);
   std::stable_sort(c.runs.begin(), c.runs.end(), [](const ComparedRun& x, const ComparedRun& y) {
     return x.schedule.empty() != y.schedule.empty() ? x.schedule.empty() : x.schedule.empty() && x.batch < y.batch;
   });

@@ -493,6 +493,13 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
 
 // The learning rate at the recommended batch (its global batch across ranks): the rate a validation
 // or the race trained it with, else advised from a range test, else the rule alone.
+// A stop asked in the validation (the CLI's Ctrl-C; one in its last step lets it end whole): no phase
+// trains after it.
+bool stop_asked(const TuneOptions& o, const Report& report) {
+  if (!report.validation) return false;
+  return report.validation->interrupted || (o.validate()->should_stop() && o.validate()->should_stop()());
+}
+
 void learning_rate(const TuneSubject& subject, const TuneOptions& o, Report& report) {
   const std::optional<Optimizer> optimizer = known_optimizer(report.workload.optimizer);
   if (!report.recommendation || report.workload.lr <= 0 || !optimizer) return;
@@ -508,7 +515,7 @@ void learning_rate(const TuneSubject& subject, const TuneOptions& o, Report& rep
     for (const auto& e : report.run_race->entries)
       if (e.batch == batch && e.lr.lr > 0) report.lr = e.lr, fitted = true;
   ModuleWorkload* w = module_of(subject);
-  if (!report.lr && w && subject.world_size == 1 && !fp16(subject))
+  if (!report.lr && w && subject.world_size == 1 && !fp16(subject) && !stop_asked(o, report))  // a range test trains
     report.lr = advise_lr(*w, batch, LrAdviceOptions(o.base_batch(), report.workload.lr));
   else if (!report.lr)
     report.lr = unmeasured_lr(*optimizer, o.base_batch(), report.workload.lr, batch);
@@ -765,10 +772,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   learning_rate(subject, options, report);
   plan_the_run(subject, options, report);
   laps("learning rate", report.lr.has_value());
-  // A stop asked in the validation (the CLI's Ctrl-C; one in its last step lets it end whole) stops
-  // tune: no phase trains after it.
-  const bool stopped = (report.validation && report.validation->interrupted) ||
-                       (report.validation && o.validate()->should_stop() && o.validate()->should_stop()());
+  const bool stopped = stop_asked(o, report);
   if (precisions && stopped)
     report.context.warnings.push_back(
         "the precisions were not compared: a stop was asked in the validation before them");

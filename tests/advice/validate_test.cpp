@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "batchwise/error.h"
+#include "batchwise/html.h"
 #include "batchwise/memory.h"
 #include "batchwise/recommend.h"
 #include "batchwise/report.h"
@@ -366,6 +367,8 @@ TEST(Validate, AStoppedValidationKeepsTheRunsThatFinishedAndNamesTheRest) {
         << closing_line(report);
     EXPECT_NE(to_table(report).find("  stopped: not trained: 100, 200, the schedule"), std::string::npos)
         << to_table(report);
+    EXPECT_NE(to_html(to_json(report), "t").find("stopped: not trained: 100, 200, the schedule</td>"),
+              std::string::npos);
   }
   // Not stopped: the fields are not written.
   Report report;

@@ -359,6 +359,18 @@ TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
   ASSERT_EQ(scheduled.runs.size(), 4u) << to_table(scheduled);
   EXPECT_EQ(scheduled.runs.back().schedule, "schedule");
   EXPECT_EQ(scheduled.runs.back().verdict_b, "not trained");
+  // Beside a schedule the other trained, its row, whichever report is A.
+  ValidationResult trained = a;
+  ValidationRun phases = run(32, 50, 0.9, true);
+  phases.schedule = "32:0,64:4";
+  trained.runs.push_back(phases);
+  for (const bool stopped_first : {true, false}) {
+    const Comparison both = stopped_first ? compare_reports(written("b.json", b), written("t.json", trained))
+                                          : compare_reports(written("t.json", trained), written("b.json", b));
+    ASSERT_EQ(both.runs.size(), 4u) << to_table(both);
+    EXPECT_EQ(both.runs.back().schedule, "32:0,64:4");
+    EXPECT_EQ(stopped_first ? both.runs.back().verdict_a : both.runs.back().verdict_b, "not trained");
+  }
   // Another run's validation, or another rate: not one run measured twice.
   b.target = "full runs of 20 epochs, cosine rate";
   b.epochs = 20;

@@ -205,9 +205,19 @@ StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) 
 }
 
 StopOnSignal::~StopOnSignal() {
+  if (released_) return;
   for (size_t k = 0; k < std::size(kStopSignals); ++k) sigaction(kStopSignals[k], &before_[k], nullptr);
   sigaction(SIGPIPE, &before_pipe_, nullptr);
   g_stop_signal = 0;
+}
+
+void StopOnSignal::release() {
+  for (size_t k = 0; k < std::size(kStopSignals); ++k) sigaction(kStopSignals[k], &before_[k], nullptr);
+  sigaction(SIGPIPE, &before_pipe_, nullptr);
+  released_ = true;
+  // Between the caller's requested() and the handlers put back, a signal ran this stop's handler:
+  // raised again, it now meets the handler before the stop.
+  if (const int late = g_stop_signal.exchange(0); late != 0) raise(late);
 }
 
 bool StopOnSignal::requested() const { return g_stop_signal != 0; }

@@ -41,11 +41,16 @@ class StopOnSignal {
   /// Once what finished is written: ends the process by the signal that asked, as the signal ends
   /// any program (a shell reads 130 for Ctrl-C). Returns only when none asked.
   void end_by_it() const;
+  /// Where no stop was asked: puts the handlers before it back (a signal ends the process again).
+  /// One that came since the caller's requested() ends the process now, as it would have without
+  /// the stop. The destructor then does nothing more.
+  void release();
 
  private:
   struct sigaction before_[3] = {};  // SIGINT's, SIGTERM's, SIGHUP's
 
   struct sigaction before_pipe_ = {};
+  bool released_ = false;
 };
 
 }  // namespace batchwise::cli

@@ -276,8 +276,9 @@ bool write_or_rescue(const std::string& path, const std::string& text, const cha
     const std::time_t now = std::time(nullptr);
     std::tm local{};
     localtime_r(&now, &local);
-    const std::string name = fmt::format("batchwise-{}-{:%Y%m%d-%H%M%S}-{}{}", command, local, getpid(),
-                                         std::filesystem::path(path).extension().string());
+    // Named by what it is (--json's .json, --html's .html), whatever the path given was called.
+    const std::string name = fmt::format("batchwise-{}-{:%Y%m%d-%H%M%S}-{}.{}", command, local, getpid(),
+                                         std::string(flag) == "--html" ? "html" : "json");
     const std::filesystem::path rescue = std::filesystem::temp_directory_path(ignored) / name;
     try {
       write_file(rescue.string(), text, flag);

@@ -13,13 +13,19 @@
 #include "batchwise/error.h"
 #include "batchwise/history.h"
 #include "batchwise/report.h"
+#include "batchwise/schedule.h"
 #include "batchwise/tune.h"
 
 namespace batchwise::cli {
 namespace {
 
 // What tune's interrupted validation kept and did not train, and how to validate the answer.
-std::string interrupted_warning(const ValidationResult& v, const std::string& signal) {
+std::string interrupted_warning(const Report& report, const std::string& signal) {
+  const ValidationResult& v = *report.validation;
+  // The schedule the run race proposed, trained beside the fixed batches (validate_around).
+  const std::string schedule = v.schedule_not_trained && report.run_race && report.run_race->schedule
+                                   ? " --batch-schedule " + schedule_text(report.run_race->schedule->phases)
+                                   : "";
   std::vector<int64_t> grid = v.not_trained;  // the fixed batches it was to train, in order
   for (const auto& r : v.runs)
     if (r.schedule.empty()) grid.push_back(r.batch);
@@ -30,13 +36,13 @@ std::string interrupted_warning(const ValidationResult& v, const std::string& si
   const size_t ended = v.runs.size();
   return fmt::format(
       "the validation was interrupted ({}) with {} of {} runs ended: {}; {} {} not trained, so tune's answer "
-      "stands, not validated (to validate it: the same tune --validate again, or batchwise validate --batch-sizes {} "
+      "stands, not validated (to validate it: the same tune --validate again, or batchwise validate --batch-sizes {}{} "
       "with this tune's workload and run options)",
       signal, ended, ended + rest.size(),
       ended == 0   ? "none had ended"
       : ended == 1 ? "the run that had ended is kept"
                    : "the runs that had ended are kept, judged among themselves",
-      fmt::join(rest, ", "), rest.size() > 1 ? "were" : "was", fmt::join(grid, ","));
+      fmt::join(rest, ", "), rest.size() > 1 ? "were" : "was", fmt::join(grid, ","), schedule);
 }
 
 class Tune : public Command {
@@ -145,7 +151,8 @@ class Tune : public Command {
                                                "the validation's runs that finished are kept and written, "
                                                "the one under way is dropped; tune's answer stands, not validated");
                                 else if (t.name == "validation ended" && stop && !stop->requested())
-                                  stop.reset();  // from here a signal ends tune at once, as in its other phases
+                                  stop->release();  // from here a signal ends tune at once, as in its other phases
+                                if (stop && stop->requested()) stop->mute_broken_outputs();  // a `| tee` it ended
                                 s.stage(t);
                               })
                               .on_race([&](const RaceProgress& p) { s.on_race(p); });
@@ -161,7 +168,7 @@ class Tune : public Command {
     if (stopped) stop->mute_broken_outputs();
     s.clear_line();
     if (stopped && s.report.validation && s.report.validation->interrupted)  // else its last step ended it whole
-      s.report.context.warnings.push_back(interrupted_warning(*s.report.validation, stop->name()));
+      s.report.context.warnings.push_back(interrupted_warning(s.report, stop->name()));
     if (s.report.validation) s.print_validation(*s.report.validation);
     plan_for_device(fit_, w_, s.report);
     if (stopped) stop->mute_broken_outputs();
