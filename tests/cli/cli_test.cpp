@@ -965,6 +965,22 @@ TEST(Cli, CtrlCDuringTuneValidateKeepsTheRunsAndTheAnswerUnvalidated) {
   EXPECT_NE(r.err.find("validation: 1 of its runs ended, then it was stopped"), std::string::npos) << r.err;
 }
 
+// Past the note after the validation's last run, a Ctrl-C ends tune at once again, as in its other
+// phases (here in the precision comparison after it): no report, no stop line.
+TEST(Cli, CtrlCAfterTuneValidateEndsTuneAtOnce) {
+  const fs::path json = scratch() / "tune-after.json";
+  fs::remove(json);
+  const Outcome r = signalled_when(
+      "tune --model mlp --dataset synthetic --synthetic-size 2048 --lr 0.05 --min 16 --max 32 --fit-steps 1 "
+      "--steps 2 --repetitions 1 --no-noise --no-race --validate --epochs 1 --lr-schedule cosine --rule-lr "
+      "--compare-precision --threads 1 -v --no-history --json " +
+          json.string(),
+      "of its runs ended", SIGINT);
+  ASSERT_EQ(r.code, 130) << r.err;
+  EXPECT_EQ(r.err.find("stopping after this step"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(json));
+}
+
 // A report whose folder went while the run trained (removed, unmounted) is not lost with the run's
 // hours: it is written to the temp folder, the error names both paths, and the exit is 2.
 TEST(Cli, AReportWhoseFolderWentMidRunIsWrittenToTheTempFolder) {
