@@ -31,6 +31,9 @@ std::string to_summary(const Report& report);
 /// full runs ("..., interrupted" where validate was stopped: history and compare show it); "-" where
 /// it names none (a batch race answers for its own horizon).
 std::string answered_run(const Report& report);
+/// Under a stopped validation's table (the console's and the HTML's): what it did not train, "stopped:
+/// not trained: 100, 200, the schedule" (its table may have no row at all); "" where it was not stopped.
+std::string stopped_line(const ValidationResult& validation);
 
 /// One line with the answer, fields joined by " | ": "answer: batch 64 | lr 0.02, warm-up 937 steps
 /// (1 epoch) from 0.01 | batches 16 to 128 about as good | confidence medium"; the lr, range and

@@ -3,7 +3,6 @@
 // `..._section(const Report&)` here, declare it in html_parts.h and call it from html.cpp's render().
 // A batch-size axis is logarithmic with a tick at each batch measured (batch_axis).
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -582,13 +581,8 @@ std::string validation_section(const Report& r) {
         run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : fmt::format("loss {:.4f}", run.last.loss),
         soonest ? (v.interrupted ? "soonest of the runs that ended" : "soonest") : esc(run.message));
   }
-  if (v.interrupted) {  // what a stop left untrained: the table may have no row at all
-    std::vector<std::string> rest;
-    for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
-    if (v.schedule_not_trained) rest.push_back("the schedule");
-    rows += fmt::format("<tr class=\"bad\"><td colspan=\"8\">stopped{}: not trained: {}</td></tr>\n",
-                        v.runs.empty() ? " before any run ended" : "", esc(fmt::format("{}", fmt::join(rest, ", "))));
-  }
+  if (v.interrupted)  // what a stop left untrained: the table may have no row at all
+    rows += fmt::format("<tr class=\"bad\"><td colspan=\"8\">{}</td></tr>\n", esc(stopped_line(v)));
   const json config = {
       {"type", "line"},
       {"data", {{"datasets", datasets}}},

@@ -327,16 +327,6 @@ void race_table(Lines& line, const BatchRace& race, int64_t dataset_size) {
                      fmt::join(race.within_5_percent, ", ")));
 }
 
-// Under a stopped validation's table: what it did not train (its table may have no row at all).
-void not_trained_line(Lines& line, const ValidationResult& v) {
-  if (!v.interrupted) return;
-  std::vector<std::string> rest;
-  for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
-  if (v.schedule_not_trained) rest.push_back("the schedule");
-  line(fmt::format("  stopped{}: not trained: {}", v.runs.empty() ? " before any run ended" : "",
-                   fmt::join(rest, ", ")));
-}
-
 // Full runs: each batch's final quality after the same epochs and schedule, and its time.
 void full_runs_table(Lines& line, const ValidationResult& v) {
   line("");
@@ -364,7 +354,7 @@ void full_runs_table(Lines& line, const ValidationResult& v) {
                      run.final_accuracy ? fmt::format("{:.4f}", *run.final_accuracy) : "-",
                      run.final_loss ? fmt::format("{:.4f}", *run.final_loss) : "-", note));
   }
-  not_trained_line(line, v);
+  if (v.interrupted) line("  " + stopped_line(v));  // what it did not train: the table may have no row
 }
 
 void validation_table(Lines& line, const ValidationResult& v) {
@@ -380,7 +370,7 @@ void validation_table(Lines& line, const ValidationResult& v) {
                      v.fastest_batch && *v.fastest_batch == run.batch
                          ? (v.interrupted ? "soonest of the runs that ended" : "<- soonest")
                          : run.message));
-  not_trained_line(line, v);
+  if (v.interrupted) line("  " + stopped_line(v));  // what it did not train: the table may have no row
 }
 
 void accumulation_table(Lines& line, const AccumulationPlan& a) {
