@@ -216,8 +216,10 @@ struct Trial {
   /// Of the time this process's threads were ready to run during the measured steps, the share they
   /// waited for a CPU: held by another process, or by more of its own threads than there are cores
   /// (Linux's run-queue delay over it and the time run, /proc/self/task/*/schedstat; in a sweep, the
-  /// mean over repetitions). Under 2 % on a quiet machine. Unset where Linux does not give it, and for
-  /// a trial without measured steps or run by a command or by data-parallel ranks. On a shared CPU a
+  /// mean over repetitions; data-parallel ranks agree on the most any of them waited, as a step is as
+  /// slow as its slowest rank and the sweep's retries must be the same on every rank). Under 2 % on a
+  /// quiet machine. Unset where Linux does not give it, and for a trial without measured steps or run
+  /// by a command. On a shared CPU a
   /// step longer than the scheduler's slice is nearly always interrupted and a shorter one often not,
   /// so the median step favours the smaller batches: larger ones read slower than they are.
   std::optional<double> cpu_wait_share;

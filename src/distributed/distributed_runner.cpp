@@ -18,6 +18,30 @@ using namespace detail::status;
 namespace {
 // What rank 0 shares in place of its single-process samples/s when it has none.
 constexpr double kSoloFailed = -1, kSoloSkipped = -2;
+// A rank's row of a trial's figures: where its wait share sits (kNoShare where it read none), and
+// where its step times begin.
+constexpr size_t kShareAt = 6, kStepsAt = 7;
+constexpr double kNoShare = -1;
+
+// Of the measured steps' time, the share this rank spent in the gradient all-reduces (the last of
+// `allreduce_s`, one per step).
+double allreduce_share(const std::vector<double>& allreduce_s, const std::vector<double>& step_times_s) {
+  const size_t m = std::min(allreduce_s.size(), step_times_s.size());
+  double stepped = 0, reducing = 0;
+  for (double s : step_times_s) stepped += s;
+  for (size_t i = allreduce_s.size() - m; i < allreduce_s.size(); ++i) reducing += allreduce_s[i];
+  return stepped > 0 ? reducing / stepped : 0;
+}
+
+// The sweep decides from the wait share whether to run a trial again, and every rank must decide
+// alike or their all-reduces no longer pair up: the share is the most any rank waited (the step is
+// as slow as its slowest rank), or none where no rank read one.
+std::optional<double> agreed_wait_share(const std::vector<std::vector<double>>& rows) {
+  std::optional<double> most;
+  for (const auto& r : rows)
+    if (r[kShareAt] != kNoShare) most = std::max(most.value_or(0.0), r[kShareAt]);
+  return most;
+}
 }  // namespace
 
 std::optional<std::pair<int, int>> plan_single_process_run(int warmup, int steps, double step_s, double patience_s) {
@@ -91,15 +115,9 @@ Trial DistributedRunner::run(const TrialOptions& options) {
                           static_cast<double>(t.peak_allocated_bytes),
                           t.step_time_s_median,
                           0.0,
-                          static_cast<double>(t.step_times_s.size())};
-  {
-    const auto& ar = workload_.allreduce_s();
-    const size_t m = std::min(ar.size(), t.step_times_s.size());
-    double stepped = 0, reducing = 0;
-    for (double s : t.step_times_s) stepped += s;
-    for (size_t i = ar.size() - m; i < ar.size(); ++i) reducing += ar[i];
-    row[4] = stepped > 0 ? reducing / stepped : 0;
-  }
+                          static_cast<double>(t.step_times_s.size()),
+                          t.cpu_wait_share.value_or(kNoShare)};
+  row[4] = allreduce_share(workload_.allreduce_s(), t.step_times_s);
   for (size_t i = 0; i < k; ++i) row.push_back(i < t.step_times_s.size() ? t.step_times_s[i] : 0.0);
   const auto rows = group.all_gather(row, fmt::format("agreeing on {}'s outcome", label));
 
@@ -118,6 +136,7 @@ Trial DistributedRunner::run(const TrialOptions& options) {
     t.peak_allocated_bytes = std::max(t.peak_allocated_bytes, static_cast<int64_t>(r[2]));
   }
   d.allreduce_share = share;
+  t.cpu_wait_share = agreed_wait_share(rows);
   const auto [status, ranks] = worst(statuses);
   // The deadline is one for all ranks: whichever rank's clock saw it pass first, every rank's time
   // ran out, so a rank that was fine is timed out too.
@@ -128,7 +147,7 @@ Trial DistributedRunner::run(const TrialOptions& options) {
     const size_t measured = static_cast<size_t>(rows[0][5]);
     t.step_times_s.assign(measured, 0.0);
     for (const auto& r : rows)
-      for (size_t i = 0; i < measured && i < k; ++i) t.step_times_s[i] = std::max(t.step_times_s[i], r[6 + i]);
+      for (size_t i = 0; i < measured && i < k; ++i) t.step_times_s[i] = std::max(t.step_times_s[i], r[kStepsAt + i]);
   } else {
     t.outcome = outcome_of_status(status);
     const int first = ranks.front();

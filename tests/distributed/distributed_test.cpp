@@ -1,11 +1,13 @@
 // Data-parallel trials between real processes on this machine, over c10d's Gloo: the library's
 // ranks (this test binary re-run as a worker) and the CLI's (--nproc, and torchrun's variables).
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +17,7 @@
 
 #include "batchwise/distributed.h"
 #include "batchwise/memory.h"
+#include "batchwise/sweep.h"
 #include "batchwise/workload.h"
 #include "distributed/distributed_detail.h"
 #include "support/cli_util.h"
@@ -404,6 +407,73 @@ TEST(DataParallel, ARankWhoseAllReduceBufferDoesNotFitStillTakesPart) {
       EXPECT_NE(out0.find("distributed error: rank 0 of 2:"), std::string::npos) << out0;
     }
   }
+}
+
+// Not a test on its own: one rank of DataParallel.ARankThatWaitedForACoreIsRetriedOnEveryRank.
+// Rank 1 shares one core with two busy threads, so its trials wait for it; each rank sweeps two
+// batches once and prints what its sweep ran again and the wait share it read.
+TEST(DataParallel, DISABLED_WaitWorker) {
+  const auto address = group_address_from_env();
+  ASSERT_TRUE(address.has_value());
+  CpuMemoryTracker::install();
+  auto workload = make_workload(
+      WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(4000).device("cpu").lr(0.05).seed(7));
+  auto group = Group::join(*address, workload->device(), std::chrono::seconds(20));
+  DataParallelWorkload dp(dynamic_cast<ModuleWorkload&>(*workload), group);
+  DistributedRunner runner(dp, 0, /*measure_scaling=*/false);
+  // Rank 1 on the first CPU it may use, with the busy threads; rank 0 on the last, where it can
+  // (so that only rank 1 waits, as when another process shares one rank's core).
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) cpus.push_back(c);
+  CPU_ZERO(&mask);
+  CPU_SET(group->rank() == 1 ? cpus.front() : cpus.back(), &mask);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(mask), &mask), 0);  // the threads started below inherit it
+  std::atomic<bool> busy{group->rank() == 1};
+  std::vector<std::thread> hogs;
+  for (int i = 0; busy && i < 2; ++i)
+    hogs.emplace_back([&] {
+      while (busy) {}
+    });
+  try {
+    const SweepResult r = sweep(runner, SweepOptions().batch_sizes({256, 512}).warmup(1).steps(4).repetitions(1));
+    std::printf("retried: %s\n", fmt::format("{}", fmt::join(r.cpu_retried, ",")).c_str());
+    for (const Trial& p : r.points)
+      std::printf("batch %lld: %s, wait share %.6f, step %.6f s\n", static_cast<long long>(p.batch),
+                  to_string(p.outcome), p.cpu_wait_share.value_or(-1), p.step_time_s_median);
+  } catch (const DistributedError& e) {
+    std::printf("distributed error: %s\n", e.what());
+  }
+  busy = false;
+  for (auto& h : hogs) h.join();
+}
+
+// The sweep runs a trial again where it waited for a core; every rank must decide that alike, or
+// one rank trains a trial the others never join (CI once saw Gloo abort on the mismatch). The ranks
+// agree on the wait share (the most any rank waited), so both retry the same trials and read the
+// same figures.
+TEST(DataParallel, ARankThatWaitedForACoreIsRetriedOnEveryRank) {
+  const cli::fs::path dir = cli::scratch();
+  const std::vector<std::string> worker{self_exe(), "--gtest_also_run_disabled_tests",
+                                        "--gtest_filter=DataParallel.DISABLED_WaitWorker"};
+  const int port = test_port(300);
+  const std::string log0 = (dir / "wait0").string(), log1 = (dir / "wait1").string();
+  const pid_t r0 = start_rank(worker, 0, 2, port, {}, log0);
+  const pid_t r1 = start_rank(worker, 1, 2, port, {}, log1);
+  EXPECT_EQ(wait_exit(r0), 0) << cli::slurp(log0);
+  EXPECT_EQ(wait_exit(r1), 0) << cli::slurp(log1);
+  const std::string out0 = cli::slurp(log0 + ".out"), out1 = cli::slurp(log1 + ".out");
+  const auto figures = [](const std::string& out) {
+    const size_t from = out.find("retried: ");
+    return from == std::string::npos ? std::string() : out.substr(from, out.find("\n[", from) - from);
+  };
+  ASSERT_FALSE(figures(out0).empty()) << out0 << cli::slurp(log0);
+  EXPECT_EQ(figures(out0), figures(out1)) << "the ranks read different figures:\n" << out0 << "\n" << out1;
+  EXPECT_EQ(figures(out0).find("retried: \n"), std::string::npos) << "rank 1 waited, so a trial ran again:\n" << out0;
+  EXPECT_EQ(out0.find("distributed error"), std::string::npos) << out0;
 }
 
 // --nproc N with CUDA: one GPU per rank (cuda:LOCAL_RANK); a host with fewer GPUs than ranks is
