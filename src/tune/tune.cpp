@@ -466,11 +466,6 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
         fmt::format("the validation trains no {} {}: larger than the {} training samples, a step would repeat samples",
                     larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), dataset));
   }
-  stage(o, Phase::Validate,
-        o.validate()->epochs() > 0
-            ? fmt::format("validating: full runs of {} at each of {}", format_epochs(o.validate()->epochs()),
-                          fmt::join(candidates, ", "))
-            : fmt::format("validating: training to the target at each of {}", fmt::join(candidates, ", ")));
   ValidateOptions v = *o.validate();
   // Full runs whose best is the smallest batch trained also train one and two halvings below it:
   // "no worse a model" means little against the best of batches that are all too large.
@@ -478,6 +473,19 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   // A batch-size schedule the run race proposed trains beside them, measured the same way.
   if (v.epochs() > 0 && report.run_race && report.run_race->schedule && report.run_race->epochs == v.epochs())
     v.batch_schedule(report.run_race->schedule->phases);
+  if (v.epochs() > 0) {
+    std::vector<int64_t> below;  // what validate() adds where the smallest ends best (its extend_below)
+    for (int64_t b = candidates.front(); static_cast<int>(below.size()) < v.extend_below() && b >= 2; b /= 2)
+      below.push_back(b / 2);
+    stage(o, Phase::Validate,
+          fmt::format(
+              "validating: full runs of {} at each of {}{}{}", format_epochs(v.epochs()), fmt::join(candidates, ", "),
+              v.batch_schedule().empty() ? "" : ", and the batch-size schedule " + schedule_text(v.batch_schedule()),
+              below.empty() ? "" : fmt::format(" ({} too where the smallest ends best)", fmt::join(below, ", then "))));
+  } else {
+    stage(o, Phase::Validate,
+          fmt::format("validating: training to the target at each of {}", fmt::join(candidates, ", ")));
+  }
   report.validation = validate(*subject.workload, subject.held_out(),
                                v.batch_sizes(candidates).base_batch(o.base_batch()).limit_bytes(report.budget_bytes));
   if (std::string w = shared_cpu_warning(*report.validation); !w.empty()) report.context.warnings.push_back(w);

@@ -963,6 +963,10 @@ TEST(Cli, CtrlCDuringTuneValidateKeepsTheRunsAndTheAnswerUnvalidated) {
   EXPECT_EQ(r.out.find("trained your 20-epoch run fastest"), std::string::npos) << r.out;  // it decided nothing
   // The note after its last run, from which a signal ends tune at once again.
   EXPECT_NE(r.err.find("validation: 1 of its runs ended, then it was stopped"), std::string::npos) << r.err;
+  // The stage line names the halvings below the smallest (the first trained) it may add.
+  EXPECT_NE(r.err.find(fmt::format("({}, then {} too where the smallest ends best)", kept / 2, kept / 4)),
+            std::string::npos)
+      << r.err;
 }
 
 // Past the note after the validation's last run, a Ctrl-C ends tune at once again, as in its other
