@@ -245,6 +245,11 @@ double most_cpu_wait_share(const ValidationResult& validation);
 /// share of the cores.
 std::string shared_cpu_warning(const ValidationResult& validation);
 
+/// What a stopped validation did not train, as a person reads it: its batches in order, then
+/// `schedule` (how the caller names the batch-size schedule) where it was not trained either.
+std::vector<std::string> not_trained_names(const ValidationResult& validation,
+                                           const std::string& schedule = "the batch-size schedule");
+
 /// The fixed-batch run of `batch` in `validation` (not a batch-size schedule's); null if none ran.
 const ValidationRun* fixed_run(const ValidationResult& validation, int64_t batch);
 

@@ -295,11 +295,8 @@ std::optional<Recommendation> recommend(const ValidationResult& v) {
 Recommendation confirm(const Recommendation& rec, const ValidationResult& v) {
   if (v.interrupted) {  // a part of the candidates judged among themselves moves nothing
     Recommendation out = rec;
-    std::vector<std::string> rest;
-    for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
-    if (v.schedule_not_trained) rest.push_back("the batch-size schedule");
     out.reason = fmt::format("{}; not validated: the validation was stopped before {} trained", rec.reason,
-                             fmt::join(rest, ", "));
+                             fmt::join(not_trained_names(v), ", "));
     return out;
   }
   const ValidationRun* predicted = nullptr;

@@ -316,6 +316,13 @@ void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
 
 }  // namespace
 
+std::vector<std::string> not_trained_names(const ValidationResult& v, const std::string& schedule) {
+  std::vector<std::string> rest;
+  for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
+  if (v.schedule_not_trained) rest.push_back(schedule);
+  return rest;
+}
+
 double most_cpu_wait_share(const ValidationResult& v) {
   double most = 0;
   for (const ValidationRun& r : v.runs) most = std::max(most, r.cpu_wait_share.value_or(0.0));

@@ -123,11 +123,8 @@ std::string answered_run(const Report& r) {
 
 std::string stopped_line(const ValidationResult& v) {
   if (!v.interrupted) return "";
-  std::vector<std::string> rest;
-  for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
-  if (v.schedule_not_trained) rest.push_back("the schedule");
   return fmt::format("stopped{}: not trained: {}", v.runs.empty() ? " before any run ended" : "",
-                     fmt::join(rest, ", "));
+                     fmt::join(not_trained_names(v, "the schedule"), ", "));
 }
 
 std::string closing_line(const Report& r) {

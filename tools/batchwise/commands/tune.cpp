@@ -30,9 +30,7 @@ std::string interrupted_warning(const Report& report, const std::string& signal)
   for (const auto& r : v.runs)
     if (r.schedule.empty()) grid.push_back(r.batch);
   std::sort(grid.begin(), grid.end());
-  std::vector<std::string> rest;
-  for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
-  if (v.schedule_not_trained) rest.push_back("the batch-size schedule");
+  const std::vector<std::string> rest = not_trained_names(v);
   const size_t ended = v.runs.size();
   return fmt::format(
       "the validation was interrupted ({}) with {} of {} runs ended: {}; {} {} not trained, so tune's answer "

@@ -17,9 +17,7 @@ namespace {
 // What an interrupted validation kept and what it did not train, and how to train the rest.
 std::string interrupted_warning(const ValidationResult& v, const std::string& signal,
                                 const std::vector<BatchPhase>& schedule) {
-  std::vector<std::string> rest;
-  for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
-  if (v.schedule_not_trained) rest.push_back("the schedule " + schedule_text(schedule));
+  const std::vector<std::string> rest = not_trained_names(v, "the schedule " + schedule_text(schedule));
   // Judged among themselves: a second validate of the rest would not weigh them against the runs kept.
   const std::string again =
       v.schedule_not_trained || v.not_trained.empty()
