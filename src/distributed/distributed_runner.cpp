@@ -136,8 +136,8 @@ Trial DistributedRunner::run(const TrialOptions& options) {
     t.peak_allocated_bytes = std::max(t.peak_allocated_bytes, static_cast<int64_t>(r[2]));
   }
   d.allreduce_share = share;
-  t.cpu_wait_share = agreed_wait_share(rows);
   const auto [status, ranks] = worst(statuses);
+  t.cpu_wait_share = status == kOk ? agreed_wait_share(rows) : std::nullopt;  // a failure keeps no steps
   // The deadline is one for all ranks: whichever rank's clock saw it pass first, every rank's time
   // ran out, so a rank that was fine is timed out too.
   for (const int own_status : statuses)

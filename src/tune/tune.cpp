@@ -480,8 +480,8 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
     stage(o, Phase::Validate,
           fmt::format(
               "validating: full runs of {} at each of {}{}{}", format_epochs(v.epochs()), fmt::join(candidates, ", "),
-              v.batch_schedule().empty() ? "" : ", and the batch-size schedule " + schedule_text(v.batch_schedule()),
-              below.empty() ? "" : fmt::format(" ({} too where the smallest ends best)", fmt::join(below, ", then "))));
+              below.empty() ? "" : fmt::format(" ({} too where the smallest ends best)", fmt::join(below, ", then ")),
+              v.batch_schedule().empty() ? "" : ", and the batch-size schedule " + schedule_text(v.batch_schedule())));
   } else {
     stage(o, Phase::Validate,
           fmt::format("validating: training to the target at each of {}", fmt::join(candidates, ", ")));
