@@ -250,6 +250,15 @@ std::string shared_cpu_warning(const ValidationResult& validation);
 std::vector<std::string> not_trained_names(const ValidationResult& validation,
                                            const std::string& schedule = "the batch-size schedule");
 
+/// The batches full runs add below the smallest of `batch_sizes` where it ends best
+/// (ValidateOptions::extend_below): a half of it, then a half of that, up to `extend_below` of them
+/// while a batch stays at least 1; validate() trains each only where the one above it ended best.
+std::vector<int64_t> halvings_below(const std::vector<int64_t>& batch_sizes, int extend_below);
+
+/// The halvings_below() of a stage line, as a person reads them: " (8, then 4 too where the smallest
+/// ends best)", or "" where there are none.
+std::string halvings_below_text(const std::vector<int64_t>& batch_sizes, int extend_below);
+
 /// The fixed-batch run of `batch` in `validation` (not a batch-size schedule's); null if none ran.
 const ValidationRun* fixed_run(const ValidationResult& validation, int64_t batch);
 

@@ -316,6 +316,21 @@ void judge_full_runs(ValidationResult& result, int64_t held_out_size) {
 
 }  // namespace
 
+std::vector<int64_t> halvings_below(const std::vector<int64_t>& batch_sizes, int extend_below) {
+  std::vector<int64_t> below;
+  if (batch_sizes.empty()) return below;
+  for (int64_t b = *std::min_element(batch_sizes.begin(), batch_sizes.end());
+       static_cast<int>(below.size()) < extend_below && b >= 2; b /= 2)
+    below.push_back(b / 2);
+  return below;
+}
+
+std::string halvings_below_text(const std::vector<int64_t>& batch_sizes, int extend_below) {
+  const std::vector<int64_t> below = halvings_below(batch_sizes, extend_below);
+  if (below.empty()) return "";
+  return fmt::format(" ({} too where the smallest ends best)", fmt::join(below, ", then "));
+}
+
 std::vector<std::string> not_trained_names(const ValidationResult& v, const std::string& schedule) {
   std::vector<std::string> rest;
   for (const int64_t b : v.not_trained) rest.push_back(std::to_string(b));
@@ -470,9 +485,9 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   if (full) {
     judge_full_runs(result, held_out.size());
     int64_t smallest = *std::min_element(o.batch_sizes().begin(), o.batch_sizes().end());
-    for (int k = 0; k < o.extend_below() && !result.interrupted && result.best_batch == smallest && smallest >= 2;
-         ++k) {
-      smallest /= 2;  // the best at the grid's lower edge: one batch below it too
+    for (const int64_t below : halvings_below(o.batch_sizes(), o.extend_below())) {
+      if (result.interrupted || result.best_batch != smallest) break;
+      smallest = below;  // the best at the grid's lower edge: one batch below it too
       ++race.count;
       train(smallest, {});
       judge_full_runs(result, held_out.size());

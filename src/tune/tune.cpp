@@ -474,13 +474,10 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   if (v.epochs() > 0 && report.run_race && report.run_race->schedule && report.run_race->epochs == v.epochs())
     v.batch_schedule(report.run_race->schedule->phases);
   if (v.epochs() > 0) {
-    std::vector<int64_t> below;  // what validate() adds where the smallest ends best (its extend_below)
-    for (int64_t b = candidates.front(); static_cast<int>(below.size()) < v.extend_below() && b >= 2; b /= 2)
-      below.push_back(b / 2);
     stage(o, Phase::Validate,
           fmt::format(
               "validating: full runs of {} at each of {}{}{}", format_epochs(v.epochs()), fmt::join(candidates, ", "),
-              below.empty() ? "" : fmt::format(" ({} too where the smallest ends best)", fmt::join(below, ", then ")),
+              halvings_below_text(candidates, v.extend_below()),
               v.batch_schedule().empty() ? "" : ", and the batch-size schedule " + schedule_text(v.batch_schedule())));
   } else {
     stage(o, Phase::Validate,

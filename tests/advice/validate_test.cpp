@@ -187,6 +187,17 @@ TEST(Validate, FullRunsThatNeverLeftTheStartAnswerNothing) {
 // Full runs whose best is the smallest batch given train half of it too, in batch order beside the
 // rest; the runs already trained are not trained again, and the best and the good set are judged
 // over all of them.
+// What full runs may add below the smallest batch, as validate() trains it and the stage lines name it.
+TEST(Validate, HalvingsBelowTheSmallestBatch) {
+  EXPECT_EQ(halvings_below({64, 16, 32}, 3), (std::vector<int64_t>{8, 4, 2}));
+  EXPECT_EQ(halvings_below({3}, 5), (std::vector<int64_t>{1}));
+  EXPECT_TRUE(halvings_below({1, 8}, 2).empty());
+  EXPECT_TRUE(halvings_below({16}, 0).empty());
+  EXPECT_TRUE(halvings_below({}, 2).empty());
+  EXPECT_EQ(halvings_below_text({32, 16}, 2), " (8, then 4 too where the smallest ends best)");
+  EXPECT_EQ(halvings_below_text({16}, 0), "");
+}
+
 TEST(Validate, ABestAtTheGridsLowerEdgeTrainsABatchBelowIt) {
   auto w = mlp(1000);
   const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();

@@ -426,6 +426,7 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
       "--lr-schedule cosine --extend-below 1 --rule-lr --threads 1 --no-history --json " +
       extended.string());
   ASSERT_EQ(below.code, 0) << below.err;
+  EXPECT_NE(below.err.find("at each of 16 (8 too where the smallest ends best)"), std::string::npos) << below.err;
   const auto runs = nlohmann::json::parse(slurp(extended)).at("validation").at("runs");
   ASSERT_EQ(runs.size(), 2u) << runs.dump();
   EXPECT_EQ(runs[0].at("batch"), 8);

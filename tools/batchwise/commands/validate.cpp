@@ -102,10 +102,11 @@ class Validate : public Command {
           larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), larger.size() > 1 ? "are" : "is",
           s.workload()->info().dataset_size, larger.size() > 1 ? "they are" : "it is"));
     const std::string in_order = fmt::format("{}", fmt::join(candidates, ", "));  // as they train: sorted
-    s.stage(v_.epochs > 0 ? fmt::format("validating: full runs of {} ({} rate) at each of {}{}",
-                                        format_epochs(v_.epochs), v_.lr_schedule, in_order,
-                                        schedule.empty() ? "" : " and the schedule " + schedule_text(schedule))
-                          : fmt::format("validating: training to the target at each of {}", in_order));
+    s.stage(v_.epochs > 0
+                ? fmt::format("validating: full runs of {} ({} rate) at each of {}{}{}", format_epochs(v_.epochs),
+                              v_.lr_schedule, in_order, halvings_below_text(candidates, extend_below_),
+                              schedule.empty() ? "" : " and the schedule " + schedule_text(schedule))
+                : fmt::format("validating: training to the target at each of {}", in_order));
     // A grid of full runs takes hours: a first Ctrl-C keeps the runs that finished.
     const StopOnSignal stop("validate", "the runs that finished are kept and written, the one under way is dropped");
     s.report.validation = validate(*s.workload(), s.held_out(),
