@@ -18,9 +18,10 @@ using namespace detail::status;
 namespace {
 // What rank 0 shares in place of its single-process samples/s when it has none.
 constexpr double kSoloFailed = -1, kSoloSkipped = -2;
-// A rank's row of a trial's figures: where its wait share sits (kNoShare where it read none), and
-// where its step times begin.
-constexpr size_t kShareAt = 6, kStepsAt = 7;
+// A rank's row of a trial's figures, by place: its status, its peaks (reserved, then allocated), its
+// median step, its all-reduce share, how many steps it measured, its wait share (kNoShare where it
+// read none), then its step times.
+enum RowAt : size_t { kStatusAt, kPeakAt, kAllocatedAt, kMedianAt, kAllReduceAt, kMeasuredAt, kShareAt, kStepsAt };
 constexpr double kNoShare = -1;
 
 // Of the measured steps' time, the share this rank spent in the gradient all-reduces (the last of
@@ -110,14 +111,14 @@ Trial DistributedRunner::run(const TrialOptions& options) {
   if (own != kOk) group.post(fmt::format("batchwise/trial/{}/rank/{}", trial_index, rank), own_message);
 
   const size_t k = static_cast<size_t>(options.steps());
-  std::vector<double> row{static_cast<double>(own),
-                          static_cast<double>(t.peak_bytes),
-                          static_cast<double>(t.peak_allocated_bytes),
-                          t.step_time_s_median,
-                          0.0,
-                          static_cast<double>(t.step_times_s.size()),
-                          t.cpu_wait_share.value_or(kNoShare)};
-  row[4] = allreduce_share(workload_.allreduce_s(), t.step_times_s);
+  std::vector<double> row(kStepsAt);
+  row[kStatusAt] = static_cast<double>(own);
+  row[kPeakAt] = static_cast<double>(t.peak_bytes);
+  row[kAllocatedAt] = static_cast<double>(t.peak_allocated_bytes);
+  row[kMedianAt] = t.step_time_s_median;
+  row[kAllReduceAt] = allreduce_share(workload_.allreduce_s(), t.step_times_s);
+  row[kMeasuredAt] = static_cast<double>(t.step_times_s.size());
+  row[kShareAt] = t.cpu_wait_share.value_or(kNoShare);
   for (size_t i = 0; i < k; ++i) row.push_back(i < t.step_times_s.size() ? t.step_times_s[i] : 0.0);
   const auto rows = group.all_gather(row, fmt::format("agreeing on {}'s outcome", label));
 
@@ -128,12 +129,12 @@ Trial DistributedRunner::run(const TrialOptions& options) {
   std::vector<int> statuses;
   double share = 0;
   for (const auto& r : rows) {
-    statuses.push_back(static_cast<int>(std::lround(r[0])));
-    d.rank_peak_bytes.push_back(static_cast<int64_t>(r[1]));
-    d.rank_step_time_s.push_back(r[3]);
-    share += r[4] / world;
-    t.peak_bytes = std::max(t.peak_bytes, static_cast<int64_t>(r[1]));
-    t.peak_allocated_bytes = std::max(t.peak_allocated_bytes, static_cast<int64_t>(r[2]));
+    statuses.push_back(static_cast<int>(std::lround(r[kStatusAt])));
+    d.rank_peak_bytes.push_back(static_cast<int64_t>(r[kPeakAt]));
+    d.rank_step_time_s.push_back(r[kMedianAt]);
+    share += r[kAllReduceAt] / world;
+    t.peak_bytes = std::max(t.peak_bytes, static_cast<int64_t>(r[kPeakAt]));
+    t.peak_allocated_bytes = std::max(t.peak_allocated_bytes, static_cast<int64_t>(r[kAllocatedAt]));
   }
   d.allreduce_share = share;
   const auto [status, ranks] = worst(statuses);
@@ -144,7 +145,7 @@ Trial DistributedRunner::run(const TrialOptions& options) {
     d.rank_outcomes.push_back(outcome_of_status(status == kTimeout && own_status == kOk ? kTimeout : own_status));
   if (status == kOk) {
     // The step is as slow as its slowest rank: step by step, the largest time.
-    const size_t measured = static_cast<size_t>(rows[0][5]);
+    const size_t measured = static_cast<size_t>(rows[0][kMeasuredAt]);
     t.step_times_s.assign(measured, 0.0);
     for (const auto& r : rows)
       for (size_t i = 0; i < measured && i < k; ++i) t.step_times_s[i] = std::max(t.step_times_s[i], r[kStepsAt + i]);
