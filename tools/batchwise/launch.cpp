@@ -206,14 +206,17 @@ StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) 
 
 StopOnSignal::~StopOnSignal() {
   if (released_) return;
-  for (size_t k = 0; k < std::size(kStopSignals); ++k) sigaction(kStopSignals[k], &before_[k], nullptr);
-  sigaction(SIGPIPE, &before_pipe_, nullptr);
+  restore_handlers();
   g_stop_signal = 0;
 }
 
-void StopOnSignal::release() {
+void StopOnSignal::restore_handlers() {
   for (size_t k = 0; k < std::size(kStopSignals); ++k) sigaction(kStopSignals[k], &before_[k], nullptr);
   sigaction(SIGPIPE, &before_pipe_, nullptr);
+}
+
+void StopOnSignal::release() {
+  restore_handlers();
   released_ = true;
   // Between the caller's requested() and the handlers put back, a signal ran this stop's handler:
   // raised again, it now meets the handler before the stop.

@@ -47,6 +47,8 @@ class StopOnSignal {
   void release();
 
  private:
+  void restore_handlers();  // the handlers (and SIGPIPE's action) as they were before this stop
+
   struct sigaction before_[3] = {};  // SIGINT's, SIGTERM's, SIGHUP's
 
   struct sigaction before_pipe_ = {};
