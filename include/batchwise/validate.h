@@ -255,8 +255,8 @@ std::vector<std::string> not_trained_names(const ValidationResult& validation,
 /// while a batch stays at least 1; validate() trains each only where the one above it ended best.
 std::vector<int64_t> halvings_below(const std::vector<int64_t>& batch_sizes, int extend_below);
 
-/// The halvings_below() of a stage line, as a person reads them: " (8, then 4 too where the smallest
-/// ends best)", or "" where there are none.
+/// The halvings_below() of a stage line, as a person reads them: " (8 too where 16 ends best, then 4
+/// where 8 does)", or "" where there are none.
 std::string halvings_below_text(const std::vector<int64_t>& batch_sizes, int extend_below);
 
 /// The fixed-batch run of `batch` in `validation` (not a batch-size schedule's); null if none ran.

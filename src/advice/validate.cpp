@@ -328,7 +328,10 @@ std::vector<int64_t> halvings_below(const std::vector<int64_t>& batch_sizes, int
 std::string halvings_below_text(const std::vector<int64_t>& batch_sizes, int extend_below) {
   const std::vector<int64_t> below = halvings_below(batch_sizes, extend_below);
   if (below.empty()) return "";
-  return fmt::format(" ({} too where the smallest ends best)", fmt::join(below, ", then "));
+  const int64_t smallest = *std::min_element(batch_sizes.begin(), batch_sizes.end());
+  std::string text = fmt::format(" ({} too where {} ends best", below[0], smallest);
+  for (size_t k = 1; k < below.size(); ++k) text += fmt::format(", then {} where {} does", below[k], below[k - 1]);
+  return text + ")";
 }
 
 std::vector<std::string> not_trained_names(const ValidationResult& v, const std::string& schedule) {

@@ -184,9 +184,6 @@ TEST(Validate, FullRunsThatNeverLeftTheStartAnswerNothing) {
             "nothing checked the answer; a longer --epochs trains past it");
 }
 
-// Full runs whose best is the smallest batch given train half of it too, in batch order beside the
-// rest; the runs already trained are not trained again, and the best and the good set are judged
-// over all of them.
 // What full runs may add below the smallest batch, as validate() trains it and the stage lines name it.
 TEST(Validate, HalvingsBelowTheSmallestBatch) {
   EXPECT_EQ(halvings_below({64, 16, 32}, 3), (std::vector<int64_t>{8, 4, 2}));
@@ -194,10 +191,15 @@ TEST(Validate, HalvingsBelowTheSmallestBatch) {
   EXPECT_TRUE(halvings_below({1, 8}, 2).empty());
   EXPECT_TRUE(halvings_below({16}, 0).empty());
   EXPECT_TRUE(halvings_below({}, 2).empty());
-  EXPECT_EQ(halvings_below_text({32, 16}, 2), " (8, then 4 too where the smallest ends best)");
+  EXPECT_EQ(halvings_below_text({32, 16}, 2), " (8 too where 16 ends best, then 4 where 8 does)");
+  EXPECT_EQ(halvings_below_text({3}, 5), " (1 too where 3 ends best)");
+  EXPECT_EQ(halvings_below_text({64, 16}, 3), " (8 too where 16 ends best, then 4 where 8 does, then 2 where 4 does)");
   EXPECT_EQ(halvings_below_text({16}, 0), "");
 }
 
+// Full runs whose best is the smallest batch given train half of it too, in batch order beside the
+// rest; the runs already trained are not trained again, and the best and the good set are judged
+// over all of them.
 TEST(Validate, ABestAtTheGridsLowerEdgeTrainsABatchBelowIt) {
   auto w = mlp(1000);
   const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();

@@ -426,7 +426,7 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
       "--lr-schedule cosine --extend-below 1 --rule-lr --threads 1 --no-history --json " +
       extended.string());
   ASSERT_EQ(below.code, 0) << below.err;
-  EXPECT_NE(below.err.find("at each of 16 (8 too where the smallest ends best)"), std::string::npos) << below.err;
+  EXPECT_NE(below.err.find("at each of 16 (8 too where 16 ends best)"), std::string::npos) << below.err;
   const auto runs = nlohmann::json::parse(slurp(extended)).at("validation").at("runs");
   ASSERT_EQ(runs.size(), 2u) << runs.dump();
   EXPECT_EQ(runs[0].at("batch"), 8);
@@ -965,8 +965,9 @@ TEST(Cli, CtrlCDuringTuneValidateKeepsTheRunsAndTheAnswerUnvalidated) {
   // The note after its last run, from which a signal ends tune at once again.
   EXPECT_NE(r.err.find("validation: 1 of its runs ended, then it was stopped"), std::string::npos) << r.err;
   // The stage line names the halvings below the smallest (the first trained) it may add.
-  EXPECT_NE(r.err.find(fmt::format("({}, then {} too where the smallest ends best)", kept / 2, kept / 4)),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(fmt::format("({} too where {} ends best, then {} where {} does)", kept / 2, kept, kept / 4, kept / 2)),
+      std::string::npos)
       << r.err;
 }
 
