@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from fmnist_mlp import load, mlp
+from fmnist_mlp import epoch_batches, load, mlp
 
 SMALLEST_NORMAL = torch.finfo(torch.float32).tiny
 
@@ -65,13 +65,8 @@ def main():
     else:
         opt = torch.optim.SGD(model.parameters(), lr=0.01 * args.batch / 32, momentum=0.9)
     cosine = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / args.steps)))
-    g = torch.Generator().manual_seed(0)
-    order, at, window = torch.randperm(len(xtr), generator=g), 0, []
-    for step in range(1, args.steps + 1):
-        if at + args.batch > len(xtr):
-            order, at = torch.randperm(len(xtr), generator=g), 0
-        idx = order[at:at + args.batch]
-        at += args.batch
+    window = []
+    for step, idx in epoch_batches(len(xtr), args.batch, args.steps, torch.Generator().manual_seed(0)):
         start = time.perf_counter()
         loss = torch.nn.functional.cross_entropy(model(xtr[idx]), ytr[idx])
         opt.zero_grad(set_to_none=False)

@@ -29,3 +29,14 @@ def mlp():
     """batchwise's mlp, from torch.manual_seed(0)."""
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+def epoch_batches(size, batch, steps, generator):
+    """(step, the batch's sample indices) for steps 1 to `steps`: each epoch a fresh permutation of
+    the `size` samples drawn from `generator`, taken in batches; an epoch's remainder is dropped."""
+    order, at = torch.randperm(size, generator=generator), 0
+    for step in range(1, steps + 1):
+        if at + batch > size:
+            order, at = torch.randperm(size, generator=generator), 0
+        yield step, order[at:at + batch]
+        at += batch
