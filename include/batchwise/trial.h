@@ -219,9 +219,9 @@ struct Trial {
   /// mean over repetitions; data-parallel ranks agree on the most any of them waited, as a step is as
   /// slow as its slowest rank and the sweep's retries must be the same on every rank). Under 2 % on a
   /// quiet machine. Unset where Linux does not give it, and for a trial without measured steps or run
-  /// by a command. On a shared CPU a
-  /// step longer than the scheduler's slice is nearly always interrupted and a shorter one often not,
-  /// so the median step favours the smaller batches: larger ones read slower than they are.
+  /// by a command. On a shared CPU a step longer than the scheduler's slice is nearly always
+  /// interrupted and a shorter one often not, so the median step favours the smaller batches: larger
+  /// ones read slower than they are.
   std::optional<double> cpu_wait_share;
   /// The utilisation monitor's record of the steps (in a sweep: the first repetition's).
   std::optional<UtilisationSummary> utilisation;
