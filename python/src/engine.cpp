@@ -43,6 +43,9 @@ struct Failure {
   py::object error;   // the exception, with its traceback
   std::string where;  // "MyNet.forward"
   bool interrupted = false;
+  // What interrupted it where that was not Ctrl-C: an exception that is no Exception (a SIGTERM
+  // handler's SystemExit), raised again as it was when the call ends.
+  py::object interrupt;
 };
 
 Failure& failure() {
@@ -76,6 +79,32 @@ bool is_oom(const py::error_already_set& e) {
   throw ModelError(fmt::format("{} raised {}: {}", where, type, std::string(py::str(e.value()))));
 }
 
+// Whether `e` stops the call rather than fails it: Ctrl-C's KeyboardInterrupt, or any exception that
+// is no Exception (SystemExit, which a SIGTERM handler raises to end the process). The call ends
+// interrupted, the user's state restored, and run() raises it again.
+bool interrupts(const py::error_already_set& e) { return !e.matches(PyExc_Exception); }
+
+void interrupted_by(const py::error_already_set& e) {
+  Failure& failed = failure();
+  if (!failed.interrupted && !e.matches(PyExc_KeyboardInterrupt)) failed.interrupt = e.value();
+  failed.interrupted = true;
+}
+
+// Python's signal handlers, run where the engine looks for them (with the GIL): one that raised an
+// interrupt (Ctrl-C's) interrupts the call, and one that raised another exception is the user's
+// error, kept as python_error keeps one. Returns whether a handler raised.
+bool run_signal_handlers() {
+  if (PyErr_CheckSignals() == 0) return false;
+  py::error_already_set e;
+  if (interrupts(e)) {
+    interrupted_by(e);
+  } else if (!failure().error) {
+    failure().error = e.value();
+    failure().where = "a signal handler";
+  }
+  return true;
+}
+
 // Runs `f` (which calls into Python) with the GIL held. `where` names the call for the error.
 // `restoring`: the call puts the user's state back (the modules' modes, the optimizer's state_dict),
 // so it runs after Ctrl-C too, when every other call is refused; a Ctrl-C that comes before or
@@ -88,18 +117,16 @@ auto call_python(const std::string& where, F&& f, bool restoring = false) -> dec
   // The user's code raised: the call ends with that error (_inprocess.py), so none of the user's
   // code runs again in it; the engine's phases end at their next call into Python.
   if (failed.error && !restoring) throw Error(fmt::format("stopped: {} raised earlier", failed.where));
-  if (PyErr_CheckSignals() != 0) {  // a Ctrl-C that came while the engine ran without the GIL
-    PyErr_Clear();
-    failed.interrupted = true;
-    if (!restoring) throw Error("interrupted");
-  }
-  for (int interrupts = 0;; ++interrupts) {
+  // A signal that came while the engine ran without the GIL
+  if (run_signal_handlers() && !restoring)
+    throw Error(failed.interrupted ? "interrupted" : "stopped: a signal handler raised");
+  for (int cut = 0;; ++cut) {
     try {
       return f();
     } catch (py::error_already_set& e) {
-      if (!e.matches(PyExc_KeyboardInterrupt)) python_error(where, e);
-      failed.interrupted = true;
-      if (!restoring || interrupts == 3) throw Error("interrupted");  // a restore every Ctrl-C cuts: given up
+      if (!interrupts(e)) python_error(where, e);
+      interrupted_by(e);
+      if (!restoring || cut == 3) throw Error("interrupted");  // a restore every Ctrl-C cuts: given up
     }
   }
 }
@@ -309,8 +336,8 @@ class PythonWorkload : public ModuleWorkload {
       Py_CLEAR(e.value);
       Py_CLEAR(e.traceback);
       py::error_already_set error;
-      if (!error.matches(PyExc_KeyboardInterrupt)) python_error(where_, error);
-      failure().interrupted = true;
+      if (!interrupts(error)) python_error(where_, error);
+      interrupted_by(error);
       throw Error("interrupted");
     }
   }
@@ -472,16 +499,14 @@ void rule_learning_rate(Report& r, int64_t base_batch) {
 }
 
 // validate's should_stop: a Ctrl-C (Python's signal handler raised) stops it after the step under
-// way, and the runs that ended come back in batchwise.Interrupted's report. Asked between steps
-// without the GIL; the GIL is taken to run Python's handlers, as call_python does.
+// way, and the runs that ended come back in batchwise.Interrupted's report; so does any other
+// exception a handler raised, which the call then ends with. Asked between steps without the GIL;
+// the GIL is taken to run Python's handlers, as call_python does.
 bool interrupt_asked() {
   py::gil_scoped_acquire gil;
   Failure& failed = failure();
-  if (!failed.interrupted && PyErr_CheckSignals() != 0) {
-    PyErr_Clear();
-    failed.interrupted = true;
-  }
-  return failed.interrupted;
+  if (!failed.interrupted && !failed.error) run_signal_handlers();
+  return failed.interrupted || failed.error;
 }
 
 // Every option of one call, read with the GIL before the engine runs without it.
@@ -640,6 +665,11 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   Failure failed = std::move(failure());
   failure() = Failure{};
   // A validation the Ctrl-C stopped between its steps: the runs that ended, for batchwise.Interrupted.
+  // Another interrupt (a SIGTERM handler's SystemExit) is raised again as it was.
+  if (failed.interrupt) {
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(failed.interrupt.ptr())), failed.interrupt.ptr());
+    throw py::error_already_set();
+  }
   const bool kept = !error && !failed.error && report.validation && report.validation->interrupted;
   if (failed.interrupted && !kept) {
     PyErr_SetNone(PyExc_KeyboardInterrupt);

@@ -16,7 +16,8 @@ error    an exception in the model's forward (and in the loss) is a batchwise.Tr
 tune     tune on a map-style Dataset with held-out data: a recommendation from a race that trained,
          the learning rate, the report's JSON (the CLI's schema), its HTML and table; TorchScript
          is never called
-interrupt  Ctrl-C (SIGINT) during tune: KeyboardInterrupt, the model restored
+interrupt  Ctrl-C (SIGINT) during tune: KeyboardInterrupt, the model restored; a SIGTERM handler's
+         SystemExit the same, raised again as it was
 epochs   tune with epochs=3, lr_schedule="cosine": the run race answers for the user's run
 options  options are checked by name and type, with the fix in the message
 validate validate's full runs (epochs=1, cosine) at two batches, judged on the held-out data given,
@@ -519,13 +520,15 @@ if {where!r} == "backward":  # Ctrl-C in Python inside backward, in the fit's se
 x, y = T.branchy_data(64)
 torch.nn.functional.cross_entropy(model(x), y).backward()
 optimizer.step()  # momentum buffers, which a restore must put back too
-if {where!r} == "step":  # Ctrl-C in the middle of a trial, once its steps have changed the momentum buffers
+if {where!r} in ("step", "sigterm"):  # in the middle of a trial, once its steps have changed the momentum buffers
+    # SIGTERM's handler raises SystemExit, as a job scheduler's preemption asks a script to end
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(3))
     steps, step = [0], optimizer.step
     def interrupting(*args, **kwargs):
         out = step(*args, **kwargs)
         steps[0] += 1
         if steps[0] == 40:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT if {where!r} == "step" else signal.SIGTERM)
         return out
     optimizer.step = interrupting
 before = copy.deepcopy(model.state_dict())
@@ -534,9 +537,10 @@ try:
     batchwise.tune(model, optimizer, T.branchy_data(4096), memory_budget="8MiB", max=512,
                    progress=lambda line: print(line, flush=True))
     print("returned")
-except KeyboardInterrupt:
+except (KeyboardInterrupt, SystemExit) as e:
     now = optimizer.state_dict()
-    print("KeyboardInterrupt; restored:", all(torch.equal(v, model.state_dict()[k]) for k, v in before.items()))
+    print(type(e).__name__ + (f" {{e.code}}" if isinstance(e, SystemExit) else "") + "; restored:",
+          all(torch.equal(v, model.state_dict()[k]) for k, v in before.items()))
     print("optimizer restored:", now["param_groups"] == state["param_groups"] and sorted(now["state"]) ==
           sorted(state["state"]) and all(torch.equal(now["state"][k]["momentum_buffer"], v["momentum_buffer"])
                                           for k, v in state["state"].items()))
@@ -560,13 +564,17 @@ def interrupting(*args, **kwargs):
     out = step(*args, **kwargs)
     steps[0] += 1
     if steps[0] == 2048 // 32 + 5:
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.{signal})
     return out
 optimizer.step = interrupting
+signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(3))
 try:
     batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32, 64, 128], epochs=1,
                        lr_schedule="cosine", rule_lr=True, progress=False)
     print("returned")
+except SystemExit as e:
+    del optimizer.step
+    print("SystemExit", e.code, "restored:", T.same(before, T.snapshot(model, optimizer)))
 except batchwise.Interrupted as e:
     v = e.report.validation
     print("kept:", [r.batch for r in v.runs], "not trained:", v.not_trained, "interrupted:", v.interrupted,
@@ -581,8 +589,8 @@ except batchwise.Interrupted as e:
 def test_interrupt():
     import signal
     import subprocess
-    out = subprocess.run([sys.executable, "-c", VALIDATE_INTERRUPTED.format(here=HERE)], capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", VALIDATE_INTERRUPTED.format(here=HERE, signal="SIGINT")],
+                         capture_output=True, text=True, timeout=120)
     case("Ctrl-C during validate keeps the runs that ended: batchwise.Interrupted's report",
          "kept: [32] not trained: [64, 128] interrupted: True final: True recommendation: None" in out.stdout,
          out.stdout[-800:] + out.stderr[-800:])
@@ -592,6 +600,10 @@ def test_interrupt():
          out.stdout[-800:])
     case("and the model, its optimizer and the RNGs are as they were", "restored: True" in out.stdout,
          out.stdout[-800:])
+    out = subprocess.run([sys.executable, "-c", VALIDATE_INTERRUPTED.format(here=HERE, signal="SIGTERM")],
+                         capture_output=True, text=True, timeout=120)
+    case("a SIGTERM handler's SystemExit during validate is raised again as it was, the model restored",
+         "SystemExit 3 restored: True" in out.stdout, out.stdout[-800:] + out.stderr[-800:])
     child = subprocess.Popen([sys.executable, "-c", INTERRUPTED.format(here=HERE, where="none")],
                              stdout=subprocess.PIPE, text=True)
     first = child.stdout.readline()  # the first progress line: the engine is running
@@ -608,6 +620,13 @@ def test_interrupt():
                              text=True, timeout=120).stdout
         case(f"Ctrl-C within a trial's {where}: KeyboardInterrupt, the model and the optimizer restored",
              "KeyboardInterrupt; restored: True" in out and "optimizer restored: True" in out, out[-500:])
+    # A SIGTERM handler's SystemExit within a trial stops the call as Ctrl-C does and is raised again
+    # as it was, its exit code kept (before, it was the optimizer's error: a TrainingError)
+    out = subprocess.run([sys.executable, "-c", INTERRUPTED.format(here=HERE, where="sigterm")], capture_output=True,
+                         text=True, timeout=120)
+    case("SIGTERM's SystemExit within a trial: raised again with its code, the model and the optimizer restored",
+         "SystemExit 3; restored: True" in out.stdout and "optimizer restored: True" in out.stdout,
+         out.stdout[-500:] + out.stderr[-800:])
 
 
 def test_options():
