@@ -74,6 +74,13 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
                                         const std::optional<NoiseResult>& noise, const std::optional<Goodput>& goodput);
 
+/// As above, for a training set of `training_samples`: only the swept batches no larger than it are
+/// weighed (a larger one repeats samples within a step, which no run does), and the knee among them;
+/// the reason says so. As above where every batch swept is within it, or none is.
+std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
+                                        const std::optional<NoiseResult>& noise, const std::optional<Goodput>& goodput,
+                                        int64_t training_samples);
+
 /// From a batch race: its pick (BatchRace::best_batch), explained with the race's figures, the flat
 /// range, the throughput knee and the fit. None when the race has no pick. `run_epochs` > 0: the
 /// race followed a run race for a run of that many epochs (tune --epochs) whose compressed runs never

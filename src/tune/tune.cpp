@@ -258,7 +258,11 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
     report.context.warnings.push_back(fmt::format("no noise scale or goodput: {}", first_line(e.what())));
     return;
   }
-  if (report.noise->b_simple) report.goodput = goodput(report.sweep->points, *report.noise->b_simple);
+  // Goodput at the batches a run can train: one larger than the training set repeats samples within a step
+  std::vector<int64_t> larger;
+  if (report.noise->b_simple)
+    report.goodput =
+        goodput(within_dataset(report.sweep->points, training_samples(subject), larger), *report.noise->b_simple);
 }
 
 // TuneSubject::held_out's default: the test split of the subject's dataset, read and checked once,
@@ -756,7 +760,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
       // Nothing left the plateau: the noise scale at the initial weights says nothing about leaving it
       : report.race && report.race->stuck
           ? recommend_on_the_plateau(*report.race, run_race_stuck(report) ? o.epochs() : 0)
-          : recommend(report.fit, report.sweep, report.noise, report.goodput);
+          : recommend(report.fit, report.sweep, report.noise, report.goodput, training_samples(subject));
   if (!report.recommendation) {
     report.timing = laps.done();
     return report;

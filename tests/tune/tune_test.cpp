@@ -220,21 +220,37 @@ TEST(Tune, ABatchLargerThanTheTrainingSetIsNotRaced) {
   at::set_num_threads(threads);
 }
 
-// An answer no race trained, larger than the training set (the knee, here with no race), says so.
-TEST(Tune, AnAnswerLargerThanTheTrainingSetIsWarnedOf) {
+// An answer no race trained (the knee, here with no race) keeps to the batches a run can train: one
+// larger than the training set repeats samples within a step. Where the sweep ran none within it, the
+// answer rests on what ran and says so.
+TEST(Tune, AnAnswerWithoutARaceKeepsToTheTrainingSet) {
   auto w = small();                                         // 1,024 samples
   InjectedRates runner(*w, [](int64_t) { return 0.001; });  // 1 ms a step: the knee is the largest batch
-  const Report r = tune(TuneSubject(runner, w.get()),
-                        TuneOptions()
-                            .fit(FitOptions().budget_bytes(64 << 20).max(2048))
-                            .sweep(SweepOptions().batch_sizes({16, 2048}).warmup(0).steps(1).repetitions(1))
-                            .doctor(false)
-                            .noise(false)
-                            .race(false)
-                            .loader_search(false));
+  const auto tuned = [&](std::vector<int64_t> batches) {
+    return tune(TuneSubject(runner, w.get()),
+                TuneOptions()
+                    .fit(FitOptions().budget_bytes(64 << 20).max(2048))
+                    .sweep(SweepOptions().batch_sizes(std::move(batches)).warmup(0).steps(1).repetitions(1))
+                    .doctor(false)
+                    .noise(false)
+                    .race(false)
+                    .loader_search(false));
+  };
+  const Report r = tuned({16, 512, 2048});
   ASSERT_TRUE(r.recommendation.has_value());
-  ASSERT_EQ(r.recommendation->batch, 2048);
-  EXPECT_EQ(std::count(r.context.warnings.begin(), r.context.warnings.end(),
+  EXPECT_EQ(r.recommendation->batch, 512);
+  EXPECT_EQ(r.sweep->knee_batch, 2048);  // the sweep's own knee is as measured
+  EXPECT_NE(r.recommendation->reason.find(
+                "; batches above the 1024 training samples were not weighed: a step would repeat samples"),
+            std::string::npos)
+      << r.recommendation->reason;
+  for (const std::string& warning : r.context.warnings)
+    EXPECT_EQ(warning.find("is larger than the"), std::string::npos);
+
+  const Report above = tuned({2048});
+  ASSERT_TRUE(above.recommendation.has_value());
+  ASSERT_EQ(above.recommendation->batch, 2048);
+  EXPECT_EQ(std::count(above.context.warnings.begin(), above.context.warnings.end(),
                        "batch 2048 is larger than the 1024 training samples: each step repeats samples, and no race "
                        "trained it (the answer rests on the sweep's throughput); a batch up to 1024 trains each sample "
                        "once an epoch"),
@@ -243,7 +259,7 @@ TEST(Tune, AnAnswerLargerThanTheTrainingSetIsWarnedOf) {
 
 // The noise scale's batch and tune --validate's candidates keep to the training set too: a larger
 // batch's gradient is not one of B independent samples, and no run the user does repeats them in a
-// step. The answer itself, larger here (the knee, no race), is still validated, as it stands.
+// step; nor does the answer (the knee within it: 256, where the sweep's knee is 1,024).
 TEST(Tune, TheNoiseScaleAndTheValidationKeepToTheTrainingSet) {
   auto w = tiny("mlp");                                     // 512 samples
   InjectedRates runner(*w, [](int64_t) { return 0.001; });  // 1 ms a step: the knee is the largest batch
@@ -261,13 +277,18 @@ TEST(Tune, TheNoiseScaleAndTheValidationKeepToTheTrainingSet) {
   ASSERT_TRUE(r.validation.has_value());
   std::vector<int64_t> trained;
   for (const ValidationRun& run : r.validation->runs) trained.push_back(run.batch);
-  // Half the answer and the answer (and halvings below, where the best run is the smallest); not twice it.
-  for (const int64_t b : {512, 1024}) EXPECT_EQ(std::count(trained.begin(), trained.end(), b), 1) << b;
-  EXPECT_EQ(std::count(trained.begin(), trained.end(), 2048), 0);
+  ASSERT_TRUE(r.recommendation.has_value());
+  EXPECT_LE(r.recommendation->batch, 512);  // the validation's pick, around 256
+  // Half the answer, the answer and twice it (and halvings below, where the best run is the smallest);
+  // not the sweep's knee.
+  for (const int64_t b : {128, 256, 512}) EXPECT_EQ(std::count(trained.begin(), trained.end(), b), 1) << b;
+  EXPECT_EQ(std::count(trained.begin(), trained.end(), 1024), 0);
   EXPECT_EQ(std::count(r.context.warnings.begin(), r.context.warnings.end(),
-                       "the validation trains no batch 2048: larger than the 512 training samples, a step would "
+                       "the validation trains no batch 1024: larger than the 512 training samples, a step would "
                        "repeat samples"),
             1);
+  ASSERT_TRUE(r.goodput.has_value());  // goodput weighs the batches a run can train
+  for (const GoodputPoint& p : r.goodput->points) EXPECT_LE(p.batch, 512);
 }
 
 // A tune whose race stopped at its wall limit, or that took longer than the most it stated, ran on a
