@@ -83,4 +83,9 @@ void fields(V& v, T& g) {
 /// Goodput of every ok sweep point; the base batch is the smallest measured.
 Goodput goodput(const std::vector<Trial>& sweep_points, double b_simple);
 
+/// Goodput at the noise scale measured, where that measurement can weigh batches: none without a
+/// B_simple, or where its band reaches infinity (with one of its steps left out, the gradient could
+/// not be told from its noise: any noise scale at all fits it).
+std::optional<Goodput> goodput(const std::vector<Trial>& sweep_points, const NoiseResult& noise);
+
 }  // namespace batchwise

@@ -74,9 +74,10 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
                                         const std::optional<NoiseResult>& noise, const std::optional<Goodput>& goodput);
 
-/// As above, for a training set of `training_samples`: only the swept batches no larger than it are
-/// weighed (a larger one repeats samples within a step, which no run does), and the knee among them;
-/// the reason says so. As above where every batch swept is within it, or none is.
+/// As above, for a training set of `training_samples`: where the sweep's knee is larger than it (a
+/// step would repeat samples, which no run does), only the swept batches no larger than it are
+/// weighed, the knee among them, and the reason says so. As above where the knee is within it, or
+/// no batch swept is.
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
                                         const std::optional<NoiseResult>& noise, const std::optional<Goodput>& goodput,
                                         int64_t training_samples);

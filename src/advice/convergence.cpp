@@ -72,4 +72,9 @@ Goodput goodput(const std::vector<Trial>& sweep_points, double b_simple) {
   return g;
 }
 
+std::optional<Goodput> goodput(const std::vector<Trial>& sweep_points, const NoiseResult& noise) {
+  if (!noise.b_simple || !std::isfinite(noise.b_simple_high)) return std::nullopt;
+  return goodput(sweep_points, *noise.b_simple);
+}
+
 }  // namespace batchwise

@@ -151,12 +151,12 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
                                         const std::optional<NoiseResult>& noise, const std::optional<Goodput>& good,
                                         int64_t training_samples) {
-  if (!sweep) return recommend(fit, sweep, noise, good);
+  if (!sweep || !sweep->knee_batch || *sweep->knee_batch <= training_samples) return recommend(fit, sweep, noise, good);
   std::vector<int64_t> larger;
   SweepResult within = *sweep;
   within.points = within_dataset(sweep->points, training_samples, larger);
   within.knee_batch = knee_batch(within.points, within.knee_tolerance);
-  if (larger.empty() || !within.knee_batch) return recommend(fit, sweep, noise, good);
+  if (!within.knee_batch) return recommend(fit, sweep, noise, good);
   std::optional<Recommendation> rec = recommend(fit, within, noise, good);
   if (rec)
     rec->reason += fmt::format("; batches above the {} training samples were not weighed: a step would repeat samples",

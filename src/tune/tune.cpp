@@ -258,11 +258,13 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
     report.context.warnings.push_back(fmt::format("no noise scale or goodput: {}", first_line(e.what())));
     return;
   }
-  // Goodput at the batches a run can train: one larger than the training set repeats samples within a step
-  std::vector<int64_t> larger;
-  if (report.noise->b_simple)
-    report.goodput =
-        goodput(within_dataset(report.sweep->points, training_samples(subject), larger), *report.noise->b_simple);
+  std::vector<int64_t> larger;  // goodput at the batches a run can train: a larger one repeats samples in a step
+  report.goodput = goodput(within_dataset(report.sweep->points, training_samples(subject), larger), *report.noise);
+  if (report.noise->b_simple && !report.goodput)
+    report.context.warnings.push_back(fmt::format(
+        "no goodput: the noise scale's band reaches infinity (with one of its {} steps left out, the gradient could "
+        "not be told from its noise), so it cannot weigh the batches; more --noise-steps may narrow it",
+        report.noise->steps));
 }
 
 // TuneSubject::held_out's default: the test split of the subject's dataset, read and checked once,

@@ -148,6 +148,49 @@ TEST(Goodput, EfficiencyFollowsPollux) {
   EXPECT_NE(rec->reason.find("the throughput knee is batch 128"), std::string::npos) << rec->reason;
   // Without a noise scale: the knee, as before.
   EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt)->batch, 128);
+
+  // A noise scale weighs the batches where its band is bounded; one that reaches infinity (a step left
+  // out leaves the gradient indistinguishable from its noise) fits any noise scale, and gives no goodput.
+  ASSERT_TRUE(goodput(points, noise).has_value());
+  EXPECT_EQ(goodput(points, noise)->best_batch, 64);
+  noise.b_simple_high = INFINITY;
+  EXPECT_FALSE(goodput(points, noise).has_value());
+  EXPECT_FALSE(goodput(points, NoiseResult{}).has_value());  // none measured
+}
+
+// Within a training set of 100 samples the answer weighs only the batches up to it: the knee among
+// them, or goodput's best; the reason says the larger ones were not weighed.
+TEST(Goodput, TheAnswerKeepsToTheTrainingSet) {
+  std::vector<Trial> points(3);
+  const double speeds[] = {1000, 1900, 2200};
+  for (int i = 0; i < 3; ++i) {
+    points[i].batch = 32 << i;
+    points[i].outcome = Outcome::Ok;
+    points[i].samples_per_s = speeds[i];
+  }
+  SweepResult sweep;
+  sweep.points = points;
+  sweep.knee_batch = 128;
+  const auto knee = recommend(std::nullopt, sweep, std::nullopt, std::nullopt, 100);
+  ASSERT_TRUE(knee.has_value());
+  EXPECT_EQ(knee->batch, 64);
+  EXPECT_NE(knee->reason.find("; batches above the 100 training samples were not weighed"), std::string::npos)
+      << knee->reason;
+  EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt, 128)->batch, 128);  // the knee within
+  sweep.knee_batch = 64;  // the knee within, a faster batch above: the knee stands, measured against it
+  EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt, 100)->reason.find("not weighed"),
+            std::string::npos);
+  sweep.knee_batch = 128;
+  EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt, 16)->batch, 128);  // none within
+  // Goodput over the batches within it, at a noise scale that favours the largest
+  NoiseResult noise;
+  noise.b_simple = 100000;
+  noise.b_simple_high = 120000;
+  const std::vector<Trial> within(points.begin(), points.begin() + 2);
+  const auto good = recommend(std::nullopt, sweep, noise, goodput(within, noise), 100);
+  ASSERT_TRUE(good.has_value());
+  EXPECT_EQ(good->batch, 64);
+  EXPECT_NE(good->reason.find("makes the most training progress per second"), std::string::npos) << good->reason;
 }
 
 }  // namespace
