@@ -58,23 +58,32 @@ bool is_oom(const py::error_already_set& e) {
   return e.matches(oom);
 }
 
+// `e`'s exception with its traceback (raised again when the call ends, it keeps it).
+py::object with_traceback(const py::error_already_set& e) {
+  const auto traceback = py::reinterpret_steal<py::object>(PyException_GetTraceback(e.value().ptr()));
+  if (!traceback && e.trace()) PyException_SetTraceback(e.value().ptr(), e.trace().ptr());
+  return e.value();
+}
+
+// The user's first error, which the call ends with: `e`, raised in `where`.
+void keep_error(const std::string& where, const py::error_already_set& e) {
+  Failure& failed = failure();
+  if (failed.error) return;
+  failed.error = with_traceback(e);
+  failed.where = where;
+}
+
 // A Python exception other than Ctrl-C, out of call_python: out of memory is a trial's outcome (its
 // traceback, which holds the trial's tensors, dropped); anything else is kept as the user's first
 // error (the call ends with it) and thrown as a ModelError naming `where`.
 [[noreturn]] void python_error(const std::string& where, py::error_already_set& e) {
-  Failure& failed = failure();
   if (is_oom(e)) {
     std::string what = py::str(e.value());
     { py::error_already_set dropped = std::move(e); }  // its traceback holds the trial's tensors
     py::module_::import("gc").attr("collect")();
     throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, what);
   }
-  const auto traceback = py::reinterpret_steal<py::object>(PyException_GetTraceback(e.value().ptr()));
-  if (!traceback && e.trace()) PyException_SetTraceback(e.value().ptr(), e.trace().ptr());  // the cause keeps it
-  if (!failed.error) {  // the first: the call ends with it
-    failed.error = e.value();
-    failed.where = where;
-  }
+  keep_error(where, e);
   const std::string type = py::str(e.type().attr("__name__"));
   throw ModelError(fmt::format("{} raised {}: {}", where, type, std::string(py::str(e.value()))));
 }
@@ -84,9 +93,11 @@ bool is_oom(const py::error_already_set& e) {
 // interrupted, the user's state restored, and run() raises it again.
 bool interrupts(const py::error_already_set& e) { return !e.matches(PyExc_Exception); }
 
+// The first interrupt other than Ctrl-C is kept, after a Ctrl-C too: a SIGTERM handler's SystemExit
+// during the restore that follows a Ctrl-C still ends the process.
 void interrupted_by(const py::error_already_set& e) {
   Failure& failed = failure();
-  if (!failed.interrupted && !e.matches(PyExc_KeyboardInterrupt)) failed.interrupt = e.value();
+  if (!failed.interrupt && !e.matches(PyExc_KeyboardInterrupt)) failed.interrupt = with_traceback(e);
   failed.interrupted = true;
 }
 
@@ -96,12 +107,10 @@ void interrupted_by(const py::error_already_set& e) {
 bool run_signal_handlers() {
   if (PyErr_CheckSignals() == 0) return false;
   py::error_already_set e;
-  if (interrupts(e)) {
+  if (interrupts(e))
     interrupted_by(e);
-  } else if (!failure().error) {
-    failure().error = e.value();
-    failure().where = "a signal handler";
-  }
+  else
+    keep_error("a signal handler", e);
   return true;
 }
 
@@ -664,12 +673,12 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   workload.reset();
   Failure failed = std::move(failure());
   failure() = Failure{};
-  // A validation the Ctrl-C stopped between its steps: the runs that ended, for batchwise.Interrupted.
-  // Another interrupt (a SIGTERM handler's SystemExit) is raised again as it was.
+  // An interrupt other than Ctrl-C (a SIGTERM handler's SystemExit) is raised again as it was.
   if (failed.interrupt) {
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(failed.interrupt.ptr())), failed.interrupt.ptr());
     throw py::error_already_set();
   }
+  // A validation the Ctrl-C stopped between its steps: the runs that ended, for batchwise.Interrupted.
   const bool kept = !error && !failed.error && report.validation && report.validation->interrupted;
   if (failed.interrupted && !kept) {
     PyErr_SetNone(PyExc_KeyboardInterrupt);
