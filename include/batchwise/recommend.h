@@ -74,10 +74,15 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
                                         const std::optional<NoiseResult>& noise, const std::optional<Goodput>& goodput);
 
-/// As above, for a training set of `training_samples`: where the sweep's knee is larger than it (a
-/// step would repeat samples, which no run does), only the swept batches no larger than it are
-/// weighed, the knee among them, and the reason says so. As above where the knee is within it, or
-/// no batch swept is.
+/// The knee an answer without a race takes within a training set of `training_samples` (0: not
+/// known): the sweep's, or where that is larger than the training set (a step would repeat samples,
+/// which no run does), the knee among the swept batches no larger than it; the sweep's where none is.
+std::optional<int64_t> knee_within(const SweepResult& sweep, int64_t training_samples);
+
+/// As above, for a training set of `training_samples`: where the sweep's knee is larger than it, only
+/// the swept batches no larger than it are weighed (goodput too), the answer is knee_within's or
+/// goodput's among them, and the reason says so and names the fastest left out. As above where the
+/// knee is within it, or no batch swept is.
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
                                         const std::optional<NoiseResult>& noise, const std::optional<Goodput>& goodput,
                                         int64_t training_samples);

@@ -148,19 +148,35 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
   return rec;
 }
 
+std::optional<int64_t> knee_within(const SweepResult& sweep, int64_t training_samples) {
+  if (!sweep.knee_batch || training_samples <= 0 || *sweep.knee_batch <= training_samples) return sweep.knee_batch;
+  std::vector<int64_t> larger;
+  const std::optional<int64_t> knee =
+      knee_batch(within_dataset(sweep.points, training_samples, larger), sweep.knee_tolerance);
+  return knee ? knee : sweep.knee_batch;
+}
+
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
                                         const std::optional<NoiseResult>& noise, const std::optional<Goodput>& good,
                                         int64_t training_samples) {
-  if (!sweep || !sweep->knee_batch || *sweep->knee_batch <= training_samples) return recommend(fit, sweep, noise, good);
+  if (!sweep || knee_within(*sweep, training_samples) == sweep->knee_batch) return recommend(fit, sweep, noise, good);
   std::vector<int64_t> larger;
   SweepResult within = *sweep;
   within.points = within_dataset(sweep->points, training_samples, larger);
-  within.knee_batch = knee_batch(within.points, within.knee_tolerance);
-  if (!within.knee_batch) return recommend(fit, sweep, noise, good);
-  std::optional<Recommendation> rec = recommend(fit, within, noise, good);
-  if (rec)
-    rec->reason += fmt::format("; batches above the {} training samples were not weighed: a step would repeat samples",
-                               training_samples);
+  within.knee_batch = knee_within(*sweep, training_samples);
+  std::optional<Goodput> good_within;  // goodput weighs the same batches
+  if (good) good_within = goodput(within.points, good->b_simple);
+  std::optional<Recommendation> rec = recommend(fit, within, noise, good_within);
+  const Trial* fastest = nullptr;  // of those left out
+  for (const Trial& t : sweep->points)
+    if (t.outcome == Outcome::Ok && t.batch > training_samples &&
+        (!fastest || t.samples_per_s > fastest->samples_per_s))
+      fastest = &t;
+  if (rec && fastest)
+    rec->reason += fmt::format(
+        "; batches above the {} training samples were not weighed, a step would repeat samples (the fastest of "
+        "them, batch {}, at {:.0f} samples/s)",
+        training_samples, fastest->batch, fastest->samples_per_s);
   return rec;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "batchwise/recommend.h"
 #include "batchwise/report.h"
 #include "batchwise/units.h"
 #include "check.h"
@@ -123,6 +124,11 @@ std::string decided_bullet(const Report& r, int64_t batch) {
   if (r.sweep && r.sweep->knee_batch == batch)
     return bullet(fmt::format("The throughput knee: the smallest batch within {:g} % of the best samples/s.",
                               r.sweep->knee_tolerance * 100),
+                  "throughput", "throughput");
+  if (r.sweep && knee_within(*r.sweep, r.workload.dataset_size) == batch)
+    return bullet(fmt::format("The throughput knee among the batches up to the {} training samples (a larger batch "
+                              "repeats samples within a step): the smallest within {:g} % of their best samples/s.",
+                              r.workload.dataset_size, r.sweep->knee_tolerance * 100),
                   "throughput", "throughput");
   if (r.fit && r.fit->batch == batch)
     return bullet(fmt::format("The largest batch whose peak memory stays under {:g} % of the budget.", r.target * 100),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "batchwise/plan.h"
+#include "batchwise/recommend.h"
 #include "batchwise/report.h"
 #include "batchwise/units.h"
 #include "report/console.h"
@@ -37,13 +38,18 @@ std::string fit_line(const FitResult& f, int64_t budget_bytes) {
   return fmt::format("fit: batch {} {}{}", *f.batch, verdict, peak);
 }
 
-std::string knee_line(const SweepResult& s) {
+std::string knee_line(const SweepResult& s, int64_t training_samples) {
   if (!s.knee_batch) return "knee: none (no batch trained in the sweep)";
-  for (const auto& p : s.points)
-    if (p.batch == *s.knee_batch)
-      return fmt::format("knee: batch {} at {} samples/s; a larger batch adds under {:.0f} %", p.batch,
-                         format_grouped(p.samples_per_s), 100 * s.knee_tolerance);
-  return fmt::format("knee: batch {}", *s.knee_batch);
+  const std::optional<int64_t> within = knee_within(s, training_samples);
+  const auto at = [&s](int64_t batch) {
+    for (const auto& p : s.points)
+      if (p.batch == batch) return fmt::format("batch {} at {} samples/s", batch, format_grouped(p.samples_per_s));
+    return fmt::format("batch {}", batch);
+  };
+  if (within != s.knee_batch)  // the answer's knee, where the sweep's would repeat samples in a step
+    return fmt::format("knee: {} among the batches up to the {} training samples; {} over all", at(*within),
+                       training_samples, at(*s.knee_batch));
+  return fmt::format("knee: {}; a larger batch adds under {:.0f} %", at(*s.knee_batch), 100 * s.knee_tolerance);
 }
 
 std::string noise_line(const NoiseResult& n) {
@@ -171,7 +177,7 @@ std::string to_summary(const Report& r) {
   detail::requested_tables(line, r);
   std::vector<std::string> why;
   if (r.fit) why.push_back(fit_line(*r.fit, r.budget_bytes));
-  if (r.sweep) why.push_back(knee_line(*r.sweep));
+  if (r.sweep) why.push_back(knee_line(*r.sweep, r.workload.dataset_size));
   if (r.noise) why.push_back(noise_line(*r.noise));
   if (const std::string decided = decider_line(r); !decided.empty()) why.push_back(decided);
   if (r.recommendation && r.recommendation->confidence)

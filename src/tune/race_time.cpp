@@ -83,6 +83,13 @@ std::string duration_text(double s) {
   return fmt::format("{:.1f} h", s / 3600);
 }
 
+std::string wall_limit_warning(const char* which, double limit_s, const char* then) {
+  return fmt::format(
+      "{} stopped at its wall limit{}: this machine trained far slower than the sweep measured (another process on "
+      "the cores?); {}; tune again on a quiet machine",
+      which, limit_s > 0 ? " (" + duration_text(limit_s) + ")" : "", then);
+}
+
 std::string restated_plan(double stated_left_s, double left_s, double most_left_s,
                           const std::vector<PhaseTime>& since_plan, double stated_race_s, bool more) {
   if (!(stated_race_s > 0)) return "";

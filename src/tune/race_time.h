@@ -64,6 +64,10 @@ double run_race_most_s(const RaceTime& t);
 /// "12 s", "4 min", "1.5 h": a duration as a person plans with it.
 std::string duration_text(double s);
 
+/// A race that stopped at its wall limit (`limit_s`, 0: not stated): what the user reads, `then` saying
+/// what came of it.
+std::string wall_limit_warning(const char* which, double limit_s, const char* then);
+
 /// Before a race: the plan stated again, when what is left of the phases it counted (the race's
 /// expected wall time `left_s`, at most `most_left_s`) is off what it stated for them
 /// (`stated_left_s`: its expected end less the time spent in them) by more than 15 s and 30 % of the

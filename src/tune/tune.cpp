@@ -170,7 +170,8 @@ bool fp16(const TuneSubject& s) {
 
 // The fit (or the one reused), and the sweep of doublings up to it that follows: nothing when the
 // fit found no batch.
-std::optional<SweepOptions> fit_phase(TrialRunner& runner, const TuneOptions& o, Report& report, Laps& laps) {
+std::optional<SweepOptions> fit_phase(TrialRunner& runner, const TuneOptions& o, int64_t dataset, Report& report,
+                                      Laps& laps) {
   const FitOptions& f = o.fit();
   if (!o.reuse_fit())
     stage(o, Phase::Fit,
@@ -183,20 +184,25 @@ std::optional<SweepOptions> fit_phase(TrialRunner& runner, const TuneOptions& o,
   // The batches the caller named are all swept; doublings tune chose stop where samples/s flattens.
   if (s.stop_after_flat() == 0) s.stop_after_flat(s.batch_sizes().empty() ? 3 : -1);  // < 0: never
   if (s.batch_sizes().empty()) {
-    // Doublings of the smallest allowed batch (a multiple of --multiple-of) up to the fit.
-    const int64_t m = o.fit().multiple_of();
-    s.batch_sizes(doublings((o.fit().min() + m - 1) / m * m, *report.fit->batch));
+    // Doublings of the smallest allowed batch (a multiple of --multiple-of) up to the fit, none larger
+    // than the training set: such a batch repeats samples within a step, which no run does.
+    const int64_t m = o.fit().multiple_of(), first = (o.fit().min() + m - 1) / m * m;
+    s.batch_sizes(doublings(first, std::min(*report.fit->batch, std::max(first, dataset))));
   }
   if (s.budget_bytes() == 0) s.budget_bytes(report.fit->budget_bytes);
   return s;
 }
 
 // The sweep, and the knee's recommendation.
-void sweep_phase(TrialRunner& runner, const TuneOptions& o, SweepOptions s, Report& report, Laps& laps,
+void sweep_phase(TrialRunner& runner, const TuneOptions& o, SweepOptions s, int64_t dataset, Report& report, Laps& laps,
                  double expected_s) {
+  // fit_phase's doublings stopped below the fit at the training set
+  const bool below = o.sweep().batch_sizes().empty() && s.batch_sizes().back() * 2 <= *report.fit->batch &&
+                     s.batch_sizes().back() * 2 > dataset;
   stage(o, Phase::Sweep,
-        fmt::format("sweep: samples/s at {} batches from {} to {}, {} repetitions interleaved{}{}",
-                    s.batch_sizes().size(), s.batch_sizes().front(), s.batch_sizes().back(), s.repetitions(),
+        fmt::format("sweep: samples/s at {} batches from {} to {}{}, {} repetitions interleaved{}{}",
+                    s.batch_sizes().size(), s.batch_sizes().front(), s.batch_sizes().back(),
+                    below ? fmt::format(" (none above the {} training samples)", dataset) : "", s.repetitions(),
                     s.stop_after_flat() > 0 ? ", stopping where it flattens" : "",
                     expected_s > 0 ? fmt::format(" (about {})", duration_text(expected_s)) : ""),
         expected_s);
@@ -217,15 +223,6 @@ std::pair<int64_t, int64_t> noise_batches(const std::vector<Trial>& points, int6
   int64_t micro = std::max<int64_t>(1, b / 8);
   while (b % micro != 0) --micro;
   return {b, micro};
-}
-
-// A race that stopped at its wall limit (`limit_s`, 0: not stated): what the user reads, `then` saying
-// what came of it.
-std::string wall_limit_warning(const char* which, double limit_s, const char* then) {
-  return fmt::format(
-      "{} stopped at its wall limit{}: this machine trained far slower than the sweep measured (another process on "
-      "the cores?); {}; tune again on a quiet machine",
-      which, limit_s > 0 ? " (" + duration_text(limit_s) + ")" : "", then);
 }
 
 // The noise scale at the largest batch swept (at most 1024), in micro-batches of about an eighth
@@ -455,7 +452,8 @@ constexpr int kValidateBelow = 2;
 void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& report) {
   const int64_t rec = report.recommendation->batch;
   std::vector<int64_t> candidates{rec};
-  if (report.sweep && report.sweep->knee_batch) candidates.push_back(*report.sweep->knee_batch);
+  if (report.sweep && report.sweep->knee_batch)  // the knee an answer takes: within the training set
+    candidates.push_back(*knee_within(*report.sweep, training_samples(subject)));
   if (rec / 2 >= std::max<int64_t>(1, o.fit().min())) candidates.push_back(rec / 2);
   if (!report.fit || !report.fit->batch || rec * 2 <= *report.fit->batch) candidates.push_back(rec * 2);
   std::sort(candidates.begin(), candidates.end());
@@ -716,13 +714,15 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   TuneOptions options =
       numbered_stages(o, o.reuse_fit().has_value(), noise, raced, o.validate() && module_of(subject), precisions);
   options.fit(f.budget_bytes(report.budget_bytes));
-  std::optional<SweepOptions> sweep_options = fit_phase(*subject.runner, options, report, laps);
+  std::optional<SweepOptions> sweep_options =
+      fit_phase(*subject.runner, options, training_samples(subject), report, laps);
   if (!sweep_options) {
     report.timing = laps.done();
     return report;
   }
   sweep_options = state_the_plan(subject, options, *sweep_options, report, noise, raced, laps);
-  sweep_phase(*subject.runner, options, *sweep_options, report, laps, laps.expected("sweep"));
+  sweep_phase(*subject.runner, options, *sweep_options, training_samples(subject), report, laps,
+              laps.expected("sweep"));
   if (o.profile() && own_step)
     report.step_profile = profile_sweep(*subject.workload, *report.sweep, report.context.warnings);
   laps("profile", !report.step_profile.empty());

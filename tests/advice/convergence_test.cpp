@@ -159,7 +159,7 @@ TEST(Goodput, EfficiencyFollowsPollux) {
 }
 
 // Within a training set of 100 samples the answer weighs only the batches up to it: the knee among
-// them, or goodput's best; the reason says the larger ones were not weighed.
+// them, or goodput's best among them; the reason says the larger ones were not weighed.
 TEST(Goodput, TheAnswerKeepsToTheTrainingSet) {
   std::vector<Trial> points(3);
   const double speeds[] = {1000, 1900, 2200};
@@ -171,26 +171,33 @@ TEST(Goodput, TheAnswerKeepsToTheTrainingSet) {
   SweepResult sweep;
   sweep.points = points;
   sweep.knee_batch = 128;
+  EXPECT_EQ(knee_within(sweep, 100), 64);
+  EXPECT_EQ(knee_within(sweep, 128), 128);  // the sweep's, within it
+  EXPECT_EQ(knee_within(sweep, 16), 128);   // none within: the sweep's
+  EXPECT_EQ(knee_within(sweep, 0), 128);    // not known
   const auto knee = recommend(std::nullopt, sweep, std::nullopt, std::nullopt, 100);
   ASSERT_TRUE(knee.has_value());
   EXPECT_EQ(knee->batch, 64);
-  EXPECT_NE(knee->reason.find("; batches above the 100 training samples were not weighed"), std::string::npos)
-      << knee->reason;
-  EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt, 128)->batch, 128);  // the knee within
+  const std::string left_out =
+      "; batches above the 100 training samples were not weighed, a step would repeat samples (the fastest of them, "
+      "batch 128, at 2200 samples/s)";
+  EXPECT_NE(knee->reason.find(left_out), std::string::npos) << knee->reason;
+  EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt, 128)->batch, 128);
+  EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt, 16)->batch, 128);
   sweep.knee_batch = 64;  // the knee within, a faster batch above: the knee stands, measured against it
   EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt, 100)->reason.find("not weighed"),
             std::string::npos);
   sweep.knee_batch = 128;
-  EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt, 16)->batch, 128);  // none within
-  // Goodput over the batches within it, at a noise scale that favours the largest
+  // Goodput among the batches within it, given over all of them: at B_simple 1, batch 32's 1000
+  // samples/s beat 64's 1900 x 33/65 = 965 (the knee within is 64, the sweep's 128).
   NoiseResult noise;
-  noise.b_simple = 100000;
-  noise.b_simple_high = 120000;
-  const std::vector<Trial> within(points.begin(), points.begin() + 2);
-  const auto good = recommend(std::nullopt, sweep, noise, goodput(within, noise), 100);
+  noise.b_simple = 1;
+  noise.b_simple_high = 2;
+  const auto good = recommend(std::nullopt, sweep, noise, goodput(points, 1), 100);
   ASSERT_TRUE(good.has_value());
-  EXPECT_EQ(good->batch, 64);
+  EXPECT_EQ(good->batch, 32);
   EXPECT_NE(good->reason.find("makes the most training progress per second"), std::string::npos) << good->reason;
+  EXPECT_NE(good->reason.find(left_out), std::string::npos) << good->reason;
 }
 
 }  // namespace
