@@ -617,9 +617,10 @@ class Report(_Record):
     report.to_json() (the CLI's --json), report.html(path) (its --html), str(report) (its table),
     report.summary() (its short view: the answer and why)."""
 
-    def __init__(self, text):
+    def __init__(self, text, command=None):
         super().__init__(json.loads(text), _report_fields(), "report")
         self._json = text
+        self._command = command  # its texts name the CLI's flags as this call's options
 
     def to_json(self):
         return self._json
@@ -630,13 +631,13 @@ class Report(_Record):
         return path
 
     def table(self):
-        return _engine().table(self._json)
+        return _as_options(self._command, _engine().table(self._json))
 
     def summary(self):
         """The short view, as `batchwise tune` prints it without --verbose: the answer and why."""
-        return _engine().summary(self._json).replace(
+        return _as_options(self._command, _engine().summary(self._json).replace(
             "every table: --verbose; the whole report: --json FILE or --html FILE",
-            "every table: str(report); the whole report: report.to_json() or report.html(path)")
+            "every table: str(report); the whole report: report.to_json() or report.html(path)"))
 
     def __str__(self):
         return self.table()
@@ -665,9 +666,11 @@ def _run(command, model, optimizer, data, loss, options):
     return _call(command, options, lambda o: _Adapter(command, model, optimizer, data, loss, o))
 
 
-def _engine_error(command, error):
-    """The engine's message with the CLI's flags named as this call's options (--max-epochs 2 is
-    max_epochs=2 here), as the same exception type."""
+def _as_options(command, text):
+    """`text` with the CLI's flags named as `command`'s options (--max-epochs 2 is max_epochs=2 here);
+    a flag that is no option of it stays as it is."""
+    if command not in _OPTIONS:
+        return text
     known = _OPTIONS[command]
 
     def option(match):
@@ -675,8 +678,12 @@ def _engine_error(command, error):
         if name not in known:
             return match.group(0)
         return f"{name}=" if match.group(2) else name
-    text = re.sub(r"--([a-z][a-z-]*)( (?=[0-9A-Z\"']))?", option, str(error))
-    return type(error)(f"batchwise.{command}: {text}")
+    return re.sub(r"--([a-z][a-z-]*)( (?=[0-9A-Z\"']))?", option, text)
+
+
+def _engine_error(command, error):
+    """The engine's message with the CLI's flags named as this call's options, as the same exception type."""
+    return type(error)(f"batchwise.{command}: {_as_options(command, str(error))}")
 
 
 def _call(command, options, make_adapter):
@@ -722,7 +729,7 @@ def _call(command, options, make_adapter):
     if error is not None:
         raise TrainingError(f"batchwise.{command}: {where} raised {type(error).__name__}: {error} "
                             f"(the model, its optimizer and the RNGs are as they were)") from error
-    report = Report(text)
+    report = Report(text, command)
     if kept:  # validate, stopped by a Ctrl-C between its steps
         v = report.validation
         rest = [str(b) for b in v.not_trained] + (["the batch-size schedule"] if v.schedule_not_trained else [])
