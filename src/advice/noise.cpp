@@ -92,10 +92,14 @@ NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
   r.g2 = sum_g2 / n;
   r.trace = sum_trace / n;
   if (r.g2 <= 0) {
+    // A batch 4x larger, where the training set holds it
+    const int64_t dataset = workload.info().dataset_size;
+    const bool larger = dataset <= 0 || 4 * o.batch() <= dataset;
     r.message = fmt::format(
         "|G|^2 came out {:.3g}: at batch {} the gradient is indistinguishable from its noise, so the noise scale is "
-        "far above {}; measure with a larger --batch or more --steps",
-        r.g2, o.batch(), o.batch());
+        "far above {}; {} measure it (`batchwise noise --batch {} --noise-steps {}`)",
+        r.g2, o.batch(), o.batch(), larger ? "a larger batch or more steps" : "more steps",
+        larger ? 4 * o.batch() : o.batch(), 4 * o.steps());
   } else {
     r.b_simple = r.trace / r.g2;
     // Jackknife over steps: leave one step out, recompute the ratio of means.
