@@ -116,9 +116,8 @@ TEST(Plan, StatesTheLastBatchPolicyWithItsNumbers) {
 
 // ---- goodput ------------------------------------------------------------------------------------
 
-TEST(Goodput, EfficiencyFollowsPollux) {
-  EXPECT_DOUBLE_EQ(statistical_efficiency(100, 32, 32), 1.0);
-  EXPECT_DOUBLE_EQ(statistical_efficiency(100, 32, 100), 132.0 / 200.0);
+// Batches 32, 64 and 128 at 1000, 1900 and 2200 samples/s.
+std::vector<Trial> three_points() {
   std::vector<Trial> points(3);
   const double speeds[] = {1000, 1900, 2200};
   for (int i = 0; i < 3; ++i) {
@@ -126,6 +125,13 @@ TEST(Goodput, EfficiencyFollowsPollux) {
     points[i].outcome = Outcome::Ok;
     points[i].samples_per_s = speeds[i];
   }
+  return points;
+}
+
+TEST(Goodput, EfficiencyFollowsPollux) {
+  EXPECT_DOUBLE_EQ(statistical_efficiency(100, 32, 32), 1.0);
+  EXPECT_DOUBLE_EQ(statistical_efficiency(100, 32, 100), 132.0 / 200.0);
+  const std::vector<Trial> points = three_points();
   const Goodput g = goodput(points, 100);
   ASSERT_EQ(g.points.size(), 3u);
   EXPECT_EQ(g.base_batch, 32);
@@ -161,13 +167,7 @@ TEST(Goodput, EfficiencyFollowsPollux) {
 // Within a training set of 100 samples the answer weighs only the batches up to it: the knee among
 // them, or goodput's best among them; the reason says the larger ones were not weighed.
 TEST(Goodput, TheAnswerKeepsToTheTrainingSet) {
-  std::vector<Trial> points(3);
-  const double speeds[] = {1000, 1900, 2200};
-  for (int i = 0; i < 3; ++i) {
-    points[i].batch = 32 << i;
-    points[i].outcome = Outcome::Ok;
-    points[i].samples_per_s = speeds[i];
-  }
+  const std::vector<Trial> points = three_points();
   SweepResult sweep;
   sweep.points = points;
   sweep.knee_batch = 128;
