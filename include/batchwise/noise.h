@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -94,6 +95,10 @@ void fields(V& v, T& n) {
         if (band.size() != 2) return;
         noise.b_simple_low = band[0];
         noise.b_simple_high = band[1];
+        // JSON writes an infinite high end (and error) as null, read back as 0: the high end is never below
+        // B_simple, so 0 above a positive B_simple was infinite
+        if (band[1] == 0 && noise.b_simple && *noise.b_simple > 0)
+          noise.b_simple_high = noise.b_simple_stderr = std::numeric_limits<double>::infinity();
       },
       NullUnless{measured});
   v("drift", n.drift);

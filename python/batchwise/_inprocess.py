@@ -668,7 +668,8 @@ def _run(command, model, optimizer, data, loss, options):
 
 def _as_options(command, text):
     """`text` with the CLI's flags named as `command`'s options (--max-epochs 2 is max_epochs=2 here);
-    a flag that is no option of it stays as it is."""
+    a flag that is no option of it, and a command quoted in backticks (`batchwise noise --batch 256`),
+    stay as they are."""
     if command not in _OPTIONS:
         return text
     known = _OPTIONS[command]
@@ -678,7 +679,9 @@ def _as_options(command, text):
         if name not in known:
             return match.group(0)
         return f"{name}=" if match.group(2) else name
-    return re.sub(r"--([a-z][a-z-]*)( (?=[0-9A-Z\"']))?", option, text)
+    parts = re.split(r"(`[^`\n]*`)", text)  # the quoted ones at odd places
+    return "".join(part if i % 2 else re.sub(r"--([a-z][a-z-]*)( (?=[0-9A-Z\"']))?", option, part)
+                   for i, part in enumerate(parts))
 
 
 def _engine_error(command, error):

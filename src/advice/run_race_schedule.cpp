@@ -233,8 +233,8 @@ void propose_schedule(RunRace& race, const std::vector<std::pair<double, double>
       "a batch-size schedule saves {:.0f} % of batch {}'s {}: batch {} ({}), predicted to end {} behind "
       "batch {}'s run, within the tolerance of {} (the best batch grows from {} to {} along the run, as the noise "
       "scale does; each phase at its batch's advised rate, one warm-up, the {} shape over the whole run); measure it "
-      "with "
-      "batchwise validate (your workload's flags) --epochs {:g} --lr-schedule {} --batch-sizes {} --batch-schedule {}",
+      "with `batchwise validate (your workload's flags) --epochs {:g} --lr-schedule {} --batch-sizes {} "
+      "--batch-schedule {}`",
       100 * best->saving, pick.batch, format_seconds(pick.full_run_s), fmt::join(phases, ", then "),
       format_seconds(best->full_run_s), gap_words(race, best->predicted_gap), race.reference_batch,
       gap_words(race, race.tolerance), start->batch, end->batch, race.lr_schedule, race.epochs, race.lr_schedule,

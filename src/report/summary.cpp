@@ -38,9 +38,11 @@ std::string fit_line(const FitResult& f, int64_t budget_bytes) {
   return fmt::format("fit: batch {} {}{}", *f.batch, verdict, peak);
 }
 
-std::string knee_line(const SweepResult& s, int64_t training_samples) {
+std::string knee_line(const SweepResult& s, int64_t training_samples, const std::optional<Recommendation>& answer) {
   if (!s.knee_batch) return "knee: none (no batch trained in the sweep)";
-  const std::optional<int64_t> within = knee_within(s, training_samples);
+  // The knee within the training set, where the answer took it (tune; a sweep's answer is its own knee)
+  const std::optional<int64_t> within =
+      answer && answer->batch == knee_within(s, training_samples) ? knee_within(s, training_samples) : s.knee_batch;
   const auto at = [&s](int64_t batch) {
     for (const auto& p : s.points)
       if (p.batch == batch) return fmt::format("batch {} at {} samples/s", batch, format_grouped(p.samples_per_s));
@@ -177,7 +179,7 @@ std::string to_summary(const Report& r) {
   detail::requested_tables(line, r);
   std::vector<std::string> why;
   if (r.fit) why.push_back(fit_line(*r.fit, r.budget_bytes));
-  if (r.sweep) why.push_back(knee_line(*r.sweep, r.workload.dataset_size));
+  if (r.sweep) why.push_back(knee_line(*r.sweep, r.workload.dataset_size, r.recommendation));
   if (r.noise) why.push_back(noise_line(*r.noise));
   if (const std::string decided = decider_line(r); !decided.empty()) why.push_back(decided);
   if (r.recommendation && r.recommendation->confidence)

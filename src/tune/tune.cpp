@@ -197,8 +197,8 @@ std::optional<SweepOptions> fit_phase(TrialRunner& runner, const TuneOptions& o,
 void sweep_phase(TrialRunner& runner, const TuneOptions& o, SweepOptions s, int64_t dataset, Report& report, Laps& laps,
                  double expected_s) {
   // fit_phase's doublings stopped below the fit at the training set
-  const bool below = o.sweep().batch_sizes().empty() && s.batch_sizes().back() * 2 <= *report.fit->batch &&
-                     s.batch_sizes().back() * 2 > dataset;
+  const bool below =
+      o.sweep().batch_sizes().empty() && dataset >= s.batch_sizes().front() && dataset < *report.fit->batch;
   stage(o, Phase::Sweep,
         fmt::format("sweep: samples/s at {} batches from {} to {}{}, {} repetitions interleaved{}{}",
                     s.batch_sizes().size(), s.batch_sizes().front(), s.batch_sizes().back(),

@@ -446,12 +446,14 @@ def test_tune():
          f"{report.recommendation.batch}" in summary and len(summary.splitlines()) < len(str(report).splitlines()),
          summary)
     case("the report's texts name this call's options, not the CLI's flags",
-         not any(flag in text for flag in ("--max", "--advice-budget", "--memory-budget")
-                 for text in (summary, str(report))), summary)
+         not any(flag + " " in text or flag + ":" in text for flag in ("--max", "--advice-budget", "--memory-budget")
+                 for text in (summary, str(report))), summary + str(report))
     from batchwise import _inprocess
-    named = _inprocess._as_options("tune", "a larger --advice-budget trains longer; the --max 512; drop --threads")
-    case("a flag that is an option of the call is named as one; another stays",
-         named == "a larger advice_budget trains longer; the max=512; drop --threads", named)
+    named = _inprocess._as_options("tune", "a larger --advice-budget trains longer; the --max 512; drop --threads; "
+                                           "`batchwise noise --noise-steps 80`")
+    case("a flag that is an option of the call is named as one; another, and a quoted command, stay",
+         named == "a larger advice_budget trains longer; the max=512; drop --threads; "
+                  "`batchwise noise --noise-steps 80`", named)
     try:
         report.recommendation.batchh
         case("a misspelt field is an AttributeError", False, "it gave a value")

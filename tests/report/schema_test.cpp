@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include "support/reports.h"
 
 namespace batchwise {
@@ -187,6 +190,22 @@ TEST(Report, JsonReadsBackToTheSameJson) {
   // What the table shows from a report read back is what it shows from the record (the fit's budget
   // and target, which the JSON keeps once, at the top, included).
   EXPECT_EQ(to_table(report_from_json(json, "golden")), to_table(fixed_report()));
+}
+
+// A noise scale whose band reaches infinity is written with a null high end (JSON has no infinity) and
+// read back infinite: a summary of the report read back says "(0 to inf)", as the record's does.
+TEST(Report, AnUnboundedNoiseBandReadsBackUnbounded) {
+  Report r = fixed_report();
+  r.noise = NoiseResult{};
+  r.noise->b_simple = 3436922;
+  r.noise->b_simple_stderr = std::numeric_limits<double>::infinity();
+  r.noise->b_simple_high = std::numeric_limits<double>::infinity();
+  const std::string json = to_json(r);
+  const Report back = report_from_json(json, "unbounded");
+  ASSERT_TRUE(back.noise.has_value());
+  EXPECT_TRUE(std::isinf(back.noise->b_simple_high));
+  EXPECT_TRUE(std::isinf(back.noise->b_simple_stderr));
+  EXPECT_EQ(to_summary(back), to_summary(r));
 }
 
 TEST(Report, ReadingIsLenientAboutMissingFieldsAndStrictAboutTypes) {

@@ -227,7 +227,9 @@ TEST(Tune, ABatchLargerThanTheTrainingSetIsNotRaced) {
 TEST(Tune, AnAnswerWithoutARaceKeepsToTheTrainingSet) {
   auto w = small();                                         // 1,024 samples
   InjectedRates runner(*w, [](int64_t) { return 0.001; });  // 1 ms a step: the knee is the largest batch
+  std::vector<std::string> stages;
   const auto tuned = [&](std::vector<int64_t> batches) {
+    stages.clear();
     return tune(TuneSubject(runner, w.get()),
                 TuneOptions()
                     .fit(FitOptions().budget_bytes(64 << 20).max(2048))
@@ -235,7 +237,8 @@ TEST(Tune, AnAnswerWithoutARaceKeepsToTheTrainingSet) {
                     .doctor(false)
                     .noise(false)
                     .race(false)
-                    .loader_search(false));
+                    .loader_search(false)
+                    .on_stage([&](const TuneStage& t) { stages.push_back(t.what); }));
   };
   const Report r = tuned({16, 512, 2048});
   ASSERT_TRUE(r.recommendation.has_value());
@@ -256,7 +259,14 @@ TEST(Tune, AnAnswerWithoutARaceKeepsToTheTrainingSet) {
   const Report doubled = tuned({});
   ASSERT_TRUE(doubled.sweep.has_value());
   EXPECT_EQ(doubled.sweep->points.back().batch, 1024);
+  ASSERT_TRUE(doubled.recommendation.has_value());
   EXPECT_EQ(doubled.recommendation->batch, 1024);
+  EXPECT_EQ(std::count_if(stages.begin(), stages.end(),
+                          [](const std::string& s) {
+                            return s.find("from 1 to 1024 (none above the 1024 training samples)") != std::string::npos;
+                          }),
+            1)
+      << ::testing::PrintToString(stages);
 
   const Report above = tuned({2048});
   ASSERT_TRUE(above.recommendation.has_value());
