@@ -159,11 +159,13 @@ std::optional<int64_t> knee_within(const SweepResult& sweep, int64_t training_sa
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
                                         const std::optional<NoiseResult>& noise, const std::optional<Goodput>& good,
                                         int64_t training_samples) {
-  if (!sweep || knee_within(*sweep, training_samples) == sweep->knee_batch) return recommend(fit, sweep, noise, good);
+  if (!sweep) return recommend(fit, sweep, noise, good);
+  const std::optional<int64_t> knee = knee_within(*sweep, training_samples);
+  if (knee == sweep->knee_batch) return recommend(fit, sweep, noise, good);
   std::vector<int64_t> larger;
   SweepResult within = *sweep;
   within.points = within_dataset(sweep->points, training_samples, larger);
-  within.knee_batch = knee_within(*sweep, training_samples);
+  within.knee_batch = knee;
   std::optional<Goodput> good_within;  // goodput weighs the same batches
   if (good) good_within = goodput(within.points, good->b_simple);
   std::optional<Recommendation> rec = recommend(fit, within, noise, good_within);

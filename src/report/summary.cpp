@@ -41,8 +41,8 @@ std::string fit_line(const FitResult& f, int64_t budget_bytes) {
 std::string knee_line(const SweepResult& s, int64_t training_samples, const std::optional<Recommendation>& answer) {
   if (!s.knee_batch) return "knee: none (no batch trained in the sweep)";
   // The knee within the training set, where the answer took it (tune; a sweep's answer is its own knee)
-  const std::optional<int64_t> within =
-      answer && answer->batch == knee_within(s, training_samples) ? knee_within(s, training_samples) : s.knee_batch;
+  std::optional<int64_t> within = knee_within(s, training_samples);
+  if (!answer || answer->batch != within) within = s.knee_batch;
   const auto at = [&s](int64_t batch) {
     for (const auto& p : s.points)
       if (p.batch == batch) return fmt::format("batch {} at {} samples/s", batch, format_grouped(p.samples_per_s));
