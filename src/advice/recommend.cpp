@@ -476,8 +476,9 @@ Assessed from_validation(const ValidationResult& v, int64_t batch) {
     below.erase(std::unique(below.begin(), below.end()), below.end());
     return {Confidence::Medium,
             fmt::format("validated by {}, but the best final quality was at batch {}, the smallest trained: a smaller "
-                        "batch may end better still (validate --batch-sizes {} --epochs {:g} --extend-below 2 says)",
-                        how, smallest, fmt::join(below, ","), v.epochs)};
+                        "batch may end better still (`batchwise validate --batch-sizes {} --epochs {:g} --lr-schedule "
+                        "{} --extend-below 2` says)",
+                        how, smallest, fmt::join(below, ","), v.epochs, v.lr_schedule)};
   }
   return {Confidence::High, fmt::format("validated: {} trained it and its neighbours, and it was the fastest{}", how,
                                         v.epochs > 0 ? " without a worse model" : "")};

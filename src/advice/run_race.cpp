@@ -183,48 +183,76 @@ void explain(RunRace& race, const RunRaceEntry* pick, double noise_end, int64_t 
         race.reference_batch, format_epochs(race.lengths_epochs[1], 3), amount(off), accuracy ? "below" : "above",
         format_epochs(race.lengths_epochs[1], 3), accuracy ? "" : "about ", amount(off)));
   }
-  if (!pick) return;
+  if (pick) race.pick_reason = detail::pick_reason(race, *pick);
+}
+
+}  // namespace
+
+std::string detail::pick_reason(const RunRace& race, const RunRaceEntry& pick) {
+  const bool accuracy = race.measure == "accuracy";
+  const auto amount = [&](double g) {
+    return accuracy ? fmt::format("{:.2f} accuracy points", 100 * g) : fmt::format("{:.1f} % of the loss", 100 * g);
+  };
   const bool whole_run = race.whole_run();  // the gaps were measured at its end, not carried
-  if (pick->batch == race.reference_batch) {
+  if (pick.batch == race.reference_batch) {
     const bool floored = std::any_of(race.entries.begin(), race.entries.end(),
                                      [](const RunRaceEntry& e) { return e.gap_as.has_value(); });
-    race.pick_reason = fmt::format(
+    // A faster batch that failed, or that the wall limit cut, was not judged; one within the noise
+    // but still at the start was judged, and not good (the notes say why).
+    const bool unjudged = std::any_of(race.entries.begin(), race.entries.end(), [&](const RunRaceEntry& e) {
+      return e.full_run_s < pick.full_run_s && !e.message.empty();
+    });
+    return fmt::format(
         "batch {} finishes the {:g}-epoch run soonest ({} at {:.0f} samples/s) of the batches without a worse "
-        "model: every faster batch {} further behind it than the held-out noise of {}{}",
-        pick->batch, race.epochs, format_seconds(pick->full_run_s), pick->samples_per_s,
+        "model: every faster batch {}{} further behind it than the held-out noise of {}{}",
+        pick.batch, race.epochs, format_seconds(pick.full_run_s), pick.samples_per_s,
+        unjudged ? "judged (the notes name those that were not) " : "",
         whole_run ? "ended the whole run" : "is predicted to end", amount(race.tolerance),
         floored
             ? ", or is taken to end as far behind as a smaller batch that is (a larger batch is not predicted nearer)"
             : "");
-    return;
   }
   // Measured against the reference's run of the same length; where the reference's quality has no
   // share to be read in (a loss at or below zero), the gap as judged.
   const auto gap = [&](const std::optional<CompressedRun>& run, size_t l) {
-    return compressed_gap(race, run, l).value_or(*pick->predicted_gap);
+    return compressed_gap(race, run, l).value_or(*pick.predicted_gap);
   };
   if (whole_run) {
-    const double behind = gap(pick->run, 2);
-    race.pick_reason = fmt::format(
+    const double behind = gap(pick.run, 2);
+    return fmt::format(
         "batch {} finishes the {:g}-epoch run soonest ({} at {:.0f} samples/s) without a worse model: it ended "
         "the whole run {} batch {}, within the held-out noise of {}",
-        pick->batch, race.epochs, format_seconds(pick->full_run_s), pick->samples_per_s,
+        pick.batch, race.epochs, format_seconds(pick.full_run_s), pick.samples_per_s,
         behind > 0   ? amount(behind) + " behind"
         : behind < 0 ? amount(-behind) + " ahead of"
                      : "level with",
         race.reference_batch, amount(race.tolerance));
-    return;
   }
-  race.pick_reason = fmt::format(
+  return fmt::format(
       "batch {} finishes the {:g}-epoch run soonest ({} at {:.0f} samples/s) without a worse model: behind "
       "batch {}'s by {} after {:.3g} epochs and {} after {:.3g}, the gap carried on at x{:.2f} per doubling of the run "
-      "ends {} behind, within the held-out noise of {}",
-      pick->batch, race.epochs, format_seconds(pick->full_run_s), pick->samples_per_s, race.reference_batch,
-      amount(gap(pick->shorter_run, 1)), race.lengths_epochs[1], amount(gap(pick->run, 2)), race.lengths_epochs[2],
-      *pick->gap_trend, amount(*pick->predicted_gap), amount(race.tolerance));
+      "ends {} behind{}, within the held-out noise of {}",
+      pick.batch, race.epochs, format_seconds(pick.full_run_s), pick.samples_per_s, race.reference_batch,
+      amount(gap(pick.shorter_run, 1)), race.lengths_epochs[1], amount(gap(pick.run, 2)), race.lengths_epochs[2],
+      *pick.gap_trend, amount(*pick.predicted_gap),
+      pick.gap_as
+          ? fmt::format(" (taken as far behind as batch {}: a larger batch is not predicted nearer)", *pick.gap_as)
+          : "",
+      amount(race.tolerance));
 }
 
-}  // namespace
+double detail::error_at(const std::vector<double>& samples, const std::vector<double>& errors, double run_samples) {
+  const double d1 = errors[0] - errors[1], d2 = errors[1] - errors[2];
+  if (d2 <= 0) return errors[2];
+  if (d2 >= d1) return std::max(0.5 * errors[2], errors[2] - d2 * std::log2(run_samples / samples[2]));
+  const double r = d2 / d1, alpha = -std::log2(r), scale = d1 / (1 - r);
+  const double on_the_law = errors[0] - scale + scale * std::pow(run_samples / samples[0], -alpha);
+  // A floor below zero is no loss's: on a law with its floor at zero or above, every doubling past
+  // the last run keeps at least the last run's ratio.
+  if (errors[1] <= 0 || errors[2] <= 0) return on_the_law;
+  const double no_floor = errors[2] * std::pow(errors[2] / errors[1], std::log2(run_samples / samples[2]));
+  return std::max(on_the_law, no_floor);
+}
 
 double detail::compressed_cost_s(const std::vector<double>& full_runs_s) {
   double others_s = 0;
@@ -419,15 +447,6 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
   return true;
 }
 
-// The reference's error at the full run, on its learning curve (for a loss gap as a share of it).
-double error_at(const std::vector<double>& samples, const std::vector<double>& errors, double run_samples) {
-  const double d1 = errors[0] - errors[1], d2 = errors[1] - errors[2];
-  if (d2 <= 0) return errors[2];
-  if (d2 >= d1) return std::max(0.5 * errors[2], errors[2] - d2 * std::log2(run_samples / samples[2]));
-  const double r = d2 / d1, alpha = -std::log2(r), scale = d1 / (1 - r);
-  return errors[0] - scale + scale * std::pow(run_samples / samples[0], -alpha);
-}
-
 // Every candidate's gap behind the reference at the run's end, carried on from its two compressed
 // runs, and the share of samples that counts for it; the pick.
 // `loss_before`: the held-out loss at the initial weights. A candidate whose longest compressed run
@@ -452,7 +471,7 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
     race.curve_exponent = -std::log2(race.gains[1] / race.gains[0]);
   const double run_samples = o.epochs() * static_cast<double>(dataset);
   race.tolerance = accuracy ? accuracy_tolerance(*race.runs.back().accuracy, held_out_size) : kLossTolerance;
-  const double loss_at_end = accuracy ? 1 : std::max(error_at(samples, errors, run_samples), 1e-12);
+  const double loss_at_end = accuracy ? 1 : std::max(detail::error_at(samples, errors, run_samples), 1e-12);
   std::vector<std::pair<double, double>> noise{{0.0, *race.noise_at_start}};
   for (size_t l = 0; l < race.runs.size(); ++l)  // a longer race's reference measures it on its shorter runs only
     if (race.runs[l].b_simple) noise.emplace_back(samples[l], *race.runs[l].b_simple);

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -73,6 +74,21 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
 
 /// The longest compressed run is at most the whole run: the shortest at most a quarter of it.
 constexpr double kLongestShare = 0.25;
+
+/// The reference's error (1 - accuracy, or the loss) at the end of a run of `run_samples`, on its
+/// learning curve through `errors` after `samples` (three runs, each twice the one before), as
+/// deficit reads it: where the gains shrink, the power law through all three, but never below the
+/// law through the last two with its floor at zero (a floor below zero is no loss's, and a loss gap
+/// as a share of a near-zero end would be any share); where they do not, the last gain per doubling,
+/// at least half the last run's error; where the last run gained nothing, the last run's.
+double error_at(const std::vector<double>& samples, const std::vector<double>& errors, double run_samples);
+
+/// Why `pick` (one of race.entries, judged good) is the answer (RunRace::pick_reason): the reference
+/// because every faster batch judged is predicted to end, or ended, further behind it than the
+/// held-out noise; another batch by its gaps after the two longer compressed runs, carried to the
+/// run's end (and where its gap took a smaller batch's, which one), or by its gap at the whole run's
+/// end where the longest compressed run was the run.
+std::string pick_reason(const RunRace& race, const RunRaceEntry& pick);
 
 /// A noise scale the measurement could not tell from infinite (|G|^2 not above its noise): every
 /// batch of the run is far below it.

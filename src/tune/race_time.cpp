@@ -77,6 +77,20 @@ RaceTime run_race_time(const TuneOptions& o, const Report& report, const std::ve
   return t;
 }
 
+std::vector<LrAdvice> flat_range_rates(const Report& report, int64_t pick, int64_t base_batch) {
+  std::vector<LrAdvice> rates;
+  const auto flat = [&](const std::vector<int64_t>& range, int64_t batch) {
+    return batch != pick && batch != base_batch && std::count(range.begin(), range.end(), batch) > 0;
+  };
+  if (report.race)
+    for (const auto& e : report.race->entries)
+      if (e.rungs > 0 && flat(report.race->within_5_percent, e.batch)) rates.push_back(e.lr);
+  if (report.run_race && report.run_race->best_batch == pick)  // the run race answered
+    for (const auto& e : report.run_race->entries)
+      if (e.lr.lr > 0 && flat(report.run_race->within_5_percent, e.batch)) rates.push_back(e.lr);
+  return rates;
+}
+
 std::string duration_text(double s) {
   if (s < 90) return fmt::format("{:.0f} s", std::max(1.0, s));
   if (s < 5400) return fmt::format("{:.0f} min", s / 60);
@@ -107,6 +121,14 @@ std::string restated_plan(double stated_left_s, double left_s, double most_left_
   if (more) why.push_back("the validation and the precision comparison come on top");
   return fmt::format("expected now: about {} more, at most {}{}", duration_text(left_s), duration_text(most_left_s),
                      why.empty() ? "" : fmt::format(" ({})", fmt::join(why, "; ")));
+}
+
+std::string unplanned_race_plan(double wall_s, double most_s, bool more) {
+  return fmt::format(
+      "expected now: about {} more, at most {} (the run race found no answer: its reference did not leave the "
+      "plateau at the start; a batch race follows, which the plan did not count{})",
+      duration_text(wall_s), duration_text(most_s),
+      more ? "; the validation and the precision comparison come on top" : "");
 }
 
 }  // namespace batchwise::detail

@@ -1,6 +1,7 @@
 // The tune's races' time, planned before they run: each race's training budget and the wall time
 // it is expected to take (from the sweep's step times, or those the fit predicts), its options, and
 // the most it may take, which is also its wall limit. tune states these figures (src/tune/tune.cpp).
+// And the batches it could not order against its pick, for the run plan.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +62,11 @@ double batch_race_most_s(const RaceTime& t);
 /// kFixedCostSlackS, as the batch race's limit has. Its wall limit: tune states it.
 double run_race_most_s(const RaceTime& t);
 
+/// The good batches the race that answered could not order against its pick (within_5_percent: the
+/// batch race's, or the run race's where it answered), each with the rate it trained at, the pick
+/// and `base_batch` left out: the run plan's "within 5 %" rows.
+std::vector<LrAdvice> flat_range_rates(const Report& report, int64_t pick, int64_t base_batch);
+
 /// "12 s", "4 min", "1.5 h": a duration as a person plans with it.
 std::string duration_text(double s);
 
@@ -79,5 +85,11 @@ std::string wall_limit_warning(const char* which, double limit_s, const char* th
 /// not the 56 s stated; the race about 57 s, not 3 min)".
 std::string restated_plan(double stated_left_s, double left_s, double most_left_s,
                           const std::vector<PhaseTime>& since_plan, double stated_race_s, bool more);
+
+/// Before a batch race the plan did not count (after a run race stuck on the plateau, which gave no
+/// answer): what it adds, `wall_s` and at most `most_s`; `more` as restated_plan's. Example:
+/// "expected now: about 40 s more, at most 2 min (the run race found no answer: its reference did not
+/// leave the plateau at the start; a batch race follows, which the plan did not count)".
+std::string unplanned_race_plan(double wall_s, double most_s, bool more);
 
 }  // namespace batchwise::detail

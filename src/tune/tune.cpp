@@ -115,15 +115,19 @@ void stage(const TuneOptions& o, Phase phase, std::string what, double expected_
 
 // Before a race, once: the plan stated again where what is left of it is far off the figure stated
 // (restated_plan: a sweep that stopped sooner or went further than the fit's step times said, a
-// machine that slowed), with its new end.
-void restate_the_plan(const TuneOptions& o, Laps& laps, const char* race, double wall_s, double most_s) {
-  if (!(laps.timing().expected_s > 0) || !laps.first_restatement()) return;
+// machine that slowed), with its new end; and always before a batch race the plan did not count
+// (`unplanned`: after a run race stuck on the plateau).
+void restate_the_plan(const TuneOptions& o, Laps& laps, const char* race, double wall_s, double most_s,
+                      bool unplanned = false) {
+  if (!(laps.timing().expected_s > 0) || (!laps.first_restatement() && !unplanned)) return;
   const std::vector<PhaseTime> since = laps.since_plan();
   double on_top_s = 0;  // the profile's: not in the plan
   for (const PhaseTime& p : since) on_top_s += p.expected_s > 0 ? 0 : p.wall_s;
   TuneStage plan;
-  plan.what = restated_plan(laps.timing().expected_s - laps.elapsed_s() + on_top_s, wall_s, most_s, since,
-                            laps.expected(race), o.validate() || o.compare_precision());
+  const bool more = o.validate() || o.compare_precision();
+  plan.what = unplanned ? unplanned_race_plan(wall_s, most_s, more)
+                        : restated_plan(laps.timing().expected_s - laps.elapsed_s() + on_top_s, wall_s, most_s, since,
+                                        laps.expected(race), more);
   plan.expected_s = wall_s;
   plan.plan = true;
   if (plan.what.empty()) return;
@@ -304,7 +308,7 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   const Dataset test = head(subject.held_out(), 2048);
   const RaceTime t =
       race_time(o, report, points, step_cost(report.sweep->points), spent_s, w->data().size(), test.size());
-  restate_the_plan(o, laps, "race", t.wall_s, batch_race_most_s(t));
+  restate_the_plan(o, laps, "race", t.wall_s, batch_race_most_s(t), run_race_stuck(report));
   laps.expect("race", t.wall_s);
   stage(o, Phase::Race,
         fmt::format("batch race over {}: {} of training in rungs of successive halving (about {} with its range "
@@ -542,11 +546,8 @@ void plan_the_run(const TuneSubject& subject, const TuneOptions& o, Report& repo
   std::vector<std::pair<std::string, LrAdvice>> rows{
       {"base", unmeasured_lr(optimizer, o.base_batch(), report.workload.lr, o.base_batch())}};
   if (report.lr->scaled.batch != o.base_batch()) rows.emplace_back("recommended", *report.lr);
-  if (report.race)
-    for (const auto& e : report.race->entries)  // the race's flat range, as the recommendation states it
-      if (e.batch != o.base_batch() && e.batch != report.lr->scaled.batch && e.rungs > 0 &&
-          std::count(report.race->within_5_percent.begin(), report.race->within_5_percent.end(), e.batch) > 0)
-        rows.emplace_back("within 5 %", e.lr);
+  for (const LrAdvice& flat : flat_range_rates(report, report.lr->scaled.batch, o.base_batch()))
+    rows.emplace_back("within 5 %", flat);  // the race's flat range, as the recommendation states it
   std::sort(rows.begin() + 1, rows.end(),
             [](const auto& a, const auto& b) { return a.second.scaled.batch < b.second.scaled.batch; });
   report.run_plan = plan_run(optimizer_settings(optimizer, module_of(subject)), report.workload.dataset_size, rows);

@@ -421,7 +421,8 @@ TEST(Confidence, ValidatedFullRunsWhoseBestIsTheSmallestBatchAreNotHigh) {
   EXPECT_EQ(r.confidence, Confidence::Medium);
   EXPECT_NE(r.confidence_reason.find(
                 "the best final quality was at batch 1024, the smallest trained: a smaller batch "
-                "may end better still (validate --batch-sizes 256,512,1024 --epochs 4 --extend-below 2 says)"),
+                "may end better still (`batchwise validate --batch-sizes 256,512,1024 --epochs 4 --lr-schedule cosine "
+                "--extend-below 2` says)"),
             std::string::npos)
       << r.confidence_reason;
 

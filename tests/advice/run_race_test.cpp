@@ -542,6 +542,66 @@ TEST(RunRace, ADeficitFollowsTheLearningCurve) {
   EXPECT_DOUBLE_EQ(deficit(samples, {0.3, 0.2, 0.21}, 64000, 0.25), 0);
 }
 
+// The reference's loss at the run's end, which a loss gap is a share of: on the power law through its
+// three runs, but never below the law through the last two with its floor at zero. Losses of 1.0,
+// 0.70 and 0.48 (gains shrinking by 0.73) fit a floor of -0.125, whose law reaches zero 34x past the
+// last run: a gap of 0.005 was 68 % of the loss there, and every batch but the reference was judged
+// worse.
+TEST(RunRace, TheLossAtTheRunsEndIsNoLossBelowZeroFloor) {
+  const std::vector<double> samples{1000, 2000, 4000};
+  std::vector<double> errors;  // 0.1 + S^-0.5: a floor above zero, as measured
+  for (double s : samples) errors.push_back(0.1 + std::pow(s, -0.5));
+  EXPECT_NEAR(detail::error_at(samples, errors, 64000), 0.1 + std::pow(64000, -0.5), 1e-12);
+  const double end = detail::error_at(samples, {1.0, 0.70, 0.48}, 30 * 4000);
+  EXPECT_NEAR(end, 0.48 * std::pow(0.48 / 0.70, std::log2(30.0)), 1e-12);
+  EXPECT_GT(end, 0.07);
+  EXPECT_DOUBLE_EQ(detail::error_at(samples, {0.3, 0.2, 0.1}, 64000), 0.05);   // not flattening: at least half
+  EXPECT_DOUBLE_EQ(detail::error_at(samples, {0.3, 0.2, 0.21}, 64000), 0.21);  // the last doubling bought nothing
+}
+
+// Why the pick is the answer says what its numbers are: a gap that took a smaller batch's says
+// which, and the reference picked beside a faster batch that failed is the fastest of those judged.
+TEST(RunRace, ThePicksReasonSaysWhatItsGapIs) {
+  RunRace race;
+  race.measure = "accuracy";
+  race.epochs = 35;
+  race.tolerance = 0.0075;
+  race.reference_batch = 64;
+  race.lengths_epochs = {0.1, 0.2, 0.4};
+  race.runs.resize(3);
+  race.runs[1].accuracy = 0.80;
+  race.runs[2].accuracy = 0.85;
+  const auto entry = [](int64_t batch, double full_run_s) {
+    RunRaceEntry e;
+    e.batch = batch;
+    e.full_run_s = full_run_s;
+    e.samples_per_s = 1000;
+    return e;
+  };
+  race.entries = {entry(64, 60), entry(128, 50), entry(256, 40)};
+  race.entries[1].shorter_run = CompressedRun();
+  race.entries[1].shorter_run->accuracy = 0.78;
+  race.entries[1].run = CompressedRun();
+  race.entries[1].run->accuracy = 0.84;
+  race.entries[1].gap_trend = 0.6;
+  race.entries[1].predicted_gap = 0.005;
+  race.entries[1].gap_as = 256;
+  EXPECT_NE(detail::pick_reason(race, race.entries[1])
+                .find("ends 0.50 accuracy points behind (taken as far behind as batch 256: a larger batch is not "
+                      "predicted nearer), within the held-out noise of 0.75 accuracy points"),
+            std::string::npos)
+      << detail::pick_reason(race, race.entries[1]);
+  race.entries[2].message = "failed: out of memory";
+  EXPECT_NE(detail::pick_reason(race, race.entries[0])
+                .find("every faster batch judged (the notes name those that were not) is predicted to end further "
+                      "behind it"),
+            std::string::npos)
+      << detail::pick_reason(race, race.entries[0]);
+  race.entries[2].message.clear();
+  EXPECT_NE(detail::pick_reason(race, race.entries[0]).find("every faster batch is predicted to end"),
+            std::string::npos);
+}
+
 // The share of a run that counted for a batch ending at `error`: where the reference's curve reaches
 // it, within the held-out noise counting as level, and none where the curve is flat and it is
 // behind beyond the noise.

@@ -175,6 +175,29 @@ TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
   at::set_num_threads(threads);
 }
 
+// The run plan's "within 5 %" rows: the good batches the race that answered could not order against
+// its pick, at the rates they trained at; the run race's too (they were the batch race's alone), and
+// none of a run race whose pick a validation replaced.
+TEST(Tune, ThePlanListsTheBatchesTheAnsweringRaceCouldNotOrder) {
+  const auto entry = [](int64_t batch, double lr) {
+    RunRaceEntry e;
+    e.batch = batch;
+    e.lr.lr = lr;
+    e.lr.scaled.batch = batch;
+    return e;
+  };
+  Report report;
+  report.run_race = RunRace();
+  report.run_race->entries = {entry(32, 0.01), entry(64, 0.02), entry(128, 0.04), entry(256, 0)};
+  report.run_race->within_5_percent = {32, 64, 128, 256};  // 256 failed its range test: no rate
+  report.run_race->best_batch = 64;
+  std::vector<int64_t> rows;
+  for (const LrAdvice& a : detail::flat_range_rates(report, 64, 32)) rows.push_back(a.scaled.batch);
+  EXPECT_EQ(rows, (std::vector<int64_t>{128}));  // the pick and the base batch have rows of their own
+  EXPECT_DOUBLE_EQ(detail::flat_range_rates(report, 64, 16).front().lr, 0.01);
+  EXPECT_TRUE(detail::flat_range_rates(report, 512, 32).empty());  // validated: 512 is the answer, not the race's pick
+}
+
 // A batch larger than the training set repeats samples within a step, which no run does: neither race
 // trains it (the fit and the sweep still measure it), and each race's notes say so.
 TEST(Tune, ABatchLargerThanTheTrainingSetIsNotRaced) {
@@ -350,6 +373,7 @@ TEST(Tune, ATuneSlowedPastItsPlanIsKnownByItsReport) {
 // spent, at 3 min; the sweep stopped at 128 after 7 s, and the race took 56 s.
 TEST(Tune, ThePlanIsStatedAgainWhereTheRestIsFarOffIt) {
   using detail::restated_plan;
+  using detail::unplanned_race_plan;
   const std::vector<PhaseTime> sooner = {{"sweep", 7, 56}, {"noise scale", 2.8, 2.1}};
   EXPECT_EQ(restated_plan(281 - 10, 57, 118, sooner, 180, false),
             "expected now: about 57 s more, at most 2 min (the sweep took 7 s, not the 56 s stated; the race about "
@@ -371,6 +395,12 @@ TEST(Tune, ThePlanIsStatedAgainWhereTheRestIsFarOffIt) {
             "82 s, not 59 s)");  // the noise scale's 2 s: under a fifth of the 32 s move
   // No race figure stated (the plan counted none): nothing to state again
   EXPECT_EQ(restated_plan(200, 57, 118, sooner, 0, false), "");
+  // A batch race after a run race stuck on the plateau, which the plan (the run race's) did not count:
+  // stated whatever the plan said
+  EXPECT_EQ(unplanned_race_plan(40, 110, true),
+            "expected now: about 40 s more, at most 2 min (the run race found no answer: its reference did not "
+            "leave the plateau at the start; a batch race follows, which the plan did not count; the validation "
+            "and the precision comparison come on top)");
 }
 
 }  // namespace
