@@ -33,9 +33,11 @@ std::string default_history_path();
 
 class History {
  public:
-  /// Opens the database at `path`, creating it (and its folder) if needed. Throws ConfigError
-  /// naming the path when it cannot be opened or is not a batchwise history.
-  explicit History(const std::string& path);
+  /// Opens the database at `path`, creating it (and its folder) if needed; `read_only`: only to
+  /// read, an existing one, which nothing is written to. Throws ConfigError naming the path when it
+  /// cannot be opened, is missing (read_only), or is not a batchwise history (another program's
+  /// tables are left as they are).
+  explicit History(const std::string& path, bool read_only = false);
   ~History();
   History(const History&) = delete;
   History& operator=(const History&) = delete;

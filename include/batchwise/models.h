@@ -25,8 +25,8 @@ struct ModelSpec {
 /// Builds a model by name. Throws ModelError for an unknown name or an input it cannot take.
 torch::nn::AnyModule make_model(const std::string& name, const ModelSpec& spec);
 
-/// True when `name` names a file rather than a built-in model: it contains a '/' or ends in .pt,
-/// .pth or .ts.
+/// True when `name` names a file rather than a built-in model: it contains a '/', ends in .pt, .pth
+/// or .ts, or is no built-in model's name and a file or folder of that name exists.
 bool is_model_path(const std::string& name);
 
 /// Loads a TorchScript file (torch.jit.script or torch.jit.trace, saved with torch.jit.save) as a

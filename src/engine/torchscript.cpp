@@ -6,6 +6,7 @@
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <unordered_set>
 
@@ -58,11 +59,19 @@ TORCH_MODULE(ScriptedModule);
 
 bool is_model_path(const std::string& name) {
   const auto ext = std::filesystem::path(name).extension().string();
-  return name.find('/') != std::string::npos || ext == ".pt" || ext == ".pth" || ext == ".ts";
+  if (name.find('/') != std::string::npos || ext == ".pt" || ext == ".pth" || ext == ".ts") return true;
+  // A file (or folder) of any other name that is not a built-in model's (mnv3_torchscript): a path is
+  // what was given.
+  const auto& builtin = model_names();
+  std::error_code error;
+  return std::find(builtin.begin(), builtin.end(), name) == builtin.end() && std::filesystem::exists(name, error);
 }
 
 torch::nn::AnyModule load_torchscript(const std::string& path) {
   const char* fix = "export it from Python with torch.jit.save(torch.jit.script(model), path) (or torch.jit.trace)";
+  std::error_code error;
+  BATCHWISE_CHECK(!std::filesystem::is_directory(path, error), ModelError,
+                  "--model {}: is a folder; give the TorchScript file itself: {}", path, fix);
   BATCHWISE_CHECK(std::filesystem::is_regular_file(path), ModelError, "--model {}: no such file; {}", path, fix);
   torch::jit::Module module;
   try {

@@ -128,11 +128,17 @@ std::string default_history_path() {
   return base + "/batchwise/history.sqlite";
 }
 
-History::History(const std::string& path) : path_(path) {
+History::History(const std::string& path, bool read_only) : path_(path) {
   const auto folder = std::filesystem::path(path).parent_path();
   std::error_code ec;
-  if (!folder.empty()) std::filesystem::create_directories(folder, ec);
-  const int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  if (read_only)
+    BATCHWISE_CHECK(std::filesystem::is_regular_file(path, ec), ConfigError,
+                    "--history {}: no such file; give the path of a history batchwise wrote (the default is {})", path,
+                    default_history_path());
+  else if (!folder.empty())
+    std::filesystem::create_directories(folder, ec);
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db_, read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);
@@ -141,14 +147,25 @@ History::History(const std::string& path) : path_(path) {
   }
   sqlite3_busy_timeout(db_, kBusyTimeoutMs);
   try {
-    exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", path);
-    exec(db_,
-         "CREATE TABLE IF NOT EXISTS runs ("
-         " id INTEGER PRIMARY KEY AUTOINCREMENT, created_unix INTEGER NOT NULL, date TEXT, command TEXT,"
-         " workload TEXT, device TEXT, versions TEXT, budget_bytes INTEGER, target REAL,"
-         " fit_batch INTEGER, recommended_batch INTEGER, report TEXT NOT NULL);"
-         "CREATE INDEX IF NOT EXISTS runs_key ON runs (workload, device, versions);",
-         path);
+    // Another program's database keeps its tables as they are: batchwise adds none to it.
+    const auto tables = [this](const char* which) {
+      Statement s(db_, fmt::format("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND {}", which).c_str());
+      s.step();
+      return s.column_int(0).value_or(0);
+    };
+    const bool ours = tables("name = 'runs'") > 0;
+    BATCHWISE_CHECK(ours || tables("name NOT LIKE 'sqlite_%'") == 0, Error, "it holds another program's tables");
+    BATCHWISE_CHECK(ours || !read_only, Error, "it holds no runs");
+    if (!read_only) {
+      exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", path);
+      exec(db_,
+           "CREATE TABLE IF NOT EXISTS runs ("
+           " id INTEGER PRIMARY KEY AUTOINCREMENT, created_unix INTEGER NOT NULL, date TEXT, command TEXT,"
+           " workload TEXT, device TEXT, versions TEXT, budget_bytes INTEGER, target REAL,"
+           " fit_batch INTEGER, recommended_batch INTEGER, report TEXT NOT NULL);"
+           "CREATE INDEX IF NOT EXISTS runs_key ON runs (workload, device, versions);",
+           path);
+    }
   } catch (const Error& e) {
     sqlite3_close(db_);
     db_ = nullptr;

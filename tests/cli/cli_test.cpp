@@ -1233,11 +1233,40 @@ TEST(Cli, ReportErrorsNameTheInput) {
   std::ofstream(scratch() / "garbage.json") << "<html>";
   expect_clean_error("report " + (scratch() / "garbage.json").string(), 3, "garbage.json: not JSON");
   const std::string golden = std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json";
-  expect_clean_error("report " + golden + " -o " + golden, 2, "that is the JSON report itself");
+  expect_clean_error("report " + golden + " -o " + golden, 2,
+                     "that is the JSON report " + golden + ", which this run reads; the output would overwrite it");
   expect_clean_error("report " + golden + " -o /nonexistent/dir/r.html", 2,
                      "-o /nonexistent/dir/r.html: cannot write there");
   expect_clean_error("fit --model mlp --dataset synthetic --max 8 --html /nonexistent/dir/r.html", 2,
                      "--html /nonexistent/dir/r.html: cannot write there");
+  expect_clean_error("report " + scratch().string(), 3, ": is a folder; give the path of a report written with --json");
+  expect_clean_error("compare " + golden + " " + scratch().string(), 3, ": is a folder");
+}
+
+// An output that names a file the run reads, or another output's file, is refused before anything
+// runs, and the file is left as it was: --json over the --data-file had replaced the data with the
+// report, exit 0.
+TEST(Cli, AnOutputNeverOverwritesAnInputOrAnotherOutput) {
+  const fs::path data = scratch() / "apart.csv";
+  std::ofstream(data) << "label,a,b\n0,1,2\n1,2,3\n";
+  const std::string before = slurp(data);
+  const std::string fit = "fit --model mlp --dataset csv --data-file " + data.string() + " --max 4 --no-history ";
+  expect_clean_error(fit + "--json " + data.string(), 2,
+                     "--json " + data.string() + ": that is --data-file " + data.string() +
+                         ", which this run reads; the output would overwrite it: give --json another file");
+  // however it is spelt
+  expect_clean_error(fit + "--html " + (scratch() / "." / "apart.csv").string(), 2, "that is --data-file");
+  EXPECT_EQ(slurp(data), before);
+  const fs::path out = scratch() / "apart.out";
+  expect_clean_error(fit + "--json " + out.string() + " --html " + out.string(), 2,
+                     "--html " + out.string() + ": --json writes that file too");
+  const std::string golden = std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json";
+  expect_clean_error("compare " + golden + " " + golden + " --json " + golden, 2, "that is the first report");
+  // batchwise history reads: a history named that is not there is a mistyped path, and is not made
+  const fs::path typo = scratch() / "no-such-history.sqlite";
+  fs::remove(typo);
+  expect_clean_error("history --history " + typo.string(), 2, typo.string() + ": no such file");
+  EXPECT_FALSE(fs::exists(typo));
 }
 
 // Every run lands in the history; tune --reuse takes a matching fit from it instead of fitting.

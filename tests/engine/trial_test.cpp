@@ -6,8 +6,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 
@@ -142,6 +145,32 @@ TEST(Trial, ChannelMismatchAndBatchNormAtOneSampleSayWhatToDo) {
 }
 
 // Every row of the table of built-in models (batchwise/models.h), a new one included.
+// A file of any name is a model's path where no built-in model has that name: a TorchScript file
+// saved without an extension was "unknown model" (a path is what was given).
+TEST(Models, AFileOfAnyNameThatNoBuiltInModelHasIsAPath) {
+  namespace fs = std::filesystem;
+  const fs::path was = fs::current_path(),
+                 dir = fs::temp_directory_path() / fmt::format("bw-model-path-{}", ::getpid());
+  fs::create_directories(dir);
+  fs::current_path(dir);
+  std::ofstream("mnv3_noext") << "a TorchScript file saved without an extension";
+  std::ofstream("mlp") << "a file that shares a built-in model's name";
+  fs::create_directories("exported");
+  EXPECT_TRUE(is_model_path("mnv3_noext"));
+  EXPECT_TRUE(is_model_path("exported"));  // a folder: load_torchscript says it is one
+  EXPECT_FALSE(is_model_path("mlp"));      // the built-in model
+  EXPECT_FALSE(is_model_path("nope"));     // nothing of that name: an unknown model
+  EXPECT_TRUE(is_model_path("nope.pt"));
+  try {
+    (void)load_torchscript("exported");
+    ADD_FAILURE() << "loaded a folder";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("--model exported: is a folder"), std::string::npos) << e.what();
+  }
+  fs::current_path(was);
+  fs::remove_all(dir);
+}
+
 TEST(Trial, EveryBuiltInModelTrains) {
   EXPECT_GE(model_names().size(), 4u);
   for (const std::string& model : model_names()) {

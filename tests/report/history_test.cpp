@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
 
 #include "batchwise/error.h"
 
@@ -158,6 +160,51 @@ TEST(History, AFileThatIsNotADatabaseIsAConfigError) {
   const fs::path db = scratch_db();
   std::ofstream(db) << "this is not sqlite, it is a note to self";
   EXPECT_THROW(History h(db.string()), ConfigError);
+}
+
+// Another program's database is refused, and its tables are left as they were: batchwise adds none.
+// Read only (batchwise history), a history must be there, and nothing is written to it.
+TEST(History, AnotherProgramsDatabaseIsLeftAsItWas) {
+  const fs::path db = scratch_db();
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "CREATE TABLE foo (x INTEGER); INSERT INTO foo VALUES (1);", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  const auto table_names = [&] {
+    sqlite3* d = nullptr;
+    sqlite3_open_v2(db.c_str(), &d, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_stmt* s = nullptr;
+    sqlite3_prepare_v2(d, "SELECT group_concat(name) FROM sqlite_master", -1, &s, nullptr);
+    sqlite3_step(s);
+    const auto* text = sqlite3_column_text(s, 0);
+    std::string names = text ? reinterpret_cast<const char*>(text) : "";
+    sqlite3_finalize(s);
+    sqlite3_close(d);
+    return names;
+  };
+  try {
+    History h(db.string());
+    ADD_FAILURE() << "opened another program's database";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a usable batchwise history (it holds another program's tables)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(History(db.string(), /*read_only=*/true), ConfigError);
+  EXPECT_EQ(table_names(), "foo");
+
+  const fs::path missing = db.parent_path() / "typo.sqlite";
+  try {
+    History h(missing.string(), /*read_only=*/true);
+    ADD_FAILURE() << "read a history that is not there";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(missing.string() + ": no such file"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(missing));
+  const fs::path ours = db.parent_path() / "ours.sqlite";
+  { History h(ours.string()); }  // a history batchwise made, with no run yet, reads as none
+  EXPECT_TRUE(History(ours.string(), /*read_only=*/true).list().empty());
 }
 
 }  // namespace

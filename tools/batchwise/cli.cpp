@@ -234,6 +234,12 @@ int64_t WorkloadFlags::budget_bytes() const {
 
 void WorkloadFlags::check(const std::string& name) const {
   (void)budget_bytes();
+  check_apart({{"--json", json}, {"--html", html}, {"--trace", trace}, {"--history", no_history ? "" : history}},
+              {{"--model", is_model_path(workload.model()) ? workload.model() : ""},
+               {"--data-file", workload.data_file()},
+               {"--labels-file", workload.labels_file()},
+               {"--test-data-file", workload.test_data_file()},
+               {"--test-labels-file", workload.test_labels_file()}});
   check_writable(trace, "--trace");
   check_writable(json, "--json");
   check_writable(html, "--html");
@@ -469,6 +475,39 @@ void check_writable(const std::string& path, const char* flag) {
   if (!std::ofstream(path, std::ios::app))
     throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));
   if (!existed) std::filesystem::remove(path);
+}
+
+namespace {
+
+// Whether two paths name one file: the same file where both exist (links, ./, ../), else the same
+// path once made absolute and normal.
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::exists(a, error) && fs::exists(b, error)) return fs::equivalent(a, b, error);
+  const fs::path x = fs::weakly_canonical(a, error), y = fs::weakly_canonical(b, error);
+  return !error && x == y;
+}
+
+}  // namespace
+
+void check_apart(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [flag, path] = outputs[i];
+    if (path.empty()) continue;
+    for (const auto& [read, input] : inputs)
+      if (!input.empty() && same_file(path, input))
+        throw ConfigError(
+            fmt::format("{} {}: that is {} {}, which this run reads; the output would overwrite it: give "
+                        "{} another file",
+                        flag, path, read, input, flag));
+    for (size_t j = 0; j < i; ++j)
+      if (!outputs[j].second.empty() && same_file(path, outputs[j].second))
+        throw ConfigError(
+            fmt::format("{} {}: {} writes that file too, and one would overwrite the other: give each "
+                        "its own file",
+                        flag, path, outputs[j].first));
+  }
 }
 
 std::string history_path(const std::string& flag) { return flag.empty() ? default_history_path() : flag; }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "batchwise/fit.h"
@@ -202,6 +203,16 @@ void write_file(const std::string& path, const std::string& text, const char* fl
 
 /// Throws ConfigError naming `flag` when `path` cannot be written (before a run, not after it).
 void check_writable(const std::string& path, const char* flag);
+
+/// A flag and the path it names, for check_apart.
+using NamedPath = std::pair<const char*, std::string>;
+
+/// Throws ConfigError (exit 2) before anything runs where an output would overwrite what the run
+/// reads or another output: an output path that is one of `inputs` (the same file, however spelt,
+/// links followed) or an earlier one of `outputs`. Empty paths are skipped. Example: "--json
+/// data.csv: that is --data-file data.csv, which this run reads; the report would overwrite it:
+/// give the report another file".
+void check_apart(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
 
 /// The run history's path: --history, else the default.
 std::string history_path(const std::string& flag);

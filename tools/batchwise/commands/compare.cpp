@@ -24,6 +24,7 @@ class Compare : public Command {
   }
 
   int run() override {
+    check_apart({{"--json", json_}}, {{"the first report", files_.at(0)}, {"the second report", files_.at(1)}});
     check_writable(json_, "--json");
     const Comparison c = compare_reports(files_.at(0), files_.at(1));
     std::cout << to_table(c) << std::flush;

@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <iostream>
+#include <vector>
 
 #include "../cli.h"
 #include "batchwise/history.h"
@@ -23,8 +25,11 @@ class HistoryList : public Command {
   }
 
   int run() override {
-    History h(history_path(history_));
-    const auto runs = h.list(limit_);
+    // Read, not written: a history that is not there yet (the default, before any run) holds no runs;
+    // one named that is not there is a mistyped path.
+    const std::string path = history_path(history_);
+    const bool none_yet = history_.empty() && !std::filesystem::exists(path);
+    const auto runs = none_yet ? std::vector<HistoryEntry>{} : History(path, /*read_only=*/true).list(limit_);
     // The run each answered for, from its stored report (compare lists the same field).
     const auto run_of = [](const HistoryEntry& r) {
       try {

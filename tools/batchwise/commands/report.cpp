@@ -24,7 +24,7 @@ class ReportPage : public Command {
 
   int run() override {
     const std::string out = html_.empty() ? std::filesystem::path(report_).replace_extension(".html").string() : html_;
-    if (out == report_) throw ConfigError(fmt::format("-o {}: that is the JSON report itself; give another file", out));
+    check_apart({{"-o", out}}, {{"the JSON report", report_}});
     write_file(out, html_from_file(report_), "-o");
     fmt::print("{}\n", out);
     return kExitOk;
