@@ -131,6 +131,7 @@ const std::vector<OptionBound>& option_bounds() {
       {"--advice-budget", 0, true, kMaxSeconds},
       {"--reuse-max-age", 0, false, 1e7},
       {"--stop-slower-than", 1, false, 1e6},
+      {"--extend-below", 0, false, 30, "halvings below the smallest batch; tune --validate sets 2"},
   };
   return bounds;
 }

@@ -13,6 +13,7 @@
 #include "batchwise/device.h"
 #include "batchwise/memory.h"
 #include "batchwise/models.h"
+#include "batchwise/units.h"
 #include "check.h"
 #include "compat.h"
 #include "engine/table.h"
@@ -49,13 +50,34 @@ std::string require(const std::string& value, const char* flag, const std::strin
 // same teacher.
 int64_t synthetic_held_out(const WorkloadOptions& o) { return std::max<int64_t>(1000, o.synthetic_size() / 5); }
 
+// The synthetic samples are made in memory at once (a byte an image element, 8 bytes a token):
+// refused before, naming the flags that size them, where they would take more than half the RAM
+// available. --synthetic-size 1000000000 asked torch for 730 GiB and ended in its allocator's error.
+void check_synthetic_bytes(const WorkloadOptions& o, bool tokens, const std::vector<int64_t>& shape, int64_t held_out) {
+  double per_sample = tokens ? 8.0 * static_cast<double>(o.seq_len()) : 1.0;
+  if (!tokens)
+    for (int64_t d : shape) per_sample *= static_cast<double>(d);
+  const double bytes = per_sample * static_cast<double>(o.synthetic_size() + held_out);
+  const int64_t ram = available_ram_bytes();
+  if (ram <= 0 || bytes <= 0.5 * static_cast<double>(ram)) return;
+  const std::string size =
+      tokens ? fmt::format("--seq-len {}", o.seq_len()) : fmt::format("--input-shape {}", fmt::join(shape, "x"));
+  BATCHWISE_CHECK(false, ConfigError,
+                  "--synthetic-size {} at {}: its samples take {}, more than half the {} of RAM available; give a "
+                  "smaller --synthetic-size or {}",
+                  o.synthetic_size(), size,
+                  bytes < 9e18 ? format_bytes(static_cast<int64_t>(bytes)) : fmt::format("{:.3g} bytes", bytes),
+                  format_bytes(ram), tokens ? "--seq-len" : "--input-shape");
+}
+
 Dataset synthetic(const WorkloadOptions& o, TargetKind kind, int64_t held_out) {
   const int64_t classes = o.num_classes() > 0 ? o.num_classes() : 10;
   const BuiltinModel* model = find_builtin_model(o.model());
+  const std::vector<int64_t> shape = o.input_shape().empty() ? std::vector<int64_t>{1, 28, 28} : o.input_shape();
+  check_synthetic_bytes(o, model && model->sequences, shape, held_out);
   if (model && model->sequences)
     return make_synthetic_tokens(o.seq_len(), /*vocab_size=*/256, classes, o.synthetic_size(), o.seed(), held_out);
-  Dataset d = make_synthetic_images(o.input_shape().empty() ? std::vector<int64_t>{1, 28, 28} : o.input_shape(),
-                                    classes, o.synthetic_size(), o.seed(), held_out);
+  Dataset d = make_synthetic_images(shape, classes, o.synthetic_size(), o.seed(), held_out);
   if (kind == TargetKind::Values) d.targets = at::one_hot(d.targets, classes).to(at::kFloat), d.num_classes = 0;
   return d;
 }

@@ -87,6 +87,16 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("fit --model transformer --dataset synthetic --seq-len -4", 2,
                      "--seq-len: '-4' is negative: sequence lengths start at 1");
   expect_clean_error("bogus", 2, "batchwise: 'bogus' is not a subcommand; use one of fit, sweep, tune, ");
+  // Whole numbers are read in decimal (010 had been octal, 8; 0x10 hex; 1e3 no number at all)
+  expect_clean_error("fit --model mlp --dataset synthetic --min 010 --max 9", 2, "--min 10 is above --max 9");
+  expect_clean_error("fit --model mlp --dataset synthetic --min 2000 --max 1e3", 2, "--min 2000 is above --max 1000");
+  expect_clean_error("fit --model mlp --dataset synthetic --max 0x10", 2, "--max: 0x10: not a whole number");
+  expect_clean_error("fit --model mlp --dataset synthetic --max 12.5", 2, "--max: 12.5: must be a whole number");
+  expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 8 --epochs 1 --extend-below -1", 2,
+                     "--extend-below: -1: must be at least 0");
+  // Samples that cannot be held in memory: said before torch's allocator says it in its own words
+  expect_clean_error("fit --model mlp --dataset synthetic --synthetic-size 1000000000 --input-shape 3x224x224", 2,
+                     "--synthetic-size 1000000000 at --input-shape 3x224x224: its samples take");
 }
 
 // tune's target goes to the race; one it cannot use is refused up front, not ignored.

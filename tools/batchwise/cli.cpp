@@ -27,13 +27,23 @@ namespace {
 // What each numeric flag accepts (option_bounds, choices.h), wherever a subcommand declares it:
 // CLI11 checks the value as it parses, before anything runs, and the message names the flag
 // ("--steps: 0: must be at least 1"). Omitting a flag keeps its default (often "0: none" or "the
-// device's").
-CLI::Validator in_range(const OptionBound& b) {
+// device's"). A whole-number flag (`whole`) reads its value in decimal, as --batch-sizes does: CLI11
+// read 010 as octal (8) and 0x10 as 16, and 1e3 as no number at all; such a value is written as
+// the decimal it is before CLI11 converts it, and a fraction is refused.
+CLI::Validator in_range(const OptionBound& b, bool whole) {
   return CLI::Validator(
-      [b](std::string& value) -> std::string {
+      [b, whole](std::string& value) -> std::string {
         double v = 0;
-        if (!CLI::detail::lexical_cast(value, v)) return fmt::format("{}: not a finite number", value);
-        return out_of_bound(b, v, value);
+        const bool hex = value.find_first_of("xX") != std::string::npos;  // strtod reads 0x10 as 16
+        if (hex || !CLI::detail::lexical_cast(value, v))
+          return fmt::format("{}: not a {} number", value, whole ? "whole" : "finite");
+        if (const std::string why = out_of_bound(b, v, value); !why.empty()) return why;
+        if (!whole) return "";
+        if (v != std::floor(v)) return fmt::format("{}: must be a whole number", value);
+        const bool plain =
+            value.find_first_not_of("0123456789") == std::string::npos && (value == "0" || value[0] != '0');
+        if (!plain && std::abs(v) < 9007199254740992.0) value = fmt::format("{:.0f}", v);
+        return "";
       },
       "", "range");
 }
@@ -48,7 +58,10 @@ std::vector<std::string>& renamed_warnings() {
 void bound_numeric_flags(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     for (const OptionBound& b : option_bounds())
-      if (CLI::Option* option = sub->get_option_no_throw(b.flag)) option->check(in_range(b));
+      if (CLI::Option* option = sub->get_option_no_throw(b.flag)) {
+        const std::string type = option->get_type_name();
+        option->transform(in_range(b, type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0));
+      }
 }
 
 namespace {
@@ -129,7 +142,9 @@ std::string list_options(CLI::App& app) {
 }
 
 CLI::Option* bound(CLI::Option* option, double low, double high, bool low_open, const char* why) {
-  return option->check(in_range(OptionBound{"", low, low_open, high, why}));
+  const std::string type = option->get_type_name();
+  return option->transform(
+      in_range(OptionBound{"", low, low_open, high, why}, type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0));
 }
 
 // ---- flag groups ----------------------------------------------------------------------------------

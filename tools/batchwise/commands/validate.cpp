@@ -58,8 +58,7 @@ class Validate : public Command {
     cmd->add_option("--extend-below", extend_below_,
                     "with --epochs: where the best final quality is at the smallest batch trained, also train half of "
                     "it, and again, at most N times (a best at the grid's edge says only that a smaller batch may be "
-                    "better still; tune --validate sets 2)")
-        ->check(CLI::NonNegativeNumber);
+                    "better still; tune --validate sets 2)");
     cmd->add_option("--base-batch", base_batch_, "the batch --lr is meant for")->capture_default_str();
     cmd->footer(
         "Example:\n  batchwise validate --model lenet --batch-sizes 32,128,512 --target-accuracy 0.85 "
