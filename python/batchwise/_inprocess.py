@@ -12,6 +12,7 @@ own Python bindings, backward, your optimizer's step; the engine times it and me
 peaks), catches out of memory by type, and puts the model, the optimizer's state and torch's random
 number generators back bit-identically after every trial.
 """
+import contextlib
 import copy
 import difflib
 import importlib.machinery
@@ -121,12 +122,15 @@ _bool.what = "bool (True or False)"
 
 
 def _sizes(value):
-    if isinstance(value, str):
-        return [int(v) for v in value.split(",")]  # "16,32,64": int() refuses "16.5"
+    if isinstance(value, str):  # "16,32,64" or a range, "16-4096*2", as the CLI's --batch-sizes reads them
+        try:
+            return list(_engine().parse_batch_sizes(value))
+        except Exception as e:  # noqa: BLE001  (the engine's ConfigError, said as this option's)
+            raise ValueError(str(e)) from None
     return [_int(v) for v in value]
 
 
-_sizes.what = "list of batch sizes, or a string such as \"16,32,64\""
+_sizes.what = "list of batch sizes, or a string such as \"16,32,64\" or \"16-4096*2\""
 
 
 def _phases(value):
@@ -261,7 +265,25 @@ def _collated(dataset, collate, what):
                             "DataLoader of such pairs")
         xs.append(torch.as_tensor(batch[0]))
         ys.append(torch.as_tensor(batch[1]))
-    return torch.cat(xs), torch.cat(ys)
+    try:
+        return torch.cat(xs), torch.cat(ys)
+    except RuntimeError:  # a collate that pads each chunk to its own longest sample: all of them at once
+        if len(xs) == 1:
+            raise
+        return _collated_whole(dataset, collate, what)
+
+
+def _collated_whole(dataset, collate, what):
+    """_collated in one chunk: a padding collate_fn pads every sample to the same width."""
+    import torch
+    samples = [dataset[i] for i in range(len(dataset))]
+    try:
+        x, y = collate(samples)
+        return torch.as_tensor(x), torch.as_tensor(y)
+    except Exception as e:  # noqa: BLE001
+        raise TypeError(f"{what}: the {type(dataset).__name__}'s samples could not be collated "
+                        f"({type(e).__name__}: {e}); pass (inputs, targets) tensors, a Dataset or a DataLoader "
+                        "of (input, target) pairs") from e
 
 
 def _from_numpy(array):
@@ -272,10 +294,26 @@ def _from_numpy(array):
     return t.to(torch.get_default_dtype()) if t.dtype == torch.float64 else t
 
 
+def _drawn(loader, dataset):
+    """The indices a DataLoader's sampler draws from its dataset, where they are not every sample once
+    (a SubsetRandomSampler's split, a WeightedRandomSampler's draw, a DistributedSampler's shard), in
+    the order drawn; None where they are (its sequential or shuffling sampler over the whole set)."""
+    from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
+    batches = loader.batch_sampler
+    if batches is not None and type(batches) is not BatchSampler:  # a batch_sampler of the user's own
+        return [int(i) for batch in batches for i in batch]
+    sampler = loader.sampler
+    if type(sampler) is SequentialSampler:
+        return None
+    if type(sampler) is RandomSampler and not sampler.replacement and sampler.num_samples == len(dataset):
+        return None
+    return [int(i) for i in sampler]
+
+
 def _data(data, what):
     """(inputs, targets) tensors, a TensorDataset, a map-style Dataset, or a DataLoader over one."""
     import torch
-    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data import DataLoader, IterableDataset, Subset, TensorDataset
     from torch.utils.data.dataloader import default_collate, default_convert
     def array(t):  # a tensor, or a NumPy array (anything with __array__) as one
         return isinstance(t, torch.Tensor) or (hasattr(t, "__array__") and hasattr(t, "shape") and len(t.shape) > 0)
@@ -291,15 +329,18 @@ def _data(data, what):
     elif isinstance(data, DataLoader) or isinstance(data, TensorDataset) or hasattr(data, "__getitem__"):
         collate = data.collate_fn if isinstance(data, DataLoader) else default_collate
         dataset = data.dataset if isinstance(data, DataLoader) else data
+        if isinstance(dataset, IterableDataset) or not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
+            raise TypeError(f"{what}: {type(dataset).__name__} is an iterable dataset; batchwise draws batches of "
+                            "every size from a map-style dataset (with __len__ and __getitem__) or tensors")
+        indices = _drawn(data, dataset) if isinstance(data, DataLoader) else None
         if isinstance(dataset, TensorDataset) and len(dataset.tensors) == 2 and collate in (default_collate,
                                                                                             default_convert):
             x, y = dataset.tensors  # a loader's own collate_fn is used, below, as for any dataset
-        elif hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"):
-            x, y = _collated(dataset, collate, what)
+            if indices is not None:
+                x, y = x[indices], y[indices]
         else:
-            raise TypeError(f"{what}: {type(dataset).__name__} is an iterable dataset; batchwise draws batches of "
-                            "every size from a map-style dataset (with __len__ and __getitem__) or tensors")
-        name = f"{type(dataset).__name__} ({len(x)} samples)"
+            x, y = _collated(Subset(dataset, indices) if indices is not None else dataset, collate, what)
+        name = f"{type(dataset).__name__} ({len(x)} samples{', as its loader samples them' if indices else ''})"
     else:
         raise TypeError(f"{what}: a {type(data).__name__}; pass (inputs, targets) tensors, a Dataset or a DataLoader")
     if len(x) != len(y) or len(x) == 0:
@@ -356,11 +397,15 @@ class _Adapter:
             raise ValueError(f"batchwise.{command}: {type(model).__name__}'s parameters are on the meta device, "
                              "shapes without values, which cannot train; materialise them first "
                              "(model.to_empty(device='cpu'), then initialise or load the weights)")
-        try:
-            device = torch.device(options.get("device") or (parameters[0].device if parameters else "cpu"))
+        given = options.get("device")
+        try:  # "auto", as the CLI's default: where the model is
+            device = torch.device(given if given not in (None, "auto") else
+                                  (parameters[0].device if parameters else "cpu"))
         except RuntimeError:
-            raise ValueError(f"batchwise.{command}: device={options.get('device')!r} is not a device; give 'cpu', "
-                             "'cuda' or 'cuda:N'") from None
+            raise ValueError(f"batchwise.{command}: device={given!r} is not a device; give 'cpu', 'cuda', 'cuda:N' "
+                             "or 'auto'") from None
+        if device.type == "cuda" and device.index is None and torch.cuda.is_available():
+            device = torch.device("cuda", torch.cuda.current_device())  # "cuda" is the current one, as model.cuda()'s
         for p in parameters:
             if p.device != device:
                 raise ValueError(f"batchwise.{command}: {type(model).__name__} has a parameter on {p.device}, but "
@@ -372,7 +417,7 @@ class _Adapter:
         self.model_name = type(model).__name__
         self.optimizer_name = type(self.optimizer).__name__
         self.optimizer_kind = _OPTIMIZER_KINDS.get(self.optimizer_name, self.optimizer_name)
-        self.seed = int(options.get("seed", 0))
+        self.seed = int(options.get("seed") or 0)
         if loss is None:
             classes = self.data.num_classes > 0
             self._loss = torch.nn.functional.cross_entropy if classes else _mse
@@ -543,16 +588,19 @@ def lightning_parts(module, datamodule, command):
         val = source.val_dataloader()
     except Exception:  # noqa: BLE001  (Lightning raises when val_dataloader is not defined)
         val = None
-    return optim, train, val or None
+    if isinstance(val, (list, tuple)):  # several validation loaders: the first, as Lightning's first
+        val = val[0] if val else None
+    return optim, train, val
 
 
 def run_lightning(command, module, datamodule, options):
     _required(command, options, "batchwise.lightning", held_out=False)
-    optimizer, train, val = lightning_parts(module, datamodule, command)
-    if command in ("tune", "validate") and val is not None and "held_out" not in options:
-        options = {**options, "held_out": val}
-    _required(command, options, "batchwise.lightning")
-    return _call(command, options, lambda o: _StepAdapter(command, module, optimizer, train, o))
+    with _generators_kept():  # a datamodule's setup may split its data at random
+        optimizer, train, val = lightning_parts(module, datamodule, command)
+        if command in ("tune", "validate") and val is not None and "held_out" not in options:
+            options = {**options, "held_out": val}
+        _required(command, options, "batchwise.lightning")
+        return _call(command, options, lambda o: _StepAdapter(command, module, optimizer, train, o))
 
 
 # ---- the report ----------------------------------------------------------------------------------
@@ -689,7 +737,34 @@ def _engine_error(command, error):
     return type(error)(f"batchwise.{command}: {_as_options(command, str(error))}")
 
 
+@contextlib.contextmanager
+def _generators_kept():
+    """torch's, Python's and NumPy's generators as they were on entry, on the way out. Each trial puts
+    torch's back, and the engine draws from none between trials; a call puts them back once more, with
+    Python's and NumPy's, which the user's code may draw from: its dataset's random transforms as the
+    samples are read, a LightningDataModule's setup."""
+    import torch
+    states = (torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
+              random.getstate())
+    numpy = sys.modules.get("numpy")
+    numpy_state = numpy.random.get_state() if numpy is not None else None
+    try:
+        yield
+    finally:
+        torch.set_rng_state(states[0])
+        if states[1] is not None:
+            torch.cuda.set_rng_state_all(states[1])
+        random.setstate(states[2])
+        if numpy_state is not None:
+            numpy.random.set_state(numpy_state)
+
+
 def _call(command, options, make_adapter):
+    with _generators_kept():
+        return _call_kept(command, options, make_adapter)
+
+
+def _call_kept(command, options, make_adapter):
     engine = _engine()
     options = _options(command, options)
     if options.get("epochs"):  # as the CLI refuses them: full runs train to their end
@@ -697,36 +772,28 @@ def _call(command, options, make_adapter):
             if options.get(name) is not None:
                 raise ValueError(f"batchwise.{command}: {name}={options[name]!r} limits a run to a target, and "
                                  f"epochs={options['epochs']!r} trains every run to its end; drop {name}")
-    adapter = make_adapter(options)
-    options.pop("held_out", None)
-    if command == "validate" and not any(options.get(k) for k in ("epochs", "target_accuracy", "target_loss")):
-        if not adapter.data.num_classes:
-            raise TypeError("batchwise.validate: no target and no epochs; the targets are not class labels, so there "
-                            "is no accuracy to reach: pass target_loss=..., or epochs=N for full runs")
-        options["target_accuracy"] = 0.85  # the CLI's default target
-    if "min" not in options and adapter.batchnorm:
-        options["min"] = 2  # BatchNorm in training mode cannot normalise a batch of one
-    # Each trial puts torch's generators back, and the engine draws from none between trials; the call
-    # puts them back once more, with Python's and NumPy's, which the user's code may draw from.
-    import torch
-    rngs = (torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
-            random.getstate())
-    numpy = sys.modules.get("numpy")
-    numpy_rng = numpy.random.get_state() if numpy is not None else None
+    adapter = None
     try:
+        adapter = make_adapter(options)
+        options.pop("held_out", None)
+        if command == "validate" and not any(options.get(k) for k in ("epochs", "target_accuracy", "target_loss")):
+            # Accuracy needs a classifier's targets, and is read on the held-out ones.
+            which = "" if not adapter.data.num_classes else "held-out "
+            if which == "" or not (adapter.held_out or adapter.data).num_classes:
+                raise TypeError(f"batchwise.validate: no target and no epochs; the {which}targets are not class "
+                                "labels, so there is no accuracy to reach: pass target_loss=..., or epochs=N for full "
+                                "runs")
+            options["target_accuracy"] = 0.85  # the CLI's default target
+        if "min" not in options and adapter.batchnorm:
+            options["min"] = 2  # BatchNorm in training mode cannot normalise a batch of one
         adapter.count_the_state()
         try:
             text, where, error, kept = engine.run(adapter, options, command)
         except (engine.ConfigError, engine.DataError) as e:
             raise _engine_error(command, e) from None
     finally:
-        adapter.restore_modes()
-        torch.set_rng_state(rngs[0])
-        if rngs[1] is not None:
-            torch.cuda.set_rng_state_all(rngs[1])
-        random.setstate(rngs[2])
-        if numpy_rng is not None:
-            numpy.random.set_state(numpy_rng)
+        if adapter is not None:
+            adapter.restore_modes()
     # Code of the user's that raised ends the call: an answer built around a step that failed for
     # another reason than memory would not be the user's training.
     if error is not None:

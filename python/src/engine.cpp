@@ -790,6 +790,7 @@ PYBIND11_MODULE(_engine, m) {
       "summary", [](const std::string& report_json) { return to_summary(report_from_json(report_json, "the report")); },
       "The report's short console view (tune without --verbose): the answer and its why in a few lines");
   m.def("parse_bytes", [](const std::string& text) { return parse_bytes(text, "memory_budget"); });
+  m.def("parse_batch_sizes", [](const std::string& text) { return parse_batch_sizes(text, "batch_sizes"); });
   m.def(
       "out_of_bound",
       [](const std::string& flag, double value, const std::string& text) {

@@ -723,6 +723,53 @@ def test_options():
         "broadcast" in str(w.message) for w in caught), [str(w.message) for w in caught])
     refused([(lambda: batchwise.fit(torch.nn.Linear(48, 3), lambda p: torch.optim.SGD(p, lr=0.05), (x, values)),
               batchwise.TrainingError, "the model gives [32, 3] for targets of [32]: mean squared error needs as many")])
+    # A loader's sampler draws the samples it trains on: a split of one dataset by two index lists
+    # trains on its own part, not the whole set (the held-out part included, as before).
+    pairs = Pairs(x, y)
+    part = torch.utils.data.DataLoader(pairs, batch_size=8,
+                                       sampler=torch.utils.data.SubsetRandomSampler(list(range(100))))
+    report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), part, max=64, progress=False)
+    case("a SubsetRandomSampler's split is what trains", report.workload.dataset_size == 100 and
+         "as its loader samples them" in report.workload.dataset, (report.workload.dataset_size,
+                                                                   report.workload.dataset))
+    report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1),
+                           torch.utils.data.DataLoader(pairs, batch_size=8, shuffle=True), max=64, progress=False)
+    case("a shuffling loader trains on every sample", report.workload.dataset_size == len(x),
+         report.workload.dataset_size)
+    tensors = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8,
+                                          sampler=torch.utils.data.SubsetRandomSampler(list(range(50))))
+    report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), tensors, max=64, progress=False)
+    case("a TensorDataset's split too", report.workload.dataset_size == 50, report.workload.dataset_size)
+    # A collate_fn that pads each batch to its longest sample, over more samples than one chunk read
+    class Ragged(torch.utils.data.Dataset):
+        def __len__(self):
+            return 1500
+
+        def __getitem__(self, i):
+            return torch.ones(1 + i % 7 if i < 1024 else 1 + i % 3), i % 2
+    def padded(batch):
+        inputs = torch.nn.utils.rnn.pad_sequence([s[0] for s in batch], batch_first=True)
+        return inputs, torch.tensor([s[1] for s in batch])
+    report = batchwise.fit(torch.nn.Linear(7, 2), lambda p: torch.optim.SGD(p, lr=0.1),
+                           torch.utils.data.DataLoader(Ragged(), collate_fn=padded), max=64, progress=False)
+    case("a padding collate_fn over more than 1,024 samples pads them all alike",
+         report.workload.input_shape == [7], report.workload.input_shape)
+    # The CLI's spellings: a range of batch sizes, the device "auto", a seed left as None
+    report = batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y), batch_sizes="8-32*2",
+                             repetitions=1, steps=1, warmup=0, device="auto", seed=None, progress=False)
+    case("batch_sizes='8-32*2' sweeps 8, 16 and 32; device='auto', seed=None are defaults",
+         [p.batch for p in report.sweep.points] == [8, 16, 32], [p.batch for p in report.sweep.points])
+    refused([(lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y), batch_sizes="8-"),
+              TypeError, "batch_sizes='8-' is not a list of batch sizes")])
+    # A dataset's random transforms draw from torch's generator as its samples are read: put back too
+    class Noisy(Pairs):
+        def __getitem__(self, i):
+            return self.x[i] + 0.01 * torch.randn(48), int(self.y[i])
+    torch.manual_seed(5)
+    model = Branchy()  # its initial weights draw from the generator, before the state is taken
+    state = torch.get_rng_state()
+    batchwise.fit(model, lambda p: torch.optim.SGD(p, lr=0.1), Noisy(x, y), max=16, progress=False)
+    case("the generator is as it was after a dataset with random transforms", torch.equal(state, torch.get_rng_state()))
 
 
 def test_lightning():
@@ -832,6 +879,11 @@ def test_validate():
          "no held_out data"),
         (lambda: batchwise.validate(model, optimizer, (x, y.float()), held_out=held_out, batch_sizes=[32]), TypeError,
          "pass target_loss=..., or epochs=N"),
+        # class labels to train on, one-hot rows held out: no accuracy to read there (the engine had refused
+        # target_accuracy, an option not given)
+        (lambda: batchwise.validate(model, optimizer, (x, y), held_out=(held_out[0], torch.nn.functional.one_hot(
+            held_out[1], 10).float()), batch_sizes=[32]), TypeError,
+         "no target and no epochs; the held-out targets are not class labels"),
         (lambda: batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32], epochs=1,
                                     target_accuracy=0.9, progress=False), ValueError,
          "epochs=1 trains full runs and compares their final quality"),
