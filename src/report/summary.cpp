@@ -26,7 +26,8 @@ std::string range_text(const std::vector<int64_t>& batches) {
 }
 
 std::string fit_line(const FitResult& f, int64_t budget_bytes) {
-  if (!f.batch) return "fit: no batch fits: " + f.message;
+  if (!f.batch)
+    return (f.outcome == FitOutcome::Error ? "fit: no batch trained: " : "fit: no batch fits: ") + f.message;
   std::string peak;
   const double budget = static_cast<double>(budget_bytes);
   for (const auto& t : f.trials)
@@ -137,7 +138,9 @@ std::string stopped_line(const ValidationResult& v) {
 
 std::string closing_line(const Report& r) {
   if (!r.recommendation) {
-    if (r.fit && !r.fit->batch) return "answer: none: no batch fits (" + r.fit->message + ")";
+    if (r.fit && !r.fit->batch)  // out of memory at the smallest batch, or an error that is not memory's
+      return fmt::format("answer: none: {} ({})",
+                         r.fit->outcome == FitOutcome::Error ? "no batch trained" : "no batch fits", r.fit->message);
     if (r.validation && r.validation->interrupted) {
       const std::vector<int64_t>& rest = r.validation->not_trained;
       std::string what =

@@ -229,6 +229,12 @@ TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
 // command here would fail if it ran.
 TEST(Cmd, OptionsOnlyBatchwisesOwnLoopRunsAreRefusedBeforeTheRun) {
   const std::string fails = " -- /nonexistent/train";
+  // The workload's own flags: a command brings its model and data, and nothing would read them
+  expect_clean_error("sweep --cmd --batch-sizes 4 --data-file /nonexistent.csv" + fails, 2,
+                     "--data-file: your --cmd command trains its own model on its own data, so batchwise reads no "
+                     "--data-file; drop it");
+  expect_clean_error("fit --cmd --model resnet18 --optimizer adam" + fails, 2, "--model: your --cmd command");
+  expect_clean_error("tune --cmd --workers 4" + fails, 2, "--workers: your --cmd command");
   expect_clean_error("fit --cmd --trace " + (scratch() / "t.json").string() + fails, 2,
                      "--trace: batchwise profiles its own training step; with --cmd, profile inside your command");
   expect_clean_error("sweep --cmd --batch-sizes 4 --profile" + fails, 2,

@@ -152,6 +152,7 @@ TEST_F(TorchScriptModels, AModelWhoseOutputIsNaNIsNeverMeasured) {
   const Outcome fit = batchwise("fit" + workload + " --max 64");
   EXPECT_EQ(fit.code, 1) << fit.err << fit.out;
   EXPECT_NE((fit.out + fit.err).find("the training loss is NaN at the first step"), std::string::npos) << fit.err;
+  EXPECT_EQ((fit.out + fit.err).find("no batch fits"), std::string::npos) << fit.out;  // an error, not memory
   const fs::path tune_json = scratch() / "nan-tune.json";
   const Outcome tune = batchwise("tune" + workload + " --max 64 --json " + tune_json.string());
   EXPECT_EQ(tune.code, 1) << tune.err << tune.out;

@@ -114,6 +114,11 @@ TEST(Report, SummaryIsShortAndClosesWithTheAnswer) {
   bare.fit->batch.reset();
   bare.fit->message = "batch 1 peaks at 80 MiB";
   EXPECT_EQ(closing_line(bare), "answer: none: no batch fits (batch 1 peaks at 80 MiB)");
+  // An error that is not memory's is no batch that did not fit (a model whose loss is NaN had read so)
+  bare.fit->outcome = FitOutcome::Error;
+  bare.fit->message = "batch 8 failed with an error: the training loss is NaN";
+  EXPECT_EQ(closing_line(bare),
+            "answer: none: no batch trained (batch 8 failed with an error: the training loss is NaN)");
 }
 
 // A race that could not rank its candidates leaves a low-confidence answer, and all three outputs

@@ -168,6 +168,7 @@ std::string dataset_help() {
 }  // namespace
 
 void WorkloadFlags::add(CLI::App* cmd) {
+  app = cmd;
   auto& w = workload;
   cmd->add_option("--model", w.model(), model_help())->capture_default_str();
   cmd->add_option("--dataset", w.dataset(), dataset_help())->capture_default_str();
@@ -262,6 +263,16 @@ void WorkloadFlags::check(const std::string& name) const {
   if (!command.empty() && !use_cmd)
     throw ConfigError(fmt::format("unexpected argument {}: to run a training command, put --cmd before -- {}",
                                   command.front(), command_line(command)));
+  // A training command brings its own model, data and loop: a workload flag beside it would be
+  // read by nothing (a --data-file that is not there went unreported).
+  for (const auto& [group, flags] : kGroups)
+    for (const std::string& flag : flags)
+      if (use_cmd && app && (group == "Workload" || group == "Input pipeline") && app->get_option_no_throw(flag) &&
+          app->count(flag) > 0)
+        throw ConfigError(
+            fmt::format("{}: your --cmd command trains its own model on its own data, so batchwise "
+                        "reads no {}; drop it (or drop --cmd to train batchwise's own workload)",
+                        flag, flag));
   (void)name;
 }
 

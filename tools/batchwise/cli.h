@@ -108,6 +108,7 @@ struct WorkloadFlags {
   /// Output: the JSON and HTML reports, the run history, the step trace, progress lines.
   std::string json, html, history, trace;
   bool no_history = false, quiet = false;
+  CLI::App* app = nullptr;  ///< the subcommand add() declared them on: which flags were given
 
   void add(CLI::App* cmd);
   /// The flags that need parsing (--optimizer, --precision, --loss, --seq-len, --input-shape) into
@@ -115,7 +116,8 @@ struct WorkloadFlags {
   void resolve();
   /// The budget --memory-budget gives; 0: the device's default.
   int64_t budget_bytes() const;
-  /// The checks every training subcommand shares (--cmd's companions, outputs writable).
+  /// The checks every training subcommand shares (--cmd's companions, and the workload's flags it does
+  /// not read; outputs writable, and apart from the inputs).
   void check(const std::string& command) const;
 };
 
