@@ -87,6 +87,14 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("fit --model transformer --dataset synthetic --seq-len -4", 2,
                      "--seq-len: '-4' is negative: sequence lengths start at 1");
   expect_clean_error("bogus", 2, "batchwise: 'bogus' is not a subcommand; use one of fit, sweep, tune, ");
+  // CLI11's own words for a usage error, said as batchwise says the rest
+  expect_clean_error("fit --maxx 8", 2, "batchwise fit: --maxx: no such option of fit; did you mean --max; see");
+  expect_clean_error("sweep --batch-sizes 8 --repetitions 1 --repetitions 2", 2,
+                     "--repetitions: given 2 times; give it once");
+  expect_clean_error("compare only-one.json", 2, "reports: needs 2 values, got 1");
+  // plan's bounds, as it parses: not after a fit up to the global batch (which took seconds, or ran on)
+  expect_clean_error("plan --model mlp --dataset synthetic --global-batch 1000000000", 2,
+                     "--global-batch: 1000000000: must be at most 16777216 (plan's search is linear in it)");
   // Whole numbers are read in decimal (010 had been octal, 8; 0x10 hex; 1e3 no number at all)
   expect_clean_error("fit --model mlp --dataset synthetic --min 010 --max 9", 2, "--min 10 is above --max 9");
   expect_clean_error("fit --model mlp --dataset synthetic --min 2000 --max 1e3", 2, "--min 2000 is above --max 1000");

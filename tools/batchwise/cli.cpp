@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "batchwise/choices.h"
 #include "batchwise/command.h"
@@ -501,6 +502,49 @@ void check_writable(const std::string& path, const char* flag) {
   if (!std::ofstream(path, std::ios::app))
     throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));
   if (!existed) std::filesystem::remove(path);
+}
+
+namespace {
+
+// Edits between two words (insertions, deletions, substitutions), for the nearest option's name.
+size_t edits(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string usage_error_text(const std::string& what, const CLI::App* sub) {
+  std::smatch m;
+  static const std::regex at_most(R"(^(.+): At Most (\d+) required but received (\d+)$)");
+  static const std::regex at_least(R"(^(.+): At least (\d+) required but received (\d+)$)");
+  static const std::regex unexpected(R"(^The following argument was not expected: (\S+)$)");
+  if (std::regex_match(what, m, at_most))
+    return m[2] == "1" ? fmt::format("{}: given {} times; give it once", m[1].str(), m[3].str())
+                       : fmt::format("{}: takes at most {} values, got {}", m[1].str(), m[2].str(), m[3].str());
+  if (std::regex_match(what, m, at_least))
+    return fmt::format("{}: needs {} values, got {}", m[1].str(), m[2].str(), m[3].str());
+  if (std::regex_match(what, m, unexpected) && sub) {
+    const std::string given = m[1].str(), name = given.substr(0, given.find('='));
+    std::string nearest;
+    size_t best = 3;  // at most two edits away
+    for (const CLI::Option* option : sub->get_options([](const CLI::Option* o) { return o->nonpositional(); }))
+      for (const std::string& flag : option->get_lnames())
+        if (const size_t d = edits(name, "--" + flag); d < best) best = d, nearest = "--" + flag;
+    return fmt::format("{}: no such option of {}{}", given, sub->get_name(),
+                       nearest.empty() ? "" : fmt::format("; did you mean {}", nearest));
+  }
+  return what;
 }
 
 namespace {

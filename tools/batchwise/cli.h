@@ -206,6 +206,11 @@ void write_file(const std::string& path, const std::string& text, const char* fl
 /// Throws ConfigError naming `flag` when `path` cannot be written (before a run, not after it).
 void check_writable(const std::string& path, const char* flag);
 
+/// CLI11's words for a usage error, as the rest of batchwise says one: a flag given twice ("--steps:
+/// given 2 times; give it once", where CLI11 said "At Most 1 required but received 2"), too few values,
+/// and an unknown option with the nearest of `sub`'s (the subcommand parsed; may be null).
+std::string usage_error_text(const std::string& what, const CLI::App* sub);
+
 /// A flag and the path it names, for check_apart.
 using NamedPath = std::pair<const char*, std::string>;
 

@@ -124,7 +124,8 @@ int main(int argc, char** argv) {
                  fmt::join(names, ", "));
       return kExitUsage;
     }
-    fmt::print(stderr, "batchwise{}: {}; see batchwise{} --help\n", name, e.what(), name);
+    fmt::print(stderr, "batchwise{}: {}; see batchwise{} --help\n", name,
+               usage_error_text(e.what(), parsed.empty() ? nullptr : parsed.front()), name);
     return kExitUsage;
   }
 
