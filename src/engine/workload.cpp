@@ -127,7 +127,9 @@ std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset&
   at::NoGradGuard no_grad;
   double loss_sum = 0;
   int64_t correct = 0;
-  const bool classes = data.targets.scalar_type() == at::kLong;
+  // Accuracy where the targets are class labels and the output has a class dimension to take the
+  // largest of (a Lightning module without a forward evaluates its loss only, on a stand-in output).
+  bool classes = data.targets.scalar_type() == at::kLong;
   const int64_t n = data.size();
   for (int64_t start = 0; start < n; start += batch) {
     const int64_t len = std::min(batch, n - start);
@@ -135,6 +137,7 @@ std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset&
     const at::Tensor target = data.targets.narrow(0, start, len).to(device_);
     at::Tensor output;
     loss_sum += forward_loss(input, target, &output).item<double>() * static_cast<double>(len);
+    classes = classes && output.dim() >= 2;
     if (classes) correct += output.argmax(1).eq(target).sum().item<int64_t>();
   }
   return {loss_sum / static_cast<double>(n),

@@ -838,6 +838,27 @@ def test_lightning():
     case("the module is bit-identical afterwards",
          all(torch.equal(v, module.state_dict()[k]) for k, v in before.items()))
 
+    # A module whose training_step calls its network directly, without a forward: its runs are
+    # judged on the held-out loss alone (the evaluation had taken a class dimension its stand-in
+    # output lacks, and ended in an IndexError named as the held-out data's)
+    class NoForward(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = Branchy()
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    report = batchwise.lightning.validate(NoForward(), Data(), batch_sizes=[64], epochs=1, lr_schedule="cosine",
+                                          progress=False)
+    run = report.validation.runs[0]
+    case("a module without forward is validated on its held-out loss",
+         run.final_loss is not None and run.final_accuracy is None, report.to_json()[:400])
+
 
 def test_validate():
     x, y = branchy_data(2048)
