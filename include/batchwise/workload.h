@@ -67,7 +67,8 @@ class Workload {
   virtual at::Tensor backward(const Batch& batch, double weight);
   /// The optimizer step on the gradients as they are.
   virtual void optimizer_step();
-  /// The gradients, one per trainable parameter in a fixed order; undefined where there is none.
+  /// The gradients, one per trainable parameter the optimizer holds, in a fixed order; undefined where
+  /// there is none.
   virtual std::vector<at::Tensor> gradients();
   /// One full training step of `batch` samples, timed phase by phase; none for a workload that
   /// cannot split its step (profile_steps then says so).

@@ -159,10 +159,14 @@ at::Tensor ModuleWorkload::backward(const Batch& batch, double weight) {
 
 void ModuleWorkload::optimizer_step() { optimizer_->step(); }
 
+// The optimizer's parameters' gradients: a trainable parameter it does not hold (a backbone left with
+// requires_grad beside an optimizer over the head) is never zeroed by its zero_grad, and its gradient
+// grows over the steps; counted, it biased the noise scale.
 std::vector<at::Tensor> ModuleWorkload::gradients() {
   std::vector<at::Tensor> grads;
-  for (const auto& p : module().parameters())
-    if (p.requires_grad()) grads.push_back(p.grad());
+  for (const auto& group : optimizer_->param_groups())
+    for (const auto& p : group.params())
+      if (p.requires_grad()) grads.push_back(p.grad());
   return grads;
 }
 

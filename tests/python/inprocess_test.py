@@ -894,6 +894,18 @@ def test_validate():
          report.noise_scale is not None and report.noise_scale.steps == 10 and
          (report.noise_scale.b_simple or 0) > 0, report.to_json()[:400])
     case("and leaves the model as it was", same(before, snapshot(model, optimizer)))
+    # An optimizer over the head alone: the noise scale is its parameters', whether or not the body
+    # still computes gradients (they had grown across the steps, unzeroed, and were counted)
+    rng = torch.get_rng_state()  # the checks after this one compare the generator too
+    torch.manual_seed(3)
+    body_trainable = Branchy()
+    body_frozen = copy.deepcopy(body_trainable)
+    for module in (body_frozen.branches, body_frozen.norm):
+        module.requires_grad_(False)
+    b = [batchwise.noise(m, torch.optim.SGD(m.head.parameters(), lr=0.05), (x, y), batch=256, micro_batch=32,
+                         noise_steps=4, progress=False).noise_scale.b_simple for m in (body_trainable, body_frozen)]
+    case("the noise scale is the optimizer's parameters'", b[0] == b[1], b)
+    torch.set_rng_state(rng)
 
     checks = [
         (lambda: batchwise.validate(model, optimizer, (x, y), batch_sizes=[32], epochs=1), TypeError,
