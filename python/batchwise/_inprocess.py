@@ -147,9 +147,9 @@ _phases.what = "batch-size schedule: \"64:0,256:2\" or [(64, 0), (256, 2)]"
 
 # The options, named as the CLI's flags (--memory-budget is memory_budget=...), and what each takes.
 _COMMON = {"device": str, "memory_budget": None, "target": _float, "trial_timeout": _float, "no_monitor": _bool,
-           "seed": _int, "progress": None, "warmup": _int}
-_FIT = {"min": _int, "max": _int, "multiple_of": _int, "mode": str, "fit_steps": _int}
-_SWEEP = {"batch_sizes": _sizes, "steps": _int, "repetitions": _int, "min_time": _float}
+           "seed": _int, "progress": None}
+_FIT = {"min": _int, "max": _int, "multiple_of": _int, "mode": str, "fit_steps": _int, "warmup": _int}
+_SWEEP = {"batch_sizes": _sizes, "steps": _int, "repetitions": _int, "min_time": _float, "warmup": _int}
 _TUNE = {"no_noise": _bool, "noise_steps": _int, "no_race": _bool, "advice_budget": _float,
          "target_accuracy": _float, "target_loss": _float, "base_batch": _int, "epochs": _float, "lr_schedule": str,
          "held_out": None, "sweep_all": _bool}

@@ -534,7 +534,8 @@ Plan plan(const Options& o, const Progress& progress, int64_t budget, bool cuda)
   p.sweep = progress.with(o.sweep(budget));
   p.base_batch = o.get<int64_t>("base_batch", 32);
   p.tune = TuneOptions()
-               .fit(FitOptions(p.fit).max(o.get<int64_t>("max", cuda ? 65536 : 4096)))
+               // warmup= is the sweep's here, as tune --warmup is: the fit's trials take none
+               .fit(FitOptions(p.fit).max(o.get<int64_t>("max", cuda ? 65536 : 4096)).warmup(0))
                .sweep(SweepOptions(p.sweep).stop_after_flat(o.get("sweep_all", false) ? -1 : 0))
                .noise(!o.get("no_noise", false))
                .noise_steps(o.get("noise_steps", 20))

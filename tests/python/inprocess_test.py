@@ -676,6 +676,8 @@ def test_options():
         (lambda: batchwise.tune(model, optimizer, branchy_data(), epoch=2), TypeError, "did you mean epochs"),
         (lambda: batchwise.fit(model, optimizer, branchy_data(), held_out=branchy_data()), TypeError,
          "unknown option held_out=<tuple>"),
+        # as the CLI's noise and validate have no --warmup (it had been taken, and unused)
+        (lambda: batchwise.noise(model, optimizer, branchy_data(), warmup=2), TypeError, "unknown option warmup=2"),
         # Data that is not (inputs, targets), named as the data, with what to pass.
         (lambda: batchwise.fit(model, optimizer, dict(zip("xy", branchy_data()))), TypeError,
          "data: a dict (keys 'x', 'y'); pass (inputs, targets) tensors"),
