@@ -1106,6 +1106,28 @@ TEST(Cli, ASweepWhoseLossIsNotANumberRecommendsNothing) {
       << dpoint.dump();
 }
 
+// A batch larger than the training set repeats samples within a step: sweep measures it as asked,
+// says so, and answers within the training set; the noise scale refuses it (it would measure the
+// repeats). Both had gone without a word (sweep answered 512 on 100 samples).
+TEST(Cli, ABatchLargerThanTheTrainingSetIsSaidSoAndNotTheAnswer) {
+  const fs::path json = scratch() / "sweep-larger.json";
+  const Outcome r = batchwise(
+      "sweep --model mlp --dataset synthetic --synthetic-size 100 --batch-sizes 8,64,512 --repetitions 1 "
+      "--warmup 0 --steps 1 --threads 1 -q --no-history --json " +
+      json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_NE(j.at("context")
+                .at("warnings")
+                .dump()
+                .find("batch 512 is larger than the 100 training samples: a step repeats samples"),
+            std::string::npos)
+      << j.at("context").at("warnings").dump();
+  EXPECT_LE(j.at("recommendation").at("batch").get<int>(), 100) << j.at("recommendation").dump();
+  expect_clean_error("noise --model mlp --dataset synthetic --synthetic-size 100 --batch 256 --micro-batch 32", 2,
+                     "--batch 256: larger than the 100 training samples");
+}
+
 TEST(Cli, SweepProfileTimesEachPhase) {
   const fs::path json = scratch() / "profile.json";
   const Outcome r = batchwise(

@@ -44,6 +44,14 @@ class Noise : public Command {
       throw ConfigError(
           fmt::format("noise scale: --micro-batch {} must be below --batch {} and divide it", micro_batch_, batch_));
     Session s("noise", w_, nullptr);
+    // The noise scale compares a batch's gradient with its micro-batches': a batch that repeats samples
+    // (larger than the training set) measures neither.
+    const int64_t samples = s.report.workload.dataset_size;
+    if (samples > 0 && batch_ > samples)
+      throw ConfigError(
+          fmt::format("--batch {}: larger than the {} training samples, so a step would repeat "
+                      "samples and the noise scale would measure the repeats; give --batch at most {}",
+                      batch_, samples, samples));
     s.stage(fmt::format("measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}",
                         steps_, batch_, micro_batch_));
     s.report.noise = measure_noise_scale(*s.workload(), NoiseOptions()

@@ -1,4 +1,9 @@
 // batchwise sweep: samples/s, step time and peak memory at each batch size, and the knee.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <vector>
+
 #include "../cli.h"
 #include "../session.h"
 #include "batchwise/error.h"
@@ -47,7 +52,17 @@ class Sweep : public Command {
     Session s("sweep", w_, &dist_);
     s.report.sweep = sweep(s.runner(), s.with_progress(sweep_.options(w_, s.report.budget_bytes)));
     for (const std::string& w : s.report.sweep->warnings()) s.report.context.warnings.push_back(w);
-    s.report.recommendation = recommend(std::nullopt, s.report.sweep);
+    // A batch larger than the training set repeats samples within a step, which no run does: measured
+    // as asked, said so, and not the answer where a batch within it was swept (as tune answers).
+    const int64_t samples = s.report.workload.dataset_size;
+    std::vector<int64_t> larger;
+    for (const Trial& p : s.report.sweep->points)
+      if (samples > 0 && p.batch > samples) larger.push_back(p.batch);
+    if (!larger.empty())
+      s.report.context.warnings.push_back(fmt::format(
+          "{} {} {} larger than the {} training samples: a step repeats samples, which no run of these data does",
+          larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), larger.size() > 1 ? "are" : "is", samples));
+    s.report.recommendation = recommend(std::nullopt, s.report.sweep, std::nullopt, std::nullopt, samples);
     if (sweep_.profile)
       s.report.step_profile = profile_sweep(*s.workload(), *s.report.sweep, s.report.context.warnings);
     rule_learning_rate(s, kDefaultBaseBatch);
