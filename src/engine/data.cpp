@@ -24,6 +24,23 @@
 namespace batchwise {
 namespace {
 
+// A data file that must be there: a folder, or nothing, named as what it is.
+void check_file(const std::string& path, const std::string& fix) {
+  std::error_code error;
+  BATCHWISE_CHECK(!std::filesystem::is_directory(path, error), DataError,
+                  "{}: is a folder, not a file; give the path of the file itself", path);
+  BATCHWISE_CHECK(std::filesystem::is_regular_file(path, error), DataError, "{}: no such file; {}", path, fix);
+}
+
+// A data folder that must be there: a file where it is expected is named as one.
+void check_folder(const std::string& dir, const char* dataset, const std::string& fix) {
+  std::error_code error;
+  BATCHWISE_CHECK(!std::filesystem::exists(dir, error) || std::filesystem::is_directory(dir, error), DataError,
+                  "{}: --data-dir {} is a file, not a folder; give the folder that holds its files", dataset, dir);
+  BATCHWISE_CHECK(std::filesystem::is_directory(dir, error), DataError, "{}: data directory {} does not exist; {}",
+                  dataset, dir, fix);
+}
+
 const char* kInstallHint =
     "install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or point --data-dir at a "
     "folder holding the four IDX files";
@@ -73,8 +90,7 @@ std::string existing(const std::string& dir, const std::string& stem) {
   if (fs::exists(gz)) return gz.string();
   const fs::path plain = fs::path(dir) / stem;
   if (fs::exists(plain)) return plain.string();
-  BATCHWISE_CHECK(fs::is_directory(dir), DataError, "fashion-mnist: data directory {} does not exist; {}", dir,
-                  kInstallHint);
+  check_folder(dir, "fashion-mnist", kInstallHint);
   BATCHWISE_CHECK(false, DataError, "fashion-mnist: {} is missing; {}", gz.string(), kInstallHint);
   return {};
 }
@@ -168,7 +184,7 @@ Dataset in_fixed_order(const Dataset& data) {
 
 at::Tensor read_idx(const std::string& path, int expected_dims, const std::string& hint) {
   const std::string fix = hint.empty() ? std::string(kIdxHint) : hint;
-  BATCHWISE_CHECK(std::filesystem::exists(path), DataError, "{}: no such file; {}", path, fix);
+  check_file(path, fix);
   GzFile file(gzopen(path.c_str(), "rb"));
   BATCHWISE_CHECK(file != nullptr, DataError, "{}: cannot be opened for reading; check its permissions", path);
   gzFile f = file.get();
@@ -262,7 +278,7 @@ int64_t file_size(const std::string& path) {
 }
 
 std::string read_file(const std::string& path) {
-  BATCHWISE_CHECK(std::filesystem::is_regular_file(path), DataError, "{}: no such file; check the path", path);
+  check_file(path, "check the path");
   std::ifstream in(path, std::ios::binary);
   BATCHWISE_CHECK(in.good(), DataError, "{}: cannot be opened for reading; check its permissions", path);
   std::ostringstream out;
@@ -337,7 +353,7 @@ Dataset load_cifar10(const std::string& dir, bool train) {
   const char* fix =
       "download the binary version (cifar-10-binary.tar.gz) and point --data-dir at its "
       "cifar-10-batches-bin folder";
-  BATCHWISE_CHECK(fs::is_directory(dir), DataError, "cifar10: data directory {} does not exist; {}", dir, fix);
+  check_folder(dir, "cifar10", fix);
   fs::path root(dir);
   if (fs::is_directory(root / "cifar-10-batches-bin")) root /= "cifar-10-batches-bin";
   std::vector<std::string> files;
@@ -388,7 +404,7 @@ Dataset load_cifar10(const std::string& dir, bool train) {
 at::Tensor read_npy(const std::string& path) {
   // Read in place: the header first, then the data straight into the tensor, so loading takes the
   // file's size in memory once (a whole-file buffer first, then a copy, took 2-3 times that).
-  BATCHWISE_CHECK(std::filesystem::is_regular_file(path), DataError, "{}: no such file; check the path", path);
+  check_file(path, "check the path");
   const int64_t size = file_size(path);
   std::ifstream in(path, std::ios::binary);
   BATCHWISE_CHECK(in.good(), DataError, "{}: cannot be opened for reading; check its permissions", path);
@@ -496,7 +512,8 @@ void require_finite(const at::Tensor& values, const std::string& path, const cha
 Dataset load_npy(const std::string& features_path, const std::string& labels_path, TargetKind kind) {
   at::Tensor features = read_npy(features_path);
   at::Tensor labels = read_npy(labels_path);
-  BATCHWISE_CHECK(features.size(0) > 0, DataError, "{}: holds no samples", features_path);
+  BATCHWISE_CHECK(features.size(0) > 0, DataError,
+                  "{}: holds no samples; give an array of at least one row (a sample each)", features_path);
   BATCHWISE_CHECK(features.scalar_type() != at::kBool, DataError,
                   "{}: features have dtype bool; convert them to numbers (array.astype('float32'))", features_path);
   UntrackedScope untracked;
@@ -679,7 +696,8 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
     }
     ++rows;
   }
-  BATCHWISE_CHECK(rows > 0, DataError, "{}: holds no data rows{}", path, foreign);
+  BATCHWISE_CHECK(rows > 0, DataError, "{}: holds no data rows{}", path,
+                  foreign.empty() ? "; give a CSV with a header line, then a row per sample" : foreign);
   BATCHWISE_CHECK(columns >= 2, DataError, "{}: needs at least two columns (features and a label), found {}", path,
                   columns);
   size_t label = columns - 1;

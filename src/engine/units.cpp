@@ -48,7 +48,8 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   BATCHWISE_CHECK(std::isfinite(value) && value > 0, ConfigError, "{}: '{}' must be a positive size; {}", what, text,
                   hint);
   const double bytes = value * scale;
-  BATCHWISE_CHECK(bytes < 9.0e18, ConfigError, "{}: '{}' is too large", what, text);
+  BATCHWISE_CHECK(bytes < 9.0e18, ConfigError,
+                  "{}: '{}' is too large; give at most 8EiB (a device's memory, e.g. 80GiB)", what, text);
   return static_cast<int64_t>(std::llround(bytes));
 }
 
@@ -105,7 +106,8 @@ int64_t parse_count(const std::string& s, const std::string& what, const std::st
   const char* noun = lengths(what) ? "a sequence length" : "a batch size";
   BATCHWISE_CHECK(!s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); }),
                   ConfigError, "{}: '{}' is not {} in '{}'; {}", what, s, noun, whole, list_hint(what));
-  BATCHWISE_CHECK(s.size() <= 12, ConfigError, "{}: '{}' is too large", what, s);
+  BATCHWISE_CHECK(s.size() <= 12, ConfigError, "{}: '{}' is too large; the most batchwise takes is {:.0f}", what, s,
+                  find_option_bound("--batch")->high);
   const int64_t v = std::stoll(s);
   BATCHWISE_CHECK(v >= 1, ConfigError, "{}: {} start at 1, got '{}'", what,
                   lengths(what) ? "sequence lengths" : "batch sizes", s);
@@ -139,7 +141,12 @@ std::vector<int64_t> parse_batch_sizes(const std::string& text, const std::strin
       const size_t op_pos = rest.find_first_of("*+");
       if (op_pos != std::string::npos) {
         op = rest[op_pos];
-        step = parse_count(rest.substr(op_pos + 1), what, text);
+        const std::string by = rest.substr(op_pos + 1);
+        // The step or factor is no batch size: said as what it is (4-64+0 had read "batch sizes start at 1")
+        BATCHWISE_CHECK(by.find_first_not_of('0') != std::string::npos || by.empty(), ConfigError,
+                        "{}: range '{}' needs a {} of at least {}", what, item, op == '+' ? "step" : "factor",
+                        op == '+' ? 1 : 2);
+        step = parse_count(by, what, text);
         rest = rest.substr(0, op_pos);
       }
       const int64_t last = parse_count(rest, what, text);

@@ -131,6 +131,8 @@ std::string default_history_path() {
 History::History(const std::string& path, bool read_only) : path_(path) {
   const auto folder = std::filesystem::path(path).parent_path();
   std::error_code ec;
+  BATCHWISE_CHECK(!std::filesystem::is_directory(path, ec), ConfigError,
+                  "--history {}: is a folder; give a file's path (e.g. {}/history.sqlite)", path, path);
   if (read_only)
     BATCHWISE_CHECK(std::filesystem::is_regular_file(path, ec), ConfigError,
                     "--history {}: no such file; give the path of a history batchwise wrote (the default is {})", path,

@@ -509,8 +509,10 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
   BATCHWISE_CHECK(o.steps() >= 1, ConfigError, "fit steps {}: a trial must run at least one training step", o.steps());
   const int64_t first = (o.min() + m - 1) / m * m;
   const int64_t last = o.max() / m * m;
-  BATCHWISE_CHECK(first <= last, ConfigError, "--min {} --max {} --multiple-of {}: no multiple of {} lies between them",
-                  o.min(), o.max(), m, m);
+  BATCHWISE_CHECK(first <= last, ConfigError,
+                  "--min {} --max {} --multiple-of {}: no multiple of {} lies between them; give a --max of at least "
+                  "{}, or a smaller --multiple-of",
+                  o.min(), o.max(), m, m, first);
 
   FitResult r;
   r.mode = o.mode();

@@ -92,6 +92,27 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("sweep --batch-sizes 8 --repetitions 1 --repetitions 2", 2,
                      "--repetitions: given 2 times; give it once");
   expect_clean_error("compare only-one.json", 2, "reports: needs 2 values, got 1");
+  // Contradictions refused, not settled silently; folders and files told apart; messages with a fix
+  expect_clean_error("sweep --model mlp --dataset synthetic --range 8-16*2 --batch-sizes 32", 2,
+                     "--batch-sizes and --range exclude each other; give one of them");
+  expect_clean_error("tune --model mlp --dataset synthetic --no-race --advice-budget 10", 2,
+                     "exclude each other; give one of them");
+  expect_clean_error("plan --model mlp --dataset synthetic --global-batch 64 --nproc 2 --world-size 4", 2,
+                     "exclude each other; give one of them");
+  expect_clean_error("fit --model mlp --dataset synthetic --json ''", 2, "--json '': an empty path");
+  expect_clean_error("fit --model mlp --dataset synthetic --json " + scratch().string(), 2,
+                     scratch().string() + ": is a folder; give a file's path");
+  expect_clean_error("fit --model mlp --dataset csv --data-file " + scratch().string(), 3,
+                     scratch().string() + ": is a folder, not a file");
+  expect_clean_error(
+      "fit --model mlp --dataset fashion-mnist --data-dir " + std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json",
+      3, "is a file, not a folder");
+  expect_clean_error("sweep --model mlp --dataset synthetic --batch-sizes 4-64+0", 2,
+                     "--batch-sizes: range '4-64+0' needs a step of at least 1");
+  expect_clean_error("fit --model mlp --dataset synthetic --max 64 --multiple-of 128", 2,
+                     "no multiple of 128 lies between them; give a --max of at least 128");
+  expect_clean_error("fit --model mlp --dataset synthetic --memory-budget 2 GiB", 2,
+                     "unexpected argument GiB: a size is one word, with no space: e.g. 2GiB");
   // plan's bounds, as it parses: not after a fit up to the global batch (which took seconds, or ran on)
   expect_clean_error("plan --model mlp --dataset synthetic --global-batch 1000000000", 2,
                      "--global-batch: 1000000000: must be at most 16777216 (plan's search is linear in it)");

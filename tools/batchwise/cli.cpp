@@ -251,6 +251,10 @@ int64_t WorkloadFlags::budget_bytes() const {
 
 void WorkloadFlags::check(const std::string& name) const {
   (void)budget_bytes();
+  for (const auto& [flag, path] :
+       {std::pair{"--json", &json}, {"--html", &html}, {"--trace", &trace}, {"--history", &history}})
+    if (app && path->empty() && app->count(flag) > 0)  // --json '' had written nothing, exit 0
+      throw ConfigError(fmt::format("{} '': an empty path; give a file's path", flag));
   check_apart({{"--json", json}, {"--html", html}, {"--trace", trace}, {"--history", no_history ? "" : history}},
               {{"--model", is_model_path(workload.model()) ? workload.model() : ""},
                {"--data-file", workload.data_file()},
@@ -261,6 +265,10 @@ void WorkloadFlags::check(const std::string& name) const {
   check_writable(json, "--json");
   check_writable(html, "--html");
   if (!html.empty() && chartjs_version().empty()) (void)to_html("", "--html");  // built without Chart.js: say so now
+  static const std::regex unit(R"(^[KMGTPE]?i?B$)");
+  if (!command.empty() && !use_cmd && std::regex_match(command.front(), unit))  // --memory-budget 2 GiB
+    throw ConfigError(fmt::format("unexpected argument {}: a size is one word, with no space: e.g. 2{}",
+                                  command.front(), command.front()));
   if (!command.empty() && !use_cmd)
     throw ConfigError(fmt::format("unexpected argument {}: to run a training command, put --cmd before -- {}",
                                   command.front(), command_line(command)));
@@ -310,8 +318,9 @@ void SweepFlags::add(CLI::App* cmd) {
   cmd->add_flag("--profile", profile,
                 "after the sweep, time each batch's step phase by phase (data, to device, forward, backward, "
                 "optimizer) in a separate pass");
-  cmd->add_option("--batch-sizes", batch_sizes, "list or range of batch sizes: 16,32,64 or 8-4096*2");
-  cmd->add_option("--range", range, "range of batch sizes first-last*factor or first-last+step, e.g. 8-4096*2");
+  auto* sizes = cmd->add_option("--batch-sizes", batch_sizes, "list or range of batch sizes: 16,32,64 or 8-4096*2");
+  cmd->add_option("--range", range, "range of batch sizes first-last*factor or first-last+step, e.g. 8-4096*2")
+      ->excludes(sizes);  // the synopsis's alternatives: given both, they had been merged without a word
   cmd->add_option("--warmup", warmup, "unmeasured steps per trial")->capture_default_str();
   cmd->add_option("--repetitions", repetitions, "trials per batch size, interleaved")->capture_default_str();
   cmd->add_option("--min-time", min_time_s,
@@ -498,6 +507,10 @@ void write_file(const std::string& path, const std::string& text, const char* fl
 
 void check_writable(const std::string& path, const char* flag) {
   if (path.empty()) return;
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    throw ConfigError(fmt::format("{} {}: is a folder; give a file's path (e.g. {}/report{})", flag, path,
+                                  path == "/" ? "" : path, std::string(flag) == "--html" ? ".html" : ".json"));
   const bool existed = std::filesystem::exists(path);
   if (!std::ofstream(path, std::ios::app))
     throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));
@@ -529,6 +542,9 @@ std::string usage_error_text(const std::string& what, const CLI::App* sub) {
   static const std::regex at_most(R"(^(.+): At Most (\d+) required but received (\d+)$)");
   static const std::regex at_least(R"(^(.+): At least (\d+) required but received (\d+)$)");
   static const std::regex unexpected(R"(^The following argument was not expected: (\S+)$)");
+  static const std::regex excludes(R"(^(\S+) excludes (\S+)$)");
+  if (std::regex_match(what, m, excludes))
+    return fmt::format("{} and {} exclude each other; give one of them", m[1].str(), m[2].str());
   if (std::regex_match(what, m, at_most))
     return m[2] == "1" ? fmt::format("{}: given {} times; give it once", m[1].str(), m[3].str())
                        : fmt::format("{}: takes at most {} values, got {}", m[1].str(), m[2].str(), m[3].str());

@@ -18,7 +18,9 @@ class Plan : public Command {
     fit_.add(cmd);
     dist_.add(cmd);
     cmd->add_option("--global-batch", global_batch_, "samples per optimizer step over all devices")->required();
-    cmd->add_option("--world-size", world_size_, "devices (data-parallel ranks)")->capture_default_str();
+    cmd->add_option("--world-size", world_size_, "devices (data-parallel ranks)")
+        ->capture_default_str()
+        ->excludes("--nproc");  // the ranks --nproc starts are the world (--world-size 4 had been dropped)
     cmd->add_option("--max-micro-batch", max_micro_batch_,
                     "the largest batch one device runs (default: fit it now, with the fit flags)");
     cmd->add_option("--last-batch", last_batch_, "an epoch's short last batch: drop (drop_last), pad or keep")

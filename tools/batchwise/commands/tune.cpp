@@ -79,13 +79,14 @@ class Tune : public Command {
     cmd->add_option("--base-batch", base_batch_,
                     "the batch --lr is meant for; the recommended batch's learning rate is scaled from it")
         ->capture_default_str();
-    cmd->add_flag(
+    auto* no_race = cmd->add_flag(
         "--no-race", no_race_,
         "skip the batch race (branched runs from the same weights): recommend from the noise scale's goodput");
     cmd->add_option("--advice-budget", race_budget_s_,
                     "seconds the race may take, wall-clock, its range tests and evaluations included (default: "
                     "twice the fit and sweep's time of training, at least 30 s, at most 4 epochs at the best "
-                    "samples/s, plus what its range tests and evaluations are expected to take)");
+                    "samples/s, plus what its range tests and evaluations are expected to take)")
+        ->excludes(no_race);  // the race's budget: with no race it had been ignored
     cmd->add_flag("--compare-precision", compare_precision_,
                   "also fit and measure bf16 (and fp16 on CUDA) at the recommended batch, and say whether it pays");
     cmd->add_flag("--validate", validate_,
