@@ -24,7 +24,7 @@
 namespace batchwise {
 namespace {
 
-// A data file that must be there: a folder, or nothing, named as what it is.
+// A data file or folder that must be there: a folder and a file told apart, each named as what it is.
 void check_file(const std::string& path, const std::string& fix) {
   std::error_code error;
   BATCHWISE_CHECK(!std::filesystem::is_directory(path, error), DataError,
@@ -32,7 +32,6 @@ void check_file(const std::string& path, const std::string& fix) {
   BATCHWISE_CHECK(std::filesystem::is_regular_file(path, error), DataError, "{}: no such file; {}", path, fix);
 }
 
-// A data folder that must be there: a file where it is expected is named as one.
 void check_folder(const std::string& dir, const char* dataset, const std::string& fix) {
   std::error_code error;
   BATCHWISE_CHECK(!std::filesystem::exists(dir, error) || std::filesystem::is_directory(dir, error), DataError,
