@@ -44,16 +44,20 @@ inline std::string failure_hint(const std::string& full) {
 /// else is an error. The one classifier of in-process trials, single-process and data-parallel.
 /// A TorchScript model's out-of-memory reaches us as the interpreter's plain error around the
 /// original's text, its type lost: the allocators' own messages are recognised in it. The message
-/// ends with failure_hint's advice where there is some.
+/// ends with failure_hint's advice where there is some. says_out_of_memory: whether a message is one of
+/// those allocators' (an exception from Python, a RuntimeError of cuBLAS's, is read by it too).
+inline bool says_out_of_memory(const std::string& text) {
+  for (const char* says : {"CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA error: out of memory",
+                           "CUDA out of memory", "CPU memory budget exceeded", "host out of memory allocating"})
+    if (text.find(says) != std::string::npos) return true;
+  return false;
+}
+
 inline std::pair<Outcome, std::string> classify_failure(const std::exception& e) {
   const std::string full = plain_what(e);
   std::string message = error_line(full) + failure_hint(full);
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return {Outcome::Oom, std::move(message)};
-  bool oom = false;
-  for (const char* says : {"CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA error: out of memory",
-                           "CUDA out of memory", "CPU memory budget exceeded", "host out of memory allocating"})
-    oom = oom || full.find(says) != std::string::npos;
-  return {oom ? Outcome::Oom : Outcome::Error, std::move(message)};
+  return {says_out_of_memory(full) ? Outcome::Oom : Outcome::Error, std::move(message)};
 }
 
 }  // namespace batchwise::detail

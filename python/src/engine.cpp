@@ -53,9 +53,14 @@ Failure& failure() {
   return f;
 }
 
+// Out of memory as torch raises it in Python: its OutOfMemoryError (torch.cuda's before torch 2.5), or a
+// RuntimeError in an allocator's words (cuBLAS's and cuDNN's failed workspaces, "CUDA error: out of
+// memory"), as classify_failure reads them in C++.
 bool is_oom(const py::error_already_set& e) {
-  static const py::object oom = py::module_::import("torch").attr("OutOfMemoryError");
-  return e.matches(oom);
+  static const py::object torch = py::module_::import("torch");
+  static const py::object oom = py::hasattr(torch, "OutOfMemoryError") ? torch.attr("OutOfMemoryError")
+                                                                       : torch.attr("cuda").attr("OutOfMemoryError");
+  return e.matches(oom) || (e.matches(PyExc_RuntimeError) && detail::says_out_of_memory(py::str(e.value())));
 }
 
 // `e`'s exception with its traceback (raised again when the call ends, it keeps it).

@@ -273,6 +273,23 @@ def test_oom():
     case("out of memory inside backward is an out-of-memory trial", "oom" in outcomes and "error" not in outcomes
          and 16 <= report.fit.batch <= 64, f"batch {report.fit.batch}: {outcomes}")
 
+    # A RuntimeError in an allocator's words (cuBLAS's failed workspace) is out of memory too, as the
+    # C++ trials read it: not the user's error, which had ended the call
+    class CublasBound(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(48, 10)
+
+        def forward(self, x):
+            if x.shape[0] > 32:
+                raise RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")
+            return self.layer(x)
+    model = CublasBound()
+    report = batchwise.fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, mode="binsearch", max=256,
+                           progress=False)
+    case("an allocator's RuntimeError is an out-of-memory trial", report.fit.batch == 32 and
+         "error" not in [t.outcome for t in report.fit.trials], [(t.batch, t.outcome) for t in report.fit.trials])
+
 
 class Raises(torch.nn.Module):
     def __init__(self):
