@@ -429,6 +429,11 @@ class _Adapter:
             raise TypeError(f"batchwise.{command}: loss is a {type(loss).__name__}; pass a function of (output, "
                             "target), such as torch.nn.CrossEntropyLoss(), or None")
         self._modes = [m.training for m in model.modules()]
+        # Each module's own parameter and buffer objects (None where one is registered empty): a forward
+        # that assigns a new tensor to a buffer (self.ema = 0.9 * self.ema + ...) swaps the object, and
+        # the engine restores the objects it was given; they are put back in their seats with the state.
+        self._seats = [(m, kind, name, t) for m in model.modules() for kind in ("_parameters", "_buffers")
+                       for name, t in getattr(m, kind).items()]
         self._tensor = torch.Tensor
         self.batchnorm = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
@@ -513,6 +518,14 @@ class _Adapter:
     def load_optimizer(self, data):
         import torch
         self.optimizer.load_state_dict(torch.load(io.BytesIO(data), weights_only=False))
+        self.reseat()  # the engine restores the state after every trial, the optimizer's with it
+
+    def reseat(self):
+        """Every parameter and buffer object back in the module that held it when the call began."""
+        for module, kind, name, tensor in self._seats:
+            seats = getattr(module, kind)
+            if seats.get(name) is not tensor:
+                seats[name] = tensor
 
     # Around the engine call.
     def count_the_state(self):
@@ -531,6 +544,7 @@ class _Adapter:
             self.optimizer.load_state_dict(copy.deepcopy(self.optimizer.state_dict()))
 
     def restore_modes(self):
+        self.reseat()
         for module, mode in zip(self.model.modules(), self._modes):
             module.training = mode
 

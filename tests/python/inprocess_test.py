@@ -227,6 +227,24 @@ def test_state():
     case("and their rates are as they were", [g["lr"] for g in optimizer.param_groups] == [0.0, 0.1, 0.01],
          [g["lr"] for g in optimizer.param_groups])
     case("the report's rate is the first trained group's", report.workload.lr == 0.1, report.workload.lr)
+    # A forward that assigns a new tensor to its buffer (an average of its outputs) swaps the object:
+    # the buffer it began with is back in its seat, with its value, and no trial saw another's average
+    # (the engine had restored the object it was given, and the model kept the last trial's)
+    class Averaging(Branchy):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("mean_out", torch.zeros(10))
+
+        def forward(self, x):
+            out = super().forward(x)
+            self.mean_out = 0.9 * self.mean_out + 0.1 * out.detach().mean(0)
+            return out
+    averaging = Averaging()
+    start = averaging.mean_out
+    batchwise.fit(averaging, torch.optim.SGD(averaging.parameters(), lr=0.1), (x, y), memory_budget="4MiB", max=64,
+                  progress=False)
+    case("a buffer a forward replaced is back, as it was", averaging.mean_out is start and
+         torch.equal(start, torch.zeros(10)), averaging.mean_out)
     case("the run plan says the optimizer's momentum, not SGD's default", report.run_plan.optimizer.momentum == 0.5
          and "momentum 0.5: as it is" in report.run_plan.rows[0].optimizer_settings, report.run_plan.to_dict())
 
