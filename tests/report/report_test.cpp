@@ -80,6 +80,20 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 // tune's short answer (without --verbose): the header, the tables a flag asked for, at most five
 // lines of why, and the closing line with the answer last.
+// A knee at the largest batch that trained in the sweep was measured against no larger one: the line
+// says so, and where the training set stopped the sweep (tune on 2 samples had read "a larger batch
+// adds under 5 %", with none swept).
+TEST(Report, AKneeAtTheLargestBatchSweptSaysSo) {
+  Report r = fixed_report();
+  r.workload.dataset_size = 128;
+  r.sweep->points.pop_back();  // 256, which ran out of memory: 128 is the largest swept
+  const std::string summary = to_summary(r);
+  EXPECT_NE(summary.find("knee: batch 128 at 7,877 samples/s, the largest batch that trained in the sweep (none above "
+                         "the 128 training samples)"),
+            std::string::npos)
+      << summary;
+}
+
 TEST(Report, SummaryIsShortAndClosesWithTheAnswer) {
   Report r = fixed_report();
   r.validation.reset();  // goodput decides
