@@ -805,6 +805,11 @@ TEST(Cli, NoiseReportsTheNoiseScaleWithItsTimeline) {
   expect_clean_error("noise --model mlp --dataset synthetic --batch 64 --micro-batch 24", 2,
                      "--micro-batch 24 must be below --batch 64 and divide it");
   expect_clean_error("noise --cmd -- true", 2, "it cannot be measured through --cmd");
+  // and its --help does not offer --cmd (validate's and loader's neither)
+  for (const char* command : {"noise", "validate", "loader"}) {
+    const Outcome help = batchwise(std::string(command) + " --help");
+    EXPECT_EQ(help.out.find("--cmd"), std::string::npos) << command << ":\n" << help.out;
+  }
 }
 
 // validate: real training on Fashion-MNIST to a test accuracy at each candidate, each with its

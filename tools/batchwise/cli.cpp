@@ -104,7 +104,8 @@ class SectionedHelp : public CLI::Formatter {
     std::vector<std::string> order{"Options"};
     for (const auto& [group, names] : kGroups) order.push_back(group);
     for (const std::string& group : app->get_groups())
-      if (std::find(order.begin(), order.end(), group) == order.end() && group != "Deprecated") order.push_back(group);
+      if (std::find(order.begin(), order.end(), group) == order.end() && group != "Deprecated" && !group.empty())
+        order.push_back(group);  // "": hidden
     order.push_back("Deprecated");
     for (const std::string& group : order) {
       const std::vector<const CLI::Option*> options =
@@ -136,7 +137,7 @@ std::string list_options(CLI::App& app) {
   for (CLI::App* sub : subcommands(app))
     for (const CLI::Option* option : sub->get_options([](const CLI::Option*) { return true; })) {
       const std::string name = option->get_name(/*positional=*/false, /*all_options=*/false);
-      if (name == "--help" || name.empty()) continue;
+      if (name == "--help" || name.empty() || option->get_group().empty()) continue;  // hidden: not offered
       out += fmt::format("{} {}\n", sub->get_name(), name);
     }
   return out;
@@ -234,6 +235,10 @@ void WorkloadFlags::add(CLI::App* cmd) {
                 "substituted (no shell), and prints `batchwise: step` lines (docs/cmd.md); --device cpu measures its "
                 "resident memory, cuda its device memory (NVML); --trial-timeout defaults to 600 s");
   cmd->add_option("command", command, "with --cmd: the training command, after --");
+}
+
+void WorkloadFlags::hide_cmd() const {
+  for (const char* name : {"--cmd", "command"}) app->get_option(name)->group("");
 }
 
 void WorkloadFlags::resolve() {

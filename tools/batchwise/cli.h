@@ -111,6 +111,9 @@ struct WorkloadFlags {
   CLI::App* app = nullptr;  ///< the subcommand add() declared them on: which flags were given
 
   void add(CLI::App* cmd);
+  /// --cmd and its command left out of `cmd`'s --help and option list: a subcommand that only trains
+  /// batchwise's own loop (validate, loader, noise) still refuses them, by name.
+  void hide_cmd() const;
   /// The flags that need parsing (--optimizer, --precision, --loss, --seq-len, --input-shape) into
   /// `workload`; threads set. Throws ConfigError naming the flag.
   void resolve();

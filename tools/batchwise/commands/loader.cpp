@@ -15,6 +15,7 @@ class Loader : public Command {
     auto* cmd = app.add_subcommand(
         "loader", "Find the input-pipeline setting (workers, prefetch) that keeps the training step fed");
     w_.add(cmd);
+    w_.hide_cmd();  // it trains batchwise's own loop only
     cmd->add_option("--batch", batch_, "the batch size to feed")->capture_default_str();
     cmd->add_option("--warmup", warmup_, "unmeasured steps per setting")->capture_default_str();
     cmd->add_option("--steps", steps_, "measured steps per setting")->capture_default_str();

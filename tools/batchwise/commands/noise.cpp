@@ -14,6 +14,7 @@ class Noise : public Command {
   CLI::App* add(CLI::App& app) override {
     auto* cmd = app.add_subcommand("noise", "Measure the gradient noise scale (critical batch) during real training");
     w_.add(cmd);
+    w_.hide_cmd();  // it trains batchwise's own loop only
     cmd->add_option("--batch", batch_, "B: samples per training step")->capture_default_str();
     cmd->add_option("--micro-batch", micro_batch_, "b: the small batch; divides --batch")->capture_default_str();
     cmd->add_option("--noise-steps", steps_, "training steps measured")->capture_default_str();

@@ -43,6 +43,7 @@ class Validate : public Command {
         "Train to a target test accuracy or loss at each batch size, or full runs of --epochs, with its scaled "
         "learning rate");
     w_.add(cmd);
+    w_.hide_cmd();  // it trains batchwise's own loop only
     cmd->add_option("--batch-sizes", batch_sizes_,
                     "the candidates: a list or range, e.g. 32,128,512; each trains from the same weights, "
                     "smallest first")
