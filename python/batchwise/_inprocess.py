@@ -185,9 +185,10 @@ def _options(command, given):
         convert = known[name]
         try:
             out[name] = value if convert is None or value is None else convert(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError) as e:
             what = getattr(convert, "what", convert.__name__)
-            raise TypeError(f"batchwise.{command}: {name}={value!r} is not a {what}") from None
+            why = f" ({e})" if convert is _sizes and isinstance(value, str) and str(e) else ""  # the engine's words
+            raise TypeError(f"batchwise.{command}: {name}={value!r} is not a {what}{why}") from None
         # The CLI's bounds (its flag's), before anything runs: steps=0, max=2**40, epochs=0, seed=-1.
         if convert in _NUMBERS and out[name] is not None:
             why = _engine().out_of_bound("--" + name.replace("_", "-"), float(out[name]), f"{name}={value!r}")
@@ -297,17 +298,35 @@ def _from_numpy(array):
 def _drawn(loader, dataset):
     """The indices a DataLoader's sampler draws from its dataset, where they are not every sample once
     (a SubsetRandomSampler's split, a WeightedRandomSampler's draw, a DistributedSampler's shard), in
-    the order drawn; None where they are (its sequential or shuffling sampler over the whole set)."""
+    the order drawn; None where they are (its sequential or shuffling sampler over the whole set). A
+    batch_sampler=BatchSampler(sampler) is read through its sampler; a sampler that never ends is read
+    for one epoch of the dataset."""
+    import itertools
     from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
     batches = loader.batch_sampler
     if batches is not None and type(batches) is not BatchSampler:  # a batch_sampler of the user's own
-        return [int(i) for batch in batches for i in batch]
-    sampler = loader.sampler
+        count = len(batches) if hasattr(batches, "__len__") else len(dataset)
+        return _kept_generator(getattr(batches, "sampler", batches), lambda: [
+            int(i) for batch in itertools.islice(batches, count) for i in batch])
+    sampler = batches.sampler if batches is not None else loader.sampler
     if type(sampler) is SequentialSampler:
         return None
     if type(sampler) is RandomSampler and not sampler.replacement and sampler.num_samples == len(dataset):
         return None
-    return [int(i) for i in sampler]
+    count = len(sampler) if hasattr(sampler, "__len__") else len(dataset)
+    return _kept_generator(sampler, lambda: [int(i) for i in itertools.islice(sampler, count)])
+
+
+def _kept_generator(sampler, draw):
+    """draw(), with the sampler's own generator (where it has one) put back after: the user's next
+    epoch draws what it would have."""
+    generator = getattr(sampler, "generator", None)
+    state = generator.get_state() if hasattr(generator, "get_state") else None
+    try:
+        return draw()
+    finally:
+        if state is not None:
+            generator.set_state(state)
 
 
 def _data(data, what):
@@ -433,7 +452,7 @@ class _Adapter:
         # that assigns a new tensor to a buffer (self.ema = 0.9 * self.ema + ...) swaps the object, and
         # the engine restores the objects it was given; they are put back in their seats with the state.
         self._seats = [(m, kind, name, t) for m in model.modules() for kind in ("_parameters", "_buffers")
-                       for name, t in getattr(m, kind).items()]
+                       for name, t in getattr(m, kind).items() if t is not None]  # one filled lazily stays
         self._tensor = torch.Tensor
         self.batchnorm = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules())
 

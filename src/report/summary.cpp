@@ -52,12 +52,14 @@ std::string knee_line(const SweepResult& s, int64_t training_samples, const std:
   if (within != s.knee_batch)  // the answer's knee, where the sweep's would repeat samples in a step
     return fmt::format("knee: {} among the batches up to the {} training samples; {} over all", at(*within),
                        training_samples, at(*s.knee_batch));
-  int64_t largest = 0;  // where no larger batch trained in the sweep, none was measured to add little
-  for (const auto& p : s.points)
+  int64_t largest = 0, swept = 0;  // where no larger batch trained in the sweep, none was measured to add little
+  for (const auto& p : s.points) {
+    swept = std::max(swept, p.batch);
     if (p.outcome == Outcome::Ok) largest = std::max(largest, p.batch);
-  if (*s.knee_batch == largest)
+  }
+  if (*s.knee_batch == largest)  // the training set stopped it where nothing larger was tried and it held no double
     return fmt::format("knee: {}, the largest batch that trained in the sweep{}", at(largest),
-                       training_samples > 0 && 2 * largest > training_samples
+                       training_samples > 0 && swept == largest && 2 * largest > training_samples
                            ? fmt::format(" (none above the {} training samples)", training_samples)
                            : "");
   return fmt::format("knee: {}; a larger batch adds under {:.0f} %", at(*s.knee_batch), 100 * s.knee_tolerance);

@@ -92,6 +92,7 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("sweep --batch-sizes 8 --repetitions 1 --repetitions 2", 2,
                      "--repetitions: given 2 times; give it once");
   expect_clean_error("compare only-one.json", 2, "reports: needs 2 values, got 1");
+  expect_clean_error("report a.json b.json", 2, "unexpected argument b.json: report takes no more");
   // Contradictions refused, not settled silently; folders and files told apart; messages with a fix
   expect_clean_error("sweep --model mlp --dataset synthetic --range 8-16*2 --batch-sizes 32", 2,
                      "--batch-sizes and --range exclude each other; give one of them");
@@ -212,9 +213,9 @@ TEST(Cli, CudaWithoutAGpuIsADeviceError) {
   expect_clean_error("fit --model mlp --dataset synthetic --device cuda", 5, "--device cuda: ");
 }
 
-// Every option a subcommand accepts (batchwise --list-options asks CLI11 itself, hidden ones
-// included) is in that subcommand's --help, under one of the sections in their fixed order; a
-// renamed flag's old spelling still works, listed as deprecated, and warns.
+// Every option a subcommand offers (batchwise --list-options asks CLI11 itself, deprecated ones
+// included; validate's, loader's and noise's --cmd, which they refuse, left out) is in that subcommand's --help, under
+// one of the sections in their fixed order; a renamed flag's old spelling still works, listed as deprecated, and warns.
 TEST(Cli, EverySubcommandsHelpListsEveryOptionItAcceptsBySection) {
   const Outcome list = batchwise("--list-options");
   ASSERT_EQ(list.code, 0) << list.err;
@@ -1323,6 +1324,14 @@ TEST(Cli, AnOutputNeverOverwritesAnInputOrAnotherOutput) {
   // however it is spelt
   expect_clean_error(fit + "--html " + (scratch() / "." / "apart.csv").string(), 2, "that is --data-file");
   EXPECT_EQ(slurp(data), before);
+  // two spellings of one file that does not exist yet: a bare name and ./name
+  {
+    const fs::path was = fs::current_path();
+    fs::current_path(scratch());
+    fs::remove("apart-new.json");
+    expect_clean_error(fit + "--json apart-new.json --html ./apart-new.json", 2, "--json writes that file too");
+    fs::current_path(was);
+  }
   const fs::path out = scratch() / "apart.out";
   expect_clean_error(fit + "--json " + out.string() + " --html " + out.string(), 2,
                      "--html " + out.string() + ": --json writes that file too");

@@ -777,6 +777,26 @@ def test_options():
                                           sampler=torch.utils.data.SubsetRandomSampler(list(range(50))))
     report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), tensors, max=64, progress=False)
     case("a TensorDataset's split too", report.workload.dataset_size == 50, report.workload.dataset_size)
+    # the same split through batch_sampler=BatchSampler(...), whose loader.sampler is the default
+    # sequential one; the sampler's own generator is put back, so the user's next epoch is the same
+    g = torch.Generator().manual_seed(11)
+    split = torch.utils.data.BatchSampler(torch.utils.data.SubsetRandomSampler(list(range(70)), generator=g), 8, False)
+    state = g.get_state()
+    report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1),
+                           torch.utils.data.DataLoader(pairs, batch_sampler=split), max=64, progress=False)
+    case("a BatchSampler's sampler says the split too", report.workload.dataset_size == 70,
+         report.workload.dataset_size)
+    case("and its generator is as it was", torch.equal(state, g.get_state()))
+    # a sampler that never ends is read for one epoch of the dataset
+    class Endless(torch.utils.data.Sampler):
+        def __iter__(self):
+            while True:
+                yield from range(40)
+    report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1),
+                           torch.utils.data.DataLoader(pairs, batch_size=8, sampler=Endless()), max=64,
+                           progress=False)
+    case("an endless sampler is read for one epoch", report.workload.dataset_size == len(pairs),
+         report.workload.dataset_size)
     # A collate_fn that pads each batch to its longest sample, over more samples than one chunk read
     class Ragged(torch.utils.data.Dataset):
         def __len__(self):
@@ -797,7 +817,12 @@ def test_options():
     case("batch_sizes='8-32*2' sweeps 8, 16 and 32; device='auto', seed=None are defaults",
          [p.batch for p in report.sweep.points] == [8, 16, 32], [p.batch for p in report.sweep.points])
     refused([(lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y), batch_sizes="8-"),
-              TypeError, "batch_sizes='8-' is not a list of batch sizes")])
+              TypeError, "batch_sizes='8-' is not a list of batch sizes"),
+             (lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y),
+                                      batch_sizes="4-64+0"), TypeError, "needs a step of at least 1"),
+             # as the CLI's noise: a batch larger than the training set would measure its repeats
+             (lambda: batchwise.noise(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x[:100], y[:100]), batch=256,
+                                      micro_batch=32), ValueError, "batch=256: larger than the 100 training samples")])
     # A dataset's random transforms draw from torch's generator as its samples are read: put back too
     class Noisy(Pairs):
         def __getitem__(self, i):

@@ -555,6 +555,8 @@ std::string usage_error_text(const std::string& what, const CLI::App* sub) {
                        : fmt::format("{}: takes at most {} values, got {}", m[1].str(), m[2].str(), m[3].str());
   if (std::regex_match(what, m, at_least))
     return fmt::format("{}: needs {} values, got {}", m[1].str(), m[2].str(), m[3].str());
+  if (std::regex_match(what, m, unexpected) && sub && m[1].str().rfind('-', 0) != 0)  // a word, not an option
+    return fmt::format("unexpected argument {}: {} takes no more", m[1].str(), sub->get_name());
   if (std::regex_match(what, m, unexpected) && sub) {
     const std::string given = m[1].str(), name = given.substr(0, given.find('='));
     std::string nearest;
@@ -576,7 +578,10 @@ bool same_file(const std::string& a, const std::string& b) {
   namespace fs = std::filesystem;
   std::error_code error;
   if (fs::exists(a, error) && fs::exists(b, error)) return fs::equivalent(a, b, error);
-  const fs::path x = fs::weakly_canonical(a, error), y = fs::weakly_canonical(b, error);
+  // absolute first: weakly_canonical leaves "r.json" relative where nothing of it exists yet, and
+  // makes "./r.json" absolute
+  const fs::path x = fs::weakly_canonical(fs::absolute(a, error), error),
+                 y = fs::weakly_canonical(fs::absolute(b, error), error);
   return !error && x == y;
 }
 
