@@ -114,6 +114,14 @@ TEST(Cli, MalformedOptions) {
                      "no multiple of 128 lies between them; give a --max of at least 128");
   expect_clean_error("fit --model mlp --dataset synthetic --memory-budget 2 GiB", 2,
                      "unexpected argument GiB: a size is one word, with no space: e.g. 2GiB");
+  // What a data-parallel run refuses is said once, before the ranks start (each rank had said it, and
+  // after starting)
+  expect_clean_error("fit --model mlp --dataset synthetic --nproc 2 --trace " + (scratch() / "t.json").string(), 2,
+                     "batchwise fit: --trace is not supported in a data-parallel run (2 ranks); run it in one process");
+  expect_clean_error("tune --model mlp --dataset synthetic --nproc 2 --epochs 2 --lr-schedule cosine", 2,
+                     "batchwise tune: --epochs is not supported in a data-parallel run (2 ranks)");
+  expect_clean_error("sweep --model mlp --dataset synthetic --batch-sizes 8 --nproc 2 --profile", 2,
+                     "batchwise sweep: --profile is not supported in a data-parallel run (2 ranks)");
   // plan's bounds, as it parses: not after a fit up to the global batch (which took seconds, or ran on)
   expect_clean_error("plan --model mlp --dataset synthetic --global-batch 1000000000", 2,
                      "--global-batch: 1000000000: must be at most 16777216 (plan's search is linear in it)");

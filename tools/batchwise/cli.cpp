@@ -237,6 +237,15 @@ void WorkloadFlags::add(CLI::App* cmd) {
   cmd->add_option("command", command, "with --cmd: the training command, after --");
 }
 
+void WorkloadFlags::refuse_for_ranks(int world_size) const {
+  if (use_cmd && world_size > 1)
+    throw ConfigError(fmt::format(
+        "--cmd (run your own command under torchrun instead) is not supported in a data-parallel run ({} ranks); "
+        "run it in one process",
+        world_size));
+  refuse_in_data_parallel({{!trace.empty(), "--trace"}}, world_size);
+}
+
 void WorkloadFlags::hide_cmd() const {
   for (const char* name : {"--cmd", "command"}) app->get_option(name)->group("");
 }
@@ -441,11 +450,12 @@ ValidateOptions ValidateFlags::options(std::vector<int64_t> candidates, int64_t 
       .lr_schedule(parse_lr_schedule(lr_schedule));
 }
 
-void refuse_data_parallel(const char* flag) {
+void refuse_data_parallel(const char* flag, int world_size) {
   const std::optional<GroupAddress> address = group_address_from_env();
-  if (address && address->world_size > 1)
-    throw ConfigError(fmt::format("{} is not supported in a data-parallel run ({} ranks); run it in one process", flag,
-                                  address->world_size));
+  const int ranks = world_size > 0 ? world_size : address ? address->world_size : 1;
+  if (ranks > 1)
+    throw ConfigError(
+        fmt::format("{} is not supported in a data-parallel run ({} ranks); run it in one process", flag, ranks));
 }
 
 const std::vector<OwnLoopOption>& own_loop_options() {
@@ -487,9 +497,9 @@ void refuse_with_cmd(bool use_cmd, std::initializer_list<std::pair<bool, const c
   }
 }
 
-void refuse_in_data_parallel(std::initializer_list<std::pair<bool, const char*>> given) {
+void refuse_in_data_parallel(std::initializer_list<std::pair<bool, const char*>> given, int world_size) {
   for (const auto& [on, flag] : given)
-    if (own_loop_option(flag).data_parallel && on) refuse_data_parallel(flag);
+    if (own_loop_option(flag).data_parallel && on) refuse_data_parallel(flag, world_size);
 }
 
 // ---- output ---------------------------------------------------------------------------------------

@@ -46,6 +46,10 @@ class Command {
   virtual double dist_timeout_s() const { return 300; }
   /// --device as given (the ranks' devices are checked against it before they start).
   virtual std::string device() const { return "cpu"; }
+  /// Throws ConfigError for what a data-parallel run of `world_size` ranks refuses among the flags
+  /// given (--cmd, --trace, --profile, ...): main asks before it starts the ranks, so the refusal is
+  /// said once, not by every rank after it started. Each rank still checks its own.
+  virtual void refuse_for_ranks(int world_size) const { (void)world_size; }
 };
 
 /// Every subcommand, one of each, in the order of `batchwise --help`: the one table of them
@@ -111,6 +115,8 @@ struct WorkloadFlags {
   CLI::App* app = nullptr;  ///< the subcommand add() declared them on: which flags were given
 
   void add(CLI::App* cmd);
+  /// What a data-parallel run of `world_size` ranks refuses among these flags (--cmd, --trace).
+  void refuse_for_ranks(int world_size) const;
   /// --cmd and its command left out of `cmd`'s --help and option list: a subcommand that only trains
   /// batchwise's own loop (validate, loader, noise) still refuses them, by name.
   void hide_cmd() const;
@@ -179,9 +185,9 @@ struct ValidateFlags {
   ValidateOptions options(std::vector<int64_t> candidates, int64_t base_batch) const;
 };
 
-/// Throws ConfigError when the environment asks for a data-parallel run, naming `flag` as one that
-/// runs in one process only.
-void refuse_data_parallel(const char* flag);
+/// Throws ConfigError when the environment asks for a data-parallel run (or `world_size` > 1 is
+/// given: the ranks about to start), naming `flag` as one that runs in one process only.
+void refuse_data_parallel(const char* flag, int world_size = 0);
 
 /// An option that needs batchwise's own training loop, in the one table of them (cli.cpp): why
 /// `--cmd` refuses it, with the fix, and whether a data-parallel run refuses it too.
@@ -199,7 +205,7 @@ void refuse_with_cmd(bool use_cmd, std::initializer_list<std::pair<bool, const c
 
 /// In a data-parallel run, throws ConfigError for the first flag of `given` that is set and that
 /// the table says a data-parallel run refuses (refuse_data_parallel's message).
-void refuse_in_data_parallel(std::initializer_list<std::pair<bool, const char*>> given);
+void refuse_in_data_parallel(std::initializer_list<std::pair<bool, const char*>> given, int world_size = 0);
 
 // ---- output ---------------------------------------------------------------------------------------
 

@@ -140,6 +140,7 @@ int main(int argc, char** argv) {
     GroupAddress host;
     host.world_size = host.local_world_size = command->nproc();
     try {
+      command->refuse_for_ranks(command->nproc());  // what every rank would refuse, said once
       if (command->device() != "cpu") (void)rank_device(command->device(), host, visible_cuda_devices());
     } catch (const ConfigError& e) {
       fmt::print(stderr, "batchwise {}: {}\n", name, e.what());

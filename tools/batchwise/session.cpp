@@ -66,12 +66,7 @@ void Session::join_group(const DistFlags* distributed) {
         fmt::format("{} runs in one process, but WORLD_SIZE={} asks for a data-parallel run; data-parallel "
                     "trials are for fit, sweep, tune and plan",
                     command, address_->world_size));
-  if (flags.use_cmd)
-    throw ConfigError(fmt::format(
-        "--cmd (run your own command under torchrun instead) is not supported in a data-parallel run ({} ranks); "
-        "run it in one process",
-        address_->world_size));
-  refuse_in_data_parallel({{!flags.trace.empty(), "--trace"}});
+  flags.refuse_for_ranks(address_->world_size);
   if (distributed->timeout_s <= 0)
     throw ConfigError(fmt::format("--dist-timeout {}: must be a positive number of seconds", distributed->timeout_s));
   auto& w = flags.workload;

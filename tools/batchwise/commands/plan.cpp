@@ -34,6 +34,7 @@ class Plan : public Command {
   }
   int nproc() const override { return dist_.nproc; }
   std::string device() const override { return w_.workload.device(); }
+  void refuse_for_ranks(int world_size) const override { w_.refuse_for_ranks(world_size); }
   double dist_timeout_s() const override { return dist_.timeout_s; }
 
   int run() override {

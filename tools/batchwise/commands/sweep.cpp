@@ -31,6 +31,10 @@ class Sweep : public Command {
   }
   int nproc() const override { return dist_.nproc; }
   std::string device() const override { return w_.workload.device(); }
+  void refuse_for_ranks(int world_size) const override {
+    w_.refuse_for_ranks(world_size);
+    refuse_in_data_parallel({{sweep_.profile, "--profile"}}, world_size);
+  }
   double dist_timeout_s() const override { return dist_.timeout_s; }
 
   int run() override {

@@ -112,6 +112,17 @@ class Tune : public Command {
   }
   int nproc() const override { return dist_.nproc; }
   std::string device() const override { return w_.workload.device(); }
+  void refuse_for_ranks(int world_size) const override {
+    w_.refuse_for_ranks(world_size);
+    const bool race_target = v_.target_accuracy != 0 || v_.target_loss != 0;
+    refuse_in_data_parallel({{sweep_.profile, "--profile"},
+                             {compare_precision_, "--compare-precision"},
+                             {validate_, "--validate"},
+                             {reuse_, "--reuse"},
+                             {race_target, "--target-accuracy/--target-loss"},
+                             {v_.epochs != 0, "--epochs"}},
+                            world_size);
+  }
   double dist_timeout_s() const override { return dist_.timeout_s; }
 
   int run() override {
