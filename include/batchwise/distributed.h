@@ -90,6 +90,11 @@ class Group {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Refuses (ConfigError) a precision data-parallel training does not support yet: fp16, whose loss
+/// scaling the ranks do not agree. DataParallelWorkload checks it; a launcher says it once, before
+/// the ranks start (each would say it).
+void refuse_data_parallel_precision(Precision precision);
+
 /// A ModuleWorkload trained data-parallel, the way DistributedDataParallel trains it: rank 0's
 /// parameters and buffers are broadcast at the start; each step every rank takes its own
 /// `batch`-sample slice of the same global batch (a distributed sampler: no sample twice in an

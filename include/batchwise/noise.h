@@ -107,6 +107,13 @@ void fields(V& v, T& n) {
   v("timeline", n.timeline);
 }
 
+/// The options measure_noise_scale refuses (ConfigError), for a workload of `training_samples`
+/// (0: not known): a micro-batch that does not divide the batch or is not below it, fewer than 2
+/// steps, a smoothing outside [0, 1), and a batch larger than the training set (a step would repeat
+/// samples, and the noise scale would measure the repeats). measure_noise_scale checks them; a
+/// caller can before it says what it will measure.
+void check_noise_options(const NoiseOptions& options, int64_t training_samples);
+
 /// A short real training run at `batch`, split into micro-batches: each step's micro-batch
 /// gradients give |G_b|^2 and their mean |G_B|^2, from which the two-batch estimators give |G|^2 and
 /// tr(Sigma). Restores the workload's state afterwards. Throws ConfigError for a workload that does

@@ -304,6 +304,13 @@ class TrialRunner {
   virtual int64_t device_total_bytes() = 0;
 };
 
+/// The memory budget trials run under: `requested` (--memory-budget), or the runner's default where
+/// it is 0. A budget above the device's memory (device_total_bytes) is refused (ConfigError): a
+/// trial past the memory there is would not stop at the budget but run out of the device's memory,
+/// and on a CPU be killed by the kernel with the run lost; a fit would also say that larger batches
+/// may fit where none can. Where the runner cannot read its device's total (0), the budget stands.
+int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested);
+
 /// Runs trials on a Workload in this process with run_trial. A trial that skipped some of its steps
 /// (fp16 gradients that overflowed while the loss scale settled; the settled scale carries over, see
 /// ModuleWorkload::loss_scale) runs once more, from the settled scale, and reports that run, with a

@@ -613,13 +613,13 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
   } else if (command == "sweep") {
     report.sweep = sweep(runner, p.sweep);
     for (const std::string& w : report.sweep->warnings()) report.context.warnings.push_back(w);
-    // within the training set, as the CLI's sweep answers: a larger batch repeats samples in a step
+    // within the training set, as the CLI's sweep answers and warns: a larger batch repeats samples in a step
+    std::vector<int64_t> larger;
+    (void)within_dataset(report.sweep->points, workload.data().size(), larger);
+    if (std::string w = larger_than_dataset_warning(larger, workload.data().size()); !w.empty())
+      report.context.warnings.push_back(std::move(w));
     report.recommendation = recommend(std::nullopt, report.sweep, std::nullopt, std::nullopt, workload.data().size());
   } else if (command == "noise") {
-    BATCHWISE_CHECK(p.noise.batch() <= workload.data().size(), ConfigError,
-                    "--batch {}: larger than the {} training samples, so a step would repeat samples and the noise "
-                    "scale would measure the repeats; give --batch at most {}",
-                    p.noise.batch(), workload.data().size(), workload.data().size());
     report.noise = measure_noise_scale(workload, p.noise);
   } else if (command == "validate") {
     report.validation = validate(workload, held_out, *p.validate);

@@ -29,12 +29,22 @@ double squared_norm(const at::Tensor& t) { return t.to(at::kDouble).pow(2).sum()
 
 }  // namespace
 
-NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
+void check_noise_options(const NoiseOptions& o, int64_t samples) {
   BATCHWISE_CHECK(o.micro_batch() >= 1 && o.micro_batch() < o.batch() && o.batch() % o.micro_batch() == 0, ConfigError,
                   "noise scale: --micro-batch {} must be below --batch {} and divide it", o.micro_batch(), o.batch());
   BATCHWISE_CHECK(o.steps() >= 2, ConfigError, "noise scale: --noise-steps {}: at least 2 steps are needed", o.steps());
   BATCHWISE_CHECK(o.smoothing() >= 0 && o.smoothing() < 1, ConfigError, "noise scale: --smoothing {} must be in [0, 1)",
                   o.smoothing());
+  // A batch larger than the training set repeats samples within a step: its gradient against its
+  // micro-batches' would measure the repeats, not the data's noise.
+  BATCHWISE_CHECK(samples <= 0 || o.batch() <= samples, ConfigError,
+                  "--batch {}: larger than the {} training samples, so a step would repeat samples and the noise "
+                  "scale would measure the repeats; give --batch at most {}",
+                  o.batch(), samples, samples);
+}
+
+NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
+  check_noise_options(o, workload.info().dataset_size);
   const auto start = std::chrono::steady_clock::now();
   const StateGuard restore(workload);
 

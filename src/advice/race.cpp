@@ -78,6 +78,13 @@ std::string larger_than_dataset_note(const std::vector<int64_t>& larger, int64_t
       larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), dataset, larger.size() > 1 ? "them" : "it");
 }
 
+std::string larger_than_dataset_warning(const std::vector<int64_t>& larger, int64_t dataset) {
+  if (larger.empty()) return "";
+  return fmt::format(
+      "{} {} {} larger than the {} training samples: a step repeats samples, which no run of these data does",
+      larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), larger.size() > 1 ? "are" : "is", dataset);
+}
+
 std::vector<double> race_rates(const std::vector<Trial>& points, const std::vector<int64_t>& batches) {
   std::vector<double> rates;
   for (int64_t b : batches)

@@ -27,11 +27,15 @@ Batch placeholder(int64_t n, c10::Device device) {
 
 }  // namespace
 
-DataParallelWorkload::DataParallelWorkload(ModuleWorkload& inner, std::shared_ptr<Group> group)
-    : inner_(inner), group_(std::move(group)) {
-  BATCHWISE_CHECK(known_precision(inner_.info().precision) != Precision::Fp16, ConfigError,
+void refuse_data_parallel_precision(Precision precision) {
+  BATCHWISE_CHECK(precision != Precision::Fp16, ConfigError,
                   "--precision fp16 with more than one process: fp16's loss scaling is not agreed across ranks yet; "
                   "use bf16 or fp32");
+}
+
+DataParallelWorkload::DataParallelWorkload(ModuleWorkload& inner, std::shared_ptr<Group> group)
+    : inner_(inner), group_(std::move(group)) {
+  refuse_data_parallel_precision(known_precision(inner_.info().precision).value_or(Precision::Fp32));
   inner_.set_shard(group_->rank(), group_->size());
   // Every rank starts from rank 0's weights, as DistributedDataParallel does.
   torch::NoGradGuard no_grad;

@@ -210,4 +210,16 @@ int64_t WorkloadRunner::default_budget_bytes() {
 }
 int64_t WorkloadRunner::device_total_bytes() { return device_memory(workload_)->total_bytes(); }
 
+int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested) {
+  if (requested <= 0) return runner.default_budget_bytes();
+  const int64_t total = runner.device_total_bytes();
+  BATCHWISE_CHECK(total <= 0 || requested <= total, ConfigError,
+                  "--memory-budget {}: more than the {} of memory the device has (on a CPU: the RAM available now, "
+                  "with what batchwise holds); a trial past it would not stop at the budget but run out of the "
+                  "device's memory (on a CPU, the kernel kills the process and the run is lost); give at most {}, or "
+                  "leave --memory-budget out",
+                  format_bytes(requested), format_bytes(total), format_bytes(total));
+  return requested;
+}
+
 }  // namespace batchwise

@@ -518,7 +518,7 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
   r.mode = o.mode();
   r.target = o.target();
   r.multiple_of = m;
-  r.budget_bytes = o.budget_bytes() > 0 ? o.budget_bytes() : runner.default_budget_bytes();
+  r.budget_bytes = checked_budget_bytes(runner, o.budget_bytes());
   const WorkloadInfo info = runner.info();
   const int64_t held = runner.held_bytes();
   const int64_t allowed = static_cast<int64_t>(o.target() * static_cast<double>(r.budget_bytes));

@@ -445,7 +445,7 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
   std::vector<int64_t> sizes = o.batch_sizes();
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  const int64_t budget = o.budget_bytes() > 0 ? o.budget_bytes() : runner.default_budget_bytes();
+  const int64_t budget = checked_budget_bytes(runner, o.budget_bytes());
   return SweepRun(runner, o, std::move(sizes), budget).finish();
 }
 

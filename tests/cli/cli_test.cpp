@@ -50,6 +50,8 @@ TEST(Cli, UnknownNamesListTheChoices) {
 
 TEST(Cli, MalformedOptions) {
   expect_clean_error("fit --memory-budget 2XB", 2, "--memory-budget: unknown unit 'XB' in '2XB'");
+  expect_clean_error("validate --model mlp --dataset synthetic --memory-budget 5000GiB --batch-sizes 8", 2,
+                     "--memory-budget 4.88 TiB: more than the ");
   expect_clean_error("fit --model mlp --dataset synthetic --min 64 --max 8", 2, "--min 64 is above --max 8");
   // Counted before expanded (it once ended in std::bad_alloc); zero classes or processes are refused.
   expect_clean_error("sweep --model mlp --dataset synthetic --batch-sizes 1-999999999+1", 2,
@@ -122,6 +124,8 @@ TEST(Cli, MalformedOptions) {
                      "batchwise tune: --epochs is not supported in a data-parallel run (2 ranks)");
   expect_clean_error("sweep --model mlp --dataset synthetic --batch-sizes 8 --nproc 2 --profile", 2,
                      "batchwise sweep: --profile is not supported in a data-parallel run (2 ranks)");
+  expect_clean_error("fit --model mlp --dataset synthetic --nproc 2 --precision fp16", 2,
+                     "batchwise fit: --precision fp16 with more than one process: fp16's loss scaling is not agreed");
   // plan's bounds, as it parses: not after a fit up to the global batch (which took seconds, or ran on)
   expect_clean_error("plan --model mlp --dataset synthetic --global-batch 1000000000", 2,
                      "--global-batch: 1000000000: must be at most 16777216 (plan's search is linear in it)");
@@ -129,6 +133,8 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("fit --model mlp --dataset synthetic --min 010 --max 9", 2, "--min 10 is above --max 9");
   expect_clean_error("fit --model mlp --dataset synthetic --min 2000 --max 1e3", 2, "--min 2000 is above --max 1000");
   expect_clean_error("fit --model mlp --dataset synthetic --max 0x10", 2, "--max: 0x10: not a whole number");
+  expect_clean_error("fit --model mlp --dataset synthetic --seed 1e19", 2,
+                     "--seed: 1e19: past 2^53, write it in decimal digits");
   expect_clean_error("fit --model mlp --dataset synthetic --max 12.5", 2, "--max: 12.5: must be a whole number");
   expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 8 --epochs 1 --extend-below -1", 2,
                      "--extend-below: -1: must be at least 0");

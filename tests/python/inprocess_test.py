@@ -816,6 +816,12 @@ def test_options():
                              repetitions=1, steps=1, warmup=0, device="auto", seed=None, progress=False)
     case("batch_sizes='8-32*2' sweeps 8, 16 and 32; device='auto', seed=None are defaults",
          [p.batch for p in report.sweep.points] == [8, 16, 32], [p.batch for p in report.sweep.points])
+    # A batch larger than the training set: measured as asked, warned of, not the answer (as the CLI's sweep)
+    report = batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x[:20], y[:20]), batch_sizes=[8, 32],
+                             repetitions=1, steps=1, warmup=0, progress=False)
+    case("a sweep warns of a batch larger than the training set and answers within it",
+         any("batch 32 is larger than the 20 training samples" in w for w in report.context.warnings)
+         and report.recommendation.batch == 8, (report.context.warnings, report.recommendation.batch))
     refused([(lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y), batch_sizes="8-"),
               TypeError, "batch_sizes='8-' is not a list of batch sizes"),
              (lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y),

@@ -18,6 +18,7 @@
 #include "batchwise/fit.h"
 #include "batchwise/memory.h"
 #include "batchwise/models.h"
+#include "batchwise/sweep.h"
 #include "batchwise/workload.h"
 #include "support/workloads.h"
 
@@ -426,6 +427,25 @@ TEST(Fit, AnAnswerWhoseStepsWereSkippedSaysItsPeakMayBeShort) {
   EXPECT_EQ(r.message, fmt::format("batch {} skipped 2 of its 4 steps (fp16 gradients overflowed), so its peak may "
                                    "miss the optimizer state of a trained step: check it in training",
                                    *r.batch));
+}
+
+// A budget above the device's memory would not stop a trial: the device (on a CPU, the kernel's
+// out-of-memory killer) would, first. fit and sweep refuse it before a trial, and say the most.
+TEST(Fit, ABudgetAboveTheDevicesMemoryIsRefusedBeforeATrial) {
+  SkippingSteps runner;  // a device of 64 MiB
+  try {
+    (void)fit(runner, FitOptions().budget_bytes(int64_t{5000} << 30));
+    FAIL() << "a budget of 5000 GiB on a device of 64 MiB was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--memory-budget 4.88 TiB: more than the 64.0 MiB of memory the device has (on a CPU: the RAM "
+                 "available now, with what batchwise holds); a trial past it would not stop at the budget but run "
+                 "out of the device's memory (on a CPU, the kernel kills the process and the run is lost); give at "
+                 "most 64.0 MiB, or leave --memory-budget out");
+  }
+  EXPECT_THROW((void)sweep(runner, SweepOptions().batch_sizes({8}).budget_bytes(65 << 20)), ConfigError);
+  EXPECT_EQ(checked_budget_bytes(runner, 64 << 20), 64 << 20);  // all of it may be given
+  EXPECT_EQ(checked_budget_bytes(runner, 0), 64 << 20);         // the default
 }
 
 TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {

@@ -43,10 +43,19 @@ CLI::Validator in_range(const OptionBound& b, bool whole) {
         if (v != std::floor(v)) return fmt::format("{}: must be a whole number", value);
         const bool plain =
             value.find_first_not_of("0123456789") == std::string::npos && (value == "0" || value[0] != '0');
-        if (!plain && std::abs(v) < 9007199254740992.0) value = fmt::format("{:.0f}", v);
+        if (plain) return "";
+        // Above 2^53 a double does not hold every whole number (1e19 was "Could not convert"): digits only
+        if (std::abs(v) >= 9007199254740992.0) return fmt::format("{}: past 2^53, write it in decimal digits", value);
+        value = fmt::format("{:.0f}", v);
         return "";
       },
       "", "range");
+}
+
+// An option CLI11 converts to an integer: in_range reads its value as a whole number.
+bool whole_number(const CLI::Option* option) {
+  const std::string type = option->get_type_name();
+  return type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
 }
 
 }  // namespace
@@ -59,10 +68,7 @@ std::vector<std::string>& renamed_warnings() {
 void bound_numeric_flags(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     for (const OptionBound& b : option_bounds())
-      if (CLI::Option* option = sub->get_option_no_throw(b.flag)) {
-        const std::string type = option->get_type_name();
-        option->transform(in_range(b, type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0));
-      }
+      if (CLI::Option* option = sub->get_option_no_throw(b.flag)) option->transform(in_range(b, whole_number(option)));
 }
 
 namespace {
@@ -144,9 +150,7 @@ std::string list_options(CLI::App& app) {
 }
 
 CLI::Option* bound(CLI::Option* option, double low, double high, bool low_open, const char* why) {
-  const std::string type = option->get_type_name();
-  return option->transform(
-      in_range(OptionBound{"", low, low_open, high, why}, type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0));
+  return option->transform(in_range(OptionBound{"", low, low_open, high, why}, whole_number(option)));
 }
 
 // ---- flag groups ----------------------------------------------------------------------------------
@@ -244,6 +248,7 @@ void WorkloadFlags::refuse_for_ranks(int world_size) const {
         "run it in one process",
         world_size));
   refuse_in_data_parallel({{!trace.empty(), "--trace"}}, world_size);
+  if (world_size > 1) refuse_data_parallel_precision(parse_precision(precision));
 }
 
 void WorkloadFlags::hide_cmd() const {

@@ -41,26 +41,18 @@ class Noise : public Command {
       throw ConfigError(
           "noise with --precision fp16: the noise scale does not support fp16's loss scaling yet; use "
           "bf16 or fp32");
-    if (micro_batch_ < 1 || micro_batch_ >= batch_ || batch_ % micro_batch_ != 0)  // before the data is loaded
-      throw ConfigError(
-          fmt::format("noise scale: --micro-batch {} must be below --batch {} and divide it", micro_batch_, batch_));
+    const NoiseOptions options = NoiseOptions()
+                                     .batch(batch_)
+                                     .micro_batch(micro_batch_)
+                                     .steps(steps_)
+                                     .train(!fixed_weights_)
+                                     .smoothing(smoothing_);
+    check_noise_options(options, 0);  // before the data is loaded
     Session s("noise", w_, nullptr);
-    // The noise scale compares a batch's gradient with its micro-batches': a batch that repeats samples
-    // (larger than the training set) measures neither.
-    const int64_t samples = s.report.workload.dataset_size;
-    if (samples > 0 && batch_ > samples)
-      throw ConfigError(
-          fmt::format("--batch {}: larger than the {} training samples, so a step would repeat "
-                      "samples and the noise scale would measure the repeats; give --batch at most {}",
-                      batch_, samples, samples));
+    check_noise_options(options, s.report.workload.dataset_size);  // and before it says what it will measure
     s.stage(fmt::format("measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}",
                         steps_, batch_, micro_batch_));
-    s.report.noise = measure_noise_scale(*s.workload(), NoiseOptions()
-                                                            .batch(batch_)
-                                                            .micro_batch(micro_batch_)
-                                                            .steps(steps_)
-                                                            .train(!fixed_weights_)
-                                                            .smoothing(smoothing_));
+    s.report.noise = measure_noise_scale(*s.workload(), options);
     return s.finish();
   }
 

@@ -1,12 +1,12 @@
 // batchwise sweep: samples/s, step time and peak memory at each batch size, and the knee.
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
+#include <string>
 #include <vector>
 
 #include "../cli.h"
 #include "../session.h"
 #include "batchwise/error.h"
+#include "batchwise/race.h"
 #include "batchwise/recommend.h"
 
 namespace batchwise::cli {
@@ -60,12 +60,9 @@ class Sweep : public Command {
     // as asked, said so, and not the answer where a batch within it was swept (as tune answers).
     const int64_t samples = s.report.workload.dataset_size;
     std::vector<int64_t> larger;
-    for (const Trial& p : s.report.sweep->points)
-      if (samples > 0 && p.batch > samples) larger.push_back(p.batch);
-    if (!larger.empty())
-      s.report.context.warnings.push_back(fmt::format(
-          "{} {} {} larger than the {} training samples: a step repeats samples, which no run of these data does",
-          larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), larger.size() > 1 ? "are" : "is", samples));
+    if (samples > 0) (void)within_dataset(s.report.sweep->points, samples, larger);
+    if (std::string w = larger_than_dataset_warning(larger, samples); !w.empty())
+      s.report.context.warnings.push_back(std::move(w));
     s.report.recommendation = recommend(std::nullopt, s.report.sweep, std::nullopt, std::nullopt, samples);
     if (sweep_.profile)
       s.report.step_profile = profile_sweep(*s.workload(), *s.report.sweep, s.report.context.warnings);
