@@ -135,6 +135,8 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("fit --model mlp --dataset synthetic --max 0x10", 2, "--max: 0x10: not a whole number");
   expect_clean_error("fit --model mlp --dataset synthetic --seed 1e19", 2,
                      "--seed: 1e19: past 2^53, write it in decimal digits");
+  expect_clean_error("fit --model mlp --dataset synthetic --seed 18446744073709551616", 2,
+                     "--seed: 18446744073709551616: must be at most 18446744073709551615");
   expect_clean_error("fit --model mlp --dataset synthetic --max 12.5", 2, "--max: 12.5: must be a whole number");
   expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 8 --epochs 1 --extend-below -1", 2,
                      "--extend-below: -1: must be at least 0");
@@ -315,6 +317,8 @@ TEST(Cli, EverySubcommandHasHelpWithAnExample) {
     const Outcome r = batchwise(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("Example:"), std::string::npos) << sub << r.out;
+    // a positional the subcommand hides (validate's, loader's and noise's --cmd command) is not offered
+    EXPECT_EQ(r.out.find("[...]"), std::string::npos) << sub << r.out.substr(0, 300);
     if (std::string(sub) == "fit" || std::string(sub) == "sweep" || std::string(sub) == "tune" ||
         std::string(sub) == "plan")
       EXPECT_NE(r.out.find("--memory-budget"), std::string::npos) << sub;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <string_view>
 
 #include "batchwise/choices.h"
 #include "batchwise/command.h"
@@ -43,6 +44,10 @@ CLI::Validator in_range(const OptionBound& b, bool whole) {
         if (v != std::floor(v)) return fmt::format("{}: must be a whole number", value);
         const bool plain =
             value.find_first_not_of("0123456789") == std::string::npos && (value == "0" || value[0] != '0');
+        // No flag holds more than 2^64 - 1, which a double cannot tell from 2^64 (CLI11 then clamped it)
+        constexpr std::string_view kMost = "18446744073709551615";
+        if (plain && (value.size() > kMost.size() || (value.size() == kMost.size() && value > kMost)))
+          return fmt::format("{}: must be at most {}", value, kMost);
         if (plain) return "";
         // Above 2^53 a double does not hold every whole number (1e19 was "Could not convert"): digits only
         if (std::abs(v) >= 9007199254740992.0) return fmt::format("{}: past 2^53, write it in decimal digits", value);
@@ -119,6 +124,15 @@ class SectionedHelp : public CLI::Formatter {
       if (!options.empty()) out += make_group(group, false, options);
     }
     return out + make_subcommands(app, mode) + "\n" + make_footer(app);
+  }
+  // A hidden positional (--cmd's command, where the subcommand runs none) is not offered either: it
+  // had shown as "[...]"
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    std::string usage = CLI::Formatter::make_usage(app, std::move(name));
+    const CLI::Option* command = app->get_option_no_throw("command");
+    if (command && command->get_group().empty())
+      if (const size_t at = usage.find(" [...]"); at != std::string::npos) usage.erase(at, 6);
+    return usage;
   }
 };
 
