@@ -1,5 +1,8 @@
 // Tests that need a CUDA device (label "cuda"); each skips where none is visible.
 #include <ATen/ATen.h>
+#if BATCHWISE_WITH_CUDA  // c10_cuda: in a build against a Torch with CUDA only
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
@@ -53,6 +56,26 @@ TEST(Cuda, OutOfMemoryIsCaughtByTypeAndMemoryComesBack) {
   EXPECT_GE(ooms, 1);
   memory->synchronize();
   EXPECT_EQ(memory->allocated_bytes(), allocated);
+}
+
+// A process that capped its own share of the device (torch.cuda.set_per_process_memory_fraction,
+// before calling batchwise in process) keeps it: a trial's limit is the smaller of the two, and
+// lifting it puts the cap back. It had lifted the cap to the whole device after the first trial.
+TEST(Cuda, ATrialKeepsTheProcesssOwnMemoryFraction) {
+#if !BATCHWISE_WITH_CUDA
+  GTEST_SKIP() << "no CUDA device";
+#else
+  REQUIRE_CUDA();
+  CpuMemoryTracker::install();
+  namespace alloc = c10::cuda::CUDACachingAllocator;
+  auto w = make_workload(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).device("cuda"));
+  const int64_t total = device_memory("cuda", 0)->total_bytes();
+  alloc::setMemoryFraction(0.5, 0);
+  const FitResult r = fit(*w, FitOptions().budget_bytes(total / 10 * 9).max(64));  // above the process's cap
+  EXPECT_EQ(r.outcome, FitOutcome::Fits) << r.message;
+  EXPECT_NEAR(alloc::getMemoryFraction(0), 0.5, 1e-6);  // put back, not lifted to 1.0
+  alloc::setMemoryFraction(1.0, 0);
+#endif
 }
 
 // The README's "no memory stays held" on CUDA: the workspaces cuBLAS and cuBLASLt keep per handle

@@ -8,6 +8,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "check.h"
 #include "device_detail.h"
@@ -18,6 +20,24 @@ namespace {
 namespace alloc = c10::cuda::CUDACachingAllocator;
 constexpr size_t kAggregate = 0;  // StatType::AGGREGATE, whose namespace moved between releases
 
+// The process's own memory fraction per device, while a limit of batchwise's is in place.
+struct Fraction {
+  double own = 1.0;
+  bool limited = false;
+};
+std::mutex g_fraction_mutex;
+std::map<c10::DeviceIndex, Fraction> g_fractions;
+
+// The fraction the allocator enforces now; 1.0 where it cannot say (an allocator backend without it).
+double own_fraction(c10::DeviceIndex index) noexcept {
+  try {
+    const double f = alloc::getMemoryFraction(index);
+    return f > 0 && f <= 1 ? f : 1.0;
+  } catch (...) {
+    return 1.0;
+  }
+}
+
 class CudaMemory final : public DeviceMemory {
  public:
   explicit CudaMemory(int index) : index_(static_cast<c10::DeviceIndex>(index)) {}
@@ -26,10 +46,19 @@ class CudaMemory final : public DeviceMemory {
   void reset_peak() override { alloc::resetPeakStats(index_); }
   int64_t peak_bytes() override { return alloc::getDeviceStats(index_).reserved_bytes[kAggregate].peak; }
   int64_t peak_allocated_bytes() override { return alloc::getDeviceStats(index_).allocated_bytes[kAggregate].peak; }
+  // A limit never lifts the process's own fraction (a user's torch.cuda.set_per_process_memory_fraction
+  // in the process that calls batchwise): it is read when no limit of batchwise's is in place, a
+  // limit is the smaller of the two, and lifting puts it back; it had lifted to 1.0. Process-wide, as
+  // the fraction is: a data-parallel rank lifts and holds again through another DeviceMemory than
+  // its trial's. Lifting asks the device nothing: it runs in destructors, after a CUDA error too.
   void set_limit(int64_t bytes) override {
-    // Lifting asks the device nothing: it runs in destructors, after a CUDA error too.
-    const double fraction = bytes <= 0 ? 1.0 : std::min(1.0, static_cast<double>(bytes) / total_bytes());
+    std::lock_guard<std::mutex> lock(g_fraction_mutex);
+    Fraction& f = g_fractions[index_];
+    if (!f.limited) f.own = own_fraction(index_);
+    const double fraction =
+        bytes <= 0 ? f.own : std::min(f.own, static_cast<double>(bytes) / static_cast<double>(total_bytes()));
     alloc::setMemoryFraction(fraction, index_);
+    f.limited = bytes > 0;
   }
   // The first matmul on a stream gives cuBLAS (and cuBLASLt) a workspace per handle and stream,
   // allocated from the caching allocator and held by ATen until cleared: allocated bytes that would
