@@ -68,13 +68,24 @@ TEST(Cuda, ATrialKeepsTheProcesssOwnMemoryFraction) {
   REQUIRE_CUDA();
   CpuMemoryTracker::install();
   namespace alloc = c10::cuda::CUDACachingAllocator;
+  struct Uncapped {  // the next tests run without the cap, whatever fails here
+    ~Uncapped() { alloc::setMemoryFraction(1.0, 0); }
+  } uncapped;
   auto w = make_workload(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).device("cuda"));
-  const int64_t total = device_memory("cuda", 0)->total_bytes();
+  auto limit = device_memory("cuda", 0), other = device_memory("cuda", 0);
+  const int64_t total = limit->total_bytes();
   alloc::setMemoryFraction(0.5, 0);
-  const FitResult r = fit(*w, FitOptions().budget_bytes(total / 10 * 9).max(64));  // above the process's cap
+  limit->set_limit(total / 10 * 9);  // above the cap: the cap holds
+  EXPECT_NEAR(alloc::getMemoryFraction(0), 0.5, 1e-3);
+  other->set_limit(0);  // lifted through another DeviceMemory, as a data-parallel rank lifts: the cap is back
+  EXPECT_NEAR(alloc::getMemoryFraction(0), 0.5, 1e-3);
+  limit->set_limit(total / 10);  // below the cap: the limit
+  EXPECT_NEAR(alloc::getMemoryFraction(0), 0.1, 1e-3);
+  other->set_limit(0);
+  EXPECT_NEAR(alloc::getMemoryFraction(0), 0.5, 1e-3);
+  const FitResult r = fit(*w, FitOptions().budget_bytes(total / 10 * 9).max(64));  // trials above the cap
   EXPECT_EQ(r.outcome, FitOutcome::Fits) << r.message;
-  EXPECT_NEAR(alloc::getMemoryFraction(0), 0.5, 1e-6);  // put back, not lifted to 1.0
-  alloc::setMemoryFraction(1.0, 0);
+  EXPECT_NEAR(alloc::getMemoryFraction(0), 0.5, 1e-3);  // put back after every trial, not lifted to 1.0
 #endif
 }
 

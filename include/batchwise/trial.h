@@ -309,6 +309,7 @@ class TrialRunner {
 /// trial past the memory there is would not stop at the budget but run out of the device's memory,
 /// and on a CPU be killed by the kernel with the run lost; a fit would also say that larger batches
 /// may fit where none can. Where the runner cannot read its device's total (0), the budget stands.
+/// fit checks its budget; the CLI's session and Python's calls check --memory-budget as given.
 int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested);
 
 /// Runs trials on a Workload in this process with run_trial. A trial that skipped some of its steps

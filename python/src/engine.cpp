@@ -501,7 +501,7 @@ Report base_report(Workload& workload, WorkloadRunner& runner, int64_t budget, d
   r.context = make_context(workload.device().is_cuda() ? resolve_device(workload.device().str()) : DeviceSpec{});
   r.context.device_total_bytes = runner.device_total_bytes();
   r.workload = runner.info();
-  r.budget_bytes = budget > 0 ? budget : runner.default_budget_bytes();
+  r.budget_bytes = checked_budget_bytes(runner, budget);  // a memory_budget above the device's memory refused
   r.target = target;
   return r;
 }

@@ -445,7 +445,9 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
   std::vector<int64_t> sizes = o.batch_sizes();
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  const int64_t budget = checked_budget_bytes(runner, o.budget_bytes());
+  // Not checked against the device here: a budget is the CLI's or Python's to check as given (tune's
+  // sweep takes the fit's, checked minutes before, when the memory available may have moved since).
+  const int64_t budget = o.budget_bytes() > 0 ? o.budget_bytes() : runner.default_budget_bytes();
   return SweepRun(runner, o, std::move(sizes), budget).finish();
 }
 

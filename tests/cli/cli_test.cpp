@@ -137,6 +137,8 @@ TEST(Cli, MalformedOptions) {
                      "--seed: 1e19: past 2^53, write it in decimal digits");
   expect_clean_error("fit --model mlp --dataset synthetic --seed 18446744073709551616", 2,
                      "--seed: 18446744073709551616: must be at most 18446744073709551615");
+  expect_clean_error("fit --model mlp --dataset synthetic --seed 018446744073709551616", 2,
+                     "--seed: 018446744073709551616: must be at most 18446744073709551615");
   expect_clean_error("fit --model mlp --dataset synthetic --max 12.5", 2, "--max: 12.5: must be a whole number");
   expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 8 --epochs 1 --extend-below -1", 2,
                      "--extend-below: -1: must be at least 0");

@@ -826,6 +826,10 @@ def test_options():
               TypeError, "batch_sizes='8-' is not a list of batch sizes"),
              (lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y),
                                       batch_sizes="4-64+0"), TypeError, "needs a step of at least 1"),
+             # as the CLI's: a budget above the device's memory would not stop a trial (validate too)
+             (lambda: batchwise.validate(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y), held_out=(x, y),
+                                         batch_sizes=[8], memory_budget="5000GiB", progress=False), ValueError,
+              "memory_budget=4.88 TiB: more than the "),
              # as the CLI's noise: a batch larger than the training set would measure its repeats
              (lambda: batchwise.noise(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x[:100], y[:100]), batch=256,
                                       micro_batch=32), ValueError, "batch=256: larger than the 100 training samples")])

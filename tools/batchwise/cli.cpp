@@ -42,13 +42,15 @@ CLI::Validator in_range(const OptionBound& b, bool whole) {
         if (const std::string why = out_of_bound(b, v, value); !why.empty()) return why;
         if (!whole) return "";
         if (v != std::floor(v)) return fmt::format("{}: must be a whole number", value);
-        const bool plain =
-            value.find_first_not_of("0123456789") == std::string::npos && (value == "0" || value[0] != '0');
-        // No flag holds more than 2^64 - 1, which a double cannot tell from 2^64 (CLI11 then clamped it)
-        constexpr std::string_view kMost = "18446744073709551615";
-        if (plain && (value.size() > kMost.size() || (value.size() == kMost.size() && value > kMost)))
-          return fmt::format("{}: must be at most {}", value, kMost);
-        if (plain) return "";
+        if (value.find_first_not_of("0123456789") == std::string::npos) {  // decimal digits: leading zeros go
+          const std::string original = value;
+          value.erase(0, std::min(value.find_first_not_of('0'), value.size() - 1));
+          // No flag holds more than 2^64 - 1, which a double cannot tell from 2^64 (CLI11 then clamped it)
+          constexpr std::string_view kMost = "18446744073709551615";
+          if (value.size() > kMost.size() || (value.size() == kMost.size() && value > kMost))
+            return fmt::format("{}: must be at most {}", original, kMost);
+          return "";
+        }
         // Above 2^53 a double does not hold every whole number (1e19 was "Could not convert"): digits only
         if (std::abs(v) >= 9007199254740992.0) return fmt::format("{}: past 2^53, write it in decimal digits", value);
         value = fmt::format("{:.0f}", v);
