@@ -89,6 +89,17 @@ struct SweepResult {
   /// Empty, or that the sweep shared the CPU (its trials' median Trial::cpu_wait_share above
   /// kSharedCpuShare, after the retries) and what that does to its figures.
   std::string shared_cpu_warning;
+  /// tune's second look (retime): the batches its race turns on, timed again in alternated trials
+  /// after the sweep, each trial pooled into its point (the repetitions count them); ascending.
+  std::vector<int64_t> retimed;
+  /// How many rounds of them ran (each batch once a round), and the largest standard error, as a
+  /// share, of a retimed batch's samples/s against the fastest of them over those rounds (1: fewer
+  /// than two rounds, unknown).
+  int retime_rounds = 0;
+  double retime_error = 0;
+  /// Why the rounds stopped: the figures known to the precision asked, or the budget or the most
+  /// rounds reached first.
+  std::string retime_note;
   /// The warnings above that are not empty, for the report's (context.warnings).
   std::vector<std::string> warnings() const {
     std::vector<std::string> out;
@@ -136,6 +147,10 @@ void fields(V& v, T& s) {
   v("shared_cpu_warning", s.shared_cpu_warning, When{!s.shared_cpu_warning.empty()});
   v("not_run", s.not_run, When{!s.not_run.empty()});
   v("not_run_reason", s.not_run_reason, When{!s.not_run.empty()});
+  v("retimed", s.retimed, When{!s.retimed.empty()});
+  v("retime_rounds", s.retime_rounds, When{!s.retimed.empty()});
+  v("retime_error", s.retime_error, When{!s.retimed.empty()});
+  v("retime_note", s.retime_note, When{!s.retimed.empty()});
 }
 
 /// The smallest batch whose samples/s is within `tolerance` of the best ok point; none if no point
@@ -146,6 +161,35 @@ std::optional<int64_t> knee_batch(const std::vector<Trial>& points, double toler
 /// are listed as oom without being run.
 SweepResult sweep(Workload& workload, const SweepOptions& options);
 SweepResult sweep(TrialRunner& runner, const SweepOptions& options);
+
+/// A second look at a few batches a sweep measured (tune's: those its race turns on): one sweep of
+/// three repetitions reads two batches 5 % apart in either order (docs/benchmarks.md, "The pair each
+/// mlp verdict turns on"), and a race's rules read differences of 5 %. Rounds of alternated trials
+/// of these batches only (ascending, then descending), with the sweep's settings.
+/// Example: `retime(runner, sweep_options, result, RetimeOptions().batches({512, 1024}).budget_s(3))`.
+struct RetimeOptions {
+  /// Batches of the sweep whose points ran ok; fewer than two, or any other, are not timed.
+  TORCH_ARG(std::vector<int64_t>, batches);
+  /// Stop once each batch's samples/s against the fastest of them (by their pooled figures), a ratio
+  /// per round, has a standard error over the rounds at most this share...
+  TORCH_ARG(double, precision) = 0.015;
+  /// ...after at least this many rounds, and at most this many.
+  TORCH_ARG(int, min_rounds) = 3;
+  TORCH_ARG(int, max_rounds) = 12;
+  /// The most seconds of trials (their wall_s); a round that would pass it, by its batches' last
+  /// trials, is not run. 0: no limit but max_rounds.
+  TORCH_ARG(double, budget_s) = 0;
+  /// Each trial, as it ends (index -1: outside the sweep's plan).
+  TORCH_ARG(TrialCallback, on_trial);
+};
+
+/// Times `o.batches()` again (RetimeOptions), pooling each trial into its point of `sweep` as a
+/// further repetition, then the knee again; records what it did in sweep.retimed and after (retimed
+/// stays empty where no round ran, the note saying why). A trial
+/// that fails joins its point, as in the sweep, and that batch is not timed again. Runs nothing
+/// where fewer than two of the batches ran ok in the sweep (or their runner reported its own
+/// samples/s: a command's step lines, which the pooled steps would not move).
+void retime(TrialRunner& runner, const SweepOptions& sweep_options, SweepResult& sweep, const RetimeOptions& o);
 
 /// The step profile (profile_steps) at each ok point of a sweep; a batch that cannot be profiled keeps
 /// its sweep figures and adds a line to `warnings`.

@@ -147,6 +147,9 @@ void sweep_table(Lines& line, const SweepResult& s) {
     std::string note = trial_note(t);
     if (std::count(s.remeasured.begin(), s.remeasured.end(), t.batch) > 0)
       note = fmt::format("measured again ({} repetitions)", t.repetitions) + (note.empty() ? "" : "; " + note);
+    if (std::count(s.retimed.begin(), s.retimed.end(), t.batch) > 0)
+      note = fmt::format("timed again before the race ({} repetitions)", t.repetitions) +
+             (note.empty() ? "" : "; " + note);
     if (std::count(s.cpu_retried.begin(), s.cpu_retried.end(), t.batch) > 0)
       note =
           std::string("a trial that shared the CPU ran again at the sweep's end") + (note.empty() ? "" : "; " + note);

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "batchwise/time_plan.h"
 #include "batchwise/units.h"
@@ -449,6 +450,99 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
   // sweep takes the fit's, checked minutes before, when the memory available may have moved since).
   const int64_t budget = o.budget_bytes() > 0 ? o.budget_bytes() : runner.default_budget_bytes();
   return SweepRun(runner, o, std::move(sizes), budget).finish();
+}
+
+namespace {
+
+// The standard error over rounds of log(rate / the reference's rate), each round's own pair.
+double ratio_error(const std::vector<double>& rates, const std::vector<double>& reference) {
+  const size_t n = std::min(rates.size(), reference.size());
+  if (n < 2) return 1;
+  std::vector<double> logs;
+  for (size_t k = 0; k < n; ++k) logs.push_back(std::log(rates[k] / reference[k]));
+  double mean = 0;
+  for (double x : logs) mean += x;
+  mean /= static_cast<double>(n);
+  double var = 0;
+  for (double x : logs) var += (x - mean) * (x - mean);
+  return std::sqrt(var / static_cast<double>(n - 1) / static_cast<double>(n));
+}
+
+}  // namespace
+
+void retime(TrialRunner& runner, const SweepOptions& so, SweepResult& r, const RetimeOptions& o) {
+  std::vector<size_t> at;  // indices into r.points of the batches timed, ascending by batch
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const Trial& p = r.points[i];
+    const bool asked = std::count(o.batches().begin(), o.batches().end(), p.batch) > 0;
+    if (asked && p.outcome == Outcome::Ok && !p.throughput_reported && !p.distributed && p.repetitions > 0)
+      at.push_back(i);
+  }
+  std::sort(at.begin(), at.end(), [&](size_t a, size_t b) { return r.points[a].batch < r.points[b].batch; });
+  if (at.size() < 2 || o.max_rounds() < 1) return;
+  std::vector<std::vector<double>> rates(r.points.size());
+  std::vector<double> last_s(r.points.size());
+  for (size_t i : at) last_s[i] = r.points[i].wall_s / r.points[i].repetitions;
+  double spent_s = 0;
+  const auto fastest = [&] {
+    return *std::max_element(at.begin(), at.end(),
+                             [&](size_t a, size_t b) { return r.points[a].samples_per_s < r.points[b].samples_per_s; });
+  };
+  const auto worst_error = [&] {
+    const size_t ref = fastest();
+    double worst = 0;
+    for (size_t i : at)
+      if (i != ref) worst = std::max(worst, ratio_error(rates[i], rates[ref]));
+    return worst;
+  };
+  std::string why;
+  for (int round = 0; why.empty(); ++round) {
+    if (round >= o.min_rounds() && worst_error() <= o.precision()) {
+      why = fmt::format("each batch's samples/s against the fastest's known to {:.1f} %", 100 * o.precision());
+      break;
+    }
+    if (round >= o.max_rounds()) {
+      why = fmt::format("the most rounds ({}) reached", o.max_rounds());
+      break;
+    }
+    double round_s = 0;
+    for (size_t i : at) round_s += last_s[i];
+    if (o.budget_s() > 0 && spent_s + round_s > o.budget_s()) {
+      why = fmt::format("its budget ({}) reached", format_seconds(o.budget_s()));
+      break;
+    }
+    std::vector<size_t> order = at;
+    if (round % 2 == 1) std::reverse(order.begin(), order.end());
+    for (size_t i : order) {
+      Trial t = runner.run(TrialOptions(r.points[i].batch)
+                               .warmup(so.warmup())
+                               .steps(so.steps())
+                               .min_time_s(so.min_time_s())
+                               .limit_bytes(r.budget_bytes)
+                               .timeout_s(so.trial_timeout_s())
+                               .accumulation_steps(so.accumulation_steps())
+                               .monitor(so.monitor()));
+      if (o.on_trial()) o.on_trial()(t, -1, 0);
+      spent_s += t.wall_s;
+      last_s[i] = t.wall_s;
+      const Outcome outcome = t.outcome;
+      if (outcome == Outcome::Ok) rates[i].push_back(t.samples_per_s);
+      merge_repetition(r.points[i], t);
+      summarize_steps(r.points[i]);
+      if (outcome != Outcome::Ok) {  // as in the sweep: the failure is the point's, and bounds those above
+        if (outcome == Outcome::Oom) bound_by_failure(r, r.points[i].batch);
+        why = fmt::format("a trial at batch {} failed ({}), and the timing stopped there", r.points[i].batch,
+                          to_string(outcome));
+        break;
+      }
+    }
+    r.retime_rounds = round + 1;
+  }
+  if (r.retime_rounds > 0)
+    for (size_t i : at) r.retimed.push_back(r.points[i].batch);
+  r.retime_error = worst_error();
+  r.retime_note = why;
+  r.knee_batch = knee_batch(r.points, r.knee_tolerance);
 }
 
 std::vector<StepProfile> profile_sweep(Workload& workload, const SweepResult& sweep,

@@ -25,9 +25,11 @@
 #include "batchwise/time_plan.h"
 #include "batchwise/units.h"
 #include "check.h"
+#include "tune/laps.h"
 #include "tune/precisions.h"
 #include "tune/race_entries.h"
 #include "tune/race_time.h"
+#include "tune/retime.h"
 
 namespace batchwise {
 
@@ -46,7 +48,6 @@ double default_race_budget_s(double spent_s, int64_t dataset_size, double best_s
 namespace {
 
 using namespace detail;
-using Clock = std::chrono::steady_clock;
 
 void stage(const TuneOptions& o, std::string what) {
   if (!o.on_stage()) return;
@@ -54,51 +55,6 @@ void stage(const TuneOptions& o, std::string what) {
   t.what = std::move(what);
   o.on_stage()(t);
 }
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// tune's phases timed as each ends (report.timing); a phase that did nothing is left out.
-class Laps {
- public:
-  explicit Laps(Clock::time_point start) : start_(start), mark_(start) {}
-  void operator()(const char* phase, bool ran = true) {
-    if (ran) timing_.phases.push_back({phase, seconds_since(mark_), expected(phase)});
-    mark_ = Clock::now();
-  }
-  // What a phase is expected to take, as stated to the user; and the whole run's, once.
-  void expect(const std::string& phase, double s) { expected_[phase] = s; }
-  void expect_total(double expected_s, double at_most_s) {
-    planned_at_ = timing_.phases.size();
-    timing_.expected_s = expected_s;
-    timing_.at_most_s = at_most_s;
-  }
-  double expected(const std::string& phase) const {
-    const auto at = expected_.find(phase);
-    return at == expected_.end() ? 0 : at->second;
-  }
-  double elapsed_s() const { return seconds_since(start_); }
-  const TuneTiming& timing() const { return timing_; }
-  // The phases timed since the plan was stated (expect_total); those without a figure of their own
-  // (the profile) were not in it.
-  std::vector<PhaseTime> since_plan() const {
-    return {timing_.phases.begin() + static_cast<std::ptrdiff_t>(std::min(planned_at_, timing_.phases.size())),
-            timing_.phases.end()};
-  }
-  void restated(double expected_s) { timing_.restated_s = expected_s; }
-  // True the first time only: tune states its plan again at most once (restate_the_plan).
-  bool first_restatement() { return !std::exchange(restated_, true); }
-  TuneTiming done() {
-    timing_.total_s = seconds_since(start_);
-    return timing_;
-  }
-
- private:
-  Clock::time_point start_, mark_;
-  TuneTiming timing_;
-  std::map<std::string, double> expected_;
-  bool restated_ = false;
-  size_t planned_at_ = 0;
-};
 
 // tune's phases, in the order they run. A phase's stage goes out with -(its kind); the wrapper tune
 // puts around on_stage numbers it among the phases planned when tune began (numbered_stages).
@@ -651,12 +607,16 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
   // twice as long within kPlateauBudgets more of wall time (in place of the batch race, which follows only
   // where they give no answer); one with contested candidates runs them longer, within its budget.
   const double race_most_s = o.epochs() > 0 ? run_race_most_s(race) : batch_race_most_s(race);
+  const double retime_s = o.epochs() > 0 ? kRetimeShare * race.wall_s : 0;  // at most: it stops at its budget
   laps.expect("sweep", sweep_s);
   if (race.wall_s > 0) laps.expect(o.epochs() > 0 ? "run race" : "race", race.wall_s);
-  const double rest = sweep_s + noise_s + race.wall_s, most = sweep_most_s + noise_s + race_most_s;
+  if (retime_s > 0) laps.expect("retiming", retime_s);
+  const double rest = sweep_s + noise_s + retime_s + race.wall_s,
+               most = sweep_most_s + noise_s + retime_s + race_most_s;
   laps.expect_total(laps.elapsed_s() + rest, laps.elapsed_s() + most);
   std::vector<std::string> parts{fmt::format("sweep {}", duration_text(sweep_s))};
   if (noise_s > 0) parts.push_back(fmt::format("noise scale {}", duration_text(noise_s)));
+  if (retime_s > 0) parts.push_back(fmt::format("the close batches timed again, at most {}", duration_text(retime_s)));
   if (race.wall_s > 0)
     parts.push_back(fmt::format("{} {}", o.epochs() > 0 ? "run race" : "race", duration_text(race.wall_s)));
   const bool more = o.validate() || o.compare_precision();
@@ -729,8 +689,12 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   laps("profile", !report.step_profile.empty());
   if (o.noise() && own_step) noise_and_goodput(subject, options, report, laps);
   laps("noise scale", report.noise.has_value());
-  const double spent_s = seconds_since(start);
+  const double spent_s = seconds_since(start);  // the race's budget follows it, not the retiming's
   if (raced && o.epochs() > 0) {
+    retime_close(*subject.runner, *sweep_options, *report.sweep, training_samples(subject),
+                 kRetimeShare * laps.expected("run race"),
+                 [&](const std::string& l) { stage(options, Phase::Race, l); });
+    laps("retiming", !report.sweep->retimed.empty());
     race_the_run(subject, options, spent_s, report, laps);
     laps("run race", report.run_race.has_value());
     // No reference of the run race left the start: the batch race, at a constant rate, trains on

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -434,6 +435,113 @@ TEST(SweepNoise, RepetitionsThatStillDisagreeWhereItMovesTheKneeAreWarnedOf) {
   EXPECT_TRUE(u.remeasured.empty());
   EXPECT_TRUE(u.noise_warning.empty()) << u.noise_warning;
   EXPECT_EQ(u.knee_batch, 64);
+}
+
+// Two batches 4 % apart, and a burst of other work during the sweep that slows two of the larger
+// batch's three trials by a fifth: one sweep reads the pair the wrong way round (as one of three
+// repetitions did on mlp: docs/benchmarks.md, "The pair each mlp verdict turns on"). Timed again
+// in alternated trials after the burst, the pooled figures order them, and the rounds stop once
+// each round's ratio agrees: the least rounds asked.
+class DriftingPair final : public TrialRunner {
+ public:
+  // `slowed(call)`: the trial slowed by a fifth; `noise(call)`: a factor on every step of it.
+  DriftingPair(
+      std::function<bool(int)> slowed, std::function<double(int)> noise = [](int) { return 1.0; }, double wall_s = 0.1)
+      : slowed_(std::move(slowed)), noise_(std::move(noise)), wall_s_(wall_s) {}
+  WorkloadInfo info() const override { return {}; }
+  Trial run(const TrialOptions& o) override {
+    Trial t;
+    t.batch = o.batch();
+    t.outcome = o.batch() >= fails_from_ ? Outcome::Oom : Outcome::Ok;
+    t.steps = o.steps();
+    const double rate = o.batch() >= 512 ? 10400 : 10000;  // 512 is 4 % faster per sample than 256
+    const double step = static_cast<double>(o.batch()) / rate * (slowed_(calls_) ? 1.2 : 1.0) * noise_(calls_);
+    ++calls_;
+    if (t.outcome == Outcome::Ok) t.step_times_s.assign(static_cast<size_t>(o.steps()), step);
+    t.steps_run = t.outcome == Outcome::Ok ? o.steps() : 0;
+    t.wall_s = wall_s_;
+    summarize_steps(t);
+    return t;
+  }
+  int64_t held_bytes() override { return 0; }
+  int64_t default_budget_bytes() override { return 1 << 30; }
+  int64_t device_total_bytes() override { return 1 << 30; }
+  int calls() const { return calls_; }
+  int64_t fails_from_ = std::numeric_limits<int64_t>::max();
+
+ private:
+  std::function<bool(int)> slowed_;
+  std::function<double(int)> noise_;
+  double wall_s_;
+  int calls_ = 0;
+};
+
+SweepOptions pair_sweep() { return SweepOptions().batch_sizes({256, 512}).warmup(0).steps(3).min_time_s(0); }
+
+double rate_at(const SweepResult& s, int64_t batch) {
+  for (const Trial& p : s.points)
+    if (p.batch == batch) return p.samples_per_s;
+  return 0;
+}
+
+TEST(Retime, AlternatedTrialsOrderAPairThatOneSweepReadTheWrongWayRound) {
+  // The sweep runs 256 512, 512 256, 256 512: calls 1 and 2 are 512's first two.
+  DriftingPair runner([](int call) { return call == 1 || call == 2; });
+  SweepResult s = sweep(runner, pair_sweep());
+  ASSERT_LT(rate_at(s, 512), rate_at(s, 256)) << "the burst reads 512 slower";
+  std::vector<int64_t> order;
+  retime(runner, pair_sweep(), s,
+         RetimeOptions().batches({256, 512, 1024}).on_trial([&](const Trial& t, int index, int) {
+           EXPECT_EQ(index, -1);
+           order.push_back(t.batch);
+         }));
+  EXPECT_GT(rate_at(s, 512) / rate_at(s, 256), 1.03);
+  EXPECT_EQ(order, (std::vector<int64_t>{256, 512, 512, 256, 256, 512}));  // alternated, 1024 not swept
+  EXPECT_EQ(s.retimed, (std::vector<int64_t>{256, 512}));
+  EXPECT_EQ(s.retime_rounds, 3);
+  EXPECT_NEAR(s.retime_error, 0, 1e-12);
+  EXPECT_EQ(s.retime_note, "each batch's samples/s against the fastest's known to 1.5 %");
+  for (const Trial& p : s.points) EXPECT_EQ(p.repetitions, 6);
+}
+
+TEST(Retime, RoundsEndAtTheBudgetOrTheMostRoundsAndNothingRunsForOneBatch) {
+  // Each round's ratio moves by 10 % either way: the precision is never reached.
+  const auto noisy = [](int call) { return call % 4 == 1 ? 1.1 : 1.0; };
+  DriftingPair runner([](int) { return false; }, noisy, /*wall_s=*/1.0);
+  SweepResult s = sweep(runner, pair_sweep());
+  retime(runner, pair_sweep(), s, RetimeOptions().batches({256, 512}).budget_s(5.5));
+  EXPECT_EQ(s.retime_rounds, 2) << "a third round would take 6 s of trials";
+  EXPECT_EQ(s.retime_note, "its budget (5.5 s) reached");
+  EXPECT_GT(s.retime_error, 0.015);
+
+  SweepResult t = sweep(runner, pair_sweep());
+  retime(runner, pair_sweep(), t, RetimeOptions().batches({256, 512}).max_rounds(5));
+  EXPECT_EQ(t.retime_rounds, 5);
+  EXPECT_EQ(t.retime_note, "the most rounds (5) reached");
+
+  SweepResult u = sweep(runner, pair_sweep());
+  const int before = runner.calls();
+  retime(runner, pair_sweep(), u, RetimeOptions().batches({512}));
+  EXPECT_EQ(runner.calls(), before);
+  EXPECT_TRUE(u.retimed.empty());
+  EXPECT_EQ(u.retime_rounds, 0);
+
+  retime(runner, pair_sweep(), u, RetimeOptions().batches({256, 512}).budget_s(1.5));  // one round: 2 s
+  EXPECT_EQ(runner.calls(), before);
+  EXPECT_TRUE(u.retimed.empty());
+  EXPECT_EQ(u.retime_note, "its budget (1.5 s) reached");
+}
+
+TEST(Retime, ATrialThatFailsJoinsItsPointAndEndsTheTiming) {
+  DriftingPair runner([](int) { return false; });
+  SweepResult s = sweep(runner, pair_sweep());
+  runner.fails_from_ = 512;  // the memory moved since the sweep
+  retime(runner, pair_sweep(), s, RetimeOptions().batches({256, 512}));
+  EXPECT_EQ(s.retime_rounds, 1);
+  EXPECT_EQ(s.retime_note, "a trial at batch 512 failed (oom), and the timing stopped there");
+  EXPECT_EQ(s.points[1].outcome, Outcome::Oom);
+  EXPECT_EQ(s.points[0].outcome, Outcome::Ok);
+  EXPECT_EQ(s.knee_batch, 256);
 }
 
 }  // namespace

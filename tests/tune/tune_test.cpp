@@ -18,6 +18,7 @@
 #include "support/workloads.h"
 #include "tune/race_entries.h"
 #include "tune/race_time.h"
+#include "tune/retime.h"
 
 namespace batchwise {
 namespace {
@@ -150,10 +151,23 @@ TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
     return w.find("the batch race judged on a sample of the training data") == 0;
   }));
 
-  const Report run = tune(TuneSubject(runner, w.get()), raced_tune().epochs(0.5).lr_schedule(LrSchedule::Cosine));
+  // Trials of the steps alone (no least time), so that the retiming's least rounds fit its budget.
+  const Report run =
+      tune(TuneSubject(runner, w.get()),
+           raced_tune()
+               .sweep(SweepOptions().batch_sizes({8, 16}).warmup(1).steps(2).repetitions(1).min_time_s(0))
+               .epochs(0.5)
+               .lr_schedule(LrSchedule::Cosine));
   ASSERT_TRUE(run.run_race.has_value());
   EXPECT_EQ(batches(run.run_race->entries), (std::vector<int64_t>{8, 16}));
   EXPECT_EQ(run.run_race->epochs, 0.5);
+  // The two candidates, at the same rate, are close: timed again before the race, within its budget,
+  // until each round read them alike (the least rounds) unless the budget ended it sooner.
+  EXPECT_EQ(run.sweep->retimed, (std::vector<int64_t>{8, 16})) << run.sweep->retime_note;
+  EXPECT_GE(run.sweep->retime_rounds, 1);
+  EXPECT_LE(run.sweep->retime_rounds, 3);
+  for (const Trial& p : run.sweep->points) EXPECT_EQ(p.repetitions, 1 + run.sweep->retime_rounds);
+  EXPECT_FALSE(batch.sweep->retime_rounds) << "the batch race is not preceded by it";
   ASSERT_TRUE(run.recommendation.has_value());
   if (run.run_race->best_batch) EXPECT_EQ(run.recommendation->batch, *run.run_race->best_batch);
   for (const std::string& w : run.context.warnings) EXPECT_EQ(w.find("--epochs was not used"), std::string::npos) << w;
@@ -401,6 +415,78 @@ TEST(Tune, ThePlanIsStatedAgainWhereTheRestIsFarOffIt) {
             "expected now: about 40 s more, at most 2 min (the run race found no answer: its reference did not "
             "leave the plateau at the start; a batch race follows, which the plan did not count; the validation "
             "and the precision comparison come on top)");
+}
+
+// The batches the run race turns on: the fastest candidate, the batches below it that read slower
+// than a smaller one, and the candidates within 15 % of it, four at most; none where only one.
+TEST(Tune, TheCloseCandidatesAreThoseWithinAShareOfTheFastest) {
+  const auto points = [](std::vector<std::pair<int64_t, double>> rates) {
+    std::vector<Trial> out;
+    for (const auto& [batch, rate] : rates) {
+      Trial t;
+      t.batch = batch;
+      t.outcome = Outcome::Ok;
+      t.samples_per_s = rate;
+      out.push_back(t);
+    }
+    return out;
+  };
+  EXPECT_EQ(detail::close_batches(
+                points({{64, 500}, {128, 870}, {256, 860}, {512, 930}, {1024, 1000}, {2048, 970}, {4096, 900}})),
+            (std::vector<int64_t>{256, 512, 1024, 2048}))
+      << "the fastest, 256 (a dip below 128), then the nearest: 128 the slowest of them; 4096 is no candidate";
+  EXPECT_EQ(detail::close_batches(points({{64, 500}, {128, 900}, {256, 700}, {512, 1000}})),
+            (std::vector<int64_t>{128, 256, 512}))
+      << "256, no candidate (22 % slower than 128), dips";
+  EXPECT_EQ(detail::close_batches(points({{64, 500}, {128, 700}, {256, 1000}})), (std::vector<int64_t>{}));
+  EXPECT_EQ(detail::close_batches(points({{64, 500}, {128, 900}, {256, 1000}})), (std::vector<int64_t>{128, 256}));
+}
+
+// Trials of a second each, at samples/s flat from 256 on: the least rounds of the close batches
+// (three of 256, 512 and 1,024) must fit the retiming's budget; the batch that counts least is left
+// out until they do, and where two do not fit, none is timed and the line says so.
+class SecondTrials final : public TrialRunner {
+ public:
+  WorkloadInfo info() const override { return {}; }
+  Trial run(const TrialOptions& o) override {
+    Trial t;
+    t.batch = o.batch();
+    t.outcome = Outcome::Ok;
+    t.step_times_s.assign(3, static_cast<double>(o.batch()) / (o.batch() >= 256 ? 1000.0 : 800.0));
+    t.steps_run = 3;
+    t.wall_s = 1;
+    summarize_steps(t);
+    return t;
+  }
+  int64_t held_bytes() override { return 0; }
+  int64_t default_budget_bytes() override { return 1 << 30; }
+  int64_t device_total_bytes() override { return 1 << 30; }
+};
+
+TEST(Tune, TheRetimingLeavesOutWhatItsLeastRoundsCannotAfford) {
+  SecondTrials runner;
+  const SweepOptions s = SweepOptions().batch_sizes({128, 256, 512, 1024}).repetitions(1).min_time_s(0);
+  std::vector<std::string> lines;
+  const auto say = [&](const std::string& l) { lines.push_back(l); };
+  SweepResult roomy = sweep(runner, s);
+  detail::retime_close(runner, s, roomy, 100000, 20, say);
+  EXPECT_EQ(roomy.retimed, (std::vector<int64_t>{256, 512, 1024})) << "128 is 20 % slower; 9 s of least rounds fit";
+
+  SweepResult tight = sweep(runner, s);
+  lines.clear();
+  detail::retime_close(runner, s, tight, 100000, 7, say);
+  EXPECT_EQ(tight.retimed.size(), 2u) << "three rounds of two batches: 6 s";
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].find("run race: first, "), 0u) << lines[0];
+
+  SweepResult none = sweep(runner, s);
+  lines.clear();
+  detail::retime_close(runner, s, none, 100000, 5, say);
+  EXPECT_TRUE(none.retimed.empty());
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("not timed again: 3 rounds of their trials would take about 6 s, past the 5 s"),
+            std::string::npos)
+      << lines[0];
 }
 
 }  // namespace

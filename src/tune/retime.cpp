@@ -1,0 +1,117 @@
+#include "tune/retime.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "batchwise/race.h"
+#include "batchwise/units.h"
+
+namespace batchwise::detail {
+
+namespace {
+
+double rate_of(const std::vector<Trial>& points, int64_t batch) {
+  for (const Trial& p : points)
+    if (p.batch == batch) return p.samples_per_s;
+  return 0;
+}
+
+// The close batches in the order they count: the fastest, the dips, then the nearest, the faster
+// first; uncapped.
+std::vector<int64_t> ranked_close(const std::vector<Trial>& points) {
+  const std::vector<int64_t> candidates = race_candidates(points);  // ascending
+  double fastest = 0;
+  int64_t fastest_batch = 0;
+  for (int64_t b : candidates)
+    if (rate_of(points, b) > fastest) fastest = rate_of(points, b), fastest_batch = b;
+  // A dip: a batch between the smallest candidate and the fastest that reads slower than a smaller
+  // one (race_candidates leaves it out where that is by 5 %). Noise only slows a trial, and a CPU's
+  // samples/s rises with the batch up to its plateau, so the dip is the likelier misread, and it
+  // moves the pick to a smaller batch.
+  std::vector<int64_t> dips, near;
+  double below = 0;
+  for (const Trial& p : points) {  // ascending
+    if (p.outcome != Outcome::Ok || candidates.empty() || p.batch < candidates.front() || p.batch >= fastest_batch)
+      continue;
+    if (p.samples_per_s < below) dips.push_back(p.batch);
+    below = std::max(below, p.samples_per_s);
+  }
+  for (int64_t b : candidates)
+    if (b != fastest_batch && rate_of(points, b) >= (1 - kCloseShare) * fastest &&
+        std::find(dips.begin(), dips.end(), b) == dips.end())
+      near.push_back(b);
+  std::sort(near.begin(), near.end(), [&](int64_t a, int64_t b) { return rate_of(points, a) > rate_of(points, b); });
+  if (candidates.empty()) return {};
+  std::vector<int64_t> close{fastest_batch};
+  close.insert(close.end(), dips.begin(), dips.end());
+  close.insert(close.end(), near.begin(), near.end());
+  return close;
+}
+
+// The close batches that count most, kMostClose at most, ascending; none where fewer than two.
+std::vector<int64_t> ascending_or_none(std::vector<int64_t> ranked) {
+  if (ranked.size() > static_cast<size_t>(kMostClose)) ranked.resize(kMostClose);
+  if (ranked.size() < 2) return {};
+  std::sort(ranked.begin(), ranked.end());
+  return ranked;
+}
+
+// What one trial of `batch` took in the sweep, on average.
+double trial_s(const std::vector<Trial>& points, int64_t batch) {
+  for (const Trial& p : points)
+    if (p.batch == batch && p.repetitions > 0) return p.wall_s / p.repetitions;
+  return 0;
+}
+
+}  // namespace
+
+std::vector<int64_t> close_batches(const std::vector<Trial>& points) { return ascending_or_none(ranked_close(points)); }
+
+void retime_close(TrialRunner& runner, const SweepOptions& s, SweepResult& sweep, int64_t dataset, double budget_s,
+                  const std::function<void(const std::string&)>& say) {
+  std::vector<int64_t> larger;
+  const std::vector<Trial> points = within_dataset(sweep.points, dataset, larger);
+  std::vector<int64_t> ranked = ranked_close(points);
+  if (ranked.size() > static_cast<size_t>(kMostClose)) ranked.resize(kMostClose);
+  RetimeOptions o = RetimeOptions().budget_s(budget_s);
+  // The least rounds must fit the budget: the batches that count least are left out until they do.
+  const auto least_s = [&] {
+    double round_s = 0;
+    for (int64_t b : ranked) round_s += trial_s(points, b);
+    return o.min_rounds() * round_s;
+  };
+  while (ranked.size() > 2 && least_s() > budget_s) ranked.pop_back();
+  const std::vector<int64_t> close = ascending_or_none(ranked);
+  if (close.empty() || budget_s <= 0) return;
+  if (least_s() > budget_s) {
+    say(
+        fmt::format("run race: {} not timed again: {} rounds of their trials would take about {}, past the {} "
+                    "its budget allows ({:.0f} % of the run race's planned time); the sweep's figures stand",
+                    fmt::join(close, " and "), o.min_rounds(), format_seconds(least_s()), format_seconds(budget_s),
+                    100 * kRetimeShare));
+    return;
+  }
+  o.batches(close);
+  say(
+      fmt::format("run race: first, {} timed again, the batches it turns on (the fastest, any that read slower "
+                  "than a smaller one, and those within {:.0f} % of the fastest: an order one sweep cannot settle): "
+                  "rounds of alternated trials until each one's samples/s against the "
+                  "fastest's is known to {:.1f} %, {} to {} rounds, at most {}",
+                  fmt::join(close, ", "), 100 * kCloseShare, 100 * o.precision(), o.min_rounds(), o.max_rounds(),
+                  format_seconds(budget_s)));
+  retime(runner, s, sweep, o);
+  if (sweep.retimed.empty()) {
+    say(fmt::format("run race: nothing timed again: {}", sweep.retime_note));
+    return;
+  }
+  std::vector<std::string> figures;
+  for (int64_t b : sweep.retimed)
+    figures.push_back(fmt::format("{} at {} samples/s", b, format_grouped(rate_of(sweep.points, b))));
+  say(fmt::format("run race: timed again in {} round{}: {}; {} (standard error {:.1f} %)", sweep.retime_rounds,
+                  sweep.retime_rounds == 1 ? "" : "s", fmt::join(figures, ", "), sweep.retime_note,
+                  100 * sweep.retime_error));
+}
+
+}  // namespace batchwise::detail
