@@ -289,10 +289,11 @@ std::vector<Trial> within_dataset(const std::vector<Trial>& sweep_points, int64_
 /// What a race's notes say of the batches within_dataset left out; empty where none was.
 std::string larger_than_dataset_note(const std::vector<int64_t>& larger, int64_t dataset);
 
-/// What a sweep's report warns of the batches within_dataset leaves out (a sweep measures them as
-/// asked, and answers within the training set); empty where none was. Example: "batch 512 is larger
-/// than the 100 training samples: a step repeats samples, which no run of these data does".
-std::string larger_than_dataset_warning(const std::vector<int64_t>& larger, int64_t dataset);
+/// What a sweep's report warns of the batches within_dataset leaves out of `sweep_points` (a sweep
+/// measures them as asked, and answers within the training set); empty where none is, or where the
+/// `dataset` size is not known (0). Example: "batch 512 is larger than the 100 training samples: a
+/// step repeats samples, which no run of these data does".
+std::string larger_than_dataset_warning(const std::vector<Trial>& sweep_points, int64_t dataset);
 
 /// Each of `batches`' samples/s in the sweep (its ok point's), in the same order: the figures
 /// BatchRaceOptions takes beside the candidates and the reserve.

@@ -92,13 +92,14 @@ struct SweepResult {
   /// tune's second look (retime): the batches its race turns on, timed again in alternated trials
   /// after the sweep, each trial pooled into its point (the repetitions count them); ascending.
   std::vector<int64_t> retimed;
-  /// How many rounds of them ran (each batch once a round), and the largest standard error, as a
-  /// share, of a retimed batch's samples/s against the fastest of them over those rounds (1: fewer
-  /// than two rounds, unknown).
+  /// How many rounds of them ran (each batch once a round; the last cut short where a trial failed),
+  /// and the largest standard error, as a share, of a retimed batch's samples/s against the fastest
+  /// of them, a ratio per round, over those rounds (1: fewer than two rounds, unknown). It is the
+  /// error of the paired rounds; the points' figures pool the sweep's trials with theirs.
   int retime_rounds = 0;
   double retime_error = 0;
   /// Why the rounds stopped: the figures known to the precision asked, or the budget or the most
-  /// rounds reached first.
+  /// rounds reached first, or a trial that failed; or why none ran.
   std::string retime_note;
   /// The warnings above that are not empty, for the report's (context.warnings).
   std::vector<std::string> warnings() const {
@@ -150,7 +151,7 @@ void fields(V& v, T& s) {
   v("retimed", s.retimed, When{!s.retimed.empty()});
   v("retime_rounds", s.retime_rounds, When{!s.retimed.empty()});
   v("retime_error", s.retime_error, When{!s.retimed.empty()});
-  v("retime_note", s.retime_note, When{!s.retimed.empty()});
+  v("retime_note", s.retime_note, When{!s.retime_note.empty()});
 }
 
 /// The smallest batch whose samples/s is within `tolerance` of the best ok point; none if no point
@@ -185,8 +186,8 @@ struct RetimeOptions {
 
 /// Times `o.batches()` again (RetimeOptions), pooling each trial into its point of `sweep` as a
 /// further repetition, then the knee again; records what it did in sweep.retimed and after (retimed
-/// stays empty where no round ran, the note saying why). A trial
-/// that fails joins its point, as in the sweep, and that batch is not timed again. Runs nothing
+/// stays empty where no round ran, the note saying why). A trial that fails joins its point, as in
+/// the sweep (one out of memory bounds the larger batches), and the timing stops there. Runs nothing
 /// where fewer than two of the batches ran ok in the sweep (or their runner reported its own
 /// samples/s: a command's step lines, which the pooled steps would not move).
 void retime(TrialRunner& runner, const SweepOptions& sweep_options, SweepResult& sweep, const RetimeOptions& o);

@@ -13,6 +13,9 @@ int64_t parse_bytes(const std::string& text, const std::string& what);
 
 /// Formats bytes in binary units with three significant digits: "1.50 GiB", "812 KiB", "12 B".
 std::string format_bytes(int64_t bytes);
+/// `bytes` rounded down to a tenth of its unit, as a flag reads it back: "22.6GiB" where
+/// format_bytes, which rounds to the nearest, would say more than there is ("79.2 GiB" of 79.18).
+std::string format_bytes_at_most(int64_t bytes);
 
 /// A number rounded to an integer with thousands separators: 12345.6 -> "12,346".
 std::string format_grouped(double value);

@@ -614,9 +614,7 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
     report.sweep = sweep(runner, p.sweep);
     for (const std::string& w : report.sweep->warnings()) report.context.warnings.push_back(w);
     // within the training set, as the CLI's sweep answers and warns: a larger batch repeats samples in a step
-    std::vector<int64_t> larger;
-    (void)within_dataset(report.sweep->points, workload.data().size(), larger);
-    if (std::string w = larger_than_dataset_warning(larger, workload.data().size()); !w.empty())
+    if (std::string w = larger_than_dataset_warning(report.sweep->points, workload.data().size()); !w.empty())
       report.context.warnings.push_back(std::move(w));
     report.recommendation = recommend(std::nullopt, report.sweep, std::nullopt, std::nullopt, workload.data().size());
   } else if (command == "noise") {

@@ -78,7 +78,9 @@ std::string larger_than_dataset_note(const std::vector<int64_t>& larger, int64_t
       larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), dataset, larger.size() > 1 ? "them" : "it");
 }
 
-std::string larger_than_dataset_warning(const std::vector<int64_t>& larger, int64_t dataset) {
+std::string larger_than_dataset_warning(const std::vector<Trial>& sweep_points, int64_t dataset) {
+  std::vector<int64_t> larger;
+  if (dataset > 0) (void)within_dataset(sweep_points, dataset, larger);
   if (larger.empty()) return "";
   return fmt::format(
       "{} {} {} larger than the {} training samples: a step repeats samples, which no run of these data does",

@@ -216,21 +216,6 @@ int64_t WorkloadRunner::default_budget_bytes() {
 }
 int64_t WorkloadRunner::device_total_bytes() { return device_memory(workload_)->total_bytes(); }
 
-namespace {
-
-// `bytes` rounded down, as --memory-budget reads it back ("22.7GiB"): format_bytes rounds to the
-// nearest, and an H100's 79.18 GiB read "79.2 GiB", which is more than it has.
-std::string budget_at_most(int64_t bytes) {
-  static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int unit = -1;
-  while (v >= 1024 && unit < 3) v /= 1024, ++unit;
-  if (unit < 0) return fmt::format("{}B", bytes);
-  return fmt::format("{:.1f}{}", std::floor(v * 10) / 10, kUnits[unit]);
-}
-
-}  // namespace
-
 int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested) {
   if (requested <= 0) return runner.default_budget_bytes();
   const int64_t total = runner.device_total_bytes();
@@ -239,7 +224,7 @@ int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested) {
                   "with what batchwise holds); a trial past it would not stop at the budget but run out of the "
                   "device's memory (on a CPU, the kernel kills the process and the run is lost); give at most {}, or "
                   "leave --memory-budget out",
-                  format_bytes(requested), format_bytes(total), budget_at_most(total));
+                  format_bytes(requested), format_bytes(total), format_bytes_at_most(total));
   return requested;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <utility>
 
 #include "batchwise/choices.h"
 #include "check.h"
@@ -79,18 +80,35 @@ std::string format_epochs(double epochs, int significant) {
   return figure + (figure == "1" ? " epoch" : " epochs");
 }
 
-std::string format_bytes(int64_t bytes) {
-  static const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+namespace {
+
+constexpr const char* kByteUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+
+// `bytes` in the largest unit (an index into kByteUnits) under which it is 1,024 or more.
+std::pair<double, int> in_units(int64_t bytes) {
   double v = static_cast<double>(bytes);
   int i = 0;
   while (std::fabs(v) >= 1024.0 && i < 4) {
     v /= 1024.0;
     ++i;
   }
+  return {v, i};
+}
+
+}  // namespace
+
+std::string format_bytes(int64_t bytes) {
+  const auto [v, i] = in_units(bytes);
   if (i == 0) return fmt::format("{} B", bytes);
-  if (std::fabs(v) >= 100) return fmt::format("{:.0f} {}", v, kNames[i]);
-  if (std::fabs(v) >= 10) return fmt::format("{:.1f} {}", v, kNames[i]);
-  return fmt::format("{:.2f} {}", v, kNames[i]);
+  if (std::fabs(v) >= 100) return fmt::format("{:.0f} {}", v, kByteUnits[i]);
+  if (std::fabs(v) >= 10) return fmt::format("{:.1f} {}", v, kByteUnits[i]);
+  return fmt::format("{:.2f} {}", v, kByteUnits[i]);
+}
+
+std::string format_bytes_at_most(int64_t bytes) {
+  const auto [v, i] = in_units(bytes);
+  if (i == 0) return fmt::format("{}B", bytes);
+  return fmt::format("{:.1f}{}", std::floor(v * 10) / 10, kByteUnits[i]);
 }
 
 namespace {

@@ -459,7 +459,10 @@ double ratio_error(const std::vector<double>& rates, const std::vector<double>& 
   const size_t n = std::min(rates.size(), reference.size());
   if (n < 2) return 1;
   std::vector<double> logs;
-  for (size_t k = 0; k < n; ++k) logs.push_back(std::log(rates[k] / reference[k]));
+  for (size_t k = 0; k < n; ++k) {
+    if (!(rates[k] > 0) || !(reference[k] > 0)) return 1;  // unknown, as with fewer than two rounds
+    logs.push_back(std::log(rates[k] / reference[k]));
+  }
   double mean = 0;
   for (double x : logs) mean += x;
   mean /= static_cast<double>(n);
@@ -479,14 +482,17 @@ void retime(TrialRunner& runner, const SweepOptions& so, SweepResult& r, const R
       at.push_back(i);
   }
   std::sort(at.begin(), at.end(), [&](size_t a, size_t b) { return r.points[a].batch < r.points[b].batch; });
-  if (at.size() < 2 || o.max_rounds() < 1) return;
+  if (at.size() < 2 || o.max_rounds() < 1) {
+    r.retime_note = at.size() < 2 ? "fewer than two of the batches asked ran ok in the sweep" : "no rounds asked";
+    return;
+  }
   std::vector<std::vector<double>> rates(r.points.size());
   std::vector<double> last_s(r.points.size());
   for (size_t i : at) last_s[i] = r.points[i].wall_s / r.points[i].repetitions;
   double spent_s = 0;
   const auto fastest = [&] {
-    return *std::max_element(at.begin(), at.end(),
-                             [&](size_t a, size_t b) { return r.points[a].samples_per_s < r.points[b].samples_per_s; });
+    const auto rate = [&](size_t i) { return r.points[i].outcome == Outcome::Ok ? r.points[i].samples_per_s : -1.0; };
+    return *std::max_element(at.begin(), at.end(), [&](size_t a, size_t b) { return rate(a) < rate(b); });
   };
   const auto worst_error = [&] {
     const size_t ref = fastest();
@@ -526,7 +532,7 @@ void retime(TrialRunner& runner, const SweepOptions& so, SweepResult& r, const R
       spent_s += t.wall_s;
       last_s[i] = t.wall_s;
       const Outcome outcome = t.outcome;
-      if (outcome == Outcome::Ok) rates[i].push_back(t.samples_per_s);
+      if (outcome == Outcome::Ok && t.samples_per_s > 0) rates[i].push_back(t.samples_per_s);
       merge_repetition(r.points[i], t);
       summarize_steps(r.points[i]);
       if (outcome != Outcome::Ok) {  // as in the sweep: the failure is the point's, and bounds those above

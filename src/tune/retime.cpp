@@ -69,8 +69,8 @@ double trial_s(const std::vector<Trial>& points, int64_t batch) {
 
 std::vector<int64_t> close_batches(const std::vector<Trial>& points) { return ascending_or_none(ranked_close(points)); }
 
-void retime_close(TrialRunner& runner, const SweepOptions& s, SweepResult& sweep, int64_t dataset, double budget_s,
-                  const std::function<void(const std::string&)>& say) {
+std::string retime_close(TrialRunner& runner, const SweepOptions& s, SweepResult& sweep, int64_t dataset,
+                         double budget_s, const std::function<void(const std::string&)>& say) {
   std::vector<int64_t> larger;
   const std::vector<Trial> points = within_dataset(sweep.points, dataset, larger);
   std::vector<int64_t> ranked = ranked_close(points);
@@ -84,14 +84,17 @@ void retime_close(TrialRunner& runner, const SweepOptions& s, SweepResult& sweep
   };
   while (ranked.size() > 2 && least_s() > budget_s) ranked.pop_back();
   const std::vector<int64_t> close = ascending_or_none(ranked);
-  if (close.empty() || budget_s <= 0) return;
+  if (close.empty() || budget_s <= 0) return "";
   if (least_s() > budget_s) {
+    sweep.retime_note =
+        fmt::format("{} not timed again: {} rounds of their trials would take about {}, past the {} its budget allows",
+                    fmt::join(close, " and "), o.min_rounds(), format_seconds(least_s()), format_seconds(budget_s));
     say(
         fmt::format("run race: {} not timed again: {} rounds of their trials would take about {}, past the {} "
                     "its budget allows ({:.0f} % of the run race's planned time); the sweep's figures stand",
                     fmt::join(close, " and "), o.min_rounds(), format_seconds(least_s()), format_seconds(budget_s),
                     100 * kRetimeShare));
-    return;
+    return "";
   }
   o.batches(close);
   say(
@@ -104,7 +107,7 @@ void retime_close(TrialRunner& runner, const SweepOptions& s, SweepResult& sweep
   retime(runner, s, sweep, o);
   if (sweep.retimed.empty()) {
     say(fmt::format("run race: nothing timed again: {}", sweep.retime_note));
-    return;
+    return "";
   }
   std::vector<std::string> figures;
   for (int64_t b : sweep.retimed)
@@ -112,6 +115,13 @@ void retime_close(TrialRunner& runner, const SweepOptions& s, SweepResult& sweep
   say(fmt::format("run race: timed again in {} round{}: {}; {} (standard error {:.1f} %)", sweep.retime_rounds,
                   sweep.retime_rounds == 1 ? "" : "s", fmt::join(figures, ", "), sweep.retime_note,
                   100 * sweep.retime_error));
+  for (int64_t batch : sweep.retimed)
+    for (const Trial& p : sweep.points)
+      if (p.batch == batch && p.outcome != Outcome::Ok)
+        return fmt::format("the run race's retiming: {}; batch {} no longer races ({}){}", sweep.retime_note, batch,
+                           p.message.empty() ? to_string(p.outcome) : p.message,
+                           p.outcome == Outcome::Oom ? ", nor any larger batch" : "");
+  return "";
 }
 
 }  // namespace batchwise::detail

@@ -1,6 +1,6 @@
 // tune's second look at the batches its run race turns on: after the sweep, before the race, the
 // close candidates timed again in alternated trials (retime, sweep.h), within a share of the race's
-// time. Tested without training (tests/tune/retime_test.cpp).
+// time. Tested without training (tests/tune/tune_test.cpp, tests/search/sweep_test.cpp).
 #pragma once
 
 #include <cstdint>
@@ -37,8 +37,9 @@ std::vector<int64_t> close_batches(const std::vector<Trial>& points);
 /// least rounds of them (RetimeOptions::min_rounds, at their sweep trials' time) would pass the
 /// budget, those that count least are left out until they fit; where two still do not, none is
 /// timed, and the line says so. Nothing, and no line, where fewer than two are close or the budget
-/// is 0.
-void retime_close(TrialRunner& runner, const SweepOptions& s, SweepResult& sweep, int64_t dataset, double budget_s,
-                  const std::function<void(const std::string&)>& say);
+/// is 0. Returns a warning for the report where a trial failed (the batch, and for out of memory
+/// every larger one, then no longer races); empty otherwise.
+std::string retime_close(TrialRunner& runner, const SweepOptions& s, SweepResult& sweep, int64_t dataset,
+                         double budget_s, const std::function<void(const std::string&)>& say);
 
 }  // namespace batchwise::detail

@@ -38,6 +38,16 @@ TEST(FormatBytes, ThreeSignificantDigits) {
   EXPECT_EQ(format_bytes(812 * 1024), "812 KiB");
 }
 
+// Rounded down, as a flag takes it back: never more than there is (an H100's 79.18 GiB is not 79.2).
+TEST(FormatBytes, AtMostRoundsDownAndParsesBack) {
+  const int64_t h100 = static_cast<int64_t>(79.18 * 1024 * 1024 * 1024);
+  EXPECT_EQ(format_bytes(h100), "79.2 GiB");
+  EXPECT_EQ(format_bytes_at_most(h100), "79.1GiB");
+  EXPECT_LE(parse_bytes(format_bytes_at_most(h100), "x"), h100);
+  EXPECT_EQ(format_bytes_at_most(812 * 1024), "812.0KiB");
+  EXPECT_EQ(format_bytes_at_most(12), "12B");
+}
+
 // A small dataset's whole run can take under a second: it reads so, not "0 s".
 TEST(FormatSeconds, WholeSecondsFromTenTwoSignificantDigitsBelow) {
   EXPECT_EQ(format_seconds(57.4), "57 s");

@@ -525,6 +525,7 @@ TEST(Retime, RoundsEndAtTheBudgetOrTheMostRoundsAndNothingRunsForOneBatch) {
   EXPECT_EQ(runner.calls(), before);
   EXPECT_TRUE(u.retimed.empty());
   EXPECT_EQ(u.retime_rounds, 0);
+  EXPECT_EQ(u.retime_note, "fewer than two of the batches asked ran ok in the sweep");
 
   retime(runner, pair_sweep(), u, RetimeOptions().batches({256, 512}).budget_s(1.5));  // one round: 2 s
   EXPECT_EQ(runner.calls(), before);

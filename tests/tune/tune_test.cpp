@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,6 +102,7 @@ class InjectedRates final : public TrialRunner {
     Trial t = real_.run(o);
     if (t.outcome != Outcome::Ok) return t;
     t.step_times_s.assign(t.step_times_s.size(), step_s_(o.batch()));
+    t.wall_s = static_cast<double>(t.steps_run) * step_s_(o.batch());  // what the retiming's budget counts
     summarize_steps(t);
     return t;
   }
@@ -451,7 +453,7 @@ class SecondTrials final : public TrialRunner {
   Trial run(const TrialOptions& o) override {
     Trial t;
     t.batch = o.batch();
-    t.outcome = Outcome::Ok;
+    t.outcome = o.batch() >= fails_from ? Outcome::Oom : Outcome::Ok;
     t.step_times_s.assign(3, static_cast<double>(o.batch()) / (o.batch() >= 256 ? 1000.0 : 800.0));
     t.steps_run = 3;
     t.wall_s = 1;
@@ -461,6 +463,7 @@ class SecondTrials final : public TrialRunner {
   int64_t held_bytes() override { return 0; }
   int64_t default_budget_bytes() override { return 1 << 30; }
   int64_t device_total_bytes() override { return 1 << 30; }
+  int64_t fails_from = std::numeric_limits<int64_t>::max();
 };
 
 TEST(Tune, TheRetimingLeavesOutWhatItsLeastRoundsCannotAfford) {
@@ -487,6 +490,16 @@ TEST(Tune, TheRetimingLeavesOutWhatItsLeastRoundsCannotAfford) {
   EXPECT_NE(lines[0].find("not timed again: 3 rounds of their trials would take about 6 s, past the 5 s"),
             std::string::npos)
       << lines[0];
+  EXPECT_NE(none.retime_note.find("not timed again"), std::string::npos) << "the JSON says why too";
+
+  // A trial that fails in the retiming (the memory moved since the sweep): the report warns that the
+  // batch, and every larger one, no longer races.
+  SweepResult failed = sweep(runner, s);
+  runner.fails_from = 512;
+  EXPECT_EQ(detail::retime_close(runner, s, failed, 100000, 20, say),
+            "the run race's retiming: a trial at batch 512 failed (oom), and the timing stopped there; batch 512 no "
+            "longer races (oom), nor any larger batch");
+  EXPECT_EQ(failed.points.back().outcome, Outcome::Oom);
 }
 
 }  // namespace

@@ -59,9 +59,7 @@ class Sweep : public Command {
     // A batch larger than the training set repeats samples within a step, which no run does: measured
     // as asked, said so, and not the answer where a batch within it was swept (as tune answers).
     const int64_t samples = s.report.workload.dataset_size;
-    std::vector<int64_t> larger;
-    if (samples > 0) (void)within_dataset(s.report.sweep->points, samples, larger);
-    if (std::string w = larger_than_dataset_warning(larger, samples); !w.empty())
+    if (std::string w = larger_than_dataset_warning(s.report.sweep->points, samples); !w.empty())
       s.report.context.warnings.push_back(std::move(w));
     s.report.recommendation = recommend(std::nullopt, s.report.sweep, std::nullopt, std::nullopt, samples);
     if (sweep_.profile)
