@@ -55,6 +55,18 @@ void merge_repetition(Trial& point, const Trial& t) {
         point.repetitions;
 }
 
+// One trial of `batch` with a sweep's settings under `budget`: the sweep's and the retiming's.
+TrialOptions trial_options(const SweepOptions& o, int64_t batch, int64_t budget) {
+  return TrialOptions(batch)
+      .warmup(o.warmup())
+      .steps(o.steps())
+      .min_time_s(o.min_time_s())
+      .limit_bytes(budget)
+      .timeout_s(o.trial_timeout_s())
+      .accumulation_steps(o.accumulation_steps())
+      .monitor(o.monitor());
+}
+
 // Each of a batch's trials' samples/s that ran ok, in the order they ran.
 std::vector<double> ok_rates(const std::vector<Trial>& trials) {
   std::vector<double> rates;
@@ -228,14 +240,7 @@ class SweepRun {
   // up to one repetition's worth.
   Trial measure(size_t i, int index, bool in_eta) {
     if (o_.on_trial_start()) o_.on_trial_start()(sizes_[i], index, planned_);
-    Trial t = runner_.run(TrialOptions(sizes_[i])
-                              .warmup(o_.warmup())
-                              .steps(o_.steps())
-                              .min_time_s(o_.min_time_s())
-                              .limit_bytes(budget_)
-                              .timeout_s(o_.trial_timeout_s())
-                              .accumulation_steps(o_.accumulation_steps())
-                              .monitor(o_.monitor()));
+    Trial t = runner_.run(trial_options(o_, sizes_[i], budget_));
     if (in_eta) eta_.finished(expected_s(sizes_[i]), t.wall_s);
     if (index >= 0 && waited(t)) {
       const bool counted = waited_.size() < sizes_.size();
@@ -520,14 +525,7 @@ void retime(TrialRunner& runner, const SweepOptions& so, SweepResult& r, const R
     std::vector<size_t> order = at;
     if (round % 2 == 1) std::reverse(order.begin(), order.end());
     for (size_t i : order) {
-      Trial t = runner.run(TrialOptions(r.points[i].batch)
-                               .warmup(so.warmup())
-                               .steps(so.steps())
-                               .min_time_s(so.min_time_s())
-                               .limit_bytes(r.budget_bytes)
-                               .timeout_s(so.trial_timeout_s())
-                               .accumulation_steps(so.accumulation_steps())
-                               .monitor(so.monitor()));
+      Trial t = runner.run(trial_options(so, r.points[i].batch, r.budget_bytes));
       if (o.on_trial()) o.on_trial()(t, -1, 0);
       spent_s += t.wall_s;
       last_s[i] = t.wall_s;
