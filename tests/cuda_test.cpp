@@ -18,9 +18,11 @@
 #include <vector>
 
 #include "batchwise/device.h"
+#include "batchwise/error.h"
 #include "batchwise/fit.h"
 #include "batchwise/memory.h"
 #include "batchwise/trace.h"
+#include "batchwise/trial.h"
 #include "batchwise/utilisation.h"
 #include "batchwise/workload.h"
 
@@ -86,6 +88,33 @@ TEST(Cuda, ATrialKeepsTheProcesssOwnMemoryFraction) {
   const FitResult r = fit(*w, FitOptions().budget_bytes(total / 10 * 9).max(64));  // trials above the cap
   EXPECT_EQ(r.outcome, FitOutcome::Fits) << r.message;
   EXPECT_NEAR(alloc::getMemoryFraction(0), 0.5, 1e-3);  // put back after every trial, not lifted to 1.0
+#endif
+}
+
+// The same cap is the default budget, and the most a budget may be: the device's whole memory was,
+// and a fit then planned for batches that run out at the cap.
+TEST(Cuda, TheDefaultBudgetIsTheProcesssOwnShare) {
+#if !BATCHWISE_WITH_CUDA
+  GTEST_SKIP() << "no CUDA device";
+#else
+  REQUIRE_CUDA();
+  CpuMemoryTracker::install();
+  namespace alloc = c10::cuda::CUDACachingAllocator;
+  struct Uncapped {
+    ~Uncapped() { alloc::setMemoryFraction(1.0, 0); }
+  } uncapped;
+  auto w = make_workload(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).device("cuda"));
+  WorkloadRunner runner(*w);
+  const int64_t total = runner.device_total_bytes();
+  EXPECT_EQ(runner.default_budget_bytes(), total);
+  alloc::setMemoryFraction(0.5, 0);
+  EXPECT_NEAR(static_cast<double>(runner.default_budget_bytes()), 0.5 * static_cast<double>(total), 1 << 20);
+  EXPECT_EQ(runner.device_total_bytes(), total);  // the report's device memory is still the device's
+  EXPECT_THROW((void)checked_budget_bytes(runner, total / 4 * 3), ConfigError);
+  EXPECT_EQ(checked_budget_bytes(runner, total / 4), total / 4);
+  const FitResult r = fit(*w, FitOptions().max(64));  // under the default budget, the cap
+  EXPECT_EQ(r.outcome, FitOutcome::Fits) << r.message;
+  EXPECT_NEAR(static_cast<double>(r.budget_bytes), 0.5 * static_cast<double>(total), 1 << 20);
 #endif
 }
 

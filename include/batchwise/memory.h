@@ -76,6 +76,10 @@ class DeviceMemory {
   virtual void synchronize() = 0;
   /// Physical memory of the device (CPU: MemAvailable + what this process's tensors hold).
   virtual int64_t total_bytes() = 0;
+  /// The most of it this process may use: total_bytes, or less where the process capped its own
+  /// share (CUDA: torch.cuda.set_per_process_memory_fraction before batchwise was called; a limit of
+  /// batchwise's own, set_limit, does not count).
+  virtual int64_t usable_bytes() { return total_bytes(); }
 };
 
 /// DeviceMemory for `device_type` "cpu" or "cuda" at `index`.

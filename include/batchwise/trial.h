@@ -298,17 +298,23 @@ class TrialRunner {
   virtual Trial run(const TrialOptions& options) = 0;
   /// Memory held before training a single sample (the model's own), checked against the budget.
   virtual int64_t held_bytes() = 0;
-  /// The budget when none is given: 80 % of available RAM on CPU, the device's total on CUDA.
+  /// The budget when none is given: 80 % of available RAM on CPU, on CUDA the device's total, or the
+  /// share of it the process capped itself to (DeviceMemory::usable_bytes).
   virtual int64_t default_budget_bytes() = 0;
   /// The total memory of the device the trials run on (for reports).
   virtual int64_t device_total_bytes() = 0;
+  /// The most of it the trials may use: device_total_bytes, or less where the process capped its
+  /// share (DeviceMemory::usable_bytes).
+  virtual int64_t device_usable_bytes() { return device_total_bytes(); }
 };
 
 /// The memory budget trials run under: `requested` (--memory-budget), or the runner's default where
 /// it is 0. A budget above the device's memory (device_total_bytes) is refused (ConfigError): a
 /// trial past the memory there is would not stop at the budget but run out of the device's memory,
 /// and on a CPU be killed by the kernel with the run lost; a fit would also say that larger batches
-/// may fit where none can. Where the runner cannot read its device's total (0), the budget stands.
+/// may fit where none can. So is one above the share the process capped itself to
+/// (device_usable_bytes): its trials would run out of memory at the cap, not at the budget. Where
+/// the runner cannot read its device's total (0), the budget stands.
 /// fit checks its budget; the CLI's session and Python's calls check --memory-budget as given.
 int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested);
 
@@ -325,6 +331,7 @@ class WorkloadRunner : public TrialRunner {
   int64_t held_bytes() override;
   int64_t default_budget_bytes() override;
   int64_t device_total_bytes() override;
+  int64_t device_usable_bytes() override;
 
  private:
   Workload& workload_;

@@ -80,6 +80,17 @@ class CudaMemory final : public DeviceMemory {
                     "cuda:{}: cudaMemGetInfo failed; is the device usable (nvidia-smi)?", index_);
     return static_cast<int64_t>(total);
   }
+  // The process's own fraction of the total, as read before a limit of batchwise's is in place.
+  int64_t usable_bytes() override {
+    double own = 1.0;
+    {
+      std::lock_guard<std::mutex> lock(g_fraction_mutex);
+      const auto f = g_fractions.find(index_);
+      own = f != g_fractions.end() && f->second.limited ? f->second.own : own_fraction(index_);
+    }
+    const int64_t total = total_bytes();
+    return own >= 1.0 ? total : static_cast<int64_t>(own * static_cast<double>(total));
+  }
 
  private:
   c10::DeviceIndex index_;

@@ -211,10 +211,10 @@ int64_t WorkloadRunner::held_bytes() {
   return memory->current_bytes();
 }
 int64_t WorkloadRunner::default_budget_bytes() {
-  const int64_t total = device_total_bytes();
-  return workload_.device().is_cuda() ? total : total / 10 * 8;
+  return workload_.device().is_cuda() ? device_usable_bytes() : device_total_bytes() / 10 * 8;
 }
 int64_t WorkloadRunner::device_total_bytes() { return device_memory(workload_)->total_bytes(); }
+int64_t WorkloadRunner::device_usable_bytes() { return device_memory(workload_)->usable_bytes(); }
 
 int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested) {
   if (requested <= 0) return runner.default_budget_bytes();
@@ -225,6 +225,14 @@ int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested) {
                   "device's memory (on a CPU, the kernel kills the process and the run is lost); give at most {}, or "
                   "leave --memory-budget out",
                   format_bytes(requested), format_bytes(total), format_bytes_at_most(total));
+  const int64_t usable = runner.device_usable_bytes();
+  BATCHWISE_CHECK(usable <= 0 || usable >= total || requested <= usable, ConfigError,
+                  "--memory-budget {}: more than the {} of the device's {} this process may use (its share is capped "
+                  "at {:.0f} %, as torch.cuda.set_per_process_memory_fraction sets it); a trial past it would run out "
+                  "of memory at the cap, not stop at the budget; give at most {}, raise the process's fraction, or "
+                  "leave --memory-budget out",
+                  format_bytes(requested), format_bytes(usable), format_bytes(total),
+                  100.0 * static_cast<double>(usable) / static_cast<double>(total), format_bytes_at_most(usable));
   return requested;
 }
 

@@ -446,6 +446,35 @@ TEST(Fit, ABudgetAboveTheDevicesMemoryIsRefusedBeforeATrial) {
   EXPECT_EQ(checked_budget_bytes(runner, 0), 64 << 20);         // the default
 }
 
+// A process that capped its own share of the device (torch.cuda.set_per_process_memory_fraction, then
+// batchwise in process) runs out of memory at the cap: a budget above it is refused as one above the
+// device's memory is, and the message names the cap. Here a device of 64 MiB capped at a quarter.
+class CappedDevice final : public TrialRunner {
+ public:
+  WorkloadInfo info() const override { return {}; }
+  Trial run(const TrialOptions&) override { return {}; }
+  int64_t held_bytes() override { return 0; }
+  int64_t default_budget_bytes() override { return 16 << 20; }
+  int64_t device_total_bytes() override { return 64 << 20; }
+  int64_t device_usable_bytes() override { return 16 << 20; }
+};
+
+TEST(Fit, ABudgetAboveTheProcesssOwnShareOfTheDeviceIsRefused) {
+  CappedDevice runner;
+  try {
+    (void)checked_budget_bytes(runner, 32 << 20);
+    FAIL() << "a budget of 32 MiB above the process's 16 MiB was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--memory-budget 32.0 MiB: more than the 16.0 MiB of the device's 64.0 MiB this process may use (its "
+                 "share is capped at 25 %, as torch.cuda.set_per_process_memory_fraction sets it); a trial past it "
+                 "would run out of memory at the cap, not stop at the budget; give at most 16.0MiB, raise the "
+                 "process's fraction, or leave --memory-budget out");
+  }
+  EXPECT_EQ(checked_budget_bytes(runner, 16 << 20), 16 << 20);  // the whole share may be given
+  EXPECT_EQ(checked_budget_bytes(runner, 0), 16 << 20);         // the default
+}
+
 TEST(ModelModeEdges, StopsAtMaxAndAtNothingFits) {
   auto w = workload(Case{"mlp", "sgd", 0, false});
   const FitResult capped = fit(*w, FitOptions().budget_bytes(256 << 20).max(100));
