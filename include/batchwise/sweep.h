@@ -92,7 +92,8 @@ struct SweepResult {
   /// tune's second look (retime): the batches its race turns on, timed again in alternated trials
   /// after the sweep, each trial pooled into its point (the repetitions count them); ascending.
   std::vector<int64_t> retimed;
-  /// How many rounds of them ran (each batch once a round; the last cut short where a trial failed),
+  /// How many rounds of them ran (each batch once a round; the last cut short where a trial failed;
+  /// those left out because a trial waited for a core included),
   /// and the largest standard error, as a share, of a retimed batch's samples/s against the fastest
   /// of them, a ratio per round, over those rounds (1: fewer than two rounds, unknown). It is the
   /// error of the paired rounds; the points' figures pool the sweep's trials with theirs.
@@ -187,7 +188,9 @@ struct RetimeOptions {
 /// Times `o.batches()` again (RetimeOptions), pooling each trial into its point of `sweep` as a
 /// further repetition, then the knee again; records what it did in sweep.retimed and after (retimed
 /// stays empty where no round ran, the note saying why). A trial that fails joins its point, as in
-/// the sweep (one out of memory bounds the larger batches), and the timing stops there. Runs nothing
+/// the sweep (one out of memory bounds the larger batches), and the timing stops there. A round with
+/// a trial that waited for a core (over kSharedCpuShare of its time, in interruptible steps) counts
+/// for nothing: its trials are not pooled nor its ratios read, and the note says how many. Runs nothing
 /// where fewer than two of the batches ran ok in the sweep (or their runner reported its own
 /// samples/s: a command's step lines, which the pooled steps would not move).
 void retime(TrialRunner& runner, const SweepOptions& sweep_options, SweepResult& sweep, const RetimeOptions& o);

@@ -116,6 +116,12 @@ void bound_by_failure(SweepResult& r, int64_t smallest_failure) {
     }
 }
 
+// Did a trial that ran wait for a core long enough to carry it in its figures?
+bool waited_for_a_core(const Trial& t) {
+  return t.outcome == Outcome::Ok && t.cpu_wait_share && *t.cpu_wait_share > kSharedCpuShare &&
+         t.step_time_s_median >= kInterruptibleStepS;
+}
+
 // The warning for a sweep that shared the CPU (cpu_wait_share), after its retries: what they did, and
 // why they stopped early (`ended`: empty where they did not).
 void warn_of_shared_cpu(SweepResult& r, const std::string& ended) {
@@ -271,11 +277,7 @@ class SweepRun {
     }
   }
 
-  // Did a trial that ran wait for a core long enough to carry it in its figures?
-  static bool waited(const Trial& t) {
-    return t.outcome == Outcome::Ok && t.cpu_wait_share && *t.cpu_wait_share > kSharedCpuShare &&
-           t.step_time_s_median >= kInterruptibleStepS;
-  }
+  static bool waited(const Trial& t) { return waited_for_a_core(t); }
 
   // After the repetitions: each trial that waited for a core (waited()) runs once more, in the order
   // they ran, and the one that waited less counts in its place, so a burst of other work that is over
@@ -507,8 +509,9 @@ void retime(TrialRunner& runner, const SweepOptions& so, SweepResult& r, const R
     return worst;
   };
   std::string why;
+  int left_out = 0;  // rounds left out whole: a trial in them waited for a core
   for (int round = 0; why.empty(); ++round) {
-    if (round >= o.min_rounds() && worst_error() <= o.precision()) {
+    if (round - left_out >= o.min_rounds() && worst_error() <= o.precision()) {
       why = fmt::format("each batch's samples/s against the fastest's known to {:.1f} %", 100 * o.precision());
       break;
     }
@@ -524,28 +527,48 @@ void retime(TrialRunner& runner, const SweepOptions& so, SweepResult& r, const R
     }
     std::vector<size_t> order = at;
     if (round % 2 == 1) std::reverse(order.begin(), order.end());
+    std::vector<std::pair<size_t, Trial>> ran;  // the round's trials that ran ok, pooled once it ends
+    bool shared = false;
     for (size_t i : order) {
       Trial t = runner.run(trial_options(so, r.points[i].batch, r.budget_bytes));
       if (o.on_trial()) o.on_trial()(t, -1, 0);
       spent_s += t.wall_s;
       last_s[i] = t.wall_s;
-      const Outcome outcome = t.outcome;
-      if (outcome == Outcome::Ok && t.samples_per_s > 0) rates[i].push_back(t.samples_per_s);
-      merge_repetition(r.points[i], t);
-      summarize_steps(r.points[i]);
-      if (outcome != Outcome::Ok) {  // as in the sweep: the failure is the point's, and bounds those above
+      if (t.outcome != Outcome::Ok) {  // as in the sweep: the failure is the point's, and bounds those above
+        const Outcome outcome = t.outcome;
+        merge_repetition(r.points[i], t);
+        summarize_steps(r.points[i]);
         if (outcome == Outcome::Oom) bound_by_failure(r, r.points[i].batch);
         why = fmt::format("a trial at batch {} failed ({}), and the timing stopped there", r.points[i].batch,
                           to_string(outcome));
         break;
       }
+      shared = shared || waited_for_a_core(t);
+      ran.emplace_back(i, std::move(t));
+    }
+    // Another process's work in one trial of a pair reads as that batch's own slowness, the error the
+    // rounds are there to remove: a round with a trial that waited for a core counts for nothing (the
+    // sweep runs such a trial again; here the next round does, within the same budget and rounds).
+    if (shared) {
+      ++left_out;
+    } else {
+      for (auto& [i, t] : ran) {
+        if (t.samples_per_s > 0) rates[i].push_back(t.samples_per_s);
+        merge_repetition(r.points[i], t);
+        summarize_steps(r.points[i]);
+      }
     }
     r.retime_rounds = round + 1;
   }
-  if (r.retime_rounds > 0)
+  if (r.retime_rounds > left_out)
     for (size_t i : at) r.retimed.push_back(r.points[i].batch);
   r.retime_error = worst_error();
   r.retime_note = why;
+  if (left_out > 0)
+    r.retime_note += fmt::format(
+        "; {} of its {} rounds left out, a trial in {} having waited for a core over {:.0f} % of its time (another "
+        "process on the cores?)",
+        left_out, r.retime_rounds, left_out == 1 ? "it" : "each", 100 * kSharedCpuShare);
   r.knee_batch = knee_batch(r.points, r.knee_tolerance);
 }
 

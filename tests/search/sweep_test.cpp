@@ -461,6 +461,7 @@ class DriftingPair final : public TrialRunner {
     t.steps_run = t.outcome == Outcome::Ok ? o.steps() : 0;
     t.wall_s = wall_s_;
     summarize_steps(t);
+    if (waited_ && waited_(calls_ - 1)) t.cpu_wait_share = 0.5;  // another process held its core half the time
     return t;
   }
   int64_t held_bytes() override { return 0; }
@@ -468,6 +469,7 @@ class DriftingPair final : public TrialRunner {
   int64_t device_total_bytes() override { return 1 << 30; }
   int calls() const { return calls_; }
   int64_t fails_from_ = std::numeric_limits<int64_t>::max();
+  std::function<bool(int)> waited_;  // the calls whose trial waited for a core
 
  private:
   std::function<bool(int)> slowed_;
@@ -502,6 +504,36 @@ TEST(Retime, AlternatedTrialsOrderAPairThatOneSweepReadTheWrongWayRound) {
   EXPECT_NEAR(s.retime_error, 0, 1e-12);
   EXPECT_EQ(s.retime_note, "each batch's samples/s against the fastest's known to 1.5 %");
   for (const Trial& p : s.points) EXPECT_EQ(p.repetitions, 6);
+}
+
+// A trial that waited for a core carries another process's work as its batch's own slowness: its
+// round counts for nothing, and the next one is run in its place.
+TEST(Retime, ARoundWithATrialThatWaitedForACoreIsLeftOut) {
+  // The sweep's six calls are clean; the retiming's second round (calls 8 and 9) has 512 first, slowed
+  // by a fifth while another process held its core.
+  DriftingPair runner([](int call) { return call == 8; });
+  runner.waited_ = [](int call) { return call == 8; };
+  SweepResult s = sweep(runner, pair_sweep());
+  retime(runner, pair_sweep(), s, RetimeOptions().batches({256, 512}));
+  EXPECT_EQ(s.retime_rounds, 4);
+  EXPECT_EQ(s.retime_note,
+            "each batch's samples/s against the fastest's known to 1.5 %; 1 of its 4 rounds left out, a trial in it "
+            "having waited for a core over 10 % of its time (another process on the cores?)");
+  EXPECT_NEAR(s.retime_error, 0, 1e-12);
+  EXPECT_NEAR(rate_at(s, 512) / rate_at(s, 256), 1.04, 1e-9) << "the slowed trial is not pooled";
+  for (const Trial& p : s.points) EXPECT_EQ(p.repetitions, 6);  // the sweep's 3 and 3 rounds'
+
+  // Every round waited: nothing is pooled, and nothing counts as timed again.
+  DriftingPair shared([](int) { return false; });
+  SweepResult t = sweep(shared, pair_sweep());
+  shared.waited_ = [](int) { return true; };
+  retime(shared, pair_sweep(), t, RetimeOptions().batches({256, 512}).max_rounds(3));
+  EXPECT_TRUE(t.retimed.empty());
+  EXPECT_EQ(t.retime_rounds, 3);
+  EXPECT_EQ(t.retime_note,
+            "the most rounds (3) reached; 3 of its 3 rounds left out, a trial in each having waited for a core over "
+            "10 % of its time (another process on the cores?)");
+  for (const Trial& p : t.points) EXPECT_EQ(p.repetitions, 3);
 }
 
 TEST(Retime, RoundsEndAtTheBudgetOrTheMostRoundsAndNothingRunsForOneBatch) {
