@@ -821,7 +821,7 @@ def _call_kept(command, options, make_adapter):
             options["min"] = 2  # BatchNorm in training mode cannot normalise a batch of one
         adapter.count_the_state()
         try:
-            text, where, error, kept = engine.run(adapter, options, command)
+            text, where, error, kept, restored = engine.run(adapter, options, command)
         except (engine.ConfigError, engine.DataError) as e:
             raise _engine_error(command, e) from None
     finally:
@@ -830,8 +830,11 @@ def _call_kept(command, options, make_adapter):
     # Code of the user's that raised ends the call: an answer built around a step that failed for
     # another reason than memory would not be the user's training.
     if error is not None:
+        state = ("the model, its optimizer and the RNGs are as they were" if restored else
+                 "the state batchwise saved before the trial could not be put back: the model and its optimizer "
+                 "are as that trial left them, not as they were; load them again before training on")
         raise TrainingError(f"batchwise.{command}: {where} raised {type(error).__name__}: {error} "
-                            f"(the model, its optimizer and the RNGs are as they were)") from error
+                            f"({state})") from error
     report = Report(text, command)
     if kept:  # validate, stopped by a Ctrl-C between its steps
         v = report.validation

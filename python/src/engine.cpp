@@ -43,6 +43,9 @@ struct Failure {
   py::object error;   // the exception, with its traceback
   std::string where;  // "MyNet.forward"
   bool interrupted = false;
+  // A call that puts the user's state back raised (their optimizer's load_state_dict): the state is
+  // then as the trial left it, not as it was.
+  bool restore_failed = false;
   // What interrupted it where that was not Ctrl-C: an exception that is no Exception (a SIGTERM
   // handler's SystemExit), raised again as it was when the call ends.
   py::object interrupt;
@@ -138,7 +141,10 @@ auto call_python(const std::string& where, F&& f, bool restoring = false) -> dec
     try {
       return f();
     } catch (py::error_already_set& e) {
-      if (!interrupts(e)) python_error(where, e);
+      if (!interrupts(e)) {
+        if (restoring) failed.restore_failed = true;
+        python_error(where, e);
+      }
       interrupted_by(e);
       if (!restoring || cut == 3) throw Error("interrupted");  // a restore every Ctrl-C cuts: given up
     }
@@ -633,8 +639,9 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
 }
 
 // Runs `command` on the adapter's workload without the GIL, then raises what Python raised.
-// (the report's JSON or None, where, the exception, kept): the user's code raised where there is an exception;
-// kept: a Ctrl-C stopped validate, and the JSON holds the runs that ended.
+// (the report's JSON or None, where, the exception, kept, restored): the user's code raised where there is an
+// exception; kept: a Ctrl-C stopped validate, and the JSON holds the runs that ended; restored: false where
+// putting the user's state back raised (it is as the trial left it).
 py::tuple run(const py::object& adapter, const py::dict& options, const std::string& command) {
   // One call at a time: the CPU count, its limit and the failure slot are the process's.
   static std::atomic<bool> busy{false};
@@ -698,7 +705,8 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   const py::object where = failed.error ? py::object(py::str(failed.where)) : py::object(py::none());
   const py::object cause = failed.error ? failed.error : py::object(py::none());
   if (error && !failed.error) std::rethrow_exception(error);
-  return py::make_tuple(error ? py::object(py::none()) : py::object(py::str(to_json(report))), where, cause, kept);
+  return py::make_tuple(error ? py::object(py::none()) : py::object(py::str(to_json(report))), where, cause, kept,
+                        !failed.restore_failed);
 }
 
 // ---- the report's field names -------------------------------------------------------------------
@@ -789,7 +797,7 @@ PYBIND11_MODULE(_engine, m) {
   });
   m.def("run", &python::run, py::arg("adapter"), py::arg("options"), py::arg("command"),
         "Runs fit, sweep or tune on an adapter (batchwise/_inprocess.py): (report JSON or None, where, the "
-        "user's first exception or None)");
+        "user's first exception or None, kept, restored)");
   m.def(
       "html", [](const std::string& report_json) { return to_html(report_json); }, "The report's HTML page");
   m.def(

@@ -27,9 +27,12 @@ namespace {
 // A data file or folder that must be there: a folder and a file told apart, each named as what it is.
 void check_file(const std::string& path, const std::string& fix) {
   std::error_code error;
-  BATCHWISE_CHECK(!std::filesystem::is_directory(path, error), DataError,
-                  "{}: is a folder, not a file; give the path of the file itself", path);
-  BATCHWISE_CHECK(std::filesystem::is_regular_file(path, error), DataError, "{}: no such file; {}", path, fix);
+  BATCHWISE_CHECK(std::filesystem::exists(path, error), DataError, "{}: no such file; {}", path, fix);
+  BATCHWISE_CHECK(std::filesystem::is_regular_file(path, error), DataError, "{}: {}", path,  // a pipe: read once
+                  std::filesystem::is_directory(path, error)
+                      ? "is a folder, not a file; give the path of the file itself"
+                      : "not a regular file (a pipe, a socket or a device), which batchwise cannot read again for "
+                        "each trial; save what it gives to a file and give that file's path");
 }
 
 void check_folder(const std::string& dir, const char* dataset, const std::string& fix) {
@@ -333,6 +336,20 @@ void set_targets(Dataset& d, at::Tensor labels, TargetKind kind, const std::stri
   d.num_classes = 0;
 }
 
+// A value that is not a finite number makes every loss it meets NaN: refused where it is read, with
+// the first sample that holds one (cheap beside reading the file).
+void require_finite(const at::Tensor& values, const std::string& path, const char* what) {
+  if (values.numel() == 0) return;
+  const at::Tensor bad = at::logical_not(at::isfinite(values)).reshape({values.size(0), -1}).any(1);
+  const int64_t count = bad.sum().item<int64_t>();
+  if (count == 0) return;
+  const int64_t first = bad.nonzero().select(1, 0)[0].item<int64_t>();
+  throw DataError(
+      fmt::format("{}: {} of its {} samples hold {} that are not finite numbers (NaN or infinity), the "
+                  "first sample {}; every loss they meet would be NaN: drop or repair those samples (numpy: "
+                  "keep = np.isfinite(x).reshape(len(x), -1).all(1); x, y = x[keep], y[keep])",
+                  path, count, values.size(0), what, first));
+}
 }  // namespace
 
 Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path) {
@@ -490,23 +507,6 @@ at::Tensor read_npy(const std::string& path) {
   }
   return t;
 }
-
-namespace {
-// A value that is not a finite number makes every loss it meets NaN: refused where it is read, with
-// the first sample that holds one (cheap beside reading the file).
-void require_finite(const at::Tensor& values, const std::string& path, const char* what) {
-  if (values.numel() == 0) return;
-  const at::Tensor bad = at::logical_not(at::isfinite(values)).reshape({values.size(0), -1}).any(1);
-  const int64_t count = bad.sum().item<int64_t>();
-  if (count == 0) return;
-  const int64_t first = bad.nonzero().select(1, 0)[0].item<int64_t>();
-  throw DataError(
-      fmt::format("{}: {} of its {} samples hold {} that are not finite numbers (NaN or infinity), the "
-                  "first sample {}; every loss they meet would be NaN: drop or repair those samples (numpy: "
-                  "keep = np.isfinite(x).reshape(len(x), -1).all(1); x, y = x[keep], y[keep])",
-                  path, count, values.size(0), what, first));
-}
-}  // namespace
 
 Dataset load_npy(const std::string& features_path, const std::string& labels_path, TargetKind kind) {
   at::Tensor features = read_npy(features_path);

@@ -72,7 +72,10 @@ torch::nn::AnyModule load_torchscript(const std::string& path) {
   std::error_code error;
   BATCHWISE_CHECK(!std::filesystem::is_directory(path, error), ModelError,
                   "--model {}: is a folder; give the TorchScript file itself: {}", path, fix);
-  BATCHWISE_CHECK(std::filesystem::is_regular_file(path), ModelError, "--model {}: no such file; {}", path, fix);
+  BATCHWISE_CHECK(std::filesystem::exists(path, error), ModelError, "--model {}: no such file; {}", path, fix);
+  BATCHWISE_CHECK(std::filesystem::is_regular_file(path, error), ModelError,
+                  "--model {}: not a regular file (a pipe, a socket or a device); save the model to a file: {}", path,
+                  fix);
   torch::jit::Module module;
   try {
     module = torch::jit::load(path, c10::Device(c10::DeviceType::CPU));

@@ -284,9 +284,14 @@ void check_test_split_flags(const WorkloadOptions& o, const BuiltinDataset& d) {
       o.test_data_file().empty()
           ? "goes with --test-data-file (the test split's samples); give both, or neither"
           : fmt::format("--dataset {} reads its labels from --test-data-file's --label-column; drop it", o.dataset()));
-  for (const std::string& f : {o.test_data_file(), o.test_labels_file()})  // read later: refused now, not then
-    BATCHWISE_CHECK(f.empty() || std::filesystem::is_regular_file(f), DataError,
+  for (const std::string& f : {o.test_data_file(), o.test_labels_file()}) {  // read later: refused now, not then
+    BATCHWISE_CHECK(f.empty() || std::filesystem::exists(f), DataError,
                     "{}: no such file (--test-data-file, --test-labels-file: your test split's files)", f);
+    BATCHWISE_CHECK(f.empty() || std::filesystem::is_regular_file(f), DataError,
+                    "{}: not a regular file (a pipe, a socket, a device or a folder); give your test split's file "
+                    "(--test-data-file, --test-labels-file)",
+                    f);
+  }
 }
 
 }  // namespace

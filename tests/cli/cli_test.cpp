@@ -12,6 +12,7 @@
 
 #include <pty.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <set>
 
@@ -107,6 +108,13 @@ TEST(Cli, MalformedOptions) {
                      scratch().string() + ": is a folder; give a file's path");
   expect_clean_error("fit --model mlp --dataset csv --data-file " + scratch().string(), 3,
                      scratch().string() + ": is a folder, not a file");
+  const std::string pipe = (scratch() / "pipe.csv").string();
+  ASSERT_EQ(mkfifo(pipe.c_str(), 0600), 0);
+  expect_clean_error("fit --model mlp --dataset csv --data-file " + pipe, 3,
+                     pipe +
+                         ": not a regular file (a pipe, a socket or a device), which batchwise cannot read again "
+                         "for each trial; save what it gives to a file and give that file's path");
+  std::filesystem::remove(pipe);
   expect_clean_error(
       "fit --model mlp --dataset fashion-mnist --data-dir " + std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json",
       3, "is a file, not a folder");

@@ -336,6 +336,22 @@ def test_error():
         case("no C++ trace in it", "Exception raised from" not in text and "c10::" not in text, text)
     case("the model is as it was", same(before, snapshot(model, optimizer)))
 
+    # Putting the state back raised (the user's optimizer's load_state_dict): the state is as the trial
+    # left it, and the error says so rather than that it is as it was.
+    class Unloadable(torch.optim.SGD):
+        def load_state_dict(self, state_dict):
+            raise RuntimeError("this optimizer cannot load a state")
+    model = Branchy()
+    try:
+        batchwise.fit(model, Unloadable(model.parameters(), lr=0.1), branchy_data(), memory_budget="16MiB", max=64,
+                      progress=False)
+        case("an optimizer that cannot load its state raises", False, "fit returned")
+    except batchwise.TrainingError as e:
+        text = str(e)
+        case("a restore that raised is named, and the state not said to be as it was",
+             "Unloadable.load_state_dict raised RuntimeError: this optimizer cannot load a state" in text
+             and "are as that trial left them, not as they were" in text and "as they were)" not in text, text)
+
     # Raised in Python inside backward (before, an error trial reading "python_error", and the fit
     # went on below it).
     def refuse(gradient):
