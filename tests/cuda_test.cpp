@@ -60,6 +60,15 @@ TEST(Cuda, OutOfMemoryIsCaughtByTypeAndMemoryComesBack) {
   EXPECT_EQ(memory->allocated_bytes(), allocated);
 }
 
+#if BATCHWISE_WITH_CUDA
+namespace alloc = c10::cuda::CUDACachingAllocator;
+// The process's memory fraction put back to the whole device when a test ends, whatever failed in it:
+// the next tests run without the cap.
+struct Uncapped {
+  ~Uncapped() { alloc::setMemoryFraction(1.0, 0); }
+};
+#endif
+
 // A process that capped its own share of the device (torch.cuda.set_per_process_memory_fraction,
 // before calling batchwise in process) keeps it: a trial's limit is the smaller of the two, and
 // lifting it puts the cap back. It had lifted the cap to the whole device after the first trial.
@@ -69,10 +78,7 @@ TEST(Cuda, ATrialKeepsTheProcesssOwnMemoryFraction) {
 #else
   REQUIRE_CUDA();
   CpuMemoryTracker::install();
-  namespace alloc = c10::cuda::CUDACachingAllocator;
-  struct Uncapped {  // the next tests run without the cap, whatever fails here
-    ~Uncapped() { alloc::setMemoryFraction(1.0, 0); }
-  } uncapped;
+  Uncapped uncapped;
   auto w = make_workload(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).device("cuda"));
   auto limit = device_memory("cuda", 0), other = device_memory("cuda", 0);
   const int64_t total = limit->total_bytes();
@@ -99,10 +105,7 @@ TEST(Cuda, TheDefaultBudgetIsTheProcesssOwnShare) {
 #else
   REQUIRE_CUDA();
   CpuMemoryTracker::install();
-  namespace alloc = c10::cuda::CUDACachingAllocator;
-  struct Uncapped {
-    ~Uncapped() { alloc::setMemoryFraction(1.0, 0); }
-  } uncapped;
+  Uncapped uncapped;
   auto w = make_workload(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(512).device("cuda"));
   WorkloadRunner runner(*w);
   const int64_t total = runner.device_total_bytes();
