@@ -91,7 +91,9 @@ TEST(Cuda, ATrialKeepsTheProcesssOwnMemoryFraction) {
   EXPECT_NEAR(alloc::getMemoryFraction(0), 0.1, 1e-3);
   other->set_limit(0);
   EXPECT_NEAR(alloc::getMemoryFraction(0), 0.5, 1e-3);
-  const FitResult r = fit(*w, FitOptions().budget_bytes(total / 10 * 9).max(64));  // trials above the cap
+  // A fit's budget above the cap is refused (Cuda.TheDefaultBudgetIsTheProcesssOwnShare); its trials'
+  // limits below it are lifted back to the cap, not to the whole device.
+  const FitResult r = fit(*w, FitOptions().budget_bytes(total / 10 * 4).max(64));
   EXPECT_EQ(r.outcome, FitOutcome::Fits) << r.message;
   EXPECT_NEAR(alloc::getMemoryFraction(0), 0.5, 1e-3);  // put back after every trial, not lifted to 1.0
 #endif
@@ -115,6 +117,10 @@ TEST(Cuda, TheDefaultBudgetIsTheProcesssOwnShare) {
   EXPECT_EQ(runner.device_total_bytes(), total);  // the report's device memory is still the device's
   EXPECT_THROW((void)checked_budget_bytes(runner, total / 4 * 3), ConfigError);
   EXPECT_EQ(checked_budget_bytes(runner, total / 4), total / 4);
+  auto memory = device_memory("cuda", 0);
+  memory->set_limit(total / 10);  // a trial's limit in place: the process's own cap is still the one read
+  EXPECT_NEAR(static_cast<double>(runner.default_budget_bytes()), 0.5 * static_cast<double>(total), 1 << 20);
+  memory->set_limit(0);
   const FitResult r = fit(*w, FitOptions().max(64));  // under the default budget, the cap
   EXPECT_EQ(r.outcome, FitOutcome::Fits) << r.message;
   EXPECT_NEAR(static_cast<double>(r.budget_bytes), 0.5 * static_cast<double>(total), 1 << 20);

@@ -821,7 +821,7 @@ def _call_kept(command, options, make_adapter):
             options["min"] = 2  # BatchNorm in training mode cannot normalise a batch of one
         adapter.count_the_state()
         try:
-            text, where, error, kept, restored = engine.run(adapter, options, command)
+            text, where, error, kept, unrestored = engine.run(adapter, options, command)
         except (engine.ConfigError, engine.DataError) as e:
             raise _engine_error(command, e) from None
     finally:
@@ -830,11 +830,13 @@ def _call_kept(command, options, make_adapter):
     # Code of the user's that raised ends the call: an answer built around a step that failed for
     # another reason than memory would not be the user's training.
     if error is not None:
-        state = ("the model, its optimizer and the RNGs are as they were" if restored else
-                 "the state batchwise saved before the trial could not be put back: the model and its optimizer "
-                 "are as that trial left them, not as they were; load them again before training on")
         raise TrainingError(f"batchwise.{command}: {where} raised {type(error).__name__}: {error} "
-                            f"({state})") from error
+                            f"({_state_after(where, unrestored)})") from error
+    if unrestored is not None:  # out of memory putting the state back after the call
+        error = TrainingError(f"batchwise.{command}: {unrestored}, putting the state back after the call, failed "
+                              f"({_state_after(None, unrestored)}; the report is this error's .report)")
+        error.report = Report(text, command)
+        raise error
     report = Report(text, command)
     if kept:  # validate, stopped by a Ctrl-C between its steps
         v = report.validation
@@ -854,6 +856,19 @@ def _call_kept(command, options, make_adapter):
         error.report = report
         raise error
     return report
+
+
+def _state_after(where, unrestored):
+    """What a call that raised left of the user's state: all of it as it was, or, where `unrestored`
+    (the call putting some of it back: the optimizer's load_state_dict, a module's train) raised, that
+    part as the trial left it."""
+    if unrestored is None:
+        return "the model, its optimizer and the RNGs are as they were"
+    part = ("the optimizer's state" if unrestored.endswith(".load_state_dict") else "the modules' training modes")
+    lead = "so" if unrestored == where else f"and {unrestored}, putting the state back, raised too, so"
+    return (f"{lead} {part} could not be put back and {'is' if part.endswith('state') else 'are'} as the trial left "
+            f"{'it' if part.endswith('state') else 'them'}: set {'it' if part.endswith('state') else 'them'} again "
+            "before training on; the rest is as it was")
 
 
 def _nothing_trained(report):

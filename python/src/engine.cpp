@@ -20,6 +20,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "batchwise/batchwise.h"
 #include "batchwise/html.h"
@@ -43,9 +44,10 @@ struct Failure {
   py::object error;   // the exception, with its traceback
   std::string where;  // "MyNet.forward"
   bool interrupted = false;
-  // A call that puts the user's state back raised (their optimizer's load_state_dict): the state is
-  // then as the trial left it, not as it was.
-  bool restore_failed = false;
+  // The call putting the user's state back that raised (their optimizer's load_state_dict, a module's
+  // train): what it puts back is then as the trial left it. Empty where none did, or where the same
+  // call put it back later (a StateGuard's restore after the trial's own).
+  std::string unrestored;
   // What interrupted it where that was not Ctrl-C: an exception that is no Exception (a SIGTERM
   // handler's SystemExit), raised again as it was when the call ends.
   py::object interrupt;
@@ -139,10 +141,18 @@ auto call_python(const std::string& where, F&& f, bool restoring = false) -> dec
     throw Error(failed.interrupted ? "interrupted" : "stopped: a signal handler raised");
   for (int cut = 0;; ++cut) {
     try {
-      return f();
+      if constexpr (std::is_void_v<decltype(f())>) {
+        f();
+        if (restoring && failed.unrestored == where) failed.unrestored.clear();
+        return;
+      } else {
+        auto result = f();
+        if (restoring && failed.unrestored == where) failed.unrestored.clear();
+        return result;
+      }
     } catch (py::error_already_set& e) {
       if (!interrupts(e)) {
-        if (restoring) failed.restore_failed = true;
+        if (restoring) failed.unrestored = where;
         python_error(where, e);
       }
       interrupted_by(e);
@@ -639,9 +649,9 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
 }
 
 // Runs `command` on the adapter's workload without the GIL, then raises what Python raised.
-// (the report's JSON or None, where, the exception, kept, restored): the user's code raised where there is an
-// exception; kept: a Ctrl-C stopped validate, and the JSON holds the runs that ended; restored: false where
-// putting the user's state back raised (it is as the trial left it).
+// (the report's JSON or None, where, the exception, kept, unrestored): the user's code raised where there is
+// an exception; kept: a Ctrl-C stopped validate, and the JSON holds the runs that ended; unrestored: None, or
+// the call putting the user's state back that raised (what it puts back is as the trial left it).
 py::tuple run(const py::object& adapter, const py::dict& options, const std::string& command) {
   // One call at a time: the CPU count, its limit and the failure slot are the process's.
   static std::atomic<bool> busy{false};
@@ -705,8 +715,10 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   const py::object where = failed.error ? py::object(py::str(failed.where)) : py::object(py::none());
   const py::object cause = failed.error ? failed.error : py::object(py::none());
   if (error && !failed.error) std::rethrow_exception(error);
+  const py::object unrestored =
+      failed.unrestored.empty() ? py::object(py::none()) : py::object(py::str(failed.unrestored));
   return py::make_tuple(error ? py::object(py::none()) : py::object(py::str(to_json(report))), where, cause, kept,
-                        !failed.restore_failed);
+                        unrestored);
 }
 
 // ---- the report's field names -------------------------------------------------------------------
@@ -797,7 +809,7 @@ PYBIND11_MODULE(_engine, m) {
   });
   m.def("run", &python::run, py::arg("adapter"), py::arg("options"), py::arg("command"),
         "Runs fit, sweep or tune on an adapter (batchwise/_inprocess.py): (report JSON or None, where, the "
-        "user's first exception or None, kept, restored)");
+        "user's first exception or None, kept, the restoring call that raised or None)");
   m.def(
       "html", [](const std::string& report_json) { return to_html(report_json); }, "The report's HTML page");
   m.def(

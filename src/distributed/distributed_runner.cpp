@@ -84,6 +84,10 @@ int64_t DistributedRunner::device_total_bytes() {
   return agree_min(WorkloadRunner(workload_.inner()).device_total_bytes(), "agreeing on the device memory");
 }
 
+int64_t DistributedRunner::device_usable_bytes() {
+  return agree_min(WorkloadRunner(workload_.inner()).device_usable_bytes(), "agreeing on the memory a rank may use");
+}
+
 Trial DistributedRunner::run(const TrialOptions& options) {
   Group& group = workload_.group();
   const int world = group.size(), rank = group.rank();

@@ -219,7 +219,7 @@ at::Tensor read_idx(const std::string& path, int expected_dims, const std::strin
 
   // What the file can hold bounds what its header may claim, before anything is allocated (fuzzing
   // found a 40-byte file that made batchwise allocate the 8 GiB its header promised).
-  // (A pipe or a device has no size to check: it is read as it comes.)
+  // (check_file has refused anything but a regular file: a pipe has no size to check.)
   std::error_code no_size;
   const auto size = std::filesystem::is_regular_file(path, no_size) ? std::filesystem::file_size(path, no_size) : 0;
   const int64_t on_disk = no_size ? 0 : static_cast<int64_t>(size);

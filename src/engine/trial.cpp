@@ -228,7 +228,7 @@ int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested) {
   const int64_t usable = runner.device_usable_bytes();
   BATCHWISE_CHECK(usable <= 0 || usable >= total || requested <= usable, ConfigError,
                   "--memory-budget {}: more than the {} of the device's {} this process may use (its share is capped "
-                  "at {:.0f} %, as torch.cuda.set_per_process_memory_fraction sets it); a trial past it would run out "
+                  "at {:.3g} %, as torch.cuda.set_per_process_memory_fraction sets it); a trial past it would run out "
                   "of memory at the cap, not stop at the budget; give at most {}, raise the process's fraction, or "
                   "leave --memory-budget out",
                   format_bytes(requested), format_bytes(usable), format_bytes(total),

@@ -285,9 +285,10 @@ void check_test_split_flags(const WorkloadOptions& o, const BuiltinDataset& d) {
           ? "goes with --test-data-file (the test split's samples); give both, or neither"
           : fmt::format("--dataset {} reads its labels from --test-data-file's --label-column; drop it", o.dataset()));
   for (const std::string& f : {o.test_data_file(), o.test_labels_file()}) {  // read later: refused now, not then
-    BATCHWISE_CHECK(f.empty() || std::filesystem::exists(f), DataError,
+    std::error_code error;
+    BATCHWISE_CHECK(f.empty() || std::filesystem::exists(f, error), DataError,
                     "{}: no such file (--test-data-file, --test-labels-file: your test split's files)", f);
-    BATCHWISE_CHECK(f.empty() || std::filesystem::is_regular_file(f), DataError,
+    BATCHWISE_CHECK(f.empty() || std::filesystem::is_regular_file(f, error), DataError,
                     "{}: not a regular file (a pipe, a socket, a device or a folder); give your test split's file "
                     "(--test-data-file, --test-labels-file)",
                     f);

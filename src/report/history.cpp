@@ -134,11 +134,14 @@ History::History(const std::string& path, bool read_only) : path_(path) {
   BATCHWISE_CHECK(!std::filesystem::is_directory(path, ec), ConfigError,
                   "--history {}: is a folder; give a file's path (e.g. {}/history.sqlite)", path, path);
   if (read_only)
-    BATCHWISE_CHECK(std::filesystem::is_regular_file(path, ec), ConfigError,
+    BATCHWISE_CHECK(std::filesystem::exists(path, ec), ConfigError,
                     "--history {}: no such file; give the path of a history batchwise wrote (the default is {})", path,
                     default_history_path());
-  else if (!folder.empty())
-    std::filesystem::create_directories(folder, ec);
+  BATCHWISE_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec), ConfigError,
+                  "--history {}: not a regular file (a pipe, a socket or a device); give a file's path (the default "
+                  "is {})",
+                  path, default_history_path());
+  if (!read_only && !folder.empty()) std::filesystem::create_directories(folder, ec);
   const int rc = sqlite3_open_v2(
       path.c_str(), &db_, read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) {

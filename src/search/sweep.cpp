@@ -509,8 +509,13 @@ void retime(TrialRunner& runner, const SweepOptions& so, SweepResult& r, const R
     return worst;
   };
   std::string why;
-  int left_out = 0;  // rounds left out whole: a trial in them waited for a core
+  int left_out = 0, left_out_in_a_row = 0;  // rounds left out whole: a trial in them waited for a core
+  bool pooled = false;                      // a trial joined its point (a counted round's, or a failure)
   for (int round = 0; why.empty(); ++round) {
+    if (left_out_in_a_row == 2) {  // as the sweep's retries stop at the first that waits again
+      why = "two rounds in a row had a trial that waited for a core: the machine is still shared";
+      break;
+    }
     if (round - left_out >= o.min_rounds() && worst_error() <= o.precision()) {
       why = fmt::format("each batch's samples/s against the fastest's known to {:.1f} %", 100 * o.precision());
       break;
@@ -526,7 +531,7 @@ void retime(TrialRunner& runner, const SweepOptions& so, SweepResult& r, const R
       break;
     }
     std::vector<size_t> order = at;
-    if (round % 2 == 1) std::reverse(order.begin(), order.end());
+    if ((round - left_out) % 2 == 1) std::reverse(order.begin(), order.end());  // the counted rounds alternate
     std::vector<std::pair<size_t, Trial>> ran;  // the round's trials that ran ok, pooled once it ends
     bool shared = false;
     for (size_t i : order) {
@@ -538,6 +543,7 @@ void retime(TrialRunner& runner, const SweepOptions& so, SweepResult& r, const R
         const Outcome outcome = t.outcome;
         merge_repetition(r.points[i], t);
         summarize_steps(r.points[i]);
+        pooled = true;
         if (outcome == Outcome::Oom) bound_by_failure(r, r.points[i].batch);
         why = fmt::format("a trial at batch {} failed ({}), and the timing stopped there", r.points[i].batch,
                           to_string(outcome));
@@ -550,17 +556,19 @@ void retime(TrialRunner& runner, const SweepOptions& so, SweepResult& r, const R
     // rounds are there to remove: a round with a trial that waited for a core counts for nothing (the
     // sweep runs such a trial again; here the next round does, within the same budget and rounds).
     if (shared) {
-      ++left_out;
+      ++left_out, ++left_out_in_a_row;
     } else {
+      left_out_in_a_row = 0;
       for (auto& [i, t] : ran) {
-        if (t.samples_per_s > 0) rates[i].push_back(t.samples_per_s);
+        rates[i].push_back(t.samples_per_s);  // one a round, so the rounds pair up (ratio_error: <= 0 unknown)
         merge_repetition(r.points[i], t);
         summarize_steps(r.points[i]);
+        pooled = true;
       }
     }
     r.retime_rounds = round + 1;
   }
-  if (r.retime_rounds > left_out)
+  if (pooled)
     for (size_t i : at) r.retimed.push_back(r.points[i].batch);
   r.retime_error = worst_error();
   r.retime_note = why;

@@ -1370,6 +1370,11 @@ TEST(Cli, AnOutputNeverOverwritesAnInputOrAnotherOutput) {
   fs::remove(typo);
   expect_clean_error("history --history " + typo.string(), 2, typo.string() + ": no such file");
   EXPECT_FALSE(fs::exists(typo));
+  const fs::path pipe = scratch() / "history.pipe";
+  ASSERT_EQ(mkfifo(pipe.c_str(), 0600), 0);
+  expect_clean_error("history --history " + pipe.string(), 2,
+                     pipe.string() + ": not a regular file (a pipe, a socket or a device); give a file's path");
+  fs::remove(pipe);
 }
 
 // Every run lands in the history; tune --reuse takes a matching fit from it instead of fitting.

@@ -349,8 +349,9 @@ def test_error():
     except batchwise.TrainingError as e:
         text = str(e)
         case("a restore that raised is named, and the state not said to be as it was",
-             "Unloadable.load_state_dict raised RuntimeError: this optimizer cannot load a state" in text
-             and "are as that trial left them, not as they were" in text and "as they were)" not in text, text)
+             "Unloadable.load_state_dict raised RuntimeError: this optimizer cannot load a state (so the optimizer's "
+             "state could not be put back and is as the trial left it: set it again before training on; the rest is "
+             "as it was)" in text, text)
 
     # Raised in Python inside backward (before, an error trial reading "python_error", and the fit
     # went on below it).
