@@ -103,6 +103,7 @@ class InjectedRates final : public TrialRunner {
     if (t.outcome != Outcome::Ok) return t;
     t.step_times_s.assign(t.step_times_s.size(), step_s_(o.batch()));
     t.wall_s = static_cast<double>(t.steps_run) * step_s_(o.batch());  // what the retiming's budget counts
+    t.cpu_wait_share.reset();  // the steps' times are injected: another process's work is not in them
     summarize_steps(t);
     return t;
   }
