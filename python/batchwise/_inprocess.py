@@ -447,6 +447,10 @@ class _Adapter:
         else:
             raise TypeError(f"batchwise.{command}: loss is a {type(loss).__name__}; pass a function of (output, "
                             "target), such as torch.nn.CrossEntropyLoss(), or None")
+        # A loss that reads the output's column at each class label: labels past the columns are checked
+        # for before anything trains (the engine's probe_labels).
+        self.cross_entropy = (self._loss is torch.nn.functional.cross_entropy
+                              or isinstance(self._loss, torch.nn.CrossEntropyLoss))
         self._modes = [m.training for m in model.modules()]
         # Each module's own parameter and buffer objects (None where one is registered empty): a forward
         # that assigns a new tensor to a buffer (self.ema = 0.9 * self.ema + ...) swaps the object, and
@@ -583,6 +587,7 @@ class _StepAdapter(_Adapter):
             if self.held_out is not None:
                 self.held_out.num_classes = 0
         self.loss_name = f"{type(module).__name__}.training_step"
+        self.cross_entropy = False  # training_step's own loss, whatever it reads
         self._x = None
 
     def forward(self, x):

@@ -13,6 +13,7 @@
 // raised again once the engine returns: out of memory (torch.OutOfMemoryError) becomes the engine's
 // c10::OutOfMemoryError so the trial is an out-of-memory outcome; Ctrl-C ends the call.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/extension.h>
 
@@ -21,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "batchwise/batchwise.h"
 #include "batchwise/html.h"
@@ -599,6 +601,66 @@ Plan plan(const Options& o, const Progress& progress, int64_t budget, bool cuda)
   return p;
 }
 
+// Class labels past the columns of the model's output: cross-entropy reads the column at each label,
+// and on CUDA a label past them is a device-side assert, after which this process can use the GPU no
+// more (nor put the user's state back); on a CPU torch raises mid-trial. So the first samples of
+// `data` go through the model alone (eval mode, no gradient, the modes put back) before anything
+// trains, and labels the output has no column for are refused, naming `what`. Where the loss is the
+// user's own, only on CUDA and only for an output of two columns or more (a loss of theirs may take
+// labels 0 and 1 beside one logit, or read labels its own way). The training data's probe is a
+// courtesy: a forward that raises on two samples (a model that needs more, the `min` it was given)
+// leaves the trials to meet what it is; the held-out data's ends the call, as probe_held_out would.
+void probe_labels(ModuleWorkload& workload, const Dataset& data, const std::string& what, bool cross_entropy,
+                  bool forgiving) {
+  const bool cuda = workload.device().is_cuda();
+  if (data.num_classes <= 0 || data.targets.dim() != 1 || data.size() == 0 || !(cross_entropy || cuda)) return;
+  struct Modes {  // every module's training mode, put back however the forward ends
+    torch::nn::Module& root;
+    std::vector<bool> modes;
+    ~Modes() {
+      size_t i = 0;
+      try {
+        for (const auto& m : root.modules()) m->train(modes[i++]);
+      } catch (...) {  // a destructor must not throw (a Python module's mode may fail to be set)
+      }
+    }
+  } restore{workload.module(), {}};
+  for (const auto& m : workload.module().modules()) restore.modes.push_back(m->is_training());
+  at::Tensor output;
+  try {
+    at::NoGradGuard no_grad;
+    workload.module().eval();
+    output =
+        workload.model().forward(data.inputs.narrow(0, 0, std::min<int64_t>(2, data.size())).to(workload.device()));
+  } catch (const std::exception&) {
+    Failure& failed = failure();
+    if (failed.interrupted) throw;
+    if (failed.error && forgiving) {  // not the user's error yet: the trials will say whether it is one
+      py::gil_scoped_acquire gil;
+      failed.error = py::object();
+      failed.where.clear();
+      return;
+    }
+    if (failed.error) {  // the user's code raised: its exception, named so
+      failed.where =
+          fmt::format("{} ({}), its first samples evaluated before training, in {}", what, data.name, failed.where);
+      throw;
+    }
+    return;  // another failure (out of memory) is the trials' to meet and report
+  }
+  if (output.dim() != 2) return;
+  const int64_t columns = output.size(1);
+  if (data.num_classes <= columns || (!cross_entropy && columns < 2)) return;
+  throw DataError(fmt::format(
+      "{} ({}): its labels run to {}, past the {} columns of {}'s output ([{}]), which {} reads by label{}; give "
+      "labels from 0 to {} (labels that start at 1: y - 1), or a model with {} outputs",
+      what, data.name, data.num_classes - 1, columns, workload.info().model, fmt::join(output.sizes(), ", "),
+      cross_entropy ? "cross-entropy" : "the loss",
+      cuda ? " (on CUDA a label past them is a device-side assert, after which this process can use the GPU no more)"
+           : "",
+      columns - 1, data.num_classes));
+}
+
 // The held-out data through the model and the loss, its first two samples, before anything trains:
 // data the model cannot be judged on fails here, naming held_out, not at the race's first evaluation
 // minutes in. It is not held to the training data's kind, as the CLI's test split is (check_held_out:
@@ -684,13 +746,18 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   const int64_t budget = o.get<int64_t>("memory_budget", 0);
   Report report = base_report(*workload, runner, budget, o.get("target", 0.9));
   Dataset held_out = dataset(adapter, "held_out");
+  const bool cross_entropy = adapter.attr("cross_entropy").cast<bool>();
   // Every option is read here, with the GIL.
   const Plan p = plan(o, progress, report.budget_bytes, workload->device().is_cuda());
   std::exception_ptr error;
   {
     py::gil_scoped_release nogil;
     try {
-      if (held_out.size() > 0 && (command == "validate" || command == "tune")) probe_held_out(*workload, held_out);
+      probe_labels(*workload, workload->data(), "data", cross_entropy, /*forgiving=*/true);
+      if (held_out.size() > 0 && (command == "validate" || command == "tune")) {
+        probe_labels(*workload, held_out, "held_out", cross_entropy, /*forgiving=*/false);
+        probe_held_out(*workload, held_out);
+      }
       execute(command, p, *workload, runner, held_out, report);
     } catch (...) {
       error = std::current_exception();

@@ -1022,11 +1022,37 @@ def test_validate():
         (lambda: batchwise.validate(model, optimizer, (x, y), held_out=(held_out[0][:, :40], held_out[1]),
                                     batch_sizes=[32], epochs=1, progress=False), batchwise.TrainingError,
          "held_out (tensors [1024, 40]), its first samples evaluated before training, in Branchy.forward raised"),
+        # Labels past the output's columns, which cross-entropy reads by label (on CUDA a device-side assert
+        # that leaves the GPU unusable to the process): refused by a forward alone, before any loss.
         (lambda: batchwise.tune(model, optimizer, (x, y), held_out=(held_out[0], held_out[1] + 10),
-                                epochs=1, progress=False), batchwise.TrainingError,
-         "held_out (tensors [1024, 48]), its first samples evaluated before training, in"),
+                                epochs=1, progress=False), ValueError,
+         "batchwise.tune: held_out (tensors [1024, 48]): its labels run to 19, past the 10 columns of Branchy's "
+         "output ([2, 10]), which cross-entropy reads by label; give labels from 0 to 9 (labels that start at 1: "
+         "y - 1), or a model with 20 outputs"),
+        (lambda: batchwise.fit(model, optimizer, (x, y + 1), progress=False), ValueError,
+         "data (tensors [2048, 48]): its labels run to 10, past the 10 columns of Branchy's output ([2, 10])"),
+        (lambda: batchwise.fit(model, optimizer, (x, y + 1), loss=torch.nn.CrossEntropyLoss(), progress=False),
+         ValueError, "past the 10 columns of Branchy's output"),
     ]
+    before = snapshot(model, optimizer)
     refused(checks)
+    case("the probes leave the model and its optimizer as they were", same(before, snapshot(model, optimizer)))
+    # A loss of the user's own reads labels its own way: on a CPU, not probed (torch raises where it must).
+    report = batchwise.fit(model, optimizer, (x, y + 1), loss=lambda out, t: torch.nn.functional.cross_entropy(
+        out, t - 1), max=64, progress=False)
+    case("labels a loss of the user's shifts itself are taken", report.fit.batch is not None, report.fit.message)
+
+    # The training data's probe is two samples: a model that needs more (min=4) is left to its trials.
+    class NeedsFour(Branchy):
+        def forward(self, x):
+            if len(x) < 4:
+                raise ValueError("at least 4 samples")
+            return super().forward(x)
+    with torch.random.fork_rng():  # the model's initialisation draws nothing the final check compares
+        four = NeedsFour()
+    report = batchwise.fit(four, torch.optim.SGD(four.parameters(), lr=0.1), (x, y), min=4, max=64, progress=False)
+    case("a model that needs more samples than the probe's two still fits", report.fit.batch == 64,
+         report.fit.message)
     # Held-out data of another kind than the training data's, which the loss takes: one-hot rows
     # beside class labels are judged on the loss.
     one_hot = (held_out[0], torch.nn.functional.one_hot(held_out[1], 10).float())
