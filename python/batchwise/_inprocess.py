@@ -447,10 +447,12 @@ class _Adapter:
         else:
             raise TypeError(f"batchwise.{command}: loss is a {type(loss).__name__}; pass a function of (output, "
                             "target), such as torch.nn.CrossEntropyLoss(), or None")
-        # A loss that reads the output's column at each class label: labels past the columns are checked
-        # for before anything trains (the engine's probe_labels).
-        self.cross_entropy = (self._loss is torch.nn.functional.cross_entropy
-                              or isinstance(self._loss, torch.nn.CrossEntropyLoss))
+        # A loss of torch's that reads the output's column at each class label: labels it has no column
+        # for are refused before anything trains (the engine's probe_labels), but the one it skips.
+        functional = (torch.nn.functional.cross_entropy, torch.nn.functional.nll_loss)
+        self.cross_entropy_ignore_index = (
+            self._loss.ignore_index if isinstance(self._loss, (torch.nn.CrossEntropyLoss, torch.nn.NLLLoss))
+            else -100 if any(self._loss is f for f in functional) else None)
         self._modes = [m.training for m in model.modules()]
         # Each module's own parameter and buffer objects (None where one is registered empty): a forward
         # that assigns a new tensor to a buffer (self.ema = 0.9 * self.ema + ...) swaps the object, and
@@ -587,7 +589,7 @@ class _StepAdapter(_Adapter):
             if self.held_out is not None:
                 self.held_out.num_classes = 0
         self.loss_name = f"{type(module).__name__}.training_step"
-        self.cross_entropy = False  # training_step's own loss, whatever it reads
+        self.cross_entropy_ignore_index = None  # training_step's own loss, whatever it reads
         self._x = None
 
     def forward(self, x):

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -601,19 +602,22 @@ Plan plan(const Options& o, const Progress& progress, int64_t budget, bool cuda)
   return p;
 }
 
-// Class labels past the columns of the model's output: cross-entropy reads the column at each label,
-// and on CUDA a label past them is a device-side assert, after which this process can use the GPU no
-// more (nor put the user's state back); on a CPU torch raises mid-trial. So the first samples of
-// `data` go through the model alone (eval mode, no gradient, the modes put back) before anything
-// trains, and labels the output has no column for are refused, naming `what`. Where the loss is the
-// user's own, only on CUDA and only for an output of two columns or more (a loss of theirs may take
-// labels 0 and 1 beside one logit, or read labels its own way). The training data's probe is a
-// courtesy: a forward that raises on two samples (a model that needs more, the `min` it was given)
-// leaves the trials to meet what it is; the held-out data's ends the call, as probe_held_out would.
-void probe_labels(ModuleWorkload& workload, const Dataset& data, const std::string& what, bool cross_entropy,
+// Class labels the model's output has no column for: cross-entropy (and NLL) reads the column at each
+// label, and on CUDA a label past them is a device-side assert, after which this process can use the
+// GPU no more (nor put the user's state back); on a CPU torch raises mid-trial. Where the loss is one
+// of those (`ignore_index`: the label it skips), the first two samples of `data` go through the model
+// alone (eval mode, no gradient, the modes put back; the caller's StateGuard puts back anything the
+// forward changed) before anything trains, and labels below 0 or past its width are refused, naming
+// `what`. A loss of the user's own is not probed: it may read labels its own way (a metric-learning
+// loss beside an embedding). The training data's probe is a courtesy: a forward that refuses two
+// samples (a model given `min=4`) leaves the trials to meet what it is; the held-out data's ends the
+// call, as probe_held_out would.
+void probe_labels(ModuleWorkload& workload, const Dataset& data, const std::string& what, int64_t ignore_index,
                   bool forgiving) {
-  const bool cuda = workload.device().is_cuda();
-  if (data.num_classes <= 0 || data.targets.dim() != 1 || data.size() == 0 || !(cross_entropy || cuda)) return;
+  if (data.num_classes <= 0 || data.targets.dim() != 1 || data.size() == 0) return;
+  const at::Tensor labels = data.targets.masked_select(data.targets.ne(ignore_index));
+  if (labels.numel() == 0) return;
+  const int64_t lowest = labels.min().item<int64_t>(), classes = labels.max().item<int64_t>() + 1;
   struct Modes {  // every module's training mode, put back however the forward ends
     torch::nn::Module& root;
     std::vector<bool> modes;
@@ -635,8 +639,8 @@ void probe_labels(ModuleWorkload& workload, const Dataset& data, const std::stri
   } catch (const std::exception&) {
     Failure& failed = failure();
     if (failed.interrupted) throw;
-    if (failed.error && forgiving) {  // not the user's error yet: the trials will say whether it is one
-      py::gil_scoped_acquire gil;
+    if (failed.error && forgiving && failed.where == workload.info().model + ".forward") {
+      py::gil_scoped_acquire gil;  // the forward's own error alone: the trials will say whether it is one
       failed.error = py::object();
       failed.where.clear();
       return;
@@ -650,15 +654,18 @@ void probe_labels(ModuleWorkload& workload, const Dataset& data, const std::stri
   }
   if (output.dim() != 2) return;
   const int64_t columns = output.size(1);
-  if (data.num_classes <= columns || (!cross_entropy && columns < 2)) return;
+  if (lowest >= 0 && classes <= columns) return;
+  const std::string output_text =
+      fmt::format("{} columns of {}'s output ([{}])", columns, workload.info().model, fmt::join(output.sizes(), ", "));
   throw DataError(fmt::format(
-      "{} ({}): its labels run to {}, past the {} columns of {}'s output ([{}]), which {} reads by label{}; give "
-      "labels from 0 to {} (labels that start at 1: y - 1), or a model with {} outputs",
-      what, data.name, data.num_classes - 1, columns, workload.info().model, fmt::join(output.sizes(), ", "),
-      cross_entropy ? "cross-entropy" : "the loss",
-      cuda ? " (on CUDA a label past them is a device-side assert, after which this process can use the GPU no more)"
-           : "",
-      columns - 1, data.num_classes));
+      "{} ({}): its labels run {}, which cross-entropy reads by label{}; give labels from 0 to {}{}{}", what, data.name,
+      lowest < 0 ? fmt::format("from {}, below the first of the {}", lowest, output_text)
+                 : fmt::format("to {}, past the {}", classes - 1, output_text),
+      workload.device().is_cuda()
+          ? " (on CUDA a label out of range is a device-side assert, after which this process can use the GPU no more)"
+          : "",
+      columns - 1, lowest == 1 && classes == columns + 1 ? " (labels that start at 1: y - 1)" : "",
+      classes > columns ? fmt::format(", or a model with {} outputs", classes) : ""));
 }
 
 // The held-out data through the model and the loss, its first two samples, before anything trains:
@@ -746,17 +753,23 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   const int64_t budget = o.get<int64_t>("memory_budget", 0);
   Report report = base_report(*workload, runner, budget, o.get("target", 0.9));
   Dataset held_out = dataset(adapter, "held_out");
-  const bool cross_entropy = adapter.attr("cross_entropy").cast<bool>();
+  // The label a cross-entropy (or NLL) loss skips; none where the loss is not one (probe_labels).
+  const py::object skipped = adapter.attr("cross_entropy_ignore_index");
+  const bool probe = !skipped.is_none();
+  const int64_t ignore_index = probe ? skipped.cast<int64_t>() : 0;
   // Every option is read here, with the GIL.
   const Plan p = plan(o, progress, report.budget_bytes, workload->device().is_cuda());
   std::exception_ptr error;
   {
     py::gil_scoped_release nogil;
     try {
-      probe_labels(*workload, workload->data(), "data", cross_entropy, /*forgiving=*/true);
-      if (held_out.size() > 0 && (command == "validate" || command == "tune")) {
-        probe_labels(*workload, held_out, "held_out", cross_entropy, /*forgiving=*/false);
-        probe_held_out(*workload, held_out);
+      {
+        StateGuard kept(*workload);  // what the probes' forwards change (a buffer a forward updates) comes back
+        if (probe) probe_labels(*workload, workload->data(), "data", ignore_index, /*forgiving=*/true);
+        if (held_out.size() > 0 && (command == "validate" || command == "tune")) {
+          if (probe) probe_labels(*workload, held_out, "held_out", ignore_index, /*forgiving=*/false);
+          probe_held_out(*workload, held_out);
+        }
       }
       execute(command, p, *workload, runner, held_out, report);
     } catch (...) {

@@ -1027,12 +1027,16 @@ def test_validate():
         (lambda: batchwise.tune(model, optimizer, (x, y), held_out=(held_out[0], held_out[1] + 10),
                                 epochs=1, progress=False), ValueError,
          "batchwise.tune: held_out (tensors [1024, 48]): its labels run to 19, past the 10 columns of Branchy's "
-         "output ([2, 10]), which cross-entropy reads by label; give labels from 0 to 9 (labels that start at 1: "
-         "y - 1), or a model with 20 outputs"),
+         "output ([2, 10]), which cross-entropy reads by label; give labels from 0 to 9, or a model with 20 outputs"),
         (lambda: batchwise.fit(model, optimizer, (x, y + 1), progress=False), ValueError,
-         "data (tensors [2048, 48]): its labels run to 10, past the 10 columns of Branchy's output ([2, 10])"),
+         "data (tensors [2048, 48]): its labels run to 10, past the 10 columns of Branchy's output ([2, 10]), which "
+         "cross-entropy reads by label; give labels from 0 to 9 (labels that start at 1: y - 1), or a model with 11 "
+         "outputs"),
         (lambda: batchwise.fit(model, optimizer, (x, y + 1), loss=torch.nn.CrossEntropyLoss(), progress=False),
          ValueError, "past the 10 columns of Branchy's output"),
+        (lambda: batchwise.fit(model, optimizer, (x, y - 1), loss=torch.nn.NLLLoss(), progress=False),
+         ValueError, "data (tensors [2048, 48]): its labels run from -1, below the first of the 10 columns of Branchy's output "
+         "([2, 10]), which cross-entropy reads by label; give labels from 0 to 9"),
     ]
     before = snapshot(model, optimizer)
     refused(checks)
@@ -1042,17 +1046,33 @@ def test_validate():
         out, t - 1), max=64, progress=False)
     case("labels a loss of the user's shifts itself are taken", report.fit.batch is not None, report.fit.message)
 
-    # The training data's probe is two samples: a model that needs more (min=4) is left to its trials.
+    # The label a loss skips is no class: 255 beside a 10-way head, skipped by the loss, is taken.
+    skipped = y.clone()
+    skipped[::7] = 255
+    report = batchwise.fit(model, optimizer, (x, skipped), loss=torch.nn.CrossEntropyLoss(ignore_index=255), max=64,
+                           progress=False)
+    case("the label the loss skips (ignore_index) is not refused", report.fit.batch is not None, report.fit.message)
+
+    # The training data's probe is two samples: a model that needs more (min=4) is left to its trials;
+    # a forward that counts its calls in a buffer, in any mode, has the count put back.
     class NeedsFour(Branchy):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
         def forward(self, x):
+            self.calls += 1
             if len(x) < 4:
                 raise ValueError("at least 4 samples")
             return super().forward(x)
     with torch.random.fork_rng():  # the model's initialisation draws nothing the final check compares
         four = NeedsFour()
-    report = batchwise.fit(four, torch.optim.SGD(four.parameters(), lr=0.1), (x, y), min=4, max=64, progress=False)
+    four_optimizer = torch.optim.SGD(four.parameters(), lr=0.1)
+    four_before = snapshot(four, four_optimizer)
+    report = batchwise.fit(four, four_optimizer, (x, y), min=4, max=64, progress=False)
     case("a model that needs more samples than the probe's two still fits", report.fit.batch == 64,
          report.fit.message)
+    case("and its buffer and the rest are as they were", same(four_before, snapshot(four, four_optimizer)))
     # Held-out data of another kind than the training data's, which the loss takes: one-hot rows
     # beside class labels are judged on the loss.
     one_hot = (held_out[0], torch.nn.functional.one_hot(held_out[1], 10).float())
