@@ -31,6 +31,7 @@
 #include "batchwise/report.h"
 #include "check.h"
 #include "cpu_baseline.h"
+#include "engine/eval_mode.h"
 #include "torch_error.h"
 
 namespace py = pybind11;
@@ -618,22 +619,10 @@ void probe_labels(ModuleWorkload& workload, const Dataset& data, const std::stri
   const at::Tensor labels = data.targets.masked_select(data.targets.ne(ignore_index));
   if (labels.numel() == 0) return;
   const int64_t lowest = labels.min().item<int64_t>(), classes = labels.max().item<int64_t>() + 1;
-  struct Modes {  // every module's training mode, put back however the forward ends
-    torch::nn::Module& root;
-    std::vector<bool> modes;
-    ~Modes() {
-      size_t i = 0;
-      try {
-        for (const auto& m : root.modules()) m->train(modes[i++]);
-      } catch (...) {  // a destructor must not throw (a Python module's mode may fail to be set)
-      }
-    }
-  } restore{workload.module(), {}};
-  for (const auto& m : workload.module().modules()) restore.modes.push_back(m->is_training());
   at::Tensor output;
   try {
+    const detail::EvalMode eval(workload.module());  // each module's mode put back however the forward ends
     at::NoGradGuard no_grad;
-    workload.module().eval();
     output =
         workload.model().forward(data.inputs.narrow(0, 0, std::min<int64_t>(2, data.size())).to(workload.device()));
   } catch (const std::exception&) {

@@ -14,6 +14,7 @@
 #include "batchwise/models.h"
 #include "check.h"
 #include "compat.h"
+#include "engine/eval_mode.h"
 #include "engine/input_pipeline.h"
 #include "model_input.h"
 #include "torch_error.h"
@@ -111,19 +112,7 @@ void ModuleWorkload::set_lr(double lr) {
 }
 
 std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset& data, int64_t batch) {
-  struct Modes {  // the training mode of every module, put back however evaluation ends
-    torch::nn::Module& root;
-    std::vector<bool> modes;
-    ~Modes() {
-      size_t i = 0;
-      try {
-        for (const auto& m : root.modules()) m->train(modes[i++]);
-      } catch (...) {  // a destructor must not throw (a Python module's mode may fail to be set)
-      }
-    }
-  } restore{module(), {}};
-  for (const auto& m : module().modules()) restore.modes.push_back(m->is_training());
-  module().eval();
+  const detail::EvalMode eval(module());  // each module's mode put back however evaluation ends
   at::NoGradGuard no_grad;
   double loss_sum = 0;
   int64_t correct = 0;
