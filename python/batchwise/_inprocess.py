@@ -871,11 +871,11 @@ def _state_after(where, unrestored):
     part as the trial left it."""
     if unrestored is None:
         return "the model, its optimizer and the RNGs are as they were"
-    part = ("the optimizer's state" if unrestored.endswith(".load_state_dict") else "the modules' training modes")
+    part, verb, it = (("the optimizer's state", "is", "it") if unrestored.endswith(".load_state_dict")
+                      else ("the modules' training modes", "are", "them"))
     lead = "so" if unrestored == where else f"and {unrestored}, putting the state back, raised too, so"
-    return (f"{lead} {part} could not be put back and {'is' if part.endswith('state') else 'are'} as the trial left "
-            f"{'it' if part.endswith('state') else 'them'}: set {'it' if part.endswith('state') else 'them'} again "
-            "before training on; the rest is as it was")
+    return (f"{lead} {part} could not be put back and {verb} as the trial left {it}: set {it} again before training "
+            "on; the rest is as it was")
 
 
 def _nothing_trained(report):

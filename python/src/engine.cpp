@@ -20,7 +20,6 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -145,13 +144,16 @@ auto call_python(const std::string& where, F&& f, bool restoring = false) -> dec
     throw Error(failed.interrupted ? "interrupted" : "stopped: a signal handler raised");
   for (int cut = 0;; ++cut) {
     try {
+      const auto put_back = [&] {  // the same call put back what it failed to before
+        if (restoring && failed.unrestored == where) failed.unrestored.clear();
+      };
       if constexpr (std::is_void_v<decltype(f())>) {
         f();
-        if (restoring && failed.unrestored == where) failed.unrestored.clear();
+        put_back();
         return;
       } else {
         auto result = f();
-        if (restoring && failed.unrestored == where) failed.unrestored.clear();
+        put_back();
         return result;
       }
     } catch (py::error_already_set& e) {
@@ -752,13 +754,12 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   {
     py::gil_scoped_release nogil;
     try {
-      {
+      const bool judged = held_out.size() > 0 && (command == "validate" || command == "tune");
+      if (probe || judged) {
         StateGuard kept(*workload);  // what the probes' forwards change (a buffer a forward updates) comes back
         if (probe) probe_labels(*workload, workload->data(), "data", ignore_index, /*forgiving=*/true);
-        if (held_out.size() > 0 && (command == "validate" || command == "tune")) {
-          if (probe) probe_labels(*workload, held_out, "held_out", ignore_index, /*forgiving=*/false);
-          probe_held_out(*workload, held_out);
-        }
+        if (probe && judged) probe_labels(*workload, held_out, "held_out", ignore_index, /*forgiving=*/false);
+        if (judged) probe_held_out(*workload, held_out);
       }
       execute(command, p, *workload, runner, held_out, report);
     } catch (...) {

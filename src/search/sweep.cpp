@@ -242,13 +242,13 @@ class SweepRun {
 
   // Runs one trial at sizes_[i], with its callbacks (at `index`: -1 outside the plan) and the time
   // left, where it is one the Eta counts (`in_eta`); pools nothing. A planned trial that waited for a
-  // core (waited()) is queued for a retry at the end, and the time left counts the retry at once,
+  // core (waited_for_a_core) is queued for a retry at the end, and the time left counts the retry at once,
   // up to one repetition's worth.
   Trial measure(size_t i, int index, bool in_eta) {
     if (o_.on_trial_start()) o_.on_trial_start()(sizes_[i], index, planned_);
     Trial t = runner_.run(trial_options(o_, sizes_[i], budget_));
     if (in_eta) eta_.finished(expected_s(sizes_[i]), t.wall_s);
-    if (index >= 0 && waited(t)) {
+    if (index >= 0 && waited_for_a_core(t)) {
       const bool counted = waited_.size() < sizes_.size();
       if (counted) eta_.added(expected_s(sizes_[i]));
       waited_.push_back({i, trials_[i].size(), counted});
@@ -277,9 +277,7 @@ class SweepRun {
     }
   }
 
-  static bool waited(const Trial& t) { return waited_for_a_core(t); }
-
-  // After the repetitions: each trial that waited for a core (waited()) runs once more, in the order
+  // After the repetitions: each trial that waited for a core (waited_for_a_core) runs once more, in the order
   // they ran, and the one that waited less counts in its place, so a burst of other work that is over
   // by then no longer reads the larger batches slow. On a machine shared throughout the first retry
   // waits too, and the retries stop there: that costs one trial. At most one repetition's worth, none

@@ -12,41 +12,34 @@ namespace batchwise::detail {
 
 namespace {
 
-double rate_of(const std::vector<Trial>& points, int64_t batch) {
-  for (const Trial& p : points)
-    if (p.batch == batch) return p.samples_per_s;
-  return 0;
-}
-
 // The close batches in the order they count: the fastest, the dips, then the nearest, the faster
 // first; uncapped.
 std::vector<int64_t> ranked_close(const std::vector<Trial>& points) {
-  const std::vector<int64_t> candidates = race_candidates(points);  // ascending
-  double fastest = 0;
-  int64_t fastest_batch = 0;
-  for (int64_t b : candidates)
-    if (rate_of(points, b) > fastest) fastest = rate_of(points, b), fastest_batch = b;
+  const std::vector<int64_t> candidates = race_candidates(points);  // ascending, each ok
+  if (candidates.empty()) return {};
+  const std::vector<double> rates = race_rates(points, candidates);
+  const size_t top = static_cast<size_t>(std::max_element(rates.begin(), rates.end()) - rates.begin());
+  const int64_t fastest_batch = candidates[top];
   // A dip: a batch between the smallest candidate and the fastest that reads slower than a smaller
   // one (race_candidates leaves it out where that is by 5 %). Noise only slows a trial, and a CPU's
   // samples/s rises with the batch up to its plateau, so the dip is the likelier misread, and it
   // moves the pick to a smaller batch.
-  std::vector<int64_t> dips, near;
+  std::vector<int64_t> dips;
   double below = 0;
   for (const Trial& p : points) {  // ascending
-    if (p.outcome != Outcome::Ok || candidates.empty() || p.batch < candidates.front() || p.batch >= fastest_batch)
-      continue;
+    if (p.outcome != Outcome::Ok || p.batch < candidates.front() || p.batch >= fastest_batch) continue;
     if (p.samples_per_s < below) dips.push_back(p.batch);
     below = std::max(below, p.samples_per_s);
   }
-  for (int64_t b : candidates)
-    if (b != fastest_batch && rate_of(points, b) >= (1 - kCloseShare) * fastest &&
-        std::find(dips.begin(), dips.end(), b) == dips.end())
-      near.push_back(b);
-  std::sort(near.begin(), near.end(), [&](int64_t a, int64_t b) { return rate_of(points, a) > rate_of(points, b); });
-  if (candidates.empty()) return {};
+  std::vector<size_t> near;  // indices into candidates
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (i != top && rates[i] >= (1 - kCloseShare) * rates[top] &&
+        std::find(dips.begin(), dips.end(), candidates[i]) == dips.end())
+      near.push_back(i);
+  std::sort(near.begin(), near.end(), [&](size_t a, size_t b) { return rates[a] > rates[b]; });
   std::vector<int64_t> close{fastest_batch};
   close.insert(close.end(), dips.begin(), dips.end());
-  close.insert(close.end(), near.begin(), near.end());
+  for (size_t i : near) close.push_back(candidates[i]);
   return close;
 }
 
@@ -74,7 +67,7 @@ std::string retime_close(TrialRunner& runner, const SweepOptions& s, SweepResult
   std::vector<int64_t> larger;
   const std::vector<Trial> points = within_dataset(sweep.points, dataset, larger);
   std::vector<int64_t> ranked = ranked_close(points);
-  if (ranked.size() > static_cast<size_t>(kMostClose)) ranked.resize(kMostClose);
+  if (ranked.size() > static_cast<size_t>(kMostClose)) ranked.resize(kMostClose);  // before the budget's cut
   RetimeOptions o = RetimeOptions().budget_s(budget_s);
   // The least rounds must fit the budget: the batches that count least are left out until they do.
   const auto least_s = [&] {
@@ -89,11 +82,8 @@ std::string retime_close(TrialRunner& runner, const SweepOptions& s, SweepResult
     sweep.retime_note =
         fmt::format("{} not timed again: {} rounds of their trials would take about {}, past the {} its budget allows",
                     fmt::join(close, " and "), o.min_rounds(), format_seconds(least_s()), format_seconds(budget_s));
-    say(
-        fmt::format("run race: {} not timed again: {} rounds of their trials would take about {}, past the {} "
-                    "its budget allows ({:.0f} % of the run race's planned time); the sweep's figures stand",
-                    fmt::join(close, " and "), o.min_rounds(), format_seconds(least_s()), format_seconds(budget_s),
-                    100 * kRetimeShare));
+    say(fmt::format("run race: {} ({:.0f} % of the run race's planned time); the sweep's figures stand",
+                    sweep.retime_note, 100 * kRetimeShare));
     return "";
   }
   o.batches(close);
@@ -110,18 +100,19 @@ std::string retime_close(TrialRunner& runner, const SweepOptions& s, SweepResult
     return "";
   }
   std::vector<std::string> figures;
-  for (int64_t b : sweep.retimed)
-    figures.push_back(fmt::format("{} at {} samples/s", b, format_grouped(rate_of(sweep.points, b))));
+  const Trial* failed = nullptr;  // the first retimed point a trial failed at
+  for (const Trial& p : sweep.points) {
+    if (std::find(sweep.retimed.begin(), sweep.retimed.end(), p.batch) == sweep.retimed.end()) continue;
+    figures.push_back(fmt::format("{} at {} samples/s", p.batch, format_grouped(p.samples_per_s)));
+    if (!failed && p.outcome != Outcome::Ok) failed = &p;
+  }
   say(fmt::format("run race: timed again in {} round{}: {}; {} (standard error {:.1f} %)", sweep.retime_rounds,
                   sweep.retime_rounds == 1 ? "" : "s", fmt::join(figures, ", "), sweep.retime_note,
                   100 * sweep.retime_error));
-  for (int64_t batch : sweep.retimed)
-    for (const Trial& p : sweep.points)
-      if (p.batch == batch && p.outcome != Outcome::Ok)
-        return fmt::format("the run race's retiming: {}; batch {} no longer races ({}){}", sweep.retime_note, batch,
-                           p.message.empty() ? to_string(p.outcome) : p.message,
-                           p.outcome == Outcome::Oom ? ", nor any larger batch" : "");
-  return "";
+  if (!failed) return "";
+  return fmt::format("the run race's retiming: {}; batch {} no longer races ({}){}", sweep.retime_note, failed->batch,
+                     failed->message.empty() ? to_string(failed->outcome) : failed->message,
+                     failed->outcome == Outcome::Oom ? ", nor any larger batch" : "");
 }
 
 }  // namespace batchwise::detail
