@@ -575,7 +575,13 @@ void retime(TrialRunner& runner, const SweepOptions& so, SweepResult& r, const R
         "; {} of its {} rounds left out, a trial in {} having waited for a core over {:.0f} % of its time (another "
         "process on the cores?)",
         left_out, r.retime_rounds, left_out == 1 ? "it" : "each", 100 * kSharedCpuShare);
+  const std::optional<int64_t> knee_before = r.knee_batch;
   r.knee_batch = knee_batch(r.points, r.knee_tolerance);
+  // The sweep's noise warning names the knee it found; where the rounds moved it, the warning says so
+  // rather than leave two knees in one report.
+  if (!r.noise_warning.empty() && r.knee_batch != knee_before)
+    r.noise_warning += r.knee_batch ? fmt::format("; timed again before the race, the knee is now {}", *r.knee_batch)
+                                    : std::string("; timed again before the race, no batch is a knee now");
 }
 
 std::vector<StepProfile> profile_sweep(Workload& workload, const SweepResult& sweep,

@@ -506,6 +506,27 @@ TEST(Retime, AlternatedTrialsOrderAPairThatOneSweepReadTheWrongWayRound) {
   for (const Trial& p : s.points) EXPECT_EQ(p.repetitions, 6);
 }
 
+// The sweep's noise warning names the knee it found. Where the rounds move the knee, the warning says
+// so; where they do not, it stays as the sweep wrote it.
+TEST(Retime, TheSweepsNoiseWarningSaysWhereTheRoundsMovedTheKnee) {
+  const std::string warning = "the sweep met noise: ...; at 512 they still disagree, so the knee (256) and ...";
+  for (const double tolerance : {0.01, 0.05}) {  // 512 is 4 % faster: the knee within 1 %, not within 5 %
+    DriftingPair runner([](int call) { return call == 1 || call == 2; });
+    const SweepOptions so = pair_sweep().knee_tolerance(tolerance);
+    SweepResult s = sweep(runner, so);
+    ASSERT_EQ(s.knee_batch, 256) << "the burst reads 512 slower";
+    s.noise_warning = warning;
+    retime(runner, so, s, RetimeOptions().batches({256, 512}));
+    if (tolerance < 0.04) {
+      EXPECT_EQ(s.knee_batch, 512);
+      EXPECT_EQ(s.noise_warning, warning + "; timed again before the race, the knee is now 512");
+    } else {
+      EXPECT_EQ(s.knee_batch, 256);
+      EXPECT_EQ(s.noise_warning, warning);
+    }
+  }
+}
+
 // A trial that waited for a core carries another process's work as its batch's own slowness: its
 // round counts for nothing, and the next one is run in its place.
 TEST(Retime, ARoundWithATrialThatWaitedForACoreIsLeftOut) {
