@@ -156,6 +156,11 @@ std::vector<std::string> substitute(const std::vector<std::string>& argv, int64_
 /// Python MemoryError, TensorFlow, JAX, std::bad_alloc, ENOMEM).
 bool is_oom_message(const std::string& line);
 
+/// Throws ConfigError where `program` (a command's argv[0]) cannot be started: not found (on PATH, as
+/// run_command looks for it), not executable, not a program; the message names it and the fix, as
+/// run_command's would in the first trial. A program with a {placeholder} is left to run_command.
+void check_program(const std::string& program);
+
 /// Runs the command once and waits for it (and kills what is left of its process tree).
 /// Runs, out-of-memory runs, crashes and time-outs are results, not exceptions.
 /// Throws ConfigError for invalid options, Error when the program cannot be started at all

@@ -62,13 +62,15 @@ void fields(V& v, T& s) {
 
 /// Tries input-pipeline settings (workers x prefetch) at `batch` with real trials, starting with the
 /// workload's own, and says which removes the stall. The workload's pipeline is put back afterwards.
-/// `workers` empty: 0, 1, 2, 4, 8; `prefetch` empty: 2, 4.
-LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, int steps,
-                           std::vector<int> workers = {}, std::vector<int> prefetch = {});
+/// `trial`: each setting's trial (its batch, warm-up, steps, memory limit and timeout); utilisation is
+/// not sampled. `workers` empty: 0, 1, 2, 4, 8; `prefetch` empty: 2, 4.
+LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, std::vector<int> workers = {},
+                           std::vector<int> prefetch = {});
 /// The loader search's decision on measured settings, apart from the measuring (search_loader calls it;
 /// tests give it known figures): from `search.before` and `search.trials` (in the order tried), sets
 /// `search.after` to `before` when that is not input-bound, else to the first Ok trial that is not
-/// input-bound and within 5 % of the best Ok trial's samples/s (none: nullopt), and `search.advice`.
+/// input-bound and within 5 % of the best Ok samples/s (`before`'s counted), none: nullopt; and
+/// `search.advice` (where no setting trained, that it measured nothing).
 void decide_loader(LoaderSearch& search);
 
 }  // namespace batchwise

@@ -33,6 +33,9 @@ struct NoiseOptions {
   /// Take the optimizer step after each measurement (the noise scale is then followed along
   /// training); false: measure at fixed weights. The workload's state is restored either way.
   TORCH_ARG(bool, train) = true;
+  /// The memory the measurement may use (the session's budget); past it a step throws out of memory,
+  /// as a trial's does. 0: no limit.
+  TORCH_ARG(int64_t, limit_bytes) = 0;
 };
 
 /// One measured step.
@@ -72,6 +75,9 @@ struct NoiseResult {
   std::optional<double> drift;
   std::vector<NoiseStep> timeline;
   std::string message;  ///< why b_simple is missing, when it is
+  /// The training loss or the gradients stopped being finite (at the step `message` names): nothing
+  /// was measured, and the steps before it are the timeline. A failure, as a sweep's NaN loss is.
+  bool diverged = false;
   double wall_s = 0;
 };
 
@@ -103,6 +109,7 @@ void fields(V& v, T& n) {
       NullUnless{measured});
   v("drift", n.drift);
   v("message", n.message);
+  v("diverged", n.diverged, When{n.diverged});
   v("wall_s", n.wall_s);
   v("timeline", n.timeline);
 }

@@ -295,6 +295,10 @@ std::string larger_than_dataset_note(const std::vector<int64_t>& larger, int64_t
 /// step repeats samples, which no run of these data does".
 std::string larger_than_dataset_warning(const std::vector<Trial>& sweep_points, int64_t dataset);
 
+/// The batches of `options` that race_batches() trains in its first rung, ascending: each whose share of
+/// the first rung holds at least min_steps steps at its samples/s (the others it leaves out, with a note).
+std::vector<int64_t> first_rung_batches(const BatchRaceOptions& options);
+
 /// Each of `batches`' samples/s in the sweep (its ok point's), in the same order: the figures
 /// BatchRaceOptions takes beside the candidates and the reserve.
 std::vector<double> race_rates(const std::vector<Trial>& sweep_points, const std::vector<int64_t>& batches);

@@ -120,6 +120,9 @@ struct TuneOptions {
   TORCH_ARG(bool, loader_search) = true;
   TORCH_ARG(std::function<void(const TuneStage&)>, on_stage);
   TORCH_ARG(std::function<void(const RaceProgress&)>, on_race);
+  /// Asked as each phase ends: true ends tune there, throwing Error (the Python API's Ctrl-C, which
+  /// the CLI takes as a signal instead). Empty: never.
+  TORCH_ARG(std::function<bool()>, should_stop);
 };
 
 /// Runs tune on `subject` and returns its report: `report` as given (the caller's context, workload

@@ -17,6 +17,7 @@
 #include "batchwise/convergence.h"
 #include "batchwise/data.h"
 #include "batchwise/fields.h"
+#include "batchwise/outcome.h"
 #include "batchwise/schedule.h"
 
 namespace batchwise {
@@ -138,6 +139,10 @@ struct ValidationRun {
   ValidationPoint last;  ///< the last evaluation
   std::vector<ValidationPoint> curve;
   std::string message;  ///< why it stopped without reaching the target; or an error
+  /// Ok where the run trained (to the target, to a limit, or to its run's end); Oom where it ran out of
+  /// memory; Error where a step failed or the loss stopped being finite (`message` words it). A
+  /// validation in which no run trained is a failure (the CLI's exit code, Python's TrainingError).
+  Outcome outcome = Outcome::Ok;
   /// Full runs: the held-out loss and accuracy after the last step, on the whole held-out set.
   std::optional<double> final_loss, final_accuracy;
   /// Full runs: final quality within the noise of the best run's (ValidationResult::good_batches).
@@ -168,6 +173,7 @@ void fields(V& v, T& r) {
   v("loss", r.last.loss);
   v("accuracy", r.last.accuracy);
   v("message", r.message);
+  v("outcome", r.outcome, When{r.outcome != Outcome::Ok});
   v("final_loss", r.final_loss, When{r.final_loss.has_value()});
   v("final_accuracy", r.final_accuracy, When{r.final_accuracy.has_value()});
   v("good", r.good, When{r.final_loss.has_value()});
@@ -244,6 +250,10 @@ double most_cpu_wait_share(const ValidationResult& validation);
 /// kSharedCpuShare): their train_s, which decides the fastest good batch, carries another process's
 /// share of the cores.
 std::string shared_cpu_warning(const ValidationResult& validation);
+
+/// Empty, or that batches of `batch_sizes` are larger than the `training_samples`: each of their steps
+/// repeats samples, which a run of the user's would not; they are trained as asked, and said so.
+std::string larger_than_training_set_warning(const std::vector<int64_t>& batch_sizes, int64_t training_samples);
 
 /// What a stopped validation did not train, as a person reads it: its batches in order, then
 /// `schedule` (how the caller names the batch-size schedule) where it was not trained either.

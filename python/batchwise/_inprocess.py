@@ -203,10 +203,10 @@ def _options(command, given):
         raise ValueError(f"batchwise.{command}: seed={out['seed']}: must be at most {2 ** 64 - 1}")
     budget = out.get("memory_budget")
     if isinstance(budget, str):
-        out["memory_budget"] = _engine().parse_bytes(budget)
-        if out["memory_budget"] < 1:
-            raise ValueError(f"batchwise.{command}: memory_budget={budget!r} is less than a byte; give a size such "
-                             "as \"512MiB\" (leave it out for the device's)")
+        try:  # the engine's reading, the CLI's: "memory_budget: '0.4' is less than a byte; ..."
+            out["memory_budget"] = _engine().parse_bytes(budget)
+        except Exception as e:  # noqa: BLE001 - the engine's ConfigError, named for this call
+            raise type(e)(f"batchwise.{command}: {e} (leave memory_budget out for the device's)") from None
     elif budget is not None:
         try:
             out["memory_budget"] = _int(budget)
@@ -412,6 +412,10 @@ class _Adapter:
                 if id(p) not in owned:
                     raise ValueError(f"batchwise.{command}: the optimizer holds a tensor that is not a parameter of "
                                      f"{type(model).__name__}; make it over model.parameters()")
+        if not any(p.requires_grad for group in self.optimizer.param_groups for p in group["params"]):
+            raise ValueError(f"batchwise.{command}: the optimizer holds no parameter that requires grad, so its steps "
+                             f"would change nothing of {type(model).__name__}; make it over the trainable ones "
+                             "(model.parameters())")
         if any(p.is_meta for p in parameters):
             raise ValueError(f"batchwise.{command}: {type(model).__name__}'s parameters are on the meta device, "
                              "shapes without values, which cannot train; materialise them first "
@@ -890,6 +894,16 @@ def _nothing_trained(report):
         failed = [p for p in sweep.points if p.outcome != "oom"]
         if failed:
             return (f"no batch trained: {len(failed)} of {len(sweep.points)} swept batches failed (batch "
+                    f"{failed[0].batch}: {failed[0].message})")
+    noise = report.noise_scale
+    if noise is not None and noise.diverged and sweep is None:  # noise's own call (tune goes on without one)
+        return noise.message  # "the training loss became nan at step 1 of 3 (batch 64): ..."
+    validation = report.validation  # validate's own call (tune's answer stands unvalidated)
+    if validation is not None and sweep is None and validation.runs and not validation.interrupted and all(
+            run.outcome is not None for run in validation.runs):
+        failed = [run for run in validation.runs if run.outcome != "oom"]
+        if failed:
+            return (f"no run trained: {len(failed)} of {len(validation.runs)} validation runs failed (batch "
                     f"{failed[0].batch}: {failed[0].message})")
     return None
 

@@ -537,7 +537,9 @@ void rule_learning_rate(Report& r, int64_t base_batch) {
 // validate's should_stop: a Ctrl-C (Python's signal handler raised) stops it after the step under
 // way, and the runs that ended come back in batchwise.Interrupted's report; so does any other
 // exception a handler raised, which the call then ends with. Asked between steps without the GIL;
-// the GIL is taken to run Python's handlers, as call_python does.
+// the GIL is taken to run Python's handlers, as call_python does. tune's too, as each phase ends:
+// after a Ctrl-C or an error of the user's code every Python call fails at once, and the phases
+// after it had run on, on trials that trained nothing (the run plan divided by an unset batch).
 bool interrupt_asked() {
   py::gil_scoped_acquire gil;
   Failure& failed = failure();
@@ -576,13 +578,15 @@ Plan plan(const Options& o, const Progress& progress, int64_t budget, bool cuda)
                .loader_search(false)
                .on_run_race([progress](const std::string& text) { progress.run_race(text); })
                .on_stage([progress](const TuneStage& s) { progress.stage(s); })
-               .on_race([progress](const RaceProgress& r) { progress.race(r); });
+               .on_race([progress](const RaceProgress& r) { progress.race(r); })
+               .should_stop(interrupt_asked);
   p.noise = NoiseOptions()
                 .batch(o.get<int64_t>("batch", 256))
                 .micro_batch(o.get<int64_t>("micro_batch", 32))
                 .steps(o.get("noise_steps", 50))
                 .train(!o.get("fixed_weights", false))
-                .smoothing(o.get("smoothing", 0.9));
+                .smoothing(o.get("smoothing", 0.9))
+                .limit_bytes(budget);
   const std::vector<int64_t> candidates = o.get("batch_sizes", std::vector<int64_t>{});
   const std::string schedule = o.get<std::string>("batch_schedule", "");
   p.validate = ValidateOptions(candidates)
@@ -694,8 +698,19 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
       report.context.warnings.push_back(std::move(w));
     report.recommendation = recommend(std::nullopt, report.sweep, std::nullopt, std::nullopt, workload.data().size());
   } else if (command == "noise") {
-    report.noise = measure_noise_scale(workload, p.noise);
+    try {
+      report.noise = measure_noise_scale(workload, p.noise);
+    } catch (const std::exception& e) {  // past the budget: the batch asked, as the CLI's noise says it
+      if (failure().interrupted || failure().error || detail::classify_failure(e).first != Outcome::Oom) throw;
+      throw ConfigError(
+          fmt::format("batch {} does not fit the memory budget ({}): {}; give a smaller batch (fit "
+                      "finds the largest that fits) or a larger memory_budget",
+                      p.noise.batch(), format_bytes(p.noise.limit_bytes()), detail::error_line(detail::plain_what(e))));
+    }
   } else if (command == "validate") {
+    if (std::string w = larger_than_training_set_warning(p.validate->batch_sizes(), workload.data().size());
+        !w.empty())  // trained as asked, as the CLI's validate does, and said
+      report.context.warnings.push_back(std::move(w));
     report.validation = validate(workload, held_out, *p.validate);
     if (std::string w = shared_cpu_warning(*report.validation); !w.empty()) report.context.warnings.push_back(w);
     if (!report.validation->interrupted) report.recommendation = recommend(*report.validation);  // not from a part
@@ -716,11 +731,9 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   // One call at a time: the CPU count, its limit and the failure slot are the process's.
   static std::atomic<bool> busy{false};
   BATCHWISE_CHECK(
-      !busy.exchange(true), ConfigError,
-      "batchwise.{}: another batchwise call (fit, sweep, tune, noise or validate) is running in this process; "
-      "they run one at a time "
-      "(the CPU budget is counted process-wide)",
-      command);
+      !busy.exchange(true), ConfigError,  // _inprocess.py's _engine_error names the call
+      "another batchwise call (fit, sweep, tune, noise or validate) is running in this process; they run one at a "
+      "time (the CPU budget is counted process-wide)");
   struct Done {
     ~Done() { busy = false; }
   } done;

@@ -3,10 +3,13 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <numeric>
 
+#include "batchwise/memory.h"
 #include "batchwise/workload.h"
 #include "check.h"
 
@@ -27,11 +30,48 @@ at::Tensor flat_gradients(Workload& workload) {
 
 double squared_norm(const at::Tensor& t) { return t.to(at::kDouble).pow(2).sum().item<double>(); }
 
+// The measurement's memory limit, lifted however it ends. CUDA's cached blocks are handed out without
+// the limit's check: they go first, as before a trial.
+class NoiseLimit {
+ public:
+  NoiseLimit(const Workload& w, int64_t bytes) : memory_(bytes > 0 ? device_memory(w) : nullptr) {
+    if (!memory_) return;
+    memory_->synchronize();
+    memory_->release_cached();
+    memory_->set_limit(bytes);
+  }
+  ~NoiseLimit() {
+    try {
+      if (memory_) memory_->set_limit(0);
+    } catch (...) {  // a sticky CUDA error while unwinding: the measurement's own error says it
+    }
+  }
+  NoiseLimit(const NoiseLimit&) = delete;
+  NoiseLimit& operator=(const NoiseLimit&) = delete;
+
+ private:
+  std::unique_ptr<DeviceMemory> memory_;
+};
+
 }  // namespace
 
 void check_noise_options(const NoiseOptions& o, int64_t samples) {
-  BATCHWISE_CHECK(o.micro_batch() >= 1 && o.micro_batch() < o.batch() && o.batch() % o.micro_batch() == 0, ConfigError,
-                  "noise scale: --micro-batch {} must be below --batch {} and divide it", o.micro_batch(), o.batch());
+  BATCHWISE_CHECK(o.batch() >= 2, ConfigError,
+                  "noise scale: --batch {}: it compares a batch's gradient with its micro-batches', so --batch must "
+                  "be at least 2",
+                  o.batch());
+  if (o.micro_batch() < 1 || o.micro_batch() >= o.batch() || o.batch() % o.micro_batch() != 0) {
+    int64_t fits = 1;  // the largest micro-batch up to the one given (and half the batch) that divides it
+    for (int64_t d = std::min(std::max<int64_t>(1, o.micro_batch()), o.batch() / 2); d >= 1; --d)
+      if (o.batch() % d == 0) {
+        fits = d;
+        break;
+      }
+    throw ConfigError(
+        fmt::format("noise scale: --micro-batch {} must be below --batch {} and divide it: e.g. "
+                    "--micro-batch {}",
+                    o.micro_batch(), o.batch(), fits));
+  }
   BATCHWISE_CHECK(o.steps() >= 2, ConfigError, "noise scale: --noise-steps {}: at least 2 steps are needed", o.steps());
   BATCHWISE_CHECK(o.smoothing() >= 0 && o.smoothing() < 1, ConfigError, "noise scale: --smoothing {} must be in [0, 1)",
                   o.smoothing());
@@ -47,6 +87,7 @@ NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
   check_noise_options(o, workload.info().dataset_size);
   const auto start = std::chrono::steady_clock::now();
   const StateGuard restore(workload);
+  const NoiseLimit limit(workload, o.limit_bytes());  // lifted before the state is put back
 
   const int64_t k = o.batch() / o.micro_batch();
   const double big = static_cast<double>(o.batch()), small = static_cast<double>(o.micro_batch());
@@ -83,6 +124,16 @@ NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
     s.g2_big = squared_norm(current);
     s.g2 = (big * s.g2_big - small * s.g2_small) / (big - small);
     s.trace = (s.g2_small - s.g2_big) / (1.0 / small - 1.0 / big);
+    if (!std::isfinite(loss) || !std::isfinite(s.g2) || !std::isfinite(s.trace)) {  // nothing to measure past it
+      r.diverged = true;
+      r.message = fmt::format(
+          "{} at step {} of {} (batch {}): the noise scale of a training that diverged, or of a loss that is not a "
+          "number, is no measurement; lower the learning rate, or check the loss",
+          std::isfinite(loss) ? "the gradients stopped being finite" : fmt::format("the training loss became {}", loss),
+          step, o.steps(), o.batch());
+      r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return r;
+    }
     // Each smoothed on its own, bias-corrected (the averages start at zero).
     ema_g2 = o.smoothing() * ema_g2 + (1 - o.smoothing()) * s.g2;
     ema_trace = o.smoothing() * ema_trace + (1 - o.smoothing()) * s.trace;

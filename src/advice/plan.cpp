@@ -70,7 +70,7 @@ RunPlan plan_run(const OptimizerSettings& o, int64_t dataset_size,
     row.label = label;
     row.batch = lr.scaled.batch;
     row.lr = lr;
-    row.steps_per_epoch = dataset_size > 0 ? (dataset_size + row.batch - 1) / row.batch : 0;
+    row.steps_per_epoch = dataset_size > 0 && row.batch > 0 ? (dataset_size + row.batch - 1) / row.batch : 0;
     row.optimizer_settings = adam ? fmt::format("betas ({:g}, {:g}), eps {:g}: as they are", o.beta1, o.beta2, o.eps)
                              : o.optimizer == Optimizer::Sgd ? fmt::format("momentum {:g}: as it is", o.momentum)
                                                              : "as they are";

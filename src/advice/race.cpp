@@ -171,6 +171,21 @@ std::vector<Candidate> plan_candidates(const BatchRaceOptions& o, BatchRace& rac
   return kept;
 }
 
+}  // namespace
+
+std::vector<int64_t> first_rung_batches(const BatchRaceOptions& o) {
+  BATCHWISE_CHECK(o.batches().size() == o.samples_per_s().size() && o.budget_s() > 0, ConfigError,
+                  "batch race: {} candidates with {} throughput figures and a budget of {:g} s; give one figure per "
+                  "candidate and a positive budget",
+                  o.batches().size(), o.samples_per_s().size(), o.budget_s());
+  BatchRace scratch;  // what plan_candidates notes of the others
+  std::vector<int64_t> batches;
+  for (const Candidate& c : plan_candidates(o, scratch)) batches.push_back(c.batch);
+  return batches;
+}
+
+namespace {
+
 struct Live {
   RaceEntry entry;
   std::unique_ptr<WorkloadState> state;

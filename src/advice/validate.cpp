@@ -17,6 +17,7 @@
 #include "batchwise/utilisation.h"
 #include "batchwise/workload.h"
 #include "check.h"
+#include "torch_error.h"
 
 namespace batchwise {
 
@@ -190,6 +191,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     if (!std::isfinite(loss)) {
       run.message = fmt::format("the training loss became {} after {} steps: this learning rate ({:.4g}) diverges",
                                 loss, run.steps, lr_now);
+      run.outcome = Outcome::Error;
       break;
     }
     if (samples >= next_eval || samples >= limits.max_samples) {
@@ -226,11 +228,13 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     const auto eval_start = Clock::now();
     const auto [loss, accuracy] = limit.evaluate(w, held_out, /*training_follows=*/false);
     run.eval_s += since(eval_start);
-    if (std::isfinite(loss))
+    if (std::isfinite(loss)) {
       run.final_loss = loss, run.final_accuracy = accuracy;
-    else
+    } else {
       run.message = fmt::format("the held-out loss after the last step is {}: the last steps diverged at lr {:.4g}",
                                 loss, lr_now);
+      run.outcome = Outcome::Error;
+    }
   }
   if (full && !phases.empty()) {
     run.lr.warmup_steps = run.warmup_steps;
@@ -345,6 +349,20 @@ double most_cpu_wait_share(const ValidationResult& v) {
   double most = 0;
   for (const ValidationRun& r : v.runs) most = std::max(most, r.cpu_wait_share.value_or(0.0));
   return most;
+}
+
+std::string larger_than_training_set_warning(const std::vector<int64_t>& batch_sizes, int64_t training_samples) {
+  std::vector<int64_t> larger;
+  for (const int64_t b : batch_sizes)
+    if (training_samples > 0 && b > training_samples) larger.push_back(b);
+  std::sort(larger.begin(), larger.end());
+  if (larger.empty()) return {};
+  const bool many = larger.size() > 1;
+  return fmt::format(
+      "{} {} {} larger than the {} training samples: each step repeats samples, which a run of yours would not; {} "
+      "measured here, but not as a batch of that many distinct samples",
+      many ? "batches" : "batch", fmt::join(larger, ", "), many ? "are" : "is", training_samples,
+      many ? "they are" : "it is");
 }
 
 std::string shared_cpu_warning(const ValidationResult& v) {
@@ -479,6 +497,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
           unmeasured_lr(rule_optimizer(w->info()), o.base_batch(), o.base_lr() > 0 ? o.base_lr() : lr_before, batch);
       const std::string what = e.what();
       failed.message = "failed: " + what.substr(0, what.find('\n'));
+      failed.outcome = detail::classify_failure(e).first;
       failed.schedule = phases.empty() ? "" : schedule_text(phases);
       result.runs.push_back(failed);
       ++race.index;

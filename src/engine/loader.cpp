@@ -11,8 +11,9 @@
 
 namespace batchwise {
 
-LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, int steps, std::vector<int> workers,
+LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, std::vector<int> workers,
                            std::vector<int> prefetch) {
+  const int64_t batch = trial.batch();
   if (workers.empty()) workers = {0, 1, 2, 4, 8};
   if (prefetch.empty()) prefetch = {2, 4};
   // Plain variables, not a structured binding: the lambda below captures two of them, which C++17
@@ -25,7 +26,7 @@ LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, 
   search.batch = batch;
   auto measure = [&](int w, int p) {
     workload.set_pipeline(w, p, augment, latency);
-    const Trial t = run_trial(workload, TrialOptions(batch).warmup(warmup).steps(steps).monitor(false));
+    const Trial t = run_trial(workload, TrialOptions(trial).monitor(false));
     LoaderTrial l;
     l.workers = w;
     l.prefetch = p;
@@ -56,7 +57,8 @@ LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, 
   }
   for (int w : workers)
     for (int p : prefetch) {
-      if (w == 0 && p != prefetch.front()) continue;  // no workers: prefetch means nothing
+      if (w == 0 && p != prefetch.front()) continue;                    // no workers: prefetch means nothing
+      if (w == own_workers && (w == 0 || p == own_prefetch)) continue;  // the given setting: `before` measured it
       search.trials.push_back(measure(w, p));
     }
   workload.set_pipeline(own_workers, own_prefetch, augment, latency);
@@ -65,7 +67,7 @@ LoaderSearch search_loader(ModuleWorkload& workload, int64_t batch, int warmup, 
 }
 
 void decide_loader(LoaderSearch& search) {
-  double best = 0;
+  double best = search.before.outcome == Outcome::Ok ? search.before.samples_per_s : 0;  // the given one counts
   for (const auto& t : search.trials)
     if (t.outcome == Outcome::Ok) best = std::max(best, t.samples_per_s);
   search.after.reset();
@@ -79,7 +81,18 @@ void decide_loader(LoaderSearch& search) {
       }
   }
   const LoaderTrial& b = search.before;
-  if (!search.after) {
+  int ran = b.outcome == Outcome::Ok, oom = b.outcome == Outcome::Oom;
+  for (const auto& t : search.trials) ran += t.outcome == Outcome::Ok, oom += t.outcome == Outcome::Oom;
+  if (ran == 0) {  // nothing measured: no verdict on the pipeline
+    const size_t n = search.trials.size() + 1;
+    search.advice = fmt::format(
+        "no setting trained at batch {}: {}; nothing was measured", search.batch,
+        static_cast<size_t>(oom) == n
+            ? fmt::format("every one of its {} trials ran out of memory (lower --batch, or raise --memory-budget)", n)
+        : oom == 0 ? fmt::format("every one of its {} trials failed (each row's note says why)", n)
+                   : fmt::format("{} of its {} trials ran out of memory, the others failed (each row's note says why)",
+                                 oom, n));
+  } else if (!search.after) {
     search.advice = fmt::format(
         "no setting tried removes the stall at batch {}: the input pipeline itself is too slow "
         "(a cheaper transform, faster storage, or a GPU-side transform would help)",

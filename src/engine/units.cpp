@@ -16,9 +16,15 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   // The number is the longest prefix of digits, sign, point and exponent that parses (locale-free).
   size_t pos = text.find_first_not_of("0123456789.+-eE");
   if (pos == std::string::npos) pos = text.size();
+  const size_t number_end = pos;
   double value = 0;
   while (pos > 0 && !detail::parse_double(std::string_view(text).substr(0, pos), value)) --pos;
   BATCHWISE_CHECK(pos > 0, ConfigError, "{}: '{}' is not a size; {}", what, text, hint);
+  // Part of the number left over for the unit: past a double's range (1e400GiB) or malformed (1.2.3GiB),
+  // not an unknown unit '0GiB'.
+  BATCHWISE_CHECK(pos == number_end, ConfigError,
+                  "{}: '{}' is not a size: its number '{}' is malformed or out of range; {} (at most 8EiB)", what, text,
+                  text.substr(0, number_end), hint);
   std::string unit = text.substr(pos);
   unit.erase(std::remove_if(unit.begin(), unit.end(), [](unsigned char c) { return std::isspace(c); }), unit.end());
   std::string lower;
@@ -51,7 +57,11 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   const double bytes = value * scale;
   BATCHWISE_CHECK(bytes < 9.0e18, ConfigError,
                   "{}: '{}' is too large; give at most 8EiB (a device's memory, e.g. 80GiB)", what, text);
-  return static_cast<int64_t>(std::llround(bytes));
+  const int64_t rounded = static_cast<int64_t>(std::llround(bytes));
+  // Under half a byte rounds to 0, which a budget flag reads as "none given" (the device's default).
+  BATCHWISE_CHECK(rounded >= 1, ConfigError, "{}: '{}' is less than a byte; give a size of at least 1B, like 2GiB",
+                  what, text);
+  return rounded;
 }
 
 std::string format_grouped(double value) {

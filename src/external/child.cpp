@@ -18,6 +18,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -141,6 +142,23 @@ void publish_members(const std::vector<int>& members) {
 }
 
 }  // namespace detail
+
+void check_program(const std::string& program) {
+  if (program.empty() || program.find('{') != std::string::npos) return;
+  std::vector<std::string> env;  // the child's PATH is this process's (run_command passes it on)
+  if (const char* path = std::getenv("PATH")) env.push_back(std::string("PATH=") + path);
+  try {
+    const std::string file = resolve_program(program, env);  // a name: looked for on PATH
+    struct stat info {};
+    if (stat(file.c_str(), &info) != 0) throw Error(exec_failure(program, ENOENT));  // a path: is it there?
+    if (!S_ISREG(info.st_mode)) throw Error(exec_failure(program, EACCES));
+    if (access(file.c_str(), X_OK) != 0) throw Error(exec_failure(program, EACCES));
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ConfigError(e.what());
+  }
+}
 
 std::vector<std::string> substitute(const std::vector<std::string>& argv, int64_t batch, int steps) {
   BATCHWISE_CHECK(!argv.empty() && !argv[0].empty(), ConfigError,

@@ -90,6 +90,7 @@ void add_points(const Report& report, bool is_a, std::map<int64_t, ComparedPoint
 // How a validation judged one of its runs (ComparedRun::verdict_a).
 std::string verdict(const ValidationResult& v, const ValidationRun& r) {
   if (r.message.rfind("failed", 0) == 0) return "failed";
+  if (r.outcome == Outcome::Error) return "diverged";  // its training or held-out loss stopped being finite
   if (v.epochs <= 0) return r.reached ? "reached" : "not reached";
   if (!r.final_loss) return "not finished";
   if (r.schedule.empty() && v.best_batch == r.batch) return "best";

@@ -187,10 +187,11 @@ void loader_table(Lines& line, const LoaderSearch& l) {
     row(t, std::string(t.input_bound ? "input-bound" : "") +
                (chosen ? (t.input_bound ? "; " : "") + std::string("<- use") : ""));
   }
-  line(
-      fmt::format("  the pipeline alone (given setting) delivers {} samples/s; the step consumes {} samples/s{}",
-                  grouped(l.pipeline_samples_per_s), grouped(l.step_consumes_samples_per_s),
-                  l.pipeline_samples_per_s >= l.step_consumes_samples_per_s ? "" : ": the pipeline is the bottleneck"));
+  if (l.step_consumes_samples_per_s > 0)  // nothing to compare where the given setting did not train
+    line(fmt::format(
+        "  the pipeline alone (given setting) delivers {} samples/s; the step consumes {} samples/s{}",
+        grouped(l.pipeline_samples_per_s), grouped(l.step_consumes_samples_per_s),
+        l.pipeline_samples_per_s >= l.step_consumes_samples_per_s ? "" : ": the pipeline is the bottleneck"));
   line("  " + l.advice);
 }
 
@@ -441,7 +442,8 @@ namespace detail {
 std::string timing_line(const TuneTiming& t) {
   std::vector<std::string> phases;
   for (const auto& p : t.phases)
-    phases.push_back(p.expected_s > 0 ? fmt::format("{} {:.1f} s (~{:.0f})", p.phase, p.wall_s, p.expected_s)
+    phases.push_back(p.expected_s > 0 ? fmt::format("{} {:.1f} s (~{})", p.phase, p.wall_s,
+                                                    format_seconds_figure(p.expected_s))  // 0.4, not "~0"
                                       : fmt::format("{} {:.1f} s", p.phase, p.wall_s));
   std::string expected;
   if (t.expected_s > 0) {

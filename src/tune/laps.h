@@ -3,11 +3,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "batchwise/error.h"
 #include "batchwise/tune.h"
 
 namespace batchwise::detail {
@@ -16,13 +20,16 @@ using Clock = std::chrono::steady_clock;
 
 inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// tune's phases timed as each ends (report.timing); a phase that did nothing is left out.
+// tune's phases timed as each ends (report.timing); a phase that did nothing is left out. Where
+// `should_stop` says so as a phase ends (TuneOptions::should_stop), no phase follows it.
 class Laps {
  public:
-  explicit Laps(Clock::time_point start) : start_(start), mark_(start) {}
+  explicit Laps(Clock::time_point start, std::function<bool()> should_stop = {})
+      : start_(start), mark_(start), should_stop_(std::move(should_stop)) {}
   void operator()(const char* phase, bool ran = true) {
     if (ran) timing_.phases.push_back({phase, seconds_since(mark_), expected(phase)});
     mark_ = Clock::now();
+    if (should_stop_ && should_stop_()) throw Error(fmt::format("tune: stopped after its {} phase, as asked", phase));
   }
   // What a phase is expected to take, as stated to the user; and the whole run's, once.
   void expect(const std::string& phase, double s) { expected_[phase] = s; }
@@ -53,6 +60,7 @@ class Laps {
 
  private:
   Clock::time_point start_, mark_;
+  std::function<bool()> should_stop_;
   TuneTiming timing_;
   std::map<std::string, double> expected_;
   bool restated_ = false;

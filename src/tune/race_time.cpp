@@ -84,10 +84,12 @@ std::vector<LrAdvice> flat_range_rates(const Report& report, int64_t pick, int64
   };
   if (report.race)
     for (const auto& e : report.race->entries)
-      if (e.rungs > 0 && flat(report.race->within_5_percent, e.batch)) rates.push_back(e.lr);
+      if (e.rungs > 0 && e.lr.scaled.batch > 0 && flat(report.race->within_5_percent, e.batch))  // advised
+        rates.push_back(e.lr);
   if (report.run_race && report.run_race->best_batch == pick)  // the run race answered
     for (const auto& e : report.run_race->entries)
-      if (e.lr.lr > 0 && flat(report.run_race->within_5_percent, e.batch)) rates.push_back(e.lr);
+      if (e.lr.lr > 0 && e.lr.scaled.batch > 0 && flat(report.run_race->within_5_percent, e.batch))
+        rates.push_back(e.lr);
   return rates;
 }
 

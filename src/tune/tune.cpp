@@ -266,23 +266,33 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
       race_time(o, report, points, step_cost(report.sweep->points), spent_s, w->data().size(), test.size());
   restate_the_plan(o, laps, "race", t.wall_s, batch_race_most_s(t), run_race_stuck(report));
   laps.expect("race", t.wall_s);
+  const BatchRaceOptions race_options = batch_race_options(o, report, candidates, rates)
+                                            .budget_s(t.train_s)
+                                            // --advice-budget is kept to; the default only to the most stated
+                                            // (twice the training over a plateau): a guess is not worth evidence
+                                            .wall_budget_s(o.race_budget_s() > 0 ? t.wall_s : t.wall_s + t.train_s)
+                                            .max_wall_s(batch_race_most_s(t))
+                                            .target_accuracy(o.target_accuracy())
+                                            .target_loss(o.target_loss())
+                                            .reserve(entries.reserve)
+                                            .reserve_samples_per_s(race_rates(points, entries.reserve))
+                                            .on_progress(o.on_race());
+  // The batches its first rung trains, as it will: one that fits too few steps there is left out (a note says so)
+  const std::vector<int64_t> first = first_rung_batches(race_options);
+  std::vector<int64_t> out;
+  for (const int64_t b : candidates)
+    if (std::count(first.begin(), first.end(), b) == 0) out.push_back(b);
+  const std::string over =
+      first.empty() ? fmt::format("none of {} (each fits too few steps in the first rung)", fmt::join(out, ", "))
+      : out.empty() ? fmt::format("{}", fmt::join(first, ", "))
+                    : fmt::format("{} ({} left out: too few steps in the first rung)", fmt::join(first, ", "),
+                                  fmt::join(out, ", "));
   stage(o, Phase::Race,
         fmt::format("batch race over {}: {} of training in rungs of successive halving (about {} with its range "
                     "tests and evaluations)",
-                    fmt::join(candidates, ", "), format_seconds(t.train_s), duration_text(t.wall_s)),
+                    over, format_seconds(t.train_s), duration_text(t.wall_s)),
         t.wall_s);
-  report.race = race_batches(*w, test,
-                             batch_race_options(o, report, candidates, rates)
-                                 .budget_s(t.train_s)
-                                 // --advice-budget is kept to; the default only to the most stated
-                                 // (twice the training over a plateau): a guess is not worth evidence
-                                 .wall_budget_s(o.race_budget_s() > 0 ? t.wall_s : t.wall_s + t.train_s)
-                                 .max_wall_s(batch_race_most_s(t))
-                                 .target_accuracy(o.target_accuracy())
-                                 .target_loss(o.target_loss())
-                                 .reserve(entries.reserve)
-                                 .reserve_samples_per_s(race_rates(points, entries.reserve))
-                                 .on_progress(o.on_race()));
+  report.race = race_batches(*w, test, race_options);
   if (!larger.empty()) report.race->notes.push_back(larger_than_dataset_note(larger, w->data().size()));
   if (!entries.early.empty())
     report.race->notes.insert(report.race->notes.begin(),
@@ -398,7 +408,11 @@ void follow_loader(const TuneSubject& subject, const TuneOptions& o, Report& rep
     }
     stage(o, fmt::format("batch {} is input-bound ({:.0f} % of the step waits for data): trying loader settings",
                          p.batch, 100 * p.data_wait_share));
-    report.loader = search_loader(*module_of(subject), p.batch, o.sweep().warmup(), o.sweep().steps());
+    report.loader = search_loader(*module_of(subject), TrialOptions(p.batch)
+                                                           .warmup(o.sweep().warmup())
+                                                           .steps(o.sweep().steps())
+                                                           .limit_bytes(report.budget_bytes)
+                                                           .timeout_s(o.sweep().trial_timeout_s()));
     report.context.warnings.push_back(fmt::format("batch {} is input-bound: {:.0f} % of its step waits for data; {}",
                                                   p.batch, 100 * p.data_wait_share, report.loader->advice));
   }
@@ -653,7 +667,7 @@ bool slowed_past_its_plan(const Report& report) {
 Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   BATCHWISE_CHECK(subject.runner != nullptr, ConfigError, "tune: no trial runner");
   const auto start = Clock::now();
-  Laps laps(start);
+  Laps laps(start, o.should_stop());
   fill_context(subject, o, report);
   check_run_length(o.epochs(), report.workload.dataset_size);
   if (!subject.held_out && module_of(subject)) subject.held_out = held_out_once(subject);

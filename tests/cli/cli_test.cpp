@@ -49,6 +49,28 @@ TEST(Cli, UnknownNamesListTheChoices) {
                      "--optimizer lion: unknown optimizer; choose one of sgd, adam, adamw");
 }
 
+// Refused before anything loads or is said, each as one line: a --min above --max, a size under a
+// byte or past a double's range, a training command that is not there, flags that contradict each other
+// or that the subcommand reads nothing of.
+TEST(Cli, RefusedBeforeAnythingRuns) {
+  // tune's too, before the fit's stage line (one line on stderr), as fit's own refusal is
+  expect_clean_error("tune --model mlp --dataset synthetic --min 64 --max 32", 2, "--min 64 is above --max 32");
+  // A size under a byte had read as no budget given, and the device's default ran unseen.
+  expect_clean_error("fit --model mlp --dataset synthetic --memory-budget 0.4", 2,
+                     "--memory-budget: '0.4' is less than a byte");
+  expect_clean_error("fit --model mlp --dataset synthetic --memory-budget 1e400GiB", 2,
+                     "--memory-budget: '1e400GiB' is not a size: its number '1e400' is malformed or out of range");
+  // A training command that is not there: refused before the fit starts (it was exit 1 after its stage line)
+  expect_clean_error("fit --cmd -- /nonexistent/trainer {batch}", 2,
+                     "command: '/nonexistent/trainer' not found; give the program's full path or install it");
+  expect_clean_error("tune --cmd -- batchwise-no-such-trainer {batch}", 2,
+                     "command: 'batchwise-no-such-trainer' not found on PATH");
+  // Both: which was meant? (a --history that is no history had run on, unstored)
+  expect_clean_error("fit --model mlp --dataset synthetic --history x.sqlite --no-history", 2, "--no-history");
+  expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 8 --epochs 1 --trial-timeout 5", 2,
+                     "--trial-timeout does not apply here: validate trains whole runs");
+}
+
 TEST(Cli, MalformedOptions) {
   expect_clean_error("fit --memory-budget 2XB", 2, "--memory-budget: unknown unit 'XB' in '2XB'");
   expect_clean_error("validate --model mlp --dataset synthetic --memory-budget 5000GiB --batch-sizes 8", 2,
@@ -581,6 +603,18 @@ TEST(Cli, TuneWithoutVerbosePrintsPhasesTheWhyAndTheAnswer) {
   if (raced) {
     EXPECT_NE(r.err.find("[4/4] batch race over "), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(" with its range tests and evaluations)"), std::string::npos) << r.err;
+    // It names the batches its first rung trains, as the race then does (before, also those it left out)
+    std::string line = r.err.substr(r.err.find("[4/4] batch race over ") + 22);
+    line = line.substr(0, line.find_first_of(":("));
+    std::vector<int64_t> listed;
+    for (size_t at = line.rfind("none of ", 0) == 0 ? line.size() : 0; at < line.size();
+         at = line.find(", ", at) == std::string::npos ? line.size() : line.find(", ", at) + 2)
+      listed.push_back(std::stoll(line.substr(at)));
+    const std::string notes = j.at("race").value("notes", nlohmann::json::array()).dump();
+    if (j.at("race").contains("left_out"))  // for too few steps in the first rung (not at a wall limit)
+      for (const auto& b : j.at("race").at("left_out"))
+        if (notes.find(fmt::format("batch {} left out: ", b.get<int64_t>())) != std::string::npos)
+          EXPECT_EQ(std::count(listed.begin(), listed.end(), b.get<int64_t>()), 0) << line;
   }
   EXPECT_EQ(r.err.find("[trial"), std::string::npos) << r.err;
   ASSERT_FALSE(out.empty());
@@ -832,7 +866,31 @@ TEST(Cli, NoiseReportsTheNoiseScaleWithItsTimeline) {
   EXPECT_LE(n.at("b_simple_band").at(0).get<double>(), n.at("b_simple").get<double>());
   EXPECT_FALSE(j.contains("recommendation"));
   expect_clean_error("noise --model mlp --dataset synthetic --batch 64 --micro-batch 24", 2,
-                     "--micro-batch 24 must be below --batch 64 and divide it");
+                     "--micro-batch 24 must be below --batch 64 and divide it: e.g. --micro-batch 16");
+  expect_clean_error("noise --model mlp --dataset synthetic --batch 2", 2,
+                     "--micro-batch 32 must be below --batch 2 and divide it: e.g. --micro-batch 1");
+  expect_clean_error(
+      "noise --model mlp --dataset synthetic --batch 1 --micro-batch 1", 2,
+      "--batch 1: it compares a batch's gradient with its micro-batches', so --batch must be at least 2");
+  // What noise reads nothing of is refused by name, not taken and ignored; the budget holds its steps.
+  expect_clean_error("noise --model mlp --dataset synthetic --trace " + (scratch() / "t.json").string(), 2,
+                     "--trace does not apply here: noise recommends no batch");
+  expect_clean_error("noise --model mlp --dataset synthetic --trial-timeout 5", 2,
+                     "--trial-timeout does not apply here: noise runs no trials");
+  const std::string small = "noise --model mlp --dataset synthetic --synthetic-size 512 --batch 64 --noise-steps 3 ";
+  const Outcome tight = batchwise(small + "--memory-budget 3MiB --no-history -q");
+  EXPECT_EQ(tight.code, 6) << tight.err;
+  EXPECT_NE(tight.err.find("batchwise noise: batch 64 does not fit the memory budget (3.00 MiB): CPU memory budget "
+                           "exceeded"),
+            std::string::npos)
+      << tight.err;
+  // A loss that stopped being finite measured nothing: exit 1, the step named, the report written.
+  const Outcome nan = batchwise(small + "--lr 1e6 --no-history -q --json " + json.string());
+  EXPECT_EQ(nan.code, 1) << nan.err;
+  const auto d = nlohmann::json::parse(slurp(json)).at("noise_scale");
+  EXPECT_TRUE(d.at("diverged").get<bool>()) << d.dump();
+  EXPECT_TRUE(d.at("b_simple").is_null());
+  EXPECT_NE(d.at("message").get<std::string>().find("at step "), std::string::npos) << d.dump();
   expect_clean_error("noise --cmd -- true", 2, "it cannot be measured through --cmd");
   // and its --help does not offer --cmd (validate's and loader's neither)
   for (const char* command : {"noise", "validate", "loader"}) {
@@ -893,6 +951,24 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   EXPECT_EQ(n.at("validation").at("runs").at(0).at("message"), "not reached within --max-epochs 0.05");
   EXPECT_TRUE(n.at("validation").at("fastest_batch").is_null());
   EXPECT_FALSE(n.contains("recommendation"));
+
+  // No run trained: a failure, as a sweep in which no batch trained is (6: every run out of memory,
+  // 1: a loss that stopped being finite), the report written with each run's message.
+  const Outcome oom =
+      batchwise("validate --model mlp --batch-sizes 8,16 --epochs 0.01 --memory-budget 3MiB --no-history -q --json " +
+                json.string());
+  EXPECT_EQ(oom.code, 6) << oom.err;
+  EXPECT_NE(oom.out.find("warning: no run trained: 0 of 2 validation runs ended in an error or a loss that was not "
+                         "finite, 2 ran out of memory"),
+            std::string::npos)
+      << oom.out;
+  for (const auto& run : nlohmann::json::parse(slurp(json)).at("validation").at("runs"))
+    EXPECT_EQ(run.at("message").get<std::string>().rfind("failed: CPU memory budget exceeded", 0), 0) << run.dump();
+  const Outcome diverged =
+      batchwise("validate --model mlp --batch-sizes 32,64 --epochs 0.01 --rule-lr --lr 1000 --no-history -q");
+  EXPECT_EQ(diverged.code, 1) << diverged.err;
+  EXPECT_NE(diverged.out.find("warning: no run trained: 2 of 2 validation runs ended in an error"), std::string::npos)
+      << diverged.out;
   expect_clean_error(
       "validate --model mlp --dataset csv --data-file " + (scratch() / "none.csv").string() + " --batch-sizes 64", 2,
       "--dataset csv: validation and tune --epochs need a held-out test split");
@@ -1284,16 +1360,16 @@ TEST(Cli, LoaderReportsEverySettingAndChoosesByItsFigures) {
   };
   input_bound_follows_the_wait(l.at("before"));
   EXPECT_EQ(l.at("before").at("workers"), 0);
-  // Workers 0, 1, 2, 4, 8 at prefetch 2 and 4 (no workers: prefetch 2 only).
+  // Workers 0, 1, 2, 4, 8 at prefetch 2 and 4 (no workers: prefetch 2 only), the given setting (0 workers)
+  // measured once, as `before`.
   std::vector<std::pair<int, int>> tried;
-  double best = 0;
+  double best = l.at("before").at("outcome") == "ok" ? l.at("before").at("samples_per_s").get<double>() : 0;
   for (const auto& t : l.at("trials")) {
     tried.emplace_back(t.at("workers"), t.at("prefetch"));
     input_bound_follows_the_wait(t);
     if (t.at("outcome") == "ok") best = std::max(best, t.at("samples_per_s").get<double>());
   }
-  EXPECT_EQ(tried,
-            (std::vector<std::pair<int, int>>{{0, 2}, {1, 2}, {1, 4}, {2, 2}, {2, 4}, {4, 2}, {4, 4}, {8, 2}, {8, 4}}));
+  EXPECT_EQ(tried, (std::vector<std::pair<int, int>>{{1, 2}, {1, 4}, {2, 2}, {2, 4}, {4, 2}, {4, 4}, {8, 2}, {8, 4}}));
   const nlohmann::json* expected = nullptr;  // decide_loader's rule, applied to the reported figures
   if (!l.at("before").at("input_bound").get<bool>()) {
     expected = &l.at("before");
@@ -1321,6 +1397,18 @@ TEST(Cli, LoaderReportsEverySettingAndChoosesByItsFigures) {
   }
   EXPECT_GT(l.at("pipeline_samples_per_s").get<double>(), 0);
   EXPECT_GT(l.at("step_consumes_samples_per_s").get<double>(), 0);
+
+  // Its trials held to the budget: where none trained, no verdict on the pipeline, and exit 6.
+  const Outcome tight = batchwise(
+      "loader --model mlp --dataset synthetic --synthetic-size 1000 --batch 64 --steps 2 "
+      "--memory-budget 3MiB --no-history -q --json " +
+      json.string());
+  EXPECT_EQ(tight.code, 6) << tight.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(json)).at("loader").at("advice"),
+            "no setting trained at batch 64: every one of its 9 trials ran out of memory (lower --batch, or raise "
+            "--memory-budget); nothing was measured");
+  expect_clean_error("loader --model mlp --dataset synthetic --no-monitor", 2,
+                     "--no-monitor does not apply here: loader's trials sample no utilisation");
 }
 
 TEST(Cli, ReportErrorsNameTheInput) {
@@ -1332,6 +1420,7 @@ TEST(Cli, ReportErrorsNameTheInput) {
                      "that is the JSON report " + golden + ", which this run reads; the output would overwrite it");
   expect_clean_error("report " + golden + " -o /nonexistent/dir/r.html", 2,
                      "-o /nonexistent/dir/r.html: cannot write there");
+  expect_clean_error("report " + golden + " -o ''", 2, "-o '': an empty path");  // it wrote report.html beside it
   expect_clean_error("fit --model mlp --dataset synthetic --max 8 --html /nonexistent/dir/r.html", 2,
                      "--html /nonexistent/dir/r.html: cannot write there");
   expect_clean_error("report " + scratch().string(), 3, ": is a folder; give the path of a report written with --json");

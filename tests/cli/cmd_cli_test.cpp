@@ -219,7 +219,9 @@ TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
   EXPECT_FALSE(fs::exists(pwned));
   expect_clean_error("sweep --cmd --batch-sizes 4 -- python3 train.py --lr={learning_rate}", 2, "{learning_rate}");
   expect_clean_error("sweep --batch-sizes 4 -- python3 train.py", 2, "put --cmd before --");
-  expect_clean_error("sweep --cmd --batch-sizes 4 -- /nonexistent/train", 1, "/nonexistent/train");
+  // a program that is not there: bad input, refused before the sweep starts
+  expect_clean_error("sweep --cmd --batch-sizes 4 -- /nonexistent/train", 2,
+                     "command: '/nonexistent/train' not found; give the program's full path or install it");
   expect_clean_error("sweep --cmd --device cuda:x --batch-sizes 4 -- python3 train.py", 2,
                      "--device cuda:x with --cmd: choose cpu, cuda, cuda:N or auto");
 }

@@ -64,7 +64,8 @@ TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
   EXPECT_TRUE(slow.input_bound) << slow.data_wait_share;
   EXPECT_FALSE(fed.input_bound) << fed.data_wait_share;
   EXPECT_GT(fed.samples_per_s, slow.samples_per_s);
-  const LoaderSearch search = search_loader(dynamic_cast<ModuleWorkload&>(*one), 128, 2, 6, {1, 64}, {2});
+  const LoaderSearch search =
+      search_loader(dynamic_cast<ModuleWorkload&>(*one), TrialOptions(128).warmup(2).steps(6), {1, 64}, {2});
   EXPECT_TRUE(search.before.input_bound) << search.before.data_wait_share;
   ASSERT_TRUE(search.after.has_value()) << search.advice;
   EXPECT_EQ(search.after->workers, 64);
@@ -125,6 +126,15 @@ TEST(Loader, DecisionKeepsAFedSettingAndSaysWhenNothingHelps) {
   decide_loader(s);
   EXPECT_FALSE(s.after.has_value()) << s.after->workers;
   EXPECT_NE(s.advice.find("no setting tried removes the stall at batch 32"), std::string::npos) << s.advice;
+  // Nothing trained (every trial out of the budget): no verdict on the pipeline.
+  s.before.outcome = Outcome::Oom;
+  for (auto& t : s.trials) t.outcome = Outcome::Oom;
+  s.trials[1].outcome = Outcome::Timeout;
+  decide_loader(s);
+  EXPECT_FALSE(s.after.has_value());
+  EXPECT_EQ(s.advice,
+            "no setting trained at batch 32: 3 of its 4 trials ran out of memory, the others failed (each row's note "
+            "says why); nothing was measured");
 }
 
 TEST(Loader, AugmentationCropsAndFlipsImages) {

@@ -1,6 +1,9 @@
 #include "batchwise/units.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "batchwise/error.h"
 #include "batchwise/log_throttle.h"
@@ -29,6 +32,31 @@ TEST(ParseBytes, MalformedSizeNamesTheFlagAndTheFix) {
   EXPECT_THROW(parse_bytes("GiB", "x"), ConfigError);
   EXPECT_THROW(parse_bytes("-1GiB", "x"), ConfigError);
   EXPECT_THROW(parse_bytes("0", "x"), ConfigError);
+}
+
+// A size that rounds to no bytes is refused: a budget of 0 reads as none given, and the device's
+// default would replace it unseen. A number past a double's range is named as such, not as a unit.
+TEST(ParseBytes, LessThanAByteOrPastTheRangeIsRefusedAsSuch) {
+  for (const char* text : {"0.4", "0.4B", "1e-12GiB"}) {
+    try {
+      parse_bytes(text, "--memory-budget");
+      FAIL() << text << " parsed";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), fmt::format("--memory-budget: '{}' is less than a byte; give a size of at "
+                                                   "least 1B, like 2GiB",
+                                                   text));
+    }
+  }
+  EXPECT_EQ(parse_bytes("0.6", "x"), 1);
+  try {
+    parse_bytes("1e400GiB", "--memory-budget");
+    FAIL() << "1e400GiB parsed";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--memory-budget: '1e400GiB' is not a size: its number '1e400' is malformed or out of range; use a "
+                 "number with an optional unit, like 2GiB, 512MiB or 1.5GB (at most 8EiB)");
+  }
+  EXPECT_THROW(parse_bytes("1.2.3GiB", "x"), ConfigError);
 }
 
 TEST(FormatBytes, ThreeSignificantDigits) {

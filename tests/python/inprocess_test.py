@@ -415,21 +415,47 @@ def test_error():
                                      memory_budget="16MiB", max=64, progress=False),
         "sweep": lambda: batchwise.sweep(model, optimizer, branchy_data(), loss=lambda o, t: o.sum() * float("nan"),
                                          batch_sizes=[8, 16], progress=False),
+        # before, a report whose noise scale was "not measured:" with nothing after it
+        "noise_scale": lambda: batchwise.noise(model, optimizer, branchy_data(), loss=lambda o, t: o.sum() * float("nan"),
+                                               batch=64, micro_batch=16, noise_steps=3, progress=False),
     }
     expected = {"fit": "failed with an error, so no batch size is reported: grad can be implicitly created only "
                        "for scalar outputs",
                 "sweep": "batchwise.sweep: no batch trained: 2 of 2 swept batches failed (batch 8: the training loss "
-                         "is NaN at the first step"}
+                         "is NaN at the first step",
+                "noise_scale": "batchwise.noise: the training loss became nan at step 1 of 3 (batch 64)"}
     for name, call in calls.items():
         try:
             call()
             case(f"a {name} that trained nothing raises", False, f"{name} returned")
         except batchwise.TrainingError as e:
             case(f"a {name} that trained nothing raises its trial's message",
-                 str(e).startswith(f"batchwise.{name}: ") and expected[name] in str(e),
+                 str(e).startswith(f"batchwise.{name.split('_')[0]}: ") and expected[name] in str(e),
                  str(e))
             case("with the report", getattr(e.report, name) is not None, repr(e.report))
-    case("the model is as it was after both", same(before, snapshot(model, optimizer)))
+    case("the model is as it was after all three", same(before, snapshot(model, optimizer)))
+    try:  # as the CLI's validate exits 1 where no run trained
+        batchwise.validate(model, optimizer, branchy_data(), held_out=branchy_data(256, seed=1), batch_sizes=[32, 64],
+                           epochs=0.1, loss=lambda o, t: o.sum() * float("nan"), progress=False)
+        case("a validate in which no run trained raises", False, "validate returned")
+    except batchwise.TrainingError as e:
+        case("a validate in which no run trained raises its runs' message",
+             str(e).startswith("batchwise.validate: no run trained: 2 of 2 validation runs failed (batch 32: the "
+                               "training loss became nan") and e.report.validation is not None, str(e))
+    case("and the model is as it was", same(before, snapshot(model, optimizer)))
+
+    # An optimizer over frozen parameters alone would change nothing: refused, naming it (before, tune
+    # answered batch 1 from trials that trained nothing).
+    frozen = Branchy()
+    first = next(frozen.parameters())
+    first.requires_grad_(False)
+    try:
+        batchwise.tune(frozen, torch.optim.SGD([first], lr=0.1), branchy_data(), memory_budget="16MiB", max=64,
+                       progress=False)
+        case("an optimizer over frozen parameters alone is refused", False, "tune returned")
+    except ValueError as e:
+        case("an optimizer over frozen parameters alone is refused, naming it",
+             "the optimizer holds no parameter that requires grad" in str(e), str(e))
 
 
 class Pairs(torch.utils.data.Dataset):
@@ -592,11 +618,23 @@ if {where!r} in ("step", "sigterm"):  # in the middle of a trial, once its steps
             os.kill(os.getpid(), signal.SIGINT if {where!r} == "step" else signal.SIGTERM)
         return out
     optimizer.step = interrupting
+racing = [False]
+def progress(line):
+    print(line, flush=True)
+    racing[0] = racing[0] or "batch race over" in line  # the race's stage line (the plan's names the race too)
+if {where!r} == "race":  # in a race entry's training, after the fit, the sweep and the noise scale
+    sent, step = [False], optimizer.step
+    def interrupting(*args, **kwargs):
+        out = step(*args, **kwargs)
+        if racing[0] and not sent[0]:
+            sent[0] = True
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+    optimizer.step = interrupting
 before = copy.deepcopy(model.state_dict())
 state = copy.deepcopy(optimizer.state_dict())
 try:
-    batchwise.tune(model, optimizer, T.branchy_data(4096), memory_budget="8MiB", max=512,
-                   progress=lambda line: print(line, flush=True))
+    batchwise.tune(model, optimizer, T.branchy_data(4096), memory_budget="8MiB", max=512, progress=progress)
     print("returned")
 except (KeyboardInterrupt, SystemExit) as e:
     now = optimizer.state_dict()
@@ -676,7 +714,9 @@ def test_interrupt():
          rest[-500:])
     # In a trial's 40th step, after its steps made momentum buffers of their own: they go, and the
     # user's come back (before, the modes' restore was refused after Ctrl-C, and the optimizer's too).
-    for where in ("step", "backward"):  # before, Ctrl-C in backward was a trial's error and the call went on
+    # "race": a Ctrl-C in the race's training; every later phase had run on, each of its Python calls failing at
+    # once, and the run plan divided by a race entry's unset batch (SIGFPE)
+    for where in ("step", "backward", "race"):  # before, Ctrl-C in backward was a trial's error and the call went on
         out = subprocess.run([sys.executable, "-c", INTERRUPTED.format(here=HERE, where=where)], capture_output=True,
                              text=True, timeout=120).stdout
         case(f"Ctrl-C within a trial's {where}: KeyboardInterrupt, the model and the optimizer restored",
@@ -977,6 +1017,14 @@ def test_validate():
     case("progress lines as the CLI's", any(line.startswith("[validate 1/2] batch 32") for line in lines), lines[:3])
     after = snapshot(model, optimizer)
     case("the model, optimizer and RNGs are as they were", same(before, after))
+
+    # A batch larger than the training set repeats samples in its steps: trained as asked, and said,
+    # as the CLI's validate says it (before, Python's said nothing and could call it best).
+    small = batchwise.validate(model, optimizer, branchy_data(50), held_out=held_out, batch_sizes=[16, 64], epochs=1,
+                               progress=False)
+    case("a batch larger than the training set is warned of",
+         any(w.startswith("batch 64 is larger than the 50 training samples: each step repeats samples")
+             for w in small.context.warnings), small.context.warnings)
 
     report = batchwise.noise(model, optimizer, (x, y), batch=256, micro_batch=32, noise_steps=10, progress=False)
     case("noise measures the gradient noise scale along training",

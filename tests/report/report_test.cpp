@@ -363,6 +363,18 @@ TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
   EXPECT_FALSE(c.runs[1].speed_ratio().has_value());
   EXPECT_EQ(c.validated_a, std::optional<int64_t>(64));
   EXPECT_FALSE(c.validated_b.has_value());  // the fastest of the runs that ended validated nothing
+  // A run whose loss stopped being finite: diverged, read back from its outcome (not "not finished")
+  ValidationResult d = a;
+  d.runs[1].final_loss.reset(), d.runs[1].final_accuracy.reset();
+  d.runs[1].message = "the training loss became nan after 4 steps: this learning rate (1.6) diverges";
+  d.runs[1].outcome = Outcome::Error;
+  d.runs[2].final_loss.reset(), d.runs[2].final_accuracy.reset();
+  d.runs[2].message = "failed: CPU memory budget exceeded: tried to allocate 1.53 MiB";
+  d.runs[2].outcome = Outcome::Oom;
+  const Comparison diverged = compare_reports(written("a.json", a), written("d.json", d));
+  ASSERT_EQ(diverged.runs.size(), 3u);
+  EXPECT_EQ(diverged.runs[1].verdict_b, "diverged");
+  EXPECT_EQ(diverged.runs[2].verdict_b, "failed");
   const std::string table = to_table(c);
   EXPECT_NE(table.find("validated      A 64  |  B -"), std::string::npos) << table;
   EXPECT_NE(table.find("2.00x      0.9000      0.9010  best          best"), std::string::npos) << table;

@@ -241,9 +241,9 @@ void WorkloadFlags::add(CLI::App* cmd) {
   cmd->add_option("--threads", threads, "intra-op threads (default: torch's choice)");
   cmd->add_option("--json", json, "write the JSON report to FILE");
   cmd->add_option("--html", html, "write the HTML report (charts, self-contained, opens offline) to FILE");
-  cmd->add_option("--history", history,
-                  "the run history to store this run in (default: $XDG_DATA_HOME/batchwise/history.sqlite)");
-  cmd->add_flag("--no-history", no_history, "do not store this run");
+  auto* stored = cmd->add_option(
+      "--history", history, "the run history to store this run in (default: $XDG_DATA_HOME/batchwise/history.sqlite)");
+  cmd->add_flag("--no-history", no_history, "do not store this run")->excludes(stored);  // both: which was meant?
   cmd->add_option("--trace", trace,
                   "write a Chrome trace (Perfetto, chrome://tracing) of one training step at the recommended batch to "
                   "FILE");
@@ -271,6 +271,11 @@ void WorkloadFlags::hide_cmd() const {
   for (const char* name : {"--cmd", "command"}) app->get_option(name)->group("");
 }
 
+void WorkloadFlags::not_read(std::vector<std::pair<std::string, std::string>> flags_and_why) {
+  unread = std::move(flags_and_why);
+  for (const auto& [flag, why] : unread) app->get_option(flag)->group("");
+}
+
 void WorkloadFlags::resolve() {
   workload.optimizer(parse_optimizer(optimizer)).precision(parse_precision(precision)).loss(parse_loss(loss));
   if (threads > 0) torch::set_num_threads(threads);
@@ -286,6 +291,8 @@ int64_t WorkloadFlags::budget_bytes() const {
 
 void WorkloadFlags::check(const std::string& name) const {
   (void)budget_bytes();
+  for (const auto& [flag, why] : unread)
+    if (app && app->count(flag) > 0) throw ConfigError(fmt::format("{} does not apply here: {}", flag, why));
   for (const auto& [flag, path] :
        {std::pair{"--json", &json}, {"--html", &html}, {"--trace", &trace}, {"--history", &history}})
     if (app && path->empty() && app->count(flag) > 0)  // --json '' had written nothing, exit 0
@@ -333,6 +340,11 @@ void FitFlags::add(CLI::App* cmd) {
   cmd->add_option("--plan-for", plan_for,
                   "also predict the largest batch on a CUDA device of this memory: 24GiB, or t4, v100, l4, a10, "
                   "rtx4090, a100-40gb, l40s, a6000, a100-80gb, h100, h200");
+}
+
+void FitFlags::check() const {
+  if (max > 0 && min > max)
+    throw ConfigError(fmt::format("--min {} is above --max {}; swap them or lower --min", min, max));
 }
 
 FitOptions FitFlags::options(const WorkloadFlags& w, int64_t budget) const {

@@ -120,6 +120,10 @@ struct WorkloadFlags {
   /// --cmd and its command left out of `cmd`'s --help and option list: a subcommand that only trains
   /// batchwise's own loop (validate, loader, noise) still refuses them, by name.
   void hide_cmd() const;
+  /// The flags of these that a subcommand reads nothing of, each with why: left out of its --help and
+  /// option list, and refused by name where given (check()), rather than taken and ignored.
+  void not_read(std::vector<std::pair<std::string, std::string>> flags_and_why);
+  std::vector<std::pair<std::string, std::string>> unread;
   /// The flags that need parsing (--optimizer, --precision, --loss, --seq-len, --input-shape) into
   /// `workload`; threads set. Throws ConfigError naming the flag.
   void resolve();
@@ -139,6 +143,8 @@ struct FitFlags {
 
   /// --mode, --min, --max, --multiple-of, --plan-for (each subcommand names its own --steps).
   void add(CLI::App* cmd);
+  /// A --min above a --max given: refused before anything loads or is said (fit() refuses it too).
+  void check() const;
   FitOptions options(const WorkloadFlags& w, int64_t budget) const;
 };
 

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "batchwise/command.h"
 #include "batchwise/command_runner.h"
 #include "batchwise/device.h"
 #include "batchwise/error.h"
@@ -32,6 +33,8 @@ Session::Session(std::string name, WorkloadFlags& f, const DistFlags* distribute
   CpuMemoryTracker::install();  // before any model exists, so its tensors are counted
   join_group(distributed);
   refuse_with_cmd(f.use_cmd, {{!f.trace.empty(), "--trace"}});  // before the run, not after it
+  // The program, before anything is said (its first trial's exec had said it after the fit's stage line)
+  if (f.use_cmd && !f.command.empty()) check_program(f.command.front());
   make_runner(test_split);
   if (f.use_cmd) {
     report.context = make_context(DeviceSpec{});
@@ -414,6 +417,27 @@ int Session::finish(int code) {
       report.context.warnings.push_back(fmt::format(
           "no batch trained: {} of {} swept batches ended in an error or a timeout, {} ran out of memory; nothing was "
           "measured (each batch's message says why)",
+          n - oom, n, oom));
+    }
+  }
+  // Likewise `loader`'s search in which no setting trained (its advice says so; tune's follows a batch
+  // that trained),
+  if (report.loader && command == "loader") {
+    int ok = report.loader->before.outcome == Outcome::Ok, oom = report.loader->before.outcome == Outcome::Oom;
+    for (const auto& t : report.loader->trials) ok += t.outcome == Outcome::Ok, oom += t.outcome == Outcome::Oom;
+    if (ok == 0) code = oom == static_cast<int>(report.loader->trials.size()) + 1 ? kExitDoesNotFit : kExitFailed;
+  }
+  // and `validate`'s in which no run trained (a stopped one ends by its signal instead; tune --validate
+  // warns, its answer standing unvalidated).
+  if (report.validation && !report.validation->interrupted && !report.validation->runs.empty()) {
+    int ok = 0, oom = 0;
+    for (const auto& r : report.validation->runs) ok += r.outcome == Outcome::Ok, oom += r.outcome == Outcome::Oom;
+    const int n = static_cast<int>(report.validation->runs.size());
+    if (ok == 0) {
+      if (command == "validate") code = oom == n ? kExitDoesNotFit : kExitFailed;
+      report.context.warnings.push_back(fmt::format(
+          "no run trained: {} of {} validation runs ended in an error or a loss that was not finite, {} ran out of "
+          "memory; nothing was validated (each run's message says why)",
           n - oom, n, oom));
     }
   }

@@ -33,6 +33,7 @@ class Fit : public Command {
   int run() override {
     w_.resolve();
     w_.check("fit");
+    fit_.check();
     if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
     Session s("fit", w_, &dist_);
     if (fit_.max == 0) fit_.max = 65536;

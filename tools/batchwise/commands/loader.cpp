@@ -16,6 +16,8 @@ class Loader : public Command {
         "loader", "Find the input-pipeline setting (workers, prefetch) that keeps the training step fed");
     w_.add(cmd);
     w_.hide_cmd();  // it trains batchwise's own loop only
+    w_.not_read({{"--trace", "loader recommends no batch, so no step would be traced; trace one with sweep or tune"},
+                 {"--no-monitor", "loader's trials sample no utilisation"}});
     cmd->add_option("--batch", batch_, "the batch size to feed")->capture_default_str();
     cmd->add_option("--warmup", warmup_, "unmeasured steps per setting")->capture_default_str();
     cmd->add_option("--steps", steps_, "measured steps per setting")->capture_default_str();
@@ -34,7 +36,11 @@ class Loader : public Command {
           "num_workers inside your command");
     Session s("loader", w_, nullptr);
     s.stage(fmt::format("trying input-pipeline settings at batch {}", batch_));
-    s.report.loader = search_loader(*s.module(), batch_, warmup_, steps_);
+    s.report.loader = search_loader(*s.module(), TrialOptions(batch_)
+                                                     .warmup(warmup_)
+                                                     .steps(steps_)
+                                                     .limit_bytes(s.report.budget_bytes)
+                                                     .timeout_s(w_.trial_timeout_s));
     return s.finish();
   }
 

@@ -1,10 +1,14 @@
 // batchwise noise: the gradient noise scale (critical batch) along a stretch of real training.
+#include <c10/util/Exception.h>
 #include <fmt/format.h>
+
+#include <string>
 
 #include "../cli.h"
 #include "../session.h"
 #include "batchwise/convergence.h"
 #include "batchwise/error.h"
+#include "batchwise/units.h"
 
 namespace batchwise::cli {
 namespace {
@@ -15,6 +19,9 @@ class Noise : public Command {
     auto* cmd = app.add_subcommand("noise", "Measure the gradient noise scale (critical batch) during real training");
     w_.add(cmd);
     w_.hide_cmd();  // it trains batchwise's own loop only
+    w_.not_read({{"--trace", "noise recommends no batch, so no step would be traced; trace one with sweep or tune"},
+                 {"--trial-timeout", "noise runs no trials; --noise-steps bounds it"},
+                 {"--no-monitor", "noise samples no utilisation"}});
     cmd->add_option("--batch", batch_, "B: samples per training step")->capture_default_str();
     cmd->add_option("--micro-batch", micro_batch_, "b: the small batch; divides --batch")->capture_default_str();
     cmd->add_option("--noise-steps", steps_, "training steps measured")->capture_default_str();
@@ -52,8 +59,17 @@ class Noise : public Command {
     check_noise_options(options, s.report.workload.dataset_size);  // and before it says what it will measure
     s.stage(fmt::format("measuring the gradient noise scale: {} training steps at batch {} in micro-batches of {}",
                         steps_, batch_, micro_batch_));
-    s.report.noise = measure_noise_scale(*s.workload(), options);
-    return s.finish();
+    try {
+      s.report.noise = measure_noise_scale(*s.workload(), NoiseOptions(options).limit_bytes(s.report.budget_bytes));
+    } catch (const c10::OutOfMemoryError& e) {  // the budget, or the device's own memory
+      const std::string what = e.what_without_backtrace();
+      fmt::print(stderr,
+                 "batchwise noise: batch {} does not fit the memory budget ({}): {}; give a smaller --batch (batchwise "
+                 "fit finds the largest that fits) or a larger --memory-budget\n",
+                 batch_, format_bytes(s.report.budget_bytes), what.substr(0, what.find('\n')));
+      return kExitDoesNotFit;
+    }
+    return s.finish(s.report.noise->diverged ? kExitFailed : kExitOk);  // a NaN loss measured nothing
   }
 
  private:

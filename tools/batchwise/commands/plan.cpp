@@ -40,6 +40,7 @@ class Plan : public Command {
   int run() override {
     w_.resolve();
     w_.check("plan");
+    fit_.check();
     (void)parse_last_batch(last_batch_, "--last-batch");
     if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
     Session s("plan", w_, &dist_);

@@ -15,7 +15,7 @@ class ReportPage : public Command {
   CLI::App* add(CLI::App& app) override {
     auto* cmd = app.add_subcommand("report", "Draw a JSON report as a self-contained HTML page with charts");
     cmd->add_option("report", report_, "a JSON report written with --json")->required();
-    cmd->add_option("-o,--output", html_, "the HTML file to write (default: the report's name with .html)");
+    output_ = cmd->add_option("-o,--output", html_, "the HTML file to write (default: the report's name with .html)");
     cmd->footer(
         "Example:\n  batchwise tune --json run.json\n  batchwise report run.json -o report.html   # open it in a "
         "browser");
@@ -23,6 +23,8 @@ class ReportPage : public Command {
   }
 
   int run() override {
+    if (html_.empty() && output_->count() > 0)  // -o '' had written the default file
+      throw ConfigError("-o '': an empty path; give a file's path, or leave -o out for the report's name with .html");
     const std::string out = html_.empty() ? std::filesystem::path(report_).replace_extension(".html").string() : html_;
     check_apart({{"-o", out}}, {{"the JSON report", report_}});
     write_file(out, html_from_file(report_), "-o");
@@ -32,6 +34,7 @@ class ReportPage : public Command {
 
  private:
   std::string report_, html_;
+  CLI::Option* output_ = nullptr;
 };
 
 }  // namespace

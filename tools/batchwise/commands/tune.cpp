@@ -191,6 +191,7 @@ class Tune : public Command {
   void check() {
     w_.resolve();
     w_.check("tune");
+    fit_.check();
     (void)sweep_.options(w_, 0);  // the batch sizes are checked before the data is loaded
     if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
     race_target_ = v_.target_accuracy != 0 || v_.target_loss != 0;  // before check() sets validate's default

@@ -44,6 +44,9 @@ class Validate : public Command {
         "learning rate");
     w_.add(cmd);
     w_.hide_cmd();  // it trains batchwise's own loop only
+    w_.not_read(
+        {{"--trial-timeout", "validate trains whole runs, which --max-epochs and --max-seconds bound (or --epochs)"},
+         {"--no-monitor", "validate samples no utilisation"}});
     cmd->add_option("--batch-sizes", batch_sizes_,
                     "the candidates: a list or range, e.g. 32,128,512; each trains from the same weights, "
                     "smallest first")
@@ -92,15 +95,9 @@ class Validate : public Command {
                       extend_below_));
     Session s("validate", w_, nullptr, /*test_split=*/true);
     check_run_length(v_.epochs, s.workload()->info().dataset_size);  // validate() does too, after the stage line
-    std::vector<int64_t> larger;  // trained as asked, and said: a step of them repeats samples
-    for (const int64_t b : candidates)
-      if (b > s.workload()->info().dataset_size) larger.push_back(b);
-    if (!larger.empty())
-      s.report.context.warnings.push_back(fmt::format(
-          "{} {} {} larger than the {} training samples: each step repeats samples, which a run of yours would "
-          "not; {} measured here, but not as a batch of that many distinct samples",
-          larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), larger.size() > 1 ? "are" : "is",
-          s.workload()->info().dataset_size, larger.size() > 1 ? "they are" : "it is"));
+    // trained as asked, and said: a step of them repeats samples
+    if (std::string w = larger_than_training_set_warning(candidates, s.workload()->info().dataset_size); !w.empty())
+      s.report.context.warnings.push_back(std::move(w));
     const std::string in_order = fmt::format("{}", fmt::join(candidates, ", "));  // as they train: sorted
     s.stage(v_.epochs > 0
                 ? fmt::format("validating: full runs of {} ({} rate) at each of {}{}{}", format_epochs(v_.epochs),
