@@ -159,9 +159,12 @@ _VALIDATE = {"batch_sizes": _sizes, "held_out": None, "target_accuracy": _float,
              "max_seconds": _float, "eval_every": _int, "base_batch": _int, "held_out_samples": _int,
              "stop_slower_than": _float, "rule_lr": _bool}
 _NUMBERS = (_int, _float)
+# noise and validate run no trials: a trial's timeout and its utilisation sampling are no options of
+# theirs (refused by name, as the CLI's noise and validate refuse --trial-timeout and --no-monitor).
+_RUNS = {name: convert for name, convert in _COMMON.items() if name not in ("trial_timeout", "no_monitor")}
 _OPTIONS = {"fit": {**_COMMON, **_FIT}, "sweep": {**_COMMON, **_SWEEP},
-            "tune": {**_COMMON, **_FIT, **_SWEEP, **_TUNE}, "noise": {**_COMMON, **_NOISE},
-            "validate": {**_COMMON, **_VALIDATE}}
+            "tune": {**_COMMON, **_FIT, **_SWEEP, **_TUNE}, "noise": {**_RUNS, **_NOISE},
+            "validate": {**_RUNS, **_VALIDATE}}
 
 
 def _check_names(command, given, prefix="batchwise"):

@@ -770,6 +770,9 @@ def test_options():
          "unknown option held_out=<tuple>"),
         # as the CLI's noise and validate have no --warmup (it had been taken, and unused)
         (lambda: batchwise.noise(model, optimizer, branchy_data(), warmup=2), TypeError, "unknown option warmup=2"),
+        # nor a trial's timeout: they run no trials (it had been taken, and unused)
+        (lambda: batchwise.validate(model, optimizer, branchy_data(), batch_sizes=[8], epochs=1, trial_timeout=5),
+         TypeError, "unknown option trial_timeout=5"),
         # Data that is not (inputs, targets), named as the data, with what to pass.
         (lambda: batchwise.fit(model, optimizer, dict(zip("xy", branchy_data()))), TypeError,
          "data: a dict (keys 'x', 'y'); pass (inputs, targets) tensors"),
