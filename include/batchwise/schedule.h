@@ -52,6 +52,10 @@ struct BatchPhase {
 /// epoch; a ConfigError names `what` and the fix. One phase is a fixed batch and is refused too.
 std::vector<BatchPhase> parse_batch_schedule(const std::string& text, const std::string& what);
 
+/// Throws ConfigError where a phase of `phases` starts at or past the end of an `epochs`-epoch run
+/// (validate() checks it; the CLI before it says what it will train).
+void check_schedule_within(const std::vector<BatchPhase>& phases, double epochs);
+
 /// The spelling parse_batch_schedule reads: "64:0,256:2".
 std::string schedule_text(const std::vector<BatchPhase>& phases);
 

@@ -125,6 +125,13 @@ std::vector<BatchPhase> parse_batch_schedule(const std::string& text, const std:
   return phases;
 }
 
+void check_schedule_within(const std::vector<BatchPhase>& phases, double epochs) {
+  BATCHWISE_CHECK(phases.empty() || phases.back().from_epoch < epochs, ConfigError,
+                  "--batch-schedule {}: its last phase starts at epoch {:g}, not within the {:g}-epoch run; start "
+                  "every phase before epoch {:g}, or give a longer --epochs",
+                  schedule_text(phases), phases.back().from_epoch, epochs, epochs);
+}
+
 std::string schedule_text(const std::vector<BatchPhase>& phases) {
   std::string out;
   for (const auto& p : phases) out += fmt::format("{}{}:{:g}", out.empty() ? "" : ",", p.batch, p.from_epoch);

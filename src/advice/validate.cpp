@@ -413,10 +413,7 @@ void check_options(const ValidateOptions& o, const Dataset& held_out) {
   BATCHWISE_CHECK(o.batch_schedule().empty() || full, ConfigError,
                   "--batch-schedule {}: a schedule's phases are epochs of a run of known length; give --epochs N",
                   schedule_text(o.batch_schedule()));
-  BATCHWISE_CHECK(o.batch_schedule().empty() || o.batch_schedule().back().from_epoch < o.epochs(), ConfigError,
-                  "--batch-schedule {}: its last phase starts at epoch {:g}, not within the {:g}-epoch run; start "
-                  "every phase before epoch {:g}, or give a longer --epochs",
-                  schedule_text(o.batch_schedule()), o.batch_schedule().back().from_epoch, o.epochs(), o.epochs());
+  check_schedule_within(o.batch_schedule(), o.epochs());
   BATCHWISE_CHECK(o.epochs() > 0 || o.max_epochs() > 0, ConfigError, "--max-epochs {}: must be positive",
                   o.max_epochs());
   BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);

@@ -67,6 +67,9 @@ TEST(Cli, RefusedBeforeAnythingRuns) {
                      "command: 'batchwise-no-such-trainer' not found on PATH");
   // Both: which was meant? (a --history that is no history had run on, unstored)
   expect_clean_error("fit --model mlp --dataset synthetic --history x.sqlite --no-history", 2, "--no-history");
+  // a schedule's phase past the run, before the stage line names the schedule
+  expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 8 --epochs 1 --batch-schedule 8:0,16:5", 2,
+                     "--batch-schedule 8:0,16:5: its last phase starts at epoch 5, not within the 1-epoch run");
   expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 8 --epochs 1 --trial-timeout 5", 2,
                      "--trial-timeout does not apply here: validate trains whole runs");
 }

@@ -88,6 +88,7 @@ class Validate : public Command {
           fmt::format("--batch-schedule {}: a schedule's phases are epochs of a run of known length; "
                       "give --epochs N",
                       batch_schedule_));
+    check_schedule_within(schedule, v_.epochs);  // before the stage line names it
     if (extend_below_ > 0 && v_.epochs <= 0)
       throw ConfigError(
           fmt::format("--extend-below {}: it extends full runs, whose best is judged at the run's end; "
