@@ -6,12 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <memory>
 #include <numeric>
 
-#include "batchwise/memory.h"
 #include "batchwise/workload.h"
 #include "check.h"
+#include "engine/memory_limit.h"
 
 namespace batchwise {
 
@@ -29,29 +28,6 @@ at::Tensor flat_gradients(Workload& workload) {
 }
 
 double squared_norm(const at::Tensor& t) { return t.to(at::kDouble).pow(2).sum().item<double>(); }
-
-// The measurement's memory limit, lifted however it ends. CUDA's cached blocks are handed out without
-// the limit's check: they go first, as before a trial.
-class NoiseLimit {
- public:
-  NoiseLimit(const Workload& w, int64_t bytes) : memory_(bytes > 0 ? device_memory(w) : nullptr) {
-    if (!memory_) return;
-    memory_->synchronize();
-    memory_->release_cached();
-    memory_->set_limit(bytes);
-  }
-  ~NoiseLimit() {
-    try {
-      if (memory_) memory_->set_limit(0);
-    } catch (...) {  // a sticky CUDA error while unwinding: the measurement's own error says it
-    }
-  }
-  NoiseLimit(const NoiseLimit&) = delete;
-  NoiseLimit& operator=(const NoiseLimit&) = delete;
-
- private:
-  std::unique_ptr<DeviceMemory> memory_;
-};
 
 }  // namespace
 
@@ -87,7 +63,7 @@ NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
   check_noise_options(o, workload.info().dataset_size);
   const auto start = std::chrono::steady_clock::now();
   const StateGuard restore(workload);
-  const NoiseLimit limit(workload, o.limit_bytes());  // lifted before the state is put back
+  const detail::MemoryLimit limit(workload, o.limit_bytes());  // lifted before the state is put back
 
   const int64_t k = o.batch() / o.micro_batch();
   const double big = static_cast<double>(o.batch()), small = static_cast<double>(o.micro_batch());

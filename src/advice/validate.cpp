@@ -17,6 +17,7 @@
 #include "batchwise/utilisation.h"
 #include "batchwise/workload.h"
 #include "check.h"
+#include "engine/memory_limit.h"
 #include "torch_error.h"
 
 namespace batchwise {
@@ -103,14 +104,9 @@ Limits run_limits(const ValidateOptions& o, ValidationRun& run, int64_t epoch, c
 
 // The run's memory limit while it trains (its range tests too), lifted while it evaluates (the
 // evaluation's batch is batchwise's, not the run's) and when it ends.
-class RunLimit {
+class RunLimit : public detail::MemoryLimit {
  public:
-  RunLimit(ModuleWorkload& w, int64_t bytes) : memory_(bytes > 0 ? device_memory(w) : nullptr), bytes_(bytes) {
-    hold();
-  }
-  ~RunLimit() { lift(); }
-  RunLimit(const RunLimit&) = delete;
-  RunLimit& operator=(const RunLimit&) = delete;
+  using MemoryLimit::MemoryLimit;
   // `data` through the model with the limit lifted, held again where training follows.
   std::pair<double, std::optional<double>> evaluate(ModuleWorkload& w, const Dataset& data, bool training_follows) {
     lift();
@@ -118,24 +114,6 @@ class RunLimit {
     if (training_follows) hold();
     return result;
   }
-
- private:
-  // CUDA's cached blocks are handed out without the fraction's check: they go first (an evaluation,
-  // lifted, cached its own), as before a trial.
-  void hold() {
-    if (!memory_) return;
-    memory_->synchronize();
-    memory_->release_cached();
-    memory_->set_limit(bytes_);
-  }
-  void lift() noexcept {
-    try {
-      if (memory_) memory_->set_limit(0);
-    } catch (...) {  // a sticky CUDA error while unwinding: the run's own error says it
-    }
-  }
-  std::unique_ptr<DeviceMemory> memory_;
-  int64_t bytes_;
 };
 
 // One candidate: a fixed batch, or (`phases` not empty, full runs only) a batch-size schedule whose
