@@ -93,6 +93,16 @@ CommandVerdict classify(const CommandResult& r) {
           "(at least {:g} s); a command that trains prints a step line per step (docs/cmd.md), or runs its {} steps "
           "for longer{}",
           ended, r.wall_s, kWallFallbackMinS, total, last_line.empty() ? "; no output" : "; last output: " + last_line);
+    } else if (r.wall_s < kWallFallbackMinS) {
+      // A step line or two and no timed step: its wall time is mostly start-up (a run that stopped after
+      // its first of 7 steps had been measured at its interpreter's start-up, and recommended).
+      v.outcome = Outcome::Error;
+      v.step_times_s.clear();
+      v.message = fmt::format(
+          "too short to time: {} {} in {:.3g} s, with no step timed (a step's time is the gap between its line and "
+          "the one before) and too soon for the wall-time fallback (at least {:g} s); a command that trains prints "
+          "a step line per step for its {} steps (docs/cmd.md)",
+          ended, steps, r.wall_s, kWallFallbackMinS, total);
     } else {
       const int ran = r.steps_seen > 0 ? r.steps_seen : total;
       v.wall_timing = true;

@@ -328,8 +328,9 @@ class Search {
     r_.outcome = FitOutcome::Fits;
     r_.batch = *fits_;
     for (const auto& t : r_.trials) {
-      if (t.outcome == Outcome::Error) {
-        r_.message = fmt::format("batch {} failed with an error ({}); it counts as not fitting", t.batch, t.message);
+      if (t.outcome == Outcome::Error || t.outcome == Outcome::Timeout) {  // not memory: said, not taken for it
+        r_.message = fmt::format("batch {} {} ({}); it counts as not fitting", t.batch,
+                                 t.outcome == Outcome::Timeout ? "timed out" : "failed with an error", t.message);
         break;
       }
     }
@@ -377,10 +378,13 @@ class Search {
   // An error before any batch fitted stops the fit: nothing is known. A later one (a training
   // command that crashed at a large batch) is a result: that batch counts as not fitting, the trial
   // keeps its message, and the search goes on below it.
-  bool stops(const Trial& t) const { return t.outcome == Outcome::Error && !fits_; }
+  // A timeout likewise: it says nothing of memory (before, a command that hung at every batch read as
+  // "no batch fits", exit 6).
+  bool stops(const Trial& t) const { return (t.outcome == Outcome::Error || t.outcome == Outcome::Timeout) && !fits_; }
   void error_out(int64_t batch, const Trial& t) {
     r_.outcome = FitOutcome::Error;
-    r_.message = fmt::format("batch {} failed with an error, so no batch size is reported: {}", batch, t.message);
+    r_.message = fmt::format("batch {} {}, so no batch size is reported: {}", batch,
+                             t.outcome == Outcome::Timeout ? "timed out" : "failed with an error", t.message);
   }
   void record(const Trial& t) { (*t.within_target ? fits_ : fails_) = t.batch; }
   int64_t midpoint() const { return *fits_ + (*fails_ - *fits_) / m_ / 2 * m_; }

@@ -65,6 +65,9 @@ TEST(Cli, RefusedBeforeAnythingRuns) {
                      "command: '/nonexistent/trainer' not found; give the program's full path or install it");
   expect_clean_error("tune --cmd -- batchwise-no-such-trainer {batch}", 2,
                      "command: 'batchwise-no-such-trainer' not found on PATH");
+  // An empty value had meant the default, unsaid
+  expect_clean_error("fit --model mlp --dataset synthetic --memory-budget ''", 2, "--memory-budget '': an empty value");
+  expect_clean_error("fit --model mlp --dataset synthetic --input-shape ''", 2, "--input-shape '': an empty value");
   // Both: which was meant? (a --history that is no history had run on, unstored)
   expect_clean_error("fit --model mlp --dataset synthetic --history x.sqlite --no-history", 2, "--no-history");
   // a schedule's phase past the run, before the stage line names the schedule

@@ -210,6 +210,44 @@ TEST(Fit, AnErrorAfterAFitIsListedAndCountsAsNotFitting) {
       << r.message;
 }
 
+// A trial that ran out of time says nothing of memory: before any batch fitted it stops the fit (as an
+// error does: not "no batch fits", exit 6), after one it counts as not fitting and the answer says so.
+class Hangs final : public TrialRunner {
+ public:
+  explicit Hangs(int64_t from) : from_(from) {}
+  WorkloadInfo info() const override { return {}; }
+  Trial run(const TrialOptions& o) override {
+    Trial t;
+    t.batch = o.batch();
+    t.outcome = o.batch() >= from_ ? Outcome::Timeout : Outcome::Ok;
+    t.peak_bytes = (1 << 20) + o.batch() * 1024;
+    if (t.outcome == Outcome::Timeout) t.message = "still running at the 1 s timeout after 1 of 7 steps";
+    return t;
+  }
+  int64_t held_bytes() override { return 0; }
+  int64_t default_budget_bytes() override { return 256 << 20; }
+  int64_t device_total_bytes() override { return 256 << 20; }
+
+ private:
+  int64_t from_;
+};
+
+TEST(Fit, ATimeoutIsNoMemoryVerdict) {
+  Hangs always(1);  // the fit starts at 32 (model mode)
+  const FitResult none = fit(always, FitOptions().budget_bytes(256 << 20).max(256));
+  EXPECT_EQ(none.outcome, FitOutcome::Error);
+  EXPECT_EQ(none.message,
+            "batch 32 timed out, so no batch size is reported: still running at the 1 s timeout after 1 of 7 steps");
+  Hangs large(101);
+  const FitResult some = fit(large, FitOptions().budget_bytes(256 << 20).max(256).mode(FitMode::Binsearch));
+  ASSERT_EQ(some.outcome, FitOutcome::Fits);
+  EXPECT_EQ(some.batch, 100);
+  EXPECT_NE(some.message.find("timed out (still running at the 1 s timeout after 1 of 7 steps); it counts as not "
+                              "fitting"),
+            std::string::npos)
+      << some.message;
+}
+
 // ---- model mode ---------------------------------------------------------------------------------
 
 struct Case {

@@ -297,12 +297,25 @@ void WorkloadFlags::check(const std::string& name) const {
        {std::pair{"--json", &json}, {"--html", &html}, {"--trace", &trace}, {"--history", &history}})
     if (app && path->empty() && app->count(flag) > 0)  // --json '' had written nothing, exit 0
       throw ConfigError(fmt::format("{} '': an empty path; give a file's path", flag));
+  for (const auto& [flag, value] : {std::pair{"--memory-budget", &memory_budget}, {"--input-shape", &input_shape}})
+    if (app && value->empty() && app->count(flag) > 0)  // it had meant the default, unsaid
+      throw ConfigError(fmt::format("{} '': an empty value; give one (e.g. {}) or leave {} out for the default", flag,
+                                    std::string(flag) == "--memory-budget" ? "2GiB" : "3x32x32", flag));
+  std::vector<NamedPath> inputs = {{"--model", is_model_path(workload.model()) ? workload.model() : ""},
+                                   {"--data-file", workload.data_file()},
+                                   {"--labels-file", workload.labels_file()},
+                                   {"--test-data-file", workload.test_data_file()},
+                                   {"--test-labels-file", workload.test_labels_file()}};
+  if (use_cmd)  // the command's program and the files it names (a --json over train.py had replaced it)
+    for (const std::string& arg : command)
+      if (std::error_code e; !arg.empty() && std::filesystem::is_regular_file(arg, e))
+        inputs.emplace_back("a file of your --cmd command,", arg);
   check_apart({{"--json", json}, {"--html", html}, {"--trace", trace}, {"--history", no_history ? "" : history}},
-              {{"--model", is_model_path(workload.model()) ? workload.model() : ""},
-               {"--data-file", workload.data_file()},
-               {"--labels-file", workload.labels_file()},
-               {"--test-data-file", workload.test_data_file()},
-               {"--test-labels-file", workload.test_labels_file()}});
+              inputs);
+  if (use_cmd && app && app->count("--threads") > 0)  // the child had run at its own count, the report said N
+    throw ConfigError(
+        "--threads: your --cmd command sets its own threads (torch.set_num_threads, OMP_NUM_THREADS in its "
+        "environment); drop it");
   check_writable(trace, "--trace");
   check_writable(json, "--json");
   check_writable(html, "--html");
