@@ -140,9 +140,9 @@ constexpr double kWallFallbackMinS = 1.0;
 
 /// Judges a run. In order: killed over the memory limit, killed by the OOM killer, or an
 /// out-of-memory message (unless the child exited 0 after all its steps) -> Oom; timed out ->
-/// Timeout; stopped after its steps, or exit status 0 -> Ok (without step lines or a reported
-/// samples/s, only after kWallFallbackMinS of wall time; sooner it "ran no step" -> Error);
-/// anything else -> Error.
+/// Timeout; stopped after its steps, or exit status 0 -> Ok (without a timed step or a reported
+/// samples/s, only after kWallFallbackMinS of wall time: sooner it "ran no step" or was "too short to
+/// time" -> Error; and never where it ended within its warm-up -> Error); anything else -> Error.
 CommandVerdict classify(const CommandResult& result);
 
 /// Replaces {batch} with `batch` and {steps} with `steps` inside each element of `argv`

@@ -93,16 +93,25 @@ CommandVerdict classify(const CommandResult& r) {
           "(at least {:g} s); a command that trains prints a step line per step (docs/cmd.md), or runs its {} steps "
           "for longer{}",
           ended, r.wall_s, kWallFallbackMinS, total, last_line.empty() ? "; no output" : "; last output: " + last_line);
-    } else if (r.wall_s < kWallFallbackMinS) {
-      // A step line or two and no timed step: its wall time is mostly start-up (a run that stopped after
-      // its first of 7 steps had been measured at its interpreter's start-up, and recommended).
+    } else if (r.steps_seen > 0 && r.steps_seen <= r.warmup) {
+      // It ended within its warm-up, whatever its wall time: start-up and a step or two, no measured step
+      // (one that stopped after its first of 7 steps had been measured at its interpreter's start-up).
       v.outcome = Outcome::Error;
       v.step_times_s.clear();
       v.message = fmt::format(
-          "too short to time: {} {} in {:.3g} s, with no step timed (a step's time is the gap between its line and "
-          "the one before) and too soon for the wall-time fallback (at least {:g} s); a command that trains prints "
-          "a step line per step for its {} steps (docs/cmd.md)",
-          ended, steps, r.wall_s, kWallFallbackMinS, total);
+          "ended within its warm-up: {} {}, the first {} of them warm-up (untimed), so no step was measured; a "
+          "command that trains runs the steps it is given ({{steps}} in its arguments, docs/cmd.md)",
+          ended, steps, r.warmup);
+    } else if (r.wall_s < kWallFallbackMinS) {
+      // Step lines past the warm-up, none timed: they were read together (a buffered stdout), and the
+      // run is too short for its wall time to mean its steps.
+      v.outcome = Outcome::Error;
+      v.step_times_s.clear();
+      v.message = fmt::format(
+          "too short to time: {} {} in {:.3g} s, its step lines read together (no gap between them to time) and "
+          "too soon for the wall-time fallback (at least {:g} s); flush stdout after each step line (Python: "
+          "print(..., flush=True))",
+          ended, steps, r.wall_s, kWallFallbackMinS);
     } else {
       const int ran = r.steps_seen > 0 ? r.steps_seen : total;
       v.wall_timing = true;

@@ -379,8 +379,12 @@ class Search {
   // command that crashed at a large batch) is a result: that batch counts as not fitting, the trial
   // keeps its message, and the search goes on below it.
   // A timeout likewise: it says nothing of memory (before, a command that hung at every batch read as
-  // "no batch fits", exit 6).
-  bool stops(const Trial& t) const { return (t.outcome == Outcome::Error || t.outcome == Outcome::Timeout) && !fits_; }
+  // "no batch fits", exit 6). Only at the minimum: model mode's first probe (32 x the minimum) that
+  // failed or ran out of time hands over to the minimum, as one that did not fit does (a step's time,
+  // and a command's crash, grow with the batch).
+  bool stops(const Trial& t) const {
+    return (t.outcome == Outcome::Error || t.outcome == Outcome::Timeout) && !fits_ && t.batch <= first_;
+  }
   void error_out(int64_t batch, const Trial& t) {
     r_.outcome = FitOutcome::Error;
     r_.message = fmt::format("batch {} {}, so no batch size is reported: {}", batch,

@@ -465,6 +465,31 @@ TEST(Classify, OomKillerIsOutOfMemory) {
             "killed by the kernel's OOM killer (SIGKILL) after 3 of 7 steps; resident memory peaked at 3.00 GiB");
 }
 
+// A command that ends within its warm-up measured no step, however long it ran; one whose step lines
+// came in one read (a buffered stdout) timed none, and under a second its wall time is start-up.
+TEST(Classify, NoMeasuredStepIsAnErrorWhateverTheExitStatus) {
+  CommandResult r;
+  r.batch = 16;
+  r.warmup = 2;
+  r.steps = 5;
+  r.exit_status = 0;
+  r.steps_seen = 1;
+  r.wall_s = 30;  // a slow start-up: still not a measure
+  CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Error) << v.message;
+  EXPECT_EQ(v.message.rfind("ended within its warm-up: exit status 0 after 1 of 7 steps, the first 2 of them", 0), 0u)
+      << v.message;
+  r.steps_seen = 7;  // every line, read together
+  r.wall_s = 0.2;
+  v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Error) << v.message;
+  EXPECT_EQ(v.message.rfind("too short to time: exit status 0 after 7 of 7 steps in 0.2 s", 0), 0u) << v.message;
+  r.wall_s = 2;  // long enough for the wall-time fallback
+  v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
+  EXPECT_TRUE(v.wall_timing);
+}
+
 TEST(Classify, CleanExitAfterAllStepsIsOkDespiteAnOomWarning) {
   CommandResult r;
   r.batch = 4;

@@ -233,11 +233,16 @@ class Hangs final : public TrialRunner {
 };
 
 TEST(Fit, ATimeoutIsNoMemoryVerdict) {
-  Hangs always(1);  // the fit starts at 32 (model mode)
+  Hangs always(1);  // model mode probes 32 first, then the minimum, 1
   const FitResult none = fit(always, FitOptions().budget_bytes(256 << 20).max(256));
   EXPECT_EQ(none.outcome, FitOutcome::Error);
   EXPECT_EQ(none.message,
-            "batch 32 timed out, so no batch size is reported: still running at the 1 s timeout after 1 of 7 steps");
+            "batch 1 timed out, so no batch size is reported: still running at the 1 s timeout after 1 of 7 steps");
+  // A probe that timed out above the minimum says nothing of the minimum: the search goes on there.
+  Hangs probe(32);
+  const FitResult below = fit(probe, FitOptions().budget_bytes(256 << 20).max(256));
+  ASSERT_EQ(below.outcome, FitOutcome::Fits) << below.message;
+  EXPECT_EQ(below.batch, 31);
   Hangs large(101);
   const FitResult some = fit(large, FitOptions().budget_bytes(256 << 20).max(256).mode(FitMode::Binsearch));
   ASSERT_EQ(some.outcome, FitOutcome::Fits);
