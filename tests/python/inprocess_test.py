@@ -773,6 +773,8 @@ def test_options():
         # nor a trial's timeout: they run no trials (it had been taken, and unused)
         (lambda: batchwise.validate(model, optimizer, branchy_data(), batch_sizes=[8], epochs=1, trial_timeout=5),
          TypeError, "unknown option trial_timeout=5"),
+        (lambda: batchwise.noise(model, optimizer, branchy_data(), no_monitor=True), TypeError,
+         "unknown option no_monitor=True"),
         # Data that is not (inputs, targets), named as the data, with what to pass.
         (lambda: batchwise.fit(model, optimizer, dict(zip("xy", branchy_data()))), TypeError,
          "data: a dict (keys 'x', 'y'); pass (inputs, targets) tensors"),
