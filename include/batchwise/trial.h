@@ -237,6 +237,15 @@ struct Trial {
   std::string message;  ///< why, for oom / error / timeout
 };
 
+/// A fit trial against the target, as the reports' "target" column reads it: "within", "over" (its
+/// peak past the target, or out of memory), or "-" where nothing was held to it (an error, a
+/// timeout: no peak was measured to the end).
+inline const char* target_text(const Trial& t) {
+  if (!t.within_target) return "-";
+  if (*t.within_target) return "within";
+  return t.outcome == Outcome::Ok || t.outcome == Outcome::Oom ? "over" : "-";
+}
+
 /// The JSON fields of a Trial, in JSON order (fields.h).
 template <class V, class T, IfRecord<T, Trial> = 0>
 void fields(V& v, T& t) {

@@ -41,6 +41,18 @@ std::optional<Recommendation> recommend_fit(const FitResult& fit) {
   } else {
     rec.reason = fmt::format("batch {} is the largest whose peak memory ({}) stays within {:.0f} % of the {} budget",
                              rec.batch, format_bytes(at->peak_bytes), fit.target * 100, format_bytes(fit.budget_bytes));
+    // What the next batch tried above the answer met: a timeout or an error ends a fit as a batch
+    // that does not fit, and memory did not decide it.
+    const Trial* above = nullptr;
+    for (const auto& t : fit.trials)
+      if (t.batch > rec.batch && (!above || t.batch < above->batch)) above = &t;
+    if (above && (above->outcome == Outcome::Timeout || above->outcome == Outcome::Error))
+      rec.reason = fmt::format(
+          "batch {} is the largest that trained: batch {}, the next tried, {} ({}), so memory did not decide it; "
+          "batch {}'s peak memory ({}) is within {:.0f} % of the {} budget",
+          rec.batch, above->batch,
+          above->outcome == Outcome::Timeout ? "ran past the --trial-timeout" : "failed with an error", above->message,
+          rec.batch, format_bytes(at->peak_bytes), fit.target * 100, format_bytes(fit.budget_bytes));
   }
   return rec;
 }

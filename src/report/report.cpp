@@ -94,12 +94,7 @@ void fit_table(Lines& line, const FitResult& f) {
   for (const auto& t : f.trials) {
     line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", t.batch, to_string(t.outcome),
                      format_bytes(t.peak_bytes), t.predicted_peak_bytes ? format_bytes(*t.predicted_peak_bytes) : "-",
-                     percent_of(t.peak_bytes, f.budget_bytes),
-                     // a trial that failed measured no peak to hold to the target
-                     !t.within_target || t.outcome == Outcome::Error ? "-"
-                     : *t.within_target                              ? "within"
-                                                                     : "over",
-                     trial_note(t)));
+                     percent_of(t.peak_bytes, f.budget_bytes), target_text(t), trial_note(t)));
   }
   if (f.above)
     line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", f.above->batch, "untried", "-",

@@ -31,6 +31,36 @@ TEST(Recommend, AReusedFitWithoutTrialsStillRecommends) {
   EXPECT_NE(rec->reason.find("the fit's answer alone"), std::string::npos) << rec->reason;
 }
 
+// A fit whose next batch ran past the trial timeout, or failed, was not ended by memory: the reason
+// says what ended it; one ended by a batch out of memory keeps the memory wording.
+TEST(Recommend, AFitEndedByATimeoutSaysSoNotMemory) {
+  const auto fit_ended_by = [](Outcome outcome) {
+    FitResult fit;
+    fit.outcome = FitOutcome::Fits;
+    fit.batch = 17182;
+    fit.budget_bytes = int64_t{1} << 30;
+    Trial ok, above, beyond;
+    ok.batch = 17182;
+    ok.outcome = Outcome::Ok;
+    ok.peak_bytes = 157 << 20;
+    above.batch = 17183;
+    above.outcome = outcome;
+    above.message = "0.3 s exceeds the 0.3 s trial timeout";
+    beyond.batch = 32768;
+    beyond.outcome = Outcome::Oom;
+    fit.trials = {beyond, ok, above};
+    return recommend(fit, std::nullopt)->reason;
+  };
+  const std::string timed_out = fit_ended_by(Outcome::Timeout);
+  EXPECT_NE(timed_out.find("batch 17182 is the largest that trained: batch 17183, the next tried, ran past the "
+                           "--trial-timeout (0.3 s exceeds the 0.3 s trial timeout), so memory did not decide it"),
+            std::string::npos)
+      << timed_out;
+  EXPECT_NE(fit_ended_by(Outcome::Error).find("failed with an error"), std::string::npos);
+  EXPECT_NE(fit_ended_by(Outcome::Oom).find("is the largest whose peak memory (157 MiB) stays within"),
+            std::string::npos);
+}
+
 // A race whose lead grew between rungs says so, with each rung's lead and horizon: the pick is for a
 // run as long as the race, and the user learns which batch led at the shorter horizons.
 TEST(Recommend, ARaceWhoseLeadGrewSaysWhichBatchLedWhen) {

@@ -268,19 +268,26 @@ TEST(Report, SkippedStepsAreWrittenAndFlaggedWhereThereWereSome) {
   EXPECT_EQ(to_table(fixed_report()).find("skipped"), std::string::npos);
 }
 
-// A trial that failed measured no peak to hold to the target: its target column reads "-", not
-// "over" beside a peak of a few KiB.
+// A trial that failed or timed out measured no peak to hold to the target: its target column reads
+// "-", not "over" beside a peak of a few KiB, in the console and the HTML alike; out of memory is over.
 TEST(Report, AFailedFitTrialIsNeitherWithinNorOverTheTarget) {
-  Report r = fixed_report();
-  r.fit->trials[0].outcome = Outcome::Error;
-  r.fit->trials[0].within_target = false;
-  r.fit->trials[0].message = "the loss is not a number";
-  const std::string table = to_table(r);
-  const size_t row = table.find("\n" + fmt::format("{:>8}  {:<8}", r.fit->trials[0].batch, "error"));
-  ASSERT_NE(row, std::string::npos) << table;
-  const std::string line = table.substr(row + 1, table.find('\n', row + 1) - row - 1);
-  EXPECT_EQ(line.find("over"), std::string::npos) << line;
-  EXPECT_NE(line.find("      -  "), std::string::npos) << line;
+  for (const Outcome outcome : {Outcome::Error, Outcome::Timeout, Outcome::Oom}) {
+    Report r = fixed_report();
+    Trial& t = r.fit->trials[0];
+    t.outcome = outcome;
+    t.within_target = false;
+    t.message = "what went wrong";
+    const char* expected = outcome == Outcome::Oom ? "over" : "-";
+    EXPECT_STREQ(target_text(t), expected) << to_string(outcome);
+    const std::string table = to_table(r);
+    const size_t row = table.find("\n" + fmt::format("{:>8}  {:<8}", t.batch, to_string(outcome)));
+    ASSERT_NE(row, std::string::npos) << table;
+    const std::string line = table.substr(row + 1, table.find('\n', row + 1) - row - 1);
+    EXPECT_NE(line.find(fmt::format("  {:>6}  what went wrong", expected)), std::string::npos) << line;
+    const std::string html = to_html(to_json(r), "report.json");
+    EXPECT_NE(html.find(fmt::format("<td>{}</td><td>what went wrong</td>", expected)), std::string::npos)
+        << to_string(outcome);
+  }
 }
 
 // A batch race in which no rung ended (no candidate entered it) says so, not "rungs end at  s".
