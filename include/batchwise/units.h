@@ -17,7 +17,8 @@ std::string format_bytes(int64_t bytes);
 /// format_bytes, which rounds to the nearest, would say more than there is ("79.2 GiB" of 79.18).
 std::string format_bytes_at_most(int64_t bytes);
 
-/// A number rounded to an integer with thousands separators: 12345.6 -> "12,346".
+/// A number rounded to an integer with thousands separators: 12345.6 -> "12,346"; from 1e15 on, or
+/// not finite, three significant digits ("1e+300", "inf").
 std::string format_grouped(double value);
 
 /// A percentage with one decimal, "62.5 %"; below 0.1 (but above 0) "< 0.1 %", not a misleading 0.0.

@@ -65,6 +65,9 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
 }
 
 std::string format_grouped(double value) {
+  // Past a quadrillion no figure of a training run is real (a program's own report, say
+  // samples_per_s=1e300): three significant digits, not a column of 300.
+  if (!std::isfinite(value) || std::abs(value) >= 1e15) return fmt::format("{:.3g}", value);
   const std::string digits = fmt::format("{:.0f}", std::abs(value));
   std::string out;
   for (size_t i = 0; i < digits.size(); ++i) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "batchwise/error.h"
@@ -77,6 +78,17 @@ TEST(FormatBytes, AtMostRoundsDownAndParsesBack) {
 }
 
 // A small dataset's whole run can take under a second: it reads so, not "0 s".
+// Thousands separators for any real figure; a figure no run makes (a program's own report of
+// samples_per_s=1e300) in three significant digits, not 300 of them.
+TEST(FormatGrouped, ThousandsSeparatorsAndNoColumnOfDigits) {
+  EXPECT_EQ(format_grouped(12345.6), "12,346");
+  EXPECT_EQ(format_grouped(-1234), "-1,234");
+  EXPECT_EQ(format_grouped(-0.2), "0");
+  EXPECT_EQ(format_grouped(999999999999999), "999,999,999,999,999");
+  EXPECT_EQ(format_grouped(1e300), "1e+300");
+  EXPECT_EQ(format_grouped(std::numeric_limits<double>::infinity()), "inf");
+}
+
 TEST(FormatSeconds, WholeSecondsFromTenTwoSignificantDigitsBelow) {
   EXPECT_EQ(format_seconds(57.4), "57 s");
   EXPECT_EQ(format_seconds(9.6), "10 s");
