@@ -103,6 +103,10 @@ struct MemoryModel {
   std::vector<Break> breaks;
   /// Predicted peak at `batch`.
   int64_t predict(int64_t batch) const;
+  /// The peak grew with the batch between the line's two batches. Where it did not (a training
+  /// command's process memory, sampled, can read lower at the larger batch), the line predicts
+  /// nothing, and the reports say so rather than print a negative slope.
+  bool grows() const { return per_sample_bytes > 0; }
 };
 
 /// The JSON fields of a MemoryModel::Break, in JSON order (fields.h; alphabetical, as reports have

@@ -33,6 +33,9 @@ struct WorkloadInfo {
   int64_t dataset_size = 0;  ///< samples the batches are drawn from
   int64_t parameter_count = 0;
   int64_t parameter_bytes = 0;  ///< parameters and buffers, exactly
+
+  /// A training command's (--cmd): its model, data and rate are its own, none of them known here.
+  bool is_command() const { return parameter_count == 0 && dataset_size == 0; }
 };
 
 /// The JSON fields of a WorkloadInfo, in JSON order (fields.h).

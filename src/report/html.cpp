@@ -412,14 +412,16 @@ std::string timing_section(const Report& r) {
 std::string context_section(const Report& r) {
   const Context& c = r.context;
   const WorkloadInfo& w = r.workload;
+  // A training command's model, data and rate are its own: "(the command's)", not 0 samples at lr 0.
+  const bool own = w.is_command();
   const std::vector<std::pair<std::string, std::string>> rows = {
-      {"model", w.model},
-      {"dataset", w.dataset + " (" + grouped(static_cast<double>(w.dataset_size)) + " samples)"},
-      {"input shape", fmt::format("[{}]", fmt::join(w.input_shape, ","))},  // as the JSON writes it
+      {own ? "command" : "model", w.model},
+      {"dataset", own ? w.dataset : w.dataset + " (" + grouped(static_cast<double>(w.dataset_size)) + " samples)"},
+      {"input shape", own ? w.dataset : fmt::format("[{}]", fmt::join(w.input_shape, ","))},  // as the JSON has it
       {"loss", w.loss},
-      {"optimizer", w.optimizer + fmt::format(", lr {:g}", w.lr)},
+      {"optimizer", own ? w.optimizer : w.optimizer + fmt::format(", lr {:g}", w.lr)},
       {"precision", w.precision},
-      {"parameters", grouped(static_cast<double>(w.parameter_count))},
+      {"parameters", own ? w.dataset : grouped(static_cast<double>(w.parameter_count))},
       {"budget", fmt::format("{}, target {:g} %", format_bytes(r.budget_bytes), r.target * 100)},
       {"device", c.device_type + ": " + c.device_name},
       {"device memory", format_bytes(c.device_total_bytes)},

@@ -354,7 +354,7 @@ std::string memory_section(const Report& r) {
   if (budget > 0 && largest > 0)
     caption += fmt::format(" The largest peak measured, {}, is {} of the budget.", bytes_text(largest),
                            percent_of(largest, budget));
-  if (r.fit && r.fit->memory_model) {
+  if (r.fit && r.fit->memory_model && r.fit->memory_model->grows()) {
     const MemoryModel& model = *r.fit->memory_model;
     datasets.push_back(line(dataset("memory model", memory_model_points(model, lo, hi), Palette::purple), true));
     caption +=

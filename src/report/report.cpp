@@ -49,7 +49,7 @@ void header_table(Lines& line, const Report& r) {
   const WorkloadInfo& w = r.workload;
   line(fmt::format("batchwise {} ({}) | torch {} | {}: {} | {} threads | BLAS {}", c.batchwise_version, c.build_commit,
                    c.torch_version, c.device_type, c.device_name, c.threads, c.blas));
-  if (w.parameter_count == 0 && w.dataset_size == 0)  // a training command (--cmd): its model and data are its own
+  if (w.is_command())
     line(
         fmt::format("workload: the command {} (its own model, data, optimizer and rate: batchwise sets the batch and "
                     "reads its steps, time and memory)",
@@ -102,9 +102,15 @@ void fit_table(Lines& line, const FitResult& f) {
                      "over", "not run: the line that predicted the answer's peak puts it over the target"));
   if (f.memory_model) {
     const MemoryModel& m = *f.memory_model;
-    line(fmt::format("memory model: peak = {} + {} x batch (through batches {} and {}; largest prediction error {})",
-                     format_bytes(bytes_of(m.fixed_bytes)), format_bytes(bytes_of(m.per_sample_bytes)), m.batch_a,
-                     m.batch_b, format_bytes(m.residual_bytes)));
+    if (m.grows())
+      line(fmt::format("memory model: peak = {} + {} x batch (through batches {} and {}; largest prediction error {})",
+                       format_bytes(bytes_of(m.fixed_bytes)), format_bytes(bytes_of(m.per_sample_bytes)), m.batch_a,
+                       m.batch_b, format_bytes(m.residual_bytes)));
+    else
+      line(
+          fmt::format("memory model: none: the peak did not grow from batch {} to batch {} ({} and {}), so no line "
+                      "predicts a larger batch's peak; the answer rests on the trials alone",
+                      m.batch_a, m.batch_b, format_bytes(m.predict(m.batch_a)), format_bytes(m.predict(m.batch_b))));
     for (const auto& b : m.breaks)
       line(fmt::format(
           "the line breaks before batch {}: predicted {}, measured {} ({:+.1f} %); refitted through the "

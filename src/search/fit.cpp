@@ -476,7 +476,8 @@ class Search {
   std::optional<MemoryBreakdown> breakdown() const {
     std::optional<MemoryBreakdown> out;
     for (const auto& t : r_.trials) {
-      if (t.batch != *fits_ || t.outcome != Outcome::Ok) continue;
+      // A training command's tensors are its own, uncounted (0 bytes): no parts to split its peak into.
+      if (t.batch != *fits_ || t.outcome != Outcome::Ok || t.state.parameter_bytes == 0) continue;
       MemoryBreakdown d;
       d.batch = t.batch;
       d.peak_bytes = t.peak_bytes;

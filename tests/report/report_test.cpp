@@ -4,6 +4,7 @@
 #include "batchwise/report.h"
 
 #include "batchwise/compare.h"
+#include "batchwise/fit.h"
 #include "batchwise/html.h"
 #include "batchwise/lr.h"
 #include "batchwise/plan.h"
@@ -288,6 +289,51 @@ TEST(Report, AFailedFitTrialIsNeitherWithinNorOverTheTarget) {
     EXPECT_NE(html.find(fmt::format("<td>{}</td><td>what went wrong</td>", expected)), std::string::npos)
         << to_string(outcome);
   }
+}
+
+// A training command (--cmd) whose process memory, sampled, reads no higher at the larger batch,
+// and whose tensors batchwise cannot count: the fit makes no breakdown, the console says no line
+// predicts (not "+ -1.00 KiB x batch"), and the HTML draws none and names the command's own model,
+// data and rate (not "0 samples", "lr 0", "0 parameters").
+class CommandMemory final : public TrialRunner {
+ public:
+  WorkloadInfo info() const override { return {}; }
+  Trial run(const TrialOptions& o) override {
+    Trial t;
+    t.batch = o.batch();
+    t.outcome = Outcome::Ok;
+    t.peak_bytes = (20 << 20) - o.batch() * 16;  // no state counted: a process's memory, sampled
+    return t;
+  }
+  int64_t held_bytes() override { return 0; }
+  int64_t default_budget_bytes() override { return 1 << 30; }
+  int64_t device_total_bytes() override { return 1 << 30; }
+};
+
+TEST(Report, ACommandsFitNamesWhatItCannotKnow) {
+  CommandMemory runner;
+  Report r = fixed_report();
+  r.fit = fit(runner, FitOptions().budget_bytes(1 << 30).max(256).mode(FitMode::Binsearch));
+  r.workload = WorkloadInfo{};
+  r.workload.model = "python3 train.py {batch} {steps}";
+  r.workload.dataset = r.workload.loss = r.workload.optimizer = r.workload.precision = "(the command's)";
+  ASSERT_EQ(r.fit->outcome, FitOutcome::Fits);
+  ASSERT_TRUE(r.fit->memory_model.has_value());
+  EXPECT_FALSE(r.fit->memory_model->grows());
+  EXPECT_FALSE(r.fit->breakdown.has_value());
+  const std::string table = to_table(r);
+  EXPECT_NE(table.find("memory model: none: the peak did not grow from batch 128 to batch 256 (20.0 MiB and 20.0 "
+                       "MiB), so no line predicts a larger batch's peak"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("x batch"), std::string::npos) << table;
+  const std::string html = to_html(to_json(r), "report.json");
+  EXPECT_NE(html.find("<tr><td>command</td><td>python3 train.py {batch} {steps}</td></tr>"), std::string::npos);
+  for (const char* row : {"optimizer", "parameters", "input shape", "dataset"})
+    EXPECT_NE(html.find(fmt::format("<tr><td>{}</td><td>(the command&#39;s)</td></tr>", row)), std::string::npos)
+        << row;
+  for (const char* absent : {"s, lr 0<", "(0 samples)", "Where the memory goes", "The memory model:"})
+    EXPECT_EQ(html.find(absent), std::string::npos) << absent;
 }
 
 // A batch race in which no rung ended (no candidate entered it) says so, not "rungs end at  s".
