@@ -4,6 +4,7 @@
 /// schema is declared once, as the field lists beside the records (fields.h), and documented in
 /// docs/report-schema.md.
 #include <string>
+#include <vector>
 
 #include "batchwise/record.h"
 
@@ -39,5 +40,18 @@ std::string stopped_line(const ValidationResult& validation);
 /// (1 epoch) from 0.01 | batches 16 to 128 about as good | confidence medium"; the lr, range and
 /// confidence only where the report has them. Without a recommendation: "answer: none: " and why.
 std::string closing_line(const Report& report);
+
+/// A part of a report in which nothing trained: a sweep with no batch that ran to the end, a loader
+/// search with no setting that did, or a validation with no run that did (not a stopped one).
+struct NothingTrained {
+  enum class Part { Sweep, Loader, Validation };
+  Part part = Part::Sweep;
+  bool out_of_memory = false;  ///< every one ran out of memory (the CLI's exit 6; else 1)
+  /// The report's warning, naming how many ended how ("" for a loader search: its advice says so).
+  std::string warning;
+};
+/// The parts of `report` in which nothing trained, in the order above: the CLI's exit code and the
+/// Python API's warnings read them, so that both say the same.
+std::vector<NothingTrained> nothing_trained(const Report& report);
 
 }  // namespace batchwise

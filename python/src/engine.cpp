@@ -721,6 +721,9 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
     report = tune(std::move(subject), p.tune, std::move(report));
   }
   rule_learning_rate(report, p.base_batch);
+  // A sweep or a validation in which nothing trained says so, as the CLI's does.
+  for (const NothingTrained& none : nothing_trained(report))
+    if (!none.warning.empty()) report.context.warnings.push_back(none.warning);
 }
 
 // Runs `command` on the adapter's workload without the GIL, then raises what Python raised.

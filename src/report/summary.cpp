@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "batchwise/plan.h"
@@ -206,6 +207,39 @@ std::string to_summary(const Report& r) {
   line("every table: --verbose; the whole report: --json FILE or --html FILE");
   line(closing_line(r));
   return std::move(line).text();
+}
+
+std::vector<NothingTrained> nothing_trained(const Report& report) {
+  std::vector<NothingTrained> out;
+  // Counts (ok, out of memory, all) over `items` by `outcome`.
+  const auto count = [](const auto& items, auto outcome) {
+    int ok = 0, oom = 0;
+    for (const auto& item : items) ok += outcome(item) == Outcome::Ok, oom += outcome(item) == Outcome::Oom;
+    return std::tuple{ok, oom, static_cast<int>(items.size())};
+  };
+  if (report.sweep && !report.sweep->points.empty()) {
+    const auto [ok, oom, n] = count(report.sweep->points, [](const Trial& t) { return t.outcome; });
+    if (ok == 0)
+      out.push_back({NothingTrained::Part::Sweep, oom == n,
+                     fmt::format("no batch trained: {} of {} swept batches ended in an error or a timeout, {} ran "
+                                 "out of memory; nothing was measured (each batch's message says why)",
+                                 n - oom, n, oom)});
+  }
+  if (report.loader) {
+    std::vector<Outcome> outcomes{report.loader->before.outcome};
+    for (const auto& t : report.loader->trials) outcomes.push_back(t.outcome);
+    const auto [ok, oom, n] = count(outcomes, [](Outcome o) { return o; });
+    if (ok == 0) out.push_back({NothingTrained::Part::Loader, oom == n, ""});
+  }
+  if (report.validation && !report.validation->interrupted && !report.validation->runs.empty()) {
+    const auto [ok, oom, n] = count(report.validation->runs, [](const ValidationRun& r) { return r.outcome; });
+    if (ok == 0)
+      out.push_back({NothingTrained::Part::Validation, oom == n,
+                     fmt::format("no run trained: {} of {} validation runs ended in an error or a loss that was not "
+                                 "finite, {} ran out of memory; nothing was validated (each run's message says why)",
+                                 n - oom, n, oom)});
+  }
+  return out;
 }
 
 }  // namespace batchwise

@@ -443,6 +443,16 @@ def test_error():
              str(e).startswith("batchwise.validate: no run trained: 2 of 2 validation runs failed (batch 32: the "
                                "training loss became nan") and e.report.validation is not None, str(e))
     case("and the model is as it was", same(before, snapshot(model, optimizer)))
+    # Every run out of memory is an answer (nothing fits), not an error: the report, warning as the CLI's does.
+    wide = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    x, y = torch.randn(2048, 1, 28, 28), torch.randint(0, 10, (2048,))
+    report = batchwise.validate(wide, torch.optim.SGD(wide.parameters(), lr=0.1), (x, y), held_out=(x[:256], y[:256]),
+                                batch_sizes=[512, 1024], epochs=0.5, lr_schedule="cosine", memory_budget="5MiB",
+                                progress=False)
+    case("a validate whose every run ran out of memory warns, as the CLI's",
+         [run.outcome for run in report.validation.runs] == ["oom", "oom"] and report.recommendation is None
+         and "no run trained: 0 of 2 validation runs ended in an error or a loss that was not finite, 2 ran out of "
+             "memory" in " ".join(report.context.warnings), (report.validation.runs, report.context.warnings))
 
     # An optimizer over frozen parameters alone would change nothing: refused, naming it (before, tune
     # answered batch 1 from trials that trained nothing).

@@ -6,6 +6,7 @@
 #include "batchwise/compare.h"
 #include "batchwise/fit.h"
 #include "batchwise/html.h"
+#include "batchwise/loader.h"
 #include "batchwise/lr.h"
 #include "batchwise/plan.h"
 #include "batchwise/recommend.h"
@@ -334,6 +335,43 @@ TEST(Report, ACommandsFitNamesWhatItCannotKnow) {
         << row;
   for (const char* absent : {"s, lr 0<", "(0 samples)", "Where the memory goes", "The memory model:"})
     EXPECT_EQ(html.find(absent), std::string::npos) << absent;
+}
+
+// What trained nothing, the one count the CLI's exit code and the Python API's warnings read: a
+// sweep, a loader search or a validation with nothing that ran to the end; all out of memory or not;
+// a stopped validation is not among them.
+TEST(Report, NothingTrainedNamesThePartAndWhetherMemoryEndedIt) {
+  using Part = NothingTrained::Part;
+  Report r = fixed_report();
+  EXPECT_TRUE(nothing_trained(r).empty());
+  for (Trial& t : r.sweep->points) t.outcome = Outcome::Oom;
+  r.validation = fixed_validation();
+  r.validation->runs[0].outcome = Outcome::Oom;
+  r.validation->runs[1].outcome = Outcome::Error;
+  r.loader = LoaderSearch{};
+  r.loader->before.outcome = Outcome::Oom;
+  r.loader->trials.resize(2);
+  for (LoaderTrial& t : r.loader->trials) t.outcome = Outcome::Oom;
+  std::vector<NothingTrained> none = nothing_trained(r);
+  ASSERT_EQ(none.size(), 3u);
+  EXPECT_EQ(none[0].part, Part::Sweep);
+  EXPECT_TRUE(none[0].out_of_memory);
+  EXPECT_EQ(none[0].warning,
+            "no batch trained: 0 of 3 swept batches ended in an error or a timeout, 3 ran out of memory; nothing was "
+            "measured (each batch's message says why)");
+  EXPECT_EQ(none[1].part, Part::Loader);
+  EXPECT_TRUE(none[1].out_of_memory);
+  EXPECT_EQ(none[1].warning, "");
+  EXPECT_EQ(none[2].part, Part::Validation);
+  EXPECT_FALSE(none[2].out_of_memory);
+  EXPECT_EQ(none[2].warning,
+            "no run trained: 1 of 2 validation runs ended in an error or a loss that was not finite, 1 ran out of "
+            "memory; nothing was validated (each run's message says why)");
+  r.validation->interrupted = true;  // a stopped validate ends by its signal
+  r.loader->trials[1].outcome = Outcome::Ok;
+  none = nothing_trained(r);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(none[0].part, Part::Sweep);
 }
 
 // A batch race in which no rung ended (no candidate entered it) says so, not "rungs end at  s".

@@ -406,40 +406,16 @@ int Session::finish(int code) {
   }
   if (report.fit && report.fit->outcome == FitOutcome::DoesNotFit) code = kExitDoesNotFit;
   if (report.fit && report.fit->outcome == FitOutcome::Error) code = kExitFailed;
-  // A sweep in which no batch trained measured nothing: the report says why per batch, and the exit
-  // code says it failed (1: an error or a timeout among them; 6: every batch ran out of memory).
-  if (report.sweep && !report.sweep->points.empty()) {
-    int ok = 0, oom = 0;
-    for (const auto& p : report.sweep->points) ok += p.outcome == Outcome::Ok, oom += p.outcome == Outcome::Oom;
-    const int n = static_cast<int>(report.sweep->points.size());
-    if (ok == 0) {
-      code = oom == n ? kExitDoesNotFit : kExitFailed;
-      report.context.warnings.push_back(fmt::format(
-          "no batch trained: {} of {} swept batches ended in an error or a timeout, {} ran out of memory; nothing was "
-          "measured (each batch's message says why)",
-          n - oom, n, oom));
-    }
-  }
-  // Likewise `loader`'s search in which no setting trained (its advice says so; tune's follows a batch
-  // that trained),
-  if (report.loader && command == "loader") {
-    int ok = report.loader->before.outcome == Outcome::Ok, oom = report.loader->before.outcome == Outcome::Oom;
-    for (const auto& t : report.loader->trials) ok += t.outcome == Outcome::Ok, oom += t.outcome == Outcome::Oom;
-    if (ok == 0) code = oom == static_cast<int>(report.loader->trials.size()) + 1 ? kExitDoesNotFit : kExitFailed;
-  }
-  // and `validate`'s in which no run trained (a stopped one ends by its signal instead; tune --validate
-  // warns, its answer standing unvalidated).
-  if (report.validation && !report.validation->interrupted && !report.validation->runs.empty()) {
-    int ok = 0, oom = 0;
-    for (const auto& r : report.validation->runs) ok += r.outcome == Outcome::Ok, oom += r.outcome == Outcome::Oom;
-    const int n = static_cast<int>(report.validation->runs.size());
-    if (ok == 0) {
-      if (command == "validate") code = oom == n ? kExitDoesNotFit : kExitFailed;
-      report.context.warnings.push_back(fmt::format(
-          "no run trained: {} of {} validation runs ended in an error or a loss that was not finite, {} ran out of "
-          "memory; nothing was validated (each run's message says why)",
-          n - oom, n, oom));
-    }
+  // A part in which nothing trained measured nothing: the report says why per item, and the exit code
+  // says it failed (6: every one ran out of memory; else 1). A sweep's always; a loader search's and a
+  // validation's where they are the command (tune's loader search follows a batch that trained; tune
+  // --validate warns, its answer standing unvalidated; a stopped validate ends by its signal).
+  for (const NothingTrained& none : nothing_trained(report)) {
+    using Part = NothingTrained::Part;
+    if (none.part == Part::Sweep || (none.part == Part::Loader && command == "loader") ||
+        (none.part == Part::Validation && command == "validate"))
+      code = none.out_of_memory ? kExitDoesNotFit : kExitFailed;
+    if (!none.warning.empty()) report.context.warnings.push_back(none.warning);
   }
   if (group_) (void)group_->all_gather({0}, "ending the run together");  // rank 0 hosts the store: it leaves last
   if (!lead_) {
