@@ -347,6 +347,10 @@ def _data(data, what):
         raise TypeError(f"{what}: a {type(data).__name__} of {len(data)} arrays; pass two, (inputs, targets)")
     if isinstance(data, (tuple, list)) and len(data) == 2 and all(array(t) for t in data):
         x, y = (t if isinstance(t, torch.Tensor) else _from_numpy(t) for t in data)
+        for t, kind in ((x, "inputs"), (y, "targets")):
+            if t.dim() == 0:
+                raise ValueError(f"{what}: the {kind} are a 0-d tensor (one number); pass tensors whose first "
+                                 "dimension counts the samples")
         name = f"{'tensors' if isinstance(data[0], torch.Tensor) else 'arrays'} {list(x.shape)}"
     elif isinstance(data, DataLoader) or isinstance(data, TensorDataset) or hasattr(data, "__getitem__"):
         collate = data.collate_fn if isinstance(data, DataLoader) else default_collate
@@ -430,6 +434,9 @@ class _Adapter:
         except RuntimeError:
             raise ValueError(f"batchwise.{command}: device={given!r} is not a device; give 'cpu', 'cuda', 'cuda:N' "
                              "or 'auto'") from None
+        if device.type not in ("cpu", "cuda"):  # 'meta' holds no values; the engine trains on a CPU or CUDA
+            raise ValueError(f"batchwise.{command}: device={given!r}: batchwise trains on 'cpu' or 'cuda' "
+                             f"('{device.type}' is not one); give 'cpu', 'cuda', 'cuda:N' or 'auto'")
         if device.type == "cuda" and device.index is None and torch.cuda.is_available():
             device = torch.device("cuda", torch.cuda.current_device())  # "cuda" is the current one, as model.cuda()'s
         for p in parameters:

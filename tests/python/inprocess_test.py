@@ -796,6 +796,11 @@ def test_options():
                                branchy_data()), ValueError, "Linear's parameters are on the meta device"),
         (lambda: batchwise.fit(model, optimizer, branchy_data(), device="gpu"), ValueError,
          "device='gpu' is not a device"),
+        # before: "move the model with model.to('meta')", a device that cannot train
+        (lambda: batchwise.fit(model, optimizer, branchy_data(), device="meta"), ValueError,
+         "device='meta': batchwise trains on 'cpu' or 'cuda'"),
+        (lambda: batchwise.fit(model, optimizer, (torch.tensor(1.0), torch.tensor(0))), ValueError,
+         "data: the inputs are a 0-d tensor (one number)"),  # before: TypeError: len() of a 0-d tensor
     ]
     refused(checks)
     # NumPy arrays are (inputs, targets) too, and a DataLoader's own collate_fn is used over a
