@@ -61,6 +61,9 @@ void fields(V& v, T& s) {
   v("b_simple_smoothed", s.b_simple_smoothed);
 }
 
+/// A training loss this many times its first step's, and rising, is diverging (no noise scale there).
+inline constexpr double kDivergedLossRise = 10;
+
 struct NoiseResult {
   int64_t batch = 0, micro_batch = 0;
   int steps = 0;
@@ -75,8 +78,10 @@ struct NoiseResult {
   std::optional<double> drift;
   std::vector<NoiseStep> timeline;
   std::string message;  ///< why b_simple is missing, when it is
-  /// The training loss or the gradients stopped being finite (at the step `message` names): nothing
-  /// was measured, and the steps before it are the timeline. A failure, as a sweep's NaN loss is.
+  /// The training loss or the gradients stopped being finite, or the loss rose past kDivergedLossRise
+  /// times its first step's, rising twice running (at the step `message` names): nothing was measured (g2 and trace are
+  /// null in the JSON), and the steps before it are the timeline (with the risen step). A failure, as
+  /// a sweep's NaN loss is.
   bool diverged = false;
   double wall_s = 0;
 };
@@ -88,8 +93,8 @@ void fields(V& v, T& n) {
   v("batch", n.batch);
   v("micro_batch", n.micro_batch);
   v("steps", n.steps);
-  v("g2", n.g2);
-  v("trace", n.trace);
+  v("g2", n.g2, NullUnless{!n.diverged});
+  v("trace", n.trace, NullUnless{!n.diverged});
   v("b_simple", n.b_simple);
   v("b_simple_stderr", n.b_simple_stderr, NullUnless{measured});
   v.property(

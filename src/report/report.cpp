@@ -232,8 +232,10 @@ void noise_table(Lines& line, const NoiseResult& n) {
   for (size_t i = 0; i < n.timeline.size(); ++i) {
     if (i % every != every - 1 && i + 1 != n.timeline.size()) continue;
     const NoiseStep& s = n.timeline[i];
-    line(fmt::format("{:>6}  {:>9.4f}  {:>12.4g}  {:>12.4g}  {:>12}", s.step, s.loss, s.g2, s.trace,
-                     s.b_simple_smoothed ? fmt::format("{:.1f}", *s.b_simple_smoothed) : "-"));
+    // A diverging loss in 4 significant digits (1.088e+29), not 30 digits past the column
+    line(fmt::format("{:>6}  {:>9}  {:>12.4g}  {:>12.4g}  {:>12}", s.step,
+                     std::abs(s.loss) < 1e5 ? fmt::format("{:.4f}", s.loss) : fmt::format("{:.4g}", s.loss), s.g2,
+                     s.trace, s.b_simple_smoothed ? fmt::format("{:.1f}", *s.b_simple_smoothed) : "-"));
   }
   if (n.b_simple) {
     line(fmt::format("B_simple = tr(Sigma) / |G|^2 = {:.1f} (band {:.1f} to {:.1f}, 2 standard errors){}", *n.b_simple,

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
+#include <nlohmann/json.hpp>
 
 #include "batchwise/convergence.h"
 #include "batchwise/data.h"
 #include "batchwise/error.h"
+#include "batchwise/report.h"
 #include "batchwise/workload.h"
 #include "support/workloads.h"
 
@@ -26,7 +28,7 @@ struct LinearRegression {
   std::unique_ptr<ModuleWorkload> workload;
   double delta2 = 0;
 
-  explicit LinearRegression(double delta_norm) {
+  explicit LinearRegression(double delta_norm, double lr = 0.01) {
     at::manual_seed(7);
     const int64_t n = 100000;
     const at::Tensor w_star = at::randn({d});
@@ -40,7 +42,7 @@ struct LinearRegression {
       at::NoGradGuard no_grad;
       linear->weight.copy_((w_star + delta).unsqueeze(0));
     }
-    auto optimizer = std::make_unique<torch::optim::SGD>(linear->parameters(), torch::optim::SGDOptions(0.01));
+    auto optimizer = std::make_unique<torch::optim::SGD>(linear->parameters(), torch::optim::SGDOptions(lr));
     Dataset data;
     data.name = "gaussian-regression";
     data.inputs = x;
@@ -85,6 +87,29 @@ TEST(NoiseScale, TrainingRunRestoresTheWorkloadAndReportsDrift) {
   const auto after = m.module().parameters();
   for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(at::equal(before[i], after[i])) << i;
   EXPECT_THROW(measure_noise_scale(*w, NoiseOptions().batch(64).micro_batch(24)), ConfigError);
+}
+
+// A loss that stays finite but rises step on step to many times its first is a training that
+// diverges: no noise scale (it "measured" one before), a failure naming the rise, and g2 and trace
+// null in the JSON, not 0.
+TEST(NoiseScale, AFiniteButDivergingLossIsNoMeasurement) {
+  LinearRegression diverging(1.0, /*lr=*/1.5);  // past the stability limit: the Hessian is 2I, lr < 1
+  const NoiseResult r = measure_noise_scale(*diverging.workload, NoiseOptions().batch(256).micro_batch(32).steps(30));
+  EXPECT_TRUE(r.diverged);
+  EXPECT_FALSE(r.b_simple.has_value());
+  EXPECT_NE(r.message.find("the training loss rose from "), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("the noise scale of a training that diverges is no measurement"), std::string::npos);
+  ASSERT_GE(r.timeline.size(), 3u);
+  EXPECT_GT(r.timeline.back().loss, kDivergedLossRise * r.timeline.front().loss);
+  EXPECT_LT(r.timeline.size(), 30u);
+  Report report;
+  report.noise = r;
+  const nlohmann::json j = nlohmann::json::parse(to_json(report)).at("noise_scale");
+  EXPECT_TRUE(j.at("g2").is_null());
+  EXPECT_TRUE(j.at("trace").is_null());
+  // A converging run at a stable rate is measured as before.
+  LinearRegression stable(1.0, 0.01);
+  EXPECT_FALSE(measure_noise_scale(*stable.workload, NoiseOptions().batch(256).micro_batch(32).steps(30)).diverged);
 }
 
 }  // namespace
