@@ -127,11 +127,13 @@ CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const R
 }
 
 // The noise scale at the workload's current weights, in micro-batches of an eighth of `batch`;
-// kNoiseUnbounded where the gradient cannot be told from its noise.
-double noise_scale(ModuleWorkload& w, int64_t batch, int steps) {
+// kNoiseUnbounded where the gradient cannot be told from its noise; none where its training diverged
+// (not unbounded: that would read as every batch efficient).
+std::optional<double> noise_scale(ModuleWorkload& w, int64_t batch, int steps) {
   int64_t micro = std::max<int64_t>(1, batch / 8);
   while (batch % micro != 0) --micro;
   const NoiseResult r = measure_noise_scale(w, NoiseOptions().batch(batch).micro_batch(micro).steps(steps));
+  if (r.diverged) return std::nullopt;
   if (!r.b_simple) return kNoiseUnbounded;
   return std::isfinite(*r.b_simple) ? std::max(kNoiseFloor, *r.b_simple) : kNoiseUnbounded;
 }
@@ -629,6 +631,13 @@ RunRace detail::race_once(ModuleWorkload& w, const Dataset& held_out, const RunR
     w.restore_state(initial.state());
     race.noise_at_start =
         o.noise_at_start() ? std::max(kNoiseFloor, *o.noise_at_start()) : noise_scale(w, noise_batch, o.noise_steps());
+    if (!race.noise_at_start) {  // its steps diverged: the floor, so that no growth is read into it
+      race.noise_at_start = kNoiseFloor;
+      race.notes.push_back(fmt::format(
+          "the noise scale at the start could not be measured (its training steps at batch {} diverged): taken as "
+          "{:g}, the least, so that it reads no batch as efficient",
+          noise_batch, kNoiseFloor));
+    }
     if (train_runs(w, initial.state(), held_out, race, o, noise_along ? std::optional(noise_batch) : std::nullopt,
                    trained, only_longest))
       judge(race, o, dataset, held_out.size(), accuracy, *trained.loss_before);

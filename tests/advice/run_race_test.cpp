@@ -185,6 +185,27 @@ TEST(RunRace, PicksTheClosedFormFastestBatchWithoutAWorseModel) {
   }
 }
 
+// The noise scale at the start measured at the optimizer's own rate, which here diverges (past the
+// stability limit, lr < 1) while the race trains at the rates it advises from --lr 0.05: the noise
+// scale is not read as unbounded (every batch efficient) but taken at its floor, and said.
+TEST(RunRace, ANoiseScaleWhoseStepsDivergedIsNotReadAsUnbounded) {
+  Problem problem;
+  for (auto& group : problem.workload->optimizer().param_groups()) group.options().set_lr(1.5);
+  const RunRace race = race_runs(*problem.workload, problem.held_out,
+                                 RunRaceOptions({32, 64}, step_rates({32, 64}), LrAdviceOptions(32, 0.05))
+                                     .epochs(1)
+                                     .lr_schedule(LrSchedule::Cosine)
+                                     .budget_s(2)
+                                     .clock(ticking_clock()));
+  ASSERT_TRUE(race.noise_at_start.has_value());
+  EXPECT_EQ(*race.noise_at_start, 1.0);
+  EXPECT_NE(fmt::format("{}", fmt::join(race.notes, "; "))
+                .find("the noise scale at the start could not be measured (its training steps at batch"),
+            std::string::npos)
+      << fmt::format("{}", fmt::join(race.notes, "; "));
+  EXPECT_EQ(problem.workload->optimizer().param_groups()[0].options().get_lr(), 1.5);
+}
+
 // The closed-form problem over a 16-epoch run, where every batch ends level (the closed form's
 // losses agree within 2 %, so its answer is the fastest, 1,024): the race's longest compressed run
 // is 0.49 epochs, five doublings short, and 1,024, far behind in its shorter run and closing, is
