@@ -31,6 +31,9 @@ struct HistoryEntry {
 /// $XDG_DATA_HOME/batchwise/history.sqlite, else ~/.local/share/batchwise/history.sqlite.
 std::string default_history_path();
 
+/// How far a stored fit's budget may lie from the run's for `tune --reuse` to take it (a share).
+inline constexpr double kReuseBudgetTolerance = 0.01;
+
 class History {
  public:
   /// Opens the database at `path`, creating it (and its folder) if needed; `read_only`: only to
@@ -48,7 +51,8 @@ class History {
   /// The newest runs first.
   std::vector<HistoryEntry> list(int limit = 50) const;
   /// The newest run no older than `max_age_s` with a fitted batch for the same workload, device,
-  /// versions, budget and target as `report_json` (a report of the run about to start).
+  /// versions and target as `report_json` (a report of the run about to start), and a budget within
+  /// kReuseBudgetTolerance of its budget.
   std::optional<HistoryEntry> find_fit(const std::string& report_json, double max_age_s) const;
   /// The newest runs of `command` (at most `limit`) for the same workload and device as
   /// `report_json`, any version: what such a run took before.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -158,7 +159,18 @@ History::History(const std::string& path, bool read_only) : path_(path) {
       s.step();
       return s.column_int(0).value_or(0);
     };
+    // A table named runs is ours only with our columns (another program may name a table so): checked
+    // before anything is written, the journal mode included.
     const bool ours = tables("name = 'runs'") > 0;
+    if (ours) {
+      Statement s(db_,
+                  "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN ('id', 'created_unix', 'date', "
+                  "'command', 'workload', 'device', 'versions', 'budget_bytes', 'target', 'fit_batch', "
+                  "'recommended_batch', 'report')");
+      s.step();
+      BATCHWISE_CHECK(s.column_int(0).value_or(0) == 12, Error,
+                      "its table runs is another program's: it lacks batchwise's columns");
+    }
     BATCHWISE_CHECK(ours || tables("name NOT LIKE 'sqlite_%'") == 0, Error, "it holds another program's tables");
     BATCHWISE_CHECK(ours || !read_only, Error, "it holds no runs");
     if (!read_only) {
@@ -222,17 +234,22 @@ std::vector<HistoryEntry> History::list(int limit) const {
 std::optional<HistoryEntry> History::find_fit(const std::string& report_json, double max_age_s) const {
   const Report r = parse_report(report_json);
   const Keys k = keys_of(r);
+  // A budget within kReuseBudgetTolerance of the stored one: a CPU's default, 80 % of the RAM
+  // available when the run starts, moves by a few MiB between runs and would never match exactly.
+  // A fit reused under a budget up to 1 % smaller peaks at most 1 % past its target, well within it.
+  const auto budget = static_cast<double>(r.budget_bytes);
   Statement s(db_, fmt::format("SELECT {} FROM runs WHERE workload = ? AND device = ? AND versions = ? AND "
-                               "budget_bytes = ? AND target = ? AND fit_batch IS NOT NULL AND created_unix >= ? "
-                               "ORDER BY id DESC LIMIT 1",
+                               "budget_bytes BETWEEN ? AND ? AND target = ? AND fit_batch IS NOT NULL AND "
+                               "created_unix >= ? ORDER BY id DESC LIMIT 1",
                                kColumns)
                        .c_str());
   s.bind(1, k.workload)
       .bind(2, k.device)
       .bind(3, k.versions)
-      .bind(4, r.budget_bytes)
-      .bind(5, r.target)
-      .bind(6, now_unix() - static_cast<int64_t>(max_age_s));
+      .bind(4, static_cast<int64_t>(std::floor(budget * (1 - kReuseBudgetTolerance))))
+      .bind(5, static_cast<int64_t>(std::ceil(budget * (1 + kReuseBudgetTolerance))))
+      .bind(6, r.target)
+      .bind(7, now_unix() - static_cast<int64_t>(max_age_s));
   if (!s.step()) return std::nullopt;
   return entry_of(s);
 }

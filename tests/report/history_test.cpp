@@ -42,7 +42,8 @@ class ScratchCleanup : public ::testing::Environment {
 ::testing::Environment* const kScratchCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
 
 // A report as to_json writes it, with `padding` bytes of raw step times to make writes long.
-std::string report(int64_t fit_batch, size_t padding = 0, const std::string& model = "lenet") {
+std::string report(int64_t fit_batch, size_t padding = 0, const std::string& model = "lenet",
+                   int64_t budget_bytes = 64 << 20) {
   nlohmann::json r = {
       {"schema_version", "1"},
       {"context",
@@ -53,7 +54,7 @@ std::string report(int64_t fit_batch, size_t padding = 0, const std::string& mod
         {"host", "testhost"},
         {"device", {{"type", "cpu"}, {"name", "Test CPU"}, {"total_bytes", 1 << 30}}}}},
       {"workload", {{"model", model}, {"dataset", "fashion-mnist"}, {"optimizer", "sgd"}, {"lr", 0.01}}},
-      {"budget_bytes", 64 << 20},
+      {"budget_bytes", budget_bytes},
       {"target", 0.9},
       {"fit", {{"outcome", "fits"}, {"batch", fit_batch}}},
       {"padding", std::string(padding, 'x')}};
@@ -76,6 +77,13 @@ TEST(History, StoresListsAndFindsARecentFitForTheSameKeys) {
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(found->id, first);  // the lenet one, not the newer mlp one
   EXPECT_FALSE(h.find_fit(report(0, 0, "resnet18"), 3600).has_value());
+  // A budget a little apart (a CPU's default, 80 % of the RAM available at the start, moves by a few
+  // MiB between runs: before, --reuse never matched it) is the same budget; 2 % apart is another.
+  const int64_t budget = 64 << 20;
+  EXPECT_TRUE(h.find_fit(report(0, 0, "lenet", budget - budget / 200), 3600).has_value());
+  EXPECT_TRUE(h.find_fit(report(0, 0, "lenet", budget + budget / 200), 3600).has_value());
+  EXPECT_FALSE(h.find_fit(report(0, 0, "lenet", budget - budget / 50), 3600).has_value());
+  EXPECT_FALSE(h.find_fit(report(0, 0, "lenet", budget + budget / 50), 3600).has_value());
 }
 
 // The keys a run is stored under are what --reuse matches on: a run stored by an earlier version must
@@ -205,6 +213,30 @@ TEST(History, AnotherProgramsDatabaseIsLeftAsItWas) {
   const fs::path ours = db.parent_path() / "ours.sqlite";
   { History h(ours.string()); }  // a history batchwise made, with no run yet, reads as none
   EXPECT_TRUE(History(ours.string(), /*read_only=*/true).list().empty());
+
+  // Another program's table named runs: refused as such, read or written, and its journal mode kept
+  // (before, a write switched it to WAL, and a read failed on "no such column: date").
+  const fs::path theirs = db.parent_path() / "theirs.sqlite";
+  ASSERT_EQ(sqlite3_open(theirs.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "CREATE TABLE runs (id INTEGER, x TEXT);", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  for (const bool read_only : {true, false}) {
+    try {
+      History h(theirs.string(), read_only);
+      ADD_FAILURE() << "opened another program's runs table";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("not a usable batchwise history (its table runs is another program's"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  ASSERT_EQ(sqlite3_open(theirs.c_str(), &raw), SQLITE_OK);
+  sqlite3_stmt* mode = nullptr;
+  sqlite3_prepare_v2(raw, "PRAGMA journal_mode", -1, &mode, nullptr);
+  sqlite3_step(mode);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(sqlite3_column_text(mode, 0))), "delete");
+  sqlite3_finalize(mode);
+  sqlite3_close(raw);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <vector>
@@ -56,13 +57,15 @@ class HistoryList : public Command {
       return kExitOk;
     }
     fmt::print("{} ({} shown, newest first)\n", history_path(history_), runs.size());
-    fmt::print("{:>5}  {:<20}  {:<8}  {:>7}  {:>7}  {:<24}  {}\n", "id", "date", "cmd", "fit", "batch", "run",
-               "workload | device | versions");
+    size_t run_width = 24;  // as wide as the longest run shown ("2 epochs, constant rate, interrupted")
+    for (const auto& r : runs) run_width = std::max(run_width, run_of(r).size());
+    fmt::print("{:>5}  {:<20}  {:<8}  {:>7}  {:>7}  {:<{}}  {}\n", "id", "date", "cmd", "fit", "batch", "run",
+               run_width, "workload | device | versions");
     for (const auto& r : runs)
-      fmt::print("{:>5}  {:<20}  {:<8}  {:>7}  {:>7}  {:<24}  {} | {} | {}\n", r.id, r.date, r.command,
+      fmt::print("{:>5}  {:<20}  {:<8}  {:>7}  {:>7}  {:<{}}  {} | {} | {}\n", r.id, r.date, r.command,
                  r.fit_batch ? std::to_string(*r.fit_batch) : "-",
-                 r.recommended_batch ? std::to_string(*r.recommended_batch) : "-", run_of(r), r.workload, r.device,
-                 r.versions);
+                 r.recommended_batch ? std::to_string(*r.recommended_batch) : "-", run_of(r), run_width, r.workload,
+                 r.device, r.versions);
     return kExitOk;
   }
 
