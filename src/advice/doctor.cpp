@@ -34,6 +34,16 @@ std::vector<Finding> DoctorReport::warnings() const {
 
 namespace {
 
+// How to use every core: where OMP_NUM_THREADS set the count, it; else the --threads that did (a
+// user who passed none is not told to drop it).
+std::string every_core_fix(const DoctorReport& r) {
+  const int n = r.cpu.physical_cores;
+  if (!r.omp_num_threads.empty() && r.omp_num_threads == std::to_string(r.intra_op_threads))
+    return fmt::format("all {} cores: set OMP_NUM_THREADS={} (it is {}), or pass --threads {}", n, n, r.omp_num_threads,
+                       n);
+  return fmt::format("all {} cores: pass --threads {} (or leave --threads out), or set OMP_NUM_THREADS={}", n, n, n);
+}
+
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
@@ -155,8 +165,7 @@ DoctorReport run_doctor(const DoctorOptions& o) {
     add("threads", "warning",
         fmt::format("{} intra-op thread{} on {} cores ({}): matrix kernels use only part of the CPU",
                     r.intra_op_threads, r.intra_op_threads == 1 ? "" : "s", r.cpu.physical_cores, threads_env),
-        fmt::format("use all {} cores: drop --threads (or pass --threads {}), or set OMP_NUM_THREADS={}",
-                    r.cpu.physical_cores, r.cpu.physical_cores, r.cpu.physical_cores));
+        "use " + every_core_fix(r));
   else if (r.intra_op_threads > r.cpu.logical_cpus)
     add("threads", "warning",
         fmt::format("{} intra-op threads on {} logical CPUs ({}): oversubscribed threads wait for each other",
@@ -241,8 +250,10 @@ Finding judge_gemm(const DoctorReport& r, double gemm_gflops, int64_t gemm_size)
   if (r.reference_blas)
     fix = "install an optimised BLAS: apt-get install libopenblas0-pthread";
   else if (r.intra_op_threads < r.cpu.physical_cores)
-    fix = fmt::format("give the math library every core: drop --threads, or set OMP_NUM_THREADS={}",
-                      r.cpu.physical_cores);
+    fix = "give the math library " + every_core_fix(r);
+  else if (r.intra_op_threads > r.cpu.logical_cpus)  // the threads check's warning: they wait for each other
+    fix = fmt::format("set --threads {} (or OMP_NUM_THREADS={}): {} threads on {} logical CPUs wait for each other",
+                      r.cpu.physical_cores, r.cpu.physical_cores, r.intra_op_threads, r.cpu.logical_cpus);
   else if (!r.mkl_enable_instructions.empty())
     fix = fmt::format("unset MKL_ENABLE_INSTRUCTIONS (={}): it keeps MKL from this CPU's {} kernels",
                       r.mkl_enable_instructions, r.cpu.isa);
