@@ -769,20 +769,23 @@ def _run(command, model, optimizer, data, loss, options):
 
 
 def _as_options(command, text):
-    """`text` with the CLI's flags named as `command`'s options (--max-epochs 2 is max_epochs=2 here);
-    a flag that is no option of it, and a command quoted in backticks (`batchwise noise --batch 256`),
-    stay as they are."""
+    """`text` with the CLI's flags named as `command`'s options (--max-epochs 2 is max_epochs=2 here;
+    --lr is the optimizer's lr); a flag that is no option of it, and a command quoted in backticks
+    (`batchwise noise --batch 256`), stay as they are."""
     if command not in _OPTIONS:
         return text
     known = _OPTIONS[command]
 
     def option(match):
         name = match.group(1).replace("-", "_")
+        if name == "lr":  # the CLI's base rate is the optimizer's own here ("lower --lr")
+            return "the optimizer's lr" + (" " if match.group(2) else "")
         if name not in known:
             return match.group(0)
         return f"{name}=" if match.group(2) else name
     parts = re.split(r"(`[^`\n]*`)", text)  # the quoted ones at odd places
-    return "".join(part if i % 2 else re.sub(r"--([a-z][a-z-]*)( (?=[0-9A-Z\"']))?", option, part)
+    return "".join(part if i % 2 else re.sub(r"--([a-z][a-z-]*)( (?=[0-9A-Z\"']))?", option,
+                                             re.sub(r"\bthe base --lr\b(?!-)", "--lr", part))
                    for i, part in enumerate(parts))
 
 

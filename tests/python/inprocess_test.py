@@ -538,10 +538,11 @@ def test_tune():
                  for text in (summary, str(report))), summary + str(report))
     from batchwise import _inprocess
     named = _inprocess._as_options("tune", "a larger --advice-budget trains longer; the --max 512; drop --threads; "
-                                           "`batchwise noise --noise-steps 80`")
-    case("a flag that is an option of the call is named as one; another, and a quoted command, stay",
+                                           "`batchwise noise --noise-steps 80`; too high (lower --lr), --lr-schedule")
+    case("a flag that is an option of the call is named as one, --lr as the optimizer's; another, and a quoted "
+         "command, stay",
          named == "a larger advice_budget trains longer; the max=512; drop --threads; "
-                  "`batchwise noise --noise-steps 80`", named)
+                  "`batchwise noise --noise-steps 80`; too high (lower the optimizer's lr), lr_schedule", named)
     try:
         report.recommendation.batchh
         case("a misspelt field is an AttributeError", False, "it gave a value")
