@@ -64,6 +64,10 @@ struct Evidence {
 /// the CPU (SweepResult::shared_cpu_warning) makes any answer low that was not validated.
 Recommendation with_confidence(Recommendation rec, const Evidence& evidence);
 
+/// The fit's answer as the reasons cite it: "the largest batch that fits is 512", or, where the fit
+/// stopped at the --max it searched, "batches up to 4096 fit (the --max searched)" (larger ones may).
+std::string fit_answer_text(const FitResult& fit);
+
 /// From a fit and a sweep: the sweep's knee when a sweep ran (explained with its figures), else the
 /// fitted batch; none when neither found a batch.
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep);

@@ -80,6 +80,12 @@ std::string lead_history(const BatchRace& race) {
 
 }  // namespace
 
+std::string fit_answer_text(const FitResult& fit) {
+  if (!fit.batch) return "";
+  return fit.limited_by_max ? fmt::format("batches up to {} fit (the --max searched)", *fit.batch)
+                            : fmt::format("the largest batch that fits is {}", *fit.batch);
+}
+
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit_result,
                                         const std::optional<SweepResult>& sweep_result) {
   if (!sweep_result || !sweep_result->knee_batch) return fit_result ? recommend_fit(*fit_result) : std::nullopt;
@@ -99,11 +105,7 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit_resu
   const int64_t budget = fit_result ? fit.budget_bytes : sweep.budget_bytes;
   const double pct_budget =
       budget > 0 ? 100.0 * static_cast<double>(knee->peak_bytes) / static_cast<double>(budget) : 0;
-  std::string fit_part;
-  if (fit.batch) {
-    fit_part = fit.limited_by_max ? fmt::format("; batches up to {} fit (the --max searched)", *fit.batch)
-                                  : fmt::format("; the largest batch that fits is {}", *fit.batch);
-  }
+  const std::string fit_part = fit.batch ? "; " + fit_answer_text(fit) : std::string();
   if (knee == best) {
     rec.reason = fmt::format(
         "batch {} is the fastest measured at {:.0f} samples/s, peaking at {} ({} of the "
@@ -147,8 +149,7 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
                         knee->batch > at->batch ? ", but its extra samples per step mostly repeat what the gradient "
                                                   "already knows"
                                                 : "");
-  const std::string fit_part =
-      fit && fit->batch ? fmt::format("; the largest batch that fits is {}", *fit->batch) : std::string();
+  const std::string fit_part = fit && fit->batch ? "; " + fit_answer_text(*fit) : std::string();
   Recommendation rec;
   rec.batch = at->batch;
   rec.reason = fmt::format(
@@ -242,7 +243,7 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
   std::string knee;
   if (sweep && sweep->knee_batch && *sweep->knee_batch != best->batch)
     knee = fmt::format("; the throughput knee is batch {}", *sweep->knee_batch);
-  const std::string fitted = fit && fit->batch ? fmt::format("; the largest batch that fits is {}", *fit->batch) : "";
+  const std::string fitted = fit && fit->batch ? "; " + fit_answer_text(*fit) : std::string();
   Recommendation rec;
   rec.batch = best->batch;
   rec.reason = fmt::format(

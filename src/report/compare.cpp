@@ -61,6 +61,7 @@ const ComparedText kCompared[] = {
     {"dataset", [](const Report& r) { return r.workload.dataset; }},
     {"optimizer", [](const Report& r) { return r.workload.optimizer; }},
     {"precision", [](const Report& r) { return r.workload.precision; }},
+    {"loss", [](const Report& r) { return r.workload.loss; }},
     {"input shape", [](const Report& r) { return fmt::format("{}", fmt::join(r.workload.input_shape, "x")); }},
     {"budget", [](const Report& r) { return format_bytes(r.budget_bytes); }},
     {"target", [](const Report& r) { return json_text(r.target); }},
@@ -141,11 +142,11 @@ void add_untrained_schedule(const Report& report, bool is_a, std::vector<Compare
 }
 
 // The fields that make two reports different workloads: ratios between them are not speed-ups.
-constexpr const char* kWorkloadFields[] = {"model", "dataset", "optimizer", "precision", "input shape"};
+constexpr const char* kWorkloadFields[] = {"model", "dataset", "optimizer", "precision", "loss", "input shape"};
 
 // The fields that make two validations' runs other runs: their times and qualities are not one run's.
-constexpr const char* kRunFields[] = {"model",      "dataset", "optimizer", "precision", "input shape",
-                                      "validation", "lr",      "samples",   "held out"};
+constexpr const char* kRunFields[] = {"model",       "dataset",    "optimizer", "precision", "loss",
+                                      "input shape", "validation", "lr",        "samples",   "held out"};
 
 std::vector<std::string> comparison_warnings(const Comparison& c) {
   std::vector<std::string> warnings;
@@ -278,8 +279,9 @@ std::string to_table(const Comparison& c) {
     };
     auto peak = [](const std::optional<int64_t>& v) { return v ? format_bytes(*v) : std::string("-"); };
     const auto r = p.speed_ratio();
+    // Between two trials that ran to the end: an out-of-memory trial's peak is where it failed
     const std::string peak_ratio =
-        p.peak_bytes_a && p.peak_bytes_b && *p.peak_bytes_a > 0
+        p.peak_bytes_a && p.peak_bytes_b && *p.peak_bytes_a > 0 && p.outcome_a == "ok" && p.outcome_b == "ok"
             ? fmt::format("{:.2f}x", static_cast<double>(*p.peak_bytes_b) / static_cast<double>(*p.peak_bytes_a))
             : "-";
     line(fmt::format("{:>8}  {:>13}  {:>13}  {:>7}  {:>11}  {:>11}  {:>7}", p.batch,

@@ -8,10 +8,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "batchwise/loader.h"
 #include "batchwise/recommend.h"
 #include "batchwise/report.h"
 #include "batchwise/units.h"
@@ -131,8 +133,13 @@ std::string decided_bullet(const Report& r, int64_t batch) {
                               r.workload.dataset_size, r.sweep->knee_tolerance * 100),
                   "throughput", "throughput");
   if (r.fit && r.fit->batch == batch)
-    return bullet(fmt::format("The largest batch whose peak memory stays under {:g} % of the budget.", r.target * 100),
-                  "fit-trials", "the fit");
+    return bullet(
+        r.fit->limited_by_max
+            ? fmt::format("The --max searched: its peak memory stays under {:g} % of the budget, and "
+                          "larger batches may fit too.",
+                          r.target * 100)
+            : fmt::format("The largest batch whose peak memory stays under {:g} % of the budget.", r.target * 100),
+        "fit-trials", "the fit");
   return "";
 }
 
@@ -163,8 +170,11 @@ std::string memory_bullet(const Report& r, int64_t batch) {
                        percent_of(static_cast<double>(t->peak_bytes), static_cast<double>(r.budget_bytes)),
                        format_bytes(r.budget_bytes));
   }
-  if (r.fit && r.fit->batch && *r.fit->batch != batch)
-    s += (s.empty() ? "The" : "; the") + fmt::format(" largest batch that fits is {}", *r.fit->batch);
+  if (r.fit && r.fit->batch && *r.fit->batch != batch) {
+    const std::string fitted = fit_answer_text(*r.fit);  // "the largest batch that fits is N", or up to the --max
+    s += s.empty() ? static_cast<char>(std::toupper(static_cast<unsigned char>(fitted[0]))) + fitted.substr(1)
+                   : "; " + fitted;
+  }
   return s.empty() ? "" : bullet(s + ".", "memory", "memory");
 }
 
@@ -197,6 +207,27 @@ std::string recommendation_section(const Report& r) {
     else
       out += "<p class=\"big bad\">The fit failed</p>\n";
     if (!fit.message.empty()) out += fmt::format("<p class=\"reason\">{}</p>\n", esc(fit.message));
+  } else if (!r.sweep && !r.validation && !r.race && !r.run_race && (r.noise || r.loader || r.accumulation)) {
+    // noise, loader and plan recommend no batch: the page leads with what they answer
+    if (r.noise && r.noise->b_simple)
+      out += fmt::format(
+          "<p class=\"big\">Critical batch (gradient noise scale B_simple): <b>{:.0f}</b></p>\n<p class=\"reason\">"
+          "Band {:.0f} to {:.0f} (2 standard errors), from {} steps at batch {}; the noise section below has its "
+          "steps.</p>\n",
+          *r.noise->b_simple, r.noise->b_simple_low, r.noise->b_simple_high, r.noise->timeline.size(), r.noise->batch);
+    else if (r.noise)
+      out += fmt::format("<p class=\"big bad\">The noise scale was not measured</p>\n<p class=\"reason\">{}</p>\n",
+                         esc(r.noise->message));
+    else if (r.loader)
+      out += fmt::format("<p class=\"big\">Input pipeline at batch {}</p>\n<p class=\"reason\">{}</p>\n",
+                         r.loader->batch, esc(r.loader->advice));
+    else
+      out += fmt::format(
+          "<p class=\"big\">Global batch {}: micro-batch {} x {} accumulation steps{}</p>\n<p "
+          "class=\"reason\">{}</p>\n",
+          r.accumulation->global_batch, r.accumulation->micro_batch, r.accumulation->accumulation_steps,
+          r.accumulation->world_size > 1 ? fmt::format(" x {} devices", r.accumulation->world_size) : "",
+          esc(r.accumulation->reason));
   } else {
     // Why, as the console's closing line says it ("answer: none: interrupted before batch 256 trained ...").
     std::string why = closing_line(r);
@@ -282,8 +313,9 @@ std::string advice_section(const Report& r) {
                        esc(r.lr->advice));
   if (r.accumulation) {
     const AccumulationPlan& a = *r.accumulation;
-    out += fmt::format("<li>Global batch {} = micro-batch {} x {} accumulation steps x {} devices{}. {}</li>\n",
-                       a.global_batch, a.micro_batch, a.accumulation_steps, a.world_size,
+    out += fmt::format("<li>Global batch {} = micro-batch {} x {} accumulation steps{}{}. {}</li>\n", a.global_batch,
+                       a.micro_batch, a.accumulation_steps,
+                       a.world_size > 1 ? fmt::format(" x {} devices", a.world_size) : "",
                        a.exact ? " (exact)" : " (not the one asked)", esc(a.reason));
     // The JSON has the epoch exactly when the dataset size is known.
     if (a.dataset_size > 0) out += fmt::format("<li>Epoch: {}</li>\n", esc(a.last_batch_note));
@@ -352,6 +384,31 @@ std::string sweep_section(const Report& r) {
         esc(format_bytes(p.peak_bytes)), esc(note));
   }
   return out + "</table>\n</section>\n";
+}
+
+// The input-pipeline search (loader; tune where the step waited for its data): each setting tried.
+std::string loader_section(const Report& r) {
+  if (!r.loader) return "";
+  const LoaderSearch& l = *r.loader;
+  std::string rows;
+  const auto row = [&](const LoaderTrial& t, std::string note) {
+    const bool ran = t.outcome == Outcome::Ok;
+    if (t.input_bound) note += note.empty() ? "input-bound" : "; input-bound";
+    if (!ran && !t.message.empty()) note += (note.empty() ? "" : "; ") + t.message;
+    rows += fmt::format(
+        "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td>{}</td></tr>\n",
+        ran ? "ok" : "bad", t.workers, t.prefetch, esc(to_string(t.outcome)), ran ? grouped(t.samples_per_s) : "-",
+        ran ? fmt::format("{:.1f} %", 100 * t.data_wait_share) : "-", esc(note));
+  };
+  row(l.before, "given");
+  for (const LoaderTrial& t : l.trials)
+    row(t, l.after && t.workers == l.after->workers && t.prefetch == l.after->prefetch ? "use" : "");
+  return fmt::format(
+      "<section id=\"loader\">\n<h2>Input pipeline at batch {}</h2>\n<p class=\"caption\">{}</p>\n<table>\n"
+      "<tr><th>workers</th><th>prefetch</th><th>outcome</th><th>samples/s</th><th>data wait</th><th>note</th></tr>\n"
+      "{}</table>\n</section>\n",
+      l.batch, esc(l.advice), rows);
 }
 
 std::string distributed_row(const Trial& p, const DistributedTrial& d) {
@@ -522,8 +579,8 @@ std::string render(const Report& r) {
        {recommendation_section, warnings_section,  advice_section,   run_plan_section,    distributed_section,
         throughput_section,     precision_section, profile_section,  utilisation_section, goodput_section,
         noise_section,          race_section,      run_race_section, validation_section,  memory_section,
-        breakdown_section,      plan_section,      fit_section,      sweep_section,       timing_section,
-        context_section})
+        breakdown_section,      plan_section,      fit_section,      sweep_section,       loader_section,
+        timing_section,         context_section})
     html += section(r);
   html += fmt::format(
       "<footer>Written by batchwise {} ({}) from its JSON report (docs/report-schema.md). Charts drawn with Chart.js "

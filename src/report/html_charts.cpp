@@ -357,9 +357,12 @@ std::string memory_section(const Report& r) {
   if (r.fit && r.fit->memory_model && r.fit->memory_model->grows()) {
     const MemoryModel& model = *r.fit->memory_model;
     datasets.push_back(line(dataset("memory model", memory_model_points(model, lo, hi), Palette::purple), true));
-    caption +=
-        fmt::format(" The memory model: peak = {} + {} × batch (largest error {}).", bytes_text(model.fixed_bytes),
-                    bytes_text(model.per_sample_bytes), format_bytes(model.residual_bytes));
+    caption += fmt::format(" The memory model: peak = {} + {} × batch{}.", bytes_text(model.fixed_bytes),
+                           bytes_text(model.per_sample_bytes),
+                           model.residual_bytes > 0 ? fmt::format(" (the peaks predicted before their trials ran "
+                                                                  "missed by up to {})",
+                                                                  format_bytes(model.residual_bytes))
+                                                    : "");
   }
   // Log scale, a little wider than the peaks and the budget, so that neither sits on the chart's edge.
   json y = {

@@ -81,6 +81,14 @@ namespace {
 
 using detail::Lines;
 
+// The largest miss of a peak predicted before its trial ran (the probing lines' too): not the error
+// of the line printed, which goes through its two batches exactly.
+std::string residual_text(const MemoryModel& m) {
+  return m.residual_bytes > 0 ? fmt::format("; the peaks predicted before their trials ran missed by up to {}",
+                                            format_bytes(m.residual_bytes))
+                              : "";
+}
+
 void fit_table(Lines& line, const FitResult& f) {
   line("");
   std::string verdict =
@@ -103,9 +111,9 @@ void fit_table(Lines& line, const FitResult& f) {
   if (f.memory_model) {
     const MemoryModel& m = *f.memory_model;
     if (m.grows())
-      line(fmt::format("memory model: peak = {} + {} x batch (through batches {} and {}; largest prediction error {})",
+      line(fmt::format("memory model: peak = {} + {} x batch (through batches {} and {}{})",
                        format_bytes(bytes_of(m.fixed_bytes)), format_bytes(bytes_of(m.per_sample_bytes)), m.batch_a,
-                       m.batch_b, format_bytes(m.residual_bytes)));
+                       m.batch_b, residual_text(m)));
     else
       line(
           fmt::format("memory model: none: the peak did not grow from batch {} to batch {} ({} and {}), so no line "
@@ -177,10 +185,12 @@ void loader_table(Lines& line, const LoaderSearch& l) {
                   "for data):",
                   l.batch, 100 * kInputBoundShare));
   line(fmt::format("{:>8}  {:>8}  {:>10}  {:>9}  {}", "workers", "prefetch", "samples/s", "data wait", "note"));
-  auto row = [&](const LoaderTrial& t, const std::string& note) {
-    line(fmt::format("{:>8}  {:>8}  {:>10}  {:>8.1f}%  {}", t.workers, t.prefetch,
-                     t.outcome == Outcome::Ok ? grouped(t.samples_per_s) : to_string(t.outcome),
-                     100 * t.data_wait_share, note));
+  auto row = [&](const LoaderTrial& t, std::string note) {
+    const bool ran = t.outcome == Outcome::Ok;  // one that did not measured no wait: "-", and its message
+    if (!ran && !t.message.empty()) note += (note.empty() ? "" : "; ") + t.message;
+    line(fmt::format("{:>8}  {:>8}  {:>10}  {:>9}  {}", t.workers, t.prefetch,
+                     ran ? grouped(t.samples_per_s) : to_string(t.outcome),
+                     ran ? fmt::format("{:.1f}%", 100 * t.data_wait_share) : "-", note));
   };
   row(l.before, l.before.input_bound ? "given; input-bound" : "given");
   for (const auto& t : l.trials) {
@@ -289,10 +299,10 @@ void run_race_table(Lines& line, const RunRace& race) {
     if (e.cap_factor < 1) note += fmt::format(" (rate capped: {:.0f} % of the rule's)", 100 * e.cap_factor);
     if (e.gap_as) note += fmt::format(" ({})", gap_as_note(e));
     if (e.earlier_round) note += fmt::format(" ({})", earlier_round_note(e));
-    line(fmt::format("{:>8}  {:>10.0f}  {:>9.4g}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}  {}", e.batch, e.samples_per_s,
-                     e.lr.lr, format_seconds_figure(e.full_run_s), amount(compressed_gap(race, e.shorter_run, 1)),
-                     amount(compressed_gap(race, e.run, 2)), gap_trend_text(e.gap_trend), amount(e.predicted_gap),
-                     note));
+    line(fmt::format("{:>8}  {:>10}  {:>9.4g}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}  {}", e.batch,
+                     grouped(e.samples_per_s), e.lr.lr, format_seconds_figure(e.full_run_s),
+                     amount(compressed_gap(race, e.shorter_run, 1)), amount(compressed_gap(race, e.run, 2)),
+                     gap_trend_text(e.gap_trend), amount(e.predicted_gap), note));
   }
   line(fmt::format("  within {} is within the held-out noise", amount(race.tolerance)));
   if (const std::string floored = floored_trend_note(race); !floored.empty()) line("  " + floored);

@@ -235,8 +235,12 @@ Report report_from_json(const std::string& text, const std::string& name) {
   BATCHWISE_CHECK(j.is_object() && j.contains("schema_version") && j.contains("context"), DataError,
                   "{}: not a batchwise report (no schema_version and context); give a report written with --json",
                   name);
+  BATCHWISE_CHECK(j["schema_version"].is_string(), DataError,
+                  "{}: schema_version is {}, not a string (\"1\" in a report written with --json); give a report "
+                  "written with --json",
+                  name, j["schema_version"].dump());
   BATCHWISE_CHECK(j["schema_version"] == "1", DataError,
-                  "{}: report schema {} is not one this batchwise reads (1); use the batchwise that wrote it", name,
+                  "{}: report schema {} is not one this batchwise reads (\"1\"); use the batchwise that wrote it", name,
                   j["schema_version"].dump());
   Report r;
   JsonReader(j, name, "").read(j, r, "");

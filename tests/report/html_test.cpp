@@ -1,7 +1,10 @@
 // The HTML report (html.cpp): its outline against a golden file, each chart carrying every trial,
 // sections only with their data, user strings escaped.
 #include "batchwise/html.h"
+#include "batchwise/accumulation.h"
 #include "batchwise/error.h"
+#include "batchwise/loader.h"
+#include "batchwise/recommend.h"
 #include "batchwise/report.h"
 
 #include <algorithm>
@@ -274,6 +277,64 @@ TEST(Html, UserStringsAreEscaped) {
   for (size_t at = html.find("<script"); at != std::string::npos; at = html.find("<script", at + 1)) ++scripts;
   EXPECT_EQ(scripts, chart_configs(html).size() + 2);
   EXPECT_NE(html.find("\\u003c/script\\u003e\\u003c!--"), std::string::npos);  // the message, inside a tooltip note
+}
+
+// noise, loader and plan recommend no batch: their pages lead with what they answer (before, "No batch
+// was recommended: no batch trained" over a loader search that trained nine settings), and a loader
+// page shows its settings, a failed one's message with it.
+TEST(Html, ANoiseLoaderOrPlanPageLeadsWithItsOwnAnswer) {
+  if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
+  Report base = fixed_report();
+  base.fit.reset();
+  base.sweep.reset();
+  base.noise.reset();
+  base.goodput.reset();
+  base.validation.reset();
+  base.race.reset();
+  base.run_plan.reset();
+  base.recommendation.reset();
+  base.lr.reset();
+  Report loader = base;
+  loader.loader = LoaderSearch{};
+  loader.loader->batch = 64;
+  loader.loader->before = {0, 2, Outcome::Ok, 51000, 0.02, false, ""};
+  loader.loader->trials = {{2, 2, Outcome::Timeout, 0, 0, false, "stopped after 1 of 7 steps"}};
+  loader.loader->advice = "the given setting keeps the step fed";
+  const std::string l = to_html(to_json(loader));
+  EXPECT_EQ(l.find("No batch was recommended"), std::string::npos);
+  EXPECT_NE(l.find("<p class=\"big\">Input pipeline at batch 64</p>"), std::string::npos);
+  EXPECT_NE(l.find("id=\"loader\""), std::string::npos);
+  EXPECT_NE(l.find("<td>stopped after 1 of 7 steps</td>"), std::string::npos);
+  EXPECT_NE(l.find("<td class=\"n\">51,000</td><td class=\"n\">2.0 %</td><td>given</td>"), std::string::npos);
+  const std::string table = to_table(loader);  // the console's rows say why too, and no wait for one that failed
+  EXPECT_NE(table.find("timeout          -  stopped after 1 of 7 steps"), std::string::npos) << table;
+  Report noise = base;
+  noise.noise = fixed_noise();
+  const std::string n = to_html(to_json(noise));
+  EXPECT_EQ(n.find("No batch was recommended"), std::string::npos);
+  EXPECT_NE(n.find("Critical batch (gradient noise scale B_simple): <b>"), std::string::npos);
+  Report plan = base;
+  plan.accumulation = AccumulationPlan{};
+  plan.accumulation->global_batch = 512;
+  plan.accumulation->micro_batch = 64;
+  plan.accumulation->accumulation_steps = 8;
+  const std::string p = to_html(to_json(plan));
+  EXPECT_NE(p.find("Global batch 512: micro-batch 64 x 8 accumulation steps</p>"), std::string::npos);
+  EXPECT_EQ(p.find("x 1 devices"), std::string::npos);
+  EXPECT_EQ(p.find("No batch was recommended"), std::string::npos);
+}
+
+// A fit that stopped at the --max it searched is not "the largest batch that fits".
+TEST(Html, AFitAtTheMaxSearchedIsNotCalledTheLargestThatFits) {
+  if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
+  Report r = fixed_report();
+  r.fit->limited_by_max = true;
+  r.recommendation = recommend(r.fit, r.sweep);
+  EXPECT_NE(r.recommendation->reason.find("batches up to 192 fit (the --max searched)"), std::string::npos)
+      << r.recommendation->reason;
+  const std::string html = to_html(to_json(r));
+  EXPECT_EQ(html.find("largest batch that fits"), std::string::npos);
+  EXPECT_NE(html.find("batches up to 192 fit (the --max searched)"), std::string::npos);
 }
 
 TEST(Html, NotAReportIsADataErrorNamingIt) {

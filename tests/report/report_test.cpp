@@ -562,6 +562,19 @@ TEST(Report, CompareNamesTheRunEachAnsweredFor) {
   const Comparison same = compare_reports(written("c.json", 2), written("d.json", 2));
   EXPECT_TRUE(std::none_of(same.differences.begin(), same.differences.end(),
                            [](const ComparedField& d) { return d.name == "run"; }));
+  // Another loss is another workload (its final losses are not comparable); and no memory ratio
+  // against a trial that ran out of memory (its peak is where it failed).
+  Report mse = fixed_report();
+  mse.workload.loss = "mse";
+  std::ofstream(dir / "mse.json") << to_json(mse);
+  std::ofstream(dir / "ce.json") << to_json(fixed_report());
+  const std::string losses = to_table(compare_reports((dir / "ce.json").string(), (dir / "mse.json").string()));
+  EXPECT_NE(losses.find("warning: A and B train different workloads (loss cross-entropy | mse)"), std::string::npos)
+      << losses;
+  const size_t oom_row = losses.find("\n     256  ");
+  ASSERT_NE(oom_row, std::string::npos) << losses;
+  const std::string row = losses.substr(oom_row + 1, losses.find('\n', oom_row + 1) - oom_row - 1);
+  EXPECT_EQ(row.back(), '-') << row;
   fs::remove_all(dir);
 }
 
