@@ -124,6 +124,8 @@ TEST(Cli, MalformedOptions) {
                      "--repetitions: given 2 times; give it once");
   expect_clean_error("compare only-one.json", 2, "reports: needs 2 values, got 1");
   expect_clean_error("report a.json b.json", 2, "unexpected argument b.json: report takes no more");
+  // an option with its value after a positional: the option named, not "arguments were not expected"
+  expect_clean_error("report a.json --html x.html", 2, "batchwise report: --html: no such option of report");
   // Contradictions refused, not settled silently; folders and files told apart; messages with a fix
   expect_clean_error("sweep --model mlp --dataset synthetic --range 8-16*2 --batch-sizes 32", 2,
                      "--batch-sizes and --range exclude each other; give one of them");

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <string_view>
 
 #include "batchwise/choices.h"
@@ -611,10 +612,23 @@ std::string usage_error_text(const std::string& what, const CLI::App* sub) {
                        : fmt::format("{}: takes at most {} values, got {}", m[1].str(), m[2].str(), m[3].str());
   if (std::regex_match(what, m, at_least))
     return fmt::format("{}: needs {} values, got {}", m[1].str(), m[2].str(), m[3].str());
+  // Several ("x.html --html"): the first that is an option names what went wrong (its value came loose)
+  static const std::regex several(R"(^The following arguments were not expected: (.+)$)");
+  std::string first_option;
+  if (std::regex_match(what, m, several) && sub) {
+    std::istringstream words(m[1].str());
+    for (std::string word; words >> word;)
+      if (word.rfind('-', 0) == 0) {
+        first_option = word;
+        break;
+      }
+    if (first_option.empty())
+      return fmt::format("unexpected arguments {}: {} takes no more", m[1].str(), sub->get_name());
+  }
   if (std::regex_match(what, m, unexpected) && sub && m[1].str().rfind('-', 0) != 0)  // a word, not an option
     return fmt::format("unexpected argument {}: {} takes no more", m[1].str(), sub->get_name());
-  if (std::regex_match(what, m, unexpected) && sub) {
-    const std::string given = m[1].str(), name = given.substr(0, given.find('='));
+  if (!first_option.empty() || (std::regex_match(what, m, unexpected) && sub)) {
+    const std::string given = first_option.empty() ? m[1].str() : first_option, name = given.substr(0, given.find('='));
     std::string nearest;
     size_t best = 3;  // at most two edits away
     for (const CLI::Option* option : sub->get_options([](const CLI::Option* o) { return o->nonpositional(); }))
