@@ -2,6 +2,7 @@
 /// The input-pipeline search (`batchwise loader`, and tune when a batch is input-bound): real trials
 /// at one batch over workers x prefetch, and the setting that removes the stall.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,9 +64,11 @@ void fields(V& v, T& s) {
 /// Tries input-pipeline settings (workers x prefetch) at `batch` with real trials, starting with the
 /// workload's own, and says which removes the stall. The workload's pipeline is put back afterwards.
 /// `trial`: each setting's trial (its batch, warm-up, steps, memory limit and timeout); utilisation is
-/// not sampled. `workers` empty: 0, 1, 2, 4, 8; `prefetch` empty: 2, 4.
+/// not sampled. `workers` empty: 0, 1, 2, 4, 8; `prefetch` empty: 2, 4. `on_trial`, where given, hears
+/// each setting as its trial ends (its index from 1, and how many there are).
 LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, std::vector<int> workers = {},
-                           std::vector<int> prefetch = {});
+                           std::vector<int> prefetch = {},
+                           const std::function<void(const LoaderTrial&, int index, int planned)>& on_trial = {});
 /// The loader search's decision on measured settings, apart from the measuring (search_loader calls it;
 /// tests give it known figures): from `search.before` and `search.trials` (in the order tried), sets
 /// `search.after` to `before` when that is not input-bound, else to the first Ok trial that is not

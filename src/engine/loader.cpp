@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "batchwise/workload.h"
 #include "check.h"
@@ -12,7 +14,8 @@
 namespace batchwise {
 
 LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, std::vector<int> workers,
-                           std::vector<int> prefetch) {
+                           std::vector<int> prefetch,
+                           const std::function<void(const LoaderTrial&, int index, int planned)>& on_trial) {
   const int64_t batch = trial.batch();
   if (workers.empty()) workers = {0, 1, 2, 4, 8};
   if (prefetch.empty()) prefetch = {2, 4};
@@ -24,6 +27,16 @@ LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, 
   std::tie(own_workers, own_prefetch, augment, latency) = workload.pipeline();
   LoaderSearch search;
   search.batch = batch;
+  // The settings to try after the given one: workers x prefetch, no prefetch without workers.
+  std::vector<std::pair<int, int>> settings;
+  for (int w : workers)
+    for (int p : prefetch) {
+      if (w == 0 && p != prefetch.front()) continue;                    // no workers: prefetch means nothing
+      if (w == own_workers && (w == 0 || p == own_prefetch)) continue;  // the given setting: `before` measures it
+      settings.emplace_back(w, p);
+    }
+  const int planned = static_cast<int>(settings.size()) + 1;
+  int index = 0;
   auto measure = [&](int w, int p) {
     workload.set_pipeline(w, p, augment, latency);
     const Trial t = run_trial(workload, TrialOptions(trial).monitor(false));
@@ -35,6 +48,7 @@ LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, 
     l.data_wait_share = t.data_wait_share;
     l.input_bound = t.input_bound;
     l.message = t.message;
+    if (on_trial) on_trial(l, ++index, planned);
     return l;
   };
   search.before = measure(own_workers, own_prefetch);
@@ -55,12 +69,7 @@ LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, 
       search.step_consumes_samples_per_s = compute_s > 0 ? static_cast<double>(batch) / compute_s : 0;
     }
   }
-  for (int w : workers)
-    for (int p : prefetch) {
-      if (w == 0 && p != prefetch.front()) continue;                    // no workers: prefetch means nothing
-      if (w == own_workers && (w == 0 || p == own_prefetch)) continue;  // the given setting: `before` measured it
-      search.trials.push_back(measure(w, p));
-    }
+  for (const auto& [w, p] : settings) search.trials.push_back(measure(w, p));
   workload.set_pipeline(own_workers, own_prefetch, augment, latency);
   decide_loader(search);
   return search;

@@ -5,6 +5,7 @@
 #include "../session.h"
 #include "batchwise/error.h"
 #include "batchwise/loader.h"
+#include "batchwise/units.h"
 
 namespace batchwise::cli {
 namespace {
@@ -36,11 +37,20 @@ class Loader : public Command {
           "num_workers inside your command");
     Session s("loader", w_, nullptr);
     s.stage(fmt::format("trying input-pipeline settings at batch {}", batch_));
-    s.report.loader = search_loader(*s.module(), TrialOptions(batch_)
-                                                     .warmup(warmup_)
-                                                     .steps(steps_)
-                                                     .limit_bytes(s.report.budget_bytes)
-                                                     .timeout_s(w_.trial_timeout_s));
+    s.report.loader =
+        search_loader(*s.module(),
+                      TrialOptions(batch_)
+                          .warmup(warmup_)
+                          .steps(steps_)
+                          .limit_bytes(s.report.budget_bytes)
+                          .timeout_s(w_.trial_timeout_s),
+                      {}, {}, [&](const LoaderTrial& t, int i, int n) {
+                        s.stage(fmt::format("[setting {}/{}] {} workers, prefetch {}: {}", i, n, t.workers, t.prefetch,
+                                            t.outcome == Outcome::Ok
+                                                ? fmt::format("{} samples/s, {:.0f} % of the step waiting for data",
+                                                              format_grouped(t.samples_per_s), 100 * t.data_wait_share)
+                                                : fmt::format("{}: {}", to_string(t.outcome), t.message)));
+                      });
     return s.finish();
   }
 
