@@ -52,7 +52,8 @@ class History {
   std::vector<HistoryEntry> list(int limit = 50) const;
   /// The newest run no older than `max_age_s` with a fitted batch for the same workload, device,
   /// versions and target as `report_json` (a report of the run about to start), and a budget within
-  /// kReuseBudgetTolerance of its budget.
+  /// kReuseBudgetTolerance of its budget: at most it, or above it where the stored fit's measured peak
+  /// at its batch is within this run's target x budget.
   std::optional<HistoryEntry> find_fit(const std::string& report_json, double max_age_s) const;
   /// The newest runs of `command` (at most `limit`) for the same workload and device as
   /// `report_json`, any version: what such a run took before.

@@ -61,7 +61,8 @@ void fields(V& v, T& s) {
   v("b_simple_smoothed", s.b_simple_smoothed);
 }
 
-/// A training loss this many times its first step's, and rising, is diverging (no noise scale there).
+/// A training loss this many times its first two steps' mean on three steps running, and rising, is
+/// diverging (no noise scale there).
 inline constexpr double kDivergedLossRise = 10;
 
 struct NoiseResult {
@@ -79,8 +80,8 @@ struct NoiseResult {
   std::vector<NoiseStep> timeline;
   std::string message;  ///< why b_simple is missing, when it is
   /// The training loss or the gradients stopped being finite, or the loss rose past kDivergedLossRise
-  /// times its first step's, rising twice running (at the step `message` names): nothing was measured (g2 and trace are
-  /// null in the JSON), and the steps before it are the timeline (with the risen step). A failure, as
+  /// times its first two steps' mean on three steps running, rising (at the step `message` names): nothing was measured
+  /// (g2 and trace are null in the JSON), and the steps before it are the timeline (with the risen step). A failure, as
   /// a sweep's NaN loss is.
   bool diverged = false;
   double wall_s = 0;

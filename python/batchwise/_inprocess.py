@@ -343,14 +343,14 @@ def _data(data, what):
     if isinstance(data, dict):
         raise TypeError(f"{what}: a dict (keys {', '.join(repr(k) for k in list(data)[:4])}); pass (inputs, targets) "
                         "tensors, a Dataset or a DataLoader")
+    if isinstance(data, (tuple, list)) and len(data) == 2 and any(getattr(t, "shape", None) == () for t in data):
+        kind = "inputs" if getattr(data[0], "shape", None) == () else "targets"  # a NumPy scalar array too
+        raise ValueError(f"{what}: the {kind} are a 0-d tensor (one number); pass tensors whose first dimension "
+                         "counts the samples")
     if isinstance(data, (tuple, list)) and len(data) != 2 and data and all(array(t) for t in data):
         raise TypeError(f"{what}: a {type(data).__name__} of {len(data)} arrays; pass two, (inputs, targets)")
     if isinstance(data, (tuple, list)) and len(data) == 2 and all(array(t) for t in data):
         x, y = (t if isinstance(t, torch.Tensor) else _from_numpy(t) for t in data)
-        for t, kind in ((x, "inputs"), (y, "targets")):
-            if t.dim() == 0:
-                raise ValueError(f"{what}: the {kind} are a 0-d tensor (one number); pass tensors whose first "
-                                 "dimension counts the samples")
         name = f"{'tensors' if isinstance(data[0], torch.Tensor) else 'arrays'} {list(x.shape)}"
     elif isinstance(data, DataLoader) or isinstance(data, TensorDataset) or hasattr(data, "__getitem__"):
         collate = data.collate_fn if isinstance(data, DataLoader) else default_collate
@@ -785,8 +785,15 @@ def _as_options(command, text):
         return f"{name}=" if match.group(2) else name
     parts = re.split(r"(`[^`\n]*`)", text)  # the quoted ones at odd places
     return "".join(part if i % 2 else re.sub(r"--([a-z][a-z-]*)( (?=[0-9A-Z\"']))?", option,
-                                             re.sub(r"\bthe base --lr\b(?!-)", "--lr", part))
+                                             re.sub(r"\bthe base --lr\b(?!-)( +)?", _base_lr, part))
                    for i, part in enumerate(parts))
+
+
+def _base_lr(match):
+    """"the base --lr": in a table's column ("the base --lr  none"), "the base lr" padded to its width;
+    in a sentence, "--lr", which _as_options names as the optimizer's lr."""
+    spaces = match.group(1) or ""
+    return "the base lr" + "  " + spaces if len(spaces) >= 2 else "--lr" + spaces
 
 
 def _engine_error(command, error):

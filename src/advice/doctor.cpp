@@ -34,14 +34,14 @@ std::vector<Finding> DoctorReport::warnings() const {
 
 namespace {
 
-// How to use every core: where OMP_NUM_THREADS set the count, it; else the --threads that did (a
-// user who passed none is not told to drop it).
+// How to use every core: where OMP_NUM_THREADS set the count, it; else --threads (a user who passed
+// none is not told to drop it).
 std::string every_core_fix(const DoctorReport& r) {
   const int n = r.cpu.physical_cores;
   if (!r.omp_num_threads.empty() && r.omp_num_threads == std::to_string(r.intra_op_threads))
     return fmt::format("all {} cores: set OMP_NUM_THREADS={} (it is {}), or pass --threads {}", n, n, r.omp_num_threads,
                        n);
-  return fmt::format("all {} cores: pass --threads {} (or leave --threads out), or set OMP_NUM_THREADS={}", n, n, n);
+  return fmt::format("all {} cores: pass --threads {}, or set OMP_NUM_THREADS={}", n, n, n);
 }
 
 std::string env(const char* name) {

@@ -235,12 +235,22 @@ std::optional<HistoryEntry> History::find_fit(const std::string& report_json, do
   const Report r = parse_report(report_json);
   const Keys k = keys_of(r);
   // A budget within kReuseBudgetTolerance of the stored one: a CPU's default, 80 % of the RAM
-  // available when the run starts, moves by a few MiB between runs and would never match exactly.
-  // A fit reused under a budget up to 1 % smaller peaks at most 1 % past its target, well within it.
+  // available when the run starts, moves by a few MiB between runs and would never match exactly. A
+  // stored budget at most this run's keeps its batch within the target; a larger one only where the
+  // stored fit's measured peak at its batch is within this run's target too.
   const auto budget = static_cast<double>(r.budget_bytes);
+  const auto within_target = [&](const HistoryEntry& e) {
+    if (e.budget_bytes <= r.budget_bytes) return true;
+    const Report stored = parse_report(e.report_json);
+    if (!stored.fit) return false;
+    for (const Trial& t : stored.fit->trials)
+      if (t.batch == e.fit_batch && t.outcome == Outcome::Ok)
+        return static_cast<double>(t.peak_bytes) <= r.target * budget;
+    return false;  // a reused fit keeps no trials: its peak is unknown
+  };
   Statement s(db_, fmt::format("SELECT {} FROM runs WHERE workload = ? AND device = ? AND versions = ? AND "
                                "budget_bytes BETWEEN ? AND ? AND target = ? AND fit_batch IS NOT NULL AND "
-                               "created_unix >= ? ORDER BY id DESC LIMIT 1",
+                               "created_unix >= ? ORDER BY id DESC LIMIT 16",
                                kColumns)
                        .c_str());
   s.bind(1, k.workload)
@@ -250,8 +260,9 @@ std::optional<HistoryEntry> History::find_fit(const std::string& report_json, do
       .bind(5, static_cast<int64_t>(std::ceil(budget * (1 + kReuseBudgetTolerance))))
       .bind(6, r.target)
       .bind(7, now_unix() - static_cast<int64_t>(max_age_s));
-  if (!s.step()) return std::nullopt;
-  return entry_of(s);
+  while (s.step())
+    if (HistoryEntry e = entry_of(s); within_target(e)) return e;
+  return std::nullopt;
 }
 
 std::vector<HistoryEntry> History::find_runs(const std::string& command, const std::string& report_json,

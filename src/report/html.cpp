@@ -198,10 +198,12 @@ std::string recommendation_section(const Report& r) {
                                 confidence ? fmt::format(" {}", to_string(*confidence)) : "");
   if (r.recommendation) {
     out += answer(*r.recommendation, r);
-  } else if (r.fit) {
+  } else if (r.fit && !r.accumulation) {  // plan's fit is in the fit section and the plan's own reason
     const FitResult& fit = *r.fit;
     if (fit.outcome == FitOutcome::Fits)
-      out += fmt::format("<p class=\"big\">Largest batch that fits: <b id=\"fit-batch\">{}</b></p>\n", text(fit.batch));
+      out += fmt::format("<p class=\"big\">{}: <b id=\"fit-batch\">{}</b></p>\n",
+                         fit.limited_by_max ? "Fits up to the --max searched" : "Largest batch that fits",
+                         text(fit.batch));
     else if (fit.outcome == FitOutcome::DoesNotFit)
       out += "<p class=\"big bad\">No batch fits within the target</p>\n";
     else
@@ -223,9 +225,10 @@ std::string recommendation_section(const Report& r) {
                          r.loader->batch, esc(r.loader->advice));
     else
       out += fmt::format(
-          "<p class=\"big\">Global batch {}: micro-batch {} x {} accumulation steps{}</p>\n<p "
+          "<p class=\"big\">Global batch {}: micro-batch {} x {} accumulation step{}{}</p>\n<p "
           "class=\"reason\">{}</p>\n",
           r.accumulation->global_batch, r.accumulation->micro_batch, r.accumulation->accumulation_steps,
+          r.accumulation->accumulation_steps == 1 ? "" : "s",
           r.accumulation->world_size > 1 ? fmt::format(" x {} devices", r.accumulation->world_size) : "",
           esc(r.accumulation->reason));
   } else {
@@ -313,8 +316,8 @@ std::string advice_section(const Report& r) {
                        esc(r.lr->advice));
   if (r.accumulation) {
     const AccumulationPlan& a = *r.accumulation;
-    out += fmt::format("<li>Global batch {} = micro-batch {} x {} accumulation steps{}{}. {}</li>\n", a.global_batch,
-                       a.micro_batch, a.accumulation_steps,
+    out += fmt::format("<li>Global batch {} = micro-batch {} x {} accumulation step{}{}{}. {}</li>\n", a.global_batch,
+                       a.micro_batch, a.accumulation_steps, a.accumulation_steps == 1 ? "" : "s",
                        a.world_size > 1 ? fmt::format(" x {} devices", a.world_size) : "",
                        a.exact ? " (exact)" : " (not the one asked)", esc(a.reason));
     // The JSON has the epoch exactly when the dataset size is known.
@@ -471,14 +474,15 @@ std::string context_section(const Report& r) {
   const WorkloadInfo& w = r.workload;
   // A training command's model, data and rate are its own: "(the command's)", not 0 samples at lr 0.
   const bool own = w.is_command();
+  const std::string kOwn = "(the command's)";
   const std::vector<std::pair<std::string, std::string>> rows = {
       {own ? "command" : "model", w.model},
       {"dataset", own ? w.dataset : w.dataset + " (" + grouped(static_cast<double>(w.dataset_size)) + " samples)"},
-      {"input shape", own ? w.dataset : fmt::format("[{}]", fmt::join(w.input_shape, ","))},  // as the JSON has it
+      {"input shape", own ? kOwn : fmt::format("[{}]", fmt::join(w.input_shape, ","))},  // as the JSON has it
       {"loss", w.loss},
       {"optimizer", own ? w.optimizer : w.optimizer + fmt::format(", lr {:g}", w.lr)},
       {"precision", w.precision},
-      {"parameters", own ? w.dataset : grouped(static_cast<double>(w.parameter_count))},
+      {"parameters", own ? kOwn : grouped(static_cast<double>(w.parameter_count))},
       {"budget", fmt::format("{}, target {:g} %", format_bytes(r.budget_bytes), r.target * 100)},
       {"device", c.device_type + ": " + c.device_name},
       {"device memory", format_bytes(c.device_total_bytes)},

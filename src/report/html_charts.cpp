@@ -364,6 +364,11 @@ std::string memory_section(const Report& r) {
                                                                   format_bytes(model.residual_bytes))
                                                     : "");
   }
+  if (r.fit && r.fit->memory_model && !r.fit->memory_model->grows())
+    caption += fmt::format(
+        " No memory model: the peak did not grow from batch {} to batch {}, so no line predicts "
+        "a larger batch's peak.",
+        r.fit->memory_model->batch_a, r.fit->memory_model->batch_b);
   // Log scale, a little wider than the peaks and the budget, so that neither sits on the chart's edge.
   json y = {
       {"type", "logarithmic"}, {"mibTicks", true}, {"title", {{"display", true}, {"text", "peak memory (log scale)"}}}};

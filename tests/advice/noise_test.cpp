@@ -110,6 +110,11 @@ TEST(NoiseScale, AFiniteButDivergingLossIsNoMeasurement) {
   // A converging run at a stable rate is measured as before.
   LinearRegression stable(1.0, 0.01);
   EXPECT_FALSE(measure_noise_scale(*stable.workload, NoiseOptions().batch(256).micro_batch(32).steps(30)).diverged);
+  // Near the minimum the loss is small and noisy (sigma^2 = 1 against |delta|^2 = 1e-4): batches whose
+  // loss jumps are no divergence.
+  LinearRegression converged(0.01, 0.01);
+  const NoiseResult near = measure_noise_scale(*converged.workload, NoiseOptions().batch(64).micro_batch(8).steps(60));
+  EXPECT_FALSE(near.diverged) << near.message;
 }
 
 }  // namespace

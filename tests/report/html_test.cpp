@@ -318,10 +318,16 @@ TEST(Html, ANoiseLoaderOrPlanPageLeadsWithItsOwnAnswer) {
   plan.accumulation->global_batch = 512;
   plan.accumulation->micro_batch = 64;
   plan.accumulation->accumulation_steps = 8;
+  plan.fit = fixed_report().fit;  // plan's fit, capped at a device's share: the plan leads, not the fit
+  plan.fit->limited_by_max = true;
   const std::string p = to_html(to_json(plan));
   EXPECT_NE(p.find("Global batch 512: micro-batch 64 x 8 accumulation steps</p>"), std::string::npos);
   EXPECT_EQ(p.find("x 1 devices"), std::string::npos);
   EXPECT_EQ(p.find("No batch was recommended"), std::string::npos);
+  EXPECT_EQ(p.find("Largest batch that fits"), std::string::npos);
+  plan.accumulation.reset();  // a fit alone at the --max searched
+  EXPECT_NE(to_html(to_json(plan)).find("Fits up to the --max searched: <b id=\"fit-batch\">192</b>"),
+            std::string::npos);
 }
 
 // A fit that stopped at the --max it searched is not "the largest batch that fits".

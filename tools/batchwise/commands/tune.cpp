@@ -54,8 +54,8 @@ class Tune : public Command {
     cmd->add_option("--steps", sweep_.steps, "measured steps per sweep trial")->capture_default_str();
     cmd->add_option("--fit-steps", fit_.steps, "training steps per fit trial")->capture_default_str();
     cmd->add_flag("--reuse", reuse_,
-                  "skip the fit when the history holds one for the same workload, device, versions, budget and "
-                  "target, no older than --reuse-max-age");
+                  "skip the fit when the history holds one for the same workload, device, versions and target, "
+                  "a budget within 1 % (its batch within this run's target), no older than --reuse-max-age");
     cmd->add_option("--reuse-max-age", reuse_max_age_h_, "hours a stored fit stays reusable")->capture_default_str();
     cmd->add_flag("--sweep-all", sweep_.sweep_all,
                   "sweep every doubling up to the fit (default: stop once 3 in a row do not raise samples/s by the "
@@ -230,8 +230,8 @@ class Tune : public Command {
     }
   }
 
-  // --reuse: the fit of a matching run in the history (same workload, device, versions, budget and
-  // target, young enough), as a fit result without trials.
+  // --reuse: the fit of a matching run in the history (same workload, device, versions and target, a
+  // budget within 1 %, young enough: History::find_fit), as a fit result without trials.
   std::optional<FitResult> reused_fit(Session& s) {
     const std::optional<HistoryEntry> entry = s.history().find_fit(to_json(s.report), reuse_max_age_h_ * 3600);
     s.stage(entry ? fmt::format("reusing the fit of run {} ({}): batch {}", entry->id, entry->date, *entry->fit_batch)
