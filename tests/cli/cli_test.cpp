@@ -1351,6 +1351,21 @@ TEST(Cli, ComparePrecisionWarnsWhereItsSweepSharedTheCpu) {
   EXPECT_TRUE(bf16) << warnings.dump();
 }
 
+// loader at a batch larger than the training set searches as asked and warns that each step repeats
+// samples (it said nothing).
+TEST(Cli, ALoaderBatchLargerThanTheTrainingSetIsWarnedOf) {
+  const fs::path json = scratch() / "loader-large.json";
+  const Outcome r = batchwise(
+      "loader --model mlp --dataset synthetic --synthetic-size 100 --batch 128 --steps 2 "
+      "--no-history -q --json " +
+      json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto warnings = nlohmann::json::parse(slurp(json)).at("context").at("warnings").dump();
+  EXPECT_NE(warnings.find("batch 128 is larger than the 100 training samples: each step repeats samples"),
+            std::string::npos)
+      << warnings;
+}
+
 // loader: the decision follows from the figures the report gives for each setting (which setting
 // removes the stall depends on this machine's speed; decide_loader's own tests use known figures).
 TEST(Cli, LoaderReportsEverySettingAndChoosesByItsFigures) {

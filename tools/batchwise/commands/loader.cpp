@@ -6,6 +6,7 @@
 #include "batchwise/error.h"
 #include "batchwise/loader.h"
 #include "batchwise/units.h"
+#include "batchwise/validate.h"
 
 namespace batchwise::cli {
 namespace {
@@ -36,6 +37,9 @@ class Loader : public Command {
           "loader: batchwise tunes its own input pipeline; with --cmd, tune your DataLoader's "
           "num_workers inside your command");
     Session s("loader", w_, nullptr);
+    // searched as asked, and said: a step of it repeats samples, which the user's loader would not
+    if (std::string w = larger_than_training_set_warning({batch_}, s.workload()->info().dataset_size); !w.empty())
+      s.report.context.warnings.push_back(std::move(w));
     s.stage(fmt::format("trying input-pipeline settings at batch {}", batch_));
     s.report.loader =
         search_loader(*s.module(),
