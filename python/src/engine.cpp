@@ -26,6 +26,7 @@
 
 #include "batchwise/batchwise.h"
 #include "batchwise/html.h"
+#include "batchwise/noise_text.h"
 #include "batchwise/plan.h"
 #include "batchwise/report.h"
 #include "check.h"
@@ -702,10 +703,8 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
       report.noise = measure_noise_scale(workload, p.noise);
     } catch (const std::exception& e) {  // past the budget: the batch asked, as the CLI's noise says it
       if (failure().interrupted || failure().error || detail::classify_failure(e).first != Outcome::Oom) throw;
-      throw ConfigError(
-          fmt::format("batch {} does not fit the memory budget ({}): {}; give a smaller batch (fit "
-                      "finds the largest that fits) or a larger memory_budget",
-                      p.noise.batch(), format_bytes(p.noise.limit_bytes()), detail::error_line(detail::plain_what(e))));
+      throw ConfigError(detail::noise_does_not_fit(p.noise.batch(), p.noise.limit_bytes(),
+                                                   detail::error_line(detail::plain_what(e))));
     }
   } else if (command == "validate") {
     if (std::string w = larger_than_training_set_warning(p.validate->batch_sizes(), workload.data().size());

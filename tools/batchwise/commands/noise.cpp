@@ -8,7 +8,7 @@
 #include "../session.h"
 #include "batchwise/convergence.h"
 #include "batchwise/error.h"
-#include "batchwise/units.h"
+#include "batchwise/noise_text.h"
 
 namespace batchwise::cli {
 namespace {
@@ -63,10 +63,8 @@ class Noise : public Command {
       s.report.noise = measure_noise_scale(*s.workload(), NoiseOptions(options).limit_bytes(s.report.budget_bytes));
     } catch (const c10::OutOfMemoryError& e) {  // the budget, or the device's own memory
       const std::string what = e.what_without_backtrace();
-      fmt::print(stderr,
-                 "batchwise noise: batch {} does not fit the memory budget ({}): {}; give a smaller --batch (batchwise "
-                 "fit finds the largest that fits) or a larger --memory-budget\n",
-                 batch_, format_bytes(s.report.budget_bytes), what.substr(0, what.find('\n')));
+      fmt::print(stderr, "batchwise noise: {}\n",
+                 detail::noise_does_not_fit(batch_, s.report.budget_bytes, what.substr(0, what.find('\n'))));
       return kExitDoesNotFit;
     }
     return s.finish(s.report.noise->diverged ? kExitFailed : kExitOk);  // a NaN loss measured nothing
