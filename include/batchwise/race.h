@@ -291,8 +291,7 @@ std::string larger_than_dataset_note(const std::vector<int64_t>& larger, int64_t
 
 /// What a sweep's report warns of the batches within_dataset leaves out of `sweep_points` (a sweep
 /// measures them as asked, and answers within the training set); empty where none is, or where the
-/// `dataset` size is not known (0). Example: "batch 512 is larger than the 100 training samples: a
-/// step repeats samples, which no run of these data does".
+/// `dataset` size is not known (0): larger_than_training_set_warning (validate.h) of those batches.
 std::string larger_than_dataset_warning(const std::vector<Trial>& sweep_points, int64_t dataset);
 
 /// The batches of `options` that race_batches() trains in its first rung, ascending: each whose share of

@@ -18,6 +18,7 @@
 
 #include "advice/race_rank.h"
 #include "advice/target.h"
+#include "batchwise/validate.h"
 #include "batchwise/workload.h"
 #include "check.h"
 
@@ -81,10 +82,7 @@ std::string larger_than_dataset_note(const std::vector<int64_t>& larger, int64_t
 std::string larger_than_dataset_warning(const std::vector<Trial>& sweep_points, int64_t dataset) {
   std::vector<int64_t> larger;
   if (dataset > 0) (void)within_dataset(sweep_points, dataset, larger);
-  if (larger.empty()) return "";
-  return fmt::format(
-      "{} {} {} larger than the {} training samples: a step repeats samples, which no run of these data does",
-      larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), larger.size() > 1 ? "are" : "is", dataset);
+  return larger_than_training_set_warning(larger, dataset);  // validate's words, one text for both
 }
 
 std::vector<double> race_rates(const std::vector<Trial>& points, const std::vector<int64_t>& batches) {

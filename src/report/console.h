@@ -27,6 +27,10 @@ void header_table(Lines& line, const Report& r);
 /// loader search (it runs only when the answer waits for its data): the short answer prints them too.
 void requested_tables(Lines& line, const Report& r);
 
+/// A loader search's row note, for the console's table and the HTML's: "given" (the setting given),
+/// "input-bound", `use` at the setting chosen, and the message of one that did not train.
+std::string loader_note(const LoaderSearch& l, const LoaderTrial& t, bool given, const std::string& use);
+
 /// "time: 28 s in all: fit 1.8 s, sweep 4.9 s, noise scale 1.3 s, race 19.7 s" (tune's timing).
 std::string timing_line(const TuneTiming& t);
 

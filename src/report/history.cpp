@@ -1,9 +1,11 @@
 #include "batchwise/history.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sqlite3.h>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -97,6 +99,35 @@ void exec(sqlite3* db, const char* sql, const std::string& path) {
   BATCHWISE_CHECK(rc == SQLITE_OK, Error, "history {}: {}", path, why);
 }
 
+// The runs table as batchwise creates it, in one list: its CREATE, the check that a table named runs
+// is ours, and the insert are written from it.
+struct Column {
+  const char *name, *type;
+};
+constexpr std::array<Column, 12> kTable = {{{"id", "INTEGER PRIMARY KEY AUTOINCREMENT"},
+                                            {"created_unix", "INTEGER NOT NULL"},
+                                            {"date", "TEXT"},
+                                            {"command", "TEXT"},
+                                            {"workload", "TEXT"},
+                                            {"device", "TEXT"},
+                                            {"versions", "TEXT"},
+                                            {"budget_bytes", "INTEGER"},
+                                            {"target", "REAL"},
+                                            {"fit_batch", "INTEGER"},
+                                            {"recommended_batch", "INTEGER"},
+                                            {"report", "TEXT NOT NULL"}}};
+
+// "name type, ..." (with_types), "'name', ..." (quoted) or "name, ...", from the first'th column on.
+std::string table_columns(bool with_types, bool quoted = false, size_t first = 0) {
+  std::vector<std::string> out;
+  for (size_t i = first; i < kTable.size(); ++i)
+    out.push_back(with_types ? fmt::format("{} {}", kTable[i].name, kTable[i].type)
+                  : quoted   ? fmt::format("'{}'", kTable[i].name)
+                             : std::string(kTable[i].name));
+  return fmt::format("{}", fmt::join(out, ", "));
+}
+
+// What a listing reads (entry_of's order)
 constexpr const char* kColumns =
     "id, date, command, workload, device, versions, budget_bytes, target, fit_batch, recommended_batch, report";
 
@@ -163,12 +194,11 @@ History::History(const std::string& path, bool read_only) : path_(path) {
     // before anything is written, the journal mode included.
     const bool ours = tables("name = 'runs'") > 0;
     if (ours) {
-      Statement s(db_,
-                  "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN ('id', 'created_unix', 'date', "
-                  "'command', 'workload', 'device', 'versions', 'budget_bytes', 'target', 'fit_batch', "
-                  "'recommended_batch', 'report')");
+      Statement s(db_, fmt::format("SELECT count(*) FROM pragma_table_info('runs') WHERE name IN ({})",
+                                   table_columns(false, true))
+                           .c_str());
       s.step();
-      BATCHWISE_CHECK(s.column_int(0).value_or(0) == 12, Error,
+      BATCHWISE_CHECK(s.column_int(0).value_or(0) == static_cast<int64_t>(kTable.size()), Error,
                       "its table runs is another program's: it lacks batchwise's columns");
     }
     BATCHWISE_CHECK(ours || tables("name NOT LIKE 'sqlite_%'") == 0, Error, "it holds another program's tables");
@@ -176,11 +206,10 @@ History::History(const std::string& path, bool read_only) : path_(path) {
     if (!read_only) {
       exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", path);
       exec(db_,
-           "CREATE TABLE IF NOT EXISTS runs ("
-           " id INTEGER PRIMARY KEY AUTOINCREMENT, created_unix INTEGER NOT NULL, date TEXT, command TEXT,"
-           " workload TEXT, device TEXT, versions TEXT, budget_bytes INTEGER, target REAL,"
-           " fit_batch INTEGER, recommended_batch INTEGER, report TEXT NOT NULL);"
-           "CREATE INDEX IF NOT EXISTS runs_key ON runs (workload, device, versions);",
+           fmt::format("CREATE TABLE IF NOT EXISTS runs ({}); "
+                       "CREATE INDEX IF NOT EXISTS runs_key ON runs (workload, device, versions);",
+                       table_columns(true))
+               .c_str(),
            path);
     }
   } catch (const Error& e) {
@@ -200,9 +229,10 @@ int64_t History::add(const std::string& command, const std::string& report_json)
   // writers queue instead of failing on a lock upgrade.
   exec(db_, "BEGIN IMMEDIATE", path_);
   try {
-    Statement insert(db_,
-                     "INSERT INTO runs (created_unix, date, command, workload, device, versions, budget_bytes, target,"
-                     " fit_batch, recommended_batch, report) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
+    std::vector<std::string> marks(kTable.size() - 1, "?");  // every column but the id
+    Statement insert(
+        db_, fmt::format("INSERT INTO runs ({}) VALUES ({})", table_columns(false, false, 1), fmt::join(marks, ","))
+                 .c_str());
     insert.bind(1, now_unix())
         .bind(2, r.context.date)
         .bind(3, command)

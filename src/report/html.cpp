@@ -18,6 +18,7 @@
 #include "batchwise/report.h"
 #include "batchwise/units.h"
 #include "check.h"
+#include "report/console.h"
 #include "report/html_parts.h"
 #include "report_file.h"
 
@@ -394,19 +395,16 @@ std::string loader_section(const Report& r) {
   if (!r.loader) return "";
   const LoaderSearch& l = *r.loader;
   std::string rows;
-  const auto row = [&](const LoaderTrial& t, std::string note) {
+  const auto row = [&](const LoaderTrial& t, bool given) {
     const bool ran = t.outcome == Outcome::Ok;
-    if (t.input_bound) note += note.empty() ? "input-bound" : "; input-bound";
-    if (!ran && !t.message.empty()) note += (note.empty() ? "" : "; ") + t.message;
     rows += fmt::format(
         "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td>{}</td></tr>\n",
         ran ? "ok" : "bad", t.workers, t.prefetch, esc(to_string(t.outcome)), ran ? grouped(t.samples_per_s) : "-",
-        ran ? fmt::format("{:.1f} %", 100 * t.data_wait_share) : "-", esc(note));
+        ran ? fmt::format("{:.1f} %", 100 * t.data_wait_share) : "-", esc(detail::loader_note(l, t, given, "use")));
   };
-  row(l.before, "given");
-  for (const LoaderTrial& t : l.trials)
-    row(t, l.after && t.workers == l.after->workers && t.prefetch == l.after->prefetch ? "use" : "");
+  row(l.before, true);
+  for (const LoaderTrial& t : l.trials) row(t, false);
   return fmt::format(
       "<section id=\"loader\">\n<h2>Input pipeline at batch {}</h2>\n<p class=\"caption\">{}</p>\n<table>\n"
       "<tr><th>workers</th><th>prefetch</th><th>outcome</th><th>samples/s</th><th>data wait</th><th>note</th></tr>\n"

@@ -178,6 +178,23 @@ void sweep_table(Lines& line, const SweepResult& s) {
   if (!s.not_run.empty()) line(fmt::format("batches {}: {}", fmt::join(s.not_run, ", "), s.not_run_reason));
 }
 
+}  // namespace
+
+namespace detail {
+
+std::string loader_note(const LoaderSearch& l, const LoaderTrial& t, bool given, const std::string& use) {
+  std::vector<std::string> parts;
+  if (given) parts.emplace_back("given");
+  if (t.input_bound) parts.emplace_back("input-bound");
+  if (!given && l.after && t.workers == l.after->workers && t.prefetch == l.after->prefetch) parts.push_back(use);
+  if (t.outcome != Outcome::Ok && !t.message.empty()) parts.push_back(t.message);
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace detail
+
+namespace {
+
 void loader_table(Lines& line, const LoaderSearch& l) {
   line("");
   line(
@@ -185,19 +202,14 @@ void loader_table(Lines& line, const LoaderSearch& l) {
                   "for data):",
                   l.batch, 100 * kInputBoundShare));
   line(fmt::format("{:>8}  {:>8}  {:>10}  {:>9}  {}", "workers", "prefetch", "samples/s", "data wait", "note"));
-  auto row = [&](const LoaderTrial& t, std::string note) {
+  auto row = [&](const LoaderTrial& t, bool given) {
     const bool ran = t.outcome == Outcome::Ok;  // one that did not measured no wait: "-", and its message
-    if (!ran && !t.message.empty()) note += (note.empty() ? "" : "; ") + t.message;
-    line(fmt::format("{:>8}  {:>8}  {:>10}  {:>9}  {}", t.workers, t.prefetch,
-                     ran ? grouped(t.samples_per_s) : to_string(t.outcome),
-                     ran ? fmt::format("{:.1f}%", 100 * t.data_wait_share) : "-", note));
+    line(fmt::format(
+        "{:>8}  {:>8}  {:>10}  {:>9}  {}", t.workers, t.prefetch, ran ? grouped(t.samples_per_s) : to_string(t.outcome),
+        ran ? fmt::format("{:.1f}%", 100 * t.data_wait_share) : "-", detail::loader_note(l, t, given, "<- use")));
   };
-  row(l.before, l.before.input_bound ? "given; input-bound" : "given");
-  for (const auto& t : l.trials) {
-    const bool chosen = l.after && t.workers == l.after->workers && t.prefetch == l.after->prefetch;
-    row(t, std::string(t.input_bound ? "input-bound" : "") +
-               (chosen ? (t.input_bound ? "; " : "") + std::string("<- use") : ""));
-  }
+  row(l.before, true);
+  for (const auto& t : l.trials) row(t, false);
   if (l.step_consumes_samples_per_s > 0)  // nothing to compare where the given setting did not train
     line(fmt::format(
         "  the pipeline alone (given setting) delivers {} samples/s; the step consumes {} samples/s{}",

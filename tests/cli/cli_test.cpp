@@ -126,6 +126,8 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("report a.json b.json", 2, "unexpected argument b.json: report takes no more");
   // an option with its value after a positional: the option named, not "arguments were not expected"
   expect_clean_error("report a.json --html x.html", 2, "batchwise report: --html: no such option of report");
+  // the same after a positional of two values: the option named, not "takes at most 2 values, got 3"
+  expect_clean_error("compare a.json b.json --html x.html", 2, "batchwise compare: --html: no such option of compare");
   // Contradictions refused, not settled silently; folders and files told apart; messages with a fix
   expect_clean_error("sweep --model mlp --dataset synthetic --range 8-16*2 --batch-sizes 32", 2,
                      "--batch-sizes and --range exclude each other; give one of them");
@@ -1259,7 +1261,7 @@ TEST(Cli, ABatchLargerThanTheTrainingSetIsSaidSoAndNotTheAnswer) {
   EXPECT_NE(j.at("context")
                 .at("warnings")
                 .dump()
-                .find("batch 512 is larger than the 100 training samples: a step repeats samples"),
+                .find("batch 512 is larger than the 100 training samples: each step repeats samples"),
             std::string::npos)
       << j.at("context").at("warnings").dump();
   EXPECT_LE(j.at("recommendation").at("batch").get<int>(), 100) << j.at("recommendation").dump();

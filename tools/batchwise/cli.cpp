@@ -607,15 +607,21 @@ std::string usage_error_text(const std::string& what, const CLI::App* sub) {
   static const std::regex excludes(R"(^(\S+) excludes (\S+)$)");
   if (std::regex_match(what, m, excludes))
     return fmt::format("{} and {} exclude each other; give one of them", m[1].str(), m[2].str());
-  if (std::regex_match(what, m, at_most))
+  // A positional given one value too many ("a.json b.json --html x.html"): CLI11 took the loose value
+  // for a positional and counts it, where the word to name is the option it does not know
+  std::string loose_option;
+  if (std::regex_match(what, m, at_most) && sub)
+    for (const std::string& word : sub->remaining())
+      if (word.rfind('-', 0) == 0 && loose_option.empty()) loose_option = word;
+  if (loose_option.empty() && std::regex_match(what, m, at_most))
     return m[2] == "1" ? fmt::format("{}: given {} times; give it once", m[1].str(), m[3].str())
                        : fmt::format("{}: takes at most {} values, got {}", m[1].str(), m[2].str(), m[3].str());
   if (std::regex_match(what, m, at_least))
     return fmt::format("{}: needs {} values, got {}", m[1].str(), m[2].str(), m[3].str());
   // Several ("x.html --html"): the first that is an option names what went wrong (its value came loose)
   static const std::regex several(R"(^The following arguments were not expected: (.+)$)");
-  std::string first_option;
-  if (std::regex_match(what, m, several) && sub) {
+  std::string first_option = loose_option;
+  if (first_option.empty() && std::regex_match(what, m, several) && sub) {
     std::istringstream words(m[1].str());
     for (std::string word; words >> word;)
       if (word.rfind('-', 0) == 0) {
