@@ -120,6 +120,11 @@ void fields(V& v, T& n) {
   v("timeline", n.timeline);
 }
 
+/// Empty where the band bounds B_simple above; else that it does not (|G|^2 within its errors of 0: the
+/// gradient's mean was not told from its noise), so no critical batch is read from it, and the fix:
+/// "the band has no upper end: ... measure more steps (--noise-steps) or a larger --micro-batch".
+std::string unbounded_noise_text(const NoiseResult& noise);
+
 /// The options measure_noise_scale refuses (ConfigError), for a workload of `training_samples`
 /// (0: not known): a micro-batch that does not divide the batch or is not below it, fewer than 2
 /// steps, a smoothing outside [0, 1), and a batch larger than the training set (a step would repeat

@@ -50,7 +50,7 @@ struct RunPlanRow {
   std::string label;  ///< "base", "recommended", "within 5 %", "planned", ...
   int64_t batch = 0;  ///< global batch
   LrAdvice lr;
-  int64_t steps_per_epoch = 0;  ///< optimizer steps per epoch (the last, short one counted)
+  int64_t steps_per_epoch = 0;  ///< optimizer steps per epoch (the last, short one counted; plan: by its --last-batch)
   /// What the momentum or the betas and epsilon should be at this batch (measured as they are).
   std::string optimizer_settings;
 };

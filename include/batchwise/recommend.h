@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "batchwise/convergence.h"
 #include "batchwise/fields.h"
@@ -90,6 +91,18 @@ std::optional<int64_t> knee_within(const SweepResult& sweep, int64_t training_sa
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,
                                         const std::optional<NoiseResult>& noise, const std::optional<Goodput>& goodput,
                                         int64_t training_samples);
+
+/// A sweep's own answer (the sweep subcommand, Python's sweep): recommend() with the training set's
+/// size, weighing only the batches whose measured peak is within the target of the budget (a batch
+/// past it is measured as asked, and is no answer, as fit and tune weigh only batches within it).
+struct SweepAnswer {
+  std::optional<Recommendation> recommendation;
+  /// What was left out, or that no batch swept is within the target (then none is recommended).
+  std::vector<std::string> warnings;
+  /// Batches trained, and none peaked within the target: no batch fits it (the CLI's exit 6).
+  bool none_within_target = false;
+};
+SweepAnswer recommend_sweep(const SweepResult& sweep, int64_t training_samples, int64_t budget_bytes, double target);
 
 /// From a batch race: its pick (BatchRace::best_batch), explained with the race's figures, the flat
 /// range, the throughput knee and the fit. None when the race has no pick. `run_epochs` > 0: the

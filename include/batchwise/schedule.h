@@ -56,6 +56,16 @@ std::vector<BatchPhase> parse_batch_schedule(const std::string& text, const std:
 /// (validate() checks it; the CLI before it says what it will train).
 void check_schedule_within(const std::vector<BatchPhase>& phases, double epochs);
 
+/// Empty, or which phase of `phases` gets no step in a run of `epochs` over `dataset` samples
+/// (validate's steps: each at the batch of the phase its first sample falls in, until the run's
+/// samples are trained): its start lies past where the run's last step begins. "the phase of batch
+/// 64 from epoch 0.999 gets no step: the run's last step begins at epoch 0.992 (an epoch of 1000
+/// samples)". A phase of batch 0 is a ConfigError.
+std::string phase_without_a_step(const std::vector<BatchPhase>& phases, double epochs, int64_t dataset);
+
+/// ConfigError, naming --batch-schedule and the fix, where phase_without_a_step names a phase.
+void check_schedule_steps(const std::vector<BatchPhase>& phases, double epochs, int64_t dataset);
+
 /// The spelling parse_batch_schedule reads: "64:0,256:2".
 std::string schedule_text(const std::vector<BatchPhase>& phases);
 

@@ -327,8 +327,11 @@ class TrialRunner {
 /// may fit where none can. So is one above the share the process capped itself to
 /// (device_usable_bytes): its trials would run out of memory at the cap, not at the budget. Where
 /// the runner cannot read its device's total (0), the budget stands.
+/// A `requested` budget whose `target` share is not above what the model holds before its first
+/// sample (its parameters and buffers, or the runner's held bytes) is refused too: no batch trains in
+/// it (fit asks its target's share; the others the whole budget, target 1).
 /// fit checks its budget; the CLI's session and Python's calls check --memory-budget as given.
-int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested);
+int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested, double target = 1);
 
 /// Runs trials on a Workload in this process with run_trial. A trial that skipped some of its steps
 /// (fp16 gradients that overflowed while the loss scale settled; the settled scale carries over, see

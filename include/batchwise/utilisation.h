@@ -116,9 +116,9 @@ void fields(V& v, T& u) {
   v("interval_s", u.interval_s);
   v("samples", u.samples);
   v("samples_between_steps", u.samples_between_steps);
-  v("cpu_percent", u.cpu_percent);
+  v("cpu_percent", u.cpu_percent, NullUnless{u.samples > 0});  // no sample, no figure (not 0 %)
   v("core_percent_mean", u.core_percent_mean);
-  v("rss_bytes_max", u.rss_bytes_max);
+  v("rss_bytes_max", u.rss_bytes_max, NullUnless{u.samples > 0});
   v("gpu_sm_percent", u.gpu_sm_percent);
   v("gpu_memory_percent", u.gpu_memory_percent);
   v("gpu_percent_note", u.gpu_percent_note, When{!u.gpu_percent_note.empty()});

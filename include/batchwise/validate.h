@@ -64,6 +64,9 @@ struct ValidateOptions {
   TORCH_ARG(bool, measure_lr) = true;
   /// Evaluate on the first this many held-out samples; 0: all of them.
   TORCH_ARG(int64_t, held_out_samples) = 0;
+  /// check_target_unmet_at_start already ran on these weights (the CLI's, before its stage line):
+  /// validate() does not evaluate the held-out samples for it again.
+  TORCH_ARG(bool, target_checked) = false;
   /// Stop a candidate once its training time passes this multiple of the fastest time to the target
   /// so far: it can no longer come within it. 0: never (every candidate runs to its target or limit).
   TORCH_ARG(double, stop_slower_than) = 0;
@@ -271,6 +274,12 @@ std::string halvings_below_text(const std::vector<int64_t>& batch_sizes, int ext
 
 /// The fixed-batch run of `batch` in `validation` (not a batch-size schedule's); null if none ran.
 const ValidationRun* fixed_run(const ValidationResult& validation, int64_t batch);
+
+/// Throws ConfigError where `options`' target (target mode, no --epochs) is already met by `workload`'s
+/// current weights on the held-out samples validate reads: every run would meet it at its first
+/// evaluation, and the soonest would say nothing. The message names the flag and where training
+/// starts. validate() checks it; the CLI before it says what it will train. Trains nothing.
+void check_target_unmet_at_start(Workload& workload, const Dataset& held_out, const ValidateOptions& options);
 
 /// Trains `workload` from its current state at each candidate batch (restoring the state before
 /// each and after the last), evaluating on `held_out` (eval mode, no gradients). Throws ConfigError

@@ -17,6 +17,7 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -691,13 +692,18 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
   if (command == "fit") {
     report.fit = fit(runner, p.fit);
     report.recommendation = recommend(report.fit, std::nullopt);
+    if (report.fit->batch)  // it fits the memory, and is larger than these data: said, as the CLI's fit says it
+      if (std::string w = larger_than_training_set_warning({*report.fit->batch}, workload.data().size()); !w.empty())
+        report.context.warnings.push_back(std::move(w));
   } else if (command == "sweep") {
     report.sweep = sweep(runner, p.sweep);
     for (const std::string& w : report.sweep->warnings()) report.context.warnings.push_back(w);
     // within the training set, as the CLI's sweep answers and warns: a larger batch repeats samples in a step
     if (std::string w = larger_than_dataset_warning(report.sweep->points, workload.data().size()); !w.empty())
       report.context.warnings.push_back(std::move(w));
-    report.recommendation = recommend(std::nullopt, report.sweep, std::nullopt, std::nullopt, workload.data().size());
+    SweepAnswer answer = recommend_sweep(*report.sweep, workload.data().size(), report.budget_bytes, report.target);
+    report.recommendation = answer.recommendation;  // within the target, as the CLI's
+    for (std::string& w : answer.warnings) report.context.warnings.push_back(std::move(w));
   } else if (command == "noise") {
     try {
       report.noise = measure_noise_scale(workload, p.noise);
@@ -707,7 +713,10 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
                                                    detail::error_line(detail::plain_what(e))));
     }
   } else if (command == "validate") {
-    if (std::string w = larger_than_training_set_warning(p.validate->batch_sizes(), workload.data().size());
+    std::vector<int64_t> trained = p.validate->batch_sizes();  // a schedule's phases' batches too
+    for (const BatchPhase& phase : p.validate->batch_schedule())
+      if (std::find(trained.begin(), trained.end(), phase.batch) == trained.end()) trained.push_back(phase.batch);
+    if (std::string w = larger_than_training_set_warning(trained, workload.data().size());
         !w.empty())  // trained as asked, as the CLI's validate does, and said
       report.context.warnings.push_back(std::move(w));
     report.validation = validate(workload, held_out, *p.validate);

@@ -31,6 +31,15 @@ double squared_norm(const at::Tensor& t) { return t.to(at::kDouble).pow(2).sum()
 
 }  // namespace
 
+std::string unbounded_noise_text(const NoiseResult& n) {
+  if (!n.b_simple || std::isfinite(n.b_simple_high)) return "";
+  return fmt::format(
+      "the band has no upper end: |G|^2 is within two standard errors of 0 over the {} steps at batch {}, so the "
+      "gradient's mean was not told from its noise and no critical batch follows from it (goodput is not weighed); "
+      "measure more steps (--noise-steps) or a larger --micro-batch",
+      n.steps, n.batch);
+}
+
 void check_noise_options(const NoiseOptions& o, int64_t samples) {
   BATCHWISE_CHECK(o.batch() >= 2, ConfigError,
                   "noise scale: --batch {}: it compares a batch's gradient with its micro-batches', so --batch must "

@@ -18,6 +18,7 @@
 
 #include "advice/race_rank.h"
 #include "advice/target.h"
+#include "batchwise/units.h"
 #include "batchwise/validate.h"
 #include "batchwise/workload.h"
 #include "check.h"
@@ -569,9 +570,9 @@ struct RaceRun {
     }
     if (horizon - rung_start > planned_slice * 1.000001)
       race.notes.push_back(fmt::format(
-          "rung {} trained {:.1f} s instead of {:.1f} s: no candidate's held-out loss had fallen 2 % below where all "
+          "rung {} trained {} instead of {}: no candidate's held-out loss had fallen 2 % below where all "
           "began ({:.3f}), the plateau at the start of training, where a ranking would be by noise; {}",
-          rung + 1, horizon - rung_start, planned_slice, race.loss_before,
+          rung + 1, format_seconds(horizon - rung_start), format_seconds(planned_slice), race.loss_before,
           anyone_left_the_start() ? "then one did"
           : hit_wall_limit        ? fmt::format("none had when the race passed its wall limit ({:.0f} s)", wall_limit)
                                   : "none had when the extension's budget ran out"));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "batchwise/sweep.h"
 #include "batchwise/units.h"
 #include "check.h"
 
@@ -193,6 +194,43 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
         "them, batch {}, at {:.0f} samples/s)",
         training_samples, fastest->batch, fastest->samples_per_s);
   return rec;
+}
+
+SweepAnswer recommend_sweep(const SweepResult& sweep, int64_t training_samples, int64_t budget_bytes, double target) {
+  const double limit = target * static_cast<double>(budget_bytes);
+  SweepResult within = sweep;
+  std::vector<std::string> over;  // "256 at 7.00 MiB"
+  const Trial* least = nullptr;   // the smallest peak past the target
+  within.points.clear();
+  for (const Trial& t : sweep.points)
+    if (budget_bytes > 0 && t.outcome == Outcome::Ok && static_cast<double>(t.peak_bytes) > limit) {
+      over.push_back(fmt::format("{} at {}", t.batch, format_bytes(t.peak_bytes)));
+      if (!least || t.peak_bytes < least->peak_bytes) least = &t;
+    } else {
+      within.points.push_back(t);
+    }
+  SweepAnswer a;
+  if (over.empty()) {
+    a.recommendation = recommend(std::nullopt, sweep, std::nullopt, std::nullopt, training_samples);
+    return a;
+  }
+  within.knee_batch = knee_batch(within.points, sweep.knee_tolerance);
+  const std::string past = fmt::format("the {} target of the {} budget ({})", format_percent(100 * target),
+                                       format_bytes(budget_bytes), format_bytes(static_cast<int64_t>(limit)));
+  if (!within.knee_batch) {
+    a.none_within_target = true;
+    a.warnings.push_back(fmt::format(
+        "no batch swept peaks within {}: the least, batch {}, peaked at {}; nothing is recommended: sweep smaller "
+        "batches, or raise --target or --memory-budget",
+        past, least->batch, format_bytes(least->peak_bytes)));
+    return a;
+  }
+  a.warnings.push_back(fmt::format(
+      "{} {} peaked past {}: measured as asked, and not weighed for the answer; raise --target or --memory-budget to "
+      "weigh {}",
+      over.size() > 1 ? "batches" : "batch", fmt::join(over, ", "), past, over.size() > 1 ? "them" : "it"));
+  a.recommendation = recommend(std::nullopt, within, std::nullopt, std::nullopt, training_samples);
+  return a;
 }
 
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, const std::optional<SweepResult>& sweep,

@@ -644,8 +644,9 @@ RunRace detail::race_once(ModuleWorkload& w, const Dataset& held_out, const RunR
   }
   w.restore_state(initial.state());
   if (!ref.message.empty())
-    race.notes.push_back(fmt::format("batch {} (the reference) did not train: {}; the run race recommends no batch",
-                                     ref.batch, ref.message));
+    race.notes.push_back(fmt::format("batch {} (the reference) {}: {}; the run race recommends no batch", ref.batch,
+                                     race.reference_stuck ? "trained, with no learning curve" : "did not train",
+                                     ref.message));
   race.wall_s = now_s(o) - start;
   return race;
 }

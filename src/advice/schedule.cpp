@@ -132,6 +132,34 @@ void check_schedule_within(const std::vector<BatchPhase>& phases, double epochs)
                   schedule_text(phases), phases.back().from_epoch, epochs, epochs);
 }
 
+std::string phase_without_a_step(const std::vector<BatchPhase>& phases, double epochs, int64_t dataset) {
+  if (phases.size() < 2 || dataset <= 0 || !(epochs > 0)) return "";
+  const double total = static_cast<double>(run_samples(epochs, dataset)), per = static_cast<double>(dataset);
+  double at = 0, last_start = 0;  // the samples before a phase's first step; the last step's start
+  for (size_t k = 0; k < phases.size(); ++k) {
+    BATCHWISE_CHECK(phases[k].batch >= 1, ConfigError, "batch schedule {}: a phase of batch {}; batches start at 1",
+                    schedule_text(phases), phases[k].batch);
+    // validate steps at the phase its first sample falls in: this one's steps start before the next's
+    // start (or the run's end), the last of them at most there
+    const double end = k + 1 < phases.size() ? std::min(total, phases[k + 1].from_epoch * per) : total;
+    if (at >= end)
+      return fmt::format(
+          "the phase of batch {} from epoch {:g} gets no step: the run's last step begins at epoch {:.4g} (an epoch "
+          "of {} samples)",
+          phases[k].batch, phases[k].from_epoch, last_start / per, dataset);
+    const double steps = std::ceil((end - at) / static_cast<double>(phases[k].batch));
+    last_start = at + (steps - 1) * static_cast<double>(phases[k].batch);
+    at += steps * static_cast<double>(phases[k].batch);
+  }
+  return "";
+}
+
+void check_schedule_steps(const std::vector<BatchPhase>& phases, double epochs, int64_t dataset) {
+  const std::string none = phase_without_a_step(phases, epochs, dataset);
+  BATCHWISE_CHECK(none.empty(), ConfigError, "--batch-schedule {}: {}; start it earlier, or give a longer --epochs",
+                  schedule_text(phases), none);
+}
+
 std::string schedule_text(const std::vector<BatchPhase>& phases) {
   std::string out;
   for (const auto& p : phases) out += fmt::format("{}{}:{:g}", out.empty() ? "" : ",", p.batch, p.from_epoch);

@@ -405,6 +405,24 @@ void check_options(const ValidateOptions& o, const Dataset& held_out) {
 
 }  // namespace
 
+void check_target_unmet_at_start(Workload& workload, const Dataset& held_out, const ValidateOptions& o) {
+  auto* w = dynamic_cast<ModuleWorkload*>(&workload);
+  if (!w || o.epochs() > 0 || !HeldOutTarget{o.target_accuracy(), o.target_loss()}) return;
+  const Dataset probe = head(held_out, o.held_out_samples());
+  const auto [loss, accuracy] = w->evaluate(probe);  // eval mode, no gradient: nothing trains
+  const HeldOutTarget target{o.target_accuracy(), o.target_loss()};
+  if (!target.met(loss, accuracy)) return;
+  const bool by_accuracy = o.target_accuracy() > 0 && accuracy && *accuracy >= o.target_accuracy();
+  const std::string flag = by_accuracy ? fmt::format("--target-accuracy {:g}", o.target_accuracy())
+                                       : fmt::format("--target-loss {:g}", o.target_loss());
+  throw ConfigError(fmt::format(
+      "{}: the initial weights already reach it (test {} {:.4g} before any step, on {} held-out samples), so every "
+      "run would reach it at its first evaluation and the soonest would say nothing; give a target past where "
+      "training starts ({} {:.4g})",
+      flag, by_accuracy ? "accuracy" : "loss", by_accuracy ? *accuracy : loss, probe.size(),
+      by_accuracy ? "above" : "below", by_accuracy ? *accuracy : loss));
+}
+
 ValidationResult validate(Workload& workload, const Dataset& held_out, const ValidateOptions& o) {
   auto* w = dynamic_cast<ModuleWorkload*>(&workload);
   BATCHWISE_CHECK(w != nullptr, ConfigError,
@@ -413,6 +431,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
                   workload.info().model);
   check_options(o, held_out);
   check_run_length(o.epochs(), w->data().size());
+  check_schedule_steps(o.batch_schedule(), o.epochs(), w->data().size());
   const bool full = o.epochs() > 0;
   const Dataset probe = head(held_out, o.held_out_samples());
   ValidationResult result;
@@ -433,6 +452,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   if (full)  // where every run starts, on the split its final quality is measured on
     if (const auto [loss, accuracy] = w->evaluate(held_out); std::isfinite(loss))
       result.loss_before = loss, result.accuracy_before = accuracy;
+  if (!o.target_checked()) check_target_unmet_at_start(workload, held_out, o);
   const double lr_before = w->info().lr;
   Race race;
   race.start = Clock::now();

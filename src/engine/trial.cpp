@@ -154,8 +154,9 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
       const double elapsed = std::chrono::duration<double>(end - trial_start).count();
       if (o.timeout_s() > 0 && elapsed > o.timeout_s() && i + 1 < total) {
         t.outcome = Outcome::Timeout;
-        t.message = fmt::format("stopped after {} of {} steps: {:.1f} s exceeds the {:.1f} s trial timeout", i + 1,
-                                total, elapsed, o.timeout_s());
+        t.message = fmt::format(
+            "stopped after {} of {} steps: {} exceeds the {} trial timeout (raise --trial-timeout to measure it)",
+            i + 1, total, format_seconds(elapsed), format_seconds(o.timeout_s()));
         break;
       }
     }
@@ -216,7 +217,7 @@ int64_t WorkloadRunner::default_budget_bytes() {
 int64_t WorkloadRunner::device_total_bytes() { return device_memory(workload_)->total_bytes(); }
 int64_t WorkloadRunner::device_usable_bytes() { return device_memory(workload_)->usable_bytes(); }
 
-int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested) {
+int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested, double target) {
   if (requested <= 0) return runner.default_budget_bytes();
   const int64_t total = runner.device_total_bytes();
   BATCHWISE_CHECK(total <= 0 || requested <= total, ConfigError,
@@ -233,6 +234,15 @@ int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested) {
                   "leave --memory-budget out",
                   format_bytes(requested), format_bytes(usable), format_bytes(total),
                   100.0 * static_cast<double>(usable) / static_cast<double>(total), format_bytes_at_most(usable));
+  // No batch trains in a budget (its target's share, for a fit) the model fills before its first sample
+  const WorkloadInfo info = runner.info();
+  const int64_t held = std::max(info.parameter_bytes, runner.held_bytes());
+  BATCHWISE_CHECK(static_cast<double>(held) < target * static_cast<double>(requested), ConfigError,
+                  "--memory-budget {} is below the model's own size: {} holds {} before training a single sample "
+                  "({} of parameters and buffers), so no batch can train in it{}; raise --memory-budget above {}",
+                  format_bytes(requested), info.model, format_bytes(held), format_bytes(info.parameter_bytes),
+                  target < 1 ? fmt::format(" within its {} --target", format_percent(100 * target)) : "",
+                  format_bytes(static_cast<int64_t>(static_cast<double>(held) / target)));
   return requested;
 }
 

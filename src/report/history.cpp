@@ -127,9 +127,8 @@ std::string table_columns(bool with_types, bool quoted = false, size_t first = 0
   return fmt::format("{}", fmt::join(out, ", "));
 }
 
-// What a listing reads (entry_of's order)
-constexpr const char* kColumns =
-    "id, date, command, workload, device, versions, budget_bytes, target, fit_batch, recommended_batch, report";
+// What a listing reads, in entry_of's order: every column but created_unix
+const std::string kColumns = "id, " + table_columns(false, false, 2);
 
 HistoryEntry entry_of(const Statement& s) {
   HistoryEntry e;

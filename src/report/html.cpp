@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "batchwise/loader.h"
+#include "batchwise/noise.h"
 #include "batchwise/recommend.h"
 #include "batchwise/report.h"
 #include "batchwise/units.h"
@@ -212,7 +213,12 @@ std::string recommendation_section(const Report& r) {
     if (!fit.message.empty()) out += fmt::format("<p class=\"reason\">{}</p>\n", esc(fit.message));
   } else if (!r.sweep && !r.validation && !r.race && !r.run_race && (r.noise || r.loader || r.accumulation)) {
     // noise, loader and plan recommend no batch: the page leads with what they answer
-    if (r.noise && r.noise->b_simple)
+    if (r.noise && r.noise->b_simple && !unbounded_noise_text(*r.noise).empty())
+      out += fmt::format(
+          "<p class=\"big bad\">No critical batch: the noise scale's band has no upper end</p>\n<p "
+          "class=\"reason\">B_simple {:.0f}, band {:.0f} to {:.0f}: {}.</p>\n",
+          *r.noise->b_simple, r.noise->b_simple_low, r.noise->b_simple_high, esc(unbounded_noise_text(*r.noise)));
+    else if (r.noise && r.noise->b_simple)
       out += fmt::format(
           "<p class=\"big\">Critical batch (gradient noise scale B_simple): <b>{:.0f}</b></p>\n<p class=\"reason\">"
           "Band {:.0f} to {:.0f} (2 standard errors), from {} steps at batch {}; the noise section below has its "
@@ -349,10 +355,10 @@ std::string fit_section(const Report& r) {
                               : fit.outcome == FitOutcome::DoesNotFit ? "no batch fits"
                                                                       : "the fit failed";
   std::string out = fmt::format(
-      "<section id=\"fit-trials\">\n<h2>Fit</h2>\n<p class=\"caption\">{} ({} mode, {} trials, in the order they "
+      "<section id=\"fit-trials\">\n<h2>Fit</h2>\n<p class=\"caption\">{} ({} mode, {} trial{}, in the order they "
       "ran).</p>\n<table>\n<tr><th>#</th><th>batch</th><th>outcome</th><th>peak memory</th><th>predicted</th>"
       "<th>of budget</th><th>target</th><th>note</th></tr>\n",
-      esc(summary), esc(to_string(fit.mode)), fit.trials.size());
+      esc(summary), esc(to_string(fit.mode)), fit.trials.size(), fit.trials.size() == 1 ? "" : "s");
   int i = 0;
   for (const Trial& t : fit.trials) {
     out += fmt::format(
@@ -385,7 +391,7 @@ std::string sweep_section(const Report& r) {
         "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
         ok(p) ? "ok" : "bad", p.batch, esc(to_string(p.outcome)), speed(p.samples_per_s), speed(p.samples_per_s_min),
         speed(p.samples_per_s_max), step ? fmt::format("{:.2f}", p.step_time_s_median * 1e3) : "-",
-        esc(format_bytes(p.peak_bytes)), esc(note));
+        p.peak_bytes > 0 ? esc(format_bytes(p.peak_bytes)) : "-", esc(note));
   }
   return out + "</table>\n</section>\n";
 }

@@ -436,8 +436,9 @@ std::string profile_section(const Report& r) {
        {{"scales",
          {{"x", {{"stacked", true}}},
           {"y", {{"stacked", true}, {"max", 100}, {"title", {{"display", true}, {"text", "% of the step"}}}}}}}}}};
-  return "<section id=\"profile\">\n<h2>Where the step's time goes</h2>\n<p class=\"caption\">A separate pass, the "
-         "device synchronised after each phase (so its steps run a little slower than the sweep's): each phase's "
+  return "<section id=\"profile\">\n<h2>Where the step's time goes</h2>\n<p class=\"caption\">A separate pass, "
+         "each phase timed apart (on a CPU on the host, on a GPU by CUDA events or synchronised after each, so its "
+         "steps may run a little slower than the sweep's): each phase's "
          "share of the step. A large data share means the step waits for its input.</p>\n" +
          chart_block("profile", config, "step time by phase") + "</section>\n";
 }

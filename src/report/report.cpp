@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "batchwise/noise.h"
 #include "batchwise/units.h"
 #include "check.h"
 #include "report/console.h"
@@ -96,7 +97,8 @@ void fit_table(Lines& line, const FitResult& f) {
           ? fmt::format("batch {} fits{}{}", *f.batch, f.limited_by_max ? " (the --max searched)" : "",
                         f.message.empty() ? "" : "; " + f.message)
           : (f.outcome == FitOutcome::DoesNotFit ? "no batch fits: " + f.message : "error: " + f.message);
-  line(fmt::format("fit ({}, {} trials): {}", to_string(f.mode), f.trials.size(), verdict));
+  line(fmt::format("fit ({}, {} trial{}): {}", to_string(f.mode), f.trials.size(), f.trials.size() == 1 ? "" : "s",
+                   verdict));
   line(fmt::format("{:>8}  {:<8}  {:>11}  {:>11}  {:>9}  {:>6}  {}", "batch", "outcome", "peak memory", "predicted",
                    "of budget", "target", "note"));
   for (const auto& t : f.trials) {
@@ -144,9 +146,9 @@ void sweep_table(Lines& line, const SweepResult& s) {
   const int warmup = s.points.empty() ? 0 : s.points.front().warmup_steps;
   const int steps = s.points.empty() ? 0 : s.points.front().steps;
   line(
-      fmt::format("sweep ({} repetition{} of {} warm-up + {} measured steps{}, interleaved; spread: the step times' "
+      fmt::format("sweep ({} repetition{} of {} warm-up + {} measured step{}{}, interleaved; spread: the step times' "
                   "interquartile range over their median)",
-                  s.repetitions, s.repetitions == 1 ? "" : "s", warmup, steps,
+                  s.repetitions, s.repetitions == 1 ? "" : "s", warmup, steps, steps == 1 ? "" : "s",
                   s.min_time_s > 0 ? fmt::format(" or more, at least {:g} s", s.min_time_s) : ""));
   line(fmt::format("{:>8}  {:<8}  {:>10}  {:>7}  {:>10}  {:>11}  {}", "batch", "outcome", "samples/s", "spread",
                    "step ms", "peak memory", "note"));
@@ -173,7 +175,8 @@ void sweep_table(Lines& line, const SweepResult& s) {
     }
     line(fmt::format("{:>8}  {:<8}  {:>10}  {:>7}  {:>10}  {:>11}  {}", t.batch, to_string(t.outcome),
                      ok ? grouped(t.samples_per_s) : "-", spread,
-                     ok ? fmt::format("{:.2f}", t.step_time_s_median * 1e3) : "-", format_bytes(t.peak_bytes), note));
+                     ok ? fmt::format("{:.2f}", t.step_time_s_median * 1e3) : "-",
+                     t.peak_bytes > 0 ? format_bytes(t.peak_bytes) : "-", note));
   }
   if (!s.not_run.empty()) line(fmt::format("batches {}: {}", fmt::join(s.not_run, ", "), s.not_run_reason));
 }
@@ -232,7 +235,8 @@ void precision_table(Lines& line, const std::vector<PrecisionPoint>& precisions)
 void profile_table(Lines& line, const std::vector<StepProfile>& profiles) {
   line("");
   line(
-      "step profile (a separate pass, the device synchronised after each phase; mean ms per step, share of the step):");
+      "step profile (a separate pass, each phase timed apart: on a CPU on the host, on a GPU by CUDA events or "
+      "synchronised after each; mean ms per step, share of the step):");
   line(fmt::format("{:>8}  {:>13}  {:>13}  {:>13}  {:>13}  {:>13}  {:>9}", "batch", "data", "to device", "forward",
                    "backward", "optimizer", "step"));
   for (const auto& p : profiles) {
@@ -263,10 +267,13 @@ void noise_table(Lines& line, const NoiseResult& n) {
     line(fmt::format("B_simple = tr(Sigma) / |G|^2 = {:.1f} (band {:.1f} to {:.1f}, 2 standard errors){}", *n.b_simple,
                      n.b_simple_low, n.b_simple_high,
                      n.drift ? fmt::format("; it drifted {:.2f}x from the first to the last quarter", *n.drift) : ""));
-    line(
-        fmt::format("critical batch ~ {:.0f}: below it a bigger batch cuts the steps to a target almost "
-                    "proportionally; above it, each doubling buys less (McCandlish et al. 2018)",
-                    *n.b_simple));
+    if (const std::string unbounded = unbounded_noise_text(n); !unbounded.empty())
+      line("critical batch: not known: " + unbounded);
+    else
+      line(
+          fmt::format("critical batch ~ {:.0f}: below it a bigger batch cuts the steps to a target almost "
+                      "proportionally; above it, each doubling buys less (McCandlish et al. 2018)",
+                      *n.b_simple));
   } else {
     line("B_simple: not measured: " + n.message);
   }
@@ -302,12 +309,16 @@ void run_race_table(Lines& line, const RunRace& race) {
   line(fmt::format("{:>8}  {:>10}  {:>9}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}  {}", "batch", "samples/s", "lr",
                    "full run s", lengths ? at(race.lengths_epochs[1]) : "", lengths ? at(race.lengths_epochs[2]) : "",
                    "x/doubling", "at end", "note"));
+  // A race that ended before it judged (its reference gave no curve) leaves its batches not judged, not worse
+  const bool judged = std::any_of(race.entries.begin(), race.entries.end(),
+                                  [](const RunRaceEntry& e) { return e.predicted_gap.has_value(); });
   for (const auto& e : race.entries) {
     std::string note = e.message;
     if (note.empty())
       note = race.best_batch && *race.best_batch == e.batch ? "<- soonest without a worse model"
              : e.good                                       ? "no worse a model"
-                                                            : "worse";
+             : judged                                       ? "worse"
+                                                            : "not judged";
     if (e.cap_factor < 1) note += fmt::format(" (rate capped: {:.0f} % of the rule's)", 100 * e.cap_factor);
     if (e.gap_as) note += fmt::format(" ({})", gap_as_note(e));
     if (e.earlier_round) note += fmt::format(" ({})", earlier_round_note(e));
@@ -316,7 +327,7 @@ void run_race_table(Lines& line, const RunRace& race) {
                      amount(compressed_gap(race, e.shorter_run, 1)), amount(compressed_gap(race, e.run, 2)),
                      gap_trend_text(e.gap_trend), amount(e.predicted_gap), note));
   }
-  line(fmt::format("  within {} is within the held-out noise", amount(race.tolerance)));
+  if (judged) line(fmt::format("  within {} is within the held-out noise", amount(race.tolerance)));
   if (const std::string floored = floored_trend_note(race); !floored.empty()) line("  " + floored);
   for (const auto& note : race.notes) line("  " + note);
   if (!race.pick_reason.empty()) line("  " + race.pick_reason);
@@ -519,9 +530,9 @@ std::string to_table(const Report& r) {
   }
   if (r.lr) {  // a scaled rate no range test looked at is the rule's guess, and says so
     const bool unchecked = !r.lr->range && r.lr->scaled.factor != 1;
-    line(fmt::format("learning rate at batch {}: {:.4g}{} ({})", r.lr->scaled.batch, r.lr->lr,
-                     unchecked ? ", unchecked: the scaling rule alone, no range test capped it (tune runs one)" : "",
-                     r.lr->advice));
+    line(fmt::format("learning rate at batch {}: {:.4g}{}{} ({})", r.lr->scaled.batch, r.lr->lr,
+                     unchecked ? ", unchecked: the scaling rule alone, no range test capped it" : "",
+                     unchecked && !r.timing ? " (tune runs one)" : "", r.lr->advice));  // tune's report has timing
   }
   if (r.run_plan && !r.run_plan->rows.empty()) run_plan_table(line, *r.run_plan);
   if (r.plan) plan_table(line, *r.plan);

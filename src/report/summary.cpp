@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "batchwise/noise.h"
 #include "batchwise/plan.h"
 #include "batchwise/recommend.h"
 #include "batchwise/report.h"
@@ -68,6 +69,9 @@ std::string knee_line(const SweepResult& s, int64_t training_samples, const std:
 
 std::string noise_line(const NoiseResult& n) {
   if (!n.b_simple) return "noise scale: not measured: " + n.message;
+  if (const std::string unbounded = unbounded_noise_text(n); !unbounded.empty())
+    return fmt::format("noise scale: B_simple {:.0f} ({:.0f} to {:.0f}): {}", *n.b_simple, n.b_simple_low,
+                       n.b_simple_high, unbounded);
   return fmt::format("noise scale: B_simple {:.0f} ({:.0f} to {:.0f}): above it, each doubling of the batch buys less",
                      *n.b_simple, n.b_simple_low, n.b_simple_high);
 }

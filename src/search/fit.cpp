@@ -61,9 +61,10 @@ std::optional<MemoryModel> fit_memory_model(const std::vector<Trial>& trials) {
   m.per_sample_bytes = static_cast<double>(b->peak_bytes - a->peak_bytes) / static_cast<double>(b->batch - a->batch);
   m.fixed_bytes = static_cast<double>(b->peak_bytes) - m.per_sample_bytes * static_cast<double>(b->batch);
   for (const auto& t : trials) {
-    // Near the answer: the probes below the line's batches were predicted by the lines that
-    // bracketed it while probing (one of them a deliberate over-estimate), not by this one.
-    if (t.outcome != Outcome::Ok || !t.predicted_peak_bytes || t.batch < m.batch_a) continue;
+    // Near the answer: the probes up to the line's first batch were predicted by the lines that
+    // bracketed it while probing (the one-point line among them, a deliberate over-estimate), not by
+    // one through the batches near the answer.
+    if (t.outcome != Outcome::Ok || !t.predicted_peak_bytes || t.batch <= m.batch_a) continue;
     const int64_t error = std::abs(t.peak_bytes - *t.predicted_peak_bytes);
     m.residual_bytes = std::max(m.residual_bytes, error);
   }
@@ -527,16 +528,8 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
   r.mode = o.mode();
   r.target = o.target();
   r.multiple_of = m;
-  r.budget_bytes = checked_budget_bytes(runner, o.budget_bytes());
-  const WorkloadInfo info = runner.info();
-  const int64_t held = runner.held_bytes();
+  r.budget_bytes = checked_budget_bytes(runner, o.budget_bytes(), o.target());
   const int64_t allowed = static_cast<int64_t>(o.target() * static_cast<double>(r.budget_bytes));
-  BATCHWISE_CHECK(
-      std::max(info.parameter_bytes, held) < allowed, ConfigError,
-      "--memory-budget {} is below the model's own size: {} holds {} before training a single sample "
-      "({} of parameters and buffers); raise --memory-budget above {}",
-      format_bytes(r.budget_bytes), info.model, format_bytes(held), format_bytes(info.parameter_bytes),
-      format_bytes(static_cast<int64_t>(static_cast<double>(std::max(info.parameter_bytes, held)) / o.target())));
   Search search(runner, o, r, first, last, allowed);
   if (o.mode() == FitMode::Model ? search.model() : search.doublings()) search.finish();
   return r;

@@ -282,7 +282,9 @@ class SweepRun {
   // by then no longer reads the larger batches slow. On a machine shared throughout the first retry
   // waits too, and the retries stop there: that costs one trial. At most one repetition's worth, none
   // at or above a batch that ran out of memory; the time left drops those it counted and did not run.
-  // A retry that fails joins the pool, as any failure does, and ends them.
+  // A retry that fails joins the pool, as any failure does, and ends them; one that ran past the trial
+  // timeout ends them only: the batch measured its repetitions within it, and a retry runs because
+  // the machine was shared.
   void retry_shared_cpu() {
     size_t run = 0;
     bool dropped = false;
@@ -299,6 +301,13 @@ class SweepRun {
       Trial t = measure(i, -1, /*in_eta=*/true);
       r.cpu_retried.push_back(sizes_[i]);
       const std::optional<double> share = t.cpu_wait_share;
+      if (t.outcome == Outcome::Timeout) {  // a retry's slowness: the batch keeps the repetitions it measured
+        retries_ended_ = fmt::format(
+            "the retries stopped at one that ran past the --trial-timeout (batch {}); its batch keeps the "
+            "repetitions it measured",
+            sizes_[i]);
+        continue;
+      }
       if (t.outcome != Outcome::Ok) {  // each ending: nothing more to learn from retrying
         retries_ended_ = fmt::format("the retries stopped at one that failed ({})", to_string(t.outcome));
         add(i, std::move(t));

@@ -448,9 +448,27 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   // Full runs whose best is the smallest batch trained also train one and two halvings below it:
   // "no worse a model" means little against the best of batches that are all too large.
   if (v.epochs() > 0 && v.extend_below() == 0) v.extend_below(kValidateBelow);
-  // A batch-size schedule the run race proposed trains beside them, measured the same way.
-  if (v.epochs() > 0 && report.run_race && report.run_race->schedule && report.run_race->epochs == v.epochs())
-    v.batch_schedule(report.run_race->schedule->phases);
+  // A batch-size schedule the run race proposed trains beside them, measured the same way (where each
+  // of its phases gets a step: one whose start the run passes only at its end would train nothing).
+  if (v.epochs() > 0 && report.run_race && report.run_race->schedule && report.run_race->epochs == v.epochs()) {
+    if (const std::string none = phase_without_a_step(report.run_race->schedule->phases, v.epochs(), dataset);
+        none.empty())
+      v.batch_schedule(report.run_race->schedule->phases);
+    else
+      report.context.warnings.push_back(
+          fmt::format("the validation trains no batch-size schedule: the run race's {}", none));
+  }
+  // A target the initial weights meet (the CLI refuses it before tune starts): the answer stands, not
+  // validated, and the report says why, rather than the whole tune ending here
+  if (v.epochs() <= 0 && !v.target_checked()) {
+    try {
+      check_target_unmet_at_start(*subject.workload, subject.held_out(), v);
+    } catch (const ConfigError& e) {
+      report.context.warnings.push_back(fmt::format("the validation did not run: {}", e.what()));
+      return;
+    }
+    v.target_checked(true);
+  }
   if (v.epochs() > 0) {
     stage(o, Phase::Validate,
           fmt::format(

@@ -31,6 +31,46 @@ TEST(Recommend, AReusedFitWithoutTrialsStillRecommends) {
   EXPECT_NE(rec->reason.find("the fit's answer alone"), std::string::npos) << rec->reason;
 }
 
+// A sweep's own answer weighs only the batches that peaked within the target of the budget: a faster
+// batch past it is measured, said, and not the answer; where none is within it, nothing is.
+TEST(Recommend, ASweepAnswersWithinTheTargetOfTheBudget) {
+  SweepResult sweep;
+  sweep.knee_tolerance = 0.05;
+  for (const auto& [batch, rate, peak] :
+       {std::tuple{16, 1000.0, 4 << 20}, {64, 2000.0, 5 << 20}, {256, 3000.0, 7 << 20}}) {
+    Trial t;
+    t.batch = batch;
+    t.samples_per_s = rate;
+    t.peak_bytes = peak;
+    t.outcome = Outcome::Ok;
+    sweep.points.push_back(t);
+  }
+  sweep.knee_batch = knee_batch(sweep.points, sweep.knee_tolerance);
+  ASSERT_EQ(sweep.knee_batch, 256);
+  const SweepAnswer within = recommend_sweep(sweep, 0, 12 << 20, 0.5);  // 6 MiB: 16 and 64
+  ASSERT_TRUE(within.recommendation.has_value());
+  EXPECT_EQ(within.recommendation->batch, 64);
+  EXPECT_FALSE(within.none_within_target);
+  EXPECT_EQ(
+      within.warnings,
+      std::vector<std::string>{"batch 256 at 7.00 MiB peaked past the 50.0 % target of the 12.0 MiB budget (6.00 MiB): "
+                               "measured as asked, and not weighed for the answer; raise --target or --memory-budget "
+                               "to weigh it"});
+
+  const SweepAnswer none = recommend_sweep(sweep, 0, 12 << 20, 0.25);  // 3 MiB: none
+  EXPECT_FALSE(none.recommendation.has_value());
+  EXPECT_TRUE(none.none_within_target);
+  ASSERT_EQ(none.warnings.size(), 1u);
+  EXPECT_NE(none.warnings[0].find("no batch swept peaks within the 25.0 % target of the 12.0 MiB budget (3.00 MiB): "
+                                  "the least, batch 16, peaked at 4.00 MiB; nothing is recommended"),
+            std::string::npos)
+      << none.warnings[0];
+
+  const SweepAnswer all = recommend_sweep(sweep, 0, 12 << 20, 0.9);  // all within: the sweep's answer, nothing said
+  EXPECT_EQ(all.recommendation->batch, 256);
+  EXPECT_TRUE(all.warnings.empty());
+}
+
 // A fit whose next batch ran past the trial timeout, or failed, was not ended by memory: the reason
 // says what ended it; one ended by a batch out of memory keeps the memory wording.
 TEST(Recommend, AFitEndedByATimeoutSaysSoNotMemory) {

@@ -75,6 +75,26 @@ TEST(Cli, RefusedBeforeAnythingRuns) {
                      "--batch-schedule 8:0,16:5: its last phase starts at epoch 5, not within the 1-epoch run");
   expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 8 --epochs 1 --trial-timeout 5", 2,
                      "--trial-timeout does not apply here: validate trains whole runs");
+  // a phase that no step reaches (32 steps of 32 pass epoch 0.999 only at the run's end): it had trained as
+  // the fixed batch 32, said to be the schedule
+  expect_clean_error(
+      "validate --model mlp --dataset synthetic --synthetic-size 1000 --batch-sizes 32 --epochs 1 --batch-schedule "
+      "32:0,64:0.999",
+      2,
+      "--batch-schedule 32:0,64:0.999: the phase of batch 64 from epoch 0.999 gets no step: the run's last step begins "
+      "at epoch 0.992");
+  // a target the initial weights meet: every run "reached" it at its first evaluation, and one was picked
+  expect_clean_error(
+      "validate --model mlp --dataset synthetic --synthetic-size 1000 --batch-sizes 32,64 --target-loss 30", 2,
+      "--target-loss 30: the initial weights already reach it (test loss ");
+  // plan fits nothing given the micro-batch, and recommends no batch to trace
+  expect_clean_error("plan --model mlp --dataset synthetic --global-batch 64 --max-micro-batch 32 --plan-for t4", 2,
+                     "--plan-for with --max-micro-batch 32: given the micro-batch, plan fits nothing");
+  expect_clean_error("plan --model mlp --dataset synthetic --global-batch 64 --trace t.json", 2,
+                     "--trace does not apply here: plan recommends no batch");
+  // an old name beside its new one: one of the two would be dropped
+  expect_clean_error("noise --model mlp --dataset synthetic --steps 5 --noise-steps 7", 2,
+                     "--noise-steps and --steps exclude each other; give one of them");
 }
 
 TEST(Cli, MalformedOptions) {
@@ -101,7 +121,7 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("fit --model mlp --dataset synthetic --nproc 0", 2,
                      "--nproc: 0: must be at least 1 (the number of local processes)");
   expect_clean_error("sweep --batch-sizes 16,,32", 2, "--batch-sizes: '' is not a batch size");
-  expect_clean_error("sweep --model mlp", 2, "no batch sizes; pass --batch-sizes");
+  expect_clean_error("sweep --model mlp", 2, "batchwise sweep: no batch sizes to sweep; pass --batch-sizes");
   // 0 epochs is no run: refused, not read as the flag left out (it once ran a plain tune).
   expect_clean_error("tune --model mlp --dataset synthetic --epochs 0", 2,
                      "--epochs: 0: must be above 0 (leave it out: tune then answers for its race's horizon");
@@ -264,6 +284,29 @@ TEST(Cli, CorruptDatasetIsADataError) {
 TEST(Cli, BudgetBelowTheModel) {
   expect_clean_error("fit --model resnet18 --dataset synthetic --memory-budget 1MiB", 2,
                      "--memory-budget 1.00 MiB is below the model's own size");
+  // every command that trains: no batch trains in it (they ran, and ended out of memory with a fix that
+  // could not work, "give a smaller --batch")
+  for (const std::string command : {"sweep --batch-sizes 8", "noise --batch 64 --noise-steps 3",
+                                    "validate --batch-sizes 8 --epochs 1", "loader --batch 8"})
+    expect_clean_error(command + " --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 1MiB", 2,
+                       "--memory-budget 1.00 MiB is below the model's own size: mlp holds ");
+  // a sweep whose every batch peaked past --target of the budget: measured as asked, none is the answer,
+  // and no batch fits it (exit 6), as fit says (it had recommended one past the target, unsaid)
+  const fs::path json = scratch() / "over-target.json";
+  const Outcome over = batchwise(
+      "sweep --model mlp --dataset synthetic --synthetic-size 512 --batch-sizes 8,16 --repetitions 1 --steps 1 "
+      "--warmup 0 --memory-budget 8MiB --target 0.3 --no-history -q --json " +
+      json.string());
+  EXPECT_EQ(over.code, 6) << over.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_FALSE(j.contains("recommendation") && !j.at("recommendation").is_null()) << j.dump();
+  EXPECT_NE(j.at("context")
+                .at("warnings")
+                .dump()
+                .find("no batch swept peaks within the 30.0 % target of the 8.00 MiB "
+                      "budget (2.40 MiB)"),
+            std::string::npos)
+      << j.at("context").at("warnings").dump();
 }
 
 TEST(Cli, CudaWithoutAGpuIsADeviceError) {
@@ -829,8 +872,10 @@ TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
   // plan's 10 steps (the last 40 samples dropped), not 11, and its warm-up in steps and epochs.
   EXPECT_NE(r.out.find("learning rate at batch 96: 0.3, unchecked: the scaling rule alone"), std::string::npos)
       << r.out;
-  for (const auto& row : j.at("run_plan").at("rows"))
+  for (const auto& row : j.at("run_plan").at("rows")) {
     if (row.at("batch") == 96) EXPECT_EQ(row.at("steps_per_epoch"), 10);
+    if (row.at("batch") == 32) EXPECT_EQ(row.at("steps_per_epoch"), 31);  // the base batch's, dropped too
+  }
   EXPECT_NE(r.out.find("50 steps (5 epochs) from 0.1"), std::string::npos) << r.out;
 
   r = batchwise(base + "--global-batch 100 --world-size 3 --max-micro-batch 16 --last-batch pad --json " +

@@ -101,7 +101,7 @@ TEST(Cmd, ASweepInWhichNoBatchTrainedExitsNonZero) {
   EXPECT_EQ(j.at("sweep").at("points").at(0).at("outcome"), "error");
   const Outcome oom = batchwise(
       "sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 8,16 "
-      "--repetitions 1 --memory-budget 1KiB --no-history -q");
+      "--repetitions 1 --memory-budget 3MiB --no-history -q");  // above the model (2.04 MiB), below a step
   EXPECT_EQ(oom.code, 6) << oom.err;
   // A command that trains nothing and exits at once is not measured at thousands of samples/s: it
   // ran no step. The console header says what is known of a command, not empty workload fields.

@@ -900,6 +900,13 @@ def test_options():
     case("a sweep warns of a batch larger than the training set and answers within it",
          any("batch 32 is larger than the 20 training samples" in w for w in report.context.warnings)
          and report.recommendation.batch == 8, (report.context.warnings, report.recommendation.batch))
+    # Within the target of the budget, as the CLI's sweep answers: where none peaked within it, no answer, and why
+    report = batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y), batch_sizes=[8, 32],
+                             memory_budget="64MiB", target=0.001, repetitions=1, steps=1, warmup=0, progress=False)
+    case("a sweep recommends no batch where none peaked within the target, and says so",
+         report.recommendation is None
+         and any(w.startswith("no batch swept peaks within the 0.1 % target of the 64.0 MiB budget")
+                 for w in report.context.warnings), (report.recommendation, report.context.warnings))
     refused([(lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y), batch_sizes="8-"),
               TypeError, "batch_sizes='8-' is not a list of batch sizes"),
              (lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y),

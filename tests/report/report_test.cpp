@@ -10,6 +10,7 @@
 #include "batchwise/lr.h"
 #include "batchwise/plan.h"
 #include "batchwise/recommend.h"
+#include "batchwise/run_race.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -381,6 +382,43 @@ TEST(Report, ABatchRaceWithNoRungSaysSo) {
   const std::string table = to_table(r);
   EXPECT_NE(table.find("at its own learning rate; no rung ended (its notes say why)"), std::string::npos) << table;
   EXPECT_EQ(table.find("rungs end at  s"), std::string::npos) << table;
+}
+
+// A run race that ended before it judged (its reference gave no learning curve) calls its other batches
+// not judged, not worse, and states no tolerance it never applied; a sweep's batch that did not run has
+// no peak ("-", not "0 B").
+TEST(Report, ARunRaceThatJudgedNothingSaysSoAndAnUnrunBatchHasNoPeak) {
+  Report r = fixed_report();
+  RunRace race;
+  race.epochs = 1;
+  race.lr_schedule = "cosine";
+  race.measure = "accuracy";
+  race.lengths_epochs = {0.25, 0.5, 1};
+  for (const int64_t batch : {8, 16, 32}) {
+    RunRaceEntry e;
+    e.batch = batch;
+    race.entries.push_back(e);
+  }
+  race.reference_batch = 8;
+  race.entries.front().message = "its longest compressed run (1 epoch) did not leave the start";
+  r.run_race = race;
+  Trial skipped;
+  skipped.batch = 4096;
+  skipped.outcome = Outcome::Oom;
+  skipped.message = "not run: batch 2048 already ran out of memory";
+  r.sweep->points.push_back(skipped);
+  const std::string table = to_table(r);
+  for (const char* batch : {"      16", "      32"}) {
+    const size_t row = table.find(std::string("\n") + batch + "  ");
+    ASSERT_NE(row, std::string::npos) << table;
+    const std::string line = table.substr(row + 1, table.find('\n', row + 1) - row - 1);
+    EXPECT_NE(line.find("not judged"), std::string::npos) << line;
+    EXPECT_EQ(line.find("worse"), std::string::npos) << line;
+  }
+  EXPECT_EQ(table.find("is within the held-out noise"), std::string::npos) << table;
+  const size_t row = table.find("\n    4096  oom");
+  ASSERT_NE(row, std::string::npos) << table;
+  EXPECT_EQ(table.substr(row, table.find('\n', row + 1) - row).find("0 B"), std::string::npos) << table;
 }
 
 // The run plan's SGD note speaks of momentum only where there is some (a Python optimizer at 0).

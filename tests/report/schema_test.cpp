@@ -206,6 +206,27 @@ TEST(Report, AnUnboundedNoiseBandReadsBackUnbounded) {
   EXPECT_TRUE(std::isinf(back.noise->b_simple_high));
   EXPECT_TRUE(std::isinf(back.noise->b_simple_stderr));
   EXPECT_EQ(to_summary(back), to_summary(r));
+  // and no critical batch is stated from it, in the table or the summary: why not, and the fix
+  for (const std::string& text : {to_table(r), to_summary(r)}) {
+    EXPECT_EQ(text.find("critical batch ~"), std::string::npos) << text;
+    EXPECT_NE(text.find("the band has no upper end: |G|^2 is within two standard errors of 0"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("measure more steps (--noise-steps) or a larger --micro-batch"), std::string::npos) << text;
+  }
+}
+
+// A utilisation monitor that took no sample (a trial shorter than its interval) has no CPU figure or
+// resident size: null, not 0 % and 0 B.
+TEST(Report, AUtilisationWithoutSamplesHasNoFigures) {
+  Report r = fixed_report();
+  ASSERT_TRUE(r.sweep.has_value());
+  UtilisationSummary none;
+  r.sweep->points.front().utilisation = none;
+  const auto j = nlohmann::json::parse(to_json(r));
+  const auto& u = j.at("sweep").at("points").at(0).at("utilisation");
+  EXPECT_EQ(u.at("samples"), 0);
+  EXPECT_TRUE(u.at("cpu_percent").is_null()) << u.dump();
+  EXPECT_TRUE(u.at("rss_bytes_max").is_null()) << u.dump();
 }
 
 TEST(Report, ReadingIsLenientAboutMissingFieldsAndStrictAboutTypes) {

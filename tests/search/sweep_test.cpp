@@ -168,8 +168,8 @@ class WaitingSteps final : public TrialRunner {
   Trial run(const TrialOptions& o) override {
     Trial t = steps_.run(o);
     if (calls_ == fails_at_) {
-      t.outcome = Outcome::Oom;
-      t.message = "out of memory";
+      t.outcome = fails_with_;
+      t.message = fails_with_ == Outcome::Oom ? "out of memory" : "stopped after 1 of 7 steps";
       t.step_times_s.clear();
     }
     t.cpu_wait_share = share_(calls_++);
@@ -179,7 +179,7 @@ class WaitingSteps final : public TrialRunner {
     t.wall_s = 1;
     return t;
   }
-  void fails_at(int call) { fails_at_ = call; }  // that trial runs out of memory
+  void fails_at(int call, Outcome how = Outcome::Oom) { fails_at_ = call, fails_with_ = how; }  // that trial fails
   int64_t held_bytes() override { return 0; }
   int64_t default_budget_bytes() override { return 1 << 30; }
   int64_t device_total_bytes() override { return 1 << 30; }
@@ -190,6 +190,7 @@ class WaitingSteps final : public TrialRunner {
   Share share_;
   double slowdown_, scale_;
   int calls_ = 0, fails_at_ = -1;
+  Outcome fails_with_ = Outcome::Oom;
 };
 
 SweepResult tune_like_sweep(TrialRunner& runner) {
@@ -368,6 +369,19 @@ TEST(SweepNoise, TheRetriesEndAtOneThatStillWaitsReadsNothingOrFails) {
   EXPECT_EQ(largest.outcome, Outcome::Oom) << "a failure is never set aside";
   EXPECT_EQ(largest.repetitions, 4);
   EXPECT_EQ(oom.knee_batch, 128);
+
+  // The first two repetitions waited, and the first retry (batch 16's) runs past the trial timeout on
+  // the machine still shared: its batch keeps the three repetitions it measured, and the retries end
+  WaitingSteps slow_runner([](int call) { return std::optional<double>(call < 14 ? 0.5 : 0.01); });
+  slow_runner.fails_at(3 * 7, Outcome::Timeout);
+  const SweepResult slow = tune_like_sweep(slow_runner);
+  EXPECT_EQ(slow.cpu_retried, (std::vector<int64_t>{16}));
+  EXPECT_EQ(slow.points.front().outcome, Outcome::Ok) << slow.points.front().message;
+  EXPECT_EQ(slow.points.front().repetitions, 3);
+  EXPECT_NE(slow.shared_cpu_warning.find(
+                "the retries stopped at one that ran past the --trial-timeout (batch 16); its batch keeps "),
+            std::string::npos)
+      << slow.shared_cpu_warning;
 
   // The first two repetitions waited; the last retry, the first repetition's 1,024, runs out of memory.
   WaitingSteps failing_runner([](int call) { return std::optional<double>(call < 14 ? 0.5 : 0.01); });

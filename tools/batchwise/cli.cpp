@@ -571,8 +571,11 @@ void check_writable(const std::string& path, const char* flag) {
   if (path.empty()) return;
   std::error_code error;
   if (std::filesystem::is_directory(path, error))
-    throw ConfigError(fmt::format("{} {}: is a folder; give a file's path (e.g. {}/report{})", flag, path,
-                                  path == "/" ? "" : path, std::string(flag) == "--html" ? ".html" : ".json"));
+    throw ConfigError(fmt::format("{} {}: is a folder; give a file's path (e.g. {}/{})", flag, path,
+                                  path == "/" ? "" : path,
+                                  std::string(flag) == "--html"    ? "report.html"
+                                  : std::string(flag) == "--trace" ? "trace.json"
+                                                                   : "report.json"));
   const bool existed = std::filesystem::exists(path);
   if (!std::ofstream(path, std::ios::app))
     throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));

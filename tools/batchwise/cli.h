@@ -76,13 +76,15 @@ std::string list_options(CLI::App& app);
 std::vector<std::string>& renamed_warnings();
 
 /// A flag renamed so that one name means one thing: `old_name` still sets `value` for a release,
-/// listed under "Deprecated" in --help, and a warning names the new spelling when it is used.
+/// listed under "Deprecated" in --help, and a warning names the new spelling when it is used. The two
+/// given together are refused (each sets `value`: one would be dropped); add `new_name` first.
 template <class T>
 CLI::Option* renamed(CLI::App* cmd, const std::string& old_name, const std::string& new_name, T& value,
                      const std::string& why) {
   const std::string sub = cmd->get_name();
   return cmd->add_option(old_name, value, "the old name of " + new_name + " (" + why + ")")
       ->group("Deprecated")
+      ->excludes(new_name)
       ->each([sub, old_name, new_name, why](const std::string&) {
         renamed_warnings().push_back("batchwise " + sub + ": warning: " + old_name + " is now " + new_name + " (" +
                                      why + "); the old name works until the next release");

@@ -99,7 +99,9 @@ void Session::make_runner(bool test_split) {
   workload_ = make_workload(flags.workload, test_split || command == "tune" ? &held_out_ : nullptr);
   if (held_out_.size() > 0 && module()) check_held_out(held_out_, *module());  // before a long run too
   runner_ = std::make_unique<WorkloadRunner>(*workload_);
-  if (budget > 0) (void)checked_budget_bytes(*runner_, budget);  // each rank its own device, before any command trains
+  // each rank its own device, before any command trains; fit and tune's fit within the target
+  if (budget > 0)
+    (void)checked_budget_bytes(*runner_, budget, command == "fit" || command == "tune" ? flags.target : 1.0);
   cuda_ = workload_->device().is_cuda();
   if (address_) {
     group_ = Group::join(*address_, workload_->device(),

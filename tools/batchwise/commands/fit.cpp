@@ -2,6 +2,7 @@
 #include "../cli.h"
 #include "../session.h"
 #include "batchwise/recommend.h"
+#include "batchwise/validate.h"
 
 namespace batchwise::cli {
 
@@ -39,6 +40,10 @@ class Fit : public Command {
     if (fit_.max == 0) fit_.max = 65536;
     s.report.fit = fit(s.runner(), s.with_progress(fit_.options(w_, s.report.budget_bytes)));
     s.report.recommendation = recommend(s.report.fit, std::nullopt);
+    if (s.report.fit->batch)  // it fits the memory; a run of these data would not take it, and is told so
+      if (std::string w = larger_than_training_set_warning({*s.report.fit->batch}, s.report.workload.dataset_size);
+          !w.empty())
+        s.report.context.warnings.push_back(std::move(w));
     rule_learning_rate(s, kDefaultBaseBatch);
     plan_for_device(fit_, w_, s.report);
     return s.finish();

@@ -1,5 +1,7 @@
 // batchwise plan: micro-batch x accumulation steps x devices that keep a global batch exact, with
 // its learning rate and the run plan.
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "../cli.h"
@@ -15,6 +17,7 @@ class Plan : public Command {
     auto* cmd = app.add_subcommand(
         "plan", "Micro-batch x accumulation steps x devices that keep a global batch exact, with its learning rate");
     w_.add(cmd);
+    w_.not_read({{"--trace", "plan recommends no batch, so no step would be traced; trace one with sweep or tune"}});
     fit_.add(cmd);
     dist_.add(cmd);
     cmd->add_option("--global-batch", global_batch_, "samples per optimizer step over all devices")->required();
@@ -30,6 +33,7 @@ class Plan : public Command {
     cmd->footer(
         "Example:\n  batchwise plan --global-batch 4096 --world-size 2 --memory-budget 2GiB\n"
         "  batchwise plan --global-batch 1000 --max-micro-batch 96 --multiple-of 8 --last-batch pad");
+    cmd_ = cmd;
     return cmd;
   }
   int nproc() const override { return dist_.nproc; }
@@ -42,6 +46,13 @@ class Plan : public Command {
     w_.check("plan");
     fit_.check();
     (void)parse_last_batch(last_batch_, "--last-batch");
+    if (max_micro_batch_ > 0)  // given, nothing is fitted: the flags that shape the fit would be dropped
+      for (const char* flag : {"--mode", "--min", "--max", "--fit-steps", "--plan-for", "--target"})
+        if (cmd_->count(flag) > 0)
+          throw ConfigError(fmt::format(
+              "{} with --max-micro-batch {}: given the micro-batch, plan fits nothing, and {} shapes the fit; "
+              "leave {} out, or leave out --max-micro-batch to fit it",
+              flag, max_micro_batch_, flag, flag));
     if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
     Session s("plan", w_, &dist_);
     if (s.data_parallel()) world_size_ = s.world_size();
@@ -85,9 +96,14 @@ class Plan : public Command {
         {"base", unmeasured_lr(*optimizer, base_batch_, r.workload.lr, base_batch_)}};
     if (batch != base_batch_) rows.emplace_back("planned", *r.lr);
     r.run_plan = plan_run(optimizer_settings(*optimizer, s.module()), r.workload.dataset_size, rows);
-    // Its steps per epoch are the plan's, counted once, with the --last-batch policy.
+    // Its steps per epoch are the plan's, counted once, with the --last-batch policy; the base batch's
+    // under the same policy (drop_last trains no short last step).
+    const bool drop = parse_last_batch(last_batch_, "--last-batch") == LastBatch::Drop;
     for (RunPlanRow& row : r.run_plan->rows)
-      if (row.batch == batch) row.steps_per_epoch = r.accumulation->steps_per_epoch;
+      if (row.batch == batch)
+        row.steps_per_epoch = r.accumulation->steps_per_epoch;
+      else if (drop && row.batch > 0 && r.workload.dataset_size >= row.batch)
+        row.steps_per_epoch = r.workload.dataset_size / row.batch;
   }
 
   WorkloadFlags w_;
@@ -95,6 +111,7 @@ class Plan : public Command {
   DistFlags dist_;
   int64_t global_batch_ = 0, world_size_ = 1, max_micro_batch_ = 0, base_batch_ = kDefaultBaseBatch;
   std::string last_batch_ = "drop";
+  CLI::App* cmd_ = nullptr;
 };
 
 }  // namespace

@@ -42,7 +42,7 @@ class Sweep : public Command {
     w_.check("sweep");
     (void)sweep_.options(w_, 0);  // the batch sizes are checked before the data is loaded
     if (sweep_.batch_sizes.empty() && sweep_.range.empty())
-      throw ConfigError("sweep: no batch sizes; pass --batch-sizes 16,32,64 or --range 8-4096*2");
+      throw ConfigError("no batch sizes to sweep; pass --batch-sizes 16,32,64 or --range 8-4096*2");
     if (w_.workload.precision() == Precision::Fp16 && sweep_.accumulation_steps > 1)
       throw ConfigError(
           "--accumulation-steps with --precision fp16: accumulation does not support fp16's loss scaling "
@@ -61,11 +61,14 @@ class Sweep : public Command {
     const int64_t samples = s.report.workload.dataset_size;
     if (std::string w = larger_than_dataset_warning(s.report.sweep->points, samples); !w.empty())
       s.report.context.warnings.push_back(std::move(w));
-    s.report.recommendation = recommend(std::nullopt, s.report.sweep, std::nullopt, std::nullopt, samples);
+    // within --target of the budget too, as fit and tune answer
+    SweepAnswer answer = recommend_sweep(*s.report.sweep, samples, s.report.budget_bytes, s.report.target);
+    s.report.recommendation = answer.recommendation;
+    for (std::string& w : answer.warnings) s.report.context.warnings.push_back(std::move(w));
     if (sweep_.profile)
       s.report.step_profile = profile_sweep(*s.workload(), *s.report.sweep, s.report.context.warnings);
     rule_learning_rate(s, kDefaultBaseBatch);
-    return s.finish();
+    return s.finish(answer.none_within_target ? kExitDoesNotFit : kExitOk);  // no batch fits it, as fit says
   }
 
  private:

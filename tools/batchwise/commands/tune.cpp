@@ -172,6 +172,11 @@ class Tune : public Command {
                              if (!(stop && stop->requested())) s.on_validate(p);  // its reader may be gone
                            })
                            .should_stop([&] { return stop && stop->requested(); }));
+    // A validation target the initial weights meet: refused before anything trains, not after the race
+    if (validate_ && v_.epochs <= 0) {
+      check_target_unmet_at_start(*s.workload(), s.held_out(), v_.options({}, base_batch_));
+      options.validate()->target_checked(true);
+    }
     if (!w_.no_history) state_the_last(s);
     s.report = tune(subject, options, s.report);
     const bool stopped = stop && stop->requested();

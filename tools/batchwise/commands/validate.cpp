@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "../cli.h"
 #include "../launch.h"
 #include "../session.h"
@@ -96,8 +98,14 @@ class Validate : public Command {
                       extend_below_));
     Session s("validate", w_, nullptr, /*test_split=*/true);
     check_run_length(v_.epochs, s.workload()->info().dataset_size);  // validate() does too, after the stage line
+    check_schedule_steps(schedule, v_.epochs, s.workload()->info().dataset_size);
+    if (v_.epochs <= 0)  // a target the initial weights meet: refused before the stage line
+      check_target_unmet_at_start(*s.workload(), s.held_out(), v_.options(candidates, base_batch_));
+    std::vector<int64_t> trained = candidates;  // every batch a step of them takes
+    for (const BatchPhase& p : schedule)
+      if (std::find(trained.begin(), trained.end(), p.batch) == trained.end()) trained.push_back(p.batch);
     // trained as asked, and said: a step of them repeats samples
-    if (std::string w = larger_than_training_set_warning(candidates, s.workload()->info().dataset_size); !w.empty())
+    if (std::string w = larger_than_training_set_warning(trained, s.workload()->info().dataset_size); !w.empty())
       s.report.context.warnings.push_back(std::move(w));
     const std::string in_order = fmt::format("{}", fmt::join(candidates, ", "));  // as they train: sorted
     s.stage(v_.epochs > 0
@@ -109,6 +117,7 @@ class Validate : public Command {
     const StopOnSignal stop("validate", "the runs that finished are kept and written, the one under way is dropped");
     s.report.validation = validate(*s.workload(), s.held_out(),
                                    v_.options(candidates, base_batch_)
+                                       .target_checked(v_.epochs <= 0)  // above
                                        .batch_schedule(schedule)
                                        .extend_below(extend_below_)
                                        .limit_bytes(s.report.budget_bytes)
