@@ -448,8 +448,7 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   // Full runs whose best is the smallest batch trained also train one and two halvings below it:
   // "no worse a model" means little against the best of batches that are all too large.
   if (v.epochs() > 0 && v.extend_below() == 0) v.extend_below(kValidateBelow);
-  // A batch-size schedule the run race proposed trains beside them, measured the same way (where each
-  // of its phases gets a step: one whose start the run passes only at its end would train nothing).
+  // A batch-size schedule the run race proposed trains beside them, measured the same way, if each phase gets a step
   if (v.epochs() > 0 && report.run_race && report.run_race->schedule && report.run_race->epochs == v.epochs()) {
     if (const std::string none = phase_without_a_step(report.run_race->schedule->phases, v.epochs(), dataset);
         none.empty())
@@ -458,8 +457,7 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
       report.context.warnings.push_back(
           fmt::format("the validation trains no batch-size schedule: the run race's {}", none));
   }
-  // A target the initial weights meet (the CLI refuses it before tune starts): the answer stands, not
-  // validated, and the report says why, rather than the whole tune ending here
+  // A target the initial weights meet (the CLI refuses it first): the answer stands unvalidated, and says why
   if (v.epochs() <= 0 && !v.target_checked()) {
     try {
       check_target_unmet_at_start(*subject.workload, subject.held_out(), v);
@@ -770,6 +768,14 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
         "batch {} is larger than the {} training samples: each step repeats samples, and no race trained it (the "
         "answer rests on the sweep's throughput); a batch up to {} trains each sample once an epoch",
         report.recommendation->batch, w->data().size(), w->data().size()));
+  // A run shorter than one step of the answer: its one step trains more samples than the run has
+  if (const int64_t dataset = training_samples(subject); o.epochs() > 0 && dataset > 0)
+    if (const int64_t run = run_samples(o.epochs(), dataset); report.recommendation->batch > run)
+      report.context.warnings.push_back(fmt::format(
+          "batch {} is more samples than your {:g}-epoch run trains ({}): one step of it trains {:.3g} times the run; "
+          "a run this short takes a batch of at most {}",
+          report.recommendation->batch, o.epochs(), run,
+          static_cast<double>(report.recommendation->batch) / static_cast<double>(run), run));
   if (subject.world_size > 1)
     report.recommendation->reason += fmt::format("; batches are per device: the global batch is {} over {} ranks",
                                                  report.recommendation->batch * subject.world_size, subject.world_size);

@@ -764,6 +764,22 @@ void check_the_batch_race(const Outcome& r, const nlohmann::json& j) {
   EXPECT_TRUE(recommended) << rows.dump();
 }
 
+// A run shorter than one step of the answer (0.2 epochs of 100 samples: 20): the answer, goodput's where
+// the races cannot rank, is said to train more than the run in one step.
+TEST(Cli, TuneForARunShorterThanOneStepOfItsAnswerSaysSo) {
+  const fs::path json = scratch() / "short-run.json";
+  const Outcome r = batchwise(
+      "tune --model mlp --dataset synthetic --synthetic-size 100 --lr 0.05 --max 256 --trial-timeout 10 --epochs 0.2 "
+      "--lr-schedule cosine --no-history -q --json " +
+      json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  const int64_t batch = j.at("recommendation").at("batch").get<int64_t>();
+  const std::string warnings = j.at("context").at("warnings").dump();
+  const std::string said = fmt::format("batch {} is more samples than your 0.2-epoch run trains (20): one step", batch);
+  EXPECT_EQ(warnings.find(said) != std::string::npos, batch > 20) << warnings;
+}
+
 TEST(Cli, TuneOnATinySyntheticWorkloadWritesTheReport) {
   const fs::path json = scratch() / "tune.json", html = scratch() / "tune.html";
   const Outcome r = batchwise(

@@ -18,8 +18,10 @@ class Fit : public Command {
     cmd->add_option("--fit-steps", fit_.steps, "training steps per fit trial")->capture_default_str();
     renamed(cmd, "--steps", "--fit-steps", fit_.steps,
             "--steps counts a sweep trial's measured steps in sweep and tune");
-    cmd->add_option("--warmup", fit_.warmup, "extra steps before those (they count towards the peak too)")
-        ->capture_default_str();
+    cmd->add_option("--warmup", fit_.warmup,
+                    "extra steps before the --fit-steps ones (they count towards the peak too)")
+        ->capture_default_str()
+        ->group("Fit");  // fit's own, not the sweep's --warmup the table lists
     cmd->footer(
         "Example:\n  batchwise fit --model lenet --memory-budget 512MiB --mode binsearch --multiple-of 8 --json "
         "fit.json\n"
