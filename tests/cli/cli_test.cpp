@@ -87,6 +87,9 @@ TEST(Cli, RefusedBeforeAnythingRuns) {
   expect_clean_error(
       "validate --model mlp --dataset synthetic --synthetic-size 1000 --batch-sizes 32,64 --target-loss 30", 2,
       "--target-loss 30: the initial weights already reach it (test loss ");
+  // and tune's validation, before its fit (it had ended the whole tune at its last phase)
+  expect_clean_error("tune --model mlp --dataset synthetic --synthetic-size 1000 --validate --target-loss 30", 2,
+                     "--target-loss 30: the initial weights already reach it (test loss ");
   // plan fits nothing given the micro-batch, and recommends no batch to trace
   expect_clean_error("plan --model mlp --dataset synthetic --global-batch 64 --max-micro-batch 32 --plan-for t4", 2,
                      "--plan-for with --max-micro-batch 32: given the micro-batch, plan fits nothing");
