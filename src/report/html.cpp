@@ -193,6 +193,13 @@ std::string answer(const Recommendation& rec, const Report& r) {
                            esc(rec.reason));
 }
 
+// "micro-batch 16 x 3 accumulation steps x 2 devices" (the devices only where there are several)
+std::string split_text(const AccumulationPlan& a) {
+  return fmt::format("micro-batch {} x {} accumulation step{}{}", a.micro_batch, a.accumulation_steps,
+                     a.accumulation_steps == 1 ? "" : "s",
+                     a.world_size > 1 ? fmt::format(" x {} devices", a.world_size) : "");
+}
+
 std::string recommendation_section(const Report& r) {
   // The box's colour is the answer's confidence: green only where it was measured and resolved.
   const std::optional<Confidence> confidence = r.recommendation ? r.recommendation->confidence : std::nullopt;
@@ -213,11 +220,12 @@ std::string recommendation_section(const Report& r) {
     if (!fit.message.empty()) out += fmt::format("<p class=\"reason\">{}</p>\n", esc(fit.message));
   } else if (!r.sweep && !r.validation && !r.race && !r.run_race && (r.noise || r.loader || r.accumulation)) {
     // noise, loader and plan recommend no batch: the page leads with what they answer
-    if (r.noise && r.noise->b_simple && !unbounded_noise_text(*r.noise).empty())
+    const std::string unbounded = r.noise ? unbounded_noise_text(*r.noise) : "";
+    if (!unbounded.empty())
       out += fmt::format(
           "<p class=\"big bad\">No critical batch: the noise scale's band has no upper end</p>\n<p "
           "class=\"reason\">B_simple {:.0f}, band {:.0f} to {:.0f}: {}.</p>\n",
-          *r.noise->b_simple, r.noise->b_simple_low, r.noise->b_simple_high, esc(unbounded_noise_text(*r.noise)));
+          *r.noise->b_simple, r.noise->b_simple_low, r.noise->b_simple_high, esc(unbounded));
     else if (r.noise && r.noise->b_simple)
       out += fmt::format(
           "<p class=\"big\">Critical batch (gradient noise scale B_simple): <b>{:.0f}</b></p>\n<p class=\"reason\">"
@@ -231,13 +239,8 @@ std::string recommendation_section(const Report& r) {
       out += fmt::format("<p class=\"big\">Input pipeline at batch {}</p>\n<p class=\"reason\">{}</p>\n",
                          r.loader->batch, esc(r.loader->advice));
     else
-      out += fmt::format(
-          "<p class=\"big\">Global batch {}: micro-batch {} x {} accumulation step{}{}</p>\n<p "
-          "class=\"reason\">{}</p>\n",
-          r.accumulation->global_batch, r.accumulation->micro_batch, r.accumulation->accumulation_steps,
-          r.accumulation->accumulation_steps == 1 ? "" : "s",
-          r.accumulation->world_size > 1 ? fmt::format(" x {} devices", r.accumulation->world_size) : "",
-          esc(r.accumulation->reason));
+      out += fmt::format("<p class=\"big\">Global batch {}: {}</p>\n<p class=\"reason\">{}</p>\n",
+                         r.accumulation->global_batch, split_text(*r.accumulation), esc(r.accumulation->reason));
   } else {
     // Why, as the console's closing line says it ("answer: none: interrupted before batch 256 trained ...").
     std::string why = closing_line(r);
@@ -323,9 +326,7 @@ std::string advice_section(const Report& r) {
                        esc(r.lr->advice));
   if (r.accumulation) {
     const AccumulationPlan& a = *r.accumulation;
-    out += fmt::format("<li>Global batch {} = micro-batch {} x {} accumulation step{}{}{}. {}</li>\n", a.global_batch,
-                       a.micro_batch, a.accumulation_steps, a.accumulation_steps == 1 ? "" : "s",
-                       a.world_size > 1 ? fmt::format(" x {} devices", a.world_size) : "",
+    out += fmt::format("<li>Global batch {} = {}{}. {}</li>\n", a.global_batch, split_text(a),
                        a.exact ? " (exact)" : " (not the one asked)", esc(a.reason));
     // The JSON has the epoch exactly when the dataset size is known.
     if (a.dataset_size > 0) out += fmt::format("<li>Epoch: {}</li>\n", esc(a.last_batch_note));
