@@ -48,9 +48,12 @@ std::string warmup_text(const LrAdvice& l, int64_t steps_per_epoch) {
     const std::string text = fmt::format("{:.2g}", e);
     return text + (text == "1" ? " epoch" : " epochs");
   };
+  // In epochs as the advice counts them (its samples over the data's), so the plan and the answer say one figure
   if (l.warmup_steps > 0)
     return per_epoch > 0 ? fmt::format("{} steps ({}) from {:.4g}", l.warmup_steps,
-                                       epochs(static_cast<double>(l.warmup_steps) / per_epoch), l.warmup_from_lr)
+                                       epochs(l.warmup_epochs > 0 ? l.warmup_epochs
+                                                                  : static_cast<double>(l.warmup_steps) / per_epoch),
+                                       l.warmup_from_lr)
                          : fmt::format("{} steps from {:.4g}", l.warmup_steps, l.warmup_from_lr);
   if (l.warmup_epochs > 0)
     return per_epoch > 0 ? fmt::format("{} steps ({}) from {:.4g}", std::llround(l.warmup_epochs * per_epoch),

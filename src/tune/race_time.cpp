@@ -133,4 +133,11 @@ std::string unplanned_race_plan(double wall_s, double most_s, bool more) {
       more ? "; the validation and the precision comparison come on top" : "");
 }
 
+std::string run_race_step_text(double run_epochs, const RunRaceStep& p) {
+  return fmt::format("{}: {:.0f} % ({} of {} steps), training loss {:.4g}; {:.0f} s elapsed",
+                     compressed_run_text(p.batch, run_epochs, p.epochs),
+                     std::floor(100.0 * static_cast<double>(p.step) / static_cast<double>(p.steps)), p.step, p.steps,
+                     p.loss, p.elapsed_s);
+}
+
 }  // namespace batchwise::detail

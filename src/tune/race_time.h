@@ -92,4 +92,8 @@ std::string restated_plan(double stated_left_s, double left_s, double most_left_
 /// leave the plateau at the start; a batch race follows, which the plan did not count)".
 std::string unplanned_race_plan(double wall_s, double most_s, bool more);
 
+/// A compressed run's live line: the run-start line's words (RunRaceOptions::on_progress), then how
+/// far it has come.
+std::string run_race_step_text(double run_epochs, const RunRaceStep& p);
+
 }  // namespace batchwise::detail

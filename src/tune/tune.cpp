@@ -25,6 +25,7 @@
 #include "batchwise/time_plan.h"
 #include "batchwise/units.h"
 #include "check.h"
+#include "tune/answer_checks.h"
 #include "tune/laps.h"
 #include "tune/precisions.h"
 #include "tune/race_entries.h"
@@ -258,6 +259,11 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
   const std::vector<int64_t>& candidates = entries.candidates;
   if (candidates.size() < 2) {
     if (!larger.empty()) report.context.warnings.push_back(larger_than_dataset_note(larger, w->data().size()));
+    if (run_race_stuck(report))  // its warning said a batch race follows
+      report.context.warnings.push_back(fmt::format(
+          "no batch race followed the run race: the sweep has {} to race; the recommendation falls back to the "
+          "noise scale's goodput and the throughput knee",
+          candidates.empty() ? "no batch" : "one batch only"));
     return;
   }
   const std::vector<double> rates = race_rates(points, candidates);
@@ -305,6 +311,11 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
         report.race->best_batch ? "it trained less than planned (its notes say where it stopped), and its answer is "
                                   "the best of what it had"
                                 : "it trained less than planned (its notes say where it stopped)"));
+  if (report.race->entries.empty())
+    report.context.warnings.push_back(fmt::format(
+        "the batch race trained no batch: each of {} fits too few steps in its first rung; the recommendation falls "
+        "back to the noise scale's goodput and the throughput knee",
+        fmt::join(candidates, ", ")));
   if (!report.race->best_batch && !report.race->entries.empty())
     report.context.warnings.push_back(
         report.race->stuck
@@ -312,15 +323,6 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
               "answer is the smallest batch it trained longest, with low confidence: check it with --validate"
             : "the batch race recommends no batch (its notes say why); the recommendation falls back to the noise "
               "scale's goodput and the throughput knee");
-}
-
-// A compressed run's live line: the run-start line's words (RunRaceOptions::on_progress), then how
-// far it has come.
-std::string run_race_step_text(double run_epochs, const RunRaceStep& p) {
-  return fmt::format("{}: {:.0f} % ({} of {} steps), training loss {:.4g}; {:.0f} s elapsed",
-                     compressed_run_text(p.batch, run_epochs, p.epochs),
-                     std::floor(100.0 * static_cast<double>(p.step) / static_cast<double>(p.steps)), p.step, p.steps,
-                     p.loss, p.elapsed_s);
 }
 
 // The run race (--epochs): the smallest of the sweep's fast batches trains the user's schedule
@@ -334,6 +336,11 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
   const std::vector<int64_t> candidates = race_candidates(points);
   if (candidates.size() < 2) {
     if (!larger.empty()) report.context.warnings.push_back(larger_than_dataset_note(larger, w->data().size()));
+    if (run_race_stuck(report))  // its warning said a batch race follows
+      report.context.warnings.push_back(fmt::format(
+          "no batch race followed the run race: the sweep has {} to race; the recommendation falls back to the "
+          "noise scale's goodput and the throughput knee",
+          candidates.empty() ? "no batch" : "one batch only"));
     return;
   }
   const std::vector<double> rates = race_rates(points, candidates);
@@ -763,19 +770,10 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
     report.timing = laps.done();
     return report;
   }
-  if (const ModuleWorkload* w = module_of(subject); w && report.recommendation->batch > w->data().size())
-    report.context.warnings.push_back(fmt::format(
-        "batch {} is larger than the {} training samples: each step repeats samples, and no race trained it (the "
-        "answer rests on the sweep's throughput); a batch up to {} trains each sample once an epoch",
-        report.recommendation->batch, w->data().size(), w->data().size()));
-  // A run shorter than one step of the answer: its one step trains more samples than the run has
-  if (const int64_t dataset = training_samples(subject); o.epochs() > 0 && dataset > 0)
-    if (const int64_t run = run_samples(o.epochs(), dataset); report.recommendation->batch > run)
-      report.context.warnings.push_back(fmt::format(
-          "batch {} is more samples than your {:g}-epoch run trains ({}): one step of it trains {:.3g} times the run; "
-          "a run this short takes a batch of at most {}",
-          report.recommendation->batch, o.epochs(), run,
-          static_cast<double>(report.recommendation->batch) / static_cast<double>(run), run));
+  // Not known for a training command: its data are its own
+  const int64_t dataset = module_of(subject) ? module_of(subject)->data().size() : 0;
+  for (std::string& w : answer_size_warnings(report.recommendation->batch, dataset, o.epochs()))
+    report.context.warnings.push_back(std::move(w));
   if (subject.world_size > 1)
     report.recommendation->reason += fmt::format("; batches are per device: the global batch is {} over {} ranks",
                                                  report.recommendation->batch * subject.world_size, subject.world_size);

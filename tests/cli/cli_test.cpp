@@ -625,6 +625,26 @@ TEST(Cli, TuneWhoseRacesNeverLeaveThePlateauAnswersTheSmallestBatchTrainedLonges
   EXPECT_NE(r.out.find("the answer is the smallest batch it trained longest"), std::string::npos) << r.out;
 }
 
+// A batch race whose budget fits no candidate a comparison's steps in its first rung trains none: the
+// answer falls back to the knee, and a warning says the race trained nothing (before, none did).
+TEST(Cli, ABatchRaceThatTrainsNoBatchSaysSo) {
+  const fs::path json = scratch() / "tune-race-none.json";
+  const Outcome r = batchwise(
+      "tune --model mlp --memory-budget 64MiB --max 64 --batch-sizes 8,16 --warmup 1 --steps 3 --repetitions 3 "
+      "--threads 1 --advice-budget 0.001 --no-noise --no-history -q --json " +
+      json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  if (!sweep_leaves_a_race(j)) GTEST_SKIP() << kNoRaceRan;
+  ASSERT_TRUE(j.contains("race")) << r.err;
+  EXPECT_TRUE(j.at("race").value("entries", nlohmann::json::array()).empty()) << j.at("race").dump();
+  const std::string warnings = j.at("context").at("warnings").dump();
+  EXPECT_NE(warnings.find("the batch race trained no batch: each of 8, 16 fits too few steps in its first rung"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(j.at("recommendation").at("confidence"), "low");
+}
+
 // Without --verbose, tune prints what a person reads first: one line per phase on stderr ("[2/4]
 // sweep: ...", the total fixed from the start), and on stdout the header, at most five lines of
 // why and the answer last; every table stays behind --verbose and in the reports.

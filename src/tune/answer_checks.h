@@ -1,0 +1,35 @@
+// What tune says of an answer too large for the data or the run: a batch past the training set
+// (no race trained it; each step repeats samples) or past the samples an --epochs run trains.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "batchwise/schedule.h"
+
+namespace batchwise::detail {
+
+/// The warnings for answer `batch` over a training set of `dataset` samples (0: not known, as for a
+/// training command), for a run of `epochs` (0: none given).
+inline std::vector<std::string> answer_size_warnings(int64_t batch, int64_t dataset, double epochs) {
+  std::vector<std::string> out;
+  if (dataset > 0 && batch > dataset)
+    out.push_back(
+        fmt::format("batch {} is larger than the {} training samples: each step repeats samples, and no race "
+                    "trained it (the answer rests on the sweep's throughput); a batch up to {} trains each "
+                    "sample once an epoch",
+                    batch, dataset, dataset));
+  // A run shorter than one step of the answer: its one step trains more samples than the run has
+  if (epochs > 0 && dataset > 0)
+    if (const int64_t run = run_samples(epochs, dataset); batch > run)
+      out.push_back(
+          fmt::format("batch {} is more samples than your {:g}-epoch run trains ({}): one step of it trains "
+                      "{:.3g} times the run; a run this short takes a batch of at most {}",
+                      batch, epochs, run, static_cast<double>(batch) / static_cast<double>(run), run));
+  return out;
+}
+
+}  // namespace batchwise::detail
