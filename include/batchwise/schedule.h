@@ -28,6 +28,11 @@ int64_t run_samples(double epochs, int64_t dataset);
 /// (--epochs 1e-300 is positive, but no run): tune and validate refuse it before they train.
 void check_run_length(double epochs, int64_t dataset);
 
+/// Throws ConfigError where a batch of `batches` is more samples than a run of `epochs` (0: none)
+/// over `dataset` samples trains: its one step would train more than the run, and full runs would
+/// not compare (validate refuses it before it trains; tune's validation leaves such a batch out).
+void check_batches_within_run(const std::vector<int64_t>& batches, double epochs, int64_t dataset);
+
 /// `advice` at `batch` for the user's run of `epochs` over `dataset` samples under `shape`: its
 /// warm-up is run_warmup_steps's, and its sentence says so ("; in your 1-epoch run (938 steps):
 /// warm-up over its first 234, then the cosine schedule").

@@ -40,6 +40,17 @@ void check_run_length(double epochs, int64_t dataset) {
                   epochs, epochs, dataset);
 }
 
+void check_batches_within_run(const std::vector<int64_t>& batches, double epochs, int64_t dataset) {
+  if (!(epochs > 0) || dataset <= 0) return;
+  const int64_t run = run_samples(epochs, dataset);
+  for (const int64_t batch : batches)
+    BATCHWISE_CHECK(batch <= run, ConfigError,
+                    "--batch-sizes: batch {} is more samples than a {:g}-epoch run of {} samples trains ({}): its one "
+                    "step would train {:.3g} times the run, and the runs would not compare; give batches up to {}, or "
+                    "a longer --epochs",
+                    batch, epochs, dataset, run, static_cast<double>(batch) / static_cast<double>(run), run);
+}
+
 LrAdvice for_the_run(LrAdvice advice, double epochs, int64_t dataset, int64_t batch, LrSchedule shape) {
   const int64_t steps = run_steps(epochs, dataset, batch);
   advice.warmup_steps = run_warmup_steps(advice, steps);

@@ -433,6 +433,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   check_run_length(o.epochs(), w->data().size());
   check_schedule_steps(o.batch_schedule(), o.epochs(), w->data().size());
   const bool full = o.epochs() > 0;
+  check_batches_within_run(o.batch_sizes(), o.epochs(), w->data().size());
   const Dataset probe = head(held_out, o.held_out_samples());
   ValidationResult result;
   if (full) {

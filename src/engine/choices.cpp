@@ -110,7 +110,7 @@ const std::vector<OptionBound>& option_bounds() {
       {"--nproc", 1, false, 1024, "the number of local processes"},
       {"--world-size", 1, false, 65536},
       {"--num-classes", 2, false, kMaxCount,
-       "a classifier needs at least 2 classes; leave it out to use the largest label + 1"},
+       "a classifier's classes, at least 2; leave it out to use the largest label + 1"},
       {"--synthetic-size", 1, false, 1e9},
       {"--held-out-split", 0, true, 0.9, "a fraction of the samples, such as 0.1"},
       {"--io-latency-us", 0, false, 1e7},

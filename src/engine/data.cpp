@@ -237,8 +237,8 @@ at::Tensor read_idx(const std::string& path, int expected_dims, const std::strin
   unsigned char extra[64];
   const int64_t trailing = read_bytes(f, extra, sizeof extra, path, fix);
   BATCHWISE_CHECK(trailing == 0, DataError,
-                  "{}: holds more bytes than its header describes ({} dimensions {}); the file is damaged: {}", path,
-                  dims.size(), fmt::join(dims, "x"), fix);
+                  "{}: holds more bytes than its header describes (a {} array of bytes); the file is damaged: {}", path,
+                  fmt::join(dims, "x"), fix);
   return data;
 }
 
@@ -256,8 +256,8 @@ Dataset load_fashion_mnist(const std::string& dir, bool train) {
                   "from the same release: {}",
                   images_path, images.size(0), labels_path, labels.size(0), kInstallHint);
   const int64_t max_label = labels.max().item<int64_t>();
-  BATCHWISE_CHECK(max_label < 10, DataError, "{}: label {} is out of range; Fashion-MNIST labels are 0-9", labels_path,
-                  max_label);
+  BATCHWISE_CHECK(max_label < 10, DataError, "{}: label {} is out of range; Fashion-MNIST labels are 0-9: {}",
+                  labels_path, max_label, kInstallHint);
 
   UntrackedScope untracked;
   Dataset d;

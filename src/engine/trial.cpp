@@ -237,12 +237,26 @@ int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested, double targ
   // No batch trains in a budget (its target's share, for a fit) the model fills before its first sample
   const WorkloadInfo info = runner.info();
   const int64_t held = std::max(info.parameter_bytes, runner.held_bytes());
-  BATCHWISE_CHECK(static_cast<double>(held) < target * static_cast<double>(requested), ConfigError,
+  const double within = target * static_cast<double>(requested);
+  const int64_t budget_needed = static_cast<int64_t>(std::ceil(static_cast<double>(held) / target));
+  BATCHWISE_CHECK(held < requested, ConfigError,
                   "--memory-budget {} is below the model's own size: {} holds {} before training a single sample "
-                  "({} of parameters and buffers), so no batch can train in it{}; raise --memory-budget above {}",
+                  "({} of parameters and buffers), so no batch can train in it; raise --memory-budget above {}",
                   format_bytes(requested), info.model, format_bytes(held), format_bytes(info.parameter_bytes),
-                  target < 1 ? fmt::format(" within its {} --target", format_percent(100 * target)) : "",
-                  format_bytes(static_cast<int64_t>(static_cast<double>(held) / target)));
+                  total <= 0 || budget_needed <= total
+                      ? format_bytes(budget_needed)
+                      : fmt::format("{}, and --target above the share the model takes of it", format_bytes(held)));
+  // The budget holds the model, but not within its target's share (--target 0.001 of 1 GiB is 1 MiB)
+  BATCHWISE_CHECK(static_cast<double>(held) < within, ConfigError,
+                  "--target {:g}: {} of --memory-budget {} is {}, below the model's own size: {} holds {} before "
+                  "training a single sample ({} of parameters and buffers), so no batch can train within it; raise "
+                  "--target above {:.3g}{}",
+                  target, format_percent(100 * target), format_bytes(requested),
+                  format_bytes(static_cast<int64_t>(within)), info.model, format_bytes(held),
+                  format_bytes(info.parameter_bytes), static_cast<double>(held) / static_cast<double>(requested),
+                  total <= 0 || budget_needed <= total
+                      ? fmt::format(", or --memory-budget above {}", format_bytes(budget_needed))
+                      : "");
   return requested;
 }
 

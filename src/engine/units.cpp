@@ -20,11 +20,6 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   double value = 0;
   while (pos > 0 && !detail::parse_double(std::string_view(text).substr(0, pos), value)) --pos;
   BATCHWISE_CHECK(pos > 0, ConfigError, "{}: '{}' is not a size; {}", what, text, hint);
-  // Part of the number left over for the unit: past a double's range (1e400GiB) or malformed (1.2.3GiB),
-  // not an unknown unit '0GiB'.
-  BATCHWISE_CHECK(pos == number_end, ConfigError,
-                  "{}: '{}' is not a size: its number '{}' is malformed or out of range; {} (at most 8EiB)", what, text,
-                  text.substr(0, number_end), hint);
   std::string unit = text.substr(pos);
   unit.erase(std::remove_if(unit.begin(), unit.end(), [](unsigned char c) { return std::isspace(c); }), unit.end());
   std::string lower;
@@ -48,15 +43,26 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
       {"t", 1099511627776.0},
       {"tib", 1099511627776.0},
       {"tb", 1e12},
+      {"p", 1125899906842624.0},
+      {"pib", 1125899906842624.0},
+      {"pb", 1e15},
+      {"e", 1152921504606846976.0},  // 7EiB is the most, "7E" no number: the unit's E read first
+      {"eib", 1152921504606846976.0},
+      {"eb", 1e18},
   };
   for (const auto& u : kUnits)
     if (lower == u.name) scale = u.scale;
+  // Part of the number left over for the unit: past a double's range (1e400GiB) or malformed (1.2.3GiB),
+  // not an unknown unit '0GiB'.
+  BATCHWISE_CHECK(scale > 0 || pos == number_end, ConfigError,
+                  "{}: '{}' is not a size: its number '{}' is malformed or out of range; {} (at most 7EiB)", what, text,
+                  text.substr(0, number_end), hint);
   BATCHWISE_CHECK(scale > 0, ConfigError, "{}: unknown unit '{}' in '{}'; {}", what, unit, text, hint);
   BATCHWISE_CHECK(std::isfinite(value) && value > 0, ConfigError, "{}: '{}' must be a positive size; {}", what, text,
                   hint);
   const double bytes = value * scale;
   BATCHWISE_CHECK(bytes < 9.0e18, ConfigError,
-                  "{}: '{}' is too large; give at most 8EiB (a device's memory, e.g. 80GiB)", what, text);
+                  "{}: '{}' is too large; give at most 7EiB (a device's memory, e.g. 80GiB)", what, text);
   const int64_t rounded = static_cast<int64_t>(std::llround(bytes));
   // Under half a byte rounds to 0, which a budget flag reads as "none given" (the device's default).
   BATCHWISE_CHECK(rounded >= 1, ConfigError, "{}: '{}' is less than a byte; give a size of at least 1B, like 2GiB",

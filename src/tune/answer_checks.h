@@ -32,4 +32,23 @@ inline std::vector<std::string> answer_size_warnings(int64_t batch, int64_t data
   return out;
 }
 
+/// The largest batch a validation of tune's trains, and what a larger one is: past the training set of `dataset`
+/// samples each step would repeat samples, and past the samples a full run of `epochs` trains (0: none; `by_run`)
+/// one step would train more than the run.
+struct ValidationBound {
+  int64_t most = 0;
+  std::string beyond;
+  bool by_run = false;
+};
+
+inline ValidationBound validation_bound(int64_t dataset, double epochs) {
+  const int64_t run = epochs > 0 ? run_samples(epochs, dataset) : dataset;
+  if (run < dataset)
+    return {run,
+            fmt::format("more samples than the {:g}-epoch run trains ({}): one step would train more than the run",
+                        epochs, run),
+            true};
+  return {dataset, fmt::format("larger than the {} training samples, a step would repeat samples", dataset), false};
+}
+
 }  // namespace batchwise::detail

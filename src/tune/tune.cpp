@@ -439,18 +439,20 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   if (!report.fit || !report.fit->batch || rec * 2 <= *report.fit->batch) candidates.push_back(rec * 2);
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  // Those above the training set (bar the answer itself, which is checked as it stands) would repeat
-  // samples in every step: not a run the user would do.
+  // Not runs the user would do (validation_bound); the answer past the training set is checked as it stands
   const int64_t dataset = training_samples(subject);
-  const auto kept_end =
-      std::stable_partition(candidates.begin(), candidates.end(), [&](int64_t b) { return b <= dataset || b == rec; });
+  const ValidationBound bound = validation_bound(dataset, o.validate()->epochs());
+  if (rec > bound.most && bound.by_run)
+    return report.context.warnings.push_back(
+        fmt::format("the validation did not run: batch {} is {}", rec, bound.beyond));
+  const auto kept_end = std::stable_partition(candidates.begin(), candidates.end(),
+                                              [&](int64_t b) { return b <= bound.most || b == rec; });
   const std::vector<int64_t> larger(kept_end, candidates.end());
   candidates.erase(kept_end, candidates.end());
-  if (!larger.empty()) {
-    report.context.warnings.push_back(
-        fmt::format("the validation trains no {} {}: larger than the {} training samples, a step would repeat samples",
-                    larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "), dataset));
-  }
+  if (!larger.empty())
+    report.context.warnings.push_back(fmt::format("the validation trains no {} {}: {}",
+                                                  larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "),
+                                                  bound.beyond));
   ValidateOptions v = *o.validate();
   // Full runs whose best is the smallest batch trained also train one and two halvings below it:
   // "no worse a model" means little against the best of batches that are all too large.

@@ -15,6 +15,7 @@
 #include "batchwise/memory.h"
 #include "batchwise/recommend.h"
 #include "batchwise/report.h"
+#include "batchwise/schedule.h"
 #include "batchwise/trial.h"
 #include "batchwise/utilisation.h"
 #include "batchwise/validate.h"
@@ -137,15 +138,34 @@ TEST(Validate, ARunWhoseAccuracyRoseLeftTheStartThoughItsLossRose) {
 // Full runs too short to leave the start (one step each at a rate that moves nothing) end at chance:
 // none is best, good or recommended, each says why, and the closing line says what to do. Before,
 // 0.001 epochs of lenet answered "batch 64, the best of the runs" at 0.0558 accuracy.
+// A batch more samples than a full run trains is refused: its one step would train more than the run
+// (0.1 epochs of 1,000 samples, batch 500: 5 times it), and the runs would not compare.
+TEST(Validate, ABatchLargerThanTheRunIsRefused) {
+  auto w = mlp(1000);
+  const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
+  try {
+    validate(*w, held_out, ValidateOptions({100, 500}).epochs(0.1).measure_lr(false));
+    FAIL() << "batch 500 trained in a run of 100 samples";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--batch-sizes: batch 500 is more samples than a 0.1-epoch run of 1000 "
+                                          "samples trains (100): its one step would train 5 times the run",
+                                          0),
+              0u)
+        << e.what();
+  }
+  // 10 epochs of it are 10,000 samples: a batch past the training set, but not past the run, trains
+  EXPECT_NO_THROW(check_batches_within_run({2000}, 10, 1000));
+}
+
 TEST(Validate, FullRunsThatNeverLeftTheStartAnswerNothing) {
   auto w = mlp(1000);
   const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
   const ValidationResult v =
-      validate(*w, held_out, ValidateOptions({100, 500}).epochs(0.1).measure_lr(false).base_lr(1e-9));
+      validate(*w, held_out, ValidateOptions({50, 100}).epochs(0.1).measure_lr(false).base_lr(1e-9));
   ASSERT_EQ(v.runs.size(), 2u);
   ASSERT_TRUE(v.loss_before.has_value());
   for (const ValidationRun& r : v.runs) {
-    EXPECT_EQ(r.steps, 1) << r.batch;
+    EXPECT_EQ(r.steps, 100 / r.batch) << r.batch;      // the run's 100 samples
     ASSERT_TRUE(r.final_loss.has_value()) << r.batch;  // it finished: its figures stay in the report
     EXPECT_FALSE(r.good) << r.batch;
     EXPECT_EQ(r.message.rfind("did not leave the start in 0.1 epochs: held-out loss ", 0), 0u) << r.message;

@@ -83,6 +83,10 @@ TEST(Cli, RefusedBeforeAnythingRuns) {
       2,
       "--batch-schedule 32:0,64:0.999: the phase of batch 64 from epoch 0.999 gets no step: the run's last step begins "
       "at epoch 0.992");
+  // a batch more samples than the run trains: its one step had trained 5x the run beside the others' one run
+  expect_clean_error(
+      "validate --model mlp --dataset synthetic --synthetic-size 2000 --batch-sizes 32,1024 --epochs 0.1", 2,
+      "--batch-sizes: batch 1024 is more samples than a 0.1-epoch run of ");
   // a target the initial weights meet: every run "reached" it at its first evaluation, and one was picked
   expect_clean_error(
       "validate --model mlp --dataset synthetic --synthetic-size 1000 --batch-sizes 32,64 --target-loss 30", 2,
@@ -120,9 +124,12 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("tune --model mlp --dataset synthetic --epochs 2 --stop-slower-than 1.5", 2,
                      "--stop-slower-than 1.5: it limits a run to a target");
   expect_clean_error("fit --model mlp --dataset synthetic --num-classes 0", 2,
-                     "--num-classes: 0: must be at least 2 (a classifier needs at least 2 classes");
+                     "--num-classes: 0: must be at least 2 (a classifier's classes, at least 2");
   expect_clean_error("fit --model mlp --dataset synthetic --nproc 0", 2,
                      "--nproc: 0: must be at least 1 (the number of local processes)");
+  // More CPU ranks than CPUs, before any rank starts (1,000 once hung the machine forming the group)
+  expect_clean_error("fit --model mlp --dataset synthetic --device cpu --nproc 1000", 2,
+                     "--nproc 1000: more ranks than the ");
   expect_clean_error("sweep --batch-sizes 16,,32", 2, "--batch-sizes: '' is not a batch size");
   expect_clean_error("sweep --model mlp", 2, "batchwise sweep: no batch sizes to sweep; pass --batch-sizes");
   // 0 epochs is no run: refused, not read as the flag left out (it once ran a plain tune).
@@ -293,6 +300,10 @@ TEST(Cli, BudgetBelowTheModel) {
                                     "validate --batch-sizes 8 --epochs 1", "loader --batch 8"})
     expect_clean_error(command + " --model mlp --dataset synthetic --synthetic-size 512 --memory-budget 1MiB", 2,
                        "--memory-budget 1.00 MiB is below the model's own size: mlp holds ");
+  // The budget holds the model but its --target's share does not: the target is named, not the budget
+  expect_clean_error("fit --model mlp --dataset synthetic --memory-budget 1GiB --target 0.001", 2,
+                     "--target 0.001: 0.1 % of --memory-budget 1.00 GiB is 1.02 MiB, below the model's own size: mlp "
+                     "holds ");
   // a sweep whose every batch peaked past --target of the budget: measured as asked, none is the answer,
   // and no batch fits it (exit 6), as fit says (it had recommended one past the target, unsaid)
   const fs::path json = scratch() / "over-target.json";
@@ -325,7 +336,10 @@ TEST(Cli, EverySubcommandsHelpListsEveryOptionItAcceptsBySection) {
   ASSERT_EQ(list.code, 0) << list.err;
   std::map<std::string, std::vector<std::string>> accepted;
   std::istringstream lines(list.out);
-  for (std::string sub, flag; lines >> sub >> flag;) accepted[sub].push_back(flag);
+  for (std::string sub, flag; lines >> sub >> flag;) {
+    EXPECT_EQ(flag.rfind("-", 0), 0u) << sub << " " << flag << ": a positional, which no completion offers";
+    accepted[sub].push_back(flag);
+  }
   ASSERT_GE(accepted.size(), 11u) << list.out;
   for (const auto& [sub, flags] : accepted) {
     const Outcome help = batchwise(sub + " --help");
@@ -1073,10 +1087,10 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   std::ofstream(scratch() / "rows.csv") << rows;
   const Outcome split =
       batchwise("validate --model mlp --dataset csv --data-file " + (scratch() / "rows.csv").string() +
-                " --held-out-split 0.25 --batch-sizes 16,32,512 --epochs 1 --no-history -q --json " + json.string());
+                " --held-out-split 0.25 --batch-sizes 16,32,512 --epochs 2 --no-history -q --json " + json.string());
   ASSERT_EQ(split.code, 0) << split.err;
   const auto s = nlohmann::json::parse(slurp(json));
-  // A batch above the 300 training samples trains as asked, and is said to repeat samples.
+  // A batch above the 300 training samples (within the run's 600) trains as asked, and is said to repeat samples.
   EXPECT_NE(s.at("context")
                 .at("warnings")
                 .dump()

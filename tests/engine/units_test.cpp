@@ -55,9 +55,19 @@ TEST(ParseBytes, LessThanAByteOrPastTheRangeIsRefusedAsSuch) {
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
                  "--memory-budget: '1e400GiB' is not a size: its number '1e400' is malformed or out of range; use a "
-                 "number with an optional unit, like 2GiB, 512MiB or 1.5GB (at most 8EiB)");
+                 "number with an optional unit, like 2GiB, 512MiB or 1.5GB (at most 7EiB)");
   }
   EXPECT_THROW(parse_bytes("1.2.3GiB", "x"), ConfigError);
+  // The most the messages name parses (its E is the unit's, not an exponent), and a larger size names it
+  EXPECT_EQ(parse_bytes("7EiB", "x"), 7 * (int64_t{1} << 60));
+  EXPECT_EQ(parse_bytes("1PiB", "x"), int64_t{1} << 50);
+  EXPECT_EQ(parse_bytes("2e3", "x"), 2000);
+  try {
+    parse_bytes("8EiB", "--memory-budget");
+    FAIL() << "8EiB parsed";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "--memory-budget: '8EiB' is too large; give at most 7EiB (a device's memory, e.g. 80GiB)");
+  }
 }
 
 TEST(FormatBytes, ThreeSignificantDigits) {

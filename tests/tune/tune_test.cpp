@@ -1,5 +1,7 @@
 // tune() in the library: a fit followed by a sweep and the recommendation.
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -332,7 +334,7 @@ TEST(Tune, TheNoiseScaleAndTheValidationKeepToTheTrainingSet) {
                             .noise_steps(4)
                             .race(false)
                             .loader_search(false)
-                            .validate(ValidateOptions({}).epochs(0.05).measure_lr(false)));
+                            .validate(ValidateOptions({}).epochs(1).measure_lr(false)));
   ASSERT_TRUE(r.noise.has_value());
   EXPECT_EQ(r.noise->batch, 256);  // the largest swept within 512 (1,024 would be, up to 1,024)
   ASSERT_TRUE(r.validation.has_value());
@@ -348,6 +350,31 @@ TEST(Tune, TheNoiseScaleAndTheValidationKeepToTheTrainingSet) {
     EXPECT_EQ(warning.find("the validation trains no"), std::string::npos) << warning;
   if (r.goodput)  // goodput weighs the batches a run can train (none where the noise scale's band is unbounded)
     for (const GoodputPoint& p : r.goodput->points) EXPECT_LE(p.batch, 512);
+}
+
+// A validation of full runs shorter than one step of the answer trains none: each step of it would train more
+// than the run (0.05 epochs of 512 samples are 26; the answer is 256), and tune says so.
+TEST(Tune, AValidationOfRunsShorterThanTheAnswersStepDoesNotRun) {
+  auto w = tiny("mlp");                                     // 512 samples
+  InjectedRates runner(*w, [](int64_t) { return 0.001; });  // 1 ms a step: the knee is the largest batch
+  const Report r = tune(TuneSubject(runner, w.get()),
+                        TuneOptions()
+                            .fit(FitOptions().budget_bytes(64 << 20).max(2048))
+                            .sweep(SweepOptions().batch_sizes({16, 256, 1024}).warmup(0).steps(1).repetitions(1))
+                            .doctor(false)
+                            .noise(false)
+                            .race(false)
+                            .loader_search(false)
+                            .validate(ValidateOptions({}).epochs(0.05).measure_lr(false)));
+  ASSERT_TRUE(r.recommendation.has_value());
+  ASSERT_GT(r.recommendation->batch, 26);
+  EXPECT_FALSE(r.validation.has_value());
+  const std::string said = fmt::format(
+      "the validation did not run: batch {} is more samples than the 0.05-epoch run "
+      "trains (26): one step would train more than the run",
+      r.recommendation->batch);
+  EXPECT_NE(std::find(r.context.warnings.begin(), r.context.warnings.end(), said), r.context.warnings.end())
+      << fmt::format("{}", fmt::join(r.context.warnings, "\n"));
 }
 
 // A tune whose race stopped at its wall limit, or that took longer than the most it stated, ran on a

@@ -161,6 +161,7 @@ std::string list_options(CLI::App& app) {
     for (const CLI::Option* option : sub->get_options([](const CLI::Option*) { return true; })) {
       const std::string name = option->get_name(/*positional=*/false, /*all_options=*/false);
       if (name == "--help" || name.empty() || option->get_group().empty()) continue;  // hidden: not offered
+      if (!option->nonpositional()) continue;  // a positional (a --cmd's command, compare's reports): no flag
       out += fmt::format("{} {}\n", sub->get_name(), name);
     }
   return out;

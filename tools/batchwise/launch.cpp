@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,10 +66,16 @@ std::string describe(int status) {
 
 bool launched_rank() { return std::getenv("BATCHWISE_LAUNCHED") != nullptr; }
 
+int usable_cpus() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0) return std::max(1, CPU_COUNT(&mask));
+  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
 int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_code) {
   const std::string port = std::to_string(free_port());
-  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  const std::string threads = std::to_string(std::max(1L, cores / nproc));
+  const std::string threads = std::to_string(std::max(1, usable_cpus() / nproc));
   std::vector<char*> args(argv, argv + argc);
   args.push_back(nullptr);
   g_children.reserve(static_cast<size_t>(nproc));
@@ -104,6 +111,8 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", port.c_str(), 1);
       setenv("OMP_NUM_THREADS", threads.c_str(), 0);  // as torchrun: the cores shared, unless set
+      // c10d logs a failed connection, with its C++ frames, before it throws what the rank words as its error
+      setenv("TORCH_CPP_LOG_LEVEL", "FATAL", 0);
       setenv("BATCHWISE_LAUNCHED", "1", 1);
       execv("/proc/self/exe", args.data());
       fmt::print(stderr, "batchwise: rank {}: could not start {}: {}\n", rank, argv[0], std::strerror(errno));

@@ -10,11 +10,15 @@ namespace batchwise::cli {
 /// Whether this process is a rank started by launch_ranks (BATCHWISE_LAUNCHED is set).
 bool launched_rank();
 
+/// The logical CPUs this process may run on (its affinity mask), at least 1.
+int usable_cpus();
+
 /// Starts `nproc` copies of this executable with the same arguments and torchrun's variables
 /// (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT;
-/// OMP_NUM_THREADS = cores / nproc unless set), forwards SIGINT/SIGTERM/SIGHUP to them, and
-/// waits. When a rank fails, the others get `grace_s` to notice and end on their own, then are
-/// killed. Returns the exit code: 0 when every rank succeeded, rank 0's when it failed with one,
+/// OMP_NUM_THREADS = usable CPUs / nproc unless set;
+/// TORCH_CPP_LOG_LEVEL=FATAL unless set: c10d's own log lines, which the ranks word as one error each), forwards
+/// SIGINT/SIGTERM/SIGHUP to them, and waits. When a rank fails, the others get `grace_s` to notice and end on their
+/// own, then are killed. Returns the exit code: 0 when every rank succeeded, rank 0's when it failed with one,
 /// otherwise `failed_code`. Prints one line per rank that failed.
 int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_code);
 

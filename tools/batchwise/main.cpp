@@ -2,6 +2,7 @@
 // run); this file only parses, dispatches, starts data-parallel ranks, and maps errors to exit
 // codes. The library never prints or exits; the subcommands and this file do both.
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -80,6 +81,7 @@ int run_mapping_errors(Command& command, const std::string& who) {
 
 int main(int argc, char** argv) {
   keep_freed_host_memory();  // before the first allocation worth keeping: see memory.h
+  c10::initLogging();        // TORCH_CPP_LOG_LEVEL, as Python's torch reads it (the ranks launch_ranks starts set it)
   CLI::App app{
       "batchwise: which batch size should I train with on this hardware, and why?\n"
       "Trains the real model on real data at candidate batch sizes and measures what happens."};
@@ -141,7 +143,16 @@ int main(int argc, char** argv) {
     host.world_size = host.local_world_size = command->nproc();
     try {
       command->refuse_for_ranks(command->nproc());  // what every rank would refuse, said once
-      if (command->device() != "cpu") (void)rank_device(command->device(), host, visible_cuda_devices());
+      const std::string device =
+          command->device() == "cpu" ? "cpu" : rank_device(command->device(), host, visible_cuda_devices());
+      // Ranks on the CPU share its cores: past one each, a rank's step times the others' (1,000 ranks hung
+      // a 2-core machine forming the group)
+      if (device == "cpu" && command->nproc() > usable_cpus())
+        throw ConfigError(
+            fmt::format("--nproc {}: more ranks than the {} CPUs this process may run on; on the CPU "
+                        "each rank needs one of its own, or its steps time the others' work: use "
+                        "--nproc {} or fewer",
+                        command->nproc(), usable_cpus(), usable_cpus()));
     } catch (const ConfigError& e) {
       fmt::print(stderr, "batchwise {}: {}\n", name, e.what());
       return kExitUsage;

@@ -99,6 +99,7 @@ class Validate : public Command {
     Session s("validate", w_, nullptr, /*test_split=*/true);
     check_run_length(v_.epochs, s.workload()->info().dataset_size);  // validate() does too, after the stage line
     check_schedule_steps(schedule, v_.epochs, s.workload()->info().dataset_size);
+    check_batches_within_run(candidates, v_.epochs, s.workload()->info().dataset_size);
     if (v_.epochs <= 0)  // a target the initial weights meet: refused before the stage line
       check_target_unmet_at_start(*s.workload(), s.held_out(), v_.options(candidates, base_batch_));
     std::vector<int64_t> trained = candidates;  // every batch a step of them takes
