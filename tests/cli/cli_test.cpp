@@ -1345,6 +1345,20 @@ TEST(Cli, ASweepWhoseLossIsNotANumberRecommendsNothing) {
       << dpoint.dump();
 }
 
+// A rank whose group's store cannot be reached (here: nothing listens at its MASTER_PORT) says so in its own
+// line, exit 7; c10d's log of it, with a page of C++ frames, is kept back (TORCH_CPP_LOG_LEVEL=FATAL).
+TEST(Cli, ARankThatCannotReachItsGroupSaysSoInOneLine) {
+  const Outcome r = batchwise(
+      "fit --model mlp --dataset synthetic --synthetic-size 256 --device cpu --max 16 --dist-timeout 2 "
+      "--no-history -q",
+      "RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1");
+  EXPECT_EQ(r.code, 7) << r.err;
+  EXPECT_NE(r.err.find("rank 1 of 2: the group's store at 127.0.0.1:1 could not be reached"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("frame #"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("[c10d]"), std::string::npos) << r.err;
+}
+
 // A batch larger than the training set repeats samples within a step: sweep measures it as asked,
 // says so, and answers within the training set; the noise scale refuses it (it would measure the
 // repeats). Both had gone without a word (sweep answered 512 on 100 samples).

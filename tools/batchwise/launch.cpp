@@ -111,8 +111,6 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", port.c_str(), 1);
       setenv("OMP_NUM_THREADS", threads.c_str(), 0);  // as torchrun: the cores shared, unless set
-      // c10d logs a failed connection, with its C++ frames, before it throws what the rank words as its error
-      setenv("TORCH_CPP_LOG_LEVEL", "FATAL", 0);
       setenv("BATCHWISE_LAUNCHED", "1", 1);
       execv("/proc/self/exe", args.data());
       fmt::print(stderr, "batchwise: rank {}: could not start {}: {}\n", rank, argv[0], std::strerror(errno));

@@ -15,8 +15,7 @@ int usable_cpus();
 
 /// Starts `nproc` copies of this executable with the same arguments and torchrun's variables
 /// (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT;
-/// OMP_NUM_THREADS = usable CPUs / nproc unless set;
-/// TORCH_CPP_LOG_LEVEL=FATAL unless set: c10d's own log lines, which the ranks word as one error each), forwards
+/// OMP_NUM_THREADS = usable CPUs / nproc unless set), forwards
 /// SIGINT/SIGTERM/SIGHUP to them, and waits. When a rank fails, the others get `grace_s` to notice and end on their
 /// own, then are killed. Returns the exit code: 0 when every rank succeeded, rank 0's when it failed with one,
 /// otherwise `failed_code`. Prints one line per rank that failed.

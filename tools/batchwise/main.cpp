@@ -81,7 +81,10 @@ int run_mapping_errors(Command& command, const std::string& who) {
 
 int main(int argc, char** argv) {
   keep_freed_host_memory();  // before the first allocation worth keeping: see memory.h
-  c10::initLogging();        // TORCH_CPP_LOG_LEVEL, as Python's torch reads it (the ranks launch_ranks starts set it)
+  // A data-parallel rank (--nproc's, torchrun's) words c10d's failures as one error line: c10d's own log of them, with
+  // C++ frames, would bury it. A TORCH_CPP_LOG_LEVEL the user set is kept; Python's torch reads it so too.
+  if (std::getenv("WORLD_SIZE") != nullptr) setenv("TORCH_CPP_LOG_LEVEL", "FATAL", /*overwrite=*/0);
+  c10::initLogging();
   CLI::App app{
       "batchwise: which batch size should I train with on this hardware, and why?\n"
       "Trains the real model on real data at candidate batch sizes and measures what happens."};
