@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,22 +34,25 @@ inline std::vector<std::string> answer_size_warnings(int64_t batch, int64_t data
 }
 
 /// The largest batch a validation of tune's trains, and what a larger one is: past the training set of `dataset`
-/// samples each step would repeat samples, and past the samples a full run of `epochs` trains (0: none; `by_run`)
-/// one step would train more than the run.
+/// samples each step would repeat samples, and past the `run` samples a full run of `epochs` trains (0: none) one
+/// step would train more than the run (`past_run` says so).
 struct ValidationBound {
   int64_t most = 0;
   std::string beyond;
-  bool by_run = false;
+  int64_t run = 0;
+  std::string past_run;
 };
 
 inline ValidationBound validation_bound(int64_t dataset, double epochs) {
-  const int64_t run = epochs > 0 ? run_samples(epochs, dataset) : dataset;
-  if (run < dataset)
-    return {run,
-            fmt::format("more samples than the {:g}-epoch run trains ({}): one step would train more than the run",
-                        epochs, run),
-            true};
-  return {dataset, fmt::format("larger than the {} training samples, a step would repeat samples", dataset), false};
+  ValidationBound b;
+  b.run = epochs > 0 ? run_samples(epochs, dataset) : 0;
+  b.past_run = fmt::format("more samples than the {:g}-epoch run trains ({}): one step would train more than the run",
+                           epochs, b.run);
+  b.most = b.run > 0 ? std::min(b.run, dataset) : dataset;
+  b.beyond = b.most < dataset
+                 ? b.past_run
+                 : fmt::format("larger than the {} training samples, a step would repeat samples", dataset);
+  return b;
 }
 
 }  // namespace batchwise::detail

@@ -336,11 +336,6 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
   const std::vector<int64_t> candidates = race_candidates(points);
   if (candidates.size() < 2) {
     if (!larger.empty()) report.context.warnings.push_back(larger_than_dataset_note(larger, w->data().size()));
-    if (run_race_stuck(report))  // its warning said a batch race follows
-      report.context.warnings.push_back(fmt::format(
-          "no batch race followed the run race: the sweep has {} to race; the recommendation falls back to the "
-          "noise scale's goodput and the throughput knee",
-          candidates.empty() ? "no batch" : "one batch only"));
     return;
   }
   const std::vector<double> rates = race_rates(points, candidates);
@@ -442,9 +437,9 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   // Not runs the user would do (validation_bound); the answer past the training set is checked as it stands
   const int64_t dataset = training_samples(subject);
   const ValidationBound bound = validation_bound(dataset, o.validate()->epochs());
-  if (rec > bound.most && bound.by_run)
+  if (bound.run > 0 && rec > bound.run)  // every run would compare with the answer's
     return report.context.warnings.push_back(
-        fmt::format("the validation did not run: batch {} is {}", rec, bound.beyond));
+        fmt::format("the validation did not run: batch {} is {}", rec, bound.past_run));
   const auto kept_end = std::stable_partition(candidates.begin(), candidates.end(),
                                               [&](int64_t b) { return b <= bound.most || b == rec; });
   const std::vector<int64_t> larger(kept_end, candidates.end());

@@ -19,6 +19,7 @@
 #include "batchwise/trial.h"
 #include "batchwise/tune.h"
 #include "support/workloads.h"
+#include "tune/answer_checks.h"
 #include "tune/race_entries.h"
 #include "tune/race_time.h"
 #include "tune/retime.h"
@@ -375,6 +376,18 @@ TEST(Tune, AValidationOfRunsShorterThanTheAnswersStepDoesNotRun) {
       r.recommendation->batch);
   EXPECT_NE(std::find(r.context.warnings.begin(), r.context.warnings.end(), said), r.context.warnings.end())
       << fmt::format("{}", fmt::join(r.context.warnings, "\n"));
+  // The bound: the run's samples where fewer than the training set's, else the training set's; an answer past the
+  // run itself (a 1-epoch run of 300 samples, answer 512) has no comparable run, past the training set alone it has
+  const detail::ValidationBound short_run = detail::validation_bound(512, 0.05), one = detail::validation_bound(300, 1),
+                                two = detail::validation_bound(300, 2), target = detail::validation_bound(300, 0);
+  EXPECT_EQ(short_run.most, 26);
+  EXPECT_EQ(short_run.beyond, short_run.past_run);
+  EXPECT_EQ(one.most, 300);
+  EXPECT_EQ(one.run, 300);
+  EXPECT_EQ(one.beyond, "larger than the 300 training samples, a step would repeat samples");
+  EXPECT_EQ(two.run, 600);
+  EXPECT_EQ(target.run, 0);
+  EXPECT_EQ(target.most, 300);
 }
 
 // A tune whose race stopped at its wall limit, or that took longer than the most it stated, ran on a
