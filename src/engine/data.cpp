@@ -385,7 +385,8 @@ Dataset load_cifar10(const std::string& dir, bool train) {
   int64_t records = 0;
   for (const auto& f : files) {
     const int64_t bytes = file_size(f);
-    BATCHWISE_CHECK(bytes > 0 && bytes % kRecord == 0, DataError,
+    BATCHWISE_CHECK(bytes > 0, DataError, "{}: the file is empty; {}", f, fix);
+    BATCHWISE_CHECK(bytes % kRecord == 0, DataError,
                     "{}: {} bytes is not a whole number of {}-byte records (1 label byte + 3x32x32 pixels); the file "
                     "is truncated or not CIFAR-10's binary version: {}",
                     f, bytes, kRecord, fix);
@@ -677,8 +678,16 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
             "; the file looks {}-separated, and batchwise reads comma-separated values: convert it "
             "(the decimal separator is '.')",
             separator);
-      // A first row with any non-numeric cell is the header.
-      if (!std::all_of(cells.begin(), cells.end(), [&](const std::string& c) { return number(c, v); })) {
+      // A first row of names is the header; one of numbers, data. One that mixes them is neither: a data row
+      // with a typo had been taken for a header, and its sample dropped unsaid.
+      std::vector<size_t> numeric, named;
+      for (size_t c = 0; c < cells.size(); ++c) (number(cells[c], v) ? numeric : named).push_back(c);
+      BATCHWISE_CHECK(numeric.empty() || named.empty(), DataError,
+                      "{} line 1: column {} ('{}') is not a number and column {} ('{}') is: a header names every "
+                      "column (none a number), a data row holds a number in each; fix that row (a header's numeric "
+                      "name, such as '2020', renamed 'y2020')",
+                      path, named.front(), cells[named.front()], numeric.front(), cells[numeric.front()]);
+      if (numeric.empty()) {
         header = cells;
         continue;
       }
@@ -691,6 +700,11 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
                       foreign.empty() ? "; every CSV column must be numeric (encode categories as integers, fill "
                                         "missing values; the decimal separator is '.')"
                                       : foreign);
+      // Training reads float32: past its range a number would become infinite (named here, where its line is known)
+      BATCHWISE_CHECK(!std::isfinite(v) || std::abs(v) <= std::numeric_limits<float>::max(), DataError,
+                      "{} line {}, column {}{}: '{}' is beyond float32's range (about 3.4e38), the precision training "
+                      "reads; rescale the column",
+                      path, line_no, c, header.empty() ? "" : " ('" + header[c] + "')", cells[c]);
       values.push_back(v);
     }
     ++rows;
@@ -702,6 +716,11 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
   size_t label = columns - 1;
   if (!label_column.empty()) {
     const auto named = std::find(header.begin(), header.end(), label_column);
+    BATCHWISE_CHECK(named == header.end() || std::count(named, header.end(), label_column) == 1, ConfigError,
+                    "--label-column {}: {} has {} columns of that name (the first is column {}); give the label's "
+                    "index (0-{})",
+                    label_column, path, std::count(header.begin(), header.end(), label_column), named - header.begin(),
+                    columns - 1);
     if (named != header.end()) {
       label = static_cast<size_t>(named - header.begin());
     } else {
@@ -739,61 +758,6 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
     labels = labels.to(at::kLong);
   }
   set_targets(d, labels, kind, path);
-  return d;
-}
-
-Dataset make_synthetic_images(const std::vector<int64_t>& shape, int64_t num_classes, int64_t size, uint64_t seed,
-                              int64_t held_out) {
-  BATCHWISE_CHECK(size >= 1 && num_classes >= 2, ConfigError,
-                  "synthetic: needs at least 1 sample and 2 classes, got {} and {}", size, num_classes);
-  BATCHWISE_CHECK(held_out >= 0, ConfigError, "synthetic: a held-out split of {} samples", held_out);
-  UntrackedScope untracked;
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  std::vector<int64_t> full{size};
-  full.insert(full.end(), shape.begin(), shape.end());
-  Dataset d;
-  d.name = "synthetic";
-  d.inputs = at::randint(0, 256, full, gen, at::TensorOptions().dtype(at::kByte));
-  const int64_t features = d.inputs[0].numel();
-  at::Tensor teacher = at::randn({features, num_classes}, gen);
-  if (held_out > 0) {  // new samples from the same generator, after the teacher: labelled by the same rule
-    size = held_out;
-    full[0] = size;
-    d.inputs = at::randint(0, 256, full, gen, at::TensorOptions().dtype(at::kByte));
-  }
-  // In chunks: a float copy of all samples at once would be 4x the dataset (6 GB for 10000 3x224x224).
-  const at::Tensor flat = d.inputs.reshape({size, features});
-  std::vector<at::Tensor> labels;
-  for (int64_t row = 0; row < size; row += 1024) {
-    const int64_t n = std::min<int64_t>(1024, size - row);
-    labels.push_back(flat.narrow(0, row, n).to(at::kFloat).div_(255.0).sub_(0.5).mm(teacher).argmax(1));
-  }
-  d.targets = at::cat(labels);
-  d.num_classes = num_classes;
-  d.mean = 0.5;
-  d.std = 0.2887;  // of uniform [0, 1]
-  return d;
-}
-
-Dataset make_synthetic_tokens(int64_t seq_len, int64_t vocab_size, int64_t num_classes, int64_t size, uint64_t seed,
-                              int64_t held_out) {
-  BATCHWISE_CHECK(seq_len >= 1, ConfigError, "--seq-len {}: a sequence needs at least one token", seq_len);
-  BATCHWISE_CHECK(size >= 1 && num_classes >= 2 && vocab_size >= 2, ConfigError,
-                  "synthetic: needs at least 1 sample, 2 classes and 2 tokens");
-  UntrackedScope untracked;
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  Dataset d;
-  d.name = "synthetic";
-  d.inputs = at::randint(0, vocab_size, {size, seq_len}, gen, at::TensorOptions().dtype(at::kLong));
-  at::Tensor teacher = at::randn({vocab_size, num_classes}, gen);
-  if (held_out > 0) {  // new samples from the same generator, after the teacher: labelled by the same rule
-    BATCHWISE_CHECK(held_out >= 1, ConfigError, "synthetic: a held-out split of {} samples", held_out);
-    size = held_out;
-    d.inputs = at::randint(0, vocab_size, {size, seq_len}, gen, at::TensorOptions().dtype(at::kLong));
-  }
-  d.targets = teacher.index_select(0, d.inputs.reshape({-1})).reshape({size, seq_len, num_classes}).sum(1).argmax(1);
-  d.num_classes = num_classes;
-  d.vocab_size = vocab_size;
   return d;
 }
 

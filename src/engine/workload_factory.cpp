@@ -354,6 +354,15 @@ void check_held_out(const Dataset& held_out, ModuleWorkload& model) {
   const Dataset& training = model.data();
   check_held_out(held_out, training, /*same_shape=*/false);
   if (held_out.size() == 0 || held_out.sample_shape() == training.sample_shape()) return;
+  // Rows of features (a CSV's, a .npy's) of another width: another file's columns, said as such, not as a matmul's
+  // (token sequences, whole numbers, may differ in length)
+  BATCHWISE_CHECK(held_out.sample_shape().size() != 1 || training.sample_shape().size() != 1 ||
+                      !held_out.inputs.is_floating_point() || !training.inputs.is_floating_point(),
+                  DataError,
+                  "{}: {} {} a sample, where the training data, {}, has {}: a test file holds the training file's "
+                  "columns, in the same order",
+                  held_out.name, held_out.sample_shape()[0], held_out.sample_shape()[0] == 1 ? "feature" : "features",
+                  training.name, training.sample_shape()[0]);
   std::string reason;
   try {
     (void)model.evaluate(head(held_out, 2));

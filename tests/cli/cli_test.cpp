@@ -68,6 +68,7 @@ TEST(Cli, RefusedBeforeAnythingRuns) {
   // An empty value had meant the default, unsaid
   expect_clean_error("fit --model mlp --dataset synthetic --memory-budget ''", 2, "--memory-budget '': an empty value");
   expect_clean_error("fit --model mlp --dataset synthetic --input-shape ''", 2, "--input-shape '': an empty value");
+  expect_clean_error("fit --model mlp --dataset synthetic --label-column ''", 2, "--label-column '': an empty value");
   // Both: which was meant? (a --history that is no history had run on, unstored)
   expect_clean_error("fit --model mlp --dataset synthetic --history x.sqlite --no-history", 2, "--no-history");
   // a schedule's phase past the run, before the stage line names the schedule
@@ -1101,6 +1102,12 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
   EXPECT_EQ(s.at("validation").at("held_out"), "rows.csv held out (25 %) test split, 100 samples");
   EXPECT_EQ(s.at("workload").at("dataset"), "rows.csv less 25 % held out");
   for (const auto& run : s.at("validation").at("runs")) EXPECT_TRUE(run.at("final_accuracy").is_number()) << run;
+  // A test file of other columns is named as such (it had said "mat1 and mat2 shapes cannot be multiplied")
+  std::ofstream(scratch() / "rows-narrow.csv") << "a,label\n1,0\n2,1\n";
+  expect_clean_error("validate --model mlp --dataset csv --data-file " + (scratch() / "rows.csv").string() +
+                         " --test-data-file " + (scratch() / "rows-narrow.csv").string() +
+                         " --batch-sizes 16 --epochs 1 --no-history -q",
+                     3, "rows-narrow.csv: 1 feature a sample, where the training data, rows.csv, has 2: a test file");
   // Or a test file of your own, beside the training file.
   std::string test_rows = "a,b,label\n";  // other samples of the same task
   for (int i = 400; i < 500; ++i) test_rows += fmt::format("{},{},{}\n", i % 7 - 3, i % 3 - 1, (i % 7 + i % 3) % 2);

@@ -643,15 +643,29 @@ TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {
   EXPECT_EQ(load_csv(path("frac.csv"), "", TargetKind::Values).targets.scalar_type(), at::kFloat);
   write_raw(path("ragged.csv"), "1,2,0\n3,1\n");
   EXPECT_THROW(load_csv(path("ragged.csv"), "", TargetKind::Classes), DataError);
-  // A number beyond float32's range would train as infinity: refused as NaN and infinity are.
+  // A number beyond float32's range would train as infinity: refused where its line and column are known.
   write_raw(path("huge.csv"), "a,label\n1,0\n1e300,1\n");
+  EXPECT_EQ(message("huge.csv"), path("huge.csv") +
+                                     " line 3, column 0 ('a'): '1e300' is beyond float32's range (about 3.4e38), the "
+                                     "precision training reads; rescale the column");
+  // A first row of numbers and a name is neither a header nor data: a typo in the first sample had made it the
+  // header, and the sample was dropped unsaid.
+  write_raw(path("typo.csv"), "0.1,oops,1\n0.3,0.4,0\n0.5,0.6,1\n");
+  EXPECT_EQ(message("typo.csv")
+                .rfind(path("typo.csv") + " line 1: column 1 ('oops') is not a number and column 0 "
+                                          "('0.1') is: a header names every column",
+                       0),
+            0u)
+      << message("typo.csv");
+  // A label column named twice: which is meant?
+  write_raw(path("dup.csv"), "a,a,y\n0.1,0.2,1\n0.3,0.4,0\n");
   try {
-    load_csv(path("huge.csv"), "", TargetKind::Classes);
-    FAIL() << "1e300 accepted as a float32 feature";
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("huge.csv: 1 of its 2 samples hold features that are not finite numbers"),
-              std::string::npos)
-        << e.what();
+    load_csv(path("dup.csv"), "a", TargetKind::Classes);
+    FAIL() << "an ambiguous --label-column taken";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "--label-column a: " + path("dup.csv") +
+                                         " has 2 columns of that name (the first is column 0); give the label's "
+                                         "index (0-2)");
   }
 }
 

@@ -299,10 +299,13 @@ void WorkloadFlags::check(const std::string& name) const {
        {std::pair{"--json", &json}, {"--html", &html}, {"--trace", &trace}, {"--history", &history}})
     if (app && path->empty() && app->count(flag) > 0)  // --json '' had written nothing, exit 0
       throw ConfigError(fmt::format("{} '': an empty path; give a file's path", flag));
-  for (const auto& [flag, value] : {std::pair{"--memory-budget", &memory_budget}, {"--input-shape", &input_shape}})
+  for (const auto& [flag, value, example] :
+       {std::tuple<const char*, const std::string*, const char*>{"--memory-budget", &memory_budget, "2GiB"},
+        {"--input-shape", &input_shape, "3x32x32"},
+        {"--label-column", &workload.label_column(), "label"}})
     if (app && value->empty() && app->count(flag) > 0)  // it had meant the default, unsaid
       throw ConfigError(fmt::format("{} '': an empty value; give one (e.g. {}) or leave {} out for the default", flag,
-                                    std::string(flag) == "--memory-budget" ? "2GiB" : "3x32x32", flag));
+                                    example, flag));
   std::vector<NamedPath> inputs = {{"--model", is_model_path(workload.model()) ? workload.model() : ""},
                                    {"--data-file", workload.data_file()},
                                    {"--labels-file", workload.labels_file()},
