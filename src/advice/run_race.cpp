@@ -67,9 +67,9 @@ constexpr const char* kSlowerThanMeasured =
 // `before` its compressed run of `epochs` started, or while it trained.
 void past_the_wall_limit(RunRaceEntry& e, const RunRaceOptions& o, double epochs, bool before, bool reference) {
   e.past_wall_limit = true;
-  e.message = fmt::format("{}the race passed its wall limit ({:.0f} s) {} its {:.3g}-epoch run: {}",
-                          reference ? "" : "not judged: ", o.max_wall_s(), before ? "before" : "during", epochs,
-                          kSlowerThanMeasured);
+  e.message = fmt::format("{}the race passed its wall limit ({}) {} its {:.3g}-epoch run: {}",
+                          reference ? "" : "not judged: ", format_seconds(o.max_wall_s()), before ? "before" : "during",
+                          epochs, kSlowerThanMeasured);
 }
 
 // A race whose longest compressed run is more than this many doublings short of the run runs its
@@ -729,9 +729,9 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
     const std::vector<int64_t> cut = past_wall_limit(race);
     race.notes.insert(
         race.notes.begin(),
-        fmt::format("the race stopped at its wall limit, {:.0f} s: {}; it trained nothing after that (no run, no "
+        fmt::format("the race stopped at its wall limit, {}: {}; it trained nothing after that (no run, no "
                     "reserve, no round){}{}",
-                    o.max_wall_s(), kSlowerThanMeasured,
+                    format_seconds(o.max_wall_s()), kSlowerThanMeasured,
                     cut.empty() ? ""
                                 : fmt::format("; {} {}, whose runs it had not finished, {} not judged",
                                               cut.size() > 1 ? "batches" : "batch", fmt::join(cut, ", "),

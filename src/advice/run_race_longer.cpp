@@ -191,17 +191,18 @@ RunRace run_longer(ModuleWorkload& w, const Dataset& held_out, const RunRaceOpti
   double cost_s = 0;
   for (double s : full_runs_s) cost_s += 4 * f * s;
   if (cost_s > o.budget_s()) {
-    race.notes.push_back(fmt::format(
-        "{} as the run doubled; running {} longer would train {:.0f} s, past the race's budget ({:.0f} s): a larger "
-        "--advice-budget trains every compressed run longer",
-        which, many ? "them" : "it", cost_s, o.budget_s()));
+    race.notes.push_back(
+        fmt::format("{} as the run doubled; running {} longer would train {}, past the race's budget ({}): a larger "
+                    "--advice-budget trains every compressed run longer",
+                    which, many ? "them" : "it", format_seconds(cost_s), format_seconds(o.budget_s())));
     return race;
   }
   if (o.on_round())
-    o.on_round()(fmt::format(
-        "{} as the run doubled: racing {} again beside batch {} with every compressed run twice "
-        "as long (to {}), smallest first; up to about {:.0f} s of training",
-        which, many ? "them" : "it", race.reference_batch, format_epochs(2 * race.lengths_epochs.back(), 3), cost_s));
+    o.on_round()(
+        fmt::format("{} as the run doubled: racing {} again beside batch {} with every compressed run twice "
+                    "as long (to {}), smallest first; up to about {} of training",
+                    which, many ? "them" : "it", race.reference_batch, format_epochs(2 * race.lengths_epochs.back(), 3),
+                    format_seconds(cost_s)));
   Round round = smallest_first(w, held_out, o, batches, rates, full_runs_s, f, race.noise_at_start, trained);
   RunRace& next = round.race;
   const std::string done = fmt::format(
@@ -297,21 +298,21 @@ RunRace past_the_plateau(ModuleWorkload& w, const Dataset& held_out, const RunRa
     const double cost_s = reference_adds * full_runs_s[0] + 6 * f * full_runs_s[1];
     if (spent_s + cost_s > kPlateauBudgets * o.budget_s()) {
       stopped = fmt::format(
-          "racing again with {} would train about {:.0f} s more, past {:g} times the race's budget ({:.0f} s): a "
+          "racing again with {} would train about {} more, past {:g} times the race's budget ({}): a "
           "larger --advice-budget trains every compressed run longer",
-          how, cost_s, kPlateauBudgets, o.budget_s());
+          how, format_seconds(cost_s), kPlateauBudgets, format_seconds(o.budget_s()));
       break;
     }
     if (o.on_round())
       o.on_round()(fmt::format(
-          "{}: racing again with {} (to {}), smallest first; at least about {:.0f} s of training, "
-          "within the {:.0f} s of wall time its rounds have left",
+          "{}: racing again with {} (to {}), smallest first; at least about {} of training, "
+          "within the {} of wall time its rounds have left",
           rounds == 0 ? why
                       : fmt::format("batch {} (the reference) still had not left the start in its middle compressed "
                                     "run ({})",
                                     last->reference_batch, format_epochs(last->lengths_epochs[1], 3)),
-          how, format_epochs(to_the_end ? race.epochs : 2 * last->lengths_epochs.back(), 3), cost_s,
-          kPlateauBudgets * o.budget_s() - spent_s));
+          how, format_epochs(to_the_end ? race.epochs : 2 * last->lengths_epochs.back(), 3), format_seconds(cost_s),
+          format_seconds(kPlateauBudgets * o.budget_s() - spent_s)));
     round = smallest_first(w, held_out, o, batches, rates, full_runs_s, f, race.noise_at_start, trained,
                            kPlateauBudgets * o.budget_s() - spent_s);
     spent_s += round.wall_s;
@@ -413,9 +414,9 @@ RunRace race_with_rounds(ModuleWorkload& w, const Dataset& held_out, const RunRa
   if (o.on_round())
     o.on_round()(
         fmt::format("batch {} (the first reference) {}: the reserve {} races beside it, batch {} the "
-                    "reference, for one more budget (about {:.0f} s of training)",
+                    "reference, for one more budget (about {} of training)",
                     first.reference_batch, why, fmt::join(reserve, ", "),
-                    *std::min_element(batches.begin(), batches.end()), budget_s));
+                    *std::min_element(batches.begin(), batches.end()), format_seconds(budget_s)));
   RunRace second = race_once(w, held_out, again, trained, true, second_only_longest);
   const bool second_stuck = second.reference_stuck;  // before the rounds past the plateau
   if (second_stuck) second = past_the_plateau(w, held_out, again, std::move(second), second_only_longest, trained);

@@ -53,12 +53,14 @@ void check_batches_within_run(const std::vector<int64_t>& batches, double epochs
 
 LrAdvice for_the_run(LrAdvice advice, double epochs, int64_t dataset, int64_t batch, LrSchedule shape) {
   const int64_t steps = run_steps(epochs, dataset, batch);
+  const int64_t advised = advice.warmup_steps;
   advice.warmup_steps = run_warmup_steps(advice, steps);
   advice.warmup_epochs = static_cast<double>(advice.warmup_steps * batch) / static_cast<double>(dataset);
-  advice.advice += fmt::format("; in your {:g}-epoch run ({} steps): {}, then the {} schedule", epochs, steps,
-                               advice.warmup_steps > 0 ? fmt::format("warm-up over its first {}", advice.warmup_steps)
-                                                       : std::string("no warm-up"),
-                               to_string(shape));
+  advice.advice +=
+      fmt::format("; in your {:g}-epoch run ({} steps): {}{}, then the {} schedule", epochs, steps,
+                  advice.warmup_steps > 0 ? fmt::format("warm-up over its first {}", advice.warmup_steps)
+                                          : std::string("no warm-up"),
+                  advice.warmup_steps < advised ? " (a quarter of the run at most)" : "", to_string(shape));
   return advice;
 }
 

@@ -226,12 +226,13 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
         "the {:g}-epoch run",
         run.schedule, fmt::join(each, ", "), format_epochs(run.warmup_epochs), to_string(o.lr_schedule()), o.epochs());
   } else if (full) {  // the advice as this run applied it
+    const int64_t advised = run.lr.warmup_steps;
     run.lr.warmup_steps = run.warmup_steps;
     run.lr.warmup_epochs = run.warmup_epochs;
     run.lr.advice += fmt::format(
-        "; in this {:g}-epoch run ({} steps): {}, then the {} schedule", o.epochs(), limits.total_steps,
+        "; in this {:g}-epoch run ({} steps): {}{}, then the {} schedule", o.epochs(), limits.total_steps,
         run.warmup_steps > 0 ? fmt::format("warm-up over its first {}", run.warmup_steps) : std::string("no warm-up"),
-        to_string(o.lr_schedule()));
+        run.warmup_steps < advised ? " (a quarter of the run at most)" : "", to_string(o.lr_schedule()));
   }
   return run;
 }

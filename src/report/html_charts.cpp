@@ -565,9 +565,10 @@ std::string validation_section(const Report& r) {
                                : run.final_loss   ? fmt::format("loss {:.4f}", *run.final_loss)
                                                   : "-";
       rows += fmt::format(
-          "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{}</td>"
-          "<td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
-          run.good ? "ok" : "bad", run.batch, run.lr.lr, run.good ? "within noise of the best" : "no",
+          "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td class=\"n\">{}</td><td>{}</td>"
+          "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{}</td>"
+          "<td>{}</td></tr>\n",
+          run.good ? "ok" : "bad", run.batch, run.lr.lr, run.warmup_steps, run.good ? "within noise of the best" : "no",
           format_seconds_figure(run.train_s), run.steps, run.epochs, last,
           !run.schedule.empty()
               ? esc(fmt::format("schedule {}{}", run.schedule,
@@ -583,15 +584,16 @@ std::string validation_section(const Report& r) {
       continue;
     }
     rows += fmt::format(
-        "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td>{}</td><td class=\"n\">{}</td>"
-        "<td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
-        run.reached ? "ok" : "bad", run.batch, run.lr.lr, run.reached ? "yes" : "no",
+        "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td><td class=\"n\">{}</td><td>{}</td>"
+        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{}</td>"
+        "<td>{}</td></tr>\n",
+        run.reached ? "ok" : "bad", run.batch, run.lr.lr, run.warmup_steps, run.reached ? "yes" : "no",
         format_seconds_figure(run.train_s), run.steps, run.epochs,
         run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : fmt::format("loss {:.4f}", run.last.loss),
         soonest ? (v.interrupted ? "soonest of the runs that ended" : "soonest") : esc(run.message));
   }
   if (v.interrupted)  // what a stop left untrained: the table may have no row at all
-    rows += fmt::format("<tr class=\"bad\"><td colspan=\"8\">{}</td></tr>\n", esc(stopped_line(v)));
+    rows += fmt::format("<tr class=\"bad\"><td colspan=\"9\">{}</td></tr>\n", esc(stopped_line(v)));
   const json config = {
       {"type", "line"},
       {"data", {{"datasets", datasets}}},
@@ -604,13 +606,15 @@ std::string validation_section(const Report& r) {
         "<section id=\"validation\">\n<h2>Validation: {}</h2>\n<p class=\"caption\">Each candidate trained the same "
         "epochs from the same weights with its scaled learning rate and the schedule, evaluated on the {} (the last "
         "column after the run, on the whole set; evaluation time excluded).</p>\n{}"
-        "<table>\n<tr><th>batch</th><th>lr</th><th>good</th><th>train s</th><th>steps</th><th>epochs</th>"
+        "<table>\n<tr><th>batch</th><th>lr</th><th>warm-up steps</th><th>good</th><th>train "
+        "s</th><th>steps</th><th>epochs</th>"
         "<th>final quality</th><th>note</th></tr>\n{}</table>\n</section>\n",
         esc(v.target), esc(v.held_out), chart_block("validation", config, "held-out metric over training time"), rows);
   return fmt::format(
       "<section id=\"validation\">\n<h2>Time to {}</h2>\n<p class=\"caption\">Each candidate trained from the same "
       "weights with its scaled learning rate, evaluated on the {} (evaluation time excluded).</p>\n{}"
-      "<table>\n<tr><th>batch</th><th>lr</th><th>reached</th><th>train s</th><th>steps</th><th>epochs</th>"
+      "<table>\n<tr><th>batch</th><th>lr</th><th>warm-up steps</th><th>reached</th><th>train "
+      "s</th><th>steps</th><th>epochs</th>"
       "<th>last</th><th>note</th></tr>\n{}</table>\n</section>\n",
       esc(v.target), esc(v.held_out), chart_block("validation", config, "held-out metric over training time"), rows);
 }
