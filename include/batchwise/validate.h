@@ -88,6 +88,8 @@ struct ValidateOptions {
 /// Where a validation stands, after an evaluation.
 struct ValidateProgress {
   int64_t batch = 0;
+  std::string
+      schedule;  ///< a batch-size schedule's run ("64:0,256:2"; `batch` its first phase's); empty: a fixed batch
   int index = 0, count = 0;  ///< the candidate's place, and how many there are
   double epochs = 0;
   double train_s = 0;  ///< this candidate's training time so far

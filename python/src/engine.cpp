@@ -457,13 +457,13 @@ class Progress {
   void validate(const ValidateProgress& p) const {
     const std::string key = fmt::format("validate {}", p.index);
     if (!log_->pass(key)) return;
-    (*this)(
-        fmt::format("[validate {}/{}] batch {}: epoch {:.2f}, held-out loss {:.3f}{}, {:.1f} s trained ({}at most "
-                    "{:.0f} s left; {:.0f} s elapsed)",
-                    p.index + 1, p.count, p.batch, p.epochs, p.loss,
-                    p.accuracy ? fmt::format(", accuracy {:.4f}", *p.accuracy) : std::string(), p.train_s,
-                    p.target_left_s ? fmt::format("~{:.0f} s to the target, ", *p.target_left_s) : std::string(),
-                    p.limit_left_s, p.elapsed_s));
+    (*this)(fmt::format(
+        "[validate {}/{}] {}: epoch {:.2f}, held-out loss {:.3f}{}, {:.1f} s trained ({}at most "
+        "{:.0f} s left; {:.0f} s elapsed)",
+        p.index + 1, p.count, p.schedule.empty() ? fmt::format("batch {}", p.batch) : "schedule " + p.schedule,
+        p.epochs, p.loss, p.accuracy ? fmt::format(", accuracy {:.4f}", *p.accuracy) : std::string(), p.train_s,
+        p.target_left_s ? fmt::format("~{:.0f} s to the target, ", *p.target_left_s) : std::string(), p.limit_left_s,
+        p.elapsed_s));
   }
   FitOptions with(FitOptions o) const {
     return o.on_trial([p = *this](const Trial& t, int i, int n) { p.trial(t, i, n); });

@@ -70,6 +70,7 @@ ValidateProgress progress(const ValidateOptions& o, const ValidationRun& run, co
                           int64_t samples, int64_t epoch, double train_s) {
   ValidateProgress p;
   p.batch = run.batch;
+  p.schedule = run.schedule;
   p.index = race.index;
   p.count = race.count;
   p.epochs = static_cast<double>(samples) / static_cast<double>(epoch);

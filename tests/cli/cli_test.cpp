@@ -562,6 +562,8 @@ TEST(Cli, TuneWithEpochsAnswersForTheRun) {
       scheduled.string());
   ASSERT_EQ(phased.code, 0) << phased.err;
   EXPECT_NE(phased.err.find("[validate] schedule 16:0,64:1"), std::string::npos) << phased.err;
+  // its progress names it as the schedule, not as its first phase's batch
+  EXPECT_NE(phased.err.find("[validate 2/2] schedule 16:0,64:1: epoch "), std::string::npos) << phased.err;
   EXPECT_NE(phased.out.find("schedule 16:0,64:1"), std::string::npos) << phased.out;
   const auto v = nlohmann::json::parse(slurp(scheduled)).at("validation");
   ASSERT_EQ(v.at("runs").size(), 2u);

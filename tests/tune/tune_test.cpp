@@ -321,21 +321,25 @@ TEST(Tune, AnAnswerWithoutARaceKeepsToTheTrainingSet) {
             1);
 }
 
+// A tune of the 512-sample mlp that sweeps 16, 256 and 1,024 (to a fit of 2,048), races nothing and validates
+// full runs of `epochs`.
+TuneOptions validated_after_a_sweep(double epochs) {
+  return TuneOptions()
+      .fit(FitOptions().budget_bytes(64 << 20).max(2048))
+      .sweep(SweepOptions().batch_sizes({16, 256, 1024}).warmup(0).steps(1).repetitions(1))
+      .doctor(false)
+      .race(false)
+      .loader_search(false)
+      .validate(ValidateOptions({}).epochs(epochs).measure_lr(false));
+}
+
 // The noise scale's batch and tune --validate's candidates keep to the training set too: a larger
 // batch's gradient is not one of B independent samples, and no run the user does repeats them in a
 // step; nor do the answer and the knee it validates (within it: 256, where the sweep's is 1,024).
 TEST(Tune, TheNoiseScaleAndTheValidationKeepToTheTrainingSet) {
   auto w = tiny("mlp");                                     // 512 samples
   InjectedRates runner(*w, [](int64_t) { return 0.001; });  // 1 ms a step: the knee is the largest batch
-  const Report r = tune(TuneSubject(runner, w.get()),
-                        TuneOptions()
-                            .fit(FitOptions().budget_bytes(64 << 20).max(2048))
-                            .sweep(SweepOptions().batch_sizes({16, 256, 1024}).warmup(0).steps(1).repetitions(1))
-                            .doctor(false)
-                            .noise_steps(4)
-                            .race(false)
-                            .loader_search(false)
-                            .validate(ValidateOptions({}).epochs(1).measure_lr(false)));
+  const Report r = tune(TuneSubject(runner, w.get()), validated_after_a_sweep(1).noise_steps(4));
   ASSERT_TRUE(r.noise.has_value());
   EXPECT_EQ(r.noise->batch, 256);  // the largest swept within 512 (1,024 would be, up to 1,024)
   ASSERT_TRUE(r.validation.has_value());
@@ -358,15 +362,7 @@ TEST(Tune, TheNoiseScaleAndTheValidationKeepToTheTrainingSet) {
 TEST(Tune, AValidationOfRunsShorterThanTheAnswersStepDoesNotRun) {
   auto w = tiny("mlp");                                     // 512 samples
   InjectedRates runner(*w, [](int64_t) { return 0.001; });  // 1 ms a step: the knee is the largest batch
-  const Report r = tune(TuneSubject(runner, w.get()),
-                        TuneOptions()
-                            .fit(FitOptions().budget_bytes(64 << 20).max(2048))
-                            .sweep(SweepOptions().batch_sizes({16, 256, 1024}).warmup(0).steps(1).repetitions(1))
-                            .doctor(false)
-                            .noise(false)
-                            .race(false)
-                            .loader_search(false)
-                            .validate(ValidateOptions({}).epochs(0.05).measure_lr(false)));
+  const Report r = tune(TuneSubject(runner, w.get()), validated_after_a_sweep(0.05).noise(false));
   ASSERT_TRUE(r.recommendation.has_value());
   ASSERT_GT(r.recommendation->batch, 26);
   EXPECT_FALSE(r.validation.has_value());

@@ -227,10 +227,11 @@ std::string metric_text(double loss, const std::optional<double>& accuracy) {
 
 void Session::on_validate(const ValidateProgress& p) {
   const std::string target = p.target_left_s ? fmt::format("~{:.0f} s to the target, ", *p.target_left_s) : "";
-  training_line(fmt::format("[validate {}/{}] batch {}: epoch {:.2f}, {}, {:.1f} s trained ({}at most {:.0f} s left; "
+  training_line(fmt::format("[validate {}/{}] {}: epoch {:.2f}, {}, {:.1f} s trained ({}at most {:.0f} s left; "
                             "{:.0f} s elapsed)",
-                            p.index + 1, p.count, p.batch, p.epochs, metric_text(p.loss, p.accuracy), p.train_s, target,
-                            p.limit_left_s, p.elapsed_s),
+                            p.index + 1, p.count,
+                            p.schedule.empty() ? fmt::format("batch {}", p.batch) : "schedule " + p.schedule, p.epochs,
+                            metric_text(p.loss, p.accuracy), p.train_s, target, p.limit_left_s, p.elapsed_s),
                 fmt::format("validate {}", p.index));
 }
 
