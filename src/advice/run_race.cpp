@@ -724,6 +724,12 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   RunRace race =
       detail::race_with_rounds(w, held_out, raced, o.budget_s(), noise_batch_of(o.batches()), slower, trained);
   race.not_raced = slower;
+  // A race whose reference gave no learning curve judged no one: each says so, not a bare good: false in the JSON
+  if (!race.entries.empty() && !race.entries.front().message.empty())
+    for (RunRaceEntry& e : race.entries)
+      if (&e != &race.entries.front() && e.message.empty() && !e.past_wall_limit && !e.predicted_gap && !e.good)
+        e.message = fmt::format("not judged: batch {} (the reference) {}", race.reference_batch,
+                                race.reference_stuck ? "gave no learning curve" : "did not train");
   if (trained.out_of_time) {
     race.stopped_at_wall_limit = true;
     const std::vector<int64_t> cut = past_wall_limit(race);

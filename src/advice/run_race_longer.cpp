@@ -125,11 +125,12 @@ std::string predicted_gaps(const RunRace& race) {
   std::vector<std::string> gaps;
   for (const RunRaceEntry& e : race.entries)
     if (e.batch != race.reference_batch)
-      gaps.push_back(e.predicted_gap ? fmt::format("{} {:.2f}", e.batch, 100 * *e.predicted_gap)
-                                     : fmt::format("{} ({})", e.batch,
-                                                   e.past_wall_limit   ? "not judged: the race passed its wall limit"
-                                                   : e.message.empty() ? "not judged"
-                                                                       : "did not train"));
+      gaps.push_back(e.predicted_gap
+                         ? fmt::format("{} {:.2f}", e.batch, 100 * *e.predicted_gap)
+                         : fmt::format("{} ({})", e.batch,
+                                       e.past_wall_limit ? "not judged: the race passed its wall limit"
+                                       : e.message.empty() || e.message.rfind("not judged", 0) == 0 ? "not judged"
+                                                                                                    : "did not train"));
   return fmt::format("predicted behind it at the run's end, {}: {}",
                      race.measure == "accuracy" ? "accuracy points" : "% of the loss", fmt::join(gaps, ", "));
 }

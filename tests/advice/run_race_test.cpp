@@ -1067,6 +1067,11 @@ TEST(RunRace, AReferenceThatNeverLeftTheStartPredictsNothing) {
                        "past 3 times the race's budget (2 s)"),
             std::string::npos)
       << notes;
+  // The others were judged against nothing: each says so (the JSON had a bare good: false, read as worse)
+  ASSERT_EQ(race.entries.size(), 3u);
+  for (size_t i = 1; i < race.entries.size(); ++i)
+    EXPECT_EQ(race.entries[i].message, "not judged: batch 32 (the reference) gave no learning curve")
+        << race.entries[i].batch;
 }
 
 // A reference that left the start only in its longest compressed run gives the other batches no
