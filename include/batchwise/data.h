@@ -31,6 +31,9 @@ struct Dataset {
   /// A sample of the training data standing in for a test split where there is none: what is
   /// judged on it is how fast a batch fits the data, not how well it generalises.
   bool training_sample = false;
+  /// A CSV's header: its feature columns' names in order (the label's left out); empty without one.
+  /// A test file's are checked against the training file's (check_held_out): features go by position.
+  std::vector<std::string> feature_names;
   int64_t size() const { return inputs.defined() ? inputs.size(0) : 0; }
   bool is_tokens() const;
   /// One sample's shape: [C, H, W] or [L].

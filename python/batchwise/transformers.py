@@ -6,7 +6,8 @@
 Under `batchwise ... --cmd`, it prints one `batchwise: step samples=N` line per optimizer step
 (on_step_end: after the optimizer step, once per gradient_accumulation_steps batches), with
 N = the per-device batch (per_device_train_batch_size, times the GPUs of DataParallel; as found by
-auto_find_batch_size when that is on) x gradient_accumulation_steps x the world size; a
+auto_find_batch_size when that is on; the training set's size per device where that is smaller) x
+gradient_accumulation_steps x the world size; a
 `batchwise: loss=X` line whenever the Trainer logs a training loss (logging_steps); and the CUDA
 peak (`peak_bytes`) after the steps batchwise asks for, when it stops the Trainer
 (control.should_training_stop), and when training ends. Without batchwise it does nothing."""
@@ -30,6 +31,12 @@ class BatchwiseCallback(TrainerCallback):
         if not self._reporter.active:
             return
         per_device = getattr(state, "train_batch_size", None) or args.train_batch_size
+        # Data of fewer samples than a batch train all of them a step, not the batch: said so, batchwise then
+        # knows the step did not train the batch it gave (it had read 64 samples a step off 40)
+        loader = kwargs.get("train_dataloader")
+        dataset = getattr(loader, "dataset", None)
+        if dataset is not None and hasattr(dataset, "__len__"):
+            per_device = min(per_device, max(1, len(dataset) // max(1, args.world_size)))
         samples = per_device * args.gradient_accumulation_steps * args.world_size
         if self._reporter.step(samples):
             self._reporter.peak()

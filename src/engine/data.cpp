@@ -152,6 +152,15 @@ Dataset split_part(const Dataset& data, double fraction, bool held_out) {
 
 void check_held_out(const Dataset& held_out, const Dataset& training, bool same_shape) {
   const std::string fix = "give a test split of the training data's kind";
+  // Features are read by position: a test file whose header names them in another order would be judged on
+  // columns its model never learned, and no shape would say so
+  BATCHWISE_CHECK(held_out.feature_names.size() != training.feature_names.size() ||  // other widths: said below
+                      held_out.feature_names == training.feature_names,
+                  DataError,
+                  "{}: its feature columns are {}, and {}'s are {}: features are read by position, so a test file "
+                  "holds the training file's columns in the same order",
+                  held_out.name, fmt::join(held_out.feature_names, ", "), training.name,
+                  fmt::join(training.feature_names, ", "));
   BATCHWISE_CHECK(!same_shape || held_out.sample_shape() == training.sample_shape(), DataError,
                   "{}: its samples are {}, and the model trains on {}'s {}; {}", held_out.name,
                   fmt::join(held_out.sample_shape(), "x"), training.name, fmt::join(training.sample_shape(), "x"), fix);
@@ -638,6 +647,26 @@ class CsvReader {
   int64_t line_ = 1, record_line_ = 1;
 };
 
+// The label's column: --label-column by header name (one column of it) or by index; without it, the last.
+size_t label_index(const std::vector<std::string>& header, const std::string& label_column, const std::string& path,
+                   size_t columns) {
+  if (label_column.empty()) return columns - 1;
+  const auto named = std::find(header.begin(), header.end(), label_column);
+  BATCHWISE_CHECK(named == header.end() || std::count(named, header.end(), label_column) == 1, ConfigError,
+                  "--label-column {}: {} has {} columns of that name (the first is column {}); give the label's "
+                  "index (0-{})",
+                  label_column, path, std::count(header.begin(), header.end(), label_column), named - header.begin(),
+                  columns - 1);
+  if (named != header.end()) return static_cast<size_t>(named - header.begin());
+  double index = -1;
+  BATCHWISE_CHECK(detail::parse_double(label_column, index) && index >= 0 && index < static_cast<double>(columns) &&
+                      index == std::floor(index),
+                  ConfigError, "--label-column {}: {} has no such column; give a header name{} or an index 0-{}",
+                  label_column, path, header.empty() ? "" : " (" + fmt::format("{}", fmt::join(header, ", ")) + ")",
+                  columns - 1);
+  return static_cast<size_t>(index);
+}
+
 }  // namespace
 
 Dataset load_csv(const std::string& path, const std::string& label_column, TargetKind kind) {
@@ -713,26 +742,7 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
                   foreign.empty() ? "; give a CSV with a header line, then a row per sample" : foreign);
   BATCHWISE_CHECK(columns >= 2, DataError, "{}: needs at least two columns (features and a label), found {}", path,
                   columns);
-  size_t label = columns - 1;
-  if (!label_column.empty()) {
-    const auto named = std::find(header.begin(), header.end(), label_column);
-    BATCHWISE_CHECK(named == header.end() || std::count(named, header.end(), label_column) == 1, ConfigError,
-                    "--label-column {}: {} has {} columns of that name (the first is column {}); give the label's "
-                    "index (0-{})",
-                    label_column, path, std::count(header.begin(), header.end(), label_column), named - header.begin(),
-                    columns - 1);
-    if (named != header.end()) {
-      label = static_cast<size_t>(named - header.begin());
-    } else {
-      double index = -1;
-      BATCHWISE_CHECK(number(label_column, index) && index >= 0 && index < static_cast<double>(columns) &&
-                          index == std::floor(index),
-                      ConfigError, "--label-column {}: {} has no such column; give a header name{} or an index 0-{}",
-                      label_column, path, header.empty() ? "" : " (" + fmt::format("{}", fmt::join(header, ", ")) + ")",
-                      columns - 1);
-      label = static_cast<size_t>(index);
-    }
-  }
+  const size_t label = label_index(header, label_column, path, columns);
   UntrackedScope untracked;
   at::Tensor all = at::from_blob(values.data(), {rows, static_cast<int64_t>(columns)}, at::kDouble);
   std::vector<int64_t> keep;
@@ -740,6 +750,8 @@ Dataset load_csv(const std::string& path, const std::string& label_column, Targe
     if (c != label) keep.push_back(static_cast<int64_t>(c));
   Dataset d;
   d.name = base_name(path);
+  for (const int64_t c : keep)
+    if (!header.empty()) d.feature_names.push_back(header[static_cast<size_t>(c)]);
   d.inputs = all.index_select(1, at::tensor(keep, at::kLong)).to(at::kFloat);
   require_finite(d.inputs, path, "features");  // numbers beyond float32's range (1e39) became infinite
   at::Tensor labels = all.select(1, static_cast<int64_t>(label)).clone();

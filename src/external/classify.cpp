@@ -31,6 +31,22 @@ std::string signal_text(int sig) {
 
 }  // namespace
 
+namespace {
+
+// The samples its measured steps reported, the median (an epoch's last, shorter batch is one step of many).
+int64_t median_samples(const CommandResult& r) {
+  std::vector<int64_t> s = r.step_samples;
+  std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(s.size() / 2), s.end());
+  return s[s.size() / 2];
+}
+
+// Its steps trained a number of samples that is no whole multiple of its batch.
+bool trained_another_batch(const CommandResult& r) {
+  return r.batch > 0 && !r.step_samples.empty() && median_samples(r) % r.batch != 0;
+}
+
+}  // namespace
+
 CommandVerdict classify(const CommandResult& r) {
   CommandVerdict v;
   const int total = r.warmup + r.steps;
@@ -69,6 +85,15 @@ CommandVerdict classify(const CommandResult& r) {
         "number; at the first step check the data and the model, later lower the learning rate",
         r.stopped_after_steps ? "stopped by batchwise, as asked," : ended, steps, r.non_finite_loss_text,
         r.non_finite_loss_step);
+  } else if ((r.stopped_after_steps || r.exit_status == 0) && trained_another_batch(r)) {
+    // Its steps were not of the batch it was given: what it measured is not this batch's, and an answer on it
+    // would name a batch that never trained (a script that ignores {batch}, or data of fewer samples than it)
+    v.outcome = Outcome::Error;
+    v.message = fmt::format(
+        "{} {}, but its step lines report {} samples a step, not batch {} nor a whole multiple of it (as gradient "
+        "accumulation or data-parallel ranks train): it did not train batch {}; pass {{batch}} to its batch size, "
+        "and give it data of at least a batch (docs/cmd.md)",
+        r.stopped_after_steps ? "stopped by batchwise, as asked," : ended, steps, median_samples(r), r.batch, r.batch);
   } else if (r.stopped_after_steps || r.exit_status == 0) {
     v.outcome = Outcome::Ok;
     const std::string how = r.stopped_after_steps ? "stopped by batchwise, as asked," : ended;

@@ -10,6 +10,7 @@ parser.add_argument("--step-s", type=float, default=0.02, help="seconds each ste
 parser.add_argument("--samples-per-s", type=float, help="also report this throughput")
 parser.add_argument("--peak-bytes", type=int, help="also report this device peak")
 parser.add_argument("--accumulate", type=int, default=1, help="each step trains this many batches")
+parser.add_argument("--samples", type=int, help="each step trains this many samples, whatever the batch")
 parser.add_argument("--garbage", action="store_true", help="also print malformed protocol lines")
 parser.add_argument("--stderr", action="store_true", help="protocol lines on stderr")
 parser.add_argument("--quiet", action="store_true", help="no protocol lines at all")
@@ -40,7 +41,8 @@ while args.forever or step < args.steps:
         print("batchwise: samples_per_s=fast peak_bytes=-3 unknown=1", file=out)
         continue
     if not args.quiet:
-        print(f"batchwise: step samples={args.batch_size * args.accumulate} loss={1.0 / step:.4f}", file=out)
+        samples = args.samples if args.samples is not None else args.batch_size * args.accumulate
+        print(f"batchwise: step samples={samples} loss={1.0 / step:.4f}", file=out)
 if args.samples_per_s is not None:
     print(f"batchwise: samples_per_s={args.samples_per_s}", file=out)
 if args.peak_bytes is not None:

@@ -657,6 +657,22 @@ TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {
                        0),
             0u)
       << message("typo.csv");
+  // A test file whose header orders the features otherwise: they go by position, and would be judged on the wrong
+  // columns (the label's own place may differ)
+  write_raw(path("train.csv"), "a,b,y\n0.1,0.2,1\n0.3,0.4,0\n");
+  write_raw(path("swapped.csv"), "b,a,y\n0.2,0.1,1\n");
+  write_raw(path("label-first.csv"), "y,a,b\n1,0.1,0.2\n");
+  const Dataset train = load_csv(path("train.csv"), "y", TargetKind::Classes);
+  EXPECT_NO_THROW(check_held_out(load_csv(path("label-first.csv"), "y", TargetKind::Classes), train));
+  try {
+    check_held_out(load_csv(path("swapped.csv"), "y", TargetKind::Classes), train);
+    FAIL() << "a test file of swapped columns accepted";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "swapped.csv: its feature columns are b, a, and train.csv's are a, b: features "
+              "are read by position, so a test file holds the training file's columns in the "
+              "same order");
+  }
   // A label column named twice: which is meant?
   write_raw(path("dup.csv"), "a,a,y\n0.1,0.2,1\n0.3,0.4,0\n");
   try {

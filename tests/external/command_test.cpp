@@ -117,6 +117,22 @@ TEST(RunCommand, ReportedThroughputAndPeakAreUsedFromStderrToo) {
   EXPECT_TRUE(contains(v.message, "as the child reported")) << v.message;
 }
 
+// A command whose steps train another number of samples than its batch (it ignores {batch}, or its data hold
+// fewer samples than it) did not train that batch: an error, not a throughput an answer could name it by (a
+// sweep had recommended batch 32 from a script that trained 16 at every batch). A whole multiple is
+// accumulation, and stands.
+TEST(RunCommand, StepsOfAnotherBatchAreNoMeasureOfIt) {
+  const CommandResult other =
+      run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--samples=40"}, 64));
+  const CommandVerdict v = classify(other);
+  EXPECT_EQ(v.outcome, Outcome::Error);
+  EXPECT_TRUE(contains(v.message, "its step lines report 40 samples a step, not batch 64 nor a whole multiple of it"))
+      << v.message;
+  const CommandResult twice =
+      run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--accumulate=2"}, 64));
+  EXPECT_EQ(classify(twice).outcome, Outcome::Ok) << classify(twice).message;
+}
+
 TEST(RunCommand, MalformedProtocolLinesAreIgnored) {
   const CommandResult r =
       run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--garbage"}, 8));
