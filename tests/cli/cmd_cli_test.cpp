@@ -160,6 +160,7 @@ TEST(Cmd, StepLinesSamplesSetTheThroughput) {
   const double median_step = p.at("step_time_s_median").get<double>();
   ASSERT_GT(median_step, 0.04);
   EXPECT_NEAR(p.at("samples_per_s").get<double>(), 32 / median_step, 1e-6 * 32 / median_step);
+  EXPECT_EQ(j.at("sweep").at("min_time_s"), 0);  // --min-time is not a command's: it runs --steps
 }
 
 // Ctrl-C to batchwise: the running command (in its own process group, out of the terminal's
