@@ -119,6 +119,10 @@ Trial CommandRunner::run(const TrialOptions& o) {
   t.wall_s = result.wall_s;
   // An ok trial's note says only what a reader must know: that its timing is the wall-time fallback.
   if (t.outcome != Outcome::Ok || verdict.wall_timing) t.message = verdict.message;
+  const int asked = o.warmup() + o.steps();
+  if (t.outcome == Outcome::Ok && !result.stopped_after_steps && result.steps_seen > 0 && result.steps_seen < asked)
+    t.message = fmt::format("{}it exited after {} of the {} steps it was given ({} warm-up): fewer timed steps",
+                            t.message.empty() ? "" : t.message + "; ", result.steps_seen, asked, o.warmup());
   t.wall_timing = t.outcome == Outcome::Ok && verdict.wall_timing;
   t.non_finite = t.outcome == Outcome::Error && result.non_finite_loss;
   if (cuda_ && t.outcome == Outcome::Ok && !result.peak_device_bytes) {

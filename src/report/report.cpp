@@ -154,7 +154,9 @@ void sweep_table(Lines& line, const SweepResult& s) {
                    "step ms", "peak memory", "note"));
   for (const auto& t : s.points) {
     const bool ok = t.outcome == Outcome::Ok;
-    const std::string spread = ok && t.step_time_s_median > 0 ? fmt::format("{:.1f} %", 100 * step_spread(t)) : "-";
+    // A spread needs two timed steps; the wall-time fallback's steps are one figure split evenly.
+    const bool spread_known = ok && t.step_time_s_median > 0 && t.step_times_s.size() > 1 && !t.wall_timing;
+    const std::string spread = spread_known ? fmt::format("{:.1f} %", 100 * step_spread(t)) : "-";
     std::string note = trial_note(t);
     if (std::count(s.remeasured.begin(), s.remeasured.end(), t.batch) > 0)
       note = fmt::format("measured again ({} repetitions)", t.repetitions) + (note.empty() ? "" : "; " + note);

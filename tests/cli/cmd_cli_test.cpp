@@ -163,6 +163,23 @@ TEST(Cmd, StepLinesSamplesSetTheThroughput) {
   EXPECT_EQ(j.at("sweep").at("min_time_s"), 0);  // --min-time is not a command's: it runs --steps
 }
 
+// A command that exits 0 before the steps it was given (its own step count, not {steps}) is timed on
+// what it ran, and its note says so; a single timed step has no spread to show.
+TEST(Cmd, ACommandThatStopsShortSaysSoAndShowsNoSpreadForOneStep) {
+  const fs::path json = scratch() / "cmd-short.json";
+  const Outcome r =
+      batchwise("sweep --cmd --batch-sizes 8 --repetitions 1 --warmup 1 --steps 4 --json " + json.string() +
+                " -- python3 " + kCmdDir + "/fake_trainer.py --batch-size {batch} --steps 2 --step-s 0.02");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto report = nlohmann::json::parse(slurp(json));
+  const auto& p = report.at("sweep").at("points").at(0);
+  ASSERT_EQ(p.at("outcome"), "ok") << p.dump();
+  EXPECT_EQ(p.at("steps_run"), 2);
+  EXPECT_EQ(p.at("message"), "it exited after 2 of the 5 steps it was given (1 warm-up): fewer timed steps");
+  EXPECT_NE(r.out.find("fewer timed steps"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("0.0 %"), std::string::npos) << r.out;  // one timed step: "-", not a spread of 0
+}
+
 // Ctrl-C to batchwise: the running command (in its own process group, out of the terminal's
 // reach) is killed too, not left training. The interrupt comes once the command has written its
 // pid, however long a loaded machine takes to start batchwise and python3 (up to a minute).
