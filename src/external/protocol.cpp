@@ -62,7 +62,11 @@ namespace detail {
 bool ProtocolParser::line(const std::string& text, Clock::time_point at) {
   static const std::string kPrefix = "batchwise:";
   if (text.compare(0, kPrefix.size(), kPrefix) != 0) {
-    if (r_.oom_message.empty() && is_oom_message(text)) r_.oom_message = text.substr(0, 300);
+    // The first line that names an out-of-memory error; an indented one (a traceback's source line, such
+    // as "    except torch.OutOfMemoryError:") gives way to a later one at the margin, the exception's.
+    const auto indented = [](const std::string& t) { return !t.empty() && (t[0] == ' ' || t[0] == '\t'); };
+    if ((r_.oom_message.empty() || (indented(r_.oom_message) && !indented(text))) && is_oom_message(text))
+      r_.oom_message = text.substr(0, 300);
     return false;
   }
   ++r_.protocol_lines;

@@ -75,4 +75,14 @@ TEST(Protocol, AnOutOfMemoryLineIsKeptAndAPrefixHidesAStepLine) {
   EXPECT_EQ(r.oom_message, "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB");
 }
 
+// A traceback quotes the source line that caught or raised the error before the exception's own line:
+// the note quotes the exception.
+TEST(Protocol, TheExceptionsLineWinsOverATracebacksSourceLine) {
+  const CommandResult r =
+      read({"Traceback (most recent call last):", "  File \"train.py\", line 9, in <module>",
+            "    raise torch.OutOfMemoryError(msg)",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4 GiB", "MemoryError: later"});
+  EXPECT_EQ(r.oom_message, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4 GiB");
+}
+
 }  // namespace
