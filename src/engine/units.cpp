@@ -11,7 +11,10 @@
 
 namespace batchwise {
 
-int64_t parse_bytes(const std::string& text, const std::string& what) {
+int64_t parse_bytes(const std::string& given, const std::string& what) {
+  // Spaces around the size (" 4GiB" from a config file or a Python string) are no part of it.
+  const size_t first = given.find_first_not_of(" \t\n"), last = given.find_last_not_of(" \t\n");
+  const std::string text = first == std::string::npos ? given : given.substr(first, last - first + 1);
   const std::string hint = "use a number with an optional unit, like 2GiB, 512MiB or 1.5GB";
   // The number is the longest prefix of digits, sign, point and exponent that parses (locale-free).
   size_t pos = text.find_first_not_of("0123456789.+-eE");
@@ -67,6 +70,9 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   // Under half a byte rounds to 0, which a budget flag reads as "none given" (the device's default).
   BATCHWISE_CHECK(rounded >= 1, ConfigError, "{}: '{}' is less than a byte; give a size of at least 1B, like 2GiB",
                   what, text);
+  // A fraction of a byte given as bytes ("0.6", "1.5B") is no size; later messages would name the rounded one.
+  BATCHWISE_CHECK(scale > 1 || value == std::floor(value), ConfigError,
+                  "{}: '{}' is not a whole number of bytes; give whole bytes or a unit, like 1.5GiB", what, text);
   return rounded;
 }
 

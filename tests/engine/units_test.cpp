@@ -48,7 +48,18 @@ TEST(ParseBytes, LessThanAByteOrPastTheRangeIsRefusedAsSuch) {
                                                    text));
     }
   }
-  EXPECT_EQ(parse_bytes("0.6", "x"), 1);
+  for (const char* text : {"0.6", "1.5B"}) {  // once read as 1 and 2 bytes, and named so in later messages
+    try {
+      parse_bytes(text, "--memory-budget");
+      FAIL() << text << " parsed";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), fmt::format("--memory-budget: '{}' is not a whole number of bytes; give whole "
+                                                   "bytes or a unit, like 1.5GiB",
+                                                   text));
+    }
+  }
+  EXPECT_EQ(parse_bytes("1.5KiB", "x"), 1536);
+  EXPECT_EQ(parse_bytes(" 4 GiB\n", "x"), int64_t{4} << 30);  // spaces around it, and before its unit
   try {
     parse_bytes("1e400GiB", "--memory-budget");
     FAIL() << "1e400GiB parsed";
