@@ -419,8 +419,9 @@ def test_error():
         "noise_scale": lambda: batchwise.noise(model, optimizer, branchy_data(), loss=lambda o, t: o.sum() * float("nan"),
                                                batch=64, micro_batch=16, noise_steps=3, progress=False),
     }
-    expected = {"fit": "failed with an error, so no batch size is reported: grad can be implicitly created only "
-                       "for scalar outputs",
+    # (one loss a sample had trained at batch 1 alone, and a fit with min=1 answered 1)
+    expected = {"fit": "failed with an error, so no batch size is reported: Branchy's loss gave a tensor of shape [2], "
+                       "not one number: reduce it to a 0-d tensor (its .mean(), or the loss's reduction='mean')",
                 "sweep": "batchwise.sweep: no batch trained: 2 of 2 swept batches failed (batch 8: the training loss "
                          "is NaN at the first step",
                 "noise_scale": "batchwise.noise: the training loss became nan at step 1 of 3 (batch 64)"}
@@ -443,6 +444,13 @@ def test_error():
              str(e).startswith("batchwise.validate: no run trained: 2 of 2 validation runs failed (batch 32: the "
                                "training loss became nan") and e.report.validation is not None, str(e))
     case("and the model is as it was", same(before, snapshot(model, optimizer)))
+    plain = torch.nn.Sequential(torch.nn.Linear(48, 10))  # no BatchNorm: its fit goes down to batch 1
+    try:
+        batchwise.fit(plain, torch.optim.SGD(plain.parameters(), lr=0.1), branchy_data(),
+                      loss=torch.nn.CrossEntropyLoss(reduction="none"), memory_budget="16MiB", max=64, progress=False)
+        case("a fit whose loss is one a sample raises at batch 1 too", False, "fit returned")
+    except batchwise.TrainingError as e:
+        case("a fit whose loss is one a sample raises at batch 1 too", "shape [1], not one number" in str(e), str(e))
     # Every run out of memory is an answer (nothing fits), not an error: the report, warning as the CLI's does.
     wide = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
     x, y = torch.randn(2048, 1, 28, 28), torch.randint(0, 10, (2048,))
