@@ -882,7 +882,7 @@ def _call_kept(command, options, make_adapter):
         raise interrupted
     failed = _nothing_trained(report)
     if failed:
-        error = TrainingError(f"batchwise.{command}: {failed} (the model, its optimizer and the RNGs are as they "
+        error = TrainingError(f"batchwise.{command}: {_as_options(command, failed)} (the model, its optimizer and the RNGs are as they "
                               f"were; the report is this error's .report)")
         error.report = report
         raise error

@@ -451,6 +451,20 @@ def test_error():
         case("a fit whose loss is one a sample raises at batch 1 too", False, "fit returned")
     except batchwise.TrainingError as e:
         case("a fit whose loss is one a sample raises at batch 1 too", "shape [1], not one number" in str(e), str(e))
+    class Diverging:  # finite for three steps, then infinite: "lower --lr" is the optimizer's lr here
+        calls = 0
+
+        def __call__(self, output, target):
+            Diverging.calls += 1
+            loss = torch.nn.functional.cross_entropy(output, target)
+            return loss if Diverging.calls <= 3 else loss * float("inf")
+    try:
+        batchwise.sweep(plain, torch.optim.SGD(plain.parameters(), lr=0.1), branchy_data(), loss=Diverging(),
+                        batch_sizes=[8], repetitions=1, progress=False)
+        case("a sweep whose loss diverged raises", False, "sweep returned")
+    except batchwise.TrainingError as e:
+        case("a sweep whose loss diverged names the optimizer's lr, not the CLI's --lr",
+             "lower the optimizer's lr)" in str(e) and "--lr" not in str(e), str(e))
     # Every run out of memory is an answer (nothing fits), not an error: the report, warning as the CLI's does.
     wide = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
     x, y = torch.randn(2048, 1, 28, 28), torch.randint(0, 10, (2048,))
