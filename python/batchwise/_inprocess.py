@@ -240,10 +240,13 @@ class _Data:
     """A dataset held as two CPU tensors, inputs [N, ...] and targets [N] or [N, K], which the engine
     draws its batches from (as the CLI's built-in datasets)."""
 
-    def __init__(self, name, inputs, targets):
+    def __init__(self, name, inputs, targets, dtype=None):
         import torch
         if inputs.dtype == torch.uint8:
             inputs = inputs.float()  # the model gets what the user's loop would give it, not pixels /255
+        if dtype is not None:  # floating values in the model's floating type (NumPy's float64 beside float32 weights)
+            inputs = inputs.to(dtype) if inputs.is_floating_point() else inputs
+            targets = targets.to(dtype) if targets.is_floating_point() else targets
         self.name, self.inputs, self.targets = name, inputs.detach().cpu().contiguous(), targets.detach().cpu().contiguous()
         classes = not targets.is_floating_point()
         if classes:
@@ -291,11 +294,9 @@ def _collated_whole(dataset, collate, what):
 
 
 def _from_numpy(array):
-    """A NumPy array as a tensor; float64 becomes torch's default float type (NumPy's default is a
-    double, a model's parameters are not)."""
+    """A NumPy array as a tensor, of its own type (_Data gives floating values the model's)."""
     import torch
-    t = torch.as_tensor(array.__array__())
-    return t.to(torch.get_default_dtype()) if t.dtype == torch.float64 else t
+    return torch.as_tensor(array.__array__())
 
 
 def _drawn(loader, dataset):
@@ -332,8 +333,9 @@ def _kept_generator(sampler, draw):
             generator.set_state(state)
 
 
-def _data(data, what):
-    """(inputs, targets) tensors, a TensorDataset, a map-style Dataset, or a DataLoader over one."""
+def _data(data, what, dtype=None):
+    """(inputs, targets) tensors, a TensorDataset, a map-style Dataset, or a DataLoader over one; their
+    floating values in `dtype`, the model's, where given."""
     import torch
     from torch.utils.data import DataLoader, IterableDataset, Subset, TensorDataset
     from torch.utils.data.dataloader import default_collate, default_convert
@@ -371,7 +373,7 @@ def _data(data, what):
         raise TypeError(f"{what}: a {type(data).__name__}; pass (inputs, targets) tensors, a Dataset or a DataLoader")
     if len(x) != len(y) or len(x) == 0:
         raise ValueError(f"{what}: {len(x)} inputs and {len(y)} targets; they must be as many, and more than none")
-    return _engine().untracked(lambda: _Data(name, x, y))
+    return _engine().untracked(lambda: _Data(name, x, y, dtype))
 
 
 # ---- the adapter the engine calls ----------------------------------------------------------------
@@ -444,9 +446,11 @@ class _Adapter:
                 raise ValueError(f"batchwise.{command}: {type(model).__name__} has a parameter on {p.device}, but "
                                  f"the trials run on {device}; move the model with model.to('{device}')")
         self.device = str(device)
-        self.data = _data(data, f"batchwise.{command}: data")
+        # The model's floating type, which floating data takes (its first floating parameter's)
+        dtype = next((p.dtype for p in parameters if p.is_floating_point()), None)
+        self.data = _data(data, f"batchwise.{command}: data", dtype)
         held_out = options.get("held_out")
-        self.held_out = _data(held_out, f"batchwise.{command}: held_out") if held_out is not None else None
+        self.held_out = _data(held_out, f"batchwise.{command}: held_out", dtype) if held_out is not None else None
         self.model_name = type(model).__name__
         self.optimizer_name = type(self.optimizer).__name__
         self.optimizer_kind = _OPTIMIZER_KINDS.get(self.optimizer_name, self.optimizer_name)

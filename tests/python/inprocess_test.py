@@ -837,6 +837,15 @@ def test_options():
                            max=numpy.int64(64), target=numpy.float32(0.9), no_monitor=numpy.True_, progress=False)
     case("float64 arrays train a float32 model; NumPy scalars are options", report.fit.batch is not None,
          report.workload.dataset)
+    # floating data takes the model's type: float64 arrays and float32 tensors train a .double() model, and a
+    # float64 TensorDataset a float32 one (each had failed in the forward: "mat1 and mat2 must have the same dtype")
+    for name, model, data in [("float64 arrays, a float64 model", Branchy().double(), (x.double().numpy(), y.numpy())),
+                              ("float32 tensors, a float64 model", Branchy().double(), (x, y)),
+                              ("a float64 TensorDataset, a float32 model", Branchy(),
+                               torch.utils.data.TensorDataset(x.double(), y))]:
+        report = batchwise.sweep(model, lambda p: torch.optim.SGD(p, lr=0.1), data, batch_sizes=[16], steps=2,
+                                 repetitions=1, progress=False)
+        case(f"{name} trains", [p.outcome for p in report.sweep.points] == ["ok"], report.sweep.points)
     if hasattr(torch.optim, "Adafactor"):  # its eps is a pair: the run plan's settings read 0 there
         report = batchwise.tune(Branchy(), lambda p: torch.optim.Adafactor(p, lr=0.01), (x, y), max=64,
                                 no_race=True, no_noise=True, progress=False)
