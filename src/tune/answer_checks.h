@@ -13,10 +13,22 @@
 
 namespace batchwise::detail {
 
+/// Fewer held-out samples than this judge a race by chance: a loss or an accuracy over them moves between
+/// batches by more than the differences a race ranks on (the standard error of an accuracy over 100 samples
+/// is up to 5 points).
+constexpr int64_t kFewHeldOutSamples = 100;
+
 /// The warnings for answer `batch` over a training set of `dataset` samples (0: not known, as for a
-/// training command), for a run of `epochs` (0: none given).
-inline std::vector<std::string> answer_size_warnings(int64_t batch, int64_t dataset, double epochs) {
+/// training command), for a run of `epochs` (0: none given), where a race judged its candidates on
+/// `held_out` samples (0: none did).
+inline std::vector<std::string> answer_size_warnings(int64_t batch, int64_t dataset, double epochs,
+                                                     int64_t held_out = 0) {
   std::vector<std::string> out;
+  if (held_out > 0 && held_out < kFewHeldOutSamples)
+    out.push_back(fmt::format(
+        "the race judged its candidates on {} held-out sample{}: a held-out loss or accuracy over so few moves "
+        "between batches by chance, by more than the race ranks on; give a held-out set of at least a few hundred",
+        held_out, held_out == 1 ? "" : "s"));
   if (dataset > 0 && batch > dataset)
     out.push_back(
         fmt::format("batch {} is larger than the {} training samples: each step repeats samples, and no race "

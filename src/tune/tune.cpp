@@ -769,7 +769,9 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   }
   // Not known for a training command: its data are its own
   const int64_t dataset = module_of(subject) ? module_of(subject)->data().size() : 0;
-  for (std::string& w : answer_size_warnings(report.recommendation->batch, dataset, o.epochs()))
+  const bool judged = (report.race && report.race->best_batch) || (report.run_race && report.run_race->best_batch);
+  for (std::string& w :
+       answer_size_warnings(report.recommendation->batch, dataset, o.epochs(), judged ? subject.held_out().size() : 0))
     report.context.warnings.push_back(std::move(w));
   if (subject.world_size > 1)
     report.recommendation->reason += fmt::format("; batches are per device: the global batch is {} over {} ranks",

@@ -386,6 +386,20 @@ TEST(Tune, AValidationOfRunsShorterThanTheAnswersStepDoesNotRun) {
   EXPECT_EQ(target.most, 300);
 }
 
+// A race judged on a handful of held-out samples ranked noise (a Python tune given held_out of one sample
+// answered on it unwarned): tune says so; a hundred or more, or no race, says nothing.
+TEST(Tune, ARaceJudgedOnAFewHeldOutSamplesIsWarnedOf) {
+  const std::vector<std::string> one = detail::answer_size_warnings(16, 512, 0, 1);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(
+      one[0],
+      "the race judged its candidates on 1 held-out sample: a held-out loss or accuracy over so few moves between "
+      "batches by chance, by more than the race ranks on; give a held-out set of at least a few hundred");
+  EXPECT_NE(detail::answer_size_warnings(16, 512, 0, 99).at(0).find("on 99 held-out samples:"), std::string::npos);
+  EXPECT_TRUE(detail::answer_size_warnings(16, 512, 0, 100).empty());
+  EXPECT_TRUE(detail::answer_size_warnings(16, 512, 0, 0).empty());
+}
+
 // A tune whose race stopped at its wall limit, or that took longer than the most it stated, ran on a
 // machine slower than its sweep measured: its time is not the next such tune's to expect.
 TEST(Tune, ATuneSlowedPastItsPlanIsKnownByItsReport) {
