@@ -225,6 +225,8 @@ struct ValidationResult {
   bool interrupted = false;
   std::vector<int64_t> not_trained;
   bool schedule_not_trained = false;
+  /// That schedule ("64:0,256:2"), so that a comparison sets it beside the same schedule only.
+  std::string untrained_schedule;
 };
 
 /// The JSON fields of a ValidationResult, in JSON order (fields.h).
@@ -243,6 +245,7 @@ void fields(V& v, T& r) {
   v("interrupted", r.interrupted, When{r.interrupted});
   v("not_trained", r.not_trained, When{r.interrupted});
   v("schedule_not_trained", r.schedule_not_trained, When{r.interrupted});
+  v("untrained_schedule", r.untrained_schedule, When{!r.untrained_schedule.empty()});
   v("runs", r.runs);
 }
 

@@ -467,8 +467,10 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   const auto not_trained = [&](int64_t batch, const std::vector<BatchPhase>& phases) {
     if (phases.empty())
       result.not_trained.push_back(batch);
-    else
+    else {
       result.schedule_not_trained = true;
+      result.untrained_schedule = schedule_text(phases);
+    }
   };
   const auto train = [&](int64_t batch, const std::vector<BatchPhase>& phases) {
     if (result.interrupted) return not_trained(batch, phases);  // stopped: the later candidates are named

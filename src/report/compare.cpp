@@ -127,17 +127,20 @@ void add_runs(const Report& report, bool is_a, std::vector<ComparedRun>& runs) {
   for (const int64_t b : v.not_trained) (is_a ? at(b, "").verdict_a : at(b, "").verdict_b) = "not trained";
 }
 
-// A schedule a stop left untrained (its phases are not kept): the other report's schedule row, else a
-// row of its own. After both reports' runs, so that the order of A and B does not matter.
+// A schedule a stop left untrained: the other report's row of the same schedule, else a row of its own
+// (named "schedule" where a report from before `untrained_schedule` does not say which; such a one
+// joined the other report's schedule row, whatever its phases). After both reports' runs, so that the
+// order of A and B does not matter.
 void add_untrained_schedule(const Report& report, bool is_a, std::vector<ComparedRun>& runs) {
   if (!report.validation || !report.validation->schedule_not_trained) return;
+  const std::string& schedule = report.validation->untrained_schedule;
   for (ComparedRun& c : runs)
-    if (!c.schedule.empty() && (is_a ? c.verdict_a : c.verdict_b).empty()) {
+    if (!schedule.empty() && c.schedule == schedule && (is_a ? c.verdict_a : c.verdict_b).empty()) {
       (is_a ? c.verdict_a : c.verdict_b) = "not trained";
       return;
     }
   runs.push_back({});
-  runs.back().schedule = "schedule";
+  runs.back().schedule = schedule.empty() ? "schedule" : schedule;
   (is_a ? runs.back().verdict_a : runs.back().verdict_b) = "not trained";
 }
 

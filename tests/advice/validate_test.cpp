@@ -395,6 +395,7 @@ TEST(Validate, AStoppedValidationKeepsTheRunsThatFinishedAndNamesTheRest) {
     EXPECT_EQ(j.at("interrupted"), true);
     EXPECT_EQ(j.at("not_trained"), nlohmann::json::parse("[100, 200]"));
     EXPECT_EQ(j.at("schedule_not_trained"), true);
+    EXPECT_EQ(j.at("untrained_schedule"), "16:0,100:1");
     EXPECT_NE(closing_line(report).find("interrupted before batches 100, 200 and the schedule trained"),
               std::string::npos)
         << closing_line(report);

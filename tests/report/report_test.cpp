@@ -519,11 +519,13 @@ TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
   ASSERT_EQ(scheduled.runs.size(), 4u) << to_table(scheduled);
   EXPECT_EQ(scheduled.runs.back().schedule, "schedule");
   EXPECT_EQ(scheduled.runs.back().verdict_b, "not trained");
-  // Beside a schedule the other trained, its row, whichever report is A.
+  // Beside the same schedule the other trained, its row, whichever report is A; beside another schedule
+  // (it had joined any), a row of its own.
   ValidationResult trained = a;
   ValidationRun phases = run(32, 50, 0.9, true);
   phases.schedule = "32:0,64:4";
   trained.runs.push_back(phases);
+  b.untrained_schedule = "32:0,64:4";
   for (const bool stopped_first : {true, false}) {
     const Comparison both = stopped_first ? compare_reports(written("b.json", b), written("t.json", trained))
                                           : compare_reports(written("t.json", trained), written("b.json", b));
@@ -531,6 +533,14 @@ TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
     EXPECT_EQ(both.runs.back().schedule, "32:0,64:4");
     EXPECT_EQ(stopped_first ? both.runs.back().verdict_a : both.runs.back().verdict_b, "not trained");
   }
+  b.untrained_schedule = "32:0,128:2";
+  const Comparison two = compare_reports(written("t.json", trained), written("b.json", b));
+  ASSERT_EQ(two.runs.size(), 5u) << to_table(two);
+  EXPECT_EQ(two.runs[3].schedule, "32:0,64:4");
+  EXPECT_EQ(two.runs[3].verdict_b, "");
+  EXPECT_EQ(two.runs[4].schedule, "32:0,128:2");
+  EXPECT_EQ(two.runs[4].verdict_b, "not trained");
+  b.untrained_schedule.clear();
   // Another run's validation, or another rate: not one run measured twice.
   b.target = "full runs of 20 epochs, cosine rate";
   b.epochs = 20;
