@@ -130,7 +130,7 @@ void fit_table(Lines& line, const FitResult& f) {
   }
   if (f.breakdown) {
     const MemoryBreakdown& d = *f.breakdown;
-    line(fmt::format("at batch {}: parameters {}, gradients {}, optimizer state {}, activations {} ({} per "
+    line(fmt::format("at batch {}: parameters and buffers {}, gradients {}, optimizer state {}, activations {} ({} per "
                      "sample), rest {}",
                      d.batch, format_bytes(d.parameter_bytes), format_bytes(d.gradient_bytes),
                      format_bytes(d.optimizer_state_bytes), format_bytes(d.activation_bytes()),

@@ -232,9 +232,13 @@ Report report_from_json(const std::string& text, const std::string& name) {
   } catch (const json::exception& e) {
     BATCHWISE_CHECK(false, DataError, "{}: not JSON ({}); give a report written with --json", name, e.what());
   }
-  BATCHWISE_CHECK(j.is_object() && j.contains("schema_version") && j.contains("context"), DataError,
-                  "{}: not a batchwise report (no schema_version and context); give a report written with --json",
-                  name);
+  const bool versioned = j.is_object() && j.contains("schema_version"),
+             context = j.is_object() && j.contains("context");
+  BATCHWISE_CHECK(versioned && context, DataError,
+                  "{}: not a batchwise report (no {}); give a report written with --json", name,
+                  !versioned && !context ? "schema_version and context"
+                  : versioned            ? "context"
+                                         : "schema_version");
   BATCHWISE_CHECK(j["schema_version"].is_string(), DataError,
                   "{}: schema_version is {}, not a string (\"1\" in a report written with --json); give a report "
                   "written with --json",

@@ -88,12 +88,13 @@ std::string retime_close(TrialRunner& runner, const SweepOptions& s, SweepResult
   }
   o.batches(close);
   say(
-      fmt::format("run race: first, {} timed again, the batches it turns on (the fastest, any that read slower "
+      fmt::format("run race: before it, {} {} timed again, the batches it turns on (the fastest, any that read slower "
                   "than a smaller one, and those within {:.0f} % of the fastest: an order one sweep cannot settle): "
                   "rounds of alternated trials until each one's samples/s against the "
                   "fastest's is known to {:.1f} %, {} to {} rounds, at most {}",
-                  fmt::join(close, ", "), 100 * kCloseShare, 100 * o.precision(), o.min_rounds(), o.max_rounds(),
-                  format_seconds(budget_s)));
+                  close.size() > 1 ? "batches" : "batch",
+                  fmt::format("{} {}", fmt::join(close, ", "), close.size() > 1 ? "are" : "is"), 100 * kCloseShare,
+                  100 * o.precision(), o.min_rounds(), o.max_rounds(), format_seconds(budget_s)));
   retime(runner, s, sweep, o);
   if (sweep.retimed.empty()) {
     say(fmt::format("run race: nothing timed again: {}", sweep.retime_note));

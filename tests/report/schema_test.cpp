@@ -259,7 +259,8 @@ TEST(Report, ReadingIsLenientAboutMissingFieldsAndStrictAboutTypes) {
   j["context"] = {{"threads", 1e12}};
   expect_data_error(j.dump(), "x.json: context.threads: expected an integer");
   expect_data_error("{not json", "x.json: not JSON");
-  expect_data_error("[1, 2, 3]", "x.json: not a batchwise report");
+  expect_data_error("[1, 2, 3]", "x.json: not a batchwise report (no schema_version and context)");
+  expect_data_error(R"({"schema_version": "2"})", "x.json: not a batchwise report (no context)");
   expect_data_error(R"({"schema_version": "2", "context": {}})",
                     "x.json: report schema \"2\" is not one this batchwise reads");
 }

@@ -531,7 +531,7 @@ TEST(Tune, TheRetimingLeavesOutWhatItsLeastRoundsCannotAfford) {
   detail::retime_close(runner, s, tight, 100000, 7, say);
   EXPECT_EQ(tight.retimed.size(), 2u) << "three rounds of two batches: 6 s";
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_EQ(lines[0].find("run race: first, "), 0u) << lines[0];
+  EXPECT_EQ(lines[0].find("run race: before it, batches "), 0u) << lines[0];
 
   SweepResult none = sweep(runner, s);
   lines.clear();
