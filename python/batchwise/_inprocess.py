@@ -251,6 +251,8 @@ class _Data:
         classes = not targets.is_floating_point()
         if classes:
             self.targets = self.targets.long()
+            if self.targets.dim() == 2 and self.targets.shape[1] == 1:  # labels as a column ([N, 1]): one a sample
+                self.targets = self.targets.reshape(-1)
         self.num_classes = int(self.targets.max()) + 1 if classes and len(self.targets) else 0
 
 

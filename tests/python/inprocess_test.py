@@ -842,7 +842,9 @@ def test_options():
     for name, model, data in [("float64 arrays, a float64 model", Branchy().double(), (x.double().numpy(), y.numpy())),
                               ("float32 tensors, a float64 model", Branchy().double(), (x, y)),
                               ("a float64 TensorDataset, a float32 model", Branchy(),
-                               torch.utils.data.TensorDataset(x.double(), y))]:
+                               torch.utils.data.TensorDataset(x.double(), y)),
+                              # labels as a column, [N, 1]: cross-entropy had refused "multi-target"
+                              ("labels of [N, 1]", Branchy(), (x, y.unsqueeze(1)))]:
         report = batchwise.sweep(model, lambda p: torch.optim.SGD(p, lr=0.1), data, batch_sizes=[16], steps=2,
                                  repetitions=1, progress=False)
         case(f"{name} trains", [p.outcome for p in report.sweep.points] == ["ok"], report.sweep.points)
