@@ -128,6 +128,13 @@ class SectionedHelp : public CLI::Formatter {
     }
     return out + make_subcommands(app, mode) + "\n" + make_footer(app);
   }
+  // Without CLI11's "Excludes: --steps" (a deprecated name's, beside the flag that replaced it), which
+  // pushed the description to a line of its own; the flags that exclude each other are refused by name
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    std::string opts = CLI::Formatter::make_option_opts(opt);
+    if (const size_t at = opts.find(" Excludes:"); at != std::string::npos) opts.erase(at);
+    return opts;
+  }
   // A hidden positional (--cmd's command, where the subcommand runs none) is not offered either: it
   // had shown as "[...]"
   std::string make_usage(const CLI::App* app, std::string name) const override {
@@ -150,7 +157,10 @@ void group_options(CLI::App& app) {
       if (option->get_group() != "Options") continue;  // Deprecated, or a group set where it was declared
       const std::string name = option->get_name(/*positional=*/false, /*all_options=*/false);
       for (const auto& [group, names] : kGroups)
-        if (std::find(names.begin(), names.end(), name) != names.end()) option->group(group);
+        // The loader's --warmup and --steps time each setting it searches: its own, not a sweep's
+        if (std::find(names.begin(), names.end(), name) != names.end() &&
+            !(sub->get_name() == "loader" && group == "Sweep"))
+          option->group(group);
     }
   }
 }
