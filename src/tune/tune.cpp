@@ -209,12 +209,16 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
         fmt::format("noise scale: {} training steps at batch {} in micro-batches of {} (about {})", o.noise_steps(), b,
                     micro, duration_text(expected)),
         expected);
-  try {
-    report.noise =
-        measure_noise_scale(*subject.workload, NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()));
+  try {  // held to the budget, as every trial is
+    report.noise = measure_noise_scale(
+        *subject.workload,
+        NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()).limit_bytes(report.budget_bytes));
   } catch (const ConfigError& e) {  // a Workload of the user's without the gradient primitives
-    report.context.warnings.push_back(fmt::format("no noise scale or goodput: {}", first_line(e.what())));
-    return;
+    return report.context.warnings.push_back(fmt::format("no noise scale or goodput: {}", first_line(e.what())));
+  } catch (const c10::OutOfMemoryError& e) {  // its micro-batches and gradient sums, past the budget
+    return report.context.warnings.push_back(
+        fmt::format("no noise scale or goodput: batch {} in micro-batches of {} does not fit the {} budget ({})", b,
+                    micro, format_bytes(report.budget_bytes), first_line(e.what())));
   }
   std::vector<int64_t> larger;  // goodput at the batches a run can train: a larger one repeats samples in a step
   report.goodput = goodput(within_dataset(report.sweep->points, training_samples(subject), larger), *report.noise);
@@ -522,9 +526,8 @@ void learning_rate(const TuneSubject& subject, const TuneOptions& o, Report& rep
     report.lr = advise_lr(*w, batch, LrAdviceOptions(o.base_batch(), report.workload.lr));
   else if (!report.lr)
     report.lr = unmeasured_lr(*optimizer, o.base_batch(), report.workload.lr, batch);
-  // --epochs where no run race answered (--no-race, fp16, one candidate, a plateau the batch race
-  // answered): the advice still fits the run it names, its warm-up at most a quarter of it (it was an
-  // epoch's: the whole of a 1-epoch run).
+  // --epochs where no run race answered (--no-race, fp16, one candidate, a plateau the batch race answered):
+  // the advice still fits the run it names, its warm-up at most a quarter of it (an epoch's had been all of one).
   if (o.epochs() > 0 && !fitted && report.workload.dataset_size > 0)
     report.lr = for_the_run(*report.lr, o.epochs(), report.workload.dataset_size, batch, o.lr_schedule());
 }
@@ -767,8 +770,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
     report.timing = laps.done();
     return report;
   }
-  // Not known for a training command: its data are its own
-  const int64_t dataset = module_of(subject) ? module_of(subject)->data().size() : 0;
+  const int64_t dataset = module_of(subject) ? module_of(subject)->data().size() : 0;  // a command's: its own
   const bool judged = (report.race && report.race->best_batch) || (report.run_race && report.run_race->best_batch);
   for (std::string& w :
        answer_size_warnings(report.recommendation->batch, dataset, o.epochs(), judged ? subject.held_out().size() : 0))
