@@ -989,12 +989,18 @@ TEST(Cli, NoiseReportsTheNoiseScaleWithItsTimeline) {
   expect_clean_error("noise --model mlp --dataset synthetic --trial-timeout 5", 2,
                      "--trial-timeout does not apply here: noise runs no trials");
   const std::string small = "noise --model mlp --dataset synthetic --synthetic-size 512 --batch 64 --noise-steps 3 ";
-  const Outcome tight = batchwise(small + "--memory-budget 3MiB --no-history -q");
+  const Outcome tight = batchwise(small + "--memory-budget 3MiB --no-history -q --json " + json.string());
   EXPECT_EQ(tight.code, 6) << tight.err;
   EXPECT_NE(tight.err.find("batchwise noise: batch 64 does not fit the memory budget (3.00 MiB): CPU memory budget "
                            "exceeded"),
             std::string::npos)
       << tight.err;
+  {  // the report is written all the same (it was not), and says why it holds no noise scale
+    const auto report = nlohmann::json::parse(slurp(json));
+    EXPECT_FALSE(report.contains("noise_scale") && !report.at("noise_scale").is_null()) << report.dump();
+    EXPECT_EQ(report.at("context").at("warnings").at(0).get<std::string>().find("batch 64 does not fit the memory"),
+              0u);
+  }
   // A loss that stopped being finite measured nothing: exit 1, the step named, the report written.
   const Outcome nan = batchwise(small + "--lr 1e6 --no-history -q --json " + json.string());
   EXPECT_EQ(nan.code, 1) << nan.err;

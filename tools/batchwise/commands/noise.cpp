@@ -63,9 +63,11 @@ class Noise : public Command {
       s.report.noise = measure_noise_scale(*s.workload(), NoiseOptions(options).limit_bytes(s.report.budget_bytes));
     } catch (const c10::OutOfMemoryError& e) {  // the budget, or the device's own memory
       const std::string what = e.what_without_backtrace();
-      fmt::print(stderr, "batchwise noise: {}\n",
-                 detail::noise_does_not_fit(batch_, s.report.budget_bytes, what.substr(0, what.find('\n'))));
-      return kExitDoesNotFit;
+      const std::string why =
+          detail::noise_does_not_fit(batch_, s.report.budget_bytes, what.substr(0, what.find('\n')));
+      fmt::print(stderr, "batchwise noise: {}\n", why);
+      s.report.context.warnings.push_back(why);  // the report is still written, and says why it holds no noise scale
+      return s.finish(kExitDoesNotFit);
     }
     return s.finish(s.report.noise->diverged ? kExitFailed : kExitOk);  // a NaN loss measured nothing
   }
