@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "advice/held_out_probe.h"
 #include "advice/race_rank.h"
 #include "advice/target.h"
 #include "batchwise/units.h"
@@ -681,6 +682,7 @@ double race_overhead_s(const BatchRaceOptions& o, int64_t held_out_size, const s
 
 BatchRace race_batches(ModuleWorkload& w, const Dataset& held_out, const BatchRaceOptions& o) {
   check_options(held_out, o);
+  detail::probe_held_out(w, held_out);
   RaceClock clock;
   clock.read = o.clock();
   clock.start = clock.now();

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "advice/held_out_probe.h"
 #include "advice/race_rank.h"
 #include "advice/run_race_internal.h"
 #include "advice/target.h"
@@ -718,6 +719,7 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   const RunRaceOptions raced = raced_options(o, &slower);
   BATCHWISE_CHECK(o.max_wall_s() >= 0 && std::isfinite(o.max_wall_s()), ConfigError,
                   "the run race's wall limit ({:g} s) must be a number of seconds, or 0 for none", o.max_wall_s());
+  detail::probe_held_out(w, held_out);
   Trained trained;
   trained.start_s = now_s(o);
   if (o.max_wall_s() > 0) trained.deadline_s = trained.start_s + o.max_wall_s();

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "advice/held_out_probe.h"
 #include "advice/target.h"
 #include "batchwise/schedule.h"
 #include "batchwise/sweep.h"
@@ -432,6 +433,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
                   "loop and evaluation",
                   workload.info().model);
   check_options(o, held_out);
+  detail::probe_held_out(*w, held_out);
   check_run_length(o.epochs(), w->data().size());
   check_schedule_steps(o.batch_schedule(), o.epochs(), w->data().size());
   const bool full = o.epochs() > 0;

@@ -59,6 +59,7 @@ Batch ModuleWorkload::host_batch(const at::Tensor& index, uint64_t augment_seed)
 }
 
 Batch ModuleWorkload::next_batch(int64_t batch) {
+  BATCHWISE_CHECK(batch >= 1, ConfigError, "batch size {}: must be at least 1", batch);
   if (loader_) {
     if (loader_->workers == 0) {  // transforms in the training thread
       const at::Tensor index = sampler_->next(batch);

@@ -218,7 +218,9 @@ int64_t WorkloadRunner::device_total_bytes() { return device_memory(workload_)->
 int64_t WorkloadRunner::device_usable_bytes() { return device_memory(workload_)->usable_bytes(); }
 
 int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested, double target) {
-  if (requested <= 0) return runner.default_budget_bytes();
+  BATCHWISE_CHECK(requested >= 0, ConfigError,
+                  "memory budget {} bytes: a budget is a positive size, or 0 for the device's default", requested);
+  if (requested == 0) return runner.default_budget_bytes();
   const int64_t total = runner.device_total_bytes();
   BATCHWISE_CHECK(total <= 0 || requested <= total, ConfigError,
                   "--memory-budget {}: more than the {} of memory the device has (on a CPU: the RAM available now, "

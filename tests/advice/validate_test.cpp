@@ -7,14 +7,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <utility>
 #include <vector>
 
 #include "batchwise/error.h"
 #include "batchwise/html.h"
+#include "batchwise/lr.h"
 #include "batchwise/memory.h"
+#include "batchwise/race.h"
 #include "batchwise/recommend.h"
 #include "batchwise/report.h"
+#include "batchwise/run_race.h"
 #include "batchwise/schedule.h"
 #include "batchwise/trial.h"
 #include "batchwise/utilisation.h"
@@ -155,6 +159,31 @@ TEST(Validate, ABatchLargerThanTheRunIsRefused) {
   }
   // 10 epochs of it are 10,000 samples: a batch past the training set, but not past the run, trains
   EXPECT_NO_THROW(check_batches_within_run({2000}, 10, 1000));
+}
+
+// Held-out data the model cannot take (16 features beside the mlp's 784) is a DataError naming the set before
+// anything trains, in validate and both races; it was torch's "mat1 and mat2 shapes cannot be multiplied".
+TEST(Validate, HeldOutDataTheModelCannotTakeIsRefusedByName) {
+  auto w = mlp(1000);
+  Dataset odd;
+  odd.name = "my test set";
+  odd.inputs = torch::randn({64, 16});
+  odd.targets = torch::randint(0, 10, {64}, torch::kLong);
+  odd.num_classes = 10;
+  const std::string said = "my test set: the model cannot evaluate its first samples (";
+  const auto refused = [&](const std::function<void()>& call) {
+    try {
+      call();
+      ADD_FAILURE() << "trained on held-out data of 16 features";
+    } catch (const DataError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(said, 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("give held-out data of the kind the training data is"), std::string::npos);
+    }
+  };
+  auto& m = dynamic_cast<ModuleWorkload&>(*w);
+  refused([&] { validate(*w, odd, ValidateOptions({16}).epochs(0.1).measure_lr(false)); });
+  refused([&] { race_batches(m, odd, BatchRaceOptions({16, 32}, {1000, 1000}, LrAdviceOptions(32, 0.1))); });
+  refused([&] { race_runs(m, odd, RunRaceOptions({16, 32}, {1000, 1000}, LrAdviceOptions(32, 0.1)).epochs(1)); });
 }
 
 TEST(Validate, FullRunsThatNeverLeftTheStartAnswerNothing) {

@@ -155,6 +155,10 @@ TEST(Fit, ImpossibleOptions) {
   EXPECT_THROW(fit(*w, FitOptions().budget_bytes(64 << 20).min(100).max(10)), ConfigError);
   EXPECT_THROW(fit(*w, FitOptions().budget_bytes(64 << 20).min(100).max(120).multiple_of(64)), ConfigError);
   EXPECT_THROW(fit(*w, FitOptions().budget_bytes(64 << 20).target(1.5)), ConfigError);
+  // A negative budget had read as "none given" and fitted against the device's default, unsaid
+  EXPECT_THROW(fit(*w, FitOptions().budget_bytes(-5)), ConfigError);
+  // and a batch of no samples is refused by name (it was torch's "torch.cat(): expected a non-empty list")
+  EXPECT_THROW(w->next_batch(0), ConfigError);
 }
 
 TEST(Fit, StopsAtMaxAndSaysSo) {
