@@ -10,6 +10,7 @@
 #include "support/history_edit.h"
 #include "support/race_rule.h"
 
+#include <fcntl.h>
 #include <pty.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -1284,6 +1285,34 @@ TEST(Cli, AReportWhoseFolderWentMidRunIsWrittenToTheTempFolder) {
   EXPECT_EQ(r.err.find("HTML report: "), std::string::npos) << r.err;  // not where it was asked
   fs::remove(rescued);
   fs::remove(fs::path(rescued).replace_extension(".html"));
+}
+
+// --json through a symbolic link writes its target and keeps the link; into a FIFO (or a device, such as
+// /dev/stdout) it writes into it. Each had been replaced by a file of the report, exit 0 (as root, /dev/full).
+TEST(Cli, AReportThroughALinkOrIntoAFifoKeepsThem) {
+  const fs::path dir = scratch() / "special";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "real");
+  fs::create_symlink("real/target.json", dir / "link.json");  // dangling until the report is written
+  const fs::path fifo = dir / "fifo.json";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = open(fifo.c_str(), O_RDWR | O_NONBLOCK);  // a reader, so that writing it never waits
+  ASSERT_GE(reader, 0);
+  const std::string sweep =
+      "sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 8 "
+      "--repetitions 1 --no-history -q --json ";
+  Outcome r = batchwise(sweep + (dir / "link.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "real" / "target.json")).at("sweep").at("points").size(), 1u);
+  r = batchwise(sweep + fifo.string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  std::string written;
+  char buffer[4096];
+  for (ssize_t n; (n = read(reader, buffer, sizeof buffer)) > 0;) written.append(buffer, static_cast<size_t>(n));
+  close(reader);
+  EXPECT_EQ(nlohmann::json::parse(written).at("sweep").at("points").size(), 1u);
 }
 
 // The linear rule hands lenet 0.64 at 2048 and 1.28 at 4096, rates at which it never left chance

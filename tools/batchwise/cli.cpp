@@ -5,8 +5,12 @@
 #include <fmt/ranges.h>
 #include <torch/utils.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -565,7 +569,42 @@ void refuse_in_data_parallel(std::initializer_list<std::pair<bool, const char*>>
 
 // ---- output ---------------------------------------------------------------------------------------
 
-void write_file(const std::string& path, const std::string& text, const char* flag) {
+namespace {
+
+// What `path` names once its symbolic links are followed: a link's target is written, the link kept.
+std::string followed(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path at = path;
+  std::error_code error;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(at, error)); ++hops) {  // a dangling one too
+    const fs::path target = fs::read_symlink(at, error);
+    if (error) break;
+    at = target.is_absolute() ? target : at.parent_path() / target;
+  }
+  return at.string();
+}
+
+// Something there that is not a file (a device such as /dev/stdout, a FIFO): written into, never
+// replaced by a file of the same name.
+bool special(const std::string& path) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  return !error && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
+         !std::filesystem::is_directory(status);
+}
+
+}  // namespace
+
+void write_file(const std::string& given, const std::string& text, const char* flag) {
+  const std::string path = followed(given);
+  if (special(path)) {
+    std::ofstream out(path, std::ios::binary);
+    if (!out) throw ConfigError(fmt::format("{} {}: cannot write there", flag, given));
+    out << text;
+    if (!out.flush())
+      throw ConfigError(fmt::format("{} {}: writing failed (a full device, or a closed pipe)", flag, given));
+    return;
+  }
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -586,14 +625,20 @@ void check_writable(const std::string& path, const char* flag) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error))
     throw ConfigError(fmt::format("{} {}: is a folder; give a file's path (e.g. {}/{})", flag, path,
-                                  path == "/" ? "" : path,
+                                  path.substr(0, path.find_last_not_of('/') + 1),
                                   std::string(flag) == "--html"    ? "report.html"
                                   : std::string(flag) == "--trace" ? "trace.json"
                                                                    : "report.json"));
-  const bool existed = std::filesystem::exists(path);
-  if (!std::ofstream(path, std::ios::app))
+  const std::string target = followed(path);  // a link's target is what is written, the link kept
+  if (special(target)) {                      // opening a FIFO would wait for its reader: asked, not opened
+    if (::access(target.c_str(), W_OK) != 0)
+      throw ConfigError(fmt::format("{} {}: cannot write there ({})", flag, path, std::strerror(errno)));
+    return;
+  }
+  const bool existed = std::filesystem::exists(target);
+  if (!std::ofstream(target, std::ios::app))
     throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));
-  if (!existed) std::filesystem::remove(path);
+  if (!existed) std::filesystem::remove(target);
 }
 
 namespace {
