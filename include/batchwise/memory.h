@@ -86,7 +86,8 @@ class DeviceMemory {
 /// REQUIRES: for CPU, the tracker is installed (CpuMemoryTracker::install()).
 std::unique_ptr<DeviceMemory> device_memory(const std::string& device_type, int index = 0);
 
-/// Bytes of RAM the kernel reports available (/proc/meminfo MemAvailable).
+/// Bytes of RAM the kernel reports available (/proc/meminfo MemAvailable), at most what this process's
+/// cgroup still lets its group take (a container's memory limit, less its usage).
 int64_t available_ram_bytes();
 
 }  // namespace batchwise

@@ -12,17 +12,21 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "batchwise/units.h"
 #include "check.h"
 #include "compat.h"
 #include "cpu_baseline.h"
 #include "device_detail.h"
+#include "engine/memory_headroom.h"
 
 namespace batchwise {
 namespace {
@@ -147,15 +151,68 @@ void detail::set_cpu_baseline_bytes(int64_t bytes) { g_baseline.store(bytes); }
 UntrackedScope::UntrackedScope() : previous_(t_untracked) { t_untracked = true; }
 UntrackedScope::~UntrackedScope() { t_untracked = previous_; }
 
+namespace detail {
+
+namespace {
+
+// The first whole number in `path` ("max", an absent file: none), or the value of `key` in a file of
+// "key value" lines (memory.stat).
+std::optional<int64_t> read_bytes(const std::string& path, const std::string& key = "") {
+  std::ifstream in(path);
+  std::string name;
+  int64_t value = 0;
+  if (key.empty()) return in >> value ? std::optional<int64_t>(value) : std::nullopt;
+  while (in >> name >> value)
+    if (name == key) return value;
+  return std::nullopt;
+}
+
+// One group's headroom: limit - (usage - inactive files); none where it sets no limit (v1 writes a
+// page-rounded 2^63 for none).
+std::optional<int64_t> group_headroom(const std::string& dir, bool v2) {
+  const auto limit = read_bytes(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+  if (!limit || *limit <= 0 || *limit >= (int64_t{1} << 62)) return std::nullopt;
+  const int64_t usage = read_bytes(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes")).value_or(0);
+  const int64_t cache = read_bytes(dir + "/memory.stat", v2 ? "inactive_file" : "total_inactive_file").value_or(0);
+  return std::max<int64_t>(0, *limit - std::max<int64_t>(0, usage - cache));
+}
+
+}  // namespace
+
+std::optional<int64_t> cgroup_headroom_bytes(const std::string& proc_cgroup, const std::string& root) {
+  std::ifstream in(proc_cgroup);
+  std::optional<int64_t> least;
+  for (std::string line; std::getline(in, line);) {  // "id:controllers:path"
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string id = line.substr(0, a), controllers = line.substr(a + 1, b - a - 1);
+    const bool v2 = id == "0" && controllers.empty();
+    if (!v2 && ("," + controllers + ",").find(",memory,") == std::string::npos) continue;
+    const std::string base = v2 ? root : root + "/memory";
+    for (std::string path = line.substr(b + 1);; path = path.substr(0, path.rfind('/'))) {  // the group, then up
+      if (const auto room = group_headroom(base + path, v2)) least = least ? std::min(*least, *room) : *room;
+      if (path.empty() || path == "/") break;
+    }
+  }
+  return least;
+}
+
+}  // namespace detail
+
 int64_t available_ram_bytes() {
   std::ifstream in("/proc/meminfo");
   std::string key;
-  int64_t kib = 0;
+  int64_t kib = 0, available = 0;
   std::string unit;
   while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
+    if (key == "MemAvailable:") {
+      available = kib * 1024;
+      break;
+    }
   }
-  return 0;
+  // A container's (cgroup's) limit bounds it too: past it the kernel kills the run
+  if (const auto room = detail::cgroup_headroom_bytes()) available = available > 0 ? std::min(available, *room) : *room;
+  return available;
 }
 
 namespace {

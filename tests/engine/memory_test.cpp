@@ -5,6 +5,13 @@
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "engine/memory_headroom.h"
 
 namespace batchwise {
 namespace {
@@ -87,6 +94,40 @@ TEST(HostMemory, TrainingStepsDoNotPageFaultTheirMemoryInAgain) {
   (void)faults_of(5);  // the first steps make what is kept (optimizer state, oneDNN's primitives)
   const double per_step = static_cast<double>(faults_of(105) - faults_of(5)) / 100.0;
   EXPECT_LT(per_step, 5.0) << per_step << " minor page faults a step";
+}
+
+// A container's memory limit bounds the default CPU budget (it was the host's MemAvailable: past the
+// limit the kernel kills the run, not the budget a trial): cgroup v2 and v1 trees, the tightest of a
+// group and its ancestors, page cache it can reclaim not counted, and no limit where none is set.
+TEST(MemoryHeadroom, ACgroupsLimitLessItsUsageIsTheRoomLeft) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("batchwise-cgroup-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const auto write = [](const fs::path& file, const std::string& text) {
+    fs::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+  };
+  // v2: the pod 8 GiB, 5 GiB used of which 1 GiB inactive files; its parent 6 GiB, 1 GiB used
+  write(root / "proc-v2", "0::/kubepods/pod1\n");
+  write(root / "kubepods/pod1/memory.max", "8589934592\n");
+  write(root / "kubepods/pod1/memory.current", "5368709120\n");
+  write(root / "kubepods/pod1/memory.stat", "anon 4294967296\ninactive_file 1073741824\nactive_file 0\n");
+  write(root / "kubepods/memory.max", "6442450944\n");
+  write(root / "kubepods/memory.current", "1073741824\n");
+  EXPECT_EQ(detail::cgroup_headroom_bytes((root / "proc-v2").string(), root.string()), int64_t{4} << 30);
+  write(root / "kubepods/memory.max", "max\n");  // the parent sets none: the pod's own
+  EXPECT_EQ(detail::cgroup_headroom_bytes((root / "proc-v2").string(), root.string()), int64_t{4} << 30);
+  write(root / "kubepods/pod1/memory.max", "max\n");
+  EXPECT_FALSE(detail::cgroup_headroom_bytes((root / "proc-v2").string(), root.string()).has_value());
+  // v1's memory controller, among others; 2^63 rounded to a page is no limit
+  write(root / "proc-v1", "9:name=systemd:/\n4:cpu,memory:/docker/abc\n0::/\n");
+  write(root / "memory/docker/abc/memory.limit_in_bytes", "2147483648\n");
+  write(root / "memory/docker/abc/memory.usage_in_bytes", "1610612736\n");
+  write(root / "memory/docker/abc/memory.stat", "cache 0\ninactive_file 9\ntotal_inactive_file 536870912\n");
+  write(root / "memory/memory.limit_in_bytes", "9223372036854771712\n");
+  EXPECT_EQ(detail::cgroup_headroom_bytes((root / "proc-v1").string(), root.string()), int64_t{1} << 30);
+  EXPECT_FALSE(detail::cgroup_headroom_bytes((root / "missing").string(), root.string()).has_value());
+  fs::remove_all(root);
 }
 
 }  // namespace
