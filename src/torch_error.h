@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <exception>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -57,6 +58,12 @@ inline std::pair<Outcome, std::string> classify_failure(const std::exception& e)
   const std::string full = plain_what(e);
   std::string message = error_line(full) + failure_hint(full);
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return {Outcome::Oom, std::move(message)};
+  // The process's own allocation failed (an address-space limit, ulimit -v; the machine's memory): no
+  // budget stopped it, but it is out of memory all the same
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    return {Outcome::Oom,
+            "the process could not allocate memory (std::bad_alloc): the machine's memory, or a limit "
+            "on the process's (ulimit -v), ran out before the budget"};
   return {says_out_of_memory(full) ? Outcome::Oom : Outcome::Error, std::move(message)};
 }
 

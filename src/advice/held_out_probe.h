@@ -19,10 +19,8 @@ inline void probe_held_out(ModuleWorkload& w, const Dataset& held_out) {
   try {
     (void)w.evaluate(head(held_out, 2));  // eval mode, no gradient: nothing trains
   } catch (const c10::OutOfMemoryError&) {
-    throw;  // the device's memory, not the samples' kind
-  } catch (const Error&) {
-    throw;  // batchwise's own, already naming its input
-  } catch (const std::exception& e) {
+    throw;                         // the device's memory, not the samples' kind
+  } catch (const c10::Error& e) {  // torch's checks of shapes and types; not oneDNN's nor an allocator's failures
     throw DataError(
         fmt::format("{}: the model cannot evaluate its first samples ({}); give held-out data of the "
                     "kind the training data is",

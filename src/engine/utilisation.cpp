@@ -172,7 +172,16 @@ struct UtilisationMonitor::State {
     return true;
   }
 
-  void run() {
+  // An exception out of a thread ends the process (std::terminate): a sample that could not be taken (no
+  // memory left for it, under ulimit -v) ends the timeline there instead, and the trial goes on.
+  void run() noexcept {
+    try {
+      sample_until_stopped();
+    } catch (const std::exception&) {  // the samples taken stand
+    }
+  }
+
+  void sample_until_stopped() {
     const double cpu_start = thread_cpu_s();
     std::unique_lock<std::mutex> lock(mutex);
     // Between steps, the training thread takes the due samples; this thread steps in for steps

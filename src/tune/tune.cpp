@@ -25,6 +25,7 @@
 #include "batchwise/time_plan.h"
 #include "batchwise/units.h"
 #include "check.h"
+#include "torch_error.h"
 #include "tune/answer_checks.h"
 #include "tune/laps.h"
 #include "tune/precisions.h"
@@ -70,10 +71,9 @@ void stage(const TuneOptions& o, Phase phase, std::string what, double expected_
   o.on_stage()(t);
 }
 
-// Before a race, once: the plan stated again where what is left of it is far off the figure stated
-// (restated_plan: a sweep that stopped sooner or went further than the fit's step times said, a
-// machine that slowed), with its new end; and always before a batch race the plan did not count
-// (`unplanned`: after a run race stuck on the plateau).
+// Before a race, once: the plan stated again where what is left of it is far off the figure stated (restated_plan: a
+// sweep that stopped sooner or went further than the fit's step times said, a machine that slowed), with its new end;
+// and always before a batch race the plan did not count (`unplanned`: after a run race stuck on the plateau).
 void restate_the_plan(const TuneOptions& o, Laps& laps, const char* race, double wall_s, double most_s,
                       bool unplanned = false) {
   if (!(laps.timing().expected_s > 0) || (!laps.first_restatement() && !unplanned)) return;
@@ -215,10 +215,13 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
         NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()).limit_bytes(report.budget_bytes));
   } catch (const ConfigError& e) {  // a Workload of the user's without the gradient primitives
     return report.context.warnings.push_back(fmt::format("no noise scale or goodput: {}", first_line(e.what())));
-  } catch (const c10::OutOfMemoryError& e) {  // its micro-batches and gradient sums, past the budget
+  } catch (const std::exception& e) {  // torch's (past the budget; oneDNN's "could not create a primitive" under
+    // ulimit -v) or a failed allocation: the answer goes on without it (it had ended tune, the sweep lost)
+    if (dynamic_cast<const Error*>(&e)) throw;  // batchwise's own (a stop, the user's Python code that raised)
     return report.context.warnings.push_back(
-        fmt::format("no noise scale or goodput: batch {} in micro-batches of {} does not fit the {} budget ({})", b,
-                    micro, format_bytes(report.budget_bytes), first_line(e.what())));
+        fmt::format("no noise scale or goodput: batch {} in micro-batches of {} {} the {} budget ({})", b, micro,
+                    dynamic_cast<const c10::OutOfMemoryError*>(&e) ? "does not fit" : "failed within",
+                    format_bytes(report.budget_bytes), first_line(detail::plain_what(e))));
   }
   std::vector<int64_t> larger;  // goodput at the batches a run can train: a larger one repeats samples in a step
   report.goodput = goodput(within_dataset(report.sweep->points, training_samples(subject), larger), *report.noise);
@@ -250,9 +253,8 @@ bool run_race_stuck(const Report& report) {
   return report.run_race && report.run_race->reference_stuck && !report.run_race->stopped_at_wall_limit;
 }
 
-// The batch race: successive halving over the sweep's fast batches, each from the user's weights at
-// its own advised rate, on held-out loss at equal training time; its rungs fitted to the wall time
-// it states.
+// The batch race: successive halving over the sweep's fast batches, each from the user's weights at its own advised
+// rate, on held-out loss at equal training time; its rungs fitted to the wall time it states.
 void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Report& report, Laps& laps) {
   ModuleWorkload* w = module_of(subject);
   // Held back: the two largest batches below the candidates, which race only when none of these
@@ -329,10 +331,9 @@ void race(const TuneSubject& subject, const TuneOptions& o, double spent_s, Repo
               "scale's goodput and the throughput knee");
 }
 
-// The run race (--epochs): the smallest of the sweep's fast batches trains the user's schedule
-// compressed to three fractions of the run, the others the longest of them; the noise scale along
-// the way and the learning curve say which batch ends no worse, soonest. The same candidates and
-// budget as the batch race.
+// The run race (--epochs): the smallest of the sweep's fast batches trains the user's schedule compressed to three
+// fractions of the run, the others the longest of them; the noise scale along the way and the learning curve say which
+// batch ends no worse, soonest. The same candidates and budget as the batch race.
 void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent_s, Report& report, Laps& laps) {
   ModuleWorkload* w = module_of(subject);
   std::vector<int64_t> larger;
@@ -498,10 +499,9 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   }
 }
 
-// The learning rate at the recommended batch (its global batch across ranks): the rate a validation
-// or the race trained it with, else advised from a range test, else the rule alone.
-// A stop asked in the validation (the CLI's Ctrl-C; one in its last step lets it end whole): no phase
-// trains after it.
+// The learning rate at the recommended batch (its global batch across ranks): the rate a validation or the race trained
+// it with, else advised from a range test, else the rule alone. A stop asked in the validation (the CLI's Ctrl-C; one
+// in its last step lets it end whole): no phase trains after it.
 bool stop_asked(const TuneOptions& o, const Report& report) {
   if (!report.validation) return false;
   return report.validation->interrupted || (o.validate()->should_stop() && o.validate()->should_stop()());
@@ -735,9 +735,8 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
     laps("retiming", !report.sweep->retimed.empty());
     race_the_run(subject, options, spent_s, report, laps);
     laps("run race", report.run_race.has_value());
-    // No reference of the run race left the start: the batch race, at a constant rate, trains on
-    // over the plateau and finds which batch leaves it first, the one fact there is to go on; the
-    // reserve races from its first rung.
+    // No reference of the run race left the start: the batch race, at a constant rate, trains on over the plateau and
+    // finds which batch leaves it first, the one fact there is to go on; the reserve races from its first rung.
     if (run_race_stuck(report)) race(subject, options, spent_s, report, laps);
     laps("race", report.race.has_value());
   } else {

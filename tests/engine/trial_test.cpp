@@ -144,6 +144,14 @@ TEST(Trial, ChannelMismatchAndBatchNormAtOneSampleSayWhatToDo) {
   EXPECT_EQ(detail::failure_hint("mat1 and mat2 shapes cannot be multiplied (64x784 and 100x10)"), "");
 }
 
+// An allocation the process itself could not make (under ulimit -v) is out of memory, said so: it had ended
+// tune with "terminate called after throwing an instance of 'std::bad_alloc'".
+TEST(Trial, AFailedAllocationOfTheProcessIsOutOfMemory) {
+  const auto [outcome, message] = detail::classify_failure(std::bad_alloc());
+  EXPECT_EQ(outcome, Outcome::Oom);
+  EXPECT_EQ(message.find("the process could not allocate memory (std::bad_alloc)"), 0u) << message;
+}
+
 // Every row of the table of built-in models (batchwise/models.h), a new one included.
 // A file of any name is a model's path where no built-in model has that name: a TorchScript file
 // saved without an extension was "unknown model" (a path is what was given).

@@ -8,6 +8,8 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <new>
+#include <string>
 
 #include "batchwise/command.h"
 #include "batchwise/device.h"
@@ -71,8 +73,18 @@ int run_mapping_errors(Command& command, const std::string& who) {
   } catch (const c10::Error& e) {
     say("torch: " + first_line(e.what_without_backtrace()));
     return kExitFailed;
+  } catch (const std::bad_alloc&) {
+    say("out of memory outside any trial (std::bad_alloc): the machine's memory, or a limit on this process's "
+        "(ulimit -v), ran out; give a smaller --memory-budget or --max, or more memory");
+    return kExitFailed;
   } catch (const std::exception& e) {
-    say(first_line(e.what()));
+    const std::string what = first_line(e.what());
+    // oneDNN's error type carries no more than this; a kernel it could not set up is most often memory it could not get
+    say(what == "could not create a primitive"
+            ? what +
+                  " (oneDNN could not set up a CPU kernel, most often for memory it could not get: a limit on this "
+                  "process's memory, ulimit -v, or a container's)"
+            : what);
     return kExitFailed;
   }
 }
