@@ -179,7 +179,10 @@ History::History(const std::string& path, bool read_only) : path_(path) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);
     db_ = nullptr;
-    BATCHWISE_CHECK(false, ConfigError, "--history {}: cannot open it ({}); give a writable path", path, why);
+    // The default's folder unwritable (a read-only HOME): the user gave no --history, so the fix names both ways
+    BATCHWISE_CHECK(false, ConfigError, "{} {}: cannot open it ({}); give --history a writable path{}",
+                    path == default_history_path() ? "the default history," : "--history", path, why,
+                    read_only ? "" : ", or --no-history not to store the run");
   }
   sqlite3_busy_timeout(db_, kBusyTimeoutMs);
   try {

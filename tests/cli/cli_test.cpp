@@ -1608,6 +1608,23 @@ TEST(Cli, ReportErrorsNameTheInput) {
   expect_clean_error("compare " + golden + " " + scratch().string(), 3, ": is a folder");
 }
 
+// A default history that cannot be opened (its folder a file here; a read-only HOME) names itself as the
+// default and both fixes: it had said "--history PATH", a flag the user never gave, and not --no-history.
+TEST(Cli, ADefaultHistoryThatCannotBeOpenedSaysHowToRunWithoutIt) {
+  const fs::path xdg = scratch() / "xdg";
+  fs::remove_all(xdg);
+  std::ofstream(xdg) << "a file where the history's folder goes\n";
+  const Outcome r = batchwise("fit --model mlp --dataset synthetic --max 8 -q");
+  fs::remove(xdg);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(
+      r.err.find("the default history, " + (xdg / "batchwise" / "history.sqlite").string() + ": cannot open it ("),
+      std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("give --history a writable path, or --no-history not to store the run"), std::string::npos)
+      << r.err;
+}
+
 // An output that names a file the run reads, or another output's file, is refused before anything
 // runs, and the file is left as it was: --json over the --data-file had replaced the data with the
 // report, exit 0.

@@ -162,7 +162,9 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
   for (int r = 0; r < nproc; ++r) {
     const int st = status[static_cast<size_t>(r)];
     const bool failed = st >= 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    if (failed && (r > 0 || WIFSIGNALED(st)) && !(r > 0 && zero >= 0 && st == zero))
+    // Killed by the signal the launcher passed on (Ctrl-C): the run was stopped, no rank failed
+    const bool stopped = g_signal != 0 && WIFSIGNALED(st) && WTERMSIG(st) == g_signal;
+    if (failed && !stopped && (r > 0 || WIFSIGNALED(st)) && !(r > 0 && zero >= 0 && st == zero))
       fmt::print(stderr, "batchwise: rank {} of {} (pid {}) {}\n", r, nproc, g_children[static_cast<size_t>(r)],
                  describe(st));
   }

@@ -22,7 +22,7 @@ std::string interrupted_warning(const ValidationResult& v, const std::string& si
   const std::vector<std::string> rest = not_trained_names(v, "the schedule " + schedule_text(schedule));
   // Judged among themselves: a second validate of the rest would not weigh them against the runs kept.
   const std::string again =
-      v.schedule_not_trained || v.not_trained.empty()
+      v.schedule_not_trained || v.not_trained.empty() || v.runs.empty()  // none kept: the same command is the rest
           ? "to finish it: the same validate again"
           : fmt::format(
                 "to finish it: the same validate again; --batch-sizes {} trains only the rest, but judges "
