@@ -129,48 +129,6 @@ TuneOptions raced_tune() {
       .race_budget_s(2);
 }
 
-// Fit and sweep trials that peak at 256 bytes a sample and train nothing: a budget they fit, which the
-// real workload's noise scale does not.
-class TinyPeaks final : public TrialRunner {
- public:
-  WorkloadInfo info() const override { return {}; }
-  Trial run(const TrialOptions& o) override {
-    Trial t;
-    t.batch = o.batch();
-    t.outcome = Outcome::Ok;
-    t.peak_bytes = t.peak_allocated_bytes = 256 * o.batch();
-    t.step_times_s.assign(3, static_cast<double>(o.batch()) / 1000);
-    t.steps_run = 3;
-    summarize_steps(t);
-    return t;
-  }
-  int64_t held_bytes() override { return 0; }
-  int64_t default_budget_bytes() override { return 1 << 30; }
-  int64_t device_total_bytes() override { return 1 << 30; }
-};
-
-// tune's noise scale is held to the budget, as its trials are (it ran unlimited): past it, a warning and
-// no goodput, not an error.
-TEST(Tune, TheNoiseScaleIsHeldToTheBudget) {
-  auto w = small();
-  TinyPeaks runner;
-  const Report r = tune(TuneSubject(runner, w.get()), TuneOptions()
-                                                          .fit(FitOptions().budget_bytes(64 << 10).max(64))
-                                                          .sweep(SweepOptions().batch_sizes({16, 32, 64}).min_time_s(0))
-                                                          .doctor(false)
-                                                          .noise(true)
-                                                          .noise_steps(3)
-                                                          .race(false)
-                                                          .loader_search(false));
-  EXPECT_FALSE(r.noise.has_value());
-  EXPECT_FALSE(r.goodput.has_value());
-  EXPECT_TRUE(std::any_of(r.context.warnings.begin(), r.context.warnings.end(), [](const std::string& w) {
-    return w.find("no noise scale or goodput: batch ") == 0 &&
-           w.find("does not fit the 64.0 KiB budget") != std::string::npos;
-  })) << fmt::format("{}", fmt::join(r.context.warnings, "\n"));
-  ASSERT_TRUE(r.recommendation.has_value());  // the knee's
-}
-
 // Two candidates at the same rate both race: the batch race without --epochs, the run race with
 // them, and the answer is the race's where it names one.
 TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
@@ -558,6 +516,28 @@ class SecondTrials final : public TrialRunner {
   int64_t device_total_bytes() override { return 1 << 30; }
   int64_t fails_from = std::numeric_limits<int64_t>::max();
 };
+
+// tune's noise scale is held to the budget, as its trials are (it ran unlimited): past it, a warning and
+// no goodput, not an error.
+TEST(Tune, TheNoiseScaleIsHeldToTheBudget) {
+  auto w = small();
+  SecondTrials runner;  // trials that peak at no bytes: a budget they fit, which the real noise scale does not
+  const Report r = tune(TuneSubject(runner, w.get()), TuneOptions()
+                                                          .fit(FitOptions().budget_bytes(64 << 10).max(64))
+                                                          .sweep(SweepOptions().batch_sizes({16, 32, 64}).min_time_s(0))
+                                                          .doctor(false)
+                                                          .noise(true)
+                                                          .noise_steps(3)
+                                                          .race(false)
+                                                          .loader_search(false));
+  EXPECT_FALSE(r.noise.has_value());
+  EXPECT_FALSE(r.goodput.has_value());
+  EXPECT_TRUE(std::any_of(r.context.warnings.begin(), r.context.warnings.end(), [](const std::string& w) {
+    return w.find("no noise scale or goodput: batch ") == 0 &&
+           w.find("does not fit the 64.0 KiB budget") != std::string::npos;
+  })) << fmt::format("{}", fmt::join(r.context.warnings, "\n"));
+  ASSERT_TRUE(r.recommendation.has_value());  // the knee's
+}
 
 TEST(Tune, TheRetimingLeavesOutWhatItsLeastRoundsCannotAfford) {
   SecondTrials runner;
