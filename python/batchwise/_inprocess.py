@@ -244,7 +244,7 @@ class _Data:
         import torch
         if inputs.dtype == torch.uint8:
             inputs = inputs.float()  # the model gets what the user's loop would give it, not pixels /255
-        if dtype is not None:  # floating values in the model's floating type (NumPy's float64 beside float32 weights)
+        if dtype is not None:  # floating values in the model's floating type (NumPy's float64, float32 weights)
             inputs = inputs.to(dtype) if inputs.is_floating_point() else inputs
             targets = targets.to(dtype) if targets.is_floating_point() else targets
         self.name, self.inputs, self.targets = name, inputs.detach().cpu().contiguous(), targets.detach().cpu().contiguous()
@@ -888,8 +888,8 @@ def _call_kept(command, options, make_adapter):
         raise interrupted
     failed = _nothing_trained(report)
     if failed:
-        error = TrainingError(f"batchwise.{command}: {_as_options(command, failed)} (the model, its optimizer and the RNGs are as they "
-                              f"were; the report is this error's .report)")
+        error = TrainingError(f"batchwise.{command}: {_as_options(command, failed)} (the model, its optimizer and "
+                              "the RNGs are as they were; the report is this error's .report)")
         error.report = report
         raise error
     return report

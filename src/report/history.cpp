@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <pwd.h>
 #include <sqlite3.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -155,7 +157,11 @@ int64_t now_unix() {
 std::string default_history_path() {
   const char* xdg = std::getenv("XDG_DATA_HOME");
   const char* home = std::getenv("HOME");
-  const std::string base = xdg && *xdg ? xdg : std::string(home && *home ? home : ".") + "/.local/share";
+  if (!(home && *home)) {  // HOME unset (a cron job, a service): the user's own, not the current folder
+    const passwd* user = getpwuid(getuid());
+    home = user && user->pw_dir && *user->pw_dir ? user->pw_dir : ".";
+  }
+  const std::string base = xdg && *xdg ? xdg : std::string(home) + "/.local/share";
   return base + "/batchwise/history.sqlite";
 }
 

@@ -2,6 +2,7 @@
 #include "batchwise/history.h"
 
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 
 #include "batchwise/error.h"
@@ -90,6 +92,27 @@ TEST(History, StoresListsAndFindsARecentFitForTheSameKeys) {
 
 // The keys a run is stored under are what --reuse matches on: a run stored by an earlier version must
 // keep matching, so they are pinned here for the golden report.
+// Without HOME (a cron job, a service) the default history is the user's own, from the password database:
+// it was ./.local/share/..., under whatever folder the run started in. XDG_DATA_HOME still wins.
+TEST(History, WithoutHomeTheDefaultIsTheUsersOwn) {
+  const auto saved = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  const std::optional<std::string> home = saved("HOME"), xdg = saved("XDG_DATA_HOME");
+  unsetenv("HOME");
+  unsetenv("XDG_DATA_HOME");
+  const std::string path = default_history_path();
+  setenv("XDG_DATA_HOME", "/data/x", 1);
+  const std::string given = default_history_path();
+  home ? setenv("HOME", home->c_str(), 1) : unsetenv("HOME");
+  xdg ? setenv("XDG_DATA_HOME", xdg->c_str(), 1) : unsetenv("XDG_DATA_HOME");
+  const passwd* user = getpwuid(getuid());
+  ASSERT_NE(user, nullptr);
+  EXPECT_EQ(path, std::string(user->pw_dir) + "/.local/share/batchwise/history.sqlite");
+  EXPECT_EQ(given, "/data/x/batchwise/history.sqlite");
+}
+
 TEST(History, KeysOfAReportAreStable) {
   std::ifstream in(std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json", std::ios::binary);
   const std::string golden{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
