@@ -480,7 +480,10 @@ class _Adapter:
         self._seats = [(m, kind, name, t) for m in model.modules() for kind in ("_parameters", "_buffers")
                        for name, t in getattr(m, kind).items() if t is not None]  # one filled lazily stays
         self._tensor = torch.Tensor
-        self.batchnorm = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules())
+        # BatchNorm that trains (normalises over the batch): a frozen one (eval, in a model in training mode) keeps
+        # its running statistics, as train() below leaves it
+        self.batchnorm = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and (m.training or not model.training)
+                             for m in model.modules())
 
     # What the engine calls.
     def parameters(self):
@@ -856,6 +859,10 @@ def _call_kept(command, options, make_adapter):
             options["target_accuracy"] = 0.85  # the CLI's default target
         if "min" not in options and adapter.batchnorm:
             options["min"] = 2  # BatchNorm in training mode cannot normalise a batch of one
+        if adapter.batchnorm and 1 in (options.get("batch_sizes") or []):  # said before a trial ends the call on it
+            raise ValueError(f"batchwise.{command}: batch_sizes={list(options['batch_sizes'])}: batch 1 cannot train "
+                             f"{adapter.model_name}, whose BatchNorm normalises over the batch in training mode; "
+                             "start at 2")
         adapter.count_the_state()
         try:
             text, where, error, kept, unrestored = engine.run(adapter, options, command)

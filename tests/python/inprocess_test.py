@@ -824,6 +824,9 @@ def test_options():
          "device='meta': batchwise trains on 'cpu' or 'cuda'"),
         (lambda: batchwise.fit(model, optimizer, (torch.tensor(1.0), torch.tensor(0))), ValueError,
          "data: the inputs are a 0-d tensor (one number)"),  # before: TypeError: len() of a 0-d tensor
+        # before: the call ended on the forward's "Expected more than 1 value per channel" (Branchy has BatchNorm)
+        (lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), branchy_data(), batch_sizes=[1, 4]),
+         ValueError, "batch_sizes=[1, 4]: batch 1 cannot train Branchy, whose BatchNorm normalises over the batch"),
     ]
     refused(checks)
     # NumPy arrays are (inputs, targets) too, and a DataLoader's own collate_fn is used over a
