@@ -376,7 +376,8 @@ void check_options(const Dataset& held_out, const BatchRaceOptions& o) {
   BATCHWISE_CHECK(o.budget_s() > 0, ConfigError, "batch race: a budget of {:g} s; it must be positive", o.budget_s());
   BATCHWISE_CHECK(o.evaluations() >= 1 && o.min_steps() >= 1, ConfigError,
                   "batch race: at least 1 evaluation and 1 step per entry and rung");
-  BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);
+  BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}the held-out set is empty",
+                  held_out.name.empty() ? "" : held_out.name + ": ");
   BATCHWISE_CHECK(o.target_accuracy() >= 0 && o.target_accuracy() <= 1 && o.target_loss() >= 0, ConfigError,
                   "batch race: a target accuracy of {:g} and loss of {:g}; an accuracy lies in (0, 1], a loss above 0 "
                   "(0: no target)",

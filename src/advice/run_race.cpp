@@ -612,7 +612,8 @@ RunRace detail::race_once(ModuleWorkload& w, const Dataset& held_out, const RunR
                   "the run race's budget ({:g} s, --advice-budget) must be positive and its noise-scale steps ({}, "
                   "--noise-steps) at least 2",
                   o.budget_s(), o.noise_steps());
-  BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);
+  BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}the held-out set is empty",
+                  held_out.name.empty() ? "" : held_out.name + ": ");
   const double start = now_s(o);
   const int64_t dataset = w.data().size();
   const bool accuracy = held_out.targets.scalar_type() == at::kLong;

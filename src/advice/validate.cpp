@@ -391,13 +391,16 @@ void check_options(const ValidateOptions& o, const Dataset& held_out) {
   BATCHWISE_CHECK(o.target_accuracy() == 0 || held_out.targets.scalar_type() == at::kLong, ConfigError,
                   "--target-accuracy: the held-out targets are not class labels (--loss mse); use --target-loss");
   BATCHWISE_CHECK(!o.batch_sizes().empty(), ConfigError, "validate: no candidate batch sizes");
+  for (const int64_t b : o.batch_sizes())  // before the rate rule, whose message named itself
+    BATCHWISE_CHECK(b >= 1, ConfigError, "--batch-sizes: batch {} must be at least 1", b);
   BATCHWISE_CHECK(o.batch_schedule().empty() || full, ConfigError,
                   "--batch-schedule {}: a schedule's phases are epochs of a run of known length; give --epochs N",
                   schedule_text(o.batch_schedule()));
   check_schedule_within(o.batch_schedule(), o.epochs());
   BATCHWISE_CHECK(o.epochs() > 0 || o.max_epochs() > 0, ConfigError, "--max-epochs {}: must be positive",
                   o.max_epochs());
-  BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}: the held-out set is empty", held_out.name);
+  BATCHWISE_CHECK(held_out.size() > 0, DataError, "{}the held-out set is empty",
+                  held_out.name.empty() ? "" : held_out.name + ": ");
 
   BATCHWISE_CHECK(o.held_out_samples() >= 0, ConfigError, "--held-out-samples {}: must not be negative",
                   o.held_out_samples());

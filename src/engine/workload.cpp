@@ -33,7 +33,7 @@ ModuleWorkload::ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model,
       loss_(std::move(loss)),
       device_(device),
       sampler_(std::make_unique<Sampler>(data_.size(), seed)) {
-  BATCHWISE_CHECK(data_.size() > 0, DataError, "{}: the dataset is empty", data_.name);
+  BATCHWISE_CHECK(data_.size() > 0, DataError, "{}the dataset is empty", data_.name.empty() ? "" : data_.name + ": ");
 }
 
 namespace {

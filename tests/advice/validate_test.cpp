@@ -159,6 +159,20 @@ TEST(Validate, ABatchLargerThanTheRunIsRefused) {
   }
   // 10 epochs of it are 10,000 samples: a batch past the training set, but not past the run, trains
   EXPECT_NO_THROW(check_batches_within_run({2000}, 10, 1000));
+  // A batch of none is named as the candidate it is (the rate rule's check had named itself), and an empty
+  // held-out set built by hand has no empty name before its message
+  try {
+    validate(*w, held_out, ValidateOptions({0, 100}).epochs(1).measure_lr(false));
+    FAIL() << "batch 0 trained";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "--batch-sizes: batch 0 must be at least 1");
+  }
+  try {
+    validate(*w, Dataset(), ValidateOptions({100}).epochs(1).measure_lr(false));
+    FAIL() << "no held-out set";
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "the held-out set is empty");
+  }
 }
 
 // Held-out data the model cannot take (16 features beside the mlp's 784) is a DataError naming the set before
