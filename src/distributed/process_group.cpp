@@ -98,13 +98,18 @@ struct Group::Impl {
     std::string lower = problem;
     std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
     const bool quiet = lower.find("timeout") != std::string::npos || lower.find("timed out") != std::string::npos;
+    // EAGAIN: this process could not start a thread (ulimit -u, a container's pids limit); no rank died
+    const bool no_threads = lower.find("resource temporarily unavailable") != std::string::npos;
     throw DistributedError(fmt::format(
-        "rank {} of {}: {} did not complete: {} (--dist-timeout); see the other ranks' output (c10d: {})", rank, size,
-        what,
-        quiet ? fmt::format("another rank did not answer within the {:g} s timeout: it hangs, or is far slower",
-                            timeout.count() / 1000.0)
-              : fmt::format("another rank died: its connection broke, or it did not answer within the {:g} s timeout",
-                            timeout.count() / 1000.0),
+        "rank {} of {}: {} did not complete: {}; see the other ranks' output (c10d: {})", rank, size, what,
+        no_threads ? std::string("this rank could not start a thread or process (the user's process limit, ulimit "
+                                 "-u, or a container's pids limit, is reached): raise it, or run fewer ranks")
+        : quiet    ? fmt::format("another rank did not answer within the {:g} s timeout: it hangs, or is far slower "
+                                    "(--dist-timeout)",
+                                 timeout.count() / 1000.0)
+                : fmt::format("another rank died: its connection broke, or it did not answer within the {:g} s timeout "
+                              "(--dist-timeout)",
+                              timeout.count() / 1000.0),
         problem));
   }
 };
