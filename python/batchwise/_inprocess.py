@@ -612,6 +612,14 @@ class _StepAdapter(_Adapter):
             if self.held_out is not None:
                 self.held_out.num_classes = 0
         self.loss_name = f"{type(module).__name__}.training_step"
+        self.loss_where = self.loss_name  # what the engine names where it raised, as Lightning's own hook
+        import inspect
+        try:  # training_step(self, batch) is Lightning's too: batch_idx only where it takes one
+            parameters = inspect.signature(module.training_step).parameters.values()
+            self._batch_idx = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+                                  for p in parameters) >= 2
+        except (TypeError, ValueError):
+            self._batch_idx = True
         self.cross_entropy_ignore_index = None  # training_step's own loss, whatever it reads
         self._x = None
 
@@ -626,31 +634,85 @@ class _StepAdapter(_Adapter):
         x, self._x = self._x, None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out = self.model.training_step((x, target), 0)
-        return out["loss"] if isinstance(out, dict) else out
+            out = self.model.training_step((x, target), 0) if self._batch_idx else self.model.training_step((x, target))
+        if isinstance(out, dict):
+            if "loss" not in out:
+                raise TypeError(f"it returned a dict without 'loss' (keys {', '.join(map(repr, out))}); return the "
+                                "loss, or {'loss': loss, ...}")
+            out = out["loss"]
+        if out is None:
+            raise TypeError("it returned None (a step skipped?); batchwise trains every step: return the loss")
+        return out
+
+
+def _overridden(obj, name, base):
+    """Whether `obj`'s class defines `name` itself rather than inheriting `base`'s (Lightning's default hooks
+    raise "must be implemented")."""
+    return getattr(type(obj), name, None) is not getattr(base, name, None)
 
 
 def lightning_parts(module, datamodule, command):
-    """The optimizer (the first configure_optimizers gives), the training data and the validation data
-    (None where there is none) of a LightningModule and its DataModule."""
-    optim = module.configure_optimizers()
-    while not hasattr(optim, "step"):
-        if isinstance(optim, dict):
-            optim = optim["optimizer"]
-        elif isinstance(optim, (list, tuple)) and optim:
-            optim = optim[0]
-        else:
-            raise TypeError(f"batchwise.lightning.{command}: configure_optimizers() gave {optim!r}; batchwise "
-                            "trains with its first optimizer")
-    source = module if datamodule is None else datamodule
-    if datamodule is not None:
+    """The optimizer (the one configure_optimizers gives, at the module's own rate), the training data and
+    the validation data (None where there is none) of a LightningModule and its DataModule, or of a
+    LightningModule and the training data given as trainer.fit's second argument (a DataLoader)."""
+    import lightning.pytorch as L
+    where = f"batchwise.lightning.{command}"
+    name = type(module).__name__
+    if not isinstance(module, L.LightningModule):
+        raise TypeError(f"{where}: {name} is a {'torch.nn.Module' if hasattr(module, 'parameters') else 'plain object'}"
+                        ", not a LightningModule; pass a plain model to batchwise.fit / sweep / tune with its "
+                        "optimizer and data")
+    if not module.automatic_optimization:
+        raise TypeError(f"{where}: {name} uses manual optimization (automatic_optimization = False): its "
+                        "training_step steps its optimizers itself, which batchwise cannot time step by step in "
+                        "process; measure it with `batchwise tune --cmd` and batchwise.lightning.BatchwiseCallback")
+    if not any(True for _ in module.parameters()) and _overridden(module, "configure_model", L.LightningModule):
+        raise ValueError(f"{where}: {name} has no parameters yet: its layers are built in configure_model(), "
+                         "which a Trainer calls; call module.configure_model() first")
+    try:
+        optim = module.configure_optimizers()
+    except Exception as e:  # noqa: BLE001  (most often self.trainer, which is there only under a Trainer)
+        raise TypeError(f"{where}: {name}.configure_optimizers() raised {type(e).__name__}: {e} (batchwise calls it "
+                        "without a Trainer: build the optimizer without self.trainer, e.g. a scheduler's length "
+                        "from a number of your own)") from e
+    optimizers = []
+
+    def collect(item):  # an optimizer; a dict {"optimizer": ...}; a list or tuple of them, ([opts], [scheds])
+        if hasattr(item, "step") and hasattr(item, "param_groups"):
+            optimizers.append(item)
+        elif isinstance(item, dict) and "optimizer" in item:
+            collect(item["optimizer"])
+        elif isinstance(item, (list, tuple)):
+            for part in (item[:1] if len(item) == 2 and isinstance(item[0], (list, tuple)) else item):
+                collect(part)
+    collect(optim)
+    if not optimizers:
+        raise TypeError(f"{where}: configure_optimizers() gave {optim!r}; batchwise trains with the optimizer it "
+                        "gives")
+    if len(optimizers) > 1:
+        raise TypeError(f"{where}: {name}.configure_optimizers() gave {len(optimizers)} optimizers; Lightning trains "
+                        "several only with manual optimization: measure it with `batchwise tune --cmd` and "
+                        "batchwise.lightning.BatchwiseCallback")
+    optim = optimizers[0]
+    for group in optim.param_groups:  # a scheduler made with it (a warm-up, OneCycleLR) has moved its rate: the
+        # module's is the one the scheduler starts from (initial_lr), or OneCycleLR's peak (max_lr, its lr argument)
+        rate = group.get("max_lr", group.get("initial_lr"))
+        if isinstance(rate, (int, float)) and rate > 0:
+            group["lr"] = float(rate)
+    given_data = datamodule is not None and not isinstance(datamodule, L.LightningDataModule)
+    source = module if datamodule is None or given_data else datamodule
+    if datamodule is not None and not given_data:
         datamodule.prepare_data()
         datamodule.setup("fit")
-    train = source.train_dataloader()
-    try:
-        val = source.val_dataloader()
-    except Exception:  # noqa: BLE001  (Lightning raises when val_dataloader is not defined)
-        val = None
+    base = L.LightningModule if source is module else L.LightningDataModule
+    if given_data:  # trainer.fit(module, loader): the training data itself
+        train = datamodule
+    elif not _overridden(source, "train_dataloader", base):
+        raise TypeError(f"{where}: {type(source).__name__} defines no train_dataloader(); define it, or pass a "
+                        "LightningDataModule or the training DataLoader as the second argument")
+    else:
+        train = source.train_dataloader()
+    val = source.val_dataloader() if _overridden(source, "val_dataloader", base) else None
     if isinstance(val, (list, tuple)):  # several validation loaders: the first, as Lightning's first
         val = val[0] if val else None
     return optim, train, val

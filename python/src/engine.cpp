@@ -411,9 +411,12 @@ std::unique_ptr<ModuleWorkload> make_python_workload(const py::object& adapter) 
   for (const auto& b : model->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
   const c10::Device device(std::string(py::str(adapter.attr("device"))));
   const auto seed = adapter.attr("seed").cast<uint64_t>();
+  // Where the loss raised: "Net's loss", or a LightningModule's own hook ("LitNet.training_step")
+  const std::string loss_where =
+      py::hasattr(adapter, "loss_where") ? std::string(py::str(adapter.attr("loss_where"))) : model_name + "'s loss";
   auto workload = std::make_unique<PythonWorkload>(model_name + "'s backward pass", info, torch::nn::AnyModule(model),
                                                    std::move(optimizer), std::move(data),
-                                                   loss_function(adapter, model_name + "'s loss"), device, seed);
+                                                   loss_function(adapter, loss_where), device, seed);
   workload->set_optimizer_state_bytes([shared, optimizer_name] {
     return call_python(optimizer_name + ".state",
                        [&] { return (*shared).attr("optimizer_state_bytes")().cast<int64_t>(); });

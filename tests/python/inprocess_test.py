@@ -1052,6 +1052,59 @@ def test_lightning():
     case("a module without forward is validated on its held-out loss",
          run.final_loss is not None and run.final_accuracy is None, report.to_json()[:400])
 
+    # A scheduler made in configure_optimizers that steps at once (OneCycleLR) had lowered the rate the
+    # race and the advice started from (25x); a training_step without batch_idx, and the DataLoader as
+    # trainer.fit's second argument, train; what cannot run is refused by name.
+    class OneCycle(NoForward):
+        def training_step(self, batch):
+            x, y = batch
+            return {"loss": torch.nn.functional.cross_entropy(self.net(x), y)}
+
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, total_steps=100)}
+
+    loader = torch.utils.data.DataLoader(Pairs(*branchy_data(1024)), batch_size=32)
+    report = batchwise.lightning.sweep(OneCycle(), loader, batch_sizes=[32], steps=2, repetitions=1, progress=False)
+    case("the module's own rate, not its scheduler's first step's; training_step(batch); a DataLoader as the data",
+         report.workload.lr == 0.1 and [p.outcome for p in report.sweep.points] == ["ok"],
+         (report.workload.lr, report.sweep.points))
+
+    class Manual(NoForward):
+        def __init__(self):
+            super().__init__()
+            self.automatic_optimization = False
+
+    class TwoOptimizers(NoForward):
+        def configure_optimizers(self):
+            return [torch.optim.SGD(self.net.parameters(), lr=0.1), torch.optim.Adam(self.parameters())]
+
+    class NeedsTrainer(NoForward):
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            return [opt], [torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.trainer.max_epochs)]
+
+    class BrokenVal(Data):
+        def val_dataloader(self):
+            raise NameError("name 'vaa' is not defined")
+
+    class NoLoss(NoForward):
+        def training_step(self, batch, batch_idx):
+            return {"logits": self.net(batch[0])}
+
+    sweep = lambda module, data=None: batchwise.lightning.sweep(module, data, batch_sizes=[32], steps=1,  # noqa: E731
+                                                                repetitions=1, progress=False)
+    refused([
+        (lambda: sweep(Manual(), Data()), TypeError, "Manual uses manual optimization (automatic_optimization = False)"),
+        (lambda: sweep(TwoOptimizers(), Data()), TypeError, "configure_optimizers() gave 2 optimizers"),
+        (lambda: sweep(NeedsTrainer(), Data()), TypeError, "NeedsTrainer.configure_optimizers() raised RuntimeError"),
+        (lambda: sweep(NoForward()), TypeError, "NoForward defines no train_dataloader(); define it, or pass"),
+        (lambda: sweep(Branchy(), Data()), TypeError, "Branchy is a torch.nn.Module, not a LightningModule"),
+        (lambda: batchwise.lightning.tune(NoForward(), BrokenVal(), max=64, progress=False), NameError, "vaa"),
+        (lambda: sweep(NoLoss(), Data()), batchwise.TrainingError,
+         "NoLoss.training_step raised TypeError: it returned a dict without 'loss' (keys 'logits')"),
+    ])
+
 
 def test_validate():
     x, y = branchy_data(2048)
