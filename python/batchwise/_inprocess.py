@@ -399,7 +399,7 @@ def _mse(output, target):
 class _Adapter:
     """The model, optimizer, loss and data as the engine (python/src/engine.cpp) calls them."""
 
-    def __init__(self, command, model, optimizer, data, loss, options):
+    def __init__(self, command, model, optimizer, data, loss, options, data_what="data", held_out_what="held_out"):
         import torch
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"batchwise.{command}: model is a {type(model).__name__}, not a torch.nn.Module")
@@ -450,9 +450,9 @@ class _Adapter:
         self.device = str(device)
         # The model's floating type, which floating data takes (its first floating parameter's)
         dtype = next((p.dtype for p in parameters if p.is_floating_point()), None)
-        self.data = _data(data, f"batchwise.{command}: data", dtype)
+        self.data = _data(data, f"batchwise.{command}: {data_what}", dtype)
         held_out = options.get("held_out")
-        self.held_out = _data(held_out, f"batchwise.{command}: held_out", dtype) if held_out is not None else None
+        self.held_out = _data(held_out, f"batchwise.{command}: {held_out_what}", dtype) if held_out is not None else None
         self.model_name = type(model).__name__
         self.optimizer_name = type(self.optimizer).__name__
         self.optimizer_kind = _OPTIMIZER_KINDS.get(self.optimizer_name, self.optimizer_name)
@@ -602,8 +602,8 @@ class _StepAdapter(_Adapter):
     step; in evaluation its forward gives the logits (accuracy) and training_step the loss. Its
     self.log calls without a Trainer are left silent."""
 
-    def __init__(self, command, module, optimizer, data, options):
-        super().__init__(command, module, optimizer, data, None, options)
+    def __init__(self, command, module, optimizer, data, options, data_what="data", held_out_what="held_out"):
+        super().__init__(command, module, optimizer, data, None, options, data_what, held_out_what)
         import lightning.pytorch as L
         self.has_forward = any("forward" in vars(c) for c in type(module).__mro__[:type(module).__mro__.index(
             L.LightningModule)])
@@ -715,17 +715,21 @@ def lightning_parts(module, datamodule, command):
     val = source.val_dataloader() if _overridden(source, "val_dataloader", base) else None
     if isinstance(val, (list, tuple)):  # several validation loaders: the first, as Lightning's first
         val = val[0] if val else None
-    return optim, train, val
+    # What the messages name the data by: the hook that gave it, or the argument
+    data_what = "the training DataLoader given" if given_data else f"{type(source).__name__}.train_dataloader()"
+    return optim, train, val, data_what, f"{type(source).__name__}.val_dataloader()"
 
 
 def run_lightning(command, module, datamodule, options):
     _required(command, options, "batchwise.lightning", held_out=False)
     with _generators_kept():  # a datamodule's setup may split its data at random
-        optimizer, train, val = lightning_parts(module, datamodule, command)
+        optimizer, train, val, data_what, val_what = lightning_parts(module, datamodule, command)
         if command in ("tune", "validate") and val is not None and "held_out" not in options:
             options = {**options, "held_out": val}
+        else:
+            val_what = "held_out"  # the user's own option
         _required(command, options, "batchwise.lightning")
-        return _call(command, options, lambda o: _StepAdapter(command, module, optimizer, train, o))
+        return _call(command, options, lambda o: _StepAdapter(command, module, optimizer, train, o, data_what, val_what))
 
 
 # ---- the report ----------------------------------------------------------------------------------
