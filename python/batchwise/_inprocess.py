@@ -251,8 +251,6 @@ class _Data:
         classes = not targets.is_floating_point()
         if classes:
             self.targets = self.targets.long()
-            if self.targets.dim() == 2 and self.targets.shape[1] == 1:  # labels as a column ([N, 1]): one a sample
-                self.targets = self.targets.reshape(-1)
         self.num_classes = int(self.targets.max()) + 1 if classes and len(self.targets) else 0
 
 
@@ -396,8 +394,21 @@ def _mse(output, target):
     return torch.nn.functional.mse_loss(output, target)
 
 
+def _one_number(loss):
+    """The loss, where it is one number. One a sample (reduction="none") is refused as the user's own error,
+    which ends the call at its first trial: it backpropagates at batch 1 alone, and a fit whose larger batches
+    had failed on it answered 1."""
+    numel = getattr(loss, "numel", None)
+    if numel is not None and numel() != 1:
+        raise ValueError(f"it gave a tensor of shape {list(loss.shape)}, not one number: reduce it (its .mean(), or "
+                         "the loss's reduction='mean')")
+    return loss
+
+
 class _Adapter:
     """The model, optimizer, loss and data as the engine (python/src/engine.cpp) calls them."""
+
+    _default_loss_labels = True  # the default cross-entropy reads labels as a column ([N, 1]) as [N]
 
     def __init__(self, command, model, optimizer, data, loss, options, data_what="data", held_out_what="held_out"):
         import torch
@@ -461,6 +472,9 @@ class _Adapter:
             classes = self.data.num_classes > 0
             self._loss = torch.nn.functional.cross_entropy if classes else _mse
             self.loss_name = "cross-entropy" if classes else "mse"
+            for part in (self.data, self.held_out) if classes and self._default_loss_labels else ():
+                if part is not None and part.targets.dim() == 2 and part.targets.shape[1] == 1:
+                    part.targets = part.targets.reshape(-1)  # labels as a column ([N, 1]): one a sample, for it
         elif callable(loss):
             self._loss = loss
             self.loss_name = getattr(loss, "__name__", type(loss).__name__)
@@ -515,7 +529,7 @@ class _Adapter:
             self.model.train(on)
 
     def loss(self, output, target):
-        return self._loss(output, target)
+        return _one_number(self._loss(output, target))
 
     def step(self):
         self.optimizer.step()
@@ -602,6 +616,8 @@ class _StepAdapter(_Adapter):
     step; in evaluation its forward gives the logits (accuracy) and training_step the loss. Its
     self.log calls without a Trainer are left silent."""
 
+    _default_loss_labels = False  # training_step takes the labels as its DataLoader gives them
+
     def __init__(self, command, module, optimizer, data, options, data_what="data", held_out_what="held_out"):
         super().__init__(command, module, optimizer, data, None, options, data_what, held_out_what)
         import lightning.pytorch as L
@@ -616,8 +632,9 @@ class _StepAdapter(_Adapter):
         import inspect
         try:  # training_step(self, batch) is Lightning's too: batch_idx only where it takes one
             parameters = inspect.signature(module.training_step).parameters.values()
-            self._batch_idx = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-                                  for p in parameters) >= 2
+            parameters = list(parameters)
+            self._batch_idx = any(p.kind == p.VAR_POSITIONAL for p in parameters) or sum(
+                p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters) >= 2
         except (TypeError, ValueError):
             self._batch_idx = True
         self.cross_entropy_ignore_index = None  # training_step's own loss, whatever it reads
@@ -642,13 +659,14 @@ class _StepAdapter(_Adapter):
             out = out["loss"]
         if out is None:
             raise TypeError("it returned None (a step skipped?); batchwise trains every step: return the loss")
-        return out
+        return _one_number(out)
 
 
 def _overridden(obj, name, base):
-    """Whether `obj`'s class defines `name` itself rather than inheriting `base`'s (Lightning's default hooks
-    raise "must be implemented")."""
-    return getattr(type(obj), name, None) is not getattr(base, name, None)
+    """Whether `obj` defines `name` itself, on its class or on itself (LightningDataModule.from_datasets sets
+    its loaders on the instance), rather than inheriting `base`'s (Lightning's default hooks raise "must be
+    implemented")."""
+    return name in vars(obj) or getattr(type(obj), name, None) is not getattr(base, name, None)
 
 
 def lightning_parts(module, datamodule, command):
@@ -694,11 +712,6 @@ def lightning_parts(module, datamodule, command):
                         "several only with manual optimization: measure it with `batchwise tune --cmd` and "
                         "batchwise.lightning.BatchwiseCallback")
     optim = optimizers[0]
-    for group in optim.param_groups:  # a scheduler made with it (a warm-up, OneCycleLR) has moved its rate: the
-        # module's is the one the scheduler starts from (initial_lr), or OneCycleLR's peak (max_lr, its lr argument)
-        rate = group.get("max_lr", group.get("initial_lr"))
-        if isinstance(rate, (int, float)) and rate > 0:
-            group["lr"] = float(rate)
     given_data = datamodule is not None and not isinstance(datamodule, L.LightningDataModule)
     source = module if datamodule is None or given_data else datamodule
     if datamodule is not None and not given_data:
@@ -729,7 +742,20 @@ def run_lightning(command, module, datamodule, options):
         else:
             val_what = "held_out"  # the user's own option
         _required(command, options, "batchwise.lightning")
-        return _call(command, options, lambda o: _StepAdapter(command, module, optimizer, train, o, data_what, val_what))
+        # A scheduler made with the optimizer (a warm-up, OneCycleLR) has moved its rate: the module's is the one
+        # the scheduler starts from (initial_lr), or OneCycleLR's peak (max_lr, its lr argument). Set for the
+        # call, and put back after it: the optimizer may be one the module keeps (self.opt).
+        moved = [group["lr"] for group in optimizer.param_groups]
+        for group in optimizer.param_groups:
+            rate = group.get("max_lr", group.get("initial_lr"))
+            if isinstance(rate, (int, float)) and rate > 0:
+                group["lr"] = float(rate)
+        try:
+            return _call(command, options,
+                         lambda o: _StepAdapter(command, module, optimizer, train, o, data_what, val_what))
+        finally:
+            for group, lr in zip(optimizer.param_groups, moved):
+                group["lr"] = lr
 
 
 # ---- the report ----------------------------------------------------------------------------------
@@ -925,10 +951,6 @@ def _call_kept(command, options, make_adapter):
             options["target_accuracy"] = 0.85  # the CLI's default target
         if "min" not in options and adapter.batchnorm:
             options["min"] = 2  # BatchNorm in training mode cannot normalise a batch of one
-        if adapter.batchnorm and 1 in (options.get("batch_sizes") or []):  # said before a trial ends the call on it
-            raise ValueError(f"batchwise.{command}: batch_sizes={list(options['batch_sizes'])}: batch 1 cannot train "
-                             f"{adapter.model_name}, whose BatchNorm normalises over the batch in training mode; "
-                             "start at 2")
         adapter.count_the_state()
         try:
             text, where, error, kept, unrestored = engine.run(adapter, options, command)
@@ -940,7 +962,10 @@ def _call_kept(command, options, make_adapter):
     # Code of the user's that raised ends the call: an answer built around a step that failed for
     # another reason than memory would not be the user's training.
     if error is not None:
-        raise TrainingError(f"batchwise.{command}: {where} raised {type(error).__name__}: {error} "
+        # BatchNorm at a batch of one value per channel (batch_sizes=[1, ...]): the fix, as the CLI's hint says it
+        hint = ("; BatchNorm cannot train on one value per channel (a batch of 1): start batch_sizes at 2"
+                if "Expected more than 1 value per channel" in str(error) else "")
+        raise TrainingError(f"batchwise.{command}: {where} raised {type(error).__name__}: {error}{hint} "
                             f"({_state_after(where, unrestored)})") from error
     if unrestored is not None:  # out of memory putting the state back after the call
         error = TrainingError(f"batchwise.{command}: {unrestored}, putting the state back after the call, failed "

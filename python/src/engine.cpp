@@ -335,15 +335,7 @@ LossFn loss_function(const py::object& adapter, const std::string& name) {
     *shared = py::object();
   });
   return [shared, release, name](const at::Tensor& output, const at::Tensor& target) {
-    at::Tensor loss =
-        call_python(name, [&] { return unpack(shared->attr("loss")(output, target), name + "'s result"); });
-    // One number a batch: a loss per sample (reduction="none") backpropagates at batch 1 alone, and a fit
-    // whose larger batches failed on it had answered 1.
-    BATCHWISE_CHECK(loss.dim() == 0, ModelError,
-                    "{} gave a tensor of shape [{}], not one number: reduce it to a 0-d tensor (its .mean(), "
-                    "or the loss's reduction='mean')",
-                    name, fmt::join(loss.sizes(), ", "));
-    return loss;
+    return call_python(name, [&] { return unpack(shared->attr("loss")(output, target), name + "'s result"); });
   };
 }
 

@@ -102,8 +102,9 @@ struct Group::Impl {
     const bool no_threads = lower.find("resource temporarily unavailable") != std::string::npos;
     throw DistributedError(fmt::format(
         "rank {} of {}: {} did not complete: {}; see the other ranks' output (c10d: {})", rank, size, what,
-        no_threads ? std::string("this rank could not start a thread or process (the user's process limit, ulimit "
-                                 "-u, or a container's pids limit, is reached): raise it, or run fewer ranks")
+        no_threads ? std::string("this rank could not start a thread, or a socket wait ran out (EAGAIN): where the "
+                                 "user's process limit (ulimit -u) or a container's pids limit is reached, raise it or "
+                                 "run fewer ranks; else another rank did not answer (--dist-timeout)")
         : quiet    ? fmt::format("another rank did not answer within the {:g} s timeout: it hangs, or is far slower "
                                     "(--dist-timeout)",
                                  timeout.count() / 1000.0)

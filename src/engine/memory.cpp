@@ -167,13 +167,16 @@ std::optional<int64_t> read_bytes(const std::string& path, const std::string& ke
   return std::nullopt;
 }
 
-// One group's headroom: limit - (usage - inactive files); none where it sets no limit (v1 writes a
-// page-rounded 2^63 for none).
+// One group's headroom: limit - (usage - file cache); none where it sets no limit (v1 writes a
+// page-rounded 2^63 for none). The kernel reclaims a group's file cache, active or not, before it kills
+// in it: a warm cache (a dataset just read) is room, not usage.
 std::optional<int64_t> group_headroom(const std::string& dir, bool v2) {
   const auto limit = read_bytes(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
   if (!limit || *limit <= 0 || *limit >= (int64_t{1} << 62)) return std::nullopt;
   const int64_t usage = read_bytes(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes")).value_or(0);
-  const int64_t cache = read_bytes(dir + "/memory.stat", v2 ? "inactive_file" : "total_inactive_file").value_or(0);
+  const std::string stat = dir + "/memory.stat";
+  const int64_t cache = read_bytes(stat, v2 ? "inactive_file" : "total_inactive_file").value_or(0) +
+                        read_bytes(stat, v2 ? "active_file" : "total_active_file").value_or(0);
   return std::max<int64_t>(0, *limit - std::max<int64_t>(0, usage - cache));
 }
 

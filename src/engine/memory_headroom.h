@@ -11,7 +11,7 @@
 namespace batchwise::detail {
 
 /// The memory the cgroup of this process (read from `proc_cgroup`, as /proc/self/cgroup says it) still
-/// lets its group take: its limit less its usage, page cache it can reclaim (inactive files) not
+/// lets its group take: its limit less its usage, page cache it can reclaim (its file pages) not
 /// counted, the least over the group and its ancestors, from cgroup v2's memory.max / memory.current and
 /// v1's memory.limit_in_bytes / memory.usage_in_bytes under `root`. nullopt where none sets a limit.
 std::optional<int64_t> cgroup_headroom_bytes(const std::string& proc_cgroup = "/proc/self/cgroup",

@@ -1298,9 +1298,10 @@ TEST(Cli, AReportThroughALinkOrIntoAFifoKeepsThem) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   const int reader = open(fifo.c_str(), O_RDWR | O_NONBLOCK);  // a reader, so that writing it never waits
   ASSERT_GE(reader, 0);
+  // a few steps: the report stays well inside the pipe's 64 KiB, which is read once batchwise has ended
   const std::string sweep =
       "sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 8 "
-      "--repetitions 1 --no-history -q --json ";
+      "--repetitions 1 --steps 3 --min-time 0 --no-history -q --json ";
   Outcome r = batchwise(sweep + (dir / "link.json").string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
@@ -1313,6 +1314,12 @@ TEST(Cli, AReportThroughALinkOrIntoAFifoKeepsThem) {
   for (ssize_t n; (n = read(reader, buffer, sizeof buffer)) > 0;) written.append(buffer, static_cast<size_t>(n));
   close(reader);
   EXPECT_EQ(nlohmann::json::parse(written).at("sweep").at("points").size(), 1u);
+  // /dev/stdout is this process's descriptor 1, written as it is (here a pipe, whose link reads "pipe:[N]";
+  // a `>> log` is appended to, not reopened and truncated)
+  r = batchwise(sweep + "/dev/stdout");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"schema_version\": \"1\""), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_symlink("/dev/stdout") || fs::is_character_file("/dev/stdout"));
 }
 
 // The linear rule hands lenet 0.64 at 2048 and 1.28 at 4096, rates at which it never left chance

@@ -107,11 +107,11 @@ TEST(MemoryHeadroom, ACgroupsLimitLessItsUsageIsTheRoomLeft) {
     fs::create_directories(file.parent_path());
     std::ofstream(file) << text;
   };
-  // v2: the pod 8 GiB, 5 GiB used of which 1 GiB inactive files; its parent 6 GiB, 1 GiB used
+  // v2: the pod 8 GiB, 5 GiB used of which 1 GiB file cache (reclaimed before a kill); its parent 6 GiB, 1 GiB used
   write(root / "proc-v2", "0::/kubepods/pod1\n");
   write(root / "kubepods/pod1/memory.max", "8589934592\n");
   write(root / "kubepods/pod1/memory.current", "5368709120\n");
-  write(root / "kubepods/pod1/memory.stat", "anon 4294967296\ninactive_file 1073741824\nactive_file 0\n");
+  write(root / "kubepods/pod1/memory.stat", "anon 4294967296\ninactive_file 536870912\nactive_file 536870912\n");
   write(root / "kubepods/memory.max", "6442450944\n");
   write(root / "kubepods/memory.current", "1073741824\n");
   EXPECT_EQ(detail::cgroup_headroom_bytes((root / "proc-v2").string(), root.string()), int64_t{4} << 30);

@@ -411,18 +411,13 @@ def test_error():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     before = snapshot(model, optimizer)
     calls = {
-        "fit": lambda: batchwise.fit(model, optimizer, branchy_data(), loss=torch.nn.CrossEntropyLoss(reduction="none"),
-                                     memory_budget="16MiB", max=64, progress=False),
         "sweep": lambda: batchwise.sweep(model, optimizer, branchy_data(), loss=lambda o, t: o.sum() * float("nan"),
                                          batch_sizes=[8, 16], progress=False),
         # before, a report whose noise scale was "not measured:" with nothing after it
         "noise_scale": lambda: batchwise.noise(model, optimizer, branchy_data(), loss=lambda o, t: o.sum() * float("nan"),
                                                batch=64, micro_batch=16, noise_steps=3, progress=False),
     }
-    # (one loss a sample had trained at batch 1 alone, and a fit with min=1 answered 1)
-    expected = {"fit": "failed with an error, so no batch size is reported: Branchy's loss gave a tensor of shape [2], "
-                       "not one number: reduce it to a 0-d tensor (its .mean(), or the loss's reduction='mean')",
-                "sweep": "batchwise.sweep: no batch trained: 2 of 2 swept batches failed (batch 8: the training loss "
+    expected = {"sweep": "batchwise.sweep: no batch trained: 2 of 2 swept batches failed (batch 8: the training loss "
                          "is NaN at the first step",
                 "noise_scale": "batchwise.noise: the training loss became nan at step 1 of 3 (batch 64)"}
     for name, call in calls.items():
@@ -435,6 +430,17 @@ def test_error():
                  str(e))
             case("with the report", getattr(e.report, name) is not None, repr(e.report))
     case("the model is as it was after all three", same(before, snapshot(model, optimizer)))
+    # One loss a sample (reduction="none") is the user's error and ends the call at its first trial: it had
+    # trained at batch 1 alone, and fit answered 1 after every larger batch failed
+    try:
+        batchwise.fit(model, optimizer, branchy_data(), loss=torch.nn.CrossEntropyLoss(reduction="none"),
+                      memory_budget="16MiB", max=64, progress=False)
+        case("a loss of one value a sample raises", False, "fit returned")
+    except batchwise.TrainingError as e:
+        case("a loss of one value a sample raises, naming its shape and the fix",
+             "Branchy's loss raised ValueError: it gave a tensor of shape [" in str(e)
+             and "], not one number: reduce it (its .mean(), or the loss's reduction='mean')" in str(e), str(e))
+    case("and the model is as it was", same(before, snapshot(model, optimizer)))
     try:  # as the CLI's validate exits 1 where no run trained
         batchwise.validate(model, optimizer, branchy_data(), held_out=branchy_data(256, seed=1), batch_sizes=[32, 64],
                            epochs=0.1, loss=lambda o, t: o.sum() * float("nan"), progress=False)
@@ -450,7 +456,7 @@ def test_error():
                       loss=torch.nn.CrossEntropyLoss(reduction="none"), memory_budget="16MiB", max=64, progress=False)
         case("a fit whose loss is one a sample raises at batch 1 too", False, "fit returned")
     except batchwise.TrainingError as e:
-        case("a fit whose loss is one a sample raises at batch 1 too", "shape [1], not one number" in str(e), str(e))
+        case("a fit whose loss is one a sample raises at batch 1 too", "not one number" in str(e), str(e))
     class Diverging:  # finite for three steps, then infinite: "lower --lr" is the optimizer's lr here
         calls = 0
 
@@ -824,9 +830,9 @@ def test_options():
          "device='meta': batchwise trains on 'cpu' or 'cuda'"),
         (lambda: batchwise.fit(model, optimizer, (torch.tensor(1.0), torch.tensor(0))), ValueError,
          "data: the inputs are a 0-d tensor (one number)"),  # before: TypeError: len() of a 0-d tensor
-        # before: the call ended on the forward's "Expected more than 1 value per channel" (Branchy has BatchNorm)
+        # the forward's "Expected more than 1 value per channel" (Branchy has BatchNorm1d) with the fix
         (lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), branchy_data(), batch_sizes=[1, 4]),
-         ValueError, "batch_sizes=[1, 4]: batch 1 cannot train Branchy, whose BatchNorm normalises over the batch"),
+         batchwise.TrainingError, "BatchNorm cannot train on one value per channel (a batch of 1): start batch_sizes"),
     ]
     refused(checks)
     # NumPy arrays are (inputs, targets) too, and a DataLoader's own collate_fn is used over a
@@ -1069,6 +1075,20 @@ def test_lightning():
     case("the module's own rate, not its scheduler's first step's; training_step(batch); a DataLoader as the data",
          report.workload.lr == 0.1 and [p.outcome for p in report.sweep.points] == ["ok"],
          (report.workload.lr, report.sweep.points))
+
+    class Kept(NoForward):  # an optimizer the module keeps: its rate is put back as configure_optimizers left it
+        def __init__(self):
+            super().__init__()
+            self.opt = torch.optim.SGD(self.parameters(), lr=0.1)
+
+        def configure_optimizers(self):
+            return {"optimizer": self.opt, "lr_scheduler": torch.optim.lr_scheduler.LinearLR(self.opt, 0.01)}
+
+    kept = Kept()
+    report = batchwise.lightning.sweep(kept, loader, batch_sizes=[32], steps=2, repetitions=1, progress=False)
+    case("a kept optimizer's rate is the module's for the call and as its scheduler left it after",
+         report.workload.lr == 0.1 and abs(kept.opt.param_groups[0]["lr"] - 0.001) < 1e-12,
+         (report.workload.lr, kept.opt.param_groups[0]["lr"]))
 
     class Manual(NoForward):
         def __init__(self):

@@ -108,7 +108,7 @@ TEST(History, WithoutHomeTheDefaultIsTheUsersOwn) {
   home ? setenv("HOME", home->c_str(), 1) : unsetenv("HOME");
   xdg ? setenv("XDG_DATA_HOME", xdg->c_str(), 1) : unsetenv("XDG_DATA_HOME");
   const passwd* user = getpwuid(getuid());
-  ASSERT_NE(user, nullptr);
+  if (user == nullptr) GTEST_SKIP() << "no password entry for uid " << getuid() << " (docker run -u N)";
   EXPECT_EQ(path, std::string(user->pw_dir) + "/.local/share/batchwise/history.sqlite");
   EXPECT_EQ(given, "/data/x/batchwise/history.sqlite");
 }
