@@ -753,6 +753,11 @@ def run_lightning(command, module, datamodule, options):
         try:
             return _call(command, options,
                          lambda o: _StepAdapter(command, module, optimizer, train, o, data_what, val_what))
+        except Exception as e:  # the engine's and the adapter's words name this call: batchwise.lightning.fit
+            plain = f"batchwise.{command}:"
+            if e.args and isinstance(e.args[0], str) and e.args[0].startswith(plain):
+                e.args = (f"batchwise.lightning.{command}:" + e.args[0][len(plain):],) + e.args[1:]
+            raise
         finally:
             for group, lr in zip(optimizer.param_groups, moved):
                 group["lr"] = lr
@@ -935,8 +940,8 @@ def _call_kept(command, options, make_adapter):
     if options.get("epochs"):  # as the CLI refuses them: full runs train to their end
         for name in ("max_epochs", "max_seconds", "stop_slower_than"):
             if options.get(name) is not None:
-                raise ValueError(f"batchwise.{command}: {name}={options[name]!r} limits a run to a target, and "
-                                 f"epochs={options['epochs']!r} trains every run to its end; drop {name}")
+                raise ValueError(f"batchwise.{command}: {name}={options[name]:g} limits a run to a target, and "
+                                 f"epochs={options['epochs']:g} trains every run to its end; drop {name}")
     adapter = None
     try:
         adapter = make_adapter(options)

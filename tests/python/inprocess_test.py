@@ -1121,8 +1121,9 @@ def test_lightning():
         (lambda: sweep(NoForward()), TypeError, "NoForward defines no train_dataloader(); define it, or pass"),
         (lambda: sweep(Branchy(), Data()), TypeError, "Branchy is a torch.nn.Module, not a LightningModule"),
         (lambda: batchwise.lightning.tune(NoForward(), BrokenVal(), max=64, progress=False), NameError, "vaa"),
-        (lambda: sweep(NoLoss(), Data()), batchwise.TrainingError,
-         "NoLoss.training_step raised TypeError: it returned a dict without 'loss' (keys 'logits')"),
+        (lambda: sweep(NoLoss(), Data()), batchwise.TrainingError,  # named as this call, not batchwise.sweep
+         "batchwise.lightning.sweep: NoLoss.training_step raised TypeError: it returned a dict without 'loss' "
+         "(keys 'logits')"),
     ])
 
 
@@ -1202,7 +1203,8 @@ def test_validate():
                                     batch_schedule=""), TypeError, "batch_schedule='' is not a batch-size schedule"),
         (lambda: batchwise.validate(model, optimizer, (x, y), held_out=held_out, batch_sizes=[32], epochs=1,
                                     max_seconds=60), ValueError,
-         "max_seconds=60.0 limits a run to a target, and epochs=1.0 trains every run to its end; drop max_seconds"),
+         # as written: 60 and 1, not 60.0 and 1.0
+         "max_seconds=60 limits a run to a target, and epochs=1 trains every run to its end; drop max_seconds"),
         # Held-out data the model or the loss cannot take is refused before anything trains, naming it.
         (lambda: batchwise.validate(model, optimizer, (x, y), held_out=(held_out[0][:, :40], held_out[1]),
                                     batch_sizes=[32], epochs=1, progress=False), batchwise.TrainingError,
