@@ -16,13 +16,13 @@
 #include <utility>
 #include <vector>
 
-#include "advice/held_out_probe.h"
 #include "advice/race_rank.h"
 #include "advice/target.h"
 #include "batchwise/units.h"
 #include "batchwise/validate.h"
 #include "batchwise/workload.h"
 #include "check.h"
+#include "engine/held_out_probe.h"
 
 namespace batchwise {
 

@@ -16,7 +16,6 @@
 #include <tuple>
 #include <type_traits>
 
-#include "advice/held_out_probe.h"
 #include "advice/race_rank.h"
 #include "advice/run_race_internal.h"
 #include "advice/target.h"
@@ -25,6 +24,7 @@
 #include "batchwise/units.h"
 #include "batchwise/workload.h"
 #include "check.h"
+#include "engine/held_out_probe.h"
 
 namespace batchwise {
 

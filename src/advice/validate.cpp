@@ -10,7 +10,6 @@
 #include <cmath>
 #include <tuple>
 
-#include "advice/held_out_probe.h"
 #include "advice/target.h"
 #include "batchwise/schedule.h"
 #include "batchwise/sweep.h"
@@ -18,6 +17,7 @@
 #include "batchwise/utilisation.h"
 #include "batchwise/workload.h"
 #include "check.h"
+#include "engine/held_out_probe.h"
 #include "engine/memory_limit.h"
 #include "torch_error.h"
 

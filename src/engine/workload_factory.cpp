@@ -16,6 +16,7 @@
 #include "batchwise/units.h"
 #include "check.h"
 #include "compat.h"
+#include "engine/held_out_probe.h"
 #include "engine/table.h"
 #include "model_input.h"
 #include "torch_error.h"
@@ -363,20 +364,13 @@ void check_held_out(const Dataset& held_out, ModuleWorkload& model) {
                   "columns, in the same order",
                   held_out.name, held_out.sample_shape()[0], held_out.sample_shape()[0] == 1 ? "feature" : "features",
                   training.name, training.sample_shape()[0]);
-  std::string reason;
-  try {
-    (void)model.evaluate(head(held_out, 2));
-    return;
-  } catch (const c10::OutOfMemoryError&) {
-    throw;  // the device's memory, not the samples' kind: said as such by the caller
-  } catch (const std::exception& e) {
-    reason = detail::error_line(detail::plain_what(e));
-  }
-  BATCHWISE_CHECK(false, DataError,
-                  "{}: its samples are {}, and the model trains on {}'s {} and does not take them ({}); give a test "
-                  "split of the training data's kind",
-                  held_out.name, fmt::join(held_out.sample_shape(), "x"), training.name,
-                  fmt::join(training.sample_shape(), "x"), reason);
+  // (out of memory, and oneDNN's or an allocator's failures, are not the samples' kind: said as such by the caller)
+  if (const auto reason = detail::held_out_refusal(model, held_out))
+    BATCHWISE_CHECK(false, DataError,
+                    "{}: its samples are {}, and the model trains on {}'s {} and does not take them ({}); give a "
+                    "test split of the training data's kind",
+                    held_out.name, fmt::join(held_out.sample_shape(), "x"), training.name,
+                    fmt::join(training.sample_shape(), "x"), *reason);
 }
 
 std::unique_ptr<Workload> make_workload(const WorkloadOptions& o, Dataset* held_out) {

@@ -272,9 +272,8 @@ bool write_or_rescue(const std::string& path, const std::string& text, const cha
   try {
     write_file(path, text, flag);
     return true;
-  } catch (const Error& e) {
+  } catch (const Error& e) {  // write_file removed its temporary file
     std::error_code ignored;
-    std::filesystem::remove(path + ".tmp", ignored);
     const std::time_t now = std::time(nullptr);
     std::tm local{};
     localtime_r(&now, &local);
