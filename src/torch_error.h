@@ -54,6 +54,11 @@ inline bool says_out_of_memory(const std::string& text) {
   return false;
 }
 
+/// Whether a message is the tracking allocator's for an allocation the system refused below the budget.
+inline bool says_host_refused(const std::string& text) {
+  return text.find("host out of memory allocating") != std::string::npos;
+}
+
 inline std::pair<Outcome, std::string> classify_failure(const std::exception& e) {
   const std::string full = plain_what(e);
   std::string message = error_line(full) + failure_hint(full);

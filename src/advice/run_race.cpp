@@ -25,6 +25,7 @@
 #include "batchwise/workload.h"
 #include "check.h"
 #include "engine/held_out_probe.h"
+#include "torch_error.h"
 
 namespace batchwise {
 
@@ -51,6 +52,7 @@ using detail::compressed_cost_s;
 using detail::kLongestShare;
 using detail::kNoiseUnbounded;
 using detail::kTrendNoise;
+using detail::noise_batch_of;
 using detail::now_s;
 using detail::out_of_time;
 using detail::race_once;
@@ -129,11 +131,23 @@ CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const R
 
 // The noise scale at the workload's current weights, in micro-batches of an eighth of `batch`;
 // kNoiseUnbounded where the gradient cannot be told from its noise; none where its training diverged
-// (not unbounded: that would read as every batch efficient).
-std::optional<double> noise_scale(ModuleWorkload& w, int64_t batch, int steps) {
+// (not unbounded: that would read as every batch efficient), or where it ran out of memory (a limit
+// on the process's, ulimit -v, can end its steps where the race's own trained): `out_of_memory` then
+// says how, and the race goes on without the figure, as tune's own noise phase does.
+std::optional<double> noise_scale(ModuleWorkload& w, int64_t batch, int steps, std::string& out_of_memory) {
   int64_t micro = std::max<int64_t>(1, batch / 8);
   while (batch % micro != 0) --micro;
-  const NoiseResult r = measure_noise_scale(w, NoiseOptions().batch(batch).micro_batch(micro).steps(steps));
+  NoiseResult r;
+  try {
+    r = measure_noise_scale(w, NoiseOptions().batch(batch).micro_batch(micro).steps(steps));
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    auto [outcome, message] = detail::classify_failure(e);
+    if (outcome != Outcome::Oom) throw;
+    out_of_memory = fmt::format("its steps at batch {} ran out of memory ({})", batch, message);
+    return std::nullopt;
+  }
   if (r.diverged) return std::nullopt;
   if (!r.b_simple) return kNoiseUnbounded;
   return std::isfinite(*r.b_simple) ? std::max(kNoiseFloor, *r.b_simple) : kNoiseUnbounded;
@@ -257,56 +271,7 @@ double detail::error_at(const std::vector<double>& samples, const std::vector<do
   return std::max(on_the_law, no_floor);
 }
 
-double detail::compressed_cost_s(const std::vector<double>& full_runs_s) {
-  double others_s = 0;
-  for (size_t i = 1; i < full_runs_s.size(); ++i) others_s += full_runs_s[i];
-  return 7 * full_runs_s.front() + 6 * others_s;
-}
-
 namespace {
-
-// The share f that `budget_s` of training buys, at most a quarter (the longest run the whole run).
-double compressed_share(double budget_s, const std::vector<double>& full_runs_s) {
-  return std::min(kLongestShare, budget_s / compressed_cost_s(full_runs_s));
-}
-
-// The share f on a grid of the reference's steps: its shortest run takes 2^k or 3 x 2^(k-1) steps,
-// the most of them that f buys (at least one). The budget's f follows the sweep's samples/s, which
-// move a few percent from one tune to the next, and the compressed runs' gaps with it, by about
-// the held-out noise (lenet AdamW, 15 epochs: 0.328 and 0.334 epochs picked 64 and 16); on the grid,
-// two such tunes train the same runs from the same seed and give the same answer. It costs at most a
-// third of the budget. A quarter (the longest run the whole run) stays as it is.
-double on_step_grid(double f, double epochs, int64_t dataset, int64_t reference) {
-  if (f >= kLongestShare) return f;
-  const double per_step = static_cast<double>(reference) / (epochs * static_cast<double>(dataset));
-  const double steps = f / per_step * (1 + 1e-9);           // 32 steps planned (run_race_train_s) are 32, not 31.99...
-  if (steps < 2) return std::min(kLongestShare, per_step);  // one step, within the run
-  double grid = std::exp2(std::floor(std::log2(steps)));
-  if (1.5 * grid <= steps) grid *= 1.5;
-  return grid * per_step;
-}
-
-// The candidates, sorted, each with its full run's time; and the compressed lengths: a fraction f
-// of the run (on the step grid), twice and four times it, the reference's three runs and every
-// other candidate's two longer ones taking the budget at their samples/s; at most a quarter, half
-// and the whole run.
-void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) {
-  for (size_t i = 0; i < o.batches().size(); ++i) {
-    RunRaceEntry e;
-    e.batch = o.batches()[i];
-    e.samples_per_s = o.samples_per_s()[i];
-    BATCHWISE_CHECK(e.batch >= 1 && e.samples_per_s > 0, ConfigError,
-                    "the run race: batch {} with {:g} samples/s; both must be positive", e.batch, e.samples_per_s);
-    e.full_run_s = o.epochs() * static_cast<double>(dataset) / e.samples_per_s;
-    race.entries.push_back(e);
-  }
-  std::sort(race.entries.begin(), race.entries.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
-  race.reference_batch = race.entries.front().batch;
-  std::vector<double> full_runs_s;
-  for (const auto& e : race.entries) full_runs_s.push_back(e.full_run_s);
-  const double f = on_step_grid(compressed_share(o.budget_s(), full_runs_s), o.epochs(), dataset, race.reference_batch);
-  race.lengths_epochs = {f * o.epochs(), 2 * f * o.epochs(), 4 * f * o.epochs()};
-}
 
 // Each candidate's advised rate, with the warm-up its full run applies (at most a quarter of it)
 // and the schedule after it in its advice; a candidate whose range test fails gets a message.
@@ -331,6 +296,36 @@ void advise_rates(ModuleWorkload& w, const WorkloadState& initial, RunRace& race
   }
 }
 
+// One compressed run of `e`; none where it failed (out of memory at this batch, or a failing step: the reference's as
+// any other's), and then `e.message` says how.
+std::optional<CompressedRun> try_compressed(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o,
+                                            RunRaceEntry& e, double epochs, Trained& trained) {
+  try {
+    return run_compressed(w, held_out, o, e, epochs, trained);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& failure) {
+    const std::string what = failure.what();
+    e.message = "failed: " + what.substr(0, what.find('\n'));
+    return std::nullopt;
+  }
+}
+
+// The held-out loss at the initial weights, once a race; false where it ran out of memory (the held-out probe vouched
+// for the data), and then the reference's message says so.
+bool held_out_loss_before(ModuleWorkload& w, const Dataset& held_out, Trained& trained, RunRaceEntry& ref) {
+  if (trained.loss_before) return true;
+  try {
+    trained.loss_before = w.evaluate(held_out).first;
+    return true;
+  } catch (const std::exception& failure) {
+    auto [outcome, message] = detail::classify_failure(failure);
+    if (outcome != Outcome::Oom) throw;
+    ref.message = "failed: the held-out loss before training: " + message;
+    return false;
+  }
+}
+
 // The reference's three compressed runs, the noise scale after the two longer ones where
 // `noise_batch` is given (with the one at the start, three points for the schedule and the notes;
 // one after the shortest run shaped only the curve before the middle run and cost about 0.7 s of
@@ -340,7 +335,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
                 const RunRaceOptions& o, std::optional<int64_t> noise_batch, Trained& trained, bool& only_longest) {
   RunRaceEntry& ref = race.entries.front();
   w.restore_state(initial);
-  if (!trained.loss_before) trained.loss_before = w.evaluate(held_out).first;
+  if (!held_out_loss_before(w, held_out, trained, ref)) return false;
   const double loss_before = *trained.loss_before;
   const int64_t dataset = w.data().size();
   const auto known = [&](int64_t batch, double epochs) -> const CompressedRun* {
@@ -360,7 +355,9 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
     }
     if (o.on_progress()) o.on_progress()(compressed_run_text(ref.batch, o.epochs(), epochs));
     w.restore_state(initial);
-    CompressedRun run = run_compressed(w, held_out, o, ref, epochs, trained);
+    std::optional<CompressedRun> tried = try_compressed(w, held_out, o, ref, epochs, trained);
+    if (!tried) return false;
+    CompressedRun run = std::move(*tried);
     if (!run.loss && trained.out_of_time) {
       past_the_wall_limit(ref, o, epochs, false, true);
       return false;
@@ -373,7 +370,11 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
           epochs, ref.lr.lr);
       return false;
     }
-    if (noise_after) race.runs.back().b_simple = noise_scale(w, *noise_batch, o.noise_steps());
+    std::string out_of_memory;
+    if (noise_after) race.runs.back().b_simple = noise_scale(w, *noise_batch, o.noise_steps(), out_of_memory);
+    if (!out_of_memory.empty())
+      race.notes.push_back(
+          fmt::format("no noise scale after the {}-epoch run: {}", format_epochs(epochs, 3), out_of_memory));
     trained.runs[{ref.batch, race.runs.back().steps}] = race.runs.back();
   }
   // A reference whose held-out loss never fell kLeftTheStart below the initial weights' has no
@@ -427,23 +428,16 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
       }
       if (o.on_progress()) o.on_progress()(compressed_run_text(e.batch, o.epochs(), epochs));
       w.restore_state(initial);
-      try {
-        slot = run_compressed(w, held_out, o, e, epochs, trained);
-        if (slot->loss) trained.runs[{e.batch, slot->steps}] = *slot;
-        if (!slot->loss && trained.out_of_time) {
-          past_the_wall_limit(e, o, epochs, false, false);
-          slot.reset();
-        } else if (!slot->loss) {
-          e.message = fmt::format(
-              "the training loss or its held-out loss stopped being finite in its {:.3g}-epoch "
-              "run at lr {:.4g}",
-              epochs, e.lr.lr);
-        }
-      } catch (const ConfigError&) {
-        throw;
-      } catch (const std::exception& failure) {  // out of memory at this batch, or a failing step
-        const std::string what = failure.what();
-        e.message = "failed: " + what.substr(0, what.find('\n'));
+      slot = try_compressed(w, held_out, o, e, epochs, trained);
+      if (slot && slot->loss) trained.runs[{e.batch, slot->steps}] = *slot;
+      if (slot && !slot->loss && trained.out_of_time) {
+        past_the_wall_limit(e, o, epochs, false, false);
+        slot.reset();
+      } else if (slot && !slot->loss) {
+        e.message = fmt::format(
+            "the training loss or its held-out loss stopped being finite in its {:.3g}-epoch "
+            "run at lr {:.4g}",
+            epochs, e.lr.lr);
       }
     }
   }
@@ -540,20 +534,6 @@ void judge(RunRace& race, const RunRaceOptions& o, int64_t dataset, int64_t held
 
 }  // namespace
 
-namespace {
-
-// The noise scale's batch, as tune measures it: the largest candidate up to 1024; where every
-// candidate is larger, the smallest; at least 8, for micro-batches of an eighth.
-int64_t noise_batch_of(const std::vector<int64_t>& batches) {
-  int64_t b = 0;
-  for (int64_t c : batches)
-    if (c <= 1024) b = std::max(b, c);
-  if (b == 0) b = *std::min_element(batches.begin(), batches.end());
-  return std::max<int64_t>(8, b);
-}
-
-}  // namespace
-
 std::vector<int64_t> contested_batches(const RunRace& race) {
   std::vector<int64_t> out;
   if (!race.best_batch || race.runs.size() < 3 || race.lengths_epochs.size() < 3) return out;
@@ -568,37 +548,6 @@ std::vector<int64_t> contested_batches(const RunRace& race) {
     if (shorter && longer && *shorter > kTrendNoise * race.tolerance && *longer < *shorter) out.push_back(e.batch);
   }
   return out;
-}
-
-double run_race_train_s(double default_s, double ceiling_s, const std::vector<int64_t>& batches,
-                        const std::vector<double>& samples_per_s, double epochs, int64_t dataset) {
-  if (batches.size() < 2 || batches.size() != samples_per_s.size() || !(epochs > 0) || dataset <= 0) return default_s;
-  std::vector<std::pair<int64_t, double>> by_batch;
-  for (size_t i = 0; i < batches.size(); ++i) by_batch.emplace_back(batches[i], samples_per_s[i]);
-  std::sort(by_batch.begin(), by_batch.end());
-  std::vector<double> full_runs_s;
-  for (const auto& [b, rate] : by_batch) {
-    if (!(rate > 0)) return default_s;
-    full_runs_s.push_back(epochs * static_cast<double>(dataset) / rate);
-  }
-  // The share that gives the reference kReferenceSteps in its shortest run; where the default buys
-  // more, it stands.
-  const double share = std::min(kLongestShare, static_cast<double>(kReferenceSteps * by_batch.front().first) /
-                                                   (epochs * static_cast<double>(dataset)));
-  return std::max(default_s, std::min(ceiling_s, share * compressed_cost_s(full_runs_s)));
-}
-
-double run_race_overhead_s(const RunRaceOptions& o, int64_t held_out_size,
-                           const std::function<double(int64_t)>& step_s) {
-  const std::vector<int64_t> raced = raced_options(o).batches();
-  double range_tests = 0;
-  for (int64_t b : raced) range_tests += o.lr().steps() * step_s(b);
-  const int64_t noise_batch = noise_batch_of(o.batches());  // the candidates given choose it
-  const int noise_scales = o.noise_at_start() ? 2 : 3;      // after the reference's two longer runs
-  const double noise = noise_scales * o.noise_steps() * 8 * step_s(std::max<int64_t>(1, noise_batch / 8));
-  const double evaluations = 1 + 3 + 2 * static_cast<double>(raced.size() - 1);
-  const double evaluation = static_cast<double>(held_out_size) / 1024 * step_s(1024) / 3;
-  return range_tests + noise + evaluations * evaluation;
 }
 
 RunRace detail::race_once(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o, Trained& trained,
@@ -631,14 +580,17 @@ RunRace detail::race_once(ModuleWorkload& w, const Dataset& held_out, const RunR
   RunRaceEntry& ref = race.entries.front();
   if (ref.message.empty()) {
     w.restore_state(initial.state());
-    race.noise_at_start =
-        o.noise_at_start() ? std::max(kNoiseFloor, *o.noise_at_start()) : noise_scale(w, noise_batch, o.noise_steps());
-    if (!race.noise_at_start) {  // its steps diverged: the floor, so that no growth is read into it
+    std::string out_of_memory;
+    race.noise_at_start = o.noise_at_start() ? std::max(kNoiseFloor, *o.noise_at_start())
+                                             : noise_scale(w, noise_batch, o.noise_steps(), out_of_memory);
+    if (!race.noise_at_start) {  // its steps diverged, or ran out of memory: the floor, so that no growth is read into
+                                 // it
       race.noise_at_start = kNoiseFloor;
       race.notes.push_back(fmt::format(
-          "the noise scale at the start could not be measured (its training steps at batch {} diverged): taken as "
-          "{:g}, the least, so that it reads no batch as efficient",
-          noise_batch, kNoiseFloor));
+          "the noise scale at the start could not be measured ({}): taken as {:g}, the least, so that it reads no "
+          "batch as efficient",
+          out_of_memory.empty() ? fmt::format("its training steps at batch {} diverged", noise_batch) : out_of_memory,
+          kNoiseFloor));
     }
     if (train_runs(w, initial.state(), held_out, race, o, noise_along ? std::optional(noise_batch) : std::nullopt,
                    trained, only_longest))

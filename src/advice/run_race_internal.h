@@ -1,4 +1,5 @@
-// What the run race's units share: run_race.cpp trains the compressed runs and judges them,
+// What the run race's units share: run_race_plan.cpp plans the compressed runs' lengths and states a race's
+// cost, run_race.cpp trains the compressed runs and judges them,
 // run_race_longer.cpp runs a race's compressed runs longer (its contested candidates, or all of them
 // where its reference had not left the plateau at the start in its middle run), run_race_gaps.cpp
 // reads the reference's learning curve and the candidates' gaps off them (and names the good batches
@@ -39,6 +40,13 @@ double now_s(const RunRaceOptions& o);
 /// Whether the race has passed its wall limit (Trained::deadline_s), read on its clock: once it has,
 /// it stays so. Asked where the race would train more, so that a race which stopped had more to do.
 bool out_of_time(const RunRaceOptions& o, Trained& trained);
+
+/// The candidates, sorted, each with its full run's time; and the compressed lengths (run_race_plan.cpp).
+void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset);
+
+/// The noise scale's batch, as tune measures it: the largest candidate up to 1024; where every candidate is larger,
+/// the smallest; at least 8, for micro-batches of an eighth.
+int64_t noise_batch_of(const std::vector<int64_t>& batches);
 
 /// The compressed runs' training seconds per unit of f (the share of the run in the shortest):
 /// the reference's three runs (f, 2f, 4f: 7f of its full run) and every other candidate's two longer

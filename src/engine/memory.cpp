@@ -98,11 +98,13 @@ struct TrackingAllocator final : public c10::Allocator {
     char* base = nullptr;
     try {
       base = static_cast<char*>(c10::alloc_cpu(n + kHeaderBytes));
-    } catch (const c10::Error& e) {
-      // The machine itself ran out: undo the count and report it as the out-of-memory it is.
+    } catch (const c10::Error&) {
+      // The machine itself ran out: undo the count and report it as the out-of-memory it is (torch's own text,
+      // "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: ...", says no more).
       if (counted) g_current.fetch_sub(bytes, std::memory_order_relaxed);
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "host out of memory allocating ", format_bytes(bytes), ": ",
-                       e.what_without_backtrace());
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "host out of memory allocating ", format_bytes(bytes),
+                       ": the system refused it (the machine's memory, or a limit on this "
+                       "process's, ulimit -v or a container's, ran out)");
     }
     const Header header{static_cast<uint64_t>(n), counted ? kCountedTag : kUncountedTag};
     std::memcpy(base, &header, sizeof header);

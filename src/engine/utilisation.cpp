@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -270,7 +271,13 @@ UtilisationMonitor::UtilisationMonitor(double interval_s, int gpu_index) : state
   state_->cpu.emplace(read_cpu_times(state_->mask));
   state_->between_steps = gpu_index < 0;
   if (state_->gpu_index >= 0) state_->window.emplace(detail::shared_nvml(), state_->gpu_index, wall_clock_us());
-  state_->thread = std::thread([s = state_.get()] { s->run(); });
+  try {
+    state_->thread = std::thread([s = state_.get()] { s->run(); });
+  } catch (const std::system_error&) {
+    // No thread to be had (ulimit -v leaves no room for its stack, ulimit -u or a pids limit none for the thread):
+    // the training thread samples between its steps alone, and the trial goes on without the monitor's thread.
+    state_->between_steps = true;
+  }
 }
 
 UtilisationMonitor::~UtilisationMonitor() {
@@ -300,7 +307,15 @@ UtilisationSummary UtilisationMonitor::finish() {
     state_->stop = true;
   }
   state_->wake.notify_all();
-  if (state_->thread.joinable()) state_->thread.join();
+  if (state_->thread.joinable()) {
+    state_->thread.join();
+  } else {  // the last stretch's sample, the thread's own at its end
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    try {
+      state_->sample();
+    } catch (const std::exception&) {  // the samples taken stand
+    }
+  }
   const double wall = std::chrono::duration<double>(Clock::now() - state_->start).count();
   UtilisationSummary u;
   u.interval_s = state_->interval_s;

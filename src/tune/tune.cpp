@@ -215,15 +215,15 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
         NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()).limit_bytes(report.budget_bytes));
   } catch (const ConfigError& e) {  // a Workload of the user's without the gradient primitives
     return report.context.warnings.push_back(fmt::format("no noise scale or goodput: {}", first_line(e.what())));
-  } catch (const std::exception& e) {  // out of memory: past the budget, a failed allocation, oneDNN's "could
-    // not create a primitive" (ulimit -v); the answer goes on without it (it had ended tune, the sweep lost)
+  } catch (const std::exception& e) {  // out of memory (the budget, ulimit -v, oneDNN's): the answer goes on
     if (!dynamic_cast<const c10::OutOfMemoryError*>(&e) && !dynamic_cast<const std::bad_alloc*>(&e) &&
         std::string(e.what()) != "could not create a primitive")
       throw;  // anything else (the user's code, a device error, a stop) ends the run as it would have
+    const bool past = dynamic_cast<const c10::OutOfMemoryError*>(&e) && !detail::says_host_refused(e.what());
     return report.context.warnings.push_back(
         fmt::format("no noise scale or goodput: batch {} in micro-batches of {} {} the {} budget ({})", b, micro,
-                    dynamic_cast<const c10::OutOfMemoryError*>(&e) ? "does not fit" : "could not allocate within",
-                    format_bytes(report.budget_bytes), first_line(detail::plain_what(e))));
+                    past ? "does not fit" : "could not allocate within", format_bytes(report.budget_bytes),
+                    first_line(detail::plain_what(e))));
   }
   std::vector<int64_t> larger;  // goodput at the batches a run can train: a larger one repeats samples in a step
   report.goodput = goodput(within_dataset(report.sweep->points, training_samples(subject), larger), *report.noise);

@@ -206,6 +206,43 @@ TEST(RunRace, ANoiseScaleWhoseStepsDivergedIsNotReadAsUnbounded) {
   EXPECT_EQ(problem.workload->optimizer().param_groups()[0].options().get_lr(), 1.5);
 }
 
+// Out of memory in the race's own steps (a limit on the process's, ulimit -v, can end them where the sweep's trials
+// trained): the noise scale's micro-batches (8, of batch 64) run out, and the race goes on without the figure, saying
+// so; the reference's compressed run runs out, and the race recommends nothing, naming it. Neither ends the run.
+LossFn running_out_at(int64_t size, std::shared_ptr<bool> after_noise) {
+  return [size, after_noise](const at::Tensor& out, const at::Tensor& target) {
+    if (out.size(0) == 8) *after_noise = true;
+    if (out.size(0) == size && (size == 8 || *after_noise))
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "host out of memory allocating 2.00 MiB: the system refused it");
+    return squared_error(out, target);
+  };
+}
+
+TEST(RunRace, OutOfMemoryInItsOwnStepsEndsNoRun) {
+  const auto options = [] {
+    return RunRaceOptions({32, 64}, step_rates({32, 64}), LrAdviceOptions(32, 0.05))
+        .epochs(1)
+        .lr_schedule(LrSchedule::Cosine)
+        .budget_s(2)
+        .clock(ticking_clock());
+  };
+  Problem noise(running_out_at(8, std::make_shared<bool>(false)));
+  const RunRace without_noise = race_runs(*noise.workload, noise.held_out, options());
+  const std::string notes = fmt::format("{}", fmt::join(without_noise.notes, "; "));
+  EXPECT_NE(notes.find("the noise scale at the start could not be measured (its steps at batch 64 ran out of memory "
+                       "(host out of memory allocating 2.00 MiB"),
+            std::string::npos)
+      << notes;
+  EXPECT_EQ(*without_noise.noise_at_start, 1.0);
+  EXPECT_TRUE(without_noise.best_batch.has_value()) << notes;  // the runs trained all the same
+
+  Problem reference(running_out_at(32, std::make_shared<bool>(false)));
+  const RunRace without_reference = race_runs(*reference.workload, reference.held_out, options());
+  EXPECT_FALSE(without_reference.best_batch.has_value());
+  EXPECT_EQ(without_reference.entries.front().message.rfind("failed: host out of memory allocating 2.00 MiB", 0), 0u)
+      << without_reference.entries.front().message;
+}
+
 // The closed-form problem over a 16-epoch run, where every batch ends level (the closed form's
 // losses agree within 2 %, so its answer is the fastest, 1,024): the race's longest compressed run
 // is 0.49 epochs, five doublings short, and 1,024, far behind in its shorter run and closing, is

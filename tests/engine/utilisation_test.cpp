@@ -3,9 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <system_error>
 #include <thread>
+#include <vector>
 
 #include "batchwise/trial.h"
 #include "batchwise/utilisation.h"
@@ -69,6 +75,47 @@ TEST(Utilisation, OnCpuTheSamplesAreTakenBetweenSteps) {
   EXPECT_EQ(b.samples_between_steps, 0);
   EXPECT_GE(b.samples, 4);
   for (size_t i = 1; i < b.timeline.size(); ++i) EXPECT_GT(b.timeline[i].t_s, b.timeline[i - 1].t_s);
+}
+
+// A process that cannot start a thread (a limit on its address space, ulimit -v, that leaves no room for the thread's
+// stack; ulimit -u): the monitor samples between the steps alone, and the trial goes on, where std::thread's
+// "Resource temporarily unavailable" had ended the run. In a child process, whose limit ends with it.
+TEST(Utilisation, WithoutAThreadToBeHadTheStepsAreSampledAlone) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    long pages = 0;
+    if (FILE* statm = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(statm, "%ld", &pages) != 1) pages = 0;
+      std::fclose(statm);
+    }
+    const rlim_t size = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+    const rlimit limit{size + (2 << 20), size + (2 << 20)};  // 2 MiB more: no room for a thread's 8 MiB stack
+    if (pages == 0 || setrlimit(RLIMIT_AS, &limit) != 0) _exit(3);
+    // glibc keeps the stacks of threads that ended for the next ones: threads that never end take them first, until
+    // none is left to be had
+    std::vector<std::thread> holding;
+    try {
+      while (holding.size() < 64) holding.emplace_back([] { pause(); });
+      _exit(4);  // the limit left room for every thread: nothing tested
+    } catch (const std::system_error&) {}
+    try {
+      UtilisationMonitor alone(0.05, -1);
+      const auto start = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(400)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        alone.step_boundary();
+      }
+      const UtilisationSummary u = alone.finish();
+      _exit(u.samples_between_steps >= 2 && u.samples == u.samples_between_steps + 1 ? 0 : 5);
+    } catch (...) {
+      _exit(6);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: no limit set, 4: a thread started under it, 5: too few samples, 6: threw";
 }
 
 // /proc/stat counts in clock ticks (10 ms), each CPU's on its own tick: a sample taken less than a

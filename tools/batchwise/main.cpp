@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <system_error>
 
 #include "batchwise/command.h"
 #include "batchwise/device.h"
@@ -76,6 +77,15 @@ int run_mapping_errors(Command& command, const std::string& who) {
   } catch (const std::bad_alloc&) {
     say("out of memory outside any trial (std::bad_alloc): the machine's memory, or a limit on this process's "
         "(ulimit -v), ran out; give a smaller --memory-budget or --max, or more memory");
+    return kExitFailed;
+  } catch (const std::system_error& e) {
+    if (e.code() != std::errc::resource_unavailable_try_again) {
+      say(first_line(e.what()));
+    } else {  // std::thread's, most often
+      say(first_line(e.what()) +
+          " (this process could not start a thread: a limit on its memory, ulimit -v, leaves no room for a thread's "
+          "stack, or one on its processes, ulimit -u or a container's pids.max, is reached; raise it)");
+    }
     return kExitFailed;
   } catch (const std::exception& e) {
     const std::string what = first_line(e.what());
