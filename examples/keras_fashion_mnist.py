@@ -54,7 +54,8 @@ def main():
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(images, labels, batch_size=args.batch_size, epochs=args.epochs, verbose=0 if args.quiet else "auto",
                         callbacks=[] if args.without_batchwise else [BatchwiseCallback()])
-    print(f"trained {model.optimizer.iterations.numpy()} optimizer steps, loss {history.history['loss'][-1]:.6f}")
+    losses = history.history.get("loss") or []  # none where no step trained (epochs 0)
+    print(f"trained {model.optimizer.iterations.numpy()} optimizer steps, loss {f'{losses[-1]:.6f}' if losses else '-'}")
 
 
 if __name__ == "__main__":

@@ -77,7 +77,8 @@ def main():
         callbacks=[] if args.without_batchwise else [BatchwiseCallback()])
     model = Classifier(args.width, args.lr)
     trainer.fit(model, loader)
-    print(f"trained {trainer.global_step} optimizer steps, last loss {float(trainer.callback_metrics['train_loss']):.6f}")
+    loss = trainer.callback_metrics.get("train_loss")  # none where no step trained (max_steps 0)
+    print(f"trained {trainer.global_step} optimizer steps, last loss {'-' if loss is None else f'{float(loss):.6f}'}")
 
 
 if __name__ == "__main__":

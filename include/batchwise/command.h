@@ -106,7 +106,13 @@ struct CommandResult {
   /// One per measured step (step lines after the first `warmup`), seconds between consecutive
   /// step lines as batchwise read them.
   std::vector<double> step_times_s;
-  std::vector<int64_t> step_samples;             ///< samples of each measured step
+  std::vector<int64_t> step_samples;  ///< samples of each measured step
+  /// Each measured step's `batch=`: the batch the command's data loader gave it (per process, before accumulation),
+  /// where its line says (the framework callbacks'); 0 where it does not.
+  std::vector<int64_t> step_batches;
+  /// The callback that said it reports steps (`batchwise: reporter=NAME`, as it is made): a run of it that printed no
+  /// step line trained nothing, whatever its wall time, and is no wall-time measure.
+  std::string reporter;
   std::optional<double> reported_samples_per_s;  ///< last `batchwise: samples_per_s=`
   std::optional<double> loss;                    ///< last reported loss (a finite one)
   /// A step line reported `loss=nan` (or inf): the command's training is not finite, an error trial.

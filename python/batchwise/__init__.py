@@ -158,18 +158,26 @@ class Reporter:
     `main_process`: whether this process prints step lines (default: RANK is unset or 0); in a
     data-parallel run only rank 0 prints them, with the global batch as `samples`, and every rank
     counts steps so all stop together. Every process prints its own peak (batchwise keeps the
-    largest). Reads and checks BATCHWISE_BATCH and BATCHWISE_STEPS when made (BatchwiseError)."""
+    largest). Reads and checks BATCHWISE_BATCH and BATCHWISE_STEPS when made (BatchwiseError).
 
-    def __init__(self, main_process=None):
+    `name`: a callback's name, said as it is made (`batchwise: reporter=NAME`): a run of it that
+    then reports no step trained nothing (only evaluation, or zero steps), and batchwise says so
+    rather than timing it by its wall time."""
+
+    def __init__(self, main_process=None, name=None):
         self.active = active()
         self.batch = batch_size()    # None when not run by batchwise
         self.steps = steps()         # None: no limit
         self.main_process = _rank_zero() if main_process is None else bool(main_process)
+        if self.active and self.main_process and name:
+            _write(f"reporter={name}")
         self.steps_done = 0
 
-    def step(self, samples=None, loss=None):
-        """Reports one optimizer step: `samples` in it (default: the batch size) and its `loss`
-        (a number or a tensor; optional). Returns True once the steps batchwise asked for are done,
+    def step(self, samples=None, loss=None, batch=None):
+        """Reports one optimizer step: `samples` in it (default: the batch size), its `loss` (a
+        number or a tensor; optional) and `batch`, the batch its data loader gave this process
+        (optional: batchwise then knows a step of `samples` did not train the batch it asked for
+        unless one of the two is it). Returns True once the steps batchwise asked for are done,
         and always False when not run by batchwise, where it prints nothing."""
         if not self.active:
             return False
@@ -179,6 +187,8 @@ class Reporter:
             words = ["step"]
             if samples is not None:
                 words.append(f"samples={int(samples)}")
+            if batch is not None:
+                words.append(f"batch={int(batch)}")
             if loss is not None:
                 words.append(f"loss={float(loss):.6g}")  # float() of a device tensor waits for it too
             _write(" ".join(words))

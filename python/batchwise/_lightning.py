@@ -35,9 +35,10 @@ class LightningReporting:
 
     def __init__(self):
         super().__init__()
-        self._reporter = Reporter()  # checks BATCHWISE_BATCH and BATCHWISE_STEPS now
+        self._reporter = Reporter(name="lightning")  # checks BATCHWISE_BATCH and BATCHWISE_STEPS now
         self._last_global_step = 0
         self._samples = 0
+        self._batch = None  # the largest batch of this optimizer step, as this process's loader gave it
         self._loss = None
 
     def on_train_start(self, trainer, pl_module):
@@ -51,6 +52,8 @@ class LightningReporting:
             return
         samples = batch_samples(batch)
         self._samples += samples if samples is not None else (self._reporter.batch or 0)
+        if samples is not None:
+            self._batch = max(self._batch or 0, samples)
         # Lightning hands each batch's loss divided by accumulate_grad_batches: their sum is the
         # optimizer step's mean loss. Added as tensors, so only the step line waits for the device.
         loss = step_loss(outputs)
@@ -63,8 +66,8 @@ class LightningReporting:
             return
         self._last_global_step = trainer.global_step
         total = self._samples * trainer.world_size if self._samples else None
-        loss, self._samples, self._loss = self._loss, 0, None
-        if self._reporter.step(total, loss):
+        loss, loader_batch, self._samples, self._batch, self._loss = self._loss, self._batch, 0, None, None
+        if self._reporter.step(total, loss, batch=loader_batch):
             self._reporter.peak()
             # Stops after this batch (Lightning still runs validation when it is due, and whatever
             # follows fit() in the script); min_steps / min_epochs, if set, can delay the stop.

@@ -6,12 +6,14 @@
 Works on Keras's torch backend (KERAS_BACKEND=torch), TensorFlow and JAX. Under
 `batchwise ... --cmd`, it prints one `batchwise: step samples=N loss=X` line per optimizer step:
 after each batch, or each gradient_accumulation_steps batches when the optimizer accumulates, and
-covering steps_per_execution batches at a time when fit runs several per call; N counts
-`batch_size` samples per batch (default: BATCHWISE_BATCH, which is what batchwise passes as
-{batch}; pass the batch size fit gets when the script does not take batchwise's); X is the loss as
-Keras logs it (the epoch's running mean). After the steps batchwise asks for, it stops fit
-(model.stop_training, checked after every batch) and prints the device peak (`peak_bytes`), again
-when training ends. Without batchwise it does nothing."""
+covering steps_per_execution batches at a time when fit runs several per call; N counts the
+samples of each batch as the model's train_step got them, with `batch=` the largest (where
+train_step runs eagerly, as on the torch backend; a compiled one, TensorFlow's or JAX's, runs it
+once: there N counts `batch_size` samples per batch, default BATCHWISE_BATCH, which is what
+batchwise passes as {batch}; pass the batch size fit gets when the script does not take
+batchwise's); X is the loss as Keras logs it (the epoch's running mean). After the steps batchwise
+asks for, it stops fit (model.stop_training, checked after every batch) and prints the device peak
+(`peak_bytes`), again when training ends. Without batchwise it does nothing."""
 import keras
 
 from . import Reporter
@@ -22,14 +24,35 @@ __all__ = ["BatchwiseCallback"]
 class BatchwiseCallback(keras.callbacks.Callback):
     """Reports each optimizer step of model.fit to batchwise and stops after the steps it asks for.
 
-    `batch_size`: samples per batch (default: BATCHWISE_BATCH)."""
+    `batch_size`: samples per batch where train_step is compiled and cannot count them (default:
+    BATCHWISE_BATCH)."""
 
     def __init__(self, batch_size=None):
         super().__init__()
-        self._reporter = Reporter()  # checks BATCHWISE_BATCH and BATCHWISE_STEPS now
+        self._reporter = Reporter(name="keras")  # checks BATCHWISE_BATCH and BATCHWISE_STEPS now
         self._batch_size = batch_size or self._reporter.batch
         self._last_batch = -1
         self._pending = 0
+        self._seen = []         # the samples of each batch train_step got since the last batch's end
+        self._pending_seen = []
+        self._wrapped = None    # (model, its train_step) while fit runs
+
+    def on_train_begin(self, logs=None):
+        if not self._reporter.active or "train_step" in vars(self.model):
+            return
+        # The batch fit trains is the data train_step gets: fit's batch_size, not BATCHWISE_BATCH (a script that
+        # ignores {batch} was reported at the batch batchwise asked for). Looked up on the model at every call by
+        # the torch backend's train function; a compiled one (TensorFlow, JAX) runs it only as it traces.
+        model, original, seen = self.model, self.model.train_step, self._seen
+
+        def train_step(data):
+            samples = _leading_samples(data)
+            if samples is not None:
+                seen.append(samples)
+            return original(data)
+
+        model.train_step = train_step
+        self._wrapped = (model, train_step)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._last_batch = -1
@@ -38,17 +61,45 @@ class BatchwiseCallback(keras.callbacks.Callback):
         if not self._reporter.active:
             return
         # `batch` is the index of the last batch run; with steps_per_execution > 1 it jumps by that.
-        self._pending += batch - self._last_batch
+        ran = batch - self._last_batch
+        self._pending += ran
         self._last_batch = batch
+        # train_step's own count where it saw each batch (eagerly), else batch_size's
+        seen, self._seen[:] = list(self._seen), []
+        self._pending_seen += seen if len(seen) == ran else [None] * ran
         optimizer = getattr(self.model, "optimizer", None)
         accumulation = getattr(optimizer, "gradient_accumulation_steps", None) or 1
         if self._pending < accumulation:
             return
-        samples = self._pending * self._batch_size if self._batch_size else None
-        self._pending = 0
-        if self._reporter.step(samples, (logs or {}).get("loss")):
+        counted = all(n is not None for n in self._pending_seen)
+        if counted:
+            samples, loader_batch = sum(self._pending_seen), max(self._pending_seen)
+        else:
+            samples, loader_batch = (self._pending * self._batch_size if self._batch_size else None), None
+        self._pending, self._pending_seen = 0, []
+        if self._reporter.step(samples, (logs or {}).get("loss"), batch=loader_batch):
             self._reporter.peak()
             self.model.stop_training = True
 
     def on_train_end(self, logs=None):
+        if self._wrapped is not None:
+            model, train_step = self._wrapped
+            if vars(model).get("train_step") is train_step:
+                del model.train_step
+            self._wrapped = None
         self._reporter.peak()
+
+
+def _leading_samples(data):
+    """The first dimension of the first array in a batch (x, (x, y), (x, y, weights), or a dict of
+    them); None where it is not a whole number (a symbolic shape, as a compiled train_step traces)."""
+    shape = getattr(data, "shape", None)
+    if shape is not None:
+        first = shape[0] if len(shape) > 0 else None
+        return first if isinstance(first, int) else None
+    items = data.values() if isinstance(data, dict) else data if isinstance(data, (list, tuple)) else ()
+    for item in items:
+        samples = _leading_samples(item)
+        if samples is not None:
+            return samples
+    return None

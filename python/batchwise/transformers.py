@@ -3,12 +3,17 @@
     from batchwise.transformers import BatchwiseCallback
     trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[BatchwiseCallback()])
 
-Under `batchwise ... --cmd`, it prints one `batchwise: step samples=N` line per optimizer step
-(on_step_end: after the optimizer step, once per gradient_accumulation_steps batches), with
-N = the per-device batch (per_device_train_batch_size, times the GPUs of DataParallel; as found by
-auto_find_batch_size when that is on; the training set's size per device where that is smaller) x
-gradient_accumulation_steps x the world size; a
-`batchwise: loss=X` line whenever the Trainer logs a training loss (logging_steps); and the CUDA
+Under `batchwise ... --cmd`, it prints one `batchwise: step samples=N batch=B` line per optimizer
+step (on_step_end: after the optimizer step, once per gradient_accumulation_steps batches), with
+N = the samples of the step's batches x the world size and B the largest of them: the per-device
+batch each (per_device_train_batch_size, times the GPUs of DataParallel; as found by
+auto_find_batch_size when that is on), but an epoch's last batch its remainder in one process
+(data of a few batches train less than the batch x gradient_accumulation_steps in their last step;
+counted from the loader's and the training set's lengths) and the training set's size per device
+where that is smaller than a batch; a `batchwise: loss=X` line whenever the Trainer logs a training loss
+(logging_steps), and `loss=nan` on the step after which the model's first trained parameter is
+no longer finite (the Trainer's logging_nan_inf_filter, on by default, logs the running mean in
+place of a loss that is not finite, and its logging_steps may log none in a trial); and the CUDA
 peak (`peak_bytes`) after the steps batchwise asks for, when it stops the Trainer
 (control.should_training_stop), and when training ends. Without batchwise it does nothing."""
 from transformers import TrainerCallback
@@ -22,27 +27,57 @@ class BatchwiseCallback(TrainerCallback):
     """Reports each optimizer step to batchwise and stops after the steps it asks for."""
 
     def __init__(self):
-        self._reporter = Reporter()  # checks BATCHWISE_BATCH and BATCHWISE_STEPS now
+        self._reporter = Reporter(name="transformers")  # checks BATCHWISE_BATCH and BATCHWISE_STEPS now
+        self._in_epoch = 0   # batches of this epoch so far
+        self._samples = 0    # samples of this optimizer step's batches so far, in this process
+        self._batch = 0      # the largest of them
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._reporter.main_process = state.is_world_process_zero
 
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self._in_epoch = 0
+
+    def on_substep_end(self, args, state, control, **kwargs):
+        if self._reporter.active:
+            self._count(self._next_batch(args, state, kwargs))
+
     def on_step_end(self, args, state, control, **kwargs):
         if not self._reporter.active:
             return
-        per_device = getattr(state, "train_batch_size", None) or args.train_batch_size
-        # Data of fewer samples than a batch train all of them a step, not the batch: said so, batchwise then
-        # knows the step did not train the batch it gave (it had read 64 samples a step off 40)
-        loader = kwargs.get("train_dataloader")
-        dataset = getattr(loader, "dataset", None)
-        if dataset is not None and hasattr(dataset, "__len__"):
-            per_device = min(per_device, max(1, len(dataset) // max(1, args.world_size)))
-        samples = per_device * args.gradient_accumulation_steps * args.world_size
-        if self._reporter.step(samples):
+        self._count(self._next_batch(args, state, kwargs))
+        samples, loader_batch, self._samples, self._batch = self._samples * args.world_size, self._batch, 0, 0
+        if self._reporter.step(samples, _not_finite(kwargs.get("model")), batch=loader_batch):
             self._reporter.peak()
             # The Trainer ends as after its last step: it still saves or evaluates where its
             # save_strategy / eval_strategy says so at the end of an epoch.
             control.should_training_stop = True
+
+    def _count(self, batch):
+        self._samples += batch
+        self._batch = max(self._batch, batch)
+
+    @staticmethod
+    def _per_device(args, state):
+        return getattr(state, "train_batch_size", None) or args.train_batch_size
+
+    def _next_batch(self, args, state, kwargs):
+        """The samples of the epoch's next batch in this process: the per-device batch, the epoch's last its
+        remainder (a loader of known length over a training set of known size, one process, no drop_last); data of
+        fewer samples than a batch train all of them a step (batchwise then knows the step did not train its batch)."""
+        per_device = self._per_device(args, state)
+        index, self._in_epoch = self._in_epoch, self._in_epoch + 1
+        loader = kwargs.get("train_dataloader")
+        try:
+            batches, size = len(loader), len(loader.dataset)
+        except (TypeError, AttributeError):  # an IterableDataset, or no loader
+            return per_device
+        if args.world_size > 1:
+            return min(per_device, max(1, size // args.world_size))
+        last = size - (batches - 1) * per_device
+        if batches > 0 and index % batches == batches - 1 and 0 < last < per_device and not args.dataloader_drop_last:
+            return last
+        return min(per_device, size) if size > 0 else per_device
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         # The Trainer keeps the loss on the device between logging steps; reading it more often
@@ -52,3 +87,14 @@ class BatchwiseCallback(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self._reporter.peak()
+
+
+def _not_finite(model):
+    """float("nan") where the model's first trained parameter holds a value that is not finite (a diverged step:
+    the Trainer's own loss logging hides it), else None. Reading it waits for the device, as the step line does."""
+    for parameter in getattr(model, "parameters", lambda: [])():
+        if parameter.requires_grad:
+            import torch  # the Trainer's own; imported by now
+
+            return None if bool(torch.isfinite(parameter).all()) else float("nan")
+    return None

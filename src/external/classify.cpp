@@ -33,16 +33,37 @@ std::string signal_text(int sig) {
 
 namespace {
 
-// The samples its measured steps reported, the median (an epoch's last, shorter batch is one step of many).
-int64_t median_samples(const CommandResult& r) {
-  std::vector<int64_t> s = r.step_samples;
+// The median of the values above 0 (an epoch's last, shorter batch is one step of many); 0 where there is none.
+int64_t median_of(std::vector<int64_t> s) {
+  s.erase(std::remove(s.begin(), s.end(), int64_t{0}), s.end());
+  if (s.empty()) return 0;
   std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(s.size() / 2), s.end());
   return s[s.size() / 2];
 }
 
-// Its steps trained a number of samples that is no whole multiple of its batch.
+int64_t median_samples(const CommandResult& r) { return median_of(r.step_samples); }
+
+// Its steps did not train its batch. Where the step lines name the batch their data loader gave (`batch=`, the
+// callbacks'), a step trains it when that batch or the step's samples are the one given (its samples are the
+// accumulated and the ranks' batches together, or the global batch {batch} is split among them); a multiple no longer
+// passes (a script that ignores {batch} and trains 64 had passed at 8 as "accumulation"). Otherwise, its samples must
+// be the batch or a whole multiple of it.
 bool trained_another_batch(const CommandResult& r) {
-  return r.batch > 0 && !r.step_samples.empty() && median_samples(r) % r.batch != 0;
+  if (r.batch <= 0 || r.step_samples.empty()) return false;
+  if (const int64_t loader = median_of(r.step_batches); loader > 0)
+    return loader != r.batch && median_samples(r) != r.batch;
+  return median_samples(r) % r.batch != 0;
+}
+
+// What the step lines of a run that trained another batch say it trained.
+std::string what_trained(const CommandResult& r) {
+  if (const int64_t loader = median_of(r.step_batches); loader > 0)
+    return fmt::format("batches of {} from its data loader and {} samples a step, neither of them batch {}", loader,
+                       median_samples(r), r.batch);
+  return fmt::format(
+      "{} samples a step, not batch {} nor a whole multiple of it (as gradient accumulation or data-parallel ranks "
+      "train)",
+      median_samples(r), r.batch);
 }
 
 }  // namespace
@@ -90,10 +111,17 @@ CommandVerdict classify(const CommandResult& r) {
     // would name a batch that never trained (a script that ignores {batch}, or data of fewer samples than it)
     v.outcome = Outcome::Error;
     v.message = fmt::format(
-        "{} {}, but its step lines report {} samples a step, not batch {} nor a whole multiple of it (as gradient "
-        "accumulation or data-parallel ranks train): it did not train batch {}; pass {{batch}} to its batch size, "
-        "and give it data of at least a batch (docs/cmd.md)",
-        r.stopped_after_steps ? "stopped by batchwise, as asked," : ended, steps, median_samples(r), r.batch, r.batch);
+        "{} {}, but its step lines report {}: it did not train batch {}; pass {{batch}} to its batch size, and give "
+        "it data of at least a batch (docs/cmd.md)",
+        r.stopped_after_steps ? "stopped by batchwise, as asked," : ended, steps, what_trained(r), r.batch);
+  } else if ((r.stopped_after_steps || r.exit_status == 0) && r.steps_seen == 0 && !r.reporter.empty()) {
+    // Its callback was made, and reported no step: the command evaluated, or trained zero steps, whatever its time
+    v.outcome = Outcome::Error;
+    v.message = fmt::format(
+        "trained nothing: {} {}, its batchwise callback ({}) made but no training step reported; a trial must train "
+        "(only evaluation, max_steps, epochs or limit_train_batches of 0, or the callback not given to the trainer, "
+        "train none){}",
+        ended, steps, r.reporter, last_line.empty() ? "" : "; last output: " + last_line);
   } else if (r.stopped_after_steps || r.exit_status == 0) {
     v.outcome = Outcome::Ok;
     const std::string how = r.stopped_after_steps ? "stopped by batchwise, as asked," : ended;

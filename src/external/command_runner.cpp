@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <numeric>
 
 #include "batchwise/memory.h"
 #include "batchwise/units.h"
@@ -15,7 +17,13 @@ std::string command_line(const std::vector<std::string>& argv) {
   std::string line;
   for (const auto& a : argv) {
     if (!line.empty()) line += ' ';
-    line += a.find_first_of(" \t\"'") == std::string::npos && !a.empty() ? a : "'" + a + "'";
+    if (a.find_first_of(" \t\"'") == std::string::npos && !a.empty()) {
+      line += a;
+      continue;
+    }
+    line += '\'';  // as a shell reads it back: a ' inside ends the quotes, is escaped, and opens them again
+    for (char c : a) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += '\'';
   }
   return line;
 }
@@ -78,6 +86,48 @@ int64_t CommandRunner::default_budget_bytes() {
   return cuda_ ? total : total / 10 * 8;
 }
 
+namespace {
+
+// The figure of a trial whose step lines count their samples (`samples=`), as the command's own count, so that a
+// sweep aggregates it rather than batch / median step. Steps of one size rescale it from the batch to their samples
+// (an accumulated optimizer step). Steps of several sizes (an epoch's ragged end, in data of a few batches), or lines
+// read together (a median step of 0 s: a buffered stdout, or steps too short to tell apart), are timed over their
+// span: the samples the measured steps trained over the time they took (a median step had put 32 samples a step
+// over 32- and 8-sample steps, 1.56x, and "0 samples/s" on lines read together).
+void count_the_samples(Trial& t, const CommandResult& result) {
+  const std::vector<int64_t>& samples = result.step_samples;
+  const bool one_size = std::all_of(samples.begin(), samples.end(), [&](int64_t n) { return n == samples.front(); });
+  if (one_size && t.step_time_s_median > 0) {
+    const double scale = static_cast<double>(samples.front()) / static_cast<double>(t.batch);
+    if (scale != 1) {
+      t.samples_per_s *= scale;
+      t.samples_per_s_min *= scale;
+      t.samples_per_s_max *= scale;
+      t.throughput_reported = true;
+    }
+    return;
+  }
+  const double span_s = std::accumulate(result.step_times_s.begin(), result.step_times_s.end(), 0.0);
+  const double trained = std::accumulate(samples.begin(), samples.end(), 0.0);  // no overflow
+  if (!(span_s > 0)) return;
+  t.samples_per_s = t.samples_per_s_min = t.samples_per_s_max = trained / span_s;
+  for (size_t i = 0; i < samples.size() && i < result.step_times_s.size(); ++i)
+    if (result.step_times_s[i] > 0) {  // a step's own rate, where it was timed apart from the one before
+      const double rate = static_cast<double>(samples[i]) / result.step_times_s[i];
+      t.samples_per_s_min = std::min(t.samples_per_s_min, rate);
+      t.samples_per_s_max = std::max(t.samples_per_s_max, rate);
+    }
+  t.throughput_reported = true;
+  const auto together = std::count(result.step_times_s.begin(), result.step_times_s.end(), 0.0);
+  if (together > 0)
+    t.message = fmt::format(
+        "{} of its {} timed step lines were read together with the one before (flush stdout after each): timed over "
+        "their span",
+        together, result.step_times_s.size());
+}
+
+}  // namespace
+
 Trial CommandRunner::run(const TrialOptions& o) {
   BATCHWISE_CHECK(o.batch() >= 1, ConfigError, "batch size {}: must be at least 1", o.batch());
   BATCHWISE_CHECK(o.steps() >= 1, ConfigError, "--steps {}: a trial must run at least one measured step", o.steps());
@@ -98,19 +148,7 @@ Trial CommandRunner::run(const TrialOptions& o) {
   t.peak_allocated_bytes = t.peak_bytes;
   t.step_times_s = verdict.step_times_s;
   summarize_steps(t);
-  if (t.outcome == Outcome::Ok && !verdict.wall_timing && !result.step_samples.empty() && t.samples_per_s > 0) {
-    // Step lines that count their samples (`samples=`: an accumulated optimizer step, a ragged last
-    // batch) rescale the figure from the batch to the samples a median step trains: the command's
-    // own count, so a sweep aggregates this figure rather than batch / median step.
-    std::vector<double> samples(result.step_samples.begin(), result.step_samples.end());
-    const double scale = median(samples) / static_cast<double>(t.batch);
-    if (scale != 1) {
-      t.samples_per_s *= scale;
-      t.samples_per_s_min *= scale;
-      t.samples_per_s_max *= scale;
-      t.throughput_reported = true;
-    }
-  }
+  if (t.outcome == Outcome::Ok && !verdict.wall_timing && !result.step_samples.empty()) count_the_samples(t, result);
   if (t.outcome == Outcome::Ok && verdict.samples_per_s > 0 && result.reported_samples_per_s) {
     t.samples_per_s = verdict.samples_per_s;  // the command's own figure wins over our step timing
     t.throughput_reported = true;

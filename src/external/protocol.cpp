@@ -71,7 +71,7 @@ bool ProtocolParser::line(const std::string& text, Clock::time_point at) {
   }
   ++r_.protocol_lines;
   bool step = false;
-  int64_t samples = r_.batch;
+  int64_t samples = r_.batch, batch = 0;
   std::optional<std::string> bad_loss;  // a loss printed as nan or inf
   size_t pos = kPrefix.size();
   while (pos < text.size()) {
@@ -91,6 +91,11 @@ bool ProtocolParser::line(const std::string& text, Clock::time_point at) {
     if (key == "samples") {
       int64_t n = 0;
       if (integer(value, n) && n > 0) samples = n;
+    } else if (key == "batch") {
+      int64_t n = 0;
+      if (integer(value, n) && n > 0) batch = n;
+    } else if (key == "reporter") {
+      if (!value.empty()) r_.reporter = value.substr(0, 40);
     } else if (key == "loss") {
       real(value, r_.loss);
       if (not_finite(value)) bad_loss = value;
@@ -111,6 +116,7 @@ bool ProtocolParser::line(const std::string& text, Clock::time_point at) {
   if (r_.steps_seen > r_.warmup) {
     r_.step_times_s.push_back(std::chrono::duration<double>(at - last_step_).count());
     r_.step_samples.push_back(samples);
+    r_.step_batches.push_back(batch);
   }
   last_step_ = at;
   return true;

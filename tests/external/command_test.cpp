@@ -14,6 +14,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "batchwise/command_runner.h"
 #include "batchwise/error.h"
 
 #ifndef BATCHWISE_TEST_CMD_DIR
@@ -131,6 +132,39 @@ TEST(RunCommand, StepsOfAnotherBatchAreNoMeasureOfIt) {
   const CommandResult twice =
       run_command(options("fake_trainer.py", {"--batch-size={batch}", "--steps={steps}", "--accumulate=2"}, 64));
   EXPECT_EQ(classify(twice).outcome, Outcome::Ok) << classify(twice).message;
+}
+
+// The command as a shell reads it back, as the report names it: a ' inside quotes is escaped (it ended them early, and
+// the command shown was not the one that ran); plain words stay as they are (the history's workload key).
+TEST(CommandLine, QuotesAsAShellReadsItBack) {
+  EXPECT_EQ(command_line({"python3", "train.py", "--batch-size", "{batch}"}), "python3 train.py --batch-size {batch}");
+  EXPECT_EQ(command_line({"python3", "/tmp/we ird/tr'ain.py", ""}), "python3 '/tmp/we ird/tr'\\''ain.py' ''");
+}
+
+// Steps of several sizes (an epoch's ragged end) are timed over their span: the samples they trained over the time
+// they took, not the median step's samples over the median step's time (32 a step, where steps of 32 and 16, each as
+// long, train 24 on average: 1.33x); a command whose step lines name their loader's batch is not taken to have
+// trained a batch it did not give; and a callback's run that trained nothing is no measure.
+TEST(CommandRunner, StepsOfSeveralSizesAreTimedOverTheirSpan) {
+  CommandRunner ragged(
+      {python(), script("fake_trainer.py"), "--batch-size={batch}", "--steps={steps}", "--ragged=16", "--step-s=0.04"});
+  const Trial t = ragged.run(TrialOptions(32).warmup(1).steps(6));
+  ASSERT_EQ(t.outcome, Outcome::Ok) << t.message;
+  // the measured steps (after one warm-up): 16, 32, 16, 32, 16, 32 samples
+  const double span_s = std::accumulate(t.step_times_s.begin(), t.step_times_s.end(), 0.0);
+  ASSERT_EQ(t.step_times_s.size(), 6u);
+  EXPECT_NEAR(t.samples_per_s, 144 / span_s, 1e-9 * t.samples_per_s);
+  EXPECT_LE(t.samples_per_s_min, t.samples_per_s);
+  EXPECT_GE(t.samples_per_s_max, t.samples_per_s);
+  CommandRunner own({python(), script("fake_trainer.py"), "--batch-size=64", "--loader-batch=64", "--steps={steps}"});
+  const Trial other = own.run(TrialOptions(8).warmup(1).steps(2));
+  EXPECT_EQ(other.outcome, Outcome::Error);
+  EXPECT_TRUE(contains(other.message, "it did not train batch 8")) << other.message;
+  CommandRunner evaluates(
+      {python(), script("fake_trainer.py"), "--batch-size={batch}", "--steps=0", "--reporter=keras"});
+  const Trial nothing = evaluates.run(TrialOptions(8).warmup(1).steps(2));
+  EXPECT_EQ(nothing.outcome, Outcome::Error);
+  EXPECT_TRUE(contains(nothing.message, "trained nothing")) << nothing.message;
 }
 
 TEST(RunCommand, MalformedProtocolLinesAreIgnored) {
@@ -501,6 +535,56 @@ TEST(Classify, NoMeasuredStepIsAnErrorWhateverTheExitStatus) {
   EXPECT_EQ(v.outcome, Outcome::Error) << v.message;
   EXPECT_EQ(v.message.rfind("too short to time: exit status 0 after 7 of 7 steps in 0.2 s", 0), 0u) << v.message;
   r.wall_s = 2;  // long enough for the wall-time fallback
+  v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
+  EXPECT_TRUE(v.wall_timing);
+}
+
+// Where the step lines name their data loader's batch, a step trained the batch given when that batch or its samples
+// are it: accumulation (8 a batch, 32 a step) and a global batch split among the ranks or the accumulated batches
+// (4 a batch, 8 a step) pass; a script that ignores {batch} and trains 64 at batch 8 no longer passes as a multiple.
+TEST(Classify, TheLoaderBatchSaysWhichBatchTrained) {
+  CommandResult r;
+  r.batch = 8;
+  r.warmup = 0;
+  r.steps = 2;
+  r.exit_status = 0;
+  r.steps_seen = 2;
+  r.step_times_s = {0.5, 0.5};
+  r.step_samples = {64, 64};
+  r.step_batches = {64, 64};
+  CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Error);
+  EXPECT_TRUE(contains(v.message,
+                       "its step lines report batches of 64 from its data loader and 64 samples a step, "
+                       "neither of them batch 8: it did not train batch 8"))
+      << v.message;
+  r.step_batches = {};  // the same lines without batch=: a whole multiple, taken as accumulation
+  EXPECT_EQ(classify(r).outcome, Outcome::Ok);
+  r.step_samples = {32, 32}, r.step_batches = {8, 8};
+  EXPECT_EQ(classify(r).outcome, Outcome::Ok) << classify(r).message;
+  r.step_samples = {8, 8}, r.step_batches = {4, 4};
+  EXPECT_EQ(classify(r).outcome, Outcome::Ok) << classify(r).message;
+}
+
+// A callback that said it reports, in a run that printed no step line, trained nothing: an error however long it ran,
+// where the wall-time fallback had measured a script that only evaluated (and fit had climbed on it).
+TEST(Classify, ACallbackThatReportedNoStepTrainedNothing) {
+  CommandResult r;
+  r.batch = 8;
+  r.warmup = 2;
+  r.steps = 5;
+  r.exit_status = 0;
+  r.wall_s = 30;
+  r.reporter = "lightning";
+  CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Error);
+  EXPECT_EQ(v.message.rfind("trained nothing: exit status 0 after 0 of 7 steps, its batchwise callback (lightning) "
+                            "made but no training step reported",
+                            0),
+            0u)
+      << v.message;
+  r.reporter.clear();  // a script without a callback: its wall time is the fallback's measure
   v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
   EXPECT_TRUE(v.wall_timing);

@@ -32,6 +32,16 @@ TEST(Protocol, StepLinesAreTimedAndCountTheirSamples) {
   EXPECT_EQ(r.loss, 0.5);
 }
 
+// The callbacks' words: the batch their data loader gave each step (`batch=`, per measured step, 0 where a line has
+// none or a malformed one), and the callback that reports (`reporter=`, said as it is made).
+TEST(Protocol, TheLoaderBatchAndTheReporterAreRead) {
+  const CommandResult r = read({"batchwise: reporter=lightning", "batchwise: step samples=64 batch=16",
+                                "batchwise: step batch=abc", "batchwise: step batch=0"});
+  EXPECT_EQ(r.reporter, "lightning");
+  EXPECT_EQ(r.step_batches, (std::vector<int64_t>{16, 0, 0}));
+  EXPECT_EQ(r.step_samples, (std::vector<int64_t>{64, 32, 32}));
+}
+
 // A throughput or a step of no samples is no measurement: ignored like any malformed value (fuzzing
 // found samples_per_s=-143e96 taken as the trial's figure; fuzz/regressions/protocol/).
 TEST(Protocol, ValuesThatMeasureNothingAreIgnored) {

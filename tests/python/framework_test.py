@@ -15,6 +15,10 @@ from examples/ with sizes small enough for seconds on two CPU cores. CHECK:
                 without it prints the same (timings masked) and trains the same steps to the same loss.
   accumulation  with gradient accumulation (2 batches a step), each step line's samples are the
                 optimizer step's (2 x the batch), and training stops after BATCHWISE_STEPS steps.
+  honest        a script that trains twice the batch batchwise asks for (`{batch}` ignored) is an
+                error trial naming it, not that batch "accumulated"; and one that trains no step
+                (Lightning's max_steps 0, Keras's epochs 0) is one too, "trained nothing", not the
+                wall-time fallback's measure.
 
 Exit status 0: passed; 1: failed (with the reason); 77: skipped, the framework is not installed.
 Standard library only; the frameworks are imported by the child processes.
@@ -46,18 +50,18 @@ FRAMEWORKS = {
     "lightning": dict(
         module="lightning.pytorch", script="examples/lightning_fashion_mnist.py", args=[], env={},
         batches=(1024, 2048), unchanged_args=["--batch-size", "32", "--max-steps", "6", "--quiet"], steps=6,
-        accumulation=True),
+        accumulation=True, nothing_args=["--max-steps", "0"]),
     "transformers": dict(
         module="transformers", script="examples/transformers_gpt2.py",
         args=["--seq-len", "128", "--n-embd", "32", "--vocab-size", "2048", "--logging-steps", "1"], env={},
         batches=(64, 128), unchanged_args=["--batch-size", "4", "--max-steps", "6", "--logging-steps", "2",
                                            "--seq-len", "32", "--n-embd", "32", "--quiet"], steps=6,
-        accumulation=True),
+        accumulation=True, nothing_args=None),
     "keras": dict(
         module="keras", script="examples/keras_fashion_mnist.py", args=["--samples", "8192"],
         env={"KERAS_BACKEND": "torch"}, batches=(512, 1024),
         unchanged_args=["--batch-size", "32", "--samples", "192", "--epochs", "2", "--quiet"], steps=12,
-        accumulation=False),
+        accumulation=False, nothing_args=["--epochs", "0"]),
 }
 WARMUP, STEPS = 1, 2   # sweep trials: 1 untimed + 2 timed step lines
 TARGET = 0.9           # batchwise's default --target
@@ -211,7 +215,37 @@ def check_accumulation(opts, spec):
     print(f"  {lines}")
 
 
-CHECKS = {"sweep": check_sweep, "fit": check_fit, "unchanged": check_unchanged, "accumulation": check_accumulation}
+def check_honest(opts, spec):
+    batch = 8
+    script = [sys.executable, os.path.join(ROOT, spec["script"]), *spec["unchanged_args"]]
+
+    def trial(args, name):
+        report = os.path.join(opts.work, f"honest-{name}.json")
+        argv = [opts.batchwise, "sweep", "--cmd", "--batch-sizes", str(batch), "--warmup", "1", "--steps", "2",
+                "--repetitions", "1", "--json", report, "--no-history", "--no-monitor", "--trial-timeout", "120",
+                "--", *args]
+        done = run(argv, child_env(spec))
+        check(done.returncode == 1, f"{name}: batchwise exited {done.returncode}, expected 1:\n{done.stdout}\n{done.stderr}")
+        with open(report) as f:
+            point = json.load(f)["sweep"]["points"][0]
+        check(point["outcome"] == "error", f"{name}: outcome {point['outcome']}: {point.get('message')}")
+        return point.get("message", "")
+
+    own = list(script)
+    own[own.index("--batch-size") + 1] = str(2 * batch)  # the script's own batch, whatever batchwise asks
+    message = trial(own, "own-batch")
+    check(f"batches of {2 * batch} from its data loader" in message and f"it did not train batch {batch}" in message,
+          f"a script training batch {2 * batch} at batch {batch}: {message}")
+    print(f"  {message[:160]}")
+    if spec["nothing_args"]:
+        nothing = list(script)
+        nothing[nothing.index("--batch-size") + 1] = "{batch}"
+        message = trial(nothing + spec["nothing_args"], "nothing")
+        check(message.startswith("trained nothing:"), f"a script that trains no step: {message}")
+        print(f"  {message[:160]}")
+
+
+CHECKS = {"sweep": check_sweep, "honest": check_honest, "fit": check_fit, "unchanged": check_unchanged, "accumulation": check_accumulation}
 
 
 def main():

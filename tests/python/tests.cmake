@@ -21,9 +21,11 @@ set_tests_properties(Python.PackagePrintsTheProtocolAndAPlainLoopSweeps
 #   fit           under a CPU budget, finds the smaller of the two
 #   unchanged     without batchwise's variables, the callback changes no step and no output
 #   accumulation  samples per optimizer step (Lightning and the Trainer)
+#   honest        a script that ignores {batch}, and one that trains no step, are error trials
 set(_bw_check_names
   sweep:SweepTimesTheCallbacksStepLines fit:FitFindsTheBatchUnderACpuBudget
-  unchanged:UnchangedWithoutBatchwise accumulation:StepLinesCountAccumulatedSamples)
+  unchanged:UnchangedWithoutBatchwise accumulation:StepLinesCountAccumulatedSamples
+  honest:AScriptThatTrainsAnotherBatchOrNoneIsNoMeasure)
 foreach(_bw_framework lightning:Lightning transformers:Transformers keras:Keras)
   string(REPLACE ":" ";" _bw_pair ${_bw_framework})
   list(GET _bw_pair 0 _bw_arg)
