@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <regex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -109,7 +110,10 @@ class JsonReader {
 
   template <class M>
   void operator()(const char* name, M& member) {
-    if (const json* v = find(name)) read(*v, member, at(name));
+    if (const json* v = find(name)) {
+      read(*v, member, at(name));
+      at_least(member, least(name, path_), at(name));
+    }
   }
   template <class M, class C>
   void operator()(const char* name, M& member, C /*written when*/) {
@@ -201,6 +205,31 @@ class JsonReader {
                                 j.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<M>::max());
     expect(fits, j, path, "an integer in range");
     return static_cast<M>(j.is_number_unsigned() ? static_cast<int64_t>(j.get<uint64_t>()) : j.get<int64_t>());
+  }
+
+  // The least value a run writes under this name in the record at `within`, where there is one: a trial's, a point's
+  // or a run's batch (a record in a list) is 1 or more, any other batch, a peak, a budget or a throughput 0 or more
+  // (0: none, where a field has no null); a hand-edited batch of 0 or -16 had been drawn on the charts' log axis
+  static std::optional<double> least(const std::string& name, const std::string& within) {
+    static const std::regex batch("(^|_)batch(es)?$");
+    static const std::regex positive("^(samples_per_s.*|peak_bytes|peak_allocated_bytes|budget_bytes)$");
+    if (name == "batch" && !within.empty() && within.back() == ']') return 1.0;
+    if (std::regex_search(name, batch) || std::regex_match(name, positive)) return 0.0;
+    return std::nullopt;
+  }
+
+  template <class M>
+  void at_least(const M& m, std::optional<double> least, const std::string& path) const {
+    if (!least) return;
+    if constexpr (IsOptional<M>::value) {
+      if (m) at_least(*m, least, path);
+    } else if constexpr (IsVector<M>::value) {
+      for (size_t i = 0; i < m.size(); ++i) at_least(m[i], least, fmt::format("{}[{}]", path, i));
+    } else if constexpr (std::is_arithmetic_v<M> && !std::is_same_v<M, bool>) {
+      BATCHWISE_CHECK(!(static_cast<double>(m) < *least), DataError,
+                      "{}: {}: expected {}, found {}; give a report written with --json", source_, path,
+                      *least > 0 ? "a batch of 1 or more" : "0 or more", m);
+    }
   }
 
   template <class E>

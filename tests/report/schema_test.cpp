@@ -258,6 +258,19 @@ TEST(Report, ReadingIsLenientAboutMissingFieldsAndStrictAboutTypes) {
   expect_data_error(j.dump(), "x.json: context.device: expected an object");
   j["context"] = {{"threads", 1e12}};
   expect_data_error(j.dump(), "x.json: context.threads: expected an integer");
+  // what no run writes: a batch below 1, a peak or a throughput below 0 (they were drawn, and compared)
+  j = nlohmann::json::parse(to_json(fixed_report()));
+  j["sweep"]["points"][1]["batch"] = 0;
+  expect_data_error(j.dump(), "x.json: sweep.points[1].batch: expected a batch of 1 or more, found 0");
+  j = nlohmann::json::parse(to_json(fixed_report()));
+  j["sweep"]["knee_batch"] = -16;
+  expect_data_error(j.dump(), "x.json: sweep.knee_batch: expected 0 or more, found -16");
+  j = nlohmann::json::parse(to_json(fixed_report()));
+  j["fit"]["trials"][0]["peak_bytes"] = -100;
+  expect_data_error(j.dump(), "x.json: fit.trials[0].peak_bytes: expected 0 or more, found -100");
+  j = nlohmann::json::parse(to_json(fixed_report()));
+  j["sweep"]["points"][0]["samples_per_s"] = -5.5;
+  expect_data_error(j.dump(), "x.json: sweep.points[0].samples_per_s: expected 0 or more, found -5.5");
   expect_data_error("{not json", "x.json: not JSON");
   expect_data_error("[1, 2, 3]", "x.json: not a batchwise report (no schema_version and context)");
   expect_data_error(R"({"schema_version": "2"})", "x.json: not a batchwise report (no context)");
