@@ -174,6 +174,17 @@ std::vector<std::string> comparison_warnings(const Comparison& c) {
   for (const auto& d : c.differences)
     if (std::find(std::begin(kRunFields), std::end(kRunFields), d.name) != std::end(kRunFields))
       runs_differ.push_back(fmt::format("{} {} | {}", d.name, d.a, d.b));
+  const auto side_has = [&](bool a) {
+    return std::any_of(c.points.begin(), c.points.end(),
+                       [&](const ComparedPoint& p) { return !(a ? p.outcome_a : p.outcome_b).empty(); });
+  };
+  if (c.points.empty() && c.runs.empty())
+    warnings.push_back(
+        "neither report has a sweep's points or a validation's runs (a fit, noise, loader or plan report's): only "
+        "their workloads and answers are compared");
+  else if (!c.points.empty() && (!side_has(true) || !side_has(false)))
+    warnings.push_back(
+        fmt::format("{} has no sweep: its column is empty, and no batch has a ratio", side_has(true) ? "B" : "A"));
   const bool timed = std::any_of(c.runs.begin(), c.runs.end(), [](const ComparedRun& r) { return r.speed_ratio(); });
   if (timed && !runs_differ.empty())
     warnings.push_back(fmt::format(
@@ -200,6 +211,7 @@ Comparison compare_reports(const std::string& path_a, const std::string& path_b)
   }
   c.fit_batch_a = a.fit ? a.fit->batch : std::nullopt;
   c.fit_batch_b = b.fit ? b.fit->batch : std::nullopt;
+  c.has_fit_a = a.fit.has_value(), c.has_fit_b = b.fit.has_value();
   c.recommended_a = a.recommendation ? std::optional<int64_t>(a.recommendation->batch) : std::nullopt;
   c.recommended_b = b.recommendation ? std::optional<int64_t>(b.recommendation->batch) : std::nullopt;
 
@@ -269,7 +281,11 @@ std::string to_table(const Comparison& c) {
   line(fmt::format("B: {}", c.name_b));
   if (c.differences.empty()) line("same context and workload");
   for (const auto& d : c.differences) line(fmt::format("{:<14} A {}  |  B {}", d.name, d.a, d.b));
-  line(fmt::format("{:<14} A {}  |  B {}", "fit", opt(c.fit_batch_a), opt(c.fit_batch_b)));
+  auto fitted = [&](const std::optional<int64_t>& batch, bool has) {
+    return batch ? fmt::format("{}", *batch) : has ? std::string("none fits") : std::string("-");
+  };
+  line(fmt::format("{:<14} A {}  |  B {}", "fit", fitted(c.fit_batch_a, c.has_fit_a),
+                   fitted(c.fit_batch_b, c.has_fit_b)));
   line(fmt::format("{:<14} A {}  |  B {}", "recommended", opt(c.recommended_a), opt(c.recommended_b)));
   if (!c.points.empty()) {  // the sweeps' table; without one on either side, the warnings alone
     line("");
@@ -306,12 +322,13 @@ std::string to_json(const Comparison& c) {
   j["differences"] = json::array();
   for (const auto& d : c.differences) j["differences"].push_back({{"field", d.name}, {"a", d.a}, {"b", d.b}});
   auto opt = [](const auto& v) { return v ? json(*v) : json(nullptr); };
+  auto text_or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };  // not in that report
   j["fit_batch"] = {{"a", opt(c.fit_batch_a)}, {"b", opt(c.fit_batch_b)}};
   j["recommended_batch"] = {{"a", opt(c.recommended_a)}, {"b", opt(c.recommended_b)}};
   j["points"] = json::array();
   for (const auto& p : c.points)
     j["points"].push_back({{"batch", p.batch},
-                           {"outcome", {{"a", p.outcome_a}, {"b", p.outcome_b}}},
+                           {"outcome", {{"a", text_or_null(p.outcome_a)}, {"b", text_or_null(p.outcome_b)}}},
                            {"samples_per_s", {{"a", opt(p.samples_per_s_a)}, {"b", opt(p.samples_per_s_b)}}},
                            {"peak_bytes", {{"a", opt(p.peak_bytes_a)}, {"b", opt(p.peak_bytes_b)}}},
                            {"speed_ratio", opt(p.speed_ratio())},

@@ -567,6 +567,32 @@ TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
   fs::remove_all(dir);
 }
 
+// A fit that found no batch is not a report without a fit; a report without a sweep is said to have none, and a
+// batch it did not run has a null outcome, not ""; two reports of no points say there is nothing to compare.
+TEST(Report, CompareSaysWhatAReportLacks) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("batchwise-lacks-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  Report plain = fixed_report();
+  plain.validation.reset();
+  std::ofstream(dir / "plain.json") << to_json(plain);
+  Report unfit = fixed_report();
+  unfit.fit->batch.reset();
+  unfit.fit->outcome = FitOutcome::DoesNotFit;
+  unfit.sweep.reset();
+  unfit.validation.reset();
+  std::ofstream(dir / "unfit.json") << to_json(unfit);
+  const Comparison half = compare_reports((dir / "unfit.json").string(), (dir / "plain.json").string());
+  EXPECT_NE(to_table(half).find("fit            A none fits  |  B 192"), std::string::npos) << to_table(half);
+  EXPECT_NE(to_table(half).find("warning: A has no sweep: its column is empty"), std::string::npos) << to_table(half);
+  EXPECT_TRUE(nlohmann::json::parse(to_json(half)).at("points").at(0).at("outcome").at("a").is_null());
+  const Comparison nothing = compare_reports((dir / "unfit.json").string(), (dir / "unfit.json").string());
+  EXPECT_NE(to_table(nothing).find("warning: neither report has a sweep's points or a validation's runs"),
+            std::string::npos)
+      << to_table(nothing);
+  fs::remove_all(dir);
+}
+
 // Two answers for runs of other lengths are not one answer measured twice: compare lists the run
 // each report answered for where they differ (QA: a 2-epoch and a 1e-300-epoch tune differed only
 // in their budget, as compare showed them).

@@ -642,6 +642,8 @@ void write_special(const std::string& given, const std::string& path, const std:
 
 }  // namespace
 
+bool names_stdout(const std::string& path) { return own_descriptor(path) == 1; }
+
 void write_file(const std::string& given, const std::string& text, const char* flag) {
   const std::string path = followed(given);
   if (special(path)) return write_special(given, path, text, flag);

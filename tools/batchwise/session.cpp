@@ -447,7 +447,9 @@ int Session::finish(int code) {
       not_stored = e.what();
     }
   }
-  std::cout << (brief_ ? to_summary(report) : to_table(report)) << std::flush;
+  // the table beside a report on stdout goes to stderr: `--json /dev/stdout | jq` reads the JSON alone
+  (names_stdout(flags.json) || names_stdout(flags.html) ? std::cerr : std::cout)
+      << (brief_ ? to_summary(report) : to_table(report)) << std::flush;
   if (html && !flags.quiet) fmt::print(stderr, "HTML report: {}\n", flags.html);
   if (!not_stored.empty())
     fmt::print(stderr, "batchwise {}: warning: the run was not stored in the history: {}\n", command, not_stored);

@@ -27,7 +27,7 @@ class Compare : public Command {
     check_apart({{"--json", json_}}, {{"the first report", files_.at(0)}, {"the second report", files_.at(1)}});
     check_writable(json_, "--json");
     const Comparison c = compare_reports(files_.at(0), files_.at(1));
-    std::cout << to_table(c) << std::flush;
+    (names_stdout(json_) ? std::cerr : std::cout) << to_table(c) << std::flush;  // `--json /dev/stdout | jq`
     if (!json_.empty()) write_file(json_, to_json(c));
     return kExitOk;
   }

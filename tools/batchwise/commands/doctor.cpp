@@ -25,7 +25,7 @@ class Doctor : public Command {
     check_writable(json_, "--json");
     if (threads_ > 0) torch::set_num_threads(threads_);
     const DoctorReport d = run_doctor();
-    std::cout << to_table(d) << std::flush;
+    (names_stdout(json_) ? std::cerr : std::cout) << to_table(d) << std::flush;  // `--json /dev/stdout | jq`
     if (!json_.empty()) write_file(json_, to_json(d));
     return kExitOk;
   }
