@@ -1080,7 +1080,8 @@ TEST(Cli, ValidateTrainsToTheTargetAtEachBatch) {
                          "finite, 2 ran out of memory"),
             std::string::npos)
       << oom.out;
-  for (const auto& run : nlohmann::json::parse(slurp(json)).at("validation").at("runs"))
+  const auto written = nlohmann::json::parse(slurp(json));  // named: a range-for over a temporary's member reads freed
+  for (const auto& run : written.at("validation").at("runs"))
     EXPECT_EQ(run.at("message").get<std::string>().rfind("failed: CPU memory budget exceeded", 0), 0) << run.dump();
   const Outcome diverged =
       batchwise("validate --model mlp --batch-sizes 32,64 --epochs 0.01 --rule-lr --lr 1000 --no-history -q");
