@@ -49,8 +49,9 @@ struct Comparison {
   std::string name_a, name_b;              ///< the files
   std::vector<ComparedField> differences;  ///< only the fields that differ
   std::optional<int64_t> fit_batch_a, fit_batch_b;
-  /// Whether each report has a fit: one whose batch is none found no batch that fits ("-" is no fit at all).
-  bool has_fit_a = false, has_fit_b = false;
+  /// Each report's fit's outcome (fit.outcome's spelling), where it has a fit: one without a batch found none that
+  /// fits ("does_not_fit"), or none that trained ("error").
+  std::optional<std::string> fit_outcome_a, fit_outcome_b;
   std::optional<int64_t> recommended_a, recommended_b;
   std::vector<ComparedPoint> points;  ///< every batch either sweep measured, ascending
   /// Geometric mean of speed_ratio() over the batches both ran ok; none without such a batch.

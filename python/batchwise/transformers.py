@@ -5,8 +5,8 @@
 
 Under `batchwise ... --cmd`, it prints one `batchwise: step samples=N batch=B` line per optimizer
 step (on_step_end: after the optimizer step, once per gradient_accumulation_steps batches), with
-N = the samples of the step's batches x the world size and B the largest of them: the per-device
-batch each (per_device_train_batch_size, times the GPUs of DataParallel; as found by
+N = the samples of the step's batches x the world size and B the largest of them on one device: the
+per-device batch each (per_device_train_batch_size, times the GPUs of DataParallel; as found by
 auto_find_batch_size when that is on), but an epoch's last batch its remainder in one process
 (data of a few batches train less than the batch x gradient_accumulation_steps in their last step;
 counted from the loader's and the training set's lengths) and the training set's size per device
@@ -46,8 +46,11 @@ class BatchwiseCallback(TrainerCallback):
         if not self._reporter.active:
             return
         self._count(self._next_batch(args, state, kwargs))
-        samples, loader_batch, self._samples, self._batch = self._samples * args.world_size, self._batch, 0, 0
-        if self._reporter.step(samples, _not_finite(kwargs.get("model")), batch=loader_batch):
+        # batch= is one device's: DataParallel (n_gpu > 1, one process) splits the loader's batch among the GPUs
+        samples, loader_batch = self._samples * args.world_size, max(1, self._batch // max(1, args.n_gpu))
+        self._samples, self._batch = 0, 0
+        loss = _not_finite(kwargs.get("model")) if self._reporter.main_process else None  # the line's rank only
+        if self._reporter.step(samples, loss, batch=loader_batch):
             self._reporter.peak()
             # The Trainer ends as after its last step: it still saves or evaluates where its
             # save_strategy / eval_strategy says so at the end of an epoch.

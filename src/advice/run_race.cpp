@@ -296,15 +296,17 @@ void advise_rates(ModuleWorkload& w, const WorkloadState& initial, RunRace& race
   }
 }
 
-// One compressed run of `e`; none where it failed (out of memory at this batch, or a failing step: the reference's as
-// any other's), and then `e.message` says how.
+// One compressed run of `e`; none where it failed (out of memory at this batch, or a failing step), and then
+// `e.message` says how. The reference's only out of memory (a limit on the process's, ulimit -v, can end its steps
+// where the sweep's trained): any other failure of it ends the race, as it did.
 std::optional<CompressedRun> try_compressed(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptions& o,
-                                            RunRaceEntry& e, double epochs, Trained& trained) {
+                                            RunRaceEntry& e, double epochs, Trained& trained, bool reference) {
   try {
     return run_compressed(w, held_out, o, e, epochs, trained);
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& failure) {
+    if (reference && detail::classify_failure(failure).first != Outcome::Oom) throw;
     const std::string what = failure.what();
     e.message = "failed: " + what.substr(0, what.find('\n'));
     return std::nullopt;
@@ -355,7 +357,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
     }
     if (o.on_progress()) o.on_progress()(compressed_run_text(ref.batch, o.epochs(), epochs));
     w.restore_state(initial);
-    std::optional<CompressedRun> tried = try_compressed(w, held_out, o, ref, epochs, trained);
+    std::optional<CompressedRun> tried = try_compressed(w, held_out, o, ref, epochs, trained, true);
     if (!tried) return false;
     CompressedRun run = std::move(*tried);
     if (!run.loss && trained.out_of_time) {
@@ -428,7 +430,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
       }
       if (o.on_progress()) o.on_progress()(compressed_run_text(e.batch, o.epochs(), epochs));
       w.restore_state(initial);
-      slot = try_compressed(w, held_out, o, e, epochs, trained);
+      slot = try_compressed(w, held_out, o, e, epochs, trained, false);
       if (slot && slot->loss) trained.runs[{e.batch, slot->steps}] = *slot;
       if (slot && !slot->loss && trained.out_of_time) {
         past_the_wall_limit(e, o, epochs, false, false);

@@ -21,7 +21,7 @@ std::string command_line(const std::vector<std::string>& argv) {
       line += a;
       continue;
     }
-    line += '\'';  // as a shell reads it back: a ' inside ends the quotes, is escaped, and opens them again
+    line += '\'';  // a ' inside ends the quotes, is escaped, and opens them again (it had ended them early)
     for (char c : a) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
     line += '\'';
   }
@@ -93,7 +93,8 @@ namespace {
 // (an accumulated optimizer step). Steps of several sizes (an epoch's ragged end, in data of a few batches), or lines
 // read together (a median step of 0 s: a buffered stdout, or steps too short to tell apart), are timed over their
 // span: the samples the measured steps trained over the time they took (a median step had put 32 samples a step
-// over 32- and 8-sample steps, 1.56x, and "0 samples/s" on lines read together).
+// over 32- and 8-sample steps, 1.56x, and "0 samples/s" on lines read together), less the steps over 3x the median
+// step's time (an epoch's end: its validation, checkpoint, loader restart), which the median leaves out too.
 void count_the_samples(Trial& t, const CommandResult& result) {
   const std::vector<int64_t>& samples = result.step_samples;
   const bool one_size = std::all_of(samples.begin(), samples.end(), [&](int64_t n) { return n == samples.front(); });
@@ -107,8 +108,10 @@ void count_the_samples(Trial& t, const CommandResult& result) {
     }
     return;
   }
-  const double span_s = std::accumulate(result.step_times_s.begin(), result.step_times_s.end(), 0.0);
-  const double trained = std::accumulate(samples.begin(), samples.end(), 0.0);  // no overflow
+  double span_s = 0, trained = 0;  // in double: no overflow
+  for (size_t i = 0; i < samples.size() && i < result.step_times_s.size(); ++i)
+    if (!(t.step_time_s_median > 0) || result.step_times_s[i] <= 3 * t.step_time_s_median)
+      span_s += result.step_times_s[i], trained += static_cast<double>(samples[i]);
   if (!(span_s > 0)) return;
   t.samples_per_s = t.samples_per_s_min = t.samples_per_s_max = trained / span_s;
   for (size_t i = 0; i < samples.size() && i < result.step_times_s.size(); ++i)

@@ -211,7 +211,8 @@ Comparison compare_reports(const std::string& path_a, const std::string& path_b)
   }
   c.fit_batch_a = a.fit ? a.fit->batch : std::nullopt;
   c.fit_batch_b = b.fit ? b.fit->batch : std::nullopt;
-  c.has_fit_a = a.fit.has_value(), c.has_fit_b = b.fit.has_value();
+  if (a.fit) c.fit_outcome_a = to_string(a.fit->outcome);
+  if (b.fit) c.fit_outcome_b = to_string(b.fit->outcome);
   c.recommended_a = a.recommendation ? std::optional<int64_t>(a.recommendation->batch) : std::nullopt;
   c.recommended_b = b.recommendation ? std::optional<int64_t>(b.recommendation->batch) : std::nullopt;
 
@@ -281,11 +282,13 @@ std::string to_table(const Comparison& c) {
   line(fmt::format("B: {}", c.name_b));
   if (c.differences.empty()) line("same context and workload");
   for (const auto& d : c.differences) line(fmt::format("{:<14} A {}  |  B {}", d.name, d.a, d.b));
-  auto fitted = [&](const std::optional<int64_t>& batch, bool has) {
-    return batch ? fmt::format("{}", *batch) : has ? std::string("none fits") : std::string("-");
+  auto fitted = [&](const std::optional<int64_t>& batch, const std::optional<std::string>& outcome) {
+    if (batch) return fmt::format("{}", *batch);
+    if (!outcome) return std::string("-");  // no fit in that report
+    return std::string(*outcome == to_string(FitOutcome::DoesNotFit) ? "none fits" : "no batch trained");
   };
-  line(fmt::format("{:<14} A {}  |  B {}", "fit", fitted(c.fit_batch_a, c.has_fit_a),
-                   fitted(c.fit_batch_b, c.has_fit_b)));
+  line(fmt::format("{:<14} A {}  |  B {}", "fit", fitted(c.fit_batch_a, c.fit_outcome_a),
+                   fitted(c.fit_batch_b, c.fit_outcome_b)));
   line(fmt::format("{:<14} A {}  |  B {}", "recommended", opt(c.recommended_a), opt(c.recommended_b)));
   if (!c.points.empty()) {  // the sweeps' table; without one on either side, the warnings alone
     line("");

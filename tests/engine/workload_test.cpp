@@ -115,43 +115,6 @@ TEST(BuiltinDatasets, AHeldOutSplitOfAnotherShapePassesWhereTheModelTakesIt) {
 
 // ---- gradient accumulation ----------------------------------------------------------------------
 
-// A workload whose state cannot be put back (a copy that runs out of memory, a Python module's load_state_dict that
-// raises): the call that trained on it says so, where StateGuard had dropped the failure and left the caller's model as
-// the pass had trained it; an exception already on its way out is the one the caller gets.
-class Unrestorable final : public Workload {
- public:
-  explicit Unrestorable(std::unique_ptr<Workload> inner) : inner_(std::move(inner)) {}
-  WorkloadInfo info() const override { return inner_->info(); }
-  c10::Device device() const override { return inner_->device(); }
-  Batch next_batch(int64_t b) override { return inner_->next_batch(b); }
-  at::Tensor train_step(const Batch& b) override { return inner_->train_step(b); }
-  std::unique_ptr<WorkloadState> save_state() override { return inner_->save_state(); }
-  void restore_state(const WorkloadState&) override {
-    throw std::runtime_error("out of memory copying the weights\nC++ frames");
-  }
-
- private:
-  std::unique_ptr<Workload> inner_;
-};
-
-TEST(StateGuard, AStateThatCannotBePutBackIsAnError) {
-  Unrestorable w(test::small());
-  try {
-    { const StateGuard guard(w); }
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(),
-                 "the workload's state could not be put back as it was before the call, so the model and its optimizer "
-                 "can no longer be trusted: out of memory copying the weights");
-  }
-  try {
-    const StateGuard guard(w);
-    throw ConfigError("the first failure");
-  } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "the first failure");
-  }
-}
-
 TEST(Accumulation, MicroBatchGradientsEqualTheFullBatchGradient) {
   for (const char* model : {"mlp", "lenet"}) {
     auto w = tiny(model);

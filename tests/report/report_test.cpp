@@ -586,6 +586,10 @@ TEST(Report, CompareSaysWhatAReportLacks) {
   EXPECT_NE(to_table(half).find("fit            A none fits  |  B 192"), std::string::npos) << to_table(half);
   EXPECT_NE(to_table(half).find("warning: A has no sweep: its column is empty"), std::string::npos) << to_table(half);
   EXPECT_TRUE(nlohmann::json::parse(to_json(half)).at("points").at(0).at("outcome").at("a").is_null());
+  unfit.fit->outcome = FitOutcome::Error;  // a fit whose every trial failed: no batch trained, none found not to fit
+  std::ofstream(dir / "failed.json") << to_json(unfit);
+  const std::string failed = to_table(compare_reports((dir / "failed.json").string(), (dir / "plain.json").string()));
+  EXPECT_NE(failed.find("fit            A no batch trained  |  B 192"), std::string::npos) << failed;
   const Comparison nothing = compare_reports((dir / "unfit.json").string(), (dir / "unfit.json").string());
   EXPECT_NE(to_table(nothing).find("warning: neither report has a sweep's points or a validation's runs"),
             std::string::npos)
