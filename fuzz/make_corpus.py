@@ -73,4 +73,8 @@ put("protocol", "reported", b"\x03" + b"batchwise: step\nbatchwise: step\nbatchw
 put("protocol", "garbage", b"\x02" + b"batchwise: step samples=abc loss=nan? =5 step=\nbatchwise:\n"
     b"batchwise: samples_per_s=fast peak_bytes=-3 unknown=1\n")
 put("protocol", "quiet_long", b"\xe2" + b"training without step lines\n")
+put("protocol", "callback", b"\x02" + b"batchwise: reporter=lightning\n" + b"".join(
+    b"batchwise: step samples=%d batch=%d loss=%.4f\n" % (40 if s % 2 else 32, 32 if s % 2 else 8, 1.0 / s)
+    for s in range(1, 6)))
+put("protocol", "trained_nothing", b"\xe2" + b"batchwise: reporter=keras\nevaluating\n")
 put("protocol", "oom", b"\x05" + b"batchwise: step samples=32\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")

@@ -39,12 +39,13 @@ class LightningReporting:
         self._last_global_step = 0
         self._samples = 0
         self._batch = None  # the largest batch of this optimizer step, as this process's loader gave it
+        self._batches = 0   # the batches of this optimizer step
         self._loss = None
 
     def on_train_start(self, trainer, pl_module):
         self._reporter.main_process = trainer.is_global_zero
         self._last_global_step = trainer.global_step
-        self._samples = 0
+        self._samples, self._batch, self._batches = 0, None, 0
         self._loss = None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -54,6 +55,7 @@ class LightningReporting:
         self._samples += samples if samples is not None else (self._reporter.batch or 0)
         if samples is not None:
             self._batch = max(self._batch or 0, samples)
+        self._batches += 1
         # Lightning hands each batch's loss divided by accumulate_grad_batches: their sum is the
         # optimizer step's mean loss. Added as tensors, so only the step line waits for the device.
         loss = step_loss(outputs)
@@ -66,7 +68,13 @@ class LightningReporting:
             return
         self._last_global_step = trainer.global_step
         total = self._samples * trainer.world_size if self._samples else None
+        # an epoch's last step of fewer batches than accumulate_grad_batches: its losses were divided by it all
+        # the same, so their sum is the mean only once scaled back (it read 0.33 for 1.4 at one batch of four)
+        accumulated = getattr(trainer, "accumulate_grad_batches", 1) or 1
+        if self._loss is not None and 0 < self._batches < accumulated:
+            self._loss = self._loss * (accumulated / self._batches)
         loss, loader_batch, self._samples, self._batch, self._loss = self._loss, self._batch, 0, None, None
+        self._batches = 0
         if self._reporter.step(total, loss, batch=loader_batch):
             self._reporter.peak()
             # Stops after this batch (Lightning still runs validation when it is due, and whatever

@@ -519,14 +519,29 @@ TEST(Classify, OomKillerIsOutOfMemory) {
             "killed by the kernel's OOM killer (SIGKILL) after 3 of 7 steps; resident memory peaked at 3.00 GiB");
 }
 
+// A command at `batch`, given `warmup` and `steps` steps, that exited 0.
+CommandResult exited(int64_t batch, int warmup, int steps) {
+  CommandResult r;
+  r.batch = batch;
+  r.warmup = warmup;
+  r.steps = steps;
+  r.exit_status = 0;
+  return r;
+}
+
+// One that exited 0 after its two steps (no warm-up), each 0.5 s of `samples`.
+CommandResult two_steps(int64_t batch, int64_t samples) {
+  CommandResult r = exited(batch, 0, 2);
+  r.steps_seen = 2;
+  r.step_times_s = {0.5, 0.5};
+  r.step_samples = {samples, samples};
+  return r;
+}
+
 // A command that ends within its warm-up measured no step, however long it ran; one whose step lines
 // came in one read (a buffered stdout) timed none, and under a second its wall time is start-up.
 TEST(Classify, NoMeasuredStepIsAnErrorWhateverTheExitStatus) {
-  CommandResult r;
-  r.batch = 16;
-  r.warmup = 2;
-  r.steps = 5;
-  r.exit_status = 0;
+  CommandResult r = exited(16, 2, 5);
   r.steps_seen = 1;
   r.wall_s = 30;  // a slow start-up: still not a measure
   CommandVerdict v = classify(r);
@@ -548,14 +563,7 @@ TEST(Classify, NoMeasuredStepIsAnErrorWhateverTheExitStatus) {
 // are it: accumulation (8 a batch, 32 a step) and a global batch split among the ranks or the accumulated batches
 // (4 a batch, 8 a step) pass; a script that ignores {batch} and trains 64 at batch 8 no longer passes as a multiple.
 TEST(Classify, TheLoaderBatchSaysWhichBatchTrained) {
-  CommandResult r;
-  r.batch = 8;
-  r.warmup = 0;
-  r.steps = 2;
-  r.exit_status = 0;
-  r.steps_seen = 2;
-  r.step_times_s = {0.5, 0.5};
-  r.step_samples = {64, 64};
+  CommandResult r = two_steps(8, 64);
   r.step_batches = {64, 64};
   CommandVerdict v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Error);
@@ -574,11 +582,7 @@ TEST(Classify, TheLoaderBatchSaysWhichBatchTrained) {
 // A callback that said it reports, in a run that printed no step line, trained nothing: an error however long it ran,
 // where the wall-time fallback had measured a script that only evaluated (and fit had climbed on it).
 TEST(Classify, ACallbackThatReportedNoStepTrainedNothing) {
-  CommandResult r;
-  r.batch = 8;
-  r.warmup = 2;
-  r.steps = 5;
-  r.exit_status = 0;
+  CommandResult r = exited(8, 2, 5);
   r.wall_s = 30;
   r.reporter = "lightning";
   CommandVerdict v = classify(r);
@@ -595,14 +599,7 @@ TEST(Classify, ACallbackThatReportedNoStepTrainedNothing) {
 }
 
 TEST(Classify, CleanExitAfterAllStepsIsOkDespiteAnOomWarning) {
-  CommandResult r;
-  r.batch = 4;
-  r.warmup = 0;
-  r.steps = 2;
-  r.exit_status = 0;
-  r.steps_seen = 2;
-  r.step_times_s = {0.5, 0.5};
-  r.step_samples = {4, 4};
+  CommandResult r = two_steps(4, 4);
   r.oom_message = "warning: CUDA out of memory, retrying with a smaller chunk";
   const CommandVerdict v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
