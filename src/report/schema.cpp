@@ -110,10 +110,10 @@ class JsonReader {
 
   template <class M>
   void operator()(const char* name, M& member) {
-    if (const json* v = find(name)) {
-      read(*v, member, at(name));
-      at_least(member, least(name, path_), at(name));
-    }
+    const json* v = find(name);
+    if (v) read(*v, member, at(name));
+    // a trial's, point's or run's batch is checked absent too: its default, 0, would not read back (fuzzing)
+    if (const auto floor = least(name, path_); v || (floor && *floor > 0)) at_least(member, floor, at(name), !v);
   }
   template <class M, class C>
   void operator()(const char* name, M& member, C /*written when*/) {
@@ -219,16 +219,16 @@ class JsonReader {
   }
 
   template <class M>
-  void at_least(const M& m, std::optional<double> least, const std::string& path) const {
+  void at_least(const M& m, std::optional<double> least, const std::string& path, bool absent = false) const {
     if (!least) return;
     if constexpr (IsOptional<M>::value) {
-      if (m) at_least(*m, least, path);
+      if (m) at_least(*m, least, path, absent);
     } else if constexpr (IsVector<M>::value) {
       for (size_t i = 0; i < m.size(); ++i) at_least(m[i], least, fmt::format("{}[{}]", path, i));
     } else if constexpr (std::is_arithmetic_v<M> && !std::is_same_v<M, bool>) {
       BATCHWISE_CHECK(!(static_cast<double>(m) < *least), DataError,
                       "{}: {}: expected {}, found {}; give a report written with --json", source_, path,
-                      *least > 0 ? "a batch of 1 or more" : "0 or more", m);
+                      *least > 0 ? "a batch of 1 or more" : "0 or more", absent ? "none" : fmt::format("{}", m));
     }
   }
 

@@ -263,6 +263,9 @@ TEST(Report, ReadingIsLenientAboutMissingFieldsAndStrictAboutTypes) {
   j["sweep"]["points"][1]["batch"] = 0;
   expect_data_error(j.dump(), "x.json: sweep.points[1].batch: expected a batch of 1 or more, found 0");
   j = nlohmann::json::parse(to_json(fixed_report()));
+  j["sweep"]["points"][1].erase("batch");  // absent: its default, 0, would not read back (fuzzing found it)
+  expect_data_error(j.dump(), "x.json: sweep.points[1].batch: expected a batch of 1 or more, found none");
+  j = nlohmann::json::parse(to_json(fixed_report()));
   j["sweep"]["knee_batch"] = -16;
   expect_data_error(j.dump(), "x.json: sweep.knee_batch: expected 0 or more, found -16");
   j = nlohmann::json::parse(to_json(fixed_report()));
