@@ -48,6 +48,12 @@ struct ComparedText {
   const char* name;
   std::string (*text)(const Report&);
 };
+// A `--cmd` run's workload fields batchwise cannot know (its rate, input shape, training samples): said so, where
+// its report holds 0 or nothing for them (compare had shown "lr 0.0" beside a built-in model's rate).
+std::string known_or_commands(const Report& r, bool known, const std::string& text) {
+  return known || r.workload.dataset != "(the command's)" ? text : std::string("(the command's)");
+}
+
 const ComparedText kCompared[] = {
     {"build commit", [](const Report& r) { return r.context.build_commit; }},
     {"torch", [](const Report& r) { return r.context.torch_version; }},
@@ -62,13 +68,20 @@ const ComparedText kCompared[] = {
     {"optimizer", [](const Report& r) { return r.workload.optimizer; }},
     {"precision", [](const Report& r) { return r.workload.precision; }},
     {"loss", [](const Report& r) { return r.workload.loss; }},
-    {"input shape", [](const Report& r) { return fmt::format("{}", fmt::join(r.workload.input_shape, "x")); }},
+    {"input shape",
+     [](const Report& r) {
+       return known_or_commands(r, !r.workload.input_shape.empty(),
+                                fmt::format("{}", fmt::join(r.workload.input_shape, "x")));
+     }},
     {"budget", [](const Report& r) { return format_bytes(r.budget_bytes); }},
     {"target", [](const Report& r) { return json_text(r.target); }},
     {"run", [](const Report& r) { return answered_run(r); }},
     {"validation", [](const Report& r) { return r.validation ? r.validation->target : std::string("-"); }},
-    {"lr", [](const Report& r) { return json_text(r.workload.lr); }},
-    {"samples", [](const Report& r) { return json_text(r.workload.dataset_size); }},
+    {"lr", [](const Report& r) { return known_or_commands(r, r.workload.lr > 0, json_text(r.workload.lr)); }},
+    {"samples",
+     [](const Report& r) {
+       return known_or_commands(r, r.workload.dataset_size > 0, json_text(r.workload.dataset_size));
+     }},
     {"held out", [](const Report& r) { return r.validation ? r.validation->held_out : std::string("-"); }},
 };
 
