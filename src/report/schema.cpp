@@ -283,6 +283,12 @@ Report report_from_json(const std::string& text, const std::string& name) {
     r.fit->target = r.target;
   }
   if (r.sweep) r.sweep->budget_bytes = r.budget_bytes;
+  // A noise scale without its band (no run writes one so; fuzzing found one): the band from its error, as
+  // measure_noise_scale sets it, else the band's [0, 0] would read back as unbounded once written
+  if (r.noise && r.noise->b_simple && r.noise->b_simple_low == 0 && r.noise->b_simple_high == 0) {
+    r.noise->b_simple_low = std::max(0.0, *r.noise->b_simple - 2 * r.noise->b_simple_stderr);
+    r.noise->b_simple_high = *r.noise->b_simple + 2 * r.noise->b_simple_stderr;
+  }
   return r;
 }
 

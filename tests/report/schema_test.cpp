@@ -192,6 +192,23 @@ TEST(Report, JsonReadsBackToTheSameJson) {
   EXPECT_EQ(to_table(report_from_json(json, "golden")), to_table(fixed_report()));
 }
 
+// A noise scale whose band is missing (hand-edited; fuzzing found it) takes its band from its error, and reads back
+// to itself once written: its [0, 0] had been written, and read back as unbounded.
+TEST(Report, ANoiseScaleWithoutItsBandTakesItFromItsError) {
+  Report r = fixed_report();
+  r.noise = NoiseResult{};
+  r.noise->b_simple = 1250;
+  r.noise->b_simple_stderr = 100;
+  auto j = nlohmann::json::parse(to_json(r));
+  j["noise_scale"].erase("b_simple_band");
+  const Report read = report_from_json(j.dump(), "no-band.json");
+  ASSERT_TRUE(read.noise.has_value());
+  EXPECT_DOUBLE_EQ(read.noise->b_simple_low, 1050);
+  EXPECT_DOUBLE_EQ(read.noise->b_simple_high, 1450);
+  const std::string written = to_json(read);
+  EXPECT_EQ(to_json(report_from_json(written, "written")), written);
+}
+
 // A noise scale whose band reaches infinity is written with a null high end (JSON has no infinity) and
 // read back infinite: a summary of the report read back says "(0 to inf)", as the record's does.
 TEST(Report, AnUnboundedNoiseBandReadsBackUnbounded) {
