@@ -137,6 +137,25 @@ def device_peak_bytes():
     return max(peaks) if peaks else None
 
 
+def _batch_samples(batch):
+    """Samples in a batch as a data loader gives it: the first dimension of its first array (one, or one
+    inside a tuple, list or dict, searched in order); None where it has none, or that dimension is not a
+    whole number (a symbolic one, as a compiled step traces). The framework callbacks' count."""
+    shape = getattr(batch, "shape", None)
+    if shape is not None:
+        try:
+            return int(shape[0]) if len(shape) > 0 and shape[0] is not None else None
+        except (TypeError, ValueError):
+            return None
+    from collections.abc import Mapping  # a dict, or a mapping such as the Trainer's BatchEncoding
+    items = batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (list, tuple)) else ()
+    for item in items:
+        samples = _batch_samples(item)
+        if samples is not None:
+            return samples
+    return None
+
+
 def _write(text):
     """Prints one protocol line on stdout, in one write() of the file descriptor.
 

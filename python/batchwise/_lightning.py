@@ -3,23 +3,7 @@ batchwise.pytorch_lightning (the `pytorch_lightning` package): a Trainer accepts
 derived from its own package's Callback class. Imports no framework."""
 from collections.abc import Mapping
 
-from . import Reporter
-
-
-def batch_samples(batch):
-    """Samples in a batch as a DataLoader yields it: the first dimension of its first tensor (a
-    tensor, or one inside a tuple, list or dict, searched in order); None when it has none."""
-    shape = getattr(batch, "shape", None)
-    if shape is not None:
-        return int(shape[0]) if len(shape) > 0 else None
-    if isinstance(batch, Mapping):
-        batch = list(batch.values())
-    if isinstance(batch, (list, tuple)):
-        for item in batch:
-            samples = batch_samples(item)
-            if samples is not None:
-                return samples
-    return None
+from . import Reporter, _batch_samples
 
 
 def step_loss(outputs):
@@ -51,7 +35,7 @@ class LightningReporting:
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if not self._reporter.active:
             return
-        samples = batch_samples(batch)
+        samples = _batch_samples(batch)
         self._samples += samples if samples is not None else (self._reporter.batch or 0)
         if samples is not None:
             self._batch = max(self._batch or 0, samples)

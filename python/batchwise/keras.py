@@ -16,7 +16,7 @@ asks for, it stops fit (model.stop_training, checked after every batch) and prin
 (`peak_bytes`), again when training ends. Without batchwise it does nothing."""
 import keras
 
-from . import Reporter
+from . import Reporter, _batch_samples
 
 __all__ = ["BatchwiseCallback"]
 
@@ -54,7 +54,7 @@ class BatchwiseCallback(keras.callbacks.Callback):
         original, seen = model.train_step, self._seen
 
         def train_step(data):
-            samples = _leading_samples(data)
+            samples = _batch_samples(data)
             if samples is not None:
                 seen.append(samples)
             return original(data)
@@ -98,17 +98,3 @@ class BatchwiseCallback(keras.callbacks.Callback):
             self._wrapped = None
         self._reporter.peak()
 
-
-def _leading_samples(data):
-    """The first dimension of the first array in a batch (x, (x, y), (x, y, weights), or a dict of
-    them); None where it is not a whole number (a symbolic shape, as a compiled train_step traces)."""
-    shape = getattr(data, "shape", None)
-    if shape is not None:
-        first = shape[0] if len(shape) > 0 else None
-        return first if isinstance(first, int) else None
-    items = data.values() if isinstance(data, dict) else data if isinstance(data, (list, tuple)) else ()
-    for item in items:
-        samples = _leading_samples(item)
-        if samples is not None:
-            return samples
-    return None

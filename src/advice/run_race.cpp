@@ -143,9 +143,9 @@ std::optional<double> noise_scale(ModuleWorkload& w, int64_t batch, int steps, s
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {
-    auto [outcome, message] = detail::classify_failure(e);
-    if (outcome != Outcome::Oom) throw;
-    out_of_memory = fmt::format("its steps at batch {} ran out of memory ({})", batch, message);
+    if (!detail::ran_out_of_memory(e)) throw;
+    out_of_memory =
+        fmt::format("its steps at batch {} ran out of memory ({})", batch, detail::classify_failure(e).second);
     return std::nullopt;
   }
   if (r.diverged) return std::nullopt;
@@ -306,7 +306,7 @@ std::optional<CompressedRun> try_compressed(ModuleWorkload& w, const Dataset& he
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& failure) {
-    if (reference && detail::classify_failure(failure).first != Outcome::Oom) throw;
+    if (reference && !detail::ran_out_of_memory(failure)) throw;
     const std::string what = failure.what();
     e.message = "failed: " + what.substr(0, what.find('\n'));
     return std::nullopt;
@@ -321,9 +321,8 @@ bool held_out_loss_before(ModuleWorkload& w, const Dataset& held_out, Trained& t
     trained.loss_before = w.evaluate(held_out).first;
     return true;
   } catch (const std::exception& failure) {
-    auto [outcome, message] = detail::classify_failure(failure);
-    if (outcome != Outcome::Oom) throw;
-    ref.message = "failed: the held-out loss before training: " + message;
+    if (!detail::ran_out_of_memory(failure)) throw;
+    ref.message = "failed: the held-out loss before training: " + detail::classify_failure(failure).second;
     return false;
   }
 }

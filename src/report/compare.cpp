@@ -48,10 +48,10 @@ struct ComparedText {
   const char* name;
   std::string (*text)(const Report&);
 };
-// A `--cmd` run's workload fields batchwise cannot know (its rate, input shape, training samples): said so, where
-// its report holds 0 or nothing for them (compare had shown "lr 0.0" beside a built-in model's rate).
-std::string known_or_commands(const Report& r, bool known, const std::string& text) {
-  return known || r.workload.dataset != "(the command's)" ? text : std::string("(the command's)");
+// A `--cmd` run's workload fields batchwise cannot know (its rate, input shape, training samples), as the HTML page
+// says them (compare had shown "lr 0.0" beside a built-in model's rate).
+std::string unless_commands(const Report& r, const std::string& text) {
+  return r.workload.is_command() ? std::string("(the command's)") : text;
 }
 
 const ComparedText kCompared[] = {
@@ -69,19 +69,13 @@ const ComparedText kCompared[] = {
     {"precision", [](const Report& r) { return r.workload.precision; }},
     {"loss", [](const Report& r) { return r.workload.loss; }},
     {"input shape",
-     [](const Report& r) {
-       return known_or_commands(r, !r.workload.input_shape.empty(),
-                                fmt::format("{}", fmt::join(r.workload.input_shape, "x")));
-     }},
+     [](const Report& r) { return unless_commands(r, fmt::format("{}", fmt::join(r.workload.input_shape, "x"))); }},
     {"budget", [](const Report& r) { return format_bytes(r.budget_bytes); }},
     {"target", [](const Report& r) { return json_text(r.target); }},
     {"run", [](const Report& r) { return answered_run(r); }},
     {"validation", [](const Report& r) { return r.validation ? r.validation->target : std::string("-"); }},
-    {"lr", [](const Report& r) { return known_or_commands(r, r.workload.lr > 0, json_text(r.workload.lr)); }},
-    {"samples",
-     [](const Report& r) {
-       return known_or_commands(r, r.workload.dataset_size > 0, json_text(r.workload.dataset_size));
-     }},
+    {"lr", [](const Report& r) { return unless_commands(r, json_text(r.workload.lr)); }},
+    {"samples", [](const Report& r) { return unless_commands(r, json_text(r.workload.dataset_size)); }},
     {"held out", [](const Report& r) { return r.validation ? r.validation->held_out : std::string("-"); }},
 };
 

@@ -215,10 +215,8 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
         NoiseOptions().batch(b).micro_batch(micro).steps(o.noise_steps()).limit_bytes(report.budget_bytes));
   } catch (const ConfigError& e) {  // a Workload of the user's without the gradient primitives
     return report.context.warnings.push_back(fmt::format("no noise scale or goodput: {}", first_line(e.what())));
-  } catch (const std::exception& e) {  // out of memory (the budget, ulimit -v, oneDNN's): the answer goes on
-    if (!dynamic_cast<const c10::OutOfMemoryError*>(&e) && !dynamic_cast<const std::bad_alloc*>(&e) &&
-        std::string(e.what()) != "could not create a primitive")
-      throw;  // anything else (the user's code, a device error, a stop) ends the run as it would have
+  } catch (const std::exception& e) {          // out of memory (the budget, ulimit -v, oneDNN's): the answer goes on
+    if (!detail::ran_out_of_memory(e)) throw;  // anything else (the user's code, a device error, a stop) ends it
     const bool past = dynamic_cast<const c10::OutOfMemoryError*>(&e) && !detail::says_host_refused(e.what());
     return report.context.warnings.push_back(
         fmt::format("no noise scale or goodput: batch {} in micro-batches of {} {} the {} budget ({})", b, micro,

@@ -590,11 +590,12 @@ TEST(Report, CompareSaysWhatAReportLacks) {
   std::ofstream(dir / "failed.json") << to_json(unfit);
   const std::string failed = to_table(compare_reports((dir / "failed.json").string(), (dir / "plain.json").string()));
   EXPECT_NE(failed.find("fit            A no batch trained  |  B 192"), std::string::npos) << failed;
-  Report command = plain;  // a --cmd run's: its rate, input shape and samples are the command's own
-  command.workload.dataset = "(the command's)";
+  Report command = plain;  // a --cmd run's (as CommandRunner::info makes it): its rate, input shape and samples
+  command.workload.dataset = "(the command's)";  // are the command's own
   command.workload.lr = 0;
   command.workload.input_shape.clear();
   command.workload.dataset_size = 0;
+  command.workload.parameter_count = 0;
   std::ofstream(dir / "command.json") << to_json(command);
   const std::string own = to_table(compare_reports((dir / "command.json").string(), (dir / "plain.json").string()));
   for (const char* field : {"lr ", "input shape ", "samples "})

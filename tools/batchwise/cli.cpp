@@ -642,7 +642,7 @@ void write_special(const std::string& given, const std::string& path, const std:
 
 }  // namespace
 
-bool names_stdout(const std::string& path) { return own_descriptor(path) == 1; }
+bool names_stdout(const std::string& path) { return own_descriptor(followed(path)) == 1; }  // a link to it too
 
 void write_file(const std::string& given, const std::string& text, const char* flag) {
   const std::string path = followed(given);

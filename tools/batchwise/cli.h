@@ -217,8 +217,8 @@ void refuse_in_data_parallel(std::initializer_list<std::pair<bool, const char*>>
 
 // ---- output ---------------------------------------------------------------------------------------
 
-/// Whether `path` is this process's standard output (/dev/stdout, /dev/fd/1, /proc/self/fd/1): the table a person
-/// reads then goes to stderr, so that `--json /dev/stdout | jq` reads the JSON alone.
+/// Whether `path` is this process's standard output (/dev/stdout, /dev/fd/1, /proc/self/fd/1, or a link to one): the
+/// table a person reads then goes to stderr, so that `--json /dev/stdout | jq` reads the JSON alone.
 bool names_stdout(const std::string& path);
 
 /// Writes beside `path`, then renames: a reader never sees half a file. `flag` names the flag in errors.
