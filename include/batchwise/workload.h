@@ -14,6 +14,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "batchwise/choices.h"
 #include "batchwise/data.h"
@@ -57,6 +58,12 @@ class Workload {
   /// scaling): a running count that restore_state leaves alone, so run_trial reports a trial's share
   /// as the difference. 0 for a workload that never skips a step.
   virtual int64_t skipped_steps() const { return 0; }
+  /// What a StateGuard could not put back since the last call, a sentence each: the model and
+  /// optimizer then hold what the pass trained, and the measures after it started from there. The
+  /// report's writer (tune, the CLI, the Python engine) takes them into its warnings.
+  std::vector<std::string> take_restore_failures() { return std::exchange(restore_failures_, {}); }
+  /// Noted by StateGuard's destructor, which must not throw (see take_restore_failures).
+  void note_restore_failure(std::string what) noexcept;
 
   // Gradient primitives, for gradient accumulation and the noise scale (accumulate_gradients,
   // measure_noise_scale). ModuleWorkload has them; a workload without them still fits, sweeps and
@@ -73,6 +80,9 @@ class Workload {
   /// One full training step of `batch` samples, timed phase by phase; none for a workload that
   /// cannot split its step (profile_steps then says so).
   virtual std::optional<StepPhases> profiled_step(int64_t batch) { return std::nullopt; }
+
+ private:
+  std::vector<std::string> restore_failures_;
 };
 
 /// `warmup` unprofiled steps, then `steps` profiled ones; the workload's state is restored
@@ -99,12 +109,10 @@ at::Tensor train_step_accumulated(Workload& workload, const Batch& batch, int64_
 class StateGuard {
  public:
   explicit StateGuard(Workload& workload) : workload_(workload), state_(workload.save_state()) {}
-  ~StateGuard() {
-    try {
-      workload_.restore_state(*state_);
-    } catch (...) {  // a destructor must not throw; an exception in flight says what went wrong
-    }
-  }
+  /// A state that cannot be put back (a copy that runs out of memory, a Python module's
+  /// load_state_dict that raises) is noted on the workload (take_restore_failures): a destructor must
+  /// not throw, and a throw would lose what the pass measured (a validation of hours).
+  ~StateGuard();
   StateGuard(const StateGuard&) = delete;
   StateGuard& operator=(const StateGuard&) = delete;
   /// The state saved at construction (to start several passes from it).

@@ -735,6 +735,7 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
   // A sweep or a validation in which nothing trained says so, as the CLI's does.
   for (const NothingTrained& none : nothing_trained(report))
     if (!none.warning.empty()) report.context.warnings.push_back(none.warning);
+  for (std::string& w : workload.take_restore_failures()) report.context.warnings.push_back(std::move(w));
 }
 
 // Runs `command` on the adapter's workload without the GIL, then raises what Python raised.

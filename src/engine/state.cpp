@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "engine/input_pipeline.h"
+#include "torch_error.h"
 
 namespace batchwise {
 
@@ -59,6 +60,28 @@ std::unique_ptr<WorkloadState> ModuleWorkload::save_state() {
   state->good_steps = good_steps_;
   state->good_total = good_total_;
   return state;
+}
+
+void Workload::note_restore_failure(std::string what) noexcept {
+  try {
+    restore_failures_.push_back(std::move(what));
+  } catch (...) {  // no memory for the sentence either: nothing is left to say it with
+  }
+}
+
+StateGuard::~StateGuard() {
+  try {
+    workload_.restore_state(*state_);
+  } catch (const std::exception& e) {
+    workload_.note_restore_failure(
+        "the model and optimizer could not be put back as they were before a pass that trained them, so what was "
+        "measured after it started from the pass's training: " +
+        detail::error_line(detail::plain_what(e)));
+  } catch (...) {
+    workload_.note_restore_failure(
+        "the model and optimizer could not be put back as they were before a pass that trained them, so what was "
+        "measured after it started from the pass's training");
+  }
 }
 
 void ModuleWorkload::restore_state(const WorkloadState& saved) {

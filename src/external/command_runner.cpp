@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <string_view>
 #include <numeric>
 
 #include "batchwise/memory.h"
@@ -17,7 +19,13 @@ std::string command_line(const std::vector<std::string>& argv) {
   std::string line;
   for (const auto& a : argv) {
     if (!line.empty()) line += ' ';
-    if (a.find_first_of(" \t\"'") == std::string::npos && !a.empty()) {
+    // Bare only where a shell reads the word as itself (shlex.quote's set, and braces without a comma, so
+    // {batch} stays readable): `$`, `;`, `*`, `&` or a newline inside quotes, as a shell would need them.
+    const bool braces_expand = a.find(',') != std::string::npos && a.find_first_of("{}") != std::string::npos;
+    const bool bare = !a.empty() && !braces_expand && std::all_of(a.begin(), a.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_@%+=:,./-{}").find(c) != std::string_view::npos;
+    });
+    if (bare) {
       line += a;
       continue;
     }

@@ -668,6 +668,14 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
   return s;
 }
 
+// The report as tune returns it: its phases' times, and what a pass could not put back said.
+Report ended(const TuneSubject& subject, Laps& laps, Report report) {
+  report.timing = laps.done();
+  if (subject.workload)
+    for (std::string& w : subject.workload->take_restore_failures()) report.context.warnings.push_back(std::move(w));
+  return report;
+}
+
 }  // namespace
 
 bool slowed_past_its_plan(const Report& report) {
@@ -713,10 +721,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   options.fit(f.budget_bytes(report.budget_bytes));
   std::optional<SweepOptions> sweep_options =
       fit_phase(*subject.runner, options, training_samples(subject), report, laps);
-  if (!sweep_options) {
-    report.timing = laps.done();
-    return report;
-  }
+  if (!sweep_options) return ended(subject, laps, std::move(report));
   sweep_options = state_the_plan(subject, options, *sweep_options, report, noise, raced, laps);
   sweep_phase(*subject.runner, options, *sweep_options, training_samples(subject), report, laps,
               laps.expected("sweep"));
@@ -765,10 +770,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
       : report.race && report.race->stuck
           ? recommend_on_the_plateau(*report.race, run_race_stuck(report) ? o.epochs() : 0)
           : recommend(report.fit, report.sweep, report.noise, report.goodput, training_samples(subject));
-  if (!report.recommendation) {
-    report.timing = laps.done();
-    return report;
-  }
+  if (!report.recommendation) return ended(subject, laps, std::move(report));
   const int64_t dataset = module_of(subject) ? module_of(subject)->data().size() : 0;  // a command's: its own
   const bool judged = (report.race && report.race->best_batch) || (report.run_race && report.run_race->best_batch);
   for (std::string& w :
@@ -791,8 +793,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
         "the precisions were not compared: a stop was asked in the validation before them");
   if (precisions && !stopped) compare_precisions(subject, options, report);
   laps("precisions", precisions && !stopped);
-  report.timing = laps.done();
-  return report;
+  return ended(subject, laps, std::move(report));
 }
 
 }  // namespace batchwise

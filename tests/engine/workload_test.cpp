@@ -113,6 +113,26 @@ TEST(BuiltinDatasets, AHeldOutSplitOfAnotherShapePassesWhereTheModelTakesIt) {
   }
 }
 
+// A pass whose training cannot be undone says so on the workload, for the report's warnings (StateGuard had dropped
+// the failure, and a throw from it lost what the pass had measured); an exception on its way out still goes on.
+TEST(StateGuard, AStateThatCannotBePutBackIsNoted) {
+  Unrestorable w(small());
+  { const StateGuard guard(w); }
+  const std::vector<std::string> said = w.take_restore_failures();
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_EQ(said[0],
+            "the model and optimizer could not be put back as they were before a pass that trained them, so what was "
+            "measured after it started from the pass's training: out of memory copying the weights");
+  EXPECT_TRUE(w.take_restore_failures().empty()) << "taken once";
+  try {
+    const StateGuard guard(w);
+    throw ConfigError("the first failure");
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "the first failure");
+  }
+  EXPECT_EQ(w.take_restore_failures().size(), 1u);
+}
+
 // ---- gradient accumulation ----------------------------------------------------------------------
 
 TEST(Accumulation, MicroBatchGradientsEqualTheFullBatchGradient) {

@@ -134,12 +134,14 @@ TEST(RunCommand, StepsOfAnotherBatchAreNoMeasureOfIt) {
   EXPECT_EQ(classify(twice).outcome, Outcome::Ok) << classify(twice).message;
 }
 
-// The command as the report names it: an argument with a space, a tab or a quote is quoted, and a ' inside the quotes
-// is escaped (it ended them early, and the command shown was not the one that ran); plain words stay as they are (the
-// history's workload key).
+// The command as the report names it: an argument a shell would not read as itself (a space, a quote, `$`, `;`, `*`,
+// `&`, braces with a comma) is quoted, and a ' inside the quotes is escaped (it ended them early, and the command shown
+// was not the one that ran); plain words stay as they are (the history's workload key).
 TEST(CommandLine, AQuoteInsideQuotesIsEscaped) {
   EXPECT_EQ(command_line({"python3", "train.py", "--batch-size", "{batch}"}), "python3 train.py --batch-size {batch}");
   EXPECT_EQ(command_line({"python3", "/tmp/we ird/tr'ain.py", ""}), "python3 '/tmp/we ird/tr'\\''ain.py' ''");
+  EXPECT_EQ(command_line({"sh", "-c", "echo $HOME; ls *.py", "a&b", "{a,b}", "--lr=1e-3,x"}),
+            "sh -c 'echo $HOME; ls *.py' 'a&b' '{a,b}' --lr=1e-3,x");
 }
 
 // Steps of several sizes (an epoch's ragged end) are timed over their span: the samples they trained over the time

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "batchwise/memory.h"
@@ -93,5 +95,23 @@ inline int count(const std::vector<Trial>& trials, Outcome outcome) {
   return static_cast<int>(
       std::count_if(trials.begin(), trials.end(), [&](const Trial& t) { return t.outcome == outcome; }));
 }
+
+// A workload whose state cannot be put back (a copy that runs out of memory, a Python module's load_state_dict that
+// raises); it trains as `inner` does.
+class Unrestorable final : public Workload {
+ public:
+  explicit Unrestorable(std::unique_ptr<Workload> inner) : inner_(std::move(inner)) {}
+  WorkloadInfo info() const override { return inner_->info(); }
+  c10::Device device() const override { return inner_->device(); }
+  Batch next_batch(int64_t b) override { return inner_->next_batch(b); }
+  at::Tensor train_step(const Batch& b) override { return inner_->train_step(b); }
+  std::unique_ptr<WorkloadState> save_state() override { return inner_->save_state(); }
+  void restore_state(const WorkloadState&) override {
+    throw std::runtime_error("out of memory copying the weights\nC++ frames");
+  }
+
+ private:
+  std::unique_ptr<Workload> inner_;
+};
 
 }  // namespace batchwise::test

@@ -539,6 +539,25 @@ TEST(Tune, TheNoiseScaleIsHeldToTheBudget) {
   ASSERT_TRUE(r.recommendation.has_value());  // the knee's
 }
 
+// A pass tune could not undo (the noise scale's training, here) is in the report's warnings, the answer standing.
+TEST(Tune, APassWhoseTrainingCouldNotBeUndoneIsWarnedOf) {
+  Unrestorable w(small());
+  SecondTrials runner;
+  const Report r = tune(TuneSubject(runner, &w), TuneOptions()
+                                                     .fit(FitOptions().budget_bytes(64 << 20).max(64))
+                                                     .sweep(SweepOptions().batch_sizes({16, 32, 64}).min_time_s(0))
+                                                     .doctor(false)
+                                                     .noise(true)
+                                                     .noise_steps(3)
+                                                     .race(false)
+                                                     .loader_search(false));
+  EXPECT_TRUE(std::any_of(r.context.warnings.begin(), r.context.warnings.end(), [](const std::string& s) {
+    return s.find("could not be put back as they were before a pass that trained them") != std::string::npos;
+  })) << fmt::format("{}", fmt::join(r.context.warnings, "\n"));
+  EXPECT_TRUE(w.take_restore_failures().empty()) << "taken into the report";
+  EXPECT_TRUE(r.recommendation.has_value());
+}
+
 TEST(Tune, TheRetimingLeavesOutWhatItsLeastRoundsCannotAfford) {
   SecondTrials runner;
   const SweepOptions s = SweepOptions().batch_sizes({128, 256, 512, 1024}).repetitions(1).min_time_s(0);

@@ -419,6 +419,8 @@ int Session::finish(int code) {
       code = none.out_of_memory ? kExitDoesNotFit : kExitFailed;
     if (!none.warning.empty()) report.context.warnings.push_back(none.warning);
   }
+  if (workload_)  // a pass whose training could not be undone (tune's own are taken already)
+    for (std::string& w : workload_->take_restore_failures()) report.context.warnings.push_back(std::move(w));
   if (group_) (void)group_->all_gather({0}, "ending the run together");  // rank 0 hosts the store: it leaves last
   if (!lead_) {
     if (!flags.quiet) {
