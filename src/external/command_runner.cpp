@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <string_view>
 #include <numeric>
+#include <string_view>
 
 #include "batchwise/memory.h"
 #include "batchwise/units.h"
@@ -23,7 +23,8 @@ std::string command_line(const std::vector<std::string>& argv) {
     // {batch} stays readable): `$`, `;`, `*`, `&` or a newline inside quotes, as a shell would need them.
     const bool braces_expand = a.find(',') != std::string::npos && a.find_first_of("{}") != std::string::npos;
     const bool bare = !a.empty() && !braces_expand && std::all_of(a.begin(), a.end(), [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_@%+=:,./-{}").find(c) != std::string_view::npos;
+      return std::isalnum(static_cast<unsigned char>(c)) ||
+             std::string_view("_@%+=:,./-{}").find(c) != std::string_view::npos;
     });
     if (bare) {
       line += a;
