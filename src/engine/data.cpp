@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
+#include <fmt/ranges.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -381,13 +382,15 @@ Dataset load_cifar10(const std::string& dir, bool train) {
   check_folder(dir, "cifar10", fix);
   fs::path root(dir);
   if (fs::is_directory(root / "cifar-10-batches-bin")) root /= "cifar-10-batches-bin";
-  std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(root)) {
-    const std::string name = entry.path().filename().string();
-    const bool wanted = train ? name.rfind("data_batch_", 0) == 0 : name == "test_batch.bin";
-    if (wanted && entry.path().extension() == ".bin") files.push_back(entry.path().string());
-  }
-  std::sort(files.begin(), files.end());
+  // The binary version's five training batches by name (a copy named "data_batch_1 (1).bin" is no sixth).
+  constexpr int kTrainBatches = 5;
+  const auto name_of = [&](int k) { return train ? fmt::format("data_batch_{}.bin", k) : std::string("test_batch.bin"); };
+  std::vector<std::string> files, missing;
+  for (int k = 1; k <= (train ? kTrainBatches : 1); ++k)
+    if (fs::is_regular_file(root / name_of(k)))
+      files.push_back((root / name_of(k)).string());
+    else
+      missing.push_back(name_of(k));
   BATCHWISE_CHECK(!files.empty(), DataError, "cifar10: {} holds no {}; {}", root.string(),
                   train ? "data_batch_*.bin files" : "test_batch.bin", fix);
   constexpr int64_t kRecord = 1 + 3 * 32 * 32;
@@ -401,6 +404,12 @@ Dataset load_cifar10(const std::string& dir, bool train) {
                     f, bytes, kRecord, fix);
     records += bytes / kRecord;
   }
+  // Checked after each file's size, so a file cut short is named as such. Trained on four of five, a
+  // run's samples, its epochs' steps and the answer would all be another dataset's.
+  BATCHWISE_CHECK(missing.empty(), DataError,
+                  "cifar10: {} has {} of CIFAR-10's {} training batches, not {} (a download or an extraction cut "
+                  "short?); {}",
+                  root.string(), files.size(), kTrainBatches, fmt::join(missing, ", "), fix);
   UntrackedScope untracked;
   at::Tensor raw = at::empty({records, kRecord}, at::kByte);
   int64_t at_record = 0;

@@ -1,6 +1,7 @@
 #include "batchwise/data.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <zlib.h>
@@ -386,13 +387,29 @@ TEST_F(FileDatasets, CifarRecordsBecomeImagesAndLabels) {
     bytes += std::string(3 * 32 * 32, static_cast<char>(record * 100));
   }
   write_raw(path("data_batch_1.bin"), bytes);
+  for (int k = 2; k <= 5; ++k) write_raw(path(fmt::format("data_batch_{}.bin", k)), std::string(3073, '\1'));
+  write_raw(path("data_batch_1 (1).bin"), bytes);  // a copy beside it is no sixth batch
   const Dataset d = load_cifar10(dir_.string());
-  EXPECT_EQ(d.size(), 2);
+  EXPECT_EQ(d.size(), 6);
   EXPECT_EQ(d.sample_shape(), (std::vector<int64_t>{3, 32, 32}));
   EXPECT_EQ(d.targets[0].item<int64_t>(), 3);
   EXPECT_EQ(d.targets[1].item<int64_t>(), 9);
   EXPECT_EQ(d.inputs[1][2][31][31].item<int64_t>(), 100);
   EXPECT_EQ(d.num_classes, 10);
+}
+
+// A download or an extraction cut short: four of the five training batches are another dataset, named as such.
+TEST_F(FileDatasets, CifarWithoutOneOfItsTrainingBatchesIsRefused) {
+  for (int k : {1, 2, 4, 5}) write_raw(path(fmt::format("data_batch_{}.bin", k)), std::string(3073, '\0'));
+  try {
+    load_cifar10(dir_.string());
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("has 4 of CIFAR-10's 5 training batches, not data_batch_3.bin (a download or "
+                                         "an extraction cut short?); download the binary version"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(FileDatasets, CifarFileOfTheWrongSize) {
