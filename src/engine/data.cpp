@@ -384,7 +384,9 @@ Dataset load_cifar10(const std::string& dir, bool train) {
   if (fs::is_directory(root / "cifar-10-batches-bin")) root /= "cifar-10-batches-bin";
   // The binary version's five training batches by name (a copy named "data_batch_1 (1).bin" is no sixth).
   constexpr int kTrainBatches = 5;
-  const auto name_of = [&](int k) { return train ? fmt::format("data_batch_{}.bin", k) : std::string("test_batch.bin"); };
+  const auto name_of = [&](int k) {
+    return train ? fmt::format("data_batch_{}.bin", k) : std::string("test_batch.bin");
+  };
   std::vector<std::string> files, missing;
   for (int k = 1; k <= (train ? kTrainBatches : 1); ++k)
     if (fs::is_regular_file(root / name_of(k)))
