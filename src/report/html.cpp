@@ -366,7 +366,8 @@ std::string fit_section(const Report& r) {
         "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>\n",
         ok(t) ? "ok" : "bad", ++i, t.batch, esc(to_string(t.outcome)), esc(format_bytes(t.peak_bytes)),
-        esc(bytes_text(t.predicted_peak_bytes)), percent_of(static_cast<double>(t.peak_bytes), budget), target_text(t),
+        esc(bytes_text(t.predicted_peak_bytes)), esc(percent_of(static_cast<double>(t.peak_bytes), budget)),
+        esc(target_text(t)),
         esc(t.message));
   }
   return out + "</table>\n</section>\n";

@@ -255,7 +255,8 @@ void noise_table(Lines& line, const NoiseResult& n) {
   line("");
   line(fmt::format("gradient noise scale ({} steps at batch {} in micro-batches of {}, {:.1f} s):", n.steps, n.batch,
                    n.micro_batch, n.wall_s));
-  line(fmt::format("{:>6}  {:>9}  {:>12}  {:>12}  {:>12}", "step", "loss", "|G|^2", "tr(Sigma)", "B_simple"));
+  // |G|^2 and tr(Sigma) are each step's own (noisy, even negative); B is the ratio of their moving averages
+  line(fmt::format("{:>6}  {:>9}  {:>12}  {:>12}  {:>12}", "step", "loss", "|G|^2", "tr(Sigma)", "B, averaged"));
   const size_t every = std::max<size_t>(1, n.timeline.size() / 10);
   for (size_t i = 0; i < n.timeline.size(); ++i) {
     if (i % every != every - 1 && i + 1 != n.timeline.size()) continue;
@@ -265,6 +266,7 @@ void noise_table(Lines& line, const NoiseResult& n) {
                      std::abs(s.loss) < 1e5 ? fmt::format("{:.4f}", s.loss) : fmt::format("{:.4g}", s.loss), s.g2,
                      s.trace, s.b_simple_smoothed ? fmt::format("{:.1f}", *s.b_simple_smoothed) : "-"));
   }
+  line("(|G|^2 and tr(Sigma): each step's estimate; B: their moving averages' ratio, factor 0.9, bias-corrected)");
   if (n.b_simple) {
     line(fmt::format("B_simple = tr(Sigma) / |G|^2 = {:.1f} (band {:.1f} to {:.1f}, 2 standard errors){}", *n.b_simple,
                      n.b_simple_low, n.b_simple_high,

@@ -267,7 +267,10 @@ TEST(Html, UserStringsAreEscaped) {
   r.context.device_name = "</script><script>alert(1)</script>";
   r.fit->trials[1].message = "<img src=x onerror=alert(2)>";
   r.sweep->points[2].message = "</script><!--";
+  r.fit->trials[0].peak_bytes = 1;  // "< 0.1 %" of the budget: our own text is escaped too
   const std::string html = to_html(to_json(r));
+  EXPECT_NE(html.find("<td class=\"n\">&lt; 0.1 %</td>"), std::string::npos);
+  EXPECT_EQ(html.find("< 0.1"), std::string::npos);
   EXPECT_NE(html.find("&lt;script&gt;alert(&#39;model&#39;)&lt;/script&gt;"), std::string::npos);
   EXPECT_NE(html.find("&lt;img src=x onerror=alert(2)&gt;"), std::string::npos);
   EXPECT_EQ(html.find("<script>alert"), std::string::npos);
