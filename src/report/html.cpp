@@ -367,8 +367,7 @@ std::string fit_section(const Report& r) {
         "<td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>\n",
         ok(t) ? "ok" : "bad", ++i, t.batch, esc(to_string(t.outcome)), esc(format_bytes(t.peak_bytes)),
         esc(bytes_text(t.predicted_peak_bytes)), esc(percent_of(static_cast<double>(t.peak_bytes), budget)),
-        esc(target_text(t)),
-        esc(t.message));
+        esc(target_text(t)), esc(t.message));
   }
   return out + "</table>\n</section>\n";
 }
