@@ -517,19 +517,24 @@ class SecondTrials final : public TrialRunner {
   int64_t fails_from = std::numeric_limits<int64_t>::max();
 };
 
+// A sweep of 16, 32 and 64 under `budget_bytes`, then the noise scale (3 steps), nothing else.
+TuneOptions noise_after_a_sweep(int64_t budget_bytes) {
+  return TuneOptions()
+      .fit(FitOptions().budget_bytes(budget_bytes).max(64))
+      .sweep(SweepOptions().batch_sizes({16, 32, 64}).min_time_s(0))
+      .doctor(false)
+      .noise(true)
+      .noise_steps(3)
+      .race(false)
+      .loader_search(false);
+}
+
 // tune's noise scale is held to the budget, as its trials are (it ran unlimited): past it, a warning and
 // no goodput, not an error.
 TEST(Tune, TheNoiseScaleIsHeldToTheBudget) {
   auto w = small();
   SecondTrials runner;  // trials that peak at no bytes: a budget they fit, which the real noise scale does not
-  const Report r = tune(TuneSubject(runner, w.get()), TuneOptions()
-                                                          .fit(FitOptions().budget_bytes(64 << 10).max(64))
-                                                          .sweep(SweepOptions().batch_sizes({16, 32, 64}).min_time_s(0))
-                                                          .doctor(false)
-                                                          .noise(true)
-                                                          .noise_steps(3)
-                                                          .race(false)
-                                                          .loader_search(false));
+  const Report r = tune(TuneSubject(runner, w.get()), noise_after_a_sweep(64 << 10));
   EXPECT_FALSE(r.noise.has_value());
   EXPECT_FALSE(r.goodput.has_value());
   EXPECT_TRUE(std::any_of(r.context.warnings.begin(), r.context.warnings.end(), [](const std::string& w) {
@@ -543,14 +548,7 @@ TEST(Tune, TheNoiseScaleIsHeldToTheBudget) {
 TEST(Tune, APassWhoseTrainingCouldNotBeUndoneIsWarnedOf) {
   Unrestorable w(small());
   SecondTrials runner;
-  const Report r = tune(TuneSubject(runner, &w), TuneOptions()
-                                                     .fit(FitOptions().budget_bytes(64 << 20).max(64))
-                                                     .sweep(SweepOptions().batch_sizes({16, 32, 64}).min_time_s(0))
-                                                     .doctor(false)
-                                                     .noise(true)
-                                                     .noise_steps(3)
-                                                     .race(false)
-                                                     .loader_search(false));
+  const Report r = tune(TuneSubject(runner, &w), noise_after_a_sweep(64 << 20));
   EXPECT_TRUE(std::any_of(r.context.warnings.begin(), r.context.warnings.end(), [](const std::string& s) {
     return s.find("could not be put back as they were before a pass that trained them") != std::string::npos;
   })) << fmt::format("{}", fmt::join(r.context.warnings, "\n"));
