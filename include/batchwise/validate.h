@@ -189,8 +189,9 @@ void fields(V& v, T& r) {
 }
 
 struct ValidationResult {
-  std::string target;    ///< "test accuracy >= 0.85" or "test loss <= 0.4"
-  std::string held_out;  ///< the held-out set's name and size
+  std::string target;            ///< "test accuracy >= 0.85" or "test loss <= 0.4"
+  std::string held_out;          ///< the held-out set's name and size
+  int64_t held_out_samples = 0;  ///< the samples each evaluation reads (0 in a report older than the field)
   std::vector<ValidationRun> runs;
   /// The candidate that reached the target in the least training time; none if none did. Full runs:
   /// the good batch that trained in the least time.
@@ -234,6 +235,7 @@ template <class V, class T, IfRecord<T, ValidationResult> = 0>
 void fields(V& v, T& r) {
   v("target", r.target);
   v("held_out", r.held_out);
+  v("held_out_samples", r.held_out_samples, When{r.held_out_samples > 0});
   v("fastest_batch", r.fastest_batch);
   v("epochs", r.epochs, When{r.epochs > 0});
   v("lr_schedule", r.lr_schedule, When{r.epochs > 0});
@@ -254,10 +256,20 @@ void fields(V& v, T& r) {
 /// validated answer's confidence is low (recommend.h).
 double most_cpu_wait_share(const ValidationResult& validation);
 
+/// Fewer held-out samples than this judge batches by chance: a loss or an accuracy over them moves between
+/// batches by more than the differences compared (the standard error of an accuracy over 100 samples is up
+/// to 5 points).
+constexpr int64_t kFewHeldOutSamples = 100;
+
 /// Empty, or that runs of `validation` shared the CPU (a ValidationRun::cpu_wait_share above
 /// kSharedCpuShare): their train_s, which decides the fastest good batch, carries another process's
 /// share of the cores.
 std::string shared_cpu_warning(const ValidationResult& validation);
+
+/// What the report says of `validation`'s figures, each caller alike: runs that shared the CPU
+/// (shared_cpu_warning), and a target mode's runs judged on fewer than kFewHeldOutSamples held-out
+/// samples, where a run can reach the target by chance (full runs' good set is wide by the same noise).
+std::vector<std::string> validation_warnings(const ValidationResult& validation);
 
 /// Empty, or that batches of `batch_sizes` are larger than the `training_samples`: each of their steps
 /// repeats samples, which a run of the user's would not; they are trained as asked, and said so.

@@ -723,7 +723,7 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
         !w.empty())  // trained as asked, as the CLI's validate does, and said
       report.context.warnings.push_back(std::move(w));
     report.validation = validate(workload, held_out, *p.validate);
-    if (std::string w = shared_cpu_warning(*report.validation); !w.empty()) report.context.warnings.push_back(w);
+    for (std::string& w : validation_warnings(*report.validation)) report.context.warnings.push_back(std::move(w));
     if (!report.validation->interrupted) report.recommendation = recommend(*report.validation);  // not from a part
     if (report.recommendation) report.lr = fixed_run(*report.validation, report.recommendation->batch)->lr;
   } else {

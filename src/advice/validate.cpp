@@ -361,6 +361,18 @@ std::string shared_cpu_warning(const ValidationResult& v) {
       runs.size() > 1 ? "their" : "its");
 }
 
+std::vector<std::string> validation_warnings(const ValidationResult& v) {
+  std::vector<std::string> out;
+  if (std::string w = shared_cpu_warning(v); !w.empty()) out.push_back(std::move(w));
+  if (v.epochs <= 0 && v.held_out_samples > 0 && v.held_out_samples < kFewHeldOutSamples)
+    out.push_back(fmt::format(
+        "validation judged the target on {} held-out sample{}: an accuracy or a loss over so few moves by chance "
+        "between evaluations, by more than the batches differ, so a run can reach the target early or late by luck; "
+        "give a held-out set of at least a few hundred",
+        v.held_out_samples, v.held_out_samples == 1 ? "" : "s"));
+  return out;
+}
+
 const ValidationRun* fixed_run(const ValidationResult& v, int64_t batch) {
   for (const auto& run : v.runs)
     if (run.batch == batch && run.schedule.empty()) return &run;
@@ -450,6 +462,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   } else {
     result.target = HeldOutTarget{o.target_accuracy(), o.target_loss()}.text("test");
   }
+  result.held_out_samples = probe.size();
   result.held_out =
       probe.size() == held_out.size()
           ? fmt::format("{} test split, {} samples", held_out.name, held_out.size())

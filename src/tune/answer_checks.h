@@ -10,13 +10,9 @@
 #include <vector>
 
 #include "batchwise/schedule.h"
+#include "batchwise/validate.h"
 
 namespace batchwise::detail {
-
-/// Fewer held-out samples than this judge a race by chance: a loss or an accuracy over them moves between
-/// batches by more than the differences a race ranks on (the standard error of an accuracy over 100 samples
-/// is up to 5 points).
-constexpr int64_t kFewHeldOutSamples = 100;
 
 /// The warnings for answer `batch` over a training set of `dataset` samples (0: not known, as for a
 /// training command), for a run of `epochs` (0: none given), where a race judged its candidates on

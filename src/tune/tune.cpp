@@ -488,7 +488,7 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
   }
   report.validation = validate(*subject.workload, subject.held_out(),
                                v.batch_sizes(candidates).base_batch(o.base_batch()).limit_bytes(report.budget_bytes));
-  if (std::string w = shared_cpu_warning(*report.validation); !w.empty()) report.context.warnings.push_back(w);
+  for (std::string& w : validation_warnings(*report.validation)) report.context.warnings.push_back(std::move(w));
   report.recommendation = confirm(*report.recommendation, *report.validation);
   if (o.on_stage()) {  // its end: the CLI's Ctrl-C stops only the validation's runs
     TuneStage ended;

@@ -313,6 +313,31 @@ TEST(Validate, RunsThatSharedTheCpuAreNamedInAWarning) {
   EXPECT_EQ(shared_cpu_warning(v), "");
 }
 
+// A target judged on a handful of held-out samples can be reached by chance (the standard error of an
+// accuracy over 40 samples is up to 8 points): the report says so; full runs' good set is as wide as that noise.
+TEST(Validate, ATargetOnAHandfulOfHeldOutSamplesIsWarnedOf) {
+  ValidationResult v;
+  v.held_out_samples = 40;
+  ASSERT_EQ(validation_warnings(v).size(), 1u);
+  EXPECT_EQ(validation_warnings(v)[0].rfind("validation judged the target on 40 held-out samples: ", 0), 0u)
+      << validation_warnings(v)[0];
+  v.held_out_samples = kFewHeldOutSamples;
+  EXPECT_TRUE(validation_warnings(v).empty());
+  v.held_out_samples = 40;
+  v.epochs = 2;
+  EXPECT_TRUE(validation_warnings(v).empty()) << "full runs";
+  v.epochs = 0;
+  v.held_out_samples = 0;  // a report older than the field
+  EXPECT_TRUE(validation_warnings(v).empty());
+  // through validate(): the samples it evaluated on are recorded
+  auto w = mlp(256);
+  const Dataset held_out = head(dynamic_cast<ModuleWorkload&>(*w).data(), 30);
+  const ValidationResult run =
+      validate(*w, held_out, ValidateOptions({64}).target_accuracy(0.99).max_epochs(0.25).measure_lr(false));
+  EXPECT_EQ(run.held_out_samples, 30);
+  EXPECT_EQ(validation_warnings(run).size(), 1u);
+}
+
 // The budget holds for validate's runs as for a trial: a batch whose training needs more fails as
 // out of memory, and the others train as without it (their evaluations, at batchwise's own batch,
 // are not held to it). Before, --memory-budget was not applied to validate at all.

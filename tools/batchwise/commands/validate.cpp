@@ -128,7 +128,7 @@ class Validate : public Command {
                                        .should_stop([&] { return stop.requested(); }));
     if (stop.requested()) stop.mute_broken_outputs();
     const ValidationResult& v = *s.report.validation;
-    if (std::string w = shared_cpu_warning(v); !w.empty()) s.report.context.warnings.push_back(w);
+    for (std::string& w : validation_warnings(v)) s.report.context.warnings.push_back(std::move(w));
     if (v.interrupted) s.report.context.warnings.push_back(interrupted_warning(v, stop.name(), schedule));
     s.print_validation(v);
     if (!v.interrupted) s.report.recommendation = recommend(v);  // not from a part of the grid
