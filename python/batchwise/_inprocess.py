@@ -737,11 +737,12 @@ def run_lightning(command, module, datamodule, options):
     _required(command, options, "batchwise.lightning", held_out=False)
     with _generators_kept():  # a datamodule's setup may split its data at random
         optimizer, train, val, data_what, val_what = lightning_parts(module, datamodule, command)
+        hook = val_what  # the module's or the datamodule's, as the data came from it
         if command in ("tune", "validate") and val is not None and "held_out" not in options:
             options = {**options, "held_out": val}
         else:
             val_what = "held_out"  # the user's own option
-        _required(command, options, "batchwise.lightning")
+        _required(command, options, "batchwise.lightning", val_hook=hook)
         # A scheduler made with the optimizer (a warm-up, OneCycleLR) has moved its rate: the module's is the one
         # the scheduler starts from (initial_lr), or OneCycleLR's peak (max_lr, its lr argument). Set for the
         # call, and put back after it: the optimizer may be one the module keeps (self.opt).
@@ -858,15 +859,16 @@ class Report(_Record):
 
 # ---- the calls -----------------------------------------------------------------------------------
 
-def _required(command, options, prefix="batchwise", held_out=True):
-    """What a command cannot run without, said before any data is read (`held_out`: check it too)."""
+def _required(command, options, prefix="batchwise", held_out=True, val_hook=None):
+    """What a command cannot run without, said before any data is read (`held_out`: check it too;
+    `val_hook`: the Lightning hook that would have given it, "MyDataModule.val_dataloader()")."""
     _check_names(command, options, prefix)
     if command in ("sweep", "validate") and not options.get("batch_sizes"):
         raise TypeError(f"{prefix}.{command}: no batch sizes; pass batch_sizes=[16, 32, 64]")
     if held_out and command == "validate" and options.get("held_out") is None:
         raise TypeError(f"{prefix}.validate: no held_out data; validation judges each run on data it did not train "
                         "on: pass held_out=(x_test, y_test), a Dataset or a DataLoader"
-                        + (" (or give the module a val_dataloader)" if prefix != "batchwise" else ""))
+                        + (f" (or define {val_hook})" if val_hook else ""))
 
 
 def _run(command, model, optimizer, data, loss, options):

@@ -1112,6 +1112,10 @@ def test_lightning():
         def training_step(self, batch, batch_idx):
             return {"logits": self.net(batch[0])}
 
+    class TrainOnly(L.LightningDataModule):  # no val_dataloader: validate names the hook it would read
+        def train_dataloader(self):
+            return torch.utils.data.DataLoader(Pairs(*branchy_data(256)), batch_size=32)
+
     sweep = lambda module, data=None: batchwise.lightning.sweep(module, data, batch_sizes=[32], steps=1,  # noqa: E731
                                                                 repetitions=1, progress=False)
     refused([
@@ -1121,6 +1125,9 @@ def test_lightning():
         (lambda: sweep(NoForward()), TypeError, "NoForward defines no train_dataloader(); define it, or pass"),
         (lambda: sweep(Branchy(), Data()), TypeError, "Branchy is a torch.nn.Module, not a LightningModule"),
         (lambda: batchwise.lightning.tune(NoForward(), BrokenVal(), max=64, progress=False), NameError, "vaa"),
+        (lambda: batchwise.lightning.validate(NoForward(), TrainOnly(), batch_sizes=[32], epochs=1, progress=False),
+         TypeError, "no held_out data; validation judges each run on data it did not train on: pass held_out=(x_test, "
+         "y_test), a Dataset or a DataLoader (or define TrainOnly.val_dataloader())"),
         (lambda: sweep(NoLoss(), Data()), batchwise.TrainingError,  # named as this call, not batchwise.sweep
          "batchwise.lightning.sweep: NoLoss.training_step raised TypeError: it returned a dict without 'loss' "
          "(keys 'logits')"),
