@@ -368,7 +368,7 @@ std::vector<std::string> validation_warnings(const ValidationResult& v) {
     out.push_back(fmt::format(
         "validation judged the target on {} held-out sample{}: an accuracy or a loss over so few moves by chance "
         "between evaluations, by more than the batches differ, so a run can reach the target early or late by luck; "
-        "give a held-out set of at least a few hundred",
+        "give a held-out set of at least a few hundred, or evaluate on more of it (--held-out-samples)",
         v.held_out_samples, v.held_out_samples == 1 ? "" : "s"));
   return out;
 }

@@ -393,8 +393,8 @@ Dataset load_cifar10(const std::string& dir, bool train) {
       files.push_back((root / name_of(k)).string());
     else
       missing.push_back(name_of(k));
-  BATCHWISE_CHECK(!files.empty(), DataError, "cifar10: {} holds no {}; {}", root.string(),
-                  train ? "data_batch_*.bin files" : "test_batch.bin", fix);
+  BATCHWISE_CHECK(!files.empty(), DataError, "cifar10: {} holds {}; {}", root.string(),
+                  train ? "none of data_batch_1.bin to data_batch_5.bin" : "no test_batch.bin", fix);
   constexpr int64_t kRecord = 1 + 3 * 32 * 32;
   int64_t records = 0;
   for (const auto& f : files) {

@@ -6,6 +6,7 @@
 #include <torch/optim.h>
 #include <torch/serialize/archive.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "check.h"
@@ -63,24 +64,34 @@ std::unique_ptr<WorkloadState> ModuleWorkload::save_state() {
 }
 
 void Workload::note_restore_failure(std::string what) noexcept {
-  try {
-    restore_failures_.push_back(std::move(what));
+  try {  // once: a workload that cannot be put back fails at every pass's end alike
+    if (std::find(restore_failures_.begin(), restore_failures_.end(), what) == restore_failures_.end())
+      restore_failures_.push_back(std::move(what));
   } catch (...) {  // no memory for the sentence either: nothing is left to say it with
   }
 }
+
+namespace {
+// The sentence for a restore that threw `e` (null: not a std::exception), noted on `w`; built inside a
+// try, as the destructor calling it must not throw (a copy that ran out of memory may leave none for it).
+void note_unrestored(Workload& w, const std::exception* e) noexcept {
+  try {
+    std::string what =
+        "the model and optimizer could not be put back as they were before a pass that trained them, so what was "
+        "measured after it started from the pass's training";
+    if (e) what += ": " + detail::error_line(detail::plain_what(*e));
+    w.note_restore_failure(std::move(what));
+  } catch (...) {}
+}
+}  // namespace
 
 StateGuard::~StateGuard() {
   try {
     workload_.restore_state(*state_);
   } catch (const std::exception& e) {
-    workload_.note_restore_failure(
-        "the model and optimizer could not be put back as they were before a pass that trained them, so what was "
-        "measured after it started from the pass's training: " +
-        detail::error_line(detail::plain_what(e)));
+    note_unrestored(workload_, &e);
   } catch (...) {
-    workload_.note_restore_failure(
-        "the model and optimizer could not be put back as they were before a pass that trained them, so what was "
-        "measured after it started from the pass's training");
+    note_unrestored(workload_, nullptr);
   }
 }
 

@@ -20,8 +20,10 @@ std::string command_line(const std::vector<std::string>& argv) {
   for (const auto& a : argv) {
     if (!line.empty()) line += ' ';
     // Bare only where a shell reads the word as itself (shlex.quote's set, and braces without a comma, so
-    // {batch} stays readable): `$`, `;`, `*`, `&` or a newline inside quotes, as a shell would need them.
-    const bool braces_expand = a.find(',') != std::string::npos && a.find_first_of("{}") != std::string::npos;
+    // {batch} stays readable; {a,b} and {1..3} expand): `$`, `;`, `*`, `&` or a newline inside quotes, as a shell would
+    // need them.
+    const bool braces_expand = (a.find(',') != std::string::npos || a.find("..") != std::string::npos) &&
+                               a.find_first_of("{}") != std::string::npos;
     const bool bare = !a.empty() && !braces_expand && std::all_of(a.begin(), a.end(), [](char c) {
       return std::isalnum(static_cast<unsigned char>(c)) ||
              std::string_view("_@%+=:,./-{}").find(c) != std::string_view::npos;

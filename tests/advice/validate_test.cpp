@@ -335,7 +335,10 @@ TEST(Validate, ATargetOnAHandfulOfHeldOutSamplesIsWarnedOf) {
   const ValidationResult run =
       validate(*w, held_out, ValidateOptions({64}).target_accuracy(0.99).max_epochs(0.25).measure_lr(false));
   EXPECT_EQ(run.held_out_samples, 30);
-  EXPECT_EQ(validation_warnings(run).size(), 1u);
+  const std::vector<std::string> said = validation_warnings(run);  // a busy machine's shared-CPU one may come too
+  EXPECT_TRUE(std::any_of(said.begin(), said.end(), [](const std::string& w) {
+    return w.rfind("validation judged the target on 30 held-out samples: ", 0) == 0;
+  })) << fmt::format("{}", fmt::join(said, "\n"));
 }
 
 // The budget holds for validate's runs as for a trial: a batch whose training needs more fails as

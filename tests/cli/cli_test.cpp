@@ -1924,7 +1924,7 @@ TEST(Cli, FileDatasetsTrainAndTheirErrorsAreDataErrors) {
   expect_clean_error("fit --model mlp --dataset npy --data-file " + csv.string(), 2,
                      "--dataset npy: needs --labels-file LABELS.npy");
   expect_clean_error("fit --model lenet --dataset cifar10 --data-dir " + scratch().string(), 3,
-                     "holds no data_batch_*.bin files");
+                     "holds none of data_batch_1.bin to data_batch_5.bin");
 }
 
 }  // namespace

@@ -140,8 +140,8 @@ TEST(RunCommand, StepsOfAnotherBatchAreNoMeasureOfIt) {
 TEST(CommandLine, AQuoteInsideQuotesIsEscaped) {
   EXPECT_EQ(command_line({"python3", "train.py", "--batch-size", "{batch}"}), "python3 train.py --batch-size {batch}");
   EXPECT_EQ(command_line({"python3", "/tmp/we ird/tr'ain.py", ""}), "python3 '/tmp/we ird/tr'\\''ain.py' ''");
-  EXPECT_EQ(command_line({"sh", "-c", "echo $HOME; ls *.py", "a&b", "{a,b}", "--lr=1e-3,x"}),
-            "sh -c 'echo $HOME; ls *.py' 'a&b' '{a,b}' --lr=1e-3,x");
+  EXPECT_EQ(command_line({"sh", "-c", "echo $HOME; ls *.py", "a&b", "{a,b}", "{1..3}", "--lr=1e-3,x"}),
+            "sh -c 'echo $HOME; ls *.py' 'a&b' '{a,b}' '{1..3}' --lr=1e-3,x");
 }
 
 // Steps of several sizes (an epoch's ragged end) are timed over their span: the samples they trained over the time
