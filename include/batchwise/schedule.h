@@ -34,8 +34,9 @@ void check_run_length(double epochs, int64_t dataset);
 void check_batches_within_run(const std::vector<int64_t>& batches, double epochs, int64_t dataset);
 
 /// `advice` at `batch` for the user's run of `epochs` over `dataset` samples under `shape`: its
-/// warm-up is run_warmup_steps's, and its sentence says so ("; in your 1-epoch run (938 steps):
-/// warm-up over its first 234, then the cosine schedule").
+/// warm-up is run_warmup_steps's (an unmeasured rule's, stated in epochs, counted in this run's steps
+/// first), and its sentence says so ("; in your 1-epoch run (938 steps): warm-up over its first 234,
+/// then the cosine schedule").
 LrAdvice for_the_run(LrAdvice advice, double epochs, int64_t dataset, int64_t batch, LrSchedule shape);
 
 /// The rate at optimizer step `step` (from 0) of a run of `total_steps`: the advice's linear warm-up

@@ -103,8 +103,9 @@ RunPlan plan_run(const OptimizerSettings& o, int64_t dataset_size,
     }
     if (o.weight_decay > 0)
       plan.notes.push_back(fmt::format(
-          "{} decays the weights by lr x {:g} each step: with fewer, larger steps per epoch the decay per epoch "
-          "changes by sqrt(base / batch); keep weight_decay as it is unless regularisation was tuned to the epoch",
+          "{} decays the weights by lr x {:g} each step: a batch k times the base trains 1/k the steps per epoch at "
+          "sqrt(k) times the rate, so the decay per epoch changes by sqrt(base / batch) (less for a larger batch, "
+          "more for a smaller one); keep weight_decay as it is unless regularisation was tuned to the epoch",
           o.optimizer == Optimizer::AdamW ? "AdamW" : "Adam", o.weight_decay));
   } else if (o.optimizer == Optimizer::Sgd && o.momentum > 0) {
     plan.notes.push_back("SGD keeps its momentum across batch sizes with the linear rule (Goyal et al. 2017)");

@@ -53,6 +53,10 @@ void check_batches_within_run(const std::vector<int64_t>& batches, double epochs
 
 LrAdvice for_the_run(LrAdvice advice, double epochs, int64_t dataset, int64_t batch, LrSchedule shape) {
   const int64_t steps = run_steps(epochs, dataset, batch);
+  // The rule alone (no range test ran: fp16, a command, data-parallel ranks) states its warm-up in
+  // epochs, Goyal et al.'s 5: in this run's steps, then capped as a measured one is (it had read as none).
+  if (advice.warmup_steps <= 0 && advice.warmup_epochs > 0)
+    advice.warmup_steps = run_steps(advice.warmup_epochs, dataset, batch);
   const int64_t advised = advice.warmup_steps;
   advice.warmup_steps = run_warmup_steps(advice, steps);
   advice.warmup_epochs = static_cast<double>(advice.warmup_steps * batch) / static_cast<double>(dataset);

@@ -1,5 +1,6 @@
-// What tune says of an answer too large for the data or the run: a batch past the training set
-// (no race trained it; each step repeats samples) or past the samples an --epochs run trains.
+// What tune refuses to be asked (a run shorter than a sample, named batches outside the fit's bounds)
+// and says of an answer too large for the data or the run: a batch past the training set (no race
+// trained it; each step repeats samples) or past the samples an --epochs run trains.
 #pragma once
 
 #include <fmt/format.h>
@@ -9,10 +10,33 @@
 #include <string>
 #include <vector>
 
+#include "batchwise/error.h"
 #include "batchwise/schedule.h"
+#include "batchwise/tune.h"
 #include "batchwise/validate.h"
+#include "check.h"
 
 namespace batchwise::detail {
+
+/// Throws ConfigError where what tune is asked (`o`) cannot be answered as asked: a run of its epochs
+/// over `dataset` samples that trains less than a sample (check_run_length), or a batch the caller named
+/// for the sweep outside the bounds the fit keeps every answer in: a multiple of its multiple_of, and at
+/// most its max (the fit searched no further; an answer above it had read "batches up to 64 fit"
+/// beside a recommended 128).
+inline void check_the_ask(const TuneOptions& o, int64_t dataset) {
+  check_run_length(o.epochs(), dataset);
+  const int64_t multiple_of = o.fit().multiple_of(), max = o.fit().max();
+  for (const int64_t b : o.sweep().batch_sizes()) {
+    BATCHWISE_CHECK(multiple_of <= 1 || b % multiple_of == 0, ConfigError,
+                    "--batch-sizes {}: not a multiple of --multiple-of {}, which every batch tried and answered "
+                    "keeps; give multiples of {}, or leave --multiple-of out",
+                    b, multiple_of, multiple_of);
+    BATCHWISE_CHECK(b <= max, ConfigError,
+                    "--batch-sizes {}: above --max {}, where the fit stops searching, so no answer may pass it; "
+                    "give --max {} or more, or batches up to {}",
+                    b, max, b, max);
+  }
+}
 
 /// The warnings for answer `batch` over a training set of `dataset` samples (0: not known, as for a
 /// training command), for a run of `epochs` (0: none given), where a race judged its candidates on

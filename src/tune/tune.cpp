@@ -700,7 +700,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   const auto start = Clock::now();
   Laps laps(start, o.should_stop());
   fill_context(subject, o, report);
-  check_run_length(o.epochs(), report.workload.dataset_size);
+  check_the_ask(o, report.workload.dataset_size);
   if (!subject.held_out && module_of(subject)) subject.held_out = held_out_once(subject);
   const bool own_step = subject.workload != nullptr;  // batchwise trains the model itself
   if (o.doctor() && own_step && subject.world_size == 1) {

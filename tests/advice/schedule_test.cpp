@@ -5,6 +5,7 @@
 
 #include "batchwise/error.h"
 
+#include "batchwise/lr.h"
 #include "batchwise/schedule.h"
 
 namespace batchwise {
@@ -40,6 +41,26 @@ TEST(Schedule, TheWarmUpTakesAtMostAQuarterOfTheRun) {
   EXPECT_EQ(run_warmup_steps(a, 40), 10);
   EXPECT_EQ(run_warmup_steps(a, 1000), 100);
   EXPECT_DOUBLE_EQ(scheduled_lr(a, LrSchedule::Constant, 9, 40), 0.4);
+}
+
+// The rule alone (no range test: fp16, a command) states Goyal et al.'s 5 epochs of warm-up: in a 2-epoch run of
+// 1,000 samples at batch 64 (32 steps) that is a quarter of the run, 8 steps from the base rate, where the
+// run's advice had read "no warm-up" after the rule had asked for one.
+TEST(Schedule, TheRulesWarmUpInEpochsIsCountedInTheRunsSteps) {
+  LrAdvice rule = unmeasured_lr(Optimizer::Sgd, 32, 0.01, 64);
+  ASSERT_EQ(rule.warmup_steps, 0);
+  ASSERT_DOUBLE_EQ(rule.warmup_epochs, 5);
+  const LrAdvice run = for_the_run(rule, 2, 1000, 64, LrSchedule::Step);
+  EXPECT_EQ(run.warmup_steps, 8);
+  EXPECT_DOUBLE_EQ(run.warmup_from_lr, 0.01);
+  EXPECT_DOUBLE_EQ(run.warmup_epochs, 8.0 * 64 / 1000);
+  EXPECT_NE(run.advice.find("in your 2-epoch run (32 steps): warm-up over its first 8 (a quarter of the run at most)"),
+            std::string::npos)
+      << run.advice;
+  // a long run takes the whole 5 epochs: 5 x 1,000 / 64, rounded up
+  EXPECT_EQ(for_the_run(rule, 90, 1000, 64, LrSchedule::Cosine).warmup_steps, 79);
+  // no warm-up asked (the base batch): none given
+  EXPECT_EQ(for_the_run(unmeasured_lr(Optimizer::Sgd, 32, 0.01, 32), 2, 1000, 32, LrSchedule::Step).warmup_steps, 0);
 }
 
 // A run's steps and samples: ceil, at least 1, and a whole number a last bit off is that number. 1.1 x

@@ -149,6 +149,9 @@ TEST(Cli, MalformedOptions) {
                      "--seq-len: range '128-32' runs backwards");
   expect_clean_error("fit --model transformer --dataset synthetic --seq-len -4", 2,
                      "--seq-len: '-4' is negative: sequence lengths start at 1");
+  expect_clean_error("tune --model mlp --dataset synthetic --seq-len 16-32", 2,
+                     "--seq-len 16-32: only the transformer reads sequences of tokens, and --model mlp takes images or "
+                     "feature vectors; leave --seq-len out");
   expect_clean_error("bogus", 2, "batchwise: 'bogus' is not a subcommand; use one of fit, sweep, tune, ");
   // CLI11's own words for a usage error, said as batchwise says the rest
   expect_clean_error("fit --maxx 8", 2, "batchwise fit: --maxx: no such option of fit; did you mean --max; see");

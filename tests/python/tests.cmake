@@ -66,7 +66,14 @@ if(TARGET batchwise_python)
       COMMAND ${CMAKE_COMMAND} -E env BATCHWISE_ENGINE=$<TARGET_FILE:batchwise_python>
               ${BATCHWISE_TEST_PYTHON} ${_bw_py_tests}/inprocess_test.py ${_bw_arg})
     set_tests_properties(Python.InProcess.${_bw_title} PROPERTIES LABELS cpu TIMEOUT 240 SKIP_RETURN_CODE 77)
-    if(BATCHWISE_SANITIZE)  # an instrumented engine loads only into a Python that preloads the sanitizers' runtime
+    # An instrumented engine loads only into a Python that preloads the sanitizers' shared runtime
+    # (python/CMakeLists.txt links it so). Python and torch are not instrumented: their allocations
+    # outlive the process by design, so leaks are not checked there; what the engine does is.
+    if(BATCHWISE_SANITIZE AND BATCHWISE_SANITIZER_RUNTIME)
+      set_property(TEST Python.InProcess.${_bw_title} APPEND PROPERTY ENVIRONMENT
+                   "LD_PRELOAD=${BATCHWISE_SANITIZER_RUNTIME}"
+                   "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1")
+    elseif(BATCHWISE_SANITIZE)
       set_tests_properties(Python.InProcess.${_bw_title} PROPERTIES DISABLED TRUE)
     endif()
   endforeach()

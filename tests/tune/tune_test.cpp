@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "batchwise/error.h"
 #include "batchwise/fit.h"
 #include "batchwise/race.h"
 #include "batchwise/report.h"
@@ -47,6 +48,33 @@ TEST(Tune, FitsSweepsAndRecommends) {
   ASSERT_TRUE(r.recommendation.has_value());
   EXPECT_EQ(r.recommendation->batch, *r.sweep->knee_batch);
   EXPECT_NE(r.recommendation->reason.find("samples/s"), std::string::npos);
+}
+
+// Batches the caller names are held to the fit's bounds, as tune's own doublings are: a batch that is no
+// multiple of --multiple-of, or above --max, had been swept and recommended ("batches up to 64 fit" beside an
+// answer of 128).
+TEST(Tune, NamedBatchesOutsideTheFitsBoundsAreRefused) {
+  auto w = small();
+  const auto refusal = [&](std::vector<int64_t> batches, int64_t multiple_of) {
+    try {
+      (void)tune(TuneSubject(*w), TuneOptions()
+                                      .fit(FitOptions().budget_bytes(64 << 20).max(64).multiple_of(multiple_of))
+                                      .sweep(SweepOptions().batch_sizes(std::move(batches)).warmup(0).steps(1))
+                                      .doctor(false)
+                                      .noise(false)
+                                      .race(false));
+      return std::string();
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(refusal({8, 12}, 8),
+            "--batch-sizes 12: not a multiple of --multiple-of 8, which every batch tried and answered keeps; give "
+            "multiples of 8, or leave --multiple-of out");
+  EXPECT_EQ(refusal({8, 128}, 1),
+            "--batch-sizes 128: above --max 64, where the fit stops searching, so no answer may pass it; give --max "
+            "128 or more, or batches up to 64");
+  EXPECT_EQ(refusal({8, 64}, 8), "");
 }
 
 TEST(Tune, SweepsOnlyMultiplesOf) {

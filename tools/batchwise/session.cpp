@@ -22,6 +22,7 @@
 #include "batchwise/error.h"
 #include "batchwise/html.h"
 #include "batchwise/memory.h"
+#include "batchwise/models.h"
 #include "batchwise/report.h"
 #include "batchwise/trace.h"
 #include "batchwise/units.h"
@@ -35,6 +36,7 @@ Session::Session(std::string name, WorkloadFlags& f, const DistFlags* distribute
   refuse_with_cmd(f.use_cmd, {{!f.trace.empty(), "--trace"}});  // before the run, not after it
   // The program, before anything is said (its first trial's exec had said it after the fit's stage line)
   if (f.use_cmd && !f.command.empty()) check_program(f.command.front());
+  refuse_unread_seq_len(f);
   make_runner(test_split);
   if (f.use_cmd) {
     report.context = make_context(DeviceSpec{});
@@ -56,6 +58,16 @@ Session::Session(std::string name, WorkloadFlags& f, const DistFlags* distribute
 }
 
 Session::~Session() = default;
+
+// --seq-len with a model that reads no sequences had trained as if it were not given.
+void Session::refuse_unread_seq_len(const WorkloadFlags& f) {
+  if (f.use_cmd || !f.app || f.app->count("--seq-len") == 0 || is_model_path(f.workload.model())) return;
+  if (const BuiltinModel* m = find_builtin_model(f.workload.model()); m && !m->sequences)
+    throw ConfigError(
+        fmt::format("--seq-len {}: only the transformer reads sequences of tokens, and --model {} takes "
+                    "images or feature vectors; leave --seq-len out",
+                    f.seq_len, f.workload.model()));
+}
 
 // Data-parallel: the ranks --nproc started, or a group torchrun's environment describes.
 void Session::join_group(const DistFlags* distributed) {

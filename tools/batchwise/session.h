@@ -76,6 +76,7 @@ class Session {
 
  private:
   void join_group(const DistFlags* distributed);
+  static void refuse_unread_seq_len(const WorkloadFlags& f);
   void make_runner(bool test_split);
   void trial_line(const Trial& t, int index, int planned);
   void start_line(int64_t batch, int index, int planned);
