@@ -619,6 +619,21 @@ Assessed from_race(const BatchRace& race) {
             fmt::format("the race trained each candidate for {}, the first minutes of a run, and its lead "
                         "may not hold for longer; {} trains them for 0.1 epochs, or --epochs N answers for your run",
                         format_epochs(epochs, 2), larger_budget(race.wall_s, 0.1 / epochs))};
+  // The pick is the largest batch raced, and larger candidates were left out before the first rung (too
+  // few steps fitted it): no larger batch was compared, so the lead is not known to be the best (a
+  // race of 16 and 32 picked 32 as "resolved", where the same tune with 64 raced picked 64).
+  std::vector<int64_t> larger;
+  for (const int64_t b : race.left_out)
+    if (b > *race.best_batch) larger.push_back(b);
+  const bool at_the_top = std::none_of(race.entries.begin(), race.entries.end(),
+                                       [&](const RaceEntry& e) { return e.batch > *race.best_batch && e.rungs > 0; });
+  if (!larger.empty() && at_the_top)
+    return {Confidence::Medium,
+            fmt::format("measured among the batches the race trained, but batch {} is the largest of them: {} {} {} "
+                        "left out before its first rung (too few steps fitted it; its notes say why), so no larger "
+                        "batch was compared; a larger --advice-budget races {} too",
+                        *race.best_batch, larger.size() > 1 ? "batches" : "batch", fmt::join(larger, ", "),
+                        larger.size() > 1 ? "were" : "was", larger.size() > 1 ? "them" : "it")};
   if (race.within_5_percent.size() > 1)
     return {Confidence::Medium,
             fmt::format("measured, but within the race's noise of batches {}: any of them trains about as fast, for "

@@ -460,6 +460,38 @@ TEST(Confidence, ARaceRankedAfterLessThanHalfItsPlannedTrainingIsLow) {
   EXPECT_EQ(with_confidence({64, "the race"}, e).confidence, Confidence::High);
 }
 
+// A race whose pick is the largest batch it trained, larger candidates having been left out before its first rung,
+// compared no larger batch: not high (a race of 16 and 32 had picked 32 as "resolved", where the same tune with 64
+// raced picked 64). A pick below a larger batch that raced and lost keeps the race's own judgement.
+TEST(Confidence, ARacesLargestBatchWithLargerOnesLeftOutIsNotHigh) {
+  BatchRace race;
+  race.rung_leads = {{1, 2, 0.8, 32, 0.6, std::nullopt}, {2, 6, 1.6, 32, 0.5, std::nullopt}};
+  race.best_batch = 32;
+  race.within_5_percent = {32};
+  race.left_out = {64, 128};
+  for (const int64_t b : {16, 32}) {
+    RaceEntry entry;
+    entry.batch = b;
+    entry.rungs = 2;
+    race.entries.push_back(entry);
+  }
+  Evidence e;
+  e.race = &race;
+  Recommendation r = with_confidence({32, "the race"}, e);
+  EXPECT_EQ(r.confidence, Confidence::Medium);
+  EXPECT_NE(r.confidence_reason.find("measured among the batches the race trained, but batch 32 is the largest of "
+                                     "them: batches 64, 128 were left out before its first rung (too few steps fitted "
+                                     "it; its notes say why), so no larger batch was compared; a larger "
+                                     "--advice-budget races them too"),
+            std::string::npos)
+      << r.confidence_reason;
+  race.entries.back().batch = 48;  // a larger batch raced and lost: the race compared upward
+  EXPECT_EQ(with_confidence({32, "the race"}, e).confidence, Confidence::High);
+  race.entries.back().batch = 32;
+  race.left_out = {8};  // only smaller ones left out
+  EXPECT_EQ(with_confidence({32, "the race"}, e).confidence, Confidence::High);
+}
+
 ValidationRun run_at(int64_t batch, bool reached, double seconds) {
   ValidationRun r;
   r.batch = batch;
