@@ -604,6 +604,15 @@ Assessed from_race(const BatchRace& race) {
                                                             race.left_out.size() > 1 ? "batches" : "batch",
                                                             fmt::join(race.left_out, ", ")),
                         *race.best_batch, format_epochs(epochs, 2))};
+  // Every candidate ended worse than where all began (the lead's loss is the lowest): it had left the
+  // start on the way (a dip 2 % below it), so the race ranked them, but it ranked the least worse.
+  if (!race.rung_leads.empty() && race.loss_before > 0 && race.rung_leads.back().loss > race.loss_before)
+    return {
+        Confidence::Low,
+        fmt::format("every candidate's held-out loss ended above the {:.4g} all began at (the lead's {:.4g}): their "
+                    "models got worse over the race (a rate that diverges, or overfitting), so batch {} is the "
+                    "least worse, not a good one; lower the base --lr, or check with --validate",
+                    race.loss_before, race.rung_leads.back().loss, *race.best_batch)};
   // A race behind its planned wall time fits its later rungs to what is left, down to a few steps
   // each: a lenet race stopped for 95 s trained its rungs 2 and 3 for 0.09 and 0.05 s per entry
   // instead of 2.2 and 4.4 s, and ranked there.

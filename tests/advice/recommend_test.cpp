@@ -492,6 +492,28 @@ TEST(Confidence, ARacesLargestBatchWithLargerOnesLeftOutIsNotHigh) {
   EXPECT_EQ(with_confidence({32, "the race"}, e).confidence, Confidence::High);
 }
 
+// A race in which every candidate ended above the loss all began at (the rates diverged after a dip) ranked the
+// least worse: low, saying so, where it had read "measured and resolved" (the hunt's lr 0.36 for the mlp: 5.47 and
+// 7.03 against 2.31 at the start).
+TEST(Confidence, ARaceWhoseCandidatesAllEndedWorseThanTheStartIsLow) {
+  BatchRace race;
+  race.loss_before = 2.306;
+  race.rung_leads = {{1, 2, 0.8, 256, 2.1, std::nullopt}, {2, 6, 1.6, 256, 5.47, std::nullopt}};
+  race.best_batch = 256;
+  race.within_5_percent = {256};
+  Evidence e;
+  e.race = &race;
+  const Recommendation r = with_confidence({256, "the race"}, e);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_EQ(r.confidence_reason.rfind("every candidate's held-out loss ended above the 2.306 all began at (the lead's "
+                                      "5.47): their models got worse over the race",
+                                      0),
+            0u)
+      << r.confidence_reason;
+  race.rung_leads.back().loss = 1.9;
+  EXPECT_EQ(with_confidence({256, "the race"}, e).confidence, Confidence::High);
+}
+
 ValidationRun run_at(int64_t batch, bool reached, double seconds) {
   ValidationRun r;
   r.batch = batch;
