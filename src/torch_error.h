@@ -54,11 +54,6 @@ inline bool says_out_of_memory(const std::string& text) {
   return false;
 }
 
-/// Whether a failure outside a trial's own accounting is memory running out, for a phase that goes on without its
-/// figure (tune's noise scale, the run race's): out of memory as classify_failure reads it, or oneDNN's "could not
-/// create a primitive", a kernel it could not set up, most often for memory it could not get (ulimit -v).
-inline bool ran_out_of_memory(const std::exception& e);
-
 /// Whether a message is the tracking allocator's for an allocation the system refused below the budget.
 inline bool says_host_refused(const std::string& text) {
   return text.find("host out of memory allocating") != std::string::npos;
@@ -77,6 +72,9 @@ inline std::pair<Outcome, std::string> classify_failure(const std::exception& e)
   return {says_out_of_memory(full) ? Outcome::Oom : Outcome::Error, std::move(message)};
 }
 
+/// Whether a failure outside a trial's own accounting is memory running out, for a phase that goes on without its
+/// figure (tune's noise scale, the run race's): out of memory as classify_failure reads it, or oneDNN's "could not
+/// create a primitive", a kernel it could not set up, most often for memory it could not get (ulimit -v).
 inline bool ran_out_of_memory(const std::exception& e) {
   return classify_failure(e).first == Outcome::Oom || std::string(e.what()) == "could not create a primitive";
 }
