@@ -21,6 +21,10 @@ class Workload;
 struct WorkloadInfo {
   std::string model;
   std::string dataset;
+  /// The data it read, as an absolute path: the folder (fashion-mnist, cifar10) or the file (idx, npy,
+  /// csv); empty where none was read (synthetic data, a training command's, a Python model's own).
+  std::string data_path;
+  std::string labels_path;  ///< idx's and npy's labels file, likewise; empty where the data holds its labels
   std::string loss = "cross-entropy";
   std::string optimizer;
   double lr = 0;
@@ -43,6 +47,8 @@ template <class V, class T, IfRecord<T, WorkloadInfo> = 0>
 void fields(V& v, T& w) {
   v("model", w.model);
   v("dataset", w.dataset);
+  v("data_path", w.data_path, NullUnless{!w.data_path.empty()});
+  v("labels_path", w.labels_path, NullUnless{!w.labels_path.empty()});
   v("loss", w.loss);
   v("optimizer", w.optimizer);
   v("lr", w.lr);

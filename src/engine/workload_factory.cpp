@@ -96,6 +96,21 @@ std::string fashion_mnist_dir(const WorkloadOptions& o) {
   return o.data_dir().empty() ? kFashionMnistDir : o.data_dir();
 }
 
+// Where the training data was read from, as given: a folder or a file; empty for synthetic data.
+std::string data_path_read(const WorkloadOptions& o) {
+  if (o.dataset() == "synthetic") return "";
+  if (o.dataset() == "fashion-mnist") return fashion_mnist_dir(o);
+  return o.data_file().empty() ? o.data_dir() : o.data_file();
+}
+
+// `path` made absolute for a report (it is read from elsewhere); empty stays empty.
+std::string absolute_path(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code error;
+  const std::filesystem::path p = std::filesystem::absolute(path, error);
+  return error ? path : p.lexically_normal().string();
+}
+
 const char* const kCifarDir = "--data-dir DIR (the cifar-10-batches-bin folder)";
 
 // A test split of classes, its targets one-hot values where the loss asks for values (--loss mse), as
@@ -434,6 +449,8 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o, Dataset* held_
   WorkloadInfo info;
   info.model = o.model();
   info.dataset = data.name;
+  info.data_path = absolute_path(data_path_read(o));
+  info.labels_path = absolute_path(o.labels_file());
   info.loss = to_string(o.loss());
   info.optimizer = to_string(o.optimizer());
   info.precision = to_string(o.precision());

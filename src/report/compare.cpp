@@ -65,6 +65,7 @@ const ComparedText kCompared[] = {
     {"blas", [](const Report& r) { return r.context.blas; }},
     {"model", [](const Report& r) { return r.workload.model; }},
     {"dataset", [](const Report& r) { return r.workload.dataset; }},
+    {"data", [](const Report& r) { return r.workload.data_path.empty() ? std::string("-") : r.workload.data_path; }},
     {"optimizer", [](const Report& r) { return r.workload.optimizer; }},
     {"precision", [](const Report& r) { return r.workload.precision; }},
     {"loss", [](const Report& r) { return r.workload.loss; }},

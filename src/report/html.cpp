@@ -480,7 +480,7 @@ std::string context_section(const Report& r) {
   // A training command's model, data and rate are its own: "(the command's)", not 0 samples at lr 0.
   const bool own = w.is_command();
   const std::string kOwn = "(the command's)";
-  const std::vector<std::pair<std::string, std::string>> rows = {
+  std::vector<std::pair<std::string, std::string>> rows = {
       {own ? "command" : "model", w.model},
       {"dataset", own ? w.dataset : w.dataset + " (" + grouped(static_cast<double>(w.dataset_size)) + " samples)"},
       {"input shape", own ? kOwn : fmt::format("[{}]", fmt::join(w.input_shape, ","))},  // as the JSON has it
@@ -498,6 +498,9 @@ std::string context_section(const Report& r) {
       {"host", c.host},
       {"date", c.date},
   };
+  if (!w.data_path.empty())  // the files it read, below the dataset's name
+    rows.insert(rows.begin() + 2,
+                {"data", w.labels_path.empty() ? w.data_path : w.data_path + " (labels " + w.labels_path + ")"});
   std::string out = "<section id=\"context\">\n<h2>What was measured, and where</h2>\n<table>\n";
   for (const auto& [k, v] : rows) out += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", esc(k), esc(or_dash(v)));
   return out + "</table>\n</section>\n";

@@ -440,6 +440,7 @@ TEST(Cli, CompareShowsPerBatchRatiosAndWhatDiffers) {
   b["context"]["device"]["name"] = "Other CPU";
   b["context"]["torch_version"] = "2.16.0";
   b["context"]["os"] = "Linux 6.12.0 x86_64";
+  b["workload"]["data_path"] = "/elsewhere/fashion-mnist";  // A's, an older report's, names none
   auto& points = b["sweep"]["points"];
   ASSERT_GE(points.size(), 2u);
   const int64_t first = points[0]["batch"], second = points[1]["batch"];
@@ -462,8 +463,9 @@ TEST(Cli, CompareShowsPerBatchRatiosAndWhatDiffers) {
     if (p.at("batch") == second) EXPECT_DOUBLE_EQ(p.at("speed_ratio").get<double>(), 1.0);
   }
   EXPECT_TRUE(c.at("points").back().at("samples_per_s").at("b").is_null());
-  EXPECT_EQ(c.at("differences").size(), 3u);
+  EXPECT_EQ(c.at("differences").size(), 4u);
   EXPECT_NE(r.out.find("B Linux 6.12.0 x86_64"), std::string::npos) << "the operating system differs: " << r.out;
+  EXPECT_NE(r.out.find("A -  |  B /elsewhere/fashion-mnist"), std::string::npos) << "the data differs: " << r.out;
   // Batch `second` ran at the same speed in both: a ratio within the runs' spreads is marked noise.
   EXPECT_NE(r.out.find("1.00x~"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ratios are within the two runs' spreads (marked ~)"), std::string::npos) << r.out;

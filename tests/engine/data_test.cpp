@@ -249,6 +249,29 @@ TEST_F(FileDatasets, NpyFeaturesAndLabelsLoadExactly) {
   EXPECT_EQ(d.num_classes, 3);
 }
 
+// The report says which data trained: the file or folder read, made absolute (a report is read from
+// elsewhere), with a labels file beside it; synthetic data read none.
+TEST_F(FileDatasets, TheWorkloadNamesTheFilesItReadAsAbsolutePaths) {
+  npy("x.npy", "<f4", "4, 2", raw(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+  npy("y.npy", "<i8", "4,", raw(std::vector<int64_t>{0, 1, 1, 0}));
+  write_raw(path("rows.csv"), "a,b,label\n1,2,0\n3,4,1\n");
+  const fs::path was = fs::current_path();
+  fs::current_path(dir_);  // relative names, as a user types them
+  const auto info = [](const WorkloadOptions& o) {
+    return make_workload(WorkloadOptions(o).model("mlp").device("cpu"))->info();
+  };
+  const WorkloadInfo npy_info = info(WorkloadOptions().dataset("npy").data_file("x.npy").labels_file("./y.npy"));
+  const WorkloadInfo csv_info = info(WorkloadOptions().dataset("csv").data_file("rows.csv"));
+  fs::current_path(was);
+  EXPECT_EQ(npy_info.data_path, path("x.npy"));
+  EXPECT_EQ(npy_info.labels_path, path("y.npy"));
+  EXPECT_EQ(csv_info.data_path, path("rows.csv"));
+  EXPECT_EQ(csv_info.labels_path, "");
+  const WorkloadInfo synthetic = info(WorkloadOptions().dataset("synthetic").synthetic_size(64));
+  EXPECT_EQ(synthetic.data_path, "");
+  EXPECT_EQ(synthetic.labels_path, "");
+}
+
 // Features or targets that are not finite numbers would make every loss NaN: refused where read,
 // naming the file, how many samples and the first, and how to drop them.
 TEST_F(FileDatasets, NpyValuesThatAreNotFiniteAreRefused) {

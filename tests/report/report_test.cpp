@@ -214,6 +214,22 @@ TEST(Report, ARaceOnTrainingSamplesIsNotCalledHeldOut) {
   EXPECT_TRUE(report_from_json(to_json(r), "report.json").race->on_training_data);
 }
 
+// The data a workload read: null where it read none, its path in the JSON and the HTML's context
+// where it did, and read back.
+TEST(Report, TheDataReadIsInTheJsonAndTheHtml) {
+  Report r = fixed_report();
+  const auto before = nlohmann::json::parse(to_json(r)).at("workload");
+  EXPECT_TRUE(before.at("data_path").is_null() && before.at("labels_path").is_null());
+  EXPECT_EQ(to_html(to_json(r), "report.json").find("<tr><td>data</td>"), std::string::npos);
+  r.workload.data_path = "/data/x.npy";
+  r.workload.labels_path = "/data/y.npy";
+  const std::string json = to_json(r);
+  EXPECT_EQ(nlohmann::json::parse(json).at("workload").at("data_path"), "/data/x.npy");
+  EXPECT_NE(to_html(json, "report.json").find("<tr><td>data</td><td>/data/x.npy (labels /data/y.npy)</td></tr>"),
+            std::string::npos);
+  EXPECT_EQ(report_from_json(json, "report.json").workload.labels_path, "/data/y.npy");
+}
+
 // The fields ../shared/REPORT_CONTRACT.md fixes, with their types.
 TEST(Report, JsonKeepsTheContract) {
   const auto j = nlohmann::json::parse(to_json(fixed_report()));
