@@ -308,6 +308,24 @@ TEST_F(FileDatasets, NpyValuesThatAreNotFiniteAreRefused) {
               std::string::npos)
         << e.what();
   }
+  // Checked in blocks of about a million values (whole, the check's temporaries were 2.5x the file):
+  // the count and the first sample hold across them. 300,000 samples of 4, in blocks of 262,144: both
+  // bad ones in the second block.
+  std::vector<float> many(1200000, 1.0f);
+  many[290000 * 4 + 3] = nan;
+  many[299999 * 4] = inf;
+  const auto big = npy("big.npy", "<f4", "300000, 4", raw(many));
+  std::vector<int64_t> labels(300000, 0);
+  labels[1] = 1;
+  try {
+    load_npy(big, npy("ybig.npy", "<i8", "300000,", raw(labels)), TargetKind::Classes);
+    FAIL() << "a NaN past the first block accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("big.npy: 2 of its 300000 samples hold features that are not finite "
+                                         "numbers (NaN or infinity), the first sample 290000"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // Images with one pixel in all (or no spread) normalise to finite inputs, without torch's warning
@@ -679,11 +697,21 @@ TEST_F(FileDatasets, CsvNonNumericCellNamesLineAndColumn) {
   EXPECT_EQ(message("x.npy"), path("x.npy") +
                                   ": a .npy file, not CSV; give --dataset npy with --data-file "
                                   "FEATURES.npy --labels-file LABELS.npy");
-  write_raw(path("frac.csv"), "1,2,0.5\n3,4,1\n");
-  EXPECT_THROW(load_csv(path("frac.csv"), "", TargetKind::Classes), DataError);
+  // A label's fault, found once the file is read, still names its line (a blank line and a header counted).
+  write_raw(path("frac.csv"), "a,b,label\n1,2,0\n\n3,4,1.5\n5,6,2.25\n");
+  EXPECT_EQ(message("frac.csv"), path("frac.csv") +
+                                     ": label column label holds fractional values (2 of its rows, the first at line "
+                                     "4: 1.5); class labels must be whole numbers (or pass --loss mse for regression)");
   EXPECT_EQ(load_csv(path("frac.csv"), "", TargetKind::Values).targets.scalar_type(), at::kFloat);
+  write_raw(path("big-label.csv"), "1,2,0\n3,4,1\n5,6,2000000\n");
+  EXPECT_NE(message("big-label.csv").find("label column 2 holds values up to 2e+06 (the first at line 3)"),
+            std::string::npos)
+      << message("big-label.csv");
   write_raw(path("ragged.csv"), "1,2,0\n3,1\n");
-  EXPECT_THROW(load_csv(path("ragged.csv"), "", TargetKind::Classes), DataError);
+  EXPECT_EQ(message("ragged.csv"), path("ragged.csv") +
+                                       " line 2: 2 columns, but the first row has 3; every row needs a value in each "
+                                       "of the first row's columns (fill missing values; put a field that holds a "
+                                       "comma in double quotes)");
   // A number beyond float32's range would train as infinity: refused where its line and column are known.
   write_raw(path("huge.csv"), "a,label\n1,0\n1e300,1\n");
   EXPECT_EQ(message("huge.csv"), path("huge.csv") +

@@ -1,0 +1,32 @@
+#pragma once
+// What the dataset readers share (src/engine/data.cpp: idx, CIFAR-10, .npy; data_csv.cpp: CSV): the
+// file read whole, its name for messages, and the targets and the finite check every reader applies.
+// Private to src/engine/.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+#include "batchwise/data.h"
+
+namespace batchwise::detail {
+
+/// Class labels run from 0 to at most this - 1: a larger one is a column of other values.
+inline constexpr int64_t kMaxClasses = 100000;
+
+/// The whole file at `path`; DataError naming it where it is missing or cannot be read.
+std::string read_file(const std::string& path);
+
+/// The file's name without its folder, as messages and a dataset's name give it.
+std::string base_name(const std::string& path);
+
+/// `labels` as `d`'s targets, of the kind the loss asks for; DataError naming `path` for a count that
+/// differs from the samples', class labels that are not whole numbers from 0, or targets of another shape.
+void set_targets(Dataset& d, at::Tensor labels, TargetKind kind, const std::string& path);
+
+/// DataError naming `path`, how many samples of `values` ([N, ...]) hold a value that is not a finite
+/// number and the first, where any does; `what`: "features" or "targets". Checked in blocks, so its
+/// temporaries stay small beside the data.
+void require_finite(const at::Tensor& values, const std::string& path, const char* what);
+
+}  // namespace batchwise::detail
