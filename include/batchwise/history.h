@@ -31,6 +31,11 @@ struct HistoryEntry {
 /// $XDG_DATA_HOME/batchwise/history.sqlite, else ~/.local/share/batchwise/history.sqlite.
 std::string default_history_path();
 
+/// The search a reused fit must answer: this run's --min, --max (0: no bound) and --multiple-of.
+struct FitBounds {
+  int64_t min = 1, max = 0, multiple_of = 1;
+};
+
 /// How far a stored fit's budget may lie from the run's for `tune --reuse` to take it (a share).
 inline constexpr double kReuseBudgetTolerance = 0.01;
 
@@ -46,20 +51,26 @@ class History {
   History& operator=(const History&) = delete;
 
   /// Stores a report (the JSON to_json writes) in one transaction; returns its id. Throws Error
-  /// when the write fails (disk full, the database locked for longer than the busy timeout).
+  /// when the write fails (disk full, the database locked for longer than the busy timeout), naming
+  /// the file, -wal, -shm or folder this user cannot write, where one is why.
   int64_t add(const std::string& command, const std::string& report_json);
   /// The newest runs first.
   std::vector<HistoryEntry> list(int limit = 50) const;
   /// The newest run no older than `max_age_s` with a fitted batch for the same workload, device,
-  /// versions and target as `report_json` (a report of the run about to start), and a budget within
+  /// versions and target as `report_json` (a report of the run about to start), the same model (its
+  /// parameters: a file replaced at the same path is another), and a budget within
   /// kReuseBudgetTolerance of its budget: at most it, or above it where the stored fit's measured peak
-  /// at its batch is within this run's target x budget.
-  std::optional<HistoryEntry> find_fit(const std::string& report_json, double max_age_s) const;
+  /// at its batch is within this run's target x budget; and whose batch is the one `bounds` would find:
+  /// within them, a multiple of its multiple_of (the stored search's a divisor of it), and not the
+  /// stored search's own --max unless that is this one's.
+  std::optional<HistoryEntry> find_fit(const std::string& report_json, double max_age_s,
+                                       const FitBounds& bounds = {}) const;
   /// The newest runs of `command` (at most `limit`) for the same workload and device as
   /// `report_json`, any version: what such a run took before.
   std::vector<HistoryEntry> find_runs(const std::string& command, const std::string& report_json, int limit = 20) const;
 
  private:
+  int64_t insert(const std::string& command, const std::string& report_json);  // add's transaction
   sqlite3* db_ = nullptr;
   std::string path_;
 };

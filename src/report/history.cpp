@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -223,14 +224,47 @@ History::History(const std::string& path, bool read_only) : path_(path) {
   } catch (const Error& e) {
     sqlite3_close(db_);
     db_ = nullptr;
-    BATCHWISE_CHECK(false, ConfigError, "--history {}: not a usable batchwise history ({}); give another path", path,
-                    e.what());
+    // A damaged default (the user gave no --history): the fix names both ways, as for one it cannot open
+    BATCHWISE_CHECK(false, ConfigError, "{} {}: not a usable batchwise history ({}); give --history another path{}",
+                    path == default_history_path() ? "the default history," : "--history", path, e.what(),
+                    read_only ? "" : ", or --no-history not to store the run (or move the file away to start anew)");
   }
 }
 
 History::~History() { sqlite3_close(db_); }
 
+namespace {
+
+// What keeps the history at `path` from being written, where a write failed: the file, SQLite's -wal and
+// -shm beside it, or its folder, each that this user cannot write. A run on a read-only history leaves
+// its -shm with the file's mode, and SQLite refuses writes through it after the file is writable again;
+// "attempt to write a readonly database" then named only the file.
+std::string unwritable_parts(const std::string& path) {
+  std::vector<std::string> parts;
+  for (const std::string& p : {path, path + "-wal", path + "-shm"})
+    if (::access(p.c_str(), F_OK) == 0 && ::access(p.c_str(), W_OK) != 0) parts.push_back(p);
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  if (::access(folder.empty() ? "." : folder.c_str(), W_OK) != 0) parts.push_back(folder.empty() ? "." : folder);
+  if (parts.empty()) return "";
+  return fmt::format(
+      "; not writable by this user: {} (make {} writable; a -shm or -wal file left read-only by a "
+      "run on a read-only history may be deleted while no batchwise runs)",
+      fmt::join(parts, ", "), parts.size() == 1 ? "it" : "them");
+}
+
+}  // namespace
+
 int64_t History::add(const std::string& command, const std::string& report_json) {
+  try {
+    return insert(command, report_json);
+  } catch (const Error& e) {
+    const std::string why = unwritable_parts(path_);
+    if (why.empty()) throw;
+    throw Error(e.what() + why);
+  }
+}
+
+int64_t History::insert(const std::string& command, const std::string& report_json) {
   const Report r = parse_report(report_json);
   const Keys k = keys_of(r);
   // BEGIN IMMEDIATE takes the write lock up front (waiting up to the busy timeout), so two
@@ -269,18 +303,36 @@ std::vector<HistoryEntry> History::list(int limit) const {
   return out;
 }
 
-std::optional<HistoryEntry> History::find_fit(const std::string& report_json, double max_age_s) const {
+std::optional<HistoryEntry> History::find_fit(const std::string& report_json, double max_age_s,
+                                              const FitBounds& bounds) const {
   const Report r = parse_report(report_json);
   const Keys k = keys_of(r);
+  // The key names a TorchScript model by its path: a file replaced there is another model, told by its
+  // parameters (a stored fit of a 7,850-parameter model had answered for a 20-million one).
+  const auto same_model = [&](const Report& stored) {
+    return stored.workload.parameter_count == r.workload.parameter_count &&
+           stored.workload.parameter_bytes == r.workload.parameter_bytes &&
+           stored.workload.num_classes == r.workload.num_classes;
+  };
+  // The stored fit answers this run's search only where its batch is the largest this run's bounds would
+  // find: within them, a multiple of this run's --multiple-of, found among batches at least as fine, and
+  // not cut short by a --max of its own below what this run would try.
+  const auto answers_this_search = [&](const Report& stored, int64_t batch) {
+    if (!stored.fit) return false;
+    const int64_t stored_multiple = std::max<int64_t>(1, stored.fit->multiple_of);
+    const int64_t multiple = std::max<int64_t>(1, bounds.multiple_of);
+    return batch >= bounds.min && (bounds.max <= 0 || batch <= bounds.max) && batch % multiple == 0 &&
+           multiple % stored_multiple == 0 && (!stored.fit->limited_by_max || batch == bounds.max);
+  };
   // A budget within kReuseBudgetTolerance of the stored one: a CPU's default, 80 % of the RAM
   // available when the run starts, moves by a few MiB between runs and would never match exactly. A
   // stored budget at most this run's keeps its batch within the target; a larger one only where the
   // stored fit's measured peak at its batch is within this run's target too.
   const auto budget = static_cast<double>(r.budget_bytes);
   const auto within_target = [&](const HistoryEntry& e) {
-    if (e.budget_bytes <= r.budget_bytes) return true;
     const Report stored = parse_report(e.report_json);
-    if (!stored.fit) return false;
+    if (!same_model(stored) || !answers_this_search(stored, *e.fit_batch)) return false;
+    if (e.budget_bytes <= r.budget_bytes) return true;
     for (const Trial& t : stored.fit->trials)
       if (t.batch == e.fit_batch && t.outcome == Outcome::Ok)
         return static_cast<double>(t.peak_bytes) <= r.target * budget;
@@ -299,7 +351,7 @@ std::optional<HistoryEntry> History::find_fit(const std::string& report_json, do
       .bind(6, r.target)
       .bind(7, now_unix() - static_cast<int64_t>(max_age_s));
   while (s.step())
-    if (HistoryEntry e = entry_of(s); within_target(e)) return e;
+    if (HistoryEntry e = entry_of(s); within_target(e)) return e;  // (each row a fitted batch: IS NOT NULL)
   return std::nullopt;
 }
 

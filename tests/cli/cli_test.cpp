@@ -1638,6 +1638,18 @@ TEST(Cli, ADefaultHistoryThatCannotBeOpenedSaysHowToRunWithoutIt) {
       << r.err;
   EXPECT_NE(r.err.find("give --history a writable path, or --no-history not to store the run"), std::string::npos)
       << r.err;
+  // A damaged default (written over, cut short) is the default's fault too, not a --history the user never gave.
+  fs::create_directories(xdg / "batchwise");
+  std::ofstream(xdg / "batchwise" / "history.sqlite") << "not a database, a note\n";
+  const Outcome damaged = batchwise("fit --model mlp --dataset synthetic --max 8 -q");
+  fs::remove_all(xdg);
+  EXPECT_EQ(damaged.code, 2) << damaged.err;
+  EXPECT_NE(damaged.err.find("the default history, " + (xdg / "batchwise" / "history.sqlite").string() +
+                             ": not a usable batchwise history ("),
+            std::string::npos)
+      << damaged.err;
+  EXPECT_NE(damaged.err.find("give --history another path, or --no-history not to store the run"), std::string::npos)
+      << damaged.err;
 }
 
 // An output that names a file the run reads, or another output's file, is refused before anything

@@ -90,6 +90,39 @@ TEST(History, StoresListsAndFindsARecentFitForTheSameKeys) {
   EXPECT_FALSE(h.find_fit(report(0, 0, "lenet", budget + budget / 50), 3600).has_value());
 }
 
+// A stored fit answers for the same model only (a TorchScript file replaced at the same path has the same
+// key, and other parameters), and for this run's search: a batch within its bounds, a multiple of its
+// --multiple-of found among batches at least as fine, and not the stored run's own --max unless that is
+// this run's (tune --reuse --multiple-of 32 had taken another run's 48 from its --max 48).
+TEST(History, AReusedFitIsTheSameModelsAndAnswersThisRunsSearch) {
+  const fs::path db = scratch_db();
+  History h(db.string());
+  const auto with = [](int64_t batch, int64_t parameters, int64_t multiple_of, bool limited) {
+    nlohmann::json r = nlohmann::json::parse(report(batch));
+    r["workload"]["parameter_count"] = parameters;
+    r["workload"]["parameter_bytes"] = 4 * parameters;
+    r["fit"]["multiple_of"] = multiple_of;
+    r["fit"]["limited_by_max"] = limited;
+    return r.dump();
+  };
+  const int64_t capped = h.add("fit", with(48, 7850, 1, /*limited=*/true));
+  const auto found = [&](int64_t parameters, FitBounds bounds) {
+    const auto e = h.find_fit(with(0, parameters, 1, false), 3600, bounds);
+    return e ? e->id : int64_t{0};
+  };
+  EXPECT_EQ(found(7850, {1, 48, 1}), capped);
+  EXPECT_EQ(found(20037642, {1, 48, 1}), 0) << "another model at the same path";
+  EXPECT_EQ(found(7850, {1, 4096, 1}), 0) << "48 was that run's --max: larger batches may fit";
+  EXPECT_EQ(found(7850, {1, 0, 1}), 0);
+  EXPECT_EQ(found(7850, {1, 48, 32}), 0) << "48 is no multiple of 32";
+  const int64_t fitted = h.add("fit", with(512, 7850, 64, /*limited=*/false));
+  EXPECT_EQ(found(7850, {1, 4096, 128}), fitted);
+  EXPECT_EQ(found(7850, {1, 0, 64}), fitted);
+  EXPECT_EQ(found(7850, {1, 4096, 32}), 0) << "a multiple of 32 between 512 and 576 was never tried";
+  EXPECT_EQ(found(7850, {1, 256, 64}), 0) << "512 is past this run's --max";
+  EXPECT_EQ(found(7850, {1024, 4096, 64}), 0) << "512 is below this run's --min";
+}
+
 // The keys a run is stored under are what --reuse matches on: a run stored by an earlier version must
 // keep matching, so they are pinned here for the golden report.
 // Without HOME (a cron job, a service) the default history is the user's own, from the password database:

@@ -675,6 +675,14 @@ TEST(Report, CompareNamesTheRunEachAnsweredFor) {
   const std::string losses = to_table(compare_reports((dir / "ce.json").string(), (dir / "mse.json").string()));
   EXPECT_NE(losses.find("warning: A and B train different workloads (loss cross-entropy | mse)"), std::string::npos)
       << losses;
+  // Another model file at the same path (its parameters differ) is another workload too: compare had said
+  // "same context and workload" for 7,850 and 20 million parameters.
+  Report replaced = fixed_report();
+  replaced.workload.parameter_count = 20037642;
+  std::ofstream(dir / "replaced.json") << to_json(replaced);
+  const std::string models = to_table(compare_reports((dir / "ce.json").string(), (dir / "replaced.json").string()));
+  EXPECT_NE(models.find("warning: A and B train different workloads (parameters 61706 | 20037642)"), std::string::npos)
+      << models;
   const size_t oom_row = losses.find("\n     256  ");
   ASSERT_NE(oom_row, std::string::npos) << losses;
   const std::string row = losses.substr(oom_row + 1, losses.find('\n', oom_row + 1) - oom_row - 1);

@@ -238,7 +238,9 @@ class Tune : public Command {
   // --reuse: the fit of a matching run in the history (same workload, device, versions and target, a
   // budget within 1 %, young enough: History::find_fit), as a fit result without trials.
   std::optional<FitResult> reused_fit(Session& s) {
-    const std::optional<HistoryEntry> entry = s.history().find_fit(to_json(s.report), reuse_max_age_h_ * 3600);
+    const FitOptions search = fit_.options(w_, s.report.budget_bytes);
+    const std::optional<HistoryEntry> entry = s.history().find_fit(
+        to_json(s.report), reuse_max_age_h_ * 3600, FitBounds{search.min(), search.max(), search.multiple_of()});
     s.stage(entry ? fmt::format("reusing the fit of run {} ({}): batch {}", entry->id, entry->date, *entry->fit_batch)
                   : std::string("--reuse: no matching fit in the history; fitting"));
     if (!entry) return std::nullopt;
