@@ -146,7 +146,10 @@ struct Candidate {
 };
 
 // The candidates (sorted, once each) whose steps fit the first rung; those that do not are left out
-// with a note, and the rungs are planned for the rest.
+// with a note, and the rungs are planned for the rest. The rung is shared: the fewer race, the longer
+// each one's share, so the race keeps the most candidates that each fit min_steps in the share their
+// number leaves (those with the most steps per second first), not those that would fit beside all of them
+// (a race of 16 and 32 gave each a share in which 64, left out beside 128, had had its steps).
 std::vector<Candidate> plan_candidates(const BatchRaceOptions& o, BatchRace& race) {
   std::vector<Candidate> candidates;
   for (size_t i = 0; i < o.batches().size(); ++i) candidates.push_back({o.batches()[i], o.samples_per_s()[i]});
@@ -154,11 +157,23 @@ std::vector<Candidate> plan_candidates(const BatchRaceOptions& o, BatchRace& rac
   candidates.erase(std::unique(candidates.begin(), candidates.end(),
                                [](const auto& a, const auto& b) { return a.batch == b.batch; }),
                    candidates.end());
-  const double first = first_slice(o.budget_s(), rung_sizes(static_cast<int>(candidates.size())));
+  const auto slice = [&](size_t n) { return first_slice(o.budget_s(), rung_sizes(static_cast<int>(n))); };
+  const auto steps = [](const Candidate& c, double s) {
+    return static_cast<int64_t>(s * c.samples_per_s / static_cast<double>(c.batch));
+  };
+  std::vector<Candidate> by_pace = candidates;  // the most steps per second first
+  std::stable_sort(by_pace.begin(), by_pace.end(), [](const Candidate& a, const Candidate& b) {
+    return a.samples_per_s / static_cast<double>(a.batch) > b.samples_per_s / static_cast<double>(b.batch);
+  });
+  size_t kept_count = by_pace.size();
+  while (kept_count > 0 && steps(by_pace[kept_count - 1], slice(kept_count)) < o.min_steps()) --kept_count;
+  // A candidate left out would, raced beside the kept ones, share the rung one more entry leaves.
+  const double with_one_more = slice(kept_count + 1);
   std::vector<Candidate> kept;
   for (const Candidate& c : candidates) {
-    const int64_t steps = static_cast<int64_t>(first * c.samples_per_s / static_cast<double>(c.batch));
-    if (steps >= o.min_steps()) {
+    const auto at =
+        std::find_if(by_pace.begin(), by_pace.end(), [&](const Candidate& p) { return p.batch == c.batch; });
+    if (static_cast<size_t>(at - by_pace.begin()) < kept_count) {
       kept.push_back(c);
       continue;
     }
@@ -166,7 +181,7 @@ std::vector<Candidate> plan_candidates(const BatchRaceOptions& o, BatchRace& rac
     race.notes.push_back(
         fmt::format("batch {} left out: {} steps fit the first rung's {:.2f} s, below the {} a "
                     "comparison needs (a larger --advice-budget includes it)",
-                    c.batch, steps, first, o.min_steps()));
+                    c.batch, steps(c, with_one_more), with_one_more, o.min_steps()));
   }
   return kept;
 }

@@ -290,6 +290,25 @@ TEST(BatchRace, AWallClockLimitEndsTheRaceAfterARung) {
   }
 }
 
+// The first rung is shared, so who races is decided by the share their number leaves: 64, short of 8
+// steps beside 128 (a quarter of the rung's units each: 7 steps), has 8 in the share three entries
+// leave, and races; 128 has 4 there, and is left out with a note saying what it would have had.
+TEST(BatchRace, ACandidateThatFitsTheShareLeftByThoseLeftOutRaces) {
+  const BatchRaceOptions options =
+      BatchRaceOptions({16, 32, 64, 128}, {1e4, 1e4, 3700, 3700}, LrAdviceOptions(32, 0.1)).budget_s(1);
+  EXPECT_EQ(first_rung_batches(options), (std::vector<int64_t>{16, 32, 64}));
+  Regression problem(5.0, 0.1);
+  const BatchRace race = race_batches(*problem.workload, problem.held_out, options);
+  EXPECT_EQ(race.left_out, (std::vector<int64_t>{128}));
+  ASSERT_EQ(race.entries.size(), 3u);
+  EXPECT_EQ(race.entries[2].batch, 64);
+  const std::string notes = fmt::format("{}", fmt::join(race.notes, "\n"));
+  EXPECT_NE(notes.find("batch 128 left out: 3 steps fit the first rung's"), std::string::npos) << notes;
+  // Where none fits the share even alone, none races, and each is told why.
+  const BatchRaceOptions starved = BatchRaceOptions({256, 512}, {1000, 1000}, LrAdviceOptions(256, 0.1)).budget_s(1);
+  EXPECT_TRUE(first_rung_batches(starved).empty());
+}
+
 // A race past its planned wall time shortens the rungs left to fit it, down to the steps a comparison
 // needs, says so, and still runs them: the plan is kept without cutting the race short. Its answer,
 // ranked after less than half the training planned, is low in confidence.
