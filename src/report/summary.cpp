@@ -137,7 +137,10 @@ std::string decider_line(const Report& r) {
 }  // namespace
 
 std::string answered_run(const Report& r) {
-  if (r.run_race) return fmt::format("{}, {} rate", format_epochs(r.run_race->epochs), r.run_race->lr_schedule);
+  // tune --epochs's validation stopped: said as validate's is (its run race's line had hidden it)
+  const char* stopped = r.validation && r.validation->interrupted ? ", interrupted" : "";
+  if (r.run_race)
+    return fmt::format("{}, {} rate{}", format_epochs(r.run_race->epochs), r.run_race->lr_schedule, stopped);
   if (r.validation && r.validation->epochs > 0)
     return fmt::format("{}, {} rate{}", format_epochs(r.validation->epochs), r.validation->lr_schedule,
                        r.validation->interrupted ? ", interrupted" : "");

@@ -1192,6 +1192,28 @@ TEST(Cli, CtrlCDuringValidateKeepsTheRunsThatFinished) {
   EXPECT_NE(hup.out.find("warning: interrupted (SIGHUP) with "), std::string::npos) << hup.out;
 }
 
+// `nohup batchwise validate ... &`: a SIGHUP the caller ignored stays ignored, so the closed terminal neither stops
+// nor ends the run (batchwise had set its own handler over nohup's, and took it as a stop: exit 129).
+TEST(Cli, ASignalTheCallerIgnoredStaysIgnored) {
+  const fs::path json = scratch() / "validate-nohup.json";
+  fs::remove(json);
+  struct sigaction before {};
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGHUP, &ignore, &before);  // inherited by the shell and batchwise, as nohup sets it
+  const Outcome r = signalled_when(
+      "validate --model mlp --dataset synthetic --synthetic-size 2048 --batch-sizes 32,64 --epochs 2 "
+      "--lr-schedule cosine --rule-lr --threads 1 --no-history --json " +
+          json.string(),
+      "[validate 1/2]", SIGHUP);
+  sigaction(SIGHUP, &before, nullptr);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("stopping after this step"), std::string::npos) << r.err;
+  const auto v = nlohmann::json::parse(slurp(json)).at("validation");
+  EXPECT_FALSE(v.value("interrupted", false));
+  EXPECT_EQ(v.at("runs").size(), 2u);
+}
+
 // tune --validate's full runs take as long as validate's: a first Ctrl-C while they train keeps the
 // runs that ended in the report, and tune's answer stands as the sweep gave it, not validated (low
 // confidence, saying so); the precisions after it are not compared; then tune ends by the signal.

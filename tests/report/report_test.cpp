@@ -663,6 +663,16 @@ TEST(Report, CompareNamesTheRunEachAnsweredFor) {
   std::ofstream(dir / "mlp.json") << to_json(mlp);
   const std::string table = to_table(compare_reports((dir / "lenet.json").string(), (dir / "mlp.json").string()));
   EXPECT_NE(table.find("warning: A and B train different workloads (model lenet | mlp)"), std::string::npos) << table;
+  // tune --epochs N --validate stopped in its validation: its run race names the run, and the stop is said
+  // as validate's is (the history and compare had shown "6 epochs, cosine rate" alone).
+  Report stopped = fixed_report();
+  stopped.run_race = RunRace{};
+  stopped.run_race->epochs = 6;
+  stopped.run_race->lr_schedule = "cosine";
+  ASSERT_TRUE(stopped.validation.has_value());
+  EXPECT_EQ(answered_run(stopped), "6 epochs, cosine rate");
+  stopped.validation->interrupted = true;
+  EXPECT_EQ(answered_run(stopped), "6 epochs, cosine rate, interrupted");
   const Comparison same = compare_reports(written("c.json", 2), written("d.json", 2));
   EXPECT_TRUE(std::none_of(same.differences.begin(), same.differences.end(),
                            [](const ComparedField& d) { return d.name == "run"; }));

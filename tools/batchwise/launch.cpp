@@ -29,6 +29,12 @@ namespace batchwise::cli {
 
 namespace {
 
+// The signals that stop or end a run, in StopOnSignal::before_'s order: Ctrl-C; a scheduler; a closed terminal.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+// Which of them this process was started with ignored (note_ignored_signals): nohup's SIGHUP, SIGINT in a
+// script's background job. A handler's reset to the default leaves them ignored too.
+bool g_ignored[std::size(kStopSignals)] = {};
+
 std::vector<pid_t> g_children;  // for the signal handler: reserved before any fork, never reallocated
 volatile sig_atomic_t g_signal = 0;
 
@@ -73,6 +79,20 @@ int usable_cpus() {
   return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
+void note_ignored_signals() {
+  for (size_t k = 0; k < std::size(kStopSignals); ++k) {
+    struct sigaction now {};
+    sigaction(kStopSignals[k], nullptr, &now);
+    g_ignored[k] = now.sa_handler == SIG_IGN;
+  }
+}
+
+bool ignored_signal(int sig) {
+  for (size_t k = 0; k < std::size(kStopSignals); ++k)
+    if (kStopSignals[k] == sig) return g_ignored[k];
+  return false;
+}
+
 int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_code) {
   const std::string port = std::to_string(free_port());
   const std::string threads = std::to_string(std::max(1, usable_cpus() / nproc));
@@ -86,6 +106,7 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&forwarded, sig);
   sigprocmask(SIG_BLOCK, &forwarded, &previous);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    if (ignored_signal(sig)) continue;  // nohup's SIGHUP: the ranks inherit it ignored, as this does
     struct sigaction action {};
     action.sa_handler = [](int signo) {
       g_signal = signo;
@@ -102,7 +123,8 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
       return failed_code;
     }
     if (pid == 0) {
-      for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
+      for (int sig : {SIGINT, SIGTERM, SIGHUP})
+        if (!ignored_signal(sig)) signal(sig, SIG_DFL);
       sigprocmask(SIG_SETMASK, &previous, nullptr);
       setenv("RANK", std::to_string(rank).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
@@ -180,11 +202,6 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
   return 0;
 }
 
-namespace {
-// The signals StopOnSignal takes, in StopOnSignal::before_'s order.
-constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};  // Ctrl-C; a scheduler; a closed terminal
-}  // namespace
-
 StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) {
   const std::string line =
       fmt::format("\nbatchwise {}: stopping after this step: {} (Ctrl-C again ends at once)\n", command, what);
@@ -198,7 +215,8 @@ StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) 
       signal(signo, SIG_DFL);
       raise(signo);
     }
-    for (const int sig : kStopSignals) signal(sig, SIG_DFL);  // the next of any kind: the process ends
+    for (size_t k = 0; k < std::size(kStopSignals); ++k)  // the next of any kind: the process ends
+      if (!g_ignored[k]) signal(kStopSignals[k], SIG_DFL);
     // Ctrl-C reaches a whole pipeline (batchwise validate 2>&1 | tee log): its reader gone must not end
     // the run by SIGPIPE before what finished is written (mute_broken_outputs).
     signal(SIGPIPE, SIG_IGN);
@@ -209,7 +227,8 @@ StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) 
   sigemptyset(&action.sa_mask);
   for (const int sig : kStopSignals) sigaddset(&action.sa_mask, sig);
   action.sa_flags = SA_RESTART;
-  for (size_t k = 0; k < std::size(kStopSignals); ++k) sigaction(kStopSignals[k], &action, &before_[k]);
+  for (size_t k = 0; k < std::size(kStopSignals); ++k)  // one ignored when batchwise started stays so (nohup)
+    sigaction(kStopSignals[k], g_ignored[k] ? nullptr : &action, &before_[k]);
   sigaction(SIGPIPE, nullptr, &before_pipe_);  // the handler ignores it once a stop is asked
 }
 

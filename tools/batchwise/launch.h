@@ -13,6 +13,14 @@ bool launched_rank();
 /// The logical CPUs this process may run on (its affinity mask), at least 1.
 int usable_cpus();
 
+/// Reads which of SIGINT, SIGTERM and SIGHUP this process was started with ignored (nohup's SIGHUP;
+/// SIGINT in a script's background job): called first in main, before any handler is set. Every
+/// handler batchwise sets (main's, launch_ranks', StopOnSignal's) leaves those ignored, as the caller
+/// asked: a nohup'd validate had taken a closed terminal's SIGHUP as a stop.
+void note_ignored_signals();
+/// Whether note_ignored_signals found `sig` ignored.
+bool ignored_signal(int sig);
+
 /// Starts `nproc` copies of this executable with the same arguments and torchrun's variables
 /// (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT;
 /// OMP_NUM_THREADS = usable CPUs / nproc unless set), forwards

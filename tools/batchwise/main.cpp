@@ -38,6 +38,7 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 // goes too, then batchwise ends as the signal says.
 void forward_signals_to_the_command() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    if (ignored_signal(sig)) continue;  // started ignored (nohup): it stays so
     struct sigaction action {};
     action.sa_handler = [](int signo) {
       stop_running_command();
@@ -102,7 +103,8 @@ int run_mapping_errors(Command& command, const std::string& who) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  keep_freed_host_memory();  // before the first allocation worth keeping: see memory.h
+  batchwise::cli::note_ignored_signals();  // before any handler: what the caller ignored (nohup) stays ignored
+  keep_freed_host_memory();                // before the first allocation worth keeping: see memory.h
   // A data-parallel rank (--nproc's, torchrun's) words c10d's failures as one error line: c10d's own log of them, with
   // C++ frames, would bury it. A TORCH_CPP_LOG_LEVEL the user set is kept; Python's torch reads it so too.
   if (std::getenv("WORLD_SIZE") != nullptr) setenv("TORCH_CPP_LOG_LEVEL", "FATAL", /*overwrite=*/0);
