@@ -267,9 +267,24 @@ def _collated(dataset, collate, what):
                             f"({type(e).__name__}: {e}); pass (inputs, targets) tensors, a Dataset or a DataLoader "
                             "of (input, target) pairs") from e
         if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
+            sample = samples[0]
+            if isinstance(sample, (tuple, list)) and len(sample) == 2:  # the pairs were; the collate_fn's batch is not
+                raise TypeError(f"{what}: its collate_fn ({getattr(collate, '__name__', type(collate).__name__)}) "
+                                f"gave a {type(batch).__name__}, not an (inputs, targets) pair; give a collate_fn "
+                                "that returns (inputs, targets), or none")
             raise TypeError(f"{what}: each sample of the {type(dataset).__name__} must be an (input, target) pair, "
-                            f"not a {type(dataset[0]).__name__}; pass (inputs, targets) tensors, a Dataset or a "
-                            "DataLoader of such pairs")
+                            f"not a {type(sample).__name__}; pass (inputs, targets) tensors, a Dataset or a "
+                            "DataLoader of such pairs"
+                            + ("; samples of named fields (Hugging Face style) are for batchwise --cmd with the "
+                               "Transformers callback (docs/cmd.md)" if isinstance(sample, dict) else ""))
+        for k, name in ((0, "input"), (1, "target")):
+            part = batch[k]
+            if isinstance(part, (tuple, list, dict)):  # several tensors: torch.as_tensor's own error named nothing
+                own = samples[0][k] if isinstance(samples[0], (tuple, list)) and len(samples[0]) == 2 else part
+                raise TypeError(f"{what}: each sample's {name} is a {type(own).__name__} of "
+                                f"{len(part)}, where batchwise feeds the model one {name} tensor; stack them into "
+                                "one tensor (and split it in the model's forward), or tune your own training script "
+                                "with batchwise --cmd (docs/cmd.md)")
         xs.append(torch.as_tensor(batch[0]))
         ys.append(torch.as_tensor(batch[1]))
     try:
@@ -475,6 +490,9 @@ class _Adapter:
             for part in (self.data, self.held_out) if classes and self._default_loss_labels else ():
                 if part is not None and part.targets.dim() == 2 and part.targets.shape[1] == 1:
                     part.targets = part.targets.reshape(-1)  # labels as a column ([N, 1]): one a sample, for it
+        elif isinstance(loss, type):  # the class, not one: calling it made a module of the output as its options
+            raise TypeError(f"batchwise.{command}: loss is the class {loss.__name__}, not a loss; pass an instance, "
+                            f"{loss.__module__.replace('torch.nn.modules.loss', 'torch.nn')}.{loss.__name__}()")
         elif callable(loss):
             self._loss = loss
             self.loss_name = getattr(loss, "__name__", type(loss).__name__)

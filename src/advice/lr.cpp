@@ -81,7 +81,16 @@ std::string describe(const LrAdvice& a) {
                                        a.scaled.base_lr, a.scaled.batch, a.scaled.base_batch, a.scaled.lr)
                          : fmt::format("square-root scaling: {:g} x sqrt({}/{}) = {:.4g} (Malladi et al. 2022)",
                                        a.scaled.base_lr, a.scaled.batch, a.scaled.base_batch, a.scaled.lr);
-  if (a.range && a.range->stable_lr) {
+  if (a.range && a.range->stable_lr && a.capped && a.lr > *a.cap_lr) {
+    // The cap fell below the base rate, and the rate stays at the base (the user's own, not raised): said
+    // so, not "capped at" a rate below the one given (a range test that ran away above 0.16 had read
+    // "capped at 0.054 ... 3x below that" beside lr 0.1, 1.6x below it).
+    text += fmt::format(
+        "; kept at the base rate {:.4g}: a learning-rate range test at batch {} saw the loss run away above "
+        "{:.4g}, which puts the cap ({:.4g}) below the base rate, so no larger rate is advised (Smith 2017); "
+        "the base rate is {:.2g}x below where the loss ran away: if training at it diverges, lower the base rate",
+        a.lr, a.range->batch, *a.range->stable_lr, *a.cap_lr, *a.range->stable_lr / a.lr);
+  } else if (a.range && a.range->stable_lr) {
     const double safety = *a.range->stable_lr / *a.cap_lr;
     text += fmt::format(fmt::runtime(a.capped ? "; capped at {:.4g}: a learning-rate range test at batch {} saw the "
                                                 "loss run away above {:.4g}, and the rate stays {:g}x below that "

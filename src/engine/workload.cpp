@@ -111,11 +111,32 @@ void ModuleWorkload::set_lr(double lr) {
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
 }
 
+namespace {
+
+// The labels `output` got right, and how many it was judged on, where its shape says which dimension
+// holds the classes: the one it has beyond `target`'s, dim 1 first (torch's cross_entropy: [N, C]
+// against [N], [N, C, H, W] against [N, H, W]), else the last ([N, T, V] against [N, T]: a language
+// model's tokens); a target [N, 1] is one label per sample. nullopt for any other shape: the loss alone
+// judges it (a [N, 1] target had broadcast against [N] predictions, an accuracy of N/2; [N, T] targets
+// had been refused as data the model cannot evaluate).
+std::optional<std::pair<int64_t, int64_t>> labels_right(const at::Tensor& output, at::Tensor target) {
+  if (target.dim() == 2 && target.size(1) == 1 && output.dim() == 2) target = target.squeeze(1);
+  if (output.dim() != target.dim() + 1) return std::nullopt;
+  for (const int64_t dim : {int64_t{1}, output.dim() - 1}) {
+    const at::Tensor predicted = output.argmax(dim);
+    if (predicted.sizes() == target.sizes())
+      return std::make_pair(predicted.eq(target).sum().item<int64_t>(), target.numel());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset& data, int64_t batch) {
   const detail::EvalMode eval(module());  // each module's mode put back however evaluation ends
   at::NoGradGuard no_grad;
   double loss_sum = 0;
-  int64_t correct = 0;
+  int64_t correct = 0, judged = 0;
   // Accuracy where the targets are class labels and the output has a class dimension to take the
   // largest of (a Lightning module without a forward evaluates its loss only, on a stand-in output).
   bool classes = data.targets.scalar_type() == at::kLong;
@@ -126,11 +147,13 @@ std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset&
     const at::Tensor target = data.targets.narrow(0, start, len).to(device_);
     at::Tensor output;
     loss_sum += forward_loss(input, target, &output).item<double>() * static_cast<double>(len);
-    classes = classes && output.dim() >= 2;
-    if (classes) correct += output.argmax(1).eq(target).sum().item<int64_t>();
+    const auto right = classes ? labels_right(output, target) : std::nullopt;
+    classes = right.has_value();
+    if (classes) correct += right->first, judged += right->second;
   }
   return {loss_sum / static_cast<double>(n),
-          classes ? std::optional<double>(static_cast<double>(correct) / static_cast<double>(n)) : std::nullopt};
+          classes && judged > 0 ? std::optional<double>(static_cast<double>(correct) / static_cast<double>(judged))
+                                : std::nullopt};
 }
 
 void ModuleWorkload::zero_grad() { optimizer_->zero_grad(); }

@@ -1,5 +1,6 @@
 // The learning-rate range test and the advised rate, on the closed-form regression
 // (support/regression.h): the range test finds its stability limit, the advice caps the rule below it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -47,6 +48,25 @@ TEST(LrAdvice, CapsTheRuleBelowTheClosedFormLimit) {
   EXPECT_FALSE(small.range.has_value());
   EXPECT_FALSE(small.capped);
   EXPECT_EQ(small.warmup_steps, 0);
+}
+
+// A cap below the base rate leaves the rate at the base (the user's own), and the advice says so: it
+// had read "capped at" the cap, and a factor of 3 below the run-away that held for the cap, not the rate.
+TEST(LrAdvice, ACapBelowTheBaseRateKeepsTheBaseAndSaysSo) {
+  const double base = 0.9 * stability_limit(1024);
+  Regression problem(1.0, base);
+  const LrAdvice a = advise_lr(*problem.workload, 1024, LrAdviceOptions(32, base).warmup_samples(4096));
+  ASSERT_TRUE(a.cap_lr.has_value()) << a.advice;
+  ASSERT_LT(*a.cap_lr, base) << a.advice;
+  EXPECT_TRUE(a.capped);
+  EXPECT_DOUBLE_EQ(a.lr, base);
+  EXPECT_EQ(a.warmup_steps, 0);  // nothing to warm up to
+  EXPECT_NE(
+      a.advice.find(fmt::format("; kept at the base rate {:.4g}: a learning-rate range test at batch 1024", base)),
+      std::string::npos)
+      << a.advice;
+  EXPECT_NE(a.advice.find("which puts the cap"), std::string::npos) << a.advice;
+  EXPECT_EQ(a.advice.find("capped at"), std::string::npos) << a.advice;
 }
 
 // Without a set warm-up, one epoch of the workload's data (200,000 samples: 195 steps at 1024).

@@ -960,6 +960,45 @@ def test_options():
              # as the CLI's noise: a batch larger than the training set would measure its repeats
              (lambda: batchwise.noise(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x[:100], y[:100]), batch=256,
                                       micro_batch=32), ValueError, "batch=256: larger than the 100 training samples")])
+    # What users hand it that it cannot take, named with the fix (a hunt, 2026-12-06): samples of two inputs
+    # (torch.as_tensor's "only one element tensors can be converted"), a collate_fn that returns a dict (blamed
+    # on the dataset's pairs), the loss's class for an instance ("Boolean value of Tensor ... is ambiguous").
+    class TwoInputs(Pairs):
+        def __getitem__(self, i):
+            return (self.x[i], 2 * self.x[i]), int(self.y[i])
+    as_dict = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32,
+                                          collate_fn=lambda b: {"x": torch.stack([s[0] for s in b]),
+                                                                "y": torch.stack([s[1] for s in b])})
+    refused([(lambda: batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), TwoInputs(x, y), progress=False),
+              TypeError, "each sample's input is a tuple of 2, where batchwise feeds the model one input tensor"),
+             (lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), as_dict, batch_sizes=[8],
+                                      progress=False), TypeError, "gave a dict, not an (inputs, targets) pair"),
+             (lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y),
+                                      loss=torch.nn.CrossEntropyLoss, batch_sizes=[8], progress=False), TypeError,
+              "loss is the class CrossEntropyLoss, not a loss; pass an instance, torch.nn.CrossEntropyLoss()")])
+    # Accuracy where the targets are labels a sample in a column ([N, 1], the user's own loss) and tokens
+    # ([N, T] against an output [N, T, V]): it had read 99.8 for the first (a broadcast), and refused the second.
+    column = batchwise.validate(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y.unsqueeze(1)),
+                                loss=lambda o, t: torch.nn.functional.cross_entropy(o, t.squeeze(1)),
+                                held_out=(x[:256], y[:256].unsqueeze(1)), batch_sizes=[32], epochs=1, progress=False)
+    accuracy = column.to_dict()["validation"]["runs"][0]["final_accuracy"]
+    case("labels in a column score an accuracy, a fraction", accuracy is not None and 0 <= accuracy <= 1, accuracy)
+
+    class Tokens(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.out = torch.nn.Embedding(20, 16), torch.nn.Linear(16, 20)
+
+        def forward(self, t):
+            return self.out(self.embed(t))
+    tokens = torch.randint(0, 20, (512, 9), generator=torch.Generator().manual_seed(3))
+    lm = batchwise.validate(Tokens(), lambda p: torch.optim.AdamW(p, lr=0.01), (tokens[:, :-1], tokens[:, 1:]),
+                            loss=lambda o, t: torch.nn.functional.cross_entropy(o.reshape(-1, 20), t.reshape(-1)),
+                            held_out=(tokens[:128, :-1], tokens[:128, 1:]), batch_sizes=[32], epochs=1,
+                            progress=False)
+    accuracy = lm.to_dict()["validation"]["runs"][0]["final_accuracy"]
+    case("tokens against an output of a class per token score the tokens right", accuracy is not None and
+         0 <= accuracy <= 1, accuracy)
     # A dataset's random transforms draw from torch's generator as its samples are read: put back too
     class Noisy(Pairs):
         def __getitem__(self, i):
