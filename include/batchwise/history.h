@@ -31,9 +31,11 @@ struct HistoryEntry {
 /// $XDG_DATA_HOME/batchwise/history.sqlite, else ~/.local/share/batchwise/history.sqlite.
 std::string default_history_path();
 
-/// The search a reused fit must answer: this run's --min, --max (0: no bound) and --multiple-of.
+/// The search a reused fit must answer: this run's --min, --max (0: no bound), --multiple-of, and
+/// whether it doubles only (--mode power), which finds another batch than the exact searches.
 struct FitBounds {
   int64_t min = 1, max = 0, multiple_of = 1;
+  bool doubling = false;
 };
 
 /// How far a stored fit's budget may lie from the run's for `tune --reuse` to take it (a share).
@@ -61,8 +63,9 @@ class History {
   /// parameters: a file replaced at the same path is another), and a budget within
   /// kReuseBudgetTolerance of its budget: at most it, or above it where the stored fit's measured peak
   /// at its batch is within this run's target x budget; and whose batch is the one `bounds` would find:
-  /// within them, a multiple of its multiple_of (the stored search's a divisor of it), and not the
-  /// stored search's own --max unless that is this one's.
+  /// within them, a multiple of its multiple_of (the stored search's a divisor of it), by a search that
+  /// doubles as this one does or not, and not the stored search's own --max unless this one stops there
+  /// too (its --max rounded down to its multiple).
   std::optional<HistoryEntry> find_fit(const std::string& report_json, double max_age_s,
                                        const FitBounds& bounds = {}) const;
   /// The newest runs of `command` (at most `limit`) for the same workload and device as

@@ -281,6 +281,10 @@ def _collated(dataset, collate, what):
             part = batch[k]
             if isinstance(part, (tuple, list, dict)):  # several tensors: torch.as_tensor's own error named nothing
                 own = samples[0][k] if isinstance(samples[0], (tuple, list)) and len(samples[0]) == 2 else part
+                if isinstance(own, (tuple, list)) and all(isinstance(v, (int, float)) for v in own):
+                    raise TypeError(f"{what}: each sample's {name} is a {type(own).__name__} of {len(own)} numbers, "
+                                    f"where batchwise feeds the model one {name} tensor; return it as a tensor "
+                                    "(torch.tensor(...) in __getitem__)")
                 raise TypeError(f"{what}: each sample's {name} is a {type(own).__name__} of "
                                 f"{len(part)}, where batchwise feeds the model one {name} tensor; stack them into "
                                 "one tensor (and split it in the model's forward), or tune your own training script "

@@ -87,9 +87,14 @@ std::string describe(const LrAdvice& a) {
     // "capped at 0.054 ... 3x below that" beside lr 0.1, 1.6x below it).
     text += fmt::format(
         "; kept at the base rate {:.4g}: a learning-rate range test at batch {} saw the loss run away above "
-        "{:.4g}, which puts the cap ({:.4g}) below the base rate, so no larger rate is advised (Smith 2017); "
-        "the base rate is {:.2g}x below where the loss ran away: if training at it diverges, lower the base rate",
-        a.lr, a.range->batch, *a.range->stable_lr, *a.cap_lr, *a.range->stable_lr / a.lr);
+        "{:.4g}, which puts the cap ({:.4g}) below the base rate, so no larger rate is advised (Smith 2017); ",
+        a.lr, a.range->batch, *a.range->stable_lr, *a.cap_lr);
+    text += *a.range->stable_lr > a.lr
+                ? fmt::format(
+                      "the base rate is {:.2g}x below where the loss ran away: if training at it diverges, "
+                      "lower the base rate",
+                      *a.range->stable_lr / a.lr)
+                : std::string("the loss ran away at the base rate itself: lower the base rate");
   } else if (a.range && a.range->stable_lr) {
     const double safety = *a.range->stable_lr / *a.cap_lr;
     text += fmt::format(fmt::runtime(a.capped ? "; capped at {:.4g}: a learning-rate range test at batch {} saw the "

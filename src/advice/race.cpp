@@ -179,9 +179,9 @@ std::vector<Candidate> plan_candidates(const BatchRaceOptions& o, BatchRace& rac
     }
     race.left_out.push_back(c.batch);
     race.notes.push_back(
-        fmt::format("batch {} left out: {} steps fit the first rung's {:.2f} s, below the {} a "
-                    "comparison needs (a larger --advice-budget includes it)",
-                    c.batch, steps(c, with_one_more), with_one_more, o.min_steps()));
+        fmt::format("batch {} left out: raced beside the {} kept, {} steps would fit its share of the first "
+                    "rung ({:.2f} s), below the {} a comparison needs (a larger --advice-budget includes it)",
+                    c.batch, kept_count, steps(c, with_one_more), with_one_more, o.min_steps()));
   }
   return kept;
 }

@@ -114,20 +114,24 @@ void ModuleWorkload::set_lr(double lr) {
 namespace {
 
 // The labels `output` got right, and how many it was judged on, where its shape says which dimension
-// holds the classes: the one it has beyond `target`'s, dim 1 first (torch's cross_entropy: [N, C]
-// against [N], [N, C, H, W] against [N, H, W]), else the last ([N, T, V] against [N, T]: a language
-// model's tokens); a target [N, 1] is one label per sample. nullopt for any other shape: the loss alone
-// judges it (a [N, 1] target had broadcast against [N] predictions, an accuracy of N/2; [N, T] targets
-// had been refused as data the model cannot evaluate).
+// holds the classes: the one it has beyond `target`'s, dim 1 (torch's cross_entropy: [N, C] against
+// [N], [N, C, H, W] against [N, H, W]) or the last ([N, T, V] against [N, T]: a language model's
+// tokens), of two classes or more; a target [N, 1] is one label per sample. nullopt for any other shape,
+// or where both could be it: the loss alone judges it (a [N, 1] target had broadcast against [N]
+// predictions, an accuracy of N/2; [N, T] targets had been refused as data the model cannot evaluate).
 std::optional<std::pair<int64_t, int64_t>> labels_right(const at::Tensor& output, at::Tensor target) {
   if (target.dim() == 2 && target.size(1) == 1 && output.dim() == 2) target = target.squeeze(1);
   if (output.dim() != target.dim() + 1) return std::nullopt;
+  std::vector<int64_t> dims;  // those whose removal leaves the target's shape, of two classes or more
   for (const int64_t dim : {int64_t{1}, output.dim() - 1}) {
-    const at::Tensor predicted = output.argmax(dim);
-    if (predicted.sizes() == target.sizes())
-      return std::make_pair(predicted.eq(target).sum().item<int64_t>(), target.numel());
+    std::vector<int64_t> rest = output.sizes().vec();
+    rest.erase(rest.begin() + dim);
+    if (output.size(dim) >= 2 && rest == target.sizes().vec() && (dims.empty() || dims[0] != dim)) dims.push_back(dim);
   }
-  return std::nullopt;
+  // One logit (a binary classifier's [N, 1]: its argmax is always 0), or two dimensions that could hold the
+  // classes ([N, T, V] with T = V): no accuracy, rather than one over the wrong dimension.
+  if (dims.size() != 1) return std::nullopt;
+  return std::make_pair(output.argmax(dims[0]).eq(target).sum().item<int64_t>(), target.numel());
 }
 
 }  // namespace

@@ -241,10 +241,15 @@ namespace {
 // "attempt to write a readonly database" then named only the file.
 std::string unwritable_parts(const std::string& path) {
   std::vector<std::string> parts;
+  bool creates = false;  // SQLite makes a -wal or -shm there: the folder must take it
   for (const std::string& p : {path, path + "-wal", path + "-shm"})
-    if (::access(p.c_str(), F_OK) == 0 && ::access(p.c_str(), W_OK) != 0) parts.push_back(p);
+    if (::access(p.c_str(), F_OK) != 0)
+      creates = true;
+    else if (::access(p.c_str(), W_OK) != 0)
+      parts.push_back(p);
   const std::string folder = std::filesystem::path(path).parent_path().string();
-  if (::access(folder.empty() ? "." : folder.c_str(), W_OK) != 0) parts.push_back(folder.empty() ? "." : folder);
+  if (creates && ::access(folder.empty() ? "." : folder.c_str(), W_OK) != 0)
+    parts.push_back(folder.empty() ? "." : folder);
   if (parts.empty()) return "";
   return fmt::format(
       "; not writable by this user: {} (make {} writable; a -shm or -wal file left read-only by a "
@@ -321,8 +326,10 @@ std::optional<HistoryEntry> History::find_fit(const std::string& report_json, do
     if (!stored.fit) return false;
     const int64_t stored_multiple = std::max<int64_t>(1, stored.fit->multiple_of);
     const int64_t multiple = std::max<int64_t>(1, bounds.multiple_of);
+    const int64_t top = bounds.max / multiple * multiple;  // where this search stops: --max at its multiple
     return batch >= bounds.min && (bounds.max <= 0 || batch <= bounds.max) && batch % multiple == 0 &&
-           multiple % stored_multiple == 0 && (!stored.fit->limited_by_max || batch == bounds.max);
+           multiple % stored_multiple == 0 && (stored.fit->mode == FitMode::Power) == bounds.doubling &&
+           (!stored.fit->limited_by_max || batch == top);
   };
   // A budget within kReuseBudgetTolerance of the stored one: a CPU's default, 80 % of the RAM
   // available when the run starts, moves by a few MiB between runs and would never match exactly. A

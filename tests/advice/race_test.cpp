@@ -291,8 +291,8 @@ TEST(BatchRace, AWallClockLimitEndsTheRaceAfterARung) {
 }
 
 // The first rung is shared, so who races is decided by the share their number leaves: 64, short of 8
-// steps beside 128 (a quarter of the rung's units each: 7 steps), has 8 in the share three entries
-// leave, and races; 128 has 4 there, and is left out with a note saying what it would have had.
+// steps beside 128 (an eighth of the budget each: 7 steps), has 8 in the share three entries leave (a
+// seventh), and races; 128 would have 3 beside them, and is left out with a note saying so.
 TEST(BatchRace, ACandidateThatFitsTheShareLeftByThoseLeftOutRaces) {
   const BatchRaceOptions options =
       BatchRaceOptions({16, 32, 64, 128}, {1e4, 1e4, 3700, 3700}, LrAdviceOptions(32, 0.1)).budget_s(1);
@@ -303,8 +303,11 @@ TEST(BatchRace, ACandidateThatFitsTheShareLeftByThoseLeftOutRaces) {
   ASSERT_EQ(race.entries.size(), 3u);
   EXPECT_EQ(race.entries[2].batch, 64);
   const std::string notes = fmt::format("{}", fmt::join(race.notes, "\n"));
-  EXPECT_NE(notes.find("batch 128 left out: 3 steps fit the first rung's"), std::string::npos) << notes;
-  // Where none fits the share even alone, none races, and each is told why.
+  EXPECT_NE(notes.find("batch 128 left out: raced beside the 3 kept, 3 steps would fit its share of the first rung "
+                       "(0.12 s), below the 8 a comparison needs"),
+            std::string::npos)
+      << notes;
+  // Where none fits the share even alone, none races.
   const BatchRaceOptions starved = BatchRaceOptions({256, 512}, {1000, 1000}, LrAdviceOptions(256, 0.1)).budget_s(1);
   EXPECT_TRUE(first_rung_batches(starved).empty());
 }

@@ -1212,6 +1212,13 @@ TEST(Cli, ASignalTheCallerIgnoredStaysIgnored) {
   const auto v = nlohmann::json::parse(slurp(json)).at("validation");
   EXPECT_FALSE(v.value("interrupted", false));
   EXPECT_EQ(v.at("runs").size(), 2u);
+  // The same outside a validation: main's handler (which stops a --cmd trainer, then ends batchwise) leaves it too.
+  sigaction(SIGHUP, &ignore, nullptr);
+  const Outcome fit = signalled_when("fit --model mlp --dataset synthetic --synthetic-size 2048 --max 256 --no-history",
+                                     "[trial 1", SIGHUP);
+  sigaction(SIGHUP, &before, nullptr);
+  EXPECT_EQ(fit.code, 0) << fit.err;
+  EXPECT_NE(fit.out.find("recommendation: batch"), std::string::npos) << fit.out;
 }
 
 // tune --validate's full runs take as long as validate's: a first Ctrl-C while they train keeps the
@@ -1730,6 +1737,10 @@ TEST(Cli, RunsAreStoredAndTuneReusesAMatchingFit) {
   EXPECT_EQ(j.at("fit").at("batch"), 32);
   EXPECT_TRUE(j.at("fit").at("trials").empty());
   EXPECT_NE(j.at("fit").at("message").get<std::string>().find("reused from run 1"), std::string::npos);
+  // Reused, it still stopped at the first run's --max, stored so: a later reuse with a larger --max fits anew
+  // (the flag had read false once reused, and the next reuse answered --max 256 with 32).
+  EXPECT_EQ(j.at("fit").at("limited_by_max"), true);
+  EXPECT_EQ(j.at("fit").at("mode"), "model");  // the stored search's
   EXPECT_FALSE(j.at("sweep").at("points").empty());
   const Outcome other = batchwise("tune --reuse --target 0.8 " + workload + " --json " + json.string());
   EXPECT_FALSE(nlohmann::json::parse(slurp(json)).at("fit").at("trials").empty());  // another target: fitted anew

@@ -326,6 +326,16 @@ TEST_F(FileDatasets, NpyValuesThatAreNotFiniteAreRefused) {
               std::string::npos)
         << e.what();
   }
+  many[100 * 4 + 1] = inf;  // and one in the first block: counted with the others, and the first
+  try {
+    load_npy(npy("big2.npy", "<f4", "300000, 4", raw(many)), path("ybig.npy"), TargetKind::Classes);
+    FAIL() << "NaN and infinity in two blocks accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("3 of its 300000 samples hold features that are not finite numbers (NaN or "
+                                         "infinity), the first sample 100"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // Images with one pixel in all (or no spread) normalise to finite inputs, without torch's warning

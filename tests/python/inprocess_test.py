@@ -966,6 +966,10 @@ def test_options():
     class TwoInputs(Pairs):
         def __getitem__(self, i):
             return (self.x[i], 2 * self.x[i]), int(self.y[i])
+
+    class Listed(Pairs):
+        def __getitem__(self, i):
+            return self.x[i].tolist(), int(self.y[i])
     as_dict = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32,
                                           collate_fn=lambda b: {"x": torch.stack([s[0] for s in b]),
                                                                 "y": torch.stack([s[1] for s in b])})
@@ -975,7 +979,10 @@ def test_options():
                                       progress=False), TypeError, "gave a dict, not an (inputs, targets) pair"),
              (lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y),
                                       loss=torch.nn.CrossEntropyLoss, batch_sizes=[8], progress=False), TypeError,
-              "loss is the class CrossEntropyLoss, not a loss; pass an instance, torch.nn.CrossEntropyLoss()")])
+              "loss is the class CrossEntropyLoss, not a loss; pass an instance, torch.nn.CrossEntropyLoss()"),
+             (lambda: batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), Listed(x, y), progress=False),
+              TypeError, "each sample's input is a list of 48 numbers, where batchwise feeds the model one input "
+              "tensor; return it as a tensor")])
     # Accuracy where the targets are labels a sample in a column ([N, 1], the user's own loss) and tokens
     # ([N, T] against an output [N, T, V]): it had read 99.8 for the first (a broadcast), and refused the second.
     column = batchwise.validate(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y.unsqueeze(1)),
@@ -999,6 +1006,15 @@ def test_options():
     accuracy = lm.to_dict()["validation"]["runs"][0]["final_accuracy"]
     case("tokens against an output of a class per token score the tokens right", accuracy is not None and
          0 <= accuracy <= 1, accuracy)
+    # A single logit (BCE's binary classifier): its argmax is always 0, so no accuracy, the loss alone (it had read
+    # the share of label 0).
+    one = batchwise.validate(torch.nn.Linear(48, 1), lambda p: torch.optim.SGD(p, lr=0.1), (x, (y > 1).long()),
+                             loss=lambda o, t: torch.nn.functional.binary_cross_entropy_with_logits(o.squeeze(1),
+                                                                                                   t.float()),
+                             held_out=(x[:256], (y[:256] > 1).long()), batch_sizes=[32], epochs=1, progress=False)
+    run = one.to_dict()["validation"]["runs"][0]
+    case("a single logit has no accuracy, and a loss",
+         run.get("final_accuracy") is None and run.get("final_loss") is not None, run)
     # A dataset's random transforms draw from torch's generator as its samples are read: put back too
     class Noisy(Pairs):
         def __getitem__(self, i):

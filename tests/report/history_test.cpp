@@ -97,12 +97,14 @@ TEST(History, StoresListsAndFindsARecentFitForTheSameKeys) {
 TEST(History, AReusedFitIsTheSameModelsAndAnswersThisRunsSearch) {
   const fs::path db = scratch_db();
   History h(db.string());
-  const auto with = [](int64_t batch, int64_t parameters, int64_t multiple_of, bool limited) {
+  const auto with = [](int64_t batch, int64_t parameters, int64_t multiple_of, bool limited,
+                       const char* mode = "binsearch") {
     nlohmann::json r = nlohmann::json::parse(report(batch));
     r["workload"]["parameter_count"] = parameters;
     r["workload"]["parameter_bytes"] = 4 * parameters;
     r["fit"]["multiple_of"] = multiple_of;
     r["fit"]["limited_by_max"] = limited;
+    r["fit"]["mode"] = mode;
     return r.dump();
   };
   const int64_t capped = h.add("fit", with(48, 7850, 1, /*limited=*/true));
@@ -121,6 +123,14 @@ TEST(History, AReusedFitIsTheSameModelsAndAnswersThisRunsSearch) {
   EXPECT_EQ(found(7850, {1, 4096, 32}), 0) << "a multiple of 32 between 512 and 576 was never tried";
   EXPECT_EQ(found(7850, {1, 256, 64}), 0) << "512 is past this run's --max";
   EXPECT_EQ(found(7850, {1024, 4096, 64}), 0) << "512 is below this run's --min";
+  // A search stops at its --max rounded down to its multiple: --max 50 --multiple-of 16 stops at 48, as the
+  // stored one did (the same command with --reuse had fitted again).
+  const int64_t at_48 = h.add("fit", with(48, 7850, 16, /*limited=*/true));
+  EXPECT_EQ(found(7850, {1, 50, 16}), at_48);
+  // A search that doubles finds another batch than the exact ones: neither answers the other.
+  const int64_t doubled = h.add("fit", with(2048, 7850, 1, /*limited=*/false, "power"));
+  EXPECT_EQ(found(7850, {1, 4096, 1, /*doubling=*/true}), doubled);
+  EXPECT_EQ(found(7850, {1, 4096, 128}), fitted) << "the power search's 2048 is no exact search's answer";
 }
 
 // The keys a run is stored under are what --reuse matches on: a run stored by an earlier version must

@@ -240,12 +240,17 @@ class Tune : public Command {
   std::optional<FitResult> reused_fit(Session& s) {
     const FitOptions search = fit_.options(w_, s.report.budget_bytes);
     const std::optional<HistoryEntry> entry = s.history().find_fit(
-        to_json(s.report), reuse_max_age_h_ * 3600, FitBounds{search.min(), search.max(), search.multiple_of()});
+        to_json(s.report), reuse_max_age_h_ * 3600,
+        FitBounds{search.min(), search.max(), search.multiple_of(), search.mode() == FitMode::Power});
     s.stage(entry ? fmt::format("reusing the fit of run {} ({}): batch {}", entry->id, entry->date, *entry->fit_batch)
                   : std::string("--reuse: no matching fit in the history; fitting"));
     if (!entry) return std::nullopt;
+    // Its search as stored: a reuse of this one must know it stopped at its --max (it had read "not cut
+    // short" once reused, and answered a larger --max with it) and how it searched.
+    const Report stored = report_from_json(entry->report_json, "the history's run " + std::to_string(entry->id));
     FitResult r;
-    r.mode = parse_fit_mode(fit_.mode);
+    r.mode = stored.fit ? stored.fit->mode : parse_fit_mode(fit_.mode);
+    r.limited_by_max = stored.fit && stored.fit->limited_by_max;
     r.outcome = FitOutcome::Fits;
     r.batch = *entry->fit_batch;
     r.budget_bytes = s.report.budget_bytes;
