@@ -29,6 +29,9 @@ struct WorkloadInfo {
   std::string optimizer;
   double lr = 0;
   std::string precision = "fp32";
+  /// The type the model's parameters are held in ("float32"; "bfloat16" or "float64" for a model built
+  /// so, which trains in it whatever `precision`, the autocast, says); empty where unknown (--cmd).
+  std::string parameter_dtype;
   std::vector<int64_t> input_shape;  ///< one sample, without the batch dimension
   /// Token workloads whose lengths vary: the shortest and longest length. Trials run at the
   /// longest (the worst case for memory), so a fitted batch cannot run out on its longest batch.
@@ -53,6 +56,7 @@ void fields(V& v, T& w) {
   v("optimizer", w.optimizer);
   v("lr", w.lr);
   v("precision", w.precision);
+  v("parameter_dtype", w.parameter_dtype, NullUnless{!w.parameter_dtype.empty()});
   v("input_shape", w.input_shape);
   v("seq_len_range", w.seq_len_range, NullUnless{!w.seq_len_range.empty()});
   v("num_classes", w.num_classes);

@@ -33,6 +33,7 @@
 #include "check.h"
 #include "cpu_baseline.h"
 #include "engine/eval_mode.h"
+#include "engine/parameter_dtype.h"
 #include "torch_error.h"
 
 namespace py = pybind11;
@@ -401,6 +402,7 @@ std::unique_ptr<ModuleWorkload> make_python_workload(const py::object& adapter) 
   for (const auto& p : model->parameters()) info.parameter_count += p.numel();
   for (const auto& p : model->parameters()) info.parameter_bytes += static_cast<int64_t>(p.nbytes());
   for (const auto& b : model->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
+  info.parameter_dtype = detail::parameter_dtype(*model);  // a model built in bf16 trains so: said beside "fp32"
   const c10::Device device(std::string(py::str(adapter.attr("device"))));
   const auto seed = adapter.attr("seed").cast<uint64_t>();
   // Where the loss raised: "Net's loss", or a LightningModule's own hook ("LitNet.training_step")

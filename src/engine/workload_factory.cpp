@@ -17,6 +17,7 @@
 #include "check.h"
 #include "compat.h"
 #include "engine/held_out_probe.h"
+#include "engine/parameter_dtype.h"
 #include "engine/table.h"
 #include "model_input.h"
 #include "torch_error.h"
@@ -465,6 +466,7 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o, Dataset* held_
     info.parameter_bytes += static_cast<int64_t>(p.nbytes());
   }
   for (const auto& b : model.ptr()->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
+  info.parameter_dtype = detail::parameter_dtype(*model.ptr());
 
   auto optimizer = make_optimizer(o.optimizer(), info.lr, model.ptr()->parameters());
   auto workload = std::make_unique<ModuleWorkload>(std::move(info), std::move(model), std::move(optimizer),

@@ -31,6 +31,14 @@ void requested_tables(Lines& line, const Report& r);
 /// "input-bound", `use` at the setting chosen, and the message of one that did not train.
 std::string loader_note(const LoaderSearch& l, const LoaderTrial& t, bool given, const std::string& use);
 
+/// The workload's precision as trained: "fp32", or "fp32, parameters in bfloat16" for a model built in
+/// another type (it trains in it whatever the autocast precision), for the console's header and the HTML.
+inline std::string precision_text(const WorkloadInfo& w) {
+  return w.parameter_dtype.empty() || w.parameter_dtype == "float32"
+             ? w.precision
+             : w.precision + ", parameters in " + w.parameter_dtype;
+}
+
 /// "time: 28 s in all: fit 1.8 s, sweep 4.9 s, noise scale 1.3 s, race 19.7 s" (tune's timing).
 std::string timing_line(const TuneTiming& t);
 

@@ -486,7 +486,7 @@ std::string context_section(const Report& r) {
       {"input shape", own ? kOwn : fmt::format("[{}]", fmt::join(w.input_shape, ","))},  // as the JSON has it
       {"loss", w.loss},
       {"optimizer", own ? w.optimizer : w.optimizer + fmt::format(", lr {:g}", w.lr)},
-      {"precision", w.precision},
+      {"precision", detail::precision_text(w)},
       {"parameters", own ? kOwn : grouped(static_cast<double>(w.parameter_count))},
       {"budget", fmt::format("{}, target {:g} %", format_bytes(r.budget_bytes), r.target * 100)},
       {"device", c.device_type + ": " + c.device_name},

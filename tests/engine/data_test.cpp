@@ -267,6 +267,7 @@ TEST_F(FileDatasets, TheWorkloadNamesTheFilesItReadAsAbsolutePaths) {
   EXPECT_EQ(npy_info.labels_path, path("y.npy"));
   EXPECT_EQ(csv_info.data_path, path("rows.csv"));
   EXPECT_EQ(csv_info.labels_path, "");
+  EXPECT_EQ(csv_info.parameter_dtype, "float32");  // the type its parameters are held in
   const WorkloadInfo synthetic = info(WorkloadOptions().dataset("synthetic").synthetic_size(64));
   EXPECT_EQ(synthetic.data_path, "");
   EXPECT_EQ(synthetic.labels_path, "");

@@ -1006,6 +1006,13 @@ def test_options():
     accuracy = lm.to_dict()["validation"]["runs"][0]["final_accuracy"]
     case("tokens against an output of a class per token score the tokens right", accuracy is not None and
          0 <= accuracy <= 1, accuracy)
+    # A model built in float64 trains in it: the report says so beside the precision (it had read "fp32" alone).
+    double = batchwise.sweep(Branchy().double(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y), batch_sizes=[16],
+                             repetitions=1, steps=1, warmup=0, progress=False)
+    workload = double.to_dict()["workload"]
+    case("a float64 model's parameter type is in the report and its table",
+         workload.get("parameter_dtype") == "float64" and "fp32, parameters in float64" in double.table(),
+         (workload.get("parameter_dtype"), workload.get("precision")))
     # A single logit (BCE's binary classifier): its argmax is always 0, so no accuracy, the loss alone (it had read
     # the share of label 0).
     one = batchwise.validate(torch.nn.Linear(48, 1), lambda p: torch.optim.SGD(p, lr=0.1), (x, (y > 1).long()),
