@@ -69,6 +69,10 @@ const ComparedText kCompared[] = {
     {"data", [](const Report& r) { return r.workload.data_path.empty() ? std::string("-") : r.workload.data_path; }},
     {"optimizer", [](const Report& r) { return r.workload.optimizer; }},
     {"precision", [](const Report& r) { return r.workload.precision; }},
+    {"parameter dtype",
+     [](const Report& r) {
+       return r.workload.parameter_dtype.empty() ? std::string("-") : r.workload.parameter_dtype;
+     }},
     {"loss", [](const Report& r) { return r.workload.loss; }},
     {"input shape",
      [](const Report& r) { return unless_commands(r, fmt::format("{}", fmt::join(r.workload.input_shape, "x"))); }},
@@ -154,8 +158,8 @@ void add_untrained_schedule(const Report& report, bool is_a, std::vector<Compare
 }
 
 // The fields that make two reports different workloads: ratios between them are not speed-ups.
-constexpr const char* kWorkloadFields[] = {"model",     "dataset", "parameters", "optimizer",
-                                           "precision", "loss",    "input shape"};
+constexpr const char* kWorkloadFields[] = {"model",     "dataset",         "parameters", "optimizer",
+                                           "precision", "parameter dtype", "loss",       "input shape"};
 
 // The fields that make two validations' runs other runs: their times and qualities are not one run's.
 constexpr const char* kRunFields[] = {"model",       "dataset",    "parameters", "optimizer", "precision", "loss",
@@ -165,7 +169,9 @@ std::vector<std::string> comparison_warnings(const Comparison& c) {
   std::vector<std::string> warnings;
   std::vector<std::string> differ;
   for (const auto& d : c.differences)
-    if (std::find(std::begin(kWorkloadFields), std::end(kWorkloadFields), d.name) != std::end(kWorkloadFields))
+    // (a field one report does not hold, "-", as a report from before it was written: unknown, not another)
+    if (std::find(std::begin(kWorkloadFields), std::end(kWorkloadFields), d.name) != std::end(kWorkloadFields) &&
+        d.a != "-" && d.b != "-")
       differ.push_back(fmt::format("{} {} | {}", d.name, d.a, d.b));
   if (!differ.empty())
     warnings.push_back(

@@ -693,6 +693,20 @@ TEST(Report, CompareNamesTheRunEachAnsweredFor) {
   const std::string models = to_table(compare_reports((dir / "ce.json").string(), (dir / "replaced.json").string()));
   EXPECT_NE(models.find("warning: A and B train different workloads (parameters 61706 | 20037642)"), std::string::npos)
       << models;
+  Report narrow = fixed_report(), wider = fixed_report();  // the same model built in float64: another workload too
+  narrow.workload.parameter_dtype = "float32";
+  wider.workload.parameter_dtype = "float64";
+  std::ofstream(dir / "narrow.json") << to_json(narrow);
+  std::ofstream(dir / "wider.json") << to_json(wider);
+  const std::string dtypes = to_table(compare_reports((dir / "narrow.json").string(), (dir / "wider.json").string()));
+  EXPECT_NE(dtypes.find("warning: A and B train different workloads (parameter dtype float32 | float64)"),
+            std::string::npos)
+      << dtypes;
+  // A report from before the field (none: "-") is no other workload for it, only a listed difference.
+  const Comparison older = compare_reports((dir / "ce.json").string(), (dir / "narrow.json").string());
+  EXPECT_EQ(to_table(older).find("train different workloads"), std::string::npos) << to_table(older);
+  EXPECT_TRUE(std::any_of(older.differences.begin(), older.differences.end(),
+                          [](const ComparedField& d) { return d.name == "parameter dtype"; }));
   const size_t oom_row = losses.find("\n     256  ");
   ASSERT_NE(oom_row, std::string::npos) << losses;
   const std::string row = losses.substr(oom_row + 1, losses.find('\n', oom_row + 1) - oom_row - 1);
