@@ -37,8 +37,11 @@ struct WorkloadInfo {
   /// longest (the worst case for memory), so a fitted batch cannot run out on its longest batch.
   std::vector<int64_t> seq_len_range;
   int64_t num_classes = 0;
-  int64_t dataset_size = 0;  ///< samples the batches are drawn from
-  int64_t parameter_count = 0;
+  int64_t dataset_size = 0;     ///< samples the batches are drawn from
+  int64_t parameter_count = 0;  ///< every parameter, trainable and frozen (a tensor two modules share, once)
+  /// Of parameter_count, those that train (requires_grad): what gradients and optimizer state are held
+  /// for. Empty where unknown (--cmd, a report from before 2026-12-06).
+  std::optional<int64_t> trainable_parameter_count;
   int64_t parameter_bytes = 0;  ///< parameters and buffers, exactly
 
   /// A training command's (--cmd): its model, data and rate are its own, none of them known here.
@@ -62,6 +65,7 @@ void fields(V& v, T& w) {
   v("num_classes", w.num_classes);
   v("dataset_size", w.dataset_size);
   v("parameter_count", w.parameter_count);
+  v("trainable_parameter_count", w.trainable_parameter_count);
   v("parameter_bytes", w.parameter_bytes);
 }
 

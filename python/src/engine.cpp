@@ -399,7 +399,11 @@ std::unique_ptr<ModuleWorkload> make_python_workload(const py::object& adapter) 
   info.input_shape = data.sample_shape();
   info.num_classes = data.num_classes;
   info.dataset_size = data.size();
-  for (const auto& p : model->parameters()) info.parameter_count += p.numel();
+  info.trainable_parameter_count = 0;
+  for (const auto& p : model->parameters()) {
+    info.parameter_count += p.numel();
+    if (p.requires_grad()) *info.trainable_parameter_count += p.numel();
+  }
   for (const auto& p : model->parameters()) info.parameter_bytes += static_cast<int64_t>(p.nbytes());
   for (const auto& b : model->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
   info.parameter_dtype = detail::parameter_dtype(*model);  // a model built in bf16 trains so: said beside "fp32"

@@ -123,11 +123,18 @@ std::pair<double, int> in_units(int64_t bytes) {
 }  // namespace
 
 std::string format_bytes(int64_t bytes) {
-  const auto [v, i] = in_units(bytes);
+  auto [v, i] = in_units(bytes);
   if (i == 0) return fmt::format("{} B", bytes);
-  if (std::fabs(v) >= 100) return fmt::format("{:.0f} {}", v, kByteUnits[i]);
-  if (std::fabs(v) >= 10) return fmt::format("{:.1f} {}", v, kByteUnits[i]);
-  return fmt::format("{:.2f} {}", v, kByteUnits[i]);
+  // Three figures, of the value as rounded: 1,048,575 B is "1.00 MiB" (it was "1024 KiB"), 10,485,750 B
+  // "10.0 MiB" (it was "10.00 MiB").
+  const auto to = [](double x, int decimals) {
+    const double scale = std::pow(10.0, decimals);
+    return std::round(x * scale) / scale;
+  };
+  int decimals = std::fabs(v) >= 100 ? 0 : std::fabs(v) >= 10 ? 1 : 2;
+  while (decimals > 0 && std::fabs(to(v, decimals)) >= std::pow(10.0, 3 - decimals)) --decimals;
+  if (std::fabs(to(v, decimals)) >= 1024 && i < 4) v /= 1024, ++i, decimals = 2;
+  return fmt::format("{:.{}f} {}", to(v, decimals), decimals, kByteUnits[i]);
 }
 
 std::string format_bytes_at_most(int64_t bytes) {

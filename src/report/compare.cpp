@@ -66,6 +66,11 @@ const ComparedText kCompared[] = {
     {"model", [](const Report& r) { return r.workload.model; }},
     {"dataset", [](const Report& r) { return r.workload.dataset; }},
     {"parameters", [](const Report& r) { return unless_commands(r, json_text(r.workload.parameter_count)); }},
+    {"trainable parameters",
+     [](const Report& r) {
+       return unless_commands(r, r.workload.trainable_parameter_count ? json_text(*r.workload.trainable_parameter_count)
+                                                                      : std::string("-"));
+     }},
     {"data", [](const Report& r) { return r.workload.data_path.empty() ? std::string("-") : r.workload.data_path; }},
     {"optimizer", [](const Report& r) { return r.workload.optimizer; }},
     {"precision", [](const Report& r) { return r.workload.precision; }},
@@ -158,12 +163,14 @@ void add_untrained_schedule(const Report& report, bool is_a, std::vector<Compare
 }
 
 // The fields that make two reports different workloads: ratios between them are not speed-ups.
-constexpr const char* kWorkloadFields[] = {"model",     "dataset",         "parameters", "optimizer",
-                                           "precision", "parameter dtype", "loss",       "input shape"};
+constexpr const char* kWorkloadFields[] = {"model",      "dataset",   "parameters",      "trainable parameters",
+                                           "optimizer",  "precision", "parameter dtype", "loss",
+                                           "input shape"};
 
 // The fields that make two validations' runs other runs: their times and qualities are not one run's.
-constexpr const char* kRunFields[] = {"model",       "dataset",    "parameters", "optimizer", "precision", "loss",
-                                      "input shape", "validation", "lr",         "samples",   "held out"};
+constexpr const char* kRunFields[] = {"model",      "dataset",   "parameters", "trainable parameters",
+                                      "optimizer",  "precision", "loss",       "input shape",
+                                      "validation", "lr",        "samples",    "held out"};
 
 std::vector<std::string> comparison_warnings(const Comparison& c) {
   std::vector<std::string> warnings;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "batchwise/record.h"
+#include "batchwise/units.h"
 
 namespace batchwise::detail {
 
@@ -37,6 +38,14 @@ inline std::string precision_text(const WorkloadInfo& w) {
   return w.parameter_dtype.empty() || w.parameter_dtype == "float32"
              ? w.precision
              : w.precision + ", parameters in " + w.parameter_dtype;
+}
+
+/// ", 650 trainable" where some of the workload's parameters are frozen, else "": for the console's header
+/// ("3,786 parameters, 650 trainable (14.8 KiB)") and the HTML.
+inline std::string trainable_text(const WorkloadInfo& w) {
+  return w.trainable_parameter_count && *w.trainable_parameter_count != w.parameter_count
+             ? ", " + format_grouped(static_cast<double>(*w.trainable_parameter_count)) + " trainable"
+             : std::string();
 }
 
 /// "time: 28 s in all: fit 1.8 s, sweep 4.9 s, noise scale 1.3 s, race 19.7 s" (tune's timing).

@@ -487,7 +487,7 @@ std::string context_section(const Report& r) {
       {"loss", w.loss},
       {"optimizer", own ? w.optimizer : w.optimizer + fmt::format(", lr {:g}", w.lr)},
       {"precision", detail::precision_text(w)},
-      {"parameters", own ? kOwn : grouped(static_cast<double>(w.parameter_count))},
+      {"parameters", own ? kOwn : grouped(static_cast<double>(w.parameter_count)) + detail::trainable_text(w)},
       {"budget", fmt::format("{}, target {:g} %", format_bytes(r.budget_bytes), r.target * 100)},
       {"device", c.device_type + ": " + c.device_name},
       {"device memory", format_bytes(c.device_total_bytes)},

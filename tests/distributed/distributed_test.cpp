@@ -269,6 +269,9 @@ TEST(DataParallel, NprocSweepReportsScalingAndTheAllReduceShare) {
   }
   EXPECT_NE(r.out.find("data-parallel: 2 ranks (gloo)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("all-reduce"), std::string::npos) << r.out;
+  // The ranks run --steps exactly (their all-reduces pair up): neither the JSON nor the header says "at least 0.1 s".
+  EXPECT_EQ(report["sweep"]["min_time_s"], 0) << report["sweep"].dump();
+  EXPECT_EQ(r.out.find("at least"), std::string::npos) << r.out;
   const std::string html = cli::slurp(dir / "dp_sweep.html");
   EXPECT_NE(html.find("<h2>Data-parallel</h2>"), std::string::npos);
   EXPECT_NE(html.find("ok / ok"), std::string::npos) << "each rank's outcome, per batch";

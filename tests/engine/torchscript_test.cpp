@@ -64,7 +64,8 @@ TEST_F(TorchScriptModels, TorchvisionResNet18IsFittedAndSweptWithABudget) {
   ASSERT_EQ(fit.code, 0) << fit.err << fit.out;
   const auto f = nlohmann::json::parse(slurp(fit_json));
   EXPECT_EQ(f.at("workload").at("model"), model);
-  EXPECT_EQ(f.at("workload").at("parameter_count"), 11181642);  // torchvision's resnet18 with 10 classes
+  EXPECT_EQ(f.at("workload").at("parameter_count"), 11181642);            // torchvision's resnet18 with 10 classes
+  EXPECT_EQ(f.at("workload").at("trainable_parameter_count"), 11181642);  // none frozen
   EXPECT_EQ(f.at("fit").at("outcome"), "fits");
   const int64_t batch = f.at("fit").at("batch");
   EXPECT_GT(batch, 2);

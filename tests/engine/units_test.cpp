@@ -86,6 +86,12 @@ TEST(FormatBytes, ThreeSignificantDigits) {
   EXPECT_EQ(format_bytes(4000000), "3.81 MiB");
   EXPECT_EQ(format_bytes(1610612736), "1.50 GiB");
   EXPECT_EQ(format_bytes(812 * 1024), "812 KiB");
+  // Three figures of the value as rounded, in the unit it rounds to.
+  EXPECT_EQ(format_bytes(1048575), "1.00 MiB");
+  EXPECT_EQ(format_bytes(10485750), "10.0 MiB");
+  EXPECT_EQ(format_bytes(104805172), "100 MiB");  // 99.95 MiB
+  EXPECT_EQ(format_bytes(1023 * 1024 + 1000), "1.00 MiB");
+  EXPECT_EQ(format_bytes(1023), "1023 B");
 }
 
 // Rounded down, as a flag takes it back: never more than there is (an H100's 79.18 GiB is not 79.2).

@@ -1013,6 +1013,16 @@ def test_options():
     case("a float64 model's parameter type is in the report and its table",
          workload.get("parameter_dtype") == "float64" and "fp32, parameters in float64" in double.table(),
          (workload.get("parameter_dtype"), workload.get("precision")))
+    # A frozen layer is a parameter that does not train: both counts are in the report and its table (the count had
+    # held the frozen ones under a schema that said "trainable").
+    part = torch.nn.Sequential(torch.nn.Linear(48, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    part[0].requires_grad_(False)
+    partly = batchwise.sweep(part, lambda p: torch.optim.SGD([q for q in p if q.requires_grad], lr=0.1), (x, y),
+                             batch_sizes=[16], repetitions=1, steps=1, warmup=0, progress=False)
+    workload = partly.to_dict()["workload"]
+    case("a frozen layer's parameters count, and not among the trainable",
+         (workload.get("parameter_count"), workload.get("trainable_parameter_count")) == (3786, 650) and
+         "3,786 parameters, 650 trainable (14.8 KiB)" in partly.table(), workload)
     # A single logit (BCE's binary classifier): its argmax is always 0, so no accuracy, the loss alone (it had read
     # the share of label 0).
     one = batchwise.validate(torch.nn.Linear(48, 1), lambda p: torch.optim.SGD(p, lr=0.1), (x, (y > 1).long()),

@@ -131,6 +131,10 @@ TEST(History, AReusedFitIsTheSameModelsAndAnswersThisRunsSearch) {
   const int64_t doubled = h.add("fit", with(2048, 7850, 1, /*limited=*/false, "power"));
   EXPECT_EQ(found(7850, {1, 4096, 1, /*doubling=*/true}), doubled);
   EXPECT_EQ(found(7850, {1, 4096, 128}), fitted) << "the power search's 2048 is no exact search's answer";
+  // Layers frozen hold no gradients or optimizer state: another model's memory.
+  nlohmann::json frozen = nlohmann::json::parse(with(0, 7850, 1, false));
+  frozen["workload"]["trainable_parameter_count"] = 850;
+  EXPECT_FALSE(h.find_fit(frozen.dump(), 3600, {1, 48, 1}).has_value()) << "the same model with layers frozen";
 }
 
 // The keys a run is stored under are what --reuse matches on: a run stored by an earlier version must

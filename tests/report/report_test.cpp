@@ -693,6 +693,13 @@ TEST(Report, CompareNamesTheRunEachAnsweredFor) {
   const std::string models = to_table(compare_reports((dir / "ce.json").string(), (dir / "replaced.json").string()));
   EXPECT_NE(models.find("warning: A and B train different workloads (parameters 61706 | 20037642)"), std::string::npos)
       << models;
+  Report frozen = fixed_report();  // the same model with a layer frozen: its gradients and optimizer state are less
+  frozen.workload.trainable_parameter_count = 61000;
+  std::ofstream(dir / "frozen.json") << to_json(frozen);
+  const std::string trainable = to_table(compare_reports((dir / "ce.json").string(), (dir / "frozen.json").string()));
+  EXPECT_NE(trainable.find("warning: A and B train different workloads (trainable parameters 61706 | 61000)"),
+            std::string::npos)
+      << trainable;
   Report narrow = fixed_report(), wider = fixed_report();  // the same model built in float64: another workload too
   narrow.workload.parameter_dtype = "float32";
   wider.workload.parameter_dtype = "float64";

@@ -201,6 +201,7 @@ inline Report fixed_report() {
   r.workload.num_classes = 10;
   r.workload.dataset_size = 60000;
   r.workload.parameter_count = 61706;
+  r.workload.trainable_parameter_count = 61706;
   r.workload.parameter_bytes = 246824;
   r.budget_bytes = 64ll << 20;
   r.target = 0.9;

@@ -410,7 +410,7 @@ void SweepFlags::add(CLI::App* cmd) {
       ->capture_default_str();
 }
 
-SweepOptions SweepFlags::options(const WorkloadFlags& w, int64_t budget) const {
+SweepOptions SweepFlags::options(const WorkloadFlags& w, int64_t budget, int nproc) const {
   std::vector<int64_t> sizes;
   for (const auto& [text, flag] : {std::pair{batch_sizes, "--batch-sizes"}, std::pair{range, "--range"}}) {
     if (text.empty()) continue;
@@ -422,7 +422,7 @@ SweepOptions SweepFlags::options(const WorkloadFlags& w, int64_t budget) const {
       .warmup(warmup)
       .steps(steps)
       .repetitions(repetitions)
-      .min_time_s(w.use_cmd ? 0 : min_time_s)  // a command runs --steps: its header and JSON said "at least 0.1 s"
+      .min_time_s(w.use_cmd || nproc > 1 ? 0 : min_time_s)  // a command and the ranks run --steps exactly
       .budget_bytes(budget)
       .accumulation_steps(accumulation_steps)
       .stop_after_flat(sweep_all ? -1 : 0)  // 0: tune's default
@@ -450,7 +450,8 @@ void ValidateFlags::add(CLI::App* cmd) {
   target_limits.push_back(
       cmd->add_option("--max-seconds", max_seconds, "give up after this much training time per candidate (0: none)")
           ->capture_default_str());
-  cmd->add_option("--eval-every", eval_every, "evaluate every this many training samples (default: 1/20 epoch)");
+  cmd->add_option("--eval-every", eval_every,
+                  "evaluate every this many training samples (default: 1/20 epoch; with --epochs, 1/10 of the run)");
   cmd->add_option("--held-out-samples", held_out_samples,
                   "evaluate on the first N held-out samples (default: all; fewer evaluate faster, less precisely)");
   target_limits.push_back(

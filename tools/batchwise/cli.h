@@ -161,7 +161,8 @@ struct SweepFlags {
 
   /// --profile, --batch-sizes, --range, --warmup, --repetitions, --min-time (each subcommand names its own --steps).
   void add(CLI::App* cmd);
-  SweepOptions options(const WorkloadFlags& w, int64_t budget) const;
+  /// `nproc`: the data-parallel ranks (--nproc), which run --steps exactly, as a command does.
+  SweepOptions options(const WorkloadFlags& w, int64_t budget, int nproc) const;
 };
 
 /// Data-parallel ranks: fit, sweep, tune and plan.
