@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <tuple>
 
@@ -46,6 +47,22 @@ TEST(Loader, WorkersHandOutTheSameBatchesAndStatesStayExact) {
   (void)workers->next_batch(64);
   workers->restore_state(*saved);
   EXPECT_TRUE(at::equal(workers->next_batch(64).target, next.target));
+}
+
+// A batch that runs past an epoch's end into the next holds no sample twice (a DataLoader's never does),
+// and every epoch still sees each sample once: 25 batches of 64 on 100 samples are 16 epochs.
+TEST(Loader, ABatchAcrossAnEpochsEndHoldsNoSampleTwice) {
+  CpuMemoryTracker::install();
+  auto w = make_workload(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(100).device("cpu").seed(3));
+  std::map<double, int> seen;  // a sample's row sum: its name
+  for (int i = 0; i < 25; ++i) {
+    const at::Tensor rows = w->next_batch(64).input.flatten(1).to(at::kDouble);
+    EXPECT_EQ(std::get<0>(at::unique_dim(rows, 0)).size(0), 64) << "batch " << i << " holds a sample twice";
+    const at::Tensor sums = rows.sum(1);
+    for (int64_t j = 0; j < sums.size(0); ++j) ++seen[sums[j].item<double>()];
+  }
+  ASSERT_EQ(seen.size(), 100u);
+  for (const auto& [sum, times] : seen) EXPECT_EQ(times, 16) << "a sample seen " << times << " times in 16 epochs";
 }
 
 TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
