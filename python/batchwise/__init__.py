@@ -49,7 +49,8 @@ BATCH_VARIABLE = "BATCHWISE_BATCH"
 #: The number of step lines batchwise wants (warm-up + measured steps), set with BATCH_VARIABLE.
 STEPS_VARIABLE = "BATCHWISE_STEPS"
 
-__all__ = ["fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError", "Interrupted", "BATCH_VARIABLE",
+__all__ = ["fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError", "Interrupted", "ConfigError",
+           "DataError", "ModelError", "DeviceError", "BATCH_VARIABLE",
            "STEPS_VARIABLE", "BatchwiseError", "Reporter", "active", "batch_size", "device_peak_bytes", "done",
            "peak", "step", "steps"]
 
@@ -255,9 +256,11 @@ def peak():
 
 
 def __getattr__(name):
-    """fit, sweep, tune, noise, validate, Report, TrainingError and Interrupted, from batchwise._inprocess
-    (imported on first use: the --cmd helpers above need neither torch nor the compiled engine)."""
-    if name in ("fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError", "Interrupted"):
+    """fit, sweep, tune, noise, validate, Report, TrainingError, Interrupted and the engine's errors
+    (ConfigError, DataError, ModelError, DeviceError), from batchwise._inprocess (imported on first use:
+    the --cmd helpers above need neither torch nor the compiled engine)."""
+    if name in ("fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError", "Interrupted", "ConfigError",
+                "DataError", "ModelError", "DeviceError"):
         from . import _inprocess
         return getattr(_inprocess, name)
     raise AttributeError(f"module 'batchwise' has no attribute {name!r}")

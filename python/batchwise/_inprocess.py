@@ -26,7 +26,16 @@ import random
 import re
 import sys
 
-__all__ = ["fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError", "Interrupted"]
+__all__ = ["fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError", "Interrupted", "ConfigError",
+           "DataError", "ModelError", "DeviceError"]
+
+
+def __getattr__(name):
+    """The engine's errors, as the calls raise them: ConfigError and DataError (ValueErrors: an option or
+    the data refused), ModelError and DeviceError (RuntimeErrors: the model or the device failed)."""
+    if name in ("ConfigError", "DataError", "ModelError", "DeviceError"):
+        return getattr(_engine(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class TrainingError(RuntimeError):
@@ -392,7 +401,30 @@ def _data(data, what, dtype=None):
         raise TypeError(f"{what}: a {type(data).__name__}; pass (inputs, targets) tensors, a Dataset or a DataLoader")
     if len(x) != len(y) or len(x) == 0:
         raise ValueError(f"{what}: {len(x)} inputs and {len(y)} targets; they must be as many, and more than none")
+    for values, kind in ((x, "inputs"), (y, "targets")):
+        _require_finite(values, kind, what)
     return _engine().untracked(lambda: _Data(name, x, y, dtype))
+
+
+def _require_finite(values, kind, what):
+    """A value that is not a finite number makes every loss it meets NaN: refused before anything trains,
+    with the first sample that holds one, as the CLI refuses a file (it had trained, and blamed the rate)."""
+    import torch
+    if not values.is_floating_point() or values.numel() == 0:
+        return
+    rows = values.reshape(len(values), -1)
+    block = max(1, (1 << 20) // max(1, rows.shape[1]))  # isfinite's temporaries stay small on large data
+    count, first = 0, -1
+    for start in range(0, len(rows), block):
+        bad = ~torch.isfinite(rows[start:start + block]).all(1)
+        here = int(bad.sum())
+        if here and first < 0:
+            first = start + int(bad.nonzero()[0, 0])
+        count += here
+    if count:
+        raise ValueError(f"{what}: {count} of its {len(values)} samples hold {kind} that are not finite numbers (NaN "
+                         f"or infinity), the first sample {first}; every loss they meet would be NaN: drop or repair "
+                         "those samples (keep = torch.isfinite(x).reshape(len(x), -1).all(1); x, y = x[keep], y[keep])")
 
 
 # ---- the adapter the engine calls ----------------------------------------------------------------
@@ -900,8 +932,8 @@ def _run(command, model, optimizer, data, loss, options):
 
 def _as_options(command, text):
     """`text` with the CLI's flags named as `command`'s options (--max-epochs 2 is max_epochs=2 here;
-    --lr is the optimizer's lr); a flag that is no option of it, and a command quoted in backticks
-    (`batchwise noise --batch 256`), stay as they are."""
+    --lr is the optimizer's lr); a flag that is no option of it stays as it is, and a command quoted in
+    backticks is its call where this API has one (_as_call)."""
     if command not in _OPTIONS:
         return text
     known = _OPTIONS[command]
@@ -914,9 +946,27 @@ def _as_options(command, text):
             return match.group(0)
         return f"{name}=" if match.group(2) else name
     parts = re.split(r"(`[^`\n]*`)", text)  # the quoted ones at odd places
-    return "".join(part if i % 2 else re.sub(r"--([a-z][a-z-]*)( (?=[0-9A-Z\"']))?", option,
+    return "".join(_as_call(part) if i % 2 else re.sub(r"--([a-z][a-z-]*)( (?=[0-9A-Z\"']))?", option,
                                              re.sub(r"\bthe base --lr\b(?!-)( +)?", _base_lr, part))
                    for i, part in enumerate(parts))
+
+
+def _as_call(quoted):
+    """A quoted CLI command this API has, `batchwise noise --batch 128 --noise-steps 64`, as its call,
+    `batchwise.noise(model, optimizer, data, batch=128, noise_steps=64)` (the CLI's command cannot run the
+    user's Python model); any other quoted text as it is."""
+    match = re.fullmatch(r"`batchwise ([a-z]+)((?: --[a-z][a-z-]*(?: [^ `-][^ `]*)?)*)`", quoted)
+    if not match or match.group(1) not in _OPTIONS:
+        return quoted
+    known = _OPTIONS[match.group(1)]
+    args = []
+    for flag, value in re.findall(r"--([a-z][a-z-]*)(?: ([^ `-][^ `]*))?", match.group(2)):
+        name = flag.replace("-", "_")
+        if name not in known:
+            return quoted
+        args.append(f"{name}={value if re.fullmatch(r'[0-9.e+-]+', value) else repr(value)}" if value else
+                    f"{name}=True")
+    return f"`batchwise.{match.group(1)}(model, optimizer, data{''.join(', ' + a for a in args)})`"
 
 
 def _base_lr(match):
@@ -928,7 +978,9 @@ def _base_lr(match):
 
 def _engine_error(command, error):
     """The engine's message with the CLI's flags named as this call's options, as the same exception type."""
-    return type(error)(f"batchwise.{command}: {_as_options(command, str(error))}")
+    text = str(error)
+    text = text[len(command) + 2:] if text.startswith(f"{command}: ") else text  # "batchwise.validate: validate: "
+    return type(error)(f"batchwise.{command}: {_as_options(command, text)}")
 
 
 @contextlib.contextmanager
@@ -961,6 +1013,18 @@ def _call(command, options, make_adapter):
 def _call_kept(command, options, make_adapter):
     engine = _engine()
     options = _options(command, options)
+    targets = [name for name in ("target_accuracy", "target_loss") if options.get(name)]
+    if command in ("validate", "tune"):  # as the CLI refuses them (validate's engine refuses some; tune's none)
+        if len(targets) == 2:
+            raise ValueError(f"batchwise.{command}: target_accuracy={options['target_accuracy']:g} and "
+                             f"target_loss={options['target_loss']:g}: one target at a time; pass one of them")
+        if targets and options.get("epochs"):
+            raise ValueError(f"batchwise.{command}: epochs={options['epochs']:g} and {targets[0]}="
+                             f"{options[targets[0]]:g}: epochs trains full runs and compares their final quality, a "
+                             "target stops each run when it is met; pass one of them")
+    if command == "tune" and options.get("no_race") and options.get("advice_budget") is not None:
+        raise ValueError(f"batchwise.tune: no_race=True and advice_budget={options['advice_budget']:g}: the advice "
+                         "budget is the race's time, and no_race runs none; drop one of them")
     if options.get("epochs"):  # as the CLI refuses them: full runs train to their end
         for name in ("max_epochs", "max_seconds", "stop_slower_than"):
             if options.get(name) is not None:
@@ -970,6 +1034,9 @@ def _call_kept(command, options, make_adapter):
     try:
         adapter = make_adapter(options)
         options.pop("held_out", None)
+        if command == "tune" and options.get("target_accuracy") and not adapter.data.num_classes:
+            raise TypeError(f"batchwise.tune: target_accuracy={options['target_accuracy']:g}: the targets are not "
+                            "class labels but a regression's values, which have no accuracy; pass target_loss=...")
         if command == "validate" and not any(options.get(k) for k in ("epochs", "target_accuracy", "target_loss")):
             # Accuracy needs a classifier's targets, and is read on the held-out ones.
             which = "" if not adapter.data.num_classes else "held-out "

@@ -833,8 +833,39 @@ def test_options():
         # the forward's "Expected more than 1 value per channel" (Branchy has BatchNorm1d) with the fix
         (lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), branchy_data(), batch_sizes=[1, 4]),
          batchwise.TrainingError, "BatchNorm cannot train on one value per channel (a batch of 1): start batch_sizes"),
+        # What the CLI refuses, refused here too, before anything trains: data that is not finite (it had
+        # trained, then blamed the rate), two targets, a target beside epochs, a race's budget without a race.
+        (lambda: batchwise.fit(model, optimizer, (branchy_data()[0].index_fill(0, torch.tensor([5]), float("nan")),
+                                                  branchy_data()[1])), ValueError,
+         "data: 1 of its 2048 samples hold inputs that are not finite numbers (NaN or infinity), the first sample 5"),
+        (lambda: batchwise.validate(model, optimizer, branchy_data(), batch_sizes=[8], epochs=1,
+                                    held_out=(branchy_data(64)[0] / 0, branchy_data(64)[1])), ValueError,
+         "held_out: 64 of its 64 samples hold inputs that are not finite"),
+        (lambda: batchwise.validate(model, optimizer, branchy_data(), batch_sizes=[8], target_accuracy=0.5,
+                                    target_loss=0.5, held_out=branchy_data(64)), ValueError,
+         "batchwise.validate: target_accuracy=0.5 and target_loss=0.5: one target at a time"),
+        (lambda: batchwise.tune(model, optimizer, branchy_data(), target_accuracy=0.5, target_loss=0.5), ValueError,
+         "batchwise.tune: target_accuracy=0.5 and target_loss=0.5: one target at a time"),
+        (lambda: batchwise.tune(model, optimizer, branchy_data(), epochs=1, target_accuracy=0.5), ValueError,
+         "batchwise.tune: epochs=1 and target_accuracy=0.5: epochs trains full runs"),
+        (lambda: batchwise.tune(model, optimizer, branchy_data(), no_race=True, advice_budget=5), ValueError,
+         "batchwise.tune: no_race=True and advice_budget=5"),
+        (lambda: batchwise.tune(torch.nn.Linear(48, 1), lambda p: torch.optim.SGD(p, lr=0.1),
+                                (branchy_data()[0], branchy_data()[1].float().unsqueeze(1)), target_accuracy=0.5),
+         TypeError, "target_accuracy=0.5: the targets are not class labels but a regression's values"),
+        (lambda: batchwise.validate(torch.nn.Linear(48, 1), lambda p: torch.optim.SGD(p, lr=0.1),
+                                    (branchy_data()[0], branchy_data()[1].float().unsqueeze(1)), batch_sizes=[8],
+                                    held_out=(branchy_data(64)[0], branchy_data(64)[1].float().unsqueeze(1)),
+                                    target_accuracy=0.5, progress=False),
+         batchwise.ConfigError, "batchwise.validate: target_accuracy: the held-out targets are not class labels but"),
     ]
     refused(checks)
+    case("the engine's errors are batchwise's, by class", issubclass(batchwise.ConfigError, ValueError) and
+         issubclass(batchwise.DataError, ValueError) and issubclass(batchwise.ModelError, RuntimeError) and
+         issubclass(batchwise.DeviceError, RuntimeError))
+    text = batchwise._inprocess._as_options("tune", "measure it (`batchwise noise --batch 128 --noise-steps 64`)")
+    case("a CLI command in a Python text is its call", "`batchwise.noise(model, optimizer, data, batch=128, "
+         "noise_steps=64)`" in text, text)
     # NumPy arrays are (inputs, targets) too, and a DataLoader's own collate_fn is used over a
     # TensorDataset (it pads each input to 50 features here: the model's width).
     x, y = branchy_data(256)

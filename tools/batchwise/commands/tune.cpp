@@ -106,8 +106,7 @@ class Tune : public Command {
             "gets there within the race (and stops there; it never trains longer for it); --validate trains " +
             fmt::format("to it (default {})", kDefaultTargetAccuracy));
     cmd->get_option("--target-loss")
-        ->description(
-            "your run's held-out loss target, as --target-accuracy (either reached counts when both are given)");
+        ->description("your run's held-out loss target, as --target-accuracy (one target at a time: not beside it)");
     return cmd;
   }
   int nproc() const override { return dist_.nproc; }
