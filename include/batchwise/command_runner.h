@@ -27,7 +27,8 @@ class CommandRunner : public TrialRunner {
   /// (options.limit_bytes()) is enforced on the process tree's resident memory; on CUDA it
   /// cannot be imposed on another process, so out of memory there is the framework's own.
   Trial run(const TrialOptions& options) override;
-  int64_t held_bytes() override { return 0; }  ///< nothing is held before the child starts
+  int64_t held_bytes() override { return 0; }                ///< nothing is held before the child starts
+  bool runs_steps_exactly() const override { return true; }  ///< the command trains the steps it is given
   int64_t default_budget_bytes() override;
   int64_t device_total_bytes() override;
   bool is_cuda() const { return cuda_; }

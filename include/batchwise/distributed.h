@@ -198,6 +198,7 @@ class DistributedRunner : public TrialRunner {
   int64_t default_budget_bytes() override;
   int64_t device_total_bytes() override;
   int64_t device_usable_bytes() override;
+  bool runs_steps_exactly() const override { return true; }  // every rank the same steps
 
   /// The smallest of every rank's `bytes` (a budget all ranks can honour).
   int64_t agree_min(int64_t bytes, const std::string& what);

@@ -262,7 +262,8 @@ LastRungPick pick_last_rung(const std::vector<const RaceEntry*>& last_rung);
 /// reserve (BatchRaceOptions::reserve) joins the first rung, trained as long; when none of those has
 /// either, the race recommends none (best_batch empty) and its notes say why. With a target, the first rung in
 /// which an entry reaches it is the last (BatchRaceOptions::target_accuracy).
-/// Each entry keeps its own state between rungs and all see the same data order. Restores the
+/// Each entry keeps its own state between rungs and all see the same data order (the same shuffles; a
+/// batch across an epoch's end moves the samples it holds later in the next). Restores the
 /// workload's state afterwards. Out of memory or divergence ends an entry, not the race. Throws
 /// ConfigError for mismatched options or none, a target accuracy outside (0, 1] or one on a held-out
 /// set without class labels, or a negative target loss.

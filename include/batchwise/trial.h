@@ -332,6 +332,10 @@ class TrialRunner {
   /// The most of it the trials may use: device_total_bytes, or less where the process capped its
   /// share (DeviceMemory::usable_bytes).
   virtual int64_t device_usable_bytes() { return device_total_bytes(); }
+  /// Whether its trials run TrialOptions::steps exactly, whatever TrialOptions::min_time_s asks: a
+  /// training command's, and data-parallel ranks' (their all-reduces pair up). A sweep's report then
+  /// says min_time_s 0.
+  virtual bool runs_steps_exactly() const { return false; }
 };
 
 /// The memory budget trials run under: `requested` (--memory-budget), or the runner's default where

@@ -33,8 +33,8 @@ struct ValidateOptions {
   TORCH_ARG(std::vector<int64_t>, batch_sizes);
   /// Stop when held-out accuracy reaches this (classification); 0: not a target.
   TORCH_ARG(double, target_accuracy) = 0;
-  /// Stop when held-out loss falls to this; 0: not a target. One of the two targets is required,
-  /// unless `epochs` is set.
+  /// Stop when held-out loss falls to this; 0: not a target. Exactly one of the two targets is
+  /// required (both: ConfigError), unless `epochs` is set (then neither).
   TORCH_ARG(double, target_loss) = 0;
   /// Full runs: train every candidate exactly this many epochs with `lr_schedule` (no target), and
   /// compare final held-out quality and training time. 0: the target mode.
@@ -53,7 +53,8 @@ struct ValidateOptions {
   TORCH_ARG(double, max_epochs) = 3;
   /// Give up after this much training time (seconds) per candidate; 0: no limit.
   TORCH_ARG(double, max_seconds) = 600;
-  /// Evaluate after every this many training samples; 0: every 1/20 of an epoch.
+  /// Evaluate after every this many training samples; 0: every 1/20 of an epoch (with `epochs`, every
+  /// tenth of the run).
   TORCH_ARG(int64_t, eval_every_samples) = 0;
   /// The learning rate is scaled from (base_batch, base_lr) with scale_lr; base_lr 0: the workload's.
   TORCH_ARG(int64_t, base_batch) = 32;

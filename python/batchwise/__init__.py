@@ -49,8 +49,9 @@ BATCH_VARIABLE = "BATCHWISE_BATCH"
 #: The number of step lines batchwise wants (warm-up + measured steps), set with BATCH_VARIABLE.
 STEPS_VARIABLE = "BATCHWISE_STEPS"
 
-__all__ = ["fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError", "Interrupted", "ConfigError",
-           "DataError", "ModelError", "DeviceError", "BATCH_VARIABLE",
+# (The engine's errors, batchwise.ConfigError and the rest, are attributes but not in __all__: a star import
+# would load the compiled engine, which the --cmd helpers do without.)
+__all__ = ["fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError", "Interrupted", "BATCH_VARIABLE",
            "STEPS_VARIABLE", "BatchwiseError", "Reporter", "active", "batch_size", "device_peak_bytes", "done",
            "peak", "step", "steps"]
 

@@ -401,30 +401,8 @@ def _data(data, what, dtype=None):
         raise TypeError(f"{what}: a {type(data).__name__}; pass (inputs, targets) tensors, a Dataset or a DataLoader")
     if len(x) != len(y) or len(x) == 0:
         raise ValueError(f"{what}: {len(x)} inputs and {len(y)} targets; they must be as many, and more than none")
-    for values, kind in ((x, "inputs"), (y, "targets")):
-        _require_finite(values, kind, what)
     return _engine().untracked(lambda: _Data(name, x, y, dtype))
 
-
-def _require_finite(values, kind, what):
-    """A value that is not a finite number makes every loss it meets NaN: refused before anything trains,
-    with the first sample that holds one, as the CLI refuses a file (it had trained, and blamed the rate)."""
-    import torch
-    if not values.is_floating_point() or values.numel() == 0:
-        return
-    rows = values.reshape(len(values), -1)
-    block = max(1, (1 << 20) // max(1, rows.shape[1]))  # isfinite's temporaries stay small on large data
-    count, first = 0, -1
-    for start in range(0, len(rows), block):
-        bad = ~torch.isfinite(rows[start:start + block]).all(1)
-        here = int(bad.sum())
-        if here and first < 0:
-            first = start + int(bad.nonzero()[0, 0])
-        count += here
-    if count:
-        raise ValueError(f"{what}: {count} of its {len(values)} samples hold {kind} that are not finite numbers (NaN "
-                         f"or infinity), the first sample {first}; every loss they meet would be NaN: drop or repair "
-                         "those samples (keep = torch.isfinite(x).reshape(len(x), -1).all(1); x, y = x[keep], y[keep])")
 
 
 # ---- the adapter the engine calls ----------------------------------------------------------------
@@ -964,8 +942,8 @@ def _as_call(quoted):
         name = flag.replace("-", "_")
         if name not in known:
             return quoted
-        args.append(f"{name}={value if re.fullmatch(r'[0-9.e+-]+', value) else repr(value)}" if value else
-                    f"{name}=True")
+        number = re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", value)
+        args.append(f"{name}={value if number else repr(value)}" if value else f"{name}=True")
     return f"`batchwise.{match.group(1)}(model, optimizer, data{''.join(', ' + a for a in args)})`"
 
 
@@ -1035,8 +1013,9 @@ def _call_kept(command, options, make_adapter):
         adapter = make_adapter(options)
         options.pop("held_out", None)
         if command == "tune" and options.get("target_accuracy") and not adapter.data.num_classes:
-            raise TypeError(f"batchwise.tune: target_accuracy={options['target_accuracy']:g}: the targets are not "
-                            "class labels but a regression's values, which have no accuracy; pass target_loss=...")
+            raise ValueError(f"batchwise.tune: target_accuracy={options['target_accuracy']:g}: the targets are "
+                             "floating-point values, not class labels, so there is no accuracy to reach; pass "
+                             "target_loss=...")
         if command == "validate" and not any(options.get(k) for k in ("epochs", "target_accuracy", "target_loss")):
             # Accuracy needs a classifier's targets, and is read on the held-out ones.
             which = "" if not adapter.data.num_classes else "held-out "

@@ -32,6 +32,7 @@
 #include "batchwise/report.h"
 #include "check.h"
 #include "cpu_baseline.h"
+#include "engine/data_readers.h"
 #include "engine/eval_mode.h"
 #include "engine/parameter_dtype.h"
 #include "torch_error.h"
@@ -326,6 +327,11 @@ Dataset dataset(const py::object& adapter, const char* which) {
   d.inputs = unpack(data.attr("inputs"), "the data's inputs");
   d.targets = unpack(data.attr("targets"), "the data's targets");
   d.num_classes = data.attr("num_classes").cast<int64_t>();
+  // Values that are not finite numbers, refused before anything trains, as the CLI refuses a file's (in the
+  // model's type: a float64 value past float32's range is infinite there); a run had trained on them and
+  // blamed its rate.
+  if (d.inputs.is_floating_point()) detail::require_finite(d.inputs, which, "inputs");
+  if (d.targets.is_floating_point()) detail::require_finite(d.targets, which, "targets");
   return d;
 }
 

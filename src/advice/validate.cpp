@@ -404,8 +404,8 @@ void check_options(const ValidateOptions& o, const Dataset& held_out) {
   BATCHWISE_CHECK(o.target_accuracy() <= 1, ConfigError, "--target-accuracy {}: must be at most 1",
                   o.target_accuracy());
   BATCHWISE_CHECK(o.target_accuracy() == 0 || held_out.targets.scalar_type() == at::kLong, ConfigError,
-                  "--target-accuracy: the held-out targets are not class labels but a regression's values, which "
-                  "have no accuracy; use --target-loss");
+                  "--target-accuracy: the held-out targets are floating-point values, not class labels, so there is "
+                  "no accuracy to reach; use --target-loss");
   BATCHWISE_CHECK(!o.batch_sizes().empty(), ConfigError, "validate: no candidate batch sizes");
   for (const int64_t b : o.batch_sizes())  // before the rate rule, whose message named itself
     BATCHWISE_CHECK(b >= 1, ConfigError, "--batch-sizes: batch {} must be at least 1", b);

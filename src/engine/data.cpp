@@ -379,8 +379,8 @@ void require_finite(const at::Tensor& values, const std::string& path, const cha
   throw DataError(
       fmt::format("{}: {} of its {} samples hold {} that are not finite numbers (NaN or infinity), the "
                   "first sample {}; every loss they meet would be NaN: drop or repair those samples (numpy: "
-                  "keep = np.isfinite(x).reshape(len(x), -1).all(1); x, y = x[keep], y[keep])",
-                  path, count, values.size(0), what, first));
+                  "keep = np.isfinite({}).reshape(len(x), -1).all(1); x, y = x[keep], y[keep])",
+                  path, count, values.size(0), what, first, std::string(what) == "targets" ? "y" : "x"));
 }
 }  // namespace detail
 

@@ -25,7 +25,7 @@ std::string base_name(const std::string& path);
 void set_targets(Dataset& d, at::Tensor labels, TargetKind kind, const std::string& path);
 
 /// DataError naming `path`, how many samples of `values` ([N, ...]) hold a value that is not a finite
-/// number and the first, where any does; `what`: "features" or "targets". Checked in blocks, so its
+/// number and the first, where any does; `what`: "features" (or "inputs") or "targets". Checked in blocks, so its
 /// temporaries stay small beside the data.
 void require_finite(const at::Tensor& values, const std::string& path, const char* what);
 

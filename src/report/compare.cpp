@@ -194,8 +194,9 @@ std::vector<std::string> comparison_warnings(const Comparison& c) {
     warnings.push_back(fmt::format(
         "{} of {} ratios are within the two runs' spreads (marked ~): noise, not a difference", noise, both));
   std::vector<std::string> runs_differ;  // what makes the validations' runs other runs
-  for (const auto& d : c.differences)
-    if (std::find(std::begin(kRunFields), std::end(kRunFields), d.name) != std::end(kRunFields))
+  for (const auto& d : c.differences)    // (a field one report lacks, "-", is no other run either)
+    if (std::find(std::begin(kRunFields), std::end(kRunFields), d.name) != std::end(kRunFields) && d.a != "-" &&
+        d.b != "-")
       runs_differ.push_back(fmt::format("{} {} | {}", d.name, d.a, d.b));
   const auto side_has = [&](bool a) {
     return std::any_of(c.points.begin(), c.points.end(),

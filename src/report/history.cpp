@@ -316,7 +316,10 @@ std::optional<HistoryEntry> History::find_fit(const std::string& report_json, do
   // parameters (a stored fit of a 7,850-parameter model had answered for a 20-million one).
   const auto same_model = [&](const Report& stored) {
     return stored.workload.parameter_count == r.workload.parameter_count &&
-           stored.workload.trainable_parameter_count == r.workload.trainable_parameter_count &&
+           // frozen layers hold no gradients or optimizer state; a fit stored before the count was kept answers
+           // for a model with none frozen
+           stored.workload.trainable_parameter_count.value_or(stored.workload.parameter_count) ==
+               r.workload.trainable_parameter_count.value_or(r.workload.parameter_count) &&
            stored.workload.parameter_bytes == r.workload.parameter_bytes &&
            stored.workload.num_classes == r.workload.num_classes;
   };

@@ -480,6 +480,8 @@ std::string context_section(const Report& r) {
   // A training command's model, data and rate are its own: "(the command's)", not 0 samples at lr 0.
   const bool own = w.is_command();
   const std::string kOwn = "(the command's)";
+  const std::string frozen = detail::trainable_text(w);  // ", 650 trainable"
+  const std::string trainable = frozen.empty() ? "" : " (" + frozen.substr(2) + ")";
   std::vector<std::pair<std::string, std::string>> rows = {
       {own ? "command" : "model", w.model},
       {"dataset", own ? w.dataset : w.dataset + " (" + grouped(static_cast<double>(w.dataset_size)) + " samples)"},
@@ -487,7 +489,7 @@ std::string context_section(const Report& r) {
       {"loss", w.loss},
       {"optimizer", own ? w.optimizer : w.optimizer + fmt::format(", lr {:g}", w.lr)},
       {"precision", detail::precision_text(w)},
-      {"parameters", own ? kOwn : grouped(static_cast<double>(w.parameter_count)) + detail::trainable_text(w)},
+      {"parameters", own ? kOwn : grouped(static_cast<double>(w.parameter_count)) + trainable},
       {"budget", fmt::format("{}, target {:g} %", format_bytes(r.budget_bytes), r.target * 100)},
       {"device", c.device_type + ": " + c.device_name},
       {"device memory", format_bytes(c.device_total_bytes)},

@@ -193,7 +193,7 @@ class SweepRun {
     r.repetitions = o.repetitions();
     r.budget_bytes = budget;
     r.knee_tolerance = o.knee_tolerance();
-    r.min_time_s = o.min_time_s();
+    r.min_time_s = runner.runs_steps_exactly() ? 0 : o.min_time_s();
     r.points.resize(sizes_.size());
     trials_.resize(sizes_.size());
     planned_ = static_cast<int>(sizes_.size()) * o.repetitions();

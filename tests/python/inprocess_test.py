@@ -852,12 +852,12 @@ def test_options():
          "batchwise.tune: no_race=True and advice_budget=5"),
         (lambda: batchwise.tune(torch.nn.Linear(48, 1), lambda p: torch.optim.SGD(p, lr=0.1),
                                 (branchy_data()[0], branchy_data()[1].float().unsqueeze(1)), target_accuracy=0.5),
-         TypeError, "target_accuracy=0.5: the targets are not class labels but a regression's values"),
+         ValueError, "target_accuracy=0.5: the targets are floating-point values, not class labels"),
         (lambda: batchwise.validate(torch.nn.Linear(48, 1), lambda p: torch.optim.SGD(p, lr=0.1),
                                     (branchy_data()[0], branchy_data()[1].float().unsqueeze(1)), batch_sizes=[8],
                                     held_out=(branchy_data(64)[0], branchy_data(64)[1].float().unsqueeze(1)),
                                     target_accuracy=0.5, progress=False),
-         batchwise.ConfigError, "batchwise.validate: target_accuracy: the held-out targets are not class labels but"),
+         batchwise.ConfigError, "batchwise.validate: target_accuracy: the held-out targets are floating-point values, not class labels"),
     ]
     refused(checks)
     case("the engine's errors are batchwise's, by class", issubclass(batchwise.ConfigError, ValueError) and
@@ -1051,9 +1051,13 @@ def test_options():
     partly = batchwise.sweep(part, lambda p: torch.optim.SGD([q for q in p if q.requires_grad], lr=0.1), (x, y),
                              batch_sizes=[16], repetitions=1, steps=1, warmup=0, progress=False)
     workload = partly.to_dict()["workload"]
+    with tempfile.TemporaryDirectory() as folder:
+        partly.html(os.path.join(folder, "partly.html"))
+        partly_html = open(os.path.join(folder, "partly.html")).read()
     case("a frozen layer's parameters count, and not among the trainable",
          (workload.get("parameter_count"), workload.get("trainable_parameter_count")) == (3786, 650) and
-         "3,786 parameters, 650 trainable (14.8 KiB)" in partly.table(), workload)
+         "3,786 parameters (14.8 KiB), 650 trainable" in partly.table() and
+         "<td>parameters</td><td>3,786 (650 trainable)</td>" in partly_html, workload)
     # A single logit (BCE's binary classifier): its argmax is always 0, so no accuracy, the loss alone (it had read
     # the share of label 0).
     one = batchwise.validate(torch.nn.Linear(48, 1), lambda p: torch.optim.SGD(p, lr=0.1), (x, (y > 1).long()),

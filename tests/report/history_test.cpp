@@ -101,6 +101,7 @@ TEST(History, AReusedFitIsTheSameModelsAndAnswersThisRunsSearch) {
                        const char* mode = "binsearch") {
     nlohmann::json r = nlohmann::json::parse(report(batch));
     r["workload"]["parameter_count"] = parameters;
+    r["workload"]["trainable_parameter_count"] = parameters;
     r["workload"]["parameter_bytes"] = 4 * parameters;
     r["fit"]["multiple_of"] = multiple_of;
     r["fit"]["limited_by_max"] = limited;
@@ -131,10 +132,16 @@ TEST(History, AReusedFitIsTheSameModelsAndAnswersThisRunsSearch) {
   const int64_t doubled = h.add("fit", with(2048, 7850, 1, /*limited=*/false, "power"));
   EXPECT_EQ(found(7850, {1, 4096, 1, /*doubling=*/true}), doubled);
   EXPECT_EQ(found(7850, {1, 4096, 128}), fitted) << "the power search's 2048 is no exact search's answer";
-  // Layers frozen hold no gradients or optimizer state: another model's memory.
+  // Layers frozen hold no gradients or optimizer state: another model's memory. A fit stored before the
+  // trainable count was kept (null) answers for the same model with none frozen.
   nlohmann::json frozen = nlohmann::json::parse(with(0, 7850, 1, false));
   frozen["workload"]["trainable_parameter_count"] = 850;
   EXPECT_FALSE(h.find_fit(frozen.dump(), 3600, {1, 48, 1}).has_value()) << "the same model with layers frozen";
+  nlohmann::json older = nlohmann::json::parse(with(4096, 7850, 1, /*limited=*/true));
+  older["workload"]["trainable_parameter_count"] = nullptr;
+  const int64_t stored_before = h.add("fit", older.dump());
+  EXPECT_EQ(found(7850, {1, 4096, 1}), stored_before) << "a fit stored before the count, none frozen now";
+  EXPECT_FALSE(h.find_fit(frozen.dump(), 3600, {1, 4096, 1}).has_value()) << "none frozen then, some now";
 }
 
 // The keys a run is stored under are what --reuse matches on: a run stored by an earlier version must

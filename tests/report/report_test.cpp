@@ -524,6 +524,14 @@ TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
   EXPECT_NE(table.find("validated      A 64  |  B -"), std::string::npos) << table;
   EXPECT_NE(table.find("2.00x      0.9000      0.9010  best          best"), std::string::npos) << table;
   EXPECT_NE(table.find("warning: each validation time is one run's"), std::string::npos) << table;
+  // A report from before a field (none: "-") validated no other run for lacking it.
+  Report before = fixed_report();
+  before.workload.trainable_parameter_count.reset();
+  before.validation = a;
+  std::ofstream(dir / "before.json") << to_json(before);
+  const std::string older = to_table(compare_reports((dir / "before.json").string(), written("a.json", a)));
+  EXPECT_EQ(older.find("validated different runs"), std::string::npos) << older;
+  EXPECT_NE(older.find("trainable parameters A -  |  B 61706"), std::string::npos) << older;
   const nlohmann::json j = nlohmann::json::parse(to_json(c));
   EXPECT_EQ(j.at("validation_runs").size(), 3u);
   EXPECT_DOUBLE_EQ(j.at("validation_runs")[0].at("speed_ratio").get<double>(), 2.0);

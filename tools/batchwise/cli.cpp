@@ -406,11 +406,11 @@ void SweepFlags::add(CLI::App* cmd) {
   cmd->add_option("--repetitions", repetitions, "trials per batch size, interleaved")->capture_default_str();
   cmd->add_option("--min-time", min_time_s,
                   "seconds of measured steps per trial at least: short steps run more than --steps, so that the "
-                  "clock's and the scheduler's jitter average out (not for --cmd or --nproc, which run --steps)")
+                  "clock's and the scheduler's jitter average out (not for --cmd or data-parallel: they run --steps)")
       ->capture_default_str();
 }
 
-SweepOptions SweepFlags::options(const WorkloadFlags& w, int64_t budget, int nproc) const {
+SweepOptions SweepFlags::options(const WorkloadFlags& w, int64_t budget) const {
   std::vector<int64_t> sizes;
   for (const auto& [text, flag] : {std::pair{batch_sizes, "--batch-sizes"}, std::pair{range, "--range"}}) {
     if (text.empty()) continue;
@@ -422,7 +422,7 @@ SweepOptions SweepFlags::options(const WorkloadFlags& w, int64_t budget, int npr
       .warmup(warmup)
       .steps(steps)
       .repetitions(repetitions)
-      .min_time_s(w.use_cmd || nproc > 1 ? 0 : min_time_s)  // a command and the ranks run --steps exactly
+      .min_time_s(w.use_cmd ? 0 : min_time_s)  // a command runs --steps: its header and JSON said "at least 0.1 s"
       .budget_bytes(budget)
       .accumulation_steps(accumulation_steps)
       .stop_after_flat(sweep_all ? -1 : 0)  // 0: tune's default

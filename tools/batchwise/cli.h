@@ -161,8 +161,7 @@ struct SweepFlags {
 
   /// --profile, --batch-sizes, --range, --warmup, --repetitions, --min-time (each subcommand names its own --steps).
   void add(CLI::App* cmd);
-  /// `nproc`: the data-parallel ranks (--nproc), which run --steps exactly, as a command does.
-  SweepOptions options(const WorkloadFlags& w, int64_t budget, int nproc) const;
+  SweepOptions options(const WorkloadFlags& w, int64_t budget) const;
 };
 
 /// Data-parallel ranks: fit, sweep, tune and plan.

@@ -40,7 +40,7 @@ class Sweep : public Command {
   int run() override {
     w_.resolve();
     w_.check("sweep");
-    (void)sweep_.options(w_, 0, dist_.nproc);  // the batch sizes are checked before the data is loaded
+    (void)sweep_.options(w_, 0);  // the batch sizes are checked before the data is loaded
     if (sweep_.batch_sizes.empty() && sweep_.range.empty())
       throw ConfigError("no batch sizes to sweep; pass --batch-sizes 16,32,64 or --range 8-4096*2");
     if (w_.workload.precision() == Precision::Fp16 && sweep_.accumulation_steps > 1)
@@ -54,7 +54,7 @@ class Sweep : public Command {
                     {{sweep_.profile, "--profile"}, {sweep_.accumulation_steps > 1, "--accumulation-steps"}});
     refuse_in_data_parallel({{sweep_.profile, "--profile"}});
     Session s("sweep", w_, &dist_);
-    s.report.sweep = sweep(s.runner(), s.with_progress(sweep_.options(w_, s.report.budget_bytes, dist_.nproc)));
+    s.report.sweep = sweep(s.runner(), s.with_progress(sweep_.options(w_, s.report.budget_bytes)));
     for (const std::string& w : s.report.sweep->warnings()) s.report.context.warnings.push_back(w);
     // A batch larger than the training set repeats samples within a step, which no run does: measured
     // as asked, said so, and not the answer where a batch within it was swept (as tune answers).

@@ -138,7 +138,7 @@ class Tune : public Command {
     std::optional<StopOnSignal> stop;  // armed while the validation runs
     TuneOptions options = TuneOptions()
                               .fit(s.with_progress(fit_.options(w_, s.report.budget_bytes)))
-                              .sweep(s.with_progress(sweep_.options(w_, s.report.budget_bytes, dist_.nproc)))
+                              .sweep(s.with_progress(sweep_.options(w_, s.report.budget_bytes)))
                               .reuse_fit(reused)
                               .profile(sweep_.profile)
                               .noise(!no_noise_)
@@ -196,7 +196,7 @@ class Tune : public Command {
     w_.resolve();
     w_.check("tune");
     fit_.check();
-    (void)sweep_.options(w_, 0, dist_.nproc);  // the batch sizes are checked before the data is loaded
+    (void)sweep_.options(w_, 0);  // the batch sizes are checked before the data is loaded
     if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
     race_target_ = v_.target_accuracy != 0 || v_.target_loss != 0;  // before check() sets validate's default
     refuse_with_cmd(w_.use_cmd, {{race_target_, "--target-accuracy/--target-loss"}, {v_.epochs != 0, "--epochs"}});
