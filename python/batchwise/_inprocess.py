@@ -994,15 +994,15 @@ def _call_kept(command, options, make_adapter):
     targets = [name for name in ("target_accuracy", "target_loss") if options.get(name)]
     if command in ("validate", "tune"):  # as the CLI refuses them (validate's engine refuses some; tune's none)
         if len(targets) == 2:
-            raise ValueError(f"batchwise.{command}: target_accuracy={options['target_accuracy']:g} and "
-                             f"target_loss={options['target_loss']:g}: one target at a time; pass one of them")
-        if targets and options.get("epochs"):
-            raise ValueError(f"batchwise.{command}: epochs={options['epochs']:g} and {targets[0]}="
-                             f"{options[targets[0]]:g}: epochs trains full runs and compares their final quality, a "
-                             "target stops each run when it is met; pass one of them")
+            raise engine.ConfigError(f"batchwise.{command}: target_accuracy={options['target_accuracy']:g} and "
+                                     f"target_loss={options['target_loss']:g}: one target at a time; pass one of them")
+        if targets and options.get("epochs") and command == "tune":  # (validate's engine refuses it, in its words)
+            raise engine.ConfigError(f"batchwise.{command}: epochs={options['epochs']:g} and {targets[0]}="
+                                     f"{options[targets[0]]:g}: epochs trains full runs and compares their final "
+                                     "quality, a target stops each run when it is met; pass one of them")
     if command == "tune" and options.get("no_race") and options.get("advice_budget") is not None:
-        raise ValueError(f"batchwise.tune: no_race=True and advice_budget={options['advice_budget']:g}: the advice "
-                         "budget is the race's time, and no_race runs none; drop one of them")
+        raise engine.ConfigError(f"batchwise.tune: no_race=True and advice_budget={options['advice_budget']:g}: "
+                                 "the advice budget is the race's time, and no_race runs none; drop one of them")
     if options.get("epochs"):  # as the CLI refuses them: full runs train to their end
         for name in ("max_epochs", "max_seconds", "stop_slower_than"):
             if options.get(name) is not None:
@@ -1013,9 +1013,9 @@ def _call_kept(command, options, make_adapter):
         adapter = make_adapter(options)
         options.pop("held_out", None)
         if command == "tune" and options.get("target_accuracy") and not adapter.data.num_classes:
-            raise ValueError(f"batchwise.tune: target_accuracy={options['target_accuracy']:g}: the targets are "
-                             "floating-point values, not class labels, so there is no accuracy to reach; pass "
-                             "target_loss=...")
+            raise engine.ConfigError(f"batchwise.tune: target_accuracy={options['target_accuracy']:g}: the targets "
+                                     "are floating-point values, not class labels, so there is no accuracy to reach; "
+                                     "pass target_loss=...")
         if command == "validate" and not any(options.get(k) for k in ("epochs", "target_accuracy", "target_loss")):
             # Accuracy needs a classifier's targets, and is read on the held-out ones.
             which = "" if not adapter.data.num_classes else "held-out "

@@ -327,11 +327,6 @@ Dataset dataset(const py::object& adapter, const char* which) {
   d.inputs = unpack(data.attr("inputs"), "the data's inputs");
   d.targets = unpack(data.attr("targets"), "the data's targets");
   d.num_classes = data.attr("num_classes").cast<int64_t>();
-  // Values that are not finite numbers, refused before anything trains, as the CLI refuses a file's (in the
-  // model's type: a float64 value past float32's range is infinite there); a run had trained on them and
-  // blamed its rate.
-  if (d.inputs.is_floating_point()) detail::require_finite(d.inputs, which, "inputs");
-  if (d.targets.is_floating_point()) detail::require_finite(d.targets, which, "targets");
   return d;
 }
 
@@ -388,6 +383,31 @@ class PythonWorkload : public ModuleWorkload {
   }
   std::string where_;
 };
+
+// Values that are not finite numbers (in the model's type: a value past float16's range is infinite there)
+// which the user's model and loss do not take, refused before anything trains, as the CLI refuses a file's:
+// a run had trained on them, answered batch 1 and blamed its rate. Taken where the loss on (up to 64 of) the
+// samples that hold them is finite: a masked loss over targets where NaN marks a missing label, a model that
+// fills NaN inputs.
+void refuse_values_the_loss_cannot_take(ModuleWorkload& w, const Dataset& d, const char* which) {
+  for (const auto& [values, kind] : {std::pair{d.inputs, "inputs"}, std::pair{d.targets, "targets"}}) {
+    if (!values.is_floating_point()) continue;
+    const detail::NonFinite bad = detail::nonfinite_rows(values, 64);
+    if (bad.count == 0) continue;
+    Dataset holding = d;
+    const at::Tensor rows = at::tensor(bad.rows, at::kLong);
+    holding.inputs = d.inputs.index_select(0, rows), holding.targets = d.targets.index_select(0, rows);
+    if (std::isfinite(w.evaluate(holding, 64).first)) continue;
+    throw DataError(fmt::format(
+        "{}: {} of its {} samples hold {} that are not finite numbers (NaN or infinity) in the model's type ({}), "
+        "the first sample {}, and the loss on them is not finite: drop or repair those samples (keep = "
+        "torch.isfinite({}).reshape(len(x), -1).all(1); x, y = x[keep], y[keep]), bring values past the type's "
+        "range into it, or mask them in your loss",
+        which, bad.count, values.size(0), kind,
+        w.info().parameter_dtype.empty() ? std::string(c10::toString(values.scalar_type())) : w.info().parameter_dtype,
+        bad.rows[0], std::string(kind) == "targets" ? "y" : "x"));
+  }
+}
 
 std::unique_ptr<ModuleWorkload> make_python_workload(const py::object& adapter) {
   const std::string model_name = py::str(adapter.attr("model_name"));
@@ -784,6 +804,8 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   const int64_t budget = o.get<int64_t>("memory_budget", 0);
   Report report = base_report(*workload, runner, budget, o.get("target", 0.9));
   Dataset held_out = dataset(adapter, "held_out");
+  refuse_values_the_loss_cannot_take(*workload, workload->data(), "data");
+  if (held_out.size() > 0) refuse_values_the_loss_cannot_take(*workload, held_out, "held_out");
   // The label a cross-entropy (or NLL) loss skips; none where the loss is not one (probe_labels).
   const py::object skipped = adapter.attr("cross_entropy_ignore_index");
   const bool probe = !skipped.is_none();

@@ -361,26 +361,34 @@ void set_targets(Dataset& d, at::Tensor labels, TargetKind kind, const std::stri
 
 // A value that is not a finite number makes every loss it meets NaN: refused where it is read, with
 // the first sample that holds one (cheap beside reading the file).
-void require_finite(const at::Tensor& values, const std::string& path, const char* what) {
-  if (values.numel() == 0) return;
+NonFinite nonfinite_rows(const at::Tensor& values, int64_t keep) {
+  NonFinite out;
+  if (values.numel() == 0) return out;
   // In blocks of about a million values: isfinite of a whole file made temporaries 2.5 times its size
   // (a 1.2 GB .npy of images peaked at 3.6 GB while read, where the file is held once).
   const at::Tensor rows = values.reshape({values.size(0), -1});
   const int64_t block = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, rows.size(1)));
-  int64_t count = 0, first = -1;
   for (int64_t start = 0; start < rows.size(0); start += block) {
     const at::Tensor bad =
         at::logical_not(at::isfinite(rows.narrow(0, start, std::min(block, rows.size(0) - start)))).any(1);
     const int64_t here = bad.sum().item<int64_t>();
-    if (here > 0 && first < 0) first = start + bad.nonzero().select(1, 0)[0].item<int64_t>();
-    count += here;
+    if (here == 0) continue;
+    const at::Tensor at = bad.nonzero().select(1, 0);
+    for (int64_t i = 0; i < here && static_cast<int64_t>(out.rows.size()) < keep; ++i)
+      out.rows.push_back(start + at[i].item<int64_t>());
+    out.count += here;
   }
-  if (count == 0) return;
+  return out;
+}
+
+void require_finite(const at::Tensor& values, const std::string& path, const char* what) {
+  const NonFinite bad = nonfinite_rows(values, 1);
+  if (bad.count == 0) return;
   throw DataError(
       fmt::format("{}: {} of its {} samples hold {} that are not finite numbers (NaN or infinity), the "
                   "first sample {}; every loss they meet would be NaN: drop or repair those samples (numpy: "
                   "keep = np.isfinite({}).reshape(len(x), -1).all(1); x, y = x[keep], y[keep])",
-                  path, count, values.size(0), what, first, std::string(what) == "targets" ? "y" : "x"));
+                  path, bad.count, values.size(0), what, bad.rows[0], std::string(what) == "targets" ? "y" : "x"));
 }
 }  // namespace detail
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "batchwise/data.h"
 
@@ -23,6 +24,14 @@ std::string base_name(const std::string& path);
 /// `labels` as `d`'s targets, of the kind the loss asks for; DataError naming `path` for a count that
 /// differs from the samples', class labels that are not whole numbers from 0, or targets of another shape.
 void set_targets(Dataset& d, at::Tensor labels, TargetKind kind, const std::string& path);
+
+/// The samples of `values` ([N, ...]) that hold a value that is not a finite number: how many, and the
+/// first `keep` of them in order. In blocks, so its temporaries stay small beside the data.
+struct NonFinite {
+  int64_t count = 0;
+  std::vector<int64_t> rows;
+};
+NonFinite nonfinite_rows(const at::Tensor& values, int64_t keep);
 
 /// DataError naming `path`, how many samples of `values` ([N, ...]) hold a value that is not a finite
 /// number and the first, where any does; `what`: "features" (or "inputs") or "targets". Checked in blocks, so its

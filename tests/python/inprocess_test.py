@@ -567,10 +567,11 @@ def test_tune():
     from batchwise import _inprocess
     named = _inprocess._as_options("tune", "a larger --advice-budget trains longer; the --max 512; drop --threads; "
                                            "`batchwise noise --noise-steps 80`; too high (lower --lr), --lr-schedule")
-    case("a flag that is an option of the call is named as one, --lr as the optimizer's; another, and a quoted "
-         "command, stay",
+    case("a flag that is an option of the call is named as one, --lr as the optimizer's; another stays, and a quoted "
+         "command this API has is its call",
          named == "a larger advice_budget trains longer; the max=512; drop --threads; "
-                  "`batchwise noise --noise-steps 80`; too high (lower the optimizer's lr), lr_schedule", named)
+                  "`batchwise.noise(model, optimizer, data, noise_steps=80)`; too high (lower the optimizer's lr), "
+                  "lr_schedule", named)
     try:
         report.recommendation.batchh
         case("a misspelt field is an AttributeError", False, "it gave a value")
@@ -833,36 +834,46 @@ def test_options():
         # the forward's "Expected more than 1 value per channel" (Branchy has BatchNorm1d) with the fix
         (lambda: batchwise.sweep(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), branchy_data(), batch_sizes=[1, 4]),
          batchwise.TrainingError, "BatchNorm cannot train on one value per channel (a batch of 1): start batch_sizes"),
-        # What the CLI refuses, refused here too, before anything trains: data that is not finite (it had
-        # trained, then blamed the rate), two targets, a target beside epochs, a race's budget without a race.
+        # What the CLI refuses, refused here too, before anything trains: data that is not finite where the loss on
+        # it is not (it had trained, then blamed the rate), two targets, a target beside epochs, a race's budget
+        # without a race.
         (lambda: batchwise.fit(model, optimizer, (branchy_data()[0].index_fill(0, torch.tensor([5]), float("nan")),
                                                   branchy_data()[1])), ValueError,
-         "data: 1 of its 2048 samples hold inputs that are not finite numbers (NaN or infinity), the first sample 5"),
+         "data: 1 of its 2048 samples hold inputs that are not finite numbers (NaN or infinity) in the model's type "
+         "(float32), the first sample 5, and the loss on them is not finite"),
         (lambda: batchwise.validate(model, optimizer, branchy_data(), batch_sizes=[8], epochs=1,
                                     held_out=(branchy_data(64)[0] / 0, branchy_data(64)[1])), ValueError,
          "held_out: 64 of its 64 samples hold inputs that are not finite"),
         (lambda: batchwise.validate(model, optimizer, branchy_data(), batch_sizes=[8], target_accuracy=0.5,
-                                    target_loss=0.5, held_out=branchy_data(64)), ValueError,
+                                    target_loss=0.5, held_out=branchy_data(64)), batchwise.ConfigError,
          "batchwise.validate: target_accuracy=0.5 and target_loss=0.5: one target at a time"),
-        (lambda: batchwise.tune(model, optimizer, branchy_data(), target_accuracy=0.5, target_loss=0.5), ValueError,
-         "batchwise.tune: target_accuracy=0.5 and target_loss=0.5: one target at a time"),
-        (lambda: batchwise.tune(model, optimizer, branchy_data(), epochs=1, target_accuracy=0.5), ValueError,
-         "batchwise.tune: epochs=1 and target_accuracy=0.5: epochs trains full runs"),
-        (lambda: batchwise.tune(model, optimizer, branchy_data(), no_race=True, advice_budget=5), ValueError,
-         "batchwise.tune: no_race=True and advice_budget=5"),
+        (lambda: batchwise.tune(model, optimizer, branchy_data(), target_accuracy=0.5, target_loss=0.5),
+         batchwise.ConfigError, "batchwise.tune: target_accuracy=0.5 and target_loss=0.5: one target at a time"),
+        (lambda: batchwise.tune(model, optimizer, branchy_data(), epochs=1, target_accuracy=0.5),
+         batchwise.ConfigError, "batchwise.tune: epochs=1 and target_accuracy=0.5: epochs trains full runs"),
+        (lambda: batchwise.tune(model, optimizer, branchy_data(), no_race=True, advice_budget=5),
+         batchwise.ConfigError, "batchwise.tune: no_race=True and advice_budget=5"),
         (lambda: batchwise.tune(torch.nn.Linear(48, 1), lambda p: torch.optim.SGD(p, lr=0.1),
                                 (branchy_data()[0], branchy_data()[1].float().unsqueeze(1)), target_accuracy=0.5),
-         ValueError, "target_accuracy=0.5: the targets are floating-point values, not class labels"),
+         batchwise.ConfigError, "target_accuracy=0.5: the targets are floating-point values, not class labels"),
         (lambda: batchwise.validate(torch.nn.Linear(48, 1), lambda p: torch.optim.SGD(p, lr=0.1),
                                     (branchy_data()[0], branchy_data()[1].float().unsqueeze(1)), batch_sizes=[8],
                                     held_out=(branchy_data(64)[0], branchy_data(64)[1].float().unsqueeze(1)),
                                     target_accuracy=0.5, progress=False),
-         batchwise.ConfigError, "batchwise.validate: target_accuracy: the held-out targets are floating-point values, not class labels"),
+         batchwise.ConfigError,
+         "batchwise.validate: target_accuracy: the held-out targets are floating-point values, not class labels"),
     ]
     refused(checks)
     case("the engine's errors are batchwise's, by class", issubclass(batchwise.ConfigError, ValueError) and
          issubclass(batchwise.DataError, ValueError) and issubclass(batchwise.ModelError, RuntimeError) and
          issubclass(batchwise.DeviceError, RuntimeError))
+    # Values a masked loss skips (NaN marks a missing label) are the user's to train on: not refused.
+    x, y = branchy_data(512)
+    gaps = torch.randn(512, 3).masked_fill(torch.rand(512, 3, generator=torch.Generator().manual_seed(1)) < 0.1,
+                                           float("nan"))
+    masked = batchwise.fit(torch.nn.Linear(48, 3), lambda p: torch.optim.SGD(p, lr=0.05), (x, gaps), max=32,
+                           loss=lambda o, t: ((o - t.nan_to_num()) ** 2)[~t.isnan()].mean(), progress=False)
+    case("targets a masked loss skips train", masked.fit.batch == 32, masked.fit)
     text = batchwise._inprocess._as_options("tune", "measure it (`batchwise noise --batch 128 --noise-steps 64`)")
     case("a CLI command in a Python text is its call", "`batchwise.noise(model, optimizer, data, batch=128, "
          "noise_steps=64)`" in text, text)

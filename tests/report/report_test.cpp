@@ -462,6 +462,32 @@ TEST(Report, NoFitMeansANullBatch) {
   EXPECT_FALSE(j.contains("recommendation"));
 }
 
+// A report from before a field (none: "-") validated no other run for lacking it: compare had warned
+// "validated different runs (trainable parameters - | 61706)".
+TEST(Report, CompareTakesAFieldAnOlderReportLacksForNoOtherRun) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("batchwise-compare-older-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  ValidationResult v;
+  v.target = "full runs of 8 epochs, cosine rate";
+  v.epochs = 8;
+  v.lr_schedule = "cosine";
+  ValidationRun run;
+  run.batch = 32, run.train_s = 60, run.final_accuracy = 0.9, run.final_loss = 0.1, run.good = true;
+  v.runs = {run};
+  v.best_batch = v.fastest_batch = 32;
+  Report before = fixed_report(), now = fixed_report();
+  before.workload.trainable_parameter_count.reset();
+  before.validation = now.validation = v;
+  std::ofstream(dir / "before.json") << to_json(before);
+  std::ofstream(dir / "now.json") << to_json(now);
+  const std::string older = to_table(compare_reports((dir / "before.json").string(), (dir / "now.json").string()));
+  EXPECT_EQ(older.find("validated different runs"), std::string::npos) << older;
+  EXPECT_EQ(older.find("train different workloads"), std::string::npos) << older;
+  EXPECT_NE(older.find("trainable parameters A -  |  B 61706"), std::string::npos) << older;
+  fs::remove_all(dir);
+}
+
 // Two validations side by side: each batch's full run in A and B, the time ratio (above 1: B
 // faster), the final accuracy and each side's verdict; a batch one side did not train is empty
 // there, one a stop left out says so; one run's time is not read as a difference unwarned, and
@@ -524,14 +550,6 @@ TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
   EXPECT_NE(table.find("validated      A 64  |  B -"), std::string::npos) << table;
   EXPECT_NE(table.find("2.00x      0.9000      0.9010  best          best"), std::string::npos) << table;
   EXPECT_NE(table.find("warning: each validation time is one run's"), std::string::npos) << table;
-  // A report from before a field (none: "-") validated no other run for lacking it.
-  Report before = fixed_report();
-  before.workload.trainable_parameter_count.reset();
-  before.validation = a;
-  std::ofstream(dir / "before.json") << to_json(before);
-  const std::string older = to_table(compare_reports((dir / "before.json").string(), written("a.json", a)));
-  EXPECT_EQ(older.find("validated different runs"), std::string::npos) << older;
-  EXPECT_NE(older.find("trainable parameters A -  |  B 61706"), std::string::npos) << older;
   const nlohmann::json j = nlohmann::json::parse(to_json(c));
   EXPECT_EQ(j.at("validation_runs").size(), 3u);
   EXPECT_DOUBLE_EQ(j.at("validation_runs")[0].at("speed_ratio").get<double>(), 2.0);
