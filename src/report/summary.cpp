@@ -175,6 +175,14 @@ std::string closing_line(const Report& r) {
       return v->epochs > 0 ? "answer: none: no full run finished (each run's note says why)"
                            : fmt::format("answer: none: no batch reached {} (each run's note says why)", v->target);
     }
+    if (r.noise && !r.fit && !r.sweep && !r.race && !r.run_race)  // noise answers the critical batch, not a batch
+      return r.noise->b_simple
+                 ? fmt::format(
+                       "answer: the critical batch (gradient noise scale B_simple) is {:.0f}, band {:.0f} to "
+                       "{:.0f}, from {} steps at batch {}",
+                       *r.noise->b_simple, r.noise->b_simple_low, r.noise->b_simple_high, r.noise->timeline.size(),
+                       r.noise->batch)
+                 : fmt::format("answer: none: the noise scale was not measured ({})", r.noise->message);
     return "answer: none: no batch trained (the report's warnings say why)";
   }
   std::vector<std::string> parts{fmt::format("answer: batch {}", r.recommendation->batch)};

@@ -43,6 +43,27 @@ TEST(Report, TableMatchesGolden) {
   EXPECT_EQ(table, golden("report.txt", table));
 }
 
+// A noise report's short view answers the critical batch (it had ended "answer: none: no batch trained"), or
+// why it was not measured.
+TEST(Report, ANoiseReportsSummaryAnswersTheCriticalBatch) {
+  Report r;
+  r.context = fixed_report().context;
+  r.workload = fixed_report().workload;
+  r.budget_bytes = fixed_report().budget_bytes;
+  r.noise = fixed_report().noise;
+  const std::string measured = to_summary(r);
+  EXPECT_NE(measured.find("answer: the critical batch (gradient noise scale B_simple) is 1250, band 1050 to 1450, "
+                          "from 4 steps at batch 128"),
+            std::string::npos)
+      << measured;
+  r.noise->b_simple.reset();
+  r.noise->message = "|G|^2 came out -0.0168";
+  const std::string unmeasured = to_summary(r);
+  EXPECT_NE(unmeasured.find("answer: none: the noise scale was not measured (|G|^2 came out -0.0168)"),
+            std::string::npos)
+      << unmeasured;
+}
+
 // The time line at the end puts what tune took beside what it stated after the fit and, where it
 // stated its plan again before the race, beside that; the JSON keeps both.
 TEST(Report, TheTimeLineSaysWhatTuneStatedAgainBeforeTheRace) {
