@@ -612,7 +612,7 @@ SweepOptions state_the_plan(const TuneSubject& subject, const TuneOptions& o, Sw
   const StepCost cost = step_cost(report.fit->trials);
   if (cost.empty()) return s;
   const int warmup = s.warmup(), steps = s.steps();
-  const double min_time = s.min_time_s();
+  const double min_time = subject.runner->runs_steps_exactly() ? 0 : s.min_time_s();  // ranks, a command: --steps
   const auto trial_s = [cost, warmup, steps, min_time](int64_t b) {
     return sweep_trial_seconds(cost, b, warmup, steps, min_time);
   };

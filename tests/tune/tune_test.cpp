@@ -121,16 +121,19 @@ TEST(Tune, TheReserveRacesFromTheFirstRungAfterARunRaceStuckOnThePlateau) {
 // however busy the machine is (the CLI tests of the same wiring read the machine's rates, and are
 // skipped where a loaded machine's leave one candidate). Below what mlp trains at here, so that the
 // races' steps, planned from these rates, take less than the budgets say.
-// `step_s(batch)` injects another step time.
+// `step_s(batch)` injects another step time; `exact`: the trials run their steps, however short (as
+// data-parallel ranks and a training command do).
 class InjectedRates final : public TrialRunner {
  public:
   explicit InjectedRates(
       Workload& w,
-      std::function<double(int64_t)> step_s = [](int64_t batch) { return static_cast<double>(batch) / 1000; })
-      : real_(w), step_s_(std::move(step_s)) {}
+      std::function<double(int64_t)> step_s = [](int64_t batch) { return static_cast<double>(batch) / 1000; },
+      bool exact = false)
+      : real_(w), step_s_(std::move(step_s)), exact_(exact) {}
   WorkloadInfo info() const override { return real_.info(); }
+  bool runs_steps_exactly() const override { return exact_; }
   Trial run(const TrialOptions& o) override {
-    Trial t = real_.run(o);
+    Trial t = real_.run(exact_ ? TrialOptions(o).min_time_s(0) : o);
     if (t.outcome != Outcome::Ok) return t;
     t.step_times_s.assign(t.step_times_s.size(), step_s_(o.batch()));
     t.wall_s = static_cast<double>(t.steps_run) * step_s_(o.batch());  // what the retiming's budget counts
@@ -145,7 +148,36 @@ class InjectedRates final : public TrialRunner {
  private:
   WorkloadRunner real_;
   std::function<double(int64_t)> step_s_;
+  bool exact_ = false;
 };
+
+// tune's plan counts a sweep trial's steps as its runner runs them: through one that runs its steps
+// exactly, warm-up and steps; through ours, at least --min-time of them (the plan of a data-parallel
+// tune had counted --min-time for ranks that run --steps, and stated the sweep several times too long).
+TEST(Tune, ThePlanCountsTheStepsTheRunnerRuns) {
+  auto w = small();
+  const auto sweep_expected_s = [&](bool exact) {
+    InjectedRates runner(
+        *w, [](int64_t) { return 1e-3; }, exact);
+    const TuneOptions o =
+        TuneOptions()
+            .fit(FitOptions().budget_bytes(64 << 20).max(16))
+            .sweep(SweepOptions().batch_sizes({8, 16}).warmup(1).steps(2).repetitions(1).min_time_s(0.05))
+            .doctor(false)
+            .noise(false)
+            .race(false)
+            .loader_search(false);
+    const Report r = tune(TuneSubject(runner, w.get()), o);
+    EXPECT_TRUE(r.timing.has_value());
+    for (const PhaseTime& p : r.timing ? r.timing->phases : std::vector<PhaseTime>{})
+      if (p.phase == "sweep") return p.expected_s;
+    ADD_FAILURE() << "no sweep in the timing";
+    return 0.0;
+  };
+  // Two batches, each one warm-up step and two steps of 1 ms; at least 0.05 s of steps: 50 of them
+  EXPECT_NEAR(sweep_expected_s(true), 2 * 3 * 1e-3, 1e-9);
+  EXPECT_NEAR(sweep_expected_s(false), 2 * 51 * 1e-3, 1e-9);
+}
 
 TuneOptions raced_tune() {
   return TuneOptions()

@@ -422,7 +422,7 @@ SweepOptions SweepFlags::options(const WorkloadFlags& w, int64_t budget) const {
       .warmup(warmup)
       .steps(steps)
       .repetitions(repetitions)
-      .min_time_s(w.use_cmd ? 0 : min_time_s)  // a command runs --steps: its header and JSON said "at least 0.1 s"
+      .min_time_s(min_time_s)
       .budget_bytes(budget)
       .accumulation_steps(accumulation_steps)
       .stop_after_flat(sweep_all ? -1 : 0)  // 0: tune's default
