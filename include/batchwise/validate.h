@@ -293,6 +293,11 @@ std::string halvings_below_text(const std::vector<int64_t>& batch_sizes, int ext
 /// The fixed-batch run of `batch` in `validation` (not a batch-size schedule's); null if none ran.
 const ValidationRun* fixed_run(const ValidationResult& validation, int64_t batch);
 
+/// Throws ConfigError where what a run is judged by is asked twice: `epochs` (> 0: full runs, compared
+/// by their final quality) beside a target (a run stopped when it is met), or two targets at once.
+/// validate() and tune() check it; the CLI before it loads the data.
+void check_targets(double epochs, double target_accuracy, double target_loss);
+
 /// Throws ConfigError where `options`' target (target mode, no --epochs) is already met by `workload`'s
 /// current weights on the held-out samples validate reads: every run would meet it at its first
 /// evaluation, and the soonest would say nothing. The message names the flag and where training

@@ -991,18 +991,6 @@ def _call(command, options, make_adapter):
 def _call_kept(command, options, make_adapter):
     engine = _engine()
     options = _options(command, options)
-    targets = [name for name in ("target_accuracy", "target_loss") if options.get(name)]
-    if command in ("validate", "tune"):  # as the CLI refuses them (validate's engine refuses some; tune's none)
-        if len(targets) == 2:
-            raise engine.ConfigError(f"batchwise.{command}: target_accuracy={options['target_accuracy']:g} and "
-                                     f"target_loss={options['target_loss']:g}: one target at a time; pass one of them")
-        if targets and options.get("epochs") and command == "tune":  # (validate's engine refuses it, in its words)
-            raise engine.ConfigError(f"batchwise.{command}: epochs={options['epochs']:g} and {targets[0]}="
-                                     f"{options[targets[0]]:g}: epochs trains full runs and compares their final "
-                                     "quality, a target stops each run when it is met; pass one of them")
-    if command == "tune" and options.get("no_race") and options.get("advice_budget") is not None:
-        raise engine.ConfigError(f"batchwise.tune: no_race=True and advice_budget={options['advice_budget']:g}: "
-                                 "the advice budget is the race's time, and no_race runs none; drop one of them")
     if options.get("epochs"):  # as the CLI refuses them: full runs train to their end
         for name in ("max_epochs", "max_seconds", "stop_slower_than"):
             if options.get(name) is not None:

@@ -379,6 +379,17 @@ const ValidationRun* fixed_run(const ValidationResult& v, int64_t batch) {
   return nullptr;
 }
 
+void check_targets(double epochs, double target_accuracy, double target_loss) {
+  BATCHWISE_CHECK(target_accuracy == 0 || target_loss == 0, ConfigError,
+                  "--target-accuracy {:g} and --target-loss {:g}: one target at a time; give one of them",
+                  target_accuracy, target_loss);
+  BATCHWISE_CHECK(epochs <= 0 || (target_accuracy == 0 && target_loss == 0), ConfigError,
+                  "--epochs {:g} and --target-{} {:g}: --epochs trains full runs and compares their final quality, a "
+                  "target stops each run when it is met; give one of them",
+                  epochs, target_accuracy != 0 ? "accuracy" : "loss",
+                  target_accuracy != 0 ? target_accuracy : target_loss);
+}
+
 namespace {
 
 // The options validate refuses, each naming its flag and the fix.
@@ -390,17 +401,11 @@ void check_options(const ValidateOptions& o, const Dataset& held_out) {
                   "validate: no target and no run length; give --target-accuracy (e.g. 0.85) or --target-loss (e.g. "
                   "0.4) to time each batch to a target, or --epochs N to train full runs and compare their final "
                   "quality");
-  BATCHWISE_CHECK(!full || (o.target_accuracy() == 0 && o.target_loss() == 0), ConfigError,
-                  "validate: --epochs {:g} trains full runs and compares their final quality, a target stops each run "
-                  "when it is met; give one of them",
-                  o.epochs());
+  check_targets(o.epochs(), o.target_accuracy(), o.target_loss());
   BATCHWISE_CHECK(full || o.lr_schedule() == LrSchedule::Constant, ConfigError,
                   "--lr-schedule {}: a decaying rate decays over a run of known length; give --epochs N (or "
                   "--lr-schedule constant with a target)",
                   to_string(o.lr_schedule()));
-  BATCHWISE_CHECK(o.target_accuracy() == 0 || o.target_loss() == 0, ConfigError,
-                  "--target-accuracy {:g} and --target-loss {:g}: one target at a time; give one of them",
-                  o.target_accuracy(), o.target_loss());
   BATCHWISE_CHECK(o.target_accuracy() <= 1, ConfigError, "--target-accuracy {}: must be at most 1",
                   o.target_accuracy());
   BATCHWISE_CHECK(o.target_accuracy() == 0 || held_out.targets.scalar_type() == at::kLong, ConfigError,

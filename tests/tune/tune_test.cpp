@@ -179,6 +179,28 @@ TEST(Tune, ThePlanCountsTheStepsTheRunnerRuns) {
   EXPECT_NEAR(sweep_expected_s(false), 2 * 51 * 1e-3, 1e-9);
 }
 
+// What tune's library refuses, before anything trains (the CLI and Python refuse it through it): a run's length
+// beside a target, two targets, a race's budget with no race; each naming both and the fix.
+TEST(Tune, RefusesWhatItCannotAnswerAsAskedBeforeTraining) {
+  auto w = small();
+  const auto refusal = [&](TuneOptions o) {
+    try {
+      (void)tune(TuneSubject(*w), o.fit(FitOptions().budget_bytes(64 << 20).max(16)).doctor(false));
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no refusal)");
+  };
+  EXPECT_EQ(refusal(TuneOptions().epochs(2).target_accuracy(0.8)),
+            "--epochs 2 and --target-accuracy 0.8: --epochs trains full runs and compares their final quality, a "
+            "target stops each run when it is met; give one of them");
+  EXPECT_EQ(refusal(TuneOptions().target_accuracy(0.8).target_loss(0.3)),
+            "--target-accuracy 0.8 and --target-loss 0.3: one target at a time; give one of them");
+  EXPECT_EQ(refusal(TuneOptions().race(false).race_budget_s(5)),
+            "--no-race and --advice-budget 5: the advice budget is the race's time, and --no-race runs none; drop "
+            "one of them");
+}
+
 TuneOptions raced_tune() {
   return TuneOptions()
       .fit(FitOptions().budget_bytes(64 << 20).max(16))
@@ -240,8 +262,8 @@ TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
 
   // No race: --epochs chooses no batch, and says so, but the rate's warm-up still fits the run (it was
   // an epoch's, the whole of a 1-epoch run): at most a quarter of its steps, and the sentence says so.
-  const Report plain =
-      tune(TuneSubject(runner, w.get()), raced_tune().race(false).epochs(1).lr_schedule(LrSchedule::Cosine));
+  const Report plain = tune(TuneSubject(runner, w.get()),
+                            raced_tune().race(false).race_budget_s(0).epochs(1).lr_schedule(LrSchedule::Cosine));
   ASSERT_TRUE(plain.lr.has_value() && plain.recommendation.has_value());
   EXPECT_FALSE(plain.run_race.has_value());
   const int64_t samples = plain.workload.dataset_size, picked = plain.recommendation->batch;

@@ -478,11 +478,7 @@ void ValidateFlags::add_run(CLI::App* cmd) {
 // between flags.
 void ValidateFlags::check(const WorkloadFlags& w) {
   const LrSchedule schedule = parse_lr_schedule(lr_schedule);
-  if (epochs > 0 && (target_accuracy > 0 || target_loss > 0))
-    throw ConfigError(fmt::format(
-        "--epochs {} and --target-{} {}: --epochs trains full runs and compares their final "
-        "quality, a target stops each run when it is met; give one of them",
-        epochs, target_accuracy > 0 ? "accuracy" : "loss", target_accuracy > 0 ? target_accuracy : target_loss));
+  check_targets(epochs, target_accuracy, target_loss);
   for (const CLI::Option* limit : target_limits)  // silently unused before
     if (epochs > 0 && limit->count() > 0)
       throw ConfigError(
@@ -497,9 +493,6 @@ void ValidateFlags::check(const WorkloadFlags& w) {
   if (epochs > 0) return;
   if (w.workload.loss() == Loss::Mse && target_loss == 0)
     throw ConfigError("--loss mse: there is no accuracy to reach; give --target-loss");
-  if (target_accuracy > 0 && target_loss > 0)
-    throw ConfigError(fmt::format("--target-accuracy {} and --target-loss {}: one target at a time; give one of them",
-                                  target_accuracy, target_loss));
   if (target_accuracy == 0 && target_loss == 0) target_accuracy = kDefaultTargetAccuracy;
 }
 
