@@ -1307,7 +1307,8 @@ TEST(Cli, AReportWhoseFolderWentMidRunIsWrittenToTheTempFolder) {
       "validating:", [&](pid_t) { return fs::remove_all(dir) > 0; });
   ASSERT_EQ(r.code, 2) << r.err;
   const std::string said = "batchwise validate: error: --json " + (dir / "v.json").string() +
-                           ": cannot write there; check the folder exists and is writable; the report was written to ";
+                           ": cannot write there (No such file or directory); check the folder exists and is "
+                           "writable; the report was written to ";
   const size_t at = r.err.find(said);
   ASSERT_NE(at, std::string::npos) << r.err;
   const size_t from = at + said.size();
@@ -1357,6 +1358,28 @@ TEST(Cli, AReportThroughALinkOrIntoAFifoKeepsThem) {
   EXPECT_EQ(nlohmann::json::parse(r.out).at("schema_version"), "1") << r.out;
   EXPECT_NE(r.err.find("recommendation: batch 8"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::is_symlink("/dev/stdout") || fs::is_character_file("/dev/stdout"));
+}
+
+// A report is written whole under a temporary name of its own and renamed into place: another writer's
+// "PATH.tmp" (here a folder of that name) is no matter (two runs writing one --json had shared it, and
+// left one's text under the tail of the other's, or failed "cannot write there"); the file gets the mode
+// any file the user writes gets, and no temporary file stays.
+TEST(Cli, AReportIsWrittenWholeUnderATemporaryNameOfItsOwn) {
+  const fs::path dir = scratch() / "whole";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "report.json.tmp");
+  const Outcome r = batchwise(
+      "sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 8 --repetitions 1 --steps 3 "
+      "--min-time 0 --no-history -q --json " +
+      (dir / "report.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "report.json")).at("sweep").at("points").size(), 1u);
+  std::ofstream(dir / "mine.txt") << "a file of the user's";
+  EXPECT_EQ(fs::status(dir / "report.json").permissions(), fs::status(dir / "mine.txt").permissions());
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"mine.txt", "report.json", "report.json.tmp"}));
 }
 
 // The linear rule hands lenet 0.64 at 2048 and 1.28 at 4096, rates at which it never left chance

@@ -1,0 +1,148 @@
+// Where a CLI report goes: a file written whole (a temporary file of its own, renamed into place), a
+// descriptor, FIFO or device written into, a symbolic link's target; and the checks before a run that
+// it can be written there.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "batchwise/error.h"
+#include "cli.h"
+
+namespace batchwise::cli {
+
+namespace {
+
+// The descriptor a path names in this process (/dev/stdout, /dev/fd/N, /proc/self/fd/N): written to as it
+// is, never reopened (a reopened `>> log` would be truncated, a pipe's link read as a file's name).
+std::optional<int> own_descriptor(const std::string& path) {
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  for (const std::string prefix : {"/dev/fd/", "/proc/self/fd/"})
+    if (path.rfind(prefix, 0) == 0 && path.size() > prefix.size() &&
+        path.find_first_not_of("0123456789", prefix.size()) == std::string::npos)
+      return std::stoi(path.substr(prefix.size()));
+  return std::nullopt;
+}
+
+// What `path` names once its symbolic links are followed: a link's target is written, the link kept.
+// Not into /proc or /dev/fd, whose links name descriptors ("pipe:[N]"), not files.
+std::string followed(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path at = path;
+  std::error_code error;
+  for (int hops = 0; hops < 40 && !own_descriptor(at.string()) && at.string().rfind("/proc/", 0) != 0 &&
+                     fs::is_symlink(fs::symlink_status(at, error));
+       ++hops) {  // a dangling one too
+    const fs::path target = fs::read_symlink(at, error);
+    if (error) break;
+    at = target.is_absolute() ? target : at.parent_path() / target;
+  }
+  return at.string();
+}
+
+// Something there that is not a file (a device, a FIFO, a descriptor of this process): written into,
+// never replaced by a file of the same name.
+bool special(const std::string& path) {
+  if (own_descriptor(path)) return true;
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  return !error && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
+         !std::filesystem::is_directory(status);
+}
+
+// Writes all of `text` to `fd`; false on an error (a full device, a pipe whose reader is gone).
+bool write_all(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Into a device, a FIFO or a descriptor: a FIFO without a reader is no wait (ENXIO), the report rescued.
+void write_special(const std::string& given, const std::string& path, const std::string& text, const char* flag) {
+  if (const auto fd = own_descriptor(path)) {
+    if (!write_all(*fd, text))
+      throw ConfigError(fmt::format("{} {}: writing failed ({})", flag, given, std::strerror(errno)));
+    return;
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    throw ConfigError(fmt::format("{} {}: cannot write there ({})", flag, given,
+                                  errno == ENXIO ? "a FIFO no process reads" : std::strerror(errno)));
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // then as a reader takes it
+  const bool written = write_all(fd, text);
+  const int error = errno;
+  ::close(fd);
+  if (!written) throw ConfigError(fmt::format("{} {}: writing failed ({})", flag, given, std::strerror(error)));
+}
+
+}  // namespace
+
+bool names_stdout(const std::string& path) { return own_descriptor(followed(path)) == 1; }  // a link to it too
+
+void write_file(const std::string& given, const std::string& text, const char* flag) {
+  const std::string path = followed(given);
+  if (special(path)) return write_special(given, path, text, flag);
+  // A temporary file of this write's own beside the link's target, renamed into place whole: two runs writing one
+  // report each leave the last one's (a shared "PATH.tmp" had left one's text under the other's tail)
+  std::string tmp = path + ".XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0)
+    throw ConfigError(fmt::format("{} {}: cannot write there ({}); check the folder exists and is writable", flag,
+                                  given, std::strerror(errno)));
+  std::error_code ignored;
+  const auto fail = [&](const std::string& why) {  // the temporary file goes too
+    std::filesystem::remove(tmp, ignored);
+    throw ConfigError(fmt::format("{} {}: {}", flag, given, why));
+  };
+  const mode_t mask = ::umask(0);  // as a file opened for writing gets it (mkstemp's is the owner's alone)
+  ::umask(mask);
+  const bool written = ::fchmod(fd, 0666 & ~mask) == 0 && write_all(fd, text);
+  const int write_error = errno;
+  ::close(fd);
+  if (!written) fail(fmt::format("writing failed ({})", std::strerror(write_error)));
+  std::error_code error;
+  std::filesystem::rename(tmp, path, error);
+  if (error) fail(fmt::format("cannot write there ({}); check the folder exists and is writable", error.message()));
+}
+
+void check_writable(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    throw ConfigError(fmt::format("{} {}: is a folder; give a file's path (e.g. {}/{})", flag, path,
+                                  path.substr(0, path.find_last_not_of('/') + 1),
+                                  std::string(flag) == "--html"    ? "report.html"
+                                  : std::string(flag) == "--trace" ? "trace.json"
+                                                                   : "report.json"));
+  const std::string target = followed(path);     // a link's target is what is written, the link kept
+  if (const auto fd = own_descriptor(target)) {  // this process's own: open for writing
+    const int mode = ::fcntl(*fd, F_GETFL);
+    if (mode < 0 || (mode & O_ACCMODE) == O_RDONLY)
+      throw ConfigError(fmt::format("{} {}: descriptor {} is not open for writing", flag, path, *fd));
+    return;
+  }
+  if (special(target)) {  // opening a FIFO would wait for its reader: asked, not opened
+    if (::access(target.c_str(), W_OK) != 0)
+      throw ConfigError(fmt::format("{} {}: cannot write there ({})", flag, path, std::strerror(errno)));
+    return;
+  }
+  const bool existed = std::filesystem::exists(target);
+  if (!std::ofstream(target, std::ios::app))
+    throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));
+  if (!existed) std::filesystem::remove(target);
+}
+
+}  // namespace batchwise::cli
