@@ -1,8 +1,12 @@
 #include "batchwise/trace.h"
 
+#include <fmt/format.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -53,10 +57,27 @@ class KinetoScope {
 }  // namespace
 
 StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string& path, int warmup) {
+  namespace fs = std::filesystem;
   BATCHWISE_CHECK(batch >= 1 && warmup >= 0, ConfigError, "--trace: batch {} and warm-up {} cannot be traced", batch,
                   warmup);
+  std::error_code error;
+  const fs::path target = fs::is_symlink(path, error) ? fs::weakly_canonical(path, error) : fs::path(path);
+  const auto status = fs::status(target, error);
+  BATCHWISE_CHECK(!fs::exists(status) || fs::is_regular_file(status), ConfigError,
+                  "--trace {}: not a file (a trace is read back once written, and renamed into place); give a "
+                  "file's path, e.g. trace.json",
+                  path);
+  // Saved under a name of this call's own beside it, its events counted there, and renamed into place whole: the
+  // user's file is replaced by a whole trace only (a probe had truncated it first, and another run's trace at the
+  // same path was read back as this one's)
+  static std::atomic<int> serial{0};
+  const std::string tmp = fmt::format("{}.{}.{}.tmp", target.string(), ::getpid(), serial++);
+  const auto removed = [&tmp] {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+  };
   {
-    std::ofstream probe(path, std::ios::trunc);
+    std::ofstream probe(tmp, std::ios::trunc);
     BATCHWISE_CHECK(probe.good(), ConfigError,
                     "--trace {}: cannot write there; check the folder exists and is writable", path);
   }
@@ -72,19 +93,27 @@ StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string&
       (void)workload.train_step(workload.next_batch(batch)).item<double>();
       result = scope.finish();
     }
-    result->save(path);
+    result->save(tmp);
   } catch (const std::exception& e) {
     failure = detail::error_line(detail::plain_what(e));
   }
   workload.restore_state(*saved);
+  if (!failure.empty()) removed();
   BATCHWISE_CHECK(failure.empty(), Error, "--trace: the profiled step at batch {} failed: {}", batch, failure);
 
-  std::ifstream in(path);
+  std::ifstream in(tmp);
   const nlohmann::json trace = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  in.close();
   const nlohmann::json* events =
       trace.is_object() && trace.contains("traceEvents") ? &trace.at("traceEvents") : nullptr;
-  BATCHWISE_CHECK(events && events->is_array() && !events->empty(), Error,
-                  "--trace {}: LibTorch's profiler wrote no events; this build of torch may lack Kineto", path);
+  const bool any = events && events->is_array() && !events->empty();
+  std::error_code moved;
+  if (any) fs::rename(tmp, target, moved);
+  if (!any || moved) removed();
+  BATCHWISE_CHECK(any, Error, "--trace {}: LibTorch's profiler wrote no events; this build of torch may lack Kineto",
+                  path);
+  BATCHWISE_CHECK(!moved, ConfigError, "--trace {}: cannot write there ({}); check the folder exists and is writable",
+                  path, moved.message());
   StepTrace out;
   out.events = static_cast<int64_t>(events->size());
   for (const auto& e : *events)

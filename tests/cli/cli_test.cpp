@@ -1323,6 +1323,37 @@ TEST(Cli, AReportWhoseFolderWentMidRunIsWrittenToTheTempFolder) {
   fs::remove(fs::path(rescued).replace_extension(".html"));
 }
 
+// A trace whose folder went while the run trained is said as an error (exit 2), and the run's report and
+// history are written all the same: a failing trace had ended the run with neither. The trace is
+// renamed into place whole: a file already there is kept until a whole trace replaces it.
+TEST(Cli, ATraceThatCannotBeWrittenLosesNothingElse) {
+  const fs::path dir = scratch() / "trace-gone", kept = scratch() / "trace-kept";
+  fs::remove_all(kept);
+  fs::create_directories(dir);
+  fs::create_directories(kept);
+  const Outcome r = acted_when(
+      "validate --model mlp --dataset synthetic --synthetic-size 4096 --lr 0.05 --batch-sizes 16,32 --epochs 4 "
+      "--lr-schedule cosine --rule-lr --threads 1 --history " +
+          (kept / "h.sqlite").string() + " --json " + (kept / "v.json").string() + " --trace " +
+          (dir / "t.json").string(),
+      "validating:", [&](pid_t) { return fs::remove_all(dir) > 0; });
+  ASSERT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("batchwise validate: error: --trace " + (dir / "t.json").string() + ": cannot write there"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(kept / "v.json")).at("validation").at("runs").size(), 2u);
+  EXPECT_NE(batchwise("history --history " + (kept / "h.sqlite").string()).out.find("validate"), std::string::npos);
+  // A trace written over an earlier one: whole, and nothing of the call's own left beside it
+  std::ofstream(kept / "t.json") << "an earlier trace";
+  const Outcome again = batchwise(
+      "fit --model mlp --dataset synthetic --synthetic-size 256 --max 8 --no-history -q "
+      "--trace " +
+      (kept / "t.json").string());
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_TRUE(nlohmann::json::parse(slurp(kept / "t.json")).contains("traceEvents"));
+  for (const auto& e : fs::directory_iterator(kept)) EXPECT_EQ(e.path().extension() == ".tmp", false) << e.path();
+}
+
 // --json through a symbolic link writes its target and keeps the link; into a FIFO (or a device, such as
 // /dev/stdout) it writes into it. Each had been replaced by a file of the report, exit 0 (as root, /dev/full).
 TEST(Cli, AReportThroughALinkOrIntoAFifoKeepsThem) {

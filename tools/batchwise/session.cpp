@@ -400,22 +400,32 @@ void Session::print_validation(const ValidationResult& v) {
 // ---- output ---------------------------------------------------------------------------------------
 
 int Session::finish(int code) {
+  // A trace that could not be written, or whose step failed, is said at the end and sets the exit code; the run's
+  // report, HTML and history are written all the same (a failing trace had ended the run with none of them)
+  std::vector<std::string> unwritten;  // a file not written where asked (a report: written to the temp folder)
+  std::string untraced;
   if (!flags.trace.empty()) {
-    if (!report.recommendation) {
-      fmt::print(stderr, "batchwise {}: warning: --trace {}: no batch was recommended, so no step was traced\n",
-                 command, flags.trace);
-    } else {
-      // Kineto logs its stages (and, on a machine without a GPU driver, an error about it) to stderr;
-      // the line below says what was traced. A KINETO_LOG_LEVEL the user set is kept.
-      setenv("KINETO_LOG_LEVEL", "6", /*overwrite=*/0);
-      const StepTrace trace = write_step_trace(*workload_, report.recommendation->batch, flags.trace);
-      if (!flags.quiet) {
-        const std::string kernels =
-            workload_->device().is_cuda() ? fmt::format(", {} GPU kernels", trace.kernel_events) : std::string();
-        fmt::print(stderr, "trace of one step at batch {}: {} ({} events{}; open in https://ui.perfetto.dev)\n",
-                   report.recommendation->batch, flags.trace, trace.events, kernels);
+    try {
+      if (!report.recommendation) {
+        fmt::print(stderr, "batchwise {}: warning: --trace {}: no batch was recommended, so no step was traced\n",
+                   command, flags.trace);
+      } else {
+        // Kineto logs its stages (and, on a machine without a GPU driver, an error about it) to stderr;
+        // the line below says what was traced. A KINETO_LOG_LEVEL the user set is kept.
+        setenv("KINETO_LOG_LEVEL", "6", /*overwrite=*/0);
+        const StepTrace trace = write_step_trace(*workload_, report.recommendation->batch, flags.trace);
+        if (!flags.quiet) {
+          const std::string kernels =
+              workload_->device().is_cuda() ? fmt::format(", {} GPU kernels", trace.kernel_events) : std::string();
+          fmt::print(stderr, "trace of one step at batch {}: {} ({} events{}; open in https://ui.perfetto.dev)\n",
+                     report.recommendation->batch, flags.trace, trace.events, kernels);
+        }
+        if (!trace.note.empty()) fmt::print(stderr, "batchwise {}: warning: --trace: {}\n", command, trace.note);
       }
-      if (!trace.note.empty()) fmt::print(stderr, "batchwise {}: warning: --trace: {}\n", command, trace.note);
+    } catch (const ConfigError& e) {
+      unwritten.push_back(e.what());
+    } catch (const Error& e) {
+      untraced = e.what();
     }
   }
   if (report.fit && report.fit->outcome == FitOutcome::DoesNotFit) code = kExitDoesNotFit;
@@ -449,7 +459,6 @@ int Session::finish(int code) {
   }
   // The files first: a reader of stdout that is gone (| head) ends batchwise by SIGPIPE at the table.
   const std::string json = to_json(report);
-  std::vector<std::string> unwritten;  // a file not written where asked: written to the temp folder, and said
   if (!flags.json.empty()) write_or_rescue(flags.json, json, "--json", command, unwritten);
   const bool html = !flags.html.empty() &&
                     write_or_rescue(flags.html, to_html(json, "this run's report"), "--html", command, unwritten);
@@ -468,7 +477,9 @@ int Session::finish(int code) {
   if (!not_stored.empty())
     fmt::print(stderr, "batchwise {}: warning: the run was not stored in the history: {}\n", command, not_stored);
   for (const std::string& u : unwritten) fmt::print(stderr, "batchwise {}: error: {}\n", command, u);
-  return unwritten.empty() || code != kExitOk ? code : kExitUsage;
+  if (!untraced.empty()) fmt::print(stderr, "batchwise {}: error: {}\n", command, untraced);
+  if (code != kExitOk) return code;
+  return !unwritten.empty() ? kExitUsage : !untraced.empty() ? kExitFailed : kExitOk;
 }
 
 void plan_for_device(const FitFlags& fit, const WorkloadFlags& w, Report& report) {
