@@ -1757,6 +1757,14 @@ TEST(Cli, AnOutputNeverOverwritesAnInputOrAnotherOutput) {
     expect_clean_error(fit + "--json apart-new.json --html ./apart-new.json", 2, "--json writes that file too");
     fs::current_path(was);
   }
+  // a file of the dataset's folder, read or not (a --json over fashion-mnist's test labels had replaced them, exit 0)
+  const fs::path folder = scratch() / "apart-data";
+  fs::create_directories(folder);
+  std::ofstream(folder / "t10k-labels-idx1-ubyte.gz") << "labels";
+  expect_clean_error("fit --model mlp --data-dir " + folder.string() + " --max 4 --no-history --json " +
+                         (folder / "t10k-labels-idx1-ubyte.gz").string(),
+                     2, "that is a file of the dataset's folder, " + (folder / "t10k-labels-idx1-ubyte.gz").string());
+  EXPECT_EQ(slurp(folder / "t10k-labels-idx1-ubyte.gz"), "labels");
   const fs::path out = scratch() / "apart.out";
   expect_clean_error(fit + "--json " + out.string() + " --html " + out.string(), 2,
                      "--html " + out.string() + ": --json writes that file too");

@@ -17,6 +17,7 @@
 #include "batchwise/choices.h"
 #include "batchwise/command.h"
 #include "batchwise/command_runner.h"
+#include "batchwise/data.h"
 #include "batchwise/distributed.h"
 #include "batchwise/error.h"
 #include "batchwise/history.h"
@@ -322,6 +323,15 @@ void WorkloadFlags::check(const std::string& name) const {
                                    {"--labels-file", workload.labels_file()},
                                    {"--test-data-file", workload.test_data_file()},
                                    {"--test-labels-file", workload.test_labels_file()}};
+  // The files of the dataset's folder (fashion-mnist's, cifar10's), read or not: a --json over its test labels had
+  // replaced them, exit 0
+  const std::string data_dir = !workload.data_dir().empty()                        ? workload.data_dir()
+                               : workload.dataset() == "fashion-mnist" && !use_cmd ? kFashionMnistDir
+                                                                                   : "";
+  std::error_code unreadable;
+  for (auto it = std::filesystem::directory_iterator(data_dir, unreadable);
+       !data_dir.empty() && !unreadable && it != std::filesystem::directory_iterator(); it.increment(unreadable))
+    if (it->is_regular_file(unreadable)) inputs.emplace_back("a file of the dataset's folder,", it->path().string());
   if (use_cmd)  // the command's program and the files it names (a --json over train.py had replaced it)
     for (const std::string& arg : command)
       if (std::error_code e; !arg.empty() && std::filesystem::is_regular_file(arg, e))
