@@ -25,6 +25,7 @@ import os
 import random
 import re
 import sys
+import threading
 
 __all__ = ["fit", "sweep", "tune", "noise", "validate", "Report", "TrainingError", "Interrupted", "ConfigError",
            "DataError", "ModelError", "DeviceError"]
@@ -983,9 +984,22 @@ def _generators_kept():
             numpy.random.set_state(numpy_state)
 
 
+_ONE_CALL = threading.Lock()
+
+
 def _call(command, options, make_adapter):
-    with _generators_kept():
-        return _call_kept(command, options, make_adapter)
+    """One call at a time in a process: the CPU budget's count, its limit and the generators are the
+    process's. A second call (another thread's, or one from a progress callback) is refused before it
+    reads its data or counts its model (it had counted them into the running call's peak)."""
+    if not _ONE_CALL.acquire(blocking=False):
+        raise _engine().ConfigError(f"batchwise.{command}: another batchwise call (fit, sweep, tune, noise or "
+                                    "validate) is running in this process; they run one at a time (the CPU budget is "
+                                    "counted process-wide)")
+    try:
+        with _generators_kept():
+            return _call_kept(command, options, make_adapter)
+    finally:
+        _ONE_CALL.release()
 
 
 def _call_kept(command, options, make_adapter):

@@ -18,7 +18,6 @@
 #include <torch/extension.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -775,15 +774,8 @@ void execute(const std::string& command, const Plan& p, ModuleWorkload& workload
 // an exception; kept: a Ctrl-C stopped validate, and the JSON holds the runs that ended; unrestored: None, or
 // the call putting the user's state back that raised (what it puts back is as the trial left it).
 py::tuple run(const py::object& adapter, const py::dict& options, const std::string& command) {
-  // One call at a time: the CPU count, its limit and the failure slot are the process's.
-  static std::atomic<bool> busy{false};
-  BATCHWISE_CHECK(
-      !busy.exchange(true), ConfigError,  // _inprocess.py's _engine_error names the call
-      "another batchwise call (fit, sweep, tune, noise or validate) is running in this process; they run one at a "
-      "time (the CPU budget is counted process-wide)");
-  struct Done {
-    ~Done() { busy = false; }
-  } done;
+  // One call at a time (_inprocess.py's _call refuses a second): the CPU count, its limit and the failure slot are
+  // the process's.
   failure() = Failure{};
   const Options o(options);
   const Progress progress(options.contains("progress") ? py::object(options["progress"]) : py::none());

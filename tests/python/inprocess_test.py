@@ -243,6 +243,26 @@ def test_state():
     start = averaging.mean_out
     batchwise.fit(averaging, torch.optim.SGD(averaging.parameters(), lr=0.1), (x, y), memory_budget="4MiB", max=64,
                   progress=False)
+    # A second call while one runs (another thread's, here one from the first's progress callback) is refused
+    # before it reads its data or counts its model: its 64 MiB had been counted into the running call's peak
+    second = []
+
+    def calls_again(line):
+        if not second:
+            big = torch.nn.Linear(4096, 4096)
+            try:
+                batchwise.fit(big, torch.optim.SGD(big.parameters(), lr=0.1), (torch.randn(8, 4096),
+                              torch.randint(0, 10, (8,))), progress=False)
+                second.append("ran")
+            except batchwise.ConfigError as e:
+                second.append(str(e))
+    small = batchwise.sweep(model, optimizer, (x, y), batch_sizes=[16, 64], steps=2, repetitions=1,
+                            progress=calls_again)
+    case("a second call in the process is refused", second[:1] == [
+        "batchwise.fit: another batchwise call (fit, sweep, tune, noise or validate) is running in this process; "
+        "they run one at a time (the CPU budget is counted process-wide)"], second)
+    case("and the running call's figures are its own", all(p.peak_bytes < 16 << 20 for p in small.sweep.points),
+         [p.peak_bytes for p in small.sweep.points])
     case("a buffer a forward replaced is back, as it was", averaging.mean_out is start and
          torch.equal(start, torch.zeros(10)), averaging.mean_out)
     case("the run plan says the optimizer's momentum, not SGD's default", report.run_plan.optimizer.momentum == 0.5
