@@ -268,6 +268,11 @@ struct RunRace {
   std::string schedule_reason;
   std::vector<std::string> notes;
   double wall_s = 0;  ///< the whole race: range tests, training, noise scales, evaluations
+  /// On a CPU: the share of the race's time its threads waited for a core while ready to run (as
+  /// ValidationRun::cpu_wait_share). Above kSharedCpuShare a note says the race shared the CPU: its
+  /// verdicts train fixed samples and stand, its wall time does not (an --advice-budget suggested
+  /// from it counts the quiet machine's share of it). None where Linux does not give it.
+  std::optional<double> cpu_wait_share;
   /// The reference's longest compressed run did not bring the held-out loss 2 % below the initial
   /// weights', or only that run did (it has no learning curve yet to read the gaps by) and it was
   /// not the whole run (whose gaps need no curve: they are read at its end): no pick. Also where the
@@ -333,6 +338,7 @@ void fields(V& v, T& r) {
   v("schedule_reason", r.schedule_reason);
   v("notes", r.notes);
   v("wall_s", r.wall_s);
+  v("cpu_wait_share", r.cpu_wait_share, When{r.cpu_wait_share.has_value()});
   v("first_reference", r.first_reference, When{r.first_reference.has_value()});
   v("longer_rounds", r.longer_rounds);
   v("plateau_rounds", r.plateau_rounds);

@@ -538,10 +538,20 @@ Assessed from_validation(const ValidationResult& v, int64_t batch) {
 // The --advice-budget that trains a race `factor` times longer than one that took `wall_s`: about
 // its wall time that many times over (its fixed costs, the range tests, do not grow with it, which
 // leaves room), up to a whole 10 s; "a larger --advice-budget" where the race's wall time is not known.
-std::string larger_budget(double wall_s, double factor) {
+// `shared_s`: the time it took where that was more, sharing the CPU.
+std::string larger_budget(double wall_s, double factor, double shared_s = 0) {
   if (!(wall_s > 0) || !(factor > 1) || !std::isfinite(factor)) return "a larger --advice-budget";
-  return fmt::format("--advice-budget {:.0f} (about {:.3g}x this race's {:.0f} s)",
-                     std::ceil(wall_s * factor / 10) * 10, factor, wall_s);
+  return fmt::format("--advice-budget {:.0f} (about {:.3g}x this race's {:.0f} s{})",
+                     std::ceil(wall_s * factor / 10) * 10, factor, wall_s,
+                     shared_s > wall_s ? fmt::format(" on its own: it took {:.0f} s sharing the CPU", shared_s) : "");
+}
+
+// The run race's wall time as this machine takes it alone: less the share its threads waited for a core
+// where it shared the CPU (an --advice-budget from its whole time had asked 4.6x a race slowed 9x by another
+// process's work).
+double quiet_wall_s(const RunRace& race) {
+  const double waited = race.cpu_wait_share && *race.cpu_wait_share > kSharedCpuShare ? *race.cpu_wait_share : 0;
+  return race.wall_s * (1 - waited);
 }
 
 // The run race's compressed runs snap to a grid of steps that may cost a third of their budget
@@ -578,7 +588,8 @@ Assessed from_run_race(const RunRace& race) {
                         "it): each batch's gap was carried over {:.1f} doublings of the run ({}); {} sees an eighth of "
                         "it, and --validate trains the full runs",
                         race.epochs, format_epochs(seen, 2), 100 * seen / race.epochs, doublings, judged,
-                        larger_budget(race.wall_s, kStepGridMargin * race.epochs / std::exp2(kFarthestCarry) / seen))};
+                        larger_budget(quiet_wall_s(race),
+                                      kStepGridMargin * race.epochs / std::exp2(kFarthestCarry) / seen, race.wall_s))};
   if (race.whole_run())  // its longest run was the user's: measured, one run a batch, one seed
     return {Confidence::Medium,
             fmt::format("measured, not predicted: each batch trained your whole {:g}-epoch run once from your weights "

@@ -21,7 +21,9 @@
 #include "advice/target.h"
 #include "batchwise/convergence.h"
 #include "batchwise/schedule.h"
+#include "batchwise/sweep.h"
 #include "batchwise/units.h"
+#include "batchwise/utilisation.h"
 #include "batchwise/workload.h"
 #include "check.h"
 #include "engine/held_out_probe.h"
@@ -674,6 +676,7 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   BATCHWISE_CHECK(o.max_wall_s() >= 0 && std::isfinite(o.max_wall_s()), ConfigError,
                   "the run race's wall limit ({:g} s) must be a number of seconds, or 0 for none", o.max_wall_s());
   detail::probe_held_out(w, held_out);
+  const std::optional<SchedulerTimes> before = w.device().is_cpu() ? scheduler_times() : std::nullopt;
   Trained trained;
   trained.start_s = now_s(o);
   if (o.max_wall_s() > 0) trained.deadline_s = trained.start_s + o.max_wall_s();
@@ -710,6 +713,13 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
         slower.size() > 1 ? "batches" : "batch", fmt::join(slower, ", "), raced.batches().back(),
         raced.samples_per_s().back(), slower.size() > 1 ? "none could" : "it could not",
         slower.size() > 1 ? "their" : "its", slower.size() > 1 ? "them" : "it"));
+  if (before) race.cpu_wait_share = cpu_wait_share(before, scheduler_times());
+  if (race.cpu_wait_share && *race.cpu_wait_share > kSharedCpuShare)
+    race.notes.push_back(fmt::format(
+        "the race shared the CPU: its threads waited for a core {:.0f} % of the time they were ready to run, so it "
+        "took longer than this machine takes alone; its verdicts train the same samples however long they take and "
+        "stand, and an --advice-budget suggested from its time counts the rest of it",
+        100 * *race.cpu_wait_share));
   return race;
 }
 

@@ -237,6 +237,28 @@ RunRace run_race_pick_of_64() {
 
 // Confidence: green (high) only where the answer was measured and resolved; a race that could not
 // rank its candidates, or that trained them for a sliver of an epoch, is low, and says what to do.
+// A run race that shared the CPU: the --advice-budget it suggests is from the time it would have taken alone, its
+// threads having waited for a core 60 % of it (from the whole time, a race slowed 9x had asked 4.6x its figure).
+TEST(Confidence, ABudgetFromARaceThatSharedTheCpuIsFromItsTimeAlone) {
+  Recommendation rec;
+  rec.batch = 64;
+  RunRace run_race = run_race_pick_of_64();
+  run_race.epochs = 15;
+  run_race.wall_s = 75;
+  run_race.cpu_wait_share = 0.6;
+  Evidence predicted;
+  predicted.run_race = &run_race;
+  Recommendation r = with_confidence(rec, predicted);
+  EXPECT_NE(r.confidence_reason.find("; --advice-budget 220 (about 7.03x this race's 30 s on its own: it took 75 s "
+                                     "sharing the CPU) sees an eighth of it"),
+            std::string::npos)
+      << r.confidence_reason;
+  run_race.cpu_wait_share = 0.05;  // a quiet machine's share: the whole time
+  r = with_confidence(rec, predicted);
+  EXPECT_NE(r.confidence_reason.find("; --advice-budget 530 (about 7.03x this race's 75 s) sees"), std::string::npos)
+      << r.confidence_reason;
+}
+
 TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
   const Recommendation rec{64, "the reason"};
   BatchRace race;

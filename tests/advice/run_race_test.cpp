@@ -14,6 +14,7 @@
 #include <torch/optim/sgd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -144,6 +145,9 @@ TEST(RunRace, PicksTheClosedFormFastestBatchWithoutAWorseModel) {
   EXPECT_TRUE(at::equal(before, problem.workload->module().parameters()[0]));
   EXPECT_EQ(problem.workload->optimizer().param_groups()[0].options().get_lr(), 0.05);
   EXPECT_EQ(race.measure, "loss");
+  // how long its threads waited for a core, read on a CPU (Linux's schedstat; a note where it passes 0.1)
+  if (std::filesystem::exists("/proc/self/schedstat"))
+    EXPECT_TRUE(race.cpu_wait_share && *race.cpu_wait_share >= 0 && *race.cpu_wait_share <= 1);
   ASSERT_EQ(race.lengths_epochs.size(), 3u);
   EXPECT_NEAR(race.lengths_epochs[1], 2 * race.lengths_epochs[0], 1e-12);
   EXPECT_NEAR(race.lengths_epochs[2], 4 * race.lengths_epochs[0], 1e-12);
