@@ -368,6 +368,10 @@ std::string floored_trend_note(const RunRace& race);
 /// beside it in a table; empty otherwise.
 std::string earlier_round_note(const RunRaceEntry& e);
 
+/// For a table's caption, where a longer round kept the first round's batches: " (the first round's to 0.205
+/// and 0.41: their gaps not shown)", the lengths they trained; "" where it kept none.
+std::string first_round_lengths_note(const RunRace& race);
+
 /// The words that start a compressed run's progress lines (RunRaceOptions::on_progress, and what a
 /// caller shows of RunRaceOptions::on_step after them): "run race: batch 32, your 15-epoch run
 /// compressed to 0.328 epochs". A log groups a run's lines by them (compressed_run_key).

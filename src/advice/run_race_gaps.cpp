@@ -128,6 +128,14 @@ std::string gap_as_note(const RunRaceEntry& e) {
                      e.earlier_round ? " in the first round" : "");
 }
 
+std::string first_round_lengths_note(const RunRace& race) {
+  for (const RunRaceEntry& e : race.entries)
+    if (e.earlier_round && e.shorter_run && e.run)
+      return fmt::format(" (the first round's to {:.3g} and {:.3g}: their gaps not shown)", e.shorter_run->epochs,
+                         e.run->epochs);
+  return "";
+}
+
 std::string gap_trend_text(const std::optional<double>& trend) {
   if (!trend) return "-";
   return fmt::format("{:.2f}{}", *trend, *trend <= kLeastGapTrend ? "*" : "");

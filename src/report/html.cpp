@@ -291,15 +291,15 @@ std::string run_race_section(const Report& r) {
   };
   return fmt::format(
       "<section id=\"run-race\">\n<h2>Run race: your {:g}-epoch {} run</h2>\n<p class=\"caption\">Batch {} trained "
-      "your schedule compressed to {} epochs, every other batch to the last two; how far behind batch {} each ended "
+      "your schedule compressed to {} epochs, every other batch to the last two{}; how far behind batch {} each ended "
       "there, and how that gap shrank as the run doubled, carried to your run's end, is how far behind its full run "
       "is predicted ({} on the {}; within {} is noise).</p>\n<table>\n"
       "<tr><th>batch</th><th>samples/s</th><th>lr</th><th>full run s</th><th>behind after {}</th><th>behind after "
       "{}</th><th>gap x per doubling</th><th>behind at the end</th><th>note</th></tr>\n{}</table>\n<ul>{}</ul>\n"
       "</section>\n",
       race.epochs, esc(race.lr_schedule), race.reference_batch,
-      fmt::format("{:.3g}", fmt::join(race.lengths_epochs, ", ")), race.reference_batch, esc(race.measure),
-      esc(race.held_out), amount(race.tolerance), length(1), length(2), rows, notes);
+      fmt::format("{:.3g}", fmt::join(race.lengths_epochs, ", ")), first_round_lengths_note(race), race.reference_batch,
+      esc(race.measure), esc(race.held_out), amount(race.tolerance), length(1), length(2), rows, notes);
 }
 
 std::string run_plan_section(const Report& r) {

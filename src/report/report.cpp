@@ -306,9 +306,9 @@ void run_race_table(Lines& line, const RunRace& race) {
   };
   line(
       fmt::format("run race (your {:g}-epoch {} run; batch {} trained it compressed to {:.3g} epochs, the others to "
-                  "the last two; final {} on the {})",
+                  "the last two{}; final {} on the {})",
                   race.epochs, race.lr_schedule, race.reference_batch, fmt::join(race.lengths_epochs, ", "),
-                  race.measure, race.held_out));
+                  first_round_lengths_note(race), race.measure, race.held_out));
   const auto at = [](double epochs) { return fmt::format("@{:.2g} ep", epochs); };
   const bool lengths = race.lengths_epochs.size() == 3;
   line(fmt::format("{:>8}  {:>10}  {:>9}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}  {}", "batch", "samples/s", "lr",

@@ -458,6 +458,41 @@ TEST(Report, ARunRaceThatJudgedNothingSaysSoAndAnUnrunBatchHasNoPeak) {
   EXPECT_EQ(table.substr(row, table.find('\n', row + 1) - row).find("0 B"), std::string::npos) << table;
 }
 
+// A longer round's table says the first round's batches trained shorter runs, whose gaps it leaves out (its header
+// had said every other batch trained the round's last two lengths).
+TEST(Report, ALongerRoundsTableSaysTheFirstRoundsBatchesTrainedShorterRuns) {
+  Report r = fixed_report();
+  RunRace race;
+  race.epochs = 20;
+  race.lr_schedule = "cosine";
+  race.measure = "accuracy";
+  race.lengths_epochs = {0.205, 0.41, 0.819};
+  race.reference_batch = 32;
+  for (const int64_t batch : {32, 64, 512}) {
+    RunRaceEntry e;
+    e.batch = batch;
+    e.predicted_gap = 0.002;
+    e.good = true;
+    race.entries.push_back(e);
+  }
+  race.entries[1].earlier_round = true;
+  race.entries[1].shorter_run = CompressedRun{};
+  race.entries[1].shorter_run->epochs = 0.205;
+  race.entries[1].run = CompressedRun{};
+  race.entries[1].run->epochs = 0.41;
+  r.run_race = race;
+  const std::string table = to_table(r);
+  EXPECT_NE(table.find("batch 32 trained it compressed to 0.205, 0.41, 0.819 epochs, the others to the last two (the "
+                       "first round's to 0.205 and 0.41: their gaps not shown); final accuracy"),
+            std::string::npos)
+      << table;
+  const std::string html = to_html(to_json(r), "report.json");
+  EXPECT_NE(html.find("every other batch to the last two (the first round's to 0.205 and 0.41: their gaps not shown)"),
+            std::string::npos);
+  r.run_race->entries[1].earlier_round = false;
+  EXPECT_EQ(to_table(r).find("first round's to"), std::string::npos);
+}
+
 // The run plan's SGD note speaks of momentum only where there is some (a Python optimizer at 0).
 TEST(Report, TheRunPlansMomentumNoteNeedsMomentum) {
   const auto notes = [](double momentum) {
