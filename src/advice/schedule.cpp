@@ -60,8 +60,16 @@ LrAdvice for_the_run(LrAdvice advice, double epochs, int64_t dataset, int64_t ba
   const int64_t advised = advice.warmup_steps;
   advice.warmup_steps = run_warmup_steps(advice, steps);
   advice.warmup_epochs = static_cast<double>(advice.warmup_steps * batch) / static_cast<double>(dataset);
+  // The steps batchwise trains run batches across the epochs' ends; a loader that ends each epoch on a partial
+  // batch (a DataLoader without drop_last) steps more, and a schedule given too few steps ends early (OneCycleLR
+  // raises): both are said where they differ
+  const int64_t per_epoch = run_steps(1, dataset, batch);
+  const std::string partial =
+      epochs == std::floor(epochs) && static_cast<double>(per_epoch) * epochs != static_cast<double>(steps)
+          ? fmt::format(", {} where each epoch ends on a partial batch", per_epoch * static_cast<int64_t>(epochs))
+          : std::string();
   advice.advice +=
-      fmt::format("; in your {:g}-epoch run ({} steps): {}{}, then the {} schedule", epochs, steps,
+      fmt::format("; in your {:g}-epoch run ({} steps{}): {}{}, then the {} schedule", epochs, steps, partial,
                   advice.warmup_steps > 0 ? fmt::format("warm-up over its first {}", advice.warmup_steps)
                                           : std::string("no warm-up"),
                   advice.warmup_steps < advised ? " (a quarter of the run at most)" : "", to_string(shape));

@@ -57,6 +57,11 @@ TEST(Schedule, TheRulesWarmUpInEpochsIsCountedInTheRunsSteps) {
   EXPECT_NE(run.advice.find("in your 2-epoch run (32 steps): warm-up over its first 8 (a quarter of the run at most)"),
             std::string::npos)
       << run.advice;
+  // A run whose epochs do not end on a whole batch: batchwise's batches run across their ends (ceil(20 x 10,000 /
+  // 512) = 391 steps), a loader's end each epoch on a partial one (20 x 20 = 400): both are said
+  EXPECT_NE(for_the_run(rule, 20, 10000, 512, LrSchedule::Cosine)
+                .advice.find("in your 20-epoch run (391 steps, 400 where each epoch ends on a partial batch): "),
+            std::string::npos);
   // a long run takes the whole 5 epochs: 5 x 1,000 / 64, rounded up
   EXPECT_EQ(for_the_run(rule, 90, 1000, 64, LrSchedule::Cosine).warmup_steps, 79);
   // no warm-up asked (the base batch): none given
