@@ -40,11 +40,11 @@ inline std::string precision_text(const WorkloadInfo& w) {
              : w.precision + ", parameters in " + w.parameter_dtype;
 }
 
-/// ", 650 trainable" where some of the workload's parameters are frozen, else "": for the console's header
+/// "650 trainable" where some of the workload's parameters are frozen, else "": for the console's header
 /// ("3,786 parameters (14.8 KiB), 650 trainable") and the HTML ("3,786 (650 trainable)").
 inline std::string trainable_text(const WorkloadInfo& w) {
   return w.trainable_parameter_count && *w.trainable_parameter_count != w.parameter_count
-             ? ", " + format_grouped(static_cast<double>(*w.trainable_parameter_count)) + " trainable"
+             ? format_grouped(static_cast<double>(*w.trainable_parameter_count)) + " trainable"
              : std::string();
 }
 

@@ -480,8 +480,8 @@ std::string context_section(const Report& r) {
   // A training command's model, data and rate are its own: "(the command's)", not 0 samples at lr 0.
   const bool own = w.is_command();
   const std::string kOwn = "(the command's)";
-  const std::string frozen = detail::trainable_text(w);  // ", 650 trainable"
-  const std::string trainable = frozen.empty() ? "" : " (" + frozen.substr(2) + ")";
+  const std::string frozen = detail::trainable_text(w);  // "650 trainable"
+  const std::string trainable = frozen.empty() ? "" : " (" + frozen + ")";
   std::vector<std::pair<std::string, std::string>> rows = {
       {own ? "command" : "model", w.model},
       {"dataset", own ? w.dataset : w.dataset + " (" + grouped(static_cast<double>(w.dataset_size)) + " samples)"},

@@ -59,7 +59,8 @@ void header_table(Lines& line, const Report& r) {
     line(fmt::format("workload: {} on {} ({} samples of {}), {} lr {:g}, {}, {} parameters ({}){}", w.model, w.dataset,
                      grouped(static_cast<double>(w.dataset_size)), fmt::join(w.input_shape, "x"), w.optimizer, w.lr,
                      detail::precision_text(w), grouped(static_cast<double>(w.parameter_count)),
-                     format_bytes(w.parameter_bytes), detail::trainable_text(w)));
+                     format_bytes(w.parameter_bytes),
+                     detail::trainable_text(w).empty() ? "" : ", " + detail::trainable_text(w)));
   if (w.seq_len_range.size() >= 2)
     line(fmt::format("sequences of {} to {} tokens: every trial runs at {}, the worst case for memory",
                      w.seq_len_range[0], w.seq_len_range[1], w.seq_len_range[1]));
