@@ -146,4 +146,9 @@ bool slowed_past_its_plan(const Report& report);
 /// epochs, not for 30 s).
 double default_race_budget_s(double spent_s, int64_t dataset_size, double best_samples_per_s);
 
+/// Throws ConfigError where `o` asks what tune cannot answer as asked, whatever the data: a run's length
+/// beside a target, or two targets (check_targets), and a race's budget where no race runs. tune()
+/// checks it; the Python API before it reads the data.
+void check_tune_options(const TuneOptions& o);
+
 }  // namespace batchwise

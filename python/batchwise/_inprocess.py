@@ -923,6 +923,8 @@ def _as_options(command, text):
             return "the optimizer's lr" + (" " if match.group(2) else "")
         if name not in known:
             return match.group(0)
+        if known[name] is _bool and not match.group(2):  # --no-race is no_race=True here
+            return f"{name}=True"
         return f"{name}=" if match.group(2) else name
     parts = re.split(r"(`[^`\n]*`)", text)  # the quoted ones at odd places
     return "".join(_as_call(part) if i % 2 else re.sub(r"--([a-z][a-z-]*)( (?=[0-9A-Z\"']))?", option,
@@ -1005,6 +1007,10 @@ def _call(command, options, make_adapter):
 def _call_kept(command, options, make_adapter):
     engine = _engine()
     options = _options(command, options)
+    try:  # what the engine refuses whatever the data (two targets, a target beside epochs): before reading any
+        engine.check_options(options, command)
+    except engine.ConfigError as e:
+        raise _engine_error(command, e) from None
     if options.get("epochs"):  # as the CLI refuses them: full runs train to their end
         for name in ("max_epochs", "max_seconds", "stop_slower_than"):
             if options.get(name) is not None:

@@ -935,6 +935,24 @@ PYBIND11_MODULE(_engine, m) {
         "Runs fit, sweep or tune on an adapter (batchwise/_inprocess.py): (report JSON or None, where, the "
         "user's first exception or None, kept, the restoring call that raised or None)");
   m.def(
+      "check_options",
+      [](const py::dict& options, const std::string& command) {
+        const python::Options o(options);
+        const double epochs = o.get("epochs", 0.0), accuracy = o.get("target_accuracy", 0.0),
+                     loss = o.get("target_loss", 0.0);
+        if (command == "tune")
+          check_tune_options(TuneOptions()
+                                 .epochs(epochs)
+                                 .target_accuracy(accuracy)
+                                 .target_loss(loss)
+                                 .race(!o.get("no_race", false))
+                                 .race_budget_s(o.get("advice_budget", 0.0)));
+        if (command == "validate") check_targets(epochs, accuracy, loss);
+      },
+      py::arg("options"), py::arg("command"),
+      "Raises ConfigError where the options ask what the command cannot answer, whatever the data (before it "
+      "reads any)");
+  m.def(
       "html", [](const std::string& report_json) { return to_html(report_json); }, "The report's HTML page");
   m.def(
       "table", [](const std::string& report_json) { return to_table(report_from_json(report_json, "the report")); },

@@ -19,18 +19,14 @@
 
 namespace batchwise::detail {
 
-/// Throws ConfigError where what tune is asked (`o`) cannot be answered as asked: a run's length and a
-/// target, or two targets (check_targets); a race's budget where no race runs; a run of its epochs
+/// Throws ConfigError where what tune is asked (`o`) cannot be answered as asked: what check_tune_options
+/// refuses whatever the data; a run of its epochs
 /// over `dataset` samples that trains less than a sample (check_run_length), or a batch the caller named
 /// for the sweep outside the bounds the fit keeps every answer in: a multiple of its multiple_of, and at
 /// most its max (the fit searched no further; an answer above it had read "batches up to 64 fit"
 /// beside a recommended 128).
 inline void check_the_ask(const TuneOptions& o, int64_t dataset) {
-  check_targets(o.epochs(), o.target_accuracy(), o.target_loss());
-  BATCHWISE_CHECK(o.race() || o.race_budget_s() <= 0, ConfigError,
-                  "--no-race and --advice-budget {:g}: the advice budget is the race's time, and --no-race runs "
-                  "none; drop one of them",
-                  o.race_budget_s());
+  check_tune_options(o);
   check_run_length(o.epochs(), dataset);
   const int64_t multiple_of = o.fit().multiple_of(), max = o.fit().max();
   for (const int64_t b : o.sweep().batch_sizes()) {

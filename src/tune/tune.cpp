@@ -35,18 +35,6 @@
 
 namespace batchwise {
 
-TuneSubject::TuneSubject(Workload& w) : workload(&w), own_runner(std::make_shared<WorkloadRunner>(w)) {
-  runner = own_runner.get();
-}
-
-TuneSubject::TuneSubject(TrialRunner& r, Workload* w) : runner(&r), workload(w) {}
-
-double default_race_budget_s(double spent_s, int64_t dataset_size, double best_samples_per_s) {
-  const double epochs_s = best_samples_per_s > 0 ? 4.0 * static_cast<double>(dataset_size) / best_samples_per_s : 0;
-  const double budget = detail::race_ceiling_s(spent_s);
-  return epochs_s > 0 ? std::min(epochs_s, budget) : budget;
-}
-
 namespace {
 
 using namespace detail;

@@ -872,7 +872,8 @@ def test_options():
         (lambda: batchwise.tune(model, optimizer, branchy_data(), epochs=1, target_accuracy=0.5),
          batchwise.ConfigError, "batchwise.tune: epochs=1 and target_accuracy=0.5: epochs trains full runs"),
         (lambda: batchwise.tune(model, optimizer, branchy_data(), no_race=True, advice_budget=5),
-         batchwise.ConfigError, "batchwise.tune: no_race and advice_budget=5: the advice budget is the race's time"),
+         batchwise.ConfigError, "batchwise.tune: no_race=True and advice_budget=5: the advice budget is the race's "
+         "time, and no_race=True runs none"),
         (lambda: batchwise.tune(torch.nn.Linear(48, 1), lambda p: torch.optim.SGD(p, lr=0.1),
                                 (branchy_data()[0], branchy_data()[1].float().unsqueeze(1)), target_accuracy=0.5),
          batchwise.ConfigError, "target_accuracy=0.5: the targets are floating-point values, not class labels"),
@@ -884,6 +885,21 @@ def test_options():
          "batchwise.validate: target_accuracy: the held-out targets are floating-point values, not class labels"),
     ]
     refused(checks)
+    # Options refused whatever the data are refused before any of it is read (a whole Dataset had been read first)
+    read = [0]
+
+    class Counting(torch.utils.data.Dataset):
+        def __len__(self):
+            return 256
+
+        def __getitem__(self, i):
+            read[0] += 1
+            return branchy_data(1, seed=i)[0][0], branchy_data(1, seed=i)[1][0]
+    try:
+        batchwise.tune(model, optimizer, Counting(), epochs=2, target_accuracy=0.5, progress=False)
+    except batchwise.ConfigError:
+        pass
+    case("a refusal of the options reads no sample", read[0] == 0, read[0])
     case("the engine's errors are batchwise's, by class", issubclass(batchwise.ConfigError, ValueError) and
          issubclass(batchwise.DataError, ValueError) and issubclass(batchwise.ModelError, RuntimeError) and
          issubclass(batchwise.DeviceError, RuntimeError))
