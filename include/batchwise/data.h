@@ -85,6 +85,11 @@ Dataset load_idx_pair(const std::string& images_path, const std::string& labels_
 /// 3073-byte records (1 label byte, then 3x32x32 pixel bytes).
 Dataset load_cifar10(const std::string& dir, bool train = true);
 
+/// The files `dataset` reads from its folder `dir` (fashion-mnist: the four IDX files, gzipped or plain;
+/// cifar10: the six batches, in `dir` or its cifar-10-batches-bin sub-folder), whether they are there or
+/// not; none for a dataset that reads no folder. What a run's outputs must not overwrite.
+std::vector<std::string> dataset_folder_files(const std::string& dataset, const std::string& dir);
+
 /// Reads a NumPy .npy file (format 1.0-3.0, little-endian, C order) into a CPU tensor of its dtype
 /// and shape: bool, int8/16/32/64, uint8, float16/32/64, straight from the file into the tensor (the
 /// file's size in memory, once). Throws DataError naming the file otherwise.

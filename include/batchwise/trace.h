@@ -18,6 +18,12 @@ struct StepTrace {
   std::string note;
 };
 
+/// The file a trace at `path` is written to: `path`, or where its symbolic links lead. Throws ConfigError
+/// where that is not a file and none can be made there: a descriptor's name (/dev/stdout, /dev/fd/N), a
+/// FIFO, a device or a folder (a trace is read back once written, and renamed into place). The CLI checks
+/// it before a run; write_step_trace again.
+std::string trace_file(const std::string& path);
+
 /// Trains `warmup` unmeasured steps and then one profiled step at `batch`, writes the trace to
 /// `path`, and restores the workload (bit-identically, as every trial does). Throws ConfigError when
 /// `path` cannot be written, Error when the step fails (out of memory included: trace a batch that

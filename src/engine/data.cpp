@@ -409,6 +409,23 @@ Dataset load_idx_pair(const std::string& images_path, const std::string& labels_
   return d;
 }
 
+std::vector<std::string> dataset_folder_files(const std::string& dataset, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  if (dir.empty()) return out;
+  if (dataset == "fashion-mnist")
+    for (const char* split : {"train", "t10k"})
+      for (const char* part : {"-images-idx3-ubyte", "-labels-idx1-ubyte"})
+        for (const char* zipped : {".gz", ""})
+          out.push_back((fs::path(dir) / (std::string(split) + part + zipped)).string());
+  if (dataset == "cifar10")
+    for (const fs::path& folder : {fs::path(dir), fs::path(dir) / "cifar-10-batches-bin"}) {
+      for (int k = 1; k <= 5; ++k) out.push_back((folder / fmt::format("data_batch_{}.bin", k)).string());
+      out.push_back((folder / "test_batch.bin").string());
+    }
+  return out;
+}
+
 Dataset load_cifar10(const std::string& dir, bool train) {
   namespace fs = std::filesystem;
   const char* fix =

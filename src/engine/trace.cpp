@@ -56,17 +56,34 @@ class KinetoScope {
 
 }  // namespace
 
+std::string trace_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  // A descriptor's name (/dev/stdout, /dev/fd/1, /proc/self/fd/1) is no file to rename a trace onto: its link
+  // names whatever the descriptor holds (a file the shell opened for stdout had been replaced by the trace)
+  const auto descriptor = [](const std::string& p) {
+    return p == "/dev/stdout" || p == "/dev/stderr" || p == "/dev/stdin" || p.rfind("/dev/fd/", 0) == 0 ||
+           p.rfind("/proc/", 0) == 0;
+  };
+  fs::path at = path;
+  std::error_code error;
+  for (int hops = 0; hops < 40 && !descriptor(at.string()) && fs::is_symlink(fs::symlink_status(at, error)); ++hops) {
+    const fs::path target = fs::read_symlink(at, error);  // a dangling link's target is written, the link kept
+    if (error) break;
+    at = target.is_absolute() ? target : at.parent_path() / target;
+  }
+  const auto status = fs::status(at, error);
+  BATCHWISE_CHECK(!descriptor(at.string()) && (!fs::exists(status) || fs::is_regular_file(status)), ConfigError,
+                  "--trace {}: not a file (a trace is read back once written, and renamed into place); give a "
+                  "file's path, e.g. trace.json",
+                  path);
+  return at.string();
+}
+
 StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string& path, int warmup) {
   namespace fs = std::filesystem;
   BATCHWISE_CHECK(batch >= 1 && warmup >= 0, ConfigError, "--trace: batch {} and warm-up {} cannot be traced", batch,
                   warmup);
-  std::error_code error;
-  const fs::path target = fs::is_symlink(path, error) ? fs::weakly_canonical(path, error) : fs::path(path);
-  const auto status = fs::status(target, error);
-  BATCHWISE_CHECK(!fs::exists(status) || fs::is_regular_file(status), ConfigError,
-                  "--trace {}: not a file (a trace is read back once written, and renamed into place); give a "
-                  "file's path, e.g. trace.json",
-                  path);
+  const fs::path target = trace_file(path);
   // Saved under a name of this call's own beside it, its events counted there, and renamed into place whole: the
   // user's file is replaced by a whole trace only (a probe had truncated it first, and another run's trace at the
   // same path was read back as this one's)
@@ -108,6 +125,8 @@ StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string&
       trace.is_object() && trace.contains("traceEvents") ? &trace.at("traceEvents") : nullptr;
   const bool any = events && events->is_array() && !events->empty();
   std::error_code moved;
+  if (any && fs::exists(target, moved))  // a file replaced keeps its mode (it had been written in place)
+    fs::permissions(tmp, fs::status(target, moved).permissions(), moved);
   if (any) fs::rename(tmp, target, moved);
   if (!any || moved) removed();
   BATCHWISE_CHECK(any, Error, "--trace {}: LibTorch's profiler wrote no events; this build of torch may lack Kineto",

@@ -1343,14 +1343,22 @@ TEST(Cli, ATraceThatCannotBeWrittenLosesNothingElse) {
       << r.err;
   EXPECT_EQ(nlohmann::json::parse(slurp(kept / "v.json")).at("validation").at("runs").size(), 2u);
   EXPECT_NE(batchwise("history --history " + (kept / "h.sqlite").string()).out.find("validate"), std::string::npos);
-  // A trace written over an earlier one: whole, and nothing of the call's own left beside it
+  // A trace written over an earlier one: whole, in its mode, and nothing of the call's own left beside it
   std::ofstream(kept / "t.json") << "an earlier trace";
+  fs::permissions(kept / "t.json", fs::perms::owner_read | fs::perms::owner_write);
   const Outcome again = batchwise(
       "fit --model mlp --dataset synthetic --synthetic-size 256 --max 8 --no-history -q "
       "--trace " +
       (kept / "t.json").string());
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_TRUE(nlohmann::json::parse(slurp(kept / "t.json")).contains("traceEvents"));
+  EXPECT_EQ(fs::status(kept / "t.json").permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  // A descriptor's name, a device: no file to rename a trace onto, refused before the run (a --trace /dev/stdout
+  // had replaced the file the shell opened for stdout)
+  expect_clean_error("fit --model mlp --dataset synthetic --max 8 --trace /dev/stdout", 2,
+                     "--trace /dev/stdout: not a file (a trace is read back once written, and renamed into place)");
+  expect_clean_error("fit --model mlp --dataset synthetic --max 8 --trace /dev/null", 2,
+                     "--trace /dev/null: not a file");
   for (const auto& e : fs::directory_iterator(kept)) EXPECT_EQ(e.path().extension() == ".tmp", false) << e.path();
 }
 
@@ -1765,6 +1773,11 @@ TEST(Cli, AnOutputNeverOverwritesAnInputOrAnotherOutput) {
                          (folder / "t10k-labels-idx1-ubyte.gz").string(),
                      2, "that is a file of the dataset's folder, " + (folder / "t10k-labels-idx1-ubyte.gz").string());
   EXPECT_EQ(slurp(folder / "t10k-labels-idx1-ubyte.gz"), "labels");
+  // another file there is not the dataset's: written (here the run then finds the folder has no training images)
+  const Outcome other = batchwise("fit --model mlp --data-dir " + folder.string() + " --max 4 --no-history --json " +
+                                  (folder / "out.json").string());
+  EXPECT_EQ(other.code, 3) << other.err;
+  EXPECT_NE(other.err.find("train-images-idx3-ubyte"), std::string::npos) << other.err;
   const fs::path out = scratch() / "apart.out";
   expect_clean_error(fit + "--json " + out.string() + " --html " + out.string(), 2,
                      "--html " + out.string() + ": --json writes that file too");

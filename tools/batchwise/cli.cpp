@@ -23,6 +23,7 @@
 #include "batchwise/history.h"
 #include "batchwise/html.h"
 #include "batchwise/models.h"
+#include "batchwise/trace.h"
 #include "batchwise/units.h"
 
 namespace batchwise::cli {
@@ -323,15 +324,13 @@ void WorkloadFlags::check(const std::string& name) const {
                                    {"--labels-file", workload.labels_file()},
                                    {"--test-data-file", workload.test_data_file()},
                                    {"--test-labels-file", workload.test_labels_file()}};
-  // The files of the dataset's folder (fashion-mnist's, cifar10's), read or not: a --json over its test labels had
-  // replaced them, exit 0
-  const std::string data_dir = !workload.data_dir().empty()                        ? workload.data_dir()
-                               : workload.dataset() == "fashion-mnist" && !use_cmd ? kFashionMnistDir
-                                                                                   : "";
-  std::error_code unreadable;
-  for (auto it = std::filesystem::directory_iterator(data_dir, unreadable);
-       !data_dir.empty() && !unreadable && it != std::filesystem::directory_iterator(); it.increment(unreadable))
-    if (it->is_regular_file(unreadable)) inputs.emplace_back("a file of the dataset's folder,", it->path().string());
+  // The files the dataset reads from its folder (fashion-mnist's four, cifar10's six): a --json over its test labels
+  // had replaced them, exit 0
+  const std::string& dir = workload.data_dir();
+  if (!use_cmd)
+    for (const std::string& file : dataset_folder_files(
+             workload.dataset(), dir.empty() && workload.dataset() == "fashion-mnist" ? kFashionMnistDir : dir))
+      inputs.emplace_back("a file of the dataset's folder,", file);
   if (use_cmd)  // the command's program and the files it names (a --json over train.py had replaced it)
     for (const std::string& arg : command)
       if (std::error_code e; !arg.empty() && std::filesystem::is_regular_file(arg, e))
@@ -342,6 +341,7 @@ void WorkloadFlags::check(const std::string& name) const {
     throw ConfigError(
         "--threads: your --cmd command sets its own threads (torch.set_num_threads, OMP_NUM_THREADS in its "
         "environment); drop it");
+  if (!trace.empty()) (void)trace_file(trace);  // a file: a descriptor, FIFO or device refused before the run
   check_writable(trace, "--trace");
   check_writable(json, "--json");
   check_writable(html, "--html");
