@@ -89,6 +89,13 @@ std::string fit_answer_text(const FitResult& fit) {
 
 std::optional<Recommendation> recommend(const std::optional<FitResult>& fit_result,
                                         const std::optional<SweepResult>& sweep_result) {
+  // A sweep in which no batch trained (each diverged, failed or ran out of memory) leaves no answer: the fit's
+  // batch had been answered with the rate that diverged at it ("never an answer built on something that did not
+  // train")
+  if (sweep_result && !sweep_result->points.empty() &&
+      std::none_of(sweep_result->points.begin(), sweep_result->points.end(),
+                   [](const Trial& p) { return p.outcome == Outcome::Ok; }))
+    return std::nullopt;
   if (!sweep_result || !sweep_result->knee_batch) return fit_result ? recommend_fit(*fit_result) : std::nullopt;
   const SweepResult& sweep = *sweep_result;
   const FitResult empty_fit;

@@ -13,9 +13,10 @@
 namespace batchwise {
 namespace {
 
-// A fit reused from the history has its answer but no trials; with a sweep that has no ok point the
-// recommendation is the fit's answer, said so, and no internal assertion.
-TEST(Recommend, AReusedFitWithoutTrialsStillRecommends) {
+// A fit reused from the history has its answer but no trials; a sweep after it in which no batch trained
+// leaves no answer (it had been the fit's batch, with the rate that diverged there), and no internal assertion.
+// Without a sweep, the fit's answer stands, said so.
+TEST(Recommend, AReusedFitAndASweepThatTrainedNothingAnswerNothing) {
   FitResult reused;
   reused.outcome = FitOutcome::Fits;
   reused.batch = 256;
@@ -25,7 +26,8 @@ TEST(Recommend, AReusedFitWithoutTrialsStillRecommends) {
   t.batch = 256;
   t.outcome = Outcome::Error;
   failed.points = {t};
-  const auto rec = recommend(reused, failed);
+  EXPECT_FALSE(recommend(reused, failed).has_value());
+  const auto rec = recommend(reused, std::nullopt);
   ASSERT_TRUE(rec.has_value());
   EXPECT_EQ(rec->batch, 256);
   EXPECT_NE(rec->reason.find("the fit's answer alone"), std::string::npos) << rec->reason;
