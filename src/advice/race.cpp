@@ -109,7 +109,6 @@ std::vector<int64_t> race_reserve(const std::vector<Trial>& points, const std::v
 
 namespace {
 
-using detail::late_line;
 using detail::left_the_start;
 
 struct Probe {
@@ -279,8 +278,7 @@ void run_entry(ModuleWorkload& w, const Dataset& held_out, Live& live, const Wor
     train_slice(w, held_out, e, evaluations > 0 ? evaluations : o.evaluations(), clock, o);
     e.rungs = clock.rung;
     live.state = w.save_state();
-    const auto [intercept, slope] = late_line(e.curve, static_cast<size_t>(o.evaluations()) + 1);
-    e.loss_at_horizon = intercept + slope * horizon;
+    e.loss_at_horizon = detail::loss_at(e.curve, static_cast<size_t>(o.evaluations()) + 1, horizon);
     if (!std::isfinite(*e.loss_at_horizon)) throw std::runtime_error("diverged: the held-out loss is not finite");
   } catch (const ConfigError&) {
     throw;

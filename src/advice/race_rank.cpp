@@ -36,6 +36,20 @@ std::pair<double, double> late_line(const Curve& curve, size_t points) {
   return {(sl - slope * st) / k, slope};
 }
 
+double loss_at(const Curve& curve, size_t points, double horizon) {
+  const auto [intercept, slope] = late_line(curve, points);
+  const double line = intercept + slope * horizon;
+  const size_t n = curve.size();
+  const size_t from = first_trained(curve, n - std::min(n, std::max(kLineMinPoints, points)));
+  if (!(line < 0) || std::any_of(curve.begin() + static_cast<std::ptrdiff_t>(from), curve.end(),
+                                 [](const RaceEntry::Point& p) { return !(p.loss > 0); }))
+    return line;
+  Curve logs(curve.begin() + static_cast<std::ptrdiff_t>(from), curve.end());
+  for (RaceEntry::Point& p : logs) p.loss = std::log(p.loss);
+  const auto [log_intercept, log_slope] = late_line(logs, logs.size());
+  return std::exp(log_intercept + log_slope * horizon);
+}
+
 std::optional<std::pair<double, double>> late_scatter(const Curve& curve, size_t points) {
   const size_t n = curve.size();
   const size_t from = first_trained(curve, n - std::min(n, std::max(kScatterMinPoints, points)));

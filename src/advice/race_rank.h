@@ -46,6 +46,11 @@ size_t first_trained(const Curve& curve, size_t from);
 /// evaluations of `curve` (at least kLineMinPoints), after the initial one.
 std::pair<double, double> late_line(const Curve& curve, size_t points);
 
+/// The loss late_line predicts at `horizon`; where that is below zero and every evaluation it is read
+/// through is above it (a line through a convex fall undershoots past its last point: an MSE had been
+/// predicted at -0.02 and ranked first), the line through their logarithms, which stays above zero.
+double loss_at(const Curve& curve, size_t points, double horizon);
+
 /// The scatter (standard deviation, in loss) of the latest `points` evaluations (at least
 /// kScatterMinPoints) about their least-squares line, and that line's slope; none with fewer than
 /// kScatterFewestPoints of them.

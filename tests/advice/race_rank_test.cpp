@@ -81,6 +81,26 @@ TEST(RaceRank, LateLineThroughPointsOnALineIsThatLine) {
   EXPECT_NEAR(*time_scatter(n, 10), std::sqrt(0.016) / 0.27 / 10, 1e-12);
 }
 
+// A loss at the horizon: the late line's; where that falls below zero through evaluations all above it (a
+// convex fall, an MSE once predicted at -0.02 and ranked first), the line through their logarithms. By hand:
+// through 1.036, 0.203, 0.109 at t = 1, 2, 3 the line reads -0.107 at 3.2, the logarithms' 0.0736.
+TEST(RaceRank, ALossIsNotPredictedBelowZero) {
+  const Curve convex{
+      {0, 2.3, std::nullopt}, {1, 1.036, std::nullopt}, {2, 0.203, std::nullopt}, {3, 0.109, std::nullopt}};
+  const auto [intercept, slope] = late_line(convex, 3);
+  EXPECT_NEAR(intercept + slope * 3.2, -0.107, 0.001);
+  const double logs = (std::log(1.036) + std::log(0.203) + std::log(0.109)) / 3;
+  const double log_slope = (std::log(0.109) - std::log(1.036)) / 2;
+  EXPECT_NEAR(loss_at(convex, 3, 3.2), std::exp(logs + log_slope * 1.2), 1e-12);
+  EXPECT_NEAR(loss_at(convex, 3, 3.2), 0.0736, 0.001);
+  // above zero: the line's, as before
+  const RaceEntry e = on_line(64, 10.0, 3.0, -0.25);
+  EXPECT_NEAR(loss_at(e.curve, 3, 10), 0.5, 1e-12);
+  // a loss of the user's that goes below zero itself: its line, whatever it reads
+  const Curve negative{{1, 0.5, std::nullopt}, {2, -0.1, std::nullopt}, {3, -0.4, std::nullopt}};
+  EXPECT_NEAR(loss_at(negative, 3, 4), -0.9, 1e-12);  // slope -0.45 through the mean, 0, at t = 2
+}
+
 // A rung ranks by loss at the horizon; the others' time ratio is their predicted time to the best's
 // loss over the horizon. With a target, by the interpolated crossing, its resolution the crossing
 // intervals' uniform spread.
