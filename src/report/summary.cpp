@@ -115,13 +115,26 @@ std::string decider_line(const Report& r) {
   }
   if (r.race && r.race->best_batch) {
     const BatchRace& race = *r.race;
-    for (const auto& e : race.entries)
-      if (e.batch == *race.best_batch && e.loss_at_horizon)
-        return fmt::format(
-            "race: batch {} reached the lowest {} ({:.4f}) in {:.1f} s of training{}", e.batch,
-            race.on_training_data ? "loss on training samples" : "held-out loss", *e.loss_at_horizon,
-            race.horizons_s.empty() ? e.train_s : race.horizons_s.back(),
-            race.within_5_percent.size() > 1 ? fmt::format("; {} within 5 %", range_text(race.within_5_percent)) : "");
+    const RaceEntry *best = nullptr, *lead = nullptr;
+    for (const auto& e : race.entries) {
+      if (e.batch == *race.best_batch && e.loss_at_horizon) best = &e;
+      if (race.lead_batch && e.batch == *race.lead_batch && e.loss_at_horizon) lead = &e;
+    }
+    // What the lead did: reached the target first, or the lowest loss at the horizon; a pick the race could not
+    // tell from it is the larger (it had said the pick "reached the lowest" of a loss the lead was below)
+    const auto did = [&](const RaceEntry& e) {
+      if (!race.target.empty() && e.target_s)
+        return fmt::format("reached the target ({}) first, after {:.1f} s of training", race.target, *e.target_s);
+      return fmt::format("reached the lowest {} ({:.4f}) in {:.1f} s of training",
+                         race.on_training_data ? "loss on training samples" : "held-out loss", *e.loss_at_horizon,
+                         race.horizons_s.empty() ? e.train_s : race.horizons_s.back());
+    };
+    const std::string range =
+        race.within_5_percent.size() > 1 ? fmt::format("; {} within 5 %", range_text(race.within_5_percent)) : "";
+    if (best && lead && lead != best)
+      return fmt::format("race: batch {} {}; batch {}, which the race could not tell from it, is the larger{}",
+                         lead->batch, did(*lead), best->batch, range);
+    if (best) return fmt::format("race: batch {} {}{}", best->batch, did(*best), range);
   }
   if (r.race && r.race->stuck && r.recommendation)
     return fmt::format(

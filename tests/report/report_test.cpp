@@ -235,6 +235,36 @@ TEST(Report, ARaceOnTrainingSamplesIsNotCalledHeldOut) {
   EXPECT_TRUE(report_from_json(to_json(r), "report.json").race->on_training_data);
 }
 
+// The summary's race line says what the lead did, and why the pick is another batch where it is: a race
+// to a target by who reached it first, a pick the race could not tell from the lead as the larger (it had
+// said the pick "reached the lowest held-out loss" of a loss the lead was below, or of a race to a target).
+TEST(Report, TheSummarysRaceLineSaysWhatTheLeadDid) {
+  Report r = fixed_report();
+  r.validation.reset();
+  ASSERT_TRUE(r.race && r.race->best_batch && r.race->entries.size() >= 2);
+  RaceEntry& pick = *std::find_if(r.race->entries.begin(), r.race->entries.end(),
+                                  [&](const RaceEntry& e) { return e.batch == *r.race->best_batch; });
+  RaceEntry& other = &pick == &r.race->entries.front() ? r.race->entries.back() : r.race->entries.front();
+  other.loss_at_horizon = 0.25;
+  pick.loss_at_horizon = 0.26;
+  r.race->lead_batch = other.batch;
+  EXPECT_NE(to_summary(r).find(fmt::format("race: batch {} reached the lowest held-out loss (0.2500)", other.batch)),
+            std::string::npos)
+      << to_summary(r);
+  EXPECT_NE(
+      to_summary(r).find(fmt::format("; batch {}, which the race could not tell from it, is the larger", pick.batch)),
+      std::string::npos)
+      << to_summary(r);
+  r.race->lead_batch = pick.batch;
+  r.race->target = "held-out loss <= 0.3";
+  pick.target_s = 1.5;
+  EXPECT_NE(to_summary(r).find(fmt::format("race: batch {} reached the target (held-out loss <= 0.3) first, after "
+                                           "1.5 s of training",
+                                           pick.batch)),
+            std::string::npos)
+      << to_summary(r);
+}
+
 // The data a workload read: null where it read none, its path in the JSON and the HTML's context
 // where it did, and read back.
 TEST(Report, TheDataReadIsInTheJsonAndTheHtml) {
