@@ -118,6 +118,7 @@ void fields(V& v, T& l) {
   v.property(
       "stable_lr", l, [](const auto& advice) { return advice.range ? advice.range->stable_lr : std::nullopt; },
       [](auto& advice, const std::optional<double>& stable_lr) {
+        if (!stable_lr) return;  // no range test, or none that found a stable rate
         if (!advice.range) advice.range.emplace();
         advice.range->stable_lr = stable_lr;
       });

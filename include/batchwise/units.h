@@ -30,6 +30,10 @@ std::string format_seconds(double seconds);
 /// The same figure without its unit, for a table's column of seconds: "57", "3.4", "0.083".
 std::string format_seconds_figure(double seconds);
 
+/// A loss for a table: "0.2368" (four decimals), a diverging one in four significant digits ("1.515e+19", not
+/// 26 digits past the column), "not finite" where it is not a number.
+std::string format_loss(double loss);
+
 /// A number of epochs a person reads, to `significant` digits: "1 epoch", "0.55 epochs", "35 epochs".
 std::string format_epochs(double epochs, int significant = 6);
 

@@ -5,7 +5,9 @@
 /// and a decaying rate, as the user's run will, and compare final held-out quality and time).
 #include <torch/arg.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -122,12 +124,23 @@ std::optional<double> time_to_target(const std::vector<ValidationPoint>& curve, 
                                      double target_loss);
 
 /// The JSON fields of a ValidationPoint, in JSON order (fields.h).
+/// A point's loss as the JSON holds it: a loss that is not finite (a diverged run) is null there, and reads
+/// back not a number, not 0 (it had read "loss 0.0000" in the HTML and compare).
+template <class V, class T>
+void loss_field(V& v, T& point) {
+  v.property(
+      "loss", point, [](const auto& p) { return std::isfinite(p.loss) ? std::optional<double>(p.loss) : std::nullopt; },
+      [](auto& p, const std::optional<double>& loss) {
+        p.loss = loss ? *loss : std::numeric_limits<double>::quiet_NaN();
+      });
+}
+
 template <class V, class T, IfRecord<T, ValidationPoint> = 0>
 void fields(V& v, T& p) {
   v("samples", p.samples);
   v("steps", p.steps);
   v("train_s", p.train_s);
-  v("loss", p.loss);
+  loss_field(v, p);
   v("accuracy", p.accuracy);
 }
 
@@ -176,7 +189,7 @@ void fields(V& v, T& r) {
   v("steps", r.steps);
   v("epochs", r.epochs);
   v("eval_s", r.eval_s);
-  v("loss", r.last.loss);
+  loss_field(v, r.last);  // the last evaluation's
   v("accuracy", r.last.accuracy);
   v("message", r.message);
   v("outcome", r.outcome, When{r.outcome != Outcome::Ok});

@@ -100,6 +100,11 @@ std::string format_seconds_figure(double seconds) {
 
 std::string format_seconds(double seconds) { return format_seconds_figure(seconds) + " s"; }
 
+std::string format_loss(double loss) {
+  if (!std::isfinite(loss)) return "not finite";
+  return std::abs(loss) < 1e5 ? fmt::format("{:.4f}", loss) : fmt::format("{:.4g}", loss);
+}
+
 std::string format_epochs(double epochs, int significant) {
   const std::string figure = fmt::format("{:.{}g}", epochs, significant);
   return figure + (figure == "1" ? " epoch" : " epochs");

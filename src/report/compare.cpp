@@ -137,9 +137,10 @@ void add_runs(const Report& report, bool is_a, std::vector<ComparedRun>& runs) {
     (is_a ? c.final_accuracy_a : c.final_accuracy_b) = full        ? r.final_accuracy
                                                        : evaluated ? r.last.accuracy
                                                                    : std::nullopt;
-    (is_a ? c.final_loss_a : c.final_loss_b) = full        ? r.final_loss
-                                               : evaluated ? std::optional<double>(r.last.loss)
-                                                           : std::nullopt;
+    (is_a ? c.final_loss_a : c.final_loss_b) = full ? r.final_loss
+                                               : evaluated && std::isfinite(r.last.loss)
+                                                   ? std::optional<double>(r.last.loss)
+                                                   : std::nullopt;
     (is_a ? c.verdict_a : c.verdict_b) = verdict(v, r);
   }
   for (const int64_t b : v.not_trained) (is_a ? at(b, "").verdict_a : at(b, "").verdict_b) = "not trained";

@@ -264,9 +264,8 @@ void noise_table(Lines& line, const NoiseResult& n) {
     if (i % every != every - 1 && i + 1 != n.timeline.size()) continue;
     const NoiseStep& s = n.timeline[i];
     // A diverging loss in 4 significant digits (1.088e+29), not 30 digits past the column
-    line(fmt::format("{:>6}  {:>9}  {:>12.4g}  {:>12.4g}  {:>12}", s.step,
-                     std::abs(s.loss) < 1e5 ? fmt::format("{:.4f}", s.loss) : fmt::format("{:.4g}", s.loss), s.g2,
-                     s.trace, s.b_simple_smoothed ? fmt::format("{:.1f}", *s.b_simple_smoothed) : "-"));
+    line(fmt::format("{:>6}  {:>9}  {:>12.4g}  {:>12.4g}  {:>12}", s.step, format_loss(s.loss), s.g2, s.trace,
+                     s.b_simple_smoothed ? fmt::format("{:.1f}", *s.b_simple_smoothed) : "-"));
   }
   line("(|G|^2 and tr(Sigma): each step's estimate; B: their moving averages' ratio, factor 0.9, bias-corrected)");
   if (n.b_simple) {
@@ -410,9 +409,9 @@ void validation_table(Lines& line, const ValidationResult& v) {
   line(fmt::format("{:>8}  {:>9}  {:>8}  {:>10}  {:>7}  {:>7}  {:>9}  {:>7}  {}", "batch", "lr", "reached", "train s",
                    "steps", "epochs", "accuracy", "loss", "note"));
   for (const auto& run : v.runs)
-    line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10}  {:>7}  {:>7.2f}  {:>9}  {:>7.4f}  {}", run.batch, run.lr.lr,
+    line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10}  {:>7}  {:>7.2f}  {:>9}  {:>7}  {}", run.batch, run.lr.lr,
                      run.reached ? "yes" : "no", format_seconds_figure(run.train_s), run.steps, run.epochs,
-                     run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : "-", run.last.loss,
+                     run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : "-", format_loss(run.last.loss),
                      v.fastest_batch && *v.fastest_batch == run.batch
                          ? (v.interrupted ? "soonest of the runs that ended" : "<- soonest")
                          : run.message));

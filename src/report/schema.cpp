@@ -135,10 +135,10 @@ class JsonReader {
   void computed(const char* /*name*/, const M& /*value*/) {}
   template <class R, class G, class S>
   void property(const char* name, R& record, G&& get, S&& set) {
-    const json* v = find(name);
-    if (!v) return;
+    const auto it = object_.find(name);  // a null is read too: a number JSON cannot hold (a loss not finite)
+    if (it == object_.end()) return;
     std::decay_t<decltype(get(record))> x{};
-    read(*v, x, at(name));
+    read(*it, x, at(name));
     set(record, std::move(x));
   }
   template <class R, class G, class S, class C>

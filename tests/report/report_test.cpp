@@ -19,8 +19,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -572,6 +574,28 @@ TEST(Report, CompareTakesAFieldAnOlderReportLacksForNoOtherRun) {
   EXPECT_EQ(older.find("train different workloads"), std::string::npos) << older;
   EXPECT_NE(older.find("trainable parameters A -  |  B 61706"), std::string::npos) << older;
   fs::remove_all(dir);
+}
+
+// A validation run whose loss diverged: "not finite" in the table, the HTML and compare, never 0 (the JSON writes it
+// null, which had read back as 0.0000), and a huge one in four significant digits, not 26 digits past its column.
+TEST(Report, ALossThatIsNotFiniteReadsSoEverywhere) {
+  namespace fs = std::filesystem;
+  Report r = fixed_report();
+  ASSERT_TRUE(r.validation && r.validation->runs.size() >= 2);
+  r.validation->runs[0].last.loss = std::numeric_limits<double>::infinity();
+  r.validation->runs[0].last.accuracy.reset();
+  r.validation->runs[1].last.loss = 1.515e19;
+  const Report back = report_from_json(to_json(r), "report.json");
+  EXPECT_TRUE(std::isnan(back.validation->runs[0].last.loss));
+  EXPECT_NE(to_table(back).find("not finite"), std::string::npos) << to_table(back);
+  EXPECT_NE(to_table(back).find("1.515e+19"), std::string::npos) << to_table(back);
+  EXPECT_NE(to_html(to_json(r), "report.json").find("loss not finite"), std::string::npos);
+  const fs::path file = fs::temp_directory_path() / ("batchwise-diverged-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << to_json(r);
+  const Comparison c = compare_reports(file.string(), file.string());
+  fs::remove(file);
+  for (const ComparedRun& run : c.runs)
+    if (run.batch == r.validation->runs[0].batch) EXPECT_FALSE(run.final_loss_a.has_value());
 }
 
 // Two validations side by side: each batch's full run in A and B, the time ratio (above 1: B
