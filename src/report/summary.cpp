@@ -80,6 +80,16 @@ std::string noise_line(const NoiseResult& n) {
 std::vector<int64_t> flat_range(const Report& r) {
   if (r.validation && r.validation->epochs > 0 && !r.validation->good_batches.empty())
     return r.validation->good_batches;
+  // A validation to a target: the runs that reached it within 5 % of the soonest's time (the race's range had
+  // been said beside a validation in which some of it never reached the target)
+  if (r.validation && r.validation->epochs <= 0 && r.validation->fastest_batch) {
+    const ValidationRun* soonest = fixed_run(*r.validation, *r.validation->fastest_batch);
+    std::vector<int64_t> near;
+    for (const ValidationRun& run : r.validation->runs)
+      if (soonest && run.schedule.empty() && run.reached && run.train_s <= 1.05 * soonest->train_s)
+        near.push_back(run.batch);
+    return near;
+  }
   if (r.run_race && r.run_race->best_batch) {
     std::vector<int64_t> good;
     for (const auto& e : r.run_race->entries)

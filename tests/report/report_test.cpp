@@ -237,6 +237,19 @@ TEST(Report, ARaceOnTrainingSamplesIsNotCalledHeldOut) {
   EXPECT_TRUE(report_from_json(to_json(r), "report.json").race->on_training_data);
 }
 
+// Beside a validation to a target, the answer's "about as good" are the runs that reached it within 5 % of the
+// soonest's time (the race's range had been said beside a validation in which some of it never reached it).
+TEST(Report, TheAnswersRangeBesideATargetValidationIsItsRunsNearTheSoonest) {
+  Report r = fixed_report();
+  ASSERT_TRUE(r.validation && r.validation->epochs <= 0 && r.validation->fastest_batch == 128);
+  r.race->within_5_percent = {64, 128};
+  r.validation->runs[0].reached = false;  // batch 64
+  EXPECT_EQ(to_summary(r).find("about as good"), std::string::npos) << to_summary(r);
+  r.validation->runs[0].reached = true;
+  r.validation->runs[0].train_s = 3.1;  // within 5 % of 128's 3 s
+  EXPECT_NE(to_summary(r).find("batches 64 to 128 about as good"), std::string::npos) << to_summary(r);
+}
+
 // The summary's race line says what the lead did, and why the pick is another batch where it is: a race
 // to a target by who reached it first, a pick the race could not tell from the lead as the larger (it had
 // said the pick "reached the lowest held-out loss" of a loss the lead was below, or of a race to a target).

@@ -497,7 +497,10 @@ void ValidateFlags::check(const WorkloadFlags& w) {
     throw ConfigError("validate: time-to-accuracy needs batchwise's own training loop; it cannot run through --cmd");
   if (epochs > 0) return;
   if (w.workload.loss() == Loss::Mse && target_loss == 0)
-    throw ConfigError("--loss mse: there is no accuracy to reach; give --target-loss");
+    throw ConfigError(
+        "--loss mse: there is no accuracy to reach; give --target-loss (e.g. 0.4), or --epochs N to train full runs "
+        "and "
+        "compare their final loss");
   if (target_accuracy == 0 && target_loss == 0) target_accuracy = kDefaultTargetAccuracy;
 }
 
