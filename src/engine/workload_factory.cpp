@@ -77,9 +77,11 @@ Dataset synthetic(const WorkloadOptions& o, TargetKind kind, int64_t held_out) {
   const BuiltinModel* model = find_builtin_model(o.model());
   const std::vector<int64_t> shape = o.input_shape().empty() ? std::vector<int64_t>{1, 28, 28} : o.input_shape();
   check_synthetic_bytes(o, model && model->sequences, shape, held_out);
-  if (model && model->sequences)
-    return make_synthetic_tokens(o.seq_len(), /*vocab_size=*/256, classes, o.synthetic_size(), o.seed(), held_out);
-  Dataset d = make_synthetic_images(shape, classes, o.synthetic_size(), o.seed(), held_out);
+  Dataset d = model && model->sequences ? make_synthetic_tokens(o.seq_len(), /*vocab_size=*/256, classes,
+                                                                o.synthetic_size(), o.seed(), held_out)
+                                        : make_synthetic_images(shape, classes, o.synthetic_size(), o.seed(), held_out);
+  // --loss mse: the classes as one-hot values, sequences' too (the transformer's had stayed labels, judged by an
+  // accuracy at chance that --target-accuracy was refused for)
   if (kind == TargetKind::Values) d.targets = at::one_hot(d.targets, classes).to(at::kFloat), d.num_classes = 0;
   return d;
 }

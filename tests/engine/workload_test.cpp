@@ -71,6 +71,21 @@ TEST(BuiltinDatasets, EachTestSplitIsOfItsTrainingDatasKindUnderEitherLoss) {
   const Dataset test = load_test_split(wide);
   EXPECT_EQ(test.targets.size(1), 12);
   EXPECT_NO_THROW(check_held_out(test, as_module(*w).data()));
+  // The transformer's synthetic sequences under --loss mse: one-hot values too, no classes to be judged by (they had
+  // stayed labels, and tune and validate had judged them by an accuracy at chance)
+  const WorkloadOptions sequences = WorkloadOptions()
+                                        .model("transformer")
+                                        .dataset("synthetic")
+                                        .synthetic_size(64)
+                                        .seq_len(16)
+                                        .loss(Loss::Mse)
+                                        .device("cpu");
+  auto t = make_workload(sequences);
+  ModuleWorkload& m = as_module(*t);
+  EXPECT_EQ(m.data().num_classes, 0);
+  EXPECT_TRUE(m.data().targets.is_floating_point());
+  EXPECT_NO_THROW(check_held_out(load_test_split(sequences), m.data()));
+  EXPECT_TRUE(std::isfinite(m.train_step(m.next_batch(8)).item<double>()));
 }
 
 // A test split of another sample shape is the model's to take: resnet18 (global pooling) evaluates
