@@ -236,24 +236,23 @@ std::string detail::pick_reason(const RunRace& race, const RunRaceEntry& pick) {
   const auto gap = [&](const std::optional<CompressedRun>& run, size_t l) {
     return compressed_gap(race, run, l).value_or(*pick.predicted_gap);
   };
-  if (whole_run) {
-    const double behind = gap(pick.run, 2);
+  // A gap as it reads: behind, ahead (a negative one had read "-1.80 accuracy points"), or level
+  const auto where = [&](double g, const char* ahead) {
+    return g > 0 ? amount(g) + " behind" : g < 0 ? amount(-g) + " " + ahead : std::string("level with");
+  };
+  if (whole_run)
     return fmt::format(
         "batch {} finishes the {:g}-epoch run soonest ({} at {:.0f} samples/s) without a worse model: it ended "
         "the whole run {} batch {}, within the held-out noise of {}",
         pick.batch, race.epochs, format_seconds(pick.full_run_s), pick.samples_per_s,
-        behind > 0   ? amount(behind) + " behind"
-        : behind < 0 ? amount(-behind) + " ahead of"
-                     : "level with",
-        race.reference_batch, amount(race.tolerance));
-  }
+        where(gap(pick.run, 2), "ahead of"), race.reference_batch, amount(race.tolerance));
   return fmt::format(
-      "batch {} finishes the {:g}-epoch run soonest ({} at {:.0f} samples/s) without a worse model: behind "
-      "batch {}'s by {} after {:.3g} epochs and {} after {:.3g}, the gap carried on at x{:.2f} per doubling of the run "
-      "ends {} behind{}, within the held-out noise of {}",
+      "batch {} finishes the {:g}-epoch run soonest ({} at {:.0f} samples/s) without a worse model: against "
+      "batch {}'s runs, {} after {:.3g} epochs and {} after {:.3g}, the gap carried on at x{:.2f} per doubling of the "
+      "run ends {} behind{}, within the held-out noise of {}",
       pick.batch, race.epochs, format_seconds(pick.full_run_s), pick.samples_per_s, race.reference_batch,
-      amount(gap(pick.shorter_run, 1)), race.lengths_epochs[1], amount(gap(pick.run, 2)), race.lengths_epochs[2],
-      *pick.gap_trend, amount(*pick.predicted_gap),
+      where(gap(pick.shorter_run, 1), "ahead"), race.lengths_epochs[1], where(gap(pick.run, 2), "ahead"),
+      race.lengths_epochs[2], *pick.gap_trend, amount(*pick.predicted_gap),
       pick.gap_as
           ? fmt::format(" (taken as far behind as batch {}: a larger batch is not predicted nearer)", *pick.gap_as)
           : "",

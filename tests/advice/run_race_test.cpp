@@ -653,6 +653,15 @@ TEST(RunRace, ThePicksReasonSaysWhatItsGapIs) {
                       "predicted nearer), within the held-out noise of 0.75 accuracy points"),
             std::string::npos)
       << detail::pick_reason(race, race.entries[1]);
+  // its gaps as they read: 2.00 points behind after 0.2 epochs, and ahead after 0.4 (it had read "-1.00 accuracy
+  // points")
+  race.entries[1].run->accuracy = 0.86;
+  EXPECT_NE(detail::pick_reason(race, race.entries[1])
+                .find("against batch 64's runs, 2.00 accuracy points behind after 0.2 epochs and 1.00 accuracy points "
+                      "ahead after 0.4"),
+            std::string::npos)
+      << detail::pick_reason(race, race.entries[1]);
+  race.entries[1].run->accuracy = 0.84;
   race.entries[2].message = "failed: out of memory";
   EXPECT_NE(detail::pick_reason(race, race.entries[0])
                 .find("every faster batch judged (the notes name those that were not) is predicted to end further "

@@ -25,6 +25,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -466,22 +467,29 @@ TEST(Report, ABatchRaceWithNoRungSaysSo) {
   EXPECT_EQ(table.find("rungs end at  s"), std::string::npos) << table;
 }
 
+// A run race of a cosine run of `epochs` judged on accuracy, its reference the first of `batches`, which it raced
+// to `lengths` (entries with nothing judged yet).
+RunRace accuracy_run_race(double epochs, std::vector<double> lengths, const std::vector<int64_t>& batches) {
+  RunRace race;
+  race.epochs = epochs;
+  race.lr_schedule = "cosine";
+  race.measure = "accuracy";
+  race.lengths_epochs = std::move(lengths);
+  race.reference_batch = batches.front();
+  for (const int64_t batch : batches) {
+    RunRaceEntry e;
+    e.batch = batch;
+    race.entries.push_back(e);
+  }
+  return race;
+}
+
 // A run race that ended before it judged (its reference gave no learning curve) calls its other batches
 // not judged, not worse, and states no tolerance it never applied; a sweep's batch that did not run has
 // no peak ("-", not "0 B").
 TEST(Report, ARunRaceThatJudgedNothingSaysSoAndAnUnrunBatchHasNoPeak) {
   Report r = fixed_report();
-  RunRace race;
-  race.epochs = 1;
-  race.lr_schedule = "cosine";
-  race.measure = "accuracy";
-  race.lengths_epochs = {0.25, 0.5, 1};
-  for (const int64_t batch : {8, 16, 32}) {
-    RunRaceEntry e;
-    e.batch = batch;
-    race.entries.push_back(e);
-  }
-  race.reference_batch = 8;
+  RunRace race = accuracy_run_race(1, {0.25, 0.5, 1}, {8, 16, 32});
   race.entries.front().message = "its longest compressed run (1 epoch) did not leave the start";
   r.run_race = race;
   Trial skipped;
@@ -507,19 +515,8 @@ TEST(Report, ARunRaceThatJudgedNothingSaysSoAndAnUnrunBatchHasNoPeak) {
 // had said every other batch trained the round's last two lengths).
 TEST(Report, ALongerRoundsTableSaysTheFirstRoundsBatchesTrainedShorterRuns) {
   Report r = fixed_report();
-  RunRace race;
-  race.epochs = 20;
-  race.lr_schedule = "cosine";
-  race.measure = "accuracy";
-  race.lengths_epochs = {0.205, 0.41, 0.819};
-  race.reference_batch = 32;
-  for (const int64_t batch : {32, 64, 512}) {
-    RunRaceEntry e;
-    e.batch = batch;
-    e.predicted_gap = 0.002;
-    e.good = true;
-    race.entries.push_back(e);
-  }
+  RunRace race = accuracy_run_race(20, {0.205, 0.41, 0.819}, {32, 64, 512});
+  for (RunRaceEntry& e : race.entries) e.predicted_gap = 0.002, e.good = true;
   race.entries[1].earlier_round = true;
   race.entries[1].shorter_run = CompressedRun{};
   race.entries[1].shorter_run->epochs = 0.205;
