@@ -2,15 +2,14 @@
 
 #include <fmt/format.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
-#include <unistd.h>
 #include <nlohmann/json.hpp>
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
 
+#include "batchwise/files.h"
 #include "batchwise/workload.h"
 #include "check.h"
 #include "torch_error.h"
@@ -60,44 +59,25 @@ std::string trace_file(const std::string& path) {
   namespace fs = std::filesystem;
   // A descriptor's name (/dev/stdout, /dev/fd/1, /proc/self/fd/1) is no file to rename a trace onto: its link
   // names whatever the descriptor holds (a file the shell opened for stdout had been replaced by the trace)
-  const auto descriptor = [](const std::string& p) {
-    return p == "/dev/stdout" || p == "/dev/stderr" || p == "/dev/stdin" || p.rfind("/dev/fd/", 0) == 0 ||
-           p.rfind("/proc/", 0) == 0;
-  };
-  fs::path at = path;
+  const std::string at = followed(path);
+  const bool descriptor =
+      own_descriptor(at) || at == "/dev/stdin" || at.rfind("/dev/fd/", 0) == 0 || at.rfind("/proc/", 0) == 0;
   std::error_code error;
-  for (int hops = 0; hops < 40 && !descriptor(at.string()) && fs::is_symlink(fs::symlink_status(at, error)); ++hops) {
-    const fs::path target = fs::read_symlink(at, error);  // a dangling link's target is written, the link kept
-    if (error) break;
-    at = target.is_absolute() ? target : at.parent_path() / target;
-  }
   const auto status = fs::status(at, error);
-  BATCHWISE_CHECK(!descriptor(at.string()) && (!fs::exists(status) || fs::is_regular_file(status)), ConfigError,
+  BATCHWISE_CHECK(!descriptor && (!fs::exists(status) || fs::is_regular_file(status)), ConfigError,
                   "--trace {}: not a file (a trace is read back once written, and renamed into place); give a "
                   "file's path, e.g. trace.json",
                   path);
-  return at.string();
+  return at;
 }
 
 StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string& path, int warmup) {
-  namespace fs = std::filesystem;
   BATCHWISE_CHECK(batch >= 1 && warmup >= 0, ConfigError, "--trace: batch {} and warm-up {} cannot be traced", batch,
                   warmup);
-  const fs::path target = trace_file(path);
   // Saved under a name of this call's own beside it, its events counted there, and renamed into place whole: the
   // user's file is replaced by a whole trace only (a probe had truncated it first, and another run's trace at the
   // same path was read back as this one's)
-  static std::atomic<int> serial{0};
-  const std::string tmp = fmt::format("{}.{}.{}.tmp", target.string(), ::getpid(), serial++);
-  const auto removed = [&tmp] {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-  };
-  {
-    std::ofstream probe(tmp, std::ios::trunc);
-    BATCHWISE_CHECK(probe.good(), ConfigError,
-                    "--trace {}: cannot write there; check the folder exists and is writable", path);
-  }
+  FileReplacement file(trace_file(path), "--trace " + path);
   const bool cuda = workload.device().is_cuda();
   const auto saved = workload.save_state();
   std::string failure;
@@ -110,29 +90,21 @@ StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string&
       (void)workload.train_step(workload.next_batch(batch)).item<double>();
       result = scope.finish();
     }
-    result->save(tmp);
+    result->save(file.temporary());
   } catch (const std::exception& e) {
     failure = detail::error_line(detail::plain_what(e));
   }
   workload.restore_state(*saved);
-  if (!failure.empty()) removed();
   BATCHWISE_CHECK(failure.empty(), Error, "--trace: the profiled step at batch {} failed: {}", batch, failure);
 
-  std::ifstream in(tmp);
+  std::ifstream in(file.temporary());
   const nlohmann::json trace = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   in.close();
   const nlohmann::json* events =
       trace.is_object() && trace.contains("traceEvents") ? &trace.at("traceEvents") : nullptr;
-  const bool any = events && events->is_array() && !events->empty();
-  std::error_code moved;
-  if (any && fs::exists(target, moved))  // a file replaced keeps its mode (it had been written in place)
-    fs::permissions(tmp, fs::status(target, moved).permissions(), moved);
-  if (any) fs::rename(tmp, target, moved);
-  if (!any || moved) removed();
-  BATCHWISE_CHECK(any, Error, "--trace {}: LibTorch's profiler wrote no events; this build of torch may lack Kineto",
-                  path);
-  BATCHWISE_CHECK(!moved, ConfigError, "--trace {}: cannot write there ({}); check the folder exists and is writable",
-                  path, moved.message());
+  BATCHWISE_CHECK(events && events->is_array() && !events->empty(), Error,
+                  "--trace {}: LibTorch's profiler wrote no events; this build of torch may lack Kineto", path);
+  file.commit();
   StepTrace out;
   out.events = static_cast<int64_t>(events->size());
   for (const auto& e : *events)

@@ -341,8 +341,8 @@ void WorkloadFlags::check(const std::string& name) const {
     throw ConfigError(
         "--threads: your --cmd command sets its own threads (torch.set_num_threads, OMP_NUM_THREADS in its "
         "environment); drop it");
-  if (!trace.empty()) (void)trace_file(trace);  // a file: a descriptor, FIFO or device refused before the run
   check_writable(trace, "--trace");
+  if (!trace.empty()) (void)trace_file(trace);  // a file: a descriptor, FIFO or device refused before the run
   check_writable(json, "--json");
   check_writable(html, "--html");
   if (!html.empty() && chartjs_version().empty()) (void)to_html("", "--html");  // built without Chart.js: say so now

@@ -2,7 +2,6 @@
 // descriptor, FIFO or device written into, a symbolic link's target; and the checks before a run that
 // it can be written there.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -11,43 +10,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <string>
 
 #include "batchwise/error.h"
+#include "batchwise/files.h"
 #include "cli.h"
 
 namespace batchwise::cli {
 
 namespace {
-
-// The descriptor a path names in this process (/dev/stdout, /dev/fd/N, /proc/self/fd/N): written to as it
-// is, never reopened (a reopened `>> log` would be truncated, a pipe's link read as a file's name).
-std::optional<int> own_descriptor(const std::string& path) {
-  if (path == "/dev/stdout") return 1;
-  if (path == "/dev/stderr") return 2;
-  for (const std::string prefix : {"/dev/fd/", "/proc/self/fd/"})
-    if (path.rfind(prefix, 0) == 0 && path.size() > prefix.size() &&
-        path.find_first_not_of("0123456789", prefix.size()) == std::string::npos)
-      return std::stoi(path.substr(prefix.size()));
-  return std::nullopt;
-}
-
-// What `path` names once its symbolic links are followed: a link's target is written, the link kept.
-// Not into /proc or /dev/fd, whose links name descriptors ("pipe:[N]"), not files.
-std::string followed(const std::string& path) {
-  namespace fs = std::filesystem;
-  fs::path at = path;
-  std::error_code error;
-  for (int hops = 0; hops < 40 && !own_descriptor(at.string()) && at.string().rfind("/proc/", 0) != 0 &&
-                     fs::is_symlink(fs::symlink_status(at, error));
-       ++hops) {  // a dangling one too
-    const fs::path target = fs::read_symlink(at, error);
-    if (error) break;
-    at = target.is_absolute() ? target : at.parent_path() / target;
-  }
-  return at.string();
-}
 
 // Something there that is not a file (a device, a FIFO, a descriptor of this process): written into,
 // never replaced by a file of the same name.
@@ -97,25 +68,7 @@ void write_file(const std::string& given, const std::string& text, const char* f
   if (special(path)) return write_special(given, path, text, flag);
   // A temporary file of this write's own beside the link's target, renamed into place whole: two runs writing one
   // report each leave the last one's (a shared "PATH.tmp" had left one's text under the other's tail)
-  std::string tmp = path + ".XXXXXX";
-  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0)
-    throw ConfigError(fmt::format("{} {}: cannot write there ({}); check the folder exists and is writable", flag,
-                                  given, std::strerror(errno)));
-  std::error_code ignored;
-  const auto fail = [&](const std::string& why) {  // the temporary file goes too
-    std::filesystem::remove(tmp, ignored);
-    throw ConfigError(fmt::format("{} {}: {}", flag, given, why));
-  };
-  const mode_t mask = ::umask(0);  // as a file opened for writing gets it (mkstemp's is the owner's alone)
-  ::umask(mask);
-  const bool written = ::fchmod(fd, 0666 & ~mask) == 0 && write_all(fd, text);
-  const int write_error = errno;
-  ::close(fd);
-  if (!written) fail(fmt::format("writing failed ({})", std::strerror(write_error)));
-  std::error_code error;
-  std::filesystem::rename(tmp, path, error);
-  if (error) fail(fmt::format("cannot write there ({}); check the folder exists and is writable", error.message()));
+  write_whole(path, text, fmt::format("{} {}", flag, given));
 }
 
 void check_writable(const std::string& path, const char* flag) {

@@ -1,0 +1,101 @@
+#include "batchwise/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "check.h"
+
+namespace batchwise {
+
+namespace fs = std::filesystem;
+
+std::optional<int> own_descriptor(const std::string& path) {
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  for (const std::string prefix : {"/dev/fd/", "/proc/self/fd/"})
+    if (path.rfind(prefix, 0) == 0 && path.size() > prefix.size() && path.size() - prefix.size() <= 9 &&
+        path.find_first_not_of("0123456789", prefix.size()) == std::string::npos)
+      return std::stoi(path.substr(prefix.size()));
+  return std::nullopt;
+}
+
+std::string followed(const std::string& path) {
+  fs::path at = path;
+  std::error_code error;
+  for (int hops = 0; hops < 40 && !own_descriptor(at.string()) && at.string().rfind("/proc/", 0) != 0 &&
+                     fs::is_symlink(fs::symlink_status(at, error));
+       ++hops) {
+    const fs::path target = fs::read_symlink(at, error);
+    if (error) break;
+    at = target.is_absolute() ? target : at.parent_path() / target;
+  }
+  return at.string();
+}
+
+FileReplacement::FileReplacement(const std::string& target, std::string what)
+    : target_(target), what_(std::move(what)), temporary_(target + ".XXXXXX") {
+  fd_ = ::mkostemp(temporary_.data(), O_CLOEXEC);
+  BATCHWISE_CHECK(fd_ >= 0, ConfigError, "{}: cannot write there ({}); check the folder exists and is writable", what_,
+                  std::strerror(errno));
+}
+
+FileReplacement::~FileReplacement() {
+  close();
+  if (committed_) return;
+  std::error_code ignored;
+  fs::remove(temporary_, ignored);
+}
+
+void FileReplacement::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void FileReplacement::write(const std::string& text) {
+  BATCHWISE_CHECK(fd_ >= 0, ConfigError, "{}: written after it was put in place", what_);
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    BATCHWISE_CHECK(n > 0, ConfigError, "{}: writing failed ({})", what_, std::strerror(n < 0 ? errno : ENOSPC));
+    done += static_cast<size_t>(n);
+  }
+}
+
+void FileReplacement::commit() {
+  const bool synced = fd_ < 0 || ::fsync(fd_) == 0 || errno == EINVAL;
+  const int sync_error = errno;
+  close();
+  BATCHWISE_CHECK(synced, ConfigError, "{}: writing failed ({})", what_, std::strerror(sync_error));
+  // The replaced file's mode (it had been written in place), or a new file's: mkostemp's is the owner's alone
+  struct stat replaced {};
+  mode_t mode = 0;
+  if (::stat(target_.c_str(), &replaced) == 0) {
+    mode = replaced.st_mode & 07777;
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
+  }
+  BATCHWISE_CHECK(::chmod(temporary_.c_str(), mode) == 0, ConfigError, "{}: cannot write there ({})", what_,
+                  std::strerror(errno));
+  std::error_code error;
+  fs::rename(temporary_, target_, error);
+  BATCHWISE_CHECK(!error, ConfigError, "{}: cannot write there ({}); check the folder exists and is writable", what_,
+                  error.message());
+  committed_ = true;
+}
+
+void write_whole(const std::string& target, const std::string& text, const std::string& what) {
+  FileReplacement file(target, what);
+  file.write(text);
+  file.commit();
+}
+
+}  // namespace batchwise

@@ -1,0 +1,90 @@
+// A file a person names: where its links lead, the descriptors it may name, and its new contents put in place
+// whole, with the mode it had.
+#include "batchwise/files.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "batchwise/error.h"
+
+namespace batchwise {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fresh(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("batchwise-files-test-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Only a descriptor's own names are descriptors; a number too long for one is none (std::stoi's out_of_range had
+// ended `doctor --json /dev/fd/99999999999` with "batchwise doctor: stoi").
+TEST(Files, DescriptorsAreNamedOnlyByTheirOwnPaths) {
+  EXPECT_EQ(own_descriptor("/dev/stdout"), 1);
+  EXPECT_EQ(own_descriptor("/dev/stderr"), 2);
+  EXPECT_EQ(own_descriptor("/dev/fd/7"), 7);
+  EXPECT_EQ(own_descriptor("/proc/self/fd/12"), 12);
+  EXPECT_FALSE(own_descriptor("/dev/fd/"));
+  EXPECT_FALSE(own_descriptor("/dev/fd/1x"));
+  EXPECT_FALSE(own_descriptor("/dev/fd/99999999999"));
+  EXPECT_FALSE(own_descriptor("report.json"));
+}
+
+// A link's target is what is written, a dangling one's too; a chain is followed to its end.
+TEST(Files, LinksAreFollowedToTheFileTheyName) {
+  const fs::path dir = fresh("links");
+  fs::create_symlink("b.json", dir / "a.json");
+  fs::create_symlink(dir / "c.json", dir / "b.json");  // dangling
+  EXPECT_EQ(followed((dir / "a.json").string()), (dir / "c.json").string());
+  EXPECT_EQ(followed("/dev/stdout"), "/dev/stdout");
+  EXPECT_EQ(followed((dir / "plain.json").string()), (dir / "plain.json").string());
+}
+
+// The file is replaced whole by commit() and keeps the mode it had; a new file gets a new file's (the umask's);
+// uncommitted, the target is untouched and no temporary file stays.
+TEST(Files, AReplacementIsWholeKeepsTheModeAndLeavesNothingBehind) {
+  const fs::path dir = fresh("whole");
+  const fs::path target = dir / "report.json";
+  std::ofstream(target) << "old";
+  fs::permissions(target, fs::perms::owner_read | fs::perms::owner_write);
+  {
+    FileReplacement file(target.string(), "--json report.json");
+    file.write("half");
+  }
+  EXPECT_EQ(slurp(target), "old");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  write_whole(target.string(), "new", "--json report.json");
+  EXPECT_EQ(slurp(target), "new");
+  EXPECT_EQ(fs::status(target).permissions(), fs::perms::owner_read | fs::perms::owner_write);
+
+  const mode_t mask = ::umask(022);
+  write_whole((dir / "fresh.json").string(), "{}", "--json fresh.json");
+  ::umask(mask);
+  EXPECT_EQ(fs::status(dir / "fresh.json").permissions(),
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);
+
+  try {
+    write_whole((dir / "gone" / "r.json").string(), "{}", "--json gone/r.json");
+    FAIL() << "wrote into a folder that is not there";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--json gone/r.json: cannot write there (No such file or directory); check the folder exists and is "
+              "writable");
+  }
+}
+
+}  // namespace
+}  // namespace batchwise
