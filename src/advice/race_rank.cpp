@@ -18,44 +18,53 @@ size_t first_trained(const Curve& curve, size_t from) {
   return curve.size() > kLineMinPoints && curve.front().train_s <= 0 ? std::max<size_t>(from, 1) : from;
 }
 
-// Through the latest evaluations, so a rung is judged on where an entry is heading, not on one noisy
-// point.
-std::pair<double, double> late_line(const Curve& curve, size_t points) {
+namespace {
+
+// The latest `points` evaluations of `curve` (at least `fewest`), after the initial one: what a late line reads.
+Curve late_window(const Curve& curve, size_t points, size_t fewest) {
   const size_t n = curve.size();
-  const size_t from = first_trained(curve, n - std::min(n, std::max(kLineMinPoints, points)));
+  const size_t from = first_trained(curve, n - std::min(n, std::max(fewest, points)));
+  return Curve(curve.begin() + static_cast<std::ptrdiff_t>(from), curve.end());
+}
+
+// The least-squares line (intercept, slope) in training time through every evaluation of `points`.
+std::pair<double, double> line_through(const Curve& points) {
   double st = 0, sl = 0, stt = 0, stl = 0;
-  const double k = static_cast<double>(n - from);
-  for (size_t i = from; i < n; ++i) {
-    st += curve[i].train_s;
-    sl += curve[i].loss;
-    stt += curve[i].train_s * curve[i].train_s;
-    stl += curve[i].train_s * curve[i].loss;
+  const double k = static_cast<double>(points.size());
+  for (const RaceEntry::Point& p : points) {
+    st += p.train_s;
+    sl += p.loss;
+    stt += p.train_s * p.train_s;
+    stl += p.train_s * p.loss;
   }
   const double denominator = k * stt - st * st;
   const double slope = denominator > 0 ? (k * stl - st * sl) / denominator : 0;
   return {(sl - slope * st) / k, slope};
 }
 
+}  // namespace
+
+// Through the latest evaluations, so a rung is judged on where an entry is heading, not on one noisy
+// point.
+std::pair<double, double> late_line(const Curve& curve, size_t points) {
+  return line_through(late_window(curve, points, kLineMinPoints));
+}
+
 double loss_at(const Curve& curve, size_t points, double horizon) {
-  const auto [intercept, slope] = late_line(curve, points);
+  Curve late = late_window(curve, points, kLineMinPoints);
+  const auto [intercept, slope] = line_through(late);
   const double line = intercept + slope * horizon;
-  const size_t n = curve.size();
-  const size_t from = first_trained(curve, n - std::min(n, std::max(kLineMinPoints, points)));
-  if (!(line < 0) || std::any_of(curve.begin() + static_cast<std::ptrdiff_t>(from), curve.end(),
-                                 [](const RaceEntry::Point& p) { return !(p.loss > 0); }))
+  if (!(line < 0) || std::any_of(late.begin(), late.end(), [](const RaceEntry::Point& p) { return !(p.loss > 0); }))
     return line;
-  Curve logs(curve.begin() + static_cast<std::ptrdiff_t>(from), curve.end());
-  for (RaceEntry::Point& p : logs) p.loss = std::log(p.loss);
-  const auto [log_intercept, log_slope] = late_line(logs, logs.size());
+  for (RaceEntry::Point& p : late) p.loss = std::log(p.loss);
+  const auto [log_intercept, log_slope] = line_through(late);
   return std::exp(log_intercept + log_slope * horizon);
 }
 
 std::optional<std::pair<double, double>> late_scatter(const Curve& curve, size_t points) {
-  const size_t n = curve.size();
-  const size_t from = first_trained(curve, n - std::min(n, std::max(kScatterMinPoints, points)));
-  if (n - from < kScatterFewestPoints) return std::nullopt;
-  Curve late(curve.begin() + static_cast<std::ptrdiff_t>(from), curve.end());
-  const auto [intercept, slope] = late_line(late, late.size());
+  const Curve late = late_window(curve, points, kScatterMinPoints);
+  if (late.size() < kScatterFewestPoints) return std::nullopt;
+  const auto [intercept, slope] = line_through(late);
   double squares = 0;
   for (const auto& p : late) squares += std::pow(p.loss - (intercept + slope * p.train_s), 2);
   return std::make_pair(std::sqrt(squares / static_cast<double>(late.size() - 2)), slope);  // a line takes 2
