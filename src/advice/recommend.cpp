@@ -237,6 +237,18 @@ SweepAnswer recommend_sweep(const SweepResult& sweep, int64_t training_samples, 
       "weigh {}",
       over.size() > 1 ? "batches" : "batch", fmt::join(over, ", "), past, over.size() > 1 ? "them" : "it"));
   a.recommendation = recommend(std::nullopt, within, std::nullopt, std::nullopt, training_samples);
+  // The answer is weighed within the target: where a batch past it ran faster, the reason says so, not that the
+  // answer is the fastest measured (the report's knee_batch, over every point, is that faster one)
+  const Trial* fastest = nullptr;
+  for (const Trial& t : sweep.points)
+    if (t.outcome == Outcome::Ok && (!fastest || t.samples_per_s > fastest->samples_per_s)) fastest = &t;
+  if (a.recommendation && fastest && static_cast<double>(fastest->peak_bytes) > limit) {
+    std::string& reason = a.recommendation->reason;
+    const std::string measured = fmt::format("batch {} is the fastest measured", a.recommendation->batch);
+    if (reason.rfind(measured, 0) == 0) reason.insert(measured.size(), " within the memory target");
+    reason += fmt::format("; batch {} ran faster ({:.0f} samples/s) but peaked at {}, past {}, and was not weighed",
+                          fastest->batch, fastest->samples_per_s, format_bytes(fastest->peak_bytes), past);
+  }
   return a;
 }
 

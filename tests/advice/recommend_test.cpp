@@ -34,10 +34,12 @@ TEST(Recommend, AReusedFitAndASweepThatTrainedNothingAnswerNothing) {
 }
 
 // A sweep's own answer weighs only the batches that peaked within the target of the budget: a faster
-// batch past it is measured, said, and not the answer; where none is within it, nothing is.
+// batch past it is measured, said (in the warnings and the answer's reason), and not the answer; where none is
+// within it, nothing is.
 TEST(Recommend, ASweepAnswersWithinTheTargetOfTheBudget) {
   SweepResult sweep;
   sweep.knee_tolerance = 0.05;
+  sweep.budget_bytes = 12 << 20;
   for (const auto& [batch, rate, peak] :
        {std::tuple{16, 1000.0, 4 << 20}, {64, 2000.0, 5 << 20}, {256, 3000.0, 7 << 20}}) {
     Trial t;
@@ -58,6 +60,12 @@ TEST(Recommend, ASweepAnswersWithinTheTargetOfTheBudget) {
       std::vector<std::string>{"batch 256 at 7.00 MiB peaked past the 50.0 % target of the 12.0 MiB budget (6.00 MiB): "
                                "measured as asked, and not weighed for the answer; raise --target or --memory-budget "
                                "to weigh it"});
+  // The reason says the answer is the fastest within the target, and names the faster batch past it (the report's
+  // knee_batch): it had read "the fastest measured" beside a batch measured 1.5x faster
+  EXPECT_EQ(within.recommendation->reason,
+            "batch 64 is the fastest measured within the memory target at 2000 samples/s, peaking at 5.00 MiB (41.7 % "
+            "of the budget); batch 256 ran faster (3000 samples/s) but peaked at 7.00 MiB, past the 50.0 % target of "
+            "the 12.0 MiB budget (6.00 MiB), and was not weighed");
 
   const SweepAnswer none = recommend_sweep(sweep, 0, 12 << 20, 0.25);  // 3 MiB: none
   EXPECT_FALSE(none.recommendation.has_value());
