@@ -73,8 +73,12 @@ struct NoiseResult {
   /// B_simple = tr(Sigma) / |G|^2 over the whole run; none when |G|^2 is not positive (the
   /// gradient is indistinguishable from noise at this batch).
   std::optional<double> b_simple;
-  double b_simple_stderr = 0;                  ///< jackknife over steps
-  double b_simple_low = 0, b_simple_high = 0;  ///< b_simple -/+ 2 standard errors (low >= 0)
+  double b_simple_stderr = 0;  ///< jackknife over steps
+  /// b_simple -/+ 2 standard errors (low >= 0); the high end infinite where |G|^2 is within two standard errors
+  /// of 0 (the mean of the steps' estimates over their standard error): the gradient's mean was not told from
+  /// its noise, and no critical batch is read from it.
+  double b_simple_low = 0, b_simple_high = 0;
+  double smoothing = 0.9;  ///< the moving averages' factor of the timeline's b_simple_smoothed (--smoothing)
   /// The smoothed estimate over the last quarter of the run over that of the first quarter.
   std::optional<double> drift;
   std::vector<NoiseStep> timeline;
@@ -109,11 +113,14 @@ void fields(V& v, T& n) {
         noise.b_simple_high = band[1];
         // JSON writes an infinite high end (and error) as null, read back as 0: the high end is never below
         // B_simple, so 0 above a positive B_simple was infinite
-        if (band[1] == 0 && noise.b_simple && *noise.b_simple > 0)
-          noise.b_simple_high = noise.b_simple_stderr = std::numeric_limits<double>::infinity();
+        if (band[1] == 0 && noise.b_simple && *noise.b_simple > 0) {
+          noise.b_simple_high = std::numeric_limits<double>::infinity();
+          if (noise.b_simple_stderr == 0) noise.b_simple_stderr = noise.b_simple_high;  // null too
+        }
       },
       NullUnless{measured});
   v("drift", n.drift);
+  v("smoothing", n.smoothing);
   v("message", n.message);
   v("diverged", n.diverged, When{n.diverged});
   v("wall_s", n.wall_s);

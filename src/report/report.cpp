@@ -267,7 +267,10 @@ void noise_table(Lines& line, const NoiseResult& n) {
     line(fmt::format("{:>6}  {:>9}  {:>12.4g}  {:>12.4g}  {:>12}", s.step, format_loss(s.loss), s.g2, s.trace,
                      s.b_simple_smoothed ? fmt::format("{:.1f}", *s.b_simple_smoothed) : "-"));
   }
-  line("(|G|^2 and tr(Sigma): each step's estimate; B: their moving averages' ratio, factor 0.9, bias-corrected)");
+  line(
+      fmt::format("(|G|^2 and tr(Sigma): each step's estimate; B: their moving averages' ratio, factor {:g}, "
+                  "bias-corrected)",
+                  n.smoothing));
   if (n.b_simple) {
     line(fmt::format("B_simple = tr(Sigma) / |G|^2 = {:.1f} (band {:.1f} to {:.1f}, 2 standard errors){}", *n.b_simple,
                      n.b_simple_low, n.b_simple_high,

@@ -6,6 +6,8 @@
 #include <torch/optim/sgd.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 #include "batchwise/convergence.h"
 #include "batchwise/data.h"
 #include "batchwise/error.h"
@@ -115,6 +117,34 @@ TEST(NoiseScale, AFiniteButDivergingLossIsNoMeasurement) {
   LinearRegression converged(0.01, 0.01);
   const NoiseResult near = measure_noise_scale(*converged.workload, NoiseOptions().batch(64).micro_batch(8).steps(60));
   EXPECT_FALSE(near.diverged) << near.message;
+}
+
+// |G|^2 within two standard errors of 0 (its steps' estimates' spread over the root of their count) gives the
+// band no upper end and states no critical batch, as the docs say, though every step left out keeps a positive
+// mean (that alone had been the test: a mean of 0.22 with a standard error of 0.15 had stated one); told apart
+// from 0, the band is finite.
+TEST(NoiseScale, AGradientWithinItsNoiseOfZeroHasNoUpperEnd) {
+  LinearRegression faint(0.2);  // |G|^2 = 0.16 against a step's noise of about 0.4
+  const NoiseResult r =
+      measure_noise_scale(*faint.workload, NoiseOptions().batch(64).micro_batch(8).steps(8).train(false));
+  ASSERT_TRUE(r.b_simple.has_value()) << r.message;
+  double sum = 0, squares = 0;
+  for (const auto& s : r.timeline) sum += s.g2;
+  for (const auto& s : r.timeline) {
+    squares += (s.g2 - r.g2) * (s.g2 - r.g2);
+    EXPECT_GT(sum - s.g2, 0);  // no step left out leaves a mean at or below 0
+  }
+  EXPECT_LT(r.g2, 2 * std::sqrt(squares / 7 / 8));
+  EXPECT_FALSE(std::isfinite(r.b_simple_high));
+  EXPECT_NE(unbounded_noise_text(r).find("the band has no upper end"), std::string::npos);
+
+  LinearRegression clear(0.3);
+  const NoiseResult told =
+      measure_noise_scale(*clear.workload, NoiseOptions().batch(64).micro_batch(8).steps(12).train(false));
+  ASSERT_TRUE(told.b_simple.has_value()) << told.message;
+  EXPECT_TRUE(std::isfinite(told.b_simple_high));
+  EXPECT_EQ(unbounded_noise_text(told), "");
+  EXPECT_EQ(told.smoothing, 0.9);  // the report's caption names it
 }
 
 }  // namespace
