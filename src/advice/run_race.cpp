@@ -574,7 +574,7 @@ RunRace detail::race_once(ModuleWorkload& w, const Dataset& held_out, const RunR
   race.measure = accuracy ? "accuracy" : "loss";
   race.held_out = fmt::format("{}, {} samples", held_out.name, held_out.size());
   plan_race(race, o, dataset);
-  const int64_t noise_batch = noise_batch_given.value_or(noise_batch_of(o.batches()));
+  const int64_t noise_batch = noise_batch_given.value_or(noise_batch_of(o.batches(), dataset));
 
   // However it ends, the weights, the optimizer (its rate too) and the data order are as they were.
   const StateGuard initial(w);
@@ -679,8 +679,8 @@ RunRace race_runs(ModuleWorkload& w, const Dataset& held_out, const RunRaceOptio
   Trained trained;
   trained.start_s = now_s(o);
   if (o.max_wall_s() > 0) trained.deadline_s = trained.start_s + o.max_wall_s();
-  RunRace race =
-      detail::race_with_rounds(w, held_out, raced, o.budget_s(), noise_batch_of(o.batches()), slower, trained);
+  RunRace race = detail::race_with_rounds(w, held_out, raced, o.budget_s(),
+                                          noise_batch_of(o.batches(), w.data().size()), slower, trained);
   race.not_raced = slower;
   // A race whose reference gave no learning curve judged no one: each says so, not a bare good: false in the JSON
   if (!race.entries.empty() && !race.entries.front().message.empty())

@@ -45,8 +45,9 @@ bool out_of_time(const RunRaceOptions& o, Trained& trained);
 void plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset);
 
 /// The noise scale's batch, as tune measures it: the largest candidate up to 1024; where every candidate is larger,
-/// the smallest; at least 8, for micro-batches of an eighth.
-int64_t noise_batch_of(const std::vector<int64_t>& batches);
+/// the smallest; at least 8, for micro-batches of an eighth; at most the `dataset`'s training samples where given
+/// (a step of more would repeat samples, which the noise scale refuses).
+int64_t noise_batch_of(const std::vector<int64_t>& batches, int64_t dataset = 0);
 
 /// The compressed runs' training seconds per unit of f (the share of the run in the shortest):
 /// the reference's three runs (f, 2f, 4f: 7f of its full run) and every other candidate's two longer

@@ -69,14 +69,13 @@ void detail::plan_race(RunRace& race, const RunRaceOptions& o, int64_t dataset) 
   race.lengths_epochs = {f * o.epochs(), 2 * f * o.epochs(), 4 * f * o.epochs()};
 }
 
-// The noise scale's batch, as tune measures it: the largest candidate up to 1024; where every
-// candidate is larger, the smallest; at least 8, for micro-batches of an eighth.
-int64_t detail::noise_batch_of(const std::vector<int64_t>& batches) {
+int64_t detail::noise_batch_of(const std::vector<int64_t>& batches, int64_t dataset) {
   int64_t b = 0;
   for (int64_t c : batches)
     if (c <= 1024) b = std::max(b, c);
   if (b == 0) b = *std::min_element(batches.begin(), batches.end());
-  return std::max<int64_t>(8, b);
+  b = std::max<int64_t>(8, b);
+  return dataset >= 2 ? std::min(b, dataset) : b;  // 7 training samples had ended tune --epochs "--batch 8: larger"
 }
 
 double run_race_train_s(double default_s, double ceiling_s, const std::vector<int64_t>& batches,

@@ -67,10 +67,10 @@ struct Problem {
   std::unique_ptr<ModuleWorkload> workload;
   Dataset held_out;
 
-  explicit Problem(LossFn loss = squared_error) {
+  explicit Problem(LossFn loss = squared_error, int64_t samples = kSamples) {
     at::manual_seed(5);
     const at::Tensor w_star = at::randn({kDim});
-    const Dataset train = regression(w_star, kSamples);
+    const Dataset train = regression(w_star, samples);
     held_out = regression(w_star, 8192);
     torch::nn::Linear linear(torch::nn::LinearOptions(kDim, 1).bias(false));
     {
@@ -208,6 +208,25 @@ TEST(RunRace, ANoiseScaleWhoseStepsDivergedIsNotReadAsUnbounded) {
             std::string::npos)
       << fmt::format("{}", fmt::join(race.notes, "; "));
   EXPECT_EQ(problem.workload->optimizer().param_groups()[0].options().get_lr(), 1.5);
+}
+
+// A training set smaller than the noise scale's least batch (8): its steps take the whole set, not 8 samples of 6
+// (the noise scale refuses a batch larger than the data, and 7 training samples had ended tune --epochs with "--batch
+// 8: larger than the 7 training samples", a flag the user never gave).
+TEST(RunRace, ATrainingSetSmallerThanTheNoiseScalesBatchIsMeasuredWhole) {
+  EXPECT_EQ(detail::noise_batch_of({2, 4}, 6), 6);
+  EXPECT_EQ(detail::noise_batch_of({2, 4}), 8);
+  EXPECT_EQ(detail::noise_batch_of({64, 256}, 60000), 256);
+  Problem few(squared_error, 6);
+  const RunRace race = race_runs(*few.workload, few.held_out,
+                                 RunRaceOptions({2, 4}, step_rates({2, 4}), LrAdviceOptions(2, 0.05))
+                                     .epochs(1)
+                                     .lr_schedule(LrSchedule::Cosine)
+                                     .budget_s(2)
+                                     .clock(ticking_clock()));
+  EXPECT_TRUE(race.noise_at_start.has_value());
+  EXPECT_EQ(fmt::format("{}", fmt::join(race.notes, "; ")).find("could not be measured"), std::string::npos)
+      << fmt::format("{}", fmt::join(race.notes, "; "));
 }
 
 // Out of memory in the race's own steps (a limit on the process's, ulimit -v, can end them where the sweep's trials
