@@ -61,7 +61,10 @@ std::string knee_line(const SweepResult& s, int64_t training_samples, const std:
   }
   if (*s.knee_batch == largest)  // the training set stopped it where nothing larger was tried and it held no double
     return fmt::format("knee: {}, the largest batch that trained in the sweep{}", at(largest),
-                       training_samples > 0 && swept == largest && 2 * largest > training_samples
+                       training_samples > 0 && largest > training_samples
+                           ? fmt::format(" (itself larger than the {} training samples: a step repeats some of them)",
+                                         training_samples)
+                       : training_samples > 0 && swept == largest && 2 * largest > training_samples
                            ? fmt::format(" (none above the {} training samples)", training_samples)
                            : "");
   return fmt::format("knee: {}; a larger batch adds under {:.0f} %", at(*s.knee_batch), 100 * s.knee_tolerance);

@@ -109,7 +109,8 @@ std::vector<std::string> lines_of(const std::string& text) {
 // lines of why, and the closing line with the answer last.
 // A knee at the largest batch that trained in the sweep was measured against no larger one: the line
 // says so, and where the training set stopped the sweep (tune on 2 samples had read "a larger batch
-// adds under 5 %", with none swept).
+// adds under 5 %", with none swept), or that it is itself past the training set (--min 8 --max 8 on 7 samples had
+// read "none above the 7 training samples").
 TEST(Report, AKneeAtTheLargestBatchSweptSaysSo) {
   Report r = fixed_report();
   r.workload.dataset_size = 128;
@@ -119,6 +120,12 @@ TEST(Report, AKneeAtTheLargestBatchSweptSaysSo) {
                          "the 128 training samples)"),
             std::string::npos)
       << summary;
+  r.workload.dataset_size = 100;  // the knee itself larger than the training set: not "none above" it
+  const std::string larger = to_summary(r);
+  EXPECT_NE(larger.find("the largest batch that trained in the sweep (itself larger than the 100 training samples: a "
+                        "step repeats some of them)"),
+            std::string::npos)
+      << larger;
 }
 
 TEST(Report, SummaryIsShortAndClosesWithTheAnswer) {
