@@ -97,7 +97,10 @@ Limits run_limits(const ValidateOptions& o, ValidationRun& run, int64_t epoch, c
     limits.max_samples = scheduled ? run_samples(o.epochs(), epoch) : limits.total_steps * run.batch;
     run.warmup_steps = run_warmup_steps(run.lr, limits.total_steps);
   } else {
-    limits.max_samples = static_cast<int64_t>(std::ceil(o.max_epochs() * static_cast<double>(epoch)));
+    // Whole steps up to --max-epochs (at least one): a last step past it had given a batch larger than the data 3.2
+    // epochs at --max-epochs 2, and each candidate up to a step more than the others
+    const auto most = static_cast<int64_t>(std::ceil(o.max_epochs() * static_cast<double>(epoch)));
+    limits.max_samples = std::max<int64_t>(1, most / run.batch) * run.batch;
     run.warmup_steps = run.lr.warmup_steps;
     if (o.stop_slower_than() > 0 && race.fastest_s) limits.slower_s = o.stop_slower_than() * *race.fastest_s;
   }

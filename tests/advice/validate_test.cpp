@@ -341,6 +341,21 @@ TEST(Validate, ATargetOnAHandfulOfHeldOutSamplesIsWarnedOf) {
   })) << fmt::format("{}", fmt::join(said, "\n"));
 }
 
+// A run to a target gives up at --max-epochs in whole steps, never past it: batch 64 of 40 samples trains one step
+// (1.6 epochs) at --max-epochs 2, where it had trained two (3.2), and batch 4 exactly 2 epochs.
+TEST(Validate, ARunToATargetStopsAtMaxEpochsNotAStepPast) {
+  auto w = mlp(40);
+  const Dataset held_out = head(dynamic_cast<ModuleWorkload&>(*w).data(), 20);
+  const ValidationResult v =
+      validate(*w, held_out, ValidateOptions({4, 64}).target_loss(1e-9).max_epochs(2).measure_lr(false));
+  ASSERT_EQ(v.runs.size(), 2u);
+  EXPECT_EQ(v.runs[0].steps, 20);
+  EXPECT_DOUBLE_EQ(v.runs[0].epochs, 2.0);
+  EXPECT_EQ(v.runs[1].steps, 1);
+  EXPECT_DOUBLE_EQ(v.runs[1].epochs, 1.6);
+  for (const ValidationRun& r : v.runs) EXPECT_EQ(r.message, "not reached within --max-epochs 2") << r.batch;
+}
+
 // The budget holds for validate's runs as for a trial: a batch whose training needs more fails as
 // out of memory, and the others train as without it (their evaluations, at batchwise's own batch,
 // are not held to it). Before, --memory-budget was not applied to validate at all.
