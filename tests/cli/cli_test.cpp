@@ -939,6 +939,14 @@ TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
     if (row.at("batch") == 32) EXPECT_EQ(row.at("steps_per_epoch"), 31);  // the base batch's, dropped too
   }
   EXPECT_NE(r.out.find("50 steps (5 epochs) from 0.1"), std::string::npos) << r.out;
+  // A base batch larger than the data trains no step an epoch under drop_last (it had read 1)
+  r = batchwise(
+      "plan --model mlp --dataset synthetic --synthetic-size 20 --no-history --global-batch 16 "
+      "--max-micro-batch 16 --base-batch 32 --json " +
+      json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const auto& row : nlohmann::json::parse(slurp(json)).at("run_plan").at("rows"))
+    EXPECT_EQ(row.at("steps_per_epoch"), row.at("batch") == 16 ? 1 : 0) << row.dump();
 
   r = batchwise(base + "--global-batch 100 --world-size 3 --max-micro-batch 16 --last-batch pad --json " +
                 json.string());

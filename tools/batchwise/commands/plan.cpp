@@ -97,12 +97,13 @@ class Plan : public Command {
     if (batch != base_batch_) rows.emplace_back("planned", *r.lr);
     r.run_plan = plan_run(optimizer_settings(*optimizer, s.module()), r.workload.dataset_size, rows);
     // Its steps per epoch are the plan's, counted once, with the --last-batch policy; the base batch's
-    // under the same policy (drop_last trains no short last step).
+    // under the same policy (drop_last trains no short last step, and none at all of a batch larger than the data:
+    // a base batch of 32 on 7 samples had read 1 step an epoch).
     const bool drop = parse_last_batch(last_batch_, "--last-batch") == LastBatch::Drop;
     for (RunPlanRow& row : r.run_plan->rows)
       if (row.batch == batch)
         row.steps_per_epoch = r.accumulation->steps_per_epoch;
-      else if (drop && row.batch > 0 && r.workload.dataset_size >= row.batch)
+      else if (drop && row.batch > 0 && r.workload.dataset_size > 0)
         row.steps_per_epoch = r.workload.dataset_size / row.batch;
   }
 
