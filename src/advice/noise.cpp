@@ -62,10 +62,14 @@ void check_noise_options(const NoiseOptions& o, int64_t samples) {
                   o.smoothing());
   // A batch larger than the training set repeats samples within a step: its gradient against its
   // micro-batches' would measure the repeats, not the data's noise.
+  // One training sample leaves no batch of 2 (it had said "give --batch at most 1", which the check above refuses)
   BATCHWISE_CHECK(samples <= 0 || o.batch() <= samples, ConfigError,
                   "--batch {}: larger than the {} training samples, so a step would repeat samples and the noise "
-                  "scale would measure the repeats; give --batch at most {}",
-                  o.batch(), samples, samples);
+                  "scale would measure the repeats; {}",
+                  o.batch(), samples,
+                  samples >= 2 ? fmt::format("give --batch at most {}", samples)
+                               : std::string("it needs at least 2 training samples to compare a batch with its "
+                                             "micro-batches: give a larger dataset"));
 }
 
 namespace {

@@ -91,6 +91,22 @@ TEST(NoiseScale, TrainingRunRestoresTheWorkloadAndReportsDrift) {
   EXPECT_THROW(measure_noise_scale(*w, NoiseOptions().batch(64).micro_batch(24)), ConfigError);
 }
 
+// A batch larger than the training set is refused with the batch to give; one sample leaves none to give, and
+// says so (it had offered "--batch at most 1", which the noise scale refuses as below 2).
+TEST(NoiseScale, ABatchLargerThanTheDataIsRefusedWithWhatToGive) {
+  const auto refusal = [](int64_t batch, int64_t samples) {
+    try {
+      check_noise_options(NoiseOptions().batch(batch).micro_batch(1), samples);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refusal(8, 5).find("; give --batch at most 5"), std::string::npos) << refusal(8, 5);
+  EXPECT_NE(refusal(2, 1).find("; it needs at least 2 training samples"), std::string::npos) << refusal(2, 1);
+  EXPECT_EQ(refusal(4, 4), "");
+}
+
 // A loss that stays finite but rises step on step to many times its first is a training that
 // diverges: no noise scale (it "measured" one before), a failure naming the rise, and g2 and trace
 // null in the JSON, not 0.
