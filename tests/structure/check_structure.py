@@ -225,7 +225,8 @@ def check_sizes():
         rel = path.relative_to(ROOT)
         text = path.read_text(errors="replace")
         lines = text.count("\n")
-        if rel.parts[0] in ("src", "tools") and path.suffix in (".cpp", ".cu") and lines > MAX_FILE_LINES:
+        if (rel.parts[0] in ("src", "tools") or rel.parts[:2] == ("python", "src")) and path.suffix in (".cpp", ".cu") \
+                and lines > MAX_FILE_LINES:
             problems.append(f"{rel}: {lines} lines, over {MAX_FILE_LINES}; split it by idea")
         for first, last, name in functions(text):
             if last - first + 1 > MAX_FUNCTION_LINES:
