@@ -160,8 +160,12 @@ class ModuleWorkload : public Workload {
   /// Sets the learning rate of every parameter group.
   void set_lr(double lr);
   /// For an optimizer whose state torch::optim's state() does not hold (a Python optimizer's, see
-  /// python/src/engine.cpp): counts its state's bytes for state_bytes().
+  /// python/src/adapter.cpp): counts its state's bytes for state_bytes().
   void set_optimizer_state_bytes(std::function<int64_t()> count) { optimizer_state_bytes_ = std::move(count); }
+  /// The label the loss skips (cross-entropy's ignore_index): its samples count in no accuracy that
+  /// evaluate() reads, as they count in no loss (an accuracy over every row had been capped at the labelled
+  /// share). None: every label counts.
+  void set_ignored_label(std::optional<int64_t> label) { ignored_label_ = label; }
   /// fp16's dynamic loss scale (GradScaler's get_scale and update(new_scale)): the factor the loss is
   /// multiplied by before backward; halved when a step's gradients overflow (the step is skipped),
   /// doubled after loss_scale_growth_interval() good steps in a row. Starts at 65536.
@@ -221,6 +225,7 @@ class ModuleWorkload : public Workload {
   torch::nn::AnyModule model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::function<int64_t()> optimizer_state_bytes_;
+  std::optional<int64_t> ignored_label_;
   Dataset data_;
   LossFn loss_;
   c10::Device device_;

@@ -385,6 +385,7 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   const py::object skipped = adapter.attr("cross_entropy_ignore_index");
   const bool probe = !skipped.is_none();
   const int64_t ignore_index = probe ? skipped.cast<int64_t>() : 0;
+  if (probe) workload->set_ignored_label(ignore_index);  // its samples count in no accuracy, as in no loss
   // Every option is read here, with the GIL.
   const Plan p = plan(o, progress, report.budget_bytes, workload->device().is_cuda());
   std::exception_ptr error;

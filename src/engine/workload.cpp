@@ -119,7 +119,8 @@ namespace {
 // tokens), of two classes or more; a target [N, 1] is one label per sample. nullopt for any other shape,
 // or where both could be it: the loss alone judges it (a [N, 1] target had broadcast against [N]
 // predictions, an accuracy of N/2; [N, T] targets had been refused as data the model cannot evaluate).
-std::optional<std::pair<int64_t, int64_t>> labels_right(const at::Tensor& output, at::Tensor target) {
+std::optional<std::pair<int64_t, int64_t>> labels_right(const at::Tensor& output, at::Tensor target,
+                                                        std::optional<int64_t> ignored) {
   if (target.dim() == 2 && target.size(1) == 1 && output.dim() == 2) target = target.squeeze(1);
   if (output.dim() != target.dim() + 1) return std::nullopt;
   std::vector<int64_t> dims;  // those whose removal leaves the target's shape, of two classes or more
@@ -131,7 +132,10 @@ std::optional<std::pair<int64_t, int64_t>> labels_right(const at::Tensor& output
   // One logit (a binary classifier's [N, 1]: its argmax is always 0), or two dimensions that could hold the
   // classes ([N, T, V] with T = V): no accuracy, rather than one over the wrong dimension.
   if (dims.size() != 1) return std::nullopt;
-  return std::make_pair(output.argmax(dims[0]).eq(target).sum().item<int64_t>(), target.numel());
+  if (!ignored) return std::make_pair(output.argmax(dims[0]).eq(target).sum().item<int64_t>(), target.numel());
+  const at::Tensor labelled = target.ne(*ignored);  // the loss's skipped label counts in no accuracy
+  return std::make_pair(output.argmax(dims[0]).eq(target).logical_and(labelled).sum().item<int64_t>(),
+                        labelled.sum().item<int64_t>());
 }
 
 }  // namespace
@@ -151,7 +155,7 @@ std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset&
     const at::Tensor target = data.targets.narrow(0, start, len).to(device_);
     at::Tensor output;
     loss_sum += forward_loss(input, target, &output).item<double>() * static_cast<double>(len);
-    const auto right = classes ? labels_right(output, target) : std::nullopt;
+    const auto right = classes ? labels_right(output, target, ignored_label_) : std::nullopt;
     classes = right.has_value();
     if (classes) correct += right->first, judged += right->second;
   }
