@@ -362,6 +362,23 @@ def _kept_generator(sampler, draw):
             generator.set_state(state)
 
 
+def _load_keeping_groups(optimizer, state_dict):
+    """optimizer.load_state_dict(state_dict), its param_groups list and each group's dict the very objects they
+    were: torch's makes new ones, and a handle the user kept on a group (to unfreeze a backbone), or a wrapper
+    sharing the list, had been cut off from the optimizer the call returned."""
+    groups, dicts = optimizer.param_groups, list(optimizer.param_groups)
+    optimizer.load_state_dict(state_dict)
+    if optimizer.param_groups is groups or len(optimizer.param_groups) != len(dicts):
+        return
+    for mine, loaded in zip(dicts, optimizer.param_groups):
+        if mine is not loaded:
+            values = dict(loaded)
+            mine.clear()
+            mine.update(values)
+    groups[:] = dicts
+    optimizer.param_groups = groups
+
+
 def _data(data, what, dtype=None):
     """(inputs, targets) tensors, a TensorDataset, a map-style Dataset, or a DataLoader over one; their
     floating values in `dtype`, the model's, where given."""
@@ -489,8 +506,11 @@ class _Adapter:
                 raise ValueError(f"batchwise.{command}: {type(model).__name__} has a parameter on {p.device}, but "
                                  f"the trials run on {device}; move the model with model.to('{device}')")
         self.device = str(device)
-        # The model's floating type, which floating data takes (its first floating parameter's)
-        dtype = next((p.dtype for p in parameters if p.is_floating_point()), None)
+        # The model's floating type, which floating data takes: its first trained floating parameter's (a frozen
+        # bf16 teacher declared ahead of a float32 model had turned its data bf16, and the model refused it), else
+        # its first floating parameter's
+        floating = [p for p in parameters if p.is_floating_point()]
+        dtype = next((p.dtype for p in floating if p.requires_grad), floating[0].dtype if floating else None)
         self.data = _data(data, f"batchwise.{command}: {data_what}", dtype)
         held_out = options.get("held_out")
         self.held_out = _data(held_out, f"batchwise.{command}: {held_out_what}", dtype) if held_out is not None else None
@@ -612,7 +632,7 @@ class _Adapter:
 
     def load_optimizer(self, data):
         import torch
-        self.optimizer.load_state_dict(torch.load(io.BytesIO(data), weights_only=False))
+        _load_keeping_groups(self.optimizer, torch.load(io.BytesIO(data), weights_only=False))
         self.reseat()  # the engine restores the state after every trial, the optimizer's with it
 
     def reseat(self):
@@ -636,7 +656,7 @@ class _Adapter:
                 if t.grad is not None:
                     t.grad = t.grad.clone()
         if self.optimizer.state:
-            self.optimizer.load_state_dict(copy.deepcopy(self.optimizer.state_dict()))
+            _load_keeping_groups(self.optimizer, copy.deepcopy(self.optimizer.state_dict()))
 
     def restore_modes(self):
         self.reseat()

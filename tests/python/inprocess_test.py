@@ -227,6 +227,32 @@ def test_state():
     case("and their rates are as they were", [g["lr"] for g in optimizer.param_groups] == [0.0, 0.1, 0.01],
          [g["lr"] for g in optimizer.param_groups])
     case("the report's rate is the first trained group's", report.workload.lr == 0.1, report.workload.lr)
+    # The groups are the very objects they were: a handle kept on one (to unfreeze a backbone later) still
+    # drives the optimizer (torch's load_state_dict, after every trial, had made new ones)
+    kept, kept_list = optimizer.param_groups[0], optimizer.param_groups
+    batchwise.fit(model, optimizer, (x, y), memory_budget="4MiB", max=64, progress=False)
+    kept["lr"] = 0.02
+    case("the optimizer's param_groups and each group's dict are the objects they were",
+         optimizer.param_groups is kept_list and optimizer.param_groups[0] is kept and
+         optimizer.param_groups[0]["lr"] == 0.02, [g["lr"] for g in optimizer.param_groups])
+    kept["lr"] = 0.0
+    # A frozen bf16 part declared ahead of the float32 model it serves: the data take the trained parameters'
+    # type (they had taken the first parameter's, bf16, and the float32 model refused them)
+    class Taught(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.teacher = torch.nn.Linear(48, 10).to(torch.bfloat16).requires_grad_(False)
+            self.student = torch.nn.Linear(48, 10)
+
+        def forward(self, x):
+            with torch.no_grad():
+                hint = self.teacher(x.to(torch.bfloat16)).float()
+            return self.student(x) + 0 * hint
+    taught = Taught()
+    taught_fit = batchwise.fit(taught, torch.optim.SGD(taught.student.parameters(), lr=0.1), (x, y), max=64,
+                               progress=False)
+    case("a frozen bf16 part ahead of a float32 model: its data are float32, and it fits",
+         taught_fit.fit.batch == 64, taught_fit.fit.message)
     # A forward that assigns a new tensor to its buffer (an average of its outputs) swaps the object:
     # the buffer it began with is back in its seat, with its value, and no trial saw another's average
     # (the engine had restored the object it was given, and the model kept the last trial's)
@@ -1429,6 +1455,20 @@ def test_validate():
          report.validation.runs[0].final_loss is not None and report.validation.runs[0].final_accuracy is None,
          report.to_json()[:400])
     case("and the model is as it was", same(before, snapshot(model, optimizer)))
+    # Labels the loss skips (cross-entropy's ignore_index, -100) count in no accuracy, as in no loss: an accuracy
+    # over every row had been capped at the labelled share (half here), and a target above it never reached
+    unlabelled = y.clone()
+    unlabelled[::2] = -100
+    report = batchwise.validate(model, optimizer, (x, unlabelled), held_out=(x, unlabelled), batch_sizes=[64],
+                                epochs=1, progress=False)
+    modes = [m.training for m in model.modules()]
+    model.eval()  # as the engine evaluates
+    with torch.no_grad():
+        right = (model(x).argmax(1) == unlabelled)[unlabelled != -100].float().mean().item()
+    for m, mode in zip(model.modules(), modes):
+        m.training = mode
+    case("an ignore_index label counts in no accuracy", report.validation.accuracy_before is not None and
+         abs(report.validation.accuracy_before - right) < 1e-6, (report.validation.accuracy_before, right))
 
 
 TESTS = {"fit": test_fit, "state": test_state, "oom": test_oom, "error": test_error, "tune": test_tune,
