@@ -140,7 +140,13 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     for (const auto& a : phase_lr) run.phase_lrs.push_back(a.lr);
   }
   const Limits limits = run_limits(o, run, epoch, race, !phases.empty());
-  // A schedule's warm-up, in samples (its steps change size).
+  // A schedule's warm-up, in samples (its steps change size): its first phase's, and within that phase (a warm-up
+  // past the next phase's start had ramped on towards that phase's rate, jumping 5x at the change, and reported
+  // the first batch's steps, not those it took)
+  if (phases.size() > 1) {
+    const auto first_phase = static_cast<int64_t>(phases[1].from_epoch * static_cast<double>(epoch));
+    run.warmup_steps = std::min(run.warmup_steps, first_phase / batch);
+  }
   const double warmup_samples = phases.empty() ? 0.0 : static_cast<double>(run.warmup_steps * batch);
   run.warmup_epochs = static_cast<double>(run.warmup_steps * batch) / static_cast<double>(epoch);
   const int64_t eval_every = o.eval_every_samples() > 0 ? o.eval_every_samples()

@@ -433,6 +433,25 @@ TEST(Validate, ABatchScheduleTrainsEachPhaseAtItsBatch) {
   }
 }
 
+// A schedule's warm-up is its first phase's and ends where the second phase starts at the latest: batch 100's
+// 5-step warm-up (a quarter of its 2-epoch run) is 2 steps where batch 200 starts at 250 samples (it had ramped
+// on towards batch 200's rate, jumping at the change, and reported 5 steps).
+TEST(Validate, AScheduleWarmsUpWithinItsFirstPhase) {
+  auto w = mlp(1000);
+  const Dataset held_out = dynamic_cast<ModuleWorkload&>(*w).data();
+  const ValidationResult v = validate(*w, held_out,
+                                      ValidateOptions({100, 200})
+                                          .epochs(2)
+                                          .lr_schedule(LrSchedule::Cosine)
+                                          .measure_lr(false)
+                                          .held_out_samples(200)
+                                          .batch_schedule({{100, 0}, {200, 0.25}}));
+  ASSERT_EQ(v.runs.size(), 3u);
+  EXPECT_EQ(v.runs[0].warmup_steps, 5);  // batch 100's own run: a quarter of its 20 steps
+  EXPECT_EQ(v.runs[2].warmup_steps, 2);
+  EXPECT_DOUBLE_EQ(v.runs[2].warmup_epochs, 0.2);
+}
+
 // Stopped mid-grid (the CLI's first Ctrl-C): the runs that finished are kept and judged among
 // themselves, the one under way is dropped, no later candidate trains, and the weights are as they
 // were. The stop comes at the Nth question: batch 16's run asks 126 times (before it, once its rate is
