@@ -125,6 +125,10 @@ TEST(Cli, MalformedOptions) {
                      "--max-seconds");
   expect_clean_error("tune --model mlp --dataset synthetic --epochs 2 --stop-slower-than 1.5", 2,
                      "--stop-slower-than 1.5: it limits a run to a target");
+  // A flag only validation's runs read, without --validate (--rule-lr had been silently unused)
+  expect_clean_error("tune --model mlp --dataset synthetic --rule-lr", 2,
+                     "--rule-lr: only the validation's runs read it, and tune runs none without --validate; add "
+                     "--validate, or drop it");
   expect_clean_error("fit --model mlp --dataset synthetic --num-classes 0", 2,
                      "--num-classes: 0: must be at least 2 (a classifier's classes, at least 2");
   expect_clean_error("fit --model mlp --dataset synthetic --nproc 0", 2,

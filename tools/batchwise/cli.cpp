@@ -455,17 +455,22 @@ void ValidateFlags::add(CLI::App* cmd) {
   target_limits.push_back(
       cmd->add_option("--max-seconds", max_seconds, "give up after this much training time per candidate (0: none)")
           ->capture_default_str());
-  cmd->add_option("--eval-every", eval_every,
-                  "evaluate every this many training samples (default: 1/20 epoch; with --epochs, 1/10 of the run)");
-  cmd->add_option("--held-out-samples", held_out_samples,
-                  "evaluate on the first N held-out samples (default: all; fewer evaluate faster, less precisely)");
+  runs_only = target_limits;
+  runs_only.push_back(cmd->add_option(
+      "--eval-every", eval_every,
+      "evaluate every this many training samples (default: 1/20 epoch; with --epochs, 1/10 of the run)"));
+  runs_only.push_back(cmd->add_option(
+      "--held-out-samples", held_out_samples,
+      "evaluate on the first N held-out samples (default: all; fewer evaluate faster, less precisely)"));
   target_limits.push_back(
       cmd->add_option("--stop-slower-than", stop_slower_than,
                       "stop a candidate once its training time passes this multiple of the fastest so far (e.g. 1.5; "
                       "default: never)"));
-  cmd->add_flag("--rule-lr", rule_lr,
-                "train each candidate at the scaling rule's rate alone (Goyal's epochs of warm-up), not the rate "
-                "tune advises (the rule capped by a range test at that batch)");
+  runs_only.push_back(target_limits.back());
+  runs_only.push_back(
+      cmd->add_flag("--rule-lr", rule_lr,
+                    "train each candidate at the scaling rule's rate alone (Goyal's epochs of warm-up), not the rate "
+                    "tune advises (the rule capped by a range test at that batch)"));
 }
 
 void ValidateFlags::add_run(CLI::App* cmd) {
@@ -473,8 +478,8 @@ void ValidateFlags::add_run(CLI::App* cmd) {
                   "train full runs of this many epochs (warm-up, then --lr-schedule) and compare their final test "
                   "quality and training time, instead of timing each batch to a target");
   cmd->add_option("--lr-schedule", lr_schedule,
-                  fmt::format("the rate after the warm-up over an --epochs run: {} (step: x0.1 at half the run, "
-                              "x0.01 at three quarters)",
+                  fmt::format("the rate after the warm-up over an --epochs run: {} (step: x0.1 at half the steps after "
+                              "the warm-up, x0.01 at three quarters of them)",
                               fmt::join(lr_schedule_names(), ", ")))
       ->capture_default_str();
 }

@@ -183,6 +183,8 @@ struct ValidateFlags {
   bool rule_lr = false;
   /// The flags that limit a target's runs, refused beside --epochs (full runs train to their end).
   std::vector<CLI::Option*> target_limits;
+  /// The flags only the validation's runs read: tune refuses them without --validate.
+  std::vector<CLI::Option*> runs_only;
 
   void add(CLI::App* cmd);
   /// --epochs and --lr-schedule: the run the user will do.

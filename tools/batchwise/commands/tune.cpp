@@ -201,6 +201,11 @@ class Tune : public Command {
     race_target_ = v_.target_accuracy != 0 || v_.target_loss != 0;  // before check() sets validate's default
     refuse_with_cmd(w_.use_cmd, {{race_target_, "--target-accuracy/--target-loss"}, {v_.epochs != 0, "--epochs"}});
     if (validate_ || race_target_ || v_.epochs != 0 || v_.lr_schedule != "constant") v_.check(w_);
+    for (const CLI::Option* only : v_.runs_only)  // silently unused before (--rule-lr had trained nothing at the rule)
+      if (!validate_ && only->count() > 0)
+        throw ConfigError(fmt::format(
+            "{}: only the validation's runs read it, and tune runs none without --validate; add --validate, or drop it",
+            only->get_name()));
     refuse_with_cmd(w_.use_cmd,
                     {{compare_precision_, "--compare-precision"}, {sweep_.profile, "--profile"}, {reuse_, "--reuse"}});
     refuse_in_data_parallel({{sweep_.profile, "--profile"},
