@@ -28,7 +28,7 @@ enum class Loss {
 enum class LrSchedule {
   Constant,  ///< "constant": the advised rate to the end
   Cosine,    ///< "cosine": half a cosine from the advised rate towards 0 at the run's end
-  Step,      ///< "step": the advised rate, x0.1 from half the run, x0.01 from three quarters
+  Step,      ///< "step": the advised rate, x0.1 from half the steps after the warm-up, x0.01 from three quarters
 };
 /// The c10d backend of a data-parallel group.
 enum class Backend {

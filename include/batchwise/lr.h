@@ -91,7 +91,7 @@ struct LrAdvice {
   std::optional<LrRange> range;  ///< the range test at this batch, when one ran (the rule scales up)
   std::optional<double> cap_lr;  ///< the range test's stable_lr / safety; none without a measured limit
   bool capped = false;           ///< the cap is below the rule's rate and set lr
-  double lr = 0;                 ///< the rate to train with: min(rule, cap), never below the base rate
+  double lr = 0;                 ///< the rate to train with: min(rule, cap), a cap never below the base rate
   /// Linear warm-up from warmup_from_lr (the base rate) to lr over the first warmup_steps optimizer
   /// steps when lr is above the base rate (Goyal et al. 2017 warm up over 5 of 90 epochs; here one
   /// epoch of samples, or LrAdviceOptions::warmup_samples; the range test's own ramp is too short,
