@@ -419,6 +419,10 @@ def _data(data, what, dtype=None):
         raise TypeError(f"{what}: a {type(data).__name__}; pass (inputs, targets) tensors, a Dataset or a DataLoader")
     if len(x) != len(y) or len(x) == 0:
         raise ValueError(f"{what}: {len(x)} inputs and {len(y)} targets; they must be as many, and more than none")
+    for kind, t in (("inputs", x), ("targets", y)):  # copying one out had raised torch's NotImplementedError
+        if t.device.type == "meta":
+            raise ValueError(f"{what}: the {kind} are on the 'meta' device, which holds shapes and no values; pass "
+                             "tensors with values (on 'cpu' or 'cuda')")
     return _engine().untracked(lambda: _Data(name, x, y, dtype))
 
 
@@ -1057,8 +1061,8 @@ def _call_kept(command, options, make_adapter):
         adapter.count_the_state()
         try:
             text, where, error, kept, unrestored = engine.run(adapter, options, command)
-        except (engine.ConfigError, engine.DataError) as e:
-            raise _engine_error(command, e) from None
+        except (engine.ConfigError, engine.DataError, engine.ModelError, engine.DeviceError) as e:
+            raise _engine_error(command, e) from None  # named by the call (noise's had been bare)
     finally:
         if adapter is not None:
             adapter.restore_modes()

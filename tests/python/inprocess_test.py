@@ -1074,6 +1074,9 @@ def test_options():
     class Listed(Pairs):
         def __getitem__(self, i):
             return self.x[i].tolist(), int(self.y[i])
+    class DictOut(Branchy):
+        def forward(self, x):
+            return {"out": super().forward(x)}
     as_dict = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32,
                                           collate_fn=lambda b: {"x": torch.stack([s[0] for s in b]),
                                                                 "y": torch.stack([s[1] for s in b])})
@@ -1086,7 +1089,15 @@ def test_options():
               "loss is the class CrossEntropyLoss, not a loss; pass an instance, torch.nn.CrossEntropyLoss()"),
              (lambda: batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), Listed(x, y), progress=False),
               TypeError, "each sample's input is a list of 48 numbers, where batchwise feeds the model one input "
-              "tensor; return it as a tensor")])
+              "tensor; return it as a tensor"),
+             # meta tensors hold no values (copying one out had raised torch's NotImplementedError, unnamed)
+             (lambda: batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1),
+                                    (torch.empty(64, 48, device="meta"), y[:64]), progress=False), ValueError,
+              "batchwise.fit: data: the inputs are on the 'meta' device, which holds shapes and no values"),
+             # an output the engine cannot read, in noise's own steps: named by the call, as fit's are
+             (lambda: batchwise.noise(DictOut(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y), batch=32,
+                                      micro_batch=8, noise_steps=3, progress=False), batchwise.ModelError,
+              "batchwise.noise: DictOut.forward's output is a dict")])
     # Accuracy where the targets are labels a sample in a column ([N, 1], the user's own loss) and tokens
     # ([N, T] against an output [N, T, V]): it had read 99.8 for the first (a broadcast), and refused the second.
     column = batchwise.validate(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y.unsqueeze(1)),
