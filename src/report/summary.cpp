@@ -201,7 +201,10 @@ std::string closing_line(const Report& r) {
       return v->epochs > 0 ? "answer: none: no full run finished (each run's note says why)"
                            : fmt::format("answer: none: no batch reached {} (each run's note says why)", v->target);
     }
-    if (r.noise && !r.fit && !r.sweep && !r.race && !r.run_race)  // noise answers the critical batch, not a batch
+    if (r.noise && !r.fit && !r.sweep && !r.race && !r.run_race) {  // noise answers the critical batch, not a batch
+      // No upper end: no critical batch, as the table and the HTML say (the answer had stated one)
+      if (const std::string unbounded = unbounded_noise_text(*r.noise); !unbounded.empty())
+        return "answer: none: no critical batch: " + unbounded;
       return r.noise->b_simple
                  ? fmt::format(
                        "answer: the critical batch (gradient noise scale B_simple) is {:.0f}, band {:.0f} to "
@@ -209,6 +212,7 @@ std::string closing_line(const Report& r) {
                        *r.noise->b_simple, r.noise->b_simple_low, r.noise->b_simple_high, r.noise->timeline.size(),
                        r.noise->batch)
                  : fmt::format("answer: none: the noise scale was not measured ({})", r.noise->message);
+    }
     return "answer: none: no batch trained (the report's warnings say why)";
   }
   std::vector<std::string> parts{fmt::format("answer: batch {}", r.recommendation->batch)};

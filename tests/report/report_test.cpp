@@ -47,7 +47,7 @@ TEST(Report, TableMatchesGolden) {
 }
 
 // A noise report's short view answers the critical batch (it had ended "answer: none: no batch trained"), or
-// why it was not measured.
+// why it was not measured, or that its band has no upper end.
 TEST(Report, ANoiseReportsSummaryAnswersTheCriticalBatch) {
   Report r;
   r.context = fixed_report().context;
@@ -59,6 +59,11 @@ TEST(Report, ANoiseReportsSummaryAnswersTheCriticalBatch) {
                           "from 4 steps at batch 128"),
             std::string::npos)
       << measured;
+  // A band with no upper end states no critical batch, as the table and the HTML do not (it had read "is 1250")
+  r.noise->b_simple_high = std::numeric_limits<double>::infinity();
+  const std::string unbounded = to_summary(r);
+  EXPECT_NE(unbounded.find("answer: none: no critical batch: the band has no upper end"), std::string::npos)
+      << unbounded;
   r.noise->b_simple.reset();
   r.noise->message = "|G|^2 came out -0.0168";
   const std::string unmeasured = to_summary(r);
