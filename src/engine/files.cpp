@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "check.h"
 
@@ -38,6 +40,27 @@ std::string followed(const std::string& path) {
   }
   return at.string();
 }
+
+namespace {
+
+// The process's umask, read without setting it: umask(2) sets it process-wide, if only for an instant in which
+// another thread's new file would get 0666.
+mode_t process_umask() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Umask:", 0) == 0) {
+      try {
+        return static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
+      } catch (const std::exception&) {
+        break;
+      }
+    }
+  const mode_t mask = ::umask(0);  // no /proc
+  ::umask(mask);
+  return mask;
+}
+
+}  // namespace
 
 FileReplacement::FileReplacement(const std::string& target, std::string what)
     : target_(target), what_(std::move(what)), temporary_(target + ".XXXXXX") {
@@ -79,9 +102,7 @@ void FileReplacement::commit() {
   if (::stat(target_.c_str(), &replaced) == 0) {
     mode = replaced.st_mode & 07777;
   } else {
-    const mode_t mask = ::umask(0);
-    ::umask(mask);
-    mode = 0666 & ~mask;
+    mode = 0666 & ~process_umask();
   }
   BATCHWISE_CHECK(::chmod(temporary_.c_str(), mode) == 0, ConfigError, "{}: cannot write there ({})", what_,
                   std::strerror(errno));

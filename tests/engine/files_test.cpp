@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -18,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("batchwise-files-test-" + name);
+  const fs::path dir = fs::temp_directory_path() / ("batchwise-files-test-" + std::to_string(::getpid()) + "-" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -50,6 +51,7 @@ TEST(Files, LinksAreFollowedToTheFileTheyName) {
   EXPECT_EQ(followed((dir / "a.json").string()), (dir / "c.json").string());
   EXPECT_EQ(followed("/dev/stdout"), "/dev/stdout");
   EXPECT_EQ(followed((dir / "plain.json").string()), (dir / "plain.json").string());
+  fs::remove_all(dir);
 }
 
 // The file is replaced whole by commit() and keeps the mode it had; a new file gets a new file's (the umask's);
@@ -58,7 +60,8 @@ TEST(Files, AReplacementIsWholeKeepsTheModeAndLeavesNothingBehind) {
   const fs::path dir = fresh("whole");
   const fs::path target = dir / "report.json";
   std::ofstream(target) << "old";
-  fs::permissions(target, fs::perms::owner_read | fs::perms::owner_write);
+  const fs::perms mine = fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read;  // not mkostemp's
+  fs::permissions(target, mine);
   {
     FileReplacement file(target.string(), "--json report.json");
     file.write("half");
@@ -67,7 +70,7 @@ TEST(Files, AReplacementIsWholeKeepsTheModeAndLeavesNothingBehind) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
   write_whole(target.string(), "new", "--json report.json");
   EXPECT_EQ(slurp(target), "new");
-  EXPECT_EQ(fs::status(target).permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(target).permissions(), mine);
 
   const mode_t mask = ::umask(022);
   write_whole((dir / "fresh.json").string(), "{}", "--json fresh.json");
@@ -84,6 +87,7 @@ TEST(Files, AReplacementIsWholeKeepsTheModeAndLeavesNothingBehind) {
               "--json gone/r.json: cannot write there (No such file or directory); check the folder exists and is "
               "writable");
   }
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -96,6 +96,9 @@ void check_writable(const std::string& path, const char* flag) {
   if (!std::ofstream(target, std::ios::app))
     throw ConfigError(fmt::format("{} {}: cannot write there; check the folder exists and is writable", flag, path));
   if (!existed) std::filesystem::remove(target);
+  // and a file of its own beside it, as the write will make one (a writable file in a folder that is not had
+  // passed, and its report gone to the temp folder at the run's end)
+  (void)FileReplacement(target, fmt::format("{} {}", flag, path));
 }
 
 }  // namespace batchwise::cli
