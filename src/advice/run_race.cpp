@@ -134,9 +134,14 @@ CompressedRun run_compressed(ModuleWorkload& w, const Dataset& held_out, const R
 // The noise scale at the workload's current weights, in micro-batches of an eighth of `batch`;
 // kNoiseUnbounded where the gradient cannot be told from its noise; none where its training diverged
 // (not unbounded: that would read as every batch efficient), or where it ran out of memory (a limit
-// on the process's, ulimit -v, can end its steps where the race's own trained): `out_of_memory` then
-// says how, and the race goes on without the figure, as tune's own noise phase does.
+// on the process's, ulimit -v, can end its steps where the race's own trained), or where one training sample
+// holds no batch of two: `out_of_memory` then says why, and the race goes on without the figure, as tune's own
+// noise phase does.
 std::optional<double> noise_scale(ModuleWorkload& w, int64_t batch, int steps, std::string& out_of_memory) {
+  if (w.data().size() < 2) {  // no batch of two: its refusal had named a --batch never given
+    out_of_memory = "one training sample holds no batch of two to compare with its micro-batches";
+    return std::nullopt;
+  }
   int64_t micro = std::max<int64_t>(1, batch / 8);
   while (batch % micro != 0) --micro;
   NoiseResult r;

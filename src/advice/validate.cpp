@@ -88,6 +88,15 @@ ValidateProgress progress(const ValidateOptions& o, const ValidationRun& run, co
   return p;
 }
 
+// A schedule's warm-up is its first phase's, and within that phase: one past the next phase's start had ramped on
+// towards that phase's rate, jumping 5x at the change, and reported the first batch's steps, not those it took.
+// At least one step where there is one (a second phase within the first step had left none).
+void within_first_phase(ValidationRun& run, const std::vector<BatchPhase>& phases, int64_t epoch) {
+  if (phases.size() < 2 || run.warmup_steps <= 0) return;
+  const auto first_phase = static_cast<int64_t>(phases[1].from_epoch * static_cast<double>(epoch));
+  run.warmup_steps = std::clamp<int64_t>(first_phase / phases[0].batch, 1, run.warmup_steps);
+}
+
 // How long a candidate trains, and its warm-up (set on `run`): a full run of --epochs (a schedule's
 // in samples, its warm-up the one its first batch's own full run takes), or up to --max-epochs.
 Limits run_limits(const ValidateOptions& o, ValidationRun& run, int64_t epoch, const Race& race, bool scheduled) {
@@ -140,13 +149,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     for (const auto& a : phase_lr) run.phase_lrs.push_back(a.lr);
   }
   const Limits limits = run_limits(o, run, epoch, race, !phases.empty());
-  // A schedule's warm-up, in samples (its steps change size): its first phase's, and within that phase (a warm-up
-  // past the next phase's start had ramped on towards that phase's rate, jumping 5x at the change, and reported
-  // the first batch's steps, not those it took)
-  if (phases.size() > 1) {
-    const auto first_phase = static_cast<int64_t>(phases[1].from_epoch * static_cast<double>(epoch));
-    run.warmup_steps = std::min(run.warmup_steps, first_phase / batch);
-  }
+  within_first_phase(run, phases, epoch);
   const double warmup_samples = phases.empty() ? 0.0 : static_cast<double>(run.warmup_steps * batch);
   run.warmup_epochs = static_cast<double>(run.warmup_steps * batch) / static_cast<double>(epoch);
   const int64_t eval_every = o.eval_every_samples() > 0 ? o.eval_every_samples()
