@@ -8,6 +8,8 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -135,6 +137,12 @@ CpuMemoryTracker& CpuMemoryTracker::install() {
     static CpuMemoryTracker tracker;
     // Highest priority, so a later registration (MKLDNN, a profiler) cannot displace us.
     c10::SetCPUAllocator(g_allocator, /*priority=*/255);
+    // A process forked during a trial (a DataLoader's worker, a multiprocessing child of another thread) runs no
+    // trial: it had kept the trial's limit for good, and every tensor it made past it was out of memory
+    ::pthread_atfork(nullptr, nullptr, [] {
+      g_limit.store(0);
+      g_baseline.store(0);
+    });
     g_tracker = &tracker;
   });
   return *g_tracker;

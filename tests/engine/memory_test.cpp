@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -64,6 +65,28 @@ TEST(CpuMemoryTracker, OverTheLimitIsOutOfMemoryByType) {
   tracker.set_limit(0);
   EXPECT_EQ(tracker.current_bytes(), before);  // the refused allocation left nothing behind
   EXPECT_NO_THROW(at::empty({250001}, at::kFloat));
+}
+
+// A process forked while a limit holds (a DataLoader worker, another thread's multiprocessing child) runs no
+// trial and has none: it had kept the trial's limit for good.
+TEST(CpuMemoryTracker, AForkedChildHasNoLimit) {
+  auto& tracker = CpuMemoryTracker::install();
+  tracker.set_limit(tracker.current_bytes() + 1000);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    bool ok = tracker.limit_bytes() == 0;
+    try {
+      (void)at::empty({250001}, at::kFloat);
+    } catch (...) {
+      ok = false;
+    }
+    ::_exit(ok ? 0 : 1);
+  }
+  tracker.set_limit(0);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST(DeviceMemory, CpuMeasuresThroughTheTracker) {
