@@ -90,7 +90,16 @@ std::optional<std::string> divergence(const std::vector<NoiseStep>& before, cons
                               : fmt::format("the training loss became {}", s.loss),
         s.step, o.steps(), o.batch());
   const size_t n = before.size();
-  if (!o.train() || n < 3) return std::nullopt;
+  if (!o.train() || n == 0) return std::nullopt;
+  // A million times the first step's loss diverged, whatever came between: the three rising steps below need
+  // five steps, and --noise-steps 2 had measured B_simple 15.4 from a loss of 1.5e18
+  constexpr double kRunAway = 1e6;
+  if (before[0].loss > 0 && s.loss > kRunAway * before[0].loss)
+    return fmt::format(
+        "the training loss rose from {:.4g} at its first step to {:.4g} at step {} of {} (batch {}), more than "
+        "{:g}x: the noise scale of a training that diverges is no measurement; lower the learning rate",
+        before[0].loss, s.loss, s.step, o.steps(), o.batch(), kRunAway);
+  if (n < 3) return std::nullopt;
   const double start = (before[0].loss + before[1].loss) / 2, past = kDivergedLossRise * start;
   if (start > 0 && s.loss > past && before[n - 1].loss > past && before[n - 2].loss > past &&
       s.loss > before[n - 1].loss && before[n - 1].loss > before[n - 2].loss)

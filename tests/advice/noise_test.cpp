@@ -133,6 +133,10 @@ TEST(NoiseScale, AFiniteButDivergingLossIsNoMeasurement) {
   LinearRegression converged(0.01, 0.01);
   const NoiseResult near = measure_noise_scale(*converged.workload, NoiseOptions().batch(64).micro_batch(8).steps(60));
   EXPECT_FALSE(near.diverged) << near.message;
+  // Two steps are enough to see a run-away: the three rising steps need five, and 2 steps had been measured
+  LinearRegression away(1.0, /*lr=*/1e6);
+  const NoiseResult two = measure_noise_scale(*away.workload, NoiseOptions().batch(64).micro_batch(8).steps(2));
+  EXPECT_TRUE(two.diverged) << (two.b_simple ? *two.b_simple : -1);
 }
 
 // |G|^2 within two standard errors of 0 (its steps' estimates' spread over the root of their count) gives the
