@@ -257,6 +257,8 @@ class _Data:
         if dtype is not None:  # floating values in the model's floating type (NumPy's float64, float32 weights)
             inputs = inputs.to(dtype) if inputs.is_floating_point() else inputs
             targets = targets.to(dtype) if targets.is_floating_point() else targets
+        # an inference tensor (made under torch.inference_mode) cannot be saved for backward: a copy of it can
+        inputs, targets = (t.clone() if t.is_inference() else t for t in (inputs, targets))
         self.name, self.inputs, self.targets = name, inputs.detach().cpu().contiguous(), targets.detach().cpu().contiguous()
         classes = not targets.is_floating_point()
         if classes:
@@ -510,11 +512,13 @@ class _Adapter:
                 raise ValueError(f"batchwise.{command}: {type(model).__name__} has a parameter on {p.device}, but "
                                  f"the trials run on {device}; move the model with model.to('{device}')")
         self.device = str(device)
-        # The model's floating type, which floating data takes: its first trained floating parameter's (a frozen
-        # bf16 teacher declared ahead of a float32 model had turned its data bf16, and the model refused it), else
-        # its first floating parameter's
+        # The model's floating type, which floating data takes: its first floating parameter that the optimizer
+        # trains (a frozen bf16 teacher declared ahead of a float32 model had turned its data bf16, and the model
+        # refused it), else its first floating parameter's
+        trained = {id(p) for group in getattr(self.optimizer, "param_groups", ()) for p in group.get("params", ())}
         floating = [p for p in parameters if p.is_floating_point()]
-        dtype = next((p.dtype for p in floating if p.requires_grad), floating[0].dtype if floating else None)
+        dtype = next((p.dtype for p in floating if p.requires_grad and id(p) in trained),
+                     floating[0].dtype if floating else None)
         self.data = _data(data, f"batchwise.{command}: {data_what}", dtype)
         held_out = options.get("held_out")
         self.held_out = _data(held_out, f"batchwise.{command}: {held_out_what}", dtype) if held_out is not None else None
@@ -892,8 +896,10 @@ class Report(_Record):
         return self._json
 
     def html(self, path):
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(_engine().html(self._json))
+        """The page written to `path` whole, as the CLI's --html: drawn first, then put in place (an open(path, "w")
+        had emptied the user's file before a drawing that raised)."""
+        page = _engine().html(self._json)
+        _engine().write_whole(os.fspath(path), page, f"Report.html({os.fspath(path)!r})")
         return path
 
     def table(self):
@@ -1013,6 +1019,27 @@ def _generators_kept():
 _ONE_CALL = threading.Lock()
 
 
+def _one_call_in_child():
+    """A process forked while a call ran (by another thread) runs none: its copy of the lock is free again (it had
+    refused every call there, "another batchwise call is running")."""
+    global _ONE_CALL
+    _ONE_CALL = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_one_call_in_child)
+
+
+@contextlib.contextmanager
+def _training_mode():
+    """Gradients on and inference mode off on this thread (both are thread-local) while the call trains: under
+    the caller's torch.no_grad() nothing had trained, and under torch.inference_mode() the parameters the call
+    copies into counted memory had come back inference tensors, which never train again. The caller's modes
+    come back on the way out."""
+    import torch
+    with torch.inference_mode(False), torch.enable_grad():
+        yield
+
+
 def _call(command, options, make_adapter):
     """One call at a time in a process: the CPU budget's count, its limit and the generators are the
     process's. A second call (another thread's, or one from a progress callback) is refused before it
@@ -1022,7 +1049,7 @@ def _call(command, options, make_adapter):
                                     "validate) is running in this process; they run one at a time (the CPU budget is "
                                     "counted process-wide)")
     try:
-        with _generators_kept():
+        with _generators_kept(), _training_mode():
             return _call_kept(command, options, make_adapter)
     finally:
         _ONE_CALL.release()

@@ -539,6 +539,14 @@ PYBIND11_MODULE(_engine, m) {
   m.def(
       "html", [](const std::string& report_json) { return to_html(report_json); }, "The report's HTML page");
   m.def(
+      "write_whole",
+      [](const std::string& path, const std::string& text, const std::string& what) {
+        write_whole(followed(path), text, what);
+      },
+      py::arg("path"), py::arg("text"), py::arg("what"),
+      "Writes text to the file at path (a link's target) whole: a file of its own beside it, renamed into place "
+      "with the mode the file had; raises ConfigError naming `what`");
+  m.def(
       "table", [](const std::string& report_json) { return to_table(report_from_json(report_json, "the report")); },
       "The report's console table");
   m.def(

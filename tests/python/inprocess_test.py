@@ -236,6 +236,36 @@ def test_state():
          optimizer.param_groups is kept_list and optimizer.param_groups[0] is kept and
          optimizer.param_groups[0]["lr"] == 0.02, [g["lr"] for g in optimizer.param_groups])
     kept["lr"] = 0.0
+    # Called under torch.no_grad() or torch.inference_mode() (an evaluation block's): the call trains, and the
+    # model trains on after it (nothing had trained under no_grad, and under inference_mode the parameters came back
+    # inference tensors, which never train again); the caller's modes are as they were
+    for name, mode in (("no_grad", torch.no_grad), ("inference_mode", torch.inference_mode)):
+        with mode():
+            under = batchwise.fit(model, optimizer, (x, y), memory_budget="4MiB", max=64, progress=False)
+            still = not torch.is_grad_enabled()
+        case(f"under torch.{name}() a call trains and the mode is the caller's after it",
+             under.fit.batch == 64 and still and torch.is_grad_enabled(), under.fit.message)
+        case(f"and after torch.{name}() the parameters are no inference tensors",
+             not any(p.is_inference() for p in model.parameters()))
+    # A process forked while another thread's call runs runs none: its lock is free (every call there had been
+    # refused, "another batchwise call is running")
+    if hasattr(os, "fork"):
+        forked = []
+
+        def fork_mid_call(line):
+            if not forked:
+                pid = os.fork()
+                if pid == 0:  # no training here (OpenMP's threads do not survive a fork): the lock and the limit
+                    code = 0
+                    try:
+                        code = 0 if batchwise._inprocess._ONE_CALL.acquire(blocking=False) else 2
+                        torch.empty(1 << 22)  # 16 MiB, past the trial's 4 MiB budget
+                    except BaseException:
+                        code = 1
+                    os._exit(code)
+                forked.append(os.waitpid(pid, 0)[1])
+        batchwise.fit(model, optimizer, (x, y), memory_budget="4MiB", max=64, progress=fork_mid_call)
+        case("a process forked during a call is free of its lock and its memory limit", forked == [0], forked)
     # A frozen bf16 part declared ahead of the float32 model it serves: the data take the trained parameters'
     # type (they had taken the first parameter's, bf16, and the float32 model refused them)
     class Taught(torch.nn.Module):
@@ -602,6 +632,16 @@ def test_tune():
         page = report.html(os.path.join(work, "tune.html"))
         text = open(page, encoding="utf-8").read()
         case("html(path) writes the report's page", "<html" in text and "Branchy" in text)
+        os.chmod(page, 0o640)  # written again whole, it keeps its mode (open(path, "w") had emptied it first)
+        report.html(page)
+        case("html(path) again keeps the file's mode", os.stat(page).st_mode & 0o777 == 0o640 and
+             open(page, encoding="utf-8").read() == text, oct(os.stat(page).st_mode))
+        try:
+            report.html(os.path.join(work, "gone", "tune.html"))
+            case("html(path) into a folder that is not there raises", False)
+        except batchwise.ConfigError as e:
+            case("html(path) into a folder that is not there raises ConfigError naming it",
+                 "Report.html(" in str(e) and "cannot write there" in str(e), str(e))
     case("str(report) is the console table", "recommend" in str(report) and "Branchy" in str(report))
     summary = report.summary()
     case("report.summary() is the short view: the answer in a few lines", "answer: batch "
