@@ -142,6 +142,9 @@ struct LrAdviceOptions {
   TORCH_ARG(double, safety) = kLrSafety;
   /// Samples of linear warm-up when the rate is above the base; 0: one epoch of the workload's data.
   TORCH_ARG(int64_t, warmup_samples) = 0;
+  /// The memory the range test's steps may use (bytes; 0: no limit). Where they run out of it, the rate is the
+  /// rule's, unchecked, and its advice says so.
+  TORCH_ARG(int64_t, limit_bytes) = 0;
 };
 
 /// The rule's rate for the workload's optimizer at `batch`. When it is above the base rate (which

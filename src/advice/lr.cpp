@@ -8,8 +8,11 @@
 #include <chrono>
 #include <cmath>
 
+#include "batchwise/units.h"
 #include "batchwise/workload.h"
 #include "check.h"
+#include "engine/memory_limit.h"
+#include "torch_error.h"
 
 namespace batchwise {
 
@@ -151,10 +154,18 @@ LrAdvice advise_lr(ModuleWorkload& w, int64_t batch, const LrAdviceOptions& o) {
   LrAdvice a;
   a.scaled = scale_lr(rule_optimizer(w.info()), o.base_batch(), o.base_lr(), batch);
   a.lr = a.scaled.lr;
+  std::string unchecked;
   if (a.scaled.lr > o.base_lr() * (1 + 1e-9)) {  // scaling up: is the rule's rate stable at this batch?
-    a.range = lr_range_test(
-        w, LrRangeOptions(batch).lr_low(o.base_lr()).lr_high(a.scaled.lr * o.high_factor()).steps(o.steps()));
-    if (a.range->stable_lr) {
+    try {  // held to the budget where one is given: plan's batch on trust had trained 9.9 GB against 256 MiB
+      const detail::MemoryLimit limit(w, o.limit_bytes());
+      a.range = lr_range_test(
+          w, LrRangeOptions(batch).lr_low(o.base_lr()).lr_high(a.scaled.lr * o.high_factor()).steps(o.steps()));
+    } catch (const std::exception& e) {
+      if (o.limit_bytes() <= 0 || !detail::ran_out_of_memory(e)) throw;
+      unchecked = fmt::format("; unchecked: a learning-rate range test at batch {} ran out of the {} it may use", batch,
+                              format_bytes(o.limit_bytes()));
+    }
+    if (a.range && a.range->stable_lr) {
       a.cap_lr = *a.range->stable_lr / o.safety();
       if (*a.cap_lr < a.lr) a.lr = std::max(*a.cap_lr, o.base_lr()), a.capped = true;
     }
@@ -170,7 +181,7 @@ LrAdvice advise_lr(ModuleWorkload& w, int64_t batch, const LrAdviceOptions& o) {
     a.warmup_epochs =
         static_cast<double>(a.warmup_steps * batch) / static_cast<double>(std::max<int64_t>(1, w.data().size()));
   }
-  a.advice = describe(a);
+  a.advice = describe(a) + unchecked;
   return a;
 }
 

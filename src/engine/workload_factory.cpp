@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <string>
 
 #include "batchwise/device.h"
 #include "batchwise/memory.h"
@@ -186,12 +187,14 @@ namespace {
 void apply_input_shape(Dataset& data, const std::vector<int64_t>& shape) {
   if (shape.empty() || data.sample_shape() == shape) return;
   int64_t want = 1;
-  for (auto d : shape) want *= d;
+  bool overflowed = false;  // 16x1152921504606847025 had wrapped to 784 and passed as Fashion-MNIST's shape
+  for (auto d : shape) overflowed = __builtin_mul_overflow(want, d, &want) || overflowed;
   const int64_t have = data.inputs[0].numel();
-  BATCHWISE_CHECK(want == have, ConfigError,
+  BATCHWISE_CHECK(!overflowed && want == have, ConfigError,
                   "--input-shape {}: {} elements per sample, but {}'s samples are {} ({} elements); give a shape "
                   "with the same number of elements, or drop --input-shape",
-                  fmt::join(shape, "x"), want, data.name, fmt::join(data.sample_shape(), "x"), have);
+                  fmt::join(shape, "x"), overflowed ? std::string("more than 2^63") : std::to_string(want), data.name,
+                  fmt::join(data.sample_shape(), "x"), have);
   UntrackedScope untracked;
   std::vector<int64_t> full{data.size()};
   full.insert(full.end(), shape.begin(), shape.end());

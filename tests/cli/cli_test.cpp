@@ -106,6 +106,21 @@ TEST(Cli, RefusedBeforeAnythingRuns) {
                      "--noise-steps and --steps exclude each other; give one of them");
 }
 
+// Input that cannot apply is refused by name before anything trains: a shape past 2^63 elements, a folder as a
+// file, a flag only a run that is not asked for reads.
+TEST(Cli, InputThatCannotApplyIsRefusedByName) {
+  // A shape whose element count passes 2^63 (it had wrapped to 784, passed as Fashion-MNIST's, and failed in torch)
+  expect_clean_error("plan --model mlp --global-batch 32 --max-micro-batch 32 --input-shape 16x1152921504606847025", 2,
+                     "--input-shape 16x1152921504606847025: more than 2^63 elements per sample");
+  // A folder as --trace is named so, with a file to give (the trace's own check had come first: "not a file")
+  expect_clean_error("sweep --model mlp --dataset synthetic --batch-sizes 8 --trace /tmp", 2,
+                     "--trace /tmp: is a folder; give a file's path (e.g. /tmp/trace.json)");
+  // A flag only validation's runs read, without --validate (--rule-lr had been silently unused)
+  expect_clean_error("tune --model mlp --dataset synthetic --rule-lr", 2,
+                     "--rule-lr: only the validation's runs read it, and tune runs none without --validate; add "
+                     "--validate, or drop it");
+}
+
 TEST(Cli, MalformedOptions) {
   expect_clean_error("fit --memory-budget 2XB", 2, "--memory-budget: unknown unit 'XB' in '2XB'");
   expect_clean_error("validate --model mlp --dataset synthetic --memory-budget 5000GiB --batch-sizes 8", 2,
@@ -125,10 +140,6 @@ TEST(Cli, MalformedOptions) {
                      "--max-seconds");
   expect_clean_error("tune --model mlp --dataset synthetic --epochs 2 --stop-slower-than 1.5", 2,
                      "--stop-slower-than 1.5: it limits a run to a target");
-  // A flag only validation's runs read, without --validate (--rule-lr had been silently unused)
-  expect_clean_error("tune --model mlp --dataset synthetic --rule-lr", 2,
-                     "--rule-lr: only the validation's runs read it, and tune runs none without --validate; add "
-                     "--validate, or drop it");
   expect_clean_error("fit --model mlp --dataset synthetic --num-classes 0", 2,
                      "--num-classes: 0: must be at least 2 (a classifier's classes, at least 2");
   expect_clean_error("fit --model mlp --dataset synthetic --nproc 0", 2,
@@ -943,6 +954,15 @@ TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
     if (row.at("batch") == 32) EXPECT_EQ(row.at("steps_per_epoch"), 31);  // the base batch's, dropped too
   }
   EXPECT_NE(r.out.find("50 steps (5 epochs) from 0.1"), std::string::npos) << r.out;
+  // A batch taken on trust (--max-micro-batch) past the budget: its range test is held to the budget and the rate
+  // is the rule's, unchecked, said so (the test had trained 9.9 GB of a batch of 2^20 against 256 MiB)
+  r = batchwise(
+      "plan --model mlp --dataset synthetic --synthetic-size 100 --no-history --global-batch 8192 "
+      "--max-micro-batch 8192 --memory-budget 8MiB --lr 0.1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("unchecked: a learning-rate range test at batch 8192 ran out of the 7.20 MiB it may use"),
+            std::string::npos)
+      << r.out;
   // A base batch larger than the data trains no step an epoch under drop_last (it had read 1)
   r = batchwise(
       "plan --model mlp --dataset synthetic --synthetic-size 20 --no-history --global-batch 16 "

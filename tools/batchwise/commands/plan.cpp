@@ -89,7 +89,9 @@ class Plan : public Command {
     const int64_t batch = r.accumulation->global_batch;
     const bool one_step = r.accumulation->accumulation_steps == 1 && r.accumulation->world_size == 1;
     if (one_step && s.module() && !s.data_parallel() && w_.workload.precision() != Precision::Fp16)
-      r.lr = advise_lr(*s.module(), batch, LrAdviceOptions(base_batch_, r.workload.lr));
+      r.lr = advise_lr(*s.module(), batch,  // held to the budget: --max-micro-batch is taken on trust
+                       LrAdviceOptions(base_batch_, r.workload.lr)
+                           .limit_bytes(static_cast<int64_t>(r.target * static_cast<double>(r.budget_bytes))));
     else
       r.lr = unmeasured_lr(*optimizer, base_batch_, r.workload.lr, batch);
     std::vector<std::pair<std::string, LrAdvice>> rows{
