@@ -1,7 +1,7 @@
 #pragma once
 /// Writing a file a person names (a report, a trace): where its symbolic links lead, whether it names a
-/// descriptor of this process, and its new contents put in place whole, so that a reader never sees half a
-/// file and two runs writing one path leave one run's file.
+/// descriptor of this process or a device, and its new contents put in place whole, so that a reader never
+/// sees half a file and two runs writing one path leave one run's file.
 #include <optional>
 #include <string>
 
@@ -44,5 +44,18 @@ class FileReplacement {
 
 /// `text` written to `target` whole (a FileReplacement). Throws ConfigError naming `what`.
 void write_whole(const std::string& target, const std::string& text, const std::string& what);
+
+/// Writes all of `text` to the descriptor `fd` (an interrupted write goes on); false on an error (a full
+/// device, a pipe whose reader is gone), with errno saying which.
+bool write_all(int fd, const std::string& text);
+
+/// Whether `path` names something there that is not a file: a descriptor of this process, a FIFO, a device
+/// (a socket). It is written into, never replaced by a file of its name.
+bool special_file(const std::string& path);
+
+/// `text` written where `path` leads once its links are followed: into a descriptor of this process, a FIFO or
+/// a device (a FIFO no process reads is refused, not waited on), or to a file replaced whole (write_whole).
+/// Throws ConfigError naming `what` ("--json report.json").
+void write_output(const std::string& path, const std::string& text, const std::string& what);
 
 }  // namespace batchwise

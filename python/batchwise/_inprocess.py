@@ -897,9 +897,13 @@ class Report(_Record):
 
     def html(self, path):
         """The page written to `path` whole, as the CLI's --html: drawn first, then put in place (an open(path, "w")
-        had emptied the user's file before a drawing that raised)."""
+        had emptied the user's file before a drawing that raised); into /dev/stdout, a FIFO or a device as it is
+        (a file renamed onto /dev/null had replaced the device, as root)."""
         page = _engine().html(self._json)
-        _engine().write_whole(os.fspath(path), page, f"Report.html({os.fspath(path)!r})")
+        for stream in (sys.stdout, sys.stderr):  # what Python holds for them goes first, where the page goes there
+            if stream is not None:
+                stream.flush()
+        _engine().write_output(os.fspath(path), page, f"Report.html({os.fspath(path)!r})")
         return path
 
     def table(self):

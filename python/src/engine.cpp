@@ -539,13 +539,13 @@ PYBIND11_MODULE(_engine, m) {
   m.def(
       "html", [](const std::string& report_json) { return to_html(report_json); }, "The report's HTML page");
   m.def(
-      "write_whole",
-      [](const std::string& path, const std::string& text, const std::string& what) {
-        write_whole(followed(path), text, what);
-      },
+      "write_output",
+      [](const std::string& path, const std::string& text, const std::string& what) { write_output(path, text, what); },
       py::arg("path"), py::arg("text"), py::arg("what"),
-      "Writes text to the file at path (a link's target) whole: a file of its own beside it, renamed into place "
-      "with the mode the file had; raises ConfigError naming `what`");
+      py::call_guard<py::gil_scoped_release>(),  // a FIFO's reader may be a thread of this process
+      "Writes text where path leads (a link's target): into a descriptor, FIFO or device, or to a file replaced "
+      "whole (a file of its own beside it, renamed into place with the mode the file had); raises ConfigError "
+      "naming `what`");
   m.def(
       "table", [](const std::string& report_json) { return to_table(report_from_json(report_json, "the report")); },
       "The report's console table");

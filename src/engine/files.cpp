@@ -83,12 +83,7 @@ void FileReplacement::close() {
 
 void FileReplacement::write(const std::string& text) {
   BATCHWISE_CHECK(fd_ >= 0, ConfigError, "{}: written after it was put in place", what_);
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    BATCHWISE_CHECK(n > 0, ConfigError, "{}: writing failed ({})", what_, std::strerror(n < 0 ? errno : ENOSPC));
-    done += static_cast<size_t>(n);
-  }
+  BATCHWISE_CHECK(write_all(fd_, text), ConfigError, "{}: writing failed ({})", what_, std::strerror(errno));
 }
 
 void FileReplacement::commit() {
@@ -117,6 +112,44 @@ void write_whole(const std::string& target, const std::string& text, const std::
   FileReplacement file(target, what);
   file.write(text);
   file.commit();
+}
+
+bool write_all(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) errno = ENOSPC;  // nothing taken, and no error said
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool special_file(const std::string& path) {
+  if (own_descriptor(path)) return true;
+  std::error_code error;
+  const auto status = fs::status(path, error);
+  return !error && fs::exists(status) && !fs::is_regular_file(status) && !fs::is_directory(status);
+}
+
+void write_output(const std::string& path, const std::string& text, const std::string& what) {
+  const std::string at = followed(path);
+  // A temporary file of this write's own beside the link's target, renamed into place whole: two runs writing one
+  // report each leave the last one's (a shared "PATH.tmp" had left one's text under the other's tail)
+  if (!special_file(at)) return write_whole(at, text, what);
+  // Replaced by a file, a device or /dev/stdout had become one, for every process after (as root)
+  if (const auto fd = own_descriptor(at)) {
+    BATCHWISE_CHECK(write_all(*fd, text), ConfigError, "{}: writing failed ({})", what, std::strerror(errno));
+    return;
+  }
+  const int fd = ::open(at.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  BATCHWISE_CHECK(fd >= 0, ConfigError, "{}: cannot write there ({})", what,
+                  errno == ENXIO ? "a FIFO no process reads" : std::strerror(errno));
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // then as a reader takes it
+  const bool written = write_all(fd, text);
+  const int error = errno;
+  ::close(fd);
+  BATCHWISE_CHECK(written, ConfigError, "{}: writing failed ({})", what, std::strerror(error));
 }
 
 }  // namespace batchwise

@@ -2,14 +2,17 @@
 // whole, with the mode it had.
 #include "batchwise/files.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 
 #include "batchwise/error.h"
 
@@ -87,6 +90,53 @@ TEST(Files, AReplacementIsWholeKeepsTheModeAndLeavesNothingBehind) {
               "--json gone/r.json: cannot write there (No such file or directory); check the folder exists and is "
               "writable");
   }
+  fs::remove_all(dir);
+}
+
+// A FIFO, a device or a descriptor of this process is written into, never replaced by a file of its name (the
+// Python API's Report.html("/dev/null") had renamed a page onto the device, as root); a FIFO no process reads is
+// refused by name, not waited on.
+TEST(Files, AnOutputThatIsNoFileIsWrittenIntoAsItIs) {
+  const fs::path dir = fresh("special");
+  const fs::path fifo = dir / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(special_file(fifo.string()));
+  EXPECT_TRUE(special_file("/dev/null"));
+  EXPECT_TRUE(special_file("/dev/stdout"));
+  EXPECT_FALSE(special_file((dir / "report.json").string()));
+  try {
+    write_output(fifo.string(), "{}", "Report.html('pipe')");
+    FAIL() << "waited on, or replaced, a FIFO no process reads";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "Report.html('pipe'): cannot write there (a FIFO no process reads)");
+  }
+  std::string read;
+  std::thread reader([&] { read = slurp(fifo); });
+  // The reader opens it in its own time: until then the FIFO has none, and is asked again
+  for (int tries = 0;; ++tries) {
+    try {
+      write_output(fifo.string(), "the page", "Report.html('pipe')");
+      break;
+    } catch (const ConfigError&) {
+      ASSERT_LT(tries, 2000) << "the reader never opened the FIFO";
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  reader.join();
+  EXPECT_EQ(read, "the page");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+
+  int ends[2];
+  ASSERT_EQ(::pipe(ends), 0);  // a descriptor of this process, by its name
+  write_output("/dev/fd/" + std::to_string(ends[1]), "into the pipe", "--json /dev/fd/N");
+  ::close(ends[1]);
+  char text[32] = {};
+  EXPECT_EQ(::read(ends[0], text, sizeof text), 13);
+  EXPECT_EQ(std::string(text), "into the pipe");
+  ::close(ends[0]);
+  write_output("/dev/null", "gone", "--json /dev/null");
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
   fs::remove_all(dir);
 }
 

@@ -31,8 +31,11 @@ import copy
 import json
 import os
 import random
+import stat
 import sys
 import tempfile
+import threading
+import time
 
 SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -636,6 +639,20 @@ def test_tune():
         report.html(page)
         case("html(path) again keeps the file's mode", os.stat(page).st_mode & 0o777 == 0o640 and
              open(page, encoding="utf-8").read() == text, oct(os.stat(page).st_mode))
+        fifo = os.path.join(work, "page.pipe")  # a FIFO is written into, never replaced by a file of its name
+        os.mkfifo(fifo)
+        into_fifo = []
+        reader = threading.Thread(target=lambda: into_fifo.append(open(fifo, encoding="utf-8").read()))
+        reader.start()
+        for _ in range(2000):
+            try:
+                report.html(fifo)
+                break
+            except batchwise.ConfigError:  # until the reader has it open
+                time.sleep(0.005)
+        reader.join(timeout=60)
+        case("html(path) into a FIFO writes into it, and it stays a FIFO",
+             into_fifo == [text] and stat.S_ISFIFO(os.stat(fifo).st_mode), oct(os.stat(fifo).st_mode))
         try:
             report.html(os.path.join(work, "gone", "tune.html"))
             case("html(path) into a folder that is not there raises", False)

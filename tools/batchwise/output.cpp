@@ -18,57 +18,10 @@
 
 namespace batchwise::cli {
 
-namespace {
-
-// Something there that is not a file (a device, a FIFO, a descriptor of this process): written into,
-// never replaced by a file of the same name.
-bool special(const std::string& path) {
-  if (own_descriptor(path)) return true;
-  std::error_code error;
-  const auto status = std::filesystem::status(path, error);
-  return !error && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
-         !std::filesystem::is_directory(status);
-}
-
-// Writes all of `text` to `fd`; false on an error (a full device, a pipe whose reader is gone).
-bool write_all(int fd, const std::string& text) {
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// Into a device, a FIFO or a descriptor: a FIFO without a reader is no wait (ENXIO), the report rescued.
-void write_special(const std::string& given, const std::string& path, const std::string& text, const char* flag) {
-  if (const auto fd = own_descriptor(path)) {
-    if (!write_all(*fd, text))
-      throw ConfigError(fmt::format("{} {}: writing failed ({})", flag, given, std::strerror(errno)));
-    return;
-  }
-  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0)
-    throw ConfigError(fmt::format("{} {}: cannot write there ({})", flag, given,
-                                  errno == ENXIO ? "a FIFO no process reads" : std::strerror(errno)));
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // then as a reader takes it
-  const bool written = write_all(fd, text);
-  const int error = errno;
-  ::close(fd);
-  if (!written) throw ConfigError(fmt::format("{} {}: writing failed ({})", flag, given, std::strerror(error)));
-}
-
-}  // namespace
-
 bool names_stdout(const std::string& path) { return own_descriptor(followed(path)) == 1; }  // a link to it too
 
 void write_file(const std::string& given, const std::string& text, const char* flag) {
-  const std::string path = followed(given);
-  if (special(path)) return write_special(given, path, text, flag);
-  // A temporary file of this write's own beside the link's target, renamed into place whole: two runs writing one
-  // report each leave the last one's (a shared "PATH.tmp" had left one's text under the other's tail)
-  write_whole(path, text, fmt::format("{} {}", flag, given));
+  write_output(given, text, fmt::format("{} {}", flag, given));
 }
 
 void check_writable(const std::string& path, const char* flag) {
@@ -87,7 +40,7 @@ void check_writable(const std::string& path, const char* flag) {
       throw ConfigError(fmt::format("{} {}: descriptor {} is not open for writing", flag, path, *fd));
     return;
   }
-  if (special(target)) {  // opening a FIFO would wait for its reader: asked, not opened
+  if (special_file(target)) {  // opening a FIFO would wait for its reader: asked, not opened
     if (::access(target.c_str(), W_OK) != 0)
       throw ConfigError(fmt::format("{} {}: cannot write there ({})", flag, path, std::strerror(errno)));
     return;
