@@ -1431,6 +1431,40 @@ TEST(Cli, AReportThroughALinkOrIntoAFifoKeepsThem) {
   EXPECT_TRUE(fs::is_symlink("/dev/stdout") || fs::is_character_file("/dev/stdout"));
 }
 
+// A stderr that cannot be written loses its lines, never the run (fmt::print's throw had ended it in
+// std::terminate, exit 134, its report and history row unwritten); a stdout that cannot be written is an
+// error said on stderr, exit 2 (the answer had been lost to a full disk with exit 0).
+TEST(Cli, StandardStreamsThatCannotBeWrittenAreNoSilentLoss) {
+  const fs::path dir = scratch() / "streams";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string run = "XDG_DATA_HOME=" + (dir / "xdg").string() + " " + BATCHWISE_TEST_BINARY +
+                          " sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 8 "
+                          "--repetitions 1 --steps 3 --min-time 0 --json " +
+                          (dir / "r.json").string() + " </dev/null ";
+  const auto code = [](const std::string& command) {
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  for (const std::string err : {"2>&-", "2>/dev/full"}) {
+    fs::remove(dir / "r.json");
+    EXPECT_EQ(code(run + ">/dev/null " + err), 0) << err;
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir / "r.json")).at("sweep").at("points").size(), 1u) << err;
+  }
+  EXPECT_EQ(code(run + ">/dev/full 2>" + (dir / "err").string()), 2);
+  EXPECT_NE(slurp(dir / "err")
+                .find("batchwise sweep: error: standard output: writing failed (No space left on "
+                      "device); what it showed is lost"),
+            std::string::npos)
+      << slurp(dir / "err");
+  EXPECT_EQ(code(run + ">&- 2>" + (dir / "err").string()), 2);
+  EXPECT_NE(slurp(dir / "err").find("standard output: writing failed (closed when batchwise started)"),
+            std::string::npos)
+      << slurp(dir / "err");
+  EXPECT_TRUE(fs::is_regular_file(dir / "r.json"));  // the report and the history, written all the same
+  EXPECT_EQ(code(std::string(BATCHWISE_TEST_BINARY) + " sweep --no-such-flag 2>&-"), 2);
+}
+
 // A report is written whole under a temporary name of its own and renamed into place: another writer's
 // "PATH.tmp" (here a folder of that name) is no matter (two runs writing one --json had shared it, and
 // left one's text under the tail of the other's, or failed "cannot write there"); the file gets the mode

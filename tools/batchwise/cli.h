@@ -2,6 +2,7 @@
 // What the subcommands share: exit codes, the numeric bounds every flag is checked against, the flag
 // groups several subcommands declare (each flag once, here), and file output. A subcommand's own
 // flags live in its file under commands/; to add one, edit that file only.
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "batchwise/sweep.h"
 #include "batchwise/validate.h"
 #include "batchwise/workload.h"
+#include "tell.h"
 
 namespace batchwise::cli {
 

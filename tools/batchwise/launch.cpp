@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "tell.h"
+
 namespace batchwise::cli {
 
 namespace {
@@ -117,7 +119,7 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
   for (int rank = 0; rank < nproc; ++rank) {
     const pid_t pid = fork();
     if (pid < 0) {
-      fmt::print(stderr, "batchwise: could not start rank {}: {}\n", rank, std::strerror(errno));
+      tell("batchwise: could not start rank {}: {}\n", rank, std::strerror(errno));
       for (const pid_t child : g_children) kill(child, SIGKILL);
       sigprocmask(SIG_SETMASK, &previous, nullptr);
       return failed_code;
@@ -135,7 +137,7 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
       setenv("OMP_NUM_THREADS", threads.c_str(), 0);  // as torchrun: the cores shared, unless set
       setenv("BATCHWISE_LAUNCHED", "1", 1);
       execv("/proc/self/exe", args.data());
-      fmt::print(stderr, "batchwise: rank {}: could not start {}: {}\n", rank, argv[0], std::strerror(errno));
+      tell("batchwise: rank {}: could not start {}: {}\n", rank, argv[0], std::strerror(errno));
       _exit(127);
     }
     g_children.push_back(pid);
@@ -157,7 +159,7 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
       }
       for (int r = 0; r < nproc; ++r)
         if (status[static_cast<size_t>(r)] < 0) {
-          fmt::print(stderr, "batchwise: rank {} of {} did not end after another rank failed; killing it\n", r, nproc);
+          tell("batchwise: rank {} of {} did not end after another rank failed; killing it\n", r, nproc);
           kill(g_children[static_cast<size_t>(r)], SIGKILL);
         }
       give_up = std::chrono::steady_clock::now() + std::chrono::hours(1);
@@ -187,8 +189,7 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
     // Killed by the signal the launcher passed on (Ctrl-C): the run was stopped, no rank failed
     const bool stopped = g_signal != 0 && WIFSIGNALED(st) && WTERMSIG(st) == g_signal;
     if (failed && !stopped && (r > 0 || WIFSIGNALED(st)) && !(r > 0 && zero >= 0 && st == zero))
-      fmt::print(stderr, "batchwise: rank {} of {} (pid {}) {}\n", r, nproc, g_children[static_cast<size_t>(r)],
-                 describe(st));
+      tell("batchwise: rank {} of {} (pid {}) {}\n", r, nproc, g_children[static_cast<size_t>(r)], describe(st));
   }
   if (g_signal != 0) {
     signal(g_signal, SIG_DFL);

@@ -51,7 +51,7 @@ void forward_signals_to_the_command() {
 
 // Runs the parsed subcommand; every error becomes one line and its exit code (docs/cli.md).
 int run_mapping_errors(Command& command, const std::string& who) {
-  auto say = [&](const std::string& text) { fmt::print(stderr, "{}: {}\n", who, text); };
+  auto say = [&](const std::string& text) { tell("{}: {}\n", who, text); };
   try {
     return command.run();
   } catch (const ConfigError& e) {
@@ -103,8 +103,9 @@ int run_mapping_errors(Command& command, const std::string& who) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  batchwise::cli::note_ignored_signals();  // before any handler: what the caller ignored (nohup) stays ignored
-  keep_freed_host_memory();                // before the first allocation worth keeping: see memory.h
+  batchwise::cli::note_ignored_signals();          // before any handler: what the caller ignored (nohup) stays ignored
+  batchwise::cli::fill_closed_standard_streams();  // before any file is opened
+  keep_freed_host_memory();                        // before the first allocation worth keeping: see memory.h
   // A data-parallel rank (--nproc's, torchrun's) words c10d's failures as one error line: c10d's own log of them, with
   // C++ frames, would bury it. A TORCH_CPP_LOG_LEVEL the user set is kept; Python's torch reads it so too.
   if (std::getenv("WORLD_SIZE") != nullptr) setenv("TORCH_CPP_LOG_LEVEL", "FATAL", /*overwrite=*/0);
@@ -149,16 +150,16 @@ int main(int argc, char** argv) {
     if (parsed.empty() && argc > 1 && argv[1][0] != '-') {  // CLI11 says only "A subcommand is required"
       std::vector<std::string> names;
       for (const auto& [sub, c] : by_app) names.push_back(sub->get_name());
-      fmt::print(stderr, "batchwise: '{}' is not a subcommand; use one of {}; see batchwise --help\n", argv[1],
-                 fmt::join(names, ", "));
+      tell("batchwise: '{}' is not a subcommand; use one of {}; see batchwise --help\n", argv[1],
+           fmt::join(names, ", "));
       return kExitUsage;
     }
-    fmt::print(stderr, "batchwise{}: {}; see batchwise{} --help\n", name,
-               usage_error_text(e.what(), parsed.empty() ? nullptr : parsed.front()), name);
+    tell("batchwise{}: {}; see batchwise{} --help\n", name,
+         usage_error_text(e.what(), parsed.empty() ? nullptr : parsed.front()), name);
     return kExitUsage;
   }
 
-  for (const std::string& warning : renamed_warnings()) fmt::print(stderr, "{}\n", warning);
+  for (const std::string& warning : renamed_warnings()) tell("{}\n", warning);
   CLI::App* parsed = app.get_subcommands().front();
   Command* command = nullptr;
   for (const auto& [sub, c] : by_app)
@@ -181,7 +182,7 @@ int main(int argc, char** argv) {
                         "--nproc {} or fewer",
                         command->nproc(), usable_cpus(), usable_cpus()));
     } catch (const ConfigError& e) {
-      fmt::print(stderr, "batchwise {}: {}\n", name, e.what());
+      tell("batchwise {}: {}\n", name, e.what());
       return kExitUsage;
     }
     return launch_ranks(command->nproc(), argc, argv, command->dist_timeout_s() + 10, kExitDistributed);
@@ -189,6 +190,15 @@ int main(int argc, char** argv) {
   // A rank other than 0 of a data-parallel run says which it is (its input may differ: its device).
   const int rank = env_rank();
   forward_signals_to_the_command();
-  return run_mapping_errors(*command,
-                            rank > 0 ? fmt::format("batchwise {} (rank {})", name, rank) : "batchwise " + name);
+  const std::string who = rank > 0 ? fmt::format("batchwise {} (rank {})", name, rank) : "batchwise " + name;
+  const int code = run_mapping_errors(*command, who);
+  // What went to stdout is the answer: lost there, it is an error, as a report that could not be written is
+  if (const std::string failure = stdout_failure(); !failure.empty()) {
+    tell(
+        "{}: error: standard output: writing failed ({}); what it showed is lost: give it a file with room, or a "
+        "pipe that is read\n",
+        who, failure);
+    return code == kExitOk ? kExitUsage : code;
+  }
+  return code;
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 
 #include "batchwise/error.h"
@@ -22,6 +23,43 @@ bool names_stdout(const std::string& path) { return own_descriptor(followed(path
 
 void write_file(const std::string& given, const std::string& text, const char* flag) {
   write_output(given, text, fmt::format("{} {}", flag, given));
+}
+
+namespace {
+
+std::string g_stdout_failure;  // the first failure to write stdout, its reason
+
+}  // namespace
+
+void tell_text(const std::string& text) noexcept {
+  (void)std::fwrite(text.data(), 1, text.size(), stderr);  // a failure lost: see cli.h
+  std::clearerr(stderr);
+}
+
+void show(const std::string& text, bool to_stderr) {
+  if (to_stderr) return tell_text(text);
+  // Written and flushed at once: a buffer's failure comes out at its flush, and glibc forgets it there
+  const bool written = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
+  if (!written && g_stdout_failure.empty()) g_stdout_failure = std::strerror(errno);
+  std::clearerr(stdout);
+}
+
+std::string stdout_failure() {
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 && g_stdout_failure.empty()) g_stdout_failure = std::strerror(errno);
+  return g_stdout_failure;
+}
+
+void fill_closed_standard_streams() {
+  for (const int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    const int null = ::open("/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);  // the lowest free: fd
+    if (null >= 0 && null != fd) {
+      ::dup2(null, fd);
+      ::close(null);
+    }
+    if (fd == STDOUT_FILENO) g_stdout_failure = "closed when batchwise started";
+  }
 }
 
 void check_writable(const std::string& path, const char* flag) {

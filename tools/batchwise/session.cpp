@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <iostream>
 
 #include "batchwise/command.h"
 #include "batchwise/command_runner.h"
@@ -193,7 +192,7 @@ void Session::trial_line(const Trial& t, int index, int planned) {
   if (brief_)
     live(line);  // the next replaces it
   else
-    fmt::print(stderr, "{}{}\n", live_ ? "\r\033[K" : "", line);
+    tell("{}{}\n", live_ ? "\r\033[K" : "", line);
 }
 
 // On a terminal: a live line for the trial now running (which batch, time so far, time left).
@@ -227,7 +226,7 @@ void Session::training_line(const std::string& text, const std::string& candidat
   } else if (brief_) {
     return;  // a log gets the phase lines only
   } else if (log_.pass(candidate)) {
-    fmt::print(stderr, "{}\n", text);
+    tell("{}\n", text);
   }
 }
 
@@ -332,18 +331,18 @@ void Session::live(const std::string& line) {
     const size_t tail = (width - 3) / 2;
     text = code_points(text, width - 3 - tail, false) + "..." + code_points(text, tail, true);
   }
-  fmt::print(stderr, "\r\033[K{}", text);
+  tell("\r\033[K{}", text);
   std::fflush(stderr);
 }
 
 void Session::clear_line() {
-  if (live_ && !flags.quiet && lead_) fmt::print(stderr, "\r\033[K");
+  if (live_ && !flags.quiet && lead_) tell("\r\033[K");
 }
 
 void Session::stage(const std::string& text) {
   if (flags.quiet || !lead_) return;
   clear_line();
-  fmt::print(stderr, "{}\n", text);
+  tell("{}\n", text);
 }
 
 void Session::stage(const TuneStage& t) {
@@ -377,24 +376,24 @@ void Session::print_validation(const ValidationResult& v) {
     else
       outcome = run.message;
     if (run.schedule.empty())
-      fmt::print(stderr, "[validate] batch {} (lr {:.4g}): {}\n", run.batch, run.lr.lr, outcome);
+      tell("[validate] batch {} (lr {:.4g}): {}\n", run.batch, run.lr.lr, outcome);
     else
-      fmt::print(stderr, "[validate] schedule {} (lr {}): {}\n", run.schedule,
-                 run.phase_lrs.empty() ? fmt::format("{:.4g}", run.lr.lr)
-                                       : fmt::format("{:.4g}", fmt::join(run.phase_lrs, ", ")),
-                 outcome);
+      tell("[validate] schedule {} (lr {}): {}\n", run.schedule,
+           run.phase_lrs.empty() ? fmt::format("{:.4g}", run.lr.lr)
+                                 : fmt::format("{:.4g}", fmt::join(run.phase_lrs, ", ")),
+           outcome);
   }
   if (v.schedule_saving)
-    fmt::print(stderr, "[validate] the schedule trained {:.0f} % {} than the fastest good fixed batch ({})\n",
-               100 * std::abs(*v.schedule_saving), *v.schedule_saving >= 0 ? "less time" : "more time",
-               v.fastest_batch ? std::to_string(*v.fastest_batch) : "");
+    tell("[validate] the schedule trained {:.0f} % {} than the fastest good fixed batch ({})\n",
+         100 * std::abs(*v.schedule_saving), *v.schedule_saving >= 0 ? "less time" : "more time",
+         v.fastest_batch ? std::to_string(*v.fastest_batch) : "");
   else
     for (const auto& run : v.runs)
       if (!run.schedule.empty() && run.final_loss && !run.good && run.message.empty() && v.best_batch)
-        fmt::print(stderr,
-                   "[validate] the schedule {} ended worse than the best fixed batch, beyond the test set's "
-                   "noise\n",
-                   run.schedule);
+        tell(
+            "[validate] the schedule {} ended worse than the best fixed batch, beyond the test set's "
+            "noise\n",
+            run.schedule);
 }
 
 // ---- output ---------------------------------------------------------------------------------------
@@ -407,8 +406,8 @@ int Session::finish(int code) {
   if (!flags.trace.empty()) {
     try {
       if (!report.recommendation) {
-        fmt::print(stderr, "batchwise {}: warning: --trace {}: no batch was recommended, so no step was traced\n",
-                   command, flags.trace);
+        tell("batchwise {}: warning: --trace {}: no batch was recommended, so no step was traced\n", command,
+             flags.trace);
       } else {
         // Kineto logs its stages (and, on a machine without a GPU driver, an error about it) to stderr;
         // the line below says what was traced. A KINETO_LOG_LEVEL the user set is kept.
@@ -417,10 +416,10 @@ int Session::finish(int code) {
         if (!flags.quiet) {
           const std::string kernels =
               workload_->device().is_cuda() ? fmt::format(", {} GPU kernels", trace.kernel_events) : std::string();
-          fmt::print(stderr, "trace of one step at batch {}: {} ({} events{}; open in https://ui.perfetto.dev)\n",
-                     report.recommendation->batch, flags.trace, trace.events, kernels);
+          tell("trace of one step at batch {}: {} ({} events{}; open in https://ui.perfetto.dev)\n",
+               report.recommendation->batch, flags.trace, trace.events, kernels);
         }
-        if (!trace.note.empty()) fmt::print(stderr, "batchwise {}: warning: --trace: {}\n", command, trace.note);
+        if (!trace.note.empty()) tell("batchwise {}: warning: --trace: {}\n", command, trace.note);
       }
     } catch (const ConfigError& e) {
       unwritten.push_back(e.what());
@@ -451,9 +450,9 @@ int Session::finish(int code) {
       const std::string rec = report.recommendation
                                   ? fmt::format("recommended batch {} per device", report.recommendation->batch)
                                   : std::string();
-      fmt::print(stderr, "batchwise {} (rank {} of {}): done, as agreed with every rank{}{}{}\n", command,
-                 address_->rank, address_->world_size, fitted.empty() && rec.empty() ? "" : ": ", fitted,
-                 !fitted.empty() && !rec.empty() ? ", " + rec : rec);
+      tell("batchwise {} (rank {} of {}): done, as agreed with every rank{}{}{}\n", command, address_->rank,
+           address_->world_size, fitted.empty() && rec.empty() ? "" : ": ", fitted,
+           !fitted.empty() && !rec.empty() ? ", " + rec : rec);
     }
     return code;
   }
@@ -471,13 +470,12 @@ int Session::finish(int code) {
     }
   }
   // the table beside a report on stdout goes to stderr: `--json /dev/stdout | jq` reads the JSON alone
-  (names_stdout(flags.json) || names_stdout(flags.html) ? std::cerr : std::cout)
-      << (brief_ ? to_summary(report) : to_table(report)) << std::flush;
-  if (html && !flags.quiet) fmt::print(stderr, "HTML report: {}\n", flags.html);
+  show(brief_ ? to_summary(report) : to_table(report), names_stdout(flags.json) || names_stdout(flags.html));
+  if (html && !flags.quiet) tell("HTML report: {}\n", flags.html);
   if (!not_stored.empty())
-    fmt::print(stderr, "batchwise {}: warning: the run was not stored in the history: {}\n", command, not_stored);
-  for (const std::string& u : unwritten) fmt::print(stderr, "batchwise {}: error: {}\n", command, u);
-  if (!untraced.empty()) fmt::print(stderr, "batchwise {}: error: {}\n", command, untraced);
+    tell("batchwise {}: warning: the run was not stored in the history: {}\n", command, not_stored);
+  for (const std::string& u : unwritten) tell("batchwise {}: error: {}\n", command, u);
+  if (!untraced.empty()) tell("batchwise {}: error: {}\n", command, untraced);
   if (code != kExitOk) return code;
   return !unwritten.empty() ? kExitUsage : !untraced.empty() ? kExitFailed : kExitOk;
 }

@@ -1,8 +1,7 @@
 // batchwise compare: two reports side by side, batch by batch, with ratios.
-#include <iostream>
 
-#include "../cli.h"
 #include "batchwise/compare.h"
+#include "../cli.h"
 
 namespace batchwise::cli {
 namespace {
@@ -27,8 +26,9 @@ class Compare : public Command {
     check_apart({{"--json", json_}}, {{"the first report", files_.at(0)}, {"the second report", files_.at(1)}});
     check_writable(json_, "--json");
     const Comparison c = compare_reports(files_.at(0), files_.at(1));
-    (names_stdout(json_) ? std::cerr : std::cout) << to_table(c) << std::flush;  // `--json /dev/stdout | jq`
+    // The file first, as every subcommand's: a reader of stdout that is gone (| head) ends batchwise at the table
     if (!json_.empty()) write_file(json_, to_json(c));
+    show(to_table(c), names_stdout(json_));  // `--json /dev/stdout | jq`
     return kExitOk;
   }
 

@@ -2,8 +2,6 @@
 // threads, CUDA), as a table and JSON.
 #include <torch/utils.h>
 
-#include <iostream>
-
 #include "../cli.h"
 #include "batchwise/doctor.h"
 
@@ -25,8 +23,9 @@ class Doctor : public Command {
     check_writable(json_, "--json");
     if (threads_ > 0) torch::set_num_threads(threads_);
     const DoctorReport d = run_doctor();
-    (names_stdout(json_) ? std::cerr : std::cout) << to_table(d) << std::flush;  // `--json /dev/stdout | jq`
+    // The file first, as every subcommand's: a reader of stdout that is gone (| head) ends batchwise at the table
     if (!json_.empty()) write_file(json_, to_json(d));
+    show(to_table(d), names_stdout(json_));  // `--json /dev/stdout | jq`
     return kExitOk;
   }
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <iostream>
 #include <vector>
 
 #include "../cli.h"
@@ -53,19 +52,20 @@ class HistoryList : public Command {
                      {"fit_batch", r.fit_batch ? nlohmann::json(*r.fit_batch) : nlohmann::json(nullptr)},
                      {"recommended_batch",
                       r.recommended_batch ? nlohmann::json(*r.recommended_batch) : nlohmann::json(nullptr)}});
-      std::cout << j.dump(2) << "\n";
+      show(j.dump(2) + "\n");
       return kExitOk;
     }
-    fmt::print("{} ({} shown, newest first)\n", history_path(history_), runs.size());
+    std::string table = fmt::format("{} ({} shown, newest first)\n", history_path(history_), runs.size());
     size_t run_width = 24;  // as wide as the longest run shown ("2 epochs, constant rate, interrupted")
     for (const auto& r : runs) run_width = std::max(run_width, run_of(r).size());
-    fmt::print("{:>5}  {:<20}  {:<8}  {:>7}  {:>7}  {:<{}}  {}\n", "id", "date", "cmd", "fit", "batch", "run",
-               run_width, "workload | device | versions");
+    table += fmt::format("{:>5}  {:<20}  {:<8}  {:>7}  {:>7}  {:<{}}  {}\n", "id", "date", "cmd", "fit", "batch", "run",
+                         run_width, "workload | device | versions");
     for (const auto& r : runs)
-      fmt::print("{:>5}  {:<20}  {:<8}  {:>7}  {:>7}  {:<{}}  {} | {} | {}\n", r.id, r.date, r.command,
-                 r.fit_batch ? std::to_string(*r.fit_batch) : "-",
-                 r.recommended_batch ? std::to_string(*r.recommended_batch) : "-", run_of(r), run_width, r.workload,
-                 r.device, r.versions);
+      table += fmt::format("{:>5}  {:<20}  {:<8}  {:>7}  {:>7}  {:<{}}  {} | {} | {}\n", r.id, r.date, r.command,
+                           r.fit_batch ? std::to_string(*r.fit_batch) : "-",
+                           r.recommended_batch ? std::to_string(*r.recommended_batch) : "-", run_of(r), run_width,
+                           r.workload, r.device, r.versions);
+    show(table);
     return kExitOk;
   }
 

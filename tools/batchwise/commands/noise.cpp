@@ -65,7 +65,7 @@ class Noise : public Command {
       const std::string what = e.what_without_backtrace();
       const std::string why =
           detail::noise_does_not_fit(batch_, s.report.budget_bytes, what.substr(0, what.find('\n')));
-      fmt::print(stderr, "batchwise noise: {}\n", why);
+      tell("batchwise noise: {}\n", why);
       s.report.context.warnings.push_back(why);  // the report is still written, and says why it holds no noise scale
       return s.finish(kExitDoesNotFit);
     }

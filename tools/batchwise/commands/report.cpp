@@ -28,7 +28,7 @@ class ReportPage : public Command {
     const std::string out = html_.empty() ? std::filesystem::path(report_).replace_extension(".html").string() : html_;
     check_apart({{"-o", out}}, {{"the JSON report", report_}});
     write_file(out, html_from_file(report_), "-o");
-    if (!names_stdout(out)) fmt::print("{}\n", out);  // the page alone on stdout
+    if (!names_stdout(out)) show(out + "\n");  // the page alone on stdout
     return kExitOk;
   }
 
