@@ -52,7 +52,7 @@ void keep_error(const std::string& where, const py::error_already_set& e) {
 }  // namespace
 
 Failure& failure() {
-  static Failure f;
+  static Failure& f = *new Failure;  // never destroyed: at exit, a Python object it held outlived the interpreter
   return f;
 }
 

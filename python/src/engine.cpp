@@ -360,6 +360,9 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   // One call at a time (_inprocess.py's _call refuses a second): the CPU count, its limit and the failure slot are
   // the process's.
   failure() = Failure{};
+  struct ClearFailure {  // on every way out, with the GIL: the user's exception, its traceback and its tensors go
+    ~ClearFailure() { failure() = Failure{}; }
+  } clear_failure;
   const Options o(options);
   const Progress progress(options.contains("progress") ? py::object(options["progress"]) : py::none());
   auto workload = make_python_workload(adapter);
@@ -379,8 +382,6 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   const int64_t budget = o.get<int64_t>("memory_budget", 0);
   Report report = base_report(*workload, runner, budget, o.get("target", 0.9));
   Dataset held_out = dataset(adapter, "held_out");
-  refuse_values_the_loss_cannot_take(*workload, workload->data(), "data");
-  if (held_out.size() > 0) refuse_values_the_loss_cannot_take(*workload, held_out, "held_out");
   // The label a cross-entropy (or NLL) loss skips; none where the loss is not one (probe_labels).
   const py::object skipped = adapter.attr("cross_entropy_ignore_index");
   const bool probe = !skipped.is_none();
@@ -392,6 +393,10 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
   {
     py::gil_scoped_release nogil;
     try {
+      // The user's forward and loss run here: what they raise is the call's failure, as in training (outside
+      // this block it had stayed in the failure slot, a Ctrl-C in it an "interrupted" error)
+      refuse_values_the_loss_cannot_take(*workload, workload->data(), "data");
+      if (held_out.size() > 0) refuse_values_the_loss_cannot_take(*workload, held_out, "held_out");
       const bool judged = held_out.size() > 0 && (command == "validate" || command == "tune");
       if (probe || judged) {
         StateGuard kept(*workload);  // what the probes' forwards change (a buffer a forward updates) comes back

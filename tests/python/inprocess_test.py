@@ -399,7 +399,35 @@ class Raises(torch.nn.Module):
         return self.layer(x)
 
 
+# The user's forward raises on the samples that hold NaN, in the check before anything trains: the error is the
+# call's, raised from the user's (it had stayed in the engine's failure slot: a ModelError without its cause, its
+# tensors held, and the interpreter aborted at exit).
+RAISES_ON_NAN = """
+import sys, torch
+sys.path.insert(0, {here!r})
+import inprocess_test as T, batchwise
+class RefusesNaN(T.Branchy):
+    def forward(self, x):
+        if torch.isnan(x).any():
+            raise ValueError("my model refuses NaN")
+        return super().forward(x)
+x, y = T.branchy_data(256)
+x[3, 0] = float("nan")
+model = RefusesNaN()
+try:
+    batchwise.fit(model, torch.optim.SGD(model.parameters(), lr=0.1), (x, y), max=32, progress=False)
+except batchwise.TrainingError as e:
+    print("TrainingError from", type(e.__cause__).__name__, "|", e)
+"""
+
+
 def test_error():
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", RAISES_ON_NAN.format(here=HERE)], capture_output=True, text=True,
+                         timeout=240)
+    case("a forward that raises in the check of NaN samples: a TrainingError from the user's, and a clean exit",
+         out.returncode == 0 and "TrainingError from ValueError | batchwise.fit: RefusesNaN.forward raised "
+         "ValueError: my model refuses NaN" in out.stdout, (out.returncode, out.stdout, out.stderr[-2000:]))
     model = Raises()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     before = snapshot(model, optimizer)
