@@ -1,6 +1,11 @@
 #include "tune/precisions.h"
 
+#include <ATen/Context.h>
 #include <fmt/format.h>
+
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "batchwise/fit.h"
 #include "batchwise/sweep.h"
@@ -8,8 +13,41 @@
 
 namespace batchwise::detail {
 
+namespace {
+
+// The process's default generators (the CPU's, each accelerator's), as torch::manual_seed reaches them, put back as
+// they were: make_workload seeds them to build its model, and tune on the caller's workload had returned with the
+// caller's draws reseeded.
+class KeepGenerators {
+ public:
+  KeepGenerators() {
+    keep(at::globalContext().defaultGenerator(c10::DeviceType::CPU));
+    if (const auto type = at::getAccelerator())
+      for (c10::DeviceIndex i = 0; i < at::globalContext().getAcceleratorHooksInterface(type).deviceCount(); ++i)
+        keep(at::globalContext().defaultGenerator(c10::Device(*type, i)));
+  }
+  ~KeepGenerators() {
+    for (auto& [generator, state] : kept_) {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(state);
+    }
+  }
+  KeepGenerators(const KeepGenerators&) = delete;
+  KeepGenerators& operator=(const KeepGenerators&) = delete;
+
+ private:
+  void keep(at::Generator generator) {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    kept_.emplace_back(generator, generator.get_state());
+  }
+  std::vector<std::pair<at::Generator, at::Tensor>> kept_;
+};
+
+}  // namespace
+
 PrecisionPoint measure_precision(Precision precision, const WorkloadOptions& options, const TuneOptions& o,
                                  const PrecisionPoint& own, int64_t budget, std::vector<std::string>& warnings) {
+  const KeepGenerators kept;
   WorkloadOptions other_options = options;
   auto other = make_workload(other_options.precision(precision));
   WorkloadRunner runner(*other);

@@ -1,4 +1,5 @@
 // tune() in the library: a fit followed by a sweep and the recommendation.
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -21,6 +22,7 @@
 #include "batchwise/tune.h"
 #include "support/workloads.h"
 #include "tune/answer_checks.h"
+#include "tune/precisions.h"
 #include "tune/race_entries.h"
 #include "tune/race_time.h"
 #include "tune/retime.h"
@@ -48,6 +50,29 @@ TEST(Tune, FitsSweepsAndRecommends) {
   ASSERT_TRUE(r.recommendation.has_value());
   EXPECT_EQ(r.recommendation->batch, *r.sweep->knee_batch);
   EXPECT_NE(r.recommendation->reason.find("samples/s"), std::string::npos);
+}
+
+// The precision comparison builds another precision's workload, which seeds the process's generators to build its
+// model: the caller's draws go on as they were (tune on the caller's workload had returned them reseeded to the
+// options' seed).
+TEST(Tune, AnotherPrecisionsWorkloadLeavesTheCallersGeneratorsAsTheyWere) {
+  CpuMemoryTracker::install();
+  const WorkloadOptions options =
+      WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(256).device("cpu").seed(7);
+  torch::manual_seed(1234);
+  (void)torch::rand({3});
+  const at::Tensor before = at::detail::getDefaultCPUGenerator().get_state();
+  PrecisionPoint own;
+  own.precision = Precision::Fp32;
+  own.batch = 8;
+  std::vector<std::string> warnings;
+  const PrecisionPoint bf16 = detail::measure_precision(
+      Precision::Bf16, options,
+      TuneOptions().fit(FitOptions().max(16)).sweep(SweepOptions().warmup(1).steps(2).repetitions(1)), own, 256 << 20,
+      warnings);
+  EXPECT_EQ(bf16.batch, 8);
+  EXPECT_TRUE(at::equal(before, at::detail::getDefaultCPUGenerator().get_state()));
+  EXPECT_EQ(at::detail::getDefaultCPUGenerator().current_seed(), 1234u);
 }
 
 // Batches the caller names are held to the fit's bounds, as tune's own doublings are: a batch that is no
