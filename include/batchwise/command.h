@@ -115,6 +115,7 @@ struct CommandResult {
   std::string reporter;
   std::optional<double> reported_samples_per_s;  ///< last `batchwise: samples_per_s=`
   std::optional<double> loss;                    ///< last reported loss (a finite one)
+  std::optional<double> first_loss;              ///< first reported loss (a finite one)
   /// A step line reported `loss=nan` (or inf): the command's training is not finite, an error trial.
   bool non_finite_loss = false;
   std::string non_finite_loss_text;  ///< the first such value, as printed

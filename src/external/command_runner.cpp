@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <string_view>
 
@@ -167,7 +168,10 @@ Trial CommandRunner::run(const TrialOptions& o) {
     t.samples_per_s = verdict.samples_per_s;  // the command's own figure wins over our step timing
     t.throughput_reported = true;
   }
-  if (result.loss) t.loss_first = t.loss_last = *result.loss;
+  // The first and the last loss it printed; none printed, none said (NaN, which the JSON writes null: a 0.0 had
+  // read as a loss, and the last loss had been given as the first too)
+  t.loss_first = result.first_loss.value_or(std::numeric_limits<double>::quiet_NaN());
+  t.loss_last = result.loss.value_or(std::numeric_limits<double>::quiet_NaN());
   t.wall_s = result.wall_s;
   // An ok trial's note says only what a reader must know: that its timing is the wall-time fallback.
   if (t.outcome != Outcome::Ok || verdict.wall_timing) t.message = verdict.message;

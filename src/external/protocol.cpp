@@ -98,6 +98,7 @@ bool ProtocolParser::line(const std::string& text, Clock::time_point at) {
       if (!value.empty()) r_.reporter = value.substr(0, 40);
     } else if (key == "loss") {
       real(value, r_.loss);
+      if (!r_.first_loss) r_.first_loss = r_.loss;
       if (not_finite(value)) bad_loss = value;
     } else if (key == "samples_per_s") {
       real(value, r_.reported_samples_per_s, true);

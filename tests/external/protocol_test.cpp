@@ -30,6 +30,11 @@ TEST(Protocol, StepLinesAreTimedAndCountTheirSamples) {
   EXPECT_NEAR(r.step_times_s[0], 0.1, 1e-9);
   EXPECT_EQ(r.step_samples, (std::vector<int64_t>{32, 32}));
   EXPECT_EQ(r.loss, 0.5);
+  EXPECT_EQ(r.first_loss, 0.5);
+  // the first loss and the last (the last had been given as the trial's first too)
+  const CommandResult two = read({"batchwise: step loss=2.5", "batchwise: step", "batchwise: step loss=1.25"});
+  EXPECT_EQ(two.first_loss, 2.5);
+  EXPECT_EQ(two.loss, 1.25);
 }
 
 // The callbacks' words: the batch their data loader gave each step (`batch=`, per measured step, 0 where a line has
@@ -52,6 +57,7 @@ TEST(Protocol, ValuesThatMeasureNothingAreIgnored) {
   EXPECT_EQ(r.step_samples, (std::vector<int64_t>{32, 32, 32}));  // the batch
   EXPECT_EQ(r.reported_samples_per_s, 250.5);
   EXPECT_FALSE(r.loss.has_value());
+  EXPECT_FALSE(r.first_loss.has_value());
   EXPECT_FALSE(r.reported_peak_bytes.has_value());
   EXPECT_TRUE(r.non_finite_loss);  // loss=nan is no malformed value: the command says it diverged
   EXPECT_EQ(r.non_finite_loss_text, "nan");
@@ -68,6 +74,7 @@ TEST(Protocol, ALossThatIsNotANumberMakesTheTrialAnError) {
   r.exit_status = 0;
   r.wall_s = 5;
   EXPECT_EQ(r.loss, 2.3);
+  EXPECT_EQ(r.first_loss, 2.3);
   const CommandVerdict v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Error);
   EXPECT_EQ(v.samples_per_s, 0);
