@@ -49,12 +49,34 @@ Keys keys_of(const Report& r) {
 
 Report parse_report(const std::string& report_json) { return report_from_json(report_json, "history: the report"); }
 
+// What to do about SQLite's last error on `db`: a damaged file, one another process holds, a full disk.
+std::string fix_for(sqlite3* db) {
+  switch (sqlite3_extended_errcode(db) & 0xff) {
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return "; the file is damaged: move it away to start anew, or give --history another path";
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return fmt::format("; another process held it past {} s: run again once it ends, or give --no-history",
+                         kBusyTimeoutMs / 1000);
+    case SQLITE_FULL:
+      return "; the disk that holds it is full: free some space, or give --history another path";
+    default:
+      return "";
+  }
+}
+
+// SQLite's last error on `db`, with the file it is about and what to do.
+std::string sqlite_error(sqlite3* db) {
+  const char* file = sqlite3_db_filename(db, "main");
+  return fmt::format("history{}{}: {}{}", file && *file ? " " : "", file ? file : "", sqlite3_errmsg(db), fix_for(db));
+}
+
 // A prepared statement that finalizes itself.
 class Statement {
  public:
   Statement(sqlite3* db, const char* sql) : db_(db) {
-    BATCHWISE_CHECK(sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK, Error, "history: {}",
-                    sqlite3_errmsg(db));
+    BATCHWISE_CHECK(sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK, Error, "{}", sqlite_error(db));
   }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement& bind(int i, const std::string& v) {
@@ -76,7 +98,7 @@ class Statement {
   }
   bool step() {
     const int rc = sqlite3_step(stmt_);
-    BATCHWISE_CHECK(rc == SQLITE_ROW || rc == SQLITE_DONE, Error, "history: {}", sqlite3_errmsg(db_));
+    BATCHWISE_CHECK(rc == SQLITE_ROW || rc == SQLITE_DONE, Error, "{}", sqlite_error(db_));
     return rc == SQLITE_ROW;
   }
   std::string column_text(int i) const {
@@ -99,7 +121,7 @@ void exec(sqlite3* db, const char* sql, const std::string& path) {
   const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &error);
   const std::string why = error ? error : sqlite3_errstr(rc);
   sqlite3_free(error);
-  BATCHWISE_CHECK(rc == SQLITE_OK, Error, "history {}: {}", path, why);
+  BATCHWISE_CHECK(rc == SQLITE_OK, Error, "history {}: {}{}", path, why, fix_for(db));
 }
 
 // The runs table as batchwise creates it, in one list: its CREATE, the check that a table named runs
@@ -166,6 +188,32 @@ std::string default_history_path() {
   return base + "/batchwise/history.sqlite";
 }
 
+namespace {
+
+// What keeps the history at `path` from being written, where a write failed: the file, SQLite's -wal and
+// -shm beside it, or its folder, each that this user cannot write. A run on a read-only history leaves
+// its -shm with the file's mode, and SQLite refuses writes through it after the file is writable again;
+// "attempt to write a readonly database" then named only the file.
+std::string unwritable_parts(const std::string& path) {
+  std::vector<std::string> parts;
+  bool creates = false;  // SQLite makes a -wal or -shm there: the folder must take it
+  for (const std::string& p : {path, path + "-wal", path + "-shm"})
+    if (::access(p.c_str(), F_OK) != 0)
+      creates = true;
+    else if (::access(p.c_str(), W_OK) != 0)
+      parts.push_back(p);
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  if (creates && ::access(folder.empty() ? "." : folder.c_str(), W_OK) != 0)
+    parts.push_back(folder.empty() ? "." : folder);
+  if (parts.empty()) return "";
+  return fmt::format(
+      "; not writable by this user: {} (make {} writable; a -shm or -wal file left read-only by a "
+      "run on a read-only history may be deleted while no batchwise runs)",
+      fmt::join(parts, ", "), parts.size() == 1 ? "it" : "them");
+}
+
+}  // namespace
+
 History::History(const std::string& path, bool read_only) : path_(path) {
   const auto folder = std::filesystem::path(path).parent_path();
   std::error_code ec;
@@ -222,42 +270,31 @@ History::History(const std::string& path, bool read_only) : path_(path) {
            path);
     }
   } catch (const Error& e) {
+    const int code = sqlite3_extended_errcode(db_) & 0xff;
     sqlite3_close(db_);
     db_ = nullptr;
+    const std::string named =
+        fmt::format("{} {}", path == default_history_path() ? "the default history," : "--history", path);
+    const std::string no_history = read_only ? "" : ", or --no-history not to store the run";
+    // A history that is whole but cannot be used now is not to be moved away: locked, on a full disk, read-only
+    if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
+      throw ConfigError(fmt::format("{}: another process held it past {} s; run again once it ends{}", named,
+                                    kBusyTimeoutMs / 1000, no_history));
+    if (code == SQLITE_FULL)
+      throw ConfigError(
+          fmt::format("{}: the disk that holds it is full; free some space, or give --history another "
+                      "path{}",
+                      named, no_history));
+    if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_IOERR || code == SQLITE_PERM)
+      throw ConfigError(fmt::format("{}: cannot be used here ({}){}; give --history a writable path{}", named,
+                                    sqlite3_errstr(code), unwritable_parts(path), no_history));
     // A damaged default (the user gave no --history): the fix names both ways, as for one it cannot open
-    BATCHWISE_CHECK(false, ConfigError, "{} {}: not a usable batchwise history ({}); give --history another path{}",
-                    path == default_history_path() ? "the default history," : "--history", path, e.what(),
-                    read_only ? "" : ", or --no-history not to store the run (or move the file away to start anew)");
+    BATCHWISE_CHECK(false, ConfigError, "{}: not a usable batchwise history ({}); give --history another path{}", named,
+                    e.what(), read_only ? "" : no_history + " (or move the file away to start anew)");
   }
 }
 
 History::~History() { sqlite3_close(db_); }
-
-namespace {
-
-// What keeps the history at `path` from being written, where a write failed: the file, SQLite's -wal and
-// -shm beside it, or its folder, each that this user cannot write. A run on a read-only history leaves
-// its -shm with the file's mode, and SQLite refuses writes through it after the file is writable again;
-// "attempt to write a readonly database" then named only the file.
-std::string unwritable_parts(const std::string& path) {
-  std::vector<std::string> parts;
-  bool creates = false;  // SQLite makes a -wal or -shm there: the folder must take it
-  for (const std::string& p : {path, path + "-wal", path + "-shm"})
-    if (::access(p.c_str(), F_OK) != 0)
-      creates = true;
-    else if (::access(p.c_str(), W_OK) != 0)
-      parts.push_back(p);
-  const std::string folder = std::filesystem::path(path).parent_path().string();
-  if (creates && ::access(folder.empty() ? "." : folder.c_str(), W_OK) != 0)
-    parts.push_back(folder.empty() ? "." : folder);
-  if (parts.empty()) return "";
-  return fmt::format(
-      "; not writable by this user: {} (make {} writable; a -shm or -wal file left read-only by a "
-      "run on a read-only history may be deleted while no batchwise runs)",
-      fmt::join(parts, ", "), parts.size() == 1 ? "it" : "them");
-}
-
-}  // namespace
 
 int64_t History::add(const std::string& command, const std::string& report_json) {
   try {
@@ -341,7 +378,12 @@ std::optional<HistoryEntry> History::find_fit(const std::string& report_json, do
   // stored fit's measured peak at its batch is within this run's target too.
   const auto budget = static_cast<double>(r.budget_bytes);
   const auto within_target = [&](const HistoryEntry& e) {
-    const Report stored = parse_report(e.report_json);
+    Report stored;
+    try {
+      stored = parse_report(e.report_json);
+    } catch (const Error&) {  // a row an older or newer batchwise wrote, unread here: it answers nothing
+      return false;
+    }
     if (!same_model(stored) || !answers_this_search(stored, *e.fit_batch)) return false;
     if (e.budget_bytes <= r.budget_bytes) return true;
     for (const Trial& t : stored.fit->trials)

@@ -247,6 +247,28 @@ TEST(History, TwoConcurrentWritersBothLand) {
   EXPECT_EQ(fits, 50);
 }
 
+// A stored report this batchwise cannot read answers nothing, and the rows after it still do (one such row had
+// ended every later tune --reuse of its workload, exit 3).
+TEST(History, ARowThatCannotBeReadAnswersNothing) {
+  const fs::path db = scratch_db();
+  History h(db.string());
+  const int64_t good = h.add("fit", report(512));
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw,
+                         "INSERT INTO runs (created_unix, date, command, workload, device, versions, budget_bytes, "
+                         "target, fit_batch, recommended_batch, report) SELECT created_unix, date, command, workload, "
+                         "device, versions, budget_bytes, target, 640, recommended_batch, '{\"context\": 5}' FROM runs",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  const auto found = h.find_fit(report(0), 3600);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->id, good);
+  EXPECT_EQ(h.list().size(), 2u);
+
+  sqlite3_close(raw);
+}
+
 TEST(History, AFileThatIsNotADatabaseIsAConfigError) {
   const fs::path db = scratch_db();
   std::ofstream(db) << "this is not sqlite, it is a note to self";

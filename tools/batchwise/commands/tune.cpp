@@ -222,10 +222,25 @@ class Tune : public Command {
   // history holds one; tune states its own figure once the fit has timed the steps. Nothing with
   // --advice-budget, which sets the race's time anew. A tune slowed past its plan (another process on
   // the cores: a race stopped at its wall limit, or past the most it stated) is passed over.
+  // A line of progress, read from the history: a history whose rows cannot be read now, or a row this batchwise
+  // cannot read, says nothing here (one such row had ended every later tune of its workload, exit 3); the run's end
+  // writes the history, and says there what fails.
   void state_the_last(Session& s) {
     if (race_budget_s_ > 0) return;
-    for (const HistoryEntry& e : s.history().find_runs("tune", to_json(s.report))) {
-      const Report last = report_from_json(e.report_json, "history: the report");
+    std::vector<HistoryEntry> runs;
+    History& history = s.history();  // one that cannot be opened is refused here, before the run (ConfigError)
+    try {
+      runs = history.find_runs("tune", to_json(s.report));
+    } catch (const Error&) {
+      return;
+    }
+    for (const HistoryEntry& e : runs) {
+      Report last;
+      try {
+        last = report_from_json(e.report_json, "history: the report");
+      } catch (const Error&) {
+        continue;
+      }
       const bool same = last.timing && last.timing->total_s > 0 && !slowed_past_its_plan(last) &&
                         (v_.epochs > 0 ? last.run_race && last.run_race->epochs == v_.epochs : !last.run_race) &&
                         last.validation.has_value() == validate_ && last.precisions.empty() == !compare_precision_ &&
