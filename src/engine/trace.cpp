@@ -78,6 +78,15 @@ StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string&
   // user's file is replaced by a whole trace only (a probe had truncated it first, and another run's trace at the
   // same path was read back as this one's)
   FileReplacement file(trace_file(path), "--trace " + path);
+  // Kineto writes its own "<name>.tmp" and renames it onto the name: where a write failed (a full disk) it stays
+  const std::string kineto_part = file.temporary() + ".tmp";
+  struct RemovePart {
+    const std::string& part;
+    ~RemovePart() {
+      std::error_code ignored;
+      std::filesystem::remove(part, ignored);
+    }
+  } remove_part{kineto_part};
   const bool cuda = workload.device().is_cuda();
   const auto saved = workload.save_state();
   std::string failure;
@@ -97,6 +106,13 @@ StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string&
   workload.restore_state(*saved);
   BATCHWISE_CHECK(failure.empty(), Error, "--trace: the profiled step at batch {} failed: {}", batch, failure);
 
+  // A part left behind is a write that did not end: the disk, not Kineto (it had been "this build of torch may
+  // lack Kineto", exit 1, with the part left beside the trace's path)
+  std::error_code error;
+  BATCHWISE_CHECK(!std::filesystem::exists(kineto_part, error), ConfigError,
+                  "--trace {}: writing the trace failed (is the disk full?); free some space, or give a path on "
+                  "another disk",
+                  path);
   std::ifstream in(file.temporary());
   const nlohmann::json trace = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   in.close();

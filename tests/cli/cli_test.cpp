@@ -1391,7 +1391,21 @@ TEST(Cli, ATraceThatCannotBeWrittenLosesNothingElse) {
                      "--trace /dev/stdout: not a file (a trace is read back once written, and renamed into place)");
   expect_clean_error("fit --model mlp --dataset synthetic --max 8 --trace /dev/null", 2,
                      "--trace /dev/null: not a file");
+  // A trace the disk cannot take (here a file-size limit: EFBIG, as ENOSPC): said to be the write's failure, exit 2,
+  // and no part of it left beside its path (it had been "this build of torch may lack Kineto", exit 1, beside a
+  // part of Kineto's own)
+  const Outcome full =
+      batchwise("fit --model mlp --dataset synthetic --synthetic-size 256 --max 8 --no-history -q --trace " +
+                    (kept / "big.json").string(),
+                "trap '' XFSZ; ulimit -f 16;");
+  EXPECT_EQ(full.code, 2) << full.err;
+  EXPECT_NE(full.err.find("--trace " + (kept / "big.json").string() + ": writing the trace failed (is the disk full?)"),
+            std::string::npos)
+      << full.err;
+  EXPECT_FALSE(fs::exists(kept / "big.json"));
   for (const auto& e : fs::directory_iterator(kept)) EXPECT_EQ(e.path().extension() == ".tmp", false) << e.path();
+  for (const auto& e : fs::directory_iterator(kept))
+    EXPECT_EQ(e.path().filename().string().rfind("big.json", 0), std::string::npos) << e.path();
 }
 
 // --json through a symbolic link writes its target and keeps the link; into a FIFO (or a device, such as
