@@ -19,6 +19,12 @@ from examples/ with sizes small enough for seconds on two CPU cores. CHECK:
                 error trial naming it, not that batch "accumulated"; and one that trains no step
                 (Lightning's max_steps 0, Keras's epochs 0) is one too, "trained nothing", not the
                 wall-time fallback's measure.
+  loader        (the Trainer) a Trainer whose get_train_dataloader is the script's own: the step lines
+                count the batch the model is given, not per_device_train_batch_size. Its loader at 64
+                with per_device_train_batch_size {batch} is refused at 16, naming the batch it did not
+                train; at {batch} with per_device_train_batch_size left at 8 it is measured at 16;
+                with gradient accumulation, gradient checkpointing and an evaluation every step, each
+                step line counts the accumulated batches once.
 
 Exit status 0: passed; 1: failed (with the reason); 77: skipped, the framework is not installed.
 Standard library only; the frameworks are imported by the child processes.
@@ -56,7 +62,7 @@ FRAMEWORKS = {
         args=["--seq-len", "128", "--n-embd", "32", "--vocab-size", "2048", "--logging-steps", "1"], env={},
         batches=(64, 128), unchanged_args=["--batch-size", "4", "--max-steps", "6", "--logging-steps", "2",
                                            "--seq-len", "32", "--n-embd", "32", "--quiet"], steps=6,
-        accumulation=True, nothing_args=None),
+        accumulation=True, nothing_args=None, own_loader=True),
     "keras": dict(
         module="keras", script="examples/keras_fashion_mnist.py", args=["--samples", "8192"],
         env={"KERAS_BACKEND": "torch"}, batches=(512, 1024),
@@ -245,7 +251,93 @@ def check_honest(opts, spec):
         print(f"  {message[:160]}")
 
 
-CHECKS = {"sweep": check_sweep, "honest": check_honest, "fit": check_fit, "unchanged": check_unchanged, "accumulation": check_accumulation}
+# A Trainer subclass whose get_train_dataloader is its own (--loader: its batch), on a tiny GPT-2 from a config
+OWN_LOADER_SCRIPT = '''
+import argparse, tempfile
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from batchwise.transformers import BatchwiseCallback
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--loader", type=int, required=True)
+parser.add_argument("--per-device", type=int, default=8)
+parser.add_argument("--accumulate", type=int, default=1)
+parser.add_argument("--checkpointing", action="store_true")
+parser.add_argument("--eval-every-step", action="store_true")
+args = parser.parse_args()
+torch.manual_seed(0)
+tokens = torch.randint(64, (512, 16))
+data = [{"input_ids": t, "labels": t} for t in tokens]
+
+
+class OwnLoader(Trainer):
+    def get_train_dataloader(self):
+        return torch.utils.data.DataLoader(data, batch_size=args.loader, collate_fn=self.data_collator)
+
+
+model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=16, vocab_size=64))
+with tempfile.TemporaryDirectory() as out:
+    training = TrainingArguments(
+        output_dir=out, per_device_train_batch_size=args.per_device, gradient_accumulation_steps=args.accumulate,
+        max_steps=20, save_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0,
+        gradient_checkpointing=args.checkpointing, eval_strategy="steps" if args.eval_every_step else "no",
+        eval_steps=1, per_device_eval_batch_size=32)
+    trainer = OwnLoader(model=model, args=training, train_dataset=data, eval_dataset=data[:32],
+                        callbacks=[BatchwiseCallback()])
+    result = trainer.train()
+print(f"trained {result.global_step} optimizer steps")
+'''
+
+
+def check_loader(opts, spec):
+    script = os.path.join(opts.work, "own_loader.py")
+    with open(script, "w") as f:
+        f.write(OWN_LOADER_SCRIPT)
+
+    def sweep(name, args, batches):
+        report = os.path.join(opts.work, f"loader-{name}.json")
+        argv = [opts.batchwise, "sweep", "--cmd", "--batch-sizes", ",".join(map(str, batches)), "--warmup", "1", "--steps", "2",
+                "--repetitions", "1", "--json", report, "--no-history", "--no-monitor", "--trial-timeout", "120",
+                "--", sys.executable, script, *args]
+        home = os.path.join(opts.work, "home")  # no history or data of the user's
+        done = run(argv, {**child_env(spec), "HOME": home, "XDG_DATA_HOME": os.path.join(home, "data")})
+        with open(report) as f:
+            return done, {p["batch"]: p for p in json.load(f)["sweep"]["points"]}
+
+    # (a) its loader trains 64 whatever per_device_train_batch_size ({batch}) says: no batch is measured
+    done, points = sweep("ignored", ["--loader", "64", "--per-device", "{batch}"], (16,))
+    check(done.returncode == 1, f"a loader of 64: batchwise exited {done.returncode}, expected 1:\n{done.stdout}")
+    for batch in (16,):
+        p = points[batch]
+        message = p.get("message", "")
+        check(p["outcome"] == "error" and "batches of 64 from its data loader" in message
+              and f"it did not train batch {batch}" in message,
+              f"batch {batch} from a loader of 64: {p['outcome']}: {message}")
+    print(f"  {points[16]['message'][:160]}")
+    # (b) its loader trains {batch}, per_device_train_batch_size left at 8: each batch is measured as trained
+    done, points = sweep("own", ["--loader", "{batch}"], (8, 16))
+    check(done.returncode == 0, f"a loader of {{batch}}: batchwise exited {done.returncode}:\n{done.stdout}")
+    for batch in (8, 16):
+        p = points[batch]
+        check(p["outcome"] == "ok" and "message" not in p, f"batch {batch}: {p['outcome']}: {p.get('message')}")
+        check(from_step_times(p["samples_per_s"], batch, p["step_times_s"]),
+              f"batch {batch}: {p['samples_per_s']} samples/s is not {batch} samples over {p['step_times_s']}")
+    print(f"  samples/s: {[(b, round(p['samples_per_s'])) for b, p in points.items()]}")
+    # Two batches of 4 a step, each layer recomputed in backward, the model evaluated (in eval mode) after each
+    # step: the step's samples are the two batches', once, and batch= one of them, not per_device_train_batch_size
+    steps = 3
+    done = run([sys.executable, script, "--loader", "4", "--accumulate", "2", "--checkpointing", "--eval-every-step"],
+               child_env(spec, {"BATCHWISE_BATCH": "4", "BATCHWISE_STEPS": str(steps)}))
+    check(done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}")
+    lines = [line for line in done.stdout.splitlines() if line.startswith("batchwise: step")]
+    check(lines == ["batchwise: step samples=8 batch=4"] * steps,
+          f"step lines {lines}: expected {steps} of samples=8 batch=4 (2 accumulated batches of 4)")
+    check(f"trained {steps} optimizer steps" in done.stdout, f"did not stop after {steps} steps:\n{done.stdout}")
+    print(f"  {lines}")
+
+
+CHECKS = {"sweep": check_sweep, "honest": check_honest, "fit": check_fit, "unchanged": check_unchanged,
+          "accumulation": check_accumulation, "loader": check_loader}
 
 
 def main():
@@ -261,6 +353,9 @@ def main():
         return SKIP
     if opts.check == "accumulation" and not spec["accumulation"]:
         print(f"skipped: {opts.framework} has no accumulation check")
+        return SKIP
+    if opts.check == "loader" and not spec.get("own_loader"):
+        print(f"skipped: {opts.framework} has no check of a loader of its own")
         return SKIP
     os.makedirs(opts.work, exist_ok=True)
     start = time.monotonic()
