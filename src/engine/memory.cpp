@@ -60,6 +60,7 @@ void tracked_delete(void* data) {
   auto* base = static_cast<char*>(data) - kHeaderBytes;
   Header header;
   std::memcpy(&header, base, sizeof header);
+  if (header.tag == kCountedTag || header.tag == kUncountedTag) c10::profiledCPUMemoryReporter().Delete(data);
   if (header.tag == kCountedTag) {
     g_current.fetch_sub(static_cast<int64_t>(header.bytes), std::memory_order_relaxed);
   } else if (header.tag != kUncountedTag) {
@@ -111,6 +112,9 @@ struct TrackingAllocator final : public c10::Allocator {
     const Header header{static_cast<uint64_t>(n), counted ? kCountedTag : kUncountedTag};
     std::memcpy(base, &header, sizeof header);
     void* data = base + kHeaderBytes;
+    // To torch's profiler as c10's own allocator reports (nothing where no profile asks for memory): a profile
+    // had seen no CPU memory once this allocator was installed (the Python API installs it on its first call)
+    c10::profiledCPUMemoryReporter().New(data, n);
     return {data, data, &tracked_delete, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &tracked_delete; }

@@ -203,6 +203,14 @@ def test_state():
     batchwise.tune(model, optimizer, (x, y), memory_budget="4MiB", max=256, advice_budget=2, progress=False)
     case("after tune: bit-identical", same(before, snapshot(model, optimizer)))
     case("the frozen BatchNorm is still in eval mode", not model.norm.training and model.training)
+    # The engine's CPU allocator, installed by the first call, reports to torch's profiler as c10's own does (a
+    # profile of memory had seen none after a call)
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiled:
+        ones = torch.ones(1_000_000)
+        del ones
+    allocated = sum(e.cpu_memory_usage for e in profiled.events() if e.cpu_memory_usage > 0)
+    case("torch.profiler's memory profile still sees CPU allocations", allocated >= 4_000_000, allocated)
     if numpy is not None:
         case("NumPy's RNG is as it was", (numpy.random.get_state()[1] == numpy_before).all())
     # and the model trains on as it would have: one more step matches a copy that batchwise never saw
