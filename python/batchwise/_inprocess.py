@@ -654,17 +654,36 @@ class _Adapter:
     def count_the_state(self):
         """On CPU: the model's tensors, its gradients and the optimizer's state moved into memory the
         engine counts (made before the engine was loaded, they were not), so the budget holds them
-        as it holds a built-in model's. Values, Parameter objects and the optimizer are unchanged."""
+        as it holds a built-in model's. Values, Parameter objects and the optimizer are unchanged; the
+        tensors' own storage comes back after the call (return_the_storage)."""
         import torch
+        self._own_storage = []
         if torch.device(self.device).type != "cpu":
             return
         with torch.no_grad():
             for t in list(self.model.parameters()) + [b for _, b in self.buffers()]:
+                self._own_storage.append((t, t.data, t.grad))
                 t.data = t.data.clone()
                 if t.grad is not None:
                     t.grad = t.grad.clone()
         if self.optimizer.state:
             _load_keeping_groups(self.optimizer, copy.deepcopy(self.optimizer.state_dict()))
+
+    def return_the_storage(self):
+        """Each tensor's own storage back, holding the values the call left in the counted copy: a model in
+        shared memory (model.share_memory(), trained by other processes too) had been left in memory of the
+        call's, unshared, and parameters that were views of one flat tensor no longer were."""
+        import torch
+        with torch.no_grad():
+            for t, data, grad in getattr(self, "_own_storage", []):
+                if t.data is not data and t.data.shape == data.shape and t.data.dtype == data.dtype:
+                    data.copy_(t.data)
+                    t.data = data
+                if grad is not None and t.grad is not None and t.grad is not grad and t.grad.shape == grad.shape \
+                        and t.grad.dtype == grad.dtype:
+                    grad.copy_(t.grad)
+                    t.grad = grad
+        self._own_storage = []
 
     def restore_modes(self):
         self.reseat()
@@ -1096,6 +1115,7 @@ def _call_kept(command, options, make_adapter):
             raise _engine_error(command, e) from None  # named by the call (noise's had been bare)
     finally:
         if adapter is not None:
+            adapter.return_the_storage()
             adapter.restore_modes()
     # Code of the user's that raised ends the call: an answer built around a step that failed for
     # another reason than memory would not be the user's training.

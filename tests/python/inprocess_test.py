@@ -203,6 +203,25 @@ def test_state():
     batchwise.tune(model, optimizer, (x, y), memory_budget="4MiB", max=256, advice_budget=2, progress=False)
     case("after tune: bit-identical", same(before, snapshot(model, optimizer)))
     case("the frozen BatchNorm is still in eval mode", not model.norm.training and model.training)
+    # The tensors' own storage comes back after a call: a model in shared memory stays shared, and parameters that
+    # are views of one flat tensor stay so (each call had left them in new memory of its own)
+    shared = Branchy()
+    shared.share_memory()
+    flat = torch.zeros(sum(p.numel() for p in shared.parameters()))
+    offset = 0
+    with torch.no_grad():
+        for p in shared.parameters():
+            view = flat[offset:offset + p.numel()].view_as(p)
+            view.copy_(p)
+            p.data = view
+            offset += p.numel()
+    flat.share_memory_()
+    values = [p.detach().clone() for p in shared.parameters()]
+    batchwise.fit(shared, torch.optim.SGD(shared.parameters(), lr=0.1), (x, y), memory_budget="4MiB", max=64,
+                  progress=False)
+    case("after a call, parameters in shared memory are still in it, views of their flat tensor, values unchanged",
+         all(p.is_shared() and p.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr()
+             for p in shared.parameters()) and all(torch.equal(a, p) for a, p in zip(values, shared.parameters())))
     # The engine's CPU allocator, installed by the first call, reports to torch's profiler as c10's own does (a
     # profile of memory had seen none after a call)
     from torch.profiler import ProfilerActivity, profile
