@@ -1353,6 +1353,17 @@ TEST(Cli, AReportWhoseFolderWentMidRunIsWrittenToTheTempFolder) {
   EXPECT_EQ(r.err.find("HTML report: "), std::string::npos) << r.err;  // not where it was asked
   fs::remove(rescued);
   fs::remove(fs::path(rescued).replace_extension(".html"));
+  // A $TMPDIR that is no folder: /tmp, said by its whole path (the current folder had taken it, named relatively)
+  const Outcome lost = batchwise(
+      "sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 8 --repetitions 1 --steps 3 "
+      "--min-time 0 --no-history -q --json /dev/full",
+      "TMPDIR=/nonexistent/tmp");
+  EXPECT_EQ(lost.code, 2) << lost.err;
+  const std::string to = "the report was written to /tmp/batchwise-sweep-";
+  const size_t written = lost.err.find(to);
+  ASSERT_NE(written, std::string::npos) << lost.err;
+  const size_t path = written + to.size() - std::string("/tmp/batchwise-sweep-").size();
+  fs::remove(lost.err.substr(path, lost.err.find(" instead", path) - path));
 }
 
 // A trace whose folder went while the run trained is said as an error (exit 2), and the run's report and

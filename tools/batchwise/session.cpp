@@ -291,7 +291,10 @@ bool write_or_rescue(const std::string& path, const std::string& text, const cha
     // Named by what it is (--json's .json, --html's .html), whatever the path given was called.
     const std::string name = fmt::format("batchwise-{}-{:%Y%m%d-%H%M%S}-{}.{}", command, local, getpid(),
                                          std::string(flag) == "--html" ? "html" : "json");
-    const std::filesystem::path rescue = std::filesystem::temp_directory_path(ignored) / name;
+    // A $TMPDIR that is no folder: /tmp (it had been the current folder, said by a relative name)
+    std::filesystem::path folder = std::filesystem::temp_directory_path(ignored);
+    if (ignored || folder.empty()) folder = "/tmp";
+    const std::filesystem::path rescue = std::filesystem::absolute(folder / name, ignored);
     try {
       write_file(rescue.string(), text, flag);
       unwritten.push_back(fmt::format("{}; the report was written to {} instead", e.what(), rescue.string()));
