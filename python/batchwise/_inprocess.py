@@ -365,11 +365,29 @@ def _kept_generator(sampler, draw):
 
 
 def _load_keeping_groups(optimizer, state_dict):
-    """optimizer.load_state_dict(state_dict), its param_groups list and each group's dict the very objects they
-    were: torch's makes new ones, and a handle the user kept on a group (to unfreeze a backbone), or a wrapper
-    sharing the list, had been cut off from the optimizer the call returned."""
-    groups, dicts = optimizer.param_groups, list(optimizer.param_groups)
+    """optimizer.load_state_dict(state_dict), its param_groups list, each group's dict and its state dict the very
+    objects they were: torch's makes new ones, and a handle the user kept on a group (to unfreeze a backbone), or a
+    wrapper sharing the list or the state (ZeroRedundancyOptimizer's, Lookahead's), had been cut off from the
+    optimizer the call returned. Each state tensor keeps the type it was saved in: torch's load casts floating state
+    to its parameter's type (a bfloat16 model's float32 momentum had come back bfloat16, rounded)."""
+    import torch
+    groups, dicts, state = optimizer.param_groups, list(optimizer.param_groups), optimizer.state
     optimizer.load_state_dict(state_dict)
+    saved_ids = [i for g in state_dict.get("param_groups", []) for i in g.get("params", [])]
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    for index, param in zip(saved_ids, params):
+        saved, loaded = state_dict.get("state", {}).get(index), optimizer.state.get(param)
+        if not isinstance(saved, dict) or not isinstance(loaded, dict):
+            continue
+        for key, value in saved.items():
+            now = loaded.get(key)
+            if isinstance(value, torch.Tensor) and isinstance(now, torch.Tensor) and now.dtype != value.dtype:
+                loaded[key] = value.to(device=now.device)
+    if optimizer.state is not state:
+        loaded = dict(optimizer.state)
+        state.clear()
+        state.update(loaded)
+        optimizer.state = state
     if optimizer.param_groups is groups or len(optimizer.param_groups) != len(dicts):
         return
     for mine, loaded in zip(dicts, optimizer.param_groups):
@@ -629,8 +647,9 @@ class _Adapter:
 
     def optimizer_state_bytes(self):
         import torch
-        return sum(v.nbytes for state in self.optimizer.state.values() for v in state.values()
-                   if isinstance(v, torch.Tensor))
+        # a value under a key of its own (torch keeps one that is no parameter's) is no per-parameter dict
+        return sum(v.nbytes for state in self.optimizer.state.values()
+                   for v in (state.values() if isinstance(state, dict) else [state]) if isinstance(v, torch.Tensor))
 
     def save_optimizer(self):
         import torch
@@ -1106,6 +1125,13 @@ def _call_kept(command, options, make_adapter):
                                 "labels, so there is no accuracy to reach: pass target_loss=..., or epochs=N for full "
                                 "runs")
             options["target_accuracy"] = 0.85  # the CLI's default target
+        if command == "tune" and not adapter.get_lr(adapter.reference_group()) > 0:
+            # The advised rate scales the one given: refused before the trials (it had failed after them, "the base
+            # batch (32) and rate (0) must be positive")
+            raise ValueError(f"batchwise.tune: the optimizer's lr is {adapter.get_lr(adapter.reference_group()):g} in "
+                             "every param group (a warm-up scheduler that starts from 0 sets it so); tune scales the "
+                             "rate you train at: set each group's lr to it before the call (a scheduler's peak, "
+                             "e.g. OneCycleLR's max_lr)")
         if "min" not in options and adapter.batchnorm:
             options["min"] = 2  # BatchNorm in training mode cannot normalise a batch of one
         adapter.count_the_state()

@@ -222,6 +222,47 @@ def test_state():
     case("after a call, parameters in shared memory are still in it, views of their flat tensor, values unchanged",
          all(p.is_shared() and p.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr()
              for p in shared.parameters()) and all(torch.equal(a, p) for a, p in zip(values, shared.parameters())))
+    # The optimizer's state as the optimizer keeps it: a float32 momentum on bfloat16 parameters stays float32
+    # (torch's load_state_dict casts it to the parameter's type, and had rounded it), a wrapper that shares its
+    # inner optimizer's state dict still shares it (the restores had gone into a new dict the inner optimizer never
+    # read), and a key of the state that is no parameter's is counted, not taken for a per-parameter dict
+    class Fp32Momentum(torch.optim.Optimizer):
+        def __init__(self, params, lr):
+            super().__init__(params, dict(lr=lr))
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    buf = self.state[p].setdefault("momentum", torch.zeros_like(p, dtype=torch.float32))
+                    buf.mul_(0.9).add_(p.grad.float())
+                    p.add_(buf.to(p.dtype), alpha=-group["lr"])
+
+    class Wrapper(torch.optim.Optimizer):
+        def __init__(self, inner):
+            self.inner = inner
+            super().__init__(inner.param_groups, inner.defaults)
+            self.param_groups, self.state = inner.param_groups, inner.state
+
+        def step(self, closure=None):
+            return self.inner.step(closure)
+
+    half = Branchy().to(torch.bfloat16)
+    inner = Fp32Momentum(half.parameters(), lr=0.01)
+    torch.nn.functional.cross_entropy(half(x[:64].to(torch.bfloat16)).float(), y[:64]).backward()
+    inner.step()
+    inner.state["step_count"] = torch.tensor(3)
+    wrapper = Wrapper(inner)
+    momentum = {k: v["momentum"].clone() for k, v in inner.state.items() if isinstance(v, dict)}
+    batchwise.sweep(half, wrapper, (x, y), batch_sizes=[16, 32], steps=2, repetitions=1, progress=False)
+    case("an optimizer's float32 state on bfloat16 parameters comes back float32, bit-identical",
+         all(inner.state[k]["momentum"].dtype == torch.float32 and torch.equal(inner.state[k]["momentum"], v)
+             for k, v in momentum.items()), {k: inner.state[k]["momentum"].dtype for k in momentum})
+    case("a wrapper that shares its inner optimizer's state still shares it, and the inner one is as it was",
+         wrapper.state is inner.state and len([v for v in inner.state.values() if isinstance(v, dict)]) ==
+         len(momentum) and torch.equal(inner.state["step_count"], torch.tensor(3)))
     # The engine's CPU allocator, installed by the first call, reports to torch's profiler as c10's own does (a
     # profile of memory had seen none after a call)
     from torch.profiler import ProfilerActivity, profile
@@ -952,6 +993,10 @@ def test_options():
          "batchwise.fit: max=2.7 is not a whole number"),
         (lambda: batchwise.tune(model, optimizer, branchy_data(), advice_budget=0), ValueError,
          "batchwise.tune: advice_budget=0: must be above 0"),
+        # A rate of 0 in every group (a warm-up scheduler's start): refused before the trials, naming the lr
+        (lambda: batchwise.tune(model, torch.optim.SGD(model.parameters(), lr=0.0), branchy_data(), progress=False),
+         ValueError, "batchwise.tune: the optimizer's lr is 0 in every param group (a warm-up scheduler that starts "
+         "from 0 sets it so)"),
         (lambda: batchwise.tune(model, optimizer, branchy_data(), epochs=0), ValueError,
          "batchwise.tune: epochs=0: must be above 0"),
         (lambda: batchwise.tune(model, optimizer, branchy_data(), lr_schedule="cosine"), ValueError,
