@@ -426,7 +426,7 @@ double run_race_overhead_s(const RunRaceOptions& options, int64_t held_out_size,
 /// the compressed runs it buys would give the reference (the smallest of `batches`) fewer than
 /// kReferenceSteps steps in its shortest run, to what gives it that many; at most what trains every
 /// candidate's full run (the compressed runs' cap, a quarter of the run) and at most
-/// `ceiling_s` (tune's: twice the fit and sweep, at least 30 s). A fast device's short default
+/// `ceiling_s` (tune's: twice what tune took before the race, at least 30 s). A fast device's short default
 /// budget would otherwise leave the reference a handful of steps, too few to read a curve from
 /// (docs/benchmarks.md, "On a GPU").
 double run_race_train_s(double default_s, double ceiling_s, const std::vector<int64_t>& batches,

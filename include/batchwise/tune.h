@@ -95,8 +95,9 @@ struct TuneOptions {
   TORCH_ARG(bool, race) = true;
   /// Wall-clock seconds of the race (batch race or run race), its range tests and evaluations
   /// included: the training gets this less what they are expected to take (race_overhead_s,
-  /// run_race_overhead_s), at least a quarter of it. 0: training of twice the fit and sweep's time,
-  /// at least 30 s, at most 4 epochs at the best samples/s, with the overhead on top.
+  /// run_race_overhead_s), at least a quarter of it. 0: training of twice the time tune took before the race
+  /// (doctor, fit, sweep, profile, noise scale), at least 30 s, at most 4 epochs at the best samples/s, with the
+  /// overhead on top.
   TORCH_ARG(double, race_budget_s) = 0;
   /// The user's held-out target for the race (0: none; BatchRaceOptions::target_accuracy): where a
   /// candidate reaches it within the race's budget, the race measures the time to it and stops.

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "batchwise/schedule.h"
+
 namespace batchwise::detail {
 
 double race_ceiling_s(double spent_s) { return std::max(30.0, 2 * spent_s); }
@@ -77,7 +79,9 @@ RaceTime run_race_time(const TuneOptions& o, const Report& report, const std::ve
   return t;
 }
 
-std::vector<LrAdvice> flat_range_rates(const Report& report, int64_t pick, int64_t base_batch) {
+std::vector<LrAdvice> flat_range_rates(const Report& report, int64_t pick, int64_t base_batch, double epochs,
+                                       LrSchedule shape) {
+  const int64_t dataset = report.workload.dataset_size;
   std::vector<LrAdvice> rates;
   const auto flat = [&](const std::vector<int64_t>& range, int64_t batch) {
     return batch != pick && batch != base_batch && std::count(range.begin(), range.end(), batch) > 0;
@@ -85,7 +89,8 @@ std::vector<LrAdvice> flat_range_rates(const Report& report, int64_t pick, int64
   if (report.race)
     for (const auto& e : report.race->entries)
       if (e.rungs > 0 && e.lr.scaled.batch > 0 && flat(report.race->within_5_percent, e.batch))  // advised
-        rates.push_back(e.lr);
+        // an epoch's warm-up had been kept beside a recommendation fitted to the run (15 of 128's 32 steps)
+        rates.push_back(epochs > 0 && dataset > 0 ? for_the_run(e.lr, epochs, dataset, e.batch, shape) : e.lr);
   if (report.run_race && report.run_race->best_batch == pick)  // the run race answered
     for (const auto& e : report.run_race->entries)
       if (e.lr.lr > 0 && e.lr.scaled.batch > 0 && flat(report.run_race->within_5_percent, e.batch))

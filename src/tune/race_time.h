@@ -16,7 +16,8 @@
 
 namespace batchwise::detail {
 
-/// The most a race trains by default: twice what the fit and sweep took, at least 30 s.
+/// The most a race trains by default: twice what tune took before the race (doctor, fit, sweep, profile, noise
+/// scale), at least 30 s.
 double race_ceiling_s(double spent_s);
 
 /// Seconds of slack on top of a stated limit for a short run's fixed costs (its range tests,
@@ -64,8 +65,11 @@ double run_race_most_s(const RaceTime& t);
 
 /// The good batches the race that answered could not order against its pick (within_5_percent: the
 /// batch race's, or the run race's where it answered), each with the rate it trained at, the pick
-/// and `base_batch` left out: the run plan's "within 5 %" rows.
-std::vector<LrAdvice> flat_range_rates(const Report& report, int64_t pick, int64_t base_batch);
+/// and `base_batch` left out: the run plan's "within 5 %" rows. For a run of `epochs` (tune --epochs), the
+/// batch race's rates fit the run (for_the_run: a warm-up of a quarter of it at most), as the run race's
+/// and the recommendation's do.
+std::vector<LrAdvice> flat_range_rates(const Report& report, int64_t pick, int64_t base_batch, double epochs = 0,
+                                       LrSchedule shape = LrSchedule::Constant);
 
 /// "12 s", "4 min", "1.5 h": a duration as a person plans with it.
 std::string duration_text(double s);

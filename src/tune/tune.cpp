@@ -527,7 +527,8 @@ void plan_the_run(const TuneSubject& subject, const TuneOptions& o, Report& repo
   std::vector<std::pair<std::string, LrAdvice>> rows{
       {"base", unmeasured_lr(optimizer, o.base_batch(), report.workload.lr, o.base_batch())}};
   if (report.lr->scaled.batch != o.base_batch()) rows.emplace_back("recommended", *report.lr);
-  for (const LrAdvice& flat : flat_range_rates(report, report.lr->scaled.batch, o.base_batch()))
+  for (const LrAdvice& flat :
+       flat_range_rates(report, report.lr->scaled.batch, o.base_batch(), o.epochs(), o.lr_schedule()))
     rows.emplace_back("within 5 %", flat);  // the race's flat range, as the recommendation states it
   std::sort(rows.begin() + 1, rows.end(),
             [](const auto& a, const auto& b) { return a.second.scaled.batch < b.second.scaled.batch; });

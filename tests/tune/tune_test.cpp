@@ -323,6 +323,25 @@ TEST(Tune, ThePlanListsTheBatchesTheAnsweringRaceCouldNotOrder) {
   EXPECT_EQ(rows, (std::vector<int64_t>{128}));  // the pick and the base batch have rows of their own
   EXPECT_DOUBLE_EQ(detail::flat_range_rates(report, 64, 16).front().lr, 0.01);
   EXPECT_TRUE(detail::flat_range_rates(report, 512, 32).empty());  // validated: 512 is the answer, not the race's pick
+  // The batch race's rows, for a run of known length (tune --epochs, a batch race answering after a stuck run race):
+  // fitted to the run as the recommendation is, a warm-up of a quarter of it at most (an epoch's had been kept: 15
+  // of a 2-epoch run's 32 steps at batch 128)
+  Report batch_race;
+  batch_race.workload.dataset_size = 2048;
+  batch_race.race = BatchRace();
+  RaceEntry flat;
+  flat.batch = 128;
+  flat.rungs = 1;
+  flat.lr.lr = 0.04;
+  flat.lr.scaled.batch = 128;
+  flat.lr.warmup_steps = 15;
+  batch_race.race->entries = {flat};
+  batch_race.race->within_5_percent = {64, 128};
+  const std::vector<LrAdvice> fitted = detail::flat_range_rates(batch_race, 64, 32, 2, LrSchedule::Cosine);
+  ASSERT_EQ(fitted.size(), 1u);
+  EXPECT_EQ(fitted.front().warmup_steps, 8);  // a quarter of its 32 steps
+  EXPECT_NE(fitted.front().advice.find("in your 2-epoch run (32 steps)"), std::string::npos) << fitted.front().advice;
+  EXPECT_EQ(detail::flat_range_rates(batch_race, 64, 32).front().warmup_steps, 15);  // no run named: as it trained
 }
 
 // A batch larger than the training set repeats samples within a step, which no run does: neither race
