@@ -842,25 +842,36 @@ def run_lightning(command, module, datamodule, options):
         else:
             val_what = "held_out"  # the user's own option
         _required(command, options, "batchwise.lightning", val_hook=hook)
-        # A scheduler made with the optimizer (a warm-up, OneCycleLR) has moved its rate: the module's is the one
-        # the scheduler starts from (initial_lr), or OneCycleLR's peak (max_lr, its lr argument). Set for the
-        # call, and put back after it: the optimizer may be one the module keeps (self.opt).
-        moved = [group["lr"] for group in optimizer.param_groups]
-        for group in optimizer.param_groups:
-            rate = group.get("max_lr", group.get("initial_lr"))
-            if isinstance(rate, (int, float)) and rate > 0:
-                group["lr"] = float(rate)
         try:
-            return _call(command, options,
-                         lambda o: _StepAdapter(command, module, optimizer, train, o, data_what, val_what))
+            with _scheduled_rates(optimizer):  # the optimizer may be one the module keeps (self.opt)
+                return _call(command, options,
+                             lambda o: _StepAdapter(command, module, optimizer, train, o, data_what, val_what))
         except Exception as e:  # the engine's and the adapter's words name this call: batchwise.lightning.fit
             plain = f"batchwise.{command}:"
             if e.args and isinstance(e.args[0], str) and e.args[0].startswith(plain):
                 e.args = (f"batchwise.lightning.{command}:" + e.args[0][len(plain):],) + e.args[1:]
             raise
-        finally:
-            for group, lr in zip(optimizer.param_groups, moved):
-                group["lr"] = lr
+
+
+@contextlib.contextmanager
+def _scheduled_rates(optimizer):
+    """A scheduler made on the optimizer (a warm-up, OneCycleLR) has moved its rate: the one trained at is the
+    one the scheduler starts from (initial_lr), or OneCycleLR's peak (max_lr, its lr argument). Set for the call
+    and put back after it (the plain API had scaled a warm-up's first rate, 25 times below OneCycleLR's peak)."""
+    groups = getattr(optimizer, "param_groups", None)
+    if not isinstance(groups, list):  # a function that makes the optimizer: no scheduler on it yet
+        yield
+        return
+    moved = [group.get("lr") for group in groups]
+    for group in groups:
+        rate = group.get("max_lr", group.get("initial_lr"))
+        if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0:
+            group["lr"] = float(rate)
+    try:
+        yield
+    finally:
+        for group, lr in zip(groups, moved):
+            group["lr"] = lr
 
 
 # ---- the report ----------------------------------------------------------------------------------
@@ -978,7 +989,8 @@ def _required(command, options, prefix="batchwise", held_out=True, val_hook=None
 
 def _run(command, model, optimizer, data, loss, options):
     _required(command, options)
-    return _call(command, options, lambda o: _Adapter(command, model, optimizer, data, loss, o))
+    with _scheduled_rates(optimizer):
+        return _call(command, options, lambda o: _Adapter(command, model, optimizer, data, loss, o))
 
 
 def _as_options(command, text):
@@ -1129,9 +1141,8 @@ def _call_kept(command, options, make_adapter):
             # The advised rate scales the one given: refused before the trials (it had failed after them, "the base
             # batch (32) and rate (0) must be positive")
             raise ValueError(f"batchwise.tune: the optimizer's lr is {adapter.get_lr(adapter.reference_group()):g} in "
-                             "every param group (a warm-up scheduler that starts from 0 sets it so); tune scales the "
-                             "rate you train at: set each group's lr to it before the call (a scheduler's peak, "
-                             "e.g. OneCycleLR's max_lr)")
+                             "every param group (and no scheduler on it starts from a rate above 0); tune scales the "
+                             "rate you train at: set each group's lr to it before the call")
         if "min" not in options and adapter.batchnorm:
             options["min"] = 2  # BatchNorm in training mode cannot normalise a batch of one
         adapter.count_the_state()

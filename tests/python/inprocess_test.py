@@ -219,6 +219,16 @@ def test_state():
     values = [p.detach().clone() for p in shared.parameters()]
     batchwise.fit(shared, torch.optim.SGD(shared.parameters(), lr=0.1), (x, y), memory_budget="4MiB", max=64,
                   progress=False)
+    # An optimizer with a scheduler made on it (OneCycleLR steps at once, 25x below its peak): the rate raced and
+    # reported is the scheduler's peak, as batchwise.lightning takes it; the group's own lr is back after the call
+    cycled = Branchy()
+    cycling = torch.optim.SGD(cycled.parameters(), lr=0.1)
+    torch.optim.lr_scheduler.OneCycleLR(cycling, 0.1, total_steps=100)
+    first = cycling.param_groups[0]["lr"]
+    report = batchwise.sweep(cycled, cycling, (x, y), batch_sizes=[16], steps=2, repetitions=1, progress=False)
+    case("a scheduler's optimizer is raced at the scheduler's peak, its own lr put back",
+         report.workload.lr == 0.1 and cycling.param_groups[0]["lr"] == first < 0.01,
+         (report.workload.lr, cycling.param_groups[0]["lr"]))
     case("after a call, parameters in shared memory are still in it, views of their flat tensor, values unchanged",
          all(p.is_shared() and p.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr()
              for p in shared.parameters()) and all(torch.equal(a, p) for a, p in zip(values, shared.parameters())))
@@ -995,8 +1005,8 @@ def test_options():
          "batchwise.tune: advice_budget=0: must be above 0"),
         # A rate of 0 in every group (a warm-up scheduler's start): refused before the trials, naming the lr
         (lambda: batchwise.tune(model, torch.optim.SGD(model.parameters(), lr=0.0), branchy_data(), progress=False),
-         ValueError, "batchwise.tune: the optimizer's lr is 0 in every param group (a warm-up scheduler that starts "
-         "from 0 sets it so)"),
+         ValueError, "batchwise.tune: the optimizer's lr is 0 in every param group (and no scheduler on it starts "
+         "from a rate above 0)"),
         (lambda: batchwise.tune(model, optimizer, branchy_data(), epochs=0), ValueError,
          "batchwise.tune: epochs=0: must be above 0"),
         (lambda: batchwise.tune(model, optimizer, branchy_data(), lr_schedule="cosine"), ValueError,
