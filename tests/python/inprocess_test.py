@@ -506,6 +506,18 @@ def test_error():
     case("a forward that raises in the check of NaN samples: a TrainingError from the user's, and a clean exit",
          out.returncode == 0 and "TrainingError from ValueError | batchwise.fit: RefusesNaN.forward raised "
          "ValueError: my model refuses NaN" in out.stdout, (out.returncode, out.stdout, out.stderr[-2000:]))
+    class DictOut(Branchy):  # a dict without logits: named, with the fix (the engine's words had named none)
+        def forward(self, x):
+            return {"scores": super().forward(x)}
+    dict_out = DictOut()
+    try:
+        batchwise.sweep(dict_out, torch.optim.SGD(dict_out.parameters(), lr=0.1), branchy_data(256), batch_sizes=[16],
+                        steps=2, repetitions=1, progress=False)
+        case("a forward that returns a dict without logits raises", False, "sweep returned")
+    except batchwise.TrainingError as e:
+        case("a dict output without logits names its keys and the fix",
+             "DictOut.forward raised TypeError: its output is a dict of 'scores', without 'logits': return the "
+             "logits (a tensor), or a dict with 'logits'" in str(e), str(e))
     model = Raises()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     before = snapshot(model, optimizer)
