@@ -2,6 +2,7 @@
 // ModuleWorkload (python_calls.h says how), and every call into their code made with the GIL held and
 // its exception kept, so that the call into the engine ends with it.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/extension.h>
 
@@ -102,6 +103,15 @@ namespace {
 // ---- the model -----------------------------------------------------------------------------------
 
 at::Tensor unpack(const py::handle& object, const std::string& what) {
+  if (!THPVariable_Check(object.ptr()) && py::isinstance<py::dict>(object)) {  // it had named no fix
+    std::vector<std::string> keys;
+    for (const auto& item : py::reinterpret_borrow<py::dict>(object))
+      if (keys.size() < 6) keys.push_back(py::repr(item.first));
+    throw ModelError(
+        fmt::format("{} is a dict of {}, without 'logits': return the logits (a tensor), or a dict with "
+                    "'logits'",
+                    what, fmt::join(keys, ", ")));
+  }
   BATCHWISE_CHECK(THPVariable_Check(object.ptr()), ModelError, "{} is a {}, not a tensor", what,
                   std::string(py::str(py::type::handle_of(object).attr("__name__"))));
   return THPVariable_Unpack(object.ptr());

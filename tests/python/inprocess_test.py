@@ -514,10 +514,10 @@ def test_error():
         batchwise.sweep(dict_out, torch.optim.SGD(dict_out.parameters(), lr=0.1), branchy_data(256), batch_sizes=[16],
                         steps=2, repetitions=1, progress=False)
         case("a forward that returns a dict without logits raises", False, "sweep returned")
-    except batchwise.TrainingError as e:
+    except batchwise.TrainingError as e:  # the sweep's one batch failed so: its trial's message
         case("a dict output without logits names its keys and the fix",
-             "DictOut.forward raised TypeError: its output is a dict of 'scores', without 'logits': return the "
-             "logits (a tensor), or a dict with 'logits'" in str(e), str(e))
+             "DictOut.forward's output is a dict of 'scores', without 'logits': return the logits (a tensor), or a "
+             "dict with 'logits'" in str(e), str(e))
     model = Raises()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     before = snapshot(model, optimizer)
@@ -1276,7 +1276,7 @@ def test_options():
              # an output the engine cannot read, in noise's own steps: named by the call, as fit's are
              (lambda: batchwise.noise(DictOut(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y), batch=32,
                                       micro_batch=8, noise_steps=3, progress=False), batchwise.ModelError,
-              "batchwise.noise: DictOut.forward's output is a dict")])
+              "batchwise.noise: DictOut.forward's output is a dict of 'out', without 'logits': return the logits")])
     # Accuracy where the targets are labels a sample in a column ([N, 1], the user's own loss) and tokens
     # ([N, T] against an output [N, T, V]): it had read 99.8 for the first (a broadcast), and refused the second.
     column = batchwise.validate(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y.unsqueeze(1)),
