@@ -240,57 +240,73 @@ History::History(const std::string& path, bool read_only) : path_(path) {
                     read_only ? "" : ", or --no-history not to store the run");
   }
   sqlite3_busy_timeout(db_, kBusyTimeoutMs);
-  try {
-    // Another program's database keeps its tables as they are: batchwise adds none to it.
-    const auto tables = [this](const char* which) {
-      Statement s(db_, fmt::format("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND {}", which).c_str());
-      s.step();
-      return s.column_int(0).value_or(0);
-    };
-    // A table named runs is ours only with our columns (another program may name a table so): checked
-    // before anything is written, the journal mode included.
-    const bool ours = tables("name = 'runs'") > 0;
-    if (ours) {
-      Statement s(db_, fmt::format("SELECT count(*) FROM pragma_table_info('runs') WHERE name IN ({})",
-                                   table_columns(false, true))
-                           .c_str());
-      s.step();
-      BATCHWISE_CHECK(s.column_int(0).value_or(0) == static_cast<int64_t>(kTable.size()), Error,
-                      "its table runs is another program's: it lacks batchwise's columns");
-    }
-    BATCHWISE_CHECK(ours || tables("name NOT LIKE 'sqlite_%'") == 0, Error, "it holds another program's tables");
-    BATCHWISE_CHECK(ours || !read_only, Error, "it holds no runs");
-    if (!read_only) {
-      exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", path);
-      exec(db_,
-           fmt::format("CREATE TABLE IF NOT EXISTS runs ({}); "
-                       "CREATE INDEX IF NOT EXISTS runs_key ON runs (workload, device, versions);",
-                       table_columns(true))
-               .c_str(),
-           path);
-    }
-  } catch (const Error& e) {
-    const int code = sqlite3_extended_errcode(db_) & 0xff;
+  // Read only, a history in a folder this user cannot write, or on a read-only disk, is read as it is on disk: WAL
+  // mode reads through a -shm file beside it, which such a folder cannot take (`batchwise history` had refused it)
+  const auto open_as_it_is = [&] {
     sqlite3_close(db_);
     db_ = nullptr;
-    const std::string named =
-        fmt::format("{} {}", path == default_history_path() ? "the default history," : "--history", path);
-    const std::string no_history = read_only ? "" : ", or --no-history not to store the run";
-    // A history that is whole but cannot be used now is not to be moved away: locked, on a full disk, read-only
-    if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
-      throw ConfigError(fmt::format("{}: another process held it past {} s; run again once it ends{}", named,
-                                    kBusyTimeoutMs / 1000, no_history));
-    if (code == SQLITE_FULL)
-      throw ConfigError(
-          fmt::format("{}: the disk that holds it is full; free some space, or give --history another "
-                      "path{}",
-                      named, no_history));
-    if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_IOERR || code == SQLITE_PERM)
-      throw ConfigError(fmt::format("{}: cannot be used here ({}){}; give --history a writable path{}", named,
-                                    sqlite3_errstr(code), unwritable_parts(path), no_history));
-    // A damaged default (the user gave no --history): the fix names both ways, as for one it cannot open
-    BATCHWISE_CHECK(false, ConfigError, "{}: not a usable batchwise history ({}); give --history another path{}", named,
-                    e.what(), read_only ? "" : no_history + " (or move the file away to start anew)");
+    std::string uri = "file:";
+    for (const char c : std::filesystem::absolute(path, ec).string())
+      uri +=
+          c == '%' || c == '?' || c == '#' ? fmt::format("%{:02X}", static_cast<unsigned char>(c)) : std::string(1, c);
+    return sqlite3_open_v2((uri + "?immutable=1").c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) ==
+           SQLITE_OK;
+  };
+  for (bool as_it_is = false;; as_it_is = true) {
+    try {
+      // Another program's database keeps its tables as they are: batchwise adds none to it.
+      const auto tables = [this](const char* which) {
+        Statement s(db_, fmt::format("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND {}", which).c_str());
+        s.step();
+        return s.column_int(0).value_or(0);
+      };
+      // A table named runs is ours only with our columns (another program may name a table so): checked
+      // before anything is written, the journal mode included.
+      const bool ours = tables("name = 'runs'") > 0;
+      if (ours) {
+        Statement s(db_, fmt::format("SELECT count(*) FROM pragma_table_info('runs') WHERE name IN ({})",
+                                     table_columns(false, true))
+                             .c_str());
+        s.step();
+        BATCHWISE_CHECK(s.column_int(0).value_or(0) == static_cast<int64_t>(kTable.size()), Error,
+                        "its table runs is another program's: it lacks batchwise's columns");
+      }
+      BATCHWISE_CHECK(ours || tables("name NOT LIKE 'sqlite_%'") == 0, Error, "it holds another program's tables");
+      BATCHWISE_CHECK(ours || !read_only, Error, "it holds no runs");
+      if (!read_only) {
+        exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", path);
+        exec(db_,
+             fmt::format("CREATE TABLE IF NOT EXISTS runs ({}); "
+                         "CREATE INDEX IF NOT EXISTS runs_key ON runs (workload, device, versions);",
+                         table_columns(true))
+                 .c_str(),
+             path);
+      }
+      return;
+    } catch (const Error& e) {
+      const int code = sqlite3_extended_errcode(db_) & 0xff;
+      if (read_only && !as_it_is && (code == SQLITE_READONLY || code == SQLITE_CANTOPEN) && open_as_it_is()) continue;
+      sqlite3_close(db_);
+      db_ = nullptr;
+      const std::string named =
+          fmt::format("{} {}", path == default_history_path() ? "the default history," : "--history", path);
+      const std::string no_history = read_only ? "" : ", or --no-history not to store the run";
+      // A history that is whole but cannot be used now is not to be moved away: locked, on a full disk, read-only
+      if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
+        throw ConfigError(fmt::format("{}: another process held it past {} s; run again once it ends{}", named,
+                                      kBusyTimeoutMs / 1000, no_history));
+      if (code == SQLITE_FULL)
+        throw ConfigError(
+            fmt::format("{}: the disk that holds it is full; free some space, or give --history another "
+                        "path{}",
+                        named, no_history));
+      if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_IOERR || code == SQLITE_PERM)
+        throw ConfigError(fmt::format("{}: cannot be used here ({}){}; give --history a writable path{}", named,
+                                      sqlite3_errstr(code), unwritable_parts(path), no_history));
+      // A damaged default (the user gave no --history): the fix names both ways, as for one it cannot open
+      BATCHWISE_CHECK(false, ConfigError, "{}: not a usable batchwise history ({}); give --history another path{}",
+                      named, e.what(), read_only ? "" : no_history + " (or move the file away to start anew)");
+    }
   }
 }
 

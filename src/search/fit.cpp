@@ -338,7 +338,8 @@ class Search {
     if (noise_bytes_ > 0) {
       const std::string note = fmt::format(
           "peaks near the answer are not monotone in the batch: a larger batch peaked up to {} lower than a smaller "
-          "one (on CUDA, cuDNN picks an algorithm and its workspace per shape), more than the {} between batch {} "
+          "one (a batch's shapes choose its kernels and workspaces: cuDNN's per shape on CUDA; a command's padded "
+          "batches differ in length), more than the {} between batch {} "
           "and {}, which did not fit, so the batches between were not tried: batch {} is the largest measured "
           "within the target",
           format_bytes(noise_bytes_), format_bytes(gap_bytes_), *fits_, *fails_, *fits_);

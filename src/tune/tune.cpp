@@ -215,8 +215,9 @@ void noise_and_goodput(const TuneSubject& subject, const TuneOptions& o, Report&
   report.goodput = goodput(within_dataset(report.sweep->points, training_samples(subject), larger), *report.noise);
   if (report.noise->b_simple && !report.goodput)
     report.context.warnings.push_back(fmt::format(
-        "no goodput: the noise scale's band reaches infinity (with one of its {} steps left out, the gradient could "
-        "not be told from its noise), so it cannot weigh the batches; more --noise-steps may narrow it",
+        "no goodput: the noise scale's band reaches infinity (over its {} steps the gradient could not be told from "
+        "its noise: its squared norm within two standard errors of 0, or so with one step left out), so it cannot "
+        "weigh the batches; more --noise-steps may narrow it",
         report.noise->steps));
 }
 

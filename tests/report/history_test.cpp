@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -267,6 +268,26 @@ TEST(History, ARowThatCannotBeReadAnswersNothing) {
   EXPECT_EQ(h.list().size(), 2u);
 
   sqlite3_close(raw);
+}
+
+// Read only, a history in a folder that takes no new file (another user's, a read-only disk; here an immutable
+// folder) is read as it is on disk: WAL mode reads through a -shm beside it, and `batchwise history` had refused
+// it ("attempt to write a readonly database").
+TEST(History, AHistoryInAFolderThatTakesNoFileIsStillRead) {
+  const fs::path db = scratch_db();
+  { History(db.string()).add("fit", report(512)); }
+  const std::string folder = db.parent_path().string();
+  if (std::system(("chattr +i " + folder + " 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "chattr +i needs root and a file system that keeps the flag";
+  struct Mutable {
+    std::string folder;
+    ~Mutable() { (void)std::system(("chattr -i " + folder).c_str()); }
+  } back{folder};
+  std::ofstream probe(db.parent_path() / "probe");
+  ASSERT_FALSE(probe) << "the folder still takes a new file";
+  const auto runs = History(db.string(), /*read_only=*/true).list();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].fit_batch, 512);
 }
 
 TEST(History, AFileThatIsNotADatabaseIsAConfigError) {

@@ -81,7 +81,8 @@ class Tune : public Command {
         ->capture_default_str();
     auto* no_race = cmd->add_flag(
         "--no-race", no_race_,
-        "skip the batch race (branched runs from the same weights): recommend from the noise scale's goodput");
+        "skip the races (the batch race of branched runs from the same weights; with --epochs, the run race of "
+        "compressed runs too): recommend from the noise scale's goodput");
     cmd->add_option("--advice-budget", race_budget_s_,
                     "seconds the race may take, wall-clock, its range tests and evaluations included (default: "
                     "twice what tune took before it (doctor, fit, sweep, noise scale), at least 30 s, at most 4 "
