@@ -857,11 +857,14 @@ def run_lightning(command, module, datamodule, options):
 def _scheduled_rates(optimizer):
     """A scheduler made on the optimizer (a warm-up, OneCycleLR) has moved its rate: the one trained at is the
     one the scheduler starts from (initial_lr), or OneCycleLR's peak (max_lr, its lr argument). Set for the call
-    and put back after it (the plain API had scaled a warm-up's first rate, 25 times below OneCycleLR's peak)."""
+    and put back after it (the plain API had scaled a warm-up's first rate, 25 times below OneCycleLR's peak), as
+    is the scheduler's mark that the optimizer has stepped (the trials' steps had set it, and torch's warning of a
+    scheduler stepped before its optimizer then never came)."""
     groups = getattr(optimizer, "param_groups", None)
     if not isinstance(groups, list):  # a function that makes the optimizer: no scheduler on it yet
         yield
         return
+    marked = optimizer.__dict__.get("_opt_called", _NOT_SET) if hasattr(optimizer, "__dict__") else _NOT_SET
     moved = [group.get("lr") for group in groups]
     for group in groups:
         rate = group.get("max_lr", group.get("initial_lr"))
@@ -872,6 +875,13 @@ def _scheduled_rates(optimizer):
     finally:
         for group, lr in zip(groups, moved):
             group["lr"] = lr
+        if marked is _NOT_SET:
+            getattr(optimizer, "__dict__", {}).pop("_opt_called", None)
+        else:
+            optimizer._opt_called = marked
+
+
+_NOT_SET = object()
 
 
 # ---- the report ----------------------------------------------------------------------------------

@@ -226,9 +226,10 @@ def test_state():
     torch.optim.lr_scheduler.OneCycleLR(cycling, 0.1, total_steps=100)
     first = cycling.param_groups[0]["lr"]
     report = batchwise.sweep(cycled, cycling, (x, y), batch_sizes=[16], steps=2, repetitions=1, progress=False)
-    case("a scheduler's optimizer is raced at the scheduler's peak, its own lr put back",
-         report.workload.lr == 0.1 and cycling.param_groups[0]["lr"] == first < 0.01,
-         (report.workload.lr, cycling.param_groups[0]["lr"]))
+    case("a scheduler's optimizer is raced at the scheduler's peak, its own lr put back, and not marked as stepped",
+         report.workload.lr == 0.1 and cycling.param_groups[0]["lr"] == first < 0.01
+         and not getattr(cycling, "_opt_called", False),
+         (report.workload.lr, cycling.param_groups[0]["lr"], getattr(cycling, "_opt_called", None)))
     case("after a call, parameters in shared memory are still in it, views of their flat tensor, values unchanged",
          all(p.is_shared() and p.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr()
              for p in shared.parameters()) and all(torch.equal(a, p) for a, p in zip(values, shared.parameters())))
