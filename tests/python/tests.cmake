@@ -22,11 +22,11 @@ set_tests_properties(Python.PackagePrintsTheProtocolAndAPlainLoopSweeps
 #   unchanged     without batchwise's variables, the callback changes no step and no output
 #   accumulation  samples per optimizer step (Lightning and the Trainer)
 #   honest        a script that ignores {batch}, and one that trains no step, are error trials
-#   loader        (the Trainer) a get_train_dataloader of the script's own: the batch the model is given counts
+#   loader        (the Trainer) a get_train_dataloader of the script's own: its loader's batch counts
 set(_bw_check_names
   sweep:SweepTimesTheCallbacksStepLines fit:FitFindsTheBatchUnderACpuBudget
   unchanged:UnchangedWithoutBatchwise accumulation:StepLinesCountAccumulatedSamples
-  honest:AScriptThatTrainsAnotherBatchOrNoneIsNoMeasure loader:StepLinesCountTheBatchTheModelIsGiven)
+  honest:AScriptThatTrainsAnotherBatchOrNoneIsNoMeasure loader:StepLinesCountTheBatchItsLoaderGives)
 foreach(_bw_framework lightning:Lightning transformers:Transformers keras:Keras)
   string(REPLACE ":" ";" _bw_pair ${_bw_framework})
   list(GET _bw_pair 0 _bw_arg)
