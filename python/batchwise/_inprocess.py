@@ -679,9 +679,15 @@ class _Adapter:
         self._own_storage = []
         if torch.device(self.device).type != "cpu":
             return
+        def kept(tensor):  # only storage that is more than this tensor's: else it is freed, as it was
+            if tensor is None or not (tensor.is_shared() or tensor.untyped_storage().nbytes() > tensor.nbytes):
+                return None
+            return tensor
         with torch.no_grad():
             for t in list(self.model.parameters()) + [b for _, b in self.buffers()]:
-                self._own_storage.append((t, t.data, t.grad))
+                data, grad = kept(t.data), kept(t.grad)
+                if data is not None or grad is not None:
+                    self._own_storage.append((t, data, grad))
                 t.data = t.data.clone()
                 if t.grad is not None:
                     t.grad = t.grad.clone()
@@ -689,16 +695,17 @@ class _Adapter:
             _load_keeping_groups(self.optimizer, copy.deepcopy(self.optimizer.state_dict()))
 
     def return_the_storage(self):
-        """Each tensor's own storage back, holding the values the call left in the counted copy: a model in
-        shared memory (model.share_memory(), trained by other processes too) had been left in memory of the
-        call's, unshared, and parameters that were views of one flat tensor no longer were."""
+        """Each tensor's own storage back where it was shared or part of a larger one, holding the values the call
+        left in the counted copy: a model in shared memory (model.share_memory(), trained by other processes too)
+        had been left in memory of the call's, unshared, and parameters that were views of one flat tensor no
+        longer were. (Other storage is not kept through the call: the host would hold the model twice.)"""
         import torch
         with torch.no_grad():
             for t, data, grad in getattr(self, "_own_storage", []):
-                if t.data is not data and t.data.shape == data.shape and t.data.dtype == data.dtype:
+                if data is not None and t.data.shape == data.shape and t.data.dtype == data.dtype:
                     data.copy_(t.data)
                     t.data = data
-                if grad is not None and t.grad is not None and t.grad is not grad and t.grad.shape == grad.shape \
+                if grad is not None and t.grad is not None and t.grad.shape == grad.shape \
                         and t.grad.dtype == grad.dtype:
                     grad.copy_(t.grad)
                     t.grad = grad

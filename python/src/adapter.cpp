@@ -103,15 +103,6 @@ namespace {
 // ---- the model -----------------------------------------------------------------------------------
 
 at::Tensor unpack(const py::handle& object, const std::string& what) {
-  if (!THPVariable_Check(object.ptr()) && py::isinstance<py::dict>(object)) {  // it had named no fix
-    std::vector<std::string> keys;
-    for (const auto& item : py::reinterpret_borrow<py::dict>(object))
-      if (keys.size() < 6) keys.push_back(py::repr(item.first));
-    throw ModelError(
-        fmt::format("{} is a dict of {}, without 'logits': return the logits (a tensor), or a dict with "
-                    "'logits'",
-                    what, fmt::join(keys, ", ")));
-  }
   BATCHWISE_CHECK(THPVariable_Check(object.ptr()), ModelError, "{} is a {}, not a tensor", what,
                   std::string(py::str(py::type::handle_of(object).attr("__name__"))));
   return THPVariable_Unpack(object.ptr());
@@ -142,7 +133,19 @@ class PythonModelImpl : public torch::nn::Module {
     torch::nn::Module::train(adapter_.attr("training")().cast<bool>());
   }
   at::Tensor forward(const at::Tensor& input) {
-    return call_python(forward_, [&] { return unpack(adapter_.attr("forward")(input), output_); });
+    return call_python(forward_, [&] {
+      const py::object out = adapter_.attr("forward")(input);
+      if (py::isinstance<py::dict>(out)) {  // the adapter takes a dict's 'logits': this one has none
+        std::vector<std::string> keys;
+        for (const auto& item : py::reinterpret_borrow<py::dict>(out))
+          if (keys.size() < 6) keys.push_back(py::repr(item.first));
+        throw ModelError(
+            fmt::format("{} is a dict of {}, without 'logits': return the logits (a tensor), or a dict "
+                        "with 'logits'",
+                        output_, fmt::join(keys, ", ")));
+      }
+      return unpack(out, output_);
+    });
   }
   void train(bool on) override {
     call_python(

@@ -143,8 +143,12 @@ void write_output(const std::string& path, const std::string& text, const std::s
     return;
   }
   const int fd = ::open(at.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  const int refused = errno;
+  std::error_code ignored;
   BATCHWISE_CHECK(fd >= 0, ConfigError, "{}: cannot write there ({})", what,
-                  errno == ENXIO ? "a FIFO no process reads" : std::strerror(errno));
+                  refused != ENXIO                       ? std::strerror(refused)
+                  : fs::is_fifo(fs::status(at, ignored)) ? "a FIFO no process reads"
+                                                         : "a socket, which takes no file");
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // then as a reader takes it
   const bool written = write_all(fd, text);
   const int error = errno;

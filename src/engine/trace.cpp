@@ -106,16 +106,19 @@ StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string&
   workload.restore_state(*saved);
   BATCHWISE_CHECK(failure.empty(), Error, "--trace: the profiled step at batch {} failed: {}", batch, failure);
 
-  // A part left behind is a write that did not end: the disk, not Kineto (it had been "this build of torch may
-  // lack Kineto", exit 1, with the part left beside the trace's path)
+  // A part left behind, or a file cut short (its last flush failed after Kineto renamed it), is a write that did
+  // not end: the disk, not Kineto (it had been "this build of torch may lack Kineto", exit 1, the part left beside
+  // the trace's path)
   std::error_code error;
-  BATCHWISE_CHECK(!std::filesystem::exists(kineto_part, error), ConfigError,
-                  "--trace {}: writing the trace failed (is the disk full?); free some space, or give a path on "
-                  "another disk",
-                  path);
   std::ifstream in(file.temporary());
   const nlohmann::json trace = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   in.close();
+  const auto written = std::filesystem::file_size(file.temporary(), error);
+  BATCHWISE_CHECK(!std::filesystem::exists(kineto_part, error) && (!trace.is_discarded() || written == 0 || error),
+                  ConfigError,
+                  "--trace {}: writing the trace failed (is the disk full?); free some space, or give a path on "
+                  "another disk",
+                  path);
   const nlohmann::json* events =
       trace.is_object() && trace.contains("traceEvents") ? &trace.at("traceEvents") : nullptr;
   BATCHWISE_CHECK(events && events->is_array() && !events->empty(), Error,

@@ -285,7 +285,12 @@ History::History(const std::string& path, bool read_only) : path_(path) {
       return;
     } catch (const Error& e) {
       const int code = sqlite3_extended_errcode(db_) & 0xff;
-      if (read_only && !as_it_is && (code == SQLITE_READONLY || code == SQLITE_CANTOPEN) && open_as_it_is()) continue;
+      // only where no write is under way: an immutable read ignores the -wal's runs, and a checkpoint while it
+      // reads would look like damage
+      std::error_code none;
+      const bool writing = std::filesystem::file_size(path + "-wal", none) > 0 && !none;
+      if (read_only && !as_it_is && !writing && (code == SQLITE_READONLY || code == SQLITE_CANTOPEN) && open_as_it_is())
+        continue;
       sqlite3_close(db_);
       db_ = nullptr;
       const std::string named =
@@ -300,6 +305,10 @@ History::History(const std::string& path, bool read_only) : path_(path) {
             fmt::format("{}: the disk that holds it is full; free some space, or give --history another "
                         "path{}",
                         named, no_history));
+      if (read_only && (code == SQLITE_READONLY || code == SQLITE_CANTOPEN))
+        throw ConfigError(
+            fmt::format("{}: cannot be read here ({}){}", named, sqlite3_errstr(code),
+                        writing ? "; another process is writing it: run again once it ends" : unwritable_parts(path)));
       if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_IOERR || code == SQLITE_PERM)
         throw ConfigError(fmt::format("{}: cannot be used here ({}){}; give --history a writable path{}", named,
                                       sqlite3_errstr(code), unwritable_parts(path), no_history));

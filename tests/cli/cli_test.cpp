@@ -1488,6 +1488,17 @@ TEST(Cli, StandardStreamsThatCannotBeWrittenAreNoSilentLoss) {
       << slurp(dir / "err");
   EXPECT_TRUE(fs::is_regular_file(dir / "r.json"));  // the report and the history, written all the same
   EXPECT_EQ(code(std::string(BATCHWISE_TEST_BINARY) + " sweep --no-such-flag 2>&-"), 2);
+  // --help and --list-options are all they print (--list-options had ended in std::terminate, --help in exit 0);
+  // a closed stdout that is shown nothing is no failure of it
+  for (const std::string asked : {" --help", " --list-options"}) {
+    EXPECT_EQ(code(BATCHWISE_TEST_BINARY + asked + " >/dev/full 2>" + (dir / "err").string()), 2) << asked;
+    EXPECT_NE(slurp(dir / "err").find("standard output: writing failed"), std::string::npos) << slurp(dir / "err");
+  }
+  EXPECT_EQ(code(BATCHWISE_TEST_BINARY + std::string(" history --history ") + (dir / "none.sqlite").string() +
+                 " >&- 2>" + (dir / "err").string()),
+            2);
+  EXPECT_NE(slurp(dir / "err").find("no such file"), std::string::npos) << slurp(dir / "err");
+  EXPECT_EQ(slurp(dir / "err").find("standard output"), std::string::npos) << slurp(dir / "err");
 }
 
 // A report is written whole under a temporary name of its own and renamed into place: another writer's

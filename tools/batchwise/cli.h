@@ -225,7 +225,8 @@ void refuse_in_data_parallel(std::initializer_list<std::pair<bool, const char*>>
 /// table a person reads then goes to stderr, so that `--json /dev/stdout | jq` reads the JSON alone.
 bool names_stdout(const std::string& path);
 
-/// Writes beside `path`, then renames: a reader never sees half a file. `flag` names the flag in errors.
+/// `text` where `path` leads (write_output): a file written beside it and renamed into place, so a reader never
+/// sees half a file; a descriptor, FIFO or device written into. `flag` names the flag in errors.
 void write_file(const std::string& path, const std::string& text, const char* flag = "--json");
 
 /// Throws ConfigError naming `flag` when `path` cannot be written (before a run, not after it).

@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
   app.add_flag_callback(
       "--list-options",
       [&app] {
-        fmt::print("{}", list_options(app));
+        show(list_options(app));
         throw CLI::Success();
       },
       "print every option each subcommand accepts, one \"subcommand --flag\" per line (for shell completion)");
@@ -143,7 +143,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
-    return app.exit(e);
+    const int code = app.exit(e);  // --help, --version, --list-options: what they print is all they do
+    if (const std::string failure = stdout_failure(); !failure.empty()) {
+      tell("batchwise: error: standard output: writing failed ({}); what it showed is lost\n", failure);
+      return kExitUsage;
+    }
+    return code;
   } catch (const CLI::ParseError& e) {  // one line, as every other usage error
     const auto parsed = app.get_subcommands();
     const std::string name = parsed.empty() ? "" : " " + parsed.front()->get_name();

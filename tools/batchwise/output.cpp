@@ -28,6 +28,7 @@ void write_file(const std::string& given, const std::string& text, const char* f
 namespace {
 
 std::string g_stdout_failure;  // the first failure to write stdout, its reason
+bool g_stdout_closed = false;  // the caller closed it (>&-): a failure once something is shown there
 
 }  // namespace
 
@@ -38,6 +39,7 @@ void tell_text(const std::string& text) noexcept {
 
 void show(const std::string& text, bool to_stderr) {
   if (to_stderr) return tell_text(text);
+  if (g_stdout_closed && !text.empty() && g_stdout_failure.empty()) g_stdout_failure = "closed when batchwise started";
   // Written and flushed at once: a buffer's failure comes out at its flush, and glibc forgets it there
   const bool written = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
   if (!written && g_stdout_failure.empty()) g_stdout_failure = std::strerror(errno);
@@ -45,8 +47,10 @@ void show(const std::string& text, bool to_stderr) {
 }
 
 std::string stdout_failure() {
-  std::cout.flush();
-  if (std::fflush(stdout) != 0 && g_stdout_failure.empty()) g_stdout_failure = std::strerror(errno);
+  errno = 0;
+  std::cout.flush();  // CLI11's --help is written through std::cout
+  if ((std::fflush(stdout) != 0 || !std::cout) && g_stdout_failure.empty())
+    g_stdout_failure = errno != 0 ? std::strerror(errno) : "a write failed";
   return g_stdout_failure;
 }
 
@@ -58,7 +62,7 @@ void fill_closed_standard_streams() {
       ::dup2(null, fd);
       ::close(null);
     }
-    if (fd == STDOUT_FILENO) g_stdout_failure = "closed when batchwise started";
+    if (fd == STDOUT_FILENO) g_stdout_closed = true;
   }
 }
 

@@ -24,7 +24,7 @@ void show(const std::string& text, bool to_stderr = false);
 /// Why standard output could not be written, if it could not: flushes it first. "" where all went.
 std::string stdout_failure();
 /// Descriptors 0-2 the caller closed (`>&-`) opened on /dev/null, so that no file this run opens takes one's
-/// number and gets the table written into it. Whether standard output was closed (then show() says so).
+/// number and gets the table written into it; standard output closed so is a failure once show() writes there.
 void fill_closed_standard_streams();
 
 }  // namespace batchwise::cli

@@ -83,12 +83,13 @@ class Tune : public Command {
         "--no-race", no_race_,
         "skip the races (the batch race of branched runs from the same weights; with --epochs, the run race of "
         "compressed runs too): recommend from the noise scale's goodput");
-    cmd->add_option("--advice-budget", race_budget_s_,
-                    "seconds the race may take, wall-clock, its range tests and evaluations included (default: "
-                    "twice what tune took before it (doctor, fit, sweep, noise scale), at least 30 s, at most 4 "
-                    "epochs at the best samples/s, plus what its range tests and evaluations are expected to take; "
-                    "with --epochs, raised where the reference's shortest compressed run would train under 32 "
-                    "steps)")
+    cmd->add_option(
+           "--advice-budget", race_budget_s_,
+           "seconds the race may take, wall-clock, its range tests and evaluations included (default: "
+           "twice what tune took before it (doctor, fit, sweep, --profile, noise scale), at least 30 s, at most 4 "
+           "epochs at the best samples/s, plus what its range tests and evaluations are expected to take; "
+           "with --epochs, raised where the reference's shortest compressed run would train under 32 "
+           "steps)")
         ->excludes(no_race);  // the race's budget: with no race it had been ignored
     cmd->add_flag("--compare-precision", compare_precision_,
                   "also fit and measure bf16 (and fp16 on CUDA) at the recommended batch, and say whether it pays");
