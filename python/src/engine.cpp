@@ -410,8 +410,7 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
     }
   }
   workload.reset();
-  Failure failed = std::move(failure());
-  failure() = Failure{};
+  Failure failed = std::move(failure());  // the slot itself is cleared on the way out (ClearFailure)
   // An interrupt other than Ctrl-C (a SIGTERM handler's SystemExit) is raised again as it was.
   if (failed.interrupt) {
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(failed.interrupt.ptr())), failed.interrupt.ptr());
@@ -543,14 +542,11 @@ PYBIND11_MODULE(_engine, m) {
       "reads any)");
   m.def(
       "html", [](const std::string& report_json) { return to_html(report_json); }, "The report's HTML page");
-  m.def(
-      "write_output",
-      [](const std::string& path, const std::string& text, const std::string& what) { write_output(path, text, what); },
-      py::arg("path"), py::arg("text"), py::arg("what"),
-      py::call_guard<py::gil_scoped_release>(),  // a FIFO's reader may be a thread of this process
-      "Writes text where path leads (a link's target): into a descriptor, FIFO or device, or to a file replaced "
-      "whole (a file of its own beside it, renamed into place with the mode the file had); raises ConfigError "
-      "naming `what`");
+  m.def("write_output", &write_output, py::arg("path"), py::arg("text"), py::arg("what"),
+        py::call_guard<py::gil_scoped_release>(),  // a FIFO's reader may be a thread of this process
+        "Writes text where path leads (a link's target): into a descriptor, FIFO or device, or to a file replaced "
+        "whole (a file of its own beside it, renamed into place with the mode the file had); raises ConfigError "
+        "naming `what`");
   m.def(
       "table", [](const std::string& report_json) { return to_table(report_from_json(report_json, "the report")); },
       "The report's console table");

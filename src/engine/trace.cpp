@@ -113,9 +113,8 @@ StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string&
   std::ifstream in(file.temporary());
   const nlohmann::json trace = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   in.close();
-  const auto written = std::filesystem::file_size(file.temporary(), error);
-  BATCHWISE_CHECK(!std::filesystem::exists(kineto_part, error) && (!trace.is_discarded() || written == 0 || error),
-                  ConfigError,
+  const bool cut_short = trace.is_discarded() && std::filesystem::file_size(file.temporary(), error) > 0 && !error;
+  BATCHWISE_CHECK(!cut_short && !std::filesystem::exists(kineto_part, error), ConfigError,
                   "--trace {}: writing the trace failed (is the disk full?); free some space, or give a path on "
                   "another disk",
                   path);

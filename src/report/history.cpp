@@ -49,9 +49,9 @@ Keys keys_of(const Report& r) {
 
 Report parse_report(const std::string& report_json) { return report_from_json(report_json, "history: the report"); }
 
-// What to do about SQLite's last error on `db`: a damaged file, one another process holds, a full disk.
-std::string fix_for(sqlite3* db) {
-  switch (sqlite3_extended_errcode(db) & 0xff) {
+// What to do about SQLite's error `code` (its primary one): a damaged file, one another process holds, a full disk.
+std::string fix_for(int code) {
+  switch (code & 0xff) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
       return "; the file is damaged: move it away to start anew, or give --history another path";
@@ -69,7 +69,8 @@ std::string fix_for(sqlite3* db) {
 // SQLite's last error on `db`, with the file it is about and what to do.
 std::string sqlite_error(sqlite3* db) {
   const char* file = sqlite3_db_filename(db, "main");
-  return fmt::format("history{}{}: {}{}", file && *file ? " " : "", file ? file : "", sqlite3_errmsg(db), fix_for(db));
+  return fmt::format("history{}{}: {}{}", file && *file ? " " : "", file ? file : "", sqlite3_errmsg(db),
+                     fix_for(sqlite3_extended_errcode(db)));
 }
 
 // A prepared statement that finalizes itself.
@@ -121,7 +122,7 @@ void exec(sqlite3* db, const char* sql, const std::string& path) {
   const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &error);
   const std::string why = error ? error : sqlite3_errstr(rc);
   sqlite3_free(error);
-  BATCHWISE_CHECK(rc == SQLITE_OK, Error, "history {}: {}{}", path, why, fix_for(db));
+  BATCHWISE_CHECK(rc == SQLITE_OK, Error, "history {}: {}{}", path, why, fix_for(sqlite3_extended_errcode(db)));
 }
 
 // The runs table as batchwise creates it, in one list: its CREATE, the check that a table named runs
@@ -297,14 +298,8 @@ History::History(const std::string& path, bool read_only) : path_(path) {
           fmt::format("{} {}", path == default_history_path() ? "the default history," : "--history", path);
       const std::string no_history = read_only ? "" : ", or --no-history not to store the run";
       // A history that is whole but cannot be used now is not to be moved away: locked, on a full disk, read-only
-      if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
-        throw ConfigError(fmt::format("{}: another process held it past {} s; run again once it ends{}", named,
-                                      kBusyTimeoutMs / 1000, no_history));
-      if (code == SQLITE_FULL)
-        throw ConfigError(
-            fmt::format("{}: the disk that holds it is full; free some space, or give --history another "
-                        "path{}",
-                        named, no_history));
+      if (code == SQLITE_BUSY || code == SQLITE_LOCKED || code == SQLITE_FULL)
+        throw ConfigError(fmt::format("{}: {}{}", named, sqlite3_errstr(code), fix_for(code)));
       if (read_only && (code == SQLITE_READONLY || code == SQLITE_CANTOPEN))
         throw ConfigError(
             fmt::format("{}: cannot be read here ({}){}", named, sqlite3_errstr(code),
