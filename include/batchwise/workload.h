@@ -157,7 +157,10 @@ class ModuleWorkload : public Workload {
   /// Data-parallel sharding: each batch of `b` samples becomes rank `rank`'s slice of a global batch
   /// of world_size x b drawn from the same permutation on every rank (see DataParallelWorkload).
   void set_shard(int rank, int world_size);
-  /// Sets the learning rate of every parameter group.
+  /// Sets the learning rate: the reference group's (the first whose rate was above 0 when the workload
+  /// was made) to `lr`, and every other group's to `lr` times the ratio to it it had then: a head at a
+  /// tenth of the body's rate stays at a tenth, a group at 0 stays frozen (as the Python API keeps
+  /// them). Where no group had a rate above 0, every group gets `lr`.
   void set_lr(double lr);
   /// For an optimizer whose state torch::optim's state() does not hold (a Python optimizer's, see
   /// python/src/adapter.cpp): counts its state's bytes for state_bytes().
@@ -224,6 +227,7 @@ class ModuleWorkload : public Workload {
   int64_t good_total_ = 0, skipped_total_ = 0;
   torch::nn::AnyModule model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::vector<double> lr_ratios_;  // each group's rate over the reference group's, as made (set_lr)
   std::function<int64_t()> optimizer_state_bytes_;
   std::optional<int64_t> ignored_label_;
   Dataset data_;

@@ -22,7 +22,14 @@ OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* w) {
   if (adam_family(optimizer)) s.beta1 = 0.9, s.beta2 = 0.999, s.eps = 1e-8;
   if (optimizer == Optimizer::AdamW) s.weight_decay = 0.01;
   if (!w || w->optimizer().param_groups().empty()) return s;
-  auto& options = w->optimizer().param_groups().front().options();
+  // The reference group's, whose rate the advice scales (ModuleWorkload::set_lr): the first whose rate is above 0
+  auto* reference = &w->optimizer().param_groups().front();
+  for (auto& group : w->optimizer().param_groups())
+    if (group.options().get_lr() > 0) {
+      reference = &group;
+      break;
+    }
+  auto& options = reference->options();
   if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
     s.momentum = sgd->momentum();
   } else if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {

@@ -34,6 +34,11 @@ ModuleWorkload::ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model,
       device_(device),
       sampler_(std::make_unique<Sampler>(data_.size(), seed)) {
   BATCHWISE_CHECK(data_.size() > 0, DataError, "{}the dataset is empty", data_.name.empty() ? "" : data_.name + ": ");
+  double reference = 0;
+  for (auto& group : optimizer_->param_groups())
+    if (reference <= 0) reference = group.options().get_lr();
+  for (auto& group : optimizer_->param_groups())
+    lr_ratios_.push_back(reference > 0 ? group.options().get_lr() / reference : 1.0);
 }
 
 namespace {
@@ -108,7 +113,9 @@ void ModuleWorkload::set_loss_scale_growth_interval(int steps) {
 }
 
 void ModuleWorkload::set_lr(double lr) {
-  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  auto& groups = optimizer_->param_groups();
+  for (size_t i = 0; i < groups.size(); ++i)  // a group added since the workload was made: the reference's rate
+    groups[i].options().set_lr(i < lr_ratios_.size() ? lr * lr_ratios_[i] : lr);
 }
 
 namespace {

@@ -4,12 +4,16 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
 
 #include <cmath>
 
 #include "batchwise/choices.h"
 #include "batchwise/error.h"
 #include "batchwise/memory.h"
+#include "batchwise/plan.h"
 #include "batchwise/trial.h"
 #include "batchwise/workload.h"
 #include "support/workloads.h"
@@ -146,6 +150,56 @@ TEST(StateGuard, AStateThatCannotBePutBackIsNoted) {
     EXPECT_STREQ(e.what(), "the first failure");
   }
   EXPECT_EQ(w.take_restore_failures().size(), 1u);
+}
+
+// ---- the learning rate of several parameter groups ----------------------------------------------
+
+// A rate the advice sets (a race's, a schedule's step) keeps each group's ratio to the first group with a rate above
+// 0: a frozen group ahead of it stays frozen, a head at a tenth stays at a tenth (every group had been set to the one
+// rate, so a frozen backbone trained in every trial and a C++ user's head ran at the body's rate), and the run plan's
+// settings are the reference group's.
+struct ThreePartsImpl : torch::nn::Module {
+  torch::nn::Linear frozen{register_module("frozen", torch::nn::Linear(4, 4))};
+  torch::nn::Linear body{register_module("body", torch::nn::Linear(4, 4))};
+  torch::nn::Linear head{register_module("head", torch::nn::Linear(4, 2))};
+  at::Tensor forward(const at::Tensor& x) { return head(body(frozen(x)).relu()); }
+};
+TORCH_MODULE(ThreeParts);
+
+TEST(ModuleWorkload, EachParamGroupKeepsItsRatioToTheReferenceGroupsRate) {
+  ThreeParts model;
+  const torch::nn::Linear frozen = model->frozen, body = model->body, head = model->head;
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(frozen->parameters(),
+                      std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(0).momentum(0.5)));
+  groups.emplace_back(body->parameters(),
+                      std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(0.1).momentum(0.9)));
+  groups.emplace_back(head->parameters(),
+                      std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(0.01).momentum(0.9)));
+  auto optimizer = std::make_unique<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(0.1));
+  Dataset data;
+  data.inputs = at::randn({32, 4});
+  data.targets = at::randint(0, 2, {32});
+  data.num_classes = 2;
+  WorkloadInfo info;
+  info.lr = 0.1;
+  ModuleWorkload w(
+      info, torch::nn::AnyModule(model), std::move(optimizer), data,
+      [](const at::Tensor& out, const at::Tensor& y) { return at::cross_entropy_loss(out, y); }, c10::Device(c10::kCPU),
+      1);
+  w.set_lr(0.4);
+  const auto rate = [&w](size_t group) { return w.optimizer().param_groups()[group].options().get_lr(); };
+  EXPECT_EQ(rate(0), 0.0);
+  EXPECT_EQ(rate(1), 0.4);
+  EXPECT_DOUBLE_EQ(rate(2), 0.04);
+  w.set_lr(0);  // a schedule's last step, then its first again: the ratios are those the workload was made with
+  w.set_lr(0.2);
+  EXPECT_EQ(rate(0), 0.0);
+  EXPECT_DOUBLE_EQ(rate(2), 0.02);
+  const at::Tensor before = frozen->weight.clone();
+  (void)w.train_step(w.next_batch(8));
+  EXPECT_TRUE(at::equal(before, frozen->weight)) << "the frozen group trained";
+  EXPECT_EQ(optimizer_settings(Optimizer::Sgd, &w).momentum, 0.9) << "the reference group's, not the frozen one's";
 }
 
 // ---- gradient accumulation ----------------------------------------------------------------------
