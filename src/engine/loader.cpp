@@ -35,6 +35,18 @@ LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, 
       if (w == own_workers && (w == 0 || p == own_prefetch)) continue;  // the given setting: `before` measures it
       settings.emplace_back(w, p);
     }
+  // The workload's own setting back however the search ends: a trial's data error, or an on_trial that throws (a
+  // Python progress function that raises), had left it at the setting under trial.
+  struct PutBack {
+    ModuleWorkload& w;
+    std::tuple<int, int, bool, int64_t> given;
+    ~PutBack() {
+      try {
+        std::apply([this](auto... a) { w.set_pipeline(a...); }, given);
+      } catch (...) {  // threads that cannot start: the workload keeps the setting under trial, not the process a throw
+      }
+    }
+  } put_back{workload, workload.pipeline()};
   const int planned = static_cast<int>(settings.size()) + 1;
   int index = 0;
   auto measure = [&](int w, int p) {
@@ -55,13 +67,12 @@ LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, 
   {
     // The pipeline alone: fetch batches without training (after a warm-up that fills its queue).
     workload.set_pipeline(own_workers, own_prefetch, augment, latency);
-    const auto saved = workload.save_state();
+    const StateGuard saved(workload);  // the data order as it was, however the fetches end
     const int fetches = std::max(64, 4 * own_workers * own_prefetch);
     for (int i = 0; i < own_workers * own_prefetch; ++i) (void)workload.next_batch(batch);
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < fetches; ++i) (void)workload.next_batch(batch);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    workload.restore_state(*saved);
     search.pipeline_samples_per_s = s > 0 ? fetches * static_cast<double>(batch) / s : 0;
     if (search.before.outcome == Outcome::Ok && search.before.samples_per_s > 0) {
       const double step_s = static_cast<double>(batch) / search.before.samples_per_s;
@@ -70,7 +81,6 @@ LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, 
     }
   }
   for (const auto& [w, p] : settings) search.trials.push_back(measure(w, p));
-  workload.set_pipeline(own_workers, own_prefetch, augment, latency);
   decide_loader(search);
   return search;
 }

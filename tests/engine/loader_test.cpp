@@ -91,6 +91,25 @@ TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
   at::set_num_threads(threads);
 }
 
+// A search that ends by a throw (here its progress function's, as a Python progress function that raises) leaves the
+// workload's own setting and its data order as it found them: it had left the setting under trial.
+TEST(Loader, ASearchThatThrowsPutsTheSettingAndTheDataOrderBack) {
+  auto w = piped(1);
+  auto& module = dynamic_cast<ModuleWorkload&>(*w);
+  const auto plain = piped(0);
+  try {
+    (void)search_loader(module, TrialOptions(32).warmup(1).steps(2), {0, 2}, {2, 4},
+                        [](const LoaderTrial&, int index, int) {
+                          if (index == 2) throw ConfigError("stopped by its progress function");
+                        });
+    FAIL() << "the progress function's throw goes on";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "stopped by its progress function");
+  }
+  EXPECT_EQ(module.pipeline(), std::make_tuple(1, 2, false, int64_t{0}));
+  EXPECT_TRUE(at::equal(w->next_batch(32).target, plain->next_batch(32).target)) << "the data order moved";
+}
+
 // The search's decision on known figures per setting (what run_trial measured is injected): the
 // fewest workers, then least prefetch, that are not input-bound and within 5 % of the best.
 LoaderTrial loader_trial(int workers, int prefetch, double samples_per_s, double data_wait_share) {
