@@ -224,7 +224,7 @@ struct Trial {
   std::optional<bool> within_target;  ///< set by fit: peak_bytes <= target x budget
   /// Set by fit --mode model: the peak its memory model predicted before the trial ran.
   std::optional<int64_t> predicted_peak_bytes;
-  StateBytes state;  ///< after the last step (zero if no step completed)
+  StateBytes state;  ///< after the last step (zero if no step completed, or nothing counts it: a --cmd trial)
   /// Of the measured steps' time, the share spent waiting for the next batch (next_batch).
   double data_wait_share = 0;
   /// data_wait_share above kInputBoundShare: the step waits for its input; more loader workers,
@@ -299,7 +299,10 @@ void fields(V& v, T& t) {
   v.computed("fragmentation_bytes", fragmentation);
   v("within_target", t.within_target, When{t.within_target.has_value()});
   v("predicted_peak_bytes", t.predicted_peak_bytes, When{t.predicted_peak_bytes.has_value()});
-  v("state", t.state, When{ran && ok});
+  // Only where something was counted: a --cmd trial's tensors are not batchwise's to count, nor a Workload's of your
+  // own without state_bytes (their zeros had read as a model of no bytes)
+  const bool counted = t.state.parameter_bytes > 0 || t.state.gradient_bytes > 0 || t.state.optimizer_state_bytes > 0;
+  v("state", t.state, When{ran && ok && counted});
   v("non_finite", t.non_finite, When{t.non_finite});
   v("wall_timing", t.wall_timing, When{t.wall_timing});
   v("message", t.message, When{!ok || !t.message.empty()});

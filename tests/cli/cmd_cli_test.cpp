@@ -130,7 +130,8 @@ TEST(Cmd, ASweepInWhichNoBatchTrainedExitsNonZero) {
   EXPECT_NE(timed.at("message").get<std::string>().find("fallback"), std::string::npos) << timed.dump();
 }
 
-// A command that measures its own throughput: its figure is the point's samples/s, not ours.
+// A command that measures its own throughput: its figure is the point's samples/s, not ours; it has no "state" (its
+// tensors are its own process's: zeros had read as a model of no bytes).
 TEST(Cmd, TheCommandsOwnThroughputIsWhatTheSweepRanks) {
   const fs::path json = scratch() / "cmd-reported.json";
   const Outcome r =
@@ -143,6 +144,7 @@ TEST(Cmd, TheCommandsOwnThroughputIsWhatTheSweepRanks) {
     EXPECT_EQ(p.at("outcome"), "ok");
     EXPECT_DOUBLE_EQ(p.at("samples_per_s").get<double>(), 4321.0);
     EXPECT_EQ(p.at("step_times_s").size(), 4u);  // the raw step times are still ours
+    EXPECT_FALSE(p.contains("state")) << "a command's tensors are not counted: no state of zeros";
   }
 }
 
