@@ -50,15 +50,17 @@ Keys keys_of(const Report& r) {
 Report parse_report(const std::string& report_json) { return report_from_json(report_json, "history: the report"); }
 
 // What to do about SQLite's error `code` (its primary one): a damaged file, one another process holds, a full disk.
-std::string fix_for(int code) {
+// `storing`: the run is to store itself there, so --no-history is a way out (not for `batchwise history` or compare,
+// which only read it).
+std::string fix_for(int code, bool storing = true) {
   switch (code & 0xff) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
       return "; the file is damaged: move it away to start anew, or give --history another path";
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return fmt::format("; another process held it past {} s: run again once it ends, or give --no-history",
-                         kBusyTimeoutMs / 1000);
+      return fmt::format("; another process held it past {} s: run again once it ends{}", kBusyTimeoutMs / 1000,
+                         storing ? ", or give --no-history" : "");
     case SQLITE_FULL:
       return "; the disk that holds it is full: free some space, or give --history another path";
     default:
@@ -299,7 +301,7 @@ History::History(const std::string& path, bool read_only) : path_(path) {
       const std::string no_history = read_only ? "" : ", or --no-history not to store the run";
       // A history that is whole but cannot be used now is not to be moved away: locked, on a full disk, read-only
       if (code == SQLITE_BUSY || code == SQLITE_LOCKED || code == SQLITE_FULL)
-        throw ConfigError(fmt::format("{}: {}{}", named, sqlite3_errstr(code), fix_for(code)));
+        throw ConfigError(fmt::format("{}: {}{}", named, sqlite3_errstr(code), fix_for(code, !read_only)));
       if (read_only && (code == SQLITE_READONLY || code == SQLITE_CANTOPEN))
         throw ConfigError(
             fmt::format("{}: cannot be read here ({}){}", named, sqlite3_errstr(code),
