@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct sqlite3;
@@ -56,6 +57,9 @@ class History {
   /// when the write fails (disk full, the database locked for longer than the busy timeout), naming
   /// the file, -wal, -shm or folder this user cannot write, where one is why.
   int64_t add(const std::string& command, const std::string& report_json);
+  /// Whether the file at the path is no longer the one opened: removed (its folder with it) or replaced since. A run
+  /// stored then would go to a file nothing can find (make a new History for the path).
+  bool moved() const;
   /// The newest runs first.
   std::vector<HistoryEntry> list(int limit = 50) const;
   /// The newest run no older than `max_age_s` with a fitted batch for the same workload, device,
@@ -76,6 +80,7 @@ class History {
   int64_t insert(const std::string& command, const std::string& report_json);  // add's transaction
   sqlite3* db_ = nullptr;
   std::string path_;
+  std::pair<uint64_t, uint64_t> file_{0, 0};  // the device and inode opened (moved)
 };
 
 }  // namespace batchwise

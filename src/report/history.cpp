@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <pwd.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -48,6 +49,13 @@ Keys keys_of(const Report& r) {
 }
 
 Report parse_report(const std::string& report_json) { return report_from_json(report_json, "history: the report"); }
+
+// The device and inode of the file at `path`; zeros where there is none.
+std::pair<uint64_t, uint64_t> file_id(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {0, 0};
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
 
 // What to do about SQLite's error `code` (its primary one): a damaged file, one another process holds, a full disk.
 // `storing`: the run is to store itself there, so --no-history is a way out (not for `batchwise history` or compare,
@@ -285,6 +293,7 @@ History::History(const std::string& path, bool read_only) : path_(path) {
                  .c_str(),
              path);
       }
+      file_ = file_id(path);
       return;
     } catch (const Error& e) {
       const int code = sqlite3_extended_errcode(db_) & 0xff;
@@ -317,6 +326,8 @@ History::History(const std::string& path, bool read_only) : path_(path) {
 }
 
 History::~History() { sqlite3_close(db_); }
+
+bool History::moved() const { return file_ != file_id(path_); }
 
 int64_t History::add(const std::string& command, const std::string& report_json) {
   try {

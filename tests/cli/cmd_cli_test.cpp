@@ -130,6 +130,27 @@ TEST(Cmd, ASweepInWhichNoBatchTrainedExitsNonZero) {
   EXPECT_NE(timed.at("message").get<std::string>().find("fallback"), std::string::npos) << timed.dump();
 }
 
+// A history whose folder is removed while the run goes on (here by the command itself) is made anew at its path and the
+// run stored there, with a note: the run had gone into the removed file, lost unsaid.
+TEST(Cmd, AHistoryRemovedDuringTheRunIsMadeAnewWithTheRun) {
+  const fs::path folder = scratch() / "removed-history";
+  fs::remove_all(folder);
+  const fs::path db = folder / "h.sqlite";
+  const Outcome r = batchwise("sweep --cmd --batch-sizes 8 --repetitions 1 --warmup 1 --steps 2 --history " +
+                              db.string() + " -- sh -c 'rm -rf " + folder.string() + "; exec python3 " + kCmdDir +
+                              "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: the history " + db.string() +
+                       " was removed or replaced during the run; the run is stored in a new one there"),
+            std::string::npos)
+      << r.err;
+  const Outcome listed = batchwise("history --json --history " + db.string());
+  ASSERT_EQ(listed.code, 0) << listed.err;
+  const auto runs = nlohmann::json::parse(listed.out);
+  ASSERT_EQ(runs.size(), 1u) << listed.out;
+  EXPECT_EQ(runs[0].at("command"), "sweep");
+}
+
 // A command that measures its own throughput: its figure is the point's samples/s, not ours; it has no "state" (its
 // tensors are its own process's: zeros had read as a model of no bytes).
 TEST(Cmd, TheCommandsOwnThroughputIsWhatTheSweepRanks) {

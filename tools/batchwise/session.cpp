@@ -467,6 +467,14 @@ int Session::finish(int code) {
   std::string not_stored;
   if (!flags.no_history) {
     try {
+      if (history_ && history_->moved()) {  // removed during the run (its folder with it): a new one at the path
+        history_.reset();
+        if (!flags.quiet)
+          tell(
+              "batchwise {}: note: the history {} was removed or replaced during the run; the run is stored in a new "
+              "one there\n",
+              command, history_path(flags.history));
+      }
       history().add(command, json);
     } catch (const Error& e) {  // the run itself succeeded; losing its record is worth a warning, not a failure
       not_stored = e.what();
