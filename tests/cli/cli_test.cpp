@@ -1490,9 +1490,11 @@ TEST(Cli, StandardStreamsThatCannotBeWrittenAreNoSilentLoss) {
   EXPECT_EQ(code(std::string(BATCHWISE_TEST_BINARY) + " sweep --no-such-flag 2>&-"), 2);
   // --help and --list-options are all they print (--list-options had ended in std::terminate, --help in exit 0);
   // a closed stdout that is shown nothing is no failure of it
-  for (const std::string asked : {" --help", " --list-options"}) {
-    EXPECT_EQ(code(BATCHWISE_TEST_BINARY + asked + " >/dev/full 2>" + (dir / "err").string()), 2) << asked;
-    EXPECT_NE(slurp(dir / "err").find("standard output: writing failed"), std::string::npos) << slurp(dir / "err");
+  for (const std::string asked : {" --help", " --list-options", " fit --help", " --version"}) {
+    for (const std::string out : {" >/dev/full", " >&-"}) {  // --help to a closed stdout had exited 0
+      EXPECT_EQ(code(BATCHWISE_TEST_BINARY + asked + out + " 2>" + (dir / "err").string()), 2) << asked << out;
+      EXPECT_NE(slurp(dir / "err").find("standard output: writing failed"), std::string::npos) << slurp(dir / "err");
+    }
   }
   EXPECT_EQ(code(BATCHWISE_TEST_BINARY + std::string(" history --history ") + (dir / "none.sqlite").string() +
                  " >&- 2>" + (dir / "err").string()),

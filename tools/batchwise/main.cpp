@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     const int code = app.exit(e);  // --help, --version, --list-options: what they print is all they do
-    if (const std::string failure = stdout_failure(); !failure.empty()) {
+    if (const std::string failure = stdout_failure(/*shown=*/true); !failure.empty()) {
       tell("batchwise: error: standard output: writing failed ({}); what it showed is lost\n", failure);
       return kExitUsage;
     }

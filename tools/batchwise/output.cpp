@@ -46,7 +46,8 @@ void show(const std::string& text, bool to_stderr) {
   std::clearerr(stdout);
 }
 
-std::string stdout_failure() {
+std::string stdout_failure(bool shown) {
+  if (shown && g_stdout_closed && g_stdout_failure.empty()) g_stdout_failure = "closed when batchwise started";
   errno = 0;
   std::cout.flush();  // CLI11's --help is written through std::cout
   if ((std::fflush(stdout) != 0 || !std::cout) && g_stdout_failure.empty())
