@@ -19,6 +19,10 @@ struct OptimizerSettings {
   Optimizer optimizer = Optimizer::Sgd;
   double momentum = 0;                                     ///< sgd
   double beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;  ///< adam, adamw
+  /// Each param group's rate over the reference group's (the first whose rate is above 0, whose rate the advice
+  /// names), where the groups' rates differ; empty where there is one group or one rate. The run plan's notes say
+  /// them; not a JSON field.
+  std::vector<double> group_rates;
 };
 
 /// The JSON fields of an OptimizerSettings, in JSON order (fields.h).
@@ -40,9 +44,9 @@ class DescribesOptimizer {
   virtual OptimizerSettings optimizer_settings() const = 0;
 };
 
-/// The workload's optimizer settings (read from its optimizer's first group: LibTorch's options, or
-/// a DescribesOptimizer's); for a workload batchwise does not train itself, the defaults of its
-/// built-in optimizer of that name.
+/// The workload's optimizer settings (read from its optimizer's reference group, the first whose rate is above 0:
+/// LibTorch's options, or a DescribesOptimizer's), and its groups' rates against it; for a workload batchwise does not
+/// train itself, the defaults of its built-in optimizer of that name.
 OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* workload = nullptr);
 
 /// One batch of the run plan.

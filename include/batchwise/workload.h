@@ -162,6 +162,8 @@ class ModuleWorkload : public Workload {
   /// tenth of the body's rate stays at a tenth, a group at 0 stays frozen (as the Python API keeps
   /// them). Where no group had a rate above 0, every group gets `lr`.
   void set_lr(double lr);
+  /// Each group's rate over the reference group's, as set_lr keeps them.
+  const std::vector<double>& lr_ratios() const { return lr_ratios_; }
   /// For an optimizer whose state torch::optim's state() does not hold (a Python optimizer's, see
   /// python/src/adapter.cpp): counts its state's bytes for state_bytes().
   void set_optimizer_state_bytes(std::function<int64_t()> count) { optimizer_state_bytes_ = std::move(count); }

@@ -3,11 +3,13 @@
 #include "batchwise/plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -30,6 +32,8 @@ OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* w) {
       break;
     }
   auto& options = reference->options();
+  const std::vector<double>& ratios = w->lr_ratios();
+  if (std::any_of(ratios.begin(), ratios.end(), [](double r) { return r != 1; })) s.group_rates = ratios;
   if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
     s.momentum = sgd->momentum();
   } else if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {
@@ -45,6 +49,7 @@ OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* w) {
     if (optimizer == Optimizer::Sgd) s.momentum = given.momentum;
     if (adam_family(optimizer))
       s.beta1 = given.beta1, s.beta2 = given.beta2, s.eps = given.eps, s.weight_decay = given.weight_decay;
+    if (s.group_rates.empty()) s.group_rates = given.group_rates;  // the groups keep their ratios themselves
   }
   return s;
 }
@@ -93,6 +98,19 @@ RunPlan plan_run(const OptimizerSettings& o, int64_t dataset_size,
       "cosine, evaluation intervals) scales by {} / batch: a milestone at step S at batch {} is at step S x {} / B at "
       "batch B",
       base.scaled.base_batch, base.scaled.base_batch, base.scaled.base_batch));
+  if (!o.group_rates.empty()) {
+    const auto reference = std::find_if(o.group_rates.begin(), o.group_rates.end(), [](double r) { return r > 0; });
+    std::vector<std::string> others;
+    for (size_t i = 0; i < o.group_rates.size(); ++i)
+      if (o.group_rates.begin() + static_cast<std::ptrdiff_t>(i) != reference)
+        others.push_back(o.group_rates[i] > 0 ? fmt::format("group {} at {:.4g}x", i, o.group_rates[i])
+                                              : fmt::format("group {} at 0 (frozen)", i));
+    if (reference != o.group_rates.end())
+      plan.notes.push_back(fmt::format(
+          "the rates above are param group {}'s, the first whose rate is above 0; every other group keeps its ratio "
+          "to it, as batchwise trained them: {}",
+          reference - o.group_rates.begin(), fmt::join(others, ", ")));
+  }
   if (adam) {
     for (const auto& [label, lr] : rows) {
       const double k = static_cast<double>(lr.scaled.batch) / static_cast<double>(lr.scaled.base_batch);

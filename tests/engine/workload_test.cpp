@@ -8,6 +8,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "batchwise/choices.h"
@@ -199,7 +200,15 @@ TEST(ModuleWorkload, EachParamGroupKeepsItsRatioToTheReferenceGroupsRate) {
   const at::Tensor before = frozen->weight.clone();
   (void)w.train_step(w.next_batch(8));
   EXPECT_TRUE(at::equal(before, frozen->weight)) << "the frozen group trained";
-  EXPECT_EQ(optimizer_settings(Optimizer::Sgd, &w).momentum, 0.9) << "the reference group's, not the frozen one's";
+  const OptimizerSettings settings = optimizer_settings(Optimizer::Sgd, &w);
+  EXPECT_EQ(settings.momentum, 0.9) << "the reference group's, not the frozen one's";
+  // the run plan says whose rate it names, and the others' ratios to it
+  const RunPlan plan = plan_run(settings, 32, {{"recommended", unmeasured_lr(Optimizer::Sgd, 32, 0.1, 64)}});
+  EXPECT_NE(std::find(plan.notes.begin(), plan.notes.end(),
+                      "the rates above are param group 1's, the first whose rate is above 0; every other group keeps "
+                      "its ratio to it, as batchwise trained them: group 0 at 0 (frozen), group 2 at 0.1x"),
+            plan.notes.end())
+      << fmt::format("{}", fmt::join(plan.notes, "\n"));
 }
 
 // ---- gradient accumulation ----------------------------------------------------------------------

@@ -309,6 +309,10 @@ def test_state():
     case("and their rates are as they were", [g["lr"] for g in optimizer.param_groups] == [0.0, 0.1, 0.01],
          [g["lr"] for g in optimizer.param_groups])
     case("the report's rate is the first trained group's", report.workload.lr == 0.1, report.workload.lr)
+    case("the run plan says whose rate it names and the others' ratios",
+         "the rates above are param group 1's, the first whose rate is above 0; every other group keeps its ratio to "
+         "it, as batchwise trained them: group 0 at 0 (frozen), group 2 at 0.1x" in report.run_plan.notes,
+         report.run_plan.notes)
     # The groups are the very objects they were: a handle kept on one (to unfreeze a backbone later) still
     # drives the optimizer (torch's load_state_dict, after every trial, had made new ones)
     kept, kept_list = optimizer.param_groups[0], optimizer.param_groups
