@@ -65,6 +65,18 @@ TEST(Loader, ABatchAcrossAnEpochsEndHoldsNoSampleTwice) {
   for (const auto& [sum, times] : seen) EXPECT_EQ(times, 16) << "a sample seen " << times << " times in 16 epochs";
 }
 
+// A batch far larger than the dataset takes every sample as evenly as the epochs allow (2^16 on 7 samples: 9,362
+// epochs and 2 samples more), and in time linear in the batch (its sampler had been quadratic past the data).
+TEST(Loader, ABatchFarPastTheDataTakesEverySampleEvenly) {
+  CpuMemoryTracker::install();
+  auto w = make_workload(WorkloadOptions().model("mlp").dataset("synthetic").synthetic_size(7).device("cpu").seed(3));
+  const at::Tensor rows = w->next_batch(int64_t{1} << 16).input.flatten(1).to(at::kDouble).sum(1);
+  const at::Tensor counts = std::get<2>(at::unique_consecutive(std::get<0>(rows.sort()), false, true));
+  ASSERT_EQ(counts.numel(), 7);
+  EXPECT_EQ(counts.min().item<int64_t>(), 9362);
+  EXPECT_EQ(counts.max().item<int64_t>(), 9363);
+}
+
 TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
   // 100 ms of sleep per batch of 128 against a lenet step on one thread (no thread barrier for
   // another process to stretch) of some 12 ms here and 30 ms beside three busy processes: one worker
