@@ -83,6 +83,17 @@ TEST(Plan, SaysWhyWhenTheGlobalBatchCannotBeKept) {
   EXPECT_NE(p.reason.find("a multiple of 16"), std::string::npos) << p.reason;
   EXPECT_THROW(plan_accumulation(PlanRequest(1000, 8).multiple_of(16)), ConfigError);
   EXPECT_THROW(plan_accumulation(PlanRequest(0, 8)), ConfigError);
+  // The nearest that splits is the nearest multiple of world_size x multiple_of, found at once: 16,777,213 over 7
+  // devices in multiples of 65,535 (the search had tried every batch on either side in turn, minutes of it).
+  p = plan_accumulation(PlanRequest(16777213, 65536).world_size(7).multiple_of(65535));
+  EXPECT_EQ(p.global_batch, 16973565);  // 37 x 7 x 65,535: 196,352 above, where the multiple below is 262,393 below
+  EXPECT_EQ(p.micro_batch, 65535);
+  EXPECT_EQ(p.accumulation_steps, 37);
+  // A prime per-device batch splits into micro-batches of 1, its count of steps: found from the largest micro down
+  p = plan_accumulation(PlanRequest(16777213, 3));
+  EXPECT_TRUE(p.exact);
+  EXPECT_EQ(p.micro_batch, 1);
+  EXPECT_EQ(p.accumulation_steps, 16777213);
 }
 
 TEST(Plan, StatesTheLastBatchPolicyWithItsNumbers) {
