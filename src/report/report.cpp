@@ -429,7 +429,8 @@ void accumulation_table(Lines& line, const AccumulationPlan& a) {
                    a.exact ? " (exact)" : fmt::format(" (asked {})", a.global_batch_asked)));
   line("  " + a.reason);
   if (!a.last_batch_note.empty())
-    line(fmt::format("  epoch: {} optimizer steps; {}", a.steps_per_epoch, a.last_batch_note));
+    line(fmt::format("  epoch: {} optimizer step{}; {}", a.steps_per_epoch, a.steps_per_epoch == 1 ? "" : "s",
+                     a.last_batch_note));
   for (const auto& warning : a.warnings) line("  warning: " + warning);
 }
 

@@ -971,6 +971,7 @@ TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
   ASSERT_EQ(r.code, 0) << r.err;
   for (const auto& row : nlohmann::json::parse(slurp(json)).at("run_plan").at("rows"))
     EXPECT_EQ(row.at("steps_per_epoch"), row.at("batch") == 16 ? 1 : 0) << row.dump();
+  EXPECT_NE(r.out.find("  epoch: 1 optimizer step; "), std::string::npos) << r.out;  // not "1 optimizer steps"
 
   r = batchwise(base + "--global-batch 100 --world-size 3 --max-micro-batch 16 --last-batch pad --json " +
                 json.string());
