@@ -487,9 +487,11 @@ namespace detail {
 std::string timing_line(const TuneTiming& t) {
   std::vector<std::string> phases;
   for (const auto& p : t.phases)
-    phases.push_back(p.expected_s > 0 ? fmt::format("{} {:.1f} s (~{})", p.phase, p.wall_s,
-                                                    format_seconds_figure(p.expected_s))  // 0.4, not "~0"
-                                      : fmt::format("{} {:.1f} s", p.phase, p.wall_s));
+    // 0.4, not "~0"; none where the phase was expected to take no time to speak of (a race of no candidates had
+    // read "race 0.0 s (~1e-09)")
+    phases.push_back(p.expected_s >= 0.01
+                         ? fmt::format("{} {:.1f} s (~{})", p.phase, p.wall_s, format_seconds_figure(p.expected_s))
+                         : fmt::format("{} {:.1f} s", p.phase, p.wall_s));
   std::string expected;
   if (t.expected_s > 0) {
     expected = fmt::format(" ({:.0f} s expected, at most {:.0f} s: {:.2f}x and {:.2f}x", t.expected_s, t.at_most_s,

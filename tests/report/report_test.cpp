@@ -76,17 +76,17 @@ TEST(Report, ANoiseReportsSummaryAnswersTheCriticalBatch) {
 // stated its plan again before the race, beside that; the JSON keeps both.
 TEST(Report, TheTimeLineSaysWhatTuneStatedAgainBeforeTheRace) {
   TuneTiming t;
-  t.phases = {{"fit", 1.2, 0}, {"sweep", 37, 7}, {"race", 20, 19}};
+  t.phases = {{"fit", 1.2, 0}, {"sweep", 37, 7}, {"race", 20, 19}, {"precisions", 0.0, 1e-9}};
   t.total_s = 60;
   t.expected_s = 28;
   t.at_most_s = 90;
   EXPECT_EQ(detail::timing_line(t),
             "time: 60 s in all (28 s expected, at most 90 s: 2.14x and 0.67x): fit 1.2 s, sweep 37.0 s (~7), race "
-            "20.0 s (~19)");
+            "20.0 s (~19), precisions 0.0 s");  // not "(~1e-09)"
   t.restated_s = 45;
   EXPECT_EQ(detail::timing_line(t),
             "time: 60 s in all (28 s expected, at most 90 s: 2.14x and 0.67x; 45 s as stated again before the race: "
-            "1.33x): fit 1.2 s, sweep 37.0 s (~7), race 20.0 s (~19)");
+            "1.33x): fit 1.2 s, sweep 37.0 s (~7), race 20.0 s (~19), precisions 0.0 s");
   Report r = fixed_report();
   r.timing = t;
   const Report back = report_from_json(to_json(r), "the report");
