@@ -161,9 +161,11 @@ int64_t parse_count(const std::string& s, const std::string& what, const std::st
   const char* noun = lengths(what) ? "a sequence length" : "a batch size";
   BATCHWISE_CHECK(!s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); }),
                   ConfigError, "{}: '{}' is not {} in '{}'; {}", what, s, noun, whole, list_hint(what));
-  BATCHWISE_CHECK(s.size() <= 12, ConfigError, "{}: '{}' is too large; the most batchwise takes is {:.0f}", what, s,
-                  find_option_bound("--batch")->high);
-  const int64_t v = std::stoll(s);
+  // Leading zeros are no size (the --max flags read 010 as 10): counted without them, 0000000000001 is 1
+  const std::string digits = s.substr(std::min(s.find_first_not_of('0'), s.size() - 1));
+  BATCHWISE_CHECK(digits.size() <= 12, ConfigError, "{}: '{}' is too large; the most batchwise takes is {:.0f}", what,
+                  s, find_option_bound("--batch")->high);
+  const int64_t v = std::stoll(digits);
   BATCHWISE_CHECK(v >= 1, ConfigError, "{}: {} start at 1, got '{}'", what,
                   lengths(what) ? "sequence lengths" : "batch sizes", s);
   // As --batch's bound: a typo's 10^11 would otherwise build its index for minutes, holding gigabytes.

@@ -143,6 +143,9 @@ TEST(ParseBatchSizes, ListsAndRanges) {
   EXPECT_EQ(parse_batch_sizes("3-20*3", "x"), (std::vector<int64_t>{3, 9}));
   EXPECT_EQ(parse_batch_sizes("1-1073741824*999999999", "x"), (std::vector<int64_t>{1, 999999999}));
   EXPECT_EQ(parse_batch_sizes("5-1073741824+1073741810", "x"), (std::vector<int64_t>{5, 1073741815}));
+  // leading zeros are no size, as --max 010 is 10 (0000000000001 had been "too large")
+  EXPECT_EQ(parse_batch_sizes("0000000000001,00000000000000000032", "x"), (std::vector<int64_t>{1, 32}));
+  EXPECT_THROW(parse_batch_sizes("0000000000000", "x"), ConfigError);  // still 0
 }
 
 TEST(ParseBatchSizes, MalformedInputIsAConfigError) {
