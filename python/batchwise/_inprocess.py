@@ -417,6 +417,17 @@ def _data(data, what, dtype=None):
                          "counts the samples")
     if isinstance(data, (tuple, list)) and len(data) != 2 and data and all(array(t) for t in data):
         raise TypeError(f"{what}: a {type(data).__name__} of {len(data)} arrays; pass two, (inputs, targets)")
+    if (isinstance(data, (tuple, list)) and len(data) == 2 and any(array(t) for t in data) and
+            all(array(t) or isinstance(t, (list, tuple)) for t in data)):
+        # targets (or inputs) as a Python list beside a tensor: a list of labels is read as torch.as_tensor reads it
+        # (the pair had been taken for a dataset of two samples, and its collation failed)
+        def listed(t, kind):
+            try:
+                return torch.as_tensor(t)
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise TypeError(f"{what}: the {kind} are a {type(t).__name__} that is no tensor ({e}); pass a tensor "
+                                "or a list of numbers") from None
+        data = tuple(t if array(t) else listed(t, kind) for t, kind in zip(data, ("inputs", "targets")))
     if isinstance(data, (tuple, list)) and len(data) == 2 and all(array(t) for t in data):
         x, y = (t if isinstance(t, torch.Tensor) else _from_numpy(t) for t in data)
         name = f"{'tensors' if isinstance(data[0], torch.Tensor) else 'arrays'} {list(x.shape)}"

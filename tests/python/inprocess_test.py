@@ -1132,6 +1132,17 @@ def test_options():
     report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x.numpy(), y.numpy()), max=64,
                            progress=False)
     case("NumPy arrays train as tensors", report.fit.batch is not None, report.workload.dataset)
+    # Labels as a Python list beside the tensor are read as torch.as_tensor reads them (the pair had been taken for a
+    # dataset of two samples, whose collation failed); a list that is no numbers says which part it is
+    report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y.tolist()), max=64, progress=False)
+    case("labels as a Python list train", report.fit.batch == 64 and report.workload.num_classes == int(y.max()) + 1,
+         (report.fit.batch, report.workload.dataset))
+    try:
+        batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, ["a"] * len(x)), max=64, progress=False)
+        case("labels as a list of words are refused", False, "fit returned")
+    except TypeError as e:
+        case("labels as a list of words are refused, naming the targets",
+             str(e).startswith("batchwise.fit: data: the targets are a list that is no tensor"), e)
     import numpy
     report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x.double().numpy(), y.numpy()),
                            max=numpy.int64(64), target=numpy.float32(0.9), no_monitor=numpy.True_, progress=False)
