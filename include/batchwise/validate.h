@@ -173,6 +173,9 @@ struct ValidationRun {
   /// On a CPU: the share of the run's time its threads waited for a core while ready to run
   /// (Linux's run-queue delay, as Trial::cpu_wait_share); none where it was not read.
   std::optional<double> cpu_wait_share;
+  /// Whether `last` is an evaluation: a run stopped before its first (by a limit, a signal, a failure) has none, and
+  /// its loss is no figure (its 0 had read as a perfect loss).
+  bool evaluated() const { return !curve.empty() || reached; }
 };
 
 /// The JSON fields of a ValidationRun, in JSON order (fields.h): of its advice, the rate, rule and cap.
@@ -189,7 +192,14 @@ void fields(V& v, T& r) {
   v("steps", r.steps);
   v("epochs", r.epochs);
   v("eval_s", r.eval_s);
-  loss_field(v, r.last);  // the last evaluation's
+  v.property(  // the last evaluation's; null where there was none, or it was not finite
+      "loss", r,
+      [](const auto& run) {
+        return run.evaluated() && std::isfinite(run.last.loss) ? std::optional<double>(run.last.loss) : std::nullopt;
+      },
+      [](auto& run, const std::optional<double>& loss) {
+        run.last.loss = loss ? *loss : std::numeric_limits<double>::quiet_NaN();
+      });
   v("accuracy", r.last.accuracy);
   v("message", r.message);
   v("outcome", r.outcome, When{r.outcome != Outcome::Ok});

@@ -133,7 +133,7 @@ void add_runs(const Report& report, bool is_a, std::vector<ComparedRun>& runs) {
     if (timed) (is_a ? c.train_s_a : c.train_s_b) = r.train_s;
     // A target's run: the quality it stopped at, its last evaluation's.
     const bool full = v.epochs > 0;
-    const bool evaluated = !r.curve.empty() || r.reached;
+    const bool evaluated = r.evaluated();
     (is_a ? c.final_accuracy_a : c.final_accuracy_b) = full        ? r.final_accuracy
                                                        : evaluated ? r.last.accuracy
                                                                    : std::nullopt;

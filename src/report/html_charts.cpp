@@ -589,7 +589,9 @@ std::string validation_section(const Report& r) {
         "<td>{}</td></tr>\n",
         run.reached ? "ok" : "bad", run.batch, run.lr.lr, run.warmup_steps, run.reached ? "yes" : "no",
         format_seconds_figure(run.train_s), run.steps, run.epochs,
-        run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : "loss " + format_loss(run.last.loss),
+        run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy)
+        : run.evaluated() ? "loss " + format_loss(run.last.loss)
+                          : "-",
         soonest ? (v.interrupted ? "soonest of the runs that ended" : "soonest") : esc(run.message));
   }
   if (v.interrupted)  // what a stop left untrained: the table may have no row at all

@@ -414,7 +414,8 @@ void validation_table(Lines& line, const ValidationResult& v) {
   for (const auto& run : v.runs)
     line(fmt::format("{:>8}  {:>9.4g}  {:>8}  {:>10}  {:>7}  {:>7.2f}  {:>9}  {:>7}  {}", run.batch, run.lr.lr,
                      run.reached ? "yes" : "no", format_seconds_figure(run.train_s), run.steps, run.epochs,
-                     run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : "-", format_loss(run.last.loss),
+                     run.last.accuracy ? fmt::format("{:.4f}", *run.last.accuracy) : "-",
+                     run.evaluated() ? format_loss(run.last.loss) : "-",
                      v.fastest_batch && *v.fastest_batch == run.batch
                          ? (v.interrupted ? "soonest of the runs that ended" : "<- soonest")
                          : run.message));

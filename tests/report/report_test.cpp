@@ -263,6 +263,24 @@ TEST(Report, TheAnswersRangeBesideATargetValidationIsItsRunsNearTheSoonest) {
   EXPECT_NE(to_summary(r).find("batches 64 to 128 about as good"), std::string::npos) << to_summary(r);
 }
 
+// A validation run stopped before its first evaluation (a --max-seconds shorter than one evaluation interval) has no
+// loss: null in the JSON, "-" in the table, not the 0.0 of no evaluation, read as a perfect loss.
+TEST(Report, AValidationRunWithNoEvaluationHasNoLoss) {
+  Report r = fixed_report();
+  ASSERT_TRUE(r.validation && r.validation->runs.size() >= 2);
+  ValidationRun& run = r.validation->runs[0];
+  run.reached = false;
+  run.curve.clear();
+  run.last = ValidationPoint{};
+  run.message = "not reached within --max-seconds 3";
+  const nlohmann::json j = nlohmann::json::parse(to_json(r));
+  EXPECT_TRUE(j.at("validation").at("runs").at(0).at("loss").is_null()) << j.at("validation").at("runs").at(0);
+  EXPECT_NEAR(j.at("validation").at("runs").at(1).at("loss").get<double>(), 0.45, 1e-12);  // an evaluated run's
+  const std::string table = to_table(r);
+  EXPECT_NE(table.find("-        -  not reached within --max-seconds 3"), std::string::npos) << table;
+  EXPECT_EQ(to_json(report_from_json(to_json(r), "report.json")), to_json(r));  // read back as written
+}
+
 // The summary's race line says what the lead did, and why the pick is another batch where it is: a race
 // to a target by who reached it first, a pick the race could not tell from the lead as the larger (it had
 // said the pick "reached the lowest held-out loss" of a loss the lead was below, or of a race to a target).
