@@ -801,6 +801,10 @@ def test_tune():
          named == "a larger advice_budget trains longer; the max=512; drop --threads; "
                   "`batchwise.noise(model, optimizer, data, noise_steps=80)`; too high (lower the optimizer's lr), "
                   "lr_schedule", named)
+    named = _inprocess._as_options("tune", "not trained in full; --validate trains the candidates' full runs to check it")
+    case("tune's --validate is batchwise.validate here (Python's tune has none)",
+         named == "not trained in full; batchwise.validate(..., epochs=N) trains the candidates' full runs to check it",
+         named)
     try:
         report.recommendation.batchh
         case("a misspelt field is an AttributeError", False, "it gave a value")
