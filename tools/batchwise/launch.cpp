@@ -214,7 +214,9 @@ StopOnSignal::StopOnSignal(const std::string& command, const std::string& what) 
     const int saved_errno = errno;
     if (g_stop_signal.exchange(signo) != 0) {  // the second, of any kind: ends the process now
       signal(signo, SIG_DFL);
-      raise(signo);
+      raise(signo);  // blocked within this handler (sa_mask): it ends the process as the handler returns
+      errno = saved_errno;
+      return;  // not on to the stop's line again (`timeout` signals the process and then its group: two lines)
     }
     for (size_t k = 0; k < std::size(kStopSignals); ++k)  // the next of any kind: the process ends
       if (!g_ignored[k]) signal(kStopSignals[k], SIG_DFL);
