@@ -160,9 +160,10 @@ class ModuleWorkload : public Workload {
   /// Sets the learning rate: the reference group's (the first whose rate was above 0 when the workload
   /// was made) to `lr`, and every other group's to `lr` times the ratio to it it had then: a head at a
   /// tenth of the body's rate stays at a tenth, a group at 0 stays frozen (as the Python API keeps
-  /// them). Where no group had a rate above 0, every group gets `lr`.
+  /// them). Every group gets `lr` where no group had a rate above 0, where the options do not say their
+  /// rate (a custom optimizer's without get_lr), and for a group added after the workload was made.
   void set_lr(double lr);
-  /// Each group's rate over the reference group's, as set_lr keeps them.
+  /// Each group's rate over the reference group's, as set_lr keeps them; empty where the options do not say their rate.
   const std::vector<double>& lr_ratios() const { return lr_ratios_; }
   /// For an optimizer whose state torch::optim's state() does not hold (a Python optimizer's, see
   /// python/src/adapter.cpp): counts its state's bytes for state_bytes().

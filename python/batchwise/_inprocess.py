@@ -1034,7 +1034,7 @@ def _as_options(command, text):
         if name == "lr":  # the CLI's base rate is the optimizer's own here ("lower --lr")
             return "the optimizer's lr" + (" " if match.group(2) else "")
         if name == "validate" and command == "tune" and not match.group(2):  # a call of its own here
-            return "batchwise.validate(..., epochs=N)"
+            return "batchwise.validate(...)"
         if name not in known:
             return match.group(0)
         if known[name] is _bool and not match.group(2):  # --no-race is no_race=True here

@@ -24,15 +24,13 @@ OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* w) {
   if (adam_family(optimizer)) s.beta1 = 0.9, s.beta2 = 0.999, s.eps = 1e-8;
   if (optimizer == Optimizer::AdamW) s.weight_decay = 0.01;
   if (!w || w->optimizer().param_groups().empty()) return s;
-  // The reference group's, whose rate the advice scales (ModuleWorkload::set_lr): the first whose rate is above 0
-  auto* reference = &w->optimizer().param_groups().front();
-  for (auto& group : w->optimizer().param_groups())
-    if (group.options().get_lr() > 0) {
-      reference = &group;
-      break;
-    }
-  auto& options = reference->options();
+  // The reference group's, whose rate the advice scales (ModuleWorkload::set_lr): the first whose rate was above 0
+  // when the workload was made, as set_lr reads it (not the rates now, which a schedule may have moved)
   const std::vector<double>& ratios = w->lr_ratios();
+  const auto first = std::find_if(ratios.begin(), ratios.end(), [](double r) { return r > 0; });
+  const size_t reference = first != ratios.end() ? static_cast<size_t>(first - ratios.begin()) : 0;
+  auto& options =
+      w->optimizer().param_groups()[std::min(reference, w->optimizer().param_groups().size() - 1)].options();
   if (std::any_of(ratios.begin(), ratios.end(), [](double r) { return r != 1; })) s.group_rates = ratios;
   if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
     s.momentum = sgd->momentum();
@@ -108,7 +106,7 @@ RunPlan plan_run(const OptimizerSettings& o, int64_t dataset_size,
     if (reference != o.group_rates.end())
       plan.notes.push_back(fmt::format(
           "the rates above are param group {}'s, the first whose rate is above 0; every other group keeps its ratio "
-          "to it, as batchwise trained them: {}",
+          "to it, as batchwise sets them: {}",
           reference - o.group_rates.begin(), fmt::join(others, ", ")));
   }
   if (adam) {

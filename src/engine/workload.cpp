@@ -9,6 +9,9 @@
 #include <torch/optim.h>
 #include <torch/utils.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "batchwise/device.h"
 #include "batchwise/memory.h"
 #include "batchwise/models.h"
@@ -34,11 +37,19 @@ ModuleWorkload::ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model,
       device_(device),
       sampler_(std::make_unique<Sampler>(data_.size(), seed)) {
   BATCHWISE_CHECK(data_.size() > 0, DataError, "{}the dataset is empty", data_.name.empty() ? "" : data_.name + ": ");
-  double reference = 0;
-  for (auto& group : optimizer_->param_groups())
-    if (reference <= 0) reference = group.options().get_lr();
-  for (auto& group : optimizer_->param_groups())
-    lr_ratios_.push_back(reference > 0 ? group.options().get_lr() / reference : 1.0);
+  // Each group's rate over the reference group's (set_lr). Options of a custom optimizer that do not override get_lr
+  // (LibTorch's base throws) leave none: every group gets the one rate, as before.
+  try {
+    std::vector<double> rates;
+    for (auto& group : optimizer_->param_groups()) rates.push_back(group.options().get_lr());
+    const auto reference = std::find_if(rates.begin(), rates.end(), [](double r) { return r > 0 && std::isfinite(r); });
+    for (const double r : rates) {
+      const double ratio = reference != rates.end() ? r / *reference : 1.0;
+      lr_ratios_.push_back(std::isfinite(ratio) ? ratio : 1.0);  // a group's rate that is no number: the one rate
+    }
+  } catch (const c10::Error&) {
+    lr_ratios_.clear();
+  }
 }
 
 namespace {

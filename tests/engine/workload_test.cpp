@@ -167,6 +167,21 @@ struct ThreePartsImpl : torch::nn::Module {
 };
 TORCH_MODULE(ThreeParts);
 
+// A custom optimizer whose options do not say their rate (LibTorch's get_lr throws unless overridden).
+struct PlainOptions : torch::optim::OptimizerCloneableOptions<PlainOptions> {};
+class PlainSgd : public torch::optim::Optimizer {
+ public:
+  explicit PlainSgd(const std::vector<at::Tensor>& params)
+      : Optimizer({torch::optim::OptimizerParamGroup(params)}, std::make_unique<PlainOptions>()) {}
+  at::Tensor step(LossClosure) override {
+    const at::NoGradGuard no_grad;
+    for (auto& group : param_groups())
+      for (auto& p : group.params())
+        if (p.grad().defined()) p.sub_(p.grad() * 0.1);
+    return {};
+  }
+};
+
 TEST(ModuleWorkload, EachParamGroupKeepsItsRatioToTheReferenceGroupsRate) {
   ThreeParts model;
   const torch::nn::Linear frozen = model->frozen, body = model->body, head = model->head;
@@ -206,9 +221,29 @@ TEST(ModuleWorkload, EachParamGroupKeepsItsRatioToTheReferenceGroupsRate) {
   const RunPlan plan = plan_run(settings, 32, {{"recommended", unmeasured_lr(Optimizer::Sgd, 32, 0.1, 64)}});
   EXPECT_NE(std::find(plan.notes.begin(), plan.notes.end(),
                       "the rates above are param group 1's, the first whose rate is above 0; every other group keeps "
-                      "its ratio to it, as batchwise trained them: group 0 at 0 (frozen), group 2 at 0.1x"),
+                      "its ratio to it, as batchwise sets them: group 0 at 0 (frozen), group 2 at 0.1x"),
             plan.notes.end())
       << fmt::format("{}", fmt::join(plan.notes, "\n"));
+}
+
+// A custom optimizer's options without get_lr (LibTorch's base throws "has not been overridden") make a workload that
+// trains as before: no ratios read, the one rate for every group where anything sets it (the workload had failed to
+// be made, with torch's error).
+TEST(ModuleWorkload, AnOptimizerWhoseOptionsDoNotSayTheirRateStillTrains) {
+  ThreeParts model;
+  Dataset data;
+  data.inputs = at::randn({32, 4});
+  data.targets = at::randint(0, 2, {32});
+  data.num_classes = 2;
+  ModuleWorkload w(
+      WorkloadInfo{}, torch::nn::AnyModule(model), std::make_unique<PlainSgd>(model->parameters()), data,
+      [](const at::Tensor& out, const at::Tensor& y) { return at::cross_entropy_loss(out, y); }, c10::Device(c10::kCPU),
+      1);
+  EXPECT_TRUE(w.lr_ratios().empty());
+  const at::Tensor before = model->head->weight.clone();
+  (void)w.train_step(w.next_batch(8));
+  EXPECT_FALSE(at::equal(before, model->head->weight)) << "it trained";
+  EXPECT_EQ(optimizer_settings(Optimizer::Sgd, &w).momentum, 0.9) << "SGD's default where the options say nothing";
 }
 
 // ---- gradient accumulation ----------------------------------------------------------------------

@@ -311,7 +311,7 @@ def test_state():
     case("the report's rate is the first trained group's", report.workload.lr == 0.1, report.workload.lr)
     case("the run plan says whose rate it names and the others' ratios",
          "the rates above are param group 1's, the first whose rate is above 0; every other group keeps its ratio to "
-         "it, as batchwise trained them: group 0 at 0 (frozen), group 2 at 0.1x" in report.run_plan.notes,
+         "it, as batchwise sets them: group 0 at 0 (frozen), group 2 at 0.1x" in report.run_plan.notes,
          report.run_plan.notes)
     # The groups are the very objects they were: a handle kept on one (to unfreeze a backbone later) still
     # drives the optimizer (torch's load_state_dict, after every trial, had made new ones)
@@ -803,7 +803,7 @@ def test_tune():
                   "lr_schedule", named)
     named = _inprocess._as_options("tune", "not trained in full; --validate trains the candidates' full runs to check it")
     case("tune's --validate is batchwise.validate here (Python's tune has none)",
-         named == "not trained in full; batchwise.validate(..., epochs=N) trains the candidates' full runs to check it",
+         named == "not trained in full; batchwise.validate(...) trains the candidates' full runs to check it",
          named)
     try:
         report.recommendation.batchh
