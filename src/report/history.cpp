@@ -80,7 +80,7 @@ std::string fix_for(int code, bool storing = true) {
 std::string sqlite_error(sqlite3* db) {
   const char* file = sqlite3_db_filename(db, "main");
   return fmt::format("history{}{}: {}{}", file && *file ? " " : "", file ? file : "", sqlite3_errmsg(db),
-                     fix_for(sqlite3_extended_errcode(db)));
+                     fix_for(sqlite3_extended_errcode(db), /*storing=*/sqlite3_db_readonly(db, "main") != 1));
 }
 
 // A prepared statement that finalizes itself.

@@ -141,7 +141,7 @@ TEST(Cmd, AHistoryRemovedDuringTheRunIsMadeAnewWithTheRun) {
                               "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("note: the history " + db.string() +
-                       " was removed or replaced during the run; the run is stored in a new one there"),
+                       " was removed during the run; the run is stored in a new one there"),
             std::string::npos)
       << r.err;
   const Outcome listed = batchwise("history --json --history " + db.string());
@@ -149,6 +149,26 @@ TEST(Cmd, AHistoryRemovedDuringTheRunIsMadeAnewWithTheRun) {
   const auto runs = nlohmann::json::parse(listed.out);
   ASSERT_EQ(runs.size(), 1u) << listed.out;
   EXPECT_EQ(runs[0].at("command"), "sweep");
+  // Replaced by a copy (a backup put back): the run goes to the file now there, and the note says so
+  const Outcome copied = batchwise("sweep --cmd --batch-sizes 8 --repetitions 1 --warmup 1 --steps 2 --history " +
+                                   db.string() + " -- sh -c 'cp " + db.string() + " " + db.string() + ".copy && mv " +
+                                   db.string() + ".copy " + db.string() + "; exec python3 " + kCmdDir +
+                                   "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01'");
+  ASSERT_EQ(copied.code, 0) << copied.err;
+  EXPECT_NE(copied.err.find("note: the history " + db.string() +
+                            " was replaced during the run; the run is stored in the file now at that path"),
+            std::string::npos)
+      << copied.err;
+  EXPECT_EQ(nlohmann::json::parse(batchwise("history --json --history " + db.string()).out).size(), 2u);
+  // Its folder replaced by a file: no note that it was stored, the warning that it was not
+  const Outcome blocked =
+      batchwise("sweep --cmd --batch-sizes 8 --repetitions 1 --warmup 1 --steps 2 --history " + db.string() +
+                " -- sh -c 'rm -rf " + folder.string() + "; touch " + folder.string() + "; exec python3 " + kCmdDir +
+                "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01'");
+  fs::remove(folder);
+  ASSERT_EQ(blocked.code, 0) << blocked.err;
+  EXPECT_EQ(blocked.err.find("note: the history"), std::string::npos) << blocked.err;
+  EXPECT_NE(blocked.err.find("warning: the run was not stored in the history: "), std::string::npos) << blocked.err;
 }
 
 // A command that measures its own throughput: its figure is the point's samples/s, not ours; it has no "state" (its

@@ -467,15 +467,17 @@ int Session::finish(int code) {
   std::string not_stored;
   if (!flags.no_history) {
     try {
-      if (history_ && history_->moved()) {  // removed during the run (its folder with it): a new one at the path
-        history_.reset();
-        if (!flags.quiet)
-          tell(
-              "batchwise {}: note: the history {} was removed or replaced during the run; the run is stored in a new "
-              "one there\n",
-              command, history_path(flags.history));
-      }
+      // Removed during the run (its folder with it), or replaced: the run goes to the file at the path now, or a new
+      // one there, and the note says which once it is stored
+      const bool moved = history_ && history_->moved();
+      std::error_code none;
+      const bool replaced = moved && std::filesystem::exists(history_path(flags.history), none);
+      if (moved) history_.reset();
       history().add(command, json);
+      if (moved && !flags.quiet)
+        tell("batchwise {}: note: the history {} was {} during the run; the run is stored in {}\n", command,
+             history_path(flags.history), replaced ? "replaced" : "removed",
+             replaced ? "the file now at that path" : "a new one there");
     } catch (const Error& e) {  // the run itself succeeded; losing its record is worth a warning, not a failure
       not_stored = e.what();
     }
