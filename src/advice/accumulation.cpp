@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "batchwise/choices.h"
 #include "batchwise/units.h"
 #include "check.h"
 
@@ -155,6 +156,11 @@ AccumulationPlan plan_accumulation(const PlanRequest& r) {
     // either side had been tried in turn, each by a search as long as it (minutes at 16M over 7 devices in 65,535s).
     const int64_t step = r.world_size() * r.multiple_of(), below = r.global_batch() / step * step;
     p.global_batch = below >= 1 && r.global_batch() - below <= below + step - r.global_batch() ? below : below + step;
+    const double most = find_option_bound("--global-batch")->high;  // 4,294,967,296 had been planned, 0 steps an epoch
+    BATCHWISE_CHECK(static_cast<double>(p.global_batch) <= most, ConfigError,
+                    "--global-batch {}: {}; the nearest that can be kept, {} (a multiple of {} devices x --multiple-of "
+                    "{}), is past the most plan takes, {:.0f}; lower --multiple-of or --world-size",
+                    r.global_batch(), why, p.global_batch, r.world_size(), r.multiple_of(), most);
     s = split(p.global_batch, r);
     BATCHWISE_ASSERT(s.has_value());
     p.reason = fmt::format(

@@ -462,7 +462,7 @@ std::string timing_section(const Report& r) {
   std::string rows;
   for (const PhaseTime& p : t.phases)
     rows += fmt::format("<tr><td>{}</td><td class=\"n\">{:.1f} s</td><td class=\"n\">{}</td></tr>\n", esc(p.phase),
-                        p.wall_s, p.expected_s > 0 ? fmt::format("{:.1f} s", p.expected_s) : "-");
+                        p.wall_s, p.expected_s >= 0.01 ? fmt::format("{:.1f} s", p.expected_s) : "-");  // as the text
   std::vector<std::string> stated;
   const auto against = [&t](double s) { return fmt::format("{:.0f} s ({:.2f}x)", s, t.total_s / s); };
   if (t.expected_s > 0) stated.push_back(against(t.expected_s) + " expected once the fit had timed the steps");

@@ -83,12 +83,23 @@ TEST(Plan, SaysWhyWhenTheGlobalBatchCannotBeKept) {
   EXPECT_NE(p.reason.find("a multiple of 16"), std::string::npos) << p.reason;
   EXPECT_THROW(plan_accumulation(PlanRequest(1000, 8).multiple_of(16)), ConfigError);
   EXPECT_THROW(plan_accumulation(PlanRequest(0, 8)), ConfigError);
-  // The nearest that splits is the nearest multiple of world_size x multiple_of, found at once: 16,777,213 over 7
-  // devices in multiples of 65,535 (the search had tried every batch on either side in turn, minutes of it).
-  p = plan_accumulation(PlanRequest(16777213, 65536).world_size(7).multiple_of(65535));
-  EXPECT_EQ(p.global_batch, 16973565);  // 37 x 7 x 65,535: 196,352 above, where the multiple below is 262,393 below
+  // The nearest that splits is the nearest multiple of world_size x multiple_of, found at once: 16,500,000 over 7
+  // devices in multiples of 65,535 (the search had tried every batch on either side in turn, each as long as it).
+  p = plan_accumulation(PlanRequest(16500000, 65536).world_size(7).multiple_of(65535));
+  EXPECT_EQ(p.global_batch, 16514820);  // 36 x 7 x 65,535: 14,820 above, where the multiple below is 443,925 below
   EXPECT_EQ(p.micro_batch, 65535);
-  EXPECT_EQ(p.accumulation_steps, 37);
+  EXPECT_EQ(p.accumulation_steps, 36);
+  // Nearest past plan's bound (2^32 for 2^24 over 65,536 devices in multiples of 65,536): refused, not planned
+  try {
+    (void)plan_accumulation(PlanRequest(16777216, 65536).world_size(65536).multiple_of(65536));
+    ADD_FAILURE() << "planned";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(
+        e.what(),
+        "--global-batch 16777216: 256 per device has no factor that is at most 65536 and a multiple of 65536; "
+        "the nearest that can be kept, 4294967296 (a multiple of 65536 devices x --multiple-of 65536), is past "
+        "the most plan takes, 16777216; lower --multiple-of or --world-size");
+  }
   // A prime per-device batch splits into micro-batches of 1, its count of steps: found from the largest micro down
   p = plan_accumulation(PlanRequest(16777213, 3));
   EXPECT_TRUE(p.exact);
