@@ -969,7 +969,8 @@ TEST(Cli, PlanKeepsTheGlobalBatchAndStatesTheLastBatch) {
       "--max-micro-batch 16 --base-batch 32 --json " +
       json.string());
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const auto& row : nlohmann::json::parse(slurp(json)).at("run_plan").at("rows"))
+  const auto planned = nlohmann::json::parse(slurp(json));  // alive through the loop (ASan: a temporary's had died)
+  for (const auto& row : planned.at("run_plan").at("rows"))
     EXPECT_EQ(row.at("steps_per_epoch"), row.at("batch") == 16 ? 1 : 0) << row.dump();
   EXPECT_NE(r.out.find("  epoch: 1 optimizer step; "), std::string::npos) << r.out;  // not "1 optimizer steps"
 
