@@ -4,7 +4,10 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -77,21 +80,26 @@ TEST(Loader, ABatchFarPastTheDataTakesEverySampleEvenly) {
   EXPECT_EQ(counts.max().item<int64_t>(), 9363);
 }
 
+// The simulated I/O is set from the step this machine takes now, so the verdicts hold at any speed: a lenet step
+// on one thread (no thread barrier for another process to stretch) took some 12 ms here, 30 ms beside three busy
+// processes and over 100 ms under AddressSanitizer beside a build, where a fixed 100 ms of I/O a batch had read as
+// fed (a share of 0.20). Each batch's I/O takes 8 steps: one worker leaves the step waiting some 7/8 of the time (it
+// is input-bound until the step slows 6x against its measure); 64 workers (sleeping, not computing) hand out 8
+// batches a step, so what the step still waits is the scheduler's latency in handing a ready batch over.
 TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
-  // 100 ms of sleep per batch of 128 against a lenet step on one thread (no thread barrier for
-  // another process to stretch) of some 12 ms here and 30 ms beside three busy processes: one worker
-  // leaves the step waiting most of the time, however loaded the machine; 64 workers (sleeping, not
-  // computing) hand out 64 batches per 100 ms, which the step takes far longer to train on, so what
-  // the step still waits is the scheduler's latency in handing a ready batch over (some 3 ms loaded).
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
-  auto one = piped(1, 780, false, "lenet"), many = piped(64, 780, false, "lenet");
+  const std::shared_ptr<void> put_back(nullptr, [threads](void*) { at::set_num_threads(threads); });
+  const Trial step = run_trial(*piped(0, 0, false, "lenet"), TrialOptions(128).warmup(2).steps(6));
+  ASSERT_EQ(step.outcome, Outcome::Ok) << step.message;
+  const int64_t per_sample_us = std::max<int64_t>(1, static_cast<int64_t>(8e6 / step.samples_per_s));
+  auto one = piped(1, per_sample_us, false, "lenet"), many = piped(64, per_sample_us, false, "lenet");
   const Trial slow = run_trial(*one, TrialOptions(128).warmup(2).steps(6));
   const Trial fed = run_trial(*many, TrialOptions(128).warmup(2).steps(6));
   ASSERT_EQ(slow.outcome, Outcome::Ok) << slow.message;
   ASSERT_EQ(fed.outcome, Outcome::Ok) << fed.message;
-  EXPECT_TRUE(slow.input_bound) << slow.data_wait_share;
-  EXPECT_FALSE(fed.input_bound) << fed.data_wait_share;
+  EXPECT_TRUE(slow.input_bound) << slow.data_wait_share << " at " << per_sample_us << " us a sample";
+  EXPECT_FALSE(fed.input_bound) << fed.data_wait_share << " at " << per_sample_us << " us a sample";
   EXPECT_GT(fed.samples_per_s, slow.samples_per_s);
   const LoaderSearch search =
       search_loader(dynamic_cast<ModuleWorkload&>(*one), TrialOptions(128).warmup(2).steps(6), {1, 64}, {2});
@@ -100,7 +108,6 @@ TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
   EXPECT_EQ(search.after->workers, 64);
   EXPECT_NE(search.advice.find("--workers 64"), std::string::npos) << search.advice;
   EXPECT_EQ(std::get<0>(dynamic_cast<ModuleWorkload&>(*one).pipeline()), 1);  // put back
-  at::set_num_threads(threads);
 }
 
 // A search that ends by a throw (here its progress function's, as a Python progress function that raises) leaves the
