@@ -417,12 +417,18 @@ def _data(data, what, dtype=None):
                          "counts the samples")
     if isinstance(data, (tuple, list)) and len(data) != 2 and data and all(array(t) for t in data):
         raise TypeError(f"{what}: a {type(data).__name__} of {len(data)} arrays; pass two, (inputs, targets)")
-    if (isinstance(data, (tuple, list)) and len(data) == 2 and any(array(t) for t in data) and
-            all(array(t) or isinstance(t, (list, tuple)) for t in data)):
-        # targets (or inputs) as a Python list beside a tensor: a list of labels is read as torch.as_tensor reads it
-        # (the pair had been taken for a dataset of two samples, and its collation failed)
+    def listed_pair(d):  # (inputs, targets) as lists: two (input, target) samples would each be two long
+        return all(isinstance(t, (list, tuple)) for t in d) and not len(d[0]) == len(d[1]) == 2
+    if (isinstance(data, (tuple, list)) and len(data) == 2 and
+            ((any(array(t) for t in data) and all(array(t) or isinstance(t, (list, tuple)) for t in data)) or
+             listed_pair(data))):
+        # targets (or inputs) as a Python list beside a tensor, or both as lists: a list of labels is read as
+        # torch.as_tensor reads it, a list of tensors stacked (the pair had been taken for a dataset of two samples,
+        # and its collation failed)
         def listed(t, kind):
             try:
+                if t and all(isinstance(e, torch.Tensor) for e in t):
+                    return torch.stack(list(t))
                 return torch.as_tensor(t)
             except (TypeError, ValueError, RuntimeError) as e:
                 raise TypeError(f"{what}: the {kind} are a {type(t).__name__} that is no tensor ({e}); pass a tensor "

@@ -215,15 +215,13 @@ class PythonOptimizer : public torch::optim::Optimizer {
     OptimizerSettings settings;
     std::tie(settings.momentum, settings.beta1, settings.beta2, settings.eps, settings.weight_decay) =
         adapter_->attr("optimizer_settings")(reference).cast<std::tuple<double, double, double, double, double>>();
-    for (size_t i = 0; i < groups.size(); ++i)
-      settings.group_rates.push_back(first > 0 ? lr(static_cast<int>(i)) / first : 1.0);
-    if (std::all_of(settings.group_rates.begin(), settings.group_rates.end(), [](double r) { return r == 1; }))
-      settings.group_rates.clear();
+    std::vector<double> ratios;
+    for (size_t i = 0; i < groups.size(); ++i) ratios.push_back(first > 0 ? lr(static_cast<int>(i)) / first : 1.0);
+    if (std::any_of(ratios.begin(), ratios.end(), [](double r) { return r != 1; })) settings.group_rates = ratios;
     for (size_t i = 0; i < groups.size(); ++i) {
-      const int group = static_cast<int>(i);
       add_param_group(torch::optim::OptimizerParamGroup(groups[i]));
       param_groups().back().set_options(
-          std::make_unique<GroupOptions>(adapter_, group, reference, first > 0 ? lr(group) / first : 1.0, settings));
+          std::make_unique<GroupOptions>(adapter_, static_cast<int>(i), reference, ratios[i], settings));
     }
   }
   ~PythonOptimizer() override {

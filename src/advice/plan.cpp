@@ -27,8 +27,7 @@ OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* w) {
   // The reference group's, whose rate the advice scales (ModuleWorkload::set_lr): the first whose rate was above 0
   // when the workload was made, as set_lr reads it (not the rates now, which a schedule may have moved)
   const std::vector<double>& ratios = w->lr_ratios();
-  const auto first = std::find_if(ratios.begin(), ratios.end(), [](double r) { return r > 0; });
-  const size_t reference = first != ratios.end() ? static_cast<size_t>(first - ratios.begin()) : 0;
+  const size_t found = reference_group(ratios), reference = found < ratios.size() ? found : 0;
   auto& options =
       w->optimizer().param_groups()[std::min(reference, w->optimizer().param_groups().size() - 1)].options();
   if (std::any_of(ratios.begin(), ratios.end(), [](double r) { return r != 1; })) s.group_rates = ratios;
@@ -97,17 +96,17 @@ RunPlan plan_run(const OptimizerSettings& o, int64_t dataset_size,
       "batch B",
       base.scaled.base_batch, base.scaled.base_batch, base.scaled.base_batch));
   if (!o.group_rates.empty()) {
-    const auto reference = std::find_if(o.group_rates.begin(), o.group_rates.end(), [](double r) { return r > 0; });
+    const size_t reference = reference_group(o.group_rates);
     std::vector<std::string> others;
     for (size_t i = 0; i < o.group_rates.size(); ++i)
-      if (o.group_rates.begin() + static_cast<std::ptrdiff_t>(i) != reference)
+      if (i != reference)
         others.push_back(o.group_rates[i] > 0 ? fmt::format("group {} at {:.4g}x", i, o.group_rates[i])
                                               : fmt::format("group {} at 0 (frozen)", i));
-    if (reference != o.group_rates.end())
+    if (reference < o.group_rates.size())
       plan.notes.push_back(fmt::format(
           "the rates above are param group {}'s, the first whose rate is above 0; every other group keeps its ratio "
           "to it, as batchwise sets them: {}",
-          reference - o.group_rates.begin(), fmt::join(others, ", ")));
+          reference, fmt::join(others, ", ")));
   }
   if (adam) {
     for (const auto& [label, lr] : rows) {

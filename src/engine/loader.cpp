@@ -46,7 +46,7 @@ LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, 
       } catch (...) {  // threads that cannot start: the workload keeps the setting under trial, not the process a throw
       }
     }
-  } put_back{workload, workload.pipeline()};
+  } put_back{workload, {own_workers, own_prefetch, augment, latency}};
   const int planned = static_cast<int>(settings.size()) + 1;
   int index = 0;
   auto measure = [&](int w, int p) {

@@ -136,9 +136,13 @@ TEST(Cmd, AHistoryRemovedDuringTheRunIsMadeAnewWithTheRun) {
   const fs::path folder = scratch() / "removed-history";
   fs::remove_all(folder);
   const fs::path db = folder / "h.sqlite";
-  const Outcome r = batchwise("sweep --cmd --batch-sizes 8 --repetitions 1 --warmup 1 --steps 2 --history " +
-                              db.string() + " -- sh -c 'rm -rf " + folder.string() + "; exec python3 " + kCmdDir +
-                              "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01'");
+  // A sweep of one short trial whose command first does `before` to the history
+  const auto sweep_after = [&db](const std::string& before) {
+    return batchwise("sweep --cmd --batch-sizes 8 --repetitions 1 --warmup 1 --steps 2 --history " + db.string() +
+                     " -- sh -c '" + before + "; exec python3 " + kCmdDir +
+                     "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01'");
+  };
+  const Outcome r = sweep_after("rm -rf " + folder.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("note: the history " + db.string() +
                        " was removed during the run; the run is stored in a new one there"),
@@ -150,10 +154,8 @@ TEST(Cmd, AHistoryRemovedDuringTheRunIsMadeAnewWithTheRun) {
   ASSERT_EQ(runs.size(), 1u) << listed.out;
   EXPECT_EQ(runs[0].at("command"), "sweep");
   // Replaced by a copy (a backup put back): the run goes to the file now there, and the note says so
-  const Outcome copied = batchwise("sweep --cmd --batch-sizes 8 --repetitions 1 --warmup 1 --steps 2 --history " +
-                                   db.string() + " -- sh -c 'cp " + db.string() + " " + db.string() + ".copy && mv " +
-                                   db.string() + ".copy " + db.string() + "; exec python3 " + kCmdDir +
-                                   "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01'");
+  const Outcome copied =
+      sweep_after("cp " + db.string() + " " + db.string() + ".copy && mv " + db.string() + ".copy " + db.string());
   ASSERT_EQ(copied.code, 0) << copied.err;
   EXPECT_NE(copied.err.find("note: the history " + db.string() +
                             " was replaced during the run; the run is stored in the file now at that path"),
@@ -161,10 +163,7 @@ TEST(Cmd, AHistoryRemovedDuringTheRunIsMadeAnewWithTheRun) {
       << copied.err;
   EXPECT_EQ(nlohmann::json::parse(batchwise("history --json --history " + db.string()).out).size(), 2u);
   // Its folder replaced by a file: no note that it was stored, the warning that it was not
-  const Outcome blocked =
-      batchwise("sweep --cmd --batch-sizes 8 --repetitions 1 --warmup 1 --steps 2 --history " + db.string() +
-                " -- sh -c 'rm -rf " + folder.string() + "; touch " + folder.string() + "; exec python3 " + kCmdDir +
-                "/fake_trainer.py --batch-size {batch} --steps {steps} --step-s 0.01'");
+  const Outcome blocked = sweep_after("rm -rf " + folder.string() + "; touch " + folder.string());
   fs::remove(folder);
   ASSERT_EQ(blocked.code, 0) << blocked.err;
   EXPECT_EQ(blocked.err.find("note: the history"), std::string::npos) << blocked.err;

@@ -1057,7 +1057,9 @@ def test_options():
          "data: a dict (keys 'x', 'y'); pass (inputs, targets) tensors"),
         (lambda: batchwise.fit(model, optimizer, (*branchy_data(), branchy_data()[1])), TypeError,
          "data: a tuple of 3 arrays; pass two, (inputs, targets)"),
-        (lambda: batchwise.fit(model, optimizer, ([[0.0] * 48] * 8, [1] * 8)), TypeError,
+        (lambda: batchwise.fit(model, optimizer, ([[0.0] * 48] * 8, [1] * 7)), ValueError,
+         "data: 8 inputs and 7 targets; they must be as many"),
+        (lambda: batchwise.fit(model, optimizer, ([[0.0] * 48] * 2, [1] * 2)), TypeError,  # two samples, each two long
          "data: the tuple's samples could not be collated"),
         (lambda: batchwise.fit(torch.nn.Linear(48, 10, device="meta"), lambda p: torch.optim.SGD(p, lr=0.1),
                                branchy_data()), ValueError, "Linear's parameters are on the meta device"),
@@ -1141,6 +1143,11 @@ def test_options():
     report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y.tolist()), max=64, progress=False)
     case("labels as a Python list train", report.fit.batch == 64 and report.workload.num_classes == int(y.max()) + 1,
          (report.fit.batch, report.workload.dataset))
+    # Both as lists (x.tolist(), y.tolist()), and the inputs as a list of tensors (list(x)): the same data
+    for name, pair in [("inputs and labels as lists", (x.tolist(), y.tolist())), ("a list of input tensors", (list(x), y))]:
+        report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), pair, max=64, progress=False)
+        case(f"{name} train", report.fit.batch == 64 and report.workload.dataset == f"tensors {list(x.shape)}",
+             (report.fit.batch, report.workload.dataset))
     try:
         batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, ["a"] * len(x)), max=64, progress=False)
         case("labels as a list of words are refused", False, "fit returned")

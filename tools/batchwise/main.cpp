@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <new>
+#include <sstream>
 #include <string>
 #include <system_error>
 
@@ -143,8 +144,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
-    const int code = app.exit(e);  // --help, --version, --list-options: what they print is all they do
-    if (const std::string failure = stdout_failure(/*shown=*/true); !failure.empty()) {
+    // --help, --version, --list-options: what they print is all they do, shown as every answer is
+    std::ostringstream out, err;
+    const int code = app.exit(e, out, err);
+    show(out.str());
+    tell_text(err.str());
+    if (const std::string failure = stdout_failure(); !failure.empty()) {
       tell("batchwise: error: standard output: writing failed ({}); what it showed is lost\n", failure);
       return kExitUsage;
     }

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <string>
 
 #include "batchwise/error.h"
@@ -46,11 +45,9 @@ void show(const std::string& text, bool to_stderr) {
   std::clearerr(stdout);
 }
 
-std::string stdout_failure(bool shown) {
-  if (shown && g_stdout_closed && g_stdout_failure.empty()) g_stdout_failure = "closed when batchwise started";
+std::string stdout_failure() {
   errno = 0;
-  std::cout.flush();  // CLI11's --help is written through std::cout
-  if ((std::fflush(stdout) != 0 || !std::cout) && g_stdout_failure.empty())
+  if (std::fflush(stdout) != 0 && g_stdout_failure.empty())
     g_stdout_failure = errno != 0 ? std::strerror(errno) : "a write failed";
   return g_stdout_failure;
 }

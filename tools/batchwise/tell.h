@@ -21,9 +21,8 @@ void tell(fmt::format_string<T...> format, T&&... args) {
 /// /dev/stdout | jq` reads the JSON alone). A failure to write stdout is kept with its reason for
 /// stdout_failure(): an answer lost to a full disk or a closed stdout had ended in exit 0, unsaid.
 void show(const std::string& text, bool to_stderr = false);
-/// Why standard output could not be written, if it could not: flushes it first. "" where all went. `shown`: text went
-/// there past show() (CLI11's --help and --version, through std::cout), so a stdout the caller closed lost it.
-std::string stdout_failure(bool shown = false);
+/// Why standard output could not be written, if it could not: flushes it first. "" where all went.
+std::string stdout_failure();
 /// Descriptors 0-2 the caller closed (`>&-`) opened on /dev/null, so that no file this run opens takes one's
 /// number and gets the table written into it; standard output closed so is a failure once show() writes there.
 void fill_closed_standard_streams();
