@@ -468,6 +468,7 @@ std::string timing_section(const Report& r) {
   if (t.expected_s > 0) stated.push_back(against(t.expected_s) + " expected once the fit had timed the steps");
   if (t.restated_s > 0) stated.push_back(against(t.restated_s) + " as stated again before the race");
   if (t.at_most_s > 0) stated.push_back("at most " + against(t.at_most_s));
+  if (const std::string past = detail::past_the_most(t); !past.empty()) stated.push_back(past);
   return fmt::format(
       "<section id=\"timing\">\n<h2>Where the time went</h2>\n<p>{:.0f} s in all{}.</p>\n<table>\n<tr><th>phase</th>"
       "<th>took</th><th>stated at its start</th></tr>\n{}</table>\n</section>\n",

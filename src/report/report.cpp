@@ -500,6 +500,7 @@ std::string timing_line(const TuneTiming& t) {
     if (t.restated_s > 0)
       expected +=
           fmt::format("; {:.0f} s as stated again before the race: {:.2f}x", t.restated_s, t.total_s / t.restated_s);
+    if (const std::string past = past_the_most(t); !past.empty()) expected += "; " + past;
     expected += ")";
   }
   return fmt::format("time: {:.0f} s in all{}: {}", t.total_s, expected, fmt::join(phases, ", "));

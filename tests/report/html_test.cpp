@@ -198,6 +198,11 @@ TEST(Html, TheTimingSectionPutsWhatTuneTookBesideWhatItStated) {
   EXPECT_NE(html.find("<tr><td>sweep</td><td class=\"n\">37.0 s</td><td class=\"n\">7.0 s</td></tr>"),
             std::string::npos);
   EXPECT_NE(html.find("<tr><td>fit</td><td class=\"n\">1.2 s</td><td class=\"n\">-</td></tr>"), std::string::npos);
+  r.timing->total_s = 120;  // past the most stated: said, as in the text
+  EXPECT_NE(to_html(to_json(r))
+                .find("at most 90 s (1.33x); past the most stated, which holds while the machine trains "
+                      "as fast as the fit's steps measured.</p>"),
+            std::string::npos);
 }
 
 // A GPU trial's utilisation caption gives the trial's own SM figure, or, when it has none, the note

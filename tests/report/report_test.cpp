@@ -94,6 +94,12 @@ TEST(Report, TheTimeLineSaysWhatTuneStatedAgainBeforeTheRace) {
   EXPECT_EQ(back.timing->restated_s, 45);
   r.timing->restated_s = 0;  // not stated again: no field
   EXPECT_EQ(to_json(r).find("restated_s"), std::string::npos);
+  t.restated_s = 0;  // past the most stated (a machine that slowed): said, not left to the ratio
+  t.total_s = 120;
+  EXPECT_EQ(detail::timing_line(t),
+            "time: 120 s in all (28 s expected, at most 90 s: 4.29x and 1.33x; past the most stated, which holds while "
+            "the machine trains as fast as the fit's steps measured): fit 1.2 s, sweep 37.0 s (~7), race 20.0 s (~19), "
+            "precisions 0.0 s");
 }
 
 TEST(Report, KneeAndRecommendationFromTheFigures) {
