@@ -129,9 +129,11 @@ std::unique_ptr<DeviceMemory> device_memory(const Workload& workload);
 /// A loss: (logits, targets) -> scalar.
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
 
+namespace detail {
 /// The reference group among an optimizer's param groups' rates, whose rate the advice scales: the first whose rate
-/// is above 0 (a frozen group ahead of a trained one leaves the trained one's); rates.size() where none is.
+/// is above 0 and finite (a frozen group ahead of a trained one leaves the trained one's); rates.size() where none is.
 size_t reference_group(const std::vector<double>& rates);
+}  // namespace detail
 
 /// Workload for a torch::nn module trained by a torch::optim optimizer on an in-memory Dataset.
 class ModuleWorkload : public Workload {

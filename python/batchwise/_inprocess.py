@@ -417,23 +417,34 @@ def _data(data, what, dtype=None):
                          "counts the samples")
     if isinstance(data, (tuple, list)) and len(data) != 2 and data and all(array(t) for t in data):
         raise TypeError(f"{what}: a {type(data).__name__} of {len(data)} arrays; pass two, (inputs, targets)")
-    def listed_pair(d):  # (inputs, targets) as lists: two (input, target) samples would each be two long
-        return all(isinstance(t, (list, tuple)) for t in d) and not len(d[0]) == len(d[1]) == 2
+    def one_kind(t):  # a list of numbers, of lists or of tensors alike: one side of (inputs, targets)
+        kinds = {"number" if isinstance(e, (int, float)) else "array" if array(e) else
+                 "list" if isinstance(e, (list, tuple)) else type(e).__name__ for e in t}
+        return len(kinds) <= 1
+    def listed_pair(d):  # (inputs, targets) as lists; a sample (input, target[, ...]) mixes kinds, two such are two long
+        return (all(isinstance(t, (list, tuple)) for t in d) and not len(d[0]) == len(d[1]) == 2 and
+                all(one_kind(t) for t in d))
     if (isinstance(data, (tuple, list)) and len(data) == 2 and
             ((any(array(t) for t in data) and all(array(t) or isinstance(t, (list, tuple)) for t in data)) or
              listed_pair(data))):
         # targets (or inputs) as a Python list beside a tensor, or both as lists: a list of labels is read as
         # torch.as_tensor reads it, a list of tensors stacked (the pair had been taken for a dataset of two samples,
         # and its collation failed)
-        def listed(t, kind):
+        def listed(t, kind, beside):
+            if t and all(isinstance(e, torch.Tensor) for e in t) and len(t) != len(beside):  # several inputs
+                raise TypeError(f"{what}: the {kind} are a {type(t).__name__} of {len(t)} tensors beside {len(beside)} "
+                                f"samples, where batchwise feeds the model one {kind[:-1]} tensor; stack them into one "
+                                "tensor (and split it in the model's forward), or tune your own training script with "
+                                "batchwise --cmd (docs/cmd.md)")
             try:
                 if t and all(isinstance(e, torch.Tensor) for e in t):
                     return torch.stack(list(t))
                 return torch.as_tensor(t)
             except (TypeError, ValueError, RuntimeError) as e:
-                raise TypeError(f"{what}: the {kind} are a {type(t).__name__} that is no tensor ({e}); pass a tensor "
-                                "or a list of numbers") from None
-        data = tuple(t if array(t) else listed(t, kind) for t, kind in zip(data, ("inputs", "targets")))
+                raise TypeError(f"{what}: the {kind} are a {type(t).__name__} that is no tensor ({e}); pass a tensor, "
+                                "a list of numbers, or a list of tensors of one shape") from None
+        data = tuple(t if array(t) else listed(t, kind, beside)
+                     for t, kind, beside in zip(data, ("inputs", "targets"), (data[1], data[0])))
     if isinstance(data, (tuple, list)) and len(data) == 2 and all(array(t) for t in data):
         x, y = (t if isinstance(t, torch.Tensor) else _from_numpy(t) for t in data)
         name = f"{'tensors' if isinstance(data[0], torch.Tensor) else 'arrays'} {list(x.shape)}"
@@ -450,7 +461,14 @@ def _data(data, what, dtype=None):
             if indices is not None:
                 x, y = x[indices], y[indices]
         else:
-            x, y = _collated(Subset(dataset, indices) if indices is not None else dataset, collate, what)
+            try:
+                x, y = _collated(Subset(dataset, indices) if indices is not None else dataset, collate, what)
+            except TypeError as e:
+                if isinstance(data, (tuple, list)) and len(data) == 2 and all(
+                        isinstance(t, (list, tuple)) and len(t) == 2 for t in data):  # lists of two: two samples
+                    raise TypeError(f"{e} (a pair of two-item lists is read as a dataset of two samples; pass "
+                                    "(inputs, targets) as tensors)") from None
+                raise
         name = f"{type(dataset).__name__} ({len(x)} samples{', as its loader samples them' if indices else ''})"
     else:
         raise TypeError(f"{what}: a {type(data).__name__}; pass (inputs, targets) tensors, a Dataset or a DataLoader")
@@ -652,10 +670,10 @@ class _Adapter:
                 number(g.get("weight_decay")))
 
     def reference_group(self):
-        """The group whose rate is the engine's: the first whose lr is not 0 (a frozen group ahead of
+        """The group whose rate is the engine's: the first whose lr is above 0 (a frozen group ahead of
         the trained ones leaves theirs), else the first."""
         for i, g in enumerate(self.optimizer.param_groups):
-            if float(g["lr"]) > 0:
+            if 0 < float(g["lr"]) < float("inf"):  # as the engine's reference_group (src/engine/workload.cpp)
                 return i
         return 0
 

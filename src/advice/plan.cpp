@@ -27,7 +27,7 @@ OptimizerSettings optimizer_settings(Optimizer optimizer, ModuleWorkload* w) {
   // The reference group's, whose rate the advice scales (ModuleWorkload::set_lr): the first whose rate was above 0
   // when the workload was made, as set_lr reads it (not the rates now, which a schedule may have moved)
   const std::vector<double>& ratios = w->lr_ratios();
-  const size_t found = reference_group(ratios), reference = found < ratios.size() ? found : 0;
+  const size_t found = detail::reference_group(ratios), reference = found < ratios.size() ? found : 0;
   auto& options =
       w->optimizer().param_groups()[std::min(reference, w->optimizer().param_groups().size() - 1)].options();
   if (std::any_of(ratios.begin(), ratios.end(), [](double r) { return r != 1; })) s.group_rates = ratios;
@@ -96,7 +96,7 @@ RunPlan plan_run(const OptimizerSettings& o, int64_t dataset_size,
       "batch B",
       base.scaled.base_batch, base.scaled.base_batch, base.scaled.base_batch));
   if (!o.group_rates.empty()) {
-    const size_t reference = reference_group(o.group_rates);
+    const size_t reference = detail::reference_group(o.group_rates);
     std::vector<std::string> others;
     for (size_t i = 0; i < o.group_rates.size(); ++i)
       if (i != reference)

@@ -42,7 +42,7 @@ ModuleWorkload::ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model,
   try {
     std::vector<double> rates;
     for (auto& group : optimizer_->param_groups()) rates.push_back(group.options().get_lr());
-    const size_t reference = reference_group(rates);
+    const size_t reference = detail::reference_group(rates);
     for (const double r : rates) {
       const double ratio = reference < rates.size() ? r / rates[reference] : 1.0;
       lr_ratios_.push_back(std::isfinite(ratio) ? ratio : 1.0);  // a group's rate that is no number: the one rate
@@ -52,7 +52,7 @@ ModuleWorkload::ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model,
   }
 }
 
-size_t reference_group(const std::vector<double>& rates) {
+size_t detail::reference_group(const std::vector<double>& rates) {
   return static_cast<size_t>(
       std::find_if(rates.begin(), rates.end(), [](double r) { return r > 0 && std::isfinite(r); }) - rates.begin());
 }

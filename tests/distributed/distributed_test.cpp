@@ -337,10 +337,12 @@ TEST(DataParallel, BadGroupEnvironmentIsAClearError) {
 }
 
 TEST(DataParallel, ATrialTimeoutIsAgreedAsATimeout) {
-  // Each rank's clock would stop it at its own step; the deadline is agreed at the all-reduce.
+  // Each rank's clock would stop it at its own step; the deadline is agreed at the all-reduce. The input waits 1 ms a
+  // sample (64 ms a step, 3.2 s for the 50) so that no machine is fast enough to finish inside 0.3 s: the lenet steps
+  // alone took 0.83 s here, a machine 2.8x as fast would have finished them.
   const cli::fs::path json = cli::scratch() / "dp_timeout.json";
   const auto r = cli::batchwise(
-      "sweep --model lenet --dataset synthetic --nproc 2 --batch-sizes 64 --steps 50 "
+      "sweep --model lenet --dataset synthetic --nproc 2 --batch-sizes 64 --steps 50 --io-latency-us 1000 "
       "--repetitions 1 --trial-timeout 0.3 --no-history --json " +
       json.string());
   ASSERT_EQ(r.code, 1) << r.err;  // its only batch timed out: the sweep measured nothing

@@ -231,9 +231,11 @@ TEST(RunCommand, MemoryLimitStopsTheGroupAndIsOutOfMemory) {
 }
 
 TEST(RunCommand, MemoryOfTheWholeProcessGroupCounts) {
-  // The parent stays small; a forked worker holds 150 MiB.
+  // The parent stays small; a forked worker holds 150 MiB from before the first step, and for up to 10 s past the last
+  // (the group killed over its limit ends it sooner): the parent's 7 steps of 50 ms had ended it before a sampler on
+  // a machine with 12 busy processes saw it, 10 times in 15.
   const CommandResult r =
-      run_command(options("alloc.py", {"--batch-size={batch}", "--steps={steps}", "--in-child"}, 150)
+      run_command(options("alloc.py", {"--batch-size={batch}", "--steps={steps}", "--in-child", "--hold-s=10"}, 150)
                       .memory_limit_bytes(100LL << 20));
   EXPECT_TRUE(r.killed_over_memory_limit) << r.output_tail;
   EXPECT_EQ(classify(r).outcome, Outcome::Oom);

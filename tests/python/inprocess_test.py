@@ -1060,7 +1060,14 @@ def test_options():
         (lambda: batchwise.fit(model, optimizer, ([[0.0] * 48] * 8, [1] * 7)), ValueError,
          "data: 8 inputs and 7 targets; they must be as many"),
         (lambda: batchwise.fit(model, optimizer, ([[0.0] * 48] * 2, [1] * 2)), TypeError,  # two samples, each two long
-         "data: the tuple's samples could not be collated"),
+         "(a pair of two-item lists is read as a dataset of two samples; pass (inputs, targets) as tensors)"),
+        (lambda: batchwise.fit(model, optimizer, (list(torch.randn(2, 64, 48)), torch.zeros(64, dtype=torch.long))),
+         TypeError, "data: the inputs are a list of 2 tensors beside 64 samples, where batchwise feeds the model one "
+         "input tensor; stack them"),  # two inputs, not two samples
+        (lambda: batchwise.fit(model, optimizer, [(torch.zeros(48), 1, 0.5), (torch.zeros(48), 0, 0.5)]), TypeError,
+         "each sample of the list must be an (input, target) pair, not a tuple"),  # samples of three, not two lists
+        (lambda: batchwise.fit(model, optimizer, ([torch.zeros(48), torch.zeros(47), torch.zeros(48)], [0, 1, 2])),
+         TypeError, "data: the inputs are a list that is no tensor (stack expects each tensor to be equal size"),
         (lambda: batchwise.fit(torch.nn.Linear(48, 10, device="meta"), lambda p: torch.optim.SGD(p, lr=0.1),
                                branchy_data()), ValueError, "Linear's parameters are on the meta device"),
         (lambda: batchwise.fit(model, optimizer, branchy_data(), device="gpu"), ValueError,
