@@ -418,7 +418,7 @@ def _data(data, what, dtype=None):
     if isinstance(data, (tuple, list)) and len(data) != 2 and data and all(array(t) for t in data):
         raise TypeError(f"{what}: a {type(data).__name__} of {len(data)} arrays; pass two, (inputs, targets)")
     def one_kind(t):  # a list of numbers, of lists or of tensors alike: one side of (inputs, targets)
-        kinds = {"number" if isinstance(e, (int, float)) else "array" if array(e) else
+        kinds = {"number" if isinstance(e, numbers.Number) else "array" if array(e) else
                  "list" if isinstance(e, (list, tuple)) else type(e).__name__ for e in t}
         return len(kinds) <= 1
     def listed_pair(d):  # (inputs, targets) as lists; a sample (input, target[, ...]) mixes kinds, two such are two long
@@ -431,7 +431,8 @@ def _data(data, what, dtype=None):
         # torch.as_tensor reads it, a list of tensors stacked (the pair had been taken for a dataset of two samples,
         # and its collation failed)
         def listed(t, kind, beside):
-            if t and all(isinstance(e, torch.Tensor) for e in t) and len(t) != len(beside):  # several inputs
+            if (t and len(t) != len(beside) and  # several inputs, each of the other side's samples
+                    all(isinstance(e, torch.Tensor) and e.dim() > 0 and len(e) == len(beside) for e in t)):
                 raise TypeError(f"{what}: the {kind} are a {type(t).__name__} of {len(t)} tensors beside {len(beside)} "
                                 f"samples, where batchwise feeds the model one {kind[:-1]} tensor; stack them into one "
                                 "tensor (and split it in the model's forward), or tune your own training script with "
@@ -464,8 +465,8 @@ def _data(data, what, dtype=None):
             try:
                 x, y = _collated(Subset(dataset, indices) if indices is not None else dataset, collate, what)
             except TypeError as e:
-                if isinstance(data, (tuple, list)) and len(data) == 2 and all(
-                        isinstance(t, (list, tuple)) and len(t) == 2 for t in data):  # lists of two: two samples
+                if isinstance(data, (tuple, list)) and len(data) == 2 and all(  # lists of two alike: two samples
+                        isinstance(t, (list, tuple)) and len(t) == 2 and one_kind(t) for t in data):
                     raise TypeError(f"{e} (a pair of two-item lists is read as a dataset of two samples; pass "
                                     "(inputs, targets) as tensors)") from None
                 raise

@@ -18,11 +18,14 @@ if args.in_child:
     ready, written = os.pipe()
     pid = os.fork()
     if pid == 0:
+        os.close(ready)
         block = bytearray(b"\x01") * size  # written, so resident
         os.write(written, b"1")
-        time.sleep(30)  # held until the parent ends it, or the group is killed over its limit
+        time.sleep(args.hold_s + 30)  # held until the parent ends it, or the group is killed over its limit
         os._exit(0)
-    os.read(ready, 1)  # the steps start once the worker holds its memory, however slow the machine
+    os.close(written)
+    if not os.read(ready, 1):  # the steps start once the worker holds its memory, however slow the machine
+        sys.exit("alloc.py: the worker ended before it held its memory")
 else:
     block = bytearray(b"\x01") * size
 for step in range(args.steps):

@@ -236,7 +236,8 @@ TEST(RunCommand, MemoryOfTheWholeProcessGroupCounts) {
   // a machine with 12 busy processes saw it, 10 times in 15.
   const CommandResult r =
       run_command(options("alloc.py", {"--batch-size={batch}", "--steps={steps}", "--in-child", "--hold-s=10"}, 150)
-                      .memory_limit_bytes(100LL << 20));
+                      .memory_limit_bytes(100LL << 20)
+                      .timeout_s(60));  // a worker that failed to hold its memory ends the script; this, anything else
   EXPECT_TRUE(r.killed_over_memory_limit) << r.output_tail;
   EXPECT_EQ(classify(r).outcome, Outcome::Oom);
 }

@@ -1064,6 +1064,8 @@ def test_options():
         (lambda: batchwise.fit(model, optimizer, (list(torch.randn(2, 64, 48)), torch.zeros(64, dtype=torch.long))),
          TypeError, "data: the inputs are a list of 2 tensors beside 64 samples, where batchwise feeds the model one "
          "input tensor; stack them"),  # two inputs, not two samples
+        (lambda: batchwise.fit(model, optimizer, (torch.randn(64, 48), list(torch.zeros(63, dtype=torch.long)))),
+         ValueError, "data: 64 inputs and 63 targets"),  # too few targets, not several of them
         (lambda: batchwise.fit(model, optimizer, [(torch.zeros(48), 1, 0.5), (torch.zeros(48), 0, 0.5)]), TypeError,
          "each sample of the list must be an (input, target) pair, not a tuple"),  # samples of three, not two lists
         (lambda: batchwise.fit(model, optimizer, ([torch.zeros(48), torch.zeros(47), torch.zeros(48)], [0, 1, 2])),
@@ -1151,7 +1153,10 @@ def test_options():
     case("labels as a Python list train", report.fit.batch == 64 and report.workload.num_classes == int(y.max()) + 1,
          (report.fit.batch, report.workload.dataset))
     # Both as lists (x.tolist(), y.tolist()), and the inputs as a list of tensors (list(x)): the same data
-    for name, pair in [("inputs and labels as lists", (x.tolist(), y.tolist())), ("a list of input tensors", (list(x), y))]:
+    import numpy
+    for name, pair in [("inputs and labels as lists", (x.tolist(), y.tolist())), ("a list of input tensors", (list(x), y)),
+                       ("labels as NumPy and Python numbers", (x.tolist(), [numpy.int64(v) for v in y[:8].tolist()] +
+                                                               y[8:].tolist()))]:
         report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), pair, max=64, progress=False)
         case(f"{name} train", report.fit.batch == 64 and report.workload.dataset == f"tensors {list(x.shape)}",
              (report.fit.batch, report.workload.dataset))
