@@ -178,6 +178,11 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("report a.json --html x.html", 2, "batchwise report: --html: no such option of report");
   // the same after a positional of two values: the option named, not "takes at most 2 values, got 3"
   expect_clean_error("compare a.json b.json --html x.html", 2, "batchwise compare: --html: no such option of compare");
+  // before a --cmd command's "--", which CLI11 lists first: the option named, not "--" (and no "did you mean --lr")
+  expect_clean_error("fit --cmd --max 64 -v -- python3 train.py --batch-size {batch}", 2,
+                     "batchwise fit: -v: no such option of fit; see batchwise fit --help");
+  expect_clean_error("sweep --cmd --batch-sizes 8 --maxx 3 extra -- true", 2,
+                     "batchwise sweep: --maxx: no such option of sweep");  // had named "true", the command
   // Contradictions refused, not settled silently; folders and files told apart; messages with a fix
   expect_clean_error("sweep --model mlp --dataset synthetic --range 8-16*2 --batch-sizes 32", 2,
                      "--batch-sizes and --range exclude each other; give one of them");
@@ -1314,14 +1319,17 @@ TEST(Cli, CtrlCDuringTuneValidateKeepsTheRunsAndTheAnswerUnvalidated) {
 }
 
 // Past the note after the validation's last run, a Ctrl-C ends tune at once again, as in its other
-// phases (here in the precision comparison after it): no report, no stop line.
+// phases (here in the precision comparison after it): no report, no stop line. Each sample waits
+// 4 ms for its input, so the comparison's trial (12 steps and more of 16 samples) lasts over
+// 0.7 s on any machine: with nothing but computing after the note, it had ended about 0.25 s after
+// it here, and a machine twice as fast would end before the signal came.
 TEST(Cli, CtrlCAfterTuneValidateEndsTuneAtOnce) {
   const fs::path json = scratch() / "tune-after.json";
   fs::remove(json);
   const Outcome r = signalled_when(
-      "tune --model mlp --dataset synthetic --synthetic-size 2048 --lr 0.05 --min 16 --max 32 --fit-steps 1 "
-      "--steps 2 --repetitions 1 --no-noise --no-race --validate --epochs 1 --lr-schedule cosine --rule-lr "
-      "--compare-precision --threads 1 -v --no-history --json " +
+      "tune --model mlp --dataset synthetic --synthetic-size 256 --io-latency-us 4000 --lr 0.05 --min 16 --max 32 "
+      "--fit-steps 1 --steps 12 --repetitions 1 --no-noise --no-race --validate --epochs 1 --lr-schedule cosine "
+      "--rule-lr --compare-precision --threads 1 -v --no-history --json " +
           json.string(),
       "of its runs ended", SIGINT);
   ASSERT_EQ(r.code, 130) << r.err;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -194,21 +195,40 @@ TEST(History, KeysOfAReportAreStable) {
 TEST(History, AWriterKilledMidWriteLeavesEveryEarlierRunIntact) {
   const fs::path db = scratch_db();
   { History(db.string()).add("fit", report(1)); }
+  int stored[2];
+  ASSERT_EQ(pipe(stored), 0);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
-  if (child == 0) {  // writes large runs until killed
-    History h(db.string());
-    for (int64_t i = 2;; ++i) h.add("fit", report(i, 1 << 20));
+  if (child == 0) {  // writes large runs until killed, a byte down the pipe after each
+    close(stored[0]);
+    try {
+      History h(db.string());
+      for (int64_t i = 2;; ++i) {
+        h.add("fit", report(i, 1 << 20));
+        if (write(stored[1], "s", 1) != 1) _exit(1);
+      }
+    } catch (...) {
+      _exit(1);
+    }
   }
-  ::usleep(400000);
+  close(stored[1]);
+  // Killed once it has stored two runs, so in the middle of its third (a wait of fixed length had
+  // let a slow machine kill it before its first was stored)
+  char byte = 0;
+  for (int n = 0; n < 2;) {
+    const ssize_t got = ::read(stored[0], &byte, 1);
+    if (got == 1) ++n;
+    if (got == 0 || (got < 0 && errno != EINTR)) break;  // the writer died: the assert below says so
+  }
   kill(child, SIGKILL);
+  close(stored[0]);
   int status = 0;
   waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the writer failed before it was killed";
 
   History h(db.string());
   const auto runs = h.list(100000);
-  ASSERT_GE(runs.size(), 2u) << "the writer stored nothing before it was killed";
+  ASSERT_GE(runs.size(), 3u) << "a run the writer had stored before it was killed is gone";
   // Every stored run is whole (its report parses) and the ids run without gaps from 1: the run
   // being written when the kill came is either all there or not there at all.
   for (size_t i = 0; i < runs.size(); ++i) {

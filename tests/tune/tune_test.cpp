@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -243,6 +244,8 @@ TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
   // "The suite on busy cores"), and the races' steps are planned from the injected rate.
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
+  const std::shared_ptr<void> put_back(nullptr,
+                                       [threads](void*) { at::set_num_threads(threads); });  // past an ASSERT too
   auto w = small();
   InjectedRates runner(*w);
   const auto batches = [](const auto& entries) {
@@ -299,7 +302,6 @@ TEST(Tune, BothCandidatesOfAnInjectedSweepRace) {
   EXPECT_TRUE(std::any_of(plain.context.warnings.begin(), plain.context.warnings.end(), [](const std::string& w) {
     return w.find("--epochs was not used to choose the batch") == 0;
   }));
-  at::set_num_threads(threads);
 }
 
 // The run plan's "within 5 %" rows: the good batches the race that answered could not order against
@@ -361,7 +363,9 @@ TEST(Tune, ABatchLargerThanTheTrainingSetIsNotRaced) {
 
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
-  auto w = small();  // 1,024 samples
+  const std::shared_ptr<void> put_back(nullptr,
+                                       [threads](void*) { at::set_num_threads(threads); });  // past an ASSERT too
+  auto w = small();                                                                          // 1,024 samples
   InjectedRates runner(*w);
   const auto options = [] {
     return raced_tune()
@@ -387,7 +391,6 @@ TEST(Tune, ABatchLargerThanTheTrainingSetIsNotRaced) {
     ASSERT_TRUE(r.recommendation.has_value());
     EXPECT_LE(r.recommendation->batch, 1024);
   }
-  at::set_num_threads(threads);
 }
 
 // An answer no race trained (the knee, here with no race) keeps to the batches a run can train: one

@@ -615,20 +615,30 @@ std::string usage_error_text(const std::string& what, const CLI::App* sub) {
                        : fmt::format("{}: takes at most {} values, got {}", m[1].str(), m[2].str(), m[3].str());
   if (std::regex_match(what, m, at_least))
     return fmt::format("{}: needs {} values, got {}", m[1].str(), m[2].str(), m[3].str());
-  // Several ("x.html --html"): the first that is an option names what went wrong (its value came loose)
+  // Several ("x.html --html"): the first that is an option names what went wrong (its value came loose).
+  // Not the "--" before a --cmd command, which CLI11 lists first ("-- -v" for `fit --cmd -v -- ...`,
+  // where fit has no -v): in the order given, the first option it left over
   static const std::regex several(R"(^The following arguments were not expected: (.+)$)");
+  const auto is_option = [](const std::string& word) { return word.rfind('-', 0) == 0 && word != "--"; };
   std::string first_option = loose_option;
+  if (first_option.empty() && sub && (std::regex_match(what, m, several) || std::regex_match(what, m, unexpected)))
+    for (const std::string& word : sub->remaining())
+      if (is_option(word)) {
+        first_option = word;
+        break;
+      }
   if (first_option.empty() && std::regex_match(what, m, several) && sub) {
     std::istringstream words(m[1].str());
     for (std::string word; words >> word;)
-      if (word.rfind('-', 0) == 0) {
+      if (is_option(word)) {
         first_option = word;
         break;
       }
     if (first_option.empty())
       return fmt::format("unexpected arguments {}: {} takes no more", m[1].str(), sub->get_name());
   }
-  if (std::regex_match(what, m, unexpected) && sub && m[1].str().rfind('-', 0) != 0)  // a word, not an option
+  if (first_option.empty() && std::regex_match(what, m, unexpected) && sub &&
+      m[1].str().rfind('-', 0) != 0)  // a word, not an option
     return fmt::format("unexpected argument {}: {} takes no more", m[1].str(), sub->get_name());
   if (!first_option.empty() || (std::regex_match(what, m, unexpected) && sub)) {
     const std::string given = first_option.empty() ? m[1].str() : first_option, name = given.substr(0, given.find('='));
