@@ -432,14 +432,15 @@ def _data(data, what, dtype=None):
         # and its collation failed)
         def listed(t, kind, beside):
             if (t and len(t) != len(beside) and  # several inputs, each of the other side's samples
-                    all(isinstance(e, torch.Tensor) and e.dim() > 0 and len(e) == len(beside) for e in t)):
-                raise TypeError(f"{what}: the {kind} are a {type(t).__name__} of {len(t)} tensors beside {len(beside)} "
-                                f"samples, where batchwise feeds the model one {kind[:-1]} tensor; stack them into one "
-                                "tensor (and split it in the model's forward), or tune your own training script with "
-                                "batchwise --cmd (docs/cmd.md)")
+                    all(array(e) and len(e.shape) > 0 and e.shape[0] == len(beside) for e in t)):
+                arrays = "tensors" if all(isinstance(e, torch.Tensor) for e in t) else "arrays"
+                raise TypeError(f"{what}: the {kind} are a {type(t).__name__} of {len(t)} {arrays} beside "
+                                f"{len(beside)} samples, where batchwise feeds the model one {kind[:-1]} tensor; stack "
+                                "them into one tensor (and split it in the model's forward), or tune your own training "
+                                "script with batchwise --cmd (docs/cmd.md)")
             try:
-                if t and all(isinstance(e, torch.Tensor) for e in t):
-                    return torch.stack(list(t))
+                if t and all(array(e) for e in t):  # NumPy's too (torch.as_tensor warns that a list of them is slow)
+                    return torch.stack([e if isinstance(e, torch.Tensor) else _from_numpy(e) for e in t])
                 return torch.as_tensor(t)
             except (TypeError, ValueError, RuntimeError) as e:
                 raise TypeError(f"{what}: the {kind} are a {type(t).__name__} that is no tensor ({e}); pass a tensor, "

@@ -1064,6 +1064,8 @@ def test_options():
         (lambda: batchwise.fit(model, optimizer, (list(torch.randn(2, 64, 48)), torch.zeros(64, dtype=torch.long))),
          TypeError, "data: the inputs are a list of 2 tensors beside 64 samples, where batchwise feeds the model one "
          "input tensor; stack them"),  # two inputs, not two samples
+        (lambda: batchwise.fit(model, optimizer, (list(torch.randn(2, 64, 48).numpy()), torch.zeros(64).long())),
+         TypeError, "data: the inputs are a list of 2 arrays beside 64 samples"),  # NumPy's: "2 inputs and 64 targets"
         (lambda: batchwise.fit(model, optimizer, (torch.randn(64, 48), list(torch.zeros(63, dtype=torch.long)))),
          ValueError, "data: 64 inputs and 63 targets"),  # too few targets, not several of them
         (lambda: batchwise.fit(model, optimizer, [(torch.zeros(48), 1, 0.5), (torch.zeros(48), 0, 0.5)]), TypeError,
