@@ -18,7 +18,8 @@
 namespace batchwise {
 
 std::optional<double> ComparedPoint::speed_ratio() const {
-  if (!samples_per_s_a || !samples_per_s_b || *samples_per_s_a <= 0) return std::nullopt;
+  // Neither side at 0 (a hand-edited report): one had made the geometric mean 0x, and the other order 1x
+  if (!samples_per_s_a || !samples_per_s_b || *samples_per_s_a <= 0 || *samples_per_s_b <= 0) return std::nullopt;
   return *samples_per_s_b / *samples_per_s_a;
 }
 
@@ -29,7 +30,7 @@ bool ComparedPoint::within_noise() const {
 }
 
 std::optional<double> ComparedRun::speed_ratio() const {
-  if (!train_s_a || !train_s_b || *train_s_b <= 0) return std::nullopt;
+  if (!train_s_a || !train_s_b || *train_s_a <= 0 || *train_s_b <= 0) return std::nullopt;
   return *train_s_a / *train_s_b;
 }
 
@@ -55,13 +56,17 @@ std::string unless_commands(const Report& r, const std::string& text) {
 }
 
 const ComparedText kCompared[] = {
+    {"batchwise", [](const Report& r) { return r.context.batchwise_version; }},
     {"build commit", [](const Report& r) { return r.context.build_commit; }},
+    {"build type", [](const Report& r) { return r.context.build_type; }},  // a Debug build's steps are slower
     {"torch", [](const Report& r) { return r.context.torch_version; }},
     {"device", [](const Report& r) { return r.context.device_name; }},
     {"device type", [](const Report& r) { return r.context.device_type; }},
+    {"device memory", [](const Report& r) { return format_bytes(r.context.device_total_bytes); }},
     {"host", [](const Report& r) { return r.context.host; }},
     {"os", [](const Report& r) { return r.context.os; }},
     {"threads", [](const Report& r) { return json_text(r.context.threads); }},
+    {"cores", [](const Report& r) { return json_text(r.context.cores); }},
     {"blas", [](const Report& r) { return r.context.blas; }},
     {"model", [](const Report& r) { return r.workload.model; }},
     {"dataset", [](const Report& r) { return r.workload.dataset; }},
@@ -210,6 +215,10 @@ std::vector<std::string> comparison_warnings(const Comparison& c) {
   else if (!c.points.empty() && (!side_has(true) || !side_has(false)))
     warnings.push_back(
         fmt::format("{} has no sweep: its column is empty, and no batch has a ratio", side_has(true) ? "B" : "A"));
+  else if (!c.points.empty() && both == 0)  // the geometric mean's line had gone without a word
+    warnings.push_back(
+        "no batch size ran in both sweeps (or none ran ok in both): no batch has a ratio, and there is no "
+        "geometric mean; sweep the same --batch-sizes to compare their speed");
   const bool timed = std::any_of(c.runs.begin(), c.runs.end(), [](const ComparedRun& r) { return r.speed_ratio(); });
   if (timed && !runs_differ.empty())
     warnings.push_back(fmt::format(

@@ -355,11 +355,18 @@ std::string fit_section(const Report& r) {
   const std::string summary = fit.outcome == FitOutcome::Fits         ? fmt::format("batch {} fits", text(fit.batch))
                               : fit.outcome == FitOutcome::DoesNotFit ? "no batch fits"
                                                                       : "the fit failed";
-  std::string out = fmt::format(
-      "<section id=\"fit-trials\">\n<h2>Fit</h2>\n<p class=\"caption\">{} ({} mode, {} trial{}, in the order they "
-      "ran).</p>\n<table>\n<tr><th>#</th><th>batch</th><th>outcome</th><th>peak memory</th><th>predicted</th>"
-      "<th>of budget</th><th>target</th><th>note</th></tr>\n",
-      esc(summary), esc(to_string(fit.mode)), fit.trials.size(), fit.trials.size() == 1 ? "" : "s");
+  // The fit's own word where it has one: a fit reused from the history (tune --reuse) ran no trials, and the page
+  // had shown an empty table under "0 trials" without saying why
+  std::string said = fit.message;
+  if (!said.empty() && said.back() == '.') said.pop_back();
+  std::string out =
+      fmt::format("<section id=\"fit-trials\">\n<h2>Fit</h2>\n<p class=\"caption\">{} ({} mode, {} trial{}{}){}.</p>\n",
+                  esc(summary), esc(to_string(fit.mode)), fit.trials.size(), fit.trials.size() == 1 ? "" : "s",
+                  fit.trials.empty() ? "" : ", in the order they ran", said.empty() ? "" : ": " + esc(said));
+  if (fit.trials.empty()) return out + "</section>\n";
+  out +=
+      "<table>\n<tr><th>#</th><th>batch</th><th>outcome</th><th>peak memory</th><th>predicted</th>"
+      "<th>of budget</th><th>target</th><th>note</th></tr>\n";
   int i = 0;
   for (const Trial& t : fit.trials) {
     out += fmt::format(

@@ -1822,6 +1822,16 @@ TEST(Cli, ReportErrorsNameTheInput) {
   expect_clean_error("report " + golden + " -o /nonexistent/dir/r.html", 2,
                      "-o /nonexistent/dir/r.html: cannot write there");
   expect_clean_error("report " + golden + " -o ''", 2, "-o '': an empty path");  // it wrote report.html beside it
+  // a stream has no name to write the page beside: "/dev/stdin.html" had been written (as root), and a pipe's
+  // "-o /dev/fd/63.html" blamed for what -o never said
+  expect_clean_error("report /dev/stdin", 2,
+                     "/dev/stdin: not a file (a pipe or a device), so it has no name to write the page beside; give -o "
+                     "FILE (or -o /dev/stdout)");
+  const fs::path fifo = scratch() / "report.pipe";
+  fs::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  expect_clean_error("report " + fifo.string(), 2, fifo.string() + ": not a file (a pipe or a device)");
+  fs::remove(fifo);
   expect_clean_error("fit --model mlp --dataset synthetic --max 8 --html /nonexistent/dir/r.html", 2,
                      "--html /nonexistent/dir/r.html: cannot write there");
   expect_clean_error("report " + scratch().string(), 3, ": is a folder; give the path of a report written with --json");
@@ -1895,6 +1905,23 @@ TEST(Cli, AnOutputNeverOverwritesAnInputOrAnotherOutput) {
   const fs::path out = scratch() / "apart.out";
   expect_clean_error(fit + "--json " + out.string() + " --html " + out.string(), 2,
                      "--html " + out.string() + ": --json writes that file too");
+  // the default history, which a --json over it had replaced with one report (exit 0, every stored run lost)
+  const fs::path xdg = scratch() / "xdg" / "batchwise";
+  fs::create_directories(xdg);
+  std::ofstream(xdg / "history.sqlite") << "";
+  expect_clean_error(fit.substr(0, fit.find("--no-history")) + "--json " + (xdg / "history.sqlite").string(), 2,
+                     "the run history " + (xdg / "history.sqlite").string() + ": --json writes that file too");
+  EXPECT_EQ(fs::file_size(xdg / "history.sqlite"), 0u);
+  // one pipe named twice (`--json /dev/stdout --html /dev/stdout | jq` had mixed the JSON and the page on it),
+  // and a device twice is no clash
+  const fs::path fifo = scratch() / "apart.pipe";
+  fs::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  expect_clean_error(fit + "--json " + fifo.string() + " --html " + fifo.string(), 2,
+                     "--html " + fifo.string() + ": --json writes that file too");
+  fs::remove(fifo);
+  const Outcome devices = batchwise(fit + "-q --json /dev/null --html /dev/null");
+  EXPECT_EQ(devices.code, 0) << devices.err;
   const std::string golden = std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json";
   expect_clean_error("compare " + golden + " " + golden + " --json " + golden, 2, "that is the first report");
   // batchwise history reads: a history named that is not there is a mistyped path, and is not made

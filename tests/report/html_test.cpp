@@ -351,6 +351,25 @@ TEST(Html, AFitAtTheMaxSearchedIsNotCalledTheLargestThatFits) {
   EXPECT_NE(html.find("batches up to 192 fit (the --max searched)"), std::string::npos);
 }
 
+// A fit reused from the history (tune --reuse) ran no trials: the page says where it came from, as the console
+// does, and draws no empty table (it had shown "0 trials, in the order they ran" above one, and never "reused").
+TEST(Html, AReusedFitSaysSoAndDrawsNoEmptyTable) {
+  if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
+  Report r = fixed_report();
+  r.fit->trials.clear();
+  r.fit->message = "reused from run 1 of 2026-12-07T13:00:00Z in /h/history.sqlite (--reuse): no fit trials ran";
+  const std::string html = to_html(to_json(r));
+  const size_t at = html.find("<section id=\"fit-trials\">");
+  ASSERT_NE(at, std::string::npos);
+  const std::string section = html.substr(at, html.find("</section>", at) - at);
+  EXPECT_NE(section.find(std::string("batch 192 fits (") + to_string(r.fit->mode) +
+                         " mode, 0 trials): reused from run 1 of 2026-12-07T13:00:00Z in /h/history.sqlite (--reuse): "
+                         "no fit trials ran.</p>"),
+            std::string::npos)
+      << section;
+  EXPECT_EQ(section.find("<table>"), std::string::npos) << section;
+}
+
 TEST(Html, NotAReportIsADataErrorNamingIt) {
   if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
   EXPECT_THROW(

@@ -784,6 +784,16 @@ TEST(Report, CompareSaysWhatAReportLacks) {
   EXPECT_NE(to_table(half).find("fit            A none fits  |  B 192"), std::string::npos) << to_table(half);
   EXPECT_NE(to_table(half).find("warning: A has no sweep: its column is empty"), std::string::npos) << to_table(half);
   EXPECT_TRUE(nlohmann::json::parse(to_json(half)).at("points").at(0).at("outcome").at("a").is_null());
+  // two sweeps with no batch size in common: no ratio, said (the geometric mean's line had gone without a word)
+  Report other = fixed_report();
+  other.validation.reset();
+  for (Trial& p : other.sweep->points) p.batch *= 1024;
+  std::ofstream(dir / "other.json") << to_json(other);
+  const std::string apart = to_table(compare_reports((dir / "plain.json").string(), (dir / "other.json").string()));
+  EXPECT_NE(apart.find("warning: no batch size ran in both sweeps (or none ran ok in both): no batch has a ratio"),
+            std::string::npos)
+      << apart;
+  EXPECT_EQ(apart.find("geometric mean over"), std::string::npos) << apart;
   unfit.fit->outcome = FitOutcome::Error;  // a fit whose every trial failed: no batch trained, none found not to fit
   std::ofstream(dir / "failed.json") << to_json(unfit);
   const std::string failed = to_table(compare_reports((dir / "failed.json").string(), (dir / "plain.json").string()));
@@ -896,6 +906,28 @@ TEST(Report, CompareNamesTheRunEachAnsweredFor) {
   EXPECT_EQ(to_table(older).find("train different workloads"), std::string::npos) << to_table(older);
   EXPECT_TRUE(std::any_of(older.differences.begin(), older.differences.end(),
                           [](const ComparedField& d) { return d.name == "parameter dtype"; }));
+  // Another batchwise, a Debug build, another machine's cores and memory: listed (compare had said "same context and
+  // workload" of a Debug build beside a Release one, where every speed ratio misleads)
+  Report debug = fixed_report();
+  debug.context.batchwise_version = "0.2.0";
+  debug.context.build_type = "Debug";
+  debug.context.cores = 64;
+  debug.context.device_total_bytes = 2 * fixed_report().context.device_total_bytes + 1;
+  std::ofstream(dir / "debug.json") << to_json(debug);
+  const Comparison builds = compare_reports((dir / "ce.json").string(), (dir / "debug.json").string());
+  for (const char* field : {"batchwise", "build type", "cores", "device memory"})
+    EXPECT_TRUE(std::any_of(builds.differences.begin(), builds.differences.end(),
+                            [&](const ComparedField& d) { return d.name == field; }))
+        << field << "\n"
+        << to_table(builds);
+  // A throughput of 0 on either side (a hand-edited report) gives no ratio, whichever side it is on: B's had made
+  // the geometric mean 0x
+  ComparedPoint zero;
+  zero.samples_per_s_a = 100;
+  zero.samples_per_s_b = 0;
+  EXPECT_FALSE(zero.speed_ratio().has_value());
+  std::swap(zero.samples_per_s_a, zero.samples_per_s_b);
+  EXPECT_FALSE(zero.speed_ratio().has_value());
   const size_t oom_row = losses.find("\n     256  ");
   ASSERT_NE(oom_row, std::string::npos) << losses;
   const std::string row = losses.substr(oom_row + 1, losses.find('\n', oom_row + 1) - oom_row - 1);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/stat.h>
 #include <torch/utils.h>
 
 #include <algorithm>
@@ -335,7 +336,11 @@ void WorkloadFlags::check(const std::string& name) const {
     for (const std::string& arg : command)
       if (std::error_code e; !arg.empty() && std::filesystem::is_regular_file(arg, e))
         inputs.emplace_back("a file of your --cmd command,", arg);
-  check_apart({{"--json", json}, {"--html", html}, {"--trace", trace}, {"--history", no_history ? "" : history}},
+  // The history by its path, the default's too: a --json over it had replaced every stored run with one report
+  check_apart({{"--json", json},
+               {"--html", html},
+               {"--trace", trace},
+               {history.empty() ? "the run history" : "--history", no_history ? "" : history_path(history)}},
               inputs);
   if (use_cmd && app && app->count("--threads") > 0)  // the child had run at its own count, the report said N
     throw ConfigError(
@@ -660,7 +665,13 @@ namespace {
 bool same_file(const std::string& a, const std::string& b) {
   namespace fs = std::filesystem;
   std::error_code error;
-  if (fs::exists(a, error) && fs::exists(b, error)) return fs::equivalent(a, b, error);
+  // By the file itself, not std::filesystem::equivalent, which answers nothing for a pipe or a socket:
+  // `--json /dev/stdout --html /dev/stdout | jq` had mixed both on the pipe. A device (a terminal,
+  // /dev/null) takes any number of outputs.
+  struct stat sa = {};
+  struct stat sb = {};
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && !S_ISCHR(sa.st_mode) && !S_ISBLK(sa.st_mode);
   // absolute first: weakly_canonical leaves "r.json" relative where nothing of it exists yet, and
   // makes "./r.json" absolute
   const fs::path x = fs::weakly_canonical(fs::absolute(a, error), error),

@@ -25,7 +25,15 @@ class ReportPage : public Command {
   int run() override {
     if (html_.empty() && output_->count() > 0)  // -o '' had written the default file
       throw ConfigError("-o '': an empty path; give a file's path, or leave -o out for the report's name with .html");
-    const std::string out = html_.empty() ? std::filesystem::path(report_).replace_extension(".html").string() : html_;
+    namespace fs = std::filesystem;
+    std::error_code error;
+    if (html_.empty() && fs::exists(report_, error) && !fs::is_regular_file(report_, error) &&
+        !fs::is_directory(report_, error))  // a pipe, /dev/stdin (a folder is named as one below, exit 3)
+      throw ConfigError(fmt::format(
+          "{}: not a file (a pipe or a device), so it has no name to write the page beside; give -o FILE (or -o "
+          "/dev/stdout)",
+          report_));  // "/dev/stdin.html" had been written, and "-o /dev/fd/63.html" blamed for what -o never said
+    const std::string out = html_.empty() ? fs::path(report_).replace_extension(".html").string() : html_;
     check_apart({{"-o", out}}, {{"the JSON report", report_}});
     write_file(out, html_from_file(report_), "-o");
     if (!names_stdout(out)) show(out + "\n");  // the page alone on stdout
