@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "batchwise/report.h"
 #include "check.h"
@@ -76,11 +77,26 @@ std::string fix_for(int code, bool storing = true) {
   }
 }
 
+// Whether the file at `path` is another kind of file than SQLite's (a JSON report given as --history),
+// by SQLite's own header: not a damaged history, and not to be moved away.
+bool another_kind_of_file(const char* path) {
+  static const char kHeader[] = "SQLite format 3";  // and its NUL: 16 bytes
+  std::string head(sizeof kHeader, '\0');
+  std::ifstream in(path, std::ios::binary);
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return !head.empty() && head.compare(0, std::string::npos, kHeader, head.size()) != 0;
+}
+
 // SQLite's last error on `db`, with the file it is about and what to do.
 std::string sqlite_error(sqlite3* db) {
   const char* file = sqlite3_db_filename(db, "main");
+  const int code = sqlite3_extended_errcode(db);
+  const bool other = (code & 0xff) == SQLITE_NOTADB && file && *file && another_kind_of_file(file);
   return fmt::format("history{}{}: {}{}", file && *file ? " " : "", file ? file : "", sqlite3_errmsg(db),
-                     fix_for(sqlite3_extended_errcode(db), /*storing=*/sqlite3_db_readonly(db, "main") != 1));
+                     other ? "; it is no SQLite database at all (another kind of file), so no history batchwise "
+                             "wrote"
+                           : fix_for(code, /*storing=*/sqlite3_db_readonly(db, "main") != 1));
 }
 
 // A prepared statement that finalizes itself.
@@ -320,7 +336,11 @@ History::History(const std::string& path, bool read_only) : path_(path) {
                                       sqlite3_errstr(code), unwritable_parts(path), no_history));
       // A damaged default (the user gave no --history): the fix names both ways, as for one it cannot open
       BATCHWISE_CHECK(false, ConfigError, "{}: not a usable batchwise history ({}); give --history another path{}",
-                      named, e.what(), read_only ? "" : no_history + " (or move the file away to start anew)");
+                      named, e.what(),
+                      // a file the user named is kept (a report given as --history); the default's is in the way
+                      read_only || (path != default_history_path() && another_kind_of_file(path.c_str()))
+                          ? no_history
+                          : no_history + " (or move the file away to start anew)");
     }
   }
 }

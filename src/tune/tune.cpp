@@ -149,9 +149,10 @@ void sweep_phase(TrialRunner& runner, const TuneOptions& o, SweepOptions s, int6
   const bool below =
       o.sweep().batch_sizes().empty() && dataset >= s.batch_sizes().front() && dataset < *report.fit->batch;
   stage(o, Phase::Sweep,
-        fmt::format("sweep: samples/s at {} batches from {} to {}{}, {} repetitions interleaved{}{}",
-                    s.batch_sizes().size(), s.batch_sizes().front(), s.batch_sizes().back(),
-                    below ? fmt::format(" (none above the {} training samples)", dataset) : "", s.repetitions(),
+        fmt::format("sweep: samples/s at {} batch{} from {} to {}{}, {} repetition{} interleaved{}{}",
+                    s.batch_sizes().size(), s.batch_sizes().size() == 1 ? "" : "es", s.batch_sizes().front(),
+                    s.batch_sizes().back(), below ? fmt::format(" (none above the {} training samples)", dataset) : "",
+                    s.repetitions(), s.repetitions() == 1 ? "" : "s",
                     s.stop_after_flat() > 0 ? ", stopping where it flattens" : "",
                     expected_s > 0 ? fmt::format(" (about {})", duration_text(expected_s)) : ""),
         expected_s);

@@ -1974,6 +1974,15 @@ TEST(Cli, RunsAreStoredAndTuneReusesAMatchingFit) {
   std::ofstream(scratch() / "garbage.sqlite") << "not a database at all, just words";
   expect_clean_error("history --history " + (scratch() / "garbage.sqlite").string(), 2,
                      "not a usable batchwise history");
+  // a report given as the history is another kind of file, not a damaged history (it had been "damaged: move it away
+  // to start anew")
+  const Outcome report = batchwise("history --history " + std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json");
+  EXPECT_EQ(report.code, 2) << report.err;
+  EXPECT_NE(report.err.find("it is no SQLite database at all (another kind of file), so no history batchwise wrote); "
+                            "give --history another path"),
+            std::string::npos)
+      << report.err;
+  EXPECT_EQ(report.err.find("damaged"), std::string::npos) << report.err;
 }
 
 // Before its fit, tune states what the last tune of the same kind here took, from the history: one
