@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <set>
 
@@ -110,11 +111,23 @@ StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string&
   // not end: the disk, not Kineto (it had been "this build of torch may lack Kineto", exit 1, the part left beside
   // the trace's path)
   std::error_code error;
-  std::ifstream in(file.temporary());
-  const nlohmann::json trace = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::ifstream in(file.temporary(), std::ios::binary);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   in.close();
+  const nlohmann::json trace = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Kineto names the trace after the file it wrote, this call's own name beside the path: the path's, as the viewer
+  // shows it (it had read "t.json.coCvum")
+  const std::string named = "\"traceName\": " + nlohmann::json(file.temporary()).dump();
+  bool renamed = true;
+  if (const size_t at = text.rfind(named); !trace.is_discarded() && at != std::string::npos) {
+    text.replace(at, named.size(), "\"traceName\": " + nlohmann::json(path).dump());
+    std::ofstream out(file.temporary(), std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    renamed = out.good();
+  }
   const bool cut_short = trace.is_discarded() && std::filesystem::file_size(file.temporary(), error) > 0 && !error;
-  BATCHWISE_CHECK(!cut_short && !std::filesystem::exists(kineto_part, error), ConfigError,
+  BATCHWISE_CHECK(renamed && !cut_short && !std::filesystem::exists(kineto_part, error), ConfigError,
                   "--trace {}: writing the trace failed (is the disk full?); free some space, or give a path on "
                   "another disk",
                   path);

@@ -2152,6 +2152,7 @@ TEST(Cli, TraceWritesAChromeTraceOfOneStep) {
   // Kineto's Chrome trace: an object whose traceEvents hold the operators, with their durations.
   const auto doc = nlohmann::json::parse(slurp(trace));
   ASSERT_TRUE(doc.is_object() && doc.contains("traceEvents"));
+  EXPECT_EQ(doc.value("traceName", ""), trace.string());  // the path's, not the name it was written under first
   const auto& events = doc.at("traceEvents");
   std::set<std::string> names;
   for (const auto& e : events) {
