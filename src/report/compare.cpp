@@ -279,6 +279,14 @@ Comparison compare_reports(const std::string& path_a, const std::string& path_b)
 
 namespace {
 
+// The width of the labels' column: 14, or the longest field that differs ("trainable parameters" had pushed its
+// row's A and B out of line with the others')
+size_t label_width(const Comparison& c) {
+  size_t width = 14;
+  for (const auto& d : c.differences) width = std::max(width, d.name.size());
+  return width;
+}
+
 // The validations' runs: each one's training time in A and in B, their ratio (above 1: B faster), its
 // final quality in each (accuracy where the runs have one, else the loss) and each side's verdict.
 template <class Line>
@@ -292,7 +300,7 @@ void runs_table(const Comparison& c, Line& line) {
   const auto seconds = [](const std::optional<double>& s) { return s ? format_seconds(*s) : std::string("-"); };
   const auto opt = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string("-"); };
   line("");
-  line(fmt::format("{:<14} A {}  |  B {}", "validated", opt(c.validated_a), opt(c.validated_b)));
+  line(fmt::format("{:<{}} A {}  |  B {}", "validated", label_width(c), opt(c.validated_a), opt(c.validated_b)));
   const std::string q = accuracy ? "accuracy" : "final loss";
   line(fmt::format("{:>17}  {:>9}  {:>9}  {:>7}  {:>10}  {:>10}  {:<12}  {}", "validation run", "A train", "B train",
                    "A/B", "A " + q, "B " + q, "A", "B"));
@@ -315,15 +323,16 @@ std::string to_table(const Comparison& c) {
   line(fmt::format("A: {}", c.name_a));
   line(fmt::format("B: {}", c.name_b));
   if (c.differences.empty()) line("same context and workload");
-  for (const auto& d : c.differences) line(fmt::format("{:<14} A {}  |  B {}", d.name, d.a, d.b));
+  const size_t width = label_width(c);
+  for (const auto& d : c.differences) line(fmt::format("{:<{}} A {}  |  B {}", d.name, width, d.a, d.b));
   auto fitted = [&](const std::optional<int64_t>& batch, const std::optional<std::string>& outcome) {
     if (batch) return fmt::format("{}", *batch);
     if (!outcome) return std::string("-");  // no fit in that report
     return std::string(*outcome == to_string(FitOutcome::DoesNotFit) ? "none fits" : "no batch trained");
   };
-  line(fmt::format("{:<14} A {}  |  B {}", "fit", fitted(c.fit_batch_a, c.fit_outcome_a),
+  line(fmt::format("{:<{}} A {}  |  B {}", "fit", width, fitted(c.fit_batch_a, c.fit_outcome_a),
                    fitted(c.fit_batch_b, c.fit_outcome_b)));
-  line(fmt::format("{:<14} A {}  |  B {}", "recommended", opt(c.recommended_a), opt(c.recommended_b)));
+  line(fmt::format("{:<{}} A {}  |  B {}", "recommended", width, opt(c.recommended_a), opt(c.recommended_b)));
   if (!c.points.empty()) {  // the sweeps' table; without one on either side, the warnings alone
     line("");
     line(fmt::format("{:>8}  {:>13}  {:>13}  {:>7}  {:>11}  {:>11}  {:>7}", "batch", "A samples/s", "B samples/s",

@@ -806,8 +806,12 @@ TEST(Report, CompareSaysWhatAReportLacks) {
   command.workload.parameter_count = 0;
   std::ofstream(dir / "command.json") << to_json(command);
   const std::string own = to_table(compare_reports((dir / "command.json").string(), (dir / "plain.json").string()));
-  for (const char* field : {"lr ", "input shape ", "samples "})
-    EXPECT_NE(own.find(fmt::format("{:<14} A (the command's)", field)), std::string::npos) << field << own;
+  for (const char* field : {"lr ", "input shape ", "samples "}) {  // in a column as wide as its longest label
+    const size_t at = own.find(std::string("\n") + field);
+    ASSERT_NE(at, std::string::npos) << field << own;
+    const size_t value = own.find_first_not_of(' ', at + 1 + std::string(field).size());
+    EXPECT_EQ(own.compare(value, 17, "A (the command's)"), 0) << field << own;
+  }
   const Comparison nothing = compare_reports((dir / "unfit.json").string(), (dir / "unfit.json").string());
   EXPECT_NE(to_table(nothing).find("warning: neither report has a sweep's points or a validation's runs"),
             std::string::npos)
@@ -891,6 +895,9 @@ TEST(Report, CompareNamesTheRunEachAnsweredFor) {
   const std::string trainable = to_table(compare_reports((dir / "ce.json").string(), (dir / "frozen.json").string()));
   EXPECT_NE(trainable.find("warning: A and B train different workloads (trainable parameters 61706 | 61000)"),
             std::string::npos)
+      << trainable;
+  // the labels' column as wide as its longest label, every row's A and B in line
+  EXPECT_NE(trainable.find("\ntrainable parameters A 61706  |  B 61000\nfit                  A "), std::string::npos)
       << trainable;
   Report narrow = fixed_report(), wider = fixed_report();  // the same model built in float64: another workload too
   narrow.workload.parameter_dtype = "float32";
