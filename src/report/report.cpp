@@ -29,8 +29,9 @@ int64_t bytes_of(double v) {
 
 std::string grouped(double v) { return format_grouped(v); }
 
+// As format_percent writes it, as the HTML does: a share under 0.05 % is "< 0.1 %", not "0.0 %" of the budget
 std::string percent_of(int64_t part, int64_t whole) {
-  return whole > 0 ? fmt::format("{:.1f} %", 100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "-";
+  return whole > 0 ? format_percent(100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "-";
 }
 
 // A trial's note: its message, after a flag when fp16 skipped some of its steps (their times and

@@ -48,6 +48,16 @@ TEST(Report, TableMatchesGolden) {
 
 // A noise report's short view answers the critical batch (it had ended "answer: none: no batch trained"), or
 // why it was not measured, or that its band has no upper end.
+// A share of the budget under 0.05 % reads "< 0.1 %" in the console's fit table as in the HTML (it had read "0.0 %")
+TEST(Report, ATinyShareOfTheBudgetIsNotZero) {
+  Report r = fixed_report();
+  r.budget_bytes = int64_t{1} << 40;
+  r.fit->budget_bytes = r.budget_bytes;
+  const std::string table = to_table(r);
+  EXPECT_NE(table.find("< 0.1 %"), std::string::npos) << table;
+  EXPECT_EQ(table.find(" 0.0 %"), std::string::npos) << table;
+}
+
 TEST(Report, ANoiseReportsSummaryAnswersTheCriticalBatch) {
   Report r;
   r.context = fixed_report().context;
