@@ -117,6 +117,9 @@ std::string verdict(const ValidationResult& v, const ValidationRun& r) {
   if (r.outcome == Outcome::Error) return "diverged";  // its training or held-out loss stopped being finite
   if (v.epochs <= 0) return r.reached ? "reached" : "not reached";
   if (!r.final_loss) return "not finished";
+  // neither best nor good, and not judged worse against a run that left it: two validations in which no run left
+  // the start had read "worse" for every run
+  if (r.message.rfind("did not leave the start", 0) == 0) return "at the start";
   if (r.schedule.empty() && v.best_batch == r.batch) return "best";
   return r.good ? "good" : "worse";
 }

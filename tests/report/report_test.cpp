@@ -712,6 +712,17 @@ TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
   ASSERT_EQ(diverged.runs.size(), 3u);
   EXPECT_EQ(diverged.runs[1].verdict_b, "diverged");
   EXPECT_EQ(diverged.runs[2].verdict_b, "failed");
+  // A run that did not leave the start is neither best, good nor worse (two validations in which none left it had read
+  // "worse" for every run)
+  ValidationResult plateau = a;
+  plateau.best_batch.reset();
+  plateau.fastest_batch.reset();
+  for (ValidationRun& r : plateau.runs) {
+    r.good = false;
+    r.message = "did not leave the start in 8 epochs: held-out loss 2.2990, not 2 % below the initial weights' 2.3045";
+  }
+  const Comparison stuck = compare_reports(written("a.json", a), written("p.json", plateau));
+  for (const ComparedRun& r : stuck.runs) EXPECT_EQ(r.verdict_b, "at the start") << r.batch;
   const std::string table = to_table(c);
   EXPECT_NE(table.find("validated      A 64  |  B -"), std::string::npos) << table;
   EXPECT_NE(table.find("2.00x      0.9000      0.9010  best          best"), std::string::npos) << table;
