@@ -206,9 +206,12 @@ struct Trial {
   int64_t peak_bytes = 0;
   int64_t peak_allocated_bytes = 0;  ///< CUDA: allocated (not reserved) peak; CPU: same as peak_bytes
   std::vector<double> step_times_s;  ///< raw, one per measured step, in the order they ran
-  double samples_per_s = 0;          ///< batch / median step time; 0 unless ok
-  double samples_per_s_min = 0;      ///< from the slowest step
-  double samples_per_s_max = 0;      ///< from the fastest step
+  /// Of each measured step in step_times_s, the time it waited for its batch: an in-process trial's (a sweep's point
+  /// pools its repetitions'), empty where they are not known (a command's trial, a report read back: not in the JSON).
+  std::vector<double> step_waits_s;
+  double samples_per_s = 0;      ///< batch / median step time; 0 unless ok
+  double samples_per_s_min = 0;  ///< from the slowest step
+  double samples_per_s_max = 0;  ///< from the fastest step
   /// samples_per_s is the trained program's own figure (a command's `samples_per_s=` line, or its
   /// step lines' `samples=` over the median step), not batch / median step time; a sweep then
   /// aggregates those figures (median over repetitions).
@@ -314,6 +317,11 @@ void summarize_steps(Trial& trial);
 /// A trial's spread as reports print it: the interquartile range of its step times over their
 /// median (0 without steps).
 double step_spread(const Trial& trial);
+
+/// Samples/s as a run that waits for its input pays for it: batch / (the median step less its wait + the mean wait).
+/// Workers that hand out batches in bursts leave most steps with a batch ready, so batch / the median step reads
+/// the step's own speed, not what the pipeline delivers. Where the waits are not known, samples_per_s.
+double fed_samples_per_s(const Trial& trial);
 
 /// What fit, sweep and tune run their trials on. WorkloadRunner runs them on a Workload in this
 /// process; CommandRunner (command_runner.h) runs a user's training command once per trial.

@@ -38,6 +38,13 @@ namespace {
 // none is not told to drop it).
 std::string every_core_fix(const DoctorReport& r) {
   const int n = r.cpu.physical_cores;
+  // MKL_NUM_THREADS sets MKL's count over OMP_NUM_THREADS, and LibTorch takes MKL's: with OMP_NUM_THREADS=2
+  // MKL_NUM_THREADS=1 the fix had been "set OMP_NUM_THREADS=2", which was set
+  if (!r.mkl_num_threads.empty() && r.mkl_num_threads == std::to_string(r.intra_op_threads))
+    return fmt::format(
+        "all {} cores: set MKL_NUM_THREADS={} (it is {}, and it wins over OMP_NUM_THREADS), or pass "
+        "--threads {}",
+        n, n, r.mkl_num_threads, n);
   if (!r.omp_num_threads.empty() && r.omp_num_threads == std::to_string(r.intra_op_threads))
     return fmt::format("all {} cores: set OMP_NUM_THREADS={} (it is {}), or pass --threads {}", n, n, r.omp_num_threads,
                        n);
@@ -160,7 +167,8 @@ DoctorReport run_doctor(const DoctorOptions& o) {
 
   // Threads against cores.
   const std::string threads_env =
-      r.omp_num_threads.empty() ? "OMP_NUM_THREADS unset" : "OMP_NUM_THREADS=" + r.omp_num_threads;
+      (r.omp_num_threads.empty() ? "OMP_NUM_THREADS unset" : "OMP_NUM_THREADS=" + r.omp_num_threads) +
+      (r.mkl_num_threads.empty() ? "" : ", MKL_NUM_THREADS=" + r.mkl_num_threads);
   if (r.intra_op_threads < r.cpu.physical_cores)
     add("threads", "warning",
         fmt::format("{} intra-op thread{} on {} cores ({}): matrix kernels use only part of the CPU",

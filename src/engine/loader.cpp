@@ -12,6 +12,14 @@
 #include "check.h"
 
 namespace batchwise {
+namespace {
+
+// The most warm-up steps a setting's trial takes to drain its workers' queue (workers x prefetch batches)
+constexpr int64_t kMostLoaderWarmup = 1024;
+// How long the pipeline alone is timed where the trials have no time-out
+constexpr double kPipelineTimingS = 10;
+
+}  // namespace
 
 LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, std::vector<int> workers,
                            std::vector<int> prefetch,
@@ -51,12 +59,18 @@ LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, 
   int index = 0;
   auto measure = [&](int w, int p) {
     workload.set_pipeline(w, p, augment, latency);
-    const Trial t = run_trial(workload, TrialOptions(trial).monitor(false));
+    // The warm-up takes the batches the workers had made before the first step (w x p), so the steps measured
+    // wait as a long run's do: 8 workers at 2 ms a sample had served a 7-step trial from their queue alone, and
+    // read "0 % waiting, the stall is gone" where they deliver under a third of what the step takes.
+    const int drained = static_cast<int>(std::min<int64_t>(int64_t{w} * p, kMostLoaderWarmup));
+    const Trial t = run_trial(workload, TrialOptions(trial).monitor(false).warmup(std::max(trial.warmup(), drained)));
     LoaderTrial l;
     l.workers = w;
     l.prefetch = p;
     l.outcome = t.outcome;
-    l.samples_per_s = t.samples_per_s;
+    // With its waits paid in full: workers deliver in bursts (eight batches at once, then a wait), and the median
+    // step is one that found its batch ready
+    l.samples_per_s = fed_samples_per_s(t);
     l.data_wait_share = t.data_wait_share;
     l.input_bound = t.input_bound;
     l.message = t.message;
@@ -68,11 +82,21 @@ LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, 
     // The pipeline alone: fetch batches without training (after a warm-up that fills its queue).
     workload.set_pipeline(own_workers, own_prefetch, augment, latency);
     const StateGuard saved(workload);  // the data order as it was, however the fetches end
-    const int fetches = std::max(64, 4 * own_workers * own_prefetch);
-    for (int i = 0; i < own_workers * own_prefetch; ++i) (void)workload.next_batch(batch);
+    // Within the trials' time-out (or 10 s): 64 fetches of a slow input had run on for minutes past it, silently
+    const double limit_s = trial.timeout_s() > 0 ? trial.timeout_s() : kPipelineTimingS;
+    const auto begun = std::chrono::steady_clock::now();
+    const auto since = [](auto from) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
+    };
+    for (int i = 0; i < own_workers * own_prefetch && since(begun) < limit_s; ++i) (void)workload.next_batch(batch);
+    const int most = std::max(64, 4 * own_workers * own_prefetch);
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < fetches; ++i) (void)workload.next_batch(batch);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    int fetches = 0;
+    while (fetches < most && (fetches < 4 || since(start) < limit_s)) {
+      (void)workload.next_batch(batch);
+      ++fetches;
+    }
+    const double s = since(start);
     search.pipeline_samples_per_s = s > 0 ? fetches * static_cast<double>(batch) / s : 0;
     if (search.before.outcome == Outcome::Ok && search.before.samples_per_s > 0) {
       const double step_s = static_cast<double>(batch) / search.before.samples_per_s;
@@ -123,11 +147,23 @@ void decide_loader(LoaderSearch& search) {
         b.workers, b.prefetch, search.batch, 100 * b.data_wait_share);
   } else {
     const LoaderTrial& a = *search.after;
-    search.advice = fmt::format(
-        "--workers {} --prefetch {}: {:.0f} samples/s with {:.0f} % of the step waiting for data, against {:.0f} "
-        "samples/s and {:.0f} % with {} workers (prefetch {}){}",
-        a.workers, a.prefetch, a.samples_per_s, 100 * a.data_wait_share, b.samples_per_s, 100 * b.data_wait_share,
-        b.workers, b.prefetch, b.input_bound ? ": the stall is gone" : "");
+    // No prefetch without workers; and a given setting that did not train is not quoted as a measurement (its 0
+    // samples/s and a failed trial's wait share had read as figures)
+    const std::string setting =
+        a.workers == 0 ? "--workers 0" : fmt::format("--workers {} --prefetch {}", a.workers, a.prefetch);
+    const std::string given =
+        b.workers == 0 ? "0 workers" : fmt::format("{} workers (prefetch {})", b.workers, b.prefetch);
+    search.advice =
+        b.outcome == Outcome::Ok
+            ? fmt::format(
+                  "{}: {:.0f} samples/s with {:.0f} % of the step waiting for data, against {:.0f} samples/s "
+                  "and {:.0f} % with {}{}",
+                  setting, a.samples_per_s, 100 * a.data_wait_share, b.samples_per_s, 100 * b.data_wait_share, given,
+                  b.input_bound ? ": the stall is gone" : "")
+            : fmt::format(
+                  "{}: {:.0f} samples/s with {:.0f} % of the step waiting for data; the given setting, {}, "
+                  "did not train ({})",
+                  setting, a.samples_per_s, 100 * a.data_wait_share, given, to_string(b.outcome));
   }
 }
 

@@ -86,6 +86,18 @@ void summarize_steps(Trial& t) {
 
 double step_spread(const Trial& t) { return t.step_time_s_median > 0 ? t.step_time_s_iqr / t.step_time_s_median : 0.0; }
 
+double fed_samples_per_s(const Trial& t) {
+  const auto& s = t.step_times_s;
+  const auto& w = t.step_waits_s;
+  if (t.outcome != Outcome::Ok || s.empty() || w.size() != s.size()) return t.samples_per_s;
+  std::vector<double> own(s.size());  // each step less its wait: one another process delayed is the median's to drop
+  double waited = 0;
+  for (size_t i = 0; i < s.size(); ++i) own[i] = std::max(0.0, s[i] - w[i]), waited += w[i];
+  const double step = median(own) + waited / static_cast<double>(w.size());
+  const double b = static_cast<double>(t.batch) * (t.distributed ? t.distributed->world_size : 1);
+  return step > 0 ? b / step : 0.0;
+}
+
 Trial run_trial(Workload& workload, const TrialOptions& o) {
   BATCHWISE_CHECK(o.batch() >= 1, ConfigError, "batch size {}: must be at least 1", o.batch());
   BATCHWISE_CHECK(o.steps() >= 1, ConfigError,
@@ -147,7 +159,8 @@ Trial run_trial(Workload& workload, const TrialOptions& o) {
       if (i >= o.warmup()) {
         t.step_times_s.push_back(std::chrono::duration<double>(end - start).count());
         measured_s += t.step_times_s.back();
-        data_wait_s += std::chrono::duration<double>(got - start).count();
+        t.step_waits_s.push_back(std::chrono::duration<double>(got - start).count());
+        data_wait_s += t.step_waits_s.back();
         // Short steps: on until they add up to the minimum measured time.
         if (i + 1 == total && measured_s < o.min_time_s() && total - o.warmup() < kMaxMeasuredSteps) ++total;
       }

@@ -37,6 +37,20 @@ ModuleWorkload::ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model,
       device_(device),
       sampler_(std::make_unique<Sampler>(data_.size(), seed)) {
   BATCHWISE_CHECK(data_.size() > 0, DataError, "{}the dataset is empty", data_.name.empty() ? "" : data_.name + ": ");
+  // What every reader checks, checked for a dataset the caller made (the C++ API): a target per sample (90 targets
+  // for 300 inputs had failed each trial with "index out of range in self")
+  const int64_t targets = data_.targets.defined() && data_.targets.dim() > 0 ? data_.targets.size(0) : 0;
+  BATCHWISE_CHECK(targets == data_.size(), DataError, "{}: {} inputs and {} targets; give one target per sample",
+                  data_.name.empty() ? "the dataset" : data_.name, data_.size(), targets);
+  if (info_.parameter_count == 0 && info_.parameter_bytes == 0) {  // a caller's WorkloadInfo: counted here
+    info_.trainable_parameter_count = 0;
+    for (const auto& p : model_.ptr()->parameters()) {
+      info_.parameter_count += p.numel();
+      if (p.requires_grad()) *info_.trainable_parameter_count += p.numel();
+      info_.parameter_bytes += static_cast<int64_t>(p.nbytes());
+    }
+    for (const auto& b : model_.ptr()->buffers()) info_.parameter_bytes += static_cast<int64_t>(b.nbytes());
+  }
   // Each group's rate over the reference group's (set_lr). Options of a custom optimizer that do not override get_lr
   // (LibTorch's base throws) leave none: every group gets the one rate, as before.
   try {
@@ -172,6 +186,8 @@ std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset&
   // largest of (a Lightning module without a forward evaluates its loss only, on a stand-in output).
   bool classes = data.targets.scalar_type() == at::kLong;
   const int64_t n = data.size();
+  BATCHWISE_CHECK(batch >= 1, ConfigError, "evaluate: batch size {}: must be at least 1", batch);  // 0 had never ended
+  BATCHWISE_CHECK(n > 0, DataError, "evaluate: {}: no samples to evaluate", data.name.empty() ? "the data" : data.name);
   for (int64_t start = 0; start < n; start += batch) {
     const int64_t len = std::min(batch, n - start);
     const at::Tensor input = model_input(data_, data.inputs.narrow(0, start, len), device_);

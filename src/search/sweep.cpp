@@ -29,7 +29,13 @@ namespace {
 // A further repetition of the same batch joins its point: step times pooled, peaks the largest, the
 // data wait and the all-reduce share their means, a failure the point's outcome.
 void merge_repetition(Trial& point, const Trial& t) {
+  const bool waits =
+      point.step_waits_s.size() == point.step_times_s.size() && t.step_waits_s.size() == t.step_times_s.size();
   point.step_times_s.insert(point.step_times_s.end(), t.step_times_s.begin(), t.step_times_s.end());
+  if (waits)  // each step's wait beside its time, or none
+    point.step_waits_s.insert(point.step_waits_s.end(), t.step_waits_s.begin(), t.step_waits_s.end());
+  else
+    point.step_waits_s.clear();
   point.peak_bytes = std::max(point.peak_bytes, t.peak_bytes);
   point.peak_allocated_bytes = std::max(point.peak_allocated_bytes, t.peak_allocated_bytes);
   point.steps_run += t.steps_run;

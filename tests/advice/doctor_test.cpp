@@ -52,6 +52,13 @@ TEST(DoctorGemm, TenPercentWithOneThreadOnTwoCoresNamesTheThreads) {
   r.omp_num_threads = "1";  // the environment set it, not a --threads the user never passed
   EXPECT_EQ(judge_gemm(r, 0.1 * 256, 1024).fix,
             "give the math library all 2 cores: set OMP_NUM_THREADS=2 (it is 1), or pass --threads 2");
+  // MKL's count wins over OpenMP's: OMP_NUM_THREADS=2 MKL_NUM_THREADS=1 is one thread, and the fix names MKL's (it had
+  // said to set OMP_NUM_THREADS=2, which was set)
+  r.omp_num_threads = "2";
+  r.mkl_num_threads = "1";
+  EXPECT_EQ(judge_gemm(r, 0.1 * 256, 1024).fix,
+            "give the math library all 2 cores: set MKL_NUM_THREADS=2 (it is 1, and it wins over OMP_NUM_THREADS), or "
+            "pass --threads 2");
 }
 
 // Oversubscribed threads wait for each other: the fix says so, as the threads check does, not that

@@ -110,6 +110,32 @@ TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
   EXPECT_EQ(std::get<0>(dynamic_cast<ModuleWorkload&>(*one).pipeline()), 1);  // put back
 }
 
+// A setting's trial waits as a long run does: its warm-up takes the batches the workers made before the first step.
+// Each batch's I/O takes 16 steps here, so 4 workers deliver a batch every 4 steps; with their 16 queued batches
+// served to a 2 + 6-step trial they had read 0 % waiting and "the stall is gone". The figure is the steps' total
+// time's too: delivered in bursts, the median step is one that found its batch ready.
+TEST(Loader, ASettingsTrialDrainsItsWorkersQueueFirst) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const std::shared_ptr<void> put_back(nullptr, [threads](void*) { at::set_num_threads(threads); });
+  const Trial step = run_trial(*piped(0, 0, false, "lenet"), TrialOptions(128).warmup(2).steps(6));
+  ASSERT_EQ(step.outcome, Outcome::Ok) << step.message;
+  const int64_t per_sample_us = std::max<int64_t>(1, static_cast<int64_t>(16e6 / step.samples_per_s));
+  auto given = piped(4, per_sample_us, false, "lenet");  // prefetch 2; the search tries prefetch 4 beside it
+  const LoaderSearch search =
+      search_loader(dynamic_cast<ModuleWorkload&>(*given), TrialOptions(128).warmup(2).steps(6).timeout_s(3), {4}, {4});
+  ASSERT_EQ(search.trials.size(), 1u);
+  for (const LoaderTrial& four : {search.before, search.trials[0]}) {
+    ASSERT_EQ(four.outcome, Outcome::Ok) << four.message;
+    EXPECT_TRUE(four.input_bound) << four.data_wait_share << " at " << per_sample_us << " us a sample, prefetch "
+                                  << four.prefetch;
+    EXPECT_LT(four.samples_per_s, 0.6 * step.samples_per_s) << "4 workers deliver a quarter of what the step takes";
+  }
+  EXPECT_NE(search.advice.find("no setting tried removes the stall"), std::string::npos) << search.advice;
+  // the pipeline alone, timed within the trials' time-out (its 64 fetches take some 3 s here)
+  EXPECT_GT(search.pipeline_samples_per_s, 0);
+}
+
 // A search that ends by a throw (here its progress function's, as a Python progress function that raises) leaves the
 // workload's own setting and its data order as it found them: it had left the setting under trial.
 TEST(Loader, ASearchThatThrowsPutsTheSettingAndTheDataOrderBack) {
@@ -155,12 +181,22 @@ TEST(Loader, DecisionTakesTheFewestWorkersThatFeedTheStepWithinFivePercentOfTheB
   EXPECT_EQ(s.after->prefetch, 2);
   EXPECT_EQ(s.advice,
             "--workers 2 --prefetch 2: 3720 samples/s with 10 % of the step waiting for data, against 1000 "
-            "samples/s and 80 % with 0 workers (prefetch 2): the stall is gone");
+            "samples/s and 80 % with 0 workers: the stall is gone");
   // Two workers 6 % below the best: four it is.
   s.trials[3].samples_per_s = s.trials[4].samples_per_s = 3660;
   decide_loader(s);
   ASSERT_TRUE(s.after.has_value());
   EXPECT_EQ(s.after->workers, 4);
+  // A given setting that did not train is not quoted as a measurement (its 0 samples/s and its wait share had read
+  // as figures), and no prefetch is advised without workers
+  s.before = loader_trial(4, 256, 0, 0.76);
+  s.before.outcome = Outcome::Oom;
+  s.trials = {loader_trial(0, 2, 3900, 0.02), loader_trial(2, 2, 3800, 0.01)};
+  decide_loader(s);
+  ASSERT_TRUE(s.after.has_value()) << s.advice;
+  EXPECT_EQ(s.advice,
+            "--workers 0: 3900 samples/s with 2 % of the step waiting for data; the given setting, 4 workers (prefetch "
+            "256), did not train (oom)");
 }
 
 TEST(Loader, DecisionKeepsAFedSettingAndSaysWhenNothingHelps) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "batchwise/choices.h"
 #include "batchwise/error.h"
@@ -224,6 +225,40 @@ TEST(ModuleWorkload, EachParamGroupKeepsItsRatioToTheReferenceGroupsRate) {
                       "its ratio to it, as batchwise sets them: group 0 at 0 (frozen), group 2 at 0.1x"),
             plan.notes.end())
       << fmt::format("{}", fmt::join(plan.notes, "\n"));
+}
+
+// A dataset the caller made (the C++ API) has a target per sample, as every reader checks its file, named; a
+// WorkloadInfo without sizes gets the model's; and evaluate refuses a batch below 1 (0 had looped forever).
+TEST(ModuleWorkload, ACallersDatasetIsCheckedAsAReadersIs) {
+  const auto made = [](Dataset data, WorkloadInfo info = {}) {
+    torch::nn::Linear model(4, 2);
+    auto optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+    return std::make_unique<ModuleWorkload>(
+        info, torch::nn::AnyModule(model), std::move(optimizer), data,
+        [](const at::Tensor& out, const at::Tensor& y) { return at::cross_entropy_loss(out, y); },
+        c10::Device(c10::kCPU), 1);
+  };
+  Dataset data;
+  data.name = "mydata";
+  data.inputs = at::randn({300, 4});
+  data.targets = at::randint(0, 2, {300});
+  data.num_classes = 2;
+  Dataset short_targets = data;
+  short_targets.targets = data.targets.narrow(0, 0, 90);
+  EXPECT_THROW(
+      {
+        try {
+          (void)made(short_targets);
+        } catch (const DataError& e) {
+          EXPECT_STREQ(e.what(), "mydata: 300 inputs and 90 targets; give one target per sample");
+          throw;
+        }
+      },
+      DataError);
+  auto w = made(data);
+  EXPECT_EQ(w->info().parameter_count, 4 * 2 + 2);
+  EXPECT_EQ(w->info().parameter_bytes, (4 * 2 + 2) * 4);
+  EXPECT_THROW((void)w->evaluate(data, 0), ConfigError);
 }
 
 // A custom optimizer's options without get_lr (LibTorch's base throws "has not been overridden") make a workload that

@@ -654,6 +654,34 @@ TEST(Report, ALossThatIsNotFiniteReadsSoEverywhere) {
     if (run.batch == r.validation->runs[0].batch) EXPECT_FALSE(run.final_loss_a.has_value());
 }
 
+// A run that did not leave the start is neither best, good nor worse (two validations in which none left it had read
+// "worse" for every run).
+TEST(Report, CompareCallsARunThatDidNotLeaveTheStartSo) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("batchwise-plateau-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  ValidationResult a;
+  a.target = "full runs of 8 epochs, cosine rate";
+  a.epochs = 8;
+  a.lr_schedule = "cosine";
+  for (const int64_t batch : {32, 64}) {
+    ValidationRun r;
+    r.batch = batch;
+    r.train_s = 10;
+    r.final_accuracy = 0.12;
+    r.final_loss = 2.299;
+    r.message = "did not leave the start in 8 epochs: held-out loss 2.2990, not 2 % below the initial weights' 2.3045";
+    a.runs.push_back(r);
+  }
+  Report report = fixed_report();
+  report.validation = a;
+  std::ofstream(dir / "p.json") << to_json(report);
+  const Comparison stuck = compare_reports((dir / "p.json").string(), (dir / "p.json").string());
+  ASSERT_EQ(stuck.runs.size(), 2u);
+  for (const ComparedRun& r : stuck.runs) EXPECT_EQ(r.verdict_a, "at the start") << r.batch;
+  fs::remove_all(dir);
+}
+
 // Two validations side by side: each batch's full run in A and B, the time ratio (above 1: B
 // faster), the final accuracy and each side's verdict; a batch one side did not train is empty
 // there, one a stop left out says so; one run's time is not read as a difference unwarned, and
@@ -712,17 +740,6 @@ TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
   ASSERT_EQ(diverged.runs.size(), 3u);
   EXPECT_EQ(diverged.runs[1].verdict_b, "diverged");
   EXPECT_EQ(diverged.runs[2].verdict_b, "failed");
-  // A run that did not leave the start is neither best, good nor worse (two validations in which none left it had read
-  // "worse" for every run)
-  ValidationResult plateau = a;
-  plateau.best_batch.reset();
-  plateau.fastest_batch.reset();
-  for (ValidationRun& r : plateau.runs) {
-    r.good = false;
-    r.message = "did not leave the start in 8 epochs: held-out loss 2.2990, not 2 % below the initial weights' 2.3045";
-  }
-  const Comparison stuck = compare_reports(written("a.json", a), written("p.json", plateau));
-  for (const ComparedRun& r : stuck.runs) EXPECT_EQ(r.verdict_b, "at the start") << r.batch;
   const std::string table = to_table(c);
   EXPECT_NE(table.find("validated      A 64  |  B -"), std::string::npos) << table;
   EXPECT_NE(table.find("2.00x      0.9000      0.9010  best          best"), std::string::npos) << table;
