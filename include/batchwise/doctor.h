@@ -69,9 +69,9 @@ DoctorReport run_doctor(const DoctorOptions& options = {});
 /// The GEMM check's verdict on a measured rate (run_doctor passes the rate it timed; tests pass known
 /// figures): "ok" at or above kGemmShortfall of `machine.cpu.gflops`, "info" when that peak is unknown,
 /// else a "warning" whose fix names the likeliest cause, in order: the reference BLAS, fewer intra-op
-/// threads than cores (naming OMP_NUM_THREADS where it set them), more threads than logical CPUs,
-/// MKL_ENABLE_INSTRUCTIONS, another process or throttling. Reads machine.cpu, intra_op_threads,
-/// omp_num_threads, reference_blas and mkl_enable_instructions.
+/// threads than cores (naming MKL_NUM_THREADS or OMP_NUM_THREADS where it set them; MKL's wins), more
+/// threads than logical CPUs, MKL_ENABLE_INSTRUCTIONS, another process or throttling. Reads machine.cpu,
+/// intra_op_threads, omp_num_threads, mkl_num_threads, reference_blas and mkl_enable_instructions.
 /// REQUIRES: gemm_gflops > 0, gemm_size >= 1.
 Finding judge_gemm(const DoctorReport& machine, double gemm_gflops, int64_t gemm_size);
 

@@ -375,14 +375,7 @@ std::unique_ptr<ModuleWorkload> make_python_workload(const py::object& adapter) 
   info.input_shape = data.sample_shape();
   info.num_classes = data.num_classes;
   info.dataset_size = data.size();
-  info.trainable_parameter_count = 0;
-  for (const auto& p : model->parameters()) {
-    info.parameter_count += p.numel();
-    if (p.requires_grad()) *info.trainable_parameter_count += p.numel();
-  }
-  for (const auto& p : model->parameters()) info.parameter_bytes += static_cast<int64_t>(p.nbytes());
-  for (const auto& b : model->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
-  info.parameter_dtype = detail::parameter_dtype(*model);  // a model built in bf16 trains so: said beside "fp32"
+  detail::count_parameters(info, *model);  // its type too: a model built in bf16 trains so, said beside "fp32"
   const c10::Device device(std::string(py::str(adapter.attr("device"))));
   const auto seed = adapter.attr("seed").cast<uint64_t>();
   // Where the loss raised: "Net's loss", or a LightningModule's own hook ("LitNet.training_step")

@@ -36,6 +36,11 @@ namespace {
 
 // How to use every core: where OMP_NUM_THREADS set the count, it; else --threads (a user who passed
 // none is not told to drop it).
+// The variable that sets LibTorch's count: MKL's where it is set (it wins over OpenMP's), else OpenMP's
+std::string threads_variable(const DoctorReport& r) {
+  return r.mkl_num_threads.empty() ? "OMP_NUM_THREADS" : "MKL_NUM_THREADS";
+}
+
 std::string every_core_fix(const DoctorReport& r) {
   const int n = r.cpu.physical_cores;
   // MKL_NUM_THREADS sets MKL's count over OMP_NUM_THREADS, and LibTorch takes MKL's: with OMP_NUM_THREADS=2
@@ -178,7 +183,7 @@ DoctorReport run_doctor(const DoctorOptions& o) {
     add("threads", "warning",
         fmt::format("{} intra-op threads on {} logical CPUs ({}): oversubscribed threads wait for each other",
                     r.intra_op_threads, r.cpu.logical_cpus, threads_env),
-        fmt::format("set --threads {} (or OMP_NUM_THREADS={})", r.cpu.physical_cores, r.cpu.physical_cores));
+        fmt::format("set --threads {} (or {}={})", r.cpu.physical_cores, threads_variable(r), r.cpu.physical_cores));
   else
     add("threads", "ok",
         fmt::format("{} intra-op threads, {} inter-op, on {} cores / {} logical CPUs ({})", r.intra_op_threads,
@@ -260,8 +265,9 @@ Finding judge_gemm(const DoctorReport& r, double gemm_gflops, int64_t gemm_size)
   else if (r.intra_op_threads < r.cpu.physical_cores)
     fix = "give the math library " + every_core_fix(r);
   else if (r.intra_op_threads > r.cpu.logical_cpus)  // the threads check's warning: they wait for each other
-    fix = fmt::format("set --threads {} (or OMP_NUM_THREADS={}): {} threads on {} logical CPUs wait for each other",
-                      r.cpu.physical_cores, r.cpu.physical_cores, r.intra_op_threads, r.cpu.logical_cpus);
+    fix = fmt::format("set --threads {} (or {}={}): {} threads on {} logical CPUs wait for each other",
+                      r.cpu.physical_cores, threads_variable(r), r.cpu.physical_cores, r.intra_op_threads,
+                      r.cpu.logical_cpus);
   else if (!r.mkl_enable_instructions.empty())
     fix = fmt::format("unset MKL_ENABLE_INSTRUCTIONS (={}): it keeps MKL from this CPU's {} kernels",
                       r.mkl_enable_instructions, r.cpu.isa);

@@ -164,6 +164,7 @@ Trial DistributedRunner::run(const TrialOptions& options) {
     t.message = fmt::format("{} on rank {} of {}: {}", what, fmt::join(ranks, ", "), world, message);
     t.step_times_s.clear();
   }
+  t.step_waits_s.clear();  // this rank's own, beside the slowest rank's step times: not each step's
   t.distributed = d;
   summarize_steps(t);
 

@@ -14,7 +14,7 @@
 namespace batchwise {
 namespace {
 
-// The most warm-up steps a setting's trial takes to drain its workers' queue (workers x prefetch batches)
+// The most warm-up steps a setting's trial takes for its workers' first burst (a batch from each)
 constexpr int64_t kMostLoaderWarmup = 1024;
 // How long the pipeline alone is timed where the trials have no time-out
 constexpr double kPipelineTimingS = 10;
@@ -59,11 +59,14 @@ LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, 
   int index = 0;
   auto measure = [&](int w, int p) {
     workload.set_pipeline(w, p, augment, latency);
-    // The warm-up takes the batches the workers had made before the first step (w x p), so the steps measured
-    // wait as a long run's do: 8 workers at 2 ms a sample had served a 7-step trial from their queue alone, and
-    // read "0 % waiting, the stall is gone" where they deliver under a third of what the step takes.
-    const int drained = static_cast<int>(std::min<int64_t>(int64_t{w} * p, kMostLoaderWarmup));
-    const Trial t = run_trial(workload, TrialOptions(trial).monitor(false).warmup(std::max(trial.warmup(), drained)));
+    // A trial starts its workers anew (saving the state stops them), and their first batches come at once, a burst
+    // of w: 8 workers at 2 ms a sample had served a 2 + 5-step trial from their first burst alone, and read "0 %
+    // waiting, the stall is gone" where they deliver under a third of what the step takes. So the warm-up takes
+    // that burst, and the steps measured are whole bursts (a multiple of w), each with its one wait.
+    const int burst = static_cast<int>(std::min<int64_t>(w, kMostLoaderWarmup));
+    const int steps = burst > 1 ? (trial.steps() + burst - 1) / burst * burst : trial.steps();
+    const Trial t =
+        run_trial(workload, TrialOptions(trial).monitor(false).warmup(std::max(trial.warmup(), burst)).steps(steps));
     LoaderTrial l;
     l.workers = w;
     l.prefetch = p;
@@ -88,14 +91,14 @@ LoaderSearch search_loader(ModuleWorkload& workload, const TrialOptions& trial, 
     const auto since = [](auto from) {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
     };
-    for (int i = 0; i < own_workers * own_prefetch && since(begun) < limit_s; ++i) (void)workload.next_batch(batch);
+    for (int i = 0; i < own_workers * own_prefetch && since(begun) < limit_s / 2; ++i) (void)workload.next_batch(batch);
     const int most = std::max(64, 4 * own_workers * own_prefetch);
     const auto start = std::chrono::steady_clock::now();
     int fetches = 0;
-    while (fetches < most && (fetches < 4 || since(start) < limit_s)) {
+    do {  // one fetch at least, and none past the limit
       (void)workload.next_batch(batch);
       ++fetches;
-    }
+    } while (fetches < most && since(begun) < limit_s);
     const double s = since(start);
     search.pipeline_samples_per_s = s > 0 ? fetches * static_cast<double>(batch) / s : 0;
     if (search.before.outcome == Outcome::Ok && search.before.samples_per_s > 0) {

@@ -117,10 +117,13 @@ StepTrace write_step_trace(Workload& workload, int64_t batch, const std::string&
   const nlohmann::json trace = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   // Kineto names the trace after the file it wrote, this call's own name beside the path: the path's, as the viewer
   // shows it (it had read "t.json.coCvum")
-  const std::string named = "\"traceName\": " + nlohmann::json(file.temporary()).dump();
+  const auto quoted = [](const std::string& s) {  // a path that is not UTF-8 written as Kineto would not: no match
+    return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  const std::string named = "\"traceName\": " + quoted(file.temporary());
   bool renamed = true;
   if (const size_t at = text.rfind(named); !trace.is_discarded() && at != std::string::npos) {
-    text.replace(at, named.size(), "\"traceName\": " + nlohmann::json(path).dump());
+    text.replace(at, named.size(), "\"traceName\": " + quoted(path));
     std::ofstream out(file.temporary(), std::ios::binary | std::ios::trunc);
     out << text;
     out.close();

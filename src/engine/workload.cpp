@@ -19,6 +19,7 @@
 #include "compat.h"
 #include "engine/eval_mode.h"
 #include "engine/input_pipeline.h"
+#include "engine/parameter_dtype.h"
 #include "model_input.h"
 #include "torch_error.h"
 
@@ -42,15 +43,11 @@ ModuleWorkload::ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model,
   const int64_t targets = data_.targets.defined() && data_.targets.dim() > 0 ? data_.targets.size(0) : 0;
   BATCHWISE_CHECK(targets == data_.size(), DataError, "{}: {} inputs and {} targets; give one target per sample",
                   data_.name.empty() ? "the dataset" : data_.name, data_.size(), targets);
-  if (info_.parameter_count == 0 && info_.parameter_bytes == 0) {  // a caller's WorkloadInfo: counted here
-    info_.trainable_parameter_count = 0;
-    for (const auto& p : model_.ptr()->parameters()) {
-      info_.parameter_count += p.numel();
-      if (p.requires_grad()) *info_.trainable_parameter_count += p.numel();
-      info_.parameter_bytes += static_cast<int64_t>(p.nbytes());
-    }
-    for (const auto& b : model_.ptr()->buffers()) info_.parameter_bytes += static_cast<int64_t>(b.nbytes());
-  }
+  // A caller's WorkloadInfo without sizes (the C++ API): the module's and the data's, as the factory fills them
+  if (info_.parameter_count == 0 && info_.parameter_bytes == 0) detail::count_parameters(info_, *model_.ptr());
+  if (info_.dataset_size == 0) info_.dataset_size = data_.size();
+  if (info_.input_shape.empty()) info_.input_shape = data_.sample_shape();
+  if (info_.num_classes == 0) info_.num_classes = data_.num_classes;
   // Each group's rate over the reference group's (set_lr). Options of a custom optimizer that do not override get_lr
   // (LibTorch's base throws) leave none: every group gets the one rate, as before.
   try {

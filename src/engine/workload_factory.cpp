@@ -466,14 +466,7 @@ std::unique_ptr<Workload> make_workload(const WorkloadOptions& o, Dataset* held_
     info.seq_len_range = {o.seq_len_min(), o.seq_len()};
   info.num_classes = data.num_classes;
   info.dataset_size = data.size();
-  info.trainable_parameter_count = 0;
-  for (const auto& p : model.ptr()->parameters()) {
-    info.parameter_count += p.numel();
-    if (p.requires_grad()) *info.trainable_parameter_count += p.numel();
-    info.parameter_bytes += static_cast<int64_t>(p.nbytes());
-  }
-  for (const auto& b : model.ptr()->buffers()) info.parameter_bytes += static_cast<int64_t>(b.nbytes());
-  info.parameter_dtype = detail::parameter_dtype(*model.ptr());
+  detail::count_parameters(info, *model.ptr());
 
   auto optimizer = make_optimizer(o.optimizer(), info.lr, model.ptr()->parameters());
   auto workload = std::make_unique<ModuleWorkload>(std::move(info), std::move(model), std::move(optimizer),

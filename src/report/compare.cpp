@@ -62,7 +62,10 @@ const ComparedText kCompared[] = {
     {"torch", [](const Report& r) { return r.context.torch_version; }},
     {"device", [](const Report& r) { return r.context.device_name; }},
     {"device type", [](const Report& r) { return r.context.device_type; }},
-    {"device memory", [](const Report& r) { return format_bytes(r.context.device_total_bytes); }},
+    {"device memory",  // a GPU's: a CPU's is the memory available when the run began, which moves from run to run
+     [](const Report& r) {
+       return r.context.device_type == "cuda" ? format_bytes(r.context.device_total_bytes) : std::string("-");
+     }},
     {"host", [](const Report& r) { return r.context.host; }},
     {"os", [](const Report& r) { return r.context.os; }},
     {"threads", [](const Report& r) { return json_text(r.context.threads); }},
@@ -220,8 +223,8 @@ std::vector<std::string> comparison_warnings(const Comparison& c) {
         fmt::format("{} has no sweep: its column is empty, and no batch has a ratio", side_has(true) ? "B" : "A"));
   else if (!c.points.empty() && both == 0)  // the geometric mean's line had gone without a word
     warnings.push_back(
-        "no batch size ran in both sweeps (or none ran ok in both): no batch has a ratio, and there is no "
-        "geometric mean; sweep the same --batch-sizes to compare their speed");
+        "no batch size ran ok in both sweeps (each row's outcome says which ran): no batch has a ratio, and there "
+        "is no geometric mean");
   const bool timed = std::any_of(c.runs.begin(), c.runs.end(), [](const ComparedRun& r) { return r.speed_ratio(); });
   if (timed && !runs_differ.empty())
     warnings.push_back(fmt::format(

@@ -178,11 +178,6 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("report a.json --html x.html", 2, "batchwise report: --html: no such option of report");
   // the same after a positional of two values: the option named, not "takes at most 2 values, got 3"
   expect_clean_error("compare a.json b.json --html x.html", 2, "batchwise compare: --html: no such option of compare");
-  // before a --cmd command's "--", which CLI11 lists first: the option named, not "--" (and no "did you mean --lr")
-  expect_clean_error("fit --cmd --max 64 -v -- python3 train.py --batch-size {batch}", 2,
-                     "batchwise fit: -v: no such option of fit; see batchwise fit --help");
-  expect_clean_error("sweep --cmd --batch-sizes 8 --maxx 3 extra -- true", 2,
-                     "batchwise sweep: --maxx: no such option of sweep");  // had named "true", the command
   // Contradictions refused, not settled silently; folders and files told apart; messages with a fix
   expect_clean_error("sweep --model mlp --dataset synthetic --range 8-16*2 --batch-sizes 32", 2,
                      "--batch-sizes and --range exclude each other; give one of them");
@@ -240,6 +235,18 @@ TEST(Cli, MalformedOptions) {
   // Samples that cannot be held in memory: said before torch's allocator says it in its own words
   expect_clean_error("fit --model mlp --dataset synthetic --synthetic-size 1000000000 --input-shape 3x224x224", 2,
                      "--synthetic-size 1000000000 at --input-shape 3x224x224: its samples take");
+}
+
+// A usage error before a --cmd command's "--" names what the user got wrong: CLI11 lists "--" first, and the
+// command's own words after it ("--: no such option of fit; did you mean --lr", "--batch-size: no such option").
+TEST(Cli, AUsageErrorBeforeACommandsDashesNamesItsOwnWord) {
+  expect_clean_error("fit --cmd --max 64 -v -- python3 train.py --batch-size {batch}", 2,
+                     "batchwise fit: -v: no such option of fit; see batchwise fit --help");
+  expect_clean_error("sweep --cmd --batch-sizes 8 --maxx 3 extra -- true", 2,
+                     "batchwise sweep: --maxx: no such option of sweep");  // had named "true", the command
+  // a word before "--": it, not an option of the command after it (`--batch-size: no such option of fit`)
+  expect_clean_error("fit --cmd --max 64 extra -- python3 train.py --batch-size {batch}", 2,
+                     "batchwise fit: extra: a word before -- that fit does not take; your command follows -- whole");
 }
 
 // tune's target goes to the race; one it cannot use is refused up front, not ignored.
@@ -1825,12 +1832,14 @@ TEST(Cli, ReportErrorsNameTheInput) {
   // a stream has no name to write the page beside: "/dev/stdin.html" had been written (as root), and a pipe's
   // "-o /dev/fd/63.html" blamed for what -o never said
   expect_clean_error("report /dev/stdin", 2,
-                     "/dev/stdin: not a file (a pipe or a device), so it has no name to write the page beside; give -o "
-                     "FILE (or -o /dev/stdout)");
+                     "/dev/stdin: a stream (a pipe, a device or a descriptor), so it has no name to write the page "
+                     "beside; give -o FILE (or -o /dev/stdout)");
+  // a descriptor's name over a file (`report /dev/stdin < run.json`): its name is no file's either
+  expect_clean_error("report /dev/fd/3 3<" + golden, 2, "/dev/fd/3: a stream (a pipe, a device or a descriptor)");
   const fs::path fifo = scratch() / "report.pipe";
   fs::remove(fifo);
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  expect_clean_error("report " + fifo.string(), 2, fifo.string() + ": not a file (a pipe or a device)");
+  expect_clean_error("report " + fifo.string(), 2, fifo.string() + ": a stream (a pipe, a device or a descriptor)");
   fs::remove(fifo);
   expect_clean_error("fit --model mlp --dataset synthetic --max 8 --html /nonexistent/dir/r.html", 2,
                      "--html /nonexistent/dir/r.html: cannot write there");

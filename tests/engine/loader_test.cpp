@@ -110,29 +110,29 @@ TEST(Loader, SlowInputIsFlaggedAndMoreWorkersRemoveTheStall) {
   EXPECT_EQ(std::get<0>(dynamic_cast<ModuleWorkload&>(*one).pipeline()), 1);  // put back
 }
 
-// A setting's trial waits as a long run does: its warm-up takes the batches the workers made before the first step.
-// Each batch's I/O takes 16 steps here, so 4 workers deliver a batch every 4 steps; with their 16 queued batches
-// served to a 2 + 6-step trial they had read 0 % waiting and "the stall is gone". The figure is the steps' total
-// time's too: delivered in bursts, the median step is one that found its batch ready.
-TEST(Loader, ASettingsTrialDrainsItsWorkersQueueFirst) {
+// A setting's trial waits as a long run does. Each batch's I/O takes 16 steps here, so 8 workers deliver a burst of
+// 8 batches every 16 steps, half of what the step takes: a 2 + 6-step trial had been served from their first burst
+// alone (0 % waiting, "the stall is gone"), and with the burst taken in its warm-up, the median step (one that found
+// its batch ready) still read the step's own speed. Now the warm-up takes the first burst, the steps measured are
+// whole bursts, and the figure pays each step's wait.
+TEST(Loader, ASettingsTrialWaitsAsALongRunDoes) {
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
   const std::shared_ptr<void> put_back(nullptr, [threads](void*) { at::set_num_threads(threads); });
   const Trial step = run_trial(*piped(0, 0, false, "lenet"), TrialOptions(128).warmup(2).steps(6));
   ASSERT_EQ(step.outcome, Outcome::Ok) << step.message;
   const int64_t per_sample_us = std::max<int64_t>(1, static_cast<int64_t>(16e6 / step.samples_per_s));
-  auto given = piped(4, per_sample_us, false, "lenet");  // prefetch 2; the search tries prefetch 4 beside it
+  auto given = piped(8, per_sample_us, false, "lenet");  // prefetch 2; the search tries prefetch 4 beside it
   const LoaderSearch search =
-      search_loader(dynamic_cast<ModuleWorkload&>(*given), TrialOptions(128).warmup(2).steps(6).timeout_s(3), {4}, {4});
+      search_loader(dynamic_cast<ModuleWorkload&>(*given), TrialOptions(128).warmup(2).steps(6), {8}, {4});
   ASSERT_EQ(search.trials.size(), 1u);
-  for (const LoaderTrial& four : {search.before, search.trials[0]}) {
-    ASSERT_EQ(four.outcome, Outcome::Ok) << four.message;
-    EXPECT_TRUE(four.input_bound) << four.data_wait_share << " at " << per_sample_us << " us a sample, prefetch "
-                                  << four.prefetch;
-    EXPECT_LT(four.samples_per_s, 0.6 * step.samples_per_s) << "4 workers deliver a quarter of what the step takes";
+  for (const LoaderTrial& eight : {search.before, search.trials[0]}) {
+    ASSERT_EQ(eight.outcome, Outcome::Ok) << eight.message;
+    EXPECT_TRUE(eight.input_bound) << eight.data_wait_share << " at " << per_sample_us << " us a sample, prefetch "
+                                   << eight.prefetch;
+    EXPECT_LT(eight.samples_per_s, 0.75 * step.samples_per_s) << "8 workers deliver half of what the step takes";
   }
   EXPECT_NE(search.advice.find("no setting tried removes the stall"), std::string::npos) << search.advice;
-  // the pipeline alone, timed within the trials' time-out (its 64 fetches take some 3 s here)
   EXPECT_GT(search.pipeline_samples_per_s, 0);
 }
 

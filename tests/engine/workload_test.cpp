@@ -257,8 +257,16 @@ TEST(ModuleWorkload, ACallersDatasetIsCheckedAsAReadersIs) {
       DataError);
   auto w = made(data);
   EXPECT_EQ(w->info().parameter_count, 4 * 2 + 2);
+  EXPECT_EQ(w->info().trainable_parameter_count, std::optional<int64_t>(4 * 2 + 2));
   EXPECT_EQ(w->info().parameter_bytes, (4 * 2 + 2) * 4);
+  EXPECT_EQ(w->info().parameter_dtype, "float32");
+  EXPECT_EQ(w->info().dataset_size, 300);
+  EXPECT_EQ(w->info().input_shape, std::vector<int64_t>{4});
   EXPECT_THROW((void)w->evaluate(data, 0), ConfigError);
+  Dataset none = data;
+  none.inputs = data.inputs.narrow(0, 0, 0);
+  none.targets = data.targets.narrow(0, 0, 0);
+  EXPECT_THROW((void)w->evaluate(none, 8), DataError);
 }
 
 // A custom optimizer's options without get_lr (LibTorch's base throws "has not been overridden") make a workload that

@@ -627,11 +627,22 @@ std::string usage_error_text(const std::string& what, const CLI::App* sub) {
   const auto is_option = [](const std::string& word) { return word.rfind('-', 0) == 0 && word != "--"; };
   std::string first_option = loose_option;
   if (first_option.empty() && sub && (std::regex_match(what, m, several) || std::regex_match(what, m, unexpected)))
-    for (const std::string& word : sub->remaining())
+    for (const std::string& word : sub->remaining()) {
+      if (word == "--") break;  // the command's own options follow it (`--batch-size` had been blamed)
       if (is_option(word)) {
         first_option = word;
         break;
       }
+    }
+  // A word before a --cmd command's "--" is taken as the command, and CLI11 then lists the command's words (its
+  // options among them) as not expected: the word before "--" is what to name
+  const CLI::Option* command = nullptr;
+  if (sub)
+    for (const CLI::Option* option : sub->get_options())
+      if (option->get_name() == "command") command = option;
+  if (first_option.empty() && command && command->count() > 0 && std::regex_match(what, m, several))
+    return fmt::format("{}: a word before -- that {} does not take; your command follows -- whole",
+                       fmt::join(command->results(), " "), sub->get_name());
   if (first_option.empty() && std::regex_match(what, m, several) && sub) {
     std::istringstream words(m[1].str());
     for (std::string word; words >> word;)

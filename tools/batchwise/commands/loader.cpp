@@ -21,8 +21,10 @@ class Loader : public Command {
     w_.not_read({{"--trace", "loader recommends no batch, so no step would be traced; trace one with sweep or tune"},
                  {"--no-monitor", "loader's trials sample no utilisation"}});
     cmd->add_option("--batch", batch_, "the batch size to feed")->capture_default_str();
-    cmd->add_option("--warmup", warmup_, "unmeasured steps per setting")->capture_default_str();
-    cmd->add_option("--steps", steps_, "measured steps per setting")->capture_default_str();
+    cmd->add_option("--warmup", warmup_, "unmeasured steps per setting (at least its workers: their first burst)")
+        ->capture_default_str();
+    cmd->add_option("--steps", steps_, "measured steps per setting (rounded up to a multiple of its workers)")
+        ->capture_default_str();
     cmd->footer(
         "Example:\n  batchwise loader --model resnet18 --dataset cifar10 --data-dir cifar-10-batches-bin "
         "--augment --batch 128");

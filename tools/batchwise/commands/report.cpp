@@ -5,6 +5,7 @@
 
 #include "../cli.h"
 #include "batchwise/error.h"
+#include "batchwise/files.h"
 #include "batchwise/html.h"
 
 namespace batchwise::cli {
@@ -27,11 +28,13 @@ class ReportPage : public Command {
       throw ConfigError("-o '': an empty path; give a file's path, or leave -o out for the report's name with .html");
     namespace fs = std::filesystem;
     std::error_code error;
-    if (html_.empty() && fs::exists(report_, error) && !fs::is_regular_file(report_, error) &&
-        !fs::is_directory(report_, error))  // a pipe, /dev/stdin (a folder is named as one below, exit 3)
+    // A pipe or a device, or a descriptor's name (/dev/stdin redirected from a file is one): no name to write beside
+    if (html_.empty() && ((fs::exists(report_, error) && !fs::is_regular_file(report_, error) &&
+                           !fs::is_directory(report_, error)) ||  // a folder is named as one below, exit 3
+                          own_descriptor(followed(report_))))
       throw ConfigError(fmt::format(
-          "{}: not a file (a pipe or a device), so it has no name to write the page beside; give -o FILE (or -o "
-          "/dev/stdout)",
+          "{}: a stream (a pipe, a device or a descriptor), so it has no name to write the page beside; give -o "
+          "FILE (or -o /dev/stdout)",
           report_));  // "/dev/stdin.html" had been written, and "-o /dev/fd/63.html" blamed for what -o never said
     const std::string out = html_.empty() ? fs::path(report_).replace_extension(".html").string() : html_;
     check_apart({{"-o", out}}, {{"the JSON report", report_}});
