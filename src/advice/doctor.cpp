@@ -34,13 +34,13 @@ std::vector<Finding> DoctorReport::warnings() const {
 
 namespace {
 
-// How to use every core: where OMP_NUM_THREADS set the count, it; else --threads (a user who passed
-// none is not told to drop it).
 // The variable that sets LibTorch's count: MKL's where it is set (it wins over OpenMP's), else OpenMP's
 std::string threads_variable(const DoctorReport& r) {
   return r.mkl_num_threads.empty() ? "OMP_NUM_THREADS" : "MKL_NUM_THREADS";
 }
 
+// How to use every core: where MKL_NUM_THREADS or OMP_NUM_THREADS set the count, it; else --threads (a user
+// who passed none is not told to drop it).
 std::string every_core_fix(const DoctorReport& r) {
   const int n = r.cpu.physical_cores;
   // MKL_NUM_THREADS sets MKL's count over OMP_NUM_THREADS, and LibTorch takes MKL's: with OMP_NUM_THREADS=2
