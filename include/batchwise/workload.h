@@ -139,6 +139,9 @@ size_t reference_group(const std::vector<double>& rates);
 class ModuleWorkload : public Workload {
  public:
   /// REQUIRES: `optimizer` optimises `model`'s parameters; `data` matches the model's input.
+  /// Throws DataError for data without one target per sample, and for samples holding values that are not
+  /// finite numbers (NaN, infinity) where the loss on them is not finite (a loss that masks NaN targets is
+  /// taken): every step that met them had trained nothing.
   ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model, std::unique_ptr<torch::optim::Optimizer> optimizer,
                  Dataset data, LossFn loss, c10::Device device, uint64_t seed);
   /// The input pipeline (see WorkloadOptions::workers). REQUIRES: workers >= 0, prefetch >= 1.
@@ -160,6 +163,16 @@ class ModuleWorkload : public Workload {
   std::vector<at::Tensor> gradients() override;
   std::optional<StepPhases> profiled_step(int64_t batch) override;
 
+ protected:
+  /// As the constructor above, but the values that are not finite numbers are left to the subclass to
+  /// check: for a model that cannot run while it is made (the Python API's, whose forward's errors the
+  /// call that runs it reports).
+  struct ValuesCheckedLater {};
+  ModuleWorkload(ValuesCheckedLater, WorkloadInfo info, torch::nn::AnyModule model,
+                 std::unique_ptr<torch::optim::Optimizer> optimizer, Dataset data, LossFn loss, c10::Device device,
+                 uint64_t seed);
+
+ public:
   /// Data-parallel sharding: each batch of `b` samples becomes rank `rank`'s slice of a global batch
   /// of world_size x b drawn from the same permutation on every rank (see DataParallelWorkload).
   void set_shard(int rank, int world_size);

@@ -299,7 +299,7 @@ class PythonWorkload : public ModuleWorkload {
  public:
   template <class... Args>
   PythonWorkload(std::string where, Args&&... args)
-      : ModuleWorkload(std::forward<Args>(args)...), where_(std::move(where)) {}
+      : ModuleWorkload(ValuesCheckedLater{}, std::forward<Args>(args)...), where_(std::move(where)) {}
   at::Tensor train_step(const Batch& batch) override {
     return taken([&] { return ModuleWorkload::train_step(batch); });
   }
@@ -334,29 +334,10 @@ class PythonWorkload : public ModuleWorkload {
 
 }  // namespace
 
-// Values that are not finite numbers (in the model's type: a value past float16's range is infinite there)
-// which the user's model and loss do not take, refused before anything trains, as the CLI refuses a file's:
-// a run had trained on them, answered batch 1 and blamed its rate. Taken where the loss on (up to 64 of) the
-// samples that hold them is finite: a masked loss over targets where NaN marks a missing label, a model that
-// fills NaN inputs.
-void refuse_values_the_loss_cannot_take(ModuleWorkload& w, const Dataset& d, const char* which) {
-  for (const auto& [values, kind] : {std::pair{d.inputs, "inputs"}, std::pair{d.targets, "targets"}}) {
-    if (!values.is_floating_point()) continue;
-    const detail::NonFinite bad = detail::nonfinite_rows(values, 64);
-    if (bad.count == 0) continue;
-    Dataset holding = d;
-    const at::Tensor rows = at::tensor(bad.rows, at::kLong);
-    holding.inputs = d.inputs.index_select(0, rows), holding.targets = d.targets.index_select(0, rows);
-    if (std::isfinite(w.evaluate(holding, 64).first)) continue;
-    throw DataError(fmt::format(
-        "{}: {} of its {} samples hold {} that are not finite numbers (NaN or infinity) in the model's type ({}), "
-        "the first sample {}, and the loss on them is not finite: drop or repair those samples (keep = "
-        "torch.isfinite({}).reshape(len(x), -1).all(1); x, y = x[keep], y[keep]), bring values past the type's "
-        "range into it, or mask them in your loss",
-        which, bad.count, values.size(0), kind,
-        w.info().parameter_dtype.empty() ? std::string(c10::toString(values.scalar_type())) : w.info().parameter_dtype,
-        bad.rows[0], std::string(kind) == "targets" ? "y" : "x"));
-  }
+// How a Python caller drops the samples whose values are not finite numbers (refuse_values_the_loss_cannot_take)
+std::string python_repair(const char* kind) {
+  const char* x = std::string(kind) == "targets" ? "y" : "x";
+  return fmt::format("keep = torch.isfinite({}).reshape(len(x), -1).all(1); x, y = x[keep], y[keep]", x);
 }
 
 std::unique_ptr<ModuleWorkload> make_python_workload(const py::object& adapter) {

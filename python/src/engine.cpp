@@ -23,6 +23,7 @@
 #include "batchwise/report.h"
 #include "check.h"
 #include "cpu_baseline.h"
+#include "engine/data_readers.h"
 #include "engine/eval_mode.h"
 #include "python_calls.h"
 #include "torch_error.h"
@@ -395,8 +396,9 @@ py::tuple run(const py::object& adapter, const py::dict& options, const std::str
     try {
       // The user's forward and loss run here: what they raise is the call's failure, as in training (outside
       // this block it had stayed in the failure slot, a Ctrl-C in it an "interrupted" error)
-      refuse_values_the_loss_cannot_take(*workload, workload->data(), "data");
-      if (held_out.size() > 0) refuse_values_the_loss_cannot_take(*workload, held_out, "held_out");
+      detail::refuse_values_the_loss_cannot_take(*workload, workload->data(), "data", python_repair);
+      if (held_out.size() > 0)
+        detail::refuse_values_the_loss_cannot_take(*workload, held_out, "held_out", python_repair);
       const bool judged = held_out.size() > 0 && (command == "validate" || command == "tune");
       if (probe || judged) {
         StateGuard kept(*workload);  // what the probes' forwards change (a buffer a forward updates) comes back

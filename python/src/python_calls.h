@@ -99,9 +99,10 @@ auto call_python(const std::string& where, F&& f, bool restoring = false) -> dec
 // The adapter's `which` data ("data", "held_out") as a Dataset; empty where it is None.
 Dataset dataset(const py::object& adapter, const char* which);
 
-// Samples holding values that are not finite numbers, which the user's model and loss do not take: refused
-// before anything trains (DataError naming `which`), where the loss on them is not finite.
-void refuse_values_the_loss_cannot_take(ModuleWorkload& w, const Dataset& d, const char* which);
+// How a Python caller drops the samples holding values that are not finite numbers, for
+// detail::refuse_values_the_loss_cannot_take (engine/data_readers.h), which the engine calls before anything trains
+// (the workload is made without it: its model's errors are the call's to report).
+std::string python_repair(const char* kind);
 
 // The workload of the adapter's (batchwise/_inprocess.py) model, optimizer, loss and data.
 std::unique_ptr<ModuleWorkload> make_python_workload(const py::object& adapter);

@@ -10,6 +10,10 @@
 
 #include "batchwise/data.h"
 
+namespace batchwise {
+class ModuleWorkload;
+}
+
 namespace batchwise::detail {
 
 /// Class labels run from 0 to at most this - 1: a larger one is a column of other values.
@@ -37,5 +41,16 @@ NonFinite nonfinite_rows(const at::Tensor& values, int64_t keep);
 /// number and the first, where any does; `what`: "features" (or "inputs") or "targets". Checked in blocks, so its
 /// temporaries stay small beside the data.
 void require_finite(const at::Tensor& values, const std::string& path, const char* what);
+
+/// Samples of `d` holding values that are not finite numbers (in the model's type: a value past float16's range is
+/// infinite there) which the model and loss do not take: DataError naming `which` and the first sample, with
+/// repair(kind) (how to drop them, in the caller's language; kind "inputs" or "targets"). Taken where the loss on
+/// (up to 64 of) those samples, in one batch with as many that hold none, is finite: a masked loss over targets where
+/// NaN marks a missing label, a model that fills NaN inputs.
+void refuse_values_the_loss_cannot_take(ModuleWorkload& w, const Dataset& d, const std::string& which,
+                                        std::string (*repair)(const char* kind));
+
+/// refuse_values_the_loss_cannot_take's repair for a C++ caller's Dataset `d`.
+std::string cpp_repair(const char* kind);
 
 }  // namespace batchwise::detail

@@ -14,6 +14,7 @@
 #include "batchwise/error.h"
 #include "batchwise/workload.h"
 #include "check.h"
+#include "engine/data_readers.h"
 #include "torch_error.h"
 
 namespace batchwise::detail {
@@ -34,13 +35,17 @@ inline std::optional<std::string> held_out_refusal(ModuleWorkload& w, const Data
   }
 }
 
-/// held_out_refusal as validate and the races say it: a DataError naming the set.
+/// held_out_refusal as validate and the races say it: a DataError naming the set; and its values that are not finite
+/// numbers where the loss on them is not (every evaluation that met them had read NaN).
 inline void probe_held_out(ModuleWorkload& w, const Dataset& held_out) {
   if (const auto why = held_out_refusal(w, held_out))
     throw DataError(
         fmt::format("{}: the model cannot evaluate its first samples ({}); give held-out data of the "
                     "kind the training data is",
                     held_out.name, *why));
+  if (held_out.size() > 0)
+    refuse_values_the_loss_cannot_take(w, held_out, held_out.name.empty() ? "the held-out data" : held_out.name,
+                                       cpp_repair);
 }
 
 }  // namespace batchwise::detail

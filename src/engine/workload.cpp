@@ -17,6 +17,7 @@
 #include "batchwise/models.h"
 #include "check.h"
 #include "compat.h"
+#include "engine/data_readers.h"
 #include "engine/eval_mode.h"
 #include "engine/input_pipeline.h"
 #include "engine/parameter_dtype.h"
@@ -28,6 +29,17 @@ namespace batchwise {
 using detail::model_input;
 
 ModuleWorkload::ModuleWorkload(WorkloadInfo info, torch::nn::AnyModule model,
+                               std::unique_ptr<torch::optim::Optimizer> optimizer, Dataset data, LossFn loss,
+                               c10::Device device, uint64_t seed)
+    : ModuleWorkload(ValuesCheckedLater{}, std::move(info), std::move(model), std::move(optimizer), std::move(data),
+                     std::move(loss), device, seed) {
+  // A caller's dataset (the C++ API) as every reader checks its file: a NaN there had failed the trials whose batches
+  // met it as "training diverged; lower --lr", and the fit had answered the batches small enough to miss it
+  detail::refuse_values_the_loss_cannot_take(*this, data_, data_.name.empty() ? "the dataset" : data_.name,
+                                             detail::cpp_repair);
+}
+
+ModuleWorkload::ModuleWorkload(ValuesCheckedLater, WorkloadInfo info, torch::nn::AnyModule model,
                                std::unique_ptr<torch::optim::Optimizer> optimizer, Dataset data, LossFn loss,
                                c10::Device device, uint64_t seed)
     : info_(std::move(info)),
@@ -279,6 +291,46 @@ at::Tensor train_step_accumulated(Workload& workload, const Batch& batch, int64_
 std::unique_ptr<DeviceMemory> device_memory(const Workload& workload) {
   const c10::Device d = workload.device();
   return device_memory(d.is_cuda() ? "cuda" : "cpu", d.has_index() ? d.index() : 0);
+}
+
+void detail::refuse_values_the_loss_cannot_take(ModuleWorkload& w, const Dataset& d, const std::string& which,
+                                                std::string (*repair)(const char* kind)) {
+  for (const auto& [values, kind] : {std::pair{d.inputs, "inputs"}, std::pair{d.targets, "targets"}}) {
+    if (!values.defined() || !values.is_floating_point()) continue;
+    const NonFinite bad = nonfinite_rows(values, 64);
+    if (bad.count == 0) continue;
+    // With as many samples that hold none, in one batch: a masked loss's mean over the samples it keeps is NaN
+    // where it keeps none
+    std::vector<int64_t> picked = bad.rows;
+    for (int64_t i = 0, added = 0; i < d.size() && added < 64; ++i)
+      if (!std::binary_search(bad.rows.begin(), bad.rows.end(), i)) picked.push_back(i), ++added;
+    Dataset holding = d;
+    const at::Tensor rows = at::tensor(picked, at::kLong);
+    holding.inputs = d.inputs.index_select(0, rows), holding.targets = d.targets.index_select(0, rows);
+    bool finite = false;
+    try {
+      finite = std::isfinite(w.evaluate(holding, holding.size()).first);
+    } catch (const c10::OutOfMemoryError&) {
+      throw;
+    } catch (const c10::Error&) {  // a model that cannot take these samples cannot be said to take their values
+    }
+    if (finite) continue;
+    throw DataError(fmt::format(
+        "{}: {} of its {} samples hold {} that are not finite numbers (NaN or infinity) in the model's type ({}), "
+        "the first sample {}, and the loss on them is not finite: drop or repair those samples ({}), bring values "
+        "past the type's range into it, or mask them in your loss",
+        which, bad.count, values.size(0), kind,
+        w.info().parameter_dtype.empty() ? std::string(c10::toString(values.scalar_type())) : w.info().parameter_dtype,
+        bad.rows[0], repair(kind)));
+  }
+}
+
+std::string detail::cpp_repair(const char* kind) {
+  return fmt::format(
+      "auto keep = at::isfinite(data.{}.reshape({{data.size(), -1}})).all(1); data.inputs = "
+      "data.inputs.index({{keep}}); "
+      "data.targets = data.targets.index({{keep}})",
+      kind);
 }
 
 }  // namespace batchwise

@@ -18,6 +18,7 @@
 #include "batchwise/plan.h"
 #include "batchwise/trial.h"
 #include "batchwise/workload.h"
+#include "engine/held_out_probe.h"
 #include "support/workloads.h"
 
 namespace batchwise {
@@ -267,6 +268,58 @@ TEST(ModuleWorkload, ACallersDatasetIsCheckedAsAReadersIs) {
   none.inputs = data.inputs.narrow(0, 0, 0);
   none.targets = data.targets.narrow(0, 0, 0);
   EXPECT_THROW((void)w->evaluate(none, 8), DataError);
+}
+
+// A NaN in a caller's dataset (the C++ API) is refused as a reader refuses a file's, unless the loss takes it (a
+// masked loss over the labelled targets): it had failed the trials whose batches met it as "training diverged;
+// lower --lr", and the fit had answered the batches small enough to miss it. The held-out set, in validate and the
+// races, the same.
+TEST(ModuleWorkload, ACallersNonFiniteValuesAreRefusedUnlessTheLossTakesThem) {
+  const auto made = [](Dataset data, LossFn loss) {
+    torch::nn::Linear model(4, 1);
+    auto optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+    return std::make_unique<ModuleWorkload>(WorkloadInfo{}, torch::nn::AnyModule(model), std::move(optimizer), data,
+                                            std::move(loss), c10::Device(c10::kCPU), 1);
+  };
+  const LossFn mse = [](const at::Tensor& out, const at::Tensor& y) { return at::mse_loss(out.squeeze(1), y); };
+  const LossFn masked = [](const at::Tensor& out, const at::Tensor& y) {  // NaN: no label
+    const at::Tensor labelled = at::isfinite(y);
+    return at::mse_loss(out.squeeze(1).masked_select(labelled), y.masked_select(labelled));
+  };
+  Dataset data;
+  data.name = "mydata";
+  data.inputs = at::randn({300, 4});
+  data.targets = at::randn({300});
+  Dataset nan_inputs = data;
+  nan_inputs.inputs = data.inputs.clone();
+  nan_inputs.inputs[7][2] = std::nan("");
+  nan_inputs.inputs[9][0] = INFINITY;
+  try {
+    (void)made(nan_inputs, masked);
+    ADD_FAILURE() << "a NaN input was taken";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "mydata: 2 of its 300 samples hold inputs that are not finite numbers (NaN or infinity) in the model's "
+              "type (float32), the first sample 7, and the loss on them is not finite: drop or repair those samples "
+              "(auto keep = at::isfinite(data.inputs.reshape({data.size(), -1})).all(1); data.inputs = "
+              "data.inputs.index({keep}); data.targets = data.targets.index({keep})), bring values past the type's "
+              "range into it, or mask them in your loss");
+  }
+  Dataset unlabelled = data;
+  unlabelled.targets = data.targets.clone();
+  unlabelled.targets[5] = std::nan("");
+  EXPECT_THROW((void)made(unlabelled, mse), DataError);
+  auto w = made(unlabelled, masked);  // the loss skips them
+  EXPECT_TRUE(std::isfinite(w->train_step(w->next_batch(300)).item<double>()));
+  Dataset held_out = data;
+  held_out.name = "";
+  held_out.inputs = nan_inputs.inputs;
+  try {
+    detail::probe_held_out(*w, held_out);
+    ADD_FAILURE() << "a NaN held-out input was taken";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("the held-out data: 2 of its 300 samples hold inputs", 0), 0) << e.what();
+  }
 }
 
 // A custom optimizer's options without get_lr (LibTorch's base throws "has not been overridden") make a workload that
