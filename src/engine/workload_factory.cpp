@@ -207,6 +207,13 @@ LossFn make_loss(Loss loss) {
       at::Tensor t = target;
       if (t.scalar_type() == at::kLong) t = at::one_hot(t, output.size(-1)).to(output.scalar_type());
       if (t.dim() == 1 && output.dim() == 2 && output.size(1) == 1) t = t.unsqueeze(1);
+      if (t.dim() == 2 && t.size(1) == 1 && output.dim() == 1) t = t.squeeze(1);
+      // Shapes that still differ: mse_loss had broadcast them ([N] against [N, 1] into [N, N]; [N, 1] against
+      // [N, 10]) and trained on that loss, with torch's warning at every step
+      BATCHWISE_CHECK(output.sizes() == t.sizes(), ModelError,
+                      "the targets are [{}]: mse would broadcast [{}] against them into a loss of neither; give the "
+                      "model an output of the targets' shape",
+                      fmt::join(t.sizes(), ", "), fmt::join(output.sizes(), ", "));
       return torch::nn::functional::mse_loss(output, t);
     };
   }
@@ -215,11 +222,29 @@ LossFn make_loss(Loss loss) {
   };
 }
 
-// A TorchScript model is only known by running it: one forward pass (eval mode, no gradients, so
-// no statistic or state changes) on two real samples, and the loss on its output.
+// What to do about a TorchScript model's refusal of a batch, by its cause: the input's shape unless the error says
+// another (a forward of several inputs, parameters of another type; the wrapper's own, on what forward returns, says
+// its fix).
+std::string probe_fix(const std::exception& e, const std::string& why, const torch::nn::AnyModule& model) {
+  if (dynamic_cast<const Error*>(&e)) return "";
+  if (why.find("missing value for argument") != std::string::npos)
+    return "; batchwise calls forward with one tensor, the batch: give the model a forward(x) (other arguments with "
+           "defaults)";
+  if (why.find("dtype") != std::string::npos || why.find("scalar type") != std::string::npos) {
+    const std::string type = detail::parameter_dtype(*model.ptr());
+    return fmt::format(
+        "; the data is float32{}: script the model in float32 (for bf16 or fp16 training pass --precision, which "
+        "runs it under autocast)",
+        type.empty() ? "" : ", the model's parameters " + type);
+  }
+  return "; pass the --input-shape the model was scripted or traced for";
+}
+
+// A TorchScript model is only known by running it: one forward pass (eval mode, so no statistic changes) on two
+// real samples, and the loss on its output, with gradients: an output that needs none (detached, or computed under
+// no_grad) would fail every trial at its backward pass.
 void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model, const Dataset& data,
                           const LossFn& loss, c10::Device device) {
-  torch::NoGradGuard no_grad;
   model.ptr()->eval();
   const int64_t n = std::min<int64_t>(2, data.size());
   const at::Tensor input = detail::model_input(data, data.inputs.narrow(0, 0, n), device);
@@ -228,12 +253,15 @@ void probe_scripted_model(const WorkloadOptions& o, torch::nn::AnyModule& model,
     output = model.forward(input);
   } catch (const std::exception& e) {  // c10::Error, and the JIT's own exceptions (a scripted raise)
     std::string why = detail::plain_what(e);
-    BATCHWISE_CHECK(
-        false, ModelError,
-        "--model {}: rejects a batch of shape [{}] (--input-shape {}): {}; pass the --input-shape the model "
-        "was scripted or traced for",
-        o.model(), fmt::join(input.sizes(), ", "), fmt::join(data.sample_shape(), "x"), detail::error_line(why));
+    BATCHWISE_CHECK(false, ModelError, "--model {}: rejects a batch of shape [{}] (--input-shape {}): {}{}", o.model(),
+                    fmt::join(input.sizes(), ", "), fmt::join(data.sample_shape(), "x"), detail::error_line(why),
+                    probe_fix(e, why, model));
   }
+  BATCHWISE_CHECK(output.requires_grad(), ModelError,
+                  "--model {}: its output needs no gradient (it is detached, or computed under no_grad), so no "
+                  "training step could go backward through it; return the output of the model's layers as they "
+                  "compute it",
+                  o.model());
   if (data.num_classes > 0 && o.loss() == Loss::CrossEntropy) {
     BATCHWISE_CHECK(output.dim() == 2 && output.size(1) >= data.num_classes, ModelError,
                     "--model {}: returns shape [{}], but cross-entropy on {} classes needs logits [batch, {}]; check "

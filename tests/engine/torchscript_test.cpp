@@ -131,6 +131,40 @@ TEST_F(TorchScriptModels, BadModelFilesEachGetTheirOwnMessage) {
                      "rejects a batch of shape [2, 1, 28, 28] (--input-shape 1x28x28): RuntimeError: Given groups=1");
 }
 
+// What the probe refuses is refused by its cause, before anything trains (exit 4): an output that needs no gradient
+// (every trial had failed at its backward pass, with torch's text), an output of another shape than mse's targets
+// (mse had broadcast [N, 2] against [N] and trained on it, warning at every step), parameters of another type than
+// the data's and a forward of two inputs (each told to pass another --input-shape).
+TEST_F(TorchScriptModels, TheProbeRefusesAModelNoTrialCouldTrainByItsCause) {
+  const auto model = [&](const std::string& kind) {
+    return exported(kind + ".pt", std::string(BATCHWISE_TEST_SOURCE_DIR) + "/tests/export_probe_models.py " + kind);
+  };
+  const std::string synthetic = " --dataset synthetic --synthetic-size 64 --no-history -q";
+  expect_clean_error("fit --model " + model("detached") + synthetic, 4,
+                     "detached.pt: its output needs no gradient (it is detached, or computed under no_grad)");
+  const fs::path csv = scratch() / "regression.csv";
+  std::ofstream out(csv);
+  for (int i = 0; i < 64; ++i) out << i % 3 << "," << i % 5 << "," << i % 7 << "," << i % 2 << "," << 0.5 * i << "\n";
+  out.close();
+  const Outcome broadcast = batchwise("sweep --model " + model("two-outputs") + " --dataset csv --data-file " +
+                                      csv.string() + " --loss mse --batch-sizes 8 --no-history -q");
+  EXPECT_EQ(broadcast.code, 4) << broadcast.err;
+  EXPECT_NE(broadcast.err.find("its output [2, 2] does not fit the --loss mse targets: the targets are [2]: mse would "
+                               "broadcast [2, 2] against them into a loss of neither; give the model an output of "
+                               "the targets' shape"),
+            std::string::npos)
+      << broadcast.err;
+  EXPECT_EQ(broadcast.err.find("Warning"), std::string::npos) << broadcast.err;
+  expect_clean_error("fit --model " + model("float64") + synthetic, 4,
+                     "the data is float32, the model's parameters float64: script the model in float32");
+  const Outcome two = batchwise("fit --model " + model("two-inputs") + synthetic);
+  EXPECT_EQ(two.code, 4) << two.err;
+  EXPECT_NE(two.err.find("batchwise calls forward with one tensor, the batch: give the model a forward(x)"),
+            std::string::npos)
+      << two.err;
+  EXPECT_EQ(two.err.find("--input-shape the model was"), std::string::npos) << two.err;
+}
+
 // A model whose outputs are NaN: every trial ends at its first step as an error that blames the data
 // or the model, nothing is measured or recommended, and fit, sweep and tune exit 1.
 TEST_F(TorchScriptModels, AModelWhoseOutputIsNaNIsNeverMeasured) {
