@@ -56,6 +56,25 @@ std::string every_core_fix(const DoctorReport& r) {
   return fmt::format("all {} cores: pass --threads {}, or set OMP_NUM_THREADS={}", n, n, n);
 }
 
+// OpenMP's reading of OMP_NUM_THREADS (MKL's of MKL_NUM_THREADS): positive counts, comma-separated for nested
+// levels ("4,2"); anything else is ignored by the runtime (libgomp says so once on stderr), so the count it was
+// meant to set is not the one the run gets.
+bool thread_counts(const std::string& value) {
+  std::istringstream items(value);
+  std::string item;
+  int n = 0;
+  for (; std::getline(items, item, ','); ++n) {
+    const auto first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
+    if (first == std::string::npos || item[first] == '0' ||
+        !std::all_of(item.begin() + first, item.begin() + last + 1, [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+  }
+  return n > 0 && value.back() != ',';
+}
+
+// "1 core", "2 cores"
+std::string counted(int64_t n, const char* noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
+
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
@@ -174,6 +193,14 @@ DoctorReport run_doctor(const DoctorOptions& o) {
   const std::string threads_env =
       (r.omp_num_threads.empty() ? "OMP_NUM_THREADS unset" : "OMP_NUM_THREADS=" + r.omp_num_threads) +
       (r.mkl_num_threads.empty() ? "" : ", MKL_NUM_THREADS=" + r.mkl_num_threads);
+  for (const auto& [name, value] :
+       {std::pair{"OMP_NUM_THREADS", r.omp_num_threads}, {"MKL_NUM_THREADS", r.mkl_num_threads}})
+    if (!value.empty() && !thread_counts(value))
+      add("threads", "warning",
+          fmt::format("{}={} is not a thread count (a whole number from 1): the runtime ignores it, and this process "
+                      "runs {} intra-op thread{}",
+                      name, value, r.intra_op_threads, r.intra_op_threads == 1 ? "" : "s"),
+          fmt::format("set {}={} (the cores), or unset it", name, r.cpu.physical_cores));
   if (r.intra_op_threads < r.cpu.physical_cores)
     add("threads", "warning",
         fmt::format("{} intra-op thread{} on {} cores ({}): matrix kernels use only part of the CPU",
@@ -186,8 +213,9 @@ DoctorReport run_doctor(const DoctorOptions& o) {
         fmt::format("set --threads {} (or {}={})", r.cpu.physical_cores, threads_variable(r), r.cpu.physical_cores));
   else
     add("threads", "ok",
-        fmt::format("{} intra-op threads, {} inter-op, on {} cores / {} logical CPUs ({})", r.intra_op_threads,
-                    r.inter_op_threads, r.cpu.physical_cores, r.cpu.logical_cpus, threads_env));
+        fmt::format("{}, {} inter-op, on {} / {} ({})", counted(r.intra_op_threads, "intra-op thread"),
+                    r.inter_op_threads, counted(r.cpu.physical_cores, "core"),
+                    counted(r.cpu.logical_cpus, "logical CPU"), threads_env));
 
   if (o.gemm()) {
     r.gemm_gflops = gemm_gflops(o);
@@ -279,9 +307,9 @@ Finding judge_gemm(const DoctorReport& r, double gemm_gflops, int64_t gemm_size)
 }
 
 std::string to_table(const DoctorReport& r) {
-  std::string out = fmt::format("batchwise doctor: LibTorch {} | {} | {} cores ({} logical) | {}\n", r.torch_version,
-                                r.cpu.model.empty() ? "unknown CPU" : r.cpu.model, r.cpu.physical_cores,
-                                r.cpu.logical_cpus, r.cpu.isa);
+  std::string out = fmt::format("batchwise doctor: LibTorch {} | {} | {} ({} logical) | {}\n", r.torch_version,
+                                r.cpu.model.empty() ? "unknown CPU" : r.cpu.model,
+                                counted(r.cpu.physical_cores, "core"), r.cpu.logical_cpus, r.cpu.isa);
   for (const auto& f : r.findings) {
     out += fmt::format("{:<8} {:<16} {}\n", f.status == "ok" ? "ok" : f.status, f.check, f.detail);
     if (!f.fix.empty()) out += fmt::format("{:<8} {:<16} fix: {}\n", "", "", f.fix);

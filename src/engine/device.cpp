@@ -113,8 +113,8 @@ Context make_context(const DeviceSpec& device) {
   if (c.build_type != "Release" && c.build_type != "RelWithDebInfo")
     c.warnings.push_back("batchwise was built as " + c.build_type + ": its own overhead may distort timings");
   if (c.cores > 0 && c.threads > c.cores)
-    c.warnings.push_back(
-        fmt::format("{} intra-op threads on {} cores: oversubscription distorts timings", c.threads, c.cores));
+    c.warnings.push_back(fmt::format("{} intra-op threads on {} core{}: oversubscription distorts timings", c.threads,
+                                     c.cores, c.cores == 1 ? "" : "s"));
   return c;
 }
 

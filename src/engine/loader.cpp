@@ -145,9 +145,9 @@ void decide_loader(LoaderSearch& search) {
         search.batch);
   } else if (search.after->workers == b.workers && search.after->prefetch == b.prefetch) {
     search.advice = fmt::format(
-        "the current setting ({} workers, prefetch {}) already keeps the step fed at batch {} "
+        "the current setting ({} worker{}, prefetch {}) already keeps the step fed at batch {} "
         "({:.0f} % of it waiting for data)",
-        b.workers, b.prefetch, search.batch, 100 * b.data_wait_share);
+        b.workers, b.workers == 1 ? "" : "s", b.prefetch, search.batch, 100 * b.data_wait_share);
   } else {
     const LoaderTrial& a = *search.after;
     // No prefetch without workers; and a given setting that did not train is not quoted as a measurement (its 0
@@ -155,7 +155,8 @@ void decide_loader(LoaderSearch& search) {
     const std::string setting =
         a.workers == 0 ? "--workers 0" : fmt::format("--workers {} --prefetch {}", a.workers, a.prefetch);
     const std::string given =
-        b.workers == 0 ? "0 workers" : fmt::format("{} workers (prefetch {})", b.workers, b.prefetch);
+        b.workers == 0 ? "0 workers"
+                       : fmt::format("{} worker{} (prefetch {})", b.workers, b.workers == 1 ? "" : "s", b.prefetch);
     search.advice =
         b.outcome == Outcome::Ok
             ? fmt::format(

@@ -218,9 +218,11 @@ std::string closing_line(const Report& r) {
   std::vector<std::string> parts{fmt::format("answer: batch {}", r.recommendation->batch)};
   if (r.lr) {
     const LrAdvice& l = *r.lr;
-    const int64_t per_epoch = r.workload.dataset_size > 0 && r.recommendation->batch > 0
-                                  ? (r.workload.dataset_size + r.recommendation->batch - 1) / r.recommendation->batch
-                                  : 0;
+    // An optimizer step takes the global batch the rate is for (every rank's, data-parallel: the per-device batch had
+    // counted twice the warm-up steps of the plan's table at 2 ranks)
+    const int64_t global = l.scaled.batch > 0 ? l.scaled.batch : r.recommendation->batch;
+    const int64_t per_epoch =
+        r.workload.dataset_size > 0 && global > 0 ? (r.workload.dataset_size + global - 1) / global : 0;
     const std::string warmup = warmup_text(l, per_epoch);
     parts.push_back(warmup == "none" ? fmt::format("lr {:.4g}, no warm-up", l.lr)
                                      : fmt::format("lr {:.4g}, warm-up {}", l.lr, warmup));

@@ -518,6 +518,8 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
                   "--target {}: must be a fraction of the budget in (0, 1], like 0.9", o.target());
   BATCHWISE_CHECK(o.warmup() >= 0, ConfigError, "--warmup {}: cannot be negative", o.warmup());
   BATCHWISE_CHECK(o.steps() >= 1, ConfigError, "fit steps {}: a trial must run at least one training step", o.steps());
+  BATCHWISE_CHECK(o.trial_timeout_s() >= 0, ConfigError,  // NaN too: a limit no trial could be held to
+                  "--trial-timeout {}: must be at least 0 seconds (0: no limit)", o.trial_timeout_s());
   const int64_t first = (o.min() + m - 1) / m * m;
   const int64_t last = o.max() / m * m;
   BATCHWISE_CHECK(first <= last, ConfigError,

@@ -461,6 +461,8 @@ SweepResult sweep(TrialRunner& runner, const SweepOptions& o) {
   BATCHWISE_CHECK(!o.batch_sizes().empty(), ConfigError,
                   "sweep: no batch sizes; pass --batch-sizes 16,32,64 or --range 8-4096*2");
   BATCHWISE_CHECK(o.repetitions() >= 1, ConfigError, "--repetitions {}: must be at least 1", o.repetitions());
+  BATCHWISE_CHECK(o.trial_timeout_s() >= 0, ConfigError,  // NaN too: a limit no trial could be held to
+                  "--trial-timeout {}: must be at least 0 seconds (0: no limit)", o.trial_timeout_s());
   BATCHWISE_CHECK(o.knee_tolerance() >= 0 && o.knee_tolerance() < 1, ConfigError,
                   "knee tolerance {}: must be a fraction in [0, 1)", o.knee_tolerance());
   std::vector<int64_t> sizes = o.batch_sizes();

@@ -158,6 +158,34 @@ TEST(Doctor, OneThreadOnTwoCoresIsAThreadsWarningWithItsFix) {
     EXPECT_NE(gemm.at("fix").get<std::string>().find("OMP_NUM_THREADS=" + std::to_string(cores)), std::string::npos);
 }
 
+// A thread count the runtime ignores ("abc", "0") had read as ok, named in the threads line as if it were set
+TEST(Doctor, AThreadCountTheRuntimeIgnoresIsAWarningWithItsFix) {
+  const fs::path json = scratch() / "doctor-env.json";
+  for (const std::string value : {"abc", "0", "2,"}) {
+    const Outcome r = batchwise("doctor --json " + json.string(), "OMP_NUM_THREADS='" + value + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(slurp(json));
+    const int cores = j.at("cpu").at("physical_cores"), threads = j.at("threads").at("intra_op");
+    int named = 0;
+    for (const auto& f : j.at("findings"))
+      if (f.at("check") == "threads" && f.at("detail").get<std::string>().rfind("OMP_NUM_THREADS=", 0) == 0) {
+        ++named;
+        EXPECT_EQ(f.at("status"), "warning");
+        EXPECT_EQ(f.at("detail"), "OMP_NUM_THREADS=" + value +
+                                      " is not a thread count (a whole number from 1): the runtime ignores it, and "
+                                      "this process runs " +
+                                      std::to_string(threads) +
+                                      (threads == 1 ? " intra-op thread" : " intra-op threads"));
+        EXPECT_EQ(f.at("fix"), "set OMP_NUM_THREADS=" + std::to_string(cores) + " (the cores), or unset it");
+      }
+    EXPECT_EQ(named, 1) << value << ": " << j.at("findings").dump();
+  }
+  // OpenMP's nested levels are a count
+  const Outcome r = batchwise("doctor --json " + json.string(), "OMP_NUM_THREADS=2,1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(slurp(json).find("is not a thread count"), std::string::npos);
+}
+
 }  // namespace
 
 // tune runs the doctor first, between the user's state and the trials: its GEMM must not draw from

@@ -77,6 +77,10 @@ TEST(Cli, RefusedBeforeAnythingRuns) {
                      "--batch-schedule 8:0,16:5: its last phase starts at epoch 5, not within the 1-epoch run");
   expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 8 --epochs 1 --trial-timeout 5", 2,
                      "--trial-timeout does not apply here: validate trains whole runs");
+  // the budget's share a fit may peak at, which validate fits nothing by (it had been taken for the accuracy)
+  expect_clean_error("validate --model mlp --dataset synthetic --batch-sizes 8 --epochs 1 --target 0.88", 2,
+                     "--target does not apply here: validate fits no batch: it trains the batches given within the "
+                     "whole --memory-budget; the held-out accuracy to train to is --target-accuracy");
   // a phase that no step reaches (32 steps of 32 pass epoch 0.999 only at the run's end): it had trained as
   // the fixed batch 32, said to be the schedule
   expect_clean_error(
@@ -186,6 +190,7 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("plan --model mlp --dataset synthetic --global-batch 64 --nproc 2 --world-size 4", 2,
                      "exclude each other; give one of them");
   expect_clean_error("fit --model mlp --dataset synthetic --json ''", 2, "--json '': an empty path");
+  expect_clean_error("doctor --json ''", 2, "--json '': an empty path");  // doctor had written nothing, exit 0
   expect_clean_error("fit --model mlp --dataset synthetic --json " + scratch().string(), 2,
                      scratch().string() + ": is a folder; give a file's path");
   expect_clean_error("fit --model mlp --dataset csv --data-file " + scratch().string(), 3,
@@ -1040,6 +1045,8 @@ TEST(Cli, NoiseReportsTheNoiseScaleWithItsTimeline) {
                      "--trace does not apply here: noise recommends no batch");
   expect_clean_error("noise --model mlp --dataset synthetic --trial-timeout 5", 2,
                      "--trial-timeout does not apply here: noise runs no trials");
+  expect_clean_error("noise --model mlp --dataset synthetic --target 0.5", 2,
+                     "--target does not apply here: noise fits no batch");
   const std::string small = "noise --model mlp --dataset synthetic --synthetic-size 512 --batch 64 --noise-steps 3 ";
   const Outcome tight = batchwise(small + "--memory-budget 3MiB --no-history -q --json " + json.string());
   EXPECT_EQ(tight.code, 6) << tight.err;
@@ -1817,6 +1824,8 @@ TEST(Cli, LoaderReportsEverySettingAndChoosesByItsFigures) {
             "--memory-budget); nothing was measured");
   expect_clean_error("loader --model mlp --dataset synthetic --no-monitor", 2,
                      "--no-monitor does not apply here: loader's trials sample no utilisation");
+  expect_clean_error("loader --model mlp --dataset synthetic --target 0.5", 2,
+                     "--target does not apply here: loader fits no batch");
 }
 
 TEST(Cli, ReportErrorsNameTheInput) {

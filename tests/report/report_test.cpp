@@ -165,6 +165,12 @@ TEST(Report, SummaryIsShortAndClosesWithTheAnswer) {
   EXPECT_EQ(lines.back(), closing_line(r));
   const std::string rate = fmt::format("lr {:.4g}, warm-up {}", r.lr->lr, warmup_text(*r.lr, (60000 + 127) / 128));
   EXPECT_EQ(closing_line(r), "answer: batch 128 | " + rate + " | confidence medium") << closing_line(r);
+  // Data-parallel, 2 ranks of 128: a step takes the global 256 the rate is for (the warm-up's steps had been
+  // counted at 128, twice the plan table's)
+  Report ranks = r;
+  ranks.lr = unmeasured_lr(Optimizer::Sgd, 32, 0.01, 256);
+  EXPECT_EQ(closing_line(ranks), fmt::format("answer: batch 128 | lr {:.4g}, warm-up {} | confidence medium",
+                                             ranks.lr->lr, warmup_text(*ranks.lr, (60000 + 255) / 256)));
   const auto why = std::find(lines.begin(), lines.end(), "why:");
   ASSERT_NE(why, lines.end()) << summary;
   int reasons = 0;

@@ -12,12 +12,14 @@
 #include <torch/utils.h>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "batchwise/error.h"
 #include "batchwise/fit.h"
 #include "batchwise/memory.h"
 #include "batchwise/models.h"
+#include "batchwise/sweep.h"
 #include "batchwise/workload.h"
 #include "support/workloads.h"
 
@@ -157,6 +159,10 @@ TEST(Fit, ImpossibleOptions) {
   EXPECT_THROW(fit(*w, FitOptions().budget_bytes(64 << 20).target(1.5)), ConfigError);
   // A negative budget had read as "none given" and fitted against the device's default, unsaid
   EXPECT_THROW(fit(*w, FitOptions().budget_bytes(-5)), ConfigError);
+  // a negative or NaN limit had been taken as none
+  EXPECT_THROW(fit(*w, FitOptions().budget_bytes(64 << 20).trial_timeout_s(-1)), ConfigError);
+  EXPECT_THROW(fit(*w, FitOptions().budget_bytes(64 << 20).trial_timeout_s(std::nan(""))), ConfigError);
+  EXPECT_THROW(sweep(*w, SweepOptions().batch_sizes({8}).trial_timeout_s(-1)), ConfigError);
   // and a batch of no samples is refused by name (it was torch's "torch.cat(): expected a non-empty list")
   EXPECT_THROW(w->next_batch(0), ConfigError);
 }

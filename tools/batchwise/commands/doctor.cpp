@@ -4,6 +4,7 @@
 
 #include "../cli.h"
 #include "batchwise/doctor.h"
+#include "batchwise/error.h"
 
 namespace batchwise::cli {
 namespace {
@@ -16,10 +17,13 @@ class Doctor : public Command {
     cmd->add_option("--threads", threads_, "intra-op threads (default: torch's choice)");
     cmd->add_option("--json", json_, "write the findings as JSON to FILE");
     cmd->footer("Example:\n  batchwise doctor\n  batchwise doctor --threads 1   # see what one thread costs");
+    cmd_ = cmd;
     return cmd;
   }
 
   int run() override {
+    if (json_.empty() && cmd_->count("--json") > 0)  // it had written nothing, exit 0
+      throw ConfigError("--json '': an empty path; give a file's path");
     check_writable(json_, "--json");
     if (threads_ > 0) torch::set_num_threads(threads_);
     const DoctorReport d = run_doctor();
@@ -30,6 +34,7 @@ class Doctor : public Command {
   }
 
  private:
+  CLI::App* cmd_ = nullptr;
   int threads_ = 0;
   std::string json_;
 };

@@ -19,7 +19,8 @@ class Loader : public Command {
     w_.add(cmd);
     w_.hide_cmd();  // it trains batchwise's own loop only
     w_.not_read({{"--trace", "loader recommends no batch, so no step would be traced; trace one with sweep or tune"},
-                 {"--no-monitor", "loader's trials sample no utilisation"}});
+                 {"--no-monitor", "loader's trials sample no utilisation"},
+                 {"--target", "loader fits no batch: its settings train at --batch within the whole --memory-budget"}});
     cmd->add_option("--batch", batch_, "the batch size to feed")->capture_default_str();
     cmd->add_option("--warmup", warmup_, "unmeasured steps per setting (at least its workers: their first burst)")
         ->capture_default_str();
@@ -43,20 +44,20 @@ class Loader : public Command {
     if (std::string w = larger_than_training_set_warning({batch_}, s.workload()->info().dataset_size); !w.empty())
       s.report.context.warnings.push_back(std::move(w));
     s.stage(fmt::format("trying input-pipeline settings at batch {}", batch_));
-    s.report.loader =
-        search_loader(*s.module(),
-                      TrialOptions(batch_)
-                          .warmup(warmup_)
-                          .steps(steps_)
-                          .limit_bytes(s.report.budget_bytes)
-                          .timeout_s(w_.trial_timeout_s),
-                      {}, {}, [&](const LoaderTrial& t, int i, int n) {
-                        s.stage(fmt::format("[setting {}/{}] {} workers, prefetch {}: {}", i, n, t.workers, t.prefetch,
-                                            t.outcome == Outcome::Ok
-                                                ? fmt::format("{} samples/s, {:.0f} % of the step waiting for data",
-                                                              format_grouped(t.samples_per_s), 100 * t.data_wait_share)
-                                                : fmt::format("{}: {}", to_string(t.outcome), t.message)));
-                      });
+    s.report.loader = search_loader(
+        *s.module(),
+        TrialOptions(batch_)
+            .warmup(warmup_)
+            .steps(steps_)
+            .limit_bytes(s.report.budget_bytes)
+            .timeout_s(w_.trial_timeout_s),
+        {}, {}, [&](const LoaderTrial& t, int i, int n) {
+          s.stage(fmt::format(
+              "[setting {}/{}] {} worker{}, prefetch {}: {}", i, n, t.workers, t.workers == 1 ? "" : "s", t.prefetch,
+              t.outcome == Outcome::Ok ? fmt::format("{} samples/s, {:.0f} % of the step waiting for data",
+                                                     format_grouped(t.samples_per_s), 100 * t.data_wait_share)
+                                       : fmt::format("{}: {}", to_string(t.outcome), t.message)));
+        });
     return s.finish();
   }
 

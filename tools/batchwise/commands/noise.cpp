@@ -21,7 +21,8 @@ class Noise : public Command {
     w_.hide_cmd();  // it trains batchwise's own loop only
     w_.not_read({{"--trace", "noise recommends no batch, so no step would be traced; trace one with sweep or tune"},
                  {"--trial-timeout", "noise runs no trials; --noise-steps bounds it"},
-                 {"--no-monitor", "noise samples no utilisation"}});
+                 {"--no-monitor", "noise samples no utilisation"},
+                 {"--target", "noise fits no batch: it trains at --batch within the whole --memory-budget"}});
     cmd->add_option("--batch", batch_, "B: samples per training step")->capture_default_str();
     cmd->add_option("--micro-batch", micro_batch_, "b: the small batch; divides --batch")->capture_default_str();
     cmd->add_option("--noise-steps", steps_, "training steps measured")->capture_default_str();

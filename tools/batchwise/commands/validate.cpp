@@ -48,7 +48,10 @@ class Validate : public Command {
     w_.hide_cmd();  // it trains batchwise's own loop only
     w_.not_read(
         {{"--trial-timeout", "validate trains whole runs, which --max-epochs and --max-seconds bound (or --epochs)"},
-         {"--no-monitor", "validate samples no utilisation"}});
+         {"--no-monitor", "validate samples no utilisation"},
+         {"--target",
+          "validate fits no batch: it trains the batches given within the whole --memory-budget; the held-out "
+          "accuracy to train to is --target-accuracy (or --target-loss)"}});
     cmd->add_option("--batch-sizes", batch_sizes_,
                     "the candidates: a list or range, e.g. 32,128,512; each trains from the same weights, "
                     "smallest first")
