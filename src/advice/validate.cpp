@@ -116,25 +116,14 @@ Limits run_limits(const ValidateOptions& o, ValidationRun& run, int64_t epoch, c
   return limits;
 }
 
-// The run's memory limit while it trains (its range tests too), lifted while it evaluates (the
-// evaluation's batch is batchwise's, not the run's) and when it ends.
-class RunLimit : public detail::MemoryLimit {
- public:
-  using MemoryLimit::MemoryLimit;
-  // `data` through the model with the limit lifted, held again where training follows.
-  std::pair<double, std::optional<double>> evaluate(ModuleWorkload& w, const Dataset& data, bool training_follows) {
-    lift();
-    auto result = w.evaluate(data);
-    if (training_follows) hold();
-    return result;
-  }
-};
-
 // One candidate: a fixed batch, or (`phases` not empty, full runs only) a batch-size schedule whose
 // first phase's batch is `batch`, each phase at its batch's advised rate.
 ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& held_out, const ValidateOptions& o,
                       int64_t batch, const Race& race, const std::vector<BatchPhase>& phases = {}) {
-  RunLimit limit(w, o.limit_bytes());  // the range tests at this batch train too
+  // The run's memory limit while it trains (its range tests too) and evaluates: the evaluation's batch is batchwise's,
+  // halved where the budget cannot hold it (it had been lifted, and a model past the budget at 1,024 samples took the
+  // machine's memory)
+  const detail::MemoryLimit limit(w, o.limit_bytes());
   ValidationRun run;
   run.batch = batch;
   const double base_lr = o.base_lr() > 0 ? o.base_lr() : w.info().lr;
@@ -189,7 +178,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     if (samples >= next_eval || samples >= limits.max_samples) {
       next_eval = samples + eval_every;
       const auto eval_start = Clock::now();
-      const auto [held_loss, accuracy] = limit.evaluate(w, probe, samples < limits.max_samples);
+      const auto [held_loss, accuracy] = w.evaluate(probe);
       run.eval_s += since(eval_start);
       run.curve.push_back({samples, run.steps, train_s, held_loss, accuracy});
       if (!full && reached(o, run.curve.back())) {
@@ -218,7 +207,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
   if (!run.curve.empty()) run.last = run.curve.back();
   if (full && run.message.empty()) {  // the final quality, on the whole held-out set
     const auto eval_start = Clock::now();
-    const auto [loss, accuracy] = limit.evaluate(w, held_out, /*training_follows=*/false);
+    const auto [loss, accuracy] = w.evaluate(held_out);
     run.eval_s += since(eval_start);
     if (std::isfinite(loss)) {
       run.final_loss = loss, run.final_accuracy = accuracy;

@@ -197,15 +197,27 @@ std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset&
   const int64_t n = data.size();
   BATCHWISE_CHECK(batch >= 1, ConfigError, "evaluate: batch size {}: must be at least 1", batch);  // 0 had never ended
   BATCHWISE_CHECK(n > 0, DataError, "evaluate: {}: no samples to evaluate", data.name.empty() ? "the data" : data.name);
-  for (int64_t start = 0; start < n; start += batch) {
+  for (int64_t start = 0; start < n;) {
     const int64_t len = std::min(batch, n - start);
-    const at::Tensor input = model_input(data_, data.inputs.narrow(0, start, len), device_);
-    const at::Tensor target = data.targets.narrow(0, start, len).to(device_);
-    at::Tensor output;
-    loss_sum += forward_loss(input, target, &output).item<double>() * static_cast<double>(len);
-    const auto right = classes ? labels_right(output, target, ignored_label_) : std::nullopt;
+    double loss = 0;
+    std::optional<std::pair<int64_t, int64_t>> right;
+    try {
+      const at::Tensor input = model_input(data_, data.inputs.narrow(0, start, len), device_);
+      const at::Tensor target = data.targets.narrow(0, start, len).to(device_);
+      at::Tensor output;
+      loss = forward_loss(input, target, &output).item<double>();
+      if (classes) right = labels_right(output, target, ignored_label_);
+    } catch (const c10::OutOfMemoryError&) {
+      // The batch is the evaluation's, not a run's: halved where the memory (a budget held while it evaluates, the
+      // device's) cannot take it, down to one sample
+      if (len == 1) throw;
+      batch = len / 2;
+      continue;
+    }
+    loss_sum += loss * static_cast<double>(len);
     classes = right.has_value();
     if (classes) correct += right->first, judged += right->second;
+    start += len;
   }
   return {loss_sum / static_cast<double>(n),
           classes && judged > 0 ? std::optional<double>(static_cast<double>(correct) / static_cast<double>(judged))

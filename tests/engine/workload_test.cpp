@@ -322,6 +322,43 @@ TEST(ModuleWorkload, ACallersNonFiniteValuesAreRefusedUnlessTheLossTakesThem) {
   }
 }
 
+// evaluate's batch is its own, not a run's: halved where the memory held cannot take it (validate's runs hold the
+// budget while they evaluate; it had been lifted, and a model past it at 1,024 samples took the machine's memory)
+TEST(ModuleWorkload, AnEvaluationPastTheBudgetHalvesItsBatch) {
+  struct QuadraticImpl : torch::nn::Module {  // b^2 x 256 bytes a forward: 256 MiB at 1,024, 4 MiB at 128
+    QuadraticImpl() : fc(register_module("fc", torch::nn::Linear(4, 2))) {}
+    at::Tensor forward(const at::Tensor& x) { return fc(x) + at::ones({x.size(0) * x.size(0), 64}).sum() * 0; }
+    torch::nn::Linear fc{nullptr};
+  };
+  CpuMemoryTracker& tracker = CpuMemoryTracker::install();
+  auto model = std::make_shared<QuadraticImpl>();
+  auto optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+  Dataset data;
+  data.inputs = at::randn({2048, 4});
+  data.targets = at::randint(0, 2, {2048});
+  data.num_classes = 2;
+  ModuleWorkload w(
+      {}, torch::nn::AnyModule(model), std::move(optimizer), data,
+      [](const at::Tensor& out, const at::Tensor& y) { return at::cross_entropy_loss(out, y); }, c10::Device(c10::kCPU),
+      1);
+  const auto [loss, accuracy] = w.evaluate(data, 128);
+  tracker.set_limit(tracker.current_bytes() + (16 << 20));
+  std::pair<double, std::optional<double>> held;
+  try {
+    held = w.evaluate(data);  // 1,024 a batch
+  } catch (...) {
+    tracker.set_limit(0);
+    throw;
+  }
+  tracker.set_limit(0);
+  EXPECT_NEAR(held.first, loss, 1e-6);
+  EXPECT_EQ(held.second, accuracy);
+  // one sample past the budget is out of memory still
+  tracker.set_limit(tracker.current_bytes() + 1);
+  EXPECT_THROW((void)w.evaluate(data), c10::OutOfMemoryError);
+  tracker.set_limit(0);
+}
+
 // A custom optimizer's options without get_lr (LibTorch's base throws "has not been overridden") make a workload that
 // trains as before: no ratios read, the one rate for every group where anything sets it (the workload had failed to
 // be made, with torch's error).
