@@ -117,6 +117,9 @@ struct Group::Impl {
 
 std::string rank_device(const std::string& requested, const GroupAddress& address, int cuda_devices) {
   if (requested == "cpu" || (requested == "auto" && cuda_devices == 0)) return "cpu";
+  // None at all is the device's error, as one process's (it had been a usage error whose fix, --nproc 1, failed so)
+  BATCHWISE_CHECK(cuda_devices > 0, DeviceError,
+                  "--device {}: no CUDA device is visible (no GPU, or no driver); use --device cpu or auto", requested);
   const int ranks = address.local_world_size;
   if (requested != "cuda" && requested != "auto") {  // cuda:N
     BATCHWISE_CHECK(ranks == 1, ConfigError,

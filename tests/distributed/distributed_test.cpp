@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "batchwise/device.h"
 #include "batchwise/distributed.h"
 #include "batchwise/memory.h"
 #include "batchwise/sweep.h"
@@ -334,6 +335,19 @@ TEST(DataParallel, BadGroupEnvironmentIsAClearError) {
   const int status = pclose(p);
   EXPECT_EQ(WEXITSTATUS(status), 2) << text;
   EXPECT_NE(text.find("RANK=2 with WORLD_SIZE=2: the rank must be below the world size"), std::string::npos) << text;
+  // A launcher's rank given --nproc (it had started a group inside each rank), or plan another --world-size (dropped)
+  const std::string launched = "WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999";
+  const auto nested = cli::batchwise("sweep --model mlp --dataset synthetic --nproc 2 --no-history", launched);
+  EXPECT_EQ(nested.code, 2) << nested.err;
+  EXPECT_EQ(nested.err,
+            "batchwise sweep: --nproc 2: WORLD_SIZE=2 is set, so a launcher (torchrun) started this "
+            "process as one of its ranks; drop --nproc, or run without the launcher\n");
+  const auto planned =
+      cli::batchwise("plan --model mlp --dataset synthetic --global-batch 256 --world-size 4 --no-history", launched);
+  EXPECT_EQ(planned.code, 2) << planned.err;
+  EXPECT_NE(planned.err.find("--world-size 4: this run's group has 2 ranks (WORLD_SIZE), and plan plans for them"),
+            std::string::npos)
+      << planned.err;
 }
 
 TEST(DataParallel, ATrialTimeoutIsAgreedAsATimeout) {
@@ -506,7 +520,10 @@ TEST(DataParallel, EachCudaRankTakesItsOwnDeviceOrTheRunIsRefused) {
   EXPECT_THROW((void)rank_device("cuda:1", a, 2), ConfigError);  // every rank on one device
   a.local_world_size = 1;  // one rank per host (torchrun across machines): the device asked for
   EXPECT_EQ(rank_device("cuda:1", a, 2), "cuda:1");
-  // The CLI refuses before it starts any rank: one line, the usage exit code.
-  cli::expect_clean_error("fit --model mlp --dataset synthetic --nproc 2 --device cuda --no-history", 2,
-                          "batchwise fit: 2 ranks on this host, but it has 0 CUDA device(s)");
+  // No GPU at all is the device's error, as one process's (exit 5; its usage error's fix, --nproc 1, had failed so)
+  EXPECT_THROW((void)rank_device("cuda", a, 0), DeviceError);
+  // The CLI refuses before it starts any rank: one line
+  if (visible_cuda_devices() == 0)
+    cli::expect_clean_error("fit --model mlp --dataset synthetic --nproc 2 --device cuda --no-history", 5,
+                            "batchwise fit: --device cuda: no CUDA device is visible (no GPU, or no driver)");
 }

@@ -180,6 +180,13 @@ int main(int argc, char** argv) {
     GroupAddress host;
     host.world_size = host.local_world_size = command->nproc();
     try {
+      // Under a launcher's group (torchrun's WORLD_SIZE) --nproc had started a group of its own in each rank: N x M
+      // processes, each rank's report written over the others'
+      if (const char* world = std::getenv("WORLD_SIZE"); world && std::atoi(world) > 1)
+        throw ConfigError(fmt::format(
+            "--nproc {}: WORLD_SIZE={} is set, so a launcher (torchrun) started this process as one of its ranks; "
+            "drop --nproc, or run without the launcher",
+            command->nproc(), world));
       command->refuse_for_ranks(command->nproc());  // what every rank would refuse, said once
       const std::string device =
           command->device() == "cpu" ? "cpu" : rank_device(command->device(), host, visible_cuda_devices());
@@ -194,6 +201,9 @@ int main(int argc, char** argv) {
     } catch (const ConfigError& e) {
       tell("batchwise {}: {}\n", name, e.what());
       return kExitUsage;
+    } catch (const DeviceError& e) {
+      tell("batchwise {}: {}\n", name, e.what());
+      return kExitDevice;
     }
     return launch_ranks(command->nproc(), argc, argv, command->dist_timeout_s() + 10, kExitDistributed);
   }

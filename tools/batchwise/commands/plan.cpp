@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "../cli.h"
 #include "../session.h"
@@ -54,6 +55,13 @@ class Plan : public Command {
               "leave {} out, or leave out --max-micro-batch to fit it",
               flag, max_micro_batch_, flag, flag));
     if (!fit_.plan_for.empty()) (void)parse_plan_device(fit_.plan_for);
+    // A launcher's group is the devices planned for: another --world-size had been dropped, unsaid
+    if (const char* world = std::getenv("WORLD_SIZE");
+        world && std::atoi(world) > 1 && cmd_->count("--world-size") > 0 && world_size_ != std::atoi(world))
+      throw ConfigError(
+          fmt::format("--world-size {}: this run's group has {} ranks (WORLD_SIZE), and plan plans for "
+                      "them; leave --world-size out, or launch {} ranks",
+                      world_size_, world, world_size_));
     Session s("plan", w_, &dist_);
     if (s.data_parallel()) world_size_ = s.world_size();
     // The fit answers one question: does a device's share of the global batch fit (no accumulation
