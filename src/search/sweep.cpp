@@ -55,10 +55,21 @@ void merge_repetition(Trial& point, const Trial& t) {
     point.non_finite = t.non_finite;
   }
   point.input_bound = point.outcome == Outcome::Ok && point.data_wait_share > kInputBoundShare;
-  if (point.distributed && t.distributed)  // the mean over repetitions, like the data wait
-    point.distributed->allreduce_share =
-        (point.distributed->allreduce_share * (point.repetitions - 1) + t.distributed->allreduce_share) /
-        point.repetitions;
+  if (point.distributed && t.distributed) {  // the mean over repetitions, like the data wait
+    DistributedTrial& d = *point.distributed;
+    const DistributedTrial& more = *t.distributed;
+    d.allreduce_share = (d.allreduce_share * (point.repetitions - 1) + more.allreduce_share) / point.repetitions;
+    // Each rank's over every repetition, as the point's own figures are (they had been the first repetition's: a
+    // timeout read "ok" on every rank, medians above the slowest rank's, peaks below the point's)
+    if (more.rank_step_time_s.size() == d.rank_step_time_s.size())
+      for (size_t r = 0; r < d.rank_step_time_s.size(); ++r)
+        d.rank_step_time_s[r] =
+            (d.rank_step_time_s[r] * (point.repetitions - 1) + more.rank_step_time_s[r]) / point.repetitions;
+    if (more.rank_peak_bytes.size() == d.rank_peak_bytes.size())
+      for (size_t r = 0; r < d.rank_peak_bytes.size(); ++r)
+        d.rank_peak_bytes[r] = std::max(d.rank_peak_bytes[r], more.rank_peak_bytes[r]);
+    if (t.outcome != Outcome::Ok) d.rank_outcomes = more.rank_outcomes;  // the failure's, as the point's message
+  }
 }
 
 // One trial of `batch` with a sweep's settings under `budget`: the sweep's and the retiming's.

@@ -615,5 +615,54 @@ TEST(Retime, ATrialThatFailsJoinsItsPointAndEndsTheTiming) {
   EXPECT_EQ(s.knee_batch, 256);
 }
 
+// Two ranks whose step, peak and outcome change with each trial: the third times out.
+class TwoRanks final : public TrialRunner {
+ public:
+  WorkloadInfo info() const override { return {}; }
+  Trial run(const TrialOptions& o) override {
+    const int call = calls_++;
+    Trial t;
+    t.batch = o.batch();
+    t.outcome = call == 2 ? Outcome::Timeout : Outcome::Ok;
+    t.steps = o.steps();
+    const double step = 0.01 * (call + 1);
+    t.step_times_s.assign(static_cast<size_t>(o.steps()), step);
+    t.steps_run = o.steps();
+    t.peak_bytes = int64_t{3} << 20;
+    summarize_steps(t);
+    DistributedTrial d;
+    d.world_size = 2;
+    d.global_batch = 2 * o.batch();
+    d.rank_step_time_s = {step, 0.5 * step};
+    d.rank_peak_bytes = {int64_t{call + 1} << 20, int64_t{3 - call} << 20};
+    d.rank_outcomes = {t.outcome, t.outcome};
+    t.distributed = d;
+    return t;
+  }
+  int64_t held_bytes() override { return 0; }
+  int64_t default_budget_bytes() override { return 1 << 30; }
+  int64_t device_total_bytes() override { return 1 << 30; }
+
+ private:
+  int calls_ = 0;
+};
+
+// A data-parallel point's rank figures are its repetitions', as its own figures are: they had been the first
+// repetition's (a timeout read "ok" on every rank, a rank's peak below the point's).
+TEST(Sweep, ADataParallelPointsRankFiguresAreEveryRepetitions) {
+  TwoRanks runner;
+  const SweepResult s = sweep(runner, SweepOptions().batch_sizes({32}).repetitions(3).steps(2).warmup(0));
+  ASSERT_EQ(s.points.size(), 1u);
+  const Trial& p = s.points[0];
+  EXPECT_EQ(p.repetitions, 3);
+  EXPECT_EQ(p.outcome, Outcome::Timeout);
+  ASSERT_TRUE(p.distributed.has_value());
+  EXPECT_EQ(p.distributed->rank_outcomes, (std::vector<Outcome>{Outcome::Timeout, Outcome::Timeout}));
+  EXPECT_EQ(p.distributed->rank_peak_bytes, (std::vector<int64_t>{int64_t{3} << 20, int64_t{3} << 20}));
+  ASSERT_EQ(p.distributed->rank_step_time_s.size(), 2u);
+  EXPECT_NEAR(p.distributed->rank_step_time_s[0], 0.02, 1e-12);  // the mean of 0.01, 0.02 and 0.03
+  EXPECT_NEAR(p.distributed->rank_step_time_s[1], 0.01, 1e-12);
+}
+
 }  // namespace
 }  // namespace batchwise
