@@ -12,6 +12,7 @@
 #include "batchwise/data.h"
 #include "batchwise/device.h"
 #include "batchwise/error.h"
+#include "batchwise/error_text.h"
 #include "batchwise/files.h"
 #include "batchwise/memory.h"
 #include "batchwise/models.h"

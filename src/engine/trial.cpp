@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 
+#include "batchwise/error_text.h"
 #include "batchwise/memory.h"
 #include "batchwise/units.h"
 #include "batchwise/utilisation.h"
@@ -274,5 +275,7 @@ int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested, double targ
                       : "");
   return requested;
 }
+
+std::string error_text(const std::exception& e) { return detail::error_line(detail::plain_what(e)); }
 
 }  // namespace batchwise

@@ -165,6 +165,20 @@ TEST_F(TorchScriptModels, TheProbeRefusesAModelNoTrialCouldTrainByItsCause) {
   EXPECT_EQ(two.err.find("--input-shape the model was"), std::string::npos) << two.err;
 }
 
+// A model's error outside a trial (noise's steps) says its cause: it had said only the TorchScript interpreter's
+// preamble, "The following operation failed in the TorchScript interpreter."
+TEST_F(TorchScriptModels, AModelsErrorOutsideATrialSaysItsCause) {
+  const std::string model = exported("raises-above-40.pt", std::string(BATCHWISE_TEST_SOURCE_DIR) +
+                                                               "/tests/export_probe_models.py "
+                                                               "raises-above-40");
+  ASSERT_FALSE(model.empty());
+  const Outcome r = batchwise("noise --model " + model +
+                              " --dataset synthetic --synthetic-size 512 --batch 128 --micro-batch 64 --noise-steps 3 "
+                              "--no-history -q");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(r.err, "batchwise noise: builtins.RuntimeError: batch too large for this model\n");
+}
+
 // A model whose outputs are NaN: every trial ends at its first step as an error that blames the data
 // or the model, nothing is measured or recommended, and fit, sweep and tune exit 1.
 TEST_F(TorchScriptModels, AModelWhoseOutputIsNaNIsNeverMeasured) {

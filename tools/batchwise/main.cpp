@@ -17,6 +17,7 @@
 #include "batchwise/device.h"
 #include "batchwise/distributed.h"
 #include "batchwise/error.h"
+#include "batchwise/error_text.h"
 #include "batchwise/memory.h"
 #include "batchwise/version.h"
 #include "cli.h"
@@ -74,7 +75,7 @@ int run_mapping_errors(Command& command, const std::string& who) {
     say(e.what());
     return kExitFailed;
   } catch (const c10::Error& e) {
-    say("torch: " + first_line(e.what_without_backtrace()));
+    say("torch: " + error_text(e));
     return kExitFailed;
   } catch (const std::bad_alloc&) {
     say("out of memory outside any trial (std::bad_alloc): the machine's memory, or a limit on this process's "
@@ -90,7 +91,9 @@ int run_mapping_errors(Command& command, const std::string& who) {
     }
     return kExitFailed;
   } catch (const std::exception& e) {
-    const std::string what = first_line(e.what());
+    // an error in a TorchScript model outside a trial (noise's steps, validate's runs) had said only the interpreter's
+    // preamble, "The following operation failed in the TorchScript interpreter."
+    const std::string what = error_text(e);
     // oneDNN's error type carries no more than this; a kernel it could not set up is most often memory it could not get
     say(what == "could not create a primitive"
             ? what +
