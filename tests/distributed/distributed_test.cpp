@@ -350,6 +350,23 @@ TEST(DataParallel, BadGroupEnvironmentIsAClearError) {
       << planned.err;
 }
 
+// Rank 0 writes the outputs: --nproc's launcher checks their paths once, before a rank starts (each rank had said
+// it), and a launcher's rank other than 0 leaves them to rank 0 (on another node their folder need not exist: its
+// refusal had left rank 0 waiting to its timeout, blaming MASTER_ADDR).
+TEST(DataParallel, OnlyTheProcessThatWritesTheOutputsChecksTheirPaths) {
+  const std::string missing = (cli::scratch() / "no-such-folder" / "r.json").string();
+  const std::string sweep = "sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 16 --no-history ";
+  const auto launcher = cli::batchwise(sweep + "--nproc 2 --json " + missing);
+  EXPECT_EQ(launcher.code, 2) << launcher.err;
+  EXPECT_EQ(launcher.err,
+            "batchwise sweep: --json " + missing + ": cannot write there; check the folder exists and is writable\n");
+  const auto rank1 = cli::batchwise(sweep + "--dist-timeout 2 --json " + missing,
+                                    "WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 "
+                                    "MASTER_PORT=29997");
+  EXPECT_EQ(rank1.code, 7) << rank1.err;  // no rank 0 came: the group's error, not the path's
+  EXPECT_EQ(rank1.err.find("cannot write"), std::string::npos) << rank1.err;
+}
+
 TEST(DataParallel, ATrialTimeoutIsAgreedAsATimeout) {
   // Each rank's clock would stop it at its own step; the deadline is agreed at the all-reduce. The input waits 1 ms a
   // sample (64 ms a step, 3.2 s for the 50) so that no machine is fast enough to finish inside 0.3 s: the lenet steps

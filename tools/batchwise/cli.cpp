@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -281,6 +282,18 @@ void WorkloadFlags::refuse_for_ranks(int world_size) const {
         world_size));
   refuse_in_data_parallel({{!trace.empty(), "--trace"}}, world_size);
   if (world_size > 1) refuse_data_parallel_precision(parse_precision(precision));
+  if (world_size > 1 && writes_outputs()) {  // --nproc's launcher: said once, before a rank starts
+    check_writable(json, "--json");
+    check_writable(html, "--html");
+  }
+}
+
+// Rank 0 writes a data-parallel run's outputs: another rank's paths are its to check (on another node of a torchrun
+// they need not exist; a rank 1 that refused them had left rank 0 waiting for it to its timeout, blaming MASTER_ADDR)
+bool writes_outputs() {
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  return !(rank && world && std::atoi(world) > 1 && std::atoi(rank) != 0);
 }
 
 void WorkloadFlags::hide_cmd() const {
@@ -337,19 +350,22 @@ void WorkloadFlags::check(const std::string& name) const {
       if (std::error_code e; !arg.empty() && std::filesystem::is_regular_file(arg, e))
         inputs.emplace_back("a file of your --cmd command,", arg);
   // The history by its path, the default's too: a --json over it had replaced every stored run with one report
-  check_apart({{"--json", json},
-               {"--html", html},
-               {"--trace", trace},
-               {history.empty() ? "the run history" : "--history", no_history ? "" : history_path(history)}},
-              inputs);
+  if (writes_outputs())
+    check_apart({{"--json", json},
+                 {"--html", html},
+                 {"--trace", trace},
+                 {history.empty() ? "the run history" : "--history", no_history ? "" : history_path(history)}},
+                inputs);
   if (use_cmd && app && app->count("--threads") > 0)  // the child had run at its own count, the report said N
     throw ConfigError(
         "--threads: your --cmd command sets its own threads (torch.set_num_threads, OMP_NUM_THREADS in its "
         "environment); drop it");
-  check_writable(trace, "--trace");
-  if (!trace.empty()) (void)trace_file(trace);  // a file: a descriptor, FIFO or device refused before the run
-  check_writable(json, "--json");
-  check_writable(html, "--html");
+  if (writes_outputs()) {
+    check_writable(trace, "--trace");
+    if (!trace.empty()) (void)trace_file(trace);  // a file: a descriptor, FIFO or device refused before the run
+    check_writable(json, "--json");
+    check_writable(html, "--html");
+  }
   if (!html.empty() && chartjs_version().empty()) (void)to_html("", "--html");  // built without Chart.js: say so now
   static const std::regex unit(R"(^[KMGTPE]?i?B$)");
   if (!command.empty() && !use_cmd && std::regex_match(command.front(), unit))  // --memory-budget 2 GiB

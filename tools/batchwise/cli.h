@@ -232,6 +232,10 @@ void write_file(const std::string& path, const std::string& text, const char* fl
 /// Throws ConfigError naming `flag` when `path` cannot be written (before a run, not after it).
 void check_writable(const std::string& path, const char* flag);
 
+/// Whether this process writes the run's outputs (--json, --html, --trace, the history): not a data-parallel rank
+/// other than 0 (RANK and WORLD_SIZE set), whose paths are rank 0's to check.
+bool writes_outputs();
+
 /// CLI11's words for a usage error, as the rest of batchwise says one: a flag given twice ("--steps:
 /// given 2 times; give it once", where CLI11 said "At Most 1 required but received 2"), too few values,
 /// and an unknown option with the nearest of `sub`'s (the subcommand parsed; may be null).
