@@ -118,11 +118,10 @@ Limits run_limits(const ValidateOptions& o, ValidationRun& run, int64_t epoch, c
 
 // One candidate: a fixed batch, or (`phases` not empty, full runs only) a batch-size schedule whose
 // first phase's batch is `batch`, each phase at its batch's advised rate.
+// The budget holds while it trains (its range tests too) and evaluates: the evaluation's batch is batchwise's, halved
+// where the budget cannot hold it (it had been lifted, and a model past it at 1,024 samples took the machine's memory).
 ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& held_out, const ValidateOptions& o,
                       int64_t batch, const Race& race, const std::vector<BatchPhase>& phases = {}) {
-  // The run's memory limit while it trains (its range tests too) and evaluates: the evaluation's batch is batchwise's,
-  // halved where the budget cannot hold it (it had been lifted, and a model past the budget at 1,024 samples took the
-  // machine's memory)
   const detail::MemoryLimit limit(w, o.limit_bytes());
   ValidationRun run;
   run.batch = batch;
