@@ -213,7 +213,9 @@ class ModuleWorkload : public Workload {
   int64_t skipped_steps() const override { return skipped_total_; }
   /// The model's mean loss on `data` and, for class labels, its accuracy; inputs are normalised like
   /// the training data's. Runs in eval mode without gradients, `batch` samples at a time, and puts
-  /// the training mode back.
+  /// the training mode back. A batch that runs out of memory is halved; one that fails otherwise, above
+  /// the largest batch a step of this workload trained, is taken at that batch (a model that fails above
+  /// it, as the fit found, is evaluated in batches it takes).
   std::pair<double, std::optional<double>> evaluate(const Dataset& data, int64_t batch = 1024);
 
   torch::nn::Module& module() { return *model_.ptr(); }
@@ -252,6 +254,7 @@ class ModuleWorkload : public Workload {
   std::vector<double> lr_ratios_;  // each group's rate over the reference group's, as made (set_lr)
   std::function<int64_t()> optimizer_state_bytes_;
   std::optional<int64_t> ignored_label_;
+  int64_t largest_trained_ = 0;  ///< the largest batch a training step finished at (evaluate's fallback)
   Dataset data_;
   LossFn loss_;
   c10::Device device_;

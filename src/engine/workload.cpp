@@ -104,6 +104,7 @@ at::Tensor ModuleWorkload::train_step(const Batch& batch) {
   at::Tensor loss = forward_loss(batch.input, batch.target);
   step_backward(loss);
   step_optimizer();
+  largest_trained_ = std::max(largest_trained_, batch.target.size(0));
   return loss.detach();
 }
 
@@ -213,6 +214,12 @@ std::pair<double, std::optional<double>> ModuleWorkload::evaluate(const Dataset&
       if (len == 1) throw;
       batch = len / 2;
       continue;
+    } catch (const std::exception&) {
+      // A model that fails above the largest batch it trained at (a fit's limit that was an error, not memory, as
+      // a model that checks its batch's size) is evaluated at that batch; it had ended a tune in its race
+      if (largest_trained_ == 0 || len <= largest_trained_) throw;
+      batch = largest_trained_;
+      continue;
     }
     loss_sum += loss * static_cast<double>(len);
     classes = right.has_value();
@@ -234,6 +241,7 @@ at::Tensor ModuleWorkload::backward(const Batch& batch, double weight) {
   if (!model_.ptr()->is_training()) model_.ptr()->train();
   const at::Tensor loss = forward_loss(batch.input, batch.target);
   (weight == 1.0 ? loss : loss * weight).backward();
+  largest_trained_ = std::max(largest_trained_, batch.target.size(0));
   return loss.detach();
 }
 

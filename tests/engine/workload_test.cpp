@@ -359,6 +359,53 @@ TEST(ModuleWorkload, AnEvaluationPastTheBudgetHalvesItsBatch) {
   tracker.set_limit(0);
 }
 
+// A model that fails above a batch (as one that checks its input's size: the fit's limit is then that error, not
+// memory) is evaluated at the largest batch it trained; one that never trained, or that fails at a batch it trained,
+// says its own error (1,024 samples a batch had ended a tune in its race's first evaluation)
+TEST(ModuleWorkload, AnEvaluationAboveTheBatchesAModelTakesTakesTheLargestItTrained) {
+  struct CheckedImpl : torch::nn::Module {
+    CheckedImpl() : fc(register_module("fc", torch::nn::Linear(4, 2))) {}
+    at::Tensor forward(const at::Tensor& x) {
+      if (x.size(0) > 40) throw std::runtime_error("batch too large for this model");
+      return fc(x);
+    }
+    torch::nn::Linear fc{nullptr};
+  };
+  auto model = std::make_shared<CheckedImpl>();
+  auto optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+  Dataset data;
+  data.inputs = at::randn({100, 4});
+  data.targets = at::randint(0, 2, {100});
+  data.num_classes = 2;
+  ModuleWorkload w(
+      {}, torch::nn::AnyModule(model), std::move(optimizer), data,
+      [](const at::Tensor& out, const at::Tensor& y) { return at::cross_entropy_loss(out, y); }, c10::Device(c10::kCPU),
+      1);
+  EXPECT_THROW((void)w.evaluate(data), std::runtime_error);  // nothing trained yet: the model's own error
+  (void)w.train_step(w.next_batch(32));
+  const auto [loss, accuracy] = w.evaluate(data, 25);
+  const auto [held, held_accuracy] = w.evaluate(data);  // 100 samples a batch: in batches of 32
+  EXPECT_NEAR(held, loss, 1e-6);
+  EXPECT_EQ(held_accuracy, accuracy);
+  ASSERT_TRUE(accuracy.has_value());
+  struct AlwaysImpl : torch::nn::Module {  // fails at every batch: its error, once retried at the trained batch
+    AlwaysImpl() : fc(register_module("fc", torch::nn::Linear(4, 2))) {}
+    at::Tensor forward(const at::Tensor& x) {
+      if (!is_training()) throw std::runtime_error("no evaluation here");
+      return fc(x);
+    }
+    torch::nn::Linear fc{nullptr};
+  };
+  auto always = std::make_shared<AlwaysImpl>();
+  ModuleWorkload failing(
+      {}, torch::nn::AnyModule(always),
+      std::make_unique<torch::optim::SGD>(always->parameters(), torch::optim::SGDOptions(0.1)), data,
+      [](const at::Tensor& out, const at::Tensor& y) { return at::cross_entropy_loss(out, y); }, c10::Device(c10::kCPU),
+      1);
+  (void)failing.train_step(failing.next_batch(32));
+  EXPECT_THROW((void)failing.evaluate(data), std::runtime_error);
+}
+
 // A custom optimizer's options without get_lr (LibTorch's base throws "has not been overridden") make a workload that
 // trains as before: no ratios read, the one rate for every group where anything sets it (the workload had failed to
 // be made, with torch's error).
