@@ -425,6 +425,10 @@ class Search {
   bool below_the_noise() {
     const std::optional<MemoryModel> line = fit_memory_model(r_.trials);
     if (!fails_ || !line || line->per_sample_bytes <= 0) return false;
+    // Only memory bounds it so: a batch that failed otherwise (an error, a timeout) leaves the batches below it to
+    // their trials, whatever the peaks (a crash above 41 had answered 40, 41 untried, on 4 KiB of a command's noise)
+    for (const Trial& t : r_.trials)
+      if (t.batch == *fails_ && (t.outcome == Outcome::Error || t.outcome == Outcome::Timeout)) return false;
     const auto edge = static_cast<double>(*fits_) * (1 - kLineSpan);
     int64_t noise = 0;
     for (const auto& lo : r_.trials) {

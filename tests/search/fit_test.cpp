@@ -451,6 +451,38 @@ TEST(ModelModeEdges, PeaksThatAreNotMonotoneInTheBatchStillEndInFewTrials) {
   EXPECT_GT(said_so, 0);  // where it stopped short of the exact boundary, the fit says why
 }
 
+// The same noisy peaks, where every batch above `limit` fails with an error (a model or a command that checks its
+// batch): memory decides nothing, so the peaks' noise does not stop the search short of the limit (it had answered
+// below it, the batches between untried, from a command's 4 KiB of resident-memory noise)
+class NoisyThenFailing final : public TrialRunner {
+ public:
+  explicit NoisyThenFailing(int64_t limit) : limit_(limit) {}
+  WorkloadInfo info() const override { return {}; }
+  Trial run(const TrialOptions& o) override {
+    Trial t = noisy_.run(o);
+    if (o.batch() > limit_) t.outcome = Outcome::Error, t.message = "index out of range in self";
+    return t;
+  }
+  int64_t held_bytes() override { return noisy_.held_bytes(); }
+  int64_t default_budget_bytes() override { return noisy_.default_budget_bytes(); }
+  int64_t device_total_bytes() override { return noisy_.device_total_bytes(); }
+
+ private:
+  int64_t limit_;
+  CurveMemory noisy_{&noisy_peak, 45 << 20, int64_t{140} << 30};
+};
+
+TEST(ModelModeEdges, AnErrorAboveABatchIsFoundExactlyWhateverThePeaksNoise) {
+  for (int64_t limit = 41; limit <= 20000; limit = limit * 3 / 2 + 7) {
+    NoisyThenFailing runner(limit);
+    const FitResult model =
+        fit(runner, FitOptions().budget_bytes(int64_t{130} << 30).target(0.9).min(8).max(1 << 20).mode(FitMode::Model));
+    ASSERT_EQ(model.outcome, FitOutcome::Fits) << model.message;
+    EXPECT_EQ(*model.batch, limit) << model.message;
+    EXPECT_EQ(model.message.find("not monotone"), std::string::npos) << model.message;
+  }
+}
+
 // A runner whose trials skipped fp16 steps (still, after the runner's own second run): the memory
 // is stepped_peak's line, and every trial skipped 2 of its 4 steps.
 class SkippingSteps final : public TrialRunner {
