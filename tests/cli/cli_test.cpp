@@ -1637,6 +1637,53 @@ TEST(Cli, ARankThatCannotReachItsGroupSaysSoInOneLine) {
   EXPECT_EQ(r.err.find("[c10d]"), std::string::npos) << r.err;
 }
 
+// A launcher killed outright (SIGKILL, which it cannot pass on; the OOM killer) takes its ranks with it: they had
+// trained on, orphans, to the end of the run or their --dist-timeout
+TEST(Cli, ALauncherKilledOutrightTakesItsRanksWithIt) {
+  const fs::path dir = scratch();
+  const std::string cmd = "XDG_DATA_HOME=" + (dir / "xdg").string() + " exec " + std::string(BATCHWISE_TEST_BINARY) +
+                          " sweep --model mlp --dataset synthetic --synthetic-size 256 --batch-sizes 8 --steps 1000000 "
+                          "--warmup 0 --repetitions 1 --threads 1 --nproc 2 --dist-timeout 600 --no-history -q "
+                          ">/dev/null 2>&1 </dev/null";
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto field = [](pid_t pid, const std::string& key) {  // from /proc/PID/status; empty once it is gone
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind(key, 0) == 0) return line.substr(line.find_first_not_of(" \t", key.size()));
+    return std::string();
+  };
+  std::vector<pid_t> ranks;
+  for (int i = 0; i < 1200 && ranks.size() < 2; ++i) {
+    ranks.clear();
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      const std::string name = e.path().filename();
+      if (name.find_first_not_of("0123456789") == std::string::npos &&
+          field(std::stoi(name), "PPid:") == std::to_string(launcher))
+        ranks.push_back(std::stoi(name));
+    }
+    if (ranks.size() < 2) ::usleep(100000);
+  }
+  kill(launcher, SIGKILL);
+  waitpid(launcher, nullptr, 0);
+  ASSERT_EQ(ranks.size(), 2u) << "the launcher had not started its two ranks in 120 s";
+  const auto alive = [&](pid_t pid) {  // a zombie that nobody reaps (no init here) has ended
+    const std::string state = field(pid, "State:");
+    return !state.empty() && state[0] != 'Z';
+  };
+  bool left = true;
+  for (int i = 0; i < 300 && left; ++i) {
+    left = alive(ranks[0]) || alive(ranks[1]);
+    if (left) ::usleep(100000);
+  }
+  for (const pid_t rank : ranks)
+    if (alive(rank)) kill(rank, SIGKILL);
+  EXPECT_FALSE(left) << "a rank still ran 30 s after its launcher was killed";
+}
+
 // A batch larger than the training set repeats samples within a step: sweep measures it as asked,
 // says so, and answers within the training set; the noise scale refuses it (it would measure the
 // repeats). Both had gone without a word (sweep answered 512 on 100 samples).

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,6 +117,7 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
     };
     sigaction(sig, &action, nullptr);
   }
+  const pid_t launcher = getpid();
   for (int rank = 0; rank < nproc; ++rank) {
     const pid_t pid = fork();
     if (pid < 0) {
@@ -128,6 +130,9 @@ int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_co
       for (int sig : {SIGINT, SIGTERM, SIGHUP})
         if (!ignored_signal(sig)) signal(sig, SIG_DFL);
       sigprocmask(SIG_SETMASK, &previous, nullptr);
+      // A launcher killed outright (SIGKILL, which it cannot pass on; the OOM killer) takes its ranks with it:
+      // they had trained on, orphans, to the end of the run or their timeout
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher) _exit(failed_code);
       setenv("RANK", std::to_string(rank).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
