@@ -141,8 +141,12 @@ def device_peak_bytes():
 
 def _batch_samples(batch):
     """Samples in a batch as a data loader gives it: the first dimension of its first array (one, or one
-    inside a tuple, list or dict, searched in order); None where it has none, or that dimension is not a
-    whole number (a symbolic one, as a compiled step traces). The framework callbacks' count."""
+    inside a tuple, list or dict: its own arrays first, then what its lists hold, in order); None where it
+    has none, or that dimension is not a whole number (a symbolic one, as a compiled step traces). A list
+    collated per sample counts its items: a batch that is a list of dicts, and, in a batch holding no array
+    of its own, a list holding anything but arrays (torchvision's detection batches: a tuple of images
+    beside a tuple of target dicts) or arrays of different first dimensions (sequences of their own
+    lengths). The framework callbacks' count."""
     shape = getattr(batch, "shape", None)
     if shape is not None:
         try:
@@ -150,12 +154,32 @@ def _batch_samples(batch):
         except (TypeError, ValueError):
             return None
     from collections.abc import Mapping  # a dict, or a mapping such as the Trainer's BatchEncoding
-    items = batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (list, tuple)) else ()
+    if isinstance(batch, (list, tuple)) and batch and all(isinstance(item, Mapping) for item in batch):
+        return len(batch)  # samples as the dataset gave them (collate_fn=list)
+    items = list(batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (list, tuple)) else ())
+    for item in items:  # the batch's own arrays first, then what its lists hold
+        if getattr(item, "shape", None) is not None:
+            return _batch_samples(item)
+    for item in items:
+        if isinstance(item, (list, tuple)) and item and _per_sample(item):
+            return len(item)
     for item in items:
         samples = _batch_samples(item)
         if samples is not None:
             return samples
     return None
+
+
+def _per_sample(items):
+    """Whether a list in a batch holds one item per sample: anything but arrays, or arrays whose first
+    dimensions differ (fields of a batch share theirs: the batch)."""
+    firsts = set()
+    for item in items:
+        shape = getattr(item, "shape", None)
+        if shape is None or len(shape) == 0:  # not an array, or a 0-d one: a sample's value
+            return True
+        firsts.add(shape[0])
+    return len(firsts) > 1
 
 
 def _write(text):

@@ -17,6 +17,7 @@ import copy
 import difflib
 import importlib.machinery
 import importlib.util
+import inspect
 import io
 import json
 import numbers
@@ -550,6 +551,27 @@ class _Adapter:
             raise ValueError(f"batchwise.{command}: {type(model).__name__}'s parameters are on the meta device, "
                              "shapes without values, which cannot train; materialise them first "
                              "(model.to_empty(device='cpu'), then initialise or load the weights)")
+        lazy = [n for n, p in model.named_parameters() if isinstance(p, torch.nn.parameter.UninitializedParameter)]
+        if lazy:  # the probe's forward had shaped and initialised them, drawing from the RNGs it then put back
+            raise ValueError(f"batchwise.{command}: {type(model).__name__}'s {lazy[0]} is a lazy module's parameter "
+                             "not shaped yet (LazyLinear and the others shape theirs at their first forward); run "
+                             "one forward first, model(inputs[:2]), then make the optimizer over its parameters")
+        sparse = [n for n, m in model.named_modules()
+                  if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse]
+        if sparse or any(p.grad is not None and p.grad.is_sparse for p in parameters):
+            where = f"{sparse[0] or 'the model'} (sparse=True)" if sparse else "a parameter's sparse gradient"
+            raise ValueError(f"batchwise.{command}: {type(model).__name__}: {where}: sparse gradients are not "
+                             "supported (their memory and state are not counted as a dense tensor's); make it with "
+                             "sparse=False, which trains to the same weights with a dense gradient")
+        try:
+            closure = inspect.signature(self.optimizer.step).parameters.get("closure")
+        except (TypeError, ValueError):  # a step without a signature to read: it is called as any other
+            closure = None
+        if closure is not None and closure.default is inspect.Parameter.empty:
+            raise ValueError(f"batchwise.{command}: {type(self.optimizer).__name__}'s step() needs a closure that "
+                             "evaluates the model again (L-BFGS: up to max_iter forwards and backwards a step); "
+                             "batchwise measures one forward, backward and step() a batch, so it cannot measure that "
+                             "training; pass an optimizer whose step() takes none (SGD, Adam, AdamW, ...)")
         given = options.get("device")
         try:  # "auto", as the CLI's default: where the model is
             device = torch.device(given if given not in (None, "auto") else
@@ -1228,12 +1250,16 @@ def _call_kept(command, options, make_adapter):
         v = report.validation
         rest = [str(b) for b in v.not_trained] + (["the batch-size schedule"] if v.schedule_not_trained else [])
         ended = len(v.runs)
+        said = (f"interrupted with {ended} of {ended + len(rest)} runs ended; {', '.join(rest)} "
+                f"{'were' if len(rest) > 1 else 'was'} not trained, so no batch is recommended")
         interrupted = Interrupted(
-            f"batchwise.{command}: interrupted with {ended} of {ended + len(rest)} runs ended; "
-            f"{', '.join(rest)} {'were' if len(rest) > 1 else 'was'} not trained, so no batch is recommended (the "
-            "runs that ended are this exception's .report; the same call again trains the whole grid; the model, "
-            "its optimizer and the RNGs are as they were)")
-        interrupted.report = report
+            f"batchwise.{command}: {said} (the runs that ended are this exception's .report; the same call again "
+            "trains the whole grid; the model, its optimizer and the RNGs are as they were)")
+        # among the report's warnings too, as the CLI's: its answer line points to them
+        record = json.loads(text)
+        record.setdefault("context", {}).setdefault("warnings", []).append(
+            f"{said} (to finish it: the same call again)")
+        interrupted.report = Report(json.dumps(record), command)
         raise interrupted
     failed = _nothing_trained(report)
     if failed:

@@ -523,6 +523,32 @@ def test_error():
         case("a dict output without logits names its keys and the fix",
              "DictOut.forward's output is a dict of 'scores', without 'logits': return the logits (a tensor), or a "
              "dict with 'logits'" in str(e), str(e))
+    # Refused before anything runs, each by its cause: a lazy module not shaped (the probe had shaped and initialised
+    # it, the RNGs then put back), a sparse gradient (torch's "nbytes is not defined for sparse tensors" in a trial),
+    # L-BFGS's closure (its step raised "missing 1 required positional argument", read as the user's error)
+    class Sparse(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.fc = torch.nn.Embedding(100, 8, sparse=True), torch.nn.Linear(8, 5)
+        def forward(self, i):
+            return self.fc(self.embed(i).mean(1))
+    lazy, sparse, dense = (torch.nn.Sequential(torch.nn.LazyLinear(8), torch.nn.ReLU(), torch.nn.Linear(8, 5)),
+                           Sparse(), Branchy())
+    for name, model, optimizer, data, said in (
+            ("a lazy module not shaped yet", lazy, torch.optim.SGD(lazy.parameters(), lr=0.1),
+             (torch.randn(64, 20), torch.randint(0, 5, (64,))),
+             "Sequential's 0.weight is a lazy module's parameter not shaped yet"),
+            ("an embedding with sparse gradients", sparse, torch.optim.SGD(sparse.parameters(), lr=0.1, momentum=0.9),
+             (torch.randint(0, 100, (64, 4)), torch.randint(0, 5, (64,))),
+             "Sparse: embed (sparse=True): sparse gradients are not supported"),
+            ("L-BFGS", dense, torch.optim.LBFGS(dense.parameters()), branchy_data(64),
+             "LBFGS's step() needs a closure that evaluates the model again")):
+        try:
+            batchwise.fit(model, optimizer, data, memory_budget="16MiB", max=64, progress=False)
+            case(f"{name} is refused", False, "fit returned")
+        except ValueError as e:
+            case(f"{name} is refused by its cause, before anything runs", said in str(e), str(e))
+    case("and the lazy module is left unshaped", isinstance(lazy[0].weight, torch.nn.parameter.UninitializedParameter))
     model = Raises()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     before = snapshot(model, optimizer)
@@ -953,6 +979,8 @@ except batchwise.Interrupted as e:
           "final:", v.runs[0].final_accuracy is not None, "recommendation:", e.report.recommendation)
     print("a KeyboardInterrupt:", isinstance(e, KeyboardInterrupt))
     print("message:", e)
+    print("warned:", [w for w in e.report.context.warnings if w.startswith("interrupted with 1 of 3 runs ended")])
+    print("summary says it:", "interrupted with 1 of 3 runs ended" in e.report.summary())
     del optimizer.step
     print("restored:", T.same(before, T.snapshot(model, optimizer)))
 """
@@ -969,6 +997,10 @@ def test_interrupt():
     case("Interrupted is a KeyboardInterrupt, and says what was not trained",
          "a KeyboardInterrupt: True" in out.stdout and
          "message: batchwise.validate: interrupted with 1 of 3 runs ended; 64, 128 were not trained" in out.stdout,
+         out.stdout[-800:])
+    case("and among its report's warnings, to which its answer line points (they had been empty)",
+         "warned: ['interrupted with 1 of 3 runs ended; 64, 128 were not trained, so no batch is recommended (to "
+         "finish it: the same call again)']" in out.stdout and "summary says it: True" in out.stdout,
          out.stdout[-800:])
     case("and the model, its optimizer and the RNGs are as they were", "restored: True" in out.stdout,
          out.stdout[-800:])

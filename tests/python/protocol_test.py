@@ -94,6 +94,26 @@ def test_bad_values():
     case("surrounding blanks are accepted", status == 0 and out == "48 7\n", out)
 
 
+def test_batch_samples():
+    code = ("import batchwise\n"
+            "class A:\n"
+            "    def __init__(self, *shape): self.shape = shape\n"
+            "images = tuple(A(3, 32, 32) for _ in range(8))\n"
+            "print(batchwise._batch_samples((images, tuple({'boxes': A(2, 4)} for _ in range(8)))),\n"
+            "      batchwise._batch_samples(([A(5, 7), A(9, 7), A(2, 7)], A(3))),\n"
+            "      batchwise._batch_samples(([A(16, 7), A(9, 7), A(2, 7)],)),\n"
+            "      batchwise._batch_samples((images, tuple(A() for _ in range(8)))),\n"
+            "      batchwise._batch_samples([{'x': A(3)}, {'x': A(3)}]),\n"
+            "      batchwise._batch_samples([[A(16, 10), A(16, 5)], A(16)]),\n"
+            "      batchwise._batch_samples([[A(16, 10), A(16, 5)], [A(16), A(16)]]),\n"
+            "      batchwise._batch_samples({'input_ids': A(4, 128), 'text': ['a'] * 4}))\n")
+    status, out, err = run(code)
+    # detection's tuples of images and target dicts; a list of sequences beside labels (their count is the
+    # labels'), alone; images beside 0-d labels; samples as dicts; fields of two inputs, and of two targets; a mapping
+    case("a batch's samples: per-sample lists counted as such, batched fields by their first dimension",
+         status == 0 and out == "8 3 3 8 2 16 16 4\n", (status, out, err))
+
+
 def test_plain_loop(binary):
     """A plain torch loop under `batchwise sweep --cmd`: it stops by itself after the steps asked for."""
     if subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode != 0:
@@ -131,6 +151,7 @@ def main():
     test_step_lines()
     test_other_ranks()
     test_bad_values()
+    test_batch_samples()
     if opts.batchwise:
         test_plain_loop(opts.batchwise)
     print(f"{len(failures)} failed: {', '.join(failures)}" if failures else "all passed")
