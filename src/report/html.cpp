@@ -552,17 +552,18 @@ constexpr const char* kDraw = R"js(
     scale.ticks = Object.assign({}, scale.ticks, {maxRotation: 0, autoSkipPadding: 6,
                                                   callback: function (v) { return Number(v).toLocaleString('en-US'); }});
   }
-  function mibTicks(scale) {  // MiB on a log scale: a tick at every 4x from 1 KiB, or 16x when that is too many
+  function mibTicks(scale) {  // MiB on a log scale: a tick at every 4x from 1 byte, or 16x when that is too many
     scale.afterBuildTicks = function (axis) {
       var ticks = [];
-      for (var k = -10; k <= 40; k += 2) {
+      for (var k = -20; k <= 40; k += 2) {
         var v = Math.pow(2, k);
         if (v >= axis.min && v <= axis.max) ticks.push({value: v});
       }
       axis.ticks = ticks.length > 9 ? ticks.filter(function (t, i) { return i % 2 === 0; }) : ticks;
     };
     scale.ticks = Object.assign({}, scale.ticks, {callback: function (v) {
-      return v >= 1024 * 1024 ? v / 1024 / 1024 + ' TiB' : v >= 1024 ? v / 1024 + ' GiB' : v >= 1 ? v + ' MiB' : v * 1024 + ' KiB';
+      return v >= 1024 * 1024 ? v / 1024 / 1024 + ' TiB' : v >= 1024 ? v / 1024 + ' GiB' : v >= 1 ? v + ' MiB'
+          : v >= 1 / 1024 ? v * 1024 + ' KiB' : Math.round(v * 1024 * 1024) + ' B';
     }});
   }
   document.querySelectorAll('script.chart-config').forEach(function (block) {

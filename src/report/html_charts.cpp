@@ -26,7 +26,13 @@ constexpr double kMiB = 1024.0 * 1024.0;
 /// Fewer utilisation samples than this over the monitored trials: a sentence instead of a chart.
 constexpr size_t kMinChartedSamples = 5;
 
-double mib(double bytes) { return std::round(bytes / kMiB * 1000.0) / 1000.0; }
+// Four significant digits: a peak of 60 bytes had been drawn at 0 MiB, on a log axis whose minimum it then was
+double mib(double bytes) {
+  const double v = bytes / kMiB;
+  if (v == 0 || !std::isfinite(v)) return v;
+  const double scale = std::pow(10.0, 3 - std::floor(std::log10(std::abs(v))));
+  return std::round(v * scale) / scale;
+}
 
 // JSON inside <script type="application/json">: '<', '>' and '&' only occur inside JSON strings,
 // where their \u escapes mean the same, so no "</script>" or "<!--" can end the block early.
@@ -331,7 +337,7 @@ std::string memory_section(const Report& r) {
     for (const Trial& t : r.fit->trials) add(t, fit_points);
   if (r.sweep)
     for (const Trial& t : r.sweep->points) add(t, sweep_points);
-  if (fit_points.empty() && sweep_points.empty()) return "";
+  if (fit_points.empty() && sweep_points.empty() && oom.empty()) return "";  // a fit that fit nothing draws its OOMs
   const int64_t lo = *batches.begin(), hi = std::max(*batches.rbegin(), lo + 1);
 
   json datasets = json::array();
@@ -540,6 +546,9 @@ std::string noise_section(const Report& r) {
   return out + "</section>\n";
 }
 
+constexpr const char* kValidationChart = "held-out metric over training time";
+
+// No chart where no run was evaluated (a validation stopped before its first evaluation): an empty one had been drawn
 std::string validation_section(const Report& r) {
   if (!r.validation) return "";
   const ValidationResult& v = *r.validation;
@@ -596,6 +605,8 @@ std::string validation_section(const Report& r) {
   }
   if (v.interrupted)  // what a stop left untrained: the table may have no row at all
     rows += fmt::format("<tr class=\"bad\"><td colspan=\"9\">{}</td></tr>\n", esc(stopped_line(v)));
+  const bool drawn =
+      std::any_of(v.runs.begin(), v.runs.end(), [](const ValidationRun& run) { return !run.curve.empty(); });
   const json config = {
       {"type", "line"},
       {"data", {{"datasets", datasets}}},
@@ -611,14 +622,14 @@ std::string validation_section(const Report& r) {
         "<table>\n<tr><th>batch</th><th>lr</th><th>warm-up steps</th><th>good</th><th>train "
         "s</th><th>steps</th><th>epochs</th>"
         "<th>final quality</th><th>note</th></tr>\n{}</table>\n</section>\n",
-        esc(v.target), esc(v.held_out), chart_block("validation", config, "held-out metric over training time"), rows);
+        esc(v.target), esc(v.held_out), drawn ? chart_block("validation", config, kValidationChart) : "", rows);
   return fmt::format(
       "<section id=\"validation\">\n<h2>Time to {}</h2>\n<p class=\"caption\">Each candidate trained from the same "
       "weights with its scaled learning rate, evaluated on the {} (evaluation time excluded).</p>\n{}"
       "<table>\n<tr><th>batch</th><th>lr</th><th>warm-up steps</th><th>reached</th><th>train "
       "s</th><th>steps</th><th>epochs</th>"
       "<th>last</th><th>note</th></tr>\n{}</table>\n</section>\n",
-      esc(v.target), esc(v.held_out), chart_block("validation", config, "held-out metric over training time"), rows);
+      esc(v.target), esc(v.held_out), drawn ? chart_block("validation", config, kValidationChart) : "", rows);
 }
 
 std::string race_section(const Report& r) {

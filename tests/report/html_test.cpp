@@ -177,6 +177,40 @@ TEST(Html, SectionsAppearOnlyWithTheirData) {
 
 // Where tune's time went: each phase's time beside what tune stated at its start, and the whole run
 // beside what tune expected, stated again before the race, and gave as the most.
+// Peaks of a few bytes are drawn where they are (they had been rounded to 0 MiB, on a log axis whose minimum that
+// then was); a fit in which nothing fit draws its out-of-memory trials (it had drawn no chart); a validation stopped
+// before any run was evaluated draws no empty chart
+TEST(Html, SmallPeaksFailedFitsAndStoppedValidationsAreDrawnAsTheyAre) {
+  if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
+  Report r = fixed_report();
+  r.budget_bytes = 64 << 20;
+  r.fit->trials = {trial(1, Outcome::Ok, 60, {0.01}), trial(2, Outcome::Ok, 96, {0.01}),
+                   trial(4, Outcome::Ok, 168, {0.01})};
+  for (Trial& t : r.fit->trials) t.within_target = true;
+  r.fit->memory_model.reset();
+  r.sweep.reset();
+  auto charts = chart_configs(to_html(to_json(r)));
+  const auto peaks = xy(dataset_labelled(charts.at("memory"), "fit trials"));
+  ASSERT_EQ(peaks.size(), 3u);
+  EXPECT_NEAR(peaks[0].second * (1 << 20), 60, 0.01);
+  EXPECT_NEAR(peaks[2].second * (1 << 20), 168, 0.1);
+  const double min = charts.at("memory").at("options").at("scales").at("y").at("min").get<double>();
+  EXPECT_GT(min, 0);
+  EXPECT_LT(min, peaks[0].second);
+
+  r.fit->trials = {trial(1, Outcome::Oom, 576 << 10, {}), trial(2, Outcome::Oom, 429 << 10, {})};
+  r.fit->outcome = FitOutcome::DoesNotFit;
+  r.fit->batch.reset();
+  r.validation->runs.clear();
+  r.validation->interrupted = true;
+  r.validation->not_trained = {32, 64};
+  const std::string html = to_html(to_json(r));
+  charts = chart_configs(html);
+  EXPECT_EQ(xy(dataset_labelled(charts.at("memory"), "out of memory")).size(), 2u);
+  EXPECT_EQ(charts.count("validation"), 0u);
+  EXPECT_NE(html.find("id=\"validation\""), std::string::npos);  // its table says what the stop left
+}
+
 TEST(Html, TheTimingSectionPutsWhatTuneTookBesideWhatItStated) {
   if (chartjs_version().empty()) GTEST_SKIP() << "built without Chart.js (apt-get install libjs-chart.js)";
   Report r = fixed_report();
