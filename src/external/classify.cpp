@@ -66,6 +66,42 @@ std::string what_trained(const CommandResult& r) {
       median_samples(r), r.batch);
 }
 
+// A line as a terminal last showed it: the text after its last carriage return that holds any (a progress bar
+// redraws itself so), without colour and cursor escapes or other control characters (the message had carried a
+// bar's every redraw, 15 carriage returns and 28 escapes, into the table and the JSON)
+std::string as_shown(const std::string& line) {
+  size_t from = 0;
+  for (size_t cr = line.find('\r'); cr != std::string::npos; cr = line.find('\r', cr + 1))
+    if (line.find_first_not_of(" \t\r", cr + 1) != std::string::npos) from = cr + 1;
+  const size_t to = std::min(line.find('\r', from), line.size());
+  std::string out;
+  for (size_t i = from; i < to; ++i) {
+    const auto c = static_cast<unsigned char>(line[i]);
+    if (c == 0x1b) {  // ESC [ parameters final-byte (CSI), or ESC and one character
+      if (i + 1 < line.size() && line[i + 1] == '[') {
+        i += 2;
+        while (i < line.size() && !(line[i] >= 0x40 && line[i] <= 0x7e)) ++i;
+      } else {
+        ++i;
+      }
+    } else if (c >= 0x20 || c == '\t') {
+      out += line[i];
+    }
+  }
+  return out.erase(out.find_last_not_of(" \t") + 1);
+}
+
+// The last line with text that is not a protocol line, as shown (for the error message).
+std::string last_line_of(const std::string& output) {
+  std::string last;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);)
+    if (line = as_shown(line);
+        line.find_first_not_of(" \t") != std::string::npos && line.compare(0, 10, "batchwise:") != 0)
+      last = line;
+  return last;
+}
+
 }  // namespace
 
 CommandVerdict classify(const CommandResult& r) {
@@ -75,10 +111,7 @@ CommandVerdict classify(const CommandResult& r) {
   const std::string ended = r.signal             ? "killed by " + signal_text(r.signal)
                             : r.exit_status >= 0 ? fmt::format("exit status {}", r.exit_status)
                                                  : "ended with an unknown status (reaped elsewhere in this process)";
-  std::string last_line;  // the last line with text, for the error message
-  std::istringstream lines(r.output_tail);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find_first_not_of(" \t") != std::string::npos && line.compare(0, 10, "batchwise:") != 0) last_line = line;
+  const std::string last_line = last_line_of(r.output_tail);  // for the error message
   const bool clean_exit = r.exit_status == 0 && r.steps_seen >= total;
 
   if (r.killed_over_memory_limit) {

@@ -376,6 +376,19 @@ TEST(RunCommand, FailingCommandQuotesItsLastLine) {
   EXPECT_EQ(v.message, "exit status 2 after 0 of 7 steps; last output: bad flag");
 }
 
+// A progress bar's line is quoted as a terminal last showed it: its last redraw, without its escapes
+TEST(RunCommand, ALastLineFromAProgressBarIsQuotedAsShown) {
+  const CommandResult r = run_command(CommandOptions(
+      {python(), "-c",
+       "import sys\n"
+       "for i in range(3): sys.stderr.write('\\rEpoch 0: %d0%%|\\x1b[32m%s\\x1b[0m| %d/10' % (i, '#' * i, i)); "
+       "sys.stderr.flush()\n"
+       "sys.stderr.write('\\r  \\r'); sys.exit(3)"},
+      4));
+  const CommandVerdict v = classify(r);
+  EXPECT_EQ(v.message, "exit status 3 after 0 of 7 steps; last output: Epoch 0: 20%|##| 2/10");
+}
+
 TEST(RunCommand, MegabytesOnBothPipesDoNotDeadlock) {
   const CommandResult r = run_command(options("spew.py", {}).timeout_s(20));
   EXPECT_FALSE(r.timed_out);
