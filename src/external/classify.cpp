@@ -112,6 +112,10 @@ CommandVerdict classify(const CommandResult& r) {
                             : r.exit_status >= 0 ? fmt::format("exit status {}", r.exit_status)
                                                  : "ended with an unknown status (reaped elsewhere in this process)";
   const std::string last_line = last_line_of(r.output_tail);  // for the error message
+  const std::string stopped_how =
+      !r.stopped_after_steps ? ended
+      : r.ran_on_past_steps  ? "ran on past its steps (BATCHWISE_STEPS: stop after them), stopped by batchwise,"
+                             : "stopped by batchwise, as asked,";
   const bool clean_exit = r.exit_status == 0 && r.steps_seen >= total;
 
   if (r.killed_over_memory_limit) {
@@ -137,8 +141,7 @@ CommandVerdict classify(const CommandResult& r) {
     v.message = fmt::format(
         "{} {}, but it reported a training loss of {} at step {}: the loss is not a finite "
         "number; at the first step check the data and the model, later lower the learning rate",
-        r.stopped_after_steps ? "stopped by batchwise, as asked," : ended, steps, r.non_finite_loss_text,
-        r.non_finite_loss_step);
+        stopped_how, steps, r.non_finite_loss_text, r.non_finite_loss_step);
   } else if ((r.stopped_after_steps || r.exit_status == 0) && trained_another_batch(r)) {
     // Its steps were not of the batch it was given: what it measured is not this batch's, and an answer on it
     // would name a batch that never trained (a script that ignores {batch}, or data of fewer samples than it)
@@ -146,7 +149,7 @@ CommandVerdict classify(const CommandResult& r) {
     v.message = fmt::format(
         "{} {}, but its step lines report {}: it did not train batch {}; pass {{batch}} to its batch size, and give "
         "it data of at least a batch (docs/cmd.md)",
-        r.stopped_after_steps ? "stopped by batchwise, as asked," : ended, steps, what_trained(r), r.batch);
+        stopped_how, steps, what_trained(r), r.batch);
   } else if ((r.stopped_after_steps || r.exit_status == 0) && r.steps_seen == 0 && !r.reporter.empty()) {
     // Its callback was made, and reported no step: the command evaluated, or trained zero steps, whatever its time
     v.outcome = Outcome::Error;
@@ -157,7 +160,7 @@ CommandVerdict classify(const CommandResult& r) {
         ended, steps, r.reporter, last_line.empty() ? "" : "; last output: " + last_line);
   } else if (r.stopped_after_steps || r.exit_status == 0) {
     v.outcome = Outcome::Ok;
-    const std::string how = r.stopped_after_steps ? "stopped by batchwise, as asked," : ended;
+    const std::string how = stopped_how;
     const double measured_s = std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0);
     const double measured = std::accumulate(r.step_samples.begin(), r.step_samples.end(), 0.0);  // no overflow
     v.step_times_s = r.step_times_s;

@@ -154,7 +154,13 @@ class Watch {
   // While it runs: the deadline, SIGKILL after SIGTERM's grace, and a memory sample when one is due.
   void supervise(Clock::time_point now) {
     if (o_.timeout_s() > 0 && !term_sent_ && !kill_sent_ && seconds(now - start_) >= o_.timeout_s()) {
-      r_.timed_out = true;
+      (steps_done_at_ ? r_.ran_on_past_steps : r_.timed_out) = true;  // its steps were done: they stand
+      r_.stopped_after_steps = r_.ran_on_past_steps;
+      stop(now);
+    }
+    if (steps_done_at_ && !term_sent_ && !kill_sent_ && !exited_at_ &&
+        seconds(now - *steps_done_at_) >= std::max(o_.past_steps_grace_s(), seconds(*steps_done_at_ - start_))) {
+      r_.stopped_after_steps = r_.ran_on_past_steps = true;
       stop(now);
     }
     if (term_sent_ && !kill_sent_ && now - *term_sent_ >= kTermGrace) kill_tree();
@@ -215,9 +221,13 @@ class Watch {
 
   void on_line(std::string line, Clock::time_point at) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (parser_.line(line, at) && o_.stop_after_steps() && r_.steps_seen >= total_steps_ && !r_.timed_out) {
-      r_.stopped_after_steps = true;
-      stop(at);
+    if (parser_.line(line, at) && r_.steps_seen >= total_steps_ && !r_.timed_out) {
+      if (o_.stop_after_steps()) {
+        r_.stopped_after_steps = true;
+        stop(at);
+      } else if (!steps_done_at_) {
+        steps_done_at_ = at;
+      }
     }
     if (line.size() > kTailLineBytes) line = line.substr(0, kTailLineBytes) + " ...";
     tail_.push_back(std::move(line));
@@ -237,6 +247,7 @@ class Watch {
   int samples_taken_ = 0;
   Clock::time_point next_sample_;
   std::optional<Clock::time_point> term_sent_, exited_at_;
+  std::optional<Clock::time_point> steps_done_at_;  ///< when its last step line asked for was read
   bool kill_sent_ = false, stragglers_killed_ = false;
 };
 

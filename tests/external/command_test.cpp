@@ -389,6 +389,35 @@ TEST(RunCommand, ALastLineFromAProgressBarIsQuotedAsShown) {
   EXPECT_EQ(v.message, "exit status 3 after 0 of 7 steps; last output: Epoch 0: 20%|##| 2/10");
 }
 
+// A command that trains on past its steps (docs/cmd.md's helper, pasted, never stops) is stopped a grace after them,
+// and its steps count; at its timeout too, where that comes first (every trial had run to its timeout, and the
+// timeout discarded it: "still running at the 3 s timeout after 29 of 7 steps")
+TEST(RunCommand, ACommandThatTrainsOnPastItsStepsIsStoppedAndItsStepsCount) {
+  const std::vector<std::string> forever = {
+      python(), "-c",
+      "import time\n"
+      "while True: time.sleep(0.02); print('batchwise: step samples=4', flush=True)"};
+  const CommandResult r = run_command(CommandOptions(forever, 4).past_steps_grace_s(0.5).timeout_s(60));
+  EXPECT_TRUE(r.ran_on_past_steps);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_LT(r.wall_s, 30);
+  const CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
+  EXPECT_NE(v.message.find("ran on past its steps (BATCHWISE_STEPS: stop after them), stopped by batchwise, after "),
+            std::string::npos)
+      << v.message;
+  EXPECT_GT(v.samples_per_s, 0);
+  const CommandResult at_timeout = run_command(CommandOptions(forever, 4).past_steps_grace_s(600).timeout_s(3));
+  EXPECT_TRUE(at_timeout.ran_on_past_steps);
+  EXPECT_FALSE(at_timeout.timed_out);
+  EXPECT_EQ(classify(at_timeout).outcome, Outcome::Ok) << classify(at_timeout).message;
+  // one that never reaches its steps still times out
+  const CommandResult slow =
+      run_command(CommandOptions({python(), "-c", "import time; time.sleep(30)"}, 4).timeout_s(2));
+  EXPECT_TRUE(slow.timed_out);
+  EXPECT_EQ(classify(slow).outcome, Outcome::Timeout);
+}
+
 TEST(RunCommand, MegabytesOnBothPipesDoNotDeadlock) {
   const CommandResult r = run_command(options("spew.py", {}).timeout_s(20));
   EXPECT_FALSE(r.timed_out);
