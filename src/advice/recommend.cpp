@@ -687,6 +687,31 @@ Assessed from_race(const BatchRace& race) {
 
 }  // namespace
 
+namespace {
+
+// A command that printed no step line was timed by its whole run, start-up and imports in it: nothing says it
+// trained, and no figure of it is a step's (an answer had rested on a script that only slept, "confidence low" for
+// the race it could not run, without a word of it). Empty where every batch that trained printed its steps.
+std::string wall_timed(const SweepResult& sweep) {
+  std::vector<int64_t> wall;
+  for (const Trial& t : sweep.points)
+    if (t.wall_timing) wall.push_back(t.batch);
+  const auto ok =
+      std::count_if(sweep.points.begin(), sweep.points.end(), [](const Trial& t) { return t.outcome == Outcome::Ok; });
+  if (wall.empty()) return "";
+  if (static_cast<long>(wall.size()) == ok)
+    return "; and no batch of the sweep printed a step line, so each was timed by its whole run (start-up and imports "
+           "in it) and nothing says it trained: print `batchwise: step` lines (docs/cmd.md)";
+  const bool many = wall.size() > 1;
+  return fmt::format(
+      "; and batch{} {} printed no step line, so {} timed by {} whole run (start-up and imports in it) and nothing "
+      "says {} trained: print `batchwise: step` lines (docs/cmd.md)",
+      many ? "es" : "", fmt::join(wall, ", "), many ? "they were" : "it was", many ? "their" : "its",
+      many ? "they" : "it");
+}
+
+}  // namespace
+
 Recommendation with_confidence(Recommendation rec, const Evidence& e) {
   Assessed a{Confidence::Low, ""};
   // A validation stopped before its runs ended (a Ctrl-C) checked nothing: the answer is the races'.
@@ -738,6 +763,8 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
         "machine",
         fmt::join(e.sweep->unsettled, ", "));
   }
+  if (const std::string wall = e.sweep ? wall_timed(*e.sweep) : std::string(); !wall.empty())
+    a.level = Confidence::Low, a.reason += wall;
   // A sweep that shared the CPU read its larger batches slower than they are (sweep.h): an answer not
   // validated rests on its figures, the candidates a race trained and the times it weighed them by.
   if (!checked && e.sweep && !e.sweep->shared_cpu_warning.empty()) {

@@ -376,6 +376,34 @@ TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
   EXPECT_EQ(r.confidence_reason.find("noise's"), std::string::npos) << r.confidence_reason;
 }
 
+// A command that printed no step line was timed by its whole run: an answer on such batches is low and says so,
+// naming them (a script that only slept had been answered "batch 64", its reason silent on it)
+TEST(Confidence, BatchesTimedByTheirWholeRunMakeAnAnswerLowAndSaySo) {
+  SweepResult sweep;
+  for (const int64_t b : {8, 16, 32}) {
+    Trial t;
+    t.batch = b, t.outcome = Outcome::Ok, t.wall_timing = true;
+    sweep.points.push_back(t);
+  }
+  Evidence e;
+  e.sweep = &sweep;
+  e.no_race_reason = "a training command";
+  Recommendation r = with_confidence(Recommendation{32, "the reason"}, e);
+  EXPECT_EQ(r.confidence, Confidence::Low);
+  EXPECT_NE(r.confidence_reason.find("; and no batch of the sweep printed a step line, so each was timed by its whole "
+                                     "run (start-up and imports in it) and nothing says it trained"),
+            std::string::npos)
+      << r.confidence_reason;
+  sweep.points[1].wall_timing = sweep.points[2].wall_timing = false;
+  r = with_confidence(Recommendation{32, "the reason"}, e);
+  EXPECT_NE(r.confidence_reason.find("; and batch 8 printed no step line, so it was timed by its whole run"),
+            std::string::npos)
+      << r.confidence_reason;
+  sweep.points[0].wall_timing = false;
+  r = with_confidence(Recommendation{32, "the reason"}, e);
+  EXPECT_EQ(r.confidence_reason.find("step line"), std::string::npos) << r.confidence_reason;
+}
+
 // A sweep that shared the CPU read the larger batches slower than they are and moved the candidates
 // down (a lenet SGD tune beside other work picked 64 where its full runs put 256 1.4x faster): every
 // answer resting on its figures is low and says so; a validation's full runs are not its figures.
