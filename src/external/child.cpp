@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 
 #include "batchwise/units.h"
@@ -151,8 +152,32 @@ void check_program(const std::string& program) {
     const std::string file = resolve_program(program, env);  // a name: looked for on PATH
     struct stat info {};
     if (stat(file.c_str(), &info) != 0) throw Error(exec_failure(program, ENOENT));  // a path: is it there?
+    if (S_ISDIR(info.st_mode)) throw Error(fmt::format("command: '{}' is a folder, not a program", program));
     if (!S_ISREG(info.st_mode)) throw Error(exec_failure(program, EACCES));
     if (access(file.c_str(), X_OK) != 0) throw Error(exec_failure(program, EACCES));
+    // What execve would refuse in the first trial, refused now (they had ended the run there, exit 1): a file
+    // that is neither a binary nor a script with a #! line, and a #! line whose interpreter is not there
+    std::ifstream in(file, std::ios::binary);
+    if (!in.is_open()) return;  // executable, not readable: execve alone says
+    std::string head(256, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+    if (head.compare(0, 2, "#!") == 0) {
+      const std::string line =
+          head.substr(2, head.find('\n') == std::string::npos ? std::string::npos : head.find('\n') - 2);
+      const size_t from = line.find_first_not_of(" \t");
+      const std::string interpreter =
+          from == std::string::npos ? "" : line.substr(from, line.find_first_of(" \t\r", from) - from);
+      if (!interpreter.empty() && access(interpreter.c_str(), X_OK) != 0)
+        throw Error(
+            fmt::format("command: '{}' names {} on its #! line, which is not there (or not executable); "
+                        "fix the #! line or run it through its interpreter, e.g. python3 {}",
+                        program, interpreter, program));
+    } else if (head.compare(0, 4,
+                            "\x7f"
+                            "ELF") != 0) {
+      throw Error(exec_failure(program, ENOEXEC));
+    }
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {

@@ -279,6 +279,12 @@ TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
   EXPECT_FALSE(fs::exists(pwned));
   expect_clean_error("sweep --cmd --batch-sizes 4 -- python3 train.py --lr={learning_rate}", 2, "{learning_rate}");
   expect_clean_error("sweep --batch-sizes 4 -- python3 train.py", 2, "put --cmd before --");
+  // a subcommand that refuses --cmd does not point to it (noise had said "put --cmd before --", then refused it)
+  expect_clean_error("noise -- python3 train.py", 2,
+                     "noise trains batchwise's own loop and cannot run a training command (fit, sweep, tune and plan "
+                     "take --cmd before -- python3 train.py)");
+  expect_clean_error("validate --cmd --batch-sizes 8,16 --epochs 1 -- python3 train.py", 2,
+                     "validate trains batchwise's own loop");
   // A step line and an exit 0 within the warm-up: no measured step, whatever the wall time (it had been
   // measured at the interpreter's start-up, and recommended).
   const Outcome short_run = batchwise("sweep --cmd --batch-sizes 16 --repetitions 1 --no-history -q -- python3 " +
@@ -300,6 +306,19 @@ TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
   // a program that is not there: bad input, refused before the sweep starts
   expect_clean_error("sweep --cmd --batch-sizes 4 -- /nonexistent/train", 2,
                      "command: '/nonexistent/train' not found; give the program's full path or install it");
+  // what execve would refuse in the first trial (they had ended the run there, exit 1): a folder, a script without a
+  // #! line, one whose #! interpreter is not there
+  const fs::path folder = scratch() / "a-folder", bare = scratch() / "bare.py", bad = scratch() / "bad.py";
+  fs::create_directories(folder);
+  std::ofstream(bare) << "print('batchwise: step samples=4')\n";
+  std::ofstream(bad) << "#!/nonexistent/python -u\nprint('batchwise: step samples=4')\n";
+  for (const fs::path& p : {bare, bad}) fs::permissions(p, fs::perms::owner_all);
+  expect_clean_error("sweep --cmd --batch-sizes 4 -- " + folder.string(), 2,
+                     "command: '" + folder.string() + "' is a folder, not a program");
+  expect_clean_error("sweep --cmd --batch-sizes 4 -- " + bare.string(), 2,
+                     "command: '" + bare.string() + "' is not a program the system can run; add a #! line");
+  expect_clean_error("sweep --cmd --batch-sizes 4 -- " + bad.string(), 2,
+                     "command: '" + bad.string() + "' names /nonexistent/python on its #! line, which is not there");
   expect_clean_error("sweep --cmd --device cuda:x --batch-sizes 4 -- python3 train.py", 2,
                      "--device cuda:x with --cmd: choose cpu, cuda, cuda:N or auto");
 }
@@ -323,6 +342,10 @@ TEST(Cmd, OptionsOnlyBatchwisesOwnLoopRunsAreRefusedBeforeTheRun) {
                      "--accumulation-steps: batchwise accumulates in its own training step");
   expect_clean_error("tune --cmd --reuse" + fails, 2, "--reuse: a command's fit is not stored by workload");
   expect_clean_error("tune --cmd --epochs 3" + fails, 2, "--epochs: the run race trains batchwise's own loop");
+  // tune's flags that only its own loop reads, refused rather than silently unread
+  expect_clean_error("tune --cmd --base-batch 32" + fails, 2, "--base-batch: it scales batchwise's own --lr");
+  expect_clean_error("tune --cmd --advice-budget 60" + fails, 2, "--advice-budget: the races it budgets train");
+  expect_clean_error("tune --cmd --noise-steps 10" + fails, 2, "--noise-steps: the noise scale needs the gradients");
 }
 
 // The command's GPU is not LibTorch's: with a CPU-only LibTorch, --cmd --device cuda:N measures the

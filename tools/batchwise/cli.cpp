@@ -371,6 +371,13 @@ void WorkloadFlags::check(const std::string& name) const {
   if (!command.empty() && !use_cmd && std::regex_match(command.front(), unit))  // --memory-budget 2 GiB
     throw ConfigError(fmt::format("unexpected argument {}: a size is one word, with no space: e.g. 2{}",
                                   command.front(), command.front()));
+  // A subcommand that trains only its own loop (its --cmd hidden) does not point to --cmd, which it refuses
+  if (!command.empty() && !use_cmd && app && app->get_option_no_throw("--cmd") &&
+      app->get_option_no_throw("--cmd")->get_group().empty())
+    throw ConfigError(
+        fmt::format("unexpected argument {}: {} trains batchwise's own loop and cannot run a training "
+                    "command (fit, sweep, tune and plan take --cmd before -- {})",
+                    command.front(), name, command_line(command)));
   if (!command.empty() && !use_cmd)
     throw ConfigError(fmt::format("unexpected argument {}: to run a training command, put --cmd before -- {}",
                                   command.front(), command_line(command)));
@@ -384,7 +391,6 @@ void WorkloadFlags::check(const std::string& name) const {
             fmt::format("{}: your --cmd command trains its own model on its own data, so batchwise "
                         "reads no {}; drop it (or drop --cmd to train batchwise's own workload)",
                         flag, flag));
-  (void)name;
 }
 
 void FitFlags::add(CLI::App* cmd) {
@@ -520,7 +526,9 @@ void ValidateFlags::check(const WorkloadFlags& w) {
     throw ConfigError(fmt::format(
         "--lr-schedule {}: a decaying rate decays over a run of known length; give --epochs N", lr_schedule));
   if (w.use_cmd)
-    throw ConfigError("validate: time-to-accuracy needs batchwise's own training loop; it cannot run through --cmd");
+    throw ConfigError(
+        "validate trains batchwise's own loop, evaluating held-out data as it trains (full runs, or time to a "
+        "target); it cannot run through --cmd");
   if (epochs > 0) return;
   if (w.workload.loss() == Loss::Mse && target_loss == 0)
     throw ConfigError(
@@ -571,6 +579,13 @@ const std::vector<OwnLoopOption>& own_loop_options() {
       {"--epochs", "the run race trains batchwise's own loop, not a command; drop --epochs with --cmd", true},
       {"--validate",
        "validation trains batchwise's own loop, not a command; check the batch with your command's own runs", true},
+      {"--base-batch",
+       "it scales batchwise's own --lr, and your command sets its own learning rate (no rate is advised for it); drop "
+       "it",
+       false},
+      {"--advice-budget", "the races it budgets train batchwise's own loop, and a command runs none; drop it", false},
+      {"--noise-steps",
+       "the noise scale needs the gradients of batchwise's own step, and a command's are not measured; drop it", false},
   };
   return kOptions;
 }

@@ -210,8 +210,13 @@ class Tune : public Command {
         throw ConfigError(fmt::format(
             "{}: only the validation's runs read it, and tune runs none without --validate; add --validate, or drop it",
             only->get_name()));
-    refuse_with_cmd(w_.use_cmd,
-                    {{compare_precision_, "--compare-precision"}, {sweep_.profile, "--profile"}, {reuse_, "--reuse"}});
+    const auto given = [&](const char* flag) { return w_.app && w_.app->count(flag) > 0; };  // silently unread
+    refuse_with_cmd(w_.use_cmd, {{compare_precision_, "--compare-precision"},
+                                 {sweep_.profile, "--profile"},
+                                 {reuse_, "--reuse"},
+                                 {given("--base-batch"), "--base-batch"},
+                                 {given("--advice-budget"), "--advice-budget"},
+                                 {given("--noise-steps"), "--noise-steps"}});
     refuse_in_data_parallel({{sweep_.profile, "--profile"},
                              {compare_precision_, "--compare-precision"},
                              {validate_, "--validate"},
