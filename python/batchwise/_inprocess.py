@@ -496,9 +496,13 @@ def _mse(output, target):
     import torch
     if output.shape != target.shape:
         if output.numel() != target.numel():
+            labels = (output.dim() == 2 and output.shape[1] > 1 and target.dim() == 1 and target.is_floating_point()
+                      and bool((target == target.round()).all()))
             raise ValueError(f"the model gives {list(output.shape)} for targets of {list(target.shape)}: mean "
                              "squared error needs as many outputs as target values; pass loss=... for another "
-                             "comparison")
+                             "comparison" + ("; the targets are whole numbers in a floating type: class labels? "
+                                             "pass them as integers (y.long()), which cross-entropy trains on"
+                                             if labels else ""))
         target = target.reshape(output.shape)
     return torch.nn.functional.mse_loss(output, target)
 

@@ -270,17 +270,21 @@ void probe_labels(ModuleWorkload& workload, const Dataset& data, const std::stri
   if (output.dim() != 2) return;
   const int64_t columns = output.size(1);
   if (lowest >= 0 && classes <= columns) return;
-  const std::string output_text =
-      fmt::format("{} columns of {}'s output ([{}])", columns, workload.info().model, fmt::join(output.sizes(), ", "));
+  const std::string output_text = fmt::format("{} column{} of {}'s output ([{}])", columns, columns == 1 ? "" : "s",
+                                              workload.info().model, fmt::join(output.sizes(), ", "));
   throw DataError(fmt::format(
-      "{} ({}): its labels run {}, which cross-entropy reads by label{}; give labels from 0 to {}{}{}", what, data.name,
+      "{} ({}): its labels run {}, which cross-entropy reads by label{}; give labels from 0 to {}{}{}{}", what,
+      data.name,
       lowest < 0 ? fmt::format("from {}, below the first of the {}", lowest, output_text)
                  : fmt::format("to {}, past the {}", classes - 1, output_text),
       workload.device().is_cuda()
           ? " (on CUDA a label out of range is a device-side assert, after which this process can use the GPU no more)"
           : "",
       columns - 1, lowest == 1 && classes == columns + 1 ? " (labels that start at 1: y - 1)" : "",
-      classes > columns ? fmt::format(", or a model with {} outputs", classes) : ""));
+      classes > columns ? fmt::format(", or a model with {} outputs", classes) : "",
+      columns == 1 && classes == 2 && lowest == 0  // one logit for two classes: a binary loss, not cross-entropy
+          ? "; a model of one output for labels 0 and 1 trains with loss=torch.nn.BCEWithLogitsLoss() on float targets"
+          : ""));
 }
 
 // The held-out data through the model and the loss, its first two samples, before anything trains:

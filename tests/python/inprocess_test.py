@@ -1635,6 +1635,7 @@ def test_validate():
     case("the noise scale is the optimizer's parameters'", b[0] == b[1], b)
     torch.set_rng_state(rng)
 
+    one = torch.nn.Linear(48, 1)
     checks = [
         (lambda: batchwise.validate(model, optimizer, (x, y), batch_sizes=[32], epochs=1), TypeError,
          "no held_out data"),
@@ -1674,6 +1675,15 @@ def test_validate():
          "outputs"),
         (lambda: batchwise.fit(model, optimizer, (x, y + 1), loss=torch.nn.CrossEntropyLoss(), progress=False),
          ValueError, "past the 10 columns of Branchy's output"),
+        # One logit for labels 0 and 1: the binary loss it wants is named
+        (lambda: batchwise.fit(one, torch.optim.SGD(one.parameters(), lr=0.1), (x, y % 2), progress=False),
+         ValueError, "its labels run to 1, past the 1 column of Linear's output ([2, 1]), which cross-entropy reads "
+         "by label; give labels from 0 to 0, or a model with 2 outputs; a model of one output for labels 0 and 1 "
+         "trains with loss=torch.nn.BCEWithLogitsLoss() on float targets"),
+        # Class labels as floats: mean squared error's refusal says what they look like
+        (lambda: batchwise.fit(model, optimizer, (x, y.float()), max=64, progress=False), batchwise.TrainingError,
+         "mean squared error needs as many outputs as target values; pass loss=... for another comparison; the "
+         "targets are whole numbers in a floating type: class labels? pass them as integers (y.long())"),
         (lambda: batchwise.fit(model, optimizer, (x, y - 1), loss=torch.nn.NLLLoss(), progress=False),
          ValueError, "data (tensors [2048, 48]): its labels run from -1, below the first of the 10 columns of Branchy's output "
          "([2, 10]), which cross-entropy reads by label; give labels from 0 to 9"),
