@@ -322,6 +322,18 @@ def test_state():
          optimizer.param_groups is kept_list and optimizer.param_groups[0] is kept and
          optimizer.param_groups[0]["lr"] == 0.02, [g["lr"] for g in optimizer.param_groups])
     kept["lr"] = 0.0
+    # Each parameter's state dict too: a handle on optimizer.state[p] reads the optimizer's steps after the call (it
+    # had been a stale copy: its "step" 1 where the optimizer's was 2)
+    adam_model = Branchy()
+    adam = torch.optim.Adam(adam_model.parameters(), lr=1e-3)
+    torch.nn.functional.cross_entropy(adam_model(x[:32]), y[:32]).backward()
+    adam.step()
+    first = next(iter(adam_model.parameters()))
+    handle = adam.state[first]
+    batchwise.fit(adam_model, adam, (x, y), memory_budget="4MiB", max=64, progress=False)
+    adam.step()
+    case("and each parameter's state dict is the object it was",
+         adam.state[first] is handle and float(handle["step"]) == 2.0, (adam.state[first] is handle, handle["step"]))
     # Called under torch.no_grad() or torch.inference_mode() (an evaluation block's): the call trains, and the
     # model trains on after it (nothing had trained under no_grad, and under inference_mode the parameters came back
     # inference tensors, which never train again); the caller's modes are as they were
