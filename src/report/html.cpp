@@ -419,11 +419,16 @@ std::string loader_section(const Report& r) {
   };
   row(l.before, true);
   for (const LoaderTrial& t : l.trials) row(t, false);
+  // A loader page leads with its advice (the top box): the section does not say it again (it had, word for word)
+  const bool leads = !r.sweep && !r.validation && !r.race && !r.run_race && !r.noise;
+  const std::string caption =
+      leads ? "Each setting tried: its samples per second and the share of its steps spent waiting for data."
+            : l.advice;
   return fmt::format(
-      "<section id=\"loader\">\n<h2>Input pipeline at batch {}</h2>\n<p class=\"caption\">{}</p>\n<table>\n"
+      "<section id=\"loader\">\n<h2>{} at batch {}</h2>\n<p class=\"caption\">{}</p>\n<table>\n"
       "<tr><th>workers</th><th>prefetch</th><th>outcome</th><th>samples/s</th><th>data wait</th><th>note</th></tr>\n"
       "{}</table>\n</section>\n",
-      l.batch, esc(l.advice), rows);
+      leads ? "The settings tried" : "Input pipeline", l.batch, esc(caption), rows);
 }
 
 std::string distributed_row(const Trial& p, const DistributedTrial& d) {

@@ -346,6 +346,15 @@ TEST(Html, ANoiseLoaderOrPlanPageLeadsWithItsOwnAnswer) {
   EXPECT_EQ(l.find("No batch was recommended"), std::string::npos);
   EXPECT_NE(l.find("<p class=\"big\">Input pipeline at batch 64</p>"), std::string::npos);
   EXPECT_NE(l.find("id=\"loader\""), std::string::npos);
+  // its advice once, in the top box (the section had said it again, heading and all)
+  const auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = l.find(what); at != std::string::npos; at = l.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("the given setting keeps the step fed"), 1u);
+  EXPECT_EQ(count("Input pipeline at batch 64"), 1u);
+  EXPECT_NE(l.find("<h2>The settings tried at batch 64</h2>"), std::string::npos);
   EXPECT_NE(l.find("<td>stopped after 1 of 7 steps</td>"), std::string::npos);
   EXPECT_NE(l.find("<td class=\"n\">51,000</td><td class=\"n\">2.0 %</td><td>given</td>"), std::string::npos);
   const std::string table = to_table(loader);  // the console's rows say why too, and no wait for one that failed
