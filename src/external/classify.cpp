@@ -120,8 +120,11 @@ CommandVerdict classify(const CommandResult& r) {
 
   if (r.killed_over_memory_limit) {
     v.outcome = Outcome::Oom;
-    v.message = fmt::format("resident memory reached {}, over the {} budget: stopped by batchwise {}",
-                            format_bytes(r.peak_rss_bytes), format_bytes(r.memory_limit_bytes), steps);
+    // by how much, too: the two can read alike ("reached 1.27 GiB, over the 1.27 GiB budget")
+    v.message = fmt::format("resident memory reached {}, {} over the {} budget: stopped by batchwise {}",
+                            format_bytes(r.peak_rss_bytes),
+                            format_bytes(std::max<int64_t>(r.peak_rss_bytes - r.memory_limit_bytes, 0)),
+                            format_bytes(r.memory_limit_bytes), steps);
   } else if (r.oom_killer) {
     v.outcome = Outcome::Oom;
     v.message = fmt::format("killed by the kernel's OOM killer (SIGKILL) {}; resident memory peaked at {}", steps,

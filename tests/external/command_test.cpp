@@ -219,7 +219,13 @@ TEST(RunCommand, MemoryLimitStopsTheGroupAndIsOutOfMemory) {
   EXPECT_GT(big.peak_rss_bytes, limit);
   const CommandVerdict v = classify(big);
   EXPECT_EQ(v.outcome, Outcome::Oom);
-  EXPECT_TRUE(contains(v.message, "over the 100 MiB budget: stopped by batchwise")) << v.message;
+  EXPECT_TRUE(contains(v.message, " over the 100 MiB budget: stopped by batchwise")) << v.message;
+  // by how much: the two had read alike where they round alike ("reached 1.27 GiB, over the 1.27 GiB budget")
+  CommandResult close;
+  close.killed_over_memory_limit = true, close.memory_limit_bytes = 1300LL << 20;
+  close.peak_rss_bytes = close.memory_limit_bytes + (512 << 10);
+  EXPECT_TRUE(contains(classify(close).message, "resident memory reached 1.27 GiB, 512 KiB over the 1.27 GiB budget"))
+      << classify(close).message;
 
   const CommandResult small =
       run_command(options("alloc.py", {"--batch-size={batch}", "--steps={steps}"}, 20).memory_limit_bytes(limit));
