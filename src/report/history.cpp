@@ -41,8 +41,12 @@ Keys keys_of(const Report& r) {
   const WorkloadInfo& w = r.workload;
   const Context& c = r.context;
   Keys k;
-  k.workload = fmt::format("{} on {}, {} lr {}, {}, loss {}, input {}", w.model, w.dataset, w.optimizer,
-                           json_text(w.lr), w.precision, w.loss, json_text(w.input_shape));
+  // A training command's model, data and rate are its own: its words alone (its row had read "python3 train.py on
+  // (the command's), (the command's) lr 0.0, ..., input []"; runs stored so before match no new one)
+  k.workload = w.is_command() && w.dataset == "(the command's)"  // CommandRunner's info
+                   ? fmt::format("{} (a training command)", w.model)
+                   : fmt::format("{} on {}, {} lr {}, {}, loss {}, input {}", w.model, w.dataset, w.optimizer,
+                                 json_text(w.lr), w.precision, w.loss, json_text(w.input_shape));
   // Not the device's total bytes: on CPU that is the RAM available at the moment, which moves.
   k.device = fmt::format("{}: {} on {}", c.device_type, c.device_name, c.host);
   k.versions = fmt::format("batchwise {} ({}), torch {}", c.batchwise_version, c.build_commit, c.torch_version);

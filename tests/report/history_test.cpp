@@ -190,6 +190,15 @@ TEST(History, KeysOfAReportAreStable) {
   auto smaller = nlohmann::json::parse(golden);
   smaller["budget_bytes"] = (64 << 20) - (64 << 20) / 200;
   EXPECT_TRUE(h.find_fit(smaller.dump(), 3600).has_value());
+  // A training command's row names its words alone (it had read "python3 train.py on (the command's), (the
+  // command's) lr 0.0, (the command's), loss (the command's), input []")
+  auto command = nlohmann::json::parse(golden);
+  command["workload"]["model"] = "python3 train.py --bs {batch}";
+  command["workload"]["parameter_count"] = 0;
+  command["workload"]["dataset_size"] = 0;
+  command["workload"]["dataset"] = "(the command's)";
+  h.add("sweep", command.dump());
+  EXPECT_EQ(h.list().at(0).workload, "python3 train.py --bs {batch} (a training command)");
 }
 
 TEST(History, AWriterKilledMidWriteLeavesEveryEarlierRunIntact) {
