@@ -132,6 +132,14 @@ struct Report {
   std::optional<TuneTiming> timing;              ///< tune: each phase's wall time, and the whole run's
 };
 
+/// The training samples a trial's batch draws from without repeating one within a step: the whole set, or, in a
+/// data-parallel run (its batches per device; every rank draws its slice of one global batch from the same order),
+/// each rank's share of it. 0: not known (a training command).
+inline int64_t per_device_training_samples(const Report& r) {
+  const int world = r.distributed ? std::max(r.distributed->world_size, 1) : 1;
+  return r.workload.dataset_size / world;
+}
+
 /// The JSON report's fields, in JSON order (fields.h; docs/report-schema.md documents each).
 template <class V, class T, IfRecord<T, Report> = 0>
 void fields(V& v, T& r) {

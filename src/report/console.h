@@ -1,5 +1,7 @@
 #pragma once
 // The console reports' shared parts (report.cpp's tables, summary.cpp's short answer).
+#include <fmt/format.h>
+
 #include <string>
 #include <utility>
 
@@ -20,6 +22,16 @@ class Lines {
  private:
   std::string out_;
 };
+
+/// "the N training samples" a trial's batch draws from without repeating (per_device_training_samples), data-parallel
+/// "the N training samples a rank takes (of M over W ranks)".
+inline std::string training_set_text(const Report& r) {
+  const int64_t n = per_device_training_samples(r);
+  return r.distributed && r.distributed->world_size > 1
+             ? fmt::format("the {} training samples a rank takes (of {} over {} ranks)", n, r.workload.dataset_size,
+                           r.distributed->world_size)
+             : fmt::format("the {} training samples", n);
+}
 
 /// The header: version and device, the workload, the budget, data-parallel ranks, and every warning.
 void header_table(Lines& line, const Report& r);

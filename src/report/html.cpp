@@ -129,10 +129,10 @@ std::string decided_bullet(const Report& r, int64_t batch) {
     return bullet(fmt::format("The throughput knee: the smallest batch within {:g} % of the best samples/s.",
                               r.sweep->knee_tolerance * 100),
                   "throughput", "throughput");
-  if (r.sweep && knee_within(*r.sweep, r.workload.dataset_size) == batch)
-    return bullet(fmt::format("The throughput knee among the batches up to the {} training samples (a larger batch "
+  if (r.sweep && knee_within(*r.sweep, per_device_training_samples(r)) == batch)
+    return bullet(fmt::format("The throughput knee among the batches up to {} (a larger batch "
                               "repeats samples within a step): the smallest within {:g} % of their best samples/s.",
-                              r.workload.dataset_size, r.sweep->knee_tolerance * 100),
+                              detail::training_set_text(r), r.sweep->knee_tolerance * 100),
                   "throughput", "throughput");
   if (r.fit && r.fit->batch == batch)
     return bullet(

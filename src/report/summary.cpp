@@ -41,7 +41,9 @@ std::string fit_line(const FitResult& f, int64_t budget_bytes) {
   return fmt::format("fit: batch {} {}{}", *f.batch, verdict, peak);
 }
 
-std::string knee_line(const SweepResult& s, int64_t training_samples, const std::optional<Recommendation>& answer) {
+// `set`: "the N training samples" (training_set_text).
+std::string knee_line(const SweepResult& s, int64_t training_samples, const std::string& set,
+                      const std::optional<Recommendation>& answer) {
   if (!s.knee_batch) return "knee: none (no batch trained in the sweep)";
   // The knee within the training set, where the answer took it (tune; a sweep's answer is its own knee)
   std::optional<int64_t> within = knee_within(s, training_samples);
@@ -52,8 +54,7 @@ std::string knee_line(const SweepResult& s, int64_t training_samples, const std:
     return fmt::format("batch {}", batch);
   };
   if (within != s.knee_batch)  // the answer's knee, where the sweep's would repeat samples in a step
-    return fmt::format("knee: {} among the batches up to the {} training samples; {} over all", at(*within),
-                       training_samples, at(*s.knee_batch));
+    return fmt::format("knee: {} among the batches up to {}; {} over all", at(*within), set, at(*s.knee_batch));
   int64_t largest = 0, swept = 0;  // where no larger batch trained in the sweep, none was measured to add little
   for (const auto& p : s.points) {
     swept = std::max(swept, p.batch);
@@ -62,10 +63,9 @@ std::string knee_line(const SweepResult& s, int64_t training_samples, const std:
   if (*s.knee_batch == largest)  // the training set stopped it where nothing larger was tried and it held no double
     return fmt::format("knee: {}, the largest batch that trained in the sweep{}", at(largest),
                        training_samples > 0 && largest > training_samples
-                           ? fmt::format(" (itself larger than the {} training samples: a step repeats some of them)",
-                                         training_samples)
+                           ? fmt::format(" (itself larger than {}: a step repeats some of them)", set)
                        : training_samples > 0 && swept == largest && 2 * largest > training_samples
-                           ? fmt::format(" (none above the {} training samples)", training_samples)
+                           ? fmt::format(" (none above {})", set)
                            : "");
   return fmt::format("knee: {}; a larger batch adds under {:.0f} %", at(*s.knee_batch), 100 * s.knee_tolerance);
 }
@@ -240,7 +240,8 @@ std::string to_summary(const Report& r) {
   detail::requested_tables(line, r);
   std::vector<std::string> why;
   if (r.fit) why.push_back(fit_line(*r.fit, r.budget_bytes));
-  if (r.sweep) why.push_back(knee_line(*r.sweep, r.workload.dataset_size, r.recommendation));
+  if (r.sweep)
+    why.push_back(knee_line(*r.sweep, per_device_training_samples(r), detail::training_set_text(r), r.recommendation));
   if (r.noise) why.push_back(noise_line(*r.noise));
   if (const std::string decided = decider_line(r); !decided.empty()) why.push_back(decided);
   if (r.recommendation && r.recommendation->confidence)

@@ -108,9 +108,10 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 
 ModuleWorkload* module_of(const TuneSubject& s) { return dynamic_cast<ModuleWorkload*>(s.workload); }
 
-// The training set's size where tune knows it (its own module workload), else no bound.
+// The training set's size where tune knows it (its own module workload), else no bound; data-parallel, each rank's
+// share of it (a batch per device above it repeats samples in the ranks' global batch; the whole set had been compared)
 int64_t training_samples(const TuneSubject& s) {
-  return module_of(s) ? module_of(s)->data().size() : std::numeric_limits<int64_t>::max();
+  return module_of(s) ? module_of(s)->data().size() / std::max(s.world_size, 1) : std::numeric_limits<int64_t>::max();
 }
 
 bool fp16(const TuneSubject& s) {

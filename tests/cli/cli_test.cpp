@@ -1704,6 +1704,22 @@ TEST(Cli, ABatchLargerThanTheTrainingSetIsSaidSoAndNotTheAnswer) {
   EXPECT_LE(j.at("recommendation").at("batch").get<int>(), 100) << j.at("recommendation").dump();
   expect_clean_error("noise --model mlp --dataset synthetic --synthetic-size 100 --batch 256 --micro-batch 32", 2,
                      "--batch 256: larger than the 100 training samples");
+  // Data-parallel, a rank's batch draws from its share: 64 per device at 2 ranks is 128 samples a step from 100 (it
+  // had been compared with the whole set, and answered)
+  const fs::path dp = scratch() / "sweep-larger-dp.json";
+  const Outcome d = batchwise(
+      "sweep --model mlp --dataset synthetic --synthetic-size 100 --batch-sizes 8,32,64 --repetitions 1 --warmup 0 "
+      "--steps 1 --threads 1 --nproc 2 --dist-timeout 60 -q --no-history --json " +
+      dp.string());
+  ASSERT_EQ(d.code, 0) << d.err;
+  const auto dj = nlohmann::json::parse(slurp(dp));
+  const std::string warnings = dj.at("context").at("warnings").dump();
+  EXPECT_NE(warnings.find("batch 64 is larger than the 50 training samples"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("data-parallel over 2 ranks: a step trains the ranks' batches together, each rank taking 50 "
+                          "of the 100 training samples an epoch"),
+            std::string::npos)
+      << warnings;
+  EXPECT_LE(dj.at("recommendation").at("batch").get<int>(), 50) << dj.at("recommendation").dump();
 }
 
 TEST(Cli, SweepProfileTimesEachPhase) {
