@@ -71,10 +71,11 @@ struct CommandOptions {
   /// Once warmup + steps step lines have been read, stop the child (SIGTERM, then SIGKILL) and
   /// count the run as ok: for scripts that train until told otherwise.
   BATCHWISE_COMMAND_ARG(bool, stop_after_steps) = false;
-  /// Otherwise, how long it may run on after its last step line before batchwise stops it (SIGTERM, then SIGKILL)
-  /// and counts its steps (ran_on_past_steps): this, or as long again as its steps took from its start, whichever is
-  /// longer (a script's teardown, a callback's peak line). One that trained on had run each trial to its timeout,
-  /// which then discarded it.
+  /// Otherwise, one that trains on (prints a step line past warmup + steps) is stopped (SIGTERM, then SIGKILL) this
+  /// long after its last step asked for, or as long again as its steps took from its start, whichever is longer,
+  /// and its steps count (ran_on_past_steps); so are they where its steps had ended when the timeout came. One that
+  /// stops training is left to end (an evaluation, a checkpoint, a peak line). One that trained on had run each trial
+  /// to its timeout, which then discarded it. REQUIRES: finite, >= 0.
   BATCHWISE_COMMAND_ARG(double, past_steps_grace_s) = 10;
 };
 
@@ -92,7 +93,8 @@ struct CommandResult {
   bool timed_out = false;                 ///< batchwise stopped it at timeout_s
   bool killed_over_memory_limit = false;  ///< batchwise killed it above memory_limit_bytes
   bool stopped_after_steps = false;       ///< batchwise stopped it after enough steps (option, or ran_on_past_steps)
-  /// It ran on past its steps (CommandOptions::past_steps_grace_s, or to the timeout) and batchwise stopped it.
+  /// Its steps ended, it ran on (trained on past the grace, CommandOptions::past_steps_grace_s, or reached the
+  /// timeout) and batchwise stopped it: its steps count.
   bool ran_on_past_steps = false;
   /// The kernel's OOM kill counter of our cgroup (v2 memory.events or v1 memory.oom_control) rose
   /// during the run and the child died of a SIGKILL batchwise did not send.

@@ -155,8 +155,8 @@ void check_program(const std::string& program) {
     if (S_ISDIR(info.st_mode)) throw Error(fmt::format("command: '{}' is a folder, not a program", program));
     if (!S_ISREG(info.st_mode)) throw Error(exec_failure(program, EACCES));
     if (access(file.c_str(), X_OK) != 0) throw Error(exec_failure(program, EACCES));
-    // What execve would refuse in the first trial, refused now (they had ended the run there, exit 1): a file
-    // that is neither a binary nor a script with a #! line, and a #! line whose interpreter is not there
+    // What execve would refuse in the first trial, refused now (they had ended the run there, exit 1): a text file
+    // without a #! line, and a #! line whose interpreter is not there
     std::ifstream in(file, std::ios::binary);
     if (!in.is_open()) return;  // executable, not readable: execve alone says
     std::string head(256, '\0');
@@ -167,16 +167,18 @@ void check_program(const std::string& program) {
           head.substr(2, head.find('\n') == std::string::npos ? std::string::npos : head.find('\n') - 2);
       const size_t from = line.find_first_not_of(" \t");
       const std::string interpreter =
-          from == std::string::npos ? "" : line.substr(from, line.find_first_of(" \t\r", from) - from);
-      if (!interpreter.empty() && access(interpreter.c_str(), X_OK) != 0)
-        throw Error(
-            fmt::format("command: '{}' names {} on its #! line, which is not there (or not executable); "
-                        "fix the #! line or run it through its interpreter, e.g. python3 {}",
-                        program, interpreter, program));
-    } else if (head.compare(0, 4,
-                            "\x7f"
-                            "ELF") != 0) {
-      throw Error(exec_failure(program, ENOEXEC));
+          from == std::string::npos ? "" : line.substr(from, line.find_first_of(" \t", from) - from);
+      if (!interpreter.empty() && access(interpreter.c_str(), X_OK) != 0) {
+        const bool crlf = interpreter.back() == '\r';  // the kernel reads the \r as the name's: Windows line ends
+        throw Error(fmt::format(
+            "command: '{}' names {} on its #! line, which is not there (or not executable){}; fix the #! line or run "
+            "it through its interpreter, e.g. python3 {}",
+            program, crlf ? interpreter.substr(0, interpreter.size() - 1) + "\\r" : interpreter,
+            crlf ? ": the line ends in a carriage return (Windows line ends: convert them with dos2unix)" : "",
+            program));
+      }
+    } else if (head.find('\0') == std::string::npos) {  // text without #! (a binary the kernel runs another way,
+      throw Error(exec_failure(program, ENOEXEC));      // binfmt_misc's, holds a zero byte: left to it)
     }
   } catch (const ConfigError&) {
     throw;

@@ -102,6 +102,13 @@ std::string last_line_of(const std::string& output) {
   return last;
 }
 
+// How a command that batchwise stopped after its steps ended, where it did; else `ended`.
+std::string how_it_stopped(const CommandResult& r, const std::string& ended) {
+  if (!r.stopped_after_steps) return ended;
+  return r.ran_on_past_steps ? "ran on past its steps (BATCHWISE_STEPS: stop after them), stopped by batchwise,"
+                             : "stopped by batchwise, as asked,";
+}
+
 }  // namespace
 
 CommandVerdict classify(const CommandResult& r) {
@@ -112,10 +119,7 @@ CommandVerdict classify(const CommandResult& r) {
                             : r.exit_status >= 0 ? fmt::format("exit status {}", r.exit_status)
                                                  : "ended with an unknown status (reaped elsewhere in this process)";
   const std::string last_line = last_line_of(r.output_tail);  // for the error message
-  const std::string stopped_how =
-      !r.stopped_after_steps ? ended
-      : r.ran_on_past_steps  ? "ran on past its steps (BATCHWISE_STEPS: stop after them), stopped by batchwise,"
-                             : "stopped by batchwise, as asked,";
+  const std::string stopped_how = how_it_stopped(r, ended);
   const bool clean_exit = r.exit_status == 0 && r.steps_seen >= total;
 
   if (r.killed_over_memory_limit) {
@@ -131,8 +135,9 @@ CommandVerdict classify(const CommandResult& r) {
                             format_bytes(r.peak_rss_bytes));
   } else if (!r.oom_message.empty() && !clean_exit) {
     v.outcome = Outcome::Oom;
-    const std::string how =
-        r.timed_out ? fmt::format("stopped by batchwise at the {:g} s timeout", r.timeout_s) : ended;
+    const std::string how = r.timed_out ? fmt::format("stopped by batchwise at the {:g} s timeout", r.timeout_s)
+                            : r.ran_on_past_steps ? stopped_how
+                                                  : ended;
     v.message = fmt::format("{} {}, the child printed: {}", how, steps, r.oom_message);
   } else if (r.timed_out) {
     v.outcome = Outcome::Timeout;

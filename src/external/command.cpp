@@ -158,7 +158,9 @@ class Watch {
       r_.stopped_after_steps = r_.ran_on_past_steps;
       stop(now);
     }
-    if (steps_done_at_ && !term_sent_ && !kill_sent_ && !exited_at_ &&
+    // Only one that trains on (a step line past its steps): one that evaluates or saves after them is left to end,
+    // and to its peak line
+    if (trains_on_ && !term_sent_ && !kill_sent_ && !exited_at_ &&
         seconds(now - *steps_done_at_) >= std::max(o_.past_steps_grace_s(), seconds(*steps_done_at_ - start_))) {
       r_.stopped_after_steps = r_.ran_on_past_steps = true;
       stop(now);
@@ -227,6 +229,8 @@ class Watch {
         stop(at);
       } else if (!steps_done_at_) {
         steps_done_at_ = at;
+      } else {
+        trains_on_ = r_.steps_seen > total_steps_;
       }
     }
     if (line.size() > kTailLineBytes) line = line.substr(0, kTailLineBytes) + " ...";
@@ -248,6 +252,7 @@ class Watch {
   Clock::time_point next_sample_;
   std::optional<Clock::time_point> term_sent_, exited_at_;
   std::optional<Clock::time_point> steps_done_at_;  ///< when its last step line asked for was read
+  bool trains_on_ = false;                          ///< a step line past those asked for was read
   bool kill_sent_ = false, stragglers_killed_ = false;
 };
 
@@ -258,6 +263,9 @@ CommandResult run_command(const CommandOptions& options) {
   BATCHWISE_CHECK(options.steps() >= 1, ConfigError, "command: steps {} is below 1", options.steps());
   BATCHWISE_CHECK(options.warmup() >= 0, ConfigError, "command: warm-up {} is below 0", options.warmup());
   BATCHWISE_CHECK(options.timeout_s() >= 0, ConfigError, "command: timeout {} s is negative", options.timeout_s());
+  BATCHWISE_CHECK(options.past_steps_grace_s() >= 0 && std::isfinite(options.past_steps_grace_s()), ConfigError,
+                  "command: past_steps_grace_s {}: must be a number of seconds, 0 or more",
+                  options.past_steps_grace_s());
   BATCHWISE_CHECK(options.memory_limit_bytes() >= 0, ConfigError, "command: memory limit {} is negative",
                   options.memory_limit_bytes());
   const int total_steps = options.warmup() + options.steps();

@@ -179,6 +179,9 @@ Trial CommandRunner::run(const TrialOptions& o) {
   if (t.outcome == Outcome::Ok && !result.stopped_after_steps && result.steps_seen > 0 && result.steps_seen < asked)
     t.message = fmt::format("{}it exited after {} of the {} steps it was given ({} warm-up): fewer timed steps",
                             t.message.empty() ? "" : t.message + "; ", result.steps_seen, asked, o.warmup());
+  if (t.outcome == Outcome::Ok && result.ran_on_past_steps)  // its steps count; the wait is the user's to save
+    t.message = fmt::format("{}it ran on past the {} steps it was given and was stopped (stop after BATCHWISE_STEPS)",
+                            t.message.empty() ? "" : t.message + "; ", asked);
   t.wall_timing = t.outcome == Outcome::Ok && verdict.wall_timing;
   t.non_finite = t.outcome == Outcome::Error && result.non_finite_loss;
   if (cuda_ && t.outcome == Outcome::Ok && !result.peak_device_bytes) {

@@ -417,6 +417,21 @@ TEST(RunCommand, ACommandThatTrainsOnPastItsStepsIsStoppedAndItsStepsCount) {
   EXPECT_TRUE(at_timeout.ran_on_past_steps);
   EXPECT_FALSE(at_timeout.timed_out);
   EXPECT_EQ(classify(at_timeout).outcome, Outcome::Ok) << classify(at_timeout).message;
+  // one that stops training after its steps (an evaluation, then its peak line) is left to end
+  const CommandResult evaluates = run_command(
+      CommandOptions({python(), "-c",
+                      "import os, time\n"
+                      "for _ in range(int(os.environ['BATCHWISE_STEPS'])): print('batchwise: step samples=4', "
+                      "flush=True)\n"
+                      "time.sleep(1.5); print('batchwise: peak_bytes=1000', flush=True)"},
+                     4)
+          .past_steps_grace_s(0.5)
+          .timeout_s(60));
+  EXPECT_FALSE(evaluates.ran_on_past_steps);
+  EXPECT_EQ(evaluates.exit_status, 0);
+  EXPECT_EQ(evaluates.reported_peak_bytes, std::optional<int64_t>(1000));
+  EXPECT_THROW(run_command(CommandOptions(forever, 4).past_steps_grace_s(std::numeric_limits<double>::quiet_NaN())),
+               ConfigError);
   // one that never reaches its steps still times out
   const CommandResult slow =
       run_command(CommandOptions({python(), "-c", "import time; time.sleep(30)"}, 4).timeout_s(2));
