@@ -143,10 +143,11 @@ def _batch_samples(batch):
     """Samples in a batch as a data loader gives it: the first dimension of its first array (one, or one
     inside a tuple, list or dict: its own arrays first, then what its lists hold, in order); None where it
     has none, or that dimension is not a whole number (a symbolic one, as a compiled step traces). A list
-    collated per sample counts its items: a batch that is a list of dicts, and, in a batch holding no array
-    of its own, a list holding anything but arrays (torchvision's detection batches: a tuple of images
-    beside a tuple of target dicts) or arrays of different first dimensions (sequences of their own
-    lengths). The framework callbacks' count."""
+    collated per sample counts its items: a batch that is a list of samples (dicts of one sample's values, or
+    tuples holding one beside its arrays: collate_fn=list), and, in a batch holding no array of its own, a list holding anything
+    but arrays (torchvision's detection batches: a tuple of images beside a tuple of target dicts) or arrays
+    of different first dimensions (sequences of their own lengths). Lightning's batch from several loaders,
+    a list of their batches, counts the first's. The framework callbacks' count."""
     shape = getattr(batch, "shape", None)
     if shape is not None:
         try:
@@ -154,12 +155,14 @@ def _batch_samples(batch):
         except (TypeError, ValueError):
             return None
     from collections.abc import Mapping  # a dict, or a mapping such as the Trainer's BatchEncoding
-    if isinstance(batch, (list, tuple)) and batch and all(isinstance(item, Mapping) for item in batch):
-        return len(batch)  # samples as the dataset gave them (collate_fn=list)
+    if isinstance(batch, (list, tuple)) and batch and all(_one_sample(item) for item in batch):
+        return len(batch)  # samples as the dataset gave them (collate_fn=list): dicts or tuples of one sample each
     items = list(batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (list, tuple)) else ())
     for item in items:  # the batch's own arrays first, then what its lists hold
         if getattr(item, "shape", None) is not None:
-            return _batch_samples(item)
+            samples = _batch_samples(item)
+            if samples is not None:  # a 0-d value beside them is none
+                return samples
     for item in items:
         if isinstance(item, (list, tuple)) and item and _per_sample(item):
             return len(item)
@@ -170,11 +173,29 @@ def _batch_samples(batch):
     return None
 
 
+def _one_sample(item):
+    """Whether an item of a batch's list is one sample: a dict of one sample's values (_per_sample), or a tuple
+    or list holding such a dict or a single value (a 0-d array, a number, a string) beside its arrays."""
+    from collections.abc import Mapping
+    if isinstance(item, Mapping):
+        return _per_sample(item)
+    if not isinstance(item, (list, tuple)):
+        return False
+    def single(x):  # a dict, a 0-d array, a number or a string: one sample's
+        shape = getattr(x, "shape", None)
+        return isinstance(x, Mapping) or (len(shape) == 0 if shape is not None else not isinstance(x, (list, tuple)))
+    return any(single(x) for x in item)
+
+
 def _per_sample(items):
-    """Whether a list in a batch holds one item per sample: anything but arrays, or arrays whose first
-    dimensions differ (fields of a batch share theirs: the batch)."""
+    """Whether a list (or a dict's values) in a batch holds one sample's items: anything but arrays, or arrays
+    whose first dimensions differ (fields of a batch share theirs: the batch)."""
+    from collections.abc import Mapping
     firsts = set()
-    for item in items:
+    mapping = isinstance(items, Mapping)
+    for item in (items.values() if mapping else items):
+        if mapping and isinstance(item, (list, tuple)):
+            continue  # a batch's dict holds lists too (its texts): no sign either way
         shape = getattr(item, "shape", None)
         if shape is None or len(shape) == 0:  # not an array, or a 0-d one: a sample's value
             return True

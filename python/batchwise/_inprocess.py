@@ -569,7 +569,7 @@ class _Adapter:
                              "not shaped yet (LazyLinear and the others shape theirs at their first forward); run "
                              "one forward first, model(inputs[:2]), then make the optimizer over its parameters")
         sparse = [n for n, m in model.named_modules()
-                  if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse]
+                  if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse and m.weight.requires_grad]
         if sparse or any(p.grad is not None and p.grad.is_sparse for p in parameters):
             where = f"{sparse[0] or 'the model'} (sparse=True)" if sparse else "a parameter's sparse gradient"
             raise ValueError(f"batchwise.{command}: {type(model).__name__}: {where}: sparse gradients are not "

@@ -695,7 +695,7 @@ namespace {
 std::string wall_timed(const SweepResult& sweep) {
   std::vector<int64_t> wall;
   for (const Trial& t : sweep.points)
-    if (t.wall_timing) wall.push_back(t.batch);
+    if (t.wall_timing && t.outcome == Outcome::Ok) wall.push_back(t.batch);
   const auto ok =
       std::count_if(sweep.points.begin(), sweep.points.end(), [](const Trial& t) { return t.outcome == Outcome::Ok; });
   if (wall.empty()) return "";

@@ -319,6 +319,12 @@ TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
                      "command: '" + bare.string() + "' is not a program the system can run; add a #! line");
   expect_clean_error("sweep --cmd --batch-sizes 4 -- " + bad.string(), 2,
                      "command: '" + bad.string() + "' names /nonexistent/python on its #! line, which is not there");
+  const fs::path crlf = scratch() / "crlf.py";
+  std::ofstream(crlf) << "#!/bin/sh\r\necho 'batchwise: step samples=4'\r\n";
+  fs::permissions(crlf, fs::perms::owner_all);
+  expect_clean_error("sweep --cmd --batch-sizes 4 -- " + crlf.string(), 2,
+                     "names /bin/sh\\r on its #! line, which is not there (or not executable): the line ends in a "
+                     "carriage return (Windows line ends: convert them with dos2unix)");
   expect_clean_error("sweep --cmd --device cuda:x --batch-sizes 4 -- python3 train.py", 2,
                      "--device cuda:x with --cmd: choose cpu, cuda, cuda:N or auto");
 }

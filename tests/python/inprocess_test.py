@@ -561,6 +561,12 @@ def test_error():
         except ValueError as e:
             case(f"{name} is refused by its cause, before anything runs", said in str(e), str(e))
     case("and the lazy module is left unshaped", isinstance(lazy[0].weight, torch.nn.parameter.UninitializedParameter))
+    frozen = Sparse()  # a frozen sparse embedding makes no gradient: it trains
+    frozen.embed.weight.requires_grad_(False)
+    report = batchwise.fit(frozen, torch.optim.SGD(frozen.fc.parameters(), lr=0.1),
+                           (torch.randint(0, 100, (64, 4)), torch.randint(0, 5, (64,))), memory_budget="16MiB", max=64,
+                           progress=False)
+    case("a frozen sparse embedding is not refused", report.fit.batch is not None, report.fit.message)
     model = Raises()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     before = snapshot(model, optimizer)

@@ -106,12 +106,20 @@ def test_batch_samples():
             "      batchwise._batch_samples([{'x': A(3)}, {'x': A(3)}]),\n"
             "      batchwise._batch_samples([[A(16, 10), A(16, 5)], A(16)]),\n"
             "      batchwise._batch_samples([[A(16, 10), A(16, 5)], [A(16), A(16)]]),\n"
-            "      batchwise._batch_samples({'input_ids': A(4, 128), 'text': ['a'] * 4}))\n")
+            "      batchwise._batch_samples({'input_ids': A(4, 128), 'text': ['a'] * 4}),\n"
+            "      batchwise._batch_samples([(A(3, 32, 32), {'boxes': A(2, 4)}) for _ in range(3)]),\n"
+            "      batchwise._batch_samples([{'x': A(8, 5), 'y': A(8)}, {'x': A(8, 5), 'y': A(8)}]),\n"
+            "      batchwise._batch_samples((A(), A(8, 5), A(8))),\n"
+            "      batchwise._batch_samples([{'x': A(8, 5), 'text': ['a'] * 8}, {'x': A(8, 5), 'text': ['b'] * 8}]),\n"
+            "      batchwise._batch_samples([(A(7, 5), 3), (A(9, 5), 1)]))\n")
     status, out, err = run(code)
     # detection's tuples of images and target dicts; a list of sequences beside labels (their count is the
-    # labels'), alone; images beside 0-d labels; samples as dicts; fields of two inputs, and of two targets; a mapping
+    # labels'), alone; images beside 0-d labels; dicts of one 1-d array each (two loaders' batches of 3, or 2 samples:
+    # read as the first); fields of two inputs, and of two targets; a mapping;
+    # samples as (image, target) tuples; Lightning's batches of two loaders, dicts (the first's); a 0-d value first;
+    # two loaders' dicts that hold texts; samples as (sequence, int label) tuples
     case("a batch's samples: per-sample lists counted as such, batched fields by their first dimension",
-         status == 0 and out == "8 3 3 8 2 16 16 4\n", (status, out, err))
+         status == 0 and out == "8 3 3 8 3 16 16 4 3 8 8 8 2\n", (status, out, err))
 
 
 def test_plain_loop(binary):
