@@ -367,14 +367,14 @@ def _kept_generator(sampler, draw):
 
 def _load_keeping_groups(optimizer, state_dict):
     """optimizer.load_state_dict(state_dict), its param_groups list, each group's dict, its state dict and each
-    parameter's state dict in it the very objects they were: torch's makes new ones, and a handle the user kept on a group (to unfreeze a backbone), or a
-    wrapper sharing the list or the state (ZeroRedundancyOptimizer's, Lookahead's), had been cut off from the
-    optimizer the call returned. Each state tensor keeps the type it was saved in: torch's load casts floating state
+    parameter's state dict in it the very objects they were: torch's makes new ones, and a handle the user kept on
+    a group (to unfreeze a backbone) or on a parameter's state, or a wrapper sharing the list or the state
+    (ZeroRedundancyOptimizer's, Lookahead's), had been cut off from the optimizer the call returned. Each state tensor keeps the type it was saved in: torch's load casts floating state
     to its parameter's type (a bfloat16 model's float32 momentum had come back bfloat16, rounded)."""
     import torch
     groups, dicts, state = optimizer.param_groups, list(optimizer.param_groups), optimizer.state
-    per_parameter = dict(state)  # each parameter's state dict, kept as the object it was (a handle on
-    optimizer.load_state_dict(state_dict)  # optimizer.state[p] had read a stale copy after the call)
+    per_parameter = dict(state)  # each parameter's state dict, put back below as the object it was
+    optimizer.load_state_dict(state_dict)
     saved_ids = [i for g in state_dict.get("param_groups", []) for i in g.get("params", [])]
     params = [p for g in optimizer.param_groups for p in g["params"]]
     for index, param in zip(saved_ids, params):

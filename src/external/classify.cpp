@@ -135,9 +135,8 @@ CommandVerdict classify(const CommandResult& r) {
                             format_bytes(r.peak_rss_bytes));
   } else if (!r.oom_message.empty() && !clean_exit) {
     v.outcome = Outcome::Oom;
-    const std::string how = r.timed_out ? fmt::format("stopped by batchwise at the {:g} s timeout", r.timeout_s)
-                            : r.ran_on_past_steps ? stopped_how
-                                                  : ended;
+    const std::string how =
+        r.timed_out ? fmt::format("stopped by batchwise at the {:g} s timeout", r.timeout_s) : stopped_how;
     v.message = fmt::format("{} {}, the child printed: {}", how, steps, r.oom_message);
   } else if (r.timed_out) {
     v.outcome = Outcome::Timeout;

@@ -160,7 +160,7 @@ class Watch {
     }
     // Only one that trains on (a step line past its steps): one that evaluates or saves after them is left to end,
     // and to its peak line
-    if (trains_on_ && !term_sent_ && !kill_sent_ && !exited_at_ &&
+    if (r_.steps_seen > total_steps_ && !term_sent_ && !kill_sent_ && !exited_at_ &&
         seconds(now - *steps_done_at_) >= std::max(o_.past_steps_grace_s(), seconds(*steps_done_at_ - start_))) {
       r_.stopped_after_steps = r_.ran_on_past_steps = true;
       stop(now);
@@ -229,8 +229,6 @@ class Watch {
         stop(at);
       } else if (!steps_done_at_) {
         steps_done_at_ = at;
-      } else {
-        trains_on_ = r_.steps_seen > total_steps_;
       }
     }
     if (line.size() > kTailLineBytes) line = line.substr(0, kTailLineBytes) + " ...";
@@ -252,7 +250,6 @@ class Watch {
   Clock::time_point next_sample_;
   std::optional<Clock::time_point> term_sent_, exited_at_;
   std::optional<Clock::time_point> steps_done_at_;  ///< when its last step line asked for was read
-  bool trains_on_ = false;                          ///< a step line past those asked for was read
   bool kill_sent_ = false, stragglers_killed_ = false;
 };
 

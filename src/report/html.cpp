@@ -200,6 +200,12 @@ std::string split_text(const AccumulationPlan& a) {
                      a.world_size > 1 ? fmt::format(" x {} devices", a.world_size) : "");
 }
 
+// noise, loader and plan recommend no batch: their page leads with what they answer (the top box's last choice)
+bool own_answer_page(const Report& r) {
+  return !r.recommendation && !(r.fit && !r.accumulation) && !r.sweep && !r.validation && !r.race && !r.run_race &&
+         (r.noise || r.loader || r.accumulation);
+}
+
 std::string recommendation_section(const Report& r) {
   // The box's colour is the answer's confidence: green only where it was measured and resolved.
   const std::optional<Confidence> confidence = r.recommendation ? r.recommendation->confidence : std::nullopt;
@@ -218,7 +224,7 @@ std::string recommendation_section(const Report& r) {
     else
       out += "<p class=\"big bad\">The fit failed</p>\n";
     if (!fit.message.empty()) out += fmt::format("<p class=\"reason\">{}</p>\n", esc(fit.message));
-  } else if (!r.sweep && !r.validation && !r.race && !r.run_race && (r.noise || r.loader || r.accumulation)) {
+  } else if (own_answer_page(r)) {
     // noise, loader and plan recommend no batch: the page leads with what they answer
     const std::string unbounded = r.noise ? unbounded_noise_text(*r.noise) : "";
     if (!unbounded.empty())
@@ -420,7 +426,7 @@ std::string loader_section(const Report& r) {
   row(l.before, true);
   for (const LoaderTrial& t : l.trials) row(t, false);
   // A loader page leads with its advice (the top box): the section does not say it again (it had, word for word)
-  const bool leads = !r.sweep && !r.validation && !r.race && !r.run_race && !r.noise;
+  const bool leads = own_answer_page(r) && !r.noise;  // the top box takes the noise scale's answer first
   const std::string caption =
       leads ? "Each setting tried: its samples per second and the share of its steps spent waiting for data."
             : l.advice;

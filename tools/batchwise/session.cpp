@@ -402,16 +402,17 @@ void Session::print_validation(const ValidationResult& v) {
 // ---- output ---------------------------------------------------------------------------------------
 
 int Session::finish(int code) {
-  // Data-parallel, the training-set limits the warnings name are each rank's share (a step's global batch is the
-  // ranks' together, drawn from one order): said once, beside them
-  std::vector<std::string>& said = report.context.warnings;
-  if (data_parallel() && report.workload.dataset_size > 0 &&
-      std::any_of(said.begin(), said.end(), [](const std::string& w) { return w.find(" training samples") != w.npos; }))
-    said.push_back(
+  // Data-parallel, the training-set limits the warnings name where a swept batch passed them are each rank's share
+  // (a step's global batch is the ranks' together, drawn from one order): said once, beside them
+  const int64_t share = per_device_training_samples(report);
+  if (data_parallel() && share > 0 && report.sweep &&
+      std::any_of(report.sweep->points.begin(), report.sweep->points.end(),
+                  [share](const Trial& p) { return p.batch > share; }))
+    report.context.warnings.push_back(
         fmt::format("data-parallel over {} ranks: a step trains the ranks' batches together, each rank "
                     "taking {} of the {} training samples an epoch, so the training-set limits above are "
                     "per rank",
-                    world_size(), report.workload.dataset_size / world_size(), report.workload.dataset_size));
+                    world_size(), share, report.workload.dataset_size));
   // A trace that could not be written, or whose step failed, is said at the end and sets the exit code; the run's
   // report, HTML and history are written all the same (a failing trace had ended the run with none of them)
   std::vector<std::string> unwritten;  // a file not written where asked (a report: written to the temp folder)

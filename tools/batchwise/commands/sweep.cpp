@@ -58,8 +58,7 @@ class Sweep : public Command {
     for (const std::string& w : s.report.sweep->warnings()) s.report.context.warnings.push_back(w);
     // A batch larger than the training set repeats samples within a step, which no run does: measured
     // as asked, said so, and not the answer where a batch within it was swept (as tune answers).
-    const int64_t samples = s.data_parallel() ? s.report.workload.dataset_size / s.world_size()  // each rank's share
-                                              : s.report.workload.dataset_size;
+    const int64_t samples = per_device_training_samples(s.report);  // data-parallel, each rank's share
     if (std::string w = larger_than_dataset_warning(s.report.sweep->points, samples); !w.empty())
       s.report.context.warnings.push_back(std::move(w));
     // within --target of the budget too, as fit and tune answer
