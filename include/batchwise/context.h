@@ -22,7 +22,8 @@ struct Context {
   std::string os;                     ///< operating system, kernel release and machine: "Linux 6.1.0-18-amd64 x86_64"
   std::string date;                   ///< ISO 8601, UTC
   int threads = 0;                    ///< intra-op threads
-  int cores = 0;                      ///< logical CPUs online
+  int cores = 0;                      ///< logical CPUs this process may run on (its affinity mask)
+  double cpu_quota = 0;               ///< cores' worth of CPU time its cgroup allows (cpu.max); 0: no quota
   std::string blas;                   ///< "mkl", "openblas", ...
   std::vector<std::string> warnings;  ///< reasons to distrust the numbers (debug build, ...)
 };
@@ -44,6 +45,7 @@ void fields(V& v, T& c) {
   v("date", c.date);
   v("threads", c.threads);
   v("cores", c.cores);
+  v("cpu_quota", c.cpu_quota, When{c.cpu_quota > 0});
   v("blas", c.blas);
   v("warnings", c.warnings);
 }

@@ -35,7 +35,10 @@ struct CpuPeak {
   double ghz = 0;           ///< /proc/cpuinfo's clock
   int flops_per_cycle = 0;  ///< fp32 per core: FMA x vector lanes x 2 FMA units
   std::string isa;          ///< "AVX-512", "AVX2+FMA", ...
-  double gflops = 0;        ///< physical_cores x flops_per_cycle x ghz
+  double quota = 0;         ///< cores' worth of CPU time the process's cgroup allows (cpu.max); 0: none
+  double gflops = 0;        ///< min(physical_cores, quota) x flops_per_cycle x ghz
+  /// The cores its threads can keep busy: the physical cores, or fewer where the quota's whole cores are.
+  int usable_cores() const;
 };
 
 struct DoctorReport {
@@ -70,7 +73,8 @@ DoctorReport run_doctor(const DoctorOptions& options = {});
 /// figures): "ok" at or above kGemmShortfall of `machine.cpu.gflops`, "info" when that peak is unknown,
 /// else a "warning" whose fix names the likeliest cause, in order: the reference BLAS, fewer intra-op
 /// threads than cores (naming MKL_NUM_THREADS or OMP_NUM_THREADS where it set them; MKL's wins), more
-/// threads than logical CPUs, MKL_ENABLE_INSTRUCTIONS, another process or throttling. Reads machine.cpu,
+/// threads than logical CPUs, more than a cgroup's CPU quota's whole cores, MKL_ENABLE_INSTRUCTIONS,
+/// another process or throttling. The peak counts no more cores than the quota. Reads machine.cpu,
 /// intra_op_threads, omp_num_threads, mkl_num_threads, reference_blas and mkl_enable_instructions.
 /// REQUIRES: gemm_gflops > 0, gemm_size >= 1.
 Finding judge_gemm(const DoctorReport& machine, double gemm_gflops, int64_t gemm_size);

@@ -20,6 +20,7 @@
 #include "batchwise/device.h"
 #include "check.h"
 #include "compat.h"
+#include "cpu_quota.h"
 #include "device_detail.h"
 #include "nvml.h"
 
@@ -39,21 +40,27 @@ std::string threads_variable(const DoctorReport& r) {
   return r.mkl_num_threads.empty() ? "OMP_NUM_THREADS" : "MKL_NUM_THREADS";
 }
 
+// " its CPU quota allows" where a cgroup's quota leaves fewer whole cores than the CPU has, else "".
+std::string quota_note(const DoctorReport& r) {
+  return r.cpu.usable_cores() < r.cpu.physical_cores ? fmt::format(" its CPU quota ({:.3g}) allows", r.cpu.quota) : "";
+}
+
 // How to use every core: where MKL_NUM_THREADS or OMP_NUM_THREADS set the count, it; else --threads (a user
 // who passed none is not told to drop it).
 std::string every_core_fix(const DoctorReport& r) {
-  const int n = r.cpu.physical_cores;
+  const int n = r.cpu.usable_cores();
+  const std::string all = n < r.cpu.physical_cores ? "the" : "all";
   // MKL_NUM_THREADS sets MKL's count over OMP_NUM_THREADS, and LibTorch takes MKL's: with OMP_NUM_THREADS=2
   // MKL_NUM_THREADS=1 the fix had been "set OMP_NUM_THREADS=2", which was set
   if (!r.mkl_num_threads.empty() && r.mkl_num_threads == std::to_string(r.intra_op_threads))
     return fmt::format(
-        "all {} cores: set MKL_NUM_THREADS={} (it is {}, and it wins over OMP_NUM_THREADS), or pass "
+        "{} {} cores{}: set MKL_NUM_THREADS={} (it is {}, and it wins over OMP_NUM_THREADS), or pass "
         "--threads {}",
-        n, n, r.mkl_num_threads, n);
+        all, n, quota_note(r), n, r.mkl_num_threads, n);
   if (!r.omp_num_threads.empty() && r.omp_num_threads == std::to_string(r.intra_op_threads))
-    return fmt::format("all {} cores: set OMP_NUM_THREADS={} (it is {}), or pass --threads {}", n, n, r.omp_num_threads,
-                       n);
-  return fmt::format("all {} cores: pass --threads {}, or set OMP_NUM_THREADS={}", n, n, n);
+    return fmt::format("{} {} cores{}: set OMP_NUM_THREADS={} (it is {}), or pass --threads {}", all, n, quota_note(r),
+                       n, r.omp_num_threads, n);
+  return fmt::format("{} {} cores{}: pass --threads {}, or set OMP_NUM_THREADS={}", all, n, quota_note(r), n, n);
 }
 
 // OpenMP's reading of OMP_NUM_THREADS (MKL's of MKL_NUM_THREADS): positive counts, comma-separated for nested
@@ -121,7 +128,8 @@ CpuPeak cpu_peak() {
     p.flops_per_cycle = 16, p.isa = "AVX";
   else
     p.flops_per_cycle = 8, p.isa = "SSE";
-  p.gflops = p.physical_cores * p.flops_per_cycle * p.ghz;
+  p.quota = detail::cgroup_cpu_quota().value_or(0);
+  p.gflops = (p.quota > 0 ? std::min<double>(p.physical_cores, p.quota) : p.physical_cores) * p.flops_per_cycle * p.ghz;
   return p;
 }
 
@@ -157,6 +165,10 @@ double gemm_gflops(const DoctorOptions& o) {
 }
 
 }  // namespace
+
+int CpuPeak::usable_cores() const {
+  return quota > 0 ? std::min(physical_cores, detail::threads_for_quota(quota)) : physical_cores;
+}
 
 DoctorReport run_doctor(const DoctorOptions& o) {
   DoctorReport r;
@@ -200,22 +212,30 @@ DoctorReport run_doctor(const DoctorOptions& o) {
           fmt::format("{}={} is not a thread count (a whole number from 1): the runtime ignores it, and this process "
                       "runs {} intra-op thread{}",
                       name, value, r.intra_op_threads, r.intra_op_threads == 1 ? "" : "s"),
-          fmt::format("set {}={} (the cores), or unset it", name, r.cpu.physical_cores));
-  if (r.intra_op_threads < r.cpu.physical_cores)
+          fmt::format("set {}={} (the cores), or unset it", name, r.cpu.usable_cores()));
+  const int usable = r.cpu.usable_cores();
+  if (r.intra_op_threads < usable)
     add("threads", "warning",
-        fmt::format("{} intra-op thread{} on {} cores ({}): matrix kernels use only part of the CPU",
-                    r.intra_op_threads, r.intra_op_threads == 1 ? "" : "s", r.cpu.physical_cores, threads_env),
+        fmt::format("{} intra-op thread{} on {} cores{} ({}): matrix kernels use only part of the CPU",
+                    r.intra_op_threads, r.intra_op_threads == 1 ? "" : "s", usable, quota_note(r), threads_env),
         "use " + every_core_fix(r));
   else if (r.intra_op_threads > r.cpu.logical_cpus)
     add("threads", "warning",
         fmt::format("{} intra-op threads on {} logical CPUs ({}): oversubscribed threads wait for each other",
                     r.intra_op_threads, r.cpu.logical_cpus, threads_env),
-        fmt::format("set --threads {} (or {}={})", r.cpu.physical_cores, threads_variable(r), r.cpu.physical_cores));
+        fmt::format("set --threads {} (or {}={})", usable, threads_variable(r), usable));
+  else if (r.intra_op_threads > usable)
+    add("threads", "warning",
+        fmt::format("{} intra-op threads under a CPU quota of {} ({}; its cgroup's CPU limit): once they "
+                    "have used it the kernel pauses them for the rest of each period, so steps stall at random",
+                    r.intra_op_threads, detail::quota_text(r.cpu.quota), threads_env),
+        fmt::format("set --threads {} (or {}={})", usable, threads_variable(r), usable));
   else
     add("threads", "ok",
-        fmt::format("{}, {} inter-op, on {} / {} ({})", counted(r.intra_op_threads, "intra-op thread"),
+        fmt::format("{}, {} inter-op, on {} / {}{} ({})", counted(r.intra_op_threads, "intra-op thread"),
                     r.inter_op_threads, counted(r.cpu.physical_cores, "core"),
-                    counted(r.cpu.logical_cpus, "logical CPU"), threads_env));
+                    counted(r.cpu.logical_cpus, "logical CPU"),
+                    r.cpu.quota > 0 ? fmt::format(", a CPU quota of {:.3g}", r.cpu.quota) : "", threads_env));
 
   if (o.gemm()) {
     r.gemm_gflops = gemm_gflops(o);
@@ -280,9 +300,11 @@ Finding judge_gemm(const DoctorReport& r, double gemm_gflops, int64_t gemm_size)
                         gemm_gflops),
             ""};
   const double fraction = gemm_gflops / r.cpu.gflops;
-  const std::string basis =
-      fmt::format("{} cores x {} fp32 FLOP/cycle ({}) x {:.2f} GHz = {:.0f} GFLOP/s", r.cpu.physical_cores,
-                  r.cpu.flops_per_cycle, r.cpu.isa, r.cpu.ghz, r.cpu.gflops);
+  const std::string cores = r.cpu.quota > 0 && r.cpu.quota < r.cpu.physical_cores
+                                ? "a CPU quota of " + detail::quota_text(r.cpu.quota)
+                                : fmt::format("{} cores", r.cpu.physical_cores);
+  const std::string basis = fmt::format("{} x {} fp32 FLOP/cycle ({}) x {:.2f} GHz = {:.0f} GFLOP/s", cores,
+                                        r.cpu.flops_per_cycle, r.cpu.isa, r.cpu.ghz, r.cpu.gflops);
   const std::string detail =
       fmt::format("{} at {} thread{}: {:.0f} GFLOP/s, {:.0f} % of the estimated peak ({})", size, r.intra_op_threads,
                   r.intra_op_threads == 1 ? "" : "s", gemm_gflops, 100 * fraction, basis);
@@ -290,12 +312,18 @@ Finding judge_gemm(const DoctorReport& r, double gemm_gflops, int64_t gemm_size)
   std::string fix;
   if (r.reference_blas)
     fix = "install an optimised BLAS: apt-get install libopenblas0-pthread";
-  else if (r.intra_op_threads < r.cpu.physical_cores)
+  else if (r.intra_op_threads < r.cpu.usable_cores())
     fix = "give the math library " + every_core_fix(r);
   else if (r.intra_op_threads > r.cpu.logical_cpus)  // the threads check's warning: they wait for each other
     fix = fmt::format("set --threads {} (or {}={}): {} threads on {} logical CPUs wait for each other",
-                      r.cpu.physical_cores, threads_variable(r), r.cpu.physical_cores, r.intra_op_threads,
+                      r.cpu.usable_cores(), threads_variable(r), r.cpu.usable_cores(), r.intra_op_threads,
                       r.cpu.logical_cpus);
+  else if (r.intra_op_threads > r.cpu.usable_cores())  // the threads check's warning: the quota pauses them
+    fix = fmt::format(
+        "set --threads {} (or {}={}): {} threads under a CPU quota of {} are paused for the "
+        "rest of each period once they have used it",
+        r.cpu.usable_cores(), threads_variable(r), r.cpu.usable_cores(), r.intra_op_threads,
+        detail::quota_text(r.cpu.quota));
   else if (!r.mkl_enable_instructions.empty())
     fix = fmt::format("unset MKL_ENABLE_INSTRUCTIONS (={}): it keeps MKL from this CPU's {} kernels",
                       r.mkl_enable_instructions, r.cpu.isa);
@@ -307,9 +335,10 @@ Finding judge_gemm(const DoctorReport& r, double gemm_gflops, int64_t gemm_size)
 }
 
 std::string to_table(const DoctorReport& r) {
-  std::string out = fmt::format("batchwise doctor: LibTorch {} | {} | {} ({} logical) | {}\n", r.torch_version,
+  std::string out = fmt::format("batchwise doctor: LibTorch {} | {} | {} ({} logical{}) | {}\n", r.torch_version,
                                 r.cpu.model.empty() ? "unknown CPU" : r.cpu.model,
-                                counted(r.cpu.physical_cores, "core"), r.cpu.logical_cpus, r.cpu.isa);
+                                counted(r.cpu.physical_cores, "core"), r.cpu.logical_cpus,
+                                r.cpu.quota > 0 ? fmt::format(", a CPU quota of {:.3g}", r.cpu.quota) : "", r.cpu.isa);
   for (const auto& f : r.findings) {
     out += fmt::format("{:<8} {:<16} {}\n", f.status == "ok" ? "ok" : f.status, f.check, f.detail);
     if (!f.fix.empty()) out += fmt::format("{:<8} {:<16} fix: {}\n", "", "", f.fix);
@@ -341,6 +370,7 @@ std::string to_json(const DoctorReport& r) {
                             {"ghz", r.cpu.ghz},
                             {"isa", r.cpu.isa},
                             {"flops_per_cycle", r.cpu.flops_per_cycle},
+                            {"quota_cores", r.cpu.quota > 0 ? ordered_json(r.cpu.quota) : ordered_json()},
                             {"peak_gflops", r.cpu.gflops}}},
                           {"gemm_gflops", optional(r.gemm_gflops)},
                           {"gemm_fraction_of_peak", optional(r.gemm_fraction)},

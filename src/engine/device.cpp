@@ -2,11 +2,13 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
+#include <sched.h>
 #include <sys/utsname.h>
 #include <torch/cuda.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <fstream>
 #include <thread>
@@ -14,6 +16,7 @@
 #include "batchwise/version.h"
 #include "check.h"
 #include "compat.h"
+#include "cpu_quota.h"
 #include "device_detail.h"
 
 namespace batchwise {
@@ -90,6 +93,70 @@ std::string detail::blas_name() {
   return name;
 }
 
+namespace {
+
+// One group's quota in cores: v2's cpu.max ("QUOTA PERIOD", or "max PERIOD" for none), v1's
+// cpu.cfs_quota_us over cpu.cfs_period_us (-1 for none).
+std::optional<double> group_quota(const std::string& dir, bool v2) {
+  std::string quota;
+  double period = 0;
+  if (v2) {
+    std::ifstream in(dir + "/cpu.max");
+    if (!(in >> quota >> period)) return std::nullopt;
+  } else {
+    std::ifstream q(dir + "/cpu.cfs_quota_us"), p(dir + "/cpu.cfs_period_us");
+    if (!(q >> quota) || !(p >> period)) return std::nullopt;
+  }
+  char* end = nullptr;
+  const double cores = std::strtod(quota.c_str(), &end) / period;
+  if (end == quota.c_str() || *end != '\0' || !std::isfinite(cores) || cores <= 0) return std::nullopt;
+  return cores;
+}
+
+}  // namespace
+
+int detail::usable_cpus() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0 && CPU_COUNT(&mask) > 0) return CPU_COUNT(&mask);
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+std::optional<double> detail::cgroup_cpu_quota(const std::string& proc_cgroup, const std::string& root) {
+  std::ifstream in(proc_cgroup);
+  std::optional<double> least;
+  for (std::string line; std::getline(in, line);) {  // "id:controllers:path"
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string id = line.substr(0, a), controllers = line.substr(a + 1, b - a - 1);
+    const bool v2 = id == "0" && controllers.empty();
+    if (!v2 && ("," + controllers + ",").find(",cpu,") == std::string::npos) continue;
+    const std::string base = v2 ? root : root + "/cpu";
+    for (std::string path = line.substr(b + 1);; path = path.substr(0, path.rfind('/'))) {  // the group, then up
+      if (const auto cores = group_quota(base + path, v2)) least = least ? std::min(*least, *cores) : *cores;
+      if (path.empty() || path == "/") break;
+    }
+  }
+  return least;
+}
+
+std::string detail::quota_text(double quota) { return fmt::format("{:.3g} core{}", quota, quota == 1 ? "" : "s"); }
+
+int detail::threads_for_quota(double quota) { return std::max(1, static_cast<int>(std::floor(quota + 1e-9))); }
+
+std::optional<std::string> detail::threads_warning(int threads, int cores, double quota) {
+  if (cores > 0 && threads > cores)
+    return fmt::format("{} intra-op threads on {} core{}: oversubscription distorts timings", threads, cores,
+                       cores == 1 ? "" : "s");
+  if (quota > 0 && threads > threads_for_quota(quota))
+    return fmt::format(
+        "{} intra-op threads under a CPU quota of {} (its cgroup's CPU limit): once they have "
+        "used it the kernel pauses them for the rest of each period, which stalls steps at random and distorts "
+        "timings; set the threads to {} (--threads {}, or OMP_NUM_THREADS={})",
+        threads, quota_text(quota), threads_for_quota(quota), threads_for_quota(quota), threads_for_quota(quota));
+  return std::nullopt;
+}
+
 Context make_context(const DeviceSpec& device) {
   Context c;
   c.batchwise_version = BATCHWISE_VERSION;
@@ -108,13 +175,13 @@ Context make_context(const DeviceSpec& device) {
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
   c.date = date;
   c.threads = at::get_num_threads();
-  c.cores = static_cast<int>(std::thread::hardware_concurrency());
+  c.cores = detail::usable_cpus();
+  c.cpu_quota = detail::cgroup_cpu_quota().value_or(0);
   c.blas = detail::blas_name();
   if (c.build_type != "Release" && c.build_type != "RelWithDebInfo")
     c.warnings.push_back("batchwise was built as " + c.build_type + ": its own overhead may distort timings");
-  if (c.cores > 0 && c.threads > c.cores)
-    c.warnings.push_back(fmt::format("{} intra-op threads on {} core{}: oversubscription distorts timings", c.threads,
-                                     c.cores, c.cores == 1 ? "" : "s"));
+  if (auto warning = detail::threads_warning(c.threads, c.cores, c.cpu_quota))
+    c.warnings.push_back(std::move(*warning));
   return c;
 }
 

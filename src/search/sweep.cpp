@@ -161,11 +161,12 @@ void warn_of_shared_cpu(SweepResult& r, const std::string& ended) {
   }
   r.shared_cpu_warning = fmt::format(
       "the sweep shared the CPU: its threads waited for a core {:.0f} % of the time they were ready to run (the "
-      "median over its batches; Linux's run-queue delay), held by another process or by more of its own threads "
-      "than there are cores. A step longer than the scheduler's slice is then nearly always interrupted and a "
+      "median over its batches; Linux's run-queue delay), held by another process, by more of its own threads "
+      "than there are cores, or paused by a CPU quota. A step longer than the scheduler's slice is then nearly always "
+      "interrupted and a "
       "shorter one often not, so the median step favours the smaller batches: the larger read slower than they "
       "are, and the knee and the candidates move down{}. Run it on a quiet machine (top shows what else runs), with "
-      "--threads at most the cores",
+      "--threads at most the cores (and the quota's, where a cgroup sets one)",
       100 * share, retried);
 }
 

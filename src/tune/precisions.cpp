@@ -67,8 +67,8 @@ PrecisionPoint measure_precision(Precision precision, const WorkloadOptions& opt
   if (!other_sweep.shared_cpu_warning.empty() && point && point->cpu_wait_share)
     warn(
         fmt::format("the sweep shared the CPU: its threads waited for a core {:.0f} % of the time they were ready "
-                    "to run (Linux's run-queue delay), held by another process or by more of its own threads than "
-                    "there are cores",
+                    "to run (Linux's run-queue delay), held by another process, by more of its own threads than "
+                    "there are cores, or paused by a CPU quota",
                     100 * *point->cpu_wait_share));
   PrecisionPoint p;
   p.precision = precision;

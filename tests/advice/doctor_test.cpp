@@ -70,6 +70,35 @@ TEST(DoctorGemm, OversubscribedThreadsAreTheShortfallsCause) {
             "set --threads 2 (or OMP_NUM_THREADS=2): 64 threads on 2 logical CPUs wait for each other");
 }
 
+// In a container with a CPU quota (docker --cpus 2) on a bigger host, the peak is the quota's, not the host's
+// (the GEMM had been judged against 8 cores and blamed "something else"), and threads past the quota's whole
+// cores are the shortfall's cause; too few are counted against the quota's cores.
+TEST(DoctorGemm, ACpuQuotaBoundsThePeakAndNamesItsThreads) {
+  DoctorReport r = two_core_machine();
+  r.cpu.logical_cpus = 16;
+  r.cpu.physical_cores = 8;
+  r.cpu.quota = 2;
+  r.cpu.gflops = 256;  // min(8 cores, a quota of 2) x 64 x 2.0 GHz
+  r.intra_op_threads = 8;
+  const Finding f = judge_gemm(r, 25, 512);
+  EXPECT_NE(f.detail.find("(a CPU quota of 2 cores x 64 fp32 FLOP/cycle (AVX-512) x 2.00 GHz = 256 GFLOP/s)"),
+            std::string::npos)
+      << f.detail;
+  EXPECT_EQ(f.fix,
+            "set --threads 2 (or OMP_NUM_THREADS=2): 8 threads under a CPU quota of 2 cores are paused for the rest of "
+            "each period once they have used it");
+  r.cpu.quota = 3.5;
+  r.intra_op_threads = 1;
+  EXPECT_EQ(judge_gemm(r, 25, 512).fix,
+            "give the math library the 3 cores its CPU quota (3.5) allows: pass --threads 3, or set OMP_NUM_THREADS=3");
+  r.intra_op_threads = 3;
+  EXPECT_NE(judge_gemm(r, 25, 512).fix.find("something else is using the CPU"), std::string::npos);
+  r.cpu.quota = 16;  // a quota above the cores leaves them all
+  EXPECT_EQ(r.cpu.usable_cores(), 8);
+  EXPECT_EQ(judge_gemm(r, 25, 512).fix,
+            "give the math library all 8 cores: pass --threads 8, or set OMP_NUM_THREADS=8");
+}
+
 TEST(DoctorGemm, AShortfallNamesItsLikeliestCause) {
   DoctorReport r = two_core_machine();
   EXPECT_NE(judge_gemm(r, 25, 512).fix.find("something else is using the CPU, or it is throttled"), std::string::npos);
