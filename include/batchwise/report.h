@@ -44,14 +44,15 @@ std::string closing_line(const Report& report);
 /// A part of a report in which nothing trained: a sweep with no batch that ran to the end, a loader
 /// search with no setting that did, or a validation with no run that did (not a stopped one).
 struct NothingTrained {
-  enum class Part { Sweep, Loader, Validation };
+  enum class Part { Sweep, Loader, Validation, RunRace };
   Part part = Part::Sweep;
   bool out_of_memory = false;  ///< every one ran out of memory (the CLI's exit 6; else 1)
   /// The report's warning, naming how many ended how ("" for a loader search: its advice says so).
   std::string warning;
 };
 /// The parts of `report` in which nothing trained, in the order above: the CLI's exit code and the
-/// Python API's warnings read them, so that both say the same.
+/// Python API's warnings read them, so that both say the same. The run race's where its reference
+/// diverged (RunRace::reference_diverged) and tune answered none for it.
 std::vector<NothingTrained> nothing_trained(const Report& report);
 
 }  // namespace batchwise

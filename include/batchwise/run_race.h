@@ -278,6 +278,11 @@ struct RunRace {
   /// not the whole run (whose gaps need no curve: they are read at its end): no pick. Also where the
   /// rounds past the plateau then failed (plateau_round_failed).
   bool reference_stuck = false;
+  /// The reference's loss stopped being finite in a compressed run: no candidate was judged, so no pick,
+  /// and tune answers none (its fallback, the knee or goodput, would hand out a rate no run showed to
+  /// train) and the CLI exits 1. (A reference whose loss rose but stayed finite is reference_stuck: the
+  /// batch race follows, and a larger batch that trains at the rate can be its answer.)
+  bool reference_diverged = false;
   /// Where the reserve joined (RunRaceOptions::reserve): the reference of the first race, which did
   /// not leave the start, or which trained the whole run (its longest compressed run was the run)
   /// and ended ahead of every larger candidate beyond the noise.
@@ -343,6 +348,7 @@ void fields(V& v, T& r) {
   v("longer_rounds", r.longer_rounds);
   v("plateau_rounds", r.plateau_rounds);
   v("plateau_round_failed", r.plateau_round_failed);
+  v("reference_diverged", r.reference_diverged);
   v("not_raced", r.not_raced);
   v("within_5_percent", r.within_5_percent);
   v("stopped_at_wall_limit", r.stopped_at_wall_limit);

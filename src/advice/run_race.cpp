@@ -371,6 +371,7 @@ bool train_runs(ModuleWorkload& w, const WorkloadState& initial, const Dataset& 
     }
     race.runs.push_back(std::move(run));
     if (!race.runs.back().loss) {
+      race.reference_diverged = true;
       ref.message = fmt::format(
           "the training loss or its held-out loss stopped being finite in its {:.3g}-epoch run "
           "at lr {:.4g}",

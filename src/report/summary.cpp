@@ -213,6 +213,9 @@ std::string closing_line(const Report& r) {
                        r.noise->batch)
                  : fmt::format("answer: none: the noise scale was not measured ({})", r.noise->message);
     }
+    if (r.run_race && r.run_race->reference_diverged && !r.run_race->entries.empty())
+      return fmt::format("answer: none: the learning rate diverged at batch {} (lr {:.4g}): lower --lr",
+                         r.run_race->entries.front().batch, r.run_race->entries.front().lr.lr);
     return "answer: none: no batch trained (the report's warnings say why)";
   }
   std::vector<std::string> parts{fmt::format("answer: batch {}", r.recommendation->batch)};
@@ -286,6 +289,17 @@ std::vector<NothingTrained> nothing_trained(const Report& report) {
                      fmt::format("no run trained: {} of {} validation runs ended in an error or a loss that was not "
                                  "finite, {} ran out of memory; nothing was validated (each run's message says why)",
                                  n - oom, n, oom)});
+  }
+  if (report.run_race && report.run_race->reference_diverged && !report.recommendation &&
+      !report.run_race->entries.empty()) {
+    const RunRaceEntry& ref = report.run_race->entries.front();
+    out.push_back(
+        {NothingTrained::Part::RunRace, false,
+         fmt::format("no answer: the run race's reference, batch {}, diverged at lr {:.4g} (its loss stopped "
+                     "being finite in a compressed run of the {:.3g}-epoch run): no candidate was judged, and "
+                     "an answer would hand out a rate no run showed to train; lower the learning rate (--lr) "
+                     "and tune again",
+                     ref.batch, ref.lr.lr, report.run_race->epochs)});
   }
   return out;
 }

@@ -379,7 +379,7 @@ void race_the_run(const TuneSubject& subject, const TuneOptions& o, double spent
             ? "the candidates it had not finished are not judged, and the answer is the best of those it had"
             : "its reference's runs did not finish, so the recommendation falls back to the noise scale's goodput and "
               "the throughput knee"));
-  else if (!report.run_race->best_batch)
+  else if (!report.run_race->best_batch && !report.run_race->reference_diverged)  // nothing_trained's warning
     report.context.warnings.push_back(
         report.run_race->plateau_round_failed
             ? "the run race recommends no batch: its reference's compressed runs did not leave the plateau at the "
@@ -755,7 +755,8 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
         "the target was not used: without --validate only the batch race uses it, and no race ran (--no-race, a "
         "training command, data-parallel ranks, fp16, or fewer than 2 candidates)");
   report.recommendation =
-      report.run_race && report.run_race->best_batch ? recommend(*report.run_race)
+      report.run_race && report.run_race->reference_diverged ? std::nullopt  // its rate diverged (nothing_trained)
+      : report.run_race && report.run_race->best_batch       ? recommend(*report.run_race)
       : report.race && report.race->best_batch
           ? recommend(report.fit, report.sweep, *report.race, run_race_stuck(report) ? o.epochs() : 0)
       // Nothing left the plateau: the noise scale at the initial weights says nothing about leaving it

@@ -210,6 +210,30 @@ TEST(RunRace, ANoiseScaleWhoseStepsDivergedIsNotReadAsUnbounded) {
   EXPECT_EQ(problem.workload->optimizer().param_groups()[0].options().get_lr(), 1.5);
 }
 
+// The reference's rate diverges (lr 8 past this problem's stability limit of 1): the race recommends nothing and says
+// its reference diverged, so that tune answers none rather than the knee at a rate seen to diverge.
+TEST(RunRace, AReferenceWhoseRateDivergesIsMarkedAndPicksNothing) {
+  Problem problem;
+  const RunRace race = race_runs(*problem.workload, problem.held_out,
+                                 RunRaceOptions({32, 64}, step_rates({32, 64}), LrAdviceOptions(32, 8))
+                                     .epochs(1)
+                                     .lr_schedule(LrSchedule::Cosine)
+                                     .budget_s(2)
+                                     .clock(ticking_clock()));
+  EXPECT_TRUE(race.reference_diverged);
+  EXPECT_FALSE(race.best_batch.has_value());
+  ASSERT_FALSE(race.entries.empty());
+  EXPECT_NE(race.entries.front().message.find("stopped being finite"), std::string::npos)
+      << race.entries.front().message;
+  const RunRace fine = race_runs(*problem.workload, problem.held_out,
+                                 RunRaceOptions({32, 64}, step_rates({32, 64}), LrAdviceOptions(32, 0.05))
+                                     .epochs(1)
+                                     .lr_schedule(LrSchedule::Cosine)
+                                     .budget_s(2)
+                                     .clock(ticking_clock()));
+  EXPECT_FALSE(fine.reference_diverged);
+}
+
 // A training set smaller than the noise scale's least batch (8): its steps take the whole set, not 8 samples of 6
 // (the noise scale refuses a batch larger than the data, and 7 training samples had ended tune --epochs with "--batch
 // 8: larger than the 7 training samples", a flag the user never gave).

@@ -450,7 +450,7 @@ int Session::finish(int code) {
   for (const NothingTrained& none : nothing_trained(report)) {
     using Part = NothingTrained::Part;
     if (none.part == Part::Sweep || (none.part == Part::Loader && command == "loader") ||
-        (none.part == Part::Validation && command == "validate"))
+        (none.part == Part::Validation && command == "validate") || none.part == Part::RunRace)
       code = none.out_of_memory ? kExitDoesNotFit : kExitFailed;
     if (!none.warning.empty()) report.context.warnings.push_back(none.warning);
   }
