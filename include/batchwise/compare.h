@@ -18,8 +18,8 @@ struct ComparedPoint {
   std::optional<double> spread_a, spread_b;
   /// samples_per_s_b / samples_per_s_a, when both ran ok; above 1: B is faster.
   std::optional<double> speed_ratio() const;
-  /// The ratio differs from 1 by no more than the larger of the two spreads: what the two runs
-  /// measured cannot tell them apart.
+  /// The ratio, or its inverse, is within 1 + the larger of the two spreads: what the two runs
+  /// measured cannot tell them apart (the same verdict whichever report is A).
   bool within_noise() const;
 };
 
@@ -52,6 +52,8 @@ struct Comparison {
   /// Each report's fit's outcome (fit.outcome's spelling), where it has a fit: one without a batch found none that
   /// fits ("does_not_fit"), or none that trained ("error").
   std::optional<std::string> fit_outcome_a, fit_outcome_b;
+  /// The fit's batch is the --max it searched up to (FitResult::limited_by_max), not the largest that fits.
+  bool fit_limited_a = false, fit_limited_b = false;
   std::optional<int64_t> recommended_a, recommended_b;
   std::vector<ComparedPoint> points;  ///< every batch either sweep measured, ascending
   /// Geometric mean of speed_ratio() over the batches both ran ok; none without such a batch.

@@ -26,7 +26,9 @@ std::optional<double> ComparedPoint::speed_ratio() const {
 bool ComparedPoint::within_noise() const {
   const auto r = speed_ratio();
   if (!r || !spread_a || !spread_b) return false;
-  return std::abs(*r - 1) <= std::max(*spread_a, *spread_b);
+  // On the ratio's log, so that the verdict is the same whichever report is A: |r - 1| had called every slowdown
+  // noise once a spread reached 1 (0.03x~), and the same pair the other way round, 30.9x, a difference
+  return std::abs(std::log(*r)) <= std::log1p(std::max(*spread_a, *spread_b));
 }
 
 std::optional<double> ComparedRun::speed_ratio() const {
@@ -41,7 +43,7 @@ using nlohmann::json;
 // A figure as the JSON report writes it (0.9, 1.0, 2147483648), as a comparison of reports shows it.
 template <class T>
 std::string json_text(T value) {
-  return json(value).dump();
+  return json(value).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 // The context and workload fields a comparison lists when they differ.
@@ -251,6 +253,8 @@ Comparison compare_reports(const std::string& path_a, const std::string& path_b)
   }
   c.fit_batch_a = a.fit ? a.fit->batch : std::nullopt;
   c.fit_batch_b = b.fit ? b.fit->batch : std::nullopt;
+  c.fit_limited_a = a.fit && a.fit->batch && a.fit->limited_by_max;
+  c.fit_limited_b = b.fit && b.fit->batch && b.fit->limited_by_max;
   if (a.fit) c.fit_outcome_a = to_string(a.fit->outcome);
   if (b.fit) c.fit_outcome_b = to_string(b.fit->outcome);
   c.recommended_a = a.recommendation ? std::optional<int64_t>(a.recommendation->batch) : std::nullopt;
@@ -331,13 +335,13 @@ std::string to_table(const Comparison& c) {
   if (c.differences.empty()) line("same context and workload");
   const size_t width = label_width(c);
   for (const auto& d : c.differences) line(fmt::format("{:<{}} A {}  |  B {}", d.name, width, d.a, d.b));
-  auto fitted = [&](const std::optional<int64_t>& batch, const std::optional<std::string>& outcome) {
-    if (batch) return fmt::format("{}", *batch);
+  auto fitted = [&](const std::optional<int64_t>& batch, const std::optional<std::string>& outcome, bool limited) {
+    if (batch) return fmt::format("{}{}", *batch, limited ? " (the --max: no larger batch was tried)" : "");
     if (!outcome) return std::string("-");  // no fit in that report
     return std::string(*outcome == to_string(FitOutcome::DoesNotFit) ? "none fits" : "no batch trained");
   };
-  line(fmt::format("{:<{}} A {}  |  B {}", "fit", width, fitted(c.fit_batch_a, c.fit_outcome_a),
-                   fitted(c.fit_batch_b, c.fit_outcome_b)));
+  line(fmt::format("{:<{}} A {}  |  B {}", "fit", width, fitted(c.fit_batch_a, c.fit_outcome_a, c.fit_limited_a),
+                   fitted(c.fit_batch_b, c.fit_outcome_b, c.fit_limited_b)));
   line(fmt::format("{:<{}} A {}  |  B {}", "recommended", width, opt(c.recommended_a), opt(c.recommended_b)));
   if (!c.points.empty()) {  // the sweeps' table; without one on either side, the warnings alone
     line("");
@@ -376,6 +380,7 @@ std::string to_json(const Comparison& c) {
   auto opt = [](const auto& v) { return v ? json(*v) : json(nullptr); };
   auto text_or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };  // not in that report
   j["fit_batch"] = {{"a", opt(c.fit_batch_a)}, {"b", opt(c.fit_batch_b)}};
+  j["fit_limited_by_max"] = {{"a", c.fit_limited_a}, {"b", c.fit_limited_b}};
   j["recommended_batch"] = {{"a", opt(c.recommended_a)}, {"b", opt(c.recommended_b)}};
   j["points"] = json::array();
   for (const auto& p : c.points)
@@ -401,7 +406,7 @@ std::string to_json(const Comparison& c) {
            {"verdict", {{"a", r.verdict_a}, {"b", r.verdict_b}}}});
   }
   j["warnings"] = c.warnings;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace batchwise

@@ -510,6 +510,33 @@ TEST(Report, NothingTrainedNamesThePartAndWhetherMemoryEndedIt) {
   EXPECT_EQ(none[0].part, Part::Sweep);
 }
 
+// A run race whose reference diverged leaves no answer (tune then recommends nothing): the exit code's part and
+// the answer line name the rate and its fix, not "no batch trained" where the sweep trained.
+TEST(Report, ARunRaceWhoseReferenceDivergedIsNoAnswerAndNamesTheRate) {
+  Report r = fixed_report();
+  r.recommendation.reset();
+  r.lr.reset();
+  r.validation.reset();
+  r.run_race = RunRace{};
+  r.run_race->epochs = 2;
+  r.run_race->entries.resize(2);
+  r.run_race->entries[0].batch = 128;
+  r.run_race->entries[0].lr.lr = 0.5;
+  EXPECT_TRUE(nothing_trained(r).empty());  // a race that answered none for another reason: the fallback's
+  r.run_race->reference_diverged = true;
+  const std::vector<NothingTrained> none = nothing_trained(r);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(none[0].part, NothingTrained::Part::RunRace);
+  EXPECT_FALSE(none[0].out_of_memory);
+  EXPECT_EQ(none[0].warning,
+            "no answer: the run race's reference, batch 128, diverged at lr 0.5 (its loss stopped being finite in a "
+            "compressed run of the 2-epoch run): no candidate was judged, and an answer would hand out a rate no run "
+            "showed to train; lower the learning rate (--lr) and tune again");
+  EXPECT_NE(to_summary(r).find("answer: none: the learning rate diverged at batch 128 (lr 0.5): lower --lr"),
+            std::string::npos)
+      << to_summary(r);
+}
+
 // A batch race in which no rung ended (no candidate entered it) says so, not "rungs end at  s".
 TEST(Report, ABatchRaceWithNoRungSaysSo) {
   Report r = fixed_report();
@@ -517,6 +544,52 @@ TEST(Report, ABatchRaceWithNoRungSaysSo) {
   const std::string table = to_table(r);
   EXPECT_NE(table.find("at its own learning rate; no rung ended (its notes say why)"), std::string::npos) << table;
   EXPECT_EQ(table.find("rungs end at  s"), std::string::npos) << table;
+}
+
+// A fit that stopped at its --max says so in compare, as tune's console does: "512" beside a larger budget's 5983
+// had read as if the larger budget fitted less.
+TEST(Compare, AFitStoppedAtItsMaxSaysSo) {
+  namespace fs = std::filesystem;
+  Report a = fixed_report(), b = fixed_report();
+  ASSERT_TRUE(a.fit && a.fit->batch);
+  b.fit->limited_by_max = true;
+  const fs::path dir = fs::temp_directory_path() / ("batchwise-fit-max-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "a.json") << to_json(a);
+  std::ofstream(dir / "b.json") << to_json(b);
+  const Comparison c = compare_reports((dir / "a.json").string(), (dir / "b.json").string());
+  EXPECT_FALSE(c.fit_limited_a);
+  EXPECT_TRUE(c.fit_limited_b);
+  EXPECT_NE(to_table(c).find(
+                fmt::format("A {}  |  B {} (the --max: no larger batch was tried)", *a.fit->batch, *b.fit->batch)),
+            std::string::npos)
+      << to_table(c);
+  const auto j = nlohmann::json::parse(to_json(c));
+  EXPECT_EQ(j.at("fit_limited_by_max").at("b"), true);
+  EXPECT_EQ(j.at("fit_limited_by_max").at("a"), false);
+  // A report's file name that is not UTF-8 (a Latin-1 "café"): the JSON names it with U+FFFD, where the write had
+  // failed whole on "invalid UTF-8 byte" and left no file
+  const std::string latin1 = (dir / "caf\xe9.json").string();
+  std::ofstream(latin1) << to_json(a);
+  const std::string text = to_json(compare_reports(latin1, (dir / "b.json").string()));
+  EXPECT_NE(text.find("caf\ufffd.json"), std::string::npos) << text;
+  fs::remove_all(dir);
+}
+
+// Whether a ratio is noise does not depend on which report is A: 30x faster and 30x slower are both a difference,
+// however wide a spread; 1.1x either way within a 12 % spread is noise both ways.
+TEST(Compare, ARatioIsNoiseTheSameWayRoundEitherWay) {
+  ComparedPoint p;
+  p.samples_per_s_a = 9165, p.samples_per_s_b = 297, p.spread_a = 1.2, p.spread_b = 0.05;
+  EXPECT_FALSE(p.within_noise());
+  std::swap(p.samples_per_s_a, p.samples_per_s_b);
+  EXPECT_FALSE(p.within_noise());
+  p.samples_per_s_a = 100, p.samples_per_s_b = 110, p.spread_a = 0.12, p.spread_b = 0.02;
+  EXPECT_TRUE(p.within_noise());
+  std::swap(p.samples_per_s_a, p.samples_per_s_b);
+  EXPECT_TRUE(p.within_noise());
+  p.spread_a = 0.05;  // 1.1x apart, beyond both spreads
+  EXPECT_FALSE(p.within_noise());
 }
 
 // A run race of a cosine run of `epochs` judged on accuracy, its reference the first of `batches`, which it raced

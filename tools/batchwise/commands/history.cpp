@@ -52,7 +52,7 @@ class HistoryList : public Command {
                      {"fit_batch", r.fit_batch ? nlohmann::json(*r.fit_batch) : nlohmann::json(nullptr)},
                      {"recommended_batch",
                       r.recommended_batch ? nlohmann::json(*r.recommended_batch) : nlohmann::json(nullptr)}});
-      show(j.dump(2) + "\n");
+      show(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");  // a path's bytes may not be UTF-8
       return kExitOk;
     }
     std::string table = fmt::format("{} ({} shown, newest first)\n", history_path(history_), runs.size());
