@@ -50,6 +50,44 @@ std::optional<Split> split(int64_t global, const PlanRequest& r) {
   return std::nullopt;
 }
 
+// The fewest accumulation steps any per-device batch of `per_device` could take: at the largest micro-batch.
+int64_t fewest_steps(int64_t per_device, const PlanRequest& r) {
+  const int64_t largest = r.max_micro_batch() / r.multiple_of() * r.multiple_of();
+  return (per_device + largest - 1) / largest;
+}
+
+// Whether `global` splits into the fewest steps its per-device batch could take (checked at once, not searched).
+bool splits_in_fewest(int64_t global, const PlanRequest& r) {
+  if (global < 1 || global % r.world_size() != 0) return false;
+  const int64_t per_device = global / r.world_size(), steps = fewest_steps(per_device, r);
+  return per_device % steps == 0 && (per_device / steps) % r.multiple_of() == 0;
+}
+
+// Where `global` splits exactly but only into micro-batches far below the largest (a prime per-device batch: 1021 = 1
+// x 1021 steps where 512 fit), the warning with the nearest global batch that takes the fewest steps: each step then
+// runs many times the micro-batches it needs. Empty where the split takes under twice the fewest steps.
+std::string few_factors_warning(int64_t global, const Split& s, const PlanRequest& r) {
+  const int64_t per_device = global / r.world_size(), fewest = fewest_steps(per_device, r);
+  if (s.steps < 2 * fewest || s.steps < 4) return "";
+  std::optional<int64_t> nearest;  // the smaller on a tie, as the nearest that splits at all
+  for (int64_t d = 1; d <= global / 2 && !nearest; ++d)
+    for (const int64_t g : {global - d, global + d})
+      if (!nearest && splits_in_fewest(g, r)) nearest = g;
+  std::string better;
+  if (nearest) {
+    const int64_t pd = *nearest / r.world_size(), steps = fewest_steps(pd, r);
+    better = fmt::format("; {} ({:+d}) is the nearest global batch that takes {}: {} x {} accumulation step{}{}",
+                         *nearest, *nearest - global, steps, pd / steps, steps, steps == 1 ? "" : "s",
+                         r.world_size() > 1 ? fmt::format(" x {} devices", r.world_size()) : "");
+  }
+  return fmt::format(
+      "{} per device has no factor above {} that is at most {}{}, so each optimizer step runs {} micro-batches of {} "
+      "where micro-batches as large as fit would take {}: the same samples in many more, smaller passes{}",
+      per_device, s.micro, r.max_micro_batch(),
+      r.multiple_of() > 1 ? fmt::format(" and a multiple of {}", r.multiple_of()) : "", s.steps, s.micro, fewest,
+      better);
+}
+
 void plan_epoch(AccumulationPlan& p, const PlanRequest& r) {
   const int64_t n = p.dataset_size, g = p.global_batch, w = p.world_size;
   if (n <= 0) return;
@@ -125,6 +163,10 @@ AccumulationPlan plan_accumulation(const PlanRequest& r) {
                   "the largest micro-batch ({}) is below --multiple-of {}: no micro-batch can be formed",
                   r.max_micro_batch(), r.multiple_of());
   BATCHWISE_CHECK(r.dataset_size() >= 0, ConfigError, "dataset size {}: must not be negative", r.dataset_size());
+  BATCHWISE_CHECK(r.world_size() <= r.global_batch(), ConfigError,
+                  "--world-size {}: more devices than the --global-batch's {} samples, and each device takes at least "
+                  "one a step; give a --global-batch of at least {}, or at most {} devices",
+                  r.world_size(), r.global_batch(), r.world_size(), r.global_batch());
   AccumulationPlan p;
   p.global_batch_asked = r.global_batch();
   p.world_size = r.world_size();
@@ -156,6 +198,11 @@ AccumulationPlan plan_accumulation(const PlanRequest& r) {
     // either side had been tried in turn, each by a search as long as it (minutes at 16M over 7 devices in 65,535s).
     const int64_t step = r.world_size() * r.multiple_of(), below = r.global_batch() / step * step;
     p.global_batch = below >= 1 && r.global_batch() - below <= below + step - r.global_batch() ? below : below + step;
+    // On a tie, the one with fewer steps (4099 over 2 devices: 4100 = 410 x 5 x 2, not 4098 = 3 x 683 x 2)
+    if (below >= 1 && r.global_batch() - below == below + step - r.global_batch()) {
+      const std::optional<Split> low = split(below, r), high = split(below + step, r);
+      if (low && high && high->steps < low->steps) p.global_batch = below + step;
+    }
     const double most = find_option_bound("--global-batch")->high;  // 4,294,967,296 had been planned, 0 steps an epoch
     BATCHWISE_CHECK(static_cast<double>(p.global_batch) <= most, ConfigError,
                     "--global-batch {}: {}; the nearest that can be kept, {} (a multiple of {} devices x --multiple-of "
@@ -169,6 +216,7 @@ AccumulationPlan plan_accumulation(const PlanRequest& r) {
         r.global_batch(), why, p.global_batch, s->micro, s->steps, s->steps == 1 ? "" : "s", devices,
         p.global_batch - r.global_batch());
   }
+  if (std::string w = few_factors_warning(p.global_batch, *s, r); !w.empty()) p.warnings.push_back(std::move(w));
   p.micro_batch = s->micro;
   p.accumulation_steps = s->steps;
   p.per_device_batch = s->micro * s->steps;

@@ -75,10 +75,12 @@ TEST(Plan, SaysWhyWhenTheGlobalBatchCannotBeKept) {
   EXPECT_EQ(p.micro_batch * p.accumulation_steps * 3, 999);
   EXPECT_NE(p.reason.find("1000 samples do not divide evenly over 3 devices"), std::string::npos) << p.reason;
   EXPECT_NE(p.reason.find("nearest that can is 999"), std::string::npos) << p.reason;
-  // Micro-batches must be multiples of 16: 1000 is not, 992 and 1008 are equally near; the smaller.
+  // Micro-batches must be multiples of 16: 1000 is not, 992 and 1008 are equally near; the fewer steps, 1008 = 144 x 7
+  // (992 takes 32 x 31)
   p = plan_accumulation(PlanRequest(1000, 256).multiple_of(16));
   EXPECT_FALSE(p.exact);
-  EXPECT_EQ(p.global_batch, 992);
+  EXPECT_EQ(p.global_batch, 1008);
+  EXPECT_EQ(p.accumulation_steps, 7);
   EXPECT_EQ(p.micro_batch % 16, 0);
   EXPECT_NE(p.reason.find("a multiple of 16"), std::string::npos) << p.reason;
   EXPECT_THROW(plan_accumulation(PlanRequest(1000, 8).multiple_of(16)), ConfigError);
@@ -105,6 +107,37 @@ TEST(Plan, SaysWhyWhenTheGlobalBatchCannotBeKept) {
   EXPECT_TRUE(p.exact);
   EXPECT_EQ(p.micro_batch, 1);
   EXPECT_EQ(p.accumulation_steps, 16777213);
+}
+
+// A global batch whose per-device batch is prime (or has no factor near the largest micro-batch) splits exactly into
+// micro-batches of 1: kept, as asked, with a warning naming the nearest batch that takes the fewest steps; where the
+// asked batch cannot be kept, a tie goes to the split with fewer steps; more devices than samples is refused.
+TEST(Plan, AFewFactorsSplitWarnsWithTheNearestThatSplitsWell) {
+  AccumulationPlan p = plan_accumulation(PlanRequest(1021, 512));
+  EXPECT_TRUE(p.exact);
+  EXPECT_EQ(p.micro_batch, 1);
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_EQ(p.warnings[0],
+            "1021 per device has no factor above 1 that is at most 512, so each optimizer step runs 1021 micro-batches "
+            "of 1 where micro-batches as large as fit would take 2: the same samples in many more, smaller passes; "
+            "1020 (-1) is the nearest global batch that takes 2: 510 x 2 accumulation steps");
+  EXPECT_TRUE(plan_accumulation(PlanRequest(4096, 512)).warnings.empty());
+  EXPECT_TRUE(plan_accumulation(PlanRequest(4097, 256)).warnings.empty());  // 241 x 17: the fewest steps
+  // 4099 over 2 devices: 4098 (3 x 683 x 2) and 4100 (410 x 5 x 2) are as near; the fewer steps
+  p = plan_accumulation(PlanRequest(4099, 512).world_size(2));
+  EXPECT_FALSE(p.exact);
+  EXPECT_EQ(p.global_batch, 4100);
+  EXPECT_EQ(p.micro_batch, 410);
+  EXPECT_EQ(p.accumulation_steps, 5);
+  EXPECT_TRUE(p.warnings.empty()) << p.warnings[0];
+  try {
+    (void)plan_accumulation(PlanRequest(4096, 512).world_size(8192));
+    ADD_FAILURE() << "planned";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--world-size 8192: more devices than the --global-batch's 4096 samples, and each device takes at "
+                 "least one a step; give a --global-batch of at least 8192, or at most 4096 devices");
+  }
 }
 
 TEST(Plan, StatesTheLastBatchPolicyWithItsNumbers) {
