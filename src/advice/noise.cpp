@@ -186,9 +186,9 @@ NoiseResult measure_noise_scale(Workload& workload, const NoiseOptions& o) {
     const bool larger = dataset <= 0 || 4 * o.batch() <= dataset;
     r.message = fmt::format(
         "|G|^2 came out {:.3g}: at batch {} the gradient is indistinguishable from its noise, so the noise scale is "
-        "far above {}; {} measure it (`batchwise noise --batch {} --noise-steps {}`)",
+        "far above {}; {} measure it (`batchwise noise --batch {} --micro-batch {} --noise-steps {}`)",
         r.g2, o.batch(), o.batch(), larger ? "a larger batch or more steps" : "more steps",
-        larger ? 4 * o.batch() : o.batch(), 4 * o.steps());
+        larger ? 4 * o.batch() : o.batch(), o.micro_batch(), 4 * o.steps());  // it divides both batches
   } else {
     r.b_simple = r.trace / r.g2;
     // Jackknife over steps: leave one step out, recompute the ratio of means.
