@@ -1310,7 +1310,7 @@ def _nothing_trained(report):
                     f"{failed[0].batch}: {failed[0].message})")
     noise = report.noise_scale
     if noise is not None and noise.diverged and sweep is None:  # noise's own call (tune goes on without one)
-        return noise.message  # "the training loss became nan at step 1 of 3 (batch 64): ..."
+        return noise.message  # "the training loss became NaN at step 1 of 3 (batch 64): ..."
     run_race = report.run_race  # its reference's rate diverged: tune answered none
     if run_race is not None and run_race.reference_diverged and report.recommendation is None and run_race.entries:
         ref = run_race.entries[0]

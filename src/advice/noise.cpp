@@ -87,7 +87,7 @@ std::optional<std::string> divergence(const std::vector<NoiseStep>& before, cons
         "{} at step {} of {} (batch {}): the noise scale of a training that diverged, or of a loss that is not a "
         "number, is no measurement; lower the learning rate, or check the loss",
         std::isfinite(s.loss) ? "the gradients stopped being finite"
-                              : fmt::format("the training loss became {}", s.loss),
+                              : fmt::format("the training loss became {}", std::isnan(s.loss) ? "NaN" : "infinite"),
         s.step, o.steps(), o.batch());
   const size_t n = before.size();
   if (!o.train() || n == 0) return std::nullopt;

@@ -237,7 +237,8 @@ void train_slice(ModuleWorkload& w, const Dataset& held_out, RaceEntry& e, int e
     ++e.steps;
     e.samples += e.batch;
     if (!std::isfinite(loss))
-      throw std::runtime_error(fmt::format("diverged: the training loss became {} at step {}", loss, e.steps));
+      throw std::runtime_error(fmt::format("diverged: the training loss became {} at step {}",
+                                           std::isnan(loss) ? "NaN" : "infinite", e.steps));
     if ((step + 1) * evaluations < next * steps) continue;
     ++next;
     const Probe p = probe(w, held_out);

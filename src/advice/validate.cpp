@@ -170,7 +170,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
     if (samples < limits.max_samples) stop_if_asked(o);  // a run whose last step is done finishes
     if (!std::isfinite(loss)) {
       run.message = fmt::format("the training loss became {} after {} steps: this learning rate ({:.4g}) diverges",
-                                loss, run.steps, lr_now);
+                                std::isnan(loss) ? "NaN" : "infinite", run.steps, lr_now);  // not "-nan"
       run.outcome = Outcome::Error;
       break;
     }

@@ -28,6 +28,14 @@ namespace batchwise::detail {
 inline void check_the_ask(const TuneOptions& o, int64_t dataset) {
   check_tune_options(o);
   check_run_length(o.epochs(), dataset);
+  // Every batch the fit may try is more samples than the run trains: no answer could take one step of it (tune had
+  // answered 4000 for a 1-epoch run of 3000 samples, which validate refuses)
+  if (o.epochs() > 0 && dataset > 0)
+    BATCHWISE_CHECK(o.fit().min() <= run_samples(o.epochs(), dataset), ConfigError,
+                    "--min {}: every batch from it is more samples than your {:g}-epoch run of {} samples trains ({}), "
+                    "so no answer could take one step of it; give --min {} or less, or a longer --epochs",
+                    o.fit().min(), o.epochs(), dataset, run_samples(o.epochs(), dataset),
+                    run_samples(o.epochs(), dataset));
   const int64_t multiple_of = o.fit().multiple_of(), max = o.fit().max();
   for (const int64_t b : o.sweep().batch_sizes()) {
     BATCHWISE_CHECK(multiple_of <= 1 || b % multiple_of == 0, ConfigError,

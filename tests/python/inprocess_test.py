@@ -665,7 +665,7 @@ def test_error():
     }
     expected = {"sweep": "batchwise.sweep: no batch trained: 2 of 2 swept batches failed (batch 8: the training loss "
                          "is NaN at the first step",
-                "noise_scale": "batchwise.noise: the training loss became nan at step 1 of 3 (batch 64)"}
+                "noise_scale": "batchwise.noise: the training loss became NaN at step 1 of 3 (batch 64)"}
     for name, call in calls.items():
         try:
             call()
@@ -694,7 +694,7 @@ def test_error():
     except batchwise.TrainingError as e:
         case("a validate in which no run trained raises its runs' message",
              str(e).startswith("batchwise.validate: no run trained: 2 of 2 validation runs failed (batch 32: the "
-                               "training loss became nan") and e.report.validation is not None, str(e))
+                               "training loss became NaN") and e.report.validation is not None, str(e))
     case("and the model is as it was", same(before, snapshot(model, optimizer)))
     plain = torch.nn.Sequential(torch.nn.Linear(48, 10))  # no BatchNorm: its fit goes down to batch 1
     try:

@@ -810,7 +810,7 @@ TEST(Report, CompareSetsTwoValidationsRunsSideBySide) {
   // A run whose loss stopped being finite: diverged, read back from its outcome (not "not finished")
   ValidationResult d = a;
   d.runs[1].final_loss.reset(), d.runs[1].final_accuracy.reset();
-  d.runs[1].message = "the training loss became nan after 4 steps: this learning rate (1.6) diverges";
+  d.runs[1].message = "the training loss became NaN after 4 steps: this learning rate (1.6) diverges";
   d.runs[1].outcome = Outcome::Error;
   d.runs[2].final_loss.reset(), d.runs[2].final_accuracy.reset();
   d.runs[2].message = "failed: CPU memory budget exceeded: tried to allocate 1.53 MiB";
