@@ -462,6 +462,14 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   check_schedule_steps(o.batch_schedule(), o.epochs(), w->data().size());
   const bool full = o.epochs() > 0;
   check_batches_within_run(o.batch_sizes(), o.epochs(), w->data().size());
+  // To a target, an interval at or past --max-epochs judges each run once, at its end: every batch "reached" it
+  // there, and the soonest was the fastest by samples/s (--eval-every 100000 of 3 epochs of 3,000 samples)
+  const auto most = static_cast<int64_t>(std::ceil(o.max_epochs() * static_cast<double>(w->data().size())));
+  BATCHWISE_CHECK(full || o.eval_every_samples() < most, ConfigError,
+                  "--eval-every {}: at or past --max-epochs {:g} ({} samples), so each run is judged once, at its end, "
+                  "and every time to the target reads as the whole run; give an interval well below it (the default "
+                  "is a twentieth of an epoch, {} samples)",
+                  o.eval_every_samples(), o.max_epochs(), most, std::max<int64_t>(1, w->data().size() / 20));
   const Dataset probe = head(held_out, o.held_out_samples());
   ValidationResult result;
   if (full) {

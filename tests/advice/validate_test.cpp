@@ -356,6 +356,25 @@ TEST(Validate, ARunToATargetStopsAtMaxEpochsNotAStepPast) {
   for (const ValidationRun& r : v.runs) EXPECT_EQ(r.message, "not reached within --max-epochs 2") << r.batch;
 }
 
+// To a target, an evaluation interval at or past --max-epochs judges each run once, at its end, where every batch
+// "reaches" it: refused, naming the whole length and the default interval; one below it trains.
+TEST(Validate, AnIntervalPastMaxEpochsToATargetIsRefused) {
+  auto w = mlp(40);
+  const Dataset held_out = head(dynamic_cast<ModuleWorkload&>(*w).data(), 20);
+  try {
+    (void)validate(*w, held_out,
+                   ValidateOptions({4, 8}).target_loss(1e-9).max_epochs(2).eval_every_samples(80).measure_lr(false));
+    ADD_FAILURE() << "validated";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--eval-every 80: at or past --max-epochs 2 (80 samples), so each run is judged once, at its end, and "
+                 "every time to the target reads as the whole run; give an interval well below it (the default is a "
+                 "twentieth of an epoch, 2 samples)");
+  }
+  EXPECT_NO_THROW((void)validate(
+      *w, held_out, ValidateOptions({4, 8}).target_loss(1e-9).max_epochs(2).eval_every_samples(40).measure_lr(false)));
+}
+
 // The budget holds for validate's runs as for a trial: a batch whose training needs more fails as
 // out of memory, and the others train as without it (their evaluations, at batchwise's own batch,
 // are not held to it). Before, --memory-budget was not applied to validate at all.
