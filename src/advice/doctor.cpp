@@ -40,6 +40,22 @@ std::string threads_variable(const DoctorReport& r) {
   return r.mkl_num_threads.empty() ? "OMP_NUM_THREADS" : "MKL_NUM_THREADS";
 }
 
+// OpenMP's reading of OMP_NUM_THREADS (MKL's of MKL_NUM_THREADS): positive counts, comma-separated for nested
+// levels ("4,2"); anything else is not the count it was meant to be (libgomp ignores it and says so once on stderr;
+// LibTorch reads MKL_NUM_THREADS=abc as one thread).
+bool thread_counts(const std::string& value) {
+  std::istringstream items(value);
+  std::string item;
+  int n = 0;
+  for (; std::getline(items, item, ','); ++n) {
+    const auto first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
+    if (first == std::string::npos || item[first] == '0' ||
+        !std::all_of(item.begin() + first, item.begin() + last + 1, [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+  }
+  return n > 0 && value.back() != ',';
+}
+
 // " its CPU quota allows" where a cgroup's quota leaves fewer whole cores than the CPU has, else "".
 std::string quota_note(const DoctorReport& r) {
   return r.cpu.usable_cores() < r.cpu.physical_cores ? fmt::format(" its CPU quota ({:.3g}) allows", r.cpu.quota) : "";
@@ -52,7 +68,9 @@ std::string every_core_fix(const DoctorReport& r) {
   const std::string all = n < r.cpu.physical_cores ? "the" : "all";
   // MKL_NUM_THREADS sets MKL's count over OMP_NUM_THREADS, and LibTorch takes MKL's: with OMP_NUM_THREADS=2
   // MKL_NUM_THREADS=1 the fix had been "set OMP_NUM_THREADS=2", which was set
-  if (!r.mkl_num_threads.empty() && r.mkl_num_threads == std::to_string(r.intra_op_threads))
+  // MKL_NUM_THREADS=abc is no count, and LibTorch then runs one thread: it is the one to set
+  if (!r.mkl_num_threads.empty() &&
+      (r.mkl_num_threads == std::to_string(r.intra_op_threads) || !thread_counts(r.mkl_num_threads)))
     return fmt::format(
         "{} {} cores{}: set MKL_NUM_THREADS={} (it is {}, and it wins over OMP_NUM_THREADS), or pass "
         "--threads {}",
@@ -61,22 +79,6 @@ std::string every_core_fix(const DoctorReport& r) {
     return fmt::format("{} {} cores{}: set OMP_NUM_THREADS={} (it is {}), or pass --threads {}", all, n, quota_note(r),
                        n, r.omp_num_threads, n);
   return fmt::format("{} {} cores{}: pass --threads {}, or set OMP_NUM_THREADS={}", all, n, quota_note(r), n, n);
-}
-
-// OpenMP's reading of OMP_NUM_THREADS (MKL's of MKL_NUM_THREADS): positive counts, comma-separated for nested
-// levels ("4,2"); anything else is ignored by the runtime (libgomp says so once on stderr), so the count it was
-// meant to set is not the one the run gets.
-bool thread_counts(const std::string& value) {
-  std::istringstream items(value);
-  std::string item;
-  int n = 0;
-  for (; std::getline(items, item, ','); ++n) {
-    const auto first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
-    if (first == std::string::npos || item[first] == '0' ||
-        !std::all_of(item.begin() + first, item.begin() + last + 1, [](char c) { return c >= '0' && c <= '9'; }))
-      return false;
-  }
-  return n > 0 && value.back() != ',';
 }
 
 // "1 core", "2 cores"
@@ -209,8 +211,8 @@ DoctorReport run_doctor(const DoctorOptions& o) {
        {std::pair{"OMP_NUM_THREADS", r.omp_num_threads}, {"MKL_NUM_THREADS", r.mkl_num_threads}})
     if (!value.empty() && !thread_counts(value))
       add("threads", "warning",
-          fmt::format("{}={} is not a thread count (a whole number from 1): the runtime ignores it, and this process "
-                      "runs {} intra-op thread{}",
+          fmt::format("{}={} is not a thread count (a whole number from 1), and this process runs {} intra-op "
+                      "thread{}",
                       name, value, r.intra_op_threads, r.intra_op_threads == 1 ? "" : "s"),
           fmt::format("set {}={} (the cores), or unset it", name, r.cpu.usable_cores()));
   const int usable = r.cpu.usable_cores();

@@ -3,6 +3,7 @@
 // must follow from the figures its report gives.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -201,13 +202,26 @@ TEST(Doctor, AThreadCountTheRuntimeIgnoresIsAWarningWithItsFix) {
         ++named;
         EXPECT_EQ(f.at("status"), "warning");
         EXPECT_EQ(f.at("detail"), "OMP_NUM_THREADS=" + value +
-                                      " is not a thread count (a whole number from 1): the runtime ignores it, and "
-                                      "this process runs " +
+                                      " is not a thread count (a whole number from 1), and this process runs " +
                                       std::to_string(threads) +
                                       (threads == 1 ? " intra-op thread" : " intra-op threads"));
         EXPECT_EQ(f.at("fix"), "set OMP_NUM_THREADS=" + std::to_string(cores) + " (the cores), or unset it");
       }
     EXPECT_EQ(named, 1) << value << ": " << j.at("findings").dump();
+  }
+  // MKL_NUM_THREADS=abc is no count either, and LibTorch then runs one thread: where that is fewer than the cores, the
+  // fix sets MKL's count (it had said to set OMP_NUM_THREADS, which MKL's overrides, and that "the runtime ignores it")
+  {
+    const Outcome r = batchwise("doctor --json " + json.string(), "OMP_NUM_THREADS=2 MKL_NUM_THREADS=abc");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(slurp(json));
+    const int cores = j.at("cpu").at("physical_cores"), threads = j.at("threads").at("intra_op");
+    for (const auto& f : j.at("findings"))
+      if (f.at("check") == "threads" && threads < cores &&
+          f.at("detail").get<std::string>().find("matrix kernels use only part") != std::string::npos)
+        EXPECT_EQ(f.at("fix"), fmt::format("use all {} cores: set MKL_NUM_THREADS={} (it is abc, and it wins over "
+                                           "OMP_NUM_THREADS), or pass --threads {}",
+                                           cores, cores, cores));
   }
   // OpenMP's nested levels are a count
   const Outcome r = batchwise("doctor --json " + json.string(), "OMP_NUM_THREADS=2,1");
