@@ -259,7 +259,14 @@ Report report_from_json(const std::string& text, const std::string& name) {
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    BATCHWISE_CHECK(false, DataError, "{}: not JSON ({}); give a report written with --json", name, e.what());
+    // The parser's words without its "[json.exception.parse_error.101] " tag, and bytes that are not printable
+    // ASCII (a binary file's, or text that is not UTF-8) as '?': they had gone to the terminal raw
+    std::string what = e.what();
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos)
+      what = what.substr(what.find("] ") + 2);
+    for (char& c : what)
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    BATCHWISE_CHECK(false, DataError, "{}: not JSON ({}); give a report written with --json", name, what);
   }
   const bool versioned = j.is_object() && j.contains("schema_version"),
              context = j.is_object() && j.contains("context");

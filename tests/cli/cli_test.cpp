@@ -1897,7 +1897,9 @@ TEST(Cli, LoaderReportsEverySettingAndChoosesByItsFigures) {
 }
 
 TEST(Cli, ReportErrorsNameTheInput) {
-  expect_clean_error("report /nonexistent/run.json", 3, "/nonexistent/run.json: cannot be read");
+  expect_clean_error("report /nonexistent/run.json", 3,
+                     "/nonexistent/run.json: cannot be read (No such file or directory); give the path of a report "
+                     "written with --json");
   std::ofstream(scratch() / "garbage.json") << "<html>";
   expect_clean_error("report " + (scratch() / "garbage.json").string(), 3, "garbage.json: not JSON");
   const std::string golden = std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json";

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -292,6 +293,17 @@ TEST(Report, ReadingIsLenientAboutMissingFieldsAndStrictAboutTypes) {
   j["sweep"]["points"][0]["samples_per_s"] = -5.5;
   expect_data_error(j.dump(), "x.json: sweep.points[0].samples_per_s: expected 0 or more, found -5.5");
   expect_data_error("{not json", "x.json: not JSON");
+  // The parser's words without its exception's tag, and bytes that are not printable ASCII as '?', not to the
+  // terminal raw
+  expect_data_error("{\"a\": 1", "x.json: not JSON (parse error at line 1, column 8: syntax error");
+  try {
+    report_from_json("\xff\xfe{", "x.json");
+    ADD_FAILURE() << "parsed";
+  } catch (const DataError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find("[json.exception"), std::string::npos) << what;
+    EXPECT_TRUE(std::all_of(what.begin(), what.end(), [](char c) { return c >= 0x20 && c < 0x7f; })) << what;
+  }
   expect_data_error("[1, 2, 3]", "x.json: not a batchwise report (no schema_version and context)");
   expect_data_error(R"({"schema_version": "2"})", "x.json: not a batchwise report (no context)");
   expect_data_error(R"({"schema_version": "2", "context": {}})",
