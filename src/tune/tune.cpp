@@ -746,7 +746,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
         "the data, not held-out quality; give a test split (--held-out-split 0.1 or --test-data-file; in Python, "
         "held_out=...)",
         report.run_race ? "run race" : "batch race", module_of(subject)->data().name));
-  if (o.epochs() > 0 && !report.run_race)
+  if (o.epochs() > 0 && !report.run_race && (!report.sweep || report.sweep->knee_batch))  // else none trained: said
     report.context.warnings.push_back(
         "--epochs was not used to choose the batch: only the run race uses it for that, and none ran (--no-race, a "
         "training command, data-parallel ranks, fp16, or fewer than 2 candidates)");
