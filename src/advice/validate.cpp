@@ -481,9 +481,10 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   }
   result.held_out_samples = probe.size();
   result.held_out =
-      probe.size() == held_out.size()
-          ? fmt::format("{} test split, {} samples", held_out.name, held_out.size())
-          : fmt::format("{} test split, its first {} of {} samples", held_out.name, probe.size(), held_out.size());
+      probe.size() == held_out.size() ? fmt::format("{} test split, {} samples", held_out.name, held_out.size())
+      : full ? fmt::format("{} test split, its first {} of {} samples along each run, all {} at its end", held_out.name,
+                           probe.size(), held_out.size(), held_out.size())  // the final quality is the whole split's
+             : fmt::format("{} test split, its first {} of {} samples", held_out.name, probe.size(), held_out.size());
   // However validate ends (a setting no candidate can run with is thrown mid-grid), the weights,
   // the optimizer (its rate too) and the data order are as they were.
   const StateGuard initial(workload);

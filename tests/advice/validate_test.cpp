@@ -80,6 +80,9 @@ TEST(Validate, FullRunsTrainTheEpochsAndCompareFinalQuality) {
   EXPECT_TRUE(at::equal(before, dynamic_cast<ModuleWorkload&>(*w).module().parameters()[0]));
   EXPECT_EQ(v.epochs, 2);
   EXPECT_EQ(v.lr_schedule, "cosine");
+  // the curves read the first 200, the final quality all 1000: the header says both (it had named the 200 alone)
+  EXPECT_NE(v.held_out.find("its first 200 of 1000 samples along each run, all 1000 at its end"), std::string::npos)
+      << v.held_out;
   ASSERT_EQ(v.runs.size(), 2u);
   EXPECT_EQ(v.runs[0].steps, 125);  // ceil(2 x 1000 / 16)
   EXPECT_EQ(v.runs[1].steps, 20);
