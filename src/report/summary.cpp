@@ -21,10 +21,16 @@ namespace {
 
 using detail::Lines;
 
-std::string range_text(const std::vector<int64_t>& batches) {
+// "64 to 256" where the batches are doublings one after another, else each named ("8, 64"): a range over good
+// batches 8 and 64 had said 16 and 32 were about as good, where the race left them out or judged them worse.
+std::string range_text(std::vector<int64_t> batches) {
   if (batches.size() < 2) return {};
-  const auto [least, most] = std::minmax_element(batches.begin(), batches.end());
-  return fmt::format("{} to {}", *least, *most);
+  std::sort(batches.begin(), batches.end());
+  batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+  bool doublings = true;
+  for (size_t k = 1; k < batches.size(); ++k) doublings = doublings && batches[k] == 2 * batches[k - 1];
+  return doublings ? fmt::format("{} to {}", batches.front(), batches.back())
+                   : fmt::format("{}", fmt::join(batches, ", "));
 }
 
 std::string fit_line(const FitResult& f, int64_t budget_bytes) {

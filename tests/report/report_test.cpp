@@ -285,6 +285,17 @@ TEST(Report, TheAnswersRangeBesideATargetValidationIsItsRunsNearTheSoonest) {
   EXPECT_NE(to_summary(r).find("batches 64 to 128 about as good"), std::string::npos) << to_summary(r);
 }
 
+// The range is "a to b" only over doublings one after another; good batches with a gap between them are each named
+// ("batches 8 to 64" had said 16 and 32 were as good, where the race left them out or judged them worse).
+TEST(Report, AnAnswersRangeWithAGapNamesEachBatch) {
+  Report r = fixed_report();
+  r.validation.reset();
+  r.race->within_5_percent = {64, 256};
+  EXPECT_NE(closing_line(r).find("batches 64, 256 about as good"), std::string::npos) << closing_line(r);
+  r.race->within_5_percent = {256, 64, 128};
+  EXPECT_NE(closing_line(r).find("batches 64 to 256 about as good"), std::string::npos) << closing_line(r);
+}
+
 // A validation run stopped before its first evaluation (a --max-seconds shorter than one evaluation interval) has no
 // loss: null in the JSON, "-" in the table, not the 0.0 of no evaluation, read as a perfect loss.
 TEST(Report, AValidationRunWithNoEvaluationHasNoLoss) {
