@@ -55,6 +55,9 @@ struct Comparison {
   /// The fit's batch is the --max it searched up to (FitResult::limited_by_max), not the largest that fits.
   bool fit_limited_a = false, fit_limited_b = false;
   std::optional<int64_t> recommended_a, recommended_b;
+  /// The answers of a noise or loader report, as text ("-" for a report without one; both empty where neither
+  /// has one): the critical batch with its band and where it was measured, or the pipeline setting chosen.
+  std::string noise_a, noise_b, loader_a, loader_b;
   std::vector<ComparedPoint> points;  ///< every batch either sweep measured, ascending
   /// Geometric mean of speed_ratio() over the batches both ran ok; none without such a batch.
   std::optional<double> geomean_speed_ratio;

@@ -257,6 +257,23 @@ Comparison compare_reports(const std::string& path_a, const std::string& path_b)
   c.fit_limited_b = b.fit && b.fit->batch && b.fit->limited_by_max;
   if (a.fit) c.fit_outcome_a = to_string(a.fit->outcome);
   if (b.fit) c.fit_outcome_b = to_string(b.fit->outcome);
+  // noise's and loader's answers: what a report of either kind answers, where no batch is recommended
+  const auto noise = [](const Report& r) -> std::string {
+    if (!r.noise) return "-";
+    if (!r.noise->b_simple) return fmt::format("not measured at batch {}", r.noise->batch);
+    const std::string high =
+        std::isfinite(r.noise->b_simple_high) ? fmt::format("{:.0f}", r.noise->b_simple_high) : std::string("inf");
+    return fmt::format("B_simple {:.0f} (band {:.0f} to {}) at batch {}", *r.noise->b_simple, r.noise->b_simple_low,
+                       high, r.noise->batch);
+  };
+  const auto loader = [](const Report& r) -> std::string {
+    if (!r.loader) return "-";
+    const LoaderTrial& t = r.loader->after ? *r.loader->after : r.loader->before;
+    return fmt::format("{} worker{}, prefetch {} at batch {}{}", t.workers, t.workers == 1 ? "" : "s", t.prefetch,
+                       r.loader->batch, r.loader->after ? "" : " (as given: no setting fed it better)");
+  };
+  if (a.noise || b.noise) c.noise_a = noise(a), c.noise_b = noise(b);
+  if (a.loader || b.loader) c.loader_a = loader(a), c.loader_b = loader(b);
   c.recommended_a = a.recommendation ? std::optional<int64_t>(a.recommendation->batch) : std::nullopt;
   c.recommended_b = b.recommendation ? std::optional<int64_t>(b.recommendation->batch) : std::nullopt;
 
@@ -343,6 +360,8 @@ std::string to_table(const Comparison& c) {
   line(fmt::format("{:<{}} A {}  |  B {}", "fit", width, fitted(c.fit_batch_a, c.fit_outcome_a, c.fit_limited_a),
                    fitted(c.fit_batch_b, c.fit_outcome_b, c.fit_limited_b)));
   line(fmt::format("{:<{}} A {}  |  B {}", "recommended", width, opt(c.recommended_a), opt(c.recommended_b)));
+  if (!c.noise_a.empty()) line(fmt::format("{:<{}} A {}  |  B {}", "noise scale", width, c.noise_a, c.noise_b));
+  if (!c.loader_a.empty()) line(fmt::format("{:<{}} A {}  |  B {}", "loader", width, c.loader_a, c.loader_b));
   if (!c.points.empty()) {  // the sweeps' table; without one on either side, the warnings alone
     line("");
     line(fmt::format("{:>8}  {:>13}  {:>13}  {:>7}  {:>11}  {:>11}  {:>7}", "batch", "A samples/s", "B samples/s",
@@ -382,6 +401,8 @@ std::string to_json(const Comparison& c) {
   j["fit_batch"] = {{"a", opt(c.fit_batch_a)}, {"b", opt(c.fit_batch_b)}};
   j["fit_limited_by_max"] = {{"a", c.fit_limited_a}, {"b", c.fit_limited_b}};
   j["recommended_batch"] = {{"a", opt(c.recommended_a)}, {"b", opt(c.recommended_b)}};
+  if (!c.noise_a.empty()) j["noise_scale"] = {{"a", c.noise_a}, {"b", c.noise_b}};
+  if (!c.loader_a.empty()) j["loader"] = {{"a", c.loader_a}, {"b", c.loader_b}};
   j["points"] = json::array();
   for (const auto& p : c.points)
     j["points"].push_back({{"batch", p.batch},

@@ -587,6 +587,37 @@ TEST(Compare, AFitStoppedAtItsMaxSaysSo) {
   fs::remove_all(dir);
 }
 
+// Two noise reports, or two loader searches, have no sweep to set side by side: compare shows their answers (it had
+// said "only their workloads and answers are compared" and shown no answer, and "same context and workload" over
+// noise scales measured at different batches).
+TEST(Compare, NoiseAndLoaderReportsShowTheirAnswers) {
+  namespace fs = std::filesystem;
+  Report a = fixed_report(), b = fixed_report();
+  ASSERT_TRUE(a.noise.has_value());
+  b.noise->batch = 256;
+  b.noise->b_simple_high = std::numeric_limits<double>::infinity();
+  b.loader = LoaderSearch{};
+  b.loader->batch = 64;
+  b.loader->after = LoaderTrial{};
+  b.loader->after->workers = 2;
+  b.loader->after->prefetch = 4;
+  const fs::path dir = fs::temp_directory_path() / ("batchwise-answers-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "a.json") << to_json(a);
+  std::ofstream(dir / "b.json") << to_json(b);
+  const Comparison c = compare_reports((dir / "a.json").string(), (dir / "b.json").string());
+  const std::string table = to_table(c);
+  EXPECT_NE(table.find("A B_simple 1250 (band 1050 to 1450) at batch 128  |  B B_simple 1250 (band 1050 to inf) at "
+                       "batch 256"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("A -  |  B 2 workers, prefetch 4 at batch 64"), std::string::npos) << table;
+  const auto j = nlohmann::json::parse(to_json(c));
+  EXPECT_EQ(j.at("loader").at("a"), "-");
+  EXPECT_EQ(j.at("noise_scale").at("b"), "B_simple 1250 (band 1050 to inf) at batch 256");
+  fs::remove_all(dir);
+}
+
 // Whether a ratio is noise does not depend on which report is A: 30x faster and 30x slower are both a difference,
 // however wide a spread; 1.1x either way within a 12 % spread is noise both ways.
 TEST(Compare, ARatioIsNoiseTheSameWayRoundEitherWay) {
