@@ -247,9 +247,13 @@ std::string unwritable_parts(const std::string& path) {
 
 History::History(const std::string& path, bool read_only) : path_(path) {
   const auto folder = std::filesystem::path(path).parent_path();
+  // The user may have given no --history: the default's path is named as such
+  const std::string named =
+      fmt::format("{} {}", path == default_history_path() ? "the default history," : "--history", path);
+  const std::string no_history = read_only ? "" : ", or --no-history not to store the run";
   std::error_code ec;
   BATCHWISE_CHECK(!std::filesystem::is_directory(path, ec), ConfigError,
-                  "--history {}: is a folder; give a file's path (e.g. {}/history.sqlite)", path, path);
+                  "{}: is a folder; give --history a file's path (e.g. {}/history.sqlite){}", named, path, no_history);
   if (read_only)
     BATCHWISE_CHECK(std::filesystem::exists(path, ec), ConfigError,
                     "--history {}: no such file; give the path of a history batchwise wrote (the default is {})", path,
@@ -325,9 +329,6 @@ History::History(const std::string& path, bool read_only) : path_(path) {
         continue;
       sqlite3_close(db_);
       db_ = nullptr;
-      const std::string named =
-          fmt::format("{} {}", path == default_history_path() ? "the default history," : "--history", path);
-      const std::string no_history = read_only ? "" : ", or --no-history not to store the run";
       // A history that is whole but cannot be used now is not to be moved away: locked, on a full disk, read-only
       if (code == SQLITE_BUSY || code == SQLITE_LOCKED || code == SQLITE_FULL)
         throw ConfigError(fmt::format("{}: {}{}", named, sqlite3_errstr(code), fix_for(code, !read_only)));
@@ -338,13 +339,16 @@ History::History(const std::string& path, bool read_only) : path_(path) {
       if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_IOERR || code == SQLITE_PERM)
         throw ConfigError(fmt::format("{}: cannot be used here ({}){}; give --history a writable path{}", named,
                                       sqlite3_errstr(code), unwritable_parts(path), no_history));
-      // A damaged default (the user gave no --history): the fix names both ways, as for one it cannot open
-      BATCHWISE_CHECK(false, ConfigError, "{}: not a usable batchwise history ({}); give --history another path{}",
-                      named, e.what(),
-                      // a file the user named is kept (a report given as --history); the default's is in the way
-                      read_only || (path != default_history_path() && another_kind_of_file(path.c_str()))
-                          ? no_history
-                          : no_history + " (or move the file away to start anew)");
+      // Why, without the path said again nor the fix the open's error gave (it had been said twice); a damaged
+      // file, or the default in the way, may be moved away; a file the user named that is not SQLite's (a report
+      // given as --history) is kept
+      std::string why = e.what();
+      if (const std::string lead = "history " + path + ": "; why.rfind(lead, 0) == 0) why.erase(0, lead.size());
+      if (const size_t fix = why.find("; the file is damaged"); fix != std::string::npos) why.erase(fix);
+      const bool kept = path != default_history_path() && another_kind_of_file(path.c_str());
+      const bool move = !kept && (code == SQLITE_CORRUPT || code == SQLITE_NOTADB || path == default_history_path());
+      BATCHWISE_CHECK(false, ConfigError, "{}: not a usable batchwise history ({}); {}give --history another path{}",
+                      named, why, move ? "move it away to start anew, or " : "", no_history);
     }
   }
 }

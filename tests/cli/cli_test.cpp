@@ -1951,8 +1951,23 @@ TEST(Cli, ADefaultHistoryThatCannotBeOpenedSaysHowToRunWithoutIt) {
                              ": not a usable batchwise history ("),
             std::string::npos)
       << damaged.err;
-  EXPECT_NE(damaged.err.find("give --history another path, or --no-history not to store the run"), std::string::npos)
+  EXPECT_NE(damaged.err.find("move it away to start anew, or give --history another path, or --no-history not to "
+                             "store the run"),
+            std::string::npos)
       << damaged.err;
+  // the fix once (the open's own had been said inside the parentheses too)
+  const size_t fix = damaged.err.find("give --history another path");
+  EXPECT_EQ(damaged.err.find("give --history another path", fix + 1), std::string::npos) << damaged.err;
+  // A folder where the default goes: the default's, with the way to run without it
+  fs::create_directories(xdg / "batchwise" / "history.sqlite");
+  const Outcome folder = batchwise("fit --model mlp --dataset synthetic --max 8 -q");
+  fs::remove_all(xdg);
+  EXPECT_EQ(folder.code, 2) << folder.err;
+  EXPECT_NE(folder.err.find("the default history, " + (xdg / "batchwise" / "history.sqlite").string() +
+                            ": is a folder; give --history a file's path (e.g. "),
+            std::string::npos)
+      << folder.err;
+  EXPECT_NE(folder.err.find("/history.sqlite), or --no-history not to store the run"), std::string::npos) << folder.err;
 }
 
 // An output that names a file the run reads, or another output's file, is refused before anything
