@@ -292,6 +292,15 @@ TEST(Report, ReadingIsLenientAboutMissingFieldsAndStrictAboutTypes) {
   j = nlohmann::json::parse(to_json(fixed_report()));
   j["sweep"]["points"][0]["samples_per_s"] = -5.5;
   expect_data_error(j.dump(), "x.json: sweep.points[0].samples_per_s: expected 0 or more, found -5.5");
+  j = nlohmann::json::parse(to_json(fixed_report()));
+  j["recommendation"]["batch"] = 0;  // had been shown as "recommended B 0"
+  expect_data_error(j.dump(), "x.json: recommendation.batch: expected a batch of 1 or more, found 0");
+  j = nlohmann::json::parse(to_json(fixed_report()));
+  j["validation"]["runs"][0]["train_s"] = -1;
+  expect_data_error(j.dump(), "x.json: validation.runs[0].train_s: expected 0 or more, found -1");
+  j = nlohmann::json::parse(to_json(fixed_report()));
+  j["context"]["threads"] = -3;
+  expect_data_error(j.dump(), "x.json: context.threads: expected 0 or more, found -3");
   expect_data_error("{not json", "x.json: not JSON");
   // The parser's words without its exception's tag, and bytes that are not printable ASCII as '?', not to the
   // terminal raw
