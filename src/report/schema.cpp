@@ -272,6 +272,13 @@ Report report_from_json(const std::string& text, const std::string& name) {
   }
   const bool versioned = j.is_object() && j.contains("schema_version"),
              context = j.is_object() && j.contains("context");
+  // `doctor --json` writes its findings, not a report of trials: named, where "give a report written with --json" had
+  // told the user to do what they had done
+  BATCHWISE_CHECK(
+      versioned || !(j.is_object() && j.contains("findings") && j.contains("cpu")), DataError,
+      "{}: a doctor's findings (`batchwise doctor --json`), not a run's report: it has no trials to draw or "
+      "compare; give a report of fit, sweep, tune, validate, noise, loader or plan written with --json",
+      name);
   BATCHWISE_CHECK(versioned && context, DataError,
                   "{}: not a batchwise report (no {}); give a report written with --json", name,
                   !versioned && !context ? "schema_version and context"

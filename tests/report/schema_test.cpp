@@ -314,6 +314,8 @@ TEST(Report, ReadingIsLenientAboutMissingFieldsAndStrictAboutTypes) {
     EXPECT_TRUE(std::all_of(what.begin(), what.end(), [](char c) { return c >= 0x20 && c < 0x7f; })) << what;
   }
   expect_data_error("[1, 2, 3]", "x.json: not a batchwise report (no schema_version and context)");
+  expect_data_error(R"({"torch_version": "2.15.0", "cpu": {}, "findings": []})",
+                    "x.json: a doctor's findings (`batchwise doctor --json`), not a run's report");
   expect_data_error(R"({"schema_version": "2"})", "x.json: not a batchwise report (no context)");
   expect_data_error(R"({"schema_version": "2", "context": {}})",
                     "x.json: report schema \"2\" is not one this batchwise reads");
