@@ -430,6 +430,17 @@ RunRace race_with_rounds(ModuleWorkload& w, const Dataset& held_out, const RunRa
     first.wall_s += second.wall_s;
     return first;
   }
+  // The reserve's smaller reference diverged at its rate: the first race's pick, judged at rates that trained, stands
+  // (its answer had been thrown away for "no answer", the CLI's exit 1)
+  if (second.reference_diverged && first.best_batch && !second.entries.empty()) {
+    first.notes.insert(first.notes.begin(),
+                       fmt::format("batch {} (the first reference) {}, so the reserve {} raced beside it, batch {} the "
+                                   "reference, whose loss stopped being finite at lr {:.4g}: batch {} stands",
+                                   first.reference_batch, why, fmt::join(reserve, ", "), second.reference_batch,
+                                   second.entries.front().lr.lr, *first.best_batch));
+    first.wall_s += second.wall_s;
+    return first;
+  }
   second.notes.insert(
       second.notes.begin(),
       fmt::format("batch {} (the first reference) {}, so the reserve {} joined, batch {} the reference, "
