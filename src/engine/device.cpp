@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -131,10 +132,15 @@ std::optional<double> detail::cgroup_cpu_quota(const std::string& proc_cgroup, c
     const std::string id = line.substr(0, a), controllers = line.substr(a + 1, b - a - 1);
     const bool v2 = id == "0" && controllers.empty();
     if (!v2 && ("," + controllers + ",").find(",cpu,") == std::string::npos) continue;
-    const std::string base = v2 ? root : root + "/cpu";
-    for (std::string path = line.substr(b + 1);; path = path.substr(0, path.rfind('/'))) {  // the group, then up
+    // v1's controller where it is mounted: "cpu" (a link to "cpu,cpuacct" on most systems), or that mount itself
+    std::error_code none;
+    const std::string base = v2                                             ? root
+                             : std::filesystem::exists(root + "/cpu", none) ? root + "/cpu"
+                                                                            : root + "/cpu,cpuacct";
+    // the group, then up; a path without a '/' (a malformed line) is read once, not walked for ever
+    for (std::string path = line.substr(b + 1);; path = path.substr(0, path.rfind('/'))) {
       if (const auto cores = group_quota(base + path, v2)) least = least ? std::min(*least, *cores) : *cores;
-      if (path.empty() || path == "/") break;
+      if (path.empty() || path == "/" || path.rfind('/') == std::string::npos) break;
     }
   }
   return least;
@@ -152,8 +158,10 @@ std::optional<std::string> detail::threads_warning(int threads, int cores, doubl
     return fmt::format(
         "{} intra-op threads under a CPU quota of {} (its cgroup's CPU limit): once they have "
         "used it the kernel pauses them for the rest of each period, which stalls steps at random and distorts "
-        "timings; set the threads to {} (--threads {}, or OMP_NUM_THREADS={})",
-        threads, quota_text(quota), threads_for_quota(quota), threads_for_quota(quota), threads_for_quota(quota));
+        "timings; set the threads to {} (--threads {}, or {}={})",
+        threads, quota_text(quota), threads_for_quota(quota), threads_for_quota(quota),
+        std::getenv("MKL_NUM_THREADS") ? "MKL_NUM_THREADS" : "OMP_NUM_THREADS",  // MKL's count wins where set
+        threads_for_quota(quota));
   return std::nullopt;
 }
 

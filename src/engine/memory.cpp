@@ -206,9 +206,10 @@ std::optional<int64_t> cgroup_headroom_bytes(const std::string& proc_cgroup, con
     const bool v2 = id == "0" && controllers.empty();
     if (!v2 && ("," + controllers + ",").find(",memory,") == std::string::npos) continue;
     const std::string base = v2 ? root : root + "/memory";
-    for (std::string path = line.substr(b + 1);; path = path.substr(0, path.rfind('/'))) {  // the group, then up
+    // the group, then up; a path without a '/' (a malformed line) is read once, not walked for ever
+    for (std::string path = line.substr(b + 1);; path = path.substr(0, path.rfind('/'))) {
       if (const auto room = group_headroom(base + path, v2)) least = least ? std::min(*least, *room) : *room;
-      if (path.empty() || path == "/") break;
+      if (path.empty() || path == "/" || path.rfind('/') == std::string::npos) break;
     }
   }
   return least;

@@ -72,6 +72,15 @@ TEST(CpuQuota, ACgroupsQuotaOverItsPeriodIsTheCoresItBuys) {
   write(root / "cpu/docker/abc/cpu.cfs_quota_us", "-1\n");
   EXPECT_FALSE(quota("proc-v1").has_value());
   EXPECT_FALSE(quota("missing").has_value());
+  // v1's controller mounted as "cpu,cpuacct" alone (no "cpu" link)
+  fs::remove_all(root / "cpu");
+  write(root / "cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "300000\n");
+  write(root / "cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(quota("proc-v1"), 3.0);
+  // a path without a '/' (a malformed line) is read once, not walked up for ever
+  write(root / "proc-odd", "0::kubepods\n");
+  write(root / "kubepods/cpu.max", "50000 100000\n");
+  EXPECT_EQ(quota("proc-odd"), std::nullopt);
   fs::remove_all(root);
 
   EXPECT_EQ(detail::threads_for_quota(2.5), 2);
