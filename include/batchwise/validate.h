@@ -321,6 +321,12 @@ const ValidationRun* fixed_run(const ValidationResult& validation, int64_t batch
 /// validate() and tune() check it; the CLI before it loads the data.
 void check_targets(double epochs, double target_accuracy, double target_loss);
 
+/// Throws ConfigError where, to a target (no --epochs), `options`' eval_every_samples is at or past where a
+/// candidate's run over a training set of `dataset` samples ends (its whole steps within max_epochs): that run is
+/// judged once, at its end, where any batch "reaches" the target. validate() checks it; tune's validation too,
+/// before it trains, and warns instead.
+void check_eval_interval(const ValidateOptions& options, int64_t dataset);
+
 /// Throws ConfigError where `options`' target (target mode, no --epochs) is already met by `workload`'s
 /// current weights on the held-out samples validate reads: every run would meet it at its first
 /// evaluation, and the soonest would say nothing. The message names the flag and where training

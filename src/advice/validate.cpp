@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "advice/target.h"
@@ -212,7 +213,7 @@ ValidationRun run_one(ModuleWorkload& w, const Dataset& probe, const Dataset& he
       run.final_loss = loss, run.final_accuracy = accuracy;
     } else {
       run.message = fmt::format("the held-out loss after the last step is {}: the last steps diverged at lr {:.4g}",
-                                loss, lr_now);
+                                std::isnan(loss) ? "NaN" : "infinite", lr_now);
       run.outcome = Outcome::Error;
     }
   }
@@ -432,6 +433,22 @@ void check_options(const ValidateOptions& o, const Dataset& held_out) {
 
 }  // namespace
 
+void check_eval_interval(const ValidateOptions& o, int64_t dataset) {
+  if (o.epochs() > 0 || o.eval_every_samples() <= 0 || dataset <= 0) return;
+  // Each run ends at its whole steps within --max-epochs (run_limits), and is evaluated there: the batch whose run
+  // ends soonest
+  const auto most = static_cast<int64_t>(std::ceil(o.max_epochs() * static_cast<double>(dataset)));
+  int64_t batch = 0, ends = std::numeric_limits<int64_t>::max();
+  for (const int64_t b : o.batch_sizes())
+    if (const int64_t end = std::max<int64_t>(1, most / b) * b; b > 0 && end < ends) ends = end, batch = b;
+  BATCHWISE_CHECK(batch == 0 || o.eval_every_samples() < ends, ConfigError,
+                  "--eval-every {}: at or past the end of batch {}'s run to the target ({} samples, its whole steps "
+                  "within --max-epochs {:g} of {} samples), so it is judged once, at its end, where any batch "
+                  "\"reaches\" the target and the soonest is the fastest by samples/s; give an interval well below it "
+                  "(the default is a twentieth of an epoch, {} samples)",
+                  o.eval_every_samples(), batch, ends, o.max_epochs(), dataset, std::max<int64_t>(1, dataset / 20));
+}
+
 void check_target_unmet_at_start(Workload& workload, const Dataset& held_out, const ValidateOptions& o) {
   auto* w = dynamic_cast<ModuleWorkload*>(&workload);
   if (!w || o.epochs() > 0 || !HeldOutTarget{o.target_accuracy(), o.target_loss()}) return;
@@ -462,14 +479,7 @@ ValidationResult validate(Workload& workload, const Dataset& held_out, const Val
   check_schedule_steps(o.batch_schedule(), o.epochs(), w->data().size());
   const bool full = o.epochs() > 0;
   check_batches_within_run(o.batch_sizes(), o.epochs(), w->data().size());
-  // To a target, an interval at or past --max-epochs judges each run once, at its end: every batch "reached" it
-  // there, and the soonest was the fastest by samples/s (--eval-every 100000 of 3 epochs of 3,000 samples)
-  const auto most = static_cast<int64_t>(std::ceil(o.max_epochs() * static_cast<double>(w->data().size())));
-  BATCHWISE_CHECK(full || o.eval_every_samples() < most, ConfigError,
-                  "--eval-every {}: at or past --max-epochs {:g} ({} samples), so each run is judged once, at its end, "
-                  "and every time to the target reads as the whole run; give an interval well below it (the default "
-                  "is a twentieth of an epoch, {} samples)",
-                  o.eval_every_samples(), o.max_epochs(), most, std::max<int64_t>(1, w->data().size() / 20));
+  check_eval_interval(o, w->data().size());
   const Dataset probe = head(held_out, o.held_out_samples());
   ValidationResult result;
   if (full) {

@@ -5,19 +5,31 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "batchwise/context.h"
 #include "batchwise/error.h"
 #include "batchwise/schedule.h"
+#include "batchwise/sweep.h"
 #include "batchwise/tune.h"
 #include "batchwise/validate.h"
 #include "check.h"
+#include "cpu_quota.h"
 
 namespace batchwise::detail {
+
+/// Takes the context's own warning on its threads (threads_warning: more than the cores, or than a CPU quota) out of
+/// `context`'s warnings, where the doctor's threads warning, which names the fix, says it: once, not twice.
+inline void drop_own_threads_warning(Context& context) {
+  const std::optional<std::string> own = threads_warning(context.threads, context.cores, context.cpu_quota);
+  if (own)
+    context.warnings.erase(std::remove(context.warnings.begin(), context.warnings.end(), *own), context.warnings.end());
+}
 
 /// Throws ConfigError where what tune is asked (`o`) cannot be answered as asked: what check_tune_options
 /// refuses whatever the data; a run of its epochs
@@ -47,6 +59,24 @@ inline void check_the_ask(const TuneOptions& o, int64_t dataset) {
                     "give --max {} or more, or batches up to {}",
                     b, max, b, max);
   }
+}
+
+/// Where an answer no race judged (`batch`, from the sweep's throughput alone) stands beside sweep trials whose
+/// training diverged (their loss stopped being finite after the first step), the warning that says so: its own few
+/// steps stayed finite, but a rate where other batches diverge is at the edge (lr 0.5 on mlp: batches 1 to 128 NaN,
+/// 256 answered at lr 0.5 with nothing said). Empty where none diverged.
+inline std::string diverged_beside_warning(const SweepResult& sweep, int64_t batch) {
+  std::vector<int64_t> diverged;
+  for (const Trial& p : sweep.points)
+    if (p.outcome == Outcome::Error && p.message.find("training diverged") != std::string::npos)
+      diverged.push_back(p.batch);
+  if (diverged.empty()) return "";
+  return fmt::format(
+      "the training loss stopped being finite in the sweep at batch{} {} (training diverged at the rate it was given): "
+      "batch {}'s few steps stayed finite, and no race judged it, but a rate at which other batches diverge is at the "
+      "edge, and a whole run at it may diverge too; lower the learning rate (--lr), or check the answer with "
+      "--validate",
+      diverged.size() == 1 ? "" : "es", fmt::join(diverged, ", "), batch);
 }
 
 /// The warnings for answer `batch` over a training set of `dataset` samples (0: not known, as for a

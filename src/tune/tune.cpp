@@ -458,9 +458,10 @@ void validate_around(const TuneSubject& subject, const TuneOptions& o, Report& r
           fmt::format("the validation trains no batch-size schedule: the run race's {}", none));
   }
   // A target the initial weights meet (the CLI refuses it first): the answer stands unvalidated, and says why
-  if (v.epochs() <= 0 && !v.target_checked()) {
+  if (v.epochs() <= 0) {
     try {
-      check_target_unmet_at_start(*subject.workload, subject.held_out(), v);
+      check_eval_interval(ValidateOptions(v).batch_sizes(candidates), dataset);  // each run judged more than once
+      if (!v.target_checked()) check_target_unmet_at_start(*subject.workload, subject.held_out(), v);
     } catch (const ConfigError& e) {
       report.context.warnings.push_back(fmt::format("the validation did not run: {}", e.what()));
       return;
@@ -699,6 +700,7 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
     // The doctor's warnings first: a slow BLAS or too few threads distort every figure that follows.
     // Not for data-parallel ranks, which share the cores by design.
     for (const auto& w : run_doctor(DoctorOptions().gemm(report.context.device_type != "cuda")).warnings()) {
+      if (w.check == "threads") drop_own_threads_warning(report.context);  // the doctor's says it, with its fix
       stage(o, fmt::format("doctor: warning: {}\n  fix: {}", w.detail, w.fix));
       report.context.warnings.push_back(fmt::format("doctor: {} (fix: {})", w.detail, w.fix));
     }
@@ -750,7 +752,8 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
     report.context.warnings.push_back(
         "--epochs was not used to choose the batch: only the run race uses it for that, and none ran (--no-race, a "
         "training command, data-parallel ranks, fp16, or fewer than 2 candidates)");
-  if ((o.target_accuracy() > 0 || o.target_loss() > 0) && !report.race && !o.validate())
+  if ((o.target_accuracy() > 0 || o.target_loss() > 0) && !report.race && !o.validate() &&
+      (!report.sweep || report.sweep->knee_batch))  // else no batch trained: the sweep's warning says why
     report.context.warnings.push_back(
         "the target was not used: without --validate only the batch race uses it, and no race ran (--no-race, a "
         "training command, data-parallel ranks, fp16, or fewer than 2 candidates)");
@@ -768,6 +771,9 @@ Report tune(TuneSubject subject, const TuneOptions& o, Report report) {
   const bool judged = (report.race && report.race->best_batch) || (report.run_race && report.run_race->best_batch);
   for (std::string& w :
        answer_size_warnings(report.recommendation->batch, dataset, o.epochs(), judged ? subject.held_out().size() : 0))
+    report.context.warnings.push_back(std::move(w));
+  if (std::string w = report.sweep ? diverged_beside_warning(*report.sweep, report.recommendation->batch) : "";
+      !judged && !w.empty())
     report.context.warnings.push_back(std::move(w));
   if (subject.world_size > 1)
     report.recommendation->reason += fmt::format("; batches are per device: the global batch is {} over {} ranks",

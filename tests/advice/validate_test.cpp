@@ -370,10 +370,17 @@ TEST(Validate, AnIntervalPastMaxEpochsToATargetIsRefused) {
     ADD_FAILURE() << "validated";
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
-                 "--eval-every 80: at or past --max-epochs 2 (80 samples), so each run is judged once, at its end, and "
-                 "every time to the target reads as the whole run; give an interval well below it (the default is a "
-                 "twentieth of an epoch, 2 samples)");
+                 "--eval-every 80: at or past the end of batch 4's run to the target (80 samples, its whole steps "
+                 "within --max-epochs 2 of 40 samples), so it is judged once, at its end, where any batch \"reaches\" "
+                 "the target and the soonest is the fastest by samples/s; give an interval well below it (the default "
+                 "is a twentieth of an epoch, 2 samples)");
   }
+  // batch 24's run ends at 72 samples (3 whole steps of 80): 75 judges it once
+  EXPECT_THROW(check_eval_interval(ValidateOptions({4, 24}).target_loss(1e-9).max_epochs(2).eval_every_samples(75), 40),
+               ConfigError);
+  EXPECT_NO_THROW(
+      check_eval_interval(ValidateOptions({4, 24}).target_loss(1e-9).max_epochs(2).eval_every_samples(71), 40));
+  EXPECT_NO_THROW(check_eval_interval(ValidateOptions({4}).epochs(2).eval_every_samples(1000), 40));  // full runs
   EXPECT_NO_THROW((void)validate(
       *w, held_out, ValidateOptions({4, 8}).target_loss(1e-9).max_epochs(2).eval_every_samples(40).measure_lr(false)));
 }

@@ -125,6 +125,14 @@ TEST(Cli, InputThatCannotApplyIsRefusedByName) {
                      "--validate, or drop it");
 }
 
+TEST(Cli, AMinPastTheRunIsRefused) {
+  // Every batch from --min is more samples than the run: refused before the fit (tune had answered 4000 for a run of
+  // 1024, which validate refuses)
+  expect_clean_error("tune --model mlp --dataset synthetic --synthetic-size 1024 --epochs 1 --min 2048 --max 4096", 2,
+                     "--min 2048: every batch from it is more samples than your 1-epoch run of 1024 samples trains "
+                     "(1024), so no answer could take one step of it; give --min 1024 or less, or a longer --epochs");
+}
+
 TEST(Cli, MalformedOptions) {
   expect_clean_error("fit --memory-budget 2XB", 2, "--memory-budget: unknown unit 'XB' in '2XB'");
   expect_clean_error("validate --model mlp --dataset synthetic --memory-budget 5000GiB --batch-sizes 8", 2,
@@ -162,11 +170,6 @@ TEST(Cli, MalformedOptions) {
   for (const char* command : {"tune", "validate --batch-sizes 8"})
     expect_clean_error(std::string(command) + " --model mlp --dataset synthetic --synthetic-size 1024 --epochs 1e-300",
                        2, "--epochs 1e-300: a run of 1e-300 epochs of 1024 samples trains less than one sample");
-  // Every batch from --min is more samples than the run: refused before the fit (tune had answered 4000 for a run of
-  // 1024, which validate refuses)
-  expect_clean_error("tune --model mlp --dataset synthetic --synthetic-size 1024 --epochs 1 --min 2048 --max 4096", 2,
-                     "--min 2048: every batch from it is more samples than your 1-epoch run of 1024 samples trains "
-                     "(1024), so no answer could take one step of it; give --min 1024 or less, or a longer --epochs");
   expect_clean_error("fit --model mlp --dataset synthetic --target 2", 2,
                      "--target: 2: must be at most 1 (a fraction of the budget)");
   expect_clean_error("fit --model transformer --dataset synthetic --seq-len 128-32", 2,

@@ -529,6 +529,24 @@ TEST(Tune, ARaceJudgedOnAFewHeldOutSamplesIsWarnedOf) {
   EXPECT_TRUE(detail::answer_size_warnings(16, 512, 0, 0).empty());
 }
 
+// An answer from throughput alone beside sweep trials that diverged at their rates is warned of (mlp at lr 0.5: batches
+// 1 to 128 NaN, 256 answered with nothing said); a failure that is no divergence, or none, says nothing.
+TEST(Tune, AnAnswerBesideBatchesThatDivergedIsWarnedOf) {
+  SweepResult sweep;
+  for (const int64_t b : {64, 128, 256}) sweep.points.push_back(Trial{}), sweep.points.back().batch = b;
+  sweep.points[2].outcome = Outcome::Ok;
+  sweep.points[0].outcome = sweep.points[1].outcome = Outcome::Error;
+  sweep.points[0].message = "the training loss became NaN at step 3 (it was 2.3 at the first): training diverged; x";
+  sweep.points[1].message = "the training loss became NaN at step 2 (it was 2.3 at the first): training diverged; x";
+  EXPECT_EQ(detail::diverged_beside_warning(sweep, 256),
+            "the training loss stopped being finite in the sweep at batches 64, 128 (training diverged at the rate it "
+            "was given): batch 256's few steps stayed finite, and no race judged it, but a rate at which other batches "
+            "diverge is at the edge, and a whole run at it may diverge too; lower the learning rate (--lr), or check "
+            "the answer with --validate");
+  sweep.points[0].message = sweep.points[1].message = "failed: a step raised";
+  EXPECT_EQ(detail::diverged_beside_warning(sweep, 256), "");
+}
+
 // A tune whose race stopped at its wall limit, or that took longer than the most it stated, ran on a
 // machine slower than its sweep measured: its time is not the next such tune's to expect.
 TEST(Tune, ATuneSlowedPastItsPlanIsKnownByItsReport) {
