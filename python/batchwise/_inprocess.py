@@ -1311,11 +1311,11 @@ def _nothing_trained(report):
     noise = report.noise_scale
     if noise is not None and noise.diverged and sweep is None:  # noise's own call (tune goes on without one)
         return noise.message  # "the training loss became NaN at step 1 of 3 (batch 64): ..."
-    run_race = report.run_race  # its reference's rate diverged: tune answered none
-    if run_race is not None and run_race.reference_diverged and report.recommendation is None and run_race.entries:
-        ref = run_race.entries[0]
-        return (f"no answer: the run race's reference, batch {ref.batch}, diverged ({ref.message}); lower the "
-                "learning rate (--lr) and tune again")
+    run_race = report.run_race  # its reference's rate diverged: tune answered none, in the CLI's words
+    if run_race is not None and run_race.reference_diverged and report.recommendation is None:
+        said = [w for w in report.context.warnings if w.startswith("no answer: the run race's reference")]
+        if said:
+            return said[0]
     validation = report.validation  # validate's own call (tune's answer stands unvalidated)
     if validation is not None and sweep is None and validation.runs and not validation.interrupted and all(
             run.outcome is not None for run in validation.runs):

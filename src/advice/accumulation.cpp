@@ -70,9 +70,10 @@ std::string few_factors_warning(int64_t global, const Split& s, const PlanReques
   const int64_t per_device = global / r.world_size(), fewest = fewest_steps(per_device, r);
   if (s.steps < 2 * fewest || s.steps < 4) return "";
   std::optional<int64_t> nearest;  // the smaller on a tie, as the nearest that splits at all
+  const auto most = static_cast<int64_t>(find_option_bound("--global-batch")->high);  // plan takes none above
   for (int64_t d = 1; d <= global / 2 && !nearest; ++d)
     for (const int64_t g : {global - d, global + d})
-      if (!nearest && splits_in_fewest(g, r)) nearest = g;
+      if (!nearest && g <= most && splits_in_fewest(g, r)) nearest = g;
   std::string better;
   if (nearest) {
     const int64_t pd = *nearest / r.world_size(), steps = fewest_steps(pd, r);

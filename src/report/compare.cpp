@@ -72,6 +72,8 @@ const ComparedText kCompared[] = {
     {"os", [](const Report& r) { return r.context.os; }},
     {"threads", [](const Report& r) { return json_text(r.context.threads); }},
     {"cores", [](const Report& r) { return json_text(r.context.cores); }},
+    {"cpu quota",  // a container's --cpus: 2 against 8 on the same host is another machine
+     [](const Report& r) { return r.context.cpu_quota > 0 ? fmt::format("{:.3g}", r.context.cpu_quota) : "-"; }},
     {"blas", [](const Report& r) { return r.context.blas; }},
     {"model", [](const Report& r) { return r.workload.model; }},
     {"dataset", [](const Report& r) { return r.workload.dataset; }},
@@ -261,6 +263,10 @@ Comparison compare_reports(const std::string& path_a, const std::string& path_b)
   const auto noise = [](const Report& r) -> std::string {
     if (!r.noise) return "-";
     if (!r.noise->b_simple) return fmt::format("not measured at batch {}", r.noise->batch);
+    // no upper end: no critical batch, as the noise report's own answer line says
+    if (!unbounded_noise_text(*r.noise).empty())
+      return fmt::format("none at batch {} (B_simple {:.0f}, its band with no upper end: no critical batch)",
+                         r.noise->batch, *r.noise->b_simple);
     const std::string high =
         std::isfinite(r.noise->b_simple_high) ? fmt::format("{:.0f}", r.noise->b_simple_high) : std::string("inf");
     return fmt::format("B_simple {:.0f} (band {:.0f} to {}) at batch {}", *r.noise->b_simple, r.noise->b_simple_low,
@@ -268,9 +274,11 @@ Comparison compare_reports(const std::string& path_a, const std::string& path_b)
   };
   const auto loader = [](const Report& r) -> std::string {
     if (!r.loader) return "-";
-    const LoaderTrial& t = r.loader->after ? *r.loader->after : r.loader->before;
-    return fmt::format("{} worker{}, prefetch {} at batch {}{}", t.workers, t.workers == 1 ? "" : "s", t.prefetch,
-                       r.loader->batch, r.loader->after ? "" : " (as given: no setting fed it better)");
+    if (!r.loader->after)  // none chosen: every setting input-bound, none that trained, ...: its advice says which
+      return fmt::format("none chosen at batch {}: {}", r.loader->batch, r.loader->advice);
+    const LoaderTrial& t = *r.loader->after;
+    return fmt::format("{} worker{}, prefetch {} at batch {}", t.workers, t.workers == 1 ? "" : "s", t.prefetch,
+                       r.loader->batch);
   };
   if (a.noise || b.noise) c.noise_a = noise(a), c.noise_b = noise(b);
   if (a.loader || b.loader) c.loader_a = loader(a), c.loader_b = loader(b);

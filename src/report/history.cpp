@@ -258,10 +258,10 @@ History::History(const std::string& path, bool read_only) : path_(path) {
     BATCHWISE_CHECK(std::filesystem::exists(path, ec), ConfigError,
                     "--history {}: no such file; give the path of a history batchwise wrote (the default is {})", path,
                     default_history_path());
-  BATCHWISE_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec), ConfigError,
-                  "--history {}: not a regular file (a pipe, a socket or a device); give a file's path (the default "
-                  "is {})",
-                  path, default_history_path());
+  BATCHWISE_CHECK(
+      !std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec), ConfigError,
+      "{}: not a regular file (a pipe, a socket or a device); give --history a file's path{}", named,
+      path == default_history_path() ? no_history : fmt::format(" (the default is {})", default_history_path()));
   if (!read_only && !folder.empty()) std::filesystem::create_directories(folder, ec);
   const int rc = sqlite3_open_v2(
       path.c_str(), &db_, read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
@@ -343,7 +343,9 @@ History::History(const std::string& path, bool read_only) : path_(path) {
       // file, or the default in the way, may be moved away; a file the user named that is not SQLite's (a report
       // given as --history) is kept
       std::string why = e.what();
-      if (const std::string lead = "history " + path + ": "; why.rfind(lead, 0) == 0) why.erase(0, lead.size());
+      // (the open's error names the file as SQLite does, an absolute path where the user gave a relative one)
+      if (const size_t lead = why.find(": "); why.rfind("history ", 0) == 0 && lead != std::string::npos)
+        why.erase(0, lead + 2);
       if (const size_t fix = why.find("; the file is damaged"); fix != std::string::npos) why.erase(fix);
       const bool kept = path != default_history_path() && another_kind_of_file(path.c_str());
       const bool move = !kept && (code == SQLITE_CORRUPT || code == SQLITE_NOTADB || path == default_history_path());

@@ -49,8 +49,9 @@ namespace detail {
 void header_table(Lines& line, const Report& r) {
   const Context& c = r.context;
   const WorkloadInfo& w = r.workload;
-  line(fmt::format("batchwise {} ({}) | torch {} | {}: {} | {} thread{} | BLAS {}", c.batchwise_version, c.build_commit,
-                   c.torch_version, c.device_type, c.device_name, c.threads, c.threads == 1 ? "" : "s", c.blas));
+  line(fmt::format("batchwise {} ({}) | torch {} | {}: {} | {} thread{}{} | BLAS {}", c.batchwise_version,
+                   c.build_commit, c.torch_version, c.device_type, c.device_name, c.threads, c.threads == 1 ? "" : "s",
+                   c.cpu_quota > 0 ? fmt::format(" (a CPU quota of {:.3g})", c.cpu_quota) : "", c.blas));
   if (w.is_command())
     line(
         fmt::format("workload: the command {} (its own model, data, optimizer and rate: batchwise sets the batch and "

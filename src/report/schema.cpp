@@ -214,7 +214,9 @@ class JsonReader {
     static const std::regex batch("(^|_)batch(es)?$");
     static const std::regex positive(
         "^(samples_per_s.*|peak_bytes|peak_allocated_bytes|budget_bytes|train_s|eval_s|wall_s|threads|cores)$");
-    // the answer's batch too: "recommended B 0" had been shown for a hand-edited 0
+    // the answers' batches too: "recommended B 0" had been shown for a hand-edited 0
+    static const std::regex answer("^(best_batch|fastest_batch)$");
+    if (std::regex_match(name, answer)) return 1.0;
     if (name == "batch" && !within.empty() && (within.back() == ']' || within == "recommendation")) return 1.0;
     if (std::regex_search(name, batch) || std::regex_match(name, positive)) return 0.0;
     return std::nullopt;

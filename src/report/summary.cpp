@@ -21,16 +21,19 @@ namespace {
 
 using detail::Lines;
 
-// "64 to 256" where the batches are doublings one after another, else each named ("8, 64"): a range over good
-// batches 8 and 64 had said 16 and 32 were about as good, where the race left them out or judged them worse.
-std::string range_text(std::vector<int64_t> batches) {
+// "64 to 256" where no batch between those ends was left out of `batches`: none of `considered` (what the deciding
+// part trained or judged; empty: not known, then doublings one after another), else each named ("8, 64"): a range
+// over good batches 8 and 64 had said 16 and 32 were about as good, where the race left them out or judged them worse.
+std::string range_text(std::vector<int64_t> batches, const std::vector<int64_t>& considered = {}) {
   if (batches.size() < 2) return {};
   std::sort(batches.begin(), batches.end());
   batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
-  bool doublings = true;
-  for (size_t k = 1; k < batches.size(); ++k) doublings = doublings && batches[k] == 2 * batches[k - 1];
-  return doublings ? fmt::format("{} to {}", batches.front(), batches.back())
-                   : fmt::format("{}", fmt::join(batches, ", "));
+  bool whole = true;
+  for (size_t k = 1; k < batches.size() && considered.empty(); ++k) whole = whole && batches[k] == 2 * batches[k - 1];
+  for (const int64_t b : considered)
+    whole =
+        whole && (b <= batches.front() || b >= batches.back() || std::binary_search(batches.begin(), batches.end(), b));
+  return whole ? fmt::format("{} to {}", batches.front(), batches.back()) : fmt::format("{}", fmt::join(batches, ", "));
 }
 
 std::string fit_line(const FitResult& f, int64_t budget_bytes) {
@@ -85,8 +88,20 @@ std::string noise_line(const NoiseResult& n) {
                      *n.b_simple, n.b_simple_low, n.b_simple_high);
 }
 
-// The batches about as good as the answer, from what decided it.
-std::vector<int64_t> flat_range(const Report& r) {
+std::vector<int64_t> race_batches(const BatchRace& race) {
+  std::vector<int64_t> out;
+  for (const auto& e : race.entries) out.push_back(e.batch);
+  return out;
+}
+
+// The batches about as good as the answer, from what decided it; `considered`, where given, gets every batch that
+// part trained or judged (range_text's gaps).
+std::vector<int64_t> flat_range(const Report& r, std::vector<int64_t>* considered = nullptr) {
+  std::vector<int64_t> none;
+  std::vector<int64_t>& all = considered ? *considered : none;
+  if (r.validation)
+    for (const ValidationRun& run : r.validation->runs)
+      if (run.schedule.empty()) all.push_back(run.batch);
   if (r.validation && r.validation->epochs > 0 && !r.validation->good_batches.empty())
     return r.validation->good_batches;
   // A validation to a target: the runs that reached it within 5 % of the soonest's time (the race's range had
@@ -99,15 +114,24 @@ std::vector<int64_t> flat_range(const Report& r) {
         near.push_back(run.batch);
     return near;
   }
+  all.clear();  // no validation decided: the race's, or goodput's, candidates
   if (r.run_race && r.run_race->best_batch) {
     std::vector<int64_t> good;
-    for (const auto& e : r.run_race->entries)
+    for (const auto& e : r.run_race->entries) {
+      all.push_back(e.batch);
       if (e.good) good.push_back(e.batch);
+    }
     return good;
   }
-  if (r.race && r.race->best_batch) return r.race->within_5_percent;
+  if (r.race && r.race->best_batch) {
+    all = race_batches(*r.race);
+    return r.race->within_5_percent;
+  }
   if (r.race && r.race->stuck) return {};  // nothing measured ranks the batches
-  if (r.goodput && r.goodput->best_batch) return r.goodput->within_5_percent;
+  if (r.goodput && r.goodput->best_batch) {
+    for (const GoodputPoint& p : r.goodput->points) all.push_back(p.batch);
+    return r.goodput->within_5_percent;
+  }
   return {};
 }
 
@@ -149,7 +173,9 @@ std::string decider_line(const Report& r) {
                          race.horizons_s.empty() ? e.train_s : race.horizons_s.back());
     };
     const std::string range =
-        race.within_5_percent.size() > 1 ? fmt::format("; {} within 5 %", range_text(race.within_5_percent)) : "";
+        race.within_5_percent.size() > 1
+            ? fmt::format("; {} within 5 %", range_text(race.within_5_percent, race_batches(race)))
+            : "";
     if (best && lead && lead != best)
       return fmt::format("race: batch {} {}; batch {}, which the race could not tell from it, is the larger{}",
                          lead->batch, did(*lead), best->batch, range);
@@ -236,7 +262,9 @@ std::string closing_line(const Report& r) {
     parts.push_back(warmup == "none" ? fmt::format("lr {:.4g}, no warm-up", l.lr)
                                      : fmt::format("lr {:.4g}, warm-up {}", l.lr, warmup));
   }
-  const std::string flat = range_text(flat_range(r));
+  std::vector<int64_t> considered;
+  const std::vector<int64_t> good = flat_range(r, &considered);
+  const std::string flat = range_text(good, considered);
   if (!flat.empty()) parts.push_back(fmt::format("batches {} about as good", flat));
   if (r.recommendation->confidence)
     parts.push_back(fmt::format("confidence {}", to_string(*r.recommendation->confidence)));

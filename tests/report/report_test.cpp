@@ -294,6 +294,14 @@ TEST(Report, AnAnswersRangeWithAGapNamesEachBatch) {
   EXPECT_NE(closing_line(r).find("batches 64, 256 about as good"), std::string::npos) << closing_line(r);
   r.race->within_5_percent = {256, 64, 128};
   EXPECT_NE(closing_line(r).find("batches 64 to 256 about as good"), std::string::npos) << closing_line(r);
+  // Not doublings, but nothing the race judged lies between: a range; a batch it judged between that is left out:
+  // each named
+  r.race->entries.clear();
+  for (const int64_t b : {48, 96, 200}) r.race->entries.push_back(RaceEntry{}), r.race->entries.back().batch = b;
+  r.race->within_5_percent = {48, 96};
+  EXPECT_NE(closing_line(r).find("batches 48 to 96 about as good"), std::string::npos) << closing_line(r);
+  r.race->entries.push_back(RaceEntry{}), r.race->entries.back().batch = 64;
+  EXPECT_NE(closing_line(r).find("batches 48, 96 about as good"), std::string::npos) << closing_line(r);
 }
 
 // A validation run stopped before its first evaluation (a --max-seconds shorter than one evaluation interval) has no
@@ -607,14 +615,22 @@ TEST(Compare, NoiseAndLoaderReportsShowTheirAnswers) {
   std::ofstream(dir / "b.json") << to_json(b);
   const Comparison c = compare_reports((dir / "a.json").string(), (dir / "b.json").string());
   const std::string table = to_table(c);
-  EXPECT_NE(table.find("A B_simple 1250 (band 1050 to 1450) at batch 128  |  B B_simple 1250 (band 1050 to inf) at "
-                       "batch 256"),
+  EXPECT_NE(table.find("A B_simple 1250 (band 1050 to 1450) at batch 128  |  B none at batch 256 (B_simple 1250, its "
+                       "band with no upper end: no critical batch)"),
             std::string::npos)
       << table;
   EXPECT_NE(table.find("A -  |  B 2 workers, prefetch 4 at batch 64"), std::string::npos) << table;
   const auto j = nlohmann::json::parse(to_json(c));
   EXPECT_EQ(j.at("loader").at("a"), "-");
-  EXPECT_EQ(j.at("noise_scale").at("b"), "B_simple 1250 (band 1050 to inf) at batch 256");
+  EXPECT_EQ(j.at("noise_scale").at("b"),
+            "none at batch 256 (B_simple 1250, its band with no upper end: no critical "
+            "batch)");
+  b.loader->after.reset();  // none chosen: its advice says why
+  b.loader->advice = "every setting tried was input-bound";
+  std::ofstream(dir / "b.json") << to_json(b);
+  EXPECT_NE(to_table(compare_reports((dir / "a.json").string(), (dir / "b.json").string()))
+                .find("B none chosen at batch 64: every setting tried was input-bound"),
+            std::string::npos);
   fs::remove_all(dir);
 }
 

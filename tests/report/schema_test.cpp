@@ -4,6 +4,7 @@
 #include "batchwise/html.h"
 #include "batchwise/report.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -295,6 +296,9 @@ TEST(Report, ReadingIsLenientAboutMissingFieldsAndStrictAboutTypes) {
   j = nlohmann::json::parse(to_json(fixed_report()));
   j["recommendation"]["batch"] = 0;  // had been shown as "recommended B 0"
   expect_data_error(j.dump(), "x.json: recommendation.batch: expected a batch of 1 or more, found 0");
+  j = nlohmann::json::parse(to_json(fixed_report()));
+  j["race"]["best_batch"] = 0;
+  expect_data_error(j.dump(), "x.json: race.best_batch: expected a batch of 1 or more, found 0");
   j = nlohmann::json::parse(to_json(fixed_report()));
   j["validation"]["runs"][0]["train_s"] = -1;
   expect_data_error(j.dump(), "x.json: validation.runs[0].train_s: expected 0 or more, found -1");
