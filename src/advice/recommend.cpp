@@ -362,7 +362,7 @@ std::optional<Recommendation> recommend_on_the_plateau(const BatchRace& race, do
                                              : fmt::format("{},{}", pick->batch, 2 * pick->batch);
   rec.reason += run_epochs > 0
                     ? fmt::format(
-                          "; neither race saw your {:g}-epoch run leave the plateau: `validate --epochs {:g} "
+                          "; neither race saw your {:g}-epoch run leave the plateau: `batchwise validate --epochs {:g} "
                           "--batch-sizes {}` compares full runs, and a larger --advice-budget trains the "
                           "races longer",
                           run_epochs, run_epochs, around)
@@ -612,7 +612,7 @@ Assessed from_run_race(const RunRace& race) {
   if (race.whole_run())  // its longest run was the user's: measured, one run a batch, one seed
     return {Confidence::Medium,
             fmt::format("measured, not predicted: each batch trained your whole {:g}-epoch run once from your weights "
-                        "({}), so one seed's spread is not in it; `validate --epochs {:g} --lr-schedule {} "
+                        "({}), so one seed's spread is not in it; `batchwise validate --epochs {:g} --lr-schedule {} "
                         "--batch-sizes {} --seed S` with another seed trains them again from other weights",
                         race.epochs, judged, race.epochs, race.lr_schedule, fmt::join(good, ","))};
   return {Confidence::Medium,

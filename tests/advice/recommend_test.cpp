@@ -208,7 +208,7 @@ TEST(Recommend, ARaceStuckOnThePlateauAnswersTheSmallestBatchItTrainedLongest) {
                              "plateau's answer, not a measured one"),
             std::string::npos)
       << rec->reason;
-  EXPECT_NE(rec->reason.find("neither race saw your 2-epoch run leave the plateau: `validate --epochs 2 "
+  EXPECT_NE(rec->reason.find("neither race saw your 2-epoch run leave the plateau: `batchwise validate --epochs 2 "
                              "--batch-sizes 8,16,32` compares full runs"),
             std::string::npos)
       << rec->reason;
@@ -345,7 +345,8 @@ TEST(Confidence, FollowsTheStrongestEvidenceAndNeverTrustsAnUnresolvedRace) {
   EXPECT_EQ(r.confidence, Confidence::Medium);
   EXPECT_EQ(r.confidence_reason,
             "measured, not predicted: each batch trained your whole 0.4-epoch run once from your weights (2 batches "
-            "judged no worse: 32, 64), so one seed's spread is not in it; `validate --epochs 0.4 --lr-schedule cosine "
+            "judged no worse: 32, 64), so one seed's spread is not in it; `batchwise validate --epochs 0.4 "
+            "--lr-schedule cosine "
             "--batch-sizes 32,64 --seed S` with another seed trains them again from other weights");
 
   race.best_batch.reset();  // the race recommended none: the knee answered

@@ -123,6 +123,13 @@ TEST(Cli, InputThatCannotApplyIsRefusedByName) {
   expect_clean_error("tune --model mlp --dataset synthetic --rule-lr", 2,
                      "--rule-lr: only the validation's runs read it, and tune runs none without --validate; add "
                      "--validate, or drop it");
+  // A test split where nothing is evaluated held out (a file of garbage had been accepted, unread, exit 0)
+  const std::string golden = std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json";
+  for (const char* command : {"sweep --batch-sizes 8", "fit --max 8", "loader --batch 8"})
+    expect_clean_error(
+        std::string(command) + " --model mlp --dataset synthetic --test-data-file " + golden, 2,
+        "--test-data-file does not apply here: " + std::string(command).substr(0, std::string(command).find(' ')) +
+            " evaluates nothing held out");
 }
 
 TEST(Cli, AMinPastTheRunIsRefused) {

@@ -13,6 +13,10 @@ class Fit : public Command {
   CLI::App* add(CLI::App& app) override {
     auto* cmd = app.add_subcommand("fit", "Find the largest batch whose peak memory stays within target x budget");
     w_.add(cmd);
+    w_.not_read({{"--test-data-file",
+                  "fit evaluates nothing held out: only validate, tune --epochs and tune's races read a test split"},
+                 {"--test-labels-file",
+                  "fit evaluates nothing held out: only validate, tune --epochs and tune's races read a test split"}});
     fit_.add(cmd);
     dist_.add(cmd);
     cmd->add_option("--fit-steps", fit_.steps, "training steps per fit trial")->capture_default_str();

@@ -18,9 +18,14 @@ class Loader : public Command {
         "loader", "Find the input-pipeline setting (workers, prefetch) that keeps the training step fed");
     w_.add(cmd);
     w_.hide_cmd();  // it trains batchwise's own loop only
-    w_.not_read({{"--trace", "loader recommends no batch, so no step would be traced; trace one with sweep or tune"},
-                 {"--no-monitor", "loader's trials sample no utilisation"},
-                 {"--target", "loader fits no batch: its settings train at --batch within the whole --memory-budget"}});
+    w_.not_read(
+        {{"--trace", "loader recommends no batch, so no step would be traced; trace one with sweep or tune"},
+         {"--no-monitor", "loader's trials sample no utilisation"},
+         {"--target", "loader fits no batch: its settings train at --batch within the whole --memory-budget"},
+         {"--test-data-file",
+          "loader evaluates nothing held out: only validate, tune --epochs and tune's races read a test split"},
+         {"--test-labels-file",
+          "loader evaluates nothing held out: only validate, tune --epochs and tune's races read a test split"}});
     cmd->add_option("--batch", batch_, "the batch size to feed")->capture_default_str();
     cmd->add_option("--warmup", warmup_, "unmeasured steps per setting (at least its workers: their first burst)")
         ->capture_default_str();

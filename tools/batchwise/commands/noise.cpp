@@ -19,10 +19,15 @@ class Noise : public Command {
     auto* cmd = app.add_subcommand("noise", "Measure the gradient noise scale (critical batch) during real training");
     w_.add(cmd);
     w_.hide_cmd();  // it trains batchwise's own loop only
-    w_.not_read({{"--trace", "noise recommends no batch, so no step would be traced; trace one with sweep or tune"},
-                 {"--trial-timeout", "noise runs no trials; --noise-steps bounds it"},
-                 {"--no-monitor", "noise samples no utilisation"},
-                 {"--target", "noise fits no batch: it trains at --batch within the whole --memory-budget"}});
+    w_.not_read(
+        {{"--trace", "noise recommends no batch, so no step would be traced; trace one with sweep or tune"},
+         {"--trial-timeout", "noise runs no trials; --noise-steps bounds it"},
+         {"--no-monitor", "noise samples no utilisation"},
+         {"--target", "noise fits no batch: it trains at --batch within the whole --memory-budget"},
+         {"--test-data-file",
+          "noise evaluates nothing held out: only validate, tune --epochs and tune's races read a test split"},
+         {"--test-labels-file",
+          "noise evaluates nothing held out: only validate, tune --epochs and tune's races read a test split"}});
     cmd->add_option("--batch", batch_, "B: samples per training step")->capture_default_str();
     cmd->add_option("--micro-batch", micro_batch_, "b: the small batch; divides --batch")->capture_default_str();
     cmd->add_option("--noise-steps", steps_, "training steps measured")->capture_default_str();

@@ -18,7 +18,11 @@ class Plan : public Command {
     auto* cmd = app.add_subcommand(
         "plan", "Micro-batch x accumulation steps x devices that keep a global batch exact, with its learning rate");
     w_.add(cmd);
-    w_.not_read({{"--trace", "plan recommends no batch, so no step would be traced; trace one with sweep or tune"}});
+    w_.not_read({{"--trace", "plan recommends no batch, so no step would be traced; trace one with sweep or tune"},
+                 {"--test-data-file",
+                  "plan evaluates nothing held out: only validate, tune --epochs and tune's races read a test split"},
+                 {"--test-labels-file",
+                  "plan evaluates nothing held out: only validate, tune --epochs and tune's races read a test split"}});
     fit_.add(cmd);
     dist_.add(cmd);
     cmd->add_option("--global-batch", global_batch_, "samples per optimizer step over all devices")->required();

@@ -18,6 +18,11 @@ class Sweep : public Command {
   CLI::App* add(CLI::App& app) override {
     auto* cmd = app.add_subcommand("sweep", "Measure samples/s, step time and peak memory at each batch size");
     w_.add(cmd);
+    w_.not_read(
+        {{"--test-data-file",
+          "sweep evaluates nothing held out: only validate, tune --epochs and tune's races read a test split"},
+         {"--test-labels-file",
+          "sweep evaluates nothing held out: only validate, tune --epochs and tune's races read a test split"}});
     sweep_.add(cmd);
     dist_.add(cmd);
     cmd->add_option("--steps", sweep_.steps, "measured steps per trial")->capture_default_str();
