@@ -516,8 +516,10 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
   const int64_t m = o.multiple_of();
   BATCHWISE_CHECK(m >= 1, ConfigError, "--multiple-of {}: must be at least 1", m);
   BATCHWISE_CHECK(o.min() >= 1, ConfigError, "--min {}: must be at least 1", o.min());
-  BATCHWISE_CHECK(o.min() <= o.max(), ConfigError, "--min {} is above --max {}; swap them or lower --min", o.min(),
-                  o.max());
+  // --max may not have been given: its default is said to be one (it had read as a --max the user never passed)
+  BATCHWISE_CHECK(o.min() <= o.max(), ConfigError, "--min {} is above --max {}{}; {}", o.min(), o.max(),
+                  o.max() == FitOptions().max() ? " (its default)" : "",
+                  o.max() == FitOptions().max() ? "lower --min, or raise --max" : "swap them or lower --min");
   BATCHWISE_CHECK(o.target() > 0 && o.target() <= 1, ConfigError,
                   "--target {}: must be a fraction of the budget in (0, 1], like 0.9", o.target());
   BATCHWISE_CHECK(o.warmup() >= 0, ConfigError, "--warmup {}: cannot be negative", o.warmup());

@@ -132,6 +132,23 @@ TEST(Cli, InputThatCannotApplyIsRefusedByName) {
             " evaluates nothing held out");
 }
 
+// A fit of one step a trial measures a first step's peak, which leaves out what a second holds (Adam's state beside
+// the activations): said where memory decided the answer; not where the --max did.
+TEST(Cli, AFitOfOneStepATrialIsWarnedOf) {
+  const fs::path json = scratch() / "fit-one-step.json";
+  const std::string base = "fit --model mlp --dataset synthetic --synthetic-size 256 --optimizer adam --no-history -q ";
+  Outcome r = batchwise(base + "--memory-budget 32MiB --fit-steps 1 --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(slurp(json).find("--fit-steps 1 with no --warmup: each fit trial's peak is its first step's"),
+            std::string::npos);
+  r = batchwise(base + "--memory-budget 32MiB --fit-steps 1 --warmup 1 --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(slurp(json).find("--fit-steps 1 with no --warmup"), std::string::npos);
+  r = batchwise(base + "--max 16 --fit-steps 1 --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(slurp(json).find("--fit-steps 1 with no --warmup"), std::string::npos);
+}
+
 TEST(Cli, AMinPastTheRunIsRefused) {
   // Every batch from --min is more samples than the run: refused before the fit (tune had answered 4000 for a run of
   // 1024, which validate refuses)
@@ -145,6 +162,8 @@ TEST(Cli, MalformedOptions) {
   expect_clean_error("validate --model mlp --dataset synthetic --memory-budget 5000GiB --batch-sizes 8", 2,
                      "--memory-budget 4.88 TiB: more than the ");
   expect_clean_error("fit --model mlp --dataset synthetic --min 64 --max 8", 2, "--min 64 is above --max 8");
+  expect_clean_error("fit --model mlp --dataset synthetic --min 100000", 2,  // no --max given: its default, said so
+                     "--min 100000 is above --max 65536 (its default); lower --min, or raise --max");
   // Counted before expanded (it once ended in std::bad_alloc); zero classes or processes are refused.
   expect_clean_error("sweep --model mlp --dataset synthetic --batch-sizes 1-999999999+1", 2,
                      "--batch-sizes: range '1-999999999+1' is 999999999 batch sizes, each a trial; at most 1024");

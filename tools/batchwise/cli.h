@@ -150,6 +150,10 @@ struct FitFlags {
   /// A --min above a --max given: refused before anything loads or is said (fit() refuses it too).
   void check() const;
   FitOptions options(const WorkloadFlags& w, int64_t budget) const;
+  /// Where the fit's trials take one step in all (--fit-steps 1, no --warmup), the report's warning: a first step's
+  /// peak leaves out the gradients and optimizer state a second step holds beside its activations (mlp with Adam in
+  /// 32 MiB: 2962 "fits" at one step, 2501 at two, and 2962 runs out of memory in training). Empty otherwise.
+  std::string first_step_warning(const std::optional<FitResult>& fit) const;
 };
 
 /// The sweep's flags: sweep and tune.

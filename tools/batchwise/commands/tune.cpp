@@ -182,6 +182,7 @@ class Tune : public Command {
     }
     if (!w_.no_history) state_the_last(s);
     s.report = tune(subject, options, s.report);
+    if (std::string w = fit_.first_step_warning(s.report.fit); !w.empty()) s.report.context.warnings.push_back(w);
     const bool stopped = stop && stop->requested();
     if (stopped) stop->mute_broken_outputs();
     s.clear_line();
