@@ -342,7 +342,7 @@ def _drawn(loader, dataset):
     batches = loader.batch_sampler
     if batches is not None and type(batches) is not BatchSampler:  # a batch_sampler of the user's own
         count = len(batches) if hasattr(batches, "__len__") else len(dataset)
-        return _kept_generator(getattr(batches, "sampler", batches), lambda: [
+        return _kept_generator([batches, getattr(batches, "sampler", None)], lambda: [
             int(i) for batch in itertools.islice(batches, count) for i in batch])
     sampler = batches.sampler if batches is not None else loader.sampler
     if type(sampler) is SequentialSampler:
@@ -350,19 +350,40 @@ def _drawn(loader, dataset):
     if type(sampler) is RandomSampler and not sampler.replacement and sampler.num_samples == len(dataset):
         return None
     count = len(sampler) if hasattr(sampler, "__len__") else len(dataset)
-    return _kept_generator(sampler, lambda: [int(i) for i in itertools.islice(sampler, count)])
+    return _kept_generator([sampler], lambda: [int(i) for i in itertools.islice(sampler, count)])
 
 
-def _kept_generator(sampler, draw):
-    """draw(), with the sampler's own generator (where it has one) put back after: the user's next
-    epoch draws what it would have."""
-    generator = getattr(sampler, "generator", None)
-    state = generator.get_state() if hasattr(generator, "get_state") else None
+def _kept_generator(samplers, draw):
+    """draw(), with each sampler's draw state put back after, so that the user's next epoch draws what it would
+    have: its attributes that are generators (torch's, NumPy's Generator and RandomState, a random.Random), their
+    state, and its plain numbers and strings (an epoch count its __iter__ advances). A batch sampler's own had been
+    left advanced where only its inner sampler's torch generator was kept."""
+    kept = []
+    for sampler in samplers:
+        try:
+            attributes = list(vars(sampler).items())
+        except TypeError:  # None, or an object without a __dict__
+            continue
+        for name, value in attributes:
+            if isinstance(value, (bool, int, float, str)):
+                kept.append((sampler, name, value, None))
+            elif isinstance(value, random.Random):
+                kept.append((sampler, name, value, value.getstate()))
+            elif hasattr(value, "bit_generator"):  # numpy.random.Generator
+                kept.append((sampler, name, value, copy.deepcopy(value.bit_generator.state)))
+            elif hasattr(value, "get_state") and hasattr(value, "set_state"):  # torch.Generator, numpy RandomState
+                kept.append((sampler, name, value, value.get_state()))
     try:
         return draw()
     finally:
-        if state is not None:
-            generator.set_state(state)
+        for sampler, name, value, state in kept:
+            setattr(sampler, name, value)
+            if isinstance(value, random.Random):
+                value.setstate(state)
+            elif hasattr(value, "bit_generator"):
+                value.bit_generator.state = state
+            elif state is not None:
+                value.set_state(state)
 
 
 def _load_keeping_groups(optimizer, state_dict):

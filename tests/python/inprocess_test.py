@@ -1284,6 +1284,28 @@ def test_options():
     case("a BatchSampler's sampler says the split too", report.workload.dataset_size == 70,
          report.workload.dataset_size)
     case("and its generator is as it was", torch.equal(state, g.get_state()))
+    # a batch sampler of the user's own with its own generator, an epoch count and NumPy's generator: each as it was
+    # (its generator had been left advanced, where only an inner sampler's torch generator was kept)
+    class Bucketing(torch.utils.data.BatchSampler):
+        def __init__(self, n, size):
+            super().__init__(torch.utils.data.SequentialSampler(range(n)), size, False)
+            self.generator, self.epoch = torch.Generator().manual_seed(3), 0
+            self.rng = numpy.random.default_rng(5)
+
+        def __iter__(self):
+            self.epoch += 1
+            order = torch.randperm(len(self.sampler), generator=self.generator).tolist()
+            self.rng.random()
+            for i in range(0, len(order), self.batch_size):
+                yield order[i:i + self.batch_size]
+    import numpy
+    own = Bucketing(70, 8)
+    before = (own.generator.get_state(), own.epoch, copy.deepcopy(own.rng.bit_generator.state))
+    batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), torch.utils.data.DataLoader(pairs, batch_sampler=own),
+                  max=64, progress=False)
+    case("a batch sampler's own generator, epoch count and NumPy generator are as they were",
+         torch.equal(before[0], own.generator.get_state()) and before[1] == own.epoch
+         and before[2] == own.rng.bit_generator.state, (own.epoch, own.rng.bit_generator.state))
     # a sampler that never ends is read for one epoch of the dataset
     class Endless(torch.utils.data.Sampler):
         def __iter__(self):
