@@ -664,6 +664,11 @@ class _Adapter:
         # the engine restores the objects it was given; they are put back in their seats with the state.
         self._seats = [(m, kind, name, t) for m in model.modules() for kind in ("_parameters", "_buffers")
                        for name, t in getattr(m, kind).items() if t is not None]  # one filled lazily stays
+        # ... through the call (the engine's saved state does not hold it), and is emptied again at its end: a buffer
+        # registered as None that a forward fills from its batch had kept a trial batch's values, and the user's
+        # state_dict a key it had not had
+        self._empty = [(m, kind, name) for m in model.modules() for kind in ("_parameters", "_buffers")
+                       for name, t in getattr(m, kind).items() if t is None]
         self._tensor = torch.Tensor
         # BatchNorm that trains (normalises over the batch): a frozen one (eval, in a model in training mode) keeps
         # its running statistics, as train() below leaves it
@@ -805,6 +810,8 @@ class _Adapter:
 
     def restore_modes(self):
         self.reseat()
+        for module, kind, name in self._empty:
+            getattr(module, kind)[name] = None
         for module, mode in zip(self.model.modules(), self._modes):
             module.training = mode
 

@@ -1303,6 +1303,22 @@ def test_options():
     before = (own.generator.get_state(), own.epoch, copy.deepcopy(own.rng.bit_generator.state))
     batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), torch.utils.data.DataLoader(pairs, batch_sampler=own),
                   max=64, progress=False)
+    # a buffer registered as None that the forward fills from its batch is None again after the call
+    class Lazy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = Branchy()
+            self.register_buffer("centre", None)
+
+        def forward(self, x):
+            if self.training and self.centre is None:
+                self.centre = x.mean(0).detach()
+            return self.body(x - (self.centre if self.centre is not None else 0))
+    lazy = Lazy()
+    keys = list(lazy.state_dict())
+    batchwise.fit(lazy, lambda p: torch.optim.SGD(p, lr=0.1), pairs, max=32, progress=False)
+    case("a buffer registered as None and filled by the forward is None again", lazy.centre is None
+         and list(lazy.state_dict()) == keys, list(lazy.state_dict()))
     case("a batch sampler's own generator, epoch count and NumPy generator are as they were",
          torch.equal(before[0], own.generator.get_state()) and before[1] == own.epoch
          and before[2] == own.rng.bit_generator.state, (own.epoch, own.rng.bit_generator.state))
