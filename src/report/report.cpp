@@ -66,8 +66,11 @@ void header_table(Lines& line, const Report& r) {
   if (w.seq_len_range.size() >= 2)
     line(fmt::format("sequences of {} to {} tokens: every trial runs at {}, the worst case for memory",
                      w.seq_len_range[0], w.seq_len_range[1], w.seq_len_range[1]));
-  line(fmt::format("budget: {}, target {:.0f} % ({})", format_bytes(r.budget_bytes), r.target * 100,
-                   format_bytes(bytes_of(r.target * static_cast<double>(r.budget_bytes)))));
+  if (r.loader && !r.fit && !r.sweep)  // its settings train within the whole budget: no target (it refuses --target)
+    line(fmt::format("budget: {}", format_bytes(r.budget_bytes)));
+  else
+    line(fmt::format("budget: {}, target {:.0f} % ({})", format_bytes(r.budget_bytes), r.target * 100,
+                     format_bytes(bytes_of(r.target * static_cast<double>(r.budget_bytes)))));
   if (r.distributed) {
     std::vector<std::string> budgets;
     for (const int64_t b : r.distributed->rank_budget_bytes) budgets.push_back(format_bytes(b));
@@ -149,11 +152,14 @@ void sweep_table(Lines& line, const SweepResult& s) {
   line("");
   const int warmup = s.points.empty() ? 0 : s.points.front().warmup_steps;
   const int steps = s.points.empty() ? 0 : s.points.front().steps;
+  // each step accumulated over micro-batches (--accumulation-steps): said, as the JSON's points say it
+  const int64_t micro = s.points.empty() ? 1 : s.points.front().accumulation_steps;
   line(
-      fmt::format("sweep ({} repetition{} of {} warm-up + {} measured step{}{}, interleaved; spread: the step times' "
-                  "interquartile range over their median)",
+      fmt::format("sweep ({} repetition{} of {} warm-up + {} measured step{}{}{}, interleaved; spread: the step "
+                  "times' interquartile range over their median)",
                   s.repetitions, s.repetitions == 1 ? "" : "s", warmup, steps, steps == 1 ? "" : "s",
-                  s.min_time_s > 0 ? fmt::format(" or more, at least {:g} s", s.min_time_s) : ""));
+                  s.min_time_s > 0 ? fmt::format(" or more, at least {:g} s", s.min_time_s) : "",
+                  micro > 1 ? fmt::format(", each step {} accumulated micro-batches", micro) : ""));
   line(fmt::format("{:>8}  {:<8}  {:>10}  {:>7}  {:>10}  {:>11}  {}", "batch", "outcome", "samples/s", "spread",
                    "step ms", "peak memory", "note"));
   for (const auto& t : s.points) {

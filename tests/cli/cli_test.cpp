@@ -123,6 +123,9 @@ TEST(Cli, InputThatCannotApplyIsRefusedByName) {
   expect_clean_error("tune --model mlp --dataset synthetic --rule-lr", 2,
                      "--rule-lr: only the validation's runs read it, and tune runs none without --validate; add "
                      "--validate, or drop it");
+  expect_clean_error("sweep --model mlp --dataset synthetic --batch-sizes 32,64 --accumulation-steps 64", 2,
+                     "--accumulation-steps 64: more micro-batches than batch 32 has samples (each takes one at least); "
+                     "give at most 32, or larger batches");
   // A test split where nothing is evaluated held out (a file of garbage had been accepted, unread, exit 0)
   const std::string golden = std::string(BATCHWISE_TEST_GOLDEN_DIR) + "/report.json";
   for (const char* command : {"sweep --batch-sizes 8", "fit --max 8", "loader --batch 8"})

@@ -458,6 +458,13 @@ SweepOptions SweepFlags::options(const WorkloadFlags& w, int64_t budget) const {
     const auto more = parse_batch_sizes(text, flag);
     sizes.insert(sizes.end(), more.begin(), more.end());
   }
+  // A micro-batch takes one sample at least: more steps than a batch's samples had been cut to the batch, unsaid
+  for (const int64_t b : sizes)
+    if (accumulation_steps > b)
+      throw ConfigError(
+          fmt::format("--accumulation-steps {}: more micro-batches than batch {} has samples (each "
+                      "takes one at least); give at most {}, or larger batches",
+                      accumulation_steps, b, b));
   return SweepOptions()
       .batch_sizes(sizes)
       .warmup(warmup)
