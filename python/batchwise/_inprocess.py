@@ -482,6 +482,8 @@ def _data(data, what, dtype=None):
         name = f"{'tensors' if isinstance(data[0], torch.Tensor) else 'arrays'} {list(x.shape)}"
     elif isinstance(data, DataLoader) or isinstance(data, TensorDataset) or hasattr(data, "__getitem__"):
         collate = data.collate_fn if isinstance(data, DataLoader) else default_collate
+        if collate is default_convert:  # batch_size=None: the loader's converts samples one by one; batchwise batches
+            collate = default_collate  # them (it had refused them, naming a collate_fn the user never gave)
         dataset = data.dataset if isinstance(data, DataLoader) else data
         if isinstance(dataset, IterableDataset) or not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
             raise TypeError(f"{what}: {type(dataset).__name__} is an iterable dataset; batchwise draws batches of "

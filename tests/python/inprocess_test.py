@@ -1322,6 +1322,10 @@ def test_options():
     case("a batch sampler's own generator, epoch count and NumPy generator are as they were",
          torch.equal(before[0], own.generator.get_state()) and before[1] == own.epoch
          and before[2] == own.rng.bit_generator.state, (own.epoch, own.rng.bit_generator.state))
+    # a loader of batch_size=None over a dataset of pairs (its collate_fn default_convert, which batches nothing)
+    report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1),
+                           torch.utils.data.DataLoader(pairs, batch_size=None), max=32, progress=False)
+    case("a loader of batch_size=None trains on its dataset's pairs", report.fit.batch == 32, report.fit.batch)
     # a sampler that never ends is read for one epoch of the dataset
     class Endless(torch.utils.data.Sampler):
         def __iter__(self):
