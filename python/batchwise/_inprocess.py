@@ -290,6 +290,16 @@ def _collated(dataset, collate, what):
                             "DataLoader of such pairs"
                             + ("; samples of named fields (Hugging Face style) are for batchwise --cmd with the "
                                "Transformers callback (docs/cmd.md)" if isinstance(sample, dict) else ""))
+        batch = list(batch)
+        for k, part in enumerate(batch):
+            # A collate_fn of the user's that gives one item a sample (labels as a list of numbers, inputs as a list of
+            # equal-shaped tensors), as the data given whole may be: one tensor (they had been refused as "a int of")
+            if isinstance(part, (tuple, list)) and len(part) == len(samples) and len(samples) > 0 \
+                    and getattr(collate, "__name__", "") != "default_collate":
+                if all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in part):
+                    batch[k] = torch.as_tensor(part)
+                elif all(isinstance(v, torch.Tensor) for v in part) and len({tuple(v.shape) for v in part}) == 1:
+                    batch[k] = torch.stack(part)
         for k, name in ((0, "input"), (1, "target")):
             part = batch[k]
             if isinstance(part, (tuple, list, dict)):  # several tensors: torch.as_tensor's own error named nothing

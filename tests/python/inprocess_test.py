@@ -1322,6 +1322,13 @@ def test_options():
     case("a batch sampler's own generator, epoch count and NumPy generator are as they were",
          torch.equal(before[0], own.generator.get_state()) and before[1] == own.epoch
          and before[2] == own.rng.bit_generator.state, (own.epoch, own.rng.bit_generator.state))
+    # a collate_fn of the user's that gives labels as a list of numbers, or inputs as a list of tensors: one tensor
+    for name, collate in (("labels as a list", lambda b: (torch.stack([s[0] for s in b]), [int(s[1]) for s in b])),
+                          ("inputs as a list", lambda b: ([s[0] for s in b], torch.tensor([int(s[1]) for s in b])))):
+        report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1),
+                               torch.utils.data.DataLoader(pairs, batch_size=8, collate_fn=collate), max=32,
+                               progress=False)
+        case(f"a collate_fn that gives {name} trains", report.fit.batch == 32, report.fit.batch)
     # a loader of batch_size=None over a dataset of pairs (its collate_fn default_convert, which batches nothing)
     report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1),
                            torch.utils.data.DataLoader(pairs, batch_size=None), max=32, progress=False)
