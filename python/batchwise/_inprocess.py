@@ -644,6 +644,14 @@ class _Adapter:
         self.data = _data(data, f"batchwise.{command}: {data_what}", dtype)
         held_out = options.get("held_out")
         self.held_out = _data(held_out, f"batchwise.{command}: {held_out_what}", dtype) if held_out is not None else None
+        # Class labels coded as whole floats beside the training data's integers: the loss had raised torch's "expected
+        # target dtype to be Long" from the first evaluation, with no fix
+        if self.held_out is not None and self.data.num_classes > 0 and self.held_out.targets.is_floating_point() \
+                and self.held_out.targets.dim() == self.data.targets.dim() \
+                and bool((self.held_out.targets == self.held_out.targets.round()).all()):
+            raise TypeError(f"batchwise.{command}: {held_out_what}: its targets are whole numbers in a floating type, "
+                            "where the training data's are class labels (integers); pass them as integers too "
+                            "(y.long())")
         self.model_name = type(model).__name__
         self.optimizer_name = type(self.optimizer).__name__
         self.optimizer_kind = _OPTIMIZER_KINDS.get(self.optimizer_name, self.optimizer_name)

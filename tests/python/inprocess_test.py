@@ -1329,6 +1329,11 @@ def test_options():
                                torch.utils.data.DataLoader(pairs, batch_size=8, collate_fn=collate), max=32,
                                progress=False)
         case(f"a collate_fn that gives {name} trains", report.fit.batch == 32, report.fit.batch)
+    # held-out labels coded as floats beside integer training labels: named, with the fix
+    refused([(lambda: batchwise.validate(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1), (x, y),
+                                         held_out=(x[:50], y[:50].float()), batch_sizes=[16], epochs=0.1),
+              TypeError, "held_out: its targets are whole numbers in a floating type, where the training data's are "
+                         "class labels (integers); pass them as integers too (y.long())")])
     # a loader of batch_size=None over a dataset of pairs (its collate_fn default_convert, which batches nothing)
     report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1),
                            torch.utils.data.DataLoader(pairs, batch_size=None), max=32, progress=False)
