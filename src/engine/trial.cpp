@@ -257,7 +257,10 @@ int64_t checked_budget_bytes(TrialRunner& runner, int64_t requested, double targ
   const int64_t budget_needed = static_cast<int64_t>(std::ceil(static_cast<double>(held) / target));
   BATCHWISE_CHECK(held < requested, ConfigError,
                   "--memory-budget {} is below the model's own size: {} holds {} before training a single sample "
-                  "({} of parameters and buffers), so no batch can train in it; raise --memory-budget above {}",
+                  "({} of parameters and buffers), so no batch can train in it; raise --memory-budget well above {}: "
+                  "that is the model alone within the target's share, and a step holds its gradients and the "
+                  "optimizer's state beside it (up to "
+                  "three times the parameters more, with Adam) and the batch's activations",
                   format_bytes(requested), info.model, format_bytes(held), format_bytes(info.parameter_bytes),
                   total <= 0 || budget_needed <= total
                       ? format_bytes(budget_needed)
