@@ -298,7 +298,8 @@ def _collated(dataset, collate, what):
                     and getattr(collate, "__name__", "") != "default_collate":
                 if all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in part):
                     batch[k] = torch.as_tensor(part)
-                elif all(isinstance(v, torch.Tensor) for v in part) and len({tuple(v.shape) for v in part}) == 1:
+                elif all(isinstance(v, torch.Tensor) for v in part) and len({tuple(v.shape) for v in part}) == 1 \
+                        and not all(v.dim() >= 1 and v.shape[0] == len(samples) for v in part):  # a batch transposed
                     batch[k] = torch.stack(part)
         for k, name in ((0, "input"), (1, "target")):
             part = batch[k]
@@ -375,8 +376,12 @@ def _kept_generator(samplers, draw):
         except TypeError:  # None, or an object without a __dict__
             continue
         for name, value in attributes:
+            if name in ("data_source", "dataset", "sampler"):  # what it draws from, not its draw's state
+                continue
             if isinstance(value, (bool, int, float, str)):
                 kept.append((sampler, name, value, None))
+            elif isinstance(value, list) and len(value) <= 1 << 20:  # an order it keeps (a permutation and a position)
+                kept.append((sampler, name, value, ("list", list(value))))
             elif isinstance(value, random.Random):
                 kept.append((sampler, name, value, value.getstate()))
             elif hasattr(value, "bit_generator"):  # numpy.random.Generator
@@ -388,7 +393,9 @@ def _kept_generator(samplers, draw):
     finally:
         for sampler, name, value, state in kept:
             setattr(sampler, name, value)
-            if isinstance(value, random.Random):
+            if isinstance(state, tuple) and len(state) == 2 and state[0] == "list":
+                value[:] = state[1]
+            elif isinstance(value, random.Random):
                 value.setstate(state)
             elif hasattr(value, "bit_generator"):
                 value.bit_generator.state = state
@@ -492,9 +499,16 @@ def _data(data, what, dtype=None):
         name = f"{'tensors' if isinstance(data[0], torch.Tensor) else 'arrays'} {list(x.shape)}"
     elif isinstance(data, DataLoader) or isinstance(data, TensorDataset) or hasattr(data, "__getitem__"):
         collate = data.collate_fn if isinstance(data, DataLoader) else default_collate
-        if collate is default_convert:  # batch_size=None: the loader's converts samples one by one; batchwise batches
-            collate = default_collate  # them (it had refused them, naming a collate_fn the user never gave)
         dataset = data.dataset if isinstance(data, DataLoader) else data
+        if collate is default_convert:  # batch_size=None: the loader's converts samples one by one; batchwise batches
+            first = dataset[0] if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__") and len(dataset) \
+                else None  # them (it had refused them, naming a collate_fn the user never gave), unless each is a batch
+            if isinstance(first, (tuple, list)) and len(first) == 2 and all(isinstance(t, torch.Tensor) for t in first) \
+                    and first[0].dim() >= 1 and first[1].dim() >= 1 and first[0].shape[0] == first[1].shape[0] > 1:
+                raise TypeError(f"{what}: each item of the {type(dataset).__name__} is a batch of {first[0].shape[0]} "
+                                "(a loader of batch_size=None); batchwise draws batches of every size from single "
+                                "samples: give a dataset of (input, target) samples")
+            collate = default_collate
         if isinstance(dataset, IterableDataset) or not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
             raise TypeError(f"{what}: {type(dataset).__name__} is an iterable dataset; batchwise draws batches of "
                             "every size from a map-style dataset (with __len__ and __getitem__) or tensors")

@@ -133,6 +133,11 @@ TEST(Cli, InputThatCannotApplyIsRefusedByName) {
         std::string(command) + " --model mlp --dataset synthetic --test-data-file " + golden, 2,
         "--test-data-file does not apply here: " + std::string(command).substr(0, std::string(command).find(' ')) +
             " evaluates nothing held out");
+  for (const char* command : {"noise --batch 8", "plan --global-batch 8"})
+    expect_clean_error(
+        std::string(command) + " --model mlp --dataset synthetic --test-labels-file " + golden, 2,
+        "--test-labels-file does not apply here: " + std::string(command).substr(0, std::string(command).find(' ')) +
+            " evaluates nothing held out");
 }
 
 // A fit of one step a trial measures a first step's peak, which leaves out what a second holds (Adam's state beside
@@ -710,7 +715,7 @@ TEST(Cli, TuneWhoseRacesNeverLeaveThePlateauAnswersTheSmallestBatchTrainedLonges
   EXPECT_EQ(rec.at("confidence"), "low");
   const std::string reason = rec.at("reason").get<std::string>();
   EXPECT_NE(reason.find("This is the plateau's answer, not a measured one"), std::string::npos) << reason;
-  EXPECT_NE(reason.find("`validate --epochs 2 --batch-sizes"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("`batchwise validate --epochs 2 --batch-sizes"), std::string::npos) << reason;
   EXPECT_EQ(reason.find("goodput"), std::string::npos) << reason;
   EXPECT_EQ(j.at("lr").at("batch").get<int64_t>(), smallest);
   EXPECT_NE(r.out.find("race: no batch left the plateau at the start"), std::string::npos) << r.out;

@@ -882,8 +882,8 @@ def test_epochs():
         case("after two races stuck on the plateau the answer is the plateau's, with low confidence",
              rec.confidence == "low" and "the plateau's answer" in rec.reason
              and any(e.batch == rec.batch for e in report.race.entries), rec)
-        case("its sentence names the check for the 3-epoch run", "`validate --epochs 3 --batch-sizes" in rec.reason,
-             rec.reason)
+        case("its sentence names the check for the 3-epoch run, as a Python call",
+             "`batchwise.validate(model, optimizer, data, epochs=3, batch_sizes=" in rec.reason, rec.reason)
     elif report.run_race is not None and report.run_race.best_batch is None and report.race is not None:
         print(f"note: the run race's compressed runs did not leave the start ({report.run_race.notes}); "
               f"the batch race answered")
@@ -1338,6 +1338,15 @@ def test_options():
     report = batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1),
                            torch.utils.data.DataLoader(pairs, batch_size=None), max=32, progress=False)
     case("a loader of batch_size=None trains on its dataset's pairs", report.fit.batch == 32, report.fit.batch)
+    class Batches(torch.utils.data.Dataset):  # each item a batch already
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return x[16 * i:16 * i + 16], y[16 * i:16 * i + 16]
+    refused([(lambda: batchwise.fit(Branchy(), lambda p: torch.optim.SGD(p, lr=0.1),
+                                    torch.utils.data.DataLoader(Batches(), batch_size=None), max=32),
+              TypeError, "each item of the Batches is a batch of 16 (a loader of batch_size=None)")])
     # a sampler that never ends is read for one epoch of the dataset
     class Endless(torch.utils.data.Sampler):
         def __iter__(self):

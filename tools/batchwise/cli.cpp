@@ -413,13 +413,13 @@ void FitFlags::check() const {
     throw ConfigError(fmt::format("--min {} is above --max {}; swap them or lower --min", min, max));
 }
 
-std::string FitFlags::first_step_warning(const std::optional<FitResult>& fit) const {
+std::string FitFlags::first_step_warning(const std::optional<FitResult>& fit, bool warmup_flag) const {
   if (steps + warmup >= 2 || !fit || !fit->batch || fit->limited_by_max) return "";  // memory decided it
   return fmt::format(
-      "--fit-steps {} with no --warmup: each fit trial's peak is its first step's, before the gradients and the "
-      "optimizer's state are held beside the activations as from the second step on, so batch {} may not fit in "
-      "training; the default, --fit-steps 2, measures it",
-      steps, *fit->batch);
+      "--fit-steps {}{}: each fit trial's peak is its first step's, before the gradients and the optimizer's state "
+      "are held beside the activations as from the second step on, so batch {} may not fit in training; the "
+      "default, --fit-steps 2, measures it",
+      steps, warmup_flag ? " with no --warmup" : "", *fit->batch);
 }
 
 FitOptions FitFlags::options(const WorkloadFlags& w, int64_t budget) const {

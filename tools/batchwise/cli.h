@@ -153,7 +153,8 @@ struct FitFlags {
   /// Where the fit's trials take one step in all (--fit-steps 1, no --warmup), the report's warning: a first step's
   /// peak leaves out the gradients and optimizer state a second step holds beside its activations (mlp with Adam in
   /// 32 MiB: 2962 "fits" at one step, 2501 at two, and 2962 runs out of memory in training). Empty otherwise.
-  std::string first_step_warning(const std::optional<FitResult>& fit) const;
+  /// `warmup_flag`: the command's --warmup is the fit's (fit's is; tune's is the sweep's, plan has none).
+  std::string first_step_warning(const std::optional<FitResult>& fit, bool warmup_flag) const;
 };
 
 /// The sweep's flags: sweep and tune.

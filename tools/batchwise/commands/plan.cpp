@@ -77,7 +77,8 @@ class Plan : public Command {
     if (max_micro == 0) {  // the largest micro-batch is what fits: measure it
       s.report.fit = fit(s.runner(), s.with_progress(fit_.options(w_, s.report.budget_bytes)));
       if (s.report.fit->batch) max_micro = *s.report.fit->batch;
-      if (std::string w = fit_.first_step_warning(s.report.fit); !w.empty()) s.report.context.warnings.push_back(w);
+      if (std::string w = fit_.first_step_warning(s.report.fit, false); !w.empty())
+        s.report.context.warnings.push_back(w);
     }
     if (max_micro > 0)
       s.report.accumulation = plan_accumulation(PlanRequest(global_batch_, max_micro)

@@ -132,7 +132,14 @@ class Tune : public Command {
     check();
     Session s("tune", w_, &dist_, /*test_split=*/validate_ || race_target_ || v_.epochs > 0);
     s.set_brief(!verbose_);
-    if (fit_.max == 0) fit_.max = s.cuda() ? 65536 : 4096;  // on CPU throughput has long flattened by 4096
+    if (fit_.max == 0) {
+      fit_.max = s.cuda() ? 65536 : 4096;  // on CPU throughput has long flattened by 4096
+      if (fit_.min > fit_.max)  // a --max not given: its default, said so (the fit's had read as a --max passed)
+        throw ConfigError(
+            fmt::format("--min {} is above --max {} (tune's default on this device); lower --min, or "
+                        "raise --max",
+                        fit_.min, fit_.max));
+    }
     const std::optional<FitResult> reused = reuse_ ? reused_fit(s) : std::nullopt;
     TuneSubject subject(s.runner(), s.workload());
     if (!w_.use_cmd) subject.options = w_.workload;
@@ -182,7 +189,8 @@ class Tune : public Command {
     }
     if (!w_.no_history) state_the_last(s);
     s.report = tune(subject, options, s.report);
-    if (std::string w = fit_.first_step_warning(s.report.fit); !w.empty()) s.report.context.warnings.push_back(w);
+    if (std::string w = reused ? "" : fit_.first_step_warning(s.report.fit, false); !w.empty())  // none measured
+      s.report.context.warnings.push_back(w);
     const bool stopped = stop && stop->requested();
     if (stopped) stop->mute_broken_outputs();
     s.clear_line();
