@@ -2071,8 +2071,9 @@ TEST(Cli, AnOutputNeverOverwritesAnInputOrAnotherOutput) {
   EXPECT_FALSE(fs::exists(typo));
   const fs::path pipe = scratch() / "history.pipe";
   ASSERT_EQ(mkfifo(pipe.c_str(), 0600), 0);
-  expect_clean_error("history --history " + pipe.string(), 2,
-                     pipe.string() + ": not a regular file (a pipe, a socket or a device); give a file's path");
+  expect_clean_error(
+      "history --history " + pipe.string(), 2,
+      pipe.string() + ": not a regular file (a pipe, a socket or a device); give --history a file's path");
   fs::remove(pipe);
 }
 
