@@ -25,6 +25,11 @@ bool built_with_cuda();
 /// CUDA_VISIBLE_DEVICES hides them all.
 int visible_cuda_devices();
 
+/// The whole cores this process's threads can keep busy: the CPUs its affinity mask lets it run on
+/// (taskset, a container's cpuset), no more than the whole cores of its cgroup's CPU quota (a container's
+/// --cpus, a pod's CPU limit), at least 1. What ranks on one machine share, and a thread count is bounded by.
+int usable_cpu_cores();
+
 /// The context block: versions, build commit, device name, threads, BLAS, date, warnings.
 Context make_context(const DeviceSpec& device);
 

@@ -58,7 +58,8 @@ bool thread_counts(const std::string& value) {
 
 // " its CPU quota allows" where a cgroup's quota leaves fewer whole cores than the CPU has, else "".
 std::string quota_note(const DoctorReport& r) {
-  return r.cpu.usable_cores() < r.cpu.physical_cores ? fmt::format(" its CPU quota ({:.3g}) allows", r.cpu.quota) : "";
+  return r.cpu.usable_cores() < r.cpu.physical_cores ? " its CPU quota (" + detail::quota_text(r.cpu.quota) + ") allows"
+                                                     : "";
 }
 
 // How to use every core: where MKL_NUM_THREADS or OMP_NUM_THREADS set the count, it; else --threads (a user
@@ -237,7 +238,7 @@ DoctorReport run_doctor(const DoctorOptions& o) {
         fmt::format("{}, {} inter-op, on {} / {}{} ({})", counted(r.intra_op_threads, "intra-op thread"),
                     r.inter_op_threads, counted(r.cpu.physical_cores, "core"),
                     counted(r.cpu.logical_cpus, "logical CPU"),
-                    r.cpu.quota > 0 ? fmt::format(", a CPU quota of {:.3g}", r.cpu.quota) : "", threads_env));
+                    r.cpu.quota > 0 ? ", a CPU quota of " + detail::quota_text(r.cpu.quota) : "", threads_env));
 
   if (o.gemm()) {
     r.gemm_gflops = gemm_gflops(o);
@@ -337,10 +338,10 @@ Finding judge_gemm(const DoctorReport& r, double gemm_gflops, int64_t gemm_size)
 }
 
 std::string to_table(const DoctorReport& r) {
-  std::string out = fmt::format("batchwise doctor: LibTorch {} | {} | {} ({} logical{}) | {}\n", r.torch_version,
-                                r.cpu.model.empty() ? "unknown CPU" : r.cpu.model,
-                                counted(r.cpu.physical_cores, "core"), r.cpu.logical_cpus,
-                                r.cpu.quota > 0 ? fmt::format(", a CPU quota of {:.3g}", r.cpu.quota) : "", r.cpu.isa);
+  std::string out = fmt::format(
+      "batchwise doctor: LibTorch {} | {} | {} ({} logical{}) | {}\n", r.torch_version,
+      r.cpu.model.empty() ? "unknown CPU" : r.cpu.model, counted(r.cpu.physical_cores, "core"), r.cpu.logical_cpus,
+      r.cpu.quota > 0 ? ", a CPU quota of " + detail::quota_text(r.cpu.quota) : "", r.cpu.isa);
   for (const auto& f : r.findings) {
     out += fmt::format("{:<8} {:<16} {}\n", f.status == "ok" ? "ok" : f.status, f.check, f.detail);
     if (!f.fix.empty()) out += fmt::format("{:<8} {:<16} fix: {}\n", "", "", f.fix);

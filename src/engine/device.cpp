@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -19,6 +18,7 @@
 #include "compat.h"
 #include "cpu_quota.h"
 #include "device_detail.h"
+#include "engine/cgroup.h"
 
 namespace batchwise {
 
@@ -124,26 +124,17 @@ int detail::usable_cpus() {
 }
 
 std::optional<double> detail::cgroup_cpu_quota(const std::string& proc_cgroup, const std::string& root) {
-  std::ifstream in(proc_cgroup);
   std::optional<double> least;
-  for (std::string line; std::getline(in, line);) {  // "id:controllers:path"
-    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    const std::string id = line.substr(0, a), controllers = line.substr(a + 1, b - a - 1);
-    const bool v2 = id == "0" && controllers.empty();
-    if (!v2 && ("," + controllers + ",").find(",cpu,") == std::string::npos) continue;
-    // v1's controller where it is mounted: "cpu" (a link to "cpu,cpuacct" on most systems), or that mount itself
-    std::error_code none;
-    const std::string base = v2                                             ? root
-                             : std::filesystem::exists(root + "/cpu", none) ? root + "/cpu"
-                                                                            : root + "/cpu,cpuacct";
-    // the group, then up; a path without a '/' (a malformed line) is read once, not walked for ever
-    for (std::string path = line.substr(b + 1);; path = path.substr(0, path.rfind('/'))) {
-      if (const auto cores = group_quota(base + path, v2)) least = least ? std::min(*least, *cores) : *cores;
-      if (path.empty() || path == "/" || path.rfind('/') == std::string::npos) break;
-    }
-  }
+  detail::for_each_cgroup(proc_cgroup, root, "cpu", [&](const std::string& dir, bool v2) {
+    if (const auto cores = group_quota(dir, v2)) least = least ? std::min(*least, *cores) : *cores;
+  });
   return least;
+}
+
+int usable_cpu_cores() {
+  const int cpus = detail::usable_cpus();
+  const std::optional<double> quota = detail::cgroup_cpu_quota();
+  return quota ? std::min(cpus, detail::threads_for_quota(*quota)) : cpus;
 }
 
 std::string detail::quota_text(double quota) { return fmt::format("{:.3g} core{}", quota, quota == 1 ? "" : "s"); }

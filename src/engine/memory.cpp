@@ -28,6 +28,7 @@
 #include "compat.h"
 #include "cpu_baseline.h"
 #include "device_detail.h"
+#include "engine/cgroup.h"
 #include "engine/memory_headroom.h"
 
 namespace batchwise {
@@ -197,21 +198,10 @@ std::optional<int64_t> group_headroom(const std::string& dir, bool v2) {
 }  // namespace
 
 std::optional<int64_t> cgroup_headroom_bytes(const std::string& proc_cgroup, const std::string& root) {
-  std::ifstream in(proc_cgroup);
   std::optional<int64_t> least;
-  for (std::string line; std::getline(in, line);) {  // "id:controllers:path"
-    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    const std::string id = line.substr(0, a), controllers = line.substr(a + 1, b - a - 1);
-    const bool v2 = id == "0" && controllers.empty();
-    if (!v2 && ("," + controllers + ",").find(",memory,") == std::string::npos) continue;
-    const std::string base = v2 ? root : root + "/memory";
-    // the group, then up; a path without a '/' (a malformed line) is read once, not walked for ever
-    for (std::string path = line.substr(b + 1);; path = path.substr(0, path.rfind('/'))) {
-      if (const auto room = group_headroom(base + path, v2)) least = least ? std::min(*least, *room) : *room;
-      if (path.empty() || path == "/" || path.rfind('/') == std::string::npos) break;
-    }
-  }
+  for_each_cgroup(proc_cgroup, root, "memory", [&](const std::string& dir, bool v2) {
+    if (const auto room = group_headroom(dir, v2)) least = least ? std::min(*least, *room) : *room;
+  });
   return least;
 }
 

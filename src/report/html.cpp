@@ -19,6 +19,7 @@
 #include "batchwise/report.h"
 #include "batchwise/units.h"
 #include "check.h"
+#include "cpu_quota.h"
 #include "report/console.h"
 #include "report/html_parts.h"
 #include "report_file.h"
@@ -513,7 +514,7 @@ std::string context_section(const Report& r) {
       {"device", c.device_type + ": " + c.device_name},
       {"device memory", format_bytes(c.device_total_bytes)},
       {"threads / cores", fmt::format("{} / {}{}", c.threads, c.cores,
-                                      c.cpu_quota > 0 ? fmt::format(", a CPU quota of {:.3g}", c.cpu_quota) : "")},
+                                      c.cpu_quota > 0 ? ", a CPU quota of " + detail::quota_text(c.cpu_quota) : "")},
       {"BLAS", c.blas},
       {"torch", c.torch_version},
       {"batchwise", c.batchwise_version + " (" + c.build_commit + ", " + c.build_type + ")"},

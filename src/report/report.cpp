@@ -13,6 +13,7 @@
 #include "batchwise/noise.h"
 #include "batchwise/units.h"
 #include "check.h"
+#include "cpu_quota.h"
 #include "report/console.h"
 
 namespace batchwise {
@@ -51,7 +52,7 @@ void header_table(Lines& line, const Report& r) {
   const WorkloadInfo& w = r.workload;
   line(fmt::format("batchwise {} ({}) | torch {} | {}: {} | {} thread{}{} | BLAS {}", c.batchwise_version,
                    c.build_commit, c.torch_version, c.device_type, c.device_name, c.threads, c.threads == 1 ? "" : "s",
-                   c.cpu_quota > 0 ? fmt::format(" (a CPU quota of {:.3g})", c.cpu_quota) : "", c.blas));
+                   c.cpu_quota > 0 ? " (a CPU quota of " + detail::quota_text(c.cpu_quota) + ")" : "", c.blas));
   if (w.is_command())
     line(
         fmt::format("workload: the command {} (its own model, data, optimizer and rate: batchwise sets the batch and "

@@ -91,8 +91,9 @@ TEST(DoctorGemm, ACpuQuotaBoundsThePeakAndNamesItsThreads) {
             "each period once they have used it");
   r.cpu.quota = 3.5;
   r.intra_op_threads = 1;
-  EXPECT_EQ(judge_gemm(r, 25, 512).fix,
-            "give the math library the 3 cores its CPU quota (3.5) allows: pass --threads 3, or set OMP_NUM_THREADS=3");
+  EXPECT_EQ(
+      judge_gemm(r, 25, 512).fix,
+      "give the math library the 3 cores its CPU quota (3.5 cores) allows: pass --threads 3, or set OMP_NUM_THREADS=3");
   r.intra_op_threads = 3;
   EXPECT_NE(judge_gemm(r, 25, 512).fix.find("something else is using the CPU"), std::string::npos);
   r.cpu.quota = 16;  // a quota above the cores leaves them all

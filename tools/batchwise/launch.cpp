@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -26,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "batchwise/device.h"
 #include "tell.h"
 
 namespace batchwise::cli {
@@ -75,13 +75,6 @@ std::string describe(int status) {
 
 bool launched_rank() { return std::getenv("BATCHWISE_LAUNCHED") != nullptr; }
 
-int usable_cpus() {
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  if (sched_getaffinity(0, sizeof(mask), &mask) == 0) return std::max(1, CPU_COUNT(&mask));
-  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-}
-
 void note_ignored_signals() {
   for (size_t k = 0; k < std::size(kStopSignals); ++k) {
     struct sigaction now {};
@@ -98,7 +91,7 @@ bool ignored_signal(int sig) {
 
 int launch_ranks(int nproc, int argc, char** argv, double grace_s, int failed_code) {
   const std::string port = std::to_string(free_port());
-  const std::string threads = std::to_string(std::max(1, usable_cpus() / nproc));
+  const std::string threads = std::to_string(std::max(1, usable_cpu_cores() / nproc));
   std::vector<char*> args(argv, argv + argc);
   args.push_back(nullptr);
   g_children.reserve(static_cast<size_t>(nproc));

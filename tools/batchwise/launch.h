@@ -10,9 +10,6 @@ namespace batchwise::cli {
 /// Whether this process is a rank started by launch_ranks (BATCHWISE_LAUNCHED is set).
 bool launched_rank();
 
-/// The logical CPUs this process may run on (its affinity mask), at least 1.
-int usable_cpus();
-
 /// Reads which of SIGINT, SIGTERM and SIGHUP this process was started with ignored (nohup's SIGHUP;
 /// SIGINT in a script's background job): called first in main, before any handler is set. Every
 /// handler batchwise sets (main's, launch_ranks', StopOnSignal's) leaves those ignored, as the caller

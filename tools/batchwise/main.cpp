@@ -195,12 +195,12 @@ int main(int argc, char** argv) {
           command->device() == "cpu" ? "cpu" : rank_device(command->device(), host, visible_cuda_devices());
       // Ranks on the CPU share its cores: past one each, a rank's step times the others' (1,000 ranks hung
       // a 2-core machine forming the group)
-      if (device == "cpu" && command->nproc() > usable_cpus())
+      if (const int cores = usable_cpu_cores(); device == "cpu" && command->nproc() > cores)
         throw ConfigError(
-            fmt::format("--nproc {}: more ranks than the {} CPUs this process may run on; on the CPU "
-                        "each rank needs one of its own, or its steps time the others' work: use "
-                        "--nproc {} or fewer",
-                        command->nproc(), usable_cpus(), usable_cpus()));
+            fmt::format("--nproc {}: more ranks than the {} CPUs this process may keep busy (its affinity mask, "
+                        "and its cgroup's CPU quota where one is set); on the CPU each rank needs one of its "
+                        "own, or its steps time the others' work: use --nproc {} or fewer",
+                        command->nproc(), cores, cores));
     } catch (const ConfigError& e) {
       tell("batchwise {}: {}\n", name, e.what());
       return kExitUsage;
