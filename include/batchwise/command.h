@@ -122,6 +122,9 @@ struct CommandResult {
   /// The callback that said it reports steps (`batchwise: reporter=NAME`, as it is made): a run of it that printed no
   /// step line trained nothing, whatever its wall time, and is no wall-time measure.
   std::string reporter;
+  /// The type of a batch whose samples the callback could not count (`uncounted=TYPE` on a step line): its steps
+  /// were counted as the batch asked for, which batchwise then cannot check.
+  std::string uncounted_batch;
   std::optional<double> reported_samples_per_s;  ///< last `batchwise: samples_per_s=`
   std::optional<double> loss;                    ///< last reported loss (a finite one)
   std::optional<double> first_loss;              ///< first reported loss (a finite one)

@@ -141,7 +141,7 @@ def device_peak_bytes():
 
 def _batch_samples(batch):
     """Samples in a batch as a data loader gives it: the first dimension of its first array (one, or one
-    inside a tuple, list or dict: its own arrays first, then what its lists hold, in order); None where it
+    inside a tuple, list, dict or dataclass: its own arrays first, then what its lists hold, in order); None where it
     has none, or that dimension is not a whole number (a symbolic one, as a compiled step traces). A list
     collated per sample counts its items: a batch that is a list of samples (dicts of one sample's values, or
     tuples holding one beside its arrays: collate_fn=list), and, in a batch holding no array of its own, a list holding anything
@@ -155,6 +155,9 @@ def _batch_samples(batch):
         except (TypeError, ValueError):
             return None
     from collections.abc import Mapping  # a dict, or a mapping such as the Trainer's BatchEncoding
+    import dataclasses
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):  # a collate_fn's dataclass: its fields
+        batch = [getattr(batch, f.name) for f in dataclasses.fields(batch)]
     if isinstance(batch, (list, tuple)) and batch and all(_one_sample(item) for item in batch):
         return len(batch)  # samples as the dataset gave them (collate_fn=list): dicts or tuples of one sample each
     items = list(batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (list, tuple)) else ())
@@ -239,12 +242,14 @@ class Reporter:
             _write(f"reporter={name}")
         self.steps_done = 0
 
-    def step(self, samples=None, loss=None, batch=None):
+    def step(self, samples=None, loss=None, batch=None, uncounted=None):
         """Reports one optimizer step: `samples` in it (default: the batch size), its `loss` (a
         number or a tensor; optional) and `batch`, the batch its data loader gave this process
         (optional: batchwise then knows a step of `samples` did not train the batch it asked for
-        unless one of the two is it). Returns True once the steps batchwise asked for are done,
-        and always False when not run by batchwise, where it prints nothing."""
+        unless one of the two is it). `uncounted`: the type of a batch whose samples a callback
+        could not count, which batchwise names (it cannot check that step's batch). Returns True
+        once the steps batchwise asked for are done, and always False when not run by batchwise,
+        where it prints nothing."""
         if not self.active:
             return False
         self.steps_done += 1
@@ -255,6 +260,8 @@ class Reporter:
                 words.append(f"samples={int(samples)}")
             if batch is not None:
                 words.append(f"batch={int(batch)}")
+            if uncounted:
+                words.append("uncounted=" + "".join(c for c in str(uncounted) if c.isalnum() or c in "._")[:60])
             if loss is not None:
                 words.append(f"loss={float(loss):.6g}")  # float() of a device tensor waits for it too
             _write(" ".join(words))
@@ -284,10 +291,11 @@ def _reporter():
     return _default
 
 
-def step(samples=None, loss=None):
+def step(samples=None, loss=None, batch=None):
     """Reports one optimizer step of this process's loop (see Reporter.step); True once the steps
-    batchwise asked for are done: break out of the loop then."""
-    return _reporter().step(samples, loss)
+    batchwise asked for are done: break out of the loop then. `batch`: the batch your loader gave
+    (len of its inputs), so that batchwise knows a script that ignored {batch}."""
+    return _reporter().step(samples, loss, batch=batch)
 
 
 def done():

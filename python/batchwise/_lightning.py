@@ -24,6 +24,7 @@ class LightningReporting:
         self._samples = 0
         self._batch = None  # the largest batch of this optimizer step, as this process's loader gave it
         self._batches = 0   # the batches of this optimizer step
+        self._uncounted = None  # the type of a batch whose samples _batch_samples could not count
         self._loss = None
 
     def on_train_start(self, trainer, pl_module):
@@ -39,6 +40,8 @@ class LightningReporting:
         self._samples += samples if samples is not None else (self._reporter.batch or 0)
         if samples is not None:
             self._batch = max(self._batch or 0, samples)
+        else:  # counted as the batch asked for, and said so: batchwise cannot check that it trained it
+            self._uncounted = type(batch).__name__
         self._batches += 1
         # Lightning hands each batch's loss divided by accumulate_grad_batches: their sum is the
         # optimizer step's mean loss. Added as tensors, so only the step line waits for the device.
@@ -58,8 +61,8 @@ class LightningReporting:
         if self._loss is not None and 0 < self._batches < accumulated:
             self._loss = self._loss * (accumulated / self._batches)
         loss, loader_batch, self._samples, self._batch, self._loss = self._loss, self._batch, 0, None, None
-        self._batches = 0
-        if self._reporter.step(total, loss, batch=loader_batch):
+        uncounted, self._uncounted, self._batches = self._uncounted, None, 0
+        if self._reporter.step(total, loss, batch=loader_batch, uncounted=uncounted):
             self._reporter.peak()
             # Stops after this batch (Lightning still runs validation when it is due, and whatever
             # follows fit() in the script); min_steps / min_epochs, if set, can delay the stop.

@@ -187,6 +187,27 @@ void check_program(const std::string& program) {
   }
 }
 
+namespace {
+
+// A brace group at `at` in `arg` that reads as {batch} or {steps} written otherwise ("{ batch }", "{batch:d}",
+// "{BATCH}"): refused, as an unknown placeholder is; passed through it had run every trial at the script's default.
+// A quoted name ('{"batch": 32}', a JSON argument) is not one.
+void near_miss_placeholder(const std::string& arg, size_t at) {
+  const size_t close = arg.find('}', at + 1);
+  if (close == std::string::npos || arg.find('{', at + 1) < close) return;
+  std::string name = arg.substr(at + 1, close - at - 1);
+  name = name.substr(0, name.find_first_of(":!"));
+  const size_t first = name.find_first_not_of(" \t"), last = name.find_last_not_of(" \t");
+  name = first == std::string::npos ? "" : name.substr(first, last - first + 1);
+  for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  BATCHWISE_CHECK(name != "batch" && name != "steps", ConfigError,
+                  "command argument '{}': '{}' is not a placeholder; write {{{}}} exactly (no spaces, format or "
+                  "capitals), or {{{{ and }}}} for literal braces",
+                  arg, arg.substr(at, close - at + 1), name);
+}
+
+}  // namespace
+
 std::vector<std::string> substitute(const std::vector<std::string>& argv, int64_t batch, int steps) {
   BATCHWISE_CHECK(!argv.empty() && !argv[0].empty(), ConfigError,
                   "command: no program given; pass the training command, e.g. python3 train.py --batch-size={{batch}}");
@@ -207,6 +228,7 @@ std::vector<std::string> substitute(const std::vector<std::string>& argv, int64_
       size_t end = i + 1;  // a placeholder is {identifier}; any other brace is literal
       while (end < arg.size() && (std::isalnum(static_cast<unsigned char>(arg[end])) || arg[end] == '_')) ++end;
       if (end == i + 1 || end == arg.size() || arg[end] != '}') {
+        near_miss_placeholder(arg, i);
         s += c;
         continue;
       }

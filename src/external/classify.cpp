@@ -120,7 +120,9 @@ CommandVerdict classify(const CommandResult& r) {
                                                  : "ended with an unknown status (reaped elsewhere in this process)";
   const std::string last_line = last_line_of(r.output_tail);  // for the error message
   const std::string stopped_how = how_it_stopped(r, ended);
-  const bool clean_exit = r.exit_status == 0 && r.steps_seen >= total;
+  // It trained the steps asked for, and ended by itself or was stopped after them: an out-of-memory text it printed
+  // on the way (a warning it caught) did not end it
+  const bool clean_exit = (r.exit_status == 0 || r.stopped_after_steps) && r.steps_seen >= total;
 
   if (r.killed_over_memory_limit) {
     v.outcome = Outcome::Oom;
@@ -171,7 +173,8 @@ CommandVerdict classify(const CommandResult& r) {
     const double measured_s = std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0);
     const double measured = std::accumulate(r.step_samples.begin(), r.step_samples.end(), 0.0);  // no overflow
     v.step_times_s = r.step_times_s;
-    if (r.reported_samples_per_s) {
+    if (r.reported_samples_per_s && !(r.steps_seen == 0 && r.wall_s < kWallFallbackMinS) &&
+        !(r.steps_seen > 0 && r.steps_seen <= r.warmup)) {  // its own figure, of a run that trained
       v.samples_per_s = *r.reported_samples_per_s;
       v.message = fmt::format("{} {}: {:.1f} samples/s as the child reported", how, steps, v.samples_per_s);
     } else if (!r.step_times_s.empty() && measured_s > 0) {
@@ -198,6 +201,16 @@ CommandVerdict classify(const CommandResult& r) {
           "ended within its warm-up: {} {}, the first {} of them warm-up (untimed), so no step was measured; a "
           "command that trains runs the steps it is given ({{steps}} in its arguments, docs/cmd.md)",
           ended, steps, r.warmup);
+    } else if (r.steps_seen == 1 && r.wall_s < kWallFallbackMinS) {
+      // One step line: it is never timed (before it is the process's start-up), and the run is too short for
+      // its wall time to mean a step.
+      v.outcome = Outcome::Error;
+      v.step_times_s.clear();
+      v.message = fmt::format(
+          "too short to time: {} {} in {:.3g} s; its one step line is not timed (before it is the process's "
+          "start-up) and the run is too soon for the wall-time fallback (at least {:g} s): give it 2 or more steps "
+          "(--steps)",
+          ended, steps, r.wall_s, kWallFallbackMinS);
     } else if (r.wall_s < kWallFallbackMinS) {
       // Step lines past the warm-up, none timed: they were read together (a buffered stdout), and the
       // run is too short for its wall time to mean its steps.

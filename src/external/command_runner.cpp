@@ -164,9 +164,20 @@ Trial CommandRunner::run(const TrialOptions& o) {
   t.step_times_s = verdict.step_times_s;
   summarize_steps(t);
   if (t.outcome == Outcome::Ok && !verdict.wall_timing && !result.step_samples.empty()) count_the_samples(t, result);
+  std::string own_figure;  // where the command's own figure is far from its step lines' timing
   if (t.outcome == Outcome::Ok && verdict.samples_per_s > 0 && result.reported_samples_per_s) {
-    t.samples_per_s = verdict.samples_per_s;  // the command's own figure wins over our step timing
+    // The command's own figure wins over our step timing; the spread is the steps', about it (a min and max of
+    // the steps' own rates had stood beside a figure 158x them)
+    const double timed = t.samples_per_s, ratio = timed > 0 ? verdict.samples_per_s / timed : 1;
+    t.samples_per_s = verdict.samples_per_s;
+    t.samples_per_s_min = timed > 0 ? t.samples_per_s_min * ratio : t.samples_per_s;
+    t.samples_per_s_max = timed > 0 ? t.samples_per_s_max * ratio : t.samples_per_s;
     t.throughput_reported = true;
+    if (ratio > 1.5 || ratio < 1 / 1.5)
+      own_figure = fmt::format(
+          "its own samples_per_s ({:.0f}) is {:.3g}x what its step lines' times give ({:.0f}): the figure is the "
+          "command's; check what it counts",
+          t.samples_per_s, ratio, timed);
   }
   // The first and the last loss it printed; none printed, none said (NaN, which the JSON writes null: a 0.0 had
   // read as a loss, and the last loss had been given as the first too)
@@ -175,6 +186,13 @@ Trial CommandRunner::run(const TrialOptions& o) {
   t.wall_s = result.wall_s;
   // An ok trial's note says only what a reader must know: that its timing is the wall-time fallback.
   if (t.outcome != Outcome::Ok || verdict.wall_timing) t.message = verdict.message;
+  if (!own_figure.empty()) t.message = t.message.empty() ? own_figure : t.message + "; " + own_figure;
+  if (t.outcome == Outcome::Ok && !result.uncounted_batch.empty())  // a Lightning batch of a type it cannot read
+    t.message = fmt::format(
+        "{}its callback could not count the samples of a batch of type {} (no array in it), so its steps count as "
+        "batch {} and batchwise cannot check that it trained it; return tensors, or a tuple, dict or dataclass of "
+        "them, from its collate_fn",
+        t.message.empty() ? "" : t.message + "; ", result.uncounted_batch, t.batch);
   const int asked = o.warmup() + o.steps();
   if (t.outcome == Outcome::Ok && !result.stopped_after_steps && result.steps_seen > 0 && result.steps_seen < asked)
     t.message = fmt::format("{}it exited after {} of the {} steps it was given ({} warm-up): fewer timed steps",

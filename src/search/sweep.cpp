@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "batchwise/time_plan.h"
 #include "batchwise/units.h"
@@ -100,13 +101,22 @@ void summarize_points(SweepResult& r, const std::vector<std::vector<Trial>>& tri
     Trial& p = r.points[i];
     summarize_steps(p);
     std::vector<double> reported, alone;
+    double least = std::numeric_limits<double>::infinity(), most = 0;  // the reported trials' own spread
     for (const Trial& t : trials[i]) {
-      if (t.throughput_reported) reported.push_back(t.samples_per_s);
+      if (t.throughput_reported) {
+        reported.push_back(t.samples_per_s);
+        least = std::min(least, t.samples_per_s_min);
+        most = std::max(most, t.samples_per_s_max);
+      }
       if (t.distributed && t.distributed->single_process_samples_per_s)
         alone.push_back(*t.distributed->single_process_samples_per_s);
     }
     if (p.outcome == Outcome::Ok && !reported.empty() && static_cast<int>(reported.size()) == p.repetitions) {
       p.samples_per_s = median(reported);
+      // the spread about that figure (the pooled steps' is of batch / step time: a command's own 12,345 samples/s had
+      // stood beside a min and max of 77 and 80, and samples=4x the batch beside a quarter of its rate)
+      p.samples_per_s_min = std::min(least, p.samples_per_s);
+      p.samples_per_s_max = std::max(most, p.samples_per_s);
       p.throughput_reported = true;
     }
     if (p.distributed && !alone.empty()) {  // the median of one process's figures, against the median here

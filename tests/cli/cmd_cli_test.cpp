@@ -273,12 +273,15 @@ TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
   const fs::path pwned = scratch() / "pwned";
   const fs::path json = scratch() / "cmd-shell.json";
   const Outcome r =
-      batchwise("sweep --cmd --batch-sizes 4 --repetitions 1 --warmup 0 --steps 1 -q --json " + json.string() +
+      batchwise("sweep --cmd --batch-sizes 4 --repetitions 1 --warmup 0 --steps 2 -q --json " + json.string() +
                 " -- python3 " + kCmdDir + "/echo_argv.py --bs={batch} '; touch " + pwned.string() + "'");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(fs::exists(pwned));
   expect_clean_error("sweep --cmd --batch-sizes 4 -- python3 train.py --lr={learning_rate}", 2, "{learning_rate}");
   expect_clean_error("sweep --batch-sizes 4 -- python3 train.py", 2, "put --cmd before --");
+  // without --, the command's own flags had been read as batchwise's (its --json written by batchwise)
+  expect_clean_error("sweep --cmd --batch-sizes 4 python3 train.py", 2,
+                     "--cmd: put -- between batchwise's flags and your command (python3 train.py)");
   // a subcommand that refuses --cmd does not point to it (noise had said "put --cmd before --", then refused it)
   expect_clean_error("noise -- python3 train.py", 2,
                      "noise trains batchwise's own loop and cannot run a training command (fit, sweep, tune and plan "

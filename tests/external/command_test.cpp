@@ -55,6 +55,17 @@ TEST(Substitute, UnknownPlaceholderIsAConfigErrorNamingIt) {
     EXPECT_TRUE(contains(e.what(), "{batch} or {steps}")) << e.what();
   }
   EXPECT_THROW(substitute({"train", "{Batch}"}, 8, 5), ConfigError);
+  // {batch} written otherwise is refused, naming it: passed through, every trial had run at the script's default
+  for (const std::string arg : {"--bs={batch:d}", "--bs={ batch }", "{Steps!r}"}) {
+    try {
+      substitute({"train", arg}, 8, 5);
+      ADD_FAILURE() << arg << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_TRUE(contains(e.what(), "is not a placeholder; write {")) << e.what();
+    }
+  }
+  EXPECT_EQ(substitute({"train", "{\"batch\": 32}", "{'batch': {batch}}"}, 8, 5),  // a JSON or dict argument stays
+            (std::vector<std::string>{"train", "{\"batch\": 32}", "{'batch': 8}"}));
   EXPECT_THROW(substitute({}, 8, 5), ConfigError);
   EXPECT_THROW(substitute({""}, 8, 5), ConfigError);
 }
@@ -171,6 +182,25 @@ TEST(CommandRunner, StepsOfSeveralSizesAreTimedOverTheirSpan) {
   const Trial nothing = evaluates.run(TrialOptions(8).warmup(1).steps(2));
   EXPECT_EQ(nothing.outcome, Outcome::Error);
   EXPECT_TRUE(contains(nothing.message, "trained nothing")) << nothing.message;
+}
+
+// A command's own samples_per_s wins, its spread about it (a min and max of its step lines' 80 samples/s had stood
+// beside its 12,345), and a figure far from its step lines' is said; a step line that names a batch the callback could
+// not count is said too.
+TEST(CommandRunner, ItsOwnFigureCarriesItsSpreadAndWhatItCouldNotCount) {
+  const std::string own =
+      "import os, time\nfor _ in range(int(os.environ['BATCHWISE_STEPS'])):\n"
+      "    time.sleep(0.05); print('batchwise: step uncounted=Batch', flush=True)\n"
+      "print('batchwise: samples_per_s=12345', flush=True)\n";
+  CommandRunner runner({python(), "-c", own});
+  const Trial t = runner.run(TrialOptions(8).warmup(1).steps(3));
+  ASSERT_EQ(t.outcome, Outcome::Ok) << t.message;
+  EXPECT_EQ(t.samples_per_s, 12345);
+  EXPECT_LE(t.samples_per_s_min, 12345);
+  EXPECT_GT(t.samples_per_s_min, 12345 / 2);
+  EXPECT_GE(t.samples_per_s_max, 12345);
+  EXPECT_TRUE(contains(t.message, "its own samples_per_s (12345) is")) << t.message;
+  EXPECT_TRUE(contains(t.message, "could not count the samples of a batch of type Batch")) << t.message;
 }
 
 TEST(RunCommand, MalformedProtocolLinesAreIgnored) {
@@ -669,10 +699,46 @@ TEST(Classify, ACallbackThatReportedNoStepTrainedNothing) {
 TEST(Classify, CleanExitAfterAllStepsIsOkDespiteAnOomWarning) {
   CommandResult r = two_steps(4, 4);
   r.oom_message = "warning: CUDA out of memory, retrying with a smaller chunk";
-  const CommandVerdict v = classify(r);
+  CommandVerdict v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
   EXPECT_DOUBLE_EQ(v.samples_per_s, 8.0);
   EXPECT_STREQ(to_string(v.outcome), "ok");
+  // stopped by batchwise after its steps (it ran on past them): the warning did not end it either
+  r.exit_status = -1, r.signal = SIGTERM, r.stopped_after_steps = true, r.ran_on_past_steps = true;
+  v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
+  r.steps_seen = 1;  // stopped before its steps, with the text: out of memory, as before
+  EXPECT_EQ(classify(r).outcome, Outcome::Oom) << classify(r).message;
+}
+
+// A figure of the command's own is no measure of a run that trained no step: "ran no step" (a command that only
+// printed samples_per_s=1e9 had been taken at 1e9 samples/s), and one that ended within its warm-up measured none.
+TEST(Classify, AThroughputOfItsOwnNeedsAStepTrained) {
+  CommandResult r = exited(8, 2, 5);
+  r.wall_s = 0.08;
+  r.reported_samples_per_s = 1e9;
+  CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Error);
+  EXPECT_EQ(v.message.rfind("ran no step:", 0), 0u) << v.message;
+  r.steps_seen = 2, r.wall_s = 5;  // within its warm-up
+  v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Error);
+  EXPECT_EQ(v.message.rfind("ended within its warm-up", 0), 0u) << v.message;
+  r.steps_seen = 7, r.step_times_s = {0.1, 0.1, 0.1, 0.1, 0.1}, r.step_samples = {8, 8, 8, 8, 8};
+  v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
+  EXPECT_EQ(v.samples_per_s, 1e9);  // a run that trained: its own figure wins
+}
+
+// With --warmup 0 a single step line is not timed either (before it is the process's start-up): too short to time,
+// where its wall time does not reach the fallback's second.
+TEST(Classify, OneStepLineAloneIsNotTimed) {
+  CommandResult r = exited(8, 0, 1);
+  r.steps_seen = 1;
+  r.wall_s = 0.3;
+  const CommandVerdict v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Error);
+  EXPECT_TRUE(contains(v.message, "its one step line is not timed")) << v.message;
 }
 
 }  // namespace

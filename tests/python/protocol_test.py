@@ -60,7 +60,7 @@ def test_step_lines():
     code = ("import batchwise\n"
             "print(batchwise.active(), batchwise.batch_size(64), batchwise.steps(1000))\n"
             "print('\\rprogress 10%', end='', flush=True)\n"  # a progress bar's partial line
-            "print([batchwise.step(32, 0.5), batchwise.step(), batchwise.step(samples=96, loss=1.25e-3)])\n"
+            "print([batchwise.step(32, 0.5), batchwise.step(batch=32), batchwise.step(samples=96, loss=1.25e-3)])\n"
             "print(batchwise.done())\n"
             "batchwise.peak()\n")
     status, out, err = run(code, {"BATCHWISE_BATCH": "32", "BATCHWISE_STEPS": "3"})
@@ -68,7 +68,8 @@ def test_step_lines():
     case("under batchwise: batch and steps from the environment",
          out.startswith("True 32 3\n"), out)
     case("step lines, one per step, each at the start of a line (after a progress bar's partial line too)",
-         lines == ["batchwise: step samples=32 loss=0.5", "batchwise: step", "batchwise: step samples=96 loss=0.00125"],
+         lines == ["batchwise: step samples=32 loss=0.5", "batchwise: step batch=32",
+                   "batchwise: step samples=96 loss=0.00125"],
          repr(out))
     case("step() says done at the last step asked for; no peak_bytes on CPU",
          status == 0 and "[False, False, True]\nTrue\n" in out and "peak_bytes" not in out, (status, out, err))
@@ -111,7 +112,16 @@ def test_batch_samples():
             "      batchwise._batch_samples([{'x': A(8, 5), 'y': A(8)}, {'x': A(8, 5), 'y': A(8)}]),\n"
             "      batchwise._batch_samples((A(), A(8, 5), A(8))),\n"
             "      batchwise._batch_samples([{'x': A(8, 5), 'text': ['a'] * 8}, {'x': A(8, 5), 'text': ['b'] * 8}]),\n"
-            "      batchwise._batch_samples([(A(7, 5), 3), (A(9, 5), 1)]))\n")
+            "      batchwise._batch_samples([(A(7, 5), 3), (A(9, 5), 1)]))\n"
+            "import dataclasses\n"
+            "@dataclasses.dataclass\n"
+            "class Batch:\n"
+            "    note: str\n"
+            "    x: object\n"
+            "    y: object\n"
+            "class Opaque:\n"
+            "    def __init__(self): self.x = A(8, 5)\n"
+            "print(batchwise._batch_samples(Batch('a', A(6, 5), A(6))), batchwise._batch_samples(Opaque()))\n")
     status, out, err = run(code)
     # detection's tuples of images and target dicts; a list of sequences beside labels (their count is the
     # labels'), alone; images beside 0-d labels; dicts of one 1-d array each (two loaders' batches of 3, or 2 samples:
@@ -119,7 +129,7 @@ def test_batch_samples():
     # samples as (image, target) tuples; Lightning's batches of two loaders, dicts (the first's); a 0-d value first;
     # two loaders' dicts that hold texts; samples as (sequence, int label) tuples
     case("a batch's samples: per-sample lists counted as such, batched fields by their first dimension",
-         status == 0 and out == "8 3 3 8 3 16 16 4 3 8 8 8 2\n", (status, out, err))
+         status == 0 and out == "8 3 3 8 3 16 16 4 3 8 8 8 2\n6 None\n", (status, out, err))
 
 
 def test_plain_loop(binary):

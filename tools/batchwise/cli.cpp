@@ -296,6 +296,15 @@ bool writes_outputs() {
   return !(rank && world && std::atoi(world) > 1 && std::atoi(rank) != 0);
 }
 
+namespace {
+bool g_separator = true;  // "--" among the arguments (what main did not note: a caller of check that parsed its own)
+}  // namespace
+
+void note_command_separator(int argc, char** argv) {
+  g_separator =
+      std::any_of(argv + std::min(argc, 1), argv + argc, [](const char* a) { return std::string(a) == "--"; });
+}
+
 void WorkloadFlags::hide_cmd() const {
   for (const char* name : {"--cmd", "command"}) app->get_option(name)->group("");
 }
@@ -381,6 +390,13 @@ void WorkloadFlags::check(const std::string& name) const {
   if (!command.empty() && !use_cmd)
     throw ConfigError(fmt::format("unexpected argument {}: to run a training command, put --cmd before -- {}",
                                   command.front(), command_line(command)));
+  // Without "--", CLI11 had read the command's own flags as batchwise's: `--cmd python3 train.py --json x.json` ran
+  // train.py without its --json and wrote batchwise's report there
+  if (use_cmd && !command.empty() && !g_separator)
+    throw ConfigError(fmt::format(
+        "--cmd: put -- between batchwise's flags and your command ({}): without it, the command's own flags are "
+        "read as batchwise's; e.g. batchwise {} --cmd -- {}",
+        command_line(command), name, command_line(command)));
   // A training command brings its own model, data and loop: a workload flag beside it would be
   // read by nothing (a --data-file that is not there went unreported).
   for (const auto& [group, flags] : kGroups)

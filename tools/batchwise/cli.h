@@ -241,6 +241,10 @@ void check_writable(const std::string& path, const char* flag);
 /// other than 0 (RANK and WORLD_SIZE set), whose paths are rank 0's to check.
 bool writes_outputs();
 
+/// Main notes whether its arguments hold "--", which a --cmd command must follow: without it, the command's own
+/// flags (--json, --lr) are read as batchwise's.
+void note_command_separator(int argc, char** argv);
+
 /// CLI11's words for a usage error, as the rest of batchwise says one: a flag given twice ("--steps:
 /// given 2 times; give it once", where CLI11 said "At Most 1 required but received 2"), too few values,
 /// and an unknown option with the nearest of `sub`'s (the subcommand parsed; may be null).

@@ -144,6 +144,7 @@ int main(int argc, char** argv) {
       },
       "print every option each subcommand accepts, one \"subcommand --flag\" per line (for shell completion)");
 
+  batchwise::cli::note_command_separator(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
