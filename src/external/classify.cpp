@@ -109,6 +109,78 @@ std::string how_it_stopped(const CommandResult& r, const std::string& ended) {
                              : "stopped by batchwise, as asked,";
 }
 
+// A command that ended well (exit 0, or stopped by batchwise after its steps) and reported a finite loss and its
+// batch: its samples/s from its own figure, its step lines, or its wall time; an error where none measures a step.
+CommandVerdict judged_run(const CommandResult& r, const std::string& ended, const std::string& steps,
+                          const std::string& last_line) {
+  CommandVerdict v;
+  const int total = r.warmup + r.steps;
+  v.outcome = Outcome::Ok;
+  const std::string how = how_it_stopped(r, ended);
+  const double measured_s = std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0);
+  const double measured = std::accumulate(r.step_samples.begin(), r.step_samples.end(), 0.0);  // no overflow
+  v.step_times_s = r.step_times_s;
+  if (r.reported_samples_per_s && !(r.steps_seen == 0 && r.wall_s < kWallFallbackMinS) &&
+      !(r.steps_seen > 0 && r.steps_seen <= r.warmup)) {  // its own figure, of a run that trained
+    v.samples_per_s = *r.reported_samples_per_s;
+    v.message = fmt::format("{} {}: {:.1f} samples/s as the child reported", how, steps, v.samples_per_s);
+  } else if (!r.step_times_s.empty() && measured_s > 0) {
+    v.samples_per_s = measured / measured_s;
+    std::vector<double> sorted = r.step_times_s;
+    std::sort(sorted.begin(), sorted.end());
+    v.message = fmt::format("{} {}: {:.1f} samples/s (median step {:.3g} s over {} timed steps)", how, steps,
+                            v.samples_per_s, sorted[sorted.size() / 2], sorted.size());
+  } else if (r.steps_seen == 0 && r.wall_s < kWallFallbackMinS) {
+    // Nothing says it trained, and it did not run long enough for its wall time to mean a step.
+    v.outcome = Outcome::Error;
+    v.step_times_s.clear();
+    v.message = fmt::format(
+        "ran no step: {} after {:.3g} s without a 'batchwise: step' line, too soon for the wall-time fallback "
+        "(at least {:g} s); a command that trains prints a step line per step (docs/cmd.md), or runs its {} steps "
+        "for longer{}",
+        ended, r.wall_s, kWallFallbackMinS, total, last_line.empty() ? "; no output" : "; last output: " + last_line);
+  } else if (r.steps_seen > 0 && r.steps_seen <= r.warmup) {
+    // It ended within its warm-up, whatever its wall time: start-up and a step or two, no measured step
+    // (one that stopped after its first of 7 steps had been measured at its interpreter's start-up).
+    v.outcome = Outcome::Error;
+    v.step_times_s.clear();
+    v.message = fmt::format(
+        "ended within its warm-up: {} {}, the first {} of them warm-up (untimed), so no step was measured; a "
+        "command that trains runs the steps it is given ({{steps}} in its arguments, docs/cmd.md)",
+        ended, steps, r.warmup);
+  } else if (r.steps_seen == 1 && r.wall_s < kWallFallbackMinS) {
+    // One step line: it is never timed (before it is the process's start-up), and the run is too short for
+    // its wall time to mean a step.
+    v.outcome = Outcome::Error;
+    v.step_times_s.clear();
+    v.message = fmt::format(
+        "too short to time: {} {} in {:.3g} s; its one step line is not timed (before it is the process's "
+        "start-up) and the run is too soon for the wall-time fallback (at least {:g} s): give it 2 or more steps "
+        "(--steps)",
+        ended, steps, r.wall_s, kWallFallbackMinS);
+  } else if (r.wall_s < kWallFallbackMinS) {
+    // Step lines past the warm-up, none timed: they were read together (a buffered stdout), and the
+    // run is too short for its wall time to mean its steps.
+    v.outcome = Outcome::Error;
+    v.step_times_s.clear();
+    v.message = fmt::format(
+        "too short to time: {} {} in {:.3g} s, its step lines read together (no gap between them to time) and "
+        "too soon for the wall-time fallback (at least {:g} s); flush stdout after each step line (Python: "
+        "print(..., flush=True))",
+        ended, steps, r.wall_s, kWallFallbackMinS);
+  } else {
+    const int ran = r.steps_seen > 0 ? r.steps_seen : total;
+    v.wall_timing = true;
+    v.step_times_s.assign(static_cast<size_t>(ran), r.wall_s / ran);
+    v.samples_per_s = r.wall_s > 0 ? static_cast<double>(r.batch) * ran / r.wall_s : 0;
+    v.message = fmt::format(
+        "{} {}: {:.1f} samples/s from wall time, a fallback ({:.3g} s for {} steps, start-up "
+        "included; print 'batchwise: step' lines to time steps)",
+        how, r.steps_seen > 0 ? steps : "without step lines", v.samples_per_s, r.wall_s, ran);
+  }
+  return v;
+}
+
 }  // namespace
 
 CommandVerdict classify(const CommandResult& r) {
@@ -168,69 +240,7 @@ CommandVerdict classify(const CommandResult& r) {
         "train none){}",
         ended, steps, r.reporter, last_line.empty() ? "" : "; last output: " + last_line);
   } else if (r.stopped_after_steps || r.exit_status == 0) {
-    v.outcome = Outcome::Ok;
-    const std::string how = stopped_how;
-    const double measured_s = std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0);
-    const double measured = std::accumulate(r.step_samples.begin(), r.step_samples.end(), 0.0);  // no overflow
-    v.step_times_s = r.step_times_s;
-    if (r.reported_samples_per_s && !(r.steps_seen == 0 && r.wall_s < kWallFallbackMinS) &&
-        !(r.steps_seen > 0 && r.steps_seen <= r.warmup)) {  // its own figure, of a run that trained
-      v.samples_per_s = *r.reported_samples_per_s;
-      v.message = fmt::format("{} {}: {:.1f} samples/s as the child reported", how, steps, v.samples_per_s);
-    } else if (!r.step_times_s.empty() && measured_s > 0) {
-      v.samples_per_s = measured / measured_s;
-      std::vector<double> sorted = r.step_times_s;
-      std::sort(sorted.begin(), sorted.end());
-      v.message = fmt::format("{} {}: {:.1f} samples/s (median step {:.3g} s over {} timed steps)", how, steps,
-                              v.samples_per_s, sorted[sorted.size() / 2], sorted.size());
-    } else if (r.steps_seen == 0 && r.wall_s < kWallFallbackMinS) {
-      // Nothing says it trained, and it did not run long enough for its wall time to mean a step.
-      v.outcome = Outcome::Error;
-      v.step_times_s.clear();
-      v.message = fmt::format(
-          "ran no step: {} after {:.3g} s without a 'batchwise: step' line, too soon for the wall-time fallback "
-          "(at least {:g} s); a command that trains prints a step line per step (docs/cmd.md), or runs its {} steps "
-          "for longer{}",
-          ended, r.wall_s, kWallFallbackMinS, total, last_line.empty() ? "; no output" : "; last output: " + last_line);
-    } else if (r.steps_seen > 0 && r.steps_seen <= r.warmup) {
-      // It ended within its warm-up, whatever its wall time: start-up and a step or two, no measured step
-      // (one that stopped after its first of 7 steps had been measured at its interpreter's start-up).
-      v.outcome = Outcome::Error;
-      v.step_times_s.clear();
-      v.message = fmt::format(
-          "ended within its warm-up: {} {}, the first {} of them warm-up (untimed), so no step was measured; a "
-          "command that trains runs the steps it is given ({{steps}} in its arguments, docs/cmd.md)",
-          ended, steps, r.warmup);
-    } else if (r.steps_seen == 1 && r.wall_s < kWallFallbackMinS) {
-      // One step line: it is never timed (before it is the process's start-up), and the run is too short for
-      // its wall time to mean a step.
-      v.outcome = Outcome::Error;
-      v.step_times_s.clear();
-      v.message = fmt::format(
-          "too short to time: {} {} in {:.3g} s; its one step line is not timed (before it is the process's "
-          "start-up) and the run is too soon for the wall-time fallback (at least {:g} s): give it 2 or more steps "
-          "(--steps)",
-          ended, steps, r.wall_s, kWallFallbackMinS);
-    } else if (r.wall_s < kWallFallbackMinS) {
-      // Step lines past the warm-up, none timed: they were read together (a buffered stdout), and the
-      // run is too short for its wall time to mean its steps.
-      v.outcome = Outcome::Error;
-      v.step_times_s.clear();
-      v.message = fmt::format(
-          "too short to time: {} {} in {:.3g} s, its step lines read together (no gap between them to time) and "
-          "too soon for the wall-time fallback (at least {:g} s); flush stdout after each step line (Python: "
-          "print(..., flush=True))",
-          ended, steps, r.wall_s, kWallFallbackMinS);
-    } else {
-      const int ran = r.steps_seen > 0 ? r.steps_seen : total;
-      v.wall_timing = true;
-      v.step_times_s.assign(static_cast<size_t>(ran), r.wall_s / ran);
-      v.samples_per_s = r.wall_s > 0 ? static_cast<double>(r.batch) * ran / r.wall_s : 0;
-      v.message = fmt::format(
-          "{} {}: {:.1f} samples/s from wall time, a fallback ({:.3g} s for {} steps, start-up "
-          "included; print 'batchwise: step' lines to time steps)",
-          how, r.steps_seen > 0 ? steps : "without step lines", v.samples_per_s, r.wall_s, ran);
-    }
+    v = judged_run(r, ended, steps, last_line);
   } else {
     v.outcome = Outcome::Error;
     v.message = fmt::format("{} {}", ended, steps);
