@@ -266,6 +266,12 @@ inline const char* target_text(const Trial& t) {
   return t.outcome == Outcome::Ok || t.outcome == Outcome::Oom ? "over" : "-";
 }
 
+/// A sweep's point it did not run (at or above a batch that ran out of memory: out of memory by that bound, with no
+/// step and no peak of its own), which the reports show as not run, not as a measured failure.
+inline bool not_run(const Trial& t) {
+  return t.outcome == Outcome::Oom && t.steps_run == 0 && t.peak_bytes == 0 && t.step_times_s.empty();
+}
+
 /// The JSON fields of a Trial, in JSON order (fields.h).
 template <class V, class T, IfRecord<T, Trial> = 0>
 void fields(V& v, T& t) {

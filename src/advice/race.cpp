@@ -293,11 +293,40 @@ void run_entry(ModuleWorkload& w, const Dataset& held_out, Live& live, const Wor
   }
 }
 
+// A held-out loss this far above the initial weights' is a model made worse, not a noisy one: a candidate near its
+// rate's limit bounces 10 % either side of where it began (the regression's batch 8 at a third of its limit read 1.54,
+// 2.34, 2.22 from 2.05) and still trains.
+constexpr double kWorseThanTheStart = 1.25;
+
+// Every candidate that trained ended the race worse than the initial weights: its held-out loss more than
+// kWorseThanTheStart times where all began, and its accuracy (where measured) no higher. Training at their rates made
+// the model worse (a race had crowned batch 4 at a held-out loss of 4.41 against 2.31 before it; another gave "the
+// plateau's answer" for losses of 2.4 to 11.8): no answer, and the note why. "" where one did not.
+std::string ended_worse(const BatchRace& race, const std::vector<Live>& entries) {
+  const RaceEntry* least = nullptr;
+  double least_loss = 0;
+  for (const Live& live : entries) {
+    if (live.failed || live.untrained || live.entry.curve.empty()) continue;
+    const RaceEntry::Point& end = live.entry.curve.back();
+    if (end.loss <= kWorseThanTheStart * race.loss_before ||
+        (race.accuracy_before && end.accuracy && *end.accuracy > *race.accuracy_before))
+      return "";
+    if (!least || end.loss < least_loss) least = &live.entry, least_loss = end.loss;
+  }
+  if (!least) return "";
+  return fmt::format(
+      "every candidate ended the race with a held-out loss above where all began ({:.3f}; the least, batch {}, at "
+      "{:.3f}): training at their rates made the model worse (a rate too high, or data whose held-out labels its "
+      "training set does not predict); the race recommends none: lower --lr, or check the data",
+      race.loss_before, least->batch, least_loss);
+}
+
 // The race's recommendation from its last rung (`alive`): none when no entry ever left the start;
 // a race cut short by its wall-clock limit takes its lead.
 void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector<size_t>& alive, bool cut_short,
             double horizon) {
   if (alive.empty()) return;
+  if (const std::string worse = ended_worse(race, entries); !worse.empty()) return race.notes.push_back(worse);
   const bool learned = std::any_of(entries.begin(), entries.end(), [&](const Live& live) {
     return !live.failed && !live.untrained && left_the_start(live.entry, race.loss_before);
   });

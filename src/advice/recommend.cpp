@@ -196,6 +196,13 @@ std::optional<Recommendation> recommend(const std::optional<FitResult>& fit, con
     if (t.outcome == Outcome::Ok && t.batch > training_samples &&
         (!fastest || t.samples_per_s > fastest->samples_per_s))
       fastest = &t;
+  const std::string measured = rec ? fmt::format("batch {} is the fastest measured", rec->batch) : "";
+  double best_within = 0;
+  for (const Trial& t : within.points)
+    if (t.outcome == Outcome::Ok) best_within = std::max(best_within, t.samples_per_s);
+  if (rec && fastest && fastest->samples_per_s > best_within && rec->reason.rfind(measured, 0) == 0)
+    // it is not the fastest measured: one past the training set ran faster
+    rec->reason.insert(measured.size(), fmt::format(" within the {} training samples", training_samples));
   if (rec && fastest)
     rec->reason += fmt::format(
         "; batches above the {} training samples were not weighed, a step would repeat samples (the fastest of "

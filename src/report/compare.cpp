@@ -107,9 +107,11 @@ void add_points(const Report& report, bool is_a, std::map<int64_t, ComparedPoint
   for (const Trial& p : report.sweep->points) {
     ComparedPoint& cp = points[p.batch];
     cp.batch = p.batch;
-    (is_a ? cp.outcome_a : cp.outcome_b) = to_string(p.outcome);
+    // a batch the sweep did not run (past one out of memory): no outcome or peak of its own ("oom" and 0 B had read
+    // as measured)
+    (is_a ? cp.outcome_a : cp.outcome_b) = not_run(p) ? "not run" : to_string(p.outcome);
     if (p.outcome == Outcome::Ok) (is_a ? cp.samples_per_s_a : cp.samples_per_s_b) = p.samples_per_s;
-    (is_a ? cp.peak_bytes_a : cp.peak_bytes_b) = p.peak_bytes;
+    if (!not_run(p)) (is_a ? cp.peak_bytes_a : cp.peak_bytes_b) = p.peak_bytes;
     if (p.outcome == Outcome::Ok && !p.step_times_s.empty()) {  // from the raw steps: older reports lack the IQR
       Trial steps = p;
       summarize_steps(steps);
@@ -309,6 +311,16 @@ Comparison compare_reports(const std::string& path_a, const std::string& path_b)
   c.validated_a = a.validation && !a.validation->interrupted ? a.validation->fastest_batch : std::nullopt;
   c.validated_b = b.validation && !b.validation->interrupted ? b.validation->fastest_batch : std::nullopt;
   c.warnings = comparison_warnings(c);
+  // A side's own noise: a sweep that shared the CPU, or whose figures did not settle, is slowed or moved by what else
+  // ran, and its ratios with it (a geomean of 0.11x had stood without a word beside B's 52 % wait for a core)
+  for (const auto& [side, r] : {std::pair<const char*, const Report*>{"A", &a}, {"B", &b}}) {
+    if (!r->sweep) continue;
+    if (!r->sweep->shared_cpu_warning.empty())
+      c.warnings.push_back(
+          fmt::format("{}: {}; its ratios are the load's as much as the change's", side, r->sweep->shared_cpu_warning));
+    if (!r->sweep->unsettled.empty())  // (noise its repetitions settled is in its figures' spread, the ~ marks)
+      c.warnings.push_back(fmt::format("{}: {}", side, r->sweep->noise_warning));
+  }
   return c;
 }
 

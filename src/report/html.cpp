@@ -6,6 +6,7 @@
 #include "batchwise/html.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -282,10 +283,10 @@ std::string run_race_section(const Report& r) {
                            : esc(gap_as_note(e));
     if (e.earlier_round) note += (note.empty() ? "" : "; ") + esc(earlier_round_note(e));
     rows += fmt::format(
-        "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{:.0f}</td><td class=\"n\">{:.4g}</td>"
+        "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.4g}</td>"
         "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td>{}</td></tr>\n",
-        e.good ? "ok" : "bad", e.batch, e.samples_per_s, e.lr.lr, format_seconds_figure(e.full_run_s),
+        e.good ? "ok" : "bad", e.batch, grouped(e.samples_per_s), e.lr.lr, format_seconds_figure(e.full_run_s),
         amount(compressed_gap(race, e.shorter_run, 1)), amount(compressed_gap(race, e.run, 2)),
         gap_trend_text(e.gap_trend), amount(e.predicted_gap), note);
   }
@@ -300,13 +301,16 @@ std::string run_race_section(const Report& r) {
       "<section id=\"run-race\">\n<h2>Run race: your {:g}-epoch {} run</h2>\n<p class=\"caption\">Batch {} trained "
       "your schedule compressed to {} epochs, every other batch to the last two{}; how far behind batch {} each ended "
       "there, and how that gap shrank as the run doubled, carried to your run's end, is how far behind its full run "
-      "is predicted ({} on the {}; within {} is noise).</p>\n<table>\n"
+      "is predicted ({} on the {}{}).</p>\n<table>\n"
       "<tr><th>batch</th><th>samples/s</th><th>lr</th><th>full run s</th><th>behind after {}</th><th>behind after "
       "{}</th><th>gap x per doubling</th><th>behind at the end</th><th>note</th></tr>\n{}</table>\n<ul>{}</ul>\n"
       "</section>\n",
       race.epochs, esc(race.lr_schedule), race.reference_batch,
       fmt::format("{:.3g}", fmt::join(race.lengths_epochs, ", ")), first_round_lengths_note(race), race.reference_batch,
-      esc(race.measure), esc(race.held_out), amount(race.tolerance), length(1), length(2), rows, notes);
+      esc(race.measure), esc(race.held_out),
+      race.tolerance > 0 ? "; within " + amount(race.tolerance) + " is noise"
+                         : "; no noise measured: no reference curve",
+      length(1), length(2), rows, notes);
 }
 
 std::string run_plan_section(const Report& r) {
@@ -408,7 +412,13 @@ std::string sweep_section(const Report& r) {
         speed(p.samples_per_s_max), step ? fmt::format("{:.2f}", p.step_time_s_median * 1e3) : "-",
         p.peak_bytes > 0 ? esc(format_bytes(p.peak_bytes)) : "-", esc(note));
   }
-  return out + "</table>\n</section>\n";
+  out += "</table>\n";
+  // The batches it left unswept, as the console says them (a page had shown "batch 512 fits" beside a sweep that
+  // stopped at 128, and no word why)
+  if (!r.sweep->not_run.empty())
+    out += fmt::format("<p>batch{} {}: {}</p>\n", r.sweep->not_run.size() > 1 ? "es" : "",
+                       esc(fmt::format("{}", fmt::join(r.sweep->not_run, ", "))), esc(r.sweep->not_run_reason));
+  return out + "</section>\n";
 }
 
 // The input-pipeline search (loader; tune where the step waited for its data): each setting tried.

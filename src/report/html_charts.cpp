@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -325,8 +326,9 @@ std::string memory_section(const Report& r) {
       batches.insert(t.batch);
       largest = std::max(largest, peak);
       smallest = smallest > 0 ? std::min(smallest, peak) : peak;
-    } else if (t.outcome == Outcome::Oom && oom_batches.insert(t.batch).second) {
-      // The peak an out-of-memory trial reached is where it was stopped; without one, the budget.
+    } else if (t.outcome == Outcome::Oom && !not_run(t) && oom_batches.insert(t.batch).second) {
+      // The peak an out-of-memory trial reached is where it was stopped; without one, the budget. (A batch the sweep
+      // did not run, past one out of memory, is no point: its table row says so.)
       const double drawn = peak > 0 ? peak : budget;
       oom.push_back({{"x", t.batch}, {"y", mib(drawn)}, {"note", trial_note(t)}});
       batches.insert(t.batch);
@@ -525,12 +527,24 @@ std::string noise_section(const Report& r) {
     summary += ".";
   } else {
     summary = "B_simple could not be measured: " + n.message;
+    if (!summary.empty() && summary.back() != '.') summary += ".";
   }
+  // The steps it trained: fewer than asked where it stopped (a diverged run's 2 of 10)
+  const int ran = n.timeline.empty() ? n.steps : std::min<int>(n.steps, static_cast<int>(n.timeline.size()));
+  const std::string steps = ran < n.steps ? fmt::format("{} of {}", ran, n.steps) : std::to_string(n.steps);
+  // The critical batch's sentence where there is one: a band with no upper end has none (its own line says so)
+  const std::string unbounded = n.b_simple ? unbounded_noise_text(n) : "";
+  const std::string meaning =
+      !n.b_simple ? ""
+      : !unbounded.empty()
+          ? " " + std::string(1, static_cast<char>(std::toupper(static_cast<unsigned char>(unbounded[0])))) +
+                unbounded.substr(1) + "."
+          : " Near B_simple is the critical batch: below it a bigger batch cuts the steps to a target almost "
+            "proportionally, above it each doubling buys less (McCandlish et al. 2018).";
   std::string out = fmt::format(
       "<section id=\"noise\">\n<h2>Gradient noise scale</h2>\n<p class=\"caption\">{} training steps at batch {} in "
-      "micro-batches of {}. {} Near B_simple is the critical batch: below it a bigger batch cuts the steps to a target "
-      "almost proportionally, above it each doubling buys less (McCandlish et al. 2018).</p>\n",
-      n.steps, n.batch, n.micro_batch, esc(summary));
+      "micro-batches of {}. {}{}</p>\n",
+      steps, n.batch, n.micro_batch, esc(summary), esc(meaning));
   if (!smoothed.empty()) {
     json line_set = dataset("B_simple (smoothed)", smoothed, Palette::purple);
     line_set["showLine"] = true;
@@ -705,7 +719,8 @@ std::string breakdown_section(const Report& r) {
       d.batch, esc(bytes_text(d.activation_bytes_per_sample)),
       d.rest_bytes < 0
           ? " (negative here: not all of the gradients and optimizer state are alive at the peak, which comes while "
-            "the backward pass is still making gradients and freeing activations)"
+            "the backward pass is still making gradients and freeing activations; the chart draws it as 0, so its "
+            "slices add up to more than the peak)"
           : "",
       rows, chart_block("breakdown", config, "memory breakdown"));
 }

@@ -395,8 +395,9 @@ class SweepRun {
     }
     r.not_run.assign(sizes_.begin() + static_cast<std::ptrdiff_t>(i) + 1, sizes_.end());
     r.not_run_reason = fmt::format(
-        "not swept: samples/s did not rise {:.0f} % above its best ({:.0f} samples/s) over the {} batches up to {}, "
-        "so larger batches only cost time",
+        "not swept: in the sweep's first pass, samples/s did not rise {:.0f} % above its best so far ({:.0f} "
+        "samples/s, one repetition's figure: the table's are the median of all) over the {} batches up to {}, so "
+        "larger batches only cost time",
         o_.knee_tolerance() * 100, best, o_.stop_after_flat(), sizes_[i]);
     sizes_.resize(i + 1);
     r.points.resize(i + 1);

@@ -237,6 +237,9 @@ TEST(Goodput, TheAnswerKeepsToTheTrainingSet) {
       "; batches above the 100 training samples were not weighed, a step would repeat samples (the fastest of them, "
       "batch 128, at 2200 samples/s)";
   EXPECT_NE(knee->reason.find(left_out), std::string::npos) << knee->reason;
+  // not "the fastest measured": batch 128 ran faster, past the training set
+  EXPECT_EQ(knee->reason.rfind("batch 64 is the fastest measured within the 100 training samples at ", 0), 0u)
+      << knee->reason;
   EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt, 128)->batch, 128);
   EXPECT_EQ(recommend(std::nullopt, sweep, std::nullopt, std::nullopt, 16)->batch, 128);
   sweep.knee_batch = 64;  // the knee within, a faster batch above: the knee stands, measured against it

@@ -367,6 +367,24 @@ TEST(BatchRace, ADivergingCandidateEndsAloneWithItsReason) {
       ConfigError);
 }
 
+// Started at the optimum (|w - w*| = 0), every step at these rates adds its gradient noise to the weights: each
+// candidate ends with a held-out loss well above where all began. No answer (a race had crowned such a batch at 4.41
+// against 2.31 before it), not the plateau's, and the note says why.
+TEST(BatchRace, EveryCandidateEndingWorseThanTheStartIsNoAnswer) {
+  Regression problem(0.0, 0.6);
+  const BatchRace race = race_batches(*problem.workload, problem.held_out,
+                                      BatchRaceOptions({8, 32}, {1e4, 2e4}, LrAdviceOptions(32, 0.6)).budget_s(0.3));
+  std::string notes;
+  for (const auto& n : race.notes) notes += n + "\n";
+  for (const RaceEntry& e : race.entries)
+    ASSERT_FALSE(e.curve.empty() || e.curve.back().loss <= 1.25 * race.loss_before)
+        << "batch " << e.batch << " did not end worse: " << notes;
+  EXPECT_FALSE(race.best_batch.has_value());
+  EXPECT_FALSE(race.stuck) << "not the plateau's answer";
+  EXPECT_NE(notes.find("every candidate ended the race with a held-out loss above where all began"), std::string::npos)
+      << notes;
+}
+
 // The premise of the last rung's tie rule, in closed form: the batch that reaches a loss soonest
 // grows as the loss to reach falls. For the regression (support/regression.h), each batch at its
 // advised rate (the linear rule from 0.1 at 32, capped at a third of the stability limit, as

@@ -595,6 +595,53 @@ TEST(Compare, AFitStoppedAtItsMaxSaysSo) {
   fs::remove_all(dir);
 }
 
+// A batch a sweep did not run (past one out of memory) is "not run" with no peak, where "oom" and 0 B had read as
+// measured; a sweep that shared the CPU is a warning naming its side (a geomean of 0.11x had stood without a word).
+TEST(Compare, ABatchNotRunAndASweepThatSharedTheCpuAreSaid) {
+  namespace fs = std::filesystem;
+  Report a = fixed_report(), b = fixed_report();
+  ASSERT_TRUE(a.sweep && !a.sweep->points.empty());
+  Trial never;
+  never.batch = 1 << 20;
+  never.outcome = Outcome::Oom;
+  never.steps_run = 0;
+  never.peak_bytes = 0;
+  never.message = "not run: batch 4096 already ran out of memory";
+  b.sweep->points.push_back(never);
+  b.sweep->shared_cpu_warning = "the sweep shared the CPU: its threads waited for a core 52 % of the time";
+  const fs::path dir = fs::temp_directory_path() / ("batchwise-not-run-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "a.json") << to_json(a);
+  std::ofstream(dir / "b.json") << to_json(b);
+  const Comparison c = compare_reports((dir / "a.json").string(), (dir / "b.json").string());
+  const ComparedPoint& p = c.points.back();
+  ASSERT_EQ(p.batch, 1 << 20);
+  EXPECT_EQ(p.outcome_b, "not run");
+  EXPECT_FALSE(p.peak_bytes_b.has_value());
+  std::string warnings;
+  for (const std::string& w : c.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("B: the sweep shared the CPU: its threads waited for a core 52 % of the time; its ratios "
+                          "are the load's as much as the change's"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(warnings.find("A: "), std::string::npos) << warnings;
+  fs::remove_all(dir);
+}
+
+// The page says which batches the sweep left unswept and why, as the console does (a page had shown "batch 512 fits"
+// beside a sweep that stopped at 128, and no word why).
+TEST(Html, TheBatchesASweepLeftUnsweptAreSaid) {
+  Report r = fixed_report();
+  ASSERT_TRUE(r.sweep);
+  r.sweep->not_run = {1024, 2048};
+  r.sweep->not_run_reason = "not swept: in the sweep's first pass, samples/s did not rise 5 % above its best so far";
+  const std::string html = to_html(to_json(r), "report.json");
+  EXPECT_NE(html.find("<p>batches 1024, 2048: not swept: in the sweep&#39;s first pass, samples/s did not rise 5 % "
+                      "above its best so far</p>"),
+            std::string::npos)
+      << html.substr(html.find("sweep-points"), 3000);
+}
+
 // Two noise reports, or two loader searches, have no sweep to set side by side: compare shows their answers (it had
 // said "only their workloads and answers are compared" and shown no answer, and "same context and workload" over
 // noise scales measured at different batches).

@@ -180,7 +180,7 @@ TEST(Report, JsonReadsBackToTheSameJson) {
   EXPECT_NE(table.substr(raced, table.find('\n', raced) - raced).find("   3.00 pt     2.00 pt"), std::string::npos)
       << table;
   const std::string page = to_html(full);
-  EXPECT_NE(page.find("<td class=\"n\">512</td><td class=\"n\">5000</td><td class=\"n\">0</td><td "
+  EXPECT_NE(page.find("<td class=\"n\">512</td><td class=\"n\">5,000</td><td class=\"n\">0</td><td "
                       "class=\"n\">0</td><td class=\"n\">-</td><td class=\"n\">-</td>"),
             std::string::npos);
   EXPECT_NE(page.find("first round&#39;s, after 0.2 epochs: not raced again"), std::string::npos);
