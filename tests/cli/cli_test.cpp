@@ -1945,6 +1945,12 @@ TEST(Cli, ReportErrorsNameTheInput) {
   expect_clean_error("report " + golden + " -o /nonexistent/dir/r.html", 2,
                      "-o /nonexistent/dir/r.html: cannot write there");
   expect_clean_error("report " + golden + " -o ''", 2, "-o '': an empty path");  // it wrote report.html beside it
+  // a folder is named as one ("cannot write there (Not a directory)" had been said of /tmp/); a report named .html
+  // without -o is not blamed on -o
+  expect_clean_error("report " + golden + " -o " + scratch().string() + "/", 2, "is a folder; give a file's path");
+  fs::copy_file(golden, scratch() / "named.html", fs::copy_options::overwrite_existing);
+  expect_clean_error("report " + (scratch() / "named.html").string(), 2,
+                     "named.html: the page is written beside the report with .html, which is the report's own name");
   // a stream has no name to write the page beside: "/dev/stdin.html" had been written (as root), and a pipe's
   // "-o /dev/fd/63.html" blamed for what -o never said
   expect_clean_error("report /dev/stdin", 2,

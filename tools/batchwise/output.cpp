@@ -70,9 +70,9 @@ void check_writable(const std::string& path, const char* flag) {
   if (std::filesystem::is_directory(path, error))
     throw ConfigError(fmt::format("{} {}: is a folder; give a file's path (e.g. {}/{})", flag, path,
                                   path.substr(0, path.find_last_not_of('/') + 1),
-                                  std::string(flag) == "--html"    ? "report.html"
-                                  : std::string(flag) == "--trace" ? "trace.json"
-                                                                   : "report.json"));
+                                  std::string(flag) == "--html" || std::string(flag) == "-o" ? "report.html"
+                                  : std::string(flag) == "--trace"                           ? "trace.json"
+                                                                                             : "report.json"));
   const std::string target = followed(path);     // a link's target is what is written, the link kept
   if (const auto fd = own_descriptor(target)) {  // this process's own: open for writing
     const int mode = ::fcntl(*fd, F_GETFL);

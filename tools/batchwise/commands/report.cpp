@@ -37,8 +37,17 @@ class ReportPage : public Command {
           "FILE (or -o /dev/stdout)",
           report_));  // "/dev/stdin.html" had been written, and "-o /dev/fd/63.html" blamed for what -o never said
     const std::string out = html_.empty() ? fs::path(report_).replace_extension(".html").string() : html_;
+    // The page's default name is the report's own (a report named .html): -o was not given, so it is not -o's fault
+    if (html_.empty() && fs::path(report_).extension() == ".html")
+      throw ConfigError(fmt::format(
+          "{}: the page is written beside the report with .html, which is the report's own name here; it would "
+          "overwrite what this run reads: give -o FILE",
+          report_));
     check_apart({{"-o", out}}, {{"the JSON report", report_}});
-    write_file(out, html_from_file(report_), "-o");
+    const std::string page = html_from_file(report_);  // a report it cannot read is exit 3, before -o is judged
+    // a folder is named as one ("cannot write there (Not a directory)" had been said of /tmp/)
+    check_writable(out, "-o");
+    write_file(out, page, "-o");
     if (!names_stdout(out)) show(out + "\n");  // the page alone on stdout
     return kExitOk;
   }
