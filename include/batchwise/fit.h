@@ -301,4 +301,10 @@ FitResult fit(Workload& workload, const FitOptions& options);
 /// The same search over trials from any runner (a training command, another engine).
 FitResult fit(TrialRunner& runner, const FitOptions& options);
 
+/// A fit that found a batch though nothing shows its trials trained at their batch: every trial that ran was timed by
+/// its wall time (a command that printed no step line) and its peak did not grow from the smallest to the largest
+/// (within 5 %, over batches 4x apart or more). A command that ignores {batch}, or trains nothing, fits any batch so:
+/// the warning says what to check. "" otherwise.
+std::string unseen_batch_warning(const FitResult& fit);
+
 }  // namespace batchwise

@@ -544,4 +544,24 @@ FitResult fit(TrialRunner& runner, const FitOptions& o) {
   return r;
 }
 
+std::string unseen_batch_warning(const FitResult& fit) {
+  if (!fit.batch) return "";
+  const Trial *least = nullptr, *most = nullptr;
+  for (const Trial& t : fit.trials) {
+    if (t.outcome != Outcome::Ok) continue;
+    if (!t.wall_timing) return "";  // a step line, or batchwise's own step: it trained
+    if (!least || t.batch < least->batch) least = &t;
+    if (!most || t.batch > most->batch) most = &t;
+  }
+  if (!least || most->batch < 4 * least->batch ||
+      static_cast<double>(most->peak_bytes) > 1.05 * static_cast<double>(least->peak_bytes))
+    return "";
+  return fmt::format(
+      "nothing shows that the command trained at the batches tried: it printed no step line, and its peak did not "
+      "grow from batch {} to batch {} ({} and {}), so batch {} 'fits' as any batch would for a command that ignores "
+      "{{batch}} or trains nothing; check that it passes {{batch}} to its batch size, and print a 'batchwise: step' "
+      "line per step (docs/cmd.md)",
+      least->batch, most->batch, format_bytes(least->peak_bytes), format_bytes(most->peak_bytes), *fit.batch);
+}
+
 }  // namespace batchwise

@@ -685,5 +685,28 @@ TEST(PlanFor, NeedsAMemoryModel) {
   EXPECT_THROW(plan_for(fit, PlanSource{}, parse_plan_device("h100"), 0.9), ConfigError);
 }
 
+// A command fitted by its wall time alone, its peak flat from 32 to 4096, shows nothing of training at those batches:
+// `fit --cmd -- python -c "import time; time.sleep(1.05)"` had answered "batch 4096 fits", exit 0, without a word.
+TEST(Fit, ACommandWhosePeakNeverGrewAndPrintedNoStepIsSaidToShowNothing) {
+  FitResult fit;
+  fit.outcome = FitOutcome::Fits;
+  fit.batch = 4096;
+  for (const int64_t b : {32, 2048, 4096}) {
+    Trial t;
+    t.batch = b, t.outcome = Outcome::Ok, t.wall_timing = true, t.peak_bytes = (int64_t{85} << 20) / 10 + b;
+    fit.trials.push_back(t);
+  }
+  const std::string w = unseen_batch_warning(fit);
+  EXPECT_NE(w.find("nothing shows that the command trained at the batches tried: it printed no step line, and its "
+                   "peak did not grow from batch 32 to batch 4096"),
+            std::string::npos)
+      << w;
+  fit.trials[1].wall_timing = false;  // one trial's step lines: it trained
+  EXPECT_EQ(unseen_batch_warning(fit), "");
+  fit.trials[1].wall_timing = true;
+  fit.trials[2].peak_bytes *= 2;  // its memory grew with the batch
+  EXPECT_EQ(unseen_batch_warning(fit), "");
+}
+
 }  // namespace
 }  // namespace batchwise

@@ -47,6 +47,7 @@ class Fit : public Command {
     s.report.fit = fit(s.runner(), s.with_progress(fit_.options(w_, s.report.budget_bytes)));
     s.report.recommendation = recommend(s.report.fit, std::nullopt);
     if (std::string w = fit_.first_step_warning(s.report.fit, true); !w.empty()) s.report.context.warnings.push_back(w);
+    if (std::string w = unseen_batch_warning(*s.report.fit); !w.empty()) s.report.context.warnings.push_back(w);
     if (s.report.fit->batch)  // it fits the memory; a run of these data would not take it, and is told so
       if (std::string w = larger_than_training_set_warning({*s.report.fit->batch}, s.report.workload.dataset_size);
           !w.empty())

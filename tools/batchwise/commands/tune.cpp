@@ -191,6 +191,8 @@ class Tune : public Command {
     s.report = tune(subject, options, s.report);
     if (std::string w = reused ? "" : fit_.first_step_warning(s.report.fit, false); !w.empty())  // none measured
       s.report.context.warnings.push_back(w);
+    if (std::string w = s.report.fit && !reused ? unseen_batch_warning(*s.report.fit) : ""; !w.empty())
+      s.report.context.warnings.push_back(w);
     const bool stopped = stop && stop->requested();
     if (stopped) stop->mute_broken_outputs();
     s.clear_line();
