@@ -508,6 +508,12 @@ void plan_for_device(const FitFlags& fit, const WorkloadFlags& w, Report& report
   if (fit.plan_for.empty() || !report.fit) return;
   const PlanSource source{report.context.device_type, report.workload.precision};
   report.plan = plan_for(*report.fit, source, parse_plan_device(fit.plan_for), w.target, fit.multiple_of);
+  if (w.use_cmd && source.device_type == "cpu")  // a command's process tree, not its tensors, was measured
+    report.plan->assumptions.insert(
+        report.plan->assumptions.begin(),
+        "the command's resident memory measured here (its interpreter, libraries, host-side data and loader workers "
+        "as well as its tensors) is what the device would hold: on a GPU the host-side part stays in host memory, so "
+        "the prediction understates the batch; measure on the device with fit --cmd --device cuda");
 }
 
 void rule_learning_rate(Session& s, int64_t base_batch) {
