@@ -574,14 +574,15 @@ std::string validation_section(const Report& r) {
     json points = json::array();
     for (const ValidationPoint& p : run.curve) {
       accuracy |= p.accuracy.has_value();
-      points.push_back({{"x", p.train_s}, {"y", p.accuracy ? *p.accuracy : p.loss}});
+      const double y = p.accuracy ? *p.accuracy : p.loss;
+      if (std::isfinite(y)) points.push_back({{"x", p.train_s}, {"y", y}});  // a diverged evaluation is no point
     }
     json d = dataset(run.schedule.empty() ? fmt::format("batch {} (lr {:.4g})", run.batch, run.lr.lr)
                                           : fmt::format("schedule {}", run.schedule),
                      points, kLineColors[i++ % 6]);
     d["showLine"] = true;
     d["pointRadius"] = 2;
-    datasets.push_back(d);
+    if (!points.empty()) datasets.push_back(d);  // a run with none (diverged at once): its row says so, no legend
     const bool soonest = v.fastest_batch == run.batch && run.schedule.empty();
     if (v.epochs > 0) {  // full runs: final quality and time
       const std::string last = run.final_accuracy ? fmt::format("{:.4f}", *run.final_accuracy)

@@ -231,8 +231,12 @@ void Session::training_line(const std::string& text, const std::string& candidat
 }
 
 namespace {
+// A loss that is not finite reads as words, not fmt's "-nan" (a diverged run's progress line had said "loss -nan")
 std::string metric_text(double loss, const std::optional<double>& accuracy) {
-  return accuracy ? fmt::format("accuracy {:.3f}, loss {:.3f}", *accuracy, loss) : fmt::format("loss {:.3f}", loss);
+  const std::string l = std::isfinite(loss) ? fmt::format("{:.3f}", loss)
+                        : std::isnan(loss)  ? "not a number (diverged)"
+                                            : "infinite (diverged)";
+  return accuracy ? fmt::format("accuracy {:.3f}, loss {}", *accuracy, l) : "loss " + l;
 }
 }  // namespace
 
