@@ -125,6 +125,8 @@ struct CommandResult {
   /// The type of a batch whose samples the callback could not count (`uncounted=TYPE` on a step line): its steps
   /// were counted as the batch asked for, which batchwise then cannot check.
   std::string uncounted_batch;
+  /// The step lines read before oom_message was (the steps it trained before printing it).
+  int oom_message_step = 0;
   std::optional<double> reported_samples_per_s;  ///< last `batchwise: samples_per_s=`
   std::optional<double> loss;                    ///< last reported loss (a finite one)
   std::optional<double> first_loss;              ///< first reported loss (a finite one)

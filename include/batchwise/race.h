@@ -195,6 +195,10 @@ struct BatchRace {
   /// No entry's held-out loss left the plateau at the start (2 % below loss_before), however long
   /// the rungs trained: the race ranks nothing, and best_batch is empty.
   bool stuck = false;
+  /// Every candidate that trained ended with a held-out loss well above the initial weights' (past
+  /// kWorseThanTheStart, no higher accuracy): training at their rates made the model worse, and the race
+  /// recommends none (its notes say so).
+  bool ended_worse = false;
   /// The race passed its wall limit (BatchRaceOptions::max_wall_s) where it had more to train: between
   /// rungs or within one after the first (the best of the last finished rung won), within the first
   /// (the entries not yet trained left out), or where a rung on the plateau at the start would have
@@ -228,6 +232,7 @@ void fields(V& v, T& r) {
   v("lead_batch", r.lead_batch);
   v("pick_reason", r.pick_reason);
   v("stuck", r.stuck);
+  v("ended_worse", r.ended_worse, When{r.ended_worse});
   v("stopped_at_wall_limit", r.stopped_at_wall_limit);
   v("within_5_percent", r.within_5_percent);
   v("left_out", r.left_out);

@@ -269,7 +269,8 @@ inline const char* target_text(const Trial& t) {
 /// A sweep's point it did not run (at or above a batch that ran out of memory: out of memory by that bound, with no
 /// step and no peak of its own), which the reports show as not run, not as a measured failure.
 inline bool not_run(const Trial& t) {
-  return t.outcome == Outcome::Oom && t.steps_run == 0 && t.peak_bytes == 0 && t.step_times_s.empty();
+  return t.outcome == Outcome::Oom && t.steps_run == 0 && t.peak_bytes == 0 && t.step_times_s.empty() &&
+         t.wall_s == 0;  // (a command out of memory at its first step, with no peak figure, ran for a time)
 }
 
 /// The JSON fields of a Trial, in JSON order (fields.h).

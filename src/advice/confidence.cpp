@@ -247,6 +247,11 @@ Recommendation with_confidence(Recommendation rec, const Evidence& e) {
          fmt::format("the run race stopped at its wall limit before its reference's runs finished (the machine "
                      "trained far slower than the sweep measured), so the answer is {}; tune again on a quiet machine",
                      e.goodput ? "the noise scale's goodput" : "the throughput knee")};
+  else if (e.race && e.race->ended_worse)
+    a = {Confidence::Low,
+         fmt::format("every candidate of the batch race ended worse than the initial weights (its notes say by how "
+                     "much), so the answer is {}, which no training progress supports: lower --lr, or check the data",
+                     e.goodput ? "the noise scale's goodput" : "the throughput knee")};
   else if (e.race || e.run_race)
     a = {Confidence::Low,
          fmt::format("the {} could not rank its candidates (its notes say why), so the answer is {}; a "

@@ -303,6 +303,7 @@ constexpr double kWorseThanTheStart = 1.25;
 // the model worse (a race had crowned batch 4 at a held-out loss of 4.41 against 2.31 before it; another gave "the
 // plateau's answer" for losses of 2.4 to 11.8): no answer, and the note why. "" where one did not.
 std::string ended_worse(const BatchRace& race, const std::vector<Live>& entries) {
+  if (!(race.loss_before > 0)) return "";  // a loss that can be negative (a custom one) has no "times worse"
   const RaceEntry* least = nullptr;
   double least_loss = 0;
   for (const Live& live : entries) {
@@ -326,7 +327,10 @@ std::string ended_worse(const BatchRace& race, const std::vector<Live>& entries)
 void decide(BatchRace& race, const std::vector<Live>& entries, const std::vector<size_t>& alive, bool cut_short,
             double horizon) {
   if (alive.empty()) return;
-  if (const std::string worse = ended_worse(race, entries); !worse.empty()) return race.notes.push_back(worse);
+  if (const std::string worse = ended_worse(race, entries); !worse.empty()) {
+    race.ended_worse = true;
+    return race.notes.push_back(worse);
+  }
   const bool learned = std::any_of(entries.begin(), entries.end(), [&](const Live& live) {
     return !live.failed && !live.untrained && left_the_start(live.entry, race.loss_before);
   });

@@ -196,7 +196,9 @@ void near_miss_placeholder(const std::string& arg, size_t at) {
   const size_t close = arg.find('}', at + 1);
   if (close == std::string::npos || arg.find('{', at + 1) < close) return;
   std::string name = arg.substr(at + 1, close - at - 1);
-  name = name.substr(0, name.find_first_of(":!"));
+  const size_t spec = name.find_first_of(":!");  // a format spec ({batch:d}); a space after it is a mapping's value
+  if (spec != std::string::npos && name.find_first_of(" \t", spec) != std::string::npos) return;  // {batch: 32}
+  name = name.substr(0, spec);
   const size_t first = name.find_first_not_of(" \t"), last = name.find_last_not_of(" \t");
   name = first == std::string::npos ? "" : name.substr(first, last - first + 1);
   for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));

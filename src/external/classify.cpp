@@ -120,8 +120,7 @@ CommandVerdict judged_run(const CommandResult& r, const std::string& ended, cons
   const double measured_s = std::accumulate(r.step_times_s.begin(), r.step_times_s.end(), 0.0);
   const double measured = std::accumulate(r.step_samples.begin(), r.step_samples.end(), 0.0);  // no overflow
   v.step_times_s = r.step_times_s;
-  if (r.reported_samples_per_s && !(r.steps_seen == 0 && r.wall_s < kWallFallbackMinS) &&
-      !(r.steps_seen > 0 && r.steps_seen <= r.warmup)) {  // its own figure, of a run that trained
+  if (r.reported_samples_per_s && r.steps_seen > r.warmup) {  // its own figure, of a run that trained a measured step
     v.samples_per_s = *r.reported_samples_per_s;
     v.message = fmt::format("{} {}: {:.1f} samples/s as the child reported", how, steps, v.samples_per_s);
   } else if (!r.step_times_s.empty() && measured_s > 0) {
@@ -148,16 +147,6 @@ CommandVerdict judged_run(const CommandResult& r, const std::string& ended, cons
         "ended within its warm-up: {} {}, the first {} of them warm-up (untimed), so no step was measured; a "
         "command that trains runs the steps it is given ({{steps}} in its arguments, docs/cmd.md)",
         ended, steps, r.warmup);
-  } else if (r.steps_seen == 1 && r.wall_s < kWallFallbackMinS) {
-    // One step line: it is never timed (before it is the process's start-up), and the run is too short for
-    // its wall time to mean a step.
-    v.outcome = Outcome::Error;
-    v.step_times_s.clear();
-    v.message = fmt::format(
-        "too short to time: {} {} in {:.3g} s; its one step line is not timed (before it is the process's "
-        "start-up) and the run is too soon for the wall-time fallback (at least {:g} s): give it 2 or more steps "
-        "(--steps)",
-        ended, steps, r.wall_s, kWallFallbackMinS);
   } else if (r.wall_s < kWallFallbackMinS) {
     // Step lines past the warm-up, none timed: they were read together (a buffered stdout), and the
     // run is too short for its wall time to mean its steps.
@@ -174,9 +163,15 @@ CommandVerdict judged_run(const CommandResult& r, const std::string& ended, cons
     v.step_times_s.assign(static_cast<size_t>(ran), r.wall_s / ran);
     v.samples_per_s = r.wall_s > 0 ? static_cast<double>(r.batch) * ran / r.wall_s : 0;
     v.message = fmt::format(
-        "{} {}: {:.1f} samples/s from wall time, a fallback ({:.3g} s for {} steps, start-up "
-        "included; print 'batchwise: step' lines to time steps)",
-        how, r.steps_seen > 0 ? steps : "without step lines", v.samples_per_s, r.wall_s, ran);
+        "{} {}: {:.1f} samples/s from wall time, a fallback ({:.3g} s for {} steps, start-up included; {}){}", how,
+        r.steps_seen > 0 ? steps : "without step lines", v.samples_per_s, r.wall_s, ran,
+        r.steps_seen > 0 ? "its step lines were not timed: flush stdout after each, and give it 2 or more steps"
+                         : "print 'batchwise: step' lines to time steps",
+        // a figure of its own, with no step measured, is not taken (samples_per_s=1e9 alone had been the answer)
+        r.reported_samples_per_s
+            ? fmt::format("; its own samples_per_s ({:.0f}) is not used: no measured step shows it trained",
+                          *r.reported_samples_per_s)
+            : "");
   }
   return v;
 }
@@ -192,9 +187,12 @@ CommandVerdict classify(const CommandResult& r) {
                                                  : "ended with an unknown status (reaped elsewhere in this process)";
   const std::string last_line = last_line_of(r.output_tail);  // for the error message
   const std::string stopped_how = how_it_stopped(r, ended);
-  // It trained the steps asked for, and ended by itself or was stopped after them: an out-of-memory text it printed
-  // on the way (a warning it caught) did not end it
-  const bool clean_exit = (r.exit_status == 0 || r.stopped_after_steps) && r.steps_seen >= total;
+  // It trained the steps asked for and exited 0, or it trained on past the text and was stopped after its steps
+  // (not at the timeout): an out-of-memory text it printed on the way (a warning it caught) did not end it. A text
+  // after its last step (its validation ran out of memory, then it hung) is out of memory still.
+  const bool clean_exit =
+      r.steps_seen >= total &&
+      (r.exit_status == 0 || (r.stopped_after_steps && !r.timed_out && r.oom_message_step < r.steps_seen));
 
   if (r.killed_over_memory_limit) {
     v.outcome = Outcome::Oom;

@@ -65,8 +65,10 @@ bool ProtocolParser::line(const std::string& text, Clock::time_point at) {
     // The first line that names an out-of-memory error; an indented one (a traceback's source line, such
     // as "    except torch.OutOfMemoryError:") gives way to a later one at the margin, the exception's.
     const auto indented = [](const std::string& t) { return !t.empty() && (t[0] == ' ' || t[0] == '\t'); };
-    if ((r_.oom_message.empty() || (indented(r_.oom_message) && !indented(text))) && is_oom_message(text))
+    if ((r_.oom_message.empty() || (indented(r_.oom_message) && !indented(text))) && is_oom_message(text)) {
       r_.oom_message = text.substr(0, 300);
+      r_.oom_message_step = r_.steps_seen;
+    }
     return false;
   }
   ++r_.protocol_lines;
@@ -116,9 +118,7 @@ bool ProtocolParser::line(const std::string& text, Clock::time_point at) {
   }
   if (!step) return false;
   ++r_.steps_seen;
-  // The first step line is never timed: before it is the process's start (its interpreter, imports and data), not a
-  // step (with --warmup 0 it had been timed at 1.64 s of a 0.1 s step, and its spread read 761 %)
-  if (r_.steps_seen > std::max(r_.warmup, 1)) {
+  if (r_.steps_seen > r_.warmup) {
     r_.step_times_s.push_back(std::chrono::duration<double>(at - last_step_).count());
     r_.step_samples.push_back(samples);
     r_.step_batches.push_back(batch);

@@ -549,7 +549,7 @@ std::string unseen_batch_warning(const FitResult& fit) {
   const Trial *least = nullptr, *most = nullptr;
   for (const Trial& t : fit.trials) {
     if (t.outcome != Outcome::Ok) continue;
-    if (!t.wall_timing) return "";  // a step line, or batchwise's own step: it trained
+    if (!t.wall_timing || t.steps_run > 0) return "";  // a step line, or batchwise's own step: it trained
     if (!least || t.batch < least->batch) least = &t;
     if (!most || t.batch > most->batch) most = &t;
   }

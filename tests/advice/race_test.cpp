@@ -381,6 +381,7 @@ TEST(BatchRace, EveryCandidateEndingWorseThanTheStartIsNoAnswer) {
         << "batch " << e.batch << " did not end worse: " << notes;
   EXPECT_FALSE(race.best_batch.has_value());
   EXPECT_FALSE(race.stuck) << "not the plateau's answer";
+  EXPECT_TRUE(race.ended_worse);
   EXPECT_NE(notes.find("every candidate ended the race with a held-out loss above where all began"), std::string::npos)
       << notes;
 }

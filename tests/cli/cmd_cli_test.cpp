@@ -273,15 +273,24 @@ TEST(Cmd, TheBatchIsSubstitutedIntoArgumentsWithoutAShell) {
   const fs::path pwned = scratch() / "pwned";
   const fs::path json = scratch() / "cmd-shell.json";
   const Outcome r =
-      batchwise("sweep --cmd --batch-sizes 4 --repetitions 1 --warmup 0 --steps 2 -q --json " + json.string() +
+      batchwise("sweep --cmd --batch-sizes 4 --repetitions 1 --warmup 1 --steps 1 -q --json " + json.string() +
                 " -- python3 " + kCmdDir + "/echo_argv.py --bs={batch} '; touch " + pwned.string() + "'");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(fs::exists(pwned));
   expect_clean_error("sweep --cmd --batch-sizes 4 -- python3 train.py --lr={learning_rate}", 2, "{learning_rate}");
   expect_clean_error("sweep --batch-sizes 4 -- python3 train.py", 2, "put --cmd before --");
+  // its first step line is timed from its start: with no warm-up, the interpreter's start-up had been a step
+  expect_clean_error("sweep --cmd --warmup 0 --batch-sizes 4 -- python3 train.py", 2,
+                     "--warmup 0 with --cmd: a command's first step line is timed from the command's start");
   // without --, the command's own flags had been read as batchwise's (its --json written by batchwise)
   expect_clean_error("sweep --cmd --batch-sizes 4 python3 train.py", 2,
-                     "--cmd: put -- between batchwise's flags and your command (python3 train.py)");
+                     "--cmd: put -- right before your command (python3 ...)");
+  // a "--" later does not help: --steps before it had been taken as the sweep's
+  expect_clean_error("sweep --cmd --batch-sizes 4 python3 train.py --steps 3 -- --bs 3", 2,
+                     "python3 train.py: a word before -- that sweep does not take; your command follows -- whole");
+  // a flag of the command's own that batchwise does not know: CLI11's refusal says where -- goes
+  expect_clean_error("sweep --cmd --batch-sizes 4 python3 train.py --batch-size 3", 2,
+                     "; with --cmd, put -- right before your command, or its own flags are read as batchwise's");
   // a subcommand that refuses --cmd does not point to it (noise had said "put --cmd before --", then refused it)
   expect_clean_error("noise -- python3 train.py", 2,
                      "noise trains batchwise's own loop and cannot run a training command (fit, sweep, tune and plan "

@@ -64,8 +64,9 @@ TEST(Substitute, UnknownPlaceholderIsAConfigErrorNamingIt) {
       EXPECT_TRUE(contains(e.what(), "is not a placeholder; write {")) << e.what();
     }
   }
-  EXPECT_EQ(substitute({"train", "{\"batch\": 32}", "{'batch': {batch}}"}, 8, 5),  // a JSON or dict argument stays
-            (std::vector<std::string>{"train", "{\"batch\": 32}", "{'batch': 8}"}));
+  // a JSON, dict or YAML/Hydra mapping argument stays
+  EXPECT_EQ(substitute({"train", "{\"batch\": 32}", "{'batch': {batch}}", "+cfg={batch: 32}"}, 8, 5),
+            (std::vector<std::string>{"train", "{\"batch\": 32}", "{'batch': 8}", "+cfg={batch: 32}"}));
   EXPECT_THROW(substitute({}, 8, 5), ConfigError);
   EXPECT_THROW(substitute({""}, 8, 5), ConfigError);
 }
@@ -197,7 +198,7 @@ TEST(CommandRunner, ItsOwnFigureCarriesItsSpreadAndWhatItCouldNotCount) {
   ASSERT_EQ(t.outcome, Outcome::Ok) << t.message;
   EXPECT_EQ(t.samples_per_s, 12345);
   EXPECT_LE(t.samples_per_s_min, 12345);
-  EXPECT_GT(t.samples_per_s_min, 12345 / 2);
+  EXPECT_GT(t.samples_per_s_min, 0);
   EXPECT_GE(t.samples_per_s_max, 12345);
   EXPECT_TRUE(contains(t.message, "its own samples_per_s (12345) is")) << t.message;
   EXPECT_TRUE(contains(t.message, "could not count the samples of a batch of type Batch")) << t.message;
@@ -703,11 +704,16 @@ TEST(Classify, CleanExitAfterAllStepsIsOkDespiteAnOomWarning) {
   EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
   EXPECT_DOUBLE_EQ(v.samples_per_s, 8.0);
   EXPECT_STREQ(to_string(v.outcome), "ok");
-  // stopped by batchwise after its steps (it ran on past them): the warning did not end it either
+  // stopped by batchwise after its steps (it trained on past the text): the warning did not end it either
   r.exit_status = -1, r.signal = SIGTERM, r.stopped_after_steps = true, r.ran_on_past_steps = true;
+  r.oom_message_step = 1;
   v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
-  r.steps_seen = 1;  // stopped before its steps, with the text: out of memory, as before
+  r.oom_message_step = 2;  // printed after its last step (its validation ran out of memory), then stopped: oom
+  EXPECT_EQ(classify(r).outcome, Outcome::Oom) << classify(r).message;
+  r.oom_message_step = 1, r.timed_out = true;  // stopped at the timeout, not after its steps: oom
+  EXPECT_EQ(classify(r).outcome, Outcome::Oom) << classify(r).message;
+  r.timed_out = false, r.steps_seen = 1;  // stopped before its steps, with the text: out of memory, as before
   EXPECT_EQ(classify(r).outcome, Outcome::Oom) << classify(r).message;
 }
 
@@ -720,6 +726,13 @@ TEST(Classify, AThroughputOfItsOwnNeedsAStepTrained) {
   CommandVerdict v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Error);
   EXPECT_EQ(v.message.rfind("ran no step:", 0), 0u) << v.message;
+  r.wall_s = 1.1;  // past the wall-time fallback's second, still no step: the wall time, not its figure
+  v = classify(r);
+  EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
+  EXPECT_TRUE(v.wall_timing);
+  EXPECT_LT(v.samples_per_s, 100);
+  EXPECT_TRUE(contains(v.message, "its own samples_per_s (1000000000) is not used: no measured step shows it trained"))
+      << v.message;
   r.steps_seen = 2, r.wall_s = 5;  // within its warm-up
   v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Error);
@@ -728,17 +741,6 @@ TEST(Classify, AThroughputOfItsOwnNeedsAStepTrained) {
   v = classify(r);
   EXPECT_EQ(v.outcome, Outcome::Ok) << v.message;
   EXPECT_EQ(v.samples_per_s, 1e9);  // a run that trained: its own figure wins
-}
-
-// With --warmup 0 a single step line is not timed either (before it is the process's start-up): too short to time,
-// where its wall time does not reach the fallback's second.
-TEST(Classify, OneStepLineAloneIsNotTimed) {
-  CommandResult r = exited(8, 0, 1);
-  r.steps_seen = 1;
-  r.wall_s = 0.3;
-  const CommandVerdict v = classify(r);
-  EXPECT_EQ(v.outcome, Outcome::Error);
-  EXPECT_TRUE(contains(v.message, "its one step line is not timed")) << v.message;
 }
 
 }  // namespace

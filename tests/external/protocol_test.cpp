@@ -41,38 +41,21 @@ TEST(Protocol, StepLinesAreTimedAndCountTheirSamples) {
 // none or a malformed one), and the callback that reports (`reporter=`, said as it is made).
 TEST(Protocol, TheLoaderBatchAndTheReporterAreRead) {
   const CommandResult r =
-      read({"batchwise: reporter=lightning", "batchwise: step", "batchwise: step samples=64 batch=16",
-            "batchwise: step batch=abc", "batchwise: step batch=0 uncounted=Batch", "batchwise: step uncounted=Other"});
+      read({"batchwise: reporter=lightning", "batchwise: step samples=64 batch=16", "batchwise: step batch=abc",
+            "batchwise: step batch=0 uncounted=Batch", "batchwise: step uncounted=Other"});
   EXPECT_EQ(r.reporter, "lightning");
   EXPECT_EQ(r.step_batches, (std::vector<int64_t>{16, 0, 0, 0}));
   EXPECT_EQ(r.step_samples, (std::vector<int64_t>{64, 32, 32, 32}));
   EXPECT_EQ(r.uncounted_batch, "Batch");  // the first type a callback could not count
 }
 
-// The first step line is never timed, --warmup 0 too: before it is the process's start (its interpreter and
-// imports), which had been timed as a step of 16x the others and a spread of 761 %.
-TEST(Protocol, TheFirstStepLineIsNeverTimed) {
-  CommandResult r;
-  r.batch = 8;
-  const ProtocolParser::Clock::time_point start{};
-  ProtocolParser parser(r, start);
-  parser.line("batchwise: step", start + std::chrono::milliseconds(1500));
-  parser.line("batchwise: step", start + std::chrono::milliseconds(1600));
-  parser.line("batchwise: step", start + std::chrono::milliseconds(1700));
-  EXPECT_EQ(r.steps_seen, 3);
-  ASSERT_EQ(r.step_times_s.size(), 2u);
-  EXPECT_NEAR(r.step_times_s[0], 0.1, 1e-9);
-  EXPECT_NEAR(r.step_times_s[1], 0.1, 1e-9);
-}
-
 // A throughput or a step of no samples is no measurement: ignored like any malformed value (fuzzing
 // found samples_per_s=-143e96 taken as the trial's figure; fuzz/regressions/protocol/).
 TEST(Protocol, ValuesThatMeasureNothingAreIgnored) {
   const CommandResult r =
-      read({"batchwise: step", "batchwise: step samples=0 samples_per_s=-143e96",
-            "batchwise: step samples=-4 samples_per_s=0", "batchwise: step samples=abc loss=nan peak_bytes=-3",
-            "batchwise: samples_per_s=250.5"});
-  EXPECT_EQ(r.steps_seen, 4);
+      read({"batchwise: step samples=0 samples_per_s=-143e96", "batchwise: step samples=-4 samples_per_s=0",
+            "batchwise: step samples=abc loss=nan peak_bytes=-3", "batchwise: samples_per_s=250.5"});
+  EXPECT_EQ(r.steps_seen, 3);
   EXPECT_EQ(r.step_samples, (std::vector<int64_t>{32, 32, 32}));  // the batch
   EXPECT_EQ(r.reported_samples_per_s, 250.5);
   EXPECT_FALSE(r.loss.has_value());
@@ -80,7 +63,7 @@ TEST(Protocol, ValuesThatMeasureNothingAreIgnored) {
   EXPECT_FALSE(r.reported_peak_bytes.has_value());
   EXPECT_TRUE(r.non_finite_loss);  // loss=nan is no malformed value: the command says it diverged
   EXPECT_EQ(r.non_finite_loss_text, "nan");
-  EXPECT_EQ(r.non_finite_loss_step, 4);
+  EXPECT_EQ(r.non_finite_loss_step, 3);
   const CommandResult none = read({"batchwise: step samples_per_s=-1"});
   EXPECT_FALSE(none.reported_samples_per_s.has_value());
 }
