@@ -245,6 +245,9 @@ bool writes_outputs();
 /// flags (--json, --lr) are read as batchwise's.
 void note_command_separator(int argc, char** argv);
 
+/// --cmd was among main's arguments and "--" was not.
+bool command_separator_missing();
+
 /// CLI11's words for a usage error, as the rest of batchwise says one: a flag given twice ("--steps:
 /// given 2 times; give it once", where CLI11 said "At Most 1 required but received 2"), too few values,
 /// and an unknown option with the nearest of `sub`'s (the subcommand parsed; may be null).
